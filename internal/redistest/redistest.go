@@ -1,0 +1,148 @@
+// Package redistest starts a real redis-server for tests, on a free loopback
+// port, and stops it by PID when the test ends.
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process owned by a test.
+type Server struct {
+	Addr string // host:port on 127.0.0.1
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited and been reaped
+	log  bytes.Buffer
+}
+
+// Start runs a redis-server without persistence on a free loopback port and
+// waits until it answers PING. It fails the test if redis-server is not
+// installed: these tests are the point, skipping them would hide that.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not found on PATH; install it (apt-get install -y redis-server) or run the README's test command, which does")
+	}
+	s := &Server{}
+	var err error
+	for range 5 { // another process may take the port between pick and bind
+		s.Addr = freeAddr(t)
+		if err = s.start(); err == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("start redis-server: %v", err)
+	return nil
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("pick a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (s *Server) start() error {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	cmd := exec.Command("redis-server",
+		"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--loglevel", "warning")
+	s.log.Reset()
+	cmd.Stdout, cmd.Stderr = &s.log, &s.log
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+
+	deadline := time.After(10 * time.Second)
+	for ping(s.Addr) != nil { // poll until it answers
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server exited: %s", s.log.String())
+		case <-deadline:
+			s.Stop()
+			return fmt.Errorf("redis-server did not answer PING within 10s")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func ping(addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+}
+
+// Client returns a client for this server, closed when the test ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// URL returns the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr }
+
+// Stop kills the server (SIGKILL, as a crash would) and waits for it to exit.
+// It is safe to call more than once.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT) // a stopped process must run to die
+	cmd.Process.Kill()
+	<-done
+}
+
+// Restart kills the server and starts an empty one on the same port, as a
+// Redis without persistence comes back after a crash.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	if err := s.start(); err != nil {
+		t.Fatalf("restart redis-server: %v", err)
+	}
+}
+
+// Pause stops the server process (SIGSTOP): connections stay open, nothing
+// answers. Resume undoes it.
+func (s *Server) Pause(t testing.TB) { s.signal(t, syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume(t testing.TB) { s.signal(t, syscall.SIGCONT) }
+
+func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal redis-server: %v", err)
+	}
+}

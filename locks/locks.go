@@ -1,0 +1,145 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Locker is what every backend offers. All methods are safe for concurrent
+// use. Backend failures are reported as errors that match ErrUnavailable.
+type Locker interface {
+	// Acquire takes the lock for req.TTL. When the lock is held it returns an
+	// error matching ErrHeld (a *HeldError with the holder's remaining TTL),
+	// unless req.Wait > 0, in which case it waits up to req.Wait for the lock
+	// to free up and then takes it.
+	Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant, error)
+
+	// Release frees the lock if token is its current owner token, and
+	// otherwise returns ErrNotHolder and changes nothing.
+	Release(ctx context.Context, key Key, token string) error
+
+	// Renew extends the lease of the current holder to ttl from now (ttl 0
+	// means the TTL the grant was acquired with). It returns ErrNotHolder if
+	// token does not hold the lock; it never brings back an expired lease.
+	Renew(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error)
+
+	// Inspect describes the current holder, or returns ErrNotHeld. It never
+	// reveals the owner token.
+	Inspect(ctx context.Context, key Key) (Info, error)
+}
+
+// Key names a lock: a namespace (the unit of authorisation) and a name.
+type Key struct {
+	Namespace string
+	Name      string
+}
+
+var (
+	namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	namePattern      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$`)
+)
+
+// ParseKey checks namespace and name against the patterns of the public API.
+// Neither may contain '/', '{' or '}', so "namespace/name" is unambiguous and
+// safe to use as a Redis Cluster hash tag.
+func ParseKey(namespace, name string) (Key, error) {
+	if !namespacePattern.MatchString(namespace) {
+		return Key{}, fmt.Errorf("%w: namespace must match %s", ErrInvalid, namespacePattern)
+	}
+	if !namePattern.MatchString(name) {
+		return Key{}, fmt.Errorf("%w: name must match %s", ErrInvalid, namePattern)
+	}
+	return Key{Namespace: namespace, Name: name}, nil
+}
+
+// String returns "namespace/name".
+func (k Key) String() string { return k.Namespace + "/" + k.Name }
+
+// AcquireRequest says how to take a lock.
+type AcquireRequest struct {
+	// TTL is the lease length; it must be positive.
+	TTL time.Duration
+	// Wait is how long to wait for a held lock; 0 fails at once with ErrHeld.
+	Wait time.Duration
+	// Subject identifies the caller (the JWT subject at the gateway).
+	Subject string
+	// Owner is a free-form label shown by Inspect, at most MaxOwnerLen bytes.
+	Owner string
+}
+
+// MaxOwnerLen is the longest owner label Acquire accepts.
+const MaxOwnerLen = 128
+
+func (r AcquireRequest) validate() error {
+	switch {
+	case r.TTL <= 0:
+		return fmt.Errorf("%w: ttl must be positive", ErrInvalid)
+	case r.Wait < 0:
+		return fmt.Errorf("%w: wait must not be negative", ErrInvalid)
+	case len(r.Owner) > MaxOwnerLen:
+		return fmt.Errorf("%w: owner label longer than %d bytes", ErrInvalid, MaxOwnerLen)
+	}
+	return nil
+}
+
+// Lease is the part of a grant that renewals change.
+type Lease struct {
+	// FencingToken strictly increases with every acquisition of the lock.
+	FencingToken int64
+	// TTL is what remained of the lease when the backend answered.
+	TTL time.Duration
+	// ExpiresAt is the call's start time plus TTL: never later than the
+	// backend's own expiry, so a caller that trusts it stops early, not late.
+	ExpiresAt time.Time
+}
+
+// Grant is a successful acquisition.
+type Grant struct {
+	Lease
+	// Token is the owner token: the only way to release or renew the grant.
+	Token string
+}
+
+// Info describes the current holder of a lock.
+type Info struct {
+	Lease
+	Subject    string
+	Owner      string
+	AcquiredAt time.Time
+}
+
+var (
+	// ErrHeld means the lock is held by someone else; errors.As it into a
+	// *HeldError for the holder's remaining TTL.
+	ErrHeld = errors.New("lock held")
+	// ErrNotHolder means the token does not hold the lock: it was released,
+	// it expired, or another grant holds the lock now.
+	ErrNotHolder = errors.New("not the lock holder")
+	// ErrNotHeld means nobody holds the lock.
+	ErrNotHeld = errors.New("lock not held")
+	// ErrInvalid means the arguments were invalid.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrUnavailable means the backend failed or did not answer in time. The
+	// outcome of the operation is unknown to the caller.
+	ErrUnavailable = errors.New("lock backend unavailable")
+)
+
+// HeldError is returned by Acquire when the lock is held.
+type HeldError struct {
+	// RetryAfter is the remaining TTL of the current holder.
+	RetryAfter time.Duration
+}
+
+func (e *HeldError) Error() string { return fmt.Sprintf("lock held, retry after %s", e.RetryAfter) }
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// unavailable wraps a backend failure so that it matches ErrUnavailable and
+// still unwraps to its cause.
+func unavailable(op string, key Key, cause error) error {
+	return fmt.Errorf("%s %s: %w: %w", op, key, ErrUnavailable, cause)
+}

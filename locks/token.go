@@ -1,0 +1,23 @@
+package locks
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+)
+
+// newToken returns a fresh owner token: 128 random bits, URL-safe base64.
+func newToken() string {
+	b := make([]byte, 16)
+	rand.Read(b) // never fails: see crypto/rand.Read.
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// tokenHash is what backends store instead of the token itself, so that
+// whoever can read the store (a dump, MONITOR, SLOWLOG) cannot act as the
+// holder. Equal hashes mean equal tokens; comparing hashes in variable time
+// leaks nothing useful about the token.
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
