@@ -143,3 +143,14 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 func unavailable(op string, key Key, cause error) error {
 	return fmt.Errorf("%s %s: %w: %w", op, key, ErrUnavailable, cause)
 }
+
+// Backend is a Locker that a process owns: it can report whether it can
+// reach its store, and must be closed when the process is done with it.
+type Backend interface {
+	Locker
+	// Check reports whether the backend's store answers (for readiness).
+	Check(ctx context.Context) error
+	// Close releases the backend's connections and background work. It does
+	// not release any lock: leases end on their own.
+	Close() error
+}

@@ -16,7 +16,7 @@ type Memory struct {
 	lastFence int64
 }
 
-var _ Locker = (*Memory)(nil)
+var _ Backend = (*Memory)(nil)
 
 // memGrant is one holder of one lock.
 type memGrant struct {
@@ -193,3 +193,9 @@ func (m *Memory) Inspect(_ context.Context, key Key) (Info, error) {
 		AcquiredAt: g.acquiredAt,
 	}, nil
 }
+
+// Check implements Backend: memory is always reachable.
+func (m *Memory) Check(context.Context) error { return nil }
+
+// Close implements Backend. Locks held stay held until their leases end.
+func (m *Memory) Close() error { return nil }
