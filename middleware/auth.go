@@ -1,0 +1,261 @@
+package middleware
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var (
+	// ErrUnauthenticated means the request carries no valid bearer token.
+	// Errors that match it are *AuthError values.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden means the token does not grant the lock's namespace.
+	ErrForbidden = errors.New("forbidden")
+)
+
+// AuthError says why a bearer token was refused, in words that are safe to
+// show the caller: never the token, never a library's error text.
+type AuthError struct {
+	// Reason is shown to the caller as the problem detail.
+	Reason string
+	// Presented is true when a token was sent (RFC 6750 then asks for
+	// error="invalid_token" in WWW-Authenticate).
+	Presented bool
+}
+
+func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason }
+
+// Detail is the reason, for the problem response.
+func (e *AuthError) Detail() string { return e.Reason }
+
+// Is makes errors.Is(err, ErrUnauthenticated) true.
+func (e *AuthError) Is(target error) bool { return target == ErrUnauthenticated }
+
+// MaxTokenLen bounds the bearer token we are willing to parse. Real tokens
+// are a few hundred bytes; the header limit (64 KiB) would let through
+// megabyte-scale work for base64 and JSON decoding otherwise.
+const MaxTokenLen = 8 << 10
+
+// AuthConfig says which tokens to trust. Set exactly one of Secret and
+// PublicKeys.
+type AuthConfig struct {
+	// Secret verifies HS256 tokens. At least 32 bytes.
+	Secret []byte
+	// PublicKeys verify RS256 (RSA, 2048 bits or more), ES256 (ECDSA P-256)
+	// and EdDSA (Ed25519) tokens; see ParsePublicKeys.
+	PublicKeys []crypto.PublicKey
+	// Issuer, when set, must equal the token's iss.
+	Issuer string
+	// Audience, when set, must be among the token's aud.
+	Audience string
+}
+
+// MinSecretLen is the shortest HS256 secret accepted: RFC 7518 asks for a
+// key at least as long as the hash.
+const MinSecretLen = 32
+
+// Authenticator verifies bearer JWTs. It accepts only the algorithms its keys
+// are for, so an HS256 token signed with a public key as the secret, or an
+// "alg: none" token, never verifies.
+type Authenticator struct {
+	parser *jwt.Parser
+	keys   map[string]jwt.VerificationKeySet // by alg
+}
+
+// NewAuthenticator checks cfg and returns an Authenticator for it.
+func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
+	keys := make(map[string]jwt.VerificationKeySet)
+	switch {
+	case len(cfg.Secret) > 0 && len(cfg.PublicKeys) > 0:
+		return nil, errors.New("configure either a JWT secret or JWT public keys, not both")
+	case len(cfg.Secret) > 0:
+		if len(cfg.Secret) < MinSecretLen {
+			return nil, fmt.Errorf("the JWT secret must be at least %d bytes", MinSecretLen)
+		}
+		keys[jwt.SigningMethodHS256.Alg()] = jwt.VerificationKeySet{Keys: []jwt.VerificationKey{cfg.Secret}}
+	case len(cfg.PublicKeys) > 0:
+		for _, k := range cfg.PublicKeys {
+			alg, err := algFor(k)
+			if err != nil {
+				return nil, err
+			}
+			set := keys[alg]
+			set.Keys = append(set.Keys, k)
+			keys[alg] = set
+		}
+	default:
+		return nil, errors.New("no JWT key configured")
+	}
+	algs := make([]string, 0, len(keys))
+	for alg := range keys {
+		algs = append(algs, alg)
+	}
+	slices.Sort(algs)
+	opts := []jwt.ParserOption{jwt.WithValidMethods(algs), jwt.WithExpirationRequired()}
+	if cfg.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	if cfg.Audience != "" {
+		opts = append(opts, jwt.WithAudience(cfg.Audience))
+	}
+	return &Authenticator{parser: jwt.NewParser(opts...), keys: keys}, nil
+}
+
+func algFor(k crypto.PublicKey) (string, error) {
+	switch k := k.(type) {
+	case *rsa.PublicKey:
+		if k.N.BitLen() < 2048 {
+			return "", fmt.Errorf("RSA public key of %d bits: at least 2048 are required", k.N.BitLen())
+		}
+		return jwt.SigningMethodRS256.Alg(), nil
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() {
+			return "", fmt.Errorf("ECDSA public key on %s: only P-256 (ES256) is supported", k.Curve.Params().Name)
+		}
+		return jwt.SigningMethodES256.Alg(), nil
+	case ed25519.PublicKey:
+		return jwt.SigningMethodEdDSA.Alg(), nil
+	default:
+		return "", fmt.Errorf("unsupported public key type %T", k)
+	}
+}
+
+// ParsePublicKeys reads every PEM block of data: "PUBLIC KEY" (PKIX: RSA,
+// ECDSA P-256 or Ed25519) or "RSA PUBLIC KEY" (PKCS #1).
+func ParsePublicKeys(data []byte) ([]crypto.PublicKey, error) {
+	var keys []crypto.PublicKey
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		var k crypto.PublicKey
+		var err error
+		switch block.Type {
+		case "PUBLIC KEY":
+			k, err = x509.ParsePKIXPublicKey(block.Bytes)
+		case "RSA PUBLIC KEY":
+			k, err = x509.ParsePKCS1PublicKey(block.Bytes)
+		default:
+			return nil, fmt.Errorf("PEM block %q: want PUBLIC KEY or RSA PUBLIC KEY", block.Type)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("PEM block %d: %w", len(keys)+1, err)
+		}
+		if _, err := algFor(k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no PEM public key found")
+	}
+	return keys, nil
+}
+
+// Claims are what a verified token says about its bearer.
+type Claims struct {
+	// Subject is the token's sub: who the caller is.
+	Subject string
+	// Namespaces are the token's ns globs.
+	Namespaces []string
+}
+
+// Allows reports whether one of the namespace globs matches namespace whole.
+func (c Claims) Allows(namespace string) bool {
+	for _, g := range c.Namespaces {
+		if matchNamespace(g, namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// jwtClaims is the wire form of a token's claims.
+type jwtClaims struct {
+	Namespaces []string `json:"ns"`
+	jwt.RegisteredClaims
+}
+
+// Authenticate verifies the request's "Authorization: Bearer" token. Its
+// errors are *AuthError values.
+func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
+	header := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(header, " ")
+	if header == "" {
+		return Claims{}, &AuthError{Reason: "missing Authorization: Bearer token"}
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Claims{}, &AuthError{Reason: "the Authorization header must be \"Bearer <JWT>\"", Presented: true}
+	}
+	token = strings.TrimSpace(token)
+	// Refuse absurd tokens before any decoding work.
+	if len(token) > MaxTokenLen || strings.Count(token, ".") != 2 {
+		return Claims{}, &AuthError{Reason: "the bearer token is not a JWT", Presented: true}
+	}
+	var c jwtClaims
+	if _, err := a.parser.ParseWithClaims(token, &c, a.keyFor); err != nil {
+		return Claims{}, &AuthError{Reason: reason(err), Presented: true}
+	}
+	if c.Subject == "" {
+		return Claims{}, &AuthError{Reason: "the token has no sub claim", Presented: true}
+	}
+	return Claims{Subject: c.Subject, Namespaces: c.Namespaces}, nil
+}
+
+func (a *Authenticator) keyFor(t *jwt.Token) (any, error) {
+	// WithValidMethods has already refused other algorithms; this lookup
+	// keeps the key type tied to the algorithm all the same.
+	set, ok := a.keys[t.Method.Alg()]
+	if !ok {
+		return nil, jwt.ErrTokenSignatureInvalid
+	}
+	return set, nil
+}
+
+// reason turns a golang-jwt error into our own words.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "the token has expired"
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return "the token lacks a required claim (exp)"
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "the token is not valid yet"
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return "the token's issuer is not accepted"
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return "the token's audience is not accepted"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "the token's signature or algorithm is not accepted"
+	default:
+		return "the token is malformed"
+	}
+}
+
+type claimsKey struct{}
+
+// WithClaims returns a copy of ctx that carries c.
+func WithClaims(ctx context.Context, c Claims) context.Context {
+	return context.WithValue(ctx, claimsKey{}, c)
+}
+
+// ClaimsFromContext returns the claims of the request's verified token.
+func ClaimsFromContext(ctx context.Context) (Claims, bool) {
+	c, ok := ctx.Value(claimsKey{}).(Claims)
+	return c, ok
+}

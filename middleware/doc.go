@@ -1,0 +1,8 @@
+// Package middleware holds the gateway's HTTP plumbing that knows nothing of
+// locks: JWT verification and namespace grants, request ids, and the access
+// log. Context values have unexported keys and FromContext getters.
+//
+// Errors that reach clients are sentinel errors (ErrUnauthenticated,
+// ErrForbidden) so that package handlers maps them to problem responses in
+// its one table; nothing here writes a response body itself.
+package middleware

@@ -1,0 +1,63 @@
+package middleware
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+
+	"github.com/rs/zerolog"
+)
+
+// RequestIDHeader carries the request id in both directions.
+const RequestIDHeader = "Request-Id"
+
+type requestIDKey struct{}
+
+// RequestID gives every request an id: the caller's Request-Id when it is a
+// short token of safe characters (so ids can be followed across services),
+// otherwise a fresh random one. It echoes the id in the response header,
+// stores it in the context and adds it to the request's zerolog logger, so it
+// must run after hlog.NewHandler.
+//
+// It replaces hlog.RequestIDHandler, which always mints its own id and
+// ignores the caller's.
+func RequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(RequestIDHeader)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(RequestIDHeader, id)
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		zerolog.Ctx(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context {
+			return c.Str("request_id", id)
+		})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// RequestIDFromContext returns the id RequestID gave the request, or "".
+func RequestIDFromContext(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	rand.Read(b) // never fails: see crypto/rand.Read.
+	return hex.EncodeToString(b)
+}
