@@ -1,0 +1,141 @@
+package handlers
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/lockgate/lockgate/middleware"
+)
+
+// MaxBodyBytes is the largest request body accepted; more is a 413.
+const MaxBodyBytes = 16 << 10
+
+// gate runs after routing, in front of every operation of the spec, and
+// applies what the spec says about it, in this order:
+//
+//  1. security: operations with a security requirement need a valid bearer
+//     token (401), whose claims go into the context;
+//  2. the body: at most MaxBodyBytes (413), read as JSON whatever its
+//     Content-Type says, whitespace alone counting as no body;
+//  3. validation of parameters and body against the spec (400);
+//  4. the namespace grant: a token must grant the {namespace} it touches
+//     (403). It runs last so that an invalid namespace is a 400, not a 403.
+//
+// It finds the operation by chi's matched route pattern, so it must be
+// mounted with Group/With (after routing), not with the top-level Use.
+type gate struct {
+	spec   *openapi3.T
+	ops    map[string]*routers.Route // by method + " " + route pattern
+	authn  *middleware.Authenticator
+	noAuth openapi3filter.Options
+}
+
+func newGate(spec *openapi3.T, authn *middleware.Authenticator) *gate {
+	g := &gate{spec: spec, ops: make(map[string]*routers.Route), authn: authn}
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			g.ops[method+" "+path] = &routers.Route{Spec: spec, Path: path, PathItem: item, Method: method, Operation: op}
+		}
+	}
+	g.noAuth = openapi3filter.Options{
+		// Security was checked before validation (step 1), with our own
+		// errors; the validator need not do it again.
+		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
+		SkipSettingDefaults: true,
+	}
+	return g
+}
+
+func (g *gate) handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := chi.RouteContext(r.Context())
+		route := g.ops[r.Method+" "+rc.RoutePattern()]
+		if route == nil {
+			writeError(w, r, fmt.Errorf("no operation in the spec for %s %s", r.Method, rc.RoutePattern()))
+			return
+		}
+		ctx := r.Context()
+		claims, authenticated := middleware.Claims{}, false
+		if g.secured(route.Operation) {
+			var err error
+			if claims, err = g.authn.Authenticate(r); err != nil {
+				writeError(w, r, err)
+				return
+			}
+			authenticated = true
+			ctx = middleware.WithClaims(ctx, claims)
+			zerolog.Ctx(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context {
+				return c.Str("sub", claims.Subject)
+			})
+			r = r.WithContext(ctx)
+		}
+		if err := readBody(w, r); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		params := make(map[string]string, len(rc.URLParams.Keys))
+		for i, k := range rc.URLParams.Keys {
+			params[k] = rc.URLParams.Values[i]
+		}
+		in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: &g.noAuth}
+		if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+			writeError(w, r, validationError(err))
+			return
+		}
+		if ns, ok := params["namespace"]; ok && authenticated && !claims.Allows(ns) {
+			writeError(w, r, &forbiddenError{namespace: ns})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// secured reports whether the spec asks for a token for op.
+func (g *gate) secured(op *openapi3.Operation) bool {
+	reqs := g.spec.Security
+	if op.Security != nil {
+		reqs = *op.Security
+	}
+	for _, req := range reqs {
+		if len(req) == 0 {
+			return false // an empty requirement means "anonymous is fine"
+		}
+	}
+	return len(reqs) > 0
+}
+
+// readBody reads the whole body, up to MaxBodyBytes, and puts it back as
+// JSON: callers use curl -d, which labels JSON as a form, and there is no
+// other body type in the API to confuse it with.
+func readBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	r.Body.Close()
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return errTooLarge
+	case err != nil:
+		return invalid("the request body could not be read")
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		r.Body, r.ContentLength = http.NoBody, 0
+		r.Header.Del("Content-Type")
+		return nil
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	r.Header.Set("Content-Type", "application/json")
+	return nil
+}

@@ -1,0 +1,182 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/middleware"
+)
+
+// problem is one row of the error table: which errors it covers, and what
+// the caller sees for them.
+type problem struct {
+	match  error
+	status int
+	code   ProblemCode
+	title  string
+	// detail is shown when the error itself has no safe detail (see
+	// detailer).
+	detail string
+	// header adds headers that belong to this kind of error.
+	header func(h http.Header, err error)
+}
+
+// detailer is implemented by our own errors whose text is safe and useful to
+// show a caller. Any other error's text (a library's, a Redis address) never
+// reaches a response body.
+type detailer interface{ Detail() string }
+
+// problems is the one table that maps errors to responses. The first row
+// whose match is errors.Is the error wins; anything else is a 500.
+var problems = []problem{
+	{match: locks.ErrHeld, status: http.StatusConflict, code: ProblemCodeLockHeld, title: "Lock held",
+		detail: "someone else holds the lock", header: retryAfterHeld},
+	{match: locks.ErrNotHolder, status: http.StatusConflict, code: ProblemCodeNotHolder, title: "Not the holder",
+		detail: "the Lock-Token does not hold this lock: it was released, it expired, or someone else holds the lock now"},
+	{match: locks.ErrNotHeld, status: http.StatusNotFound, code: ProblemCodeNotHeld, title: "Lock not held",
+		detail: "nobody holds this lock"},
+	{match: locks.ErrInvalid, status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
+		detail: "the request is invalid"},
+	{match: errInvalidRequest, status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
+		detail: "the request is invalid"},
+	{match: errTooLarge, status: http.StatusRequestEntityTooLarge, code: ProblemCodePayloadTooLarge, title: "Payload too large",
+		detail: "the request body is larger than " + strconv.Itoa(MaxBodyBytes>>10) + " KiB"},
+	{match: middleware.ErrUnauthenticated, status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",
+		detail: "a valid bearer token is required", header: wwwAuthenticate},
+	{match: middleware.ErrForbidden, status: http.StatusForbidden, code: ProblemCodeForbidden, title: "Forbidden",
+		detail: "the token does not grant this namespace"},
+	{match: errNotFound, status: http.StatusNotFound, code: ProblemCodeNotFound, title: "Not found",
+		detail: "no such route; see /openapi.yaml"},
+	{match: errMethodNotAllowed, status: http.StatusMethodNotAllowed, code: ProblemCodeMethodNotAllowed, title: "Method not allowed",
+		detail: "this path does not support the method; see the Allow header"},
+	{match: errDraining, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Shutting down",
+		detail: "the gateway is shutting down; retry, and you will reach another instance or this one restarted", header: retryAfter1},
+	{match: locks.ErrUnavailable, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Backend unavailable",
+		detail: "the lock backend did not answer in time; the outcome of the call is unknown", header: retryAfter1},
+	// The caller went away or its deadline passed: nobody reads this answer,
+	// but logs and metrics should not call it a server bug.
+	{match: context.Canceled, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request cancelled",
+		detail: "the request was cancelled before it completed", header: retryAfter1},
+	{match: context.DeadlineExceeded, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request timed out",
+		detail: "the request did not complete in time", header: retryAfter1},
+}
+
+var internalProblem = problem{status: http.StatusInternalServerError, code: ProblemCodeInternal, title: "Internal error",
+	detail: "an internal error occurred; the request id identifies it in the gateway's logs"}
+
+var (
+	errInvalidRequest   = errors.New("invalid request")
+	errTooLarge         = errors.New("request body too large")
+	errNotFound         = errors.New("route not found")
+	errMethodNotAllowed = errors.New("method not allowed")
+	errDraining         = errors.New("gateway shutting down")
+)
+
+// requestError is an invalid request, with a detail in our own words.
+type requestError struct{ detail string }
+
+func (e *requestError) Error() string        { return "invalid request: " + e.detail }
+func (e *requestError) Detail() string       { return e.detail }
+func (e *requestError) Is(target error) bool { return target == errInvalidRequest }
+
+func invalid(detail string) error { return &requestError{detail: detail} }
+
+// forbiddenError names the namespace a token does not grant.
+type forbiddenError struct{ namespace string }
+
+func (e *forbiddenError) Error() string { return "forbidden: namespace " + e.namespace }
+func (e *forbiddenError) Detail() string {
+	return "the token does not grant namespace " + strconv.Quote(e.namespace)
+}
+func (e *forbiddenError) Is(target error) bool { return target == middleware.ErrForbidden }
+
+func lookup(err error) problem {
+	for _, p := range problems {
+		if errors.Is(err, p.match) {
+			return p
+		}
+	}
+	return internalProblem
+}
+
+// problemBody is RFC 9457 problem details plus our extensions.
+type problemBody struct {
+	Problem
+	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
+}
+
+// writeError answers the request with the problem that err maps to. It is the
+// only place that turns an error into a response.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	p := lookup(err)
+	body := problemBody{Problem: Problem{
+		Type:   "urn:lockgate:problem:" + string(p.code),
+		Title:  p.title,
+		Status: p.status,
+		Detail: p.detail,
+		Code:   p.code,
+	}}
+	var d detailer
+	if errors.As(err, &d) {
+		body.Detail = d.Detail()
+	} else if errors.Is(err, locks.ErrInvalid) {
+		// The engine's own words: it validates arguments and never wraps
+		// anything but its own messages in ErrInvalid.
+		body.Detail = err.Error()
+	}
+	var held *locks.HeldError
+	if errors.As(err, &held) {
+		ms := ceilDiv(held.RetryAfter, time.Millisecond)
+		body.RetryAfterMs = &ms
+		body.Detail = "someone else holds the lock; its lease ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed"
+	}
+	if p.header != nil {
+		p.header(w.Header(), err)
+	}
+	log := zerolog.Ctx(r.Context())
+	if p.status >= 500 {
+		// The error text goes to the log only: it may name a Redis address
+		// or carry a library's words. It never carries a token.
+		log.Warn().Err(err).Str("code", string(p.code)).Msg("request failed")
+	} else {
+		log.Debug().Str("code", string(p.code)).Msg("request refused")
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.status)
+	json.NewEncoder(w).Encode(body) // a failed write means the client left
+}
+
+// ceilDiv returns d/unit rounded up, never negative.
+func ceilDiv(d, unit time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(float64(d) / float64(unit)))
+}
+
+func retryAfterHeld(h http.Header, err error) {
+	var held *locks.HeldError
+	if errors.As(err, &held) {
+		h.Set("Retry-After", strconv.FormatInt(ceilDiv(held.RetryAfter, time.Second), 10))
+	}
+}
+
+func retryAfter1(h http.Header, _ error) { h.Set("Retry-After", "1") }
+
+func wwwAuthenticate(h http.Header, err error) {
+	v := `Bearer realm="lockgate"`
+	var ae *middleware.AuthError
+	if errors.As(err, &ae) && ae.Presented {
+		v += `, error="invalid_token"`
+	}
+	h.Set("WWW-Authenticate", v)
+}

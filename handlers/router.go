@@ -1,0 +1,154 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/oasdiff/yaml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/lockgate/lockgate/middleware"
+)
+
+// NewServer checks cfg and returns a Server.
+func NewServer(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	switch {
+	case cfg.Backend == nil:
+		return nil, errors.New("handlers: no backend")
+	case cfg.Auth == nil:
+		return nil, errors.New("handlers: no authenticator")
+	case cfg.DefaultTTL > cfg.MaxTTL:
+		return nil, fmt.Errorf("the default TTL (%s) is longer than the max TTL (%s)", cfg.DefaultTTL, cfg.MaxTTL)
+	}
+	s := &Server{cfg: cfg}
+	s.draining, s.drain = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Drain turns away every acquirer that is waiting, now or later, with a 503.
+// Call it when shutdown starts, before http.Server.Shutdown, so that
+// long waits do not hold the shutdown up.
+func (s *Server) Drain() { s.drain() }
+
+// Handler returns the whole HTTP surface: the API of openapi.yaml, /metrics
+// and /openapi.yaml, with logging, request ids and metrics.
+func (s *Server) Handler() (http.Handler, error) {
+	spec, err := GetSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load embedded spec: %w", err)
+	}
+	specYAML, err := specYAML()
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = newMetrics(reg)
+
+	r := chi.NewRouter()
+	// Top-level middleware runs before routing: nothing here may depend on
+	// the matched route except after next returns.
+	r.Use(middleware.AccessLog(s.cfg.Logger), s.metrics.instrument, recoverer)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, r, errNotFound) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", strings.Join(allowed(r, req), ", "))
+		writeError(w, req, errMethodNotAllowed)
+	})
+
+	r.Get("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP)
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(specYAML)
+	})
+
+	g := newGate(spec, s.cfg.Auth)
+	api := NewStrictHandlerWithOptions(s, nil, StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			// The gate validated the body already; what is left is JSON the
+			// schema allows but Go cannot hold, such as 1e400.
+			writeError(w, r, invalid("the request body does not fit the API's types"))
+		},
+		ResponseErrorHandlerFunc: writeError,
+	})
+	r.Group(func(r chi.Router) {
+		// Group middleware runs after routing, so the gate knows the
+		// operation and its path parameters.
+		r.Use(g.handler)
+		HandlerWithOptions(api, ChiServerOptions{
+			BaseRouter: r,
+			ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+				writeError(w, r, paramError(err))
+			},
+		})
+	})
+	return r, nil
+}
+
+// paramError words the generated wrapper's parameter errors. The gate has
+// validated parameters against the spec already, so these are rare.
+func paramError(err error) error {
+	var (
+		rh *RequiredHeaderError
+		tm *TooManyValuesForParamError
+		pf *InvalidParamFormatError
+	)
+	switch {
+	case errors.As(err, &rh):
+		return invalid("missing " + rh.ParamName + " header")
+	case errors.As(err, &tm):
+		return invalid("send " + tm.ParamName + " once")
+	case errors.As(err, &pf):
+		return invalid(pf.ParamName + " is invalid")
+	}
+	return invalid("the request parameters are invalid")
+}
+
+// allowed lists the methods that route req's path.
+func allowed(mux chi.Routes, req *http.Request) []string {
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		if mux.Match(chi.NewRouteContext(), m, req.URL.Path) {
+			methods = append(methods, m)
+		}
+	}
+	return methods
+}
+
+// recoverer turns a panic into a 500 problem and a log line with the stack.
+func recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				zerolog.Ctx(r.Context()).Error().Str("panic", fmt.Sprint(v)).Bytes("stack", debug.Stack()).Msg("handler panicked")
+				writeError(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// specYAML renders the embedded spec, the one requests are validated
+// against, as YAML.
+func specYAML() ([]byte, error) {
+	js, err := GetSpecJSON()
+	if err != nil {
+		return nil, fmt.Errorf("load embedded spec: %w", err)
+	}
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		return nil, fmt.Errorf("render spec as YAML: %w", err)
+	}
+	return y, nil
+}

@@ -1,0 +1,280 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/middleware"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Backend holds the locks. Required.
+	Backend locks.Backend
+	// Auth verifies bearer tokens. Required.
+	Auth *middleware.Authenticator
+	// DefaultTTL is the lease of an acquire without ttl_ms. Default 30s.
+	DefaultTTL time.Duration
+	// MaxTTL bounds ttl_ms on acquire and renew. Default 1h.
+	MaxTTL time.Duration
+	// MaxWait bounds wait_ms. Default 60s.
+	MaxWait time.Duration
+	// ReleaseTimeout bounds the release of a grant whose caller left before
+	// it could receive it. Default 5s.
+	ReleaseTimeout time.Duration
+	// Logger receives the access log and errors. Default: discard.
+	Logger zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.DefaultTTL <= 0 {
+		c.DefaultTTL = 30 * time.Second
+	}
+	if c.MaxTTL <= 0 {
+		c.MaxTTL = time.Hour
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = time.Minute
+	}
+	if c.ReleaseTimeout <= 0 {
+		c.ReleaseTimeout = 5 * time.Second
+	}
+	return c
+}
+
+// Server implements the API of openapi.yaml on a locks.Backend.
+type Server struct {
+	cfg     Config
+	metrics *metrics
+	// draining is cancelled when the process starts to shut down, to turn
+	// waiting acquirers away with a 503.
+	draining context.Context
+	drain    context.CancelFunc
+}
+
+var _ StrictServerInterface = (*Server)(nil)
+
+// Healthz implements StrictServerInterface: the process is up.
+func (s *Server) Healthz(context.Context, HealthzRequestObject) (HealthzResponseObject, error) {
+	return Healthz200JSONResponse{Status: "ok"}, nil
+}
+
+// Readyz implements StrictServerInterface: the backend answers.
+func (s *Server) Readyz(ctx context.Context, _ ReadyzRequestObject) (ReadyzResponseObject, error) {
+	if err := s.cfg.Backend.Check(ctx); err != nil {
+		if !errors.Is(err, locks.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", locks.ErrUnavailable, err)
+		}
+		return nil, err
+	}
+	return Readyz200JSONResponse{Status: "ok"}, nil
+}
+
+// AcquireLock implements StrictServerInterface.
+func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) (AcquireLockResponseObject, error) {
+	key, ar, err := s.acquireRequest(ctx, req)
+	if err != nil {
+		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
+		return nil, err
+	}
+	// Waits end early when the gateway shuts down; the caller then gets a
+	// 503 and retries elsewhere, instead of holding up the shutdown.
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.draining, func() { cancel(errDraining) })
+	defer stop()
+
+	start := time.Now()
+	if ar.Wait > 0 {
+		s.metrics.waiters.Inc()
+	}
+	grant, err := s.cfg.Backend.Acquire(waitCtx, key, ar)
+	if ar.Wait > 0 {
+		s.metrics.waiters.Dec()
+		s.metrics.wait.Observe(time.Since(start).Seconds())
+	}
+	if err != nil {
+		s.metrics.acquires.WithLabelValues(acquireOutcome(err)).Inc()
+		if ctx.Err() == nil && errors.Is(context.Cause(waitCtx), errDraining) {
+			return nil, fmt.Errorf("acquire %s: %w", key, errDraining)
+		}
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		// The engine granted as the caller left: nobody would ever release
+		// this grant, so release it now rather than let it block others
+		// until its lease ends.
+		s.release(ctx, key, grant.Token)
+		s.metrics.acquires.WithLabelValues(outcomeCancelled).Inc()
+		return nil, fmt.Errorf("acquire %s: %w", key, ctx.Err())
+	}
+	s.metrics.acquires.WithLabelValues(outcomeGranted).Inc()
+	return granted{
+		body: AcquireLock201JSONResponse{
+			Lock:         key.String(),
+			Token:        grant.Token,
+			FencingToken: grant.FencingToken,
+			TtlMs:        grant.TTL.Milliseconds(),
+			ExpiresAt:    timestamp(grant.ExpiresAt),
+		},
+		release: func() { s.release(ctx, key, grant.Token) },
+	}, nil
+}
+
+func acquireOutcome(err error) string {
+	switch {
+	case errors.Is(err, locks.ErrHeld):
+		return outcomeHeld
+	case errors.Is(err, locks.ErrInvalid):
+		return outcomeInvalid
+	case errors.Is(err, locks.ErrUnavailable):
+		return outcomeError
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return outcomeCancelled
+	}
+	return outcomeError
+}
+
+// acquireRequest checks the request against the configured limits.
+func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObject) (locks.Key, locks.AcquireRequest, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return locks.Key{}, locks.AcquireRequest{}, err
+	}
+	claims, _ := middleware.ClaimsFromContext(ctx)
+	ar := locks.AcquireRequest{TTL: s.cfg.DefaultTTL, Subject: claims.Subject}
+	if b := req.Body; b != nil {
+		if b.TtlMs != nil {
+			if ar.TTL, err = s.ttl(*b.TtlMs); err != nil {
+				return key, ar, err
+			}
+		}
+		if b.WaitMs != nil {
+			if *b.WaitMs < 0 || *b.WaitMs > s.cfg.MaxWait.Milliseconds() {
+				return key, ar, invalid(fmt.Sprintf("wait_ms must be between 0 and %d", s.cfg.MaxWait.Milliseconds()))
+			}
+			ar.Wait = time.Duration(*b.WaitMs) * time.Millisecond
+		}
+		if b.Owner != nil {
+			ar.Owner = *b.Owner
+		}
+	}
+	return key, ar, nil
+}
+
+// ttl checks a ttl_ms against the configured maximum before converting it,
+// so that no value can overflow a time.Duration.
+func (s *Server) ttl(ms int64) (time.Duration, error) {
+	if ms < 1 || ms > s.cfg.MaxTTL.Milliseconds() {
+		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d", s.cfg.MaxTTL.Milliseconds()))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// release frees a grant its caller never received. It runs when the
+// request's context may be done, so it has its own short deadline.
+func (s *Server) release(ctx context.Context, key locks.Key, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+	defer cancel()
+	log := zerolog.Ctx(ctx)
+	if err := s.cfg.Backend.Release(ctx, key, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
+		log.Warn().Err(err).Str("lock", key.String()).Msg("release of an undelivered grant failed; its lease will end it")
+		return
+	}
+	log.Info().Str("lock", key.String()).Msg("released a grant whose caller left before receiving it")
+}
+
+// granted is the 201 of an acquire. It flushes the response itself so that
+// it learns whether the grant reached the caller, and releases it if not.
+type granted struct {
+	body    AcquireLock201JSONResponse
+	release func()
+}
+
+// VisitAcquireLockResponse implements AcquireLockResponseObject.
+func (g granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusCreated)
+	err := json.NewEncoder(w).Encode(g.body)
+	if err == nil {
+		err = http.NewResponseController(w).Flush()
+		if errors.Is(err, http.ErrNotSupported) {
+			err = nil // cannot tell; the engine and the ctx check cover the rest
+		}
+	}
+	if err != nil {
+		g.release()
+		return fmt.Errorf("deliver grant: %w", err)
+	}
+	return nil
+}
+
+// ReleaseLock implements StrictServerInterface.
+func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) (ReleaseLockResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken); err != nil {
+		return nil, err
+	}
+	return ReleaseLock204Response{}, nil
+}
+
+// RenewLease implements StrictServerInterface.
+func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (RenewLeaseResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	var ttl time.Duration // 0: the TTL the grant was acquired with
+	if req.Body != nil && req.Body.TtlMs != nil {
+		if ttl, err = s.ttl(*req.Body.TtlMs); err != nil {
+			return nil, err
+		}
+	}
+	lease, err := s.cfg.Backend.Renew(ctx, key, req.Params.LockToken, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return RenewLease200JSONResponse{
+		Lock:         key.String(),
+		FencingToken: lease.FencingToken,
+		TtlMs:        lease.TTL.Milliseconds(),
+		ExpiresAt:    timestamp(lease.ExpiresAt),
+	}, nil
+}
+
+// InspectLock implements StrictServerInterface.
+func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) (InspectLockResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.cfg.Backend.Inspect(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return InspectLock200JSONResponse{
+		Lock:         key.String(),
+		Held:         true,
+		FencingToken: info.FencingToken,
+		TtlMs:        info.TTL.Milliseconds(),
+		ExpiresAt:    timestamp(info.ExpiresAt),
+		AcquiredAt:   timestamp(info.AcquiredAt),
+		Subject:      info.Subject,
+		Owner:        info.Owner,
+	}, nil
+}
+
+// timestamp is t in UTC, cut to the millisecond: RFC 3339 as clients parse
+// it. Cutting down keeps "expires_at is never later than the real expiry".
+func timestamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
