@@ -1,0 +1,119 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// config is the gateway's configuration, from flags and LOCKGATE_*
+// environment variables; a flag given on the command line wins.
+type config struct {
+	addr             string
+	redisURL         string
+	redisPrefix      string
+	redisTimeout     time.Duration
+	jwtSecret        string
+	jwtPublicKeyFile string
+	jwtIssuer        string
+	jwtAudience      string
+	defaultTTL       time.Duration
+	maxTTL           time.Duration
+	maxWait          time.Duration
+	shutdownTimeout  time.Duration
+	logLevel         zerolog.Level
+	dev              bool
+}
+
+// devAddr is where --dev listens unless --addr says otherwise: loopback
+// only, since its token grants everything.
+const devAddr = "127.0.0.1:8080"
+
+// envName is the environment variable of a flag: LOCKGATE_ and the flag's
+// name in upper case with '-' as '_'.
+func envName(flagName string) string {
+	return "LOCKGATE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	var logLevel string
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", ":8080", "listen address (host:port); --dev defaults to "+devAddr)
+	fs.StringVar(&c.redisURL, "redis-url", "", "redis:// or rediss:// URL; empty: the embedded in-memory backend (one process only)")
+	fs.StringVar(&c.redisPrefix, "redis-prefix", "lockgate:", "prefix of every Redis key and channel")
+	fs.DurationVar(&c.redisTimeout, "redis-timeout", 2*time.Second, "bound on each Redis call; past it a request fails with 503")
+	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
+	fs.StringVar(&c.jwtPublicKeyFile, "jwt-public-key-file", "", "PEM file of public keys for RS256, ES256 or EdDSA tokens")
+	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "required iss of tokens, when set")
+	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud of tokens, when set")
+	fs.DurationVar(&c.defaultTTL, "default-ttl", 30*time.Second, "lease of an acquire without ttl_ms")
+	fs.DurationVar(&c.maxTTL, "max-ttl", time.Hour, "largest ttl_ms accepted")
+	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGINT/SIGTERM waits for in-flight requests")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and a ready-made token")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: gateway [flags]\n\nEvery flag can also be set with its environment variable, e.g. --max-ttl as %s.\n\n", envName("max-ttl"))
+		fs.PrintDefaults()
+	}
+	if len(args) > 0 {
+		args = args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q; flags start with --", fs.Arg(0))
+	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || envErr != nil {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				// Not the value: it may be a secret.
+				envErr = fmt.Errorf("%s: invalid value for --%s", envName(f.Name), f.Name)
+			}
+			set[f.Name] = true
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if c.dev && !set["addr"] {
+		c.addr = devAddr
+	}
+	lvl, err := zerolog.ParseLevel(strings.ToLower(logLevel))
+	if err != nil || lvl == zerolog.NoLevel {
+		return c, fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+	}
+	c.logLevel = lvl
+	return c, c.check()
+}
+
+func (c config) check() error {
+	switch {
+	case c.jwtSecret != "" && c.jwtPublicKeyFile != "":
+		return errors.New("set --jwt-secret or --jwt-public-key-file, not both")
+	case !c.dev && c.jwtSecret == "" && c.jwtPublicKeyFile == "":
+		return errors.New("no JWT key configured: set --jwt-secret or --jwt-public-key-file (or " +
+			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
+	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0:
+		return errors.New("durations must be positive")
+	case c.defaultTTL > c.maxTTL:
+		return fmt.Errorf("--default-ttl %s is longer than --max-ttl %s", c.defaultTTL, c.maxTTL)
+	case c.defaultTTL < time.Millisecond || c.maxTTL < time.Millisecond:
+		return errors.New("TTLs must be at least 1ms")
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+//go:build lockgate_redis
+
+package app
+
+import (
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// newRedisBackend connects the Redis backend to rawURL.
+func newRedisBackend(rawURL, prefix string, timeout time.Duration) (locks.Backend, func() error, error) {
+	opts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		// Not err: it may quote the URL, password included.
+		return nil, nil, errors.New("invalid --redis-url: want redis://[[user]:password@]host[:port][/db] or rediss://...")
+	}
+	// A script that timed out may have run: the client must never re-run it
+	// unseen (-1 disables retries; 0 would mean the default of 3).
+	opts.MaxRetries = -1
+	// Let the engine's per-call deadline bound the network wait too.
+	opts.ContextTimeoutEnabled = true
+	client := redis.NewClient(opts)
+	b := locks.NewRedis(client, locks.RedisOptions{Prefix: prefix, Timeout: timeout})
+	return b, func() error { return errors.Join(b.Close(), client.Close()) }, nil
+}
