@@ -74,8 +74,8 @@ func (s *Server) Handler() (http.Handler, error) {
 	api := NewStrictHandlerWithOptions(s, nil, StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			// The gate validated the body already; what is left is JSON the
-			// schema allows but Go cannot hold, such as 1e400.
-			writeError(w, r, invalid("the request body does not fit the API's types"))
+			// schema allows but an int64 cannot hold, such as 2e3.
+			writeError(w, r, invalid("numbers must be plain integers such as 5000, without exponent or fraction"))
 		},
 		ResponseErrorHandlerFunc: writeError,
 	})

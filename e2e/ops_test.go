@@ -1,0 +1,239 @@
+package e2e
+
+import (
+	"bufio"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/cmd/gateway/app"
+)
+
+func TestOperationalEndpoints(t *testing.T) {
+	gw := startGateway(t)
+	var h struct{ Status string }
+	wantJSON(t, call(t, "GET", gw.URL+"/healthz", ""), http.StatusOK, &h)
+	if h.Status != "ok" {
+		t.Fatalf("healthz: got %q", h.Status)
+	}
+	wantJSON(t, call(t, "GET", gw.URL+"/readyz", ""), http.StatusOK, &h)
+
+	spec := call(t, "GET", gw.URL+"/openapi.yaml", "")
+	for _, want := range []string{"openapi: 3.0.3", "/locks/{namespace}/{name}:", "/locks/{namespace}/{name}/lease:", "bearerAuth"} {
+		if spec.status != http.StatusOK || !strings.Contains(string(spec.body), want) {
+			t.Fatalf("/openapi.yaml: got %d, want 200 with %q", spec.status, want)
+		}
+	}
+
+	acquire(t, gw.URL+"/locks/m/x", "")
+	call(t, "POST", gw.URL+"/locks/m/x", "", bearer(token(t, nil))...)
+	m := string(call(t, "GET", gw.URL+"/metrics", "").body)
+	for _, want := range []string{
+		`lockgate_http_requests_total{code="201",method="POST",route="/locks/{namespace}/{name}"} 1`,
+		`lockgate_http_requests_total{code="409",method="POST",route="/locks/{namespace}/{name}"} 1`,
+		`lockgate_acquires_total{outcome="granted"} 1`,
+		`lockgate_acquires_total{outcome="held"} 1`,
+		`lockgate_active_waiters 0`,
+		`lockgate_acquire_wait_seconds_count 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestLogsHoldNoSecrets: after a full session, the logs hold no JWT, no
+// owner token and no Lock-Token, whatever the outcome of each call.
+func TestLogsHoldNoSecrets(t *testing.T) {
+	gw := startGateway(t, "--log-level", "debug")
+	tok := token(t, nil)
+	url := gw.URL + "/locks/secrets/x"
+	g := acquire(t, url, "")
+	secrets := []string{tok, g.Token, "forged-lock-token", "wrong-jwt-payload"}
+	call(t, "POST", url, "", bearer(tok)...)                                             // 409
+	call(t, "DELETE", url, "", with(bearer(tok), []string{"Lock-Token", secrets[2]})...) // 409 not_holder
+	call(t, "PUT", url+"/lease", "", with(bearer(tok), []string{"Lock-Token", g.Token})...)
+	call(t, "GET", url, "", "Authorization", "Bearer a."+secrets[3]+".c") // 401
+	call(t, "GET", url+"?token="+g.Token, "", bearer(tok)...)             // a careless query string
+	call(t, "DELETE", url, "", with(bearer(tok), []string{"Lock-Token", g.Token})...)
+	if err := gw.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	logs := gw.logs.String()
+	if !strings.Contains(logs, `"path":"/locks/secrets/x"`) {
+		t.Fatalf("the access log is missing; logs:\n%s", logs)
+	}
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Errorf("logs contain a secret %.12s...", s)
+		}
+	}
+	for _, s := range []string{"Bearer", "eyJ", "Lock-Token", "Authorization"} {
+		if strings.Contains(logs, s) {
+			t.Errorf("logs contain %q", s)
+		}
+	}
+}
+
+// TestShutdownTurnsWaitersAway: on shutdown a waiting acquirer gets a 503
+// at once, the holder's lock is untouched, and Run returns cleanly.
+func TestShutdownTurnsWaitersAway(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		gw := startGateway(t, b.args(t)...)
+		url := gw.URL + "/locks/drain/x"
+		acquire(t, url, `{"ttl_ms":60000}`)
+		got := make(chan response, 1)
+		go func() { got <- call(t, "POST", url, `{"wait_ms":60000}`, bearer(token(t, nil))...) }()
+		waitForWaiters(t, gw, 1)
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- gw.stop(t) }()
+		select {
+		case r := <-got:
+			wantProblem(t, r, http.StatusServiceUnavailable, "backend_unavailable")
+			if r.header.Get("Retry-After") == "" {
+				t.Fatal("503 without Retry-After")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiter was not turned away within 10s of shutdown")
+		}
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run did not return within 15s of shutdown")
+		}
+	})
+}
+
+func TestRefusesToStart(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		"no key":           {nil, nil, "no JWT key configured"},
+		"both keys":        {[]string{"--jwt-secret", secret, "--jwt-public-key-file", "k.pem"}, nil, "not both"},
+		"short secret":     {nil, map[string]string{"LOCKGATE_JWT_SECRET": "short"}, "at least 32 bytes"},
+		"missing key file": {[]string{"--jwt-public-key-file", filepath.Join(t.TempDir(), "nope.pem")}, nil, "--jwt-public-key-file"},
+		"bad env duration": {nil, map[string]string{"LOCKGATE_JWT_SECRET": secret, "LOCKGATE_MAX_TTL": "forever"}, "LOCKGATE_MAX_TTL"},
+		"default over max": {[]string{"--default-ttl", "2h"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "--max-ttl"},
+		"bad log level":    {[]string{"--log-level", "loud"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "--log-level"},
+		"stray argument":   {[]string{"serve"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "unexpected argument"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, logs syncBuffer
+			args := append([]string{"gateway", "--addr", "127.0.0.1:0"}, tc.args...)
+			err := app.Run(t.Context(), args, func(k string) string { return tc.env[k] }, &out, &logs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want a one-line error mentioning %q", err, tc.want)
+			}
+			if strings.Contains(out.String(), app.ListeningPrefix) {
+				t.Fatal("it listened anyway")
+			}
+			for _, s := range []string{secret, `"short"`} {
+				if strings.Contains(err.Error(), s) {
+					t.Fatalf("the error quotes the secret: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestBinaryDevModeAndSIGTERM builds the gateway, runs it with --dev, uses
+// the token it prints, and stops it with SIGTERM.
+func TestBinaryDevModeAndSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "gateway")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../cmd/gateway")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--dev", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "LOCKGATE_JWT_SECRET=") // only what --dev makes
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		cmd.Process.Kill() // by PID; a no-op once it has exited
+		<-exited
+	})
+
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	var url, tok, curl string
+	deadline := time.After(30 * time.Second)
+	for url == "" || tok == "" || curl == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the gateway exited early; logs:\n%s", logs.String())
+			}
+			if rest, ok := strings.CutPrefix(l, app.ListeningPrefix); ok {
+				url = rest
+			}
+			if rest, ok := strings.CutPrefix(l, "export LOCKGATE_TOKEN="); ok {
+				tok = rest
+			}
+			if strings.HasPrefix(l, "curl ") {
+				curl = l
+			}
+		case <-deadline:
+			t.Fatalf("no listening line, token and curl example within 30s; logs:\n%s", logs.String())
+		}
+	}
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("--dev listens on %s, want loopback", url)
+	}
+	if !regexp.MustCompile(`\$LOCKGATE_TOKEN.*` + regexp.QuoteMeta(url) + `/locks/`).MatchString(curl) {
+		t.Fatalf("curl example %q does not use the token and %s", curl, url)
+	}
+	for _, ns := range []string{"demo", "anything-else"} {
+		if r := call(t, "POST", url+"/locks/"+ns+"/x", `{"ttl_ms":5000}`, bearer(tok)...); r.status != http.StatusCreated {
+			t.Fatalf("the dev token on %s: got %d %s, want 201", ns, r.status, r.body)
+		}
+	}
+	if !strings.Contains(logs.String(), "embedded in-memory backend") {
+		t.Errorf("no single-process warning in the logs:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), tok) {
+		t.Error("the dev token is in the logs")
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; logs:\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit within 20s of SIGTERM")
+	}
+}
