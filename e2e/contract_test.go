@@ -112,8 +112,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 		url := gw.URL + "/locks/etl/load"
 		held := acquire(t, url, `{"ttl_ms":60000}`)
 
-		got := make(chan response, 1)
-		go func() { got <- call(t, "POST", url, `{"ttl_ms":5000,"wait_ms":30000}`, bearer(token(t, nil))...) }()
+		got := callAsync(t, "POST", url, `{"ttl_ms":5000,"wait_ms":30000}`, bearer(token(t, nil))...)
 		waitForWaiters(t, gw, 1)
 		start := time.Now()
 		if r := call(t, "DELETE", url, "", with(bearer(token(t, nil)), []string{"Lock-Token", held.Token})...); r.status != http.StatusNoContent {

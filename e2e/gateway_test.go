@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -117,14 +118,17 @@ func startGatewayEnv(t *testing.T, env map[string]string, args ...string) *gatew
 		cancel()
 		t.Fatalf("gateway did not listen within 20s; logs:\n%s", g.logs)
 	}
-	t.Cleanup(func() { g.stop(t) })
+	t.Cleanup(func() {
+		if err := g.stop(); err != nil {
+			t.Errorf("stop gateway: %v", err)
+		}
+	})
 	return g
 }
 
 // stop cancels the gateway's context (as SIGTERM does) and waits for Run to
-// return. It is safe to call more than once.
-func (g *gateway) stop(t *testing.T) error {
-	t.Helper()
+// return. It is safe to call more than once, and from any goroutine.
+func (g *gateway) stop() error {
 	g.cancel()
 	select {
 	case err, ok := <-g.done:
@@ -133,8 +137,7 @@ func (g *gateway) stop(t *testing.T) error {
 		}
 		return err
 	case <-time.After(30 * time.Second):
-		t.Fatalf("gateway did not stop within 30s")
-		return nil
+		return errors.New("gateway did not stop within 30s")
 	}
 }
 
@@ -164,31 +167,54 @@ type response struct {
 	body   []byte
 }
 
-// call sends one request. body "" sends no body; headers are name, value
-// pairs. It never sets a Content-Type unless asked, like curl -d.
+// call sends one request and fails the test if it cannot. body "" sends
+// no body; headers are name, value pairs. It never sets a Content-Type
+// unless asked, like curl -d.
 func call(t *testing.T, method, url, body string, headers ...string) response {
 	t.Helper()
+	r, err := send(t.Context(), method, url, body, headers...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return r
+}
+
+// callAsync sends one request from another goroutine (where t.Fatal must
+// not be called); a failure arrives as status 0 with the error as body.
+func callAsync(t *testing.T, method, url, body string, headers ...string) <-chan response {
+	got := make(chan response, 1)
+	go func() {
+		r, err := send(t.Context(), method, url, body, headers...)
+		if err != nil {
+			r = response{body: []byte(err.Error())}
+		}
+		got <- r
+	}()
+	return got
+}
+
+func send(ctx context.Context, method, url, body string, headers ...string) (response, error) {
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, url, r)
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
 	if err != nil {
-		t.Fatalf("new request: %v", err)
+		return response{}, err
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("read body: %v", err)
+		return response{}, err
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 // bearer returns the Authorization header pair for tok.

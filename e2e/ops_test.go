@@ -62,7 +62,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	call(t, "GET", url, "", "Authorization", "Bearer a."+secrets[3]+".c") // 401
 	call(t, "GET", url+"?token="+g.Token, "", bearer(tok)...)             // a careless query string
 	call(t, "DELETE", url, "", with(bearer(tok), []string{"Lock-Token", g.Token})...)
-	if err := gw.stop(t); err != nil {
+	if err := gw.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	logs := gw.logs.String()
@@ -88,12 +88,11 @@ func TestShutdownTurnsWaitersAway(t *testing.T) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/locks/drain/x"
 		acquire(t, url, `{"ttl_ms":60000}`)
-		got := make(chan response, 1)
-		go func() { got <- call(t, "POST", url, `{"wait_ms":60000}`, bearer(token(t, nil))...) }()
+		got := callAsync(t, "POST", url, `{"wait_ms":60000}`, bearer(token(t, nil))...)
 		waitForWaiters(t, gw, 1)
 
 		stopped := make(chan error, 1)
-		go func() { stopped <- gw.stop(t) }()
+		go func() { stopped <- gw.stop() }()
 		select {
 		case r := <-got:
 			wantProblem(t, r, http.StatusServiceUnavailable, "backend_unavailable")

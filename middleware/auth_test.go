@@ -1,0 +1,124 @@
+package middleware
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const testSecret = "middleware-test-secret-32-bytes!!"
+
+func TestNewAuthenticatorRefuses(t *testing.T) {
+	rsaSmall, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]AuthConfig{
+		"nothing":      {},
+		"short secret": {Secret: []byte("short")},
+		"both":         {Secret: []byte(testSecret), PublicKeys: []crypto.PublicKey{&p384.PublicKey}},
+		"small RSA":    {PublicKeys: []crypto.PublicKey{&rsaSmall.PublicKey}},
+		"P-384":        {PublicKeys: []crypto.PublicKey{&p384.PublicKey}},
+	} {
+		if _, err := NewAuthenticator(cfg); err == nil {
+			t.Errorf("%s: got no error", name)
+		}
+	}
+}
+
+func TestParsePublicKeys(t *testing.T) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkix, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	pkcs1 := x509.MarshalPKCS1PublicKey(&k.PublicKey)
+	data := append(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}),
+		pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: pkcs1})...)
+	keys, err := ParsePublicKeys(data)
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("got %d keys, %v; want 2", len(keys), err)
+	}
+	for name, bad := range map[string][]byte{
+		"empty":       nil,
+		"not PEM":     []byte("hello"),
+		"private key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}}),
+		"garbage DER": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: []byte{1, 2, 3}}),
+	} {
+		if _, err := ParsePublicKeys(bad); err == nil {
+			t.Errorf("%s: got no error", name)
+		}
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret), Issuer: "iss", Audience: "aud"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(c jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(testSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	exp := time.Now().Add(time.Hour).Unix()
+	good := sign(jwt.MapClaims{"sub": "s", "ns": []string{"a", "b-*"}, "exp": exp, "iss": "iss", "aud": "aud"})
+
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer "+good)
+	c, err := a.Authenticate(r)
+	if err != nil || c.Subject != "s" || len(c.Namespaces) != 2 {
+		t.Fatalf("good token: got %+v, %v", c, err)
+	}
+
+	for name, tc := range map[string]struct {
+		header, reason string
+	}{
+		"missing":     {"", "missing"},
+		"expired":     {"Bearer " + sign(jwt.MapClaims{"sub": "s", "exp": time.Now().Add(-time.Hour).Unix(), "iss": "iss", "aud": "aud"}), "expired"},
+		"no exp":      {"Bearer " + sign(jwt.MapClaims{"sub": "s", "iss": "iss", "aud": "aud"}), "exp"},
+		"wrong iss":   {"Bearer " + sign(jwt.MapClaims{"sub": "s", "exp": exp, "iss": "x", "aud": "aud"}), "issuer"},
+		"wrong aud":   {"Bearer " + sign(jwt.MapClaims{"sub": "s", "exp": exp, "iss": "iss", "aud": "x"}), "audience"},
+		"no sub":      {"Bearer " + sign(jwt.MapClaims{"exp": exp, "iss": "iss", "aud": "aud"}), "sub"},
+		"many dots":   {"Bearer " + strings.Repeat(".", 10000), "not a JWT"},
+		"long":        {"Bearer a." + strings.Repeat("b", MaxTokenLen) + ".c", "not a JWT"},
+		"bad scheme":  {"Token " + good, "Bearer"},
+		"bad sig":     {"Bearer " + good[:len(good)-4] + "AAAA", "signature"},
+		"ns a string": {"Bearer " + sign(jwt.MapClaims{"sub": "s", "ns": "a", "exp": exp, "iss": "iss", "aud": "aud"}), "malformed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			if tc.header != "" {
+				r.Header.Set("Authorization", tc.header)
+			}
+			_, err := a.Authenticate(r)
+			var ae *AuthError
+			if !errors.Is(err, ErrUnauthenticated) || !errors.As(err, &ae) {
+				t.Fatalf("got %v, want an *AuthError", err)
+			}
+			if !strings.Contains(ae.Reason, tc.reason) {
+				t.Fatalf("reason: got %q, want it to mention %q", ae.Reason, tc.reason)
+			}
+			if len(good) > 20 && strings.Contains(ae.Reason, good[:20]) {
+				t.Fatal("the reason quotes the token")
+			}
+		})
+	}
+}
