@@ -1,0 +1,14 @@
+# syntax=docker/dockerfile:1
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+# lockgate_redis: see cmd/gateway/app/redis.go; drop once the Redis backend is merged.
+RUN CGO_ENABLED=0 go build -trimpath -tags lockgate_redis -ldflags="-s -w" -o /out/gateway ./cmd/gateway
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/gateway /gateway
+EXPOSE 8080
+USER nonroot:nonroot
+ENTRYPOINT ["/gateway"]
