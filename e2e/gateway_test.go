@@ -22,9 +22,10 @@ import (
 // secret is the HS256 key of the gateways these tests start.
 const secret = "e2e-secret-that-is-at-least-32-bytes-long"
 
-// redisReady flips to true once locks.NewRedis is merged and
-// cmd/gateway/app wires it without a build tag.
-const redisReady = false
+// redisReady says whether the gateway is built with the Redis backend. Until
+// locks.NewRedis is merged it is behind the lockgate_redis build tag (see
+// redis_tag_test.go): go test -tags lockgate_redis ./e2e/...
+var redisReady = false
 
 // backend is one way to run the gateway's lock store.
 type backend struct {

@@ -16,7 +16,7 @@ func newRedisBackend(rawURL, prefix string, timeout time.Duration) (locks.Backen
 	opts, err := redis.ParseURL(rawURL)
 	if err != nil {
 		// Not err: it may quote the URL, password included.
-		return nil, nil, errors.New("invalid --redis-url: want redis://[[user]:password@]host[:port][/db] or rediss://...")
+		return nil, nil, errors.New("invalid --redis-url: want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS")
 	}
 	// A script that timed out may have run: the client must never re-run it
 	// unseen (-1 disables retries; 0 would mean the default of 3).

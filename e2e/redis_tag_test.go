@@ -1,0 +1,5 @@
+//go:build lockgate_redis
+
+package e2e
+
+func init() { redisReady = true }

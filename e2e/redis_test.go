@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+)
+
+func needRedis(t *testing.T) *redistest.Server {
+	t.Helper()
+	if !redisReady {
+		t.Skip("the Redis backend is not merged yet; go test -tags lockgate_redis runs this")
+	}
+	return redistest.Start(t)
+}
+
+// TestTwoGatewaysOneRedis: a waiter on gateway 1 is woken by a release on
+// gateway 2, and both see the same holder.
+func TestTwoGatewaysOneRedis(t *testing.T) {
+	rs := needRedis(t)
+	gw1 := startGateway(t, "--redis-url", rs.URL())
+	gw2 := startGateway(t, "--redis-url", rs.URL())
+	held := acquire(t, gw2.URL+"/locks/shared/x", `{"ttl_ms":60000}`)
+	wantProblem(t, call(t, "POST", gw1.URL+"/locks/shared/x", "", bearer(token(t, nil))...), http.StatusConflict, "lock_held")
+
+	got := callAsync(t, "POST", gw1.URL+"/locks/shared/x", `{"wait_ms":30000}`, bearer(token(t, nil))...)
+	waitForWaiters(t, gw1, 1)
+	if r := call(t, "DELETE", gw2.URL+"/locks/shared/x", "", with(bearer(token(t, nil)), []string{"Lock-Token", held.Token})...); r.status != http.StatusNoContent {
+		t.Fatalf("release on gateway 2: got %d %s", r.status, r.body)
+	}
+	select {
+	case r := <-got:
+		var g grant
+		wantJSON(t, r, http.StatusCreated, &g)
+		if g.FencingToken <= held.FencingToken {
+			t.Fatalf("fencing token: got %d after %d, want larger", g.FencingToken, held.FencingToken)
+		}
+		var info struct {
+			FencingToken int64 `json:"fencing_token"`
+		}
+		wantJSON(t, call(t, "GET", gw2.URL+"/locks/shared/x", "", bearer(token(t, nil))...), http.StatusOK, &info)
+		if info.FencingToken != g.FencingToken {
+			t.Fatalf("gateway 2 sees fencing token %d, want %d", info.FencingToken, g.FencingToken)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter on gateway 1 was not woken within 10s of the release on gateway 2")
+	}
+}
+
+// TestRedisDown: with Redis unresponsive, calls fail with 503 and
+// Retry-After within a bound tied to --redis-timeout, and /readyz says so.
+func TestRedisDown(t *testing.T) {
+	rs := needRedis(t)
+	gw := startGateway(t, "--redis-url", rs.URL(), "--redis-timeout", "200ms")
+	acquire(t, gw.URL+"/locks/down/warmup", "")
+	rs.Pause(t)
+	t.Cleanup(func() { rs.Resume(t) })
+
+	start := time.Now()
+	r := call(t, "POST", gw.URL+"/locks/down/x", "", bearer(token(t, nil))...)
+	wantProblem(t, r, http.StatusServiceUnavailable, "backend_unavailable")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the 503 took %v with a 200ms Redis timeout", d)
+	}
+	wantProblem(t, call(t, "GET", gw.URL+"/readyz", ""), http.StatusServiceUnavailable, "backend_unavailable")
+
+	rs.Resume(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for call(t, "GET", gw.URL+"/readyz", "").status != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz not 200 within 10s of Redis resuming")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}
