@@ -1,0 +1,14 @@
+-- inspect: describe the holder of a lock. Read-only (run with EVALSHA_RO).
+--
+-- KEYS[1]  the lock hash, e.g. lockgate:{ns/name}
+--
+-- Returns  {fencing_token, pttl_ms, subject, owner, acquired_at_ms}  held
+--          {}                                                        not held
+--
+-- The token hash is never returned.
+
+local f = redis.call('HMGET', KEYS[1], 'fence', 'sub', 'own', 'at')
+if not f[1] then
+  return {}
+end
+return {tonumber(f[1]), redis.call('PTTL', KEYS[1]), f[2], f[3], tonumber(f[4])}

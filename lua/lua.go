@@ -1,0 +1,30 @@
+// Package lua holds lockgate's Redis scripts, one commented .lua file per
+// atomic step, embedded here because go:embed cannot reach a parent folder.
+// Each script states its KEYS, ARGV and return values at its top.
+package lua
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed renew.lua
+	renewSrc string
+	//go:embed inspect.lua
+	inspectSrc string
+)
+
+// The scripts, run with Script.Run (EVALSHA, falling back to EVAL when Redis
+// has lost its script cache) or Script.RunRO for the read-only Inspect.
+var (
+	Acquire = redis.NewScript(acquireSrc)
+	Release = redis.NewScript(releaseSrc)
+	Renew   = redis.NewScript(renewSrc)
+	Inspect = redis.NewScript(inspectSrc)
+)
