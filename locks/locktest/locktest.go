@@ -1,0 +1,406 @@
+// Package locktest is the conformance suite every lock backend must pass.
+// The same tests run against the embedded backend and against Redis, so the
+// two cannot drift apart.
+package locktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// Run runs the suite. newLocker returns a backend for one test; tests run in
+// parallel and each uses lock names of its own, so the backends may share a
+// store.
+func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, l locks.Locker, key locks.Key)
+	}{
+		{"OneWinnerAmongConcurrentAcquirers", testOneWinner},
+		{"GrantDescribesItself", testGrantDescribesItself},
+		{"ReleaseWithWrongTokenChangesNothing", testReleaseWrongToken},
+		{"RenewWithWrongTokenChangesNothing", testRenewWrongToken},
+		{"ReleaseTwiceFails", testReleaseTwice},
+		{"RenewRestoresAcquiredTTL", testRenewRestoresTTL},
+		{"ExpiryFreesLock", testExpiryFreesLock},
+		{"RenewAfterExpiryFailsAndDoesNotRecreate", testRenewAfterExpiry},
+		{"FencingTokensStrictlyIncrease", testFencingIncreases},
+		{"WaiterWokenByRelease", testWaiterWokenByRelease},
+		{"WaiterWokenByExpiryOfCrashedHolder", testWaiterWokenByExpiry},
+		{"WaitTimesOutWithHeld", testWaitTimesOut},
+		{"CancelledWaiterLeavesNoLock", testCancelledWaiter},
+		{"InvalidRequestsRejected", testInvalid},
+		{"LocksAreIndependent", testIndependent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, newLocker(t), UniqueKey(t))
+		})
+	}
+}
+
+var keySeq atomic.Int64
+
+// UniqueKey returns a lock name no other test in this process uses.
+func UniqueKey(t testing.TB) locks.Key {
+	key, err := locks.ParseKey("test", fmt.Sprintf("lock-%d-%d", time.Now().UnixNano(), keySeq.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func req(ttl time.Duration) locks.AcquireRequest {
+	return locks.AcquireRequest{TTL: ttl, Subject: "tester"}
+}
+
+// MustAcquire acquires key or fails the test.
+func MustAcquire(t testing.TB, l locks.Locker, key locks.Key, r locks.AcquireRequest) locks.Grant {
+	t.Helper()
+	g, err := l.Acquire(context.Background(), key, r)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", key, err)
+	}
+	return g
+}
+
+func wantErr(t testing.TB, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("got error %v, want %v", err, want)
+	}
+}
+
+// waitUntilFree polls until nobody holds key: the way to see an expiry happen.
+func waitUntilFree(t testing.TB, l locks.Locker, key locks.Key) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := l.Inspect(context.Background(), key)
+		if errors.Is(err, locks.ErrNotHeld) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("inspect: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still held after 10s", key)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for an expiry, not synchronising
+	}
+}
+
+func testOneWinner(t *testing.T, l locks.Locker, key locks.Key) {
+	const n = 100
+	var wins, helds atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, err := l.Acquire(context.Background(), key, req(time.Minute))
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, locks.ErrHeld):
+				helds.Add(1)
+			default:
+				t.Errorf("acquire: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if wins.Load() != 1 || helds.Load() != n-1 {
+		t.Fatalf("got %d winners and %d held, want 1 and %d", wins.Load(), helds.Load(), n-1)
+	}
+}
+
+func testGrantDescribesItself(t *testing.T, l locks.Locker, key locks.Key) {
+	before := time.Now()
+	g := MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute, Subject: "alice", Owner: "job-7"})
+	if len(g.Token) < 22 || strings.ContainsAny(g.Token, "+/=") {
+		t.Errorf("token %q: want at least 128 bits, URL-safe", g.Token)
+	}
+	if g.TTL != time.Minute {
+		t.Errorf("got ttl %v, want 1m", g.TTL)
+	}
+	if g.ExpiresAt.Before(before.Add(time.Minute)) || g.ExpiresAt.After(time.Now().Add(time.Minute)) {
+		t.Errorf("expires at %v, want about a minute after %v", g.ExpiresAt, before)
+	}
+	info, err := l.Inspect(context.Background(), key)
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if info.Subject != "alice" || info.Owner != "job-7" || info.FencingToken != g.FencingToken {
+		t.Errorf("got %+v, want subject alice, owner job-7, fencing token %d", info, g.FencingToken)
+	}
+	if info.TTL <= 0 || info.TTL > time.Minute {
+		t.Errorf("got remaining ttl %v, want in (0, 1m]", info.TTL)
+	}
+	if d := info.AcquiredAt.Sub(before); d < -time.Second || d > 5*time.Second {
+		t.Errorf("acquired at %v, want close to %v", info.AcquiredAt, before)
+	}
+	if _, err := l.Acquire(context.Background(), key, req(time.Minute)); !errors.Is(err, locks.ErrHeld) {
+		t.Fatalf("second acquire: got %v, want ErrHeld", err)
+	}
+	var held *locks.HeldError
+	_, err = l.Acquire(context.Background(), key, req(time.Minute))
+	if !errors.As(err, &held) || held.RetryAfter <= 0 || held.RetryAfter > time.Minute {
+		t.Fatalf("got %v, want a HeldError with retry-after in (0, 1m]", err)
+	}
+}
+
+func testReleaseWrongToken(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(time.Minute))
+	other := MustAcquire(t, l, UniqueKey(t), req(time.Minute)) // a real token, of another lock
+	for _, token := range []string{"", "nope", other.Token, g.Token + "x"} {
+		wantErr(t, l.Release(context.Background(), key, token), locks.ErrNotHolder)
+	}
+	info, err := l.Inspect(context.Background(), key)
+	if err != nil || info.FencingToken != g.FencingToken {
+		t.Fatalf("after failed releases: got %+v, %v; want still held by fencing token %d", info, err, g.FencingToken)
+	}
+	if err := l.Release(context.Background(), key, g.Token); err != nil {
+		t.Fatalf("release by holder: %v", err)
+	}
+}
+
+func testRenewWrongToken(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(2*time.Second))
+	_, err := l.Renew(context.Background(), key, "not-the-token", time.Hour)
+	wantErr(t, err, locks.ErrNotHolder)
+	info, err := l.Inspect(context.Background(), key)
+	if err != nil || info.TTL > 2*time.Second || info.FencingToken != g.FencingToken {
+		t.Fatalf("after failed renew: got %+v, %v; want unchanged lease of at most 2s", info, err)
+	}
+}
+
+func testReleaseTwice(t *testing.T, l locks.Locker, key locks.Key) {
+	wantErr(t, l.Release(context.Background(), key, "never-held"), locks.ErrNotHolder)
+	g := MustAcquire(t, l, key, req(time.Minute))
+	if err := l.Release(context.Background(), key, g.Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	wantErr(t, l.Release(context.Background(), key, g.Token), locks.ErrNotHolder)
+	_, err := l.Inspect(context.Background(), key)
+	wantErr(t, err, locks.ErrNotHeld)
+	// A released grant's token does not work on the next grant either.
+	next := MustAcquire(t, l, key, req(time.Minute))
+	wantErr(t, l.Release(context.Background(), key, g.Token), locks.ErrNotHolder)
+	if _, err := l.Renew(context.Background(), key, g.Token, 0); !errors.Is(err, locks.ErrNotHolder) {
+		t.Fatalf("renew with old token: got %v, want ErrNotHolder", err)
+	}
+	if err := l.Release(context.Background(), key, next.Token); err != nil {
+		t.Fatalf("release next: %v", err)
+	}
+}
+
+func testRenewRestoresTTL(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(time.Minute))
+	lease, err := l.Renew(context.Background(), key, g.Token, 2*time.Hour)
+	if err != nil || lease.TTL != 2*time.Hour || lease.FencingToken != g.FencingToken {
+		t.Fatalf("renew 2h: got %+v, %v; want ttl 2h, same fencing token", lease, err)
+	}
+	info, err := l.Inspect(context.Background(), key)
+	if err != nil || info.TTL <= time.Hour {
+		t.Fatalf("inspect after renew: got %+v, %v; want ttl over 1h", info, err)
+	}
+	lease, err = l.Renew(context.Background(), key, g.Token, 0)
+	if err != nil || lease.TTL != time.Minute {
+		t.Fatalf("renew without ttl: got %+v, %v; want the acquired ttl 1m", lease, err)
+	}
+	info, err = l.Inspect(context.Background(), key)
+	if err != nil || info.TTL > time.Minute {
+		t.Fatalf("inspect after reset: got %+v, %v; want ttl at most 1m", info, err)
+	}
+}
+
+func testExpiryFreesLock(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(50*time.Millisecond))
+	waitUntilFree(t, l, key)
+	next := MustAcquire(t, l, key, req(time.Minute))
+	if next.FencingToken <= g.FencingToken {
+		t.Fatalf("got fencing token %d after expiry, want more than %d", next.FencingToken, g.FencingToken)
+	}
+	wantErr(t, l.Release(context.Background(), key, g.Token), locks.ErrNotHolder)
+}
+
+func testRenewAfterExpiry(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(30*time.Millisecond))
+	waitUntilFree(t, l, key)
+	_, err := l.Renew(context.Background(), key, g.Token, time.Minute)
+	wantErr(t, err, locks.ErrNotHolder)
+	_, err = l.Inspect(context.Background(), key)
+	wantErr(t, err, locks.ErrNotHeld)
+}
+
+func testFencingIncreases(t *testing.T, l locks.Locker, key locks.Key) {
+	var last int64
+	check := func(g locks.Grant, how string) {
+		t.Helper()
+		if g.FencingToken <= last {
+			t.Fatalf("%s: got fencing token %d, want more than %d", how, g.FencingToken, last)
+		}
+		last = g.FencingToken
+	}
+	for range 5 {
+		g := MustAcquire(t, l, key, req(time.Minute))
+		check(g, "acquire after release")
+		if err := l.Release(context.Background(), key, g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(MustAcquire(t, l, key, req(20*time.Millisecond)), "acquire")
+	waitUntilFree(t, l, key)
+	check(MustAcquire(t, l, key, req(time.Minute)), "acquire after expiry")
+}
+
+// acquireAsync runs Acquire in a goroutine and returns its outcome later.
+func acquireAsync(ctx context.Context, l locks.Locker, key locks.Key, r locks.AcquireRequest) <-chan result {
+	out := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		g, err := l.Acquire(ctx, key, r)
+		out <- result{g, err, time.Since(start)}
+	}()
+	return out
+}
+
+type result struct {
+	grant   locks.Grant
+	err     error
+	elapsed time.Duration
+}
+
+func testWaiterWokenByRelease(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(30*time.Second))
+	waiter := acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
+	time.AfterFunc(50*time.Millisecond, func() { l.Release(context.Background(), key, g.Token) })
+	res := <-waiter
+	if res.err != nil {
+		t.Fatalf("waiter: %v", res.err)
+	}
+	// Far less than the holder's 30 s TTL: it was the release that woke it.
+	if res.elapsed > 5*time.Second {
+		t.Fatalf("waiter took %v, want far less than the holder's 30s TTL", res.elapsed)
+	}
+	if res.grant.FencingToken <= g.FencingToken {
+		t.Fatalf("got fencing token %d, want more than %d", res.grant.FencingToken, g.FencingToken)
+	}
+}
+
+func testWaiterWokenByExpiry(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(300*time.Millisecond)) // and then it "crashes"
+	res := <-acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
+	if res.err != nil {
+		t.Fatalf("waiter: %v", res.err)
+	}
+	if res.elapsed > 10*time.Second {
+		t.Fatalf("waiter took %v, want about the holder's 300ms lease", res.elapsed)
+	}
+	if res.grant.FencingToken <= g.FencingToken {
+		t.Fatalf("got fencing token %d, want more than %d", res.grant.FencingToken, g.FencingToken)
+	}
+}
+
+func testWaitTimesOut(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(time.Minute))
+	res := <-acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 100 * time.Millisecond})
+	var held *locks.HeldError
+	if !errors.As(res.err, &held) || held.RetryAfter <= 0 {
+		t.Fatalf("got %v, want a HeldError with the holder's remaining ttl", res.err)
+	}
+	if res.elapsed < 100*time.Millisecond {
+		t.Fatalf("gave up after %v, want at least the 100ms wait", res.elapsed)
+	}
+	info, err := l.Inspect(context.Background(), key)
+	if err != nil || info.FencingToken != g.FencingToken {
+		t.Fatalf("got %+v, %v; want the first holder unchanged", info, err)
+	}
+}
+
+// testCancelledWaiter races a waiter's cancellation against the release that
+// would grant it the lock: whichever wins, either the waiter got a grant or
+// nobody holds the lock.
+func testCancelledWaiter(t *testing.T, l locks.Locker, key locks.Key) {
+	for i := range 20 {
+		g := MustAcquire(t, l, key, req(time.Minute))
+		ctx, cancel := context.WithCancel(context.Background())
+		waiter := acquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
+		delay := time.Duration(i%5) * time.Millisecond
+		time.AfterFunc(delay, cancel)
+		time.AfterFunc(delay, func() { l.Release(context.Background(), key, g.Token) })
+		res := <-waiter
+		cancel()
+		if res.err == nil {
+			if err := l.Release(context.Background(), key, res.grant.Token); err != nil {
+				t.Fatalf("round %d: release the waiter's grant: %v", i, err)
+			}
+			continue
+		}
+		if !errors.Is(res.err, context.Canceled) {
+			t.Fatalf("round %d: got %v, want a grant or context.Canceled", i, res.err)
+		}
+		waitReleased(t, l, key, g)
+	}
+}
+
+// waitReleased waits until g's release (running concurrently) has happened,
+// then checks that nobody holds key.
+func waitReleased(t *testing.T, l locks.Locker, key locks.Key, g locks.Grant) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := l.Inspect(context.Background(), key)
+		if errors.Is(err, locks.ErrNotHeld) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("inspect: %v", err)
+		}
+		if info.FencingToken != g.FencingToken {
+			t.Fatalf("a cancelled waiter left a lock behind: %+v", info)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("release did not happen")
+		}
+		time.Sleep(time.Millisecond) // polling for the concurrent release
+	}
+}
+
+func testInvalid(t *testing.T, l locks.Locker, key locks.Key) {
+	for name, r := range map[string]locks.AcquireRequest{
+		"zero ttl":      {TTL: 0},
+		"negative ttl":  {TTL: -time.Second},
+		"negative wait": {TTL: time.Second, Wait: -time.Second},
+		"long owner":    {TTL: time.Second, Owner: strings.Repeat("x", locks.MaxOwnerLen+1)},
+	} {
+		if _, err := l.Acquire(context.Background(), key, r); !errors.Is(err, locks.ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	_, err := l.Inspect(context.Background(), key)
+	wantErr(t, err, locks.ErrNotHeld)
+}
+
+func testIndependent(t *testing.T, l locks.Locker, key locks.Key) {
+	a := MustAcquire(t, l, key, req(time.Minute))
+	other := UniqueKey(t)
+	b := MustAcquire(t, l, other, req(time.Minute))
+	wantErr(t, l.Release(context.Background(), other, a.Token), locks.ErrNotHolder)
+	if err := l.Release(context.Background(), other, b.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Inspect(context.Background(), key); err != nil {
+		t.Fatalf("releasing another lock changed this one: %v", err)
+	}
+}

@@ -1,0 +1,12 @@
+package locks_test
+
+import (
+	"testing"
+
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/locktest"
+)
+
+func TestMemoryConformance(t *testing.T) {
+	locktest.Run(t, func(t *testing.T) locks.Locker { return locks.NewMemory() })
+}

@@ -1,0 +1,238 @@
+package locks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/locktest"
+)
+
+// newClient returns a client configured as the gateway configures its own:
+// context deadlines reach the socket, and commands are never retried unseen.
+func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr:                  srv.Addr,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newRedis(t testing.TB, srv *redistest.Server, opts locks.RedisOptions) *locks.Redis {
+	r := locks.NewRedis(newClient(t, srv), opts)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestRedisConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.Run(t, func(t *testing.T) locks.Locker { return newRedis(t, srv, locks.RedisOptions{}) })
+}
+
+func TestRedisFencingSurvivesFlushAll(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{})
+	key := locktest.UniqueKey(t)
+	var last int64
+	for round := range 3 {
+		g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+		if g.FencingToken <= last {
+			t.Fatalf("round %d: got fencing token %d, want more than %d", round, g.FencingToken, last)
+		}
+		last = g.FencingToken
+		if err := srv.Client(t).FlushAll(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Restart(t) // and a restart without persistence
+	g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+	if g.FencingToken <= last {
+		t.Fatalf("after restart: got fencing token %d, want more than %d", g.FencingToken, last)
+	}
+}
+
+func TestRedisSurvivesScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{})
+	admin := srv.Client(t)
+	key := locktest.UniqueKey(t)
+	flush := func() {
+		t.Helper()
+		if err := admin.ScriptFlush(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute, Subject: "s"})
+	flush()
+	if _, err := l.Inspect(t.Context(), key); err != nil {
+		t.Fatalf("inspect after SCRIPT FLUSH: %v", err)
+	}
+	flush()
+	if _, err := l.Renew(t.Context(), key, g.Token, 0); err != nil {
+		t.Fatalf("renew after SCRIPT FLUSH: %v", err)
+	}
+	flush()
+	if err := l.Release(t.Context(), key, g.Token); err != nil {
+		t.Fatalf("release after SCRIPT FLUSH: %v", err)
+	}
+}
+
+func TestRedisUnavailable(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		break_ func(t *testing.T, srv *redistest.Server)
+	}{
+		{"Stopped", func(t *testing.T, srv *redistest.Server) { srv.Stop() }},
+		{"Paused", func(t *testing.T, srv *redistest.Server) {
+			srv.Pause(t)
+			t.Cleanup(func() { srv.Resume(t) })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			l := newRedis(t, srv, locks.RedisOptions{Timeout: timeout})
+			key := locktest.UniqueKey(t)
+			g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+			tc.break_(t, srv)
+			calls := map[string]func() error{
+				"acquire": func() error {
+					_, err := l.Acquire(t.Context(), locktest.UniqueKey(t), locks.AcquireRequest{TTL: time.Minute})
+					return err
+				},
+				"waiting acquire": func() error {
+					_, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute})
+					return err
+				},
+				"release": func() error { return l.Release(t.Context(), key, g.Token) },
+				"renew": func() error {
+					_, err := l.Renew(t.Context(), key, g.Token, 0)
+					return err
+				},
+				"inspect": func() error {
+					_, err := l.Inspect(t.Context(), key)
+					return err
+				},
+				"check": func() error { return l.Check(t.Context()) },
+			}
+			for name, call := range calls {
+				start := time.Now()
+				err := call()
+				elapsed := time.Since(start)
+				if !errors.Is(err, locks.ErrUnavailable) {
+					t.Errorf("%s: got %v, want ErrUnavailable", name, err)
+				}
+				// A bound, not a benchmark: a hang would blow far past it.
+				if elapsed > 3*timeout+time.Second {
+					t.Errorf("%s: took %v, want about the %v timeout", name, elapsed, timeout)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisStoresNoPlaintextToken reads everything Redis holds and logs
+// (keys, values, the slow log of every command with its arguments) and
+// looks for the owner token.
+func TestRedisStoresNoPlaintextToken(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := t.Context()
+	if err := admin.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin.ConfigSet(ctx, "slowlog-max-len", "1000")
+	l := newRedis(t, srv, locks.RedisOptions{})
+	key := locktest.UniqueKey(t)
+	g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute, Subject: "s", Owner: "o"})
+	if _, err := l.Renew(ctx, key, g.Token, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Inspect(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+
+	var seen strings.Builder
+	keys, err := admin.Keys(ctx, "*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys: %v %v", keys, err)
+	}
+	for _, k := range keys {
+		dump, _ := admin.Dump(ctx, k).Result()
+		fmt.Fprintf(&seen, "%s %s\n", k, dump)
+		if typ, _ := admin.Type(ctx, k).Result(); typ == "hash" {
+			fmt.Fprintln(&seen, admin.HGetAll(ctx, k).Val())
+		}
+	}
+	slow, err := admin.SlowLogGet(ctx, -1).Result()
+	if err != nil || len(slow) == 0 {
+		t.Fatalf("slowlog: %v %v", slow, err)
+	}
+	for _, entry := range slow {
+		fmt.Fprintln(&seen, entry.Args)
+	}
+	if !strings.Contains(seen.String(), "lockgate:{"+key.String()+"}") {
+		t.Fatal("the check read nothing of the lock: it could not fail")
+	}
+	if strings.Contains(seen.String(), g.Token) {
+		t.Fatal("Redis holds the plaintext owner token")
+	}
+	if err := l.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(fmt.Sprint(admin.SlowLogGet(ctx, -1).Val()), g.Token) {
+		t.Fatal("the release sent the plaintext owner token to Redis")
+	}
+}
+
+// TestRedisWakeUpAcrossProcesses: two backends with their own connections
+// and subscriptions, as two gateway processes have; a release on one wakes
+// a waiter on the other long before the holder's lease would end.
+func TestRedisWakeUpAcrossProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	one := newRedis(t, srv, locks.RedisOptions{})
+	two := newRedis(t, srv, locks.RedisOptions{})
+	key := locktest.UniqueKey(t)
+	g := locktest.MustAcquire(t, two, key, locks.AcquireRequest{TTL: 30 * time.Second})
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := one.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
+		done <- err
+	}()
+	time.AfterFunc(50*time.Millisecond, func() { two.Release(context.Background(), key, g.Token) })
+	if err := <-done; err != nil {
+		t.Fatalf("waiter on the other process: %v", err)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Fatalf("waiter took %v, want far less than the holder's 30s TTL", elapsed)
+	}
+}
+
+// TestRedisKeysShareHashTag: every key of one lock lands in one Redis
+// Cluster slot, so the scripts run unchanged on a cluster.
+func TestRedisKeysShareHashTag(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{Prefix: "p:"})
+	key := locktest.UniqueKey(t)
+	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+	keys := srv.Client(t).Keys(t.Context(), "*").Val()
+	if len(keys) != 2 {
+		t.Fatalf("got keys %v, want the lock and its fencing counter", keys)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "p:{"+key.String()+"}") {
+			t.Errorf("key %q does not start with the prefix and hash tag", k)
+		}
+	}
+}
