@@ -1,0 +1,40 @@
+package locks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+func Example() {
+	ctx := context.Background()
+	var l locks.Locker = locks.NewMemory() // or locks.NewRedis(client, locks.RedisOptions{})
+
+	key, err := locks.ParseKey("billing", "invoice-42")
+	if err != nil {
+		panic(err)
+	}
+	grant, err := l.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Subject: "worker-1"})
+	if err != nil {
+		panic(err)
+	}
+
+	// A second caller is refused while the lease lasts.
+	_, err = l.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Subject: "worker-2"})
+	fmt.Println("second acquire held:", errors.Is(err, locks.ErrHeld))
+
+	// Work, passing grant.FencingToken to the resource; renew before the
+	// lease ends; release when done.
+	if _, err := l.Renew(ctx, key, grant.Token, 0); err != nil {
+		panic(err)
+	}
+	fmt.Println("release:", l.Release(ctx, key, grant.Token))
+	fmt.Println("release again:", l.Release(ctx, key, grant.Token))
+	// Output:
+	// second acquire held: true
+	// release: <nil>
+	// release again: release billing/invoice-42: not the lock holder
+}

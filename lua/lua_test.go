@@ -1,0 +1,52 @@
+package lua_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/lua"
+)
+
+// TestScriptsLoad compiles every script in a real Redis, and checks that
+// SCRIPT LOAD gives the SHA that EVALSHA will ask for.
+func TestScriptsLoad(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	for name, s := range map[string]*redis.Script{
+		"acquire": lua.Acquire, "release": lua.Release, "renew": lua.Renew, "inspect": lua.Inspect,
+	} {
+		sha, err := s.Load(t.Context(), c).Result()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if sha != s.Hash() {
+			t.Errorf("%s: Redis says sha %s, go-redis %s", name, sha, s.Hash())
+		}
+	}
+}
+
+// TestScriptsStateTheirContract: each script opens by saying what it takes
+// and what it returns, since its callers are in another language.
+func TestScriptsStateTheirContract(t *testing.T) {
+	files, err := filepath.Glob("*.lua")
+	if err != nil || len(files) != 4 {
+		t.Fatalf("got scripts %v (%v), want 4", files, err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		header, _, _ := strings.Cut(string(src), "\n\n")
+		for _, want := range []string{"KEYS[1]", "Returns"} {
+			if !strings.Contains(header, want) {
+				t.Errorf("%s: header does not state %s", f, want)
+			}
+		}
+	}
+}
