@@ -22,11 +22,6 @@ import (
 // secret is the HS256 key of the gateways these tests start.
 const secret = "e2e-secret-that-is-at-least-32-bytes-long"
 
-// redisReady says whether the gateway is built with the Redis backend. Until
-// locks.NewRedis is merged it is behind the lockgate_redis build tag (see
-// redis_tag_test.go): go test -tags lockgate_redis ./e2e/...
-var redisReady = false
-
 // backend is one way to run the gateway's lock store.
 type backend struct {
 	name string
@@ -38,9 +33,6 @@ type backend struct {
 var backends = []backend{
 	{name: "memory", args: func(*testing.T) []string { return nil }},
 	{name: "redis", args: func(t *testing.T) []string {
-		if !redisReady {
-			t.Skip("the Redis backend is not merged yet")
-		}
 		return []string{"--redis-url", redistest.Start(t).URL()}
 	}},
 }

@@ -8,18 +8,10 @@ import (
 	"github.com/lockgate/lockgate/internal/redistest"
 )
 
-func needRedis(t *testing.T) *redistest.Server {
-	t.Helper()
-	if !redisReady {
-		t.Skip("the Redis backend is not merged yet; go test -tags lockgate_redis runs this")
-	}
-	return redistest.Start(t)
-}
-
 // TestTwoGatewaysOneRedis: a waiter on gateway 1 is woken by a release on
 // gateway 2, and both see the same holder.
 func TestTwoGatewaysOneRedis(t *testing.T) {
-	rs := needRedis(t)
+	rs := redistest.Start(t)
 	gw1 := startGateway(t, "--redis-url", rs.URL())
 	gw2 := startGateway(t, "--redis-url", rs.URL())
 	held := acquire(t, gw2.URL+"/locks/shared/x", `{"ttl_ms":60000}`)
@@ -52,7 +44,7 @@ func TestTwoGatewaysOneRedis(t *testing.T) {
 // TestRedisDown: with Redis unresponsive, calls fail with 503 and
 // Retry-After within a bound tied to --redis-timeout, and /readyz says so.
 func TestRedisDown(t *testing.T) {
-	rs := needRedis(t)
+	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL(), "--redis-timeout", "200ms")
 	acquire(t, gw.URL+"/locks/down/warmup", "")
 	rs.Pause(t)

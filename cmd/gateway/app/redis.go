@@ -1,5 +1,3 @@
-//go:build lockgate_redis
-
 package app
 
 import (

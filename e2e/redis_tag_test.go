@@ -1,5 +1,0 @@
-//go:build lockgate_redis
-
-package e2e
-
-func init() { redisReady = true }
