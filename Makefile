@@ -1,0 +1,19 @@
+# The README's commands. `make test` is also what CI runs (.ci/run).
+
+GO ?= go
+
+.PHONY: run test check generate bench
+
+run: ## start a development gateway: embedded backend, loopback, printed token
+	$(GO) run ./cmd/gateway --dev
+
+test: ## the whole suite, against real redis-servers it starts itself
+	@scripts/ensure-tools
+	$(GO) test -race -count=1 -timeout 10m ./...
+
+check: ## formatting, vet, staticcheck, and generated code in sync
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	$(GO) generate ./...
+	@git diff --exit-code -- . || { echo "go generate changed the files above: regenerate and commit them"; exit 1; }
