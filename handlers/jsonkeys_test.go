@@ -1,0 +1,64 @@
+package handlers
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+func TestDuplicateKey(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in      string
+		wantKey string
+		wantDup bool
+	}{
+		"none":                {in: `{"ttl_ms":1,"wait_ms":2}`},
+		"top level":           {in: `{"ttl_ms":1,"ttl_ms":2}`, wantKey: "ttl_ms", wantDup: true},
+		"after nested object": {in: `{"a":{"b":1},"a":2}`, wantKey: "a", wantDup: true},
+		"nested":              {in: `{"a":{"b":1,"b":2}}`, wantKey: "b", wantDup: true},
+		"in an array":         {in: `[{"x":1},{"x":1,"x":2}]`, wantKey: "x", wantDup: true},
+		"same key, siblings":  {in: `[{"x":1},{"x":2}]`},
+		"strings as values":   {in: `{"a":"a","b":"a"}`},
+		"array of strings":    {in: `{"a":["a","a"],"b":1}`},
+		"escaped equal keys":  {in: `{"ttl_ms":1,"ttl\u005fms":2}`, wantKey: "ttl_ms", wantDup: true},
+		"empty":               {in: ``},
+		"malformed":           {in: `{"a":`},
+		"scalar":              {in: `5`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			key, dup := duplicateKey([]byte(tc.in))
+			if key != tc.wantKey || dup != tc.wantDup {
+				t.Fatalf("duplicateKey(%s): got %q, %v; want %q, %v", tc.in, key, dup, tc.wantKey, tc.wantDup)
+			}
+		})
+	}
+}
+
+// TestDuplicateJSONKeysRefused: a body that names a field twice is a 400
+// and takes no lock, on acquire and on renew.
+func TestDuplicateJSONKeysRefused(t *testing.T) {
+	mem := locks.NewMemory()
+	_, ts := newTestServer(t, mem)
+	auth := "Bearer " + testToken(t)
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/locks/dup/a", `{"ttl_ms":1000,"ttl_ms":3600000}`},
+		{"PUT", "/locks/dup/a/lease", `{"ttl_ms":1000,"ttl_ms":2000}`},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), tc.method, ts.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Authorization", auth)
+		req.Header.Set("Lock-Token", "x")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s %s %s: got %d, want 400", tc.method, tc.path, tc.body, resp.StatusCode)
+		}
+	}
+	if _, err := mem.Inspect(t.Context(), locks.Key{Namespace: "dup", Name: "a"}); err == nil {
+		t.Fatal("the lock is held after a refused acquire")
+	}
+}
