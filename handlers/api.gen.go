@@ -35,6 +35,7 @@ const (
 	LockHeldProblemCodeNotHeld            LockHeldProblemCode = "not_held"
 	LockHeldProblemCodeNotHolder          LockHeldProblemCode = "not_holder"
 	LockHeldProblemCodePayloadTooLarge    LockHeldProblemCode = "payload_too_large"
+	LockHeldProblemCodeTooManyRequests    LockHeldProblemCode = "too_many_requests"
 	LockHeldProblemCodeUnauthorized       LockHeldProblemCode = "unauthorized"
 )
 
@@ -61,6 +62,8 @@ func (e LockHeldProblemCode) Valid() bool {
 		return true
 	case LockHeldProblemCodePayloadTooLarge:
 		return true
+	case LockHeldProblemCodeTooManyRequests:
+		return true
 	case LockHeldProblemCodeUnauthorized:
 		return true
 	default:
@@ -80,6 +83,7 @@ const (
 	ProblemCodeNotHeld            ProblemCode = "not_held"
 	ProblemCodeNotHolder          ProblemCode = "not_holder"
 	ProblemCodePayloadTooLarge    ProblemCode = "payload_too_large"
+	ProblemCodeTooManyRequests    ProblemCode = "too_many_requests"
 	ProblemCodeUnauthorized       ProblemCode = "unauthorized"
 )
 
@@ -105,6 +109,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotHolder:
 		return true
 	case ProblemCodePayloadTooLarge:
+		return true
+	case ProblemCodeTooManyRequests:
 		return true
 	case ProblemCodeUnauthorized:
 		return true
@@ -231,6 +237,9 @@ type NotHolder = Problem
 
 // PayloadTooLarge RFC 9457 problem details.
 type PayloadTooLarge = Problem
+
+// TooManyRequests RFC 9457 problem details.
+type TooManyRequests = Problem
 
 // Unauthorized RFC 9457 problem details.
 type Unauthorized = Problem
@@ -696,6 +705,15 @@ type NotHolderApplicationProblemPlusJSONResponse Problem
 
 type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
 
+type TooManyRequestsResponseHeaders struct {
+	RetryAfter *int
+}
+type TooManyRequestsApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TooManyRequestsResponseHeaders
+}
+
 type UnauthorizedResponseHeaders struct {
 	WWWAuthenticate *string
 }
@@ -1091,6 +1109,25 @@ func (response AcquireLock413ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock429ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1559,51 +1596,53 @@ func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fptc9s2Ev4rO7jOxO5RL46d3EX55LZpk56bZBxlPHORz4TIlYgaBFgAjKJ69N9vFgApyaJfkkvd6X2y",
-	"JBLA7uLBs88ufMUyXVZaoXKWja5YgTxH4z+eojPL45lDQ99ytJkRlRNasRE7K7REsJhpldsEjK5VjjnU",
-	"VZ8lzGYFlpwGlUKJsi7ZaJgwt6yQjZhQDudo2Gq1SljFDS/RxQVPdHY51peodtcbFwh6odBA6uiNFPQM",
-	"XIEwN1y5PrzGj2igqh0IB0IBh/enJ2SLoNHBKZYwxUuygRbqhZUSZvC3WhjM2ciZGres559OUM1dwUaP",
-	"nzxNyJvm+0Hrj3VGqDkjb1772a/CmhV3xXpF/+e2tSruHBoa+J8Px71/897vw96z8/XHi/6od341TA6e",
-	"PVt9w25a3VY8w+7o1Uo4ChqvXaGNsJyetRHatTZMdV+TG3ujsd7Up487LV3RnLbSyqLf9RfGaI+wTCuH",
-	"ytFHXlVSZN7EQWX0VGL591+t9sBYG/CNwRkbsb8N1hAehKd28DaMCuttR+NYLUG7Ag0gLd1nq4T9qM1U",
-	"5HmA3kMZQtvi0Qy5RgtKuwBncIWw0G4C7KWzxrx035v7Sn3kUuSn+FuN1j20zSYsC8JCyeVMmxJz2EtF",
-	"MOoiPo6mvtbupZY5mj85soWWuWcMqbNL2EuVdheFNyzdHxFrLLgFgxK5xTwB4SYKP1WE/AS0AatL1AoB",
-	"pUU/l11PpvSiP1Hk7Fu+lJrnY61PuJnjQ7s81fmSdkUTGR48hX+J72AvrYJRF07rC0lmxZ15ryIX/E6n",
-	"++Es/UVYK9ScohohA1PkBk3csr203rCMjE0209LZ2VnvuHYFKkcm4rZNO2wTHP3IheRT+eA74vEx5dkl",
-	"qhxykXsocmUXSM6DEyV6ePlUxh0uuN9AW9TOCTWfqFwvKCJxiot67Uq63wefFmuX6RKbhJhxKWmKWl0q",
-	"vVAEzGQnq/fatN7lW3x7sCEAQiCj0zTuOPNpYYOBeJ4L8pzLt0ZXaJwgfp9xaTFh1cZPV8xn8t00dQwz",
-	"g9gjQgHJpyjBFZzSua0wc2ALvbAEho28fPD4nzsZJmHOyYvS7i5wQocbpB/7HHKc8Vo6OBwOh8MEuINS",
-	"WxeCqNVMzGuDOZT8E4zHJ7DXvH4AhYckmcldUDRPj1iyFjsHu2InYQsuXKdRL/UCpFZzcBroJZhpAxwK",
-	"lLmHz9rQ2430Y1srnw7B3mFmlyZrf9LTXzFzZPhPlJJ8vt/aw0CO9oL7Z+0qOXfYI1izjn2ZocqEml+4",
-	"RuTtGLcbNwpBx8FOmLtLKfoXnoOloxdUYboWfimF26DCBR2/yPt9diuY7rR2tSmXPgTTG0Ove99OnGyG",
-	"8rxjA14il4T16ztgHXd13AteVtKPuuzUhptWxWFdK/nzcddWb4f79Mfv4fDw8FkC78ffPwfldbjkjuJf",
-	"cOWBGsnrkQU/03ILlp8HmO3F3zkjMieXIFRmyHYLC+EKICOWwImirOekhhxpRzoPxc24216xFWWDqOjX",
-	"oZ8KKYWaD4T6qEWGvaPHfwiavhRFBP2XKPMmYRFjS/lmxkYf7pnhkuu4MJQfLjgliC/06doMu3afR8tf",
-	"qZneBSYPSSj/LBJ6KOIiAt8grqnWErm6ldLavLjzxNYhIJ10l9p62hbEP5+NQ9psgrMF/HunyjOawmDJ",
-	"hbLt6Wk48guh6yNyPwQnW3u79r+JURfCN5C9y1HPjp78A6LEgxwdF9JriW1AZTr3/IeKEuQHdq2kYQnb",
-	"lKYhErFuTBhVFDNdK/qdPL6I/q4rjeZL+H1Hl7OEdeg8StnoCp1f0FgupV74pSnYRnG5EYv1tgYPu6HU",
-	"po1dzDrhgkbexYn/YTPV1EaNyE2SraMY2dGm37enIf+0WbG1qrU8CXvRtc+nlLW/THjehPbXuAjojuIQ",
-	"ZkaXVNetxRcdANKBbdVH9WJ7xijtfLYo3FVbtD2Y1Ua45Tui32B1qI6o5ll/+7FZ6OezMdvpcHgW8Kkw",
-	"xU9VmkSK2GsKBDQJGMy0yTEHvi5lH1mIJ21/orjKIVU2TYAr4MbwJRHBui0xl3pqqTYJiY9WQSd739KH",
-	"b9N9z0ITVdbWQcldVvhVFr5x2E4SyhOfajxJet/W2Cmcq0JpJWIC2Hb0B0HomtYOg1aOpe/L8fitl9G2",
-	"QCkhjLAJKK16P+lGj1jgKp8oi+YjGonWwqxWGc1s+xM1UbHEAR7324fz7Zt3Yxj4tQZXrRur8HmVjryT",
-	"TX8rNAookteal3uNKCVTfCFINL6pTkMNtilSJyqq1H2yGzikW0SaBta3t0miibpJE8FxcFJYcpfG+Z6I",
-	"j5JWIJwlD2BRoP8yUXQUTE25oXZQKx8+bynmNFlltMOMtsWg1bXJEDwQDBK4YGGEQxsRknFDag2iO7EL",
-	"QDQXNaRWSMYUdOCkQZ4vwSIqv0mRB2Cqc4EWuEH4+d2b17AouPNaNP0+lPu98bLCFCxfWtizOq6dZrWR",
-	"0Mvh0dUkssOEjZ4Mh8PVoxQW2lxafz6WFeb7z+kgYFm5Zei0lMiVPzsTFVnC9uGF156+s0jRTG9qMaRh",
-	"XzhYRywPKfFd6n16U6HhgdFoByotlPOBtiLH0BzMtHKGZ24E6U8vxjAokfbdphO199ZoyhdY2wCU8IKu",
-	"UPFK9Je8lJ4IhIVcZ3WJyu2HUyhFhiro/9gH/uXVeCMrsIbtWcI+orHhCB70h/2hFy9hBTZih/1h/9An",
-	"OFd4AhsUvoT5nT7P0ZO2bnx8lVMNHJ9faw0/Hg5vadh8XqMmVlEdfZr3VX+LednowzkpjrLkZhklVmV0",
-	"RhAXNt5xOD63lMaCZ+ycJriRFgJxSQzNqm3XT8OhPgkSafNC5AZdvn5lsL4wWZ3vhO6oQwjF9qZv/x2F",
-	"4HYt0c40uNZo9sMO7h621Vr0gw7vHrTuwfsRz+4ese4trxL25D5rbLYCPRD8sb17XLik8ChpcRGj2eSH",
-	"pa4932+iwwOCURHTCftXobMV9/4Pg35bQN3WpBTWt5z+EtA4esg27mvtyf5az38v8LWn+EbTx776gwPx",
-	"B2/vFENXsDYGVbjvQONv/KLFoTdDqdxn2P1uoH4eA60vHVfJvV72TFVp23Eaot5qT4PH1Xc6X361g3Ct",
-	"ab3avYx8HCD8VVYLjdM7ztxS18ZCrZyQXqvHAjhtNBWxSlCAwv11aPurns3rnauOiL675XZujwep3dy+",
-	"zAwi1JWXX0JNVBo78+l+H9KN25E0qKftFpUXkEEGe93XnLaQCbxcFjPfbQ63jo0k/mq3MAk7OrjHply/",
-	"iPwzaGm7fkpAV0HTyqW/qyCpTzWacFTlxF3p4qTblNVAti3rh+CtuqMD9w6dXbfHyJc0FBJp20XwV3yE",
-	"NyqWeCgenN5sKUzUDT0FOFYQ76HjAoQsz+RTo+t5EWrIALDrylLhIrT0/1dh+fWpeKuJ00nEX1H/+Bjc",
-	"QMSqaf38X4rivwxZvPjkUOUb52gtXG4T1sQNviNwc215Gh7/KaWlX/sLReEdFenWfxaE/yiw3YXp9kTb",
-	"7cQP53TA45i27g/RJWaMP8TJVuer/wYAAP//",
+	"3Fp7c9s2Ev8qO7zOxO5RDz+Suyh/uW3apOcmGUcZz1zkMyFyJaImARYAo6geffebXYDU04/kXHd6f1kS",
+	"CWCfv/3twtdRqstKK1TORoPrKEeRoeGPZ+jM/GTi0NC3DG1qZOWkVtEgOs91gWAx1SqzMRhdqwwzqKtu",
+	"FEc2zbEUtKiUSpZ1GQ36ceTmFUaDSCqHUzTRYrGIo0oYUaILB57q9Gqor1BtnzfMEfRMoYHE0RsJ6Am4",
+	"HGFqhHJdeIOf0EBVO5AOpAIBH85OSRZJq71SURwpUZIMdFDHnxRHBn+rpcEsGjhT45r04vMpqqnLo8Hh",
+	"02cxadN8P2j1sc5INY1Imze8+7U/sxIuX57If247qxLOoaGF//l40vm36Pze7zy/WH687A46F9f9+OD5",
+	"88U30U2n20qkuNt6tZKOjCZql2sjraBnrYW2pfVb3VfkRt4gLIv67HCnpAva01ZaWWSvvzRGc4SlWjlU",
+	"jj6KqipkyiL2KqPHBZZ//9VqDoylAN8YnESD6G+9ZQj3/FPbe+dX+fPWrXGi5qBdjgaQju5Gizj6UZux",
+	"zDIfeo8lCLmFoxkyjRaUdj6cweXSQusE2EsmjXjJPov7Wn0ShczO8LcarXtsmY0/FqSFUhQTbUrMYC+R",
+	"XqjL8DiI+ka7V7rI0PzJls11kTFiFDq9gr1EaXeZs2DJ/oBQYyYsGCxQWMxikG6k8HNFkR+DNmB1iVoh",
+	"YGGR97LLzZSedUeKlH0n5oUW2VDrU2Gm+Ngqj3U2J69oAsODZ/Av+R3sJZUX6tJpfVmQWMEzQ61/EWoe",
+	"gsg+trBT4XAmWF5BsG2hkKXHqJmQTqopiJSxx1jYS0j6Uqh5E142iUfKIkLS6ZTic4fWoLHJ/gtyd07L",
+	"yaNpLtQUsy5wNQNB5QwS/tLh2pbQLqGMaQMz6XJdO0hov8vSJuTZeKssdtq6uMsC4e3eSgVlI3xQAX1/",
+	"Jzx9PHP/Iq0lg2gDIUlhjMKgCUmyl9QrklF4rGl8fn7eOaldjsqRiLgu0xa+e0U/CVmIcfHoOcAZORbp",
+	"FaoMMplx8gtlZ0jKg5MlsqPdegjavHYUcyOV6RlZJGxxWS9VSfa7wESkdqkusaEgqSgK2qJWV0rP1MMF",
+	"zKKptrzNiU+GFcwXWSZJc1G8M7pC4yRV1IkoLMZRtfLTdcTcaZsYnMDEIHYIwqEQYyzA5ZSMylaYOrC5",
+	"nlkKhhUmdHD4z62aHkfOFZel3T7glOAUCl77AjKciLpwcNTv9/sxpX2prfNG1Goip7XBDErxGYbDU9hr",
+	"Xj+AnEOSxBTOc8hnx1G8pJcH2/QyjkIGbwv1Ss+g0GoKTjPUwEQbEJBjkXH4LAW9XUhe20r5rA/2DjF3",
+	"seD2Jz3+FVNHgv9EJIAZ1poPfTmyl4KftadkwmGHwjra4ZcJqlSq6aVraPWWcNt2IxPsSOw4cndxc37h",
+	"BVhKPc/DkyXVTsjcBhXOKP1Cpe1GtwbTndIuVgnqRy96I+im9u3G8aopL3Y44BWKgmJ90wPWCVcHX4iy",
+	"KnjV1U42vipVWLbrJM6Pu1y9bu6zH7+Ho6Oj5zF8GH7/AhR3PoWguuZyoThQA3g9scA7zdfC8ssCZv3w",
+	"987I1BVzkCo1JLvligkkxNzXa8uY1IAjeWRnUtwcd+sntjS4F3qopenHsiikmvak+qRlip3jwz8kmr42",
+	"iij0X2GRNQWLELso3k6iwcd7Vrh4My4M1YdLJjFfqdPGDttyXwTJX6uJ3g7MwMiyLwKhxwIuAvAV4Bpr",
+	"XaBQt0JaWxe3ntjaG2Qn3CW2HrcjiJ/Ph75sNsZZC/x7l8pz2sJgKaSybfY0GPmVocsWuV8Ex2u+Xerf",
+	"2GhXhK9E9jZGPT9++g8IFA8ydEIWzCXWAyrVGeMfKiqQH6ONJjKKo1Vq6i0ROvU4oh5uomtFv5PGl0Hf",
+	"ZW/XfPG/b3VCXCs2+ooojnZwPyrj6HKdXdJ+oij0jMUhBxglihX7LF3ttd4dXm0p2Y5jJ53nzduxwz+s",
+	"lp/aqAGpTlR2EKw9WLXF7aWJnzYntlK1ksfeP7t8f0aV/OvI6E0Z8AZnPuIDYYSJ0SV110tCRklB3LDt",
+	"vanHa/OOStEXE8VtBkbuwbQ20s3fEyR7qX3HRH3Q8tuPzUE/nw+jrTkTIwOXxwQ/V0kcYGOvaRrQxGAw",
+	"1SbDDMRyoPDEQsi+/ZESKoNE2SQGoUAYI+YEDsvh0LTQY+qPQzGkU9AVnW/pw7fJPiPTSJW1dVAKl+Z8",
+	"yozHt+0mvmXh8sPAybotYyd3rvLtlgxFYV3RHyRF17h26PlzGEC8Gg7fMbW2ORYF+BU2BqVV5yfdcBQL",
+	"QmXUg5tPaAq0Fia1Smln2x2pkQptD4jgbzbnu7fvh9Djs3rXrRoL/3mRDFjJZsroxzVkyY0R8l5DVEkU",
+	"bg4J2lcZq+/LVonrSAXmuk9yg4BkDVwTXwnsbTRppG7iSXDilZSW1KV1PJliK2nFMxJqTmc58peRolQw",
+	"NdWL2kGt2HwsKWa0WWW0w5TcYtDq2qQIHAgGKbhgZqRDGyIkFYYYHAR1wmSAYC7wSq2QhMkp4QqDIpuD",
+	"RVTspIADMNaZRAvCIPz8/u0bmOXCMT9NvvcjgM5wXmECVswt7Fkdzk7S2hTQyeDJ9SigwygaPO33+4sn",
+	"Ccy0ubKcH/MKs/0XlAhYVm7u510lCsW5M1IBJWwXXjIf5fkuWTO5aeyQeL8IsI5QHhLCu4R1eluhER7R",
+	"yAOVlsqxoa3M0I9oU62cEakbQPLTyyH0SiS/22Sk9t4ZTfUCa+sDxb+gK1Sikt25KAsGAmkh02ldonL7",
+	"PgsLmaLyPUGYxv/yerhSFaIG7aM4+oTG+hQ86Pa7fSY0/oRoEB11+90jLnouZwDr5dzW/E6fp8igrRsd",
+	"X2fUF4fnGwP6w37/liHOlw1vQme1Y3bzoequIW80+HhBLKQshZkH2lUZnVKISxtumpyYWipjXrPogja4",
+	"ERY8cBXoB1jrqp/5pD71tGn1WuoGrr58pbe8tlpcbJnueAc5CkNmHsIee+PuOqLdqbcx7udlB3cvWxs3",
+	"8qKjuxctb0J4xfO7Vywn/Is4enqfM1bHgxwInLZ3r/NXRRwlbVwEazb1Ya5rxvvV6OCAiKix2Rn2r/20",
+	"K/j+Dwv9tqm6bXApLY+h/hKhcfyYo903msF+4+Zlz+M1Q3zD88PtxqMH4g8s7xj9pLA2BpW/dULD965B",
+	"Yj+voVLOFXZ/d6B+GQItr34X8b1eZqSqtN2RDYFvtdnAcfWdzuYPlggbg+zF9pXwoQ/hBznND1PvyLm5",
+	"ro2FWjlZMFcPTXHScCpCFc8ApfvrwPaD5ubmNGuHRd/fcke6JzzVbm5kJgYR6orpl1Qj1d637XfXr+c8",
+	"e1ofWzGB9DSYeV+Tbb4SMF2WE55A+7vfhhI/4FXe8cE9nLJ5HUzrDu9RUTdvZv8MOFvvu2LQlefCxby9",
+	"nqXeTjrqjoI3d2HZbYysV7Tj78fAu3rHNO89OrsctZEuiW9Aknb6sHYvLHzT4fTqKGKkbphFwImC8F8E",
+	"4QCKSK4AY6Prae57Tx+Ym4xU4cxfD/yvhPThIXxt+LMTwB+QN7ENbgBw1YyM/i/J9NeCzKODxcvPDlW2",
+	"kkdLwnMbISds4EnCzT3pmX/8p7SkfPZXksk7Otm1/1Lw/51gdze06xutjyE/XlCChzXtvMBbl5Ax/BA2",
+	"W1ws/hsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

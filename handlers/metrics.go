@@ -24,6 +24,7 @@ const (
 	outcomeInvalid   = "invalid"   // refused before reaching the engine or by it
 	outcomeCancelled = "cancelled" // the caller left, or the gateway shut down
 	outcomeError     = "error"     // the backend failed
+	outcomeRefused   = "refused"   // too many waiters: 429, never reached the engine
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"route", "method", "code"}),
 		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_acquires_total",
-			Help: "Acquire calls by outcome: granted, held, invalid, cancelled, error.",
+			Help: "Acquire calls by outcome: granted, held, invalid, cancelled, error, refused.",
 		}, []string{"outcome"}),
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockgate_acquire_wait_seconds",
@@ -47,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	reg.MustRegister(m.requests, m.acquires, m.wait, m.waiters)
-	for _, o := range []string{outcomeGranted, outcomeHeld, outcomeInvalid, outcomeCancelled, outcomeError} {
+	for _, o := range []string{outcomeGranted, outcomeHeld, outcomeInvalid, outcomeCancelled, outcomeError, outcomeRefused} {
 		m.acquires.WithLabelValues(o) // show every outcome from the start, at 0
 	}
 	return m

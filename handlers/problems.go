@@ -49,6 +49,8 @@ var problems = []problem{
 		detail: "the request is invalid"},
 	{match: errTooLarge, status: http.StatusRequestEntityTooLarge, code: ProblemCodePayloadTooLarge, title: "Payload too large",
 		detail: "the request body is larger than " + strconv.Itoa(MaxBodyBytes>>10) + " KiB"},
+	{match: errTooManyWaiters, status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many waiters",
+		detail: "the gateway is at its limit of waiting acquirers; nothing was changed: retry later, or without wait_ms", header: retryAfter1},
 	{match: middleware.ErrUnauthenticated, status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",
 		detail: "a valid bearer token is required", header: wwwAuthenticate},
 	{match: middleware.ErrForbidden, status: http.StatusForbidden, code: ProblemCodeForbidden, title: "Forbidden",
@@ -78,6 +80,7 @@ var (
 	errNotFound         = errors.New("route not found")
 	errMethodNotAllowed = errors.New("method not allowed")
 	errDraining         = errors.New("gateway shutting down")
+	errTooManyWaiters   = errors.New("too many waiting acquirers")
 )
 
 // requestError is an invalid request, with a detail in our own words.

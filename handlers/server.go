@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,6 +27,11 @@ type Config struct {
 	MaxTTL time.Duration
 	// MaxWait bounds wait_ms. Default 60s.
 	MaxWait time.Duration
+	// MaxWaiters bounds the acquirers (wait_ms > 0) this process keeps
+	// waiting at once; one more is refused with 429 too_many_requests and
+	// changes nothing. Each waiter holds a connection, a goroutine and a
+	// wake-up registration until it is served. Default 10000.
+	MaxWaiters int
 	// ReleaseTimeout bounds the release of a grant whose caller left before
 	// it could receive it. Default 5s.
 	ReleaseTimeout time.Duration
@@ -43,6 +49,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxWait <= 0 {
 		c.MaxWait = time.Minute
 	}
+	if c.MaxWaiters <= 0 {
+		c.MaxWaiters = 10000
+	}
 	if c.ReleaseTimeout <= 0 {
 		c.ReleaseTimeout = 5 * time.Second
 	}
@@ -57,6 +66,8 @@ type Server struct {
 	// waiting acquirers away with a 503.
 	draining context.Context
 	drain    context.CancelFunc
+	// waiting counts the acquirers waiting now, against MaxWaiters.
+	waiting atomic.Int64
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -91,6 +102,14 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	stop := context.AfterFunc(s.draining, func() { cancel(errDraining) })
 	defer stop()
 
+	if ar.Wait > 0 {
+		if s.waiting.Add(1) > int64(s.cfg.MaxWaiters) {
+			s.waiting.Add(-1)
+			s.metrics.acquires.WithLabelValues(outcomeRefused).Inc()
+			return nil, fmt.Errorf("acquire %s: %w", key, errTooManyWaiters)
+		}
+		defer s.waiting.Add(-1)
+	}
 	start := time.Now()
 	if ar.Wait > 0 {
 		s.metrics.waiters.Inc()

@@ -72,6 +72,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		DefaultTTL: cfg.defaultTTL,
 		MaxTTL:     cfg.maxTTL,
 		MaxWait:    cfg.maxWait,
+		MaxWaiters: cfg.maxWaiters,
 		Logger:     logger,
 	})
 	if err != nil {

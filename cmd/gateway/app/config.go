@@ -26,6 +26,7 @@ type config struct {
 	maxTTL           time.Duration
 	maxWait          time.Duration
 	shutdownTimeout  time.Duration
+	maxWaiters       int
 	logLevel         zerolog.Level
 	dev              bool
 }
@@ -56,6 +57,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.defaultTTL, "default-ttl", 30*time.Second, "lease of an acquire without ttl_ms")
 	fs.DurationVar(&c.maxTTL, "max-ttl", time.Hour, "largest ttl_ms accepted")
 	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted")
+	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGINT/SIGTERM waits for in-flight requests")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and a ready-made token")
@@ -110,6 +112,8 @@ func (c config) check() error {
 			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
 	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0:
 		return errors.New("durations must be positive")
+	case c.maxWaiters < 1:
+		return errors.New("--max-waiters must be at least 1")
 	case c.defaultTTL > c.maxTTL:
 		return fmt.Errorf("--default-ttl %s is longer than --max-ttl %s", c.defaultTTL, c.maxTTL)
 	case c.defaultTTL < time.Millisecond || c.maxTTL < time.Millisecond:
