@@ -1,50 +1,78 @@
--- acquire: take a free lock, or say how long the current holder has left.
+-- acquire: take the lock, or join its queue of waiters.
 --
--- KEYS[1]  the lock hash, e.g. lockgate:{ns/name}
--- KEYS[2]  the fencing counter, e.g. lockgate:{ns/name}:fence (same hash tag)
--- ARGV[1]  SHA-256 of the new owner token (the token itself never reaches Redis)
--- ARGV[2]  lease TTL in milliseconds
--- ARGV[3]  subject (who acquires)
--- ARGV[4]  owner label (may be empty)
--- ARGV[5]  how long the fencing counter outlives its last use, in milliseconds
+-- KEYS[1..5]  the lock, fence, queue, alive and waiters keys (see lib.lua)
+-- ARGV[1]     SHA-256 of the new owner token (the token never reaches Redis)
+-- ARGV[2]     lease TTL, ms
+-- ARGV[3]     subject (who acquires)
+-- ARGV[4]     owner label (may be empty)
+-- ARGV[5]     how long the fencing counter outlives its last use, ms
+-- ARGV[6]     waiter id; empty for an acquire that does not wait
+-- ARGV[7]     the waiting gateway's channel, for the hand-off message
+-- ARGV[8]     how long the caller waits at most, ms
+-- ARGV[9]     how long a waiter counts as alive without a heartbeat, ms
+-- ARGV[10]    '1' to drop a waiter whose gateway does not hear the hand-off
+--             (exact on a single Redis; on Cluster PUBLISH counts one node)
 --
--- Returns  {1, fencing_token, ttl_ms}  granted (also when this very token
---                                      already holds it: a retried call)
---          {0, pttl_ms}                held by someone else
+-- Returns  {1, fencing_token, ttl_ms, now_ms}   granted (also when this
+--                                              token already holds it: a
+--                                              retried call, or a hand-off)
+--          {0, pttl_ms, now_ms, rank}          held; a waiter is queued at
+--                                              0-based rank (-1: not queued)
 --
--- The lock hash has fields tok (token hash), fence, sub, own, at (acquired,
--- ms on the Redis clock) and ttl (the TTL asked for, restored by a renew
--- without a TTL); its PEXPIRE is the lease.
+-- A free lock goes to the queue first: nobody who just arrived, or just
+-- released, gets ahead of those already waiting.
 
-local tok = redis.call('HGET', KEYS[1], 'tok')
-if tok then
-  if tok == ARGV[1] then
-    return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), redis.call('PTTL', KEYS[1])}
+local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local tok_hash, ttl, me = ARGV[1], ARGV[2], ARGV[6]
+local now, t = clock()
+
+local function granted()
+  local fence = tonumber(redis.call('HGET', K.lock, 'fence'))
+  return {1, fence, redis.call('PTTL', K.lock), now}
+end
+
+local holder = redis.call('HGET', K.lock, 'tok')
+if holder == tok_hash then
+  if me ~= '' then
+    dequeue(K, me)
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  return granted()
 end
 
--- Fencing tokens must grow across every acquisition, even when the counter
--- was lost (FLUSHALL, a restart without persistence). A lost counter is
--- seeded from the Redis clock in microseconds: the counter grows by one per
--- acquisition, far slower than the clock, so the seed is past every token
--- handed out before, as long as the clock does not go back.
-local now = redis.call('TIME')
-local fence
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  fence = redis.call('INCR', KEYS[2])
-else
-  -- Lua numbers are doubles: build the 16-digit value as a string so that no
-  -- conversion rounds it.
-  local seed = now[1] .. string.format('%06d', tonumber(now[2]))
-  redis.call('SET', KEYS[2], seed)
-  fence = tonumber(seed)
+if not holder then
+  local first = handoff(K, t, now, ARGV[5], ARGV[10])
+  if first == me then
+    return granted() -- our own gateway also got a hand-off message: ignored
+  end
+  if not first then
+    if me ~= '' then
+      dequeue(K, me)
+    end
+    grant(K, t, tok_hash, ttl, ARGV[3], ARGV[4], ARGV[5])
+    return {1, tonumber(redis.call('HGET', K.lock, 'fence')), tonumber(ttl), now}
+  end
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
 
-local at = now[1] .. string.format('%03d', math.floor(tonumber(now[2]) / 1000))
-redis.call('HSET', KEYS[1],
-  'tok', ARGV[1], 'fence', string.format('%d', fence),
-  'sub', ARGV[3], 'own', ARGV[4], 'at', at, 'ttl', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, fence, tonumber(ARGV[2])}
+local rank = -1
+if me ~= '' then
+  rank = redis.call('ZRANK', K.queue, me)
+  if not rank then
+    local deadline = now + tonumber(ARGV[8])
+    local seq = redis.call('HINCRBY', K.waiters, '#seq', 1)
+    redis.call('ZADD', K.queue, seq, me)
+    redis.call('ZADD', K.alive,
+      string.format('%d', math.min(deadline, now + tonumber(ARGV[9]))), me)
+    redis.call('HSET', K.waiters, me, cjson.encode({
+      g = ARGV[7], t = tok_hash, ttl = ttl, s = ARGV[3], o = ARGV[4],
+      d = string.format('%d', deadline)}))
+    -- The queue's keys outlive their last waiter by a minute, then go.
+    local keep = tonumber(ARGV[8]) + 60000
+    for _, k in ipairs({K.queue, K.alive, K.waiters}) do
+      if redis.call('PTTL', k) < keep then
+        redis.call('PEXPIRE', k, keep)
+      end
+    end
+    rank = redis.call('ZRANK', K.queue, me)
+  end
+end
+return {0, redis.call('PTTL', K.lock), now, rank}

@@ -1,6 +1,7 @@
 // Package lua holds lockgate's Redis scripts, one commented .lua file per
 // atomic step, embedded here because go:embed cannot reach a parent folder.
-// Each script states its KEYS, ARGV and return values at its top.
+// Each script states its KEYS, ARGV and return values at its top; lib.lua
+// holds the functions several of them share, and is put in front of them.
 package lua
 
 import (
@@ -10,10 +11,16 @@ import (
 )
 
 var (
+	//go:embed lib.lua
+	lib string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed release.lua
 	releaseSrc string
+	//go:embed leave.lua
+	leaveSrc string
+	//go:embed heartbeat.lua
+	heartbeatSrc string
 	//go:embed renew.lua
 	renewSrc string
 	//go:embed inspect.lua
@@ -23,8 +30,10 @@ var (
 // The scripts, run with Script.Run (EVALSHA, falling back to EVAL when Redis
 // has lost its script cache) or Script.RunRO for the read-only Inspect.
 var (
-	Acquire = redis.NewScript(acquireSrc)
-	Release = redis.NewScript(releaseSrc)
-	Renew   = redis.NewScript(renewSrc)
-	Inspect = redis.NewScript(inspectSrc)
+	Acquire   = redis.NewScript(lib + acquireSrc)
+	Release   = redis.NewScript(lib + releaseSrc)
+	Leave     = redis.NewScript(lib + leaveSrc)
+	Heartbeat = redis.NewScript(lib + heartbeatSrc)
+	Renew     = redis.NewScript(renewSrc)
+	Inspect   = redis.NewScript(inspectSrc)
 )

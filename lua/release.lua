@@ -1,24 +1,28 @@
--- release: delete the lock if the caller holds it, and tell waiters.
+-- release: free the lock if the caller holds it, and hand it straight to
+-- the first waiter still alive.
 --
--- KEYS[1]  the lock hash, e.g. lockgate:{ns/name}
--- ARGV[1]  SHA-256 of the caller's owner token
--- ARGV[2]  the wake-up channel, e.g. lockgate:released
--- ARGV[3]  the message for waiters: the lock's name, e.g. ns/name
+-- KEYS[1..5]  the lock, fence, queue, alive and waiters keys (see lib.lua)
+-- ARGV[1]     SHA-256 of the caller's owner token
+-- ARGV[2]     how long the fencing counter outlives its last use, ms
+-- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
 --
--- Returns  1   released
+-- Returns  1   released (and handed to the next waiter, if any)
 --          0   not held: released already, or the lease expired
 --          -1  held by another grant
 --
 -- Compare and delete happen in one script: in Go, the lock could expire and
--- be taken by someone else between the GET and the DEL.
+-- be taken by someone else between the GET and the DEL. The hand-off costs
+-- one PUBLISH to one gateway however many wait.
 
-local tok = redis.call('HGET', KEYS[1], 'tok')
+local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local tok = redis.call('HGET', K.lock, 'tok')
 if not tok then
   return 0
 end
 if tok ~= ARGV[1] then
   return -1
 end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], ARGV[3])
+redis.call('DEL', K.lock)
+local now, t = clock()
+handoff(K, t, now, ARGV[2], ARGV[3])
 return 1

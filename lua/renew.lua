@@ -1,6 +1,6 @@
 -- renew: extend the caller's lease. Never recreates a lock that is gone.
 --
--- KEYS[1]  the lock hash, e.g. lockgate:{ns/name}
+-- KEYS[1]  the lock hash, e.g. lockgate:{ns/name} (see lib.lua)
 -- ARGV[1]  SHA-256 of the caller's owner token
 -- ARGV[2]  the new TTL in milliseconds; "0" restores the TTL it was acquired with
 --
