@@ -14,23 +14,44 @@
 // by any number of gateways) and Memory (one process, for development and a
 // single gateway). Both pass the suite in package locktest.
 //
+// # Waiting
+//
+// Waiters queue in arrival order. A release, or the end of a lease, hands
+// the lock straight to the first waiter still alive, so nobody who arrives
+// later, or who just released, gets ahead of those waiting. With Redis the
+// hand-off happens inside the release script, which publishes one message to
+// the waiting caller's gateway: a release costs one script call however many
+// wait, and wakes nobody else. A holder that crashes publishes nothing, so
+// the first waiter looks again when the holder's lease would end.
+//
+// A waiter whose gateway dies is skipped at once on a single Redis (nobody
+// hears its hand-off), and otherwise once its heartbeat lapses
+// (RedisOptions.WaiterLease, 3 s by default). A gateway that freezes just as
+// the lock is handed to one of its waiters holds the queue for that
+// waiter's TTL, as any stalled holder does.
+//
 // # Redis layout
 //
 // For a lock ns/name and the default prefix "lockgate:":
 //
-//	lockgate:{ns/name}        hash: tok (SHA-256 of the owner token), fence,
-//	                          sub, own, at, ttl; its PEXPIRE is the lease
-//	lockgate:{ns/name}:fence  the fencing counter
-//	lockgate:released         pub/sub channel; a release publishes "ns/name"
+//	lockgate:{ns/name}          hash: tok (SHA-256 of the owner token), fence,
+//	                            sub, own, at, ttl; its PEXPIRE is the lease
+//	lockgate:{ns/name}:fence    the fencing counter
+//	lockgate:{ns/name}:queue    zset of waiter ids by arrival
+//	lockgate:{ns/name}:alive    zset of waiter ids by heartbeat deadline
+//	lockgate:{ns/name}:waiters  hash of waiter id to its request
+//	lockgate:gateway:<id>       pub/sub channel of one gateway process
 //
-// The shared hash tag {ns/name} puts both keys in one Cluster slot. A held
-// lock costs one hash of about 200 bytes. The counter (about 90 bytes)
-// outlives the lock by RedisOptions.FenceRetention (24 h by default) and
-// then expires; when it is missing the next acquisition seeds it from the
-// Redis clock in microseconds, which is past every token handed out before
-// as long as the clock does not step back and a lock is not acquired more
-// than once a microsecond on average. So the memory a lock name costs ends
-// a day after its last use.
+// The shared hash tag {ns/name} puts a lock's keys in one Cluster slot. A
+// held lock costs one hash of about 200 bytes, and each waiter about 300
+// more while it waits; the queue's keys expire a minute after the last
+// waiter's deadline. The counter (about 90 bytes) outlives the lock by
+// RedisOptions.FenceRetention (24 h by default) and then expires; when it is
+// missing the next acquisition seeds it from the Redis clock in
+// microseconds, which is past every token handed out before as long as the
+// clock does not step back and a lock is not acquired more than once a
+// microsecond on average. So the memory a lock name costs ends a day after
+// its last use.
 //
 // The package imports neither net/http nor a logger: callers map its errors
 // (ErrHeld, ErrNotHolder, ErrNotHeld, ErrInvalid, ErrUnavailable) to their

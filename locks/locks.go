@@ -13,8 +13,10 @@ import (
 type Locker interface {
 	// Acquire takes the lock for req.TTL. When the lock is held it returns an
 	// error matching ErrHeld (a *HeldError with the holder's remaining TTL),
-	// unless req.Wait > 0, in which case it waits up to req.Wait for the lock
-	// to free up and then takes it.
+	// unless req.Wait > 0, in which case it joins the lock's queue for up to
+	// req.Wait. Waiters get the lock in arrival order: a release or expiry
+	// hands it straight to the first one, and nobody who arrives later, or
+	// who just released it, gets ahead of them.
 	Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant, error)
 
 	// Release frees the lock if token is its current owner token, and
@@ -109,6 +111,9 @@ type Info struct {
 	Subject    string
 	Owner      string
 	AcquiredAt time.Time
+	// Waiters is how many callers wait in the lock's queue. The Redis
+	// backend counts a waiter whose gateway died until a hand-off drops it.
+	Waiters int
 }
 
 var (

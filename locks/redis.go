@@ -2,7 +2,8 @@ package locks
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -22,6 +23,11 @@ type RedisOptions struct {
 	// acquisition. Losing it is safe (the next one is seeded from the Redis
 	// clock); keeping it guards against the clock stepping back. Default 24h.
 	FenceRetention time.Duration
+	// WaiterLease is how long a queued waiter counts as alive without a
+	// heartbeat from its gateway (sent every third of it). A gateway that
+	// dies delays the queue by at most this long, plus the TTL of a grant
+	// handed to it in its last moments. Default 3s.
+	WaiterLease time.Duration
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -34,12 +40,17 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.FenceRetention <= 0 {
 		o.FenceRetention = 24 * time.Hour
 	}
+	if o.WaiterLease <= 0 {
+		o.WaiterLease = 3 * time.Second
+	}
 	return o
 }
 
 // Redis is the production backend: a lock is a hash in Redis whose expiry is
 // the lease, changed only by the scripts in package lua, so that every
-// check-then-act is atomic on the Redis side.
+// check-then-act is atomic on the Redis side. Waiters queue in Redis; a
+// release hands the lock to the first of them inside the release script and
+// publishes one message to that waiter's gateway.
 //
 // Give it a client whose context deadlines apply to the network
 // (ContextTimeoutEnabled) and that does not retry commands (MaxRetries -1):
@@ -47,7 +58,10 @@ func (o RedisOptions) withDefaults() RedisOptions {
 type Redis struct {
 	client  redis.UniversalClient
 	opts    RedisOptions
-	wakeups *wakeups
+	waiters *waiters
+	// checkHeard is "1" when PUBLISH's count of receivers is exact (a single
+	// Redis), so that a hand-off nobody hears can skip a dead gateway at once.
+	checkHeard string
 }
 
 var _ Backend = (*Redis)(nil)
@@ -56,17 +70,23 @@ var _ Backend = (*Redis)(nil)
 // the client stays the caller's to close.
 func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	opts = opts.withDefaults()
-	return &Redis{
-		client:  client,
-		opts:    opts,
-		wakeups: newWakeups(client, opts.Prefix+"released", opts.Timeout),
+	id := make([]byte, 8)
+	rand.Read(id)
+	r := &Redis{client: client, opts: opts, checkHeard: "1"}
+	if _, cluster := client.(*redis.ClusterClient); cluster {
+		r.checkHeard = "0"
 	}
+	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
+	return r
 }
 
-// lockKey is the lock's hash. Every key of one lock shares the hash tag
-// {ns/name}, so that one script can touch them all on Redis Cluster.
-func (r *Redis) lockKey(key Key) string  { return r.opts.Prefix + "{" + key.String() + "}" }
-func (r *Redis) fenceKey(key Key) string { return r.lockKey(key) + ":fence" }
+// keys returns the keys of one lock, in the order the scripts take them.
+// They share the hash tag {ns/name}, so that one script can touch them all
+// on Redis Cluster.
+func (r *Redis) keys(key Key) []string {
+	lock := r.opts.Prefix + "{" + key.String() + "}"
+	return []string{lock, lock + ":fence", lock + ":queue", lock + ":alive", lock + ":waiters"}
+}
 
 // callCtx bounds one Redis call by the configured timeout, and detaches it
 // from the caller's cancellation: a call cut off half way leaves an unknown
@@ -75,80 +95,150 @@ func (r *Redis) callCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
 }
 
-// Acquire implements Locker. A waiting Acquire sleeps until a release on any
-// gateway publishes the lock's name, or the holder's lease runs out, and then
-// tries again.
+// Acquire implements Locker.
 func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant, error) {
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
 	token := newToken()
 	if req.Wait == 0 {
-		return r.tryAcquire(ctx, key, req, token)
+		start := time.Now()
+		res, err := r.runAcquire(ctx, key, req, token, "")
+		if err != nil {
+			return Grant{}, err
+		}
+		if res[0] == 0 {
+			return Grant{}, &HeldError{RetryAfter: millis(res[1])}
+		}
+		return r.deliver(ctx, key, token, Lease{FencingToken: res[1], TTL: millis(res[2]), ExpiresAt: start.Add(millis(res[2]))})
 	}
 
-	woken, unregister := r.wakeups.register(key.String())
-	defer unregister()
-	if err := r.wakeups.ready(ctx); err != nil {
+	w := r.waiters.register(key)
+	defer r.waiters.unregister(w)
+	if err := r.waiters.ready(ctx); err != nil {
 		return Grant{}, unavailable("acquire", key, err)
 	}
 	deadline := time.NewTimer(req.Wait)
 	defer deadline.Stop()
+	retry := time.NewTimer(time.Hour) // reset before each wait
+	defer retry.Stop()
 	for {
-		grant, err := r.tryAcquire(ctx, key, req, token)
-		var held *HeldError
-		if !errors.As(err, &held) {
-			return grant, err
+		start := time.Now()
+		res, err := r.runAcquire(ctx, key, req, token, w.id)
+		if err != nil {
+			r.leave(ctx, key, w.id, token) // if we were queued, leave
+			return Grant{}, err
 		}
-		// A crashed holder publishes nothing: wake when its lease ends.
-		expiry := time.NewTimer(max(held.RetryAfter, time.Millisecond))
+		if res[0] == 1 {
+			return r.deliver(ctx, key, token, Lease{FencingToken: res[1], TTL: millis(res[2]), ExpiresAt: start.Add(millis(res[2]))})
+		}
+		// Queued. A release hands us the lock with a message; an expiry does
+		// not (a crashed holder publishes nothing), so whoever is first in
+		// line looks again when the holder's lease ends, and the others a
+		// waiter lease later, in case the first one is gone.
+		pttl, redisNow, rank := res[1], res[2], res[3]
+		recheck := millis(max(pttl, 1))
+		if pttl < 0 || rank != 0 {
+			recheck = millis(max(pttl, 0)) + r.opts.WaiterLease
+		}
+		retry.Reset(recheck)
 		select {
-		case <-woken:
-		case <-expiry.C:
+		case h := <-w.handed:
+			// The lease began at h.now on the Redis clock. Our call began at
+			// start, before Redis read redisNow: counting from start is never
+			// late, whatever the two clocks say.
+			expiresAt := start.Add(millis(h.now - redisNow + h.ttl))
+			lease := Lease{FencingToken: h.fence, TTL: time.Until(expiresAt), ExpiresAt: expiresAt}
+			if lease.TTL > 0 {
+				return r.deliver(ctx, key, token, lease)
+			}
+			r.Release(ctx, key, token) // it may already be dead: never hand that out
+		case <-w.woken:
+		case <-retry.C:
 		case <-deadline.C:
-			expiry.Stop()
-			return r.tryAcquire(ctx, key, req, token) // one last look
+			lease, handed, err := r.leave(ctx, key, w.id, token)
+			if err != nil {
+				return Grant{}, err
+			}
+			if handed {
+				return r.deliver(ctx, key, token, lease) // handed over as the wait ran out
+			}
+			return Grant{}, &HeldError{RetryAfter: lease.TTL}
 		case <-ctx.Done():
-			expiry.Stop()
+			if _, handed, _ := r.leave(ctx, key, w.id, token); handed {
+				r.Release(ctx, key, token)
+			}
 			return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
 		}
-		expiry.Stop()
 	}
 }
 
-func (r *Redis) tryAcquire(ctx context.Context, key Key, req AcquireRequest, token string) (Grant, error) {
-	start := time.Now()
+// runAcquire runs the acquire script; waiterID is empty for an acquire that
+// does not wait.
+func (r *Redis) runAcquire(ctx context.Context, key Key, req AcquireRequest, token, waiterID string) ([]int64, error) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Acquire.Run(cctx, r.client,
-		[]string{r.lockKey(key), r.fenceKey(key)},
+	res, err := lua.Acquire.Run(cctx, r.client, r.keys(key),
 		tokenHash(token), req.TTL.Milliseconds(), req.Subject, req.Owner,
-		r.opts.FenceRetention.Milliseconds(),
+		r.opts.FenceRetention.Milliseconds(), waiterID, r.waiters.channel,
+		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard,
 	).Int64Slice()
 	if err != nil {
 		// The script may have run: make sure nobody holds a grant that no
 		// caller knows about. Failing that, the lease ends it.
 		r.Release(ctx, key, token)
-		return Grant{}, unavailable("acquire", key, err)
+		return nil, unavailable("acquire", key, err)
 	}
-	if res[0] == 0 {
-		return Grant{}, &HeldError{RetryAfter: time.Duration(max(res[1], 0)) * time.Millisecond}
-	}
+	return res, nil
+}
+
+// deliver returns the grant, unless the caller has left: then nobody would
+// ever release it, so it is released at once.
+func (r *Redis) deliver(ctx context.Context, key Key, token string, lease Lease) (Grant, error) {
 	if ctx.Err() != nil {
-		// The caller left while the grant happened: nobody would release it.
 		r.Release(ctx, key, token)
 		return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
 	}
-	ttl := time.Duration(res[2]) * time.Millisecond
-	return Grant{Token: token, Lease: Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
+	return Grant{Token: token, Lease: lease}, nil
+}
+
+// leave takes a waiter out of the queue. If the lock was handed to it
+// before it left, handed is true and lease describes the grant; otherwise
+// lease.TTL is the holder's remaining TTL.
+func (r *Redis) leave(ctx context.Context, key Key, waiterID, token string) (lease Lease, handed bool, err error) {
+	start := time.Now()
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	res, err := lua.Leave.Run(cctx, r.client, r.keys(key), waiterID, tokenHash(token)).Int64Slice()
+	if err != nil {
+		r.Release(ctx, key, token) // in case a hand-off got there first
+		return Lease{}, false, unavailable("acquire", key, err)
+	}
+	if res[0] == 1 {
+		ttl := millis(res[2])
+		return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, true, nil
+	}
+	return Lease{TTL: millis(max(res[1], 0))}, false, nil
+}
+
+// heartbeat tells Redis that this process's waiters on key are alive.
+func (r *Redis) heartbeat(ctx context.Context, key Key, ids []string) {
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, r.opts.WaiterLease.Milliseconds())
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	lua.Heartbeat.Run(cctx, r.client, r.keys(key), args...) // a missed beat: the next one, or the lease, settles it
 }
 
 // Release implements Locker.
 func (r *Redis) Release(ctx context.Context, key Key, token string) error {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Release.Run(cctx, r.client, []string{r.lockKey(key)},
-		tokenHash(token), r.wakeups.channel, key.String()).Int64()
+	res, err := lua.Release.Run(cctx, r.client, r.keys(key),
+		tokenHash(token), r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64()
 	if err != nil {
 		return unavailable("release", key, err)
 	}
@@ -166,7 +256,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	start := time.Now()
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Renew.Run(cctx, r.client, []string{r.lockKey(key)},
+	res, err := lua.Renew.Run(cctx, r.client, r.keys(key)[:1],
 		tokenHash(token), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", key, err)
@@ -174,7 +264,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	if res[0] != 1 {
 		return Lease{}, fmt.Errorf("renew %s: %w", key, ErrNotHolder)
 	}
-	ttl = time.Duration(res[2]) * time.Millisecond
+	ttl = millis(res[2])
 	return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil
 }
 
@@ -183,11 +273,12 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	start := time.Now()
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Inspect.RunRO(cctx, r.client, []string{r.lockKey(key)}).Slice()
+	keys := r.keys(key)
+	res, err := lua.Inspect.RunRO(cctx, r.client, []string{keys[0], keys[2]}).Slice()
 	if err != nil {
 		return Info{}, unavailable("inspect", key, err)
 	}
-	if len(res) < 5 {
+	if len(res) < 6 {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
 	}
 	fence, _ := res[0].(int64)
@@ -195,12 +286,14 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	subject, _ := res[2].(string)
 	owner, _ := res[3].(string)
 	at, _ := res[4].(int64)
-	ttl := time.Duration(pttl) * time.Millisecond
+	waiting, _ := res[5].(int64)
+	ttl := millis(pttl)
 	return Info{
 		Lease:      Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
 		Subject:    subject,
 		Owner:      owner,
 		AcquiredAt: time.UnixMilli(at).UTC(),
+		Waiters:    int(waiting),
 	}, nil
 }
 
@@ -214,8 +307,11 @@ func (r *Redis) Check(ctx context.Context) error {
 	return nil
 }
 
-// Close implements Backend: it stops the subscription that wakes waiters.
+// Close implements Backend: it stops the subscription and the heartbeats.
+// Waiters still queued are dropped by the next hand-off.
 func (r *Redis) Close() error {
-	r.wakeups.close()
+	r.waiters.close()
 	return nil
 }
+
+func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
