@@ -13,6 +13,7 @@ import (
 type Memory struct {
 	mu        sync.Mutex
 	locks     map[Key]*memGrant
+	queues    map[Key][]*memWaiter // FIFO; a lock with waiters is never free
 	lastFence int64
 }
 
@@ -27,13 +28,20 @@ type memGrant struct {
 	acquiredAt time.Time
 	ttl        time.Duration // as acquired: what a renew without a TTL restores
 	expiresAt  time.Time
-	expiry     *time.Timer   // ends the grant at expiresAt
-	ended      chan struct{} // closed when the grant ends, to wake waiters
+	expiry     *time.Timer // ends the grant at expiresAt
+}
+
+// memWaiter is a caller waiting in a lock's queue.
+type memWaiter struct {
+	token  string
+	req    AcquireRequest
+	handed chan Grant // receives the grant when the lock is handed over
+	grant  *Grant     // set, under mu, when handed over
 }
 
 // NewMemory returns an empty embedded backend.
 func NewMemory() *Memory {
-	return &Memory{locks: make(map[Key]*memGrant)}
+	return &Memory{locks: make(map[Key]*memGrant), queues: make(map[Key][]*memWaiter)}
 }
 
 // Acquire implements Locker.
@@ -41,61 +49,79 @@ func (m *Memory) Acquire(ctx context.Context, key Key, req AcquireRequest) (Gran
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
-	token := newToken()
-	var deadline <-chan time.Time
-	if req.Wait > 0 {
-		t := time.NewTimer(req.Wait)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		grant, ended, remaining := m.tryAcquire(key, req, token)
-		if ended == nil {
-			if ctx.Err() != nil {
-				// The caller left while we granted: nobody would ever release it.
-				m.Release(context.WithoutCancel(ctx), key, token)
-				return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
-			}
-			return grant, nil
-		}
-		if deadline == nil {
+	w := &memWaiter{token: newToken(), req: req, handed: make(chan Grant, 1)}
+	grant, remaining, queued := m.tryAcquire(key, w)
+	if !queued {
+		if remaining > 0 {
 			return Grant{}, &HeldError{RetryAfter: remaining}
 		}
-		select {
-		case <-ended:
-		case <-deadline:
-			return m.heldError(key)
-		case <-ctx.Done():
-			return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
+		return m.deliver(ctx, key, grant)
+	}
+
+	deadline := time.NewTimer(req.Wait)
+	defer deadline.Stop()
+	select {
+	case g := <-w.handed:
+		return m.deliver(ctx, key, g)
+	case <-deadline.C:
+		if g, handed := m.leave(key, w); handed {
+			return m.deliver(ctx, key, g) // handed over as the wait ran out
 		}
+		return m.heldError(key)
+	case <-ctx.Done():
+		if g, handed := m.leave(key, w); handed {
+			m.Release(context.WithoutCancel(ctx), key, g.Token)
+		}
+		return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
 	}
 }
 
-// tryAcquire grants the lock if it is free. Otherwise it returns the current
-// grant's ended channel and remaining TTL.
-func (m *Memory) tryAcquire(key Key, req AcquireRequest, token string) (Grant, <-chan struct{}, time.Duration) {
+// deliver hands g to the caller, unless the caller has left: then nobody
+// would ever release it, so it is released at once.
+func (m *Memory) deliver(ctx context.Context, key Key, g Grant) (Grant, error) {
+	if ctx.Err() != nil {
+		m.Release(context.WithoutCancel(ctx), key, g.Token)
+		return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
+	}
+	return g, nil
+}
+
+// tryAcquire grants the lock to w if it is free. If it is held, a waiting w
+// joins the queue (queued) and otherwise the holder's remaining TTL is
+// returned.
+func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Duration, queued bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
+	m.expireLocked(key, now)
 	if g := m.locks[key]; g != nil {
-		if remaining := g.expiresAt.Sub(now); remaining > 0 {
-			return Grant{}, g.ended, remaining
+		if w.req.Wait > 0 {
+			m.queues[key] = append(m.queues[key], w)
+			return Grant{}, 0, true
 		}
-		m.end(key, g)
+		return Grant{}, g.expiresAt.Sub(now), false
 	}
+	return m.grantLocked(key, w, now), 0, false
+}
+
+// grantLocked makes w the holder of the free lock key. m.mu must be held.
+func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time) Grant {
 	g := &memGrant{
-		tokenHash:  tokenHash(token),
+		tokenHash:  tokenHash(w.token),
 		fence:      m.nextFence(now),
-		subject:    req.Subject,
-		owner:      req.Owner,
+		subject:    w.req.Subject,
+		owner:      w.req.Owner,
 		acquiredAt: now,
-		ttl:        req.TTL,
-		expiresAt:  now.Add(req.TTL),
-		ended:      make(chan struct{}),
+		ttl:        w.req.TTL,
+		expiresAt:  now.Add(w.req.TTL),
 	}
-	g.expiry = time.AfterFunc(req.TTL, func() { m.expire(key, g) })
+	g.expiry = time.AfterFunc(w.req.TTL, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.expireLocked(key, time.Now())
+	})
 	m.locks[key] = g
-	return Grant{Token: token, Lease: Lease{FencingToken: g.fence, TTL: req.TTL, ExpiresAt: g.expiresAt}}, nil, 0
+	return Grant{Token: w.token, Lease: Lease{FencingToken: g.fence, TTL: w.req.TTL, ExpiresAt: g.expiresAt}}
 }
 
 // nextFence keeps fencing tokens increasing across restarts: a new process
@@ -105,6 +131,58 @@ func (m *Memory) tryAcquire(key Key, req AcquireRequest, token string) (Grant, <
 func (m *Memory) nextFence(now time.Time) int64 {
 	m.lastFence = max(m.lastFence+1, now.UnixMicro())
 	return m.lastFence
+}
+
+// expireLocked ends the grant of key if its lease has run out. A timer that
+// fires just before a renewal finds a later expiry and does nothing. m.mu
+// must be held.
+func (m *Memory) expireLocked(key Key, now time.Time) {
+	if g := m.locks[key]; g != nil && !now.Before(g.expiresAt) {
+		m.endLocked(key, g, now)
+	}
+}
+
+// endLocked ends g and hands the lock to the first waiter. m.mu must be held.
+func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
+	g.expiry.Stop()
+	delete(m.locks, key)
+	q := m.queues[key]
+	if len(q) == 0 {
+		return
+	}
+	w := q[0]
+	q[0] = nil
+	if len(q) == 1 {
+		delete(m.queues, key)
+	} else {
+		m.queues[key] = q[1:]
+	}
+	grant := m.grantLocked(key, w, now)
+	w.grant = &grant
+	w.handed <- grant
+}
+
+// leave takes w out of the queue. If the lock was handed to w first, it
+// returns that grant.
+func (m *Memory) leave(key Key, w *memWaiter) (Grant, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.grant != nil {
+		return *w.grant, true
+	}
+	q := m.queues[key]
+	for i, x := range q {
+		if x == w {
+			q = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(m.queues, key)
+	} else {
+		m.queues[key] = q
+	}
+	return Grant{}, false
 }
 
 func (m *Memory) heldError(key Key) (Grant, error) {
@@ -117,27 +195,11 @@ func (m *Memory) heldError(key Key) (Grant, error) {
 	return Grant{}, &HeldError{RetryAfter: remaining}
 }
 
-// expire ends g if it is still the holder and its lease has run out; a timer
-// that fired just before a renewal finds a later expiry and does nothing.
-func (m *Memory) expire(key Key, g *memGrant) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.locks[key] == g && !time.Now().Before(g.expiresAt) {
-		m.end(key, g)
-	}
-}
-
-// end removes g and wakes its waiters. m.mu must be held.
-func (m *Memory) end(key Key, g *memGrant) {
-	g.expiry.Stop()
-	delete(m.locks, key)
-	close(g.ended)
-}
-
 // holder returns the live grant that token holds, or nil. m.mu must be held.
 func (m *Memory) holder(key Key, token string) *memGrant {
+	m.expireLocked(key, time.Now())
 	g := m.locks[key]
-	if g == nil || g.tokenHash != tokenHash(token) || !time.Now().Before(g.expiresAt) {
+	if g == nil || g.tokenHash != tokenHash(token) {
 		return nil
 	}
 	return g
@@ -151,7 +213,7 @@ func (m *Memory) Release(_ context.Context, key Key, token string) error {
 	if g == nil {
 		return fmt.Errorf("release %s: %w", key, ErrNotHolder)
 	}
-	m.end(key, g)
+	m.endLocked(key, g, time.Now())
 	return nil
 }
 
@@ -178,19 +240,18 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 func (m *Memory) Inspect(_ context.Context, key Key) (Info, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := time.Now()
+	m.expireLocked(key, now)
 	g := m.locks[key]
-	remaining := time.Duration(0)
-	if g != nil {
-		remaining = time.Until(g.expiresAt)
-	}
-	if remaining <= 0 {
+	if g == nil {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
 	}
 	return Info{
-		Lease:      Lease{FencingToken: g.fence, TTL: remaining, ExpiresAt: g.expiresAt},
+		Lease:      Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt},
 		Subject:    g.subject,
 		Owner:      g.owner,
 		AcquiredAt: g.acquiredAt,
+		Waiters:    len(m.queues[key]),
 	}, nil
 }
 
