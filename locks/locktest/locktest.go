@@ -39,6 +39,9 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 		{"CancelledWaiterLeavesNoLock", testCancelledWaiter},
 		{"InvalidRequestsRejected", testInvalid},
 		{"LocksAreIndependent", testIndependent},
+		{"WaitersGetTheLockInArrivalOrder", testFIFO},
+		{"NoSelfHandoffWhileOthersWait", testNoSelfHandoff},
+		{"TimedOutWaiterLeavesTheQueue", testTimedOutWaiterLeaves},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -265,20 +268,21 @@ func testFencingIncreases(t *testing.T, l locks.Locker, key locks.Key) {
 }
 
 // acquireAsync runs Acquire in a goroutine and returns its outcome later.
-func acquireAsync(ctx context.Context, l locks.Locker, key locks.Key, r locks.AcquireRequest) <-chan result {
-	out := make(chan result, 1)
+func acquireAsync(ctx context.Context, l locks.Locker, key locks.Key, r locks.AcquireRequest) <-chan Result {
+	out := make(chan Result, 1)
 	go func() {
 		start := time.Now()
 		g, err := l.Acquire(ctx, key, r)
-		out <- result{g, err, time.Since(start)}
+		out <- Result{Grant: g, Err: err, Elapsed: time.Since(start)}
 	}()
 	return out
 }
 
-type result struct {
-	grant   locks.Grant
-	err     error
-	elapsed time.Duration
+// Result is the outcome of an Acquire run in a goroutine.
+type Result struct {
+	Grant   locks.Grant
+	Err     error
+	Elapsed time.Duration
 }
 
 func testWaiterWokenByRelease(t *testing.T, l locks.Locker, key locks.Key) {
@@ -286,29 +290,29 @@ func testWaiterWokenByRelease(t *testing.T, l locks.Locker, key locks.Key) {
 	waiter := acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
 	time.AfterFunc(50*time.Millisecond, func() { l.Release(context.Background(), key, g.Token) })
 	res := <-waiter
-	if res.err != nil {
-		t.Fatalf("waiter: %v", res.err)
+	if res.Err != nil {
+		t.Fatalf("waiter: %v", res.Err)
 	}
 	// Far less than the holder's 30 s TTL: it was the release that woke it.
-	if res.elapsed > 5*time.Second {
-		t.Fatalf("waiter took %v, want far less than the holder's 30s TTL", res.elapsed)
+	if res.Elapsed > 5*time.Second {
+		t.Fatalf("waiter took %v, want far less than the holder's 30s TTL", res.Elapsed)
 	}
-	if res.grant.FencingToken <= g.FencingToken {
-		t.Fatalf("got fencing token %d, want more than %d", res.grant.FencingToken, g.FencingToken)
+	if res.Grant.FencingToken <= g.FencingToken {
+		t.Fatalf("got fencing token %d, want more than %d", res.Grant.FencingToken, g.FencingToken)
 	}
 }
 
 func testWaiterWokenByExpiry(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(300*time.Millisecond)) // and then it "crashes"
 	res := <-acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
-	if res.err != nil {
-		t.Fatalf("waiter: %v", res.err)
+	if res.Err != nil {
+		t.Fatalf("waiter: %v", res.Err)
 	}
-	if res.elapsed > 10*time.Second {
-		t.Fatalf("waiter took %v, want about the holder's 300ms lease", res.elapsed)
+	if res.Elapsed > 10*time.Second {
+		t.Fatalf("waiter took %v, want about the holder's 300ms lease", res.Elapsed)
 	}
-	if res.grant.FencingToken <= g.FencingToken {
-		t.Fatalf("got fencing token %d, want more than %d", res.grant.FencingToken, g.FencingToken)
+	if res.Grant.FencingToken <= g.FencingToken {
+		t.Fatalf("got fencing token %d, want more than %d", res.Grant.FencingToken, g.FencingToken)
 	}
 }
 
@@ -316,11 +320,11 @@ func testWaitTimesOut(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(time.Minute))
 	res := <-acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 100 * time.Millisecond})
 	var held *locks.HeldError
-	if !errors.As(res.err, &held) || held.RetryAfter <= 0 {
-		t.Fatalf("got %v, want a HeldError with the holder's remaining ttl", res.err)
+	if !errors.As(res.Err, &held) || held.RetryAfter <= 0 {
+		t.Fatalf("got %v, want a HeldError with the holder's remaining ttl", res.Err)
 	}
-	if res.elapsed < 100*time.Millisecond {
-		t.Fatalf("gave up after %v, want at least the 100ms wait", res.elapsed)
+	if res.Elapsed < 100*time.Millisecond {
+		t.Fatalf("gave up after %v, want at least the 100ms wait", res.Elapsed)
 	}
 	info, err := l.Inspect(context.Background(), key)
 	if err != nil || info.FencingToken != g.FencingToken {
@@ -341,14 +345,14 @@ func testCancelledWaiter(t *testing.T, l locks.Locker, key locks.Key) {
 		time.AfterFunc(delay, func() { l.Release(context.Background(), key, g.Token) })
 		res := <-waiter
 		cancel()
-		if res.err == nil {
-			if err := l.Release(context.Background(), key, res.grant.Token); err != nil {
+		if res.Err == nil {
+			if err := l.Release(context.Background(), key, res.Grant.Token); err != nil {
 				t.Fatalf("round %d: release the waiter's grant: %v", i, err)
 			}
 			continue
 		}
-		if !errors.Is(res.err, context.Canceled) {
-			t.Fatalf("round %d: got %v, want a grant or context.Canceled", i, res.err)
+		if !errors.Is(res.Err, context.Canceled) {
+			t.Fatalf("round %d: got %v, want a grant or context.Canceled", i, res.Err)
 		}
 		waitReleased(t, l, key, g)
 	}
@@ -402,5 +406,105 @@ func testIndependent(t *testing.T, l locks.Locker, key locks.Key) {
 	}
 	if _, err := l.Inspect(context.Background(), key); err != nil {
 		t.Fatalf("releasing another lock changed this one: %v", err)
+	}
+}
+
+// WaitUntilQueued polls until key has n waiters: the way to know that a
+// waiter started in a goroutine has joined the queue.
+func WaitUntilQueued(t testing.TB, l locks.Locker, key locks.Key, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := l.Inspect(context.Background(), key)
+		if err != nil {
+			t.Fatalf("inspect: %v", err)
+		}
+		if info.Waiters == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d waiters, want %d", info.Waiters, n)
+		}
+		time.Sleep(time.Millisecond) // polling for a goroutine to queue up
+	}
+}
+
+// QueueInOrder starts one waiter per locker, each after the previous one has
+// queued, and returns their results in queue order.
+func QueueInOrder(t testing.TB, key locks.Key, lockers ...locks.Locker) []<-chan Result {
+	t.Helper()
+	var waiters []<-chan Result
+	for i, l := range lockers {
+		waiters = append(waiters, acquireAsync(context.Background(), l, key,
+			locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second, Owner: fmt.Sprint(i)}))
+		WaitUntilQueued(t, l, key, i+1)
+	}
+	return waiters
+}
+
+// CheckFIFO releases the holder and checks that the queued waiters get the
+// lock one after another in queue order, each releasing it in turn.
+func CheckFIFO(t testing.TB, l locks.Locker, key locks.Key, holder locks.Grant, lockers []locks.Locker, waiters []<-chan Result) {
+	t.Helper()
+	last := holder.FencingToken
+	if err := l.Release(context.Background(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range waiters {
+		res := <-w
+		if res.Err != nil {
+			t.Fatalf("waiter %d: %v", i, res.Err)
+		}
+		info, err := l.Inspect(context.Background(), key)
+		if err != nil || info.Owner != fmt.Sprint(i) || info.FencingToken != res.Grant.FencingToken {
+			t.Fatalf("after waiter %d's grant: got %+v, %v; want held by waiter %d", i, info, err, i)
+		}
+		if res.Grant.FencingToken <= last || res.Grant.TTL <= 0 || time.Until(res.Grant.ExpiresAt) <= 0 {
+			t.Fatalf("waiter %d: got %+v, want a live lease with fencing token above %d", i, res.Grant.Lease, last)
+		}
+		last = res.Grant.FencingToken
+		if err := lockers[i].Release(context.Background(), key, res.Grant.Token); err != nil {
+			t.Fatalf("waiter %d release: %v", i, err)
+		}
+	}
+}
+
+func testFIFO(t *testing.T, l locks.Locker, key locks.Key) {
+	holder := MustAcquire(t, l, key, req(time.Minute))
+	lockers := []locks.Locker{l, l, l, l, l}
+	CheckFIFO(t, l, key, holder, lockers, QueueInOrder(t, key, lockers...))
+}
+
+// testNoSelfHandoff: a holder that releases and asks again at once goes to
+// the back of the line.
+func testNoSelfHandoff(t *testing.T, l locks.Locker, key locks.Key) {
+	holder := MustAcquire(t, l, key, req(time.Minute))
+	waiter := QueueInOrder(t, key, l)[0]
+	if err := l.Release(context.Background(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(context.Background(), key, req(time.Minute)); !errors.Is(err, locks.ErrHeld) {
+		t.Fatalf("re-acquire by the releaser while another waits: got %v, want ErrHeld", err)
+	}
+	if res := <-waiter; res.Err != nil {
+		t.Fatalf("waiter: %v", res.Err)
+	}
+}
+
+func testTimedOutWaiterLeaves(t *testing.T, l locks.Locker, key locks.Key) {
+	holder := MustAcquire(t, l, key, req(time.Minute))
+	res := <-acquireAsync(context.Background(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 50 * time.Millisecond})
+	if !errors.Is(res.Err, locks.ErrHeld) {
+		t.Fatalf("got %v, want ErrHeld", res.Err)
+	}
+	info, err := l.Inspect(context.Background(), key)
+	if err != nil || info.Waiters != 0 {
+		t.Fatalf("got %+v, %v; want no waiters left", info, err)
+	}
+	if err := l.Release(context.Background(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("got %v, want the lock free: nobody waits", err)
 	}
 }

@@ -1,0 +1,158 @@
+package locks_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/locktest"
+)
+
+// TestRedisFIFOAcrossGateways: waiters on three backends, as on three
+// gateway processes, get the lock in the order they queued.
+func TestRedisFIFOAcrossGateways(t *testing.T) {
+	srv := redistest.Start(t)
+	one := newRedis(t, srv, locks.RedisOptions{})
+	two := newRedis(t, srv, locks.RedisOptions{})
+	three := newRedis(t, srv, locks.RedisOptions{})
+	key := locktest.UniqueKey(t)
+	holder := locktest.MustAcquire(t, three, key, locks.AcquireRequest{TTL: time.Minute})
+	lockers := []locks.Locker{one, two, three, two, one, three}
+	locktest.CheckFIFO(t, three, key, holder, lockers, locktest.QueueInOrder(t, key, lockers...))
+}
+
+// TestRedisDeadWaiterSkipped: a waiter whose gateway crashed does not get
+// the lock ahead of a live one. On a single Redis the release sees that
+// nobody hears the hand-off and moves on at once; where it cannot tell
+// (Cluster), the dead waiter's missing heartbeats drop it after the waiter
+// lease.
+func TestRedisDeadWaiterSkipped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cluster bool
+		lease   time.Duration
+	}{
+		{"UnheardHandoff", false, time.Minute},
+		{"NoHeartbeat", true, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			l := newRedis(t, srv, locks.RedisOptions{WaiterLease: tc.lease})
+			if tc.cluster {
+				l.PretendCluster()
+			}
+			key := locktest.UniqueKey(t)
+			holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+			queued := time.Now()
+			if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			live := locktest.QueueInOrder(t, key, l) // behind the ghost
+			locktest.WaitUntilQueued(t, l, key, 2)
+			if tc.cluster {
+				for time.Since(queued) <= tc.lease { // let the ghost's lease lapse
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			released := time.Now()
+			if err := l.Release(t.Context(), key, holder.Token); err != nil {
+				t.Fatal(err)
+			}
+			res := <-live[0]
+			if res.Err != nil {
+				t.Fatalf("live waiter: %v", res.Err)
+			}
+			// Far below the ghost's one-minute TTL and wait: it was skipped,
+			// not waited out.
+			if waited := time.Since(released); waited > 10*time.Second {
+				t.Fatalf("live waiter got the lock %v after the release, want at once", waited)
+			}
+			info, err := l.Inspect(t.Context(), key)
+			if err != nil || info.FencingToken != res.Grant.FencingToken || info.Waiters != 0 {
+				t.Fatalf("got %+v, %v; want held by the live waiter, nobody queued", info, err)
+			}
+		})
+	}
+}
+
+// TestRedisReleaseWithWaitersIsOneScriptCall counts the scripts Redis runs
+// from a release to the waiter's grant: the release itself, and nothing
+// else, however many wait.
+func TestRedisReleaseWithWaitersIsOneScriptCall(t *testing.T) {
+	srv := redistest.Start(t)
+	// A long waiter lease keeps heartbeats out of the count.
+	l := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Hour})
+	admin := srv.Client(t)
+	key := locktest.UniqueKey(t)
+	holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+	lockers := make([]locks.Locker, 20)
+	for i := range lockers {
+		lockers[i] = l
+	}
+	waiters := locktest.QueueInOrder(t, key, lockers...)
+
+	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(t.Context(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	first := <-waiters[0]
+	if first.Err != nil {
+		t.Fatal(first.Err)
+	}
+	if got := scriptCalls(t, admin); got != 1 {
+		info, _ := admin.Info(t.Context(), "commandstats").Result()
+		t.Fatalf("got %d script calls from release to grant, want 1\n%s", got, info)
+	}
+	// Let the rest through in order, so nobody is left waiting.
+	grant := first.Grant
+	for i, w := range waiters[1:] {
+		if err := l.Release(t.Context(), key, grant.Token); err != nil {
+			t.Fatal(err)
+		}
+		res := <-w
+		if res.Err != nil {
+			t.Fatalf("waiter %d: %v", i+1, res.Err)
+		}
+		grant = res.Grant
+	}
+	if err := l.Release(t.Context(), key, grant.Token); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scriptCalls counts the EVAL and EVALSHA calls that ran, in INFO
+// commandstats. An EVALSHA that failed with NOSCRIPT (the first use of a
+// script on a new server, followed by an EVAL) ran nothing, so it does not
+// count.
+func scriptCalls(t *testing.T, admin *redis.Client) int {
+	t.Helper()
+	info, err := admin.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for line := range strings.Lines(info) {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		fields := make(map[string]int)
+		for kv := range strings.SplitSeq(stats, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("commandstats line %q: %v", line, err)
+			}
+			fields[k] = int(n)
+		}
+		total += fields["calls"] - fields["failed_calls"]
+	}
+	return total
+}
