@@ -103,6 +103,9 @@ type Grant struct {
 	Lease
 	// Token is the owner token: the only way to release or renew the grant.
 	Token string
+	// HandoffDelay is set when the lock was handed over from a queue: at
+	// most how long passed between the hand-off and Acquire returning.
+	HandoffDelay time.Duration
 }
 
 // Info describes the current holder of a lock.

@@ -62,6 +62,7 @@ func (m *Memory) Acquire(ctx context.Context, key Key, req AcquireRequest) (Gran
 	defer deadline.Stop()
 	select {
 	case g := <-w.handed:
+		g.HandoffDelay = time.Since(g.ExpiresAt.Add(-g.TTL))
 		return m.deliver(ctx, key, g)
 	case <-deadline.C:
 		if g, handed := m.leave(key, w); handed {

@@ -146,11 +146,15 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 		case h := <-w.handed:
 			// The lease began at h.now on the Redis clock. Our call began at
 			// start, before Redis read redisNow: counting from start is never
-			// late, whatever the two clocks say.
-			expiresAt := start.Add(millis(h.now - redisNow + h.ttl))
+			// late, whatever the two clocks say. Both readings are whole
+			// milliseconds, cut down: one more makes up for that.
+			handedAt := start.Add(millis(h.now - redisNow - 1))
+			expiresAt := handedAt.Add(millis(h.ttl))
 			lease := Lease{FencingToken: h.fence, TTL: time.Until(expiresAt), ExpiresAt: expiresAt}
 			if lease.TTL > 0 {
-				return r.deliver(ctx, key, token, lease)
+				g, err := r.deliver(ctx, key, token, lease)
+				g.HandoffDelay = max(time.Since(handedAt), 0)
+				return g, err
 			}
 			r.Release(ctx, key, token) // it may already be dead: never hand that out
 		case <-w.woken:

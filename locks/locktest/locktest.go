@@ -459,6 +459,9 @@ func CheckFIFO(t testing.TB, l locks.Locker, key locks.Key, holder locks.Grant, 
 		if err != nil || info.Owner != fmt.Sprint(i) || info.FencingToken != res.Grant.FencingToken {
 			t.Fatalf("after waiter %d's grant: got %+v, %v; want held by waiter %d", i, info, err, i)
 		}
+		if res.Grant.HandoffDelay <= 0 || res.Grant.HandoffDelay > 10*time.Second {
+			t.Fatalf("waiter %d: got hand-off delay %v, want a small positive one", i, res.Grant.HandoffDelay)
+		}
 		if res.Grant.FencingToken <= last || res.Grant.TTL <= 0 || time.Until(res.Grant.ExpiresAt) <= 0 {
 			t.Fatalf("waiter %d: got %+v, want a live lease with fencing token above %d", i, res.Grant.Lease, last)
 		}
