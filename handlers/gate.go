@@ -116,7 +116,8 @@ func (g *gate) secured(op *openapi3.Operation) bool {
 // readBody reads the whole body, up to MaxBodyBytes, and puts it back as
 // JSON: callers use curl -d, which labels JSON as a form, and there is no
 // other body type in the API to confuse it with. A key that appears twice
-// in one object is refused (400): parsers disagree on which one counts.
+// in one object, or data after the object, is refused (400): parsers
+// disagree on which one counts.
 func readBody(w http.ResponseWriter, r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
@@ -137,6 +138,9 @@ func readBody(w http.ResponseWriter, r *http.Request) error {
 	}
 	if key, dup := duplicateKey(data); dup {
 		return invalid("field " + quoteShort(key) + " appears more than once")
+	}
+	if trailingData(data) {
+		return invalid("the request body must be one JSON object, with nothing after it")
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }

@@ -3,6 +3,8 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 )
 
 // duplicateKey returns the first key that appears twice in one JSON object
@@ -54,4 +56,19 @@ func duplicateKey(data []byte) (string, bool) {
 		// After a value inside an object, the next string is a key.
 		expectKey = stack[len(stack)-1] != nil
 	}
+}
+
+// trailingData reports whether data holds anything but white space after
+// its first JSON value. encoding/json stops at the end of the first value,
+// so {"ttl_ms":5000}{"ttl_ms":1} would be taken as the first object, and
+// another parser may take the second. Malformed JSON yields false: the
+// schema validation reports it.
+func trailingData(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var first json.RawMessage
+	if dec.Decode(&first) != nil {
+		return false
+	}
+	_, err := dec.Token()
+	return !errors.Is(err, io.EOF)
 }

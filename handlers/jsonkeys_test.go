@@ -36,6 +36,23 @@ func TestDuplicateKey(t *testing.T) {
 	}
 }
 
+func TestTrailingData(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{"ttl_ms":1}`:             false,
+		"{\"ttl_ms\":1} \n\t":      false,
+		`{"ttl_ms":1}{"ttl_ms":2}`: true,
+		`{"ttl_ms":1} x`:           true,
+		`{"ttl_ms":1} 5`:           true,
+		`{"ttl_ms":1}]`:            true,
+		`{"ttl_ms":`:               false,
+		``:                         false,
+	} {
+		if got := trailingData([]byte(in)); got != want {
+			t.Errorf("trailingData(%q): got %v, want %v", in, got, want)
+		}
+	}
+}
+
 // TestDuplicateJSONKeysRefused: a body that names a field twice is a 400
 // and takes no lock, on acquire and on renew.
 func TestDuplicateJSONKeysRefused(t *testing.T) {
@@ -45,6 +62,7 @@ func TestDuplicateJSONKeysRefused(t *testing.T) {
 	for _, tc := range []struct{ method, path, body string }{
 		{"POST", "/locks/dup/a", `{"ttl_ms":1000,"ttl_ms":3600000}`},
 		{"PUT", "/locks/dup/a/lease", `{"ttl_ms":1000,"ttl_ms":2000}`},
+		{"POST", "/locks/dup/a", `{"ttl_ms":1000}{"ttl_ms":3600000}`},
 	} {
 		req, _ := http.NewRequestWithContext(t.Context(), tc.method, ts.URL+tc.path, strings.NewReader(tc.body))
 		req.Header.Set("Authorization", auth)
