@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is lockbench's command line.
+type config struct {
+	url       string
+	token     string
+	redisURL  string
+	namespace string
+	mode      string
+	clients   int
+	duration  time.Duration
+	hold      time.Duration
+	wait      time.Duration
+	ttl       time.Duration
+	floor     bool
+	json      bool
+
+	self               bool
+	redisServer        string
+	cpuProfile         string
+	uncontendedClients []int
+	contendedClients   []int
+	parked             int
+	heldLocks          int
+}
+
+const usage = `lockbench drives a lockgate gateway and reports throughput, latency,
+handoff latency and fairness, next to the floor: the same calls made to the
+lock engine in-process against the same Redis, without HTTP.
+
+Usage:
+  lockbench --url URL [--redis-url URL] [flags]   one scenario against a running gateway
+  lockbench --self [flags]                        the preset matrix against a redis-server
+                                                  and a gateway that lockbench starts
+  (lockbench local is --self)
+
+The token comes from --token or LOCKGATE_TOKEN (prefer the variable: flags
+show in ps), the URL from --url or LOCKGATE_URL, and the Redis of the floor
+from --redis-url or LOCKGATE_REDIS_URL.
+
+Flags:
+`
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	var uncontendedList, contendedList string
+	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.url, "url", getenv("LOCKGATE_URL"), "base URL of the gateway (env LOCKGATE_URL)")
+	fs.StringVar(&c.token, "token", "", "JWT granting --namespace (env LOCKGATE_TOKEN)")
+	fs.StringVar(&c.redisURL, "redis-url", getenv("LOCKGATE_REDIS_URL"), "the gateway's Redis, for the floor and Redis command counts (env LOCKGATE_REDIS_URL)")
+	fs.StringVar(&c.namespace, "namespace", "lockbench", "namespace of the benchmark's locks")
+	fs.StringVar(&c.mode, "mode", uncontended, "uncontended (each client its own lock) or contended (all on one lock, server-side wait)")
+	fs.IntVar(&c.clients, "clients", 16, "concurrent clients, each with one call in flight")
+	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long each run starts new cycles")
+	fs.DurationVar(&c.hold, "hold", 0, "time between a grant and its release")
+	fs.DurationVar(&c.wait, "wait", 30*time.Second, "server-side wait (wait_ms) of a contended acquire")
+	fs.DurationVar(&c.ttl, "ttl", 30*time.Second, "lease of each grant")
+	fs.BoolVar(&c.floor, "floor", true, "also run the engine in-process against --redis-url")
+	fs.BoolVar(&c.json, "json", false, "print the report as JSON instead of markdown")
+	fs.BoolVar(&c.self, "self", false, "start a redis-server and a gateway, and run the preset matrix")
+	fs.StringVar(&c.redisServer, "redis-server", "redis-server", "--self: the redis-server binary")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the first uncontended gateway run; with --self the gateway runs here too, and its samples carry the label lockbench=gateway")
+	fs.StringVar(&uncontendedList, "uncontended-clients", "16,64", "--self: client counts of the uncontended runs")
+	fs.StringVar(&contendedList, "contended-clients", "8,64,256", "--self: client counts of the contended runs")
+	fs.IntVar(&c.parked, "parked", 5000, "--self: waiters to park for the gateway heap measurement (0: skip)")
+	fs.IntVar(&c.heldLocks, "held-locks", 1000, "--self: locks to hold for the Redis memory measurement (0: skip)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if len(args) > 0 {
+		args = args[1:]
+	}
+	if len(args) > 0 && args[0] == "local" {
+		c.self, args = true, args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q; flags start with --", fs.Arg(0))
+	}
+	if c.token == "" {
+		c.token = getenv("LOCKGATE_TOKEN")
+	}
+	var err error
+	if c.uncontendedClients, err = parseCounts(uncontendedList); err != nil {
+		return c, fmt.Errorf("--uncontended-clients: %w", err)
+	}
+	if c.contendedClients, err = parseCounts(contendedList); err != nil {
+		return c, fmt.Errorf("--contended-clients: %w", err)
+	}
+	return c, c.check()
+}
+
+func (c config) check() error {
+	switch {
+	case c.mode != uncontended && c.mode != contended:
+		return fmt.Errorf("--mode %q: want %s or %s", c.mode, uncontended, contended)
+	case c.clients < 1:
+		return errors.New("--clients must be at least 1")
+	case c.duration <= 0 || c.ttl <= 0:
+		return errors.New("--duration and --ttl must be positive")
+	case c.hold < 0 || c.wait < 0:
+		return errors.New("--hold and --wait must not be negative")
+	case c.wait < time.Millisecond:
+		return errors.New("--wait must be at least 1ms: a contended acquire waits server-side")
+	case c.parked < 0 || c.heldLocks < 0:
+		return errors.New("--parked and --held-locks must not be negative")
+	case !c.self && c.url == "":
+		return errors.New("no gateway: set --url (or LOCKGATE_URL), or run --self to start one")
+	}
+	return nil
+}
+
+// parseCounts parses "16,64" into client counts.
+func parseCounts(s string) ([]int, error) {
+	var counts []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a client count", f)
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+	"time"
+)
+
+// attempt is one acquire call of a contended worker and, when it was
+// granted, the release that followed. Times are nanoseconds since the run
+// started, on one monotonic clock shared by every worker of the process.
+type attempt struct {
+	start, end int64 // acquire sent, acquire answered
+	granted    bool
+	fence      int64 // the grant's fencing token: the order of grants
+	released   bool  // the release answered with success
+	relStart   int64 // release sent
+	relEnd     int64 // release answered
+}
+
+// Fairness describes who got a contended lock, and after how long.
+type Fairness struct {
+	// Grants is how many acquires were granted.
+	Grants int64 `json:"grants"`
+	// ContestedReleases counts releases sent while another worker had an
+	// acquire pending (sent before the release was sent, answered after).
+	ContestedReleases int64 `json:"contested_releases"`
+	// SelfRegrants counts contested releases whose next grant went back to
+	// the worker that had just released.
+	SelfRegrants int64 `json:"self_regrants"`
+	// SelfRegrantShare is SelfRegrants / ContestedReleases: 0 under strict
+	// FIFO, near 1 when releasers win the race to re-acquire.
+	SelfRegrantShare float64 `json:"self_regrant_share"`
+	// EarlyHandoffs counts grants answered before the previous holder heard
+	// back from its release: they count as handoffs of 0.
+	EarlyHandoffs int64 `json:"early_handoffs"`
+	// LongestWaitMS is the longest acquire, granted or not.
+	LongestWaitMS float64 `json:"longest_wait_ms"`
+	// CycleMS is the mean time between two grants (hold plus overhead).
+	CycleMS float64 `json:"cycle_ms"`
+	// FIFOBoundMS is about the longest wait strict FIFO allows:
+	// (workers-1) cycles, everybody else's turn once.
+	FIFOBoundMS float64 `json:"fifo_bound_ms"`
+	// LongestOverFIFO is LongestWaitMS / FIFOBoundMS.
+	LongestOverFIFO float64 `json:"longest_over_fifo"`
+	// MinGrants and MaxGrants are the fewest and most grants one worker got.
+	MinGrants int64 `json:"min_grants_per_worker"`
+	MaxGrants int64 `json:"max_grants_per_worker"`
+}
+
+// grantRef names one granted attempt: perWorker[worker][i].
+type grantRef struct {
+	worker, i int
+	fence     int64
+}
+
+// analyzeContention orders the grants of a run on one lock by fencing token
+// (grant order, whatever order the workers recorded them in) and returns the
+// fairness figures and the handoff latencies: for each grant that followed
+// a successful release, the time from that release's answer to the grant's
+// answer, in nanoseconds. A grant answered before the previous release's
+// answer arrived counts as a handoff of 0. perWorker[w] holds worker w's
+// attempts in the order it made them; elapsed is the run's length.
+func analyzeContention(perWorker [][]attempt, elapsed time.Duration) (Fairness, []int64) {
+	var f Fairness
+	var grants []grantRef
+	for w, as := range perWorker {
+		n := int64(0)
+		for i, a := range as {
+			wait := a.end - a.start
+			f.LongestWaitMS = max(f.LongestWaitMS, ms(wait))
+			if a.granted {
+				n++
+				grants = append(grants, grantRef{worker: w, i: i, fence: a.fence})
+			}
+		}
+		if w == 0 || n < f.MinGrants {
+			f.MinGrants = n
+		}
+		f.MaxGrants = max(f.MaxGrants, n)
+	}
+	slices.SortFunc(grants, func(a, b grantRef) int { return cmp.Compare(a.fence, b.fence) })
+	f.Grants = int64(len(grants))
+
+	handoffs := make([]int64, 0, len(grants))
+	for k := 1; k < len(grants); k++ {
+		prevRef, cur := grants[k-1], grants[k]
+		prev := perWorker[prevRef.worker][prevRef.i]
+		if !prev.released {
+			continue // it expired or failed: no release to hand off from
+		}
+		got := perWorker[cur.worker][cur.i]
+		if got.end < prev.relEnd {
+			f.EarlyHandoffs++
+		}
+		handoffs = append(handoffs, max(got.end-prev.relEnd, 0))
+		if othersWaiting(perWorker, prevRef.worker, prev.relStart) {
+			f.ContestedReleases++
+			if cur.worker == prevRef.worker {
+				f.SelfRegrants++
+			}
+		}
+	}
+	if f.ContestedReleases > 0 {
+		f.SelfRegrantShare = float64(f.SelfRegrants) / float64(f.ContestedReleases)
+	}
+	if f.Grants > 0 && len(perWorker) > 1 {
+		cycle := float64(elapsed) / float64(f.Grants)
+		f.CycleMS = cycle / float64(time.Millisecond)
+		f.FIFOBoundMS = f.CycleMS * float64(len(perWorker)-1)
+		f.LongestOverFIFO = f.LongestWaitMS / f.FIFOBoundMS
+	}
+	return f, handoffs
+}
+
+// othersWaiting reports whether a worker other than holder had an acquire
+// pending when the holder sent its release at relStart. A worker has at most
+// one call in flight, so only its last attempt sent before relStart can be.
+func othersWaiting(perWorker [][]attempt, holder int, relStart int64) bool {
+	for w, as := range perWorker {
+		if w == holder {
+			continue
+		}
+		// The first attempt sent after relStart; the one before it is the
+		// candidate.
+		i := sort.Search(len(as), func(i int) bool { return as[i].start > relStart })
+		if i > 0 && as[i-1].end > relStart {
+			return true
+		}
+	}
+	return false
+}

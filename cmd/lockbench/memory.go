@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// HeldLockMemory is what held locks cost Redis.
+type HeldLockMemory struct {
+	Locks int `json:"locks"`
+	// KeysPerLock is how many keys the locks' hash tags cover while held.
+	KeysPerLock float64 `json:"keys_per_lock"`
+	// BytesPerLock sums MEMORY USAGE of those keys, per lock.
+	BytesPerLock float64 `json:"bytes_per_lock"`
+	// UsedMemoryPerLock is the growth of INFO used_memory, per lock:
+	// MEMORY USAGE plus the keyspace's own overhead.
+	UsedMemoryPerLock float64 `json:"used_memory_per_lock"`
+	// ReleasedKeysPerLock and BytesPerReleasedLock are what stays behind
+	// once every lock is released (the fencing counter, until it expires).
+	ReleasedKeysPerLock  float64 `json:"released_keys_per_lock"`
+	BytesPerReleasedLock float64 `json:"bytes_per_released_lock"`
+}
+
+// measureHeldLocks acquires n locks through the gateway in a namespace of
+// their own, measures the keys under their hash tags, releases them and
+// measures what is left. prefix is the gateway's Redis key prefix.
+func measureHeldLocks(ctx context.Context, gw *httpTarget, rdb *redis.Client, prefix string, n int) (HeldLockMemory, error) {
+	m := HeldLockMemory{Locks: n}
+	before, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return m, err
+	}
+	sessions := make([]session, n)
+	tokens := make([]string, n)
+	if err := forEach(n, 16, func(i int) error {
+		sessions[i] = gw.newSession(ctx, fmt.Sprintf("held-%d", i))
+		var err error
+		tokens[i], _, err = sessions[i].acquire(0)
+		return err
+	}); err != nil {
+		return m, fmt.Errorf("acquire the locks to measure: %w", err)
+	}
+	after, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return m, err
+	}
+	pattern := globEscape(prefix+"{"+gw.namespace+"/") + "*"
+	keys, bytes, err := keyUsage(ctx, rdb, pattern)
+	if err != nil {
+		return m, err
+	}
+	m.KeysPerLock = float64(keys) / float64(n)
+	m.BytesPerLock = float64(bytes) / float64(n)
+	m.UsedMemoryPerLock = float64(after-before) / float64(n)
+
+	if err := forEach(n, 16, func(i int) error { return sessions[i].release(tokens[i]) }); err != nil {
+		return m, fmt.Errorf("release the measured locks: %w", err)
+	}
+	keys, bytes, err = keyUsage(ctx, rdb, pattern)
+	if err != nil {
+		return m, err
+	}
+	m.ReleasedKeysPerLock = float64(keys) / float64(n)
+	m.BytesPerReleasedLock = float64(bytes) / float64(n)
+	return m, nil
+}
+
+// forEach runs f(0) ... f(n-1) on up to par goroutines and returns the
+// first error.
+func forEach(n, par int, f func(i int) error) error {
+	next := make(chan int)
+	errs := make(chan error, par)
+	var wg sync.WaitGroup
+	for range par {
+		wg.Go(func() {
+			var first error
+			for i := range next {
+				if err := f(i); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
+	v, err := infoField(ctx, rdb, "memory", "used_memory")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// keyUsage counts the keys matching pattern and sums their MEMORY USAGE.
+func keyUsage(ctx context.Context, rdb *redis.Client, pattern string) (keys, bytes int64, err error) {
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		n, err := rdb.MemoryUsage(ctx, iter.Val(), 0).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, 0, fmt.Errorf("MEMORY USAGE: %w", err)
+		}
+		keys++
+		bytes += n
+	}
+	if err := iter.Err(); err != nil {
+		return 0, 0, fmt.Errorf("SCAN: %w", err)
+	}
+	return keys, bytes, nil
+}
+
+// globEscape quotes the characters SCAN MATCH treats as patterns.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

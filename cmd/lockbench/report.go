@@ -1,0 +1,127 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// writeMarkdown renders the report as markdown tables.
+func writeMarkdown(w io.Writer, r *Report) error {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "## lockbench, %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
+	target := "the gateway at " + r.Target
+	if r.Target == "self" {
+		target = "a gateway in lockbench's process (app.Run) and a redis-server on loopback, both started by lockbench"
+	}
+	fmt.Fprintf(&b, "- target: %s\n", target)
+	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, GOMAXPROCS %d, %s", m.OS, m.Arch, m.CPUs, m.GOMAXPROCS, m.Go)
+	if r.RedisVersion != "" {
+		fmt.Fprintf(&b, ", Redis %s", r.RedisVersion)
+	}
+	fmt.Fprintf(&b, "\n- each run: %gs of new cycles, lease %d ms, contended acquires wait up to %d ms server-side\n",
+		r.Settings.DurationS, r.Settings.TTLMS, r.Settings.WaitMS)
+	b.WriteString("- floor: the same calls to the lock engine in-process (`locks.NewRedis`) against the same Redis, no HTTP\n\n")
+
+	b.WriteString("### Throughput and latency\n\n")
+	b.WriteString("A cycle is an acquire and its release. Latencies in ms, p50 / p90 / p99 / max; in contended runs the acquire latency is the wait.\n\n")
+	b.WriteString("| scenario | path | cycles/s | gateway / floor | acquire | release | errors |\n")
+	b.WriteString("| --- | --- | ---: | ---: | --- | --- | --- |\n")
+	for _, s := range r.Scenarios {
+		ratio := ""
+		if s.Floor != nil {
+			ratio = fmt.Sprintf("**%.0f %%**", 100*s.GatewayOverFloor)
+		}
+		fmt.Fprintf(&b, "| %s | gateway | %.0f | %s | %s | %s | %s |\n", s.Name, s.Gateway.CyclesPerSec, ratio,
+			latency4(s.Gateway.Acquire), latency4(s.Gateway.Release), formatErrors(s.Gateway.Errors))
+		if f := s.Floor; f != nil {
+			fmt.Fprintf(&b, "| | floor | %.0f | | %s | %s | %s |\n", f.CyclesPerSec,
+				latency4(f.Acquire), latency4(f.Release), formatErrors(f.Errors))
+		}
+	}
+
+	if slices.ContainsFunc(r.Scenarios, func(s ScenarioReport) bool { return s.Mode == contended }) {
+		b.WriteString("\n### Contention: every client on one lock\n\n")
+		b.WriteString("Handoff: from a release's answer to the next grant's answer (ms). Self-regrants: releases during which " +
+			"another client was waiting, after which the releaser got the lock again. FIFO bound: (clients − 1) × the mean " +
+			"cycle, the longest a strict FIFO queue would make anyone wait. Redis commands per handoff: INFO commandstats " +
+			"calls during the run (commands inside scripts included) over grants.\n\n")
+		b.WriteString("| scenario | path | handoff p50 / p99 | self-regrants while others waited | longest wait (ms) | FIFO bound (ms) | longest / FIFO | grants per client min – max | Redis commands per handoff |\n")
+		b.WriteString("| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")
+		for _, s := range r.Scenarios {
+			if s.Mode != contended {
+				continue
+			}
+			b.WriteString(contentionRow(s.Name, s.Gateway))
+			if s.Floor != nil {
+				b.WriteString(contentionRow("", *s.Floor))
+			}
+		}
+	}
+
+	if r.HeldLocks != nil || r.Parked != nil {
+		b.WriteString("\n### Memory\n\n| what | per lock or waiter |\n| --- | ---: |\n")
+	}
+	if h := r.HeldLocks; h != nil {
+		fmt.Fprintf(&b, "| Redis, held lock: MEMORY USAGE of its keys (%.1f keys; %d locks held) | %.0f B |\n", h.KeysPerLock, h.Locks, h.BytesPerLock)
+		fmt.Fprintf(&b, "| Redis, held lock: growth of used_memory | %.0f B |\n", h.UsedMemoryPerLock)
+		fmt.Fprintf(&b, "| Redis, released lock: what stays until it expires (%.1f keys) | %.0f B |\n", h.ReleasedKeysPerLock, h.BytesPerReleasedLock)
+	}
+	if p := r.Parked; p != nil {
+		fmt.Fprintf(&b, "| gateway, parked waiter: live heap (%d waiting on one lock) | %.0f B |\n", p.Waiters, p.HeapLivePerWaiter)
+		fmt.Fprintf(&b, "| gateway, parked waiter: heap in use (spans) | %.0f B |\n", p.HeapInusePerWaiter)
+		fmt.Fprintf(&b, "| gateway, parked waiter: goroutine stacks (%.1f goroutines) | %.0f B |\n", p.GoroutinesPerWaiter, p.StackPerWaiter)
+		fmt.Fprintf(&b, "| gateway, parked waiter: live heap + stacks | %.0f B |\n", p.HeapLivePerWaiter+p.StackPerWaiter)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func contentionRow(name string, r Result) string {
+	f, h := r.Fairness, r.Handoff
+	if f == nil || h == nil {
+		return ""
+	}
+	calls := ""
+	if r.Redis != nil {
+		calls = fmt.Sprintf("%.1f (%s)", r.Redis.PerHandoff, topCommands(r.Redis, 3))
+	}
+	return fmt.Sprintf("| %s | %s | %s / %s | %d of %d (%.0f %%) | %.1f | %.1f | %.2f | %d – %d | %s |\n",
+		name, r.Path, num(h.P50), num(h.P99), f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare,
+		f.LongestWaitMS, f.FIFOBoundMS, f.LongestOverFIFO, f.MinGrants, f.MaxGrants, calls)
+}
+
+// topCommands names the n commands Redis ran most, per grant.
+func topCommands(rc *RedisCalls, n int) string {
+	cmds := slices.SortedFunc(maps.Keys(rc.ByCommand), func(a, b string) int {
+		return cmp.Or(cmp.Compare(rc.ByCommand[b], rc.ByCommand[a]), cmp.Compare(a, b))
+	})
+	var parts []string
+	for _, c := range cmds[:min(n, len(cmds))] {
+		parts = append(parts, fmt.Sprintf("%s %s", c, num(float64(rc.ByCommand[c])*rc.PerHandoff/float64(rc.Total))))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func latency4(l Latency) string {
+	if l.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%s / %s / %s / %s", num(l.P50), num(l.P90), num(l.P99), num(l.Max))
+}
+
+// num prints a number with about three significant digits.
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}

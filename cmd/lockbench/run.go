@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Modes of a scenario.
+const (
+	uncontended = "uncontended" // every worker its own lock, no waiting
+	contended   = "contended"   // every worker on one lock, server-side waits
+)
+
+// Scenario is one load shape.
+type Scenario struct {
+	Mode     string        // uncontended or contended
+	Clients  int           // workers, each with one call in flight
+	Duration time.Duration // how long workers start new cycles
+	Hold     time.Duration // time between a grant and its release
+	Wait     time.Duration // server-side wait of a contended acquire
+}
+
+func (s Scenario) String() string {
+	str := fmt.Sprintf("%s, %d clients", s.Mode, s.Clients)
+	if s.Mode == contended {
+		str += fmt.Sprintf(", hold %s", s.Hold)
+	}
+	return str
+}
+
+// Result is what one run of a scenario against one target measured.
+type Result struct {
+	// Path is "gateway" (over HTTP) or "floor" (the engine in-process).
+	Path string `json:"path"`
+	// ElapsedS runs from the first cycle to the last worker's exit: workers
+	// finish the cycle they are in when Duration is up.
+	ElapsedS     float64 `json:"elapsed_s"`
+	Cycles       int64   `json:"cycles"` // acquire + release, both successful
+	CyclesPerSec float64 `json:"cycles_per_s"`
+	// Acquire covers granted acquires only: in contended mode, the wait.
+	Acquire Latency `json:"acquire"`
+	Release Latency `json:"release"`
+	// Handoff and Fairness are set in contended mode.
+	Handoff  *Latency  `json:"handoff,omitempty"`
+	Fairness *Fairness `json:"fairness,omitempty"`
+	// Redis counts the commands Redis ran during the run, when lockbench
+	// can reach Redis.
+	Redis *RedisCalls `json:"redis,omitempty"`
+	// Errors counts failed calls by class ("409 lock_held", "transport").
+	Errors map[string]int64 `json:"errors"`
+}
+
+// worker is one client's record of a run. Only its goroutine writes it.
+type worker struct {
+	acq, rel []int64   // latencies of successful calls, ns
+	attempts []attempt // contended mode: every acquire, in order
+	errors   map[string]int64
+	cycles   int64
+	firstErr error
+}
+
+func (w *worker) fail(err error) {
+	w.errors[errorClass(err)]++
+	if w.firstErr == nil {
+		w.firstErr = err
+	}
+}
+
+// hooks run around the timed part of a run, after every worker's warm-up
+// cycle and after the last worker's exit.
+type hooks struct {
+	start, stop func()
+}
+
+// runScenario runs sc against tgt. Lock names start with prefix, which must
+// be unique to the run. Worker goroutines carry the pprof label
+// lockbench=label, so that a CPU profile can tell them from the gateway.
+func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, label string, h hooks) (Result, error) {
+	// A hard stop well past the expected end: a wedged server must not hang
+	// the benchmark.
+	ctx, cancel := context.WithTimeout(ctx, sc.Duration+sc.Wait+sc.Hold+time.Minute)
+	defer cancel()
+
+	workers := make([]*worker, sc.Clients)
+	sessions := make([]session, sc.Clients)
+	warmups := make([]session, sc.Clients)
+	for i := range workers {
+		workers[i] = &worker{
+			acq:    make([]int64, 0, 1024),
+			rel:    make([]int64, 0, 1024),
+			errors: make(map[string]int64),
+		}
+		name := fmt.Sprintf("%s-w%d", prefix, i)
+		warmups[i] = tgt.newSession(ctx, name+"-warm")
+		if sc.Mode == contended {
+			name = prefix + "-shared"
+		}
+		sessions[i] = tgt.newSession(ctx, name)
+	}
+
+	var stop atomic.Bool
+	var base time.Time
+	clock := func() int64 { return int64(time.Since(base)) }
+	start := make(chan struct{})
+	var warm, done sync.WaitGroup
+	warmErrs := make([]error, sc.Clients)
+	warm.Add(sc.Clients)
+	done.Add(sc.Clients)
+	for i, w := range workers {
+		go pprof.Do(ctx, pprof.Labels("lockbench", label), func(ctx context.Context) {
+			defer done.Done()
+			// One cycle on a lock of its own opens the worker's connection
+			// and loads the scripts before the clock starts.
+			warmErrs[i] = warmUp(warmups[i])
+			warm.Done()
+			<-start
+			if warmErrs[i] != nil {
+				return
+			}
+			if sc.Mode == contended {
+				w.contend(ctx, sessions[i], sc, &stop, clock)
+			} else {
+				w.loop(ctx, sessions[i], sc, &stop, clock)
+			}
+		})
+	}
+	warm.Wait()
+	if err := firstError(warmErrs); err != nil {
+		close(start)
+		done.Wait()
+		return Result{}, fmt.Errorf("warm-up cycle: %w", err)
+	}
+	if h.start != nil {
+		h.start()
+	}
+	base = time.Now() // written before close(start): the workers see it
+	timer := time.AfterFunc(sc.Duration, func() { stop.Store(true) })
+	defer timer.Stop()
+	close(start)
+	done.Wait()
+	elapsed := time.Since(base)
+	if h.stop != nil {
+		h.stop()
+	}
+	return collect(workers, sc, path, elapsed)
+}
+
+func warmUp(s session) error {
+	token, _, err := s.acquire(0)
+	if err != nil {
+		return err
+	}
+	return s.release(token)
+}
+
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loop is an uncontended worker: acquire without waiting, hold, release.
+func (w *worker) loop(ctx context.Context, s session, sc Scenario, stop *atomic.Bool, clock func() int64) {
+	for !stop.Load() && ctx.Err() == nil {
+		t0 := clock()
+		token, _, err := s.acquire(0)
+		t1 := clock()
+		if err != nil {
+			w.fail(err)
+			backOff(ctx)
+			continue
+		}
+		w.acq = append(w.acq, t1-t0)
+		hold(ctx, sc.Hold)
+		t2 := clock()
+		err = s.release(token)
+		t3 := clock()
+		if err != nil {
+			w.fail(err)
+			continue
+		}
+		w.rel = append(w.rel, t3-t2)
+		w.cycles++
+	}
+}
+
+// contend is a contended worker: acquire with a server-side wait, hold,
+// release, recording every call's times for the fairness analysis. A worker
+// waiting when the time is up stays in line until it gets the lock, so the
+// run ends with every waiter served, not with cancelled requests.
+func (w *worker) contend(ctx context.Context, s session, sc Scenario, stop *atomic.Bool, clock func() int64) {
+	w.attempts = make([]attempt, 0, 1024)
+	for !stop.Load() && ctx.Err() == nil {
+		a := attempt{start: clock()}
+		token, fence, err := s.acquire(sc.Wait)
+		a.end = clock()
+		if err != nil {
+			w.attempts = append(w.attempts, a)
+			w.fail(err)
+			backOff(ctx)
+			continue
+		}
+		a.granted, a.fence = true, fence
+		w.acq = append(w.acq, a.end-a.start)
+		hold(ctx, sc.Hold)
+		a.relStart = clock()
+		err = s.release(token)
+		a.relEnd = clock()
+		if err != nil {
+			w.fail(err)
+		} else {
+			a.released = true
+			w.rel = append(w.rel, a.relEnd-a.relStart)
+			w.cycles++
+		}
+		w.attempts = append(w.attempts, a)
+	}
+}
+
+func hold(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// backOff keeps a failing worker (a gateway that is down, a wrong token)
+// from spinning.
+func backOff(ctx context.Context) { hold(ctx, time.Millisecond) }
+
+// collect merges the workers' records into a Result.
+func collect(workers []*worker, sc Scenario, path string, elapsed time.Duration) (Result, error) {
+	r := Result{Path: path, ElapsedS: elapsed.Seconds(), Errors: make(map[string]int64)}
+	var acq, rel []int64
+	var firstErr error
+	for _, w := range workers {
+		r.Cycles += w.cycles
+		acq = append(acq, w.acq...)
+		rel = append(rel, w.rel...)
+		for class, n := range w.errors {
+			r.Errors[class] += n
+		}
+		if firstErr == nil {
+			firstErr = w.firstErr
+		}
+	}
+	if r.Cycles == 0 {
+		return r, fmt.Errorf("%s: no successful cycle in %s (errors: %s): %w", path, elapsed.Round(time.Millisecond), formatErrors(r.Errors), firstErr)
+	}
+	r.CyclesPerSec = float64(r.Cycles) / elapsed.Seconds()
+	r.Acquire = summarize(acq)
+	r.Release = summarize(rel)
+	if sc.Mode == contended {
+		perWorker := make([][]attempt, len(workers))
+		for i, w := range workers {
+			perWorker[i] = w.attempts
+		}
+		f, handoffs := analyzeContention(perWorker, elapsed)
+		hl := summarize(handoffs)
+		r.Fairness, r.Handoff = &f, &hl
+	}
+	return r, nil
+}
+
+// formatErrors renders error counts as "409 lock_held ×3, transport ×1",
+// or "none".
+func formatErrors(errs map[string]int64) string {
+	if len(errs) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, class := range slices.Sorted(maps.Keys(errs)) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s ×%d", class, errs[class])
+	}
+	return b.String()
+}

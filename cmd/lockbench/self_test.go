@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMain lets this test binary stand in for lockbench when --self starts
+// a child to park waiters: the child is os.Executable(), which is us.
+func TestMain(m *testing.M) {
+	if os.Getenv(parkEnv) != "" {
+		os.Exit(parkMain())
+	}
+	os.Exit(m.Run())
+}
+
+// TestSelfSmoke runs the whole --self matrix, briefly and with few clients,
+// against a real redis-server and an in-process gateway, and checks that
+// the report has every figure. It asserts presence, never speed.
+func TestSelfSmoke(t *testing.T) {
+	profile := filepath.Join(t.TempDir(), "cpu.prof")
+	args := []string{"lockbench", "--self", "--json", "--duration", "300ms",
+		"--uncontended-clients", "2", "--contended-clients", "3",
+		"--parked", "50", "--held-locks", "20", "--cpuprofile", profile}
+	var out, progress bytes.Buffer
+	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+		t.Fatalf("lockbench --self: %v\nprogress:\n%s", err, &progress)
+	}
+	if s := out.String() + progress.String(); strings.Contains(s, "eyJ") {
+		t.Errorf("the output contains what looks like a JWT:\n%s", s)
+	}
+
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("the --json report does not parse: %v\n%s", err, &out)
+	}
+	if rep.RedisVersion == "" || rep.Machine.CPUs == 0 {
+		t.Errorf("report lacks the Redis version or the machine: %+v %+v", rep.RedisVersion, rep.Machine)
+	}
+	modes := map[string]int{}
+	for _, s := range rep.Scenarios {
+		modes[s.Mode]++
+		for _, r := range []*Result{&s.Gateway, s.Floor} {
+			if r == nil {
+				t.Fatalf("%s: no floor result", s.Name)
+			}
+			checkResult(t, s, r)
+		}
+		if s.GatewayOverFloor <= 0 {
+			t.Errorf("%s: gateway/floor = %v, want a positive ratio", s.Name, s.GatewayOverFloor)
+		}
+	}
+	if modes[uncontended] != 1 || modes[contended] != 1 {
+		t.Errorf("scenarios by mode = %v, want one uncontended and one contended", modes)
+	}
+	if h := rep.HeldLocks; h == nil || h.Locks != 20 || h.KeysPerLock < 1 || h.BytesPerLock <= 0 || h.UsedMemoryPerLock <= 0 {
+		t.Errorf("held-lock memory = %+v, want 20 locks of at least one key and some bytes each", h)
+	}
+	if p := rep.Parked; p == nil || p.Waiters != 50 || p.HeapLivePerWaiter <= 0 || p.StackPerWaiter <= 0 || p.GoroutinesPerWaiter <= 0 {
+		t.Errorf("parked waiters = %+v, want 50 waiters costing some heap, stack and goroutines each", p)
+	}
+	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
+		t.Errorf("--cpuprofile: want a non-empty profile at %s (stat: %v)", profile, err)
+	}
+
+	var md bytes.Buffer
+	if err := writeMarkdown(&md, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### Throughput and latency", "| uncontended, 2 clients | gateway |", "| | floor |",
+		"### Contention", "| contended, 3 clients, hold 0s | gateway |", "self-regrants", "### Memory", "parked waiter"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the markdown report lacks %q:\n%s", want, &md)
+		}
+	}
+}
+
+func checkResult(t *testing.T, s ScenarioReport, r *Result) {
+	t.Helper()
+	if r.Cycles <= 0 || r.CyclesPerSec <= 0 || r.Acquire.N == 0 || r.Release.N == 0 || r.Acquire.Max <= 0 {
+		t.Errorf("%s %s: want cycles and latencies, got %+v", s.Name, r.Path, r)
+	}
+	if r.Errors == nil {
+		t.Errorf("%s %s: errors should be an empty map, not missing", s.Name, r.Path)
+	}
+	if r.Redis == nil || r.Redis.Total <= 0 || r.Redis.PerHandoff <= 0 {
+		t.Errorf("%s %s: want Redis command counts, got %+v", s.Name, r.Path, r.Redis)
+	}
+	if s.Mode != contended {
+		return
+	}
+	if f := r.Fairness; f == nil || f.Grants <= 0 || f.MaxGrants <= 0 || f.LongestWaitMS <= 0 || f.FIFOBoundMS <= 0 {
+		t.Errorf("%s %s: want fairness figures, got %+v", s.Name, r.Path, r.Fairness)
+	}
+	if r.Handoff == nil || r.Handoff.N == 0 {
+		t.Errorf("%s %s: want handoff latencies, got %+v", s.Name, r.Path, r.Handoff)
+	}
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// floorPrefix keeps the floor's keys and wake-up channel apart from the
+// gateway's: same Redis, same scripts, but its releases do not wake the
+// gateway's subscription and the other way round.
+const floorPrefix = "lockbench:"
+
+// engineTarget calls the lock engine in-process against Redis, with the
+// client settings the gateway uses: the floor under any HTTP gateway.
+type engineTarget struct {
+	client    *redis.Client
+	backend   *locks.Redis
+	namespace string
+	ttl       time.Duration
+}
+
+// newEngineTarget connects the engine to the Redis at redisURL.
+func newEngineTarget(redisURL, namespace string, ttl time.Duration) (*engineTarget, error) {
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		// Not err: it may quote the URL, password included.
+		return nil, errors.New("invalid --redis-url: want redis://[[user]:password@]host[:port][/db]")
+	}
+	// As cmd/gateway/app does: never re-run a script unseen, and let the
+	// engine's deadline bound the network wait.
+	opts.MaxRetries = -1
+	opts.ContextTimeoutEnabled = true
+	client := redis.NewClient(opts)
+	return &engineTarget{
+		client:    client,
+		backend:   locks.NewRedis(client, locks.RedisOptions{Prefix: floorPrefix}),
+		namespace: namespace,
+		ttl:       ttl,
+	}, nil
+}
+
+func (t *engineTarget) close() error {
+	return errors.Join(t.backend.Close(), t.client.Close())
+}
+
+func (t *engineTarget) newSession(ctx context.Context, name string) session {
+	return &engineSession{
+		ctx:     ctx,
+		backend: t.backend,
+		key:     locks.Key{Namespace: t.namespace, Name: name},
+		req:     locks.AcquireRequest{TTL: t.ttl, Subject: "lockbench", Owner: "lockbench"},
+	}
+}
+
+type engineSession struct {
+	ctx     context.Context
+	backend *locks.Redis
+	key     locks.Key
+	req     locks.AcquireRequest
+}
+
+func (s *engineSession) acquire(wait time.Duration) (string, int64, error) {
+	s.req.Wait = wait
+	g, err := s.backend.Acquire(s.ctx, s.key, s.req)
+	if err != nil {
+		return "", 0, engineError(err)
+	}
+	return g.Token, g.FencingToken, nil
+}
+
+func (s *engineSession) release(token string) error {
+	if err := s.backend.Release(s.ctx, s.key, token); err != nil {
+		return engineError(err)
+	}
+	return nil
+}
+
+// engineError classes an engine error by the problem code the gateway
+// would answer with, so that both paths count errors alike.
+func engineError(err error) error {
+	class := "error"
+	switch {
+	case errors.Is(err, locks.ErrHeld):
+		class = "lock_held"
+	case errors.Is(err, locks.ErrNotHolder):
+		class = "not_holder"
+	case errors.Is(err, locks.ErrUnavailable):
+		class = "backend_unavailable"
+	case errors.Is(err, locks.ErrInvalid):
+		class = "invalid_request"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		class = "cancelled"
+	}
+	return &callError{class: class, err: fmt.Errorf("engine: %w", err)}
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// httpTarget drives a gateway over HTTP/1.1 with keep-alive connections,
+// one per worker, so that the client adds as little as it can.
+type httpTarget struct {
+	base      *url.URL
+	namespace string
+	auth      []string // the Authorization header value, shared read-only
+	ttlMS     int64
+	transport *http.Transport
+	client    *http.Client
+}
+
+// newHTTPTarget returns a target for the gateway at baseURL. conns is the
+// most connections it keeps open: at least one per worker.
+func newHTTPTarget(baseURL, token, namespace string, ttl time.Duration, conns int) (*httpTarget, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--url %q: want http://host:port or https://host:port", baseURL)
+	}
+	if u.Path == "" {
+		u.Path = "/" // JoinPath on an empty path makes a relative one
+	}
+	if token == "" {
+		return nil, fmt.Errorf("no token: set --token or LOCKGATE_TOKEN to a JWT that grants namespace %q", namespace)
+	}
+	tr := &http.Transport{
+		// No proxy: a benchmark through a proxy measures the proxy.
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns + 16,
+		MaxIdleConnsPerHost: conns + 16,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableCompression:  true,
+	}
+	return &httpTarget{
+		base:      u,
+		namespace: namespace,
+		auth:      []string{"Bearer " + token},
+		ttlMS:     ttl.Milliseconds(),
+		transport: tr,
+		client:    &http.Client{Transport: tr},
+	}, nil
+}
+
+// lockURL is the URL of a lock in the target's namespace.
+func (t *httpTarget) lockURL(name string) *url.URL {
+	return t.base.JoinPath("locks", t.namespace, name)
+}
+
+// close drops the idle connections.
+func (t *httpTarget) close() { t.transport.CloseIdleConnections() }
+
+func (t *httpTarget) newSession(ctx context.Context, name string) session {
+	u := t.lockURL(name)
+	s := &httpSession{t: t}
+	s.acq = (&http.Request{
+		Method: http.MethodPost, URL: u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Authorization": t.auth, "Content-Type": {"application/json"}},
+	}).WithContext(ctx)
+	s.rel = (&http.Request{
+		Method: http.MethodDelete, URL: u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Authorization": t.auth, "Lock-Token": {""}},
+		Body:   http.NoBody,
+	}).WithContext(ctx)
+	s.body = io.NopCloser(&s.reader)
+	s.getBody = func() (io.ReadCloser, error) {
+		s.reader.Reset(s.acqBody)
+		return s.body, nil
+	}
+	return s
+}
+
+// httpSession reuses its two requests, a body reader and a response buffer
+// from call to call: the transport is done with a request once its response
+// body is closed.
+type httpSession struct {
+	t        *httpTarget
+	acq, rel *http.Request
+	acqBody  []byte        // the JSON body for acqWait
+	acqWait  time.Duration // -1 before the first acquire
+	reader   bytes.Reader
+	body     io.ReadCloser
+	getBody  func() (io.ReadCloser, error)
+	buf      bytes.Buffer
+	grant    struct {
+		Token string `json:"token"`
+		Fence int64  `json:"fencing_token"`
+	}
+	problem struct {
+		Code string `json:"code"`
+	}
+}
+
+func (s *httpSession) acquire(wait time.Duration) (string, int64, error) {
+	if s.acqBody == nil || wait != s.acqWait {
+		s.acqWait = wait
+		s.acqBody = fmt.Appendf(nil, `{"ttl_ms":%d,"wait_ms":%d,"owner":"lockbench"}`, s.t.ttlMS, wait.Milliseconds())
+	}
+	s.reader.Reset(s.acqBody)
+	s.acq.Body, s.acq.GetBody, s.acq.ContentLength = s.body, s.getBody, int64(len(s.acqBody))
+	status, err := s.do(s.acq)
+	if err != nil {
+		return "", 0, err
+	}
+	if status != http.StatusCreated {
+		return "", 0, s.failure(status)
+	}
+	s.grant.Token, s.grant.Fence = "", 0
+	if err := json.Unmarshal(s.buf.Bytes(), &s.grant); err != nil || s.grant.Token == "" {
+		return "", 0, &callError{class: "bad_grant", err: fmt.Errorf("acquire answered 201 without a grant: %w", err)}
+	}
+	return s.grant.Token, s.grant.Fence, nil
+}
+
+func (s *httpSession) release(token string) error {
+	s.rel.Header["Lock-Token"][0] = token
+	status, err := s.do(s.rel)
+	s.rel.Header["Lock-Token"][0] = "" // do not keep a secret longer than needed
+	if err != nil {
+		return err
+	}
+	if status != http.StatusNoContent {
+		return s.failure(status)
+	}
+	return nil
+}
+
+// do sends req and reads the whole response into s.buf, so that the
+// connection goes back to the pool.
+func (s *httpSession) do(req *http.Request) (int, error) {
+	resp, err := s.t.client.Do(req)
+	if err != nil {
+		if req.Context().Err() != nil {
+			return 0, &callError{class: "cancelled", err: err}
+		}
+		return 0, &callError{class: "transport", err: err}
+	}
+	s.buf.Reset()
+	_, err = s.buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, &callError{class: "transport", err: err}
+	}
+	return resp.StatusCode, nil
+}
+
+// failure turns an unexpected answer into an error classed by status and
+// problem code.
+func (s *httpSession) failure(status int) error {
+	s.problem.Code = ""
+	json.Unmarshal(s.buf.Bytes(), &s.problem) // a non-problem body leaves the code empty
+	class := strconv.Itoa(status)
+	if s.problem.Code != "" {
+		class += " " + s.problem.Code
+	}
+	return &callError{class: class}
+}
