@@ -194,6 +194,11 @@ func (b *bench) attachCalls(r *Result, calls *RedisCalls) {
 	}
 	if grants > 0 {
 		calls.PerHandoff = float64(calls.Total) / float64(grants)
+		var scripts int64
+		for _, c := range scriptCommands {
+			scripts += calls.ByCommand[c]
+		}
+		calls.ScriptsPerHandoff = float64(scripts) / float64(grants)
 	}
 	r.Redis = calls
 }

@@ -42,7 +42,8 @@ func TestAnalyzeContention(t *testing.T) {
 			elapsed: 50 * time.Millisecond,
 			want: Fairness{
 				Grants: 4, ContestedReleases: 3, SelfRegrants: 0,
-				LongestWaitMS: 28, CycleMS: 12.5, FIFOBoundMS: 25, LongestOverFIFO: 28.0 / 25,
+				LongestWaitMS: 28, P99WaitMS: 28, CycleMS: 12.5, FIFOBoundMS: 25,
+				LongestOverFIFO: 28.0 / 25, P99OverFIFO: 28.0 / 25,
 				MinGrants: 1, MaxGrants: 2,
 			},
 			wantHandoffs: []float64{8, 8, 8},
@@ -57,7 +58,8 @@ func TestAnalyzeContention(t *testing.T) {
 			elapsed: 20 * time.Millisecond,
 			want: Fairness{
 				Grants: 3, ContestedReleases: 2, SelfRegrants: 1, SelfRegrantShare: 0.5,
-				LongestWaitMS: 10, CycleMS: 20.0 / 3, FIFOBoundMS: 20.0 / 3, LongestOverFIFO: 1.5,
+				LongestWaitMS: 10, P99WaitMS: 10, CycleMS: 20.0 / 3, FIFOBoundMS: 20.0 / 3,
+				LongestOverFIFO: 1.5, P99OverFIFO: 1.5,
 				MinGrants: 1, MaxGrants: 2,
 			},
 			wantHandoffs: []float64{2, 5},
@@ -73,7 +75,8 @@ func TestAnalyzeContention(t *testing.T) {
 			elapsed: 20 * time.Millisecond,
 			want: Fairness{
 				Grants: 3, ContestedReleases: 1, SelfRegrants: 0,
-				LongestWaitMS: 8, CycleMS: 20.0 / 3, FIFOBoundMS: 20.0 / 3, LongestOverFIFO: 1.2,
+				LongestWaitMS: 8, P99WaitMS: 8, CycleMS: 20.0 / 3, FIFOBoundMS: 20.0 / 3,
+				LongestOverFIFO: 1.2, P99OverFIFO: 1.2,
 				MinGrants: 1, MaxGrants: 2,
 			},
 			wantHandoffs: []float64{2, 5},
@@ -88,7 +91,8 @@ func TestAnalyzeContention(t *testing.T) {
 			elapsed: 10 * time.Millisecond,
 			want: Fairness{
 				Grants: 2, ContestedReleases: 0, SelfRegrants: 0,
-				LongestWaitMS: 2, CycleMS: 5, FIFOBoundMS: 5, LongestOverFIFO: 0.4,
+				LongestWaitMS: 2, P99WaitMS: 2, CycleMS: 5, FIFOBoundMS: 5,
+				LongestOverFIFO: 0.4, P99OverFIFO: 0.4,
 				MinGrants: 0, MaxGrants: 2,
 			},
 			wantHandoffs: []float64{2},
@@ -104,7 +108,8 @@ func TestAnalyzeContention(t *testing.T) {
 			elapsed: 10 * time.Millisecond,
 			want: Fairness{
 				Grants: 2, ContestedReleases: 1, SelfRegrants: 0, EarlyHandoffs: 1,
-				LongestWaitMS: 5, CycleMS: 5, FIFOBoundMS: 5, LongestOverFIFO: 1,
+				LongestWaitMS: 5, P99WaitMS: 5, CycleMS: 5, FIFOBoundMS: 5,
+				LongestOverFIFO: 1, P99OverFIFO: 1,
 				MinGrants: 1, MaxGrants: 1,
 			},
 			wantHandoffs: []float64{0},
@@ -119,7 +124,8 @@ func TestAnalyzeContention(t *testing.T) {
 			elapsed: 60 * time.Millisecond,
 			want: Fairness{
 				Grants: 2, ContestedReleases: 0, SelfRegrants: 0,
-				LongestWaitMS: 50, CycleMS: 30, FIFOBoundMS: 30, LongestOverFIFO: 50.0 / 30,
+				LongestWaitMS: 50, P99WaitMS: 50, CycleMS: 30, FIFOBoundMS: 30,
+				LongestOverFIFO: 50.0 / 30, P99OverFIFO: 50.0 / 30,
 				MinGrants: 1, MaxGrants: 1,
 			},
 			wantHandoffs: []float64{},
@@ -150,5 +156,6 @@ func fairnessEqual(a, b Fairness) bool {
 		a.SelfRegrants == b.SelfRegrants && a.EarlyHandoffs == b.EarlyHandoffs && near(a.SelfRegrantShare, b.SelfRegrantShare) &&
 		near(a.LongestWaitMS, b.LongestWaitMS) && near(a.CycleMS, b.CycleMS) &&
 		near(a.FIFOBoundMS, b.FIFOBoundMS) && near(a.LongestOverFIFO, b.LongestOverFIFO) &&
+		near(a.P99WaitMS, b.P99WaitMS) && near(a.P99OverFIFO, b.P99OverFIFO) &&
 		a.MinGrants == b.MinGrants && a.MaxGrants == b.MaxGrants
 }

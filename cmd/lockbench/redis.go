@@ -128,6 +128,9 @@ type RedisCalls struct {
 	// PerHandoff is Total divided by the run's grants: what one handoff
 	// costs Redis, the retries of woken waiters included.
 	PerHandoff float64 `json:"per_handoff"`
+	// ScriptsPerHandoff counts only the script calls (EVALSHA and kin):
+	// the round trips a handoff costs.
+	ScriptsPerHandoff float64 `json:"scripts_per_handoff"`
 	// ByCommand splits Total per command ("evalsha", "hget", ...).
 	ByCommand map[string]int64 `json:"by_command"`
 }
@@ -161,6 +164,9 @@ func parseCommandStats(info string) map[string]int64 {
 	}
 	return calls
 }
+
+// scriptCommands are the commands that run a script or a function.
+var scriptCommands = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
 
 // diffCalls is after minus before, without lockbench's own INFO calls.
 func diffCalls(before, after map[string]int64) RedisCalls {

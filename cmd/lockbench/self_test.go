@@ -87,13 +87,13 @@ func checkResult(t *testing.T, s ScenarioReport, r *Result) {
 	if r.Errors == nil {
 		t.Errorf("%s %s: errors should be an empty map, not missing", s.Name, r.Path)
 	}
-	if r.Redis == nil || r.Redis.Total <= 0 || r.Redis.PerHandoff <= 0 {
+	if r.Redis == nil || r.Redis.Total <= 0 || r.Redis.PerHandoff <= 0 || r.Redis.ScriptsPerHandoff <= 0 {
 		t.Errorf("%s %s: want Redis command counts, got %+v", s.Name, r.Path, r.Redis)
 	}
 	if s.Mode != contended {
 		return
 	}
-	if f := r.Fairness; f == nil || f.Grants <= 0 || f.MaxGrants <= 0 || f.LongestWaitMS <= 0 || f.FIFOBoundMS <= 0 {
+	if f := r.Fairness; f == nil || f.Grants <= 0 || f.MaxGrants <= 0 || f.LongestWaitMS <= 0 || f.P99WaitMS <= 0 || f.FIFOBoundMS <= 0 {
 		t.Errorf("%s %s: want fairness figures, got %+v", s.Name, r.Path, r.Fairness)
 	}
 	if r.Handoff == nil || r.Handoff.N == 0 {
