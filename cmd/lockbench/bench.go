@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,25 @@ type Machine struct {
 	CPUs       int    `json:"cpus"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	Go         string `json:"go"`
+	// LoadStart and LoadEnd are /proc/loadavg's 1, 5 and 15 minute load
+	// averages when lockbench started and finished (Linux only): on a
+	// shared machine they say how much else was running.
+	LoadStart string `json:"load_start,omitempty"`
+	LoadEnd   string `json:"load_end,omitempty"`
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, or "" where
+// /proc/loadavg does not exist.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // Settings are the knobs every scenario shared.
@@ -110,6 +130,7 @@ func (b *bench) newReport(ctx context.Context, target string) *Report {
 		Machine: Machine{
 			OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
 			GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(),
+			LoadStart: loadAvg(),
 		},
 		Settings: Settings{
 			DurationS: b.cfg.duration.Seconds(),
@@ -249,5 +270,6 @@ func runRemote(ctx context.Context, cfg config, progress io.Writer) (*Report, er
 		return nil, err
 	}
 	rep.Scenarios = append(rep.Scenarios, sr)
+	rep.Machine.LoadEnd = loadAvg()
 	return rep, nil
 }

@@ -21,6 +21,9 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	if r.RedisVersion != "" {
 		fmt.Fprintf(&b, ", Redis %s", r.RedisVersion)
 	}
+	if m.LoadStart != "" {
+		fmt.Fprintf(&b, "; load average %s at the start, %s at the end", m.LoadStart, m.LoadEnd)
+	}
 	fmt.Fprintf(&b, "\n- each run: %gs of new cycles, lease %d ms, contended acquires wait up to %d ms server-side\n",
 		r.Settings.DurationS, r.Settings.TTLMS, r.Settings.WaitMS)
 	b.WriteString("- floor: the same calls to the lock engine in-process (`locks.NewRedis`) against the same Redis, no HTTP\n\n")

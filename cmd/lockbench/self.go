@@ -80,5 +80,6 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 		fmt.Fprintf(progress, "%.0f heap bytes per waiter\n", p.HeapLivePerWaiter)
 		rep.Parked = &p
 	}
+	rep.Machine.LoadEnd = loadAvg()
 	return rep, nil
 }
