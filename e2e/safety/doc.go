@@ -1,0 +1,7 @@
+// Package safety is lockgate's proof of safety: tests that run real
+// gateways against a real redis-server, record what concurrent clients saw,
+// and check the history against the promises in docs/SAFETY.md, under
+// faults (Redis paused, killed, slowed, cut off; gateways killed; clients
+// that hang up), hostile input and resource exhaustion. It holds tests
+// only.
+package safety

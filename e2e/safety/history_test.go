@@ -1,0 +1,347 @@
+package safety
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// opKind is what a recorded call did.
+type opKind int
+
+const (
+	opAcquire opKind = iota
+	opRenew
+	opRelease
+)
+
+func (k opKind) String() string { return [...]string{"acquire", "renew", "release"}[k] }
+
+// op is one call as a client saw it: when it was made and when its answer
+// came, on the one clock the test and its gateways share.
+type op struct {
+	client int
+	lock   string
+	kind   opKind
+	// fence is the grant's fencing token: the one a renew or release acts
+	// for, or the one an acquire got.
+	fence  int64
+	status int // 0: no answer (the outcome is unknown)
+	call   time.Time
+	ret    time.Time
+	// expires is the expires_at of a 201 or 200.
+	expires time.Time
+}
+
+// grantRec is everything a client did with one grant.
+type grantRec struct {
+	lock     string
+	fence    int64
+	acquired op // the 201
+	// known is the latest expires_at the holder was told: until then the
+	// grant is certainly live, unless released.
+	known    time.Time
+	released *op // a 204, if any
+	// releaseCall is when a release was sent, whatever its answer: one
+	// without an answer may have run.
+	releaseCall time.Time
+	writes      []grantWrite
+	// endedEarly is a renew or release that said 409 before known.
+	endedEarly *op
+}
+
+// grantWrite is a write to the resource made while holding a grant.
+type grantWrite struct {
+	call, ret time.Time
+	known     time.Time // the grant's known expiry when the write was made
+	accepted  bool
+}
+
+// history is what every client of a run saw.
+type history struct {
+	mu     sync.Mutex
+	ops    []op
+	grants []*grantRec
+}
+
+func (h *history) record(o op) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, o)
+}
+
+func (h *history) addGrant(g *grantRec) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.grants = append(h.grants, g)
+}
+
+// workload is a run of concurrent clients doing acquire / write / renew /
+// write / release cycles on a few locks.
+type workload struct {
+	clients  []*client // worker i uses clients[i%len(clients)]
+	workers  int
+	locks    []string
+	ttl      time.Duration
+	wait     time.Duration
+	duration time.Duration
+	res      *resource
+}
+
+// run runs the workload and returns its history.
+func (w workload) run(t *testing.T) *history {
+	t.Helper()
+	h := &history{}
+	ctx, cancel := context.WithTimeout(t.Context(), w.duration+2*w.wait+time.Minute)
+	defer cancel()
+	deadline := time.Now().Add(w.duration)
+	var wg sync.WaitGroup
+	for i := range w.workers {
+		wg.Go(func() {
+			c := w.clients[i%len(w.clients)]
+			rng := rand.New(rand.NewPCG(uint64(i), 42))
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				w.cycle(ctx, h, c, i, w.locks[rng.IntN(len(w.locks))], rng.IntN(2) == 0)
+			}
+		})
+	}
+	wg.Wait()
+	return h
+}
+
+// cycle is one attempt at a critical section.
+func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock string, renew bool) {
+	o := op{client: id, lock: lock, kind: opAcquire, call: time.Now()}
+	g, r := c.acquire(ctx, lock, w.ttl, w.wait)
+	o.ret, o.status = time.Now(), r.status
+	if r.err != nil && r.status == http.StatusCreated {
+		o.status = 0 // a 201 we could not read: unknown
+	}
+	if o.status == http.StatusCreated {
+		o.fence, o.expires = g.FencingToken, g.ExpiresAt
+	}
+	h.record(o)
+	if o.status != http.StatusCreated {
+		return
+	}
+	rec := &grantRec{lock: lock, fence: g.FencingToken, acquired: o, known: g.ExpiresAt}
+	defer h.addGrant(rec)
+	write := func() {
+		ww := grantWrite{call: time.Now(), known: rec.known}
+		ww.accepted = w.res.write(lock, rec.fence)
+		ww.ret = time.Now()
+		rec.writes = append(rec.writes, ww)
+	}
+	write()
+	if renew {
+		o := op{client: id, lock: lock, kind: opRenew, fence: rec.fence, call: time.Now()}
+		l, r := c.renew(ctx, lock, g.Token, w.ttl)
+		o.ret, o.status = time.Now(), r.status
+		if r.err != nil {
+			o.status = 0
+		}
+		h.record(o)
+		switch o.status {
+		case http.StatusOK:
+			o.expires = l.ExpiresAt
+			rec.known = l.ExpiresAt
+		case http.StatusConflict:
+			if o.ret.Before(rec.known) {
+				rec.endedEarly = &o
+			}
+			return // not ours any more: stop writing
+		default:
+			// Unknown: keep to the lease we know of.
+		}
+	}
+	write()
+	o = op{client: id, lock: lock, kind: opRelease, fence: rec.fence, call: time.Now()}
+	rec.releaseCall = o.call
+	r = c.release(ctx, lock, g.Token)
+	o.ret, o.status = time.Now(), r.status
+	if r.err != nil {
+		o.status = 0
+	}
+	h.record(o)
+	switch o.status {
+	case http.StatusNoContent:
+		rec.released = &o
+	case http.StatusConflict:
+		if o.ret.Before(rec.known) {
+			rec.endedEarly = &o
+		}
+	}
+}
+
+// end is until when the grant certainly held the lock: the release call
+// (answered or not), or else the last expiry the holder was told of.
+func (g *grantRec) end() time.Time {
+	if !g.releaseCall.IsZero() && g.releaseCall.Before(g.known) {
+		return g.releaseCall
+	}
+	return g.known
+}
+
+// check verifies the history and the resource's log against the promises.
+// It returns the number of grants it checked.
+func (h *history) check(t *testing.T, res *resource) int {
+	t.Helper()
+	byLock := make(map[string][]*grantRec)
+	for _, g := range h.grants {
+		byLock[g.lock] = append(byLock[g.lock], g)
+	}
+	var errs []string
+	fail := func(format string, args ...any) {
+		if len(errs) < 20 {
+			errs = append(errs, fmt.Sprintf(format, args...))
+		}
+	}
+	for lock, gs := range byLock {
+		sort.Slice(gs, func(i, j int) bool { return gs[i].acquired.ret.Before(gs[j].acquired.ret) })
+		fences := make(map[int64]bool)
+		for _, g := range gs {
+			if fences[g.fence] {
+				fail("%s: fencing token %d granted twice", lock, g.fence)
+			}
+			fences[g.fence] = true
+			if g.endedEarly != nil {
+				fail("%s: grant %d: %s answered %d at %s, before its expires_at %s",
+					lock, g.fence, g.endedEarly.kind, g.endedEarly.status, stamp(g.endedEarly.ret), stamp(g.known))
+			}
+			for _, w := range g.writes {
+				if !w.accepted && w.ret.Before(w.known) {
+					fail("%s: grant %d: the resource rejected a write made inside the lease (at %s, lease until %s): a later grant wrote during it",
+						lock, g.fence, stamp(w.call), stamp(w.known))
+				}
+			}
+		}
+		for i, a := range gs {
+			for _, b := range gs[i+1:] {
+				// Real-time order: a grant received before another was
+				// asked for must carry a smaller token.
+				if a.acquired.ret.Before(b.acquired.call) && a.fence >= b.fence {
+					fail("%s: grant %d was received at %s, before grant %d was asked for at %s, but its token is not smaller",
+						lock, a.fence, stamp(a.acquired.ret), b.fence, stamp(b.acquired.call))
+				}
+				if b.acquired.ret.Before(a.acquired.call) && b.fence >= a.fence {
+					fail("%s: grant %d precedes grant %d in real time, but its token is not smaller", lock, b.fence, a.fence)
+				}
+				// Mutual exclusion on the intervals each grant certainly
+				// held the lock.
+				as, ae, bs, be := a.acquired.ret, a.end(), b.acquired.ret, b.end()
+				if as.Before(ae) && bs.Before(be) && as.Before(be) && bs.Before(ae) {
+					fail("%s: grants %d [%s, %s] and %d [%s, %s] overlap", lock, a.fence, stamp(as), stamp(ae), b.fence, stamp(bs), stamp(be))
+				}
+			}
+		}
+	}
+	for _, w := range res.staleAccepted() {
+		fail("%s: the resource accepted token %d at %s after a larger one", w.lock, w.fence, stamp(w.at))
+	}
+	if len(errs) > 0 {
+		t.Fatalf("the history breaks the promises:\n%s", strings.Join(errs, "\n"))
+	}
+	return len(h.grants)
+}
+
+func stamp(t time.Time) string { return t.Format("15:04:05.000000") }
+
+// lockState is the model's view of one lock: who holds it, and the
+// largest fencing token handed out so far.
+type lockState struct {
+	held  bool
+	fence int64
+	max   int64
+}
+
+// lockModel is a lock as the API promises it, for porcupine. An acquire
+// that answers 409 is legal in any state: a grant made for a waiter that
+// then left is released by the gateway without any client seeing it, so
+// the history cannot say the lock was free at that time.
+var lockModel = porcupine.Model{
+	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
+		by := make(map[string][]porcupine.Operation)
+		var keys []string
+		for _, o := range ops {
+			l := o.Input.(op).lock
+			if by[l] == nil {
+				keys = append(keys, l)
+			}
+			by[l] = append(by[l], o)
+		}
+		var out [][]porcupine.Operation
+		for _, k := range keys {
+			out = append(out, by[k])
+		}
+		return out
+	},
+	Init: func() any { return lockState{} },
+	Step: func(state, input, output any) (bool, any) {
+		s, in, st := state.(lockState), input.(op), output.(int)
+		holds := s.held && s.fence == in.fence
+		switch in.kind {
+		case opAcquire:
+			if st != http.StatusCreated {
+				return true, s
+			}
+			if s.held || in.fence <= s.max {
+				return false, s
+			}
+			return true, lockState{held: true, fence: in.fence, max: in.fence}
+		case opRenew:
+			return holds == (st == http.StatusOK), s
+		case opRelease:
+			if st == http.StatusNoContent {
+				if !holds {
+					return false, s
+				}
+				s.held = false
+				return true, s
+			}
+			return !holds, s
+		}
+		return false, s
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(op)
+		return fmt.Sprintf("%s %s %d -> %d", in.kind, in.lock, in.fence, output.(int))
+	},
+}
+
+// linearizable checks the history with porcupine. The model has no clock:
+// it needs every call to have an answer and no lease to run out during the
+// run, and logs why it skips the check otherwise.
+func (h *history) linearizable(t *testing.T) {
+	t.Helper()
+	var ops []porcupine.Operation
+	var base time.Time
+	for _, o := range h.ops {
+		if base.IsZero() || o.call.Before(base) {
+			base = o.call
+		}
+	}
+	for _, o := range h.ops {
+		if o.status == 0 || o.status >= 500 {
+			t.Logf("porcupine: skipped, %s %s has an unknown outcome (%d)", o.kind, o.lock, o.status)
+			return
+		}
+		ops = append(ops, porcupine.Operation{
+			ClientId: o.client, Input: o, Output: o.status,
+			Call: o.call.Sub(base).Nanoseconds(), Return: o.ret.Sub(base).Nanoseconds(),
+		})
+	}
+	switch res := porcupine.CheckOperationsTimeout(lockModel, ops, 30*time.Second); res {
+	case porcupine.Illegal:
+		t.Fatalf("porcupine: the history of %d calls is not linearizable", len(ops))
+	case porcupine.Unknown:
+		t.Logf("porcupine: no verdict within 30s on %d calls", len(ops))
+	}
+}
