@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"time"
+)
+
+// acquireFlags are shared by acquire and run.
+type acquireFlags struct {
+	ttl           time.Duration
+	wait          time.Duration
+	noWait        bool
+	owner         string
+	serverWaitMax time.Duration
+}
+
+func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {
+	af := &acquireFlags{}
+	fs.DurationVar(&af.ttl, "ttl", 30*time.Second, "lease length")
+	fs.DurationVar(&af.wait, "wait", defaultWait, "how long to wait for a held lock (server-side)")
+	fs.BoolVar(&af.noWait, "no-wait", false, "fail at once if the lock is held (same as --wait 0)")
+	fs.StringVar(&af.owner, "owner", defaultOwner(), "label shown by status")
+	fs.DurationVar(&af.serverWaitMax, "server-wait-max", time.Minute,
+		"the gateway's --max-wait: a longer --wait is made of several server-side waits of at most this")
+	return af
+}
+
+func (af *acquireFlags) check() error {
+	switch {
+	case af.ttl < time.Millisecond:
+		return usagef("--ttl must be at least 1ms")
+	case af.wait < 0:
+		return usagef("--wait must not be negative")
+	case af.serverWaitMax < time.Millisecond:
+		return usagef("--server-wait-max must be at least 1ms")
+	case len(af.owner) > 128:
+		return usagef("--owner is longer than 128 bytes")
+	}
+	if af.noWait {
+		af.wait = 0
+	}
+	return nil
+}
+
+// acquireWaiting takes the lock, waiting for it up to af.wait in
+// server-side waits of at most af.serverWaitMax. sent is when the
+// successful request was sent: the lease cannot have started before it.
+func acquireWaiting(ctx context.Context, c *client, l lockName, af *acquireFlags) (g grant, sent time.Time, err error) {
+	deadline := time.Now().Add(af.wait)
+	for {
+		wait := min(max(time.Until(deadline), 0), af.serverWaitMax)
+		sent = time.Now()
+		g, err = c.acquire(ctx, l, af.ttl, wait, af.owner)
+		if err == nil || !isCode(err, "lock_held") || time.Until(deadline) <= 0 {
+			return g, sent, err
+		}
+	}
+}
+
+func cmdAcquire(ctx context.Context, c cli, args []string) error {
+	fs := c.newFlagSet("acquire", "acquire namespace/name [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]")
+	cf := addClientFlags(fs)
+	af := addAcquireFlags(fs, 0)
+	asJSON := fs.Bool("json", false, "print the whole grant as JSON instead of the token alone")
+	l, err := oneLock(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := af.check(); err != nil {
+		return err
+	}
+	cl, err := cf.client(c.getenv)
+	if err != nil {
+		return err
+	}
+	g, _, err := acquireWaiting(ctx, cl, l, af)
+	if err != nil {
+		return fmt.Errorf("acquire %s: %w", l, err)
+	}
+	// The token goes to stdout, which the user asked for; never to stderr.
+	if *asJSON {
+		return json.NewEncoder(c.stdout).Encode(g)
+	}
+	_, err = fmt.Fprintln(c.stdout, g.Token)
+	return err
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// client calls the gateway's HTTP API, never Redis.
+type client struct {
+	base    *url.URL
+	jwt     string
+	timeout time.Duration // each call's bound, on top of any server-side wait
+	http    *http.Client
+}
+
+// grant is the 201 answer of an acquire.
+type grant struct {
+	Lock         string    `json:"lock"`
+	Token        string    `json:"token"`
+	FencingToken int64     `json:"fencing_token"`
+	TTLMs        int64     `json:"ttl_ms"`
+	ExpiresAt    time.Time `json:"expires_at"`
+}
+
+// lease is the 200 answer of a renew.
+type lease struct {
+	Lock         string    `json:"lock"`
+	FencingToken int64     `json:"fencing_token"`
+	TTLMs        int64     `json:"ttl_ms"`
+	ExpiresAt    time.Time `json:"expires_at"`
+}
+
+// lockInfo is the 200 answer of an inspect.
+type lockInfo struct {
+	Lock         string    `json:"lock"`
+	Held         bool      `json:"held"`
+	FencingToken int64     `json:"fencing_token"`
+	TTLMs        int64     `json:"ttl_ms"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	AcquiredAt   time.Time `json:"acquired_at"`
+	Subject      string    `json:"subject"`
+	Owner        string    `json:"owner"`
+}
+
+// apiError is an error answer from the gateway, usually an RFC 9457
+// problem with lockgate's stable code.
+type apiError struct {
+	Status int
+	Code   string // empty when the answer was not a lockgate problem
+	Detail string
+}
+
+func (e *apiError) Error() string {
+	msg := e.Detail
+	if msg == "" {
+		msg = strings.ToLower(http.StatusText(e.Status))
+	}
+	if e.Code != "" {
+		msg += " (" + e.Code + ")"
+	} else {
+		msg += " (HTTP " + strconv.Itoa(e.Status) + ")"
+	}
+	return msg
+}
+
+// unreachableError means no answer came back from the gateway.
+type unreachableError struct {
+	url string // redacted
+	err error
+}
+
+func (e *unreachableError) Error() string {
+	if errors.Is(e.err, context.DeadlineExceeded) {
+		return "gateway at " + e.url + " did not answer in time"
+	}
+	return "gateway at " + e.url + " unreachable: " + e.err.Error()
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// errNoJWT: no bearer token was configured.
+var errNoJWT = errors.New("no bearer token: set LOCKGATE_TOKEN or pass --jwt (lockctl token mints one)")
+
+func isCode(err error, code string) bool {
+	var api *apiError
+	return errors.As(err, &api) && api.Code == code
+}
+
+// acquire asks for the lock, waiting server-side up to wait.
+func (c *client) acquire(ctx context.Context, l lockName, ttl, wait time.Duration, owner string) (grant, error) {
+	body := map[string]any{"ttl_ms": ttl.Milliseconds()}
+	if wait > 0 {
+		body["wait_ms"] = wait.Milliseconds()
+	}
+	if owner != "" {
+		body["owner"] = owner
+	}
+	var g grant
+	err := c.do(ctx, http.MethodPost, l.path(), body, "", c.timeout+wait, http.StatusCreated, &g)
+	return g, err
+}
+
+// renew resets the lease to the TTL it was acquired with, or to ttl when
+// it is positive.
+func (c *client) renew(ctx context.Context, l lockName, token string, ttl time.Duration) (lease, error) {
+	var body any
+	if ttl > 0 {
+		body = map[string]any{"ttl_ms": ttl.Milliseconds()}
+	}
+	var ls lease
+	err := c.do(ctx, http.MethodPut, l.path()+"/lease", body, token, c.timeout, http.StatusOK, &ls)
+	return ls, err
+}
+
+func (c *client) release(ctx context.Context, l lockName, token string) error {
+	return c.do(ctx, http.MethodDelete, l.path(), nil, token, c.timeout, http.StatusNoContent, nil)
+}
+
+func (c *client) inspect(ctx context.Context, l lockName) (lockInfo, error) {
+	var info lockInfo
+	err := c.do(ctx, http.MethodGet, l.path(), nil, "", c.timeout, http.StatusOK, &info)
+	return info, err
+}
+
+// do sends one call and decodes a want answer into out. lockToken, when
+// set, goes in the Lock-Token header: never in the URL.
+func (c *client) do(ctx context.Context, method, path string, body any, lockToken string, timeout time.Duration, want int, out any) error {
+	if c.jwt == "" {
+		return errNoJWT
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := c.base.JoinPath(path)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.jwt)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if lockToken != "" {
+		req.Header.Set("Lock-Token", lockToken)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return &unreachableError{url: c.base.Redacted(), err: transportCause(err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return &unreachableError{url: c.base.Redacted(), err: transportCause(err)}
+	}
+	if resp.StatusCode != want {
+		return decodeProblem(resp, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return &apiError{Status: resp.StatusCode, Detail: "the gateway's answer is not the JSON lockctl expects"}
+	}
+	return nil
+}
+
+// transportCause drops net/http's "Post \"URL\":" prefix: the message
+// names the gateway once, redacted.
+func transportCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func decodeProblem(resp *http.Response, data []byte) error {
+	e := &apiError{Status: resp.StatusCode}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "application/problem+json" {
+		return e
+	}
+	var p struct {
+		Detail string `json:"detail"`
+		Code   string `json:"code"`
+	}
+	if json.Unmarshal(data, &p) != nil {
+		return e
+	}
+	e.Code, e.Detail = p.Code, p.Detail
+	return e
+}

@@ -1,0 +1,35 @@
+// Command lockctl takes lockgate locks from the shell, over the gateway's
+// HTTP API (never Redis directly). Its main use is run, a watchdog that
+// holds a lock while a command runs:
+//
+//	export LOCKGATE_URL=http://127.0.0.1:8080 LOCKGATE_TOKEN=...
+//	lockctl run billing/nightly --ttl 30s --wait 5m -- ./nightly.sh
+//
+// run acquires the lock (waiting server-side), starts the command with
+// LOCKGATE_LOCK and LOCKGATE_FENCING_TOKEN in its environment, renews the
+// lease every third of its TTL, passes SIGINT, SIGTERM and SIGHUP on to the
+// command's process group, releases the lock when the command exits and
+// exits with the command's code. When the lease is lost (the gateway says
+// the owner token no longer holds the lock, or renewals fail until the
+// lease may have expired) it stops the command, SIGTERM then SIGKILL after
+// --kill-after, and exits 84: the command no longer has the lock.
+//
+// acquire, release, renew and status are the single calls; token mints an
+// HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,
+// and flags override them. "lockctl help" prints the usage and this table:
+//
+//	0      success; status: the lock is held
+//	1      status: the lock is free
+//	2      usage error: bad flags or arguments, or the gateway refused them (400)
+//	80     held by someone else (409 lock_held): at once, or when --wait ran out
+//	81     not the holder (409 not_holder): released, expired, or someone else holds it now
+//	82     auth failure: no token, an invalid or expired one (401), or the namespace is not granted (403)
+//	83     gateway unreachable, timed out, busy or unavailable (429, 502, 503, 504)
+//	84     run: the lease was lost while the command ran, so lockctl stopped it
+//	       (also when the command exited 0 but its release found the lease already gone)
+//	85     any other failure (an unexpected answer from the gateway)
+//	126    run: the command could not be executed
+//	127    run: the command was not found
+//	128+N  run: the command was killed by signal N (130 SIGINT, 137 SIGKILL, 143 SIGTERM)
+//	other  run: the command's own exit code
+package main

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+const helpText = `lockctl: distributed locks from the shell, over lockgate's HTTP API.
+
+Usage:
+  lockctl acquire namespace/name [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]
+      Take the lock; print its owner token (the whole grant with --json).
+  lockctl release namespace/name --token T
+  lockctl renew namespace/name --token T [--ttl D] [--json]
+      --token - reads the owner token from stdin; $LOCKGATE_LOCK_TOKEN also works.
+  lockctl status namespace/name [--json]
+      Exit 0 when the lock is held, 1 when it is free.
+  lockctl run namespace/name [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]
+      Take the lock (waiting server-side), run the command with LOCKGATE_LOCK and
+      LOCKGATE_FENCING_TOKEN in its environment, renew every third of the TTL,
+      pass SIGINT, SIGTERM and SIGHUP on to it, release when it exits, and exit
+      with its code. If the lease is lost (the gateway says the token no longer
+      holds the lock, or renewals fail until it may have expired), the command
+      gets SIGTERM, then SIGKILL after --kill-after, and lockctl exits 84.
+      The command runs in its own process group and cannot read the terminal.
+  lockctl token --sub name --ns 'billing,etl-*' [--ttl 1h] [--secret S]
+      Mint an HS256 JWT for the gateway's secret ($LOCKGATE_JWT_SECRET).
+  lockctl help
+
+Configuration:
+  LOCKGATE_URL    gateway base URL (--url), default ` + defaultURL + `
+  LOCKGATE_TOKEN  bearer JWT (--jwt)
+  Flags override the environment. Run 'lockctl COMMAND -h' for each command's flags.
+
+`
+
+func printHelp(w io.Writer) {
+	fmt.Fprint(w, helpText, exitCodeTable)
+}

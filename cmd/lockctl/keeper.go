@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// keeper renews a lease every third of its TTL for as long as run's
+// command runs.
+type keeper struct {
+	c      *client
+	lock   lockName
+	token  string
+	ttl    time.Duration
+	stderr io.Writer
+	// deadline is the earliest moment the lease may end: the last
+	// successful renewal's send time plus the TTL. The gateway starts the
+	// lease when the call arrives, later than it was sent, so the real end
+	// is never before this.
+	deadline time.Time
+}
+
+// keep renews until ctx is done, and returns nil then. It returns an error
+// wrapping errLeaseLost as soon as the lease is gone or may be: the gateway
+// says the token no longer holds the lock, or renewals kept failing until
+// the deadline passed.
+func (k *keeper) keep(ctx context.Context) error {
+	interval := k.ttl / 3
+	// The first renewal comes a third of a TTL after the lease began, or at
+	// once if a long server-side wait ate that.
+	next := time.Until(k.deadline.Add(-k.ttl + interval))
+	for {
+		t := time.NewTimer(max(next, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		sent := time.Now()
+		// Wait for an answer until the lease may end, and a little past it
+		// so that a slow success still counts.
+		end := k.deadline
+		if end.Before(sent) {
+			end = sent
+		}
+		callCtx, cancel := context.WithDeadline(ctx, end.Add(interval))
+		ls, err := k.c.renew(callCtx, k.lock, k.token, 0)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err == nil:
+			k.ttl = time.Duration(ls.TTLMs) * time.Millisecond
+			interval = k.ttl / 3
+			k.deadline = sent.Add(k.ttl)
+			next = interval
+		case isCode(err, "not_holder"):
+			return fmt.Errorf("%w: the gateway says this lockctl no longer holds %s", errLeaseLost, k.lock)
+		case !time.Now().Before(k.deadline):
+			return fmt.Errorf("%w: renewals of %s failed until the lease may have ended (last: %v)", errLeaseLost, k.lock, err)
+		default:
+			// Retry soon, and try once more right at the deadline.
+			left := time.Until(k.deadline)
+			next = min(max(interval/4, time.Millisecond), left)
+			fmt.Fprintf(k.stderr, "lockctl: renew %s: %v; retrying, the lease may end in %s\n",
+				k.lock, err, left.Round(time.Millisecond))
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// forwarded are the signals run passes on to its command.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+
+// releaseTimeout bounds the release after the command exits; past it the
+// lock is left to expire.
+const releaseTimeout = 10 * time.Second
+
+// cmdRun is the watchdog for scripts: it holds the lock while a command
+// runs, and makes sure the command does not run on without it.
+func cmdRun(ctx context.Context, c cli, args []string) error {
+	const usage = "run namespace/name [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]"
+	fset := c.newFlagSet("run", usage)
+	cf := addClientFlags(fset)
+	af := addAcquireFlags(fset, 5*time.Minute)
+	killAfter := fset.Duration("kill-after", 10*time.Second, "after a lost lease, how long the command has between SIGTERM and SIGKILL")
+	pos, argv, dashes, err := parseArgs(fset, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !dashes || len(argv) == 0:
+		return usagef("run needs a command after --: lockctl %s", usage)
+	case len(pos) != 1:
+		return usagef("run takes one lock, namespace/name, before --; got %d arguments", len(pos))
+	case *killAfter < 0:
+		return usagef("--kill-after must not be negative")
+	}
+	l, err := parseLockName(pos[0])
+	if err != nil {
+		return err
+	}
+	if err := af.check(); err != nil {
+		return err
+	}
+	if af.ttl < 3*time.Millisecond {
+		return usagef("run needs --ttl of at least 3ms: it renews every third of it")
+	}
+	cl, err := cf.client(c.getenv)
+	if err != nil {
+		return err
+	}
+
+	// Listen before acquiring: a Ctrl-C while waiting must not leave a
+	// grant behind.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	g, sent, err := acquireOrSignal(ctx, cl, l, af, sigs)
+	if err != nil {
+		return err
+	}
+
+	env := append(os.Environ(),
+		"LOCKGATE_LOCK="+l.String(),
+		"LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
+	ch, err := startChild(argv, env, c.stdin, c.stdout, c.stderr)
+	if err != nil {
+		releaseQuietly(ctx, c, cl, l, g.Token)
+		return fmt.Errorf("run %s: %w", argv[0], startError(err))
+	}
+
+	k := &keeper{c: cl, lock: l, token: g.Token, ttl: time.Duration(g.TTLMs) * time.Millisecond,
+		stderr: c.stderr}
+	k.deadline = sent.Add(k.ttl)
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopKeeping()
+	lost := make(chan error, 1)
+	go func() { lost <- k.keep(keepCtx) }()
+
+	var (
+		lostErr error
+		kill    <-chan time.Time
+		ctxDone = ctx.Done()
+	)
+watch:
+	for {
+		select {
+		case <-ch.done:
+			break watch
+		case sig := <-sigs:
+			ch.signal(sig)
+		case <-ctxDone: // as a SIGTERM: run was asked to stop
+			ctxDone = nil
+			ch.signal(syscall.SIGTERM)
+		case lostErr = <-lost:
+			lost = nil
+			fmt.Fprintf(c.stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lostErr, *killAfter)
+			ch.signal(syscall.SIGTERM)
+			kill = time.After(*killAfter)
+		case <-kill:
+			kill = nil
+			ch.signal(syscall.SIGKILL)
+		}
+	}
+	stopKeeping()
+	if lost != nil {
+		// No renewal may race the release. A loss found just now still
+		// counts: the command may have finished its work without the lock.
+		if err := <-lost; err != nil {
+			lostErr = err
+			fmt.Fprintf(c.stderr, "lockctl: %v\n", lostErr)
+		}
+	}
+	code := ch.exitCode()
+	if lostErr != nil {
+		// Renewals may have failed with the lock still ours: free it if so.
+		releaseQuietly(ctx, c, cl, l, g.Token)
+		return exitStatus(exitLeaseLost)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := cl.release(rctx, l, g.Token); err != nil {
+		if isCode(err, "not_holder") && code == 0 {
+			return fmt.Errorf("%w: the command exited 0, but %s had been lost before it finished", errLeaseLost, l)
+		}
+		fmt.Fprintf(c.stderr, "lockctl: release %s: %v; the lock is left to expire\n", l, err)
+	}
+	return exitStatus(code)
+}
+
+// acquireOrSignal acquires the lock, giving up as a shell would (128+N)
+// when a forwarded signal arrives first. A grant that races the signal is
+// released.
+func acquireOrSignal(ctx context.Context, cl *client, l lockName, af *acquireFlags, sigs <-chan os.Signal) (grant, time.Time, error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		g    grant
+		sent time.Time
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		g, sent, err := acquireWaiting(actx, cl, l, af)
+		got <- result{g, sent, err}
+	}()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			return grant{}, time.Time{}, fmt.Errorf("acquire %s: %w", l, r.err)
+		}
+		return r.g, r.sent, nil
+	case sig := <-sigs:
+		cancel()
+		if r := <-got; r.err == nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			defer rcancel()
+			cl.release(rctx, l, r.g.Token)
+		}
+		return grant{}, time.Time{}, exitStatus(exitSignalBase + signalNumber(sig))
+	}
+}
+
+// releaseQuietly frees the lock if it is still ours, on a path that
+// already has its own outcome.
+func releaseQuietly(ctx context.Context, c cli, cl *client, l lockName, token string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := cl.release(rctx, l, token); err != nil && !isCode(err, "not_holder") {
+		fmt.Fprintf(c.stderr, "lockctl: release %s: %v; the lock is left to expire\n", l, err)
+	}
+}
+
+// startError gives a command that could not start the shell's exit code:
+// 127 when it was not found, 126 otherwise.
+func startError(err error) error {
+	code := exitCannotExec
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		code = exitNotFound
+	}
+	return &startErr{err: err, code: code}
+}
+
+type startErr struct {
+	err  error
+	code int
+}
+
+func (e *startErr) Error() string { return e.err.Error() }
+func (e *startErr) Unwrap() error { return e.err }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// cmdStatus exits 0 when the lock is held and 1 when it is free, so that
+// "if lockctl status ns/x; then" reads as it should.
+func cmdStatus(ctx context.Context, c cli, args []string) error {
+	fs := c.newFlagSet("status", "status namespace/name [--json]")
+	cf := addClientFlags(fs)
+	asJSON := fs.Bool("json", false, "print the holder as JSON (nothing when free)")
+	l, err := oneLock(fs, args)
+	if err != nil {
+		return err
+	}
+	cl, err := cf.client(c.getenv)
+	if err != nil {
+		return err
+	}
+	info, err := cl.inspect(ctx, l)
+	if isCode(err, "not_held") {
+		if !*asJSON {
+			fmt.Fprintf(c.stdout, "%s is free\n", l)
+		}
+		return exitStatus(exitFree)
+	}
+	if err != nil {
+		return fmt.Errorf("status %s: %w", l, err)
+	}
+	if *asJSON {
+		return json.NewEncoder(c.stdout).Encode(info)
+	}
+	_, err = fmt.Fprintf(c.stdout, "%s is held by %s (owner %q), fencing token %d, lease ends in %s (%s)\n",
+		l, info.Subject, info.Owner, info.FencingToken,
+		(time.Duration(info.TTLMs) * time.Millisecond).String(), info.ExpiresAt.UTC().Format(time.RFC3339))
+	return err
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// minSecretLen is the gateway's shortest HS256 secret (RFC 7518: as long as
+// the hash); a shorter one would mint tokens it refuses.
+const minSecretLen = 32
+
+// tokenClaims is the JWT the gateway reads: sub, ns globs and exp.
+type tokenClaims struct {
+	Namespaces []string `json:"ns"`
+	jwt.RegisteredClaims
+}
+
+// cmdToken mints an HS256 JWT, for operators and development. It prints
+// the token on stdout: that is what was asked for.
+func cmdToken(_ context.Context, c cli, args []string) error {
+	fs := c.newFlagSet("token", "token --sub name --ns 'billing,etl-*' [--ttl 1h] [--secret S] [--iss I] [--aud A]")
+	secret := fs.String("secret", "", "HS256 secret, at least 32 bytes (default $LOCKGATE_JWT_SECRET; prefer the variable: flags show in ps)")
+	sub := fs.String("sub", "", "subject: who the caller is, recorded as the lock's subject")
+	nsList := fs.String("ns", "", "comma-separated namespace globs the token grants, e.g. 'billing,etl-*' or '*'")
+	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	iss := fs.String("iss", "", "issuer, when the gateway checks one")
+	aud := fs.String("aud", "", "audience, when the gateway checks one")
+	pos, rest, _, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos)+len(rest) > 0 {
+		return usagef("token takes flags only; got %q", append(pos, rest...)[0])
+	}
+	key := firstNonEmpty(*secret, c.getenv("LOCKGATE_JWT_SECRET"))
+	var globs []string
+	for g := range strings.SplitSeq(*nsList, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			globs = append(globs, g)
+		}
+	}
+	switch {
+	case key == "":
+		return usagef("no secret: set LOCKGATE_JWT_SECRET or pass --secret")
+	case len(key) < minSecretLen:
+		return usagef("the secret is %d bytes; the gateway wants at least %d", len(key), minSecretLen)
+	case *sub == "":
+		return usagef("--sub is required")
+	case len(globs) == 0:
+		return usagef("--ns is required: one or more namespace globs, comma-separated")
+	case *ttl <= 0:
+		return usagef("--ttl must be positive")
+	}
+	now := time.Now()
+	claims := tokenClaims{
+		Namespaces: globs,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   *sub,
+			Issuer:    *iss,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(*ttl)),
+		},
+	}
+	if *aud != "" {
+		claims.Audience = jwt.ClaimStrings{*aud}
+	}
+	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(key))
+	if err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	_, err = fmt.Fprintln(c.stdout, signed)
+	return err
+}
