@@ -6,12 +6,17 @@ import (
 	"github.com/lockgate/lockgate/lua"
 )
 
-// QueueGhost queues a waiter whose gateway is gone: nobody listens on its
-// channel and nobody sends its heartbeats, as after a crash.
-func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest) error {
+// QueueGhost queues a waiter that never takes the lock and sends no
+// heartbeats: on channel "" nobody hears its hand-off, as after a crash;
+// on a channel the test listens to, it is heard but never taken, as when a
+// gateway froze.
+func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, channel string) error {
+	if channel == "" {
+		channel = r.opts.Prefix + "gateway:gone"
+	}
 	return lua.Acquire.Run(ctx, r.client, r.keys(key),
 		tokenHash(newToken()), req.TTL.Milliseconds(), "ghost", "ghost",
-		r.opts.FenceRetention.Milliseconds(), "ghost-"+newToken(), r.opts.Prefix+"gateway:gone",
+		r.opts.FenceRetention.Milliseconds(), "ghost-"+newToken(), channel,
 		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard,
 	).Err()
 }

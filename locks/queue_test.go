@@ -49,7 +49,7 @@ func TestRedisDeadWaiterSkipped(t *testing.T) {
 			key := locktest.UniqueKey(t)
 			holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
 			queued := time.Now()
-			if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}); err != nil {
+			if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}, ""); err != nil {
 				t.Fatal(err)
 			}
 			live := locktest.QueueInOrder(t, key, l) // behind the ghost
@@ -77,6 +77,44 @@ func TestRedisDeadWaiterSkipped(t *testing.T) {
 				t.Fatalf("got %+v, %v; want held by the live waiter, nobody queued", info, err)
 			}
 		})
+	}
+}
+
+// TestRedisGrantToFrozenGatewayExpires: the lock is handed to a waiter
+// whose gateway hears the message but never acts on it (frozen). When that
+// grant's lease ends, nobody releases and nobody publishes, yet the next
+// waiter gets the lock: the heartbeats of its gateway hand it on.
+func TestRedisGrantToFrozenGatewayExpires(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{WaiterLease: 300 * time.Millisecond})
+	key := locktest.UniqueKey(t)
+	holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+
+	frozen := srv.Client(t).Subscribe(t.Context(), "frozen-gateway")
+	defer frozen.Close()
+	if _, err := frozen.Receive(t.Context()); err != nil { // the subscription is confirmed
+		t.Fatal(err)
+	}
+	ghostTTL := 300 * time.Millisecond
+	if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: ghostTTL, Wait: time.Minute}, "frozen-gateway"); err != nil {
+		t.Fatal(err)
+	}
+	// Queued behind the ghost, and waiting far longer than the test allows.
+	live := locktest.QueueInOrder(t, key, l)
+	locktest.WaitUntilQueued(t, l, key, 2)
+	if err := l.Release(t.Context(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	info, err := l.Inspect(t.Context(), key)
+	if err != nil || info.Subject != "ghost" {
+		t.Fatalf("got %+v, %v; want the lock handed to the frozen gateway's waiter", info, err)
+	}
+	res := <-live[0]
+	if res.Err != nil {
+		t.Fatalf("live waiter: %v", res.Err)
+	}
+	if res.Elapsed > 10*time.Second {
+		t.Fatalf("live waiter took %v, want about the ghost's %v lease plus a heartbeat", res.Elapsed, ghostTTL)
 	}
 }
 

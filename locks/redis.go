@@ -132,16 +132,16 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 		if res[0] == 1 {
 			return r.deliver(ctx, key, token, Lease{FencingToken: res[1], TTL: millis(res[2]), ExpiresAt: start.Add(millis(res[2]))})
 		}
-		// Queued. A release hands us the lock with a message; an expiry does
-		// not (a crashed holder publishes nothing), so whoever is first in
-		// line looks again when the holder's lease ends, and the others a
-		// waiter lease later, in case the first one is gone.
+		// Queued. A release hands us the lock with a message; the end of a
+		// lease does not (a crashed holder publishes nothing). The first in
+		// line looks again when the holder's lease ends; failing that, the
+		// heartbeats of every gateway with waiters hand the lock on.
 		pttl, redisNow, rank := res[1], res[2], res[3]
-		recheck := millis(max(pttl, 1))
-		if pttl < 0 || rank != 0 {
-			recheck = millis(max(pttl, 0)) + r.opts.WaiterLease
+		if rank == 0 && pttl >= 0 {
+			retry.Reset(millis(max(pttl, 1)))
+		} else {
+			retry.Stop()
 		}
-		retry.Reset(recheck)
 		select {
 		case h := <-w.handed:
 			// The lease began at h.now on the Redis clock. Our call began at
@@ -229,8 +229,8 @@ func (r *Redis) leave(ctx context.Context, key Key, waiterID, token string) (lea
 func (r *Redis) heartbeat(ctx context.Context, key Key, ids []string) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	args := make([]any, 0, len(ids)+1)
-	args = append(args, r.opts.WaiterLease.Milliseconds())
+	args := make([]any, 0, len(ids)+3)
+	args = append(args, r.opts.WaiterLease.Milliseconds(), r.opts.FenceRetention.Milliseconds(), r.checkHeard)
 	for _, id := range ids {
 		args = append(args, id)
 	}

@@ -42,6 +42,7 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 		{"WaitersGetTheLockInArrivalOrder", testFIFO},
 		{"NoSelfHandoffWhileOthersWait", testNoSelfHandoff},
 		{"TimedOutWaiterLeavesTheQueue", testTimedOutWaiterLeaves},
+		{"WaiterLeavingAsLockIsHandedOverLeavesNoLock", testLeaveAtHandoff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -509,5 +510,33 @@ func testTimedOutWaiterLeaves(t *testing.T, l locks.Locker, key locks.Key) {
 	}
 	if _, err := l.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
 		t.Fatalf("got %v, want the lock free: nobody waits", err)
+	}
+}
+
+// testLeaveAtHandoff cancels a queued waiter just as the lock is handed to
+// it: either it returns the grant, or nobody holds the lock.
+func testLeaveAtHandoff(t *testing.T, l locks.Locker, key locks.Key) {
+	for round := range 20 {
+		holder := MustAcquire(t, l, key, req(time.Minute))
+		ctx, cancel := context.WithCancel(context.Background())
+		waiter := acquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
+		WaitUntilQueued(t, l, key, 1)
+		if err := l.Release(context.Background(), key, holder.Token); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		res := <-waiter
+		if res.Err == nil {
+			if err := l.Release(context.Background(), key, res.Grant.Token); err != nil {
+				t.Fatalf("round %d: release the waiter's grant: %v", round, err)
+			}
+			continue
+		}
+		if !errors.Is(res.Err, context.Canceled) {
+			t.Fatalf("round %d: got %v, want a grant or context.Canceled", round, res.Err)
+		}
+		if info, err := l.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
+			t.Fatalf("round %d: a waiter that left holds the lock: %+v, %v", round, info, err)
+		}
 	}
 }
