@@ -366,13 +366,3 @@ const (
 	sigstop = syscall.SIGSTOP
 	sigcont = syscall.SIGCONT
 )
-
-// engineBug skips a test that fails because of a known engine bug, unless
-// LOCKGATE_SAFETY_ENGINE_BUGS=1: run it that way to reproduce the bug, and
-// remove the call once it is fixed. main stays green meanwhile.
-func engineBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("LOCKGATE_SAFETY_ENGINE_BUGS") != "1" {
-		t.Skip("known engine bug: " + what + "; LOCKGATE_SAFETY_ENGINE_BUGS=1 runs it")
-	}
-}
