@@ -236,3 +236,21 @@ func TestBinaryDevModeAndSIGTERM(t *testing.T) {
 		t.Fatal("no exit within 20s of SIGTERM")
 	}
 }
+
+// TestHandoffMetric: a grant handed over from the queue shows in the
+// hand-off histogram; a grant taken directly does not.
+func TestHandoffMetric(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		gw := startGateway(t, b.args(t)...)
+		url := gw.URL + "/locks/m/handoff"
+		held := acquire(t, url, `{"ttl_ms":60000}`)
+		got := callAsync(t, "POST", url, `{"wait_ms":20000}`, bearer(token(t, nil))...)
+		waitForWaiters(t, gw, 1)
+		call(t, "DELETE", url, "", with(bearer(token(t, nil)), []string{"Lock-Token", held.Token})...)
+		wantJSON(t, <-got, http.StatusCreated, &grant{})
+		m := string(call(t, "GET", gw.URL+"/metrics", "").body)
+		if !strings.Contains(m, "lockgate_handoff_seconds_count 1\n") {
+			t.Fatalf("/metrics: want one hand-off counted; got:\n%s", m)
+		}
+	})
+}

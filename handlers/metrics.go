@@ -14,6 +14,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	acquires *prometheus.CounterVec
 	wait     prometheus.Histogram
+	handoff  prometheus.Histogram
 	waiters  prometheus.Gauge
 }
 
@@ -42,12 +43,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time acquirers with wait_ms > 0 spent in the engine, whatever the outcome.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "lockgate_handoff_seconds",
+			Help: "For grants handed over from the queue: time from the hand-off in the backend " +
+				"to the engine returning the grant (an upper bound).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5, 1},
+		}),
 		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lockgate_active_waiters",
 			Help: "Acquire calls currently waiting for a held lock.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.acquires, m.wait, m.waiters)
+	reg.MustRegister(m.requests, m.acquires, m.wait, m.handoff, m.waiters)
 	for _, o := range []string{outcomeGranted, outcomeHeld, outcomeInvalid, outcomeCancelled, outcomeError, outcomeRefused} {
 		m.acquires.WithLabelValues(o) // show every outcome from the start, at 0
 	}

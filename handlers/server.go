@@ -135,6 +135,9 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		return nil, fmt.Errorf("acquire %s: %w", key, ctx.Err())
 	}
 	s.metrics.acquires.WithLabelValues(outcomeGranted).Inc()
+	if grant.HandoffDelay > 0 {
+		s.metrics.handoff.Observe(grant.HandoffDelay.Seconds())
+	}
 	return granted{
 		body: AcquireLock201JSONResponse{
 			Lock:         key.String(),
