@@ -48,8 +48,8 @@ if not holder then
     if me ~= '' then
       dequeue(K, me)
     end
-    grant(K, t, tok_hash, ttl, ARGV[3], ARGV[4], ARGV[5])
-    return {1, tonumber(redis.call('HGET', K.lock, 'fence')), tonumber(ttl), now}
+    local fence = grant(K, t, tok_hash, ttl, ARGV[3], ARGV[4], ARGV[5])
+    return {1, fence, tonumber(ttl), now}
   end
 end
 
