@@ -84,7 +84,7 @@ func TestRunWaitsForLock(t *testing.T) {
 	lockctl(t, gw, nil, "run", "run/later", "--wait", "20s", "--", "true").want(t, 0)
 }
 
-// TestRunRenews: with a 300ms TTL, a command that runs for well over four
+// TestRunRenews: with a 500ms TTL, a command that runs for well over four
 // TTLs keeps the lock the whole time (another client gets 409, and the
 // fencing token never changes), and run exits 0 and releases.
 func TestRunRenews(t *testing.T) {
@@ -92,9 +92,9 @@ func TestRunRenews(t *testing.T) {
 	gw := startGateway(t, "--redis-url", rs.URL())
 	dir := t.TempDir()
 	ready, stop := filepath.Join(dir, "ready"), filepath.Join(dir, "stop")
-	const ttl = 300 * time.Millisecond
+	const ttl = 500 * time.Millisecond
 	done := lockctlAsync(t, gw, nil, "run", "renew/x", "--ttl", ttl.String(), "--",
-		"sh", "-c", `echo "$LOCKGATE_FENCING_TOKEN" > `+shq(ready)+`; while [ ! -e `+shq(stop)+` ]; do sleep 0.01; done`)
+		"sh", "-c", `echo "$LOCKGATE_FENCING_TOKEN" > `+shq(ready)+`; while [ ! -e `+shq(stop)+` ]; do sleep 0.05; done`)
 	fence := waitFile(t, ready)
 	start := time.Now()
 	attempts := 0
@@ -129,7 +129,7 @@ func TestRunLeaseLost(t *testing.T) {
 	// can only come from run.
 	trapping := func(dir string) string {
 		return `trap 'echo term > ` + shq(filepath.Join(dir, "term")) + `; exit 0' TERM; echo $$ > ` + shq(filepath.Join(dir, "ready")) +
-			`; while :; do sleep 0.01; done`
+			`; while :; do sleep 0.05; done`
 	}
 	t.Run("not holder", func(t *testing.T) {
 		// Redis forgets the lock (as a failover without persistence can):
@@ -175,7 +175,7 @@ func TestRunLeaseLost(t *testing.T) {
 		gw := startGateway(t, "--redis-url", rs.URL())
 		dir := t.TempDir()
 		script := `trap 'echo term >> ` + shq(filepath.Join(dir, "term")) + `' TERM; echo $$ > ` + shq(filepath.Join(dir, "ready")) +
-			`; sleep 60 & while :; do sleep 0.01; done`
+			`; sleep 60 & while :; do sleep 0.05; done`
 		done := lockctlAsync(t, gw, nil, "run", "lost/z", "--ttl", "1s", "--kill-after", "200ms", "--", "sh", "-c", script)
 		pgid, err := strconv.Atoi(waitFile(t, filepath.Join(dir, "ready")))
 		if err != nil {
@@ -223,7 +223,7 @@ func TestRunForwardsSignals(t *testing.T) {
 			marker, ready := filepath.Join(dir, "marker"), filepath.Join(dir, "ready")
 			lock := "sig/" + name
 			script := `trap 'echo got-` + name + ` > ` + shq(marker) + `; exit 42' ` + unixSignalName(sig)[3:] +
-				`; echo $$ > ` + shq(ready) + `; while :; do sleep 0.01; done`
+				`; echo $$ > ` + shq(ready) + `; while :; do sleep 0.05; done`
 			cmd := exec.Command(bin, "run", lock, "--", "sh", "-c", script)
 			cmd.Env = append(os.Environ(), "LOCKGATE_URL="+gw.URL, "LOCKGATE_TOKEN="+jwtFor(t, secret))
 			var stderr syncBuffer
