@@ -1,0 +1,178 @@
+package clients
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// script returns an exec.Cmd for one of examples/curl, run with bash.
+func script(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	lookPaths(t, "bash", "curl", "jq")
+	path, err := filepath.Abs(filepath.Join(examples, "curl", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command("bash", append([]string{path}, args...)...)
+}
+
+// shq quotes s for sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestCurlAcquireOrExitAndInspect: the first acquire gets the lock and
+// prints the grant; the second exits 1 and says so; inspect shows the
+// holder, then, after a release, that the lock is free.
+func TestCurlAcquireOrExitAndInspect(t *testing.T) {
+	gw := startGateway(t)
+	first := start(t, gw, script(t, "acquire-or-exit.sh", "curl/once", "60000"))
+	if code := first.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("acquire-or-exit.sh: exit %d, want 0; stderr %s", code, first.stderr)
+	}
+	var g grant
+	if err := json.Unmarshal([]byte(first.stdout.String()), &g); err != nil || g.Token == "" || g.Lock != "curl/once" || g.FencingToken <= 0 {
+		t.Fatalf("acquire-or-exit.sh printed %q (%v), want the grant as JSON", first.stdout, err)
+	}
+
+	second := start(t, gw, script(t, "acquire-or-exit.sh", "curl/once"))
+	if code := second.wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("acquire-or-exit.sh on a held lock: exit %d, want 1; stderr %s", code, second.stderr)
+	}
+	if !strings.Contains(second.stderr.String(), "held by someone else") || second.stdout.String() != "" {
+		t.Fatalf("acquire-or-exit.sh on a held lock: stdout %q stderr %q, want only a message on stderr", second.stdout, second.stderr)
+	}
+
+	held := start(t, gw, script(t, "inspect.sh", "curl/once"))
+	if code := held.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("inspect.sh: exit %d, want 0; stderr %s", code, held.stderr)
+	}
+	want := "curl/once is held by tester"
+	if out := held.stdout.String(); !strings.Contains(out, want) || !strings.Contains(out, strconv.FormatInt(g.FencingToken, 10)) || strings.Contains(out, g.Token) {
+		t.Fatalf("inspect.sh printed %q, want %q and the fencing token, never the owner token", out, want)
+	}
+
+	if status, body := gw.call(t, "DELETE", "curl/once", "", g.Token); status != http.StatusNoContent {
+		t.Fatalf("release the recipe's grant: %d %s", status, body)
+	}
+	free := start(t, gw, script(t, "inspect.sh", "curl/once"))
+	if code := free.wait(t, 30*time.Second); code != 1 || strings.TrimSpace(free.stdout.String()) != "curl/once is free" {
+		t.Fatalf("inspect.sh on a free lock: exit %d, stdout %q; want 1 and \"curl/once is free\"", code, free.stdout)
+	}
+	for _, p := range []*proc{first, second, held, free} {
+		p.noSecrets(t)
+	}
+}
+
+// TestCurlRunWithLock: the recipe holds the lock over several TTLs by
+// renewing it, hands the command its fencing token, exits with the
+// command's code and releases.
+func TestCurlRunWithLock(t *testing.T) {
+	gw := startGateway(t)
+	dir := t.TempDir()
+	ready, stop := filepath.Join(dir, "ready"), filepath.Join(dir, "stop")
+	// Each renewal starts a subshell, a sleep and a curl: up to hundreds
+	// of milliseconds on a busy machine, so a TTL a shell keeps up with.
+	const ttl = 1500 * time.Millisecond
+	cmd := `echo "lock=$LOCKGATE_LOCK fence=$LOCKGATE_FENCING_TOKEN"; touch ` + shq(ready) +
+		`; while [ ! -e ` + shq(stop) + ` ]; do sleep 0.05; done; exit 3`
+	p := start(t, gw, script(t, "run-with-lock.sh", "curl/job", "sh", "-c", cmd),
+		"TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())))
+	p.waitOutput(t, "lock=curl/job fence=")
+	waitFile(t, ready)
+	for start := time.Now(); time.Since(start) < 3*ttl; {
+		if status, _ := gw.acquire(t, "curl/job", time.Minute); status != http.StatusConflict {
+			t.Fatalf("acquire while the recipe runs: got %d, want 409; recipe stderr: %s", status, p.stderr)
+		}
+		time.Sleep(ttl / 10) // pace the probes; not synchronisation
+	}
+	touch(t, stop)
+	if code := p.wait(t, 30*time.Second); code != 3 {
+		t.Fatalf("run-with-lock.sh: exit %d, want the command's 3; stderr %s", code, p.stderr)
+	}
+	if gw.held(t, "curl/job") {
+		t.Fatal("the lock is still held after run-with-lock.sh exited")
+	}
+	if p.stderr.String() != "" {
+		t.Errorf("stderr %q, want nothing", p.stderr)
+	}
+	p.noSecrets(t)
+}
+
+// TestCurlRunWithLockSignal: SIGTERM to the recipe reaches the command, and
+// the trap releases the lock.
+func TestCurlRunWithLockSignal(t *testing.T) {
+	gw := startGateway(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "term")
+	cmd := `trap 'echo term > ` + shq(marker) + `; exit 5' TERM; echo started; while :; do sleep 0.05; done`
+	p := start(t, gw, script(t, "run-with-lock.sh", "curl/sig", "sh", "-c", cmd))
+	p.waitOutput(t, "started")
+	if !gw.held(t, "curl/sig") {
+		t.Fatal("the lock is not held while the command runs")
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 5 {
+		t.Fatalf("run-with-lock.sh after SIGTERM: exit %d, want the command's 5; stderr %s", code, p.stderr)
+	}
+	if got := waitFile(t, marker); got != "term" {
+		t.Fatalf("marker %q, want term", got)
+	}
+	if gw.held(t, "curl/sig") {
+		t.Fatal("the lock is still held after run-with-lock.sh was stopped")
+	}
+}
+
+// TestCurlRunWithLockLeaseLost: when a renewal answers 409, the recipe
+// stops the command.
+func TestCurlRunWithLockLeaseLost(t *testing.T) {
+	gw := startGateway(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "term")
+	cmd := `trap 'echo term > ` + shq(marker) + `; exit 7' TERM; echo started; while :; do sleep 0.05; done`
+	p := start(t, gw, script(t, "run-with-lock.sh", "curl/lost", "sh", "-c", cmd), "TTL_MS=600")
+	p.waitOutput(t, "started")
+	// Redis forgets the lock, as a failover without persistence can.
+	if err := gw.Redis.Client(t).FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 7 {
+		t.Fatalf("run-with-lock.sh after losing the lease: exit %d, want the command's 7; stderr %s", code, p.stderr)
+	}
+	if got := waitFile(t, marker); got != "term" {
+		t.Fatalf("marker %q, want term", got)
+	}
+	if !strings.Contains(p.stderr.String(), "lease on curl/lost lost") {
+		t.Fatalf("stderr %q, want it to say the lease was lost", p.stderr)
+	}
+}
+
+// waitFile polls until path holds a line, and returns it.
+func waitFile(t *testing.T, path string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 30s", filepath.Base(path))
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval, not synchronisation
+	}
+}
+
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
