@@ -1,0 +1,144 @@
+package clients
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// nodeDir is the Node example's directory.
+var nodeDir = filepath.Join(examples, "node")
+
+var nodeBuild struct {
+	once sync.Once
+	err  error
+}
+
+// nodeProgram installs the example's locked dependencies when they are
+// missing (npm ci), compiles it once with tsc, and returns a command that
+// runs it. It skips the test only when node or npm is not installed.
+func nodeProgram(t *testing.T) *exec.Cmd {
+	t.Helper()
+	lookPaths(t, "node", "npm")
+	nodeBuild.once.Do(func() {
+		if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", ".package-lock.json")); err != nil {
+			if nodeBuild.err = npm("ci", "--no-audit", "--no-fund"); nodeBuild.err != nil {
+				return
+			}
+		}
+		nodeBuild.err = npm("run", "--silent", "build")
+	})
+	if nodeBuild.err != nil {
+		t.Fatal(nodeBuild.err)
+	}
+	return exec.Command("node", filepath.Join("dist", "main.js"))
+}
+
+func npm(args ...string) error {
+	cmd := exec.Command("npm", args...)
+	cmd.Dir = nodeDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return &npmError{args: args, err: err, out: out}
+	}
+	return nil
+}
+
+type npmError struct {
+	args []string
+	err  error
+	out  []byte
+}
+
+func (e *npmError) Error() string {
+	return "npm " + strings.Join(e.args, " ") + ": " + e.err.Error() + "\n" + string(e.out)
+}
+
+var acquiredRE = regexp.MustCompile(`acquired (\S+) fencing_token=(\d+)`)
+
+// TestNodeExample: the generated TypeScript client waits for a held lock,
+// renews it while working, writes with the fencing token to a resource that
+// refuses a stale one, and releases.
+func TestNodeExample(t *testing.T) {
+	gw := startGateway(t)
+	// Someone else holds the lock for a moment; the example waits it out.
+	status, held := gw.acquire(t, "node/example", 500*time.Millisecond)
+	if status != 201 {
+		t.Fatalf("acquire: %d", status)
+	}
+	cmd := nodeProgram(t)
+	cmd.Dir = nodeDir
+	p := start(t, gw, cmd, "LOCK=node/example", "TTL_MS=600", "WAIT_MS=20000", "WORK_MS=1500")
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("node example: exit %d, want 0\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
+	}
+	out := p.stdout.String()
+	m := acquiredRE.FindStringSubmatch(out)
+	if m == nil || m[1] != "node/example" {
+		t.Fatalf("stdout %q, want an acquired line for node/example", out)
+	}
+	fence, _ := strconv.ParseInt(m[2], 10, 64)
+	if fence <= held.FencingToken {
+		t.Fatalf("fencing token %d after the holder's %d, want larger", fence, held.FencingToken)
+	}
+	for _, want := range []string{
+		"write with fencing_token=" + m[2] + ": accepted",
+		"stale write with fencing_token=" + strconv.FormatInt(fence-1, 10) + ": rejected",
+		"released node/example",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	// 1.5 s of work on a 600 ms lease cannot end well without renewals.
+	if r := regexp.MustCompile(`renewed (\d+) times`).FindStringSubmatch(out); r == nil || r[1] == "0" {
+		t.Errorf("stdout %q, want renewals while working", out)
+	}
+	if gw.held(t, "node/example") {
+		t.Fatal("the lock is still held after the example exited")
+	}
+	p.noSecrets(t)
+}
+
+// TestNodeExampleHeld: a lock that stays held ends the example with 1 and
+// the gateway's reason.
+func TestNodeExampleHeld(t *testing.T) {
+	gw := startGateway(t)
+	if status, _ := gw.acquire(t, "node/busy", time.Minute); status != 201 {
+		t.Fatalf("acquire: %d", status)
+	}
+	cmd := nodeProgram(t)
+	cmd.Dir = nodeDir
+	p := start(t, gw, cmd, "LOCK=node/busy", "WAIT_MS=100")
+	if code := p.wait(t, 60*time.Second); code != 1 {
+		t.Fatalf("node example on a held lock: exit %d, want 1\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "lock_held") {
+		t.Fatalf("stderr %q, want lock_held", p.stderr)
+	}
+	p.noSecrets(t)
+}
+
+// TestNodeExampleLeaseLost: when Redis forgets the lock mid-work, the next
+// renewal answers 409 and the example stops with 3.
+func TestNodeExampleLeaseLost(t *testing.T) {
+	gw := startGateway(t)
+	cmd := nodeProgram(t)
+	cmd.Dir = nodeDir
+	p := start(t, gw, cmd, "LOCK=node/lost", "TTL_MS=900", "WORK_MS=60000")
+	p.waitOutput(t, "acquired node/lost")
+	if err := gw.Redis.Client(t).FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 3 {
+		t.Fatalf("node example after losing the lease: exit %d, want 3\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "lease on node/lost lost") {
+		t.Fatalf("stderr %q, want it to say the lease was lost", p.stderr)
+	}
+}

@@ -1,0 +1,68 @@
+import createClient from "openapi-fetch";
+import type { components, paths } from "./schema.js";
+
+export type Grant = components["schemas"]["Grant"];
+export type Lease = components["schemas"]["Lease"];
+export type Problem = components["schemas"]["Problem"];
+
+/** A lockgate client: openapi-fetch typed by the generated schema. */
+export function newClient(baseUrl: string, jwt: string) {
+  return createClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${jwt}` } });
+}
+
+export type Client = ReturnType<typeof newClient>;
+
+/** "namespace/name" as the path parameters of the API. */
+export function lockPath(lock: string): { namespace: string; name: string } {
+  const [namespace, name, ...rest] = lock.split("/");
+  if (!namespace || !name || rest.length > 0) {
+    throw new Error(`lock ${JSON.stringify(lock)}: want namespace/name`);
+  }
+  return { namespace, name };
+}
+
+/** The problem's detail and code, for messages; never a token. */
+export function describe(error: unknown, status: number): string {
+  const p = error as Partial<Problem> | undefined;
+  return p?.code ? `${p.detail} (${p.code})` : `HTTP ${status}`;
+}
+
+/**
+ * Renews the lease every third of its TTL until stopped. onLost is called
+ * once when the gateway says the token no longer holds the lock: the work
+ * must stop, since someone else may hold it now.
+ */
+export function keepAlive(client: Client, lock: string, token: string, ttlMs: number, onLost: (why: string) => void) {
+  const path = lockPath(lock);
+  let renewals = 0;
+  let inFlight: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    inFlight = (async () => {
+      try {
+        const { data, error, response } = await client.PUT("/locks/{namespace}/{name}/lease", {
+          params: { path, header: { "Lock-Token": token } },
+        });
+        if (data) {
+          renewals++;
+        } else if (response.status === 409) {
+          clearInterval(timer);
+          onLost(describe(error, response.status));
+        } else {
+          console.error(`renew ${lock}: ${describe(error, response.status)}; retrying`);
+        }
+      } catch (err) {
+        console.error(`renew ${lock}: ${(err as Error).message}; retrying`);
+      }
+    })();
+  }, ttlMs / 3);
+  return {
+    get renewals() {
+      return renewals;
+    },
+    /** Stops renewing, after any renewal in flight, so none races the release. */
+    async stop() {
+      clearInterval(timer);
+      await inFlight;
+    },
+  };
+}
