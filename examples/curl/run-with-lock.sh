@@ -45,7 +45,7 @@ job=
 renewer=
 release() {
   if [ -n "$renewer" ]; then kill "$renewer" 2>/dev/null || true; fi
-  api DELETE "$lock" -H @<(printf 'Lock-Token: %s\n' "$token") >/dev/null || true
+  api DELETE "$lock" -H @<(printf 'Lock-Token: %s\n' "$token") --max-time 10 >/dev/null || true
 }
 trap release EXIT
 # Pass Ctrl-C and SIGTERM on to the command; the EXIT trap releases after it.
@@ -65,7 +65,8 @@ interval=$(printf '%d.%03d' $((ttl_ms / 3000)) $((ttl_ms / 3 % 1000)))
     # The next nap starts now, so a slow renewal does not stretch the period.
     sleep "$interval" &
     nap=$!
-    resp=$(api PUT "$lock/lease" -H @<(printf 'Lock-Token: %s\n' "$token")) || continue
+    # A renewal that hangs is given up when the next one is due.
+    resp=$(api PUT "$lock/lease" -H @<(printf 'Lock-Token: %s\n' "$token") --max-time "$interval") || continue
     case ${resp: -3} in
       200) ;;
       409) echo "lease on $lock lost: stopping the command" >&2; kill -TERM "$job" 2>/dev/null; exit 0 ;;
