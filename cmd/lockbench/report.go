@@ -26,7 +26,11 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(&b, "\n- each run: %gs of new cycles, lease %d ms, contended acquires wait up to %d ms server-side\n",
 		r.Settings.DurationS, r.Settings.TTLMS, r.Settings.WaitMS)
-	b.WriteString("- floor: the same calls to the lock engine in-process (`locks.NewRedis`) against the same Redis, no HTTP\n\n")
+	if slices.ContainsFunc(r.Scenarios, func(s ScenarioReport) bool { return s.Floor != nil }) {
+		b.WriteString("- floor: the same calls to the lock engine in-process (`locks.NewRedis`) against the same Redis, no HTTP\n\n")
+	} else {
+		b.WriteString("- floor: not measured (give --redis-url to measure it, and Redis commands per handoff)\n\n")
+	}
 
 	b.WriteString("### Throughput and latency\n\n")
 	b.WriteString("A cycle is an acquire and its release. Latencies in ms, p50 / p90 / p99 / max; in contended runs the acquire latency is the wait.\n\n")
