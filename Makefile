@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: run test check generate bench
+.PHONY: run test check check-spec bench
 
 run: ## start a development gateway: embedded backend, loopback, printed token
 	$(GO) run ./cmd/gateway --dev
@@ -17,3 +17,9 @@ check: ## formatting, vet, staticcheck, and generated code in sync
 	$(GO) tool staticcheck ./...
 	$(GO) generate ./...
 	@git diff --exit-code -- . || { echo "go generate changed the files above: regenerate and commit them"; exit 1; }
+
+check-spec: ## lint openapi.yaml and check the TypeScript client generated from it (needs Node >= 20.19)
+	cd examples/node && npm ci --no-audit --no-fund --loglevel=error
+	cd examples/node && npm run --silent lint:spec
+	cd examples/node && npm run --silent check:gen
+	cd examples/node && npm run --silent build
