@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -222,10 +223,19 @@ type granted struct {
 
 // VisitAcquireLockResponse implements AcquireLockResponseObject.
 func (g granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
+	body, err := json.Marshal(g.body)
+	if err != nil {
+		g.release()
+		return fmt.Errorf("encode grant: %w", err)
+	}
+	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	// With its length known, the flushed response goes out in one write,
+	// not as chunks with a terminator written after the handler returns.
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusCreated)
-	err := json.NewEncoder(w).Encode(g.body)
+	_, err = w.Write(body)
 	if err == nil {
 		err = http.NewResponseController(w).Flush()
 		if errors.Is(err, http.ErrNotSupported) {
