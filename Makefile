@@ -23,3 +23,7 @@ check-spec: ## lint openapi.yaml and check the TypeScript client generated from 
 	cd examples/node && npm run --silent lint:spec
 	cd examples/node && npm run --silent check:gen
 	cd examples/node && npm run --silent build
+
+bench: ## docs/PERFORMANCE.md's benchmark: starts its own redis-server and gateway, about a minute
+	@scripts/ensure-tools
+	$(GO) run ./cmd/lockbench --self
