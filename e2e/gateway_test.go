@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -45,12 +43,11 @@ func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
-// gateway is one app.Run in this process.
+// gateway is one app.Start in this process.
 type gateway struct {
-	URL    string
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	done   chan error
+	URL  string
+	logs *syncBuffer
+	gw   *app.Gateway
 }
 
 // syncBuffer is a bytes.Buffer safe for the gateway's writes and the
@@ -82,35 +79,15 @@ func startGateway(t *testing.T, args ...string) *gateway {
 
 func startGatewayEnv(t *testing.T, env map[string]string, args ...string) *gateway {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	g := &gateway{logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
-	outR, outW := io.Pipe()
+	g := &gateway{logs: &syncBuffer{}}
 	argv := append([]string{"gateway", "--addr", "127.0.0.1:0", "--log-level", "debug"}, args...)
-	go func() {
-		err := app.Run(ctx, argv, func(k string) string { return env[k] }, outW, g.logs)
-		outW.CloseWithError(io.EOF)
-		g.done <- err
-	}()
-	url := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), app.ListeningPrefix); ok {
-				url <- rest
-			}
-		}
-		close(url)
-	}()
-	select {
-	case u, ok := <-url:
-		if !ok {
-			t.Fatalf("gateway exited before listening: %v\nlogs:\n%s", <-g.done, g.logs)
-		}
-		g.URL = u
-	case <-time.After(20 * time.Second):
-		cancel()
-		t.Fatalf("gateway did not listen within 20s; logs:\n%s", g.logs)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	gw, err := app.Start(ctx, argv, func(k string) string { return env[k] }, g.logs)
+	if err != nil {
+		t.Fatalf("start gateway: %v\nlogs:\n%s", err, g.logs)
 	}
+	g.URL, g.gw = gw.URL, gw
 	t.Cleanup(func() {
 		if err := g.stop(); err != nil {
 			t.Errorf("stop gateway: %v", err)
@@ -119,20 +96,9 @@ func startGatewayEnv(t *testing.T, env map[string]string, args ...string) *gatew
 	return g
 }
 
-// stop cancels the gateway's context (as SIGTERM does) and waits for Run to
-// return. It is safe to call more than once, and from any goroutine.
-func (g *gateway) stop() error {
-	g.cancel()
-	select {
-	case err, ok := <-g.done:
-		if ok {
-			close(g.done)
-		}
-		return err
-	case <-time.After(30 * time.Second):
-		return errors.New("gateway did not stop within 30s")
-	}
-}
+// stop shuts the gateway down as SIGTERM does and returns what Run
+// returned. It is safe to call more than once, and from any goroutine.
+func (g *gateway) stop() error { return g.gw.Stop() }
 
 // token signs an HS256 JWT with the test secret: sub "tester", every
 // namespace, an hour to live, unless claims says otherwise.

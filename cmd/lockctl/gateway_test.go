@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -25,48 +24,27 @@ import (
 // secret is the HS256 key of the gateways these tests start.
 const secret = "lockctl-test-secret-at-least-32-bytes"
 
-// gateway is one app.Run in this process, on a free loopback port.
+// gateway is one app.Start in this process, on a free loopback port.
 type gateway struct {
-	URL    string
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	done   chan error
+	URL  string
+	logs *syncBuffer
+	gw   *app.Gateway
 }
 
 // startGateway runs the gateway with the test secret and extra flags (e.g.
 // --redis-url), and stops it when the test ends.
 func startGateway(t *testing.T, args ...string) *gateway {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	g := &gateway{logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
-	outR, outW := io.Pipe()
+	g := &gateway{logs: &syncBuffer{}}
 	argv := append([]string{"gateway", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
-	go func() {
-		err := app.Run(ctx, argv, func(k string) string { return env[k] }, outW, g.logs)
-		outW.CloseWithError(io.EOF)
-		g.done <- err
-	}()
-	url := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), app.ListeningPrefix); ok {
-				url <- rest
-			}
-		}
-		close(url)
-	}()
-	select {
-	case u, ok := <-url:
-		if !ok {
-			t.Fatalf("gateway exited before listening: %v\nlogs:\n%s", <-g.done, g.logs)
-		}
-		g.URL = u
-	case <-time.After(20 * time.Second):
-		cancel()
-		t.Fatalf("gateway did not listen within 20s; logs:\n%s", g.logs)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	gw, err := app.Start(ctx, argv, func(k string) string { return env[k] }, g.logs)
+	if err != nil {
+		t.Fatalf("start gateway: %v\nlogs:\n%s", err, g.logs)
 	}
+	g.URL, g.gw = gw.URL, gw
 	t.Cleanup(func() { g.stop(t) })
 	return g
 }
@@ -75,17 +53,8 @@ func startGateway(t *testing.T, args ...string) *gateway {
 // to call more than once.
 func (g *gateway) stop(t *testing.T) {
 	t.Helper()
-	g.cancel()
-	select {
-	case err, ok := <-g.done:
-		if ok {
-			close(g.done)
-			if err != nil {
-				t.Errorf("gateway: %v", err)
-			}
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("gateway did not stop within 30s")
+	if err := g.gw.Stop(); err != nil {
+		t.Errorf("gateway: %v", err)
 	}
 }
 

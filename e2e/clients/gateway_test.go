@@ -1,7 +1,6 @@
 package clients
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,7 +27,7 @@ const secret = "clients-e2e-secret-at-least-32-bytes"
 // examples is the examples directory, from this package's.
 var examples = filepath.Join("..", "..", "examples")
 
-// gateway is one app.Run in this process, backed by its own redis-server.
+// gateway is one app.Start in this process, backed by its own redis-server.
 type gateway struct {
 	URL   string
 	Redis *redistest.Server
@@ -39,50 +38,21 @@ type gateway struct {
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
 	rs := redistest.Start(t)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	outR, outW := io.Pipe()
 	argv := []string{"gateway", "--addr", "127.0.0.1:0", "--log-level", "warn", "--redis-url", rs.URL()}
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
-	go func() {
-		err := app.Run(ctx, argv, func(k string) string { return env[k] }, outW, logs)
-		outW.CloseWithError(io.EOF)
-		done <- err
-	}()
-	url := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), app.ListeningPrefix); ok {
-				url <- rest
-			}
-		}
-		close(url)
-	}()
-	g := &gateway{Redis: rs}
-	select {
-	case u, ok := <-url:
-		if !ok {
-			t.Fatalf("gateway exited before listening: %v\nlogs:\n%s", <-done, logs)
-		}
-		g.URL = u
-	case <-time.After(20 * time.Second):
-		cancel()
-		t.Fatalf("gateway did not listen within 20s; logs:\n%s", logs)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	gw, err := app.Start(ctx, argv, func(k string) string { return env[k] }, logs)
+	if err != nil {
+		t.Fatalf("start gateway: %v\nlogs:\n%s", err, logs)
 	}
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("gateway did not stop within 30s")
+		if err := gw.Stop(); err != nil {
+			t.Errorf("gateway: %v", err)
 		}
 	})
-	return g
+	return &gateway{URL: gw.URL, Redis: rs}
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes and reads.

@@ -50,67 +50,28 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// startGateway runs app.Run in this process on a free loopback port, with
-// args after the defaults, and stops it (as SIGTERM would) when the test
-// ends.
+// startGateway runs app.Start in this process on a free loopback port,
+// with args after the defaults, and stops it (as SIGTERM would) when the
+// test ends.
 func startGateway(t *testing.T, args ...string) *gateway {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	g := &gateway{logs: &syncBuffer{}}
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
 	argv := append([]string{"gateway", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
-	go func() {
-		err := app.Run(ctx, argv, func(k string) string { return env[k] }, outW, g.logs)
-		outW.CloseWithError(io.EOF)
-		done <- err
-	}()
-	g.URL = readListening(t, outR, g.logs, func() { cancel(); <-done })
-	var once sync.Once
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	gw, err := app.Start(ctx, argv, func(k string) string { return env[k] }, g.logs)
+	if err != nil {
+		t.Fatalf("start gateway: %v\nlogs:\n%s", err, g.logs)
+	}
+	g.URL = gw.URL
 	g.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("gateway: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("gateway did not stop within 30s")
-			}
-		})
+		if err := gw.Stop(); err != nil {
+			t.Errorf("gateway: %v", err)
+		}
 	}
 	t.Cleanup(g.stop)
 	return g
-}
-
-// readListening returns the base URL from the gateway's listening line.
-func readListening(t *testing.T, out io.ReadCloser, logs *syncBuffer, abort func()) string {
-	t.Helper()
-	url := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), app.ListeningPrefix); ok {
-				url <- rest
-			}
-		}
-		close(url)
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case u, ok := <-url:
-		if !ok {
-			abort()
-			t.Fatalf("gateway exited before listening; logs:\n%s", logs)
-		}
-		return u
-	case <-time.After(30 * time.Second):
-		abort()
-		t.Fatalf("gateway did not listen within 30s; logs:\n%s", logs)
-	}
-	return ""
 }
 
 var (
@@ -175,8 +136,15 @@ func startGatewayProcess(t *testing.T, args ...string) *gateway {
 			<-exited
 		})
 	}
-	g.URL = readListening(t, out, g.logs, g.stop)
 	t.Cleanup(g.stop)
+	abort := time.AfterFunc(30*time.Second, g.stop) // killing it ends WaitListening
+	g.URL, err = app.WaitListening(out)
+	if !abort.Stop() {
+		t.Fatalf("gateway did not listen within 30s; logs:\n%s", g.logs)
+	}
+	if err != nil {
+		t.Fatalf("%v; logs:\n%s", err, g.logs)
+	}
 	return g
 }
 
