@@ -25,12 +25,12 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 			err = stopErr
 		}
 	}()
-	fmt.Fprintf(progress, "redis-server on %s, gateway on %s\n", rp.addr, gw.url)
+	fmt.Fprintf(progress, "redis-server on %s, gateway on %s\n", rp.addr, gw.URL)
 	token, err := mintToken(secret, 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	b, err := newBench(cfg, gw.url, token, rp.url(), progress)
+	b, err := newBench(cfg, gw.URL, token, rp.url(), progress)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 	}
 
 	if cfg.heldLocks > 0 {
-		t, err := newHTTPTarget(gw.url, token, cfg.namespace+"-mem-"+b.runID, 10*time.Minute, 16)
+		t, err := newHTTPTarget(gw.URL, token, cfg.namespace+"-mem-"+b.runID, 10*time.Minute, 16)
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +67,7 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 		rep.HeldLocks = &m
 	}
 	if cfg.parked > 0 {
-		t, err := newHTTPTarget(gw.url, token, cfg.namespace+"-park-"+b.runID, cfg.ttl, 1)
+		t, err := newHTTPTarget(gw.URL, token, cfg.namespace+"-park-"+b.runID, cfg.ttl, 1)
 		if err != nil {
 			return nil, err
 		}
