@@ -114,6 +114,13 @@ func TestWaiterWokenByRelease(t *testing.T) {
 
 		got := callAsync(t, "POST", url, `{"ttl_ms":5000,"wait_ms":30000}`, bearer(token(t, nil))...)
 		waitForWaiters(t, gw, 1)
+		var info struct {
+			Waiters *int `json:"waiters"`
+		}
+		wantJSON(t, call(t, "GET", url, "", bearer(token(t, nil))...), http.StatusOK, &info)
+		if info.Waiters == nil || *info.Waiters != 1 {
+			t.Fatalf("inspect: got waiters %v, want 1", info.Waiters)
+		}
 		start := time.Now()
 		if r := call(t, "DELETE", url, "", with(bearer(token(t, nil)), []string{"Lock-Token", held.Token})...); r.status != http.StatusNoContent {
 			t.Fatalf("release: got %d %s", r.status, r.body)

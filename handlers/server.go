@@ -304,6 +304,7 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		AcquiredAt:   timestamp(info.AcquiredAt),
 		Subject:      info.Subject,
 		Owner:        info.Owner,
+		Waiters:      info.Waiters,
 	}, nil
 }
 

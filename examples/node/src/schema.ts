@@ -144,6 +144,12 @@ export interface components {
         LockInfo: {
             lock: string;
             held: boolean;
+            /**
+             * @description How many acquirers wait in the lock's queue. With Redis, a waiter
+             *     whose gateway died counts until a hand-off drops it (at most a few
+             *     seconds).
+             */
+            waiters: number;
             /** Format: int64 */
             fencing_token: number;
             /**
