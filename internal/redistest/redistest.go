@@ -24,12 +24,18 @@ type Server struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited and been reaped
 	log  bytes.Buffer
+	args []string // extra redis-server arguments, e.g. for cluster mode
 }
 
 // Start runs a redis-server without persistence on a free loopback port and
 // waits until it answers PING. It fails the test if redis-server is not
 // installed: these tests are the point, skipping them would hide that.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return start(t, nil)
+}
+
+func start(t testing.TB, args func(port string) []string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server not found on PATH; install it (apt-get install -y redis-server) or run the README's test command, which does")
@@ -38,6 +44,10 @@ func Start(t testing.TB) *Server {
 	var err error
 	for range 5 { // another process may take the port between pick and bind
 		s.Addr = freeAddr(t)
+		if args != nil {
+			_, port, _ := net.SplitHostPort(s.Addr)
+			s.args = args(port)
+		}
 		if err = s.start(); err == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -59,10 +69,10 @@ func freeAddr(t testing.TB) string {
 
 func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	cmd := exec.Command("redis-server",
+	cmd := exec.Command("redis-server", append([]string{
 		"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--loglevel", "warning")
+		"--daemonize", "no", "--loglevel", "warning"}, s.args...)...)
 	s.log.Reset()
 	cmd.Stdout, cmd.Stderr = &s.log, &s.log
 	if err := cmd.Start(); err != nil {
