@@ -11,9 +11,22 @@ import (
 // TestTwoGatewaysOneRedis: a waiter on gateway 1 is woken by a release on
 // gateway 2, and both see the same holder.
 func TestTwoGatewaysOneRedis(t *testing.T) {
-	rs := redistest.Start(t)
-	gw1 := startGateway(t, "--redis-url", rs.URL())
-	gw2 := startGateway(t, "--redis-url", rs.URL())
+	url := redistest.Start(t).URL()
+	twoGateways(t, []string{"--redis-url", url}, []string{"--redis-url", url})
+}
+
+// TestTwoGatewaysOneRedisCluster: the same on a three-master Redis
+// Cluster, each gateway given a different seed node.
+func TestTwoGatewaysOneRedisCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	twoGateways(t,
+		[]string{"--redis-cluster", "--redis-url", "redis://" + c.Nodes[0].Addr},
+		[]string{"--redis-cluster", "--redis-url", "redis://" + c.Nodes[1].Addr})
+}
+
+func twoGateways(t *testing.T, args1, args2 []string) {
+	gw1 := startGateway(t, args1...)
+	gw2 := startGateway(t, args2...)
 	held := acquire(t, gw2.URL+"/locks/shared/x", `{"ttl_ms":60000}`)
 	wantProblem(t, call(t, "POST", gw1.URL+"/locks/shared/x", "", bearer(token(t, nil))...), http.StatusConflict, "lock_held")
 

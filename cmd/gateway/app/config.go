@@ -16,6 +16,7 @@ import (
 type config struct {
 	addr             string
 	redisURL         string
+	redisCluster     bool
 	redisPrefix      string
 	redisTimeout     time.Duration
 	jwtSecret        string
@@ -48,6 +49,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", ":8080", "listen address (host:port); --dev defaults to "+devAddr)
 	fs.StringVar(&c.redisURL, "redis-url", "", "redis:// or rediss:// URL; empty: the embedded in-memory backend (one process only)")
+	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "--redis-url names seed nodes of a Redis Cluster: redis://host:port?addr=host2:port&addr=...")
 	fs.StringVar(&c.redisPrefix, "redis-prefix", "lockgate:", "prefix of every Redis key and channel")
 	fs.DurationVar(&c.redisTimeout, "redis-timeout", 2*time.Second, "bound on each Redis call; past it a request fails with 503")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")

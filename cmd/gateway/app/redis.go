@@ -9,19 +9,31 @@ import (
 	"github.com/lockgate/lockgate/locks"
 )
 
-// newRedisBackend connects the Redis backend to rawURL.
-func newRedisBackend(rawURL, prefix string, timeout time.Duration) (locks.Backend, func() error, error) {
-	opts, err := redis.ParseURL(rawURL)
-	if err != nil {
-		// Not err: it may quote the URL, password included.
-		return nil, nil, errors.New("invalid --redis-url: want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS")
+// newRedisBackend connects the Redis backend to rawURL: one Redis, or with
+// cluster the seed nodes of a Redis Cluster.
+func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Duration) (locks.Backend, func() error, error) {
+	var client redis.UniversalClient
+	if cluster {
+		opts, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			// Not err: it may quote the URL, password included.
+			return nil, nil, errors.New("invalid --redis-url for --redis-cluster: want redis://[[user]:password@]host:port[?addr=host2:port&addr=...], or rediss:// for TLS")
+		}
+		// See below.
+		opts.MaxRetries, opts.ContextTimeoutEnabled = -1, true
+		client = redis.NewClusterClient(opts)
+	} else {
+		opts, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, nil, errors.New("invalid --redis-url: want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS")
+		}
+		// A script that timed out may have run: the client must never re-run
+		// it unseen (-1 disables retries; 0 would mean the default of 3).
+		// ContextTimeoutEnabled lets the engine's per-call deadline bound
+		// the network wait too.
+		opts.MaxRetries, opts.ContextTimeoutEnabled = -1, true
+		client = redis.NewClient(opts)
 	}
-	// A script that timed out may have run: the client must never re-run it
-	// unseen (-1 disables retries; 0 would mean the default of 3).
-	opts.MaxRetries = -1
-	// Let the engine's per-call deadline bound the network wait too.
-	opts.ContextTimeoutEnabled = true
-	client := redis.NewClient(opts)
 	b := locks.NewRedis(client, locks.RedisOptions{Prefix: prefix, Timeout: timeout})
 	return b, func() error { return errors.Join(b.Close(), client.Close()) }, nil
 }
