@@ -7,13 +7,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/internal/gatewaytest"
 	"github.com/lockgate/lockgate/internal/redistest"
 )
 
@@ -46,27 +46,8 @@ func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 // gateway is one app.Start in this process.
 type gateway struct {
 	URL  string
-	logs *syncBuffer
+	logs *gatewaytest.Buffer
 	gw   *app.Gateway
-}
-
-// syncBuffer is a bytes.Buffer safe for the gateway's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startGateway runs the gateway on a free loopback port with the test
@@ -79,21 +60,8 @@ func startGateway(t *testing.T, args ...string) *gateway {
 
 func startGatewayEnv(t *testing.T, env map[string]string, args ...string) *gateway {
 	t.Helper()
-	g := &gateway{logs: &syncBuffer{}}
-	argv := append([]string{"gateway", "--addr", "127.0.0.1:0", "--log-level", "debug"}, args...)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	gw, err := app.Start(ctx, argv, func(k string) string { return env[k] }, g.logs)
-	if err != nil {
-		t.Fatalf("start gateway: %v\nlogs:\n%s", err, g.logs)
-	}
-	g.URL, g.gw = gw.URL, gw
-	t.Cleanup(func() {
-		if err := g.stop(); err != nil {
-			t.Errorf("stop gateway: %v", err)
-		}
-	})
-	return g
+	g := gatewaytest.Start(t, env, append([]string{"--log-level", "debug"}, args...)...)
+	return &gateway{URL: g.URL, logs: g.Logs, gw: g.Gateway}
 }
 
 // stop shuts the gateway down as SIGTERM does and returns what Run

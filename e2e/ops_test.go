@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/internal/gatewaytest"
 )
 
 func TestOperationalEndpoints(t *testing.T) {
@@ -129,7 +130,7 @@ func TestRefusesToStart(t *testing.T) {
 		"stray argument":   {[]string{"serve"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "unexpected argument"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var out, logs syncBuffer
+			var out, logs gatewaytest.Buffer
 			args := append([]string{"gateway", "--addr", "127.0.0.1:0"}, tc.args...)
 			err := app.Run(t.Context(), args, func(k string) string { return tc.env[k] }, &out, &logs)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
@@ -164,7 +165,7 @@ func TestBinaryDevModeAndSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs gatewaytest.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/lockgate/lockgate/internal/gatewaytest"
 )
 
 // TestAcquireStatusRenewRelease walks one lock through its life with the
@@ -56,7 +58,7 @@ func TestAcquireStatusRenewRelease(t *testing.T) {
 func TestReleaseTokenFromStdin(t *testing.T) {
 	gw := startGateway(t)
 	tok := strings.TrimSpace(lockctl(t, gw, nil, "acquire", "cmds/stdin").want(t, exitOK).stdout)
-	var stdout, stderr syncBuffer
+	var stdout, stderr gatewaytest.Buffer
 	env := map[string]string{"LOCKGATE_URL": gw.URL, "LOCKGATE_TOKEN": jwtFor(t, secret)}
 	code := run(t.Context(), []string{"lockctl", "release", "cmds/stdin", "--token", "-"},
 		func(k string) string { return env[k] }, strings.NewReader(tok+"\n"), &stdout, &stderr)

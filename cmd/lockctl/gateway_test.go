@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/internal/gatewaytest"
 )
 
 // secret is the HS256 key of the gateways these tests start.
@@ -27,7 +27,7 @@ const secret = "lockctl-test-secret-at-least-32-bytes"
 // gateway is one app.Start in this process, on a free loopback port.
 type gateway struct {
 	URL  string
-	logs *syncBuffer
+	logs *gatewaytest.Buffer
 	gw   *app.Gateway
 }
 
@@ -35,18 +35,9 @@ type gateway struct {
 // --redis-url), and stops it when the test ends.
 func startGateway(t *testing.T, args ...string) *gateway {
 	t.Helper()
-	g := &gateway{logs: &syncBuffer{}}
-	argv := append([]string{"gateway", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	gw, err := app.Start(ctx, argv, func(k string) string { return env[k] }, g.logs)
-	if err != nil {
-		t.Fatalf("start gateway: %v\nlogs:\n%s", err, g.logs)
-	}
-	g.URL, g.gw = gw.URL, gw
-	t.Cleanup(func() { g.stop(t) })
-	return g
+	g := gatewaytest.Start(t, env, append([]string{"--log-level", "warn"}, args...)...)
+	return &gateway{URL: g.URL, logs: g.Logs, gw: g.Gateway}
 }
 
 // stop shuts the gateway down as SIGTERM would and waits for it. It is safe
@@ -56,24 +47,6 @@ func (g *gateway) stop(t *testing.T) {
 	if err := g.gw.Stop(); err != nil {
 		t.Errorf("gateway: %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // jwtFor signs a token with key: sub "tester", the given namespace globs,
@@ -122,7 +95,7 @@ func lockctlAsync(t *testing.T, gw *gateway, env map[string]string, args ...stri
 	}
 	got := make(chan result, 1)
 	go func() {
-		var stdout, stderr syncBuffer
+		var stdout, stderr gatewaytest.Buffer
 		code := run(t.Context(), append([]string{"lockctl"}, args...),
 			func(k string) string { return vars[k] }, strings.NewReader(""), &stdout, &stderr)
 		got <- result{code: code, stdout: stdout.String(), stderr: stderr.String()}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockgate/lockgate/internal/gatewaytest"
 	"github.com/lockgate/lockgate/internal/redistest"
 )
 
@@ -226,7 +227,7 @@ func TestRunForwardsSignals(t *testing.T) {
 				`; echo $$ > ` + shq(ready) + `; while :; do sleep 0.05; done`
 			cmd := exec.Command(bin, "run", lock, "--", "sh", "-c", script)
 			cmd.Env = append(os.Environ(), "LOCKGATE_URL="+gw.URL, "LOCKGATE_TOKEN="+jwtFor(t, secret))
-			var stderr syncBuffer
+			var stderr gatewaytest.Buffer
 			cmd.Stderr = &stderr
 			exited := startProcess(t, cmd)
 			t.Cleanup(func() { killGroup(ready) })

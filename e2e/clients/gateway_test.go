@@ -1,8 +1,6 @@
 package clients
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,14 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/internal/gatewaytest"
 	"github.com/lockgate/lockgate/internal/redistest"
 )
 
@@ -38,39 +35,9 @@ type gateway struct {
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
 	rs := redistest.Start(t)
-	logs := &syncBuffer{}
-	argv := []string{"gateway", "--addr", "127.0.0.1:0", "--log-level", "warn", "--redis-url", rs.URL()}
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	gw, err := app.Start(ctx, argv, func(k string) string { return env[k] }, logs)
-	if err != nil {
-		t.Fatalf("start gateway: %v\nlogs:\n%s", err, logs)
-	}
-	t.Cleanup(func() {
-		if err := gw.Stop(); err != nil {
-			t.Errorf("gateway: %v", err)
-		}
-	})
-	return &gateway{URL: gw.URL, Redis: rs}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	g := gatewaytest.Start(t, env, "--log-level", "warn", "--redis-url", rs.URL())
+	return &gateway{URL: g.URL, Redis: rs}
 }
 
 // jwtFor signs a token for every namespace, as sub "tester".
@@ -154,7 +121,7 @@ func jsonInt(n int64) string {
 // proc is a client program started by a test.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *gatewaytest.Buffer
 	exited         chan struct{}
 }
 
@@ -165,7 +132,7 @@ func start(t *testing.T, gw *gateway, cmd *exec.Cmd, env ...string) *proc {
 	t.Helper()
 	cmd.Env = append(os.Environ(), "LOCKGATE_URL="+gw.URL, "LOCKGATE_TOKEN="+jwtFor(t))
 	cmd.Env = append(cmd.Env, env...)
-	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, stdout: &gatewaytest.Buffer{}, stderr: &gatewaytest.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 2 * time.Second

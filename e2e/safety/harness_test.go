@@ -2,7 +2,6 @@ package safety
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/internal/gatewaytest"
 )
 
 // secret is the HS256 key of every gateway the suite starts.
@@ -28,26 +28,9 @@ const secret = "safety-suite-secret-at-least-32-bytes!"
 // gateway is a running lockgate, in this process or as a child process.
 type gateway struct {
 	URL  string
-	logs *syncBuffer
+	logs *gatewaytest.Buffer
 	stop func() // idempotent
 	proc *os.Process
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startGateway runs app.Start in this process on a free loopback port,
@@ -55,22 +38,14 @@ func (b *syncBuffer) String() string {
 // test ends.
 func startGateway(t *testing.T, args ...string) *gateway {
 	t.Helper()
-	g := &gateway{logs: &syncBuffer{}}
-	argv := append([]string{"gateway", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	gw, err := app.Start(ctx, argv, func(k string) string { return env[k] }, g.logs)
-	if err != nil {
-		t.Fatalf("start gateway: %v\nlogs:\n%s", err, g.logs)
-	}
-	g.URL = gw.URL
+	gw := gatewaytest.Start(t, env, append([]string{"--log-level", "warn"}, args...)...)
+	g := &gateway{URL: gw.URL, logs: gw.Logs}
 	g.stop = func() {
 		if err := gw.Stop(); err != nil {
 			t.Errorf("gateway: %v", err)
 		}
 	}
-	t.Cleanup(g.stop)
 	return g
 }
 
@@ -116,7 +91,7 @@ func startGatewayProcess(t *testing.T, args ...string) *gateway {
 	argv := append([]string{"--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)
 	cmd := exec.Command(bin, argv...)
 	cmd.Env = append(os.Environ(), "LOCKGATE_JWT_SECRET="+secret)
-	g := &gateway{logs: &syncBuffer{}}
+	g := &gateway{logs: &gatewaytest.Buffer{}}
 	cmd.Stderr = g.logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
