@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -62,6 +63,8 @@ type Redis struct {
 	// checkHeard is "1" when PUBLISH's count of receivers is exact (a single
 	// Redis), so that a hand-off nobody hears can skip a dead gateway at once.
 	checkHeard string
+	// cleanups are abandon calls still running; Close waits for them.
+	cleanups sync.WaitGroup
 }
 
 var _ Backend = (*Redis)(nil)
@@ -126,7 +129,6 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 		start := time.Now()
 		res, err := r.runAcquire(ctx, key, req, token, w.id)
 		if err != nil {
-			r.leave(ctx, key, w.id, token) // if we were queued, leave
 			return Grant{}, err
 		}
 		if res[0] == 1 {
@@ -188,12 +190,28 @@ func (r *Redis) runAcquire(ctx context.Context, key Key, req AcquireRequest, tok
 		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard,
 	).Int64Slice()
 	if err != nil {
-		// The script may have run: make sure nobody holds a grant that no
-		// caller knows about. Failing that, the lease ends it.
-		r.Release(ctx, key, token)
+		r.abandon(ctx, key, waiterID, token) // the script may have run
 		return nil, unavailable("acquire", key, err)
 	}
 	return res, nil
+}
+
+// abandon undoes, in the background, what a call whose outcome is unknown
+// may have done: it takes the waiter out of the queue, if there is one, and
+// releases the grant, if there is one, so that nobody holds a lock that no
+// caller knows about. The caller has its answer (503) within the Redis
+// timeout meanwhile. If Redis does not answer these either, the waiter's
+// heartbeat lapses and the grant's lease ends on their own.
+func (r *Redis) abandon(ctx context.Context, key Key, waiterID, token string) {
+	ctx = context.WithoutCancel(ctx)
+	r.cleanups.Go(func() {
+		if waiterID != "" {
+			cctx, cancel := r.callCtx(ctx)
+			lua.Leave.Run(cctx, r.client, r.keys(key), waiterID, tokenHash(token))
+			cancel()
+		}
+		r.Release(ctx, key, token)
+	})
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
@@ -215,7 +233,7 @@ func (r *Redis) leave(ctx context.Context, key Key, waiterID, token string) (lea
 	defer cancel()
 	res, err := lua.Leave.Run(cctx, r.client, r.keys(key), waiterID, tokenHash(token)).Int64Slice()
 	if err != nil {
-		r.Release(ctx, key, token) // in case a hand-off got there first
+		r.abandon(ctx, key, waiterID, token) // a hand-off may have got there first
 		return Lease{}, false, unavailable("acquire", key, err)
 	}
 	if res[0] == 1 {
@@ -311,10 +329,12 @@ func (r *Redis) Check(ctx context.Context) error {
 	return nil
 }
 
-// Close implements Backend: it stops the subscription and the heartbeats.
-// Waiters still queued are dropped by the next hand-off.
+// Close implements Backend: it stops the subscription and the heartbeats,
+// and waits for the clean-ups of calls that failed. Waiters still queued
+// are dropped by the next hand-off.
 func (r *Redis) Close() error {
 	r.waiters.close()
+	r.cleanups.Wait()
 	return nil
 }
 
