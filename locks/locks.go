@@ -24,7 +24,7 @@ type Locker interface {
 	Release(ctx context.Context, key Key, token string) error
 
 	// Renew extends the lease of the current holder to ttl from now (ttl 0
-	// means the TTL the grant was acquired with). It returns ErrNotHolder if
+	// means the TTL the grant was acquired with; otherwise at least 1 ms). It returns ErrNotHolder if
 	// token does not hold the lock; it never brings back an expired lease.
 	Renew(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error)
 
@@ -62,9 +62,10 @@ func (k Key) String() string { return k.Namespace + "/" + k.Name }
 
 // AcquireRequest says how to take a lock.
 type AcquireRequest struct {
-	// TTL is the lease length; it must be positive.
+	// TTL is the lease length; at least 1 ms.
 	TTL time.Duration
-	// Wait is how long to wait for a held lock; 0 fails at once with ErrHeld.
+	// Wait is how long to wait for a held lock; 0 fails at once with ErrHeld,
+	// otherwise at least 1 ms.
 	Wait time.Duration
 	// Subject identifies the caller (the JWT subject at the gateway).
 	Subject string
@@ -75,14 +76,28 @@ type AcquireRequest struct {
 // MaxOwnerLen is the longest owner label Acquire accepts.
 const MaxOwnerLen = 128
 
+// Durations reach Redis in whole milliseconds: a TTL under 1 ms would
+// become 0, which Redis refuses for a lease and which renew reads as "the
+// original TTL". So the engine refuses them rather than round them.
 func (r AcquireRequest) validate() error {
 	switch {
-	case r.TTL <= 0:
-		return fmt.Errorf("%w: ttl must be positive", ErrInvalid)
+	case r.TTL < time.Millisecond:
+		return fmt.Errorf("%w: ttl must be at least 1ms", ErrInvalid)
 	case r.Wait < 0:
 		return fmt.Errorf("%w: wait must not be negative", ErrInvalid)
+	case r.Wait > 0 && r.Wait < time.Millisecond:
+		return fmt.Errorf("%w: wait must be 0 or at least 1ms", ErrInvalid)
 	case len(r.Owner) > MaxOwnerLen:
 		return fmt.Errorf("%w: owner label longer than %d bytes", ErrInvalid, MaxOwnerLen)
+	}
+	return nil
+}
+
+// validateRenewTTL checks the TTL of a renew: 0 (the TTL the grant was
+// acquired with) or at least 1 ms.
+func validateRenewTTL(ttl time.Duration) error {
+	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
+		return fmt.Errorf("%w: ttl must be 0 or at least 1ms", ErrInvalid)
 	}
 	return nil
 }

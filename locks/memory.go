@@ -49,32 +49,48 @@ func (m *Memory) Acquire(ctx context.Context, key Key, req AcquireRequest) (Gran
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
-	w := &memWaiter{token: newToken(), req: req, handed: make(chan Grant, 1)}
-	grant, remaining, queued := m.tryAcquire(key, w)
-	if !queued {
-		if remaining > 0 {
-			return Grant{}, &HeldError{RetryAfter: remaining}
-		}
-		return m.deliver(ctx, key, grant)
-	}
-
+	token := newToken()
 	deadline := time.NewTimer(req.Wait)
 	defer deadline.Stop()
-	select {
-	case g := <-w.handed:
-		g.HandoffDelay = time.Since(g.ExpiresAt.Add(-g.TTL))
-		return m.deliver(ctx, key, g)
-	case <-deadline.C:
-		if g, handed := m.leave(key, w); handed {
-			return m.deliver(ctx, key, g) // handed over as the wait ran out
+	for {
+		w := &memWaiter{token: token, req: req, handed: make(chan Grant, 1)}
+		grant, remaining, queued := m.tryAcquire(key, w)
+		if !queued {
+			if remaining > 0 {
+				return Grant{}, &HeldError{RetryAfter: remaining}
+			}
+			return m.deliver(ctx, key, grant)
 		}
-		return m.heldError(key)
-	case <-ctx.Done():
-		if g, handed := m.leave(key, w); handed {
-			m.Release(context.WithoutCancel(ctx), key, g.Token)
+		select {
+		case g := <-w.handed:
+			if g = handedOver(g); g.TTL > 0 {
+				return m.deliver(ctx, key, g)
+			}
+			// The lease ran out before this goroutine ran: never hand out a
+			// dead lease; queue again.
+		case <-deadline.C:
+			if g, handed := m.leave(key, w); handed {
+				if g = handedOver(g); g.TTL > 0 {
+					return m.deliver(ctx, key, g) // handed over as the wait ran out
+				}
+			}
+			return m.heldError(key)
+		case <-ctx.Done():
+			if g, handed := m.leave(key, w); handed {
+				m.Release(context.WithoutCancel(ctx), key, g.Token)
+			}
+			return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
 		}
-		return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
 	}
+}
+
+// handedOver describes a grant handed to a waiter as it stands now: its
+// TTL is what remains of the lease, as the Redis backend reports it.
+func handedOver(g Grant) Grant {
+	now := time.Now()
+	g.HandoffDelay = now.Sub(g.ExpiresAt.Add(-g.TTL))
+	g.TTL = g.ExpiresAt.Sub(now)
+	return g
 }
 
 // deliver hands g to the caller, unless the caller has left: then nobody
@@ -220,8 +236,8 @@ func (m *Memory) Release(_ context.Context, key Key, token string) error {
 
 // Renew implements Locker.
 func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Duration) (Lease, error) {
-	if ttl < 0 {
-		return Lease{}, fmt.Errorf("%w: ttl must not be negative", ErrInvalid)
+	if err := validateRenewTTL(ttl); err != nil {
+		return Lease{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -272,8 +272,8 @@ func (r *Redis) Release(ctx context.Context, key Key, token string) error {
 
 // Renew implements Locker.
 func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error) {
-	if ttl < 0 {
-		return Lease{}, fmt.Errorf("%w: ttl must not be negative", ErrInvalid)
+	if err := validateRenewTTL(ttl); err != nil {
+		return Lease{}, err
 	}
 	start := time.Now()
 	cctx, cancel := r.callCtx(ctx)

@@ -388,10 +388,25 @@ func testInvalid(t *testing.T, l locks.Locker, key locks.Key) {
 		"negative ttl":  {TTL: -time.Second},
 		"negative wait": {TTL: time.Second, Wait: -time.Second},
 		"long owner":    {TTL: time.Second, Owner: strings.Repeat("x", locks.MaxOwnerLen+1)},
+		// Redis counts in whole milliseconds: these would become 0.
+		"ttl under 1ms":  {TTL: 999 * time.Microsecond},
+		"wait under 1ms": {TTL: time.Second, Wait: 999 * time.Microsecond},
 	} {
 		if _, err := l.Acquire(context.Background(), key, r); !errors.Is(err, locks.ErrInvalid) {
 			t.Errorf("%s: got %v, want ErrInvalid", name, err)
 		}
+	}
+	g := MustAcquire(t, l, key, req(time.Minute))
+	for _, ttl := range []time.Duration{-time.Second, 999 * time.Microsecond} {
+		if _, err := l.Renew(context.Background(), key, g.Token, ttl); !errors.Is(err, locks.ErrInvalid) {
+			t.Errorf("renew for %v: got %v, want ErrInvalid", ttl, err)
+		}
+	}
+	if info, err := l.Inspect(context.Background(), key); err != nil || info.TTL < 50*time.Second {
+		t.Errorf("after invalid renews: got %+v, %v; want the one-minute lease unchanged", info, err)
+	}
+	if err := l.Release(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
 	}
 	_, err := l.Inspect(context.Background(), key)
 	wantErr(t, err, locks.ErrNotHeld)
