@@ -5,15 +5,15 @@
 --   K.lock     hash: tok (SHA-256 of the owner token), fence, sub, own,
 --              at (acquired, ms on the Redis clock), ttl (as asked for);
 --              its PEXPIRE is the lease
---   K.fence    the fencing counter
+--   K.fence    the last fencing token handed out
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
 --   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token
 --              hash, ttl, s: subject, o: owner label, d: wait deadline ms};
 --              field '#seq' numbers arrivals
 --
--- Numbers that do not fit in 14 digits (fencing tokens) are built and
--- stored as strings: Lua numbers are doubles, and tostring would round them.
+-- Fencing tokens are stored as strings made with string.format('%d'):
+-- tostring would print a double in 14 digits and round them.
 
 local function keys_of(lock, fence, queue, alive, waiters)
   return {lock = lock, fence = fence, queue = queue, alive = alive, waiters = waiters}
@@ -25,26 +25,33 @@ local function clock()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
 end
 
+-- next_fence returns a fencing token larger than every one handed out
+-- before, as a string: the larger of the counter plus one and the Redis
+-- clock in microseconds. The counter covers many grants within one
+-- microsecond and a clock that steps back; the clock covers a counter that
+-- is missing or behind: evicted, flushed, restored from stale persistence,
+-- or on a replica promoted before it received the last grants. The clock
+-- half holds as long as the clock of the Redis that grants is not behind the
+-- clock of the one that granted before by more than the time between their
+-- grants. Microseconds since 1970 stay below 2^53 until the year 2255, so
+-- Lua's doubles hold them exactly.
+local function next_fence(K, t, retention)
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('GET', K.fence) or '0') or 0
+  local fence = string.format('%d', math.max(last + 1, us))
+  redis.call('SET', K.fence, fence, 'PX', retention)
+  return fence
+end
+
 -- grant makes the lock held by the given token hash, and returns the new
--- fencing token. A lost counter is seeded from the Redis clock in
--- microseconds: the counter grows by one per grant, far slower than the
--- clock, so the seed is past every token handed out before, as long as the
--- clock does not go back.
+-- fencing token.
 local function grant(K, t, tok, ttl, sub, own, retention)
-  local fence
-  if redis.call('EXISTS', K.fence) == 1 then
-    fence = redis.call('INCR', K.fence)
-  else
-    local seed = t[1] .. string.format('%06d', tonumber(t[2]))
-    redis.call('SET', K.fence, seed)
-    fence = tonumber(seed)
-  end
-  redis.call('PEXPIRE', K.fence, retention)
+  local fence = next_fence(K, t, retention)
   local at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-  redis.call('HSET', K.lock, 'tok', tok, 'fence', string.format('%d', fence),
+  redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
     'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
   redis.call('PEXPIRE', K.lock, ttl)
-  return fence
+  return tonumber(fence)
 end
 
 local function dequeue(K, id)
