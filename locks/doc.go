@@ -19,24 +19,39 @@
 // Waiters queue in arrival order. A release, or the end of a lease, hands
 // the lock straight to the first waiter still alive, so nobody who arrives
 // later, or who just released, gets ahead of those waiting. With Redis the
-// hand-off happens inside the release script, which publishes one message to
-// the waiting caller's gateway: a release costs one script call however many
-// wait, and wakes nobody else. A holder that crashes publishes nothing, so
-// the first waiter looks again when the holder's lease would end.
+// hand-off happens inside the release script: it makes a provisional grant
+// for the waiter, with a lease of at most RedisOptions.WaiterLease (3 s by
+// default), and publishes one message, the waiter's id, to the waiter's
+// gateway. The message means only "look again": the waiter runs the acquire
+// script, which finds the grant its token holds, picks it up (its lease
+// becomes the TTL asked for) and returns the authoritative fencing token
+// and TTL. So a hand-off costs two script calls however many wait, and no
+// message, however late, duplicated or reordered, can make a gateway answer
+// for a grant that is not live, or release one it did not come for.
+//
+// A holder that crashes publishes nothing, so the first waiter looks again
+// when the holder's lease would end; and every gateway with waiters sends a
+// heartbeat every third of the waiter lease, one pipeline per Redis node
+// for all its locks, which keeps its waiters alive, hands on a lock whose
+// lease ran out, and says which of its waiters are no longer queued (handed
+// the lock, or dropped). Those look again: they pick up their grant, or
+// rejoin the queue in their old place with what is left of their wait. A
+// heartbeat that fails wakes its waiters too, so that they learn of an
+// outage within about a heartbeat.
 //
 // A waiter whose gateway dies is skipped at once on a single Redis (nobody
-// hears its hand-off), and otherwise once its heartbeat lapses
-// (RedisOptions.WaiterLease, 3 s by default). A gateway that freezes just as
-// the lock is handed to one of its waiters holds the queue for that
-// waiter's TTL, as any stalled holder does.
+// hears its hand-off), and otherwise once its heartbeat lapses. A grant
+// handed to a waiter whose gateway froze, died or was cut off ends with its
+// provisional lease, and the queue moves on within a heartbeat after that.
 //
 // # Redis layout
 //
 // For a lock ns/name and the default prefix "lockgate:":
 //
 //	lockgate:{ns/name}          hash: tok (SHA-256 of the owner token), fence,
-//	                            sub, own, at, ttl; its PEXPIRE is the lease
-//	lockgate:{ns/name}:fence    the fencing counter
+//	                            sub, own, at, ttl, p (provisional); its
+//	                            PEXPIRE is the lease
+//	lockgate:{ns/name}:fence    the last fencing token handed out
 //	lockgate:{ns/name}:queue    zset of waiter ids by arrival
 //	lockgate:{ns/name}:alive    zset of waiter ids by heartbeat deadline
 //	lockgate:{ns/name}:waiters  hash of waiter id to its request
@@ -45,13 +60,18 @@
 // The shared hash tag {ns/name} puts a lock's keys in one Cluster slot. A
 // held lock costs one hash of about 200 bytes, and each waiter about 300
 // more while it waits; the queue's keys expire a minute after the last
-// waiter's deadline. The counter (about 90 bytes) outlives the lock by
-// RedisOptions.FenceRetention (24 h by default) and then expires; when it is
-// missing the next acquisition seeds it from the Redis clock in
-// microseconds, which is past every token handed out before as long as the
-// clock does not step back and a lock is not acquired more than once a
-// microsecond on average. So the memory a lock name costs ends a day after
-// its last use.
+// waiter's deadline. The fence key outlives the lock by
+// RedisOptions.FenceRetention (24 h by default) and then expires.
+//
+// # Fencing tokens
+//
+// A new fencing token is the larger of the last one plus one and the Redis
+// clock in microseconds. The clock makes tokens increase across the loss
+// of the fence key, a restart from stale persistence and a failover to a
+// replica that had not received the last grants, as long as the clock of
+// the Redis that grants is not behind the one that granted before by more
+// than the time between their grants; the counter covers a clock that
+// steps back within the retention.
 //
 // The package imports neither net/http nor a logger: callers map its errors
 // (ErrHeld, ErrNotHolder, ErrNotHeld, ErrInvalid, ErrUnavailable) to their

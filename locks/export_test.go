@@ -14,10 +14,10 @@ func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, cha
 	if channel == "" {
 		channel = r.opts.Prefix + "gateway:gone"
 	}
-	return lua.Acquire.Run(ctx, r.client, r.keys(key),
+	return lua.Acquire.Run(ctx, r.client, r.keys(key).all(),
 		tokenHash(newToken()), req.TTL.Milliseconds(), "ghost", "ghost",
 		r.opts.FenceRetention.Milliseconds(), "ghost-"+newToken(), channel,
-		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard,
+		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, 0,
 	).Err()
 }
 

@@ -21,13 +21,15 @@ type RedisOptions struct {
 	// ErrUnavailable. Default 2s.
 	Timeout time.Duration
 	// FenceRetention is how long a lock's fencing counter outlives the last
-	// acquisition. Losing it is safe (the next one is seeded from the Redis
-	// clock); keeping it guards against the clock stepping back. Default 24h.
+	// acquisition. Losing it is safe (every token is at least the Redis
+	// clock in microseconds); keeping it guards against the clock stepping
+	// back. Default 24h.
 	FenceRetention time.Duration
 	// WaiterLease is how long a queued waiter counts as alive without a
-	// heartbeat from its gateway (sent every third of it). A gateway that
-	// dies delays the queue by at most this long, plus the TTL of a grant
-	// handed to it in its last moments. Default 3s.
+	// heartbeat from its gateway (sent every third of it), and how long a
+	// grant handed to a waiter waits for the waiter's gateway to pick it
+	// up. A gateway that dies, freezes or is cut off delays the queue by at
+	// most about twice this long. Default 3s.
 	WaiterLease time.Duration
 }
 
@@ -50,8 +52,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 // Redis is the production backend: a lock is a hash in Redis whose expiry is
 // the lease, changed only by the scripts in package lua, so that every
 // check-then-act is atomic on the Redis side. Waiters queue in Redis; a
-// release hands the lock to the first of them inside the release script and
-// publishes one message to that waiter's gateway.
+// release hands the lock to the first of them inside the release script,
+// as a provisional grant, and publishes one wake-up to that waiter's
+// gateway, whose next run of the acquire script picks the grant up.
 //
 // Give it a client whose context deadlines apply to the network
 // (ContextTimeoutEnabled) and that does not retry commands (MaxRetries -1):
@@ -63,7 +66,11 @@ type Redis struct {
 	// checkHeard is "1" when PUBLISH's count of receivers is exact (a single
 	// Redis), so that a hand-off nobody hears can skip a dead gateway at once.
 	checkHeard string
-	// cleanups are abandon calls still running; Close waits for them.
+
+	// cleanups are abandon calls still running; Close waits for them, and
+	// none starts after it.
+	mu       sync.Mutex
+	closed   bool
 	cleanups sync.WaitGroup
 }
 
@@ -83,19 +90,65 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	return r
 }
 
-// keys returns the keys of one lock, in the order the scripts take them.
-// They share the hash tag {ns/name}, so that one script can touch them all
-// on Redis Cluster.
-func (r *Redis) keys(key Key) []string {
-	lock := r.opts.Prefix + "{" + key.String() + "}"
-	return []string{lock, lock + ":fence", lock + ":queue", lock + ":alive", lock + ":waiters"}
+// lockKeys are the keys of one lock. They share the hash tag {ns/name}, so
+// that one script can touch them all on Redis Cluster.
+type lockKeys struct {
+	lock, fence, queue, alive, waiters string
 }
+
+func (r *Redis) keys(key Key) lockKeys {
+	lock := r.opts.Prefix + "{" + key.String() + "}"
+	return lockKeys{lock: lock, fence: lock + ":fence", queue: lock + ":queue", alive: lock + ":alive", waiters: lock + ":waiters"}
+}
+
+// all is KEYS for the scripts that take all five (see lua/lib.lua).
+func (k lockKeys) all() []string { return []string{k.lock, k.fence, k.queue, k.alive, k.waiters} }
 
 // callCtx bounds one Redis call by the configured timeout, and detaches it
 // from the caller's cancellation: a call cut off half way leaves an unknown
 // outcome (did the grant happen?), one that runs to the end does not.
 func (r *Redis) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
+}
+
+// reply is what the acquire and leave scripts say about the caller's grant.
+type reply struct {
+	granted bool
+	fence   int64
+	ttl     time.Duration // the grant's remaining lease, or the holder's
+	now     int64         // ms on the Redis clock when the script ran
+	at      int64         // ms on the Redis clock when the grant was made
+	handed  bool          // the grant was made before the call: handed over
+	rank    int64         // the waiter's place in the queue, -1 if not queued
+	arrival int64         // the waiter's arrival number
+}
+
+// parseReply reads {1, fence, ttl, now, at, handed} (granted) or
+// {0, pttl, now, [rank, arrival]}.
+func parseReply(res []int64) reply {
+	if res[0] == 1 {
+		return reply{granted: true, fence: res[1], ttl: millis(res[2]), now: res[3], at: res[4], handed: res[5] == 1}
+	}
+	rp := reply{ttl: millis(max(res[1], 0)), now: res[2], rank: -1}
+	if len(res) == 5 {
+		rp.rank, rp.arrival = res[3], res[4]
+	}
+	return rp
+}
+
+// lease is the granted lease, counted from start, when the call was sent:
+// never later than the lease Redis keeps.
+func (rp reply) lease(start time.Time) Lease {
+	return Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}
+}
+
+// handoffDelay is, for a grant handed over before this call picked it up,
+// at most how long passed from the hand-off until now.
+func (rp reply) handoffDelay(start time.Time) time.Duration {
+	if !rp.handed {
+		return 0
+	}
+	return millis(max(rp.now-rp.at, 0)) + time.Since(start)
 }
 
 // Acquire implements Locker.
@@ -106,14 +159,14 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 	token := newToken()
 	if req.Wait == 0 {
 		start := time.Now()
-		res, err := r.runAcquire(ctx, key, req, token, "")
+		rp, err := r.runAcquire(ctx, key, req, token, nil, 0)
 		if err != nil {
 			return Grant{}, err
 		}
-		if res[0] == 0 {
-			return Grant{}, &HeldError{RetryAfter: millis(res[1])}
+		if !rp.granted {
+			return Grant{}, &HeldError{RetryAfter: rp.ttl}
 		}
-		return r.deliver(ctx, key, token, Lease{FencingToken: res[1], TTL: millis(res[2]), ExpiresAt: start.Add(millis(res[2]))})
+		return r.deliver(ctx, key, token, rp.lease(start), 0)
 	}
 
 	w := r.waiters.register(key)
@@ -121,145 +174,190 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 	if err := r.waiters.ready(ctx); err != nil {
 		return Grant{}, unavailable("acquire", key, err)
 	}
-	deadline := time.NewTimer(req.Wait)
-	defer deadline.Stop()
-	retry := time.NewTimer(time.Hour) // reset before each wait
-	defer retry.Stop()
+	deadline := time.Now().Add(req.Wait)
+	timeUp := time.NewTimer(req.Wait)
+	defer timeUp.Stop()
+	holderEnds := time.NewTimer(time.Hour)
+	holderEnds.Stop()
+	defer holderEnds.Stop()
 	for {
+		// Whatever woke us, the answer is the same: ask the script. It
+		// grants, picks up a grant handed to us, or (re)queues us in our
+		// place.
 		start := time.Now()
-		res, err := r.runAcquire(ctx, key, req, token, w.id)
+		rp, err := r.runAcquire(ctx, key, req, token, w, time.Until(deadline))
 		if err != nil {
 			return Grant{}, err
 		}
-		if res[0] == 1 {
-			return r.deliver(ctx, key, token, Lease{FencingToken: res[1], TTL: millis(res[2]), ExpiresAt: start.Add(millis(res[2]))})
+		if rp.granted {
+			return r.deliver(ctx, key, token, rp.lease(start), rp.handoffDelay(start))
 		}
-		// Queued. A release hands us the lock with a message; the end of a
-		// lease does not (a crashed holder publishes nothing). The first in
-		// line looks again when the holder's lease ends; failing that, the
-		// heartbeats of every gateway with waiters hand the lock on.
-		pttl, redisNow, rank := res[1], res[2], res[3]
-		if rank == 0 && pttl >= 0 {
-			retry.Reset(millis(max(pttl, 1)))
+		w.arrival = rp.arrival
+		// The end of a lease publishes nothing: the first in line looks
+		// again when the holder's lease ends. Failing that, the heartbeats
+		// of every gateway with waiters hand the lock on.
+		if rp.rank == 0 {
+			holderEnds.Reset(max(rp.ttl, time.Millisecond))
 		} else {
-			retry.Stop()
+			holderEnds.Stop()
 		}
 		select {
-		case h := <-w.handed:
-			// The lease began at h.now on the Redis clock. Our call began at
-			// start, before Redis read redisNow: counting from start is never
-			// late, whatever the two clocks say. Both readings are whole
-			// milliseconds, cut down: one more makes up for that.
-			handedAt := start.Add(millis(h.now - redisNow - 1))
-			expiresAt := handedAt.Add(millis(h.ttl))
-			lease := Lease{FencingToken: h.fence, TTL: time.Until(expiresAt), ExpiresAt: expiresAt}
-			if lease.TTL > 0 {
-				g, err := r.deliver(ctx, key, token, lease)
-				g.HandoffDelay = max(time.Since(handedAt), 0)
-				return g, err
-			}
-			r.Release(ctx, key, token) // it may already be dead: never hand that out
-		case <-w.woken:
-		case <-retry.C:
-		case <-deadline.C:
-			lease, handed, err := r.leave(ctx, key, w.id, token)
+		case <-w.wake:
+		case <-holderEnds.C:
+		case <-timeUp.C:
+			start := time.Now()
+			rp, err := r.leave(ctx, key, w.id, token, false)
 			if err != nil {
 				return Grant{}, err
 			}
-			if handed {
-				return r.deliver(ctx, key, token, lease) // handed over as the wait ran out
+			if rp.granted { // handed over as the wait ran out
+				return r.deliver(ctx, key, token, rp.lease(start), rp.handoffDelay(start))
 			}
-			return Grant{}, &HeldError{RetryAfter: lease.TTL}
+			return Grant{}, &HeldError{RetryAfter: rp.ttl}
 		case <-ctx.Done():
-			if _, handed, _ := r.leave(ctx, key, w.id, token); handed {
-				r.Release(ctx, key, token)
-			}
+			r.leave(ctx, key, w.id, token, true) // and release what was handed to us
 			return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
 		}
 	}
 }
 
-// runAcquire runs the acquire script; waiterID is empty for an acquire that
-// does not wait.
-func (r *Redis) runAcquire(ctx context.Context, key Key, req AcquireRequest, token, waiterID string) ([]int64, error) {
+// runAcquire runs the acquire script; w is nil for an acquire that does
+// not wait, and wait is how much longer it waits.
+func (r *Redis) runAcquire(ctx context.Context, key Key, req AcquireRequest, token string, w *waiter, wait time.Duration) (reply, error) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Acquire.Run(cctx, r.client, r.keys(key),
+	waiterID, arrival := "", int64(0)
+	if w != nil {
+		waiterID, arrival = w.id, w.arrival
+		wait = max(wait, time.Millisecond)
+	}
+	res, err := lua.Acquire.Run(cctx, r.client, r.keys(key).all(),
 		tokenHash(token), req.TTL.Milliseconds(), req.Subject, req.Owner,
 		r.opts.FenceRetention.Milliseconds(), waiterID, r.waiters.channel,
-		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard,
+		wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, arrival,
 	).Int64Slice()
 	if err != nil {
 		r.abandon(ctx, key, waiterID, token) // the script may have run
-		return nil, unavailable("acquire", key, err)
+		return reply{}, unavailable("acquire", key, err)
 	}
-	return res, nil
+	return parseReply(res), nil
+}
+
+// leave takes a waiter out of the queue. A grant its token holds by then is
+// released when release is set, and otherwise picked up and returned. An
+// empty waiterID leaves no queue, and only releases.
+func (r *Redis) leave(ctx context.Context, key Key, waiterID, token string, release bool) (reply, error) {
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	releaseArg := "0"
+	if release {
+		releaseArg = "1"
+	}
+	res, err := lua.Leave.Run(cctx, r.client, r.keys(key).all(), waiterID, tokenHash(token), releaseArg,
+		r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64Slice()
+	if err != nil {
+		r.abandon(ctx, key, waiterID, token) // a hand-off may have got there first
+		return reply{}, unavailable("acquire", key, err)
+	}
+	if res[0] == 2 {
+		return reply{rank: -1}, nil
+	}
+	return parseReply(res), nil
 }
 
 // abandon undoes, in the background, what a call whose outcome is unknown
 // may have done: it takes the waiter out of the queue, if there is one, and
 // releases the grant, if there is one, so that nobody holds a lock that no
 // caller knows about. The caller has its answer (503) within the Redis
-// timeout meanwhile. If Redis does not answer these either, the waiter's
+// timeout meanwhile. If Redis does not answer this either, the waiter's
 // heartbeat lapses and the grant's lease ends on their own.
 func (r *Redis) abandon(ctx context.Context, key Key, waiterID, token string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return // the lease and the heartbeat's end settle it
+	}
 	ctx = context.WithoutCancel(ctx)
 	r.cleanups.Go(func() {
-		if waiterID != "" {
-			cctx, cancel := r.callCtx(ctx)
-			lua.Leave.Run(cctx, r.client, r.keys(key), waiterID, tokenHash(token))
-			cancel()
-		}
-		r.Release(ctx, key, token)
+		cctx, cancel := r.callCtx(ctx)
+		defer cancel()
+		lua.Leave.Run(cctx, r.client, r.keys(key).all(), waiterID, tokenHash(token), "1",
+			r.opts.FenceRetention.Milliseconds(), r.checkHeard)
 	})
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
 // ever release it, so it is released at once.
-func (r *Redis) deliver(ctx context.Context, key Key, token string, lease Lease) (Grant, error) {
+func (r *Redis) deliver(ctx context.Context, key Key, token string, lease Lease, handoffDelay time.Duration) (Grant, error) {
 	if ctx.Err() != nil {
 		r.Release(ctx, key, token)
 		return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
 	}
-	return Grant{Token: token, Lease: lease}, nil
+	return Grant{Token: token, Lease: lease, HandoffDelay: handoffDelay}, nil
 }
 
-// leave takes a waiter out of the queue. If the lock was handed to it
-// before it left, handed is true and lease describes the grant; otherwise
-// lease.TTL is the holder's remaining TTL.
-func (r *Redis) leave(ctx context.Context, key Key, waiterID, token string) (lease Lease, handed bool, err error) {
-	start := time.Now()
+// heartbeat tells Redis that this process's waiters are alive, in one
+// pipeline (one round trip per Redis node, however many locks), and
+// returns the ids of the waiters that must run their script again: those
+// no longer queued (handed the lock, or dropped), and all those of a lock
+// whose heartbeat failed, so that they learn of an outage.
+func (r *Redis) heartbeat(ctx context.Context, byKey map[Key][]string) (wake []string) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Leave.Run(cctx, r.client, r.keys(key), waiterID, tokenHash(token)).Int64Slice()
-	if err != nil {
-		r.abandon(ctx, key, waiterID, token) // a hand-off may have got there first
-		return Lease{}, false, unavailable("acquire", key, err)
+	type beat struct {
+		keys []string
+		args []any
+		ids  []string
+		cmd  *redis.Cmd
 	}
-	if res[0] == 1 {
-		ttl := millis(res[2])
-		return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, true, nil
+	beats := make([]*beat, 0, len(byKey))
+	for key, ids := range byKey {
+		args := make([]any, 0, len(ids)+3)
+		args = append(args, r.opts.WaiterLease.Milliseconds(), r.opts.FenceRetention.Milliseconds(), r.checkHeard)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		beats = append(beats, &beat{keys: r.keys(key).all(), args: args, ids: ids})
 	}
-	return Lease{TTL: millis(max(res[1], 0))}, false, nil
-}
-
-// heartbeat tells Redis that this process's waiters on key are alive.
-func (r *Redis) heartbeat(ctx context.Context, key Key, ids []string) {
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
-	args := make([]any, 0, len(ids)+3)
-	args = append(args, r.opts.WaiterLease.Milliseconds(), r.opts.FenceRetention.Milliseconds(), r.checkHeard)
-	for _, id := range ids {
-		args = append(args, id)
+	send := func(todo []*beat) {
+		pipe := r.client.Pipeline()
+		for _, b := range todo {
+			b.cmd = lua.Heartbeat.EvalSha(cctx, pipe, b.keys, b.args...)
+		}
+		pipe.Exec(cctx) // errors are read per command below
 	}
-	lua.Heartbeat.Run(cctx, r.client, r.keys(key), args...) // a missed beat: the next one, or the lease, settles it
+	send(beats)
+	var noScript []*beat
+	for _, b := range beats {
+		if redis.HasErrorPrefix(b.cmd.Err(), "NOSCRIPT") {
+			noScript = append(noScript, b)
+		}
+	}
+	if len(noScript) > 0 { // Redis lost its script cache: load it, once
+		if err := lua.Heartbeat.Load(cctx, r.client).Err(); err == nil {
+			send(noScript)
+		}
+	}
+	for _, b := range beats {
+		queued, err := b.cmd.Int64Slice()
+		if err != nil || len(queued) != len(b.ids) {
+			wake = append(wake, b.ids...)
+			continue
+		}
+		for i, q := range queued {
+			if q == 0 {
+				wake = append(wake, b.ids[i])
+			}
+		}
+	}
+	return wake
 }
 
 // Release implements Locker.
 func (r *Redis) Release(ctx context.Context, key Key, token string) error {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Release.Run(cctx, r.client, r.keys(key),
+	res, err := lua.Release.Run(cctx, r.client, r.keys(key).all(),
 		tokenHash(token), r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64()
 	if err != nil {
 		return unavailable("release", key, err)
@@ -278,7 +376,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	start := time.Now()
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Renew.Run(cctx, r.client, r.keys(key)[:1],
+	res, err := lua.Renew.Run(cctx, r.client, []string{r.keys(key).lock},
 		tokenHash(token), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", key, err)
@@ -296,7 +394,7 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	keys := r.keys(key)
-	res, err := lua.Inspect.RunRO(cctx, r.client, []string{keys[0], keys[2]}).Slice()
+	res, err := lua.Inspect.RunRO(cctx, r.client, []string{keys.lock, keys.queue}).Slice()
 	if err != nil {
 		return Info{}, unavailable("inspect", key, err)
 	}
@@ -334,6 +432,9 @@ func (r *Redis) Check(ctx context.Context) error {
 // are dropped by the next hand-off.
 func (r *Redis) Close() error {
 	r.waiters.close()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	r.cleanups.Wait()
 	return nil
 }

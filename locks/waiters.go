@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,42 +13,43 @@ import (
 )
 
 // waiters tracks this process's waiting acquirers for the Redis backend. One
-// subscription, to this process's own channel, brings the hand-off messages
-// for all of them; one heartbeat loop keeps their queue entries alive. Both
-// start with the first waiter and stop at close.
+// subscription, to this process's own channel, brings the wake-ups for all
+// of them; one heartbeat loop keeps their queue entries alive and tells
+// which of them to look again. Both start with the first waiter and stop at
+// close.
+//
+// Nothing here decides what a waiter holds. A message, a new subscription,
+// a heartbeat's answer or a failed heartbeat all mean the same: run the
+// acquire script again, which alone says whether the lock is ours.
 type waiters struct {
 	client    redis.UniversalClient
 	channel   string
 	timeout   time.Duration
 	lease     time.Duration // how long a waiter lives without a heartbeat
-	heartbeat func(ctx context.Context, key Key, ids []string)
+	heartbeat func(ctx context.Context, byKey map[Key][]string) (wake []string)
 
 	mu         sync.Mutex
 	byID       map[string]*waiter
 	started    bool
 	subscribed chan struct{} // closed once the first SUBSCRIBE is confirmed
 	current    *redis.PubSub // the live subscription, closed to interrupt a read
+	beatNow    chan struct{} // asks for a heartbeat round at once
 	stop       context.CancelFunc
 	done       chan struct{}
 }
 
 // waiter is one waiting Acquire.
 type waiter struct {
-	id     string
-	key    Key
-	handed chan handoff  // the lock was handed to this waiter
-	woken  chan struct{} // hand-offs may have been missed: look again
-}
-
-// handoff is the message a release publishes to the waiter's gateway.
-type handoff struct {
-	fence int64
-	ttl   int64 // ms
-	now   int64 // ms on the Redis clock, when the lease began
+	id   string
+	key  Key
+	wake chan struct{} // something may have changed: run the script again
+	// arrival is the waiter's place in the queue, kept when it rejoins.
+	// Only the Acquire that owns the waiter touches it.
+	arrival int64
 }
 
 func newWaiters(client redis.UniversalClient, channel string, timeout, lease time.Duration,
-	heartbeat func(context.Context, Key, []string)) *waiters {
+	heartbeat func(context.Context, map[Key][]string) []string) *waiters {
 	return &waiters{
 		client:     client,
 		channel:    channel,
@@ -58,6 +58,7 @@ func newWaiters(client redis.UniversalClient, channel string, timeout, lease tim
 		heartbeat:  heartbeat,
 		byID:       make(map[string]*waiter),
 		subscribed: make(chan struct{}),
+		beatNow:    make(chan struct{}, 1),
 	}
 }
 
@@ -65,10 +66,9 @@ func (ws *waiters) register(key Key) *waiter {
 	id := make([]byte, 12)
 	rand.Read(id)
 	w := &waiter{
-		id:     base64.RawURLEncoding.EncodeToString(id),
-		key:    key,
-		handed: make(chan handoff, 1),
-		woken:  make(chan struct{}, 1),
+		id:   base64.RawURLEncoding.EncodeToString(id),
+		key:  key,
+		wake: make(chan struct{}, 1),
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -125,9 +125,7 @@ func (ws *waiters) run(ctx context.Context) {
 	}
 }
 
-// subscribe serves one subscription until it fails or ctx ends. Each new
-// subscription wakes every waiter: hand-offs may have gone unheard while
-// there was none.
+// subscribe serves one subscription until it fails or ctx ends.
 func (ws *waiters) subscribe(ctx context.Context, confirmed func()) {
 	ps := ws.client.Subscribe(ctx, ws.channel)
 	defer ps.Close()
@@ -153,53 +151,46 @@ func (ws *waiters) subscribe(ctx context.Context, confirmed func()) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			confirmed()
-			ws.wakeAll()
+			// Wake-ups may have gone unheard while there was no
+			// subscription. One heartbeat round finds the waiters they
+			// were for, instead of every waiter running its script.
+			ws.requestBeat()
 		case *redis.Message:
-			ws.deliver(m.Payload)
+			ws.wakeUp(m.Payload)
 		}
 	}
 }
 
-// deliver passes a hand-off message "<waiter id> <fence> <ttl ms> <now ms>"
-// to its waiter. A message for a waiter that already left is dropped: the
-// waiter's leave found the grant, or will.
-func (ws *waiters) deliver(payload string) {
-	f := strings.Fields(payload)
-	if len(f) != 4 {
-		return
-	}
-	var h handoff
-	var errs [3]error
-	h.fence, errs[0] = strconv.ParseInt(f[1], 10, 64)
-	h.ttl, errs[1] = strconv.ParseInt(f[2], 10, 64)
-	h.now, errs[2] = strconv.ParseInt(f[3], 10, 64)
-	if errors.Join(errs[:]...) != nil {
-		return
-	}
+// wakeUp wakes the waiter a message names. The message's first word is the
+// waiter id; whatever else it says is ignored (gateways of older versions
+// send more), since the waiter's script run finds out what happened.
+func (ws *waiters) wakeUp(payload string) {
+	id, _, _ := strings.Cut(payload, " ")
 	ws.mu.Lock()
-	w := ws.byID[f[0]]
+	w := ws.byID[id]
 	ws.mu.Unlock()
 	if w != nil {
-		select {
-		case w.handed <- h:
-		default: // one hand-off per waiter: a second cannot happen
-		}
+		w.poke()
 	}
 }
 
-func (ws *waiters) wakeAll() {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	for _, w := range ws.byID {
-		select {
-		case w.woken <- struct{}{}:
-		default: // already has a wake-up pending
-		}
+// poke asks w to run its script again; wake-ups that pile up count as one.
+func (w *waiter) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 
-// beat sends, every third of the waiter lease, one heartbeat per lock that
-// has waiters in this process.
+func (ws *waiters) requestBeat() {
+	select {
+	case ws.beatNow <- struct{}{}:
+	default:
+	}
+}
+
+// beat sends a heartbeat round every third of the waiter lease, or at once
+// when asked, and wakes the waiters it names.
 func (ws *waiters) beat(ctx context.Context) {
 	t := time.NewTicker(ws.lease / 3)
 	defer t.Stop()
@@ -208,6 +199,7 @@ func (ws *waiters) beat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-ws.beatNow:
 		}
 		byKey := make(map[Key][]string)
 		ws.mu.Lock()
@@ -215,9 +207,17 @@ func (ws *waiters) beat(ctx context.Context) {
 			byKey[w.key] = append(byKey[w.key], id)
 		}
 		ws.mu.Unlock()
-		for key, ids := range byKey {
-			ws.heartbeat(ctx, key, ids)
+		if len(byKey) == 0 {
+			continue
 		}
+		wake := ws.heartbeat(ctx, byKey)
+		ws.mu.Lock()
+		for _, id := range wake {
+			if w := ws.byID[id]; w != nil {
+				w.poke()
+			}
+		}
+		ws.mu.Unlock()
 	}
 }
 

@@ -1,5 +1,6 @@
--- heartbeat: a gateway says its waiters on one lock are still there, and
--- hands a lock whose lease ran out to the first waiter in line.
+-- heartbeat: a gateway says its waiters on one lock are still there, learns
+-- which of them are no longer queued, and hands on a lock whose lease ran
+-- out.
 --
 -- KEYS[1..5]  the lock, fence, queue, alive and waiters keys (see lib.lua)
 -- ARGV[1]     how long a waiter counts as alive without a heartbeat, ms
@@ -7,26 +8,32 @@
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
 -- ARGV[4..]   the waiter ids
 --
--- Returns  the number of those waiters still queued
+-- Returns  one number per waiter id, in order: 1 still queued, 0 not
+--          queued (the lock was handed to it, or it was dropped): its
+--          gateway runs its acquire again, which picks up the grant or
+--          rejoins the queue in its old place
 --
 -- A waiter whose gateway died stops being renewed; the hand-off skips it
 -- once its alive time passes, so it delays the queue by at most that long.
--- A lease that ends publishes nothing, and a grant handed to a waiter whose
--- gateway froze is never released: every gateway with waiters looks once a
--- heartbeat, so the queue moves on within one heartbeat of such an end.
+-- A lease that ends publishes nothing: every gateway with waiters looks
+-- once a heartbeat, so the queue moves on within one heartbeat of the end,
+-- whether the lease was a holder's or a hand-off nobody picked up.
 
 local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 local now, t = clock()
-local n = 0
+local lease = tonumber(ARGV[1])
 for i = 4, #ARGV do
   local w = redis.call('HGET', K.waiters, ARGV[i])
   if w then
-    local until_ms = math.min(tonumber(cjson.decode(w).d), now + tonumber(ARGV[1]))
+    local until_ms = math.min(tonumber(cjson.decode(w).d), now + lease)
     redis.call('ZADD', K.alive, 'XX', string.format('%d', until_ms), ARGV[i])
-    n = n + 1
   end
 end
 if redis.call('EXISTS', K.lock) == 0 then
-  handoff(K, t, now, ARGV[2], ARGV[3])
+  handoff(K, t, now, ARGV[2], ARGV[3], nil)
 end
-return n
+local queued = {}
+for i = 4, #ARGV do
+  queued[i - 3] = redis.call('HEXISTS', K.waiters, ARGV[i])
+end
+return queued

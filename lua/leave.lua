@@ -1,18 +1,36 @@
--- leave: a waiter gives up (its wait ran out, or its caller went away).
+-- leave: a waiter gives up (its wait ran out, its caller went away, or the
+-- outcome of its last call is unknown).
 --
 -- KEYS[1..5]  the lock, fence, queue, alive and waiters keys (see lib.lua)
--- ARGV[1]     the waiter id
+-- ARGV[1]     the waiter id; may be empty (an acquire that did not wait)
 -- ARGV[2]     SHA-256 of the waiter's owner token
+-- ARGV[3]     '1' to release a grant this token holds (nobody will receive
+--             it), '0' to pick it up
+-- ARGV[4]     how long the fencing counter outlives its last use, ms
+-- ARGV[5]     '1' to drop a waiter whose gateway does not hear a hand-off
 --
--- Returns  {1, fencing_token, pttl_ms, now_ms}  the lock was handed to this
---                                              waiter before it left: the
---                                              caller keeps or releases it
---          {0, pttl_ms, now_ms}                left the queue
+-- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, 1}
+--              the lock was handed to this waiter before it left, and is
+--              now picked up: the caller has it
+--          {2}                  it had the lock, and released it (handing
+--                               it to the next waiter)
+--          {0, pttl_ms, now_ms}  it left the queue without the lock
+--
+-- Leaving and checking happen in one script: a hand-off cannot slip in
+-- between, and nothing is released on the strength of a message.
 
 local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-local now = clock()
-dequeue(K, ARGV[1])
+local now, t = clock()
+if ARGV[1] ~= '' then
+  dequeue(K, ARGV[1])
+end
 if redis.call('HGET', K.lock, 'tok') == ARGV[2] then
-  return {1, tonumber(redis.call('HGET', K.lock, 'fence')), redis.call('PTTL', K.lock), now}
+  if ARGV[3] == '1' then
+    redis.call('DEL', K.lock)
+    handoff(K, t, now, ARGV[4], ARGV[5], nil)
+    return {2}
+  end
+  pick_up(K)
+  return held_by(K, now, 1)
 end
 return {0, redis.call('PTTL', K.lock), now}

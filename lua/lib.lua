@@ -3,17 +3,21 @@
 --
 -- The keys of one lock, all with the hash tag {ns/name} (K below):
 --   K.lock     hash: tok (SHA-256 of the owner token), fence, sub, own,
---              at (acquired, ms on the Redis clock), ttl (as asked for);
---              its PEXPIRE is the lease
+--              at (acquired, ms on the Redis clock), ttl (as asked for),
+--              p ('1' while the grant is provisional: handed to a waiter
+--              whose gateway has not picked it up yet); its PEXPIRE is the
+--              lease
 --   K.fence    the last fencing token handed out
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
 --   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token
---              hash, ttl, s: subject, o: owner label, d: wait deadline ms};
---              field '#seq' numbers arrivals
+--              hash, ttl, l: how long a grant handed to it waits for its
+--              pick-up (ms), s: subject, o: owner label, d: wait deadline
+--              ms}; field '#seq' numbers arrivals
 --
--- Fencing tokens are stored as strings made with string.format('%d'):
--- tostring would print a double in 14 digits and round them.
+-- The rule the scripts keep: only a script decides who holds what. A
+-- hand-off message says "look again" and nothing else; the waiter's own
+-- acquire script then finds, and picks up, what was handed to it.
 
 local function keys_of(lock, fence, queue, alive, waiters)
   return {lock = lock, fence = fence, queue = queue, alive = alive, waiters = waiters}
@@ -43,15 +47,38 @@ local function next_fence(K, t, retention)
   return fence
 end
 
--- grant makes the lock held by the given token hash, and returns the new
--- fencing token.
-local function grant(K, t, tok, ttl, sub, own, retention)
+-- grant makes the lock held by the token hash tok with a lease of lease ms,
+-- and returns the new fencing token (a string). ttl is the lease asked for:
+-- what a pick-up, or a renew without a TTL, gives. A provisional grant is
+-- one handed to a waiter that has not picked it up yet.
+local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional)
   local fence = next_fence(K, t, retention)
   local at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+  redis.call('DEL', K.lock)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
     'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
-  redis.call('PEXPIRE', K.lock, ttl)
-  return tonumber(fence)
+  if provisional then
+    redis.call('HSET', K.lock, 'p', '1')
+  end
+  redis.call('PEXPIRE', K.lock, lease)
+  return fence
+end
+
+-- pick_up makes a provisional grant a full one: its lease becomes the TTL
+-- asked for, from now.
+local function pick_up(K)
+  if redis.call('HDEL', K.lock, 'p') == 1 then
+    redis.call('PEXPIRE', K.lock, redis.call('HGET', K.lock, 'ttl'))
+  end
+end
+
+-- held_by returns the reply of a grant held by the caller:
+-- {1, fencing token, pttl ms, now ms, acquired at ms, handed}, where handed
+-- is 1 when the grant was made before this script ran (handed over, and
+-- picked up now), else 0.
+local function held_by(K, now, handed)
+  local f = redis.call('HMGET', K.lock, 'fence', 'at')
+  return {1, tonumber(f[1]), redis.call('PTTL', K.lock), now, tonumber(f[2]), handed}
 end
 
 local function dequeue(K, id)
@@ -60,13 +87,16 @@ local function dequeue(K, id)
   redis.call('HDEL', K.waiters, id)
 end
 
--- handoff gives the free lock to the first waiter still alive and tells that
--- waiter's gateway, with one message on the gateway's own channel:
--- "<waiter id> <fencing token> <ttl ms> <now ms>". Dead waiters met on the
--- way are dropped: past their deadline or heartbeat, or (when check_heard is
--- '1') whose gateway no longer listens. Returns the waiter's id, or nil when
--- nobody alive waits.
-local function handoff(K, t, now, retention, check_heard)
+-- handoff gives the free lock to the first waiter still alive. When that
+-- waiter is the caller (me), the grant is a full one. Otherwise it is
+-- provisional, with a lease of at most the waiter's pick-up time, and one
+-- message, "<waiter id>", on the waiter's gateway's channel tells it to
+-- look again: a grant nobody picks up, because the gateway died, froze or
+-- was cut off, ends within that time and the queue moves on. Dead waiters
+-- met on the way are dropped: past their deadline or heartbeat, or (when
+-- check_heard is '1', exact on a single Redis) whose gateway no longer
+-- listens. Returns the waiter's id, or nil when nobody alive waits.
+local function handoff(K, t, now, retention, check_heard, me)
   while true do
     local id = redis.call('ZRANGE', K.queue, 0, 0)[1]
     if not id then
@@ -77,10 +107,12 @@ local function handoff(K, t, now, retention, check_heard)
     dequeue(K, id)
     if w and alive and alive > now then
       local e = cjson.decode(w)
-      local fence = grant(K, t, e.t, e.ttl, e.s, e.o, retention)
-      local heard = redis.call('PUBLISH', e.g,
-        id .. ' ' .. string.format('%d', fence) .. ' ' .. e.ttl .. ' ' .. string.format('%d', now))
-      if heard > 0 or check_heard ~= '1' then
+      if id == me then
+        grant(K, t, e.t, e.ttl, e.ttl, e.s, e.o, retention, false)
+        return id
+      end
+      grant(K, t, e.t, e.ttl, math.min(tonumber(e.ttl), tonumber(e.l)), e.s, e.o, retention, true)
+      if redis.call('PUBLISH', e.g, id) > 0 or check_heard ~= '1' then
         return id
       end
       redis.call('DEL', K.lock) -- its gateway is gone: the grant would sit unused

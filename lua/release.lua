@@ -24,5 +24,5 @@ if tok ~= ARGV[1] then
 end
 redis.call('DEL', K.lock)
 local now, t = clock()
-handoff(K, t, now, ARGV[2], ARGV[3])
+handoff(K, t, now, ARGV[2], ARGV[3], nil)
 return 1

@@ -1,0 +1,144 @@
+package locks_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/locktest"
+)
+
+// The tests here pin what the review of issue 9 found: a waiter dropped
+// from the queue finds out, a hand-off nobody picks up ends, and a waiter
+// learns of an outage.
+
+// within returns the result on ch, or fails the test after d.
+func within(t *testing.T, d time.Duration, what string, ch <-chan locktest.Result) locktest.Result {
+	t.Helper()
+	select {
+	case res := <-ch:
+		return res
+	case <-time.After(d):
+		t.Fatalf("%s: no answer within %v", what, d)
+	}
+	return locktest.Result{}
+}
+
+// TestRedisDroppedWaiterRejoins: a waiter that a hand-off dropped from the
+// queue (its heartbeat lapsed, as in a network blip) learns it from its
+// next heartbeat and rejoins in its old place: it gets the lock before a
+// waiter that arrived after it, instead of sleeping to its deadline.
+func TestRedisDroppedWaiterRejoins(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{WaiterLease: 300 * time.Millisecond})
+	admin := srv.Client(t)
+	key := locktest.UniqueKey(t)
+	prefix := "lockgate:{" + key.String() + "}"
+	holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+
+	dropped := locktest.QueueInOrder(t, key, l)[0]
+	ids, err := admin.ZRange(t.Context(), prefix+":queue", 0, -1).Result()
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("queue: got %v, %v; want one waiter", ids, err)
+	}
+	// What a hand-off does to a waiter whose heartbeat lapsed.
+	if err := admin.Eval(t.Context(), `
+		redis.call('ZREM', KEYS[1], ARGV[1]); redis.call('ZREM', KEYS[2], ARGV[1])
+		return redis.call('HDEL', KEYS[3], ARGV[1])`,
+		[]string{prefix + ":queue", prefix + ":alive", prefix + ":waiters"}, ids[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	locktest.WaitUntilQueued(t, l, key, 1) // it is back
+	later := make(chan locktest.Result, 1)
+	go func() {
+		start := time.Now()
+		g, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
+		later <- locktest.Result{Grant: g, Err: err, Elapsed: time.Since(start)}
+	}()
+	locktest.WaitUntilQueued(t, l, key, 2)
+
+	if err := l.Release(t.Context(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	first := within(t, 10*time.Second, "the dropped waiter", dropped)
+	if first.Err != nil {
+		t.Fatalf("the dropped waiter: got %v, want the lock", first.Err)
+	}
+	select {
+	case res := <-later:
+		t.Fatalf("the later waiter got %+v, %v while the dropped one held the lock", res.Grant, res.Err)
+	default:
+	}
+	if err := l.Release(t.Context(), key, first.Grant.Token); err != nil {
+		t.Fatal(err)
+	}
+	if res := within(t, 10*time.Second, "the later waiter", later); res.Err != nil {
+		t.Fatalf("the later waiter: %v", res.Err)
+	}
+}
+
+// TestRedisUnpickedHandoffEnds: the lock is handed to a waiter whose
+// gateway never picks it up (it froze with its subscription open, so
+// PUBLISH counts it; or, on Cluster, PUBLISH cannot tell). That waiter
+// asked for a one-minute TTL, but the grant was provisional: it ends within
+// the waiter lease, and the next waiter gets the lock.
+func TestRedisUnpickedHandoffEnds(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cluster=%v", cluster), func(t *testing.T) {
+			srv := redistest.Start(t)
+			const lease = 300 * time.Millisecond
+			l := newRedis(t, srv, locks.RedisOptions{WaiterLease: lease})
+			channel := "frozen-gateway"
+			if cluster {
+				l.PretendCluster()
+				channel = "" // nobody hears it, and on Cluster nobody can tell
+			} else {
+				frozen := srv.Client(t).Subscribe(t.Context(), channel)
+				defer frozen.Close()
+				if _, err := frozen.Receive(t.Context()); err != nil { // confirmed
+					t.Fatal(err)
+				}
+			}
+			key := locktest.UniqueKey(t)
+			holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+			if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}, channel); err != nil {
+				t.Fatal(err)
+			}
+			live := locktest.QueueInOrder(t, key, l)[0]
+			locktest.WaitUntilQueued(t, l, key, 2)
+			if err := l.Release(t.Context(), key, holder.Token); err != nil {
+				t.Fatal(err)
+			}
+			info, err := l.Inspect(t.Context(), key)
+			if err != nil || info.Subject != "ghost" || info.TTL > lease {
+				t.Fatalf("got %+v, %v; want the lock handed to the ghost for at most %v", info, err, lease)
+			}
+			// Far below the ghost's one-minute TTL.
+			res := within(t, 10*time.Second, "the live waiter", live)
+			if res.Err != nil {
+				t.Fatalf("the live waiter: %v", res.Err)
+			}
+		})
+	}
+}
+
+// TestRedisWaiterLearnsOfOutage: Redis goes away while a waiter waits. The
+// waiter learns it from its gateway's next heartbeat and gets
+// ErrUnavailable within about a heartbeat and a timeout, not at the end of
+// its 30 s wait.
+func TestRedisWaiterLearnsOfOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	l := locks.NewRedis(newClient(t, srv), locks.RedisOptions{WaiterLease: 300 * time.Millisecond, Timeout: 300 * time.Millisecond})
+	t.Cleanup(func() { l.Close() })
+	key := locktest.UniqueKey(t)
+	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+	waiter := locktest.QueueInOrder(t, key, l)[0]
+	srv.Stop()
+	res := within(t, 10*time.Second, "the waiter, once Redis is gone", waiter)
+	if !errors.Is(res.Err, locks.ErrUnavailable) {
+		t.Fatalf("got %+v, %v; want ErrUnavailable", res.Grant, res.Err)
+	}
+}
