@@ -27,6 +27,20 @@ func within(t *testing.T, d time.Duration, what string, ch <-chan locktest.Resul
 	return locktest.Result{}
 }
 
+// queueBehind starts a waiting acquire behind the ahead waiters already
+// queued, and returns once it is queued.
+func queueBehind(t *testing.T, l locks.Locker, key locks.Key, ahead int) <-chan locktest.Result {
+	t.Helper()
+	ch := make(chan locktest.Result, 1)
+	go func() {
+		start := time.Now()
+		g, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
+		ch <- locktest.Result{Grant: g, Err: err, Elapsed: time.Since(start)}
+	}()
+	locktest.WaitUntilQueued(t, l, key, ahead+1)
+	return ch
+}
+
 // TestRedisDroppedWaiterRejoins: a waiter that a hand-off dropped from the
 // queue (its heartbeat lapsed, as in a network blip) learns it from its
 // next heartbeat and rejoins in its old place: it gets the lock before a
@@ -52,13 +66,7 @@ func TestRedisDroppedWaiterRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	locktest.WaitUntilQueued(t, l, key, 1) // it is back
-	later := make(chan locktest.Result, 1)
-	go func() {
-		start := time.Now()
-		g, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
-		later <- locktest.Result{Grant: g, Err: err, Elapsed: time.Since(start)}
-	}()
-	locktest.WaitUntilQueued(t, l, key, 2)
+	later := queueBehind(t, l, key, 1)
 
 	if err := l.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
@@ -107,8 +115,7 @@ func TestRedisUnpickedHandoffEnds(t *testing.T) {
 			if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}, channel); err != nil {
 				t.Fatal(err)
 			}
-			live := locktest.QueueInOrder(t, key, l)[0]
-			locktest.WaitUntilQueued(t, l, key, 2)
+			live := queueBehind(t, l, key, 1)
 			if err := l.Release(t.Context(), key, holder.Token); err != nil {
 				t.Fatal(err)
 			}
