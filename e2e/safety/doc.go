@@ -2,6 +2,8 @@
 // gateways against a real redis-server, record what concurrent clients saw,
 // and check the history against the promises in docs/SAFETY.md, under
 // faults (Redis paused, killed, slowed, cut off; gateways killed; clients
-// that hang up), hostile input and resource exhaustion. It holds tests
-// only.
+// that hang up), hostile input and resource exhaustion. Scripted scenarios
+// hold back hand-off messages, let waiters lapse and promote replicas that
+// lost writes; TestRandomFaults mixes delays, cut links and Redis pauses
+// from a seed that LOCKGATE_FAULT_SEED replays. It holds tests only.
 package safety

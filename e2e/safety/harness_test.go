@@ -162,7 +162,7 @@ func (r result) String() string {
 	if r.err != nil {
 		return "error: " + r.err.Error()
 	}
-	return strconv.Itoa(r.status) + " " + string(r.body)
+	return strconv.Itoa(r.status) + " " + strings.TrimSpace(string(r.body))
 }
 
 // code is the problem code of an error answer.
@@ -308,4 +308,5 @@ func mustDecode(t *testing.T, r result, v any) {
 const (
 	sigstop = syscall.SIGSTOP
 	sigcont = syscall.SIGCONT
+	sigkill = syscall.SIGKILL
 )

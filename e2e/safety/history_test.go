@@ -34,7 +34,8 @@ type op struct {
 	// fence is the grant's fencing token: the one a renew or release acts
 	// for, or the one an acquire got.
 	fence  int64
-	status int // 0: no answer (the outcome is unknown)
+	status int           // 0: no answer (the outcome is unknown)
+	wait   time.Duration // an acquire's wait_ms
 	call   time.Time
 	ret    time.Time
 	// expires is the expires_at of a 201 or 200.
@@ -78,6 +79,13 @@ func (h *history) record(o op) {
 	h.ops = append(h.ops, o)
 }
 
+// calls is the number of calls recorded so far.
+func (h *history) calls() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ops)
+}
+
 func (h *history) addGrant(g *grantRec) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -109,7 +117,7 @@ func (w workload) run(t *testing.T) *history {
 			c := w.clients[i%len(w.clients)]
 			rng := rand.New(rand.NewPCG(uint64(i), 42))
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				w.cycle(ctx, h, c, i, w.locks[rng.IntN(len(w.locks))], rng.IntN(2) == 0)
+				w.cycle(ctx, h, c, i, w.locks[rng.IntN(len(w.locks))], w.ttl, w.wait, rng.IntN(2) == 0)
 			}
 		})
 	}
@@ -117,10 +125,11 @@ func (w workload) run(t *testing.T) *history {
 	return h
 }
 
-// cycle is one attempt at a critical section.
-func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock string, renew bool) {
-	o := op{client: id, lock: lock, kind: opAcquire, call: time.Now()}
-	g, r := c.acquire(ctx, lock, w.ttl, w.wait)
+// cycle is one attempt at a critical section, with a lease of ttl (also
+// when renewed) and waiting at most wait for the lock.
+func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock string, ttl, wait time.Duration, renew bool) {
+	o := op{client: id, lock: lock, kind: opAcquire, wait: wait, call: time.Now()}
+	g, r := c.acquire(ctx, lock, ttl, wait)
 	o.ret, o.status = time.Now(), r.status
 	if r.err != nil && r.status == http.StatusCreated {
 		o.status = 0 // a 201 we could not read: unknown
@@ -143,7 +152,7 @@ func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock
 	write()
 	if renew {
 		o := op{client: id, lock: lock, kind: opRenew, fence: rec.fence, call: time.Now()}
-		l, r := c.renew(ctx, lock, g.Token, w.ttl)
+		l, r := c.renew(ctx, lock, g.Token, ttl)
 		o.ret, o.status = time.Now(), r.status
 		if r.err != nil {
 			o.status = 0

@@ -1,0 +1,183 @@
+package safety
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+)
+
+// TestRandomFaults: three gateways share one Redis, each through its own
+// proxy that delays every chunk of every connection (pub/sub included) in
+// both directions by a random amount, mostly well under the gateways'
+// Redis timeout; now and then a proxy cuts its connections, and Redis is
+// paused (SIGSTOP) for up to 600 ms. Contended clients with short TTLs and
+// waits take turns on a few locks until 20 000 calls or 52 s. The history
+// must hold every promise the checker knows (no two grants of a lock
+// overlapping, tokens increasing in real-time order, the resource never
+// taking a stale token), and every acquire must be answered by its
+// deadline, give or take a few Redis timeouts.
+//
+// The faults, the clients' choices and the delays come from one seed,
+// logged on failure: LOCKGATE_FAULT_SEED=<seed> replays them (the
+// goroutines' interleaving differs from run to run).
+func TestRandomFaults(t *testing.T) {
+	seed := rand.Uint64()
+	if s := os.Getenv("LOCKGATE_FAULT_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("LOCKGATE_FAULT_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d", seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay with LOCKGATE_FAULT_SEED=%d", seed)
+		}
+	})
+
+	const (
+		redisTimeout = 500 * time.Millisecond
+		maxCalls     = 20000
+		maxRun       = 52 * time.Second
+		// slack is how late an answer may come after the caller's wait:
+		// waiting for the subscription, then leaving the queue, may each
+		// take a Redis timeout, and the proxies add their delays.
+		slack = 4 * redisTimeout
+	)
+	rs := redistest.Start(t)
+	var proxies []*proxy
+	var clients []*client
+	var gateways []*gateway
+	for i := range 3 {
+		p := startProxy(t, rs.Addr)
+		p.setJitter(jitter(rand.New(rand.NewPCG(seed, uint64(i+1)))))
+		gw := startGateway(t, "--redis-url", "redis://"+p.Addr, "--redis-timeout", redisTimeout.String())
+		proxies, gateways, clients = append(proxies, p), append(gateways, gw), append(clients, newClient(t, gw))
+	}
+	locks := []string{"fault/a", "fault/b", "fault/c", "fault/d", "fault/e", "fault/f"}
+	res := newResource()
+	h := &history{}
+	w := workload{res: res}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	start := time.Now()
+	stop := make(chan struct{}) // closed when the workers are done
+	var wg sync.WaitGroup
+	const workers = 24
+	for i := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
+			c := clients[i%len(clients)]
+			for ctx.Err() == nil && h.calls() < maxCalls && time.Since(start) < maxRun {
+				ttl := time.Duration(200+rng.IntN(1300)) * time.Millisecond
+				wait := time.Duration(0)
+				if rng.IntN(10) >= 3 {
+					wait = time.Duration(100+rng.IntN(1900)) * time.Millisecond
+				}
+				w.cycle(ctx, h, c, i, locks[rng.IntN(len(locks))], ttl, wait, rng.IntN(2) == 0)
+			}
+		})
+	}
+	go func() { wg.Wait(); close(stop) }()
+
+	// The faults, from the test's goroutine.
+	rng := rand.New(rand.NewPCG(seed, 0))
+	var drops, pauses int
+	for running := true; running; {
+		select {
+		case <-stop:
+			running = false
+			continue
+		case <-time.After(time.Duration(300+rng.IntN(900)) * time.Millisecond): // the faults' rate
+		}
+		switch n := rng.IntN(10); {
+		case n < 4:
+			proxies[rng.IntN(len(proxies))].drop()
+			drops++
+		case n < 5:
+			rs.Pause(t)
+			time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond) // the pause
+			rs.Resume(t)
+			pauses++
+		}
+	}
+	for _, p := range proxies {
+		p.setJitter(nil)
+	}
+
+	var late []string
+	var unknown, granted, refused int
+	var latest time.Duration
+	for _, o := range h.ops {
+		if o.status == 0 || o.status >= 500 {
+			unknown++
+		}
+		if o.kind != opAcquire {
+			continue
+		}
+		switch o.status {
+		case http.StatusCreated:
+			granted++
+		case http.StatusConflict:
+			refused++
+		}
+		over := o.ret.Sub(o.call) - o.wait
+		latest = max(latest, over)
+		if over > slack && len(late) < 10 {
+			late = append(late, fmt.Sprintf("%s (wait %v) called at %s answered %d at %s, %v after its deadline",
+				o.lock, o.wait, stamp(o.call), o.status, stamp(o.ret), over.Round(time.Millisecond)))
+		}
+	}
+	t.Logf("%d calls in %v (%d with an unknown outcome), %d grants, %d acquires refused; %d link cuts, %d Redis pauses; latest answer %v past its deadline",
+		len(h.ops), time.Since(start).Round(time.Millisecond), unknown, granted, refused, drops, pauses, latest.Round(time.Millisecond))
+	if len(late) > 0 {
+		t.Errorf("acquires answered more than %v after their deadline:\n%s", slack, strings.Join(late, "\n"))
+	}
+	h.check(t, res)
+	if granted < 100 {
+		t.Fatalf("only %d grants: too few to show anything", granted)
+	}
+	eventually(t, 15*time.Second, "nothing held or waiting once the faults stop", func() bool {
+		for _, l := range locks {
+			if clients[0].holder(t, l) != 0 {
+				return false
+			}
+		}
+		for _, gw := range gateways {
+			if waiters(t, gw) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// jitter returns random delays for a proxy: none for most chunks, a few ms
+// for many, tens of ms for some, and now and then more than the gateways'
+// Redis timeout (500 ms). The proxy calls it under its lock.
+func jitter(rng *rand.Rand) func(bool) time.Duration {
+	return func(bool) time.Duration {
+		switch n := rng.IntN(1000); {
+		case n < 700:
+			return 0
+		case n < 950:
+			return time.Duration(rng.IntN(5000)) * time.Microsecond
+		case n < 995:
+			return time.Duration(5+rng.IntN(45)) * time.Millisecond
+		case n < 999:
+			return time.Duration(100+rng.IntN(300)) * time.Millisecond
+		default:
+			return time.Duration(600+rng.IntN(300)) * time.Millisecond
+		}
+	}
+}
