@@ -8,8 +8,6 @@ import (
 	"net/http"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
@@ -33,39 +31,41 @@ const MaxBodyBytes = 16 << 10
 // It finds the operation by chi's matched route pattern, so it must be
 // mounted with Group/With (after routing), not with the top-level Use.
 type gate struct {
-	spec   *openapi3.T
-	ops    map[string]*routers.Route // by method + " " + route pattern
-	authn  *middleware.Authenticator
-	noAuth openapi3filter.Options
+	ops   map[string]*gateOp // by method + " " + route pattern
+	authn *middleware.Authenticator
 }
 
-func newGate(spec *openapi3.T, authn *middleware.Authenticator) *gate {
-	g := &gate{spec: spec, ops: make(map[string]*routers.Route), authn: authn}
+// gateOp is what the gate knows of one operation.
+type gateOp struct {
+	secured bool
+	checks  *opChecks
+}
+
+func newGate(spec *openapi3.T, authn *middleware.Authenticator) (*gate, error) {
+	g := &gate{ops: make(map[string]*gateOp), authn: authn}
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
-			g.ops[method+" "+path] = &routers.Route{Spec: spec, Path: path, PathItem: item, Method: method, Operation: op}
+			checks, err := newChecks(item, op)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", method, path, err)
+			}
+			g.ops[method+" "+path] = &gateOp{secured: secured(spec, op), checks: checks}
 		}
 	}
-	g.noAuth = openapi3filter.Options{
-		// Security was checked before validation (step 1), with our own
-		// errors; the validator need not do it again.
-		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
-		SkipSettingDefaults: true,
-	}
-	return g
+	return g, nil
 }
 
 func (g *gate) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := chi.RouteContext(r.Context())
-		route := g.ops[r.Method+" "+rc.RoutePattern()]
-		if route == nil {
+		op := g.ops[r.Method+" "+rc.RoutePattern()]
+		if op == nil {
 			writeError(w, r, fmt.Errorf("no operation in the spec for %s %s", r.Method, rc.RoutePattern()))
 			return
 		}
 		ctx := r.Context()
 		claims, authenticated := middleware.Claims{}, false
-		if g.secured(route.Operation) {
+		if op.secured {
 			var err error
 			if claims, err = g.authn.Authenticate(r); err != nil {
 				writeError(w, r, err)
@@ -78,20 +78,16 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			})
 			r = r.WithContext(ctx)
 		}
-		if err := readBody(w, r); err != nil {
+		body, err := readBody(w, r)
+		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		params := make(map[string]string, len(rc.URLParams.Keys))
-		for i, k := range rc.URLParams.Keys {
-			params[k] = rc.URLParams.Values[i]
-		}
-		in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: &g.noAuth}
-		if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
-			writeError(w, r, validationError(err))
+		if err := op.checks.check(r, body, rc.URLParam); err != nil {
+			writeError(w, r, err)
 			return
 		}
-		if ns, ok := params["namespace"]; ok && authenticated && !claims.Allows(ns) {
+		if ns := rc.URLParam("namespace"); ns != "" && authenticated && !claims.Allows(ns) {
 			writeError(w, r, &forbiddenError{namespace: ns})
 			return
 		}
@@ -100,8 +96,8 @@ func (g *gate) handler(next http.Handler) http.Handler {
 }
 
 // secured reports whether the spec asks for a token for op.
-func (g *gate) secured(op *openapi3.Operation) bool {
-	reqs := g.spec.Security
+func secured(spec *openapi3.T, op *openapi3.Operation) bool {
+	reqs := spec.Security
 	if op.Security != nil {
 		reqs = *op.Security
 	}
@@ -118,32 +114,34 @@ func (g *gate) secured(op *openapi3.Operation) bool {
 // other body type in the API to confuse it with. A key that appears twice
 // in one object, or data after the object, is refused (400): parsers
 // disagree on which one counts.
-func readBody(w http.ResponseWriter, r *http.Request) error {
+//
+// It returns the body, or nil when there is none.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return nil, nil
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	r.Body.Close()
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return errTooLarge
+		return nil, errTooLarge
 	case err != nil:
-		return invalid("the request body could not be read")
+		return nil, invalid("the request body could not be read")
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		r.Body, r.ContentLength = http.NoBody, 0
 		r.Header.Del("Content-Type")
-		return nil
+		return nil, nil
 	}
 	if key, dup := duplicateKey(data); dup {
-		return invalid("field " + quoteShort(key) + " appears more than once")
+		return nil, invalid("field " + quoteShort(key) + " appears more than once")
 	}
 	if trailingData(data) {
-		return invalid("the request body must be one JSON object, with nothing after it")
+		return nil, invalid("the request body must be one JSON object, with nothing after it")
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 	r.Header.Set("Content-Type", "application/json")
-	return nil
+	return data, nil
 }

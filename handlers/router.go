@@ -70,7 +70,10 @@ func (s *Server) Handler() (http.Handler, error) {
 		w.Write(specYAML)
 	})
 
-	g := newGate(spec, s.cfg.Auth)
+	g, err := newGate(spec, s.cfg.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("the spec's checks: %w", err)
+	}
 	api := NewStrictHandlerWithOptions(s, nil, StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			// The gate validated the body already; what is left is JSON the

@@ -27,6 +27,8 @@ type Report struct {
 	Scenarios    []ScenarioReport `json:"scenarios"`
 	HeldLocks    *HeldLockMemory  `json:"held_locks,omitempty"`
 	Parked       *ParkedWaiters   `json:"parked_waiters,omitempty"`
+	// Comparison is set by --processes, which leaves Scenarios empty.
+	Comparison *Comparison `json:"comparison,omitempty"`
 }
 
 // Machine is where the load generator ran.

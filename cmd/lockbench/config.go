@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,12 @@ type config struct {
 	contendedClients   []int
 	parked             int
 	heldLocks          int
+
+	processes  bool
+	targets    []string
+	gatewayBin string
+	etcd       string
+	pprofDir   string
 }
 
 const usage = `lockbench drives a lockgate gateway and reports throughput, latency,
@@ -42,6 +49,9 @@ Usage:
   lockbench --url URL [--redis-url URL] [flags]   one scenario against a running gateway
   lockbench --self [flags]                        the preset matrix against a redis-server
                                                   and a gateway that lockbench starts
+  lockbench --processes [flags]                   every target as its own process: the built
+                                                  cmd/gateway (embedded and Redis backends), an
+                                                  HTTP ceiling, etcd; ratios and CPU per cycle
   (lockbench local is --self)
 
 The token comes from --token or LOCKGATE_TOKEN (prefer the variable: flags
@@ -53,7 +63,7 @@ Flags:
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
-	var uncontendedList, contendedList string
+	var uncontendedList, contendedList, targetList string
 	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.url, "url", getenv("LOCKGATE_URL"), "base URL of the gateway (env LOCKGATE_URL)")
@@ -71,8 +81,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&c.self, "self", false, "start a redis-server and a gateway, and run the preset matrix")
 	fs.StringVar(&c.redisServer, "redis-server", "redis-server", "--self: the redis-server binary")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the first uncontended gateway run; with --self the gateway runs here too, and its samples carry the label lockbench=gateway")
-	fs.StringVar(&uncontendedList, "uncontended-clients", "16,64", "--self: client counts of the uncontended runs")
-	fs.StringVar(&contendedList, "contended-clients", "8,64,256", "--self: client counts of the contended runs")
+	fs.StringVar(&uncontendedList, "uncontended-clients", "16,64", "--self, --processes: client counts of the uncontended runs")
+	fs.StringVar(&contendedList, "contended-clients", "", "--self, --processes: client counts of the contended runs (default 8,64,256 with --self, 16,64 with --processes)")
+	fs.BoolVar(&c.processes, "processes", false, "run every target as its own process, each scenario against each in turn")
+	fs.StringVar(&targetList, "targets", strings.Join(allTargets, ","), "--processes: the targets to run")
+	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "--processes: the gateway binary (default: go build cmd/gateway into a temporary directory)")
+	fs.StringVar(&c.etcd, "etcd", "etcd", "--processes: the etcd binary to compare with (skipped when not found)")
+	fs.StringVar(&c.pprofDir, "pprof-dir", "", "--processes: write CPU and allocation profiles of each gateway process during its first uncontended run here")
 	fs.IntVar(&c.parked, "parked", 5000, "--self: waiters to park for the gateway heap measurement (0: skip)")
 	fs.IntVar(&c.heldLocks, "held-locks", 1000, "--self: locks to hold for the Redis memory measurement (0: skip)")
 	fs.Usage = func() {
@@ -98,8 +113,23 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.uncontendedClients, err = parseCounts(uncontendedList); err != nil {
 		return c, fmt.Errorf("--uncontended-clients: %w", err)
 	}
+	if contendedList == "" {
+		contendedList = "8,64,256"
+		if c.processes {
+			contendedList = "16,64"
+		}
+	}
 	if c.contendedClients, err = parseCounts(contendedList); err != nil {
 		return c, fmt.Errorf("--contended-clients: %w", err)
+	}
+	for t := range strings.SplitSeq(targetList, ",") {
+		if t = strings.TrimSpace(t); t == "" {
+			continue
+		}
+		if !slices.Contains(allTargets, t) {
+			return c, fmt.Errorf("--targets: %q is not one of %s", t, strings.Join(allTargets, ", "))
+		}
+		c.targets = append(c.targets, t)
 	}
 	return c, c.check()
 }
@@ -118,8 +148,10 @@ func (c config) check() error {
 		return errors.New("--wait must be at least 1ms: a contended acquire waits server-side")
 	case c.parked < 0 || c.heldLocks < 0:
 		return errors.New("--parked and --held-locks must not be negative")
-	case !c.self && c.url == "":
-		return errors.New("no gateway: set --url (or LOCKGATE_URL), or run --self to start one")
+	case c.self && c.processes:
+		return errors.New("--self or --processes, not both")
+	case !c.self && !c.processes && c.url == "":
+		return errors.New("no gateway: set --url (or LOCKGATE_URL), or run --self or --processes to start one")
 	}
 	return nil
 }

@@ -9,11 +9,12 @@ import (
 	"testing"
 )
 
-// TestMain lets this test binary stand in for lockbench when --self starts
-// a child to park waiters: the child is os.Executable(), which is us.
+// TestMain lets this test binary stand in for lockbench's children: the
+// parker of --self and the ceiling of --processes are os.Executable(),
+// which is us; TestProcessesSmoke also runs it as the gateway.
 func TestMain(m *testing.M) {
-	if os.Getenv(parkEnv) != "" {
-		os.Exit(parkMain())
+	if code, ok := childMain(); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -94,6 +94,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ErrorLog:       log.New(logger.With().Str("component", "http").Logger(), "", 0),
 	}
 
+	if cfg.pprofAddr != "" {
+		stopPprof, err := servePprof(cfg.pprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
+
 	l, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)

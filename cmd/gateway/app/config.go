@@ -30,6 +30,7 @@ type config struct {
 	maxWaiters       int
 	logLevel         zerolog.Level
 	dev              bool
+	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
 }
 
 // devAddr is where --dev listens unless --addr says otherwise: loopback
@@ -102,6 +103,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 	}
 	c.logLevel = lvl
+	if c.pprofAddr = getenv(pprofEnv); c.pprofAddr != "" {
+		if err := checkPprofAddr(c.pprofAddr); err != nil {
+			return c, err
+		}
+	}
 	return c, c.check()
 }
 

@@ -20,7 +20,7 @@ func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Du
 			return nil, nil, errors.New("invalid --redis-url for --redis-cluster: want redis://[[user]:password@]host:port[?addr=host2:port&addr=...], or rediss:// for TLS")
 		}
 		// See below.
-		opts.MaxRetries, opts.ContextTimeoutEnabled = -1, true
+		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.Protocol = -1, true, 2
 		client = redis.NewClusterClient(opts)
 	} else {
 		opts, err := redis.ParseURL(rawURL)
@@ -31,7 +31,12 @@ func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Du
 		// it unseen (-1 disables retries; 0 would mean the default of 3).
 		// ContextTimeoutEnabled lets the engine's per-call deadline bound
 		// the network wait too.
-		opts.MaxRetries, opts.ContextTimeoutEnabled = -1, true
+		//
+		// RESP2: the engine uses no RESP3 push messages (its wake-ups are
+		// pub/sub messages, which go-redis reads on RESP2 connections as
+		// well), and on RESP3 go-redis checks every reply for pending push
+		// notifications, about 4 % of the gateway's CPU (issue 10).
+		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.Protocol = -1, true, 2
 		client = redis.NewClient(opts)
 	}
 	b := locks.NewRedis(client, locks.RedisOptions{Prefix: prefix, Timeout: timeout})

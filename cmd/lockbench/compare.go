@@ -1,0 +1,443 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Comparison is what --processes measured: every target as its own
+// process, one scenario after another, each scenario run against every
+// target in turn so that the ratios come from one stretch of the machine's
+// load.
+type Comparison struct {
+	Runs  []TargetRun `json:"runs"`
+	Notes []string    `json:"notes,omitempty"`
+	// EtcdVersion is set when etcd ran.
+	EtcdVersion string `json:"etcd_version,omitempty"`
+}
+
+// TargetRun is one scenario against one target.
+type TargetRun struct {
+	Target  string `json:"target"` // ceiling, embedded, redis, engine, etcd
+	Label   string `json:"label"`
+	Mode    string `json:"mode"`
+	Clients int    `json:"clients"`
+	Result  Result `json:"result"`
+	// OverCeiling is cycles/s over the ceiling's in the same scenario
+	// (uncontended runs only).
+	OverCeiling float64 `json:"over_ceiling,omitempty"`
+	// CPU per cycle in µs, from /proc/<pid>/stat (10 ms ticks): of the
+	// target's server process, of its redis-server, and of lockbench (the
+	// load generator; for the engine target, the engine too).
+	ServerCPUUS float64 `json:"server_cpu_us_per_cycle,omitempty"`
+	RedisCPUUS  float64 `json:"redis_cpu_us_per_cycle,omitempty"`
+	BenchCPUUS  float64 `json:"lockbench_cpu_us_per_cycle,omitempty"`
+}
+
+// Targets of --processes, in the order each scenario runs them.
+var allTargets = []string{"ceiling", "embedded", "redis", "engine", "etcd"}
+
+// procTarget is a target and the processes whose CPU its cycles cost.
+type procTarget struct {
+	key, label string
+	tgt        target
+	close      func()
+	server     int // pid of the server process, or 0
+	redis      int // pid of the redis-server it uses, or 0
+	contended  bool
+	pprofAddr  string // the gateway's LOCKGATE_PPROF_ADDR, or ""
+	profiled   bool
+}
+
+// runProcesses starts every target of cfg.targets as its own process, runs
+// the scenario matrix against each, and stops them.
+func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
+	tmp, err := os.MkdirTemp("", "lockbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	secret := randomSecret()
+	token, err := mintToken(secret, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	want := func(k string) bool { return slices.Contains(cfg.targets, k) }
+	cmp := &Comparison{}
+	rep := (&bench{cfg: cfg}).newReport(ctx, "processes")
+	rep.Comparison = cmp
+
+	var stops []func()
+	defer func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	}()
+	var targets []*procTarget
+	add := func(t *procTarget) {
+		targets = append(targets, t)
+		stops = append(stops, t.close)
+	}
+
+	var rp *redisProc
+	if want("redis") || want("engine") {
+		if rp, err = startRedis(ctx, cfg.redisServer); err != nil {
+			return nil, err
+		}
+		stops = append(stops, rp.stop)
+		if c, err := newEngineTarget(rp.url(), cfg.namespace, cfg.ttl); err == nil {
+			rep.RedisVersion, _ = infoField(ctx, c.client, "server", "redis_version")
+			c.close()
+		}
+	}
+	if want("ceiling") {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		p, err := startChild(ctx, "ceiling", exe, nil, map[string]string{roleEnv: "ceiling", "LOCKGATE_JWT_SECRET": string(secret)})
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, p.stop)
+		ht, err := newHTTPTarget(p.url, token, cfg.namespace, cfg.ttl, maxClients(cfg))
+		if err != nil {
+			return nil, err
+		}
+		add(&procTarget{key: "ceiling", label: "HTTP ceiling (net/http + JWT check, no locking)", tgt: ht, close: ht.close, server: p.pid()})
+	}
+	if want("embedded") || want("redis") {
+		bin := cfg.gatewayBin
+		if bin == "" {
+			fmt.Fprint(progress, "go build cmd/gateway ... ")
+			if bin, err = buildGateway(ctx, tmp); err != nil {
+				return nil, err
+			}
+			fmt.Fprintln(progress, "done")
+		}
+		for _, k := range []string{"embedded", "redis"} {
+			if !want(k) {
+				continue
+			}
+			args := []string{"--addr", "127.0.0.1:0", "--shutdown-timeout", "5s"}
+			label := "lockgate, embedded backend"
+			var redisPID int
+			if k == "redis" {
+				args = append(args, "--redis-url", rp.url())
+				label, redisPID = "lockgate, Redis backend", rp.cmd.Process.Pid
+			}
+			env := map[string]string{roleEnv: "gateway", "LOCKGATE_JWT_SECRET": string(secret), "LOCKGATE_LOG_LEVEL": "warn"}
+			var pprofAddr string
+			if cfg.pprofDir != "" {
+				if pprofAddr, err = freeLoopbackAddr(); err != nil {
+					return nil, err
+				}
+				env["LOCKGATE_PPROF_ADDR"] = pprofAddr
+			}
+			p, err := startChild(ctx, "gateway ("+k+")", bin, args, env)
+			if err != nil {
+				return nil, err
+			}
+			stops = append(stops, p.stop)
+			ht, err := newHTTPTarget(p.url, token, cfg.namespace, cfg.ttl, maxClients(cfg))
+			if err != nil {
+				return nil, err
+			}
+			add(&procTarget{key: k, label: label, tgt: ht, close: ht.close, server: p.pid(), redis: redisPID, contended: true, pprofAddr: pprofAddr})
+		}
+	}
+	if want("engine") {
+		et, err := newEngineTarget(rp.url(), cfg.namespace, cfg.ttl)
+		if err != nil {
+			return nil, err
+		}
+		add(&procTarget{key: "engine", label: "lock engine in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
+			redis: rp.cmd.Process.Pid, contended: true})
+	}
+	if want("etcd") {
+		if bin, ok := etcdBin(cfg.etcd); !ok {
+			cmp.Notes = append(cmp.Notes, fmt.Sprintf("etcd not measured: no %q on PATH (apt-get install etcd-server for etcd 3.4)", cfg.etcd))
+		} else {
+			ep, err := startEtcd(ctx, bin, filepath.Join(tmp, "etcd"))
+			if err != nil {
+				return nil, err
+			}
+			stops = append(stops, ep.stop)
+			cmp.EtcdVersion = etcdVersion(ep.url)
+			et := newEtcdTarget(ep.url, cfg.namespace, cfg.ttl, maxClients(cfg))
+			add(&procTarget{key: "etcd", label: "etcd " + cmp.EtcdVersion + " lock API over its JSON gateway", tgt: et, close: et.close,
+				server: ep.pid(), contended: true})
+		}
+	}
+
+	var matrix []Scenario
+	for _, n := range cfg.uncontendedClients {
+		matrix = append(matrix, Scenario{Mode: uncontended, Clients: n, Duration: cfg.duration, Wait: cfg.wait})
+	}
+	for _, n := range cfg.contendedClients {
+		matrix = append(matrix, Scenario{Mode: contended, Clients: n, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+	}
+	runID := randomID()
+	for i, sc := range matrix {
+		var ceiling float64
+		for _, t := range targets {
+			if sc.Mode == contended && !t.contended {
+				continue
+			}
+			fmt.Fprintf(progress, "%-36s %-9s ... ", sc, t.key)
+			run, err := runTarget(ctx, cfg, t, sc, fmt.Sprintf("%s-%d-%s", runID, i, t.key))
+			if err != nil {
+				fmt.Fprintln(progress)
+				return nil, fmt.Errorf("%s, %s: %w", sc, t.key, err)
+			}
+			if t.key == "ceiling" {
+				ceiling = run.Result.CyclesPerSec
+			} else if ceiling > 0 {
+				run.OverCeiling = run.Result.CyclesPerSec / ceiling
+			}
+			fmt.Fprintf(progress, "%7.0f cycles/s", run.Result.CyclesPerSec)
+			if run.OverCeiling > 0 {
+				fmt.Fprintf(progress, "  %.2fx ceiling", run.OverCeiling)
+			}
+			if run.ServerCPUUS > 0 {
+				fmt.Fprintf(progress, "  server %.0f µs/cycle", run.ServerCPUUS)
+			}
+			fmt.Fprintln(progress)
+			cmp.Runs = append(cmp.Runs, run)
+		}
+	}
+	rep.Machine.LoadEnd = loadAvg()
+	return rep, nil
+}
+
+func maxClients(cfg config) int {
+	return max(slices.Max(append([]int{1}, cfg.uncontendedClients...)), slices.Max(append([]int{1}, cfg.contendedClients...)))
+}
+
+// runTarget runs sc against t and measures the CPU its processes used.
+func runTarget(ctx context.Context, cfg config, t *procTarget, sc Scenario, prefix string) (TargetRun, error) {
+	run := TargetRun{Target: t.key, Label: t.label, Mode: sc.Mode, Clients: sc.Clients}
+	pids := []int{t.server, t.redis, 0}
+	before := make([]time.Duration, len(pids))
+	after := make([]time.Duration, len(pids))
+	read := func(into []time.Duration) {
+		for i, pid := range pids {
+			if pid != 0 || i == len(pids)-1 {
+				into[i], _ = cpuTime(pid)
+			}
+		}
+	}
+	h := hooks{start: func() { read(before) }, stop: func() { read(after) }}
+	if cfg.pprofDir != "" && t.pprofAddr != "" && !t.profiled && sc.Mode == uncontended {
+		t.profiled = true
+		h = profileGateway(cfg, t, sc, h)
+	}
+	res, err := runScenario(ctx, t.tgt, sc, t.key, prefix, "client", h)
+	if err != nil {
+		return run, err
+	}
+	run.Result = res
+	perCycle := func(i int) float64 {
+		if pids[i] == 0 && i != len(pids)-1 {
+			return 0
+		}
+		return float64(after[i]-before[i]) / float64(time.Microsecond) / float64(res.Cycles)
+	}
+	run.ServerCPUUS, run.RedisCPUUS, run.BenchCPUUS = perCycle(0), perCycle(1), perCycle(2)
+	return run, nil
+}
+
+// profileGateway wraps h: while the run is timed, it takes a CPU profile of
+// the gateway process and the allocation profiles before and after, into
+// --pprof-dir as <target>-cpu.pprof, <target>-allocs-{before,after}.pprof
+// (compare with go tool pprof -sample_index=alloc_space -base before after).
+func profileGateway(cfg config, t *procTarget, sc Scenario, h hooks) hooks {
+	base := "http://" + t.pprofAddr + "/debug/pprof/"
+	file := func(name string) string { return filepath.Join(cfg.pprofDir, t.key+"-"+name+".pprof") }
+	secs := max(int(sc.Duration/time.Second)-1, 1)
+	var wg sync.WaitGroup
+	var cpuErr error
+	return hooks{
+		start: func() {
+			h.start()
+			if err := fetch(base+"allocs", file("allocs-before")); err != nil {
+				fmt.Fprintf(os.Stderr, "\n--pprof-dir: %v\n", err)
+			}
+			wg.Go(func() { cpuErr = fetch(fmt.Sprintf("%sprofile?seconds=%d", base, secs), file("cpu")) })
+		},
+		stop: func() {
+			h.stop()
+			wg.Wait()
+			err := errors.Join(cpuErr, fetch(base+"allocs", file("allocs-after")))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "\n--pprof-dir: %v\n", err)
+			}
+		},
+	}
+}
+
+func fetch(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeComparison renders a --processes report as markdown.
+func writeComparison(w io.Writer, r *Report) error {
+	var b strings.Builder
+	c, m := r.Comparison, r.Machine
+	fmt.Fprintf(&b, "## lockbench --processes, %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- every target its own process on loopback, started by lockbench: the built cmd/gateway binary "+
+		"(LOCKGATE_LOG_LEVEL=warn) with the embedded backend and with its own redis-server, the HTTP ceiling, etcd; "+
+		"each scenario runs against every target in turn\n")
+	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, %s", m.OS, m.Arch, m.CPUs, m.Go)
+	if r.RedisVersion != "" {
+		fmt.Fprintf(&b, ", Redis %s", r.RedisVersion)
+	}
+	if c.EtcdVersion != "" {
+		fmt.Fprintf(&b, ", etcd %s", c.EtcdVersion)
+	}
+	if m.LoadStart != "" {
+		fmt.Fprintf(&b, "; load average %s at the start, %s at the end", m.LoadStart, m.LoadEnd)
+	}
+	fmt.Fprintf(&b, "\n- each run: %gs of new cycles, lease %d ms, contended acquires wait up to %d ms server-side, hold 0\n",
+		r.Settings.DurationS, r.Settings.TTLMS, r.Settings.WaitMS)
+	b.WriteString("- HTTP ceiling: a plain net/http server process with the gateway's JWT check that answers 201 / 204 with a small JSON body and holds no lock\n")
+	b.WriteString("- CPU per cycle: utime + stime from /proc/<pid>/stat over the timed part of the run (10 ms ticks), over cycles\n")
+	for _, n := range c.Notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+
+	find := func(key, mode string, clients int) *TargetRun {
+		for i := range c.Runs {
+			if r := &c.Runs[i]; r.Target == key && r.Mode == mode && r.Clients == clients {
+				return r
+			}
+		}
+		return nil
+	}
+	var unc, con []int
+	for _, run := range c.Runs {
+		if run.Mode == uncontended && !slices.Contains(unc, run.Clients) {
+			unc = append(unc, run.Clients)
+		}
+		if run.Mode == contended && !slices.Contains(con, run.Clients) {
+			con = append(con, run.Clients)
+		}
+	}
+	join := func(ns []int) string {
+		s := make([]string, len(ns))
+		for i, n := range ns {
+			s[i] = fmt.Sprint(n)
+		}
+		return strings.Join(s, " / ")
+	}
+
+	fmt.Fprintf(&b, "\n| target | uncontended %s clients (cycles/s) | x ceiling | contended %s | server CPU per uncontended cycle (µs) |\n", join(unc), join(con))
+	b.WriteString("| --- | --- | --- | --- | --- |\n")
+	for _, key := range allTargets {
+		var label string
+		var cps, ratio, ccps, cpu []string
+		for _, n := range unc {
+			if r := find(key, uncontended, n); r != nil {
+				label = r.Label
+				cps = append(cps, fmt.Sprintf("%.0f", r.Result.CyclesPerSec))
+				if r.OverCeiling > 0 {
+					ratio = append(ratio, fmt.Sprintf("%.2f", r.OverCeiling))
+				}
+				switch {
+				case r.ServerCPUUS > 0 && r.RedisCPUUS > 0:
+					cpu = append(cpu, fmt.Sprintf("%.0f + %.0f Redis", r.ServerCPUUS, r.RedisCPUUS))
+				case r.ServerCPUUS > 0:
+					cpu = append(cpu, fmt.Sprintf("%.0f", r.ServerCPUUS))
+				case r.RedisCPUUS > 0:
+					cpu = append(cpu, fmt.Sprintf("%.0f Redis", r.RedisCPUUS))
+				}
+			}
+		}
+		for _, n := range con {
+			if r := find(key, contended, n); r != nil {
+				label = r.Label
+				ccps = append(ccps, fmt.Sprintf("%.0f", r.Result.CyclesPerSec))
+			}
+		}
+		if label == "" {
+			continue
+		}
+		dash := func(s []string) string {
+			if len(s) == 0 {
+				return "-"
+			}
+			return strings.Join(s, " / ")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", label, dash(cps), dash(ratio), dash(ccps), dash(cpu))
+	}
+
+	b.WriteString("\n### Uncontended: each client its own lock, acquire + release\n\n")
+	b.WriteString("| target | clients | cycles/s | x ceiling | acquire p50 / p99 (ms) | release p50 / p99 (ms) | CPU µs per cycle: server / Redis / lockbench | errors |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | --- | --- | --- | --- |\n")
+	for _, run := range c.Runs {
+		if run.Mode != uncontended {
+			continue
+		}
+		r := run.Result
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s / %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec, ratioCell(run.OverCeiling),
+			num(r.Acquire.P50), num(r.Acquire.P99), num(r.Release.P50), num(r.Release.P99), cpuCell(run), formatErrors(r.Errors))
+	}
+	b.WriteString("\n### Contended: every client on one lock, server-side wait, hold 0\n\n")
+	b.WriteString("Self-hand-offs: releases during which another client waited, after which the releaser got the lock again " +
+		"(0 under strict FIFO). FIFO bound: (clients − 1) × the mean cycle.\n\n")
+	b.WriteString("| target | clients | cycles/s | self-hand-offs while others waited | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO | CPU µs per cycle: server / Redis / lockbench | errors |\n")
+	b.WriteString("| --- | ---: | ---: | --- | --- | ---: | ---: | --- | --- |\n")
+	for _, run := range c.Runs {
+		if run.Mode != contended || run.Result.Fairness == nil {
+			continue
+		}
+		r, f := run.Result, run.Result.Fairness
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %d of %d (%.0f %%) | %s / %s | %s | %.2f | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
+			f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare, num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS),
+			f.P99OverFIFO, cpuCell(run), formatErrors(r.Errors))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func ratioCell(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func cpuCell(run TargetRun) string {
+	cell := func(v float64) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", v)
+	}
+	return cell(run.ServerCPUUS) + " / " + cell(run.RedisCPUUS) + " / " + cell(run.BenchCPUUS)
+}

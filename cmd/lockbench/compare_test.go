@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProcessesSmoke runs --processes briefly, with this test binary as the
+// gateway (it runs app.Run as cmd/gateway does; a real run builds
+// cmd/gateway, which takes too long for a test) and without etcd, and
+// checks that the report has every figure. It asserts presence, never
+// speed.
+func TestProcessesSmoke(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	args := []string{"lockbench", "--processes", "--json", "--duration", "300ms",
+		"--uncontended-clients", "2", "--contended-clients", "3",
+		"--gateway-bin", exe, "--etcd", "", "--pprof-dir", dir}
+	var out, progress bytes.Buffer
+	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+		t.Fatalf("lockbench --processes: %v\nprogress:\n%s", err, &progress)
+	}
+	if s := out.String() + progress.String(); strings.Contains(s, "eyJ") {
+		t.Errorf("the output contains what looks like a JWT:\n%s", s)
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("the --json report does not parse: %v\n%s", err, &out)
+	}
+	c := rep.Comparison
+	if c == nil {
+		t.Fatalf("no comparison in the report:\n%s", &out)
+	}
+	got := map[string]bool{}
+	for _, r := range c.Runs {
+		got[r.Target+" "+r.Mode] = true
+		if r.Result.Cycles <= 0 || r.Result.Acquire.N == 0 {
+			t.Errorf("%s %s: want cycles and latencies, got %+v", r.Target, r.Mode, r.Result)
+		}
+		if r.Mode == uncontended && r.Target != "ceiling" && r.OverCeiling <= 0 {
+			t.Errorf("%s: want a ratio to the ceiling, got %v", r.Target, r.OverCeiling)
+		}
+		if r.Mode == contended && r.Result.Fairness == nil {
+			t.Errorf("%s contended: no fairness figures", r.Target)
+		}
+		if r.ServerCPUUS < 0 || r.RedisCPUUS < 0 || r.BenchCPUUS < 0 {
+			t.Errorf("%s %s: negative CPU %+v", r.Target, r.Mode, r)
+		}
+	}
+	for _, want := range []string{"ceiling uncontended", "embedded uncontended", "redis uncontended", "engine uncontended",
+		"embedded contended", "redis contended", "engine contended"} {
+		if !got[want] {
+			t.Errorf("no run of %s; got %v", want, got)
+		}
+	}
+	if got["ceiling contended"] {
+		t.Error("the ceiling ran contended: it holds no lock")
+	}
+	if len(c.Notes) == 0 || !strings.Contains(c.Notes[0], "etcd not measured") {
+		t.Errorf("notes = %q, want one saying etcd was skipped", c.Notes)
+	}
+	for _, name := range []string{"redis-cpu", "redis-allocs-before", "redis-allocs-after", "embedded-cpu"} {
+		if fi, err := os.Stat(filepath.Join(dir, name+".pprof")); err != nil || fi.Size() == 0 {
+			t.Errorf("--pprof-dir: want a non-empty %s.pprof (stat: %v)", name, err)
+		}
+	}
+	var md bytes.Buffer
+	if err := writeComparison(&md, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| HTTP ceiling", "| lockgate, Redis backend |", "| lockgate, embedded backend |",
+		"### Uncontended", "### Contended", "| redis | 3 |", "etcd not measured"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the markdown report lacks %q:\n%s", want, &md)
+		}
+	}
+}
+
+func TestCPUTimeOfThisProcess(t *testing.T) {
+	before, err := cpuTime(0)
+	if err != nil {
+		t.Fatalf("cpuTime: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		after, err := cpuTime(os.Getpid())
+		if err != nil {
+			t.Fatalf("cpuTime(pid): %v", err)
+		}
+		if after > before {
+			return
+		}
+	}
+	t.Error("10s of spinning did not move this process's CPU time")
+}
