@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,20 +166,44 @@ func TestUnpickedGrantEndsWithinWaiterLease(t *testing.T) {
 		rs := redistest.Start(t)
 		doomed := startGatewayProcess(t, "--redis-url", rs.URL())
 		live := startGateway(t, "--redis-url", rs.URL())
-		unpickedGrant(t, doomed, live, sigstop)
+		unpickedGrant(t, doomed, live, sigstop, rs.Client(t))
 	})
 	t.Run("cluster", func(t *testing.T) {
 		cl := redistest.StartCluster(t, 3)
 		url := "redis://" + cl.Nodes[0].Addr
 		doomed := startGatewayProcess(t, "--redis-cluster", "--redis-url", url)
 		live := startGateway(t, "--redis-cluster", "--redis-url", url)
-		unpickedGrant(t, doomed, live, sigkill)
+		unpickedGrant(t, doomed, live, sigkill, nil)
 	})
+}
+
+// redisState describes the Redis keys of lock, to say what a failed test
+// saw; "" without a client.
+func redisState(t *testing.T, rc *redis.Client, lock string) string {
+	if rc == nil {
+		return ""
+	}
+	ctx := context.WithoutCancel(t.Context())
+	var b strings.Builder
+	fmt.Fprintf(&b, "Redis time %d ms\n", rc.Time(ctx).Val().UnixMilli())
+	for _, suffix := range []string{"", ":queue", ":alive", ":waiters"} {
+		key := "lockgate:{" + lock + "}" + suffix
+		var v any
+		switch rc.Type(ctx, key).Val() {
+		case "hash":
+			v = rc.HGetAll(ctx, key).Val()
+		case "zset":
+			v = rc.ZRangeWithScores(ctx, key, 0, -1).Val()
+		}
+		fmt.Fprintf(&b, "%s (pttl %v): %v\n", key, rc.PTTL(ctx, key).Val(), v)
+	}
+	return b.String()
 }
 
 // unpickedGrant queues a waiter on doomed, then one on live, sends sig to
 // doomed and releases the lock: the waiter on live must get it within 10 s.
-func unpickedGrant(t *testing.T, doomed, live *gateway, sig os.Signal) {
+// rc, when not nil, reads the lock's keys for the failure message.
+func unpickedGrant(t *testing.T, doomed, live *gateway, sig os.Signal, rc *redis.Client) {
 	cd, cl := newClient(t, doomed), newClient(t, live)
 	const lock = "unpicked/x"
 	h := cl.mustAcquire(t, lock, time.Minute)
@@ -194,7 +219,13 @@ func unpickedGrant(t *testing.T, doomed, live *gateway, sig os.Signal) {
 	}
 	released := time.Now()
 	wantStatus(t, "release", cl.release(t.Context(), lock, h.Token), http.StatusNoContent)
-	r := within(t, 10*time.Second, "the live waiter (the doomed gateway's waiter asked for 60 s)", liveWait)
+	var r result
+	select {
+	case r = <-liveWait:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the live waiter (the doomed gateway's waiter asked for 60 s): no answer within 10s\n%s\nlive gateway's log:\n%s",
+			redisState(t, rc, lock), live.logs)
+	}
 	if r.status != http.StatusCreated {
 		t.Fatalf("the live waiter: got %s, want 201", r)
 	}
