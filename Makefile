@@ -1,13 +1,20 @@
-# The README's commands. `make test` is also what CI runs (.ci/run).
+# The README's commands. `make` alone lists them; `.ci/run` is what CI runs.
 
 GO ?= go
 
-.PHONY: run test check check-spec bench
+.DEFAULT_GOAL := help
+.PHONY: help build run test check check-spec bench
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## the binaries, in bin/: gateway, lockctl, lockbench
+	$(GO) build -o bin/ ./cmd/gateway ./cmd/lockctl ./cmd/lockbench
 
 run: ## start a development gateway: embedded backend, loopback, printed token
 	$(GO) run ./cmd/gateway --dev
 
-test: ## the whole suite, against real redis-servers it starts itself
+test: ## the whole suite, against real redis-servers it starts itself (e2e/clients needs the npm registry once, when node is installed)
 	@scripts/ensure-tools
 	$(GO) test -race -count=1 -timeout 10m ./...
 
@@ -18,7 +25,9 @@ check: ## formatting, vet, staticcheck, and generated code in sync
 	$(GO) generate ./...
 	@git diff --exit-code -- . || { echo "go generate changed the files above: regenerate and commit them"; exit 1; }
 
-check-spec: ## lint openapi.yaml and check the TypeScript client generated from it (needs Node >= 20.19)
+check-spec: ## lint openapi.yaml with Redocly and check the TypeScript client generated from it (Node 22 LTS)
+	@node -e 'process.exit(parseInt(process.versions.node) < 22 ? 1 : 0)' || \
+		echo "note: Node $$(node --version) is past end of life; examples/node asks for Node 22 LTS (checking anyway; Redocly will say so too)" >&2
 	cd examples/node && npm ci --no-audit --no-fund --loglevel=error
 	cd examples/node && npm run --silent lint:spec
 	cd examples/node && npm run --silent check:gen

@@ -9,12 +9,12 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/oasdiff/yaml"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate"
 	"github.com/lockgate/lockgate/middleware"
 )
 
@@ -46,10 +46,6 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load embedded spec: %w", err)
 	}
-	specYAML, err := specYAML()
-	if err != nil {
-		return nil, err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = newMetrics(reg)
@@ -66,8 +62,10 @@ func (s *Server) Handler() (http.Handler, error) {
 
 	r.Get("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		// The repository's file as it is, not the spec re-serialised from
+		// api.gen.go, which changes operationIds' case and drops fields.
 		w.Header().Set("Content-Type", "application/yaml")
-		w.Write(specYAML)
+		w.Write(lockgate.OpenAPI)
 	})
 
 	g, err := newGate(spec, s.cfg.Auth)
@@ -140,18 +138,4 @@ func recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// specYAML renders the embedded spec, the one requests are validated
-// against, as YAML.
-func specYAML() ([]byte, error) {
-	js, err := GetSpecJSON()
-	if err != nil {
-		return nil, fmt.Errorf("load embedded spec: %w", err)
-	}
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		return nil, fmt.Errorf("render spec as YAML: %w", err)
-	}
-	return y, nil
 }

@@ -25,7 +25,7 @@ func AccessLog(logger zerolog.Logger) func(http.Handler) http.Handler {
 			Str("path", r.URL.Path).
 			Int("status", status).
 			Int("size", size).
-			Dur("duration", d)
+			Dur("duration_ms", d)
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			e = e.Str("route", rc.RoutePattern())
 		}

@@ -88,7 +88,9 @@ func (e *unreachableError) Error() string {
 func (e *unreachableError) Unwrap() error { return e.err }
 
 // errNoJWT: no bearer token was configured.
-var errNoJWT = errors.New("no bearer token: set LOCKGATE_TOKEN or pass --jwt (lockctl token mints one)")
+var errNoJWT = errors.New("no bearer token: set LOCKGATE_TOKEN or pass --jwt. A gateway started with --dev prints one; " +
+	"for a gateway started with LOCKGATE_JWT_SECRET (--dev too), mint one with the same secret in the environment: " +
+	`export LOCKGATE_TOKEN=$(lockctl token --sub "$USER" --ns '*')`)
 
 func isCode(err error, code string) bool {
 	var api *apiError

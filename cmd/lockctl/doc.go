@@ -9,10 +9,21 @@
 // LOCKGATE_LOCK and LOCKGATE_FENCING_TOKEN in its environment, renews the
 // lease every third of its TTL, passes SIGINT, SIGTERM and SIGHUP on to the
 // command's process group, releases the lock when the command exits and
-// exits with the command's code. When the lease is lost (the gateway says
-// the owner token no longer holds the lock, or renewals fail until the
-// lease may have expired) it stops the command, SIGTERM then SIGKILL after
-// --kill-after, and exits 84: the command no longer has the lock.
+// exits with the command's code. After SIGINT or SIGTERM the command has
+// --kill-after to exit before it is killed, so lockctl always ends. When the
+// lease is lost (the gateway says the owner token no longer holds the lock,
+// or renewals fail until the lease may have expired) it stops the command,
+// SIGTERM then SIGKILL after --kill-after, and exits 84: the command no
+// longer has the lock.
+//
+// In the foreground of a terminal, run hands the terminal to the command's
+// process group, as a shell does for a job: the command can read it, and
+// Ctrl-C and Ctrl-Z go to the command. A command that stops is reported;
+// with a terminal lockctl stops too, so that the shell's "fg" resumes both.
+//
+// A command may exit 80 to 85 itself. When run exits with a code of its
+// own, a line starting "lockctl:" on stderr says why (the acquire failed,
+// the lease was lost); the command's own code passes through without one.
 //
 // acquire, release, renew and status are the single calls; token mints an
 // HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,

@@ -19,10 +19,20 @@ Usage:
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK and
       LOCKGATE_FENCING_TOKEN in its environment, renew every third of the TTL,
       pass SIGINT, SIGTERM and SIGHUP on to it, release when it exits, and exit
-      with its code. If the lease is lost (the gateway says the token no longer
-      holds the lock, or renewals fail until it may have expired), the command
-      gets SIGTERM, then SIGKILL after --kill-after, and lockctl exits 84.
-      The command runs in its own process group and cannot read the terminal.
+      with its code. After SIGINT or SIGTERM to lockctl, the command has
+      --kill-after to exit before it gets SIGKILL. If the lease is lost (the
+      gateway says the token no longer holds the lock, or renewals fail until
+      it may have expired), the command gets SIGTERM, then SIGKILL after
+      --kill-after, and lockctl exits 84.
+      The command runs in a process group of its own. When lockctl runs in the
+      foreground of the terminal on its stdin, the command gets the terminal:
+      it can read it (prompts work), and Ctrl-C and Ctrl-Z reach it as if
+      lockctl were not there. A stopped command is reported on stderr; with a
+      terminal, lockctl stops with it ("fg" resumes both; the lease is not
+      renewed meanwhile).
+      A command may exit 80-85 itself: when the code is lockctl's own, a line
+      "lockctl: ..." on stderr says why (acquire failed, lease lost); the
+      command's own code passes through without one.
   lockctl token --sub name --ns 'billing,etl-*' [--ttl 1h] [--secret S]
       Mint an HS256 JWT for the gateway's secret ($LOCKGATE_JWT_SECRET).
   lockctl help

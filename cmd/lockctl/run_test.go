@@ -27,6 +27,8 @@ func TestRunExitCode(t *testing.T) {
 	}{
 		{name: "success", script: "exit 0", want: 0},
 		{name: "failure", script: "exit 3", want: 3},
+		// lockctl's own codes come with a line on stderr; the command's not.
+		{name: "exit 84", script: "exit 84", want: 84},
 		{name: "killed", script: "kill -KILL $$", want: 128 + int(syscall.SIGKILL)},
 		{name: "terminated", script: "kill -TERM $$", want: 128 + int(syscall.SIGTERM)},
 	} {
@@ -35,7 +37,10 @@ func TestRunExitCode(t *testing.T) {
 			lock := "run/" + strings.ReplaceAll(tc.name, " ", "-")
 			// The command sees its lock; it fails with 99 if not.
 			script := `test "$LOCKGATE_LOCK" = ` + lock + ` && test "$LOCKGATE_FENCING_TOKEN" -gt 0 || exit 99; ` + tc.script
-			lockctl(t, gw, nil, "run", lock, "--", "sh", "-c", script).want(t, tc.want)
+			r := lockctl(t, gw, nil, "run", lock, "--", "sh", "-c", script).want(t, tc.want)
+			if r.stderr != "" {
+				t.Errorf("stderr %q, want nothing from lockctl for the command's own code", r.stderr)
+			}
 			lockctl(t, gw, nil, "status", lock).want(t, exitFree)
 		})
 	}

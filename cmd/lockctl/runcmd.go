@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// forwarded are the signals run passes on to its command.
+// forwarded are the signals run passes on to its command. After SIGINT or
+// SIGTERM the command has --kill-after to exit before it gets SIGKILL.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 
 // releaseTimeout bounds the release after the command exits; past it the
@@ -85,29 +86,52 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 
 	var (
 		lostErr error
-		kill    <-chan time.Time
+		kill    <-chan time.Time // SIGKILL when it fires
+		killWhy string
 		ctxDone = ctx.Done()
 	)
+	// end asks the command to stop with sig, and gives it --kill-after to
+	// do so: whatever the command does with sig, lockctl ends.
+	end := func(sig syscall.Signal, why string) {
+		ch.signal(sig)
+		if kill == nil {
+			kill, killWhy = time.After(*killAfter), why
+		}
+	}
 watch:
 	for {
 		select {
 		case <-ch.done:
 			break watch
 		case sig := <-sigs:
-			ch.signal(sig)
+			if sig == syscall.SIGHUP {
+				ch.signal(sig) // the command decides: many reload on it
+				continue
+			}
+			end(sig.(syscall.Signal), "of "+signalName(sig))
 		case <-ctxDone: // as a SIGTERM: run was asked to stop
 			ctxDone = nil
-			ch.signal(syscall.SIGTERM)
+			end(syscall.SIGTERM, "of SIGTERM")
+		case sig := <-ch.stopped:
+			if ch.canSuspend() {
+				fmt.Fprintf(c.stderr, "lockctl: the command stopped (%s); suspending lockctl with it: "+
+					"the lease is not renewed while suspended, and if it ends meanwhile lockctl stops the command once resumed\n", signalName(sig))
+				ch.suspend(sig)
+				continue
+			}
+			fmt.Fprintf(c.stderr, "lockctl: the command stopped (%s); lockctl keeps renewing %s until it continues (SIGCONT) or exits; "+
+				"SIGINT or SIGTERM to lockctl end both\n", signalName(sig), l)
 		case lostErr = <-lost:
 			lost = nil
 			fmt.Fprintf(c.stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lostErr, *killAfter)
-			ch.signal(syscall.SIGTERM)
-			kill = time.After(*killAfter)
+			end(syscall.SIGTERM, "of SIGTERM")
 		case <-kill:
 			kill = nil
+			fmt.Fprintf(c.stderr, "lockctl: the command did not exit within %s %s; sending SIGKILL\n", *killAfter, killWhy)
 			ch.signal(syscall.SIGKILL)
 		}
 	}
+	ch.release()
 	stopKeeping()
 	if lost != nil {
 		// No renewal may race the release. A loss found just now still

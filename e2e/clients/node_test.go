@@ -1,6 +1,7 @@
 package clients
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,36 +18,59 @@ var nodeDir = filepath.Join(examples, "node")
 
 var nodeBuild struct {
 	once sync.Once
+	skip string
 	err  error
 }
 
 // nodeProgram installs the example's locked dependencies when they are
 // missing (npm ci), compiles it once with tsc, and returns a command that
-// runs it. It skips the test only when node or npm is not installed.
+// runs it. It skips the test when node or npm is not installed, or when
+// the dependencies are missing and the npm registry cannot be reached.
 func nodeProgram(t *testing.T) *exec.Cmd {
 	t.Helper()
 	lookPaths(t, "node", "npm")
-	nodeBuild.once.Do(func() {
-		if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", ".package-lock.json")); err != nil {
-			if nodeBuild.err = npm("ci", "--no-audit", "--no-fund"); nodeBuild.err != nil {
-				return
-			}
-		}
-		nodeBuild.err = npm("run", "--silent", "build")
-	})
+	nodeBuild.once.Do(func() { nodeBuild.skip, nodeBuild.err = nodeSetup(nodeDir, nil) })
+	if nodeBuild.skip != "" {
+		t.Skip(nodeBuild.skip)
+	}
 	if nodeBuild.err != nil {
 		t.Fatal(nodeBuild.err)
 	}
 	return exec.Command("node", filepath.Join("dist", "main.js"))
 }
 
-func npm(args ...string) error {
+// nodeSetup runs npm ci in dir, when node_modules is missing, and then the
+// build, with env added to npm's environment. It returns a reason to skip,
+// and no error, when npm ci is needed and the registry does not answer a
+// ping: a machine without network access cannot run these tests, and that
+// is not a failure of the example. Any other failure is an error.
+func nodeSetup(dir string, env []string) (skip string, err error) {
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil {
+		if err := npm(dir, env, "ping", "--fetch-retries=0", "--fetch-timeout=20000"); err != nil {
+			return "examples/node's dependencies are not installed and the npm registry cannot be reached, " +
+				"so the Node example is not tested; run 'npm ci' in examples/node with network access once (" + firstLines(err.Error(), 2) + ")", nil
+		}
+		if err := npm(dir, env, "ci", "--no-audit", "--no-fund"); err != nil {
+			return "", err
+		}
+	}
+	return "", npm(dir, env, "run", "--silent", "build")
+}
+
+func npm(dir string, env []string, args ...string) error {
 	cmd := exec.Command("npm", args...)
-	cmd.Dir = nodeDir
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return &npmError{args: args, err: err, out: out}
 	}
 	return nil
+}
+
+// firstLines is s up to its nth line, the lines joined with "; ".
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "; ")
 }
 
 type npmError struct {
@@ -57,6 +81,34 @@ type npmError struct {
 
 func (e *npmError) Error() string {
 	return "npm " + strings.Join(e.args, " ") + ": " + e.err.Error() + "\n" + string(e.out)
+}
+
+// TestNodeSetupSkipsWithoutRegistry: with the dependencies missing and a
+// registry that does not answer, the Node tests are skipped with a reason,
+// not failed.
+func TestNodeSetupSkipsWithoutRegistry(t *testing.T) {
+	lookPaths(t, "npm")
+	dir := t.TempDir()
+	for _, f := range []string{"package.json", "package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join(nodeDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String() + "/"
+	l.Close()
+	skip, err := nodeSetup(dir, []string{"npm_config_registry=" + closed, "npm_config_cache=" + t.TempDir()})
+	if err != nil || !strings.Contains(skip, "npm registry cannot be reached") {
+		t.Fatalf("got skip %q, error %v; want a reason to skip and no error", skip, err)
+	}
+	t.Logf("skip reason: %s", skip)
 }
 
 var acquiredRE = regexp.MustCompile(`acquired (\S+) fencing_token=(\d+)`)

@@ -124,7 +124,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case <-ctx.Done():
 	}
 
-	logger.Info().Dur("deadline", cfg.shutdownTimeout).Msg("shutting down: draining in-flight requests")
+	logger.Info().Dur("deadline_ms", cfg.shutdownTimeout).Msg("shutting down: draining in-flight requests")
 	srv.Drain()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
 	defer cancel()
@@ -169,6 +169,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		m := locks.NewMemory()
 		return m, m.Close, nil
 	}
+	useRedisLogger(logger)
 	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisPrefix, cfg.redisTimeout)
 	if err != nil {
 		return nil, nil, err
