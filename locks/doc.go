@@ -53,6 +53,15 @@
 // microsecond on average. So the memory a lock name costs ends a day after
 // its last use.
 //
+// # Eviction
+//
+// Every key above has a TTL, so a Redis whose maxmemory-policy is anything
+// but noeviction (volatile-* as much as allkeys-*) deletes live locks when
+// it runs short of memory, and hands them out again. Redis.Check fails on
+// such a Redis, naming the setting, and Redis.CheckEviction says so at
+// start, or that Redis refused to tell (CONFIG renamed or not allowed, as
+// on some managed services), in which case the operator must check.
+//
 // The package imports neither net/http nor a logger: callers map its errors
 // (ErrHeld, ErrNotHolder, ErrNotHeld, ErrInvalid, ErrUnavailable) to their
 // own world.

@@ -167,7 +167,18 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 	}
 	checkCtx, cancel := context.WithTimeout(ctx, cfg.redisTimeout)
 	defer cancel()
-	if err := b.Check(checkCtx); err != nil {
+	var (
+		evicting *locks.EvictionError
+		unknown  *locks.PolicyUnknownError
+	)
+	switch err := b.CheckEviction(checkCtx); {
+	case errors.As(err, &evicting):
+		// Fatal: such a Redis may delete live locks and hand them out again.
+		return nil, nil, errors.Join(err, closeFn())
+	case errors.As(err, &unknown):
+		// Said once: /readyz cannot tell either, and lets it pass.
+		logger.Warn().Err(err).Msg("cannot check Redis maxmemory-policy; make sure it is noeviction")
+	case err != nil:
 		// Not fatal: Redis may come up after us, and /readyz tells.
 		logger.Warn().Err(err).Msg("Redis does not answer yet; /readyz reports 503 until it does")
 	}

@@ -11,7 +11,7 @@ import (
 
 // newRedisBackend connects the Redis backend to rawURL: one Redis, or with
 // cluster the seed nodes of a Redis Cluster.
-func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Duration) (locks.Backend, func() error, error) {
+func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Duration) (*locks.Redis, func() error, error) {
 	var client redis.UniversalClient
 	if cluster {
 		opts, err := redis.ParseClusterURL(rawURL)
