@@ -83,3 +83,19 @@ func TestRedisDown(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // poll interval
 	}
 }
+
+// TestFenceRetentionFlag: LOCKGATE_FENCE_RETENTION sets how long a lock's
+// fencing counter outlives its last grant in Redis.
+func TestFenceRetentionFlag(t *testing.T) {
+	rs := redistest.Start(t)
+	gw := startGatewayEnv(t, map[string]string{"LOCKGATE_JWT_SECRET": secret, "LOCKGATE_FENCE_RETENTION": "90s"},
+		"--redis-url", rs.URL())
+	acquire(t, gw.URL+"/locks/retention/x", "")
+	pttl, err := rs.Client(t).PTTL(t.Context(), "lockgate:{retention/x}:fence").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl <= 80*time.Second || pttl > 90*time.Second {
+		t.Fatalf("fencing counter PTTL: got %v, want about 90s", pttl)
+	}
+}

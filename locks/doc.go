@@ -43,10 +43,14 @@
 //	lockgate:gateway:<id>       pub/sub channel of one gateway process
 //
 // The shared hash tag {ns/name} puts a lock's keys in one Cluster slot. A
-// held lock costs one hash of about 200 bytes, and each waiter about 300
-// more while it waits; the queue's keys expire a minute after the last
-// waiter's deadline. The counter (about 90 bytes) outlives the lock by
-// RedisOptions.FenceRetention (24 h by default) and then expires; when it is
+// held lock costs its hash and its counter: 320 to 400 bytes of MEMORY
+// USAGE, 450 to 550 bytes of used_memory, for names of 25 to 70 bytes (Redis
+// 7.0, measured with 20 000 locks). Each waiter costs about 300 bytes more
+// while it waits; the queue's keys expire a minute after the last waiter's
+// deadline. A released name leaves its counter behind, 90 to 120 bytes of
+// MEMORY USAGE and 180 to 230 bytes of used_memory (a million distinct names
+// a day keep about 200 MB), for RedisOptions.FenceRetention (24 h by
+// default, the gateway's --fence-retention), and then it expires; when it is
 // missing the next acquisition seeds it from the Redis clock in
 // microseconds, which is past every token handed out before as long as the
 // clock does not step back and a lock is not acquired more than once a

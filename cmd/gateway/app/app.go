@@ -161,7 +161,11 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		m := locks.NewMemory()
 		return m, m.Close, nil
 	}
-	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisPrefix, cfg.redisTimeout)
+	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, locks.RedisOptions{
+		Prefix:         cfg.redisPrefix,
+		Timeout:        cfg.redisTimeout,
+		FenceRetention: cfg.fenceRetention,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
