@@ -63,8 +63,8 @@ var problems = []problem{
 		detail: "the gateway is shutting down; retry, and you will reach another instance or this one restarted", header: retryAfter1},
 	{match: locks.ErrUnavailable, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Backend unavailable",
 		detail: "the lock backend did not answer in time; the outcome of the call is unknown", header: retryAfter1},
-	// The caller went away or its deadline passed: nobody reads this answer,
-	// but logs and metrics should not call it a server bug.
+	// A caller that left gets no answer (see clientLeft). These rows are a
+	// cancellation or deadline the caller did not cause: the gateway's own.
 	{match: context.Canceled, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request cancelled",
 		detail: "the request was cancelled before it completed", header: retryAfter1},
 	{match: context.DeadlineExceeded, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request timed out",
@@ -116,9 +116,30 @@ type problemBody struct {
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
 }
 
+// statusClientClosedRequest is the status of a request whose caller hung up
+// before its answer, in the access log and the metrics. 499 is nginx's
+// "Client Closed Request", which log tooling and dashboards already know:
+// it is below 500, so it counts against no error rate, and it is not a 4xx
+// the gateway sent, since nobody received it.
+const statusClientClosedRequest = 499
+
+// clientLeft reports whether err is the cancellation of a request whose
+// caller closed the connection (or the HTTP/2 stream). Any token holder can
+// do that at will, while waiting for a lock: it must be neither a 503 nor a
+// warning, or anyone could set off error-rate alerts.
+func clientLeft(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+}
+
 // writeError answers the request with the problem that err maps to. It is the
 // only place that turns an error into a response.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if clientLeft(r, err) {
+		// Nobody reads the answer: the status is for the access log and
+		// the metrics, which log it at info level.
+		w.WriteHeader(statusClientClosedRequest)
+		return
+	}
 	p := lookup(err)
 	body := problemBody{Problem: Problem{
 		Type:   "urn:lockgate:problem:" + string(p.code),

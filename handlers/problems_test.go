@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,5 +85,23 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		if got := h.Get("Retry-After"); got != tc.want {
 			t.Errorf("Retry-After for %v: got %s, want %s", tc.left, got, tc.want)
 		}
+	}
+}
+
+// TestCancellation: a context.Canceled is a 499 without a body when the
+// caller has left, and the gateway's own 503 when it has not.
+func TestCancellation(t *testing.T) {
+	err := fmt.Errorf("acquire a/b: %w", context.Canceled)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rec := httptest.NewRecorder()
+	writeError(rec, httptest.NewRequest("POST", "/locks/a/b", nil).WithContext(ctx), err)
+	if rec.Code != statusClientClosedRequest || rec.Body.Len() != 0 {
+		t.Fatalf("caller left: got %d %q, want 499 without a body", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	writeError(rec, httptest.NewRequest("POST", "/locks/a/b", nil), err)
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("caller still there: got %d, want 503", rec.Code)
 	}
 }
