@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +39,10 @@ func TestErrorTable(t *testing.T) {
 		"method":       {errMethodNotAllowed, 405, ProblemCodeMethodNotAllowed, "", ""},
 		"draining":     {errDraining, 503, ProblemCodeBackendUnavailable, "Retry-After", ""},
 		"unavailable":  {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, errors.New("dial tcp 10.0.0.7:6379: i/o timeout")), 503, ProblemCodeBackendUnavailable, "Retry-After", ""},
+		"refused":      {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), 503, ProblemCodeBackendUnavailable, "Retry-After", "nothing was done"},
+		"timed out":    {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), 503, ProblemCodeBackendUnavailable, "Retry-After", "did not answer in time; the outcome of the call is unknown"},
+		"deadline":     {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, context.DeadlineExceeded), 503, ProblemCodeBackendUnavailable, "Retry-After", "did not answer in time; the outcome of the call is unknown"},
+		"failed":       {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, errors.New("OOM command not allowed")), 503, ProblemCodeBackendUnavailable, "Retry-After", "failed; the outcome of the call is unknown"},
 		"other":        {errors.New("password=hunter2 leaked by a library"), 500, ProblemCodeInternal, "", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
