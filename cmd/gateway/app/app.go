@@ -32,8 +32,14 @@ const ListeningPrefix = "lockgate listening on "
 // maxHeaderBytes bounds request headers, an absurd Authorization included.
 const maxHeaderBytes = 64 << 10
 
+// releaseTimeout bounds the release of a grant whose caller left before it
+// could receive it.
+const releaseTimeout = 5 * time.Second
+
 // Run serves the gateway until ctx is done, then drains: waiting acquirers
-// get a 503, in-flight requests get up to --shutdown-timeout to finish.
+// get a 503, in-flight requests get up to --shutdown-timeout to finish, then
+// their connections are closed and Run waits for their handlers (at most
+// 3 × --redis-timeout + 5 s) before it closes the backend.
 // args are the command line (args[0] is the program name); getenv reads the
 // environment. Logs go to stderr as JSON; stdout gets the listening line and,
 // with --dev, a ready-to-use token.
@@ -60,20 +66,26 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Left open if handlers still use it at the end (see inflight).
+	backendInUse := false
 	defer func() {
+		if backendInUse {
+			return
+		}
 		if err := closeBackend(); err != nil {
 			logger.Warn().Err(err).Msg("close backend")
 		}
 	}()
 
 	srv, err := handlers.NewServer(handlers.Config{
-		Backend:    backend,
-		Auth:       authn,
-		DefaultTTL: cfg.defaultTTL,
-		MaxTTL:     cfg.maxTTL,
-		MaxWait:    cfg.maxWait,
-		MaxWaiters: cfg.maxWaiters,
-		Logger:     logger,
+		Backend:        backend,
+		Auth:           authn,
+		DefaultTTL:     cfg.defaultTTL,
+		MaxTTL:         cfg.maxTTL,
+		MaxWait:        cfg.maxWait,
+		MaxWaiters:     cfg.maxWaiters,
+		ReleaseTimeout: releaseTimeout,
+		Logger:         logger,
 	})
 	if err != nil {
 		return err
@@ -82,8 +94,24 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	running := newInflight()
+	// stopHandlers waits for the handlers that Shutdown or Close left
+	// running. Once their connections are closed, each ends within a few
+	// backend calls and the release of an undelivered grant.
+	stopHandlers := func() error {
+		grace := 3*cfg.redisTimeout + releaseTimeout
+		graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+		defer cancel()
+		if n := running.wait(graceCtx); n > 0 {
+			// Closing the backend under them would race their calls; the
+			// process is about to exit, which ends them.
+			backendInUse = true
+			return fmt.Errorf("shutdown: %d requests still running %s after their connections were closed; left the backend open", n, grace)
+		}
+		return nil
+	}
 	httpSrv := &http.Server{
-		Handler:           h,
+		Handler:           running.wrap(h),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// A response may wait up to max-wait for the lock, then a few Redis
@@ -112,7 +140,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() { served <- httpSrv.Serve(l) }()
 	select {
 	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
+		httpSrv.Close()
+		return errors.Join(fmt.Errorf("serve: %w", err), stopHandlers())
 	case <-ctx.Done():
 	}
 
@@ -127,6 +156,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		logger.Warn().Err(err).Msg("drain deadline passed; closed the remaining connections")
 	}
 	<-served
+	if err := stopHandlers(); err != nil {
+		return err
+	}
 	logger.Info().Msg("stopped")
 	return nil
 }
