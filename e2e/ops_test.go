@@ -126,6 +126,7 @@ func TestRefusesToStart(t *testing.T) {
 		"missing key file": {[]string{"--jwt-public-key-file", filepath.Join(t.TempDir(), "nope.pem")}, nil, "--jwt-public-key-file"},
 		"bad env duration": {nil, map[string]string{"LOCKGATE_JWT_SECRET": secret, "LOCKGATE_MAX_TTL": "forever"}, "LOCKGATE_MAX_TTL"},
 		"default over max": {[]string{"--default-ttl", "2h"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "--max-ttl"},
+		"no retention":     {[]string{"--fence-retention", "0s"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "durations must be positive"},
 		"bad log level":    {[]string{"--log-level", "loud"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "--log-level"},
 		"stray argument":   {[]string{"serve"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "unexpected argument"},
 	} {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,61 @@ func TestRedisDown(t *testing.T) {
 			t.Fatal("/readyz not 200 within 10s of Redis resuming")
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}
+
+// TestFenceRetentionFlag: LOCKGATE_FENCE_RETENTION sets how long a lock's
+// fencing counter outlives its last grant in Redis.
+func TestFenceRetentionFlag(t *testing.T) {
+	rs := redistest.Start(t)
+	gw := startGatewayEnv(t, map[string]string{"LOCKGATE_JWT_SECRET": secret, "LOCKGATE_FENCE_RETENTION": "90s"},
+		"--redis-url", rs.URL())
+	acquire(t, gw.URL+"/locks/retention/x", "")
+	pttl, err := rs.Client(t).PTTL(t.Context(), "lockgate:{retention/x}:fence").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl <= 80*time.Second || pttl > 90*time.Second {
+		t.Fatalf("fencing counter PTTL: got %v, want about 90s", pttl)
+	}
+}
+
+// TestRedisRefusedOrSilent: a 503 says whether nothing was done (the
+// connection was refused) or the outcome is unknown (Redis did not answer
+// in time), with Retry-After either way.
+func TestRedisRefusedOrSilent(t *testing.T) {
+	for name, tc := range map[string]struct {
+		// timeout is --redis-timeout. go-redis dials up to 5 times, 100 ms
+		// apart, before it reports a refused connection: a shorter timeout
+		// ends the call first, and the caller hears "did not answer".
+		timeout string
+		fault   func(t *testing.T, rs *redistest.Server)
+		want    string
+	}{
+		"refused": {"2s", func(t *testing.T, rs *redistest.Server) { rs.Stop() },
+			"could not reach the lock backend (connection refused or unreachable); nothing was done"},
+		"silent": {"300ms", func(t *testing.T, rs *redistest.Server) { rs.Pause(t); t.Cleanup(func() { rs.Resume(t) }) },
+			"the lock backend did not answer in time; the outcome of the call is unknown"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rs := redistest.Start(t)
+			gw := startGateway(t, "--redis-url", rs.URL(), "--redis-timeout", tc.timeout)
+			acquire(t, gw.URL+"/locks/down/warmup", "")
+			tc.fault(t, rs)
+			for _, url := range []string{gw.URL + "/locks/down/x", gw.URL + "/readyz"} {
+				method := "POST"
+				if strings.HasSuffix(url, "/readyz") {
+					method = "GET"
+				}
+				r := call(t, method, url, "", bearer(token(t, nil))...)
+				p := wantProblem(t, r, http.StatusServiceUnavailable, "backend_unavailable")
+				if p.Detail != tc.want {
+					t.Errorf("%s %s: detail: got %q, want %q", method, url, p.Detail, tc.want)
+				}
+				if r.header.Get("Retry-After") == "" {
+					t.Errorf("%s %s: 503 without Retry-After", method, url)
+				}
+			}
+		})
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -23,8 +25,9 @@ type problem struct {
 	code   ProblemCode
 	title  string
 	// detail is shown when the error itself has no safe detail (see
-	// detailer).
-	detail string
+	// detailer); detailOf, when set, words it from the error instead.
+	detail   string
+	detailOf func(err error) string
 	// header adds headers that belong to this kind of error.
 	header func(h http.Header, err error)
 }
@@ -62,9 +65,9 @@ var problems = []problem{
 	{match: errDraining, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Shutting down",
 		detail: "the gateway is shutting down; retry, and you will reach another instance or this one restarted", header: retryAfter1},
 	{match: locks.ErrUnavailable, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Backend unavailable",
-		detail: "the lock backend did not answer in time; the outcome of the call is unknown", header: retryAfter1},
-	// The caller went away or its deadline passed: nobody reads this answer,
-	// but logs and metrics should not call it a server bug.
+		detail: "the lock backend did not answer in time; the outcome of the call is unknown", detailOf: unavailableDetail, header: retryAfter1},
+	// A caller that left gets no answer (see clientLeft). These rows are a
+	// cancellation or deadline the caller did not cause: the gateway's own.
 	{match: context.Canceled, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request cancelled",
 		detail: "the request was cancelled before it completed", header: retryAfter1},
 	{match: context.DeadlineExceeded, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request timed out",
@@ -116,9 +119,30 @@ type problemBody struct {
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
 }
 
+// statusClientClosedRequest is the status of a request whose caller hung up
+// before its answer, in the access log and the metrics. 499 is nginx's
+// "Client Closed Request", which log tooling and dashboards already know:
+// it is below 500, so it counts against no error rate, and it is not a 4xx
+// the gateway sent, since nobody received it.
+const statusClientClosedRequest = 499
+
+// clientLeft reports whether err is the cancellation of a request whose
+// caller closed the connection (or the HTTP/2 stream). Any token holder can
+// do that at will, while waiting for a lock: it must be neither a 503 nor a
+// warning, or anyone could set off error-rate alerts.
+func clientLeft(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+}
+
 // writeError answers the request with the problem that err maps to. It is the
 // only place that turns an error into a response.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if clientLeft(r, err) {
+		// Nobody reads the answer: the status is for the access log and
+		// the metrics, which log it at info level.
+		w.WriteHeader(statusClientClosedRequest)
+		return
+	}
 	p := lookup(err)
 	body := problemBody{Problem: Problem{
 		Type:   "urn:lockgate:problem:" + string(p.code),
@@ -127,6 +151,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		Detail: p.detail,
 		Code:   p.code,
 	}}
+	if p.detailOf != nil {
+		body.Detail = p.detailOf(err)
+	}
 	var d detailer
 	if errors.As(err, &d) {
 		body.Detail = d.Detail()
@@ -182,4 +209,23 @@ func wwwAuthenticate(h http.Header, err error) {
 		v += `, error="invalid_token"`
 	}
 	h.Set("WWW-Authenticate", v)
+}
+
+// unavailableDetail tells the caller of a failed backend call whether it
+// can have taken effect. The engine wraps the client's error with %w, so
+// the network error underneath says what happened: a connection that was
+// never made (refused, unreachable, or its dial timed out) carried nothing,
+// and a retry is safe; a call that was sent and not answered in time may
+// have run.
+func unavailableDetail(err error) string {
+	var op *net.OpError
+	var ne net.Error
+	switch {
+	case errors.As(err, &op) && op.Op == "dial",
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "could not reach the lock backend (connection refused or unreachable); nothing was done"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "the lock backend did not answer in time; the outcome of the call is unknown"
+	}
+	return "the lock backend failed; the outcome of the call is unknown"
 }

@@ -1,12 +1,16 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +39,10 @@ func TestErrorTable(t *testing.T) {
 		"method":       {errMethodNotAllowed, 405, ProblemCodeMethodNotAllowed, "", ""},
 		"draining":     {errDraining, 503, ProblemCodeBackendUnavailable, "Retry-After", ""},
 		"unavailable":  {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, errors.New("dial tcp 10.0.0.7:6379: i/o timeout")), 503, ProblemCodeBackendUnavailable, "Retry-After", ""},
+		"refused":      {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), 503, ProblemCodeBackendUnavailable, "Retry-After", "nothing was done"},
+		"timed out":    {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), 503, ProblemCodeBackendUnavailable, "Retry-After", "did not answer in time; the outcome of the call is unknown"},
+		"deadline":     {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, context.DeadlineExceeded), 503, ProblemCodeBackendUnavailable, "Retry-After", "did not answer in time; the outcome of the call is unknown"},
+		"failed":       {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, errors.New("OOM command not allowed")), 503, ProblemCodeBackendUnavailable, "Retry-After", "failed; the outcome of the call is unknown"},
 		"other":        {errors.New("password=hunter2 leaked by a library"), 500, ProblemCodeInternal, "", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -84,5 +92,23 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 		if got := h.Get("Retry-After"); got != tc.want {
 			t.Errorf("Retry-After for %v: got %s, want %s", tc.left, got, tc.want)
 		}
+	}
+}
+
+// TestCancellation: a context.Canceled is a 499 without a body when the
+// caller has left, and the gateway's own 503 when it has not.
+func TestCancellation(t *testing.T) {
+	err := fmt.Errorf("acquire a/b: %w", context.Canceled)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rec := httptest.NewRecorder()
+	writeError(rec, httptest.NewRequest("POST", "/locks/a/b", nil).WithContext(ctx), err)
+	if rec.Code != statusClientClosedRequest || rec.Body.Len() != 0 {
+		t.Fatalf("caller left: got %d %q, want 499 without a body", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	writeError(rec, httptest.NewRequest("POST", "/locks/a/b", nil), err)
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("caller still there: got %d, want 503", rec.Code)
 	}
 }

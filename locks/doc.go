@@ -58,10 +58,14 @@
 //	lockgate:gateway:<id>       pub/sub channel of one gateway process
 //
 // The shared hash tag {ns/name} puts a lock's keys in one Cluster slot. A
-// held lock costs one hash of about 200 bytes, and each waiter about 300
-// more while it waits; the queue's keys expire a minute after the last
-// waiter's deadline. The fence key outlives the lock by
-// RedisOptions.FenceRetention (24 h by default) and then expires.
+// held lock costs its hash and its fence key: 320 to 400 bytes of MEMORY
+// USAGE, 450 to 550 bytes of used_memory, for names of 25 to 70 bytes (Redis
+// 7.0, measured with 20 000 locks). Each waiter costs about 300 bytes more
+// while it waits; the queue's keys expire a minute after the last waiter's
+// deadline. A released name leaves its fence key behind, 90 to 120 bytes of
+// MEMORY USAGE and 180 to 230 bytes of used_memory (a million distinct names
+// a day keep about 200 MB), for RedisOptions.FenceRetention (24 h by
+// default, the gateway's --fence-retention), and then it expires.
 //
 // # Fencing tokens
 //
@@ -72,6 +76,15 @@
 // the Redis that grants is not behind the one that granted before by more
 // than the time between their grants; the counter covers a clock that
 // steps back within the retention.
+//
+// # Eviction
+//
+// Every key above has a TTL, so a Redis whose maxmemory-policy is anything
+// but noeviction (volatile-* as much as allkeys-*) deletes live locks when
+// it runs short of memory, and hands them out again. Redis.Check fails on
+// such a Redis, naming the setting, and Redis.CheckEviction says so at
+// start, or that Redis refused to tell (CONFIG renamed or not allowed, as
+// on some managed services), in which case the operator must check.
 //
 // The package imports neither net/http nor a logger: callers map its errors
 // (ErrHeld, ErrNotHolder, ErrNotHeld, ErrInvalid, ErrUnavailable) to their

@@ -417,14 +417,15 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	}, nil
 }
 
-// Check implements Backend.
+// Check implements Backend: every Redis node answers, and none may evict
+// keys (see CheckEviction).
 func (r *Redis) Check(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	if err := r.client.Ping(cctx).Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return nil
+	return r.checkPolicy(cctx)
 }
 
 // Close implements Backend: it stops the subscription and the heartbeats,

@@ -156,3 +156,10 @@ func (s *Server) signal(t testing.TB, sig syscall.Signal) {
 		t.Fatalf("signal redis-server: %v", err)
 	}
 }
+
+// StartWith is Start with extra redis-server arguments, such as
+// "--maxmemory-policy", "allkeys-lru" or "--rename-command", "CONFIG", "".
+func StartWith(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return start(t, func(string) []string { return args })
+}

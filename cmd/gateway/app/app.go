@@ -32,8 +32,14 @@ const ListeningPrefix = "lockgate listening on "
 // maxHeaderBytes bounds request headers, an absurd Authorization included.
 const maxHeaderBytes = 64 << 10
 
+// releaseTimeout bounds the release of a grant whose caller left before it
+// could receive it.
+const releaseTimeout = 5 * time.Second
+
 // Run serves the gateway until ctx is done, then drains: waiting acquirers
-// get a 503, in-flight requests get up to --shutdown-timeout to finish.
+// get a 503, in-flight requests get up to --shutdown-timeout to finish, then
+// their connections are closed and Run waits for their handlers (at most
+// 3 × --redis-timeout + 5 s) before it closes the backend.
 // args are the command line (args[0] is the program name); getenv reads the
 // environment. Logs go to stderr as JSON; stdout gets the listening line and,
 // with --dev, a ready-to-use token.
@@ -60,20 +66,26 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Left open if handlers still use it at the end (see inflight).
+	backendInUse := false
 	defer func() {
+		if backendInUse {
+			return
+		}
 		if err := closeBackend(); err != nil {
 			logger.Warn().Err(err).Msg("close backend")
 		}
 	}()
 
 	srv, err := handlers.NewServer(handlers.Config{
-		Backend:    backend,
-		Auth:       authn,
-		DefaultTTL: cfg.defaultTTL,
-		MaxTTL:     cfg.maxTTL,
-		MaxWait:    cfg.maxWait,
-		MaxWaiters: cfg.maxWaiters,
-		Logger:     logger,
+		Backend:        backend,
+		Auth:           authn,
+		DefaultTTL:     cfg.defaultTTL,
+		MaxTTL:         cfg.maxTTL,
+		MaxWait:        cfg.maxWait,
+		MaxWaiters:     cfg.maxWaiters,
+		ReleaseTimeout: releaseTimeout,
+		Logger:         logger,
 	})
 	if err != nil {
 		return err
@@ -82,8 +94,24 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	running := newInflight()
+	// stopHandlers waits for the handlers that Shutdown or Close left
+	// running. Once their connections are closed, each ends within a few
+	// backend calls and the release of an undelivered grant.
+	stopHandlers := func() error {
+		grace := 3*cfg.redisTimeout + releaseTimeout
+		graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+		defer cancel()
+		if n := running.wait(graceCtx); n > 0 {
+			// Closing the backend under them would race their calls; the
+			// process is about to exit, which ends them.
+			backendInUse = true
+			return fmt.Errorf("shutdown: %d requests still running %s after their connections were closed; left the backend open", n, grace)
+		}
+		return nil
+	}
 	httpSrv := &http.Server{
-		Handler:           h,
+		Handler:           running.wrap(h),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// A response may wait up to max-wait for the lock, then a few Redis
@@ -120,7 +148,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() { served <- httpSrv.Serve(l) }()
 	select {
 	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
+		httpSrv.Close()
+		return errors.Join(fmt.Errorf("serve: %w", err), stopHandlers())
 	case <-ctx.Done():
 	}
 
@@ -135,6 +164,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		logger.Warn().Err(err).Msg("drain deadline passed; closed the remaining connections")
 	}
 	<-served
+	if err := stopHandlers(); err != nil {
+		return err
+	}
 	logger.Info().Msg("stopped")
 	return nil
 }
@@ -170,13 +202,28 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
-	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisPrefix, cfg.redisTimeout)
+	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, locks.RedisOptions{
+		Prefix:         cfg.redisPrefix,
+		Timeout:        cfg.redisTimeout,
+		FenceRetention: cfg.fenceRetention,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
 	checkCtx, cancel := context.WithTimeout(ctx, cfg.redisTimeout)
 	defer cancel()
-	if err := b.Check(checkCtx); err != nil {
+	var (
+		evicting *locks.EvictionError
+		unknown  *locks.PolicyUnknownError
+	)
+	switch err := b.CheckEviction(checkCtx); {
+	case errors.As(err, &evicting):
+		// Fatal: such a Redis may delete live locks and hand them out again.
+		return nil, nil, errors.Join(err, closeFn())
+	case errors.As(err, &unknown):
+		// Said once: /readyz cannot tell either, and lets it pass.
+		logger.Warn().Err(err).Msg("cannot check Redis maxmemory-policy; make sure it is noeviction")
+	case err != nil:
 		// Not fatal: Redis may come up after us, and /readyz tells.
 		logger.Warn().Err(err).Msg("Redis does not answer yet; /readyz reports 503 until it does")
 	}

@@ -19,6 +19,7 @@ type config struct {
 	redisCluster     bool
 	redisPrefix      string
 	redisTimeout     time.Duration
+	fenceRetention   time.Duration
 	jwtSecret        string
 	jwtPublicKeyFile string
 	jwtIssuer        string
@@ -53,6 +54,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "--redis-url names seed nodes of a Redis Cluster: redis://host:port?addr=host2:port&addr=...")
 	fs.StringVar(&c.redisPrefix, "redis-prefix", "lockgate:", "prefix of every Redis key and channel")
 	fs.DurationVar(&c.redisTimeout, "redis-timeout", 2*time.Second, "bound on each Redis call; past it a request fails with 503")
+	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter stays in Redis after its last grant (about 200 bytes of Redis memory per lock name); it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
 	fs.StringVar(&c.jwtPublicKeyFile, "jwt-public-key-file", "", "PEM file of public keys for RS256, ES256 or EdDSA tokens")
 	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "required iss of tokens, when set")
@@ -118,7 +120,7 @@ func (c config) check() error {
 	case !c.dev && c.jwtSecret == "" && c.jwtPublicKeyFile == "":
 		return errors.New("no JWT key configured: set --jwt-secret or --jwt-public-key-file (or " +
 			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
-	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0:
+	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0 || c.fenceRetention <= 0:
 		return errors.New("durations must be positive")
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
@@ -126,6 +128,8 @@ func (c config) check() error {
 		return fmt.Errorf("--default-ttl %s is longer than --max-ttl %s", c.defaultTTL, c.maxTTL)
 	case c.defaultTTL < time.Millisecond || c.maxTTL < time.Millisecond:
 		return errors.New("TTLs must be at least 1ms")
+	case c.fenceRetention < time.Millisecond:
+		return errors.New("--fence-retention must be at least 1ms")
 	}
 	return nil
 }

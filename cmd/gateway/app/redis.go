@@ -2,16 +2,15 @@ package app
 
 import (
 	"errors"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockgate/lockgate/locks"
 )
 
-// newRedisBackend connects the Redis backend to rawURL: one Redis, or with
-// cluster the seed nodes of a Redis Cluster.
-func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Duration) (locks.Backend, func() error, error) {
+// newRedisBackend connects the Redis backend to rawURL (one Redis, or with
+// cluster the seed nodes of a Redis Cluster) with opts.
+func newRedisBackend(rawURL string, cluster bool, opts locks.RedisOptions) (*locks.Redis, func() error, error) {
 	var client redis.UniversalClient
 	if cluster {
 		opts, err := redis.ParseClusterURL(rawURL)
@@ -39,6 +38,6 @@ func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Du
 		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.Protocol = -1, true, 2
 		client = redis.NewClient(opts)
 	}
-	b := locks.NewRedis(client, locks.RedisOptions{Prefix: prefix, Timeout: timeout})
+	b := locks.NewRedis(client, opts)
 	return b, func() error { return errors.Join(b.Close(), client.Close()) }, nil
 }
