@@ -14,11 +14,15 @@ import (
 // hand-offs reach the waiter's gateway whichever node it subscribed on.
 func TestRedisClusterConformance(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
-	locktest.Run(t, func(t *testing.T) locks.Locker {
+	newBackend := func(t *testing.T) locks.Backend {
 		r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{})
 		t.Cleanup(func() { r.Close() })
 		return r
+	}
+	t.Run("Locks", func(t *testing.T) {
+		locktest.Run(t, func(t *testing.T) locks.Locker { return newBackend(t) })
 	})
+	t.Run("Semaphores", func(t *testing.T) { locktest.RunSemaphores(t, newBackend) })
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

@@ -14,7 +14,7 @@ func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, cha
 	if channel == "" {
 		channel = r.opts.Prefix + "gateway:gone"
 	}
-	return lua.Acquire.Run(ctx, r.client, r.keys(key).all(),
+	return lua.Acquire.Run(ctx, r.client, r.lockKeys(key).all(),
 		tokenHash(newToken()), req.TTL.Milliseconds(), "ghost", "ghost",
 		r.opts.FenceRetention.Milliseconds(), "ghost-"+newToken(), channel,
 		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, 0,

@@ -163,14 +163,15 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
 // unavailable wraps a backend failure so that it matches ErrUnavailable and
 // still unwraps to its cause.
-func unavailable(op string, key Key, cause error) error {
-	return fmt.Errorf("%s %s: %w: %w", op, key, ErrUnavailable, cause)
+func unavailable(op string, what fmt.Stringer, cause error) error {
+	return fmt.Errorf("%s %s: %w: %w", op, what, ErrUnavailable, cause)
 }
 
 // Backend is a Locker that a process owns: it can report whether it can
 // reach its store, and must be closed when the process is done with it.
 type Backend interface {
 	Locker
+	Semaphores
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

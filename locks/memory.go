@@ -14,6 +14,7 @@ type Memory struct {
 	mu        sync.Mutex
 	locks     map[Key]*memGrant
 	queues    map[Key][]*memWaiter // FIFO; a lock with waiters is never free
+	sems      map[Key]*memSemaphore
 	lastFence int64
 }
 
@@ -41,7 +42,7 @@ type memWaiter struct {
 
 // NewMemory returns an empty embedded backend.
 func NewMemory() *Memory {
-	return &Memory{locks: make(map[Key]*memGrant), queues: make(map[Key][]*memWaiter)}
+	return &Memory{locks: make(map[Key]*memGrant), queues: make(map[Key][]*memWaiter), sems: make(map[Key]*memSemaphore)}
 }
 
 // Acquire implements Locker.
@@ -123,6 +124,14 @@ func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Dura
 
 // grantLocked makes w the holder of the free lock key. m.mu must be held.
 func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time) Grant {
+	g := m.newGrantLocked(w, now, func() { m.expireLocked(key, time.Now()) })
+	m.locks[key] = g
+	return g.grant(w.token)
+}
+
+// newGrantLocked makes a grant for w, whose lease calls expire, under
+// m.mu, when it runs out. m.mu must be held.
+func (m *Memory) newGrantLocked(w *memWaiter, now time.Time, expire func()) *memGrant {
 	g := &memGrant{
 		tokenHash:  tokenHash(w.token),
 		fence:      m.nextFence(now),
@@ -135,10 +144,14 @@ func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time) Grant {
 	g.expiry = time.AfterFunc(w.req.TTL, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		m.expireLocked(key, time.Now())
+		expire()
 	})
-	m.locks[key] = g
-	return Grant{Token: w.token, Lease: Lease{FencingToken: g.fence, TTL: w.req.TTL, ExpiresAt: g.expiresAt}}
+	return g
+}
+
+// grant describes g to its holder.
+func (g *memGrant) grant(token string) Grant {
+	return Grant{Token: token, Lease: Lease{FencingToken: g.fence, TTL: g.ttl, ExpiresAt: g.expiresAt}}
 }
 
 // nextFence keeps fencing tokens increasing across restarts: a new process

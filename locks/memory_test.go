@@ -10,3 +10,7 @@ import (
 func TestMemoryConformance(t *testing.T) {
 	locktest.Run(t, func(t *testing.T) locks.Locker { return locks.NewMemory() })
 }
+
+func TestMemorySemaphoreConformance(t *testing.T) {
+	locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return locks.NewMemory() })
+}

@@ -90,19 +90,71 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	return r
 }
 
+// kind is a kind of resource the Redis backend keeps. Locks and semaphores
+// have keys and scripts of their own, and share the way waiters queue,
+// wait, and are handed what they wait for: the scripts of both take the
+// same arguments for those steps (see lua/acquire.lua and lua/semlib.lua).
+type kind struct {
+	noun    string                          // "lock" or "semaphore", in errors
+	keys    func(r *Redis, key Key) []string // KEYS of its acquire, leave, release and heartbeat scripts
+	acquire *redis.Script
+	leave   *redis.Script
+	release *redis.Script
+	beat    *redis.Script
+	// held is the error for "taken, try again in retry".
+	held func(retry time.Duration) error
+}
+
+var (
+	lockKind = &kind{noun: "lock",
+		keys:    func(r *Redis, key Key) []string { return r.lockKeys(key).all() },
+		acquire: lua.Acquire, leave: lua.Leave, release: lua.Release, beat: lua.Heartbeat,
+		held: func(retry time.Duration) error { return &HeldError{RetryAfter: retry} },
+	}
+	semaphoreKind = &kind{noun: "semaphore",
+		keys:    func(r *Redis, key Key) []string { return r.semKeys(key).all() },
+		acquire: lua.SemAcquire, leave: lua.SemLeave, release: lua.SemRelease, beat: lua.SemHeartbeat,
+		held: func(retry time.Duration) error { return &FullError{RetryAfter: retry} },
+	}
+)
+
+// resource is one lock or one semaphore.
+type resource struct {
+	kind *kind
+	key  Key
+}
+
+func (res resource) String() string { return res.kind.noun + " " + res.key.String() }
+
 // lockKeys are the keys of one lock. They share the hash tag {ns/name}, so
 // that one script can touch them all on Redis Cluster.
 type lockKeys struct {
 	lock, fence, queue, alive, waiters string
 }
 
-func (r *Redis) keys(key Key) lockKeys {
+func (r *Redis) lockKeys(key Key) lockKeys {
 	lock := r.opts.Prefix + "{" + key.String() + "}"
 	return lockKeys{lock: lock, fence: lock + ":fence", queue: lock + ":queue", alive: lock + ":alive", waiters: lock + ":waiters"}
 }
 
 // all is KEYS for the scripts that take all five (see lua/lib.lua).
 func (k lockKeys) all() []string { return []string{k.lock, k.fence, k.queue, k.alive, k.waiters} }
+
+// semKeys are the keys of one semaphore: the same hash tag as a lock of the
+// same name, under a prefix of their own ("sem:"), so the two never meet.
+type semKeys struct {
+	holders, leases, fence, queue, alive, waiters string
+}
+
+func (r *Redis) semKeys(key Key) semKeys {
+	s := r.opts.Prefix + "sem:{" + key.String() + "}"
+	return semKeys{holders: s, leases: s + ":leases", fence: s + ":fence", queue: s + ":queue", alive: s + ":alive", waiters: s + ":waiters"}
+}
+
+// all is KEYS for the semaphore scripts that take all six (see lua/semlib.lua).
+func (k semKeys) all() []string {
+	return []string{k.holders, k.leases, k.fence, k.queue, k.alive, k.waiters}
+}
 
 // callCtx bounds one Redis call by the configured timeout, and detaches it
 // from the caller's cancellation: a call cut off half way leaves an unknown
@@ -115,7 +167,7 @@ func (r *Redis) callCtx(ctx context.Context) (context.Context, context.CancelFun
 type reply struct {
 	granted bool
 	fence   int64
-	ttl     time.Duration // the grant's remaining lease, or the holder's
+	ttl     time.Duration // the grant's remaining lease, or when to retry
 	now     int64         // ms on the Redis clock when the script ran
 	at      int64         // ms on the Redis clock when the grant was made
 	handed  bool          // the grant was made before the call: handed over
@@ -124,7 +176,7 @@ type reply struct {
 }
 
 // parseReply reads {1, fence, ttl, now, at, handed} (granted) or
-// {0, pttl, now, [rank, arrival]}.
+// {0, retry, now, [rank, arrival]}.
 func parseReply(res []int64) reply {
 	if res[0] == 1 {
 		return reply{granted: true, fence: res[1], ttl: millis(res[2]), now: res[3], at: res[4], handed: res[5] == 1}
@@ -156,23 +208,30 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
+	return r.acquire(ctx, resource{lockKind, key}, req)
+}
+
+// acquire takes res, or waits for it: the protocol locks and semaphores
+// share. extra are the arguments of the kind's acquire script after the
+// common ones (a semaphore's limit).
+func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, extra ...any) (Grant, error) {
 	token := newToken()
 	if req.Wait == 0 {
 		start := time.Now()
-		rp, err := r.runAcquire(ctx, key, req, token, nil, 0)
+		rp, err := r.runAcquire(ctx, res, req, token, nil, 0, extra)
 		if err != nil {
 			return Grant{}, err
 		}
 		if !rp.granted {
-			return Grant{}, &HeldError{RetryAfter: rp.ttl}
+			return Grant{}, res.kind.held(rp.ttl)
 		}
-		return r.deliver(ctx, key, token, rp.lease(start), 0)
+		return r.deliver(ctx, res, token, rp.lease(start), 0)
 	}
 
-	w := r.waiters.register(key)
+	w := r.waiters.register(res)
 	defer r.waiters.unregister(w)
 	if err := r.waiters.ready(ctx); err != nil {
-		return Grant{}, unavailable("acquire", key, err)
+		return Grant{}, unavailable("acquire", res, err)
 	}
 	deadline := time.Now().Add(req.Wait)
 	timeUp := time.NewTimer(req.Wait)
@@ -185,17 +244,17 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 		// grants, picks up a grant handed to us, or (re)queues us in our
 		// place.
 		start := time.Now()
-		rp, err := r.runAcquire(ctx, key, req, token, w, time.Until(deadline))
+		rp, err := r.runAcquire(ctx, res, req, token, w, time.Until(deadline), extra)
 		if err != nil {
 			return Grant{}, err
 		}
 		if rp.granted {
-			return r.deliver(ctx, key, token, rp.lease(start), rp.handoffDelay(start))
+			return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
 		}
 		w.arrival = rp.arrival
 		// The end of a lease publishes nothing: the first in line looks
-		// again when the holder's lease ends. Failing that, the heartbeats
-		// of every gateway with waiters hand the lock on.
+		// again when the (soonest) holder's lease ends. Failing that, the
+		// heartbeats of every gateway with waiters hand it on.
 		if rp.rank == 0 {
 			holderEnds.Reset(max(rp.ttl, time.Millisecond))
 		} else {
@@ -206,24 +265,24 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 		case <-holderEnds.C:
 		case <-timeUp.C:
 			start := time.Now()
-			rp, err := r.leave(ctx, key, w.id, token, false)
+			rp, err := r.leave(ctx, res, w.id, token, false)
 			if err != nil {
 				return Grant{}, err
 			}
 			if rp.granted { // handed over as the wait ran out
-				return r.deliver(ctx, key, token, rp.lease(start), rp.handoffDelay(start))
+				return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
 			}
-			return Grant{}, &HeldError{RetryAfter: rp.ttl}
+			return Grant{}, res.kind.held(rp.ttl)
 		case <-ctx.Done():
-			r.leave(ctx, key, w.id, token, true) // and release what was handed to us
-			return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
+			r.leave(ctx, res, w.id, token, true) // and release what was handed to us
+			return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
 		}
 	}
 }
 
-// runAcquire runs the acquire script; w is nil for an acquire that does
-// not wait, and wait is how much longer it waits.
-func (r *Redis) runAcquire(ctx context.Context, key Key, req AcquireRequest, token string, w *waiter, wait time.Duration) (reply, error) {
+// runAcquire runs the kind's acquire script; w is nil for an acquire that
+// does not wait, and wait is how much longer it waits.
+func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest, token string, w *waiter, wait time.Duration, extra []any) (reply, error) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	waiterID, arrival := "", int64(0)
@@ -231,38 +290,40 @@ func (r *Redis) runAcquire(ctx context.Context, key Key, req AcquireRequest, tok
 		waiterID, arrival = w.id, w.arrival
 		wait = max(wait, time.Millisecond)
 	}
-	res, err := lua.Acquire.Run(cctx, r.client, r.keys(key).all(),
-		tokenHash(token), req.TTL.Milliseconds(), req.Subject, req.Owner,
+	args := append([]any{tokenHash(token), req.TTL.Milliseconds(), req.Subject, req.Owner,
 		r.opts.FenceRetention.Milliseconds(), waiterID, r.waiters.channel,
-		wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, arrival,
-	).Int64Slice()
+		wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, arrival}, extra...)
+	out, err := res.kind.acquire.Run(cctx, r.client, res.kind.keys(r, res.key), args...).Int64Slice()
 	if err != nil {
-		r.abandon(ctx, key, waiterID, token) // the script may have run
-		return reply{}, unavailable("acquire", key, err)
+		r.abandon(ctx, res, waiterID, token) // the script may have run
+		return reply{}, unavailable("acquire", res, err)
 	}
-	return parseReply(res), nil
+	if out[0] == -1 { // a semaphore in use with another limit: nothing changed
+		return reply{}, fmt.Errorf("acquire %s: %w", res, &LimitMismatchError{Limit: int(out[1])})
+	}
+	return parseReply(out), nil
 }
 
 // leave takes a waiter out of the queue. A grant its token holds by then is
 // released when release is set, and otherwise picked up and returned. An
 // empty waiterID leaves no queue, and only releases.
-func (r *Redis) leave(ctx context.Context, key Key, waiterID, token string, release bool) (reply, error) {
+func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string, release bool) (reply, error) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	releaseArg := "0"
 	if release {
 		releaseArg = "1"
 	}
-	res, err := lua.Leave.Run(cctx, r.client, r.keys(key).all(), waiterID, tokenHash(token), releaseArg,
+	out, err := res.kind.leave.Run(cctx, r.client, res.kind.keys(r, res.key), waiterID, tokenHash(token), releaseArg,
 		r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64Slice()
 	if err != nil {
-		r.abandon(ctx, key, waiterID, token) // a hand-off may have got there first
-		return reply{}, unavailable("acquire", key, err)
+		r.abandon(ctx, res, waiterID, token) // a hand-off may have got there first
+		return reply{}, unavailable("acquire", res, err)
 	}
-	if res[0] == 2 {
+	if out[0] == 2 {
 		return reply{rank: -1}, nil
 	}
-	return parseReply(res), nil
+	return parseReply(out), nil
 }
 
 // abandon undoes, in the background, what a call whose outcome is unknown
@@ -271,7 +332,7 @@ func (r *Redis) leave(ctx context.Context, key Key, waiterID, token string, rele
 // caller knows about. The caller has its answer (503) within the Redis
 // timeout meanwhile. If Redis does not answer this either, the waiter's
 // heartbeat lapses and the grant's lease ends on their own.
-func (r *Redis) abandon(ctx context.Context, key Key, waiterID, token string) {
+func (r *Redis) abandon(ctx context.Context, res resource, waiterID, token string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -281,17 +342,17 @@ func (r *Redis) abandon(ctx context.Context, key Key, waiterID, token string) {
 	r.cleanups.Go(func() {
 		cctx, cancel := r.callCtx(ctx)
 		defer cancel()
-		lua.Leave.Run(cctx, r.client, r.keys(key).all(), waiterID, tokenHash(token), "1",
+		res.kind.leave.Run(cctx, r.client, res.kind.keys(r, res.key), waiterID, tokenHash(token), "1",
 			r.opts.FenceRetention.Milliseconds(), r.checkHeard)
 	})
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
 // ever release it, so it is released at once.
-func (r *Redis) deliver(ctx context.Context, key Key, token string, lease Lease, handoffDelay time.Duration) (Grant, error) {
+func (r *Redis) deliver(ctx context.Context, res resource, token string, lease Lease, handoffDelay time.Duration) (Grant, error) {
 	if ctx.Err() != nil {
-		r.Release(ctx, key, token)
-		return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
+		r.release(ctx, res, token)
+		return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
 	}
 	return Grant{Token: token, Lease: lease, HandoffDelay: handoffDelay}, nil
 }
@@ -301,28 +362,29 @@ func (r *Redis) deliver(ctx context.Context, key Key, token string, lease Lease,
 // returns the ids of the waiters that must run their script again: those
 // no longer queued (handed the lock, or dropped), and all those of a lock
 // whose heartbeat failed, so that they learn of an outage.
-func (r *Redis) heartbeat(ctx context.Context, byKey map[Key][]string) (wake []string) {
+func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wake []string) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	type beat struct {
-		keys []string
-		args []any
-		ids  []string
-		cmd  *redis.Cmd
+		script *redis.Script
+		keys   []string
+		args   []any
+		ids    []string
+		cmd    *redis.Cmd
 	}
-	beats := make([]*beat, 0, len(byKey))
-	for key, ids := range byKey {
+	beats := make([]*beat, 0, len(byRes))
+	for res, ids := range byRes {
 		args := make([]any, 0, len(ids)+3)
 		args = append(args, r.opts.WaiterLease.Milliseconds(), r.opts.FenceRetention.Milliseconds(), r.checkHeard)
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		beats = append(beats, &beat{keys: r.keys(key).all(), args: args, ids: ids})
+		beats = append(beats, &beat{script: res.kind.beat, keys: res.kind.keys(r, res.key), args: args, ids: ids})
 	}
 	send := func(todo []*beat) {
 		pipe := r.client.Pipeline()
 		for _, b := range todo {
-			b.cmd = lua.Heartbeat.EvalSha(cctx, pipe, b.keys, b.args...)
+			b.cmd = b.script.EvalSha(cctx, pipe, b.keys, b.args...)
 		}
 		pipe.Exec(cctx) // errors are read per command below
 	}
@@ -333,10 +395,11 @@ func (r *Redis) heartbeat(ctx context.Context, byKey map[Key][]string) (wake []s
 			noScript = append(noScript, b)
 		}
 	}
-	if len(noScript) > 0 { // Redis lost its script cache: load it, once
-		if err := lua.Heartbeat.Load(cctx, r.client).Err(); err == nil {
-			send(noScript)
+	if len(noScript) > 0 { // Redis lost its script cache: load, once
+		for _, s := range []*redis.Script{lua.Heartbeat, lua.SemHeartbeat} {
+			s.Load(cctx, r.client)
 		}
+		send(noScript)
 	}
 	for _, b := range beats {
 		queued, err := b.cmd.Int64Slice()
@@ -353,19 +416,24 @@ func (r *Redis) heartbeat(ctx context.Context, byKey map[Key][]string) (wake []s
 	return wake
 }
 
-// Release implements Locker.
-func (r *Redis) Release(ctx context.Context, key Key, token string) error {
+// release runs the kind's release script.
+func (r *Redis) release(ctx context.Context, res resource, token string) error {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Release.Run(cctx, r.client, r.keys(key).all(),
+	out, err := res.kind.release.Run(cctx, r.client, res.kind.keys(r, res.key),
 		tokenHash(token), r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64()
 	if err != nil {
-		return unavailable("release", key, err)
+		return unavailable("release", res, err)
 	}
-	if res != 1 {
-		return fmt.Errorf("release %s: %w", key, ErrNotHolder)
+	if out != 1 {
+		return fmt.Errorf("release %s: %w", res, ErrNotHolder)
 	}
 	return nil
+}
+
+// Release implements Locker.
+func (r *Redis) Release(ctx context.Context, key Key, token string) error {
+	return r.release(ctx, resource{lockKind, key}, token)
 }
 
 // Renew implements Locker.
@@ -376,10 +444,10 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	start := time.Now()
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	res, err := lua.Renew.Run(cctx, r.client, []string{r.keys(key).lock},
+	res, err := lua.Renew.Run(cctx, r.client, []string{r.lockKeys(key).lock},
 		tokenHash(token), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
-		return Lease{}, unavailable("renew", key, err)
+		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
 	}
 	if res[0] != 1 {
 		return Lease{}, fmt.Errorf("renew %s: %w", key, ErrNotHolder)
@@ -393,10 +461,10 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	start := time.Now()
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	keys := r.keys(key)
+	keys := r.lockKeys(key)
 	res, err := lua.Inspect.RunRO(cctx, r.client, []string{keys.lock, keys.queue}).Slice()
 	if err != nil {
-		return Info{}, unavailable("inspect", key, err)
+		return Info{}, unavailable("inspect", resource{lockKind, key}, err)
 	}
 	if len(res) < 6 {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)

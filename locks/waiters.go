@@ -26,7 +26,7 @@ type waiters struct {
 	channel   string
 	timeout   time.Duration
 	lease     time.Duration // how long a waiter lives without a heartbeat
-	heartbeat func(ctx context.Context, byKey map[Key][]string) (wake []string)
+	heartbeat func(ctx context.Context, byRes map[resource][]string) (wake []string)
 
 	mu         sync.Mutex
 	byID       map[string]*waiter
@@ -41,7 +41,7 @@ type waiters struct {
 // waiter is one waiting Acquire.
 type waiter struct {
 	id   string
-	key  Key
+	res  resource
 	wake chan struct{} // something may have changed: run the script again
 	// arrival is the waiter's place in the queue, kept when it rejoins.
 	// Only the Acquire that owns the waiter touches it.
@@ -49,7 +49,7 @@ type waiter struct {
 }
 
 func newWaiters(client redis.UniversalClient, channel string, timeout, lease time.Duration,
-	heartbeat func(context.Context, map[Key][]string) []string) *waiters {
+	heartbeat func(context.Context, map[resource][]string) []string) *waiters {
 	return &waiters{
 		client:     client,
 		channel:    channel,
@@ -62,12 +62,12 @@ func newWaiters(client redis.UniversalClient, channel string, timeout, lease tim
 	}
 }
 
-func (ws *waiters) register(key Key) *waiter {
+func (ws *waiters) register(res resource) *waiter {
 	id := make([]byte, 12)
 	rand.Read(id)
 	w := &waiter{
 		id:   base64.RawURLEncoding.EncodeToString(id),
-		key:  key,
+		res:  res,
 		wake: make(chan struct{}, 1),
 	}
 	ws.mu.Lock()
@@ -201,16 +201,16 @@ func (ws *waiters) beat(ctx context.Context) {
 		case <-t.C:
 		case <-ws.beatNow:
 		}
-		byKey := make(map[Key][]string)
+		byRes := make(map[resource][]string)
 		ws.mu.Lock()
 		for id, w := range ws.byID {
-			byKey[w.key] = append(byKey[w.key], id)
+			byRes[w.res] = append(byRes[w.res], id)
 		}
 		ws.mu.Unlock()
-		if len(byKey) == 0 {
+		if len(byRes) == 0 {
 			continue
 		}
-		wake := ws.heartbeat(ctx, byKey)
+		wake := ws.heartbeat(ctx, byRes)
 		ws.mu.Lock()
 		for _, id := range wake {
 			if w := ws.byID[id]; w != nil {

@@ -42,28 +42,8 @@ end
 
 local seq = 0
 if me ~= '' then
-  seq = tonumber(redis.call('ZSCORE', K.queue, me))
-  if not seq then
-    seq = tonumber(ARGV[11])
-    if seq == 0 then
-      seq = redis.call('HINCRBY', K.waiters, '#seq', 1)
-    end
-    local wait = tonumber(ARGV[8])
-    local deadline = now + wait
-    redis.call('ZADD', K.queue, seq, me)
-    redis.call('ZADD', K.alive,
-      string.format('%d', math.min(deadline, now + tonumber(ARGV[9]))), me)
-    redis.call('HSET', K.waiters, me, cjson.encode({
-      g = ARGV[7], t = tok_hash, ttl = ttl, l = ARGV[9], s = ARGV[3], o = ARGV[4],
-      d = string.format('%d', deadline)}))
-    -- The queue's keys outlive their last waiter by a minute, then go.
-    local keep = wait + 60000
-    for _, k in ipairs({K.queue, K.alive, K.waiters}) do
-      if redis.call('PTTL', k) < keep then
-        redis.call('PEXPIRE', k, keep)
-      end
-    end
-  end
+  seq = enqueue(K, now, me, ARGV[11], ARGV[8], ARGV[9],
+    {g = ARGV[7], t = tok_hash, ttl = ttl, s = ARGV[3], o = ARGV[4]})
 end
 
 if not holder then

@@ -87,16 +87,40 @@ local function dequeue(K, id)
   redis.call('HDEL', K.waiters, id)
 end
 
--- handoff gives the free lock to the first waiter still alive. When that
--- waiter is the caller (me), the grant is a full one. Otherwise it is
--- provisional, with a lease of at most the waiter's pick-up time, and one
--- message, "<waiter id>", on the waiter's gateway's channel tells it to
--- look again: a grant nobody picks up, because the gateway died, froze or
--- was cut off, ends within that time and the queue moves on. Dead waiters
--- met on the way are dropped: past their deadline or heartbeat, or (when
--- check_heard is '1', exact on a single Redis) whose gateway no longer
--- listens. Returns the waiter's id, or nil when nobody alive waits.
-local function handoff(K, t, now, retention, check_heard, me)
+-- enqueue puts waiter me in the queue, unless it is there already, and
+-- returns its arrival number. arrival is its number from an earlier call
+-- ('0' for a new arrival), so that a waiter that rejoins keeps its place;
+-- req is what a hand-off needs to grant to it (see K.waiters above).
+local function enqueue(K, now, me, arrival, wait, lease, req)
+  local seq = tonumber(redis.call('ZSCORE', K.queue, me))
+  if seq then
+    return seq
+  end
+  seq = tonumber(arrival)
+  if seq == 0 then
+    seq = redis.call('HINCRBY', K.waiters, '#seq', 1)
+  end
+  local deadline = now + tonumber(wait)
+  redis.call('ZADD', K.queue, seq, me)
+  redis.call('ZADD', K.alive,
+    string.format('%d', math.min(deadline, now + tonumber(lease))), me)
+  req.d = string.format('%d', deadline)
+  req.l = lease
+  redis.call('HSET', K.waiters, me, cjson.encode(req))
+  -- The queue's keys outlive their last waiter by a minute, then go.
+  local keep = tonumber(wait) + 60000
+  for _, k in ipairs({K.queue, K.alive, K.waiters}) do
+    if redis.call('PTTL', k) < keep then
+      redis.call('PEXPIRE', k, keep)
+    end
+  end
+  return seq
+end
+
+-- first_alive returns the first waiter still alive and its request, and
+-- drops the dead ones met on the way (past their deadline or heartbeat).
+-- Returns nil when nobody alive waits.
+local function first_alive(K, now)
   while true do
     local id = redis.call('ZRANGE', K.queue, 0, 0)[1]
     if not id then
@@ -104,19 +128,43 @@ local function handoff(K, t, now, retention, check_heard, me)
     end
     local alive = tonumber(redis.call('ZSCORE', K.alive, id))
     local w = redis.call('HGET', K.waiters, id)
-    dequeue(K, id)
     if w and alive and alive > now then
-      local e = cjson.decode(w)
-      if id == me then
-        grant(K, t, e.t, e.ttl, e.ttl, e.s, e.o, retention, false)
-        return id
-      end
-      grant(K, t, e.t, e.ttl, math.min(tonumber(e.ttl), tonumber(e.l)), e.s, e.o, retention, true)
-      if redis.call('PUBLISH', e.g, id) > 0 or check_heard ~= '1' then
-        return id
-      end
-      redis.call('DEL', K.lock) -- its gateway is gone: the grant would sit unused
+      return id, cjson.decode(w)
     end
+    dequeue(K, id)
   end
 end
 
+-- wake tells waiter id's gateway to look again, with one message on the
+-- gateway's own channel: the id and nothing else. Returns false when
+-- check_heard is '1' (exact on a single Redis) and nobody listens there: its
+-- gateway is gone.
+local function wake(e, id, check_heard)
+  return redis.call('PUBLISH', e.g, id) > 0 or check_heard ~= '1'
+end
+
+-- handoff gives the free lock to the first waiter still alive. When that
+-- waiter is the caller (me), the grant is a full one. Otherwise it is
+-- provisional, with a lease of at most the waiter's pick-up time, and the
+-- waiter's gateway is woken: a grant nobody picks up, because the gateway
+-- died, froze or was cut off, ends within that time and the queue moves on.
+-- A waiter whose gateway is known to be gone is dropped. Returns the
+-- waiter's id, or nil when nobody alive waits.
+local function handoff(K, t, now, retention, check_heard, me)
+  while true do
+    local id, e = first_alive(K, now)
+    if not id then
+      return nil
+    end
+    dequeue(K, id)
+    if id == me then
+      grant(K, t, e.t, e.ttl, e.ttl, e.s, e.o, retention, false)
+      return id
+    end
+    grant(K, t, e.t, e.ttl, math.min(tonumber(e.ttl), tonumber(e.l)), e.s, e.o, retention, true)
+    if wake(e, id, check_heard) then
+      return id
+    end
+    redis.call('DEL', K.lock) -- its gateway is gone: the grant would sit unused
+  end
+end

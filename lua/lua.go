@@ -25,6 +25,21 @@ var (
 	renewSrc string
 	//go:embed inspect.lua
 	inspectSrc string
+
+	//go:embed semlib.lua
+	semLib string
+	//go:embed sem_acquire.lua
+	semAcquireSrc string
+	//go:embed sem_release.lua
+	semReleaseSrc string
+	//go:embed sem_leave.lua
+	semLeaveSrc string
+	//go:embed sem_heartbeat.lua
+	semHeartbeatSrc string
+	//go:embed sem_renew.lua
+	semRenewSrc string
+	//go:embed sem_inspect.lua
+	semInspectSrc string
 )
 
 // The scripts, run with Script.Run (EVALSHA, falling back to EVAL when Redis
@@ -36,4 +51,14 @@ var (
 	Heartbeat = redis.NewScript(lib + heartbeatSrc)
 	Renew     = redis.NewScript(renewSrc)
 	Inspect   = redis.NewScript(inspectSrc)
+)
+
+// The semaphore scripts: lib.lua and semlib.lua, then the script.
+var (
+	SemAcquire   = redis.NewScript(lib + semLib + semAcquireSrc)
+	SemRelease   = redis.NewScript(lib + semLib + semReleaseSrc)
+	SemLeave     = redis.NewScript(lib + semLib + semLeaveSrc)
+	SemHeartbeat = redis.NewScript(lib + semLib + semHeartbeatSrc)
+	SemRenew     = redis.NewScript(lib + semRenewSrc)
+	SemInspect   = redis.NewScript(lib + semInspectSrc)
 )

@@ -19,6 +19,8 @@ func TestScriptsLoad(t *testing.T) {
 	for name, s := range map[string]*redis.Script{
 		"acquire": lua.Acquire, "release": lua.Release, "leave": lua.Leave,
 		"heartbeat": lua.Heartbeat, "renew": lua.Renew, "inspect": lua.Inspect,
+		"sem_acquire": lua.SemAcquire, "sem_release": lua.SemRelease, "sem_leave": lua.SemLeave,
+		"sem_heartbeat": lua.SemHeartbeat, "sem_renew": lua.SemRenew, "sem_inspect": lua.SemInspect,
 	} {
 		sha, err := s.Load(t.Context(), c).Result()
 		if err != nil {
@@ -35,8 +37,8 @@ func TestScriptsLoad(t *testing.T) {
 // and what it returns, since its callers are in another language.
 func TestScriptsStateTheirContract(t *testing.T) {
 	files, err := filepath.Glob("*.lua")
-	if err != nil || len(files) != 7 {
-		t.Fatalf("got scripts %v (%v), want 7", files, err)
+	if err != nil || len(files) != 14 {
+		t.Fatalf("got scripts %v (%v), want 14", files, err)
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
@@ -45,8 +47,11 @@ func TestScriptsStateTheirContract(t *testing.T) {
 		}
 		header, _, _ := strings.Cut(string(src), "\n\n")
 		want := []string{"KEYS[1", "Returns"}
-		if f == "lib.lua" {
+		switch f {
+		case "lib.lua":
 			want = []string{"K.lock", "K.waiters"}
+		case "semlib.lua":
+			want = []string{"S.holders", "S.leases"}
 		}
 		for _, want := range want {
 			if !strings.Contains(header, want) {

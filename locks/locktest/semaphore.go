@@ -1,0 +1,293 @@
+package locktest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// RunSemaphores runs the semaphore suite. newBackend returns a backend for
+// one test; tests run in parallel on names of their own.
+func RunSemaphores(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, b locks.Backend, key locks.Key)
+	}{
+		{"LimitHoldsUnderConcurrency", testLimitHolds},
+		{"PermitsHaveTheirOwnTokensAndFences", testPermitsOwnTokens},
+		{"ReleaseAndRenewNeedAHoldersToken", testPermitNotHolder},
+		{"LimitMismatchWhileInUse", testLimitMismatch},
+		{"ExpiredPermitPassesToWaiter", testPermitExpiry},
+		{"WaitersGetPermitsInArrivalOrder", testPermitFIFO},
+		{"WaitTimesOutWithFull", testPermitWaitTimesOut},
+		{"CancelledWaiterLeavesNoPermit", testPermitCancelled},
+		{"InspectDescribesHolders", testInspectSemaphore},
+		{"InvalidLimitsRejected", testInvalidLimit},
+		{"SemaphoreAndLockOfOneNameAreUnrelated", testSemaphoreLockApart},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, newBackend(t), UniqueKey(t))
+		})
+	}
+}
+
+func permitReq(limit int, ttl, wait time.Duration) locks.SemaphoreRequest {
+	return locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{TTL: ttl, Wait: wait, Subject: "test"}, Limit: limit}
+}
+
+// MustAcquirePermit takes a permit or fails the test.
+func MustAcquirePermit(t testing.TB, s locks.Semaphores, key locks.Key, r locks.SemaphoreRequest) locks.Grant {
+	t.Helper()
+	g, err := s.AcquirePermit(context.Background(), key, r)
+	if err != nil {
+		t.Fatalf("acquire permit of %s: %v", key, err)
+	}
+	return g
+}
+
+func permitAsync(ctx context.Context, s locks.Semaphores, key locks.Key, r locks.SemaphoreRequest) <-chan Result {
+	ch := make(chan Result, 1)
+	go func() {
+		start := time.Now()
+		g, err := s.AcquirePermit(ctx, key, r)
+		ch <- Result{Grant: g, Err: err, Elapsed: time.Since(start)}
+	}()
+	return ch
+}
+
+// waitUntilSemaphoreQueued polls until n callers wait for a permit.
+func waitUntilSemaphoreQueued(t testing.TB, s locks.Semaphores, key locks.Key, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := s.InspectSemaphore(context.Background(), key)
+		if err == nil && info.Waiters == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %+v, %v; want %d waiters", info, err, n)
+		}
+		time.Sleep(time.Millisecond) // polling the backend
+	}
+}
+
+func testLimitHolds(t *testing.T, b locks.Backend, key locks.Key) {
+	const limit, callers = 3, 30
+	var mu sync.Mutex
+	var won []locks.Grant
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			g, err := b.AcquirePermit(context.Background(), key, permitReq(limit, time.Minute, 0))
+			var full *locks.FullError
+			switch {
+			case err == nil:
+				mu.Lock()
+				won = append(won, g)
+				mu.Unlock()
+			case errors.As(err, &full):
+				if full.RetryAfter <= 0 || full.RetryAfter > time.Minute {
+					t.Errorf("retry after %v, want the soonest lease end, within a minute", full.RetryAfter)
+				}
+			default:
+				t.Errorf("got %v, want a permit or ErrFull", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(won) != limit {
+		t.Fatalf("%d permits granted, want %d", len(won), limit)
+	}
+	for _, g := range won {
+		if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testPermitsOwnTokens(t *testing.T, b locks.Backend, key locks.Key) {
+	a := MustAcquirePermit(t, b, key, permitReq(2, time.Minute, 0))
+	c := MustAcquirePermit(t, b, key, permitReq(2, time.Minute, 0))
+	if a.Token == c.Token || c.FencingToken <= a.FencingToken {
+		t.Fatalf("got tokens %q, %q and fences %d, %d; want distinct tokens, increasing fences", a.Token, c.Token, a.FencingToken, c.FencingToken)
+	}
+	if err := b.ReleasePermit(context.Background(), key, a.Token); err != nil {
+		t.Fatal(err)
+	}
+	d := MustAcquirePermit(t, b, key, permitReq(2, time.Minute, 0))
+	if d.FencingToken <= c.FencingToken {
+		t.Fatalf("got fence %d after %d, want larger", d.FencingToken, c.FencingToken)
+	}
+	for _, g := range []locks.Grant{c, d} {
+		if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testPermitNotHolder(t *testing.T, b locks.Backend, key locks.Key) {
+	g := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
+	wantErr(t, b.ReleasePermit(context.Background(), key, "not-a-token"), locks.ErrNotHolder)
+	_, err := b.RenewPermit(context.Background(), key, "not-a-token", time.Minute)
+	wantErr(t, err, locks.ErrNotHolder)
+	lease, err := b.RenewPermit(context.Background(), key, g.Token, 2*time.Minute)
+	if err != nil || lease.FencingToken != g.FencingToken || lease.TTL <= time.Minute {
+		t.Fatalf("renew: got %+v, %v; want the same fence and a 2m lease", lease, err)
+	}
+	if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, b.ReleasePermit(context.Background(), key, g.Token), locks.ErrNotHolder)
+	_, err = b.RenewPermit(context.Background(), key, g.Token, time.Minute)
+	wantErr(t, err, locks.ErrNotHolder)
+}
+
+func testLimitMismatch(t *testing.T, b locks.Backend, key locks.Key) {
+	g := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
+	// The limit differs and the semaphore is full: the mismatch wins.
+	_, err := b.AcquirePermit(context.Background(), key, permitReq(3, time.Minute, 0))
+	var mm *locks.LimitMismatchError
+	if !errors.As(err, &mm) || mm.Limit != 1 {
+		t.Fatalf("got %v, want a limit mismatch naming limit 1", err)
+	}
+	if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	// Idle: the new limit applies.
+	var gs []locks.Grant
+	for range 3 {
+		gs = append(gs, MustAcquirePermit(t, b, key, permitReq(3, time.Minute, 0)))
+	}
+	info, err := b.InspectSemaphore(context.Background(), key)
+	if err != nil || info.Limit != 3 || len(info.Holders) != 3 {
+		t.Fatalf("got %+v, %v; want limit 3 and 3 holders", info, err)
+	}
+	for _, g := range gs {
+		b.ReleasePermit(context.Background(), key, g.Token)
+	}
+}
+
+func testPermitExpiry(t *testing.T, b locks.Backend, key locks.Key) {
+	g := MustAcquirePermit(t, b, key, permitReq(1, 300*time.Millisecond, 0)) // and then it crashes
+	res := <-permitAsync(t.Context(), b, key, permitReq(1, time.Minute, 20*time.Second))
+	if res.Err != nil {
+		t.Fatalf("waiter: %v", res.Err)
+	}
+	if res.Elapsed > 10*time.Second || res.Grant.FencingToken <= g.FencingToken {
+		t.Fatalf("waiter got %+v after %v; want the crashed holder's permit soon after its 300ms lease", res.Grant, res.Elapsed)
+	}
+	b.ReleasePermit(context.Background(), key, res.Grant.Token)
+}
+
+func testPermitFIFO(t *testing.T, b locks.Backend, key locks.Key) {
+	holder := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
+	var waiters []<-chan Result
+	for i := range 5 {
+		r := permitReq(1, time.Minute, 30*time.Second)
+		r.Owner = string(rune('a' + i))
+		waiters = append(waiters, permitAsync(t.Context(), b, key, r))
+		waitUntilSemaphoreQueued(t, b, key, i+1)
+	}
+	if err := b.ReleasePermit(context.Background(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range waiters {
+		res := <-w
+		if res.Err != nil {
+			t.Fatalf("waiter %d: %v", i, res.Err)
+		}
+		info, err := b.InspectSemaphore(context.Background(), key)
+		if err != nil || len(info.Holders) != 1 || info.Holders[0].Owner != string(rune('a'+i)) {
+			t.Fatalf("after waiter %d's grant: got %+v, %v; want held by waiter %d alone", i, info, err, i)
+		}
+		if err := b.ReleasePermit(context.Background(), key, res.Grant.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testPermitWaitTimesOut(t *testing.T, b locks.Backend, key locks.Key) {
+	g := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
+	res := <-permitAsync(t.Context(), b, key, permitReq(1, time.Minute, 200*time.Millisecond))
+	var full *locks.FullError
+	if !errors.As(res.Err, &full) || full.RetryAfter <= 0 {
+		t.Fatalf("got %v, want ErrFull with the holder's remaining lease", res.Err)
+	}
+	info, err := b.InspectSemaphore(context.Background(), key)
+	if err != nil || info.Waiters != 0 {
+		t.Fatalf("got %+v, %v; want nobody waiting", info, err)
+	}
+	b.ReleasePermit(context.Background(), key, g.Token)
+}
+
+func testPermitCancelled(t *testing.T, b locks.Backend, key locks.Key) {
+	g := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := permitAsync(ctx, b, key, permitReq(1, time.Minute, 30*time.Second))
+	waitUntilSemaphoreQueued(t, b, key, 1)
+	cancel()
+	if res := <-ch; !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", res.Err)
+	}
+	if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the cancelled waiter's permit, if it got one, is released
+		_, err := b.InspectSemaphore(context.Background(), key)
+		if errors.Is(err, locks.ErrNotHeld) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a permit is still held after its waiter left: %v", err)
+		}
+		time.Sleep(time.Millisecond) // polling the backend
+	}
+}
+
+func testInspectSemaphore(t *testing.T, b locks.Backend, key locks.Key) {
+	_, err := b.InspectSemaphore(context.Background(), key)
+	wantErr(t, err, locks.ErrNotHeld)
+	r := permitReq(2, time.Minute, 0)
+	r.Owner = "job-1"
+	a := MustAcquirePermit(t, b, key, r)
+	r.Owner, r.TTL = "job-2", 2*time.Minute
+	c := MustAcquirePermit(t, b, key, r)
+	info, err := b.InspectSemaphore(context.Background(), key)
+	if err != nil || info.Limit != 2 || info.Waiters != 0 || len(info.Holders) != 2 {
+		t.Fatalf("got %+v, %v; want limit 2, 2 holders", info, err)
+	}
+	first, second := info.Holders[0], info.Holders[1]
+	if first.Owner != "job-1" || first.FencingToken != a.FencingToken || second.Owner != "job-2" ||
+		second.FencingToken != c.FencingToken || first.Subject != "test" || second.TTL <= time.Minute {
+		t.Fatalf("got holders %+v, want job-1 then job-2 (soonest lease first)", info.Holders)
+	}
+	b.ReleasePermit(context.Background(), key, a.Token)
+	b.ReleasePermit(context.Background(), key, c.Token)
+}
+
+func testInvalidLimit(t *testing.T, b locks.Backend, key locks.Key) {
+	for _, limit := range []int{0, -1, locks.MaxLimit + 1} {
+		if _, err := b.AcquirePermit(context.Background(), key, permitReq(limit, time.Minute, 0)); !errors.Is(err, locks.ErrInvalid) {
+			t.Errorf("limit %d: got %v, want ErrInvalid", limit, err)
+		}
+	}
+}
+
+func testSemaphoreLockApart(t *testing.T, b locks.Backend, key locks.Key) {
+	l := MustAcquire(t, b, key, req(time.Minute))
+	p := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
+	if err := b.Release(context.Background(), key, p.Token); !errors.Is(err, locks.ErrNotHolder) {
+		t.Fatalf("releasing the lock with a permit's token: got %v, want ErrNotHolder", err)
+	}
+	if err := b.ReleasePermit(context.Background(), key, l.Token); !errors.Is(err, locks.ErrNotHolder) {
+		t.Fatalf("releasing a permit with the lock's token: got %v, want ErrNotHolder", err)
+	}
+	b.Release(context.Background(), key, l.Token)
+	b.ReleasePermit(context.Background(), key, p.Token)
+}

@@ -1,0 +1,101 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Semaphores is what every backend offers besides locks: counting
+// semaphores, which up to a limit of holders hold at once. Each permit has
+// its own owner token, lease and fencing token, as a lock's grant does, and
+// waiters queue for permits in arrival order, as they do for a lock. A
+// semaphore and a lock of the same name are unrelated.
+type Semaphores interface {
+	// AcquirePermit takes one of req.Limit permits. When all are taken it
+	// returns an error matching ErrFull (a *FullError with the time until
+	// the soonest lease ends), unless req.Wait > 0: then it queues. A limit
+	// other than the one in force while anyone holds or waits is refused
+	// with a *LimitMismatchError; on an idle semaphore the new limit applies.
+	AcquirePermit(ctx context.Context, key Key, req SemaphoreRequest) (Grant, error)
+	// ReleasePermit gives back the permit token holds, or returns
+	// ErrNotHolder.
+	ReleasePermit(ctx context.Context, key Key, token string) error
+	// RenewPermit extends the lease of the permit token holds, as Renew does
+	// for a lock.
+	RenewPermit(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error)
+	// InspectSemaphore describes the holders, or returns ErrNotHeld when
+	// nobody holds a permit.
+	InspectSemaphore(ctx context.Context, key Key) (SemaphoreInfo, error)
+}
+
+// SemaphoreRequest says how to take a permit.
+type SemaphoreRequest struct {
+	AcquireRequest
+	// Limit is how many permits the semaphore has, 1 to MaxLimit.
+	Limit int
+}
+
+// MaxLimit is the largest semaphore limit.
+const MaxLimit = 10000
+
+func (r SemaphoreRequest) validate() error {
+	if r.Limit < 1 || r.Limit > MaxLimit {
+		return fmt.Errorf("%w: limit must be 1 to %d", ErrInvalid, MaxLimit)
+	}
+	return r.AcquireRequest.validate()
+}
+
+// SemaphoreInfo describes a semaphore in use.
+type SemaphoreInfo struct {
+	Limit int
+	// Holders are the live permits, the soonest to end first.
+	Holders []Holder
+	// Waiters is how many callers wait for a permit.
+	Waiters int
+}
+
+// Holder describes one live grant, without its owner token.
+type Holder struct {
+	Lease
+	Subject    string
+	Owner      string
+	AcquiredAt time.Time
+}
+
+var (
+	// ErrFull means every permit of the semaphore is taken; errors.As it
+	// into a *FullError for when the soonest lease ends.
+	ErrFull = errors.New("semaphore full")
+	// ErrLimitMismatch means the semaphore is in use with another limit;
+	// errors.As it into a *LimitMismatchError for that limit.
+	ErrLimitMismatch = errors.New("semaphore limit mismatch")
+)
+
+// FullError is returned by AcquirePermit when every permit is taken.
+type FullError struct {
+	// RetryAfter is the time until the soonest lease ends.
+	RetryAfter time.Duration
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("semaphore full, retry after %s", e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrFull) true.
+func (e *FullError) Is(target error) bool { return target == ErrFull }
+
+// LimitMismatchError is returned by AcquirePermit for a limit other than
+// the one in force.
+type LimitMismatchError struct {
+	// Limit is the limit in force.
+	Limit int
+}
+
+func (e *LimitMismatchError) Error() string {
+	return fmt.Sprintf("semaphore in use with limit %d", e.Limit)
+}
+
+// Is makes errors.Is(err, ErrLimitMismatch) true.
+func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMismatch }

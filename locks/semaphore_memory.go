@@ -1,0 +1,229 @@
+package locks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// memSemaphore is one semaphore of the embedded backend.
+type memSemaphore struct {
+	limit   int
+	holders map[string]*memGrant // by token hash
+	queue   []*memWaiter         // FIFO
+}
+
+var _ Semaphores = (*Memory)(nil)
+
+// AcquirePermit implements Semaphores.
+func (m *Memory) AcquirePermit(ctx context.Context, key Key, req SemaphoreRequest) (Grant, error) {
+	if err := req.validate(); err != nil {
+		return Grant{}, err
+	}
+	token := newToken()
+	deadline := time.NewTimer(req.Wait)
+	defer deadline.Stop()
+	for {
+		w := &memWaiter{token: token, req: req.AcquireRequest, handed: make(chan Grant, 1)}
+		g, queued, err := m.tryPermit(key, w, req.Limit)
+		if err != nil || !queued {
+			if err != nil {
+				return Grant{}, err
+			}
+			return m.deliverPermit(ctx, key, g)
+		}
+		select {
+		case g := <-w.handed:
+			if g = handedOver(g); g.TTL > 0 {
+				return m.deliverPermit(ctx, key, g)
+			}
+			// The lease ran out before this goroutine ran: queue again.
+		case <-deadline.C:
+			g, handed, retry := m.leavePermit(key, w)
+			if handed {
+				if g = handedOver(g); g.TTL > 0 {
+					return m.deliverPermit(ctx, key, g)
+				}
+			}
+			return Grant{}, &FullError{RetryAfter: retry}
+		case <-ctx.Done():
+			if g, handed, _ := m.leavePermit(key, w); handed {
+				m.ReleasePermit(context.WithoutCancel(ctx), key, g.Token)
+			}
+			return Grant{}, fmt.Errorf("acquire semaphore %s: %w", key, ctx.Err())
+		}
+	}
+}
+
+// tryPermit gives w a permit if one is free and nobody waits; otherwise a
+// waiting w joins the queue (queued), and one that does not wait gets a
+// *FullError.
+func (m *Memory) tryPermit(key Key, w *memWaiter, limit int) (g Grant, queued bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	s := m.sems[key]
+	if s == nil {
+		s = &memSemaphore{limit: limit, holders: make(map[string]*memGrant)}
+		m.sems[key] = s
+	}
+	m.expirePermitsLocked(key, s, now)
+	m.sems[key] = s // the expiry forgets a semaphore that became idle
+	if s.limit != limit {
+		if len(s.holders) > 0 || len(s.queue) > 0 {
+			return Grant{}, false, fmt.Errorf("acquire semaphore %s: %w", key, &LimitMismatchError{Limit: s.limit})
+		}
+		s.limit = limit // idle: the new limit applies
+	}
+	if len(s.holders) < s.limit && len(s.queue) == 0 {
+		return m.grantPermitLocked(key, s, w, now), false, nil
+	}
+	if w.req.Wait == 0 {
+		return Grant{}, false, &FullError{RetryAfter: s.soonest(now)}
+	}
+	s.queue = append(s.queue, w)
+	return Grant{}, true, nil
+}
+
+func (m *Memory) grantPermitLocked(key Key, s *memSemaphore, w *memWaiter, now time.Time) Grant {
+	g := m.newGrantLocked(w, now, func() {
+		if s := m.sems[key]; s != nil {
+			m.expirePermitsLocked(key, s, time.Now())
+		}
+	})
+	s.holders[g.tokenHash] = g
+	return g.grant(w.token)
+}
+
+// soonest is the time until the first lease of s ends.
+func (s *memSemaphore) soonest(now time.Time) time.Duration {
+	var first time.Duration
+	for _, g := range s.holders {
+		if d := g.expiresAt.Sub(now); first == 0 || d < first {
+			first = d
+		}
+	}
+	return max(first, 0)
+}
+
+// expirePermitsLocked ends the permits of s whose lease ran out, and hands
+// them on. m.mu must be held.
+func (m *Memory) expirePermitsLocked(key Key, s *memSemaphore, now time.Time) {
+	for hash, g := range s.holders {
+		if !now.Before(g.expiresAt) {
+			g.expiry.Stop()
+			delete(s.holders, hash)
+		}
+	}
+	m.handoffPermitsLocked(key, s, now)
+}
+
+// handoffPermitsLocked gives free permits to the waiters at the head of
+// the queue, and forgets a semaphore nobody uses. m.mu must be held.
+func (m *Memory) handoffPermitsLocked(key Key, s *memSemaphore, now time.Time) {
+	for len(s.holders) < s.limit && len(s.queue) > 0 {
+		w := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		g := m.grantPermitLocked(key, s, w, now)
+		w.grant = &g
+		w.handed <- g
+	}
+	if len(s.holders) == 0 && len(s.queue) == 0 && m.sems[key] == s {
+		delete(m.sems, key)
+	}
+}
+
+// leavePermit takes w out of the queue. If a permit was handed to w first,
+// it returns it; otherwise the time until the soonest lease ends.
+func (m *Memory) leavePermit(key Key, w *memWaiter) (Grant, bool, time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.grant != nil {
+		return *w.grant, true, 0
+	}
+	s := m.sems[key]
+	if s == nil {
+		return Grant{}, false, 0
+	}
+	s.queue = slices.DeleteFunc(s.queue, func(x *memWaiter) bool { return x == w })
+	now := time.Now()
+	m.handoffPermitsLocked(key, s, now) // our place may have held others back
+	return Grant{}, false, s.soonest(now)
+}
+
+func (m *Memory) deliverPermit(ctx context.Context, key Key, g Grant) (Grant, error) {
+	if ctx.Err() != nil {
+		m.ReleasePermit(context.WithoutCancel(ctx), key, g.Token)
+		return Grant{}, fmt.Errorf("acquire semaphore %s: %w", key, ctx.Err())
+	}
+	return g, nil
+}
+
+// permitLocked returns the live permit token holds, or nil. m.mu must be
+// held.
+func (m *Memory) permitLocked(key Key, token string) (*memSemaphore, *memGrant) {
+	s := m.sems[key]
+	if s == nil {
+		return nil, nil
+	}
+	m.expirePermitsLocked(key, s, time.Now())
+	return s, s.holders[tokenHash(token)]
+}
+
+// ReleasePermit implements Semaphores.
+func (m *Memory) ReleasePermit(_ context.Context, key Key, token string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, g := m.permitLocked(key, token)
+	if g == nil {
+		return fmt.Errorf("release semaphore %s: %w", key, ErrNotHolder)
+	}
+	g.expiry.Stop()
+	delete(s.holders, g.tokenHash)
+	m.handoffPermitsLocked(key, s, time.Now())
+	return nil
+}
+
+// RenewPermit implements Semaphores.
+func (m *Memory) RenewPermit(_ context.Context, key Key, token string, ttl time.Duration) (Lease, error) {
+	if err := validateRenewTTL(ttl); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, g := m.permitLocked(key, token)
+	if g == nil {
+		return Lease{}, fmt.Errorf("renew semaphore %s: %w", key, ErrNotHolder)
+	}
+	if ttl == 0 {
+		ttl = g.ttl
+	}
+	g.expiresAt = time.Now().Add(ttl)
+	g.expiry.Reset(ttl)
+	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
+}
+
+// InspectSemaphore implements Semaphores.
+func (m *Memory) InspectSemaphore(_ context.Context, key Key) (SemaphoreInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	s := m.sems[key]
+	if s != nil {
+		m.expirePermitsLocked(key, s, now)
+	}
+	if s == nil || len(s.holders) == 0 {
+		return SemaphoreInfo{}, fmt.Errorf("inspect semaphore %s: %w", key, ErrNotHeld)
+	}
+	info := SemaphoreInfo{Limit: s.limit, Waiters: len(s.queue)}
+	for _, g := range s.holders {
+		info.Holders = append(info.Holders, Holder{
+			Lease:   Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt},
+			Subject: g.subject, Owner: g.owner, AcquiredAt: g.acquiredAt,
+		})
+	}
+	slices.SortFunc(info.Holders, func(a, b Holder) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	return info, nil
+}

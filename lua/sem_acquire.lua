@@ -1,0 +1,64 @@
+-- sem_acquire: take a permit of a semaphore, pick up one handed to the
+-- caller, or join the semaphore's queue of waiters.
+--
+-- KEYS[1..6]  the holders, leases, fence, queue, alive and waiters keys
+--             (see semlib.lua)
+-- ARGV[1..11] as for acquire.lua: token hash, ttl ms, subject, owner,
+--             fence retention ms, waiter id ('' when not waiting), the
+--             gateway's channel, remaining wait ms, waiter lease ms,
+--             check_heard, arrival number
+-- ARGV[12]    the limit: how many permits the semaphore has
+--
+-- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
+--              granted (handed: it was handed over earlier, picked up now)
+--          {0, retry_ms, now_ms, rank, arrival}
+--              all permits taken; retry_ms is when the soonest lease ends;
+--              a waiter is queued at 0-based rank (-1: not queued)
+--          {-1, limit}
+--              the semaphore is in use with another limit
+--
+-- A permit that frees goes to the queue first: nobody who just arrived
+-- gets ahead of those waiting, and a waiter at the head blocks later
+-- arrivals, so nobody starves.
+
+local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local tok, ttl, me, limit = ARGV[1], ARGV[2], ARGV[6], tonumber(ARGV[12])
+local now, t = clock()
+purge(S, now)
+
+if redis.call('HEXISTS', S.holders, tok) == 1 then
+  if me ~= '' then
+    dequeue(S, me)
+  end
+  return holder_reply(S, now, tok, 1)
+end
+
+local current = tonumber(redis.call('HGET', S.holders, '#limit'))
+if current ~= limit then
+  local queued = redis.call('ZCARD', S.queue) > 0 and first_alive(S, now)
+  if redis.call('ZCARD', S.leases) > 0 or queued then
+    return {-1, current or limit}
+  end
+  redis.call('HSET', S.holders, '#limit', limit) -- idle: the new limit applies
+end
+
+local seq = 0
+if me ~= '' then
+  seq = enqueue(S, now, me, ARGV[11], ARGV[8], ARGV[9],
+    {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4]})
+end
+if sem_handoff(S, t, now, limit, ARGV[5], ARGV[10], me) then
+  return holder_reply(S, now, tok, 0)
+end
+if me == '' and redis.call('ZCARD', S.leases) < limit and not first_alive(S, now) then
+  add_holder(S, t, now, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+  keep_keys(S, now)
+  return holder_reply(S, now, tok, 0)
+end
+
+local rank = -1
+if me ~= '' then
+  rank = redis.call('ZRANK', S.queue, me) or -1
+  keep_keys(S, now)
+end
+return {0, soonest(S, now), now, rank, seq}

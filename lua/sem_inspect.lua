@@ -1,0 +1,30 @@
+-- sem_inspect: describe the holders of a semaphore. Read-only (run with
+-- EVALSHA_RO): holders whose lease ended are left out, not dropped.
+--
+-- KEYS[1]  the semaphore's holders key (see semlib.lua)
+-- KEYS[2]  its leases key
+-- KEYS[3]  its queue of waiters
+--
+-- Returns  {limit, waiters, now_ms, [fencing_token, ttl_ms, subject, owner,
+--          acquired_at_ms] for each live holder, in lease order}
+--          {}  nobody holds a permit
+--
+-- Token hashes are never returned.
+
+local now = clock()
+local live = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES')
+if #live == 0 then
+  return {}
+end
+local out = {tonumber(redis.call('HGET', KEYS[1], '#limit')) or 0,
+  redis.call('ZCARD', KEYS[3]), now}
+for i = 1, #live, 2 do
+  local h = redis.call('HGET', KEYS[1], live[i])
+  if h then
+    h = cjson.decode(h)
+    for _, v in ipairs({tonumber(h.f), tonumber(live[i + 1]) - now, h.s, h.o, tonumber(h.a)}) do
+      out[#out + 1] = v
+    end
+  end
+end
+return out

@@ -1,0 +1,27 @@
+-- sem_renew: extend the lease of the caller's permit. Never brings back a
+-- permit whose lease ended.
+--
+-- KEYS[1]  the semaphore's holders key (see semlib.lua)
+-- KEYS[2]  its leases key
+-- ARGV[1]  SHA-256 of the caller's owner token
+-- ARGV[2]  the new TTL in ms; '0' restores the TTL it was acquired with
+--
+-- Returns  {1, fencing_token, ttl_ms}  renewed
+--          {0}                        not a holder: released, or expired
+
+local ends = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
+local h = redis.call('HGET', KEYS[1], ARGV[1])
+local now = clock()
+if not ends or not h or ends <= now then
+  return {0}
+end
+h = cjson.decode(h)
+local ttl = tonumber(ARGV[2])
+if ttl == 0 then
+  ttl = tonumber(h.t)
+end
+redis.call('ZADD', KEYS[2], string.format('%d', now + ttl), ARGV[1])
+local keep = math.max(redis.call('PTTL', KEYS[1]), ttl)
+redis.call('PEXPIRE', KEYS[1], keep)
+redis.call('PEXPIRE', KEYS[2], keep)
+return {1, tonumber(h.f), ttl}
