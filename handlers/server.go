@@ -207,7 +207,7 @@ func (s *Server) release(ctx context.Context, key locks.Key, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
 	log := zerolog.Ctx(ctx)
-	if err := s.cfg.Backend.Release(ctx, key, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
+	if _, err := s.cfg.Backend.Release(ctx, key, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
 		log.Warn().Err(err).Str("lock", key.String()).Msg("release of an undelivered grant failed; its lease will end it")
 		return
 	}
@@ -255,7 +255,7 @@ func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken); err != nil {
+	if _, err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken); err != nil {
 		return nil, err
 	}
 	return ReleaseLock204Response{}, nil

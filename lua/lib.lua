@@ -5,8 +5,9 @@
 --   K.lock     hash: tok (SHA-256 of the owner token), fence, sub, own,
 --              at (acquired, ms on the Redis clock), ttl (as asked for),
 --              p ('1' while the grant is provisional: handed to a waiter
---              whose gateway has not picked it up yet); its PEXPIRE is the
---              lease
+--              whose gateway has not picked it up yet), holds (how many
+--              times the holder holds it, when more than once); its
+--              PEXPIRE is the lease
 --   K.fence    the last fencing token handed out
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
