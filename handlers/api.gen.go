@@ -135,7 +135,10 @@ type AcquireRequest struct {
 type Grant struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	FencingToken int64     `json:"fencing_token"`
-	Lock         string    `json:"lock"`
+
+	// Holds How many times you hold the lock (1 unless re-entered).
+	Holds *int   `json:"holds,omitempty"`
+	Lock  string `json:"lock"`
 
 	// Token The owner token; send it in `Lock-Token` to renew or release.
 	Token string `json:"token"`
@@ -146,6 +149,12 @@ type Grant struct {
 type Health struct {
 	// Status Example: ok
 	Status string `json:"status"`
+}
+
+// Holds defines model for Holds.
+type Holds struct {
+	// Holds How many holds remain.
+	Holds int `json:"holds"`
 }
 
 // Lease defines model for Lease.
@@ -184,8 +193,11 @@ type LockInfo struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	FencingToken int64     `json:"fencing_token"`
 	Held         bool      `json:"held"`
-	Lock         string    `json:"lock"`
-	Owner        string    `json:"owner"`
+
+	// Holds How many times the holder holds the lock (1 unless re-entered).
+	Holds *int   `json:"holds,omitempty"`
+	Lock  string `json:"lock"`
+	Owner string `json:"owner"`
 
 	// Subject The `sub` of the JWT that acquired the lock.
 	Subject string `json:"subject"`
@@ -218,6 +230,9 @@ type RenewRequest struct {
 	// TtlMs New lease length from now; default the TTL the lock was acquired with.
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
 }
+
+// HolderToken defines model for HolderToken.
+type HolderToken = string
 
 // LockToken defines model for LockToken.
 type LockToken = string
@@ -258,6 +273,13 @@ type ReleaseLockParams struct {
 	LockToken LockToken `json:"Lock-Token"`
 }
 
+// AcquireLockParams defines parameters for AcquireLock.
+type AcquireLockParams struct {
+	// LockToken The owner `token` of the current holder, to re-enter its grant. Never
+	// put it in a URL.
+	LockToken *HolderToken `json:"Lock-Token,omitempty"`
+}
+
 // RenewLeaseParams defines parameters for RenewLease.
 type RenewLeaseParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
@@ -275,7 +297,7 @@ type ServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
-	// ReleaseLock Release a lock you hold.
+	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams)
 	// InspectLock Describe the current holder of a lock (never its token).
@@ -283,7 +305,7 @@ type ServerInterface interface {
 	InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
-	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams)
 	// RenewLease Extend the lease of a lock you hold.
 	// (PUT /locks/{namespace}/{name}/lease)
 	RenewLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewLeaseParams)
@@ -302,7 +324,7 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ReleaseLock Release a lock you hold.
+// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 // (DELETE /locks/{namespace}/{name})
 func (_ Unimplemented) ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -316,7 +338,7 @@ func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, names
 
 // AcquireLock Acquire a lock, optionally waiting for it to free up.
 // (POST /locks/{namespace}/{name})
-func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -477,8 +499,32 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquireLockParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken HolderToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = &LockToken
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AcquireLock(w, r, namespace, name)
+		siw.Handler.AcquireLock(w, r, namespace, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -768,6 +814,20 @@ type ReleaseLockResponseObject interface {
 	VisitReleaseLockResponse(w http.ResponseWriter) error
 }
 
+type ReleaseLock200JSONResponse Holds
+
+func (response ReleaseLock200JSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLock204Response struct {
 }
 
@@ -1006,11 +1066,26 @@ func (response InspectLockdefaultApplicationProblemPlusJSONResponse) VisitInspec
 type AcquireLockRequestObject struct {
 	Namespace Namespace `json:"namespace"`
 	Name      Name      `json:"name"`
+	Params    AcquireLockParams
 	Body      *AcquireLockJSONRequestBody
 }
 
 type AcquireLockResponseObject interface {
 	VisitAcquireLockResponse(w http.ResponseWriter) error
+}
+
+type AcquireLock200JSONResponse Grant
+
+func (response AcquireLock200JSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type AcquireLock201JSONResponse Grant
@@ -1362,7 +1437,7 @@ type StrictServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
-	// ReleaseLock Release a lock you hold.
+	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
 	// InspectLock Describe the current holder of a lock (never its token).
@@ -1498,11 +1573,12 @@ func (sh *strictHandler) InspectLock(w http.ResponseWriter, r *http.Request, nam
 }
 
 // AcquireLock operation middleware
-func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams) {
 	var request AcquireLockRequestObject
 
 	request.Namespace = namespace
 	request.Name = name
+	request.Params = params
 
 	var body AcquireLockJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -1601,56 +1677,62 @@ func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fp7c9u2sv8qO7ydid1LPew82ih/uW3apDdNMo4ynrmRjwmRKxENCbAAaEXN6Luf2QVIiZL8SI7rTs9f",
-	"lkwC2Odvf7vQ5yjVZaUVKmej0ecoR5Gh4Y+n6MzyZObQ0LcMbWpk5aRW0Sg6y3WBYDHVKrMxGF2rDDOo",
-	"q34URzbNsRS0qJRKlnUZjYZx5JYVRqNIKodzNNFqtYqjShhRogsHvtLpx7H+iGr3vHGOoBcKDSSO3khA",
-	"z8DlCHMjlOvDa7xEA1XtQDqQCgS8P31Fskha7ZWK4kiJkmSgg3r+pDgy+EctDWbRyJkaO9KLT69QzV0e",
-	"jY4fP4lJm+b7UauPdUaqeUTavObdP/szK+Hy9Yn857qzKuEcGlr4rw8nvf8XvT+Hvafn648X/VHv/PMw",
-	"Pnr6dPVNdNXpthIp7rderaQjo4na5dpIK+hZa6Fdaf1WtxW5kTcIy6I+Od4r6Yr2tJVWFtnrz43RHGGp",
-	"Vg6Vo4+iqgqZsoiDyuhpgeX//m41B8ZagG8MzqJR9D+DdQgP/FM7eOtX+fO61jhRS9AuRwNIR/ejVRz9",
-	"rM1UZpkPvfsShNzC0QyZRgtKOx/O4HJpoXUCHCSzRrzkkMV9qS5FIbNT/KNG6+5bZuOPBWmhFMVMmxIz",
-	"OEikF+oiPA6ivtbuhS4yNH+zZXNdZIwYhU4/wkGitLvIWbDkcESosRAWDBYoLGYxSDdR+KmiyI9BG7C6",
-	"RK0QsLDIe9n1Zkov+hNFyr4Vy0KLbKz1K2HmeN8qT3W2JK9oAsOjJ/B/8gc4SCov1IXT+qIgsYJnxlr/",
-	"JtQyBJG9b2HnwuFCsLyCYNtCIUuPUQshnVRzECljj7FwkJD0pVDLJrxsEk+URYSk1yvFpx6tQWOTw2fk",
-	"7pyWk0fTXKg5Zn3gagaCyhkk/KXHtS2hXUIZ0wYW0uW6dpDQfhelTciz8U5Z7LV1cZ8FwtuDjQrKRniv",
-	"Avr+SXh6f+b+TVpLBtEGQpLCFIVBE5LkIKk3JKPw6Gh8dnbWO6ldjsqRiNiVaQffvaKXQhZiWtx7DnBG",
-	"TkX6EVUGmcw4+YWyCyTlwckS2dGuG4I2rx3F3ERlekEWCVtc1GtVksM+MBGpXapLbChIKoqCtqjVR6UX",
-	"6u4CZtVUW97mxCfDBuaLLJOkuSjeGl2hcZIq6kwUFuOo2vjX54i50y4xOIGZQewRhEMhpliAyykZla0w",
-	"dWBzvbAUDBtM6Oj4+52aHkfOFRel3T3gFcEpFLz2GWQ4E3Xh4OFwOBzGlPalts4bUauZnNcGMyjFJxiP",
-	"X8FB8/oR5BySJKZwnkM+eRTFa3p5tEsv4yhk8K5QL/QCCq3m4DRDDcy0AQE5FhmHz1rQ64Xkta2UT4Zg",
-	"bxBzHwtu/6Wnv2PqSPBfiAQww+r40JcjeyH4WXtKJhz2KKyjPX6ZoUqlml+4hlbvCLdrNzLBnsSOI3cT",
-	"N+cXnoGl1PM8PFlT7YTMbVDhgtIvVNp+dG0w3SjtapOgfvCiN4Jua99uHG+a8nyPA16gKCjWtz1gnXB1",
-	"8IUoq4JXfdzLxjelCsv2ncT5cZOru+Y+/flHePjw4dMY3o9/fAaKO59CUF1zuVAcqAG8HljgnZadsPyy",
-	"gOke/s4ZmbpiCVKlhmS3XDGBhFj6em0ZkxpwJI/sTYqr4657YkuDB6GHWpt+KotCqvlAqkstU+w9Ov5L",
-	"oulro4hC/wUWWVOwCLGL4s0sGn24ZYWLt+PCUH24YBLzlTpt7bAr93mQ/KWa6d3ADIws+yIQui/gIgDf",
-	"AK6p1gUKdS2ktXVx54mtvUH2wl1i62k7gvj1bOzLZmOcTuDfulSe0RYGSyGVbbOnwchbaB8I8P5yR8x5",
-	"g05z5ZKqFfSBhT9qrLEPZ5TNp5hJG4MAv+dELXJt13Qpk5hBqmvliPQ4WVDxFCrr6dkMMqMrS+h/0FRO",
-	"ATNctCz70POj26Uee/R2GRh3YnPtv8bHawPty9WNHN1F26ePHn8HgaxChk7IgllRNzVSnTGSo6JS/yHa",
-	"aoejONok2d6nYeYQR9SNznSt6P+k+0XQfN2lNl/8/3d6Oq56Wx1SFEd7WCwREnS5zi5oP1EUesHikCuM",
-	"EsWGfdZB67XenyhtUdyNSSed7wB2s4D/sVlIa6NGpDpF2ShYe7Rpi+uLLD9tTmylaiWPvX/2+f6UOMnX",
-	"0eqrcvk1LnzuBuoLM6NLUHqxppaUesRy2ykCdastglBR/WLKu8slyT2Y1ka65TsqLl5q3/tRR7f+9nNz",
-	"0K9n42hnYsYYx4U+wU9VEgcAPGjaHzQxGEy1yTADYTdxJeTh4UQJlUGibBKDUCCMEUuCufWYa17oKXX6",
-	"oazTKeiK3rf04dvkkDF2osraOiiFS3M+ZcGD6HYTDy5cSLkEsG7r2Mmdq3zjKEN56yr6k6TomtYOfScQ",
-	"RikvxuO33CTYHIsC/Aobg9Kq94tu2JYFoTLCOXOJpkBrYVarlHa2/YmaqNDAgQj+ZnO+ffNuDAM+a/C5",
-	"VWPlP6+SESvZzEv94IksuTUMP2goN4nSAHuHe/sOc5OCT1Tg4IckNwhIOjCb+JpmryN8E3UV44MTr6S0",
-	"pC6t4xkbW0krnvZQm73Ikb9MFKWCqany1Q5qxeZjSTGjzSqjHabkFoNW1yZF4EAwSMEFCyMd2hAhqTDE",
-	"RSGoE2YcBHOBIWuFJExOCVcYFNkSLKJiJwUcgKnOJFoQBuHXd29ewyIXjpl28qMfZvTGywoTsGJp4cDq",
-	"cHaS1qaAXgYPPk8COkyi0ePhcLh6kMBCm4+W82NZYXb4jBIBy8ot/eSuRKE4dyYqoITtw3Nm1jypJmsm",
-	"Vw1QEu8XAdYRykNCeJewTm8qNMIjGnmg0pIqt66dlRn6YXOqlTMidSNIfnk+hkGJ5HebTNTBW6OpXmBt",
-	"faD4F3SFSlSyvxRlwUAgLWQ6rUtULpT4QqaofHcT7hV+e0nYUpsipKIdDXgj79G+NvNBWDQopdsoIFFT",
-	"GKI4ukRjfbYe9Yf9IbM4L0w0ih72h/2HXB9dzlg3yLmX+5M+z5HxXTfmeJkROwrPt24ljofDayZXXzax",
-	"Cu3knoHV+6rfAelo9OGcqEtZCrMMXLMyOqVskDZcrzkxt1TxvGbROW1wJYJ4jCvQT+26qp/6/H/ludbm",
-	"XdwVDcr6lcH6rm51vmO6R3t4VJis8+T5kTfuviPanQZbdxy87OjmZZ0ZKy96ePOi9fUPr3h684r1tcYq",
-	"jh7f5ozNmSgHAmf4zev8/RhHSRsXwZpNKVnqmkvDZnRwQETUze0N+5d+xBd8/5eFfttJXjetlZZnb/+I",
-	"0Hh0n/Ps15rrwtZ104GHdq4GTUsQrnTuPRB/Ynmn6MejtTGo/FUbGr5sDhL7IRVVfS7Gh/sD9csQaH3f",
-	"vYpv9TIjVaXtnmwI1KzNBo6rH3S2vLNE2Jrer3bvwY99CN/JaX6CfEPOLXVtmgY+WXfSSUO/CFU8WZTu",
-	"nwPbd5qb2yO8PRZ9d83F8IHwrLy5hpoZRKgrZmpSTVR7yXjY795JeqLVndUx1/SMmSlik22+EjCzljMe",
-	"u/sL74Y93+H95aOjWzhl+w6c1h3foqJuX0f/HXDWbdFi0JWnzcWyvZOmNlA6aqSCN/dh2XWMbFC0M//7",
-	"wLt6zwjzHTq7ni+SLonvVZJ2UNG5DBe+P3F6c2oxUVeMLeBEQfjpRDiAIpIrwNToep77NtUH5jYjVbjw",
-	"dyL/KSG9ewjvzIn2Avgd8ia2wRUArprp0n8lmf5akLl3sHj+yaHKNvJoTXiuI+SEDTx0uLonPfWP/5aW",
-	"lM/+SjJ5Qyfb+WmG/0mG3d/QdjfqTiw/nFOC+ymbR4btYWVzT2GdMC6gEiRzDaZW0B+kZTZoXun1MrxM",
-	"ngHPRCAtJKkHwnly1O9MK0aDwdHxd/1hf9g/Gn0//H7ISBOE35HCQ2Lc/JYiDlSKCnuYu/mo4XkYFYYw",
-	"ceyvf4bpI4bQfutHFfISFTE0v5nIJH8jioP2GSgdRl4KMcNsY8Ng4NX56t8BAAD//w==",
+	"3Fptc9u2sv4rO7xnJvK51IudNKeRP+W0aZPeNMk47njmRr4mRK5EnJAAC4BR1Iz++51dgKQoyS/JSdzp",
+	"+WSLJIAFdvfZZ3fxKUp1WWmFytlo+inKUWRo+N8zdGb9dOHQ0K8MbWpk5aRW0TS6yHWBYDHVKrMxGF2r",
+	"DDOoq1EURzbNsRQ0qJRKlnUZTSdx5NYVRtNIKodLNNFms4mjShhRogsLPtdFhuZcv0e1v+J5jqBXCg0k",
+	"jr5IQC/A5QhpbQwqBzmPjsFpMDhE5dCAdBaWRig3glf4Ac1MVbUD6UAqEPDb2cvRTEVxJGkBv/MojpQo",
+	"SdCXOn0/9ML0tiQ+vkS1dHk0PfnucUxbbH4ft5u0zki1jGiLNM3nbmlbZNiV+E7yGvy9lgazaOpMjf+O",
+	"/K949k9+zUq4vFuR/9y0ViWcQ0MD/+/d0+H/iuEfk+GTy+7fq9F0ePlpEh8/ebL5W3Td6rYSKR4+vVpJ",
+	"R4cmapdrI62gd+0J7Uvrp7qryI28QVgW9fHJQUk3NKettLLIpvzMGM1uk2rlUDn6V1RVIVMWcVwZPS+w",
+	"/O9/Wc2G0QnwN4OLaBr917jzy7F/a8dv/Ci/Xv80nqo1aJejAaSlR9Emjn7SZi6zzJvefQlCamFrhkyj",
+	"BaWdN2dwubTQKgEGyaIRLzlicV+oD6KQ2Rn+XqN19y2z8cuCtFCKYqFNiRkMEumFugqvg6ivtPNg9Sef",
+	"LGEeI0ah0/cwSJR2Vx4Hk6MpocZKWDBYoLCYxSDdTOHHiiw/Bm3A6hK1QsDCIs9lu8mUXhE4buLojVgX",
+	"WmTnWr8UZon3veW5ztakFU1gePwY/kf+EwZJ5YW6clpfFSRW0My51r8KtQ5GZO9b2KVwuBIsr3AcfgpZ",
+	"eoxaCemkWoJIGXuMhUFC0pdCrRvzskk8UxYRkuGwFB+HNAaNTY5OSd05DSeNprlQS8xGwCEaBMVoSPjH",
+	"kAN2QrOE2KwNrKTLde0gofmuSpv4sLcb64dtsD90AuHr8RYt4EP4TQX0/YPw9P6O+1dpLR2INhCcFOYo",
+	"DJrgJIOk3pKMzKO344uLi+HT2uWoHImIfZn28N1v9IOQhZgX9+4D7JFzkb5HlUEmM3Z+oeyKOI4CJ0tk",
+	"Rbu+Cdq8dmRzM5XpFZ1ImOKq7raSHI2AiUjtUl1iy6pEUdAUtXqv9Ep9PYPZNNGWp3nqnWEL80WWSdq5",
+	"KN4YXaFxkiLqQhQW46jaevQpYu60TwyewsIgDgnCoRBzLMDl5IzKVpg6sLleWTKGLSZ0fPL9XkyPI+eK",
+	"q9LuL/CS4BQKHnsKGS5EXTh4OJlMJjG5famt84eo1UIua4MZlOIjnJ+/hEHz+THkbJIkpnCeGD9+FMUd",
+	"Zz7e58xxFDx4X6jnegWFVkviv/QRLLQBATkWGZtPJ+jNQvLYVsrHE7C3iHmI2reP9PxfmDoS/GciAcyw",
+	"ejr04cheCX7XrpIJh0My6+iAXhaoUqmWV66h1XvC7Z8bR7fDp0YAzC5kYa3r3Zh6DLUq0No2qcCMD+Rm",
+	"NdHYAzgSR+62VIA/OAVLnu5pf9Ix+8RnNwpX5O0hsI+iG2331sPZbPPhd170RtDdw24njrc1d3lA389R",
+	"FORauwq3Trg6qF6UVcGj3h8k/9tShWEHV2pU21/oNo17vmOwFFLdptAdYfzUh2RhaLjNyvsCnf30Azx8",
+	"+PBJDL+d/3AKipO+QlBId7lQbIoBtx9Y4JnWPY/8PF/pL/7WGZm6Yg1SpYZkt0wWgIRYe6piGY6buEDW",
+	"cRAPrveB/optBjAO6WNnBnNZFFItx1J90DLF4aOTb2LZX2rR5IbPsciaWE3BqiheL6LpuzsG93jXLgyF",
+	"xivmb1+4p50Z9uW+DJK/UAu9b5iBjGafhb/3htlYZFsgOte6QKHujuZkrz4b2k1uvjaqt0xk742tvR4O",
+	"In5i63lb9Pnl4twTlUYnPX+7Mzm5oCk8qtnWaZswcYdDDynHDYfbJTDMFaRqBX1g4fcaaxzBBYHIGWbS",
+	"xiDAzzlTq1zbjqBmEjNIda0c0UwnC6IrQmVDvVhAZnRlKQAOGq4iYIGrNq858oz0bh7PhnQ3x497LtHp",
+	"r9Fxd0CHIGILGvZB/smj7/4BIT2ADJ2QBfPQvkemOuMAgorM8F20U4CI4mg7rfE6DVWeOKL8f6FrRc9p",
+	"71dh511doPnhn+9l0Rz4d3LSKI4O5A3kLOhynV3RfKIo9IrFIVUYJYqt8+mM1u/6sKO0vGDfJp10Pufa",
+	"9wJ+sM0laqOmtHWysmk47en2WdzMM/hts2IrVSt57PVzSPdnRMu+LJG5zpdf4cr7bkg2YGF0CUqvOjJP",
+	"rkd5RQttK2E7BKFY/tlJxj57J/VgWhvp1m8ppnmpfbZNOXT366dmoV8uzqO9GiVjHPOLBD9WSRwAcNAk",
+	"nGhiMJhqk2EGwm7jSvDDo5kSKoNE2SQGoUAYI9YEc11hcVnouaVc17MJWgVdMfw7/fP35IgxdqbK2joo",
+	"hUtzXmXF/Yx2Eg8uHL858vDeOtvJnat8qi5DVO1v9EdJ1jWvHfrcKxSvnp+fv+G0zOZYFOBH2BiUVsOf",
+	"dUPyLAiVEc6ZD2g4Ri1qldLMdjRTMxVSZhBB33ycb16/PYcxrzX+1G5j4//fJFPeZFOh9tGQTnKn/TBo",
+	"sg4SpQH2Xvrhc/rtLGSmQhpyRHKDgKQHs4mPafYmnjlT1xFNeOo3KS1tl8ZxVZNPSSuur+mVglWO/GOm",
+	"yBVMTZGvdl2IV7jCjCarjHaYkloMWl2bFIENwSAZF6yMdMwbyEJSYYgCQ9hOqCoRzAVirhWSMDk5XGFQ",
+	"ZGuwiIqVFHAA5jqTaEEYhF/evn4Fq1w4JvjJD758NDxfV5iAFWsLA6vD2klamwKGGTz4NAvoMIum300m",
+	"k82DBFbavLfsH+sKs6NTcgQsK7f2tdIShWLfmamAEnYEz5jQc2+ATjO5rmSVeL0IsI5QHhLCu4T39LpC",
+	"IzyikQYqLSly69pZmaEv76daOSNSN4Xk52fnMC6R9G6TmRq8MZriBdbWG4r/QFeoRCVHa1EWDATSQqbT",
+	"ukTlQogvZIrKJ1Whk/PrC8KW2hTBFe10zBN5jY60WY7DoHEp3VYAiZrAEMXRBzTWe+vxaDKaMIvzwkTT",
+	"6OFoMnrI8dHljHXjnNPZP+j/JTK+6+Y4XmTEjsL7nT7QyWRyQ63w82qEIaM+UCL8rRr1QDqavrsk6lKW",
+	"wqwD16yMTskbpA1dWieWlpNZP+0lTXAtgniMK9DXSftbP/P+/9Jzre2W7jV5UffJuOuObi6/5dFxvnDg",
+	"5F4rDAUfQd4tVmJ9ylUg62RR7NSCEsbNxGcX3G04mTw6wPVCv8XHtUJY36c5Ou1mqoQlCHSaHyn86AJH",
+	"5lkf+Z0f2lB7QuOdbhkPO759WK9az4Me3j6oayTyiCe3j+gaZJs4+u4ua2xX11lNjFy3j/OdVrb+1t6D",
+	"BpoQ2Vb1BrpRt16AdLEPHDspYOMX7AoRpc8HHf6FLycHq/9mltum7jd1BqTlOu9fwnge3Wfv5JXmiLib",
+	"/fugxnGwSYZC+/DeTfVHlneOB66y8MWGILGvChLfYRpyjaF+HvZ2dys28Z0+ZoyutD1QzbjwpKHHFa+5",
+	"n9O423Z95oGdKX9LQCrrUGQwEOFDfsr4OYWTycTTExppRdn0w5kw93kaUwyP13Foc9SK+7DeGDiJamsj",
+	"MMdUl0ic2PETB4mnXUmbc/GU0oYCrc21cagwO+26qm1ffqbIqtcjeCbSHJIfn718dv4s4RhjocUgH2w6",
+	"GZjVuhxLEEXhuU8fcgLz/6JAu323yodadv1/6mz91bBqp5m32b8W8zWR0TeUDjj9WYvnMAhktrGynoEe",
+	"nbYRPVShGoNk8wgB/vjbC7yN42tdm6YclnR1qaRJZiiW+dRLur8OWfiqeL9bhz9wom9vuNgyED7Hbdro",
+	"C4MIdcXAItVMte58NIWtQNGWkLjwkPWvW3gESvrFeM7qPMXYxsEtZ5cLbvEFzGjz1ENgyln04Xs/cRBz",
+	"ptqA5q8AefPnix87kh35PTR3SqQNKbjB7GteDXl0fAd72b1eRONO7kAxd2/6/BnRu1+LiUFXPj8u1u11",
+	"nwUl3I6ofjC0Q6H7ptRrXLQ9xfsI7/WB6P4WAzh623V6Pzr27hkJX4gI6U0oT87UNfVJeKog3EoLC7RR",
+	"dm50vcx9PepQROSaq++5/ruZ59cPh72C8DcOhv4Mroktqikj/0dml18KMvcOFs8+OlTZlh91/L7JUK/D",
+	"Bq4uXl98OvOv/5TaE6/9hbnTLSWr3q03f9vNHq5c9SfqtybeXZKD+3K6R4bdrkTTkLROGBdQCZKlBlMr",
+	"GI3TMhs3nwyHGX5IToGLn5AWkrYHwnneNuqVJafj8fHJP0aT0WR0PP1+8v2EkSYIvyeFh8S4uaYWB5ZH",
+	"YToU2L3VcOGbAkNoLYy6G+7eYgjtd+6ryQ+oiDz6yUQm+RexL7SnoHTImRRihtnWhOGAN5eb/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

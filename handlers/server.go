@@ -96,6 +96,9 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
+	if req.Params.LockToken != nil {
+		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL)
+	}
 	// Waits end early when the gateway shuts down; the caller then gets a
 	// 503 and retries elsewhere, instead of holding up the shutdown.
 	waitCtx, cancel := context.WithCancelCause(ctx)
@@ -146,8 +149,32 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			FencingToken: grant.FencingToken,
 			TtlMs:        grant.TTL.Milliseconds(),
 			ExpiresAt:    timestamp(grant.ExpiresAt),
+			Holds:        &grant.Holds,
 		},
 		release: func() { s.release(ctx, key, grant.Token) },
+	}, nil
+}
+
+// reenter takes the lock once more for the holder of token: a 200 with
+// the grant and its count of holds, never a wait.
+func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl time.Duration) (AcquireLockResponseObject, error) {
+	grant, err := s.cfg.Backend.Reenter(ctx, key, token, ttl)
+	if err != nil {
+		outcome := acquireOutcome(err)
+		if errors.Is(err, locks.ErrNotHolder) {
+			outcome = outcomeHeld
+		}
+		s.metrics.acquires.WithLabelValues(outcome).Inc()
+		return nil, err
+	}
+	s.metrics.acquires.WithLabelValues(outcomeReentered).Inc()
+	return AcquireLock200JSONResponse{
+		Lock:         key.String(),
+		Token:        grant.Token,
+		FencingToken: grant.FencingToken,
+		TtlMs:        grant.TTL.Milliseconds(),
+		ExpiresAt:    timestamp(grant.ExpiresAt),
+		Holds:        &grant.Holds,
 	}, nil
 }
 
@@ -255,8 +282,12 @@ func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken); err != nil {
+	holds, err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken)
+	if err != nil {
 		return nil, err
+	}
+	if holds > 0 {
+		return ReleaseLock200JSONResponse{Holds: holds}, nil
 	}
 	return ReleaseLock204Response{}, nil
 }
@@ -305,6 +336,7 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		Subject:      info.Subject,
 		Owner:        info.Owner,
 		Waiters:      info.Waiters,
+		Holds:        &info.Holds,
 	}, nil
 }
 
