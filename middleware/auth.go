@@ -226,12 +226,6 @@ func (c Claims) Allows(namespace string) bool {
 	return false
 }
 
-// jwtClaims is the wire form of a token's claims.
-type jwtClaims struct {
-	Namespaces []string `json:"ns"`
-	jwt.RegisteredClaims
-}
-
 // Authenticate verifies the request's "Authorization: Bearer" token. Its
 // errors are *AuthError values.
 func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
@@ -252,14 +246,14 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	if c, ok := a.cache.get(token, now); ok {
 		return c, nil
 	}
-	var c jwtClaims
+	c := tokenClaims{nsClaim: "ns"}
 	if _, err := a.parser.ParseWithClaims(token, &c, a.keyFor); err != nil {
 		return Claims{}, &AuthError{Reason: reason(err), Presented: true}
 	}
 	if c.Subject == "" {
 		return Claims{}, &AuthError{Reason: "the token has no sub claim", Presented: true}
 	}
-	claims := Claims{Subject: c.Subject, Namespaces: c.Namespaces}
+	claims := Claims{Subject: c.Subject, Namespaces: c.ns}
 	// Only a token already valid is cached (a future nbf verifies later);
 	// exp is required, so every entry ends.
 	if c.ExpiresAt != nil && (c.NotBefore == nil || !c.NotBefore.After(now)) {
@@ -293,6 +287,8 @@ func reason(err error) string {
 		return "the token's audience is not accepted"
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return "the token's signature or algorithm is not accepted"
+	case errors.Is(err, errDuplicateClaim):
+		return "the token's payload names a claim twice"
 	default:
 		return "the token is malformed"
 	}
