@@ -3,12 +3,20 @@ package e2e
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/internal/gatewaytest"
+	"github.com/lockgate/lockgate/internal/jwkstest"
 )
 
 // rawToken signs payload, a JSON text kept byte for byte (duplicate keys,
@@ -48,6 +56,151 @@ func TestClaimNamesExact(t *testing.T) {
 				return
 			}
 			wantProblem(t, r, tc.status, tc.code)
+		})
+	}
+}
+
+// pollUntil calls ok until it returns true, failing the test after a
+// generous deadline.
+func pollUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// oidcClaims are what an identity provider would sign for a CI job.
+func oidcClaims(extra jwt.MapClaims) jwt.MapClaims {
+	c := jwt.MapClaims{
+		"iss": "https://issuer.example", "aud": "lockgate", "sub": "repo:acme/app:ref:refs/heads/main",
+		"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix(),
+	}
+	for k, v := range extra {
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+	}
+	return c
+}
+
+// TestJWKS: a gateway trusting a JWK Set (and no secret) accepts RS256 and
+// ES256 tokens from it, follows a key rotation, and refuses what the set
+// does not vouch for.
+func TestJWKS(t *testing.T) {
+	r1, e1, r2 := jwkstest.RSA(t, "r1"), jwkstest.ES256(t, "e1"), jwkstest.RSA(t, "r2")
+	idp := jwkstest.Start(t)
+	idp.Set(r1.JWK(t), e1.JWK(t))
+	gw := startGatewayEnv(t, nil, "--jwt-jwks-url", idp.URL, "--jwt-jwks-refresh", "200ms",
+		"--jwt-issuer", "https://issuer.example", "--jwt-audience", "lockgate")
+	ns := jwt.MapClaims{"ns": []string{"jwks"}}
+	post := func(name, tok string) response {
+		return call(t, "POST", gw.URL+"/locks/jwks/"+name, `{"ttl_ms":1000}`, bearer(tok)...)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(r1.Key.Public())
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	hsWithKID := func(key []byte) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, oidcClaims(ns))
+		tok.Header["kid"] = "r1"
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	if r := call(t, "GET", gw.URL+"/readyz", ""); r.status != http.StatusOK {
+		t.Fatalf("/readyz: got %d %s, want 200", r.status, r.body)
+	}
+	for name, tc := range map[string]struct {
+		token string
+		ok    bool
+	}{
+		"RS256":                 {r1.Sign(t, oidcClaims(ns)), true},
+		"ES256":                 {e1.Sign(t, oidcClaims(ns)), true},
+		"wrong issuer":          {r1.Sign(t, oidcClaims(jwt.MapClaims{"ns": []string{"jwks"}, "iss": "https://evil.example"})), false},
+		"wrong audience":        {r1.Sign(t, oidcClaims(jwt.MapClaims{"ns": []string{"jwks"}, "aud": "other"})), false},
+		"HS256 with the secret": {signHS(t, jwt.SigningMethodHS256, oidcClaims(ns)), false},
+		"HS256 keyed with PEM":  {hsWithKID(pemKey), false},
+		"alg none":              {algNone(t, oidcClaims(ns)), false},
+		"kid not published yet": {r2.Sign(t, oidcClaims(ns)), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := post(strings.ReplaceAll(name, " ", "-"), tc.token)
+			if tc.ok {
+				if r.status != http.StatusCreated {
+					t.Fatalf("got %d %s, want 201", r.status, r.body)
+				}
+				return
+			}
+			wantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+		})
+	}
+
+	t.Run("rotation", func(t *testing.T) {
+		oldTok, newTok := r1.Sign(t, oidcClaims(ns)), r2.Sign(t, oidcClaims(ns))
+		if r := post("rot-old", oldTok); r.status != http.StatusCreated {
+			t.Fatalf("old key before the rotation: got %d %s, want 201", r.status, r.body)
+		}
+		idp.Set(r1.JWK(t), r2.JWK(t), e1.JWK(t))
+		pollUntil(t, "the new kid is accepted", func() bool { return post("rot-new", newTok).status == http.StatusCreated })
+		idp.Set(r2.JWK(t), e1.JWK(t))
+		pollUntil(t, "the removed kid is refused", func() bool { return post("rot-old", oldTok).status == http.StatusUnauthorized })
+		wantProblem(t, post("rot-old", oldTok), http.StatusUnauthorized, "unauthorized")
+	})
+}
+
+// TestJWKSDownAtStart: a gateway whose JWK Set cannot be fetched starts,
+// says so on /readyz (503) and refuses the set's tokens, until a later
+// fetch succeeds.
+func TestJWKSDownAtStart(t *testing.T) {
+	k := jwkstest.ES256(t, "k")
+	idp := jwkstest.Start(t)
+	idp.Set(k.JWK(t))
+	idp.Fail(http.StatusBadGateway)
+	gw := startGatewayEnv(t, nil, "--jwt-jwks-url", idp.URL, "--jwt-jwks-refresh", "100ms")
+	p := wantProblem(t, call(t, "GET", gw.URL+"/readyz", ""), http.StatusServiceUnavailable, "backend_unavailable")
+	if !strings.Contains(p.Detail, "JWK Set") || strings.Contains(p.Detail, idp.URL) {
+		t.Fatalf("detail %q: want it to name the JWK Set, not its URL", p.Detail)
+	}
+	if !strings.Contains(gw.logs.String(), "JWK Set fetch failed") {
+		t.Fatalf("no log line says the fetch failed; logs:\n%s", gw.logs)
+	}
+	tok := k.Sign(t, oidcClaims(jwt.MapClaims{"ns": []string{"*"}}))
+	wantProblem(t, call(t, "POST", gw.URL+"/locks/down/x", "", bearer(tok)...), http.StatusUnauthorized, "unauthorized")
+	idp.Fail(0)
+	pollUntil(t, "/readyz answers 200", func() bool { return call(t, "GET", gw.URL+"/readyz", "").status == http.StatusOK })
+	if r := call(t, "POST", gw.URL+"/locks/down/x", "", bearer(tok)...); r.status != http.StatusCreated {
+		t.Fatalf("token once the set loaded: got %d %s, want 201", r.status, r.body)
+	}
+}
+
+// TestIdentityRefusesToStart: flags of this kind that cannot work stop the
+// gateway before it listens, with a one-line error that says why.
+func TestIdentityRefusesToStart(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		"JWKS not http":     {[]string{"--jwt-jwks-url", "ftp://example.com/jwks"}, nil, "--jwt-jwks-url"},
+		"JWKS refresh zero": {[]string{"--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--jwt-jwks-refresh", "0s"}, nil, "positive"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, logs gatewaytest.Buffer
+			args := append([]string{"gateway", "--addr", "127.0.0.1:0"}, tc.args...)
+			err := app.Run(t.Context(), args, func(k string) string { return tc.env[k] }, &out, &logs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want a one-line error mentioning %q", err, tc.want)
+			}
+			if strings.Contains(out.String(), app.ListeningPrefix) {
+				t.Fatal("it listened anyway")
+			}
 		})
 	}
 }

@@ -78,8 +78,12 @@ func (s *Server) Healthz(context.Context, HealthzRequestObject) (HealthzResponse
 	return Healthz200JSONResponse{Status: "ok"}, nil
 }
 
-// Readyz implements StrictServerInterface: the backend answers.
+// Readyz implements StrictServerInterface: the backend answers, and the
+// authenticator has the keys it was told to fetch.
 func (s *Server) Readyz(ctx context.Context, _ ReadyzRequestObject) (ReadyzResponseObject, error) {
+	if err := s.cfg.Auth.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", locks.ErrUnavailable, err)
+	}
 	if err := s.cfg.Backend.Check(ctx); err != nil {
 		if !errors.Is(err, locks.ErrUnavailable) {
 			err = fmt.Errorf("%w: %w", locks.ErrUnavailable, err)
