@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,16 +182,122 @@ func TestJWKSDownAtStart(t *testing.T) {
 	}
 }
 
+// writePolicy writes a policy file and returns its path.
+func writePolicy(t *testing.T, policy string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestPolicy: CI tokens without an ns claim get the namespaces of every
+// rule their claims match, under the smallest max_ttl of those rules; a
+// token that matches no rule gets 403 on every lock.
+func TestPolicy(t *testing.T) {
+	k := jwkstest.RSA(t, "ci")
+	idp := jwkstest.Start(t)
+	idp.Set(k.JWK(t))
+	policy := writePolicy(t, `{"rules": [
+		{"match": {"iss": "https://issuer.example", "repository": "acme/*"}, "namespaces": ["deploy-*"], "max_ttl": "10m"},
+		{"match": {"repository": "acme/app", "ref": "refs/heads/main"}, "namespaces": ["prod"], "max_ttl": "2m"},
+		{"match": {"repository": "acme/tiny"}, "namespaces": ["tiny"], "max_ttl": "5s"},
+		{"match": {"groups": "lock-admins"}, "namespaces": ["*"]}
+	]}`)
+	gw := startGateway(t, "--jwt-jwks-url", idp.URL, "--policy", policy,
+		"--jwt-issuer", "https://issuer.example", "--jwt-audience", "lockgate")
+	ci := func(claims jwt.MapClaims) []string { return bearer(k.Sign(t, oidcClaims(claims))) }
+	lib := ci(jwt.MapClaims{"repository": "acme/lib", "ref": "refs/heads/main"})
+	app := ci(jwt.MapClaims{"repository": "acme/app", "ref": "refs/heads/main"})
+	tiny := ci(jwt.MapClaims{"repository": "acme/tiny"})
+	admin := ci(jwt.MapClaims{"repository": "other/x", "groups": []string{"dev", "lock-admins"}})
+	stranger := ci(jwt.MapClaims{"repository": "evil/acme", "ref": "refs/heads/main"})
+	withNS := ci(jwt.MapClaims{"repository": "evil/acme", "ns": []string{"own"}})
+
+	for name, tc := range map[string]struct {
+		auth   []string
+		lock   string
+		body   string
+		status int
+	}{
+		"rule grants glob":            {lib, "deploy-web/a", `{"ttl_ms":600000}`, http.StatusCreated},
+		"glob is whole":               {lib, "deploy/a", "", http.StatusForbidden},
+		"other namespace":             {lib, "prod/a", "", http.StatusForbidden},
+		"over max_ttl":                {lib, "deploy-web/b", `{"ttl_ms":600001}`, http.StatusBadRequest},
+		"two rules add up":            {app, "prod/a", `{"ttl_ms":120000}`, http.StatusCreated},
+		"and the first rule's grant":  {app, "deploy-api/a", "", http.StatusCreated},
+		"the smaller max_ttl applies": {app, "deploy-api/b", `{"ttl_ms":120001}`, http.StatusBadRequest},
+		"array claim matches":         {admin, "anything/a", `{"ttl_ms":3600000}`, http.StatusCreated},
+		"no rule matches":             {stranger, "deploy-web/c", "", http.StatusForbidden},
+		"an ns claim is used as is":   {withNS, "own/a", "", http.StatusCreated},
+		"an ns claim, not the policy": {withNS, "deploy-web/d", "", http.StatusForbidden},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := call(t, "POST", gw.URL+"/locks/"+tc.lock, tc.body, tc.auth...)
+			switch tc.status {
+			case http.StatusCreated:
+				var g grant
+				wantJSON(t, r, http.StatusCreated, &g)
+			case http.StatusForbidden:
+				wantProblem(t, r, tc.status, "forbidden")
+			case http.StatusBadRequest:
+				p := wantProblem(t, r, tc.status, "invalid_request")
+				if !strings.Contains(p.Detail, "ttl_ms") {
+					t.Fatalf("detail %q does not name ttl_ms", p.Detail)
+				}
+			}
+		})
+	}
+
+	t.Run("no rule matches: 403 on every lock operation", func(t *testing.T) {
+		url := gw.URL + "/locks/deploy-web/held"
+		var g grant
+		wantJSON(t, call(t, "POST", url, "", lib...), http.StatusCreated, &g)
+		wantProblem(t, call(t, "GET", url, "", stranger...), http.StatusForbidden, "forbidden")
+		wantProblem(t, call(t, "DELETE", url, "", with(stranger, []string{"Lock-Token", g.Token})...), http.StatusForbidden, "forbidden")
+		wantProblem(t, call(t, "PUT", url+"/lease", "", with(stranger, []string{"Lock-Token", g.Token})...), http.StatusForbidden, "forbidden")
+	})
+	t.Run("default lease within max_ttl", func(t *testing.T) {
+		var g grant
+		wantJSON(t, call(t, "POST", gw.URL+"/locks/tiny/a", "", tiny...), http.StatusCreated, &g)
+		if g.TTLMs != 5000 {
+			t.Fatalf("ttl_ms without ttl_ms in the request: got %d, want 5000 (the rule's max_ttl, under --default-ttl 30s)", g.TTLMs)
+		}
+	})
+	t.Run("renew over max_ttl", func(t *testing.T) {
+		url := gw.URL + "/locks/tiny/renew"
+		var g grant
+		wantJSON(t, call(t, "POST", url, "", tiny...), http.StatusCreated, &g)
+		wantProblem(t, call(t, "PUT", url+"/lease", `{"ttl_ms":5001}`, with(tiny, []string{"Lock-Token", g.Token})...), http.StatusBadRequest, "invalid_request")
+		if r := call(t, "PUT", url+"/lease", `{"ttl_ms":5000}`, with(tiny, []string{"Lock-Token", g.Token})...); r.status != http.StatusOK {
+			t.Fatalf("renew at max_ttl: got %d %s, want 200", r.status, r.body)
+		}
+	})
+}
+
 // TestIdentityRefusesToStart: flags of this kind that cannot work stop the
 // gateway before it listens, with a one-line error that says why.
 func TestIdentityRefusesToStart(t *testing.T) {
+	badRule := writePolicy(t, `{"rules": [
+		{"match": {"iss": "https://issuer.example"}, "namespaces": ["a"]},
+		{"match": {"iss": "https://issuer.example"}, "namespaces": ["a"], "max_ttl": "ten minutes"}
+	]}`)
+	unknownField := writePolicy(t, `{"rules": [{"match": {"sub": "*"}, "namespaces": ["a"], "Namespaces": ["*"]}]}`)
+	badGlob := writePolicy(t, `{"rules": [{"match": {"sub": "*"}, "namespaces": ["a"]}, {"match": {"sub": "*"}, "namespaces": ["b"]}, {"match": {"sub": "*"}, "namespaces": ["Prod/*"]}]}`)
+	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
 	for name, tc := range map[string]struct {
 		args []string
 		env  map[string]string
 		want string
 	}{
-		"JWKS not http":     {[]string{"--jwt-jwks-url", "ftp://example.com/jwks"}, nil, "--jwt-jwks-url"},
-		"JWKS refresh zero": {[]string{"--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--jwt-jwks-refresh", "0s"}, nil, "positive"},
+		"policy: bad duration":  {[]string{"--policy", badRule}, env, "rule 2: max_ttl"},
+		"policy: unknown field": {[]string{"--policy", unknownField}, env, `rule 1: unknown field "Namespaces"`},
+		"policy: bad glob":      {[]string{"--policy", badGlob}, env, `rule 3: namespace glob "Prod/*"`},
+		"policy: missing file":  {[]string{"--policy", filepath.Join(t.TempDir(), "nope.json")}, env, "--policy"},
+		"empty ns claim":        {[]string{"--jwt-ns-claim", ""}, env, "--jwt-ns-claim"},
+		"JWKS not http":         {[]string{"--jwt-jwks-url", "ftp://example.com/jwks"}, nil, "--jwt-jwks-url"},
+		"JWKS refresh zero":     {[]string{"--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--jwt-jwks-refresh", "0s"}, nil, "positive"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out, logs gatewaytest.Buffer

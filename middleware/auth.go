@@ -64,6 +64,12 @@ type AuthConfig struct {
 	// Only the algorithms above are accepted, and only with a key of their
 	// type: a set's "alg" or an "oct" (symmetric) key widens nothing.
 	JWKS *JWKS
+	// NSClaim names the claim that holds a token's namespace globs, an
+	// array of strings. Default "ns".
+	NSClaim string
+	// Policy, when set, grants namespaces to tokens without the NSClaim
+	// claim. Without it such tokens are granted nothing.
+	Policy *Policy
 	// Issuer, when set, must equal the token's iss.
 	Issuer string
 	// Audience, when set, must be among the token's aud.
@@ -78,10 +84,12 @@ const MinSecretLen = 32
 // are for, so an HS256 token signed with a public key as the secret, or an
 // "alg: none" token, never verifies.
 type Authenticator struct {
-	parser *jwt.Parser
-	keys   map[string]jwt.VerificationKeySet // by alg
-	jwks   *JWKS                             // or nil
-	cache  verified
+	parser  *jwt.Parser
+	keys    map[string]jwt.VerificationKeySet // by alg
+	jwks    *JWKS                             // or nil
+	nsClaim string
+	policy  *Policy // or nil
+	cache   verified
 }
 
 // verified remembers tokens that passed verification, until they expire:
@@ -164,7 +172,11 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
-	return &Authenticator{parser: jwt.NewParser(opts...), keys: keys, jwks: cfg.JWKS}, nil
+	nsClaim := cfg.NSClaim
+	if nsClaim == "" {
+		nsClaim = "ns"
+	}
+	return &Authenticator{parser: jwt.NewParser(opts...), keys: keys, jwks: cfg.JWKS, nsClaim: nsClaim, policy: cfg.Policy}, nil
 }
 
 // jwksAlgs are the algorithms a JWKS key may verify: the asymmetric ones
@@ -246,8 +258,11 @@ func ParsePublicKeys(data []byte) ([]crypto.PublicKey, error) {
 type Claims struct {
 	// Subject is the token's sub: who the caller is.
 	Subject string
-	// Namespaces are the token's ns globs.
+	// Namespaces are the token's ns globs, or those a policy grants it.
 	Namespaces []string
+	// MaxTTL, when not 0, is the longest lease the policy lets this
+	// token ask for (handlers enforce it with their own maximum).
+	MaxTTL time.Duration
 }
 
 // Allows reports whether one of the namespace globs matches namespace whole.
@@ -280,7 +295,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	if c, ok := a.cache.get(token, now, gen); ok {
 		return c, nil
 	}
-	c := tokenClaims{nsClaim: "ns"}
+	c := tokenClaims{nsClaim: a.nsClaim}
 	if _, err := a.parser.ParseWithClaims(token, &c, a.keyFunc(r.Context())); err != nil {
 		return Claims{}, &AuthError{Reason: reason(err), Presented: true}
 	}
@@ -288,6 +303,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 		return Claims{}, &AuthError{Reason: "the token has no sub claim", Presented: true}
 	}
 	claims := Claims{Subject: c.Subject, Namespaces: c.ns}
+	if !c.hasNS && a.policy != nil {
+		claims.Namespaces, claims.MaxTTL = a.policy.grant(c.all)
+	}
 	// Only a token already valid is cached (a future nbf verifies later);
 	// exp is required, so every entry ends.
 	if c.ExpiresAt != nil && (c.NotBefore == nil || !c.NotBefore.After(now)) {

@@ -138,7 +138,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // gets a random secret, which dies with the process. The JWK Sets are
 // fetched before it returns, each within a few seconds.
 func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middleware.AuthConfig, error) {
-	ac := middleware.AuthConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}
+	ac := middleware.AuthConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
+	if cfg.policyFile != "" {
+		data, err := os.ReadFile(cfg.policyFile)
+		if err != nil {
+			return ac, fmt.Errorf("--policy: %w", err)
+		}
+		if ac.Policy, err = middleware.ParsePolicy(data); err != nil {
+			return ac, fmt.Errorf("--policy %s: %w", cfg.policyFile, err)
+		}
+	}
 	if len(cfg.jwtJWKSURLs) > 0 {
 		jwks, err := middleware.NewJWKS(ctx, middleware.JWKSConfig{
 			URLs:    cfg.jwtJWKSURLs,

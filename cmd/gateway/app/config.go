@@ -25,6 +25,8 @@ type config struct {
 	jwtAudience      string
 	jwtJWKSURLs      []string
 	jwtJWKSRefresh   time.Duration
+	jwtNSClaim       string
+	policyFile       string
 	defaultTTL       time.Duration
 	maxTTL           time.Duration
 	maxWait          time.Duration
@@ -61,6 +63,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return nil
 	})
 	fs.DurationVar(&c.jwtJWKSRefresh, "jwt-jwks-refresh", 5*time.Minute, "how often each JWK Set is fetched again; a key removed from a set stops verifying after the next fetch")
+	fs.StringVar(&c.jwtNSClaim, "jwt-ns-claim", "ns", "claim that holds a token's namespace globs, when it carries them")
+	fs.StringVar(&c.policyFile, "policy", "", "JSON file of rules that grant namespaces, by their claims, to tokens without the --jwt-ns-claim claim")
 	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "required iss of tokens, when set")
 	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud of tokens, when set")
 	fs.DurationVar(&c.defaultTTL, "default-ttl", 30*time.Second, "lease of an acquire without ttl_ms")
@@ -121,6 +125,8 @@ func (c config) check() error {
 			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
 	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0 || c.jwtJWKSRefresh <= 0:
 		return errors.New("durations must be positive")
+	case c.jwtNSClaim == "":
+		return errors.New("--jwt-ns-claim must name a claim")
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
 	case c.defaultTTL > c.maxTTL:
