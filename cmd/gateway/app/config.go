@@ -123,8 +123,10 @@ func (c config) check() error {
 	case !c.dev && c.jwtSecret == "" && c.jwtPublicKeyFile == "" && len(c.jwtJWKSURLs) == 0:
 		return errors.New("no JWT key configured: set --jwt-secret, --jwt-public-key-file or --jwt-jwks-url (or " +
 			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
-	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0 || c.jwtJWKSRefresh <= 0:
+	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0:
 		return errors.New("durations must be positive")
+	case c.jwtJWKSRefresh <= 0:
+		return errors.New("--jwt-jwks-refresh must be positive")
 	case c.jwtNSClaim == "":
 		return errors.New("--jwt-ns-claim must name a claim")
 	case c.maxWaiters < 1:
