@@ -78,8 +78,12 @@ func (s *Server) Healthz(context.Context, HealthzRequestObject) (HealthzResponse
 	return Healthz200JSONResponse{Status: "ok"}, nil
 }
 
-// Readyz implements StrictServerInterface: the backend answers.
+// Readyz implements StrictServerInterface: the backend answers, and the
+// authenticator has the keys it was told to fetch.
 func (s *Server) Readyz(ctx context.Context, _ ReadyzRequestObject) (ReadyzResponseObject, error) {
+	if err := s.cfg.Auth.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", locks.ErrUnavailable, err)
+	}
 	if err := s.cfg.Backend.Check(ctx); err != nil {
 		if !errors.Is(err, locks.ErrUnavailable) {
 			err = fmt.Errorf("%w: %w", locks.ErrUnavailable, err)
@@ -199,10 +203,10 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		return locks.Key{}, locks.AcquireRequest{}, err
 	}
 	claims, _ := middleware.ClaimsFromContext(ctx)
-	ar := locks.AcquireRequest{TTL: s.cfg.DefaultTTL, Subject: claims.Subject}
+	ar := locks.AcquireRequest{TTL: min(s.cfg.DefaultTTL, s.maxTTL(ctx)), Subject: claims.Subject}
 	if b := req.Body; b != nil {
 		if b.TtlMs != nil {
-			if ar.TTL, err = s.ttl(*b.TtlMs); err != nil {
+			if ar.TTL, err = s.ttl(ctx, *b.TtlMs); err != nil {
 				return key, ar, err
 			}
 		}
@@ -219,13 +223,22 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 	return key, ar, nil
 }
 
-// ttl checks a ttl_ms against the configured maximum before converting it,
+// ttl checks a ttl_ms against the caller's maximum before converting it,
 // so that no value can overflow a time.Duration.
-func (s *Server) ttl(ms int64) (time.Duration, error) {
-	if ms < 1 || ms > s.cfg.MaxTTL.Milliseconds() {
-		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d", s.cfg.MaxTTL.Milliseconds()))
+func (s *Server) ttl(ctx context.Context, ms int64) (time.Duration, error) {
+	if maxMs := s.maxTTL(ctx).Milliseconds(); ms < 1 || ms > maxMs {
+		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d", maxMs))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// maxTTL is the longest lease the caller may ask for: MaxTTL, or less when
+// the policy rules that granted its token say so.
+func (s *Server) maxTTL(ctx context.Context) time.Duration {
+	if c, _ := middleware.ClaimsFromContext(ctx); c.MaxTTL > 0 {
+		return min(c.MaxTTL, s.cfg.MaxTTL)
+	}
+	return s.cfg.MaxTTL
 }
 
 // release frees a grant its caller never received. It runs when the
@@ -300,7 +313,7 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 	}
 	var ttl time.Duration // 0: the TTL the grant was acquired with
 	if req.Body != nil && req.Body.TtlMs != nil {
-		if ttl, err = s.ttl(*req.Body.TtlMs); err != nil {
+		if ttl, err = s.ttl(ctx, *req.Body.TtlMs); err != nil {
 			return nil, err
 		}
 	}
