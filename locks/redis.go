@@ -240,6 +240,11 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 	holderEnds.Stop()
 	defer holderEnds.Stop()
 	for {
+		// The deadline comes first: select picks at random among ready
+		// cases, and each further script run may take a Redis timeout.
+		if !time.Now().Before(deadline) {
+			return r.giveUp(ctx, res, w, token)
+		}
 		// Whatever woke us, the answer is the same: ask the script. It
 		// grants, picks up a grant handed to us, or (re)queues us in our
 		// place.
@@ -263,21 +268,26 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 		select {
 		case <-w.wake:
 		case <-holderEnds.C:
-		case <-timeUp.C:
-			start := time.Now()
-			rp, err := r.leave(ctx, res, w.id, token, false)
-			if err != nil {
-				return Grant{}, err
-			}
-			if rp.granted { // handed over as the wait ran out
-				return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
-			}
-			return Grant{}, res.kind.held(rp.ttl)
+		case <-timeUp.C: // the check above gives up
 		case <-ctx.Done():
 			r.leave(ctx, res, w.id, token, true) // and release what was handed to us
 			return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
 		}
 	}
+}
+
+// giveUp ends a wait whose time is up: it leaves the queue, and takes the
+// grant if one was handed over as the wait ran out.
+func (r *Redis) giveUp(ctx context.Context, res resource, w *waiter, token string) (Grant, error) {
+	start := time.Now()
+	rp, err := r.leave(ctx, res, w.id, token, false)
+	if err != nil {
+		return Grant{}, err
+	}
+	if rp.granted {
+		return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
+	}
+	return Grant{}, res.kind.held(rp.ttl)
 }
 
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
