@@ -21,19 +21,8 @@
 
 local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 local now, t = clock()
-local lease = tonumber(ARGV[1])
-for i = 4, #ARGV do
-  local w = redis.call('HGET', K.waiters, ARGV[i])
-  if w then
-    local until_ms = math.min(tonumber(cjson.decode(w).d), now + lease)
-    redis.call('ZADD', K.alive, 'XX', string.format('%d', until_ms), ARGV[i])
-  end
-end
+keep_alive(K, now, ARGV[1], ARGV, 4)
 if redis.call('EXISTS', K.lock) == 0 then
   handoff(K, t, now, ARGV[2], ARGV[3], nil)
 end
-local queued = {}
-for i = 4, #ARGV do
-  queued[i - 3] = redis.call('HEXISTS', K.waiters, ARGV[i])
-end
-return queued
+return still_queued(K, ARGV, 4)

@@ -124,6 +124,28 @@ local function enqueue(K, now, me, arrival, wait, lease, req)
   return seq
 end
 
+-- keep_alive moves the alive time of each waiter id in ids[first..] still
+-- queued to lease ms from now, but never past its deadline.
+local function keep_alive(K, now, lease, ids, first)
+  for i = first, #ids do
+    local w = redis.call('HGET', K.waiters, ids[i])
+    if w then
+      local until_ms = math.min(tonumber(cjson.decode(w).d), now + tonumber(lease))
+      redis.call('ZADD', K.alive, 'XX', string.format('%d', until_ms), ids[i])
+    end
+  end
+end
+
+-- still_queued returns, for each waiter id in ids[first..], 1 while it is
+-- queued and 0 when it is not (handed what it waited for, or dropped).
+local function still_queued(K, ids, first)
+  local queued = {}
+  for i = first, #ids do
+    queued[i - first + 1] = redis.call('HEXISTS', K.waiters, ids[i])
+  end
+  return queued
+end
+
 -- first_alive returns the first waiter still alive and its request, and
 -- drops the dead ones met on the way (past their deadline or heartbeat).
 -- Returns nil when nobody alive waits.

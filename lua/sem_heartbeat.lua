@@ -13,20 +13,9 @@
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 local now, t = clock()
 purge(S, now)
-local lease = tonumber(ARGV[1])
-for i = 4, #ARGV do
-  local w = redis.call('HGET', S.waiters, ARGV[i])
-  if w then
-    local until_ms = math.min(tonumber(cjson.decode(w).d), now + lease)
-    redis.call('ZADD', S.alive, 'XX', string.format('%d', until_ms), ARGV[i])
-  end
-end
+keep_alive(S, now, ARGV[1], ARGV, 4)
 local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
 if limit then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
 end
-local queued = {}
-for i = 4, #ARGV do
-  queued[i - 3] = redis.call('HEXISTS', S.waiters, ARGV[i])
-end
-return queued
+return still_queued(S, ARGV, 4)
