@@ -161,7 +161,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		m := locks.NewMemory()
 		return m, m.Close, nil
 	}
-	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisPrefix, cfg.redisTimeout)
+	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisSentinel, cfg.redisPrefix, cfg.redisTimeout)
 	if err != nil {
 		return nil, nil, err
 	}

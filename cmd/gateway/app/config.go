@@ -17,6 +17,7 @@ type config struct {
 	addr             string
 	redisURL         string
 	redisCluster     bool
+	redisSentinel    string // master name; --redis-url then names its sentinels
 	redisPrefix      string
 	redisTimeout     time.Duration
 	jwtSecret        string
@@ -48,8 +49,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", ":8080", "listen address (host:port); --dev defaults to "+devAddr)
-	fs.StringVar(&c.redisURL, "redis-url", "", "redis:// or rediss:// URL; empty: the embedded in-memory backend (one process only)")
+	fs.StringVar(&c.redisURL, "redis-url", "", "redis://, rediss:// or redis+sentinel:// URL; empty: the embedded in-memory backend (one process only)")
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "--redis-url names seed nodes of a Redis Cluster: redis://host:port?addr=host2:port&addr=...")
+	fs.StringVar(&c.redisSentinel, "redis-sentinel", "", "master name: --redis-url names Redis Sentinels that follow it, redis://[[user]:password@]host:port[/db]?addr=host2:port&addr=...; or give redis+sentinel://host:port,host2:port/master alone")
 	fs.StringVar(&c.redisPrefix, "redis-prefix", "lockgate:", "prefix of every Redis key and channel")
 	fs.DurationVar(&c.redisTimeout, "redis-timeout", 2*time.Second, "bound on each Redis call; past it a request fails with 503")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
@@ -114,6 +116,12 @@ func (c config) check() error {
 			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
 	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0:
 		return errors.New("durations must be positive")
+	case c.redisSentinel != "" && c.redisCluster, isSentinelURL(c.redisURL) && c.redisCluster:
+		return errors.New("--redis-cluster and Redis Sentinel exclude each other: a cluster fails over by itself")
+	case c.redisSentinel != "" && c.redisURL == "":
+		return errors.New("--redis-sentinel needs --redis-url naming the sentinels: redis://host:port?addr=host2:port, or give redis+sentinel://host:port,host2:port/master alone")
+	case c.redisSentinel != "" && isSentinelURL(c.redisURL):
+		return errors.New("--redis-sentinel and a redis+sentinel:// URL both name the master: drop --redis-sentinel")
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
 	case c.defaultTTL > c.maxTTL:

@@ -9,11 +9,23 @@ import (
 	"github.com/lockgate/lockgate/locks"
 )
 
-// newRedisBackend connects the Redis backend to rawURL: one Redis, or with
-// cluster the seed nodes of a Redis Cluster.
-func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Duration) (locks.Backend, func() error, error) {
+// newRedisBackend connects the Redis backend to rawURL: one Redis; with
+// cluster the seed nodes of a Redis Cluster; with sentinel (a master name)
+// or a redis+sentinel:// URL the Redis Sentinels that follow a master.
+func newRedisBackend(rawURL string, cluster bool, sentinel, prefix string, timeout time.Duration) (locks.Backend, func() error, error) {
 	var client redis.UniversalClient
-	if cluster {
+	switch {
+	case sentinel != "" || isSentinelURL(rawURL):
+		opts, err := parseSentinelURL(rawURL, sentinel)
+		if err != nil {
+			return nil, nil, err
+		}
+		// See below. Every new connection asks a sentinel for the master
+		// first: DialTimeout bounds that too when no call's deadline does
+		// (the subscription reconnecting).
+		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.DialTimeout = -1, true, timeout
+		client = redis.NewFailoverClient(opts)
+	case cluster:
 		opts, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			// Not err: it may quote the URL, password included.
@@ -22,7 +34,7 @@ func newRedisBackend(rawURL string, cluster bool, prefix string, timeout time.Du
 		// See below.
 		opts.MaxRetries, opts.ContextTimeoutEnabled = -1, true
 		client = redis.NewClusterClient(opts)
-	} else {
+	default:
 		opts, err := redis.ParseURL(rawURL)
 		if err != nil {
 			return nil, nil, errors.New("invalid --redis-url: want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS")
