@@ -194,6 +194,17 @@ func TestSentinelFailover(t *testing.T) {
 	if len(late) > 0 {
 		t.Errorf("acquires answered more than %v after their deadline:\n%s", answerSlack, strings.Join(late, "\n"))
 	}
+	// Waiters parked at the kill: the engine answers them 503 once a
+	// heartbeat fails, rather than keep them through the failover.
+	parked := make(map[int]int)
+	var lastParked time.Duration
+	for _, o := range h.ops {
+		if o.kind == opAcquire && o.wait > 0 && o.call.Before(killed) && o.ret.After(killed) {
+			parked[o.status]++
+			lastParked = max(lastParked, o.ret.Sub(killed))
+		}
+	}
+	t.Logf("acquires waiting at the kill, by answer: %v; the last answered %v after the kill", parked, lastParked.Round(time.Millisecond))
 
 	rep := h.acrossFailover(t, res, cut, killed)
 	t.Logf("%d calls, %d grants (%d on the old primary, %d of them after the cut: lost); latest answer %v past its deadline",

@@ -143,12 +143,13 @@ func (s *Sentinels) MasterAddrs() []string {
 	return addrs
 }
 
-// KillPrimary kills the primary (SIGKILL, as a crash would) and returns
-// when it has exited.
+// KillPrimary kills the primary (SIGKILL, as a crash would), waits until it
+// has exited, and returns when the signal was sent.
 func (s *Sentinels) KillPrimary(t testing.TB) time.Time {
 	t.Helper()
+	at := time.Now()
 	s.Primary.Stop()
-	return time.Now()
+	return at
 }
 
 // WaitFailover waits, for at most within, until a sentinel names a master
