@@ -5,5 +5,6 @@
 // that hang up), hostile input and resource exhaustion. Scripted scenarios
 // hold back hand-off messages, let waiters lapse and promote replicas that
 // lost writes; TestRandomFaults mixes delays, cut links and Redis pauses
-// from a seed that LOCKGATE_FAULT_SEED replays. It holds tests only.
+// from a seed that LOCKGATE_FAULT_SEED replays; TestSentinelFailover kills
+// the primary under Redis Sentinel. It holds tests only.
 package safety

@@ -102,7 +102,14 @@ type workload struct {
 	wait     time.Duration
 	duration time.Duration
 	res      *resource
+	// hold is how long a holder keeps working on the resource (a write
+	// every holdStep, while the lease it knows of lasts) before it renews
+	// or releases; 0: one write.
+	hold time.Duration
 }
+
+// holdStep is the work between two writes of a holder that holds.
+const holdStep = 50 * time.Millisecond
 
 // run runs the workload and returns its history.
 func (w workload) run(t *testing.T) *history {
@@ -150,6 +157,10 @@ func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock
 		rec.writes = append(rec.writes, ww)
 	}
 	write()
+	for end := time.Now().Add(w.hold); time.Now().Before(end) && time.Now().Before(rec.known) && ctx.Err() == nil; {
+		time.Sleep(holdStep) // the work, not synchronisation
+		write()
+	}
 	if renew {
 		o := op{client: id, lock: lock, kind: opRenew, fence: rec.fence, call: time.Now()}
 		l, r := c.renew(ctx, lock, g.Token, ttl)
@@ -199,35 +210,72 @@ func (g *grantRec) end() time.Time {
 	return g.known
 }
 
+// findingKind is which promise a finding breaks.
+type findingKind int
+
+const (
+	fenceRepeated findingKind = iota // a token granted twice
+	endedEarly                       // a renew or release said 409 inside the known lease
+	writeRefused                     // the resource refused a write made inside the lease
+	fenceOrder                       // a grant before another in real time has a token not smaller
+	overlap                          // two grants certainly held the lock at once
+	staleAccepted                    // the resource accepted a token below one it had accepted
+)
+
+// finding is one broken promise, with the grants involved: a alone, or a
+// and b in the order of their tokens (none for staleAccepted).
+type finding struct {
+	kind findingKind
+	lock string
+	a, b *grantRec
+	msg  string
+}
+
 // check verifies the history and the resource's log against the promises.
 // It returns the number of grants it checked.
 func (h *history) check(t *testing.T, res *resource) int {
 	t.Helper()
+	var errs []string
+	for _, f := range h.findings(res) {
+		if len(errs) < 20 {
+			errs = append(errs, f.msg)
+		}
+	}
+	if len(errs) > 0 {
+		t.Fatalf("the history breaks the promises:\n%s", strings.Join(errs, "\n"))
+	}
+	return len(h.grants)
+}
+
+// findings returns every way the history and the resource's log break the
+// promises.
+func (h *history) findings(res *resource) []finding {
 	byLock := make(map[string][]*grantRec)
 	for _, g := range h.grants {
 		byLock[g.lock] = append(byLock[g.lock], g)
 	}
-	var errs []string
-	fail := func(format string, args ...any) {
-		if len(errs) < 20 {
-			errs = append(errs, fmt.Sprintf(format, args...))
+	var fs []finding
+	add := func(kind findingKind, lock string, a, b *grantRec, format string, args ...any) {
+		if a != nil && b != nil && b.fence < a.fence {
+			a, b = b, a
 		}
+		fs = append(fs, finding{kind: kind, lock: lock, a: a, b: b, msg: fmt.Sprintf(format, args...)})
 	}
 	for lock, gs := range byLock {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].acquired.ret.Before(gs[j].acquired.ret) })
-		fences := make(map[int64]bool)
+		fences := make(map[int64]*grantRec)
 		for _, g := range gs {
-			if fences[g.fence] {
-				fail("%s: fencing token %d granted twice", lock, g.fence)
+			if first := fences[g.fence]; first != nil {
+				add(fenceRepeated, lock, first, g, "%s: fencing token %d granted twice", lock, g.fence)
 			}
-			fences[g.fence] = true
+			fences[g.fence] = g
 			if g.endedEarly != nil {
-				fail("%s: grant %d: %s answered %d at %s, before its expires_at %s",
+				add(endedEarly, lock, g, nil, "%s: grant %d: %s answered %d at %s, before its expires_at %s",
 					lock, g.fence, g.endedEarly.kind, g.endedEarly.status, stamp(g.endedEarly.ret), stamp(g.known))
 			}
 			for _, w := range g.writes {
 				if !w.accepted && w.ret.Before(w.known) {
-					fail("%s: grant %d: the resource rejected a write made inside the lease (at %s, lease until %s): a later grant wrote during it",
+					add(writeRefused, lock, g, nil, "%s: grant %d: the resource rejected a write made inside the lease (at %s, lease until %s): a later grant wrote during it",
 						lock, g.fence, stamp(w.call), stamp(w.known))
 				}
 			}
@@ -237,28 +285,25 @@ func (h *history) check(t *testing.T, res *resource) int {
 				// Real-time order: a grant received before another was
 				// asked for must carry a smaller token.
 				if a.acquired.ret.Before(b.acquired.call) && a.fence >= b.fence {
-					fail("%s: grant %d was received at %s, before grant %d was asked for at %s, but its token is not smaller",
+					add(fenceOrder, lock, a, b, "%s: grant %d was received at %s, before grant %d was asked for at %s, but its token is not smaller",
 						lock, a.fence, stamp(a.acquired.ret), b.fence, stamp(b.acquired.call))
 				}
 				if b.acquired.ret.Before(a.acquired.call) && b.fence >= a.fence {
-					fail("%s: grant %d precedes grant %d in real time, but its token is not smaller", lock, b.fence, a.fence)
+					add(fenceOrder, lock, a, b, "%s: grant %d precedes grant %d in real time, but its token is not smaller", lock, b.fence, a.fence)
 				}
 				// Mutual exclusion on the intervals each grant certainly
 				// held the lock.
 				as, ae, bs, be := a.acquired.ret, a.end(), b.acquired.ret, b.end()
 				if as.Before(ae) && bs.Before(be) && as.Before(be) && bs.Before(ae) {
-					fail("%s: grants %d [%s, %s] and %d [%s, %s] overlap", lock, a.fence, stamp(as), stamp(ae), b.fence, stamp(bs), stamp(be))
+					add(overlap, lock, a, b, "%s: grants %d [%s, %s] and %d [%s, %s] overlap", lock, a.fence, stamp(as), stamp(ae), b.fence, stamp(bs), stamp(be))
 				}
 			}
 		}
 	}
 	for _, w := range res.staleAccepted() {
-		fail("%s: the resource accepted token %d at %s after a larger one", w.lock, w.fence, stamp(w.at))
+		add(staleAccepted, w.lock, nil, nil, "%s: the resource accepted token %d at %s after a larger one", w.lock, w.fence, stamp(w.at))
 	}
-	if len(errs) > 0 {
-		t.Fatalf("the history breaks the promises:\n%s", strings.Join(errs, "\n"))
-	}
-	return len(h.grants)
+	return fs
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000000") }

@@ -23,8 +23,9 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited and been reaped
-	log  bytes.Buffer
+	log  logBuffer
 	args []string // extra redis-server arguments, e.g. for cluster mode
+	conf string   // a config file to run in sentinel mode, if set
 }
 
 // Start runs a redis-server without persistence on a free loopback port and
@@ -37,10 +38,15 @@ func Start(t testing.TB) *Server {
 
 func start(t testing.TB, args func(port string) []string) *Server {
 	t.Helper()
+	return startServer(t, &Server{}, args)
+}
+
+// startServer starts s, as set up so far, on a free port.
+func startServer(t testing.TB, s *Server, args func(port string) []string) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server not found on PATH; install it (apt-get install -y redis-server) or run the README's test command, which does")
 	}
-	s := &Server{}
 	var err error
 	for range 5 { // another process may take the port between pick and bind
 		s.Addr = freeAddr(t)
@@ -59,20 +65,30 @@ func start(t testing.TB, args func(port string) []string) *Server {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("pick a free port: %v", err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("pick a free port: %v", err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// Never the ports of a Redis or a Sentinel that may run here.
+		if _, port, _ := net.SplitHostPort(addr); port != "6379" && port != "26379" {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	cmd := exec.Command("redis-server", append([]string{
+	argv := []string{
 		"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--loglevel", "warning"}, s.args...)...)
+		"--daemonize", "no", "--loglevel", "warning"}
+	if s.conf != "" { // the file must come first; sentinel rewrites it
+		argv = append([]string{s.conf, "--sentinel"}, argv...)
+	}
+	cmd := exec.Command("redis-server", append(argv, s.args...)...)
 	s.log.Reset()
 	cmd.Stdout, cmd.Stderr = &s.log, &s.log
 	if err := cmd.Start(); err != nil {
@@ -104,6 +120,30 @@ func ping(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	return c.Ping(ctx).Err()
+}
+
+// logBuffer is a process's output, safe to read while it writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Client returns a client for this server, closed when the test ends.

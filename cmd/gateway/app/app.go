@@ -232,7 +232,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
-	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, locks.RedisOptions{
+	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisSentinel, locks.RedisOptions{
 		Prefix:         cfg.redisPrefix,
 		Timeout:        cfg.redisTimeout,
 		FenceRetention: cfg.fenceRetention,

@@ -17,6 +17,7 @@ type config struct {
 	addr             string
 	redisURL         string
 	redisCluster     bool
+	redisSentinel    string // master name; --redis-url then names its sentinels
 	redisPrefix      string
 	redisTimeout     time.Duration
 	fenceRetention   time.Duration
@@ -54,8 +55,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", ":8080", "listen address (host:port); --dev defaults to "+devAddr)
-	fs.StringVar(&c.redisURL, "redis-url", "", "redis:// or rediss:// URL; empty: the embedded in-memory backend (one process only)")
+	fs.StringVar(&c.redisURL, "redis-url", "", "redis://, rediss:// or redis+sentinel:// URL; empty: the embedded in-memory backend (one process only)")
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "--redis-url names seed nodes of a Redis Cluster: redis://host:port?addr=host2:port&addr=...")
+	fs.StringVar(&c.redisSentinel, "redis-sentinel", "", "master name: --redis-url names Redis Sentinels that follow it, redis://[[user]:password@]host:port[/db]?addr=host2:port&addr=...; or give redis+sentinel://host:port,host2:port/master alone")
 	fs.StringVar(&c.redisPrefix, "redis-prefix", "lockgate:", "prefix of every Redis key and channel")
 	fs.DurationVar(&c.redisTimeout, "redis-timeout", 2*time.Second, "bound on each Redis call; past it a request fails with 503")
 	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter stays in Redis after its last grant (about 200 bytes of Redis memory per lock name); it guards tokens against the Redis clock stepping back")
@@ -137,6 +139,12 @@ func (c config) check() error {
 		return errors.New("--jwt-jwks-refresh must be positive")
 	case c.jwtNSClaim == "":
 		return errors.New("--jwt-ns-claim must name a claim")
+	case c.redisSentinel != "" && c.redisCluster, isSentinelURL(c.redisURL) && c.redisCluster:
+		return errors.New("--redis-cluster and Redis Sentinel exclude each other: a cluster fails over by itself")
+	case c.redisSentinel != "" && c.redisURL == "":
+		return errors.New("--redis-sentinel needs --redis-url naming the sentinels: redis://host:port?addr=host2:port, or give redis+sentinel://host:port,host2:port/master alone")
+	case c.redisSentinel != "" && isSentinelURL(c.redisURL):
+		return errors.New("--redis-sentinel and a redis+sentinel:// URL both name the master: drop --redis-sentinel")
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
 	case c.defaultTTL > c.maxTTL:

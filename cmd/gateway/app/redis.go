@@ -8,11 +8,24 @@ import (
 	"github.com/lockgate/lockgate/locks"
 )
 
-// newRedisBackend connects the Redis backend to rawURL (one Redis, or with
-// cluster the seed nodes of a Redis Cluster) with opts.
-func newRedisBackend(rawURL string, cluster bool, opts locks.RedisOptions) (*locks.Redis, func() error, error) {
+// newRedisBackend connects the Redis backend, with opts, to rawURL: one
+// Redis; with cluster the seed nodes of a Redis Cluster; with sentinel (a
+// master name) or a redis+sentinel:// URL the Redis Sentinels that follow
+// a master.
+func newRedisBackend(rawURL string, cluster bool, sentinel string, opts locks.RedisOptions) (*locks.Redis, func() error, error) {
 	var client redis.UniversalClient
-	if cluster {
+	switch {
+	case sentinel != "" || isSentinelURL(rawURL):
+		fo, err := parseSentinelURL(rawURL, sentinel)
+		if err != nil {
+			return nil, nil, err
+		}
+		// See below. Every new connection asks a sentinel for the master
+		// first: DialTimeout bounds that too when no call's deadline does
+		// (the subscription reconnecting).
+		fo.MaxRetries, fo.ContextTimeoutEnabled, fo.Protocol, fo.DialTimeout = -1, true, 2, opts.Timeout
+		client = redis.NewFailoverClient(fo)
+	case cluster:
 		opts, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			// Not err: it may quote the URL, password included.
@@ -21,7 +34,7 @@ func newRedisBackend(rawURL string, cluster bool, opts locks.RedisOptions) (*loc
 		// See below.
 		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.Protocol = -1, true, 2
 		client = redis.NewClusterClient(opts)
-	} else {
+	default:
 		opts, err := redis.ParseURL(rawURL)
 		if err != nil {
 			return nil, nil, errors.New("invalid --redis-url: want redis://[[user]:password@]host[:port][/db], or rediss:// for TLS")
