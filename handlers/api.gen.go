@@ -23,18 +23,74 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for LimitMismatchProblemCode.
+const (
+	LimitMismatchProblemCodeBackendUnavailable LimitMismatchProblemCode = "backend_unavailable"
+	LimitMismatchProblemCodeForbidden          LimitMismatchProblemCode = "forbidden"
+	LimitMismatchProblemCodeInternal           LimitMismatchProblemCode = "internal"
+	LimitMismatchProblemCodeInvalidRequest     LimitMismatchProblemCode = "invalid_request"
+	LimitMismatchProblemCodeLimitMismatch      LimitMismatchProblemCode = "limit_mismatch"
+	LimitMismatchProblemCodeLockHeld           LimitMismatchProblemCode = "lock_held"
+	LimitMismatchProblemCodeMethodNotAllowed   LimitMismatchProblemCode = "method_not_allowed"
+	LimitMismatchProblemCodeNotFound           LimitMismatchProblemCode = "not_found"
+	LimitMismatchProblemCodeNotHeld            LimitMismatchProblemCode = "not_held"
+	LimitMismatchProblemCodeNotHolder          LimitMismatchProblemCode = "not_holder"
+	LimitMismatchProblemCodePayloadTooLarge    LimitMismatchProblemCode = "payload_too_large"
+	LimitMismatchProblemCodeSemaphoreFull      LimitMismatchProblemCode = "semaphore_full"
+	LimitMismatchProblemCodeTooManyRequests    LimitMismatchProblemCode = "too_many_requests"
+	LimitMismatchProblemCodeUnauthorized       LimitMismatchProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the LimitMismatchProblemCode enum.
+func (e LimitMismatchProblemCode) Valid() bool {
+	switch e {
+	case LimitMismatchProblemCodeBackendUnavailable:
+		return true
+	case LimitMismatchProblemCodeForbidden:
+		return true
+	case LimitMismatchProblemCodeInternal:
+		return true
+	case LimitMismatchProblemCodeInvalidRequest:
+		return true
+	case LimitMismatchProblemCodeLimitMismatch:
+		return true
+	case LimitMismatchProblemCodeLockHeld:
+		return true
+	case LimitMismatchProblemCodeMethodNotAllowed:
+		return true
+	case LimitMismatchProblemCodeNotFound:
+		return true
+	case LimitMismatchProblemCodeNotHeld:
+		return true
+	case LimitMismatchProblemCodeNotHolder:
+		return true
+	case LimitMismatchProblemCodePayloadTooLarge:
+		return true
+	case LimitMismatchProblemCodeSemaphoreFull:
+		return true
+	case LimitMismatchProblemCodeTooManyRequests:
+		return true
+	case LimitMismatchProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LockHeldProblemCode.
 const (
 	LockHeldProblemCodeBackendUnavailable LockHeldProblemCode = "backend_unavailable"
 	LockHeldProblemCodeForbidden          LockHeldProblemCode = "forbidden"
 	LockHeldProblemCodeInternal           LockHeldProblemCode = "internal"
 	LockHeldProblemCodeInvalidRequest     LockHeldProblemCode = "invalid_request"
+	LockHeldProblemCodeLimitMismatch      LockHeldProblemCode = "limit_mismatch"
 	LockHeldProblemCodeLockHeld           LockHeldProblemCode = "lock_held"
 	LockHeldProblemCodeMethodNotAllowed   LockHeldProblemCode = "method_not_allowed"
 	LockHeldProblemCodeNotFound           LockHeldProblemCode = "not_found"
 	LockHeldProblemCodeNotHeld            LockHeldProblemCode = "not_held"
 	LockHeldProblemCodeNotHolder          LockHeldProblemCode = "not_holder"
 	LockHeldProblemCodePayloadTooLarge    LockHeldProblemCode = "payload_too_large"
+	LockHeldProblemCodeSemaphoreFull      LockHeldProblemCode = "semaphore_full"
 	LockHeldProblemCodeTooManyRequests    LockHeldProblemCode = "too_many_requests"
 	LockHeldProblemCodeUnauthorized       LockHeldProblemCode = "unauthorized"
 )
@@ -50,6 +106,8 @@ func (e LockHeldProblemCode) Valid() bool {
 		return true
 	case LockHeldProblemCodeInvalidRequest:
 		return true
+	case LockHeldProblemCodeLimitMismatch:
+		return true
 	case LockHeldProblemCodeLockHeld:
 		return true
 	case LockHeldProblemCodeMethodNotAllowed:
@@ -61,6 +119,8 @@ func (e LockHeldProblemCode) Valid() bool {
 	case LockHeldProblemCodeNotHolder:
 		return true
 	case LockHeldProblemCodePayloadTooLarge:
+		return true
+	case LockHeldProblemCodeSemaphoreFull:
 		return true
 	case LockHeldProblemCodeTooManyRequests:
 		return true
@@ -77,12 +137,14 @@ const (
 	ProblemCodeForbidden          ProblemCode = "forbidden"
 	ProblemCodeInternal           ProblemCode = "internal"
 	ProblemCodeInvalidRequest     ProblemCode = "invalid_request"
+	ProblemCodeLimitMismatch      ProblemCode = "limit_mismatch"
 	ProblemCodeLockHeld           ProblemCode = "lock_held"
 	ProblemCodeMethodNotAllowed   ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound           ProblemCode = "not_found"
 	ProblemCodeNotHeld            ProblemCode = "not_held"
 	ProblemCodeNotHolder          ProblemCode = "not_holder"
 	ProblemCodePayloadTooLarge    ProblemCode = "payload_too_large"
+	ProblemCodeSemaphoreFull      ProblemCode = "semaphore_full"
 	ProblemCodeTooManyRequests    ProblemCode = "too_many_requests"
 	ProblemCodeUnauthorized       ProblemCode = "unauthorized"
 )
@@ -98,6 +160,8 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeInvalidRequest:
 		return true
+	case ProblemCodeLimitMismatch:
+		return true
 	case ProblemCodeLockHeld:
 		return true
 	case ProblemCodeMethodNotAllowed:
@@ -110,9 +174,65 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodePayloadTooLarge:
 		return true
+	case ProblemCodeSemaphoreFull:
+		return true
 	case ProblemCodeTooManyRequests:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SemaphoreFullProblemCode.
+const (
+	SemaphoreFullProblemCodeBackendUnavailable SemaphoreFullProblemCode = "backend_unavailable"
+	SemaphoreFullProblemCodeForbidden          SemaphoreFullProblemCode = "forbidden"
+	SemaphoreFullProblemCodeInternal           SemaphoreFullProblemCode = "internal"
+	SemaphoreFullProblemCodeInvalidRequest     SemaphoreFullProblemCode = "invalid_request"
+	SemaphoreFullProblemCodeLimitMismatch      SemaphoreFullProblemCode = "limit_mismatch"
+	SemaphoreFullProblemCodeLockHeld           SemaphoreFullProblemCode = "lock_held"
+	SemaphoreFullProblemCodeMethodNotAllowed   SemaphoreFullProblemCode = "method_not_allowed"
+	SemaphoreFullProblemCodeNotFound           SemaphoreFullProblemCode = "not_found"
+	SemaphoreFullProblemCodeNotHeld            SemaphoreFullProblemCode = "not_held"
+	SemaphoreFullProblemCodeNotHolder          SemaphoreFullProblemCode = "not_holder"
+	SemaphoreFullProblemCodePayloadTooLarge    SemaphoreFullProblemCode = "payload_too_large"
+	SemaphoreFullProblemCodeSemaphoreFull      SemaphoreFullProblemCode = "semaphore_full"
+	SemaphoreFullProblemCodeTooManyRequests    SemaphoreFullProblemCode = "too_many_requests"
+	SemaphoreFullProblemCodeUnauthorized       SemaphoreFullProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the SemaphoreFullProblemCode enum.
+func (e SemaphoreFullProblemCode) Valid() bool {
+	switch e {
+	case SemaphoreFullProblemCodeBackendUnavailable:
+		return true
+	case SemaphoreFullProblemCodeForbidden:
+		return true
+	case SemaphoreFullProblemCodeInternal:
+		return true
+	case SemaphoreFullProblemCodeInvalidRequest:
+		return true
+	case SemaphoreFullProblemCodeLimitMismatch:
+		return true
+	case SemaphoreFullProblemCodeLockHeld:
+		return true
+	case SemaphoreFullProblemCodeMethodNotAllowed:
+		return true
+	case SemaphoreFullProblemCodeNotFound:
+		return true
+	case SemaphoreFullProblemCodeNotHeld:
+		return true
+	case SemaphoreFullProblemCodeNotHolder:
+		return true
+	case SemaphoreFullProblemCodePayloadTooLarge:
+		return true
+	case SemaphoreFullProblemCodeSemaphoreFull:
+		return true
+	case SemaphoreFullProblemCodeTooManyRequests:
+		return true
+	case SemaphoreFullProblemCodeUnauthorized:
 		return true
 	default:
 		return false
@@ -148,6 +268,20 @@ type Health struct {
 	Status string `json:"status"`
 }
 
+// Holder defines model for Holder.
+type Holder struct {
+	AcquiredAt   time.Time `json:"acquired_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	FencingToken int64     `json:"fencing_token"`
+	Owner        string    `json:"owner"`
+
+	// Subject The `sub` of the JWT that acquired the grant.
+	Subject string `json:"subject"`
+
+	// TtlMs What remains of the lease.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
 // Lease defines model for Lease.
 type Lease struct {
 	// ExpiresAt RFC 3339, UTC; never later than the backend's expiry.
@@ -162,6 +296,23 @@ type Lease struct {
 	Lock  string `json:"lock"`
 	TtlMs int64  `json:"ttl_ms"`
 }
+
+// LimitMismatchProblem defines model for LimitMismatchProblem.
+type LimitMismatchProblem struct {
+	Code   LimitMismatchProblemCode `json:"code"`
+	Detail string                   `json:"detail"`
+
+	// Limit The limit in force.
+	Limit  int    `json:"limit"`
+	Status int    `json:"status"`
+	Title  string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// LimitMismatchProblemCode defines model for LimitMismatchProblem.Code.
+type LimitMismatchProblemCode string
 
 // LockHeldProblem defines model for LockHeldProblem.
 type LockHeldProblem struct {
@@ -219,6 +370,81 @@ type RenewRequest struct {
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
 }
 
+// SemaphoreFullProblem defines model for SemaphoreFullProblem.
+type SemaphoreFullProblem struct {
+	Code   SemaphoreFullProblemCode `json:"code"`
+	Detail string                   `json:"detail"`
+
+	// RetryAfterMs When the soonest lease ends, unless renewed.
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	Status       int    `json:"status"`
+	Title        string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// SemaphoreFullProblemCode defines model for SemaphoreFullProblem.Code.
+type SemaphoreFullProblemCode string
+
+// SemaphoreGrant defines model for SemaphoreGrant.
+type SemaphoreGrant struct {
+	// ExpiresAt RFC 3339, UTC; never later than the backend's expiry.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// FencingToken Larger than that of every earlier permit of the semaphore.
+	FencingToken int64 `json:"fencing_token"`
+
+	// Limit The semaphore's limit.
+	Limit int `json:"limit"`
+
+	// Semaphore namespace/name
+	//
+	// Example: etl/nightly-export
+	Semaphore string `json:"semaphore"`
+
+	// Token The owner token of this permit; send it in `Lock-Token` to renew or release.
+	Token string `json:"token"`
+	TtlMs int64  `json:"ttl_ms"`
+}
+
+// SemaphoreInfo defines model for SemaphoreInfo.
+type SemaphoreInfo struct {
+	// Holders The live permits, the soonest lease to end first.
+	Holders   []Holder `json:"holders"`
+	Limit     int      `json:"limit"`
+	Semaphore string   `json:"semaphore"`
+
+	// Waiters How many acquirers wait for a permit. With Redis, a waiter whose
+	// gateway died counts until a hand-off drops it.
+	Waiters int `json:"waiters"`
+}
+
+// SemaphoreLease defines model for SemaphoreLease.
+type SemaphoreLease struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// FencingToken The permit's fencing token, unchanged by renewals.
+	FencingToken int64  `json:"fencing_token"`
+	Semaphore    string `json:"semaphore"`
+	TtlMs        int64  `json:"ttl_ms"`
+}
+
+// SemaphoreRequest defines model for SemaphoreRequest.
+type SemaphoreRequest struct {
+	// Limit How many callers may hold the semaphore at once; every caller sends the same.
+	Limit int `json:"limit"`
+
+	// Owner A free-form label that inspect shows.
+	Owner *string `json:"owner,omitempty"`
+
+	// TtlMs Lease length; default 30000, at most the configured max TTL (default 1 h).
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+
+	// WaitMs How long to wait for a permit; default 0, at most the configured max wait (default 60 s).
+	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
 // LockToken defines model for LockToken.
 type LockToken = string
 
@@ -264,11 +490,96 @@ type RenewLeaseParams struct {
 	LockToken LockToken `json:"Lock-Token"`
 }
 
+// ReleaseSemaphoreParams defines parameters for ReleaseSemaphore.
+type ReleaseSemaphoreParams struct {
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
+// AcquireSemaphore409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireSemaphore.
+type AcquireSemaphore409ApplicationProblemPlusJSONResponseBody struct {
+	union json.RawMessage
+}
+
+// RenewSemaphoreLeaseParams defines parameters for RenewSemaphoreLease.
+type RenewSemaphoreLeaseParams struct {
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
 type AcquireLockJSONRequestBody = AcquireRequest
 
 // RenewLeaseJSONRequestBody defines body for RenewLease for application/json ContentType.
 type RenewLeaseJSONRequestBody = RenewRequest
+
+// AcquireSemaphoreJSONRequestBody defines body for AcquireSemaphore for application/json ContentType.
+type AcquireSemaphoreJSONRequestBody = SemaphoreRequest
+
+// RenewSemaphoreLeaseJSONRequestBody defines body for RenewSemaphoreLease for application/json ContentType.
+type RenewSemaphoreLeaseJSONRequestBody = RenewRequest
+
+// AsSemaphoreFullProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a SemaphoreFullProblem
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsSemaphoreFullProblem() (SemaphoreFullProblem, error) {
+	var body SemaphoreFullProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSemaphoreFullProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided SemaphoreFullProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromSemaphoreFullProblem(v SemaphoreFullProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSemaphoreFullProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided SemaphoreFullProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeSemaphoreFullProblem(v SemaphoreFullProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsLimitMismatchProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a LimitMismatchProblem
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsLimitMismatchProblem() (LimitMismatchProblem, error) {
+	var body LimitMismatchProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLimitMismatchProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided LimitMismatchProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromLimitMismatchProblem(v LimitMismatchProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLimitMismatchProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided LimitMismatchProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeLimitMismatchProblem(v LimitMismatchProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -290,6 +601,18 @@ type ServerInterface interface {
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
+	// ReleaseSemaphore Give back a permit you hold.
+	// (DELETE /semaphores/{namespace}/{name})
+	ReleaseSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseSemaphoreParams)
+	// InspectSemaphore Describe the holders of a semaphore's permits (never their tokens).
+	// (GET /semaphores/{namespace}/{name})
+	InspectSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	// AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
+	// (POST /semaphores/{namespace}/{name})
+	AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	// RenewSemaphoreLease Extend the lease of a permit you hold.
+	// (PUT /semaphores/{namespace}/{name}/lease)
+	RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -329,6 +652,30 @@ func (_ Unimplemented) RenewLease(w http.ResponseWriter, r *http.Request, namesp
 // Readyz The lock backend answers.
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseSemaphore Give back a permit you hold.
+// (DELETE /semaphores/{namespace}/{name})
+func (_ Unimplemented) ReleaseSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseSemaphoreParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// InspectSemaphore Describe the holders of a semaphore's permits (never their tokens).
+// (GET /semaphores/{namespace}/{name})
+func (_ Unimplemented) InspectSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
+// (POST /semaphores/{namespace}/{name})
+func (_ Unimplemented) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewSemaphoreLease Extend the lease of a permit you hold.
+// (PUT /semaphores/{namespace}/{name}/lease)
+func (_ Unimplemented) RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -565,6 +912,202 @@ func (siw *ServerInterfaceWrapper) Readyz(w http.ResponseWriter, r *http.Request
 	handler.ServeHTTP(w, r)
 }
 
+// ReleaseSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseSemaphoreParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseSemaphore(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// InspectSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) InspectSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.InspectSemaphore(w, r, namespace, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) AcquireSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireSemaphore(w, r, namespace, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewSemaphoreLease operation middleware
+func (siw *ServerInterfaceWrapper) RenewSemaphoreLease(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RenewSemaphoreLeaseParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewSemaphoreLease(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -689,6 +1232,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/locks/{namespace}/{name}/lease", wrapper.RenewLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.ReleaseSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.InspectSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.AcquireSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/semaphores/{namespace}/{name}/lease", wrapper.RenewSemaphoreLease)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
@@ -1357,6 +1912,565 @@ func (response Readyz503ApplicationProblemPlusJSONResponse) VisitReadyzResponse(
 	return err
 }
 
+type ReleaseSemaphoreRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Params    ReleaseSemaphoreParams
+}
+
+type ReleaseSemaphoreResponseObject interface {
+	VisitReleaseSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type ReleaseSemaphore204Response struct {
+}
+
+func (response ReleaseSemaphore204Response) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleaseSemaphore400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore400ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore401ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphore403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore403ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphore409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore409ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore503ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseSemaphoredefaultApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphoreRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+}
+
+type InspectSemaphoreResponseObject interface {
+	VisitInspectSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type InspectSemaphore200JSONResponse SemaphoreInfo
+
+func (response InspectSemaphore200JSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore400ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore401ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore403ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore404ApplicationProblemPlusJSONResponse Problem
+
+func (response InspectSemaphore404ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore503ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response InspectSemaphoredefaultApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphoreRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Body      *AcquireSemaphoreJSONRequestBody
+}
+
+type AcquireSemaphoreResponseObject interface {
+	VisitAcquireSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type AcquireSemaphore201JSONResponse SemaphoreGrant
+
+func (response AcquireSemaphore201JSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore400ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore401ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore403ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore409ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type AcquireSemaphore409ApplicationProblemPlusJSONResponse struct {
+	Body    AcquireSemaphore409ApplicationProblemPlusJSONResponseBody
+	Headers AcquireSemaphore409ResponseHeaders
+}
+
+func (response AcquireSemaphore409ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body.union); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore413ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore429ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore503ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquireSemaphoredefaultApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLeaseRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Params    RenewSemaphoreLeaseParams
+	Body      *RenewSemaphoreLeaseJSONRequestBody
+}
+
+type RenewSemaphoreLeaseResponseObject interface {
+	VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error
+}
+
+type RenewSemaphoreLease200JSONResponse SemaphoreLease
+
+func (response RenewSemaphoreLease200JSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease400ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease401ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease403ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease409ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease413ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease503ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLeasedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RenewSemaphoreLeasedefaultApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// Healthz The process is up.
@@ -1377,6 +2491,18 @@ type StrictServerInterface interface {
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
+	// ReleaseSemaphore Give back a permit you hold.
+	// (DELETE /semaphores/{namespace}/{name})
+	ReleaseSemaphore(ctx context.Context, request ReleaseSemaphoreRequestObject) (ReleaseSemaphoreResponseObject, error)
+	// InspectSemaphore Describe the holders of a semaphore's permits (never their tokens).
+	// (GET /semaphores/{namespace}/{name})
+	InspectSemaphore(ctx context.Context, request InspectSemaphoreRequestObject) (InspectSemaphoreResponseObject, error)
+	// AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
+	// (POST /semaphores/{namespace}/{name})
+	AcquireSemaphore(ctx context.Context, request AcquireSemaphoreRequestObject) (AcquireSemaphoreResponseObject, error)
+	// RenewSemaphoreLease Extend the lease of a permit you hold.
+	// (PUT /semaphores/{namespace}/{name}/lease)
+	RenewSemaphoreLease(ctx context.Context, request RenewSemaphoreLeaseRequestObject) (RenewSemaphoreLeaseResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -1596,61 +2722,204 @@ func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ReleaseSemaphore operation middleware
+func (sh *strictHandler) ReleaseSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseSemaphoreParams) {
+	var request ReleaseSemaphoreRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseSemaphore(ctx, request.(ReleaseSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseSemaphoreResponseObject); ok {
+		if err := validResponse.VisitReleaseSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// InspectSemaphore operation middleware
+func (sh *strictHandler) InspectSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	var request InspectSemaphoreRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.InspectSemaphore(ctx, request.(InspectSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "InspectSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(InspectSemaphoreResponseObject); ok {
+		if err := validResponse.VisitInspectSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireSemaphore operation middleware
+func (sh *strictHandler) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	var request AcquireSemaphoreRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+
+	var body AcquireSemaphoreJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireSemaphore(ctx, request.(AcquireSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireSemaphoreResponseObject); ok {
+		if err := validResponse.VisitAcquireSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewSemaphoreLease operation middleware
+func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams) {
+	var request RenewSemaphoreLeaseRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Params = params
+
+	var body RenewSemaphoreLeaseJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewSemaphoreLease(ctx, request.(RenewSemaphoreLeaseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewSemaphoreLease")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewSemaphoreLeaseResponseObject); ok {
+		if err := validResponse.VisitRenewSemaphoreLeaseResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fp7c9u2sv8qO7ydid1LPew82ih/uW3apDdNMo4ynrmRjwmRKxENCbAAaEXN6Luf2QVIiZL8SI7rTs9f",
-	"lkwC2Odvf7vQ5yjVZaUVKmej0ecoR5Gh4Y+n6MzyZObQ0LcMbWpk5aRW0Sg6y3WBYDHVKrMxGF2rDDOo",
-	"q34URzbNsRS0qJRKlnUZjYZx5JYVRqNIKodzNNFqtYqjShhRogsHvtLpx7H+iGr3vHGOoBcKDSSO3khA",
-	"z8DlCHMjlOvDa7xEA1XtQDqQCgS8P31Fskha7ZWK4kiJkmSgg3r+pDgy+EctDWbRyJkaO9KLT69QzV0e",
-	"jY4fP4lJm+b7UauPdUaqeUTavObdP/szK+Hy9Yn857qzKuEcGlr4rw8nvf8XvT+Hvafn648X/VHv/PMw",
-	"Pnr6dPVNdNXpthIp7rderaQjo4na5dpIK+hZa6Fdaf1WtxW5kTcIy6I+Od4r6Yr2tJVWFtnrz43RHGGp",
-	"Vg6Vo4+iqgqZsoiDyuhpgeX//m41B8ZagG8MzqJR9D+DdQgP/FM7eOtX+fO61jhRS9AuRwNIR/ejVRz9",
-	"rM1UZpkPvfsShNzC0QyZRgtKOx/O4HJpoXUCHCSzRrzkkMV9qS5FIbNT/KNG6+5bZuOPBWmhFMVMmxIz",
-	"OEikF+oiPA6ivtbuhS4yNH+zZXNdZIwYhU4/wkGitLvIWbDkcESosRAWDBYoLGYxSDdR+KmiyI9BG7C6",
-	"RK0QsLDIe9n1Zkov+hNFyr4Vy0KLbKz1K2HmeN8qT3W2JK9oAsOjJ/B/8gc4SCov1IXT+qIgsYJnxlr/",
-	"JtQyBJG9b2HnwuFCsLyCYNtCIUuPUQshnVRzECljj7FwkJD0pVDLJrxsEk+URYSk1yvFpx6tQWOTw2fk",
-	"7pyWk0fTXKg5Zn3gagaCyhkk/KXHtS2hXUIZ0wYW0uW6dpDQfhelTciz8U5Z7LV1cZ8FwtuDjQrKRniv",
-	"Avr+SXh6f+b+TVpLBtEGQpLCFIVBE5LkIKk3JKPw6Gh8dnbWO6ldjsqRiNiVaQffvaKXQhZiWtx7DnBG",
-	"TkX6EVUGmcw4+YWyCyTlwckS2dGuG4I2rx3F3ERlekEWCVtc1GtVksM+MBGpXapLbChIKoqCtqjVR6UX",
-	"6u4CZtVUW97mxCfDBuaLLJOkuSjeGl2hcZIq6kwUFuOo2vjX54i50y4xOIGZQewRhEMhpliAyykZla0w",
-	"dWBzvbAUDBtM6Oj4+52aHkfOFRel3T3gFcEpFLz2GWQ4E3Xh4OFwOBzGlPalts4bUauZnNcGMyjFJxiP",
-	"X8FB8/oR5BySJKZwnkM+eRTFa3p5tEsv4yhk8K5QL/QCCq3m4DRDDcy0AQE5FhmHz1rQ64Xkta2UT4Zg",
-	"bxBzHwtu/6Wnv2PqSPBfiAQww+r40JcjeyH4WXtKJhz2KKyjPX6ZoUqlml+4hlbvCLdrNzLBnsSOI3cT",
-	"N+cXnoGl1PM8PFlT7YTMbVDhgtIvVNp+dG0w3SjtapOgfvCiN4Jua99uHG+a8nyPA16gKCjWtz1gnXB1",
-	"8IUoq4JXfdzLxjelCsv2ncT5cZOru+Y+/flHePjw4dMY3o9/fAaKO59CUF1zuVAcqAG8HljgnZadsPyy",
-	"gOke/s4ZmbpiCVKlhmS3XDGBhFj6em0ZkxpwJI/sTYqr4657YkuDB6GHWpt+KotCqvlAqkstU+w9Ov5L",
-	"oulro4hC/wUWWVOwCLGL4s0sGn24ZYWLt+PCUH24YBLzlTpt7bAr93mQ/KWa6d3ADIws+yIQui/gIgDf",
-	"AK6p1gUKdS2ktXVx54mtvUH2wl1i62k7gvj1bOzLZmOcTuDfulSe0RYGSyGVbbOnwchbaB8I8P5yR8x5",
-	"g05z5ZKqFfSBhT9qrLEPZ5TNp5hJG4MAv+dELXJt13Qpk5hBqmvliPQ4WVDxFCrr6dkMMqMrS+h/0FRO",
-	"ATNctCz70POj26Uee/R2GRh3YnPtv8bHawPty9WNHN1F26ePHn8HgaxChk7IgllRNzVSnTGSo6JS/yHa",
-	"aoejONok2d6nYeYQR9SNznSt6P+k+0XQfN2lNl/8/3d6Oq56Wx1SFEd7WCwREnS5zi5oP1EUesHikCuM",
-	"EsWGfdZB67XenyhtUdyNSSed7wB2s4D/sVlIa6NGpDpF2ShYe7Rpi+uLLD9tTmylaiWPvX/2+f6UOMnX",
-	"0eqrcvk1LnzuBuoLM6NLUHqxppaUesRy2ykCdastglBR/WLKu8slyT2Y1ka65TsqLl5q3/tRR7f+9nNz",
-	"0K9n42hnYsYYx4U+wU9VEgcAPGjaHzQxGEy1yTADYTdxJeTh4UQJlUGibBKDUCCMEUuCufWYa17oKXX6",
-	"oazTKeiK3rf04dvkkDF2osraOiiFS3M+ZcGD6HYTDy5cSLkEsG7r2Mmdq3zjKEN56yr6k6TomtYOfScQ",
-	"RikvxuO33CTYHIsC/Aobg9Kq94tu2JYFoTLCOXOJpkBrYVarlHa2/YmaqNDAgQj+ZnO+ffNuDAM+a/C5",
-	"VWPlP6+SESvZzEv94IksuTUMP2goN4nSAHuHe/sOc5OCT1Tg4IckNwhIOjCb+JpmryN8E3UV44MTr6S0",
-	"pC6t4xkbW0krnvZQm73Ikb9MFKWCqany1Q5qxeZjSTGjzSqjHabkFoNW1yZF4EAwSMEFCyMd2hAhqTDE",
-	"RSGoE2YcBHOBIWuFJExOCVcYFNkSLKJiJwUcgKnOJFoQBuHXd29ewyIXjpl28qMfZvTGywoTsGJp4cDq",
-	"cHaS1qaAXgYPPk8COkyi0ePhcLh6kMBCm4+W82NZYXb4jBIBy8ot/eSuRKE4dyYqoITtw3Nm1jypJmsm",
-	"Vw1QEu8XAdYRykNCeJewTm8qNMIjGnmg0pIqt66dlRn6YXOqlTMidSNIfnk+hkGJ5HebTNTBW6OpXmBt",
-	"faD4F3SFSlSyvxRlwUAgLWQ6rUtULpT4QqaofHcT7hV+e0nYUpsipKIdDXgj79G+NvNBWDQopdsoIFFT",
-	"GKI4ukRjfbYe9Yf9IbM4L0w0ih72h/2HXB9dzlg3yLmX+5M+z5HxXTfmeJkROwrPt24ljofDayZXXzax",
-	"Cu3knoHV+6rfAelo9OGcqEtZCrMMXLMyOqVskDZcrzkxt1TxvGbROW1wJYJ4jCvQT+26qp/6/H/ludbm",
-	"XdwVDcr6lcH6rm51vmO6R3t4VJis8+T5kTfuviPanQZbdxy87OjmZZ0ZKy96ePOi9fUPr3h684r1tcYq",
-	"jh7f5ozNmSgHAmf4zev8/RhHSRsXwZpNKVnqmkvDZnRwQETUze0N+5d+xBd8/5eFfttJXjetlZZnb/+I",
-	"0Hh0n/Ps15rrwtZ104GHdq4GTUsQrnTuPRB/Ynmn6MejtTGo/FUbGr5sDhL7IRVVfS7Gh/sD9csQaH3f",
-	"vYpv9TIjVaXtnmwI1KzNBo6rH3S2vLNE2Jrer3bvwY99CN/JaX6CfEPOLXVtmgY+WXfSSUO/CFU8WZTu",
-	"nwPbd5qb2yO8PRZ9d83F8IHwrLy5hpoZRKgrZmpSTVR7yXjY795JeqLVndUx1/SMmSlik22+EjCzljMe",
-	"u/sL74Y93+H95aOjWzhl+w6c1h3foqJuX0f/HXDWbdFi0JWnzcWyvZOmNlA6aqSCN/dh2XWMbFC0M//7",
-	"wLt6zwjzHTq7ni+SLonvVZJ2UNG5DBe+P3F6c2oxUVeMLeBEQfjpRDiAIpIrwNToep77NtUH5jYjVbjw",
-	"dyL/KSG9ewjvzIn2Avgd8ia2wRUArprp0n8lmf5akLl3sHj+yaHKNvJoTXiuI+SEDTx0uLonPfWP/5aW",
-	"lM/+SjJ5Qyfb+WmG/0mG3d/QdjfqTiw/nFOC+ymbR4btYWVzT2GdMC6gEiRzDaZW0B+kZTZoXun1MrxM",
-	"ngHPRCAtJKkHwnly1O9MK0aDwdHxd/1hf9g/Gn0//H7ISBOE35HCQ2Lc/JYiDlSKCnuYu/mo4XkYFYYw",
-	"ceyvf4bpI4bQfutHFfISFTE0v5nIJH8jioP2GSgdRl4KMcNsY8Ng4NX56t8BAAD//w==",
+	"7Fx7c9tGkv8qXbitsrQHPmQ72Zj6S5tNYucc22UrpaozdcIIaBKzAmaYmYFoxsXvftU9A4APUKJ0srLZ",
+	"818mBcxMTz9//aA/R6kuZ1qhcjYafY5yFBka/vgenVmcTBwa+pahTY2cOalVNIrOcl0gWEy1ymwMRlcq",
+	"wwyqWT+KI5vmWApaVEoly6qMRsM4cosZRqNIKodTNNFyuYyjmTCiRBcOfK3Tq1N9hWr7vNMcQc8VGkgc",
+	"vZGAnoDLEaZGKNeHN3iNBmaVA+lAKhDw6/vXRIuk1f5SURwpURINdFDPnxRHBn+rpMEsGjlT4Rr14tNr",
+	"VFOXR6On33wb023q70fNfawzUk0jus0b3v2zP3MmXN6eyP/cdNZMOIeGFv7Px5Pef4ve78Pei/P240V/",
+	"1Dv/PIyPXrxY/iXadbqdiRS7uVcp6YhponK5NtIKetZwaJtav9W+JNf0BmKZ1G+fdlK6pD3tTCuLLPUf",
+	"jNGsYalWDpWjj2I2K2TKJA5mRl8WWP7nP61mxWgJ+IvBSTSK/mPQqvDAP7WDd36VP2+dGydqAdrlaADp",
+	"6H60jKMftbmUWeZV77EIIbGwNkOm0YLSzqszuFxaaIQAB8mkJi85ZHJfqWtRyOw9/lahdY9Ns/HHgrRQ",
+	"imKiTYkZHCTSE3URHgdS32j3UhcZmj+Ys7kuMvYYhU6v4CBR2l3kTFhyOCKvMRcWDBYoLGYxSDdW+GlG",
+	"mh+DNmB1iVohYGGR97LtZkrP+2NFl30nFoUW2anWr4WZ4mNf+VJnC5KKJmd49C38l/w7HCQzT9SF0/qi",
+	"ILKCZE61/kWoRVAi+9jEToXDuWB6BbltC4UsvY+aC+mkmoJI2fcYCwcJUV8KtajVyybxWFlESHq9Unzq",
+	"0Ro0Njk8JnHntJwkmuZCTTHrA0czEBTOIOEvPY5tCe0Swpg2MJcu15WDhPa7KG1Cko23wmKviYtdHAhv",
+	"D1YiKDPhVxW87+/kTx+P3b9Ia4kh2kAwUrhEYdAEIzlIqhXKSD3Wbnx2dtY7qVyOyhGJuE7Tln/3F70W",
+	"shCXxaPbAFvkpUivUGWQyYyNXyg7R7o8OFkiC9qtq6DNK0c6N1aZnhNHwhYXVXuV5LAPDEQql+oSawiS",
+	"iqKgLSp1pfRcPZzCLOtoy9uceGNY8fkiyyTdXBTvjJ6hcZIi6kQUFuNotvKnzxFjp21gcAITg9gjFw6F",
+	"uMQCXE7GqOwMUwc213NLyrCChI6efrcV0+PIueKitNsHvCZ3CgWvPYYMJ6IqHDwbDofDmMy+1NZ5Jmo1",
+	"kdPKYAal+ASnp6/hoH79CHJWSSJTOI8hv30exS28PNqGl3EULHibqJd6DoVWU3CaXQ1MtAEBORYZq09L",
+	"6M1E8tqGym+HYG8hswsFN3/Sl//E1BHhPxEIYIS1JkMfjuyF4GfNKZlw2CO1jjrkMkGVSjW9cDWs3iJu",
+	"m2/Egg7DjiN3GzbnF47Bkul5HJ60UDshdhtUOCfzC5G2H92oTLdSu1wFqB896TWhm7dvNo5XWXneIYCX",
+	"KArS9U0JWCdcFWQhylnBq6460fgqVWFZ50kNNFo/KUS+7E7CfiwFaZzJ1m628jfr1JHEVpdN3vbz2an3",
+	"NfVNV7K56A4O5oz2MFgKqWy9d6NZd1Wfmvz6ivtpULwmrS4psxe8zaDX7/X+x+/h2bNnL2L49fT7Y1Cc",
+	"3xaC0IvLheJ7hhD1xALvtFi78t2kvn74B2dk6ooFSJUaot0yLgIiYuElZjnyNBzX6dVeDG+9y/qJTbIz",
+	"CJlya2CXsiikmg6kutYyxd7zp1/EZ9zXV7wm0PqLtKVwaV5jE7Lgong7iUYf9wQz8aZyMBjuNiSPk6Wi",
+	"uJWuutCdV+S9tqk/J/p1evUSi+wBSTeEYi4Yat9TJhs77Kb8lZroP5n3JJix4jwvtS5QqBsD75dzuLXh",
+	"PpK/9aAs4OJtUEb53UrSx/hKqobQJxZ+q7DCPpyRN3qPmbQxCPB7jtU817YF9ZnEDFJdKUfQ3MmCIJ5Q",
+	"WU9PJpAZPbOEUQ5qfCdggvMmFzz0KH4/18ESvU+siDsiTs2gLl+zYqPb0eLF82/+BiGlggydkAVj93XT",
+	"SHXGkQgVAdKP0UbRJoqj1VTQyzRUxuJIaXcx0ZWiv9PdL8LNLZZilmuDF5OqKOghOZyLMnjFsNJXW+ov",
+	"fuVWbYLR20amH8VRRzZGwBpdrrML2k8UhZ4zwSQso0SxwsFWrT1fuk2pAXfbWuuk85nstp3wH1YBYWXU",
+	"iJhDejgK8hitcutmsMhP6xMbqhrKYy/BLu14T9j6funhLmt/g3Nv3SGFg4nRJSg9b1MkMk7K1ppq2FzY",
+	"1scQbLhz6taVE32oVezHqii+aKza9HfoHZDVWqF1gR3I9aJKFWitT2owuw/i3CvQNXffKzH8F8KRXARt",
+	"DhJc2/MYEoUpJBqYoQk1P+ZxfdF9seRujNRs9STUFfudOzSv3QmSoisGSk5zVyx6+GmmjesMoXuly/7u",
+	"0gZW/JHZc8uMu6XQ8U6AuaK73UjNxwS7C+deY2CLjTuM0GmyQ5hIY1m80qG/+E2uIGTcrY8RxojFmjbd",
+	"oiZbHL8zpvH1Jn+zbjADjGXG6k5gZi/Msipkf+O4kcLN6KMR5V7p7IM4ENICz6YnFsK73mzI+YbaPlwu",
+	"vGUID3j2cBw3y/NhLOi+CWXD5vuF8h0+sVHFVBQFKWIpFm1PrKEbyEmrFI+Dn/Zvs0/yDS8rSgwV4RC/",
+	"uZZ7Syn2a/n59vJz7f8ftfa8T5WA7SWtjHSLD+REvZ75BtJJ5euk/tuP9ek/n51GW213TkG5jpTgp1kS",
+	"h/z0oO6hoInBYKpNhhkIu5r2hTTpcKyEyiBRNolBKGDXTQG07ZVPC31p4SAJVSM6BV3R+yt9+GtyyAo2",
+	"VmVlHXBuwqfMeZql2cT7UQ4YnKHz3Vrjz52b+e6TDDFt/aL/kKSYl5VD304I/diXp6fvWNQ2x6IAv8LG",
+	"oLTq/aRrEGZBqIzSUHONhtHlpFIp7Wz7YzVWoQsEIoBtZue7tx9OYcBnDT4311j6z8tkxJeshy5895o4",
+	"uTFRc1AjDyKlzrvXIIhvU60ikbEKUOSQ6AYByZrbS7xB25vqiWO1q6AIJ/6S0tJ1aR036plLWnHLWM8V",
+	"zAmiS2fHiszWVMqCrtwmOIcTSo4dpiQWg1ZXJkVgRTBIygVzIx3aoCGpMGbBRYGVoAOUYwY8qxUSMTll",
+	"O4VBkS3AIioWUvDccKkziRaEQfj5w9s3MM+FYwCefO87or3TxQwTsGJh4cDqcHaSVqaAXgZPPo+DaxtH",
+	"o2+Gw+HySQJzba4s28dihtnhMRkCljO38O3/EoVi2xmr4B1sH37woNsYbYibya4ubOLlIsA6SrEhoWQz",
+	"4Tu9naERPgaRBGZaEhbRlbMyQ49gU62cEakbQfLTD6cwKJHkbpOxOnhnNCXrWFmvKP4FPUMlZrK/EGXB",
+	"jkBayHRalahcqMAUMkXl0UYYTvrlFfmWyhTBFO1owBt5ifa1mQ7CogH5szZ7j+qsPIqjazTWW+tRf9gf",
+	"cozyxESj6Fl/2H/GxQmXs68b5NwQ+p0+T5Gjq67Z8Sojlx6eb4w2PR0Ob2h/363tHXpSHV3vX2f9NScd",
+	"jT6ex5GtylKYRQ2ijE7JGqQNM3pOTC05fX+z6Jw22OlBvI8r0Lf+16/+3tv/a18KWx3o25GTt68M2oG/",
+	"5fkW6553JLNhPIfHV5575nYd0ew02BiU4mVHty9bG9TgRc9uX9TOkPGKF7evaGejlnH0zT5nrA5WsCKw",
+	"hd++zg/ZsZY0ehG4WYeSha44NKxqBytEdL6Mu9X+lQdqQfZfTPWbQv9NIx/ScgP/T6Eazx9zKOaN5riw",
+	"MbN24F07R4O6Hhvmwh5dEf/B9F6ix7mVMaj8vB4anlgNFPvaFUV9DsaH3Yp6Nw/UDs0u471eZk8107bD",
+	"GgI0a6yB9ervOls8mCFsjAAtt4dpn3oVfpDTfLXxFptb6MrUJYmkzWyTGn6RV/FgUbo/j9t+UNvc7LB2",
+	"cPTDDdOlB8Kj8nqWjVJmqGaM1KQaq2ZS8bC/PtjogdZ6hZmxpkfMDBFra2ur2iAnXH30U7M1en7AIcjn",
+	"R3sIZXOQltY93SOibs60/hHubD1Fi0HPPGwuFs1gK6WB0lEiFaTZ5ctuQmSDoqnBPYa/qzoqSh/Q2bb9",
+	"S3dJfK6SNF2itYla4fMTp1dbRmO1o2cEJwrC/HU4gDSSI8Cl0dU092mqV8xNRKpw7muU/1dA+vAufK1J",
+	"1+nAHxA3MQ92OHBVt/b+LcH0fZ3MozuLHz45VNmKHbWA5yZATr6Biw67c9L3/vEfkpLy2fcEk7dksmvz",
+	"3X6u2+5MaJu69j2z2g8r9fzHSW2PWRW4pRVaQTFFZKEWMUxrjxs6R1+z4AcwwJ/kte+ANyX4TsNrNenW",
+	"dHhVab6Y7a33Vbt+5eZBneNCZbjY1xx5nxy50YN/2Rw59Gt9rFiddAjN8jpXdjnKMGZgD2/Q5sfMmTdr",
+	"lwwcufWUNL1J7kuK7a5kDCjSvK5RN7MjYxVaAaOmJ7DW2YhDaOV8aL0/0Ycz3/Eeqym6hn+Se0vyWhSg",
+	"TYamrqCHdih3DWwdt60ocazCHUYwz2VBZy3I8LxGEQoWtO9qpy8GofzPUMPSsZIWDE4qG0BweNDM0SXH",
+	"zIWNjq20ILMCYw+nFX5ygcwntmEsGw/aPpysMpUbNhxP6/kbvgkFR+5ZVMpgIVyd/nVWO9ad3cPj5a1u",
+	"+HK9belMhV+yCLIxe7UDTLf+9Ws9hFmqFe4xltc51LfLqTRZTdfA/fK8QzLeZlvZOMGDI6T3ioyTcu+s",
+	"LaW0v/kcq4NkfaY1ORzdpbgyVt0jg93FFXhrtmx6rKSCymJwdsFT+Mn/g02/cBjDVF6j4pkxb/LHRIK0",
+	"9S8f5zyuza3HjYt9Le3cIQqfiitkQLUr8u6s9tCi7nLPWiy+NWn59yn8BLt8+NLPxpza/+8a0AYzvhaD",
+	"/nzFoH2z0o3KyfqI1sdz0mY/VuTNYHM6qx41tU4Y1yDQqQZTKegP0jIb1K/0ehleJ8fAQyCQFpLuRiCd",
+	"0U9/bTxjNBgcPf1bf9gf9o9G3w2/G7JZhQtsUeEdQVyPAMYBK1GwDYNGnjM8AEQOMYxY9dv/vMaXyMjL",
+	"re/9vSZUpqat27ax/8335YJAgNOEhuv/gqJORTozj0Y4Id1YOX1FItskvKYgTSjQ30dkkr8RjEJ7DEqH",
+	"MSOFmPnfE4RdQ1Freb783wAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
