@@ -24,7 +24,7 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]"
+	const usage = "run namespace/name [--limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
@@ -48,6 +48,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	if err := af.check(); err != nil {
 		return err
 	}
+	l.semaphore = af.limit > 0
 	if af.ttl < 3*time.Millisecond {
 		return usagef("run needs --ttl of at least 3ms: it renews every third of it")
 	}
@@ -67,8 +68,14 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 
+	held := "LOCKGATE_LOCK="
+	if l.semaphore {
+		// Not LOCKGATE_LOCK: a nested run of the lock of the same name
+		// must not take this permit for that lock.
+		held = "LOCKGATE_SEMAPHORE="
+	}
 	env := append(os.Environ(),
-		"LOCKGATE_LOCK="+l.String(),
+		held+l.String(),
 		"LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
 	ch, err := startChild(argv, env, c.stdin, c.stdout, c.stderr)
 	if err != nil {
