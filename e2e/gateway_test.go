@@ -199,13 +199,14 @@ func wantJSON(t *testing.T, r response, status int, v any) {
 	}
 }
 
-// grant is a 201 body.
+// grant is a 201 body (or a re-entry's 200).
 type grant struct {
 	Lock         string    `json:"lock"`
 	Token        string    `json:"token"`
 	FencingToken int64     `json:"fencing_token"`
 	TTLMs        int64     `json:"ttl_ms"`
 	ExpiresAt    time.Time `json:"expires_at"`
+	Holds        int       `json:"holds"`
 }
 
 // acquire takes url's lock with body and fails the test unless it gets it.

@@ -255,7 +255,10 @@ type AcquireRequest struct {
 type Grant struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	FencingToken int64     `json:"fencing_token"`
-	Lock         string    `json:"lock"`
+
+	// Holds How many times you hold the lock (1 unless re-entered).
+	Holds *int   `json:"holds,omitempty"`
+	Lock  string `json:"lock"`
 
 	// Token The owner token; send it in `Lock-Token` to renew or release.
 	Token string `json:"token"`
@@ -280,6 +283,12 @@ type Holder struct {
 
 	// TtlMs What remains of the lease.
 	TtlMs int64 `json:"ttl_ms"`
+}
+
+// Holds defines model for Holds.
+type Holds struct {
+	// Holds How many holds remain.
+	Holds int `json:"holds"`
 }
 
 // Lease defines model for Lease.
@@ -335,8 +344,11 @@ type LockInfo struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	FencingToken int64     `json:"fencing_token"`
 	Held         bool      `json:"held"`
-	Lock         string    `json:"lock"`
-	Owner        string    `json:"owner"`
+
+	// Holds How many times the holder holds the lock (1 unless re-entered).
+	Holds *int   `json:"holds,omitempty"`
+	Lock  string `json:"lock"`
+	Owner string `json:"owner"`
 
 	// Subject The `sub` of the JWT that acquired the lock.
 	Subject string `json:"subject"`
@@ -445,6 +457,9 @@ type SemaphoreRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
+// HolderToken defines model for HolderToken.
+type HolderToken = string
+
 // LockToken defines model for LockToken.
 type LockToken = string
 
@@ -482,6 +497,13 @@ type Unavailable = Problem
 type ReleaseLockParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
 	LockToken LockToken `json:"Lock-Token"`
+}
+
+// AcquireLockParams defines parameters for AcquireLock.
+type AcquireLockParams struct {
+	// LockToken The owner `token` of the current holder, to re-enter its grant. Never
+	// put it in a URL.
+	LockToken *HolderToken `json:"Lock-Token,omitempty"`
 }
 
 // RenewLeaseParams defines parameters for RenewLease.
@@ -586,7 +608,7 @@ type ServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
-	// ReleaseLock Release a lock you hold.
+	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams)
 	// InspectLock Describe the current holder of a lock (never its token).
@@ -594,7 +616,7 @@ type ServerInterface interface {
 	InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
-	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams)
 	// RenewLease Extend the lease of a lock you hold.
 	// (PUT /locks/{namespace}/{name}/lease)
 	RenewLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewLeaseParams)
@@ -625,7 +647,7 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ReleaseLock Release a lock you hold.
+// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 // (DELETE /locks/{namespace}/{name})
 func (_ Unimplemented) ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -639,7 +661,7 @@ func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, names
 
 // AcquireLock Acquire a lock, optionally waiting for it to free up.
 // (POST /locks/{namespace}/{name})
-func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -824,8 +846,32 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquireLockParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken HolderToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = &LockToken
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AcquireLock(w, r, namespace, name)
+		siw.Handler.AcquireLock(w, r, namespace, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1323,6 +1369,20 @@ type ReleaseLockResponseObject interface {
 	VisitReleaseLockResponse(w http.ResponseWriter) error
 }
 
+type ReleaseLock200JSONResponse Holds
+
+func (response ReleaseLock200JSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLock204Response struct {
 }
 
@@ -1561,11 +1621,26 @@ func (response InspectLockdefaultApplicationProblemPlusJSONResponse) VisitInspec
 type AcquireLockRequestObject struct {
 	Namespace Namespace `json:"namespace"`
 	Name      Name      `json:"name"`
+	Params    AcquireLockParams
 	Body      *AcquireLockJSONRequestBody
 }
 
 type AcquireLockResponseObject interface {
 	VisitAcquireLockResponse(w http.ResponseWriter) error
+}
+
+type AcquireLock200JSONResponse Grant
+
+func (response AcquireLock200JSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type AcquireLock201JSONResponse Grant
@@ -2476,7 +2551,7 @@ type StrictServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
-	// ReleaseLock Release a lock you hold.
+	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
 	// InspectLock Describe the current holder of a lock (never its token).
@@ -2624,11 +2699,12 @@ func (sh *strictHandler) InspectLock(w http.ResponseWriter, r *http.Request, nam
 }
 
 // AcquireLock operation middleware
-func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams) {
 	var request AcquireLockRequestObject
 
 	request.Namespace = namespace
 	request.Name = name
+	request.Params = params
 
 	var body AcquireLockJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -2854,72 +2930,78 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fx7c9tGkv8qXbitsrQHPmQ72Zj6S5tNYucc22UrpaozdcIIaBKzAmaYmYFoxsXvftU9A4APUKJ0srLZ",
-	"818mBcxMTz9//aA/R6kuZ1qhcjYafY5yFBka/vgenVmcTBwa+pahTY2cOalVNIrOcl0gWEy1ymwMRlcq",
-	"wwyqWT+KI5vmWApaVEoly6qMRsM4cosZRqNIKodTNNFyuYyjmTCiRBcOfK3Tq1N9hWr7vNMcQc8VGkgc",
-	"vZGAnoDLEaZGKNeHN3iNBmaVA+lAKhDw6/vXRIuk1f5SURwpURINdFDPnxRHBn+rpMEsGjlT4Rr14tNr",
-	"VFOXR6On33wb023q70fNfawzUk0jus0b3v2zP3MmXN6eyP/cdNZMOIeGFv7Px5Pef4ve78Pei/P240V/",
-	"1Dv/PIyPXrxY/iXadbqdiRS7uVcp6YhponK5NtIKetZwaJtav9W+JNf0BmKZ1G+fdlK6pD3tTCuLLPUf",
-	"jNGsYalWDpWjj2I2K2TKJA5mRl8WWP7nP61mxWgJ+IvBSTSK/mPQqvDAP7WDd36VP2+dGydqAdrlaADp",
-	"6H60jKMftbmUWeZV77EIIbGwNkOm0YLSzqszuFxaaIQAB8mkJi85ZHJfqWtRyOw9/lahdY9Ns/HHgrRQ",
-	"imKiTYkZHCTSE3URHgdS32j3UhcZmj+Ys7kuMvYYhU6v4CBR2l3kTFhyOCKvMRcWDBYoLGYxSDdW+GlG",
-	"mh+DNmB1iVohYGGR97LtZkrP+2NFl30nFoUW2anWr4WZ4mNf+VJnC5KKJmd49C38l/w7HCQzT9SF0/qi",
-	"ILKCZE61/kWoRVAi+9jEToXDuWB6BbltC4UsvY+aC+mkmoJI2fcYCwcJUV8KtajVyybxWFlESHq9Unzq",
-	"0Ro0Njk8JnHntJwkmuZCTTHrA0czEBTOIOEvPY5tCe0Swpg2MJcu15WDhPa7KG1Cko23wmKviYtdHAhv",
-	"D1YiKDPhVxW87+/kTx+P3b9Ia4kh2kAwUrhEYdAEIzlIqhXKSD3Wbnx2dtY7qVyOyhGJuE7Tln/3F70W",
-	"shCXxaPbAFvkpUivUGWQyYyNXyg7R7o8OFkiC9qtq6DNK0c6N1aZnhNHwhYXVXuV5LAPDEQql+oSawiS",
-	"iqKgLSp1pfRcPZzCLOtoy9uceGNY8fkiyyTdXBTvjJ6hcZIi6kQUFuNotvKnzxFjp21gcAITg9gjFw6F",
-	"uMQCXE7GqOwMUwc213NLyrCChI6efrcV0+PIueKitNsHvCZ3CgWvPYYMJ6IqHDwbDofDmMy+1NZ5Jmo1",
-	"kdPKYAal+ASnp6/hoH79CHJWSSJTOI8hv30exS28PNqGl3EULHibqJd6DoVWU3CaXQ1MtAEBORYZq09L",
-	"6M1E8tqGym+HYG8hswsFN3/Sl//E1BHhPxEIYIS1JkMfjuyF4GfNKZlw2CO1jjrkMkGVSjW9cDWs3iJu",
-	"m2/Egg7DjiN3GzbnF47Bkul5HJ60UDshdhtUOCfzC5G2H92oTLdSu1wFqB896TWhm7dvNo5XWXneIYCX",
-	"KArS9U0JWCdcFWQhylnBq6460fgqVWFZ50kNNFo/KUS+7E7CfiwFaZzJ1m628jfr1JHEVpdN3vbz2an3",
-	"NfVNV7K56A4O5oz2MFgKqWy9d6NZd1Wfmvz6ivtpULwmrS4psxe8zaDX7/X+x+/h2bNnL2L49fT7Y1Cc",
-	"3xaC0IvLheJ7hhD1xALvtFi78t2kvn74B2dk6ooFSJUaot0yLgIiYuElZjnyNBzX6dVeDG+9y/qJTbIz",
-	"CJlya2CXsiikmg6kutYyxd7zp1/EZ9zXV7wm0PqLtKVwaV5jE7Lgong7iUYf9wQz8aZyMBjuNiSPk6Wi",
-	"uJWuutCdV+S9tqk/J/p1evUSi+wBSTeEYi4Yat9TJhs77Kb8lZroP5n3JJix4jwvtS5QqBsD75dzuLXh",
-	"PpK/9aAs4OJtUEb53UrSx/hKqobQJxZ+q7DCPpyRN3qPmbQxCPB7jtU817YF9ZnEDFJdKUfQ3MmCIJ5Q",
-	"WU9PJpAZPbOEUQ5qfCdggvMmFzz0KH4/18ESvU+siDsiTs2gLl+zYqPb0eLF82/+BiGlggydkAVj93XT",
-	"SHXGkQgVAdKP0UbRJoqj1VTQyzRUxuJIaXcx0ZWiv9PdL8LNLZZilmuDF5OqKOghOZyLMnjFsNJXW+ov",
-	"fuVWbYLR20amH8VRRzZGwBpdrrML2k8UhZ4zwSQso0SxwsFWrT1fuk2pAXfbWuuk85nstp3wH1YBYWXU",
-	"iJhDejgK8hitcutmsMhP6xMbqhrKYy/BLu14T9j6funhLmt/g3Nv3SGFg4nRJSg9b1MkMk7K1ppq2FzY",
-	"1scQbLhz6taVE32oVezHqii+aKza9HfoHZDVWqF1gR3I9aJKFWitT2owuw/i3CvQNXffKzH8F8KRXARt",
-	"DhJc2/MYEoUpJBqYoQk1P+ZxfdF9seRujNRs9STUFfudOzSv3QmSoisGSk5zVyx6+GmmjesMoXuly/7u",
-	"0gZW/JHZc8uMu6XQ8U6AuaK73UjNxwS7C+deY2CLjTuM0GmyQ5hIY1m80qG/+E2uIGTcrY8RxojFmjbd",
-	"oiZbHL8zpvH1Jn+zbjADjGXG6k5gZi/Msipkf+O4kcLN6KMR5V7p7IM4ENICz6YnFsK73mzI+YbaPlwu",
-	"vGUID3j2cBw3y/NhLOi+CWXD5vuF8h0+sVHFVBQFKWIpFm1PrKEbyEmrFI+Dn/Zvs0/yDS8rSgwV4RC/",
-	"uZZ7Syn2a/n59vJz7f8ftfa8T5WA7SWtjHSLD+REvZ75BtJJ5euk/tuP9ek/n51GW213TkG5jpTgp1kS",
-	"h/z0oO6hoInBYKpNhhkIu5r2hTTpcKyEyiBRNolBKGDXTQG07ZVPC31p4SAJVSM6BV3R+yt9+GtyyAo2",
-	"VmVlHXBuwqfMeZql2cT7UQ4YnKHz3Vrjz52b+e6TDDFt/aL/kKSYl5VD304I/diXp6fvWNQ2x6IAv8LG",
-	"oLTq/aRrEGZBqIzSUHONhtHlpFIp7Wz7YzVWoQsEIoBtZue7tx9OYcBnDT4311j6z8tkxJeshy5895o4",
-	"uTFRc1AjDyKlzrvXIIhvU60ikbEKUOSQ6AYByZrbS7xB25vqiWO1q6AIJ/6S0tJ1aR036plLWnHLWM8V",
-	"zAmiS2fHiszWVMqCrtwmOIcTSo4dpiQWg1ZXJkVgRTBIygVzIx3aoCGpMGbBRYGVoAOUYwY8qxUSMTll",
-	"O4VBkS3AIioWUvDccKkziRaEQfj5w9s3MM+FYwCefO87or3TxQwTsGJh4cDqcHaSVqaAXgZPPo+DaxtH",
-	"o2+Gw+HySQJzba4s28dihtnhMRkCljO38O3/EoVi2xmr4B1sH37woNsYbYibya4ubOLlIsA6SrEhoWQz",
-	"4Tu9naERPgaRBGZaEhbRlbMyQ49gU62cEakbQfLTD6cwKJHkbpOxOnhnNCXrWFmvKP4FPUMlZrK/EGXB",
-	"jkBayHRalahcqMAUMkXl0UYYTvrlFfmWyhTBFO1owBt5ifa1mQ7CogH5szZ7j+qsPIqjazTWW+tRf9gf",
-	"cozyxESj6Fl/2H/GxQmXs68b5NwQ+p0+T5Gjq67Z8Sojlx6eb4w2PR0Ob2h/363tHXpSHV3vX2f9NScd",
-	"jT6ex5GtylKYRQ2ijE7JGqQNM3pOTC05fX+z6Jw22OlBvI8r0Lf+16/+3tv/a18KWx3o25GTt68M2oG/",
-	"5fkW6553JLNhPIfHV5575nYd0ew02BiU4mVHty9bG9TgRc9uX9TOkPGKF7evaGejlnH0zT5nrA5WsCKw",
-	"hd++zg/ZsZY0ehG4WYeSha44NKxqBytEdL6Mu9X+lQdqQfZfTPWbQv9NIx/ScgP/T6Eazx9zKOaN5riw",
-	"MbN24F07R4O6Hhvmwh5dEf/B9F6ix7mVMaj8vB4anlgNFPvaFUV9DsaH3Yp6Nw/UDs0u471eZk8107bD",
-	"GgI0a6yB9ervOls8mCFsjAAtt4dpn3oVfpDTfLXxFptb6MrUJYmkzWyTGn6RV/FgUbo/j9t+UNvc7LB2",
-	"cPTDDdOlB8Kj8nqWjVJmqGaM1KQaq2ZS8bC/PtjogdZ6hZmxpkfMDBFra2ur2iAnXH30U7M1en7AIcjn",
-	"R3sIZXOQltY93SOibs60/hHubD1Fi0HPPGwuFs1gK6WB0lEiFaTZ5ctuQmSDoqnBPYa/qzoqSh/Q2bb9",
-	"S3dJfK6SNF2itYla4fMTp1dbRmO1o2cEJwrC/HU4gDSSI8Cl0dU092mqV8xNRKpw7muU/1dA+vAufK1J",
-	"1+nAHxA3MQ92OHBVt/b+LcH0fZ3MozuLHz45VNmKHbWA5yZATr6Biw67c9L3/vEfkpLy2fcEk7dksmvz",
-	"3X6u2+5MaJu69j2z2g8r9fzHSW2PWRW4pRVaQTFFZKEWMUxrjxs6R1+z4AcwwJ/kte+ANyX4TsNrNenW",
-	"dHhVab6Y7a33Vbt+5eZBneNCZbjY1xx5nxy50YN/2Rw59Gt9rFiddAjN8jpXdjnKMGZgD2/Q5sfMmTdr",
-	"lwwcufWUNL1J7kuK7a5kDCjSvK5RN7MjYxVaAaOmJ7DW2YhDaOV8aL0/0Ycz3/Eeqym6hn+Se0vyWhSg",
-	"TYamrqCHdih3DWwdt60ocazCHUYwz2VBZy3I8LxGEQoWtO9qpy8GofzPUMPSsZIWDE4qG0BweNDM0SXH",
-	"zIWNjq20ILMCYw+nFX5ygcwntmEsGw/aPpysMpUbNhxP6/kbvgkFR+5ZVMpgIVyd/nVWO9ad3cPj5a1u",
-	"+HK9belMhV+yCLIxe7UDTLf+9Ws9hFmqFe4xltc51LfLqTRZTdfA/fK8QzLeZlvZOMGDI6T3ioyTcu+s",
-	"LaW0v/kcq4NkfaY1ORzdpbgyVt0jg93FFXhrtmx6rKSCymJwdsFT+Mn/g02/cBjDVF6j4pkxb/LHRIK0",
-	"9S8f5zyuza3HjYt9Le3cIQqfiitkQLUr8u6s9tCi7nLPWiy+NWn59yn8BLt8+NLPxpza/+8a0AYzvhaD",
-	"/nzFoH2z0o3KyfqI1sdz0mY/VuTNYHM6qx41tU4Y1yDQqQZTKegP0jIb1K/0ehleJ8fAQyCQFpLuRiCd",
-	"0U9/bTxjNBgcPf1bf9gf9o9G3w2/G7JZhQtsUeEdQVyPAMYBK1GwDYNGnjM8AEQOMYxY9dv/vMaXyMjL",
-	"re/9vSZUpqat27ax/8335YJAgNOEhuv/gqJORTozj0Y4Id1YOX1FItskvKYgTSjQ30dkkr8RjEJ7DEqH",
-	"MSOFmPnfE4RdQ1Freb783wAAAP//",
+	"7Fxtc9s4kv4rXbytir1HvTjJzE7kT96ZzNt5klTiKVdd5DNhsiVhQwIaALSiSem/X3UDJEWJsmWv49nZ",
+	"zadYEgE0gO6nn35hPkWpLuZaoXI2Gn2KZigyNPznW3RmeTJxaOhThjY1cu6kVtEoOp/pHMFiqlVmYzC6",
+	"VBlmUM77URzZdIaFoEGFVLIoi2g0jCO3nGM0iqRyOEUTrVarOJoLIwp0YcEfdZ6hOdMfUG2veDZD0AuF",
+	"BhJHTySgJ+BmCGlpDCoHMx4dg9NgsIfKoQHpLEyNUK4Pr/AazVjNSwfSgVQg4Ne3p/2xiuJI0gJ+51Ec",
+	"KVGQoKc6/dDzwrS2JD6eopq6WTR6+tXXMW2x+nxUb9I6I9U0oi3SNHfd0rrIsCnxXvIa/K2UBrNo5EyJ",
+	"/4z8r3j2T37NuXCzZkX+56a15sI5NDTw/96f9P5X9H4f9l5cNH9e9ke9i0/D+OjFi9Vfol2r27lIsfv0",
+	"SiUdHZoo3UwbaQX9Vp/QtrR+qn1FruQNwrKoXz/tlHRFc9q5VhZZlV8ao9lsUq0cKkd/ivk8lymLOJgb",
+	"fZVj8d//sJoVoxHgLwYn0Sj6r0FjlwP/qx288aP8eu3TOFFL0G6GBpCW7kerOPpemyuZZV71HksQuhbW",
+	"Zsg0WlDaeXUGN5MW6kuAg2RSiZccsrg/qWuRy+wt/laidY8ts/HLgrRQiHyiTYEZHCTSC3UZfg6ivtLO",
+	"g9UffLKEeYwYuU4/wEGitLv0OJgcjgg1FsKCwRyFxSwG6cYKP85J82PQBqwuUCsEzC3yXLaZTOkFgeMq",
+	"jt6IZa5Fdqb1qTBTfOwtX+lsSbeiCQyPvob/kX+Hg2Tuhbp0Wl/mJFa4mTOtfxFqGZTIPrawU+FwIVhe",
+	"4dj95LLwGLUQ0kk1BZEy9hgLBwlJXwi1rNTLJvFYWURIer1CfOzRGDQ2OTym657RcLrRdCbUFLM+sIsG",
+	"QT4aEv7QY4ed0CzBN2sDC+lmunSQ0HyXhU2829v09b3a2XedQHh6sEYL+BB+VQF9fyc8fbzj/kVaSwei",
+	"DQQjhSsUBk0wkoOkXJOM1KO14/Pz895J6WaoHImIbZm28N1v9FrIXFzlj24DbJFXIv2AKoNMZmz8QtkF",
+	"cRwFThbIF+3aKmhnpSOdG6tML+hEwhSXZbOV5LAPTERKl+oCa1Yl8pymKNUHpRfq4RRmVXlbnubEG8Ma",
+	"5ossk7Rzkb8xeo7GSfKoE5FbjKP52lefIuZO28TgBCYGsUcQDrm4whzcjIxR2TmmDuxMLywpwxoTOnr6",
+	"zZZPjyPn8svCbi9wSnAKOY89hgwnoswdPBsOh8OYzL7Q1vlD1Goip6XBDArxEc7OTuGgevwIZqySJKZw",
+	"nhh//TyKG858tM2Z4yhY8LZQP+oF5FpNif/SQzDRBgTMMM9YfRpBbxaSx9ZSfj0Ee4uYXdS+/kpf/QNT",
+	"R4L/QCSAGVbrDr07speCf6tXyYTDHql11HEvE1SpVNNLV9HqLeG2z429W/epEQCzCVlY6nLTpx5BqXK0",
+	"tg4qMOMDufmaaGwHjsSRuy0U4AeOwZKle9qfNMw+8dGNwgVZe3Ds/ehG3b31cFbrfPi9F70SdPOw64nj",
+	"9Zu76LjvH1HkZFqbF26dcGW4elHMcx71oZP8r0sVhnWuVDOx9krB0WZ30q3H0scau7Zms6XfWaeOJLa8",
+	"qsPEn8/PPLRVO10LHqM74Nk5zWGwEFLZau5as+6qPpX41Rb306C4dVu7btluX/Jtdu1Zrd/cbWa7sRM/",
+	"dZcs7ABuw7K2QG+//xaePXv2IoZfz749BsWhfS6IuLmZUHzmwTs/scAzLVvHfzcNbC/+zhmZunwJUqWG",
+	"ZLdMCYGEWHrtsex069vX6Ye9Lr9BuvaKdZw3CEmCxtivZJ5LNR1Ida1lir3nTz8Lft0Xt06Jr/8ibSFc",
+	"OqtoGaFJnr+eRKP3e/K4eFM5OA7oNmofIkhFLjtdh/OdW+S5tqW/CPmmHzHPHlB0QwTukqOMe97Jxgy7",
+	"Jf9JTfSfDMmJYa0B+ZXWOQq1P+cge/Mx+2YI/tDc4/P5nAovHsnleBocIpEdh9uE2cxopaoFfWLhtxJL",
+	"7MM5geBbzKSNQYCfc6wWM22bMCqTmEGqS+UoGHIyJ1ItVNbTkwlkRs8t0bSDilELmOCijr4Pfdy0H2Kx",
+	"It3HXcYdTrc6oC6IW4OGbSf14vlXf4MQxEKGTsico6W2RaY6YweIitTwfbSRJoviaD349ncacpFxpLS7",
+	"nOhS0fe098uwc4uFmM+0wctJmef0I+HcZRHAOIz0tlJ98CO3skFMYDdyK1EcdcS/ZE7oZjq7pPlEnusF",
+	"C0yXZZTI106wUWt/Lt2mVPPbba110vncwbad8BfrnLg0akSHQ3o4CvcxWj+tm/ky/1qtWEtVSx77G+zS",
+	"jrcUXtwvIN9l7a9w4a07BM0wMboApRdNUErGSfFxDX4LYRuMIbZy52C5Kwp9V6nY92Wef1YXuYl36AHI",
+	"aq3QunAcyBm6GuQVLjC7D+ney7/We98rFP8Xoq+cdq4XEpxN9dQVhcklGpijCVlWPuNqo/tS2N3UrJ7q",
+	"Scjk9jtnqB+7ExNGlw+UnM5cvuzhx7k2rtOF7pUx8HuXNhzFH5lAaA7jblmEeCevXdPdboLofYLdRa+v",
+	"MRyLjTuM0GmyQ5hIY/l6pUO/8ZugICQdGowRxohlS5tuUZOtE78zp/EZPr+zbjIDzGXG6k5kZi/Osn7J",
+	"fsdxfQs3s4/6KveKoh8EQEgL/DE9sRCe9WZD4BuqKXC19JYhPOHZAzhuvs+HsaD7xrH1Md/Ple/AxFoV",
+	"U5HnpIiFWDYZ01puIJBWKR4HnPZPMyb5+MaKAkMOPvhvzp7fEtl8SfjfnvCv8P9Rs/37JCfYXtLSSLd8",
+	"RyDq9cyX7E5Knyr2n76vVv/5/CzaanTgEJTTVwl+nCdxiE8PqqoVmhgMptpkmIGw62FfCJMOx0qoDBJl",
+	"kxiEAoZucqBNd8I011cWDpKQrKJV0OW9v9Iff00OWcHGqiitA45NeJUFN0XVk3gcZYfBiQHeW2P8M+fm",
+	"vt4ng09rb/Q7SYp5VTr0BZxQAf/x7OwNX7WdYZ6DH2FjUFr1ftAVCbMgVEZhqLlGw+xyUqqUZrb9sRqr",
+	"UHcDEcg2H+eb1+/OYMBrDT7V21j5v1fJiDdZtbn4ZAWd5EYP00HFPEiUKu5uURBfGFxnImMVqMghyQ0C",
+	"khbsJd6g7U1pzLHalceEE79JaWm7NI5bI/iUtOIivV4oWBBFl86OFZmtKZUFXbpNcg4nFBw7TOlaDFpd",
+	"mhSBFcEgKRcsjHSc1iENSYUxS04KrDkdoBgz8FmtkISZUbSTGxTZEiyi4ksKyA1XOpNoQRiEn9+9fgWL",
+	"mXBMwJNvfQ26d7acYwJWLC0cWB3WTtLS5NDL4MmncYC2cTT6ajgcrp4ksNDmg2X7WM4xOzwmQ8Bi7pa+",
+	"4aJAodh2xiqgg+3DS0+6jdGGTjPZVfdO/L0IsI5CbEgo2Ex4T6/naIT3QXQDcy2Ji+jSWZmhZ7CpVs6I",
+	"1I0g+eHlGQwKpHu3yVgdvDGagnUsrVcU/4CeoxJz2V+KImcgkBYynZYFKhcyMLlMUXm2EdrBfvmJsKU0",
+	"eTBFOxrwRP5G+9pMB2HQgPCsid6jKiqP4ugajfXWetQf9ofso7ww0Sh61h/2n3Fyws0Y6wYzron9Tn9P",
+	"kb2rro7jp4wgPfy+0Uz2dDi8oeHgbo0GoSzX0Wfw67zfAulo9P4ijmxZFMIsKxJldErWIG1o9XRiarlW",
+	"4qe9oAl2IojHuBx9s0V762+9/Z/6VNh6X+iOmLx5ZNC0WK4uPufRcTq34+ReKwwcSJB1i4VYHnMp2TqZ",
+	"5xsF5YRxM/HJX25Zejp83hFwh6Yt79dyYX2z1+FxM9NcWIJAp/krhR9dYP0863O/864N1Sc02Gi542FH",
+	"tw9rtfzwoGe3D2q6EXnEi9tHNF12qzj6ap811lt0+JoYuW4f59s1WftrfQ83ULnIujXgQFfXrScgXewd",
+	"x0aGvrILNoXoYhV3G/xPnqIGrf9smltXVm5qL5KWm0X+FMrz/DEbsF5p9oibxRnv1NgPVpno0IP46Kr6",
+	"Hct7hR398NwdHST2WTviO0xDdijq3bC3adBexXs9zBg917YjuDz3pKHFFXc0+Vfmtl4+e2LHyrcaS2Ud",
+	"igwORHiQv2X8HMHT4dDTkyoODaSMCXObpzHF8Hgdh+ipVJxm9MrAGey6dAVXmOoCiRP71JKDxNOupE54",
+	"85TShgSqnWnjUGF23LRm1s29Y0VavezDS5HOIPnu5enLs5cJ+xgLNQZ5Z9PIUEXYBYg899ynDTmB+d/L",
+	"0a6/oOFdLZv+33W2fDCs2ugIXG331j8kMvpUeIfRv63xHA4Cma20rKWgh8e1Rw95tUohWT2Cgz/6/AKv",
+	"4/hSl6ZK8CVNniipghnyZT70ku7PQxYeFO832yQ6TvTdDd3xB8LHuFUv7sQgQjlnYJFqrGpzPhzBmqOo",
+	"63eceMjaPdsegZJ2LYejOk8x1nFwzdjlhNP8ATPqOLULTDmK7n55IA5ijlXt0Px7BF79uXt8Q7JDv4eq",
+	"MV3aEIIbzB6yv/z50R76svmOAo17ugfF3Hxd4I/w3u1cTAx67uPjfFm/MzChgNsR1Q+K1uW6bwq9Bnmd",
+	"bH8M9152ePd3GMCxrrpsecfWywrCJyJCeBNqw2O1ozgMJwrCqy1hgdrLXhldTmc+H9XlEbng7YsR/2zk",
+	"+fDusFWN/8zO0J/BDt+iqhr+v2V0eV+QeXSwePnRocrW7Kjh91WEugsbOLu4O/n01v/8h+SeeO17xk63",
+	"pKxar874V2bszsxVXcC6Z/rq3Vrh7gFzWDfkhzz359p1yP7ExAiEWsYwrRA3lIi/pIUewAB/kNe+1aWu",
+	"tXUaXqNJt2Z/1pXms9leu4Gi6wXiKmYlyhs29iUltE9KqNaDf9mUUGjM8L5ivaUpdMVUqSE3Qxn6iezh",
+	"Ddr8x6WIfp0zceQac1I3IfhMyHb7QQwo0llVjKqbxMYq1PxGdfGvVcKMg2vlCK1diOzDuW9tGaspuvr8",
+	"JBeR5bXIQZsMTVUqC30PXB60ld+2osCxCnsYwWImc1prWeV0LLNgQfOul/Qp2vJv+IehHKoZnJQ2kODw",
+	"Q90wmxzzKWy0ZkgLMssx9nSaywZezCe2Plg2HrR9OFk/VK7Msj+tGu14J+QcuThZKoO5cFX415l3aoPd",
+	"w/PlrbaXVbs/wZkStzn00cOvf2OipsHXL6kaPlKtcI/+287u3V2gUkc1XS/0rC46bsbbbHM3XM6rkhwK",
+	"OfbOmixPk7Mdq4Ok3bzOeZ/N5A7szO2MVXdvcCu50/QgvDZbNj1WUkFpMYBdQAr/ZtHBJi4cxjCV16i4",
+	"OdSb/DGJIG31UvmC38vgHoONjX1J7dzBC5+JD8iEapfn3ZntoUHd6Z6WL741aPn3SfwEu3z41M9GQ+p/",
+	"dg5o4zC+JIP+fMmgfaPSjcxJuxfz/QVps+8f9Gaw2YZZ9ZRbJ4yrGehUgykV9AdpkQ2qR3q9DK+TY+Bu",
+	"L0hzSXsjks7sp9/qwxoNBkdP/9Yf9of9o9E3w2+GbFZhA1tSeCCIq17fOHAlcraho9CfDHf6ESCGXsp+",
+	"8/+C+RQZoVx77m81sTI1bWDbxv6/07haEglwmthw9b/7VKFIZ+RRX04IN9ZWX7uRbRFOyUkTC/T7EZnk",
+	"T0Sj0B6D0qFOrRAz/+JQmDUktVYXq/8PAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

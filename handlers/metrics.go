@@ -29,6 +29,7 @@ const (
 	outcomeCancelled = "cancelled" // the caller left, or the gateway shut down
 	outcomeError     = "error"     // the backend failed
 	outcomeRefused   = "refused"   // too many waiters: 429, never reached the engine
+	outcomeReentered = "reentered" // the holder took its lock once more
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {

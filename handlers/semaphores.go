@@ -108,7 +108,7 @@ func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeas
 	}
 	var ttl time.Duration // 0: the TTL the permit was acquired with
 	if req.Body != nil && req.Body.TtlMs != nil {
-		if ttl, err = s.ttl(*req.Body.TtlMs); err != nil {
+		if ttl, err = s.ttl(ctx, *req.Body.TtlMs); err != nil {
 			return nil, err
 		}
 	}

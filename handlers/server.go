@@ -78,8 +78,12 @@ func (s *Server) Healthz(context.Context, HealthzRequestObject) (HealthzResponse
 	return Healthz200JSONResponse{Status: "ok"}, nil
 }
 
-// Readyz implements StrictServerInterface: the backend answers.
+// Readyz implements StrictServerInterface: the backend answers, and the
+// authenticator has the keys it was told to fetch.
 func (s *Server) Readyz(ctx context.Context, _ ReadyzRequestObject) (ReadyzResponseObject, error) {
+	if err := s.cfg.Auth.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", locks.ErrUnavailable, err)
+	}
 	if err := s.cfg.Backend.Check(ctx); err != nil {
 		if !errors.Is(err, locks.ErrUnavailable) {
 			err = fmt.Errorf("%w: %w", locks.ErrUnavailable, err)
@@ -95,6 +99,9 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	if err != nil {
 		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
+	}
+	if req.Params.LockToken != nil {
+		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL)
 	}
 	// Waits end early when the gateway shuts down; the caller then gets a
 	// 503 and retries elsewhere, instead of holding up the shutdown.
@@ -146,8 +153,32 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			FencingToken: grant.FencingToken,
 			TtlMs:        grant.TTL.Milliseconds(),
 			ExpiresAt:    timestamp(grant.ExpiresAt),
+			Holds:        &grant.Holds,
 		},
 		release: func() { s.release(ctx, key, grant.Token) },
+	}, nil
+}
+
+// reenter takes the lock once more for the holder of token: a 200 with
+// the grant and its count of holds, never a wait.
+func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl time.Duration) (AcquireLockResponseObject, error) {
+	grant, err := s.cfg.Backend.Reenter(ctx, key, token, ttl)
+	if err != nil {
+		outcome := acquireOutcome(err)
+		if errors.Is(err, locks.ErrNotHolder) {
+			outcome = outcomeHeld
+		}
+		s.metrics.acquires.WithLabelValues(outcome).Inc()
+		return nil, err
+	}
+	s.metrics.acquires.WithLabelValues(outcomeReentered).Inc()
+	return AcquireLock200JSONResponse{
+		Lock:         key.String(),
+		Token:        grant.Token,
+		FencingToken: grant.FencingToken,
+		TtlMs:        grant.TTL.Milliseconds(),
+		ExpiresAt:    timestamp(grant.ExpiresAt),
+		Holds:        &grant.Holds,
 	}, nil
 }
 
@@ -172,10 +203,10 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		return locks.Key{}, locks.AcquireRequest{}, err
 	}
 	claims, _ := middleware.ClaimsFromContext(ctx)
-	ar := locks.AcquireRequest{TTL: s.cfg.DefaultTTL, Subject: claims.Subject}
+	ar := locks.AcquireRequest{TTL: min(s.cfg.DefaultTTL, s.maxTTL(ctx)), Subject: claims.Subject}
 	if b := req.Body; b != nil {
 		if b.TtlMs != nil {
-			if ar.TTL, err = s.ttl(*b.TtlMs); err != nil {
+			if ar.TTL, err = s.ttl(ctx, *b.TtlMs); err != nil {
 				return key, ar, err
 			}
 		}
@@ -192,13 +223,22 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 	return key, ar, nil
 }
 
-// ttl checks a ttl_ms against the configured maximum before converting it,
+// ttl checks a ttl_ms against the caller's maximum before converting it,
 // so that no value can overflow a time.Duration.
-func (s *Server) ttl(ms int64) (time.Duration, error) {
-	if ms < 1 || ms > s.cfg.MaxTTL.Milliseconds() {
-		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d", s.cfg.MaxTTL.Milliseconds()))
+func (s *Server) ttl(ctx context.Context, ms int64) (time.Duration, error) {
+	if maxMs := s.maxTTL(ctx).Milliseconds(); ms < 1 || ms > maxMs {
+		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d", maxMs))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// maxTTL is the longest lease the caller may ask for: MaxTTL, or less when
+// the policy rules that granted its token say so.
+func (s *Server) maxTTL(ctx context.Context) time.Duration {
+	if c, _ := middleware.ClaimsFromContext(ctx); c.MaxTTL > 0 {
+		return min(c.MaxTTL, s.cfg.MaxTTL)
+	}
+	return s.cfg.MaxTTL
 }
 
 // release frees a grant its caller never received. It runs when the
@@ -207,7 +247,7 @@ func (s *Server) release(ctx context.Context, key locks.Key, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
 	log := zerolog.Ctx(ctx)
-	if err := s.cfg.Backend.Release(ctx, key, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
+	if _, err := s.cfg.Backend.Release(ctx, key, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
 		log.Warn().Err(err).Str("lock", key.String()).Msg("release of an undelivered grant failed; its lease will end it")
 		return
 	}
@@ -255,8 +295,12 @@ func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken); err != nil {
+	holds, err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken)
+	if err != nil {
 		return nil, err
+	}
+	if holds > 0 {
+		return ReleaseLock200JSONResponse{Holds: holds}, nil
 	}
 	return ReleaseLock204Response{}, nil
 }
@@ -269,7 +313,7 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 	}
 	var ttl time.Duration // 0: the TTL the grant was acquired with
 	if req.Body != nil && req.Body.TtlMs != nil {
-		if ttl, err = s.ttl(*req.Body.TtlMs); err != nil {
+		if ttl, err = s.ttl(ctx, *req.Body.TtlMs); err != nil {
 			return nil, err
 		}
 	}
@@ -305,6 +349,7 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		Subject:      info.Subject,
 		Owner:        info.Owner,
 		Waiters:      info.Waiters,
+		Holds:        &info.Holds,
 	}, nil
 }
 

@@ -31,10 +31,12 @@ func Example() {
 	if _, err := l.Renew(ctx, key, grant.Token, 0); err != nil {
 		panic(err)
 	}
-	fmt.Println("release:", l.Release(ctx, key, grant.Token))
-	fmt.Println("release again:", l.Release(ctx, key, grant.Token))
+	holds, err := l.Release(ctx, key, grant.Token)
+	fmt.Println("release:", holds, err)
+	_, err = l.Release(ctx, key, grant.Token)
+	fmt.Println("release again:", err)
 	// Output:
 	// second acquire held: true
-	// release: <nil>
+	// release: 0 <nil>
 	// release again: release billing/invoice-42: not the lock holder
 }

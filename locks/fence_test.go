@@ -26,7 +26,7 @@ func TestRedisFencingSurvivesCounterGoingBack(t *testing.T) {
 			t.Fatalf("round %d: got fencing token %d, want more than %d", round, g.FencingToken, last)
 		}
 		last = g.FencingToken
-		if err := l.Release(t.Context(), key, g.Token); err != nil {
+		if _, err := l.Release(t.Context(), key, g.Token); err != nil {
 			t.Fatal(err)
 		}
 		// The counter as a stale copy has it: far behind.

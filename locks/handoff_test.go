@@ -68,7 +68,7 @@ func TestRedisDroppedWaiterRejoins(t *testing.T) {
 	locktest.WaitUntilQueued(t, l, key, 1) // it is back
 	later := queueBehind(t, l, key, 1)
 
-	if err := l.Release(t.Context(), key, holder.Token); err != nil {
+	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	first := within(t, 10*time.Second, "the dropped waiter", dropped)
@@ -80,7 +80,7 @@ func TestRedisDroppedWaiterRejoins(t *testing.T) {
 		t.Fatalf("the later waiter got %+v, %v while the dropped one held the lock", res.Grant, res.Err)
 	default:
 	}
-	if err := l.Release(t.Context(), key, first.Grant.Token); err != nil {
+	if _, err := l.Release(t.Context(), key, first.Grant.Token); err != nil {
 		t.Fatal(err)
 	}
 	if res := within(t, 10*time.Second, "the later waiter", later); res.Err != nil {
@@ -116,7 +116,7 @@ func TestRedisUnpickedHandoffEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 			live := queueBehind(t, l, key, 1)
-			if err := l.Release(t.Context(), key, holder.Token); err != nil {
+			if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 				t.Fatal(err)
 			}
 			info, err := l.Inspect(t.Context(), key)

@@ -19,9 +19,18 @@ type Locker interface {
 	// who just released it, gets ahead of them.
 	Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant, error)
 
-	// Release frees the lock if token is its current owner token, and
-	// otherwise returns ErrNotHolder and changes nothing.
-	Release(ctx context.Context, key Key, token string) error
+	// Release takes one hold away from the grant token holds: the last one
+	// frees the lock (and hands it on), and holds is how many are left (0
+	// then). A token that does not hold the lock gets ErrNotHolder and
+	// changes nothing.
+	Release(ctx context.Context, key Key, token string) (holds int, err error)
+
+	// Reenter takes the lock once more for the holder of token (a
+	// re-entrant hold): the grant keeps its fencing token, its lease
+	// becomes at least ttl from now (never shorter), and Grant.Holds counts
+	// the holds. Each Release takes one away; the lease ends them all. A
+	// token that does not hold the lock gets ErrNotHolder.
+	Reenter(ctx context.Context, key Key, token string, ttl time.Duration) (Grant, error)
 
 	// Renew extends the lease of the current holder to ttl from now (ttl 0
 	// means the TTL the grant was acquired with; otherwise at least 1 ms). It returns ErrNotHolder if
@@ -121,6 +130,9 @@ type Grant struct {
 	// HandoffDelay is set when the lock was handed over from a queue: at
 	// most how long passed between the hand-off and Acquire returning.
 	HandoffDelay time.Duration
+	// Holds is how many times the holder holds the lock: 1 for a new grant,
+	// more after Reenter.
+	Holds int
 }
 
 // Info describes the current holder of a lock.
@@ -132,6 +144,8 @@ type Info struct {
 	// Waiters is how many callers wait in the lock's queue. The Redis
 	// backend counts a waiter whose gateway died until a hand-off drops it.
 	Waiters int
+	// Holds is how many times the holder holds the lock (see Reenter).
+	Holds int
 }
 
 var (

@@ -30,6 +30,7 @@ type memGrant struct {
 	ttl        time.Duration // as acquired: what a renew without a TTL restores
 	expiresAt  time.Time
 	expiry     *time.Timer // ends the grant at expiresAt
+	holds      int         // re-entrant holds; 1 for a new grant
 }
 
 // memWaiter is a caller waiting in a lock's queue.
@@ -140,6 +141,7 @@ func (m *Memory) newGrantLocked(w *memWaiter, now time.Time, expire func()) *mem
 		acquiredAt: now,
 		ttl:        w.req.TTL,
 		expiresAt:  now.Add(w.req.TTL),
+		holds:      1,
 	}
 	g.expiry = time.AfterFunc(w.req.TTL, func() {
 		m.mu.Lock()
@@ -151,7 +153,7 @@ func (m *Memory) newGrantLocked(w *memWaiter, now time.Time, expire func()) *mem
 
 // grant describes g to its holder.
 func (g *memGrant) grant(token string) Grant {
-	return Grant{Token: token, Lease: Lease{FencingToken: g.fence, TTL: g.ttl, ExpiresAt: g.expiresAt}}
+	return Grant{Token: token, Holds: g.holds, Lease: Lease{FencingToken: g.fence, TTL: g.ttl, ExpiresAt: g.expiresAt}}
 }
 
 // nextFence keeps fencing tokens increasing across restarts: a new process
@@ -236,15 +238,40 @@ func (m *Memory) holder(key Key, token string) *memGrant {
 }
 
 // Release implements Locker.
-func (m *Memory) Release(_ context.Context, key Key, token string) error {
+func (m *Memory) Release(_ context.Context, key Key, token string) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.holder(key, token)
 	if g == nil {
-		return fmt.Errorf("release %s: %w", key, ErrNotHolder)
+		return 0, fmt.Errorf("release %s: %w", key, ErrNotHolder)
+	}
+	if g.holds > 1 {
+		g.holds--
+		return g.holds, nil
 	}
 	m.endLocked(key, g, time.Now())
-	return nil
+	return 0, nil
+}
+
+// Reenter implements Locker.
+func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Duration) (Grant, error) {
+	if ttl < time.Millisecond {
+		return Grant{}, fmt.Errorf("%w: ttl must be at least 1ms", ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.holder(key, token)
+	if g == nil {
+		return Grant{}, fmt.Errorf("re-enter %s: %w", key, ErrNotHolder)
+	}
+	g.holds++
+	now := time.Now()
+	if until := now.Add(ttl); until.After(g.expiresAt) {
+		g.expiresAt = until
+		g.expiry.Reset(ttl)
+	}
+	return Grant{Token: token, Holds: g.holds,
+		Lease: Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt}}, nil
 }
 
 // Renew implements Locker.
@@ -282,6 +309,7 @@ func (m *Memory) Inspect(_ context.Context, key Key) (Info, error) {
 		Owner:      g.owner,
 		AcquiredAt: g.acquiredAt,
 		Waiters:    len(m.queues[key]),
+		Holds:      g.holds,
 	}, nil
 }
 

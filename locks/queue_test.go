@@ -60,7 +60,7 @@ func TestRedisDeadWaiterSkipped(t *testing.T) {
 				}
 			}
 			released := time.Now()
-			if err := l.Release(t.Context(), key, holder.Token); err != nil {
+			if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 				t.Fatal(err)
 			}
 			res := <-live[0]
@@ -102,7 +102,7 @@ func TestRedisGrantToFrozenGatewayExpires(t *testing.T) {
 	// Queued behind the ghost, and waiting far longer than the test allows.
 	live := locktest.QueueInOrder(t, key, l)
 	locktest.WaitUntilQueued(t, l, key, 2)
-	if err := l.Release(t.Context(), key, holder.Token); err != nil {
+	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	info, err := l.Inspect(t.Context(), key)
@@ -139,7 +139,7 @@ func TestRedisHandoffIsTwoScriptCalls(t *testing.T) {
 	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Release(t.Context(), key, holder.Token); err != nil {
+	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	first := <-waiters[0]
@@ -153,7 +153,7 @@ func TestRedisHandoffIsTwoScriptCalls(t *testing.T) {
 	// Let the rest through in order, so nobody is left waiting.
 	grant := first.Grant
 	for i, w := range waiters[1:] {
-		if err := l.Release(t.Context(), key, grant.Token); err != nil {
+		if _, err := l.Release(t.Context(), key, grant.Token); err != nil {
 			t.Fatal(err)
 		}
 		res := <-w
@@ -162,7 +162,7 @@ func TestRedisHandoffIsTwoScriptCalls(t *testing.T) {
 		}
 		grant = res.Grant
 	}
-	if err := l.Release(t.Context(), key, grant.Token); err != nil {
+	if _, err := l.Release(t.Context(), key, grant.Token); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -95,7 +95,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 // wait, and are handed what they wait for: the scripts of both take the
 // same arguments for those steps (see lua/acquire.lua and lua/semlib.lua).
 type kind struct {
-	noun    string                          // "lock" or "semaphore", in errors
+	noun    string                           // "lock" or "semaphore", in errors
 	keys    func(r *Redis, key Key) []string // KEYS of its acquire, leave, release and heartbeat scripts
 	acquire *redis.Script
 	leave   *redis.Script
@@ -240,6 +240,11 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 	holderEnds.Stop()
 	defer holderEnds.Stop()
 	for {
+		// The deadline comes first: select picks at random among ready
+		// cases, and each further script run may take a Redis timeout.
+		if !time.Now().Before(deadline) {
+			return r.giveUp(ctx, res, w, token)
+		}
 		// Whatever woke us, the answer is the same: ask the script. It
 		// grants, picks up a grant handed to us, or (re)queues us in our
 		// place.
@@ -263,21 +268,26 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 		select {
 		case <-w.wake:
 		case <-holderEnds.C:
-		case <-timeUp.C:
-			start := time.Now()
-			rp, err := r.leave(ctx, res, w.id, token, false)
-			if err != nil {
-				return Grant{}, err
-			}
-			if rp.granted { // handed over as the wait ran out
-				return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
-			}
-			return Grant{}, res.kind.held(rp.ttl)
+		case <-timeUp.C: // the check above gives up
 		case <-ctx.Done():
 			r.leave(ctx, res, w.id, token, true) // and release what was handed to us
 			return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
 		}
 	}
+}
+
+// giveUp ends a wait whose time is up: it leaves the queue, and takes the
+// grant if one was handed over as the wait ran out.
+func (r *Redis) giveUp(ctx context.Context, res resource, w *waiter, token string) (Grant, error) {
+	start := time.Now()
+	rp, err := r.leave(ctx, res, w.id, token, false)
+	if err != nil {
+		return Grant{}, err
+	}
+	if rp.granted {
+		return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
+	}
+	return Grant{}, res.kind.held(rp.ttl)
 }
 
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
@@ -354,7 +364,7 @@ func (r *Redis) deliver(ctx context.Context, res resource, token string, lease L
 		r.release(ctx, res, token)
 		return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
 	}
-	return Grant{Token: token, Lease: lease, HandoffDelay: handoffDelay}, nil
+	return Grant{Token: token, Lease: lease, HandoffDelay: handoffDelay, Holds: 1}, nil
 }
 
 // heartbeat tells Redis that this process's waiters are alive, in one
@@ -416,24 +426,46 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	return wake
 }
 
-// release runs the kind's release script.
-func (r *Redis) release(ctx context.Context, res resource, token string) error {
+// release runs the kind's release script, and returns the holds left.
+func (r *Redis) release(ctx context.Context, res resource, token string) (int, error) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	out, err := res.kind.release.Run(cctx, r.client, res.kind.keys(r, res.key),
-		tokenHash(token), r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64()
+		tokenHash(token), r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64Slice()
 	if err != nil {
-		return unavailable("release", res, err)
+		return 0, unavailable("release", res, err)
 	}
-	if out != 1 {
-		return fmt.Errorf("release %s: %w", res, ErrNotHolder)
+	if out[0] != 1 {
+		return 0, fmt.Errorf("release %s: %w", res, ErrNotHolder)
 	}
-	return nil
+	return int(out[1]), nil
 }
 
 // Release implements Locker.
-func (r *Redis) Release(ctx context.Context, key Key, token string) error {
+func (r *Redis) Release(ctx context.Context, key Key, token string) (int, error) {
 	return r.release(ctx, resource{lockKind, key}, token)
+}
+
+// Reenter implements Locker.
+func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Duration) (Grant, error) {
+	if ttl < time.Millisecond {
+		return Grant{}, fmt.Errorf("%w: ttl must be at least 1ms", ErrInvalid)
+	}
+	res := resource{lockKind, key}
+	start := time.Now()
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	out, err := lua.Reenter.Run(cctx, r.client, []string{r.lockKeys(key).lock},
+		tokenHash(token), ttl.Milliseconds()).Int64Slice()
+	if err != nil {
+		return Grant{}, unavailable("re-enter", res, err)
+	}
+	if out[0] != 1 {
+		return Grant{}, fmt.Errorf("re-enter %s: %w", res, ErrNotHolder)
+	}
+	ttl = millis(out[2])
+	return Grant{Token: token, Holds: int(out[3]),
+		Lease: Lease{FencingToken: out[1], TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
 }
 
 // Renew implements Locker.
@@ -475,8 +507,13 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	owner, _ := res[3].(string)
 	at, _ := res[4].(int64)
 	waiting, _ := res[5].(int64)
+	holds := int64(1)
+	if len(res) > 6 {
+		holds, _ = res[6].(int64)
+	}
 	ttl := millis(pttl)
 	return Info{
+		Holds:      int(holds),
 		Lease:      Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
 		Subject:    subject,
 		Owner:      owner,

@@ -87,7 +87,7 @@ func TestRedisSurvivesScriptFlush(t *testing.T) {
 		t.Fatalf("renew after SCRIPT FLUSH: %v", err)
 	}
 	flush()
-	if err := l.Release(t.Context(), key, g.Token); err != nil {
+	if _, err := l.Release(t.Context(), key, g.Token); err != nil {
 		t.Fatalf("release after SCRIPT FLUSH: %v", err)
 	}
 }
@@ -119,7 +119,10 @@ func TestRedisUnavailable(t *testing.T) {
 					_, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute})
 					return err
 				},
-				"release": func() error { return l.Release(t.Context(), key, g.Token) },
+				"release": func() error {
+					_, err := l.Release(t.Context(), key, g.Token)
+					return err
+				},
 				"renew": func() error {
 					_, err := l.Renew(t.Context(), key, g.Token, 0)
 					return err
@@ -193,7 +196,7 @@ func TestRedisStoresNoPlaintextToken(t *testing.T) {
 	if strings.Contains(seen.String(), g.Token) {
 		t.Fatal("Redis holds the plaintext owner token")
 	}
-	if err := l.Release(ctx, key, g.Token); err != nil {
+	if _, err := l.Release(ctx, key, g.Token); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(fmt.Sprint(admin.SlowLogGet(ctx, -1).Val()), g.Token) {

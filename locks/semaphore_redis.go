@@ -18,7 +18,8 @@ func (r *Redis) AcquirePermit(ctx context.Context, key Key, req SemaphoreRequest
 
 // ReleasePermit implements Semaphores.
 func (r *Redis) ReleasePermit(ctx context.Context, key Key, token string) error {
-	return r.release(ctx, resource{semaphoreKind, key}, token)
+	_, err := r.release(ctx, resource{semaphoreKind, key}, token)
+	return err
 }
 
 // RenewPermit implements Semaphores.

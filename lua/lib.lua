@@ -5,8 +5,9 @@
 --   K.lock     hash: tok (SHA-256 of the owner token), fence, sub, own,
 --              at (acquired, ms on the Redis clock), ttl (as asked for),
 --              p ('1' while the grant is provisional: handed to a waiter
---              whose gateway has not picked it up yet); its PEXPIRE is the
---              lease
+--              whose gateway has not picked it up yet), holds (how many
+--              times the holder holds it, when more than once); its
+--              PEXPIRE is the lease
 --   K.fence    the last fencing token handed out
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
@@ -73,12 +74,18 @@ local function pick_up(K)
 end
 
 -- held_by returns the reply of a grant held by the caller:
--- {1, fencing token, pttl ms, now ms, acquired at ms, handed}, where handed
+-- {1, fencing token, ttl ms, now ms, acquired at ms, handed}, where handed
 -- is 1 when the grant was made before this script ran (handed over, and
--- picked up now), else 0.
+-- picked up now), else 0. A grant made now reports the TTL it was given:
+-- PTTL may read a millisecond short, as Redis's clock moves during a
+-- script.
 local function held_by(K, now, handed)
-  local f = redis.call('HMGET', K.lock, 'fence', 'at')
-  return {1, tonumber(f[1]), redis.call('PTTL', K.lock), now, tonumber(f[2]), handed}
+  local f = redis.call('HMGET', K.lock, 'fence', 'at', 'ttl')
+  local ttl = redis.call('PTTL', K.lock)
+  if handed == 0 then
+    ttl = tonumber(f[3])
+  end
+  return {1, tonumber(f[1]), ttl, now, tonumber(f[2]), handed}
 end
 
 local function dequeue(K, id)

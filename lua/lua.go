@@ -23,6 +23,8 @@ var (
 	heartbeatSrc string
 	//go:embed renew.lua
 	renewSrc string
+	//go:embed reenter.lua
+	reenterSrc string
 	//go:embed inspect.lua
 	inspectSrc string
 
@@ -50,6 +52,7 @@ var (
 	Leave     = redis.NewScript(lib + leaveSrc)
 	Heartbeat = redis.NewScript(lib + heartbeatSrc)
 	Renew     = redis.NewScript(renewSrc)
+	Reenter   = redis.NewScript(reenterSrc)
 	Inspect   = redis.NewScript(inspectSrc)
 )
 

@@ -18,7 +18,7 @@ func TestScriptsLoad(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	for name, s := range map[string]*redis.Script{
 		"acquire": lua.Acquire, "release": lua.Release, "leave": lua.Leave,
-		"heartbeat": lua.Heartbeat, "renew": lua.Renew, "inspect": lua.Inspect,
+		"heartbeat": lua.Heartbeat, "renew": lua.Renew, "inspect": lua.Inspect, "reenter": lua.Reenter,
 		"sem_acquire": lua.SemAcquire, "sem_release": lua.SemRelease, "sem_leave": lua.SemLeave,
 		"sem_heartbeat": lua.SemHeartbeat, "sem_renew": lua.SemRenew, "sem_inspect": lua.SemInspect,
 	} {
@@ -37,8 +37,8 @@ func TestScriptsLoad(t *testing.T) {
 // and what it returns, since its callers are in another language.
 func TestScriptsStateTheirContract(t *testing.T) {
 	files, err := filepath.Glob("*.lua")
-	if err != nil || len(files) != 14 {
-		t.Fatalf("got scripts %v (%v), want 14", files, err)
+	if err != nil || len(files) != 15 {
+		t.Fatalf("got scripts %v (%v), want 15", files, err)
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)

@@ -51,14 +51,25 @@ func (e *AuthError) Is(target error) bool { return target == ErrUnauthenticated 
 // megabyte-scale work for base64 and JSON decoding otherwise.
 const MaxTokenLen = 8 << 10
 
-// AuthConfig says which tokens to trust. Set exactly one of Secret and
-// PublicKeys.
+// AuthConfig says which tokens to trust. Set at most one of Secret and
+// PublicKeys, with or without JWKS, and at least one of the three.
 type AuthConfig struct {
 	// Secret verifies HS256 tokens. At least 32 bytes.
 	Secret []byte
 	// PublicKeys verify RS256 (RSA, 2048 bits or more), ES256 (ECDSA P-256)
 	// and EdDSA (Ed25519) tokens; see ParsePublicKeys.
 	PublicKeys []crypto.PublicKey
+	// JWKS verifies RS256, ES256 and EdDSA tokens whose key is in one of
+	// its sets, by kid (or any key of the sets for a token without one).
+	// Only the algorithms above are accepted, and only with a key of their
+	// type: a set's "alg" or an "oct" (symmetric) key widens nothing.
+	JWKS *JWKS
+	// NSClaim names the claim that holds a token's namespace globs, an
+	// array of strings. Default "ns".
+	NSClaim string
+	// Policy, when set, grants namespaces to tokens without the NSClaim
+	// claim. Without it such tokens are granted nothing.
+	Policy *Policy
 	// Issuer, when set, must equal the token's iss.
 	Issuer string
 	// Audience, when set, must be among the token's aud.
@@ -73,16 +84,20 @@ const MinSecretLen = 32
 // are for, so an HS256 token signed with a public key as the secret, or an
 // "alg: none" token, never verifies.
 type Authenticator struct {
-	parser *jwt.Parser
-	keys   map[string]jwt.VerificationKeySet // by alg
-	cache  verified
+	parser  *jwt.Parser
+	keys    map[string]jwt.VerificationKeySet // by alg
+	jwks    *JWKS                             // or nil
+	nsClaim string
+	policy  *Policy // or nil
+	cache   verified
 }
 
 // verified remembers tokens that passed verification, until they expire:
 // callers send the same token with every request, and verifying it again
 // (base64, JSON, a signature) is a tenth of the gateway's CPU per call. The
 // outcome for a token depends only on the token, the configured keys and
-// the clock, so a token that verified stays valid until its exp.
+// the clock, so a token that verified stays valid until its exp, or until
+// a JWK Set changes (a key may have been removed).
 type verified struct {
 	mu     sync.Mutex
 	claims map[string]cachedClaims // by the whole token
@@ -91,29 +106,30 @@ type verified struct {
 type cachedClaims struct {
 	Claims
 	expires time.Time
+	gen     uint64 // the JWKS generation it was verified under
 }
 
 // maxCachedTokens bounds the cache; when full it starts over, which costs
 // one verification per token in use.
 const maxCachedTokens = 4096
 
-func (v *verified) get(token string, now time.Time) (Claims, bool) {
+func (v *verified) get(token string, now time.Time, gen uint64) (Claims, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	c, ok := v.claims[token]
-	if !ok || !now.Before(c.expires) {
+	if !ok || !now.Before(c.expires) || c.gen != gen {
 		return Claims{}, false
 	}
 	return c.Claims, true
 }
 
-func (v *verified) put(token string, c Claims, expires time.Time) {
+func (v *verified) put(token string, c Claims, expires time.Time, gen uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.claims == nil || len(v.claims) >= maxCachedTokens {
 		v.claims = make(map[string]cachedClaims)
 	}
-	v.claims[token] = cachedClaims{Claims: c, expires: expires}
+	v.claims[token] = cachedClaims{Claims: c, expires: expires, gen: gen}
 }
 
 // NewAuthenticator checks cfg and returns an Authenticator for it.
@@ -137,14 +153,18 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 			set.Keys = append(set.Keys, k)
 			keys[alg] = set
 		}
-	default:
+	case cfg.JWKS == nil:
 		return nil, errors.New("no JWT key configured")
 	}
-	algs := make([]string, 0, len(keys))
+	algs := make([]string, 0, len(keys)+len(jwksAlgs))
 	for alg := range keys {
 		algs = append(algs, alg)
 	}
+	if cfg.JWKS != nil {
+		algs = append(algs, jwksAlgs...)
+	}
 	slices.Sort(algs)
+	algs = slices.Compact(algs)
 	opts := []jwt.ParserOption{jwt.WithValidMethods(algs), jwt.WithExpirationRequired()}
 	if cfg.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
@@ -152,7 +172,33 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
-	return &Authenticator{parser: jwt.NewParser(opts...), keys: keys}, nil
+	nsClaim := cfg.NSClaim
+	if nsClaim == "" {
+		nsClaim = "ns"
+	}
+	return &Authenticator{parser: jwt.NewParser(opts...), keys: keys, jwks: cfg.JWKS, nsClaim: nsClaim, policy: cfg.Policy}, nil
+}
+
+// jwksAlgs are the algorithms a JWKS key may verify: the asymmetric ones
+// of the allow-list. Never HS256: a JWK Set is public, so a symmetric key
+// in one is no secret.
+var jwksAlgs = []string{jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg(), jwt.SigningMethodEdDSA.Alg()}
+
+// Check reports whether the Authenticator can verify every kind of token
+// it is configured for: whether each JWK Set has been fetched.
+func (a *Authenticator) Check() error {
+	if a.jwks == nil {
+		return nil
+	}
+	return a.jwks.Ready()
+}
+
+// generation changes whenever a JWK Set does.
+func (a *Authenticator) generation() uint64 {
+	if a.jwks == nil {
+		return 0
+	}
+	return a.jwks.gen.Load()
 }
 
 func algFor(k crypto.PublicKey) (string, error) {
@@ -212,8 +258,11 @@ func ParsePublicKeys(data []byte) ([]crypto.PublicKey, error) {
 type Claims struct {
 	// Subject is the token's sub: who the caller is.
 	Subject string
-	// Namespaces are the token's ns globs.
+	// Namespaces are the token's ns globs, or those a policy grants it.
 	Namespaces []string
+	// MaxTTL, when not 0, is the longest lease the policy lets this
+	// token ask for (handlers enforce it with their own maximum).
+	MaxTTL time.Duration
 }
 
 // Allows reports whether one of the namespace globs matches namespace whole.
@@ -224,12 +273,6 @@ func (c Claims) Allows(namespace string) bool {
 		}
 	}
 	return false
-}
-
-// jwtClaims is the wire form of a token's claims.
-type jwtClaims struct {
-	Namespaces []string `json:"ns"`
-	jwt.RegisteredClaims
 }
 
 // Authenticate verifies the request's "Authorization: Bearer" token. Its
@@ -248,34 +291,49 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	if len(token) > MaxTokenLen || strings.Count(token, ".") != 2 {
 		return Claims{}, &AuthError{Reason: "the bearer token is not a JWT", Presented: true}
 	}
-	now := time.Now()
-	if c, ok := a.cache.get(token, now); ok {
+	now, gen := time.Now(), a.generation()
+	if c, ok := a.cache.get(token, now, gen); ok {
 		return c, nil
 	}
-	var c jwtClaims
-	if _, err := a.parser.ParseWithClaims(token, &c, a.keyFor); err != nil {
+	c := tokenClaims{nsClaim: a.nsClaim}
+	if _, err := a.parser.ParseWithClaims(token, &c, a.keyFunc(r.Context())); err != nil {
 		return Claims{}, &AuthError{Reason: reason(err), Presented: true}
 	}
 	if c.Subject == "" {
 		return Claims{}, &AuthError{Reason: "the token has no sub claim", Presented: true}
 	}
-	claims := Claims{Subject: c.Subject, Namespaces: c.Namespaces}
+	claims := Claims{Subject: c.Subject, Namespaces: c.ns}
+	if !c.hasNS && a.policy != nil {
+		claims.Namespaces, claims.MaxTTL = a.policy.grant(c.all)
+	}
 	// Only a token already valid is cached (a future nbf verifies later);
 	// exp is required, so every entry ends.
 	if c.ExpiresAt != nil && (c.NotBefore == nil || !c.NotBefore.After(now)) {
-		a.cache.put(token, claims, c.ExpiresAt.Time)
+		a.cache.put(token, claims, c.ExpiresAt.Time, gen)
 	}
 	return claims, nil
 }
 
-func (a *Authenticator) keyFor(t *jwt.Token) (any, error) {
-	// WithValidMethods has already refused other algorithms; this lookup
-	// keeps the key type tied to the algorithm all the same.
-	set, ok := a.keys[t.Method.Alg()]
-	if !ok {
-		return nil, jwt.ErrTokenSignatureInvalid
+// keyFunc returns the keys that may verify a token: the configured ones
+// for its algorithm, and the JWKS keys of that algorithm's type.
+func (a *Authenticator) keyFunc(ctx context.Context) jwt.Keyfunc {
+	return func(t *jwt.Token) (any, error) {
+		// WithValidMethods has already refused other algorithms; the
+		// lookups keep the key type tied to the algorithm all the same.
+		alg := t.Method.Alg()
+		set := jwt.VerificationKeySet{Keys: slices.Clone(a.keys[alg].Keys)}
+		if a.jwks != nil && slices.Contains(jwksAlgs, alg) {
+			for _, k := range a.jwks.keys(ctx, t) {
+				if kalg, err := algFor(k); err == nil && kalg == alg {
+					set.Keys = append(set.Keys, k)
+				}
+			}
+		}
+		if len(set.Keys) == 0 {
+			return nil, jwt.ErrTokenSignatureInvalid
+		}
+		return set, nil
 	}
-	return set, nil
 }
 
 // reason turns a golang-jwt error into our own words.
@@ -293,6 +351,8 @@ func reason(err error) string {
 		return "the token's audience is not accepted"
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return "the token's signature or algorithm is not accepted"
+	case errors.Is(err, errDuplicateClaim):
+		return "the token's payload names a claim twice"
 	default:
 		return "the token is malformed"
 	}

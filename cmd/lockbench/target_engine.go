@@ -75,7 +75,7 @@ func (s *engineSession) acquire(wait time.Duration) (string, int64, error) {
 }
 
 func (s *engineSession) release(token string) error {
-	if err := s.backend.Release(s.ctx, s.key, token); err != nil {
+	if _, err := s.backend.Release(s.ctx, s.key, token); err != nil {
 		return engineError(err)
 	}
 	return nil

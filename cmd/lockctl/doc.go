@@ -6,7 +6,8 @@
 //	lockctl run billing/nightly --ttl 30s --wait 5m -- ./nightly.sh
 //
 // run acquires the lock (waiting server-side), starts the command with
-// LOCKGATE_LOCK and LOCKGATE_FENCING_TOKEN in its environment, renews the
+// LOCKGATE_LOCK, LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its
+// environment (a nested run of the same lock re-enters it), renews the
 // lease every third of its TTL, passes SIGINT, SIGTERM and SIGHUP on to the
 // command's process group, releases the lock when the command exits and
 // exits with the command's code. After SIGINT or SIGTERM the command has

@@ -19,14 +19,17 @@ Usage:
   lockctl status namespace/name [--semaphore] [--json]
       Exit 0 when the lock (a permit of the semaphore) is held, 1 when it is free.
   lockctl run namespace/name [--limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]
-      Take the lock (waiting server-side), run the command with LOCKGATE_LOCK and
-      LOCKGATE_FENCING_TOKEN in its environment, renew every third of the TTL,
+      Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
+      LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
+      token is readable by processes of the same user), renew every third of the TTL,
       pass SIGINT, SIGTERM and SIGHUP on to it, release when it exits, and exit
       with its code. After SIGINT or SIGTERM to lockctl, the command has
       --kill-after to exit before it gets SIGKILL. If the lease is lost (the
       gateway says the token no longer holds the lock, or renewals fail until
       it may have expired), the command gets SIGTERM, then SIGKILL after
-      --kill-after, and lockctl exits 84.
+      --kill-after, and lockctl exits 84. A run of the same lock inside the
+      command (LOCKGATE_LOCK and LOCKGATE_LOCK_TOKEN set) re-enters the outer
+      hold instead of waiting for it, and gives that hold back when done.
       The command runs in a process group of its own. When lockctl runs in the
       foreground of the terminal on its stdin, the command gets the terminal:
       it can read it (prompts work), and Ctrl-C and Ctrl-Z reach it as if
@@ -34,7 +37,8 @@ Usage:
       terminal, lockctl stops with it ("fg" resumes both; the lease is not
       renewed meanwhile).
       With --limit N it holds one of the N permits of the semaphore namespace/name
-      instead of the lock, and sets LOCKGATE_SEMAPHORE instead of LOCKGATE_LOCK:
+      instead of the lock, and sets LOCKGATE_SEMAPHORE instead of LOCKGATE_LOCK and
+      LOCKGATE_LOCK_TOKEN (a nested run of the lock of that name does not re-enter):
       at most N commands run at once.
       A command may exit 80-85 itself: when the code is lockctl's own, a line
       "lockctl: ..." on stderr says why (acquire failed, lease lost); the

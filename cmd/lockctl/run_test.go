@@ -330,3 +330,29 @@ func unixSignalName(sig syscall.Signal) string {
 	}
 	return sig.String()
 }
+
+// TestRunReentersItsOwnLock: a run gives its command the lock's name and
+// owner token; a run of the same lock inside it (those variables set)
+// re-enters the outer hold instead of waiting for it, runs its command,
+// and gives only its own hold back: the outer hold stays.
+func TestRunReentersItsOwnLock(t *testing.T) {
+	gw := startGateway(t)
+	const lock = "run/nested"
+	lockctl(t, gw, nil, "run", lock, "--", "sh", "-c", `test -n "$LOCKGATE_LOCK_TOKEN" || exit 99`).want(t, 0)
+
+	outer := strings.TrimSpace(lockctl(t, gw, nil, "acquire", lock, "--ttl", "1m").want(t, 0).stdout)
+	inside := map[string]string{"LOCKGATE_LOCK": lock, "LOCKGATE_LOCK_TOKEN": outer}
+	start := time.Now()
+	lockctl(t, gw, inside, "run", lock, "--wait", "20s", "--", "sh", "-c", "exit 7").want(t, 7)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the nested run took %v: it waited for its own lock", d)
+	}
+	lockctl(t, gw, nil, "status", lock).want(t, 0) // the outer hold stays
+	lockctl(t, gw, nil, "release", lock, "--token", outer).want(t, 0)
+	lockctl(t, gw, nil, "status", lock).want(t, exitFree)
+
+	// Another lock's variables change nothing: a plain acquire, released after.
+	other := map[string]string{"LOCKGATE_LOCK": "run/other", "LOCKGATE_LOCK_TOKEN": outer}
+	lockctl(t, gw, other, "run", lock, "--", "true").want(t, 0)
+	lockctl(t, gw, nil, "status", lock).want(t, exitFree)
+}

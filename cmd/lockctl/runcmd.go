@@ -63,20 +63,27 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
+	// Inside a run of the same lock, re-enter the outer run's grant rather
+	// than wait on ourselves. The outer run keeps renewing the lease while
+	// this one runs (it is our ancestor), so this one does not renew: a
+	// second keeper with a shorter TTL would shorten the outer lease.
+	if outer := c.getenv("LOCKGATE_LOCK_TOKEN"); outer != "" && !l.semaphore && c.getenv("LOCKGATE_LOCK") == l.String() {
+		return runReentered(ctx, c, cl, l, outer, af.ttl, argv, sigs, *killAfter)
+	}
+
 	g, sent, err := acquireOrSignal(ctx, cl, l, af, sigs)
 	if err != nil {
 		return err
 	}
 
-	held := "LOCKGATE_LOCK="
+	env := append(os.Environ(), "LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
 	if l.semaphore {
-		// Not LOCKGATE_LOCK: a nested run of the lock of the same name
-		// must not take this permit for that lock.
-		held = "LOCKGATE_SEMAPHORE="
+		// Neither LOCKGATE_LOCK nor LOCKGATE_LOCK_TOKEN: a nested run of
+		// the lock of the same name must not re-enter with a permit.
+		env = append(env, "LOCKGATE_SEMAPHORE="+l.String())
+	} else {
+		env = append(env, "LOCKGATE_LOCK="+l.String(), "LOCKGATE_LOCK_TOKEN="+g.Token)
 	}
-	env := append(os.Environ(),
-		held+l.String(),
-		"LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
 	ch, err := startChild(argv, env, c.stdin, c.stdout, c.stderr)
 	if err != nil {
 		releaseQuietly(ctx, c, cl, l, g.Token)
@@ -163,6 +170,52 @@ watch:
 		fmt.Fprintf(c.stderr, "lockctl: release %s: %v; the lock is left to expire\n", l, err)
 	}
 	return exitStatus(code)
+}
+
+// runReentered runs a command under a re-entrant hold of the lock an outer
+// run holds with token: it takes one more hold, runs the command, passes
+// signals on, and takes its hold away when the command exits.
+func runReentered(ctx context.Context, c cli, cl *client, l lockName, token string, ttl time.Duration,
+	argv []string, sigs <-chan os.Signal, killAfter time.Duration) error {
+	if _, err := cl.reenter(ctx, l, token, ttl); err != nil {
+		return fmt.Errorf("re-enter %s: %w", l, err)
+	}
+	ch, err := startChild(argv, os.Environ(), c.stdin, c.stdout, c.stderr)
+	if err != nil {
+		releaseQuietly(ctx, c, cl, l, token)
+		return fmt.Errorf("run %s: %w", argv[0], startError(err))
+	}
+	var kill <-chan time.Time
+	ctxDone := ctx.Done()
+	end := func(sig syscall.Signal) {
+		ch.signal(sig)
+		if kill == nil {
+			kill = time.After(killAfter)
+		}
+	}
+wait:
+	for {
+		select {
+		case <-ch.done:
+			break wait
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				ch.signal(sig)
+				continue
+			}
+			end(sig.(syscall.Signal))
+		case <-ctxDone:
+			ctxDone = nil
+			end(syscall.SIGTERM)
+		case <-ch.stopped: // the outer run keeps the lease; nothing to do
+		case <-kill:
+			kill = nil
+			ch.signal(syscall.SIGKILL)
+		}
+	}
+	ch.release()
+	releaseQuietly(ctx, c, cl, l, token) // one hold: the outer run's stays
+	return exitStatus(ch.exitCode())
 }
 
 // acquireOrSignal acquires the lock, giving up as a shell would (128+N)

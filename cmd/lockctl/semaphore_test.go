@@ -117,3 +117,16 @@ func TestRunLimit(t *testing.T) {
 	}
 	lockctl(t, gw, nil, "release", "jobs/pool", "--semaphore", "--token", holder).want(t, exitOK)
 }
+
+// TestRunLimitInsideLockRun: inside a run of the lock a/b, a run --limit
+// of the semaphore a/b takes a permit: it neither re-enters the lock nor
+// hands the command the lock's token.
+func TestRunLimitInsideLockRun(t *testing.T) {
+	gw := startGateway(t)
+	tok := strings.TrimSpace(lockctl(t, gw, nil, "acquire", "nest/x", "--ttl", "1m").want(t, exitOK).stdout)
+	outer := map[string]string{"LOCKGATE_LOCK": "nest/x", "LOCKGATE_LOCK_TOKEN": tok, "LOCKGATE_FENCING_TOKEN": "1"}
+	script := `test "$LOCKGATE_SEMAPHORE" = nest/x && test "$LOCKGATE_FENCING_TOKEN" != 1 || exit 99`
+	lockctl(t, gw, outer, "run", "nest/x", "--limit", "2", "--", "sh", "-c", script).want(t, 0)
+	lockctl(t, gw, nil, "status", "nest/x", "--semaphore").want(t, exitFree)
+	lockctl(t, gw, nil, "release", "nest/x", "--token", tok).want(t, exitOK)
+}

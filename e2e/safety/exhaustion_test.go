@@ -45,11 +45,19 @@ func TestWaiterStorm(t *testing.T) {
 			mu.Unlock()
 		})
 	}
-	eventually(t, 60*time.Second, "1500 waiters and 500 refusals", func() bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		mu.Lock()
-		defer mu.Unlock()
-		return waiters(t, gw) == 1500 && counts["429 too_many_requests true"] == 500
-	})
+		w, refused, seen := waiters(t, gw), counts["429 too_many_requests true"], fmt.Sprint(counts)
+		mu.Unlock()
+		if w == 1500 && refused == 500 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 60s: 1500 waiters and 500 refusals; got %v waiters and answers %s", w, seen)
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval, not synchronisation
+	}
 	// The gateway still answers, quickly, and its goroutines are bounded by
 	// the waiters: a few per waiting connection.
 	start := time.Now()

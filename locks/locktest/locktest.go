@@ -43,6 +43,11 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 		{"NoSelfHandoffWhileOthersWait", testNoSelfHandoff},
 		{"TimedOutWaiterLeavesTheQueue", testTimedOutWaiterLeaves},
 		{"WaiterLeavingAsLockIsHandedOverLeavesNoLock", testLeaveAtHandoff},
+		{"ReentryCountsHolds", testReentryCountsHolds},
+		{"ReentryExtendsLeaseNeverShortens", testReentryExtends},
+		{"ReentryNeedsAHoldersToken", testReentryNotHolder},
+		{"LeaseEndsEveryHold", testLeaseEndsEveryHold},
+		{"LastHoldHandsOn", testLastHoldHandsOn},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -52,6 +57,9 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 }
 
 var keySeq atomic.Int64
+
+// errOf is the error of a call that also returns a count, such as Release.
+func errOf(_ int, err error) error { return err }
 
 // UniqueKey returns a lock name no other test in this process uses.
 func UniqueKey(t testing.TB) locks.Key {
@@ -167,13 +175,13 @@ func testReleaseWrongToken(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(time.Minute))
 	other := MustAcquire(t, l, UniqueKey(t), req(time.Minute)) // a real token, of another lock
 	for _, token := range []string{"", "nope", other.Token, g.Token + "x"} {
-		wantErr(t, l.Release(context.Background(), key, token), locks.ErrNotHolder)
+		wantErr(t, errOf(l.Release(context.Background(), key, token)), locks.ErrNotHolder)
 	}
 	info, err := l.Inspect(context.Background(), key)
 	if err != nil || info.FencingToken != g.FencingToken {
 		t.Fatalf("after failed releases: got %+v, %v; want still held by fencing token %d", info, err, g.FencingToken)
 	}
-	if err := l.Release(context.Background(), key, g.Token); err != nil {
+	if _, err := l.Release(context.Background(), key, g.Token); err != nil {
 		t.Fatalf("release by holder: %v", err)
 	}
 }
@@ -189,21 +197,21 @@ func testRenewWrongToken(t *testing.T, l locks.Locker, key locks.Key) {
 }
 
 func testReleaseTwice(t *testing.T, l locks.Locker, key locks.Key) {
-	wantErr(t, l.Release(context.Background(), key, "never-held"), locks.ErrNotHolder)
+	wantErr(t, errOf(l.Release(context.Background(), key, "never-held")), locks.ErrNotHolder)
 	g := MustAcquire(t, l, key, req(time.Minute))
-	if err := l.Release(context.Background(), key, g.Token); err != nil {
+	if _, err := l.Release(context.Background(), key, g.Token); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	wantErr(t, l.Release(context.Background(), key, g.Token), locks.ErrNotHolder)
+	wantErr(t, errOf(l.Release(context.Background(), key, g.Token)), locks.ErrNotHolder)
 	_, err := l.Inspect(context.Background(), key)
 	wantErr(t, err, locks.ErrNotHeld)
 	// A released grant's token does not work on the next grant either.
 	next := MustAcquire(t, l, key, req(time.Minute))
-	wantErr(t, l.Release(context.Background(), key, g.Token), locks.ErrNotHolder)
+	wantErr(t, errOf(l.Release(context.Background(), key, g.Token)), locks.ErrNotHolder)
 	if _, err := l.Renew(context.Background(), key, g.Token, 0); !errors.Is(err, locks.ErrNotHolder) {
 		t.Fatalf("renew with old token: got %v, want ErrNotHolder", err)
 	}
-	if err := l.Release(context.Background(), key, next.Token); err != nil {
+	if _, err := l.Release(context.Background(), key, next.Token); err != nil {
 		t.Fatalf("release next: %v", err)
 	}
 }
@@ -235,7 +243,7 @@ func testExpiryFreesLock(t *testing.T, l locks.Locker, key locks.Key) {
 	if next.FencingToken <= g.FencingToken {
 		t.Fatalf("got fencing token %d after expiry, want more than %d", next.FencingToken, g.FencingToken)
 	}
-	wantErr(t, l.Release(context.Background(), key, g.Token), locks.ErrNotHolder)
+	wantErr(t, errOf(l.Release(context.Background(), key, g.Token)), locks.ErrNotHolder)
 }
 
 func testRenewAfterExpiry(t *testing.T, l locks.Locker, key locks.Key) {
@@ -259,7 +267,7 @@ func testFencingIncreases(t *testing.T, l locks.Locker, key locks.Key) {
 	for range 5 {
 		g := MustAcquire(t, l, key, req(time.Minute))
 		check(g, "acquire after release")
-		if err := l.Release(context.Background(), key, g.Token); err != nil {
+		if _, err := l.Release(context.Background(), key, g.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -347,7 +355,7 @@ func testCancelledWaiter(t *testing.T, l locks.Locker, key locks.Key) {
 		res := <-waiter
 		cancel()
 		if res.Err == nil {
-			if err := l.Release(context.Background(), key, res.Grant.Token); err != nil {
+			if _, err := l.Release(context.Background(), key, res.Grant.Token); err != nil {
 				t.Fatalf("round %d: release the waiter's grant: %v", i, err)
 			}
 			continue
@@ -405,7 +413,7 @@ func testInvalid(t *testing.T, l locks.Locker, key locks.Key) {
 	if info, err := l.Inspect(context.Background(), key); err != nil || info.TTL < 50*time.Second {
 		t.Errorf("after invalid renews: got %+v, %v; want the one-minute lease unchanged", info, err)
 	}
-	if err := l.Release(context.Background(), key, g.Token); err != nil {
+	if _, err := l.Release(context.Background(), key, g.Token); err != nil {
 		t.Fatal(err)
 	}
 	_, err := l.Inspect(context.Background(), key)
@@ -416,8 +424,8 @@ func testIndependent(t *testing.T, l locks.Locker, key locks.Key) {
 	a := MustAcquire(t, l, key, req(time.Minute))
 	other := UniqueKey(t)
 	b := MustAcquire(t, l, other, req(time.Minute))
-	wantErr(t, l.Release(context.Background(), other, a.Token), locks.ErrNotHolder)
-	if err := l.Release(context.Background(), other, b.Token); err != nil {
+	wantErr(t, errOf(l.Release(context.Background(), other, a.Token)), locks.ErrNotHolder)
+	if _, err := l.Release(context.Background(), other, b.Token); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Inspect(context.Background(), key); err != nil {
@@ -463,7 +471,7 @@ func QueueInOrder(t testing.TB, key locks.Key, lockers ...locks.Locker) []<-chan
 func CheckFIFO(t testing.TB, l locks.Locker, key locks.Key, holder locks.Grant, lockers []locks.Locker, waiters []<-chan Result) {
 	t.Helper()
 	last := holder.FencingToken
-	if err := l.Release(context.Background(), key, holder.Token); err != nil {
+	if _, err := l.Release(context.Background(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	for i, w := range waiters {
@@ -482,7 +490,7 @@ func CheckFIFO(t testing.TB, l locks.Locker, key locks.Key, holder locks.Grant, 
 			t.Fatalf("waiter %d: got %+v, want a live lease with fencing token above %d", i, res.Grant.Lease, last)
 		}
 		last = res.Grant.FencingToken
-		if err := lockers[i].Release(context.Background(), key, res.Grant.Token); err != nil {
+		if _, err := lockers[i].Release(context.Background(), key, res.Grant.Token); err != nil {
 			t.Fatalf("waiter %d release: %v", i, err)
 		}
 	}
@@ -499,7 +507,7 @@ func testFIFO(t *testing.T, l locks.Locker, key locks.Key) {
 func testNoSelfHandoff(t *testing.T, l locks.Locker, key locks.Key) {
 	holder := MustAcquire(t, l, key, req(time.Minute))
 	waiter := QueueInOrder(t, key, l)[0]
-	if err := l.Release(context.Background(), key, holder.Token); err != nil {
+	if _, err := l.Release(context.Background(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Acquire(context.Background(), key, req(time.Minute)); !errors.Is(err, locks.ErrHeld) {
@@ -520,7 +528,7 @@ func testTimedOutWaiterLeaves(t *testing.T, l locks.Locker, key locks.Key) {
 	if err != nil || info.Waiters != 0 {
 		t.Fatalf("got %+v, %v; want no waiters left", info, err)
 	}
-	if err := l.Release(context.Background(), key, holder.Token); err != nil {
+	if _, err := l.Release(context.Background(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
@@ -536,13 +544,13 @@ func testLeaveAtHandoff(t *testing.T, l locks.Locker, key locks.Key) {
 		ctx, cancel := context.WithCancel(context.Background())
 		waiter := acquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
 		WaitUntilQueued(t, l, key, 1)
-		if err := l.Release(context.Background(), key, holder.Token); err != nil {
+		if _, err := l.Release(context.Background(), key, holder.Token); err != nil {
 			t.Fatal(err)
 		}
 		cancel()
 		res := <-waiter
 		if res.Err == nil {
-			if err := l.Release(context.Background(), key, res.Grant.Token); err != nil {
+			if _, err := l.Release(context.Background(), key, res.Grant.Token); err != nil {
 				t.Fatalf("round %d: release the waiter's grant: %v", round, err)
 			}
 			continue
@@ -554,4 +562,100 @@ func testLeaveAtHandoff(t *testing.T, l locks.Locker, key locks.Key) {
 			t.Fatalf("round %d: a waiter that left holds the lock: %+v, %v", round, info, err)
 		}
 	}
+}
+
+func testReentryCountsHolds(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(time.Minute))
+	if g.Holds != 1 {
+		t.Fatalf("a new grant: got %d holds, want 1", g.Holds)
+	}
+	for want := 2; want <= 3; want++ {
+		r, err := l.Reenter(context.Background(), key, g.Token, time.Minute)
+		if err != nil || r.Holds != want || r.Token != g.Token || r.FencingToken != g.FencingToken {
+			t.Fatalf("re-enter: got %+v, %v; want %d holds, the same token and fence", r, err, want)
+		}
+	}
+	if info, err := l.Inspect(context.Background(), key); err != nil || info.Holds != 3 {
+		t.Fatalf("inspect: got %+v, %v; want 3 holds", info, err)
+	}
+	for want := 2; want >= 0; want-- {
+		holds, err := l.Release(context.Background(), key, g.Token)
+		if err != nil || holds != want {
+			t.Fatalf("release: got %d, %v; want %d holds left", holds, err, want)
+		}
+		if _, err := l.Inspect(context.Background(), key); (err == nil) != (want > 0) {
+			t.Fatalf("with %d holds left, inspect says %v", want, err)
+		}
+	}
+}
+
+func testReentryExtends(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(time.Minute))
+	r, err := l.Reenter(context.Background(), key, g.Token, time.Second)
+	if err != nil || r.TTL < 50*time.Second {
+		t.Fatalf("re-enter for 1s: got %+v, %v; want the one-minute lease kept", r, err)
+	}
+	r, err = l.Reenter(context.Background(), key, g.Token, 2*time.Minute)
+	if err != nil || r.TTL < 110*time.Second || time.Until(r.ExpiresAt) > 2*time.Minute {
+		t.Fatalf("re-enter for 2m: got %+v, %v; want a lease of about 2m", r, err)
+	}
+	if info, err := l.Inspect(context.Background(), key); err != nil || info.TTL < 110*time.Second {
+		t.Fatalf("inspect: got %+v, %v; want the 2m lease", info, err)
+	}
+	for range 3 {
+		l.Release(context.Background(), key, g.Token)
+	}
+}
+
+func testReentryNotHolder(t *testing.T, l locks.Locker, key locks.Key) {
+	_, err := l.Reenter(context.Background(), key, "never-held", time.Minute)
+	wantErr(t, err, locks.ErrNotHolder)
+	if _, err := l.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("a refused re-entry acquired the lock: %v", err)
+	}
+	g := MustAcquire(t, l, key, req(time.Minute))
+	_, err = l.Reenter(context.Background(), key, "not-the-holder", time.Minute)
+	wantErr(t, err, locks.ErrNotHolder)
+	if info, err := l.Inspect(context.Background(), key); err != nil || info.Holds != 1 || info.FencingToken != g.FencingToken {
+		t.Fatalf("got %+v, %v; want the holder's single hold unchanged", info, err)
+	}
+	_, err = l.Reenter(context.Background(), key, g.Token, 0)
+	wantErr(t, err, locks.ErrInvalid)
+	l.Release(context.Background(), key, g.Token)
+}
+
+func testLeaseEndsEveryHold(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(200*time.Millisecond))
+	if _, err := l.Reenter(context.Background(), key, g.Token, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitUntilFree(t, l, key)
+	_, err := l.Release(context.Background(), key, g.Token)
+	wantErr(t, err, locks.ErrNotHolder)
+	_, err = l.Reenter(context.Background(), key, g.Token, time.Minute)
+	wantErr(t, err, locks.ErrNotHolder)
+}
+
+func testLastHoldHandsOn(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(time.Minute))
+	if _, err := l.Reenter(context.Background(), key, g.Token, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waiter := QueueInOrder(t, key, l)[0]
+	if holds, err := l.Release(context.Background(), key, g.Token); err != nil || holds != 1 {
+		t.Fatalf("first release: got %d, %v; want 1 hold left", holds, err)
+	}
+	select {
+	case res := <-waiter:
+		t.Fatalf("the waiter got %+v, %v while a hold remained", res.Grant, res.Err)
+	default:
+	}
+	if holds, err := l.Release(context.Background(), key, g.Token); err != nil || holds != 0 {
+		t.Fatalf("last release: got %d, %v; want 0", holds, err)
+	}
+	res := <-waiter
+	if res.Err != nil || res.Grant.FencingToken <= g.FencingToken || res.Grant.Holds != 1 {
+		t.Fatalf("waiter: got %+v, %v; want the lock, one hold, a larger fence", res.Grant, res.Err)
+	}
+	l.Release(context.Background(), key, res.Grant.Token)
 }

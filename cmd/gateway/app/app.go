@@ -53,7 +53,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := zerolog.New(stderr).Level(cfg.logLevel).With().Timestamp().Logger()
 
-	authCfg, err := authConfig(cfg)
+	// The JWK Sets are fetched again in the background until Run returns.
+	jwksCtx, stopJWKS := context.WithCancel(ctx)
+	defer stopJWKS()
+	authCfg, err := authConfig(jwksCtx, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -172,9 +175,36 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // authConfig builds the token verification settings. --dev without a key
-// gets a random secret, which dies with the process.
-func authConfig(cfg config) (middleware.AuthConfig, error) {
-	ac := middleware.AuthConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience}
+// gets a random secret, which dies with the process. The JWK Sets are
+// fetched before it returns, each within a few seconds.
+func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middleware.AuthConfig, error) {
+	ac := middleware.AuthConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
+	if cfg.policyFile != "" {
+		data, err := os.ReadFile(cfg.policyFile)
+		if err != nil {
+			return ac, fmt.Errorf("--policy: %w", err)
+		}
+		if ac.Policy, err = middleware.ParsePolicy(data); err != nil {
+			return ac, fmt.Errorf("--policy %s: %w", cfg.policyFile, err)
+		}
+	}
+	if len(cfg.jwtJWKSURLs) > 0 {
+		jwks, err := middleware.NewJWKS(ctx, middleware.JWKSConfig{
+			URLs:    cfg.jwtJWKSURLs,
+			Refresh: cfg.jwtJWKSRefresh,
+			OnError: func(url string, err error) {
+				logger.Warn().Err(err).Str("jwks_url", url).Msg("JWK Set fetch failed; the keys fetched before stay in use")
+			},
+		})
+		if err != nil {
+			return ac, fmt.Errorf("--jwt-jwks-url: %w", err)
+		}
+		if err := jwks.Ready(); err != nil {
+			// Not fatal, as with Redis: the provider may come up after us.
+			logger.Warn().Err(err).Msg("/readyz reports 503, and tokens signed with those keys get 401, until every JWK Set is fetched; retrying every 10s")
+		}
+		ac.JWKS = jwks
+	}
 	switch {
 	case cfg.jwtSecret != "":
 		ac.Secret = []byte(cfg.jwtSecret)

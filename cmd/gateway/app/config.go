@@ -24,6 +24,10 @@ type config struct {
 	jwtPublicKeyFile string
 	jwtIssuer        string
 	jwtAudience      string
+	jwtJWKSURLs      []string
+	jwtJWKSRefresh   time.Duration
+	jwtNSClaim       string
+	policyFile       string
 	defaultTTL       time.Duration
 	maxTTL           time.Duration
 	maxWait          time.Duration
@@ -57,6 +61,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter stays in Redis after its last grant (about 200 bytes of Redis memory per lock name); it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
 	fs.StringVar(&c.jwtPublicKeyFile, "jwt-public-key-file", "", "PEM file of public keys for RS256, ES256 or EdDSA tokens")
+	fs.Func("jwt-jwks-url", "URL of a JWK Set whose RS256, ES256 or EdDSA keys verify tokens (an OIDC provider's jwks_uri); repeatable, or several separated by spaces", func(v string) error {
+		c.jwtJWKSURLs = append(c.jwtJWKSURLs, strings.Fields(v)...)
+		return nil
+	})
+	fs.DurationVar(&c.jwtJWKSRefresh, "jwt-jwks-refresh", 5*time.Minute, "how often each JWK Set is fetched again; a key removed from a set stops verifying after the next fetch")
+	fs.StringVar(&c.jwtNSClaim, "jwt-ns-claim", "ns", "claim that holds a token's namespace globs, when it carries them")
+	fs.StringVar(&c.policyFile, "policy", "", "JSON file of rules that grant namespaces, by their claims, to tokens without the --jwt-ns-claim claim")
 	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "required iss of tokens, when set")
 	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud of tokens, when set")
 	fs.DurationVar(&c.defaultTTL, "default-ttl", 30*time.Second, "lease of an acquire without ttl_ms")
@@ -117,11 +128,15 @@ func (c config) check() error {
 	switch {
 	case c.jwtSecret != "" && c.jwtPublicKeyFile != "":
 		return errors.New("set --jwt-secret or --jwt-public-key-file, not both")
-	case !c.dev && c.jwtSecret == "" && c.jwtPublicKeyFile == "":
-		return errors.New("no JWT key configured: set --jwt-secret or --jwt-public-key-file (or " +
+	case !c.dev && c.jwtSecret == "" && c.jwtPublicKeyFile == "" && len(c.jwtJWKSURLs) == 0:
+		return errors.New("no JWT key configured: set --jwt-secret, --jwt-public-key-file or --jwt-jwks-url (or " +
 			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
 	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0 || c.fenceRetention <= 0:
 		return errors.New("durations must be positive")
+	case c.jwtJWKSRefresh <= 0:
+		return errors.New("--jwt-jwks-refresh must be positive")
+	case c.jwtNSClaim == "":
+		return errors.New("--jwt-ns-claim must name a claim")
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
 	case c.defaultTTL > c.maxTTL:

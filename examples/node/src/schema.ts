@@ -18,9 +18,16 @@ export interface paths {
         /** Describe the current holder of a lock (never its token). */
         get: operations["inspectLock"];
         put?: never;
-        /** Acquire a lock, optionally waiting for it to free up. */
+        /**
+         * Acquire a lock, optionally waiting for it to free up.
+         * @description With a `Lock-Token` of the current holder, re-enters the holder's
+         *     grant instead (a re-entrant hold): 200 with the same token and
+         *     fencing token and `holds`, the count of holds now; the lease becomes
+         *     at least `ttl_ms` from now and is never shortened; `wait_ms` does not
+         *     apply. Each `DELETE` takes one hold away; the lease ends them all.
+         */
         post: operations["acquireLock"];
-        /** Release a lock you hold. */
+        /** Release a lock you hold (one hold of it, when re-entered). */
         delete: operations["releaseLock"];
         options?: never;
         head?: never;
@@ -197,6 +204,12 @@ export interface components {
             ttl_ms: number;
             /** Format: date-time */
             expires_at: string;
+            /** @description How many times you hold the lock (1 unless re-entered). */
+            holds?: number;
+        };
+        Holds: {
+            /** @description How many holds remain. */
+            holds: number;
         };
         LockInfo: {
             lock: string;
@@ -221,6 +234,8 @@ export interface components {
             /** @description The `sub` of the JWT that acquired the lock. */
             subject: string;
             owner: string;
+            /** @description How many times the holder holds the lock (1 unless re-entered). */
+            holds?: number;
         };
         SemaphoreRequest: {
             /** @description How many callers may hold the semaphore at once; every caller sends the same. */
@@ -423,6 +438,11 @@ export interface components {
         Name: string;
         /** @description The owner `token` of the grant. Never put it in a URL. */
         LockToken: string;
+        /**
+         * @description The owner `token` of the current holder, to re-enter its grant. Never
+         *     put it in a URL.
+         */
+        HolderToken: string;
     };
     requestBodies: never;
     headers: {
@@ -474,7 +494,13 @@ export interface operations {
     acquireLock: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The owner `token` of the current holder, to re-enter its grant. Never
+                 *     put it in a URL.
+                 */
+                "Lock-Token"?: components["parameters"]["HolderToken"];
+            };
             path: {
                 /** @description The unit of authorisation. */
                 namespace: components["parameters"]["Namespace"];
@@ -488,6 +514,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Re-entered (with a holder's `Lock-Token`); `holds` counts the holds now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Grant"];
+                };
+            };
             /** @description The lock is yours until `expires_at` unless you renew it. */
             201: {
                 headers: {
@@ -502,8 +537,11 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             /**
              * @description Someone else holds the lock (and it did not free up within
-             *     `wait_ms`). `Retry-After` and `retry_after_ms` say when the
-             *     current lease ends if it is not renewed.
+             *     `wait_ms`): `code` is `lock_held`, and `Retry-After` and
+             *     `retry_after_ms` say when the current lease ends if it is not
+             *     renewed. With a `Lock-Token` that does not hold the lock, `code`
+             *     is `not_holder` (without `retry_after_ms`), and nothing is
+             *     acquired.
              */
             409: {
                 headers: {
@@ -536,7 +574,16 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Released. */
+            /** @description One hold taken away; you still hold the lock `holds` times. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Holds"];
+                };
+            };
+            /** @description Released (the last hold); the lock passes to the next waiter. */
             204: {
                 headers: {
                     [name: string]: unknown;

@@ -1,0 +1,218 @@
+package middleware
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/lockgate/lockgate/internal/jsonkeys"
+)
+
+// Policy grants namespaces to tokens that carry no namespace claim (an
+// OIDC provider's, a CI system's, a Kubernetes service account's), by rules
+// on their claims. A token that matches no rule is granted nothing.
+type Policy struct {
+	rules []rule
+}
+
+type rule struct {
+	match      []condition // sorted by claim
+	namespaces []string
+	maxTTL     time.Duration // 0: no cap of its own
+}
+
+// condition holds when the claim's value matches glob whole; see
+// claimMatches for values that are not strings.
+type condition struct {
+	claim, glob string
+}
+
+// Fields of a policy file, matched exactly (encoding/json would take
+// "Namespaces" or "NAMESPACES" for "namespaces").
+var (
+	policyFields = []string{"rules"}
+	ruleFields   = []string{"match", "namespaces", "max_ttl"}
+)
+
+// ParsePolicy reads a policy file:
+//
+//	{"rules": [
+//	  {"match": {"iss": "https://token.actions.example", "repository": "acme/*"},
+//	   "namespaces": ["deploy-*"], "max_ttl": "10m"}
+//	]}
+//
+// Every condition of a rule's match must hold for the rule to apply: the
+// claim named must be a string that the glob ('*' for any run of
+// characters) matches whole, or an array with such a string among its
+// elements. The namespaces of every rule that applies add up, and the
+// smallest max_ttl among them caps the lease. Errors name the rule by its
+// position, from 1.
+func ParsePolicy(data []byte) (*Policy, error) {
+	if key, dup := jsonkeys.Duplicate(data); dup {
+		return nil, fmt.Errorf("key %q appears twice", key)
+	}
+	if jsonkeys.Trailing(data) {
+		return nil, errors.New("data after the policy object")
+	}
+	top, err := exactObject(data, policyFields)
+	if err != nil {
+		return nil, err
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(top["rules"], &raws); err != nil || len(raws) == 0 {
+		return nil, errors.New(`"rules" must be a non-empty array of rules`)
+	}
+	p := &Policy{rules: make([]rule, 0, len(raws))}
+	for i, raw := range raws {
+		r, err := parseRule(raw)
+		if err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i+1, err)
+		}
+		p.rules = append(p.rules, r)
+	}
+	return p, nil
+}
+
+func parseRule(data []byte) (rule, error) {
+	var r rule
+	fields, err := exactObject(data, ruleFields)
+	if err != nil {
+		return r, err
+	}
+	match, err := exactObject(fields["match"], nil)
+	if err != nil || len(match) == 0 {
+		return r, errors.New(`"match" must be an object of claim names and globs, with at least one (to grant every token, say so: {"sub": "*"})`)
+	}
+	for claim, raw := range match {
+		var glob string
+		if claim == "" {
+			return r, errors.New("match: a claim name is empty")
+		}
+		if err := json.Unmarshal(raw, &glob); err != nil {
+			return r, fmt.Errorf("match %q: want a string (a glob), got %s", claim, shorten(raw))
+		}
+		r.match = append(r.match, condition{claim: claim, glob: glob})
+	}
+	sort.Slice(r.match, func(i, j int) bool { return r.match[i].claim < r.match[j].claim })
+	if err := json.Unmarshal(fields["namespaces"], &r.namespaces); err != nil || len(r.namespaces) == 0 {
+		return r, errors.New(`"namespaces" must be a non-empty array of namespace globs`)
+	}
+	for _, g := range r.namespaces {
+		if !validNamespaceGlob(g) {
+			return r, fmt.Errorf("namespace glob %s: want lower-case letters, digits, '_', '-' and '*'", strconv.Quote(g))
+		}
+	}
+	if raw, ok := fields["max_ttl"]; ok {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return r, fmt.Errorf(`max_ttl: want a duration such as "10m", got %s`, shorten(raw))
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Millisecond {
+			return r, fmt.Errorf(`max_ttl %s: want a duration of at least 1ms, such as "10m"`, strconv.Quote(s))
+		}
+		r.maxTTL = d
+	}
+	return r, nil
+}
+
+// exactObject decodes a JSON object into its members by exact name,
+// refusing names outside allowed (nil allows any).
+func exactObject(data []byte, allowed []string) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if !bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) || json.Unmarshal(data, &m) != nil {
+		return nil, errors.New("want a JSON object")
+	}
+	if allowed != nil {
+		for k := range m {
+			if !slices.Contains(allowed, k) {
+				return nil, fmt.Errorf("unknown field %s (want %q)", strconv.Quote(k), allowed)
+			}
+		}
+	}
+	return m, nil
+}
+
+// validNamespaceGlob: the characters of a namespace
+// (^[a-z0-9][a-z0-9_-]{0,62}$) and '*'; a glob with others would never
+// match.
+func validNamespaceGlob(g string) bool {
+	if g == "" || len(g) > 200 {
+		return false
+	}
+	for _, c := range []byte(g) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '-' && c != '*' {
+			return false
+		}
+	}
+	return true
+}
+
+func shorten(raw json.RawMessage) string {
+	if len(raw) > 40 {
+		return string(raw[:40]) + "..."
+	}
+	return string(raw)
+}
+
+// grant returns the namespaces of every rule whose conditions all hold for
+// claims, and the smallest max TTL among those rules (0: none caps it).
+func (p *Policy) grant(claims map[string]json.RawMessage) ([]string, time.Duration) {
+	var namespaces []string
+	var maxTTL time.Duration
+	for _, r := range p.rules {
+		if !r.matches(claims) {
+			continue
+		}
+		for _, ns := range r.namespaces {
+			if !slices.Contains(namespaces, ns) {
+				namespaces = append(namespaces, ns)
+			}
+		}
+		if r.maxTTL > 0 && (maxTTL == 0 || r.maxTTL < maxTTL) {
+			maxTTL = r.maxTTL
+		}
+	}
+	return namespaces, maxTTL
+}
+
+func (r rule) matches(claims map[string]json.RawMessage) bool {
+	for _, c := range r.match {
+		if !claimMatches(claims[c.claim], c.glob) {
+			return false
+		}
+	}
+	return true
+}
+
+// claimMatches: a string claim matches when glob matches it whole; an
+// array claim when one of its string elements does. Numbers, booleans,
+// objects, null and a missing claim match nothing: a rule on them never
+// applies, rather than applying by a guess at how to compare them.
+func claimMatches(raw json.RawMessage, glob string) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(raw, &s) == nil && matchNamespace(glob, s)
+	case '[':
+		var elems []json.RawMessage
+		if json.Unmarshal(raw, &elems) != nil {
+			return false
+		}
+		for _, e := range elems {
+			var s string
+			if len(e) > 0 && e[0] == '"' && json.Unmarshal(e, &s) == nil && matchNamespace(glob, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
