@@ -23,18 +23,74 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for LimitMismatchProblemCode.
+const (
+	LimitMismatchProblemCodeBackendUnavailable LimitMismatchProblemCode = "backend_unavailable"
+	LimitMismatchProblemCodeForbidden          LimitMismatchProblemCode = "forbidden"
+	LimitMismatchProblemCodeInternal           LimitMismatchProblemCode = "internal"
+	LimitMismatchProblemCodeInvalidRequest     LimitMismatchProblemCode = "invalid_request"
+	LimitMismatchProblemCodeLimitMismatch      LimitMismatchProblemCode = "limit_mismatch"
+	LimitMismatchProblemCodeLockHeld           LimitMismatchProblemCode = "lock_held"
+	LimitMismatchProblemCodeMethodNotAllowed   LimitMismatchProblemCode = "method_not_allowed"
+	LimitMismatchProblemCodeNotFound           LimitMismatchProblemCode = "not_found"
+	LimitMismatchProblemCodeNotHeld            LimitMismatchProblemCode = "not_held"
+	LimitMismatchProblemCodeNotHolder          LimitMismatchProblemCode = "not_holder"
+	LimitMismatchProblemCodePayloadTooLarge    LimitMismatchProblemCode = "payload_too_large"
+	LimitMismatchProblemCodeSemaphoreFull      LimitMismatchProblemCode = "semaphore_full"
+	LimitMismatchProblemCodeTooManyRequests    LimitMismatchProblemCode = "too_many_requests"
+	LimitMismatchProblemCodeUnauthorized       LimitMismatchProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the LimitMismatchProblemCode enum.
+func (e LimitMismatchProblemCode) Valid() bool {
+	switch e {
+	case LimitMismatchProblemCodeBackendUnavailable:
+		return true
+	case LimitMismatchProblemCodeForbidden:
+		return true
+	case LimitMismatchProblemCodeInternal:
+		return true
+	case LimitMismatchProblemCodeInvalidRequest:
+		return true
+	case LimitMismatchProblemCodeLimitMismatch:
+		return true
+	case LimitMismatchProblemCodeLockHeld:
+		return true
+	case LimitMismatchProblemCodeMethodNotAllowed:
+		return true
+	case LimitMismatchProblemCodeNotFound:
+		return true
+	case LimitMismatchProblemCodeNotHeld:
+		return true
+	case LimitMismatchProblemCodeNotHolder:
+		return true
+	case LimitMismatchProblemCodePayloadTooLarge:
+		return true
+	case LimitMismatchProblemCodeSemaphoreFull:
+		return true
+	case LimitMismatchProblemCodeTooManyRequests:
+		return true
+	case LimitMismatchProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LockHeldProblemCode.
 const (
 	LockHeldProblemCodeBackendUnavailable LockHeldProblemCode = "backend_unavailable"
 	LockHeldProblemCodeForbidden          LockHeldProblemCode = "forbidden"
 	LockHeldProblemCodeInternal           LockHeldProblemCode = "internal"
 	LockHeldProblemCodeInvalidRequest     LockHeldProblemCode = "invalid_request"
+	LockHeldProblemCodeLimitMismatch      LockHeldProblemCode = "limit_mismatch"
 	LockHeldProblemCodeLockHeld           LockHeldProblemCode = "lock_held"
 	LockHeldProblemCodeMethodNotAllowed   LockHeldProblemCode = "method_not_allowed"
 	LockHeldProblemCodeNotFound           LockHeldProblemCode = "not_found"
 	LockHeldProblemCodeNotHeld            LockHeldProblemCode = "not_held"
 	LockHeldProblemCodeNotHolder          LockHeldProblemCode = "not_holder"
 	LockHeldProblemCodePayloadTooLarge    LockHeldProblemCode = "payload_too_large"
+	LockHeldProblemCodeSemaphoreFull      LockHeldProblemCode = "semaphore_full"
 	LockHeldProblemCodeTooManyRequests    LockHeldProblemCode = "too_many_requests"
 	LockHeldProblemCodeUnauthorized       LockHeldProblemCode = "unauthorized"
 )
@@ -50,6 +106,8 @@ func (e LockHeldProblemCode) Valid() bool {
 		return true
 	case LockHeldProblemCodeInvalidRequest:
 		return true
+	case LockHeldProblemCodeLimitMismatch:
+		return true
 	case LockHeldProblemCodeLockHeld:
 		return true
 	case LockHeldProblemCodeMethodNotAllowed:
@@ -61,6 +119,8 @@ func (e LockHeldProblemCode) Valid() bool {
 	case LockHeldProblemCodeNotHolder:
 		return true
 	case LockHeldProblemCodePayloadTooLarge:
+		return true
+	case LockHeldProblemCodeSemaphoreFull:
 		return true
 	case LockHeldProblemCodeTooManyRequests:
 		return true
@@ -77,12 +137,14 @@ const (
 	ProblemCodeForbidden          ProblemCode = "forbidden"
 	ProblemCodeInternal           ProblemCode = "internal"
 	ProblemCodeInvalidRequest     ProblemCode = "invalid_request"
+	ProblemCodeLimitMismatch      ProblemCode = "limit_mismatch"
 	ProblemCodeLockHeld           ProblemCode = "lock_held"
 	ProblemCodeMethodNotAllowed   ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound           ProblemCode = "not_found"
 	ProblemCodeNotHeld            ProblemCode = "not_held"
 	ProblemCodeNotHolder          ProblemCode = "not_holder"
 	ProblemCodePayloadTooLarge    ProblemCode = "payload_too_large"
+	ProblemCodeSemaphoreFull      ProblemCode = "semaphore_full"
 	ProblemCodeTooManyRequests    ProblemCode = "too_many_requests"
 	ProblemCodeUnauthorized       ProblemCode = "unauthorized"
 )
@@ -98,6 +160,8 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeInvalidRequest:
 		return true
+	case ProblemCodeLimitMismatch:
+		return true
 	case ProblemCodeLockHeld:
 		return true
 	case ProblemCodeMethodNotAllowed:
@@ -110,9 +174,65 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodePayloadTooLarge:
 		return true
+	case ProblemCodeSemaphoreFull:
+		return true
 	case ProblemCodeTooManyRequests:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SemaphoreFullProblemCode.
+const (
+	SemaphoreFullProblemCodeBackendUnavailable SemaphoreFullProblemCode = "backend_unavailable"
+	SemaphoreFullProblemCodeForbidden          SemaphoreFullProblemCode = "forbidden"
+	SemaphoreFullProblemCodeInternal           SemaphoreFullProblemCode = "internal"
+	SemaphoreFullProblemCodeInvalidRequest     SemaphoreFullProblemCode = "invalid_request"
+	SemaphoreFullProblemCodeLimitMismatch      SemaphoreFullProblemCode = "limit_mismatch"
+	SemaphoreFullProblemCodeLockHeld           SemaphoreFullProblemCode = "lock_held"
+	SemaphoreFullProblemCodeMethodNotAllowed   SemaphoreFullProblemCode = "method_not_allowed"
+	SemaphoreFullProblemCodeNotFound           SemaphoreFullProblemCode = "not_found"
+	SemaphoreFullProblemCodeNotHeld            SemaphoreFullProblemCode = "not_held"
+	SemaphoreFullProblemCodeNotHolder          SemaphoreFullProblemCode = "not_holder"
+	SemaphoreFullProblemCodePayloadTooLarge    SemaphoreFullProblemCode = "payload_too_large"
+	SemaphoreFullProblemCodeSemaphoreFull      SemaphoreFullProblemCode = "semaphore_full"
+	SemaphoreFullProblemCodeTooManyRequests    SemaphoreFullProblemCode = "too_many_requests"
+	SemaphoreFullProblemCodeUnauthorized       SemaphoreFullProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the SemaphoreFullProblemCode enum.
+func (e SemaphoreFullProblemCode) Valid() bool {
+	switch e {
+	case SemaphoreFullProblemCodeBackendUnavailable:
+		return true
+	case SemaphoreFullProblemCodeForbidden:
+		return true
+	case SemaphoreFullProblemCodeInternal:
+		return true
+	case SemaphoreFullProblemCodeInvalidRequest:
+		return true
+	case SemaphoreFullProblemCodeLimitMismatch:
+		return true
+	case SemaphoreFullProblemCodeLockHeld:
+		return true
+	case SemaphoreFullProblemCodeMethodNotAllowed:
+		return true
+	case SemaphoreFullProblemCodeNotFound:
+		return true
+	case SemaphoreFullProblemCodeNotHeld:
+		return true
+	case SemaphoreFullProblemCodeNotHolder:
+		return true
+	case SemaphoreFullProblemCodePayloadTooLarge:
+		return true
+	case SemaphoreFullProblemCodeSemaphoreFull:
+		return true
+	case SemaphoreFullProblemCodeTooManyRequests:
+		return true
+	case SemaphoreFullProblemCodeUnauthorized:
 		return true
 	default:
 		return false
@@ -151,6 +271,20 @@ type Health struct {
 	Status string `json:"status"`
 }
 
+// Holder defines model for Holder.
+type Holder struct {
+	AcquiredAt   time.Time `json:"acquired_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	FencingToken int64     `json:"fencing_token"`
+	Owner        string    `json:"owner"`
+
+	// Subject The `sub` of the JWT that acquired the grant.
+	Subject string `json:"subject"`
+
+	// TtlMs What remains of the lease.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
 // Holds defines model for Holds.
 type Holds struct {
 	// Holds How many holds remain.
@@ -171,6 +305,23 @@ type Lease struct {
 	Lock  string `json:"lock"`
 	TtlMs int64  `json:"ttl_ms"`
 }
+
+// LimitMismatchProblem defines model for LimitMismatchProblem.
+type LimitMismatchProblem struct {
+	Code   LimitMismatchProblemCode `json:"code"`
+	Detail string                   `json:"detail"`
+
+	// Limit The limit in force.
+	Limit  int    `json:"limit"`
+	Status int    `json:"status"`
+	Title  string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// LimitMismatchProblemCode defines model for LimitMismatchProblem.Code.
+type LimitMismatchProblemCode string
 
 // LockHeldProblem defines model for LockHeldProblem.
 type LockHeldProblem struct {
@@ -231,6 +382,81 @@ type RenewRequest struct {
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
 }
 
+// SemaphoreFullProblem defines model for SemaphoreFullProblem.
+type SemaphoreFullProblem struct {
+	Code   SemaphoreFullProblemCode `json:"code"`
+	Detail string                   `json:"detail"`
+
+	// RetryAfterMs When the soonest lease ends, unless renewed.
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	Status       int    `json:"status"`
+	Title        string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// SemaphoreFullProblemCode defines model for SemaphoreFullProblem.Code.
+type SemaphoreFullProblemCode string
+
+// SemaphoreGrant defines model for SemaphoreGrant.
+type SemaphoreGrant struct {
+	// ExpiresAt RFC 3339, UTC; never later than the backend's expiry.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// FencingToken Larger than that of every earlier permit of the semaphore.
+	FencingToken int64 `json:"fencing_token"`
+
+	// Limit The semaphore's limit.
+	Limit int `json:"limit"`
+
+	// Semaphore namespace/name
+	//
+	// Example: etl/nightly-export
+	Semaphore string `json:"semaphore"`
+
+	// Token The owner token of this permit; send it in `Lock-Token` to renew or release.
+	Token string `json:"token"`
+	TtlMs int64  `json:"ttl_ms"`
+}
+
+// SemaphoreInfo defines model for SemaphoreInfo.
+type SemaphoreInfo struct {
+	// Holders The live permits, the soonest lease to end first.
+	Holders   []Holder `json:"holders"`
+	Limit     int      `json:"limit"`
+	Semaphore string   `json:"semaphore"`
+
+	// Waiters How many acquirers wait for a permit. With Redis, a waiter whose
+	// gateway died counts until a hand-off drops it.
+	Waiters int `json:"waiters"`
+}
+
+// SemaphoreLease defines model for SemaphoreLease.
+type SemaphoreLease struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// FencingToken The permit's fencing token, unchanged by renewals.
+	FencingToken int64  `json:"fencing_token"`
+	Semaphore    string `json:"semaphore"`
+	TtlMs        int64  `json:"ttl_ms"`
+}
+
+// SemaphoreRequest defines model for SemaphoreRequest.
+type SemaphoreRequest struct {
+	// Limit How many callers may hold the semaphore at once; every caller sends the same.
+	Limit int `json:"limit"`
+
+	// Owner A free-form label that inspect shows.
+	Owner *string `json:"owner,omitempty"`
+
+	// TtlMs Lease length; default 30000, at most the configured max TTL (default 1 h).
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+
+	// WaitMs How long to wait for a permit; default 0, at most the configured max wait (default 60 s).
+	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
 // HolderToken defines model for HolderToken.
 type HolderToken = string
 
@@ -286,11 +512,96 @@ type RenewLeaseParams struct {
 	LockToken LockToken `json:"Lock-Token"`
 }
 
+// ReleaseSemaphoreParams defines parameters for ReleaseSemaphore.
+type ReleaseSemaphoreParams struct {
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
+// AcquireSemaphore409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireSemaphore.
+type AcquireSemaphore409ApplicationProblemPlusJSONResponseBody struct {
+	union json.RawMessage
+}
+
+// RenewSemaphoreLeaseParams defines parameters for RenewSemaphoreLease.
+type RenewSemaphoreLeaseParams struct {
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
 type AcquireLockJSONRequestBody = AcquireRequest
 
 // RenewLeaseJSONRequestBody defines body for RenewLease for application/json ContentType.
 type RenewLeaseJSONRequestBody = RenewRequest
+
+// AcquireSemaphoreJSONRequestBody defines body for AcquireSemaphore for application/json ContentType.
+type AcquireSemaphoreJSONRequestBody = SemaphoreRequest
+
+// RenewSemaphoreLeaseJSONRequestBody defines body for RenewSemaphoreLease for application/json ContentType.
+type RenewSemaphoreLeaseJSONRequestBody = RenewRequest
+
+// AsSemaphoreFullProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a SemaphoreFullProblem
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsSemaphoreFullProblem() (SemaphoreFullProblem, error) {
+	var body SemaphoreFullProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSemaphoreFullProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided SemaphoreFullProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromSemaphoreFullProblem(v SemaphoreFullProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSemaphoreFullProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided SemaphoreFullProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeSemaphoreFullProblem(v SemaphoreFullProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsLimitMismatchProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a LimitMismatchProblem
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsLimitMismatchProblem() (LimitMismatchProblem, error) {
+	var body LimitMismatchProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLimitMismatchProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided LimitMismatchProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromLimitMismatchProblem(v LimitMismatchProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLimitMismatchProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided LimitMismatchProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeLimitMismatchProblem(v LimitMismatchProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -312,6 +623,18 @@ type ServerInterface interface {
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
+	// ReleaseSemaphore Give back a permit you hold.
+	// (DELETE /semaphores/{namespace}/{name})
+	ReleaseSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseSemaphoreParams)
+	// InspectSemaphore Describe the holders of a semaphore's permits (never their tokens).
+	// (GET /semaphores/{namespace}/{name})
+	InspectSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	// AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
+	// (POST /semaphores/{namespace}/{name})
+	AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	// RenewSemaphoreLease Extend the lease of a permit you hold.
+	// (PUT /semaphores/{namespace}/{name}/lease)
+	RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -351,6 +674,30 @@ func (_ Unimplemented) RenewLease(w http.ResponseWriter, r *http.Request, namesp
 // Readyz The lock backend answers.
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseSemaphore Give back a permit you hold.
+// (DELETE /semaphores/{namespace}/{name})
+func (_ Unimplemented) ReleaseSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseSemaphoreParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// InspectSemaphore Describe the holders of a semaphore's permits (never their tokens).
+// (GET /semaphores/{namespace}/{name})
+func (_ Unimplemented) InspectSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
+// (POST /semaphores/{namespace}/{name})
+func (_ Unimplemented) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewSemaphoreLease Extend the lease of a permit you hold.
+// (PUT /semaphores/{namespace}/{name}/lease)
+func (_ Unimplemented) RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -611,6 +958,202 @@ func (siw *ServerInterfaceWrapper) Readyz(w http.ResponseWriter, r *http.Request
 	handler.ServeHTTP(w, r)
 }
 
+// ReleaseSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseSemaphoreParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseSemaphore(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// InspectSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) InspectSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.InspectSemaphore(w, r, namespace, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) AcquireSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireSemaphore(w, r, namespace, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewSemaphoreLease operation middleware
+func (siw *ServerInterfaceWrapper) RenewSemaphoreLease(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RenewSemaphoreLeaseParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewSemaphoreLease(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -735,6 +1278,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/locks/{namespace}/{name}/lease", wrapper.RenewLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.ReleaseSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.InspectSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.AcquireSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/semaphores/{namespace}/{name}/lease", wrapper.RenewSemaphoreLease)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
@@ -1432,6 +1987,565 @@ func (response Readyz503ApplicationProblemPlusJSONResponse) VisitReadyzResponse(
 	return err
 }
 
+type ReleaseSemaphoreRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Params    ReleaseSemaphoreParams
+}
+
+type ReleaseSemaphoreResponseObject interface {
+	VisitReleaseSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type ReleaseSemaphore204Response struct {
+}
+
+func (response ReleaseSemaphore204Response) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleaseSemaphore400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore400ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore401ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphore403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore403ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphore409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore409ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore503ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseSemaphoredefaultApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphoreRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+}
+
+type InspectSemaphoreResponseObject interface {
+	VisitInspectSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type InspectSemaphore200JSONResponse SemaphoreInfo
+
+func (response InspectSemaphore200JSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore400ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore401ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore403ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore404ApplicationProblemPlusJSONResponse Problem
+
+func (response InspectSemaphore404ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore503ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response InspectSemaphoredefaultApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphoreRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Body      *AcquireSemaphoreJSONRequestBody
+}
+
+type AcquireSemaphoreResponseObject interface {
+	VisitAcquireSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type AcquireSemaphore201JSONResponse SemaphoreGrant
+
+func (response AcquireSemaphore201JSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore400ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore401ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore403ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore409ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type AcquireSemaphore409ApplicationProblemPlusJSONResponse struct {
+	Body    AcquireSemaphore409ApplicationProblemPlusJSONResponseBody
+	Headers AcquireSemaphore409ResponseHeaders
+}
+
+func (response AcquireSemaphore409ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body.union); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore413ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore429ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore503ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquireSemaphoredefaultApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLeaseRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Params    RenewSemaphoreLeaseParams
+	Body      *RenewSemaphoreLeaseJSONRequestBody
+}
+
+type RenewSemaphoreLeaseResponseObject interface {
+	VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error
+}
+
+type RenewSemaphoreLease200JSONResponse SemaphoreLease
+
+func (response RenewSemaphoreLease200JSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease400ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease401ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease403ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease409ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease413ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease503ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLeasedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RenewSemaphoreLeasedefaultApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// Healthz The process is up.
@@ -1452,6 +2566,18 @@ type StrictServerInterface interface {
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
+	// ReleaseSemaphore Give back a permit you hold.
+	// (DELETE /semaphores/{namespace}/{name})
+	ReleaseSemaphore(ctx context.Context, request ReleaseSemaphoreRequestObject) (ReleaseSemaphoreResponseObject, error)
+	// InspectSemaphore Describe the holders of a semaphore's permits (never their tokens).
+	// (GET /semaphores/{namespace}/{name})
+	InspectSemaphore(ctx context.Context, request InspectSemaphoreRequestObject) (InspectSemaphoreResponseObject, error)
+	// AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
+	// (POST /semaphores/{namespace}/{name})
+	AcquireSemaphore(ctx context.Context, request AcquireSemaphoreRequestObject) (AcquireSemaphoreResponseObject, error)
+	// RenewSemaphoreLease Extend the lease of a permit you hold.
+	// (PUT /semaphores/{namespace}/{name}/lease)
+	RenewSemaphoreLease(ctx context.Context, request RenewSemaphoreLeaseRequestObject) (RenewSemaphoreLeaseResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -1672,67 +2798,210 @@ func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ReleaseSemaphore operation middleware
+func (sh *strictHandler) ReleaseSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseSemaphoreParams) {
+	var request ReleaseSemaphoreRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseSemaphore(ctx, request.(ReleaseSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseSemaphoreResponseObject); ok {
+		if err := validResponse.VisitReleaseSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// InspectSemaphore operation middleware
+func (sh *strictHandler) InspectSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	var request InspectSemaphoreRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.InspectSemaphore(ctx, request.(InspectSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "InspectSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(InspectSemaphoreResponseObject); ok {
+		if err := validResponse.VisitInspectSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireSemaphore operation middleware
+func (sh *strictHandler) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	var request AcquireSemaphoreRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+
+	var body AcquireSemaphoreJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireSemaphore(ctx, request.(AcquireSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireSemaphoreResponseObject); ok {
+		if err := validResponse.VisitAcquireSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewSemaphoreLease operation middleware
+func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams) {
+	var request RenewSemaphoreLeaseRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Params = params
+
+	var body RenewSemaphoreLeaseJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewSemaphoreLease(ctx, request.(RenewSemaphoreLeaseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewSemaphoreLease")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewSemaphoreLeaseResponseObject); ok {
+		if err := validResponse.VisitRenewSemaphoreLeaseResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fptc9u2sv4rO7xnJvK51IudNKeRP+W0aZPeNMk47njmRr4mRK5EnJAAC4BR1Iz++51dgKQoyS/JSdzp",
-	"+WSLJIAFdvfZZ3fxKUp1WWmFytlo+inKUWRo+N8zdGb9dOHQ0K8MbWpk5aRW0TS6yHWBYDHVKrMxGF2r",
-	"DDOoq1EURzbNsRQ0qJRKlnUZTSdx5NYVRtNIKodLNNFms4mjShhRogsLPtdFhuZcv0e1v+J5jqBXCg0k",
-	"jr5IQC/A5QhpbQwqBzmPjsFpMDhE5dCAdBaWRig3glf4Ac1MVbUD6UAqEPDb2cvRTEVxJGkBv/MojpQo",
-	"SdCXOn0/9ML0tiQ+vkS1dHk0PfnucUxbbH4ft5u0zki1jGiLNM3nbmlbZNiV+E7yGvy9lgazaOpMjf+O",
-	"/K949k9+zUq4vFuR/9y0ViWcQ0MD/+/d0+H/iuEfk+GTy+7fq9F0ePlpEh8/ebL5W3Td6rYSKR4+vVpJ",
-	"R4cmapdrI62gd+0J7Uvrp7qryI28QVgW9fHJQUk3NKettLLIpvzMGM1uk2rlUDn6V1RVIVMWcVwZPS+w",
-	"/O9/Wc2G0QnwN4OLaBr917jzy7F/a8dv/Ci/Xv80nqo1aJejAaSlR9Emjn7SZi6zzJvefQlCamFrhkyj",
-	"BaWdN2dwubTQKgEGyaIRLzlicV+oD6KQ2Rn+XqN19y2z8cuCtFCKYqFNiRkMEumFugqvg6ivtPNg9Sef",
-	"LGEeI0ah0/cwSJR2Vx4Hk6MpocZKWDBYoLCYxSDdTOHHiiw/Bm3A6hK1QsDCIs9lu8mUXhE4buLojVgX",
-	"WmTnWr8UZon3veW5ztakFU1gePwY/kf+EwZJ5YW6clpfFSRW0My51r8KtQ5GZO9b2KVwuBIsr3AcfgpZ",
-	"eoxaCemkWoJIGXuMhUFC0pdCrRvzskk8UxYRkuGwFB+HNAaNTY5OSd05DSeNprlQS8xGwCEaBMVoSPjH",
-	"kAN2QrOE2KwNrKTLde0gofmuSpv4sLcb64dtsD90AuHr8RYt4EP4TQX0/YPw9P6O+1dpLR2INhCcFOYo",
-	"DJrgJIOk3pKMzKO344uLi+HT2uWoHImIfZn28N1v9IOQhZgX9+4D7JFzkb5HlUEmM3Z+oeyKOI4CJ0tk",
-	"Rbu+Cdq8dmRzM5XpFZ1ImOKq7raSHI2AiUjtUl1iy6pEUdAUtXqv9Ep9PYPZNNGWp3nqnWEL80WWSdq5",
-	"KN4YXaFxkiLqQhQW46jaevQpYu60TwyewsIgDgnCoRBzLMDl5IzKVpg6sLleWTKGLSZ0fPL9XkyPI+eK",
-	"q9LuL/CS4BQKHnsKGS5EXTh4OJlMJjG5famt84eo1UIua4MZlOIjnJ+/hEHz+THkbJIkpnCeGD9+FMUd",
-	"Zz7e58xxFDx4X6jnegWFVkviv/QRLLQBATkWGZtPJ+jNQvLYVsrHE7C3iHmI2reP9PxfmDoS/GciAcyw",
-	"ejr04cheCX7XrpIJh0My6+iAXhaoUqmWV66h1XvC7Z8bR7fDp0YAzC5kYa3r3Zh6DLUq0No2qcCMD+Rm",
-	"NdHYAzgSR+62VIA/OAVLnu5pf9Ix+8RnNwpX5O0hsI+iG2331sPZbPPhd170RtDdw24njrc1d3lA389R",
-	"FORauwq3Trg6qF6UVcGj3h8k/9tShWEHV2pU21/oNo17vmOwFFLdptAdYfzUh2RhaLjNyvsCnf30Azx8",
-	"+PBJDL+d/3AKipO+QlBId7lQbIoBtx9Y4JnWPY/8PF/pL/7WGZm6Yg1SpYZkt0wWgIRYe6piGY6buEDW",
-	"cRAPrveB/optBjAO6WNnBnNZFFItx1J90DLF4aOTb2LZX2rR5IbPsciaWE3BqiheL6LpuzsG93jXLgyF",
-	"xivmb1+4p50Z9uW+DJK/UAu9b5iBjGafhb/3htlYZFsgOte6QKHujuZkrz4b2k1uvjaqt0xk742tvR4O",
-	"In5i63lb9Pnl4twTlUYnPX+7Mzm5oCk8qtnWaZswcYdDDynHDYfbJTDMFaRqBX1g4fcaaxzBBYHIGWbS",
-	"xiDAzzlTq1zbjqBmEjNIda0c0UwnC6IrQmVDvVhAZnRlKQAOGq4iYIGrNq858oz0bh7PhnQ3x497LtHp",
-	"r9Fxd0CHIGILGvZB/smj7/4BIT2ADJ2QBfPQvkemOuMAgorM8F20U4CI4mg7rfE6DVWeOKL8f6FrRc9p",
-	"71dh511doPnhn+9l0Rz4d3LSKI4O5A3kLOhynV3RfKIo9IrFIVUYJYqt8+mM1u/6sKO0vGDfJp10Pufa",
-	"9wJ+sM0laqOmtHWysmk47en2WdzMM/hts2IrVSt57PVzSPdnRMu+LJG5zpdf4cr7bkg2YGF0CUqvOjJP",
-	"rkd5RQttK2E7BKFY/tlJxj57J/VgWhvp1m8ppnmpfbZNOXT366dmoV8uzqO9GiVjHPOLBD9WSRwAcNAk",
-	"nGhiMJhqk2EGwm7jSvDDo5kSKoNE2SQGoUAYI9YEc11hcVnouaVc17MJWgVdMfw7/fP35IgxdqbK2joo",
-	"hUtzXmXF/Yx2Eg8uHL858vDeOtvJnat8qi5DVO1v9EdJ1jWvHfrcKxSvnp+fv+G0zOZYFOBH2BiUVsOf",
-	"dUPyLAiVEc6ZD2g4Ri1qldLMdjRTMxVSZhBB33ycb16/PYcxrzX+1G5j4//fJFPeZFOh9tGQTnKn/TBo",
-	"sg4SpQH2Xvrhc/rtLGSmQhpyRHKDgKQHs4mPafYmnjlT1xFNeOo3KS1tl8ZxVZNPSSuur+mVglWO/GOm",
-	"yBVMTZGvdl2IV7jCjCarjHaYkloMWl2bFIENwSAZF6yMdMwbyEJSYYgCQ9hOqCoRzAVirhWSMDk5XGFQ",
-	"ZGuwiIqVFHAA5jqTaEEYhF/evn4Fq1w4JvjJD758NDxfV5iAFWsLA6vD2klamwKGGTz4NAvoMIum300m",
-	"k82DBFbavLfsH+sKs6NTcgQsK7f2tdIShWLfmamAEnYEz5jQc2+ATjO5rmSVeL0IsI5QHhLCu4T39LpC",
-	"IzyikQYqLSly69pZmaEv76daOSNSN4Xk52fnMC6R9G6TmRq8MZriBdbWG4r/QFeoRCVHa1EWDATSQqbT",
-	"ukTlQogvZIrKJ1Whk/PrC8KW2hTBFe10zBN5jY60WY7DoHEp3VYAiZrAEMXRBzTWe+vxaDKaMIvzwkTT",
-	"6OFoMnrI8dHljHXjnNPZP+j/JTK+6+Y4XmTEjsL7nT7QyWRyQ63w82qEIaM+UCL8rRr1QDqavrsk6lKW",
-	"wqwD16yMTskbpA1dWieWlpNZP+0lTXAtgniMK9DXSftbP/P+/9Jzre2W7jV5UffJuOuObi6/5dFxvnDg",
-	"5F4rDAUfQd4tVmJ9ylUg62RR7NSCEsbNxGcX3G04mTw6wPVCv8XHtUJY36c5Ou1mqoQlCHSaHyn86AJH",
-	"5lkf+Z0f2lB7QuOdbhkPO759WK9az4Me3j6oayTyiCe3j+gaZJs4+u4ua2xX11lNjFy3j/OdVrb+1t6D",
-	"BpoQ2Vb1BrpRt16AdLEPHDspYOMX7AoRpc8HHf6FLycHq/9mltum7jd1BqTlOu9fwnge3Wfv5JXmiLib",
-	"/fugxnGwSYZC+/DeTfVHlneOB66y8MWGILGvChLfYRpyjaF+HvZ2dys28Z0+ZoyutD1QzbjwpKHHFa+5",
-	"n9O423Z95oGdKX9LQCrrUGQwEOFDfsr4OYWTycTTExppRdn0w5kw93kaUwyP13Foc9SK+7DeGDiJamsj",
-	"MMdUl0ic2PETB4mnXUmbc/GU0oYCrc21cagwO+26qm1ffqbIqtcjeCbSHJIfn718dv4s4RhjocUgH2w6",
-	"GZjVuhxLEEXhuU8fcgLz/6JAu323yodadv1/6mz91bBqp5m32b8W8zWR0TeUDjj9WYvnMAhktrGynoEe",
-	"nbYRPVShGoNk8wgB/vjbC7yN42tdm6YclnR1qaRJZiiW+dRLur8OWfiqeL9bhz9wom9vuNgyED7Hbdro",
-	"C4MIdcXAItVMte58NIWtQNGWkLjwkPWvW3gESvrFeM7qPMXYxsEtZ5cLbvEFzGjz1ENgyln04Xs/cRBz",
-	"ptqA5q8AefPnix87kh35PTR3SqQNKbjB7GteDXl0fAd72b1eRONO7kAxd2/6/BnRu1+LiUFXPj8u1u11",
-	"nwUl3I6ofjC0Q6H7ptRrXLQ9xfsI7/WB6P4WAzh623V6Pzr27hkJX4gI6U0oT87UNfVJeKog3EoLC7RR",
-	"dm50vcx9PepQROSaq++5/ruZ59cPh72C8DcOhv4Mroktqikj/0dml18KMvcOFs8+OlTZlh91/L7JUK/D",
-	"Bq4uXl98OvOv/5TaE6/9hbnTLSWr3q03f9vNHq5c9SfqtybeXZKD+3K6R4bdrkTTkLROGBdQCZKlBlMr",
-	"GI3TMhs3nwyHGX5IToGLn5AWkrYHwnneNuqVJafj8fHJP0aT0WR0PP1+8v2EkSYIvyeFh8S4uaYWB5ZH",
-	"YToU2L3VcOGbAkNoLYy6G+7eYgjtd+6ryQ+oiDz6yUQm+RexL7SnoHTImRRihtnWhOGAN5eb/w8AAP//",
+	"7Fxtc9s4kv4rXbytir1HvTjJzE7kT96ZzNt5klTiKVdd5DNhsiVhQwIaALSiSem/X3UDJEWJsmWv49nZ",
+	"zadYEgE0gO6nn35hPkWpLuZaoXI2Gn2KZigyNPznW3RmeTJxaOhThjY1cu6kVtEoOp/pHMFiqlVmYzC6",
+	"VBlmUM77URzZdIaFoEGFVLIoi2g0jCO3nGM0iqRyOEUTrVarOJoLIwp0YcEfdZ6hOdMfUG2veDZD0AuF",
+	"BhJHTySgJ+BmCGlpDCoHMx4dg9NgsIfKoQHpLEyNUK4Pr/AazVjNSwfSgVQg4Ne3p/2xiuJI0gJ+51Ec",
+	"KVGQoKc6/dDzwrS2JD6eopq6WTR6+tXXMW2x+nxUb9I6I9U0oi3SNHfd0rrIsCnxXvIa/K2UBrNo5EyJ",
+	"/4z8r3j2T37NuXCzZkX+56a15sI5NDTw/96f9P5X9H4f9l5cNH9e9ke9i0/D+OjFi9Vfol2r27lIsfv0",
+	"SiUdHZoo3UwbaQX9Vp/QtrR+qn1FruQNwrKoXz/tlHRFc9q5VhZZlV8ao9lsUq0cKkd/ivk8lymLOJgb",
+	"fZVj8d//sJoVoxHgLwYn0Sj6r0FjlwP/qx288aP8eu3TOFFL0G6GBpCW7kerOPpemyuZZV71HksQuhbW",
+	"Zsg0WlDaeXUGN5MW6kuAg2RSiZccsrg/qWuRy+wt/laidY8ts/HLgrRQiHyiTYEZHCTSC3UZfg6ivtLO",
+	"g9UffLKEeYwYuU4/wEGitLv0OJgcjgg1FsKCwRyFxSwG6cYKP85J82PQBqwuUCsEzC3yXLaZTOkFgeMq",
+	"jt6IZa5Fdqb1qTBTfOwtX+lsSbeiCQyPvob/kX+Hg2Tuhbp0Wl/mJFa4mTOtfxFqGZTIPrawU+FwIVhe",
+	"4dj95LLwGLUQ0kk1BZEy9hgLBwlJXwi1rNTLJvFYWURIer1CfOzRGDQ2OTym657RcLrRdCbUFLM+sIsG",
+	"QT4aEv7QY4ed0CzBN2sDC+lmunSQ0HyXhU2829v09b3a2XedQHh6sEYL+BB+VQF9fyc8fbzj/kVaSwei",
+	"DQQjhSsUBk0wkoOkXJOM1KO14/Pz895J6WaoHImIbZm28N1v9FrIXFzlj24DbJFXIv2AKoNMZmz8QtkF",
+	"cRwFThbIF+3aKmhnpSOdG6tML+hEwhSXZbOV5LAPTERKl+oCa1Yl8pymKNUHpRfq4RRmVXlbnubEG8Ma",
+	"5ossk7Rzkb8xeo7GSfKoE5FbjKP52lefIuZO28TgBCYGsUcQDrm4whzcjIxR2TmmDuxMLywpwxoTOnr6",
+	"zZZPjyPn8svCbi9wSnAKOY89hgwnoswdPBsOh8OYzL7Q1vlD1Goip6XBDArxEc7OTuGgevwIZqySJKZw",
+	"nhh//TyKG858tM2Z4yhY8LZQP+oF5FpNif/SQzDRBgTMMM9YfRpBbxaSx9ZSfj0Ee4uYXdS+/kpf/QNT",
+	"R4L/QCSAGVbrDr07speCf6tXyYTDHql11HEvE1SpVNNLV9HqLeG2z429W/epEQCzCVlY6nLTpx5BqXK0",
+	"tg4qMOMDufmaaGwHjsSRuy0U4AeOwZKle9qfNMw+8dGNwgVZe3Ds/ehG3b31cFbrfPi9F70SdPOw64nj",
+	"9Zu76LjvH1HkZFqbF26dcGW4elHMcx71oZP8r0sVhnWuVDOx9krB0WZ30q3H0scau7Zms6XfWaeOJLa8",
+	"qsPEn8/PPLRVO10LHqM74Nk5zWGwEFLZau5as+6qPpX41Rb306C4dVu7btluX/Jtdu1Zrd/cbWa7sRM/",
+	"dZcs7ABuw7K2QG+//xaePXv2IoZfz749BsWhfS6IuLmZUHzmwTs/scAzLVvHfzcNbC/+zhmZunwJUqWG",
+	"ZLdMCYGEWHrtsex069vX6Ye9Lr9BuvaKdZw3CEmCxtivZJ5LNR1Ida1lir3nTz8Lft0Xt06Jr/8ibSFc",
+	"OqtoGaFJnr+eRKP3e/K4eFM5OA7oNmofIkhFLjtdh/OdW+S5tqW/CPmmHzHPHlB0QwTukqOMe97Jxgy7",
+	"Jf9JTfSfDMmJYa0B+ZXWOQq1P+cge/Mx+2YI/tDc4/P5nAovHsnleBocIpEdh9uE2cxopaoFfWLhtxJL",
+	"7MM5geBbzKSNQYCfc6wWM22bMCqTmEGqS+UoGHIyJ1ItVNbTkwlkRs8t0bSDilELmOCijr4Pfdy0H2Kx",
+	"It3HXcYdTrc6oC6IW4OGbSf14vlXf4MQxEKGTsico6W2RaY6YweIitTwfbSRJoviaD349ncacpFxpLS7",
+	"nOhS0fe098uwc4uFmM+0wctJmef0I+HcZRHAOIz0tlJ98CO3skFMYDdyK1EcdcS/ZE7oZjq7pPlEnusF",
+	"C0yXZZTI106wUWt/Lt2mVPPbba110vncwbad8BfrnLg0akSHQ3o4CvcxWj+tm/ky/1qtWEtVSx77G+zS",
+	"jrcUXtwvIN9l7a9w4a07BM0wMboApRdNUErGSfFxDX4LYRuMIbZy52C5Kwp9V6nY92Wef1YXuYl36AHI",
+	"aq3QunAcyBm6GuQVLjC7D+ney7/We98rFP8Xoq+cdq4XEpxN9dQVhcklGpijCVlWPuNqo/tS2N3UrJ7q",
+	"Scjk9jtnqB+7ExNGlw+UnM5cvuzhx7k2rtOF7pUx8HuXNhzFH5lAaA7jblmEeCevXdPdboLofYLdRa+v",
+	"MRyLjTuM0GmyQ5hIY/l6pUO/8ZugICQdGowRxohlS5tuUZOtE78zp/EZPr+zbjIDzGXG6k5kZi/Osn7J",
+	"fsdxfQs3s4/6KveKoh8EQEgL/DE9sRCe9WZD4BuqKXC19JYhPOHZAzhuvs+HsaD7xrH1Md/Ple/AxFoV",
+	"U5HnpIiFWDYZ01puIJBWKR4HnPZPMyb5+MaKAkMOPvhvzp7fEtl8SfjfnvCv8P9Rs/37JCfYXtLSSLd8",
+	"RyDq9cyX7E5Knyr2n76vVv/5/CzaanTgEJTTVwl+nCdxiE8PqqoVmhgMptpkmIGw62FfCJMOx0qoDBJl",
+	"kxiEAoZucqBNd8I011cWDpKQrKJV0OW9v9Iff00OWcHGqiitA45NeJUFN0XVk3gcZYfBiQHeW2P8M+fm",
+	"vt4ng09rb/Q7SYp5VTr0BZxQAf/x7OwNX7WdYZ6DH2FjUFr1ftAVCbMgVEZhqLlGw+xyUqqUZrb9sRqr",
+	"UHcDEcg2H+eb1+/OYMBrDT7V21j5v1fJiDdZtbn4ZAWd5EYP00HFPEiUKu5uURBfGFxnImMVqMghyQ0C",
+	"khbsJd6g7U1pzLHalceEE79JaWm7NI5bI/iUtOIivV4oWBBFl86OFZmtKZUFXbpNcg4nFBw7TOlaDFpd",
+	"mhSBFcEgKRcsjHSc1iENSYUxS04KrDkdoBgz8FmtkISZUbSTGxTZEiyi4ksKyA1XOpNoQRiEn9+9fgWL",
+	"mXBMwJNvfQ26d7acYwJWLC0cWB3WTtLS5NDL4MmncYC2cTT6ajgcrp4ksNDmg2X7WM4xOzwmQ8Bi7pa+",
+	"4aJAodh2xiqgg+3DS0+6jdGGTjPZVfdO/L0IsI5CbEgo2Ex4T6/naIT3QXQDcy2Ji+jSWZmhZ7CpVs6I",
+	"1I0g+eHlGQwKpHu3yVgdvDGagnUsrVcU/4CeoxJz2V+KImcgkBYynZYFKhcyMLlMUXm2EdrBfvmJsKU0",
+	"eTBFOxrwRP5G+9pMB2HQgPCsid6jKiqP4ugajfXWetQf9ofso7ww0Sh61h/2n3Fyws0Y6wYzron9Tn9P",
+	"kb2rro7jp4wgPfy+0Uz2dDi8oeHgbo0GoSzX0Wfw67zfAulo9P4ijmxZFMIsKxJldErWIG1o9XRiarlW",
+	"4qe9oAl2IojHuBx9s0V762+9/Z/6VNh6X+iOmLx5ZNC0WK4uPufRcTq34+ReKwwcSJB1i4VYHnMp2TqZ",
+	"5xsF5YRxM/HJX25Zejp83hFwh6Yt79dyYX2z1+FxM9NcWIJAp/krhR9dYP0863O/864N1Sc02Gi542FH",
+	"tw9rtfzwoGe3D2q6EXnEi9tHNF12qzj6ap811lt0+JoYuW4f59s1WftrfQ83ULnIujXgQFfXrScgXewd",
+	"x0aGvrILNoXoYhV3G/xPnqIGrf9smltXVm5qL5KWm0X+FMrz/DEbsF5p9oibxRnv1NgPVpno0IP46Kr6",
+	"Hct7hR398NwdHST2WTviO0xDdijq3bC3adBexXs9zBg917YjuDz3pKHFFXc0+Vfmtl4+e2LHyrcaS2Ud",
+	"igwORHiQv2X8HMHT4dDTkyoODaSMCXObpzHF8Hgdh+ipVJxm9MrAGey6dAVXmOoCiRP71JKDxNOupE54",
+	"85TShgSqnWnjUGF23LRm1s29Y0VavezDS5HOIPnu5enLs5cJ+xgLNQZ5Z9PIUEXYBYg899ynDTmB+d/L",
+	"0a6/oOFdLZv+33W2fDCs2ugIXG331j8kMvpUeIfRv63xHA4Cma20rKWgh8e1Rw95tUohWT2Cgz/6/AKv",
+	"4/hSl6ZK8CVNniipghnyZT70ku7PQxYeFO832yQ6TvTdDd3xB8LHuFUv7sQgQjlnYJFqrGpzPhzBmqOo",
+	"63eceMjaPdsegZJ2LYejOk8x1nFwzdjlhNP8ATPqOLULTDmK7n55IA5ijlXt0Px7BF79uXt8Q7JDv4eq",
+	"MV3aEIIbzB6yv/z50R76svmOAo17ugfF3Hxd4I/w3u1cTAx67uPjfFm/MzChgNsR1Q+K1uW6bwq9Bnmd",
+	"bH8M9152ePd3GMCxrrpsecfWywrCJyJCeBNqw2O1ozgMJwrCqy1hgdrLXhldTmc+H9XlEbng7YsR/2zk",
+	"+fDusFWN/8zO0J/BDt+iqhr+v2V0eV+QeXSwePnRocrW7Kjh91WEugsbOLu4O/n01v/8h+SeeO17xk63",
+	"pKxar874V2bszsxVXcC6Z/rq3Vrh7gFzWDfkhzz359p1yP7ExAiEWsYwrRA3lIi/pIUewAB/kNe+1aWu",
+	"tXUaXqNJt2Z/1pXms9leu4Gi6wXiKmYlyhs29iUltE9KqNaDf9mUUGjM8L5ivaUpdMVUqSE3Qxn6iezh",
+	"Ddr8x6WIfp0zceQac1I3IfhMyHb7QQwo0llVjKqbxMYq1PxGdfGvVcKMg2vlCK1diOzDuW9tGaspuvr8",
+	"JBeR5bXIQZsMTVUqC30PXB60ld+2osCxCnsYwWImc1prWeV0LLNgQfOul/Qp2vJv+IehHKoZnJQ2kODw",
+	"Q90wmxzzKWy0ZkgLMssx9nSaywZezCe2Plg2HrR9OFk/VK7Msj+tGu14J+QcuThZKoO5cFX415l3aoPd",
+	"w/PlrbaXVbs/wZkStzn00cOvf2OipsHXL6kaPlKtcI/+287u3V2gUkc1XS/0rC46bsbbbHM3XM6rkhwK",
+	"OfbOmixPk7Mdq4Ok3bzOeZ/N5A7szO2MVXdvcCu50/QgvDZbNj1WUkFpMYBdQAr/ZtHBJi4cxjCV16i4",
+	"OdSb/DGJIG31UvmC38vgHoONjX1J7dzBC5+JD8iEapfn3ZntoUHd6Z6WL741aPn3SfwEu3z41M9GQ+p/",
+	"dg5o4zC+JIP+fMmgfaPSjcxJuxfz/QVps+8f9Gaw2YZZ9ZRbJ4yrGehUgykV9AdpkQ2qR3q9DK+TY+Bu",
+	"L0hzSXsjks7sp9/qwxoNBkdP/9Yf9of9o9E3w2+GbFZhA1tSeCCIq17fOHAlcraho9CfDHf6ESCGXsp+",
+	"8/+C+RQZoVx77m81sTI1bWDbxv6/07haEglwmthw9b/7VKFIZ+RRX04IN9ZWX7uRbRFOyUkTC/T7EZnk",
+	"T0Sj0B6D0qFOrRAz/+JQmDUktVYXq/8PAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -25,8 +25,9 @@ import (
 
 // opChecks is what the spec says about one operation's input.
 type opChecks struct {
-	params []paramCheck // the path item's, then the operation's: the validator's order
-	body   *objectCheck // nil when the operation takes no body
+	params       []paramCheck // the path item's, then the operation's: the validator's order
+	body         *objectCheck // nil when the operation takes no body
+	bodyRequired bool
 }
 
 // paramCheck is one path or header parameter.
@@ -42,14 +43,15 @@ type valueCheck struct {
 	pattern   *regexp.Regexp
 	minLength uint64
 	maxLength *uint64
-	min       *float64
+	min, max  *float64
 	schema    *openapi3.Schema
 }
 
 // objectCheck is an object schema without additional properties.
 type objectCheck struct {
-	props map[string]*valueCheck
-	known string // the property names, sorted, for messages
+	props    map[string]*valueCheck
+	known    string   // the property names, sorted, for messages
+	required []string // in the spec's order, the validator's
 }
 
 func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, error) {
@@ -72,15 +74,26 @@ func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, erro
 	}
 	if rb := op.RequestBody; rb != nil {
 		body := rb.Value
-		if body.Required || len(body.Content) != 1 || body.Content.Get("application/json") == nil {
-			return nil, fmt.Errorf("%s: the gate checks optional application/json bodies only", op.OperationID)
+		if len(body.Content) != 1 || body.Content.Get("application/json") == nil {
+			return nil, fmt.Errorf("%s: the gate checks application/json bodies only", op.OperationID)
 		}
 		s := body.Content.Get("application/json").Schema.Value
 		if !s.Type.Is(openapi3.TypeObject) || s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has ||
-			len(s.Required) > 0 || s.MinProps != 0 || s.MaxProps != nil || s.Nullable {
-			return nil, fmt.Errorf("%s: the gate checks bodies that are objects without additional or required properties only", op.OperationID)
+			s.MinProps != 0 || s.MaxProps != nil || s.Nullable {
+			return nil, fmt.Errorf("%s: the gate checks bodies that are objects without additional properties only", op.OperationID)
 		}
-		c.body = &objectCheck{props: make(map[string]*valueCheck), known: strings.Join(slices.Sorted(maps.Keys(s.Properties)), ", ")}
+		for _, name := range s.Required {
+			if s.Properties[name] == nil {
+				return nil, fmt.Errorf("%s: required field %s is not a property", op.OperationID, name)
+			}
+		}
+		if body.Required && len(s.Required) == 0 {
+			// A missing body is worded as its first missing field.
+			return nil, fmt.Errorf("%s: the gate checks required bodies with required fields only", op.OperationID)
+		}
+		c.bodyRequired = body.Required
+		c.body = &objectCheck{props: make(map[string]*valueCheck), known: strings.Join(slices.Sorted(maps.Keys(s.Properties)), ", "),
+			required: s.Required}
 		for name, ref := range s.Properties {
 			vc, err := newValueCheck(ref.Value)
 			if err != nil {
@@ -93,15 +106,15 @@ func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, erro
 }
 
 func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
-	vc := &valueCheck{schema: s, minLength: s.MinLength, maxLength: s.MaxLength, min: s.Min}
+	vc := &valueCheck{schema: s, minLength: s.MinLength, maxLength: s.MaxLength, min: s.Min, max: s.Max}
 	switch {
-	case len(s.Enum) > 0 || s.Max != nil || s.ExclusiveMin.IsSet() || s.ExclusiveMax.IsSet() || s.MultipleOf != nil ||
+	case len(s.Enum) > 0 || s.ExclusiveMin.IsSet() || s.ExclusiveMax.IsSet() || s.MultipleOf != nil ||
 		s.Nullable || s.Not != nil || len(s.AllOf)+len(s.AnyOf)+len(s.OneOf) > 0 || s.Default != nil:
 		return nil, fmt.Errorf("the gate does not check this schema's keywords (extend handlers/checks.go)")
 	case s.Type.Is(openapi3.TypeString):
 		vc.typ = openapi3.TypeString
-		if s.Format != "" || s.Min != nil {
-			return nil, fmt.Errorf("the gate does not check format or minimum on strings")
+		if s.Format != "" || s.Min != nil || s.Max != nil {
+			return nil, fmt.Errorf("the gate does not check format, minimum or maximum on strings")
 		}
 		if s.Pattern != "" {
 			var err error
@@ -112,7 +125,7 @@ func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 	case s.Type.Is(openapi3.TypeInteger):
 		vc.typ = openapi3.TypeInteger
 		if (s.Format != "" && s.Format != "int64") || s.Pattern != "" || s.MinLength != 0 || s.MaxLength != nil {
-			return nil, fmt.Errorf("the gate checks integers of format int64 with a minimum only")
+			return nil, fmt.Errorf("the gate checks integers of format int64 with a minimum and maximum only")
 		}
 	default:
 		return nil, fmt.Errorf("the gate checks strings and integers only")
@@ -149,7 +162,12 @@ func (c *opChecks) check(r *http.Request, body []byte, pathValue func(string) st
 			return invalid(p.what() + " " + msg)
 		}
 	}
-	if c.body == nil || body == nil {
+	switch {
+	case c.body == nil:
+		return nil
+	case body == nil && c.bodyRequired:
+		return c.body.missing(c.body.required[0])
+	case body == nil:
 		return nil
 	}
 	return c.body.check(body)
@@ -207,7 +225,16 @@ func (oc *objectCheck) check(data []byte) error {
 			return invalid("field " + strconv.Quote(k) + " " + msg)
 		}
 	}
+	for _, k := range oc.required {
+		if _, ok := obj[k]; !ok {
+			return oc.missing(k)
+		}
+	}
 	return nil
+}
+
+func (oc *objectCheck) missing(field string) error {
+	return invalid("field " + strconv.Quote(field) + " is required")
 }
 
 // checkJSON returns what is wrong with a decoded JSON value, or "".
@@ -232,6 +259,9 @@ func (vc *valueCheck) checkJSON(v any) string {
 	}
 	if vc.min != nil && f < *vc.min {
 		return "must be at least " + strconv.FormatFloat(*vc.min, 'f', -1, 64)
+	}
+	if vc.max != nil && f > *vc.max {
+		return "must be at most " + strconv.FormatFloat(*vc.max, 'f', -1, 64)
 	}
 	return ""
 }

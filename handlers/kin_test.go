@@ -42,6 +42,11 @@ func kinError(err error) error {
 		}
 		return invalid(what + " is invalid")
 	case re.RequestBody != nil:
+		if errors.Is(re.Err, openapi3filter.ErrInvalidRequired) {
+			// Worded as the first required field of the body's schema.
+			first := re.RequestBody.Content.Get("application/json").Schema.Value.Required[0]
+			return invalid("field " + strconv.Quote(first) + " is required")
+		}
 		if !hasSchemaErr {
 			return invalid("the request body must be a JSON object")
 		}
@@ -80,6 +85,8 @@ func describe(se *openapi3.SchemaError) string {
 			return "is out of range"
 		}
 		return "must be in " + s.Format + " format"
+	case "required":
+		return "is required"
 	case "minLength":
 		if s.MinLength == 1 {
 			return "must not be empty"
@@ -115,7 +122,9 @@ func FuzzChecksMatchKinOpenAPI(f *testing.F) {
 		`{"owner":7}`, `ttl_ms=5000`, `[1]`, `{"ttl_ms":`, `null`, `true`, `"x"`, `5`, `{"a":1,"owner":5}`,
 		`{"wait_ms":5}`, `{"ttl_ms":1e400}`, `{"ttl_ms":-0}`, `{"ttl_ms":9223372036854775808}`, `{"ttl_ms":{}}`,
 		`{"ttl_ms":[]}`, `{"ttl_ms":true}`, `{"owner":null}`, `{"owner":""}`, `{"b":1,"a":2}`, `{"wait_ms":1.0}`,
-		`{"ttl_ms":1E2}`, `{"ttl_ms":0.5e1}`}
+		`{"ttl_ms":1E2}`, `{"ttl_ms":0.5e1}`, `{"limit":3}`, `{"limit":0}`, `{"limit":10000}`, `{"limit":10001}`,
+		`{"limit":1e4}`, `{"limit":10000.5}`, `{"limit":null}`, `{"limit":"3"}`, `{"limit":3,"ttl_ms":0}`, `{"ttl_ms":1000}`,
+		`{"limit":3,"zz":1}`, `{"limit":-1,"wait_ms":-1}`, `{"limit":99999999999999999999}`}
 	for _, b := range bodies {
 		f.Add("billing", "invoice-42", "tok", true, []byte(b))
 	}

@@ -13,9 +13,12 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	acquires *prometheus.CounterVec
-	wait     prometheus.Histogram
-	handoff  prometheus.Histogram
-	waiters  prometheus.Gauge
+	// semAcquires counts semaphore acquires, by the outcomes of acquires
+	// plus full and limit_mismatch.
+	semAcquires *prometheus.CounterVec
+	wait        prometheus.Histogram
+	handoff     prometheus.Histogram
+	waiters     prometheus.Gauge
 }
 
 // Acquire outcomes, the values of the "outcome" label.
@@ -39,25 +42,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "lockgate_acquires_total",
 			Help: "Acquire calls by outcome: granted, held, invalid, cancelled, error, refused.",
 		}, []string{"outcome"}),
+		semAcquires: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockgate_semaphore_acquires_total",
+			Help: "Semaphore acquire calls by outcome: granted, full, limit_mismatch, invalid, cancelled, error, refused.",
+		}, []string{"outcome"}),
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockgate_acquire_wait_seconds",
-			Help:    "Time acquirers with wait_ms > 0 spent in the engine, whatever the outcome.",
+			Help:    "Time acquirers (of locks and semaphores) with wait_ms > 0 spent in the engine, whatever the outcome.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
 		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "lockgate_handoff_seconds",
-			Help: "For grants handed over from the queue: time from the hand-off in the backend " +
+			Help: "For grants (of locks and permits) handed over from the queue: time from the hand-off in the backend " +
 				"to the engine returning the grant (an upper bound).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5, 1},
 		}),
 		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lockgate_active_waiters",
-			Help: "Acquire calls currently waiting for a held lock.",
+			Help: "Acquire calls currently waiting for a held lock or a full semaphore.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.acquires, m.wait, m.handoff, m.waiters)
+	reg.MustRegister(m.requests, m.acquires, m.semAcquires, m.wait, m.handoff, m.waiters)
 	for _, o := range []string{outcomeGranted, outcomeHeld, outcomeInvalid, outcomeCancelled, outcomeError, outcomeRefused} {
 		m.acquires.WithLabelValues(o) // show every outcome from the start, at 0
+	}
+	for _, o := range []string{outcomeGranted, outcomeFull, outcomeLimitMismatch, outcomeInvalid, outcomeCancelled, outcomeError, outcomeRefused} {
+		m.semAcquires.WithLabelValues(o)
 	}
 	return m
 }

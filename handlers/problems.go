@@ -30,6 +30,8 @@ type problem struct {
 	detailOf func(err error) string
 	// header adds headers that belong to this kind of error.
 	header func(h http.Header, err error)
+	// extend adds the fields that belong to this kind of error to the body.
+	extend func(b *problemBody, err error)
 }
 
 // detailer is implemented by our own errors whose text is safe and useful to
@@ -41,7 +43,11 @@ type detailer interface{ Detail() string }
 // whose match is errors.Is the error wins; anything else is a 500.
 var problems = []problem{
 	{match: locks.ErrHeld, status: http.StatusConflict, code: ProblemCodeLockHeld, title: "Lock held",
-		detail: "someone else holds the lock", header: retryAfterHeld},
+		detail: "someone else holds the lock", header: retryAfterHeld, extend: lockHeld},
+	{match: locks.ErrLimitMismatch, status: http.StatusConflict, code: ProblemCodeLimitMismatch, title: "Limit mismatch",
+		detail: "the semaphore is in use with another limit", extend: limitMismatch},
+	{match: locks.ErrFull, status: http.StatusConflict, code: ProblemCodeSemaphoreFull, title: "Semaphore full",
+		detail: "every permit of the semaphore is taken", header: retryAfterFull, extend: semaphoreFull},
 	{match: locks.ErrNotHolder, status: http.StatusConflict, code: ProblemCodeNotHolder, title: "Not the holder",
 		detail: "the Lock-Token does not hold this lock: it was released, it expired, or someone else holds the lock now"},
 	{match: locks.ErrNotHeld, status: http.StatusNotFound, code: ProblemCodeNotHeld, title: "Lock not held",
@@ -117,6 +123,7 @@ func lookup(err error) problem {
 type problemBody struct {
 	Problem
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
+	Limit        *int   `json:"limit,omitempty"`
 }
 
 // statusClientClosedRequest is the status of a request whose caller hung up
@@ -162,11 +169,8 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// anything but its own messages in ErrInvalid.
 		body.Detail = err.Error()
 	}
-	var held *locks.HeldError
-	if errors.As(err, &held) {
-		ms := ceilDiv(held.RetryAfter, time.Millisecond)
-		body.RetryAfterMs = &ms
-		body.Detail = "someone else holds the lock; its lease ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed"
+	if p.extend != nil {
+		p.extend(&body, err)
 	}
 	if p.header != nil {
 		p.header(w.Header(), err)
@@ -197,6 +201,39 @@ func retryAfterHeld(h http.Header, err error) {
 	var held *locks.HeldError
 	if errors.As(err, &held) {
 		h.Set("Retry-After", strconv.FormatInt(ceilDiv(held.RetryAfter, time.Second), 10))
+	}
+}
+
+func lockHeld(b *problemBody, err error) {
+	var held *locks.HeldError
+	if errors.As(err, &held) {
+		ms := ceilDiv(held.RetryAfter, time.Millisecond)
+		b.RetryAfterMs = &ms
+		b.Detail = "someone else holds the lock; its lease ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed"
+	}
+}
+
+func retryAfterFull(h http.Header, err error) {
+	var full *locks.FullError
+	if errors.As(err, &full) {
+		h.Set("Retry-After", strconv.FormatInt(ceilDiv(full.RetryAfter, time.Second), 10))
+	}
+}
+
+func semaphoreFull(b *problemBody, err error) {
+	var full *locks.FullError
+	if errors.As(err, &full) {
+		ms := ceilDiv(full.RetryAfter, time.Millisecond)
+		b.RetryAfterMs = &ms
+		b.Detail = "every permit of the semaphore is taken; the soonest lease ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed"
+	}
+}
+
+func limitMismatch(b *problemBody, err error) {
+	var lm *locks.LimitMismatchError
+	if errors.As(err, &lm) {
+		b.Limit = &lm.Limit
+		b.Detail = "the semaphore is in use with limit " + strconv.Itoa(lm.Limit) + "; send that limit, or wait until nobody holds or waits for a permit"
 	}
 }
 

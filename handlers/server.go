@@ -257,7 +257,7 @@ func (s *Server) release(ctx context.Context, key locks.Key, token string) {
 // granted is the 201 of an acquire. It flushes the response itself so that
 // it learns whether the grant reached the caller, and releases it if not.
 type granted struct {
-	body    AcquireLock201JSONResponse
+	body    any // AcquireLock201JSONResponse, SemaphoreGrant
 	release func()
 }
 

@@ -165,8 +165,12 @@ func (b *bench) scenario(ctx context.Context, sc Scenario, idx int) (ScenarioRep
 		b.profiled = true
 		h = b.profile(h)
 	}
+	var gwTarget, floorTarget target = gw, b.floor
+	if sc.Mode == semaphoreMode {
+		gwTarget, floorTarget = semaphoreTarget{http: gw, limit: sc.Limit}, semaphoreTarget{engine: b.floor, limit: sc.Limit}
+	}
 	fmt.Fprintf(b.progress, "%-36s gateway ... ", sc)
-	sr.Gateway, err = runScenario(ctx, gw, sc, "gateway", prefix+"-g", "client", h)
+	sr.Gateway, err = runScenario(ctx, gwTarget, sc, "gateway", prefix+"-g", "client", h)
 	if err != nil {
 		fmt.Fprintln(b.progress)
 		return sr, err
@@ -177,7 +181,7 @@ func (b *bench) scenario(ctx context.Context, sc Scenario, idx int) (ScenarioRep
 	if b.floor != nil {
 		h, calls = b.countCalls(ctx)
 		fmt.Fprint(b.progress, "   floor ... ")
-		floor, err := runScenario(ctx, b.floor, sc, "floor", prefix+"-f", "floor", h)
+		floor, err := runScenario(ctx, floorTarget, sc, "floor", prefix+"-f", "floor", h)
 		if err != nil {
 			fmt.Fprintln(b.progress)
 			return sr, err
@@ -266,7 +270,7 @@ func runRemote(ctx context.Context, cfg config, progress io.Writer) (*Report, er
 	}
 	defer b.close()
 	rep := b.newReport(ctx, cfg.url)
-	sc := Scenario{Mode: cfg.mode, Clients: cfg.clients, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait}
+	sc := Scenario{Mode: cfg.mode, Clients: cfg.clients, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait, Limit: cfg.semaphoreLimit}
 	sr, err := b.scenario(ctx, sc, 0)
 	if err != nil {
 		return nil, err

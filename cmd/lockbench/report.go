@@ -68,6 +68,8 @@ func writeMarkdown(w io.Writer, r *Report) error {
 		}
 	}
 
+	writeSemaphores(&b, r)
+
 	if r.HeldLocks != nil || r.Parked != nil {
 		b.WriteString("\n### Memory\n\n| what | per lock or waiter |\n| --- | ---: |\n")
 	}

@@ -25,11 +25,15 @@ type Scenario struct {
 	Duration time.Duration // how long workers start new cycles
 	Hold     time.Duration // time between a grant and its release
 	Wait     time.Duration // server-side wait of a contended acquire
+	Limit    int           // semaphore mode: the semaphore's permits
 }
 
 func (s Scenario) String() string {
 	str := fmt.Sprintf("%s, %d clients", s.Mode, s.Clients)
-	if s.Mode == contended {
+	if s.Mode == semaphoreMode {
+		str = fmt.Sprintf("%s of %d, %d clients", s.Mode, s.Limit, s.Clients)
+	}
+	if s.Mode != uncontended {
 		str += fmt.Sprintf(", hold %s", s.Hold)
 	}
 	return str
@@ -50,6 +54,8 @@ type Result struct {
 	// Handoff and Fairness are set in contended mode.
 	Handoff  *Latency  `json:"handoff,omitempty"`
 	Fairness *Fairness `json:"fairness,omitempty"`
+	// Semaphore is set in semaphore mode.
+	Semaphore *SemaphoreStats `json:"semaphore,omitempty"`
 	// Redis counts the commands Redis ran during the run, when lockbench
 	// can reach Redis.
 	Redis *RedisCalls `json:"redis,omitempty"`
@@ -99,7 +105,7 @@ func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, lab
 		}
 		name := fmt.Sprintf("%s-w%d", prefix, i)
 		warmups[i] = tgt.newSession(ctx, name+"-warm")
-		if sc.Mode == contended {
+		if sc.Mode != uncontended {
 			name = prefix + "-shared"
 		}
 		sessions[i] = tgt.newSession(ctx, name)
@@ -124,7 +130,7 @@ func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, lab
 			if warmErrs[i] != nil {
 				return
 			}
-			if sc.Mode == contended {
+			if sc.Mode != uncontended {
 				w.contend(ctx, sessions[i], sc, &stop, clock)
 			} else {
 				w.loop(ctx, sessions[i], sc, &stop, clock)
@@ -273,6 +279,13 @@ func collect(workers []*worker, sc Scenario, path string, elapsed time.Duration)
 		f, handoffs := analyzeContention(perWorker, elapsed)
 		hl := summarize(handoffs)
 		r.Fairness, r.Handoff = &f, &hl
+	}
+	if sc.Mode == semaphoreMode {
+		perWorker := make([][]attempt, len(workers))
+		for i, w := range workers {
+			perWorker[i] = w.attempts
+		}
+		r.Semaphore = semaphoreStats(perWorker, sc.Limit, elapsed)
 	}
 	return r, nil
 }

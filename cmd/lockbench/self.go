@@ -44,6 +44,10 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 	for _, n := range cfg.contendedClients {
 		matrix = append(matrix, Scenario{Mode: contended, Clients: n, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
 	}
+	if cfg.semaphoreClients > 0 {
+		matrix = append(matrix, Scenario{Mode: semaphoreMode, Clients: cfg.semaphoreClients, Limit: cfg.semaphoreLimit,
+			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+	}
 	for i, sc := range matrix {
 		sr, err := b.scenario(ctx, sc, i)
 		if err != nil {

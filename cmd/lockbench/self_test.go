@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 func TestSelfSmoke(t *testing.T) {
 	profile := filepath.Join(t.TempDir(), "cpu.prof")
 	args := []string{"lockbench", "--self", "--json", "--duration", "300ms",
-		"--uncontended-clients", "2", "--contended-clients", "3",
+		"--uncontended-clients", "2", "--contended-clients", "3", "--semaphore-clients", "5", "--semaphore-limit", "2",
 		"--parked", "50", "--held-locks", "20", "--cpuprofile", profile}
 	var out, progress bytes.Buffer
 	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
@@ -55,8 +55,8 @@ func TestSelfSmoke(t *testing.T) {
 			t.Errorf("%s: gateway/floor = %v, want a positive ratio", s.Name, s.GatewayOverFloor)
 		}
 	}
-	if modes[uncontended] != 1 || modes[contended] != 1 {
-		t.Errorf("scenarios by mode = %v, want one uncontended and one contended", modes)
+	if modes[uncontended] != 1 || modes[contended] != 1 || modes[semaphoreMode] != 1 {
+		t.Errorf("scenarios by mode = %v, want one uncontended, one contended and one semaphore", modes)
 	}
 	if h := rep.HeldLocks; h == nil || h.Locks != 20 || h.KeysPerLock < 1 || h.BytesPerLock <= 0 || h.UsedMemoryPerLock <= 0 {
 		t.Errorf("held-lock memory = %+v, want 20 locks of at least one key and some bytes each", h)
@@ -90,6 +90,11 @@ func checkResult(t *testing.T, s ScenarioReport, r *Result) {
 	}
 	if r.Redis == nil || r.Redis.Total <= 0 || r.Redis.PerHandoff <= 0 || r.Redis.ScriptsPerHandoff <= 0 {
 		t.Errorf("%s %s: want Redis command counts, got %+v", s.Name, r.Path, r.Redis)
+	}
+	if s.Mode == semaphoreMode {
+		if st := r.Semaphore; st == nil || st.Grants <= 0 || st.MostHolders < 1 || st.MostHolders > st.Limit || st.MeanHolders <= 0 {
+			t.Errorf("%s %s: want semaphore figures with at most %d holders, got %+v", s.Name, r.Path, s.Clients, r.Semaphore)
+		}
 	}
 	if s.Mode != contended {
 		return

@@ -15,6 +15,9 @@ type acquireFlags struct {
 	noWait        bool
 	owner         string
 	serverWaitMax time.Duration
+	// limit, when positive, takes one of the permits of the semaphore of
+	// that name instead of the lock.
+	limit int
 }
 
 func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {
@@ -25,6 +28,7 @@ func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags 
 	fs.StringVar(&af.owner, "owner", defaultOwner(), "label shown by status")
 	fs.DurationVar(&af.serverWaitMax, "server-wait-max", time.Minute,
 		"the gateway's --max-wait: a longer --wait is made of several server-side waits of at most this")
+	fs.IntVar(&af.limit, "limit", 0, "take one of this many permits of the semaphore namespace/name instead of the lock (1 to 10000)")
 	return af
 }
 
@@ -38,6 +42,8 @@ func (af *acquireFlags) check() error {
 		return usagef("--server-wait-max must be at least 1ms")
 	case len(af.owner) > 128:
 		return usagef("--owner is longer than 128 bytes")
+	case af.limit < 0 || af.limit > maxLimit:
+		return usagef("--limit must be 1 to %d (or 0: the lock)", maxLimit)
 	}
 	if af.noWait {
 		af.wait = 0
@@ -53,15 +59,15 @@ func acquireWaiting(ctx context.Context, c *client, l lockName, af *acquireFlags
 	for {
 		wait := min(max(time.Until(deadline), 0), af.serverWaitMax)
 		sent = time.Now()
-		g, err = c.acquire(ctx, l, af.ttl, wait, af.owner)
-		if err == nil || !isCode(err, "lock_held") || time.Until(deadline) <= 0 {
+		g, err = c.acquire(ctx, l, af.ttl, wait, af.owner, af.limit)
+		if err == nil || !(isCode(err, "lock_held") || isCode(err, "semaphore_full")) || time.Until(deadline) <= 0 {
 			return g, sent, err
 		}
 	}
 }
 
 func cmdAcquire(ctx context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("acquire", "acquire namespace/name [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]")
+	fs := c.newFlagSet("acquire", "acquire namespace/name [--limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]")
 	cf := addClientFlags(fs)
 	af := addAcquireFlags(fs, 0)
 	asJSON := fs.Bool("json", false, "print the whole grant as JSON instead of the token alone")
@@ -72,6 +78,7 @@ func cmdAcquire(ctx context.Context, c cli, args []string) error {
 	if err := af.check(); err != nil {
 		return err
 	}
+	l.semaphore = af.limit > 0
 	cl, err := cf.client(c.getenv)
 	if err != nil {
 		return err

@@ -24,7 +24,9 @@ type client struct {
 
 // grant is the 201 answer of an acquire.
 type grant struct {
-	Lock         string    `json:"lock"`
+	Lock         string    `json:"lock,omitempty"`
+	Semaphore    string    `json:"semaphore,omitempty"`
+	Limit        int       `json:"limit,omitempty"`
 	Token        string    `json:"token"`
 	FencingToken int64     `json:"fencing_token"`
 	TTLMs        int64     `json:"ttl_ms"`
@@ -33,7 +35,8 @@ type grant struct {
 
 // lease is the 200 answer of a renew.
 type lease struct {
-	Lock         string    `json:"lock"`
+	Lock         string    `json:"lock,omitempty"`
+	Semaphore    string    `json:"semaphore,omitempty"`
 	FencingToken int64     `json:"fencing_token"`
 	TTLMs        int64     `json:"ttl_ms"`
 	ExpiresAt    time.Time `json:"expires_at"`
@@ -97,9 +100,13 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &api) && api.Code == code
 }
 
-// acquire asks for the lock, waiting server-side up to wait.
-func (c *client) acquire(ctx context.Context, l lockName, ttl, wait time.Duration, owner string) (grant, error) {
+// acquire asks for the lock, or a permit of the semaphore of limit
+// permits, waiting server-side up to wait.
+func (c *client) acquire(ctx context.Context, l lockName, ttl, wait time.Duration, owner string, limit int) (grant, error) {
 	body := map[string]any{"ttl_ms": ttl.Milliseconds()}
+	if l.semaphore {
+		body["limit"] = limit
+	}
 	if wait > 0 {
 		body["wait_ms"] = wait.Milliseconds()
 	}

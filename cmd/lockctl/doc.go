@@ -26,14 +26,21 @@
 // own, a line starting "lockctl:" on stderr says why (the acquire failed,
 // the lease was lost); the command's own code passes through without one.
 //
+// With --limit N, run (and acquire) take one of the N permits of the
+// semaphore namespace/name instead of the lock, so that at most N commands
+// run at once; the command gets LOCKGATE_SEMAPHORE instead of LOCKGATE_LOCK.
+// release, renew and status take --semaphore for a semaphore's name.
+//
 // acquire, release, renew and status are the single calls; token mints an
 // HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,
 // and flags override them. "lockctl help" prints the usage and this table:
 //
 //	0      success; status: the lock is held
 //	1      status: the lock is free
-//	2      usage error: bad flags or arguments, or the gateway refused them (400)
-//	80     held by someone else (409 lock_held): at once, or when --wait ran out
+//	2      usage error: bad flags or arguments, or the gateway refused them (400, or 409 limit_mismatch:
+//	       the semaphore is in use with another --limit)
+//	80     held by someone else (409 lock_held), or every permit taken (409 semaphore_full):
+//	       at once, or when --wait ran out
 //	81     not the holder (409 not_holder): released, expired, or someone else holds it now
 //	82     auth failure: no token, an invalid or expired one (401), or the namespace is not granted (403)
 //	83     gateway unreachable, timed out, busy or unavailable (429, 502, 503, 504)

@@ -29,8 +29,10 @@ const (
 const exitCodeTable = `Exit codes:
   0      success; status: the lock is held
   1      status: the lock is free
-  2      usage error: bad flags or arguments, or the gateway refused them (400)
-  80     held by someone else (409 lock_held): at once, or when --wait ran out
+  2      usage error: bad flags or arguments, or the gateway refused them (400, or 409 limit_mismatch:
+         the semaphore is in use with another --limit)
+  80     held by someone else (409 lock_held), or every permit taken (409 semaphore_full):
+         at once, or when --wait ran out
   81     not the holder (409 not_holder): released, expired, or someone else holds it now
   82     auth failure: no token, an invalid or expired one (401), or the namespace is not granted (403)
   83     gateway unreachable, timed out, busy or unavailable (429, 502, 503, 504)
@@ -99,7 +101,7 @@ func exitCode(err error) int {
 // when the answer did not come from lockgate (a proxy's 502, say).
 func (e *apiError) exitCode() int {
 	switch e.Code {
-	case "lock_held":
+	case "lock_held", "semaphore_full":
 		return exitHeld
 	case "not_holder":
 		return exitNotHolder
@@ -107,7 +109,7 @@ func (e *apiError) exitCode() int {
 		return exitAuth
 	case "backend_unavailable", "too_many_requests":
 		return exitUnavail
-	case "invalid_request", "payload_too_large":
+	case "invalid_request", "payload_too_large", "limit_mismatch":
 		return exitUsage
 	}
 	switch e.Status {

@@ -127,8 +127,12 @@ func oneLock(fs *flag.FlagSet, args []string) (lockName, error) {
 	return parseLockName(pos[0])
 }
 
-// lockName is a lock's namespace and name, as in the URL.
-type lockName struct{ ns, name string }
+// lockName is a lock's namespace and name, as in the URL; or, with
+// semaphore set, a semaphore's: the two are separate name spaces.
+type lockName struct {
+	ns, name  string
+	semaphore bool
+}
 
 // The patterns of openapi.yaml: a bad name is a usage error here rather
 // than a 400 later.
@@ -154,7 +158,12 @@ func (l lockName) String() string { return l.ns + "/" + l.name }
 
 // path is the lock's URL path below the base URL; both parts are already
 // URL-safe by their patterns.
-func (l lockName) path() string { return "locks/" + l.ns + "/" + l.name }
+func (l lockName) path() string {
+	if l.semaphore {
+		return "semaphores/" + l.ns + "/" + l.name
+	}
+	return "locks/" + l.ns + "/" + l.name
+}
 
 // defaultOwner labels locks taken by lockctl in inspect's owner field.
 func defaultOwner() string {

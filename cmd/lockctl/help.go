@@ -8,14 +8,17 @@ import (
 const helpText = `lockctl: distributed locks from the shell, over lockgate's HTTP API.
 
 Usage:
-  lockctl acquire namespace/name [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]
+  lockctl acquire namespace/name [--limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]
       Take the lock; print its owner token (the whole grant with --json).
-  lockctl release namespace/name --token T
-  lockctl renew namespace/name --token T [--ttl D] [--json]
+      With --limit N, take one of the N permits of the semaphore namespace/name
+      instead: up to N holders at once, each with a token and lease of its own.
+  lockctl release namespace/name [--semaphore] --token T
+  lockctl renew namespace/name [--semaphore] --token T [--ttl D] [--json]
       --token - reads the owner token from stdin; $LOCKGATE_LOCK_TOKEN also works.
-  lockctl status namespace/name [--json]
-      Exit 0 when the lock is held, 1 when it is free.
-  lockctl run namespace/name [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]
+      --semaphore: the token is a semaphore permit's.
+  lockctl status namespace/name [--semaphore] [--json]
+      Exit 0 when the lock (a permit of the semaphore) is held, 1 when it is free.
+  lockctl run namespace/name [--limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
       token is readable by processes of the same user), renew every third of the TTL,
@@ -33,6 +36,10 @@ Usage:
       lockctl were not there. A stopped command is reported on stderr; with a
       terminal, lockctl stops with it ("fg" resumes both; the lease is not
       renewed meanwhile).
+      With --limit N it holds one of the N permits of the semaphore namespace/name
+      instead of the lock, and sets LOCKGATE_SEMAPHORE instead of LOCKGATE_LOCK and
+      LOCKGATE_LOCK_TOKEN (a nested run of the lock of that name does not re-enter):
+      at most N commands run at once.
       A command may exit 80-85 itself: when the code is lockctl's own, a line
       "lockctl: ..." on stderr says why (acquire failed, lease lost); the
       command's own code passes through without one.

@@ -24,7 +24,7 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]"
+	const usage = "run namespace/name [--limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
@@ -48,6 +48,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	if err := af.check(); err != nil {
 		return err
 	}
+	l.semaphore = af.limit > 0
 	if af.ttl < 3*time.Millisecond {
 		return usagef("run needs --ttl of at least 3ms: it renews every third of it")
 	}
@@ -66,7 +67,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	// than wait on ourselves. The outer run keeps renewing the lease while
 	// this one runs (it is our ancestor), so this one does not renew: a
 	// second keeper with a shorter TTL would shorten the outer lease.
-	if outer := c.getenv("LOCKGATE_LOCK_TOKEN"); outer != "" && c.getenv("LOCKGATE_LOCK") == l.String() {
+	if outer := c.getenv("LOCKGATE_LOCK_TOKEN"); outer != "" && !l.semaphore && c.getenv("LOCKGATE_LOCK") == l.String() {
 		return runReentered(ctx, c, cl, l, outer, af.ttl, argv, sigs, *killAfter)
 	}
 
@@ -75,10 +76,14 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 
-	env := append(os.Environ(),
-		"LOCKGATE_LOCK="+l.String(),
-		"LOCKGATE_LOCK_TOKEN="+g.Token,
-		"LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
+	env := append(os.Environ(), "LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
+	if l.semaphore {
+		// Neither LOCKGATE_LOCK nor LOCKGATE_LOCK_TOKEN: a nested run of
+		// the lock of the same name must not re-enter with a permit.
+		env = append(env, "LOCKGATE_SEMAPHORE="+l.String())
+	} else {
+		env = append(env, "LOCKGATE_LOCK="+l.String(), "LOCKGATE_LOCK_TOKEN="+g.Token)
+	}
 	ch, err := startChild(argv, env, c.stdin, c.stdout, c.stderr)
 	if err != nil {
 		releaseQuietly(ctx, c, cl, l, g.Token)

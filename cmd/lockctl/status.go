@@ -10,16 +10,21 @@ import (
 // cmdStatus exits 0 when the lock is held and 1 when it is free, so that
 // "if lockctl status ns/x; then" reads as it should.
 func cmdStatus(ctx context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("status", "status namespace/name [--json]")
+	fs := c.newFlagSet("status", "status namespace/name [--semaphore] [--json]")
 	cf := addClientFlags(fs)
 	asJSON := fs.Bool("json", false, "print the holder as JSON (nothing when free)")
+	sem := addSemaphoreFlag(fs)
 	l, err := oneLock(fs, args)
 	if err != nil {
 		return err
 	}
+	l.semaphore = *sem
 	cl, err := cf.client(c.getenv)
 	if err != nil {
 		return err
+	}
+	if l.semaphore {
+		return semaphoreStatus(ctx, c, cl, l, *asJSON)
 	}
 	info, err := cl.inspect(ctx, l)
 	if isCode(err, "not_held") {

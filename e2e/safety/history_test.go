@@ -106,6 +106,10 @@ type workload struct {
 	// every holdStep, while the lease it knows of lasts) before it renews
 	// or releases; 0: one write.
 	hold time.Duration
+	// limit, when positive, makes the locks semaphores of that limit:
+	// clients take permits, and write to no resource (holders of a
+	// semaphore write at once, in no fencing order).
+	limit int
 }
 
 // holdStep is the work between two writes of a holder that holds.
@@ -136,7 +140,7 @@ func (w workload) run(t *testing.T) *history {
 // when renewed) and waiting at most wait for the lock.
 func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock string, ttl, wait time.Duration, renew bool) {
 	o := op{client: id, lock: lock, kind: opAcquire, wait: wait, call: time.Now()}
-	g, r := c.acquire(ctx, lock, ttl, wait)
+	g, r := c.acquireAny(ctx, w.limit, lock, ttl, wait)
 	o.ret, o.status = time.Now(), r.status
 	if r.err != nil && r.status == http.StatusCreated {
 		o.status = 0 // a 201 we could not read: unknown
@@ -151,6 +155,9 @@ func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock
 	rec := &grantRec{lock: lock, fence: g.FencingToken, acquired: o, known: g.ExpiresAt}
 	defer h.addGrant(rec)
 	write := func() {
+		if w.res == nil {
+			return
+		}
 		ww := grantWrite{call: time.Now(), known: rec.known}
 		ww.accepted = w.res.write(lock, rec.fence)
 		ww.ret = time.Now()
@@ -163,7 +170,7 @@ func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock
 	}
 	if renew {
 		o := op{client: id, lock: lock, kind: opRenew, fence: rec.fence, call: time.Now()}
-		l, r := c.renew(ctx, lock, g.Token, ttl)
+		l, r := c.renewAny(ctx, w.limit, lock, g.Token, ttl)
 		o.ret, o.status = time.Now(), r.status
 		if r.err != nil {
 			o.status = 0
@@ -185,7 +192,7 @@ func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock
 	write()
 	o = op{client: id, lock: lock, kind: opRelease, fence: rec.fence, call: time.Now()}
 	rec.releaseCall = o.call
-	r = c.release(ctx, lock, g.Token)
+	r = c.releaseAny(ctx, w.limit, lock, g.Token)
 	o.ret, o.status = time.Now(), r.status
 	if r.err != nil {
 		o.status = 0
@@ -220,6 +227,7 @@ const (
 	fenceOrder                       // a grant before another in real time has a token not smaller
 	overlap                          // two grants certainly held the lock at once
 	staleAccepted                    // the resource accepted a token below one it had accepted
+	tooMany                          // more grants of a semaphore certainly held it than its limit
 )
 
 // finding is one broken promise, with the grants involved: a alone, or a
@@ -235,8 +243,16 @@ type finding struct {
 // It returns the number of grants it checked.
 func (h *history) check(t *testing.T, res *resource) int {
 	t.Helper()
+	return h.checkLimit(t, res, 1)
+}
+
+// checkLimit is check for semaphores of limit permits (1: locks): at no
+// moment do more than limit grants of one name certainly hold it. res may
+// be nil.
+func (h *history) checkLimit(t *testing.T, res *resource, limit int) int {
+	t.Helper()
 	var errs []string
-	for _, f := range h.findings(res) {
+	for _, f := range h.findings(res, limit) {
 		if len(errs) < 20 {
 			errs = append(errs, f.msg)
 		}
@@ -248,8 +264,8 @@ func (h *history) check(t *testing.T, res *resource) int {
 }
 
 // findings returns every way the history and the resource's log break the
-// promises.
-func (h *history) findings(res *resource) []finding {
+// promises, for names of limit permits each (1: locks). res may be nil.
+func (h *history) findings(res *resource, limit int) []finding {
 	byLock := make(map[string][]*grantRec)
 	for _, g := range h.grants {
 		byLock[g.lock] = append(byLock[g.lock], g)
@@ -294,11 +310,19 @@ func (h *history) findings(res *resource) []finding {
 				// Mutual exclusion on the intervals each grant certainly
 				// held the lock.
 				as, ae, bs, be := a.acquired.ret, a.end(), b.acquired.ret, b.end()
-				if as.Before(ae) && bs.Before(be) && as.Before(be) && bs.Before(ae) {
+				if limit == 1 && as.Before(ae) && bs.Before(be) && as.Before(be) && bs.Before(ae) {
 					add(overlap, lock, a, b, "%s: grants %d [%s, %s] and %d [%s, %s] overlap", lock, a.fence, stamp(as), stamp(ae), b.fence, stamp(bs), stamp(be))
 				}
 			}
 		}
+		if limit > 1 {
+			for _, over := range overLimit(gs, limit) {
+				add(tooMany, lock, nil, nil, "%s: %s", lock, over)
+			}
+		}
+	}
+	if res == nil {
+		res = newResource()
 	}
 	for _, w := range res.staleAccepted() {
 		add(staleAccepted, w.lock, nil, nil, "%s: the resource accepted token %d at %s after a larger one", w.lock, w.fence, stamp(w.at))
@@ -375,6 +399,12 @@ var lockModel = porcupine.Model{
 // run, and logs why it skips the check otherwise.
 func (h *history) linearizable(t *testing.T) {
 	t.Helper()
+	h.linearizableAgainst(t, lockModel)
+}
+
+// linearizableAgainst is linearizable with another model of the API.
+func (h *history) linearizableAgainst(t *testing.T, model porcupine.Model) {
+	t.Helper()
 	var ops []porcupine.Operation
 	var base time.Time
 	for _, o := range h.ops {
@@ -392,7 +422,7 @@ func (h *history) linearizable(t *testing.T) {
 			Call: o.call.Sub(base).Nanoseconds(), Return: o.ret.Sub(base).Nanoseconds(),
 		})
 	}
-	switch res := porcupine.CheckOperationsTimeout(lockModel, ops, 30*time.Second); res {
+	switch res := porcupine.CheckOperationsTimeout(model, ops, 30*time.Second); res {
 	case porcupine.Illegal:
 		t.Fatalf("porcupine: the history of %d calls is not linearizable", len(ops))
 	case porcupine.Unknown:

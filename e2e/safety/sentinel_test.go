@@ -285,7 +285,7 @@ func (h *history) acrossFailover(t *testing.T, res *resource, cut, killed time.T
 		}
 		rep.lost[g][how]++
 	}
-	for _, f := range h.findings(res) {
+	for _, f := range h.findings(res, 1) {
 		switch {
 		case f.kind == endedEarly && old(f.a):
 			lose(f.a, "gone at its renew or release")

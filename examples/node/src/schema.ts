@@ -59,6 +59,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/semaphores/{namespace}/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /** Describe the holders of a semaphore's permits (never their tokens). */
+        get: operations["inspectSemaphore"];
+        put?: never;
+        /**
+         * Take one of a semaphore's permits, optionally waiting for one to free up.
+         * @description Up to `limit` callers hold a semaphore at once, each with a permit of
+         *     its own: its own owner `token`, lease and `fencing_token`. Waiters
+         *     get permits in arrival order. Every caller must send the same
+         *     `limit`: while anyone holds or waits for a permit, another `limit`
+         *     is refused with `limit_mismatch`; once the semaphore is idle, the
+         *     next caller's `limit` applies. A semaphore and a lock of the same
+         *     name are unrelated.
+         */
+        post: operations["acquireSemaphore"];
+        /** Give back a permit you hold. */
+        delete: operations["releaseSemaphore"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/semaphores/{namespace}/{name}/lease": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Extend the lease of a permit you hold.
+         * @description Sets the lease to `ttl_ms` from now, or without a body to the TTL the
+         *     permit was acquired with. An expired lease is never brought back.
+         */
+        put: operations["renewSemaphoreLease"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -180,6 +237,84 @@ export interface components {
             /** @description How many times the holder holds the lock (1 unless re-entered). */
             holds?: number;
         };
+        SemaphoreRequest: {
+            /** @description How many callers may hold the semaphore at once; every caller sends the same. */
+            limit: number;
+            /**
+             * Format: int64
+             * @description Lease length; default 30000, at most the configured max TTL (default 1 h).
+             */
+            ttl_ms?: number;
+            /**
+             * Format: int64
+             * @description How long to wait for a permit; default 0, at most the configured max wait (default 60 s).
+             */
+            wait_ms?: number;
+            /** @description A free-form label that inspect shows. */
+            owner?: string;
+        };
+        SemaphoreGrant: {
+            /**
+             * @description namespace/name
+             * @example etl/nightly-export
+             */
+            semaphore: string;
+            /** @description The owner token of this permit; send it in `Lock-Token` to renew or release. */
+            token: string;
+            /**
+             * Format: int64
+             * @description Larger than that of every earlier permit of the semaphore.
+             */
+            fencing_token: number;
+            /** Format: int64 */
+            ttl_ms: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC; never later than the backend's expiry.
+             */
+            expires_at: string;
+            /** @description The semaphore's limit. */
+            limit: number;
+        };
+        SemaphoreLease: {
+            semaphore: string;
+            /**
+             * Format: int64
+             * @description The permit's fencing token, unchanged by renewals.
+             */
+            fencing_token: number;
+            /** Format: int64 */
+            ttl_ms: number;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        SemaphoreInfo: {
+            semaphore: string;
+            limit: number;
+            /** @description The live permits, the soonest lease to end first. */
+            holders: components["schemas"]["Holder"][];
+            /**
+             * @description How many acquirers wait for a permit. With Redis, a waiter whose
+             *     gateway died counts until a hand-off drops it.
+             */
+            waiters: number;
+        };
+        Holder: {
+            /** @description The `sub` of the JWT that acquired the grant. */
+            subject: string;
+            owner: string;
+            /** Format: int64 */
+            fencing_token: number;
+            /**
+             * Format: int64
+             * @description What remains of the lease.
+             */
+            ttl_ms: number;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: date-time */
+            acquired_at: string;
+        };
         Health: {
             /** @example ok */
             status: string;
@@ -192,11 +327,22 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "not_holder" | "not_held" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "method_not_allowed" | "internal";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "method_not_allowed" | "internal";
         };
         LockHeldProblem: components["schemas"]["Problem"] & {
             /** Format: int64 */
             retry_after_ms: number;
+        };
+        SemaphoreFullProblem: components["schemas"]["Problem"] & {
+            /**
+             * Format: int64
+             * @description When the soonest lease ends, unless renewed.
+             */
+            retry_after_ms: number;
+        };
+        LimitMismatchProblem: components["schemas"]["Problem"] & {
+            /** @description The limit in force. */
+            limit: number;
         };
     };
     responses: {
@@ -479,6 +625,164 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Lease"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["NotHolder"];
+            413: components["responses"]["PayloadTooLarge"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    inspectSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description At least one permit is held. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SemaphoreInfo"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description Nobody holds a permit (`code` is `not_held`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    acquireSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SemaphoreRequest"];
+            };
+        };
+        responses: {
+            /** @description The permit is yours until `expires_at` unless you renew it. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SemaphoreGrant"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /**
+             * @description Every permit is taken, and none freed up within `wait_ms`
+             *     (`semaphore_full`): `Retry-After` and `retry_after_ms` say when
+             *     the soonest lease ends if it is not renewed. Or the semaphore is
+             *     in use with another limit (`limit_mismatch`), given in `limit`;
+             *     this answer wins over `semaphore_full`.
+             */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["SemaphoreFullProblem"] | components["schemas"]["LimitMismatchProblem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    releaseSemaphore: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The owner `token` of the grant. Never put it in a URL. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Released; the first waiter, if any, gets the permit. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["NotHolder"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    renewSemaphoreLease: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The owner `token` of the grant. Never put it in a URL. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RenewRequest"];
+            };
+        };
+        responses: {
+            /** @description The new lease. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SemaphoreLease"];
                 };
             };
             400: components["responses"]["InvalidRequest"];

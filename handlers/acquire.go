@@ -1,0 +1,87 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// grantCall is one kind of grant the gateway hands out (a lock, a
+// semaphore's permit): how to ask the engine for it, how to give it back,
+// and how to count the outcome.
+type grantCall struct {
+	kind     string // for errors and logs: "lock", "semaphore"
+	key      locks.Key
+	wait     time.Duration
+	acquire  func(ctx context.Context) (locks.Grant, error)
+	release  func(ctx context.Context, token string) error
+	outcomes *prometheus.CounterVec
+	outcome  func(err error) string
+}
+
+// obtain runs c.acquire with the gateway's rules around waiting: the
+// --max-waiters cap, the end of waits when the gateway drains, and the
+// release of a grant whose caller left before receiving it.
+func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
+	// Waits end early when the gateway shuts down; the caller then gets a
+	// 503 and retries elsewhere, instead of holding up the shutdown.
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.draining, func() { cancel(errDraining) })
+	defer stop()
+
+	if c.wait > 0 {
+		if s.waiting.Add(1) > int64(s.cfg.MaxWaiters) {
+			s.waiting.Add(-1)
+			c.outcomes.WithLabelValues(outcomeRefused).Inc()
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, errTooManyWaiters)
+		}
+		defer s.waiting.Add(-1)
+		s.metrics.waiters.Inc()
+	}
+	start := time.Now()
+	grant, err := c.acquire(waitCtx)
+	if c.wait > 0 {
+		s.metrics.waiters.Dec()
+		s.metrics.wait.Observe(time.Since(start).Seconds())
+	}
+	if err != nil {
+		c.outcomes.WithLabelValues(c.outcome(err)).Inc()
+		if ctx.Err() == nil && errors.Is(context.Cause(waitCtx), errDraining) {
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, errDraining)
+		}
+		return locks.Grant{}, err
+	}
+	if ctx.Err() != nil {
+		// The engine granted as the caller left: nobody would ever release
+		// this grant, so release it now rather than let it block others
+		// until its lease ends.
+		s.giveBack(ctx, c, grant.Token)
+		c.outcomes.WithLabelValues(outcomeCancelled).Inc()
+		return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, ctx.Err())
+	}
+	c.outcomes.WithLabelValues(outcomeGranted).Inc()
+	if grant.HandoffDelay > 0 {
+		s.metrics.handoff.Observe(grant.HandoffDelay.Seconds())
+	}
+	return grant, nil
+}
+
+// giveBack frees a grant its caller never received. It runs when the
+// request's context may be done, so it has its own short deadline.
+func (s *Server) giveBack(ctx context.Context, c grantCall, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+	defer cancel()
+	log := zerolog.Ctx(ctx)
+	if err := c.release(ctx, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
+		log.Warn().Err(err).Str(c.kind, c.key.String()).Msg("release of an undelivered grant failed; its lease will end it")
+		return
+	}
+	log.Info().Str(c.kind, c.key.String()).Msg("released a grant whose caller left before receiving it")
+}

@@ -1,0 +1,175 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// Semaphores answer as locks do: the same namespace grant, the same caps
+// (--max-ttl, --max-wait, and --max-waiters, which counts waiters of both),
+// the same drain and cancellation rules (see obtain). Their acquire
+// outcomes are counted apart, in lockgate_semaphore_acquires_total, since
+// two of them (full, limit_mismatch) do not exist for locks; the waiters
+// gauge and the wait and hand-off histograms count both.
+
+// AcquireSemaphore implements StrictServerInterface.
+func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreRequestObject) (AcquireSemaphoreResponseObject, error) {
+	if req.Body == nil {
+		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
+		return nil, invalid(`field "limit" is required`)
+	}
+	b := req.Body
+	// The lock's rules for ttl_ms, wait_ms and owner, in one place.
+	key, ar, err := s.acquireRequest(ctx, AcquireLockRequestObject{
+		Namespace: req.Namespace, Name: req.Name,
+		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner},
+	})
+	if err != nil {
+		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
+		return nil, err
+	}
+	sr := locks.SemaphoreRequest{AcquireRequest: ar, Limit: b.Limit}
+	c := s.permitCall(key, ar.Wait)
+	c.acquire = func(ctx context.Context) (locks.Grant, error) { return s.cfg.Backend.AcquirePermit(ctx, key, sr) }
+	grant, err := s.obtain(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return granted{
+		body: SemaphoreGrant{
+			Semaphore:    key.String(),
+			Token:        grant.Token,
+			FencingToken: grant.FencingToken,
+			TtlMs:        grant.TTL.Milliseconds(),
+			ExpiresAt:    timestamp(grant.ExpiresAt),
+			Limit:        sr.Limit,
+		},
+		release: func() { s.giveBack(ctx, c, grant.Token) },
+	}, nil
+}
+
+// permitCall is a grantCall for a permit of key, without its acquire.
+func (s *Server) permitCall(key locks.Key, wait time.Duration) grantCall {
+	return grantCall{
+		kind: "semaphore",
+		key:  key,
+		wait: wait,
+		release: func(ctx context.Context, token string) error {
+			return s.cfg.Backend.ReleasePermit(ctx, key, token)
+		},
+		outcomes: s.metrics.semAcquires,
+		outcome:  semaphoreOutcome,
+	}
+}
+
+// Semaphore acquire outcomes besides those of locks.
+const (
+	outcomeFull          = "full"           // every permit taken, and the caller did not wait or waited in vain
+	outcomeLimitMismatch = "limit_mismatch" // the semaphore is in use with another limit
+)
+
+func semaphoreOutcome(err error) string {
+	switch {
+	case errors.Is(err, locks.ErrFull):
+		return outcomeFull
+	case errors.Is(err, locks.ErrLimitMismatch):
+		return outcomeLimitMismatch
+	}
+	return acquireOutcome(err)
+}
+
+// VisitAcquireSemaphoreResponse implements AcquireSemaphoreResponseObject:
+// a permit is delivered, or given back, as a lock's grant is.
+func (g granted) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+	return g.VisitAcquireLockResponse(w)
+}
+
+// ReleaseSemaphore implements StrictServerInterface.
+func (s *Server) ReleaseSemaphore(ctx context.Context, req ReleaseSemaphoreRequestObject) (ReleaseSemaphoreResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Backend.ReleasePermit(ctx, key, req.Params.LockToken); err != nil {
+		return nil, semaphoreDetail(err)
+	}
+	return ReleaseSemaphore204Response{}, nil
+}
+
+// RenewSemaphoreLease implements StrictServerInterface.
+func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeaseRequestObject) (RenewSemaphoreLeaseResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	var ttl time.Duration // 0: the TTL the permit was acquired with
+	if req.Body != nil && req.Body.TtlMs != nil {
+		if ttl, err = s.ttl(ctx, *req.Body.TtlMs); err != nil {
+			return nil, err
+		}
+	}
+	lease, err := s.cfg.Backend.RenewPermit(ctx, key, req.Params.LockToken, ttl)
+	if err != nil {
+		return nil, semaphoreDetail(err)
+	}
+	return RenewSemaphoreLease200JSONResponse{
+		Semaphore:    key.String(),
+		FencingToken: lease.FencingToken,
+		TtlMs:        lease.TTL.Milliseconds(),
+		ExpiresAt:    timestamp(lease.ExpiresAt),
+	}, nil
+}
+
+// InspectSemaphore implements StrictServerInterface.
+func (s *Server) InspectSemaphore(ctx context.Context, req InspectSemaphoreRequestObject) (InspectSemaphoreResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.cfg.Backend.InspectSemaphore(ctx, key)
+	if err != nil {
+		return nil, semaphoreDetail(err)
+	}
+	holders := make([]Holder, len(info.Holders))
+	for i, h := range info.Holders {
+		holders[i] = Holder{
+			Subject:      h.Subject,
+			Owner:        h.Owner,
+			FencingToken: h.FencingToken,
+			TtlMs:        h.TTL.Milliseconds(),
+			ExpiresAt:    timestamp(h.ExpiresAt),
+			AcquiredAt:   timestamp(h.AcquiredAt),
+		}
+	}
+	return InspectSemaphore200JSONResponse{
+		Semaphore: key.String(),
+		Limit:     info.Limit,
+		Holders:   holders,
+		Waiters:   info.Waiters,
+	}, nil
+}
+
+// semaphoreError words an engine error for a semaphore, where the error
+// table's details speak of a lock.
+type semaphoreError struct {
+	err    error
+	detail string
+}
+
+func (e *semaphoreError) Error() string  { return e.err.Error() }
+func (e *semaphoreError) Unwrap() error  { return e.err }
+func (e *semaphoreError) Detail() string { return e.detail }
+
+func semaphoreDetail(err error) error {
+	switch {
+	case errors.Is(err, locks.ErrNotHolder):
+		return &semaphoreError{err, "the Lock-Token does not hold a permit of this semaphore: it was released, or its lease ended"}
+	case errors.Is(err, locks.ErrNotHeld):
+		return &semaphoreError{err, "nobody holds a permit of this semaphore"}
+	}
+	return err
+}
