@@ -41,8 +41,8 @@ const releaseTimeout = 5 * time.Second
 // their connections are closed and Run waits for their handlers (at most
 // 3 × --redis-timeout + 5 s) before it closes the backend.
 // args are the command line (args[0] is the program name); getenv reads the
-// environment. Logs go to stderr as JSON; stdout gets the listening line and,
-// with --dev, a ready-to-use token.
+// environment. Logs go to stderr as JSON, and with --dev a ready-to-use
+// token after a warning; stdout gets the listening line only.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -138,14 +138,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	baseURL := "http://" + l.Addr().String()
-	logger.Info().Str("addr", l.Addr().String()).Msg("listening")
-	fmt.Fprintln(stdout, ListeningPrefix+baseURL)
 	if cfg.dev {
-		if err := printDev(stdout, cfg, authCfg, baseURL); err != nil {
+		// Before the listening line, so whoever waits for it has the token.
+		if err := printDev(stderr, cfg, authCfg, baseURL); err != nil {
 			l.Close()
 			return err
 		}
 	}
+	logger.Info().Str("addr", l.Addr().String()).Msg("listening")
+	fmt.Fprintln(stdout, ListeningPrefix+baseURL)
 
 	served := make(chan error, 1)
 	go func() { served <- httpSrv.Serve(l) }()
@@ -174,8 +175,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// authConfig builds the token verification settings. --dev without a key
-// gets a random secret, which dies with the process. The JWK Sets are
+// authConfig builds the token verification settings. --dev, which refuses
+// a configured key, gets a random secret that dies with the process. The JWK Sets are
 // fetched before it returns, each within a few seconds.
 func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middleware.AuthConfig, error) {
 	ac := middleware.AuthConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
