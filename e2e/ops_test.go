@@ -123,6 +123,9 @@ func TestRefusesToStart(t *testing.T) {
 		"no key":           {nil, nil, "no JWT key configured"},
 		"both keys":        {[]string{"--jwt-secret", secret, "--jwt-public-key-file", "k.pem"}, nil, "not both"},
 		"short secret":     {nil, map[string]string{"LOCKGATE_JWT_SECRET": "short"}, "at least 32 bytes"},
+		"secret, newline":  {nil, map[string]string{"LOCKGATE_JWT_SECRET": secret + "\n"}, "whitespace"},
+		"one-byte secret":  {[]string{"--jwt-secret", strings.Repeat("x", 40)}, nil, "too weak"},
+		"repeated secret":  {nil, map[string]string{"LOCKGATE_JWT_SECRET": strings.Repeat("changeme", 5)}, "too weak"},
 		"missing key file": {[]string{"--jwt-public-key-file", filepath.Join(t.TempDir(), "nope.pem")}, nil, "--jwt-public-key-file"},
 		"bad env duration": {nil, map[string]string{"LOCKGATE_JWT_SECRET": secret, "LOCKGATE_MAX_TTL": "forever"}, "LOCKGATE_MAX_TTL"},
 		"default over max": {[]string{"--default-ttl", "2h"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "--max-ttl"},
@@ -140,7 +143,7 @@ func TestRefusesToStart(t *testing.T) {
 			if strings.Contains(out.String(), app.ListeningPrefix) {
 				t.Fatal("it listened anyway")
 			}
-			for _, s := range []string{secret, `"short"`} {
+			for _, s := range []string{secret, `"short"`, "xxxxxxxx", "changeme"} {
 				if strings.Contains(err.Error(), s) {
 					t.Fatalf("the error quotes the secret: %v", err)
 				}
