@@ -66,7 +66,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The process is up. */
+        /**
+         * The process is up.
+         * @description `HEAD /healthz` answers the same status, without a body.
+         */
         get: operations["healthz"];
         put?: never;
         post?: never;
@@ -83,7 +86,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The lock backend answers. */
+        /**
+         * The lock backend answers.
+         * @description `HEAD /readyz` answers the same status, without a body.
+         */
         get: operations["readyz"];
         put?: never;
         post?: never;
