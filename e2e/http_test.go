@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockgate/lockgate/cmd/gateway/app"
 	"github.com/lockgate/lockgate/internal/redistest"
 )
 
@@ -109,5 +110,62 @@ func TestAnswersBeforeRouting(t *testing.T) {
 				t.Fatalf("got %q, %q; want %d in text/plain", resp.Status, resp.Header.Get("Content-Type"), tc.status)
 			}
 		})
+	}
+}
+
+// TestMaxConnections: with --max-connections N, connection N+1 is not
+// served while N are open (it waits in the kernel's accept queue), and is
+// served as soon as one of them closes.
+func TestMaxConnections(t *testing.T) {
+	gw := startGateway(t, "--max-connections", "2", "--max-waiters", "1")
+	addr := strings.TrimPrefix(gw.URL, "http://")
+	get := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	open := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, get); err != nil {
+			t.Fatal(err)
+		}
+		return c, bufio.NewReader(c)
+	}
+	answered := func(c net.Conn, br *bufio.Reader, within time.Duration) bool {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(within))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	// Two kept-alive connections, each served once.
+	c1, r1 := open()
+	c2, r2 := open()
+	if !answered(c1, r1, 20*time.Second) || !answered(c2, r2, 20*time.Second) {
+		t.Fatal("the first two connections were not served")
+	}
+	// The third is accepted by the kernel, not by the gateway.
+	c3, r3 := open()
+	if answered(c3, r3, 500*time.Millisecond) {
+		t.Fatal("a third connection was served while two were open, with --max-connections 2")
+	}
+	c1.Close()
+	if !answered(c3, r3, 20*time.Second) {
+		t.Fatal("the third connection was not served within 20s of the first closing")
+	}
+}
+
+// TestMaxConnectionsRefused: a limit the waiters alone could fill is
+// refused at start.
+func TestMaxConnectionsRefused(t *testing.T) {
+	var out, logs strings.Builder
+	err := app.Run(t.Context(), []string{"gateway", "--addr", "127.0.0.1:0", "--max-connections", "100"},
+		func(k string) string { return map[string]string{"LOCKGATE_JWT_SECRET": secret}[k] }, &out, &logs)
+	if err == nil || !strings.Contains(err.Error(), "--max-waiters") {
+		t.Fatalf("got %v, want an error saying --max-connections must exceed --max-waiters", err)
 	}
 }

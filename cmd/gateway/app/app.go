@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/net/netutil"
 
 	"github.com/lockgate/lockgate/handlers"
 	"github.com/lockgate/lockgate/locks"
@@ -133,11 +134,36 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer stopPprof()
 	}
 
+	var cert *certificate
+	scheme := "http"
+	if cfg.tlsCert != "" {
+		if cert, err = loadCertificate(cfg.tlsCert, cfg.tlsKey); err != nil {
+			return err
+		}
+		httpSrv.TLSConfig = cert.tlsConfig()
+		scheme = "https"
+	}
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		reloadOnSignal(reloadCtx, cert, logger)
+	}()
+	defer func() {
+		stopReload()
+		<-reloaded
+	}()
+
 	l, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
-	baseURL := "http://" + l.Addr().String()
+	if cfg.maxConnections > 0 {
+		// Past the limit, Accept waits for a connection to close: the new
+		// ones wait in the kernel's accept queue.
+		l = netutil.LimitListener(l, cfg.maxConnections)
+	}
+	baseURL := scheme + "://" + l.Addr().String()
 	if cfg.dev {
 		// Before the listening line, so whoever waits for it has the token.
 		if err := printDev(stderr, cfg, authCfg, baseURL); err != nil {
@@ -149,7 +175,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprintln(stdout, ListeningPrefix+baseURL)
 
 	served := make(chan error, 1)
-	go func() { served <- httpSrv.Serve(l) }()
+	go func() {
+		if cert != nil {
+			served <- httpSrv.ServeTLS(l, "", "") // the certificate is in TLSConfig
+			return
+		}
+		served <- httpSrv.Serve(l)
+	}()
 	select {
 	case err := <-served:
 		httpSrv.Close()

@@ -36,6 +36,9 @@ type config struct {
 	maxWaiters       int
 	logLevel         zerolog.Level
 	dev              bool
+	tlsCert          string
+	tlsKey           string
+	maxConnections   int
 	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
 }
 
@@ -77,6 +80,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGINT/SIGTERM waits for in-flight requests")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS (and HTTP/2) with it and --tls-key; both files are read again on SIGHUP")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.IntVar(&c.maxConnections, "max-connections", 0, "most connections open at once; more wait in the kernel's accept queue until one closes (0: no limit but the process's file descriptors); must exceed --max-waiters")
 	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and a ready-made token on stderr; refuses keys, --redis-url and public addresses")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: gateway [flags]\n\nEvery flag can also be set with its environment variable, e.g. --max-ttl as %s.\n\n", envName("max-ttl"))
@@ -181,6 +187,14 @@ func (c config) check() error {
 		return errors.New("--jwt-ns-claim must name a claim")
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return errors.New("set --tls-cert and --tls-key together")
+	case c.maxConnections < 0:
+		return errors.New("--max-connections must be 0 (no limit) or positive")
+	case c.maxConnections > 0 && c.maxConnections <= c.maxWaiters:
+		// Waiters would hold every connection, and the release that
+		// wakes them could not get in.
+		return fmt.Errorf("--max-connections %d must exceed --max-waiters %d: waiters could hold every connection, and the release that wakes them could not connect", c.maxConnections, c.maxWaiters)
 	case c.defaultTTL > c.maxTTL:
 		return fmt.Errorf("--default-ttl %s is longer than --max-ttl %s", c.defaultTTL, c.maxTTL)
 	case c.defaultTTL < time.Millisecond || c.maxTTL < time.Millisecond:
