@@ -44,9 +44,9 @@ func cmdToken(_ context.Context, c cli, args []string) error {
 	switch {
 	case key == "":
 		return usagef("no secret: set LOCKGATE_JWT_SECRET or pass --secret")
-	case jwtsecret.Check([]byte(key)) != nil:
+	case jwtsecret.CheckText(key) != nil:
 		// The gateway refuses such a key: its tokens would be of no use.
-		return usagef("%v", jwtsecret.Check([]byte(key)))
+		return usagef("%v", jwtsecret.CheckText(key))
 	case *sub == "":
 		return usagef("--sub is required")
 	case len(globs) == 0:

@@ -5,9 +5,9 @@
 package jwtsecret
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // MinLen is the shortest HS256 secret accepted: RFC 7518 asks for a key at
@@ -23,20 +23,13 @@ const MinLen = 32
 // lack one digit or more.
 const minDistinct = 8
 
-// Check says whether secret can be an HS256 key. It refuses, without quoting the secret:
-//   - fewer than MinLen bytes;
-//   - leading or trailing whitespace, most often the newline of a file or
-//     of echo. Refused rather than trimmed: whoever signs tokens with the
-//     same value (lockctl token, another service) would use the untrimmed
-//     bytes, and every token would fail with a 401 that names no cause;
-//   - fewer than 8 distinct bytes, or a shorter block repeated: obviously
-//     weak secrets that pass the length check.
+// Check says whether secret, a key given as bytes, can be an HS256 key.
+// It refuses, without quoting the secret, fewer than MinLen bytes, and
+// obviously weak secrets that pass the length check: fewer than 8 distinct
+// bytes, or a shorter block repeated.
 func Check(secret []byte) error {
 	if len(secret) < MinLen {
 		return fmt.Errorf("the JWT secret must be at least %d bytes", MinLen)
-	}
-	if len(bytes.TrimSpace(secret)) != len(secret) {
-		return errors.New("the JWT secret begins or ends with whitespace (a newline from a file or echo?); remove it: it is not trimmed, since tokens signed elsewhere would use it as is")
 	}
 	var seen [256]bool
 	distinct := 0
@@ -53,6 +46,20 @@ func Check(secret []byte) error {
 		return fmt.Errorf("the JWT secret is too weak: a block of %d bytes repeats; use a random one, e.g. openssl rand -hex 32", p)
 	}
 	return nil
+}
+
+// CheckText is Check for a secret read as text (an environment variable,
+// a flag, a file), which also must not begin or end with whitespace: most
+// often the newline of a file or of echo. Refused rather than trimmed:
+// whoever signs tokens with the same value (lockctl token, another
+// service) would use the untrimmed bytes, and every token would fail with
+// a 401 that names no cause. A key given as bytes may hold any byte, at
+// either end too (a random key does about once in twenty).
+func CheckText(secret string) error {
+	if strings.TrimSpace(secret) != secret {
+		return errors.New("the JWT secret begins or ends with whitespace (a newline from a file or echo?); remove it: it is not trimmed, since tokens signed elsewhere would use it as is")
+	}
+	return Check([]byte(secret))
 }
 
 // period is the length of the shortest block that b repeats, whole or in

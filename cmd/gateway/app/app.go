@@ -240,6 +240,10 @@ func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middlew
 	}
 	switch {
 	case cfg.jwtSecret != "":
+		// Text, from a variable or a flag: NewAuthenticator checks bytes.
+		if err := middleware.CheckTextSecret(cfg.jwtSecret); err != nil {
+			return ac, err
+		}
 		ac.Secret = []byte(cfg.jwtSecret)
 	case cfg.jwtPublicKeyFile != "":
 		data, err := os.ReadFile(cfg.jwtPublicKeyFile)
