@@ -204,8 +204,16 @@ func TestBinaryDevModeAndSIGTERM(t *testing.T) {
 	if !strings.HasPrefix(url, "http://127.0.0.1:") {
 		t.Fatalf("first line on stdout %q: want the listening line on loopback", stdoutLines[0])
 	}
-	// The token and the curl example are on stderr, after a warning, and
-	// written before the listening line.
+	// The token and the curl example are on stderr, after a warning. The
+	// process writes them before the listening line, but stderr reaches
+	// logs through a pipe of its own: wait for it.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "\ncurl ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no curl example on stderr within 30s; got:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
+	}
 	var tok, curl string
 	warned := false
 	for l := range strings.Lines(logs.String()) {
