@@ -123,6 +123,9 @@ func TestRefusesToStart(t *testing.T) {
 		"no key":           {nil, nil, "no JWT key configured"},
 		"both keys":        {[]string{"--jwt-secret", secret, "--jwt-public-key-file", "k.pem"}, nil, "not both"},
 		"short secret":     {nil, map[string]string{"LOCKGATE_JWT_SECRET": "short"}, "at least 32 bytes"},
+		"secret, newline":  {nil, map[string]string{"LOCKGATE_JWT_SECRET": secret + "\n"}, "whitespace"},
+		"one-byte secret":  {[]string{"--jwt-secret", strings.Repeat("x", 40)}, nil, "too weak"},
+		"repeated secret":  {nil, map[string]string{"LOCKGATE_JWT_SECRET": strings.Repeat("changeme", 5)}, "too weak"},
 		"missing key file": {[]string{"--jwt-public-key-file", filepath.Join(t.TempDir(), "nope.pem")}, nil, "--jwt-public-key-file"},
 		"bad env duration": {nil, map[string]string{"LOCKGATE_JWT_SECRET": secret, "LOCKGATE_MAX_TTL": "forever"}, "LOCKGATE_MAX_TTL"},
 		"default over max": {[]string{"--default-ttl", "2h"}, map[string]string{"LOCKGATE_JWT_SECRET": secret}, "--max-ttl"},
@@ -140,7 +143,7 @@ func TestRefusesToStart(t *testing.T) {
 			if strings.Contains(out.String(), app.ListeningPrefix) {
 				t.Fatal("it listened anyway")
 			}
-			for _, s := range []string{secret, `"short"`} {
+			for _, s := range []string{secret, `"short"`, "xxxxxxxx", "changeme"} {
 				if strings.Contains(err.Error(), s) {
 					t.Fatalf("the error quotes the secret: %v", err)
 				}
@@ -150,7 +153,7 @@ func TestRefusesToStart(t *testing.T) {
 }
 
 // TestBinaryDevModeAndSIGTERM builds the gateway, runs it with --dev, uses
-// the token it prints, and stops it with SIGTERM.
+// the token it prints on stderr, and stops it with SIGTERM.
 func TestBinaryDevModeAndSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -186,29 +189,50 @@ func TestBinaryDevModeAndSIGTERM(t *testing.T) {
 		close(lines)
 		exited <- cmd.Wait()
 	}()
-	var url, tok, curl string
-	deadline := time.After(30 * time.Second)
-	for url == "" || tok == "" || curl == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("the gateway exited early; logs:\n%s", logs.String())
-			}
-			if rest, ok := strings.CutPrefix(l, app.ListeningPrefix); ok {
-				url = rest
-			}
-			if rest, ok := strings.CutPrefix(l, "export LOCKGATE_TOKEN="); ok {
-				tok = rest
-			}
-			if strings.HasPrefix(l, "curl ") {
-				curl = l
-			}
-		case <-deadline:
-			t.Fatalf("no listening line, token and curl example within 30s; logs:\n%s", logs.String())
+	var url string
+	var stdoutLines []string
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			t.Fatalf("the gateway exited early; logs:\n%s", logs.String())
 		}
+		stdoutLines = append(stdoutLines, l)
+		url, _ = strings.CutPrefix(l, app.ListeningPrefix)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no listening line within 30s; logs:\n%s", logs.String())
 	}
 	if !strings.HasPrefix(url, "http://127.0.0.1:") {
-		t.Fatalf("--dev listens on %s, want loopback", url)
+		t.Fatalf("first line on stdout %q: want the listening line on loopback", stdoutLines[0])
+	}
+	// The token and the curl example are on stderr, after a warning. The
+	// process writes them before the listening line, but stderr reaches
+	// logs through a pipe of its own: wait for it.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "\ncurl ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no curl example on stderr within 30s; got:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
+	}
+	var tok, curl string
+	warned := false
+	for l := range strings.Lines(logs.String()) {
+		l = strings.TrimSpace(l)
+		if rest, ok := strings.CutPrefix(l, "export LOCKGATE_TOKEN="); ok {
+			tok = rest
+		}
+		if strings.HasPrefix(l, "curl ") {
+			curl = l
+		}
+		if strings.HasPrefix(l, "WARNING: lockgate --dev is not for production") {
+			warned = tok == "" // before the token
+		}
+		if strings.HasPrefix(l, "{") && tok != "" && strings.Contains(l, tok) {
+			t.Error("the dev token is in a JSON log line")
+		}
+	}
+	if tok == "" || curl == "" || !warned {
+		t.Fatalf("want a warning, then a token and a curl example on stderr; got:\n%s", logs.String())
 	}
 	if !regexp.MustCompile(`\$LOCKGATE_TOKEN.*` + regexp.QuoteMeta(url) + `/locks/`).MatchString(curl) {
 		t.Fatalf("curl example %q does not use the token and %s", curl, url)
@@ -220,9 +244,6 @@ func TestBinaryDevModeAndSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "embedded in-memory backend") {
 		t.Errorf("no single-process warning in the logs:\n%s", logs.String())
-	}
-	if strings.Contains(logs.String(), tok) {
-		t.Error("the dev token is in the logs")
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -236,6 +257,12 @@ func TestBinaryDevModeAndSIGTERM(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("no exit within 20s of SIGTERM")
+	}
+	for l := range lines { // closed before exited was sent
+		stdoutLines = append(stdoutLines, l)
+	}
+	if len(stdoutLines) != 1 {
+		t.Fatalf("stdout: got %q, want the listening line only", stdoutLines)
 	}
 }
 

@@ -113,7 +113,7 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 		"patch lock":  {"PATCH", "/locks/a/b", "GET, POST, DELETE"},
 		"put lock":    {"PUT", "/locks/a/b", "GET, POST, DELETE"},
 		"get lease":   {"GET", "/locks/a/b/lease", "PUT"},
-		"post health": {"POST", "/healthz", "GET"},
+		"post health": {"POST", "/healthz", "GET, HEAD"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := call(t, tc.method, gw.URL+tc.path, "")

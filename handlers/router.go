@@ -53,10 +53,17 @@ func (s *Server) Handler() (http.Handler, error) {
 	r := chi.NewRouter()
 	// Top-level middleware runs before routing: nothing here may depend on
 	// the matched route except after next returns.
-	r.Use(middleware.AccessLog(s.cfg.Logger), s.metrics.instrument, recoverer)
+	r.Use(middleware.AccessLog(s.cfg.Logger), s.metrics.instrument, recoverer, headProbes)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, r, errNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Allow", strings.Join(allowed(r, req), ", "))
+		methods := allowed(r, req)
+		if len(methods) == 0 {
+			// Never a 405 with an empty Allow (RFC 9110 15.5.6): a path
+			// with no method is not there.
+			writeError(w, req, errNotFound)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(methods, ", "))
 		writeError(w, req, errMethodNotAllowed)
 	})
 
@@ -113,15 +120,41 @@ func paramError(err error) error {
 	return invalid("the request parameters are invalid")
 }
 
-// allowed lists the methods that route req's path.
+// allowed lists the methods that route req's path. It matches the path
+// the router matched: the raw one when the URL has escapes, such as %2F,
+// which the decoded path loses.
 func allowed(mux chi.Routes, req *http.Request) []string {
+	path := req.URL.RawPath
+	if path == "" {
+		path = req.URL.Path
+	}
 	var methods []string
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
-		if mux.Match(chi.NewRouteContext(), m, req.URL.Path) {
+		if mux.Match(chi.NewRouteContext(), m, path) {
 			methods = append(methods, m)
+			if m == http.MethodGet && probes[path] {
+				methods = append(methods, http.MethodHead)
+			}
 		}
 	}
 	return methods
+}
+
+// probes are the paths that answer HEAD as they answer GET.
+var probes = map[string]bool{"/healthz": true, "/readyz": true}
+
+// headProbes routes HEAD on the probes as GET: load balancers probe with
+// HEAD, and only the status matters. net/http drops the body of a HEAD's
+// answer. The request's own method stays HEAD for the access log and the
+// metrics, which read it from the request they were given.
+func headProbes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead && r.URL.RawPath == "" && probes[r.URL.Path] {
+			r = r.WithContext(r.Context())
+			r.Method = http.MethodGet
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // recoverer turns a panic into a 500 problem and a log line with the stack.

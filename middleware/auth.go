@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/lockgate/lockgate/internal/jwtsecret"
 )
 
 var (
@@ -54,7 +56,7 @@ const MaxTokenLen = 8 << 10
 // AuthConfig says which tokens to trust. Set at most one of Secret and
 // PublicKeys, with or without JWKS, and at least one of the three.
 type AuthConfig struct {
-	// Secret verifies HS256 tokens. At least 32 bytes.
+	// Secret verifies HS256 tokens. At least 32 bytes; see CheckSecret.
 	Secret []byte
 	// PublicKeys verify RS256 (RSA, 2048 bits or more), ES256 (ECDSA P-256)
 	// and EdDSA (Ed25519) tokens; see ParsePublicKeys.
@@ -78,7 +80,7 @@ type AuthConfig struct {
 
 // MinSecretLen is the shortest HS256 secret accepted: RFC 7518 asks for a
 // key at least as long as the hash.
-const MinSecretLen = 32
+const MinSecretLen = jwtsecret.MinLen
 
 // Authenticator verifies bearer JWTs. It accepts only the algorithms its keys
 // are for, so an HS256 token signed with a public key as the secret, or an
@@ -139,8 +141,8 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	case len(cfg.Secret) > 0 && len(cfg.PublicKeys) > 0:
 		return nil, errors.New("configure either a JWT secret or JWT public keys, not both")
 	case len(cfg.Secret) > 0:
-		if len(cfg.Secret) < MinSecretLen {
-			return nil, fmt.Errorf("the JWT secret must be at least %d bytes", MinSecretLen)
+		if err := CheckSecret(cfg.Secret); err != nil {
+			return nil, err
 		}
 		keys[jwt.SigningMethodHS256.Alg()] = jwt.VerificationKeySet{Keys: []jwt.VerificationKey{cfg.Secret}}
 	case len(cfg.PublicKeys) > 0:

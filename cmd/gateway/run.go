@@ -10,11 +10,14 @@ import (
 	"github.com/lockgate/lockgate/cmd/gateway/app"
 )
 
-// run serves until SIGINT or SIGTERM, then drains. The work is in package
-// app so that tests outside this package (e2e) can run the same code
-// in-process.
+// run serves until SIGINT or SIGTERM, then drains; SIGHUP reads the TLS
+// certificate again. The work is in package app so that tests outside this
+// package (e2e) can run the same code in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return app.Run(ctx, args, getenv, stdout, stderr)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return app.Run(app.WithReload(ctx, hup), args, getenv, stdout, stderr)
 }

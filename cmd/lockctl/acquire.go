@@ -91,6 +91,8 @@ func cmdAcquire(ctx context.Context, c cli, args []string) error {
 	if *asJSON {
 		return json.NewEncoder(c.stdout).Encode(g)
 	}
-	_, err = fmt.Fprintln(c.stdout, g.Token)
+	// The gateway's tokens are URL-safe base64; whatever answers at the URL
+	// may send something else.
+	_, err = fmt.Fprintln(c.stdout, printable(g.Token))
 	return err
 }

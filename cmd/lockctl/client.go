@@ -63,12 +63,12 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string {
-	msg := e.Detail
+	msg := printable(e.Detail)
 	if msg == "" {
 		msg = strings.ToLower(http.StatusText(e.Status))
 	}
 	if e.Code != "" {
-		msg += " (" + e.Code + ")"
+		msg += " (" + printable(e.Code) + ")"
 	} else {
 		msg += " (HTTP " + strconv.Itoa(e.Status) + ")"
 	}
@@ -196,6 +196,24 @@ func (c *client) do(ctx context.Context, method, path string, body any, lockToke
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return &apiError{Status: resp.StatusCode, Detail: "the gateway's answer is not the JSON lockctl expects"}
+	}
+	return nil
+}
+
+// errCrossOrigin: the gateway answered with a redirect to another origin.
+var errCrossOrigin = errors.New("the gateway redirected to another origin; lockctl does not follow it with your JWT and owner token: set --url (LOCKGATE_URL) to the gateway itself")
+
+// sameOriginOnly is the client's CheckRedirect. It follows a redirect only
+// within the origin (scheme, host and port) of the first request: Go's
+// client keeps custom headers such as Lock-Token on any redirect, and
+// Authorization on one to the same host name, whatever the port or scheme.
+func sameOriginOnly(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return errCrossOrigin
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
 	}
 	return nil
 }

@@ -154,6 +154,8 @@ func TestUsage(t *testing.T) {
 		"tiny ttl":          {"run", "a/b", "--ttl", "1ms", "--", "true"},
 		"token no sub":      {"token", "--secret", secret, "--ns", "*"},
 		"token short key":   {"token", "--secret", "short", "--sub", "x", "--ns", "*"},
+		"token weak key":    {"token", "--secret", strings.Repeat("ab", 20), "--sub", "x", "--ns", "*"},
+		"token key, space":  {"token", "--secret", secret + " ", "--sub", "x", "--ns", "*"},
 		"token no ns":       {"token", "--secret", secret, "--sub", "x"},
 		"token stray arg":   {"token", "--secret", secret, "--sub", "x", "--ns", "*", "extra"},
 		"negative wait":     {"acquire", "a/b", "--wait", "-1s"},

@@ -64,7 +64,7 @@ func (cf *clientFlags) client(getenv func(string) string) (*client, error) {
 		base:    u,
 		jwt:     strings.TrimSpace(firstNonEmpty(cf.jwt, getenv("LOCKGATE_TOKEN"))),
 		timeout: cf.timeout,
-		http:    &http.Client{},
+		http:    &http.Client{CheckRedirect: sameOriginOnly},
 	}, nil
 }
 

@@ -40,7 +40,7 @@ func cmdStatus(ctx context.Context, c cli, args []string) error {
 		return json.NewEncoder(c.stdout).Encode(info)
 	}
 	_, err = fmt.Fprintf(c.stdout, "%s is held by %s (owner %q), fencing token %d, lease ends in %s (%s)\n",
-		l, info.Subject, info.Owner, info.FencingToken,
+		l, printable(info.Subject), info.Owner, info.FencingToken, // %q escapes the owner
 		(time.Duration(info.TTLMs) * time.Millisecond).String(), info.ExpiresAt.UTC().Format(time.RFC3339))
 	return err
 }

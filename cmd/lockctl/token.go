@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-)
 
-// minSecretLen is the gateway's shortest HS256 secret (RFC 7518: as long as
-// the hash); a shorter one would mint tokens it refuses.
-const minSecretLen = 32
+	"github.com/lockgate/lockgate/internal/jwtsecret"
+)
 
 // tokenClaims is the JWT the gateway reads: sub, ns globs and exp.
 type tokenClaims struct {
@@ -46,8 +44,9 @@ func cmdToken(_ context.Context, c cli, args []string) error {
 	switch {
 	case key == "":
 		return usagef("no secret: set LOCKGATE_JWT_SECRET or pass --secret")
-	case len(key) < minSecretLen:
-		return usagef("the secret is %d bytes; the gateway wants at least %d", len(key), minSecretLen)
+	case jwtsecret.CheckText(key) != nil:
+		// The gateway refuses such a key: its tokens would be of no use.
+		return usagef("%v", jwtsecret.CheckText(key))
 	case *sub == "":
 		return usagef("--sub is required")
 	case len(globs) == 0:

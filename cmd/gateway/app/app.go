@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/net/netutil"
 
 	"github.com/lockgate/lockgate/handlers"
 	"github.com/lockgate/lockgate/locks"
@@ -41,8 +42,8 @@ const releaseTimeout = 5 * time.Second
 // their connections are closed and Run waits for their handlers (at most
 // 3 × --redis-timeout + 5 s) before it closes the backend.
 // args are the command line (args[0] is the program name); getenv reads the
-// environment. Logs go to stderr as JSON; stdout gets the listening line and,
-// with --dev, a ready-to-use token.
+// environment. Logs go to stderr as JSON, and with --dev a ready-to-use
+// token after a warning; stdout gets the listening line only.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -133,22 +134,54 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer stopPprof()
 	}
 
+	var cert *certificate
+	scheme := "http"
+	if cfg.tlsCert != "" {
+		if cert, err = loadCertificate(cfg.tlsCert, cfg.tlsKey); err != nil {
+			return err
+		}
+		httpSrv.TLSConfig = cert.tlsConfig()
+		scheme = "https"
+	}
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		reloadOnSignal(reloadCtx, cert, logger)
+	}()
+	defer func() {
+		stopReload()
+		<-reloaded
+	}()
+
 	l, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
-	baseURL := "http://" + l.Addr().String()
-	logger.Info().Str("addr", l.Addr().String()).Msg("listening")
-	fmt.Fprintln(stdout, ListeningPrefix+baseURL)
+	if cfg.maxConnections > 0 {
+		// Past the limit, Accept waits for a connection to close: the new
+		// ones wait in the kernel's accept queue.
+		l = netutil.LimitListener(l, cfg.maxConnections)
+	}
+	baseURL := scheme + "://" + l.Addr().String()
 	if cfg.dev {
-		if err := printDev(stdout, cfg, authCfg, baseURL); err != nil {
+		// Before the listening line, so whoever waits for it has the token.
+		if err := printDev(stderr, cfg, authCfg, baseURL); err != nil {
 			l.Close()
 			return err
 		}
 	}
+	logger.Info().Str("addr", l.Addr().String()).Msg("listening")
+	fmt.Fprintln(stdout, ListeningPrefix+baseURL)
 
 	served := make(chan error, 1)
-	go func() { served <- httpSrv.Serve(l) }()
+	go func() {
+		if cert != nil {
+			served <- httpSrv.ServeTLS(l, "", "") // the certificate is in TLSConfig
+			return
+		}
+		served <- httpSrv.Serve(l)
+	}()
 	select {
 	case err := <-served:
 		httpSrv.Close()
@@ -174,8 +207,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// authConfig builds the token verification settings. --dev without a key
-// gets a random secret, which dies with the process. The JWK Sets are
+// authConfig builds the token verification settings. --dev, which refuses
+// a configured key, gets a random secret that dies with the process. The JWK Sets are
 // fetched before it returns, each within a few seconds.
 func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middleware.AuthConfig, error) {
 	ac := middleware.AuthConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
@@ -207,6 +240,10 @@ func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middlew
 	}
 	switch {
 	case cfg.jwtSecret != "":
+		// Text, from a variable or a flag: NewAuthenticator checks bytes.
+		if err := middleware.CheckTextSecret(cfg.jwtSecret); err != nil {
+			return ac, err
+		}
 		ac.Secret = []byte(cfg.jwtSecret)
 	case cfg.jwtPublicKeyFile != "":
 		data, err := os.ReadFile(cfg.jwtPublicKeyFile)

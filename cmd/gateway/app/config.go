@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type config struct {
 	maxWaiters       int
 	logLevel         zerolog.Level
 	dev              bool
+	tlsCert          string
+	tlsKey           string
+	maxConnections   int
 	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
 }
 
@@ -78,7 +82,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGINT/SIGTERM waits for in-flight requests")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and a ready-made token")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS (and HTTP/2) with it and --tls-key; both files are read again on SIGHUP")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.IntVar(&c.maxConnections, "max-connections", 0, "most connections open at once; more wait in the kernel's accept queue until one closes (0: no limit but the process's file descriptors); must exceed --max-waiters")
+	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and a ready-made token on stderr; refuses keys, --redis-url and public addresses")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: gateway [flags]\n\nEvery flag can also be set with its environment variable, e.g. --max-ttl as %s.\n\n", envName("max-ttl"))
 		fs.PrintDefaults()
@@ -110,8 +117,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if envErr != nil {
 		return c, envErr
 	}
-	if c.dev && !set["addr"] {
-		c.addr = devAddr
+	if c.dev {
+		if !set["addr"] {
+			c.addr = devAddr
+		}
+		if err := c.checkDev(); err != nil {
+			return c, err
+		}
 	}
 	lvl, err := zerolog.ParseLevel(strings.ToLower(logLevel))
 	if err != nil || lvl == zerolog.NoLevel {
@@ -124,6 +136,42 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 	}
 	return c, c.check()
+}
+
+// checkDev confines --dev to what it is for, one person trying lockgate on
+// their machine: it refuses every setting of a deployment rather than
+// ignoring it. Its token grants every namespace for a day; beside a
+// configured key it would be signed with that key (LOCKGATE_DEV=true left
+// in a container's environment printed such tokens into its log), beside
+// --redis-url it would take production locks, and on a public address
+// anyone could use the gateway it guards.
+func (c config) checkDev() error {
+	for _, s := range []struct {
+		flag string
+		set  bool
+	}{
+		{"jwt-secret", c.jwtSecret != ""},
+		{"jwt-public-key-file", c.jwtPublicKeyFile != ""},
+		{"jwt-jwks-url", len(c.jwtJWKSURLs) > 0},
+		{"policy", c.policyFile != ""},
+		{"redis-url", c.redisURL != ""},
+		{"redis-cluster", c.redisCluster},
+	} {
+		if s.set {
+			return fmt.Errorf("--dev (%s) runs alone with a random key and the embedded backend, and --%s (%s) is set: "+
+				"unset one; to run your own key or Redis on this machine, leave --dev out and set --addr 127.0.0.1:8080",
+				envName("dev"), s.flag, envName(s.flag))
+		}
+	}
+	host, _, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		return fmt.Errorf("--dev: --addr %q: want host:port", c.addr)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--dev (%s) listens on loopback only, and --addr (%s) is %q: use 127.0.0.1, [::1] or localhost",
+			envName("dev"), envName("addr"), c.addr)
+	}
+	return nil
 }
 
 func (c config) check() error {
@@ -147,6 +195,14 @@ func (c config) check() error {
 		return errors.New("--redis-sentinel and a redis+sentinel:// URL both name the master: drop --redis-sentinel")
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return errors.New("set --tls-cert and --tls-key together")
+	case c.maxConnections < 0:
+		return errors.New("--max-connections must be 0 (no limit) or positive")
+	case c.maxConnections > 0 && c.maxConnections <= c.maxWaiters:
+		// Waiters would hold every connection, and the release that
+		// wakes them could not get in.
+		return fmt.Errorf("--max-connections %d must exceed --max-waiters %d: waiters could hold every connection, and the release that wakes them could not connect", c.maxConnections, c.maxWaiters)
 	case c.defaultTTL > c.maxTTL:
 		return fmt.Errorf("--default-ttl %s is longer than --max-ttl %s", c.defaultTTL, c.maxTTL)
 	case c.defaultTTL < time.Millisecond || c.maxTTL < time.Millisecond:

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"time"
@@ -13,15 +14,12 @@ import (
 // devTokenTTL is how long the --dev token works.
 const devTokenTTL = 24 * time.Hour
 
-// printDev prints a token for every namespace and a first curl command. The
-// token goes to stdout, for the person who started the process, never to
-// the log.
+// printDev writes, after a warning, a token for every namespace and a first
+// curl command, in one write so that no log line splits it. Run passes
+// stderr: stdout carries the listening line only, and is what a container
+// runtime keeps as the log people forward. checkDev has made sure that the
+// key is the random one of this process.
 func printDev(w io.Writer, cfg config, ac middleware.AuthConfig, baseURL string) error {
-	fmt.Fprintln(w, "lockgate --dev: not for production.")
-	if len(ac.Secret) == 0 {
-		fmt.Fprintln(w, "Tokens are verified with --jwt-public-key-file; sign your own to call the API.")
-		return nil
-	}
 	now := time.Now()
 	claims := struct {
 		Namespaces []string `json:"ns"`
@@ -42,12 +40,13 @@ func printDev(w io.Writer, cfg config, ac middleware.AuthConfig, baseURL string)
 	if err != nil {
 		return fmt.Errorf("sign the dev token: %w", err)
 	}
-	if cfg.jwtSecret == "" {
-		fmt.Fprintln(w, "The signing key is random: this token stops working when the process exits.")
-	}
-	fmt.Fprintf(w, "Paste this into a shell (a token for every namespace, valid %s):\n\n", devTokenTTL)
-	fmt.Fprintf(w, "export LOCKGATE_TOKEN=%s\n\n", token)
-	fmt.Fprintln(w, "Then take a lock for 30 s:")
-	fmt.Fprintf(w, "curl -s -X POST -H \"Authorization: Bearer $LOCKGATE_TOKEN\" -d '{\"ttl_ms\":30000}' %s/locks/demo/hello\n", baseURL)
-	return nil
+	var b bytes.Buffer
+	fmt.Fprintln(&b, "WARNING: lockgate --dev is not for production: it prints a token that grants every namespace.")
+	fmt.Fprintln(&b, "The signing key is random: this token stops working when the process exits.")
+	fmt.Fprintf(&b, "Paste this into a shell (a token for every namespace, valid %s):\n\n", devTokenTTL)
+	fmt.Fprintf(&b, "export LOCKGATE_TOKEN=%s\n\n", token)
+	fmt.Fprintln(&b, "Then take a lock for 30 s:")
+	fmt.Fprintf(&b, "curl -s -X POST -H \"Authorization: Bearer $LOCKGATE_TOKEN\" -d '{\"ttl_ms\":30000}' %s/locks/demo/hello\n\n", baseURL)
+	_, err = w.Write(b.Bytes())
+	return err
 }

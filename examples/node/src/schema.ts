@@ -123,7 +123,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The process is up. */
+        /**
+         * The process is up.
+         * @description `HEAD /healthz` answers the same status, without a body.
+         */
         get: operations["healthz"];
         put?: never;
         post?: never;
@@ -140,7 +143,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The lock backend answers. */
+        /**
+         * The lock backend answers.
+         * @description `HEAD /readyz` answers the same status, without a body.
+         */
         get: operations["readyz"];
         put?: never;
         post?: never;

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestNoRedirectToAnotherOrigin: a gateway URL that redirects elsewhere
+// never gets lockctl to send the JWT or the owner token there. Go's client
+// drops Authorization on a redirect to another host, but forwards custom
+// headers such as Lock-Token.
+func TestNoRedirectToAnotherOrigin(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" Lock-Token="+r.Header.Get("Lock-Token")+" Authorization="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer other.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+
+	for name, args := range map[string][]string{
+		"release": {"release", "a/b", "--token", "owner-token-secret"},
+		"renew":   {"renew", "a/b", "--token", "owner-token-secret"},
+		"status":  {"status", "a/b"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := lockctl(t, nil, map[string]string{"LOCKGATE_URL": redirector.URL}, args...)
+			if r.code == exitOK {
+				t.Fatalf("exit 0 after a redirect to another origin; stderr %s", r.stderr)
+			}
+			if !strings.Contains(r.stderr, "redirect") {
+				t.Errorf("stderr %q does not say a redirect was refused", r.stderr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) > 0 {
+				t.Fatalf("the other origin got %q", seen)
+			}
+		})
+	}
+}
+
+// TestStatusEscapesControlCharacters: a subject or owner label with
+// terminal escapes or newlines reaches the terminal escaped.
+func TestStatusEscapesControlCharacters(t *testing.T) {
+	hostile := "\x1b]0;pwned\x07\x1b[2J\nfake line\r\u202e"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"lock": "a/b", "held": true, "fencing_token": 7, "ttl_ms": 1000,
+			"expires_at": "2030-01-01T00:00:00Z", "acquired_at": "2030-01-01T00:00:00Z",
+			"subject": "sub" + hostile, "owner": "own" + hostile,
+		})
+	}))
+	defer srv.Close()
+	r := lockctl(t, nil, map[string]string{"LOCKGATE_URL": srv.URL}, "status", "a/b").want(t, exitOK)
+	if strings.ContainsAny(r.stdout, "\x1b\x07\r\u202e") || strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("status printed control characters raw: %q", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "fake line") {
+		t.Fatalf("status dropped the text around them: %q", r.stdout)
+	}
+}
+
+// TestProblemDetailEscaped: a problem's detail, from whatever answers at
+// the URL, reaches stderr escaped too.
+func TestProblemDetailEscaped(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(map[string]any{"code": "invalid_request\x1b[31m", "detail": "bad\x1b]0;x\x07\nlockctl: fake"})
+	}))
+	defer srv.Close()
+	r := lockctl(t, nil, map[string]string{"LOCKGATE_URL": srv.URL}, "status", "a/b")
+	if strings.ContainsAny(r.stderr, "\x1b\x07") || strings.Contains(r.stderr, "\nlockctl: fake") {
+		t.Fatalf("stderr carries control characters raw: %q", r.stderr)
+	}
+}

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Takes a lock with lockgate, waiting for it; keeps the lease alive while
+working; writes to a fenced resource with the lock's fencing token; and
+releases. The standard library only (urllib, json, threading).
+
+Configure with LOCKGATE_URL and LOCKGATE_TOKEN (a JWT); LOCK, TTL_MS,
+WAIT_MS and WORK_MS are optional.
+
+Exit codes: 0 done, 1 the lock stayed held, 2 any other error, 3 the lease
+was lost while working.
+"""
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Never follows a redirect: urllib would resend Lock-Token and
+    Authorization to wherever it points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+class Problem(Exception):
+    """An error answer from the gateway (RFC 9457, with lockgate's code)."""
+
+    def __init__(self, status, body):
+        self.status = status
+        try:
+            p = json.loads(body)
+        except ValueError:
+            p = {}
+        self.code = p.get("code", "") if isinstance(p, dict) else ""
+        self.detail = p.get("detail", "") if isinstance(p, dict) else ""
+        super().__init__(f"{self.detail} ({self.code})" if self.code else f"HTTP {status}")
+
+
+class Client:
+    """Calls lockgate's HTTP API. Tokens go in headers, never in the URL,
+    and never into a message."""
+
+    def __init__(self, base_url, jwt, timeout=10.0):
+        self.base = base_url.rstrip("/")
+        self.jwt = jwt
+        self.timeout = timeout
+        self.opener = urllib.request.build_opener(NoRedirect)
+
+    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0):
+        namespace, name = lock_path(lock)
+        url = f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + self.jwt)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if lock_token:
+            req.add_header("Lock-Token", lock_token)
+        try:
+            # A waiting acquire holds the request open up to wait_ms.
+            with self.opener.open(req, timeout=self.timeout + wait_ms / 1000) as resp:
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            raise Problem(e.code, e.read()) from None
+
+    def acquire(self, lock, ttl_ms, wait_ms, owner):
+        _, grant = self.call("POST", lock, body={"ttl_ms": ttl_ms, "wait_ms": wait_ms, "owner": owner}, wait_ms=wait_ms)
+        return grant
+
+    def renew(self, lock, token):
+        return self.call("PUT", lock, "/lease", lock_token=token)[1]
+
+    def release(self, lock, token):
+        return self.call("DELETE", lock, lock_token=token)[0]
+
+
+def lock_path(lock):
+    parts = lock.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"lock {lock!r}: want namespace/name")
+    return parts
+
+
+class KeepAlive(threading.Thread):
+    """Renews the lease every third of its TTL until stopped. When the
+    gateway says the token no longer holds the lock (409, or 404 once it is
+    gone), it records why and sets `lost`: the work must stop, since
+    someone else may hold the lock now."""
+
+    def __init__(self, client, lock, token, ttl_ms):
+        super().__init__(daemon=True)
+        self.client, self.lock, self.token = client, lock, token
+        self.interval = ttl_ms / 3000
+        self.stopped = threading.Event()
+        self.lost = threading.Event()
+        self.why = ""
+        self.renewals = 0
+
+    def run(self):
+        while not self.stopped.wait(self.interval):
+            try:
+                self.client.renew(self.lock, self.token)
+                self.renewals += 1
+            except Problem as p:
+                if p.status in (404, 409):
+                    self.why = str(p)
+                    self.lost.set()
+                    return
+                print(f"renew {self.lock}: {p}; retrying", file=sys.stderr)
+            except OSError as e:
+                print(f"renew {self.lock}: {e}; retrying", file=sys.stderr)
+
+    def stop(self):
+        """Stops renewing, after any renewal in flight, so none races the release."""
+        self.stopped.set()
+        self.join()
+
+
+class StaleFence(Exception):
+    def __init__(self, fence):
+        super().__init__(f"fencing token {fence} is stale")
+        self.fence = fence
+
+
+class FencedStore:
+    """A resource that refuses writes with a fencing token lower than one
+    it has seen: what keeps a paused former holder from clobbering data."""
+
+    def __init__(self):
+        self.highest = {}
+        self.data = {}
+
+    def write(self, fence, key, value):
+        if fence < self.highest.get(key, -1):
+            raise StaleFence(fence)
+        self.highest[key] = fence
+        self.data[key] = value
+
+
+def env(name, default=None):
+    v = os.environ.get(name, default)
+    if not v:
+        print(f"set {name}", file=sys.stderr)
+        sys.exit(2)
+    return v
+
+
+def main():
+    lock = env("LOCK", "demo/python-example")
+    ttl_ms = int(env("TTL_MS", "3000"))
+    wait_ms = int(env("WAIT_MS", "10000"))
+    work_ms = int(env("WORK_MS", "1000"))
+    client = Client(env("LOCKGATE_URL"), env("LOCKGATE_TOKEN"))
+
+    started = time.monotonic()
+    try:
+        grant = client.acquire(lock, ttl_ms, wait_ms, "lockgate python example")
+    except Problem as p:
+        print(f"acquire {lock}: {p}", file=sys.stderr)
+        return 1 if p.status == 409 else 2
+    print(f"acquired {grant['lock']} fencing_token={grant['fencing_token']} "
+          f"after {int((time.monotonic() - started) * 1000)} ms", flush=True)
+
+    lease = KeepAlive(client, lock, grant["token"], grant["ttl_ms"])
+    lease.start()
+
+    def release():
+        lease.stop()
+        try:
+            return client.release(lock, grant["token"])
+        except Problem as p:
+            print(f"release {lock}: {p}", file=sys.stderr)
+            return p.status
+
+    def on_signal(signum, _frame):
+        release()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    # The work: writes carry the fencing token, and the resource checks it.
+    store = FencedStore()
+    fence = grant["fencing_token"]
+    store.write(fence, "report", "written under the lock")
+    print(f"write with fencing_token={fence}: accepted")
+    try:
+        # What a paused former holder's late write looks like to the resource.
+        store.write(fence - 1, "report", "a late write from an old holder")
+        print("stale write: accepted (the resource is not fenced!)")
+    except StaleFence as e:
+        print(f"stale write with fencing_token={e.fence}: rejected")
+    lease.lost.wait(work_ms / 1000)  # working; ends early when the lease is lost
+
+    status = release()
+    if lease.lost.is_set():
+        print(f"lease on {lock} lost while working: {lease.why}", file=sys.stderr)
+        return 3
+    print(f"renewed {lease.renewals} times while working")
+    if status not in (200, 204):
+        print(f"release {lock}: HTTP {status}", file=sys.stderr)
+        return 2
+    print(f"released {lock}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (OSError, ValueError) as e:
+        # A network error names the URL, never a token.
+        print(f"lockgate example: {e}", file=sys.stderr)
+        sys.exit(2)
