@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/lockgate/lockgate/locks"
 )
 
 // The gate checks parameters and bodies with checks built once from the
@@ -38,8 +40,8 @@ type paramCheck struct {
 
 // valueCheck is one string or integer schema.
 type valueCheck struct {
-	typ       string // openapi3.TypeString or openapi3.TypeInteger
-	pattern   *regexp.Regexp
+	typ       string            // openapi3.TypeString or openapi3.TypeInteger
+	match     func(string) bool // the pattern's, or nil
 	minLength uint64
 	maxLength *uint64
 	min       *float64
@@ -103,11 +105,18 @@ func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 		if s.Format != "" || s.Min != nil {
 			return nil, fmt.Errorf("the gate does not check format or minimum on strings")
 		}
-		if s.Pattern != "" {
-			var err error
-			if vc.pattern, err = regexp.Compile(s.Pattern); err != nil {
+		switch s.Pattern {
+		case "":
+		case locks.NamespacePattern: // the same set, byte by byte (locks.FuzzKeyPatterns)
+			vc.match = locks.ValidNamespace
+		case locks.NamePattern:
+			vc.match = locks.ValidName
+		default:
+			re, err := regexp.Compile(s.Pattern)
+			if err != nil {
 				return nil, err
 			}
+			vc.match = re.MatchString
 		}
 	case s.Type.Is(openapi3.TypeInteger):
 		vc.typ = openapi3.TypeInteger
@@ -176,7 +185,7 @@ func (vc *valueCheck) checkString(v string) string {
 			return fmt.Sprintf("must be at most %d characters long", *vc.maxLength)
 		}
 	}
-	if vc.pattern != nil && !vc.pattern.MatchString(v) {
+	if vc.match != nil && !vc.match(v) {
 		return "must match " + vc.schema.Pattern
 	}
 	return ""
