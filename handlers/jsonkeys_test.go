@@ -80,3 +80,25 @@ func TestDuplicateJSONKeysRefused(t *testing.T) {
 		t.Fatal("the lock is held after a refused acquire")
 	}
 }
+
+// FuzzScanFlat: where scanFlat answers, it answers as duplicateKey and
+// trailingData do.
+func FuzzScanFlat(f *testing.F) {
+	for _, s := range []string{`{"ttl_ms":1}`, `{"ttl_ms":1,"ttl_ms":2}`, ` {"a":"x","b":-0.5e+3, "c":true,"d":null,"a":false} ` + "\n",
+		`{}`, `{"a":1}{"a":2}`, `{"a":01}`, `{"a":1.}`, `{"a":"\u0041"}`, `{"é":1,"é":2}`, `{"a":{"b":1}}`, `{"a":1,}`, `{"a" 1}`,
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"a":0}`, "{\"a\":\"\xff\"}", `{"a":tru}`, `{"a":-}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		key, dup, ok := scanFlat(data)
+		if !ok {
+			return
+		}
+		if wantKey, wantDup := duplicateKey(data); key != wantKey || dup != wantDup {
+			t.Errorf("scanFlat(%q): got %q, %v; duplicateKey: %q, %v", data, key, dup, wantKey, wantDup)
+		}
+		if trailingData(data) {
+			t.Errorf("scanFlat(%q) answered, but trailingData finds data after the object", data)
+		}
+	})
+}
