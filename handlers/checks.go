@@ -194,6 +194,14 @@ func (vc *valueCheck) checkString(v string) string {
 // check decodes the body readBody left (one JSON value, no repeated
 // keys) and checks it.
 func (oc *objectCheck) check(data []byte) error {
+	if handled, err := oc.checkFlat(data); handled {
+		return err
+	}
+	return oc.checkDecoded(data)
+}
+
+// checkDecoded is check by way of encoding/json.
+func (oc *objectCheck) checkDecoded(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -217,6 +225,39 @@ func (oc *objectCheck) check(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// checkFlat checks the usual body, a flat object (see scanFlat), without
+// decoding it: the same checks, in the same order, on the values
+// encoding/json would give. handled=false leaves it to the decoder.
+func (oc *objectCheck) checkFlat(data []byte) (handled bool, err error) {
+	var fields [maxFlatFields]flatField
+	n, ok := parseFlat(data, &fields)
+	if !ok {
+		return false, nil
+	}
+	fs := fields[:n]
+	slices.SortFunc(fs, func(a, b flatField) int { return bytes.Compare(a.key, b.key) })
+	for i, f := range fs {
+		if i > 0 && bytes.Equal(fs[i-1].key, f.key) {
+			return false, nil // repeated: readBody refuses it first
+		}
+	}
+	for _, f := range fs {
+		v, ok := flatValue(f.value)
+		if !ok {
+			return false, nil
+		}
+		k := string(f.key)
+		vc := oc.props[k]
+		if vc == nil {
+			return true, invalid(fmt.Sprintf("the request body has unknown field %s; known fields: %s", quoteShort(k), oc.known))
+		}
+		if msg := vc.checkJSON(v); msg != "" {
+			return true, invalid("field " + strconv.Quote(k) + " " + msg)
+		}
+	}
+	return true, nil
 }
 
 // checkJSON returns what is wrong with a decoded JSON value, or "".

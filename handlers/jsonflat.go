@@ -1,5 +1,10 @@
 package handlers
 
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
 // scanFlat answers duplicateKey and trailingData in one pass, without
 // allocating, for the bodies the API takes: one flat object whose keys
 // are plain strings and whose values are scalars, followed by nothing
@@ -9,61 +14,94 @@ package handlers
 // token (the token decoder was most of readBody's cost, issue 10).
 // FuzzScanFlat holds it to them.
 func scanFlat(data []byte) (key string, dup, ok bool) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
+	var fields [maxFlatFields]flatField
+	n, ok := parseFlat(data, &fields)
+	if !ok {
 		return "", false, false
 	}
+	for i := 1; i < n; i++ {
+		for _, f := range fields[:i] {
+			if string(f.key) == string(fields[i].key) {
+				return string(f.key), true, true
+			}
+		}
+	}
+	return "", false, true
+}
+
+// maxFlatFields is the most fields a flat body may have; the API's bodies
+// have at most three.
+const maxFlatFields = 8
+
+// flatField is one key and its value, as they stand in the body: a key
+// without its quotes, a value with them for a string.
+type flatField struct{ key, value []byte }
+
+// parseFlat reads a flat body (see scanFlat) into fields, and returns how
+// many it has, or ok=false.
+func parseFlat(data []byte, fields *[maxFlatFields]flatField) (n int, ok bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return 0, false
+	}
 	i = skipSpace(data, i+1)
-	// Keys seen so far, as offsets into data: a flat body has few.
-	var seen [8][2]int
-	n := 0
 	if i < len(data) && data[i] == '}' {
 		i++
 	} else {
 		for {
 			ks, ke, next, good := plainString(data, i, true)
-			if !good {
-				return "", false, false
+			if !good || n == maxFlatFields {
+				return 0, false
 			}
-			k := data[ks:ke]
-			for _, s := range seen[:min(n, len(seen))] {
-				if string(data[s[0]:s[1]]) == string(k) && !dup {
-					key, dup = string(k), true
-				}
-			}
-			if n >= len(seen) {
-				return "", false, false
-			}
-			seen[n] = [2]int{ks, ke}
-			n++
 			i = skipSpace(data, next)
 			if i >= len(data) || data[i] != ':' {
-				return "", false, false
+				return 0, false
 			}
-			if i, good = scalar(data, skipSpace(data, i+1)); !good {
-				return "", false, false
+			vs := skipSpace(data, i+1)
+			if i, good = scalar(data, vs); !good {
+				return 0, false
 			}
+			fields[n] = flatField{key: data[ks:ke], value: data[vs:i]}
+			n++
 			i = skipSpace(data, i)
 			if i >= len(data) {
-				return "", false, false
+				return 0, false
 			}
 			if data[i] == '}' {
 				i++
 				break
 			}
 			if data[i] != ',' {
-				return "", false, false
+				return 0, false
 			}
 			i = skipSpace(data, i+1)
 		}
 	}
 	if skipSpace(data, i) != len(data) {
-		return "", false, false // data after the object: the slow path says so
+		return 0, false // data after the object: the slow path says so
 	}
-	if dup {
-		return key, true, true
+	return n, true
+}
+
+// flatValue is what encoding/json (with UseNumber) decodes a flat field's
+// value to, or ok=false for a string that is not valid UTF-8 (which it
+// would change).
+func flatValue(v []byte) (any, bool) {
+	switch v[0] {
+	case '"':
+		s := v[1 : len(v)-1]
+		if !utf8.Valid(s) {
+			return nil, false
+		}
+		return string(s), true
+	case 't':
+		return true, true
+	case 'f':
+		return false, true
+	case 'n':
+		return nil, true
 	}
-	return "", false, true
+	return json.Number(v), true
 }
 
 func skipSpace(data []byte, i int) int {

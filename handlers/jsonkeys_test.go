@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -99,6 +100,38 @@ func FuzzScanFlat(f *testing.F) {
 		}
 		if trailingData(data) {
 			t.Errorf("scanFlat(%q) answered, but trailingData finds data after the object", data)
+		}
+	})
+}
+
+// FuzzCheckFlat: for every body of every operation, checking a flat body
+// without decoding it says what checking the decoded body says.
+func FuzzCheckFlat(f *testing.F) {
+	for _, s := range []string{`{"ttl_ms":1}`, `{"ttl_ms":0}`, `{"ttl_ms":-1}`, `{"ttl_ms":1.5}`, `{"ttl_ms":1e3}`, `{"ttl_ms":1e400}`,
+		`{"ttl_ms":"1"}`, `{"ttl_ms":null}`, `{"ttl_ms":true}`, `{"owner":"é"}`, "{\"owner\":\"\xff\"}", `{"owner":""}`,
+		`{"wait_ms":5,"ttl_ms":5,"owner":"x"}`, `{"zzz":1,"ttl_ms":-1}`, `{}`, `{"a":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	spec, err := GetSpec()
+	if err != nil {
+		f.Fatal(err)
+	}
+	g, err := newGate(spec, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for name, op := range g.ops {
+			if op.checks.body == nil {
+				continue
+			}
+			handled, got := op.checks.body.checkFlat(data)
+			if !handled {
+				continue
+			}
+			if want := op.checks.body.checkDecoded(data); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s, body %q: checkFlat says %v, checkDecoded %v", name, data, got, want)
+			}
 		}
 	})
 }
