@@ -48,7 +48,7 @@ type TargetRun struct {
 }
 
 // Targets of --processes, in the order each scenario runs them.
-var allTargets = []string{"ceiling", "embedded", "redis", "engine", "etcd"}
+var allTargets = []string{"ceiling", "embedded", "redis", "engine", "semaphore", "etcd"}
 
 // procTarget is a target and the processes whose CPU its cycles cost.
 type procTarget struct {
@@ -98,7 +98,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 	}
 
 	var rp *redisProc
-	if want("redis") || want("engine") {
+	if want("redis") || want("engine") || want("semaphore") {
 		if rp, err = startRedis(ctx, cfg.redisServer); err != nil {
 			return nil, err
 		}
@@ -170,6 +170,18 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			return nil, err
 		}
 		add(&procTarget{key: "engine", label: "lock engine in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
+			redis: rp.cmd.Process.Pid, contended: true})
+	}
+	if want("semaphore") {
+		// A semaphore of one permit: the lock's protocol through the
+		// semaphore's scripts. No HTTP: the gateway has no semaphore
+		// endpoints yet.
+		et, err := newEngineTarget(rp.url(), cfg.namespace, cfg.ttl)
+		if err != nil {
+			return nil, err
+		}
+		et.permits = 1
+		add(&procTarget{key: "semaphore", label: "semaphore engine, 1 permit, in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
 			redis: rp.cmd.Process.Pid, contended: true})
 	}
 	if want("etcd") {
