@@ -3,7 +3,7 @@
 GO ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test check check-spec bench
+.PHONY: help build run test check check-spec bench bench-self
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +33,10 @@ check-spec: ## lint openapi.yaml with Redocly and check the TypeScript client ge
 	cd examples/node && npm run --silent check:gen
 	cd examples/node && npm run --silent build
 
-bench: ## docs/PERFORMANCE.md's benchmark: starts its own redis-server and gateway, about a minute
+bench: ## docs/PERFORMANCE.md's benchmark: every target its own process (gateway, HTTP ceiling, etcd if installed), about 3 minutes
+	@scripts/ensure-tools
+	$(GO) run ./cmd/lockbench --processes
+
+bench-self: ## the quick benchmark: redis-server and a gateway inside lockbench's process, about a minute
 	@scripts/ensure-tools
 	$(GO) run ./cmd/lockbench --self

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/lockgate/lockgate/locks"
 )
 
 // The gate checks parameters and bodies with checks built once from the
@@ -39,8 +41,8 @@ type paramCheck struct {
 
 // valueCheck is one string or integer schema.
 type valueCheck struct {
-	typ       string // openapi3.TypeString or openapi3.TypeInteger
-	pattern   *regexp.Regexp
+	typ       string            // openapi3.TypeString or openapi3.TypeInteger
+	match     func(string) bool // the pattern's, or nil
 	minLength uint64
 	maxLength *uint64
 	min, max  *float64
@@ -116,11 +118,18 @@ func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 		if s.Format != "" || s.Min != nil || s.Max != nil {
 			return nil, fmt.Errorf("the gate does not check format, minimum or maximum on strings")
 		}
-		if s.Pattern != "" {
-			var err error
-			if vc.pattern, err = regexp.Compile(s.Pattern); err != nil {
+		switch s.Pattern {
+		case "":
+		case locks.NamespacePattern: // the same set, byte by byte (locks.FuzzKeyPatterns)
+			vc.match = locks.ValidNamespace
+		case locks.NamePattern:
+			vc.match = locks.ValidName
+		default:
+			re, err := regexp.Compile(s.Pattern)
+			if err != nil {
 				return nil, err
 			}
+			vc.match = re.MatchString
 		}
 	case s.Type.Is(openapi3.TypeInteger):
 		vc.typ = openapi3.TypeInteger
@@ -194,7 +203,7 @@ func (vc *valueCheck) checkString(v string) string {
 			return fmt.Sprintf("must be at most %d characters long", *vc.maxLength)
 		}
 	}
-	if vc.pattern != nil && !vc.pattern.MatchString(v) {
+	if vc.match != nil && !vc.match(v) {
 		return "must match " + vc.schema.Pattern
 	}
 	return ""
@@ -203,6 +212,14 @@ func (vc *valueCheck) checkString(v string) string {
 // check decodes the body readBody left (one JSON value, no repeated
 // keys) and checks it.
 func (oc *objectCheck) check(data []byte) error {
+	if handled, err := oc.checkFlat(data); handled {
+		return err
+	}
+	return oc.checkDecoded(data)
+}
+
+// checkDecoded is check by way of encoding/json.
+func (oc *objectCheck) checkDecoded(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -235,6 +252,44 @@ func (oc *objectCheck) check(data []byte) error {
 
 func (oc *objectCheck) missing(field string) error {
 	return invalid("field " + strconv.Quote(field) + " is required")
+}
+
+// checkFlat checks the usual body, a flat object (see scanFlat), without
+// decoding it: the same checks, in the same order, on the values
+// encoding/json would give. handled=false leaves it to the decoder.
+func (oc *objectCheck) checkFlat(data []byte) (handled bool, err error) {
+	var fields [maxFlatFields]flatField
+	n, ok := parseFlat(data, &fields)
+	if !ok {
+		return false, nil
+	}
+	fs := fields[:n]
+	slices.SortFunc(fs, func(a, b flatField) int { return bytes.Compare(a.key, b.key) })
+	for i, f := range fs {
+		if i > 0 && bytes.Equal(fs[i-1].key, f.key) {
+			return false, nil // repeated: readBody refuses it first
+		}
+	}
+	for _, f := range fs {
+		v, ok := flatValue(f.value)
+		if !ok {
+			return false, nil
+		}
+		k := string(f.key)
+		vc := oc.props[k]
+		if vc == nil {
+			return true, invalid(fmt.Sprintf("the request body has unknown field %s; known fields: %s", quoteShort(k), oc.known))
+		}
+		if msg := vc.checkJSON(v); msg != "" {
+			return true, invalid("field " + strconv.Quote(k) + " " + msg)
+		}
+	}
+	for _, k := range oc.required {
+		if !slices.ContainsFunc(fs, func(f flatField) bool { return string(f.key) == k }) {
+			return true, oc.missing(k)
+		}
+	}
+	return true, nil
 }
 
 // checkJSON returns what is wrong with a decoded JSON value, or "".

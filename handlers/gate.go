@@ -134,10 +134,14 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		r.Header.Del("Content-Type")
 		return nil, nil
 	}
-	if key, dup := duplicateKey(data); dup {
+	key, dup, flat := scanFlat(data) // the usual body, in one pass
+	if !flat {
+		key, dup = duplicateKey(data)
+	}
+	if dup {
 		return nil, invalid("field " + quoteShort(key) + " appears more than once")
 	}
-	if trailingData(data) {
+	if !flat && trailingData(data) {
 		return nil, invalid("the request body must be one JSON object, with nothing after it")
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -79,4 +80,58 @@ func TestDuplicateJSONKeysRefused(t *testing.T) {
 	if _, err := mem.Inspect(t.Context(), locks.Key{Namespace: "dup", Name: "a"}); err == nil {
 		t.Fatal("the lock is held after a refused acquire")
 	}
+}
+
+// FuzzScanFlat: where scanFlat answers, it answers as duplicateKey and
+// trailingData do.
+func FuzzScanFlat(f *testing.F) {
+	for _, s := range []string{`{"ttl_ms":1}`, `{"ttl_ms":1,"ttl_ms":2}`, ` {"a":"x","b":-0.5e+3, "c":true,"d":null,"a":false} ` + "\n",
+		`{}`, `{"a":1}{"a":2}`, `{"a":01}`, `{"a":1.}`, `{"a":"\u0041"}`, `{"é":1,"é":2}`, `{"a":{"b":1}}`, `{"a":1,}`, `{"a" 1}`,
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"a":0}`, "{\"a\":\"\xff\"}", `{"a":tru}`, `{"a":-}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		key, dup, ok := scanFlat(data)
+		if !ok {
+			return
+		}
+		if wantKey, wantDup := duplicateKey(data); key != wantKey || dup != wantDup {
+			t.Errorf("scanFlat(%q): got %q, %v; duplicateKey: %q, %v", data, key, dup, wantKey, wantDup)
+		}
+		if trailingData(data) {
+			t.Errorf("scanFlat(%q) answered, but trailingData finds data after the object", data)
+		}
+	})
+}
+
+// FuzzCheckFlat: for every body of every operation, checking a flat body
+// without decoding it says what checking the decoded body says.
+func FuzzCheckFlat(f *testing.F) {
+	for _, s := range []string{`{"ttl_ms":1}`, `{"ttl_ms":0}`, `{"ttl_ms":-1}`, `{"ttl_ms":1.5}`, `{"ttl_ms":1e3}`, `{"ttl_ms":1e400}`,
+		`{"ttl_ms":"1"}`, `{"ttl_ms":null}`, `{"ttl_ms":true}`, `{"owner":"é"}`, "{\"owner\":\"\xff\"}", `{"owner":""}`,
+		`{"wait_ms":5,"ttl_ms":5,"owner":"x"}`, `{"zzz":1,"ttl_ms":-1}`, `{}`, `{"a":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	spec, err := GetSpec()
+	if err != nil {
+		f.Fatal(err)
+	}
+	g, err := newGate(spec, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for name, op := range g.ops {
+			if op.checks.body == nil {
+				continue
+			}
+			handled, got := op.checks.body.checkFlat(data)
+			if !handled {
+				continue
+			}
+			if want := op.checks.body.checkDecoded(data); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s, body %q: checkFlat says %v, checkDecoded %v", name, data, got, want)
+			}
+		}
+	})
 }

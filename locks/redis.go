@@ -67,6 +67,10 @@ type Redis struct {
 	// Redis), so that a hand-off nobody hears can skip a dead gateway at once.
 	checkHeard string
 
+	// batch sends the script calls of acquire, leave, release, renew and
+	// inspect, grouping those that arrive together (see batcher).
+	batch *batcher
+
 	// cleanups are abandon calls still running; Close waits for them, and
 	// none starts after it.
 	mu       sync.Mutex
@@ -82,7 +86,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	opts = opts.withDefaults()
 	id := make([]byte, 8)
 	rand.Read(id)
-	r := &Redis{client: client, opts: opts, checkHeard: "1"}
+	r := &Redis{client: client, opts: opts, checkHeard: "1", batch: newBatcher(client, batchSenders, batchMax)}
 	if _, cluster := client.(*redis.ClusterClient); cluster {
 		r.checkHeard = "0"
 	}
@@ -161,6 +165,20 @@ func (k semKeys) all() []string {
 // outcome (did the grant happen?), one that runs to the end does not.
 func (r *Redis) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
+}
+
+// Senders and pipeline length of the batcher: a few pipelines in flight
+// keep a lone call from waiting behind another, and let calls that arrive
+// while all are busy share the next write.
+const (
+	batchSenders = 2
+	batchMax     = 128
+)
+
+// run runs script through the batcher, bounded by the configured timeout
+// and detached from the caller's cancellation (see callCtx).
+func (r *Redis) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...)
 }
 
 // reply is what the acquire and leave scripts say about the caller's grant.
@@ -293,8 +311,6 @@ func (r *Redis) giveUp(ctx context.Context, res resource, w *waiter, token strin
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
 // does not wait, and wait is how much longer it waits.
 func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest, token string, w *waiter, wait time.Duration, extra []any) (reply, error) {
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
 	waiterID, arrival := "", int64(0)
 	if w != nil {
 		waiterID, arrival = w.id, w.arrival
@@ -303,7 +319,7 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 	args := append([]any{tokenHash(token), req.TTL.Milliseconds(), req.Subject, req.Owner,
 		r.opts.FenceRetention.Milliseconds(), waiterID, r.waiters.channel,
 		wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, arrival}, extra...)
-	out, err := res.kind.acquire.Run(cctx, r.client, res.kind.keys(r, res.key), args...).Int64Slice()
+	out, err := r.run(ctx, res.kind.acquire, res.kind.keys(r, res.key), args...).Int64Slice()
 	if err != nil {
 		r.abandon(ctx, res, waiterID, token) // the script may have run
 		return reply{}, unavailable("acquire", res, err)
@@ -318,13 +334,11 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 // released when release is set, and otherwise picked up and returned. An
 // empty waiterID leaves no queue, and only releases.
 func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string, release bool) (reply, error) {
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
 	releaseArg := "0"
 	if release {
 		releaseArg = "1"
 	}
-	out, err := res.kind.leave.Run(cctx, r.client, res.kind.keys(r, res.key), waiterID, tokenHash(token), releaseArg,
+	out, err := r.run(ctx, res.kind.leave, res.kind.keys(r, res.key), waiterID, tokenHash(token), releaseArg,
 		r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64Slice()
 	if err != nil {
 		r.abandon(ctx, res, waiterID, token) // a hand-off may have got there first
@@ -350,9 +364,7 @@ func (r *Redis) abandon(ctx context.Context, res resource, waiterID, token strin
 	}
 	ctx = context.WithoutCancel(ctx)
 	r.cleanups.Go(func() {
-		cctx, cancel := r.callCtx(ctx)
-		defer cancel()
-		res.kind.leave.Run(cctx, r.client, res.kind.keys(r, res.key), waiterID, tokenHash(token), "1",
+		r.run(ctx, res.kind.leave, res.kind.keys(r, res.key), waiterID, tokenHash(token), "1",
 			r.opts.FenceRetention.Milliseconds(), r.checkHeard)
 	})
 }
@@ -428,9 +440,7 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 
 // release runs the kind's release script, and returns the holds left.
 func (r *Redis) release(ctx context.Context, res resource, token string) (int, error) {
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
-	out, err := res.kind.release.Run(cctx, r.client, res.kind.keys(r, res.key),
+	out, err := r.run(ctx, res.kind.release, res.kind.keys(r, res.key),
 		tokenHash(token), r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64Slice()
 	if err != nil {
 		return 0, unavailable("release", res, err)
@@ -453,9 +463,7 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	}
 	res := resource{lockKind, key}
 	start := time.Now()
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
-	out, err := lua.Reenter.Run(cctx, r.client, []string{r.lockKeys(key).lock},
+	out, err := r.run(ctx, lua.Reenter, []string{r.lockKeys(key).lock},
 		tokenHash(token), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Grant{}, unavailable("re-enter", res, err)
@@ -474,9 +482,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 		return Lease{}, err
 	}
 	start := time.Now()
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
-	res, err := lua.Renew.Run(cctx, r.client, []string{r.lockKeys(key).lock},
+	res, err := r.run(ctx, lua.Renew, []string{r.lockKeys(key).lock},
 		tokenHash(token), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
@@ -491,10 +497,8 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 // Inspect implements Locker.
 func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	start := time.Now()
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
 	keys := r.lockKeys(key)
-	res, err := lua.Inspect.RunRO(cctx, r.client, []string{keys.lock, keys.queue}).Slice()
+	res, err := r.batch.run(ctx, r.opts.Timeout, lua.Inspect, true, []string{keys.lock, keys.queue}).Slice()
 	if err != nil {
 		return Info{}, unavailable("inspect", resource{lockKind, key}, err)
 	}
@@ -542,6 +546,7 @@ func (r *Redis) Close() error {
 	r.closed = true
 	r.mu.Unlock()
 	r.cleanups.Wait()
+	r.batch.close()
 	return nil
 }
 

@@ -30,9 +30,7 @@ func (r *Redis) RenewPermit(ctx context.Context, key Key, token string, ttl time
 	res := resource{semaphoreKind, key}
 	keys := r.semKeys(key)
 	start := time.Now()
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
-	out, err := lua.SemRenew.Run(cctx, r.client, []string{keys.holders, keys.leases},
+	out, err := r.run(ctx, lua.SemRenew, []string{keys.holders, keys.leases},
 		tokenHash(token), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", res, err)
@@ -49,9 +47,7 @@ func (r *Redis) InspectSemaphore(ctx context.Context, key Key) (SemaphoreInfo, e
 	res := resource{semaphoreKind, key}
 	keys := r.semKeys(key)
 	start := time.Now()
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
-	out, err := lua.SemInspect.RunRO(cctx, r.client, []string{keys.holders, keys.leases, keys.queue}).Slice()
+	out, err := r.batch.run(ctx, r.opts.Timeout, lua.SemInspect, true, []string{keys.holders, keys.leases, keys.queue}).Slice()
 	if err != nil {
 		return SemaphoreInfo{}, unavailable("inspect", res, err)
 	}

@@ -24,11 +24,7 @@ type requestIDKey struct{}
 // ignores the caller's.
 func RequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(RequestIDHeader)
-		if !validRequestID(id) {
-			id = newRequestID()
-		}
-		w.Header().Set(RequestIDHeader, id)
+		id := requestID(w, r)
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
 		zerolog.Ctx(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context {
 			return c.Str("request_id", id)
@@ -40,6 +36,16 @@ func RequestID(next http.Handler) http.Handler {
 // RequestIDFromContext returns the id RequestID gave the request, or "".
 func RequestIDFromContext(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// requestID is the caller's request id, or a new one, and echoes it.
+func requestID(w http.ResponseWriter, r *http.Request) string {
+	id := r.Header.Get(RequestIDHeader)
+	if !validRequestID(id) {
+		id = newRequestID()
+	}
+	w.Header().Set(RequestIDHeader, id)
 	return id
 }
 

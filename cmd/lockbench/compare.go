@@ -41,10 +41,14 @@ type TargetRun struct {
 	ServerCPUUS float64 `json:"server_cpu_us_per_cycle,omitempty"`
 	RedisCPUUS  float64 `json:"redis_cpu_us_per_cycle,omitempty"`
 	BenchCPUUS  float64 `json:"lockbench_cpu_us_per_cycle,omitempty"`
+	// ServerSyscalls is the server process's read and write system calls
+	// per cycle, from /proc/<pid>/io: unlike CPU time, the load of the
+	// machine hardly moves it.
+	ServerSyscalls float64 `json:"server_syscalls_per_cycle,omitempty"`
 }
 
 // Targets of --processes, in the order each scenario runs them.
-var allTargets = []string{"ceiling", "embedded", "redis", "engine", "etcd"}
+var allTargets = []string{"ceiling", "embedded", "redis", "engine", "semaphore", "etcd"}
 
 // procTarget is a target and the processes whose CPU its cycles cost.
 type procTarget struct {
@@ -71,6 +75,11 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.pprofDir != "" {
+		if err := os.MkdirAll(cfg.pprofDir, 0o755); err != nil {
+			return nil, fmt.Errorf("--pprof-dir: %w", err)
+		}
+	}
 	want := func(k string) bool { return slices.Contains(cfg.targets, k) }
 	cmp := &Comparison{}
 	rep := (&bench{cfg: cfg}).newReport(ctx, "processes")
@@ -89,7 +98,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 	}
 
 	var rp *redisProc
-	if want("redis") || want("engine") {
+	if want("redis") || want("engine") || want("semaphore") {
 		if rp, err = startRedis(ctx, cfg.redisServer); err != nil {
 			return nil, err
 		}
@@ -163,6 +172,18 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		add(&procTarget{key: "engine", label: "lock engine in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
 			redis: rp.cmd.Process.Pid, contended: true})
 	}
+	if want("semaphore") {
+		// A semaphore of one permit: the lock's protocol through the
+		// semaphore's scripts. No HTTP: the gateway has no semaphore
+		// endpoints yet.
+		et, err := newEngineTarget(rp.url(), cfg.namespace, cfg.ttl)
+		if err != nil {
+			return nil, err
+		}
+		et.permits = 1
+		add(&procTarget{key: "semaphore", label: "semaphore engine, 1 permit, in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
+			redis: rp.cmd.Process.Pid, contended: true})
+	}
 	if want("etcd") {
 		if bin, ok := etcdBin(cfg.etcd); !ok {
 			cmp.Notes = append(cmp.Notes, fmt.Sprintf("etcd not measured: no %q on PATH (apt-get install etcd-server for etcd 3.4)", cfg.etcd))
@@ -211,6 +232,9 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			if run.ServerCPUUS > 0 {
 				fmt.Fprintf(progress, "  server %.0f µs/cycle", run.ServerCPUUS)
 			}
+			if run.ServerSyscalls > 0 {
+				fmt.Fprintf(progress, ", %.1f syscalls/cycle", run.ServerSyscalls)
+			}
 			fmt.Fprintln(progress)
 			cmp.Runs = append(cmp.Runs, run)
 		}
@@ -236,7 +260,17 @@ func runTarget(ctx context.Context, cfg config, t *procTarget, sc Scenario, pref
 			}
 		}
 	}
-	h := hooks{start: func() { read(before) }, stop: func() { read(after) }}
+	var sysBefore, sysAfter int64
+	h := hooks{
+		start: func() {
+			read(before)
+			sysBefore, _ = syscallCount(t.server)
+		},
+		stop: func() {
+			read(after)
+			sysAfter, _ = syscallCount(t.server)
+		},
+	}
 	if cfg.pprofDir != "" && t.pprofAddr != "" && !t.profiled && sc.Mode == uncontended {
 		t.profiled = true
 		h = profileGateway(cfg, t, sc, h)
@@ -253,6 +287,9 @@ func runTarget(ctx context.Context, cfg config, t *procTarget, sc Scenario, pref
 		return float64(after[i]-before[i]) / float64(time.Microsecond) / float64(res.Cycles)
 	}
 	run.ServerCPUUS, run.RedisCPUUS, run.BenchCPUUS = perCycle(0), perCycle(1), perCycle(2)
+	if t.server != 0 && sysAfter > sysBefore && res.Cycles > 0 {
+		run.ServerSyscalls = float64(sysAfter-sysBefore) / float64(res.Cycles)
+	}
 	return run, nil
 }
 
@@ -326,7 +363,8 @@ func writeComparison(w io.Writer, r *Report) error {
 	fmt.Fprintf(&b, "\n- each run: %gs of new cycles, lease %d ms, contended acquires wait up to %d ms server-side, hold 0\n",
 		r.Settings.DurationS, r.Settings.TTLMS, r.Settings.WaitMS)
 	b.WriteString("- HTTP ceiling: a plain net/http server process with the gateway's JWT check that answers 201 / 204 with a small JSON body and holds no lock\n")
-	b.WriteString("- CPU per cycle: utime + stime from /proc/<pid>/stat over the timed part of the run (10 ms ticks), over cycles\n")
+	b.WriteString("- CPU per cycle: utime + stime from /proc/<pid>/stat over the timed part of the run (10 ms ticks), over cycles; " +
+		"syscalls per cycle: syscr + syscw from /proc/<pid>/io, which the machine's load hardly moves\n")
 	for _, n := range c.Notes {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
@@ -397,29 +435,29 @@ func writeComparison(w io.Writer, r *Report) error {
 	}
 
 	b.WriteString("\n### Uncontended: each client its own lock, acquire + release\n\n")
-	b.WriteString("| target | clients | cycles/s | x ceiling | acquire p50 / p99 (ms) | release p50 / p99 (ms) | CPU µs per cycle: server / Redis / lockbench | errors |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | --- | --- | --- | --- |\n")
+	b.WriteString("| target | clients | cycles/s | x ceiling | acquire p50 / p99 (ms) | release p50 / p99 (ms) | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | --- | --- | --- | ---: | --- |\n")
 	for _, run := range c.Runs {
 		if run.Mode != uncontended {
 			continue
 		}
 		r := run.Result
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s / %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec, ratioCell(run.OverCeiling),
-			num(r.Acquire.P50), num(r.Acquire.P99), num(r.Release.P50), num(r.Release.P99), cpuCell(run), formatErrors(r.Errors))
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s / %s | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec, ratioCell(run.OverCeiling),
+			num(r.Acquire.P50), num(r.Acquire.P99), num(r.Release.P50), num(r.Release.P99), cpuCell(run), syscallCell(run), formatErrors(r.Errors))
 	}
 	b.WriteString("\n### Contended: every client on one lock, server-side wait, hold 0\n\n")
 	b.WriteString("Self-hand-offs: releases during which another client waited, after which the releaser got the lock again " +
 		"(0 under strict FIFO). FIFO bound: (clients − 1) × the mean cycle.\n\n")
-	b.WriteString("| target | clients | cycles/s | self-hand-offs while others waited | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO | CPU µs per cycle: server / Redis / lockbench | errors |\n")
-	b.WriteString("| --- | ---: | ---: | --- | --- | ---: | ---: | --- | --- |\n")
+	b.WriteString("| target | clients | cycles/s | self-hand-offs while others waited | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
+	b.WriteString("| --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- |\n")
 	for _, run := range c.Runs {
 		if run.Mode != contended || run.Result.Fairness == nil {
 			continue
 		}
 		r, f := run.Result, run.Result.Fairness
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %d of %d (%.0f %%) | %s / %s | %s | %.2f | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %d of %d (%.0f %%) | %s / %s | %s | %.2f | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
 			f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare, num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS),
-			f.P99OverFIFO, cpuCell(run), formatErrors(r.Errors))
+			f.P99OverFIFO, cpuCell(run), syscallCell(run), formatErrors(r.Errors))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -430,6 +468,13 @@ func ratioCell(v float64) string {
 		return ""
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+func syscallCell(run TargetRun) string {
+	if run.ServerSyscalls == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", run.ServerSyscalls)
 }
 
 func cpuCell(run TargetRun) string {

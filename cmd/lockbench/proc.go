@@ -128,6 +128,27 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
+// syscallCount is the read plus write system calls pid has made so far,
+// from /proc/<pid>/io (syscr, syscw; Linux only).
+func syscallCount(pid int) (int64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for line := range strings.Lines(string(data)) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ": ")
+		if k == "syscr" || k == "syscw" {
+			c, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/io: %w", pid, err)
+			}
+			n += c
+		}
+	}
+	return n, nil
+}
+
 // buildGateway builds cmd/gateway into dir, as a user would, and returns
 // the binary's path. It needs the go command and lockgate's module: run
 // lockbench from the repository.

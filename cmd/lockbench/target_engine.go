@@ -23,6 +23,9 @@ type engineTarget struct {
 	backend   *locks.Redis
 	namespace string
 	ttl       time.Duration
+	// permits, when not 0, makes every lock name a semaphore of that many
+	// permits (AcquirePermit, ReleasePermit) instead of a lock.
+	permits int
 }
 
 // newEngineTarget connects the engine to the Redis at redisURL.
@@ -55,6 +58,7 @@ func (t *engineTarget) newSession(ctx context.Context, name string) session {
 		backend: t.backend,
 		key:     locks.Key{Namespace: t.namespace, Name: name},
 		req:     locks.AcquireRequest{TTL: t.ttl, Subject: "lockbench", Owner: "lockbench"},
+		permits: t.permits,
 	}
 }
 
@@ -63,11 +67,18 @@ type engineSession struct {
 	backend *locks.Redis
 	key     locks.Key
 	req     locks.AcquireRequest
+	permits int
 }
 
 func (s *engineSession) acquire(wait time.Duration) (string, int64, error) {
 	s.req.Wait = wait
-	g, err := s.backend.Acquire(s.ctx, s.key, s.req)
+	var g locks.Grant
+	var err error
+	if s.permits > 0 {
+		g, err = s.backend.AcquirePermit(s.ctx, s.key, locks.SemaphoreRequest{AcquireRequest: s.req, Limit: s.permits})
+	} else {
+		g, err = s.backend.Acquire(s.ctx, s.key, s.req)
+	}
 	if err != nil {
 		return "", 0, engineError(err)
 	}
@@ -75,7 +86,13 @@ func (s *engineSession) acquire(wait time.Duration) (string, int64, error) {
 }
 
 func (s *engineSession) release(token string) error {
-	if _, err := s.backend.Release(s.ctx, s.key, token); err != nil {
+	var err error
+	if s.permits > 0 {
+		err = s.backend.ReleasePermit(s.ctx, s.key, token)
+	} else {
+		_, err = s.backend.Release(s.ctx, s.key, token)
+	}
+	if err != nil {
 		return engineError(err)
 	}
 	return nil
@@ -86,7 +103,7 @@ func (s *engineSession) release(token string) error {
 func engineError(err error) error {
 	class := "error"
 	switch {
-	case errors.Is(err, locks.ErrHeld):
+	case errors.Is(err, locks.ErrHeld), errors.Is(err, locks.ErrFull):
 		class = "lock_held"
 	case errors.Is(err, locks.ErrNotHolder):
 		class = "not_holder"

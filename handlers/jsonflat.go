@@ -1,0 +1,199 @@
+package handlers
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// scanFlat answers duplicateKey and trailingData in one pass, without
+// allocating, for the bodies the API takes: one flat object whose keys
+// are plain strings and whose values are scalars, followed by nothing
+// but white space. For anything else (nesting, escapes, bytes outside
+// ASCII in a key, malformed JSON, data after the object) it returns
+// ok=false, and the caller asks the two functions, which decode token by
+// token (the token decoder was most of readBody's cost, issue 10).
+// FuzzScanFlat holds it to them.
+func scanFlat(data []byte) (key string, dup, ok bool) {
+	var fields [maxFlatFields]flatField
+	n, ok := parseFlat(data, &fields)
+	if !ok {
+		return "", false, false
+	}
+	for i := 1; i < n; i++ {
+		for _, f := range fields[:i] {
+			if string(f.key) == string(fields[i].key) {
+				return string(f.key), true, true
+			}
+		}
+	}
+	return "", false, true
+}
+
+// maxFlatFields is the most fields a flat body may have; the API's bodies
+// have at most three.
+const maxFlatFields = 8
+
+// flatField is one key and its value, as they stand in the body: a key
+// without its quotes, a value with them for a string.
+type flatField struct{ key, value []byte }
+
+// parseFlat reads a flat body (see scanFlat) into fields, and returns how
+// many it has, or ok=false.
+func parseFlat(data []byte, fields *[maxFlatFields]flatField) (n int, ok bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return 0, false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for {
+			ks, ke, next, good := plainString(data, i, true)
+			if !good || n == maxFlatFields {
+				return 0, false
+			}
+			i = skipSpace(data, next)
+			if i >= len(data) || data[i] != ':' {
+				return 0, false
+			}
+			vs := skipSpace(data, i+1)
+			if i, good = scalar(data, vs); !good {
+				return 0, false
+			}
+			fields[n] = flatField{key: data[ks:ke], value: data[vs:i]}
+			n++
+			i = skipSpace(data, i)
+			if i >= len(data) {
+				return 0, false
+			}
+			if data[i] == '}' {
+				i++
+				break
+			}
+			if data[i] != ',' {
+				return 0, false
+			}
+			i = skipSpace(data, i+1)
+		}
+	}
+	if skipSpace(data, i) != len(data) {
+		return 0, false // data after the object: the slow path says so
+	}
+	return n, true
+}
+
+// flatValue is what encoding/json (with UseNumber) decodes a flat field's
+// value to, or ok=false for a string that is not valid UTF-8 (which it
+// would change).
+func flatValue(v []byte) (any, bool) {
+	switch v[0] {
+	case '"':
+		s := v[1 : len(v)-1]
+		if !utf8.Valid(s) {
+			return nil, false
+		}
+		return string(s), true
+	case 't':
+		return true, true
+	case 'f':
+		return false, true
+	case 'n':
+		return nil, true
+	}
+	return json.Number(v), true
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads a JSON string at i without escapes or control
+// characters (and, for a key, only ASCII, which decodes to itself): it
+// returns the content's bounds and the index after the closing quote.
+func plainString(data []byte, i int, ascii bool) (start, end, next int, ok bool) {
+	if i >= len(data) || data[i] != '"' {
+		return 0, 0, 0, false
+	}
+	for j := i + 1; j < len(data); j++ {
+		switch c := data[j]; {
+		case c == '"':
+			return i + 1, j, j + 1, true
+		case c == '\\' || c < 0x20 || (ascii && c >= 0x80):
+			return 0, 0, 0, false
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// scalar reads a plain string, a number, true, false or null at i, and
+// returns the index after it.
+func scalar(data []byte, i int) (int, bool) {
+	if i >= len(data) {
+		return 0, false
+	}
+	switch c := data[i]; {
+	case c == '"':
+		_, _, next, ok := plainString(data, i, false)
+		return next, ok
+	case c == '-' || ('0' <= c && c <= '9'):
+		return number(data, i)
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		if len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit {
+			return i + len(lit), true
+		}
+	}
+	return 0, false
+}
+
+// number reads a JSON number at i: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func number(data []byte, i int) (int, bool) {
+	digits := func(i int) int {
+		for i < len(data) && '0' <= data[i] && data[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	if data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+	case i < len(data) && '1' <= data[i] && data[i] <= '9':
+		i = digits(i)
+	default:
+		return 0, false
+	}
+	if i < len(data) && data[i] == '.' {
+		j := digits(i + 1)
+		if j == i+1 {
+			return 0, false
+		}
+		i = j
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		j := digits(i)
+		if j == i {
+			return 0, false
+		}
+		i = j
+	}
+	// A number runs until a delimiter; "1x" or "01" is malformed.
+	if i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r', ',', '}':
+		default:
+			return 0, false
+		}
+	}
+	return i, true
+}
