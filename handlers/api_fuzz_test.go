@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
 )
@@ -129,7 +130,7 @@ func FuzzAcquireBody(f *testing.F) {
 			if _, err := mem.Release(t.Context(), key, g.Token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
 				t.Fatalf("release: %v", err)
 			}
-			if _, dup := duplicateKey(body); dup {
+			if _, dup := jsonkeys.Duplicate(body); dup {
 				t.Fatalf("body %q has a repeated key, but got 201", body)
 			}
 			if g.TtlMs < 1 || g.TtlMs > fuzzMaxTTL.Milliseconds() {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/middleware"
 )
 
@@ -136,12 +137,12 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	}
 	key, dup, flat := scanFlat(data) // the usual body, in one pass
 	if !flat {
-		key, dup = duplicateKey(data)
+		key, dup = jsonkeys.Duplicate(data)
 	}
 	if dup {
 		return nil, invalid("field " + quoteShort(key) + " appears more than once")
 	}
-	if !flat && trailingData(data) {
+	if !flat && jsonkeys.Trailing(data) {
 		return nil, invalid("the request body must be one JSON object, with nothing after it")
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// scanFlat answers duplicateKey and trailingData in one pass, without
+// scanFlat answers jsonkeys.Duplicate and jsonkeys.Trailing in one pass, without
 // allocating, for the bodies the API takes: one flat object whose keys
 // are plain strings and whose values are scalars, followed by nothing
 // but white space. For anything else (nesting, escapes, bytes outside

@@ -6,53 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/locks"
 )
-
-func TestDuplicateKey(t *testing.T) {
-	for name, tc := range map[string]struct {
-		in      string
-		wantKey string
-		wantDup bool
-	}{
-		"none":                {in: `{"ttl_ms":1,"wait_ms":2}`},
-		"top level":           {in: `{"ttl_ms":1,"ttl_ms":2}`, wantKey: "ttl_ms", wantDup: true},
-		"after nested object": {in: `{"a":{"b":1},"a":2}`, wantKey: "a", wantDup: true},
-		"nested":              {in: `{"a":{"b":1,"b":2}}`, wantKey: "b", wantDup: true},
-		"in an array":         {in: `[{"x":1},{"x":1,"x":2}]`, wantKey: "x", wantDup: true},
-		"same key, siblings":  {in: `[{"x":1},{"x":2}]`},
-		"strings as values":   {in: `{"a":"a","b":"a"}`},
-		"array of strings":    {in: `{"a":["a","a"],"b":1}`},
-		"escaped equal keys":  {in: `{"ttl_ms":1,"ttl\u005fms":2}`, wantKey: "ttl_ms", wantDup: true},
-		"empty":               {in: ``},
-		"malformed":           {in: `{"a":`},
-		"scalar":              {in: `5`},
-	} {
-		t.Run(name, func(t *testing.T) {
-			key, dup := duplicateKey([]byte(tc.in))
-			if key != tc.wantKey || dup != tc.wantDup {
-				t.Fatalf("duplicateKey(%s): got %q, %v; want %q, %v", tc.in, key, dup, tc.wantKey, tc.wantDup)
-			}
-		})
-	}
-}
-
-func TestTrailingData(t *testing.T) {
-	for in, want := range map[string]bool{
-		`{"ttl_ms":1}`:             false,
-		"{\"ttl_ms\":1} \n\t":      false,
-		`{"ttl_ms":1}{"ttl_ms":2}`: true,
-		`{"ttl_ms":1} x`:           true,
-		`{"ttl_ms":1} 5`:           true,
-		`{"ttl_ms":1}]`:            true,
-		`{"ttl_ms":`:               false,
-		``:                         false,
-	} {
-		if got := trailingData([]byte(in)); got != want {
-			t.Errorf("trailingData(%q): got %v, want %v", in, got, want)
-		}
-	}
-}
 
 // TestDuplicateJSONKeysRefused: a body that names a field twice is a 400
 // and takes no lock, on acquire and on renew.
@@ -82,8 +38,8 @@ func TestDuplicateJSONKeysRefused(t *testing.T) {
 	}
 }
 
-// FuzzScanFlat: where scanFlat answers, it answers as duplicateKey and
-// trailingData do.
+// FuzzScanFlat: where scanFlat answers, it answers as jsonkeys.Duplicate
+// and jsonkeys.Trailing do.
 func FuzzScanFlat(f *testing.F) {
 	for _, s := range []string{`{"ttl_ms":1}`, `{"ttl_ms":1,"ttl_ms":2}`, ` {"a":"x","b":-0.5e+3, "c":true,"d":null,"a":false} ` + "\n",
 		`{}`, `{"a":1}{"a":2}`, `{"a":01}`, `{"a":1.}`, `{"a":"\u0041"}`, `{"é":1,"é":2}`, `{"a":{"b":1}}`, `{"a":1,}`, `{"a" 1}`,
@@ -95,11 +51,11 @@ func FuzzScanFlat(f *testing.F) {
 		if !ok {
 			return
 		}
-		if wantKey, wantDup := duplicateKey(data); key != wantKey || dup != wantDup {
-			t.Errorf("scanFlat(%q): got %q, %v; duplicateKey: %q, %v", data, key, dup, wantKey, wantDup)
+		if wantKey, wantDup := jsonkeys.Duplicate(data); key != wantKey || dup != wantDup {
+			t.Errorf("scanFlat(%q): got %q, %v; jsonkeys.Duplicate: %q, %v", data, key, dup, wantKey, wantDup)
 		}
-		if trailingData(data) {
-			t.Errorf("scanFlat(%q) answered, but trailingData finds data after the object", data)
+		if jsonkeys.Trailing(data) {
+			t.Errorf("scanFlat(%q) answered, but jsonkeys.Trailing finds data after the object", data)
 		}
 	})
 }
