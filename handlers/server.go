@@ -103,48 +103,23 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	if req.Params.LockToken != nil {
 		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL)
 	}
-	// Waits end early when the gateway shuts down; the caller then gets a
-	// 503 and retries elsewhere, instead of holding up the shutdown.
-	waitCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(s.draining, func() { cancel(errDraining) })
-	defer stop()
-
-	if ar.Wait > 0 {
-		if s.waiting.Add(1) > int64(s.cfg.MaxWaiters) {
-			s.waiting.Add(-1)
-			s.metrics.acquires.WithLabelValues(outcomeRefused).Inc()
-			return nil, fmt.Errorf("acquire %s: %w", key, errTooManyWaiters)
-		}
-		defer s.waiting.Add(-1)
+	c := grantCall{
+		kind: "lock",
+		key:  key,
+		wait: ar.Wait,
+		acquire: func(ctx context.Context) (locks.Grant, error) {
+			return s.cfg.Backend.Acquire(ctx, key, ar)
+		},
+		release: func(ctx context.Context, token string) error {
+			_, err := s.cfg.Backend.Release(ctx, key, token)
+			return err
+		},
+		outcomes: s.metrics.acquires,
+		outcome:  acquireOutcome,
 	}
-	start := time.Now()
-	if ar.Wait > 0 {
-		s.metrics.waiters.Inc()
-	}
-	grant, err := s.cfg.Backend.Acquire(waitCtx, key, ar)
-	if ar.Wait > 0 {
-		s.metrics.waiters.Dec()
-		s.metrics.wait.Observe(time.Since(start).Seconds())
-	}
+	grant, err := s.obtain(ctx, c)
 	if err != nil {
-		s.metrics.acquires.WithLabelValues(acquireOutcome(err)).Inc()
-		if ctx.Err() == nil && errors.Is(context.Cause(waitCtx), errDraining) {
-			return nil, fmt.Errorf("acquire %s: %w", key, errDraining)
-		}
 		return nil, err
-	}
-	if ctx.Err() != nil {
-		// The engine granted as the caller left: nobody would ever release
-		// this grant, so release it now rather than let it block others
-		// until its lease ends.
-		s.release(ctx, key, grant.Token)
-		s.metrics.acquires.WithLabelValues(outcomeCancelled).Inc()
-		return nil, fmt.Errorf("acquire %s: %w", key, ctx.Err())
-	}
-	s.metrics.acquires.WithLabelValues(outcomeGranted).Inc()
-	if grant.HandoffDelay > 0 {
-		s.metrics.handoff.Observe(grant.HandoffDelay.Seconds())
 	}
 	return granted{
 		body: AcquireLock201JSONResponse{
@@ -155,7 +130,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			ExpiresAt:    timestamp(grant.ExpiresAt),
 			Holds:        &grant.Holds,
 		},
-		release: func() { s.release(ctx, key, grant.Token) },
+		release: func() { s.giveBack(ctx, c, grant.Token) },
 	}, nil
 }
 
@@ -239,19 +214,6 @@ func (s *Server) maxTTL(ctx context.Context) time.Duration {
 		return min(c.MaxTTL, s.cfg.MaxTTL)
 	}
 	return s.cfg.MaxTTL
-}
-
-// release frees a grant its caller never received. It runs when the
-// request's context may be done, so it has its own short deadline.
-func (s *Server) release(ctx context.Context, key locks.Key, token string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
-	defer cancel()
-	log := zerolog.Ctx(ctx)
-	if _, err := s.cfg.Backend.Release(ctx, key, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
-		log.Warn().Err(err).Str("lock", key.String()).Msg("release of an undelivered grant failed; its lease will end it")
-		return
-	}
-	log.Info().Str("lock", key.String()).Msg("released a grant whose caller left before receiving it")
 }
 
 // granted is the 201 of an acquire. It flushes the response itself so that
