@@ -30,19 +30,7 @@ import (
 // logged on failure: LOCKGATE_FAULT_SEED=<seed> replays them (the
 // goroutines' interleaving differs from run to run).
 func TestRandomFaults(t *testing.T) {
-	seed := rand.Uint64()
-	if s := os.Getenv("LOCKGATE_FAULT_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("LOCKGATE_FAULT_SEED: %v", err)
-		}
-	}
-	t.Logf("seed %d", seed)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("replay with LOCKGATE_FAULT_SEED=%d", seed)
-		}
-	})
+	seed := faultSeed(t)
 
 	const (
 		redisTimeout = 500 * time.Millisecond
@@ -53,67 +41,15 @@ func TestRandomFaults(t *testing.T) {
 		// take a Redis timeout, and the proxies add their delays.
 		slack = 4 * redisTimeout
 	)
-	rs := redistest.Start(t)
-	var proxies []*proxy
-	var clients []*client
-	var gateways []*gateway
-	for i := range 3 {
-		p := startProxy(t, rs.Addr)
-		p.setJitter(jitter(rand.New(rand.NewPCG(seed, uint64(i+1)))))
-		gw := startGateway(t, "--redis-url", "redis://"+p.Addr, "--redis-timeout", redisTimeout.String())
-		proxies, gateways, clients = append(proxies, p), append(gateways, gw), append(clients, newClient(t, gw))
-	}
+	f := startFaultyGateways(t, seed, 3, redisTimeout)
+	gateways, clients := f.gateways, f.clients
 	locks := []string{"fault/a", "fault/b", "fault/c", "fault/d", "fault/e", "fault/f"}
 	res := newResource()
 	h := &history{}
 	w := workload{res: res}
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	start := time.Now()
-	stop := make(chan struct{}) // closed when the workers are done
-	var wg sync.WaitGroup
-	const workers = 24
-	for i := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
-			c := clients[i%len(clients)]
-			for ctx.Err() == nil && h.calls() < maxCalls && time.Since(start) < maxRun {
-				ttl := time.Duration(200+rng.IntN(1300)) * time.Millisecond
-				wait := time.Duration(0)
-				if rng.IntN(10) >= 3 {
-					wait = time.Duration(100+rng.IntN(1900)) * time.Millisecond
-				}
-				w.cycle(ctx, h, c, i, locks[rng.IntN(len(locks))], ttl, wait, rng.IntN(2) == 0)
-			}
-		})
-	}
-	go func() { wg.Wait(); close(stop) }()
-
-	// The faults, from the test's goroutine.
-	rng := rand.New(rand.NewPCG(seed, 0))
-	var drops, pauses int
-	for running := true; running; {
-		select {
-		case <-stop:
-			running = false
-			continue
-		case <-time.After(time.Duration(300+rng.IntN(900)) * time.Millisecond): // the faults' rate
-		}
-		switch n := rng.IntN(10); {
-		case n < 4:
-			proxies[rng.IntN(len(proxies))].drop()
-			drops++
-		case n < 5:
-			rs.Pause(t)
-			time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond) // the pause
-			rs.Resume(t)
-			pauses++
-		}
-	}
-	for _, p := range proxies {
-		p.setJitter(nil)
-	}
+	drops, pauses := f.run(t, seed, h, w, 24, locks, maxCalls, maxRun)
 
 	var late []string
 	var unknown, granted, refused int
@@ -180,4 +116,98 @@ func jitter(rng *rand.Rand) func(bool) time.Duration {
 			return time.Duration(600+rng.IntN(300)) * time.Millisecond
 		}
 	}
+}
+
+// faultSeed returns the seed of a randomized fault test, LOCKGATE_FAULT_SEED
+// when set (to replay a failure), and logs it.
+func faultSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := rand.Uint64()
+	if s := os.Getenv("LOCKGATE_FAULT_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("LOCKGATE_FAULT_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d", seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay with LOCKGATE_FAULT_SEED=%d", seed)
+		}
+	})
+	return seed
+}
+
+// faultyGateways are gateways on one Redis, each behind its own proxy
+// that adds random delays, seeded, to both directions of every connection.
+type faultyGateways struct {
+	rs       *redistest.Server
+	proxies  []*proxy
+	gateways []*gateway
+	clients  []*client
+}
+
+func startFaultyGateways(t *testing.T, seed uint64, n int, redisTimeout time.Duration) faultyGateways {
+	t.Helper()
+	f := faultyGateways{rs: redistest.Start(t)}
+	for i := range n {
+		p := startProxy(t, f.rs.Addr)
+		p.setJitter(jitter(rand.New(rand.NewPCG(seed, uint64(i+1)))))
+		gw := startGateway(t, "--redis-url", "redis://"+p.Addr, "--redis-timeout", redisTimeout.String())
+		f.proxies, f.gateways, f.clients = append(f.proxies, p), append(f.gateways, gw), append(f.clients, newClient(t, gw))
+	}
+	return f
+}
+
+// run has workers cycle through w on names, with random TTLs, waits and
+// renewals, until maxCalls calls or maxRun, while the test's goroutine cuts
+// a proxy's connections or pauses Redis now and then; then it stops the
+// proxies' delays. It returns how many cuts and pauses there were.
+func (f faultyGateways) run(t *testing.T, seed uint64, h *history, w workload, workers int, names []string,
+	maxCalls int, maxRun time.Duration) (drops, pauses int) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	start := time.Now()
+	stop := make(chan struct{}) // closed when the workers are done
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
+			c := f.clients[i%len(f.clients)]
+			for ctx.Err() == nil && h.calls() < maxCalls && time.Since(start) < maxRun {
+				ttl := time.Duration(200+rng.IntN(1300)) * time.Millisecond
+				wait := time.Duration(0)
+				if rng.IntN(10) >= 3 {
+					wait = time.Duration(100+rng.IntN(1900)) * time.Millisecond
+				}
+				w.cycle(ctx, h, c, i, names[rng.IntN(len(names))], ttl, wait, rng.IntN(2) == 0)
+			}
+		})
+	}
+	go func() { wg.Wait(); close(stop) }()
+
+	// The faults, from the test's goroutine.
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for running := true; running; {
+		select {
+		case <-stop:
+			running = false
+			continue
+		case <-time.After(time.Duration(300+rng.IntN(900)) * time.Millisecond): // the faults' rate
+		}
+		switch n := rng.IntN(10); {
+		case n < 4:
+			f.proxies[rng.IntN(len(f.proxies))].drop()
+			drops++
+		case n < 5:
+			f.rs.Pause(t)
+			time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond) // the pause
+			f.rs.Resume(t)
+			pauses++
+		}
+	}
+	for _, p := range f.proxies {
+		p.setJitter(nil)
+	}
+	return drops, pauses
 }

@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -195,84 +191,21 @@ func TestSemaphoreHistoryTwoGateways(t *testing.T) {
 // grants certainly hold the semaphore, and tokens must be unique and
 // increase in real-time order. LOCKGATE_FAULT_SEED replays the faults.
 func TestSemaphoreRandomFaults(t *testing.T) {
-	seed := rand.Uint64()
-	if s := os.Getenv("LOCKGATE_FAULT_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("LOCKGATE_FAULT_SEED: %v", err)
-		}
-	}
-	t.Logf("seed %d", seed)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("replay with LOCKGATE_FAULT_SEED=%d", seed)
-		}
-	})
+	seed := faultSeed(t)
 	const (
 		limit        = 3
 		redisTimeout = 500 * time.Millisecond
 		maxCalls     = 8000
 		maxRun       = 20 * time.Second
 	)
-	rs := redistest.Start(t)
-	var proxies []*proxy
-	var clients []*client
-	var gateways []*gateway
-	for i := range 3 {
-		p := startProxy(t, rs.Addr)
-		p.setJitter(jitter(rand.New(rand.NewPCG(seed, uint64(i+1)))))
-		gw := startGateway(t, "--redis-url", "redis://"+p.Addr, "--redis-timeout", redisTimeout.String())
-		proxies, gateways, clients = append(proxies, p), append(gateways, gw), append(clients, newClient(t, gw))
-	}
+	f := startFaultyGateways(t, seed, 3, redisTimeout)
+	gateways, clients := f.gateways, f.clients
 	names := []string{"semfault/a", "semfault/b"}
 	h := &history{}
 	w := workload{limit: limit}
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	start := time.Now()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	const workers = 20
-	for i := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
-			c := clients[i%len(clients)]
-			for ctx.Err() == nil && h.calls() < maxCalls && time.Since(start) < maxRun {
-				ttl := time.Duration(200+rng.IntN(1300)) * time.Millisecond
-				wait := time.Duration(0)
-				if rng.IntN(10) >= 3 {
-					wait = time.Duration(100+rng.IntN(1900)) * time.Millisecond
-				}
-				w.cycle(ctx, h, c, i, names[rng.IntN(len(names))], ttl, wait, rng.IntN(2) == 0)
-			}
-		})
-	}
-	go func() { wg.Wait(); close(stop) }()
-
-	rng := rand.New(rand.NewPCG(seed, 0))
-	var drops, pauses int
-	for running := true; running; {
-		select {
-		case <-stop:
-			running = false
-			continue
-		case <-time.After(time.Duration(300+rng.IntN(900)) * time.Millisecond): // the faults' rate
-		}
-		switch n := rng.IntN(10); {
-		case n < 4:
-			proxies[rng.IntN(len(proxies))].drop()
-			drops++
-		case n < 5:
-			rs.Pause(t)
-			time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond) // the pause
-			rs.Resume(t)
-			pauses++
-		}
-	}
-	for _, p := range proxies {
-		p.setJitter(nil)
-	}
+	drops, pauses := f.run(t, seed, h, w, 20, names, maxCalls, maxRun)
 
 	var granted, full, unknown int
 	for _, o := range h.ops {
