@@ -23,6 +23,42 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireRequestMode.
+const (
+	AcquireRequestModeExclusive AcquireRequestMode = "exclusive"
+	AcquireRequestModeShared    AcquireRequestMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the AcquireRequestMode enum.
+func (e AcquireRequestMode) Valid() bool {
+	switch e {
+	case AcquireRequestModeExclusive:
+		return true
+	case AcquireRequestModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GrantMode.
+const (
+	GrantModeExclusive GrantMode = "exclusive"
+	GrantModeShared    GrantMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the GrantMode enum.
+func (e GrantMode) Valid() bool {
+	switch e {
+	case GrantModeExclusive:
+		return true
+	case GrantModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LimitMismatchProblemCode.
 const (
 	LimitMismatchProblemCodeBackendUnavailable LimitMismatchProblemCode = "backend_unavailable"
@@ -125,6 +161,24 @@ func (e LockHeldProblemCode) Valid() bool {
 	case LockHeldProblemCodeTooManyRequests:
 		return true
 	case LockHeldProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LockInfoMode.
+const (
+	LockInfoModeExclusive LockInfoMode = "exclusive"
+	LockInfoModeShared    LockInfoMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the LockInfoMode enum.
+func (e LockInfoMode) Valid() bool {
+	switch e {
+	case LockInfoModeExclusive:
+		return true
+	case LockInfoModeShared:
 		return true
 	default:
 		return false
@@ -241,6 +295,9 @@ func (e SemaphoreFullProblemCode) Valid() bool {
 
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
+	// Mode `exclusive` (when left out): one holder; `shared`: any number of shared holders, and no exclusive one.
+	Mode *AcquireRequestMode `json:"mode,omitempty"`
+
 	// Owner A free-form label that inspect shows.
 	Owner *string `json:"owner,omitempty"`
 
@@ -251,6 +308,9 @@ type AcquireRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
+// AcquireRequestMode `exclusive` (when left out): one holder; `shared`: any number of shared holders, and no exclusive one.
+type AcquireRequestMode string
+
 // Grant defines model for Grant.
 type Grant struct {
 	ExpiresAt    time.Time `json:"expires_at"`
@@ -260,10 +320,16 @@ type Grant struct {
 	Holds *int   `json:"holds,omitempty"`
 	Lock  string `json:"lock"`
 
+	// Mode How you hold the lock.
+	Mode *GrantMode `json:"mode,omitempty"`
+
 	// Token The owner token; send it in `Lock-Token` to renew or release.
 	Token string `json:"token"`
 	TtlMs int64  `json:"ttl_ms"`
 }
+
+// GrantMode How you hold the lock.
+type GrantMode string
 
 // Health defines model for Health.
 type Health struct {
@@ -276,7 +342,10 @@ type Holder struct {
 	AcquiredAt   time.Time `json:"acquired_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	FencingToken int64     `json:"fencing_token"`
-	Owner        string    `json:"owner"`
+
+	// Holds How many times this holder holds the lock (1 unless re-entered; always 1 for a permit).
+	Holds *int   `json:"holds,omitempty"`
+	Owner string `json:"owner"`
 
 	// Subject The `sub` of the JWT that acquired the grant.
 	Subject string `json:"subject"`
@@ -338,17 +407,27 @@ type LockHeldProblem struct {
 // LockHeldProblemCode defines model for LockHeldProblem.Code.
 type LockHeldProblemCode string
 
-// LockInfo defines model for LockInfo.
+// LockInfo The holders of a lock. `fencing_token`, `ttl_ms`, `expires_at`,
+// `acquired_at`, `subject`, `owner` and `holds` describe the exclusive
+// holder or, when the lock is held shared, the shared holder whose
+// lease ends last: `ttl_ms` is then how long the lock stays held at
+// most, unless renewed. `holders` lists every holder.
 type LockInfo struct {
 	AcquiredAt   time.Time `json:"acquired_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	FencingToken int64     `json:"fencing_token"`
 	Held         bool      `json:"held"`
 
+	// Holders The live holds, the soonest lease to end first; one when the lock is held exclusively.
+	Holders []Holder `json:"holders"`
+
 	// Holds How many times the holder holds the lock (1 unless re-entered).
 	Holds *int   `json:"holds,omitempty"`
 	Lock  string `json:"lock"`
-	Owner string `json:"owner"`
+
+	// Mode How the lock is held.
+	Mode  LockInfoMode `json:"mode"`
+	Owner string       `json:"owner"`
 
 	// Subject The `sub` of the JWT that acquired the lock.
 	Subject string `json:"subject"`
@@ -361,6 +440,9 @@ type LockInfo struct {
 	// seconds).
 	Waiters int `json:"waiters"`
 }
+
+// LockInfoMode How the lock is held.
+type LockInfoMode string
 
 // Problem RFC 9457 problem details.
 type Problem struct {
@@ -611,7 +693,7 @@ type ServerInterface interface {
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams)
-	// InspectLock Describe the current holder of a lock (never its token).
+	// InspectLock Describe the holders of a lock (never a token).
 	// (GET /locks/{namespace}/{name})
 	InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
@@ -653,7 +735,7 @@ func (_ Unimplemented) ReleaseLock(w http.ResponseWriter, r *http.Request, names
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// InspectLock Describe the current holder of a lock (never its token).
+// InspectLock Describe the holders of a lock (never a token).
 // (GET /locks/{namespace}/{name})
 func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2554,7 +2636,7 @@ type StrictServerInterface interface {
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
-	// InspectLock Describe the current holder of a lock (never its token).
+	// InspectLock Describe the holders of a lock (never a token).
 	// (GET /locks/{namespace}/{name})
 	InspectLock(ctx context.Context, request InspectLockRequestObject) (InspectLockResponseObject, error)
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
@@ -2930,83 +3012,91 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fz/c9s2sv9XdvhuJvY96ovz7Rr5J7dNm/bcJJO4LzMv8jNhciXhQgEsAFpWM/7f3+wCJEWJsmWf417v",
-	"8lNkiQAWi93PfnaxzOco1fNCK1TORqPP0QxFhoY/vkNnlkcTh4b+ytCmRhZOahWNog8znSNYTLXKbAxG",
-	"lyrDDMqiH8WRTWc4FzRoLpWcl/NoNIwjtywwGkVSOZyiia6uruKoEEbM0YUFX+k8Q3OiP6HaXPFkhqAX",
-	"Cg0kjp5IQE/AzRDS0hhUDmY8OganwWAPlUMD0lmYGqFcH17jBZqxKkoH0oFUIODXd8f9sYriSNICfudR",
-	"HCkxJ0GPdfqp54VpbUlcHqOaulk0evzseUxbrP4+qDdpnZFqGtEWaZrbbmlVZFiXeCd5Df5WSoNZNHKm",
-	"xH9G/tc8+2e/ZiHcrFmR/7lurUI4h4YG/t/Ho97/it7vw96L0+bjWX/UO/08jA9evLj6S7RtdVuIFLu1",
-	"VyrpSGmidDNtpBX0W62hTWn9VLuKXMkbhGVRnz/ulPSK5rSFVhbZlF8ao9ltUq0cKkcfRVHkMmURB4XR",
-	"5znO//sfVrNhNAL8xeAkGkX/NWj8cuB/tYO3fpRfr62NI7UE7WZoAGnpfnQVRz9ocy6zzJveQwlCx8LW",
-	"DJlGC0o7b87gZtJCfQiwl0wq8ZJ9FvcndSFymb3D30q07qFlNn5ZkBbmIp9oM8cM9hLphToLPwdRX2vn",
-	"weoP1ixhHiNGrtNPsJco7c48Dib7I0KNhbBgMEdhMYtBurHCy4IsPwZtwOo5aoWAuUWeyzaTKb0gcLyK",
-	"o7dimWuRnWh9LMwUH3rL5zpb0qloAsOD5/B3+S3sJYUX6sxpfZaTWOFkTrT+RahlMCL70MJOhcOFYHmF",
-	"4/CTy7nHqIWQTqopiJSxx1jYS0j6uVDLyrxsEo+VRYSk15uLyx6NQWOT/UM67hkNpxNNZ0JNMesDh2gQ",
-	"FKMh4T96HLATmiXEZm1gId1Mlw4Smu9sbhMf9tZjfa8O9l0aCE8PVmgBK+FXFdD3d8LTh1P3L9JaUog2",
-	"EJwUzlEYNMFJ9pJyRTIyj9aOP3z40Dsq3QyVIxGxLdMGvvuNXgiZi/P8wX2APfJcpJ9QZZDJjJ1fKLsg",
-	"jqPAyTnyQbu2CdpZ6cjmxirTC9JImOKsbLaS7PeBiUjpUj3HmlWJPKcpSvVJ6YW6P4O5qqItT3PknWEF",
-	"80WWSdq5yN8aXaBxkiLqROQW46hY+epzxNxpkxgcwcQg9gjCIRfnmIObkTMqW2DqwM70wpIxrDChg8ff",
-	"bMT0OHIuP5vbzQWOCU4h57GHkOFElLmDJ8PhcBiT28+1dV6JWk3ktDSYwVxcwsnJMexVjx/AjE2SxBTO",
-	"E+PnT6O44cwHm5w5joIHbwr1Si8g12pK/Jcegok2IGCGecbm0wh6vZA8tpby+RDsDWJ2Ufv6K33+D0wd",
-	"Cf4jkQBmWK0z9OHIngn+rV4lEw57ZNZRx7lMUKVSTc9cRas3hNvUG0e3bq0RALMLWVjqcj2mHkCpcrS2",
-	"TiowY4Vcf0w0tgNH4sjdlArwA4dgydM97U8aZp/47Ebhgrw9BPZ+dK3t3qicq1U+/NGLXgm6rux64nj1",
-	"5E47zvsVipxca/3ArROuDEcv5kXOoz51kv9VqcKwzpVqJtZeKQTa7Fa29VD2WGPXxmy29DvrtJHElud1",
-	"mvjzhxMPbdVOV5LH6BZ49oHmMDgXUtlq7tqybms+lfjVFnezoLh1WttO2W4e8k1+7Vmt39xNbru2Ez91",
-	"lywcAG7CsrZA7374Dp48efIihl9PvjsExal9Loi4uZlQrPMQnR9Z4JmWLfXfzgLbi793RqYuX4JUqSHZ",
-	"LVNCICGW3nosB9369HX6aafDb5CuvWKd5w1CkaBx9nOZ51JNB1JdaJli7+njL4Jfd8WtY+Lrv0g7Fy6d",
-	"VbSM0CTP30yi0ccdeVy8bhycB3Q7tU8RpKKQna7C+dYt8lyb0p+GetMrzLN7FN0QgTvjLOOOZ7I2w3bJ",
-	"f1IT/SdDcmJYK0B+rnWOQu3OOcjffM6+noLfN/f4cjGnwosHCjmeBodMZItymzSbGa1UtaCPLPxWYol9",
-	"+EAg+A4zaWMQ4Occq8VM2yaNyiRmkOpSOUqGnMyJVAuV9fRkApnRhSWatlcxagETXNTZ977Pm3ZDLDak",
-	"u4TLuCPoVgrqgrgVaNgMUi+ePvsbhCQWMnRC5pwttT0y1RkHQFRkhh+jtTJZFEerybc/01CLjCOl3dlE",
-	"l4q+p72fhZ1bnItipg2eTco8px8J587mAYzDSO8r1R9+5EY1iAnsWm0liqOO/JfcCd1MZ2c0n8hzvWCB",
-	"6bCMEvmKBhuz9nrpdqWa325arZPO1w42/YS/WOXEpVEjUg7Z4Sicx2hVW9fzZf61WrGWqpY89ifYZR3v",
-	"KL24W0K+zdtf48J7d0iaYWL0HJReNEkpOSflxzX4LYRtMIbYyq2T5a4s9H1lYj+Uef5FQ+Q63qEHIKu1",
-	"QuuCOpArdDXIK1xgdhfSvVN8rfe+Uyr+L0RfuexcLyS4muqpKwqTSzRQoAlVVtZxtdFdKex2alZP9ShU",
-	"cvudM9SP3YoJo8sHSk5nLl/28LLQxnWG0J0qBn7v0gZV/JEFhEYZt6sixFt57YrtdhNEHxPsNnp9gUEt",
-	"Nu5wQqfJD2EijeXjlQ79xq+DglB0aDBGGCOWLWu6wUw2NH5rTuMrfH5n3WQGmMuM1a3IzE6cZfWQ/Y7j",
-	"+hSuZx/1Ue6URd8LgJAVeDU9shCe9W5D4BtuU+B86T1DeMKzA3Bcf57340F3zWNrNd8tlG/BxNoUU5Hn",
-	"ZIhzsWwqprXcQCCtUjwMOO2fZkzy+Y0Vcww1+BC/uXp+Q2bzteB/c8G/wv8HrfbvUpxgf0lLI93yPYGo",
-	"tzN/ZXdU+lKx/+uHavWfP5xEG40OnIJy+SrByyKJQ366V91aoYnBYKpNhhkIu5r2hTRpf6yEyiBRNolB",
-	"KGDopgDadCdMc31uYS8JxSpaBV3e+yt9+GuyzwY2VvPSOuDchFdZcFNUPYnHUQ4YXBjgvTXOP3Ou8Pd9",
-	"MsS09ka/l2SY56VDf4ETbsBfnZy85aO2M8xz8CNsDEqr3o+6ImEWhMooDTUXaJhdTkqV0sy2P1ZjFe7d",
-	"QASyzep8++b9CQx4rcHnehtX/vNVMuJNVm0uvlhBmlzrYdqrmAeJUuXdLQriLwZXmchYBSqyT3KDgKQF",
-	"e4l3aHtdGXOsttUx4chvUlraLo3j1gjWklZ8Sa8XChZE0aWzY0Vua0plQZdunZzDESXHDlM6FoNWlyZF",
-	"YEMwSMYFCyMdl3XIQlJhzJKLAitBByjHDHxWKyRhZpTt5AZFtgSLqPiQAnLDuc4kWhAG4ef3b17DYiYc",
-	"E/DkO38H3TtZFpiAFUsLe1aHtZO0NDn0Mnj0eRygbRyNng2Hw6tHCSy0+WTZP5YFZvuH5Ag4L9zSN1zM",
-	"USj2nbEK6GD78NKTbmO0IW0m2+69E38uAqyjFBsSSjYT3tObAo3wMYhOoNCSuIgunZUZegabauWMSN0I",
-	"kh9fnsBgjnTuNhmrvbdGU7KOpfWG4h/QBSpRyP5SzHMGAmkh02k5R+X2vbnD0+EzyKV1Hg8K4WaPLPjE",
-	"3zJHPqLMP+lD8url0fcwmPH11e+J96PwJZ8Pf2f9ASL4xDrYmzQsURLXHReCtRlkmOAiDKVNztGnwT/q",
-	"RxYUugEBApzjhOKnW+lIMijSGdqxqsoBMQvs8NINilxIlYAR3PrFFrV6EDFrKc21RX+WqVYKGQdGkDx9",
-	"cgCVjb3yPvmDxDyzcKI1cNaVeLdYEWescqmQ5w0X/ICXKWIGz5/C3+W3h5A8HQ7hW5FVcychMtUTEIQN",
-	"DvoHkAqltINCGIuwJ2DetHQ0PVjJK20dAXXz3VgFCCFR9g8heTZ85oHxf9BY8v/X2sH7sqCcCrNKgIvw",
-	"I/fJjRVrK8hyCXv86TG3TRBqZh5uT47fg1b5MlTycpmi8qw1tBX+8hPFqNLkAdLtaMAG6ZGhr810EAYN",
-	"KC42VaCoOs4ojoJk0Sg66A/7Q+Y63qijUfSkP+w/4SKXm3HMrIyTPk+xg6Vt2rA3uop5BavdMNOIl/X+",
-	"+VNGHCMstNbd+Hg4vKYD5nadL+GeuKPx5dei32IN0ejjaRzZcj4XZlmxeqNTgmdpQ++xE1PLl3d+2lOa",
-	"YGtI85rL0Xf/tLf+zgekY1+bXW1U3lIkah4ZND2/V6dfUnV8v9ChuTcKAykXFG7EQiwPubfBOpnnax0O",
-	"CQfyxN9GcA/d4+HTjgpQ6CL0RCsX1ncf7h82MxXCUkx2mr9SeOlCGsqzPvU779pQraHBWg8oDzu4eVir",
-	"B40HPbl5UNMeyyNe3Dyiafu8iqNnu6yx2jPGx8Sh9OZxvn+Yrb+293ACFWere1X2dHXcegLSxR6y166M",
-	"Kr9gV4hOr+IKOdpW/5PPmYLVfzHLra/6rut3k5a7l/4UxvP0ITsCX2umaOu3hZ5lMTGrrkZCU+yDm+r3",
-	"LO85drygwe36QWJfRiYCzrx4i6HeDnubNwau4p0eZowutO2Iox88i20lL1veOqncbfU+95EdK9/7LpV1",
-	"KDLiOP5B/pbxcwSPh0PPl+vw7LMEZp7txIE5r8frOKTzpeK6tzcGvlKp71LhHIlmUpLma50OEp8HJPUN",
-	"DE8pbajo2xkRJoXZYdMrXHebjxVZ9bIPL0U6g+T7l8cvT14mHGMs1Bjkg00jQ1XymYPIc0+i2pATUtE7",
-	"BdrVN4Z8qGXX/1Zny3vDqrUW1avNlz3uExn93UyH07+r8Rz2QnZVWVnLQIkOh4geCr2VQbJ5hAB/8OUF",
-	"XsXxpS5NVXFOmsJlUmXXFMt8LUC6Pw9ZuFe8X+/b6dDo+2te19gTvuhSNYdPDCKUBQOLVGNVu/P+CFYC",
-	"RX2hnPhUsfUSQch925eLXGZossIKB1ecXU743ilgRl046QJTLut0v80SBzHHqg5o/sUWb/78OsOaZPt+",
-	"D9WbEtKGmpDB7D5feHh6sIO9rL80Q+Me70Ax199f+SOid7s4GIMufMEmX9YvsVBCLR1R/WBoXaH7utRr",
-	"kNe3Pw8R3suO6P4eAzjW14Ab0bH19oxPkqv0JjQr+KpMR7cCHCkI71qFBeooe250OZ35AmlXROQODH87",
-	"9s9mnvcfDlvtIV84GHodbIktqmoq+bfMLu8KMg8OFi8vHapsxY8afl9lqNuwwZdTb6pitYuudyhivfPL",
-	"/CE1LF77jjnYDaWv1jthQTlbK2D1zewdy2DvV26k77EWdk2dyecQ3JQRqkgxMQuhljFMK+QOvQ9fy0v3",
-	"4Mg/ygvfw1VfInc6cGNJN1aRVo3mi/leuzOo6834Kvcl6hw29rW0tEtpqbaDf9nSUug48jFntVcvtHtV",
-	"JSZ/N8c1FLt/jTX/caWmXwsmoNw8kdTdNb6istlXEwOKdFbdstbdj2MVLrNH9a12624+DiGaM732DXsf",
-	"PvierbGaoqv1J7k7Ql6IHLTJ0FR3wKGhh++9bRX/KSqPVdjDCBYzmdNay6o2ZJlNC5p3tVeFsjb/X1eE",
-	"oZzyGZyUNpDp8EPdCZ4cshbWeo6kBZnlGHtaztcPXsxHtlYsOw/aPhytKpVbDjieVh2kvBMKjnzrXiqD",
-	"uXBVGtlZv2qD3f3z7o1+rqt2440zJW5y8YP7X//agk+Dr19LPqxSrXCHxvLOtvRtoFJnR11vql2ddpyM",
-	"99nmbPhasCqWKOQcPmuqRU3td6z2kvZbGVw/Wi8SwdYa0Vh1N723ikRNc80bs+HTYyUVlBYD2AWk8K/M",
-	"7a3jwn4MU3mBihskvMsfkgjSVj0bC37hiJtn1jb2tUR0iyh8Ij4hE6ptkXdr1YgGdZeNWrH4xqTl36eA",
-	"FPzy/ktIa53W/9m1pDVlfC0q/fmKSrtmpWuVk3aT8cdTsmbfGOvdYL2/uHpZwjphXM1ApxpMqaA/SOfZ",
-	"oHqk18vwIjkEbmOENJe0NyLpzH76rcaw0WBw8Phv/WF/2D8YfTP8ZshuFTawIYUHgrhqYo8DV6JgG1pl",
-	"vWa4hZUAMTQJ95v/8M6X2gjl2nN/p4mVqWkD2zb2/0/M+ZJIgNPEhqv/tqpKRTozj/pwQrqxsvrKiWyK",
-	"cExBmlig34/IJP9FNArtISgd7rsVYubfiAuzhqLW1enV/wcAAP//",
+	"7Hxrcxs3svZf6Zp3q0zuO7zIt42pT0rixMkqtstWjquOqaMBZ5ok1kOAATCiGJf++6luYC4kRxKlyMpm",
+	"jz+ZImeARqMvTz9o+HOU6sVSK1TORqPP0RxFhoY/vkNn1kdTh4b+ytCmRi6d1CoaRR/mOkewmGqV2RiM",
+	"LlSGGRTLfhRHNp3jQtBLC6nkolhEo2EcufUSo1EklcMZmujy8jKOlsKIBbow4SudZ2hO9CdUuzOezBH0",
+	"SqGBxNETCegpuDlCWhiDysGc347BaTDYQ+XQgHQWZkYo14fXeI5mrJaFA+lAKhDw67vj/lhFcSRpAr/y",
+	"KI6UWJCgxzr91PPCbCxJXByjmrl5NHr87HlMSyz/PqgWaZ2RahbREmmY2y6pKTJsS7yXvAZ/K6TBLBo5",
+	"U+Afkf81j/7Zz7kUbl7PyP9cN9dSOIeGXvyfj0e9/xa934e9F6f1x7P+qHf6eRgfvHhx+bfoqtntUqTY",
+	"rr1CSUdKE4WbayOtoN8qDe1K64faV+RS3iAsi/r8cauklzSmXWplkU35pTGa3SbVyqFy9FEsl7lMWcTB",
+	"0uhJjov//y+r2TBqAf5mcBqNov83qP1y4H+1g7f+LT/fpjaO1Bq0m6MBpKn70WUc/aDNRGaZN72HEoS2",
+	"ha0ZMo0WlHbenMHNpYVqE6CTTEvxki6L+5M6F7nM3uFvBVr30DIbPy1ICwuRT7VZYAadRHqhzsLPQdTX",
+	"2vlg9SdrlmIeR4xcp5+gkyjtznwcTLojihorYcFgjsJiFoN0Y4UXS7L8GLQBqxeoFQLmFnksWw+m9IqC",
+	"42UcvRXrXIvsROtjYWb40Eue6GxNu6IpGB48h3/Kb6GTLL1QZ07rs5zECjtzovUvQq2DEdmHFnYmHK4E",
+	"yyscp59cLnyMWgnppJqBSDn2GAudhKRfCLUuzcsm8VhZREh6vYW46NE7aGzSPaTtntPrtKPpXKgZZn3g",
+	"FA2CcjQk/EePE3ZCo4TcrA2spJvrwkFC450tbOLT3nau71XJvk0D4elBAxawEn5VIfr+TvH04dT9i7SW",
+	"FKINBCeFCQqDJjhJJykakpF5bKz4w4cPvaPCzVE5EhE3ZdqJ736h50LmYpI/uA+wR05E+glVBpnM2PmF",
+	"sivCOAqcXCBvtNs0QTsvHNncWGV6RRoJQ5wV9VKSbh8YiBQu1QusUJXIcxqiUJ+UXqn7M5jLMtvyMEfe",
+	"GRoxX2SZpJWL/K3RSzROUkaditxiHC0bX32OFjprwQUJXqR5YeU5JtBZzVFBjlNH6+uOgKKdD5CHkNi5",
+	"MJglIxBqDapYTNDQ8v3X4TEbg1Ckb6iGpUHImFARsv0YVT8QTuR3o9MdhBBHjPR2xT2CqUHsUcKBXEww",
+	"Bzen0KHsElMHdq5XlmZr4LaDx9+0jO9cfrawuxMcU/CHnN89hAynosgdPBkOh8OYgtRCW+e3XKupnBW0",
+	"9oW4gJOTY+iUjx/AnB2IxBTOw/jnT6O4RvgHuwg/jkK82RXqlV5BrtWM0Do9BFNtQMAc84yNvRb0eiH5",
+	"3UrK50OwN4jZVohUX+nJvzB1JPiPBFkYD25YnE+e9kzwb9UsmXDYIyeMWvZliiqVanbmyiJgR7hdvXEu",
+	"btcapQt2eAtrXWwjgAMoVI7WViUQZqyQ67eJ3m2JevEVHkZi7Mx9B49wN5VF/MAhWIp6vgRK6ion8ZWe",
+	"whVFvgBy+tG1nnGj6i+btcFHr5hS0O2trAaOm3Zx2mJNr1Dk5Ljb5mSdcEUwLLFY5vzWp9ZCqClVeK11",
+	"pgqVbs4UQEd2K8v997J2rh98UN7Gqm1mfwgiX4m1hYMQW5ZoFtLt4Q1VoN5ZnC28oltNNrHFpKrgf/5w",
+	"4uN4qfhGXR/dInh/oDEMLoRUthy7MvTbWnMpfrnE/Qw63jCeq4zO7trcTdvqN9Ev7qZd2VqJH7pNFs52",
+	"NwXuTYHe/fAdPHny5EUMv558dwiKWZdcEKZ2c6FY5wE4PbLAI6031H87h9ic/L0zMnX5GqRKDcluGa0D",
+	"CbH21mMZD1W7H2LtHn5VhvXNGasSfBD4mzr2TGSeSzUbSHWuZYq9p4+/SDi9axg9plLqF2kXwqXzEjFT",
+	"cMvzN9No9HFPiB1vGweXaO1O7as3qSiGpM3scuUSeaxd6U8DFfgK8+weRTeErc+4ALzjnmyNcLXkP6mp",
+	"bldSQMpMxHn7hGRjj5MYEr/J9KneZap2k0Z0oV9DkKKPHKUSxt8Je3wCfvIJsitUMGOsQl7QJgaG/FVq",
+	"oJxBoNLDkJh/2AD4sJpri2PFURVQZRZyYd2okpiGoDIR5hVmLQe3jhIMjy/cWBFIjetMpHBFNXoS1JNA",
+	"Lq2zwbP9l76s+iulasyzRmqcaJ2jUGUSD7VhmxudB4Ip7IDWCq3zqYxwHCG8qTTWHXKJ1r6H1X7nHH+l",
+	"Q2/y17lOAEQ1xhfGiPVtUAfeAnR8Gay9rYg/UnzeO6Yp89EDQRpfU7YaWrVzNcPG5aGsTemRhd8KLLAP",
+	"HyjJvsNMUoEPfsyx4lhQMSiZxAxSXShnoVBO5lShCpX19HQKmdFLS1VJpyxPBUxxVRFvXe/b+2VEdqtg",
+	"ArUr3QWfxS0or9RYW05t5KJdVPTi6bN/QCC0IEMnZM5cxGbASoPhlia5RZlHcdQk4vwmh3OJOFLanU11",
+	"oeh7UsZZUIXFhVjOtcGzaZHn9CMl1rNFyP7hTa+p8g//5g4zzAXcFs8axVELF0ZbgG6uszMaT+S5XrHA",
+	"tHtGibzVtbxe2n2rqu92zdhJ53nEXcfhL5o1YWHUiJRDhjkK+zFqauv6epF/LWespKokj/0OtlnHO0pi",
+	"dyPnrnL/17gKYd9TUjA1egFKr2rKh7z15OS4jnsrYeugQ/D41lRUG8fzvjSxH4o8/6KYbDsAhuS2mQWR",
+	"2fot9HCHKm8vQFetfS+i69+oXuIjqGoiwScrHlGhMLlEE+r8MrNUcWTfmunqWqAa6lE41em3jlA9dqvS",
+	"C10+UHI2d/m6hxdLbVx0Z8bMr13aoIo/k0CrlXE7Fi2+spBq2G5ZkezSDtcDUa+WG6HoPWDMyppuMJMd",
+	"jd8a5DQ5rnZ0UxY6t0I3e4GY5ib7FTcxzHXoo9rKvWibewkgZAVeTY8shGe921DwDSerMFl7zxAe8OwR",
+	"OK7fz/vxoLsSJ5Wa75bKr4iJlSmmIs/JEBdiXZ8JVHIDBWmV4mGI0/5pjkm+mrJigeGEK+RvPpval6X9",
+	"epx25XFaGf8f9CxtHzaM/SUtjHTr9xREvZ354/ujwh+V+L9+KGf/+cNJtNP0xDUp86UJXiwDfZRApzzB",
+	"RhODwVSbDDMQtlkHhjKpO1bMLymbxCAUcOimBFp3Ks1yPbHQSQI7yhSWy3t/pw9/T7psYGO1KKwDrk14",
+	"lhU3SFaD+DjKCYN5E15b7fxz55b+7F+2smzfSzLMSeHQH4+GbphXJydveavtHPMc/Bs2BqVV70ddgjAL",
+	"QmVUl5pzNIwup4VKaWTbH6uxCmfwgbsL6nz75v0JDHiuwedqGZf+82Uy4kWWLW+eGiFNbvUzdkrkQaKU",
+	"hfgGBPFNAk0kMlYBinSZ+RPbXKJ3aHsdbz5WVxHncFQxKcKnfG6TYi1pxQ07eqU8/ySdHStyW1MoC7pw",
+	"O9TeERXHDlPaFoNWFyZFYEMwSMYFKyMdk0hkIakwZs0sQSPpANWYAc9qhSTMnKqd3KDI1mARFW9SiNww",
+	"0ZlEC8Ig/Pz+zWtYzYVjAJ585/tReifrJSZgxdpCx+owd5IWJodeBo8+j0NoG0ejZ8Ph8PJRAittPln2",
+	"j/USs+4hOQIulm7tm68WKBT7zliF6GD78NKDbmO0IW0mV/XAJH5fBFhHJTYkVGwmvKY3SzTC5yDagaWW",
+	"hEV04azM0CPYVCtnROpGkPz48gQGC6R9t8lYdd4aTcU6FtYbin9AL1GJpeyvxSLnQCAtZDotFqhc15s7",
+	"PB0+C1ws2cVSuPkjC77wt4yRj6jyT/qQvHp59D0M5nx8+3vi/Sh8yfvD31m/gQi+sA72Jg1LlMRV95Vg",
+	"bQYZprgKr9IiF+jL4B/1IwsK3YACAkxwSvnTNboTDYp0jnasSjogZoEdXrjBMhdSJWAEt4GyRTU3wjey",
+	"pLm26Pcy1Uohx4ERJE+fHEBpY6+8T/4gMc8snGgNXHUlNS0bxBmrXCrkcUOzD+BFipjB86fwT/ntISRP",
+	"h0P4VmTl2EnITNUAFMIGB/0DSIVS2sFSGIvQEbCo27vqfszklbaOAnX93ViFEEKidA8heTZ85gPjf6Gx",
+	"5P+vtYP3xZJqKsxKAc7Dj9wzO1asrSDLBXT402NuoaKomflwe3L8HrTK14Hay2WKyqPW0GL8y0+UowqT",
+	"h5BuRwM2SB8Z+trMBuGlAeXFmgWKyu2M4ihIFo2ig/6wP2Ss4406GkVP+sP+Eya53JxzZmmc9HmGLSht",
+	"14a90ZXIK1jtjplGPK33z58ywhhhoq1O58fD4TXdcLfrggt9Ei1NcL8u+xuoIRp9PI0jWywWwqxLVG90",
+	"SuFZ2nAPwYmZ5dNiP+wpDXBlSvOay9F3Am4u/Z1PSMeerG1eWriCJKofGdT9/5enX1J1fJrRork3oeMN",
+	"nKB0I1ZifcjdO9bJPN/qHyqP2fjsg/tpHw+ftjBAoaPYA61cWN+J3D2sR1oKSznZaf5K4YULZSiP+tSv",
+	"vG1BlYYGW/3g/NrBza9t9KPyS09ufqlulec3Xtz8Rt0CfhlHz/aZo9k/ytvEqfTm9/xdArb+yt7DDpSY",
+	"rerG6pQNjpSFpAunoVsHVKVfsCtEp5dxGTk2rf4nXzMFq/9illudLV/X+1qdfP0FjOfpQ3YHv9YM0bbP",
+	"Jj3KYmBWHo2EBvkHN9Xvm0f2O60C0PH8sfBw+Ar7vF3IrS8NXcZ7PcyhealtW/oc86ncOBrBOBywjqME",
+	"hP1kA5II3QQdAoRdXuCo2WFgCWjhhbQuBgJvHg6XhUYgnoIzq2ybkeIKSI1V3Xzs3Zx0GXal68/FMyxb",
+	"CxjS9OGD5938gSdINVbCGHkucqBy2NSVgwertMpRvZwScE5wLrkKC9cXmqLwSb2gpXR2bhgw3Uyl0rSw",
+	"4dBmrJLqzCrpxmC1r48MIXTuaLdOmHP0q240apSHdtxkwVaEIivLOr88qoe4uw4zcHqGDIE3uwimBtEX",
+	"vB98QbJRh7JBbl8lLOOmr+DC14/sWPkbTVJZR5J0RHiSv6Wn4rLWZYRFqu2O4PFw6Def0Tf/4kvAnX1v",
+	"trzEgaopFJ9peEdXenXoVeEtZ4JUQ/CdE/rC1c0r5ekaDyltOK2xcwLDCrPDsaq3rLpWRBFr3YeXZK7J",
+	"9y+PX568TBg/2KqBPgAJXkqjdcbNcQEiz/twZD/ReqbhVoK/m0aaKOvBUpt+yWPVEQqK5cyILBRDYfdd",
+	"o/WeLzlMRPqpe61xeXy+mc0Cy3EnDNe8mOpRHBvktzpb31sa3LoJcbl7p/A+k64/9mvJJ+8qqOCdurlR",
+	"TYehSiuAxXCGUIZ3ts6AHQ++vMBNiLDWhSkPM5ptZiVxQzDJ00zS/XVw6L1Cie0exD1Al796vBJrHwWr",
+	"bMPcSpknOqK+mTRWFGuhWLJnSlVnhe4IGsikdtg4UCvNK2w+CG6eZjOvVcf1Ml77ANTxwYjCXwgdWmFA",
+	"wI0ewK6PVHIaUhQFvJLRa88NvOz2O5dxvZ6xal6/bKTErSV0yxtF/j6frFsb7vNW3tODPaxt+2Ynvfd4",
+	"j9pn+5LlnwErN1nrGPTSM4n5urppSblHOkogwR7bwOV1nMAgr44lHwKAFi348z2G0FqdT++k9o0rnp69",
+	"Kevu0EXj6cKWNho4UhAuBIcJKogwMbqYzT1z35ZPuTXIH9v+UUrk/pPpRt/SF06lXgdXxFFVdjv9R9Ie",
+	"dw0yDx4sXl44DDWFN/O6/iypk6tig+f5b6JXN08D7sCuvvPT/CnkKs99R3LgBk524+JyUM6V1GzVMnBH",
+	"fvZ9o1XiHknaawhQT3hyt1CgN2MCFkKtY5iVkTs05XzlPe/BkX+U5765sOpuaHXg2pJupDebRvPFfG+z",
+	"Za3tv28pC3eqr8PCvnKe+3CelR38NTjPZhNp6EMsKVDPwzEbYrvXWPOfR4b+umQAyl09SdX25emg3Yav",
+	"Jt8p6rbcsQrk56hiQTeaRpps6FbrR0VqjtUMXaU/yW07NbVZNieETjNuyLBl/qesPFZhDSNYzWVOc61L",
+	"YssymmZWs9lERUWb57DCq2O1xUCFH6orCskha2GrGU5akFmOsYflfC7mxXxkK8Wy86Dtw1FTqczCcj4t",
+	"W5t5JZQcmf4slMFcuLKMbGW/NoPd/ePunUbDy82OMGcK3MXiB/c//7V0UR1fvxJGrFKtcI8bD633Ja4K",
+	"KlV11HZn9/K0ZWe8z9Z7w+fVJVeikGv4rI1UGqtOsnldiHmm/bkkz6Tv3sZo54jgjdnx6bGSCgpbctsh",
+	"UvjLw53tuNCNYSbPUXHnjnd5JvOlLZuJVnw1jru6thb2lSK6RRY+EZ/8IdVVmfdK1oheaqeNNnLxjUXL",
+	"fw6BFPzy/imkrSsA/7e5pC1lfCWV/nqk0r5V6RZzstn9/vGUrNl3bHs32G58L2/xWCeMqxDoTIMpFPQH",
+	"6SIblI/0ehmeJ4fA/bWQ5pLWRiCd0U9/o2NxNBgcPP5Hf9gf9g9G3wy/GbJbhQXsSOEDQVzerogDVqJk",
+	"G3q4vWa4t5oCYuhe79f/K6un2ijKbY79nSZUpmZ12LaxP8WZrAkEOE1ouPy/FctSpLXyqDYnlBuN2Rs7",
+	"sivCMSVpQoF+PSKT/BfBKLSHoHQ4rFeImb+qGUYNpNbl6eX/BgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -46,6 +46,7 @@ type valueCheck struct {
 	minLength uint64
 	maxLength *uint64
 	min, max  *float64
+	enum      []string // the allowed strings, or nil
 	schema    *openapi3.Schema
 }
 
@@ -110,13 +111,20 @@ func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, erro
 func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 	vc := &valueCheck{schema: s, minLength: s.MinLength, maxLength: s.MaxLength, min: s.Min, max: s.Max}
 	switch {
-	case len(s.Enum) > 0 || s.ExclusiveMin.IsSet() || s.ExclusiveMax.IsSet() || s.MultipleOf != nil ||
+	case s.ExclusiveMin.IsSet() || s.ExclusiveMax.IsSet() || s.MultipleOf != nil ||
 		s.Nullable || s.Not != nil || len(s.AllOf)+len(s.AnyOf)+len(s.OneOf) > 0 || s.Default != nil:
 		return nil, fmt.Errorf("the gate does not check this schema's keywords (extend handlers/checks.go)")
 	case s.Type.Is(openapi3.TypeString):
 		vc.typ = openapi3.TypeString
 		if s.Format != "" || s.Min != nil || s.Max != nil {
 			return nil, fmt.Errorf("the gate does not check format, minimum or maximum on strings")
+		}
+		for _, e := range s.Enum {
+			v, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("the gate checks enums of strings only")
+			}
+			vc.enum = append(vc.enum, v)
 		}
 		switch s.Pattern {
 		case "":
@@ -133,6 +141,9 @@ func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 		}
 	case s.Type.Is(openapi3.TypeInteger):
 		vc.typ = openapi3.TypeInteger
+		if len(s.Enum) > 0 {
+			return nil, fmt.Errorf("the gate checks enums of strings only")
+		}
 		if (s.Format != "" && s.Format != "int64") || s.Pattern != "" || s.MinLength != 0 || s.MaxLength != nil {
 			return nil, fmt.Errorf("the gate checks integers of format int64 with a minimum and maximum only")
 		}
@@ -205,6 +216,9 @@ func (vc *valueCheck) checkString(v string) string {
 	}
 	if vc.match != nil && !vc.match(v) {
 		return "must match " + vc.schema.Pattern
+	}
+	if vc.enum != nil && !slices.Contains(vc.enum, v) {
+		return "must be one of " + strings.Join(vc.enum, ", ")
 	}
 	return ""
 }
@@ -294,6 +308,11 @@ func (oc *objectCheck) checkFlat(data []byte) (handled bool, err error) {
 
 // checkJSON returns what is wrong with a decoded JSON value, or "".
 func (vc *valueCheck) checkJSON(v any) string {
+	if vc.enum != nil { // before the type, as kin-openapi checks
+		if s, ok := v.(string); !ok || !slices.Contains(vc.enum, s) {
+			return "must be one of " + strings.Join(vc.enum, ", ")
+		}
+	}
 	if v == nil {
 		return "is invalid" // not nullable
 	}

@@ -98,6 +98,12 @@ func describe(se *openapi3.SchemaError) string {
 		}
 	case "pattern":
 		return "must match " + s.Pattern
+	case "enum":
+		allowed := make([]string, len(s.Enum))
+		for i, e := range s.Enum {
+			allowed[i] = fmt.Sprint(e)
+		}
+		return "must be one of " + strings.Join(allowed, ", ")
 	case "properties":
 		allowed := slices.Sorted(maps.Keys(s.Properties))
 		if obj, ok := se.Value.(map[string]any); ok {
@@ -124,7 +130,9 @@ func FuzzChecksMatchKinOpenAPI(f *testing.F) {
 		`{"ttl_ms":[]}`, `{"ttl_ms":true}`, `{"owner":null}`, `{"owner":""}`, `{"b":1,"a":2}`, `{"wait_ms":1.0}`,
 		`{"ttl_ms":1E2}`, `{"ttl_ms":0.5e1}`, `{"limit":3}`, `{"limit":0}`, `{"limit":10000}`, `{"limit":10001}`,
 		`{"limit":1e4}`, `{"limit":10000.5}`, `{"limit":null}`, `{"limit":"3"}`, `{"limit":3,"ttl_ms":0}`, `{"ttl_ms":1000}`,
-		`{"limit":3,"zz":1}`, `{"limit":-1,"wait_ms":-1}`, `{"limit":99999999999999999999}`}
+		`{"limit":3,"zz":1}`, `{"limit":-1,"wait_ms":-1}`, `{"limit":99999999999999999999}`,
+		`{"mode":"shared"}`, `{"mode":"exclusive","ttl_ms":5}`, `{"mode":"read"}`, `{"mode":""}`, `{"mode":5}`,
+		`{"mode":null}`, `{"mode":"Shared"}`, `{"mode":"shared","limit":2}`}
 	for _, b := range bodies {
 		f.Add("billing", "invoice-42", "tok", true, []byte(b))
 	}

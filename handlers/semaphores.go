@@ -134,21 +134,10 @@ func (s *Server) InspectSemaphore(ctx context.Context, req InspectSemaphoreReque
 	if err != nil {
 		return nil, semaphoreDetail(err)
 	}
-	holders := make([]Holder, len(info.Holders))
-	for i, h := range info.Holders {
-		holders[i] = Holder{
-			Subject:      h.Subject,
-			Owner:        h.Owner,
-			FencingToken: h.FencingToken,
-			TtlMs:        h.TTL.Milliseconds(),
-			ExpiresAt:    timestamp(h.ExpiresAt),
-			AcquiredAt:   timestamp(h.AcquiredAt),
-		}
-	}
 	return InspectSemaphore200JSONResponse{
 		Semaphore: key.String(),
 		Limit:     info.Limit,
-		Holders:   holders,
+		Holders:   holdersOf(info.Holders),
 		Waiters:   info.Waiters,
 	}, nil
 }

@@ -101,7 +101,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		return nil, err
 	}
 	if req.Params.LockToken != nil {
-		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL)
+		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL, ar.Mode)
 	}
 	c := grantCall{
 		kind: "lock",
@@ -129,6 +129,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			TtlMs:        grant.TTL.Milliseconds(),
 			ExpiresAt:    timestamp(grant.ExpiresAt),
 			Holds:        &grant.Holds,
+			Mode:         grantMode(ar.Mode),
 		},
 		release: func() { s.giveBack(ctx, c, grant.Token) },
 	}, nil
@@ -136,8 +137,8 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 
 // reenter takes the lock once more for the holder of token: a 200 with
 // the grant and its count of holds, never a wait.
-func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl time.Duration) (AcquireLockResponseObject, error) {
-	grant, err := s.cfg.Backend.Reenter(ctx, key, token, ttl)
+func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl time.Duration, mode locks.Mode) (AcquireLockResponseObject, error) {
+	grant, err := s.cfg.Backend.Reenter(ctx, key, token, ttl, mode)
 	if err != nil {
 		outcome := acquireOutcome(err)
 		if errors.Is(err, locks.ErrNotHolder) {
@@ -154,7 +155,21 @@ func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl t
 		TtlMs:        grant.TTL.Milliseconds(),
 		ExpiresAt:    timestamp(grant.ExpiresAt),
 		Holds:        &grant.Holds,
+		Mode:         grantMode(mode),
 	}, nil
+}
+
+// The API's names of the modes, made once: a grant's body points at them.
+var (
+	exclusiveGrant = GrantModeExclusive
+	sharedGrant    = GrantModeShared
+)
+
+func grantMode(m locks.Mode) *GrantMode {
+	if m == locks.Shared {
+		return &sharedGrant
+	}
+	return &exclusiveGrant
 }
 
 func acquireOutcome(err error) string {
@@ -193,6 +208,9 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		}
 		if b.Owner != nil {
 			ar.Owner = *b.Owner
+		}
+		if b.Mode != nil && *b.Mode == AcquireRequestModeShared {
+			ar.Mode = locks.Shared
 		}
 	}
 	return key, ar, nil
@@ -312,7 +330,26 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		Owner:        info.Owner,
 		Waiters:      info.Waiters,
 		Holds:        &info.Holds,
+		Mode:         LockInfoMode(info.Mode.String()),
+		Holders:      holdersOf(info.Holders),
 	}, nil
+}
+
+// holdersOf describes the holders of a lock or a semaphore.
+func holdersOf(hs []locks.Holder) []Holder {
+	holders := make([]Holder, len(hs))
+	for i, h := range hs {
+		holders[i] = Holder{
+			Subject:      h.Subject,
+			Owner:        h.Owner,
+			FencingToken: h.FencingToken,
+			TtlMs:        h.TTL.Milliseconds(),
+			ExpiresAt:    timestamp(h.ExpiresAt),
+			AcquiredAt:   timestamp(h.AcquiredAt),
+			Holds:        &hs[i].Holds,
+		}
+	}
+	return holders
 }
 
 // timestamp is t in UTC, cut to the millisecond: RFC 3339 as clients parse

@@ -25,19 +25,21 @@ type Locker interface {
 	Release(ctx context.Context, key Key, token string) (holds int, err error)
 
 	// Reenter takes the lock once more for the holder of token (a
-	// re-entrant hold): the grant keeps its fencing token, its lease
-	// becomes at least ttl from now (never shorter), and Grant.Holds counts
-	// the holds. Each Release takes one away; the lease ends them all. A
-	// token that does not hold the lock gets ErrNotHolder.
-	Reenter(ctx context.Context, key Key, token string, ttl time.Duration) (Grant, error)
+	// re-entrant hold) in the same mode: the grant keeps its fencing token,
+	// its lease becomes at least ttl from now (never shorter), and
+	// Grant.Holds counts the holds. Each Release takes one away; the lease
+	// ends them all. A token that does not hold the lock gets ErrNotHolder;
+	// a holder that asks for the other mode (an upgrade from shared to
+	// exclusive, say) gets a *HeldError, and keeps what it holds.
+	Reenter(ctx context.Context, key Key, token string, ttl time.Duration, mode Mode) (Grant, error)
 
 	// Renew extends the lease of the current holder to ttl from now (ttl 0
 	// means the TTL the grant was acquired with; otherwise at least 1 ms). It returns ErrNotHolder if
 	// token does not hold the lock; it never brings back an expired lease.
 	Renew(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error)
 
-	// Inspect describes the current holder, or returns ErrNotHeld. It never
-	// reveals the owner token.
+	// Inspect describes the current holders, or returns ErrNotHeld. It
+	// never reveals an owner token.
 	Inspect(ctx context.Context, key Key) (Info, error)
 }
 
@@ -112,6 +114,29 @@ type AcquireRequest struct {
 	Subject string
 	// Owner is a free-form label shown by Inspect, at most MaxOwnerLen bytes.
 	Owner string
+	// Mode is Exclusive (the zero value) or Shared.
+	Mode Mode
+}
+
+// Mode is how a grant holds a lock: alone, or beside other shared grants.
+type Mode uint8
+
+const (
+	// Exclusive grants exclude every other grant of the lock.
+	Exclusive Mode = iota
+	// Shared grants coexist with each other (many readers), and exclude an
+	// exclusive one (one writer). Waiters still queue in arrival order: a
+	// shared request behind a waiting exclusive one waits, so writers do
+	// not starve, and the shared requests at the head of the queue are
+	// granted together.
+	Shared
+)
+
+func (m Mode) String() string {
+	if m == Shared {
+		return "shared"
+	}
+	return "exclusive"
 }
 
 // MaxOwnerLen is the longest owner label Acquire accepts.
@@ -130,6 +155,8 @@ func (r AcquireRequest) validate() error {
 		return fmt.Errorf("%w: wait must be 0 or at least 1ms", ErrInvalid)
 	case len(r.Owner) > MaxOwnerLen:
 		return fmt.Errorf("%w: owner label longer than %d bytes", ErrInvalid, MaxOwnerLen)
+	case r.Mode > Shared:
+		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, r.Mode)
 	}
 	return nil
 }
@@ -167,17 +194,32 @@ type Grant struct {
 	Holds int
 }
 
-// Info describes the current holder of a lock.
+// Info describes the holders of a lock. Its own Lease, Subject, Owner,
+// AcquiredAt and Holds describe the exclusive holder, or, when the lock is
+// held shared, the shared holder whose lease ends last: its TTL is how long
+// the lock stays held at most, unless renewed.
 type Info struct {
 	Lease
 	Subject    string
 	Owner      string
 	AcquiredAt time.Time
+	// Mode is how the lock is held.
+	Mode Mode
+	// Holders are the live grants, the soonest lease to end first: one
+	// when the lock is held exclusively.
+	Holders []Holder
 	// Waiters is how many callers wait in the lock's queue. The Redis
 	// backend counts a waiter whose gateway died until a hand-off drops it.
 	Waiters int
 	// Holds is how many times the holder holds the lock (see Reenter).
 	Holds int
+}
+
+// describe fills the Info's own fields from its last holder: the one whose
+// lease ends last (see Info).
+func (info *Info) describe() {
+	h := info.Holders[len(info.Holders)-1]
+	info.Lease, info.Subject, info.Owner, info.AcquiredAt, info.Holds = h.Lease, h.Subject, h.Owner, h.AcquiredAt, h.Holds
 }
 
 var (

@@ -3,6 +3,7 @@ package locks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -12,13 +13,31 @@ import (
 // but it cannot share locks between processes.
 type Memory struct {
 	mu        sync.Mutex
-	locks     map[Key]*memGrant
+	locks     map[Key]*memLock
 	queues    map[Key][]*memWaiter // FIFO; a lock with waiters is never free
 	sems      map[Key]*memSemaphore
 	lastFence int64
 }
 
 var _ Backend = (*Memory)(nil)
+
+// memLock is a held lock: one exclusive grant, or any number of shared
+// ones.
+type memLock struct {
+	mode    Mode
+	holders map[string]*memGrant // by token hash
+}
+
+// until is when the last lease of l ends: when l is free at the latest.
+func (l *memLock) until() time.Time {
+	var last time.Time
+	for _, g := range l.holders {
+		if g.expiresAt.After(last) {
+			last = g.expiresAt
+		}
+	}
+	return last
+}
 
 // memGrant is one holder of one lock.
 type memGrant struct {
@@ -43,7 +62,7 @@ type memWaiter struct {
 
 // NewMemory returns an empty embedded backend.
 func NewMemory() *Memory {
-	return &Memory{locks: make(map[Key]*memGrant), queues: make(map[Key][]*memWaiter), sems: make(map[Key]*memSemaphore)}
+	return &Memory{locks: make(map[Key]*memLock), queues: make(map[Key][]*memWaiter), sems: make(map[Key]*memSemaphore)}
 }
 
 // Acquire implements Locker.
@@ -105,28 +124,35 @@ func (m *Memory) deliver(ctx context.Context, key Key, g Grant) (Grant, error) {
 	return g, nil
 }
 
-// tryAcquire grants the lock to w if it is free. If it is held, a waiting w
-// joins the queue (queued) and otherwise the holder's remaining TTL is
-// returned.
+// tryAcquire grants the lock to w if it is free, or if both it and w are
+// shared and nobody waits. Otherwise a waiting w joins the queue (queued),
+// and the time until the lock is free at the latest is returned.
 func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Duration, queued bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	m.expireLocked(key, now)
-	if g := m.locks[key]; g != nil {
-		if w.req.Wait > 0 {
-			m.queues[key] = append(m.queues[key], w)
-			return Grant{}, 0, true
-		}
-		return Grant{}, g.expiresAt.Sub(now), false
+	l := m.locks[key]
+	if l == nil || l.mode == Shared && w.req.Mode == Shared && len(m.queues[key]) == 0 {
+		return m.grantLocked(key, w, now), 0, false
 	}
-	return m.grantLocked(key, w, now), 0, false
+	if w.req.Wait > 0 {
+		m.queues[key] = append(m.queues[key], w)
+		return Grant{}, 0, true
+	}
+	return Grant{}, l.until().Sub(now), false
 }
 
-// grantLocked makes w the holder of the free lock key. m.mu must be held.
+// grantLocked makes w a holder of key, which is free, or held shared when w
+// asks for a shared hold. m.mu must be held.
 func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time) Grant {
+	l := m.locks[key]
+	if l == nil {
+		l = &memLock{mode: w.req.Mode, holders: make(map[string]*memGrant, 1)}
+		m.locks[key] = l
+	}
 	g := m.newGrantLocked(w, now, func() { m.expireLocked(key, time.Now()) })
-	m.locks[key] = g
+	l.holders[g.tokenHash] = g
 	return g.grant(w.token)
 }
 
@@ -165,37 +191,74 @@ func (m *Memory) nextFence(now time.Time) int64 {
 	return m.lastFence
 }
 
-// expireLocked ends the grant of key if its lease has run out. A timer that
-// fires just before a renewal finds a later expiry and does nothing. m.mu
-// must be held.
+// expireLocked ends the grants of key whose lease has run out, and hands
+// the lock on. A timer that fires just before a renewal finds a later
+// expiry and does nothing. m.mu must be held.
 func (m *Memory) expireLocked(key Key, now time.Time) {
-	if g := m.locks[key]; g != nil && !now.Before(g.expiresAt) {
-		m.endLocked(key, g, now)
-	}
-}
-
-// endLocked ends g and hands the lock to the first waiter. m.mu must be held.
-func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
-	g.expiry.Stop()
-	delete(m.locks, key)
-	q := m.queues[key]
-	if len(q) == 0 {
+	l := m.locks[key]
+	if l == nil {
 		return
 	}
-	w := q[0]
-	q[0] = nil
-	if len(q) == 1 {
-		delete(m.queues, key)
-	} else {
-		m.queues[key] = q[1:]
+	ended := false
+	for h, g := range l.holders {
+		if !now.Before(g.expiresAt) {
+			g.expiry.Stop()
+			delete(l.holders, h)
+			ended = true
+		}
 	}
-	grant := m.grantLocked(key, w, now)
-	w.grant = &grant
-	w.handed <- grant
+	if ended {
+		m.freedLocked(key, l, now)
+	}
 }
 
-// leave takes w out of the queue. If the lock was handed to w first, it
-// returns that grant.
+// endLocked ends g, a holder of key, and hands the lock on. m.mu must be
+// held.
+func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
+	g.expiry.Stop()
+	l := m.locks[key]
+	delete(l.holders, g.tokenHash)
+	m.freedLocked(key, l, now)
+}
+
+// freedLocked follows the end of one or more of l's grants: the lock is
+// free when none is left, and goes on to the queue. m.mu must be held.
+func (m *Memory) freedLocked(key Key, l *memLock, now time.Time) {
+	if len(l.holders) == 0 {
+		delete(m.locks, key)
+	}
+	m.handOnLocked(key, now)
+}
+
+// handOnLocked gives the lock, when it is free or held shared, to the
+// waiters at the head of the queue: the first, and while the lock is held
+// shared, each shared one after it, up to the first exclusive one, which
+// waits and blocks everyone behind it. m.mu must be held.
+func (m *Memory) handOnLocked(key Key, now time.Time) {
+	for {
+		q := m.queues[key]
+		if len(q) == 0 {
+			return
+		}
+		w := q[0]
+		if l := m.locks[key]; l != nil && (l.mode == Exclusive || w.req.Mode == Exclusive) {
+			return
+		}
+		q[0] = nil
+		if len(q) == 1 {
+			delete(m.queues, key)
+		} else {
+			m.queues[key] = q[1:]
+		}
+		grant := m.grantLocked(key, w, now)
+		w.grant = &grant
+		w.handed <- grant
+	}
+}
+
+// leave takes w out of the queue, and hands the lock on to the shared
+// waiters that w, if exclusive, blocked. If the lock was handed to w
+// first, it returns that grant.
 func (m *Memory) leave(key Key, w *memWaiter) (Grant, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -214,6 +277,7 @@ func (m *Memory) leave(key Key, w *memWaiter) (Grant, bool) {
 	} else {
 		m.queues[key] = q
 	}
+	m.handOnLocked(key, time.Now())
 	return Grant{}, false
 }
 
@@ -221,27 +285,28 @@ func (m *Memory) heldError(key Key) (Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var remaining time.Duration
-	if g := m.locks[key]; g != nil {
-		remaining = max(time.Until(g.expiresAt), 0)
+	if l := m.locks[key]; l != nil {
+		remaining = max(time.Until(l.until()), 0)
 	}
 	return Grant{}, &HeldError{RetryAfter: remaining}
 }
 
-// holder returns the live grant that token holds, or nil. m.mu must be held.
-func (m *Memory) holder(key Key, token string) *memGrant {
+// holder returns the live grant that token holds and its lock, or nil.
+// m.mu must be held.
+func (m *Memory) holder(key Key, token string) (*memLock, *memGrant) {
 	m.expireLocked(key, time.Now())
-	g := m.locks[key]
-	if g == nil || g.tokenHash != tokenHash(token) {
-		return nil
+	l := m.locks[key]
+	if l == nil || l.holders[tokenHash(token)] == nil {
+		return nil, nil
 	}
-	return g
+	return l, l.holders[tokenHash(token)]
 }
 
 // Release implements Locker.
 func (m *Memory) Release(_ context.Context, key Key, token string) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	g := m.holder(key, token)
+	_, g := m.holder(key, token)
 	if g == nil {
 		return 0, fmt.Errorf("release %s: %w", key, ErrNotHolder)
 	}
@@ -254,18 +319,21 @@ func (m *Memory) Release(_ context.Context, key Key, token string) (int, error) 
 }
 
 // Reenter implements Locker.
-func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Duration) (Grant, error) {
+func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Duration, mode Mode) (Grant, error) {
 	if ttl < time.Millisecond {
 		return Grant{}, fmt.Errorf("%w: ttl must be at least 1ms", ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	g := m.holder(key, token)
+	l, g := m.holder(key, token)
 	if g == nil {
 		return Grant{}, fmt.Errorf("re-enter %s: %w", key, ErrNotHolder)
 	}
-	g.holds++
 	now := time.Now()
+	if l.mode != mode {
+		return Grant{}, fmt.Errorf("re-enter lock %s %s: held in the other mode: %w", key, mode, &HeldError{RetryAfter: l.until().Sub(now)})
+	}
+	g.holds++
 	if until := now.Add(ttl); until.After(g.expiresAt) {
 		g.expiresAt = until
 		g.expiry.Reset(ttl)
@@ -281,7 +349,7 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	g := m.holder(key, token)
+	_, g := m.holder(key, token)
 	if g == nil {
 		return Lease{}, fmt.Errorf("renew %s: %w", key, ErrNotHolder)
 	}
@@ -299,18 +367,23 @@ func (m *Memory) Inspect(_ context.Context, key Key) (Info, error) {
 	defer m.mu.Unlock()
 	now := time.Now()
 	m.expireLocked(key, now)
-	g := m.locks[key]
-	if g == nil {
+	l := m.locks[key]
+	if l == nil {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
 	}
-	return Info{
-		Lease:      Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt},
-		Subject:    g.subject,
-		Owner:      g.owner,
-		AcquiredAt: g.acquiredAt,
-		Waiters:    len(m.queues[key]),
-		Holds:      g.holds,
-	}, nil
+	info := Info{Mode: l.mode, Waiters: len(m.queues[key])}
+	for _, g := range l.holders {
+		info.Holders = append(info.Holders, Holder{
+			Lease:      Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt},
+			Subject:    g.subject,
+			Owner:      g.owner,
+			AcquiredAt: g.acquiredAt,
+			Holds:      g.holds,
+		})
+	}
+	slices.SortFunc(info.Holders, func(a, b Holder) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	info.describe()
+	return info, nil
 }
 
 // Check implements Backend: memory is always reachable.

@@ -133,16 +133,27 @@ func (res resource) String() string { return res.kind.noun + " " + res.key.Strin
 // lockKeys are the keys of one lock. They share the hash tag {ns/name}, so
 // that one script can touch them all on Redis Cluster.
 type lockKeys struct {
-	lock, fence, queue, alive, waiters string
+	lock, fence, queue, alive, waiters, readers string
 }
 
 func (r *Redis) lockKeys(key Key) lockKeys {
 	lock := r.opts.Prefix + "{" + key.String() + "}"
-	return lockKeys{lock: lock, fence: lock + ":fence", queue: lock + ":queue", alive: lock + ":alive", waiters: lock + ":waiters"}
+	return lockKeys{lock: lock, fence: lock + ":fence", queue: lock + ":queue", alive: lock + ":alive",
+		waiters: lock + ":waiters", readers: lock + ":readers"}
 }
 
-// all is KEYS for the scripts that take all five (see lua/lib.lua).
-func (k lockKeys) all() []string { return []string{k.lock, k.fence, k.queue, k.alive, k.waiters} }
+// all is KEYS for the scripts that take all six (see lua/lib.lua).
+func (k lockKeys) all() []string {
+	return []string{k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers}
+}
+
+// modeArg is how the lock scripts name a mode.
+func modeArg(m Mode) string {
+	if m == Shared {
+		return "s"
+	}
+	return "x"
+}
 
 // semKeys are the keys of one semaphore: the same hash tag as a lock of the
 // same name, under a prefix of their own ("sem:"), so the two never meet.
@@ -226,12 +237,12 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
-	return r.acquire(ctx, resource{lockKind, key}, req)
+	return r.acquire(ctx, resource{lockKind, key}, req, modeArg(req.Mode))
 }
 
 // acquire takes res, or waits for it: the protocol locks and semaphores
 // share. extra are the arguments of the kind's acquire script after the
-// common ones (a semaphore's limit).
+// common ones (a lock's mode, a semaphore's limit).
 func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, extra ...any) (Grant, error) {
 	token := newToken()
 	if req.Wait == 0 {
@@ -457,18 +468,22 @@ func (r *Redis) Release(ctx context.Context, key Key, token string) (int, error)
 }
 
 // Reenter implements Locker.
-func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Duration) (Grant, error) {
+func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Duration, mode Mode) (Grant, error) {
 	if ttl < time.Millisecond {
 		return Grant{}, fmt.Errorf("%w: ttl must be at least 1ms", ErrInvalid)
 	}
 	res := resource{lockKind, key}
 	start := time.Now()
-	out, err := r.run(ctx, lua.Reenter, []string{r.lockKeys(key).lock},
-		tokenHash(token), ttl.Milliseconds()).Int64Slice()
+	keys := r.lockKeys(key)
+	out, err := r.run(ctx, lua.Reenter, []string{keys.lock, keys.readers},
+		tokenHash(token), ttl.Milliseconds(), modeArg(mode)).Int64Slice()
 	if err != nil {
 		return Grant{}, unavailable("re-enter", res, err)
 	}
-	if out[0] != 1 {
+	switch out[0] {
+	case -2:
+		return Grant{}, fmt.Errorf("re-enter %s %s: held in the other mode: %w", res, mode, &HeldError{RetryAfter: millis(max(out[1], 0))})
+	case 0, -1:
 		return Grant{}, fmt.Errorf("re-enter %s: %w", res, ErrNotHolder)
 	}
 	ttl = millis(out[2])
@@ -482,7 +497,8 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 		return Lease{}, err
 	}
 	start := time.Now()
-	res, err := r.run(ctx, lua.Renew, []string{r.lockKeys(key).lock},
+	keys := r.lockKeys(key)
+	res, err := r.run(ctx, lua.Renew, []string{keys.lock, keys.readers},
 		tokenHash(token), ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
@@ -498,32 +514,38 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	start := time.Now()
 	keys := r.lockKeys(key)
-	res, err := r.batch.run(ctx, r.opts.Timeout, lua.Inspect, true, []string{keys.lock, keys.queue}).Slice()
+	res, err := r.batch.run(ctx, r.opts.Timeout, lua.Inspect, true, []string{keys.lock, keys.queue, keys.readers}).Slice()
 	if err != nil {
 		return Info{}, unavailable("inspect", resource{lockKind, key}, err)
 	}
-	if len(res) < 6 {
+	const fields = 6 // per holder, after mode, waiters and now (see lua/inspect.lua)
+	if len(res) < 3+fields {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
 	}
-	fence, _ := res[0].(int64)
-	pttl, _ := res[1].(int64)
-	subject, _ := res[2].(string)
-	owner, _ := res[3].(string)
-	at, _ := res[4].(int64)
-	waiting, _ := res[5].(int64)
-	holds := int64(1)
-	if len(res) > 6 {
-		holds, _ = res[6].(int64)
+	info := Info{Mode: Exclusive}
+	if m, _ := res[0].(string); m == "s" {
+		info.Mode = Shared
 	}
-	ttl := millis(pttl)
-	return Info{
-		Holds:      int(holds),
-		Lease:      Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
-		Subject:    subject,
-		Owner:      owner,
-		AcquiredAt: time.UnixMilli(at).UTC(),
-		Waiters:    int(waiting),
-	}, nil
+	waiting, _ := res[1].(int64)
+	info.Waiters = int(waiting)
+	for i := 3; i+fields <= len(res); i += fields {
+		fence, _ := res[i].(int64)
+		pttl, _ := res[i+1].(int64)
+		subject, _ := res[i+2].(string)
+		owner, _ := res[i+3].(string)
+		at, _ := res[i+4].(int64)
+		holds, _ := res[i+5].(int64)
+		ttl := millis(max(pttl, 0))
+		info.Holders = append(info.Holders, Holder{
+			Lease:      Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
+			Subject:    subject,
+			Owner:      owner,
+			AcquiredAt: time.UnixMilli(at).UTC(),
+			Holds:      int(max(holds, 1)),
+		})
+	}
+	info.describe()
+	return info, nil
 }
 
 // Check implements Backend: every Redis node answers, and none may evict

@@ -44,6 +44,9 @@ func (r SemaphoreRequest) validate() error {
 	if r.Limit < 1 || r.Limit > MaxLimit {
 		return fmt.Errorf("%w: limit must be 1 to %d", ErrInvalid, MaxLimit)
 	}
+	if r.Mode != Exclusive {
+		return fmt.Errorf("%w: a semaphore permit has no mode", ErrInvalid)
+	}
 	return r.AcquireRequest.validate()
 }
 
@@ -62,6 +65,9 @@ type Holder struct {
 	Subject    string
 	Owner      string
 	AcquiredAt time.Time
+	// Holds counts a lock holder's re-entrant holds (see Reenter); 1 for a
+	// permit.
+	Holds int
 }
 
 var (

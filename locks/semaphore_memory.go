@@ -219,7 +219,7 @@ func (m *Memory) InspectSemaphore(_ context.Context, key Key) (SemaphoreInfo, er
 	}
 	info := SemaphoreInfo{Limit: s.limit, Waiters: len(s.queue)}
 	for _, g := range s.holders {
-		info.Holders = append(info.Holders, Holder{
+		info.Holders = append(info.Holders, Holder{Holds: 1,
 			Lease:   Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt},
 			Subject: g.subject, Owner: g.owner, AcquiredAt: g.acquiredAt,
 		})

@@ -64,7 +64,7 @@ func (r *Redis) InspectSemaphore(ctx context.Context, key Key) (SemaphoreInfo, e
 		owner, _ := h[3].(string)
 		at, _ := h[4].(int64)
 		ttl := millis(pttl)
-		info.Holders = append(info.Holders, Holder{
+		info.Holders = append(info.Holders, Holder{Holds: 1,
 			Lease:   Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
 			Subject: subject, Owner: owner, AcquiredAt: time.UnixMilli(at).UTC(),
 		})

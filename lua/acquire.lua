@@ -1,7 +1,8 @@
 -- acquire: take the lock, pick up a grant handed to the caller, or join
 -- the lock's queue of waiters.
 --
--- KEYS[1..5]  the lock, fence, queue, alive and waiters keys (see lib.lua)
+-- KEYS[1..6]  the lock, fence, queue, alive, waiters and readers keys (see
+--             lib.lua)
 -- ARGV[1]     SHA-256 of the new owner token (the token never reaches Redis)
 -- ARGV[2]     lease TTL, ms
 -- ARGV[3]     subject (who acquires)
@@ -16,6 +17,7 @@
 --             (exact on a single Redis; on Cluster PUBLISH counts one node)
 -- ARGV[11]    the waiter's arrival number from an earlier call, to keep its
 --             place when it rejoins; '0' for a new arrival
+-- ARGV[12]    's' for a shared hold, 'x' for an exclusive one
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted; handed is 1 when this token already held the lock
@@ -25,11 +27,14 @@
 --              (-1: not queued) with that arrival number
 --
 -- A free lock goes to the queue first: nobody who just arrived, or just
--- released, gets ahead of those already waiting.
+-- released, gets ahead of those already waiting. A shared request joins
+-- the shared holders at once only when nobody alive waits: behind a
+-- waiting exclusive request it waits (or is refused) too.
 
-local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-local tok_hash, ttl, me = ARGV[1], ARGV[2], ARGV[6]
+local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == 's'
 local now, t = clock()
+purge_readers(K, now)
 
 local holder = redis.call('HGET', K.lock, 'tok')
 if holder == tok_hash then
@@ -39,21 +44,39 @@ if holder == tok_hash then
   pick_up(K)
   return held_by(K, now, 1)
 end
+local r = holder == '' and reader(K, tok_hash)
+if r then
+  if me ~= '' then
+    dequeue(K, me)
+  end
+  return reader_reply(K, now, tok_hash, r, 1)
+end
 
 local seq = 0
 if me ~= '' then
-  seq = enqueue(K, now, me, ARGV[11], ARGV[8], ARGV[9],
-    {g = ARGV[7], t = tok_hash, ttl = ttl, s = ARGV[3], o = ARGV[4]})
+  local req = {g = ARGV[7], t = tok_hash, ttl = ttl, s = ARGV[3], o = ARGV[4]}
+  if shared then
+    req.m = 's'
+  end
+  seq = enqueue(K, now, me, ARGV[11], ARGV[8], ARGV[9], req)
 end
 
-if not holder then
-  local first = handoff(K, t, now, ARGV[5], ARGV[10], me)
-  if first == me then
-    return held_by(K, now, 0)
+if handoff(K, t, now, ARGV[5], ARGV[10], me) then
+  if shared then
+    return reader_reply(K, now, tok_hash, reader(K, tok_hash), 0)
   end
-  if not first then
+  return held_by(K, now, 0)
+end
+if me == '' then
+  -- handoff left the lock free only if nobody alive waits
+  holder = redis.call('HGET', K.lock, 'tok')
+  if not holder and not shared then
     grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
     return held_by(K, now, 0)
+  end
+  if shared and (not holder or (holder == '' and not first_alive(K, now))) then
+    add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+    return reader_reply(K, now, tok_hash, reader(K, tok_hash), 0)
   end
 end
 

@@ -2,7 +2,8 @@
 -- which of them are no longer queued, and hands on a lock whose lease ran
 -- out.
 --
--- KEYS[1..5]  the lock, fence, queue, alive and waiters keys (see lib.lua)
+-- KEYS[1..6]  the lock, fence, queue, alive, waiters and readers keys (see
+--             lib.lua)
 -- ARGV[1]     how long a waiter counts as alive without a heartbeat, ms
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
@@ -19,10 +20,9 @@
 -- once a heartbeat, so the queue moves on within one heartbeat of the end,
 -- whether the lease was a holder's or a hand-off nobody picked up.
 
-local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 local now, t = clock()
+purge_readers(K, now)
 keep_alive(K, now, ARGV[1], ARGV, 4)
-if redis.call('EXISTS', K.lock) == 0 then
-  handoff(K, t, now, ARGV[2], ARGV[3], nil)
-end
+handoff(K, t, now, ARGV[2], ARGV[3], nil)
 return still_queued(K, ARGV, 4)

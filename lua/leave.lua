@@ -1,7 +1,8 @@
 -- leave: a waiter gives up (its wait ran out, its caller went away, or the
 -- outcome of its last call is unknown).
 --
--- KEYS[1..5]  the lock, fence, queue, alive and waiters keys (see lib.lua)
+-- KEYS[1..6]  the lock, fence, queue, alive, waiters and readers keys (see
+--             lib.lua)
 -- ARGV[1]     the waiter id; may be empty (an acquire that did not wait)
 -- ARGV[2]     SHA-256 of the waiter's owner token
 -- ARGV[3]     '1' to release a grant this token holds (nobody will receive
@@ -17,14 +18,17 @@
 --          {0, pttl_ms, now_ms}  it left the queue without the lock
 --
 -- Leaving and checking happen in one script: a hand-off cannot slip in
--- between, and nothing is released on the strength of a message.
+-- between, and nothing is released on the strength of a message. A waiter
+-- that leaves may have blocked shared ones behind it: the hand-off runs.
 
-local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 local now, t = clock()
+purge_readers(K, now)
 if ARGV[1] ~= '' then
   dequeue(K, ARGV[1])
 end
-if redis.call('HGET', K.lock, 'tok') == ARGV[2] then
+local tok = redis.call('HGET', K.lock, 'tok')
+if tok == ARGV[2] then
   if ARGV[3] == '1' then
     redis.call('DEL', K.lock)
     handoff(K, t, now, ARGV[4], ARGV[5], nil)
@@ -33,4 +37,14 @@ if redis.call('HGET', K.lock, 'tok') == ARGV[2] then
   pick_up(K)
   return held_by(K, now, 1)
 end
+local r = tok == '' and reader(K, ARGV[2])
+if r then
+  if ARGV[3] == '1' then
+    drop_reader(K, now, ARGV[2])
+    handoff(K, t, now, ARGV[4], ARGV[5], nil)
+    return {2}
+  end
+  return reader_reply(K, now, ARGV[2], r, 1)
+end
+handoff(K, t, now, ARGV[4], ARGV[5], nil)
 return {0, redis.call('PTTL', K.lock), now}

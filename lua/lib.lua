@@ -14,14 +14,26 @@
 --   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token
 --              hash, ttl, l: how long a grant handed to it waits for its
 --              pick-up (ms), s: subject, o: owner label, d: wait deadline
---              ms}; field '#seq' numbers arrivals
+--              ms, m: 's' when it asks for a shared hold}; field '#seq'
+--              numbers arrivals
+--   K.readers  zset: token hash of a shared holder -> ms on the Redis clock
+--              when its lease ends
+--
+-- A lock held shared has tok = '' in K.lock, which no token hash matches
+-- (so scripts that know only exclusive holders see it as held by another),
+-- and one field 'r:<token hash>' per shared holder: JSON {f: fencing
+-- token, s, o, a: acquired at ms, t: ttl asked for, p: 1 while provisional,
+-- h: holds when more than one}. K.lock and K.readers then live as long as
+-- the longest shared lease, and every script first drops the shared
+-- holders whose lease has ended (purge_readers).
 --
 -- The rule the scripts keep: only a script decides who holds what. A
 -- hand-off message says "look again" and nothing else; the waiter's own
 -- acquire script then finds, and picks up, what was handed to it.
 
-local function keys_of(lock, fence, queue, alive, waiters)
-  return {lock = lock, fence = fence, queue = queue, alive = alive, waiters = waiters}
+local function keys_of(lock, fence, queue, alive, waiters, readers)
+  return {lock = lock, fence = fence, queue = queue, alive = alive, waiters = waiters,
+    readers = readers}
 end
 
 -- clock returns the Redis time in ms, and as TIME's {seconds, microseconds}.
@@ -48,13 +60,18 @@ local function next_fence(K, t, retention)
   return fence
 end
 
+-- at_ms is TIME's {seconds, microseconds} as ms, a string.
+local function at_ms(t)
+  return t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+end
+
 -- grant makes the lock held by the token hash tok with a lease of lease ms,
 -- and returns the new fencing token (a string). ttl is the lease asked for:
 -- what a pick-up, or a renew without a TTL, gives. A provisional grant is
 -- one handed to a waiter that has not picked it up yet.
 local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional)
   local fence = next_fence(K, t, retention)
-  local at = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+  local at = at_ms(t)
   redis.call('DEL', K.lock)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
     'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
@@ -86,6 +103,74 @@ local function held_by(K, now, handed)
     ttl = tonumber(f[3])
   end
   return {1, tonumber(f[1]), ttl, now, tonumber(f[2]), handed}
+end
+
+-- keep_shared makes K.lock and K.readers live as long as the longest
+-- shared lease, and deletes both when no shared holder is left.
+local function keep_shared(K, now)
+  local last = redis.call('ZRANGE', K.readers, -1, -1, 'WITHSCORES')[2]
+  if not last or tonumber(last) <= now then
+    redis.call('DEL', K.lock, K.readers)
+    return
+  end
+  redis.call('PEXPIRE', K.lock, tonumber(last) - now)
+  redis.call('PEXPIRE', K.readers, tonumber(last) - now)
+end
+
+-- purge_readers drops the shared holders whose lease has ended.
+local function purge_readers(K, now)
+  local ended = redis.call('ZRANGEBYSCORE', K.readers, '-inf', now)
+  if #ended == 0 then
+    return
+  end
+  for _, tok in ipairs(ended) do
+    redis.call('HDEL', K.lock, 'r:' .. tok)
+  end
+  redis.call('ZREMRANGEBYSCORE', K.readers, '-inf', now)
+  keep_shared(K, now)
+end
+
+-- add_reader gives token hash tok a shared hold of the lock (free, or
+-- held shared) with a lease of lease ms, and returns its fencing token.
+local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provisional)
+  local fence = next_fence(K, t, retention)
+  local r = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t)}
+  if provisional then
+    r.p = 1
+  end
+  redis.call('HSET', K.lock, 'tok', '', 'r:' .. tok, cjson.encode(r))
+  redis.call('ZADD', K.readers, string.format('%d', now + tonumber(lease)), tok)
+  keep_shared(K, now)
+  return fence
+end
+
+-- reader returns the shared hold of token hash tok, decoded, or nil.
+local function reader(K, tok)
+  local r = redis.call('HGET', K.lock, 'r:' .. tok)
+  return r and cjson.decode(r)
+end
+
+-- drop_reader ends the shared hold of token hash tok.
+local function drop_reader(K, now, tok)
+  redis.call('HDEL', K.lock, 'r:' .. tok)
+  redis.call('ZREM', K.readers, tok)
+  keep_shared(K, now)
+end
+
+-- reader_reply is held_by for the shared hold r of token hash tok; a
+-- provisional one is picked up: its lease becomes the TTL asked for.
+local function reader_reply(K, now, tok, r, handed)
+  if r.p then
+    r.p = nil
+    redis.call('HSET', K.lock, 'r:' .. tok, cjson.encode(r))
+    redis.call('ZADD', K.readers, string.format('%d', now + tonumber(r.t)), tok)
+    keep_shared(K, now)
+  end
+  local ttl = tonumber(r.t)
+  if handed == 1 then
+    ttl = tonumber(redis.call('ZSCORE', K.readers, tok)) - now
+  end
+  return {1, tonumber(r.f), ttl, now, tonumber(r.a), handed}
 end
 
 local function dequeue(K, id)
@@ -172,28 +257,45 @@ local function wake(e, id, check_heard)
   return redis.call('PUBLISH', e.g, id) > 0 or check_heard ~= '1'
 end
 
--- handoff gives the free lock to the first waiter still alive. When that
--- waiter is the caller (me), the grant is a full one. Otherwise it is
--- provisional, with a lease of at most the waiter's pick-up time, and the
--- waiter's gateway is woken: a grant nobody picks up, because the gateway
--- died, froze or was cut off, ends within that time and the queue moves on.
--- A waiter whose gateway is known to be gone is dropped. Returns the
--- waiter's id, or nil when nobody alive waits.
+-- handoff gives the lock, when it is free or held shared, to the waiters
+-- at the head of the queue: the first one still alive and, while the lock
+-- is held shared, each shared one after it, up to the first that asks for
+-- an exclusive hold (which waits, and blocks everyone behind it: writers
+-- do not starve). The caller (me) gets a full grant. Anyone else gets a
+-- provisional one, with a lease of at most its pick-up time, and its
+-- gateway is woken: a grant nobody picks up, because the gateway died,
+-- froze or was cut off, ends within that time and the queue moves on. A
+-- waiter whose gateway is known to be gone is dropped. Returns true when
+-- me got the lock.
 local function handoff(K, t, now, retention, check_heard, me)
+  local mine = false
   while true do
+    local holder = redis.call('HGET', K.lock, 'tok')
+    if holder and holder ~= '' then
+      return mine -- held exclusively
+    end
     local id, e = first_alive(K, now)
-    if not id then
-      return nil
+    if not id or (holder and e.m ~= 's') then
+      return mine
     end
     dequeue(K, id)
+    local lease = e.ttl
+    if id ~= me then
+      lease = math.min(tonumber(e.ttl), tonumber(e.l))
+    end
+    if e.m == 's' then
+      add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, id ~= me)
+    else
+      grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, id ~= me)
+    end
     if id == me then
-      grant(K, t, e.t, e.ttl, e.ttl, e.s, e.o, retention, false)
-      return id
+      mine = true
+    elseif not wake(e, id, check_heard) then -- its gateway is gone: the grant would sit unused
+      if e.m == 's' then
+        drop_reader(K, now, e.t)
+      else
+        redis.call('DEL', K.lock)
+      end
     end
-    grant(K, t, e.t, e.ttl, math.min(tonumber(e.ttl), tonumber(e.l)), e.s, e.o, retention, true)
-    if wake(e, id, check_heard) then
-      return id
-    end
-    redis.call('DEL', K.lock) -- its gateway is gone: the grant would sit unused
   end
 end

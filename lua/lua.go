@@ -51,9 +51,9 @@ var (
 	Release   = redis.NewScript(lib + releaseSrc)
 	Leave     = redis.NewScript(lib + leaveSrc)
 	Heartbeat = redis.NewScript(lib + heartbeatSrc)
-	Renew     = redis.NewScript(renewSrc)
-	Reenter   = redis.NewScript(reenterSrc)
-	Inspect   = redis.NewScript(inspectSrc)
+	Renew     = redis.NewScript(lib + renewSrc)
+	Reenter   = redis.NewScript(lib + reenterSrc)
+	Inspect   = redis.NewScript(lib + inspectSrc)
 )
 
 // The semaphore scripts: lib.lua and semlib.lua, then the script.

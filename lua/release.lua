@@ -1,7 +1,8 @@
 -- release: take one hold away from the caller's grant; the last one frees
 -- the lock and hands it straight to the first waiter still alive.
 --
--- KEYS[1..5]  the lock, fence, queue, alive and waiters keys (see lib.lua)
+-- KEYS[1..6]  the lock, fence, queue, alive, waiters and readers keys (see
+--             lib.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
@@ -16,10 +17,27 @@
 -- be taken by someone else between the GET and the DEL. The hand-off costs
 -- one PUBLISH to one gateway however many wait.
 
-local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local now, t = clock()
+purge_readers(K, now)
 local tok = redis.call('HGET', K.lock, 'tok')
 if not tok then
   return {0}
+end
+if tok == '' then -- held shared
+  local r = reader(K, ARGV[1])
+  if not r then
+    return {-1}
+  end
+  local holds = tonumber(r.h) or 1
+  if holds > 1 then
+    r.h = holds - 1
+    redis.call('HSET', K.lock, 'r:' .. ARGV[1], cjson.encode(r))
+    return {1, holds - 1}
+  end
+  drop_reader(K, now, ARGV[1])
+  handoff(K, t, now, ARGV[2], ARGV[3], nil)
+  return {1, 0}
 end
 if tok ~= ARGV[1] then
   return {-1}
@@ -30,6 +48,5 @@ if holds > 1 then
   return {1, holds - 1}
 end
 redis.call('DEL', K.lock)
-local now, t = clock()
 handoff(K, t, now, ARGV[2], ARGV[3], nil)
 return {1, 0}

@@ -20,7 +20,7 @@ import (
 // parallel and each uses lock names of its own, so the backends may share a
 // store.
 func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
-	for _, tc := range []struct {
+	for _, tc := range append([]struct {
 		name string
 		test func(t *testing.T, l locks.Locker, key locks.Key)
 	}{
@@ -48,7 +48,7 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 		{"ReentryNeedsAHoldersToken", testReentryNotHolder},
 		{"LeaseEndsEveryHold", testLeaseEndsEveryHold},
 		{"LastHoldHandsOn", testLastHoldHandsOn},
-	} {
+	}, sharedCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.test(t, newLocker(t), UniqueKey(t))
@@ -570,7 +570,7 @@ func testReentryCountsHolds(t *testing.T, l locks.Locker, key locks.Key) {
 		t.Fatalf("a new grant: got %d holds, want 1", g.Holds)
 	}
 	for want := 2; want <= 3; want++ {
-		r, err := l.Reenter(context.Background(), key, g.Token, time.Minute)
+		r, err := l.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive)
 		if err != nil || r.Holds != want || r.Token != g.Token || r.FencingToken != g.FencingToken {
 			t.Fatalf("re-enter: got %+v, %v; want %d holds, the same token and fence", r, err, want)
 		}
@@ -591,11 +591,11 @@ func testReentryCountsHolds(t *testing.T, l locks.Locker, key locks.Key) {
 
 func testReentryExtends(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(time.Minute))
-	r, err := l.Reenter(context.Background(), key, g.Token, time.Second)
+	r, err := l.Reenter(context.Background(), key, g.Token, time.Second, locks.Exclusive)
 	if err != nil || r.TTL < 50*time.Second {
 		t.Fatalf("re-enter for 1s: got %+v, %v; want the one-minute lease kept", r, err)
 	}
-	r, err = l.Reenter(context.Background(), key, g.Token, 2*time.Minute)
+	r, err = l.Reenter(context.Background(), key, g.Token, 2*time.Minute, locks.Exclusive)
 	if err != nil || r.TTL < 110*time.Second || time.Until(r.ExpiresAt) > 2*time.Minute {
 		t.Fatalf("re-enter for 2m: got %+v, %v; want a lease of about 2m", r, err)
 	}
@@ -608,37 +608,37 @@ func testReentryExtends(t *testing.T, l locks.Locker, key locks.Key) {
 }
 
 func testReentryNotHolder(t *testing.T, l locks.Locker, key locks.Key) {
-	_, err := l.Reenter(context.Background(), key, "never-held", time.Minute)
+	_, err := l.Reenter(context.Background(), key, "never-held", time.Minute, locks.Exclusive)
 	wantErr(t, err, locks.ErrNotHolder)
 	if _, err := l.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
 		t.Fatalf("a refused re-entry acquired the lock: %v", err)
 	}
 	g := MustAcquire(t, l, key, req(time.Minute))
-	_, err = l.Reenter(context.Background(), key, "not-the-holder", time.Minute)
+	_, err = l.Reenter(context.Background(), key, "not-the-holder", time.Minute, locks.Exclusive)
 	wantErr(t, err, locks.ErrNotHolder)
 	if info, err := l.Inspect(context.Background(), key); err != nil || info.Holds != 1 || info.FencingToken != g.FencingToken {
 		t.Fatalf("got %+v, %v; want the holder's single hold unchanged", info, err)
 	}
-	_, err = l.Reenter(context.Background(), key, g.Token, 0)
+	_, err = l.Reenter(context.Background(), key, g.Token, 0, locks.Exclusive)
 	wantErr(t, err, locks.ErrInvalid)
 	l.Release(context.Background(), key, g.Token)
 }
 
 func testLeaseEndsEveryHold(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(200*time.Millisecond))
-	if _, err := l.Reenter(context.Background(), key, g.Token, 200*time.Millisecond); err != nil {
+	if _, err := l.Reenter(context.Background(), key, g.Token, 200*time.Millisecond, locks.Exclusive); err != nil {
 		t.Fatal(err)
 	}
 	waitUntilFree(t, l, key)
 	_, err := l.Release(context.Background(), key, g.Token)
 	wantErr(t, err, locks.ErrNotHolder)
-	_, err = l.Reenter(context.Background(), key, g.Token, time.Minute)
+	_, err = l.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive)
 	wantErr(t, err, locks.ErrNotHolder)
 }
 
 func testLastHoldHandsOn(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(time.Minute))
-	if _, err := l.Reenter(context.Background(), key, g.Token, time.Minute); err != nil {
+	if _, err := l.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive); err != nil {
 		t.Fatal(err)
 	}
 	waiter := QueueInOrder(t, key, l)[0]

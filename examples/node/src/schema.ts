@@ -15,16 +15,27 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Describe the current holder of a lock (never its token). */
+        /** Describe the holders of a lock (never a token). */
         get: operations["inspectLock"];
         put?: never;
         /**
          * Acquire a lock, optionally waiting for it to free up.
-         * @description With a `Lock-Token` of the current holder, re-enters the holder's
-         *     grant instead (a re-entrant hold): 200 with the same token and
-         *     fencing token and `holds`, the count of holds now; the lease becomes
-         *     at least `ttl_ms` from now and is never shortened; `wait_ms` does not
-         *     apply. Each `DELETE` takes one hold away; the lease ends them all.
+         * @description `"mode": "shared"` asks for a shared (read) hold: shared holds
+         *     coexist, each with its own token, lease and fencing token, and an
+         *     exclusive hold (the default) excludes every other. Waiters queue in
+         *     arrival order whatever their mode: a shared request behind a waiting
+         *     exclusive one waits (without `wait_ms` it is refused with
+         *     `lock_held`), so writers do not starve, and the shared requests at
+         *     the head of the queue are granted together when the lock frees.
+         *
+         *     With a `Lock-Token` of a current holder, re-enters that holder's
+         *     grant instead (a re-entrant hold, in the same mode): 200 with the
+         *     same token and fencing token and `holds`, the count of holds now;
+         *     the lease becomes at least `ttl_ms` from now and is never shortened;
+         *     `wait_ms` does not apply. Each `DELETE` takes one hold away; the
+         *     lease ends them all. Asking for the other mode with a holder's token
+         *     (an upgrade from shared to exclusive, or back) is refused with
+         *     `lock_held`.
          */
         post: operations["acquireLock"];
         /** Release a lock you hold (one hold of it, when re-entered). */
@@ -173,6 +184,11 @@ export interface components {
             wait_ms?: number;
             /** @description A free-form label that inspect shows. */
             owner?: string;
+            /**
+             * @description `exclusive` (when left out): one holder; `shared`: any number of shared holders, and no exclusive one.
+             * @enum {string}
+             */
+            mode?: "exclusive" | "shared";
         };
         RenewRequest: {
             /**
@@ -212,11 +228,23 @@ export interface components {
             expires_at: string;
             /** @description How many times you hold the lock (1 unless re-entered). */
             holds?: number;
+            /**
+             * @description How you hold the lock.
+             * @enum {string}
+             */
+            mode?: "exclusive" | "shared";
         };
         Holds: {
             /** @description How many holds remain. */
             holds: number;
         };
+        /**
+         * @description The holders of a lock. `fencing_token`, `ttl_ms`, `expires_at`,
+         *     `acquired_at`, `subject`, `owner` and `holds` describe the exclusive
+         *     holder or, when the lock is held shared, the shared holder whose
+         *     lease ends last: `ttl_ms` is then how long the lock stays held at
+         *     most, unless renewed. `holders` lists every holder.
+         */
         LockInfo: {
             lock: string;
             held: boolean;
@@ -242,6 +270,13 @@ export interface components {
             owner: string;
             /** @description How many times the holder holds the lock (1 unless re-entered). */
             holds?: number;
+            /**
+             * @description How the lock is held.
+             * @enum {string}
+             */
+            mode: "exclusive" | "shared";
+            /** @description The live holds, the soonest lease to end first; one when the lock is held exclusively. */
+            holders: components["schemas"]["Holder"][];
         };
         SemaphoreRequest: {
             /** @description How many callers may hold the semaphore at once; every caller sends the same. */
@@ -320,6 +355,8 @@ export interface components {
             expires_at: string;
             /** Format: date-time */
             acquired_at: string;
+            /** @description How many times this holder holds the lock (1 unless re-entered; always 1 for a permit). */
+            holds?: number;
         };
         Health: {
             /** @example ok */
@@ -542,12 +579,12 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /**
-             * @description Someone else holds the lock (and it did not free up within
-             *     `wait_ms`): `code` is `lock_held`, and `Retry-After` and
-             *     `retry_after_ms` say when the current lease ends if it is not
-             *     renewed. With a `Lock-Token` that does not hold the lock, `code`
-             *     is `not_holder` (without `retry_after_ms`), and nothing is
-             *     acquired.
+             * @description The lock is held in a way that excludes this request (and did not
+             *     free up within `wait_ms`): `code` is `lock_held`, and
+             *     `Retry-After` and `retry_after_ms` say when the current lease (the
+             *     last shared one, when held shared) ends if it is not renewed.
+             *     With a `Lock-Token` that does not hold the lock, `code` is
+             *     `not_holder` (without `retry_after_ms`), and nothing is acquired.
              */
             409: {
                 headers: {
