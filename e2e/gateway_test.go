@@ -207,6 +207,7 @@ type grant struct {
 	TTLMs        int64     `json:"ttl_ms"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	Holds        int       `json:"holds"`
+	Mode         string    `json:"mode"`
 }
 
 // acquire takes url's lock with body and fails the test unless it gets it.

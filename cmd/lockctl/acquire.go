@@ -18,6 +18,8 @@ type acquireFlags struct {
 	// limit, when positive, takes one of the permits of the semaphore of
 	// that name instead of the lock.
 	limit int
+	// shared asks for a shared (read) hold of the lock.
+	shared bool
 }
 
 func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {
@@ -29,6 +31,7 @@ func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags 
 	fs.DurationVar(&af.serverWaitMax, "server-wait-max", time.Minute,
 		"the gateway's --max-wait: a longer --wait is made of several server-side waits of at most this")
 	fs.IntVar(&af.limit, "limit", 0, "take one of this many permits of the semaphore namespace/name instead of the lock (1 to 10000)")
+	fs.BoolVar(&af.shared, "shared", false, "take a shared (read) hold: shared holders hold the lock together, an exclusive one alone")
 	return af
 }
 
@@ -44,6 +47,8 @@ func (af *acquireFlags) check() error {
 		return usagef("--owner is longer than 128 bytes")
 	case af.limit < 0 || af.limit > maxLimit:
 		return usagef("--limit must be 1 to %d (or 0: the lock)", maxLimit)
+	case af.shared && af.limit > 0:
+		return usagef("--shared is for locks; a semaphore permit has no mode")
 	}
 	if af.noWait {
 		af.wait = 0
@@ -59,7 +64,7 @@ func acquireWaiting(ctx context.Context, c *client, l lockName, af *acquireFlags
 	for {
 		wait := min(max(time.Until(deadline), 0), af.serverWaitMax)
 		sent = time.Now()
-		g, err = c.acquire(ctx, l, af.ttl, wait, af.owner, af.limit)
+		g, err = c.acquire(ctx, l, af, wait)
 		if err == nil || !(isCode(err, "lock_held") || isCode(err, "semaphore_full")) || time.Until(deadline) <= 0 {
 			return g, sent, err
 		}
@@ -67,7 +72,7 @@ func acquireWaiting(ctx context.Context, c *client, l lockName, af *acquireFlags
 }
 
 func cmdAcquire(ctx context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("acquire", "acquire namespace/name [--limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]")
+	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]")
 	cf := addClientFlags(fs)
 	af := addAcquireFlags(fs, 0)
 	asJSON := fs.Bool("json", false, "print the whole grant as JSON instead of the token alone")

@@ -52,6 +52,9 @@ type lockInfo struct {
 	AcquiredAt   time.Time `json:"acquired_at"`
 	Subject      string    `json:"subject"`
 	Owner        string    `json:"owner"`
+	Mode         string    `json:"mode,omitempty"`
+	Holders      []holder  `json:"holders,omitempty"`
+	Waiters      int       `json:"waiters"`
 }
 
 // apiError is an error answer from the gateway, usually an RFC 9457
@@ -100,18 +103,21 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &api) && api.Code == code
 }
 
-// acquire asks for the lock, or a permit of the semaphore of limit
-// permits, waiting server-side up to wait.
-func (c *client) acquire(ctx context.Context, l lockName, ttl, wait time.Duration, owner string, limit int) (grant, error) {
-	body := map[string]any{"ttl_ms": ttl.Milliseconds()}
+// acquire asks for the lock (shared or not), or a permit of the semaphore
+// of af.limit permits, as af says, waiting server-side up to wait.
+func (c *client) acquire(ctx context.Context, l lockName, af *acquireFlags, wait time.Duration) (grant, error) {
+	body := map[string]any{"ttl_ms": af.ttl.Milliseconds()}
 	if l.semaphore {
-		body["limit"] = limit
+		body["limit"] = af.limit
+	}
+	if af.shared {
+		body["mode"] = "shared"
 	}
 	if wait > 0 {
 		body["wait_ms"] = wait.Milliseconds()
 	}
-	if owner != "" {
-		body["owner"] = owner
+	if af.owner != "" {
+		body["owner"] = af.owner
 	}
 	var g grant
 	err := c.do(ctx, http.MethodPost, l.path(), body, "", c.timeout+wait, http.StatusCreated, &g)
@@ -136,11 +142,15 @@ func (c *client) release(ctx context.Context, l lockName, token string) error {
 	return c.do(ctx, http.MethodDelete, l.path(), nil, token, c.timeout, http.StatusNoContent, nil)
 }
 
-// reenter takes a lock the token's grant holds once more: the lease
-// becomes at least ttl from now.
-func (c *client) reenter(ctx context.Context, l lockName, token string, ttl time.Duration) (grant, error) {
+// reenter takes a lock the token's grant holds once more, in the same
+// mode (shared or not): the lease becomes at least ttl from now.
+func (c *client) reenter(ctx context.Context, l lockName, token string, ttl time.Duration, shared bool) (grant, error) {
+	body := map[string]any{"ttl_ms": ttl.Milliseconds()}
+	if shared {
+		body["mode"] = "shared"
+	}
 	var g grant
-	err := c.do(ctx, http.MethodPost, l.path(), map[string]any{"ttl_ms": ttl.Milliseconds()}, token, c.timeout, http.StatusOK, &g)
+	err := c.do(ctx, http.MethodPost, l.path(), body, token, c.timeout, http.StatusOK, &g)
 	return g, err
 }
 

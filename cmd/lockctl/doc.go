@@ -31,6 +31,9 @@
 // run at once; the command gets LOCKGATE_SEMAPHORE instead of LOCKGATE_LOCK.
 // release, renew and status take --semaphore for a semaphore's name.
 //
+// With --shared, run (and acquire) take a shared (read) hold of the lock:
+// shared runs run side by side, an exclusive run alone.
+//
 // acquire, release, renew and status are the single calls; token mints an
 // HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,
 // and flags override them. "lockctl help" prints the usage and this table:

@@ -8,8 +8,11 @@ import (
 const helpText = `lockctl: distributed locks from the shell, over lockgate's HTTP API.
 
 Usage:
-  lockctl acquire namespace/name [--limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]
+  lockctl acquire namespace/name [--shared | --limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]
       Take the lock; print its owner token (the whole grant with --json).
+      With --shared, take a shared (read) hold: shared holders hold the lock
+      together, an exclusive one alone; a shared request waits behind a
+      waiting exclusive one.
       With --limit N, take one of the N permits of the semaphore namespace/name
       instead: up to N holders at once, each with a token and lease of its own.
   lockctl release namespace/name [--semaphore] --token T
@@ -18,7 +21,7 @@ Usage:
       --semaphore: the token is a semaphore permit's.
   lockctl status namespace/name [--semaphore] [--json]
       Exit 0 when the lock (a permit of the semaphore) is held, 1 when it is free.
-  lockctl run namespace/name [--limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]
+  lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
       token is readable by processes of the same user), renew every third of the TTL,
@@ -29,7 +32,11 @@ Usage:
       it may have expired), the command gets SIGTERM, then SIGKILL after
       --kill-after, and lockctl exits 84. A run of the same lock inside the
       command (LOCKGATE_LOCK and LOCKGATE_LOCK_TOKEN set) re-enters the outer
-      hold instead of waiting for it, and gives that hold back when done.
+      hold instead of waiting for it, and gives that hold back when done (in
+      the same mode: a nested exclusive run inside a --shared one is refused,
+      exit 80).
+      With --shared, the command runs beside other --shared runs of the lock,
+      never beside an exclusive one.
       The command runs in a process group of its own. When lockctl runs in the
       foreground of the terminal on its stdin, the command gets the terminal:
       it can read it (prompts work), and Ctrl-C and Ctrl-Z reach it as if

@@ -356,3 +356,71 @@ func TestRunReentersItsOwnLock(t *testing.T) {
 	lockctl(t, gw, other, "run", lock, "--", "true").want(t, 0)
 	lockctl(t, gw, nil, "status", lock).want(t, exitFree)
 }
+
+// TestRunShared: --shared runs run side by side and keep an exclusive run
+// out; status lists them; inside a --shared run, a nested --shared run
+// re-enters and a nested exclusive one is refused (80) without running.
+func TestRunShared(t *testing.T) {
+	gw := startGateway(t)
+	dir := t.TempDir()
+	release := filepath.Join(dir, "go")
+	const readers = 2
+	done := make([]<-chan result, readers)
+	for i := range readers {
+		started := filepath.Join(dir, "started-"+strconv.Itoa(i))
+		script := `touch ` + shq(started) + `; while [ ! -e ` + shq(release) + ` ]; do sleep 0.02; done`
+		done[i] = lockctlAsync(t, gw, nil, "run", "cfg/db", "--shared", "--ttl", "10s", "--", "sh", "-c", script)
+	}
+	for i := range readers { // both run at once: neither waits for the other
+		waitForFile(t, filepath.Join(dir, "started-"+strconv.Itoa(i)))
+	}
+	marker := filepath.Join(dir, "wrote")
+	lockctl(t, gw, nil, "run", "cfg/db", "--no-wait", "--", "touch", marker).want(t, exitHeld)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("an exclusive run ran beside shared ones")
+	}
+	var info lockInfo
+	json.Unmarshal([]byte(lockctl(t, gw, nil, "status", "cfg/db", "--json").want(t, 0).stdout), &info)
+	if info.Mode != "shared" || len(info.Holders) != readers {
+		t.Fatalf("status: got %+v, want %d shared holders", info, readers)
+	}
+	if out := lockctl(t, gw, nil, "status", "cfg/db").want(t, 0).stdout; !strings.Contains(out, "held shared by 2 holders") {
+		t.Fatalf("status: got %q", out)
+	}
+	touch(t, release)
+	for i, ch := range done {
+		select {
+		case r := <-ch:
+			r.want(t, 0)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("shared run %d did not return within 30s", i)
+		}
+	}
+	lockctl(t, gw, nil, "run", "cfg/db", "--no-wait", "--", "touch", marker).want(t, 0)
+
+	outer := strings.TrimSpace(lockctl(t, gw, nil, "acquire", "cfg/db", "--shared", "--ttl", "1m").want(t, 0).stdout)
+	inside := map[string]string{"LOCKGATE_LOCK": "cfg/db", "LOCKGATE_LOCK_TOKEN": outer}
+	lockctl(t, gw, inside, "run", "cfg/db", "--shared", "--", "sh", "-c", "exit 7").want(t, 7)
+	lockctl(t, gw, inside, "run", "cfg/db", "--", "touch", marker+"2").want(t, exitHeld)
+	if _, err := os.Stat(marker + "2"); err == nil {
+		t.Fatal("a nested exclusive run ran inside a shared one")
+	}
+	lockctl(t, gw, nil, "release", "cfg/db", "--token", outer).want(t, 0)
+	lockctl(t, gw, nil, "status", "cfg/db").want(t, exitFree)
+}
+
+// waitForFile polls until path exists: the way to know that a command
+// started by a run has begun.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within 20s", path)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for a child process
+	}
+}

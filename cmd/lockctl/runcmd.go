@@ -24,7 +24,7 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [--limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]"
+	const usage = "run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
@@ -68,7 +68,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	// this one runs (it is our ancestor), so this one does not renew: a
 	// second keeper with a shorter TTL would shorten the outer lease.
 	if outer := c.getenv("LOCKGATE_LOCK_TOKEN"); outer != "" && !l.semaphore && c.getenv("LOCKGATE_LOCK") == l.String() {
-		return runReentered(ctx, c, cl, l, outer, af.ttl, argv, sigs, *killAfter)
+		return runReentered(ctx, c, cl, l, outer, af, argv, sigs, *killAfter)
 	}
 
 	g, sent, err := acquireOrSignal(ctx, cl, l, af, sigs)
@@ -175,9 +175,9 @@ watch:
 // runReentered runs a command under a re-entrant hold of the lock an outer
 // run holds with token: it takes one more hold, runs the command, passes
 // signals on, and takes its hold away when the command exits.
-func runReentered(ctx context.Context, c cli, cl *client, l lockName, token string, ttl time.Duration,
+func runReentered(ctx context.Context, c cli, cl *client, l lockName, token string, af *acquireFlags,
 	argv []string, sigs <-chan os.Signal, killAfter time.Duration) error {
-	if _, err := cl.reenter(ctx, l, token, ttl); err != nil {
+	if _, err := cl.reenter(ctx, l, token, af.ttl, af.shared); err != nil {
 		return fmt.Errorf("re-enter %s: %w", l, err)
 	}
 	ch, err := startChild(argv, os.Environ(), c.stdin, c.stdout, c.stderr)

@@ -54,10 +54,16 @@ func semaphoreStatus(ctx context.Context, c cli, cl *client, l lockName, asJSON 
 		return json.NewEncoder(c.stdout).Encode(info)
 	}
 	fmt.Fprintf(c.stdout, "semaphore %s: %d of %d permits held, %d waiting\n", l, len(info.Holders), info.Limit, info.Waiters)
-	for _, h := range info.Holders {
+	printHolders(c, info.Holders)
+	return nil
+}
+
+// printHolders lists the holders of a semaphore or a shared lock, one per
+// line.
+func printHolders(c cli, holders []holder) {
+	for _, h := range holders {
 		fmt.Fprintf(c.stdout, "  %s (owner %q), fencing token %d, lease ends in %s (%s)\n",
-			h.Subject, h.Owner, h.FencingToken,
+			printable(h.Subject), h.Owner, h.FencingToken, // %q escapes the owner
 			(time.Duration(h.TTLMs) * time.Millisecond).String(), h.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	return nil
 }

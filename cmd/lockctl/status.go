@@ -39,6 +39,11 @@ func cmdStatus(ctx context.Context, c cli, args []string) error {
 	if *asJSON {
 		return json.NewEncoder(c.stdout).Encode(info)
 	}
+	if info.Mode == "shared" {
+		fmt.Fprintf(c.stdout, "%s is held shared by %d holders, %d waiting\n", l, len(info.Holders), info.Waiters)
+		printHolders(c, info.Holders)
+		return nil
+	}
 	_, err = fmt.Fprintf(c.stdout, "%s is held by %s (owner %q), fencing token %d, lease ends in %s (%s)\n",
 		l, printable(info.Subject), info.Owner, info.FencingToken, // %q escapes the owner
 		(time.Duration(info.TTLMs) * time.Millisecond).String(), info.ExpiresAt.UTC().Format(time.RFC3339))
