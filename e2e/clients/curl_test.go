@@ -233,20 +233,30 @@ func TestREADMEWalkThrough(t *testing.T) {
 // "A walk through with curl": the first shell, the second, the release.
 func readmeWalkThrough(t *testing.T) (first, second, release string) {
 	t.Helper()
+	blocks := readmeBlocks(t, "A walk through with curl")
+	if len(blocks) != 3 {
+		t.Fatalf("the walk-through has %d sh blocks, want 3 (first shell, second shell, release)", len(blocks))
+	}
+	return blocks[0], blocks[1], blocks[2]
+}
+
+// readmeBlocks returns the sh blocks of the README's section heading.
+func readmeBlocks(t *testing.T, heading string) []string {
+	t.Helper()
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## A walk through with curl\n")
+	_, section, ok := strings.Cut(string(readme), "\n## "+heading+"\n")
 	if !ok {
-		t.Fatal("README.md has no section \"A walk through with curl\"")
+		t.Fatalf("README.md has no section %q", heading)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1)
-	if len(blocks) != 3 {
-		t.Fatalf("the walk-through has %d sh blocks, want 3 (first shell, second shell, release)", len(blocks))
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		blocks = append(blocks, m[1])
 	}
-	return blocks[0][1], blocks[1][1], blocks[2][1]
+	return blocks
 }
 
 // waitForWaiters polls the gateway's metrics until n acquirers wait.

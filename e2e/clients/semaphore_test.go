@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,27 +96,7 @@ func TestCurlRunAtMostN(t *testing.T) {
 
 // TestREADMESemaphores runs the README's semaphore walk-through as written.
 func TestREADMESemaphores(t *testing.T) {
-	lookPaths(t, "bash", "curl", "jq")
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n## Semaphores\n")
-	if !ok {
-		t.Fatal("README.md has no section \"Semaphores\"")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(section)
-	if block == nil {
-		t.Fatal("the Semaphores section has no sh block")
-	}
-	gw := startGateway(t)
-	sh := "set -euo pipefail\ncd " + shq(t.TempDir()) + "\n" + strings.ReplaceAll(block[1], "http://127.0.0.1:8080", gw.URL)
-	p := start(t, gw, exec.Command("bash", "-c", sh))
-	if code := p.wait(t, 60*time.Second); code != 0 {
-		t.Fatalf("the Semaphores walk-through: exit %d, want 0\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
-	}
-	out := p.stdout.String()
+	out := runREADMESection(t, "Semaphores")
 	for _, want := range []string{
 		`"limit":2`,                   // the permit
 		`"code": "semaphore_full"`,    // all taken
@@ -131,5 +110,41 @@ func TestREADMESemaphores(t *testing.T) {
 			t.Errorf("the walk-through's output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestREADMESharedLocks runs the README's shared-lock walk-through as
+// written.
+func TestREADMESharedLocks(t *testing.T) {
+	out := runREADMESection(t, "Shared (read) locks")
+	for _, want := range []string{
+		`{"mode":"shared","fencing_token":`, // each reader
+		`"code":"lock_held"`,                // the writer
+		`"mode": "shared"`,                  // inspect
+		`"reader-1",`,                       // both holders
+		`"reader-2"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the walk-through's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// runREADMESection runs the first sh block of the README's section
+// heading, as written, against a gateway of the test's own, and returns
+// its output, which holds no secret.
+func runREADMESection(t *testing.T, heading string) string {
+	t.Helper()
+	lookPaths(t, "bash", "curl", "jq")
+	blocks := readmeBlocks(t, heading)
+	if len(blocks) == 0 {
+		t.Fatalf("the section %q has no sh block", heading)
+	}
+	gw := startGateway(t)
+	sh := "set -euo pipefail\ncd " + shq(t.TempDir()) + "\n" + strings.ReplaceAll(blocks[0], "http://127.0.0.1:8080", gw.URL)
+	p := start(t, gw, exec.Command("bash", "-c", sh))
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("the %q walk-through: exit %d, want 0\nstdout: %s\nstderr: %s", heading, code, p.stdout, p.stderr)
+	}
 	p.noSecrets(t)
+	return p.stdout.String()
 }

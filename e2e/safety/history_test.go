@@ -46,7 +46,8 @@ type op struct {
 type grantRec struct {
 	lock     string
 	fence    int64
-	acquired op // the 201
+	shared   bool // a shared (read) hold of a lock
+	acquired op   // the 201
 	// known is the latest expires_at the holder was told: until then the
 	// grant is certainly live, unless released.
 	known    time.Time
@@ -110,6 +111,9 @@ type workload struct {
 	// clients take permits, and write to no resource (holders of a
 	// semaphore write at once, in no fencing order).
 	limit int
+	// mixed makes about half the acquires ask for a shared hold of the
+	// lock. Shared holders read: they write nothing to the resource.
+	mixed bool
 }
 
 // holdStep is the work between two writes of a holder that holds.
@@ -128,7 +132,8 @@ func (w workload) run(t *testing.T) *history {
 			c := w.clients[i%len(w.clients)]
 			rng := rand.New(rand.NewPCG(uint64(i), 42))
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				w.cycle(ctx, h, c, i, w.locks[rng.IntN(len(w.locks))], w.ttl, w.wait, rng.IntN(2) == 0)
+				renew, shared := rng.IntN(2) == 0, w.mixed && rng.IntN(2) == 0
+				w.cycle(ctx, h, c, i, w.locks[rng.IntN(len(w.locks))], w.ttl, w.wait, renew, shared)
 			}
 		})
 	}
@@ -136,11 +141,18 @@ func (w workload) run(t *testing.T) *history {
 	return h
 }
 
-// cycle is one attempt at a critical section, with a lease of ttl (also
-// when renewed) and waiting at most wait for the lock.
-func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock string, ttl, wait time.Duration, renew bool) {
+// cycle is one attempt at a critical section (a shared one: a hold
+// beside other shared ones), with a lease of ttl (also when renewed) and
+// waiting at most wait for the lock.
+func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock string, ttl, wait time.Duration, renew, shared bool) {
 	o := op{client: id, lock: lock, kind: opAcquire, wait: wait, call: time.Now()}
-	g, r := c.acquireAny(ctx, w.limit, lock, ttl, wait)
+	var g grant
+	var r result
+	if shared {
+		g, r = c.acquireShared(ctx, lock, ttl, wait)
+	} else {
+		g, r = c.acquireAny(ctx, w.limit, lock, ttl, wait)
+	}
 	o.ret, o.status = time.Now(), r.status
 	if r.err != nil && r.status == http.StatusCreated {
 		o.status = 0 // a 201 we could not read: unknown
@@ -152,10 +164,10 @@ func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock
 	if o.status != http.StatusCreated {
 		return
 	}
-	rec := &grantRec{lock: lock, fence: g.FencingToken, acquired: o, known: g.ExpiresAt}
+	rec := &grantRec{lock: lock, fence: g.FencingToken, shared: shared, acquired: o, known: g.ExpiresAt}
 	defer h.addGrant(rec)
 	write := func() {
-		if w.res == nil {
+		if w.res == nil || shared {
 			return
 		}
 		ww := grantWrite{call: time.Now(), known: rec.known}
@@ -308,9 +320,9 @@ func (h *history) findings(res *resource, limit int) []finding {
 					add(fenceOrder, lock, a, b, "%s: grant %d precedes grant %d in real time, but its token is not smaller", lock, b.fence, a.fence)
 				}
 				// Mutual exclusion on the intervals each grant certainly
-				// held the lock.
+				// held the lock, unless both are shared holds.
 				as, ae, bs, be := a.acquired.ret, a.end(), b.acquired.ret, b.end()
-				if limit == 1 && as.Before(ae) && bs.Before(be) && as.Before(be) && bs.Before(ae) {
+				if limit == 1 && !(a.shared && b.shared) && as.Before(ae) && bs.Before(be) && as.Before(be) && bs.Before(ae) {
 					add(overlap, lock, a, b, "%s: grants %d [%s, %s] and %d [%s, %s] overlap", lock, a.fence, stamp(as), stamp(ae), b.fence, stamp(bs), stamp(be))
 				}
 			}

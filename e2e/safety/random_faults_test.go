@@ -20,7 +20,7 @@ import (
 // both directions by a random amount, mostly well under the gateways'
 // Redis timeout; now and then a proxy cuts its connections, and Redis is
 // paused (SIGSTOP) for up to 600 ms. Contended clients with short TTLs and
-// waits take turns on a few locks until 20 000 calls or 52 s. The history
+// waits, a third of them shared, take turns on a few locks until 20 000 calls or 52 s. The history
 // must hold every promise the checker knows (no two grants of a lock
 // overlapping, tokens increasing in real-time order, the resource never
 // taking a stale token), and every acquire must be answered by its
@@ -46,7 +46,7 @@ func TestRandomFaults(t *testing.T) {
 	locks := []string{"fault/a", "fault/b", "fault/c", "fault/d", "fault/e", "fault/f"}
 	res := newResource()
 	h := &history{}
-	w := workload{res: res}
+	w := workload{res: res, mixed: true} // a third of the acquires are shared
 
 	start := time.Now()
 	drops, pauses := f.run(t, seed, h, w, 24, locks, maxCalls, maxRun)
@@ -180,7 +180,8 @@ func (f faultyGateways) run(t *testing.T, seed uint64, h *history, w workload, w
 				if rng.IntN(10) >= 3 {
 					wait = time.Duration(100+rng.IntN(1900)) * time.Millisecond
 				}
-				w.cycle(ctx, h, c, i, names[rng.IntN(len(names))], ttl, wait, rng.IntN(2) == 0)
+				renew, shared := rng.IntN(2) == 0, w.mixed && rng.IntN(3) == 0
+				w.cycle(ctx, h, c, i, names[rng.IntN(len(names))], ttl, wait, renew, shared)
 			}
 		})
 	}

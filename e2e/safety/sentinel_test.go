@@ -123,7 +123,7 @@ func TestSentinelFailover(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					w.hold = time.Duration(rng.Int64N(int64(ttl)))
 				}
-				w.cycle(ctx, h, c, i, locks[rng.IntN(len(locks))], ttl, wait, rng.IntN(2) == 0)
+				w.cycle(ctx, h, c, i, locks[rng.IntN(len(locks))], ttl, wait, rng.IntN(2) == 0, false)
 			}
 		})
 	}
@@ -141,7 +141,7 @@ func TestSentinelFailover(t *testing.T) {
 	plantedCtx, stopPlanted := context.WithCancel(ctx)
 	defer stopPlanted()
 	wg.Go(func() {
-		workload{res: res, hold: plantedTTL}.cycle(plantedCtx, h, clients[0], 100, plantedLock, plantedTTL, 0, false)
+		workload{res: res, hold: plantedTTL}.cycle(plantedCtx, h, clients[0], 100, plantedLock, plantedTTL, 0, false, false)
 	})
 	eventually(t, lagBeforeKill, "the planted grant", func() bool { return h.grantsOf(plantedLock) == 1 })
 	time.Sleep(time.Until(cut.Add(lagBeforeKill))) // grants made now are lost with the primary
@@ -165,7 +165,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	wg.Go(func() {
 		for h.grantsOf(plantedLock) < 2 && !stopping.Load() && ctx.Err() == nil {
-			workload{res: res, hold: time.Second}.cycle(ctx, h, clients[1], 101, plantedLock, 2*time.Second, 0, false)
+			workload{res: res, hold: time.Second}.cycle(ctx, h, clients[1], 101, plantedLock, 2*time.Second, 0, false, false)
 		}
 	})
 	eventually(t, 20*time.Second, "the planted holder writing after the new holder", func() bool {
