@@ -279,3 +279,47 @@ func waitForWaiters(t *testing.T, gw *gateway, n int) {
 		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
 	}
 }
+
+// TestCurlReadersAndMigrator: the "many readers, one migrator" recipe.
+// Two MODE=shared runs run together; the exclusive run waits for them; a
+// reader that comes after it waits behind it; and each runs in turn.
+func TestCurlReadersAndMigrator(t *testing.T) {
+	gw := startGateway(t)
+	dir := t.TempDir()
+	readersGo, migratorGo := filepath.Join(dir, "readers-go"), filepath.Join(dir, "migrator-go")
+	started := func(who string) string { return filepath.Join(dir, "started-"+who) }
+	job := func(who, goOn string) *exec.Cmd {
+		cmd := `touch ` + shq(started(who)) + `; while [ ! -e ` + shq(goOn) + ` ]; do sleep 0.05; done`
+		return script(t, "run-with-lock.sh", "curl/schema", "sh", "-c", cmd)
+	}
+	readers := []*proc{start(t, gw, job("r1", readersGo), "MODE=shared"), start(t, gw, job("r2", readersGo), "MODE=shared")}
+	waitFile(t, started("r1"))
+	waitFile(t, started("r2")) // both at once
+	migrator := start(t, gw, job("m", migratorGo), "WAIT_MS=60000")
+	waitForWaiters(t, gw, 1)
+	late := start(t, gw, job("r3", readersGo), "MODE=shared", "WAIT_MS=60000")
+	waitForWaiters(t, gw, 2) // behind the migrator, not beside the readers
+	touch(t, readersGo)
+	for i, r := range readers {
+		if code := r.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("reader %d: exit %d; stderr %s", i+1, code, r.stderr)
+		}
+	}
+	waitFile(t, started("m"))
+	if _, err := os.Stat(started("r3")); err == nil {
+		t.Fatal("the late reader ran beside the migrator")
+	}
+	touch(t, migratorGo)
+	if code := migrator.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("migrator: exit %d; stderr %s", code, migrator.stderr)
+	}
+	if code := late.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("late reader: exit %d; stderr %s", code, late.stderr)
+	}
+	if gw.held(t, "curl/schema") {
+		t.Fatal("the lock is still held after every run")
+	}
+	for _, p := range []*proc{readers[0], readers[1], migrator, late} {
+		p.noSecrets(t)
+	}
+}

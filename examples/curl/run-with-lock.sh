@@ -7,7 +7,10 @@
 # with LOCKGATE_LOCK and LOCKGATE_FENCING_TOKEN in its environment, renews
 # the lease in the background every third of TTL_MS (default 30000), and
 # releases the lock when the command ends, however this script exits. If a
-# renewal says the lock is no longer ours, the command gets SIGTERM. Exits
+# renewal says the lock is no longer ours, the command gets SIGTERM.
+# MODE=shared takes a shared (read) hold: commands run with MODE=shared run
+# side by side, a command run without it runs alone (many readers, one
+# migrator); a shared request queues behind a waiting exclusive one. Exits
 # with the command's code; 1 when the lock stayed held; 2 on other errors.
 # Needs curl and jq; LOCKGATE_URL and LOCKGATE_TOKEN (a JWT) configure it.
 # For production, prefer lockctl run: it also kills a command that ignores
@@ -20,6 +23,8 @@ lock=$1
 shift
 ttl_ms=${TTL_MS:-30000}
 wait_ms=${WAIT_MS:-30000}
+mode=${MODE:-exclusive}
+case $mode in exclusive | shared) ;; *) echo "MODE must be exclusive or shared" >&2; exit 2 ;; esac
 
 # api METHOD PATH [curl args...] prints the body, then the three digits of
 # the HTTP status. Secrets reach curl through file descriptors, never its
@@ -31,7 +36,7 @@ api() {
     -H @<(printf 'Authorization: Bearer %s\n' "$LOCKGATE_TOKEN") -w '%{http_code}' "$@"
 }
 
-resp=$(api POST "$lock" -d "{\"ttl_ms\": $ttl_ms, \"wait_ms\": $wait_ms}") || exit 2
+resp=$(api POST "$lock" -d "{\"ttl_ms\": $ttl_ms, \"wait_ms\": $wait_ms, \"mode\": \"$mode\"}") || exit 2
 status=${resp: -3}
 body=${resp%???}
 case $status in

@@ -3,6 +3,7 @@ package locktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ var sharedCases = []struct {
 	{"SharedHoldersCoexist", testSharedCoexist},
 	{"ExclusiveHolderExcludesShared", testExclusiveExcludesShared},
 	{"SharedRequestBehindWaitingExclusiveWaits", testSharedBehindExclusive},
+	{"StreamOfSharedRequestsDoesNotStarveExclusive", testNoWriterStarvation},
 	{"SharedWaitersAtTheHeadAreGrantedTogether", testSharedGrantedTogether},
 	{"SharedLeasesAreTheirOwn", testSharedLeases},
 	{"SharedReentryKeepsItsMode", testSharedReentry},
@@ -233,4 +235,28 @@ func testLastSharedHandsOn(t *testing.T, l locks.Locker, key locks.Key) {
 		t.Fatalf("fence %d, want above %d", xg.FencingToken, s2.FencingToken)
 	}
 	mustRelease(t, l, key, xg)
+}
+
+func testNoWriterStarvation(t *testing.T, l locks.Locker, key locks.Key) {
+	first := MustAcquire(t, l, key, sharedReq(time.Minute))
+	x := queueAs(t, l, key, req(time.Minute), 1)
+	var readers []<-chan Result
+	for i := range 5 { // readers keep coming, some waiting, some not
+		_, err := l.Acquire(context.Background(), key, sharedReq(time.Minute))
+		wantErr(t, err, locks.ErrHeld)
+		readers = append(readers, queueAs(t, l, key, sharedReq(time.Minute), 2+i))
+	}
+	mustRelease(t, l, key, first)
+	xg := granted(t, "the exclusive waiter", x)
+	for i, r := range readers {
+		stillWaiting(t, fmt.Sprintf("reader %d, while the writer holds", i), r)
+	}
+	mustRelease(t, l, key, xg)
+	for i, r := range readers { // then all of them together
+		g := granted(t, fmt.Sprintf("reader %d", i), r)
+		defer mustRelease(t, l, key, g)
+	}
+	if info, err := l.Inspect(context.Background(), key); err != nil || len(info.Holders) != len(readers) {
+		t.Fatalf("inspect: got %+v, %v; want %d shared holders at once", info, err, len(readers))
+	}
 }
