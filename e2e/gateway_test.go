@@ -163,6 +163,7 @@ type problem struct {
 	Detail       string `json:"detail"`
 	Code         string `json:"code"`
 	RetryAfterMs *int64 `json:"retry_after_ms"`
+	Reason       string `json:"reason"`
 }
 
 // wantProblem checks that r is a problem with status and code, and returns it.

@@ -274,7 +274,7 @@ func TestHandoffMetric(t *testing.T) {
 		url := gw.URL + "/locks/m/handoff"
 		held := acquire(t, url, `{"ttl_ms":60000}`)
 		got := callAsync(t, "POST", url, `{"wait_ms":20000}`, bearer(token(t, nil))...)
-		waitForWaiters(t, gw, 1)
+		waitForQueued(t, url, 1) // queued, so that the release hands over
 		call(t, "DELETE", url, "", with(bearer(token(t, nil)), []string{"Lock-Token", held.Token})...)
 		wantJSON(t, <-got, http.StatusCreated, &grant{})
 		m := string(call(t, "GET", gw.URL+"/metrics", "").body)

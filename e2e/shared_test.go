@@ -44,7 +44,7 @@ func TestSharedLocks(t *testing.T) {
 		}
 
 		writer := callAsync(t, "POST", url, `{"ttl_ms":60000,"wait_ms":30000,"owner":"w"}`, auth...)
-		waitForWaiters(t, gw, 1)
+		waitForQueued(t, url, 1)
 		wantProblem(t, call(t, "POST", url, `{"mode":"shared"}`, auth...), http.StatusConflict, "lock_held")
 		wantProblem(t, call(t, "POST", url, `{"mode":"exclusive"}`, with(auth, []string{"Lock-Token", r1.Token})...),
 			http.StatusConflict, "lock_held") // no upgrade

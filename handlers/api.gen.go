@@ -185,6 +185,81 @@ func (e LockInfoMode) Valid() bool {
 	}
 }
 
+// Defines values for NotHolderProblemCode.
+const (
+	NotHolderProblemCodeBackendUnavailable NotHolderProblemCode = "backend_unavailable"
+	NotHolderProblemCodeForbidden          NotHolderProblemCode = "forbidden"
+	NotHolderProblemCodeInternal           NotHolderProblemCode = "internal"
+	NotHolderProblemCodeInvalidRequest     NotHolderProblemCode = "invalid_request"
+	NotHolderProblemCodeLimitMismatch      NotHolderProblemCode = "limit_mismatch"
+	NotHolderProblemCodeLockHeld           NotHolderProblemCode = "lock_held"
+	NotHolderProblemCodeMethodNotAllowed   NotHolderProblemCode = "method_not_allowed"
+	NotHolderProblemCodeNotFound           NotHolderProblemCode = "not_found"
+	NotHolderProblemCodeNotHeld            NotHolderProblemCode = "not_held"
+	NotHolderProblemCodeNotHolder          NotHolderProblemCode = "not_holder"
+	NotHolderProblemCodePayloadTooLarge    NotHolderProblemCode = "payload_too_large"
+	NotHolderProblemCodeSemaphoreFull      NotHolderProblemCode = "semaphore_full"
+	NotHolderProblemCodeTooManyRequests    NotHolderProblemCode = "too_many_requests"
+	NotHolderProblemCodeUnauthorized       NotHolderProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the NotHolderProblemCode enum.
+func (e NotHolderProblemCode) Valid() bool {
+	switch e {
+	case NotHolderProblemCodeBackendUnavailable:
+		return true
+	case NotHolderProblemCodeForbidden:
+		return true
+	case NotHolderProblemCodeInternal:
+		return true
+	case NotHolderProblemCodeInvalidRequest:
+		return true
+	case NotHolderProblemCodeLimitMismatch:
+		return true
+	case NotHolderProblemCodeLockHeld:
+		return true
+	case NotHolderProblemCodeMethodNotAllowed:
+		return true
+	case NotHolderProblemCodeNotFound:
+		return true
+	case NotHolderProblemCodeNotHeld:
+		return true
+	case NotHolderProblemCodeNotHolder:
+		return true
+	case NotHolderProblemCodePayloadTooLarge:
+		return true
+	case NotHolderProblemCodeSemaphoreFull:
+		return true
+	case NotHolderProblemCodeTooManyRequests:
+		return true
+	case NotHolderProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotHolderProblemReason.
+const (
+	Expired  NotHolderProblemReason = "expired"
+	Released NotHolderProblemReason = "released"
+	Unknown  NotHolderProblemReason = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the NotHolderProblemReason enum.
+func (e NotHolderProblemReason) Valid() bool {
+	switch e {
+	case Expired:
+		return true
+	case Released:
+		return true
+	case Unknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemCode.
 const (
 	ProblemCodeBackendUnavailable ProblemCode = "backend_unavailable"
@@ -444,6 +519,26 @@ type LockInfo struct {
 // LockInfoMode How the lock is held.
 type LockInfoMode string
 
+// NotHolderProblem defines model for NotHolderProblem.
+type NotHolderProblem struct {
+	Code   NotHolderProblemCode `json:"code"`
+	Detail string               `json:"detail"`
+
+	// Reason Why the token holds nothing.
+	Reason NotHolderProblemReason `json:"reason"`
+	Status int                    `json:"status"`
+	Title  string                 `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// NotHolderProblemCode defines model for NotHolderProblem.Code.
+type NotHolderProblemCode string
+
+// NotHolderProblemReason Why the token holds nothing.
+type NotHolderProblemReason string
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Code   ProblemCode `json:"code"`
@@ -560,8 +655,8 @@ type Forbidden = Problem
 // InvalidRequest RFC 9457 problem details.
 type InvalidRequest = Problem
 
-// NotHolder RFC 9457 problem details.
-type NotHolder = Problem
+// NotHolder defines model for NotHolder.
+type NotHolder = NotHolderProblem
 
 // PayloadTooLarge RFC 9457 problem details.
 type PayloadTooLarge = Problem
@@ -1389,7 +1484,7 @@ type ForbiddenApplicationProblemPlusJSONResponse Problem
 
 type InvalidRequestApplicationProblemPlusJSONResponse Problem
 
-type NotHolderApplicationProblemPlusJSONResponse Problem
+type NotHolderApplicationProblemPlusJSONResponse NotHolderProblem
 
 type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
 
@@ -3012,91 +3107,95 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Hxrcxs3svZf6Zp3q0zuO7zIt42pT0rixMkqtstWjquOqaMBZ5ok1kOAATCiGJf++6luYC4kRxKlyMpm",
-	"jz+ZImeARqMvTz9o+HOU6sVSK1TORqPP0RxFhoY/vkNn1kdTh4b+ytCmRi6d1CoaRR/mOkewmGqV2RiM",
-	"LlSGGRTLfhRHNp3jQtBLC6nkolhEo2EcufUSo1EklcMZmujy8jKOlsKIBbow4SudZ2hO9CdUuzOezBH0",
-	"SqGBxNETCegpuDlCWhiDysGc347BaTDYQ+XQgHQWZkYo14fXeI5mrJaFA+lAKhDw67vj/lhFcSRpAr/y",
-	"KI6UWJCgxzr91PPCbCxJXByjmrl5NHr87HlMSyz/PqgWaZ2RahbREmmY2y6pKTJsS7yXvAZ/K6TBLBo5",
-	"U+Afkf81j/7Zz7kUbl7PyP9cN9dSOIeGXvyfj0e9/xa934e9F6f1x7P+qHf6eRgfvHhx+bfoqtntUqTY",
-	"rr1CSUdKE4WbayOtoN8qDe1K64faV+RS3iAsi/r8cauklzSmXWplkU35pTGa3SbVyqFy9FEsl7lMWcTB",
-	"0uhJjov//y+r2TBqAf5mcBqNov83qP1y4H+1g7f+LT/fpjaO1Bq0m6MBpKn70WUc/aDNRGaZN72HEoS2",
-	"ha0ZMo0WlHbenMHNpYVqE6CTTEvxki6L+5M6F7nM3uFvBVr30DIbPy1ICwuRT7VZYAadRHqhzsLPQdTX",
-	"2vlg9SdrlmIeR4xcp5+gkyjtznwcTLojihorYcFgjsJiFoN0Y4UXS7L8GLQBqxeoFQLmFnksWw+m9IqC",
-	"42UcvRXrXIvsROtjYWb40Eue6GxNu6IpGB48h3/Kb6GTLL1QZ07rs5zECjtzovUvQq2DEdmHFnYmHK4E",
-	"yyscp59cLnyMWgnppJqBSDn2GAudhKRfCLUuzcsm8VhZREh6vYW46NE7aGzSPaTtntPrtKPpXKgZZn3g",
-	"FA2CcjQk/EePE3ZCo4TcrA2spJvrwkFC450tbOLT3nau71XJvk0D4elBAxawEn5VIfr+TvH04dT9i7SW",
-	"FKINBCeFCQqDJjhJJykakpF5bKz4w4cPvaPCzVE5EhE3ZdqJ736h50LmYpI/uA+wR05E+glVBpnM2PmF",
-	"sivCOAqcXCBvtNs0QTsvHNncWGV6RRoJQ5wV9VKSbh8YiBQu1QusUJXIcxqiUJ+UXqn7M5jLMtvyMEfe",
-	"GRoxX2SZpJWL/K3RSzROUkaditxiHC0bX32OFjprwQUJXqR5YeU5JtBZzVFBjlNH6+uOgKKdD5CHkNi5",
-	"MJglIxBqDapYTNDQ8v3X4TEbg1Ckb6iGpUHImFARsv0YVT8QTuR3o9MdhBBHjPR2xT2CqUHsUcKBXEww",
-	"Bzen0KHsElMHdq5XlmZr4LaDx9+0jO9cfrawuxMcU/CHnN89hAynosgdPBkOh8OYgtRCW+e3XKupnBW0",
-	"9oW4gJOTY+iUjx/AnB2IxBTOw/jnT6O4RvgHuwg/jkK82RXqlV5BrtWM0Do9BFNtQMAc84yNvRb0eiH5",
-	"3UrK50OwN4jZVohUX+nJvzB1JPiPBFkYD25YnE+e9kzwb9UsmXDYIyeMWvZliiqVanbmyiJgR7hdvXEu",
-	"btcapQt2eAtrXWwjgAMoVI7WViUQZqyQ67eJ3m2JevEVHkZi7Mx9B49wN5VF/MAhWIp6vgRK6ion8ZWe",
-	"whVFvgBy+tG1nnGj6i+btcFHr5hS0O2trAaOm3Zx2mJNr1Dk5Ljb5mSdcEUwLLFY5vzWp9ZCqClVeK11",
-	"pgqVbs4UQEd2K8v997J2rh98UN7Gqm1mfwgiX4m1hYMQW5ZoFtLt4Q1VoN5ZnC28oltNNrHFpKrgf/5w",
-	"4uN4qfhGXR/dInh/oDEMLoRUthy7MvTbWnMpfrnE/Qw63jCeq4zO7trcTdvqN9Ev7qZd2VqJH7pNFs52",
-	"NwXuTYHe/fAdPHny5EUMv558dwiKWZdcEKZ2c6FY5wE4PbLAI6031H87h9ic/L0zMnX5GqRKDcluGa0D",
-	"CbH21mMZD1W7H2LtHn5VhvXNGasSfBD4mzr2TGSeSzUbSHWuZYq9p4+/SDi9axg9plLqF2kXwqXzEjFT",
-	"cMvzN9No9HFPiB1vGweXaO1O7as3qSiGpM3scuUSeaxd6U8DFfgK8+weRTeErc+4ALzjnmyNcLXkP6mp",
-	"bldSQMpMxHn7hGRjj5MYEr/J9KneZap2k0Z0oV9DkKKPHKUSxt8Je3wCfvIJsitUMGOsQl7QJgaG/FVq",
-	"oJxBoNLDkJh/2AD4sJpri2PFURVQZRZyYd2okpiGoDIR5hVmLQe3jhIMjy/cWBFIjetMpHBFNXoS1JNA",
-	"Lq2zwbP9l76s+iulasyzRmqcaJ2jUGUSD7VhmxudB4Ip7IDWCq3zqYxwHCG8qTTWHXKJ1r6H1X7nHH+l",
-	"Q2/y17lOAEQ1xhfGiPVtUAfeAnR8Gay9rYg/UnzeO6Yp89EDQRpfU7YaWrVzNcPG5aGsTemRhd8KLLAP",
-	"HyjJvsNMUoEPfsyx4lhQMSiZxAxSXShnoVBO5lShCpX19HQKmdFLS1VJpyxPBUxxVRFvXe/b+2VEdqtg",
-	"ArUr3QWfxS0or9RYW05t5KJdVPTi6bN/QCC0IEMnZM5cxGbASoPhlia5RZlHcdQk4vwmh3OJOFLanU11",
-	"oeh7UsZZUIXFhVjOtcGzaZHn9CMl1rNFyP7hTa+p8g//5g4zzAXcFs8axVELF0ZbgG6uszMaT+S5XrHA",
-	"tHtGibzVtbxe2n2rqu92zdhJ53nEXcfhL5o1YWHUiJRDhjkK+zFqauv6epF/LWespKokj/0OtlnHO0pi",
-	"dyPnrnL/17gKYd9TUjA1egFKr2rKh7z15OS4jnsrYeugQ/D41lRUG8fzvjSxH4o8/6KYbDsAhuS2mQWR",
-	"2fot9HCHKm8vQFetfS+i69+oXuIjqGoiwScrHlGhMLlEE+r8MrNUcWTfmunqWqAa6lE41em3jlA9dqvS",
-	"C10+UHI2d/m6hxdLbVx0Z8bMr13aoIo/k0CrlXE7Fi2+spBq2G5ZkezSDtcDUa+WG6HoPWDMyppuMJMd",
-	"jd8a5DQ5rnZ0UxY6t0I3e4GY5ib7FTcxzHXoo9rKvWibewkgZAVeTY8shGe921DwDSerMFl7zxAe8OwR",
-	"OK7fz/vxoLsSJ5Wa75bKr4iJlSmmIs/JEBdiXZ8JVHIDBWmV4mGI0/5pjkm+mrJigeGEK+RvPpval6X9",
-	"epx25XFaGf8f9CxtHzaM/SUtjHTr9xREvZ354/ujwh+V+L9+KGf/+cNJtNP0xDUp86UJXiwDfZRApzzB",
-	"RhODwVSbDDMQtlkHhjKpO1bMLymbxCAUcOimBFp3Ks1yPbHQSQI7yhSWy3t/pw9/T7psYGO1KKwDrk14",
-	"lhU3SFaD+DjKCYN5E15b7fxz55b+7F+2smzfSzLMSeHQH4+GbphXJydveavtHPMc/Bs2BqVV70ddgjAL",
-	"QmVUl5pzNIwup4VKaWTbH6uxCmfwgbsL6nz75v0JDHiuwedqGZf+82Uy4kWWLW+eGiFNbvUzdkrkQaKU",
-	"hfgGBPFNAk0kMlYBinSZ+RPbXKJ3aHsdbz5WVxHncFQxKcKnfG6TYi1pxQ07eqU8/ySdHStyW1MoC7pw",
-	"O9TeERXHDlPaFoNWFyZFYEMwSMYFKyMdk0hkIakwZs0sQSPpANWYAc9qhSTMnKqd3KDI1mARFW9SiNww",
-	"0ZlEC8Ig/Pz+zWtYzYVjAJ585/tReifrJSZgxdpCx+owd5IWJodeBo8+j0NoG0ejZ8Ph8PJRAittPln2",
-	"j/USs+4hOQIulm7tm68WKBT7zliF6GD78NKDbmO0IW0mV/XAJH5fBFhHJTYkVGwmvKY3SzTC5yDagaWW",
-	"hEV04azM0CPYVCtnROpGkPz48gQGC6R9t8lYdd4aTcU6FtYbin9AL1GJpeyvxSLnQCAtZDotFqhc15s7",
-	"PB0+C1ws2cVSuPkjC77wt4yRj6jyT/qQvHp59D0M5nx8+3vi/Sh8yfvD31m/gQi+sA72Jg1LlMRV95Vg",
-	"bQYZprgKr9IiF+jL4B/1IwsK3YACAkxwSvnTNboTDYp0jnasSjogZoEdXrjBMhdSJWAEt4GyRTU3wjey",
-	"pLm26Pcy1Uohx4ERJE+fHEBpY6+8T/4gMc8snGgNXHUlNS0bxBmrXCrkcUOzD+BFipjB86fwT/ntISRP",
-	"h0P4VmTl2EnITNUAFMIGB/0DSIVS2sFSGIvQEbCo27vqfszklbaOAnX93ViFEEKidA8heTZ85gPjf6Gx",
-	"5P+vtYP3xZJqKsxKAc7Dj9wzO1asrSDLBXT402NuoaKomflwe3L8HrTK14Hay2WKyqPW0GL8y0+UowqT",
-	"h5BuRwM2SB8Z+trMBuGlAeXFmgWKyu2M4ihIFo2ig/6wP2Ss4406GkVP+sP+Eya53JxzZmmc9HmGLSht",
-	"14a90ZXIK1jtjplGPK33z58ywhhhoq1O58fD4TXdcLfrggt9Ei1NcL8u+xuoIRp9PI0jWywWwqxLVG90",
-	"SuFZ2nAPwYmZ5dNiP+wpDXBlSvOay9F3Am4u/Z1PSMeerG1eWriCJKofGdT9/5enX1J1fJrRork3oeMN",
-	"nKB0I1ZifcjdO9bJPN/qHyqP2fjsg/tpHw+ftjBAoaPYA61cWN+J3D2sR1oKSznZaf5K4YULZSiP+tSv",
-	"vG1BlYYGW/3g/NrBza9t9KPyS09ufqlulec3Xtz8Rt0CfhlHz/aZo9k/ytvEqfTm9/xdArb+yt7DDpSY",
-	"rerG6pQNjpSFpAunoVsHVKVfsCtEp5dxGTk2rf4nXzMFq/9illudLV/X+1qdfP0FjOfpQ3YHv9YM0bbP",
-	"Jj3KYmBWHo2EBvkHN9Xvm0f2O60C0PH8sfBw+Ar7vF3IrS8NXcZ7PcyhealtW/oc86ncOBrBOBywjqME",
-	"hP1kA5II3QQdAoRdXuCo2WFgCWjhhbQuBgJvHg6XhUYgnoIzq2ybkeIKSI1V3Xzs3Zx0GXal68/FMyxb",
-	"CxjS9OGD5938gSdINVbCGHkucqBy2NSVgwertMpRvZwScE5wLrkKC9cXmqLwSb2gpXR2bhgw3Uyl0rSw",
-	"4dBmrJLqzCrpxmC1r48MIXTuaLdOmHP0q240apSHdtxkwVaEIivLOr88qoe4uw4zcHqGDIE3uwimBtEX",
-	"vB98QbJRh7JBbl8lLOOmr+DC14/sWPkbTVJZR5J0RHiSv6Wn4rLWZYRFqu2O4PFw6Def0Tf/4kvAnX1v",
-	"trzEgaopFJ9peEdXenXoVeEtZ4JUQ/CdE/rC1c0r5ekaDyltOK2xcwLDCrPDsaq3rLpWRBFr3YeXZK7J",
-	"9y+PX568TBg/2KqBPgAJXkqjdcbNcQEiz/twZD/ReqbhVoK/m0aaKOvBUpt+yWPVEQqK5cyILBRDYfdd",
-	"o/WeLzlMRPqpe61xeXy+mc0Cy3EnDNe8mOpRHBvktzpb31sa3LoJcbl7p/A+k64/9mvJJ+8qqOCdurlR",
-	"TYehSiuAxXCGUIZ3ts6AHQ++vMBNiLDWhSkPM5ptZiVxQzDJ00zS/XVw6L1Cie0exD1Al796vBJrHwWr",
-	"bMPcSpknOqK+mTRWFGuhWLJnSlVnhe4IGsikdtg4UCvNK2w+CG6eZjOvVcf1Ml77ANTxwYjCXwgdWmFA",
-	"wI0ewK6PVHIaUhQFvJLRa88NvOz2O5dxvZ6xal6/bKTErSV0yxtF/j6frFsb7vNW3tODPaxt+2Ynvfd4",
-	"j9pn+5LlnwErN1nrGPTSM4n5urppSblHOkogwR7bwOV1nMAgr44lHwKAFi348z2G0FqdT++k9o0rnp69",
-	"Kevu0EXj6cKWNho4UhAuBIcJKogwMbqYzT1z35ZPuTXIH9v+UUrk/pPpRt/SF06lXgdXxFFVdjv9R9Ie",
-	"dw0yDx4sXl44DDWFN/O6/iypk6tig+f5b6JXN08D7sCuvvPT/CnkKs99R3LgBk524+JyUM6V1GzVMnBH",
-	"fvZ9o1XiHknaawhQT3hyt1CgN2MCFkKtY5iVkTs05XzlPe/BkX+U5765sOpuaHXg2pJupDebRvPFfG+z",
-	"Za3tv28pC3eqr8PCvnKe+3CelR38NTjPZhNp6EMsKVDPwzEbYrvXWPOfR4b+umQAyl09SdX25emg3Yav",
-	"Jt8p6rbcsQrk56hiQTeaRpps6FbrR0VqjtUMXaU/yW07NbVZNieETjNuyLBl/qesPFZhDSNYzWVOc61L",
-	"YssymmZWs9lERUWb57DCq2O1xUCFH6orCskha2GrGU5akFmOsYflfC7mxXxkK8Wy86Dtw1FTqczCcj4t",
-	"W5t5JZQcmf4slMFcuLKMbGW/NoPd/ePunUbDy82OMGcK3MXiB/c//7V0UR1fvxJGrFKtcI8bD633Ja4K",
-	"KlV11HZn9/K0ZWe8z9Z7w+fVJVeikGv4rI1UGqtOsnldiHmm/bkkz6Tv3sZo54jgjdnx6bGSCgpbctsh",
-	"UvjLw53tuNCNYSbPUXHnjnd5JvOlLZuJVnw1jru6thb2lSK6RRY+EZ/8IdVVmfdK1oheaqeNNnLxjUXL",
-	"fw6BFPzy/imkrSsA/7e5pC1lfCWV/nqk0r5V6RZzstn9/vGUrNl3bHs32G58L2/xWCeMqxDoTIMpFPQH",
-	"6SIblI/0ehmeJ4fA/bWQ5pLWRiCd0U9/o2NxNBgcPP5Hf9gf9g9G3wy/GbJbhQXsSOEDQVzerogDVqJk",
-	"G3q4vWa4t5oCYuhe79f/K6un2ijKbY79nSZUpmZ12LaxP8WZrAkEOE1ouPy/FctSpLXyqDYnlBuN2Rs7",
-	"sivCMSVpQoF+PSKT/BfBKLSHoHQ4rFeImb+qGUYNpNbl6eX/BgAA//8=",
+	"7Hxvcxs3kvdX6Zpnq0zuMyIpW85uqFdK4sTZdZyUrZyrLtRpQE6TxGoIMABGFOPSd7/qBjAzJEcSpcjK",
+	"Zs+vTJEzQAPoP7/+dcMfk4leLLVC5Wwy/JjMUeRo+OM7dGZ9MnVo6K8c7cTIpZNaJcPkw1wXCBYnWuU2",
+	"BaNLlWMO5bKXpImdzHEh6KWFVHJRLpLhIE3ceonJMJHK4QxNcn19nSZLYcQCXZjwtS5yNKf6AtXujKdz",
+	"BL1SaCBz9EQGegpujjApjUHlYM5vp+A0GDxA5dCAdBZmRijXg7d4iWaklqUD6UAqEPDzuze9kUrSRNIE",
+	"fuVJmiixIEHf6MnFgRdmY0ni6g2qmZsnw+cvv0hpifHvw2qR1hmpZgktkYa575KaIsO2xHvJa/DXUhrM",
+	"k6EzJf4e+d/y6B/9nEvh5vWM/M9tcy2Fc2joxf/55eTgv8XBb4ODL8/qj+e94cHZx0F6+OWX139Jbprd",
+	"LsUE23evVNLRponSzbWRVtBv1Q7tSuuH2lfkKG8QlkX94nmrpNc0pl1qZZFV+ZUxms1mopVD5eijWC4L",
+	"OWER+0ujxwUu/v+/rGbFqAX4i8FpMkz+X7+2y77/1fZ/8m/5+TZ340StQbs5GkCaupdcp8m32oxlnnvV",
+	"eypB6FhYmyHXaEFp59UZ3FxaqA4BOtk0ipd1Wdzv1aUoZP4Ofy3RuqeW2fhpQVpYiGKqzQJz6GTSC3Ue",
+	"fg6ivtXOO6tHl7Ia+X5bTM6PXUehJxfQyZR2594hZt0UhMohMyisVhlYsbYjtZqvh/RdgcJinkGncpWw",
+	"EhbiD8cgwOAShcMcsm9evXl1+ioDoewKjR2p54MjkMo6FHk3hQyvlmRVYTQeAZADw0q6uS4dj8bfD8Hq",
+	"BWqFI4WFRViI9dYilF51QRvISnWh9Epl0FHsEFlKzFP6kUcfqYU2CG4uFHwxAAtiprvk2a/T5CexLrTI",
+	"T7V+I8wMn1qrxjpfk0ppEvzwC/in/Ao62dILde60Pi9IrKBWp1r/INQ6WIB9amFnwuFKsLzCcews5MI7",
+	"2JWQTqoZiAk7TmOhk5H0C6HW0TZslo6URYTs4GAhrg7oHTQ26x6Tis7pdVKtyVyoGeY9YHwBggAGZPzH",
+	"AaONjEYJwEKbSnUyGu98YTMfs7eBykGFVNp2IDzdb2Aa3oSfVQgdv1EweLrt/kFaSxuiDQQPA2MUBk0w",
+	"7E5WNiQj9dhY8YcPHw5OSjdH5UhE3JRpJzj5hV4KWYhx8eQ2wNY8FpMLVDnkMmeH5V0IoRonF8gH7TZV",
+	"0M5LRzo3Urle0Y6EIc7LeilZtweMoko30QusIKEoChoieI7HU5jrCBV4mBNvDI2AJfJc0spF8ZPRSzRO",
+	"EhyYisJimiwbX31MFjpvATUZXk2K0spLzKCzmqOCAqeO1tcdglYYUO4xZHYuyNUOQag1qHIxRkPL91+H",
+	"x6x3/UpDNSwNQsqEimD5L0n1A4Fcfjc524E3acIwdVfcE5gaxAOKllCIMRbkhAmr2iVOHNi5XlmarQE6",
+	"D5//vWV854rzhd2d4A3HkILfPYYcp6IsHLwYDAaDlJzUQlvnj1yrqZyVtPaFuILT0zfQiY8fwpwNiMQU",
+	"zucgXxwlaZ2eHO6mJ2kS/M2uUK/1CgqtZpRq0EMw1QYEzLHIWdlrQW8Xkt+tpKTIdYeYbVlU9ZUe/wsn",
+	"jgT/jgIkg9kNjfPR2Z4L/q2aJRcOD8gIk5ZzmaKaSDU7dzGD2RFud99I927YNQoXbPAW1rrcRi2HUKoC",
+	"ra3yN8x5Q24/Jnq3xeulN1gYibEz9wMswt2V0/EDx2DJ6/n8LatTtMynqQpX5PkCJuolt1rGnVt/3Uxs",
+	"fvEbEwXdPspq4LSpF2ct2vQaRUGGu61O1glXBsUSi2XBb120ZnFNqcJrrTNVkHpzpgA68ntp7r+XtnPy",
+	"450y/2NvV/tjEMVKrC0cBt+yRLOQbg9rqBz1zuJs6Te6VWUzW44r+uEfH069H48b3yAlkns47w80hsGF",
+	"kMrGsStFv682R/HjEvdT6HRDeW5SOrurc3cdqz9Ev7i7TmVrJX7oNlk42t3luDcFevft1/DixYsvU/j5",
+	"9Otj8BlSIQhTcz5Eex6A0zMLPNJ6Y/vvZxCbk793Rk5csQapJpReomW0DiTE2muPZTxUnX7wtXvYVXTr",
+	"mzNW/EE/kE+17xnLopBq1pfqUssJHhw9/yTu9KFu9A2lUj9IuxBuMo+ImZxbUfw4TYa/7Amx023l4BSt",
+	"3ah99iYV+ZBJM7rcuEQea1f6s8BjvsYif0TRDWHrc04AH3gmWyPcLPn3aqrbNykgZWYRvX5CtnHGWQqZ",
+	"P+SsojjolCnbzRrehX4NToo+spfKPPXCFp+Bn3yMbAoVzBipEBe0SYEhfxUaKGYQqPQwJOUfNgA+rOba",
+	"4khVVIuFQlg3rCSmIShNhHmFWePg1lGA4fGFGykCqWkdiRSuKEfPwvZkUEjrbLBs/6VPq/5MoRqLvBEa",
+	"x1oXKFQM4iE3bDOjS68mNpyA1gqtC/yW07TvMJXGumNO0drPsDrvgv2vdOhV/jbTCYCoxvjCGLG+D+rA",
+	"e4COT4O1tzfi9ySfj45pYjx6Ikjjc8pWRatOrmbYOD2UtSo9s/BriSX24AMF2XeYS0rwwY85UuwLKgYl",
+	"l5jDRJfKWSiVkwVlqELlB3o6hdzopaWspBPTUwFTXFXEW9fb9n4Rkc0qqEBtSg/BZ2kLyos71hZTd8jy",
+	"RwlKIpBf2ye/5pPw/Jw3p0BrNlU6EufVMulT4KFalHsnnvHk7XGsschdDPjl0cu/QaDvIEcnZMHMy+bi",
+	"JsFMo7Rb1Q0WtUGIskqHElKaKO3Op7pU9D0d/Xk4eIsLsZxrg+fTsijoR4IR54uAdcKbXi/iH/7NHR6c",
+	"09UtVjlJkxbmjxQO3Vzn5zSeKAq9YoFJV40SRasj8fvS7kmqbHbXaJ10njXddRP8RTMDLo0a0uaQGQ7D",
+	"eQybu3W7AvCvccZKqkry1J9gmy28o5D9MCryJmf3FlchyHkCDqZGL0DpVU1wkUWcnr6pvfxK2NrFUjJw",
+	"b+KtjdF6H1Xs27IoPikC3Tb6EMo3Yz5ybWILKz0gp90LvlZr34vW+zfKDrngVk0kuI7k8SMKU0g0gdWI",
+	"cbTyI/tmiDdnPtVQz0INq9c6QvXYvRJNdEVfydncFesDvFpq45IH84N+7dKGrfgj6cJ6M+7HGaY3po0N",
+	"3Y351y7Jcjvs9ttyJ/B+BERdadMdarKz4/eGdE1Grx3LxbTuXlhuL8jWPGS/4iZiuw1rVUe5F0n1KA6E",
+	"tMBv0zML4VlvNuR8Qx0ZxmtvGcIDnj0cx+3n+TgW9FCaqNrmh4XyG3xipYoTURSkiBvtFpXcQE5aTfA4",
+	"+Gn/NPsknztascBQzwvxmytx+3LSn4uHNxYPo/9/0srhPtwf28ukNNKt35MT9XrmmxVOSl8Y8n99G2f/",
+	"x4fTZKc/jTNwZoczvFoGsiyDTqzXo0nB4ESbHHMQtpn1hqSwO1LMpimbpSAUsOumAFo3lc0KPbbQyQIX",
+	"zISdKw7+Sh/+mnVZwUZqUVoHnJvwLCvuZa0G8X6UAwazRLy22vjnzi19p4Ns5RS/kaSY49KhLwaH3p/X",
+	"p6c/8VHbORYF+DdsCkqrg+90BGEWhMopCzeXaBhdTks1oZFtb6RGKnQcBKYybOdPP74/hT7P1f9YLePa",
+	"f77OhrzI2J3oM1faya3W005EHiRKpB02IIhviWgikZEKUKTLPKfYZk69QdvbqgQjdVOZAE4q3khA6BmT",
+	"zpOcWnF7kl4pz7ZJZ0eKzNaUyoIu3Q6ReULJscMJHYtBq0szQWBFMEjKBSsjHVNmpCETYcyaOZFG0AHK",
+	"MQOe1QpJmDllO4VBka/BIio+pOC5YaxziRaEQfjH+x/fwmouHAPw7GvffXNwul6ib8iDjtVh7mxSmgIO",
+	"cnj2cRRc2ygZvhwMBtfPMlhpc2HZPtZLzLvHZAi4WLq1bzVboFBsOyMVvIPtwSsPuo3RhnYzu6njJ/Pn",
+	"IsA6SrEho2Qz4zX9uEQjfAyiE1hqSVhEl87KHD2CnWjljJi4IWTfvTqF/gLp3G02Up2fjKZkHUvrFcU/",
+	"oJeoxFL21mJRsCOQFnI9KReoXNerOxwNXgbmmfRiKdz8mQWf+FvGyCeU+Wc9yF6/OvkG+nMuVv+WeTsK",
+	"X/L5/BbbFn0g48Q66Js0LFGWNtoUaTeDDFNcxY5H4C4jToO/088sKHR9cggwxqlvQawbSQ2KyRztSEU6",
+	"IGWBHV65/rIQUmVgBHfsskY1D8K37UwKbdGf5UQrhewHhpAdvTiEqGOvvU1+K7HILZxqDZx1ZTUJHcQZ",
+	"qUIq5HFDaxPg1QQxhy+O4J/yq2PIjgYD+ErkcewsRKZqAHJh/cPeIUyEUtrBUhiL0BGwqJvZ6tbZ7LW2",
+	"jhx1/d1IBRdConSPIXs5eOkd43+hsWT/b7WD9+WScirMowCX4Udubx4p3q0gyxV0+NNzbhgjr5l7d3v6",
+	"5j1oVawDkVnICSqPWkM3+A/fU4wqTRFcuh32WSG9Z+hpM+uHl/oUF2sWKInHmaRJkCwZJoe9QW/AWMcr",
+	"dTJMXvQGvRdMcrk5x8yonPR5hi0obVeHvdJF5BW0dkdNE57W2+f3OWGMMNFWU/rzweCW3r/79fyFrpCW",
+	"lr+fl70N1JAMfzlLE1suFsKsI6o3ekLuWdpwZcSJmeXauB/2jAa4MaT5nSvQteTt3+e4WGpa35DiUexY",
+	"5uqeb2+O/joytdU2Px8cgZgJqUaKFc8nmi60FE9dcB3hvWCjnIRUTHBKQU2BnI5UaG8G7m7eqr6MmUpW",
+	"PeicNOovXr5nNjwtDBt+qRzmQyBnUi/HiQu0HIQE5Yc+J+ThhXW9Luv8pkq881K/8ZR9897NDeRZ/Ui/",
+	"vsJyffYpVYprWi0a9WPoe+RlK17yMfdwWSeLYquLLBZbuQLGXdXPB0ctzFg8/U7cNh6ne1yPtBSWsIrT",
+	"/JXCKxfScx71yK+8bUHVDvW3rjTwa4d3v7bRlcwvvbj7pfq2B7/x5d1v1LcYrtPk5T5zNLuI+ZgYYtz9",
+	"nr8Ow16h8gPhBCKWrXryOrHNlYxWulAT3ypTRn/BLiI5u06jR93U+u99Lhm0/pNpbtVhcFsHdFX//BMo",
+	"z9FT9oi/1QxdtyvUHn0yYI0lo3BN4slV9Ztm48ZOw0i8lyJ8mnCDft7P5db33q7TvR5m17zUtg1WjLg2",
+	"O0qGMApl9lGSgbAXNiCs0FPSocDY5QUOm30mluIQXknrUh+HOE2ICVgg5IIxq3ybqePMUI1U3YLuzZz2",
+	"MpxK13dH5BgbTBjq9eCD5yN92RsoMAtj5KUoQBvf/RIyKg/iaZXDejkRiI9xLjk7DZdYmqJwv4agpXR2",
+	"7pkwDU8p5LS0oZg1UllVy8u6KVjt80ZDmQvfa7BOmMsADhrtOrGYya02rEUo8pju+uVRnhiuNoHTM+TU",
+	"YLOXZGoQPRHwwSdqG/k5K+T2bdjoN31mG75+ZkfKg6FweYtQvH+Sv6Wn0sgBMPKkre0O4flg4A+fsxL+",
+	"xafGO+febHxKA4VVKq71xNr56thvhdecMVJuZWvYVbUwxaojDyltqGLZOSUJCvPjkaqPrLoQRx5r3YNX",
+	"N8AmVkEPJHgpjQYqN8cFiKLowYm9oPVMw90Uf72SdiLmyXE3/ZJHqiMUlMuZEXlIEsPpu8YFDL7qMhaT",
+	"i+6tytVrwXCB/XkQhmverfYojhXyK52vHy0Mbt2Hud69FvuYQdeXQ1viybsaUXe2D6ppMJSBBrAYaivR",
+	"vbN2Bux4+OkFbkKEtS5NLPI0mw0joUUwydNv0v15cOijQontTtQ9QJe/PU+pEnvBKtow5xTjREfU99NG",
+	"inwtlEu2TKnqqNAdQgOZ1AabBsqpeZExXrxtVvmZ76v9evTX3gF1vDMi9xdch1YYEHCjE7TrPZWchhBF",
+	"Di8yne2xgZfdfls4rdczUs2Lw42QuLWEbrxX5m91yrrl4zHvZh4d7qFt2/d76b3ne+Q+21dt/whYucnm",
+	"p6CXnmEt1tV9W4o90lEACfrYBi5v40r6RVWufQoAWrbgz/cYXGtVt98J7RsXfT2rFfPu0F3kadSW9iI4",
+	"URA67cIEFUQYG13O5r6i0WvlRBSufDn791Iijx9MN/q5PnEo9Xtwgx9VsQvsP5L2eKiTeXJn8erKYcgp",
+	"vJrX+WekTm7yDb7+cRftvFkleQDr/M5P84eQzjz3A8mBO7jqjevrYXNupKyrVoq7eetWfvZ9o4XkEUna",
+	"WwhQT3hyF1WgN1MCFkKtU5hFzx2blTbY9ZEK/Xs1kx6o9R1GHXYI9fDfc3xmUX+nW/hOXvoWzqqHpNUd",
+	"1Hp5J1naVMFPZsmbjYFt/59RVBbK1sPCPjOo+zColR78ORjUZqtu6PaMhKpn9Zhbsd1btPmPo1Z/XjKc",
+	"5d6prGqu8+TSbltdkz0VdfPzSAUqdVhxqhutOU1udavBpqJIR2qGrto/yc1RNVEaW0BCPx+3vdiIJijG",
+	"j1RYwxBWc1nQXOtIk1nG5syRNlvVKAX0jFh4daS2+KzwQ3URJDvmXdhqOZQWZF5g6kE+V9m8mM9stbFs",
+	"PGh7cNLcVOZ0OTrHBnJeCYVaJlNLZbAQLialrVzaprN7fBS/0855vdl350yJu8j+8PHnv5V8qv3rZ/qJ",
+	"t1Qr3ONeSeutlJucSpVrtd0Dvz5rORlvs/XZcPU7Mi8KmRHI2yiqkepkm5eymLXan5nyvPzunZd2xgl+",
+	"NDs2PVJSQWkjUx48hb+Q3tn2C90UZpL7JlQ0eS4NSBtbtlZ83ZJ757YW9plwukcUPhUXvuR1U+S9kYOi",
+	"l9pJqI1YfGcK9J9DRwW7fHxCauuixf9tZmprMz5TVH8+imrfrHSLh9m8Y/DLGWmz74v3ZrB9vSDelbJO",
+	"GFch0JkGUyro9SeLvB8fOTjI8TI7Bu5ihkkhaW0E0hn99Db6Qof9/uHzv/UGvUHvcPj3wd8HbFZhATtS",
+	"eEeQxjssacBKFGwDSeJ3hjvYySGGOwK9+r8p9sQdebnNsb/WhMrUrHbbNvU1ofGaQIDThIbj/9cZU5HW",
+	"zKM6nJBuNGZvnMiuCG8oSBMK9OsRueS/CEahPQalQ+lfIeb+QmwYNVBk12fX/xsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

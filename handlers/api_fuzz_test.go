@@ -25,7 +25,7 @@ const fuzzMaxTTL = time.Minute
 // without a network so that each input costs microseconds.
 func fuzzGateway(f *testing.F) (http.Handler, *locks.Memory, string) {
 	f.Helper()
-	mem := locks.NewMemory()
+	mem := locks.NewMemory(locks.MemoryOptions{})
 	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
 	if err != nil {
 		f.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // too_many_requests with Retry-After and changes nothing; acquirers that
 // do not wait are not counted; a freed slot is usable again.
 func TestMaxWaiters(t *testing.T) {
-	mem := locks.NewMemory()
+	mem := locks.NewMemory(locks.MemoryOptions{})
 	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 // TestDuplicateJSONKeysRefused: a body that names a field twice is a 400
 // and takes no lock, on acquire and on renew.
 func TestDuplicateJSONKeysRefused(t *testing.T) {
-	mem := locks.NewMemory()
+	mem := locks.NewMemory(locks.MemoryOptions{})
 	_, ts := newTestServer(t, mem)
 	auth := "Bearer " + testToken(t)
 	for _, tc := range []struct{ method, path, body string }{

@@ -49,7 +49,7 @@ var problems = []problem{
 	{match: locks.ErrFull, status: http.StatusConflict, code: ProblemCodeSemaphoreFull, title: "Semaphore full",
 		detail: "every permit of the semaphore is taken", header: retryAfterFull, extend: semaphoreFull},
 	{match: locks.ErrNotHolder, status: http.StatusConflict, code: ProblemCodeNotHolder, title: "Not the holder",
-		detail: "the Lock-Token does not hold this lock: it was released, it expired, or someone else holds the lock now"},
+		detail: "the Lock-Token does not hold this lock: it was released, it expired, or someone else holds the lock now", extend: notHolder},
 	{match: locks.ErrNotHeld, status: http.StatusNotFound, code: ProblemCodeNotHeld, title: "Lock not held",
 		detail: "nobody holds this lock"},
 	{match: locks.ErrInvalid, status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
@@ -122,8 +122,9 @@ func lookup(err error) problem {
 // problemBody is RFC 9457 problem details plus our extensions.
 type problemBody struct {
 	Problem
-	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
-	Limit        *int   `json:"limit,omitempty"`
+	RetryAfterMs *int64       `json:"retry_after_ms,omitempty"`
+	Limit        *int         `json:"limit,omitempty"`
+	Reason       locks.Reason `json:"reason,omitempty"`
 }
 
 // statusClientClosedRequest is the status of a request whose caller hung up
@@ -234,6 +235,24 @@ func limitMismatch(b *problemBody, err error) {
 	if errors.As(err, &lm) {
 		b.Limit = &lm.Limit
 		b.Detail = "the semaphore is in use with limit " + strconv.Itoa(lm.Limit) + "; send that limit, or wait until nobody holds or waits for a permit"
+	}
+}
+
+// notHolderDetails word each reason a token holds nothing.
+var notHolderDetails = map[locks.Reason]string{
+	locks.ReasonReleased: "the Lock-Token's grant was released",
+	locks.ReasonExpired:  "the Lock-Token's lease ended before it was renewed or released; someone else may hold the lock now",
+	locks.ReasonUnknown:  "the Lock-Token holds nothing here: it was never granted, or its grant ended more than a minute ago",
+}
+
+func notHolder(b *problemBody, err error) {
+	b.Reason = locks.ReasonUnknown
+	var nh *locks.NotHolderError
+	if errors.As(err, &nh) {
+		b.Reason = nh.Reason
+	}
+	if d, ok := notHolderDetails[b.Reason]; ok {
+		b.Detail = d
 	}
 }
 

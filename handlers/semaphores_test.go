@@ -79,7 +79,7 @@ func (l *latePermit) AcquirePermit(ctx context.Context, key locks.Key, req locks
 // TestPermitAfterClientLeftIsReleased: a permit granted as its caller hung
 // up is given back, not left to block others until its lease ends.
 func TestPermitAfterClientLeftIsReleased(t *testing.T) {
-	mem := locks.NewMemory()
+	mem := locks.NewMemory(locks.MemoryOptions{})
 	b := &latePermit{Memory: mem, waiting: make(chan struct{}), granted: make(chan struct{})}
 	_, ts := newTestServer(t, b)
 
@@ -114,7 +114,7 @@ func TestPermitAfterClientLeftIsReleased(t *testing.T) {
 // TestSemaphoreWaitersShareTheCaps: --max-waiters counts waiters of locks
 // and semaphores together, and Drain turns semaphore waiters away too.
 func TestSemaphoreWaitersShareTheCaps(t *testing.T) {
-	mem := locks.NewMemory()
+	mem := locks.NewMemory(locks.MemoryOptions{})
 	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func testToken(t *testing.T) string {
 // caller hung up, the handler releases the grant instead of leaving the
 // lock held for a lease nobody knows about.
 func TestGrantAfterClientLeftIsReleased(t *testing.T) {
-	mem := locks.NewMemory()
+	mem := locks.NewMemory(locks.MemoryOptions{})
 	b := &lateGranter{Memory: mem, waiting: make(chan struct{}), granted: make(chan struct{})}
 	_, ts := newTestServer(t, b)
 
@@ -111,7 +111,7 @@ func TestGrantAfterClientLeftIsReleased(t *testing.T) {
 
 // TestDrainTurnsWaitersAway: Drain answers a waiting acquire with 503.
 func TestDrainTurnsWaitersAway(t *testing.T) {
-	mem := locks.NewMemory()
+	mem := locks.NewMemory(locks.MemoryOptions{})
 	s, ts := newTestServer(t, mem)
 	key := locks.Key{Namespace: "a", Name: "b"}
 	if _, err := mem.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute}); err != nil {

@@ -23,6 +23,13 @@ func TestRedisClusterConformance(t *testing.T) {
 		locktest.Run(t, func(t *testing.T) locks.Locker { return newBackend(t) })
 	})
 	t.Run("Semaphores", func(t *testing.T) { locktest.RunSemaphores(t, newBackend) })
+	t.Run("LockDelay", func(t *testing.T) {
+		locktest.RunLockDelay(t, func(t *testing.T) locks.Locker {
+			r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{LockDelay: locktest.LockDelay})
+			t.Cleanup(func() { r.Close() })
+			return r
+		})
+	})
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

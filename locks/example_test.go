@@ -11,7 +11,7 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	var l locks.Locker = locks.NewMemory() // or locks.NewRedis(client, locks.RedisOptions{})
+	var l locks.Locker = locks.NewMemory(locks.MemoryOptions{}) // or locks.NewRedis(client, locks.RedisOptions{})
 
 	key, err := locks.ParseKey("billing", "invoice-42")
 	if err != nil {
@@ -33,10 +33,16 @@ func Example() {
 	}
 	holds, err := l.Release(ctx, key, grant.Token)
 	fmt.Println("release:", holds, err)
+	// Releases are idempotent for a minute (locks.RecordTTL); a renew
+	// says why it failed.
 	_, err = l.Release(ctx, key, grant.Token)
 	fmt.Println("release again:", err)
+	_, err = l.Renew(ctx, key, grant.Token, 0)
+	var nh *locks.NotHolderError
+	fmt.Println("renew:", errors.As(err, &nh), nh.Reason)
 	// Output:
 	// second acquire held: true
 	// release: 0 <nil>
-	// release again: release billing/invoice-42: not the lock holder
+	// release again: <nil>
+	// renew: true released
 }

@@ -238,6 +238,35 @@ var (
 	ErrUnavailable = errors.New("lock backend unavailable")
 )
 
+// Reason says why a token holds nothing (see NotHolderError).
+type Reason string
+
+// The reasons.
+const (
+	// ReasonReleased: the grant was released.
+	ReasonReleased Reason = "released"
+	// ReasonExpired: the grant's lease ended without a release.
+	ReasonExpired Reason = "expired"
+	// ReasonUnknown: the token was never granted, or its grant ended
+	// longer ago than the backend remembers (RecordTTL).
+	ReasonUnknown Reason = "unknown"
+)
+
+// RecordTTL is how long the backends remember a grant after its lease
+// ends, or after its release: within it, a repeated release succeeds again
+// (changing nothing), and a renew or release that fails says why.
+const RecordTTL = 60 * time.Second
+
+// NotHolderError is ErrNotHolder with the reason the token holds nothing.
+type NotHolderError struct {
+	Reason Reason
+}
+
+func (e *NotHolderError) Error() string { return "not the holder (" + string(e.Reason) + ")" }
+
+// Is makes errors.Is(err, ErrNotHolder) true.
+func (e *NotHolderError) Is(target error) bool { return target == ErrNotHolder }
+
 // HeldError is returned by Acquire when the lock is held.
 type HeldError struct {
 	// RetryAfter is the remaining TTL of the current holder.

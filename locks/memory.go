@@ -12,11 +12,32 @@ import (
 // same semantics as the Redis backend, so a single gateway needs no Redis,
 // but it cannot share locks between processes.
 type Memory struct {
+	opts      MemoryOptions
 	mu        sync.Mutex
 	locks     map[Key]*memLock
 	queues    map[Key][]*memWaiter // FIFO; a lock with waiters is never free
 	sems      map[Key]*memSemaphore
 	lastFence int64
+	// delayed holds, for a lock whose lease ended unreleased, when the lock
+	// delay after it ends.
+	delayed map[Key]time.Time
+	// records remember grants by token hash, until RecordTTL after their
+	// lease or release (see Reason); pruneAt is the size at which the next
+	// grant sweeps out the forgotten ones.
+	records map[string]memRecord
+	pruneAt int
+}
+
+// MemoryOptions configures the embedded backend. The zero value is usable.
+type MemoryOptions struct {
+	// LockDelay is as RedisOptions.LockDelay.
+	LockDelay time.Duration
+}
+
+// memRecord is what the backend remembers of a grant.
+type memRecord struct {
+	released bool
+	until    time.Time // when it is forgotten
 }
 
 var _ Backend = (*Memory)(nil)
@@ -61,8 +82,57 @@ type memWaiter struct {
 }
 
 // NewMemory returns an empty embedded backend.
-func NewMemory() *Memory {
-	return &Memory{locks: make(map[Key]*memLock), queues: make(map[Key][]*memWaiter), sems: make(map[Key]*memSemaphore)}
+func NewMemory(opts MemoryOptions) *Memory {
+	return &Memory{opts: opts, locks: make(map[Key]*memLock), queues: make(map[Key][]*memWaiter),
+		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[string]memRecord)}
+}
+
+// noteLocked remembers g, as held until its lease ends, or released now.
+// m.mu must be held.
+func (m *Memory) noteLocked(g *memGrant, released bool, now time.Time) {
+	until := g.expiresAt
+	if released {
+		until = now
+	}
+	m.records[g.tokenHash] = memRecord{released: released, until: until.Add(RecordTTL)}
+}
+
+// whyLocked says why token holds nothing. m.mu must be held.
+func (m *Memory) whyLocked(token string, now time.Time) Reason {
+	rec, ok := m.records[tokenHash(token)]
+	switch {
+	case !ok || !now.Before(rec.until):
+		return ReasonUnknown
+	case rec.released:
+		return ReasonReleased
+	}
+	return ReasonExpired
+}
+
+// pruneLocked forgets the records past their time, when there are twice
+// as many as after the last sweep: amortised, a grant pays for one.
+// m.mu must be held.
+func (m *Memory) pruneLocked(now time.Time) {
+	if len(m.records) < m.pruneAt {
+		return
+	}
+	for h, rec := range m.records {
+		if !now.Before(rec.until) {
+			delete(m.records, h)
+		}
+	}
+	m.pruneAt = max(2*len(m.records), 1024)
+}
+
+// delayedLocked reports whether the lock delay keeps the free lock key
+// from new holders, and until when. m.mu must be held.
+func (m *Memory) delayedLocked(key Key, now time.Time) (time.Time, bool) {
+	until, ok := m.delayed[key]
+	if ok && !now.Before(until) {
+		delete(m.delayed, key)
+		ok = false
+	}
+	return until, ok
 }
 
 // Acquire implements Locker.
@@ -124,8 +194,8 @@ func (m *Memory) deliver(ctx context.Context, key Key, g Grant) (Grant, error) {
 	return g, nil
 }
 
-// tryAcquire grants the lock to w if it is free, or if both it and w are
-// shared and nobody waits. Otherwise a waiting w joins the queue (queued),
+// tryAcquire grants the lock to w if it is free (and not kept by the lock
+// delay), or if both it and w are shared and nobody waits. Otherwise a waiting w joins the queue (queued),
 // and the time until the lock is free at the latest is returned.
 func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Duration, queued bool) {
 	m.mu.Lock()
@@ -133,12 +203,16 @@ func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Dura
 	now := time.Now()
 	m.expireLocked(key, now)
 	l := m.locks[key]
-	if l == nil || l.mode == Shared && w.req.Mode == Shared && len(m.queues[key]) == 0 {
+	delayedUntil, delayed := m.delayedLocked(key, now)
+	if l == nil && !delayed || l != nil && l.mode == Shared && w.req.Mode == Shared && len(m.queues[key]) == 0 {
 		return m.grantLocked(key, w, now), 0, false
 	}
 	if w.req.Wait > 0 {
 		m.queues[key] = append(m.queues[key], w)
 		return Grant{}, 0, true
+	}
+	if l == nil {
+		return Grant{}, delayedUntil.Sub(now), false
 	}
 	return Grant{}, l.until().Sub(now), false
 }
@@ -174,6 +248,8 @@ func (m *Memory) newGrantLocked(w *memWaiter, now time.Time, expire func()) *mem
 		defer m.mu.Unlock()
 		expire()
 	})
+	m.pruneLocked(now)
+	m.noteLocked(g, false, now)
 	return g
 }
 
@@ -205,6 +281,7 @@ func (m *Memory) expireLocked(key Key, now time.Time) {
 			g.expiry.Stop()
 			delete(l.holders, h)
 			ended = true
+			m.delayLocked(key, g.expiresAt.Add(m.opts.LockDelay), now)
 		}
 	}
 	if ended {
@@ -212,10 +289,26 @@ func (m *Memory) expireLocked(key Key, now time.Time) {
 	}
 }
 
-// endLocked ends g, a holder of key, and hands the lock on. m.mu must be
-// held.
+// delayLocked keeps key from new holders until until, when the lock delay
+// is on (a holder's lease ended unreleased), and hands the lock on then.
+// m.mu must be held.
+func (m *Memory) delayLocked(key Key, until, now time.Time) {
+	if m.opts.LockDelay <= 0 || !now.Before(until) || !until.After(m.delayed[key]) {
+		return
+	}
+	m.delayed[key] = until
+	time.AfterFunc(until.Sub(now), func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.handOnLocked(key, time.Now())
+	})
+}
+
+// endLocked releases g, a holder of key, and hands the lock on. m.mu must
+// be held.
 func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
 	g.expiry.Stop()
+	m.noteLocked(g, true, now)
 	l := m.locks[key]
 	delete(l.holders, g.tokenHash)
 	m.freedLocked(key, l, now)
@@ -241,8 +334,12 @@ func (m *Memory) handOnLocked(key Key, now time.Time) {
 			return
 		}
 		w := q[0]
-		if l := m.locks[key]; l != nil && (l.mode == Exclusive || w.req.Mode == Exclusive) {
+		l := m.locks[key]
+		if l != nil && (l.mode == Exclusive || w.req.Mode == Exclusive) {
 			return
+		}
+		if _, delayed := m.delayedLocked(key, now); l == nil && delayed {
+			return // delayLocked's timer hands it on
 		}
 		q[0] = nil
 		if len(q) == 1 {
@@ -287,6 +384,8 @@ func (m *Memory) heldError(key Key) (Grant, error) {
 	var remaining time.Duration
 	if l := m.locks[key]; l != nil {
 		remaining = max(time.Until(l.until()), 0)
+	} else if until, delayed := m.delayedLocked(key, time.Now()); delayed {
+		remaining = time.Until(until)
 	}
 	return Grant{}, &HeldError{RetryAfter: remaining}
 }
@@ -308,7 +407,11 @@ func (m *Memory) Release(_ context.Context, key Key, token string) (int, error) 
 	defer m.mu.Unlock()
 	_, g := m.holder(key, token)
 	if g == nil {
-		return 0, fmt.Errorf("release %s: %w", key, ErrNotHolder)
+		reason := m.whyLocked(token, time.Now())
+		if reason == ReasonReleased {
+			return 0, nil // released already: a repeated release changes nothing
+		}
+		return 0, fmt.Errorf("release %s: %w", key, &NotHolderError{Reason: reason})
 	}
 	if g.holds > 1 {
 		g.holds--
@@ -327,7 +430,7 @@ func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Dura
 	defer m.mu.Unlock()
 	l, g := m.holder(key, token)
 	if g == nil {
-		return Grant{}, fmt.Errorf("re-enter %s: %w", key, ErrNotHolder)
+		return Grant{}, fmt.Errorf("re-enter %s: %w", key, &NotHolderError{Reason: m.whyLocked(token, time.Now())})
 	}
 	now := time.Now()
 	if l.mode != mode {
@@ -337,6 +440,7 @@ func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Dura
 	if until := now.Add(ttl); until.After(g.expiresAt) {
 		g.expiresAt = until
 		g.expiry.Reset(ttl)
+		m.noteLocked(g, false, now)
 	}
 	return Grant{Token: token, Holds: g.holds,
 		Lease: Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt}}, nil
@@ -350,14 +454,16 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, g := m.holder(key, token)
+	now := time.Now()
 	if g == nil {
-		return Lease{}, fmt.Errorf("renew %s: %w", key, ErrNotHolder)
+		return Lease{}, fmt.Errorf("renew %s: %w", key, &NotHolderError{Reason: m.whyLocked(token, now)})
 	}
 	if ttl == 0 {
 		ttl = g.ttl
 	}
-	g.expiresAt = time.Now().Add(ttl)
+	g.expiresAt = now.Add(ttl)
 	g.expiry.Reset(ttl)
+	m.noteLocked(g, false, now)
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
 }
 

@@ -8,9 +8,15 @@ import (
 )
 
 func TestMemoryConformance(t *testing.T) {
-	locktest.Run(t, func(t *testing.T) locks.Locker { return locks.NewMemory() })
+	locktest.Run(t, func(t *testing.T) locks.Locker { return locks.NewMemory(locks.MemoryOptions{}) })
 }
 
 func TestMemorySemaphoreConformance(t *testing.T) {
-	locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return locks.NewMemory() })
+	locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return locks.NewMemory(locks.MemoryOptions{}) })
+}
+
+func TestMemoryLockDelay(t *testing.T) {
+	locktest.RunLockDelay(t, func(t *testing.T) locks.Locker {
+		return locks.NewMemory(locks.MemoryOptions{LockDelay: locktest.LockDelay})
+	})
 }

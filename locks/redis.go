@@ -31,6 +31,10 @@ type RedisOptions struct {
 	// up. A gateway that dies, freezes or is cut off delays the queue by at
 	// most about twice this long. Default 3s.
 	WaiterLease time.Duration
+	// LockDelay keeps a lock whose lease ended without a release
+	// unavailable for this long after (see the gateway's --lock-delay). A
+	// release frees it at once. 0 (the default): no delay.
+	LockDelay time.Duration
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -99,8 +103,15 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 // wait, and are handed what they wait for: the scripts of both take the
 // same arguments for those steps (see lua/acquire.lua and lua/semlib.lua).
 type kind struct {
-	noun    string                           // "lock" or "semaphore", in errors
-	keys    func(r *Redis, key Key) []string // KEYS of its acquire, leave, release and heartbeat scripts
+	noun string // "lock" or "semaphore", in errors
+	// keys are the KEYS of its acquire, leave, release and heartbeat
+	// scripts: those of the resource, then, for a call with a token, that
+	// token's record (see lua/lib.lua).
+	keys   func(r *Redis, key Key) []string
+	record func(r *Redis, key Key, tokenHash string) string
+	// tail are the arguments its leave, release and heartbeat scripts take
+	// after the common ones (a lock's delay).
+	tail    func(r *Redis) []any
 	acquire *redis.Script
 	leave   *redis.Script
 	release *redis.Script
@@ -112,11 +123,15 @@ type kind struct {
 var (
 	lockKind = &kind{noun: "lock",
 		keys:    func(r *Redis, key Key) []string { return r.lockKeys(key).all() },
+		record:  func(r *Redis, key Key, h string) string { return r.lockKeys(key).record(h) },
+		tail:    func(r *Redis) []any { return []any{r.opts.LockDelay.Milliseconds()} },
 		acquire: lua.Acquire, leave: lua.Leave, release: lua.Release, beat: lua.Heartbeat,
 		held: func(retry time.Duration) error { return &HeldError{RetryAfter: retry} },
 	}
 	semaphoreKind = &kind{noun: "semaphore",
 		keys:    func(r *Redis, key Key) []string { return r.semKeys(key).all() },
+		record:  func(r *Redis, key Key, h string) string { return r.semKeys(key).record(h) },
+		tail:    func(*Redis) []any { return nil },
 		acquire: lua.SemAcquire, leave: lua.SemLeave, release: lua.SemRelease, beat: lua.SemHeartbeat,
 		held: func(retry time.Duration) error { return &FullError{RetryAfter: retry} },
 	}
@@ -130,22 +145,32 @@ type resource struct {
 
 func (res resource) String() string { return res.kind.noun + " " + res.key.String() }
 
+// keysFor are the KEYS of a call of res's scripts with the token whose hash
+// is tokenHash.
+func (r *Redis) keysFor(res resource, tokenHash string) []string {
+	return append(res.kind.keys(r, res.key), res.kind.record(r, res.key, tokenHash))
+}
+
 // lockKeys are the keys of one lock. They share the hash tag {ns/name}, so
 // that one script can touch them all on Redis Cluster.
 type lockKeys struct {
-	lock, fence, queue, alive, waiters, readers string
+	lock, fence, queue, alive, waiters, readers, delay string
 }
 
 func (r *Redis) lockKeys(key Key) lockKeys {
 	lock := r.opts.Prefix + "{" + key.String() + "}"
 	return lockKeys{lock: lock, fence: lock + ":fence", queue: lock + ":queue", alive: lock + ":alive",
-		waiters: lock + ":waiters", readers: lock + ":readers"}
+		waiters: lock + ":waiters", readers: lock + ":readers", delay: lock + ":delay"}
 }
 
-// all is KEYS for the scripts that take all six (see lua/lib.lua).
+// all is KEYS[1..7] of the lock scripts (see lua/lib.lua).
 func (k lockKeys) all() []string {
-	return []string{k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers}
+	return []string{k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay}
 }
+
+// record is the key of the record of the grant of the token whose hash is
+// tokenHash: KEYS[8] of the lock scripts that take a token.
+func (k lockKeys) record(tokenHash string) string { return k.lock + ":t:" + tokenHash }
 
 // modeArg is how the lock scripts name a mode.
 func modeArg(m Mode) string {
@@ -170,6 +195,9 @@ func (r *Redis) semKeys(key Key) semKeys {
 func (k semKeys) all() []string {
 	return []string{k.holders, k.leases, k.fence, k.queue, k.alive, k.waiters}
 }
+
+// record is the key of a permit's record (see lockKeys.record).
+func (k semKeys) record(tokenHash string) string { return k.holders + ":t:" + tokenHash }
 
 // callCtx bounds one Redis call by the configured timeout, and detaches it
 // from the caller's cancellation: a call cut off half way leaves an unknown
@@ -237,12 +265,12 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
-	return r.acquire(ctx, resource{lockKind, key}, req, modeArg(req.Mode))
+	return r.acquire(ctx, resource{lockKind, key}, req, modeArg(req.Mode), r.opts.LockDelay.Milliseconds())
 }
 
 // acquire takes res, or waits for it: the protocol locks and semaphores
 // share. extra are the arguments of the kind's acquire script after the
-// common ones (a lock's mode, a semaphore's limit).
+// common ones (a lock's mode and delay, a semaphore's limit).
 func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, extra ...any) (Grant, error) {
 	token := newToken()
 	if req.Wait == 0 {
@@ -327,10 +355,11 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 		waiterID, arrival = w.id, w.arrival
 		wait = max(wait, time.Millisecond)
 	}
-	args := append([]any{tokenHash(token), req.TTL.Milliseconds(), req.Subject, req.Owner,
+	h := tokenHash(token)
+	args := append([]any{h, req.TTL.Milliseconds(), req.Subject, req.Owner,
 		r.opts.FenceRetention.Milliseconds(), waiterID, r.waiters.channel,
 		wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, arrival}, extra...)
-	out, err := r.run(ctx, res.kind.acquire, res.kind.keys(r, res.key), args...).Int64Slice()
+	out, err := r.run(ctx, res.kind.acquire, r.keysFor(res, h), args...).Int64Slice()
 	if err != nil {
 		r.abandon(ctx, res, waiterID, token) // the script may have run
 		return reply{}, unavailable("acquire", res, err)
@@ -349,8 +378,7 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 	if release {
 		releaseArg = "1"
 	}
-	out, err := r.run(ctx, res.kind.leave, res.kind.keys(r, res.key), waiterID, tokenHash(token), releaseArg,
-		r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64Slice()
+	out, err := r.leaveCmd(ctx, res, waiterID, token, releaseArg).Int64Slice()
 	if err != nil {
 		r.abandon(ctx, res, waiterID, token) // a hand-off may have got there first
 		return reply{}, unavailable("acquire", res, err)
@@ -374,10 +402,14 @@ func (r *Redis) abandon(ctx context.Context, res resource, waiterID, token strin
 		return // the lease and the heartbeat's end settle it
 	}
 	ctx = context.WithoutCancel(ctx)
-	r.cleanups.Go(func() {
-		r.run(ctx, res.kind.leave, res.kind.keys(r, res.key), waiterID, tokenHash(token), "1",
-			r.opts.FenceRetention.Milliseconds(), r.checkHeard)
-	})
+	r.cleanups.Go(func() { r.leaveCmd(ctx, res, waiterID, token, "1") })
+}
+
+// leaveCmd runs the kind's leave script (see leave).
+func (r *Redis) leaveCmd(ctx context.Context, res resource, waiterID, token, releaseArg string) *redis.Cmd {
+	h := tokenHash(token)
+	args := append([]any{waiterID, h, releaseArg, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
+	return r.run(ctx, res.kind.leave, r.keysFor(res, h), args...)
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
@@ -407,8 +439,9 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	}
 	beats := make([]*beat, 0, len(byRes))
 	for res, ids := range byRes {
-		args := make([]any, 0, len(ids)+3)
+		args := make([]any, 0, len(ids)+4)
 		args = append(args, r.opts.WaiterLease.Milliseconds(), r.opts.FenceRetention.Milliseconds(), r.checkHeard)
+		args = append(args, res.kind.tail(r)...)
 		for _, id := range ids {
 			args = append(args, id)
 		}
@@ -451,15 +484,37 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 
 // release runs the kind's release script, and returns the holds left.
 func (r *Redis) release(ctx context.Context, res resource, token string) (int, error) {
-	out, err := r.run(ctx, res.kind.release, res.kind.keys(r, res.key),
-		tokenHash(token), r.opts.FenceRetention.Milliseconds(), r.checkHeard).Int64Slice()
+	h := tokenHash(token)
+	args := append([]any{h, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
+	out, err := r.run(ctx, res.kind.release, r.keysFor(res, h), args...).Int64Slice()
 	if err != nil {
 		return 0, unavailable("release", res, err)
 	}
 	if out[0] != 1 {
-		return 0, fmt.Errorf("release %s: %w", res, ErrNotHolder)
+		return 0, fmt.Errorf("release %s: %w", res, notHolder(out))
 	}
 	return int(out[1]), nil
+}
+
+// notHolder reads a script's {0, why} (see lua/lib.lua).
+func notHolder(out []int64) *NotHolderError {
+	reason := ReasonUnknown
+	if len(out) > 1 {
+		switch out[1] {
+		case 1:
+			reason = ReasonReleased
+		case 2:
+			reason = ReasonExpired
+		}
+	}
+	return &NotHolderError{Reason: reason}
+}
+
+// lockCall are the KEYS and the trailing arguments of a lock script call
+// with token: its renew and re-enter.
+func (r *Redis) lockCall(key Key, token string) (keys []string, h string) {
+	h = tokenHash(token)
+	return r.keysFor(resource{lockKind, key}, h), h
 }
 
 // Release implements Locker.
@@ -474,17 +529,16 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	}
 	res := resource{lockKind, key}
 	start := time.Now()
-	keys := r.lockKeys(key)
-	out, err := r.run(ctx, lua.Reenter, []string{keys.lock, keys.readers},
-		tokenHash(token), ttl.Milliseconds(), modeArg(mode)).Int64Slice()
+	keys, h := r.lockCall(key, token)
+	out, err := r.run(ctx, lua.Reenter, keys, h, ttl.Milliseconds(), modeArg(mode), r.opts.LockDelay.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Grant{}, unavailable("re-enter", res, err)
 	}
 	switch out[0] {
 	case -2:
 		return Grant{}, fmt.Errorf("re-enter %s %s: held in the other mode: %w", res, mode, &HeldError{RetryAfter: millis(max(out[1], 0))})
-	case 0, -1:
-		return Grant{}, fmt.Errorf("re-enter %s: %w", res, ErrNotHolder)
+	case 0:
+		return Grant{}, fmt.Errorf("re-enter %s: %w", res, notHolder(out))
 	}
 	ttl = millis(out[2])
 	return Grant{Token: token, Holds: int(out[3]),
@@ -497,14 +551,13 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 		return Lease{}, err
 	}
 	start := time.Now()
-	keys := r.lockKeys(key)
-	res, err := r.run(ctx, lua.Renew, []string{keys.lock, keys.readers},
-		tokenHash(token), ttl.Milliseconds()).Int64Slice()
+	keys, h := r.lockCall(key, token)
+	res, err := r.run(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.opts.LockDelay.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
 	}
 	if res[0] != 1 {
-		return Lease{}, fmt.Errorf("renew %s: %w", key, ErrNotHolder)
+		return Lease{}, fmt.Errorf("renew %s: %w", key, notHolder(res))
 	}
 	ttl = millis(res[2])
 	return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil

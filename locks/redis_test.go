@@ -38,6 +38,13 @@ func TestRedisConformance(t *testing.T) {
 	locktest.Run(t, func(t *testing.T) locks.Locker { return newRedis(t, srv, locks.RedisOptions{}) })
 }
 
+func TestRedisLockDelay(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunLockDelay(t, func(t *testing.T) locks.Locker {
+		return newRedis(t, srv, locks.RedisOptions{LockDelay: locktest.LockDelay})
+	})
+}
+
 func TestRedisSemaphoreConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, locks.RedisOptions{}) })
@@ -236,8 +243,8 @@ func TestRedisKeysShareHashTag(t *testing.T) {
 	key := locktest.UniqueKey(t)
 	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
 	keys := srv.Client(t).Keys(t.Context(), "*").Val()
-	if len(keys) != 2 {
-		t.Fatalf("got keys %v, want the lock and its fencing counter", keys)
+	if len(keys) != 3 {
+		t.Fatalf("got keys %v, want the lock, its fencing counter and the grant's record", keys)
 	}
 	for _, k := range keys {
 		if !strings.HasPrefix(k, "p:{"+key.String()+"}") {

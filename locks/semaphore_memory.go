@@ -177,12 +177,18 @@ func (m *Memory) ReleasePermit(_ context.Context, key Key, token string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, g := m.permitLocked(key, token)
+	now := time.Now()
 	if g == nil {
-		return fmt.Errorf("release semaphore %s: %w", key, ErrNotHolder)
+		reason := m.whyLocked(token, now)
+		if reason == ReasonReleased {
+			return nil // released already: a repeated release changes nothing
+		}
+		return fmt.Errorf("release semaphore %s: %w", key, &NotHolderError{Reason: reason})
 	}
 	g.expiry.Stop()
+	m.noteLocked(g, true, now)
 	delete(s.holders, g.tokenHash)
-	m.handoffPermitsLocked(key, s, time.Now())
+	m.handoffPermitsLocked(key, s, now)
 	return nil
 }
 
@@ -194,14 +200,16 @@ func (m *Memory) RenewPermit(_ context.Context, key Key, token string, ttl time.
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, g := m.permitLocked(key, token)
+	now := time.Now()
 	if g == nil {
-		return Lease{}, fmt.Errorf("renew semaphore %s: %w", key, ErrNotHolder)
+		return Lease{}, fmt.Errorf("renew semaphore %s: %w", key, &NotHolderError{Reason: m.whyLocked(token, now)})
 	}
 	if ttl == 0 {
 		ttl = g.ttl
 	}
-	g.expiresAt = time.Now().Add(ttl)
+	g.expiresAt = now.Add(ttl)
 	g.expiry.Reset(ttl)
+	m.noteLocked(g, false, now)
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
 }
 

@@ -30,13 +30,14 @@ func (r *Redis) RenewPermit(ctx context.Context, key Key, token string, ttl time
 	res := resource{semaphoreKind, key}
 	keys := r.semKeys(key)
 	start := time.Now()
-	out, err := r.run(ctx, lua.SemRenew, []string{keys.holders, keys.leases},
-		tokenHash(token), ttl.Milliseconds()).Int64Slice()
+	h := tokenHash(token)
+	out, err := r.run(ctx, lua.SemRenew, []string{keys.holders, keys.leases, keys.record(h)},
+		h, ttl.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", res, err)
 	}
 	if out[0] != 1 {
-		return Lease{}, fmt.Errorf("renew %s: %w", res, ErrNotHolder)
+		return Lease{}, fmt.Errorf("renew %s: %w", res, notHolder(out))
 	}
 	ttl = millis(out[2])
 	return Lease{FencingToken: out[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil

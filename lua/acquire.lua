@@ -1,8 +1,8 @@
 -- acquire: take the lock, pick up a grant handed to the caller, or join
 -- the lock's queue of waiters.
 --
--- KEYS[1..6]  the lock, fence, queue, alive, waiters and readers keys (see
---             lib.lua)
+-- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay keys
+--             and the caller's record (see lib.lua)
 -- ARGV[1]     SHA-256 of the new owner token (the token never reaches Redis)
 -- ARGV[2]     lease TTL, ms
 -- ARGV[3]     subject (who acquires)
@@ -18,20 +18,22 @@
 -- ARGV[11]    the waiter's arrival number from an earlier call, to keep its
 --             place when it rejoins; '0' for a new arrival
 -- ARGV[12]    's' for a shared hold, 'x' for an exclusive one
+-- ARGV[13]    the lock delay, ms (0: none)
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted; handed is 1 when this token already held the lock
 --              (a retried call, or a hand-off, which this call picks up)
---          {0, pttl_ms, now_ms, rank, arrival}
---              held by another; a waiter is queued at 0-based rank
---              (-1: not queued) with that arrival number
+--          {0, retry_ms, now_ms, rank, arrival}
+--              held by another, or kept by the lock delay for retry_ms; a
+--              waiter is queued at 0-based rank (-1: not queued) with that
+--              arrival number
 --
 -- A free lock goes to the queue first: nobody who just arrived, or just
 -- released, gets ahead of those already waiting. A shared request joins
 -- the shared holders at once only when nobody alive waits: behind a
 -- waiting exclusive request it waits (or is refused) too.
 
-local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local K = lock_keys(ARGV[13])
 local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == 's'
 local now, t = clock()
 purge_readers(K, now)
@@ -42,14 +44,14 @@ if holder == tok_hash then
     dequeue(K, me)
   end
   pick_up(K)
-  return held_by(K, now, 1)
+  return settle(K, held_by(K, now, 1))
 end
 local r = holder == '' and reader(K, tok_hash)
 if r then
   if me ~= '' then
     dequeue(K, me)
   end
-  return reader_reply(K, now, tok_hash, r, 1)
+  return settle(K, reader_reply(K, now, tok_hash, r, 1))
 end
 
 local seq = 0
@@ -63,20 +65,21 @@ end
 
 if handoff(K, t, now, ARGV[5], ARGV[10], me) then
   if shared then
-    return reader_reply(K, now, tok_hash, reader(K, tok_hash), 0)
+    return settle(K, reader_reply(K, now, tok_hash, reader(K, tok_hash), 0))
   end
-  return held_by(K, now, 0)
+  return settle(K, held_by(K, now, 0))
 end
 if me == '' then
-  -- handoff left the lock free only if nobody alive waits
+  -- handoff left the lock free (and not delayed) only if nobody alive waits
   holder = redis.call('HGET', K.lock, 'tok')
-  if not holder and not shared then
+  local free = not holder and not delayed(K)
+  if free and not shared then
     grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
-    return held_by(K, now, 0)
+    return settle(K, held_by(K, now, 0))
   end
-  if shared and (not holder or (holder == '' and not first_alive(K, now))) then
+  if shared and (free or (holder == '' and not first_alive(K, now))) then
     add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
-    return reader_reply(K, now, tok_hash, reader(K, tok_hash), 0)
+    return settle(K, reader_reply(K, now, tok_hash, reader(K, tok_hash), 0))
   end
 end
 
@@ -84,4 +87,4 @@ local rank = -1
 if me ~= '' then
   rank = redis.call('ZRANK', K.queue, me) or -1
 end
-return {0, redis.call('PTTL', K.lock), now, rank, seq}
+return {0, retry_ms(K), now, rank, seq}

@@ -2,12 +2,13 @@
 -- which of them are no longer queued, and hands on a lock whose lease ran
 -- out.
 --
--- KEYS[1..6]  the lock, fence, queue, alive, waiters and readers keys (see
---             lib.lua)
+-- KEYS[1..7]  the lock, fence, queue, alive, waiters, readers and delay keys
+--             (see lib.lua)
 -- ARGV[1]     how long a waiter counts as alive without a heartbeat, ms
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
--- ARGV[4..]   the waiter ids
+-- ARGV[4]     the lock delay, ms (0: none)
+-- ARGV[5..]   the waiter ids
 --
 -- Returns  one number per waiter id, in order: 1 still queued, 0 not
 --          queued (the lock was handed to it, or it was dropped): its
@@ -20,9 +21,9 @@
 -- once a heartbeat, so the queue moves on within one heartbeat of the end,
 -- whether the lease was a holder's or a hand-off nobody picked up.
 
-local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local K = lock_keys(ARGV[4])
 local now, t = clock()
 purge_readers(K, now)
-keep_alive(K, now, ARGV[1], ARGV, 4)
+keep_alive(K, now, ARGV[1], ARGV, 5)
 handoff(K, t, now, ARGV[2], ARGV[3], nil)
-return still_queued(K, ARGV, 4)
+return still_queued(K, ARGV, 5)

@@ -1,50 +1,45 @@
 -- leave: a waiter gives up (its wait ran out, its caller went away, or the
 -- outcome of its last call is unknown).
 --
--- KEYS[1..6]  the lock, fence, queue, alive, waiters and readers keys (see
---             lib.lua)
+-- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay keys
+--             and the waiter's record (see lib.lua)
 -- ARGV[1]     the waiter id; may be empty (an acquire that did not wait)
 -- ARGV[2]     SHA-256 of the waiter's owner token
 -- ARGV[3]     '1' to release a grant this token holds (nobody will receive
 --             it), '0' to pick it up
 -- ARGV[4]     how long the fencing counter outlives its last use, ms
 -- ARGV[5]     '1' to drop a waiter whose gateway does not hear a hand-off
+-- ARGV[6]     the lock delay, ms (0: none)
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, 1}
 --              the lock was handed to this waiter before it left, and is
 --              now picked up: the caller has it
 --          {2}                  it had the lock, and released it (handing
 --                               it to the next waiter)
---          {0, pttl_ms, now_ms}  it left the queue without the lock
+--          {0, retry_ms, now_ms}  it left the queue without the lock
 --
 -- Leaving and checking happen in one script: a hand-off cannot slip in
 -- between, and nothing is released on the strength of a message. A waiter
 -- that leaves may have blocked shared ones behind it: the hand-off runs.
 
-local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local K = lock_keys(ARGV[6])
 local now, t = clock()
 purge_readers(K, now)
 if ARGV[1] ~= '' then
   dequeue(K, ARGV[1])
 end
 local tok = redis.call('HGET', K.lock, 'tok')
-if tok == ARGV[2] then
+local r = tok == '' and reader(K, ARGV[2])
+if tok == ARGV[2] or r then
   if ARGV[3] == '1' then
-    redis.call('DEL', K.lock)
-    handoff(K, t, now, ARGV[4], ARGV[5], nil)
+    release_all(K, t, now, ARGV[2], r, ARGV[4], ARGV[5])
     return {2}
+  end
+  if r then
+    return settle(K, reader_reply(K, now, ARGV[2], r, 1))
   end
   pick_up(K)
-  return held_by(K, now, 1)
-end
-local r = tok == '' and reader(K, ARGV[2])
-if r then
-  if ARGV[3] == '1' then
-    drop_reader(K, now, ARGV[2])
-    handoff(K, t, now, ARGV[4], ARGV[5], nil)
-    return {2}
-  end
-  return reader_reply(K, now, ARGV[2], r, 1)
+  return settle(K, held_by(K, now, 1))
 end
 handoff(K, t, now, ARGV[4], ARGV[5], nil)
-return {0, redis.call('PTTL', K.lock), now}
+return {0, retry_ms(K), now}

@@ -18,6 +18,17 @@
 --              numbers arrivals
 --   K.readers  zset: token hash of a shared holder -> ms on the Redis clock
 --              when its lease ends
+--   K.delay    string, with --lock-delay: while it exists, a lock nobody
+--              holds is not free, for a holder whose lease ended without a
+--              release may still be at work; 'g' as a grant sets it (until
+--              the delay after its lease), 'x:<ms>' once a shared holder's
+--              lease was seen to end unreleased: the delay after that lasts
+--              until ms on the Redis clock, whoever releases
+--   K.record   string, one per owner token (so the key of the caller's
+--              token, among KEYS; absent for scripts without one): 'h'
+--              while the grant may be held, until RECORD_MS after its lease
+--              (renewals push that on), 'r' for RECORD_MS after its release;
+--              a call whose token holds nothing learns why from it
 --
 -- A lock held shared has tok = '' in K.lock, which no token hash matches
 -- (so scripts that know only exclusive holders see it as held by another),
@@ -31,9 +42,63 @@
 -- hand-off message says "look again" and nothing else; the waiter's own
 -- acquire script then finds, and picks up, what was handed to it.
 
-local function keys_of(lock, fence, queue, alive, waiters, readers)
-  return {lock = lock, fence = fence, queue = queue, alive = alive, waiters = waiters,
-    readers = readers}
+-- lock_keys is K for the lock scripts' KEYS[1..8] (lock, fence, queue,
+-- alive, waiters, readers, delay, record), with the lock delay, ms.
+local function lock_keys(delay_ms)
+  return {lock = KEYS[1], fence = KEYS[2], queue = KEYS[3], alive = KEYS[4], waiters = KEYS[5],
+    readers = KEYS[6], delay = KEYS[7], record = KEYS[8], delay_ms = tonumber(delay_ms) or 0}
+end
+
+-- How long a grant's record outlives its lease, or its release, ms: a
+-- repeated release within it succeeds again, and a renew or release that
+-- fails says why (released, expired). Keep in step with locks.RecordTTL.
+local RECORD_MS = 60000
+
+-- The reasons a token holds nothing, as the scripts return them.
+local UNKNOWN, RELEASED, EXPIRED = 0, 1, 2
+
+-- why says why the caller's token holds nothing.
+local function why(K)
+  local r = K.record and redis.call('GET', K.record)
+  if r == 'r' then
+    return RELEASED
+  elseif r == 'h' then
+    return EXPIRED -- it was granted and not released: its lease ended
+  end
+  return UNKNOWN
+end
+
+-- released notes that the caller's grant was released.
+local function released(K)
+  redis.call('SET', K.record, 'r', 'PX', RECORD_MS)
+end
+
+-- delayed reports whether a lock nobody holds is kept from new holders by
+-- the lock delay.
+local function delayed(K)
+  return K.delay_ms > 0 and redis.call('EXISTS', K.delay) == 1
+end
+
+-- settle notes a grant the caller gets, whose reply is rp (see held_by):
+-- its record, and with a lock delay, that the lock stays unavailable until
+-- the delay after its lease unless released. Returns rp.
+local function settle(K, rp)
+  local left = rp[3]
+  redis.call('SET', K.record, 'h', 'PX', left + RECORD_MS)
+  if K.delay_ms > 0 and redis.call('PTTL', K.delay) < left + K.delay_ms then
+    redis.call('SET', K.delay, redis.call('GET', K.delay) or 'g', 'PX', left + K.delay_ms)
+  end
+  return rp
+end
+
+-- retry_ms is how long until the lock may be free: the lease, or the lock
+-- delay after one.
+local function retry_ms(K)
+  local ms = redis.call('PTTL', K.lock)
+  if K.delay_ms > 0 then
+    ms = math.max(ms, redis.call('PTTL', K.delay))
+  end
+  return ms
 end
 
 -- clock returns the Redis time in ms, and as TIME's {seconds, microseconds}.
@@ -117,11 +182,17 @@ local function keep_shared(K, now)
   redis.call('PEXPIRE', K.readers, tonumber(last) - now)
 end
 
--- purge_readers drops the shared holders whose lease has ended.
+-- purge_readers drops the shared holders whose lease has ended. With a
+-- lock delay, one that ended unreleased keeps the lock unavailable for the
+-- delay from now, even if the others release.
 local function purge_readers(K, now)
   local ended = redis.call('ZRANGEBYSCORE', K.readers, '-inf', now)
   if #ended == 0 then
     return
+  end
+  if K.delay_ms > 0 then
+    redis.call('SET', K.delay, 'x:' .. string.format('%d', now + K.delay_ms), 'PX',
+      math.max(redis.call('PTTL', K.delay), K.delay_ms))
   end
   for _, tok in ipairs(ended) do
     redis.call('HDEL', K.lock, 'r:' .. tok)
@@ -274,6 +345,9 @@ local function handoff(K, t, now, retention, check_heard, me)
     if holder and holder ~= '' then
       return mine -- held exclusively
     end
+    if not holder and delayed(K) then
+      return mine
+    end
     local id, e = first_alive(K, now)
     if not id or (holder and e.m ~= 's') then
       return mine
@@ -298,4 +372,27 @@ local function handoff(K, t, now, retention, check_heard, me)
       end
     end
   end
+end
+
+-- release_all ends the caller's hold (the exclusive grant, or its shared
+-- hold r), notes it, and hands the lock on. When the lock is free then, the
+-- lock delay ends, but for what remains of one after a shared holder's
+-- lease that ended unreleased ('x:<ms>').
+local function release_all(K, t, now, tok, r, retention, check_heard)
+  if r then
+    drop_reader(K, now, tok)
+  else
+    redis.call('DEL', K.lock)
+  end
+  released(K)
+  if K.delay_ms > 0 and redis.call('EXISTS', K.lock) == 0 then
+    local d = redis.call('GET', K.delay)
+    local until_ms = d and tonumber(string.match(d, '^x:(%d+)$'))
+    if until_ms and until_ms > now then
+      redis.call('SET', K.delay, d, 'PX', until_ms - now)
+    else
+      redis.call('DEL', K.delay)
+    end
+  end
+  handoff(K, t, now, retention, check_heard, nil)
 end

@@ -1,52 +1,52 @@
 -- release: take one hold away from the caller's grant; the last one frees
--- the lock and hands it straight to the first waiter still alive.
+-- the lock (or, when shared, the caller's share of it) and hands it straight
+-- to the waiters at the head of the queue.
 --
--- KEYS[1..6]  the lock, fence, queue, alive, waiters and readers keys (see
---             lib.lua)
+-- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay keys
+--             and the caller's record (see lib.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
+-- ARGV[4]     the lock delay, ms (0: none)
 --
--- Returns  {1, 0}      released (and handed to the next waiter, if any)
+-- Returns  {1, 0}      released (and handed on, if anyone waits), now or
+--                      within RECORD_MS before: a repeated release succeeds
+--                      again, and changes nothing
 --          {1, holds}  one hold taken away; the caller still holds the
 --                      lock that many times (see reenter.lua)
---          {0}         not held: released already, or the lease expired
---          {-1}        held by another grant
+--          {0, why}    the token holds nothing: why is EXPIRED or UNKNOWN
+--                      (see lib.lua)
 --
 -- Compare and delete happen in one script: in Go, the lock could expire and
 -- be taken by someone else between the GET and the DEL. The hand-off costs
 -- one PUBLISH to one gateway however many wait.
 
-local K = keys_of(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local K = lock_keys(ARGV[4])
 local now, t = clock()
 purge_readers(K, now)
 local tok = redis.call('HGET', K.lock, 'tok')
-if not tok then
-  return {0}
-end
-if tok == '' then -- held shared
-  local r = reader(K, ARGV[1])
-  if not r then
-    return {-1}
+local r = tok == '' and reader(K, ARGV[1])
+if tok ~= ARGV[1] and not r then
+  local reason = why(K)
+  if reason == RELEASED then
+    return {1, 0}
   end
-  local holds = tonumber(r.h) or 1
-  if holds > 1 then
+  return {0, reason}
+end
+local holds
+if r then
+  holds = tonumber(r.h) or 1
+else
+  holds = tonumber(redis.call('HGET', K.lock, 'holds')) or 1
+end
+if holds > 1 then
+  if r then
     r.h = holds - 1
     redis.call('HSET', K.lock, 'r:' .. ARGV[1], cjson.encode(r))
-    return {1, holds - 1}
+  else
+    redis.call('HSET', K.lock, 'holds', holds - 1)
   end
-  drop_reader(K, now, ARGV[1])
-  handoff(K, t, now, ARGV[2], ARGV[3], nil)
-  return {1, 0}
-end
-if tok ~= ARGV[1] then
-  return {-1}
-end
-local holds = tonumber(redis.call('HGET', K.lock, 'holds')) or 1
-if holds > 1 then
-  redis.call('HSET', K.lock, 'holds', holds - 1)
   return {1, holds - 1}
 end
-redis.call('DEL', K.lock)
-handoff(K, t, now, ARGV[2], ARGV[3], nil)
+release_all(K, t, now, ARGV[1], r, ARGV[2], ARGV[3])
 return {1, 0}

@@ -1,8 +1,8 @@
 -- sem_acquire: take a permit of a semaphore, pick up one handed to the
 -- caller, or join the semaphore's queue of waiters.
 --
--- KEYS[1..6]  the holders, leases, fence, queue, alive and waiters keys
---             (see semlib.lua)
+-- KEYS[1..7]  the holders, leases, fence, queue, alive and waiters keys,
+--             and the caller's record (see semlib.lua)
 -- ARGV[1..11] as for acquire.lua: token hash, ttl ms, subject, owner,
 --             fence retention ms, waiter id ('' when not waiting), the
 --             gateway's channel, remaining wait ms, waiter lease ms,
@@ -21,7 +21,7 @@
 -- gets ahead of those waiting, and a waiter at the head blocks later
 -- arrivals, so nobody starves.
 
-local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 local tok, ttl, me, limit = ARGV[1], ARGV[2], ARGV[6], tonumber(ARGV[12])
 local now, t = clock()
 purge(S, now)
@@ -30,7 +30,7 @@ if redis.call('HEXISTS', S.holders, tok) == 1 then
   if me ~= '' then
     dequeue(S, me)
   end
-  return holder_reply(S, now, tok, 1)
+  return settle(S, holder_reply(S, now, tok, 1))
 end
 
 local current = tonumber(redis.call('HGET', S.holders, '#limit'))
@@ -48,12 +48,12 @@ if me ~= '' then
     {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4]})
 end
 if sem_handoff(S, t, now, limit, ARGV[5], ARGV[10], me) then
-  return holder_reply(S, now, tok, 0)
+  return settle(S, holder_reply(S, now, tok, 0))
 end
 if me == '' and redis.call('ZCARD', S.leases) < limit and not first_alive(S, now) then
   add_holder(S, t, now, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
   keep_keys(S, now)
-  return holder_reply(S, now, tok, 0)
+  return settle(S, holder_reply(S, now, tok, 0))
 end
 
 local rank = -1

@@ -1,8 +1,8 @@
 -- sem_leave: a semaphore waiter gives up (its wait ran out, its caller went
 -- away, or the outcome of its last call is unknown).
 --
--- KEYS[1..6]  the holders, leases, fence, queue, alive and waiters keys
---             (see semlib.lua)
+-- KEYS[1..7]  the holders, leases, fence, queue, alive and waiters keys,
+--             and the waiter's record (see semlib.lua)
 -- ARGV[1..5]  as for leave.lua: waiter id (may be empty), token hash,
 --             '1' to release a permit it holds ('0' to pick it up), fence
 --             retention ms, check_heard
@@ -12,7 +12,7 @@
 --          {2}                  it had a permit, and released it
 --          {0, retry_ms, now_ms}  it left the queue without a permit
 
-local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 local now, t = clock()
 purge(S, now)
 if ARGV[1] ~= '' then
@@ -22,13 +22,14 @@ if redis.call('HEXISTS', S.holders, ARGV[2]) == 1 then
   if ARGV[3] == '1' then
     redis.call('HDEL', S.holders, ARGV[2])
     redis.call('ZREM', S.leases, ARGV[2])
+    released(S)
     local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
     if limit then
       sem_handoff(S, t, now, limit, ARGV[4], ARGV[5], nil)
     end
     return {2}
   end
-  return holder_reply(S, now, ARGV[2], 1)
+  return settle(S, holder_reply(S, now, ARGV[2], 1))
 end
 local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
 if limit then -- our place may have been what held the others back

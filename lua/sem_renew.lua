@@ -3,17 +3,20 @@
 --
 -- KEYS[1]  the semaphore's holders key (see semlib.lua)
 -- KEYS[2]  its leases key
+-- KEYS[3]  the caller's record (see lib.lua)
 -- ARGV[1]  SHA-256 of the caller's owner token
 -- ARGV[2]  the new TTL in ms; '0' restores the TTL it was acquired with
 --
 -- Returns  {1, fencing_token, ttl_ms}  renewed
---          {0}                        not a holder: released, or expired
+--          {0, why}                   not a holder: why is RELEASED,
+--                                     EXPIRED or UNKNOWN (see lib.lua)
 
+local S = {record = KEYS[3], delay_ms = 0}
 local ends = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
 local h = redis.call('HGET', KEYS[1], ARGV[1])
 local now = clock()
 if not ends or not h or ends <= now then
-  return {0}
+  return {0, why(S)}
 end
 h = cjson.decode(h)
 local ttl = tonumber(ARGV[2])
@@ -24,4 +27,4 @@ redis.call('ZADD', KEYS[2], string.format('%d', now + ttl), ARGV[1])
 local keep = math.max(redis.call('PTTL', KEYS[1]), ttl)
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('PEXPIRE', KEYS[2], keep)
-return {1, tonumber(h.f), ttl}
+return settle(S, {1, tonumber(h.f), ttl})

@@ -10,13 +10,15 @@
 --              in force while anyone holds or waits
 --   S.leases   zset: token hash -> ms on the Redis clock when its lease ends
 --   S.fence, S.queue, S.alive, S.waiters   as K.fence ... K.waiters
+--   S.record   the caller's record, as K.record (absent for scripts
+--              without a caller's token); semaphores have no lock delay
 --
 -- A lease that ends frees its permit at once: every script first drops
 -- the holders whose lease ended (purge), so no script ever counts one.
 
-local function sem_keys(holders, leases, fence, queue, alive, waiters)
+local function sem_keys(holders, leases, fence, queue, alive, waiters, record)
   return {holders = holders, leases = leases, fence = fence, queue = queue,
-    alive = alive, waiters = waiters}
+    alive = alive, waiters = waiters, record = record, delay_ms = 0}
 end
 
 -- purge drops the holders whose lease has ended.

@@ -51,7 +51,11 @@ func TestAcquireStatusRenewRelease(t *testing.T) {
 	lockctl(t, gw, nil, "release", "cmds/x", "--token", "not-the-token").want(t, exitNotHolder)
 	lockctl(t, gw, map[string]string{"LOCKGATE_LOCK_TOKEN": tok}, "release", "cmds/x").want(t, exitOK)
 	lockctl(t, gw, nil, "status", "cmds/x").want(t, exitFree)
-	lockctl(t, gw, nil, "release", "cmds/x", "--token", tok).want(t, exitNotHolder)
+	lockctl(t, gw, nil, "release", "cmds/x", "--token", tok).want(t, exitOK) // releases are idempotent
+	r := lockctl(t, gw, nil, "renew", "cmds/x", "--token", tok).want(t, exitNotHolder)
+	if !strings.Contains(r.stderr, "released") {
+		t.Fatalf("renew of a released grant: stderr %q, want the reason", r.stderr)
+	}
 }
 
 // TestReleaseTokenFromStdin: --token - keeps the owner token out of argv.

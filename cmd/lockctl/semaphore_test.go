@@ -59,7 +59,8 @@ func TestSemaphoreCommands(t *testing.T) {
 	// A permit's token does nothing to the lock of the same name.
 	lockctl(t, gw, nil, "release", "sem/x", "--token", g.Token).want(t, exitNotHolder)
 	lockctl(t, gw, nil, "release", "sem/x", "--semaphore", "--token", g.Token).want(t, exitOK)
-	lockctl(t, gw, nil, "release", "sem/x", "--semaphore", "--token", g.Token).want(t, exitNotHolder)
+	lockctl(t, gw, nil, "release", "sem/x", "--semaphore", "--token", g.Token).want(t, exitOK) // idempotent
+	lockctl(t, gw, nil, "renew", "sem/x", "--semaphore", "--token", g.Token).want(t, exitNotHolder)
 	lockctl(t, gw, nil, "release", "sem/x", "--semaphore", "--token", tok2).want(t, exitOK)
 	lockctl(t, gw, nil, "status", "sem/x", "--semaphore").want(t, exitFree)
 }

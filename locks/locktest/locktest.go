@@ -28,7 +28,7 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 		{"GrantDescribesItself", testGrantDescribesItself},
 		{"ReleaseWithWrongTokenChangesNothing", testReleaseWrongToken},
 		{"RenewWithWrongTokenChangesNothing", testRenewWrongToken},
-		{"ReleaseTwiceFails", testReleaseTwice},
+		{"ReleaseIsIdempotent", testReleaseTwice},
 		{"RenewRestoresAcquiredTTL", testRenewRestoresTTL},
 		{"ExpiryFreesLock", testExpiryFreesLock},
 		{"RenewAfterExpiryFailsAndDoesNotRecreate", testRenewAfterExpiry},
@@ -196,23 +196,43 @@ func testRenewWrongToken(t *testing.T, l locks.Locker, key locks.Key) {
 	}
 }
 
+// testReleaseTwice: a release is idempotent: the second one succeeds and
+// changes nothing, even once another grant holds the lock, whose holder
+// keeps it. A released token renews nothing, and says why.
 func testReleaseTwice(t *testing.T, l locks.Locker, key locks.Key) {
-	wantErr(t, errOf(l.Release(context.Background(), key, "never-held")), locks.ErrNotHolder)
+	wantReason(t, errOf(l.Release(context.Background(), key, "never-held")), locks.ReasonUnknown)
 	g := MustAcquire(t, l, key, req(time.Minute))
 	if _, err := l.Release(context.Background(), key, g.Token); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	wantErr(t, errOf(l.Release(context.Background(), key, g.Token)), locks.ErrNotHolder)
+	if holds, err := l.Release(context.Background(), key, g.Token); err != nil || holds != 0 {
+		t.Fatalf("second release: got %d, %v; want 0 holds, no error", holds, err)
+	}
 	_, err := l.Inspect(context.Background(), key)
 	wantErr(t, err, locks.ErrNotHeld)
-	// A released grant's token does not work on the next grant either.
+	// A released grant's token does not touch the next grant either.
 	next := MustAcquire(t, l, key, req(time.Minute))
-	wantErr(t, errOf(l.Release(context.Background(), key, g.Token)), locks.ErrNotHolder)
-	if _, err := l.Renew(context.Background(), key, g.Token, 0); !errors.Is(err, locks.ErrNotHolder) {
-		t.Fatalf("renew with old token: got %v, want ErrNotHolder", err)
+	if holds, err := l.Release(context.Background(), key, g.Token); err != nil || holds != 0 {
+		t.Fatalf("release of the old grant again: got %d, %v; want 0 holds, no error", holds, err)
 	}
+	if info, err := l.Inspect(context.Background(), key); err != nil || info.FencingToken != next.FencingToken {
+		t.Fatalf("the next grant after a repeated release of the old one: got %+v, %v; want it held", info, err)
+	}
+	_, err = l.Renew(context.Background(), key, g.Token, 0)
+	wantReason(t, err, locks.ReasonReleased)
+	_, err = l.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive)
+	wantReason(t, err, locks.ReasonReleased)
 	if _, err := l.Release(context.Background(), key, next.Token); err != nil {
 		t.Fatalf("release next: %v", err)
+	}
+}
+
+// wantReason checks that err is a NotHolderError for reason.
+func wantReason(t testing.TB, err error, reason locks.Reason) {
+	t.Helper()
+	var nh *locks.NotHolderError
+	if !errors.As(err, &nh) || nh.Reason != reason || !errors.Is(err, locks.ErrNotHolder) {
+		t.Fatalf("got error %v, want not the holder (%s)", err, reason)
 	}
 }
 
@@ -243,16 +263,18 @@ func testExpiryFreesLock(t *testing.T, l locks.Locker, key locks.Key) {
 	if next.FencingToken <= g.FencingToken {
 		t.Fatalf("got fencing token %d after expiry, want more than %d", next.FencingToken, g.FencingToken)
 	}
-	wantErr(t, errOf(l.Release(context.Background(), key, g.Token)), locks.ErrNotHolder)
+	wantReason(t, errOf(l.Release(context.Background(), key, g.Token)), locks.ReasonExpired)
 }
 
 func testRenewAfterExpiry(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(30*time.Millisecond))
 	waitUntilFree(t, l, key)
 	_, err := l.Renew(context.Background(), key, g.Token, time.Minute)
-	wantErr(t, err, locks.ErrNotHolder)
+	wantReason(t, err, locks.ReasonExpired)
 	_, err = l.Inspect(context.Background(), key)
 	wantErr(t, err, locks.ErrNotHeld)
+	_, err = l.Renew(context.Background(), key, "never-held", time.Minute)
+	wantReason(t, err, locks.ReasonUnknown)
 }
 
 func testFencingIncreases(t *testing.T, l locks.Locker, key locks.Key) {

@@ -265,7 +265,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 	if cfg.redisURL == "" {
 		logger.Warn().Msg("using the embedded in-memory backend: locks live in this process only and vanish when it stops; " +
 			"run a single gateway, or set --redis-url to share locks between gateways")
-		m := locks.NewMemory()
+		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay})
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
@@ -273,6 +273,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		Prefix:         cfg.redisPrefix,
 		Timeout:        cfg.redisTimeout,
 		FenceRetention: cfg.fenceRetention,
+		LockDelay:      cfg.lockDelay,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,106 @@
+package locktest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// LockDelay is the lock delay RunLockDelay asks its backends for.
+const LockDelay = 500 * time.Millisecond
+
+// RunLockDelay runs the lock-delay cases against the Lockers newLocker
+// returns, each made with a lock delay of LockDelay.
+func RunLockDelay(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, l locks.Locker, key locks.Key)
+	}{
+		{"UnreleasedLeaseKeepsTheLockForTheDelay", testDelayAfterExpiry},
+		{"ReleaseFreesAtOnce", testDelayNotAfterRelease},
+		{"SharedLeaseEndingUnreleasedDelaysTheNextWriter", testDelayAfterSharedExpiry},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, newLocker(t), UniqueKey(t))
+		})
+	}
+}
+
+func testDelayAfterExpiry(t *testing.T, l locks.Locker, key locks.Key) {
+	g := MustAcquire(t, l, key, req(100*time.Millisecond))
+	waitUntilFree(t, l, key)
+	_, err := l.Acquire(context.Background(), key, req(time.Minute))
+	var held *locks.HeldError
+	if !errors.As(err, &held) || held.RetryAfter <= 0 || held.RetryAfter > LockDelay {
+		t.Fatalf("acquire inside the delay: got %v; want held, retry within %v", err, LockDelay)
+	}
+	next, err := l.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("a waiter: %v", err)
+	}
+	// The lease ended no sooner than g.ExpiresAt: the delay after it too.
+	if now := time.Now(); now.Before(g.ExpiresAt.Add(LockDelay)) {
+		t.Fatalf("granted %v after the lease's end at the earliest, inside the %v delay", now.Sub(g.ExpiresAt), LockDelay)
+	}
+	if next.FencingToken <= g.FencingToken {
+		t.Fatalf("fence %d after %d", next.FencingToken, g.FencingToken)
+	}
+	if _, err := l.Release(context.Background(), key, next.Token); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testDelayNotAfterRelease(t *testing.T, l locks.Locker, key locks.Key) {
+	for _, mode := range []locks.Mode{locks.Exclusive, locks.Shared} {
+		g := MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute, Mode: mode, Subject: "x"})
+		if _, err := l.Renew(context.Background(), key, g.Token, 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Release(context.Background(), key, g.Token); err != nil {
+			t.Fatal(err)
+		}
+		// At once: released, not vanished.
+		next := MustAcquire(t, l, key, req(time.Minute))
+		if _, err := l.Release(context.Background(), key, next.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testDelayAfterSharedExpiry(t *testing.T, l locks.Locker, key locks.Key) {
+	gone := MustAcquire(t, l, key, sharedReq(100*time.Millisecond))
+	stays := MustAcquire(t, l, key, sharedReq(time.Minute))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := l.Inspect(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Holders) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the short shared lease did not end within 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling for an expiry
+	}
+	if _, err := l.Release(context.Background(), key, stays.Token); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Acquire(context.Background(), key, req(time.Minute))
+	wantErr(t, err, locks.ErrHeld)
+	w, err := l.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("a waiting writer: %v", err)
+	}
+	if now := time.Now(); now.Before(gone.ExpiresAt.Add(LockDelay)) {
+		t.Fatalf("the writer got the lock %v after the vanished reader's lease, inside the delay", now.Sub(gone.ExpiresAt))
+	}
+	if _, err := l.Release(context.Background(), key, w.Token); err != nil {
+		t.Fatal(err)
+	}
+}
