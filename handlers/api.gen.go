@@ -1312,7 +1312,9 @@ type NotHolderApplicationProblemPlusJSONResponse Problem
 type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
 
 type TooManyRequestsResponseHeaders struct {
-	RetryAfter *int
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
 }
 type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -1458,6 +1460,31 @@ func (response ReleaseLock409ApplicationProblemPlusJSONResponse) VisitReleaseLoc
 	return err
 }
 
+type ReleaseLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock429ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLock503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -1578,6 +1605,31 @@ func (response InspectLock404ApplicationProblemPlusJSONResponse) VisitInspectLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response InspectLock429ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1759,6 +1811,12 @@ func (response AcquireLock429ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
@@ -1907,6 +1965,31 @@ func (response RenewLease413ApplicationProblemPlusJSONResponse) VisitRenewLeaseR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLease429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLease429ApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2072,6 +2155,31 @@ func (response ReleaseSemaphore409ApplicationProblemPlusJSONResponse) VisitRelea
 	return err
 }
 
+type ReleaseSemaphore429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore429ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseSemaphore503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -2192,6 +2300,31 @@ func (response InspectSemaphore404ApplicationProblemPlusJSONResponse) VisitInspe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore429ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2358,6 +2491,12 @@ func (response AcquireSemaphore429ApplicationProblemPlusJSONResponse) VisitAcqui
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
@@ -2506,6 +2645,31 @@ func (response RenewSemaphoreLease413ApplicationProblemPlusJSONResponse) VisitRe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease429ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2930,83 +3094,89 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fz/c9s2sv9XdvhuJvY96ovz7Rr5J7dNm/bcJJO4LzMv8jNhciXhQgEsAFpWM/7f3+wCJEWJsmWf417v",
-	"8lNkiQAWi93PfnaxzOco1fNCK1TORqPP0QxFhoY/vkNnlkcTh4b+ytCmRhZOahWNog8znSNYTLXKbAxG",
-	"lyrDDMqiH8WRTWc4FzRoLpWcl/NoNIwjtywwGkVSOZyiia6uruKoEEbM0YUFX+k8Q3OiP6HaXPFkhqAX",
-	"Cg0kjp5IQE/AzRDS0hhUDmY8OganwWAPlUMD0lmYGqFcH17jBZqxKkoH0oFUIODXd8f9sYriSNICfudR",
-	"HCkxJ0GPdfqp54VpbUlcHqOaulk0evzseUxbrP4+qDdpnZFqGtEWaZrbbmlVZFiXeCd5Df5WSoNZNHKm",
-	"xH9G/tc8+2e/ZiHcrFmR/7lurUI4h4YG/t/Ho97/it7vw96L0+bjWX/UO/08jA9evLj6S7RtdVuIFLu1",
-	"VyrpSGmidDNtpBX0W62hTWn9VLuKXMkbhGVRnz/ulPSK5rSFVhbZlF8ao9ltUq0cKkcfRVHkMmURB4XR",
-	"5znO//sfVrNhNAL8xeAkGkX/NWj8cuB/tYO3fpRfr62NI7UE7WZoAGnpfnQVRz9ocy6zzJveQwlCx8LW",
-	"DJlGC0o7b87gZtJCfQiwl0wq8ZJ9FvcndSFymb3D30q07qFlNn5ZkBbmIp9oM8cM9hLphToLPwdRX2vn",
-	"weoP1ixhHiNGrtNPsJco7c48Dib7I0KNhbBgMEdhMYtBurHCy4IsPwZtwOo5aoWAuUWeyzaTKb0gcLyK",
-	"o7dimWuRnWh9LMwUH3rL5zpb0qloAsOD5/B3+S3sJYUX6sxpfZaTWOFkTrT+RahlMCL70MJOhcOFYHmF",
-	"4/CTy7nHqIWQTqopiJSxx1jYS0j6uVDLyrxsEo+VRYSk15uLyx6NQWOT/UM67hkNpxNNZ0JNMesDh2gQ",
-	"FKMh4T96HLATmiXEZm1gId1Mlw4Smu9sbhMf9tZjfa8O9l0aCE8PVmgBK+FXFdD3d8LTh1P3L9JaUog2",
-	"EJwUzlEYNMFJ9pJyRTIyj9aOP3z40Dsq3QyVIxGxLdMGvvuNXgiZi/P8wX2APfJcpJ9QZZDJjJ1fKLsg",
-	"jqPAyTnyQbu2CdpZ6cjmxirTC9JImOKsbLaS7PeBiUjpUj3HmlWJPKcpSvVJ6YW6P4O5qqItT3PknWEF",
-	"80WWSdq5yN8aXaBxkiLqROQW46hY+epzxNxpkxgcwcQg9gjCIRfnmIObkTMqW2DqwM70wpIxrDChg8ff",
-	"bMT0OHIuP5vbzQWOCU4h57GHkOFElLmDJ8PhcBiT28+1dV6JWk3ktDSYwVxcwsnJMexVjx/AjE2SxBTO",
-	"E+PnT6O44cwHm5w5joIHbwr1Si8g12pK/Jcegok2IGCGecbm0wh6vZA8tpby+RDsDWJ2Ufv6K33+D0wd",
-	"Cf4jkQBmWK0z9OHIngn+rV4lEw57ZNZRx7lMUKVSTc9cRas3hNvUG0e3bq0RALMLWVjqcj2mHkCpcrS2",
-	"TiowY4Vcf0w0tgNH4sjdlArwA4dgydM97U8aZp/47Ebhgrw9BPZ+dK3t3qicq1U+/NGLXgm6rux64nj1",
-	"5E47zvsVipxca/3ArROuDEcv5kXOoz51kv9VqcKwzpVqJtZeKQTa7Fa29VD2WGPXxmy29DvrtJHElud1",
-	"mvjzhxMPbdVOV5LH6BZ49oHmMDgXUtlq7tqybms+lfjVFnezoLh1WttO2W4e8k1+7Vmt39xNbru2Ez91",
-	"lywcAG7CsrZA7374Dp48efIihl9PvjsExal9Loi4uZlQrPMQnR9Z4JmWLfXfzgLbi793RqYuX4JUqSHZ",
-	"LVNCICGW3nosB9369HX6aafDb5CuvWKd5w1CkaBx9nOZ51JNB1JdaJli7+njL4Jfd8WtY+Lrv0g7Fy6d",
-	"VbSM0CTP30yi0ccdeVy8bhycB3Q7tU8RpKKQna7C+dYt8lyb0p+GetMrzLN7FN0QgTvjLOOOZ7I2w3bJ",
-	"f1IT/SdDcmJYK0B+rnWOQu3OOcjffM6+noLfN/f4cjGnwosHCjmeBodMZItymzSbGa1UtaCPLPxWYol9",
-	"+EAg+A4zaWMQ4Occq8VM2yaNyiRmkOpSOUqGnMyJVAuV9fRkApnRhSWatlcxagETXNTZ977Pm3ZDLDak",
-	"u4TLuCPoVgrqgrgVaNgMUi+ePvsbhCQWMnRC5pwttT0y1RkHQFRkhh+jtTJZFEerybc/01CLjCOl3dlE",
-	"l4q+p72fhZ1bnItipg2eTco8px8J587mAYzDSO8r1R9+5EY1iAnsWm0liqOO/JfcCd1MZ2c0n8hzvWCB",
-	"6bCMEvmKBhuz9nrpdqWa325arZPO1w42/YS/WOXEpVEjUg7Z4Sicx2hVW9fzZf61WrGWqpY89ifYZR3v",
-	"KL24W0K+zdtf48J7d0iaYWL0HJReNEkpOSflxzX4LYRtMIbYyq2T5a4s9H1lYj+Uef5FQ+Q63qEHIKu1",
-	"QuuCOpArdDXIK1xgdhfSvVN8rfe+Uyr+L0RfuexcLyS4muqpKwqTSzRQoAlVVtZxtdFdKex2alZP9ShU",
-	"cvudM9SP3YoJo8sHSk5nLl/28LLQxnWG0J0qBn7v0gZV/JEFhEYZt6sixFt57YrtdhNEHxPsNnp9gUEt",
-	"Nu5wQqfJD2EijeXjlQ79xq+DglB0aDBGGCOWLWu6wUw2NH5rTuMrfH5n3WQGmMuM1a3IzE6cZfWQ/Y7j",
-	"+hSuZx/1Ue6URd8LgJAVeDU9shCe9W5D4BtuU+B86T1DeMKzA3Bcf57340F3zWNrNd8tlG/BxNoUU5Hn",
-	"ZIhzsWwqprXcQCCtUjwMOO2fZkzy+Y0Vcww1+BC/uXp+Q2bzteB/c8G/wv8HrfbvUpxgf0lLI93yPYGo",
-	"tzN/ZXdU+lKx/+uHavWfP5xEG40OnIJy+SrByyKJQ366V91aoYnBYKpNhhkIu5r2hTRpf6yEyiBRNolB",
-	"KGDopgDadCdMc31uYS8JxSpaBV3e+yt9+GuyzwY2VvPSOuDchFdZcFNUPYnHUQ4YXBjgvTXOP3Ou8Pd9",
-	"MsS09ka/l2SY56VDf4ETbsBfnZy85aO2M8xz8CNsDEqr3o+6ImEWhMooDTUXaJhdTkqV0sy2P1ZjFe7d",
-	"QASyzep8++b9CQx4rcHnehtX/vNVMuJNVm0uvlhBmlzrYdqrmAeJUuXdLQriLwZXmchYBSqyT3KDgKQF",
-	"e4l3aHtdGXOsttUx4chvUlraLo3j1gjWklZ8Sa8XChZE0aWzY0Vua0plQZdunZzDESXHDlM6FoNWlyZF",
-	"YEMwSMYFCyMdl3XIQlJhzJKLAitBByjHDHxWKyRhZpTt5AZFtgSLqPiQAnLDuc4kWhAG4ef3b17DYiYc",
-	"E/DkO38H3TtZFpiAFUsLe1aHtZO0NDn0Mnj0eRygbRyNng2Hw6tHCSy0+WTZP5YFZvuH5Ag4L9zSN1zM",
-	"USj2nbEK6GD78NKTbmO0IW0m2+69E38uAqyjFBsSSjYT3tObAo3wMYhOoNCSuIgunZUZegabauWMSN0I",
-	"kh9fnsBgjnTuNhmrvbdGU7KOpfWG4h/QBSpRyP5SzHMGAmkh02k5R+X2vbnD0+EzyKV1Hg8K4WaPLPjE",
-	"3zJHPqLMP+lD8url0fcwmPH11e+J96PwJZ8Pf2f9ASL4xDrYmzQsURLXHReCtRlkmOAiDKVNztGnwT/q",
-	"RxYUugEBApzjhOKnW+lIMijSGdqxqsoBMQvs8NINilxIlYAR3PrFFrV6EDFrKc21RX+WqVYKGQdGkDx9",
-	"cgCVjb3yPvmDxDyzcKI1cNaVeLdYEWescqmQ5w0X/ICXKWIGz5/C3+W3h5A8HQ7hW5FVcychMtUTEIQN",
-	"DvoHkAqltINCGIuwJ2DetHQ0PVjJK20dAXXz3VgFCCFR9g8heTZ85oHxf9BY8v/X2sH7sqCcCrNKgIvw",
-	"I/fJjRVrK8hyCXv86TG3TRBqZh5uT47fg1b5MlTycpmi8qw1tBX+8hPFqNLkAdLtaMAG6ZGhr810EAYN",
-	"KC42VaCoOs4ojoJk0Sg66A/7Q+Y63qijUfSkP+w/4SKXm3HMrIyTPk+xg6Vt2rA3uop5BavdMNOIl/X+",
-	"+VNGHCMstNbd+Hg4vKYD5nadL+GeuKPx5dei32IN0ejjaRzZcj4XZlmxeqNTgmdpQ++xE1PLl3d+2lOa",
-	"YGtI85rL0Xf/tLf+zgekY1+bXW1U3lIkah4ZND2/V6dfUnV8v9ChuTcKAykXFG7EQiwPubfBOpnnax0O",
-	"CQfyxN9GcA/d4+HTjgpQ6CL0RCsX1ncf7h82MxXCUkx2mr9SeOlCGsqzPvU779pQraHBWg8oDzu4eVir",
-	"B40HPbl5UNMeyyNe3Dyiafu8iqNnu6yx2jPGx8Sh9OZxvn+Yrb+293ACFWere1X2dHXcegLSxR6y166M",
-	"Kr9gV4hOr+IKOdpW/5PPmYLVfzHLra/6rut3k5a7l/4UxvP0ITsCX2umaOu3hZ5lMTGrrkZCU+yDm+r3",
-	"LO85drygwe36QWJfRiYCzrx4i6HeDnubNwau4p0eZowutO2Iox88i20lL1veOqncbfU+95EdK9/7LpV1",
-	"KDLiOP5B/pbxcwSPh0PPl+vw7LMEZp7txIE5r8frOKTzpeK6tzcGvlKp71LhHIlmUpLma50OEp8HJPUN",
-	"DE8pbajo2xkRJoXZYdMrXHebjxVZ9bIPL0U6g+T7l8cvT14mHGMs1Bjkg00jQ1XymYPIc0+i2pATUtE7",
-	"BdrVN4Z8qGXX/1Zny3vDqrUW1avNlz3uExn93UyH07+r8Rz2QnZVWVnLQIkOh4geCr2VQbJ5hAB/8OUF",
-	"XsXxpS5NVXFOmsJlUmXXFMt8LUC6Pw9ZuFe8X+/b6dDo+2te19gTvuhSNYdPDCKUBQOLVGNVu/P+CFYC",
-	"RX2hnPhUsfUSQch925eLXGZossIKB1ecXU743ilgRl046QJTLut0v80SBzHHqg5o/sUWb/78OsOaZPt+",
-	"D9WbEtKGmpDB7D5feHh6sIO9rL80Q+Me70Ax199f+SOid7s4GIMufMEmX9YvsVBCLR1R/WBoXaH7utRr",
-	"kNe3Pw8R3suO6P4eAzjW14Ab0bH19oxPkqv0JjQr+KpMR7cCHCkI71qFBeooe250OZ35AmlXROQODH87",
-	"9s9mnvcfDlvtIV84GHodbIktqmoq+bfMLu8KMg8OFi8vHapsxY8afl9lqNuwwZdTb6pitYuudyhivfPL",
-	"/CE1LF77jjnYDaWv1jthQTlbK2D1zewdy2DvV26k77EWdk2dyecQ3JQRqkgxMQuhljFMK+QOvQ9fy0v3",
-	"4Mg/ygvfw1VfInc6cGNJN1aRVo3mi/leuzOo6834Kvcl6hw29rW0tEtpqbaDf9nSUug48jFntVcvtHtV",
-	"JSZ/N8c1FLt/jTX/caWmXwsmoNw8kdTdNb6istlXEwOKdFbdstbdj2MVLrNH9a12624+DiGaM732DXsf",
-	"PvierbGaoqv1J7k7Ql6IHLTJ0FR3wKGhh++9bRX/KSqPVdjDCBYzmdNay6o2ZJlNC5p3tVeFsjb/X1eE",
-	"oZzyGZyUNpDp8EPdCZ4cshbWeo6kBZnlGHtaztcPXsxHtlYsOw/aPhytKpVbDjieVh2kvBMKjnzrXiqD",
-	"uXBVGtlZv2qD3f3z7o1+rqt2440zJW5y8YP7X//agk+Dr19LPqxSrXCHxvLOtvRtoFJnR11vql2ddpyM",
-	"99nmbPhasCqWKOQcPmuqRU3td6z2kvZbGVw/Wi8SwdYa0Vh1N723ikRNc80bs+HTYyUVlBYD2AWk8K/M",
-	"7a3jwn4MU3mBihskvMsfkgjSVj0bC37hiJtn1jb2tUR0iyh8Ij4hE6ptkXdr1YgGdZeNWrH4xqTl36eA",
-	"FPzy/ktIa53W/9m1pDVlfC0q/fmKSrtmpWuVk3aT8cdTsmbfGOvdYL2/uHpZwjphXM1ApxpMqaA/SOfZ",
-	"oHqk18vwIjkEbmOENJe0NyLpzH76rcaw0WBw8Phv/WF/2D8YfTP8ZshuFTawIYUHgrhqYo8DV6JgG1pl",
-	"vWa4hZUAMTQJ95v/8M6X2gjl2nN/p4mVqWkD2zb2/0/M+ZJIgNPEhqv/tqpKRTozj/pwQrqxsvrKiWyK",
-	"cExBmlig34/IJP9FNArtISgd7rsVYubfiAuzhqLW1enV/wcAAP//",
+	"7Hxrcxs3svZf6Zp3q0TtO7zIt42pygclceJkHdtlK8dVx/TRQDNNEushMAYwphmX/vupbmAuJIcSpZWV",
+	"k6w/SbwM0Gj05ekHDX6OUr0otELlbDT+HM1RZGj431fozOpk6tDQqwxtamThpFbROHoz1zmCxVSrzMZg",
+	"dKkyzKAsBlEc2XSOC0EPLaSSi3IRjUdx5FYFRuNIKoczNNHFxUUcFcKIBbow4VOdZ2hO9XtU2zOezhH0",
+	"UqGBxNE3EtBTcHOEtDQGlYM5Px2D02Cwj8qhAekszIxQbgDP8SOaiSpKB9KBVCDgt1fPBhMVxZGkCfzK",
+	"ozhSYkGCPtPp+74XZm1J4tMzVDM3j8b3Hj6KaYnV66N6kdYZqWYRLZGGue6S2iLDpsR7yWvwQykNZtHY",
+	"mRL/Hfmf8+if/ZyFcPNmRv5z2VyFcA4NPfg/b0/6/y36v4/6j981/54Nxv13n0fx0ePHF3+Lds1uC5Fi",
+	"t/ZKJR0pTZRuro20gj6rNbQtrR9qX5EreYOwLOqje52SXtCYttDKIpvyE2M0u02qlUPl6F9RFLlMWcRh",
+	"YfR5jov//y+r2TAaAf5mcBqNo/83bPxy6D+1w5f+KT/fujZO1Aq0m6MBpKkH0UUc/ajNucwyb3p3JQht",
+	"C1szZBotKO28OYObSwv1JkAvmVbiJYcs7s/qo8hl9go/lGjdXcts/LQgLSxEPtVmgRn0EumFOgsfB1Gf",
+	"a+eD1R+sWYp5HDFynb6HXqK0O/NxMDkcU9RYCgsGcxQWsxikmyj8VJDlx6ANWL1ArRAwt8hj2WYwpZcU",
+	"HC/i6KVY5Vpkp1o/E2aGd73kc52taFc0BcOjR/BP+R30ksILdea0PstJrLAzp1r/KtQqGJG9S2ETkmUh",
+	"1KoyFpsc0y7NpZrxRqRzoWaYDeCJZE/l7CXyHA303Bwninf3wEJiy/PksF40ZTE7FwZ9fpAWZsLhUqzG",
+	"/JERjj6ZqGpa6FHiWPHYkOpSOXvI+03fFimHPmNhKaQj0YQDrVKcqF5Cb50tbBKzDVgQKgOLC1HMtUEL",
+	"Ts+QJD88ptE4U3lBSFThJoomyOXCB+V6/GrGGKbaAMumFQ6AAQYIQhgTlfCrPuONpEIW0NMGltLNdemg",
+	"JR2NQ6/Q2MMBnEyUV+MBGfu0tCK3kApjVpC8Eg6fkUT9lzqX6SrhNTVvJxPVy4yYur5EN+3PnStEIfuk",
+	"U15IPwCi/tHRIUUvWhAtvODRODHbiaJtGkMyiei5SZSQepJJFEScRInHGW1wVQnQha0Eh6Ecp6xH6VpD",
+	"H5tvR8fu26MEekor9KpwDRJjO7JigSAsrOnUm0BbKhorSNYY/3YO3lRhdyoOCmnZdDDftvAfvj0ajY6X",
+	"LP6HKuTaiSrQwLJaxJgHOS/T9+gOLJyXxrqYt43ed3KBpHYn3rNFktlPZZ7D1OgF4KJwq46V0sTHH8pv",
+	"JxQNAmLs1/NH+2ihUeWuGBG2d9gCzhwmflMBn/xOiOPuAtKv0lqyV/J8n8bgHIWhyMNppJeULckogK6Z",
+	"6Js3b/onpZujciQirsu0hYD8Qj8KmYvz/M6zBOesc5G+R5VBJjNOj0LZJRmiYquJO4KWnZeOgtREZXpJ",
+	"GglDnJXNUpLDATBUL12qF1jXHRRdpYVSvVd6qbY9/KYGc1EZIg9z4qNnCxWJLJO0cpG/NLpA4yRhzqnI",
+	"LcZR0Xrrc8TVxba/nsDUIPYJ5EAuzjEHxzFH2QJTB3aul5aMoVUrHN37Zgv1xpFz+dnCbk/wjAAH5Pzs",
+	"MWQ4FWXu4P5oNBrFlG8W2jqvRK2mclYazGAhPsHp6TPoVV8/gjmbJIkpnC8dHz2I4qaqPNquKuMoZIlt",
+	"oZ7qJeSa4rfm5MGhU8Ac84zNpxH0ciH52VrKRyOwV4jZVfzWb+nzf2HqSPCfCCZzDbK2hx6w2TPBn9Wz",
+	"ZMJhn8w66tiXKapUqtmZqwrPLeG29cb4r1trBGrYhSysdLmJOo+gVDlaW5fdmLFCLt8merYjjsSRu6pY",
+	"5i8cgyVP94Vx0tS+ia//FS7J2wP0HUSX2u6VyrloV4xvveiVoJvKrgeO2zv3rmO/n6LIybU2N9w64cqw",
+	"9WJR5PzU+87yuC1VeKxzprpWWZ8pILPsWrZ1V/ZYx66t0WzpV9ZpI4ydqxj9y5tTH9qqlbbolega8Ywh",
+	"mcGFkMpWY9eWdV3zqcSvlrifBcVru7Vrl+32Jl/l177u84u7ym03VuKH7pKFE8BVsWxdoFc/fg/3799/",
+	"HMNvp98fg2LyKxeOCyWhPCj02fnAAo+0WlP/9SxwffLXzsjU5SuQKjUku+Wywxcr3nosJ91693X6fq/N",
+	"byLd+ow1EzIMNFrj7Ocyz6WaDaX6qGWK/Qf3vkj8umnc4lrgV2kXwqXzCpZRNMnzF9No/HZPHBdvGkfe",
+	"XQ4xuuOaUipK2Wk7nO9cIo+1Lf27wMg+xTy7RdENAbgzrmRvuCcbI+yW/Gc11X+ySE4IqxXIz7XOUaj9",
+	"MQf5m2e1Nkmq28YeXy7nVPHijlJOXNW+lyh3nQniKikIemDhQ4klDuANBcFXmEkbgwiUy0Qt59o2ZVQm",
+	"MQs0E5TKyZxAtVBZX0+nkBldWIJpvQpRC5jicqJCsX/o66b9IhYb0k3SZdyRdCsFdYW4VmjYTlKPHzz8",
+	"B4QiFjJ0QuZcLa17ZKozToCoyAzfRhtEchRH7eLb72lg6+NIaXc21aWi92ntZ2HlNRd3Ni3znD6kOHe2",
+	"CME4POl9pXrhn9ziSxnAbvCVURx11L/kTujmOjuj8USe6yULTJtllMhbGmzM2uul25VqfLtttU46zx1s",
+	"+wm/0cbEpVFjUg7Z4Tjsx7itrcvxMn9azVhLVUse+x3sso5XVF7crCDf5e3Pcem9OxTNns1SetkUpeSc",
+	"VB/XwW8pbBNjCK1cu1juqkJfVyb2Y5nnXzRFbsY79AHIaq3QuqAOZFazDvIKl5jdBHTvlV/rte9Viv8f",
+	"gq98MFNPJJg29tAVhcklGijQBFqedVwtdF8Iuxua1UMdBOp/0DlC/bVrIWF0+VDJ2dzlqz5+KrRxnSl0",
+	"L8agPjzxqvgjCYRGGddjEeKduLZlu90A0ecEuwtef8SgFn+EsOGETpMfwlQay9srHfqFXxYKAunQxBhh",
+	"jFitWdMVZrKl8WtjGs/w+ZV1gxlgLDNR1wIze2GW9ib7Fcf1LlyOPuqt3KuKvpUAwic4rKYDC+G73m0o",
+	"+IaDSzhfec8QHvDsETgu38/b8aCb1rG1mm+WynfExNoU/SmYhYVYNYxpLXd16noMzVktGo5Jvr6xYoGB",
+	"gw/5m9nzKyqbr4T/1YR/Ff/vlO3fh5xgf0lLI93qNQVRb2f+yO6k9FSxf/VjNfsvb06jrVYgLkGZvkrw",
+	"U5HEoT7tNWezMRhMtckwA2HbZV8okw4nio/JlU1iEAo4dFMCbfp3Zrk+t9BLAllFs6DL+3+nf/6eHLKB",
+	"TdSitA64NuFZltw2WA/SOnVlYoDX1jj/3LnCn/fJkNPWF/qDJMM8Lx1moV+B2yWenp6+5K22c8xz8E/Y",
+	"GJRW/Z90BcK4uYHKUPMRDaPLaalSGtkOJmqiwrkbiAC2WZ0vX7w+hSHPNfxcL+PC/3+R+JPrqhHMkxWk",
+	"yY0uv16FPEiUqu5egyD+YLCNRCYqQJFDPgkXkKyFvcQ7tL2MxpyoXTwmnPhFSkvLpee4eYi1pBW3jeil",
+	"giVBdOnsRJHbmlJZ0KXbBOdwQsWxw5S2xaDVpUkR2BAMknHB0kjHtA5ZiO/TEOtJB6jGDHhWKz7vn1O1",
+	"kxsU2QosouJNCpEbznUm0YIwCL+8fvEclnPhGIAn3/sz6P7pqsAErFhZ6Fkd5k7S0uTQz+Dg8ySEtkk0",
+	"fjgajS4OElhq896yf6wKzA6PyRG4v8C3JC1QKOv7LUJ0sAN44kG3MZr7H5Jd596J3xcB1lGJDQkVmwmv",
+	"6UWBRvgcRDtQaElYRJfOygw9gk21ckakbgzJT09OYbhA2nebTFTvpdFUrGNpvaH4L+gClSjkYCUWOQcC",
+	"aSHTablA5Q69ucOD0UPIpXU+HhTCzQ8s+MLfMkY+oco/GUDy9MnJDzCc8/HV74n3o/Am7w+/Z5ehw8kX",
+	"1sHepGGJkrju6hGszSDDFJfhUVrkAn0Z/JM+sKDQDSkgwDlOKX+6Vs+eQZHO0U5URQfELLDDT25Y5EKq",
+	"BIwILVdCQXsjfGNJmmuLfi9TrRRyHBhD8uD+EVQ29tT75I8S88zCqdbAVVfi3aIlzkTlUiGPGw74AT+l",
+	"iBk8egD/lN8dQ/JgNILvRFaNnYTMVA9AIWx4NDiCVCilHRTCWISegEXT0tF0KSZPtXUUqJv3JiqEEBLl",
+	"8BiSh6OHPjD+FxpL/v9cO3hdFlRTYVYJ8DF8yJ2kE8XaCrJ8gh7/d4/bJihqZj7cnj57DVrlq8Dk5TJF",
+	"5VFraLz99WfKUaXJQ0i34yEbpI8MA21mw/DQkPJiwwJF1XZGcRQki8bR0WA0GDHW8UYdjaP7g9HgPpNc",
+	"bs45szJO+n+GHSht24a90VXIK1jtlplGPK33z58zwhhhoo3+33uj0SUdMNfrfAnnxB2NL78VgzXUEI3f",
+	"vosjWy4WwqwqVG90SuFZ2tCd78TM8uGdH/YdDbAzpXnN5ei7f9aX/sonpGeem2238u8giZqvDJuu+It3",
+	"X1J1fL7QobkXCgMoF5RuxFKsjrm3wTqZ5xsdDgkn8sSfRnCX6b3Rgw4GKPTZeqCVC+v7cw+Pm5EKYS13",
+	"rfFbCj+5UIbyqA/8yrsWVGtouNElzY8dXf3YWg8aP3T/6oeaBnJ+4vHVTzSN0fTEvT2e2GzYvYijh/vI",
+	"1u414+3lFHz1c74zn72m9pOwcxXWq3tceroyE27DjH2o3zhqqvyJXSh6dxFXEWfdW372tVbwli9m8fUR",
+	"4WV9ctJy19Ofwuge3GUn4XPN0G7zlNGjMwZ01ZFKaDf/05j4D7zOc+y4MsUXaMJKPW1NgJ9x+A4Dv16s",
+	"b+7wXMR7fZlzQqFtV2+0R81rxdKOe2CVm7bPjw/sRPnbKFJZhyIjTOW/yO9yvB7DvdHI4/MaDviqhJHu",
+	"eqHCGNvnhzjQB6Vint0bER/h1Ge3cI4Ea6ko9Nyqg8TXHUl94sNDShtOEOycAJrC7Ljpf6/vf0wUecNq",
+	"AE9EOofkhyfPnpw+SUJrdB27fHJrZKgopgWIPPegbT1UhdL3Rom9fYfPp3Y2+u90trq1GLfREnuxff3q",
+	"NiOqPwvqCBav6jwAvVDNVVa2ZqAEvwOCCMRyZZBsHgFQHH15gdvxf6VLUzHcSUOUJlU1TznQcw/S/XnA",
+	"ya3mic0+oQ6Nvr7kAlVPeJKnakafGkQoCw4sUk1U7c6HY2glmPoAO4nDVZX2vRhfa68fZjKt0VShVRxs",
+	"Obuc+osqPmbURE1XMGUaqft+WRzEnKg6EfqrZt78+YrOhmSHfg3VJShpAwdlMLu9fvk4enC0h71sXmP7",
+	"M2XvdTIyBl14gihf1bespny/i0qLYGhdqfuyUm+Y16dNd5Hey47s/hpDcKyPHbeyI1/iWC/Kq3IqNEd4",
+	"FqijOwJOFITbj2GCOsueG13O5p6Q7cqI3PHhT+P+3Ur39tPhWjvKF06GXgc7couqmlj+mtXsXz3IPPnk",
+	"MFyy8+7R1AVVRbwrpnja9yq2bZ0cvgHZ9spP84dwbTz34GYbcwVFt3Z3LShnJ1PXXMe9GV33unVyfouc",
+	"3SV8mK89uHkksF0xIRKhVjHMqogfejS+0mB/YAD4SX70PWr1IXmn4zcWeCXb1Ta2L+az651PXb+NUdXa",
+	"BNXDwr5SYPtQYLUd/OUosNCJ5XNcu4cxtMFVVJg/s2Suxx5e4gV/HCX2W8FAmZtKkrrryDM/2/1GMaBI",
+	"59Xpc90V6n+6QS/VuD7tX+tZiAMk4Ip0vfNgAG/CNXs1Q1frT3LXiPwoctAmQ1OdjYdGJ+4HsBXeIBQw",
+	"UWENY1jOZU5zrSoOy0L4wQe71sND1aX/0ZvwKJem/BMQAfSHD+oO+eSYtbDRiyUtyCzH8OsJfCxT/6BE",
+	"pVh2OrQDOGkrlVsxOH9XnbW8EsU/wGAQSmUwF64qdzt5tvUgefv1wVaf28V6Q5IzJW7XDEe3P/+lxFQT",
+	"l79SU6xSrXCPhvvOdv1dQaWu4rpu8F2869gZ77PN3vBxaUXqKGSuIWtYrYajnqhesn5bhXmuTTILdnJZ",
+	"E9V9GWCNzGqajl6YLZ+eKKmgtBiCXYgU/iphbzMuHMYwkx9RceOId/ljEkHaqpdlyRexuKloY2Ffqaxr",
+	"ZOFT8R4ZiO3KvDvZLXqom95ay8VXFkl/HaIr+OXtU10bHej/2ZzXhjK+kl//OeTXvlXwBsOz3rT99h15",
+	"gW809u6z2a9dXT6xThhXI9eZBlMqGAzTRTasvtLvZ/gxOQZuC4U0l7Q2AveMmgZrjXbj4fDo3j8Go8Fo",
+	"cDT+ZvTNiN0xLGBLCh9A4upSQBwwFiXp0HrsNcMtwRRIQ9P1oPmJTU8JUnRcH/t7TWhOzVq/JRf73905",
+	"XxF4cJpQdPW7cVUJ01mx1JsTypTW7K0d2RbhGSV3Qo9+PSKT/IrgF9pjUDqc5yvEzN8wDKMG8u3i3cX/",
+	"BgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

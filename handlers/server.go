@@ -33,6 +33,10 @@ type Config struct {
 	// changes nothing. Each waiter holds a connection, a goroutine and a
 	// wake-up registration until it is served. Default 10000.
 	MaxWaiters int
+	// Subjects keeps each subject to its share of the gateway: requests
+	// per second and waiters at once (429 too_many_requests past them).
+	// Default nil: no per-subject limits.
+	Subjects *middleware.SubjectLimiter
 	// ReleaseTimeout bounds the release of a grant whose caller left before
 	// it could receive it. Default 5s.
 	ReleaseTimeout time.Duration

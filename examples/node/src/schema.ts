@@ -402,13 +402,30 @@ export interface components {
             };
         };
         /**
-         * @description The gateway is at its limit of waiting acquirers (`too_many_requests`,
-         *     see `--max-waiters`); nothing was changed. Retry after `Retry-After`
-         *     seconds, or without `wait_ms`.
+         * @description `too_many_requests`; nothing was changed. Either the caller (the
+         *     token's `sub`) is over its share of this gateway: its rate of
+         *     requests (every call counts), or its acquirers waiting at once
+         *     (`wait_ms`, locks and semaphores together); or the gateway is at
+         *     its limit of waiting acquirers, for everyone. Retry after
+         *     `Retry-After` seconds (or without `wait_ms`, for waiters). A
+         *     caller's refusals carry `RateLimit-Policy` and `RateLimit`
+         *     (draft-ietf-httpapi-ratelimit-headers-11) naming the policy it is
+         *     over: `"rate"` or `"waiters"`.
          */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
+                /**
+                 * @description The policy the caller is over: `"rate";q=100;w=1` (q requests
+                 *     per w seconds: the bucket's burst, and the time it takes to
+                 *     refill from empty), or `"waiters";q=10;qu="concurrent-requests"`.
+                 */
+                "RateLimit-Policy"?: string;
+                /**
+                 * @description What is left of it: `"rate";r=0;t=1` (none, for t seconds, the
+                 *     same as `Retry-After`), or `"waiters";r=0`.
+                 */
+                RateLimit?: string;
                 [name: string]: unknown;
             };
             content: {
@@ -493,6 +510,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -600,6 +618,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -638,6 +657,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -676,6 +696,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -758,6 +779,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -796,6 +818,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
