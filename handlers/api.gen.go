@@ -260,6 +260,10 @@ type Grant struct {
 	Holds *int   `json:"holds,omitempty"`
 	Lock  string `json:"lock"`
 
+	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
+	// answer arrives, leaving two thirds of the lease for retries.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+
 	// Token The owner token; send it in `Lock-Token` to renew or release.
 	Token string `json:"token"`
 	TtlMs int64  `json:"ttl_ms"`
@@ -302,8 +306,12 @@ type Lease struct {
 	// Lock namespace/name
 	//
 	// Example: billing/invoice-42
-	Lock  string `json:"lock"`
-	TtlMs int64  `json:"ttl_ms"`
+	Lock string `json:"lock"`
+
+	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
+	// answer arrives, leaving two thirds of the lease for retries.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+	TtlMs        int64 `json:"ttl_ms"`
 }
 
 // LimitMismatchProblem defines model for LimitMismatchProblem.
@@ -410,6 +418,10 @@ type SemaphoreGrant struct {
 	// Limit The semaphore's limit.
 	Limit int `json:"limit"`
 
+	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
+	// answer arrives, leaving two thirds of the lease for retries.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+
 	// Semaphore namespace/name
 	//
 	// Example: etl/nightly-export
@@ -437,7 +449,11 @@ type SemaphoreLease struct {
 	ExpiresAt time.Time `json:"expires_at"`
 
 	// FencingToken The permit's fencing token, unchanged by renewals.
-	FencingToken int64  `json:"fencing_token"`
+	FencingToken int64 `json:"fencing_token"`
+
+	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
+	// answer arrives, leaving two thirds of the lease for retries.
+	RenewAfterMs int64  `json:"renew_after_ms"`
 	Semaphore    string `json:"semaphore"`
 	TtlMs        int64  `json:"ttl_ms"`
 }
@@ -3094,89 +3110,90 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Hxrcxs3svZf6Zp3q0TtO7zIt42pygclceJkHdtlK8dVx/TRQDNNEushMAYwphmX/vupbmAuJIcSpZWV",
-	"k6w/SbwM0Gj05ekHDX6OUr0otELlbDT+HM1RZGj431fozOpk6tDQqwxtamThpFbROHoz1zmCxVSrzMZg",
-	"dKkyzKAsBlEc2XSOC0EPLaSSi3IRjUdx5FYFRuNIKoczNNHFxUUcFcKIBbow4VOdZ2hO9XtU2zOezhH0",
-	"UqGBxNE3EtBTcHOEtDQGlYM5Px2D02Cwj8qhAekszIxQbgDP8SOaiSpKB9KBVCDgt1fPBhMVxZGkCfzK",
-	"ozhSYkGCPtPp+74XZm1J4tMzVDM3j8b3Hj6KaYnV66N6kdYZqWYRLZGGue6S2iLDpsR7yWvwQykNZtHY",
-	"mRL/Hfmf8+if/ZyFcPNmRv5z2VyFcA4NPfg/b0/6/y36v4/6j981/54Nxv13n0fx0ePHF3+Lds1uC5Fi",
-	"t/ZKJR0pTZRuro20gj6rNbQtrR9qX5EreYOwLOqje52SXtCYttDKIpvyE2M0u02qlUPl6F9RFLlMWcRh",
-	"YfR5jov//y+r2TAaAf5mcBqNo/83bPxy6D+1w5f+KT/fujZO1Aq0m6MBpKkH0UUc/ajNucwyb3p3JQht",
-	"C1szZBotKO28OYObSwv1JkAvmVbiJYcs7s/qo8hl9go/lGjdXcts/LQgLSxEPtVmgRn0EumFOgsfB1Gf",
-	"a+eD1R+sWYp5HDFynb6HXqK0O/NxMDkcU9RYCgsGcxQWsxikmyj8VJDlx6ANWL1ArRAwt8hj2WYwpZcU",
-	"HC/i6KVY5Vpkp1o/E2aGd73kc52taFc0BcOjR/BP+R30ksILdea0PstJrLAzp1r/KtQqGJG9S2ETkmUh",
-	"1KoyFpsc0y7NpZrxRqRzoWaYDeCJZE/l7CXyHA303Bwninf3wEJiy/PksF40ZTE7FwZ9fpAWZsLhUqzG",
-	"/JERjj6ZqGpa6FHiWPHYkOpSOXvI+03fFimHPmNhKaQj0YQDrVKcqF5Cb50tbBKzDVgQKgOLC1HMtUEL",
-	"Ts+QJD88ptE4U3lBSFThJoomyOXCB+V6/GrGGKbaAMumFQ6AAQYIQhgTlfCrPuONpEIW0NMGltLNdemg",
-	"JR2NQ6/Q2MMBnEyUV+MBGfu0tCK3kApjVpC8Eg6fkUT9lzqX6SrhNTVvJxPVy4yYur5EN+3PnStEIfuk",
-	"U15IPwCi/tHRIUUvWhAtvODRODHbiaJtGkMyiei5SZSQepJJFEScRInHGW1wVQnQha0Eh6Ecp6xH6VpD",
-	"H5tvR8fu26MEekor9KpwDRJjO7JigSAsrOnUm0BbKhorSNYY/3YO3lRhdyoOCmnZdDDftvAfvj0ajY6X",
-	"LP6HKuTaiSrQwLJaxJgHOS/T9+gOLJyXxrqYt43ed3KBpHYn3rNFktlPZZ7D1OgF4KJwq46V0sTHH8pv",
-	"JxQNAmLs1/NH+2ihUeWuGBG2d9gCzhwmflMBn/xOiOPuAtKv0lqyV/J8n8bgHIWhyMNppJeULckogK6Z",
-	"6Js3b/onpZujciQirsu0hYD8Qj8KmYvz/M6zBOesc5G+R5VBJjNOj0LZJRmiYquJO4KWnZeOgtREZXpJ",
-	"GglDnJXNUpLDATBUL12qF1jXHRRdpYVSvVd6qbY9/KYGc1EZIg9z4qNnCxWJLJO0cpG/NLpA4yRhzqnI",
-	"LcZR0Xrrc8TVxba/nsDUIPYJ5EAuzjEHxzFH2QJTB3aul5aMoVUrHN37Zgv1xpFz+dnCbk/wjAAH5Pzs",
-	"MWQ4FWXu4P5oNBrFlG8W2jqvRK2mclYazGAhPsHp6TPoVV8/gjmbJIkpnC8dHz2I4qaqPNquKuMoZIlt",
-	"oZ7qJeSa4rfm5MGhU8Ac84zNpxH0ciH52VrKRyOwV4jZVfzWb+nzf2HqSPCfCCZzDbK2hx6w2TPBn9Wz",
-	"ZMJhn8w66tiXKapUqtmZqwrPLeG29cb4r1trBGrYhSysdLmJOo+gVDlaW5fdmLFCLt8merYjjsSRu6pY",
-	"5i8cgyVP94Vx0tS+ia//FS7J2wP0HUSX2u6VyrloV4xvveiVoJvKrgeO2zv3rmO/n6LIybU2N9w64cqw",
-	"9WJR5PzU+87yuC1VeKxzprpWWZ8pILPsWrZ1V/ZYx66t0WzpV9ZpI4ydqxj9y5tTH9qqlbbolega8Ywh",
-	"mcGFkMpWY9eWdV3zqcSvlrifBcVru7Vrl+32Jl/l177u84u7ym03VuKH7pKFE8BVsWxdoFc/fg/3799/",
-	"HMNvp98fg2LyKxeOCyWhPCj02fnAAo+0WlP/9SxwffLXzsjU5SuQKjUku+Wywxcr3nosJ91693X6fq/N",
-	"byLd+ow1EzIMNFrj7Ocyz6WaDaX6qGWK/Qf3vkj8umnc4lrgV2kXwqXzCpZRNMnzF9No/HZPHBdvGkfe",
-	"XQ4xuuOaUipK2Wk7nO9cIo+1Lf27wMg+xTy7RdENAbgzrmRvuCcbI+yW/Gc11X+ySE4IqxXIz7XOUaj9",
-	"MQf5m2e1Nkmq28YeXy7nVPHijlJOXNW+lyh3nQniKikIemDhQ4klDuANBcFXmEkbgwiUy0Qt59o2ZVQm",
-	"MQs0E5TKyZxAtVBZX0+nkBldWIJpvQpRC5jicqJCsX/o66b9IhYb0k3SZdyRdCsFdYW4VmjYTlKPHzz8",
-	"B4QiFjJ0QuZcLa17ZKozToCoyAzfRhtEchRH7eLb72lg6+NIaXc21aWi92ntZ2HlNRd3Ni3znD6kOHe2",
-	"CME4POl9pXrhn9ziSxnAbvCVURx11L/kTujmOjuj8USe6yULTJtllMhbGmzM2uul25VqfLtttU46zx1s",
-	"+wm/0cbEpVFjUg7Z4Tjsx7itrcvxMn9azVhLVUse+x3sso5XVF7crCDf5e3Pcem9OxTNns1SetkUpeSc",
-	"VB/XwW8pbBNjCK1cu1juqkJfVyb2Y5nnXzRFbsY79AHIaq3QuqAOZFazDvIKl5jdBHTvlV/rte9Viv8f",
-	"gq98MFNPJJg29tAVhcklGijQBFqedVwtdF8Iuxua1UMdBOp/0DlC/bVrIWF0+VDJ2dzlqz5+KrRxnSl0",
-	"L8agPjzxqvgjCYRGGddjEeKduLZlu90A0ecEuwtef8SgFn+EsOGETpMfwlQay9srHfqFXxYKAunQxBhh",
-	"jFitWdMVZrKl8WtjGs/w+ZV1gxlgLDNR1wIze2GW9ib7Fcf1LlyOPuqt3KuKvpUAwic4rKYDC+G73m0o",
-	"+IaDSzhfec8QHvDsETgu38/b8aCb1rG1mm+WynfExNoU/SmYhYVYNYxpLXd16noMzVktGo5Jvr6xYoGB",
-	"gw/5m9nzKyqbr4T/1YR/Ff/vlO3fh5xgf0lLI93qNQVRb2f+yO6k9FSxf/VjNfsvb06jrVYgLkGZvkrw",
-	"U5HEoT7tNWezMRhMtckwA2HbZV8okw4nio/JlU1iEAo4dFMCbfp3Zrk+t9BLAllFs6DL+3+nf/6eHLKB",
-	"TdSitA64NuFZltw2WA/SOnVlYoDX1jj/3LnCn/fJkNPWF/qDJMM8Lx1moV+B2yWenp6+5K22c8xz8E/Y",
-	"GJRW/Z90BcK4uYHKUPMRDaPLaalSGtkOJmqiwrkbiAC2WZ0vX7w+hSHPNfxcL+PC/3+R+JPrqhHMkxWk",
-	"yY0uv16FPEiUqu5egyD+YLCNRCYqQJFDPgkXkKyFvcQ7tL2MxpyoXTwmnPhFSkvLpee4eYi1pBW3jeil",
-	"giVBdOnsRJHbmlJZ0KXbBOdwQsWxw5S2xaDVpUkR2BAMknHB0kjHtA5ZiO/TEOtJB6jGDHhWKz7vn1O1",
-	"kxsU2QosouJNCpEbznUm0YIwCL+8fvEclnPhGIAn3/sz6P7pqsAErFhZ6Fkd5k7S0uTQz+Dg8ySEtkk0",
-	"fjgajS4OElhq896yf6wKzA6PyRG4v8C3JC1QKOv7LUJ0sAN44kG3MZr7H5Jd596J3xcB1lGJDQkVmwmv",
-	"6UWBRvgcRDtQaElYRJfOygw9gk21ckakbgzJT09OYbhA2nebTFTvpdFUrGNpvaH4L+gClSjkYCUWOQcC",
-	"aSHTablA5Q69ucOD0UPIpXU+HhTCzQ8s+MLfMkY+oco/GUDy9MnJDzCc8/HV74n3o/Am7w+/Z5ehw8kX",
-	"1sHepGGJkrju6hGszSDDFJfhUVrkAn0Z/JM+sKDQDSkgwDlOKX+6Vs+eQZHO0U5URQfELLDDT25Y5EKq",
-	"BIwILVdCQXsjfGNJmmuLfi9TrRRyHBhD8uD+EVQ29tT75I8S88zCqdbAVVfi3aIlzkTlUiGPGw74AT+l",
-	"iBk8egD/lN8dQ/JgNILvRFaNnYTMVA9AIWx4NDiCVCilHRTCWISegEXT0tF0KSZPtXUUqJv3JiqEEBLl",
-	"8BiSh6OHPjD+FxpL/v9cO3hdFlRTYVYJ8DF8yJ2kE8XaCrJ8gh7/d4/bJihqZj7cnj57DVrlq8Dk5TJF",
-	"5VFraLz99WfKUaXJQ0i34yEbpI8MA21mw/DQkPJiwwJF1XZGcRQki8bR0WA0GDHW8UYdjaP7g9HgPpNc",
-	"bs45szJO+n+GHSht24a90VXIK1jtlplGPK33z58zwhhhoo3+33uj0SUdMNfrfAnnxB2NL78VgzXUEI3f",
-	"vosjWy4WwqwqVG90SuFZ2tCd78TM8uGdH/YdDbAzpXnN5ei7f9aX/sonpGeem2238u8giZqvDJuu+It3",
-	"X1J1fL7QobkXCgMoF5RuxFKsjrm3wTqZ5xsdDgkn8sSfRnCX6b3Rgw4GKPTZeqCVC+v7cw+Pm5EKYS13",
-	"rfFbCj+5UIbyqA/8yrsWVGtouNElzY8dXf3YWg8aP3T/6oeaBnJ+4vHVTzSN0fTEvT2e2GzYvYijh/vI",
-	"1u414+3lFHz1c74zn72m9pOwcxXWq3tceroyE27DjH2o3zhqqvyJXSh6dxFXEWfdW372tVbwli9m8fUR",
-	"4WV9ctJy19Ofwuge3GUn4XPN0G7zlNGjMwZ01ZFKaDf/05j4D7zOc+y4MsUXaMJKPW1NgJ9x+A4Dv16s",
-	"b+7wXMR7fZlzQqFtV2+0R81rxdKOe2CVm7bPjw/sRPnbKFJZhyIjTOW/yO9yvB7DvdHI4/MaDviqhJHu",
-	"eqHCGNvnhzjQB6Vint0bER/h1Ge3cI4Ea6ko9Nyqg8TXHUl94sNDShtOEOycAJrC7Ljpf6/vf0wUecNq",
-	"AE9EOofkhyfPnpw+SUJrdB27fHJrZKgopgWIPPegbT1UhdL3Rom9fYfPp3Y2+u90trq1GLfREnuxff3q",
-	"NiOqPwvqCBav6jwAvVDNVVa2ZqAEvwOCCMRyZZBsHgFQHH15gdvxf6VLUzHcSUOUJlU1TznQcw/S/XnA",
-	"ya3mic0+oQ6Nvr7kAlVPeJKnakafGkQoCw4sUk1U7c6HY2glmPoAO4nDVZX2vRhfa68fZjKt0VShVRxs",
-	"Obuc+osqPmbURE1XMGUaqft+WRzEnKg6EfqrZt78+YrOhmSHfg3VJShpAwdlMLu9fvk4enC0h71sXmP7",
-	"M2XvdTIyBl14gihf1bespny/i0qLYGhdqfuyUm+Y16dNd5Hey47s/hpDcKyPHbeyI1/iWC/Kq3IqNEd4",
-	"FqijOwJOFITbj2GCOsueG13O5p6Q7cqI3PHhT+P+3Ur39tPhWjvKF06GXgc7couqmlj+mtXsXz3IPPnk",
-	"MFyy8+7R1AVVRbwrpnja9yq2bZ0cvgHZ9spP84dwbTz34GYbcwVFt3Z3LShnJ1PXXMe9GV33unVyfouc",
-	"3SV8mK89uHkksF0xIRKhVjHMqogfejS+0mB/YAD4SX70PWr1IXmn4zcWeCXb1Ta2L+az651PXb+NUdXa",
-	"BNXDwr5SYPtQYLUd/OUosNCJ5XNcu4cxtMFVVJg/s2Suxx5e4gV/HCX2W8FAmZtKkrrryDM/2/1GMaBI",
-	"59Xpc90V6n+6QS/VuD7tX+tZiAMk4Ip0vfNgAG/CNXs1Q1frT3LXiPwoctAmQ1OdjYdGJ+4HsBXeIBQw",
-	"UWENY1jOZU5zrSoOy0L4wQe71sND1aX/0ZvwKJem/BMQAfSHD+oO+eSYtbDRiyUtyCzH8OsJfCxT/6BE",
-	"pVh2OrQDOGkrlVsxOH9XnbW8EsU/wGAQSmUwF64qdzt5tvUgefv1wVaf28V6Q5IzJW7XDEe3P/+lxFQT",
-	"l79SU6xSrXCPhvvOdv1dQaWu4rpu8F2869gZ77PN3vBxaUXqKGSuIWtYrYajnqhesn5bhXmuTTILdnJZ",
-	"E9V9GWCNzGqajl6YLZ+eKKmgtBiCXYgU/iphbzMuHMYwkx9RceOId/ljEkHaqpdlyRexuKloY2Ffqaxr",
-	"ZOFT8R4ZiO3KvDvZLXqom95ay8VXFkl/HaIr+OXtU10bHej/2ZzXhjK+kl//OeTXvlXwBsOz3rT99h15",
-	"gW809u6z2a9dXT6xThhXI9eZBlMqGAzTRTasvtLvZ/gxOQZuC4U0l7Q2AveMmgZrjXbj4fDo3j8Go8Fo",
-	"cDT+ZvTNiN0xLGBLCh9A4upSQBwwFiXp0HrsNcMtwRRIQ9P1oPmJTU8JUnRcH/t7TWhOzVq/JRf73905",
-	"XxF4cJpQdPW7cVUJ01mx1JsTypTW7K0d2RbhGSV3Qo9+PSKT/IrgF9pjUDqc5yvEzN8wDKMG8u3i3cX/",
-	"BgAA//8=",
+	"7Fx7cxs3kv8qXXNbJWpv+JBfG1OVP5TEiZNVbJetnKvO9GnAmSaJNQiMAYxoxqXvfoUG5kUOJcqRlY3X",
+	"f0l8DNBo9OPXPzT4MUrVMlcSpTXR+GO0QJahpn9fotXrk5lF7V5laFLNc8uVjMbR64USCAZTJTMTg1aF",
+	"zDCDIh9EcWTSBS6Ze2jJJV8Wy2g8iiO7zjEaR1xanKOOLi8v4yhnmi3RhgmfKpGhPlPvUG7PeLZAUCuJ",
+	"GhLrvpGAmoFdIKSF1igtLOjpGKwCjX2UFjVwa2CumbQDeIYXqCcyLyxwC1wCg99eng4mMooj7ibwK4/i",
+	"SLKlE/RUpe/6XpjWktiHU5Rzu4jG9x4+it0Sy9dH1SKN1VzOI7dEN8xNl9QUGTYl3kteje8LrjGLxlYX",
+	"+Efkf0ajf/Rz5swu6hnpz1Vz5cxa1O7B/3tz0v9f1v991H/8tv73fDDuv/04io8eP778W7RrdpOzFLu1",
+	"V0hundJYYRdKc8PcZ5WGtqX1Q+0rcilvEJZEfXSvU9JLN6bJlTRIpvxEa0VukyppUVr3L8tzwVMScZhr",
+	"NRW4/O9/GUWGUQvwN42zaBz917D2y6H/1Axf+Kf8fG1tnMg1KLtADeimHkSXcfSj0lOeZd707koQty1k",
+	"zZApNCCV9eYMdsENVJsAvWRWipcckrg/ywsmePYS3xdo7F3LrP20wA0smZgpvcQMegn3Qp2Hj4Ooz5T1",
+	"wepP1qyLeRQxhErfQS+Ryp77OJgcjl3UWDEDGgUyg1kM3E4kfsid5cegNBi1RCURUBiksUw9mFQrFxwv",
+	"4+gFWwvFsjOlTpme410veaqytdsV5YLh0SP4J/8OeknuhTq3Sp0LJ1bYmTOlfmVyHYzI3KWwiZNlyeS6",
+	"NBaTHLtdWnA5p41IF0zOMRvAE06eStmLCYEaenaBE0m7e2AgMcU0OawW7bKYWTCNPj9wA3NmccXWY/pI",
+	"M+s+mchyWui5xLGmsSFVhbTmkPbbfZulFPq0gRXj1onGLCiZ4kT2EvfW+dIkMdmAASYzMLhk+UJpNGDV",
+	"HJ3kh8duNMpUXhAnKrMT6SYQfOmDcjV+OWMMM6WBZFMSB0AAA5hDGBOZ0Ks+4Y2kRBbQUxpW3C5UYaEh",
+	"nRvHvUJtDgdwMpFejQfO2GeFYcJAyrReQ/KSWTx1EvVfKMHTdUJrqt9OJrKXaTazfY521l9Ym7Oc951O",
+	"aSH9AIj6R0eHLnq5BbmF5zQaJWYzkW6bxpBMIvfcJEqcepJJFEScRInHGU1wVQrQha0YhSGBM9Ijt42h",
+	"j/W3o2P77VECPakkelXYGomRHRm2RGAGWjr1JtCUyo0VJKuNfzsHb6qwOxUHhTRsOphvU/j33x6NRscr",
+	"Ev99GXLNROaoYVUuYkyDTIv0HdoDA9NCGxvTtrn3LV+iU7tl78gindnPuBAw02oJuMztumOlbuLj98W3",
+	"ExcNAmLsV/NH+2ihVuWuGBG2d9gAzhQmfpMBn/zuEMfdBaRfuTHOXp3n+zQGU2TaRR5KI72kaEjmAmjL",
+	"RF+/ft0/KewCpXUiYlumLQTkF3rBuGBTcedZgnLWlKXvUGaQ8YzSI5Nm5QxRktXEHUHLLArrgtREZmrl",
+	"NBKGOC/qpSSHAyCoXthULbGqO1x05QYK+U6qldz28E81mMvSEGmYEx89G6iIZRl3K2fihVY5assd5pwx",
+	"YTCO8sZbHyOqLrb99QRmGrHvQA4INkUBlmKONDmmFsxCrYwzhkatcHTvmy3UG0fWivOl2Z7g1AEOEPTs",
+	"MWQ4Y4WwcH80Go1il2+WylivRCVnfF5ozGDJPsDZ2Sn0yq8fwYJM0onJrC8dHz2I4rqqPNquKuMoZIlt",
+	"oZ6qFQjl4rei5EGhk8ECRUbmUwt6tZD0bCXloxGYa8TsKn6rt9T0X5haJ/hPDiZTDdLaQw/YzDmjz6pZ",
+	"Mmax78w66tiXGcqUy/m5LQvPLeG29Ub4r1trDtSQCxlYq2ITdR5BIQUaU5XdmJFCrt4m92xHHHF1lMTV",
+	"OaGCzm08cRBIZ84NE29/SU1AOC8eAw3hkRJtOA3mU2MICUxrfoEmBoHsgnL6SvlxTenfBJrJRjRazdF4",
+	"D7/RNseRva70py8cg3Fxy5f5SV3JJ57NcKshOUimQXSlJ1671ZfN+veN34hS0E3TqQbe2pe4aZhvO8z5",
+	"KTLhIsemPRvLbBEsmy1zQU+966z+m2KGxzpnqkqx9kwBeGY3cp27crcqNG+NZgq/sk6jodKgNNFfXp/5",
+	"yF2utMEeRTcI14Q4NS4Zl23z74xr19hTKX65xCtMqqHruLVbu3bZbG/ydWHLl7V+cddFpY2V+KG7ZKH8",
+	"dl2obgv08sfv4f79+49j+O3s+2OQxO0J5gMTkx7zevBxYIBGWrfUfzMLbE/+ymqeWrEGLlPtZDdUVfla",
+	"zFuPIUxR7b5K3+21+XUgb89YET3DwBLWzj7lQnA5H3J5oXiK/Qf3ulb0haWBPxqeby0sUyX3KzdLZtNF",
+	"CapdsBTi+Swav9kThcebti+6i1nC5sQIcOm0mDbT184101jb0r8NfPpTFNktiu42dt0ytZtu0sYIuyX/",
+	"Wc7UXyxROXzcyFNTpQQyuT9idE7kOclNivG2kePnS6llOLyjjBqXzMUVym3zeFTjBkEPDLwvsMABvHYx",
+	"/iVm3MTAAmE2kauFMnURnHHMAkkIhbRcuJKIyayvZjPItMqNg6W9sh5iMMPVRAaq5tAHw/1CGBnSp6CB",
+	"uANTlArqCnGN0LCdgx8/ePgPCBQEZGgZF1Trtj0yVRnld5TODN9EG8cAURw1qRO/p+GsJY6ksuczl4ki",
+	"b6znYeUVk3o+K4RwH7o4d74MwTg86X2lfOGf3GK7CbBvsM1RHHWwF86d0C5Udu7GY0KoFQnsNktLJhoa",
+	"rM3a66XblSr43pHluPXMz7af0BtNyF9oOXbKcXY4Dvsxbmrr6nKAPi1nrKSqJI/9DnZZx0uXMD+NTtnl",
+	"7c9wFXCCpzw8FynVqqYUnHOenZ3WwW/FTB1jHBi7MdXRxSG8Kk3sx0KIz5oiN+Md+gBklJJobFAHEidd",
+	"BXmJK8w+pabYK79Wa9+LSPk3Qud0rFZNxIj098gcmRYcNeSow6EK6bhc6L4IfTc0q4Y6CAc3g84Rviww",
+	"Xi36RmULWjGUfL6wYt3HD7nSthMQ7MX3VAd5fmP/TPqnVsYf5IDinbC94Zrd+NenPLOrerjAoCd/vrUR",
+	"Y6xyYQZmXBuyXm7Ra+KqSBcoozqEMq3ZuuUs19jN1hbcGLJ5+tmvrBurAUG1ibwRVtsLkjV33a84rnbh",
+	"anBVbeVeHMitxEc6XiQ1HRgI3/V+5HJLOFWH6dq7CvN4bo+4+AVHtc8UIG6Nhais6NOA2I6MVnmaP4E2",
+	"sGTr+rSiWkjZ8XAMdZ8EaorBvjo1bInh/CugLzq5uqYu/XrYdv1hW5nv7vSkbR9qiRwoLTS361cuR3g7",
+	"88flJ4U/x/Cvfixn/+X1WbTVhkcEAnGrCX7IkziwC726LyIGjanSLoYw0yzaQ5F76EJHBol00YZJoMzk",
+	"QkXdOzcXamqglwQm1c2CVvT/7v75e3JIBjaRy8JYoMqSZllRy241SKPjgWgdWlsdDRbW5v6snYeU3V7o",
+	"D9wZ5rSwmIVeIWpVenp29oK22ixQCPBPmBikkv2fVAmhqbFoIg3qC9RUG8wKmbqRXeibyHDmDSyUSqTO",
+	"F89fncGQ5hp+rJZx6f+/THzXSNmE6akmp8mNDtteibScKCVr0oJc/lC+ibwmMkCvQ+pCYZC04mDiHdpc",
+	"xbFP5C6SHU78Irlxy3XPUeMeaUlJatlSKwkrV2BxaybSua0upAFV2M3SCk4g18pi6rZFo1GFThHIEDQ6",
+	"44KV5pZIOWchvkeKtXMqCLUqqxElqddm4WpVoZFlazCIkjYpRG6YqoyjAaYRfnn1/BmsFsxS+ZR87/s/",
+	"+mfrHBMwbG2gZ1SYO0kLLaCfwcHHSQhtk2j8cDQaXR4ksFL6nSH/WOeYHR47R6DeHt8OuEQmjU+zITqY",
+	"ATzxJZPWinqPkl09J4nfFwbGsqlASFKVYUJrep6jZj4HuR3IFXdQSxXW8Ax9mk+VtJqldgzJT0/OYLh0",
+	"KTs1yUT2Xmi1RLvAwnhD8V9QOUqW88GaLQUFAm4gU2mxRGkPvbnDg9FDENxYHw9yZhcHBjxtY6gmOBFC",
+	"rZIBJE+fnPwAwwWdrf6eeD8Kb9L+0HtmFboLPS0S7I1rkiiJq446RtoMMsxwFR51i1yiJzF+UgcGJNqh",
+	"CwgwxZnLn7bRL6uRpQs0E1mSOTEJbPGDHeaCcZmAZqHdkUloboRv6kqFMuj3MlVSIsWBMSQP7h9BaWNP",
+	"vU/+yFFkBs6UAqqZE+8WDXEmUnCJNG5orgH8kCJm8OgB/JN/dwzJg9EIvmNZOXYSMlM1gAthw6PBEaRM",
+	"SmUhZ9og9Bgs63aqukM4eaqMdYG6fm8iQwhxohweQ/Jw9NAHxv9BbZz/P1MWXhW5qyExKwW4CB9SF/dE",
+	"kraCLB+gR//do5YlFzUzH27PTl+BkmIdeFjBU5QelIem919/djmq0CKEdDMekkH6yDBQej4MDw1dXqw5",
+	"vKjcziiOgmTRODoajAYjwjreqKNxdH8wGtwnitIuKGeWxun+n2MHStu2YW90JfIKVrtlphFN6/3z58xh",
+	"jDDRRu/9vdHoiu6zm3WdhSaGjqaz3/JBCzVE4zdv48gUyyXT67Jo0Sp14ZmbcDPGsrmhk2U/7Fs3wM6U",
+	"5jUn0HfetZf+0iekU8+sN6/R7KD46q8M6xspl28/p+rodKhDc88lBlDOXLphK7Y+pr4iY7kQG91FCSXy",
+	"xJ8lUYf3vdGDDv4u9Lh7oCWY8b3xh8f1SDkzhjpG6S2JH2yosmnUB37lXQuqNDTcuKFAjx1d/1ir/5Me",
+	"un/9Q/XlDXri8fVP1JcS3BP39nhis1n+Mo4e7iNbs8+TtpdS8PXP+Vsx5DWVn4SdK7Fe1V/WU6WZUAt0",
+	"7EP9xkFh6U/kQtHby7iMOG1v+dnXWsFbPpvFVwe8V/WockMdh38Jo3twl128zxRBu80zYo/OCNCVB2Lh",
+	"qsdfxsR/oHVOseO6Il1eCyv1hw4O8BMO32HgN4v19f25y3ivL1NOyJXpupfgUXOrWNpxB7N00+bp/4GZ",
+	"SH8TjEtjkWUOU/kv0rsUr8dwbzTy+LyCA74qIaTbLlQIY/v8EAf6oJB0SuKNiA7gaoJtig7WuqLQU8e2",
+	"YvWq8zoakptw/mMWDqBJzI7ruyfV3auJdN6wHsATli4g+eHJ6ZOzJ0m4llDFLp/cahlKimkJTAgP2tqh",
+	"KpS+n5TYm/dnfWono/9OZetbi3Eb7eiX21cfbzOi+pO8jmDxssoD0AvVXGllLQN18DsgiMCblwZJ5hEA",
+	"xdHnF7gZ/9eq0CWBn9REaVJW8y4Heu6B278OOLnVPLHZ5dWh0VdXXF7sMU/ylBdBZhoRipwCC5cTWbnz",
+	"4RgaCaZqP0jicE2seSfN19rto2iiNeoqtIyDDWfnM39JzMeMiqjpCqZEI3Xf7YyDmBNZJUJ/zdObP12P",
+	"25Ds0K+hvIDITeCgNGa3d1cljh4c7WEvm1dI/0rZu01GxqByTxCJdXXDcUZ3K11pEQytK3VfVeoNRXWY",
+	"dhfpvejI7q8wBMfqVHUrO9IFqnZRXpZTobXFs0AdvS1wIiHcPA4TVFl2qlUxX3hCtisjUr+OP2z8o5Xu",
+	"7afDVjPRZ06GXgc7cossW5C+zGr2Sw8yTz5YDBdcvXvUdUFZEe+KKZ72vY5ta5PDn0C2vfTT/ClcG809",
+	"+LSNuYaia90bDcrZydTVV+E/ja571ThKv0XO7go+zNce1BsT2K7YIRIm1zHMy4gfWlC+0mB/YgD4iV/4",
+	"DsPqkLzT8WsLvJbtahrbZ/PZdmNX1+/SlLW2g+phYV8psH0osMoOvjgKLDSa+RzX7EANXX4lFebPLInr",
+	"MYdXeMGfR4n9lhNQpqaSpOo68szPdr9RDMjSRXn6XPX0+p9NoXay8rS/1bMQB0hAFWm782AAr8NPXMg5",
+	"2kp/XPq2MyZA6Qx1eTYeGp2oH8CUeMOhgIkMaxjDasGFm2tdclgGwo+tmFYPj6su/Q9OhUepNKWfXwmg",
+	"P3xQ3W9IjkkLG71Y3ADPBIZfLqFjmerHXErFktOhGcBJU6nUikH5u+yLppVI+vETjVBIjYLZstzt5Nna",
+	"QfL264OtPrfLdkOS1QVu1wxHtz//lcRUHZe/UlOkUiVxj+sSnZctdgWVqorrun95+bZjZ7zP1ntDx6Ul",
+	"qSORuIasZrVqjnoie0n7rhHxXJtkFuzksiay+ypHi8yqm46e6y2fnkguoTAYgl2IFP4iaG8zLhzGMOcX",
+	"KKlxxLv8sROBm7KXZUXX6KipaGNhX6msG2ThM/YOCYjtyrw72S33UDe91crF1xZJXw7RFfzy9qmujQb7",
+	"/2zOa0MZX8mv/xzya98qeIPhaTdtv3nrvMA3Gnv32ezXLu/WGMu0rZDrXIEuJAyG6TIbll/p9zO8SI6B",
+	"2kIhFdytzYF7Qk2DVqPdeDg8uvePwWgwGhyNvxl9MyJ3DAvYksIHkLi8FBAHjOWSdGg99pqhlmAXSEPT",
+	"9aD+eVtPCbro2B77e+XQnJw3fscx9r95NV078GCVQ9HlbzaWJUxnxVJtTihTGrM3dmRbhFOX3B169Oth",
+	"GadXDn6hOQapwnm+RMz8/dAwaiDfLt9e/n8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -131,6 +131,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			Token:        grant.Token,
 			FencingToken: grant.FencingToken,
 			TtlMs:        grant.TTL.Milliseconds(),
+			RenewAfterMs: renewAfterMs(grant.TTL),
 			ExpiresAt:    timestamp(grant.ExpiresAt),
 			Holds:        &grant.Holds,
 		},
@@ -156,6 +157,7 @@ func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl t
 		Token:        grant.Token,
 		FencingToken: grant.FencingToken,
 		TtlMs:        grant.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(grant.TTL),
 		ExpiresAt:    timestamp(grant.ExpiresAt),
 		Holds:        &grant.Holds,
 	}, nil
@@ -291,6 +293,7 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 		Lock:         key.String(),
 		FencingToken: lease.FencingToken,
 		TtlMs:        lease.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
 	}, nil
 }
@@ -318,6 +321,11 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		Holds:        &info.Holds,
 	}, nil
 }
+
+// renewAfterMs is when a grant's holder should renew: after a third of
+// the lease, which leaves two thirds for a renew that fails and its
+// retries. The ttl_ms of the same answer, divided by 3, rounded down.
+func renewAfterMs(ttl time.Duration) int64 { return ttl.Milliseconds() / 3 }
 
 // timestamp is t in UTC, cut to the millisecond: RFC 3339 as clients parse
 // it. Cutting down keeps "expires_at is never later than the real expiry".

@@ -195,6 +195,12 @@ export interface components {
             /** Format: int64 */
             ttl_ms: number;
             /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down: renew this long after the
+             *     answer arrives, leaving two thirds of the lease for retries.
+             */
+            renew_after_ms: number;
+            /**
              * Format: date-time
              * @description RFC 3339, UTC; never later than the backend's expiry.
              */
@@ -208,6 +214,12 @@ export interface components {
             fencing_token: number;
             /** Format: int64 */
             ttl_ms: number;
+            /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down: renew this long after the
+             *     answer arrives, leaving two thirds of the lease for retries.
+             */
+            renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
             /** @description How many times you hold the lock (1 unless re-entered). */
@@ -275,6 +287,12 @@ export interface components {
             /** Format: int64 */
             ttl_ms: number;
             /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down: renew this long after the
+             *     answer arrives, leaving two thirds of the lease for retries.
+             */
+            renew_after_ms: number;
+            /**
              * Format: date-time
              * @description RFC 3339, UTC; never later than the backend's expiry.
              */
@@ -291,6 +309,12 @@ export interface components {
             fencing_token: number;
             /** Format: int64 */
             ttl_ms: number;
+            /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down: renew this long after the
+             *     answer arrives, leaving two thirds of the lease for retries.
+             */
+            renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
         };
