@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/middleware"
 )
 
 // grantCall is one kind of grant the gateway hands out (a lock, a
@@ -26,7 +27,8 @@ type grantCall struct {
 }
 
 // obtain runs c.acquire with the gateway's rules around waiting: the
-// --max-waiters cap, the end of waits when the gateway drains, and the
+// subject's and the gateway's caps on waiters (--subject-max-waiters,
+// --max-waiters), the end of waits when the gateway drains, and the
 // release of a grant whose caller left before receiving it.
 func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 	// Waits end early when the gateway shuts down; the caller then gets a
@@ -37,6 +39,15 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 	defer stop()
 
 	if c.wait > 0 {
+		// The subject's share first: a subject over it is told so, even
+		// when the gateway is full too.
+		claims, _ := middleware.ClaimsFromContext(ctx)
+		w, err := s.cfg.Subjects.StartWait(claims)
+		if err != nil {
+			c.outcomes.WithLabelValues(outcomeRefused).Inc()
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, err)
+		}
+		defer w.Done()
 		if s.waiting.Add(1) > int64(s.cfg.MaxWaiters) {
 			s.waiting.Add(-1)
 			c.outcomes.WithLabelValues(outcomeRefused).Inc()

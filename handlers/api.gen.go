@@ -398,6 +398,10 @@ type Grant struct {
 	// Mode How you hold the lock.
 	Mode *GrantMode `json:"mode,omitempty"`
 
+	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
+	// answer arrives, leaving two thirds of the lease for retries.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+
 	// Token The owner token; send it in `Lock-Token` to renew or release.
 	Token string `json:"token"`
 	TtlMs int64  `json:"ttl_ms"`
@@ -446,8 +450,12 @@ type Lease struct {
 	// Lock namespace/name
 	//
 	// Example: billing/invoice-42
-	Lock  string `json:"lock"`
-	TtlMs int64  `json:"ttl_ms"`
+	Lock string `json:"lock"`
+
+	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
+	// answer arrives, leaving two thirds of the lease for retries.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+	TtlMs        int64 `json:"ttl_ms"`
 }
 
 // LimitMismatchProblem defines model for LimitMismatchProblem.
@@ -587,6 +595,10 @@ type SemaphoreGrant struct {
 	// Limit The semaphore's limit.
 	Limit int `json:"limit"`
 
+	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
+	// answer arrives, leaving two thirds of the lease for retries.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+
 	// Semaphore namespace/name
 	//
 	// Example: etl/nightly-export
@@ -614,7 +626,11 @@ type SemaphoreLease struct {
 	ExpiresAt time.Time `json:"expires_at"`
 
 	// FencingToken The permit's fencing token, unchanged by renewals.
-	FencingToken int64  `json:"fencing_token"`
+	FencingToken int64 `json:"fencing_token"`
+
+	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
+	// answer arrives, leaving two thirds of the lease for retries.
+	RenewAfterMs int64  `json:"renew_after_ms"`
 	Semaphore    string `json:"semaphore"`
 	TtlMs        int64  `json:"ttl_ms"`
 }
@@ -1489,7 +1505,9 @@ type NotHolderApplicationProblemPlusJSONResponse NotHolderProblem
 type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
 
 type TooManyRequestsResponseHeaders struct {
-	RetryAfter *int
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
 }
 type TooManyRequestsApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -1635,6 +1653,31 @@ func (response ReleaseLock409ApplicationProblemPlusJSONResponse) VisitReleaseLoc
 	return err
 }
 
+type ReleaseLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock429ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLock503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -1755,6 +1798,31 @@ func (response InspectLock404ApplicationProblemPlusJSONResponse) VisitInspectLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response InspectLock429ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1936,6 +2004,12 @@ func (response AcquireLock429ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
@@ -2084,6 +2158,31 @@ func (response RenewLease413ApplicationProblemPlusJSONResponse) VisitRenewLeaseR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLease429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLease429ApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2249,6 +2348,31 @@ func (response ReleaseSemaphore409ApplicationProblemPlusJSONResponse) VisitRelea
 	return err
 }
 
+type ReleaseSemaphore429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseSemaphore429ApplicationProblemPlusJSONResponse) VisitReleaseSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseSemaphore503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -2369,6 +2493,31 @@ func (response InspectSemaphore404ApplicationProblemPlusJSONResponse) VisitInspe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InspectSemaphore429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response InspectSemaphore429ApplicationProblemPlusJSONResponse) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2535,6 +2684,12 @@ func (response AcquireSemaphore429ApplicationProblemPlusJSONResponse) VisitAcqui
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
@@ -2683,6 +2838,31 @@ func (response RenewSemaphoreLease413ApplicationProblemPlusJSONResponse) VisitRe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSemaphoreLease429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSemaphoreLease429ApplicationProblemPlusJSONResponse) VisitRenewSemaphoreLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3107,95 +3287,102 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Hxvcxs3kvdX6Zpnq0zuMyIpW85uqFdK4sTZdZyUrZyrLtRpQE6TxGoIMABGFOPSd7/qBjAzJEcSpcjK",
-	"Zs+vTJEzQAPoP7/+dcMfk4leLLVC5Wwy/JjMUeRo+OM7dGZ9MnVo6K8c7cTIpZNaJcPkw1wXCBYnWuU2",
-	"BaNLlWMO5bKXpImdzHEh6KWFVHJRLpLhIE3ceonJMJHK4QxNcn19nSZLYcQCXZjwtS5yNKf6AtXujKdz",
-	"BL1SaCBz9EQGegpujjApjUHlYM5vp+A0GDxA5dCAdBZmRijXg7d4iWaklqUD6UAqEPDzuze9kUrSRNIE",
-	"fuVJmiixIEHf6MnFgRdmY0ni6g2qmZsnw+cvv0hpifHvw2qR1hmpZgktkYa575KaIsO2xHvJa/DXUhrM",
-	"k6EzJf4e+d/y6B/9nEvh5vWM/M9tcy2Fc2joxf/55eTgv8XBb4ODL8/qj+e94cHZx0F6+OWX139Jbprd",
-	"LsUE23evVNLRponSzbWRVtBv1Q7tSuuH2lfkKG8QlkX94nmrpNc0pl1qZZFV+ZUxms1mopVD5eijWC4L",
-	"OWER+0ujxwUu/v+/rGbFqAX4i8FpMkz+X7+2y77/1fZ/8m/5+TZ340StQbs5GkCaupdcp8m32oxlnnvV",
-	"eypB6FhYmyHXaEFp59UZ3FxaqA4BOtk0ipd1Wdzv1aUoZP4Ofy3RuqeW2fhpQVpYiGKqzQJz6GTSC3Ue",
-	"fg6ivtXOO6tHl7Ia+X5bTM6PXUehJxfQyZR2594hZt0UhMohMyisVhlYsbYjtZqvh/RdgcJinkGncpWw",
-	"EhbiD8cgwOAShcMcsm9evXl1+ioDoewKjR2p54MjkMo6FHk3hQyvlmRVYTQeAZADw0q6uS4dj8bfD8Hq",
-	"BWqFI4WFRViI9dYilF51QRvISnWh9Epl0FHsEFlKzFP6kUcfqYU2CG4uFHwxAAtiprvk2a/T5CexLrTI",
-	"T7V+I8wMn1qrxjpfk0ppEvzwC/in/Ao62dILde60Pi9IrKBWp1r/INQ6WIB9amFnwuFKsLzCcews5MI7",
-	"2JWQTqoZiAk7TmOhk5H0C6HW0TZslo6URYTs4GAhrg7oHTQ26x6Tis7pdVKtyVyoGeY9YHwBggAGZPzH",
-	"AaONjEYJwEKbSnUyGu98YTMfs7eBykGFVNp2IDzdb2Aa3oSfVQgdv1EweLrt/kFaSxuiDQQPA2MUBk0w",
-	"7E5WNiQj9dhY8YcPHw5OSjdH5UhE3JRpJzj5hV4KWYhx8eQ2wNY8FpMLVDnkMmeH5V0IoRonF8gH7TZV",
-	"0M5LRzo3Urle0Y6EIc7LeilZtweMoko30QusIKEoChoieI7HU5jrCBV4mBNvDI2AJfJc0spF8ZPRSzRO",
-	"EhyYisJimiwbX31MFjpvATUZXk2K0spLzKCzmqOCAqeO1tcdglYYUO4xZHYuyNUOQag1qHIxRkPL91+H",
-	"x6x3/UpDNSwNQsqEimD5L0n1A4Fcfjc524E3acIwdVfcE5gaxAOKllCIMRbkhAmr2iVOHNi5XlmarQE6",
-	"D5//vWV854rzhd2d4A3HkILfPYYcp6IsHLwYDAaDlJzUQlvnj1yrqZyVtPaFuILT0zfQiY8fwpwNiMQU",
-	"zucgXxwlaZ2eHO6mJ2kS/M2uUK/1CgqtZpRq0EMw1QYEzLHIWdlrQW8Xkt+tpKTIdYeYbVlU9ZUe/wsn",
-	"jgT/jgIkg9kNjfPR2Z4L/q2aJRcOD8gIk5ZzmaKaSDU7dzGD2RFud99I927YNQoXbPAW1rrcRi2HUKoC",
-	"ra3yN8x5Q24/Jnq3xeulN1gYibEz9wMswt2V0/EDx2DJ6/n8LatTtMynqQpX5PkCJuolt1rGnVt/3Uxs",
-	"fvEbEwXdPspq4LSpF2ct2vQaRUGGu61O1glXBsUSi2XBb120ZnFNqcJrrTNVkHpzpgA68ntp7r+XtnPy",
-	"450y/2NvV/tjEMVKrC0cBt+yRLOQbg9rqBz1zuJs6Te6VWUzW44r+uEfH069H48b3yAlkns47w80hsGF",
-	"kMrGsStFv682R/HjEvdT6HRDeW5SOrurc3cdqz9Ev7i7TmVrJX7oNlk42t3luDcFevft1/DixYsvU/j5",
-	"9Otj8BlSIQhTcz5Eex6A0zMLPNJ6Y/vvZxCbk793Rk5csQapJpReomW0DiTE2muPZTxUnX7wtXvYVXTr",
-	"mzNW/EE/kE+17xnLopBq1pfqUssJHhw9/yTu9KFu9A2lUj9IuxBuMo+ImZxbUfw4TYa/7Amx023l4BSt",
-	"3ah99iYV+ZBJM7rcuEQea1f6s8BjvsYif0TRDWHrc04AH3gmWyPcLPn3aqrbNykgZWYRvX5CtnHGWQqZ",
-	"P+SsojjolCnbzRrehX4NToo+spfKPPXCFp+Bn3yMbAoVzBipEBe0SYEhfxUaKGYQqPQwJOUfNgA+rOba",
-	"4khVVIuFQlg3rCSmIShNhHmFWePg1lGA4fGFGykCqWkdiRSuKEfPwvZkUEjrbLBs/6VPq/5MoRqLvBEa",
-	"x1oXKFQM4iE3bDOjS68mNpyA1gqtC/yW07TvMJXGumNO0drPsDrvgv2vdOhV/jbTCYCoxvjCGLG+D+rA",
-	"e4COT4O1tzfi9ySfj45pYjx6Ikjjc8pWRatOrmbYOD2UtSo9s/BriSX24AMF2XeYS0rwwY85UuwLKgYl",
-	"l5jDRJfKWSiVkwVlqELlB3o6hdzopaWspBPTUwFTXFXEW9fb9n4Rkc0qqEBtSg/BZ2kLyos71hZTd8jy",
-	"RwlKIpBf2ye/5pPw/Jw3p0BrNlU6EufVMulT4KFalHsnnvHk7XGsschdDPjl0cu/QaDvIEcnZMHMy+bi",
-	"JsFMo7Rb1Q0WtUGIskqHElKaKO3Op7pU9D0d/Xk4eIsLsZxrg+fTsijoR4IR54uAdcKbXi/iH/7NHR6c",
-	"09UtVjlJkxbmjxQO3Vzn5zSeKAq9YoFJV40SRasj8fvS7kmqbHbXaJ10njXddRP8RTMDLo0a0uaQGQ7D",
-	"eQybu3W7AvCvccZKqkry1J9gmy28o5D9MCryJmf3FlchyHkCDqZGL0DpVU1wkUWcnr6pvfxK2NrFUjJw",
-	"b+KtjdF6H1Xs27IoPikC3Tb6EMo3Yz5ybWILKz0gp90LvlZr34vW+zfKDrngVk0kuI7k8SMKU0g0gdWI",
-	"cbTyI/tmiDdnPtVQz0INq9c6QvXYvRJNdEVfydncFesDvFpq45IH84N+7dKGrfgj6cJ6M+7HGaY3po0N",
-	"3Y351y7Jcjvs9ttyJ/B+BERdadMdarKz4/eGdE1Grx3LxbTuXlhuL8jWPGS/4iZiuw1rVUe5F0n1KA6E",
-	"tMBv0zML4VlvNuR8Qx0ZxmtvGcIDnj0cx+3n+TgW9FCaqNrmh4XyG3xipYoTURSkiBvtFpXcQE5aTfA4",
-	"+Gn/NPsknztascBQzwvxmytx+3LSn4uHNxYPo/9/0srhPtwf28ukNNKt35MT9XrmmxVOSl8Y8n99G2f/",
-	"x4fTZKc/jTNwZoczvFoGsiyDTqzXo0nB4ESbHHMQtpn1hqSwO1LMpimbpSAUsOumAFo3lc0KPbbQyQIX",
-	"zISdKw7+Sh/+mnVZwUZqUVoHnJvwLCvuZa0G8X6UAwazRLy22vjnzi19p4Ns5RS/kaSY49KhLwaH3p/X",
-	"p6c/8VHbORYF+DdsCkqrg+90BGEWhMopCzeXaBhdTks1oZFtb6RGKnQcBKYybOdPP74/hT7P1f9YLePa",
-	"f77OhrzI2J3oM1faya3W005EHiRKpB02IIhviWgikZEKUKTLPKfYZk69QdvbqgQjdVOZAE4q3khA6BmT",
-	"zpOcWnF7kl4pz7ZJZ0eKzNaUyoIu3Q6ReULJscMJHYtBq0szQWBFMEjKBSsjHVNmpCETYcyaOZFG0AHK",
-	"MQOe1QpJmDllO4VBka/BIio+pOC5YaxziRaEQfjH+x/fwmouHAPw7GvffXNwul6ib8iDjtVh7mxSmgIO",
-	"cnj2cRRc2ygZvhwMBtfPMlhpc2HZPtZLzLvHZAi4WLq1bzVboFBsOyMVvIPtwSsPuo3RhnYzu6njJ/Pn",
-	"IsA6SrEho2Qz4zX9uEQjfAyiE1hqSVhEl87KHD2CnWjljJi4IWTfvTqF/gLp3G02Up2fjKZkHUvrFcU/",
-	"oJeoxFL21mJRsCOQFnI9KReoXNerOxwNXgbmmfRiKdz8mQWf+FvGyCeU+Wc9yF6/OvkG+nMuVv+WeTsK",
-	"X/L5/BbbFn0g48Q66Js0LFGWNtoUaTeDDFNcxY5H4C4jToO/088sKHR9cggwxqlvQawbSQ2KyRztSEU6",
-	"IGWBHV65/rIQUmVgBHfsskY1D8K37UwKbdGf5UQrhewHhpAdvTiEqGOvvU1+K7HILZxqDZx1ZTUJHcQZ",
-	"qUIq5HFDaxPg1QQxhy+O4J/yq2PIjgYD+ErkcewsRKZqAHJh/cPeIUyEUtrBUhiL0BGwqJvZ6tbZ7LW2",
-	"jhx1/d1IBRdConSPIXs5eOkd43+hsWT/b7WD9+WScirMowCX4Udubx4p3q0gyxV0+NNzbhgjr5l7d3v6",
-	"5j1oVawDkVnICSqPWkM3+A/fU4wqTRFcuh32WSG9Z+hpM+uHl/oUF2sWKInHmaRJkCwZJoe9QW/AWMcr",
-	"dTJMXvQGvRdMcrk5x8yonPR5hi0obVeHvdJF5BW0dkdNE57W2+f3OWGMMNFWU/rzweCW3r/79fyFrpCW",
-	"lr+fl70N1JAMfzlLE1suFsKsI6o3ekLuWdpwZcSJmeXauB/2jAa4MaT5nSvQteTt3+e4WGpa35DiUexY",
-	"5uqeb2+O/joytdU2Px8cgZgJqUaKFc8nmi60FE9dcB3hvWCjnIRUTHBKQU2BnI5UaG8G7m7eqr6MmUpW",
-	"PeicNOovXr5nNjwtDBt+qRzmQyBnUi/HiQu0HIQE5Yc+J+ThhXW9Luv8pkq881K/8ZR9897NDeRZ/Ui/",
-	"vsJyffYpVYprWi0a9WPoe+RlK17yMfdwWSeLYquLLBZbuQLGXdXPB0ctzFg8/U7cNh6ne1yPtBSWsIrT",
-	"/JXCKxfScx71yK+8bUHVDvW3rjTwa4d3v7bRlcwvvbj7pfq2B7/x5d1v1LcYrtPk5T5zNLuI+ZgYYtz9",
-	"nr8Ow16h8gPhBCKWrXryOrHNlYxWulAT3ypTRn/BLiI5u06jR93U+u99Lhm0/pNpbtVhcFsHdFX//BMo",
-	"z9FT9oi/1QxdtyvUHn0yYI0lo3BN4slV9Ztm48ZOw0i8lyJ8mnCDft7P5db33q7TvR5m17zUtg1WjLg2",
-	"O0qGMApl9lGSgbAXNiCs0FPSocDY5QUOm30mluIQXknrUh+HOE2ICVgg5IIxq3ybqePMUI1U3YLuzZz2",
-	"MpxK13dH5BgbTBjq9eCD5yN92RsoMAtj5KUoQBvf/RIyKg/iaZXDejkRiI9xLjk7DZdYmqJwv4agpXR2",
-	"7pkwDU8p5LS0oZg1UllVy8u6KVjt80ZDmQvfa7BOmMsADhrtOrGYya02rEUo8pju+uVRnhiuNoHTM+TU",
-	"YLOXZGoQPRHwwSdqG/k5K+T2bdjoN31mG75+ZkfKg6FweYtQvH+Sv6Wn0sgBMPKkre0O4flg4A+fsxL+",
-	"xafGO+febHxKA4VVKq71xNr56thvhdecMVJuZWvYVbUwxaojDyltqGLZOSUJCvPjkaqPrLoQRx5r3YNX",
-	"N8AmVkEPJHgpjQYqN8cFiKLowYm9oPVMw90Uf72SdiLmyXE3/ZJHqiMUlMuZEXlIEsPpu8YFDL7qMhaT",
-	"i+6tytVrwXCB/XkQhmverfYojhXyK52vHy0Mbt2Hud69FvuYQdeXQ1viybsaUXe2D6ppMJSBBrAYaivR",
-	"vbN2Bux4+OkFbkKEtS5NLPI0mw0joUUwydNv0v15cOijQontTtQ9QJe/PU+pEnvBKtow5xTjREfU99NG",
-	"inwtlEu2TKnqqNAdQgOZ1AabBsqpeZExXrxtVvmZ76v9evTX3gF1vDMi9xdch1YYEHCjE7TrPZWchhBF",
-	"Di8yne2xgZfdfls4rdczUs2Lw42QuLWEbrxX5m91yrrl4zHvZh4d7qFt2/d76b3ne+Q+21dt/whYucnm",
-	"p6CXnmEt1tV9W4o90lEACfrYBi5v40r6RVWufQoAWrbgz/cYXGtVt98J7RsXfT2rFfPu0F3kadSW9iI4",
-	"URA67cIEFUQYG13O5r6i0WvlRBSufDn791Iijx9MN/q5PnEo9Xtwgx9VsQvsP5L2eKiTeXJn8erKYcgp",
-	"vJrX+WekTm7yDb7+cRftvFkleQDr/M5P84eQzjz3A8mBO7jqjevrYXNupKyrVoq7eetWfvZ9o4XkEUna",
-	"WwhQT3hyF1WgN1MCFkKtU5hFzx2blTbY9ZEK/Xs1kx6o9R1GHXYI9fDfc3xmUX+nW/hOXvoWzqqHpNUd",
-	"1Hp5J1naVMFPZsmbjYFt/59RVBbK1sPCPjOo+zColR78ORjUZqtu6PaMhKpn9Zhbsd1btPmPo1Z/XjKc",
-	"5d6prGqu8+TSbltdkz0VdfPzSAUqdVhxqhutOU1udavBpqJIR2qGrto/yc1RNVEaW0BCPx+3vdiIJijG",
-	"j1RYwxBWc1nQXOtIk1nG5syRNlvVKAX0jFh4daS2+KzwQ3URJDvmXdhqOZQWZF5g6kE+V9m8mM9stbFs",
-	"PGh7cNLcVOZ0OTrHBnJeCYVaJlNLZbAQLialrVzaprN7fBS/0855vdl350yJu8j+8PHnv5V8qv3rZ/qJ",
-	"t1Qr3ONeSeutlJucSpVrtd0Dvz5rORlvs/XZcPU7Mi8KmRHI2yiqkepkm5eymLXan5nyvPzunZd2xgl+",
-	"NDs2PVJSQWkjUx48hb+Q3tn2C90UZpL7JlQ0eS4NSBtbtlZ83ZJ757YW9plwukcUPhUXvuR1U+S9kYOi",
-	"l9pJqI1YfGcK9J9DRwW7fHxCauuixf9tZmprMz5TVH8+imrfrHSLh9m8Y/DLGWmz74v3ZrB9vSDelbJO",
-	"GFch0JkGUyro9SeLvB8fOTjI8TI7Bu5ihkkhaW0E0hn99Db6Qof9/uHzv/UGvUHvcPj3wd8HbFZhATtS",
-	"eEeQxjssacBKFGwDSeJ3hjvYySGGOwK9+r8p9sQdebnNsb/WhMrUrHbbNvU1ofGaQIDThIbj/9cZU5HW",
-	"zKM6nJBuNGZvnMiuCG8oSBMK9OsRueS/CEahPQalQ+lfIeb+QmwYNVBk12fX/xsAAP//",
+	"7F1tcxs3kv4rXXNbJXJvSFG2kt1QlQ9K4sTZdRyXrZyrLuPTgJwmidUQYACMaMal/37VDWBmSI7eHNnZ",
+	"ePMpMskBGkC/PP2ge/IumerlSitUzibjd8kCRYGG/3yJzmxOZw4N/atAOzVy5aRWyTh5vdAlgsWpVoVN",
+	"wehKFVhAtRomaWKnC1wKemgplVxWy2Q8ShO3WWEyTqRyOEeTXF1dpclKGLFEFyZ8qssCzZm+QLU/49kC",
+	"Qa8VGsgd/SIHPQO3QJhWxqBysOCnU3AaDA5QOTQgnYW5EcoN4TleosnUqnIgHUgFAn56+WyYqSRNJE3g",
+	"V56kiRJLEvSZnl4MvDBbSxJvn6Gau0UyfvTZ5yktMf77qF6kdUaqeUJLpGHuu6S2yLAr8Z3kNfhLJQ0W",
+	"ydiZCn+L/M959Hd+zpVwi2ZG/s9Nc62Ec2jowf/7+XTwv2Lw62jwxZvmz/PhePDm3Sg9+uKLq78k181u",
+	"V2KK3btXKelo00TlFtpIK+i7eof2pfVD3VXkKG8QlkX9/FGnpFc0pl1pZZFV+Ykxms1mqpVD5ehPsVqV",
+	"csoiHq6MnpS4/O9/Wc2K0QjwF4OzZJz812Fjl4f+W3v4wj/l59vejVO1Ae0WaABp6mFylSbfajORReFV",
+	"72MJQsfC2gyFRgtKO6/O4BbSQn0I0MtnUby8z+J+ry5FKYuX+EuF1n1smY2fFqSFpShn2iyxgF4uvVDn",
+	"4esg6nPtvLN6cCnrke+3xeT82HWUenoBvVxpd+4dYt5PQagCcoPCapWDFRubqfViM6bPShQWixx6tauE",
+	"tbAQvzgBAQZXKBwWkH/z5NmTsyc5CGXXaGymHo2OQSrrUBT9FHJ8uyKrCqPxCIAcGNbSLXTleDT+fAxW",
+	"L1ErzBSWFmEpNjuLUHrdB20gr9SF0muVQ0+xQ2QpsUjpSx49U0ttENxCKPh8BBbEXPfJs1+lyQuxKbUo",
+	"zrR+JswcP7ZWTXSxIZXSJPjR5/BP+RX08pUX6txpfV6SWEGtzrT+QahNsAD7MYXNSZalUJuo6TY/Ic1a",
+	"SDVnjZguhJpjMYQnkt0Mh15Rlmig5xaYKdbIAwu5rSZ5v140aYJdCIM+uEkLc+FwLTZj/soIR99kKk4L",
+	"PTrkDY8NU10pZ/t81PRrMWW/bSyshXQkmnCg1RQz1cvpo/OlzVPWH8tab3EpVgtt0ILTcyTJ+yc0GodZ",
+	"LwiJKlymWGfl0keUevw4Ywoz0jeSTSscAqMjEASPMpXzvwYMlvIIi6CnTa34LeloHPoXGtsfwmmm/DYe",
+	"kNXNKitKC1NhzAbyl8LhM5Jo8EKXcrrJvSXXH+eZ6hVGzNxAopsNFs6txEoOaE95IYOA5gZHR31yvbQg",
+	"WviKR2NUYTNFxzSGPEvouSzJ2eiyJIiYJbkHSW1kGAXoAoaCfWiJM95H6VpDn5gvRyfuyyMyZa3Qb4Vr",
+	"YCTrkRVLBGFha0+9CrSlorGCZI3y7wOI3S3sxhFhQ1o6HdS3LfwvXx6NRidrFv+XGC9splZoYB0XMeZB",
+	"JtX0At2BhUllrPMOmD53com07U5csEaS2s9kWcLM6CXgcuU2HSuliU9+qb7MyBsEuDuo50/usgvNVl7n",
+	"I8LxHrZQP7uJn1QAV78SXPp4DukHaS3pK1m+j8EwQWHI83Do6+VVSzJyoFsq+vr168Fp5RaoHImI2zLt",
+	"wTe/0EshSzEpP3qU4Hg3EdMLVAUUsuCQ7oMs4X7SmrTDadlF5chJZarQa9qRMMR51Swl7w+B84zKTfUS",
+	"66SJvKu0EGLrvoW/r8JcRUXkYU6992xBOlEUklYuyhdGr9A4SYB5JkqLabJqffQuWeqiA/bn+HZaVlZe",
+	"Yg699QJVcDWV649BKwx54AnkHHWKfAxCbUBVywkaWr7/OPzMettUGuphaRBSJlSUuP6c1F+QjfGzyZu9",
+	"BCBNOJHbF/cUZgZxQHgSSjHBkmAKZXN2hVMHdqHXlmZrpWVHj/7eMb5z5fnS7k/wjFFWyc+eQIEzUZUO",
+	"Ho9Go1FK0XGprfNHrtVMzita+1K8hbOzZ9CLPz+CBRsQiSmcz9I/P07SJoE/2k/g0yTEtH2hnuo1lJqi",
+	"jeZQx45ewALLgpW9EfRmIfnZWkrCdreI2cUz1B/pyb9w6kjw7whCcrq3pXEev9pzwd/VsxTC4YCMMOk4",
+	"lxmqqVTzcxdz/D3h9veNdO+aXSMIxgZvYaOrXVx/BJUq0dqa4cCCN+TmY6JnO7xeeo2FkRh7c7+HRRhU",
+	"uD5nhNSpJKcEB01BNpl77c4bJok82hh4CI8aWZ14MA8TgnsUxshLtCllG5eMb9baj2ujr/N5CGmgQWck",
+	"Wu/t7qVEaeJu43D4BydgyYd7viZvKJnc01K0GpaDZRomN9r5rYp01SYyfvbHHAXdVcx64L1zSdtq/6bD",
+	"WJ6iKMkv7VqLdcJVwW7EclXyUxedNE5bzPBY50x1Tr09UwDhxb0M89/LmFmHfczh/9ibrfoERLkWGwtH",
+	"wXWu0Cylu4Ox13Fob3G28hvdqcOctUWL+cfrMx+m4sa3WMnkHrGJkwGDSyHVtjV2OvFb1DuKH5d4g4a3",
+	"jj7dUp7rlM7u69xtx+oP0S/utlPZWYkfuksWDua3xaVtgV5++zU8fvz4ixR+Ovv6BDxFUgrvJ4Xy6YjH",
+	"hQcWeKTN1vbfzyC2J3/ljJy6cgNSTQ3Jbjnh9Wmy1x7LcK8+/RBK7mBXMWptz1gTiIeBfW58z0SWpVTz",
+	"Q6kutZzi4PhR8ulHpd8aLR4sSnCS/YO0S+Gmi5jvkO8uyx9nyfjnOyZI6a7ul908A6dNTNZIRbs4bUfT",
+	"a9fMY+1L/ybc0zzFsnhA0elgN1uqdt9D2hnhesm/VzPdvUkhz+FbEm9+kG8dep62FD1vTjlPM5W3nCd9",
+	"G3ww/clOOBBS7NBy8JNPkPW7BomZCmFPmxQ4YasjH4VESgk8iGT+Zzs9g/VCW8xUTSVbKIV141piGoKS",
+	"fFjUGUcc3DqKnzy+cJmiFCNtAq3CNRZDLzoam0MprbPBcfkPvUH+kZAIlkUr8k+0LlGoiFFCZt9lRpde",
+	"TWw4Aa0VWhc8lNO07zCTxroTTrC7z7A+75LDi3ToVf4m0wl4r8nQhDFicx9QhffAVB8mU9rdiN9CHTw4",
+	"ZIvh9iMhtjSSljec3DaFz/RWEPTAwi8VVjiE14QhXmIhbQoicOWZYl9Q81+FxCLcD0ClnCxBwEKoYqBn",
+	"MyiMXlnKwnqRXBAww3WmAkvb97Z9txDJZhVUoDGl94GfaQeIjTvWFVP3LgMfJCiJQF3unrznvz276s0p",
+	"3P+0VTpeDNbLpL8Ci9ih3HvxjCfvjmOtRe5D3C+OP/sbBPIVCnRClsybbS9uGsw0Srtze8uituhsVulw",
+	"RZ4mSrvzGQG9xDuC83Dw9R3S+awqS/qSYMT5MmCd8KTXi/gP/+TePR+n5zv3bEmadPC2pHDoFro4p/FE",
+	"Weo1C0y6apQoOx2J35duT1In6x0gUjrPee+7Cf6gneBXRo1pc8gMx+E8xu3dulkB+Ns4Yy1VLXnqT7DL",
+	"Fl5SyH4/Ivk6Z/cc1yHIefrU38IovW7oSbKIs7NnjZdfC9u4WMp17k2bdvGRr6KKfVuV5QdFoLtGH0L5",
+	"dsxHvo3bwUrvkbLfCb7Wa78TKftvlPxyQUE9keDrTo8fUZhSogmkTYyjtR+5awJ8feZTD3UQrqyHnSN8",
+	"Wrluveh7sQLoykMl5wtXbgb4dqWN68RDd2J36xIGf7C/J9nbbMZvZHzTa7PilmnG9HKfIrs5q/D7dGte",
+	"8QAJQ20st+jN3hHcG7G2+dhuqBqz1ntB1Tsh0vap+xW3AelNULI+yjtRjA/iH7mwgrfpwEL4rbcjii2h",
+	"nggmG28qwuO5O/jFT9irfSAH8WAkX61F7wfErolotaX52hu7XQxYLyTWep1AUyGGhn2wz/ytWGK4Sw/o",
+	"i2/B73ph8ufF/bUX9zHefdRb+7swt2xA08pIt3lFMcLrmS8UOq38raX/17dx9n+8Pkv2qqeZP+Grixzf",
+	"rgLVmXNlY9CzFAxOtSEfImybswgpfZ9cRwG5Im8jFHBkIlfRlDzPSz2x0MvDRQXTra4c/JX++GveZwXL",
+	"1LKyDjiz5FnW3GlRD9Kq9WKOj9fWeIOFcytfZSQ7GeFvJCnmpHJYhCpJLtJ8enb2go/aLrAswT9hU1Ba",
+	"Db7TEUJzSWWmLJpLNJwbzCo1pZHJ9WUqVPsEnjls54sfX53BIc91+K5expX/+yr39XKxdt7zDrSTO40R",
+	"vYi0SJRIGm1BLl+O1EZemQrQq88stdjlvb1B25uusDJ13R0WnNasn4BQ0Sydp6i14mJVvVaeK5XOZorM",
+	"1lTKgq7cHg19CiujHU7pWAxaXZkpAiuCQVIuWBvpmPAkDfHVoWI7pkKp1zEb0YqrDBeUq5YGRbEBi6j4",
+	"kILnhokuJFoQBuEfr358DuuFcJw+5V/7yrfB2WaFvlwcelaHufNpZUoYFHDwLguuLUvGn41Go6uDHNba",
+	"XFi2j80Ki/4JGQJXNfpC6CUKZX2YDd7BDuGJT5mM0Vx1mV9XbZf7cxFgnZiUCPlUF5jzmn5coRE+BtEJ",
+	"rLQkqKUrZ2WBPsxPtXJGTN0Y8u+enMHhkkL21OaZ6r0weolugZX1iuJ/oFeoxEoON2JZsiOQFgo9rZao",
+	"XN+rOxyPPgv3BlxVK9ziwIKnbSznBKdlqdf5EPKnT06/gcMFV1L8mns7Ch/y+fwai+p9IGNaJOibNCxR",
+	"nraK6Gk3gwwzXMd6fOAKPyYxvtMHFhS6Q3IIMMGZL5Bv2hwMiukCbaYimZOywA7fusNVKaTKwYhQ6C0U",
+	"tA/Cl8xNS23Rn+VUK4XsB8aQHz8+gqhjT71NfiuxLCycaQ2cM+fNFUIQJ1OlVMjjhrJCwLdTxAI+P4Z/",
+	"yq9OID8ejeArUcSx8xCZ6gHIhR0eDY9gKpTSDlbCWISegGVTSNo0duRPtXXkqJvPMhVcCInSP4H8s9Fn",
+	"3jH+DxpL9v9cO3hVrSiHxCIKcBm+5OabTPFuBVneQo//esTFmuQ1C+9uz569Aq3KTaChSzlF5UF56FX6",
+	"4XuKUZUpg0u340NWSO8ZhtrMD8NDhxQXGw4viceZpEmQLBknR8PRcMRYxyt1Mk4eD0fDx0xRugXHzKic",
+	"9PccO1Davg57pYvIK2jtnpomPK23z+8Lwhhhop2WqUej0Q11t/ertw0lSx3ltj+thluoIRn//CZNbLVc",
+	"CrOJSYvRU3LP0oaGRifmlgs3/LBvaIBrQ5rfuRJdB0/xfYHLlab1jSkexX4avpv1zTfRX0eevd7mR6Nj",
+	"EHMhVaZY8Xwe7ULDS8xf4nPBRjnHqnn8lIKaAjnLVGi+Ae692bk7m/BFgBpC77R1e+blO7Dh18Kw4VfK",
+	"YTEGcibNcnx1Ow0vKP31KS8PL6wb9lnnt1XipZf6mb9waXeFXkN9Nj85bBosr958SJXiG8kOjfox1Bzz",
+	"shUv+YTrJ62TZblTwRmvyvn+knt+Ho2OO3jNePq9uG08Tv+kGWklrOUeAv5I4VsX2Ace9divvGtB9Q4d",
+	"7jTc8WNHtz+21RHADz2+/aGmF5Gf+OL2J5oeO3ri0R2e2G2fukqTz+4iW7vyn4+Xocntz/kmT/Ymtf8I",
+	"JxcxcF1H24ul6b4pJlRC7FxORz/DriV5c5VGT7xtLd/7HDRYywfT+Lqu5KauhfrW+w+gdMcfs6/juWbI",
+	"u1uX4FErA914URia//4wKv5Nu8xnr7wodmkKn5Zco9f3c/FNF/hVeqcfcyhYadsFYzK+yc+SMWShKCNL",
+	"chD2wgZEFyqQehSI+7zAcbsqyVLcw7fSutTHPU5LYsIX+M3gBFSxS3xyJqoy1bSbePdAexlOpe9raQqM",
+	"5UgMLYfw2tO7vkgCCAgwSSlK0MbXSoUMzicNtMpxs5wI/Ce4kJwNhw7Htihc3SNoKb29vkXfLehbFMPV",
+	"Z6by+uY376dgtc9TDWVK3MNknTCX2PS/bcvi2y5Zi1AUMb32y6O8NDT61p2bO5VHM4PoiYfXPjHc4gNY",
+	"IXffDRH9rc+kw8cHNlMefIVWZsoa/C/5U/pVGjkHRrq0tf0xPBqN/OE3fYs+Fd8793aZXBoos0rxzWCs",
+	"tFif+K3wmjNByuVsA/Pqgrd4R81DShvuPO2CkhKFxUmmmiOr28PJ022G8OQamMYq6IELL6VVbucWuARR",
+	"lkM4tRe0nlnoQ/MvG6CdiHl53E2/5Ez1hIJqNTeiCElpOH3XarbitraJmF70b1SuYQdmDGzTe2HG9ptG",
+	"PGpkhfxKF5sHC587vW9X+y+JeMhg7S/PO+LQywbB93YPqm0wlPEGcBquqqJ7Z+0MWPXowwvchhYbXZl4",
+	"Z9YuTY0EGsErT/dJ98fBvQ8KQXbrlu8A1vy7ZCg1Yy9YRxvmuGKc6ImmFzVT5GuhWrFlStVEhf4YWoim",
+	"Mdg0UFxbffHhNRTtmhDmFxu/Hv21d0D+vQKc/QTXwU3j/OtW3XDfeyo5CyGKHF5kVrtjAy+7+90ZabOe",
+	"TLVfo9EKiTtL6MceUv+yBNkUCD1cW22aHB/dQdt233bxR4KV27cHKeiVZ3TLTf0yhhm/BoICSNDHLnB5",
+	"EzdzWNa33x8DgFYd+PMVBtdal0HshXYOitssWszzQy2ap207itHgVEGoywwT1BBhYnQ1X/gblGEnB6Nw",
+	"7asDfisF8/DBdKv67wOHUr8H1/hRFWsGP02a5VN3Mk/eOgy5iDePJm+NVM11PsXf09xGj2/f5rwHO/7S",
+	"T/O7kOM89/D9DuYWTn3rFRdhc66l1pu39tzKr3fyyK9atS8PSCbfQNR6YpaL2QINmxIgEWqTwjx6/Fgz",
+	"tnULwO+PWUrXYvzDFcAe8w97xH94ydWfbO/v5E6+k5e+wLiukel0I40+30rqtlX3g3mA7brOrrcJRiXT",
+	"Kqrtn0zvnZjeWg8+baa3XYAeinwj8evZR+aAbP8GK/j9KOCfVgy7uaYsr4sOPQm2X27YZnlFU9Lv3xfH",
+	"1aSR+90qWWpzwDuFRzWVm6k5unr/pIItQjeWxoQ6Ry4HshG9EKbIVFjDGNYLWdJcm0jnWQhvmbNbJXyU",
+	"qnrmLjyaqR3eLXxRtzflJ7wLO6WY0oIsSgyvbOPbx/otdnFj2ejQDuG0vanMPTMaiG0RvBLFb30zCJUy",
+	"WAoXk+dOzm/bST58trFX5nq1XY/oTIX7GcjRw89/I0nW+OU/aTLeUq3wDt1Snb1W1zmVOifservB1ZuO",
+	"k/E225wNVwVEhkghMxdFF5WWqV6+3WrI7NrdGTR/f7DfydXNjMGPZs+mMyUVVDYy+sFT+Ncs9Hb9Qj+F",
+	"ueR6EhVNnq8wpI2lbGtuIuaawp2F/UmM3SMKn4kLfzV3XeS9liujh7rJsq1YfGvK9enQZsEuH5442+mv",
+	"+c9m0HY2408q7T+HSrtrFrzDF233bPz8hqzA9xl489lt14itddYJ42rkOtdgKgXDw+myOIw/GQwKvMxP",
+	"gKvCYVpKWhuBe0ZNw6062/Hh4dGjvw1Hw9HwaPz30d9HbI5hAXtSeAeSxp6gNGAsCtKBzPE7wx0B5EhD",
+	"z8Ww+Z8SeIKRvOP22F9rQnNq3nqBdervvCYbAg9OE4qOL6uOKUxnxlIfTkhTWrO3TmRfhGcU3Ak9+vWI",
+	"QvK/CH6hPQGlQ2mDQix8e3gYNVB5V2+u/j8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -23,17 +23,19 @@ const MaxBodyBytes = 16 << 10
 //
 //  1. security: operations with a security requirement need a valid bearer
 //     token (401), whose claims go into the context;
-//  2. the body: at most MaxBodyBytes (413), read as JSON whatever its
+//  2. the subject's rate (429), before any work on the request;
+//  3. the body: at most MaxBodyBytes (413), read as JSON whatever its
 //     Content-Type says, whitespace alone counting as no body;
-//  3. validation of parameters and body against the spec (400);
-//  4. the namespace grant: a token must grant the {namespace} it touches
+//  4. validation of parameters and body against the spec (400);
+//  5. the namespace grant: a token must grant the {namespace} it touches
 //     (403). It runs last so that an invalid namespace is a 400, not a 403.
 //
 // It finds the operation by chi's matched route pattern, so it must be
 // mounted with Group/With (after routing), not with the top-level Use.
 type gate struct {
-	ops   map[string]*gateOp // by method + " " + route pattern
-	authn *middleware.Authenticator
+	ops      map[string]*gateOp // by method + " " + route pattern
+	authn    *middleware.Authenticator
+	subjects *middleware.SubjectLimiter // or nil
 }
 
 // gateOp is what the gate knows of one operation.
@@ -42,8 +44,8 @@ type gateOp struct {
 	checks  *opChecks
 }
 
-func newGate(spec *openapi3.T, authn *middleware.Authenticator) (*gate, error) {
-	g := &gate{ops: make(map[string]*gateOp), authn: authn}
+func newGate(spec *openapi3.T, authn *middleware.Authenticator, subjects *middleware.SubjectLimiter) (*gate, error) {
+	g := &gate{ops: make(map[string]*gateOp), authn: authn, subjects: subjects}
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
 			checks, err := newChecks(item, op)
@@ -73,6 +75,10 @@ func (g *gate) handler(next http.Handler) http.Handler {
 				return
 			}
 			authenticated = true
+			if err := g.subjects.Allow(claims); err != nil {
+				writeError(w, r, err)
+				return
+			}
 			ctx = middleware.WithClaims(ctx, claims)
 			zerolog.Ctx(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context {
 				return c.Str("sub", claims.Subject)

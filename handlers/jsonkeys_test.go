@@ -72,7 +72,7 @@ func FuzzCheckFlat(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	g, err := newGate(spec, nil)
+	g, err := newGate(spec, nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func FuzzChecksMatchKinOpenAPI(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	g, err := newGate(spec, nil)
+	g, err := newGate(spec, nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -60,6 +60,8 @@ var problems = []problem{
 		detail: "the request body is larger than " + strconv.Itoa(MaxBodyBytes>>10) + " KiB"},
 	{match: errTooManyWaiters, status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many waiters",
 		detail: "the gateway is at its limit of waiting acquirers; nothing was changed: retry later, or without wait_ms", header: retryAfter1},
+	{match: middleware.ErrTooManyRequests, status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many requests",
+		detail: "this subject is over its share of the gateway; retry later", header: rateLimitHeaders},
 	{match: middleware.ErrUnauthenticated, status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",
 		detail: "a valid bearer token is required", header: wwwAuthenticate},
 	{match: middleware.ErrForbidden, status: http.StatusForbidden, code: ProblemCodeForbidden, title: "Forbidden",
@@ -257,6 +259,13 @@ func notHolder(b *problemBody, err error) {
 }
 
 func retryAfter1(h http.Header, _ error) { h.Set("Retry-After", "1") }
+
+func rateLimitHeaders(h http.Header, err error) {
+	var le *middleware.LimitError
+	if errors.As(err, &le) {
+		le.SetHeaders(h)
+	}
+}
 
 func wwwAuthenticate(h http.Header, err error) {
 	v := `Bearer realm="lockgate"`

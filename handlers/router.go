@@ -75,7 +75,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		w.Write(lockgate.OpenAPI)
 	})
 
-	g, err := newGate(spec, s.cfg.Auth)
+	g, err := newGate(spec, s.cfg.Auth, s.cfg.Subjects)
 	if err != nil {
 		return nil, fmt.Errorf("the spec's checks: %w", err)
 	}

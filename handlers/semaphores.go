@@ -45,6 +45,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 			Token:        grant.Token,
 			FencingToken: grant.FencingToken,
 			TtlMs:        grant.TTL.Milliseconds(),
+			RenewAfterMs: renewAfterMs(grant.TTL),
 			ExpiresAt:    timestamp(grant.ExpiresAt),
 			Limit:        sr.Limit,
 		},
@@ -120,6 +121,7 @@ func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeas
 		Semaphore:    key.String(),
 		FencingToken: lease.FencingToken,
 		TtlMs:        lease.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
 	}, nil
 }

@@ -33,6 +33,10 @@ type Config struct {
 	// changes nothing. Each waiter holds a connection, a goroutine and a
 	// wake-up registration until it is served. Default 10000.
 	MaxWaiters int
+	// Subjects keeps each subject to its share of the gateway: requests
+	// per second and waiters at once (429 too_many_requests past them).
+	// Default nil: no per-subject limits.
+	Subjects *middleware.SubjectLimiter
 	// ReleaseTimeout bounds the release of a grant whose caller left before
 	// it could receive it. Default 5s.
 	ReleaseTimeout time.Duration
@@ -127,6 +131,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			Token:        grant.Token,
 			FencingToken: grant.FencingToken,
 			TtlMs:        grant.TTL.Milliseconds(),
+			RenewAfterMs: renewAfterMs(grant.TTL),
 			ExpiresAt:    timestamp(grant.ExpiresAt),
 			Holds:        &grant.Holds,
 			Mode:         grantMode(ar.Mode),
@@ -153,6 +158,7 @@ func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl t
 		Token:        grant.Token,
 		FencingToken: grant.FencingToken,
 		TtlMs:        grant.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(grant.TTL),
 		ExpiresAt:    timestamp(grant.ExpiresAt),
 		Holds:        &grant.Holds,
 		Mode:         grantMode(mode),
@@ -305,6 +311,7 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 		Lock:         key.String(),
 		FencingToken: lease.FencingToken,
 		TtlMs:        lease.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
 	}, nil
 }
@@ -351,6 +358,11 @@ func holdersOf(hs []locks.Holder) []Holder {
 	}
 	return holders
 }
+
+// renewAfterMs is when a grant's holder should renew: after a third of
+// the lease, which leaves two thirds for a renew that fails and its
+// retries. The ttl_ms of the same answer, divided by 3, rounded down.
+func renewAfterMs(ttl time.Duration) int64 { return ttl.Milliseconds() / 3 }
 
 // timestamp is t in UTC, cut to the millisecond: RFC 3339 as clients parse
 // it. Cutting down keeps "expires_at is never later than the real expiry".

@@ -265,6 +265,9 @@ type Claims struct {
 	// MaxTTL, when not 0, is the longest lease the policy lets this
 	// token ask for (handlers enforce it with their own maximum).
 	MaxTTL time.Duration
+	// Limits are the subject limits the policy rules that granted this
+	// token set; zero fields leave the gateway's (see SubjectLimiter).
+	Limits Limits
 }
 
 // Allows reports whether one of the namespace globs matches namespace whole.
@@ -306,7 +309,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	}
 	claims := Claims{Subject: c.Subject, Namespaces: c.ns}
 	if !c.hasNS && a.policy != nil {
-		claims.Namespaces, claims.MaxTTL = a.policy.grant(c.all)
+		claims.Namespaces, claims.MaxTTL, claims.Limits = a.policy.grant(c.all)
 	}
 	// Only a token already valid is cached (a future nbf verifies later);
 	// exp is required, so every entry ends.

@@ -24,6 +24,7 @@ type rule struct {
 	match      []condition // sorted by claim
 	namespaces []string
 	maxTTL     time.Duration // 0: no cap of its own
+	limits     Limits        // zero fields: the gateway's
 }
 
 // condition holds when the claim's value matches glob whole; see
@@ -36,22 +37,27 @@ type condition struct {
 // "Namespaces" or "NAMESPACES" for "namespaces").
 var (
 	policyFields = []string{"rules"}
-	ruleFields   = []string{"match", "namespaces", "max_ttl"}
+	ruleFields   = []string{"match", "namespaces", "max_ttl", "subject_rate", "subject_burst", "subject_max_waiters"}
 )
 
 // ParsePolicy reads a policy file:
 //
 //	{"rules": [
 //	  {"match": {"iss": "https://token.actions.example", "repository": "acme/*"},
-//	   "namespaces": ["deploy-*"], "max_ttl": "10m"}
+//	   "namespaces": ["deploy-*"], "max_ttl": "10m",
+//	   "subject_rate": 5, "subject_burst": 10, "subject_max_waiters": 20}
 //	]}
 //
 // Every condition of a rule's match must hold for the rule to apply: the
 // claim named must be a string that the glob ('*' for any run of
 // characters) matches whole, or an array with such a string among its
 // elements. The namespaces of every rule that applies add up, and the
-// smallest max_ttl among them caps the lease. Errors name the rule by its
-// position, from 1.
+// smallest max_ttl among them caps the lease. subject_rate (requests per
+// second), subject_burst and subject_max_waiters set each matching
+// subject's own limits on a gateway, as --subject-rate, --subject-burst
+// and --subject-max-waiters do for every other subject (see
+// SubjectLimiter); where several matching rules set one, the smallest
+// applies. Errors name the rule by its position, from 1.
 func ParsePolicy(data []byte) (*Policy, error) {
 	if key, dup := jsonkeys.Duplicate(data); dup {
 		return nil, fmt.Errorf("key %q appears twice", key)
@@ -118,7 +124,39 @@ func parseRule(data []byte) (rule, error) {
 		}
 		r.maxTTL = d
 	}
+	if raw, ok := fields["subject_rate"]; ok {
+		if err := json.Unmarshal(raw, &r.limits.Rate); err != nil || r.limits.Rate <= 0 || r.limits.Rate > maxRuleLimit {
+			return r, fmt.Errorf("subject_rate: want requests per second, more than 0 and at most %d, got %s", maxRuleLimit, shorten(raw))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"subject_burst", &r.limits.Burst}, {"subject_max_waiters", &r.limits.MaxWaiters}} {
+		name, dst := f.name, f.dst
+		if raw, ok := fields[name]; ok {
+			if err := json.Unmarshal(raw, dst); err != nil || *dst < 1 || *dst > maxRuleLimit {
+				return r, fmt.Errorf("%s: want a whole number from 1 to %d, got %s", name, maxRuleLimit, shorten(raw))
+			}
+		}
+	}
 	return r, nil
+}
+
+// maxRuleLimit bounds the numbers of a rule's limits, far above any use.
+const maxRuleLimit = 1_000_000
+
+// hasLimits reports whether a rule of p sets a subject limit; p may be nil.
+func (p *Policy) hasLimits() bool {
+	if p == nil {
+		return false
+	}
+	for _, r := range p.rules {
+		if r.limits != (Limits{}) {
+			return true
+		}
+	}
+	return false
 }
 
 // exactObject decodes a JSON object into its members by exact name,
@@ -161,10 +199,12 @@ func shorten(raw json.RawMessage) string {
 }
 
 // grant returns the namespaces of every rule whose conditions all hold for
-// claims, and the smallest max TTL among those rules (0: none caps it).
-func (p *Policy) grant(claims map[string]json.RawMessage) ([]string, time.Duration) {
+// claims, the smallest max TTL among those rules (0: none caps it), and
+// the smallest of each subject limit they set (0: none sets it).
+func (p *Policy) grant(claims map[string]json.RawMessage) ([]string, time.Duration, Limits) {
 	var namespaces []string
 	var maxTTL time.Duration
+	var limits Limits
 	for _, r := range p.rules {
 		if !r.matches(claims) {
 			continue
@@ -177,8 +217,22 @@ func (p *Policy) grant(claims map[string]json.RawMessage) ([]string, time.Durati
 		if r.maxTTL > 0 && (maxTTL == 0 || r.maxTTL < maxTTL) {
 			maxTTL = r.maxTTL
 		}
+		limits.Rate = smallestSet(limits.Rate, r.limits.Rate)
+		limits.Burst = smallestSet(limits.Burst, r.limits.Burst)
+		limits.MaxWaiters = smallestSet(limits.MaxWaiters, r.limits.MaxWaiters)
 	}
-	return namespaces, maxTTL
+	return namespaces, maxTTL, limits
+}
+
+// smallestSet is the smaller of a and b, where 0 means unset.
+func smallestSet[T int | float64](a, b T) T {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }
 
 func (r rule) matches(claims map[string]json.RawMessage) bool {

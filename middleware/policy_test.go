@@ -37,6 +37,12 @@ func TestParsePolicyRefuses(t *testing.T) {
 		"negative duration":  {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":"-1m"}]}`, `rule 1: max_ttl "-1m"`},
 		"zero duration":      {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":"0s"}]}`, `rule 1: max_ttl "0s"`},
 		"numeric duration":   {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":600}]}`, "rule 1: max_ttl: want a duration"},
+		"zero rate":          {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"subject_rate":0}]}`, "rule 1: subject_rate: want requests per second"},
+		"rate as string":     {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"subject_rate":"5/s"}]}`, "rule 1: subject_rate"},
+		"huge rate":          {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"subject_rate":1e7}]}`, "rule 1: subject_rate"},
+		"fractional burst":   {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"subject_burst":1.5}]}`, "rule 1: subject_burst: want a whole number"},
+		"zero waiters":       {`{"rules":[` + good + `,{"match":{"iss":"x"},"namespaces":["a"],"subject_max_waiters":0}]}`, "rule 2: subject_max_waiters: want a whole number"},
+		"folded limit":       {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"Subject_Rate":1}]}`, `rule 1: unknown field "Subject_Rate"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParsePolicy([]byte(tc.file))
@@ -87,11 +93,45 @@ func TestPolicyGrant(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.claims), &claims); err != nil {
 				t.Fatal(err)
 			}
-			ns, maxTTL := p.grant(claims)
+			ns, maxTTL, _ := p.grant(claims)
 			slices.Sort(ns)
 			want := slices.Sorted(slices.Values(tc.ns))
 			if !slices.Equal(ns, want) || maxTTL != tc.maxTTL {
 				t.Fatalf("got %q, %s; want %q, %s", ns, maxTTL, want, tc.maxTTL)
+			}
+		})
+	}
+}
+
+// TestPolicyLimits: each subject limit is the smallest that the matching
+// rules set, field by field; rules that set none leave it unset (0).
+func TestPolicyLimits(t *testing.T) {
+	p, err := ParsePolicy([]byte(`{"rules": [
+		{"match": {"iss": "ci"}, "namespaces": ["ci"], "subject_rate": 10, "subject_burst": 50},
+		{"match": {"iss": "ci", "repository": "acme/*"}, "namespaces": ["acme"], "subject_rate": 100, "subject_burst": 20, "subject_max_waiters": 4},
+		{"match": {"iss": "ci", "repository": "acme/app"}, "namespaces": ["app"], "subject_rate": 0.5},
+		{"match": {"iss": "k8s"}, "namespaces": ["k8s"]}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		claims string
+		want   Limits
+	}{
+		"one rule":                {`{"iss":"ci"}`, Limits{Rate: 10, Burst: 50}},
+		"smallest of each field":  {`{"iss":"ci","repository":"acme/lib"}`, Limits{Rate: 10, Burst: 20, MaxWaiters: 4}},
+		"rate of a third rule":    {`{"iss":"ci","repository":"acme/app"}`, Limits{Rate: 0.5, Burst: 20, MaxWaiters: 4}},
+		"rule without limits":     {`{"iss":"k8s"}`, Limits{}},
+		"no rule, no limits here": {`{"iss":"other"}`, Limits{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var claims map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(tc.claims), &claims); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, got := p.grant(claims); got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}

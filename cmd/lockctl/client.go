@@ -30,6 +30,7 @@ type grant struct {
 	Token        string    `json:"token"`
 	FencingToken int64     `json:"fencing_token"`
 	TTLMs        int64     `json:"ttl_ms"`
+	RenewAfterMs *int64    `json:"renew_after_ms,omitempty"`
 	ExpiresAt    time.Time `json:"expires_at"`
 }
 
@@ -39,7 +40,18 @@ type lease struct {
 	Semaphore    string    `json:"semaphore,omitempty"`
 	FencingToken int64     `json:"fencing_token"`
 	TTLMs        int64     `json:"ttl_ms"`
+	RenewAfterMs *int64    `json:"renew_after_ms,omitempty"`
 	ExpiresAt    time.Time `json:"expires_at"`
+}
+
+// renewAfter is how long after an answer to renew: the gateway's
+// renew_after_ms, or a third of the TTL from a gateway that does not send
+// it.
+func renewAfter(ttlMs int64, renewAfterMs *int64) time.Duration {
+	if renewAfterMs != nil && *renewAfterMs > 0 && *renewAfterMs < ttlMs {
+		return time.Duration(*renewAfterMs) * time.Millisecond
+	}
+	return time.Duration(ttlMs) * time.Millisecond / 3
 }
 
 // lockInfo is the 200 answer of an inspect.

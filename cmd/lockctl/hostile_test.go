@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestNoRedirectToAnotherOrigin: a gateway URL that redirects elsewhere
@@ -85,4 +87,50 @@ func TestProblemDetailEscaped(t *testing.T) {
 	if strings.ContainsAny(r.stderr, "\x1b\x07") || strings.Contains(r.stderr, "\nlockctl: fake") {
 		t.Fatalf("stderr carries control characters raw: %q", r.stderr)
 	}
+}
+
+// TestRunRenewsWhenTold: run renews when the gateway's renew_after_ms
+// says, not at a third of the TTL it computes itself.
+func TestRunRenewsWhenTold(t *testing.T) {
+	var mu sync.Mutex
+	renews := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		body := map[string]any{"lock": "a/b", "fencing_token": 7, "ttl_ms": 60000, "renew_after_ms": 50, "expires_at": "2030-01-01T00:00:00Z"}
+		switch r.Method {
+		case http.MethodPost:
+			body["token"] = "owner-token"
+			w.WriteHeader(http.StatusCreated)
+		case http.MethodPut:
+			mu.Lock()
+			renews++
+			mu.Unlock()
+		case http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		json.NewEncoder(w).Encode(body)
+	}))
+	defer srv.Close()
+	stop := filepath.Join(t.TempDir(), "stop")
+	done := lockctlAsync(t, nil, map[string]string{"LOCKGATE_URL": srv.URL}, "run", "a/b", "--ttl", "60s", "--",
+		"sh", "-c", `while [ ! -e `+shq(stop)+` ]; do sleep 0.05; done`)
+	// A third of the TTL is 20 s: 3 renewals within 15 s come from renew_after_ms alone.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		mu.Lock()
+		n := renews
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			touch(t, stop)
+			<-done
+			t.Fatalf("renewals within 15 s with renew_after_ms 50: got %d, want at least 3", n)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
+	}
+	touch(t, stop)
+	waitRun(t, done).want(t, exitOK)
 }

@@ -7,14 +7,16 @@ import (
 	"time"
 )
 
-// keeper renews a lease every third of its TTL for as long as run's
-// command runs.
+// keeper renews a lease when the gateway says to (renew_after_ms, a third
+// of its TTL) for as long as run's command runs.
 type keeper struct {
-	c      *client
-	lock   lockName
-	token  string
-	ttl    time.Duration
-	stderr io.Writer
+	c     *client
+	lock  lockName
+	token string
+	ttl   time.Duration
+	// interval is the time from a lease's start to its renewal.
+	interval time.Duration
+	stderr   io.Writer
 	// deadline is the earliest moment the lease may end: the last
 	// successful renewal's send time plus the TTL. The gateway starts the
 	// lease when the call arrives, later than it was sent, so the real end
@@ -27,8 +29,8 @@ type keeper struct {
 // says the token no longer holds the lock, or renewals kept failing until
 // the deadline passed.
 func (k *keeper) keep(ctx context.Context) error {
-	interval := k.ttl / 3
-	// The first renewal comes a third of a TTL after the lease began, or at
+	interval := k.interval
+	// The first renewal comes an interval after the lease began, or at
 	// once if a long server-side wait ate that.
 	next := time.Until(k.deadline.Add(-k.ttl + interval))
 	for {
@@ -55,7 +57,7 @@ func (k *keeper) keep(ctx context.Context) error {
 		switch {
 		case err == nil:
 			k.ttl = time.Duration(ls.TTLMs) * time.Millisecond
-			interval = k.ttl / 3
+			interval = renewAfter(ls.TTLMs, ls.RenewAfterMs)
 			k.deadline = sent.Add(k.ttl)
 			next = interval
 		case isCode(err, "not_holder"):

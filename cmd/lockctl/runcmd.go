@@ -91,7 +91,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	}
 
 	k := &keeper{c: cl, lock: l, token: g.Token, ttl: time.Duration(g.TTLMs) * time.Millisecond,
-		stderr: c.stderr}
+		interval: renewAfter(g.TTLMs, g.RenewAfterMs), stderr: c.stderr}
 	k.deadline = sent.Add(k.ttl)
 	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopKeeping()

@@ -7,7 +7,8 @@
 # Takes one of the N permits of the semaphore namespace/name (waiting up to
 # WAIT_MS, default 30000), runs the command with LOCKGATE_SEMAPHORE and
 # LOCKGATE_FENCING_TOKEN in its environment, renews the permit's lease in
-# the background every third of TTL_MS (default 30000), and gives the permit
+# the background every renew_after_ms of the grant (a third of TTL_MS,
+# default 30000), and gives the permit
 # back when the command ends, however this script exits. If a renewal says
 # the permit is no longer ours, the command gets SIGTERM. Every caller of one
 # semaphore must pass the same N. Exits with the command's code; 1 when no
@@ -47,7 +48,9 @@ case $status in
     exit 2 ;;
   *) echo "acquire $sem: HTTP $status: $(jq -r '.detail // empty' <<<"$body" 2>/dev/null)" >&2; exit 2 ;;
 esac
-read -r token fencing_token < <(jq -r '"\(.token) \(.fencing_token)"' <<<"$body")
+# renew_after_ms: when to renew, a third of the lease (computed here from a
+# gateway that does not send it).
+read -r token fencing_token renew_ms < <(jq -r '"\(.token) \(.fencing_token) \(.renew_after_ms // (.ttl_ms / 3 | floor))"' <<<"$body")
 
 job=
 renewer=
@@ -63,7 +66,7 @@ trap 'if [ -n "$job" ]; then kill -TERM "$job" 2>/dev/null || true; fi' INT TERM
 LOCKGATE_SEMAPHORE=$sem LOCKGATE_FENCING_TOKEN=$fencing_token "$@" <&0 &
 job=$!
 
-interval=$(printf '%d.%03d' $((ttl_ms / 3000)) $((ttl_ms / 3 % 1000)))
+interval=$(printf '%d.%03d' $((renew_ms / 1000)) $((renew_ms % 1000)))
 (
   trap - INT EXIT
   trap 'kill "$nap" 2>/dev/null; exit 0' TERM

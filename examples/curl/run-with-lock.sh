@@ -5,12 +5,13 @@
 #
 # Acquires the lock (waiting up to WAIT_MS, default 30000), runs the command
 # with LOCKGATE_LOCK and LOCKGATE_FENCING_TOKEN in its environment, renews
-# the lease in the background every third of TTL_MS (default 30000), and
-# releases the lock when the command ends, however this script exits. If a
-# renewal says the lock is no longer ours, the command gets SIGTERM.
-# MODE=shared takes a shared (read) hold: commands run with MODE=shared run
-# side by side, a command run without it runs alone (many readers, one
-# migrator); a shared request queues behind a waiting exclusive one. Exits
+# the lease in the background every renew_after_ms of the grant (a third of
+# TTL_MS, default 30000), and releases the lock when the command ends,
+# however this script exits. If a renewal says the lock is no longer ours,
+# the command gets SIGTERM. MODE=shared takes a shared (read) hold:
+# commands run with MODE=shared run side by side, a command run without it
+# runs alone (many readers, one migrator); a shared request queues behind a
+# waiting exclusive one. Exits
 # with the command's code; 1 when the lock stayed held; 2 on other errors.
 # Needs curl and jq; LOCKGATE_URL and LOCKGATE_TOKEN (a JWT) configure it.
 # For production, prefer lockctl run: it also kills a command that ignores
@@ -44,7 +45,9 @@ case $status in
   409) echo "$lock is still held by someone else after ${wait_ms} ms" >&2; exit 1 ;;
   *) echo "acquire $lock: HTTP $status: $(jq -r '.detail // empty' <<<"$body" 2>/dev/null)" >&2; exit 2 ;;
 esac
-read -r token fencing_token < <(jq -r '"\(.token) \(.fencing_token)"' <<<"$body")
+# renew_after_ms: when to renew, a third of the lease (computed here from a
+# gateway that does not send it).
+read -r token fencing_token renew_ms < <(jq -r '"\(.token) \(.fencing_token) \(.renew_after_ms // (.ttl_ms / 3 | floor))"' <<<"$body")
 
 job=
 renewer=
@@ -60,7 +63,7 @@ trap 'if [ -n "$job" ]; then kill -TERM "$job" 2>/dev/null || true; fi' INT TERM
 LOCKGATE_LOCK=$lock LOCKGATE_FENCING_TOKEN=$fencing_token "$@" <&0 &
 job=$!
 
-interval=$(printf '%d.%03d' $((ttl_ms / 3000)) $((ttl_ms / 3 % 1000)))
+interval=$(printf '%d.%03d' $((renew_ms / 1000)) $((renew_ms % 1000)))
 (
   trap - INT EXIT
   trap 'kill "$nap" 2>/dev/null; exit 0' TERM

@@ -95,10 +95,10 @@ class KeepAlive(threading.Thread):
     gone), it records why and sets `lost`: the work must stop, since
     someone else may hold the lock now."""
 
-    def __init__(self, client, lock, token, ttl_ms):
+    def __init__(self, client, lock, token, renew_after_ms):
         super().__init__(daemon=True)
         self.client, self.lock, self.token = client, lock, token
-        self.interval = ttl_ms / 3000
+        self.interval = renew_after_ms / 1000
         self.stopped = threading.Event()
         self.lost = threading.Event()
         self.why = ""
@@ -169,7 +169,9 @@ def main():
     print(f"acquired {grant['lock']} fencing_token={grant['fencing_token']} "
           f"after {int((time.monotonic() - started) * 1000)} ms", flush=True)
 
-    lease = KeepAlive(client, lock, grant["token"], grant["ttl_ms"])
+    # renew_after_ms: when to renew, a third of the lease; a renew without a
+    # body keeps the TTL, so it stays the same.
+    lease = KeepAlive(client, lock, grant["token"], grant["renew_after_ms"])
     lease.start()
 
     def release():

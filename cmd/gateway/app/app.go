@@ -82,12 +82,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}()
 
 	srv, err := handlers.NewServer(handlers.Config{
-		Backend:        backend,
-		Auth:           authn,
-		DefaultTTL:     cfg.defaultTTL,
-		MaxTTL:         cfg.maxTTL,
-		MaxWait:        cfg.maxWait,
-		MaxWaiters:     cfg.maxWaiters,
+		Backend:    backend,
+		Auth:       authn,
+		DefaultTTL: cfg.defaultTTL,
+		MaxTTL:     cfg.maxTTL,
+		MaxWait:    cfg.maxWait,
+		MaxWaiters: cfg.maxWaiters,
+		Subjects: middleware.NewSubjectLimiter(middleware.Limits{
+			Rate: cfg.subjectRate, Burst: cfg.subjectBurst, MaxWaiters: cfg.subjectWaiters,
+		}, authCfg.Policy),
 		ReleaseTimeout: releaseTimeout,
 		Logger:         logger,
 	})

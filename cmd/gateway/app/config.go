@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type config struct {
 	maxWait          time.Duration
 	shutdownTimeout  time.Duration
 	maxWaiters       int
+	subjectRate      float64
+	subjectBurst     int
+	subjectWaiters   int
 	logLevel         zerolog.Level
 	dev              bool
 	tlsCert          string
@@ -82,6 +86,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.maxTTL, "max-ttl", time.Hour, "largest ttl_ms accepted")
 	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted")
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
+	fs.Float64Var(&c.subjectRate, "subject-rate", 0, "requests per second each subject (a token's sub) may make on this gateway, as a token bucket; more get 429 too_many_requests (0: no limit); policy rules may set their own")
+	fs.IntVar(&c.subjectBurst, "subject-burst", 0, "requests a subject may make at once, the size of its --subject-rate bucket (0: the rate, rounded up)")
+	fs.IntVar(&c.subjectWaiters, "subject-max-waiters", 0, "most acquirers of one subject waiting at once on this gateway, locks and semaphores together; more get 429 too_many_requests (0: only --max-waiters)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGINT/SIGTERM waits for in-flight requests")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS (and HTTP/2) with it and --tls-key; both files are read again on SIGHUP")
@@ -197,6 +204,12 @@ func (c config) check() error {
 		return errors.New("--redis-sentinel and a redis+sentinel:// URL both name the master: drop --redis-sentinel")
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
+	case c.subjectRate < 0 || math.IsNaN(c.subjectRate) || math.IsInf(c.subjectRate, 0):
+		return errors.New("--subject-rate must be 0 (no limit) or a positive number of requests per second")
+	case c.subjectBurst < 0 || c.subjectWaiters < 0:
+		return errors.New("--subject-burst and --subject-max-waiters must be 0 (the default) or positive")
+	case c.subjectBurst > 0 && c.subjectRate == 0:
+		return errors.New("--subject-burst is the size of the --subject-rate bucket: set --subject-rate too")
 	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return errors.New("set --tls-cert and --tls-key together")
 	case c.maxConnections < 0:

@@ -28,11 +28,12 @@ export function describe(error: unknown, status: number): string {
 }
 
 /**
- * Renews the lease every third of its TTL until stopped. onLost is called
- * once when the gateway says the token no longer holds the lock: the work
- * must stop, since someone else may hold it now.
+ * Renews the lease every renewAfterMs (the grant's renew_after_ms, a third
+ * of its TTL; a renew without a body keeps the TTL) until stopped. onLost
+ * is called once when the gateway says the token no longer holds the lock:
+ * the work must stop, since someone else may hold it now.
  */
-export function keepAlive(client: Client, lock: string, token: string, ttlMs: number, onLost: (why: string) => void) {
+export function keepAlive(client: Client, lock: string, token: string, renewAfterMs: number, onLost: (why: string) => void) {
   const path = lockPath(lock);
   let renewals = 0;
   let inFlight: Promise<void> = Promise.resolve();
@@ -54,7 +55,7 @@ export function keepAlive(client: Client, lock: string, token: string, ttlMs: nu
         console.error(`renew ${lock}: ${(err as Error).message}; retrying`);
       }
     })();
-  }, ttlMs / 3);
+  }, renewAfterMs);
   return {
     get renewals() {
       return renewals;

@@ -39,7 +39,7 @@ async function main(): Promise<number> {
 
   let lost: string | undefined;
   const work = new AbortController();
-  const lease = keepAlive(client, lock, grant.token, grant.ttl_ms, (why) => {
+  const lease = keepAlive(client, lock, grant.token, grant.renew_after_ms, (why) => {
     lost = why;
     work.abort();
   });

@@ -38,7 +38,13 @@ export interface paths {
          *     `lock_held`.
          */
         post: operations["acquireLock"];
-        /** Release a lock you hold (one hold of it, when re-entered). */
+        /**
+         * Release a lock you hold (one hold of it, when re-entered).
+         * @description Idempotent: a `DELETE` of a grant already released answers 204 again
+         *     for at least 60 s after the release, and changes nothing, even if
+         *     someone else holds the lock by then. (A re-entered grant's holds are
+         *     counted: each `DELETE` takes one away until the last.)
+         */
         delete: operations["releaseLock"];
         options?: never;
         head?: never;
@@ -211,6 +217,12 @@ export interface components {
             /** Format: int64 */
             ttl_ms: number;
             /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down: renew this long after the
+             *     answer arrives, leaving two thirds of the lease for retries.
+             */
+            renew_after_ms: number;
+            /**
              * Format: date-time
              * @description RFC 3339, UTC; never later than the backend's expiry.
              */
@@ -224,6 +236,12 @@ export interface components {
             fencing_token: number;
             /** Format: int64 */
             ttl_ms: number;
+            /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down: renew this long after the
+             *     answer arrives, leaving two thirds of the lease for retries.
+             */
+            renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
             /** @description How many times you hold the lock (1 unless re-entered). */
@@ -310,6 +328,12 @@ export interface components {
             /** Format: int64 */
             ttl_ms: number;
             /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down: renew this long after the
+             *     answer arrives, leaving two thirds of the lease for retries.
+             */
+            renew_after_ms: number;
+            /**
              * Format: date-time
              * @description RFC 3339, UTC; never later than the backend's expiry.
              */
@@ -326,6 +350,12 @@ export interface components {
             fencing_token: number;
             /** Format: int64 */
             ttl_ms: number;
+            /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down: renew this long after the
+             *     answer arrives, leaving two thirds of the lease for retries.
+             */
+            renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
         };
@@ -376,6 +406,13 @@ export interface components {
             /** Format: int64 */
             retry_after_ms: number;
         };
+        NotHolderProblem: components["schemas"]["Problem"] & {
+            /**
+             * @description Why the token holds nothing.
+             * @enum {string}
+             */
+            reason: "released" | "expired" | "unknown";
+        };
         SemaphoreFullProblem: components["schemas"]["Problem"] & {
             /**
              * Format: int64
@@ -418,15 +455,18 @@ export interface components {
             };
         };
         /**
-         * @description The token does not hold the lock (`not_holder`): it was released, it
-         *     expired, or someone else holds the lock now.
+         * @description The token does not hold the lock (`not_holder`), and `reason` says
+         *     why: `released` (its grant was released; a repeated `DELETE` answers
+         *     204 instead), `expired` (its lease ended without a release: someone
+         *     else may hold the lock now) or `unknown` (never granted, or ended
+         *     more than 60 s ago).
          */
         NotHolder: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["NotHolderProblem"];
             };
         };
         /** @description The body is over 16 KiB (`payload_too_large`). */
@@ -439,13 +479,30 @@ export interface components {
             };
         };
         /**
-         * @description The gateway is at its limit of waiting acquirers (`too_many_requests`,
-         *     see `--max-waiters`); nothing was changed. Retry after `Retry-After`
-         *     seconds, or without `wait_ms`.
+         * @description `too_many_requests`; nothing was changed. Either the caller (the
+         *     token's `sub`) is over its share of this gateway: its rate of
+         *     requests (every call counts), or its acquirers waiting at once
+         *     (`wait_ms`, locks and semaphores together); or the gateway is at
+         *     its limit of waiting acquirers, for everyone. Retry after
+         *     `Retry-After` seconds (or without `wait_ms`, for waiters). A
+         *     caller's refusals carry `RateLimit-Policy` and `RateLimit`
+         *     (draft-ietf-httpapi-ratelimit-headers-11) naming the policy it is
+         *     over: `"rate"` or `"waiters"`.
          */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
+                /**
+                 * @description The policy the caller is over: `"rate";q=100;w=1` (q requests
+                 *     per w seconds: the bucket's burst, and the time it takes to
+                 *     refill from empty), or `"waiters";q=10;qu="concurrent-requests"`.
+                 */
+                "RateLimit-Policy"?: string;
+                /**
+                 * @description What is left of it: `"rate";r=0;t=1` (none, for t seconds, the
+                 *     same as `Retry-After`), or `"waiters";r=0`.
+                 */
+                RateLimit?: string;
                 [name: string]: unknown;
             };
             content: {
@@ -530,6 +587,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -637,6 +695,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -675,6 +734,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -713,6 +773,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -784,7 +845,10 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Released; the first waiter, if any, gets the permit. */
+            /**
+             * @description Released; the first waiter, if any, gets the permit. Idempotent: a
+             *     permit released already answers 204 again for at least 60 s.
+             */
             204: {
                 headers: {
                     [name: string]: unknown;
@@ -795,6 +859,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -833,6 +898,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
