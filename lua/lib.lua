@@ -173,22 +173,25 @@ local function wake(e, id, check_heard)
 end
 
 -- handoff gives the free lock to the first waiter still alive. When that
--- waiter is the caller (me), the grant is a full one. Otherwise it is
--- provisional, with a lease of at most the waiter's pick-up time, and the
--- waiter's gateway is woken: a grant nobody picks up, because the gateway
--- died, froze or was cut off, ends within that time and the queue moves on.
--- A waiter whose gateway is known to be gone is dropped. Returns the
--- waiter's id, or nil when nobody alive waits.
-local function handoff(K, t, now, retention, check_heard, me)
+-- waiter is the caller (me), or waits on the caller's own gateway (here: the
+-- channel of the gateway that runs this script, which learns of the grant
+-- from the script's reply), the grant is a full one, and the second value
+-- returned is true. Otherwise it is provisional, with a lease of at most
+-- the waiter's pick-up time, and the waiter's gateway is woken: a grant
+-- nobody picks up, because the gateway died, froze or was cut off, ends
+-- within that time and the queue moves on. A waiter whose gateway is known
+-- to be gone is dropped. Returns the waiter's id, or nil when nobody alive
+-- waits.
+local function handoff(K, t, now, retention, check_heard, me, here)
   while true do
     local id, e = first_alive(K, now)
     if not id then
       return nil
     end
     dequeue(K, id)
-    if id == me then
+    if id == me or (here and e.g == here) then
       grant(K, t, e.t, e.ttl, e.ttl, e.s, e.o, retention, false)
-      return id
+      return id, true
     end
     grant(K, t, e.t, e.ttl, math.min(tonumber(e.ttl), tonumber(e.l)), e.s, e.o, retention, true)
     if wake(e, id, check_heard) then
