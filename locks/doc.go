@@ -27,7 +27,10 @@
 // becomes the TTL asked for) and returns the authoritative fencing token
 // and TTL. So a hand-off costs two script calls however many wait, and no
 // message, however late, duplicated or reordered, can make a gateway answer
-// for a grant that is not live, or release one it did not come for.
+// for a grant that is not live, or release one it did not come for. When the
+// waiter waits on the releasing gateway itself, the release script grants
+// it in full and says so in its reply, which that gateway passes to its
+// waiter: one script call, no message.
 //
 // A holder that crashes publishes nothing, so the first waiter looks again
 // when the holder's lease would end; and every gateway with waiters sends a

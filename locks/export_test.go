@@ -2,6 +2,8 @@ package locks
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/lockgate/lockgate/lua"
 )
@@ -24,3 +26,41 @@ func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, cha
 // PretendCluster makes r trust no PUBLISH receiver count, as on Redis
 // Cluster, where it counts the receivers of one node only.
 func (r *Redis) PretendCluster() { r.checkHeard = "0" }
+
+// WaitingIDs returns the ids of r's waiters on key.
+func (r *Redis) WaitingIDs(key Key) []string {
+	r.waiters.mu.Lock()
+	defer r.waiters.mu.Unlock()
+	var ids []string
+	for id, w := range r.waiters.byID {
+		if w.res.key == key {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// RequeueGone queues again, on r's channel, waiter id of r that ended
+// without the lock: what a call of it whose outcome was unknown does when
+// it runs in Redis after the waiter's leave.
+func (r *Redis) RequeueGone(ctx context.Context, key Key, id string, req AcquireRequest) error {
+	r.waiters.mu.Lock()
+	g, ok := r.waiters.gone[id]
+	r.waiters.mu.Unlock()
+	if !ok {
+		return errors.New("not a waiter that ended without the lock: " + id)
+	}
+	return lua.Acquire.Run(ctx, r.client, r.lockKeys(key).all(),
+		g.tokHash, req.TTL.Milliseconds(), "ghost", "ghost",
+		r.opts.FenceRetention.Milliseconds(), id, r.waiters.channel,
+		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, 0,
+	).Err()
+}
+
+// LateHandOver does what r does with a release's reply that handed key's
+// lock in full to its waiter id, arriving after that waiter ended, and
+// returns once the clean-up it may start is done.
+func (r *Redis) LateHandOver(ctx context.Context, key Key, id string) {
+	r.handOver(ctx, resource{lockKind, key}, []any{id, int64(1), int64(60000), int64(0), int64(0)}, time.Now())
+	r.cleanups.Wait() // and whatever it started in the background
+}

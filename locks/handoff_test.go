@@ -1,6 +1,7 @@
 package locks_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -147,5 +148,117 @@ func TestRedisWaiterLearnsOfOutage(t *testing.T) {
 	res := within(t, 10*time.Second, "the waiter, once Redis is gone", waiter)
 	if !errors.Is(res.Err, locks.ErrUnavailable) {
 		t.Fatalf("got %+v, %v; want ErrUnavailable", res.Grant, res.Err)
+	}
+}
+
+// TestRedisLateFullHandOver: a release on a waiter's own gateway hands the
+// lock to it in full, and says so in its reply, which the gateway passes
+// to the waiter. When that reply finds the waiter gone, what the gateway
+// does depends on how it ended. One that ended without the lock will never
+// take it (here: it gave up, and a call of it whose outcome was unknown
+// queued it again behind its leave): the gateway releases the grant, and
+// the next waiter has the lock long before the ghost's one-minute TTL. One
+// that has the lock (its own script picked the grant up before the reply
+// came) keeps it.
+func TestRedisLateFullHandOver(t *testing.T) {
+	t.Run("waiter gave up", func(t *testing.T) {
+		srv := redistest.Start(t)
+		l := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Minute})
+		key := locktest.UniqueKey(t)
+		holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			_, err := l.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute})
+			done <- err
+		}()
+		locktest.WaitUntilQueued(t, l, key, 1)
+		ids := l.WaitingIDs(key)
+		if len(ids) != 1 {
+			t.Fatalf("waiting ids: got %v, want one", ids)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled acquire: got %v, want context.Canceled", err)
+		}
+		if err := l.RequeueGone(t.Context(), key, ids[0], locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		next := queueBehind(t, l, key, 1)
+		if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
+			t.Fatal(err)
+		}
+		if res := within(t, 10*time.Second, "the waiter behind the ghost", next); res.Err != nil {
+			t.Fatalf("the waiter behind the ghost: %v", res.Err)
+		}
+	})
+	t.Run("waiter has the lock", func(t *testing.T) {
+		srv := redistest.Start(t)
+		l := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Minute})
+		key := locktest.UniqueKey(t)
+		holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+		waiter := queueBehind(t, l, key, 0)
+		ids := l.WaitingIDs(key)
+		if len(ids) != 1 {
+			t.Fatalf("waiting ids: got %v, want one", ids)
+		}
+		if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
+			t.Fatal(err)
+		}
+		res := within(t, 10*time.Second, "the waiter", waiter)
+		if res.Err != nil {
+			t.Fatalf("the waiter: %v", res.Err)
+		}
+		l.LateHandOver(t.Context(), key, ids[0])
+		// LateHandOver's clean-up, if any, runs in the background: a
+		// release of a lock held by nobody else ends the moment the next
+		// acquire is answered.
+		info, err := l.Inspect(t.Context(), key)
+		if err != nil || info.FencingToken != res.Grant.FencingToken {
+			t.Fatalf("inspect after a late hand-over: got %+v, %v; want the waiter's grant (fence %d)", info, err, res.Grant.FencingToken)
+		}
+	})
+}
+
+// TestRedisNearHandOverIsNoted: a grant the release script hands in full
+// to a waiter of its own gateway leaves the same record and lock delay as
+// one the waiter's own script takes: once its lease ends unreleased, its
+// token's release says "expired", and the lock stays unavailable for the
+// delay.
+func TestRedisNearHandOverIsNoted(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{LockDelay: 2 * time.Second})
+	key := locktest.UniqueKey(t)
+	holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+	waiter := make(chan locktest.Result, 1)
+	go func() {
+		g, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: 100 * time.Millisecond, Wait: time.Minute})
+		waiter <- locktest.Result{Grant: g, Err: err}
+	}()
+	locktest.WaitUntilQueued(t, l, key, 1)
+	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	res := within(t, 10*time.Second, "the waiter", waiter)
+	if res.Err != nil {
+		t.Fatalf("the waiter: %v", res.Err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for { // its 100 ms lease ends unreleased
+		if _, err := l.Inspect(t.Context(), key); errors.Is(err, locks.ErrNotHeld) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter's 100ms lease did not end within 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling for an expiry
+	}
+	_, err := l.Release(t.Context(), key, res.Grant.Token)
+	var nh *locks.NotHolderError
+	if !errors.As(err, &nh) || nh.Reason != locks.ReasonExpired {
+		t.Fatalf("release after the lease ended: got %v, want not the holder (expired)", err)
+	}
+	if _, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute}); !errors.Is(err, locks.ErrHeld) {
+		t.Fatalf("acquire inside the lock delay: got %v, want held", err)
 	}
 }

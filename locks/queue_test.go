@@ -118,52 +118,82 @@ func TestRedisGrantToFrozenGatewayExpires(t *testing.T) {
 	}
 }
 
-// TestRedisHandoffIsTwoScriptCalls counts the scripts Redis runs from a
-// release to the waiter's grant: the release itself, and the waiter's
-// pick-up of what was handed to it (the message that wakes it is only a
-// hint; the script says what it holds), and nothing else, however many
-// wait.
-func TestRedisHandoffIsTwoScriptCalls(t *testing.T) {
-	srv := redistest.Start(t)
-	// A long waiter lease keeps heartbeats out of the count.
-	l := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Hour})
-	admin := srv.Client(t)
-	key := locktest.UniqueKey(t)
-	holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
-	lockers := make([]locks.Locker, 20)
-	for i := range lockers {
-		lockers[i] = l
-	}
-	waiters := locktest.QueueInOrder(t, key, lockers...)
+// TestRedisHandoffScriptCalls counts the scripts Redis runs from a release
+// to the waiter's grant, however many wait. A release on another gateway
+// than the waiter's: the release itself, and the waiter's pick-up of what
+// was handed to it (the message that wakes it is only a hint; the script
+// says what it holds). A release on the waiter's own gateway: the release
+// alone, whose reply hands the grant to the waiter.
+func TestRedisHandoffScriptCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sameGW bool
+		want   int
+	}{
+		{"release on another gateway", false, 2},
+		{"release on the waiters' gateway", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			// A long waiter lease keeps heartbeats out of the count.
+			l := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Hour})
+			releaser := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Hour})
+			if tc.sameGW {
+				releaser = l
+			}
+			admin := srv.Client(t)
+			key := locktest.UniqueKey(t)
+			holder := locktest.MustAcquire(t, releaser, key, locks.AcquireRequest{TTL: time.Minute})
+			lockers := make([]locks.Locker, 20)
+			for i := range lockers {
+				lockers[i] = l
+			}
+			waiters := locktest.QueueInOrder(t, key, lockers...)
+			// Load the release script: its first EVALSHA on a new server
+			// fails with NOSCRIPT and is sent again as EVAL.
+			other := locktest.UniqueKey(t)
+			g := locktest.MustAcquire(t, releaser, other, locks.AcquireRequest{TTL: time.Minute})
+			if _, err := releaser.Release(t.Context(), other, g.Token); err != nil {
+				t.Fatal(err)
+			}
 
-	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
-		t.Fatal(err)
-	}
-	first := <-waiters[0]
-	if first.Err != nil {
-		t.Fatal(first.Err)
-	}
-	if got := scriptCalls(t, admin); got != 2 {
-		info, _ := admin.Info(t.Context(), "commandstats").Result()
-		t.Fatalf("got %d script calls from release to grant, want 2\n%s", got, info)
-	}
-	// Let the rest through in order, so nobody is left waiting.
-	grant := first.Grant
-	for i, w := range waiters[1:] {
-		if _, err := l.Release(t.Context(), key, grant.Token); err != nil {
-			t.Fatal(err)
-		}
-		res := <-w
-		if res.Err != nil {
-			t.Fatalf("waiter %d: %v", i+1, res.Err)
-		}
-		grant = res.Grant
-	}
-	if _, err := l.Release(t.Context(), key, grant.Token); err != nil {
-		t.Fatal(err)
+			if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := releaser.Release(t.Context(), key, holder.Token); err != nil {
+				t.Fatal(err)
+			}
+			first := <-waiters[0]
+			if first.Err != nil {
+				t.Fatal(first.Err)
+			}
+			if got := scriptCalls(t, admin); got != tc.want {
+				info, _ := admin.Info(t.Context(), "commandstats").Result()
+				t.Fatalf("got %d script calls from release to grant, want %d\n%s", got, tc.want, info)
+			}
+			// The grant is whole: the TTL asked for, not a provisional lease.
+			if info, err := l.Inspect(t.Context(), key); err != nil || info.TTL < 50*time.Second {
+				t.Fatalf("inspect after the hand-off: got %+v, %v; want a lease of about a minute", info, err)
+			}
+			// Let the rest through in order, so nobody is left waiting.
+			grant := first.Grant
+			for i, w := range waiters[1:] {
+				if _, err := l.Release(t.Context(), key, grant.Token); err != nil {
+					t.Fatal(err)
+				}
+				res := <-w
+				if res.Err != nil {
+					t.Fatalf("waiter %d: %v", i+1, res.Err)
+				}
+				if res.Grant.FencingToken <= grant.FencingToken {
+					t.Fatalf("waiter %d: fencing token %d after %d, want larger", i+1, res.Grant.FencingToken, grant.FencingToken)
+				}
+				grant = res.Grant
+			}
+			if _, err := l.Release(t.Context(), key, grant.Token); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

@@ -58,7 +58,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 // check-then-act is atomic on the Redis side. Waiters queue in Redis; a
 // release hands the lock to the first of them inside the release script,
 // as a provisional grant, and publishes one wake-up to that waiter's
-// gateway, whose next run of the acquire script picks the grant up.
+// gateway, whose next run of the acquire script picks the grant up; or, when
+// that waiter waits on the releasing gateway, as a full grant that the
+// script's reply carries to it.
 //
 // Give it a client whose context deadlines apply to the network
 // (ContextTimeoutEnabled) and that does not retry commands (MaxRetries -1):
@@ -285,8 +287,9 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 		return r.deliver(ctx, res, token, rp.lease(start), 0)
 	}
 
-	w := r.waiters.register(res)
-	defer r.waiters.unregister(w)
+	w := r.waiters.register(res, tokenHash(token))
+	var granted bool
+	defer func() { r.waiters.unregister(w, granted) }()
 	if err := r.waiters.ready(ctx); err != nil {
 		return Grant{}, unavailable("acquire", res, err)
 	}
@@ -300,7 +303,9 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 		// The deadline comes first: select picks at random among ready
 		// cases, and each further script run may take a Redis timeout.
 		if !time.Now().Before(deadline) {
-			return r.giveUp(ctx, res, w, token)
+			g, err := r.giveUp(ctx, res, w, token)
+			granted = err == nil
+			return g, err
 		}
 		// Whatever woke us, the answer is the same: ask the script. It
 		// grants, picks up a grant handed to us, or (re)queues us in our
@@ -311,7 +316,9 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 			return Grant{}, err
 		}
 		if rp.granted {
-			return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
+			g, err := r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
+			granted = err == nil
+			return g, err
 		}
 		w.arrival = rp.arrival
 		// The end of a lease publishes nothing: the first in line looks
@@ -323,6 +330,12 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 			holderEnds.Stop()
 		}
 		select {
+		case h := <-w.handed:
+			// A release on this gateway handed us the lock in full: its
+			// script's reply said so, as our own script would have.
+			g, err := r.deliver(ctx, res, token, h.rp.lease(h.start), time.Since(h.start))
+			granted = err == nil
+			return g, err
 		case <-w.wake:
 		case <-holderEnds.C:
 		case <-timeUp.C: // the check above gives up
@@ -361,7 +374,7 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 		wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, arrival}, extra...)
 	out, err := r.run(ctx, res.kind.acquire, r.keysFor(res, h), args...).Int64Slice()
 	if err != nil {
-		r.abandon(ctx, res, waiterID, token) // the script may have run
+		r.abandon(ctx, res, waiterID, tokenHash(token)) // the script may have run
 		return reply{}, unavailable("acquire", res, err)
 	}
 	if out[0] == -1 { // a semaphore in use with another limit: nothing changed
@@ -378,9 +391,9 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 	if release {
 		releaseArg = "1"
 	}
-	out, err := r.leaveCmd(ctx, res, waiterID, token, releaseArg).Int64Slice()
+	out, err := r.leaveCmd(ctx, res, waiterID, tokenHash(token), releaseArg).Int64Slice()
 	if err != nil {
-		r.abandon(ctx, res, waiterID, token) // a hand-off may have got there first
+		r.abandon(ctx, res, waiterID, tokenHash(token)) // a hand-off may have got there first
 		return reply{}, unavailable("acquire", res, err)
 	}
 	if out[0] == 2 {
@@ -395,21 +408,21 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 // caller knows about. The caller has its answer (503) within the Redis
 // timeout meanwhile. If Redis does not answer this either, the waiter's
 // heartbeat lapses and the grant's lease ends on their own.
-func (r *Redis) abandon(ctx context.Context, res resource, waiterID, token string) {
+func (r *Redis) abandon(ctx context.Context, res resource, waiterID, tokHash string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return // the lease and the heartbeat's end settle it
 	}
 	ctx = context.WithoutCancel(ctx)
-	r.cleanups.Go(func() { r.leaveCmd(ctx, res, waiterID, token, "1") })
+	r.cleanups.Go(func() { r.leaveCmd(ctx, res, waiterID, tokHash, "1") })
 }
 
-// leaveCmd runs the kind's leave script (see leave).
-func (r *Redis) leaveCmd(ctx context.Context, res resource, waiterID, token, releaseArg string) *redis.Cmd {
-	h := tokenHash(token)
-	args := append([]any{waiterID, h, releaseArg, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
-	return r.run(ctx, res.kind.leave, r.keysFor(res, h), args...)
+// leaveCmd runs the kind's leave script (see leave) for the waiter's token
+// whose hash is tokHash.
+func (r *Redis) leaveCmd(ctx context.Context, res resource, waiterID, tokHash, releaseArg string) *redis.Cmd {
+	args := append([]any{waiterID, tokHash, releaseArg, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
+	return r.run(ctx, res.kind.leave, r.keysFor(res, tokHash), args...)
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
@@ -483,17 +496,50 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 }
 
 // release runs the kind's release script, and returns the holds left.
+//
+// The script hands the lock on. When the next waiter waits on this gateway,
+// the grant is a full one and the reply says so: the waiter gets it from
+// here, with no message and no pick-up. When the reply is lost, a heartbeat
+// round makes such a waiter ask its own script instead.
 func (r *Redis) release(ctx context.Context, res resource, token string) (int, error) {
+	start := time.Now()
 	h := tokenHash(token)
 	args := append([]any{h, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
-	out, err := r.run(ctx, res.kind.release, r.keysFor(res, h), args...).Int64Slice()
+	out, err := r.run(ctx, res.kind.release, r.keysFor(res, h), append(args, r.waiters.channel)...).Slice()
 	if err != nil {
+		r.waiters.requestBeat()
 		return 0, unavailable("release", res, err)
 	}
-	if out[0] != 1 {
-		return 0, fmt.Errorf("release %s: %w", res, notHolder(out))
+	code, _ := out[0].(int64)
+	if code != 1 || len(out) < 2 {
+		why := int64(0)
+		if len(out) > 1 {
+			why, _ = out[1].(int64)
+		}
+		return 0, fmt.Errorf("release %s: %w", res, notHolder([]int64{code, why}))
 	}
-	return int(out[1]), nil
+	holds, _ := out[1].(int64)
+	if len(out) == 7 {
+		r.handOver(ctx, res, out[2:], start)
+	}
+	return int(holds), nil
+}
+
+// handOver gives a grant that the release script handed in full to a waiter
+// of this gateway, {waiter id, fencing token, ttl, now, acquired at}, to
+// that waiter. A waiter that gave up without the lock will never take it:
+// it is released. A waiter that has the lock already (its own script picked
+// the grant up first) needs nothing.
+func (r *Redis) handOver(ctx context.Context, res resource, g []any, start time.Time) {
+	id, _ := g[0].(string)
+	var n [4]int64
+	for i := range n {
+		n[i], _ = g[1+i].(int64)
+	}
+	rp := reply{granted: true, fence: n[0], ttl: millis(n[1]), now: n[2], at: n[3], handed: true, rank: -1}
+	if gone, ok := r.waiters.handOver(id, handed{rp: rp, start: start}); ok {
+		r.abandon(ctx, res, id, gone)
+	}
 }
 
 // notHolder reads a script's {0, why} (see lua/lib.lua).

@@ -28,8 +28,12 @@ type waiters struct {
 	lease     time.Duration // how long a waiter lives without a heartbeat
 	heartbeat func(ctx context.Context, byRes map[resource][]string) (wake []string)
 
-	mu         sync.Mutex
-	byID       map[string]*waiter
+	mu   sync.Mutex
+	byID map[string]*waiter
+	// gone are waiters that ended without the lock, by id: the token hash
+	// of each, and until when a full hand-off to it may still come back
+	// (see handOver).
+	gone       map[string]goneWaiter
 	started    bool
 	subscribed chan struct{} // closed once the first SUBSCRIBE is confirmed
 	current    *redis.PubSub // the live subscription, closed to interrupt a read
@@ -40,12 +44,29 @@ type waiters struct {
 
 // waiter is one waiting Acquire.
 type waiter struct {
-	id   string
-	res  resource
-	wake chan struct{} // something may have changed: run the script again
+	id      string
+	res     resource
+	tokHash string        // of its owner token
+	wake    chan struct{} // something may have changed: run the script again
+	// handed brings the grant a release on this gateway handed to it in
+	// full, as the release script's reply said (see Redis.release).
+	handed chan handed
 	// arrival is the waiter's place in the queue, kept when it rejoins.
 	// Only the Acquire that owns the waiter touches it.
 	arrival int64
+}
+
+// handed is a grant the release script handed in full to a waiter of this
+// gateway: its reply, and when the release was sent.
+type handed struct {
+	rp    reply
+	start time.Time
+}
+
+// goneWaiter is a waiter that ended without the lock.
+type goneWaiter struct {
+	tokHash string
+	until   time.Time
 }
 
 func newWaiters(client redis.UniversalClient, channel string, timeout, lease time.Duration,
@@ -57,18 +78,21 @@ func newWaiters(client redis.UniversalClient, channel string, timeout, lease tim
 		lease:      lease,
 		heartbeat:  heartbeat,
 		byID:       make(map[string]*waiter),
+		gone:       make(map[string]goneWaiter),
 		subscribed: make(chan struct{}),
 		beatNow:    make(chan struct{}, 1),
 	}
 }
 
-func (ws *waiters) register(res resource) *waiter {
+func (ws *waiters) register(res resource, tokHash string) *waiter {
 	id := make([]byte, 12)
 	rand.Read(id)
 	w := &waiter{
-		id:   base64.RawURLEncoding.EncodeToString(id),
-		res:  res,
-		wake: make(chan struct{}, 1),
+		id:      base64.RawURLEncoding.EncodeToString(id),
+		res:     res,
+		tokHash: tokHash,
+		wake:    make(chan struct{}, 1),
+		handed:  make(chan handed, 1),
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -82,10 +106,51 @@ func (ws *waiters) register(res resource) *waiter {
 	return w
 }
 
-func (ws *waiters) unregister(w *waiter) {
+// unregister ends w's wait. A waiter that ends without the lock is
+// remembered for a while: a release may still hand it the lock in full (one
+// that ran before w's last script call, whose reply comes late, or one
+// that found w queued again by a call whose outcome was unknown), and that
+// grant must then be released, since nobody will take it.
+func (ws *waiters) unregister(w *waiter, granted bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	delete(ws.byID, w.id)
+	if !granted {
+		ws.gone[w.id] = goneWaiter{tokHash: w.tokHash, until: time.Now().Add(ws.timeout + 2*ws.lease)}
+	}
+}
+
+// handOver gives h to the waiter id names, and returns false, when it
+// still waits; when it gave up without the lock, it returns its token hash
+// and true: the grant is the caller's to release. A waiter that got the
+// lock (its own script picked h's grant up first) or is unknown needs
+// nothing.
+func (ws *waiters) handOver(id string, h handed) (tokHash string, release bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w := ws.byID[id]; w != nil {
+		select {
+		case w.handed <- h:
+		default: // one grant per waiter: a second is the same one
+		}
+		return "", false
+	}
+	if g, ok := ws.gone[id]; ok {
+		delete(ws.gone, id)
+		return g.tokHash, true
+	}
+	return "", false
+}
+
+// forget drops the gone waiters past their time.
+func (ws *waiters) forget(now time.Time) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for id, g := range ws.gone {
+		if now.After(g.until) {
+			delete(ws.gone, id)
+		}
+	}
 }
 
 // ready waits until the subscription is in place, so that no hand-off to a
@@ -198,7 +263,8 @@ func (ws *waiters) beat(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			ws.forget(now)
 		case <-ws.beatNow:
 		}
 		byRes := make(map[resource][]string)

@@ -79,15 +79,20 @@ local function delayed(K)
   return K.delay_ms > 0 and redis.call('EXISTS', K.delay) == 1
 end
 
--- settle notes a grant the caller gets, whose reply is rp (see held_by):
--- its record, and with a lock delay, that the lock stays unavailable until
--- the delay after its lease unless released. Returns rp.
-local function settle(K, rp)
-  local left = rp[3]
-  redis.call('SET', K.record, 'h', 'PX', left + RECORD_MS)
+-- note_grant notes a full grant with left ms of lease, whose record is
+-- the key record: the record, and with a lock delay, that the lock stays
+-- unavailable until the delay after the lease unless released.
+local function note_grant(K, record, left)
+  redis.call('SET', record, 'h', 'PX', left + RECORD_MS)
   if K.delay_ms > 0 and redis.call('PTTL', K.delay) < left + K.delay_ms then
     redis.call('SET', K.delay, redis.call('GET', K.delay) or 'g', 'PX', left + K.delay_ms)
   end
+end
+
+-- settle notes a grant the caller gets, whose reply is rp (see held_by),
+-- and returns rp.
+local function settle(K, rp)
+  note_grant(K, K.record, rp[3])
   return rp
 end
 
@@ -332,38 +337,49 @@ end
 -- at the head of the queue: the first one still alive and, while the lock
 -- is held shared, each shared one after it, up to the first that asks for
 -- an exclusive hold (which waits, and blocks everyone behind it: writers
--- do not starve). The caller (me) gets a full grant. Anyone else gets a
--- provisional one, with a lease of at most its pick-up time, and its
--- gateway is woken: a grant nobody picks up, because the gateway died,
--- froze or was cut off, ends within that time and the queue moves on. A
--- waiter whose gateway is known to be gone is dropped. Returns true when
--- me got the lock.
-local function handoff(K, t, now, retention, check_heard, me)
-  local mine = false
+-- do not starve). The caller (me) gets a full grant, and so does an
+-- exclusive waiter on the caller's own gateway (here: the channel of the
+-- gateway that runs this script, which learns of the grant from the
+-- script's reply); its record and the lock delay are noted here, as its own
+-- script would. Anyone else gets a provisional grant, with a lease of at
+-- most its pick-up time, and its gateway is woken: a grant nobody picks
+-- up, because the gateway died, froze or was cut off, ends within that
+-- time and the queue moves on. A waiter whose gateway is known to be gone
+-- is dropped. Returns whether me got the lock, and the id of the waiter of
+-- here that got it in full, if any.
+local function handoff(K, t, now, retention, check_heard, me, here)
+  local mine, near = false, nil
   while true do
     local holder = redis.call('HGET', K.lock, 'tok')
     if holder and holder ~= '' then
-      return mine -- held exclusively
+      return mine, near -- held exclusively
     end
     if not holder and delayed(K) then
-      return mine
+      return mine, near
     end
     local id, e = first_alive(K, now)
     if not id or (holder and e.m ~= 's') then
-      return mine
+      return mine, near
     end
     dequeue(K, id)
+    local full = id == me or (here and e.g == here and e.m ~= 's')
     local lease = e.ttl
-    if id ~= me then
+    if not full then
       lease = math.min(tonumber(e.ttl), tonumber(e.l))
     end
     if e.m == 's' then
-      add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, id ~= me)
+      add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full)
     else
-      grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, id ~= me)
+      grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full)
     end
     if id == me then
       mine = true
+    elseif full then
+      near = id
+      -- The record's key shares the lock's hash tag, so it is on this
+      -- script's slot; it is not among KEYS, as the caller did not know
+      -- whose grant this would be.
+      note_grant(K, K.lock .. ':t:' .. e.t, tonumber(e.ttl))
     elseif not wake(e, id, check_heard) then -- its gateway is gone: the grant would sit unused
       if e.m == 's' then
         drop_reader(K, now, e.t)
@@ -375,10 +391,11 @@ local function handoff(K, t, now, retention, check_heard, me)
 end
 
 -- release_all ends the caller's hold (the exclusive grant, or its shared
--- hold r), notes it, and hands the lock on. When the lock is free then, the
+-- hold r), notes it, and hands the lock on (see handoff for here, and the
+-- id it returns). When the lock is free then, the
 -- lock delay ends, but for what remains of one after a shared holder's
 -- lease that ended unreleased ('x:<ms>').
-local function release_all(K, t, now, tok, r, retention, check_heard)
+local function release_all(K, t, now, tok, r, retention, check_heard, here)
   if r then
     drop_reader(K, now, tok)
   else
@@ -394,5 +411,6 @@ local function release_all(K, t, now, tok, r, retention, check_heard)
       redis.call('DEL', K.delay)
     end
   end
-  handoff(K, t, now, retention, check_heard, nil)
+  local _, near = handoff(K, t, now, retention, check_heard, nil, here)
+  return near
 end
