@@ -16,6 +16,7 @@ type Memory struct {
 	queues    map[Key][]*memWaiter // FIFO; a lock with waiters is never free
 	sems      map[Key]*memSemaphore
 	lastFence int64
+	idem      memIdem // records of idempotency keys (idempotency_memory.go)
 }
 
 var _ Backend = (*Memory)(nil)
@@ -31,6 +32,9 @@ type memGrant struct {
 	expiresAt  time.Time
 	expiry     *time.Timer // ends the grant at expiresAt
 	holds      int         // re-entrant holds; 1 for a new grant
+
+	// idem is the record of its idempotency key, if any.
+	idem *memIdemRecord
 }
 
 // memWaiter is a caller waiting in a lock's queue.
@@ -269,6 +273,7 @@ func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Dura
 	if until := now.Add(ttl); until.After(g.expiresAt) {
 		g.expiresAt = until
 		g.expiry.Reset(ttl)
+		g.keepIdem()
 	}
 	return Grant{Token: token, Holds: g.holds,
 		Lease: Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt}}, nil
@@ -290,6 +295,7 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 	}
 	g.expiresAt = time.Now().Add(ttl)
 	g.expiry.Reset(ttl)
+	g.keepIdem()
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
 }
 

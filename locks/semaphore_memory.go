@@ -202,6 +202,7 @@ func (m *Memory) RenewPermit(_ context.Context, key Key, token string, ttl time.
 	}
 	g.expiresAt = time.Now().Add(ttl)
 	g.expiry.Reset(ttl)
+	g.keepIdem()
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
 }
 

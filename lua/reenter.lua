@@ -29,5 +29,9 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < tonumber(ARGV[2]) then
   ttl = tonumber(ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ttl)
+  local ik = redis.call('HGET', KEYS[1], 'ik') -- its idempotency record (idem_lib.lua)
+  if ik then
+    redis.call('PEXPIRE', ik, ttl + 60000)
+  end
 end
 return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), ttl, holds}

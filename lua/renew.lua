@@ -20,4 +20,8 @@ if ttl == '0' then
   ttl = redis.call('HGET', KEYS[1], 'ttl')
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
+local ik = redis.call('HGET', KEYS[1], 'ik') -- its idempotency record (idem_lib.lua)
+if ik then
+  redis.call('PEXPIRE', ik, tonumber(ttl) + 60000)
+end
 return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), tonumber(ttl)}

@@ -24,4 +24,7 @@ redis.call('ZADD', KEYS[2], string.format('%d', now + ttl), ARGV[1])
 local keep = math.max(redis.call('PTTL', KEYS[1]), ttl)
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('PEXPIRE', KEYS[2], keep)
+if h.ik then -- its idempotency record (idem_lib.lua)
+  redis.call('PEXPIRE', h.ik, ttl + 60000)
+end
 return {1, tonumber(h.f), ttl}
