@@ -23,22 +23,88 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for IdempotencyInProgressProblemCode.
+const (
+	IdempotencyInProgressProblemCodeBackendUnavailable     IdempotencyInProgressProblemCode = "backend_unavailable"
+	IdempotencyInProgressProblemCodeForbidden              IdempotencyInProgressProblemCode = "forbidden"
+	IdempotencyInProgressProblemCodeGrantEnded             IdempotencyInProgressProblemCode = "grant_ended"
+	IdempotencyInProgressProblemCodeIdempotencyInProgress  IdempotencyInProgressProblemCode = "idempotency_in_progress"
+	IdempotencyInProgressProblemCodeIdempotencyKeyMismatch IdempotencyInProgressProblemCode = "idempotency_key_mismatch"
+	IdempotencyInProgressProblemCodeInternal               IdempotencyInProgressProblemCode = "internal"
+	IdempotencyInProgressProblemCodeInvalidRequest         IdempotencyInProgressProblemCode = "invalid_request"
+	IdempotencyInProgressProblemCodeLimitMismatch          IdempotencyInProgressProblemCode = "limit_mismatch"
+	IdempotencyInProgressProblemCodeLockHeld               IdempotencyInProgressProblemCode = "lock_held"
+	IdempotencyInProgressProblemCodeMethodNotAllowed       IdempotencyInProgressProblemCode = "method_not_allowed"
+	IdempotencyInProgressProblemCodeNotFound               IdempotencyInProgressProblemCode = "not_found"
+	IdempotencyInProgressProblemCodeNotHeld                IdempotencyInProgressProblemCode = "not_held"
+	IdempotencyInProgressProblemCodeNotHolder              IdempotencyInProgressProblemCode = "not_holder"
+	IdempotencyInProgressProblemCodePayloadTooLarge        IdempotencyInProgressProblemCode = "payload_too_large"
+	IdempotencyInProgressProblemCodeSemaphoreFull          IdempotencyInProgressProblemCode = "semaphore_full"
+	IdempotencyInProgressProblemCodeTooManyRequests        IdempotencyInProgressProblemCode = "too_many_requests"
+	IdempotencyInProgressProblemCodeUnauthorized           IdempotencyInProgressProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyInProgressProblemCode enum.
+func (e IdempotencyInProgressProblemCode) Valid() bool {
+	switch e {
+	case IdempotencyInProgressProblemCodeBackendUnavailable:
+		return true
+	case IdempotencyInProgressProblemCodeForbidden:
+		return true
+	case IdempotencyInProgressProblemCodeGrantEnded:
+		return true
+	case IdempotencyInProgressProblemCodeIdempotencyInProgress:
+		return true
+	case IdempotencyInProgressProblemCodeIdempotencyKeyMismatch:
+		return true
+	case IdempotencyInProgressProblemCodeInternal:
+		return true
+	case IdempotencyInProgressProblemCodeInvalidRequest:
+		return true
+	case IdempotencyInProgressProblemCodeLimitMismatch:
+		return true
+	case IdempotencyInProgressProblemCodeLockHeld:
+		return true
+	case IdempotencyInProgressProblemCodeMethodNotAllowed:
+		return true
+	case IdempotencyInProgressProblemCodeNotFound:
+		return true
+	case IdempotencyInProgressProblemCodeNotHeld:
+		return true
+	case IdempotencyInProgressProblemCodeNotHolder:
+		return true
+	case IdempotencyInProgressProblemCodePayloadTooLarge:
+		return true
+	case IdempotencyInProgressProblemCodeSemaphoreFull:
+		return true
+	case IdempotencyInProgressProblemCodeTooManyRequests:
+		return true
+	case IdempotencyInProgressProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LimitMismatchProblemCode.
 const (
-	LimitMismatchProblemCodeBackendUnavailable LimitMismatchProblemCode = "backend_unavailable"
-	LimitMismatchProblemCodeForbidden          LimitMismatchProblemCode = "forbidden"
-	LimitMismatchProblemCodeInternal           LimitMismatchProblemCode = "internal"
-	LimitMismatchProblemCodeInvalidRequest     LimitMismatchProblemCode = "invalid_request"
-	LimitMismatchProblemCodeLimitMismatch      LimitMismatchProblemCode = "limit_mismatch"
-	LimitMismatchProblemCodeLockHeld           LimitMismatchProblemCode = "lock_held"
-	LimitMismatchProblemCodeMethodNotAllowed   LimitMismatchProblemCode = "method_not_allowed"
-	LimitMismatchProblemCodeNotFound           LimitMismatchProblemCode = "not_found"
-	LimitMismatchProblemCodeNotHeld            LimitMismatchProblemCode = "not_held"
-	LimitMismatchProblemCodeNotHolder          LimitMismatchProblemCode = "not_holder"
-	LimitMismatchProblemCodePayloadTooLarge    LimitMismatchProblemCode = "payload_too_large"
-	LimitMismatchProblemCodeSemaphoreFull      LimitMismatchProblemCode = "semaphore_full"
-	LimitMismatchProblemCodeTooManyRequests    LimitMismatchProblemCode = "too_many_requests"
-	LimitMismatchProblemCodeUnauthorized       LimitMismatchProblemCode = "unauthorized"
+	LimitMismatchProblemCodeBackendUnavailable     LimitMismatchProblemCode = "backend_unavailable"
+	LimitMismatchProblemCodeForbidden              LimitMismatchProblemCode = "forbidden"
+	LimitMismatchProblemCodeGrantEnded             LimitMismatchProblemCode = "grant_ended"
+	LimitMismatchProblemCodeIdempotencyInProgress  LimitMismatchProblemCode = "idempotency_in_progress"
+	LimitMismatchProblemCodeIdempotencyKeyMismatch LimitMismatchProblemCode = "idempotency_key_mismatch"
+	LimitMismatchProblemCodeInternal               LimitMismatchProblemCode = "internal"
+	LimitMismatchProblemCodeInvalidRequest         LimitMismatchProblemCode = "invalid_request"
+	LimitMismatchProblemCodeLimitMismatch          LimitMismatchProblemCode = "limit_mismatch"
+	LimitMismatchProblemCodeLockHeld               LimitMismatchProblemCode = "lock_held"
+	LimitMismatchProblemCodeMethodNotAllowed       LimitMismatchProblemCode = "method_not_allowed"
+	LimitMismatchProblemCodeNotFound               LimitMismatchProblemCode = "not_found"
+	LimitMismatchProblemCodeNotHeld                LimitMismatchProblemCode = "not_held"
+	LimitMismatchProblemCodeNotHolder              LimitMismatchProblemCode = "not_holder"
+	LimitMismatchProblemCodePayloadTooLarge        LimitMismatchProblemCode = "payload_too_large"
+	LimitMismatchProblemCodeSemaphoreFull          LimitMismatchProblemCode = "semaphore_full"
+	LimitMismatchProblemCodeTooManyRequests        LimitMismatchProblemCode = "too_many_requests"
+	LimitMismatchProblemCodeUnauthorized           LimitMismatchProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the LimitMismatchProblemCode enum.
@@ -47,6 +113,12 @@ func (e LimitMismatchProblemCode) Valid() bool {
 	case LimitMismatchProblemCodeBackendUnavailable:
 		return true
 	case LimitMismatchProblemCodeForbidden:
+		return true
+	case LimitMismatchProblemCodeGrantEnded:
+		return true
+	case LimitMismatchProblemCodeIdempotencyInProgress:
+		return true
+	case LimitMismatchProblemCodeIdempotencyKeyMismatch:
 		return true
 	case LimitMismatchProblemCodeInternal:
 		return true
@@ -79,20 +151,23 @@ func (e LimitMismatchProblemCode) Valid() bool {
 
 // Defines values for LockHeldProblemCode.
 const (
-	LockHeldProblemCodeBackendUnavailable LockHeldProblemCode = "backend_unavailable"
-	LockHeldProblemCodeForbidden          LockHeldProblemCode = "forbidden"
-	LockHeldProblemCodeInternal           LockHeldProblemCode = "internal"
-	LockHeldProblemCodeInvalidRequest     LockHeldProblemCode = "invalid_request"
-	LockHeldProblemCodeLimitMismatch      LockHeldProblemCode = "limit_mismatch"
-	LockHeldProblemCodeLockHeld           LockHeldProblemCode = "lock_held"
-	LockHeldProblemCodeMethodNotAllowed   LockHeldProblemCode = "method_not_allowed"
-	LockHeldProblemCodeNotFound           LockHeldProblemCode = "not_found"
-	LockHeldProblemCodeNotHeld            LockHeldProblemCode = "not_held"
-	LockHeldProblemCodeNotHolder          LockHeldProblemCode = "not_holder"
-	LockHeldProblemCodePayloadTooLarge    LockHeldProblemCode = "payload_too_large"
-	LockHeldProblemCodeSemaphoreFull      LockHeldProblemCode = "semaphore_full"
-	LockHeldProblemCodeTooManyRequests    LockHeldProblemCode = "too_many_requests"
-	LockHeldProblemCodeUnauthorized       LockHeldProblemCode = "unauthorized"
+	LockHeldProblemCodeBackendUnavailable     LockHeldProblemCode = "backend_unavailable"
+	LockHeldProblemCodeForbidden              LockHeldProblemCode = "forbidden"
+	LockHeldProblemCodeGrantEnded             LockHeldProblemCode = "grant_ended"
+	LockHeldProblemCodeIdempotencyInProgress  LockHeldProblemCode = "idempotency_in_progress"
+	LockHeldProblemCodeIdempotencyKeyMismatch LockHeldProblemCode = "idempotency_key_mismatch"
+	LockHeldProblemCodeInternal               LockHeldProblemCode = "internal"
+	LockHeldProblemCodeInvalidRequest         LockHeldProblemCode = "invalid_request"
+	LockHeldProblemCodeLimitMismatch          LockHeldProblemCode = "limit_mismatch"
+	LockHeldProblemCodeLockHeld               LockHeldProblemCode = "lock_held"
+	LockHeldProblemCodeMethodNotAllowed       LockHeldProblemCode = "method_not_allowed"
+	LockHeldProblemCodeNotFound               LockHeldProblemCode = "not_found"
+	LockHeldProblemCodeNotHeld                LockHeldProblemCode = "not_held"
+	LockHeldProblemCodeNotHolder              LockHeldProblemCode = "not_holder"
+	LockHeldProblemCodePayloadTooLarge        LockHeldProblemCode = "payload_too_large"
+	LockHeldProblemCodeSemaphoreFull          LockHeldProblemCode = "semaphore_full"
+	LockHeldProblemCodeTooManyRequests        LockHeldProblemCode = "too_many_requests"
+	LockHeldProblemCodeUnauthorized           LockHeldProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the LockHeldProblemCode enum.
@@ -101,6 +176,12 @@ func (e LockHeldProblemCode) Valid() bool {
 	case LockHeldProblemCodeBackendUnavailable:
 		return true
 	case LockHeldProblemCodeForbidden:
+		return true
+	case LockHeldProblemCodeGrantEnded:
+		return true
+	case LockHeldProblemCodeIdempotencyInProgress:
+		return true
+	case LockHeldProblemCodeIdempotencyKeyMismatch:
 		return true
 	case LockHeldProblemCodeInternal:
 		return true
@@ -133,20 +214,23 @@ func (e LockHeldProblemCode) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
-	ProblemCodeBackendUnavailable ProblemCode = "backend_unavailable"
-	ProblemCodeForbidden          ProblemCode = "forbidden"
-	ProblemCodeInternal           ProblemCode = "internal"
-	ProblemCodeInvalidRequest     ProblemCode = "invalid_request"
-	ProblemCodeLimitMismatch      ProblemCode = "limit_mismatch"
-	ProblemCodeLockHeld           ProblemCode = "lock_held"
-	ProblemCodeMethodNotAllowed   ProblemCode = "method_not_allowed"
-	ProblemCodeNotFound           ProblemCode = "not_found"
-	ProblemCodeNotHeld            ProblemCode = "not_held"
-	ProblemCodeNotHolder          ProblemCode = "not_holder"
-	ProblemCodePayloadTooLarge    ProblemCode = "payload_too_large"
-	ProblemCodeSemaphoreFull      ProblemCode = "semaphore_full"
-	ProblemCodeTooManyRequests    ProblemCode = "too_many_requests"
-	ProblemCodeUnauthorized       ProblemCode = "unauthorized"
+	ProblemCodeBackendUnavailable     ProblemCode = "backend_unavailable"
+	ProblemCodeForbidden              ProblemCode = "forbidden"
+	ProblemCodeGrantEnded             ProblemCode = "grant_ended"
+	ProblemCodeIdempotencyInProgress  ProblemCode = "idempotency_in_progress"
+	ProblemCodeIdempotencyKeyMismatch ProblemCode = "idempotency_key_mismatch"
+	ProblemCodeInternal               ProblemCode = "internal"
+	ProblemCodeInvalidRequest         ProblemCode = "invalid_request"
+	ProblemCodeLimitMismatch          ProblemCode = "limit_mismatch"
+	ProblemCodeLockHeld               ProblemCode = "lock_held"
+	ProblemCodeMethodNotAllowed       ProblemCode = "method_not_allowed"
+	ProblemCodeNotFound               ProblemCode = "not_found"
+	ProblemCodeNotHeld                ProblemCode = "not_held"
+	ProblemCodeNotHolder              ProblemCode = "not_holder"
+	ProblemCodePayloadTooLarge        ProblemCode = "payload_too_large"
+	ProblemCodeSemaphoreFull          ProblemCode = "semaphore_full"
+	ProblemCodeTooManyRequests        ProblemCode = "too_many_requests"
+	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
@@ -155,6 +239,12 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeBackendUnavailable:
 		return true
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeGrantEnded:
+		return true
+	case ProblemCodeIdempotencyInProgress:
+		return true
+	case ProblemCodeIdempotencyKeyMismatch:
 		return true
 	case ProblemCodeInternal:
 		return true
@@ -187,20 +277,23 @@ func (e ProblemCode) Valid() bool {
 
 // Defines values for SemaphoreFullProblemCode.
 const (
-	SemaphoreFullProblemCodeBackendUnavailable SemaphoreFullProblemCode = "backend_unavailable"
-	SemaphoreFullProblemCodeForbidden          SemaphoreFullProblemCode = "forbidden"
-	SemaphoreFullProblemCodeInternal           SemaphoreFullProblemCode = "internal"
-	SemaphoreFullProblemCodeInvalidRequest     SemaphoreFullProblemCode = "invalid_request"
-	SemaphoreFullProblemCodeLimitMismatch      SemaphoreFullProblemCode = "limit_mismatch"
-	SemaphoreFullProblemCodeLockHeld           SemaphoreFullProblemCode = "lock_held"
-	SemaphoreFullProblemCodeMethodNotAllowed   SemaphoreFullProblemCode = "method_not_allowed"
-	SemaphoreFullProblemCodeNotFound           SemaphoreFullProblemCode = "not_found"
-	SemaphoreFullProblemCodeNotHeld            SemaphoreFullProblemCode = "not_held"
-	SemaphoreFullProblemCodeNotHolder          SemaphoreFullProblemCode = "not_holder"
-	SemaphoreFullProblemCodePayloadTooLarge    SemaphoreFullProblemCode = "payload_too_large"
-	SemaphoreFullProblemCodeSemaphoreFull      SemaphoreFullProblemCode = "semaphore_full"
-	SemaphoreFullProblemCodeTooManyRequests    SemaphoreFullProblemCode = "too_many_requests"
-	SemaphoreFullProblemCodeUnauthorized       SemaphoreFullProblemCode = "unauthorized"
+	SemaphoreFullProblemCodeBackendUnavailable     SemaphoreFullProblemCode = "backend_unavailable"
+	SemaphoreFullProblemCodeForbidden              SemaphoreFullProblemCode = "forbidden"
+	SemaphoreFullProblemCodeGrantEnded             SemaphoreFullProblemCode = "grant_ended"
+	SemaphoreFullProblemCodeIdempotencyInProgress  SemaphoreFullProblemCode = "idempotency_in_progress"
+	SemaphoreFullProblemCodeIdempotencyKeyMismatch SemaphoreFullProblemCode = "idempotency_key_mismatch"
+	SemaphoreFullProblemCodeInternal               SemaphoreFullProblemCode = "internal"
+	SemaphoreFullProblemCodeInvalidRequest         SemaphoreFullProblemCode = "invalid_request"
+	SemaphoreFullProblemCodeLimitMismatch          SemaphoreFullProblemCode = "limit_mismatch"
+	SemaphoreFullProblemCodeLockHeld               SemaphoreFullProblemCode = "lock_held"
+	SemaphoreFullProblemCodeMethodNotAllowed       SemaphoreFullProblemCode = "method_not_allowed"
+	SemaphoreFullProblemCodeNotFound               SemaphoreFullProblemCode = "not_found"
+	SemaphoreFullProblemCodeNotHeld                SemaphoreFullProblemCode = "not_held"
+	SemaphoreFullProblemCodeNotHolder              SemaphoreFullProblemCode = "not_holder"
+	SemaphoreFullProblemCodePayloadTooLarge        SemaphoreFullProblemCode = "payload_too_large"
+	SemaphoreFullProblemCodeSemaphoreFull          SemaphoreFullProblemCode = "semaphore_full"
+	SemaphoreFullProblemCodeTooManyRequests        SemaphoreFullProblemCode = "too_many_requests"
+	SemaphoreFullProblemCodeUnauthorized           SemaphoreFullProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the SemaphoreFullProblemCode enum.
@@ -209,6 +302,12 @@ func (e SemaphoreFullProblemCode) Valid() bool {
 	case SemaphoreFullProblemCodeBackendUnavailable:
 		return true
 	case SemaphoreFullProblemCodeForbidden:
+		return true
+	case SemaphoreFullProblemCodeGrantEnded:
+		return true
+	case SemaphoreFullProblemCodeIdempotencyInProgress:
+		return true
+	case SemaphoreFullProblemCodeIdempotencyKeyMismatch:
 		return true
 	case SemaphoreFullProblemCodeInternal:
 		return true
@@ -290,6 +389,23 @@ type Holds struct {
 	// Holds How many holds remain.
 	Holds int `json:"holds"`
 }
+
+// IdempotencyInProgressProblem defines model for IdempotencyInProgressProblem.
+type IdempotencyInProgressProblem struct {
+	Code   IdempotencyInProgressProblemCode `json:"code"`
+	Detail string                           `json:"detail"`
+
+	// RetryAfterMs When to ask again.
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	Status       int    `json:"status"`
+	Title        string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// IdempotencyInProgressProblemCode defines model for IdempotencyInProgressProblem.Code.
+type IdempotencyInProgressProblemCode string
 
 // Lease defines model for Lease.
 type Lease struct {
@@ -460,6 +576,9 @@ type SemaphoreRequest struct {
 // HolderToken defines model for HolderToken.
 type HolderToken = string
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // LockToken defines model for LockToken.
 type LockToken = string
 
@@ -474,6 +593,9 @@ type Error = Problem
 
 // Forbidden RFC 9457 problem details.
 type Forbidden = Problem
+
+// IdempotencyKeyMismatch RFC 9457 problem details.
+type IdempotencyKeyMismatch = Problem
 
 // InvalidRequest RFC 9457 problem details.
 type InvalidRequest = Problem
@@ -504,6 +626,39 @@ type AcquireLockParams struct {
 	// LockToken The owner `token` of the current holder, to re-enter its grant. Never
 	// put it in a URL.
 	LockToken *HolderToken `json:"Lock-Token,omitempty"`
+
+	// IdempotencyKey Makes the acquire safe to retry (IETF httpapi Idempotency-Key
+	// draft): 1 to 255 visible ASCII characters (`!` to `~`), sent bare
+	// (`Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324`) or as a
+	// structured-field string (`Idempotency-Key: "8e03978e-..."`, with
+	// `\"` and `\\` escapes; a bare key cannot start with `"`). Use a
+	// fresh random key (a UUID v4) for each acquire you mean: the owner
+	// token rests in Redis encrypted under a key derived from it.
+	//
+	// A retry with the same key, from the same subject (`sub`), to the
+	// same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
+	// `limit`, defaults applied), through any gateway on the same Redis:
+	// - while the grant lives: the same 201, the same `token` and
+	//   `fencing_token`, `ttl_ms` and `expires_at` saying what remains;
+	// - while the first call still runs (waiting, say): 409
+	//   `idempotency_in_progress` with `Retry-After` and `retry_after_ms`;
+	//   a gateway that died mid-call leaves that answer for up to
+	//   `wait_ms` plus about 16 s;
+	// - once the grant was released or its lease ended: 409
+	//   `grant_ended`; acquire with a new key;
+	// - with another body: 422 `idempotency_key_mismatch`.
+	// A call that was not granted (`lock_held`, `semaphore_full`, a
+	// timeout, the caller gone) leaves nothing: its retry runs afresh. A
+	// key is remembered until 60 s after its grant's lease ends (as last
+	// renewed, even when released earlier), then forgotten: a retry then
+	// acquires anew. A grant whose 201 could not be delivered is kept for
+	// the retry, not released.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// AcquireLock409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireLock.
+type AcquireLock409ApplicationProblemPlusJSONResponseBody struct {
+	union json.RawMessage
 }
 
 // RenewLeaseParams defines parameters for RenewLease.
@@ -516,6 +671,37 @@ type RenewLeaseParams struct {
 type ReleaseSemaphoreParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
 	LockToken LockToken `json:"Lock-Token"`
+}
+
+// AcquireSemaphoreParams defines parameters for AcquireSemaphore.
+type AcquireSemaphoreParams struct {
+	// IdempotencyKey Makes the acquire safe to retry (IETF httpapi Idempotency-Key
+	// draft): 1 to 255 visible ASCII characters (`!` to `~`), sent bare
+	// (`Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324`) or as a
+	// structured-field string (`Idempotency-Key: "8e03978e-..."`, with
+	// `\"` and `\\` escapes; a bare key cannot start with `"`). Use a
+	// fresh random key (a UUID v4) for each acquire you mean: the owner
+	// token rests in Redis encrypted under a key derived from it.
+	//
+	// A retry with the same key, from the same subject (`sub`), to the
+	// same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
+	// `limit`, defaults applied), through any gateway on the same Redis:
+	// - while the grant lives: the same 201, the same `token` and
+	//   `fencing_token`, `ttl_ms` and `expires_at` saying what remains;
+	// - while the first call still runs (waiting, say): 409
+	//   `idempotency_in_progress` with `Retry-After` and `retry_after_ms`;
+	//   a gateway that died mid-call leaves that answer for up to
+	//   `wait_ms` plus about 16 s;
+	// - once the grant was released or its lease ended: 409
+	//   `grant_ended`; acquire with a new key;
+	// - with another body: 422 `idempotency_key_mismatch`.
+	// A call that was not granted (`lock_held`, `semaphore_full`, a
+	// timeout, the caller gone) leaves nothing: its retry runs afresh. A
+	// key is remembered until 60 s after its grant's lease ends (as last
+	// renewed, even when released earlier), then forgotten: a retry then
+	// acquires anew. A grant whose 201 could not be delivered is kept for
+	// the retry, not released.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // AcquireSemaphore409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireSemaphore.
@@ -540,6 +726,94 @@ type AcquireSemaphoreJSONRequestBody = SemaphoreRequest
 
 // RenewSemaphoreLeaseJSONRequestBody defines body for RenewSemaphoreLease for application/json ContentType.
 type RenewSemaphoreLeaseJSONRequestBody = RenewRequest
+
+// AsLockHeldProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a LockHeldProblem
+func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsLockHeldProblem() (LockHeldProblem, error) {
+	var body LockHeldProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLockHeldProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided LockHeldProblem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromLockHeldProblem(v LockHeldProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLockHeldProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided LockHeldProblem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeLockHeldProblem(v LockHeldProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIdempotencyInProgressProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a IdempotencyInProgressProblem
+func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsIdempotencyInProgressProblem() (IdempotencyInProgressProblem, error) {
+	var body IdempotencyInProgressProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIdempotencyInProgressProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided IdempotencyInProgressProblem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeIdempotencyInProgressProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided IdempotencyInProgressProblem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a Problem
+func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsProblem() (Problem, error) {
+	var body Problem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided Problem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided Problem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // AsSemaphoreFullProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a SemaphoreFullProblem
 func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsSemaphoreFullProblem() (SemaphoreFullProblem, error) {
@@ -593,6 +867,58 @@ func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeLimitMi
 	return err
 }
 
+// AsIdempotencyInProgressProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a IdempotencyInProgressProblem
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsIdempotencyInProgressProblem() (IdempotencyInProgressProblem, error) {
+	var body IdempotencyInProgressProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIdempotencyInProgressProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided IdempotencyInProgressProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeIdempotencyInProgressProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided IdempotencyInProgressProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a Problem
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsProblem() (Problem, error) {
+	var body Problem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided Problem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided Problem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
@@ -631,7 +957,7 @@ type ServerInterface interface {
 	InspectSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 	// AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
 	// (POST /semaphores/{namespace}/{name})
-	AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireSemaphoreParams)
 	// RenewSemaphoreLease Extend the lease of a permit you hold.
 	// (PUT /semaphores/{namespace}/{name}/lease)
 	RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams)
@@ -691,7 +1017,7 @@ func (_ Unimplemented) InspectSemaphore(w http.ResponseWriter, r *http.Request, 
 
 // AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
 // (POST /semaphores/{namespace}/{name})
-func (_ Unimplemented) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (_ Unimplemented) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireSemaphoreParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -867,6 +1193,25 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 		}
 
 		params.LockToken = &LockToken
+
+	}
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
 
 	}
 
@@ -1080,8 +1425,32 @@ func (siw *ServerInterfaceWrapper) AcquireSemaphore(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquireSemaphoreParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AcquireSemaphore(w, r, namespace, name)
+		siw.Handler.AcquireSemaphore(w, r, namespace, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1304,6 +1673,8 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 type ErrorApplicationProblemPlusJSONResponse Problem
 
 type ForbiddenApplicationProblemPlusJSONResponse Problem
+
+type IdempotencyKeyMismatchApplicationProblemPlusJSONResponse Problem
 
 type InvalidRequestApplicationProblemPlusJSONResponse Problem
 
@@ -1713,14 +2084,14 @@ type AcquireLock409ResponseHeaders struct {
 }
 
 type AcquireLock409ApplicationProblemPlusJSONResponse struct {
-	Body    LockHeldProblem
+	Body    AcquireLock409ApplicationProblemPlusJSONResponseBody
 	Headers AcquireLock409ResponseHeaders
 }
 
 func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body.union); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
@@ -1744,6 +2115,22 @@ func (response AcquireLock413ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock422ApplicationProblemPlusJSONResponse struct {
+	IdempotencyKeyMismatchApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock422ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2235,6 +2622,7 @@ func (response InspectSemaphoredefaultApplicationProblemPlusJSONResponse) VisitI
 type AcquireSemaphoreRequestObject struct {
 	Namespace Namespace `json:"namespace"`
 	Name      Name      `json:"name"`
+	Params    AcquireSemaphoreParams
 	Body      *AcquireSemaphoreJSONRequestBody
 }
 
@@ -2343,6 +2731,22 @@ func (response AcquireSemaphore413ApplicationProblemPlusJSONResponse) VisitAcqui
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore422ApplicationProblemPlusJSONResponse struct {
+	IdempotencyKeyMismatchApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore422ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2854,11 +3258,12 @@ func (sh *strictHandler) InspectSemaphore(w http.ResponseWriter, r *http.Request
 }
 
 // AcquireSemaphore operation middleware
-func (sh *strictHandler) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (sh *strictHandler) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireSemaphoreParams) {
 	var request AcquireSemaphoreRequestObject
 
 	request.Namespace = namespace
 	request.Name = name
+	request.Params = params
 
 	var body AcquireSemaphoreJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -2930,83 +3335,102 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fz/c9s2sv9XdvhuJvY96ovz7Rr5J7dNm/bcJJO4LzMv8jNhciXhQgEsAFpWM/7f3+wCJEWJsmWf417v",
-	"8lNkiQAWi93PfnaxzOco1fNCK1TORqPP0QxFhoY/vkNnlkcTh4b+ytCmRhZOahWNog8znSNYTLXKbAxG",
-	"lyrDDMqiH8WRTWc4FzRoLpWcl/NoNIwjtywwGkVSOZyiia6uruKoEEbM0YUFX+k8Q3OiP6HaXPFkhqAX",
-	"Cg0kjp5IQE/AzRDS0hhUDmY8OganwWAPlUMD0lmYGqFcH17jBZqxKkoH0oFUIODXd8f9sYriSNICfudR",
-	"HCkxJ0GPdfqp54VpbUlcHqOaulk0evzseUxbrP4+qDdpnZFqGtEWaZrbbmlVZFiXeCd5Df5WSoNZNHKm",
-	"xH9G/tc8+2e/ZiHcrFmR/7lurUI4h4YG/t/Ho97/it7vw96L0+bjWX/UO/08jA9evLj6S7RtdVuIFLu1",
-	"VyrpSGmidDNtpBX0W62hTWn9VLuKXMkbhGVRnz/ulPSK5rSFVhbZlF8ao9ltUq0cKkcfRVHkMmURB4XR",
-	"5znO//sfVrNhNAL8xeAkGkX/NWj8cuB/tYO3fpRfr62NI7UE7WZoAGnpfnQVRz9ocy6zzJveQwlCx8LW",
-	"DJlGC0o7b87gZtJCfQiwl0wq8ZJ9FvcndSFymb3D30q07qFlNn5ZkBbmIp9oM8cM9hLphToLPwdRX2vn",
-	"weoP1ixhHiNGrtNPsJco7c48Dib7I0KNhbBgMEdhMYtBurHCy4IsPwZtwOo5aoWAuUWeyzaTKb0gcLyK",
-	"o7dimWuRnWh9LMwUH3rL5zpb0qloAsOD5/B3+S3sJYUX6sxpfZaTWOFkTrT+RahlMCL70MJOhcOFYHmF",
-	"4/CTy7nHqIWQTqopiJSxx1jYS0j6uVDLyrxsEo+VRYSk15uLyx6NQWOT/UM67hkNpxNNZ0JNMesDh2gQ",
-	"FKMh4T96HLATmiXEZm1gId1Mlw4Smu9sbhMf9tZjfa8O9l0aCE8PVmgBK+FXFdD3d8LTh1P3L9JaUog2",
-	"EJwUzlEYNMFJ9pJyRTIyj9aOP3z40Dsq3QyVIxGxLdMGvvuNXgiZi/P8wX2APfJcpJ9QZZDJjJ1fKLsg",
-	"jqPAyTnyQbu2CdpZ6cjmxirTC9JImOKsbLaS7PeBiUjpUj3HmlWJPKcpSvVJ6YW6P4O5qqItT3PknWEF",
-	"80WWSdq5yN8aXaBxkiLqROQW46hY+epzxNxpkxgcwcQg9gjCIRfnmIObkTMqW2DqwM70wpIxrDChg8ff",
-	"bMT0OHIuP5vbzQWOCU4h57GHkOFElLmDJ8PhcBiT28+1dV6JWk3ktDSYwVxcwsnJMexVjx/AjE2SxBTO",
-	"E+PnT6O44cwHm5w5joIHbwr1Si8g12pK/Jcegok2IGCGecbm0wh6vZA8tpby+RDsDWJ2Ufv6K33+D0wd",
-	"Cf4jkQBmWK0z9OHIngn+rV4lEw57ZNZRx7lMUKVSTc9cRas3hNvUG0e3bq0RALMLWVjqcj2mHkCpcrS2",
-	"TiowY4Vcf0w0tgNH4sjdlArwA4dgydM97U8aZp/47Ebhgrw9BPZ+dK3t3qicq1U+/NGLXgm6rux64nj1",
-	"5E47zvsVipxca/3ArROuDEcv5kXOoz51kv9VqcKwzpVqJtZeKQTa7Fa29VD2WGPXxmy29DvrtJHElud1",
-	"mvjzhxMPbdVOV5LH6BZ49oHmMDgXUtlq7tqybms+lfjVFnezoLh1WttO2W4e8k1+7Vmt39xNbru2Ez91",
-	"lywcAG7CsrZA7374Dp48efIihl9PvjsExal9Loi4uZlQrPMQnR9Z4JmWLfXfzgLbi793RqYuX4JUqSHZ",
-	"LVNCICGW3nosB9369HX6aafDb5CuvWKd5w1CkaBx9nOZ51JNB1JdaJli7+njL4Jfd8WtY+Lrv0g7Fy6d",
-	"VbSM0CTP30yi0ccdeVy8bhycB3Q7tU8RpKKQna7C+dYt8lyb0p+GetMrzLN7FN0QgTvjLOOOZ7I2w3bJ",
-	"f1IT/SdDcmJYK0B+rnWOQu3OOcjffM6+noLfN/f4cjGnwosHCjmeBodMZItymzSbGa1UtaCPLPxWYol9",
-	"+EAg+A4zaWMQ4Occq8VM2yaNyiRmkOpSOUqGnMyJVAuV9fRkApnRhSWatlcxagETXNTZ977Pm3ZDLDak",
-	"u4TLuCPoVgrqgrgVaNgMUi+ePvsbhCQWMnRC5pwttT0y1RkHQFRkhh+jtTJZFEerybc/01CLjCOl3dlE",
-	"l4q+p72fhZ1bnItipg2eTco8px8J587mAYzDSO8r1R9+5EY1iAnsWm0liqOO/JfcCd1MZ2c0n8hzvWCB",
-	"6bCMEvmKBhuz9nrpdqWa325arZPO1w42/YS/WOXEpVEjUg7Z4Sicx2hVW9fzZf61WrGWqpY89ifYZR3v",
-	"KL24W0K+zdtf48J7d0iaYWL0HJReNEkpOSflxzX4LYRtMIbYyq2T5a4s9H1lYj+Uef5FQ+Q63qEHIKu1",
-	"QuuCOpArdDXIK1xgdhfSvVN8rfe+Uyr+L0RfuexcLyS4muqpKwqTSzRQoAlVVtZxtdFdKex2alZP9ShU",
-	"cvudM9SP3YoJo8sHSk5nLl/28LLQxnWG0J0qBn7v0gZV/JEFhEYZt6sixFt57YrtdhNEHxPsNnp9gUEt",
-	"Nu5wQqfJD2EijeXjlQ79xq+DglB0aDBGGCOWLWu6wUw2NH5rTuMrfH5n3WQGmMuM1a3IzE6cZfWQ/Y7j",
-	"+hSuZx/1Ue6URd8LgJAVeDU9shCe9W5D4BtuU+B86T1DeMKzA3Bcf57340F3zWNrNd8tlG/BxNoUU5Hn",
-	"ZIhzsWwqprXcQCCtUjwMOO2fZkzy+Y0Vcww1+BC/uXp+Q2bzteB/c8G/wv8HrfbvUpxgf0lLI93yPYGo",
-	"tzN/ZXdU+lKx/+uHavWfP5xEG40OnIJy+SrByyKJQ366V91aoYnBYKpNhhkIu5r2hTRpf6yEyiBRNolB",
-	"KGDopgDadCdMc31uYS8JxSpaBV3e+yt9+GuyzwY2VvPSOuDchFdZcFNUPYnHUQ4YXBjgvTXOP3Ou8Pd9",
-	"MsS09ka/l2SY56VDf4ETbsBfnZy85aO2M8xz8CNsDEqr3o+6ImEWhMooDTUXaJhdTkqV0sy2P1ZjFe7d",
-	"QASyzep8++b9CQx4rcHnehtX/vNVMuJNVm0uvlhBmlzrYdqrmAeJUuXdLQriLwZXmchYBSqyT3KDgKQF",
-	"e4l3aHtdGXOsttUx4chvUlraLo3j1gjWklZ8Sa8XChZE0aWzY0Vua0plQZdunZzDESXHDlM6FoNWlyZF",
-	"YEMwSMYFCyMdl3XIQlJhzJKLAitBByjHDHxWKyRhZpTt5AZFtgSLqPiQAnLDuc4kWhAG4ef3b17DYiYc",
-	"E/DkO38H3TtZFpiAFUsLe1aHtZO0NDn0Mnj0eRygbRyNng2Hw6tHCSy0+WTZP5YFZvuH5Ag4L9zSN1zM",
-	"USj2nbEK6GD78NKTbmO0IW0m2+69E38uAqyjFBsSSjYT3tObAo3wMYhOoNCSuIgunZUZegabauWMSN0I",
-	"kh9fnsBgjnTuNhmrvbdGU7KOpfWG4h/QBSpRyP5SzHMGAmkh02k5R+X2vbnD0+EzyKV1Hg8K4WaPLPjE",
-	"3zJHPqLMP+lD8url0fcwmPH11e+J96PwJZ8Pf2f9ASL4xDrYmzQsURLXHReCtRlkmOAiDKVNztGnwT/q",
-	"RxYUugEBApzjhOKnW+lIMijSGdqxqsoBMQvs8NINilxIlYAR3PrFFrV6EDFrKc21RX+WqVYKGQdGkDx9",
-	"cgCVjb3yPvmDxDyzcKI1cNaVeLdYEWescqmQ5w0X/ICXKWIGz5/C3+W3h5A8HQ7hW5FVcychMtUTEIQN",
-	"DvoHkAqltINCGIuwJ2DetHQ0PVjJK20dAXXz3VgFCCFR9g8heTZ85oHxf9BY8v/X2sH7sqCcCrNKgIvw",
-	"I/fJjRVrK8hyCXv86TG3TRBqZh5uT47fg1b5MlTycpmi8qw1tBX+8hPFqNLkAdLtaMAG6ZGhr810EAYN",
-	"KC42VaCoOs4ojoJk0Sg66A/7Q+Y63qijUfSkP+w/4SKXm3HMrIyTPk+xg6Vt2rA3uop5BavdMNOIl/X+",
-	"+VNGHCMstNbd+Hg4vKYD5nadL+GeuKPx5dei32IN0ejjaRzZcj4XZlmxeqNTgmdpQ++xE1PLl3d+2lOa",
-	"YGtI85rL0Xf/tLf+zgekY1+bXW1U3lIkah4ZND2/V6dfUnV8v9ChuTcKAykXFG7EQiwPubfBOpnnax0O",
-	"CQfyxN9GcA/d4+HTjgpQ6CL0RCsX1ncf7h82MxXCUkx2mr9SeOlCGsqzPvU779pQraHBWg8oDzu4eVir",
-	"B40HPbl5UNMeyyNe3Dyiafu8iqNnu6yx2jPGx8Sh9OZxvn+Yrb+293ACFWere1X2dHXcegLSxR6y166M",
-	"Kr9gV4hOr+IKOdpW/5PPmYLVfzHLra/6rut3k5a7l/4UxvP0ITsCX2umaOu3hZ5lMTGrrkZCU+yDm+r3",
-	"LO85drygwe36QWJfRiYCzrx4i6HeDnubNwau4p0eZowutO2Iox88i20lL1veOqncbfU+95EdK9/7LpV1",
-	"KDLiOP5B/pbxcwSPh0PPl+vw7LMEZp7txIE5r8frOKTzpeK6tzcGvlKp71LhHIlmUpLma50OEp8HJPUN",
-	"DE8pbajo2xkRJoXZYdMrXHebjxVZ9bIPL0U6g+T7l8cvT14mHGMs1Bjkg00jQ1XymYPIc0+i2pATUtE7",
-	"BdrVN4Z8qGXX/1Zny3vDqrUW1avNlz3uExn93UyH07+r8Rz2QnZVWVnLQIkOh4geCr2VQbJ5hAB/8OUF",
-	"XsXxpS5NVXFOmsJlUmXXFMt8LUC6Pw9ZuFe8X+/b6dDo+2te19gTvuhSNYdPDCKUBQOLVGNVu/P+CFYC",
-	"RX2hnPhUsfUSQch925eLXGZossIKB1ecXU743ilgRl046QJTLut0v80SBzHHqg5o/sUWb/78OsOaZPt+",
-	"D9WbEtKGmpDB7D5feHh6sIO9rL80Q+Me70Ax199f+SOid7s4GIMufMEmX9YvsVBCLR1R/WBoXaH7utRr",
-	"kNe3Pw8R3suO6P4eAzjW14Ab0bH19oxPkqv0JjQr+KpMR7cCHCkI71qFBeooe250OZ35AmlXROQODH87",
-	"9s9mnvcfDlvtIV84GHodbIktqmoq+bfMLu8KMg8OFi8vHapsxY8afl9lqNuwwZdTb6pitYuudyhivfPL",
-	"/CE1LF77jjnYDaWv1jthQTlbK2D1zewdy2DvV26k77EWdk2dyecQ3JQRqkgxMQuhljFMK+QOvQ9fy0v3",
-	"4Mg/ygvfw1VfInc6cGNJN1aRVo3mi/leuzOo6834Kvcl6hw29rW0tEtpqbaDf9nSUug48jFntVcvtHtV",
-	"JSZ/N8c1FLt/jTX/caWmXwsmoNw8kdTdNb6istlXEwOKdFbdstbdj2MVLrNH9a12624+DiGaM732DXsf",
-	"PvierbGaoqv1J7k7Ql6IHLTJ0FR3wKGhh++9bRX/KSqPVdjDCBYzmdNay6o2ZJlNC5p3tVeFsjb/X1eE",
-	"oZzyGZyUNpDp8EPdCZ4cshbWeo6kBZnlGHtaztcPXsxHtlYsOw/aPhytKpVbDjieVh2kvBMKjnzrXiqD",
-	"uXBVGtlZv2qD3f3z7o1+rqt2440zJW5y8YP7X//agk+Dr19LPqxSrXCHxvLOtvRtoFJnR11vql2ddpyM",
-	"99nmbPhasCqWKOQcPmuqRU3td6z2kvZbGVw/Wi8SwdYa0Vh1N723ikRNc80bs+HTYyUVlBYD2AWk8K/M",
-	"7a3jwn4MU3mBihskvMsfkgjSVj0bC37hiJtn1jb2tUR0iyh8Ij4hE6ptkXdr1YgGdZeNWrH4xqTl36eA",
-	"FPzy/ktIa53W/9m1pDVlfC0q/fmKSrtmpWuVk3aT8cdTsmbfGOvdYL2/uHpZwjphXM1ApxpMqaA/SOfZ",
-	"oHqk18vwIjkEbmOENJe0NyLpzH76rcaw0WBw8Phv/WF/2D8YfTP8ZshuFTawIYUHgrhqYo8DV6JgG1pl",
-	"vWa4hZUAMTQJ95v/8M6X2gjl2nN/p4mVqWkD2zb2/0/M+ZJIgNPEhqv/tqpKRTozj/pwQrqxsvrKiWyK",
-	"cExBmlig34/IJP9FNArtISgd7rsVYubfiAuzhqLW1enV/wcAAP//",
+	"7Hxtc9tGsu5f6cU5VSbPBSlKlpyY+nBLSZzYG8dx2fJ11TV0hSHQJOcInOHODERzvcpvv9U9AxAgoTev",
+	"rWz25JMoEhj09PTL08/04FOU6cVSK1TORuNP0RxFjoY/vkFn1idTh4b+y9FmRi6d1CoaR+/nukCwmGmV",
+	"2xiMLlWOOZTLYRRHNpvjQtBNC6nkolxE41EcufUSo3EklcMZmujq6iqOlsKIBbrwwOe6yNGc6gtUu088",
+	"nSPolUIDqaMrUtBTcHOErDQGlYM53x2D02BwgMqhAekszIxQbgiv8BJNopalA+lAKhDw7s3LYaKiOJL0",
+	"AD/zKI6UWJCgL3V2MfDCtKYkPr5ENXPzaHxw9CSmKVb/79eTtM5INYtoii9yXCy1Q5Wtf8b17rx+ERdo",
+	"eSIi+1spDYIVU/SzcGYNvRfPTn+EuXNLsZTQGG3wM64TlRsxdf0x7NMdB0dHcCmtnBQIJ2+/f/ECsrkw",
+	"IiMFQy/9S0oXpb+l/RgsqWwiDCaql26NOoZvcfT46Tff4uBwlB8NDh/jt4NJ9vTx4Mm3Tw/F0TfTp48P",
+	"DtM+aAPCgkiUdabMXGkwH0wlFjl4BUDH0ElUDz4cDpMojWEl3TxRaZIkUQpC5UAfkxTQZmKJ9hgESwoX",
+	"uIZMKKUdWCeM4xshTaK0P4R3FkmSqUE7ByNUrhd8Q0/Au3cvfoDLwz5MtQEU2bxW9VqXsEChxrwAbF6J",
+	"YvMCg9ZZspM3mEsLqDKzXjqycZWjAcGD52jkJeYwNXoB0g0TlaiTsHAsHA1rxYJlj/1l9Ve2nPw3Zg56",
+	"qS0ntCZO04+J4l+Xws3jrUEmOl9DL3WuOF/YNIZ0JaQLH1n4NE5UWsiFdGkMOU5FWTgLYrksJOb0hLnR",
+	"5WwOQq1hJhyuxBq02jyA5zpO1ABWc1kg/8D+A4W8RDveXHkw2o83/1UuKVSeKIB0iiqTanbuv46hEtmv",
+	"Ln5cSoP2XLgUrFiToazmwoHBhZDKHrefP5XGOshEUYB1sijAlMpCj6Yu1SymEfpjOBw95SfLjb2dS3W+",
+	"NHpm0No02ArHtAEHtSAML9a5oG9IwmMaRdTKcSRXLjGHhcwHLESB4pI9VjgQyq7QsF2VS3CaRagWBZZF",
+	"aUFMdOlg/wn4eWmVNdW6EhYMFigs5uROFLD4P0AKqJt58eXn/GV6XNsvT0qAwhUZmFccf6W0m6NhgxnD",
+	"4cFBWzEXuD5fSLsQLpunQzJZnhlPiSQiD+MHYg69tNDZxfkci5wW0uJCLOfa4Pm0LIo0Jp9zcoG6dN4e",
+	"aCQ0MNMK+5WuSBqpZmOenvcOXkTB3jqEk0SRN0n6cYGLCRr2MycLeDICuq4VzB81dGShJywUwrpEGVS4",
+	"wjwGvEQFqzl7cdAtClNINOwDqGjFZto5VGMQQSL6PlFBsxaEwtUQTqp1mmvLRg+ZLoucNTRByJH8gqSV",
+	"Fi5w6WjgRJEeeNCYL6yEuCHZbIXJ6zLO0f7BdsZZCufQ0Jj/r/e/xx/+8h+D384+/GXw29mnUXxwdHj1",
+	"jyQK3yfJhyQ5G/x29g8Krx+SiP6c9T/txwdHR1dJ1P/PqCuBUR68b05u5lzYTrl3SrgGeR3yaOxMif9M",
+	"An7Fo3/yz6Sounki/7npWQ3lfjgZ/F8x+Pto8PRs8/F8OB6QovefPr3q1h493S5Fht3aK5V0pDRRurk2",
+	"0gr6rdbQrrR+qLuKXMkbhGVRnxx0SnpFY9qlVhYZiz0zRjPuy7RyqBx95DySsYh7S6MnBS7+139bzYax",
+	"EeA/DU6jcfQfextgued/tXuv/V3+eW1tnKg1+KCF9OhhdBVHP2ozkXnuTe+hBKFl8RAg19iIheDm0kK9",
+	"CNBLp5V4aZ/FbUO9X0KAfWjZtyFXyiG9pCBIeYrC3d9KtG43UxAUvDZN9IfwyodxHi/ESY5pNHV1KQqZ",
+	"v/FDP/SUqxlJCwtRTLVZcOKSXqjz8HNYpVfa+ULjdzYqqlc4WFJ+hV6qtDv3NUzap0zZwgYxSJcoD5zy",
+	"mJCC1QvUCgELizyW3Qym9Cqsy2uxLrTIT7V+KcwMH3rKDFilBU15YP8J/Cy/g1669EKdO63PCxIrrMyp",
+	"1r8ItQ5GZB9a2ArzSQvCeSRGSJrCcwCbldVzNUXSL4RaV+ZlCXxbREgHg4X4OKB70Ni0f1zhH17RbC7U",
+	"DPMhMBQN0KaFS2mUUFdrw15KCLKGlR5FbNfpg7pQ79JAuHqvUdKzEt6pkHj+Tqnk4dT9i7SWFEKI1zsp",
+	"TFAYNMFJemnZkIzMozXj9+/fD05KAmyORMS2TDupzU/0UshCTIoH9wH2yInILlDlkEuPHUPhIBUQeOaF",
+	"dm0TtPPSkc0lKtcr0kgY4rzcTIWCMmOw0mV6gTUjQmBeWijVhdIr9eUM5qoCGjzMiXeGRswXeS5p5qJ4",
+	"bfQSjZMEJqaisBhHy8ZXnyKGjbuY6ASmBnFAIRwKMcFQlEhll1Qq27leWTKGBgjcP/h2B87EkS84dx/w",
+	"kguHgu89rkpkeDwajUYxuf1CW+eVqNVUzkrC9gvxEU5PX0Kvunwf5mySJKZwntR6chjFG75rf5fviqPg",
+	"wbtCPdcrKLSagdMcakKippqLzWcj6M1C8r21lFQ63SJmFy1Xf6WZniDBfyL8w+CytYabOp7+q5+SC4cD",
+	"MuuoY11azEDrtkq4Xb1xduvWGgVgdiHLXM5WTt2HUhVobU0IYs4KuXmZ6N6OOBJH7rYqiC84Bkue7iue",
+	"dFPUpJ7To1pdmyqxD6MbbfdW5Vw1S4EPXvRK0G1l1wPHzZU761jv5ygKN99dcOuEK8PSi8Wy4LsuOuue",
+	"plThts4n1Uis/aQKXt7Lth7KHuvYtTNaoPS6bYRpvipG//X9aaCQwkwbdXN0j3j2vkGcVWPXlnVf86nE",
+	"r6Z4NwuKW6t13Srb3UW+za89qvWTu81tt2bih+6SpVEdvVCvAz1YpXCyvKL4dRqNP9wx58fbk2rziV0L",
+	"hooigbAXIGZhZvddqK2H7M7z7Cr2qe62qN0W7s2P38Pjx4+fxvDu9PtjUMzfFIIgqpsLTxQHHPLIAo+0",
+	"bsl/P19rP/ytMzJzxRqkygzJbn2JSkKsvZ9Yhhe1nevs4k7a28T09hPrYn4vMEGbsDaRRSHVbE+qSy0z",
+	"HBwefJVI/bkR+iVVJhXD8AWtlyue7vDliyHJ3GnWTFzXTpHHusY2dXbxHIv8qzre1/EqnV28UFP9B8tZ",
+	"hCUbKWuidYFC3R1dkb95dmKbbPjSKOvrZdcqXjxQcvWAP9Rc1yh3QygwdpeqFvSRhb+VWOIQ3lMQ5J25",
+	"GAT4MRPldySqgpG3qDJdKmfDxomAuVD5QE+nkBu9tARIe1XtIGCKq5pn6PsK8W4Riw3pc4BB3AEvKgV1",
+	"hbhGaNhNUk8Pj76BUK5Djk7IguvCtkdmOucEiIrM8EO0RQhGcdSkGfyaBsI5jpR251NdKvq+3gKjWbR2",
+	"wOhHinM1URru9L5S/ePvvI5b3fqpsW0ZxVFj44/mt02dMdrfIqKiOOogC8gj0c11fk4iiaLQKx6S1tso",
+	"UTQWYeMZXrXd3lgXA7uG76TzRMuuq/EXzQKiNGpM+iVTHoclHTcVfnNxwb9WT6ylqiWPvRF0GdgbqsU+",
+	"j724LmC8wlXYmvQMg9/xV3q1qeDJv09PX27iZ5NNZ8Bzb2ahq2R/W1npj2VRPDi8nSNYrRVa19ipjTd5",
+	"gvdpvxrwred+J97iXwgBM0dfP0gw9ezRb9i+hiWaQEmzjquJ3hUFX4/u6qEeBdp72DlCfdm9wDS6Yk/J",
+	"2dwV6wF+XGrjOrPwnegVP3dpgyp+T7Zlo4z7US7xtdC4YbvdGNOnFXsdQr/EoBYbdzih0+SHvqGG95gd",
+	"+onfFAoCQ7OJMcIYsW5Z0y1msqPxe8MiT4f6mXXjId+gkah74aE7wZ7mIvsZx/Uq3Axg6qW8UyH+RQII",
+	"WYFX0yML4VrvNhR8w9YTTNbeM4THTHcIHDev55fxoM8thWs1f14qvyYm1qbo+5ksLMR6Qy/XcgMFaZXh",
+	"cYjTofvJcmdS1R4XNixC/uathluKoz93R27fHani/4NujdyF32B/yUoj3fotBVFvZ35/86T0vLr/78fq",
+	"6X99fxrtNMRwFevbFvHjkpvvqMTtbbrsYjCYaZNjDsI2K8dQafUTxT2OyqYxCAUcuimBbrpYZoWeWOil",
+	"ge+ip6ArBv9FH/4r7bOBJWpRWgdcq/BTVtz9XQ/i4ygnDOYWeG4b5587t/SbozLktPZEf5BkmJPSod/t",
+	"Cu0Cz09PX/NS2zkWBfg7bAxKq8FPugJh1vecWjSXaBhdTkuV0cjWd+OGTkkRwDar8/Wvb09hj5+196me",
+	"xpX/fJX6NteqHcrzHaTJrV63XoU8SJSqdG9BEL+L2kQiiQpQpM/dp2K7VdY7tL2JCQ09ih1UKJz4SUpL",
+	"06X7uI+EtaQVdzToVWiMlM4mityWGzF16bbBOZxQfe0wo2UxaHVpMgQ2BIPct7wy0oVG2ERlwpg18wqN",
+	"pANUYwY8qxWSMHOqdgqDIl+DRVS8SCFyw0TnEi0Ig/DXt7++4q5gBuDp937DfnC6XiI3DVvoWR2enWal",
+	"KWCQw6NPSQhtSTQ+Go1GV49SWGlzYdk/1kvM+8fkCLhYurXvTlmgUNb3XVcN00N45kG3MdqQNtPrmgTS",
+	"qgPXOiqxIaViM+U5/bpEI3wOohVYaklYRJfOyhw9gs20ckZkbgzpT89OYW+BtO42TVTvtdFUrGNpvaH4",
+	"C/QSlVjK4VosCg4E0kKus3KByvWb5k4eTUae9lmZ7RMFoe+ro1HM22uiehZ9k3J9PqM/hF+5T8xTCFSx",
+	"Zrj0kTZYOYkpZ4qSonTjRKU/PHv57PQZBZLX707TehopKMQclOYOeqdh4ptlJTeTJeoEDkdHUEjrbJDB",
+	"zR/Z+sEE80+KQq/SIaTPn538AHtz3q78e2g/D1+yifF31tsggucGgstI46WJ6w4bwQYRZJjiKtxK67RA",
+	"X8n/pB9ZUOj2KKbBBKc0W9foQDMosjnaRFWMRswCO/zo9paFkCoFI1iR7BRNW4pZQ1mhLXpzzLRSyKFs",
+	"DOnh432o3OS5V/iPEovcwqnWwIVj6j27IU6iCqmQxw0NHYAfM9L+k0P4WX53DOnhaATfibwaO233CCaK",
+	"ovDe/nC/OnixFMYi9AQsNi08m5679Lm2jnLN5rtEBfsgUfrHkB6Njnxs/z9oLIWwV9rB23JJZSHmlQCX",
+	"4UfuTkwUayvI8hF6/OmA22Qo8Oc+Y5y+fAtaFevAZxYyQ+WBd+ig/eUFpdnSFCEr2fEe+5QPbkNtZnvh",
+	"pj1K7RsiK6qWM4qjIFk0jvaHo+GI4Zr3y2gcPR6Oho+Zp3NzTvuVcdLnGXYAzV0b9ka3OSbCVrtjphE/",
+	"1oeYFznBpPCgrUbeg9Hoho6n+3U6hb6Ajkand8thC/hE4w9ncWTLxUKYdVWYGJ1RhpE2nBNzYmZ5s9YP",
+	"e0YDXJuVveYK9N1e7am/8Tn1pWeom4fKruG5Npfsbdrbr86+pup4l6VDc78qDHWFoIwpVmJ9zL0s/rBL",
+	"u6MlZSyS+j0Z7pk8GB12kFjVqQfGioWwvtu0f7wZaSkswQp/5AgUfnShkuZRD/3MuyZUa2hvq+eXb9u/",
+	"/bZWzyHf9Pj2mzad4HzH09vv2LT5XsXR0V2e0ewR5GViNHD7fb5Vnq2/tvewAhXsrHuTerpabj0F6eLq",
+	"lEpr46zyC3aF6OwqriJH2+pf+LIvWP1Xs9x6w/Om/kZpuVvtD2E8hw/ZAfpKM8rc3jP1QJGxZbVBFJqg",
+	"H9xUf2B5J9hxmJZPpgSJPRNONQRD+2sM9X6xd3M45iq+08Uco5faduTR9x6It+qva04IV+7W3NV+ZBPl",
+	"j3lIZR2KnDCOv5C/5fg5hoPRaOtMpi90GHm2ax/Guz5eh5NxulRM3Xtj4F2hekcZJkgwk+pMT9e6zaHJ",
+	"ahPJQ2wbNiXsnACTwvy4ceSwOl2QKLLq9RCeiWwOFRTnHGOhjkE+2WxkqFirBYii4HOBLXVyxdpVNwRs",
+	"OKE5LiZSUeY5HI36YxBU8DK2r5S5hhWfoCNRWJIFYWgSx6O2dowL9cxnZfbmcfI72NfWQW2PBjg6fafz",
+	"9RcLp1td01e7R6++ZPD2O2AdcelNnXKgF2rYyhFai06IPYCOQKdXPsMWHDDI/tcXuJlq1ro0Fa/fOk0c",
+	"OAxKt55xkW4I4UB2otqOu2vGM3QN3O2BeDiCvWKioasVxNd31xxvDqdw/hBw6t4ZUSu8w1bydqfXdZ5Y",
+	"XX9jf+ZtN9fXnXVY0NsbTkz1hKfyqvMZU4MI5ZIXX6pE1RG2P4ZG7m4ejea13z5fnqjtA+ZgxXpTqFep",
+	"qRF/5ZR3M0MYr+m4rvzmT6d3HiiLg5iJqjGGP1vm3Z1PFG1J1vdzqA4rSVufhq4f3xH8x9efuU+UNu2T",
+	"69DFLH3B80yH+3cw/u0zcXTfwcEdHLT7eCfffoeCZPt02++B9dpseAx66RnKYl0fcZvyWwioMAw+0AX0",
+	"birU94p6u/MhwGDZgQXfVoG83vfewVKts3WeUqmK4dCd4zm8jvYcOFEQTmJWKaDCZBN+vYbfEeiCM9xy",
+	"5LeD/1me4ssjk1Y/1FfGJV4H16R5VXVR/VtyEZ8box48WDz76FDlDT/aVIMVn3FdbPDk+22cZ5ui/wzK",
+	"841/zO/CePKzP7Niv4UobZ0YDcq5li+tWxE+kzR922jB+ILM6Q2s5HHjtT6ec4wJ9Ai1jjcQPDT7/ElG",
+	"fgFH/kle+qbFumui04E3lnQr59g0mq/me+1WuK5XhlRMCaH6MLE/ici7EJG1HfzLEpGhxc7nnGZzauhv",
+	"rAhJv5PLjJvt32DNvx8x+W7JANS/la1uJ/P8224jWexfUBcombrdN1Ghe2Nct3G0mlHikKK5CG23lAzh",
+	"vW9STNQMXa0/ye1A8lIUoE2Opmp6CB1s3Ohhq/xPWbl+s9w4vJxNqHXFJFpG04LGbTZnxfXrZcKtXI0a",
+	"nPLbaHwvTvv0RHq8eUPaRjfSgswLjD0s580qL+YjWyvWv+TODuGkqVTuseF8WrVM80wUEzwGoVQGC+Hw",
+	"JvLx8zPkA1GKOx2QV+1WNWdK3AXz+1/++TeSd5sAfU/6zlPI2y9UvI2+qyzQv1xytXWSq37Pnuc8PC+u",
+	"tG83+JO12+s8PnIb+9Z5KPX34/t8PNuYHW+wVxyXQuY38g3Jt9lFSVRv+z2H/fEd3h1ZU3v+DYC7J2Ba",
+	"3N6m0+5XsxPvEiUVlBbbL+nyR3B72zGzH8NMXqJiKtqHw2MSQdqq+2nFZs+ddFsTq5m9RN2H2oNtZq+7",
+	"aexPau/B0NNptZ92HWK6lu2jm7rpvhaGurXY/Pch/kLM+PLU39aRkP/ZHOCWMv4kA/94ZOBd2YQtxqt9",
+	"GuLDGVmz7+D3brB9EKI61cVv/a4rh5kGUyoY7mWLfK+6ZDDI8TI9Bu63hqyQNDcqrhh0Dlvtn+O9vf2D",
+	"b4aj4Wi4P/529O2I3SpMYEcKHwji6rRNHCAqAYHQ0+81w732FBDDaYbh5g2uniKlKNce+3tNYFjNNmHb",
+	"xv7tX5O1f7E0VTHVywirErKzYqwXJ5SJjac3VmRXhJcEIAh8+/mIXPJ/hCPRHhM09l0tCjH3R3fDqIGM",
+	"vDq7+v8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -100,6 +100,10 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
+	idemKey, err := s.idempotencyKey(req.Params.IdempotencyKey, req.Params.LockToken != nil)
+	if err != nil {
+		return nil, err
+	}
 	if req.Params.LockToken != nil {
 		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL)
 	}
@@ -107,7 +111,11 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		kind: "lock",
 		key:  key,
 		wait: ar.Wait,
+		keep: idemKey != "",
 		acquire: func(ctx context.Context) (locks.Grant, error) {
+			if idemKey != "" {
+				return s.cfg.Backend.AcquireOnce(ctx, key, ar, idemKey)
+			}
 			return s.cfg.Backend.Acquire(ctx, key, ar)
 		},
 		release: func(ctx context.Context, token string) error {
@@ -130,7 +138,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			ExpiresAt:    timestamp(grant.ExpiresAt),
 			Holds:        &grant.Holds,
 		},
-		release: func() { s.giveBack(ctx, c, grant.Token) },
+		release: func() { s.undelivered(ctx, c, grant.Token) },
 	}, nil
 }
 
@@ -163,6 +171,8 @@ func acquireOutcome(err error) string {
 		return outcomeHeld
 	case errors.Is(err, locks.ErrInvalid):
 		return outcomeInvalid
+	case errors.Is(err, locks.ErrIdempotencyMismatch), errors.Is(err, locks.ErrIdempotencyInProgress), errors.Is(err, locks.ErrGrantEnded):
+		return outcomeRetryRefused
 	case errors.Is(err, locks.ErrUnavailable):
 		return outcomeError
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
