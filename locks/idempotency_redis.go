@@ -14,8 +14,8 @@ import (
 //	lockgate:sem:{ns/name}:idem:<id>  the same, for a permit of a semaphore
 //
 // with the resource's hash tag, so that one script reaches the record and
-// the grant on Redis Cluster. A record costs about 350 bytes while it is
-// remembered.
+// the grant on Redis Cluster. A record's MEMORY USAGE is about 660 bytes
+// (Redis 7, a lock name of 30 bytes) while it is remembered.
 
 // AcquireOnce implements Idempotent.
 func (r *Redis) AcquireOnce(ctx context.Context, key Key, req AcquireRequest, idemKey string) (Grant, error) {
