@@ -1,9 +1,15 @@
 package handlers
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lockgate/lockgate/locks"
 )
@@ -61,4 +67,71 @@ func FuzzIdempotencyKeyPattern(f *testing.F) {
 			t.Fatalf("%q: read the invalid key %q", h, k)
 		}
 	})
+}
+
+// lateOnceGranter grants its first acquire with an idempotency key only
+// once the caller has gone; later ones go straight to memory.
+type lateOnceGranter struct {
+	*locks.Memory
+	first   atomic.Bool
+	waiting chan struct{} // closed when the first AcquireOnce is called
+	granted chan struct{} // closed when it has granted
+}
+
+func (l *lateOnceGranter) AcquireOnce(ctx context.Context, key locks.Key, req locks.AcquireRequest, k string) (locks.Grant, error) {
+	if l.first.Swap(true) {
+		return l.Memory.AcquireOnce(ctx, key, req, k)
+	}
+	close(l.waiting)
+	<-ctx.Done()
+	defer close(l.granted)
+	return l.Memory.AcquireOnce(context.WithoutCancel(ctx), key, req, k)
+}
+
+// TestIdempotentGrantAfterClientLeftIsKept: unlike a grant without a key
+// (TestGrantAfterClientLeftIsReleased), one the caller left before
+// receiving is kept, and the caller's retry with the key receives it.
+func TestIdempotentGrantAfterClientLeftIsKept(t *testing.T) {
+	b := &lateOnceGranter{Memory: locks.NewMemory(), waiting: make(chan struct{}), granted: make(chan struct{})}
+	_, ts := newTestServer(t, b)
+	post := func(ctx context.Context) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/locks/a/b", strings.NewReader(`{"ttl_ms":60000,"wait_ms":60000}`))
+		req.Header.Set("Authorization", "Bearer "+testToken(t))
+		req.Header.Set("Idempotency-Key", "kept")
+		return http.DefaultClient.Do(req)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		resp, err := post(ctx)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-b.waiting
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client: got %v, want context.Canceled", err)
+	}
+	select {
+	case <-b.granted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not notice the client leave within 10s")
+	}
+	info, err := b.Inspect(t.Context(), locks.Key{Namespace: "a", Name: "b"})
+	if err != nil {
+		t.Fatalf("inspect after the caller left: %v, want the grant kept", err)
+	}
+	resp, err := post(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var g struct {
+		FencingToken int64 `json:"fencing_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&g); err != nil || resp.StatusCode != http.StatusCreated || g.FencingToken != info.FencingToken {
+		t.Fatalf("retry: got %d, fencing token %d (%v), want 201 and the kept grant's %d", resp.StatusCode, g.FencingToken, err, info.FencingToken)
+	}
 }
