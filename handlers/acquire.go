@@ -24,6 +24,9 @@ type grantCall struct {
 	release  func(ctx context.Context, token string) error
 	outcomes *prometheus.CounterVec
 	outcome  func(err error) string
+	// keep keeps a grant whose caller left before receiving it, instead of
+	// releasing it: a retry with its Idempotency-Key will receive it.
+	keep bool
 }
 
 // obtain runs c.acquire with the gateway's rules around waiting: the
@@ -73,15 +76,31 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		// The engine granted as the caller left: nobody would ever release
 		// this grant, so release it now rather than let it block others
 		// until its lease ends.
-		s.giveBack(ctx, c, grant.Token)
+		s.undelivered(ctx, c, grant.Token)
 		c.outcomes.WithLabelValues(outcomeCancelled).Inc()
 		return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, ctx.Err())
+	}
+	if grant.Replayed {
+		c.outcomes.WithLabelValues(outcomeReplayed).Inc()
+		return grant, nil
 	}
 	c.outcomes.WithLabelValues(outcomeGranted).Inc()
 	if grant.HandoffDelay > 0 {
 		s.metrics.handoff.Observe(grant.HandoffDelay.Seconds())
 	}
 	return grant, nil
+}
+
+// undelivered disposes of a grant whose caller left before receiving it:
+// it is released, unless a retry with the call's Idempotency-Key can still
+// receive it.
+func (s *Server) undelivered(ctx context.Context, c grantCall, token string) {
+	if c.keep {
+		zerolog.Ctx(ctx).Info().Str(c.kind, c.key.String()).
+			Msg("kept a grant whose caller left before receiving it, for a retry with its Idempotency-Key")
+		return
+	}
+	s.giveBack(ctx, c, token)
 }
 
 // giveBack frees a grant its caller never received. It runs when the

@@ -59,22 +59,88 @@ func (e GrantMode) Valid() bool {
 	}
 }
 
+// Defines values for IdempotencyInProgressProblemCode.
+const (
+	IdempotencyInProgressProblemCodeBackendUnavailable     IdempotencyInProgressProblemCode = "backend_unavailable"
+	IdempotencyInProgressProblemCodeForbidden              IdempotencyInProgressProblemCode = "forbidden"
+	IdempotencyInProgressProblemCodeGrantEnded             IdempotencyInProgressProblemCode = "grant_ended"
+	IdempotencyInProgressProblemCodeIdempotencyInProgress  IdempotencyInProgressProblemCode = "idempotency_in_progress"
+	IdempotencyInProgressProblemCodeIdempotencyKeyMismatch IdempotencyInProgressProblemCode = "idempotency_key_mismatch"
+	IdempotencyInProgressProblemCodeInternal               IdempotencyInProgressProblemCode = "internal"
+	IdempotencyInProgressProblemCodeInvalidRequest         IdempotencyInProgressProblemCode = "invalid_request"
+	IdempotencyInProgressProblemCodeLimitMismatch          IdempotencyInProgressProblemCode = "limit_mismatch"
+	IdempotencyInProgressProblemCodeLockHeld               IdempotencyInProgressProblemCode = "lock_held"
+	IdempotencyInProgressProblemCodeMethodNotAllowed       IdempotencyInProgressProblemCode = "method_not_allowed"
+	IdempotencyInProgressProblemCodeNotFound               IdempotencyInProgressProblemCode = "not_found"
+	IdempotencyInProgressProblemCodeNotHeld                IdempotencyInProgressProblemCode = "not_held"
+	IdempotencyInProgressProblemCodeNotHolder              IdempotencyInProgressProblemCode = "not_holder"
+	IdempotencyInProgressProblemCodePayloadTooLarge        IdempotencyInProgressProblemCode = "payload_too_large"
+	IdempotencyInProgressProblemCodeSemaphoreFull          IdempotencyInProgressProblemCode = "semaphore_full"
+	IdempotencyInProgressProblemCodeTooManyRequests        IdempotencyInProgressProblemCode = "too_many_requests"
+	IdempotencyInProgressProblemCodeUnauthorized           IdempotencyInProgressProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyInProgressProblemCode enum.
+func (e IdempotencyInProgressProblemCode) Valid() bool {
+	switch e {
+	case IdempotencyInProgressProblemCodeBackendUnavailable:
+		return true
+	case IdempotencyInProgressProblemCodeForbidden:
+		return true
+	case IdempotencyInProgressProblemCodeGrantEnded:
+		return true
+	case IdempotencyInProgressProblemCodeIdempotencyInProgress:
+		return true
+	case IdempotencyInProgressProblemCodeIdempotencyKeyMismatch:
+		return true
+	case IdempotencyInProgressProblemCodeInternal:
+		return true
+	case IdempotencyInProgressProblemCodeInvalidRequest:
+		return true
+	case IdempotencyInProgressProblemCodeLimitMismatch:
+		return true
+	case IdempotencyInProgressProblemCodeLockHeld:
+		return true
+	case IdempotencyInProgressProblemCodeMethodNotAllowed:
+		return true
+	case IdempotencyInProgressProblemCodeNotFound:
+		return true
+	case IdempotencyInProgressProblemCodeNotHeld:
+		return true
+	case IdempotencyInProgressProblemCodeNotHolder:
+		return true
+	case IdempotencyInProgressProblemCodePayloadTooLarge:
+		return true
+	case IdempotencyInProgressProblemCodeSemaphoreFull:
+		return true
+	case IdempotencyInProgressProblemCodeTooManyRequests:
+		return true
+	case IdempotencyInProgressProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LimitMismatchProblemCode.
 const (
-	LimitMismatchProblemCodeBackendUnavailable LimitMismatchProblemCode = "backend_unavailable"
-	LimitMismatchProblemCodeForbidden          LimitMismatchProblemCode = "forbidden"
-	LimitMismatchProblemCodeInternal           LimitMismatchProblemCode = "internal"
-	LimitMismatchProblemCodeInvalidRequest     LimitMismatchProblemCode = "invalid_request"
-	LimitMismatchProblemCodeLimitMismatch      LimitMismatchProblemCode = "limit_mismatch"
-	LimitMismatchProblemCodeLockHeld           LimitMismatchProblemCode = "lock_held"
-	LimitMismatchProblemCodeMethodNotAllowed   LimitMismatchProblemCode = "method_not_allowed"
-	LimitMismatchProblemCodeNotFound           LimitMismatchProblemCode = "not_found"
-	LimitMismatchProblemCodeNotHeld            LimitMismatchProblemCode = "not_held"
-	LimitMismatchProblemCodeNotHolder          LimitMismatchProblemCode = "not_holder"
-	LimitMismatchProblemCodePayloadTooLarge    LimitMismatchProblemCode = "payload_too_large"
-	LimitMismatchProblemCodeSemaphoreFull      LimitMismatchProblemCode = "semaphore_full"
-	LimitMismatchProblemCodeTooManyRequests    LimitMismatchProblemCode = "too_many_requests"
-	LimitMismatchProblemCodeUnauthorized       LimitMismatchProblemCode = "unauthorized"
+	LimitMismatchProblemCodeBackendUnavailable     LimitMismatchProblemCode = "backend_unavailable"
+	LimitMismatchProblemCodeForbidden              LimitMismatchProblemCode = "forbidden"
+	LimitMismatchProblemCodeGrantEnded             LimitMismatchProblemCode = "grant_ended"
+	LimitMismatchProblemCodeIdempotencyInProgress  LimitMismatchProblemCode = "idempotency_in_progress"
+	LimitMismatchProblemCodeIdempotencyKeyMismatch LimitMismatchProblemCode = "idempotency_key_mismatch"
+	LimitMismatchProblemCodeInternal               LimitMismatchProblemCode = "internal"
+	LimitMismatchProblemCodeInvalidRequest         LimitMismatchProblemCode = "invalid_request"
+	LimitMismatchProblemCodeLimitMismatch          LimitMismatchProblemCode = "limit_mismatch"
+	LimitMismatchProblemCodeLockHeld               LimitMismatchProblemCode = "lock_held"
+	LimitMismatchProblemCodeMethodNotAllowed       LimitMismatchProblemCode = "method_not_allowed"
+	LimitMismatchProblemCodeNotFound               LimitMismatchProblemCode = "not_found"
+	LimitMismatchProblemCodeNotHeld                LimitMismatchProblemCode = "not_held"
+	LimitMismatchProblemCodeNotHolder              LimitMismatchProblemCode = "not_holder"
+	LimitMismatchProblemCodePayloadTooLarge        LimitMismatchProblemCode = "payload_too_large"
+	LimitMismatchProblemCodeSemaphoreFull          LimitMismatchProblemCode = "semaphore_full"
+	LimitMismatchProblemCodeTooManyRequests        LimitMismatchProblemCode = "too_many_requests"
+	LimitMismatchProblemCodeUnauthorized           LimitMismatchProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the LimitMismatchProblemCode enum.
@@ -83,6 +149,12 @@ func (e LimitMismatchProblemCode) Valid() bool {
 	case LimitMismatchProblemCodeBackendUnavailable:
 		return true
 	case LimitMismatchProblemCodeForbidden:
+		return true
+	case LimitMismatchProblemCodeGrantEnded:
+		return true
+	case LimitMismatchProblemCodeIdempotencyInProgress:
+		return true
+	case LimitMismatchProblemCodeIdempotencyKeyMismatch:
 		return true
 	case LimitMismatchProblemCodeInternal:
 		return true
@@ -115,20 +187,23 @@ func (e LimitMismatchProblemCode) Valid() bool {
 
 // Defines values for LockHeldProblemCode.
 const (
-	LockHeldProblemCodeBackendUnavailable LockHeldProblemCode = "backend_unavailable"
-	LockHeldProblemCodeForbidden          LockHeldProblemCode = "forbidden"
-	LockHeldProblemCodeInternal           LockHeldProblemCode = "internal"
-	LockHeldProblemCodeInvalidRequest     LockHeldProblemCode = "invalid_request"
-	LockHeldProblemCodeLimitMismatch      LockHeldProblemCode = "limit_mismatch"
-	LockHeldProblemCodeLockHeld           LockHeldProblemCode = "lock_held"
-	LockHeldProblemCodeMethodNotAllowed   LockHeldProblemCode = "method_not_allowed"
-	LockHeldProblemCodeNotFound           LockHeldProblemCode = "not_found"
-	LockHeldProblemCodeNotHeld            LockHeldProblemCode = "not_held"
-	LockHeldProblemCodeNotHolder          LockHeldProblemCode = "not_holder"
-	LockHeldProblemCodePayloadTooLarge    LockHeldProblemCode = "payload_too_large"
-	LockHeldProblemCodeSemaphoreFull      LockHeldProblemCode = "semaphore_full"
-	LockHeldProblemCodeTooManyRequests    LockHeldProblemCode = "too_many_requests"
-	LockHeldProblemCodeUnauthorized       LockHeldProblemCode = "unauthorized"
+	LockHeldProblemCodeBackendUnavailable     LockHeldProblemCode = "backend_unavailable"
+	LockHeldProblemCodeForbidden              LockHeldProblemCode = "forbidden"
+	LockHeldProblemCodeGrantEnded             LockHeldProblemCode = "grant_ended"
+	LockHeldProblemCodeIdempotencyInProgress  LockHeldProblemCode = "idempotency_in_progress"
+	LockHeldProblemCodeIdempotencyKeyMismatch LockHeldProblemCode = "idempotency_key_mismatch"
+	LockHeldProblemCodeInternal               LockHeldProblemCode = "internal"
+	LockHeldProblemCodeInvalidRequest         LockHeldProblemCode = "invalid_request"
+	LockHeldProblemCodeLimitMismatch          LockHeldProblemCode = "limit_mismatch"
+	LockHeldProblemCodeLockHeld               LockHeldProblemCode = "lock_held"
+	LockHeldProblemCodeMethodNotAllowed       LockHeldProblemCode = "method_not_allowed"
+	LockHeldProblemCodeNotFound               LockHeldProblemCode = "not_found"
+	LockHeldProblemCodeNotHeld                LockHeldProblemCode = "not_held"
+	LockHeldProblemCodeNotHolder              LockHeldProblemCode = "not_holder"
+	LockHeldProblemCodePayloadTooLarge        LockHeldProblemCode = "payload_too_large"
+	LockHeldProblemCodeSemaphoreFull          LockHeldProblemCode = "semaphore_full"
+	LockHeldProblemCodeTooManyRequests        LockHeldProblemCode = "too_many_requests"
+	LockHeldProblemCodeUnauthorized           LockHeldProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the LockHeldProblemCode enum.
@@ -137,6 +212,12 @@ func (e LockHeldProblemCode) Valid() bool {
 	case LockHeldProblemCodeBackendUnavailable:
 		return true
 	case LockHeldProblemCodeForbidden:
+		return true
+	case LockHeldProblemCodeGrantEnded:
+		return true
+	case LockHeldProblemCodeIdempotencyInProgress:
+		return true
+	case LockHeldProblemCodeIdempotencyKeyMismatch:
 		return true
 	case LockHeldProblemCodeInternal:
 		return true
@@ -187,20 +268,23 @@ func (e LockInfoMode) Valid() bool {
 
 // Defines values for NotHolderProblemCode.
 const (
-	NotHolderProblemCodeBackendUnavailable NotHolderProblemCode = "backend_unavailable"
-	NotHolderProblemCodeForbidden          NotHolderProblemCode = "forbidden"
-	NotHolderProblemCodeInternal           NotHolderProblemCode = "internal"
-	NotHolderProblemCodeInvalidRequest     NotHolderProblemCode = "invalid_request"
-	NotHolderProblemCodeLimitMismatch      NotHolderProblemCode = "limit_mismatch"
-	NotHolderProblemCodeLockHeld           NotHolderProblemCode = "lock_held"
-	NotHolderProblemCodeMethodNotAllowed   NotHolderProblemCode = "method_not_allowed"
-	NotHolderProblemCodeNotFound           NotHolderProblemCode = "not_found"
-	NotHolderProblemCodeNotHeld            NotHolderProblemCode = "not_held"
-	NotHolderProblemCodeNotHolder          NotHolderProblemCode = "not_holder"
-	NotHolderProblemCodePayloadTooLarge    NotHolderProblemCode = "payload_too_large"
-	NotHolderProblemCodeSemaphoreFull      NotHolderProblemCode = "semaphore_full"
-	NotHolderProblemCodeTooManyRequests    NotHolderProblemCode = "too_many_requests"
-	NotHolderProblemCodeUnauthorized       NotHolderProblemCode = "unauthorized"
+	NotHolderProblemCodeBackendUnavailable     NotHolderProblemCode = "backend_unavailable"
+	NotHolderProblemCodeForbidden              NotHolderProblemCode = "forbidden"
+	NotHolderProblemCodeGrantEnded             NotHolderProblemCode = "grant_ended"
+	NotHolderProblemCodeIdempotencyInProgress  NotHolderProblemCode = "idempotency_in_progress"
+	NotHolderProblemCodeIdempotencyKeyMismatch NotHolderProblemCode = "idempotency_key_mismatch"
+	NotHolderProblemCodeInternal               NotHolderProblemCode = "internal"
+	NotHolderProblemCodeInvalidRequest         NotHolderProblemCode = "invalid_request"
+	NotHolderProblemCodeLimitMismatch          NotHolderProblemCode = "limit_mismatch"
+	NotHolderProblemCodeLockHeld               NotHolderProblemCode = "lock_held"
+	NotHolderProblemCodeMethodNotAllowed       NotHolderProblemCode = "method_not_allowed"
+	NotHolderProblemCodeNotFound               NotHolderProblemCode = "not_found"
+	NotHolderProblemCodeNotHeld                NotHolderProblemCode = "not_held"
+	NotHolderProblemCodeNotHolder              NotHolderProblemCode = "not_holder"
+	NotHolderProblemCodePayloadTooLarge        NotHolderProblemCode = "payload_too_large"
+	NotHolderProblemCodeSemaphoreFull          NotHolderProblemCode = "semaphore_full"
+	NotHolderProblemCodeTooManyRequests        NotHolderProblemCode = "too_many_requests"
+	NotHolderProblemCodeUnauthorized           NotHolderProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the NotHolderProblemCode enum.
@@ -209,6 +293,12 @@ func (e NotHolderProblemCode) Valid() bool {
 	case NotHolderProblemCodeBackendUnavailable:
 		return true
 	case NotHolderProblemCodeForbidden:
+		return true
+	case NotHolderProblemCodeGrantEnded:
+		return true
+	case NotHolderProblemCodeIdempotencyInProgress:
+		return true
+	case NotHolderProblemCodeIdempotencyKeyMismatch:
 		return true
 	case NotHolderProblemCodeInternal:
 		return true
@@ -262,20 +352,23 @@ func (e NotHolderProblemReason) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
-	ProblemCodeBackendUnavailable ProblemCode = "backend_unavailable"
-	ProblemCodeForbidden          ProblemCode = "forbidden"
-	ProblemCodeInternal           ProblemCode = "internal"
-	ProblemCodeInvalidRequest     ProblemCode = "invalid_request"
-	ProblemCodeLimitMismatch      ProblemCode = "limit_mismatch"
-	ProblemCodeLockHeld           ProblemCode = "lock_held"
-	ProblemCodeMethodNotAllowed   ProblemCode = "method_not_allowed"
-	ProblemCodeNotFound           ProblemCode = "not_found"
-	ProblemCodeNotHeld            ProblemCode = "not_held"
-	ProblemCodeNotHolder          ProblemCode = "not_holder"
-	ProblemCodePayloadTooLarge    ProblemCode = "payload_too_large"
-	ProblemCodeSemaphoreFull      ProblemCode = "semaphore_full"
-	ProblemCodeTooManyRequests    ProblemCode = "too_many_requests"
-	ProblemCodeUnauthorized       ProblemCode = "unauthorized"
+	ProblemCodeBackendUnavailable     ProblemCode = "backend_unavailable"
+	ProblemCodeForbidden              ProblemCode = "forbidden"
+	ProblemCodeGrantEnded             ProblemCode = "grant_ended"
+	ProblemCodeIdempotencyInProgress  ProblemCode = "idempotency_in_progress"
+	ProblemCodeIdempotencyKeyMismatch ProblemCode = "idempotency_key_mismatch"
+	ProblemCodeInternal               ProblemCode = "internal"
+	ProblemCodeInvalidRequest         ProblemCode = "invalid_request"
+	ProblemCodeLimitMismatch          ProblemCode = "limit_mismatch"
+	ProblemCodeLockHeld               ProblemCode = "lock_held"
+	ProblemCodeMethodNotAllowed       ProblemCode = "method_not_allowed"
+	ProblemCodeNotFound               ProblemCode = "not_found"
+	ProblemCodeNotHeld                ProblemCode = "not_held"
+	ProblemCodeNotHolder              ProblemCode = "not_holder"
+	ProblemCodePayloadTooLarge        ProblemCode = "payload_too_large"
+	ProblemCodeSemaphoreFull          ProblemCode = "semaphore_full"
+	ProblemCodeTooManyRequests        ProblemCode = "too_many_requests"
+	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
@@ -284,6 +377,12 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeBackendUnavailable:
 		return true
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeGrantEnded:
+		return true
+	case ProblemCodeIdempotencyInProgress:
+		return true
+	case ProblemCodeIdempotencyKeyMismatch:
 		return true
 	case ProblemCodeInternal:
 		return true
@@ -316,20 +415,23 @@ func (e ProblemCode) Valid() bool {
 
 // Defines values for SemaphoreFullProblemCode.
 const (
-	SemaphoreFullProblemCodeBackendUnavailable SemaphoreFullProblemCode = "backend_unavailable"
-	SemaphoreFullProblemCodeForbidden          SemaphoreFullProblemCode = "forbidden"
-	SemaphoreFullProblemCodeInternal           SemaphoreFullProblemCode = "internal"
-	SemaphoreFullProblemCodeInvalidRequest     SemaphoreFullProblemCode = "invalid_request"
-	SemaphoreFullProblemCodeLimitMismatch      SemaphoreFullProblemCode = "limit_mismatch"
-	SemaphoreFullProblemCodeLockHeld           SemaphoreFullProblemCode = "lock_held"
-	SemaphoreFullProblemCodeMethodNotAllowed   SemaphoreFullProblemCode = "method_not_allowed"
-	SemaphoreFullProblemCodeNotFound           SemaphoreFullProblemCode = "not_found"
-	SemaphoreFullProblemCodeNotHeld            SemaphoreFullProblemCode = "not_held"
-	SemaphoreFullProblemCodeNotHolder          SemaphoreFullProblemCode = "not_holder"
-	SemaphoreFullProblemCodePayloadTooLarge    SemaphoreFullProblemCode = "payload_too_large"
-	SemaphoreFullProblemCodeSemaphoreFull      SemaphoreFullProblemCode = "semaphore_full"
-	SemaphoreFullProblemCodeTooManyRequests    SemaphoreFullProblemCode = "too_many_requests"
-	SemaphoreFullProblemCodeUnauthorized       SemaphoreFullProblemCode = "unauthorized"
+	SemaphoreFullProblemCodeBackendUnavailable     SemaphoreFullProblemCode = "backend_unavailable"
+	SemaphoreFullProblemCodeForbidden              SemaphoreFullProblemCode = "forbidden"
+	SemaphoreFullProblemCodeGrantEnded             SemaphoreFullProblemCode = "grant_ended"
+	SemaphoreFullProblemCodeIdempotencyInProgress  SemaphoreFullProblemCode = "idempotency_in_progress"
+	SemaphoreFullProblemCodeIdempotencyKeyMismatch SemaphoreFullProblemCode = "idempotency_key_mismatch"
+	SemaphoreFullProblemCodeInternal               SemaphoreFullProblemCode = "internal"
+	SemaphoreFullProblemCodeInvalidRequest         SemaphoreFullProblemCode = "invalid_request"
+	SemaphoreFullProblemCodeLimitMismatch          SemaphoreFullProblemCode = "limit_mismatch"
+	SemaphoreFullProblemCodeLockHeld               SemaphoreFullProblemCode = "lock_held"
+	SemaphoreFullProblemCodeMethodNotAllowed       SemaphoreFullProblemCode = "method_not_allowed"
+	SemaphoreFullProblemCodeNotFound               SemaphoreFullProblemCode = "not_found"
+	SemaphoreFullProblemCodeNotHeld                SemaphoreFullProblemCode = "not_held"
+	SemaphoreFullProblemCodeNotHolder              SemaphoreFullProblemCode = "not_holder"
+	SemaphoreFullProblemCodePayloadTooLarge        SemaphoreFullProblemCode = "payload_too_large"
+	SemaphoreFullProblemCodeSemaphoreFull          SemaphoreFullProblemCode = "semaphore_full"
+	SemaphoreFullProblemCodeTooManyRequests        SemaphoreFullProblemCode = "too_many_requests"
+	SemaphoreFullProblemCodeUnauthorized           SemaphoreFullProblemCode = "unauthorized"
 )
 
 // Valid indicates whether the value is a known member of the SemaphoreFullProblemCode enum.
@@ -338,6 +440,12 @@ func (e SemaphoreFullProblemCode) Valid() bool {
 	case SemaphoreFullProblemCodeBackendUnavailable:
 		return true
 	case SemaphoreFullProblemCodeForbidden:
+		return true
+	case SemaphoreFullProblemCodeGrantEnded:
+		return true
+	case SemaphoreFullProblemCodeIdempotencyInProgress:
+		return true
+	case SemaphoreFullProblemCodeIdempotencyKeyMismatch:
 		return true
 	case SemaphoreFullProblemCodeInternal:
 		return true
@@ -438,6 +546,23 @@ type Holds struct {
 	// Holds How many holds remain.
 	Holds int `json:"holds"`
 }
+
+// IdempotencyInProgressProblem defines model for IdempotencyInProgressProblem.
+type IdempotencyInProgressProblem struct {
+	Code   IdempotencyInProgressProblemCode `json:"code"`
+	Detail string                           `json:"detail"`
+
+	// RetryAfterMs When to ask again.
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	Status       int    `json:"status"`
+	Title        string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// IdempotencyInProgressProblemCode defines model for IdempotencyInProgressProblem.Code.
+type IdempotencyInProgressProblemCode string
 
 // Lease defines model for Lease.
 type Lease struct {
@@ -653,6 +778,9 @@ type SemaphoreRequest struct {
 // HolderToken defines model for HolderToken.
 type HolderToken = string
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // LockToken defines model for LockToken.
 type LockToken = string
 
@@ -667,6 +795,9 @@ type Error = Problem
 
 // Forbidden RFC 9457 problem details.
 type Forbidden = Problem
+
+// IdempotencyKeyMismatch RFC 9457 problem details.
+type IdempotencyKeyMismatch = Problem
 
 // InvalidRequest RFC 9457 problem details.
 type InvalidRequest = Problem
@@ -697,6 +828,39 @@ type AcquireLockParams struct {
 	// LockToken The owner `token` of the current holder, to re-enter its grant. Never
 	// put it in a URL.
 	LockToken *HolderToken `json:"Lock-Token,omitempty"`
+
+	// IdempotencyKey Makes the acquire safe to retry (IETF httpapi Idempotency-Key
+	// draft): 1 to 255 visible ASCII characters (`!` to `~`), sent bare
+	// (`Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324`) or as a
+	// structured-field string (`Idempotency-Key: "8e03978e-..."`, with
+	// `\"` and `\\` escapes; a bare key cannot start with `"`). Use a
+	// fresh random key (a UUID v4) for each acquire you mean: the owner
+	// token rests in Redis encrypted under a key derived from it.
+	//
+	// A retry with the same key, from the same subject (`sub`), to the
+	// same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
+	// `limit`, defaults applied), through any gateway on the same Redis:
+	// - while the grant lives: the same 201, the same `token` and
+	//   `fencing_token`, `ttl_ms` and `expires_at` saying what remains;
+	// - while the first call still runs (waiting, say): 409
+	//   `idempotency_in_progress` with `Retry-After` and `retry_after_ms`;
+	//   a gateway that died mid-call leaves that answer for up to
+	//   `wait_ms` plus about 16 s;
+	// - once the grant was released or its lease ended: 409
+	//   `grant_ended`; acquire with a new key;
+	// - with another body: 422 `idempotency_key_mismatch`.
+	// A call that was not granted (`lock_held`, `semaphore_full`, a
+	// timeout, the caller gone) leaves nothing: its retry runs afresh. A
+	// key is remembered until 60 s after its grant's lease ends (as last
+	// renewed, even when released earlier), then forgotten: a retry then
+	// acquires anew. A grant whose 201 could not be delivered is kept for
+	// the retry, not released.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// AcquireLock409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireLock.
+type AcquireLock409ApplicationProblemPlusJSONResponseBody struct {
+	union json.RawMessage
 }
 
 // RenewLeaseParams defines parameters for RenewLease.
@@ -709,6 +873,37 @@ type RenewLeaseParams struct {
 type ReleaseSemaphoreParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
 	LockToken LockToken `json:"Lock-Token"`
+}
+
+// AcquireSemaphoreParams defines parameters for AcquireSemaphore.
+type AcquireSemaphoreParams struct {
+	// IdempotencyKey Makes the acquire safe to retry (IETF httpapi Idempotency-Key
+	// draft): 1 to 255 visible ASCII characters (`!` to `~`), sent bare
+	// (`Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324`) or as a
+	// structured-field string (`Idempotency-Key: "8e03978e-..."`, with
+	// `\"` and `\\` escapes; a bare key cannot start with `"`). Use a
+	// fresh random key (a UUID v4) for each acquire you mean: the owner
+	// token rests in Redis encrypted under a key derived from it.
+	//
+	// A retry with the same key, from the same subject (`sub`), to the
+	// same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
+	// `limit`, defaults applied), through any gateway on the same Redis:
+	// - while the grant lives: the same 201, the same `token` and
+	//   `fencing_token`, `ttl_ms` and `expires_at` saying what remains;
+	// - while the first call still runs (waiting, say): 409
+	//   `idempotency_in_progress` with `Retry-After` and `retry_after_ms`;
+	//   a gateway that died mid-call leaves that answer for up to
+	//   `wait_ms` plus about 16 s;
+	// - once the grant was released or its lease ended: 409
+	//   `grant_ended`; acquire with a new key;
+	// - with another body: 422 `idempotency_key_mismatch`.
+	// A call that was not granted (`lock_held`, `semaphore_full`, a
+	// timeout, the caller gone) leaves nothing: its retry runs afresh. A
+	// key is remembered until 60 s after its grant's lease ends (as last
+	// renewed, even when released earlier), then forgotten: a retry then
+	// acquires anew. A grant whose 201 could not be delivered is kept for
+	// the retry, not released.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // AcquireSemaphore409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireSemaphore.
@@ -733,6 +928,94 @@ type AcquireSemaphoreJSONRequestBody = SemaphoreRequest
 
 // RenewSemaphoreLeaseJSONRequestBody defines body for RenewSemaphoreLease for application/json ContentType.
 type RenewSemaphoreLeaseJSONRequestBody = RenewRequest
+
+// AsLockHeldProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a LockHeldProblem
+func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsLockHeldProblem() (LockHeldProblem, error) {
+	var body LockHeldProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLockHeldProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided LockHeldProblem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromLockHeldProblem(v LockHeldProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLockHeldProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided LockHeldProblem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeLockHeldProblem(v LockHeldProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIdempotencyInProgressProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a IdempotencyInProgressProblem
+func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsIdempotencyInProgressProblem() (IdempotencyInProgressProblem, error) {
+	var body IdempotencyInProgressProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIdempotencyInProgressProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided IdempotencyInProgressProblem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeIdempotencyInProgressProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided IdempotencyInProgressProblem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a Problem
+func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsProblem() (Problem, error) {
+	var body Problem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided Problem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided Problem
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // AsSemaphoreFullProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a SemaphoreFullProblem
 func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsSemaphoreFullProblem() (SemaphoreFullProblem, error) {
@@ -786,6 +1069,58 @@ func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeLimitMi
 	return err
 }
 
+// AsIdempotencyInProgressProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a IdempotencyInProgressProblem
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsIdempotencyInProgressProblem() (IdempotencyInProgressProblem, error) {
+	var body IdempotencyInProgressProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIdempotencyInProgressProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided IdempotencyInProgressProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeIdempotencyInProgressProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided IdempotencyInProgressProblem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a Problem
+func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsProblem() (Problem, error) {
+	var body Problem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided Problem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided Problem
+func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
@@ -824,7 +1159,7 @@ type ServerInterface interface {
 	InspectSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 	// AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
 	// (POST /semaphores/{namespace}/{name})
-	AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireSemaphoreParams)
 	// RenewSemaphoreLease Extend the lease of a permit you hold.
 	// (PUT /semaphores/{namespace}/{name}/lease)
 	RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams)
@@ -884,7 +1219,7 @@ func (_ Unimplemented) InspectSemaphore(w http.ResponseWriter, r *http.Request, 
 
 // AcquireSemaphore Take one of a semaphore's permits, optionally waiting for one to free up.
 // (POST /semaphores/{namespace}/{name})
-func (_ Unimplemented) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (_ Unimplemented) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireSemaphoreParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1060,6 +1395,25 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 		}
 
 		params.LockToken = &LockToken
+
+	}
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
 
 	}
 
@@ -1273,8 +1627,32 @@ func (siw *ServerInterfaceWrapper) AcquireSemaphore(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquireSemaphoreParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AcquireSemaphore(w, r, namespace, name)
+		siw.Handler.AcquireSemaphore(w, r, namespace, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1497,6 +1875,8 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 type ErrorApplicationProblemPlusJSONResponse Problem
 
 type ForbiddenApplicationProblemPlusJSONResponse Problem
+
+type IdempotencyKeyMismatchApplicationProblemPlusJSONResponse Problem
 
 type InvalidRequestApplicationProblemPlusJSONResponse Problem
 
@@ -1958,14 +2338,14 @@ type AcquireLock409ResponseHeaders struct {
 }
 
 type AcquireLock409ApplicationProblemPlusJSONResponse struct {
-	Body    LockHeldProblem
+	Body    AcquireLock409ApplicationProblemPlusJSONResponseBody
 	Headers AcquireLock409ResponseHeaders
 }
 
 func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body.union); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
@@ -1989,6 +2369,22 @@ func (response AcquireLock413ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock422ApplicationProblemPlusJSONResponse struct {
+	IdempotencyKeyMismatchApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock422ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2561,6 +2957,7 @@ func (response InspectSemaphoredefaultApplicationProblemPlusJSONResponse) VisitI
 type AcquireSemaphoreRequestObject struct {
 	Namespace Namespace `json:"namespace"`
 	Name      Name      `json:"name"`
+	Params    AcquireSemaphoreParams
 	Body      *AcquireSemaphoreJSONRequestBody
 }
 
@@ -2669,6 +3066,22 @@ func (response AcquireSemaphore413ApplicationProblemPlusJSONResponse) VisitAcqui
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore422ApplicationProblemPlusJSONResponse struct {
+	IdempotencyKeyMismatchApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore422ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3211,11 +3624,12 @@ func (sh *strictHandler) InspectSemaphore(w http.ResponseWriter, r *http.Request
 }
 
 // AcquireSemaphore operation middleware
-func (sh *strictHandler) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (sh *strictHandler) AcquireSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireSemaphoreParams) {
 	var request AcquireSemaphoreRequestObject
 
 	request.Namespace = namespace
 	request.Name = name
+	request.Params = params
 
 	var body AcquireSemaphoreJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -3287,102 +3701,120 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7F1tcxs3kv4rXXNbJXJvSFG2kt1QlQ9K4sTZdRyXrZyrLuPTgJwmidUQYACMaMal/37VDWBmSI7eHNnZ",
-	"ePMpMskBGkC/PP2ge/IumerlSitUzibjd8kCRYGG/3yJzmxOZw4N/atAOzVy5aRWyTh5vdAlgsWpVoVN",
-	"wehKFVhAtRomaWKnC1wKemgplVxWy2Q8ShO3WWEyTqRyOEeTXF1dpclKGLFEFyZ8qssCzZm+QLU/49kC",
-	"Qa8VGsgd/SIHPQO3QJhWxqBysOCnU3AaDA5QOTQgnYW5EcoN4TleosnUqnIgHUgFAn56+WyYqSRNJE3g",
-	"V56kiRJLEvSZnl4MvDBbSxJvn6Gau0UyfvTZ5yktMf77qF6kdUaqeUJLpGHuu6S2yLAr8Z3kNfhLJQ0W",
-	"ydiZCn+L/M959Hd+zpVwi2ZG/s9Nc62Ec2jowf/7+XTwv2Lw62jwxZvmz/PhePDm3Sg9+uKLq78k181u",
-	"V2KK3btXKelo00TlFtpIK+i7eof2pfVD3VXkKG8QlkX9/FGnpFc0pl1pZZFV+Ykxms1mqpVD5ehPsVqV",
-	"csoiHq6MnpS4/O9/Wc2K0QjwF4OzZJz812Fjl4f+W3v4wj/l59vejVO1Ae0WaABp6mFylSbfajORReFV",
-	"72MJQsfC2gyFRgtKO6/O4BbSQn0I0MtnUby8z+J+ry5FKYuX+EuF1n1smY2fFqSFpShn2iyxgF4uvVDn",
-	"4esg6nPtvLN6cCnrke+3xeT82HWUenoBvVxpd+4dYt5PQagCcoPCapWDFRubqfViM6bPShQWixx6tauE",
-	"tbAQvzgBAQZXKBwWkH/z5NmTsyc5CGXXaGymHo2OQSrrUBT9FHJ8uyKrCqPxCIAcGNbSLXTleDT+fAxW",
-	"L1ErzBSWFmEpNjuLUHrdB20gr9SF0muVQ0+xQ2QpsUjpSx49U0ttENxCKPh8BBbEXPfJs1+lyQuxKbUo",
-	"zrR+JswcP7ZWTXSxIZXSJPjR5/BP+RX08pUX6txpfV6SWEGtzrT+QahNsAD7MYXNSZalUJuo6TY/Ic1a",
-	"SDVnjZguhJpjMYQnkt0Mh15Rlmig5xaYKdbIAwu5rSZ5v140aYJdCIM+uEkLc+FwLTZj/soIR99kKk4L",
-	"PTrkDY8NU10pZ/t81PRrMWW/bSyshXQkmnCg1RQz1cvpo/OlzVPWH8tab3EpVgtt0ILTcyTJ+yc0GodZ",
-	"LwiJKlymWGfl0keUevw4Ywoz0jeSTSscAqMjEASPMpXzvwYMlvIIi6CnTa34LeloHPoXGtsfwmmm/DYe",
-	"kNXNKitKC1NhzAbyl8LhM5Jo8EKXcrrJvSXXH+eZ6hVGzNxAopsNFs6txEoOaE95IYOA5gZHR31yvbQg",
-	"WviKR2NUYTNFxzSGPEvouSzJ2eiyJIiYJbkHSW1kGAXoAoaCfWiJM95H6VpDn5gvRyfuyyMyZa3Qb4Vr",
-	"YCTrkRVLBGFha0+9CrSlorGCZI3y7wOI3S3sxhFhQ1o6HdS3LfwvXx6NRidrFv+XGC9splZoYB0XMeZB",
-	"JtX0At2BhUllrPMOmD53com07U5csEaS2s9kWcLM6CXgcuU2HSuliU9+qb7MyBsEuDuo50/usgvNVl7n",
-	"I8LxHrZQP7uJn1QAV78SXPp4DukHaS3pK1m+j8EwQWHI83Do6+VVSzJyoFsq+vr168Fp5RaoHImI2zLt",
-	"wTe/0EshSzEpP3qU4Hg3EdMLVAUUsuCQ7oMs4X7SmrTDadlF5chJZarQa9qRMMR51Swl7w+B84zKTfUS",
-	"66SJvKu0EGLrvoW/r8JcRUXkYU6992xBOlEUklYuyhdGr9A4SYB5JkqLabJqffQuWeqiA/bn+HZaVlZe",
-	"Yg699QJVcDWV649BKwx54AnkHHWKfAxCbUBVywkaWr7/OPzMettUGuphaRBSJlSUuP6c1F+QjfGzyZu9",
-	"BCBNOJHbF/cUZgZxQHgSSjHBkmAKZXN2hVMHdqHXlmZrpWVHj/7eMb5z5fnS7k/wjFFWyc+eQIEzUZUO",
-	"Ho9Go1FK0XGprfNHrtVMzita+1K8hbOzZ9CLPz+CBRsQiSmcz9I/P07SJoE/2k/g0yTEtH2hnuo1lJqi",
-	"jeZQx45ewALLgpW9EfRmIfnZWkrCdreI2cUz1B/pyb9w6kjw7whCcrq3pXEev9pzwd/VsxTC4YCMMOk4",
-	"lxmqqVTzcxdz/D3h9veNdO+aXSMIxgZvYaOrXVx/BJUq0dqa4cCCN+TmY6JnO7xeeo2FkRh7c7+HRRhU",
-	"uD5nhNSpJKcEB01BNpl77c4bJok82hh4CI8aWZ14MA8TgnsUxshLtCllG5eMb9baj2ujr/N5CGmgQWck",
-	"Wu/t7qVEaeJu43D4BydgyYd7viZvKJnc01K0GpaDZRomN9r5rYp01SYyfvbHHAXdVcx64L1zSdtq/6bD",
-	"WJ6iKMkv7VqLdcJVwW7EclXyUxedNE5bzPBY50x1Tr09UwDhxb0M89/LmFmHfczh/9ibrfoERLkWGwtH",
-	"wXWu0Cylu4Ox13Fob3G28hvdqcOctUWL+cfrMx+m4sa3WMnkHrGJkwGDSyHVtjV2OvFb1DuKH5d4g4a3",
-	"jj7dUp7rlM7u69xtx+oP0S/utlPZWYkfuksWDua3xaVtgV5++zU8fvz4ixR+Ovv6BDxFUgrvJ4Xy6YjH",
-	"hQcWeKTN1vbfzyC2J3/ljJy6cgNSTQ3Jbjnh9Wmy1x7LcK8+/RBK7mBXMWptz1gTiIeBfW58z0SWpVTz",
-	"Q6kutZzi4PhR8ulHpd8aLR4sSnCS/YO0S+Gmi5jvkO8uyx9nyfjnOyZI6a7ul908A6dNTNZIRbs4bUfT",
-	"a9fMY+1L/ybc0zzFsnhA0elgN1uqdt9D2hnhesm/VzPdvUkhz+FbEm9+kG8dep62FD1vTjlPM5W3nCd9",
-	"G3ww/clOOBBS7NBy8JNPkPW7BomZCmFPmxQ4YasjH4VESgk8iGT+Zzs9g/VCW8xUTSVbKIV141piGoKS",
-	"fFjUGUcc3DqKnzy+cJmiFCNtAq3CNRZDLzoam0MprbPBcfkPvUH+kZAIlkUr8k+0LlGoiFFCZt9lRpde",
-	"TWw4Aa0VWhc8lNO07zCTxroTTrC7z7A+75LDi3ToVf4m0wl4r8nQhDFicx9QhffAVB8mU9rdiN9CHTw4",
-	"ZIvh9iMhtjSSljec3DaFz/RWEPTAwi8VVjiE14QhXmIhbQoicOWZYl9Q81+FxCLcD0ClnCxBwEKoYqBn",
-	"MyiMXlnKwnqRXBAww3WmAkvb97Z9txDJZhVUoDGl94GfaQeIjTvWFVP3LgMfJCiJQF3unrznvz276s0p",
-	"3P+0VTpeDNbLpL8Ci9ih3HvxjCfvjmOtRe5D3C+OP/sbBPIVCnRClsybbS9uGsw0Srtze8uituhsVulw",
-	"RZ4mSrvzGQG9xDuC83Dw9R3S+awqS/qSYMT5MmCd8KTXi/gP/+TePR+n5zv3bEmadPC2pHDoFro4p/FE",
-	"Weo1C0y6apQoOx2J35duT1In6x0gUjrPee+7Cf6gneBXRo1pc8gMx+E8xu3dulkB+Ns4Yy1VLXnqT7DL",
-	"Fl5SyH4/Ivk6Z/cc1yHIefrU38IovW7oSbKIs7NnjZdfC9u4WMp17k2bdvGRr6KKfVuV5QdFoLtGH0L5",
-	"dsxHvo3bwUrvkbLfCb7Wa78TKftvlPxyQUE9keDrTo8fUZhSogmkTYyjtR+5awJ8feZTD3UQrqyHnSN8",
-	"Wrluveh7sQLoykMl5wtXbgb4dqWN68RDd2J36xIGf7C/J9nbbMZvZHzTa7PilmnG9HKfIrs5q/D7dGte",
-	"8QAJQ20st+jN3hHcG7G2+dhuqBqz1ntB1Tsh0vap+xW3AelNULI+yjtRjA/iH7mwgrfpwEL4rbcjii2h",
-	"nggmG28qwuO5O/jFT9irfSAH8WAkX61F7wfErolotaX52hu7XQxYLyTWep1AUyGGhn2wz/ytWGK4Sw/o",
-	"i2/B73ph8ufF/bUX9zHefdRb+7swt2xA08pIt3lFMcLrmS8UOq38raX/17dx9n+8Pkv2qqeZP+Grixzf",
-	"rgLVmXNlY9CzFAxOtSEfImybswgpfZ9cRwG5Im8jFHBkIlfRlDzPSz2x0MvDRQXTra4c/JX++GveZwXL",
-	"1LKyDjiz5FnW3GlRD9Kq9WKOj9fWeIOFcytfZSQ7GeFvJCnmpHJYhCpJLtJ8enb2go/aLrAswT9hU1Ba",
-	"Db7TEUJzSWWmLJpLNJwbzCo1pZHJ9WUqVPsEnjls54sfX53BIc91+K5expX/+yr39XKxdt7zDrSTO40R",
-	"vYi0SJRIGm1BLl+O1EZemQrQq88stdjlvb1B25uusDJ13R0WnNasn4BQ0Sydp6i14mJVvVaeK5XOZorM",
-	"1lTKgq7cHg19CiujHU7pWAxaXZkpAiuCQVIuWBvpmPAkDfHVoWI7pkKp1zEb0YqrDBeUq5YGRbEBi6j4",
-	"kILnhokuJFoQBuEfr358DuuFcJw+5V/7yrfB2WaFvlwcelaHufNpZUoYFHDwLguuLUvGn41Go6uDHNba",
-	"XFi2j80Ki/4JGQJXNfpC6CUKZX2YDd7BDuGJT5mM0Vx1mV9XbZf7cxFgnZiUCPlUF5jzmn5coRE+BtEJ",
-	"rLQkqKUrZ2WBPsxPtXJGTN0Y8u+enMHhkkL21OaZ6r0weolugZX1iuJ/oFeoxEoON2JZsiOQFgo9rZao",
-	"XN+rOxyPPgv3BlxVK9ziwIKnbSznBKdlqdf5EPKnT06/gcMFV1L8mns7Ch/y+fwai+p9IGNaJOibNCxR",
-	"nraK6Gk3gwwzXMd6fOAKPyYxvtMHFhS6Q3IIMMGZL5Bv2hwMiukCbaYimZOywA7fusNVKaTKwYhQ6C0U",
-	"tA/Cl8xNS23Rn+VUK4XsB8aQHz8+gqhjT71NfiuxLCycaQ2cM+fNFUIQJ1OlVMjjhrJCwLdTxAI+P4Z/",
-	"yq9OID8ejeArUcSx8xCZ6gHIhR0eDY9gKpTSDlbCWISegGVTSNo0duRPtXXkqJvPMhVcCInSP4H8s9Fn",
-	"3jH+DxpL9v9cO3hVrSiHxCIKcBm+5OabTPFuBVneQo//esTFmuQ1C+9uz569Aq3KTaChSzlF5UF56FX6",
-	"4XuKUZUpg0u340NWSO8ZhtrMD8NDhxQXGw4viceZpEmQLBknR8PRcMRYxyt1Mk4eD0fDx0xRugXHzKic",
-	"9PccO1Davg57pYvIK2jtnpomPK23z+8Lwhhhop2WqUej0Q11t/ertw0lSx3ltj+thluoIRn//CZNbLVc",
-	"CrOJSYvRU3LP0oaGRifmlgs3/LBvaIBrQ5rfuRJdB0/xfYHLlab1jSkexX4avpv1zTfRX0eevd7mR6Nj",
-	"EHMhVaZY8Xwe7ULDS8xf4nPBRjnHqnn8lIKaAjnLVGi+Ae692bk7m/BFgBpC77R1e+blO7Dh18Kw4VfK",
-	"YTEGcibNcnx1Ow0vKP31KS8PL6wb9lnnt1XipZf6mb9waXeFXkN9Nj85bBosr958SJXiG8kOjfox1Bzz",
-	"shUv+YTrJ62TZblTwRmvyvn+knt+Ho2OO3jNePq9uG08Tv+kGWklrOUeAv5I4VsX2Ace9divvGtB9Q4d",
-	"7jTc8WNHtz+21RHADz2+/aGmF5Gf+OL2J5oeO3ri0R2e2G2fukqTz+4iW7vyn4+Xocntz/kmT/Ymtf8I",
-	"JxcxcF1H24ul6b4pJlRC7FxORz/DriV5c5VGT7xtLd/7HDRYywfT+Lqu5KauhfrW+w+gdMcfs6/juWbI",
-	"u1uX4FErA914URia//4wKv5Nu8xnr7wodmkKn5Zco9f3c/FNF/hVeqcfcyhYadsFYzK+yc+SMWShKCNL",
-	"chD2wgZEFyqQehSI+7zAcbsqyVLcw7fSutTHPU5LYsIX+M3gBFSxS3xyJqoy1bSbePdAexlOpe9raQqM",
-	"5UgMLYfw2tO7vkgCCAgwSSlK0MbXSoUMzicNtMpxs5wI/Ce4kJwNhw7Htihc3SNoKb29vkXfLehbFMPV",
-	"Z6by+uY376dgtc9TDWVK3MNknTCX2PS/bcvi2y5Zi1AUMb32y6O8NDT61p2bO5VHM4PoiYfXPjHc4gNY",
-	"IXffDRH9rc+kw8cHNlMefIVWZsoa/C/5U/pVGjkHRrq0tf0xPBqN/OE3fYs+Fd8793aZXBoos0rxzWCs",
-	"tFif+K3wmjNByuVsA/Pqgrd4R81DShvuPO2CkhKFxUmmmiOr28PJ022G8OQamMYq6IELL6VVbucWuARR",
-	"lkM4tRe0nlnoQ/MvG6CdiHl53E2/5Ez1hIJqNTeiCElpOH3XarbitraJmF70b1SuYQdmDGzTe2HG9ptG",
-	"PGpkhfxKF5sHC587vW9X+y+JeMhg7S/PO+LQywbB93YPqm0wlPEGcBquqqJ7Z+0MWPXowwvchhYbXZl4",
-	"Z9YuTY0EGsErT/dJ98fBvQ8KQXbrlu8A1vy7ZCg1Yy9YRxvmuGKc6ImmFzVT5GuhWrFlStVEhf4YWoim",
-	"Mdg0UFxbffHhNRTtmhDmFxu/Hv21d0D+vQKc/QTXwU3j/OtW3XDfeyo5CyGKHF5kVrtjAy+7+90ZabOe",
-	"TLVfo9EKiTtL6MceUv+yBNkUCD1cW22aHB/dQdt233bxR4KV27cHKeiVZ3TLTf0yhhm/BoICSNDHLnB5",
-	"EzdzWNa33x8DgFYd+PMVBtdal0HshXYOitssWszzQy2ap207itHgVEGoywwT1BBhYnQ1X/gblGEnB6Nw",
-	"7asDfisF8/DBdKv67wOHUr8H1/hRFWsGP02a5VN3Mk/eOgy5iDePJm+NVM11PsXf09xGj2/f5rwHO/7S",
-	"T/O7kOM89/D9DuYWTn3rFRdhc66l1pu39tzKr3fyyK9atS8PSCbfQNR6YpaL2QINmxIgEWqTwjx6/Fgz",
-	"tnULwO+PWUrXYvzDFcAe8w97xH94ydWfbO/v5E6+k5e+wLiukel0I40+30rqtlX3g3mA7brOrrcJRiXT",
-	"Kqrtn0zvnZjeWg8+baa3XYAeinwj8evZR+aAbP8GK/j9KOCfVgy7uaYsr4sOPQm2X27YZnlFU9Lv3xfH",
-	"1aSR+90qWWpzwDuFRzWVm6k5unr/pIItQjeWxoQ6Ry4HshG9EKbIVFjDGNYLWdJcm0jnWQhvmbNbJXyU",
-	"qnrmLjyaqR3eLXxRtzflJ7wLO6WY0oIsSgyvbOPbx/otdnFj2ejQDuG0vanMPTMaiG0RvBLFb30zCJUy",
-	"WAoXk+dOzm/bST58trFX5nq1XY/oTIX7GcjRw89/I0nW+OU/aTLeUq3wDt1Snb1W1zmVOifservB1ZuO",
-	"k/E225wNVwVEhkghMxdFF5WWqV6+3WrI7NrdGTR/f7DfydXNjMGPZs+mMyUVVDYy+sFT+Ncs9Hb9Qj+F",
-	"ueR6EhVNnq8wpI2lbGtuIuaawp2F/UmM3SMKn4kLfzV3XeS9liujh7rJsq1YfGvK9enQZsEuH5442+mv",
-	"+c9m0HY2408q7T+HSrtrFrzDF233bPz8hqzA9xl489lt14itddYJ42rkOtdgKgXDw+myOIw/GQwKvMxP",
-	"gKvCYVpKWhuBe0ZNw6062/Hh4dGjvw1Hw9HwaPz30d9HbI5hAXtSeAeSxp6gNGAsCtKBzPE7wx0B5EhD",
-	"z8Ww+Z8SeIKRvOP22F9rQnNq3nqBdervvCYbAg9OE4qOL6uOKUxnxlIfTkhTWrO3TmRfhGcU3Ak9+vWI",
-	"QvK/CH6hPQGlQ2mDQix8e3gYNVB5V2+u/j8AAP//",
+	"7H1tc9u28u9X2cP/mYl0LiXLjpM28nTuuG3a5DRNM4lzM3NDXxMiVxKPKUAFQCtqjvvZ7+wCICmJfkqT",
+	"9LSnr2xLJLAA9vG3u/D7KFOLpZIorYnG76M5ihw1//oSrV4fTy1q+itHk+liaQslo3H0Zq5KBIOZkrmJ",
+	"QatK5phDtRxGcWSyOS4EvbQoZLGoFtF4FEd2vcRoHBXS4gx1dHl5GUdLocUCrZ/wiSpz1CfqHOXujCdz",
+	"BLWSqCG19EQKagp2jpBVWqO0MOe3Y7AKNA5QWtRQWAMzLaQdwnO8QJ3IZWWhsFBIEPD65bNhIqM4KmgC",
+	"t/IojqRYEKHPVHY+cMRsLEm8e4ZyZufR+ODBw5iWGP7erxdprC7kLKIlPs1xsVQWZbb+Ade76/pRnKPh",
+	"hYjs56rQCEZM0a3C6jX0nj4++Q7m1i7FsoDWaIMfcJ3IXIup7Y9hn944ePAALgpTTEqE41ffPH0K2Vxo",
+	"kdEGQy/9W0oPpb+m/RgMbdlEaExkL90adQxf4uj+oy++xMHhKH8wOLyPXw4m2aP7g4dfPjoUD76YPrp/",
+	"cJj2QWkQBkQijdVVZiuN+WBaYJmD2wDoGDqJ6sGHw2ESpTGsCjtPZJokSZSCkDnQr0kKaDKxRHMEgimF",
+	"c1xDJqRUFowV2vKLkCZR2h/Ca4NEyVSjmYMWMlcLfqEn4PXrp9/CxWEfpkoDimxeb/VaVbBAIcd8AMxe",
+	"iWT2Ao3GGuKTl5gXBlBmer20xOMyRw2CB89RFxeYw1SrBRR2mMhEHvuDY+JoWCMWTHvsHqs/MtXkX5hZ",
+	"6KWmmtCZWEVfJpK/XQo7j7cGmah8Db3U2vJsYdIY0pUorP+ViU/jRKZlsShsGkOOU1GV1oBYLssCc5ph",
+	"rlU1m4OQa5gJiyuxBiWbCXit40QOYDUvSuQvWH6gLC7QjJsnD0b7cfNXEEkh80QCpFOUWSFnZ+7jGALJ",
+	"7nTx3bLQaM6ETcGINTHKai4saFyIQpqjzfmnhTYWMlGWYGxRlqAraaBHSy/kLKYR+mM4HD3imYuG384K",
+	"ebbUaqbRmNTzCuu0ASs1Twwf1pmgT4jCIxpF1Jtjia68wBwWRT5gIkoUFyyxwoKQZoWa+apaglVMQjgU",
+	"WJaVATFRlYX9h+DWpWTW3taVMKCxRGEwJ3EihcV/AZJCbdbFj5/xh+lRzb+8KAESV8RgbuP4I6nsHDUz",
+	"zBgODw42N+Yc12eLwiyEzebpkFiWV8ZLIopIwnhCzKGXlio7P5tjmdNBGlyI5VxpPJtWZZnGJHO2WKCq",
+	"rOMHGgk1zJTEftgroqaQszEvz0kHH6JgaR3CcSJJmgr6coGLCWqWM1uU8HAE9NyGMr/X2iMDPWGgFMYm",
+	"UqPEFeYx4AVKWM1Ziv3eotBlgZplACWd2ExZi3IMwlNEnyfS76wBIXE1hONwTnNlmOkhU1WZ8w5NEHIk",
+	"uSBqCwPnuLQ0cCJpH3jQmB8MRFxjbLbU5FUW58H+wbbFWQprUdOY/6/3v8dv//Y/g19P3/5t8Ovp+1F8",
+	"8ODw8t9J5D9PkrdJcjr49fTfpF7fJhH9OO2/348PHjy4TKL+36MuA0Z28K42uW1zYdvk3srgauRzyKOx",
+	"1RX+FgP8nEd/7+YkrdrMyD+um6u1uW+PB/9XDH4ZDR6dNr+eDccD2uj9R48uu3ePZjdLkWH37lWysLRp",
+	"orJzpQsj6Lt6h3apdUPdluRAryeWSX140EnpJY1plkoaZF/ssdaK/b5MSYvS0q9sRzImcW+p1aTExf/6",
+	"l1HMGA0Bf9c4jcbR/+w1juWe+9bsvXBvufk2d+NYrsEpLaSph9FlHH2n9KTIc8d6n4sQOhbnAuQKW7oQ",
+	"7LwwUB8C9NJpIC/tM7mbrt6PXsF+btq3Xa6UVXpFSpDsFKm7nys0dtdSkCt4pZnoD+G5U+M8nteTrNNo",
+	"6fJClEX+0g39uZccVlQYWIhyqvSCDVfhiDrzX/tTeq6sCzQ+OpX1yHfjLgpcWGuSoYVeKpU9c8EMOYXe",
+	"SRFGSfaWTCJX8/WYPnNWJYVebRk3/IkjPuslCjLj6bePnz0+eZx6l8Uk8mB0CIU0FgV5ht4pC6O1fBDm",
+	"E/JhRBh5DEYtUElMJJYGYSHWW4uQasXRQVrJc6lWMoWeZFvgvYqYvuTRE7lQmjwiIb2tn6m+Z6oXYl0q",
+	"kZ8o9UzoGX5urmJvuzCgiPD9h/BD8TX00qUj6swqdVYSWZ6tTpT6Uci1lwDzOYlNiZaFkOvA6SY9Cj4X",
+	"c0Q2F3KG+RAeFyzsLT+txxEHc+Q9Ay4SqRdNnGDmFHqxXS9M8Iu9JycsfUOOl5sWenTIa+dNZqqS1vTj",
+	"4NZ6jaENeNcdhGV3mNROE8gQ/xjm+trVNGDVDIny/hGNxh6Gd9ALA8ImknmW4h6itB4/zBi7yI9oUxKH",
+	"wFGA8yoTuRkTeEgDekrXjN+ijsahv1CbPvutbhvvkdRNKyNKA5nQeg3pS2HxGVE0eKHKIlv7cKP+OE1k",
+	"j4P3QYF2OvAB/oD2lBcy8EjMYH+/T1aHFkQLX/Jo7FCZRNIxjSkEpvcofCahSyJPYhKlzudsozqBgC5Q",
+	"R7AOLXHK+1jY1tBH+qvRkf1qn0RZSXRbYRsIqIlchdmMsxwLtKmisTxlDfPv+k7bW9jtQvkNafG0Z982",
+	"8T9/tT8aHa2Y/J+DvTCJXKKGVViEC28nVXaOFGNMKm2sU8D0OUU5tO3WATaK2H5K8ShH9bhY2nXHSmni",
+	"o5+rrxLSBh6qGtTzR7fZhWYrr9IR/nj3Wogdq4nX0vuVv5Cn+PkU0o+FMcSvJPnOBsMEhSbNw6avl1Yt",
+	"ykiBbrDomzdvBscVxWOWSMRNmnY8V7fQC1GUYlJ+divB9m4isnOUOeSFCw09LlBI5pq4Q2mZeWVJSSUy",
+	"VyvaET/EWdUshXwuDrEqm6kF1oAnadfCgLetuxL+oQxzGRiRhzl22rPl0ok8L2jlonyh1RK1LShWmIrS",
+	"YBwtWx+9jxYq74h4UnyXlZUpLjCFHsfnTtVUtj8GJdFjuEeQstXJ0zEjVbJaTFDT8t3H/jHjZFMqqIel",
+	"QYiZUFaLaPw2qr8gGeN3o9Od2CeOOIbdJfcYphpxQP4klGKCHiEppFliZsHM1crQbK2IdP/gy47xHfq1",
+	"O8Ez9rJKfvco4HVwfzQajWKyjgtlrDtyJafFrKK1L8Q7ODl5Br3w+D7MWYCITGEdwv7wMIob8H1/F3yP",
+	"I2/Tdol6olZQKrI2ik2djxrmWObM7A2h1xPJ79ZUkm93A5ldOYL6I8VYKRH+PbmQHOlucFwDKtJf9Sy5",
+	"sDggIYw6zmUDptx4LRC3u2/Ee1fsGrlgLPCGgeUtv34fKlmiMXV2AnPekOuPid7t0HrxFRJGZOzM/QES",
+	"wVBajYp2iYadFzonmWzg6JAFIo02Bh7CeY3MTg7EYzfBq0ehdXGBJmaYkP2blXLjmqDrXBxCHKjR6gKN",
+	"03Z3YqI4sjfBV/zAERjS4Q6qShs0KnXJGFoN08E0DaNr5fxGRrpsYzhv3TEHQrcZsx5451ziNtufdgjL",
+	"ExSlne9Ki7HCVl5uxGJZ8lvnnQhWm0z/WudMdUy9OVMACu4kmP9Zwsw87GwO/zDXS/URiHIl1gb2vepc",
+	"ol4U9hbCXtuhncX5XFE3D3PUFiTmn29OfG7Cb3wLkI3uYJvetDIyG9LYqcRvYO9AfljiNRzeOvp4g3mu",
+	"Yjqzy3M3Has7RLe4m05layVu6C5aWrDbU/nC552C80iCUJY/TaPx21t6m/H2ojYTVV0HhpI0lTDnIGZ+",
+	"ZXc9qK1Jdtd5ehk7t+UmC7xJ3MvvvoH79+8/iuH1yTdH4MCgUjiLIFwG0nvA9wzwSOsN+u8m+puTv7K6",
+	"yGy5hkJmmmg3Dvt0YAXzmGHHtuZzbzRvoUGCfd6csUaJ93yKodGyk6IsCznbK+SFKjIcHB5Ef377+1vt",
+	"4kezhwwnBGT+Iwpn2Y2ocIDIsFTBOces7TdcuWYe6wrRU9n5EyzzT6pXPo3SUNn5UzlV3ZvkIzpOhTnx",
+	"u7qIIN6oIIgTmbbMBOeonbVpqiIc9MaqOwU3+cRl4Wt3OJHewCsdu9RxbePJ+HNNC7vLvuqhHYi67HAi",
+	"W0npUhg7bsoeCuPSzvM6tgqDG0ueAo8vbCIpmIobl4Lz2UNHOmqTQlkYa7zich86gfwj+VxY5i0fZ6JU",
+	"iUIGb8xjGF1idOHYxPgTUEqisV5DWUX77mpFjhhK6D7D+rxLNi+FRcfy14mO92ybWFRoLdZ3cR/xDt7j",
+	"p4kJtzfit4AkH905Deb2M/mmcYBnrzm5zWQFA3me0HsGfq6wwiG8IR+CK6ZiED4rkEhXKRKQPi4dcpkQ",
+	"X9AiYC5kPlDTKeRaLQ3Fm70AowiY4iqRHo/uO9m+nYlksfIs0IjShzjacYe7Hnasy6bupD0/ilESHqTd",
+	"PnmH9Dsc2YmTz3S1WTqkQOtl0m8eL+1g7h17xpN327HWIndd3EeHD74ADzNDjlYUJSOEm4vLvJgGarfy",
+	"1ExqC7hnlvZ1EHEklT2bkqMXOUVw5g9+szCLviQ3os7f+zcdX4Q/3JtXpfy3vmpV00Vx1KpHo/VtJ0UZ",
+	"y9hKSkZx1AFyE8+inav8jEgSZalWPCSxu5ai7NRFbmu7lVGNbHT4oYV1CYJdTcMftNGQSssx7S9J8tgf",
+	"6bi94dfzEH8bZqypqimPHRN0idNLsvofhrpfpS+f48rbSYc1u5SVVKsGyyWhOjl51hiKdpEHh0t3xpi7",
+	"wNtXgUu/q8ryswfHO24Dcupyy936VGFzvfZbIdj/QfEzV1/UEwnODTsX1FdVeoQrmOJaFd02hr46eKqH",
+	"uufz+8POEf5c4XK96DsBC2jLPVnM5rZcD/DdUmnb6VLdCgqv6z3cwf6eyHizGb8RHo+vDKxbohki1F08",
+	"8frAxO3TjaHJR4g5amG5gW92juDOTm8bvO72dkPgeydv91ZObfvU3YrbPu113mh9lLdCKT+KfuQqFN6m",
+	"ewb8s06OyLb44iuYrJ2oCOcS3kIv/om12idSEB8NJ6y56MMcsSssWi1prlDJbFZO1gsJhXFH0JTToWYd",
+	"bOqeG1944L0vLhm4bXbpryqHK6scgr37rCUOtwF/WYCyShd2/YpshOMzV1V1XLkUr/vruzD7P9+cRDtV",
+	"9gzBuF4ofLf0aGnKZaCez2LQmClNOkSYNuzhUYE+qY4cUknaRkhgy0SqoimNn5VqYqCX+lwHI7a2HPyD",
+	"fvlH2mcGS+SiMhY40uRZVtxSWg/SKoxjmJDX1miDubVLV5JVdILK3xbEmJPKYu5LSrmi9cnJyQs+ajPH",
+	"sgT3holBKjn4XgUX2rhGNoP6AjXHBtNKZjSycS1+vv1K+FCJt/PFT69OYI/n2ntfL+PS/X6ZuuLC0GPh",
+	"oAvaya0Gml7wtIiUgDttuFyudqvteSXSu159BrrFNnTuBNpclwXzjU8daTA4roFDAb78u7AO5VaSK3vV",
+	"yndbFdYkksSWu7tUZXeQ7GNYamUxo2PRaFSlMwRmBI3cDLnShfXddYl0pbRi06ZCqVYhGlGSSzLnFKuW",
+	"GkW+BoMo+ZC85oaJygs0IDTCP1/99JxbDTl8Sr9xZYKDk/USXW099Izyc6dZpUsY5HDvfeJVWxKNH4xG",
+	"o8t7KayUPjcsH+sl5v0jEgQuAXVV4wsU0jgzG7owh/DYhUxaKy5RTa8qTUxDW5+xYlIipJnKMeU1/bRE",
+	"LZwNohNYqoJcLVVZU+TozHympNUis2NIv398AnsLMtmZSRPZe6HVAu0cK+MYxT2glijFshiuxaJkRVAY",
+	"yFVWLVDafpvdSaKJydM+b+Zmm7JvJunoPnH8msieQZdzqZu++0P4ievRHQBkQGQZLp2m9VxOZBYzSUax",
+	"sONEhjaGGNIXr0/SehkpSESuBTzHNVE1Qe+s5L4p93D0wGdPHA12fs/UE1NYc1yWapUOIX3y+Phb2Jtz",
+	"5cwvvqfVf8gs9ktoonC2mJEdLzKFdtTEraYJYghPwxRXof8CuKKTcZjv1T0DEu0e6TSY4NQ1RDRtLRpF",
+	"NkeTyIBHxUywxXd2b1mKQqaghS/sFxLavORKJLNSGXTsmCkpkVXZGNLD+/sQxOSJ2/DvCixzAydKAYf9",
+	"aZNI8eQksiwk8ri+jBTwXUa7//AQfii+PoL0cDSCr0Uexk43G48SSVp4b3+4H7q5l0IbhJ6ARVM43DTy",
+	"pE+UsWRrms8S6fmDSOkfQfpg9MDp9v+D2pAKe64svKqWFAZjHgi48F9yy1Miebc8Le+gx78dcHEuKf7c",
+	"WYyTZ69AyXLtwfiyyFC6uMK35f34lMxspUtvlcx4j2XKKbeh0rM9/9IemfYGhozCcUZx5CmLxtH+cDQc",
+	"sbvm5DIaR/eHo+F9RlntnM1+YE76fYYdjuYuDzuma3rPmWt32DTiaZ2KeZqTm+Qn2uoOPBiNrqmzvlt9",
+	"tS9R6yivfr0cbjg+0fjtaRyZarEQeh3iLq0ysjCF8ZdPWDEzXKjjhj2lAa60ym7nSrQdUEutyOyYTGro",
+	"n+IMtWu2CianbjIO23wwOnQlOIlkxnNQgG03MzuB4ve8jHKYWGczfBNzMU2kb7YC7rXayiBOXN/yEHrH",
+	"rRxi3SbtnuZbHjgsx3zsLkCol+O6GWh4QRG8i9p5eGHssM88v8kSLx3Vz1zaqX2DxxXobfPIXtNLfHn6",
+	"KVmK87IdHPWTrzHnZUte8hHXy7qbBTYrdkPBAGdxucfrYHTYAc2G0++FbeNx+kfNSEthDPeM8EcS31kP",
+	"oPCoh27lXQuqd2hvq8GSX9u/+bWNDhB+6f7NLzVtt/zGo5vfaHoq6Y2DW7yx3S53GUcPbkNbu9ODj5e9",
+	"q5vfc/3MrE1q/eFPLrjxdd10L7QiuCaoOFwlsJGiD3qGVUt0ehkHTbwpLU9dGO2l5ZNxfF1dc12XSp37",
+	"/wMw3eHn7ON5rthr367OcI43++ohXeqbPf8wLP5tu9hpp8gqdOUKF1ldwdd3U/HNhQeX8a0eZlOwVKbL",
+	"jUm4niGJxpD40hS+IsicG+/R+TqsHhniPi9w3K7NMmT38F1hbOzsHocpIWb1EK1XAjLfxm45mJaJbNqL",
+	"nHqgvfSn0ncVRTmGoix2LYfwxiHUrlQEyBFgnFWUoLSrGPNBqAsaaJXjZjnB8Z/gvOCA3ne0tknhGidB",
+	"S+nt9Km67lDXkuqzt4ls3ePSj8EoF2prCvYgXKl0gU2/4yYtrs02RGYBIXDLo2gwXBcTOnW36q+mGtFh",
+	"J29cbLsBaTBDbt/jFfStv2rHfXzPJNI5X751naIG9yR/Sk/FATZhT5e2tj+Gg9GovkzJ96k6NGHn3NvF",
+	"gv5KG3KdiMhQb7I6clvhOGeCFMuZxs2ry/5Cmt2Fscanbc2cghKJ+VEimyOrrwMgTbcewuMr3DRmQee4",
+	"8FJaRYd2jgsQZTmEY3NO65n6vkN3xQPtRIAWwm66JSeyJyRUy5kWuQ9K/enbVnMdtzFORHbev5a5+D6h",
+	"jeN1ctQBDfjwb0JbvJgUkiT5cDTqj0Ek0ofv4XTXsOKbd2gneCP43gBax7DDSfWQxQc5qe1r6G6hw7Yu",
+	"eHOOLcvM1ypffzQLv9WOebl7ZcvH9CdciUKHqXzZBBm9bV5qHzoF5d5/9gnBYIFYgLw7vf/pCW57P2tV",
+	"6ZCZ3LiFzMOU5AE6ULWwQ/AXuSVy8xK2XTaeoW2F1i4I9Fe3rRhL7CpVdBDOFdei+Qsw/hCRwZ2dNCXx",
+	"FrU+25XuV0lieP7a9pubXq6fO72F/+xusqpvh6sdAEZOg+nuiaYdnG8lRKiWzBN07kHr98fQcjLbF605",
+	"1PHG6+rAiHVjaoMJdQzmrvbggNRrc763gZ9uFbT3nfEopt5rcDeWOby+21y7S/E6r6+Jm/Uksn2TTctL",
+	"2VpCP7Rxu/tKitbdQq7ooMt0jBN59VV/Sm/elwdd0PNH65qPo8P9W4jO9mU2HEUc3EK8uy+V+iMFIZvp",
+	"shjU0qUwynV9VcuUL4khd8OLSlcoch2St1fW5R6fI1ypOqKVV8EM1HU/O44gu1CbmGtAhXzxpQP5O6ov",
+	"4ViCr2UOBiQ4lBO+1NOlDIediJ3ElSuH+a2A3cf3azbKXT+xV+P24AoVL0OR7J8TlPtgHfUHUTKP31n0",
+	"kasTjwblCMDeVTrFZfVuSqZs5v4+IJfy0k3zu6RSeO7hhx3MDRmYjQtw/OZcmYhp7vS6MRvTmXV41Sr2",
+	"+oiph2tg/aPWJcQOtI/JVxJyHTeOfyiS3MgZ8e1Si8K28kM+YbSTJ4KdNNEfKQL4M+YGvi8uXEV9XRTW",
+	"qUYafr4xBdBm3U+mATYLmbuuWQ1MpmRg27/yArfKC9R88OfOC7Q7LnxVe0gTOKyaEUPTv0YKfr+Ewesl",
+	"u93uBvy6ytZBprv1te2cgGh6WNxtklw+HTIFGzV67YzBVqVdDfwncoa23r9Cwgb8H2rBfGEv17+Z4L2Q",
+	"T1Hf4j/2F+ELuQ7grwF/B6XZqFmN66t8/auJ3EJp/RfNlb5HzW30zd4UBoq8RH+hI+eq6zsuw8a6fyhg",
+	"hnDc3lTOVLA3EPqAeCWSQTGNUEmNpbB4HWD74fb9M8GwO4Xhl5sVvFZXuBvC7H/8+a8FPBvFfkfI08Hu",
+	"2/+84ibIM3CgywWstrqz6/uEfW6JUxlS+VTZX0hnZ0/kTYhl50Umvx9G6vRZw3ZcXxOAPYmM6uRdCGgi",
+	"e9v/U6I/hjsAny4Tt9vW2Q1owk96R98lspBQGdy8EN1d29Lb1pn9GGYFV2bJoA45GViYUBS6YrbnAuOt",
+	"hdV4ZiJ3AU24PZ7ZXUv7F6D52bynk5CDvMpjuhLjpJe6Qc4NH+rGUPnPA3d6nfHxAc+tRsD/buRzazP+",
+	"gkD/eyDQ26IXWzjfZnPZ21OSAtcQ5cRnu68s9ADzf2arI46ZAl1JGO5li3wvPDIY5HiRHgG3r0BWFrQ2",
+	"CsrYWR1uVNOP9/b2D74Yjoaj4f74y9GXIxZHv4AdKpwCiUPzYuxdW3IgPAjndoZbl0iR+uawYfNfdhww",
+	"TNpxc+xvFDnRctb6twSxS6NO1u6ff1H0E/4FQQg9OyPN+nB8eNmavXUiuyQ8I8eDnHa3HpEX/Bf5n2iO",
+	"yKV2BUwSMXf3WPhRPQR7eXr5/wMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

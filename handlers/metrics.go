@@ -30,6 +30,9 @@ const (
 	outcomeError     = "error"     // the backend failed
 	outcomeRefused   = "refused"   // too many waiters: 429, never reached the engine
 	outcomeReentered = "reentered" // the holder took its lock once more
+
+	outcomeReplayed     = "replayed"      // a retry with an Idempotency-Key got the grant of an earlier call
+	outcomeRetryRefused = "retry_refused" // a retry with an Idempotency-Key: in progress, grant ended, or another body
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,11 +43,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"route", "method", "code"}),
 		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_acquires_total",
-			Help: "Acquire calls by outcome: granted, held, invalid, cancelled, error, refused.",
+			Help: "Acquire calls by outcome: granted, replayed, held, invalid, cancelled, error, refused, reentered, retry_refused.",
 		}, []string{"outcome"}),
 		semAcquires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_semaphore_acquires_total",
-			Help: "Semaphore acquire calls by outcome: granted, full, limit_mismatch, invalid, cancelled, error, refused.",
+			Help: "Semaphore acquire calls by outcome: granted, replayed, full, limit_mismatch, invalid, cancelled, error, refused, retry_refused.",
 		}, []string{"outcome"}),
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockgate_acquire_wait_seconds",

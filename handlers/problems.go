@@ -48,6 +48,12 @@ var problems = []problem{
 		detail: "the semaphore is in use with another limit", extend: limitMismatch},
 	{match: locks.ErrFull, status: http.StatusConflict, code: ProblemCodeSemaphoreFull, title: "Semaphore full",
 		detail: "every permit of the semaphore is taken", header: retryAfterFull, extend: semaphoreFull},
+	{match: locks.ErrIdempotencyMismatch, status: http.StatusUnprocessableEntity, code: ProblemCodeIdempotencyKeyMismatch, title: "Idempotency key mismatch",
+		detail: "this Idempotency-Key was used for a request with another body; nothing was acquired: send the first body, or use a new key"},
+	{match: locks.ErrIdempotencyInProgress, status: http.StatusConflict, code: ProblemCodeIdempotencyInProgress, title: "Idempotent request in progress",
+		detail: "a call with this Idempotency-Key is still running (waiting, perhaps); ask again after Retry-After", header: retryAfterInProgress, extend: inProgress},
+	{match: locks.ErrGrantEnded, status: http.StatusConflict, code: ProblemCodeGrantEnded, title: "Grant ended",
+		detail: "the grant of this Idempotency-Key was released or its lease ended; to acquire again, use a new key"},
 	{match: locks.ErrNotHolder, status: http.StatusConflict, code: ProblemCodeNotHolder, title: "Not the holder",
 		detail: "the Lock-Token does not hold this lock: it was released, it expired, or someone else holds the lock now", extend: notHolder},
 	{match: locks.ErrNotHeld, status: http.StatusNotFound, code: ProblemCodeNotHeld, title: "Lock not held",
@@ -255,6 +261,21 @@ func notHolder(b *problemBody, err error) {
 	}
 	if d, ok := notHolderDetails[b.Reason]; ok {
 		b.Detail = d
+	}
+}
+
+func retryAfterInProgress(h http.Header, err error) {
+	var ip *locks.InProgressError
+	if errors.As(err, &ip) {
+		h.Set("Retry-After", strconv.FormatInt(ceilDiv(ip.RetryAfter, time.Second), 10))
+	}
+}
+
+func inProgress(b *problemBody, err error) {
+	var ip *locks.InProgressError
+	if errors.As(err, &ip) {
+		ms := ceilDiv(ip.RetryAfter, time.Millisecond)
+		b.RetryAfterMs = &ms
 	}
 }
 

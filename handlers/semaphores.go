@@ -32,9 +32,20 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
+	idemKey, err := s.idempotencyKey(req.Params.IdempotencyKey, false)
+	if err != nil {
+		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
+		return nil, err
+	}
 	sr := locks.SemaphoreRequest{AcquireRequest: ar, Limit: b.Limit}
 	c := s.permitCall(key, ar.Wait)
-	c.acquire = func(ctx context.Context) (locks.Grant, error) { return s.cfg.Backend.AcquirePermit(ctx, key, sr) }
+	c.keep = idemKey != ""
+	c.acquire = func(ctx context.Context) (locks.Grant, error) {
+		if idemKey != "" {
+			return s.cfg.Backend.AcquirePermitOnce(ctx, key, sr, idemKey)
+		}
+		return s.cfg.Backend.AcquirePermit(ctx, key, sr)
+	}
 	grant, err := s.obtain(ctx, c)
 	if err != nil {
 		return nil, err
@@ -49,7 +60,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 			ExpiresAt:    timestamp(grant.ExpiresAt),
 			Limit:        sr.Limit,
 		},
-		release: func() { s.giveBack(ctx, c, grant.Token) },
+		release: func() { s.undelivered(ctx, c, grant.Token) },
 	}, nil
 }
 

@@ -104,6 +104,10 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
+	idemKey, err := s.idempotencyKey(req.Params.IdempotencyKey, req.Params.LockToken != nil)
+	if err != nil {
+		return nil, err
+	}
 	if req.Params.LockToken != nil {
 		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL, ar.Mode)
 	}
@@ -111,7 +115,11 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		kind: "lock",
 		key:  key,
 		wait: ar.Wait,
+		keep: idemKey != "",
 		acquire: func(ctx context.Context) (locks.Grant, error) {
+			if idemKey != "" {
+				return s.cfg.Backend.AcquireOnce(ctx, key, ar, idemKey)
+			}
 			return s.cfg.Backend.Acquire(ctx, key, ar)
 		},
 		release: func(ctx context.Context, token string) error {
@@ -136,7 +144,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			Holds:        &grant.Holds,
 			Mode:         grantMode(ar.Mode),
 		},
-		release: func() { s.giveBack(ctx, c, grant.Token) },
+		release: func() { s.undelivered(ctx, c, grant.Token) },
 	}, nil
 }
 
@@ -184,6 +192,8 @@ func acquireOutcome(err error) string {
 		return outcomeHeld
 	case errors.Is(err, locks.ErrInvalid):
 		return outcomeInvalid
+	case errors.Is(err, locks.ErrIdempotencyMismatch), errors.Is(err, locks.ErrIdempotencyInProgress), errors.Is(err, locks.ErrGrantEnded):
+		return outcomeRetryRefused
 	case errors.Is(err, locks.ErrUnavailable):
 		return outcomeError
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -59,6 +59,9 @@
 //	lockgate:{ns/name}:alive    zset of waiter ids by heartbeat deadline
 //	lockgate:{ns/name}:waiters  hash of waiter id to its request
 //	lockgate:gateway:<id>       pub/sub channel of one gateway process
+//	lockgate:{ns/name}:idem:<id>  an idempotency key's record (see Idempotent
+//	                            and lua/idem_lib.lua); the lock hash's field
+//	                            ik names it while the grant lives
 //
 // The shared hash tag {ns/name} puts a lock's keys in one Cluster slot. A
 // held lock costs its hash and its fence key: 320 to 400 bytes of MEMORY

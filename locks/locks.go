@@ -192,6 +192,9 @@ type Grant struct {
 	// Holds is how many times the holder holds the lock: 1 for a new grant,
 	// more after Reenter.
 	Holds int
+	// Replayed is set when the grant was made by an earlier call with the
+	// same idempotency key (see Idempotent).
+	Replayed bool
 }
 
 // Info describes the holders of a lock. Its own Lease, Subject, Owner,
@@ -289,6 +292,7 @@ func unavailable(op string, what fmt.Stringer, cause error) error {
 type Backend interface {
 	Locker
 	Semaphores
+	Idempotent
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

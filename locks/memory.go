@@ -18,6 +18,7 @@ type Memory struct {
 	queues    map[Key][]*memWaiter // FIFO; a lock with waiters is never free
 	sems      map[Key]*memSemaphore
 	lastFence int64
+	idem      memIdem // records of idempotency keys (idempotency_memory.go)
 	// delayed holds, for a lock whose lease ended unreleased, when the lock
 	// delay after it ends.
 	delayed map[Key]time.Time
@@ -71,6 +72,9 @@ type memGrant struct {
 	expiresAt  time.Time
 	expiry     *time.Timer // ends the grant at expiresAt
 	holds      int         // re-entrant holds; 1 for a new grant
+
+	// idem is the record of its idempotency key, if any.
+	idem *memIdemRecord
 }
 
 // memWaiter is a caller waiting in a lock's queue.
@@ -441,6 +445,7 @@ func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Dura
 		g.expiresAt = until
 		g.expiry.Reset(ttl)
 		m.noteLocked(g, false, now)
+		g.keepIdem()
 	}
 	return Grant{Token: token, Holds: g.holds,
 		Lease: Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt}}, nil
@@ -464,6 +469,7 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 	g.expiresAt = now.Add(ttl)
 	g.expiry.Reset(ttl)
 	m.noteLocked(g, false, now)
+	g.keepIdem()
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
 }
 

@@ -267,7 +267,13 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
-	return r.acquire(ctx, resource{lockKind, key}, req, modeArg(req.Mode), r.opts.LockDelay.Milliseconds())
+	return r.acquire(ctx, resource{lockKind, key}, req, r.lockArgs(req)...)
+}
+
+// lockArgs are the arguments of the lock acquire script after the common
+// ones: the mode and the lock delay.
+func (r *Redis) lockArgs(req AcquireRequest) []any {
+	return []any{modeArg(req.Mode), r.opts.LockDelay.Milliseconds()}
 }
 
 // acquire takes res, or waits for it: the protocol locks and semaphores

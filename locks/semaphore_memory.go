@@ -210,6 +210,7 @@ func (m *Memory) RenewPermit(_ context.Context, key Key, token string, ttl time.
 	g.expiresAt = now.Add(ttl)
 	g.expiry.Reset(ttl)
 	m.noteLocked(g, false, now)
+	g.keepIdem()
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
 }
 

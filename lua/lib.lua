@@ -96,6 +96,15 @@ local function settle(K, rp)
   return rp
 end
 
+-- keep_idem keeps the idempotency record ik of a grant (see
+-- idem_lib.lua), if it has one, until IDEM_GRACE_MS after a lease of ms.
+local IDEM_GRACE_MS = 60000 -- locks.IdempotencyGrace
+local function keep_idem(ik, ms)
+  if ik then
+    redis.call('PEXPIRE', ik, tonumber(ms) + IDEM_GRACE_MS)
+  end
+end
+
 -- retry_ms is how long until the lock may be free: the lease, or the lock
 -- delay after one.
 local function retry_ms(K)

@@ -21,6 +21,7 @@ func TestScriptsLoad(t *testing.T) {
 		"heartbeat": lua.Heartbeat, "renew": lua.Renew, "inspect": lua.Inspect, "reenter": lua.Reenter,
 		"sem_acquire": lua.SemAcquire, "sem_release": lua.SemRelease, "sem_leave": lua.SemLeave,
 		"sem_heartbeat": lua.SemHeartbeat, "sem_renew": lua.SemRenew, "sem_inspect": lua.SemInspect,
+		"idem_begin": lua.IdemBegin, "idem_done": lua.IdemDone, "idem_abort": lua.IdemAbort,
 	} {
 		sha, err := s.Load(t.Context(), c).Result()
 		if err != nil {
@@ -37,8 +38,8 @@ func TestScriptsLoad(t *testing.T) {
 // and what it returns, since its callers are in another language.
 func TestScriptsStateTheirContract(t *testing.T) {
 	files, err := filepath.Glob("*.lua")
-	if err != nil || len(files) != 15 {
-		t.Fatalf("got scripts %v (%v), want 15", files, err)
+	if err != nil || len(files) != 19 {
+		t.Fatalf("got scripts %v (%v), want 19", files, err)
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
@@ -52,6 +53,8 @@ func TestScriptsStateTheirContract(t *testing.T) {
 			want = []string{"K.lock", "K.waiters"}
 		case "semlib.lua":
 			want = []string{"S.holders", "S.leases"}
+		case "idem_lib.lua":
+			want = []string{"R.record", "R.lock", "R.holders"}
 		}
 		for _, want := range want {
 			if !strings.Contains(header, want) {

@@ -39,6 +39,7 @@ if r then
   local ends = math.max(tonumber(redis.call('ZSCORE', K.readers, ARGV[1])), now + tonumber(ARGV[2]))
   redis.call('ZADD', K.readers, string.format('%d', ends), ARGV[1])
   keep_shared(K, now)
+  keep_idem(r.ik, ends - now)
   return settle(K, {1, tonumber(r.f), ends - now, r.h})
 end
 local holds = (tonumber(redis.call('HGET', K.lock, 'holds')) or 1) + 1
@@ -48,5 +49,6 @@ local ttl = redis.call('PTTL', K.lock)
 if ttl < tonumber(ARGV[2]) then
   ttl = tonumber(ARGV[2])
   redis.call('PEXPIRE', K.lock, ttl)
+  keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
 end
 return settle(K, {1, tonumber(redis.call('HGET', K.lock, 'fence')), ttl, holds})

@@ -27,12 +27,14 @@ if r then -- held shared: the caller's lease is its own
   end
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(ttl)), ARGV[1])
   keep_shared(K, now)
+  keep_idem(r.ik, ttl)
   fence = r.f
 else
   if ttl == '0' then
     ttl = redis.call('HGET', K.lock, 'ttl')
   end
   redis.call('PEXPIRE', K.lock, ttl)
+  keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
   fence = redis.call('HGET', K.lock, 'fence')
 end
 return settle(K, {1, tonumber(fence), tonumber(ttl)})

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Takes a lock with lockgate, waiting for it; keeps the lease alive while
+"""Takes a lock with lockgate, waiting for it, and retries an acquire whose
+answer was lost with the same Idempotency-Key; keeps the lease alive while
 working; writes to a fenced resource with the lock's fencing token; and
 releases. The standard library only (urllib, json, threading).
 
@@ -19,6 +20,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -32,8 +34,12 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 class Problem(Exception):
     """An error answer from the gateway (RFC 9457, with lockgate's code)."""
 
-    def __init__(self, status, body):
+    def __init__(self, status, body, retry_after=None):
         self.status = status
+        try:
+            self.retry_after = float(retry_after or 1)
+        except ValueError:
+            self.retry_after = 1.0
         try:
             p = json.loads(body)
         except ValueError:
@@ -53,7 +59,7 @@ class Client:
         self.timeout = timeout
         self.opener = urllib.request.build_opener(NoRedirect)
 
-    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0):
+    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0, idempotency_key=None):
         namespace, name = lock_path(lock)
         url = f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
         data = None if body is None else json.dumps(body).encode()
@@ -63,17 +69,38 @@ class Client:
             req.add_header("Content-Type", "application/json")
         if lock_token:
             req.add_header("Lock-Token", lock_token)
+        if idempotency_key:
+            req.add_header("Idempotency-Key", idempotency_key)
         try:
             # A waiting acquire holds the request open up to wait_ms.
             with self.opener.open(req, timeout=self.timeout + wait_ms / 1000) as resp:
                 raw = resp.read()
                 return resp.status, json.loads(raw) if raw else None
         except urllib.error.HTTPError as e:
-            raise Problem(e.code, e.read()) from None
+            raise Problem(e.code, e.read(), e.headers.get("Retry-After")) from None
 
-    def acquire(self, lock, ttl_ms, wait_ms, owner):
-        _, grant = self.call("POST", lock, body={"ttl_ms": ttl_ms, "wait_ms": wait_ms, "owner": owner}, wait_ms=wait_ms)
-        return grant
+    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3):
+        """Acquires, retrying what may have been lost on the way (a timeout,
+        a dropped connection, a 503) with one Idempotency-Key for all the
+        attempts: a retry gets the grant a lost attempt made, never a second
+        one. The key is as secret as a token: it is never printed."""
+        key = str(uuid.uuid4())
+        body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms, "owner": owner}
+        for attempt in range(1, attempts + 1):
+            try:
+                return self.call("POST", lock, body=body, wait_ms=wait_ms, idempotency_key=key)[1]
+            except Problem as p:
+                # 409 idempotency_in_progress: the lost attempt still waits.
+                if attempt == attempts or not (p.status == 503 or p.code == "idempotency_in_progress"):
+                    raise
+                delay = p.retry_after
+                why = str(p)
+            except OSError as e:
+                if attempt == attempts:
+                    raise
+                delay, why = 0.2, str(e)
+            print(f"acquire {lock}: {why}; retrying with the same Idempotency-Key", file=sys.stderr)
+            time.sleep(delay)
 
     def renew(self, lock, token):
         return self.call("PUT", lock, "/lease", lock_token=token)[1]

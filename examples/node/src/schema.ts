@@ -36,6 +36,8 @@ export interface paths {
          *     lease ends them all. Asking for the other mode with a holder's token
          *     (an upgrade from shared to exclusive, or back) is refused with
          *     `lock_held`.
+         *     A `Lock-Token` and an `Idempotency-Key` cannot be combined (400): a
+         *     retried re-entry would take one more hold.
          */
         post: operations["acquireLock"];
         /**
@@ -400,7 +402,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "method_not_allowed" | "internal";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "method_not_allowed" | "internal";
         };
         LockHeldProblem: components["schemas"]["Problem"] & {
             /** Format: int64 */
@@ -423,6 +425,13 @@ export interface components {
         LimitMismatchProblem: components["schemas"]["Problem"] & {
             /** @description The limit in force. */
             limit: number;
+        };
+        IdempotencyInProgressProblem: components["schemas"]["Problem"] & {
+            /**
+             * Format: int64
+             * @description When to ask again.
+             */
+            retry_after_ms: number;
         };
     };
     responses: {
@@ -522,6 +531,18 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /**
+         * @description The `Idempotency-Key` was used for a request with another body
+         *     (`idempotency_key_mismatch`). Nothing was acquired.
+         */
+        IdempotencyKeyMismatch: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description Any other error. */
         Error: {
             headers: {
@@ -543,6 +564,35 @@ export interface components {
          *     put it in a URL.
          */
         HolderToken: string;
+        /**
+         * @description Makes the acquire safe to retry (IETF httpapi Idempotency-Key
+         *     draft): 1 to 255 visible ASCII characters (`!` to `~`), sent bare
+         *     (`Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324`) or as a
+         *     structured-field string (`Idempotency-Key: "8e03978e-..."`, with
+         *     `\"` and `\\` escapes; a bare key cannot start with `"`). Use a
+         *     fresh random key (a UUID v4) for each acquire you mean: the owner
+         *     token rests in Redis encrypted under a key derived from it.
+         *
+         *     A retry with the same key, from the same subject (`sub`), to the
+         *     same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
+         *     `limit`, defaults applied), through any gateway on the same Redis:
+         *     - while the grant lives: the same 201, the same `token` and
+         *       `fencing_token`, `ttl_ms` and `expires_at` saying what remains;
+         *     - while the first call still runs (waiting, say): 409
+         *       `idempotency_in_progress` with `Retry-After` and `retry_after_ms`;
+         *       a gateway that died mid-call leaves that answer for up to
+         *       `wait_ms` plus about 16 s;
+         *     - once the grant was released or its lease ended: 409
+         *       `grant_ended`; acquire with a new key;
+         *     - with another body: 422 `idempotency_key_mismatch`.
+         *     A call that was not granted (`lock_held`, `semaphore_full`, a
+         *     timeout, the caller gone) leaves nothing: its retry runs afresh. A
+         *     key is remembered until 60 s after its grant's lease ends (as last
+         *     renewed, even when released earlier), then forgotten: a retry then
+         *     acquires anew. A grant whose 201 could not be delivered is kept for
+         *     the retry, not released.
+         */
+        IdempotencyKey: string;
     };
     requestBodies: never;
     headers: {
@@ -601,6 +651,35 @@ export interface operations {
                  *     put it in a URL.
                  */
                 "Lock-Token"?: components["parameters"]["HolderToken"];
+                /**
+                 * @description Makes the acquire safe to retry (IETF httpapi Idempotency-Key
+                 *     draft): 1 to 255 visible ASCII characters (`!` to `~`), sent bare
+                 *     (`Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324`) or as a
+                 *     structured-field string (`Idempotency-Key: "8e03978e-..."`, with
+                 *     `\"` and `\\` escapes; a bare key cannot start with `"`). Use a
+                 *     fresh random key (a UUID v4) for each acquire you mean: the owner
+                 *     token rests in Redis encrypted under a key derived from it.
+                 *
+                 *     A retry with the same key, from the same subject (`sub`), to the
+                 *     same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
+                 *     `limit`, defaults applied), through any gateway on the same Redis:
+                 *     - while the grant lives: the same 201, the same `token` and
+                 *       `fencing_token`, `ttl_ms` and `expires_at` saying what remains;
+                 *     - while the first call still runs (waiting, say): 409
+                 *       `idempotency_in_progress` with `Retry-After` and `retry_after_ms`;
+                 *       a gateway that died mid-call leaves that answer for up to
+                 *       `wait_ms` plus about 16 s;
+                 *     - once the grant was released or its lease ended: 409
+                 *       `grant_ended`; acquire with a new key;
+                 *     - with another body: 422 `idempotency_key_mismatch`.
+                 *     A call that was not granted (`lock_held`, `semaphore_full`, a
+                 *     timeout, the caller gone) leaves nothing: its retry runs afresh. A
+                 *     key is remembered until 60 s after its grant's lease ends (as last
+                 *     renewed, even when released earlier), then forgotten: a retry then
+                 *     acquires anew. A grant whose 201 could not be delivered is kept for
+                 *     the retry, not released.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description The unit of authorisation. */
@@ -624,7 +703,11 @@ export interface operations {
                     "application/json": components["schemas"]["Grant"];
                 };
             };
-            /** @description The lock is yours until `expires_at` unless you renew it. */
+            /**
+             * @description The lock is yours until `expires_at` unless you renew it. A retry
+             *     with the same `Idempotency-Key` gets the same answer, with what
+             *     remains of the lease in `ttl_ms` and `expires_at`.
+             */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -642,7 +725,8 @@ export interface operations {
              *     `Retry-After` and `retry_after_ms` say when the current lease (the
              *     last shared one, when held shared) ends if it is not renewed.
              *     With a `Lock-Token` that does not hold the lock, `code` is
-             *     `not_holder` (without `retry_after_ms`), and nothing is acquired.
+             *     `not_holder` (without `retry_after_ms`), and nothing is acquired. With an `Idempotency-Key`:
+             *     `idempotency_in_progress` or `grant_ended` (see the parameter).
              */
             409: {
                 headers: {
@@ -650,10 +734,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["LockHeldProblem"];
+                    "application/problem+json": components["schemas"]["LockHeldProblem"] | components["schemas"]["IdempotencyInProgressProblem"] | components["schemas"]["Problem"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
@@ -781,7 +866,37 @@ export interface operations {
     acquireSemaphore: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes the acquire safe to retry (IETF httpapi Idempotency-Key
+                 *     draft): 1 to 255 visible ASCII characters (`!` to `~`), sent bare
+                 *     (`Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324`) or as a
+                 *     structured-field string (`Idempotency-Key: "8e03978e-..."`, with
+                 *     `\"` and `\\` escapes; a bare key cannot start with `"`). Use a
+                 *     fresh random key (a UUID v4) for each acquire you mean: the owner
+                 *     token rests in Redis encrypted under a key derived from it.
+                 *
+                 *     A retry with the same key, from the same subject (`sub`), to the
+                 *     same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
+                 *     `limit`, defaults applied), through any gateway on the same Redis:
+                 *     - while the grant lives: the same 201, the same `token` and
+                 *       `fencing_token`, `ttl_ms` and `expires_at` saying what remains;
+                 *     - while the first call still runs (waiting, say): 409
+                 *       `idempotency_in_progress` with `Retry-After` and `retry_after_ms`;
+                 *       a gateway that died mid-call leaves that answer for up to
+                 *       `wait_ms` plus about 16 s;
+                 *     - once the grant was released or its lease ended: 409
+                 *       `grant_ended`; acquire with a new key;
+                 *     - with another body: 422 `idempotency_key_mismatch`.
+                 *     A call that was not granted (`lock_held`, `semaphore_full`, a
+                 *     timeout, the caller gone) leaves nothing: its retry runs afresh. A
+                 *     key is remembered until 60 s after its grant's lease ends (as last
+                 *     renewed, even when released earlier), then forgotten: a retry then
+                 *     acquires anew. A grant whose 201 could not be delivered is kept for
+                 *     the retry, not released.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The unit of authorisation. */
                 namespace: components["parameters"]["Namespace"];
@@ -795,7 +910,11 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The permit is yours until `expires_at` unless you renew it. */
+            /**
+             * @description The permit is yours until `expires_at` unless you renew it. A
+             *     retry with the same `Idempotency-Key` gets the same permit, with
+             *     what remains of its lease, and takes no other.
+             */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -812,7 +931,9 @@ export interface operations {
              *     (`semaphore_full`): `Retry-After` and `retry_after_ms` say when
              *     the soonest lease ends if it is not renewed. Or the semaphore is
              *     in use with another limit (`limit_mismatch`), given in `limit`;
-             *     this answer wins over `semaphore_full`.
+             *     this answer wins over `semaphore_full`. With an
+             *     `Idempotency-Key`: `idempotency_in_progress` or `grant_ended`
+             *     (see the parameter).
              */
             409: {
                 headers: {
@@ -820,10 +941,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["SemaphoreFullProblem"] | components["schemas"]["LimitMismatchProblem"];
+                    "application/problem+json": components["schemas"]["SemaphoreFullProblem"] | components["schemas"]["LimitMismatchProblem"] | components["schemas"]["IdempotencyInProgressProblem"] | components["schemas"]["Problem"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];

@@ -1,0 +1,272 @@
+package locks
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Idempotent is what backends offer for acquires that callers may retry
+// (the IETF httpapi Idempotency-Key draft): the same idempotency key, from
+// the same subject, for the same lock (semaphore) and request, yields the
+// same grant while it lives, however many times and through whichever
+// gateway on the same store it is sent.
+//
+// The first call with a key acquires as Acquire (AcquirePermit) does, and
+// the backend remembers the key from then on: while the call still runs
+// (waiting, say), another one with the key gets an *InProgressError; once
+// it is granted, another one gets the same grant (Grant.Replayed) with
+// what remains of its lease, until that lease ends; then ErrGrantEnded,
+// until the key is forgotten, IdempotencyGrace after the lease (as last
+// renewed) would have ended. A call that was not granted (held, full, cut
+// off) leaves no trace: a retry runs afresh. The same key with another
+// request (TTL, wait, owner label or limit) gets ErrIdempotencyMismatch.
+//
+// The store never holds a usable owner token: a record keeps the token
+// encrypted with a key derived from the idempotency key, the subject and
+// the lock's path, under an id derived (apart) from the idempotency key and
+// the subject. So the token is as safe in the store as the idempotency key
+// is hard to guess: send random keys (a UUID v4).
+type Idempotent interface {
+	// AcquireOnce is Acquire with an idempotency key.
+	AcquireOnce(ctx context.Context, key Key, req AcquireRequest, idemKey string) (Grant, error)
+	// AcquirePermitOnce is AcquirePermit with an idempotency key.
+	AcquirePermitOnce(ctx context.Context, key Key, req SemaphoreRequest, idemKey string) (Grant, error)
+}
+
+// IdempotencyGrace is how long a key is remembered after its grant's lease
+// ends (or would have ended, for a grant released earlier), with the lease
+// as last renewed. Until then a retry gets ErrGrantEnded.
+const IdempotencyGrace = time.Minute // 60000 in lua/renew.lua, reenter.lua, sem_renew.lua
+
+// MaxIdempotencyKeyLen is the longest idempotency key.
+const MaxIdempotencyKeyLen = 255
+
+// ValidIdempotencyKey reports whether k is 1 to MaxIdempotencyKeyLen
+// visible ASCII characters ('!' to '~').
+func ValidIdempotencyKey(k string) bool {
+	if len(k) < 1 || len(k) > MaxIdempotencyKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < '!' || k[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	// ErrIdempotencyMismatch means the idempotency key was used with
+	// another request: another TTL, wait, owner label or limit.
+	ErrIdempotencyMismatch = errors.New("idempotency key used for another request")
+	// ErrIdempotencyInProgress means a call with the idempotency key still
+	// runs; errors.As it into an *InProgressError for when to retry.
+	ErrIdempotencyInProgress = errors.New("a call with this idempotency key is in progress")
+	// ErrGrantEnded means the grant of the idempotency key was released or
+	// its lease ended; the key is still remembered. Acquire with a new key.
+	ErrGrantEnded = errors.New("the grant of this idempotency key has ended")
+)
+
+// InProgressError is returned while the first call with a key still runs.
+type InProgressError struct {
+	// RetryAfter is a good time to wait before trying again.
+	RetryAfter time.Duration
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("a call with this idempotency key is in progress, retry after %s", e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrIdempotencyInProgress) true.
+func (e *InProgressError) Is(target error) bool { return target == ErrIdempotencyInProgress }
+
+// idemRetry is the longest RetryAfter of an *InProgressError: the first
+// call may wait for minutes, and its retries should learn the outcome soon
+// after it is known.
+const idemRetry = time.Second
+
+// idemPendingSlack is how much longer than its wait a pending record lives,
+// besides the backend's own time bounds.
+const idemPendingSlack = 10 * time.Second
+
+// idemCall is one acquire with an idempotency key.
+type idemCall struct {
+	id          string // the record's id: from the key and the subject
+	fingerprint string // of the request
+	nonce       string // this attempt's
+	aead        cipher.AEAD
+	aad         []byte // binds a ciphertext to its record
+}
+
+// Labels of the values derived from an idempotency key; each is used for
+// one thing only.
+const (
+	idemIDLabel  = "lockgate idempotency record id v1"
+	idemKeyLabel = "lockgate idempotency token key v1"
+)
+
+// newIdemCall derives what an acquire of key with idemKey needs. path is
+// the resource's path in the API ("/locks/ns/name"); limit is 0 for a lock.
+func newIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*idemCall, error) {
+	if !ValidIdempotencyKey(idemKey) {
+		return nil, fmt.Errorf("%w: the idempotency key must be 1 to %d visible ASCII characters", ErrInvalid, MaxIdempotencyKeyLen)
+	}
+	id, err := hkdf.Key(sha256.New, []byte(idemKey), nil, string(fields(idemIDLabel, req.Subject)), 32)
+	if err != nil {
+		return nil, err
+	}
+	key, err := hkdf.Key(sha256.New, []byte(idemKey), nil, string(fields(idemKeyLabel, req.Subject, path)), 32)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	c := &idemCall{id: base64.RawURLEncoding.EncodeToString(id), nonce: newToken(), aead: aead}
+	c.aad = fields(path, c.id)
+	sum := sha256.Sum256(fields("POST", path,
+		strconv.FormatInt(req.TTL.Milliseconds(), 10), strconv.FormatInt(req.Wait.Milliseconds(), 10),
+		req.Owner, strconv.Itoa(limit), req.Mode.String()))
+	c.fingerprint = base64.RawURLEncoding.EncodeToString(sum[:])
+	return c, nil
+}
+
+// fields encodes strings so that no two lists encode alike: each one's
+// length, then its bytes.
+func fields(ss ...string) []byte {
+	var b []byte
+	for _, s := range ss {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// seal encrypts an owner token for the record.
+func (c *idemCall) seal(token string) string {
+	nonce := make([]byte, c.aead.NonceSize())
+	rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(c.aead.Seal(nonce, nonce, []byte(token), c.aad))
+}
+
+// open decrypts what seal made.
+func (c *idemCall) open(sealed string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(sealed)
+	if err != nil || len(b) < c.aead.NonceSize() {
+		return "", errors.New("idempotency record: malformed ciphertext")
+	}
+	n := c.aead.NonceSize()
+	token, err := c.aead.Open(nil, b[:n], b[n:], c.aad)
+	if err != nil {
+		return "", errors.New("idempotency record: the token does not decrypt")
+	}
+	return string(token), nil
+}
+
+// idemOutcome is what a backend found for a key when a call began.
+type idemOutcome int
+
+const (
+	idemBegun      idemOutcome = iota // no record: this call is pending now
+	idemLive                          // the key's grant is live
+	idemInProgress                    // another call with the key runs
+	idemMismatch                      // the key was used for another request
+	idemEnded                         // the key's grant has ended
+)
+
+// idemFound is the outcome of idemStore.begin.
+type idemFound struct {
+	outcome idemOutcome
+	sealed  string        // idemLive: the encrypted owner token
+	fence   int64         // idemLive
+	ttl     time.Duration // idemLive: what remains of the lease; idemInProgress: of the pending record
+	holds   int           // idemLive
+}
+
+// idemStore is how a backend keeps the records of idempotency keys, for
+// the locks (sem false) or the semaphores (sem true).
+type idemStore interface {
+	// begin finds the record of c, or makes it, pending, for c; the
+	// pending record lives for pending at most.
+	begin(ctx context.Context, c *idemCall, pending time.Duration) (idemFound, error)
+	// done records g, the grant of c, and attaches the record to it. It
+	// returns errIdemTaken when another call holds the record.
+	done(ctx context.Context, c *idemCall, g Grant) error
+	// abort forgets c's pending record, if it is still c's; in the
+	// background unless wait is set.
+	abort(ctx context.Context, c *idemCall, wait bool)
+}
+
+// errIdemTaken: a call outlived its pending record and another call with
+// the key began meanwhile.
+var errIdemTaken = errors.New("idempotency record taken by another call")
+
+// acquireOnce runs acquire under the idempotency record of c. release gives
+// back a grant that could not be recorded.
+func acquireOnce(ctx context.Context, what string, st idemStore, c *idemCall, pending time.Duration,
+	acquire func(context.Context) (Grant, error), release func(context.Context, string)) (Grant, error) {
+	start := time.Now()
+	found, err := st.begin(ctx, c, pending)
+	if err != nil {
+		st.abort(context.WithoutCancel(ctx), c, false) // it may have begun
+		return Grant{}, err
+	}
+	switch found.outcome {
+	case idemLive:
+		token, err := c.open(found.sealed)
+		if err != nil {
+			return Grant{}, fmt.Errorf("acquire %s: %w", what, err)
+		}
+		return Grant{Token: token, Holds: found.holds, Replayed: true,
+			Lease: Lease{FencingToken: found.fence, TTL: found.ttl, ExpiresAt: start.Add(found.ttl)}}, nil
+	case idemInProgress:
+		return Grant{}, fmt.Errorf("acquire %s: %w", what,
+			&InProgressError{RetryAfter: min(max(found.ttl, time.Millisecond), idemRetry)})
+	case idemMismatch:
+		return Grant{}, fmt.Errorf("acquire %s: %w", what, ErrIdempotencyMismatch)
+	case idemEnded:
+		return Grant{}, fmt.Errorf("acquire %s: %w", what, ErrGrantEnded)
+	}
+	g, err := acquire(ctx)
+	if err != nil {
+		// Done before the answer, so that a retry right after it runs
+		// afresh; unless the store is in trouble.
+		st.abort(context.WithoutCancel(ctx), c, !errors.Is(err, ErrUnavailable))
+		return Grant{}, err
+	}
+	if err := st.done(ctx, c, g); err != nil {
+		// Unrecorded, the grant would be out of reach of the retries the
+		// key promises: give it back, and say the outcome is unknown.
+		ctx := context.WithoutCancel(ctx)
+		release(ctx, g.Token)
+		if errors.Is(err, errIdemTaken) {
+			return Grant{}, fmt.Errorf("acquire %s: %w", what, &InProgressError{RetryAfter: idemRetry})
+		}
+		st.abort(ctx, c, false)
+		return Grant{}, err
+	}
+	return g, nil
+}
+
+// apiPath is the path of res in the API, which the records are bound to.
+func apiPath(sem bool, key Key) string {
+	if sem {
+		return "/semaphores/" + key.String()
+	}
+	return "/locks/" + key.String()
+}
