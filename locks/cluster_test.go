@@ -23,6 +23,7 @@ func TestRedisClusterConformance(t *testing.T) {
 		locktest.Run(t, func(t *testing.T) locks.Locker { return newBackend(t) })
 	})
 	t.Run("Semaphores", func(t *testing.T) { locktest.RunSemaphores(t, newBackend) })
+	t.Run("List", func(t *testing.T) { locktest.RunList(t, newBackend) })
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

@@ -218,6 +218,7 @@ func unavailable(op string, what fmt.Stringer, cause error) error {
 type Backend interface {
 	Locker
 	Semaphores
+	Lister
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

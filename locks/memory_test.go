@@ -14,3 +14,7 @@ func TestMemoryConformance(t *testing.T) {
 func TestMemorySemaphoreConformance(t *testing.T) {
 	locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return locks.NewMemory() })
 }
+
+func TestMemoryListConformance(t *testing.T) {
+	locktest.RunList(t, func(t *testing.T) locks.Backend { return locks.NewMemory() })
+}

@@ -38,6 +38,11 @@ func TestRedisConformance(t *testing.T) {
 	locktest.Run(t, func(t *testing.T) locks.Locker { return newRedis(t, srv, locks.RedisOptions{}) })
 }
 
+func TestRedisListConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunList(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, locks.RedisOptions{}) })
+}
+
 func TestRedisSemaphoreConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, locks.RedisOptions{}) })
