@@ -323,6 +323,33 @@ type LimitMismatchProblem struct {
 // LimitMismatchProblemCode defines model for LimitMismatchProblem.Code.
 type LimitMismatchProblemCode string
 
+// ListedLock defines model for ListedLock.
+type ListedLock struct {
+	AcquiredAt   time.Time `json:"acquired_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	FencingToken int64     `json:"fencing_token"`
+	Held         bool      `json:"held"`
+
+	// Holds How many times the holder holds the lock (1 unless re-entered).
+	Holds *int   `json:"holds,omitempty"`
+	Lock  string `json:"lock"`
+
+	// Name The lock's name within the namespace.
+	Name  string `json:"name"`
+	Owner string `json:"owner"`
+
+	// Subject The `sub` of the JWT that acquired the lock.
+	Subject string `json:"subject"`
+
+	// TtlMs What remains of the lease.
+	TtlMs int64 `json:"ttl_ms"`
+
+	// Waiters How many acquirers wait in the lock's queue. With Redis, a waiter
+	// whose gateway died counts until a hand-off drops it (at most a few
+	// seconds).
+	Waiters int `json:"waiters"`
+}
+
 // LockHeldProblem defines model for LockHeldProblem.
 type LockHeldProblem struct {
 	Code         LockHeldProblemCode `json:"code"`
@@ -360,6 +387,14 @@ type LockInfo struct {
 	// whose gateway died counts until a hand-off drops it (at most a few
 	// seconds).
 	Waiters int `json:"waiters"`
+}
+
+// LockList defines model for LockList.
+type LockList struct {
+	Locks []ListedLock `json:"locks"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // Problem RFC 9457 problem details.
@@ -457,8 +492,14 @@ type SemaphoreRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
+// Cursor defines model for Cursor.
+type Cursor = string
+
 // HolderToken defines model for HolderToken.
 type HolderToken = string
+
+// Limit defines model for Limit.
+type Limit = int
 
 // LockToken defines model for LockToken.
 type LockToken = string
@@ -492,6 +533,15 @@ type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// ListLocksParams defines parameters for ListLocks.
+type ListLocksParams struct {
+	// Cursor The `next_cursor` of the previous page; absent for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most locks a page holds (100 when absent).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
 
 // ReleaseLockParams defines parameters for ReleaseLock.
 type ReleaseLockParams struct {
@@ -608,6 +658,9 @@ type ServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
+	// ListLocks List the held locks of a namespace, a page at a time (never a token).
+	// (GET /locks/{namespace})
+	ListLocks(w http.ResponseWriter, r *http.Request, namespace Namespace, params ListLocksParams)
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams)
@@ -644,6 +697,12 @@ type Unimplemented struct{}
 // Healthz The process is up.
 // (GET /healthz)
 func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListLocks List the held locks of a namespace, a page at a time (never a token).
+// (GET /locks/{namespace})
+func (_ Unimplemented) ListLocks(w http.ResponseWriter, r *http.Request, namespace Namespace, params ListLocksParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -715,6 +774,61 @@ func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Healthz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLocks operation middleware
+func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListLocksParams
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLocks(w, r, namespace, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1268,6 +1382,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	}
 
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/locks/{namespace}", wrapper.ListLocks)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/locks/{namespace}/{name}", wrapper.ReleaseLock)
 	})
 	r.Group(func(r chi.Router) {
@@ -1355,6 +1472,116 @@ func (response Healthz200JSONResponse) VisitHealthzResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocksRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Params    ListLocksParams
+}
+
+type ListLocksResponseObject interface {
+	VisitListLocksResponse(w http.ResponseWriter) error
+}
+
+type ListLocks200JSONResponse LockList
+
+func (response ListLocks200JSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks400ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks401ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks403ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks503ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocksdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListLocksdefaultApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2551,6 +2778,9 @@ type StrictServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
+	// ListLocks List the held locks of a namespace, a page at a time (never a token).
+	// (GET /locks/{namespace})
+	ListLocks(ctx context.Context, request ListLocksRequestObject) (ListLocksResponseObject, error)
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
@@ -2636,6 +2866,33 @@ func (sh *strictHandler) Healthz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(HealthzResponseObject); ok {
 		if err := validResponse.VisitHealthzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListLocks operation middleware
+func (sh *strictHandler) ListLocks(w http.ResponseWriter, r *http.Request, namespace Namespace, params ListLocksParams) {
+	var request ListLocksRequestObject
+
+	request.Namespace = namespace
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLocks(ctx, request.(ListLocksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLocks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLocksResponseObject); ok {
+		if err := validResponse.VisitListLocksResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -2930,83 +3187,92 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fz/c9s2sv9XdvhuJvY96ovz7Rr5J7dNm/bcJJO4LzMv8jNhciXhQgEsAFpWM/7f3+wCJEWJsmWf417v",
-	"8lNkiQAWi93PfnaxzOco1fNCK1TORqPP0QxFhoY/vkNnlkcTh4b+ytCmRhZOahWNog8znSNYTLXKbAxG",
-	"lyrDDMqiH8WRTWc4FzRoLpWcl/NoNIwjtywwGkVSOZyiia6uruKoEEbM0YUFX+k8Q3OiP6HaXPFkhqAX",
-	"Cg0kjp5IQE/AzRDS0hhUDmY8OganwWAPlUMD0lmYGqFcH17jBZqxKkoH0oFUIODXd8f9sYriSNICfudR",
-	"HCkxJ0GPdfqp54VpbUlcHqOaulk0evzseUxbrP4+qDdpnZFqGtEWaZrbbmlVZFiXeCd5Df5WSoNZNHKm",
-	"xH9G/tc8+2e/ZiHcrFmR/7lurUI4h4YG/t/Ho97/it7vw96L0+bjWX/UO/08jA9evLj6S7RtdVuIFLu1",
-	"VyrpSGmidDNtpBX0W62hTWn9VLuKXMkbhGVRnz/ulPSK5rSFVhbZlF8ao9ltUq0cKkcfRVHkMmURB4XR",
-	"5znO//sfVrNhNAL8xeAkGkX/NWj8cuB/tYO3fpRfr62NI7UE7WZoAGnpfnQVRz9ocy6zzJveQwlCx8LW",
-	"DJlGC0o7b87gZtJCfQiwl0wq8ZJ9FvcndSFymb3D30q07qFlNn5ZkBbmIp9oM8cM9hLphToLPwdRX2vn",
-	"weoP1ixhHiNGrtNPsJco7c48Dib7I0KNhbBgMEdhMYtBurHCy4IsPwZtwOo5aoWAuUWeyzaTKb0gcLyK",
-	"o7dimWuRnWh9LMwUH3rL5zpb0qloAsOD5/B3+S3sJYUX6sxpfZaTWOFkTrT+RahlMCL70MJOhcOFYHmF",
-	"4/CTy7nHqIWQTqopiJSxx1jYS0j6uVDLyrxsEo+VRYSk15uLyx6NQWOT/UM67hkNpxNNZ0JNMesDh2gQ",
-	"FKMh4T96HLATmiXEZm1gId1Mlw4Smu9sbhMf9tZjfa8O9l0aCE8PVmgBK+FXFdD3d8LTh1P3L9JaUog2",
-	"EJwUzlEYNMFJ9pJyRTIyj9aOP3z40Dsq3QyVIxGxLdMGvvuNXgiZi/P8wX2APfJcpJ9QZZDJjJ1fKLsg",
-	"jqPAyTnyQbu2CdpZ6cjmxirTC9JImOKsbLaS7PeBiUjpUj3HmlWJPKcpSvVJ6YW6P4O5qqItT3PknWEF",
-	"80WWSdq5yN8aXaBxkiLqROQW46hY+epzxNxpkxgcwcQg9gjCIRfnmIObkTMqW2DqwM70wpIxrDChg8ff",
-	"bMT0OHIuP5vbzQWOCU4h57GHkOFElLmDJ8PhcBiT28+1dV6JWk3ktDSYwVxcwsnJMexVjx/AjE2SxBTO",
-	"E+PnT6O44cwHm5w5joIHbwr1Si8g12pK/Jcegok2IGCGecbm0wh6vZA8tpby+RDsDWJ2Ufv6K33+D0wd",
-	"Cf4jkQBmWK0z9OHIngn+rV4lEw57ZNZRx7lMUKVSTc9cRas3hNvUG0e3bq0RALMLWVjqcj2mHkCpcrS2",
-	"TiowY4Vcf0w0tgNH4sjdlArwA4dgydM97U8aZp/47Ebhgrw9BPZ+dK3t3qicq1U+/NGLXgm6rux64nj1",
-	"5E47zvsVipxca/3ArROuDEcv5kXOoz51kv9VqcKwzpVqJtZeKQTa7Fa29VD2WGPXxmy29DvrtJHElud1",
-	"mvjzhxMPbdVOV5LH6BZ49oHmMDgXUtlq7tqybms+lfjVFnezoLh1WttO2W4e8k1+7Vmt39xNbru2Ez91",
-	"lywcAG7CsrZA7374Dp48efIihl9PvjsExal9Loi4uZlQrPMQnR9Z4JmWLfXfzgLbi793RqYuX4JUqSHZ",
-	"LVNCICGW3nosB9369HX6aafDb5CuvWKd5w1CkaBx9nOZ51JNB1JdaJli7+njL4Jfd8WtY+Lrv0g7Fy6d",
-	"VbSM0CTP30yi0ccdeVy8bhycB3Q7tU8RpKKQna7C+dYt8lyb0p+GetMrzLN7FN0QgTvjLOOOZ7I2w3bJ",
-	"f1IT/SdDcmJYK0B+rnWOQu3OOcjffM6+noLfN/f4cjGnwosHCjmeBodMZItymzSbGa1UtaCPLPxWYol9",
-	"+EAg+A4zaWMQ4Occq8VM2yaNyiRmkOpSOUqGnMyJVAuV9fRkApnRhSWatlcxagETXNTZ977Pm3ZDLDak",
-	"u4TLuCPoVgrqgrgVaNgMUi+ePvsbhCQWMnRC5pwttT0y1RkHQFRkhh+jtTJZFEerybc/01CLjCOl3dlE",
-	"l4q+p72fhZ1bnItipg2eTco8px8J587mAYzDSO8r1R9+5EY1iAnsWm0liqOO/JfcCd1MZ2c0n8hzvWCB",
-	"6bCMEvmKBhuz9nrpdqWa325arZPO1w42/YS/WOXEpVEjUg7Z4Sicx2hVW9fzZf61WrGWqpY89ifYZR3v",
-	"KL24W0K+zdtf48J7d0iaYWL0HJReNEkpOSflxzX4LYRtMIbYyq2T5a4s9H1lYj+Uef5FQ+Q63qEHIKu1",
-	"QuuCOpArdDXIK1xgdhfSvVN8rfe+Uyr+L0RfuexcLyS4muqpKwqTSzRQoAlVVtZxtdFdKex2alZP9ShU",
-	"cvudM9SP3YoJo8sHSk5nLl/28LLQxnWG0J0qBn7v0gZV/JEFhEYZt6sixFt57YrtdhNEHxPsNnp9gUEt",
-	"Nu5wQqfJD2EijeXjlQ79xq+DglB0aDBGGCOWLWu6wUw2NH5rTuMrfH5n3WQGmMuM1a3IzE6cZfWQ/Y7j",
-	"+hSuZx/1Ue6URd8LgJAVeDU9shCe9W5D4BtuU+B86T1DeMKzA3Bcf57340F3zWNrNd8tlG/BxNoUU5Hn",
-	"ZIhzsWwqprXcQCCtUjwMOO2fZkzy+Y0Vcww1+BC/uXp+Q2bzteB/c8G/wv8HrfbvUpxgf0lLI93yPYGo",
-	"tzN/ZXdU+lKx/+uHavWfP5xEG40OnIJy+SrByyKJQ366V91aoYnBYKpNhhkIu5r2hTRpf6yEyiBRNolB",
-	"KGDopgDadCdMc31uYS8JxSpaBV3e+yt9+GuyzwY2VvPSOuDchFdZcFNUPYnHUQ4YXBjgvTXOP3Ou8Pd9",
-	"MsS09ka/l2SY56VDf4ETbsBfnZy85aO2M8xz8CNsDEqr3o+6ImEWhMooDTUXaJhdTkqV0sy2P1ZjFe7d",
-	"QASyzep8++b9CQx4rcHnehtX/vNVMuJNVm0uvlhBmlzrYdqrmAeJUuXdLQriLwZXmchYBSqyT3KDgKQF",
-	"e4l3aHtdGXOsttUx4chvUlraLo3j1gjWklZ8Sa8XChZE0aWzY0Vua0plQZdunZzDESXHDlM6FoNWlyZF",
-	"YEMwSMYFCyMdl3XIQlJhzJKLAitBByjHDHxWKyRhZpTt5AZFtgSLqPiQAnLDuc4kWhAG4ef3b17DYiYc",
-	"E/DkO38H3TtZFpiAFUsLe1aHtZO0NDn0Mnj0eRygbRyNng2Hw6tHCSy0+WTZP5YFZvuH5Ag4L9zSN1zM",
-	"USj2nbEK6GD78NKTbmO0IW0m2+69E38uAqyjFBsSSjYT3tObAo3wMYhOoNCSuIgunZUZegabauWMSN0I",
-	"kh9fnsBgjnTuNhmrvbdGU7KOpfWG4h/QBSpRyP5SzHMGAmkh02k5R+X2vbnD0+EzyKV1Hg8K4WaPLPjE",
-	"3zJHPqLMP+lD8url0fcwmPH11e+J96PwJZ8Pf2f9ASL4xDrYmzQsURLXHReCtRlkmOAiDKVNztGnwT/q",
-	"RxYUugEBApzjhOKnW+lIMijSGdqxqsoBMQvs8NINilxIlYAR3PrFFrV6EDFrKc21RX+WqVYKGQdGkDx9",
-	"cgCVjb3yPvmDxDyzcKI1cNaVeLdYEWescqmQ5w0X/ICXKWIGz5/C3+W3h5A8HQ7hW5FVcychMtUTEIQN",
-	"DvoHkAqltINCGIuwJ2DetHQ0PVjJK20dAXXz3VgFCCFR9g8heTZ85oHxf9BY8v/X2sH7sqCcCrNKgIvw",
-	"I/fJjRVrK8hyCXv86TG3TRBqZh5uT47fg1b5MlTycpmi8qw1tBX+8hPFqNLkAdLtaMAG6ZGhr810EAYN",
-	"KC42VaCoOs4ojoJk0Sg66A/7Q+Y63qijUfSkP+w/4SKXm3HMrIyTPk+xg6Vt2rA3uop5BavdMNOIl/X+",
-	"+VNGHCMstNbd+Hg4vKYD5nadL+GeuKPx5dei32IN0ejjaRzZcj4XZlmxeqNTgmdpQ++xE1PLl3d+2lOa",
-	"YGtI85rL0Xf/tLf+zgekY1+bXW1U3lIkah4ZND2/V6dfUnV8v9ChuTcKAykXFG7EQiwPubfBOpnnax0O",
-	"CQfyxN9GcA/d4+HTjgpQ6CL0RCsX1ncf7h82MxXCUkx2mr9SeOlCGsqzPvU779pQraHBWg8oDzu4eVir",
-	"B40HPbl5UNMeyyNe3Dyiafu8iqNnu6yx2jPGx8Sh9OZxvn+Yrb+293ACFWere1X2dHXcegLSxR6y166M",
-	"Kr9gV4hOr+IKOdpW/5PPmYLVfzHLra/6rut3k5a7l/4UxvP0ITsCX2umaOu3hZ5lMTGrrkZCU+yDm+r3",
-	"LO85drygwe36QWJfRiYCzrx4i6HeDnubNwau4p0eZowutO2Iox88i20lL1veOqncbfU+95EdK9/7LpV1",
-	"KDLiOP5B/pbxcwSPh0PPl+vw7LMEZp7txIE5r8frOKTzpeK6tzcGvlKp71LhHIlmUpLma50OEp8HJPUN",
-	"DE8pbajo2xkRJoXZYdMrXHebjxVZ9bIPL0U6g+T7l8cvT14mHGMs1Bjkg00jQ1XymYPIc0+i2pATUtE7",
-	"BdrVN4Z8qGXX/1Zny3vDqrUW1avNlz3uExn93UyH07+r8Rz2QnZVWVnLQIkOh4geCr2VQbJ5hAB/8OUF",
-	"XsXxpS5NVXFOmsJlUmXXFMt8LUC6Pw9ZuFe8X+/b6dDo+2te19gTvuhSNYdPDCKUBQOLVGNVu/P+CFYC",
-	"RX2hnPhUsfUSQch925eLXGZossIKB1ecXU743ilgRl046QJTLut0v80SBzHHqg5o/sUWb/78OsOaZPt+",
-	"D9WbEtKGmpDB7D5feHh6sIO9rL80Q+Me70Ax199f+SOid7s4GIMufMEmX9YvsVBCLR1R/WBoXaH7utRr",
-	"kNe3Pw8R3suO6P4eAzjW14Ab0bH19oxPkqv0JjQr+KpMR7cCHCkI71qFBeooe250OZ35AmlXROQODH87",
-	"9s9mnvcfDlvtIV84GHodbIktqmoq+bfMLu8KMg8OFi8vHapsxY8afl9lqNuwwZdTb6pitYuudyhivfPL",
-	"/CE1LF77jjnYDaWv1jthQTlbK2D1zewdy2DvV26k77EWdk2dyecQ3JQRqkgxMQuhljFMK+QOvQ9fy0v3",
-	"4Mg/ygvfw1VfInc6cGNJN1aRVo3mi/leuzOo6834Kvcl6hw29rW0tEtpqbaDf9nSUug48jFntVcvtHtV",
-	"JSZ/N8c1FLt/jTX/caWmXwsmoNw8kdTdNb6istlXEwOKdFbdstbdj2MVLrNH9a12624+DiGaM732DXsf",
-	"PvierbGaoqv1J7k7Ql6IHLTJ0FR3wKGhh++9bRX/KSqPVdjDCBYzmdNay6o2ZJlNC5p3tVeFsjb/X1eE",
-	"oZzyGZyUNpDp8EPdCZ4cshbWeo6kBZnlGHtaztcPXsxHtlYsOw/aPhytKpVbDjieVh2kvBMKjnzrXiqD",
-	"uXBVGtlZv2qD3f3z7o1+rqt2440zJW5y8YP7X//agk+Dr19LPqxSrXCHxvLOtvRtoFJnR11vql2ddpyM",
-	"99nmbPhasCqWKOQcPmuqRU3td6z2kvZbGVw/Wi8SwdYa0Vh1N723ikRNc80bs+HTYyUVlBYD2AWk8K/M",
-	"7a3jwn4MU3mBihskvMsfkgjSVj0bC37hiJtn1jb2tUR0iyh8Ij4hE6ptkXdr1YgGdZeNWrH4xqTl36eA",
-	"FPzy/ktIa53W/9m1pDVlfC0q/fmKSrtmpWuVk3aT8cdTsmbfGOvdYL2/uHpZwjphXM1ApxpMqaA/SOfZ",
-	"oHqk18vwIjkEbmOENJe0NyLpzH76rcaw0WBw8Phv/WF/2D8YfTP8ZshuFTawIYUHgrhqYo8DV6JgG1pl",
-	"vWa4hZUAMTQJ95v/8M6X2gjl2nN/p4mVqWkD2zb2/0/M+ZJIgNPEhqv/tqpKRTozj/pwQrqxsvrKiWyK",
-	"cExBmlig34/IJP9FNArtISgd7rsVYubfiAuzhqLW1enV/wcAAP//",
+	"7Hztchs3svatdM27VZb2HZGUP7Ib6peSOHF2FSdlK8dVJ/TRQDNNEqshwAAY01yX7v1Ud2Nm+DGUKK2s",
+	"bPbkl0VyBmg0up/uftDwpyS3s7k1aIJPhp+SKaoCHf/5BoNbno4DOvpUoM+dngdtTTJM3k1tieAxt6bw",
+	"KThbmQILqOa9JE18PsWZopdm2uhZNUuGgzQJyzkmw0SbgBN0yfX1dZrMlVMzDHHCryvnbcdk51OEzODH",
+	"cJHzExnYMYQpwtzhB20rD3M1wRNQlx5NgLF1/OtYOx/4JxJK00i/VuiWSZoYNSNZZLh1idXHMzSTME2G",
+	"L46fprSC+vNxswYfnDaThFbwypYFunN7haZbcLsw6CAL9EQjeF45R6JO+e0UggWHR2gCOtDBw8QpE3rw",
+	"Gj+gG5l5FUAH0AYU/PzmrDcy9Xpkt9oFndn86kiE2bGopy++uH1RZ3qmQ/dyZtYHKG1+5UGxbnkNHg6O",
+	"BwNYTNHEXTjcpfOSx96QTozkeDAYpK3NHHfYTMpLvKu6V9UJm9rcS5cOf620wyIZBlfhv6Lb1zz6J5lz",
+	"rsK0nZH/uWmuuQoBHb34P7+cHv23Ovrn4OjL9+2fF73h0ftPg/T4yy+v/5Tsmt3PVY7d2quMDqQ0VYWp",
+	"ddor+q3R0La0MtS+ItfyRmFZ1C+edkp6TWP6uTUeGRpeOifIkFsT0LBxqvm81DmL2J87e1ni7P//w1s2",
+	"jFaAPzkcJ8Pk//VbnOvLr77/k7wl861r49QswYYpOkCaupdcp8m31l3qohDTeyxBaFvYmqGw6MHYIOYM",
+	"Yao9NJsAB9m4Fi87ZHG/Nx9UqYs3+GuFPjy2zE6mBe1hpsqxdTMs4CDTItRF/DmK+toGAdLfWLOEZYwY",
+	"hHBwkBkbLgSjs8MhocZCeXBYovJYpKDDyODHOVl+CtaBtzO0BgFLX+NiM5ixCwLu6zT5SS1Lq4pza8+U",
+	"m+BjL/nSFkvaFUtgePwF/F1/BQfZXIS6CNZelCRW3Jlza39QZhmNyD+2sBMVcKFYXhU4NHL8IIxaKB20",
+	"mYDKGXuch4OMpJ8ps6zNy2fpyHhEyI6OZurjEb2DzmeHJ7TdU3qddjSfKjPBogec8oCinAcy/nDECVBG",
+	"o8RcxzpY6DC1VYCMxruY+UxC8mbudNQkT10aiE/3V9IsVsLPJqLvPwlPH0/dP2jvSSHWQXRSuETl0EUn",
+	"OciqFckyDvArK3737t3RaRWmaAKJiOsybeG7LPSD0qW6LB/dB9gjL1V+haaAQhfs/Mr4BeVfBoKeIW90",
+	"WDdBP60C2dzIFHZBGolDXFTtUrLDHnAiUoXczrDJ+FRZ0hCVuTJ2YR7OYK7raMvDnIozrGC+KgpNK1fl",
+	"T87O0QVNEXWsSo9pMl/56lPCudN2YnAKY4d4RBAOpbrEEsKUnNH4OeYB/NQuPBnDSiZ0/PSvWzE9TUIo",
+	"L2Z+e4IzglMo+d0TKHCsqjLAswGlg+T2nHOyEq0Z60nlsICZ+gjn52dwUD9+DFM2SRJTBUkav3ie3JxP",
+	"pkn04G2hXtkFlNZMKDenh7isUDDFsmDzaQW9WUh+t5HyiwH4W8QcdKa98St7+Q/MAwn+HSUBnGGt7aGE",
+	"I3+h+LdmlkIFPCKzTjr2ZYwm12ZyEeq0eku4bb1xdOvWGgEwu5CHpa02Y+oxVKZE75uCBwtWyM3bRO92",
+	"4EiahNtKAX7gBDx5uqT9WZvZZ1J5GVyQt8fA3ktutN1blXO9mg//IqLXgm4quxk4Xd259x37/QpVSa61",
+	"ueE+qFDFrVezeclvXXUm/6tSxdc6Z2oysfWZYqAt7mRbj2WPDXZtjeYrWVk3reCry6ZM/Nu7c4G2eqUr",
+	"xWNyBzx7R2M4nCltfD12Y1l3NZ9a/HqJ+1lQurZbu3bZb2/ybX4tWa0s7ja33ViJDN0lCweA27BsXaA3",
+	"334Nz549+zKFn8+/PgHDpX2pKHELU2VY5zE6P/HAIy3X1H83C1yf/G1wOg/lErTJHcnuOSUEEmIp1uM5",
+	"6Da7b/OrvTa/Rbr1GZs6rx9JgtbZL3VZajPpa/PB6hyPnj/9LPh1X9xiLukH7Wcq5NM6LSM0Kcsfx8nw",
+	"lz3zuHTTOMrdHJWUCNpQyM5X4XznEnmsbenfs/w+YHEWd2U/qenp783YdohtIv3TnZM+kYqerUmLETc7",
+	"37sV03nsHauw+dUrLIsH3ABHaegF10r3tKyNEXZLzrr8fcUjyhNXwtGltSUqs3/mRFsvzMMmkfDQGdTn",
+	"i5w16j1S4JRkPtZTO5TbkgWcl0cfi673a4UV9uAdQfkbLLRPQYGMOTKLqfVtMVhoLCC3lQlU0gVdUmmg",
+	"THFkx2MonJ17SjYP6rpAwRgXDYdwKNXffrjLhnSfoJ92pA61gjqB2uZXBHbbjsZ0P3PWAWXbbgS/FjDb",
+	"ukU5p5b0eeUYp9uu5Ld69+nx9dMdG7dMrZzt3AyLIn7XklfQcDu7+PL5i79AZB+gwKB0yWXuum5yWzCe",
+	"oyHP+yXZ4DeTNFllTcSMI4mcJsaGi7GtDH1PUl7EzfY4U/OpdXgxrsqSfqQAdTGLUTS+KfBQf5A3t2g8",
+	"rjw2SLEkTTqIC0IQDFNbXNB4qiztggUm+3RGlSsabD1Z9NKNHk1hsu2oQQchfbahgb9YLWYqZ4akHHK9",
+	"YdyP4aq2bt59/rWesZGqkTyVHeyyjjdUF96PSdkFcK9xIYAW2Q4YOzsDYxctm0DGfX5+1uL9QvkWVikx",
+	"uDPL0UUfvK1N7NuqLD9rVrAJ8SgO7K016ENUBzK12sQ1gwss7lMt7ZVSNGvfi0P5N6o7+LygmUgxDS41",
+	"BypXanQwRxfpcdZxvdB9a4/dOXUz1JNIwfc6R2geu1MJg6HsGz2ZhnJ5hB/n1oXOrGEvqkfWrn1UxW/J",
+	"/LTKuBv9k+4sSFZstzsnlpjgd9VFHzCqxacdThgs+aH0TfCh7z7hPrJFHaG+saZbzGRL43dO44SalZV1",
+	"52/A6dvI3Cl/2ytNW93kureh3oWbE65mK/eiPx4EQMgKRE1PPMRnxW0IfOMxGFwuxTOUJDx7AMfN+/kw",
+	"HnRfAqJR8/1C+Q5MbEwxV2VJhjhTy5bqbuQGAmmT40nEaXmaMUlKOq9mGA9P2iaYwW3F3B8nNbef1NT4",
+	"/6jHNPuwSuwveeV0WL4lEBU7k7PW00o4fvn0bT37396dJ1sdKlx1M++Y4cd5lsaS/KA+bkSXgsPcugIL",
+	"UH610o2V4eHIKFNAZnyWgjLA0E0BtG0rmZT20sNBFllGmgVDefRn+uPP2SEb2MjMKh+AaxOeZcHdgS1z",
+	"NWra0ZgL4bW1zj8NYS4HtTrGtPWFfqPJMC+rgEXsPOPWhVfn5z/xVvspliXIGz4FY83Rd7ZOwjwoU1Dl",
+	"7T6g4+xyXJmcRva9kRmZeGAKKibbrM6ffnx7Dn2eq/+pWca1/H2dDXmRdX+S8DOkyY3ms4M68yBRaqph",
+	"LQWRE93VTGRkYipySHKDgmwN9jJxaH8T/zwyuwhoOJVFak/Lpfe4p4W1ZA13V9iFkS4+HfzIkNu6yniw",
+	"VdhMzuGUiuOAOW2LQ28rlyOwITgk44KF04GZLLKQXDm3ZB5kJegA1Zgxn7UGSZgpVTulQ1UswSMa3qSI",
+	"3HBpC40elEP429sfX8NiqgIn4NnX0jxwdL6cYwZeLT0ceBvnzvLKlXBUwJNPowhto2T4YjAYXD/JYGHd",
+	"lWf/WM6xODwhR8DZPCylU2aGyrDvjExEB9+Dl5J0O2cdaTPb1bCQyb4o8IFKbMio2Mx4TT/O0SmJQbQD",
+	"c6spF7FV8LpAyWBza4JTeRhC9t3Lc+jPkPbdZyNz8JOzVKxj5cVQ5AE7R6PmurdUs5KBQHsobF7NuCGT",
+	"zR2eD15AqX0QPJirMH3iQQp/zznyKVX+WQ+yVy9Pv4H+lM8d/5mJH8UveX/4Oy8biCCFdbQ37ViiLG1a",
+	"ZRRrM8owxkV8lRY5QymDv7NPPBgMfQIEuMQxxc+w0krmUOVT9CNT0wEpCxzwY+jPS6VNBk5xzx5b1OpG",
+	"pKylvLQeZS9zawwyDgwhe/7sGGobeyU++a3GsvBwbi1w1ZWJW6yIMzKlNsjjxs4MwI85YgFfPIe/669O",
+	"IHs+GMBXqqjHzmJkagYgCOsf944hV8bYAHPlPMKBglnbi9M2z2WvrA8E1O13IxMhhEQ5PIHsxeCFAON/",
+	"ofPk/69tgLfVnGoqLGoBPsQfucFxZFhbUZaPcMB/PeV+F0LNQuD2/OwtWFMuI3lZ6hyNZK2xH/SH7ylG",
+	"Va6MkO6HfTZIQYaedZN+fKlPcbFlgZJ6O5M0iZIlw+S4N+gNONcRo06GybPeoPeMSa4w5ZhZGyf9PcGO",
+	"LG3bhsXo6swrWu2WmSY8rfjn9wXlGHGijbbUp4PBDa1Ld2tZigf8HR1LP897a1lDMvzlfZr4ajZTblln",
+	"9c7mBM/axyb8oCaeT11l2Pc0wHZI26m5lyqfAhWAAqaEtBFkdoZFeVIAQHxUvI7iSkaPZD341hK6bHTz",
+	"SwGmuVdUWN4hqJHh7vImrR5jEyoyzqwySQZSinqGoj6mq6BRKh/SkfHa5AgEHNKtzq2etMtyYUHNqAbk",
+	"dkLrrtZrR1mG9txl6PMYBuAKKbi8/fr0dUpRU/L6mfJUZdoxKMjLij4cDmNSMTK0CDWfo3IQFjpH0QtF",
+	"vKCYsmgYiAKKynF85Hpd5p6p5cgwFCylUY2HOuEBuB8pTJ2tJmLA/JuvozUNw8sZGWMLrFsdOaotprpk",
+	"tBkrXZKPp4xNfqpcEZvYcHaJBekpZlOiD44TfE5JuaVLRb2cWlCtIwCx7j9n2ocz5uHXL33s4BnbR/rx",
+	"Ush1euuTcmvh+v1n9NHmjKTDS380KCZWp1yye9xF+1xk6Bq6kbW/0a/Nrx3f/tpavyi/9Oz2l9pW9us0",
+	"ebHPG6vdmrx2zoVuf0869xm+GsAiFcoJZ91N58V1GlBJ69slijA56BnCgXCtSlLHw1WMiyc813e1rfY2",
+	"BPPCO6FN4LFE6Wpdt+w34rhnclp3t/nbuyyf1Wql1WeHyQpnwTCkFmp5wj17Puiy3Ojcy7jOyeR8mq36",
+	"6eB5B0FeA9lBc0xHLx6etCPNlaeSJdj2iE94st+BrzwffHn7G+11ht/Cu+IO1CVt04N5YOvttmPQIZWM",
+	"dqOJYNulYnqwbvXfC6UUrf6z4q000tzQx60948jvwnieP2an+2vLFexm/4gUoVy31ifH8bLHo5vqNyzv",
+	"JXZcipSAIBIL8lMe+VmwP93rYcboufUdyfI7KfLXuJ0dNz1rd1vt8HniR0budGnjA6qCkjJ5kL9l/BzC",
+	"08FA6ISmehEShQvzdV6FKQHB6zSynTHNFWPgE+emuwYukapwPzJKjoICZEKTZM0BtWTyPh54+inVkwaL",
+	"k/YOTHOLamTIqpc94Boi++bl2cvzlxnHGA8NBkmwaWWoGfEZqLLsSiEjU3evQLt6S1dCLbv+V7ZYPhhW",
+	"bVy9uN6+xPiQyChH1x1O/6bBcziI5FNtZWsGenjSRPR4DlYbJJtHDPDHn1/gVRxf2srVB3JZe66T1eUM",
+	"xTKhSnX4/SQLD4r3m52cHRp9e8M1xAOpyJtLT2OHCNU8dpyOTOPOh0NYCRRNv00mteva5bhIDa73XjAd",
+	"0JJmNQ6uOLsex5qfMaPhlbvAlFnv7luaaRRzZJqAJhc2xfz5mt6GZIeyhvoGIBXHdYPNQ17ke368h71s",
+	"Xgal957ukWJu3sv8LaL3+tlJCnYufHa5bC5nji3FbUr1o6F1he6bSq9+2RyOP0Z4rzqi+1uM4Nh0SWxF",
+	"x7VbocIh1uVN7OUSQqyjmQtODcQ7xHGCJspeMqsj50ddEZEb1KR54F+tPB8+HK51z33mYCg62BFbTN1z",
+	"9x9ZXd4XZB4dLF5+DGiKFT9q8/u6Qt2FDXLadBvJv34mdQ+O/41M85tQ/Dz3PWuwW04G1u46R+XsPCBo",
+	"GlfuSYO9XWnYeUAu7Aae6WTl//oRFimlzEKZZQqTGrlja9gf9NIDOPJ3+oO0uDY9Np0O3FrSrSzSqtF8",
+	"Nt9bb5zs+h9f6tqXUue4sD+opX2opcYO/m2ppdiQKTFntZU5dsPWFJO0LjCH4g9vsObfjmr6ec4JaDwB",
+	"rZsPhVHZbjuMR3ORB2iaw0cm9voMm6aftdalNIZorvTWG5B68E5aWkdmgqHRn+bmMf1BlXImWLfIxH5H",
+	"bgvydfynqDwycQ1DkHNIZZY1N+Q5m1Y07morH1Vt8l8yxVe55HM4rnxMpuMPzUWZ7IS1sNGSqT3oosR4",
+	"wMvHDyLmE98olp0HfQ9OV5XKHVlyzjleWQkfhSqHUBmHpQp1GdnJX62D3cPn3VvtrtfrfYnBVbidix8/",
+	"/Pw3Ej4tvv5B+bBKrcE97t103trZBSrthbyOG9jX7zt2Rny23Rs+FqzJEoNcwxctW9RyvyNzkK1fWmP+",
+	"aJMkgp0c0ch03wlaI4na3sMf3ZZPj4w2UHmMYBeRQq6CH2ziwmEKE/0BDfePicufkAja1y1tC76Cyr2F",
+	"Gwv7gyK6QxQ+V1fICdWuyLuTNeLumE7aaC0W31q0/OcQSNEvH55C2riI8n+bS9pQxh+k0u+PVNq3Kt1g",
+	"TtbvYPzynqxZ7g2IG2xev6jvkvmgXGgy0IkFVxno9fNZ0a8fOToq8EN2AtzlDXmpaW2UpHP201vrmx32",
+	"+8dP/9Ib9Aa94+FfB38dsFvFBWxJIUCQ1nd80pgrUbCNLYWiGe7wJ0CM/Va9lf+Rl6k2Qrn1sb+2lJWZ",
+	"SQvbPpWOrcslJQHBUjZc/3eMdSnSWXk0mxPLjZXZV3ZkW4QzCtKUBcp6VKH5E6VR6E/A2HjebRALuTAc",
+	"R42k1vX76/8NAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
