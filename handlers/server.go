@@ -257,8 +257,9 @@ func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	holds, err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken)
+	holds, err := s.cfg.Backend.Release(s.metrics.lease.releaseCtx(ctx), key, req.Params.LockToken)
 	if err != nil {
+		s.metrics.lease.released("lock", err)
 		return nil, err
 	}
 	if holds > 0 {
@@ -281,6 +282,7 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 	}
 	lease, err := s.cfg.Backend.Renew(ctx, key, req.Params.LockToken, ttl)
 	if err != nil {
+		s.metrics.lease.renewFailed("lock", err)
 		return nil, err
 	}
 	return RenewLease200JSONResponse{

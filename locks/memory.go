@@ -238,7 +238,7 @@ func (m *Memory) holder(key Key, token string) *memGrant {
 }
 
 // Release implements Locker.
-func (m *Memory) Release(_ context.Context, key Key, token string) (int, error) {
+func (m *Memory) Release(ctx context.Context, key Key, token string) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.holder(key, token)
@@ -249,7 +249,9 @@ func (m *Memory) Release(_ context.Context, key Key, token string) (int, error) 
 		g.holds--
 		return g.holds, nil
 	}
-	m.endLocked(key, g, time.Now())
+	now := time.Now()
+	m.endLocked(key, g, now)
+	releaseEnded(ctx, now.Sub(g.acquiredAt))
 	return 0, nil
 }
 

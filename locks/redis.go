@@ -448,6 +448,9 @@ func (r *Redis) release(ctx context.Context, res resource, token string) (int, e
 	if out[0] != 1 {
 		return 0, fmt.Errorf("release %s: %w", res, ErrNotHolder)
 	}
+	if len(out) > 2 { // a lock's grant ended: {1, 0, held ms}
+		releaseEnded(ctx, millis(out[2]))
+	}
 	return int(out[1]), nil
 }
 

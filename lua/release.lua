@@ -6,7 +6,8 @@
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
 --
--- Returns  {1, 0}      released (and handed to the next waiter, if any)
+-- Returns  {1, 0, held} released (and handed to the next waiter, if any);
+--                      held is how long the grant was held, ms
 --          {1, holds}  one hold taken away; the caller still holds the
 --                      lock that many times (see reenter.lua)
 --          {0}         not held: released already, or the lease expired
@@ -29,7 +30,8 @@ if holds > 1 then
   redis.call('HSET', K.lock, 'holds', holds - 1)
   return {1, holds - 1}
 end
+local at = tonumber(redis.call('HGET', K.lock, 'at'))
 redis.call('DEL', K.lock)
 local now, t = clock()
 handoff(K, t, now, ARGV[2], ARGV[3], nil)
-return {1, 0}
+return {1, 0, now - (at or now)}
