@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
 )
@@ -38,6 +39,9 @@ type Config struct {
 	ReleaseTimeout time.Duration
 	// Logger receives the access log and errors. Default: discard.
 	Logger zerolog.Logger
+	// Tracing, when set, traces each request (see internal/tracing).
+	// Default: none, at no cost per request.
+	Tracing *tracing.Tracing
 }
 
 func (c Config) withDefaults() Config {
