@@ -31,6 +31,8 @@
 // run at once; the command gets LOCKGATE_SEMAPHORE instead of LOCKGATE_LOCK.
 // release, renew and status take --semaphore for a semaphore's name.
 //
+// list prints the held locks of a namespace.
+//
 // acquire, release, renew and status are the single calls; token mints an
 // HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,
 // and flags override them. "lockctl help" prints the usage and this table:
