@@ -106,13 +106,14 @@ func TestBodyLimit(t *testing.T) {
 
 func TestUnknownRoutesAndMethods(t *testing.T) {
 	gw := startGateway(t)
-	for _, path := range []string{"/", "/locks", "/locks/a", "/locks/a/b/c", "/locks/a/b/lease/x", "/healthz/x"} {
+	for _, path := range []string{"/", "/locks", "/locks/a/b/c", "/locks/a/b/lease/x", "/healthz/x"} {
 		wantProblem(t, call(t, "GET", gw.URL+path, ""), http.StatusNotFound, "not_found")
 	}
 	for name, tc := range map[string]struct{ method, path, allow string }{
 		"patch lock":  {"PATCH", "/locks/a/b", "GET, POST, DELETE"},
 		"put lock":    {"PUT", "/locks/a/b", "GET, POST, DELETE"},
 		"get lease":   {"GET", "/locks/a/b/lease", "PUT"},
+		"post list":   {"POST", "/locks/a", "GET"},
 		"post health": {"POST", "/healthz", "GET, HEAD"},
 	} {
 		t.Run(name, func(t *testing.T) {

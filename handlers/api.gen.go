@@ -185,6 +185,24 @@ func (e LimitMismatchProblemCode) Valid() bool {
 	}
 }
 
+// Defines values for ListedLockMode.
+const (
+	ListedLockModeExclusive ListedLockMode = "exclusive"
+	ListedLockModeShared    ListedLockMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the ListedLockMode enum.
+func (e ListedLockMode) Valid() bool {
+	switch e {
+	case ListedLockModeExclusive:
+		return true
+	case ListedLockModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LockHeldProblemCode.
 const (
 	LockHeldProblemCodeBackendUnavailable     LockHeldProblemCode = "backend_unavailable"
@@ -600,6 +618,42 @@ type LimitMismatchProblem struct {
 // LimitMismatchProblemCode defines model for LimitMismatchProblem.Code.
 type LimitMismatchProblemCode string
 
+// ListedLock defines model for ListedLock.
+type ListedLock struct {
+	AcquiredAt   time.Time `json:"acquired_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	FencingToken int64     `json:"fencing_token"`
+	Held         bool      `json:"held"`
+
+	// Holders The live holds, the soonest lease to end first; one when the lock is held exclusively.
+	Holders []Holder `json:"holders"`
+
+	// Holds How many times the holder holds the lock (1 unless re-entered).
+	Holds *int   `json:"holds,omitempty"`
+	Lock  string `json:"lock"`
+
+	// Mode How the lock is held.
+	Mode ListedLockMode `json:"mode"`
+
+	// Name The lock's name within the namespace.
+	Name  string `json:"name"`
+	Owner string `json:"owner"`
+
+	// Subject The `sub` of the JWT that acquired the lock.
+	Subject string `json:"subject"`
+
+	// TtlMs What remains of the lease.
+	TtlMs int64 `json:"ttl_ms"`
+
+	// Waiters How many acquirers wait in the lock's queue. With Redis, a waiter
+	// whose gateway died counts until a hand-off drops it (at most a few
+	// seconds).
+	Waiters int `json:"waiters"`
+}
+
+// ListedLockMode How the lock is held.
+type ListedLockMode string
+
 // LockHeldProblem defines model for LockHeldProblem.
 type LockHeldProblem struct {
 	Code         LockHeldProblemCode `json:"code"`
@@ -651,6 +705,14 @@ type LockInfo struct {
 
 // LockInfoMode How the lock is held.
 type LockInfoMode string
+
+// LockList defines model for LockList.
+type LockList struct {
+	Locks []ListedLock `json:"locks"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
 
 // NotHolderProblem defines model for NotHolderProblem.
 type NotHolderProblem struct {
@@ -775,11 +837,17 @@ type SemaphoreRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
+// Cursor defines model for Cursor.
+type Cursor = string
+
 // HolderToken defines model for HolderToken.
 type HolderToken = string
 
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
+
+// Limit defines model for Limit.
+type Limit = int
 
 // LockToken defines model for LockToken.
 type LockToken = string
@@ -816,6 +884,15 @@ type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// ListLocksParams defines parameters for ListLocks.
+type ListLocksParams struct {
+	// Cursor The `next_cursor` of the previous page; absent for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit The most locks a page holds (100 when absent).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
 
 // ReleaseLockParams defines parameters for ReleaseLock.
 type ReleaseLockParams struct {
@@ -1136,6 +1213,9 @@ type ServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
+	// ListLocks List the held locks of a namespace, a page at a time (never a token).
+	// (GET /locks/{namespace})
+	ListLocks(w http.ResponseWriter, r *http.Request, namespace Namespace, params ListLocksParams)
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams)
@@ -1172,6 +1252,12 @@ type Unimplemented struct{}
 // Healthz The process is up.
 // (GET /healthz)
 func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListLocks List the held locks of a namespace, a page at a time (never a token).
+// (GET /locks/{namespace})
+func (_ Unimplemented) ListLocks(w http.ResponseWriter, r *http.Request, namespace Namespace, params ListLocksParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1243,6 +1329,61 @@ func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Healthz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLocks operation middleware
+func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListLocksParams
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLocks(w, r, namespace, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1839,6 +1980,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	}
 
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/locks/{namespace}", wrapper.ListLocks)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/locks/{namespace}/{name}", wrapper.ReleaseLock)
 	})
 	r.Group(func(r chi.Router) {
@@ -1930,6 +2074,116 @@ func (response Healthz200JSONResponse) VisitHealthzResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocksRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Params    ListLocksParams
+}
+
+type ListLocksResponseObject interface {
+	VisitListLocksResponse(w http.ResponseWriter) error
+}
+
+type ListLocks200JSONResponse LockList
+
+func (response ListLocks200JSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks400ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks401ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks403ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks503ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocksdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListLocksdefaultApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3321,6 +3575,9 @@ type StrictServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
+	// ListLocks List the held locks of a namespace, a page at a time (never a token).
+	// (GET /locks/{namespace})
+	ListLocks(ctx context.Context, request ListLocksRequestObject) (ListLocksResponseObject, error)
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
@@ -3406,6 +3663,33 @@ func (sh *strictHandler) Healthz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(HealthzResponseObject); ok {
 		if err := validResponse.VisitHealthzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListLocks operation middleware
+func (sh *strictHandler) ListLocks(w http.ResponseWriter, r *http.Request, namespace Namespace, params ListLocksParams) {
+	var request ListLocksRequestObject
+
+	request.Namespace = namespace
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLocks(ctx, request.(ListLocksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLocks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLocksResponseObject); ok {
+		if err := validResponse.VisitListLocksResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3701,120 +3985,128 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tc9u28u9X2cP/mYl0LiXLjpM28nTuuG3a5DRNM4lzM3NDXxMiVxKPKUAFQCtqjvvZ7+wCICmJfkqT",
-	"9LSnr2xLJLAA9vG3u/D7KFOLpZIorYnG76M5ihw1//oSrV4fTy1q+itHk+liaQslo3H0Zq5KBIOZkrmJ",
-	"QatK5phDtRxGcWSyOS4EvbQoZLGoFtF4FEd2vcRoHBXS4gx1dHl5GUdLocUCrZ/wiSpz1CfqHOXujCdz",
-	"BLWSqCG19EQKagp2jpBVWqO0MOe3Y7AKNA5QWtRQWAMzLaQdwnO8QJ3IZWWhsFBIEPD65bNhIqM4KmgC",
-	"t/IojqRYEKHPVHY+cMRsLEm8e4ZyZufR+ODBw5iWGP7erxdprC7kLKIlPs1xsVQWZbb+Ade76/pRnKPh",
-	"hYjs56rQCEZM0a3C6jX0nj4++Q7m1i7FsoDWaIMfcJ3IXIup7Y9hn944ePAALgpTTEqE41ffPH0K2Vxo",
-	"kdEGQy/9W0oPpb+m/RgMbdlEaExkL90adQxf4uj+oy++xMHhKH8wOLyPXw4m2aP7g4dfPjoUD76YPrp/",
-	"cJj2QWkQBkQijdVVZiuN+WBaYJmD2wDoGDqJ6sGHw2ESpTGsCjtPZJokSZSCkDnQr0kKaDKxRHMEgimF",
-	"c1xDJqRUFowV2vKLkCZR2h/Ca4NEyVSjmYMWMlcLfqEn4PXrp9/CxWEfpkoDimxeb/VaVbBAIcd8AMxe",
-	"iWT2Ao3GGuKTl5gXBlBmer20xOMyRw2CB89RFxeYw1SrBRR2mMhEHvuDY+JoWCMWTHvsHqs/MtXkX5hZ",
-	"6KWmmtCZWEVfJpK/XQo7j7cGmah8Db3U2vJsYdIY0pUorP+ViU/jRKZlsShsGkOOU1GV1oBYLssCc5ph",
-	"rlU1m4OQa5gJiyuxBiWbCXit40QOYDUvSuQvWH6gLC7QjJsnD0b7cfNXEEkh80QCpFOUWSFnZ+7jGALJ",
-	"7nTx3bLQaM6ETcGINTHKai4saFyIQpqjzfmnhTYWMlGWYGxRlqAraaBHSy/kLKYR+mM4HD3imYuG384K",
-	"ebbUaqbRmNTzCuu0ASs1Twwf1pmgT4jCIxpF1Jtjia68wBwWRT5gIkoUFyyxwoKQZoWa+apaglVMQjgU",
-	"WJaVATFRlYX9h+DWpWTW3taVMKCxRGEwJ3EihcV/AZJCbdbFj5/xh+lRzb+8KAESV8RgbuP4I6nsHDUz",
-	"zBgODw42N+Yc12eLwiyEzebpkFiWV8ZLIopIwnhCzKGXlio7P5tjmdNBGlyI5VxpPJtWZZnGJHO2WKCq",
-	"rOMHGgk1zJTEftgroqaQszEvz0kHH6JgaR3CcSJJmgr6coGLCWqWM1uU8HAE9NyGMr/X2iMDPWGgFMYm",
-	"UqPEFeYx4AVKWM1Ziv3eotBlgZplACWd2ExZi3IMwlNEnyfS76wBIXE1hONwTnNlmOkhU1WZ8w5NEHIk",
-	"uSBqCwPnuLQ0cCJpH3jQmB8MRFxjbLbU5FUW58H+wbbFWQprUdOY/6/3v8dv//Y/g19P3/5t8Ovp+1F8",
-	"8ODw8t9J5D9PkrdJcjr49fTfpF7fJhH9OO2/348PHjy4TKL+36MuA0Z28K42uW1zYdvk3srgauRzyKOx",
-	"1RX+FgP8nEd/7+YkrdrMyD+um6u1uW+PB/9XDH4ZDR6dNr+eDccD2uj9R48uu3ePZjdLkWH37lWysLRp",
-	"orJzpQsj6Lt6h3apdUPdluRAryeWSX140EnpJY1plkoaZF/ssdaK/b5MSYvS0q9sRzImcW+p1aTExf/6",
-	"l1HMGA0Bf9c4jcbR/+w1juWe+9bsvXBvufk2d+NYrsEpLaSph9FlHH2n9KTIc8d6n4sQOhbnAuQKW7oQ",
-	"7LwwUB8C9NJpIC/tM7mbrt6PXsF+btq3Xa6UVXpFSpDsFKm7nys0dtdSkCt4pZnoD+G5U+M8nteTrNNo",
-	"6fJClEX+0g39uZccVlQYWIhyqvSCDVfhiDrzX/tTeq6sCzQ+OpX1yHfjLgpcWGuSoYVeKpU9c8EMOYXe",
-	"SRFGSfaWTCJX8/WYPnNWJYVebRk3/IkjPuslCjLj6bePnz0+eZx6l8Uk8mB0CIU0FgV5ht4pC6O1fBDm",
-	"E/JhRBh5DEYtUElMJJYGYSHWW4uQasXRQVrJc6lWMoWeZFvgvYqYvuTRE7lQmjwiIb2tn6m+Z6oXYl0q",
-	"kZ8o9UzoGX5urmJvuzCgiPD9h/BD8TX00qUj6swqdVYSWZ6tTpT6Uci1lwDzOYlNiZaFkOvA6SY9Cj4X",
-	"c0Q2F3KG+RAeFyzsLT+txxEHc+Q9Ay4SqRdNnGDmFHqxXS9M8Iu9JycsfUOOl5sWenTIa+dNZqqS1vTj",
-	"4NZ6jaENeNcdhGV3mNROE8gQ/xjm+trVNGDVDIny/hGNxh6Gd9ALA8ImknmW4h6itB4/zBi7yI9oUxKH",
-	"wFGA8yoTuRkTeEgDekrXjN+ijsahv1CbPvutbhvvkdRNKyNKA5nQeg3pS2HxGVE0eKHKIlv7cKP+OE1k",
-	"j4P3QYF2OvAB/oD2lBcy8EjMYH+/T1aHFkQLX/Jo7FCZRNIxjSkEpvcofCahSyJPYhKlzudsozqBgC5Q",
-	"R7AOLXHK+1jY1tBH+qvRkf1qn0RZSXRbYRsIqIlchdmMsxwLtKmisTxlDfPv+k7bW9jtQvkNafG0Z982",
-	"8T9/tT8aHa2Y/J+DvTCJXKKGVViEC28nVXaOFGNMKm2sU8D0OUU5tO3WATaK2H5K8ShH9bhY2nXHSmni",
-	"o5+rrxLSBh6qGtTzR7fZhWYrr9IR/nj3Wogdq4nX0vuVv5Cn+PkU0o+FMcSvJPnOBsMEhSbNw6avl1Yt",
-	"ykiBbrDomzdvBscVxWOWSMRNmnY8V7fQC1GUYlJ+divB9m4isnOUOeSFCw09LlBI5pq4Q2mZeWVJSSUy",
-	"VyvaET/EWdUshXwuDrEqm6kF1oAnadfCgLetuxL+oQxzGRiRhzl22rPl0ok8L2jlonyh1RK1LShWmIrS",
-	"YBwtWx+9jxYq74h4UnyXlZUpLjCFHsfnTtVUtj8GJdFjuEeQstXJ0zEjVbJaTFDT8t3H/jHjZFMqqIel",
-	"QYiZUFaLaPw2qr8gGeN3o9Od2CeOOIbdJfcYphpxQP4klGKCHiEppFliZsHM1crQbK2IdP/gy47xHfq1",
-	"O8Ez9rJKfvco4HVwfzQajWKyjgtlrDtyJafFrKK1L8Q7ODl5Br3w+D7MWYCITGEdwv7wMIob8H1/F3yP",
-	"I2/Tdol6olZQKrI2ik2djxrmWObM7A2h1xPJ79ZUkm93A5ldOYL6I8VYKRH+PbmQHOlucFwDKtJf9Sy5",
-	"sDggIYw6zmUDptx4LRC3u2/Ee1fsGrlgLPCGgeUtv34fKlmiMXV2AnPekOuPid7t0HrxFRJGZOzM/QES",
-	"wVBajYp2iYadFzonmWzg6JAFIo02Bh7CeY3MTg7EYzfBq0ehdXGBJmaYkP2blXLjmqDrXBxCHKjR6gKN",
-	"03Z3YqI4sjfBV/zAERjS4Q6qShs0KnXJGFoN08E0DaNr5fxGRrpsYzhv3TEHQrcZsx5451ziNtufdgjL",
-	"ExSlne9Ki7HCVl5uxGJZ8lvnnQhWm0z/WudMdUy9OVMACu4kmP9Zwsw87GwO/zDXS/URiHIl1gb2vepc",
-	"ol4U9hbCXtuhncX5XFE3D3PUFiTmn29OfG7Cb3wLkI3uYJvetDIyG9LYqcRvYO9AfljiNRzeOvp4g3mu",
-	"Yjqzy3M3Has7RLe4m05layVu6C5aWrDbU/nC552C80iCUJY/TaPx21t6m/H2ojYTVV0HhpI0lTDnIGZ+",
-	"ZXc9qK1Jdtd5ehk7t+UmC7xJ3MvvvoH79+8/iuH1yTdH4MCgUjiLIFwG0nvA9wzwSOsN+u8m+puTv7K6",
-	"yGy5hkJmmmg3Dvt0YAXzmGHHtuZzbzRvoUGCfd6csUaJ93yKodGyk6IsCznbK+SFKjIcHB5Ef377+1vt",
-	"4kezhwwnBGT+Iwpn2Y2ocIDIsFTBOces7TdcuWYe6wrRU9n5EyzzT6pXPo3SUNn5UzlV3ZvkIzpOhTnx",
-	"u7qIIN6oIIgTmbbMBOeonbVpqiIc9MaqOwU3+cRl4Wt3OJHewCsdu9RxbePJ+HNNC7vLvuqhHYi67HAi",
-	"W0npUhg7bsoeCuPSzvM6tgqDG0ueAo8vbCIpmIobl4Lz2UNHOmqTQlkYa7zich86gfwj+VxY5i0fZ6JU",
-	"iUIGb8xjGF1idOHYxPgTUEqisV5DWUX77mpFjhhK6D7D+rxLNi+FRcfy14mO92ybWFRoLdZ3cR/xDt7j",
-	"p4kJtzfit4AkH905Deb2M/mmcYBnrzm5zWQFA3me0HsGfq6wwiG8IR+CK6ZiED4rkEhXKRKQPi4dcpkQ",
-	"X9AiYC5kPlDTKeRaLQ3Fm70AowiY4iqRHo/uO9m+nYlksfIs0IjShzjacYe7Hnasy6bupD0/ilESHqTd",
-	"PnmH9Dsc2YmTz3S1WTqkQOtl0m8eL+1g7h17xpN327HWIndd3EeHD74ADzNDjlYUJSOEm4vLvJgGarfy",
-	"1ExqC7hnlvZ1EHEklT2bkqMXOUVw5g9+szCLviQ3os7f+zcdX4Q/3JtXpfy3vmpV00Vx1KpHo/VtJ0UZ",
-	"y9hKSkZx1AFyE8+inav8jEgSZalWPCSxu5ai7NRFbmu7lVGNbHT4oYV1CYJdTcMftNGQSssx7S9J8tgf",
-	"6bi94dfzEH8bZqypqimPHRN0idNLsvofhrpfpS+f48rbSYc1u5SVVKsGyyWhOjl51hiKdpEHh0t3xpi7",
-	"wNtXgUu/q8ryswfHO24Dcupyy936VGFzvfZbIdj/QfEzV1/UEwnODTsX1FdVeoQrmOJaFd02hr46eKqH",
-	"uufz+8POEf5c4XK96DsBC2jLPVnM5rZcD/DdUmnb6VLdCgqv6z3cwf6eyHizGb8RHo+vDKxbohki1F08",
-	"8frAxO3TjaHJR4g5amG5gW92juDOTm8bvO72dkPgeydv91ZObfvU3YrbPu113mh9lLdCKT+KfuQqFN6m",
-	"ewb8s06OyLb44iuYrJ2oCOcS3kIv/om12idSEB8NJ6y56MMcsSssWi1prlDJbFZO1gsJhXFH0JTToWYd",
-	"bOqeG1944L0vLhm4bXbpryqHK6scgr37rCUOtwF/WYCyShd2/YpshOMzV1V1XLkUr/vruzD7P9+cRDtV",
-	"9gzBuF4ofLf0aGnKZaCez2LQmClNOkSYNuzhUYE+qY4cUknaRkhgy0SqoimNn5VqYqCX+lwHI7a2HPyD",
-	"fvlH2mcGS+SiMhY40uRZVtxSWg/SKoxjmJDX1miDubVLV5JVdILK3xbEmJPKYu5LSrmi9cnJyQs+ajPH",
-	"sgT3holBKjn4XgUX2rhGNoP6AjXHBtNKZjSycS1+vv1K+FCJt/PFT69OYI/n2ntfL+PS/X6ZuuLC0GPh",
-	"oAvaya0Gml7wtIiUgDttuFyudqvteSXSu159BrrFNnTuBNpclwXzjU8daTA4roFDAb78u7AO5VaSK3vV",
-	"yndbFdYkksSWu7tUZXeQ7GNYamUxo2PRaFSlMwRmBI3cDLnShfXddYl0pbRi06ZCqVYhGlGSSzLnFKuW",
-	"GkW+BoMo+ZC85oaJygs0IDTCP1/99JxbDTl8Sr9xZYKDk/USXW099Izyc6dZpUsY5HDvfeJVWxKNH4xG",
-	"o8t7KayUPjcsH+sl5v0jEgQuAXVV4wsU0jgzG7owh/DYhUxaKy5RTa8qTUxDW5+xYlIipJnKMeU1/bRE",
-	"LZwNohNYqoJcLVVZU+TozHympNUis2NIv398AnsLMtmZSRPZe6HVAu0cK+MYxT2glijFshiuxaJkRVAY",
-	"yFVWLVDafpvdSaKJydM+b+Zmm7JvJunoPnH8msieQZdzqZu++0P4ievRHQBkQGQZLp2m9VxOZBYzSUax",
-	"sONEhjaGGNIXr0/SehkpSESuBTzHNVE1Qe+s5L4p93D0wGdPHA12fs/UE1NYc1yWapUOIX3y+Phb2Jtz",
-	"5cwvvqfVf8gs9ktoonC2mJEdLzKFdtTEraYJYghPwxRXof8CuKKTcZjv1T0DEu0e6TSY4NQ1RDRtLRpF",
-	"NkeTyIBHxUywxXd2b1mKQqaghS/sFxLavORKJLNSGXTsmCkpkVXZGNLD+/sQxOSJ2/DvCixzAydKAYf9",
-	"aZNI8eQksiwk8ri+jBTwXUa7//AQfii+PoL0cDSCr0Uexk43G48SSVp4b3+4H7q5l0IbhJ6ARVM43DTy",
-	"pE+UsWRrms8S6fmDSOkfQfpg9MDp9v+D2pAKe64svKqWFAZjHgi48F9yy1Miebc8Le+gx78dcHEuKf7c",
-	"WYyTZ69AyXLtwfiyyFC6uMK35f34lMxspUtvlcx4j2XKKbeh0rM9/9IemfYGhozCcUZx5CmLxtH+cDQc",
-	"sbvm5DIaR/eHo+F9RlntnM1+YE76fYYdjuYuDzuma3rPmWt32DTiaZ2KeZqTm+Qn2uoOPBiNrqmzvlt9",
-	"tS9R6yivfr0cbjg+0fjtaRyZarEQeh3iLq0ysjCF8ZdPWDEzXKjjhj2lAa60ym7nSrQdUEutyOyYTGro",
-	"n+IMtWu2CianbjIO23wwOnQlOIlkxnNQgG03MzuB4ve8jHKYWGczfBNzMU2kb7YC7rXayiBOXN/yEHrH",
-	"rRxi3SbtnuZbHjgsx3zsLkCol+O6GWh4QRG8i9p5eGHssM88v8kSLx3Vz1zaqX2DxxXobfPIXtNLfHn6",
-	"KVmK87IdHPWTrzHnZUte8hHXy7qbBTYrdkPBAGdxucfrYHTYAc2G0++FbeNx+kfNSEthDPeM8EcS31kP",
-	"oPCoh27lXQuqd2hvq8GSX9u/+bWNDhB+6f7NLzVtt/zGo5vfaHoq6Y2DW7yx3S53GUcPbkNbu9ODj5e9",
-	"q5vfc/3MrE1q/eFPLrjxdd10L7QiuCaoOFwlsJGiD3qGVUt0ehkHTbwpLU9dGO2l5ZNxfF1dc12XSp37",
-	"/wMw3eHn7ON5rthr367OcI43++ohXeqbPf8wLP5tu9hpp8gqdOUKF1ldwdd3U/HNhQeX8a0eZlOwVKbL",
-	"jUm4niGJxpD40hS+IsicG+/R+TqsHhniPi9w3K7NMmT38F1hbOzsHocpIWb1EK1XAjLfxm45mJaJbNqL",
-	"nHqgvfSn0ncVRTmGoix2LYfwxiHUrlQEyBFgnFWUoLSrGPNBqAsaaJXjZjnB8Z/gvOCA3ne0tknhGidB",
-	"S+nt9Km67lDXkuqzt4ls3ePSj8EoF2prCvYgXKl0gU2/4yYtrs02RGYBIXDLo2gwXBcTOnW36q+mGtFh",
-	"J29cbLsBaTBDbt/jFfStv2rHfXzPJNI5X751naIG9yR/Sk/FATZhT5e2tj+Gg9GovkzJ96k6NGHn3NvF",
-	"gv5KG3KdiMhQb7I6clvhOGeCFMuZxs2ry/5Cmt2Fscanbc2cghKJ+VEimyOrrwMgTbcewuMr3DRmQee4",
-	"8FJaRYd2jgsQZTmEY3NO65n6vkN3xQPtRIAWwm66JSeyJyRUy5kWuQ9K/enbVnMdtzFORHbev5a5+D6h",
-	"jeN1ctQBDfjwb0JbvJgUkiT5cDTqj0Ek0ofv4XTXsOKbd2gneCP43gBax7DDSfWQxQc5qe1r6G6hw7Yu",
-	"eHOOLcvM1ypffzQLv9WOebl7ZcvH9CdciUKHqXzZBBm9bV5qHzoF5d5/9gnBYIFYgLw7vf/pCW57P2tV",
-	"6ZCZ3LiFzMOU5AE6ULWwQ/AXuSVy8xK2XTaeoW2F1i4I9Fe3rRhL7CpVdBDOFdei+Qsw/hCRwZ2dNCXx",
-	"FrU+25XuV0lieP7a9pubXq6fO72F/+xusqpvh6sdAEZOg+nuiaYdnG8lRKiWzBN07kHr98fQcjLbF605",
-	"1PHG6+rAiHVjaoMJdQzmrvbggNRrc763gZ9uFbT3nfEopt5rcDeWOby+21y7S/E6r6+Jm/Uksn2TTctL",
-	"2VpCP7Rxu/tKitbdQq7ooMt0jBN59VV/Sm/elwdd0PNH65qPo8P9W4jO9mU2HEUc3EK8uy+V+iMFIZvp",
-	"shjU0qUwynV9VcuUL4khd8OLSlcoch2St1fW5R6fI1ypOqKVV8EM1HU/O44gu1CbmGtAhXzxpQP5O6ov",
-	"4ViCr2UOBiQ4lBO+1NOlDIediJ3ElSuH+a2A3cf3azbKXT+xV+P24AoVL0OR7J8TlPtgHfUHUTKP31n0",
-	"kasTjwblCMDeVTrFZfVuSqZs5v4+IJfy0k3zu6RSeO7hhx3MDRmYjQtw/OZcmYhp7vS6MRvTmXV41Sr2",
-	"+oiph2tg/aPWJcQOtI/JVxJyHTeOfyiS3MgZ8e1Si8K28kM+YbSTJ4KdNNEfKQL4M+YGvi8uXEV9XRTW",
-	"qUYafr4xBdBm3U+mATYLmbuuWQ1MpmRg27/yArfKC9R88OfOC7Q7LnxVe0gTOKyaEUPTv0YKfr+Ewesl",
-	"u93uBvy6ytZBprv1te2cgGh6WNxtklw+HTIFGzV67YzBVqVdDfwncoa23r9Cwgb8H2rBfGEv17+Z4L2Q",
-	"T1Hf4j/2F+ELuQ7grwF/B6XZqFmN66t8/auJ3EJp/RfNlb5HzW30zd4UBoq8RH+hI+eq6zsuw8a6fyhg",
-	"hnDc3lTOVLA3EPqAeCWSQTGNUEmNpbB4HWD74fb9M8GwO4Xhl5sVvFZXuBvC7H/8+a8FPBvFfkfI08Hu",
-	"2/+84ibIM3CgywWstrqz6/uEfW6JUxlS+VTZX0hnZ0/kTYhl50Umvx9G6vRZw3ZcXxOAPYmM6uRdCGgi",
-	"e9v/U6I/hjsAny4Tt9vW2Q1owk96R98lspBQGdy8EN1d29Lb1pn9GGYFV2bJoA45GViYUBS6YrbnAuOt",
-	"hdV4ZiJ3AU24PZ7ZXUv7F6D52bynk5CDvMpjuhLjpJe6Qc4NH+rGUPnPA3d6nfHxAc+tRsD/buRzazP+",
-	"gkD/eyDQ26IXWzjfZnPZ21OSAtcQ5cRnu68s9ADzf2arI46ZAl1JGO5li3wvPDIY5HiRHgG3r0BWFrQ2",
-	"CsrYWR1uVNOP9/b2D74Yjoaj4f74y9GXIxZHv4AdKpwCiUPzYuxdW3IgPAjndoZbl0iR+uawYfNfdhww",
-	"TNpxc+xvFDnRctb6twSxS6NO1u6ff1H0E/4FQQg9OyPN+nB8eNmavXUiuyQ8I8eDnHa3HpEX/Bf5n2iO",
-	"yKV2BUwSMXf3WPhRPQR7eXr5/wMAAP//",
+	"7H3/cxs3ku+/0su7KpP3hhQly9mYqq1X2sRJvOs4Llt+rnoePw04A4o4DQEGwIjm5pS//VV3AzNDcqgv",
+	"ju2cc/nJFjkDNID++ulu8JdebhZLo6X2rjf5pTeXopCW/vtSers+nXlp8a9CutyqpVdG9ya9N3NTSnAy",
+	"N7pwCVhT6UIWUC1HvaTn8rlcCHxpobRaVIveZJz0/Hope5Oe0l5eSNu7vr5OekthxUL6MOE3lXWmY7Kz",
+	"uYRMy/f+PKcnMjAz8HMJSyuvlKkcLMWFPAExdVJ7mBlL386UdZ6+QqIUjvRzJe26l/S0WCAtPNwmxeL9",
+	"M6kv/Lw3eXR4lOAK4t+H9Rqct0pf9HAFP5iykPbMXErdTbhZaWkh8/hETXheWYukzuntBLwBK4dSe2lB",
+	"eQcXVmg/gufyStpULysPyoPSIOD1y2ejVMf18Gk1C3pm8sshE7NnUUePvrp9UU8LuVgaL3W+/qdc767r",
+	"R3EpHS1E5D9XykpwYiZ5Fd6uof/0ydl3MPd+KZYKWqMN/ynXqS6smPnBBA7xjaNHj+BKOTUtJZy++ubp",
+	"U8jnwoocmQL62V8yfCj7NRskQKc7FVamup9tjTqBr+X44eO/fi2Hx+Pi0fD4ofx6OM0fPxx+9fXjY/Ho",
+	"r7PHD4+OswEYC8KBSLXztsp9ZWUxnClZFsAbAB1Dp7168NFolPayBFbKz1OdpWnay0DoAvC/aQbS5WIp",
+	"3QkIohQu5RpyobXx4Lywnl6ELO1lgxG8dhIpmVnp5mCFLsyCXugLeP366bdwdTwgbpYin9dbvTYVLKTQ",
+	"EzoAYq9UE3uBlc475JOXslAOpM7teulRLnUhLQgavJBWXckCZtYsQPlRqlN9Gg6OiMNhnVgQ7Qk/Vn/k",
+	"qul/ytxDP3PVFM/EG/wy1fTtUvh5sjXI1BRr6Gfel+cLlyWQrYTy4b9EfJakOivVQvksgULORFV6B2K5",
+	"LJUscIa5NdXFHIRew4XwciXWYHQzAa11kuohrOaqlPQFyQ+U6kq6SfPk0fgwaf6KIil0kWqAbCZ1rvTF",
+	"OX+cQCSZT1e+Xyor3bnwGTixRkZZzYUHKxdCaXeyOT+rnlyUJTivyhJspR30celKXyQ4wmACx+PHNLNq",
+	"+O1c6fOlNRdWOpcFXiE9PCRFHIihwzoX+AlSeIKjiHpzPNJVKFnAQhVDIqKU4ookVngQ2q2kJb6qluAN",
+	"kRAPBZZl5UBMTeXh8CvgdRmdt7d1JRxYWUrhZIHihAqL/gKJRqBZFz1+Th9mJzX/0qIEaLlCBuONo4+0",
+	"8XNpiWEmcHx0tLkxl3J9vlBuIXw+z0bIsrQyWhJShBJGE8oC+llp8svzuSwLPEgnF2I5N1aez6qyzBKU",
+	"Oa8W0lSe+QFHkhYujJaDuFdIjdIXE1oeSwcdoiBpHcFpqlGaFH65kIuptCRnXpXw1RjwuQ1l/qC1Rw76",
+	"wkEpnE+1lVquZJGAvJIaVnOS4rC3UthSSUsyIDWe2IXxXuoJiEARfp7qsLMOhJarEZzGc5obR0wPuanK",
+	"gnZoKqGQKBdIrXJwKZdkMFON+0CDJvRgJOIGY7OlJu9hRpfCe2lxzP/X/9+Tt3/5t+Gv797+Zfjru1/G",
+	"ydGj4+v/Snvh8zR9m6bvhr+++y9Ur2/THv7zbvDLYXL06NF12hv8e6/LgD1DddJtjxfGeUD2cCDIOSAj",
+	"7KB/OB7z/rMbMdjnNJCq2l4sezmH4/E4aZyeww6nJyEbfV9/oe0PwLY7cCdnwErikaI38baSv8U5eE6j",
+	"/8JzosZvZqR/bpqrdfBvT4f/Vwz/NR4+ftf893w0GSITHD5+fN19sji7W4pcdu9epZXHTROVnxurnMDv",
+	"6h3apZaHuivJkd5ALJH61VEnpdc4plsa7ST5tk+sZdc2N9pLTcxJNi4nEg+W1kxLufhf/+kMMUZDwL9b",
+	"OetNev920DjqB/ytO3jBb/F8m7txqtfAClXi1KPeddL7ztipKgpmvc9FCB4LuyeFkS09DX6uHNSHAP1s",
+	"FsnLBkTuphv6Y1D+n5v2bXcwI3NToYJGG4qq+OdKOr9rxdBN3WvCBiN4ziaGxgs6nPQtLl1fiVIVL3no",
+	"z73kuCLlYCHKmbELMqqKiToPX4dTem48B0Efncp65PtxF+pz0pqo5aGfaePPOdBChzU4UMIZTZ6cS/Vq",
+	"vp7gZ2zxMujXVnvD1zmhs15KgS5G9u2TZ0/OnmTBnXKpPhofg9LOS4Fea3AY42gt/4j4BP0rEUeegDML",
+	"abRMtSydhIVYby1CmxVFLlmlL7VZ6Qz6mmxB8HgS/JJGT/XCWPTWhA5+yIUZBKZ6IdalEcWZMc+EvZCf",
+	"m6soElAODBJ++BX8U/0d+tmSiTr3xpyXSFZgqzNjfhR6HSTAfU5iM6RlIfQ6crrLTqI/SByRz4W+kMUI",
+	"nigS9pYP2adoiDjygQOOkupFIye4OYaFZNeViz578DKFx2/QKeRpoY+HvGZPNzeV9m6QRJc7aAzrIIQV",
+	"IDy56qh2miAruDq6gNoNduDNhUTKBycQwJIYPCgHwqeaeBYdHaS0Hj/OmHBUirQZLUdAEQp7vKnejFcC",
+	"RAR9Y2vGb1GH4+Bf0roB+dS8jQ9Q6maVE6WDXFi7huyl8JLcuuELU6p8HUKh+uMs1X0CFoZK+tkwgA9D",
+	"3FNayDAgW8PDwwFaHVwQYUg0GjlULtV4TBMMz/E9DO1R6NJeIDHtZewPt1GySEAXSCZIh5ZyRvuofGvo",
+	"E/u38Yn/2yGKstGSt8I3kFoTVQu3GQMyC7SpwrECZQ3z7/pO21vY7UKFDWnxdGDfNvE//+1wPD5ZEfk/",
+	"R3vhUr2UFlZxERx6T6v8UmL8M62s86yA8XOMwHDbPYNJBtl+hrEyIQ5ysfTrjpXixCc/V39LURsEGG1Y",
+	"z9+7yy40W7lPR4TjPWghoKQmXuvgV/4LPcXPp5B+VM4hv6Lksw2GqRQWNQ+Zvn5WtSjLKHRpseibN2+G",
+	"pxXGih5JlJs07XiuvNAroUoxLT+7lSB7NxX5pdQFFIrD1oBZKE1ck3QoLTevPCqpVBdmhTsShjivmqWg",
+	"z0UhVuVzs5A1GIvaVTkItnVXwj+UYa4jI9Iwp6w9Wy6dKAqFKxflC2uW0nqFscJMlE4mvWXro196C1N0",
+	"RDyZfJ+XlVNXMoM+xa6saio/mIDRMuDLJ5CR1SmyCaFoulpMpcXl88fhMceyqQ3Uw+IgyExSYzz7tld/",
+	"gTJG7/be7cQ+SY9i2F1yT2FmpRyiPwmlmMqA3ijtljL34OZm5XC2VkR6ePR1x/iMzO1O8Iy8rJLePYlY",
+	"IjwcY1iO1pFifzpyo2fqosK1L8R7ODt7Bv34+CHMSYCQTOE5eP/quHdzXJ/0gk3bJeoHs4LSoLUxZOpC",
+	"1DCXZUHM3hB6M5H0bk0l+na3kDnuhB/CR4ZwXCT8e3QhKdLd4LgG8MS/6lkK4eUQhbDXcS4bEOrGa5G4",
+	"3X0j9KV719AFI4F3BHpv+fWHUOlSOldnTmRBG3LzMeG7HVov2SNhSMbO3B8gEQTz1Yhtl2j4ubIFymQD",
+	"lcesGmq0CdAQ7DUSOzHASG5CUI/CWnUlXUIQJvk3K8PjuqjrOA5BDrTSWyUda7t7MVHS87fBV/TACTjU",
+	"4QxVZQ0alXGiCFdDdBBNo96Ncn4rI123MZy3fMyR0G3GrAfeOZekzfbvOoTlBylKP9+VFueFr4LciMWy",
+	"pLcuOxGsNpnhtc6Z6ph6c6YIFNxLMP97CTPxMNucAL7eKNUnIMqVWDs4DKpzKe1C+TsIe22HdhYX8lh7",
+	"cs0YtUWJ+cebs5A3CRvfAmR797BNb1rZog1p7FTit7B3JD8u8QYObx19ssE8+5jO7fLcbcfKh8iLu+1U",
+	"tlbCQ3fR0oLdnuoXIScWnUcUhLL8adabvL2jt5lsL2ozidZ1YFKjphLuEsRFWNl9D2prkt11vrtO2G25",
+	"zQJvEvfyu2/g4cOHjxN4ffbNCTAYVAq2CIKzo8EDfuCARlpv0H8/0d+c/JW3KvflGpTOLdLuGPtksIJ4",
+	"zJFjW/N5MJp30CDRPm/OWKPEByHF0GjZqSpLpS8OlL4yKpfD46PeH9/+/la7+NHsIcEJEZn/iMJZ7k/g",
+	"MSylKB+at/2GvWumsfaInnJeFs8C092Nanz6qZ6ZDrJ1yI11h7UPON1BwqJYRmvGHt3qK9DYe1Zh8ssf",
+	"ZFl8Uu34aVRf3MvOTQtxKSX0WInsL9NINmo0klRnLWNHVQBsM5u6EwYQyQBlwJNPuc6hdupTHdwUYxNO",
+	"DteeCrowVDVETn+oK2mH05x/T3Ur7V8K5ydNYYlynNif1xFiHNx59HdofOFTjSFh0jhGVDEwYtKldRmU",
+	"ynkX1C9/yGrlS/IcZVm0PLWpMaUUOvqUAYnpUgZXIYEfTsAYLZ0PetYb3HeuxjkhQKT7DOvzLslIKi+Z",
+	"5W8SneCfNxG1sFas7+MEy3v4wJ8mst3eiN8C9Xx0Fzs6DZ/Jw04iyHzDyW2mXEA1rPTAwc+VrOQI3qAn",
+	"RDVpCYiQ20g11+JEvJKKszifE0qGBMyFLoZmNoPCmqXDqLkfwSABM7lKdUDVByzbdzP0JFaBBRpR+pBw",
+	"IekIOuKOdXoGJr9E67rr11JGiipI7iJnLQvdIWutquBuRuPvIjvg45vFwqGSEDVzXSp8sx1m8ruWvJOv",
+	"/ih2WAR0fZvZOUXDCQDWICFF2ZbimLuuTxb/F4DuDnneMeE0ebfpbi1yNzZ5fPzorxDyA1BIL1RJ0O7m",
+	"4vKgmSK1WwUGRGor40JSHApYkp42/nyGHnqPdd954PXNaj/8Ev2/uvAivMmiEP/gN/fVamx91SrR7CW9",
+	"VpEjrm87m00g1FY2uZf0OrITKKbSz01xjiSJsjQrGhIl3GpRdqpf3tpu/VtDUh0BhPKc2dlVrvRBG8aq",
+	"rJ7g/qLymoQjnbQ3/GYeom/jjDVVNeUJM0GXOL1ER+fD0iX7TMRzuQquAScJONeozaoB4VGozs6eNbax",
+	"XZ1Drvu9kwNdqPuryKXfVWX52VGNHU9JUs55y8P8VHhHvfY7pR7+GwEfVDZTTyQoqc9edyjVDdBkNDe1",
+	"Kror+LE/6q2HehAKM0adI/yxcI560fdChKQvD7S6mPtyPZTvl8b6Ti/yTjmMulCHD/b3TGk0m/Eb8xrJ",
+	"XkSkJZoxKN8Fgm+OxXifbo3GPkKYVQvLLXyzcwT39vPbWYduBz/G+vdy8O/kx7dPPVaeN278TQ54fZR3",
+	"gpc/in6k8iHapgcOwrMsR2hbQtUcTNcsKoJdwjvoxT+wVvtECuKjAbw1F32YI7bHotWSxhVmbrPktV5I",
+	"rGg8gaYOUlrSwa5u5AoVI00HxvjOacE/y1P2lqdEe/dZa1PugtqTAOWVVX79Cm0E8xmXw51WnJvnv76L",
+	"s//jzVlvpz2CUCdusJPvlwEgzqh+N/BZAlbmxqIOEa6N9AQgZICqo4BMo7YRGsgyoapoehouSjN10M9C",
+	"kopAal8O/wP/8x/ZgBgs1YvKeaBIk2ZZUW91kxloKhoJGaW1Ndpg7v2Sa+lUJ47+rULGnFZeFqEWmEqR",
+	"fzg7e0FH7eayLIHfcAloo4ffm+hCO+6OdNJeSUuxwazSOY7suG809PSJECrRdr746dUZHNBcB7/Uy7jm",
+	"/19nXBUam2MYusCd3Op86kdPC0mJUNuGy8VFd23PK9XB9RoQti+2swUs0O6m9GXopuvIX8JpjZUKCHX7",
+	"yjOwbzSVZJtVaOFT3qUaxZZaBk3ld8D7U1ha42WOx2KlM5XNJRAjWEkdtiurfGjZTDXXQItNmwqlWcVo",
+	"xGiqpZ1jrFpaKYo1OCk1HVLQ3DA1hZIOhJXwj1c/Paf+VQqfsm+4vnN4tl5KboqAvjNh7iyvbAnDAh78",
+	"kgbVlvYmj8bj8fWDDFbGXjqSj/VSFoMTFASq3eVy/4UU2rGZja29I3jCIZO1hmqLs301pVnsFXVeTEsJ",
+	"WW4KmdGaflpKK9gG4QksjUJXy1TeqUKymc+N9lbkfgLZ90/O4GCBJjt3War7L6xZSD+XlWNG4QfMUmqx",
+	"VKO1WJSkCJSDwuTVgroBW+yOEo1Mng1oMzd730MXUEfbEPNrqvtOcpqpvv1gMIKfqJGAASAHIs/lkjVt",
+	"4HIkU11oNIrKT1Id+08SyF68PsvqZWSgpaQizku5RqqmMjgrRej0Ph4/CgkjpsHPH7h6YgxrTsvSrLIR",
+	"ZD88Of0WDuZU8vSv0CgdPiQW+1fsfmFbTMhOEBllmZqk1e2CDBFomMlVbJwBKsUlHOZ788CBlv4AdRpM",
+	"5Yw7WZp+JCtFPpcu1RGPSohgL9/7g2UplM7AitCRITS0eYlrW/PSOMnsmButJamyCWTHDw8hiskPvOHf",
+	"KVkWDs6MAQr7syZ3FMhJdam0pHFD/S/I9znu/lfH8E/19xPIjsdj+Lso4tjZZsdYqlELHxyODuMVAUth",
+	"nYS+gEVT8d10YGU/GOfR1jSfpTrwB5IyOIHs0fgR6/b/I61DFfbceHhVLTEMlkUk4Cp8Sb1qqabdCrS8",
+	"hz7974iqqlHxF2wxzp69AqPLdcg/lCqXmuOK0E/541M0s5Utg1VykwOSKVZuI2MvDsJLB2jaGxiyF4+z",
+	"l/QCZb1J73A0Ho3JXWO57E16D0fj0UNCWf2czH5kTvz/hexwNHd5mJmuudCAuHaHTXs0LauYpwW6SWGi",
+	"rbbOo/H4hgL5+xXGh9rCjrr418vRhuPTm7x9l/RctVgIu45xlzU5Whjlwi0sXlw4qrDiYd/hALtWee/O",
+	"PRH5HDBEZ3tAlx2wntxr2flJVgAsoyx1aBozfCQbwXcGtcvWdS4cIlMLTsjLTECkmrqz68hgJmtrF66L",
+	"YH8mtM5zE01LaZTC+STVTulc8g0aNB61CeIpc3QoFhilU5eTsZeb0T0vQzlqfnJ5sGSoWB30X31z+jxB",
+	"w8+hyUI4zzX1AvKywj8Gk+AXpRoXIZZLKSz4lcol7wsabS8IZbJN139R2dibFOdeiHWqSRWsuR2ChuKM",
+	"NiWwwx0ZxMD0nYsOBw5Dy0m1NoWMvWtkmPm+ir6AmVAlynhCusnNhS1Cq4RcTGWB+xQcQt4PshNUyoLu",
+	"sU14e8k7wnCNFcSm/DxTzj+jzNnmrT97gO7mkYNwK9B1cuuT3IZ1/e4Tymid1eyQ0p+0ZBaLXiOfHnUz",
+	"HjMNXUPXtB5sNf3Sa4e3v7bRlUQvPbz9paYV/DrpPbrLG+2eIFo7uXO3v8ed76S+aoWFWxi8m7IOS1B0",
+	"aqWSxNsZBOpk6hULLa+Cvd9BW8eFnOz1fXmruU2AEhN7VRurx1L6DiS69vNQaTV9wbQcbiKOHnkt4tEK",
+	"HY2PubQ01WSXGSn17QtE2N+g94ILQ/JbJ3uD9lOzVIcmYqAe4q2akinfFTKC/mmrqqS+moSfppuVCLWU",
+	"xYRlul4Od+nh8GIl1kFjRzU7GnRI/Eum+hkXItzvXJo7Mj6pNHO58x5RZjiK1DMu+YT6QPg2n81OlFhC",
+	"RnU9JO1H4+OOzFU8/X5dcIAvDk6akZbCOeqFbIoVGOH9AnTI8fjx7W80dwXgG0d3eGO7Dfz30Fbh5CLK",
+	"UfcD9WOLHTf3JvH6no2irV0VFdytTWl5yihjkJZPar+4dvWG7su6GuwLYLrjz9mf+twQqLFdr8e4BEEZ",
+	"sZokXGLwxbD4t+3y152y209sepM7PUymYGlcV5SXUoVb2ptAGooV6Vo+d+lCwBsqc/toiAe0wEm7Wteh",
+	"3ZPvlfPBlyUUJ0J6IYMVlIAutlNbhDXqVDdts6wecC/DqQy4xhQdcI4XKPIewRtO4HHxIKAjQGkoUbJn",
+	"3WB0jKngKifNciIuMpVzRXhnuKmhTQpVvQpcSn/n/oUQctFVC6G4JdWtu9MGCTjDSKR1UBiI1xheyaaP",
+	"f5MWvj4iAlfRFeblCSvrK9riDRRbFbkzKyVDy28Y+ttAfDm62ro7M+rbcL0df/zApZqdr3AlC4Y5/CR9",
+	"ik8lEVUmIAC3djCBo/G4vsAw3L/AYOvOubfLx8M1cjGUjOV4qxPeCuacqczNAoPP6ObVheCxComjZReq",
+	"WtzcWC+1LE5S3RxZfc0Narr1CJ7scdOIBdlx4Ti2KUP3c7kAUZYjOHWXuJ54YypfXYQ7EZHXuJu85FT3",
+	"hYZqeWFFETC7cPq+1TRO7fkYLw5uZC66w2/jeFmOOpDTgI5NcYsXU6VRko/H4wGhBAHdjKe7hhXddoc7",
+	"QRtB9+HgOrrC0oDofpCT2r769Q46bOtSVXZsSWb+bor1R7PwW9cMXO9eRfYx/Qmu4OowlS+bIKO/zUvt",
+	"Qx+c1P5zqJeIFogEKLjTh5+e4Lb3szaVjYUbGzd/BlAFPUDOOSk/gnB5aqo3Lz7dZeML6VvIIweB4brU",
+	"FaVauorXGeHecxVpuNjpi4gM7u2kGS3v2I3V7n3aJ4nx+RvbSm97uX7u3R38Z76hsb6RtXYAKLEUTXdf",
+	"NNec0E3AEqpl7BCrtf5gAi0ns325KSdlbr0iFpxYN6Y2mlBmML6yigLSoM0JSqWnWy1OAzYeaha8Br4l",
+	"lNOZ3eaaL6LtvJYtadaT6vYNbS0vZWsJg3g9Cd/DpVp35jFq22U6Jqnef72usZt31EJXZu6j3QaT9I4P",
+	"7yA625e0URRxdAfx7r4s8UsKQjarCRIwS87wluv6CrIZXX6G7kYQla5Q5CYk76Csq+E+R7hSdUQrr6IZ",
+	"qMsidxxBcqE2U1IRFQq16Zxf6ShOh1MNodUjGpDoUE4pScAVFaNOxE7LFVcL/lbA7uP7NRvdAJ/Yq+E9",
+	"2KPidewh+GOCch+so74QJfPkvZchcmXxaFCOCOzt0ylc9HBbrnmzNOIDUs0veZrfJdNMc48+7GBuSVBv",
+	"XOwWNmdvnrq5q/LWbExn1uFVqxb2I6YeboD1T1oX/zNon6CvJPQ6aRz/WEO+kTOiWxMXyrfyQyFhtJMn",
+	"gp000ZcUAfwRcwPfqytuOKprZjvVSMPPt6YA2qz7yTTAZp9H1/XhkcmMjmz7Z17gTnmBmg/+2HmBdkNa",
+	"aPqJaQLGqgkxdIMbpOD3Sxi8XpLbHcqIYhMCQ6a77QftnIBoWvz4lmTqLomZgo0S5nbGYKsQuQb+U30h",
+	"fb1/SsMG/B9LZUPfA5UHu+i9oE9R/3LOJPz4jNDrCP46CHcru42S/qS+oj68muotlDZ80VxVf9L8Akyz",
+	"N8qBKkoZqqQoV13f3Rw3ln/Ex43gtL2plKngYqFZayVUTySshEpbWQovbwJsP9y+fyYYdqdv5nqzwcHb",
+	"Su6GMIcff/4bAc9Gsd8T8mTYffsHo26DPCMHci5gtXVfR31PfsgtUSpDm5Aq+xPp7GwZvw2x7Lyg6/fD",
+	"SFmfNWxH9TUR2NOSUJ2iCwFNdX/7d5wGE7gH8MmZuN2u925AE36yO/ou1UpD5eTmD33wdWT9bZ05SOBC",
+	"UWVWXa5KyUDlYs38itie+i+2FlbjmaneBTTh7nhmd6vBn4DmZ/OezmIOcp/HtBfjpNLgTpBzw4e6NVT+",
+	"48CdQWd8fMBzq0/6fzbyubUZf0Kg/3Mg0LuiF1s432bv7dt3KAXcL8ris912G69IoF9DrSOOCwO20jA6",
+	"yBfFQXxkOCzkVXYC1N0HealwbRiUkbM62mg2mhwcHB79dTQejUeHk6/HX49JHMMCdqhgBZLE3u4kuLbo",
+	"QAQQjneGOjtRkYYi9VHrZwAJGEbtuDn2NwadaH3R+rmdhNOo0zX/4CZGP/GndWLo2Rlp1ocTwsvW7K0T",
+	"2SXhGToe6LTzekSh6C/0P6U7QZeaC5i0lAVf8xNGDRDs9bvr/x8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

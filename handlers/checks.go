@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -32,7 +33,7 @@ type opChecks struct {
 	bodyRequired bool
 }
 
-// paramCheck is one path or header parameter.
+// paramCheck is one path, query or header parameter.
 type paramCheck struct {
 	in, name string
 	required bool
@@ -62,8 +63,8 @@ func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, erro
 	for _, ps := range []openapi3.Parameters{path.Parameters, op.Parameters} {
 		for _, ref := range ps {
 			p := ref.Value
-			if p.In != openapi3.ParameterInPath && p.In != openapi3.ParameterInHeader {
-				return nil, fmt.Errorf("parameter %s in %s: the gate checks path and header parameters only", p.Name, p.In)
+			if p.In != openapi3.ParameterInPath && p.In != openapi3.ParameterInHeader && p.In != openapi3.ParameterInQuery {
+				return nil, fmt.Errorf("parameter %s in %s: the gate checks path, query and header parameters only", p.Name, p.In)
 			}
 			if op.Parameters.GetByInAndName(p.In, p.Name) != nil && slices.Contains(path.Parameters, ref) {
 				return nil, fmt.Errorf("parameter %s: overriding a path item's parameter is not supported", p.Name)
@@ -156,10 +157,24 @@ func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 // check validates r's parameters (path values from chi) and the body
 // readBody returned (nil: none).
 func (c *opChecks) check(r *http.Request, body []byte, pathValue func(string) string) error {
+	var query url.Values // parsed when an operation has query parameters
 	for i := range c.params {
 		p := &c.params[i]
 		var v string
-		if p.in == openapi3.ParameterInPath {
+		switch p.in {
+		case openapi3.ParameterInQuery:
+			if query == nil {
+				query = r.URL.Query()
+			}
+			vs, found := query[p.name]
+			if !found {
+				if p.required {
+					return invalid("missing " + p.what())
+				}
+				continue
+			}
+			v = vs[0]
+		case openapi3.ParameterInPath:
 			// An empty segment counts as missing, as it did for
 			// openapi3filter.
 			if v = pathValue(p.name); v == "" {
@@ -168,7 +183,7 @@ func (c *opChecks) check(r *http.Request, body []byte, pathValue func(string) st
 				}
 				continue
 			}
-		} else {
+		default:
 			vs, found := r.Header[http.CanonicalHeaderKey(p.name)]
 			if !found {
 				if p.required {
@@ -178,7 +193,7 @@ func (c *opChecks) check(r *http.Request, body []byte, pathValue func(string) st
 			}
 			v = vs[0]
 		}
-		if msg := p.value.checkString(v); msg != "" {
+		if msg := p.value.checkParam(v); msg != "" {
 			return invalid(p.what() + " " + msg)
 		}
 	}
@@ -198,6 +213,24 @@ func (p *paramCheck) what() string {
 		return p.name + " header"
 	}
 	return p.in + " parameter " + strconv.Quote(p.name)
+}
+
+// checkParam returns what is wrong with a parameter's value v, or "": an
+// integer's is its decimal digits.
+func (vc *valueCheck) checkParam(v string) string {
+	if vc.typ != openapi3.TypeInteger {
+		return vc.checkString(v)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil:
+		return "is invalid"
+	case vc.min != nil && float64(n) < *vc.min:
+		return "must be at least " + strconv.FormatFloat(*vc.min, 'f', -1, 64)
+	case vc.max != nil && float64(n) > *vc.max:
+		return "must be at most " + strconv.FormatFloat(*vc.max, 'f', -1, 64)
+	}
+	return ""
 }
 
 // checkString returns what is wrong with v for a string schema, or "".

@@ -19,6 +19,7 @@ type metrics struct {
 	wait        prometheus.Histogram
 	handoff     prometheus.Histogram
 	waiters     prometheus.Gauge
+	lease       *leaseMetrics
 }
 
 // Acquire outcomes, the values of the "outcome" label.
@@ -66,6 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	reg.MustRegister(m.requests, m.acquires, m.semAcquires, m.wait, m.handoff, m.waiters)
+	m.lease = newLeaseMetrics(reg)
 	for _, o := range []string{outcomeGranted, outcomeHeld, outcomeInvalid, outcomeCancelled, outcomeError, outcomeRefused} {
 		m.acquires.WithLabelValues(o) // show every outcome from the start, at 0
 	}

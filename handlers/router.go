@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate"
+	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/middleware"
 )
 
@@ -54,6 +55,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	// Top-level middleware runs before routing: nothing here may depend on
 	// the matched route except after next returns.
 	r.Use(middleware.AccessLog(s.cfg.Logger), s.metrics.instrument, recoverer, headProbes)
+	if s.cfg.Tracing != nil {
+		r.Use(tracing.NameByRoute)
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, r, errNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		methods := allowed(r, req)
@@ -98,7 +102,7 @@ func (s *Server) Handler() (http.Handler, error) {
 			},
 		})
 	})
-	return r, nil
+	return s.cfg.Tracing.Handler(r), nil
 }
 
 // paramError words the generated wrapper's parameter errors. The gate has

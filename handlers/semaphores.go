@@ -107,6 +107,7 @@ func (s *Server) ReleaseSemaphore(ctx context.Context, req ReleaseSemaphoreReque
 		return nil, err
 	}
 	if err := s.cfg.Backend.ReleasePermit(ctx, key, req.Params.LockToken); err != nil {
+		s.metrics.lease.released("semaphore", err)
 		return nil, semaphoreDetail(err)
 	}
 	return ReleaseSemaphore204Response{}, nil
@@ -126,6 +127,7 @@ func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeas
 	}
 	lease, err := s.cfg.Backend.RenewPermit(ctx, key, req.Params.LockToken, ttl)
 	if err != nil {
+		s.metrics.lease.renewFailed("semaphore", err)
 		return nil, semaphoreDetail(err)
 	}
 	return RenewSemaphoreLease200JSONResponse{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
 )
@@ -42,6 +43,9 @@ type Config struct {
 	ReleaseTimeout time.Duration
 	// Logger receives the access log and errors. Default: discard.
 	Logger zerolog.Logger
+	// Tracing, when set, traces each request (see internal/tracing).
+	// Default: none, at no cost per request.
+	Tracing *tracing.Tracing
 }
 
 func (c Config) withDefaults() Config {
@@ -291,8 +295,9 @@ func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	holds, err := s.cfg.Backend.Release(ctx, key, req.Params.LockToken)
+	holds, err := s.cfg.Backend.Release(s.metrics.lease.releaseCtx(ctx), key, req.Params.LockToken)
 	if err != nil {
+		s.metrics.lease.released("lock", err)
 		return nil, err
 	}
 	if holds > 0 {
@@ -315,6 +320,7 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 	}
 	lease, err := s.cfg.Backend.Renew(ctx, key, req.Params.LockToken, ttl)
 	if err != nil {
+		s.metrics.lease.renewFailed("lock", err)
 		return nil, err
 	}
 	return RenewLease200JSONResponse{

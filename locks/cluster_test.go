@@ -30,6 +30,7 @@ func TestRedisClusterConformance(t *testing.T) {
 			return r
 		})
 	})
+	t.Run("List", func(t *testing.T) { locktest.RunList(t, newBackend) })
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

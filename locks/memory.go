@@ -406,7 +406,7 @@ func (m *Memory) holder(key Key, token string) (*memLock, *memGrant) {
 }
 
 // Release implements Locker.
-func (m *Memory) Release(_ context.Context, key Key, token string) (int, error) {
+func (m *Memory) Release(ctx context.Context, key Key, token string) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, g := m.holder(key, token)
@@ -421,7 +421,9 @@ func (m *Memory) Release(_ context.Context, key Key, token string) (int, error) 
 		g.holds--
 		return g.holds, nil
 	}
-	m.endLocked(key, g, time.Now())
+	now := time.Now()
+	m.endLocked(key, g, now)
+	releaseEnded(ctx, now.Sub(g.acquiredAt))
 	return 0, nil
 }
 
@@ -483,6 +485,12 @@ func (m *Memory) Inspect(_ context.Context, key Key) (Info, error) {
 	if l == nil {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
 	}
+	return m.infoLocked(key, l, now), nil
+}
+
+// infoLocked describes l, the held lock key, for Inspect and List. m.mu
+// must be held.
+func (m *Memory) infoLocked(key Key, l *memLock, now time.Time) Info {
 	info := Info{Mode: l.mode, Waiters: len(m.queues[key])}
 	for _, g := range l.holders {
 		info.Holders = append(info.Holders, Holder{
@@ -495,7 +503,7 @@ func (m *Memory) Inspect(_ context.Context, key Key) (Info, error) {
 	}
 	slices.SortFunc(info.Holders, func(a, b Holder) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
 	info.describe()
-	return info, nil
+	return info
 }
 
 // Check implements Backend: memory is always reachable.

@@ -20,3 +20,7 @@ func TestMemoryLockDelay(t *testing.T) {
 		return locks.NewMemory(locks.MemoryOptions{LockDelay: locktest.LockDelay})
 	})
 }
+
+func TestMemoryListConformance(t *testing.T) {
+	locktest.RunList(t, func(t *testing.T) locks.Backend { return locks.NewMemory(locks.MemoryOptions{}) })
+}

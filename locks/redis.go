@@ -525,8 +525,12 @@ func (r *Redis) release(ctx context.Context, res resource, token string) (int, e
 		return 0, fmt.Errorf("release %s: %w", res, notHolder([]int64{code, why}))
 	}
 	holds, _ := out[1].(int64)
-	if len(out) == 7 {
-		r.handOver(ctx, res, out[2:], start)
+	if len(out) >= 3 { // the grant ended: {1, 0, held ms, [near waiter...]}
+		held, _ := out[2].(int64)
+		releaseEnded(ctx, millis(held))
+	}
+	if len(out) == 8 {
+		r.handOver(ctx, res, out[3:], start)
 	}
 	return int(holds), nil
 }

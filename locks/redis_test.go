@@ -45,6 +45,11 @@ func TestRedisLockDelay(t *testing.T) {
 	})
 }
 
+func TestRedisListConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunList(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, locks.RedisOptions{}) })
+}
+
 func TestRedisSemaphoreConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, locks.RedisOptions{}) })

@@ -400,14 +400,17 @@ local function handoff(K, t, now, retention, check_heard, me, here)
 end
 
 -- release_all ends the caller's hold (the exclusive grant, or its shared
--- hold r), notes it, and hands the lock on (see handoff for here, and the
--- id it returns). When the lock is free then, the
+-- hold r), notes it, and hands the lock on (see handoff for here). Returns
+-- how long the hold was held, ms, and the id handoff returns. When the lock is free then, the
 -- lock delay ends, but for what remains of one after a shared holder's
 -- lease that ended unreleased ('x:<ms>').
 local function release_all(K, t, now, tok, r, retention, check_heard, here)
+  local at
   if r then
+    at = r.a
     drop_reader(K, now, tok)
   else
+    at = redis.call('HGET', K.lock, 'at')
     redis.call('DEL', K.lock)
   end
   released(K)
@@ -421,5 +424,5 @@ local function release_all(K, t, now, tok, r, retention, check_heard, here)
     end
   end
   local _, near = handoff(K, t, now, retention, check_heard, nil, here)
-  return near
+  return now - (tonumber(at) or now), near
 end

@@ -12,12 +12,13 @@
 --             it waits on that gateway for an exclusive hold, gets a full
 --             grant, told in the reply instead of by a message
 --
--- Returns  {1, 0}      released (and handed on, if anyone waits), now or
---                      within RECORD_MS before: a repeated release succeeds
---                      again, and changes nothing
---          {1, 0, waiter id, fencing_token, ttl_ms, now_ms, acquired_at_ms}
+-- Returns  {1, 0, held}  released (and handed on, if anyone waits); held
+--                      is how long the grant was held, ms
+--          {1, 0, held, waiter id, fencing_token, ttl_ms, now_ms, acquired_at_ms}
 --                      released, and handed in full to that waiter of the
 --                      caller's gateway, which delivers it
+--          {1, 0}      released within RECORD_MS before: a repeated release
+--                      succeeds again, and changes nothing
 --          {1, holds}  one hold taken away; the caller still holds the
 --                      lock that many times (see reenter.lua)
 --          {0, why}    the token holds nothing: why is EXPIRED or UNKNOWN
@@ -54,9 +55,9 @@ if holds > 1 then
   end
   return {1, holds - 1}
 end
-local near = release_all(K, t, now, ARGV[1], r, ARGV[2], ARGV[3], ARGV[5])
+local held, near = release_all(K, t, now, ARGV[1], r, ARGV[2], ARGV[3], ARGV[5])
 if near then
   local g = held_by(K, now, 0)
-  return {1, 0, near, g[2], g[3], g[4], g[5]}
+  return {1, 0, held, near, g[2], g[3], g[4], g[5]}
 end
-return {1, 0}
+return {1, 0, held}

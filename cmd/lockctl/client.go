@@ -188,7 +188,9 @@ func (c *client) do(ctx context.Context, method, path string, body any, lockToke
 		}
 		rd = bytes.NewReader(b)
 	}
+	path, query, _ := strings.Cut(path, "?")
 	u := c.base.JoinPath(path)
+	u.RawQuery = query
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return err

@@ -182,7 +182,7 @@ func TestUsage(t *testing.T) {
 // TestHelp lists the commands and the exit codes on stdout.
 func TestHelp(t *testing.T) {
 	r := lockctl(t, nil, nil, "help").want(t, exitOK)
-	for _, want := range []string{"acquire", "release", "renew", "status", "run", "token", "Exit codes:", "84"} {
+	for _, want := range []string{"acquire", "release", "renew", "status", "list", "run", "token", "Exit codes:", "84"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("help does not mention %q", want)
 		}
@@ -212,4 +212,38 @@ func TestToken(t *testing.T) {
 	env := map[string]string{"LOCKGATE_TOKEN": tok}
 	lockctl(t, gw, env, "status", "etl-daily/x").want(t, exitFree)
 	lockctl(t, gw, env, "status", "etl/x").want(t, exitAuth)
+}
+
+// TestList: list prints every held lock of the namespace, across pages,
+// once each, with its subject and owner and never a token; --json prints
+// one object a line.
+func TestList(t *testing.T) {
+	gw := startGateway(t)
+	var toks []string
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		toks = append(toks, strings.TrimSpace(lockctl(t, gw, nil, "acquire", "listed/"+name, "--ttl", "1m", "--owner", "job\x1b[2J").want(t, exitOK).stdout))
+	}
+	lockctl(t, gw, nil, "acquire", "other/a").want(t, exitOK)
+	out := lockctl(t, gw, nil, "list", "listed", "--page-size", "2").want(t, exitOK).stdout
+	if n := strings.Count(out, "\n"); n != 5 || !strings.Contains(out, "listed/c held by tester") || strings.Contains(out, "other/") {
+		t.Fatalf("list: got %q, want the 5 locks of listed, one a line", out)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Fatalf("list: got %q, want the owner's escape character escaped", out)
+	}
+	js := lockctl(t, gw, nil, "list", "listed", "--json").want(t, exitOK).stdout
+	for line := range strings.Lines(js) {
+		var l listedLock
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Subject != "tester" || l.Holds != 1 {
+			t.Fatalf("list --json: got line %q (%v), want a lock held by tester", line, err)
+		}
+	}
+	for _, tok := range toks {
+		if strings.Contains(out+js, tok) {
+			t.Fatalf("list printed an owner token")
+		}
+	}
+	lockctl(t, gw, nil, "list", "Listed").want(t, exitUsage)
+	lockctl(t, gw, nil, "list", "listed", "--page-size", "0").want(t, exitUsage)
+	lockctl(t, gw, nil, "list").want(t, exitUsage)
 }

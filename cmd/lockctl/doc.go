@@ -34,6 +34,8 @@
 // With --shared, run (and acquire) take a shared (read) hold of the lock:
 // shared runs run side by side, an exclusive run alone.
 //
+// list prints the held locks of a namespace.
+//
 // acquire, release, renew and status are the single calls; token mints an
 // HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,
 // and flags override them. "lockctl help" prints the usage and this table:

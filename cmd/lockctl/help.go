@@ -21,6 +21,9 @@ Usage:
       --semaphore: the token is a semaphore permit's.
   lockctl status namespace/name [--semaphore] [--json]
       Exit 0 when the lock (a permit of the semaphore) is held, 1 when it is free.
+  lockctl list namespace [--json] [--page-size 1000]
+      Print the held locks of the namespace, one a line (a JSON object each
+      with --json); never a token.
   lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the

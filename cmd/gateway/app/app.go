@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/lockgate/lockgate/handlers"
+	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
 )
@@ -66,6 +67,18 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
+	tracer, err := tracing.FromEnv(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { // last: after the backend, with the spans of the drain
+		shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracer.Shutdown(shutCtx); err != nil {
+			logger.Warn().Err(err).Msg("export the last spans")
+		}
+	}()
+
 	backend, closeBackend, err := openBackend(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -82,7 +95,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}()
 
 	srv, err := handlers.NewServer(handlers.Config{
-		Backend:    backend,
+		Backend:    tracer.Backend(backend),
 		Auth:       authn,
 		DefaultTTL: cfg.defaultTTL,
 		MaxTTL:     cfg.maxTTL,
@@ -93,6 +106,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}, authCfg.Policy),
 		ReleaseTimeout: releaseTimeout,
 		Logger:         logger,
+		Tracing:        tracer,
 	})
 	if err != nil {
 		return err

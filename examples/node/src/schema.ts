@@ -4,6 +4,37 @@
  */
 
 export interface paths {
+    "/locks/{namespace}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the held locks of a namespace, a page at a time (never a token).
+         * @description Each item says what `GET /locks/{namespace}/{name}` says of the
+         *     lock, and its `name`. Follow `next_cursor` until it is absent: a
+         *     page may hold fewer than `limit` locks, even none, before the last,
+         *     since each page does a bounded amount of work. With Redis, the
+         *     listing scans the keys (SCAN, on every master of a cluster): a lock
+         *     may appear twice, and one taken or released during the listing may
+         *     or may not appear; one held throughout appears unless the Redis
+         *     nodes change meanwhile (a failover, a reshard). The embedded backend
+         *     lists in name order, each lock once.
+         */
+        get: operations["listLocks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/locks/{namespace}/{name}": {
         parameters: {
             query?: never;
@@ -297,6 +328,15 @@ export interface components {
             mode: "exclusive" | "shared";
             /** @description The live holds, the soonest lease to end first; one when the lock is held exclusively. */
             holders: components["schemas"]["Holder"][];
+        };
+        LockList: {
+            locks: components["schemas"]["ListedLock"][];
+            /** @description The cursor of the next page; absent on the last page. */
+            next_cursor?: string;
+        };
+        ListedLock: components["schemas"]["LockInfo"] & {
+            /** @description The lock's name within the namespace. */
+            name: string;
         };
         SemaphoreRequest: {
             /** @description How many callers may hold the semaphore at once; every caller sends the same. */
@@ -593,6 +633,10 @@ export interface components {
          *     the retry, not released.
          */
         IdempotencyKey: string;
+        /** @description The `next_cursor` of the previous page; absent for the first page. */
+        Cursor: string;
+        /** @description The most locks a page holds (100 when absent). */
+        Limit: number;
     };
     requestBodies: never;
     headers: {
@@ -603,6 +647,39 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listLocks: {
+        parameters: {
+            query?: {
+                /** @description The `next_cursor` of the previous page; absent for the first page. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description The most locks a page holds (100 when absent). */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the listing. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
     inspectLock: {
         parameters: {
             query?: never;

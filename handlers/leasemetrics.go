@@ -1,0 +1,93 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// leaseMetrics say how grants end: how long locks were held until their
+// release, how many leases ended under their holders, and why renewals
+// failed.
+type leaseMetrics struct {
+	held     prometheus.Histogram
+	expired  *prometheus.CounterVec
+	renewals *prometheus.CounterVec
+	// trace is what Release calls back with; one for every release.
+	trace *locks.ReleaseTrace
+}
+
+// Renewal failure reasons, the values of the "reason" label.
+const (
+	reasonNotHolder   = "not_holder"  // the grant was gone
+	reasonInvalid     = "invalid"     // refused by the engine
+	reasonUnavailable = "unavailable" // the backend failed or did not answer
+	reasonCancelled   = "cancelled"   // the caller left
+	reasonError       = "error"       // anything else
+)
+
+func newLeaseMetrics(reg prometheus.Registerer) *leaseMetrics {
+	m := &leaseMetrics{
+		held: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "lockgate_lock_hold_seconds",
+			Help: "How long locks were held, from the grant to the release that ended it (its last hold), on the backend's clock. " +
+				"Grants that end by expiry are not in it (see lockgate_leases_expired_total).",
+			Buckets: []float64{.001, .01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600},
+		}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockgate_leases_expired_total",
+			Help: "Renew and release calls that found their grant gone: its lease had ended while its holder still used it " +
+				"(or it was released already), by kind (lock, semaphore) and call (renew, release).",
+		}, []string{"kind", "call"}),
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockgate_renewals_failed_total",
+			Help: "Renew calls that failed, by kind (lock, semaphore) and reason: not_holder, invalid, unavailable, cancelled, error.",
+		}, []string{"kind", "reason"}),
+	}
+	m.trace = &locks.ReleaseTrace{Ended: func(held time.Duration) { m.held.Observe(held.Seconds()) }}
+	reg.MustRegister(m.held, m.expired, m.renewals)
+	for _, kind := range []string{"lock", "semaphore"} {
+		for _, call := range []string{"renew", "release"} {
+			m.expired.WithLabelValues(kind, call) // every series from the start, at 0
+		}
+		for _, r := range []string{reasonNotHolder, reasonInvalid, reasonUnavailable, reasonCancelled, reasonError} {
+			m.renewals.WithLabelValues(kind, r)
+		}
+	}
+	return m
+}
+
+// releaseCtx is ctx for a lock's Release, which reports there how long
+// the grant it ends was held.
+func (m *leaseMetrics) releaseCtx(ctx context.Context) context.Context {
+	return locks.WithReleaseTrace(ctx, m.trace)
+}
+
+// released counts a release of kind that failed with err because its
+// grant was gone.
+func (m *leaseMetrics) released(kind string, err error) {
+	if errors.Is(err, locks.ErrNotHolder) {
+		m.expired.WithLabelValues(kind, "release").Inc()
+	}
+}
+
+// renewFailed counts a renewal of kind that failed with err.
+func (m *leaseMetrics) renewFailed(kind string, err error) {
+	reason := reasonError
+	switch {
+	case errors.Is(err, locks.ErrNotHolder):
+		reason = reasonNotHolder
+		m.expired.WithLabelValues(kind, "renew").Inc()
+	case errors.Is(err, locks.ErrInvalid):
+		reason = reasonInvalid
+	case errors.Is(err, locks.ErrUnavailable):
+		reason = reasonUnavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		reason = reasonCancelled
+	}
+	m.renewals.WithLabelValues(kind, reason).Inc()
+}

@@ -1,0 +1,160 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// Backend returns b with a span around each call into the engine, a
+// child of the request's span: for the Redis backend, the script's round
+// trip (and its wait in the batcher), which is why the gateway does not
+// use go-redis's own tracing hook, whose pipelines carry the calls of many
+// requests at once. A span names the lock and the outcome, never a token.
+// With a nil t it returns b.
+func (t *Tracing) Backend(b locks.Backend) locks.Backend {
+	if t == nil {
+		return b
+	}
+	return &tracedBackend{Backend: b, tracer: t.tracer}
+}
+
+// tracedBackend traces the calls that serve requests; the others (Check,
+// Close, and any it does not know) pass through.
+type tracedBackend struct {
+	locks.Backend
+	tracer trace.Tracer
+}
+
+func (tb *tracedBackend) start(ctx context.Context, name string, key locks.Key) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{attribute.String("lockgate.namespace", key.Namespace)}
+	if key.Name != "" {
+		attrs = append(attrs, attribute.String("lockgate.name", key.Name))
+	}
+	return tb.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+}
+
+// end records err's outcome on span, by its kind: the text of an error may
+// name a Redis address, and tells a trace reader nothing the kind does not.
+func end(span trace.Span, err error) {
+	outcome := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, locks.ErrHeld), errors.Is(err, locks.ErrFull):
+		outcome = "held"
+	case errors.Is(err, locks.ErrNotHolder):
+		outcome = "not_holder"
+	case errors.Is(err, locks.ErrNotHeld):
+		outcome = "not_held"
+	case errors.Is(err, locks.ErrLimitMismatch):
+		outcome = "limit_mismatch"
+	case errors.Is(err, locks.ErrIdempotencyMismatch):
+		outcome = "idempotency_key_mismatch"
+	case errors.Is(err, locks.ErrIdempotencyInProgress):
+		outcome = "idempotency_in_progress"
+	case errors.Is(err, locks.ErrGrantEnded):
+		outcome = "grant_ended"
+	case errors.Is(err, locks.ErrInvalid):
+		outcome = "invalid"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		outcome = "cancelled"
+	case errors.Is(err, locks.ErrUnavailable):
+		outcome = "unavailable"
+		span.SetStatus(codes.Error, outcome)
+	default:
+		outcome = "error"
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.SetAttributes(attribute.String("lockgate.outcome", outcome))
+	span.End()
+}
+
+func (tb *tracedBackend) Acquire(ctx context.Context, key locks.Key, req locks.AcquireRequest) (locks.Grant, error) {
+	ctx, span := tb.start(ctx, "lock.acquire", key)
+	g, err := tb.Backend.Acquire(ctx, key, req)
+	end(span, err)
+	return g, err
+}
+
+func (tb *tracedBackend) AcquireOnce(ctx context.Context, key locks.Key, req locks.AcquireRequest, idemKey string) (locks.Grant, error) {
+	ctx, span := tb.start(ctx, "lock.acquire", key)
+	g, err := tb.Backend.AcquireOnce(ctx, key, req, idemKey)
+	end(span, err)
+	return g, err
+}
+
+func (tb *tracedBackend) AcquirePermitOnce(ctx context.Context, key locks.Key, req locks.SemaphoreRequest, idemKey string) (locks.Grant, error) {
+	ctx, span := tb.start(ctx, "semaphore.acquire", key)
+	g, err := tb.Backend.AcquirePermitOnce(ctx, key, req, idemKey)
+	end(span, err)
+	return g, err
+}
+
+func (tb *tracedBackend) Release(ctx context.Context, key locks.Key, token string) (int, error) {
+	ctx, span := tb.start(ctx, "lock.release", key)
+	holds, err := tb.Backend.Release(ctx, key, token)
+	end(span, err)
+	return holds, err
+}
+
+func (tb *tracedBackend) Reenter(ctx context.Context, key locks.Key, token string, ttl time.Duration, mode locks.Mode) (locks.Grant, error) {
+	ctx, span := tb.start(ctx, "lock.reenter", key)
+	g, err := tb.Backend.Reenter(ctx, key, token, ttl, mode)
+	end(span, err)
+	return g, err
+}
+
+func (tb *tracedBackend) Renew(ctx context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+	ctx, span := tb.start(ctx, "lock.renew", key)
+	l, err := tb.Backend.Renew(ctx, key, token, ttl)
+	end(span, err)
+	return l, err
+}
+
+func (tb *tracedBackend) Inspect(ctx context.Context, key locks.Key) (locks.Info, error) {
+	ctx, span := tb.start(ctx, "lock.inspect", key)
+	info, err := tb.Backend.Inspect(ctx, key)
+	end(span, err)
+	return info, err
+}
+
+func (tb *tracedBackend) List(ctx context.Context, namespace, cursor string, limit int) (locks.Page, error) {
+	ctx, span := tb.start(ctx, "lock.list", locks.Key{Namespace: namespace})
+	page, err := tb.Backend.List(ctx, namespace, cursor, limit)
+	end(span, err)
+	return page, err
+}
+
+func (tb *tracedBackend) AcquirePermit(ctx context.Context, key locks.Key, req locks.SemaphoreRequest) (locks.Grant, error) {
+	ctx, span := tb.start(ctx, "semaphore.acquire", key)
+	g, err := tb.Backend.AcquirePermit(ctx, key, req)
+	end(span, err)
+	return g, err
+}
+
+func (tb *tracedBackend) ReleasePermit(ctx context.Context, key locks.Key, token string) error {
+	ctx, span := tb.start(ctx, "semaphore.release", key)
+	err := tb.Backend.ReleasePermit(ctx, key, token)
+	end(span, err)
+	return err
+}
+
+func (tb *tracedBackend) RenewPermit(ctx context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+	ctx, span := tb.start(ctx, "semaphore.renew", key)
+	l, err := tb.Backend.RenewPermit(ctx, key, token, ttl)
+	end(span, err)
+	return l, err
+}
+
+func (tb *tracedBackend) InspectSemaphore(ctx context.Context, key locks.Key) (locks.SemaphoreInfo, error) {
+	ctx, span := tb.start(ctx, "semaphore.inspect", key)
+	info, err := tb.Backend.InspectSemaphore(ctx, key)
+	end(span, err)
+	return info, err
+}

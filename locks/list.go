@@ -1,0 +1,77 @@
+package locks
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+)
+
+// Lister lists the held locks of a namespace, a page at a time.
+type Lister interface {
+	// List returns up to limit held locks of namespace (limit at least
+	// 1), from where cursor left off ("" for the start), and the cursor of
+	// the next page in Page.Next ("" when the listing is done). It never
+	// reveals an owner token. A cursor that no List returned gets
+	// ErrInvalid.
+	//
+	// A page may hold fewer than limit locks, even none, while Next is
+	// set: locks are found by scanning (Redis SCAN), which stops after a
+	// bounded amount of work per page. The Redis backend may list a lock
+	// twice, and a lock taken or freed during the listing may or may not
+	// appear; one held throughout appears, unless Redis's nodes change
+	// meanwhile (a failover, a reshard). The embedded backend lists each
+	// lock once, in name order.
+	List(ctx context.Context, namespace, cursor string, limit int) (Page, error)
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Locks []Listed
+	// Next is the cursor of the next page; "" when there is none.
+	Next string
+}
+
+// Listed is one held lock of a listing: its key and what Inspect says.
+type Listed struct {
+	Key Key
+	Info
+}
+
+// MaxCursorLen bounds the cursors List returns (and so the ones it
+// accepts): a lock name, a scan position and a node.
+const MaxCursorLen = 512
+
+// The two backends' cursors are base64url of fields joined by NUL bytes,
+// after a tag that says whose they are, so that one backend refuses the
+// other's.
+const (
+	cursorMemory = "m1"
+	cursorRedis  = "r1"
+)
+
+func encodeCursor(tag string, fields ...string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(tag + "\x00" + strings.Join(fields, "\x00")))
+}
+
+// decodeCursor returns the n fields of a cursor with the given tag.
+func decodeCursor(cursor, tag string, n int) ([]string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	parts := strings.Split(string(raw), "\x00")
+	if err != nil || len(cursor) > MaxCursorLen || len(parts) != n+1 || parts[0] != tag {
+		return nil, errBadCursor
+	}
+	return parts[1:], nil
+}
+
+var errBadCursor = fmt.Errorf("%w: the cursor is not one a listing returned", ErrInvalid)
+
+func checkList(namespace string, limit int) error {
+	if !ValidNamespace(namespace) {
+		return fmt.Errorf("%w: namespace must match %s", ErrInvalid, NamespacePattern)
+	}
+	if limit < 1 {
+		return fmt.Errorf("%w: limit must be at least 1", ErrInvalid)
+	}
+	return nil
+}

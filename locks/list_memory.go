@@ -1,0 +1,46 @@
+package locks
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// List implements Lister: the held locks of namespace in name order, after
+// the name the cursor holds.
+func (m *Memory) List(_ context.Context, namespace, cursor string, limit int) (Page, error) {
+	if err := checkList(namespace, limit); err != nil {
+		return Page{}, err
+	}
+	after := ""
+	if cursor != "" {
+		f, err := decodeCursor(cursor, cursorMemory, 1)
+		if err != nil || !ValidName(f[0]) {
+			return Page{}, errBadCursor
+		}
+		after = f[0]
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	var names []string
+	for key := range m.locks {
+		if key.Namespace == namespace && key.Name > after {
+			names = append(names, key.Name)
+		}
+	}
+	slices.Sort(names)
+	var page Page
+	for _, name := range names {
+		if len(page.Locks) == limit {
+			page.Next = encodeCursor(cursorMemory, page.Locks[limit-1].Key.Name)
+			break
+		}
+		key := Key{Namespace: namespace, Name: name}
+		m.expireLocked(key, now)
+		if l := m.locks[key]; l != nil {
+			page.Locks = append(page.Locks, Listed{Key: key, Info: m.infoLocked(key, l, now)})
+		}
+	}
+	return page, nil
+}

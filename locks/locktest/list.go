@@ -1,0 +1,202 @@
+package locktest
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// RunList runs the listing suite. newBackend returns a backend for one
+// test; tests run in parallel, each in a namespace of its own.
+func RunList(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, b locks.Backend, ns string)
+	}{
+		{"EmptyNamespaceListsNothing", testListEmpty},
+		{"PagesCoverEveryHeldLock", testListPages},
+		{"ListDescribesEachLock", testListDescribes},
+		{"ReleasedAndExpiredLocksAreGone", testListGone},
+		{"ForeignCursorsRefused", testListBadCursor},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, newBackend(t), UniqueNamespace(t))
+		})
+	}
+}
+
+// UniqueNamespace returns a namespace no other test in this process uses.
+func UniqueNamespace(t testing.TB) string {
+	ns := fmt.Sprintf("list-%d-%d", time.Now().UnixNano(), keySeq.Add(1))
+	if !locks.ValidNamespace(ns) {
+		t.Fatalf("namespace %q is invalid", ns)
+	}
+	return ns
+}
+
+// ListAll follows the pages of a listing of ns, limit locks a page, to the
+// end, and returns the locks by name (a lock listed twice counts once) and
+// the number of pages. It fails the test on a page longer than limit, or a
+// listing that does not end within 10000 pages.
+func ListAll(t testing.TB, l locks.Lister, ns string, limit int) (map[string]locks.Listed, int) {
+	t.Helper()
+	all := make(map[string]locks.Listed)
+	cursor := ""
+	for pages := 1; pages <= 10000; pages++ {
+		page, err := l.List(context.Background(), ns, cursor, limit)
+		if err != nil {
+			t.Fatalf("list %s, page %d: %v", ns, pages, err)
+		}
+		if len(page.Locks) > limit {
+			t.Fatalf("page %d: got %d locks, want at most %d", pages, len(page.Locks), limit)
+		}
+		for _, l := range page.Locks {
+			if l.Key.Namespace != ns {
+				t.Fatalf("page %d: got lock %s, want only namespace %s", pages, l.Key, ns)
+			}
+			all[l.Key.Name] = l
+		}
+		if page.Next == "" {
+			return all, pages
+		}
+		if len(page.Next) > locks.MaxCursorLen {
+			t.Fatalf("page %d: cursor of %d bytes, want at most %d", pages, len(page.Next), locks.MaxCursorLen)
+		}
+		cursor = page.Next
+	}
+	t.Fatalf("listing %s did not end within 10000 pages", ns)
+	return nil, 0
+}
+
+func testListEmpty(t *testing.T, b locks.Backend, ns string) {
+	got, pages := ListAll(t, b, ns, 10)
+	if len(got) != 0 {
+		t.Fatalf("got %d locks in an unused namespace, want 0", len(got))
+	}
+	t.Logf("%d pages", pages)
+}
+
+// testListPages: locks of the namespace, and nothing else (another
+// namespace, whose name starts alike; a semaphore of the same name), over
+// pages of several sizes.
+func testListPages(t *testing.T, b locks.Backend, ns string) {
+	const n = 23
+	want := make(map[string]bool)
+	for i := range n {
+		name := fmt.Sprintf("job-%02d", i)
+		MustAcquire(t, b, locks.Key{Namespace: ns, Name: name}, req(time.Minute))
+		want[name] = true
+	}
+	MustAcquire(t, b, locks.Key{Namespace: ns + "x", Name: "job-00"}, req(time.Minute))
+	MustAcquirePermit(t, b, locks.Key{Namespace: ns, Name: "sem"}, permitReq(2, time.Minute, 0))
+	for _, limit := range []int{1, 7, 23, 100} {
+		got, pages := ListAll(t, b, ns, limit)
+		if len(got) != n {
+			t.Errorf("limit %d: got %d locks, want %d: %v", limit, len(got), n, names(got))
+		}
+		for name := range got {
+			if !want[name] {
+				t.Errorf("limit %d: got lock %q, want only the namespace's locks", limit, name)
+			}
+		}
+		if pages < (n+limit-1)/limit {
+			t.Errorf("limit %d: got %d pages, want at least %d", limit, pages, (n+limit-1)/limit)
+		}
+	}
+}
+
+func names(m map[string]locks.Listed) []string {
+	var s []string
+	for k := range m {
+		s = append(s, k)
+	}
+	return s
+}
+
+// testListDescribes: each item says what Inspect says of the lock.
+func testListDescribes(t *testing.T, b locks.Backend, ns string) {
+	key := locks.Key{Namespace: ns, Name: "report"}
+	g := MustAcquire(t, b, key, locks.AcquireRequest{TTL: time.Minute, Subject: "alice", Owner: "nightly"})
+	if _, err := b.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute})
+		waiting <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	var got locks.Listed
+	for {
+		all, _ := ListAll(t, b, ns, 10)
+		got = all["report"]
+		if got.Waiters == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the waiter to queue, not synchronising
+	}
+	want, err := b.Inspect(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case got.Key != key:
+		t.Errorf("got key %v, want %v", got.Key, key)
+	case got.Subject != "alice" || got.Owner != "nightly":
+		t.Errorf("got subject %q owner %q, want alice, nightly", got.Subject, got.Owner)
+	case got.FencingToken != g.FencingToken:
+		t.Errorf("got fencing token %d, want %d", got.FencingToken, g.FencingToken)
+	case got.Holds != 2:
+		t.Errorf("got holds %d, want 2", got.Holds)
+	case got.Waiters != 1:
+		t.Errorf("got waiters %d, want 1", got.Waiters)
+	case got.TTL <= 0 || got.TTL > time.Minute:
+		t.Errorf("got ttl %s, want within (0, 1m]", got.TTL)
+	case !got.AcquiredAt.Equal(want.AcquiredAt):
+		t.Errorf("got acquired at %s, want %s", got.AcquiredAt, want.AcquiredAt)
+	}
+	if s := fmt.Sprintf("%+v", got); strings.Contains(s, g.Token) {
+		t.Errorf("a listed lock carries its owner token: %s", s)
+	}
+	cancel()
+	<-waiting
+}
+
+func testListGone(t *testing.T, b locks.Backend, ns string) {
+	kept := MustAcquire(t, b, locks.Key{Namespace: ns, Name: "kept"}, req(time.Minute))
+	released := MustAcquire(t, b, locks.Key{Namespace: ns, Name: "released"}, req(time.Minute))
+	MustAcquire(t, b, locks.Key{Namespace: ns, Name: "expired"}, req(50*time.Millisecond))
+	if _, err := b.Release(context.Background(), locks.Key{Namespace: ns, Name: "released"}, released.Token); err != nil {
+		t.Fatal(err)
+	}
+	waitUntilFree(t, b, locks.Key{Namespace: ns, Name: "expired"})
+	got, _ := ListAll(t, b, ns, 10)
+	if len(got) != 1 || got["kept"].FencingToken != kept.FencingToken {
+		t.Fatalf("got %v, want only kept", names(got))
+	}
+}
+
+func testListBadCursor(t *testing.T, b locks.Backend, ns string) {
+	enc := base64.RawURLEncoding.EncodeToString
+	for _, c := range []string{"x", "%%%", enc([]byte("x1\x00a")), enc([]byte("m1\x00a\x00b")), enc([]byte("m1\x00.bad")),
+		enc([]byte("r1\x00node\x00NaN\x00")), enc([]byte("r1\x00\x000\x00")), strings.Repeat("A", 600)} {
+		if _, err := b.List(context.Background(), ns, c, 10); !errors.Is(err, locks.ErrInvalid) {
+			t.Errorf("cursor %q: got error %v, want %v", c, err, locks.ErrInvalid)
+		}
+	}
+	if _, err := b.List(context.Background(), ns, "", 0); !errors.Is(err, locks.ErrInvalid) {
+		t.Errorf("limit 0: got error %v, want %v", err, locks.ErrInvalid)
+	}
+	if _, err := b.List(context.Background(), "Bad", "", 1); !errors.Is(err, locks.ErrInvalid) {
+		t.Errorf("namespace Bad: got error %v, want %v", err, locks.ErrInvalid)
+	}
+}
