@@ -203,6 +203,39 @@ func (e ListedLockMode) Valid() bool {
 	}
 }
 
+// Defines values for LockEventEvent.
+const (
+	LockEventEventAcquired      LockEventEvent = "acquired"
+	LockEventEventExpired       LockEventEvent = "expired"
+	LockEventEventHandedOver    LockEventEvent = "handed_over"
+	LockEventEventReEntered     LockEventEvent = "re_entered"
+	LockEventEventReleased      LockEventEvent = "released"
+	LockEventEventRenewed       LockEventEvent = "renewed"
+	LockEventEventWaiterDropped LockEventEvent = "waiter_dropped"
+)
+
+// Valid indicates whether the value is a known member of the LockEventEvent enum.
+func (e LockEventEvent) Valid() bool {
+	switch e {
+	case LockEventEventAcquired:
+		return true
+	case LockEventEventExpired:
+		return true
+	case LockEventEventHandedOver:
+		return true
+	case LockEventEventReEntered:
+		return true
+	case LockEventEventReleased:
+		return true
+	case LockEventEventRenewed:
+		return true
+	case LockEventEventWaiterDropped:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LockHeldProblemCode.
 const (
 	LockHeldProblemCodeBackendUnavailable     LockHeldProblemCode = "backend_unavailable"
@@ -349,19 +382,19 @@ func (e NotHolderProblemCode) Valid() bool {
 
 // Defines values for NotHolderProblemReason.
 const (
-	Expired  NotHolderProblemReason = "expired"
-	Released NotHolderProblemReason = "released"
-	Unknown  NotHolderProblemReason = "unknown"
+	NotHolderProblemReasonExpired  NotHolderProblemReason = "expired"
+	NotHolderProblemReasonReleased NotHolderProblemReason = "released"
+	NotHolderProblemReasonUnknown  NotHolderProblemReason = "unknown"
 )
 
 // Valid indicates whether the value is a known member of the NotHolderProblemReason enum.
 func (e NotHolderProblemReason) Valid() bool {
 	switch e {
-	case Expired:
+	case NotHolderProblemReasonExpired:
 		return true
-	case Released:
+	case NotHolderProblemReasonReleased:
 		return true
-	case Unknown:
+	case NotHolderProblemReasonUnknown:
 		return true
 	default:
 		return false
@@ -654,6 +687,23 @@ type ListedLock struct {
 // ListedLockMode How the lock is held.
 type ListedLockMode string
 
+// LockEvent defines model for LockEvent.
+type LockEvent struct {
+	// At When it happened, on the backend's clock (a lease's end, for `expired`).
+	At    time.Time      `json:"at"`
+	Event LockEventEvent `json:"event"`
+
+	// FencingToken The grant's fencing token; 0 for a waiter.
+	FencingToken int64  `json:"fencing_token"`
+	Owner        string `json:"owner"`
+
+	// Subject The `sub` of the grant's (or the waiter's) JWT.
+	Subject string `json:"subject"`
+}
+
+// LockEventEvent defines model for LockEvent.Event.
+type LockEventEvent string
+
 // LockHeldProblem defines model for LockHeldProblem.
 type LockHeldProblem struct {
 	Code         LockHeldProblemCode `json:"code"`
@@ -668,6 +718,15 @@ type LockHeldProblem struct {
 
 // LockHeldProblemCode defines model for LockHeldProblem.Code.
 type LockHeldProblemCode string
+
+// LockHistory defines model for LockHistory.
+type LockHistory struct {
+	Events []LockEvent `json:"events"`
+
+	// Limit How many events the gateway keeps per lock (0 when history is off).
+	Limit int    `json:"limit"`
+	Lock  string `json:"lock"`
+}
 
 // LockInfo The holders of a lock. `fencing_token`, `ttl_ms`, `expires_at`,
 // `acquired_at`, `subject`, `owner` and `holds` describe the exclusive
@@ -1225,6 +1284,9 @@ type ServerInterface interface {
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams)
+	// LockHistory The last events of a lock, newest first (never a token).
+	// (GET /locks/{namespace}/{name}/history)
+	LockHistory(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 	// RenewLease Extend the lease of a lock you hold.
 	// (PUT /locks/{namespace}/{name}/lease)
 	RenewLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewLeaseParams)
@@ -1276,6 +1338,12 @@ func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, names
 // AcquireLock Acquire a lock, optionally waiting for it to free up.
 // (POST /locks/{namespace}/{name})
 func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// LockHistory The last events of a lock, newest first (never a token).
+// (GET /locks/{namespace}/{name}/history)
+func (_ Unimplemented) LockHistory(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1560,6 +1628,41 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AcquireLock(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// LockHistory operation middleware
+func (siw *ServerInterfaceWrapper) LockHistory(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LockHistory(w, r, namespace, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1993,6 +2096,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/locks/{namespace}/{name}/lease", wrapper.RenewLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/locks/{namespace}/{name}/history", wrapper.LockHistory)
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.ReleaseSemaphore)
@@ -2693,6 +2799,141 @@ type AcquireLockdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LockHistoryRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+}
+
+type LockHistoryResponseObject interface {
+	VisitLockHistoryResponse(w http.ResponseWriter) error
+}
+
+type LockHistory200JSONResponse LockHistory
+
+func (response LockHistory200JSONResponse) VisitLockHistoryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LockHistory400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LockHistory400ApplicationProblemPlusJSONResponse) VisitLockHistoryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LockHistory401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LockHistory401ApplicationProblemPlusJSONResponse) VisitLockHistoryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LockHistory403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LockHistory403ApplicationProblemPlusJSONResponse) VisitLockHistoryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LockHistory429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response LockHistory429ApplicationProblemPlusJSONResponse) VisitLockHistoryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LockHistory503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LockHistory503ApplicationProblemPlusJSONResponse) VisitLockHistoryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LockHistorydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response LockHistorydefaultApplicationProblemPlusJSONResponse) VisitLockHistoryResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3587,6 +3828,9 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
+	// LockHistory The last events of a lock, newest first (never a token).
+	// (GET /locks/{namespace}/{name}/history)
+	LockHistory(ctx context.Context, request LockHistoryRequestObject) (LockHistoryResponseObject, error)
 	// RenewLease Extend the lease of a lock you hold.
 	// (PUT /locks/{namespace}/{name}/lease)
 	RenewLease(ctx context.Context, request RenewLeaseRequestObject) (RenewLeaseResponseObject, error)
@@ -3790,6 +4034,33 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 	}
 }
 
+// LockHistory operation middleware
+func (sh *strictHandler) LockHistory(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	var request LockHistoryRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.LockHistory(ctx, request.(LockHistoryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "LockHistory")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(LockHistoryResponseObject); ok {
+		if err := validResponse.VisitLockHistoryResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // RenewLease operation middleware
 func (sh *strictHandler) RenewLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewLeaseParams) {
 	var request RenewLeaseRequestObject
@@ -3985,128 +4256,136 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3/cxs3ku+/0su7KpP3hhQly9mYqq1X2sRJvOs4Llt+rnoePw04A4o4DQEGwIjm5pS//VV3AzNDcqgv",
-	"ju2cc/nJFjkDNID++ulu8JdebhZLo6X2rjf5pTeXopCW/vtSers+nXlp8a9CutyqpVdG9ya9N3NTSnAy",
-	"N7pwCVhT6UIWUC1HvaTn8rlcCHxpobRaVIveZJz0/Hope5Oe0l5eSNu7vr5OekthxUL6MOE3lXWmY7Kz",
-	"uYRMy/f+PKcnMjAz8HMJSyuvlKkcLMWFPAExdVJ7mBlL386UdZ6+QqIUjvRzJe26l/S0WCAtPNwmxeL9",
-	"M6kv/Lw3eXR4lOAK4t+H9Rqct0pf9HAFP5iykPbMXErdTbhZaWkh8/hETXheWYukzuntBLwBK4dSe2lB",
-	"eQcXVmg/gufyStpULysPyoPSIOD1y2ejVMf18Gk1C3pm8sshE7NnUUePvrp9UU8LuVgaL3W+/qdc767r",
-	"R3EpHS1E5D9XykpwYiZ5Fd6uof/0ydl3MPd+KZYKWqMN/ynXqS6smPnBBA7xjaNHj+BKOTUtJZy++ubp",
-	"U8jnwoocmQL62V8yfCj7NRskQKc7FVamup9tjTqBr+X44eO/fi2Hx+Pi0fD4ofx6OM0fPxx+9fXjY/Ho",
-	"r7PHD4+OswEYC8KBSLXztsp9ZWUxnClZFsAbAB1Dp7168NFolPayBFbKz1OdpWnay0DoAvC/aQbS5WIp",
-	"3QkIohQu5RpyobXx4Lywnl6ELO1lgxG8dhIpmVnp5mCFLsyCXugLeP366bdwdTwgbpYin9dbvTYVLKTQ",
-	"EzoAYq9UE3uBlc475JOXslAOpM7teulRLnUhLQgavJBWXckCZtYsQPlRqlN9Gg6OiMNhnVgQ7Qk/Vn/k",
-	"qul/ytxDP3PVFM/EG/wy1fTtUvh5sjXI1BRr6Gfel+cLlyWQrYTy4b9EfJakOivVQvksgULORFV6B2K5",
-	"LJUscIa5NdXFHIRew4XwciXWYHQzAa11kuohrOaqlPQFyQ+U6kq6SfPk0fgwaf6KIil0kWqAbCZ1rvTF",
-	"OX+cQCSZT1e+Xyor3bnwGTixRkZZzYUHKxdCaXeyOT+rnlyUJTivyhJspR30celKXyQ4wmACx+PHNLNq",
-	"+O1c6fOlNRdWOpcFXiE9PCRFHIihwzoX+AlSeIKjiHpzPNJVKFnAQhVDIqKU4ookVngQ2q2kJb6qluAN",
-	"kRAPBZZl5UBMTeXh8CvgdRmdt7d1JRxYWUrhZIHihAqL/gKJRqBZFz1+Th9mJzX/0qIEaLlCBuONo4+0",
-	"8XNpiWEmcHx0tLkxl3J9vlBuIXw+z0bIsrQyWhJShBJGE8oC+llp8svzuSwLPEgnF2I5N1aez6qyzBKU",
-	"Oa8W0lSe+QFHkhYujJaDuFdIjdIXE1oeSwcdoiBpHcFpqlGaFH65kIuptCRnXpXw1RjwuQ1l/qC1Rw76",
-	"wkEpnE+1lVquZJGAvJIaVnOS4rC3UthSSUsyIDWe2IXxXuoJiEARfp7qsLMOhJarEZzGc5obR0wPuanK",
-	"gnZoKqGQKBdIrXJwKZdkMFON+0CDJvRgJOIGY7OlJu9hRpfCe2lxzP/X/9+Tt3/5t+Gv797+Zfjru1/G",
-	"ydGj4+v/Snvh8zR9m6bvhr+++y9Ur2/THv7zbvDLYXL06NF12hv8e6/LgD1DddJtjxfGeUD2cCDIOSAj",
-	"7KB/OB7z/rMbMdjnNJCq2l4sezmH4/E4aZyeww6nJyEbfV9/oe0PwLY7cCdnwErikaI38baSv8U5eE6j",
-	"/8JzosZvZqR/bpqrdfBvT4f/Vwz/NR4+ftf893w0GSITHD5+fN19sji7W4pcdu9epZXHTROVnxurnMDv",
-	"6h3apZaHuivJkd5ALJH61VEnpdc4plsa7ST5tk+sZdc2N9pLTcxJNi4nEg+W1kxLufhf/+kMMUZDwL9b",
-	"OetNev920DjqB/ytO3jBb/F8m7txqtfAClXi1KPeddL7ztipKgpmvc9FCB4LuyeFkS09DX6uHNSHAP1s",
-	"FsnLBkTuphv6Y1D+n5v2bXcwI3NToYJGG4qq+OdKOr9rxdBN3WvCBiN4ziaGxgs6nPQtLl1fiVIVL3no",
-	"z73kuCLlYCHKmbELMqqKiToPX4dTem48B0Efncp65PtxF+pz0pqo5aGfaePPOdBChzU4UMIZTZ6cS/Vq",
-	"vp7gZ2zxMujXVnvD1zmhs15KgS5G9u2TZ0/OnmTBnXKpPhofg9LOS4Fea3AY42gt/4j4BP0rEUeegDML",
-	"abRMtSydhIVYby1CmxVFLlmlL7VZ6Qz6mmxB8HgS/JJGT/XCWPTWhA5+yIUZBKZ6IdalEcWZMc+EvZCf",
-	"m6soElAODBJ++BX8U/0d+tmSiTr3xpyXSFZgqzNjfhR6HSTAfU5iM6RlIfQ6crrLTqI/SByRz4W+kMUI",
-	"nigS9pYP2adoiDjygQOOkupFIye4OYaFZNeViz578DKFx2/QKeRpoY+HvGZPNzeV9m6QRJc7aAzrIIQV",
-	"IDy56qh2miAruDq6gNoNduDNhUTKBycQwJIYPCgHwqeaeBYdHaS0Hj/OmHBUirQZLUdAEQp7vKnejFcC",
-	"RAR9Y2vGb1GH4+Bf0roB+dS8jQ9Q6maVE6WDXFi7huyl8JLcuuELU6p8HUKh+uMs1X0CFoZK+tkwgA9D",
-	"3FNayDAgW8PDwwFaHVwQYUg0GjlULtV4TBMMz/E9DO1R6NJeIDHtZewPt1GySEAXSCZIh5ZyRvuofGvo",
-	"E/u38Yn/2yGKstGSt8I3kFoTVQu3GQMyC7SpwrECZQ3z7/pO21vY7UKFDWnxdGDfNvE//+1wPD5ZEfk/",
-	"R3vhUr2UFlZxERx6T6v8UmL8M62s86yA8XOMwHDbPYNJBtl+hrEyIQ5ysfTrjpXixCc/V39LURsEGG1Y",
-	"z9+7yy40W7lPR4TjPWghoKQmXuvgV/4LPcXPp5B+VM4hv6Lksw2GqRQWNQ+Zvn5WtSjLKHRpseibN2+G",
-	"pxXGih5JlJs07XiuvNAroUoxLT+7lSB7NxX5pdQFFIrD1oBZKE1ck3QoLTevPCqpVBdmhTsShjivmqWg",
-	"z0UhVuVzs5A1GIvaVTkItnVXwj+UYa4jI9Iwp6w9Wy6dKAqFKxflC2uW0nqFscJMlE4mvWXro196C1N0",
-	"RDyZfJ+XlVNXMoM+xa6saio/mIDRMuDLJ5CR1SmyCaFoulpMpcXl88fhMceyqQ3Uw+IgyExSYzz7tld/",
-	"gTJG7/be7cQ+SY9i2F1yT2FmpRyiPwmlmMqA3ijtljL34OZm5XC2VkR6ePR1x/iMzO1O8Iy8rJLePYlY",
-	"IjwcY1iO1pFifzpyo2fqosK1L8R7ODt7Bv34+CHMSYCQTOE5eP/quHdzXJ/0gk3bJeoHs4LSoLUxZOpC",
-	"1DCXZUHM3hB6M5H0bk0l+na3kDnuhB/CR4ZwXCT8e3QhKdLd4LgG8MS/6lkK4eUQhbDXcS4bEOrGa5G4",
-	"3X0j9KV719AFI4F3BHpv+fWHUOlSOldnTmRBG3LzMeG7HVov2SNhSMbO3B8gEQTz1Yhtl2j4ubIFymQD",
-	"lcesGmq0CdAQ7DUSOzHASG5CUI/CWnUlXUIQJvk3K8PjuqjrOA5BDrTSWyUda7t7MVHS87fBV/TACTjU",
-	"4QxVZQ0alXGiCFdDdBBNo96Ncn4rI123MZy3fMyR0G3GrAfeOZekzfbvOoTlBylKP9+VFueFr4LciMWy",
-	"pLcuOxGsNpnhtc6Z6ph6c6YIFNxLMP97CTPxMNucAL7eKNUnIMqVWDs4DKpzKe1C+TsIe22HdhYX8lh7",
-	"cs0YtUWJ+cebs5A3CRvfAmR797BNb1rZog1p7FTit7B3JD8u8QYObx19ssE8+5jO7fLcbcfKh8iLu+1U",
-	"tlbCQ3fR0oLdnuoXIScWnUcUhLL8adabvL2jt5lsL2ozidZ1YFKjphLuEsRFWNl9D2prkt11vrtO2G25",
-	"zQJvEvfyu2/g4cOHjxN4ffbNCTAYVAq2CIKzo8EDfuCARlpv0H8/0d+c/JW3KvflGpTOLdLuGPtksIJ4",
-	"zJFjW/N5MJp30CDRPm/OWKPEByHF0GjZqSpLpS8OlL4yKpfD46PeH9/+/la7+NHsIcEJEZn/iMJZ7k/g",
-	"MSylKB+at/2GvWumsfaInnJeFs8C092Nanz6qZ6ZDrJ1yI11h7UPON1BwqJYRmvGHt3qK9DYe1Zh8ssf",
-	"ZFl8Uu34aVRf3MvOTQtxKSX0WInsL9NINmo0klRnLWNHVQBsM5u6EwYQyQBlwJNPuc6hdupTHdwUYxNO",
-	"DteeCrowVDVETn+oK2mH05x/T3Ur7V8K5ydNYYlynNif1xFiHNx59HdofOFTjSFh0jhGVDEwYtKldRmU",
-	"ynkX1C9/yGrlS/IcZVm0PLWpMaUUOvqUAYnpUgZXIYEfTsAYLZ0PetYb3HeuxjkhQKT7DOvzLslIKi+Z",
-	"5W8SneCfNxG1sFas7+MEy3v4wJ8mst3eiN8C9Xx0Fzs6DZ/Jw04iyHzDyW2mXEA1rPTAwc+VrOQI3qAn",
-	"RDVpCYiQ20g11+JEvJKKszifE0qGBMyFLoZmNoPCmqXDqLkfwSABM7lKdUDVByzbdzP0JFaBBRpR+pBw",
-	"IekIOuKOdXoGJr9E67rr11JGiipI7iJnLQvdIWutquBuRuPvIjvg45vFwqGSEDVzXSp8sx1m8ruWvJOv",
-	"/ih2WAR0fZvZOUXDCQDWICFF2ZbimLuuTxb/F4DuDnneMeE0ebfpbi1yNzZ5fPzorxDyA1BIL1RJ0O7m",
-	"4vKgmSK1WwUGRGor40JSHApYkp42/nyGHnqPdd954PXNaj/8Ev2/uvAivMmiEP/gN/fVamx91SrR7CW9",
-	"VpEjrm87m00g1FY2uZf0OrITKKbSz01xjiSJsjQrGhIl3GpRdqpf3tpu/VtDUh0BhPKc2dlVrvRBG8aq",
-	"rJ7g/qLymoQjnbQ3/GYeom/jjDVVNeUJM0GXOL1ER+fD0iX7TMRzuQquAScJONeozaoB4VGozs6eNbax",
-	"XZ1Drvu9kwNdqPuryKXfVWX52VGNHU9JUs55y8P8VHhHvfY7pR7+GwEfVDZTTyQoqc9edyjVDdBkNDe1",
-	"Kror+LE/6q2HehAKM0adI/yxcI560fdChKQvD7S6mPtyPZTvl8b6Ti/yTjmMulCHD/b3TGk0m/Eb8xrJ",
-	"XkSkJZoxKN8Fgm+OxXifbo3GPkKYVQvLLXyzcwT39vPbWYduBz/G+vdy8O/kx7dPPVaeN278TQ54fZR3",
-	"gpc/in6k8iHapgcOwrMsR2hbQtUcTNcsKoJdwjvoxT+wVvtECuKjAbw1F32YI7bHotWSxhVmbrPktV5I",
-	"rGg8gaYOUlrSwa5u5AoVI00HxvjOacE/y1P2lqdEe/dZa1PugtqTAOWVVX79Cm0E8xmXw51WnJvnv76L",
-	"s//jzVlvpz2CUCdusJPvlwEgzqh+N/BZAlbmxqIOEa6N9AQgZICqo4BMo7YRGsgyoapoehouSjN10M9C",
-	"kopAal8O/wP/8x/ZgBgs1YvKeaBIk2ZZUW91kxloKhoJGaW1Ndpg7v2Sa+lUJ47+rULGnFZeFqEWmEqR",
-	"fzg7e0FH7eayLIHfcAloo4ffm+hCO+6OdNJeSUuxwazSOY7suG809PSJECrRdr746dUZHNBcB7/Uy7jm",
-	"/19nXBUam2MYusCd3Op86kdPC0mJUNuGy8VFd23PK9XB9RoQti+2swUs0O6m9GXopuvIX8JpjZUKCHX7",
-	"yjOwbzSVZJtVaOFT3qUaxZZaBk3ld8D7U1ha42WOx2KlM5XNJRAjWEkdtiurfGjZTDXXQItNmwqlWcVo",
-	"xGiqpZ1jrFpaKYo1OCk1HVLQ3DA1hZIOhJXwj1c/Paf+VQqfsm+4vnN4tl5KboqAvjNh7iyvbAnDAh78",
-	"kgbVlvYmj8bj8fWDDFbGXjqSj/VSFoMTFASq3eVy/4UU2rGZja29I3jCIZO1hmqLs301pVnsFXVeTEsJ",
-	"WW4KmdGaflpKK9gG4QksjUJXy1TeqUKymc+N9lbkfgLZ90/O4GCBJjt3War7L6xZSD+XlWNG4QfMUmqx",
-	"VKO1WJSkCJSDwuTVgroBW+yOEo1Mng1oMzd730MXUEfbEPNrqvtOcpqpvv1gMIKfqJGAASAHIs/lkjVt",
-	"4HIkU11oNIrKT1Id+08SyF68PsvqZWSgpaQizku5RqqmMjgrRej0Ph4/CgkjpsHPH7h6YgxrTsvSrLIR",
-	"ZD88Of0WDuZU8vSv0CgdPiQW+1fsfmFbTMhOEBllmZqk1e2CDBFomMlVbJwBKsUlHOZ788CBlv4AdRpM",
-	"5Yw7WZp+JCtFPpcu1RGPSohgL9/7g2UplM7AitCRITS0eYlrW/PSOMnsmButJamyCWTHDw8hiskPvOHf",
-	"KVkWDs6MAQr7syZ3FMhJdam0pHFD/S/I9znu/lfH8E/19xPIjsdj+Lso4tjZZsdYqlELHxyODuMVAUth",
-	"nYS+gEVT8d10YGU/GOfR1jSfpTrwB5IyOIHs0fgR6/b/I61DFfbceHhVLTEMlkUk4Cp8Sb1qqabdCrS8",
-	"hz7974iqqlHxF2wxzp69AqPLdcg/lCqXmuOK0E/541M0s5Utg1VykwOSKVZuI2MvDsJLB2jaGxiyF4+z",
-	"l/QCZb1J73A0Ho3JXWO57E16D0fj0UNCWf2czH5kTvz/hexwNHd5mJmuudCAuHaHTXs0LauYpwW6SWGi",
-	"rbbOo/H4hgL5+xXGh9rCjrr418vRhuPTm7x9l/RctVgIu45xlzU5Whjlwi0sXlw4qrDiYd/hALtWee/O",
-	"PRH5HDBEZ3tAlx2wntxr2flJVgAsoyx1aBozfCQbwXcGtcvWdS4cIlMLTsjLTECkmrqz68hgJmtrF66L",
-	"YH8mtM5zE01LaZTC+STVTulc8g0aNB61CeIpc3QoFhilU5eTsZeb0T0vQzlqfnJ5sGSoWB30X31z+jxB",
-	"w8+hyUI4zzX1AvKywj8Gk+AXpRoXIZZLKSz4lcol7wsabS8IZbJN139R2dibFOdeiHWqSRWsuR2ChuKM",
-	"NiWwwx0ZxMD0nYsOBw5Dy0m1NoWMvWtkmPm+ir6AmVAlynhCusnNhS1Cq4RcTGWB+xQcQt4PshNUyoLu",
-	"sU14e8k7wnCNFcSm/DxTzj+jzNnmrT97gO7mkYNwK9B1cuuT3IZ1/e4Tymid1eyQ0p+0ZBaLXiOfHnUz",
-	"HjMNXUPXtB5sNf3Sa4e3v7bRlUQvPbz9paYV/DrpPbrLG+2eIFo7uXO3v8ed76S+aoWFWxi8m7IOS1B0",
-	"aqWSxNsZBOpk6hULLa+Cvd9BW8eFnOz1fXmruU2AEhN7VRurx1L6DiS69vNQaTV9wbQcbiKOHnkt4tEK",
-	"HY2PubQ01WSXGSn17QtE2N+g94ILQ/JbJ3uD9lOzVIcmYqAe4q2akinfFTKC/mmrqqS+moSfppuVCLWU",
-	"xYRlul4Od+nh8GIl1kFjRzU7GnRI/Eum+hkXItzvXJo7Mj6pNHO58x5RZjiK1DMu+YT6QPg2n81OlFhC",
-	"RnU9JO1H4+OOzFU8/X5dcIAvDk6akZbCOeqFbIoVGOH9AnTI8fjx7W80dwXgG0d3eGO7Dfz30Fbh5CLK",
-	"UfcD9WOLHTf3JvH6no2irV0VFdytTWl5yihjkJZPar+4dvWG7su6GuwLYLrjz9mf+twQqLFdr8e4BEEZ",
-	"sZokXGLwxbD4t+3y152y209sepM7PUymYGlcV5SXUoVb2ptAGooV6Vo+d+lCwBsqc/toiAe0wEm7Wteh",
-	"3ZPvlfPBlyUUJ0J6IYMVlIAutlNbhDXqVDdts6wecC/DqQy4xhQdcI4XKPIewRtO4HHxIKAjQGkoUbJn",
-	"3WB0jKngKifNciIuMpVzRXhnuKmhTQpVvQpcSn/n/oUQctFVC6G4JdWtu9MGCTjDSKR1UBiI1xheyaaP",
-	"f5MWvj4iAlfRFeblCSvrK9riDRRbFbkzKyVDy28Y+ttAfDm62ro7M+rbcL0df/zApZqdr3AlC4Y5/CR9",
-	"ik8lEVUmIAC3djCBo/G4vsAw3L/AYOvOubfLx8M1cjGUjOV4qxPeCuacqczNAoPP6ObVheCxComjZReq",
-	"WtzcWC+1LE5S3RxZfc0Narr1CJ7scdOIBdlx4Ti2KUP3c7kAUZYjOHWXuJ54YypfXYQ7EZHXuJu85FT3",
-	"hYZqeWFFETC7cPq+1TRO7fkYLw5uZC66w2/jeFmOOpDTgI5NcYsXU6VRko/H4wGhBAHdjKe7hhXddoc7",
-	"QRtB9+HgOrrC0oDofpCT2r769Q46bOtSVXZsSWb+bor1R7PwW9cMXO9eRfYx/Qmu4OowlS+bIKO/zUvt",
-	"Qx+c1P5zqJeIFogEKLjTh5+e4Lb3szaVjYUbGzd/BlAFPUDOOSk/gnB5aqo3Lz7dZeML6VvIIweB4brU",
-	"FaVauorXGeHecxVpuNjpi4gM7u2kGS3v2I3V7n3aJ4nx+RvbSm97uX7u3R38Z76hsb6RtXYAKLEUTXdf",
-	"NNec0E3AEqpl7BCrtf5gAi0ns325KSdlbr0iFpxYN6Y2mlBmML6yigLSoM0JSqWnWy1OAzYeaha8Br4l",
-	"lNOZ3eaaL6LtvJYtadaT6vYNbS0vZWsJg3g9Cd/DpVp35jFq22U6Jqnef72usZt31EJXZu6j3QaT9I4P",
-	"7yA625e0URRxdAfx7r4s8UsKQjarCRIwS87wluv6CrIZXX6G7kYQla5Q5CYk76Csq+E+R7hSdUQrr6IZ",
-	"qMsidxxBcqE2U1IRFQq16Zxf6ShOh1MNodUjGpDoUE4pScAVFaNOxE7LFVcL/lbA7uP7NRvdAJ/Yq+E9",
-	"2KPidewh+GOCch+so74QJfPkvZchcmXxaFCOCOzt0ylc9HBbrnmzNOIDUs0veZrfJdNMc48+7GBuSVBv",
-	"XOwWNmdvnrq5q/LWbExn1uFVqxb2I6YeboD1T1oX/zNon6CvJPQ6aRz/WEO+kTOiWxMXyrfyQyFhtJMn",
-	"gp000ZcUAfwRcwPfqytuOKprZjvVSMPPt6YA2qz7yTTAZp9H1/XhkcmMjmz7Z17gTnmBmg/+2HmBdkNa",
-	"aPqJaQLGqgkxdIMbpOD3Sxi8XpLbHcqIYhMCQ6a77QftnIBoWvz4lmTqLomZgo0S5nbGYKsQuQb+U30h",
-	"fb1/SsMG/B9LZUPfA5UHu+i9oE9R/3LOJPz4jNDrCP46CHcru42S/qS+oj68muotlDZ80VxVf9L8Akyz",
-	"N8qBKkoZqqQoV13f3Rw3ln/Ex43gtL2plKngYqFZayVUTySshEpbWQovbwJsP9y+fyYYdqdv5nqzwcHb",
-	"Su6GMIcff/4bAc9Gsd8T8mTYffsHo26DPCMHci5gtXVfR31PfsgtUSpDm5Aq+xPp7GwZvw2x7Lyg6/fD",
-	"SFmfNWxH9TUR2NOSUJ2iCwFNdX/7d5wGE7gH8MmZuN2u925AE36yO/ou1UpD5eTmD33wdWT9bZ05SOBC",
-	"UWVWXa5KyUDlYs38itie+i+2FlbjmaneBTTh7nhmd6vBn4DmZ/OezmIOcp/HtBfjpNLgTpBzw4e6NVT+",
-	"48CdQWd8fMBzq0/6fzbyubUZf0Kg/3Mg0LuiF1s432bv7dt3KAXcL8ris912G69IoF9DrSOOCwO20jA6",
-	"yBfFQXxkOCzkVXYC1N0HealwbRiUkbM62mg2mhwcHB79dTQejUeHk6/HX49JHMMCdqhgBZLE3u4kuLbo",
-	"QAQQjneGOjtRkYYi9VHrZwAJGEbtuDn2NwadaH3R+rmdhNOo0zX/4CZGP/GndWLo2Rlp1ocTwsvW7K0T",
-	"2SXhGToe6LTzekSh6C/0P6U7QZeaC5i0lAVf8xNGDRDs9bvr/x8AAP//",
+	"7H17c9tGsu9X6cU5VSbPBSlKlrMxWVu3tImTeNdxXLZ8XXUNX2EIDEUcgTPMzEA0N0f57Le6ewYASVCi",
+	"HNt5bP6yxcegZ6Yfv37ypyjTi6VWUjkbjX+K5lLk0tB/X0pn1mczJw3+lUubmWLpCq2icfRmrksJVmZa",
+	"5TYGoyuVyxyq5TCKI5vN5ULglxaFKhbVIhqP4sitlzIaR4Vy8lKa6ObmJo6WwoiFdP6BX1XG6o6Hnc8l",
+	"pEq+dxcZfSIFPQM3l7A08rrQlYWluJQTEFMrlYOZNvTurDDW0VtIVIEr/VhJs47iSIkF0sLLbVIs3j+T",
+	"6tLNo/Gj45MYdxD+Pq73YJ0p1GWEO/hOl7k05/pKqm7C9UpJA6nDT9SEZ5UxSOqcvh2D02DkQConDRTO",
+	"wqURyg3hubyWJlHLykHhoFAg4PXLZ8NEhf3wbTUbeqazqwETs2dTJ4++uHtTT3O5WGonVbb+p1zv7ut7",
+	"cSUtbURkP1aFkWDFTPIunFlD7+mT829g7txSLAtorTb4p1wnKjdi5vpjOMZvnDx6BNeFLaalhLNXXz19",
+	"CtlcGJEhU0Av/UuKH0p/Tvsx0O1OhZGJ6qVbq47hSzl6+PivX8rB6Sh/NDh9KL8cTLPHDwdffPn4VDz6",
+	"6+zxw5PTtA/agLAgEmWdqTJXGZkPZoUsc+ADgI6lk6hefDgcJlEaw6pw80SlSZJEKQiVA/43SUHaTCyl",
+	"nYAgSuFKriETSmkH1gnj6IuQJlHaH8JrK5GSmZF2DkaoXC/oCz0Br18//RquT/vEzVJk8/qo17qChRRq",
+	"TBdA7JUoYi8w0jqLfPJS5oUFqTKzXjqUS5VLA4IWz6UprmUOM6MXULhhohJ15i+OiMNlrVgQ7TF/rH7J",
+	"VtP/lpmDXmqrKd6J0/hmoujdpXDzeGuRqc7X0EudKy8WNo0hXYnC+f8S8WmcqLQsFoVLY8jlTFSlsyCW",
+	"y7KQOT5hbnR1OQeh1nApnFyJNWjVPID2Ok7UAFbzopT0BskPlMW1tOPmkyej47j5K4ikUHmiANKZVFmh",
+	"Li/45RgCyXy78v2yMNJeCJeCFWtklNVcODByIQplJ5vPZ9WTibIE64qyBFMpCz3ceqEuY1yhP4bT0WN6",
+	"ctHw20WhLpZGXxppbep5hfTwgBSxJ4Yu60LgK0jhBFcR9eE4pCsvZA6LIh8QEaUU1ySxwoFQdiUN8VW1",
+	"BKeJhHApsCwrC2KqKwfHXwDvS6usfawrYcHIUgorcxQnVFj0F0g0As2+6OMX9GI6qfmXNiVAyRUyGB8c",
+	"vaS0m0tDDDOG05OTzYO5kuuLRWEXwmXzdIgsSzujLSFFKGH0QJlDLy11dnUxl2WOF2nlQizn2siLWVWW",
+	"aYwy54qF1JVjfsCVpIFLrWQ/nBVSU6jLMW2PpYMuUZC0DuEsUShNBb65kIupNCRnrijhixHg5zaU+YPW",
+	"GVnoCQulsC5RRiq5knkM8loqWM1Jiv3ZSmHKQhqSAanwxi61c1KNQXiK8PVE+ZO1IJRcDeEs3NNcW2J6",
+	"yHRV5nRCUwm5RLlAagsLV3JJBjNReA60aEwfDETcYmy21OQ9zOhSOCcNrvn/ev97/PYv/zH4+d3bvwx+",
+	"fvfTKD55dHrzP0nkX0+St0nybvDzu/9B9fo2ifCfd/2fjuOTR49ukqj/n1GXAXuG6qTbHi+0dYDsYUEQ",
+	"OCAjbKF3PBrx+TOM6O8DDaSqtjfLKOd4NBrFDeg57gA9Mdno++KFNh6AbThwEBgwkngkj8bOVPKXgIPn",
+	"tPpP/EzU+M0T6Z/bntW6+Ldng/8rBv8aDR6/a/57MRwPkAmOHz++6b5ZfLpdikx2n16lCoeHJio316aw",
+	"At+rT2iXWl7qUJIDvZ5YIvWLk05Kb3BNu9TKSsK2T4xhaJtp5aQi5iQblxGJR0ujp6Vc/K//tpoYoyHg",
+	"P42cRePoP44aoH7E79qjF/wtft7maZypNbBClfjoYXQTR99oMy3ynFnvcxGC18LwJNeypafBzQsL9SVA",
+	"L50F8tI+kbsJQ7/3yv9z074NB1MyNxUqaLShqIp/rKR1u1YMYepeE9YfwnM2MbSe1+Gkb3Hr6lqURf6S",
+	"l/7cWw47KiwsRDnTZkFGtWCiLvzb/paea8dO0Eensl75ftyF+py0Jmp56KVKuwt2tBCwegAlrFaE5Gyi",
+	"VvP1GF9ji5dCr7baG1hnQne9lAIhRvr1k2dPzp+kHk7ZRJ2MTqFQ1kmBqNUDxrBaCx8RnyC+EmHlMVi9",
+	"kFrJRMnSSliI9dYmlF6R55JW6krplUqhp8gWeMQT45u0eqIW2iBaE8rjkEvd90z1QqxLLfJzrZ8Jcyk/",
+	"N1eRJ1BY0Ej48Rfwz+Lv0EuXTNSF0/qiRLI8W51r/b1Qay8B9nMSmyItC6HWgdNtOgl4kDgimwt1KfMh",
+	"PClI2FsYskfeEHHkAwvsJdWbRk6wc3QLya4XNmB2jzKFw3cQFPJjoYeXvGakm+lKOduPA+T2GsNY8G4F",
+	"CEdQHdVO42R5qKNyqGGwBacvJVLen4APlgTnobAgXKKIZxHoIKX1+uGJMXulSJtWcgjkoTDiTdSmv+JD",
+	"RNDTpmb8FnW4Dv4lje0TpuZjfIBSN6usKC1kwpg1pC+FkwTrBi90WWRr7wrVL6eJ6lFgYVBINxv44MMA",
+	"z5Q2MvCRrcHxcR+tDm6IYki0GgEqmyi8pjG65/g9dO1R6JLIk5hEKePhdpQsENAVJBOkQ0s5o3MsXGvp",
+	"ifnbaOL+doyirJXko3BNSK3xqoXd9AGZBdpU4Vqesob5d7HT9hF2Qyh/IC2e9uzbJv7Hvx2PRpMVkf9j",
+	"sBc2UUtpYBU2wa73tMquJPo/08pYxwoYX0cPDI/dcTBJI9vP0FemiINcLN26Y6f44MmP1d8S1AY+jDao",
+	"nx8dcgrNUe7TEf56j1oRUFITr5XHlf9CpPj5FNL3hbXIryj5bINhKoVBzUOmr5dWLcpScl1aLPrmzZvB",
+	"WYW+okMS5SZNO8iVN3otilJMy89uJcjeTUV2JVUOecFuq49ZFIq4Ju5QWnZeOVRSicr1Ck/EL3FRNVtB",
+	"zEUuVuUyvZB1MBa1a2HB29ZdCf9QhrkJjEjLnLH2bEE6kecF7lyUL4xeSuMK9BVmorQyjpatl36KFjrv",
+	"8HhS+T4rK1tcyxR65LuyqqlcfwxaSR9fnkBKVidPxxRFU9ViKg1un1/2H7Msm0pDvSwugswkFfqzb6P6",
+	"DZQx+m70bsf3iSPyYXfJPYOZkXKAeBJKMZU+elMou5SZAzvXK4tPa3mkxydfdqzPkbndBzwjlFXSdych",
+	"lggPR+iWo3Uk35+uXKtZcVnh3hfiPZyfP4Ne+PgxzEmAkEzh2Hn/4jS63a+PI2/Tdon6Tq+g1GhtNJk6",
+	"7zXMZZkTszeE3k4kfbemErHdHWSOOsMP/iVNcVwk/FuEkOTpbnBcE/DEv+qn5MLJAQph1HEvGyHUja8F",
+	"4nbPjaIv3aeGEIwE3lLQewvXH0OlSmltnTmROR3I7deE3+3QevEeCUMydp79ARJBYb46YtslGm5emBxl",
+	"sgmVh6waarQx0BKMGomdOMBIMMGrR2FMcS1tTCFMwjcrzevaoOvYD0EONNKZQlrWdvdiojhyd4Wv6AMT",
+	"sKjDOVSVNtGolBNFuBuig2gaRrfK+Z2MdNOO4bzlaw6EbjNmvfDOvcRttn/XISzfSVG6+a60WCdc5eVG",
+	"LJYlfeuqM4LVJtN/rfNJtU+9+aQQKLiXYP62hJl4mG2OD77eKtUTEOVKrC0ce9W5lGZRuAOEvbZDO5vz",
+	"eaw9uWb02oLE/OPNuc+b+INvBWSje9imN61s0YY0dirxO9g7kB+2eAuHt64+3mCefUxnd3nurmvlS+TN",
+	"3XUrWzvhpbtoaYXdnqoXPicWwCMKQln+MIvGbw9Em/H2pjaTaF0XJhVqKmGvQFz6nd33orYesrvPdzcx",
+	"w5a7LPAmcS+/+QoePnz4OIbX519NgINBpWCLIDg76hHwAwu00nqD/vuJ/ubDXzlTZK5cQ6Eyg7Rbjn1y",
+	"sIJ4zBKwrfncG80DNEiwz5tPrKPERz7F0GjZaVGWhbo8KtS1LjI5OD2J/vj295faxY9mDymcECLzH1E4",
+	"y/0JPA5LFZQPzdq4Ye+eaa09oldYJ/NnnukOoxo//VTNdAfZyufGut3aB5zuIGEpWEZrxh7eiRVo7T27",
+	"0NnVk2vZBeOF26PZCgdzsVxKRdHjbY2RsTUWzLCoQlTOIao6sN0/XJ/IQFtAzcEOoaMtUMYu9DWZMSMv",
+	"vNUPzOj/xyH4miHxfxwUusiNXi73wO47FNl5sOQPLPiPBug68liDH3Kg8voYeCPQ0/MxDibgge0jErmb",
+	"S/io44jM/V0woVOidXb1nSzzT2ppP40ZRcoL67RZdxjT61DhWDjJRNwl4yxRjcssjBFrslHdyqmGQ/ys",
+	"jQjVlZRLi8DVw1xfajBncinCOpv1h9E9XNZuzR6qE/x+990w6a9OZvSxIEqis+HeXxoVb9RFxYlKWwCT",
+	"Km+YAZtaLw7aE+hLgR8+5dqi2pFOlHcNtIn5lGrvAN0GqtQjR9vXcrVDWFzzkqhWqU0prBs3xVyF5WKa",
+	"eR2VCYtbhz4GrS9cohbaurhxRkgTDZl0aWwKZWGd9ZCHX2RT/nvy1mSZtxhrqnUphQp+nI9+dhnga180",
+	"429AayWt89jGaTx3roCbUBCy+w7r+y4JmB4kld4n7hDJQx1PeQ+/89NEk7YP4peEVz+6WxuA+mfyaoMN",
+	"v+3mNtOcUDSs9MDCj5Ws5BDeoPdBdaBxbbITxfVvQQNTQSTnUH2ZngDEHgM9mwFiCIuQqBcCsAJmcpUo",
+	"n8nqs2wfBq5JrDwLNKL0IS56lwUPJ7ZPsyOi3TV/lAU+3Po1qLhD1lqV+N2Mxu8FdsCPbxboe7SJmrku",
+	"z7/buHVveadG5KPgFeEzWtvMzmlRTrqxBvFlAW0p7gSrPrnUIc87UIce3g1xWpvcjQc8Pn30V/A5Ocil",
+	"E0VJ6ZTNzWVeMwVqt4p6iNRWlpOk2BeNxZHS7mKGXnHEuu/C8/pmhW2AIXWxk/8mi0L4g7+5rz5q661W",
+	"WXQUR63CYtzfdgUJBX63KjiiOOrICKKYSjfX+QWSJMpSs7+BEm6UKDvVLx9tt/6tw8AdTnvhOJu6q1zp",
+	"hXbouDJqjOeLymvsr3TcPvDbeYjeDU+sqaopj5kJusTpJQKdD0tR7jMRz+XKQwNOzHF+X+lVk/hCoTo/",
+	"f9bYxnZFHLnL907IdWW6XgUu/aYqy88eSdxBSpLqPLYQ5qeKMdZ7Pyjd9xsKNlKpWv0gQYU0jLp9ebxP",
+	"BwRzU6uiQwOO+yNN9VIPfDFUt3/2x4ot1pu+VxRWuvJIFZdzV64H8v1SG9eJIg/KG9bFcXyxv2YasTmM",
+	"X5hLjPdGIVuiGZzy3eTL7b4Yn9Od3thHcLNqYbmDb3au4N44v53p6wb4wde/F8A/CMe3bz3EUxoYfxsA",
+	"r6/yoJTOR9GPVLJHx7QdxETb4itVYbpmUREMCQ/Qi39grfaJFMRHS6rUXPRhQOyu8CRXddrNMvN6I6GK",
+	"eAJN7bE0pINt3Tzpq7SarqfRwan4P0vC9paEBXv3WevBDsmUkQBllSnc+hXaCOYzLkE9q7gehv/6Jjz9",
+	"H2/Oo52WJIo6cVOrfL/0AeKUauY9n8VgZKYN6hBh25EeHwjpo+rIIVWobYQCskyoKpo+ostSTy30Up8Y",
+	"piC1Kwf/hf/5r7RPDJaoRWUdkKfJWRaaZ9Bk45oqYoqM0t4abTB3bsn1q0VnHP3rAhlzWjmZ+/p7Kv//",
+	"7vz8BV21ncuyBP6GjUFpNfhWBwhtuSPZSnMtDfkGs0pluLLlXm3fRyu8q0TH+eKHV+dwRM86+qnexg3/",
+	"/yblSuzQkMahCzzJrW7DXkBaSEoItW1ALi50bSOvRHno1afYvtjOFrBA29tKBnwHa0fNAJzVsVKfihwj",
+	"eXRKWlEbhF75ttnC2USh2FKbrq7cTvD+DJZGO5nhtRhpdWUyCcQIRlJX+8oUzrdJJ4r7DsSmTYVSr4I3",
+	"opXkLKoFURop8jVYKRVdktfcMNV5IS0II+Efr354Tj3j5D6lX3FN9eB8vZTciAQ9q/2z06wyJQxyePBT",
+	"4lVbEo0fjUajmwcprLS5siQf66XM+xMUBKqX5xabhRTKspkN7fRDeMIukzGa6vnTfXXcaejPtk5MSwlp",
+	"pnOZ0p5+WEoj2AbhDSx1gVBLV84WuWQzn2nljMjcGNJvn5zD0QJNdmbTRPVeGL2Qbi4ry4zCH9BLqcSy",
+	"GK7FoiRFUFjIdVYtqAO3xe4o0cjkaZ8Oc3PehO+862jVY35NVM9KTjPVE0f6Q/iBmnc4AGRBZJlcsqb1",
+	"XI5kFpcKjWLhxokKPV8xpC9en6f1NlJQUlLh9JVcI1VT6cFK7qcrnI4e+YQR0+DmD2z9YHRrzspSr9Ih",
+	"pN89OfsajuZUZvgvP5zAv0gs9q/Qcca2mCI7XmQKw9TErQ4zZAhPw0yuQrMaUPk7xWG+1Q8sKOmOUKfB",
+	"VM64e6zpATRSZHNpExXiUTER7OR7d7QsRaFSMMJ3QQkFbV7ievKs1FYyO2ZaKUmqbAzp6cNjCGLyHR/4",
+	"N4UscwvnWgO5/WmTO/LkJKoslKR1fc09yPcZnv4Xp/DP4u8TSE9HI/i7yMPa6WaXZqJQCx8dD4/DWI6l",
+	"MFZCT8Ci6bJouh7T77R1aGua1xLl+QNJ6U8gfTR6xLr9/0hjUYU91w5eVUt0g2UeCLj2b1J/aKLotDwt",
+	"76FH/zuhTgZU/DlbjPNnr0Crcu3zD2WRScV+he9h/v4pmtnKlN4q2fERyRQrt6E2l0f+S0do2pswZBSu",
+	"M4ojT1k0jo6Ho+GI4BrLZTSOHg5Hw4cUZXVzMvuBOfH/l7IDaO7yMDNdM0SEuHaHTSN6LKuYpznCJP+g",
+	"rVbqk9HolqaU+zWj+Hrejl6U18vhBvCJxm/fxZGtFgth1sHvMjpDC1NYP/nIiUtLVY287DtcYNcq7z25",
+	"JyKbA7robA9owAjryb2WnT/JCoBllKUOTWOKH0mH8I1G7bI1QoldZGp783mZMYhE0USE2jOYydra+REt",
+	"jGf8uApuXGspjVJYFyfKFiqTPLWG1qPWXLxl9g7FAr106izU5mrTu+dtFJYaDm3mLRkqVgu9V1+dPadi",
+	"JXZNFsI67mMRkJUV/tEfe1yUKNyEWC6lMOBWRSb5XNBoO0FRJtNM2sgrE/oBw7MXYp0oUgVrbkGipTij",
+	"TQlsP5eGGJjeswFw4DK0nUQpncvQL0qGmWfE9ATMRFGijMekm+xcmNy3J8nFVOZ4Th4Q8nmQnaDyMYTH",
+	"JubjJXSE7horiE35eVZY94wyZ5uTtvYEupuPHPlJXDfxnZ/k1sebd59QRuusZoeU/qAks1hAjXx71EF8",
+	"yjR0LV3TerTVaE9fO777axudgPSlh3d/qRm/cBNHjw75RrsPj/ZOcO7u7/G0CVJftcLCI/TopqzdEhSd",
+	"WqnEYSKKQJ1M/Zm+zVww+u23dZzPyd7cl7eaCR6UmNir2lg9ltJ1RKJrnIdKq+nFp+1w435A5LWIByt0",
+	"Mjrlcu5EkV3mSKlrD+1hvEHf8xCG5LdO9nrtV8wS5Rv3gfr2t2pKpjyfZwi9s1ZVSV3gx5+maWYUtZT5",
+	"mGW63g53xuLyYiXWXmMHNTvsd0j8S6b6GRci3O9emrk0n1SaucVgjyhzOIrUM255Qr1XPEFrs/srlJBR",
+	"XQ9J+8notCNzFW6/Vxcc4Bf7k2alpbCW+o+bYoVQ8/mb1yGno8d3f6OZz4HfODngG9ujF34NbeVvLkQ5",
+	"6h68Xmhr5Yb6OIzM2ija2lVRHm5tSstTjjJ6afmk9ovrxW/peK6rwX4HTHf6OXvCn2sKamzX63FcgkIZ",
+	"oZrEDw753bD41+3y152y209seuODPkymYKltl5eXUIVbEo0h8cWKNArTXlnv8PrK3B4a4j5tcNyu1rVo",
+	"9+T7wjqPZSmKE0J6PoPllYDKt1NbFGtUiWpa1Vk94Fn6W+lzjSkCcPYXyPMewhtO4HHxICAQoDSUKBlZ",
+	"NzE6jqngLsfNdkJcZCrnBcU7/XSUNilU9SpwK72dmSfe5aLxJr64JVGteYX9GKzmSKSxkGsIo0OvZTM7",
+	"Y5MWHtkSAlcBCvP2hJH1WMQw9WWrIndmpOTQ8hsO/W1EfNm72ppXG/StHynJLz+wiWLw5ccgoZvDn6RX",
+	"8VNxiCpTIACPtj+Gk9GoHhrqZ55wsHXn3tvl4350Y3AlQzneasJHwZwzlZleoPMZYF5dCB6qkNhbtr6q",
+	"xc61cVLJfJKo5srq0VKo6dZDeLIHphELMnBhP7YpQ3dzuQBRlkM4s1e4nzClmMeF4UmEyGs4Td5yonpC",
+	"QbW8NCL3MTt/+641qIFGYqC/2L+VuWhu5sb1shx1RE59dGyKR7yYFgol+XQ06lOUwEc3w+2uYUUTJvEk",
+	"6CBoBhXuo8st9RHdDwKp7XHLB+iwrUHGDGxJZv6u8/VHs/Bboz1udsf/fUw8wRVcHabyZeNk9LZ5qX3p",
+	"/UmNn329RLBAJEAeTh9/eoLb6GetKxMKNzam7fqgCiJAzjkVbgh+YHGiNocN77LxpXStyCM7gX5E8YpS",
+	"LV3F6xzh3jP+1w9T+114BvcGaVrJAzsg2z1i+yQxfP7WVu67vlx/7t0B+JmnotZTkGsAQImlYLp7ohkt",
+	"RNO3JVTL0JVZa/3+GFogsz1QmJMyd45lBivWjakNJpQZjMfEkUPqtTmFUrkprGlx6rPxKGYeNfBkXk5n",
+	"dptrHv7cOQoxbvaTqPZUxBZK2dpCP4wE4tl3RWtOJUdtu0zHOFH7R1prszkXGroycx9tAlMcnR4fIDrb",
+	"gxHJizg5QLy7B5T+npyQzWqCGPSSM7zluh77N6OBgwg3vKh0uSK3RfKO5k1XZmfeg7qIQjdyCMXgamOo",
+	"OwpTRJN+cKwmN4ErRvpxotJWE7EvJ2liO7Rgq2iQe5+3hpj7iYfNlM5+jMIQmpFT+ovkjv/rR4VuzPkU",
+	"AfCx6ume9TnhzAwatsI2Foc7rPtetWx2NtPO2zWPdU+TdfQB6i4l+XQgyuJaogSd73Sf1iGwdDDwN5KG",
+	"XlU9a+UTej7Xg1h8balVciHUegKj8VbHqh+nyovQjsLcPnYBc7FOVBNUpacjPuylgwECezkwEg1UoVXa",
+	"H8KZ8tXjDGJ9IdB0zYieYnM0rE033sukCYuqmNW8z49T7ViHj0hwiB8Tw7RyDOxbaviB7UymtLqLP3Gw",
+	"KDxmj73j044B2dG6UNv724ckvxeVeB44tZGNoB3bR/5bCdDcqnnLug75cwSKqg7d/ioA8LogfccFJ+d1",
+	"sxggGAHfFcSZ7Y62oFplyDxA9+DKTyk9y7Vsw85ciZIrrtP+pamSj+9RbvRhfWJ/ks9gj7JRoXvrj5kO",
+	"+WB0+DvRZU/eO+ljhiweTXw5pFT2oTkuN7urymezKO0Dinxe8mN+lRofevbwwy7mjtKgjTG2/nD2Vgg1",
+	"k7nvzIN35ntftboQPmLS95aE6qT1M0cMTWP0UoVax03IJXTvbGTraUb0onCtzLxP1e9k6GEnQf97ir38",
+	"EbOy3yKIpuLw0K3QqUYafr4z+dpm3U+mATY77Lp+LCUwGTonfmN/ZmQPycjWfPDHzsi2W4F9u2XA/5wl",
+	"JB/A9m+Rgl8vVft6SbDbF3CG9i9OVu02frWzsaJpruYICfX1hRztRvNIO1e71QJSp1wTdSldfX6Fgo3E",
+	"a2hS8B1n1JhhA3pBTFH/TuDY/9SeUOuQdrPgf0nCbjRTxfUP8tQxja38mH+j+WGeSfN7d83ZFBaKvJS+",
+	"PrWORHBqxR8s/2ShHcJZ+1ApR8xlmrPWTqiSUxgJlTKyFE7elir7cPv+mRJgOx2LN5utZc5UcteFOf74",
+	"z7811dQo9nsmmzjhuf3zmHclmwIHchZ2tTUpqY43+qw+JZGV9kUKf+aYOod13JUr6hxH+utlp1ifNWxH",
+	"lY0hpaIkxdPzrtxTonrbv1rZH8M9Uk4cMd2dN9KdSoIfzI6+S1ShoLJy82fNePhqb1tn9mO4LKgmtm4U",
+	"oDKMJhq7IranzretjdWZpETtppLg8ExSd5PXn6mkzxc3DdUf+xDT3uwSNWV0ppc2MNSdrvIfJ9zpdcbH",
+	"D3huTaj49458bh3GnyHQf58Q6KHRi6043+bUg7fvUAq4U5/FZ3vgQZOpFcbVHselBlMpGB5li/wofGQw",
+	"yOV1OgHqq4asLCj5JByD1eFGm+f46Oj45K/D0XA0PB5/OfpyROLoN7BDBSuQOEzViD20RQDhg3B8MtRT",
+	"j4rUtwcNWz96TIFh1I6ba3+lEUSry9aPC8ZcwDJd88+Lo/cTfkgwuJ6dnmZ9Od69bD29dSO7JDxD4IGg",
+	"nfcj8oL+Qvwp7QQhNZeOKilzHrDmV/Uh2Jt3N/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -43,6 +43,9 @@ type Config struct {
 	ReleaseTimeout time.Duration
 	// Logger receives the access log and errors. Default: discard.
 	Logger zerolog.Logger
+	// History is how many events of each lock the backend keeps (the
+	// backend's own setting, shown to callers of the history). Default 0.
+	History int
 	// Tracing, when set, traces each request (see internal/tracing).
 	// Default: none, at no cost per request.
 	Tracing *tracing.Tracing

@@ -31,6 +31,13 @@ func TestRedisClusterConformance(t *testing.T) {
 		})
 	})
 	t.Run("List", func(t *testing.T) { locktest.RunList(t, newBackend) })
+	t.Run("History", func(t *testing.T) {
+		locktest.RunHistory(t, func(t *testing.T) locks.Backend {
+			r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
+			t.Cleanup(func() { r.Close() })
+			return r
+		})
+	})
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

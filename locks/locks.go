@@ -294,6 +294,7 @@ type Backend interface {
 	Semaphores
 	Idempotent
 	Lister
+	Historian
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

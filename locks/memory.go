@@ -27,12 +27,16 @@ type Memory struct {
 	// grant sweeps out the forgotten ones.
 	records map[string]memRecord
 	pruneAt int
+	// histories are the locks' histories (see Historian).
+	histories map[Key]*memHistory
 }
 
 // MemoryOptions configures the embedded backend. The zero value is usable.
 type MemoryOptions struct {
 	// LockDelay is as RedisOptions.LockDelay.
 	LockDelay time.Duration
+	// History is as RedisOptions.History.
+	History int
 }
 
 // memRecord is what the backend remembers of a grant.
@@ -88,7 +92,8 @@ type memWaiter struct {
 // NewMemory returns an empty embedded backend.
 func NewMemory(opts MemoryOptions) *Memory {
 	return &Memory{opts: opts, locks: make(map[Key]*memLock), queues: make(map[Key][]*memWaiter),
-		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[string]memRecord)}
+		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[string]memRecord),
+		histories: make(map[Key]*memHistory)}
 }
 
 // noteLocked remembers g, as held until its lease ends, or released now.
@@ -125,6 +130,7 @@ func (m *Memory) pruneLocked(now time.Time) {
 			delete(m.records, h)
 		}
 	}
+	m.pruneHistoriesLocked(now)
 	m.pruneAt = max(2*len(m.records), 1024)
 }
 
@@ -209,7 +215,7 @@ func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Dura
 	l := m.locks[key]
 	delayedUntil, delayed := m.delayedLocked(key, now)
 	if l == nil && !delayed || l != nil && l.mode == Shared && w.req.Mode == Shared && len(m.queues[key]) == 0 {
-		return m.grantLocked(key, w, now), 0, false
+		return m.grantLocked(key, w, now, "acquired"), 0, false
 	}
 	if w.req.Wait > 0 {
 		m.queues[key] = append(m.queues[key], w)
@@ -223,7 +229,7 @@ func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Dura
 
 // grantLocked makes w a holder of key, which is free, or held shared when w
 // asks for a shared hold. m.mu must be held.
-func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time) Grant {
+func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time, event string) Grant {
 	l := m.locks[key]
 	if l == nil {
 		l = &memLock{mode: w.req.Mode, holders: make(map[string]*memGrant, 1)}
@@ -231,6 +237,7 @@ func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time) Grant {
 	}
 	g := m.newGrantLocked(w, now, func() { m.expireLocked(key, time.Now()) })
 	l.holders[g.tokenHash] = g
+	m.eventLocked(key, event, now, g)
 	return g.grant(w.token)
 }
 
@@ -285,6 +292,7 @@ func (m *Memory) expireLocked(key Key, now time.Time) {
 			g.expiry.Stop()
 			delete(l.holders, h)
 			ended = true
+			m.eventLocked(key, "expired", g.expiresAt, g)
 			m.delayLocked(key, g.expiresAt.Add(m.opts.LockDelay), now)
 		}
 	}
@@ -313,6 +321,7 @@ func (m *Memory) delayLocked(key Key, until, now time.Time) {
 func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
 	g.expiry.Stop()
 	m.noteLocked(g, true, now)
+	m.eventLocked(key, "released", now, g)
 	l := m.locks[key]
 	delete(l.holders, g.tokenHash)
 	m.freedLocked(key, l, now)
@@ -351,7 +360,7 @@ func (m *Memory) handOnLocked(key Key, now time.Time) {
 		} else {
 			m.queues[key] = q[1:]
 		}
-		grant := m.grantLocked(key, w, now)
+		grant := m.grantLocked(key, w, now, "handed_over")
 		w.grant = &grant
 		w.handed <- grant
 	}
@@ -449,6 +458,7 @@ func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Dura
 		m.noteLocked(g, false, now)
 		g.keepIdem()
 	}
+	m.eventLocked(key, "re_entered", now, g)
 	return Grant{Token: token, Holds: g.holds,
 		Lease: Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt}}, nil
 }
@@ -472,6 +482,7 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 	g.expiry.Reset(ttl)
 	m.noteLocked(g, false, now)
 	g.keepIdem()
+	m.eventLocked(key, "renewed", now, g)
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
 }
 

@@ -24,3 +24,10 @@ func TestMemoryLockDelay(t *testing.T) {
 func TestMemoryListConformance(t *testing.T) {
 	locktest.RunList(t, func(t *testing.T) locks.Backend { return locks.NewMemory(locks.MemoryOptions{}) })
 }
+
+func TestMemoryHistory(t *testing.T) {
+	locktest.RunHistory(t, func(t *testing.T) locks.Backend {
+		return locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
+	})
+	locktest.RunNoHistory(t, locks.NewMemory(locks.MemoryOptions{}))
+}

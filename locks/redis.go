@@ -35,6 +35,9 @@ type RedisOptions struct {
 	// unavailable for this long after (see the gateway's --lock-delay). A
 	// release frees it at once. 0 (the default): no delay.
 	LockDelay time.Duration
+	// History is how many events of each lock the scripts keep (see
+	// History); 0 (the default) keeps none.
+	History int
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -66,9 +69,12 @@ func (o RedisOptions) withDefaults() RedisOptions {
 // (ContextTimeoutEnabled) and that does not retry commands (MaxRetries -1):
 // a script that timed out may have run, and must not run twice unseen.
 type Redis struct {
-	client  redis.UniversalClient
-	opts    RedisOptions
-	waiters *waiters
+	client redis.UniversalClient
+	opts   RedisOptions
+	// lockOpts is the lock scripts' options argument: "delay:history:keep"
+	// (see lua/lib.lua lock_keys).
+	lockOpts string
+	waiters  *waiters
 	// checkHeard is "1" when PUBLISH's count of receivers is exact (a single
 	// Redis), so that a hand-off nobody hears can skip a dead gateway at once.
 	checkHeard string
@@ -92,7 +98,8 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	opts = opts.withDefaults()
 	id := make([]byte, 8)
 	rand.Read(id)
-	r := &Redis{client: client, opts: opts, checkHeard: "1", batch: newBatcher(client, batchSenders, batchMax)}
+	r := &Redis{client: client, opts: opts, checkHeard: "1", batch: newBatcher(client, batchSenders, batchMax),
+		lockOpts: fmt.Sprintf("%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds())}
 	if _, cluster := client.(*redis.ClusterClient); cluster {
 		r.checkHeard = "0"
 	}
@@ -112,7 +119,7 @@ type kind struct {
 	keys   func(r *Redis, key Key) []string
 	record func(r *Redis, key Key, tokenHash string) string
 	// tail are the arguments its leave, release and heartbeat scripts take
-	// after the common ones (a lock's delay).
+	// after the common ones (a lock's options).
 	tail    func(r *Redis) []any
 	acquire *redis.Script
 	leave   *redis.Script
@@ -126,7 +133,7 @@ var (
 	lockKind = &kind{noun: "lock",
 		keys:    func(r *Redis, key Key) []string { return r.lockKeys(key).all() },
 		record:  func(r *Redis, key Key, h string) string { return r.lockKeys(key).record(h) },
-		tail:    func(r *Redis) []any { return []any{r.opts.LockDelay.Milliseconds()} },
+		tail:    func(r *Redis) []any { return []any{r.lockOpts} },
 		acquire: lua.Acquire, leave: lua.Leave, release: lua.Release, beat: lua.Heartbeat,
 		held: func(retry time.Duration) error { return &HeldError{RetryAfter: retry} },
 	}
@@ -156,22 +163,23 @@ func (r *Redis) keysFor(res resource, tokenHash string) []string {
 // lockKeys are the keys of one lock. They share the hash tag {ns/name}, so
 // that one script can touch them all on Redis Cluster.
 type lockKeys struct {
-	lock, fence, queue, alive, waiters, readers, delay string
+	lock, fence, queue, alive, waiters, readers, delay, history, held string
 }
 
 func (r *Redis) lockKeys(key Key) lockKeys {
 	lock := r.opts.Prefix + "{" + key.String() + "}"
 	return lockKeys{lock: lock, fence: lock + ":fence", queue: lock + ":queue", alive: lock + ":alive",
-		waiters: lock + ":waiters", readers: lock + ":readers", delay: lock + ":delay"}
+		waiters: lock + ":waiters", readers: lock + ":readers", delay: lock + ":delay",
+		history: lock + ":history", held: lock + ":held"}
 }
 
-// all is KEYS[1..7] of the lock scripts (see lua/lib.lua).
+// all is KEYS[1..9] of the lock scripts (see lua/lib.lua).
 func (k lockKeys) all() []string {
-	return []string{k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay}
+	return []string{k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay, k.history, k.held}
 }
 
 // record is the key of the record of the grant of the token whose hash is
-// tokenHash: KEYS[8] of the lock scripts that take a token.
+// tokenHash: KEYS[10] of the lock scripts that take a token.
 func (k lockKeys) record(tokenHash string) string { return k.lock + ":t:" + tokenHash }
 
 // modeArg is how the lock scripts name a mode.
@@ -271,9 +279,9 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 }
 
 // lockArgs are the arguments of the lock acquire script after the common
-// ones: the mode and the lock delay.
+// ones: the mode and the lock's options.
 func (r *Redis) lockArgs(req AcquireRequest) []any {
-	return []any{modeArg(req.Mode), r.opts.LockDelay.Milliseconds()}
+	return []any{modeArg(req.Mode), r.lockOpts}
 }
 
 // acquire takes res, or waits for it: the protocol locks and semaphores
@@ -586,7 +594,7 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	res := resource{lockKind, key}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	out, err := r.run(ctx, lua.Reenter, keys, h, ttl.Milliseconds(), modeArg(mode), r.opts.LockDelay.Milliseconds()).Int64Slice()
+	out, err := r.run(ctx, lua.Reenter, keys, h, ttl.Milliseconds(), modeArg(mode), r.lockOpts).Int64Slice()
 	if err != nil {
 		return Grant{}, unavailable("re-enter", res, err)
 	}
@@ -608,7 +616,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	res, err := r.run(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.opts.LockDelay.Milliseconds()).Int64Slice()
+	res, err := r.run(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.lockOpts).Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
 	}

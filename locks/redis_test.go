@@ -38,6 +38,14 @@ func TestRedisConformance(t *testing.T) {
 	locktest.Run(t, func(t *testing.T) locks.Locker { return newRedis(t, srv, locks.RedisOptions{}) })
 }
 
+func TestRedisHistory(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunHistory(t, func(t *testing.T) locks.Backend {
+		return newRedis(t, srv, locks.RedisOptions{History: locktest.HistoryLen})
+	})
+	locktest.RunNoHistory(t, newRedis(t, srv, locks.RedisOptions{}))
+}
+
 func TestRedisLockDelay(t *testing.T) {
 	srv := redistest.Start(t)
 	locktest.RunLockDelay(t, func(t *testing.T) locks.Locker {

@@ -1,8 +1,8 @@
 -- acquire: take the lock, pick up a grant handed to the caller, or join
 -- the lock's queue of waiters.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay keys
---             and the caller's record (see lib.lua)
+-- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
+--             history and held keys, and the caller's record (see lib.lua)
 -- ARGV[1]     SHA-256 of the new owner token (the token never reaches Redis)
 -- ARGV[2]     lease TTL, ms
 -- ARGV[3]     subject (who acquires)
@@ -18,7 +18,7 @@
 -- ARGV[11]    the waiter's arrival number from an earlier call, to keep its
 --             place when it rejoins; '0' for a new arrival
 -- ARGV[12]    's' for a shared hold, 'x' for an exclusive one
--- ARGV[13]    the lock delay, ms (0: none)
+-- ARGV[13]    the lock's options, 'delay:history:keep' (see lock_keys)
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted; handed is 1 when this token already held the lock
@@ -36,14 +36,14 @@
 local K = lock_keys(ARGV[13])
 local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == 's'
 local now, t = clock()
-purge_readers(K, now)
+purge_ended(K, now)
 
 local holder = redis.call('HGET', K.lock, 'tok')
 if holder == tok_hash then
   if me ~= '' then
     dequeue(K, me)
   end
-  pick_up(K)
+  pick_up(K, now)
   return settle(K, held_by(K, now, 1))
 end
 local r = holder == '' and reader(K, tok_hash)
@@ -74,11 +74,13 @@ if me == '' then
   holder = redis.call('HGET', K.lock, 'tok')
   local free = not holder and not delayed(K)
   if free and not shared then
-    grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+    local fence = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+    event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
     return settle(K, held_by(K, now, 0))
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
-    add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+    local fence = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+    event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
     return settle(K, reader_reply(K, now, tok_hash, reader(K, tok_hash), 0))
   end
 end

@@ -2,12 +2,12 @@
 -- which of them are no longer queued, and hands on a lock whose lease ran
 -- out.
 --
--- KEYS[1..7]  the lock, fence, queue, alive, waiters, readers and delay keys
---             (see lib.lua)
+-- KEYS[1..9]  the lock, fence, queue, alive, waiters, readers, delay,
+--             history and held keys (see lib.lua)
 -- ARGV[1]     how long a waiter counts as alive without a heartbeat, ms
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
--- ARGV[4]     the lock delay, ms (0: none)
+-- ARGV[4]     the lock's options, 'delay:history:keep' (see lock_keys)
 -- ARGV[5..]   the waiter ids
 --
 -- Returns  one number per waiter id, in order: 1 still queued, 0 not
@@ -23,7 +23,7 @@
 
 local K = lock_keys(ARGV[4])
 local now, t = clock()
-purge_readers(K, now)
+purge_ended(K, now)
 keep_alive(K, now, ARGV[1], ARGV, 5)
 handoff(K, t, now, ARGV[2], ARGV[3], nil)
 return still_queued(K, ARGV, 5)

@@ -1,15 +1,15 @@
 -- leave: a waiter gives up (its wait ran out, its caller went away, or the
 -- outcome of its last call is unknown).
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay keys
---             and the waiter's record (see lib.lua)
+-- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
+--             history and held keys, and the waiter's record (see lib.lua)
 -- ARGV[1]     the waiter id; may be empty (an acquire that did not wait)
 -- ARGV[2]     SHA-256 of the waiter's owner token
 -- ARGV[3]     '1' to release a grant this token holds (nobody will receive
 --             it), '0' to pick it up
 -- ARGV[4]     how long the fencing counter outlives its last use, ms
 -- ARGV[5]     '1' to drop a waiter whose gateway does not hear a hand-off
--- ARGV[6]     the lock delay, ms (0: none)
+-- ARGV[6]     the lock's options, 'delay:history:keep' (see lock_keys)
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, 1}
 --              the lock was handed to this waiter before it left, and is
@@ -24,7 +24,7 @@
 
 local K = lock_keys(ARGV[6])
 local now, t = clock()
-purge_readers(K, now)
+purge_ended(K, now)
 if ARGV[1] ~= '' then
   dequeue(K, ARGV[1])
 end
@@ -38,7 +38,7 @@ if tok == ARGV[2] or r then
   if r then
     return settle(K, reader_reply(K, now, ARGV[2], r, 1))
   end
-  pick_up(K)
+  pick_up(K, now)
   return settle(K, held_by(K, now, 1))
 end
 handoff(K, t, now, ARGV[4], ARGV[5], nil)

@@ -24,6 +24,15 @@
 --              the delay after its lease), 'x:<ms>' once a shared holder's
 --              lease was seen to end unreleased: the delay after that lasts
 --              until ms on the Redis clock, whoever releases
+--   K.history  list, with --history N: the lock's last N events, newest
+--              first, each JSON {e: event, t: ms on the Redis clock, s:
+--              subject, o: owner label, f: fencing token}, the numbers as
+--              strings (cjson keeps 14 digits of a number, a fencing token
+--              has 16); it lives as long as the fencing counter after its
+--              last event
+--   K.held     string, with --history: JSON {f, s, o, u: ms when its lease
+--              ends} of the exclusive grant, so that the first script to
+--              run after its lease ended unreleased records that it expired
 --   K.record   string, one per owner token (so the key of the caller's
 --              token, among KEYS; absent for scripts without one): 'h'
 --              while the grant may be held, until RECORD_MS after its lease
@@ -36,17 +45,61 @@
 -- token, s, o, a: acquired at ms, t: ttl asked for, p: 1 while provisional,
 -- h: holds when more than one}. K.lock and K.readers then live as long as
 -- the longest shared lease, and every script first drops the shared
--- holders whose lease has ended (purge_readers).
+-- holders whose lease has ended (purge_ended).
 --
 -- The rule the scripts keep: only a script decides who holds what. A
 -- hand-off message says "look again" and nothing else; the waiter's own
 -- acquire script then finds, and picks up, what was handed to it.
 
--- lock_keys is K for the lock scripts' KEYS[1..8] (lock, fence, queue,
--- alive, waiters, readers, delay, record), with the lock delay, ms.
-local function lock_keys(delay_ms)
+-- lock_keys is K for the lock scripts' KEYS[1..10] (lock, fence, queue,
+-- alive, waiters, readers, delay, history, held, record), with the lock's
+-- options, 'delay:history:keep': the lock delay, ms; how many events the
+-- history keeps (0: none); how long it outlives its last event, ms.
+local function lock_keys(opts)
+  local delay, hist, keep = string.match(opts or '', '^(%d+):(%d+):(%d+)$')
   return {lock = KEYS[1], fence = KEYS[2], queue = KEYS[3], alive = KEYS[4], waiters = KEYS[5],
-    readers = KEYS[6], delay = KEYS[7], record = KEYS[8], delay_ms = tonumber(delay_ms) or 0}
+    readers = KEYS[6], delay = KEYS[7], history = KEYS[8], held = KEYS[9], record = KEYS[10],
+    delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0}
+end
+
+-- event adds an event to the lock's history (when it keeps one: never for
+-- a semaphore's S): what happened at ms on the Redis clock, to the grant
+-- of subject and owner label with fencing token fence (0 for a waiter).
+local function event(K, what, ms, sub, own, fence)
+  if not K.hist_n or K.hist_n == 0 then
+    return
+  end
+  redis.call('LPUSH', K.history, cjson.encode({e = what, t = string.format('%d', ms), s = sub, o = own,
+    f = string.format('%d', tonumber(fence) or 0)}))
+  redis.call('LTRIM', K.history, 0, K.hist_n - 1)
+  redis.call('PEXPIRE', K.history, K.keep_ms)
+end
+
+-- hold_note notes the exclusive grant of K.lock, whose lease ends at
+-- until ms, for check_expired; nothing without a history.
+local function hold_note(K, until_ms)
+  if K.hist_n == 0 then
+    return
+  end
+  local f = redis.call('HMGET', K.lock, 'fence', 'sub', 'own')
+  redis.call('SET', K.held, cjson.encode({f = f[1], s = f[2], o = f[3], u = string.format('%d', until_ms)}),
+    'PX', K.keep_ms)
+end
+
+-- check_expired records, once, that the noted exclusive grant's lease
+-- ended unreleased: at its end, whichever script runs first after it.
+local function check_expired(K, now)
+  if K.hist_n == 0 then
+    return
+  end
+  local h = redis.call('GET', K.held)
+  if h then
+    h = cjson.decode(h)
+    if tonumber(h.u) <= now then
+      redis.call('DEL', K.held)
+      event(K, 'expired', tonumber(h.u), h.s, h.o, h.f)
+    end
+  end
 end
 
 -- How long a grant's record outlives its lease, or its release, ms: a
@@ -158,14 +211,17 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional)
     redis.call('HSET', K.lock, 'p', '1')
   end
   redis.call('PEXPIRE', K.lock, lease)
+  hold_note(K, tonumber(at) + tonumber(lease))
   return fence
 end
 
 -- pick_up makes a provisional grant a full one: its lease becomes the TTL
 -- asked for, from now.
-local function pick_up(K)
+local function pick_up(K, now)
   if redis.call('HDEL', K.lock, 'p') == 1 then
-    redis.call('PEXPIRE', K.lock, redis.call('HGET', K.lock, 'ttl'))
+    local ttl = redis.call('HGET', K.lock, 'ttl')
+    redis.call('PEXPIRE', K.lock, ttl)
+    hold_note(K, now + tonumber(ttl))
   end
 end
 
@@ -196,11 +252,14 @@ local function keep_shared(K, now)
   redis.call('PEXPIRE', K.readers, tonumber(last) - now)
 end
 
--- purge_readers drops the shared holders whose lease has ended. With a
--- lock delay, one that ended unreleased keeps the lock unavailable for the
--- delay from now, even if the others release.
-local function purge_readers(K, now)
-  local ended = redis.call('ZRANGEBYSCORE', K.readers, '-inf', now)
+-- purge_ended drops the shared holders whose lease has ended, and
+-- records in the history each lease that ended unreleased (see
+-- check_expired). With a lock delay, a shared lease that ended unreleased
+-- keeps the lock unavailable for the delay from now, even if the others
+-- release.
+local function purge_ended(K, now)
+  check_expired(K, now)
+  local ended = redis.call('ZRANGEBYSCORE', K.readers, '-inf', now, 'WITHSCORES')
   if #ended == 0 then
     return
   end
@@ -208,8 +267,16 @@ local function purge_readers(K, now)
     redis.call('SET', K.delay, 'x:' .. string.format('%d', now + K.delay_ms), 'PX',
       math.max(redis.call('PTTL', K.delay), K.delay_ms))
   end
-  for _, tok in ipairs(ended) do
-    redis.call('HDEL', K.lock, 'r:' .. tok)
+  for i = 1, #ended, 2 do
+    local f = 'r:' .. ended[i]
+    if K.hist_n > 0 then
+      local r = redis.call('HGET', K.lock, f)
+      if r then
+        r = cjson.decode(r)
+        event(K, 'expired', tonumber(ended[i + 1]), r.s, r.o, r.f)
+      end
+    end
+    redis.call('HDEL', K.lock, f)
   end
   redis.call('ZREMRANGEBYSCORE', K.readers, '-inf', now)
   keep_shared(K, now)
@@ -331,6 +398,10 @@ local function first_alive(K, now)
       return id, cjson.decode(w)
     end
     dequeue(K, id)
+    if w then
+      w = cjson.decode(w)
+      event(K, 'waiter_dropped', now, w.s, w.o, 0)
+    end
   end
 end
 
@@ -381,6 +452,7 @@ local function handoff(K, t, now, retention, check_heard, me, here)
     else
       grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full)
     end
+    event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, redis.call('GET', K.fence))
     if id == me then
       mine = true
     elseif full then
@@ -394,7 +466,11 @@ local function handoff(K, t, now, retention, check_heard, me, here)
         drop_reader(K, now, e.t)
       else
         redis.call('DEL', K.lock)
+        if K.hist_n > 0 then
+          redis.call('DEL', K.held)
+        end
       end
+      event(K, 'waiter_dropped', now, e.s, e.o, 0)
     end
   end
 end
@@ -408,10 +484,16 @@ local function release_all(K, t, now, tok, r, retention, check_heard, here)
   local at
   if r then
     at = r.a
+    event(K, 'released', now, r.s, r.o, r.f)
     drop_reader(K, now, tok)
   else
-    at = redis.call('HGET', K.lock, 'at')
+    local f = redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence')
+    at = f[1]
+    event(K, 'released', now, f[2], f[3], f[4])
     redis.call('DEL', K.lock)
+    if K.hist_n > 0 then
+      redis.call('DEL', K.held)
+    end
   end
   released(K)
   if K.delay_ms > 0 and redis.call('EXISTS', K.lock) == 0 then

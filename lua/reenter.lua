@@ -1,13 +1,13 @@
 -- reenter: the holder of a lock takes it once more (a re-entrant hold), in
 -- the mode it holds it.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay keys
---             and the caller's record (see lib.lua)
+-- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
+--             history and held keys, and the caller's record (see lib.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     the TTL asked for, ms: the lease becomes at least this long
 --             from now, and is never shortened
 -- ARGV[3]     's' to re-enter a shared hold, 'x' an exclusive one
--- ARGV[4]     the lock delay, ms (0: none)
+-- ARGV[4]     the lock's options, 'delay:history:keep' (see lock_keys)
 --
 -- Returns  {1, fencing_token, ttl_ms, holds}  re-entered; holds counts the
 --                                            holds now
@@ -23,7 +23,7 @@
 
 local K = lock_keys(ARGV[4])
 local now = clock()
-purge_readers(K, now)
+purge_ended(K, now)
 local tok = redis.call('HGET', K.lock, 'tok')
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
@@ -40,6 +40,7 @@ if r then
   redis.call('ZADD', K.readers, string.format('%d', ends), ARGV[1])
   keep_shared(K, now)
   keep_idem(r.ik, ends - now)
+  event(K, 're_entered', now, r.s, r.o, r.f)
   return settle(K, {1, tonumber(r.f), ends - now, r.h})
 end
 local holds = (tonumber(redis.call('HGET', K.lock, 'holds')) or 1) + 1
@@ -50,5 +51,8 @@ if ttl < tonumber(ARGV[2]) then
   ttl = tonumber(ARGV[2])
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
+  hold_note(K, now + ttl)
 end
+local f = redis.call('HMGET', K.lock, 'sub', 'own', 'fence')
+event(K, 're_entered', now, f[1], f[2], f[3])
 return settle(K, {1, tonumber(redis.call('HGET', K.lock, 'fence')), ttl, holds})

@@ -2,12 +2,12 @@
 -- the lock (or, when shared, the caller's share of it) and hands it straight
 -- to the waiters at the head of the queue.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay keys
---             and the caller's record (see lib.lua)
+-- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
+--             history and held keys, and the caller's record (see lib.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
--- ARGV[4]     the lock delay, ms (0: none)
+-- ARGV[4]     the lock's options, 'delay:history:keep' (see lock_keys)
 -- ARGV[5]     the caller's gateway channel (optional): the next waiter, if
 --             it waits on that gateway for an exclusive hold, gets a full
 --             grant, told in the reply instead of by a message
@@ -30,7 +30,7 @@
 
 local K = lock_keys(ARGV[4])
 local now, t = clock()
-purge_readers(K, now)
+purge_ended(K, now)
 local tok = redis.call('HGET', K.lock, 'tok')
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then

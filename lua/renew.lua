@@ -1,11 +1,11 @@
 -- renew: extend the caller's lease. Never recreates a lock that is gone.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay keys
---             and the caller's record (see lib.lua)
+-- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
+--             history and held keys, and the caller's record (see lib.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     the new TTL in milliseconds; "0" restores the TTL it was
 --             acquired with
--- ARGV[3]     the lock delay, ms (0: none)
+-- ARGV[3]     the lock's options, 'delay:history:keep' (see lock_keys)
 --
 -- Returns  {1, fencing_token, ttl_ms}  renewed
 --          {0, why}                   the token holds nothing: why is
@@ -14,7 +14,7 @@
 
 local K = lock_keys(ARGV[3])
 local now = clock()
-purge_readers(K, now)
+purge_ended(K, now)
 local tok = redis.call('HGET', K.lock, 'tok')
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
@@ -29,12 +29,16 @@ if r then -- held shared: the caller's lease is its own
   keep_shared(K, now)
   keep_idem(r.ik, ttl)
   fence = r.f
+  event(K, 'renewed', now, r.s, r.o, fence)
 else
   if ttl == '0' then
     ttl = redis.call('HGET', K.lock, 'ttl')
   end
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
-  fence = redis.call('HGET', K.lock, 'fence')
+  hold_note(K, now + tonumber(ttl))
+  local f = redis.call('HMGET', K.lock, 'fence', 'sub', 'own')
+  fence = f[1]
+  event(K, 'renewed', now, f[2], f[3], fence)
 end
 return settle(K, {1, tonumber(fence), tonumber(ttl)})

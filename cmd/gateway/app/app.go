@@ -101,6 +101,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MaxTTL:     cfg.maxTTL,
 		MaxWait:    cfg.maxWait,
 		MaxWaiters: cfg.maxWaiters,
+		History:    cfg.history,
 		Subjects: middleware.NewSubjectLimiter(middleware.Limits{
 			Rate: cfg.subjectRate, Burst: cfg.subjectBurst, MaxWaiters: cfg.subjectWaiters,
 		}, authCfg.Policy),
@@ -282,7 +283,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 	if cfg.redisURL == "" {
 		logger.Warn().Msg("using the embedded in-memory backend: locks live in this process only and vanish when it stops; " +
 			"run a single gateway, or set --redis-url to share locks between gateways")
-		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay})
+		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay, History: cfg.history})
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
@@ -291,6 +292,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		Timeout:        cfg.redisTimeout,
 		FenceRetention: cfg.fenceRetention,
 		LockDelay:      cfg.lockDelay,
+		History:        cfg.history,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -109,6 +109,39 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/locks/{namespace}/{name}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The last events of a lock, newest first (never a token).
+         * @description What happened to the lock: `acquired` (a grant to its caller),
+         *     `handed_over` (the lock passed to a waiter when it was released or
+         *     its lease ended), `re_entered`, `renewed`, `released`, `expired` (a
+         *     lease that ended without a release; its `at` is the lease's end) and
+         *     `waiter_dropped` (a waiter whose gateway stopped keeping it alive).
+         *     The gateway keeps the last `--history` events of each lock (`limit`
+         *     says how many; 0: history is off, and `events` is empty), for a day
+         *     after the last one (`--fence-retention`). An expiry is recorded by
+         *     the next call on the lock; until then, this answer shows an
+         *     exclusive holder's expiry, but not a shared one's.
+         */
+        get: operations["lockHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/semaphores/{namespace}/{name}": {
         parameters: {
             query?: never;
@@ -337,6 +370,29 @@ export interface components {
         ListedLock: components["schemas"]["LockInfo"] & {
             /** @description The lock's name within the namespace. */
             name: string;
+        };
+        LockHistory: {
+            lock: string;
+            /** @description How many events the gateway keeps per lock (0 when history is off). */
+            limit: number;
+            events: components["schemas"]["LockEvent"][];
+        };
+        LockEvent: {
+            /** @enum {string} */
+            event: "acquired" | "handed_over" | "re_entered" | "renewed" | "released" | "expired" | "waiter_dropped";
+            /**
+             * Format: date-time
+             * @description When it happened, on the backend's clock (a lease's end, for `expired`).
+             */
+            at: string;
+            /** @description The `sub` of the grant's (or the waiter's) JWT. */
+            subject: string;
+            owner: string;
+            /**
+             * Format: int64
+             * @description The grant's fencing token; 0 for a waiter.
+             */
+            fencing_token: number;
         };
         SemaphoreRequest: {
             /** @description How many callers may hold the semaphore at once; every caller sends the same. */
@@ -896,6 +952,36 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    lockHistory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockHistory"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];

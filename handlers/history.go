@@ -1,0 +1,31 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// LockHistory implements StrictServerInterface: the lock's last events,
+// newest first, as the backend recorded them.
+func (s *Server) LockHistory(ctx context.Context, req LockHistoryRequestObject) (LockHistoryResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	events, err := s.cfg.Backend.History(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	out := LockHistory200JSONResponse{Lock: key.String(), Limit: s.cfg.History, Events: make([]LockEvent, len(events))}
+	for i, e := range events {
+		out.Events[i] = LockEvent{
+			Event:        LockEventEvent(e.Kind),
+			At:           timestamp(e.At),
+			Subject:      e.Subject,
+			Owner:        e.Owner,
+			FencingToken: e.FencingToken,
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,118 @@
+package locks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/lockgate/lockgate/lua"
+)
+
+// Event is one thing that happened to a lock, as its history records it.
+type Event struct {
+	// Kind is one of the EventKinds.
+	Kind string
+	// At is when it happened, on the backend's clock.
+	At time.Time
+	// Subject and Owner are the grant's (or the waiter's).
+	Subject string
+	Owner   string
+	// FencingToken is the grant's; 0 for a waiter.
+	FencingToken int64
+}
+
+// EventKinds are the kinds of events a history records: a grant to a
+// caller that asked (acquired) or to a waiter by someone else's release or
+// the end of a lease (handed_over), a re-entry, a renewal, a release, a
+// lease that ended unreleased (expired, at the lease's end), and a waiter
+// dropped from the queue because its gateway stopped keeping it alive.
+var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "waiter_dropped"}
+
+// Historian is what a backend offers for lock histories.
+type Historian interface {
+	// History returns the last events of the lock, newest first, at most
+	// as many as the backend was configured to keep (none when 0).
+	History(ctx context.Context, key Key) ([]Event, error)
+}
+
+// History implements Historian. The scripts write the events under the
+// lock's hash tag as they change the lock (see lua/lib.lua event).
+func (r *Redis) History(ctx context.Context, key Key) ([]Event, error) {
+	if r.opts.History <= 0 {
+		return nil, nil
+	}
+	keys := r.lockKeys(key)
+	out, err := r.batch.run(ctx, r.opts.Timeout, lua.History, true, []string{keys.history, keys.held}, r.opts.History).StringSlice()
+	if err != nil {
+		return nil, unavailable("history", resource{lockKind, key}, err)
+	}
+	events := make([]Event, 0, len(out))
+	for _, s := range out {
+		// As lua/lib.lua event writes it: numbers as strings.
+		var e struct {
+			E, S, O string
+			T, F    int64 `json:",string"`
+		}
+		if err := json.Unmarshal([]byte(s), &e); err != nil {
+			return nil, fmt.Errorf("history %s: %w: an event Redis holds does not decode: %w", key, ErrUnavailable, err)
+		}
+		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F})
+	}
+	return events, nil
+}
+
+// historyKeep is how long the embedded backend keeps the history of a lock
+// after its last event, as the Redis backend keeps it for the fencing
+// counter's retention.
+const historyKeep = 24 * time.Hour
+
+// memHistory is the embedded backend's history of one lock.
+type memHistory struct {
+	events []Event // oldest first
+	last   time.Time
+}
+
+// eventLocked records what happened to key. m.mu must be held.
+func (m *Memory) eventLocked(key Key, kind string, at time.Time, g *memGrant) {
+	if m.opts.History <= 0 {
+		return
+	}
+	h := m.histories[key]
+	if h == nil {
+		h = &memHistory{}
+		m.histories[key] = h
+	}
+	if len(h.events) == m.opts.History {
+		copy(h.events, h.events[1:])
+		h.events = h.events[:len(h.events)-1]
+	}
+	h.events = append(h.events, Event{Kind: kind, At: at.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence})
+	h.last = at
+}
+
+// History implements Historian.
+func (m *Memory) History(_ context.Context, key Key) ([]Event, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expireLocked(key, time.Now())
+	h := m.histories[key]
+	if h == nil {
+		return nil, nil
+	}
+	events := make([]Event, len(h.events))
+	for i, e := range h.events {
+		events[len(events)-1-i] = e
+	}
+	return events, nil
+}
+
+// pruneHistoriesLocked forgets the histories idle for historyKeep. m.mu
+// must be held.
+func (m *Memory) pruneHistoriesLocked(now time.Time) {
+	for key, h := range m.histories {
+		if now.Sub(h.last) > historyKeep {
+			delete(m.histories, key)
+		}
+	}
+}
