@@ -41,7 +41,7 @@ func TestLeaseMetrics(t *testing.T) {
 			"lockgate_lock_hold_seconds_count 1\n",
 			`lockgate_leases_expired_total{call="renew",kind="lock"} 1` + "\n",
 			`lockgate_leases_expired_total{call="release",kind="lock"} 1` + "\n",
-			`lockgate_leases_expired_total{call="renew",kind="semaphore"} 1` + "\n",
+			`lockgate_leases_expired_total{call="renew",kind="semaphore"} 0` + "\n", // "gone" was never granted: not an expiry
 			`lockgate_leases_expired_total{call="release",kind="semaphore"} 0` + "\n",
 			`lockgate_renewals_failed_total{kind="lock",reason="not_holder"} 1` + "\n",
 			`lockgate_renewals_failed_total{kind="semaphore",reason="not_holder"} 1` + "\n",

@@ -40,8 +40,8 @@ func newLeaseMetrics(reg prometheus.Registerer) *leaseMetrics {
 		}),
 		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_leases_expired_total",
-			Help: "Renew and release calls that found their grant gone: its lease had ended while its holder still used it " +
-				"(or it was released already), by kind (lock, semaphore) and call (renew, release).",
+			Help: "Renew and release calls that found their grant's lease ended while its holder still used it " +
+				"(not_holder with reason expired), by kind (lock, semaphore) and call (renew, release).",
 		}, []string{"kind", "call"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_renewals_failed_total",
@@ -70,7 +70,7 @@ func (m *leaseMetrics) releaseCtx(ctx context.Context) context.Context {
 // released counts a release of kind that failed with err because its
 // grant was gone.
 func (m *leaseMetrics) released(kind string, err error) {
-	if errors.Is(err, locks.ErrNotHolder) {
+	if expired(err) {
 		m.expired.WithLabelValues(kind, "release").Inc()
 	}
 }
@@ -81,7 +81,9 @@ func (m *leaseMetrics) renewFailed(kind string, err error) {
 	switch {
 	case errors.Is(err, locks.ErrNotHolder):
 		reason = reasonNotHolder
-		m.expired.WithLabelValues(kind, "renew").Inc()
+		if expired(err) {
+			m.expired.WithLabelValues(kind, "renew").Inc()
+		}
 	case errors.Is(err, locks.ErrInvalid):
 		reason = reasonInvalid
 	case errors.Is(err, locks.ErrUnavailable):
@@ -90,4 +92,10 @@ func (m *leaseMetrics) renewFailed(kind string, err error) {
 		reason = reasonCancelled
 	}
 	m.renewals.WithLabelValues(kind, reason).Inc()
+}
+
+// expired reports whether err says the grant's lease ended unreleased.
+func expired(err error) bool {
+	var nh *locks.NotHolderError
+	return errors.As(err, &nh) && nh.Reason == locks.ReasonExpired
 }
