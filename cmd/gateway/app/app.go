@@ -291,6 +291,8 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		Timeout:        cfg.redisTimeout,
 		FenceRetention: cfg.fenceRetention,
 		LockDelay:      cfg.lockDelay,
+		MinReplicas:    cfg.minReplicas,
+		ReplicaTimeout: cfg.replicaTimeout,
 	})
 	if err != nil {
 		return nil, nil, err
