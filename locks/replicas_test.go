@@ -153,3 +153,23 @@ func waitQueued(t *testing.T, r *locks.Redis, key locks.Key, n int) {
 		time.Sleep(10 * time.Millisecond) // polling for the waiter to queue
 	}
 }
+
+// TestRedisClusterMinReplicasWithoutReplicas: on a Cluster whose masters
+// have no replica, the calls go down each master's connection, every grant
+// is refused (0 of 1 acknowledged) and released, and reads still work.
+// (It does not show that WAIT follows the right master: that needs a
+// cluster with replicas, which redistest does not start yet.)
+func TestRedisClusterMinReplicasWithoutReplicas(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{MinReplicas: 1, ReplicaTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { r.Close() })
+	for range 6 { // names on different masters
+		key := locktest.UniqueKey(t)
+		_, err := r.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Subject: "tester"})
+		var re *locks.ReplicaError
+		if !errors.As(err, &re) || re.Acked != 0 || re.Err != nil {
+			t.Fatalf("acquire %s: got %v, want 0 of 1 replicas acknowledged", key, err)
+		}
+		waitFree(t, r, key)
+	}
+}
