@@ -306,7 +306,10 @@ func wwwAuthenticate(h http.Header, err error) {
 func unavailableDetail(err error) string {
 	var op *net.OpError
 	var ne net.Error
+	var replicas *locks.ReplicaError
 	switch {
+	case errors.As(err, &replicas): // the call ran; its grant did not stand
+		return replicas.Detail()
 	case errors.As(err, &op) && op.Op == "dial",
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "could not reach the lock backend (connection refused or unreachable); nothing was done"

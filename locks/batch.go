@@ -27,6 +27,15 @@ import (
 // 503 and a clean-up. Nothing is retried here, but a NOSCRIPT error, which
 // says the script did not run: those calls are sent again, as EVAL.
 //
+// With replicas set (the gateway's --redis-min-replicas), a pipeline that
+// holds a call sent with ack ends with one WAIT: it covers every write sent
+// before it on the pipeline's connection, so one answer serves every such
+// call in the pipeline (see acked). On Redis Cluster a keyless WAIT would go
+// to any master, so there the calls are grouped by their key's master and
+// each group goes down that node's connection, its WAIT after it: a call
+// whose slot moved meanwhile gets its MOVED reply as an error (the script
+// did not run), and the next calls find the new owner.
+//
 // go-redis's AutoPipeliner (v9.23, experimental) does the same grouping,
 // but a command's context no longer bounds it once queued, it has retry
 // paths of its own, and it is tens of thousands of lines: the rules above
@@ -35,6 +44,10 @@ type batcher struct {
 	client  redis.UniversalClient
 	senders int
 	max     int // calls in one pipeline, at most
+	// replicas, when above 0, is how many replicas must acknowledge the
+	// writes of a call sent with ack, within replicaTimeout.
+	replicas       int
+	replicaTimeout time.Duration
 
 	mu      sync.RWMutex
 	started bool
@@ -48,10 +61,12 @@ type call struct {
 	ctx      context.Context // values only: the caller's cancellation does not reach here
 	script   *redis.Script
 	ro       bool // EVALSHA_RO / EVAL_RO
+	ack      bool // WAIT for replicas after it
 	keys     []string
 	args     []any
 	deadline time.Time
 	cmd      *redis.Cmd
+	acks     *redis.IntCmd // the WAIT that followed it, for a call with ack
 	err      error         // set instead of cmd when the call was never sent
 	done     chan struct{} // closed when cmd or err is set
 }
@@ -66,19 +81,91 @@ func newBatcher(client redis.UniversalClient, senders, max int) *batcher {
 // run sends one call of script and waits for its answer, at most until
 // timeout has passed (and the little it takes a sender to see that).
 func (b *batcher) run(ctx context.Context, timeout time.Duration, script *redis.Script, ro bool, keys []string, args ...any) *redis.Cmd {
-	c := &call{ctx: context.WithoutCancel(ctx), script: script, ro: ro, keys: keys, args: args,
+	return b.do(ctx, timeout, script, ro, false, keys, args).result(ctx)
+}
+
+// runAck is run for a call whose writes the replicas must acknowledge (a
+// grant): the error says when fewer did than asked, and is nil when the
+// batcher asks for none. The script ran either way: the caller decides
+// what its reply is worth.
+func (b *batcher) runAck(ctx context.Context, timeout time.Duration, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	c := b.do(ctx, timeout, script, false, b.replicas > 0, keys, args)
+	return c.result(ctx), b.acked(c)
+}
+
+func (b *batcher) do(ctx context.Context, timeout time.Duration, script *redis.Script, ro, ack bool, keys []string, args []any) *call {
+	c := &call{ctx: context.WithoutCancel(ctx), script: script, ro: ro, ack: ack, keys: keys, args: args,
 		deadline: time.Now().Add(timeout), done: make(chan struct{})}
 	if err := b.submit(c); err != nil {
 		c.err = err
 	} else {
 		<-c.done
 	}
+	return c
+}
+
+// result is the call's command, or one that carries why it was not sent.
+func (c *call) result(ctx context.Context) *redis.Cmd {
 	if c.err != nil {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(c.err)
 		return cmd
 	}
 	return c.cmd
+}
+
+// acked says whether replicas acknowledged the writes of c, sent with ack.
+func (b *batcher) acked(c *call) error {
+	if !c.ack {
+		return nil
+	}
+	if c.acks == nil { // never sent, or no node to send it to
+		return &ReplicaError{Want: b.replicas, Err: errNotSent}
+	}
+	n, err := c.acks.Result()
+	if err != nil {
+		return &ReplicaError{Want: b.replicas, Err: err}
+	}
+	if n < int64(b.replicas) {
+		return &ReplicaError{Acked: int(n), Want: b.replicas}
+	}
+	return nil
+}
+
+// wait queues WAIT replicas replicaTimeout on pipe (go-redis's Pipeliner
+// has no Wait method).
+func (b *batcher) wait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
+	cmd := redis.NewIntCmd(ctx, "wait", b.replicas, b.replicaTimeout.Milliseconds())
+	pipe.Process(ctx, cmd) // queues it: errors come with Exec
+	return cmd
+}
+
+// errNotSent is why a call's WAIT has no answer when the call was never sent.
+var errNotSent = errors.New("not sent")
+
+// barrier has the replicas acknowledge every write Redis made before now
+// on the master of key, whatever connection made it: it makes a write of
+// its own (a key under key's hash tag that lives 1 ms) and WAITs for it.
+// Replication is one ordered stream, so a replica that has this write has
+// every earlier one. It serves a grant that another connection wrote (a
+// hand-off picked up), which the WAIT after the pick-up does not cover:
+// WAIT counts from the last write of its own connection.
+func (b *batcher) barrier(ctx context.Context, timeout time.Duration, key string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	var client redis.Cmdable = b.client
+	if cc, ok := b.client.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return &ReplicaError{Want: b.replicas, Err: err}
+		}
+		client = node
+	}
+	pipe := client.Pipeline()
+	pipe.Set(ctx, key+":ack", "", time.Millisecond)
+	w := b.wait(ctx, pipe)
+	pipe.Exec(ctx) // errors are read from w
+	return b.acked(&call{ack: true, acks: w})
 }
 
 func (b *batcher) submit(c *call) error {
@@ -202,10 +289,48 @@ func (b *batcher) exec(batch []*call) {
 	}
 }
 
-// pipeline sends calls in one pipeline, as EVALSHA or, with source, EVAL.
-// Errors stay with each call's command.
+// pipeline sends calls in one pipeline, as EVALSHA or, with source, EVAL,
+// and a WAIT after them when one has ack. Errors stay with each call's
+// command.
 func (b *batcher) pipeline(ctx context.Context, calls []*call, source bool) {
-	pipe := b.client.Pipeline()
+	if cc, ok := b.client.(*redis.ClusterClient); ok && b.replicas > 0 {
+		b.pipelineByNode(ctx, cc, calls, source)
+		return
+	}
+	b.pipelineOn(ctx, b.client, calls, source)
+}
+
+// pipelineByNode sends each master's calls down that master's connection
+// (see batcher).
+func (b *batcher) pipelineByNode(ctx context.Context, cc *redis.ClusterClient, calls []*call, source bool) {
+	groups := make(map[*redis.Client][]*call)
+	for _, c := range calls {
+		node, err := cc.MasterForKey(ctx, c.keys[0])
+		if err != nil {
+			c.cmd = redis.NewCmd(ctx)
+			c.cmd.SetErr(err)
+			continue
+		}
+		groups[node] = append(groups[node], c)
+	}
+	var wg sync.WaitGroup
+	for node, group := range groups {
+		wg.Go(func() { b.pipelineOn(ctx, node, group, source) })
+	}
+	wg.Wait()
+	for _, c := range calls {
+		err := c.cmd.Err()
+		_, moved := redis.IsMovedError(err)
+		_, ask := redis.IsAskError(err)
+		if moved || ask {
+			cc.ReloadState(ctx)
+			return
+		}
+	}
+}
+
+func (b *batcher) pipelineOn(ctx context.Context, client redis.Cmdable, calls []*call, source bool) {
+	pipe := client.Pipeline()
 	for _, c := range calls {
 		switch {
 		case source && c.ro:
@@ -216,6 +341,15 @@ func (b *batcher) pipeline(ctx context.Context, calls []*call, source bool) {
 			c.cmd = c.script.EvalShaRO(ctx, pipe, c.keys, c.args...)
 		default:
 			c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+	}
+	var wait *redis.IntCmd
+	for _, c := range calls {
+		if c.ack {
+			if wait == nil {
+				wait = b.wait(ctx, pipe)
+			}
+			c.acks = wait
 		}
 	}
 	pipe.Exec(ctx) // errors are read per command

@@ -61,6 +61,6 @@ func (r *Redis) RequeueGone(ctx context.Context, key Key, id string, req Acquire
 // lock in full to its waiter id, arriving after that waiter ended, and
 // returns once the clean-up it may start is done.
 func (r *Redis) LateHandOver(ctx context.Context, key Key, id string) {
-	r.handOver(ctx, resource{lockKind, key}, []any{id, int64(1), int64(60000), int64(0), int64(0)}, time.Now())
+	r.handOver(ctx, resource{lockKind, key}, []any{id, int64(1), int64(60000), int64(0), int64(0)}, time.Now(), nil)
 	r.cleanups.Wait() // and whatever it started in the background
 }

@@ -38,6 +38,13 @@ type RedisOptions struct {
 	// History is how many events of each lock the scripts keep (see
 	// History); 0 (the default) keeps none.
 	History int
+	// MinReplicas, when above 0, is how many replicas must acknowledge
+	// (WAIT) the writes of each grant, re-entry and renew before the
+	// caller is told of it; with fewer, a grant is released again and the
+	// call fails with a ReplicaError. 0 (the default): none are asked.
+	MinReplicas int
+	// ReplicaTimeout bounds each WAIT for MinReplicas. Default 100ms.
+	ReplicaTimeout time.Duration
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -52,6 +59,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	}
 	if o.WaiterLease <= 0 {
 		o.WaiterLease = 3 * time.Second
+	}
+	if o.ReplicaTimeout <= 0 {
+		o.ReplicaTimeout = 100 * time.Millisecond
 	}
 	return o
 }
@@ -102,6 +112,9 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		lockOpts: fmt.Sprintf("%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds())}
 	if _, cluster := client.(*redis.ClusterClient); cluster {
 		r.checkHeard = "0"
+	}
+	if opts.MinReplicas > 0 {
+		r.batch.replicas, r.batch.replicaTimeout = opts.MinReplicas, opts.ReplicaTimeout
 	}
 	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
 	return r
@@ -230,6 +243,26 @@ func (r *Redis) run(ctx context.Context, script *redis.Script, keys []string, ar
 	return r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...)
 }
 
+// runAck is run for a script whose writes the replicas must acknowledge
+// (see batcher.runAck).
+func (r *Redis) runAck(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	return r.batch.runAck(ctx, r.opts.Timeout, script, keys, args...)
+}
+
+// replicated says whether the replicas acknowledged the grant in rp, the
+// reply of a script run with runAck that answered ackErr. A grant made
+// before the script ran (handed over) was written by another connection,
+// which the WAIT after the script does not cover: a barrier does.
+func (r *Redis) replicated(ctx context.Context, keys []string, rp reply, ackErr error) error {
+	if r.opts.MinReplicas == 0 || !rp.granted || ackErr != nil {
+		return ackErr
+	}
+	if rp.handed {
+		return r.batch.barrier(ctx, r.opts.Timeout, keys[0])
+	}
+	return nil
+}
+
 // reply is what the acquire and leave scripts say about the caller's grant.
 type reply struct {
 	granted bool
@@ -347,6 +380,10 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 		case h := <-w.handed:
 			// A release on this gateway handed us the lock in full: its
 			// script's reply said so, as our own script would have.
+			if h.err != nil { // and the replicas did not acknowledge it
+				r.abandon(ctx, res, w.id, tokenHash(token))
+				return Grant{}, unavailable("acquire", res, h.err)
+			}
 			g, err := r.deliver(ctx, res, token, h.rp.lease(h.start), time.Since(h.start))
 			granted = err == nil
 			return g, err
@@ -386,7 +423,9 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 	args := append([]any{h, req.TTL.Milliseconds(), req.Subject, req.Owner,
 		r.opts.FenceRetention.Milliseconds(), waiterID, r.waiters.channel,
 		wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, arrival}, extra...)
-	out, err := r.run(ctx, res.kind.acquire, r.keysFor(res, h), args...).Int64Slice()
+	keys := r.keysFor(res, h)
+	cmd, ackErr := r.runAck(ctx, res.kind.acquire, keys, args...)
+	out, err := cmd.Int64Slice()
 	if err != nil {
 		r.abandon(ctx, res, waiterID, tokenHash(token)) // the script may have run
 		return reply{}, unavailable("acquire", res, err)
@@ -394,7 +433,12 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 	if out[0] == -1 { // a semaphore in use with another limit: nothing changed
 		return reply{}, fmt.Errorf("acquire %s: %w", res, &LimitMismatchError{Limit: int(out[1])})
 	}
-	return parseReply(out), nil
+	rp := parseReply(out)
+	if err := r.replicated(ctx, keys, rp, ackErr); err != nil {
+		r.abandon(ctx, res, waiterID, h) // as for an unknown outcome: leave, release
+		return reply{}, unavailable("acquire", res, err)
+	}
+	return rp, nil
 }
 
 // leave takes a waiter out of the queue. A grant its token holds by then is
@@ -405,7 +449,8 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 	if release {
 		releaseArg = "1"
 	}
-	out, err := r.leaveCmd(ctx, res, waiterID, tokenHash(token), releaseArg).Int64Slice()
+	cmd, ackErr := r.leaveCmd(ctx, res, waiterID, tokenHash(token), releaseArg, !release)
+	out, err := cmd.Int64Slice()
 	if err != nil {
 		r.abandon(ctx, res, waiterID, tokenHash(token)) // a hand-off may have got there first
 		return reply{}, unavailable("acquire", res, err)
@@ -413,7 +458,15 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 	if out[0] == 2 {
 		return reply{rank: -1}, nil
 	}
-	return parseReply(out), nil
+	rp := parseReply(out)
+	if release {
+		return rp, nil
+	}
+	if err := r.replicated(ctx, r.keysFor(res, tokenHash(token)), rp, ackErr); err != nil {
+		r.abandon(ctx, res, waiterID, tokenHash(token))
+		return reply{}, unavailable("acquire", res, err)
+	}
+	return rp, nil
 }
 
 // abandon undoes, in the background, what a call whose outcome is unknown
@@ -429,14 +482,18 @@ func (r *Redis) abandon(ctx context.Context, res resource, waiterID, tokHash str
 		return // the lease and the heartbeat's end settle it
 	}
 	ctx = context.WithoutCancel(ctx)
-	r.cleanups.Go(func() { r.leaveCmd(ctx, res, waiterID, tokHash, "1") })
+	r.cleanups.Go(func() { r.leaveCmd(ctx, res, waiterID, tokHash, "1", false) })
 }
 
 // leaveCmd runs the kind's leave script (see leave) for the waiter's token
-// whose hash is tokHash.
-func (r *Redis) leaveCmd(ctx context.Context, res resource, waiterID, tokHash, releaseArg string) *redis.Cmd {
+// whose hash is tokHash; with ack, the replicas acknowledge what it picks
+// up (see runAck).
+func (r *Redis) leaveCmd(ctx context.Context, res resource, waiterID, tokHash, releaseArg string, ack bool) (*redis.Cmd, error) {
 	args := append([]any{waiterID, tokHash, releaseArg, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
-	return r.run(ctx, res.kind.leave, r.keysFor(res, tokHash), args...)
+	if ack {
+		return r.runAck(ctx, res.kind.leave, r.keysFor(res, tokHash), args...)
+	}
+	return r.run(ctx, res.kind.leave, r.keysFor(res, tokHash), args...), nil
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
@@ -519,7 +576,8 @@ func (r *Redis) release(ctx context.Context, res resource, token string) (int, e
 	start := time.Now()
 	h := tokenHash(token)
 	args := append([]any{h, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
-	out, err := r.run(ctx, res.kind.release, r.keysFor(res, h), append(args, r.waiters.channel)...).Slice()
+	cmd, ackErr := r.runAck(ctx, res.kind.release, r.keysFor(res, h), append(args, r.waiters.channel)...)
+	out, err := cmd.Slice()
 	if err != nil {
 		r.waiters.requestBeat()
 		return 0, unavailable("release", res, err)
@@ -538,7 +596,7 @@ func (r *Redis) release(ctx context.Context, res resource, token string) (int, e
 		releaseEnded(ctx, millis(held))
 	}
 	if len(out) == 8 {
-		r.handOver(ctx, res, out[3:], start)
+		r.handOver(ctx, res, out[3:], start, ackErr)
 	}
 	return int(holds), nil
 }
@@ -547,15 +605,17 @@ func (r *Redis) release(ctx context.Context, res resource, token string) (int, e
 // of this gateway, {waiter id, fencing token, ttl, now, acquired at}, to
 // that waiter. A waiter that gave up without the lock will never take it:
 // it is released. A waiter that has the lock already (its own script picked
-// the grant up first) needs nothing.
-func (r *Redis) handOver(ctx context.Context, res resource, g []any, start time.Time) {
+// the grant up first) needs nothing. ackErr says the replicas did not
+// acknowledge the release script's writes: the waiter gets that instead,
+// and releases the grant.
+func (r *Redis) handOver(ctx context.Context, res resource, g []any, start time.Time, ackErr error) {
 	id, _ := g[0].(string)
 	var n [4]int64
 	for i := range n {
 		n[i], _ = g[1+i].(int64)
 	}
 	rp := reply{granted: true, fence: n[0], ttl: millis(n[1]), now: n[2], at: n[3], handed: true, rank: -1}
-	if gone, ok := r.waiters.handOver(id, handed{rp: rp, start: start}); ok {
+	if gone, ok := r.waiters.handOver(id, handed{rp: rp, start: start, err: ackErr}); ok {
 		r.abandon(ctx, res, id, gone)
 	}
 }
@@ -594,9 +654,14 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	res := resource{lockKind, key}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	out, err := r.run(ctx, lua.Reenter, keys, h, ttl.Milliseconds(), modeArg(mode), r.lockOpts).Int64Slice()
+	cmd, ackErr := r.runAck(ctx, lua.Reenter, keys, h, ttl.Milliseconds(), modeArg(mode), r.lockOpts)
+	out, err := cmd.Int64Slice()
 	if err != nil {
 		return Grant{}, unavailable("re-enter", res, err)
+	}
+	if out[0] == 1 && ackErr != nil { // take the hold back
+		r.release(context.WithoutCancel(ctx), res, token)
+		return Grant{}, unavailable("re-enter", res, ackErr)
 	}
 	switch out[0] {
 	case -2:
@@ -616,12 +681,16 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	res, err := r.run(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.lockOpts).Int64Slice()
+	cmd, ackErr := r.runAck(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.lockOpts)
+	res, err := cmd.Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
 	}
 	if res[0] != 1 {
 		return Lease{}, fmt.Errorf("renew %s: %w", key, notHolder(res))
+	}
+	if ackErr != nil {
+		return Lease{}, unavailable("renew", resource{lockKind, key}, renewed(ackErr))
 	}
 	ttl = millis(res[2])
 	return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil

@@ -31,13 +31,17 @@ func (r *Redis) RenewPermit(ctx context.Context, key Key, token string, ttl time
 	keys := r.semKeys(key)
 	start := time.Now()
 	h := tokenHash(token)
-	out, err := r.run(ctx, lua.SemRenew, []string{keys.holders, keys.leases, keys.record(h)},
-		h, ttl.Milliseconds()).Int64Slice()
+	cmd, ackErr := r.runAck(ctx, lua.SemRenew, []string{keys.holders, keys.leases, keys.record(h)},
+		h, ttl.Milliseconds())
+	out, err := cmd.Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", res, err)
 	}
 	if out[0] != 1 {
 		return Lease{}, fmt.Errorf("renew %s: %w", res, notHolder(out))
+	}
+	if ackErr != nil {
+		return Lease{}, unavailable("renew", res, renewed(ackErr))
 	}
 	ttl = millis(out[2])
 	return Lease{FencingToken: out[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil

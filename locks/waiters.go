@@ -61,6 +61,7 @@ type waiter struct {
 type handed struct {
 	rp    reply
 	start time.Time
+	err   error // the replicas did not acknowledge the grant (see Redis.handOver)
 }
 
 // goneWaiter is a waiter that ended without the lock.

@@ -48,7 +48,13 @@ type TargetRun struct {
 }
 
 // Targets of --processes, in the order each scenario runs them.
-var allTargets = []string{"ceiling", "embedded", "redis", "engine", "semaphore", "etcd"}
+// "replicated" is the Redis gateway with --redis-min-replicas 1: asked
+// for, it gives the Redis a replica, which the "redis" target then has too,
+// so that the two differ only in the WAIT.
+var allTargets = []string{"ceiling", "embedded", "redis", "replicated", "engine", "semaphore", "etcd"}
+
+// defaultTargets are the targets of --processes without --targets.
+var defaultTargets = slices.DeleteFunc(slices.Clone(allTargets), func(t string) bool { return t == "replicated" })
 
 // procTarget is a target and the processes whose CPU its cycles cost.
 type procTarget struct {
@@ -98,11 +104,19 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 	}
 
 	var rp *redisProc
-	if want("redis") || want("engine") || want("semaphore") {
+	if want("redis") || want("replicated") || want("engine") || want("semaphore") {
 		if rp, err = startRedis(ctx, cfg.redisServer); err != nil {
 			return nil, err
 		}
 		stops = append(stops, rp.stop)
+		if want("replicated") {
+			replica, err := startReplica(ctx, cfg.redisServer, rp)
+			if err != nil {
+				return nil, err
+			}
+			stops = append(stops, replica.stop)
+			cmp.Notes = append(cmp.Notes, "the Redis of every Redis target had a replica on loopback (for the replicated target), whose CPU is not counted")
+		}
 		if c, err := newEngineTarget(rp.url(), cfg.namespace, cfg.ttl); err == nil {
 			rep.RedisVersion, _ = infoField(ctx, c.client, "server", "redis_version")
 			c.close()
@@ -124,7 +138,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		}
 		add(&procTarget{key: "ceiling", label: "HTTP ceiling (net/http + JWT check, no locking)", tgt: ht, close: ht.close, server: p.pid()})
 	}
-	if want("embedded") || want("redis") {
+	if want("embedded") || want("redis") || want("replicated") {
 		bin := cfg.gatewayBin
 		if bin == "" {
 			fmt.Fprint(progress, "go build cmd/gateway ... ")
@@ -133,7 +147,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			}
 			fmt.Fprintln(progress, "done")
 		}
-		for _, k := range []string{"embedded", "redis"} {
+		for _, k := range []string{"embedded", "redis", "replicated"} {
 			if !want(k) {
 				continue
 			}
@@ -143,6 +157,10 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			if k == "redis" {
 				args = append(args, "--redis-url", rp.url())
 				label, redisPID = "lockgate, Redis backend", rp.cmd.Process.Pid
+			}
+			if k == "replicated" {
+				args = append(args, "--redis-url", rp.url(), "--redis-min-replicas", "1")
+				label, redisPID = "lockgate, Redis backend, --redis-min-replicas 1", rp.cmd.Process.Pid
 			}
 			env := map[string]string{roleEnv: "gateway", "LOCKGATE_JWT_SECRET": string(secret), "LOCKGATE_LOG_LEVEL": "warn"}
 			var pprofAddr string

@@ -88,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&uncontendedList, "uncontended-clients", "16,64", "--self, --processes: client counts of the uncontended runs")
 	fs.StringVar(&contendedList, "contended-clients", "", "--self, --processes: client counts of the contended runs (default 8,64,256 with --self, 16,64 with --processes)")
 	fs.BoolVar(&c.processes, "processes", false, "run every target as its own process, each scenario against each in turn")
-	fs.StringVar(&targetList, "targets", strings.Join(allTargets, ","), "--processes: the targets to run")
+	fs.StringVar(&targetList, "targets", strings.Join(defaultTargets, ","), "--processes: the targets to run, of "+strings.Join(allTargets, ", ")+" (replicated: the Redis gateway with --redis-min-replicas 1, and a replica)")
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "--processes: the gateway binary (default: go build cmd/gateway into a temporary directory)")
 	fs.StringVar(&c.etcd, "etcd", "etcd", "--processes: the etcd binary to compare with (skipped when not found)")
 	fs.StringVar(&c.pprofDir, "pprof-dir", "", "--processes: write CPU and allocation profiles of each gateway process during its first uncontended run here")

@@ -64,13 +64,13 @@ func freeLoopbackAddr() (string, error) {
 	}
 }
 
-func runRedis(ctx context.Context, path, addr string) (*redisProc, error) {
+func runRedis(ctx context.Context, path, addr string, extra ...string) (*redisProc, error) {
 	_, port, _ := net.SplitHostPort(addr)
 	p := &redisProc{addr: addr, log: newTailBuffer(8 << 10), done: make(chan struct{})}
-	p.cmd = exec.Command(path,
+	p.cmd = exec.Command(path, append([]string{
 		"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--loglevel", "warning")
+		"--daemonize", "no", "--loglevel", "warning"}, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
@@ -101,6 +101,41 @@ func runRedis(ctx context.Context, path, addr string) (*redisProc, error) {
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
+	}
+}
+
+// startReplica runs bin as a replica of primary (diskless sync) on a free
+// loopback port, and waits until its link is up.
+func startReplica(ctx context.Context, bin string, primary *redisProc) (*redisProc, error) {
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, err
+	}
+	pc := redis.NewClient(&redis.Options{Addr: primary.addr, MaxRetries: -1})
+	defer pc.Close()
+	if err := pc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		return nil, fmt.Errorf("config set on the primary: %w", err)
+	}
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(primary.addr)
+	p, err := runRedis(ctx, path, addr, "--replicaof", host, port, "--repl-diskless-load", "on-empty-db")
+	if err != nil {
+		return nil, fmt.Errorf("start the replica: %w", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; { // poll until the link is up
+		if up, _ := infoField(ctx, c, "replication", "master_link_status"); up == "up" {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, errors.New("the replica's link to its primary was not up within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

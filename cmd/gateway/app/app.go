@@ -293,6 +293,8 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		FenceRetention: cfg.fenceRetention,
 		LockDelay:      cfg.lockDelay,
 		History:        cfg.history,
+		MinReplicas:    cfg.minReplicas,
+		ReplicaTimeout: cfg.replicaTimeout,
 	})
 	if err != nil {
 		return nil, nil, err

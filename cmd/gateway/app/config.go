@@ -22,6 +22,8 @@ type config struct {
 	redisSentinel    string // master name; --redis-url then names its sentinels
 	redisPrefix      string
 	redisTimeout     time.Duration
+	minReplicas      int
+	replicaTimeout   time.Duration
 	fenceRetention   time.Duration
 	lockDelay        time.Duration
 	history          int
@@ -71,6 +73,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.redisPrefix, "redis-prefix", "lockgate:", "prefix of every Redis key and channel")
 	fs.DurationVar(&c.redisTimeout, "redis-timeout", 2*time.Second, "bound on each Redis call; past it a request fails with 503")
 	fs.IntVar(&c.history, "history", 10, "how many events of each lock GET /locks/{ns}/{name}/history shows (0: keep none); each costs about 100 bytes of Redis memory per lock name, for --fence-retention after its last event")
+	fs.IntVar(&c.minReplicas, "redis-min-replicas", 0, "replicas that must acknowledge (WAIT) each grant, re-entry and renew before the caller hears of it; fewer: the grant is released and the call fails with 503 (0: none asked)")
+	fs.DurationVar(&c.replicaTimeout, "redis-replica-timeout", 100*time.Millisecond, "how long each WAIT for --redis-min-replicas waits; shorter than --redis-timeout")
 	fs.DurationVar(&c.lockDelay, "lock-delay", 0, "after a lease ends without a release (the holder vanished), keep the lock from new holders this long: for resources that cannot check fencing tokens (a release frees it at once)")
 	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter stays in Redis after its last grant (about 200 bytes of Redis memory per lock name); it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
@@ -204,6 +208,16 @@ func (c config) check() error {
 		return errors.New("--redis-sentinel needs --redis-url naming the sentinels: redis://host:port?addr=host2:port, or give redis+sentinel://host:port,host2:port/master alone")
 	case c.redisSentinel != "" && isSentinelURL(c.redisURL):
 		return errors.New("--redis-sentinel and a redis+sentinel:// URL both name the master: drop --redis-sentinel")
+	case c.minReplicas < 0:
+		return errors.New("--redis-min-replicas must be 0 (none asked) or positive")
+	case c.minReplicas > 0 && c.redisURL == "":
+		return errors.New("--redis-min-replicas needs --redis-url: the embedded backend has no replicas")
+	case c.replicaTimeout < time.Millisecond:
+		return errors.New("--redis-replica-timeout must be at least 1ms (WAIT with 0 would block for ever)")
+	case c.replicaTimeout >= c.redisTimeout:
+		// The WAIT goes in the same pipeline as the scripts, within the
+		// same bound.
+		return fmt.Errorf("--redis-replica-timeout %s must be shorter than --redis-timeout %s: each WAIT runs within a call's bound", c.replicaTimeout, c.redisTimeout)
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
 	case c.subjectRate < 0 || math.IsNaN(c.subjectRate) || math.IsInf(c.subjectRate, 0):
