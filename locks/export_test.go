@@ -64,3 +64,25 @@ func (r *Redis) LateHandOver(ctx context.Context, key Key, id string) {
 	r.handOver(ctx, resource{lockKind, key}, []any{id, int64(1), int64(60000), int64(0), int64(0)}, time.Now(), nil)
 	r.cleanups.Wait() // and whatever it started in the background
 }
+
+// QueuePermitGhost queues a waiter for a permit of key's semaphore on a
+// channel nobody listens on, as a gateway that froze would leave it, and
+// returns its token: PickUpPermit then plays that gateway's late pick-up.
+func (r *Redis) QueuePermitGhost(ctx context.Context, key Key, limit int, ttl time.Duration) (string, error) {
+	token := newToken()
+	return token, r.permitScript(ctx, key, token, limit, ttl)
+}
+
+// PickUpPermit runs the ghost's acquire script again, as its gateway would
+// once it woke.
+func (r *Redis) PickUpPermit(ctx context.Context, key Key, token string, limit int, ttl time.Duration) error {
+	return r.permitScript(ctx, key, token, limit, ttl)
+}
+
+func (r *Redis) permitScript(ctx context.Context, key Key, token string, limit int, ttl time.Duration) error {
+	res := resource{semaphoreKind, key}
+	return lua.SemAcquire.Run(ctx, r.client, r.keysFor(res, tokenHash(token)),
+		tokenHash(token), ttl.Milliseconds(), "ghost", "ghost", r.opts.FenceRetention.Milliseconds(),
+		"ghost-"+token[:8], r.opts.Prefix+"gateway:gone", time.Minute.Milliseconds(),
+		r.opts.WaiterLease.Milliseconds(), "0", 0, limit).Err()
+}

@@ -262,3 +262,37 @@ func TestRedisNearHandOverIsNoted(t *testing.T) {
 		t.Fatalf("acquire inside the lock delay: got %v, want held", err)
 	}
 }
+
+// TestRedisLatePermitPickUpKeepsItsLease: a permit handed to a waiter whose
+// gateway picks it up late gets its whole TTL from the pick-up, and the
+// semaphore's keys live that long too. They used to keep the expiry set at
+// the hand-off, so a late pick-up lost its permit early with them
+// (TestSemaphoreRandomFaults: "release answered 409 ... before its
+// expires_at").
+func TestRedisLatePermitPickUpKeepsItsLease(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{})
+	l.PretendCluster() // a hand-off nobody hears stays handed, as on Cluster
+	key := locktest.UniqueKey(t)
+	const ttl = 600 * time.Millisecond
+	holder := locktest.MustAcquirePermit(t, l, key, locks.SemaphoreRequest{Limit: 1, AcquireRequest: locks.AcquireRequest{TTL: time.Minute}})
+	ghost, err := l.QueuePermitGhost(t.Context(), key, 1, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ReleasePermit(t.Context(), key, holder.Token); err != nil { // hands the permit on, provisionally
+		t.Fatal(err)
+	}
+	time.Sleep(ttl / 2) // the pick-up comes late: the delay under test
+	pickedUp := time.Now()
+	if err := l.PickUpPermit(t.Context(), key, ghost, 1, ttl); err != nil {
+		t.Fatal(err)
+	}
+	for time.Since(pickedUp) < ttl*3/4 { // past the hand-off's expiry, inside the pick-up's lease
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := l.RenewPermit(t.Context(), key, ghost, time.Minute); err != nil {
+		t.Fatalf("renew %v after a pick-up with a %v TTL: %v", time.Since(pickedUp), ttl, err)
+	}
+	l.ReleasePermit(t.Context(), key, ghost)
+}

@@ -69,6 +69,7 @@ local function holder_reply(S, now, tok, handed)
     h.p = nil
     redis.call('HSET', S.holders, tok, cjson.encode(h))
     redis.call('ZADD', S.leases, string.format('%d', now + tonumber(h.t)), tok)
+    keep_keys(S, now) -- the keys kept the hand-off's shorter lease
   end
   local ends = tonumber(redis.call('ZSCORE', S.leases, tok))
   return {1, tonumber(h.f), ends - now, now, tonumber(h.a), handed}
