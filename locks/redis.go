@@ -35,6 +35,10 @@ type RedisOptions struct {
 	// unavailable for this long after (see the gateway's --lock-delay). A
 	// release frees it at once. 0 (the default): no delay.
 	LockDelay time.Duration
+	// TicketLiveness is how long a ticket stays in its lock's queue after
+	// each poll, and how long a grant handed to a ticket waits for a poll
+	// to pick it up (see Tickets). Default 10s.
+	TicketLiveness time.Duration
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -49,6 +53,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	}
 	if o.WaiterLease <= 0 {
 		o.WaiterLease = 3 * time.Second
+	}
+	if o.TicketLiveness <= 0 {
+		o.TicketLiveness = 10 * time.Second
 	}
 	return o
 }

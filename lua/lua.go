@@ -27,6 +27,8 @@ var (
 	reenterSrc string
 	//go:embed inspect.lua
 	inspectSrc string
+	//go:embed ticket.lua
+	ticketSrc string
 
 	//go:embed semlib.lua
 	semLib string
@@ -54,6 +56,7 @@ var (
 	Renew     = redis.NewScript(lib + renewSrc)
 	Reenter   = redis.NewScript(lib + reenterSrc)
 	Inspect   = redis.NewScript(lib + inspectSrc)
+	Ticket    = redis.NewScript(lib + ticketSrc)
 )
 
 // The semaphore scripts: lib.lua and semlib.lua, then the script.
