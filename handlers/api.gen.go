@@ -837,6 +837,44 @@ type SemaphoreRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
+// Ticket defines model for Ticket.
+type Ticket struct {
+	Lock string `json:"lock"`
+
+	// PollWithinMs Poll again within this long, or the ticket is dropped.
+	PollWithinMs int64 `json:"poll_within_ms"`
+
+	// Rank The ticket's place in the queue, 0 at its head.
+	Rank int `json:"rank"`
+
+	// RetryAfterMs When the current lease ends, unless renewed.
+	RetryAfterMs int64 `json:"retry_after_ms"`
+
+	// Ticket The ticket's id, the last segment of its URL.
+	Ticket string `json:"ticket"`
+
+	// TicketToken The ticket's secret: send it in a `Ticket-Token` header (never
+	// in a URL). It becomes the owner token of the grant.
+	TicketToken string `json:"ticket_token"`
+}
+
+// TicketStatus defines model for TicketStatus.
+type TicketStatus struct {
+	Lock string `json:"lock"`
+
+	// PollWithinMs Poll again within this long, or the ticket is dropped.
+	PollWithinMs int64 `json:"poll_within_ms"`
+
+	// Rank The ticket's place in the queue, 0 at its head.
+	Rank int `json:"rank"`
+
+	// RetryAfterMs When the current lease ends, unless renewed.
+	RetryAfterMs int64 `json:"retry_after_ms"`
+
+	// Ticket The ticket's id, the last segment of its URL.
+	Ticket string `json:"ticket"`
+}
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -858,6 +896,15 @@ type Name = string
 // Namespace defines model for Namespace.
 type Namespace = string
 
+// Prefer defines model for Prefer.
+type Prefer = string
+
+// TicketId defines model for TicketId.
+type TicketId = string
+
+// TicketToken defines model for TicketToken.
+type TicketToken = string
+
 // Error RFC 9457 problem details.
 type Error = Problem
 
@@ -875,6 +922,9 @@ type NotHolder = NotHolderProblem
 
 // PayloadTooLarge RFC 9457 problem details.
 type PayloadTooLarge = Problem
+
+// TicketNotFound RFC 9457 problem details.
+type TicketNotFound = Problem
 
 // TooManyRequests RFC 9457 problem details.
 type TooManyRequests = Problem
@@ -933,6 +983,12 @@ type AcquireLockParams struct {
 	// acquires anew. A grant whose 201 could not be delivered is kept for
 	// the retry, not released.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Prefer RFC 7240 preferences, comma-separated, in one header:
+	// `respond-async` (on an acquire with `wait_ms`: answer at once, with
+	// a ticket if the lock is held) and `wait=N` (on a ticket's poll:
+	// long-poll up to N seconds, at most 30). Others are ignored.
+	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
 // AcquireLock409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireLock.
@@ -944,6 +1000,24 @@ type AcquireLock409ApplicationProblemPlusJSONResponseBody struct {
 type RenewLeaseParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
 	LockToken LockToken `json:"Lock-Token"`
+}
+
+// CloseTicketParams defines parameters for CloseTicket.
+type CloseTicketParams struct {
+	// TicketToken The `ticket_token` of the ticket's 202. Never put it in a URL.
+	TicketToken TicketToken `json:"Ticket-Token"`
+}
+
+// PollTicketParams defines parameters for PollTicket.
+type PollTicketParams struct {
+	// TicketToken The `ticket_token` of the ticket's 202. Never put it in a URL.
+	TicketToken TicketToken `json:"Ticket-Token"`
+
+	// Prefer RFC 7240 preferences, comma-separated, in one header:
+	// `respond-async` (on an acquire with `wait_ms`: answer at once, with
+	// a ticket if the lock is held) and `wait=N` (on a ticket's poll:
+	// long-poll up to N seconds, at most 30). Others are ignored.
+	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
 // ReleaseSemaphoreParams defines parameters for ReleaseSemaphore.
@@ -1228,6 +1302,12 @@ type ServerInterface interface {
 	// RenewLease Extend the lease of a lock you hold.
 	// (PUT /locks/{namespace}/{name}/lease)
 	RenewLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewLeaseParams)
+	// CloseTicket Leave the queue, and release the lock if the ticket was handed it.
+	// (DELETE /locks/{namespace}/{name}/tickets/{ticket})
+	CloseTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params CloseTicketParams)
+	// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
+	// (GET /locks/{namespace}/{name}/tickets/{ticket})
+	PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams)
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
@@ -1282,6 +1362,18 @@ func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, names
 // RenewLease Extend the lease of a lock you hold.
 // (PUT /locks/{namespace}/{name}/lease)
 func (_ Unimplemented) RenewLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewLeaseParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CloseTicket Leave the queue, and release the lock if the ticket was handed it.
+// (DELETE /locks/{namespace}/{name}/tickets/{ticket})
+func (_ Unimplemented) CloseTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params CloseTicketParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
+// (GET /locks/{namespace}/{name}/tickets/{ticket})
+func (_ Unimplemented) PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1558,6 +1650,25 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	}
 
+	// ------------- Optional header parameter "Prefer" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Prefer")]; found {
+		var Prefer Prefer
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Prefer", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Prefer", valueList[0], &Prefer, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Prefer", Err: err})
+			return
+		}
+
+		params.Prefer = &Prefer
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AcquireLock(w, r, namespace, name, params)
 	}))
@@ -1623,6 +1734,169 @@ func (siw *ServerInterfaceWrapper) RenewLease(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RenewLease(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CloseTicket operation middleware
+func (siw *ServerInterfaceWrapper) CloseTicket(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "ticket" -------------
+	var ticket TicketId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ticket", chi.URLParam(r, "ticket"), &ticket, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ticket", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CloseTicketParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Ticket-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Ticket-Token")]; found {
+		var TicketToken TicketToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Ticket-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Ticket-Token", valueList[0], &TicketToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Ticket-Token", Err: err})
+			return
+		}
+
+		params.TicketToken = TicketToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Ticket-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Ticket-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CloseTicket(w, r, namespace, name, ticket, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PollTicket operation middleware
+func (siw *ServerInterfaceWrapper) PollTicket(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "ticket" -------------
+	var ticket TicketId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ticket", chi.URLParam(r, "ticket"), &ticket, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ticket", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PollTicketParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Ticket-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Ticket-Token")]; found {
+		var TicketToken TicketToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Ticket-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Ticket-Token", valueList[0], &TicketToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Ticket-Token", Err: err})
+			return
+		}
+
+		params.TicketToken = TicketToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Ticket-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Ticket-Token", Err: err})
+		return
+	}
+
+	// ------------- Optional header parameter "Prefer" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Prefer")]; found {
+		var Prefer Prefer
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Prefer", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Prefer", valueList[0], &Prefer, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Prefer", Err: err})
+			return
+		}
+
+		params.Prefer = &Prefer
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PollTicket(w, r, namespace, name, ticket, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1995,6 +2269,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/locks/{namespace}/{name}/lease", wrapper.RenewLease)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/locks/{namespace}/{name}/tickets/{ticket}", wrapper.CloseTicket)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/locks/{namespace}/{name}/tickets/{ticket}", wrapper.PollTicket)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.ReleaseSemaphore)
 	})
 	r.Group(func(r chi.Router) {
@@ -2027,6 +2307,8 @@ type InvalidRequestApplicationProblemPlusJSONResponse Problem
 type NotHolderApplicationProblemPlusJSONResponse NotHolderProblem
 
 type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
+
+type TicketNotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooManyRequestsResponseHeaders struct {
 	RateLimit       *string
@@ -2536,6 +2818,34 @@ func (response AcquireLock201JSONResponse) VisitAcquireLockResponse(w http.Respo
 	return err
 }
 
+type AcquireLock202ResponseHeaders struct {
+	Location          *string
+	PreferenceApplied *string
+}
+
+type AcquireLock202JSONResponse struct {
+	Body    Ticket
+	Headers AcquireLock202ResponseHeaders
+}
+
+func (response AcquireLock202JSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.PreferenceApplied != nil {
+		w.Header().Set("Preference-Applied", fmt.Sprint(*response.Headers.PreferenceApplied))
+	}
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AcquireLock400ApplicationProblemPlusJSONResponse struct {
 	InvalidRequestApplicationProblemPlusJSONResponse
 }
@@ -2862,6 +3172,320 @@ type RenewLeasedefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response RenewLeasedefaultApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicketRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Ticket    TicketId  `json:"ticket"`
+	Params    CloseTicketParams
+}
+
+type CloseTicketResponseObject interface {
+	VisitCloseTicketResponse(w http.ResponseWriter) error
+}
+
+type CloseTicket204Response struct {
+}
+
+func (response CloseTicket204Response) VisitCloseTicketResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type CloseTicket400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket400ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket401ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket403ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket404ApplicationProblemPlusJSONResponse struct {
+	TicketNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket404ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket429ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket503ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicketdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CloseTicketdefaultApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicketRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Ticket    TicketId  `json:"ticket"`
+	Params    PollTicketParams
+}
+
+type PollTicketResponseObject interface {
+	VisitPollTicketResponse(w http.ResponseWriter) error
+}
+
+type PollTicket200JSONResponse TicketStatus
+
+func (response PollTicket200JSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket201JSONResponse Grant
+
+func (response PollTicket201JSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket400ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket401ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket403ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket404ApplicationProblemPlusJSONResponse struct {
+	TicketNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket404ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket429ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket503ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicketdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PollTicketdefaultApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3590,6 +4214,12 @@ type StrictServerInterface interface {
 	// RenewLease Extend the lease of a lock you hold.
 	// (PUT /locks/{namespace}/{name}/lease)
 	RenewLease(ctx context.Context, request RenewLeaseRequestObject) (RenewLeaseResponseObject, error)
+	// CloseTicket Leave the queue, and release the lock if the ticket was handed it.
+	// (DELETE /locks/{namespace}/{name}/tickets/{ticket})
+	CloseTicket(ctx context.Context, request CloseTicketRequestObject) (CloseTicketResponseObject, error)
+	// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
+	// (GET /locks/{namespace}/{name}/tickets/{ticket})
+	PollTicket(ctx context.Context, request PollTicketRequestObject) (PollTicketResponseObject, error)
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
@@ -3828,6 +4458,64 @@ func (sh *strictHandler) RenewLease(w http.ResponseWriter, r *http.Request, name
 	}
 }
 
+// CloseTicket operation middleware
+func (sh *strictHandler) CloseTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params CloseTicketParams) {
+	var request CloseTicketRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Ticket = ticket
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CloseTicket(ctx, request.(CloseTicketRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CloseTicket")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CloseTicketResponseObject); ok {
+		if err := validResponse.VisitCloseTicketResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PollTicket operation middleware
+func (sh *strictHandler) PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams) {
+	var request PollTicketRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Ticket = ticket
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PollTicket(ctx, request.(PollTicketRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PollTicket")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PollTicketResponseObject); ok {
+		if err := validResponse.VisitPollTicketResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Readyz operation middleware
 func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 	var request ReadyzRequestObject
@@ -3985,128 +4673,147 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3/cxs3ku+/0su7KpP3hhQly9mYqq1X2sRJvOs4Llt+rnoePw04A4o4DQEGwIjm5pS//VV3AzNDcqgv",
-	"ju2cc/nJFjkDNID++ulu8JdebhZLo6X2rjf5pTeXopCW/vtSers+nXlp8a9CutyqpVdG9ya9N3NTSnAy",
-	"N7pwCVhT6UIWUC1HvaTn8rlcCHxpobRaVIveZJz0/Hope5Oe0l5eSNu7vr5OekthxUL6MOE3lXWmY7Kz",
-	"uYRMy/f+PKcnMjAz8HMJSyuvlKkcLMWFPAExdVJ7mBlL386UdZ6+QqIUjvRzJe26l/S0WCAtPNwmxeL9",
-	"M6kv/Lw3eXR4lOAK4t+H9Rqct0pf9HAFP5iykPbMXErdTbhZaWkh8/hETXheWYukzuntBLwBK4dSe2lB",
-	"eQcXVmg/gufyStpULysPyoPSIOD1y2ejVMf18Gk1C3pm8sshE7NnUUePvrp9UU8LuVgaL3W+/qdc767r",
-	"R3EpHS1E5D9XykpwYiZ5Fd6uof/0ydl3MPd+KZYKWqMN/ynXqS6smPnBBA7xjaNHj+BKOTUtJZy++ubp",
-	"U8jnwoocmQL62V8yfCj7NRskQKc7FVamup9tjTqBr+X44eO/fi2Hx+Pi0fD4ofx6OM0fPxx+9fXjY/Ho",
-	"r7PHD4+OswEYC8KBSLXztsp9ZWUxnClZFsAbAB1Dp7168NFolPayBFbKz1OdpWnay0DoAvC/aQbS5WIp",
-	"3QkIohQu5RpyobXx4Lywnl6ELO1lgxG8dhIpmVnp5mCFLsyCXugLeP366bdwdTwgbpYin9dbvTYVLKTQ",
-	"EzoAYq9UE3uBlc475JOXslAOpM7teulRLnUhLQgavJBWXckCZtYsQPlRqlN9Gg6OiMNhnVgQ7Qk/Vn/k",
-	"qul/ytxDP3PVFM/EG/wy1fTtUvh5sjXI1BRr6Gfel+cLlyWQrYTy4b9EfJakOivVQvksgULORFV6B2K5",
-	"LJUscIa5NdXFHIRew4XwciXWYHQzAa11kuohrOaqlPQFyQ+U6kq6SfPk0fgwaf6KIil0kWqAbCZ1rvTF",
-	"OX+cQCSZT1e+Xyor3bnwGTixRkZZzYUHKxdCaXeyOT+rnlyUJTivyhJspR30celKXyQ4wmACx+PHNLNq",
-	"+O1c6fOlNRdWOpcFXiE9PCRFHIihwzoX+AlSeIKjiHpzPNJVKFnAQhVDIqKU4ookVngQ2q2kJb6qluAN",
-	"kRAPBZZl5UBMTeXh8CvgdRmdt7d1JRxYWUrhZIHihAqL/gKJRqBZFz1+Th9mJzX/0qIEaLlCBuONo4+0",
-	"8XNpiWEmcHx0tLkxl3J9vlBuIXw+z0bIsrQyWhJShBJGE8oC+llp8svzuSwLPEgnF2I5N1aez6qyzBKU",
-	"Oa8W0lSe+QFHkhYujJaDuFdIjdIXE1oeSwcdoiBpHcFpqlGaFH65kIuptCRnXpXw1RjwuQ1l/qC1Rw76",
-	"wkEpnE+1lVquZJGAvJIaVnOS4rC3UthSSUsyIDWe2IXxXuoJiEARfp7qsLMOhJarEZzGc5obR0wPuanK",
-	"gnZoKqGQKBdIrXJwKZdkMFON+0CDJvRgJOIGY7OlJu9hRpfCe2lxzP/X/9+Tt3/5t+Gv797+Zfjru1/G",
-	"ydGj4+v/Snvh8zR9m6bvhr+++y9Ur2/THv7zbvDLYXL06NF12hv8e6/LgD1DddJtjxfGeUD2cCDIOSAj",
-	"7KB/OB7z/rMbMdjnNJCq2l4sezmH4/E4aZyeww6nJyEbfV9/oe0PwLY7cCdnwErikaI38baSv8U5eE6j",
-	"/8JzosZvZqR/bpqrdfBvT4f/Vwz/NR4+ftf893w0GSITHD5+fN19sji7W4pcdu9epZXHTROVnxurnMDv",
-	"6h3apZaHuivJkd5ALJH61VEnpdc4plsa7ST5tk+sZdc2N9pLTcxJNi4nEg+W1kxLufhf/+kMMUZDwL9b",
-	"OetNev920DjqB/ytO3jBb/F8m7txqtfAClXi1KPeddL7ztipKgpmvc9FCB4LuyeFkS09DX6uHNSHAP1s",
-	"FsnLBkTuphv6Y1D+n5v2bXcwI3NToYJGG4qq+OdKOr9rxdBN3WvCBiN4ziaGxgs6nPQtLl1fiVIVL3no",
-	"z73kuCLlYCHKmbELMqqKiToPX4dTem48B0Efncp65PtxF+pz0pqo5aGfaePPOdBChzU4UMIZTZ6cS/Vq",
-	"vp7gZ2zxMujXVnvD1zmhs15KgS5G9u2TZ0/OnmTBnXKpPhofg9LOS4Fea3AY42gt/4j4BP0rEUeegDML",
-	"abRMtSydhIVYby1CmxVFLlmlL7VZ6Qz6mmxB8HgS/JJGT/XCWPTWhA5+yIUZBKZ6IdalEcWZMc+EvZCf",
-	"m6soElAODBJ++BX8U/0d+tmSiTr3xpyXSFZgqzNjfhR6HSTAfU5iM6RlIfQ6crrLTqI/SByRz4W+kMUI",
-	"nigS9pYP2adoiDjygQOOkupFIye4OYaFZNeViz578DKFx2/QKeRpoY+HvGZPNzeV9m6QRJc7aAzrIIQV",
-	"IDy56qh2miAruDq6gNoNduDNhUTKBycQwJIYPCgHwqeaeBYdHaS0Hj/OmHBUirQZLUdAEQp7vKnejFcC",
-	"RAR9Y2vGb1GH4+Bf0roB+dS8jQ9Q6maVE6WDXFi7huyl8JLcuuELU6p8HUKh+uMs1X0CFoZK+tkwgA9D",
-	"3FNayDAgW8PDwwFaHVwQYUg0GjlULtV4TBMMz/E9DO1R6NJeIDHtZewPt1GySEAXSCZIh5ZyRvuofGvo",
-	"E/u38Yn/2yGKstGSt8I3kFoTVQu3GQMyC7SpwrECZQ3z7/pO21vY7UKFDWnxdGDfNvE//+1wPD5ZEfk/",
-	"R3vhUr2UFlZxERx6T6v8UmL8M62s86yA8XOMwHDbPYNJBtl+hrEyIQ5ysfTrjpXixCc/V39LURsEGG1Y",
-	"z9+7yy40W7lPR4TjPWghoKQmXuvgV/4LPcXPp5B+VM4hv6Lksw2GqRQWNQ+Zvn5WtSjLKHRpseibN2+G",
-	"pxXGih5JlJs07XiuvNAroUoxLT+7lSB7NxX5pdQFFIrD1oBZKE1ck3QoLTevPCqpVBdmhTsShjivmqWg",
-	"z0UhVuVzs5A1GIvaVTkItnVXwj+UYa4jI9Iwp6w9Wy6dKAqFKxflC2uW0nqFscJMlE4mvWXro196C1N0",
-	"RDyZfJ+XlVNXMoM+xa6saio/mIDRMuDLJ5CR1SmyCaFoulpMpcXl88fhMceyqQ3Uw+IgyExSYzz7tld/",
-	"gTJG7/be7cQ+SY9i2F1yT2FmpRyiPwmlmMqA3ijtljL34OZm5XC2VkR6ePR1x/iMzO1O8Iy8rJLePYlY",
-	"IjwcY1iO1pFifzpyo2fqosK1L8R7ODt7Bv34+CHMSYCQTOE5eP/quHdzXJ/0gk3bJeoHs4LSoLUxZOpC",
-	"1DCXZUHM3hB6M5H0bk0l+na3kDnuhB/CR4ZwXCT8e3QhKdLd4LgG8MS/6lkK4eUQhbDXcS4bEOrGa5G4",
-	"3X0j9KV719AFI4F3BHpv+fWHUOlSOldnTmRBG3LzMeG7HVov2SNhSMbO3B8gEQTz1Yhtl2j4ubIFymQD",
-	"lcesGmq0CdAQ7DUSOzHASG5CUI/CWnUlXUIQJvk3K8PjuqjrOA5BDrTSWyUda7t7MVHS87fBV/TACTjU",
-	"4QxVZQ0alXGiCFdDdBBNo96Ncn4rI123MZy3fMyR0G3GrAfeOZekzfbvOoTlBylKP9+VFueFr4LciMWy",
-	"pLcuOxGsNpnhtc6Z6ph6c6YIFNxLMP97CTPxMNucAL7eKNUnIMqVWDs4DKpzKe1C+TsIe22HdhYX8lh7",
-	"cs0YtUWJ+cebs5A3CRvfAmR797BNb1rZog1p7FTit7B3JD8u8QYObx19ssE8+5jO7fLcbcfKh8iLu+1U",
-	"tlbCQ3fR0oLdnuoXIScWnUcUhLL8adabvL2jt5lsL2ozidZ1YFKjphLuEsRFWNl9D2prkt11vrtO2G25",
-	"zQJvEvfyu2/g4cOHjxN4ffbNCTAYVAq2CIKzo8EDfuCARlpv0H8/0d+c/JW3KvflGpTOLdLuGPtksIJ4",
-	"zJFjW/N5MJp30CDRPm/OWKPEByHF0GjZqSpLpS8OlL4yKpfD46PeH9/+/la7+NHsIcEJEZn/iMJZ7k/g",
-	"MSylKB+at/2GvWumsfaInnJeFs8C092Nanz6qZ6ZDrJ1yI11h7UPON1BwqJYRmvGHt3qK9DYe1Zh8ssf",
-	"ZFl8Uu34aVRf3MvOTQtxKSX0WInsL9NINmo0klRnLWNHVQBsM5u6EwYQyQBlwJNPuc6hdupTHdwUYxNO",
-	"DteeCrowVDVETn+oK2mH05x/T3Ur7V8K5ydNYYlynNif1xFiHNx59HdofOFTjSFh0jhGVDEwYtKldRmU",
-	"ynkX1C9/yGrlS/IcZVm0PLWpMaUUOvqUAYnpUgZXIYEfTsAYLZ0PetYb3HeuxjkhQKT7DOvzLslIKi+Z",
-	"5W8SneCfNxG1sFas7+MEy3v4wJ8mst3eiN8C9Xx0Fzs6DZ/Jw04iyHzDyW2mXEA1rPTAwc+VrOQI3qAn",
-	"RDVpCYiQ20g11+JEvJKKszifE0qGBMyFLoZmNoPCmqXDqLkfwSABM7lKdUDVByzbdzP0JFaBBRpR+pBw",
-	"IekIOuKOdXoGJr9E67rr11JGiipI7iJnLQvdIWutquBuRuPvIjvg45vFwqGSEDVzXSp8sx1m8ruWvJOv",
-	"/ih2WAR0fZvZOUXDCQDWICFF2ZbimLuuTxb/F4DuDnneMeE0ebfpbi1yNzZ5fPzorxDyA1BIL1RJ0O7m",
-	"4vKgmSK1WwUGRGor40JSHApYkp42/nyGHnqPdd954PXNaj/8Ev2/uvAivMmiEP/gN/fVamx91SrR7CW9",
-	"VpEjrm87m00g1FY2uZf0OrITKKbSz01xjiSJsjQrGhIl3GpRdqpf3tpu/VtDUh0BhPKc2dlVrvRBG8aq",
-	"rJ7g/qLymoQjnbQ3/GYeom/jjDVVNeUJM0GXOL1ER+fD0iX7TMRzuQquAScJONeozaoB4VGozs6eNbax",
-	"XZ1Drvu9kwNdqPuryKXfVWX52VGNHU9JUs55y8P8VHhHvfY7pR7+GwEfVDZTTyQoqc9edyjVDdBkNDe1",
-	"Kror+LE/6q2HehAKM0adI/yxcI560fdChKQvD7S6mPtyPZTvl8b6Ti/yTjmMulCHD/b3TGk0m/Eb8xrJ",
-	"XkSkJZoxKN8Fgm+OxXifbo3GPkKYVQvLLXyzcwT39vPbWYduBz/G+vdy8O/kx7dPPVaeN278TQ54fZR3",
-	"gpc/in6k8iHapgcOwrMsR2hbQtUcTNcsKoJdwjvoxT+wVvtECuKjAbw1F32YI7bHotWSxhVmbrPktV5I",
-	"rGg8gaYOUlrSwa5u5AoVI00HxvjOacE/y1P2lqdEe/dZa1PugtqTAOWVVX79Cm0E8xmXw51WnJvnv76L",
-	"s//jzVlvpz2CUCdusJPvlwEgzqh+N/BZAlbmxqIOEa6N9AQgZICqo4BMo7YRGsgyoapoehouSjN10M9C",
-	"kopAal8O/wP/8x/ZgBgs1YvKeaBIk2ZZUW91kxloKhoJGaW1Ndpg7v2Sa+lUJ47+rULGnFZeFqEWmEqR",
-	"fzg7e0FH7eayLIHfcAloo4ffm+hCO+6OdNJeSUuxwazSOY7suG809PSJECrRdr746dUZHNBcB7/Uy7jm",
-	"/19nXBUam2MYusCd3Op86kdPC0mJUNuGy8VFd23PK9XB9RoQti+2swUs0O6m9GXopuvIX8JpjZUKCHX7",
-	"yjOwbzSVZJtVaOFT3qUaxZZaBk3ld8D7U1ha42WOx2KlM5XNJRAjWEkdtiurfGjZTDXXQItNmwqlWcVo",
-	"xGiqpZ1jrFpaKYo1OCk1HVLQ3DA1hZIOhJXwj1c/Paf+VQqfsm+4vnN4tl5KboqAvjNh7iyvbAnDAh78",
-	"kgbVlvYmj8bj8fWDDFbGXjqSj/VSFoMTFASq3eVy/4UU2rGZja29I3jCIZO1hmqLs301pVnsFXVeTEsJ",
-	"WW4KmdGaflpKK9gG4QksjUJXy1TeqUKymc+N9lbkfgLZ90/O4GCBJjt3War7L6xZSD+XlWNG4QfMUmqx",
-	"VKO1WJSkCJSDwuTVgroBW+yOEo1Mng1oMzd730MXUEfbEPNrqvtOcpqpvv1gMIKfqJGAASAHIs/lkjVt",
-	"4HIkU11oNIrKT1Id+08SyF68PsvqZWSgpaQizku5RqqmMjgrRej0Ph4/CgkjpsHPH7h6YgxrTsvSrLIR",
-	"ZD88Of0WDuZU8vSv0CgdPiQW+1fsfmFbTMhOEBllmZqk1e2CDBFomMlVbJwBKsUlHOZ788CBlv4AdRpM",
-	"5Yw7WZp+JCtFPpcu1RGPSohgL9/7g2UplM7AitCRITS0eYlrW/PSOMnsmButJamyCWTHDw8hiskPvOHf",
-	"KVkWDs6MAQr7syZ3FMhJdam0pHFD/S/I9znu/lfH8E/19xPIjsdj+Lso4tjZZsdYqlELHxyODuMVAUth",
-	"nYS+gEVT8d10YGU/GOfR1jSfpTrwB5IyOIHs0fgR6/b/I61DFfbceHhVLTEMlkUk4Cp8Sb1qqabdCrS8",
-	"hz7974iqqlHxF2wxzp69AqPLdcg/lCqXmuOK0E/541M0s5Utg1VykwOSKVZuI2MvDsJLB2jaGxiyF4+z",
-	"l/QCZb1J73A0Ho3JXWO57E16D0fj0UNCWf2czH5kTvz/hexwNHd5mJmuudCAuHaHTXs0LauYpwW6SWGi",
-	"rbbOo/H4hgL5+xXGh9rCjrr418vRhuPTm7x9l/RctVgIu45xlzU5Whjlwi0sXlw4qrDiYd/hALtWee/O",
-	"PRH5HDBEZ3tAlx2wntxr2flJVgAsoyx1aBozfCQbwXcGtcvWdS4cIlMLTsjLTECkmrqz68hgJmtrF66L",
-	"YH8mtM5zE01LaZTC+STVTulc8g0aNB61CeIpc3QoFhilU5eTsZeb0T0vQzlqfnJ5sGSoWB30X31z+jxB",
-	"w8+hyUI4zzX1AvKywj8Gk+AXpRoXIZZLKSz4lcol7wsabS8IZbJN139R2dibFOdeiHWqSRWsuR2ChuKM",
-	"NiWwwx0ZxMD0nYsOBw5Dy0m1NoWMvWtkmPm+ir6AmVAlynhCusnNhS1Cq4RcTGWB+xQcQt4PshNUyoLu",
-	"sU14e8k7wnCNFcSm/DxTzj+jzNnmrT97gO7mkYNwK9B1cuuT3IZ1/e4Tymid1eyQ0p+0ZBaLXiOfHnUz",
-	"HjMNXUPXtB5sNf3Sa4e3v7bRlUQvPbz9paYV/DrpPbrLG+2eIFo7uXO3v8ed76S+aoWFWxi8m7IOS1B0",
-	"aqWSxNsZBOpk6hULLa+Cvd9BW8eFnOz1fXmruU2AEhN7VRurx1L6DiS69vNQaTV9wbQcbiKOHnkt4tEK",
-	"HY2PubQ01WSXGSn17QtE2N+g94ILQ/JbJ3uD9lOzVIcmYqAe4q2akinfFTKC/mmrqqS+moSfppuVCLWU",
-	"xYRlul4Od+nh8GIl1kFjRzU7GnRI/Eum+hkXItzvXJo7Mj6pNHO58x5RZjiK1DMu+YT6QPg2n81OlFhC",
-	"RnU9JO1H4+OOzFU8/X5dcIAvDk6akZbCOeqFbIoVGOH9AnTI8fjx7W80dwXgG0d3eGO7Dfz30Fbh5CLK",
-	"UfcD9WOLHTf3JvH6no2irV0VFdytTWl5yihjkJZPar+4dvWG7su6GuwLYLrjz9mf+twQqLFdr8e4BEEZ",
-	"sZokXGLwxbD4t+3y152y209sepM7PUymYGlcV5SXUoVb2ptAGooV6Vo+d+lCwBsqc/toiAe0wEm7Wteh",
-	"3ZPvlfPBlyUUJ0J6IYMVlIAutlNbhDXqVDdts6wecC/DqQy4xhQdcI4XKPIewRtO4HHxIKAjQGkoUbJn",
-	"3WB0jKngKifNciIuMpVzRXhnuKmhTQpVvQpcSn/n/oUQctFVC6G4JdWtu9MGCTjDSKR1UBiI1xheyaaP",
-	"f5MWvj4iAlfRFeblCSvrK9riDRRbFbkzKyVDy28Y+ttAfDm62ro7M+rbcL0df/zApZqdr3AlC4Y5/CR9",
-	"ik8lEVUmIAC3djCBo/G4vsAw3L/AYOvOubfLx8M1cjGUjOV4qxPeCuacqczNAoPP6ObVheCxComjZReq",
-	"WtzcWC+1LE5S3RxZfc0Narr1CJ7scdOIBdlx4Ti2KUP3c7kAUZYjOHWXuJ54YypfXYQ7EZHXuJu85FT3",
-	"hYZqeWFFETC7cPq+1TRO7fkYLw5uZC66w2/jeFmOOpDTgI5NcYsXU6VRko/H4wGhBAHdjKe7hhXddoc7",
-	"QRtB9+HgOrrC0oDofpCT2r769Q46bOtSVXZsSWb+bor1R7PwW9cMXO9eRfYx/Qmu4OowlS+bIKO/zUvt",
-	"Qx+c1P5zqJeIFogEKLjTh5+e4Lb3szaVjYUbGzd/BlAFPUDOOSk/gnB5aqo3Lz7dZeML6VvIIweB4brU",
-	"FaVauorXGeHecxVpuNjpi4gM7u2kGS3v2I3V7n3aJ4nx+RvbSm97uX7u3R38Z76hsb6RtXYAKLEUTXdf",
-	"NNec0E3AEqpl7BCrtf5gAi0ns325KSdlbr0iFpxYN6Y2mlBmML6yigLSoM0JSqWnWy1OAzYeaha8Br4l",
-	"lNOZ3eaaL6LtvJYtadaT6vYNbS0vZWsJg3g9Cd/DpVp35jFq22U6Jqnef72usZt31EJXZu6j3QaT9I4P",
-	"7yA625e0URRxdAfx7r4s8UsKQjarCRIwS87wluv6CrIZXX6G7kYQla5Q5CYk76Csq+E+R7hSdUQrr6IZ",
-	"qMsidxxBcqE2U1IRFQq16Zxf6ShOh1MNodUjGpDoUE4pScAVFaNOxE7LFVcL/lbA7uP7NRvdAJ/Yq+E9",
-	"2KPidewh+GOCch+so74QJfPkvZchcmXxaFCOCOzt0ylc9HBbrnmzNOIDUs0veZrfJdNMc48+7GBuSVBv",
-	"XOwWNmdvnrq5q/LWbExn1uFVqxb2I6YeboD1T1oX/zNon6CvJPQ6aRz/WEO+kTOiWxMXyrfyQyFhtJMn",
-	"gp000ZcUAfwRcwPfqytuOKprZjvVSMPPt6YA2qz7yTTAZp9H1/XhkcmMjmz7Z17gTnmBmg/+2HmBdkNa",
-	"aPqJaQLGqgkxdIMbpOD3Sxi8XpLbHcqIYhMCQ6a77QftnIBoWvz4lmTqLomZgo0S5nbGYKsQuQb+U30h",
-	"fb1/SsMG/B9LZUPfA5UHu+i9oE9R/3LOJPz4jNDrCP46CHcru42S/qS+oj68muotlDZ80VxVf9L8Akyz",
-	"N8qBKkoZqqQoV13f3Rw3ln/Ex43gtL2plKngYqFZayVUTySshEpbWQovbwJsP9y+fyYYdqdv5nqzwcHb",
-	"Su6GMIcff/4bAc9Gsd8T8mTYffsHo26DPCMHci5gtXVfR31PfsgtUSpDm5Aq+xPp7GwZvw2x7Lyg6/fD",
-	"SFmfNWxH9TUR2NOSUJ2iCwFNdX/7d5wGE7gH8MmZuN2u925AE36yO/ou1UpD5eTmD33wdWT9bZ05SOBC",
-	"UWVWXa5KyUDlYs38itie+i+2FlbjmaneBTTh7nhmd6vBn4DmZ/OezmIOcp/HtBfjpNLgTpBzw4e6NVT+",
-	"48CdQWd8fMBzq0/6fzbyubUZf0Kg/3Mg0LuiF1s432bv7dt3KAXcL8ris912G69IoF9DrSOOCwO20jA6",
-	"yBfFQXxkOCzkVXYC1N0HealwbRiUkbM62mg2mhwcHB79dTQejUeHk6/HX49JHMMCdqhgBZLE3u4kuLbo",
-	"QAQQjneGOjtRkYYi9VHrZwAJGEbtuDn2NwadaH3R+rmdhNOo0zX/4CZGP/GndWLo2Rlp1ocTwsvW7K0T",
-	"2SXhGToe6LTzekSh6C/0P6U7QZeaC5i0lAVf8xNGDRDs9bvr/x8AAP//",
+	"7H17c9vGku9X6cVulcm9IEXJchJTlbqlkziJTxzHZSvXVdfwFYbAUMQKnGFmBqJ5sjqf/VZ3z+BBgno4",
+	"tnOczV8SSWDQM9Pd8+snfosyvVxpJZWz0fS3aCFFLg39+1I6szmdO2nwUy5tZoqVK7SKptHrhS4lWJlp",
+	"ldsYjK5ULnOoVuMojmy2kEuBNy0LVSyrZTSdxJHbrGQ0jQrl5IU00fX1dRythBFL6fwDv6mM1T0PO1tI",
+	"SJV8584zuiIFPQe3kLAy8qrQlYWVuJAnIGZWKgdzbejXeWGso5+QqAJH+rWSZhPFkRJLpIWH61Is3j2T",
+	"6sItoumjw6MYZxA+H9ZzsM4U6iLCGfygy1yaM30pVT/heq2kgdThFTXhWWUMkrqgu2NwGowcSeWkgcJZ",
+	"uDBCuTE8l1fSJGpVOSgcFAoE/PLy2ThRYT68W82EnunscsTE7JnU0aMvbp/U01wuV9pJlW1+lJvdef0k",
+	"LqWliYjs16owEqyYS56FMxsYPH1y9h0snFuJVQGt0UY/yk2iciPmbjiFQ7zj6NEjuCpsMSslnL765ulT",
+	"yBbCiAyZAgbpv6V4UfrPdBgD7e5MGJmoQbo16hS+kpOHj7/8So6OJ/mj0fFD+dVolj1+OPriq8fH4tGX",
+	"88cPj47TIWgDwoJIlHWmylxlZD6aF7LMgRcAeoZOonrw8XicRGkM68ItEpUmSRKlIFQO+G+SgrSZWEl7",
+	"AoIohUu5gUwopR1YJ4yjGyFNonQ4hl+sRErmRtoFGKFyvaQbBgJ++eXpt3B1PCRuliJb1Eu90RUspVBT",
+	"2gBir0QRe4GR1lnkk5cyLyxIlZnNyqFcqlwaEDR4Lk1xJXOYG72Ewo0TlahTv3FEHA5rxZJoj/my+itb",
+	"zf5LZg4Gqa1muCdO44+Jol9Xwi3irUFmOt/AIHWuPF/aNIZ0LQrn/yXi0zhRaVksC5fGkMu5qEpnQaxW",
+	"ZSFzfMLC6OpiAUJt4EI4uRYb0Kp5AM11mqgRrBdFKekHkh8oiytpp82VR5PDuPkURFKoPFEA6VyqrFAX",
+	"5/x1DIFk3l35blUYac+FS8GKDTLKeiEcGLkUhbIn3eez6slEWYJ1RVmCqZSFAU69UBcxjjCcwvHkMT25",
+	"aPjtvFDnK6MvjLQ29bxCenhEitgTQ5t1LvAbpPAERxH14jikKy9kDssiHxERpRRXJLHCgVB2LQ3xVbUC",
+	"p4mEsCmwKisLYqYrB4dfAM9Lq6y9rGthwchSCitzFCdUWPQJJB4Czbzo8nP6Mj2p+ZcmJUDJNTIYLxx9",
+	"pbRbSEMMM4Xjo6PuwlzKzfmysEvhskU6RpalmdGUkCKUMHqgzGGQljq7PF/IMseNtHIpVgtt5Pm8Kss0",
+	"RplzxVLqyjE/4EjSwIVWchjWCqkp1MWUpsfSQZsoSFrHcJoolKYCf1zK5UwakjNXlPDFBPC6jjJ/0Foj",
+	"CwNhoRTWJcpIJdcyj0FeSQXrBUmxX1spTFlIQzIgFe7YhXZOqikITxF+nyi/shaEkusxnIZ9WmhLTA+Z",
+	"rsqcVmgmIZcoF0htYeFSrujATBSuAw0a04WBiBsOmy01eY9jdCWckwbH/H+D/z1982//Pvrn2zf/Nvrn",
+	"298m8dGj4+v/TiL/fZK8SZK3o3++/W9Ur2+SCP+8Hf52GB89enSdRMP/iPoOsGeoTvrP46W2DpA9LAgC",
+	"B3QIWxgcTia8/gwjhvtAA6mq7ckyyjmcTCZxA3oOe0BPTGf0ffFCGw/ANhy4Exgwkngkj6bOVPL3gIPn",
+	"NPpv/EzU+M0T6c9Nz2pt/JvT0f8Vo39MRo/fNv+ej6cjZILDx4+v+3cWn25XIpP9q1epwuGiicottCms",
+	"wN/qFdqlloe6K8mBXk8skfrF0R5KXxg574POL7/7Br48Op4gep1LI1UmbQyZXi7FyEpExA71QaFAKwm8",
+	"qdNEpUbalVb5SNiNylIYaAVCdbVqrcanQcsLR9o74BUBrsgupYOC+QrlANUAasohny04xNfP/fj+8gcW",
+	"Vrosp4kqtboY4f98dsDzxgYQjmXr4WQ4hp9RlVtABFRcKG1uVCR+pW5iyt3lPSPKnub9fFDTXeQtCJM+",
+	"0xlxBAkW6uajydEe7uAR7s/NyBVH+3iCib5B+lN+7HlX/OvZILn31AL8yA+uB65xKGRIK8l2e2IMm26Z",
+	"Vk4qUr6E4XjBD1ZGz0q5/F//ZTVNvXnufxg5j6bRvx80hugB/2oPXvBd/Lzuap2qDTBgkPjocXQdR99p",
+	"MyvynBf3UxFC7EbwO9eyhUPALQoLtZKBQToP5KVDIrdrZv3kwc2npn3b3EkJTlUIQBAjItT4tZLW7aI0",
+	"NMP2QrThGJ4zhKLxvJ4iNYBTV1eiLPKXPPSnnnKYUWFhKcq5NksCjQUTde5/9rv0XDs28j84lfXI9+Mu",
+	"xCuN9h6kSrtzdiSgQeYNBGFRy1mxsYlaLzZT/I4RXQqDGpV2sPwJ7fVK4vkD6bdPnj05e5L6g8Qm6mhy",
+	"DIWyTgq0yrxBFEZr4X/iE7QfRBh5ClYvpVYyUbK0EpZiszUJpddkmaeVulR6rVIYKNJyHtHH+CONnqil",
+	"NmiNCOVx9oUeeqZ6ITalFvmZ1s+EuZCfmqvI0i0saCT88Av4sfgbDNIVE3XutD4vkSzPVqyXn2v3na5U",
+	"/ilpfa7BVtkiQAFmoDlSkQ7Z3EEMAEYoIAupaAwsPPlxD3CLCwUpfj7nD2zS+2uzUlsCMTWj0ebRNpK7",
+	"IG0fSymuGg6PlzOzD8i5xBimZnwrNmhjZ4uw4Wda/yTUxmsR+ykXMcX9XAq1CdrCpifBZuQlWAh1IfMx",
+	"PClIYbbszAEtAU30gQX2pNSMg2tgFwic6PAvbLDrvSUqHP6ChiM/FgYoKBu2hjNdKWeHcTDLvdY1vKVI",
+	"mgeEqLobR4w3h1QOtamMG3EhkfLhid+12sFQWBAuUST3aAwhpfX44Ykxe66QNq3kGMiLwVZxoro+DQ8h",
+	"YaBNrTxa1OE4+EkaOyS7m5fxAWqueWVFaSETxmwgfSmcJNNv9EKXRbbx7pL66zRRA3I+jgrp5iPvoBzh",
+	"mtJERt77PTo8HOLJjRMiPzONRnDLJgq3aQppEuF9SZSS4koiT2ISpQx12570QECfI13QOVTKuWNQ2hr6",
+	"xHw9OXFfH6I61EryUrgGcjeeN2G7fiJmgTZVOJanrGH+XYS6vYT9MNUvSIunPfu2if/168PJ5GRN5P8a",
+	"zlybqJU0sA6TYPfcrPIAd1YZ6/gQY+C7lLjsjh3OGtl+XpQlQ3q5XLlNz0zxwSe/Vl8nqA28q31UPz+6",
+	"yyo0S7lPR/jtPWhFSUhN/KK87fkP+Um1+k+FtcivKPmMY2AmhUHNwxo1rVqUpeTeaLHo69evR6eVW0jl",
+	"kETZpWkH/fNEr0RRiln5yU9awgwzkV1KlUNesGvLnxaFIq6Je5SWXVQOlVSicr3GFfFDnFfNVBC3khum",
+	"cpleyjpgg9q1sODxya6Evy/DXAdGpGFOWXu2YLHI8wJnLsoXRq+kcQXaW3NRWhlHq9ZXv0VLnfd4RVL5",
+	"LisrW1zJFAbk32JVU7nhlD0MBB1PIKVTJyffwQZUtZxJg9Pnr/1llmVTaaiHxUGQmaSqltH0TVT/gDJG",
+	"90Zvd+zHOCI/1y65pzA3Uo4Qk0MpZtJ7eAtlVzJzYBd6bfFpLWv18OirnvHZe7/7gGeEVEu69yTEG+Dh",
+	"ZDKZND4M2nKt5sVFhXNfindwdvYMBuHyQ1iQACGZwrGD74vj6GbfXxz5M22XqB/0GkqNp41m8MWW10KW",
+	"OTF7Q+jNRNK9NZWIj28hc9LrovRfaYr1IOHfI4Yjl0eH45qgCH6qn5ILJ0cohFHPvnTCLJ3bAnG760Ye",
+	"2v5VQwhGAm8pMLZlGx1CpUppbR1dlTktyM3bhPf2aL14j4QhGTvPfg+JoFBAHdXpEw23KEyOMtmE00Lk",
+	"HTXaFGgIRo3EThyEIJgQHILGFFfSxhTmIHyz1jyuDbqObTnkQCOdKaRlbXcvJoojd5uLmy44AYs6nB1Z",
+	"aeOxTjmYjLMhOoimcXSjnN/KSNdt99cb3uZA6DZj1gPv7EvcZvu3PcLygxSlW+xKi3XCVV5uxHJV0l2X",
+	"vX7CNpn+tt4n1X6J7pOCs+VegvmvJczEw3zm+ADNjVJ9AqJci42FQ686V9IsC3cHYa/PoZ3J+Vj3Hkct",
+	"Wm1BYv7++szHVv3Ct4I20T3OptetiHJHGnuV+C3sHcgPU7yBw1tbH3eYZx/T2V2eu21beRN5crftytZM",
+	"eOg+Wlquy6fqhY+bB/CIglCWP8+j6Zs7os14e1LdQHvfhkmFmkrYSxAXfmb33aith+zO8+11zLDlthN4",
+	"N9D08OHDxzH8cvbNCbBDrRR8IgjOoPAI+IEFGmnTof9+ot99+CtnisyVGyhUZpB2y/5jdlYQj1kCtjWf",
+	"+0PzDhoknM/dJ9ae9gMfhmy07Kwoy0JdHBTqSheZHB0fRX/+8/f3nosf7Dwkd0KIbnxA4Sz3B/nZLVVQ",
+	"zkTWxg1750xj7RG9wjqZP/NMdzeq8eqnaq57yFY+ft5v1j7gkBF4DyvyQ83Y41uxAo29ZxY6u/xBlvlH",
+	"1Y4fR/WFtexdNG+XUtCflcj+VK64k8cVJyptHXaUKcRnZpObxg5EOoBS4IfPOBeqBvWJ8jBFm5gTSLYj",
+	"696E9rlnbXOac3QS1UoNKoV10yb5rLCc/LOoLcQwuHWId2h84RKFJmHcACPKKhoz6dLYFMrCOuvVL3/J",
+	"auVzQo6yzFtIbaZ1KYUKmNJ7YvqUwZVP8vE7oLWS1nk96zSuO2fsnZBDpH8P6/0u6ZAsnGSWv0l0PD5v",
+	"LGphjNjcBwTLe2Dgj2PZbi/E73H1fHCIHUDDJ0LYcXAy37Bz3ZALFA0rPbDwayUrOYbXiIQobzUG4WMb",
+	"ieJ8veCvpAROjuf4tEIBC6HykZ7PITd6ZdFqHgRnkIC5XCfKe9WHLNt3O+hJrDwLNKL0PuZC3GN0hBXr",
+	"RQY6u8TTdRfXUkSKsszuImetE7pH1lqVA/2Mxr8FdsDLuwUFPtsYNXNdTnDzOczk9015J+b/Qc5h4b3r",
+	"28zOIRoOALAG8SHKthSH+H+9s/ifd3T3yPPOEU4P7z+6W5PctU0eHz/6Enx8AHLpRFGSa7c7ucxrpkDt",
+	"VpIGkdqKuJAU+ySgOKoj2xHrvnPP692MYPwR8V+dvOLvZFEIH/jOffkuWz+10rijOGolQuP8tjMCyAm1",
+	"FU2O4qgnOoFiKt1C5+dIkihLvaYhUcKNEmWv+uWl7de/tUuqx4AoHEd2dpUrfdF2Y1VGTXF9UXlN/ZZO",
+	"2wt+Mw/Rr+GJNVU15TEzQZ84vUSg837hkn1HxHO59tCAgwQca1R63TjhUajOzp41Z2M7w4mg+72DA31e",
+	"91eBS7+ryvKTezV2kJKkmPMWwvxY/o567ncKPfwLOT4o9ah+kKCgPqNun87vXZPhuKlV0V2dH/ut3nqo",
+	"Bz4xY9w7wp/Lz1FP+l4eIenKA1VcLFy5Gcl3K21cL4q8UwyjTtThjf0jQxrNYvzOuEa81yPSEs1glO86",
+	"gm+2xXidbrXGPoCZVQvLLXyzswX3xvntqEM/wA+2/r0A/p1wfHvXQ3VKA+NvAuD1Vt7JvfxB9COlD9Ey",
+	"PbDgr2U5wrPFZ83BbMOiIhgS3kEv/om12kdSEB/MwVtz0fsBsT0nWi1pnGFmu2nD9URCRuMJNHmQ0pAO",
+	"tnWxp88Yaaq0JncOC/6VnrI3PSWcd580N+UuXvuQXX13sMzXv2LDYxcxt6tybik4sjIz0k3bIEDAVroz",
+	"p4L5HPdEhRqe4RieOpjJTAfn3w7KCFHl9rGwz6hq09wPsjuz7vXB9Kqfbtb37nq80GXJ4dAmjOF1ap2W",
+	"F+rQLB11qztaEnFkhLq8ZQdWpchkcLyRxy2GCXJm4Swt/fhW9XtnCyk0cvidFlIcys1uL2arPVFWXizJ",
+	"O8WVbL4G7Ha/VBS3attwNXc2NL7dRKMjKqtM4TavUISYYzjh9LTi7Bf+9F2Y+99fn0U7RVzk1+XaRflu",
+	"5UMwKaf/syaPwchMGzylhW37Ur2rcYiHcw6pwvNcKCDsh4vSVF5dlHpmYZD6MDCFgVw5+k/85z/TIanw",
+	"RC0r64B8OfSUNXU4aWJvTc4wxR5obs16L5xbcbZq0Rup+rbAHZlVTuY+256S/X84O3tBytQuZFkC32Fj",
+	"UFqNvtfBSLXco8BKcyUN8da8UhmObLl7g68BFd4ZQcv54udXZ3BAzzr4rZ7GNf9/nXLedSjhY+cgruRW",
+	"/fEgqDEkJchUx6jxuqxl2yTKGzdcUSq243F8ZNqbEgR8TXtPhgCc1tEIAb66qHAcOtOKJEGvfSF94Wyi",
+	"8GCkwn1duZ3w2CmsjHYyw20x0urKZBKIEYykPhdrUzjfOCFRXGUguqgVSr0O9r5WlK2+EBZEaaTIN2Cl",
+	"VLRJHhvBTOeF5MrYv7/6+Tl1kSAHRfoNZ1CPzjYryaVbMLDaPzvNKlPCKIcHvyUePCTR9NFkMrl+kMJa",
+	"m0tL8rFZyXx4goJA2fFclLSUQlkGsqHBxhiesFPCGE3Z++m+rO00dGywTsxKCWmmc5nSnH5eSSMY5eEO",
+	"rHSBxoyunC1yyUo/08oZkbkppN8/OYODJYLizKaJGrwweindQlbWlx7TBXollVgV441YlqQI8IjQWbWk",
+	"mvwWu6NEI5OnQ1rMbgcaX6vYU9zI/JqogZUcyK17EIWyZWAXqwWRZXLFWMZzOZLJ9cxQuGmiQpVcDOmL",
+	"X87SehopKCkpTfpSbpCqmfTmQO77rRxPHvmQLNPgFg9s/eBCQXpalnqdjiH94cnpt3CwoKTCf/h2Jf5L",
+	"YrF/hBo9Rrt0mHuRKQxTE7dq8pAhPA1zuQ7lfUDJ7uTp/F4/sKCkO0CdBjM553q7pmrSSJEtpE1U8PhS",
+	"sXrq5Dt3sCpFoVIwwtc8CQVtXuLscaoOY3bMtFKSVNkU0uOHhxDE5Ade8O8KWeYWzrQGcqylTXTWk5Oo",
+	"slCSxvUZ9iDfZbj6XxzDj8XfTiA9nkzgbyIPY6fdutZEoRY+OBwfhkY9K2GshIGAZVNT0dSJpj9o6/Cs",
+	"ab5LlOcPJGV4AumjySPW7f9HGosq7Ll28KparbRxMg8EXPkfqaI2UbRanpZ3MKD/jqhuARV/zifG2bNX",
+	"oFW58RG+ssikYsvd13v/9BSP2cqU/lSy0wOSKVZuY20uDvxNBwieG0d/FLYziiNPWTSNDseT8YQMIpbL",
+	"aBo9HE/GDymO4RZ07AfmxP8v+kDMLg8z0zVthYhrd9g0oseyinmaoyHiH7RVfH40mdxQgnK/0hOfvdtT",
+	"efLLatwBPtH0zds4stVyKcwmeDaMzvCEKazvhebEhaUcRh72LQ6weyrvXbknIltA4eSSzwNqOcR6cu/J",
+	"zleyAmAZZanDozHFS9IxfKdRu2w1VWMnFBW5+cjnFESiqEdKbXvPZX3a+aZNjGd8AxsuU2spDYSqcaJs",
+	"oTLJfaxoPKrpxF1m/4tY6oqhLJ5kXf8ZT6OwVF5oM3+SoWK1MHj1zenzGA9+Nv6XwjquWhGQlRV+GE49",
+	"LkoUTkKsVlIYcOsik7wueGg7QRaWaXrv5JUJ1X/h2UuxSRSpgg0XHNFQJ75NB/klqFMVMTD9ZgPgwGFo",
+	"OolSOpehOpQOZu4aNRAwF0WJMh6TbrILYXJfjCSXM5njOnlAyOtB5wQliyE8NjEvL6EjrQJi7crPs8K6",
+	"ZxSb7vbe22MdN5cc+N58aBrfciUXOl6//YgyWucN9Ejpz0oyiwXUyLtHNdfHTEPf0DWtB1utCei2w9tv",
+	"69T90U0Pb7+paVhxHUeP7nJHu+qO5k5w7vb7uD8Hqa9aYeESenRT1mYJik6tVOLQI0k4agazlKEwXzD6",
+	"HbZ1nM96uL4vbzU9fcgrsVe1sXospeuJ9dQ4D5VW072ApsMV6AGR1yIeTqGjyTF7KxJF5zJb867dxovx",
+	"Bt3nIQzJb51O4bVfMU+Ub3UA1OlgK2trxh27xjA4beVt1Q3C+Grqb0hxAZlPWabr6XAdLA4v1mLjNXZQ",
+	"s+Nhj8S/ZKqfseF/v31pOlV9VGnmgoI9oswOX1LPOOUTqrTinnrdWq+QpEmZcyTtR5Pjnthw2P1B7UjB",
+	"G4cnzUgrYS1VGzfpQBxD+Qx0yPHk8e13NB1N8I6jO9yx3Wjhj9BWfueCl6OuuBuEIlb2hMWhiV4nLXJX",
+	"RXm41ZWWp+zH99LyUc8vzg6/ob65zrf8DJju+NP2LyGnxnZGLPslyJUR8rV8q5XPhsW/bSeY7yS2f+Sj",
+	"N77TxXQUrLTts/ISyiFNoikkPh2YmuPaS+sNXp/7PsCDeEgTnLbz4S2ee/JdYZ3HsuTFCS49HyP2SkDl",
+	"28Fj8jWqRDWF6awecC39rgw5ixsBONsLZHmP4TWHyDlYAAgEKNArSkbWjY+OfSo4y2kzneAXmclFQf5O",
+	"3wulTQrllQucymCnw4k3uaiZiU8fS1Srg+kwBqvZE2ks5BpCM+Er2XTK6NLCDVqC4ypAYZ6eMLJulBp6",
+	"vGzlvM+NlOxafs2uv47Hl62rrQ7WQd/6JrP89QObKAZfvnEUmjl8JX2LV8XBq0yOAFza4RSOJpO6jbDv",
+	"cMLO1p19bxdo+GauwZQMCa/rE14K5pwQXqthXl1qEfL82Fq2Pm/MLrRxUsn8JFHNltU9iVDTbcbwZA9M",
+	"IxZk4MJ2bFPo4RZyCaIsx3BqL3E+oW85N1jDlQie17CaPOVEDYSCanVhRO59dn73XastA0Xa0F4c3shc",
+	"1Em3s70sRz2eU+8dm+ESL2eFQkk+nkyG5CXw3s2wuxtYU89ZXAlaCOrahfNo2KpZTdpD7gI5hW6fy6ZB",
+	"b43XkbXRwJ1Sb9udao2NroyNGX8fTY7CGvqAY82dNlF4ZU+0EMg1fLOX5YCHswe/8T/X6TBm8yFkK9CD",
+	"/JKFSgBcCJrKoC+WMxwn6ntODrK1J4w7eXufs+9577uG0rK1iwxw6EQNlA6LiVeNTrmTdkqmx3AMpzfu",
+	"Lapgv7le+/Im93kTvCP+vWyLdt/8Oxw9Wx3p73CHbyrKlgspxb/pfPPBINxWp5br3Y6YHxIwchJsDxZ6",
+	"2ViRg21l0Zbq4UltIPmUswAxSEN6e+nw4xN8ti2p3ojtNFj3XjOE+BxULNwYfI96bj7XauO+w8sX0rVc",
+	"y6w1fFf6NcXS+up/OISxp+O7bzd3NDn6YAvkE1R6Voh1Y782nO6UY3ncE9Rbr2ZD2MGaza91rXhDYHQM",
+	"lLNROFKurTa59VpvNabdn9US42F7h479cXMC+5DvdjfBaTOtpvegPyXxXq0u2vkj2y2ZwiRuyqmIIb2H",
+	"ih/f0jVsV+n2gOTuht444vXn4m64t+WnlbxjEXW7ZHmf1g/X39gN4rab6+ve3sEoZ/6vX7ZQWxUUrQ72",
+	"wEA03cnoJR8SqlXIiKplcDiFluXafm8BR3pvffuDb4vZm5DEnSY5XYghIsVn6OpWZfKQEWkx96YIvwCA",
+	"cyT6bQB+x0RvR9q4mU+i2s1pW6bP1hSGoasYt88sWu2CORTUh0enidr/5gxtuq+fgL5w/wdr4hZHx4d3",
+	"EJ3t/rTkmji6g3j394n+nDwb3RSlGPSK00bKTd05dE49S9GG8aLS59+4KTxwUNZJ7J/CB1L1uEBeBehR",
+	"VzPsWJdkl3Xj3MHV7EvKOGjbU1OG0N1XaAbQEqzUGZ24nKY17g0DKLnmJP/fGwX48Fi6U8T3kZE0r8Ee",
+	"Fa9C6d+f09P/3jrqM1EyT9456d1hLB6N6zREC+6tU7ZBYDcG2RWyb0pt5VnIrb2flLXfDNETbTu+CcVy",
+	"R8+W/wIP0zrMWffgjv0BvxAEA4afT2ThFtbrdlL/nDj2mRRXsp2n3tq5lqnXfgsInQsLQWkzvsJzX2yr",
+	"yy8/Srmyndz7ts+LHPT+3Q67bd29RZeoG026Mbyu34DWQcsz72m3MRxNJi0Lvs5sT41QlykMKE+/1289",
+	"PGneQ8bpPJyHmLcGitkjGEb3XM99Nbp5zYVPhw1eQfyWc2382YtSU5uaqyK7HFUr+mJ7cRI1aLUZxqmM",
+	"RjzqqCyupEI4Gt7g1RNZLhQnMFIuMtVN1AkH4ak72XI+n4EKLAY7Lo36dQwcN0AFaOvuyJlQMJMg7GV4",
+	"vQd1rUtUomqXQ3gDUP2uH9+kOwxB7vOu27VOCW3vBY5Ok3nedHhvvSQo5l7+BF8K60s+e6DLC12WH0Kp",
+	"3tNl+JHwR7fQaBeGvKLUBo+JT4JcFLYrLrtO6399D940CF+iOtMJ8Tvlmw2FbJhW7ZP3v/11Vv2RZxVX",
+	"ddXSjScVaih6EVhgCdLQRUgRb6vmPyhYHd9RRzzNfe4Zp9TflsncTbx/j0Tml/yYPySPmZ49fj8euiX9",
+	"udOY3y/O3izo5l0jt+b69ea0vWrVMn/AxLYbksZOWi935ZQwwtRCbeIm6hB6AHQyEumtF8vCtbIPfTri",
+	"ThYi7CQhfibq70+befZ9ccUNY+qa5157suHnWxPM2qz70TRAt09H3yv0ApNpFdj2r6yzO2Wd1Xzw5846",
+	"azcU8k1bQhIaZ0IROrPDG6Tgj0tH+4VeUBqKVEJaBifk7LaPaGeciaZFE7/lirqDhDy0jiHZzkfbKnOt",
+	"08oSdSFdvX6Fgk5yWSjE9H0rqPjUBjcWYor67ehT/4JxoTYhtciCfzeW7bRkiBtTvvTvvdrKAfI/NK9r",
+	"bFnXzdoUFoq8lL4Gh+zV+t1bYWH5Re0W7dfWolJMmiHhvDUTqlYRRkKljCyFC2Hb3ryS9z/ft7NFPpLf",
+	"eqfvyXW33t6ZSu76sg8//PNvtNUaxX7PfAtO6trA/fItAgdyptl6q99q7ZzwmYuUKKe0T8T8jHDORwp5",
+	"97b8uy103dtg/Y8LlrM+a9iOqjdChFdJCu/lfaHwRA2239U/nMI9IuDsf9rtWtgf2YafzY6+o2YslZXd",
+	"l91yO/nBts4cxnBRUN1PXQxJqaaFDb6yNbE9VfdvTawObCdqN7INdw9s9xey/xXZ/mTo6SxkuO5DTHuD",
+	"3VR42hvt7mCoW03lP0/c2+uMDx/53upz9z87BL61GH/Fwv/nxMLv6r3Y8vN1Ozu9eYtSwBnsLD7bTZ1C",
+	"hNA6YVxtcVxoMJWC8UG2zA/CJaNRLq/SE6DeMZCVBc4NjTICq+NOK4vpwcHh0ZfjyXgyPpx+NflqQuLo",
+	"J7BDBSuQOPTmiz20bUdYS+47pLmM3pdA4zN9Lw12VKN27I79jUYQrS5ar0uO60hnRXanaF6NHEzPXkuz",
+	"3hxvXrae3tqRXRKe+diin4/IC/qE+FPaE4TUXB6jpMy5CZkf1btgr99e//8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

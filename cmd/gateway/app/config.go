@@ -24,6 +24,7 @@ type config struct {
 	redisTimeout     time.Duration
 	fenceRetention   time.Duration
 	lockDelay        time.Duration
+	ticketLiveness   time.Duration
 	jwtSecret        string
 	jwtPublicKeyFile string
 	jwtIssuer        string
@@ -69,6 +70,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.redisSentinel, "redis-sentinel", "", "master name: --redis-url names Redis Sentinels that follow it, redis://[[user]:password@]host:port[/db]?addr=host2:port&addr=...; or give redis+sentinel://host:port,host2:port/master alone")
 	fs.StringVar(&c.redisPrefix, "redis-prefix", "lockgate:", "prefix of every Redis key and channel")
 	fs.DurationVar(&c.redisTimeout, "redis-timeout", 2*time.Second, "bound on each Redis call; past it a request fails with 503")
+	fs.DurationVar(&c.ticketLiveness, "ticket-liveness", 10*time.Second, "how long a ticket (an acquire with Prefer: respond-async) stays queued without a poll, and how long a grant handed to it waits for a poll to pick it up")
 	fs.DurationVar(&c.lockDelay, "lock-delay", 0, "after a lease ends without a release (the holder vanished), keep the lock from new holders this long: for resources that cannot check fencing tokens (a release frees it at once)")
 	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter stays in Redis after its last grant (about 200 bytes of Redis memory per lock name); it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
@@ -226,6 +228,8 @@ func (c config) check() error {
 		return errors.New("--fence-retention must be at least 1ms")
 	case c.lockDelay < 0 || c.lockDelay > 0 && c.lockDelay < time.Millisecond:
 		return errors.New("--lock-delay must be 0 or at least 1ms")
+	case c.ticketLiveness < 100*time.Millisecond || c.ticketLiveness > 10*time.Minute:
+		return errors.New("--ticket-liveness must be between 100ms and 10m")
 	case c.lockDelay > time.Hour:
 		return errors.New("--lock-delay must be at most 1h: longer keeps a lock nobody holds from everyone")
 	}
