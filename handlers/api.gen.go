@@ -896,6 +896,44 @@ type SemaphoreRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
+// Ticket defines model for Ticket.
+type Ticket struct {
+	Lock string `json:"lock"`
+
+	// PollWithinMs Poll again within this long, or the ticket is dropped.
+	PollWithinMs int64 `json:"poll_within_ms"`
+
+	// Rank The ticket's place in the queue, 0 at its head.
+	Rank int `json:"rank"`
+
+	// RetryAfterMs When the current lease ends, unless renewed.
+	RetryAfterMs int64 `json:"retry_after_ms"`
+
+	// Ticket The ticket's id, the last segment of its URL.
+	Ticket string `json:"ticket"`
+
+	// TicketToken The ticket's secret: send it in a `Ticket-Token` header (never
+	// in a URL). It becomes the owner token of the grant.
+	TicketToken string `json:"ticket_token"`
+}
+
+// TicketStatus defines model for TicketStatus.
+type TicketStatus struct {
+	Lock string `json:"lock"`
+
+	// PollWithinMs Poll again within this long, or the ticket is dropped.
+	PollWithinMs int64 `json:"poll_within_ms"`
+
+	// Rank The ticket's place in the queue, 0 at its head.
+	Rank int `json:"rank"`
+
+	// RetryAfterMs When the current lease ends, unless renewed.
+	RetryAfterMs int64 `json:"retry_after_ms"`
+
+	// Ticket The ticket's id, the last segment of its URL.
+	Ticket string `json:"ticket"`
+}
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -917,6 +955,15 @@ type Name = string
 // Namespace defines model for Namespace.
 type Namespace = string
 
+// Prefer defines model for Prefer.
+type Prefer = string
+
+// TicketId defines model for TicketId.
+type TicketId = string
+
+// TicketToken defines model for TicketToken.
+type TicketToken = string
+
 // Error RFC 9457 problem details.
 type Error = Problem
 
@@ -934,6 +981,9 @@ type NotHolder = NotHolderProblem
 
 // PayloadTooLarge RFC 9457 problem details.
 type PayloadTooLarge = Problem
+
+// TicketNotFound RFC 9457 problem details.
+type TicketNotFound = Problem
 
 // TooManyRequests RFC 9457 problem details.
 type TooManyRequests = Problem
@@ -992,6 +1042,12 @@ type AcquireLockParams struct {
 	// acquires anew. A grant whose 201 could not be delivered is kept for
 	// the retry, not released.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Prefer RFC 7240 preferences, comma-separated, in one header:
+	// `respond-async` (on an acquire with `wait_ms`: answer at once, with
+	// a ticket if the lock is held) and `wait=N` (on a ticket's poll:
+	// long-poll up to N seconds, at most 30). Others are ignored.
+	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
 // AcquireLock409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireLock.
@@ -1003,6 +1059,24 @@ type AcquireLock409ApplicationProblemPlusJSONResponseBody struct {
 type RenewLeaseParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
 	LockToken LockToken `json:"Lock-Token"`
+}
+
+// CloseTicketParams defines parameters for CloseTicket.
+type CloseTicketParams struct {
+	// TicketToken The `ticket_token` of the ticket's 202. Never put it in a URL.
+	TicketToken TicketToken `json:"Ticket-Token"`
+}
+
+// PollTicketParams defines parameters for PollTicket.
+type PollTicketParams struct {
+	// TicketToken The `ticket_token` of the ticket's 202. Never put it in a URL.
+	TicketToken TicketToken `json:"Ticket-Token"`
+
+	// Prefer RFC 7240 preferences, comma-separated, in one header:
+	// `respond-async` (on an acquire with `wait_ms`: answer at once, with
+	// a ticket if the lock is held) and `wait=N` (on a ticket's poll:
+	// long-poll up to N seconds, at most 30). Others are ignored.
+	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
 // ReleaseSemaphoreParams defines parameters for ReleaseSemaphore.
@@ -1290,6 +1364,12 @@ type ServerInterface interface {
 	// RenewLease Extend the lease of a lock you hold.
 	// (PUT /locks/{namespace}/{name}/lease)
 	RenewLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewLeaseParams)
+	// CloseTicket Leave the queue, and release the lock if the ticket was handed it.
+	// (DELETE /locks/{namespace}/{name}/tickets/{ticket})
+	CloseTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params CloseTicketParams)
+	// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
+	// (GET /locks/{namespace}/{name}/tickets/{ticket})
+	PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams)
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
@@ -1350,6 +1430,18 @@ func (_ Unimplemented) LockHistory(w http.ResponseWriter, r *http.Request, names
 // RenewLease Extend the lease of a lock you hold.
 // (PUT /locks/{namespace}/{name}/lease)
 func (_ Unimplemented) RenewLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewLeaseParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CloseTicket Leave the queue, and release the lock if the ticket was handed it.
+// (DELETE /locks/{namespace}/{name}/tickets/{ticket})
+func (_ Unimplemented) CloseTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params CloseTicketParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
+// (GET /locks/{namespace}/{name}/tickets/{ticket})
+func (_ Unimplemented) PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1626,6 +1718,25 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	}
 
+	// ------------- Optional header parameter "Prefer" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Prefer")]; found {
+		var Prefer Prefer
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Prefer", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Prefer", valueList[0], &Prefer, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Prefer", Err: err})
+			return
+		}
+
+		params.Prefer = &Prefer
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AcquireLock(w, r, namespace, name, params)
 	}))
@@ -1726,6 +1837,169 @@ func (siw *ServerInterfaceWrapper) RenewLease(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RenewLease(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CloseTicket operation middleware
+func (siw *ServerInterfaceWrapper) CloseTicket(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "ticket" -------------
+	var ticket TicketId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ticket", chi.URLParam(r, "ticket"), &ticket, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ticket", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CloseTicketParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Ticket-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Ticket-Token")]; found {
+		var TicketToken TicketToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Ticket-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Ticket-Token", valueList[0], &TicketToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Ticket-Token", Err: err})
+			return
+		}
+
+		params.TicketToken = TicketToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Ticket-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Ticket-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CloseTicket(w, r, namespace, name, ticket, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PollTicket operation middleware
+func (siw *ServerInterfaceWrapper) PollTicket(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "ticket" -------------
+	var ticket TicketId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "ticket", chi.URLParam(r, "ticket"), &ticket, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ticket", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PollTicketParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Ticket-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Ticket-Token")]; found {
+		var TicketToken TicketToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Ticket-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Ticket-Token", valueList[0], &TicketToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Ticket-Token", Err: err})
+			return
+		}
+
+		params.TicketToken = TicketToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Ticket-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Ticket-Token", Err: err})
+		return
+	}
+
+	// ------------- Optional header parameter "Prefer" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Prefer")]; found {
+		var Prefer Prefer
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Prefer", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Prefer", valueList[0], &Prefer, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Prefer", Err: err})
+			return
+		}
+
+		params.Prefer = &Prefer
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PollTicket(w, r, namespace, name, ticket, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2098,6 +2372,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/locks/{namespace}/{name}/lease", wrapper.RenewLease)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/locks/{namespace}/{name}/tickets/{ticket}", wrapper.CloseTicket)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/locks/{namespace}/{name}/tickets/{ticket}", wrapper.PollTicket)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/locks/{namespace}/{name}/history", wrapper.LockHistory)
 	})
 	r.Group(func(r chi.Router) {
@@ -2133,6 +2413,8 @@ type InvalidRequestApplicationProblemPlusJSONResponse Problem
 type NotHolderApplicationProblemPlusJSONResponse NotHolderProblem
 
 type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
+
+type TicketNotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooManyRequestsResponseHeaders struct {
 	RateLimit       *string
@@ -2642,6 +2924,34 @@ func (response AcquireLock201JSONResponse) VisitAcquireLockResponse(w http.Respo
 	return err
 }
 
+type AcquireLock202ResponseHeaders struct {
+	Location          *string
+	PreferenceApplied *string
+}
+
+type AcquireLock202JSONResponse struct {
+	Body    Ticket
+	Headers AcquireLock202ResponseHeaders
+}
+
+func (response AcquireLock202JSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	if response.Headers.PreferenceApplied != nil {
+		w.Header().Set("Preference-Applied", fmt.Sprint(*response.Headers.PreferenceApplied))
+	}
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AcquireLock400ApplicationProblemPlusJSONResponse struct {
 	InvalidRequestApplicationProblemPlusJSONResponse
 }
@@ -3103,6 +3413,320 @@ type RenewLeasedefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response RenewLeasedefaultApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicketRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Ticket    TicketId  `json:"ticket"`
+	Params    CloseTicketParams
+}
+
+type CloseTicketResponseObject interface {
+	VisitCloseTicketResponse(w http.ResponseWriter) error
+}
+
+type CloseTicket204Response struct {
+}
+
+func (response CloseTicket204Response) VisitCloseTicketResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type CloseTicket400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket400ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket401ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket403ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket404ApplicationProblemPlusJSONResponse struct {
+	TicketNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket404ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket429ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicket503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CloseTicket503ApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseTicketdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CloseTicketdefaultApplicationProblemPlusJSONResponse) VisitCloseTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicketRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Ticket    TicketId  `json:"ticket"`
+	Params    PollTicketParams
+}
+
+type PollTicketResponseObject interface {
+	VisitPollTicketResponse(w http.ResponseWriter) error
+}
+
+type PollTicket200JSONResponse TicketStatus
+
+func (response PollTicket200JSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket201JSONResponse Grant
+
+func (response PollTicket201JSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket400ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket401ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket403ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket404ApplicationProblemPlusJSONResponse struct {
+	TicketNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket404ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket429ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicket503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PollTicket503ApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PollTicketdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PollTicketdefaultApplicationProblemPlusJSONResponse) VisitPollTicketResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3834,6 +4458,12 @@ type StrictServerInterface interface {
 	// RenewLease Extend the lease of a lock you hold.
 	// (PUT /locks/{namespace}/{name}/lease)
 	RenewLease(ctx context.Context, request RenewLeaseRequestObject) (RenewLeaseResponseObject, error)
+	// CloseTicket Leave the queue, and release the lock if the ticket was handed it.
+	// (DELETE /locks/{namespace}/{name}/tickets/{ticket})
+	CloseTicket(ctx context.Context, request CloseTicketRequestObject) (CloseTicketResponseObject, error)
+	// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
+	// (GET /locks/{namespace}/{name}/tickets/{ticket})
+	PollTicket(ctx context.Context, request PollTicketRequestObject) (PollTicketResponseObject, error)
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
@@ -4099,6 +4729,64 @@ func (sh *strictHandler) RenewLease(w http.ResponseWriter, r *http.Request, name
 	}
 }
 
+// CloseTicket operation middleware
+func (sh *strictHandler) CloseTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params CloseTicketParams) {
+	var request CloseTicketRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Ticket = ticket
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CloseTicket(ctx, request.(CloseTicketRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CloseTicket")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CloseTicketResponseObject); ok {
+		if err := validResponse.VisitCloseTicketResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PollTicket operation middleware
+func (sh *strictHandler) PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams) {
+	var request PollTicketRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Ticket = ticket
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PollTicket(ctx, request.(PollTicketRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PollTicket")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PollTicketResponseObject); ok {
+		if err := validResponse.VisitPollTicketResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Readyz operation middleware
 func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 	var request ReadyzRequestObject
@@ -4256,136 +4944,155 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9tGsu9X6cU5VSbPBSlKlrMxWVu3tImTeNdxXLZ8XXUNX2EIDEUcgTPMzEA0N0f57Le6ewYASVCi",
-	"HNt5bP6yxcegZ6Yfv37ypyjTi6VWUjkbjX+K5lLk0tB/X0pn1mczJw3+lUubmWLpCq2icfRmrksJVmZa",
-	"5TYGoyuVyxyq5TCKI5vN5ULglxaFKhbVIhqP4sitlzIaR4Vy8lKa6ObmJo6WwoiFdP6BX1XG6o6Hnc8l",
-	"pEq+dxcZfSIFPQM3l7A08rrQlYWluJQTEFMrlYOZNvTurDDW0VtIVIEr/VhJs47iSIkF0sLLbVIs3j+T",
-	"6tLNo/Gj45MYdxD+Pq73YJ0p1GWEO/hOl7k05/pKqm7C9UpJA6nDT9SEZ5UxSOqcvh2D02DkQConDRTO",
-	"wqURyg3hubyWJlHLykHhoFAg4PXLZ8NEhf3wbTUbeqazqwETs2dTJ4++uHtTT3O5WGonVbb+p1zv7ut7",
-	"cSUtbURkP1aFkWDFTPIunFlD7+mT829g7txSLAtorTb4p1wnKjdi5vpjOMZvnDx6BNeFLaalhLNXXz19",
-	"CtlcGJEhU0Av/UuKH0p/Tvsx0O1OhZGJ6qVbq47hSzl6+PivX8rB6Sh/NDh9KL8cTLPHDwdffPn4VDz6",
-	"6+zxw5PTtA/agLAgEmWdqTJXGZkPZoUsc+ADgI6lk6hefDgcJlEaw6pw80SlSZJEKQiVA/43SUHaTCyl",
-	"nYAgSuFKriETSmkH1gnj6IuQJlHaH8JrK5GSmZF2DkaoXC/oCz0Br18//RquT/vEzVJk8/qo17qChRRq",
-	"TBdA7JUoYi8w0jqLfPJS5oUFqTKzXjqUS5VLA4IWz6UprmUOM6MXULhhohJ15i+OiMNlrVgQ7TF/rH7J",
-	"VtP/lpmDXmqrKd6J0/hmoujdpXDzeGuRqc7X0EudKy8WNo0hXYnC+f8S8WmcqLQsFoVLY8jlTFSlsyCW",
-	"y7KQOT5hbnR1OQeh1nApnFyJNWjVPID2Ok7UAFbzopT0BskPlMW1tOPmkyej47j5K4ikUHmiANKZVFmh",
-	"Li/45RgCyXy78v2yMNJeCJeCFWtklNVcODByIQplJ5vPZ9WTibIE64qyBFMpCz3ceqEuY1yhP4bT0WN6",
-	"ctHw20WhLpZGXxppbep5hfTwgBSxJ4Yu60LgK0jhBFcR9eE4pCsvZA6LIh8QEaUU1ySxwoFQdiUN8VW1",
-	"BKeJhHApsCwrC2KqKwfHXwDvS6usfawrYcHIUgorcxQnVFj0F0g0As2+6OMX9GI6qfmXNiVAyRUyGB8c",
-	"vaS0m0tDDDOG05OTzYO5kuuLRWEXwmXzdIgsSzujLSFFKGH0QJlDLy11dnUxl2WOF2nlQizn2siLWVWW",
-	"aYwy54qF1JVjfsCVpIFLrWQ/nBVSU6jLMW2PpYMuUZC0DuEsUShNBb65kIupNCRnrijhixHg5zaU+YPW",
-	"GVnoCQulsC5RRiq5knkM8loqWM1Jiv3ZSmHKQhqSAanwxi61c1KNQXiK8PVE+ZO1IJRcDeEs3NNcW2J6",
-	"yHRV5nRCUwm5RLlAagsLV3JJBjNReA60aEwfDETcYmy21OQ9zOhSOCcNrvn/ev97/PYv/zH4+d3bvwx+",
-	"fvfTKD55dHrzP0nkX0+St0nybvDzu/9B9fo2ifCfd/2fjuOTR49ukqj/n1GXAXuG6qTbHi+0dYDsYUEQ",
-	"OCAjbKF3PBrx+TOM6O8DDaSqtjfLKOd4NBrFDeg57gA9Mdno++KFNh6AbThwEBgwkngkj8bOVPKXgIPn",
-	"tPpP/EzU+M0T6Z/bntW6+Ldng/8rBv8aDR6/a/57MRwPkAmOHz++6b5ZfLpdikx2n16lCoeHJio316aw",
-	"At+rT2iXWl7qUJIDvZ5YIvWLk05Kb3BNu9TKSsK2T4xhaJtp5aQi5iQblxGJR0ujp6Vc/K//tpoYoyHg",
-	"P42cRePoP44aoH7E79qjF/wtft7maZypNbBClfjoYXQTR99oMy3ynFnvcxGC18LwJNeypafBzQsL9SVA",
-	"L50F8tI+kbsJQ7/3yv9z074NB1MyNxUqaLShqIp/rKR1u1YMYepeE9YfwnM2MbSe1+Gkb3Hr6lqURf6S",
-	"l/7cWw47KiwsRDnTZkFGtWCiLvzb/paea8dO0Eensl75ftyF+py0Jmp56KVKuwt2tBCwegAlrFaE5Gyi",
-	"VvP1GF9ji5dCr7baG1hnQne9lAIhRvr1k2dPzp+kHk7ZRJ2MTqFQ1kmBqNUDxrBaCx8RnyC+EmHlMVi9",
-	"kFrJRMnSSliI9dYmlF6R55JW6krplUqhp8gWeMQT45u0eqIW2iBaE8rjkEvd90z1QqxLLfJzrZ8Jcyk/",
-	"N1eRJ1BY0Ej48Rfwz+Lv0EuXTNSF0/qiRLI8W51r/b1Qay8B9nMSmyItC6HWgdNtOgl4kDgimwt1KfMh",
-	"PClI2FsYskfeEHHkAwvsJdWbRk6wc3QLya4XNmB2jzKFw3cQFPJjoYeXvGakm+lKOduPA+T2GsNY8G4F",
-	"CEdQHdVO42R5qKNyqGGwBacvJVLen4APlgTnobAgXKKIZxHoIKX1+uGJMXulSJtWcgjkoTDiTdSmv+JD",
-	"RNDTpmb8FnW4Dv4lje0TpuZjfIBSN6usKC1kwpg1pC+FkwTrBi90WWRr7wrVL6eJ6lFgYVBINxv44MMA",
-	"z5Q2MvCRrcHxcR+tDm6IYki0GgEqmyi8pjG65/g9dO1R6JLIk5hEKePhdpQsENAVJBOkQ0s5o3MsXGvp",
-	"ifnbaOL+doyirJXko3BNSK3xqoXd9AGZBdpU4Vqesob5d7HT9hF2Qyh/IC2e9uzbJv7Hvx2PRpMVkf9j",
-	"sBc2UUtpYBU2wa73tMquJPo/08pYxwoYX0cPDI/dcTBJI9vP0FemiINcLN26Y6f44MmP1d8S1AY+jDao",
-	"nx8dcgrNUe7TEf56j1oRUFITr5XHlf9CpPj5FNL3hbXIryj5bINhKoVBzUOmr5dWLcpScl1aLPrmzZvB",
-	"WYW+okMS5SZNO8iVN3otilJMy89uJcjeTUV2JVUOecFuq49ZFIq4Ju5QWnZeOVRSicr1Ck/EL3FRNVtB",
-	"zEUuVuUyvZB1MBa1a2HB29ZdCf9QhrkJjEjLnLH2bEE6kecF7lyUL4xeSuMK9BVmorQyjpatl36KFjrv",
-	"8HhS+T4rK1tcyxR65LuyqqlcfwxaSR9fnkBKVidPxxRFU9ViKg1un1/2H7Msm0pDvSwugswkFfqzb6P6",
-	"DZQx+m70bsf3iSPyYXfJPYOZkXKAeBJKMZU+elMou5SZAzvXK4tPa3mkxydfdqzPkbndBzwjlFXSdych",
-	"lggPR+iWo3Uk35+uXKtZcVnh3hfiPZyfP4Ne+PgxzEmAkEzh2Hn/4jS63a+PI2/Tdon6Tq+g1GhtNJk6",
-	"7zXMZZkTszeE3k4kfbemErHdHWSOOsMP/iVNcVwk/FuEkOTpbnBcE/DEv+qn5MLJAQph1HEvGyHUja8F",
-	"4nbPjaIv3aeGEIwE3lLQewvXH0OlSmltnTmROR3I7deE3+3QevEeCUMydp79ARJBYb46YtslGm5emBxl",
-	"sgmVh6waarQx0BKMGomdOMBIMMGrR2FMcS1tTCFMwjcrzevaoOvYD0EONNKZQlrWdvdiojhyd4Wv6AMT",
-	"sKjDOVSVNtGolBNFuBuig2gaRrfK+Z2MdNOO4bzlaw6EbjNmvfDOvcRttn/XISzfSVG6+a60WCdc5eVG",
-	"LJYlfeuqM4LVJtN/rfNJtU+9+aQQKLiXYP62hJl4mG2OD77eKtUTEOVKrC0ce9W5lGZRuAOEvbZDO5vz",
-	"eaw9uWb02oLE/OPNuc+b+INvBWSje9imN61s0YY0dirxO9g7kB+2eAuHt64+3mCefUxnd3nurmvlS+TN",
-	"3XUrWzvhpbtoaYXdnqoXPicWwCMKQln+MIvGbw9Em/H2pjaTaF0XJhVqKmGvQFz6nd33orYesrvPdzcx",
-	"w5a7LPAmcS+/+QoePnz4OIbX519NgINBpWCLIDg76hHwAwu00nqD/vuJ/ubDXzlTZK5cQ6Eyg7Rbjn1y",
-	"sIJ4zBKwrfncG80DNEiwz5tPrKPERz7F0GjZaVGWhbo8KtS1LjI5OD2J/vj295faxY9mDymcECLzH1E4",
-	"y/0JPA5LFZQPzdq4Ye+eaa09oldYJ/NnnukOoxo//VTNdAfZyufGut3aB5zuIGEpWEZrxh7eiRVo7T27",
-	"0NnVk2vZBeOF26PZCgdzsVxKRdHjbY2RsTUWzLCoQlTOIao6sN0/XJ/IQFtAzcEOoaMtUMYu9DWZMSMv",
-	"vNUPzOj/xyH4miHxfxwUusiNXi73wO47FNl5sOQPLPiPBug68liDH3Kg8voYeCPQ0/MxDibgge0jErmb",
-	"S/io44jM/V0woVOidXb1nSzzT2ppP40ZRcoL67RZdxjT61DhWDjJRNwl4yxRjcssjBFrslHdyqmGQ/ys",
-	"jQjVlZRLi8DVw1xfajBncinCOpv1h9E9XNZuzR6qE/x+990w6a9OZvSxIEqis+HeXxoVb9RFxYlKWwCT",
-	"Km+YAZtaLw7aE+hLgR8+5dqi2pFOlHcNtIn5lGrvAN0GqtQjR9vXcrVDWFzzkqhWqU0prBs3xVyF5WKa",
-	"eR2VCYtbhz4GrS9cohbaurhxRkgTDZl0aWwKZWGd9ZCHX2RT/nvy1mSZtxhrqnUphQp+nI9+dhnga180",
-	"429AayWt89jGaTx3roCbUBCy+w7r+y4JmB4kld4n7hDJQx1PeQ+/89NEk7YP4peEVz+6WxuA+mfyaoMN",
-	"v+3mNtOcUDSs9MDCj5Ws5BDeoPdBdaBxbbITxfVvQQNTQSTnUH2ZngDEHgM9mwFiCIuQqBcCsAJmcpUo",
-	"n8nqs2wfBq5JrDwLNKL0IS56lwUPJ7ZPsyOi3TV/lAU+3Po1qLhD1lqV+N2Mxu8FdsCPbxboe7SJmrku",
-	"z7/buHVveadG5KPgFeEzWtvMzmlRTrqxBvFlAW0p7gSrPrnUIc87UIce3g1xWpvcjQc8Pn30V/A5Ocil",
-	"E0VJ6ZTNzWVeMwVqt4p6iNRWlpOk2BeNxZHS7mKGXnHEuu/C8/pmhW2AIXWxk/8mi0L4g7+5rz5q661W",
-	"WXQUR63CYtzfdgUJBX63KjiiOOrICKKYSjfX+QWSJMpSs7+BEm6UKDvVLx9tt/6tw8AdTnvhOJu6q1zp",
-	"hXbouDJqjOeLymvsr3TcPvDbeYjeDU+sqaopj5kJusTpJQKdD0tR7jMRz+XKQwNOzHF+X+lVk/hCoTo/",
-	"f9bYxnZFHLnL907IdWW6XgUu/aYqy88eSdxBSpLqPLYQ5qeKMdZ7Pyjd9xsKNlKpWv0gQYU0jLp9ebxP",
-	"BwRzU6uiQwOO+yNN9VIPfDFUt3/2x4ot1pu+VxRWuvJIFZdzV64H8v1SG9eJIg/KG9bFcXyxv2YasTmM",
-	"X5hLjPdGIVuiGZzy3eTL7b4Yn9Od3thHcLNqYbmDb3au4N44v53p6wb4wde/F8A/CMe3bz3EUxoYfxsA",
-	"r6/yoJTOR9GPVLJHx7QdxETb4itVYbpmUREMCQ/Qi39grfaJFMRHS6rUXPRhQOyu8CRXddrNMvN6I6GK",
-	"eAJN7bE0pINt3Tzpq7SarqfRwan4P0vC9paEBXv3WevBDsmUkQBllSnc+hXaCOYzLkE9q7gehv/6Jjz9",
-	"H2/Oo52WJIo6cVOrfL/0AeKUauY9n8VgZKYN6hBh25EeHwjpo+rIIVWobYQCskyoKpo+ostSTy30Up8Y",
-	"piC1Kwf/hf/5r7RPDJaoRWUdkKfJWRaaZ9Bk45oqYoqM0t4abTB3bsn1q0VnHP3rAhlzWjmZ+/p7Kv//",
-	"7vz8BV21ncuyBP6GjUFpNfhWBwhtuSPZSnMtDfkGs0pluLLlXm3fRyu8q0TH+eKHV+dwRM86+qnexg3/",
-	"/yblSuzQkMahCzzJrW7DXkBaSEoItW1ALi50bSOvRHno1afYvtjOFrBA29tKBnwHa0fNAJzVsVKfihwj",
-	"eXRKWlEbhF75ttnC2USh2FKbrq7cTvD+DJZGO5nhtRhpdWUyCcQIRlJX+8oUzrdJJ4r7DsSmTYVSr4I3",
-	"opXkLKoFURop8jVYKRVdktfcMNV5IS0II+Efr354Tj3j5D6lX3FN9eB8vZTciAQ9q/2z06wyJQxyePBT",
-	"4lVbEo0fjUajmwcprLS5siQf66XM+xMUBKqX5xabhRTKspkN7fRDeMIukzGa6vnTfXXcaejPtk5MSwlp",
-	"pnOZ0p5+WEoj2AbhDSx1gVBLV84WuWQzn2nljMjcGNJvn5zD0QJNdmbTRPVeGL2Qbi4ry4zCH9BLqcSy",
-	"GK7FoiRFUFjIdVYtqAO3xe4o0cjkaZ8Oc3PehO+862jVY35NVM9KTjPVE0f6Q/iBmnc4AGRBZJlcsqb1",
-	"XI5kFpcKjWLhxokKPV8xpC9en6f1NlJQUlLh9JVcI1VT6cFK7qcrnI4e+YQR0+DmD2z9YHRrzspSr9Ih",
-	"pN89OfsajuZUZvgvP5zAv0gs9q/Qcca2mCI7XmQKw9TErQ4zZAhPw0yuQrMaUPk7xWG+1Q8sKOmOUKfB",
-	"VM64e6zpATRSZHNpExXiUTER7OR7d7QsRaFSMMJ3QQkFbV7ievKs1FYyO2ZaKUmqbAzp6cNjCGLyHR/4",
-	"N4UscwvnWgO5/WmTO/LkJKoslKR1fc09yPcZnv4Xp/DP4u8TSE9HI/i7yMPa6WaXZqJQCx8dD4/DWI6l",
-	"MFZCT8Ci6bJouh7T77R1aGua1xLl+QNJ6U8gfTR6xLr9/0hjUYU91w5eVUt0g2UeCLj2b1J/aKLotDwt",
-	"76FH/zuhTgZU/DlbjPNnr0Crcu3zD2WRScV+he9h/v4pmtnKlN4q2fERyRQrt6E2l0f+S0do2pswZBSu",
-	"M4ojT1k0jo6Ho+GI4BrLZTSOHg5Hw4cUZXVzMvuBOfH/l7IDaO7yMDNdM0SEuHaHTSN6LKuYpznCJP+g",
-	"rVbqk9HolqaU+zWj+Hrejl6U18vhBvCJxm/fxZGtFgth1sHvMjpDC1NYP/nIiUtLVY287DtcYNcq7z25",
-	"JyKbA7robA9owAjryb2WnT/JCoBllKUOTWOKH0mH8I1G7bI1QoldZGp783mZMYhE0USE2jOYydra+REt",
-	"jGf8uApuXGspjVJYFyfKFiqTPLWG1qPWXLxl9g7FAr106izU5mrTu+dtFJYaDm3mLRkqVgu9V1+dPadi",
-	"JXZNFsI67mMRkJUV/tEfe1yUKNyEWC6lMOBWRSb5XNBoO0FRJtNM2sgrE/oBw7MXYp0oUgVrbkGipTij",
-	"TQlsP5eGGJjeswFw4DK0nUQpncvQL0qGmWfE9ATMRFGijMekm+xcmNy3J8nFVOZ4Th4Q8nmQnaDyMYTH",
-	"JubjJXSE7horiE35eVZY94wyZ5uTtvYEupuPHPlJXDfxnZ/k1sebd59QRuusZoeU/qAks1hAjXx71EF8",
-	"yjR0LV3TerTVaE9fO777axudgPSlh3d/qRm/cBNHjw75RrsPj/ZOcO7u7/G0CVJftcLCI/TopqzdEhSd",
-	"WqnEYSKKQJ1M/Zm+zVww+u23dZzPyd7cl7eaCR6UmNir2lg9ltJ1RKJrnIdKq+nFp+1w435A5LWIByt0",
-	"Mjrlcu5EkV3mSKlrD+1hvEHf8xCG5LdO9nrtV8wS5Rv3gfr2t2pKpjyfZwi9s1ZVSV3gx5+maWYUtZT5",
-	"mGW63g53xuLyYiXWXmMHNTvsd0j8S6b6GRci3O9emrk0n1SaucVgjyhzOIrUM255Qr1XPEFrs/srlJBR",
-	"XQ9J+8notCNzFW6/Vxcc4Bf7k2alpbCW+o+bYoVQ8/mb1yGno8d3f6OZz4HfODngG9ujF34NbeVvLkQ5",
-	"6h68Xmhr5Yb6OIzM2ija2lVRHm5tSstTjjJ6afmk9ovrxW/peK6rwX4HTHf6OXvCn2sKamzX63FcgkIZ",
-	"oZrEDw753bD41+3y152y209seuODPkymYKltl5eXUIVbEo0h8cWKNArTXlnv8PrK3B4a4j5tcNyu1rVo",
-	"9+T7wjqPZSmKE0J6PoPllYDKt1NbFGtUiWpa1Vk94Fn6W+lzjSkCcPYXyPMewhtO4HHxICAQoDSUKBlZ",
-	"NzE6jqngLsfNdkJcZCrnBcU7/XSUNilU9SpwK72dmSfe5aLxJr64JVGteYX9GKzmSKSxkGsIo0OvZTM7",
-	"Y5MWHtkSAlcBCvP2hJH1WMQw9WWrIndmpOTQ8hsO/W1EfNm72ppXG/StHynJLz+wiWLw5ccgoZvDn6RX",
-	"8VNxiCpTIACPtj+Gk9GoHhrqZ55wsHXn3tvl4350Y3AlQzneasJHwZwzlZleoPMZYF5dCB6qkNhbtr6q",
-	"xc61cVLJfJKo5srq0VKo6dZDeLIHphELMnBhP7YpQ3dzuQBRlkM4s1e4nzClmMeF4UmEyGs4Td5yonpC",
-	"QbW8NCL3MTt/+641qIFGYqC/2L+VuWhu5sb1shx1RE59dGyKR7yYFgol+XQ06lOUwEc3w+2uYUUTJvEk",
-	"6CBoBhXuo8st9RHdDwKp7XHLB+iwrUHGDGxJZv6u8/VHs/Bboz1udsf/fUw8wRVcHabyZeNk9LZ5qX3p",
-	"/UmNn329RLBAJEAeTh9/eoLb6GetKxMKNzam7fqgCiJAzjkVbgh+YHGiNocN77LxpXStyCM7gX5E8YpS",
-	"LV3F6xzh3jP+1w9T+114BvcGaVrJAzsg2z1i+yQxfP7WVu67vlx/7t0B+JmnotZTkGsAQImlYLp7ohkt",
-	"RNO3JVTL0JVZa/3+GFogsz1QmJMyd45lBivWjakNJpQZjMfEkUPqtTmFUrkprGlx6rPxKGYeNfBkXk5n",
-	"dptrHv7cOQoxbvaTqPZUxBZK2dpCP4wE4tl3RWtOJUdtu0zHOFH7R1prszkXGroycx9tAlMcnR4fIDrb",
-	"gxHJizg5QLy7B5T+npyQzWqCGPSSM7zluh77N6OBgwg3vKh0uSK3RfKO5k1XZmfeg7qIQjdyCMXgamOo",
-	"OwpTRJN+cKwmN4ErRvpxotJWE7EvJ2liO7Rgq2iQe5+3hpj7iYfNlM5+jMIQmpFT+ovkjv/rR4VuzPkU",
-	"AfCx6ume9TnhzAwatsI2Foc7rPtetWx2NtPO2zWPdU+TdfQB6i4l+XQgyuJaogSd73Sf1iGwdDDwN5KG",
-	"XlU9a+UTej7Xg1h8balVciHUegKj8VbHqh+nyovQjsLcPnYBc7FOVBNUpacjPuylgwECezkwEg1UoVXa",
-	"H8KZ8tXjDGJ9IdB0zYieYnM0rE033sukCYuqmNW8z49T7ViHj0hwiB8Tw7RyDOxbaviB7UymtLqLP3Gw",
-	"KDxmj73j044B2dG6UNv724ckvxeVeB44tZGNoB3bR/5bCdDcqnnLug75cwSKqg7d/ioA8LogfccFJ+d1",
-	"sxggGAHfFcSZ7Y62oFplyDxA9+DKTyk9y7Vsw85ciZIrrtP+pamSj+9RbvRhfWJ/ks9gj7JRoXvrj5kO",
-	"+WB0+DvRZU/eO+ljhiweTXw5pFT2oTkuN7urymezKO0Dinxe8mN+lRofevbwwy7mjtKgjTG2/nD2Vgg1",
-	"k7nvzIN35ntftboQPmLS95aE6qT1M0cMTWP0UoVax03IJXTvbGTraUb0onCtzLxP1e9k6GEnQf97ir38",
-	"EbOy3yKIpuLw0K3QqUYafr4z+dpm3U+mATY77Lp+LCUwGTonfmN/ZmQPycjWfPDHzsi2W4F9u2XA/5wl",
-	"JB/A9m+Rgl8vVft6SbDbF3CG9i9OVu02frWzsaJpruYICfX1hRztRvNIO1e71QJSp1wTdSldfX6Fgo3E",
-	"a2hS8B1n1JhhA3pBTFH/TuDY/9SeUOuQdrPgf0nCbjRTxfUP8tQxja38mH+j+WGeSfN7d83ZFBaKvJS+",
-	"PrWORHBqxR8s/2ShHcJZ+1ApR8xlmrPWTqiSUxgJlTKyFE7elir7cPv+mRJgOx2LN5utZc5UcteFOf74",
-	"z7811dQo9nsmmzjhuf3zmHclmwIHchZ2tTUpqY43+qw+JZGV9kUKf+aYOod13JUr6hxH+utlp1ifNWxH",
-	"lY0hpaIkxdPzrtxTonrbv1rZH8M9Uk4cMd2dN9KdSoIfzI6+S1ShoLJy82fNePhqb1tn9mO4LKgmtm4U",
-	"oDKMJhq7IranzretjdWZpETtppLg8ExSd5PXn6mkzxc3DdUf+xDT3uwSNWV0ppc2MNSdrvIfJ9zpdcbH",
-	"D3huTaj49458bh3GnyHQf58Q6KHRi6043+bUg7fvUAq4U5/FZ3vgQZOpFcbVHselBlMpGB5li/wofGQw",
-	"yOV1OgHqq4asLCj5JByD1eFGm+f46Oj45K/D0XA0PB5/OfpyROLoN7BDBSuQOEzViD20RQDhg3B8MtRT",
-	"j4rUtwcNWz96TIFh1I6ba3+lEUSry9aPC8ZcwDJd88+Lo/cTfkgwuJ6dnmZ9Od69bD29dSO7JDxD4IGg",
-	"nfcj8oL+Qvwp7QQhNZeOKilzHrDmV/Uh2Jt3N/8/AAD//w==",
+	"7H3/c9u2su+/skf3zkS6j5Jlx2kbeTpvfNq0zWmaZhL3ZeaFeSZEQhavKUAFQCs6uT5/+5vdBfhFomw5",
+	"ddKmpz/ZkkhwAewuPvuV73upXiy1ksrZ3uR9by5FJg39+1I6sz6dOWnwUyZtavKly7XqTXqv57qQYGWq",
+	"VWYjMLpUmcygXI56Uc+mc7kQeNMiV/miXPQm46jn1kvZm/Ry5eSFNL3r6+uotxRGLKTzD/ymNFZ3POxs",
+	"LiFR8p07T+mKBPQM3FzC0sirXJcWluJCnoCYWqkczLShX2e5sY5+QqJyHOnXUpp1L+opsUBaeLg2xeLd",
+	"M6ku3Lw3eXR4FOEMwufDag7WmVxd9HAGP+gik+ZMX0rVTbheKWkgcXhFRXhaGoOkzunuCJwGI4dSOWkg",
+	"dxYujFBuBM/llTSxWpYOcge5AgG/vHw2ilWYD+9WPaFnOr0cMjE7JnX06IvbJ/U0k4uldlKl6x/lente",
+	"P4lLaWkiIv21zI0EK2aSZ+HMGvpPn5x9B3PnlmKZQ2O04Y9yHavMiJkbTOAQ7zh69AiucptPCwmnr755",
+	"+hTSuTAiRaaAfvK3BC9K/pUMIqDdnQojY9VPNkadwFdy/PDxl1/J4fE4ezQ8fii/Gk7Txw+HX3z1+Fg8",
+	"+nL2+OHRcTIAbUBYELGyzpSpK43MhrNcFhnwAkDH0HGvGnw0GsW9JIJV7uaxSuI47iUgVAb4b5yAtKlY",
+	"SnsCgiiFS7mGVCilHVgnjKMbIYl7yWAEv1iJlMyMtHMwQmV6QTf0Bfzyy9Nv4ep4QNwsRTqvlnqtS1hI",
+	"oSa0AcResSL2AiOts8gnL2WWW5AqNeulQ7lUmTQgaPBMmvxKZjAzegG5G8UqVqd+44g4HNaKBdEe8WXV",
+	"V7ac/rdMHfQTW05xT5zGH2NFvy6Fm0cbg0x1toZ+4lxxvrBJBMlK5M7/S8QnUaySIl/kLokgkzNRFs6C",
+	"WC6LXGb4hLnR5cUchFrDhXByJdagVf0AmuskVkNYzfNC0g8kP1DkV9JO6iuPxodR/SmIpFBZrACSmVRp",
+	"ri7O+esIAsm8u/LdMjfSnguXgBVrZJTVXDgwciFyZU/az2fVk4qiAOvyogBTKgt9nHquLiIcYTCB4/Fj",
+	"enJe89t5rs6XRl8YaW3ieYX08JAUsSeGNutc4DdI4QmOIqrFcUhXlssMFnk2JCIKKa5IYoUDoexKGuKr",
+	"cglOEwlhU2BZlBbEVJcODr8AnpdWaXNZV8KCkYUUVmYoTqiw6BNIPATqedHl5/RlclLxL01KgJIrZDBe",
+	"OPpKaTeXhhhmAsdHR+2FuZTr80VuF8Kl82SELEszoykhRShh9ECZQT8pdHp5PpdFhhtp5UIs59rI81lZ",
+	"FEmEMufyhdSlY37AkaSBC63kIKwVUpOriwlNj6WDNlGQtI7gNFYoTTn+uJCLqTQkZy4v4Isx4HUtZf6g",
+	"sUYW+sJCIayLlZFKrmQWgbySClZzkmK/tlKYIpeGZEAq3LEL7ZxUExCeIvw+Vn5lLQglVyM4Dfs015aY",
+	"HlJdFhmt0FRCJlEukNrcwqVc0oEZK1wHGjSiCwMRNxw2G2ryDsfoUjgnDY75//r/e/Lmb/8x/NfbN38b",
+	"/uvt+3F09Oj4+n/inv8+jt/E8dvhv97+D6rXN3EP/7wdvD+Mjh49uo57g//sdR1gz1CddJ/HC20dIHtY",
+	"EAQO6BC20D8cj3n9GUYMdoEGUlWbk2WUczgej6Ma9Bx2gJ6Izui74oUmHoBNOLAXGDCSeCTrTZwp5W8B",
+	"B89p9Pf8TNT49RPpz03Pamz8m9Ph/xXDf46Hj9/W/56PJkNkgsPHj6+7dxafbpcild2rV6rc4aKJ0s21",
+	"ya3A36oV2qaWh9qX5ECvJ5ZI/eJoB6UvjJx1QeeX330DXx4djxG9zqSRKpU2glQvFmJoJSJih/ogV6CV",
+	"BN7USawSI+1Sq2wo7FqlCfS1AqHaWrVS45Og5YUj7R3wigCXp5fSQc58hXKAagA15YDPFhzi6+d+fH/5",
+	"AwtLXRSTWBVaXQzxfz474HltAwjHsvVwPBjBz6jKLSACyi+UNjcqEr9SNzHl9vKeEWVPs24+qOjOswaE",
+	"SZ7plDiCBAt189H4aAd38Ah352bkiqNdPMFE3yD9CT/2vC3+1WyQ3DtqAX7kveuBaxwKGdJKst2eGMOm",
+	"W6qVk4qUL2E4XvCDpdHTQi7+139bTVOvn/ufRs56k95/HNSG6AH/ag9e8F38vPZqnao1MGCQ+OhR7zrq",
+	"fafNNM8yXtxPRQixG8HvTMsGDgE3zy1USgb6ySyQlwyI3LaZ9ZMHN5+a9k1zJyE4VSIAQYyIUOPXUlq3",
+	"jdLQDNsJ0QYjeM4QisbzeorUAE5dXYkiz17y0J96ymFGuYWFKGbaLAg05kzUuf/Z79Jz7djIv3cqq5Hv",
+	"xl2IV2rt3U+UdufsSECDzBsIwqKWs2JtY7Waryf4HSO6BPoVKm1h+RPa66XE8weSb588e3L2JPEHiY3V",
+	"0fgYcmWdFGiVeYMojNbA/8QnaD+IMPIErF5IrWSsZGElLMR6YxJKr8gyT0p1qfRKJdBXpOU8oo/wRxo9",
+	"Vgtt0BoRyuPsCz3wTPVCrAstsjOtnwlzIT81V5Glm1vQSPjhF/Bj/nfoJ0sm6txpfV4gWZ6tWC8/1+47",
+	"XarsU9L6XIMt03mAAsxAM6QiGbC5gxgAjFBAFlJeG1h48uMe4BbnChL8fM4f2KT316aFtgRiKkajzaNt",
+	"JHdB0jyWElw1HB4vZ2bvk3OJMUzF+Fas0cZO52HDz7T+Sai11yL2Uy5igvu5EGodtIVNToLNyEswF+pC",
+	"ZiN4kpPCbNiZfVoCmugDC+xJqRgH18DOETjR4Z/bYNd7S1Q4/AUNR34s9FFQ1mwNp7pUzg6iYJZ7rWt4",
+	"S5E0DwhRddeOGG8OqQwqUxk34kIi5YMTv2uVgyG3IFysSO7RGEJKq/HDEyP2XCFtWskRkBeDreJYtX0a",
+	"HkJCX5tKeTSow3HwkzR2QHY3L+MD1Fyz0orCQiqMWUPyUjhJpt/whS7ydO3dJdXXSaz65Hwc5tLNht5B",
+	"OcQ1pYkMvfd7eHg4wJMbJ0R+ZhqN4JaNFW7TBJK4h/fFvYQUV9zzJMa9hKFu05MeCOhypAs6hwo5cwxK",
+	"G0OfmK/HJ+7rQ1SHWkleCldD7trzJmzbT8Qs0KQKx/KU1cy/jVA3l7AbpvoFafC0Z98m8b9+fTgen6yI",
+	"/F/DmWtjtZQGVmES7J6blh7gTktjHR9iDHwXEpfdscNZI9vP8qJgSC8XS7fumCk++OTX8usYtYF3tQ+r",
+	"5/f2WYV6KXfpCL+9B40oCamJX5S3Pf8pP6lW/ym3FvkVJZ9xDEylMKh5WKMmZYOyhNwbDRZ9/fr18LR0",
+	"c6kckijbNG2hf57olcgLMS0++UlLmGEq0kupMshydm350yJXxDVRh9Ky89KhkopVple4In6I87KeCuJW",
+	"csOULtULWQVsULvmFjw+2ZbwD2WY68CINMwpa88GLBZZluPMRfHC6KU0Lkd7ayYKK6PesvHV+95CZx1e",
+	"kUS+S4vS5lcygT75t1jVlG4wYQ8DQccTSOjUych3sAZVLqbS4PT5a3+ZZdlUGqphcRBkJqnKRW/yplf9",
+	"gDJG9/bebtmPUY/8XNvknsLMSDlETA6FmErv4c2VXcrUgZ3rlcWnNazVw6OvOsZn7/32A54RUi3o3pMQ",
+	"b4CH4/F4XPswaMu1muUXJc59Id7B2dkz6IfLD2FOAoRkCscOvi+Oezf7/qKeP9O2ifpBr6DQeNpoBl9s",
+	"ec1lkRGz14TeTCTdW1GJ+PgWMsedLkr/laZYDxL+PWI4cnm0OK4OiuCn6imZcHKIQtjr2JdWmKV1WyBu",
+	"e93IQ9u9agjBSOAtBcY2bKNDKFUhra2iqzKjBbl5m/DeDq0X7ZAwJGPr2R8gERQKqKI6XaLh5rnJUCbr",
+	"cFqIvKNGmwANwaiR2ImDEAQTgkPQmPxK2ojCHIRvVprHtUHXsS2HHGikM7m0rO3uxERRz93m4qYLTsCi",
+	"DmdHVlJ7rBMOJuNsiA6iadS7Uc5vZaTrpvvrDW9zIHSTMauBt/YlarL92w5h+UGKws23pcU64UovN2Kx",
+	"LOiuy04/YZNMf1vnkyq/RPtJwdlyJ8H8Ywkz8TCfOT5Ac6NUn4AoVmJt4dCrzqU0i9ztIezVObQ1OR/r",
+	"3uGoRastSMw/Xp/52Kpf+EbQpneHs+l1I6LcksZOJX4LewfywxRv4PDG1kct5tnFdHab527bVt5Entxt",
+	"u7IxEx66i5aG6/KpeuHj5gE8oiAUxc+z3uTNnmgz2pxUO9DetWFSoaYS9hLEhZ/ZXTdq4yHb83x7HTFs",
+	"ue0E3g40PXz48HEEv5x9cwLsUCsEnwiCMyg8An5ggUZat+i/m+i3H/7KmTx1xRpylRqk3bL/mJ0VxGOW",
+	"gG3F5/7Q3EODhPO5/cTK037gw5C1lp3mRZGri4NcXek8lcPjo96f//z9refivZ2H5E4I0Y17FM5id5Cf",
+	"3VI55UykTdywc8401g7Ry62T2TPPdPtRjVc/VTPdQbby8fNus/YBh4zAe1iRHyrGHt2KFWjsHbPQ6eWT",
+	"K9kF44XbodlyB3OxXEpFrttNjZHyaSyYYVGFqIxdVFVwYLC/PpGBtoCawzmEhrZAGTvXV3SMGXnuT/3A",
+	"jP4/DmNUDIn/sVPoPDN6udwBu29RZGfhJH9gwV8aoOvYYw1+yJ7K6z7wRqCn730cTMADO0AkcjuX8FJH",
+	"PTrub4MJnRKt08sfZJF91JP24xyjSHlunTbrjsP0KmRB504yEbfJOEtUbTILY8Sazqhu5VTBIX5Wy0N1",
+	"KeXSInD1MNenI82ZXPKwzmaDUe8OJmu3Zg8ZTH6+u3aY9FcnM3pfECXa8MG9O30yauVORrFKGgCTsvOY",
+	"Aet8UHbaE+hLgB8+5fzDypCOlTcNtIl4lTazWbzbyud7Nl1YnBcXq0Y6XiGsm9QJn7nlhLt55ZUJg1uH",
+	"NgaNL1ysFtq6qDZGSBONmHRpbAJFbp31kIe/5KP8c7LWZJE1GGuqdSGFCnac9352HcBXPrHO74DWSlrn",
+	"sY3TuO6cJXtCTsjuPaz2uyBgupdUepu4QyT3NTzlHezOj+NN2lyI3+JevXezNgD1T2TVhjP8pp1rhzkh",
+	"r1npgYVfS1nKEbxG64NyxaPqyI4V58gGDUxJ0xxD9am8AhB7DPVsBoghLEKifnDACpjJVax8JGvAsr0f",
+	"uCax8ixQi9KHmOhdJ3hYsV2aHRHt9vFHUeD9T78aFXfIWqNap5vR+LfADnh5u4jHo03UzFUJz+2HW/eU",
+	"t/Js7gWvCB/R2mR2Doty0I01iE8LaEpxJ1j1waUOed6COvTwbojTmOS2P+Dx8aMvwcfkIJNO5AWFU9qT",
+	"S71mCtRuJEYRqY0oJ0mxT7yLelU2SY9137nn9XYWfoAhVcKYv5NFIXzgO3flmG381Cid6EW9RvEBzm8z",
+	"C4ccvxsZHL2o1xERRDGVbq6zcyRJFIVmewMl3ChRdKpfXtpu/Vu5gTuM9txxNHVbudIXTddxadQE1xeV",
+	"18Rv6aS54DfzEP0anlhRVVEeMRN0idNLBDofFqLcdUQ8lysPDTgwx/F9pVd14AuF6uzsWX02NrMKyVy+",
+	"c0CuK9L1KnDpd2VRfHJP4hZSkpTnsYEwP5aPsZr7XuG+P5CzkdL9qgcJSqRh1O1LaHw4IBw3lSra1+G4",
+	"29NUDfXAJ0N122d/Lt9iNek7eWGlKw5UfjF3xXoo3y21cZ0ocq+4YZUcxxv7e4YR68X4jbHEaKcXsiGa",
+	"wSjfDr7cbIvxOt1qjd2DmVUJyy18s7UFd8b5zUhfN8APtv6dAP5eOL6568GfUsP4mwB4tZV7hXTuRT9S",
+	"yh4t06YTE88Wn6kK0zWLimBIuIde/BNrtY+kIO4tqFJx0YcBsdvck5zVadup+tVEQhbxCdS5x9KQDrZV",
+	"gbXP0qorI8d7h+L/SgnbmRIWzrtPmg+2T6QsVDTsD5b5+ldseGwj5mYl3C1FflamRrpJEwQI2Cgx4PRL",
+	"X1cSq1A3NxjBUwdTmerg/NtCGSGTo3ks7DKqmjR3g+zWrDt9MJ3qp11psb0eL3RRcApCHTr0OrVKhQ21",
+	"nxZ8PGxfNS/U5S07sCxEKoPjjTxuEYyRM3NnaelHt6rfvS2k0DzlN1pIUSjxvL2AtPJEWXmxIO8UV4/6",
+	"usu9gi51PSmu5taGRrebaHREpaXJ3foVihBzDCd5n5acccafvgtz/8frs95W4ST5dbleWL5b+hBMwiU3",
+	"rMkjMDLVBk9pYZu+VO9qHODhnEGi8DwXCgj74aLU1Y4XhZ5a6Cc+9YLCQK4Y/hf+81/JgFR4rBaldUC+",
+	"HI5jUlehOt5d5+lT7IHmVq/33LklZ4jnnZGqb3PckWnpZOYrXKjA5oezsxekTO1cFgXwHTYCpdXwex2M",
+	"VMt9Qaw0V9IQb81KleLIljum+Lpr4Z0RtJwvfn51Bgf0rIP31TSu+f/rhGsdQtksOwdxJTdq/vtBjSEp",
+	"QaZaRo3XZQ3bJlbeuOEqbrEZj+Mj096UlOP7SHRk5cBpFY3wwf4JkkerpBVJgl755hW5s7HCg5GaZejS",
+	"bYXHTmFptJMpbouRVpcmlUCMYCT1llmZ3PlmJbHiyh7RRq1Q6FWw97WSnKdgQRRGimwNVkpFm+SxEUx1",
+	"lkuuRv/Hq5+fU+cWclAk33DVwvBsvZRcLgl9q/2zk7Q0BQwzePA+9uAh7k0ejcfj6wcJrLS5tCQf66XM",
+	"BicoCFSRwoWACymUZSAbmtqM4Ak7JYzRVDGT7KqUSEKXFOvEtJCQpDqTCc3p56U0glEe7sBS52jM6NLZ",
+	"PJOs9FOtnBGpm0Dy/ZMzOFggKE5tEqv+C6MX0s1laX25P12gl1KJZT5ai0VBigCPCJ2WC+qD0WB3lGhk",
+	"8mRAi9nu+uTrgzsKiplfY9W3kgO5Vd+v0CoA2MVqQaSpXDKW8VyOZHIPAcjdJFahMjWC5MUvZ0k1jQSU",
+	"lFSacCnXSNVUenMg8z2OjsePfEiWaXDzB7Z6cK4gOS0KvUpGkPzw5PRbOJhTIu8/fYsg/yWx2D9DXSyj",
+	"XTrMvcjkhqmJGnWwyBCehplchZJaoAIT8nR+rx9YUNIdoE6DqZxxjWtdqWykSOfSxip4fKlBROLkO3ew",
+	"LESuEjDC1xkKBU1e4ooNqshkdky1UpJU2QSS44eHEMTkB17w73JZZBbOtAZyrCV1dNaTE6siV5LG9VUt",
+	"IN+luPpfHMOP+d9PIDkej+HvIgtjJ+1a8lihFj44HB2G5lhLYayEvoBFXcdU12YnP2jr8Kypv4uV5w8k",
+	"ZXACyaPxI9bt/0caiyrsuXbwqlwutXEyCwRc+R+pij1WtFqelnfQp/+OqFYIFX/GJ8bZs1egVbH2Eb4i",
+	"T6Viy933WPjpKR6zpSn8qWQnByRTrNxG2lwc+JsOEDzXjv5e2M5e1POU9Sa9w9F4NCaDiOWyN+k9HI1H",
+	"DymO4eZ07AfmxP8vukDMNg8z09WtvIhrt9i0R49lFfM0Q0PEP2ij4cPReHxD2dfdyr18xnxHtdcvy1EL",
+	"+PQmb95GPVsuFsKsg2fD6BRPmNz6/oNOXFjKG+Zh3+IA26fyzpV7ItI55E4u+DygNl+sJ3ee7HwlKwCW",
+	"UZY6PBoTvCQZwXcatctGI0N2QlFhqY98TkDEivoSVbb3TFannW+UxnjGN43i0tCG0kCoGsXK5iqV3DuO",
+	"xqM6atxl9r+IhS4ZyuJJ1vaf8TRySyW9NvUnGSpWC/1X35w+p3RANv4XwjquFBOQFiV+GEw8LooVTkIs",
+	"l1IYcKs8lbwueGg7QRaWqftdZaUJFbfh2QuxjhWpgjUX+dFQJ741DvklqDscMTD9ZgPgwGFoOrFSOpOh",
+	"IpsOZu7U1hcwE3mBMh6RbrJzYTJfACgXU5nhOnlAyOtB5wQlaCI8NhEvL6EjrQJibcvPs9y6ZxSbbve7",
+	"3GEd15cc+H6YaBrfciUXF1+//YgyWuUNdEjpz0oyiwXUyLtHfQ6OmYauoStaDzbagdBth7ff1qq1pZse",
+	"3n5T3STmOuo92ueOZqUrzZ3g3O33cU8cUl+VwsIl9OimqMwSFJ1KqUShL5lw1IBpIUMzDMHod9DUcT7r",
+	"4fquvFX30SKvxE7VxuqxkK4j1lPhPFRadccQmg53fQiIvBLxcAodjY/ZWxErOpfZmnfN1nmMN+g+D2FI",
+	"fqt0Cq/98lmsfHsRoO4iG1lbU+6SN4L+aSNvq0qh5auppyjFBWQ2YZmupsO15zi8WIm119hBzY4GHRL/",
+	"kql+xob/3fal7g73UaWZi3h2iDI7fEk945RPqLqR+1i26ytDkiZlzpG0H42PO2LDYff7lSMFbxyc1CMt",
+	"hbVU4V+nA4Ws6j+8DjkeP779jrqLEN5xtMcdm81Nfg9t5XcueDmqKtd+KBxnT1gUGle20iK3VZSHW21p",
+	"ecp+fC8tH/X84oqMG3oKVPmWnwHTHX/ankHk1NjMiGW/BLkyQr6Wb2/02bD4t80E863E9o989EZ7XUxH",
+	"wVLbLisvphzSuDeB2KcDU0Nqe2m9wetz3/t4EA9ogpNmPrzFc0++y63zWJa8OMGl52PEXgmobDN4TL5G",
+	"Fau6GQSrB1xLvysDzuJGAM72AlneI3jNIXIOFgACAQr0ioKRde2jY58KznJSTyf4RaZynpO/0/cfapJC",
+	"eeUCp9Lf6irkTS5qIOTTx2LV6Bo8iMBq9kQaC5mG0MD7Stbdadq0cFOk4LgKUJinJ4ysmhOHvkobOe8z",
+	"IyW7ll+z66/l8WXraqNrfNC3vrEzf/3AxorBl2/WhmYOX0nf4lVR8CqTIwCXdjCBo/G4at3tuwqxs3Vr",
+	"35sFGr6BcjAlQ8Lr6oSXgjknhNcqmFeVWoQ8P7aWrc8bs3NtnFQyO4lVvWVVHzDUdOsRPNkB04gFGbiw",
+	"HVsXeri5XIAoihGc2kucT3hXADc1xJUIntewmjzlWPWFgnJ5YUTmfXZ+912jFQpF2tBeHNzIXNS9urW9",
+	"LEcdnlPvHZviEi+muUJJPh6PB+Ql8N7NsLtrWFGfZ1wJWgjqlIfzqNmqXk3aQ+68OoF2b9m6KXaF15G1",
+	"0cCdUD/prWqNtS6NjRh/H42Pwhr6gGPFnTZWeGVHtBDINXyzl+WAh7MH7/mf62QQsfkQshXoQX7JQiUA",
+	"LgRNpd8VyxmMYvU9JwfZyhPG3fO9z9m/Z8J36qVlaxYZ4NCx6isdFhOvGp5y9/qETI/BCE5v3FtUwX5z",
+	"vfblTe7yJnhH/AfZFs13Vexx9Gy8BWKPO3wjX7ZcSCn+XWfre4NwG92Rrre70N4nYOQk2A4s9LK2Ivub",
+	"yqIp1YOTykDyKWcBYpCG9PbS4ccn+GxTUr0R23qpgfeaIcTnoGLuRuDfC8ENHxuvTtji5QvpGq5l1hr+",
+	"TRAriqV11f9wCGPHWxZ8i8ej8dG9LZBPUOlYIdaN3dpwslWO5XFPUG+dmg1hB2s2v9aV4g2B0RFQzkbu",
+	"SLk2WlNXa73RDHp3VkuEh+0eb8mI6hPYh3w3O3hO6mnV/T79KYn3anXRzB/ZbIMWJnFTTkUEyR1U/OiW",
+	"Tn3bSrcDJLc39MYRrz8Xd8OdLT+t5J6NC5ql3bu0frj+xg4st91cXfd2D6Oc+b96wUllVVC0OtgDfVF3",
+	"BKQX60golyEjqpLBwQQalmvzXSEc6b31jSu+FW1nQhJ3d+V0IYaIFJ/hWu66MnnAiDSfeVOEX7rBORLd",
+	"NgC/16WzC3RUzydWzYbQDdNnYwqD0MmPW9bmjRbdHArqwqOTWO1+W4027Ve+QFe4/94aJ0a948M9RGez",
+	"JzS5Jo72EO/u3uyfk2ejnaIUgV5y2kixrrr1zqhPMNowXlS6/Bs3hQcO5nUzhc5gKhX/hiYiwb+Lo02g",
+	"agSQoInqe+ZrOjkZ0CO8Txq9P3yOWu0wpgEbuf7csmTj/US+UXHdoHwQoTCEHiIJfSK54399l/RWi3MR",
+	"rEhWPd1tzk843ItgKrc1yuHGKAOvWtoNSWjmzVKF6uy2ji6gphAknw5EkV9JlKCzraYRlV89GQ79jiSh",
+	"xYSeNYKUfR9ARgN/banDwUKo9QmMJxuNJnwneR6EZhTa7bJfKRPrWNWRGno62lr9ZDic0XlsJB5QCGnY",
+	"AuKiL7aMfXbhdM1uAnL4k5Wma8PypI61qIjVvE+6oZTvDscTQXB+TATTkjGMaKjhB7YzQttoCvKRPdDh",
+	"MTvOO17tCJAdrQslOX98SPK5qMSzwKm1bATt2FzyP4rX90bNW1TlQ5/C+1x26PZXweir6si2/HrkEWtn",
+	"GIVDwBfzcrpMRzVvpTJkFszF4B+ckq3DCbKjzgCskisur/qt8df792K0yqc/sg+D12CHslGh6PrPGWP9",
+	"YHT4meiyJ++c9IEIFo86aBXitHdGc5vmdzv7oy1k3xTayrNQ1XA3KWu+B6sjz+H4Jv8B9y9veI4Rp1R4",
+	"r3rjSORNq7mgk3/w+cR0b2G99ntjPieOfSbFlWxWCDV2ruFka77zjM4FNgHA19bvyipo88uPFS4OVU/N",
+	"aANBWP8mq+2X2HhfWqxudKaN4HX1vteWn2LqY5w2gqPxuOE7rWqKEiPUZQJ9qpDqjBgOTuq3rnIiJWeA",
+	"Z42BIo7FhNE917MZ0a4oyX0hQojH4Lec5ejPXpSaysm3zNPLYbnkTo4bixOrfqNlHU5lOORRh2idKGnJ",
+	"s0Dt0zpyenLFqeNUBUIVa5UBEZ66lafsM8motK2/5UyubDuO2KICtNW7IFKhYCpB2MvwMjPq0RurWFXO",
+	"3vC+w+rNhv6VJGEICly2A15VMn5zL3B0mszz+n02jVciRvzmIoIvufXIvgO6vNBFcR9K9Y7Bmo+EP9ol",
+	"ntsw5BUllXlvxEmQi9y2xWU7XPjHj51MgvDFqjWdkDmhfJu3kIfYqDr1kY+/zqrf86zietpKuvGkQg1F",
+	"rz0NLEEaOg/FOU3V/DsZjNGeOuJp5o1LLma6rYakXfL0ASUkL/kxv0sFCT179GE8dEvhSes1RH5xdtaf",
+	"1G9WuzXLujOb+FWji8Q9phTfkK570niVPfsoCVMLtY7qeG/ovtLKBad3fC1y18j79ongW/nfsJX+/Zmo",
+	"vz9tzu/3+RW36qq6TXTakzU/35ra22Tdj6YB2h2Sul4YHJhMq8C2f+X77pXvW/HBnzvft9nKzbfLCo5g",
+	"zkEldGYHN0jB75cI/Au9jj2UB4aEOE6F3G7c08z1FXVzPA6VUV+mkAHcMiSbmcAbDQaqhN5YXUhXrV+u",
+	"oJXWG0rgfccgKvu3wY2FmCJWfg4T4CI9odYhqdOCfxOobTXDiWpTPgS3NrIv/Q/1y6kb1nW9NrmFPCuk",
+	"r36sQlKc1+UXloROWrRfG4tK2UAMCWeNmVCdoDASSmVkIVxImOnM6Pvw830zT+8j+a23Ok5dtzudOFPK",
+	"bV/24f0//0ZbrVbsd8x043TaNdwt0y1wIOf4rjY6XVfOCZ8zTinKSvsU+M8I53ykZKPOZqu3JQ11vk7m",
+	"90tTYn1Wsx3VzYXcGiUpsSLrSkKKVT9p90SmvKT9c4/Y/7TdL7Y7pwh+Nlv6jtpglVa2X+3PL8/pb+rM",
+	"QQQXOVVcVmXolORfh+VXxPbUV2VjYlVKUay2c4pg/5Si7hYif+UUfboAeqgt2IWYdqYZUcl/Z55RC0Pd",
+	"air/eeLeXmfcf+R7o8Pov3cIfGMx/oqF//vEwvf1Xmz4+do99d68RSng2iEWn812enXKnjCusjguNJhS",
+	"weggXWQH4ZLhMJNXyQlQ1y5Ii5yykIRjsDpqNRGaHBwcHn05Go/Go8PJV+OvxiSOfgJbVLACiUJX1MhD",
+	"22aEteCOb5obmPjmE/hM38WIHdWoHdtjf6MRRKuLWt3bqIp0lkvOwWTQoGeV6dlpaVab483LxtMbO7JN",
+	"wjMfW/TzEVlOnxB/SnuCkJoLE5WUGbd/9KN6F+z12+v/HwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

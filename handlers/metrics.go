@@ -20,6 +20,7 @@ type metrics struct {
 	handoff     prometheus.Histogram
 	waiters     prometheus.Gauge
 	lease       *leaseMetrics
+	tickets     *ticketMetrics
 }
 
 // Acquire outcomes, the values of the "outcome" label.
@@ -44,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"route", "method", "code"}),
 		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_acquires_total",
-			Help: "Acquire calls by outcome: granted, replayed, held, invalid, cancelled, error, refused, reentered, retry_refused.",
+			Help: "Acquire calls by outcome: granted, replayed, held, invalid, cancelled, error, refused, reentered, retry_refused, ticket (a 202 with a ticket; its polls are in lockgate_ticket_polls_total).",
 		}, []string{"outcome"}),
 		semAcquires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_semaphore_acquires_total",
@@ -68,6 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.requests, m.acquires, m.semAcquires, m.wait, m.handoff, m.waiters)
 	m.lease = newLeaseMetrics(reg)
+	m.tickets = newTicketMetrics(reg)
 	for _, o := range []string{outcomeGranted, outcomeHeld, outcomeInvalid, outcomeCancelled, outcomeError, outcomeRefused} {
 		m.acquires.WithLabelValues(o) // show every outcome from the start, at 0
 	}

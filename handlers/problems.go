@@ -56,6 +56,8 @@ var problems = []problem{
 		detail: "the grant of this Idempotency-Key was released or its lease ended; to acquire again, use a new key"},
 	{match: locks.ErrNotHolder, status: http.StatusConflict, code: ProblemCodeNotHolder, title: "Not the holder",
 		detail: "the Lock-Token does not hold this lock: it was released, it expired, or someone else holds the lock now", extend: notHolder},
+	{match: locks.ErrTicketNotFound, status: http.StatusNotFound, code: ProblemCodeNotFound, title: "Ticket not found",
+		detail: "no such ticket: its wait ran out, it was not polled in time, it was closed, its grant ended, or the Ticket-Token is not its token"},
 	{match: locks.ErrNotHeld, status: http.StatusNotFound, code: ProblemCodeNotHeld, title: "Lock not held",
 		detail: "nobody holds this lock"},
 	{match: locks.ErrInvalid, status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",

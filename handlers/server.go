@@ -46,6 +46,10 @@ type Config struct {
 	// History is how many events of each lock the backend keeps (the
 	// backend's own setting, shown to callers of the history). Default 0.
 	History int
+	// Tickets, when set, answers acquires with Prefer: respond-async (see
+	// locks.Tickets). Default nil: the preference is ignored, and ticket
+	// URLs answer 404.
+	Tickets locks.Tickets
 	// Tracing, when set, traces each request (see internal/tracing).
 	// Default: none, at no cost per request.
 	Tracing *tracing.Tracing
@@ -117,6 +121,15 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	}
 	if req.Params.LockToken != nil {
 		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL, ar.Mode)
+	}
+	if ar.Wait > 0 && parsePrefer(req.Params.Prefer).respondAsync {
+		if idemKey != "" {
+			s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
+			return nil, invalid("an Idempotency-Key cannot be combined with Prefer: respond-async: poll the ticket again instead of retrying the acquire")
+		}
+		if s.cfg.Tickets != nil {
+			return s.openTicket(ctx, key, ar)
+		}
 	}
 	c := grantCall{
 		kind: "lock",

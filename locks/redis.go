@@ -45,6 +45,10 @@ type RedisOptions struct {
 	MinReplicas int
 	// ReplicaTimeout bounds each WAIT for MinReplicas. Default 100ms.
 	ReplicaTimeout time.Duration
+	// TicketLiveness is how long a ticket stays in its lock's queue after
+	// each poll, and how long a grant handed to a ticket waits for a poll
+	// to pick it up (see Tickets). Default 10s.
+	TicketLiveness time.Duration
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -62,6 +66,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	}
 	if o.ReplicaTimeout <= 0 {
 		o.ReplicaTimeout = 100 * time.Millisecond
+	}
+	if o.TicketLiveness <= 0 {
+		o.TicketLiveness = 10 * time.Second
 	}
 	return o
 }

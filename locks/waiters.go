@@ -54,6 +54,10 @@ type waiter struct {
 	// arrival is the waiter's place in the queue, kept when it rejoins.
 	// Only the Acquire that owns the waiter touches it.
 	arrival int64
+	// ticket marks the long-poll of a ticket: its queue entry is kept
+	// alive by its polls, not by heartbeats, and is never handed a grant
+	// in full (see lua/ticket.lua).
+	ticket bool
 }
 
 // handed is a grant the release script handed in full to a waiter of this
@@ -88,13 +92,22 @@ func newWaiters(client redis.UniversalClient, channel string, timeout, lease tim
 func (ws *waiters) register(res resource, tokHash string) *waiter {
 	id := make([]byte, 12)
 	rand.Read(id)
-	w := &waiter{
+	return ws.add(&waiter{
 		id:      base64.RawURLEncoding.EncodeToString(id),
 		res:     res,
 		tokHash: tokHash,
 		wake:    make(chan struct{}, 1),
 		handed:  make(chan handed, 1),
-	}
+	})
+}
+
+// registerTicket registers the long-poll of the ticket id: hand-off
+// messages for the ticket wake it while it lasts.
+func (ws *waiters) registerTicket(res resource, id string) *waiter {
+	return ws.add(&waiter{id: id, res: res, ticket: true, wake: make(chan struct{}, 1), handed: make(chan handed, 1)})
+}
+
+func (ws *waiters) add(w *waiter) *waiter {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if !ws.started {
@@ -115,8 +128,11 @@ func (ws *waiters) register(res resource, tokHash string) *waiter {
 func (ws *waiters) unregister(w *waiter, granted bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	if ws.byID[w.id] != w {
+		return // a ticket's concurrent long-poll replaced it
+	}
 	delete(ws.byID, w.id)
-	if !granted {
+	if !granted && !w.ticket {
 		ws.gone[w.id] = goneWaiter{tokHash: w.tokHash, until: time.Now().Add(ws.timeout + 2*ws.lease)}
 	}
 }
@@ -271,7 +287,9 @@ func (ws *waiters) beat(ctx context.Context) {
 		byRes := make(map[resource][]string)
 		ws.mu.Lock()
 		for id, w := range ws.byID {
-			byRes[w.res] = append(byRes[w.res], id)
+			if !w.ticket { // its polls keep it alive
+				byRes[w.res] = append(byRes[w.res], id)
+			}
 		}
 		ws.mu.Unlock()
 		if len(byRes) == 0 {

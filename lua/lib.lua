@@ -410,7 +410,7 @@ end
 -- check_heard is '1' (exact on a single Redis) and nobody listens there: its
 -- gateway is gone.
 local function wake(e, id, check_heard)
-  return redis.call('PUBLISH', e.g, id) > 0 or check_heard ~= '1'
+  return redis.call('PUBLISH', e.g, id) > 0 or check_heard ~= '1' or e.k == 1 -- a ticket: nobody need listen
 end
 
 -- handoff gives the lock, when it is free or held shared, to the waiters
@@ -442,7 +442,7 @@ local function handoff(K, t, now, retention, check_heard, me, here)
       return mine, near
     end
     dequeue(K, id)
-    local full = id == me or (here and e.g == here and e.m ~= 's')
+    local full = id == me or (here and e.g == here and e.m ~= 's' and e.k ~= 1) -- a ticket picks up by polling
     local lease = e.ttl
     if not full then
       lease = math.min(tonumber(e.ttl), tonumber(e.l))

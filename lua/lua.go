@@ -29,6 +29,8 @@ var (
 	inspectSrc string
 	//go:embed history.lua
 	historySrc string
+	//go:embed ticket.lua
+	ticketSrc string
 
 	//go:embed semlib.lua
 	semLib string
@@ -57,6 +59,7 @@ var (
 	Reenter   = redis.NewScript(lib + reenterSrc)
 	Inspect   = redis.NewScript(lib + inspectSrc)
 	History   = redis.NewScript(historySrc)
+	Ticket    = redis.NewScript(lib + ticketSrc)
 )
 
 // The semaphore scripts: lib.lua and semlib.lua, then the script.

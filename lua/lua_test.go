@@ -20,7 +20,7 @@ func TestScriptsLoad(t *testing.T) {
 		"acquire": lua.Acquire, "release": lua.Release, "leave": lua.Leave,
 		"heartbeat": lua.Heartbeat, "renew": lua.Renew, "inspect": lua.Inspect, "reenter": lua.Reenter,
 		"sem_acquire": lua.SemAcquire, "sem_release": lua.SemRelease, "sem_leave": lua.SemLeave,
-		"sem_heartbeat": lua.SemHeartbeat, "sem_renew": lua.SemRenew, "sem_inspect": lua.SemInspect, "history": lua.History,
+		"sem_heartbeat": lua.SemHeartbeat, "sem_renew": lua.SemRenew, "sem_inspect": lua.SemInspect, "history": lua.History, "ticket": lua.Ticket,
 		"idem_begin": lua.IdemBegin, "idem_done": lua.IdemDone, "idem_abort": lua.IdemAbort,
 	} {
 		sha, err := s.Load(t.Context(), c).Result()
@@ -38,8 +38,8 @@ func TestScriptsLoad(t *testing.T) {
 // and what it returns, since its callers are in another language.
 func TestScriptsStateTheirContract(t *testing.T) {
 	files, err := filepath.Glob("*.lua")
-	if err != nil || len(files) != 20 {
-		t.Fatalf("got scripts %v (%v), want 20", files, err)
+	if err != nil || len(files) != 21 {
+		t.Fatalf("got scripts %v (%v), want 21", files, err)
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)

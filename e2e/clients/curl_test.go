@@ -323,3 +323,55 @@ func TestCurlReadersAndMigrator(t *testing.T) {
 		p.noSecrets(t)
 	}
 }
+
+// TestCurlTicket: a ticket taken by one run of the recipe, polled by later
+// runs: still waiting while the lock is held, then the grant, whose owner
+// token is the ticket token; a closed ticket is gone.
+func TestCurlTicket(t *testing.T) {
+	gw := startGateway(t)
+	status, held := gw.acquire(t, "curl/ticket", time.Minute)
+	if status != 201 {
+		t.Fatalf("acquire: %d", status)
+	}
+	open := start(t, gw, script(t, "ticket.sh", "open", "curl/ticket", "60000"))
+	if code := open.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("ticket.sh open: exit %d; stderr %s", code, open.stderr)
+	}
+	var tk struct {
+		Location    string `json:"location"`
+		TicketToken string `json:"ticket_token"`
+		Rank        int    `json:"rank"`
+	}
+	if err := json.Unmarshal([]byte(open.stdout.String()), &tk); err != nil || tk.TicketToken == "" || !strings.HasPrefix(tk.Location, "/locks/curl/ticket/tickets/") {
+		t.Fatalf("ticket.sh open printed %q (%v), want a ticket with its location", open.stdout, err)
+	}
+	waiting := start(t, gw, script(t, "ticket.sh", "poll", tk.Location), "TICKET_TOKEN="+tk.TicketToken, "WAIT_S=1")
+	if code := waiting.wait(t, 30*time.Second); code != 3 || !strings.Contains(waiting.stdout.String(), `"rank":0`) {
+		t.Fatalf("ticket.sh poll of a held lock: exit %d, stdout %q, stderr %q; want 3 and rank 0", code, waiting.stdout, waiting.stderr)
+	}
+	if status, body := gw.call(t, "DELETE", "curl/ticket", "", held.Token); status != http.StatusNoContent {
+		t.Fatalf("release: %d %s", status, body)
+	}
+	got := start(t, gw, script(t, "ticket.sh", "poll", tk.Location), "TICKET_TOKEN="+tk.TicketToken)
+	if code := got.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("ticket.sh poll after the release: exit %d; stdout %q stderr %q", code, got.stdout, got.stderr)
+	}
+	var g grant
+	if err := json.Unmarshal([]byte(got.stdout.String()), &g); err != nil || g.Token != tk.TicketToken || g.FencingToken <= held.FencingToken {
+		t.Fatalf("ticket.sh poll printed %q (%v), want the grant with the ticket token", got.stdout, err)
+	}
+	closed := start(t, gw, script(t, "ticket.sh", "close", tk.Location), "TICKET_TOKEN="+tk.TicketToken)
+	if code := closed.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("ticket.sh close: exit %d; stderr %s", code, closed.stderr)
+	}
+	if gw.held(t, "curl/ticket") {
+		t.Fatal("the lock is held after closing the ticket that held it")
+	}
+	gone := start(t, gw, script(t, "ticket.sh", "poll", tk.Location), "TICKET_TOKEN="+tk.TicketToken)
+	if code := gone.wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("ticket.sh poll of a closed ticket: exit %d, want 1; stderr %s", code, gone.stderr)
+	}
+	for _, p := range []*proc{open, waiting, got, closed, gone} {
+		p.noSecrets(t)
+	}
+}

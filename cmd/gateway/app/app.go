@@ -94,7 +94,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}()
 
+	tickets, _ := backend.(locks.Tickets) // the embedded backend has none
 	srv, err := handlers.NewServer(handlers.Config{
+		Tickets:    tickets,
 		Backend:    tracer.Backend(backend),
 		Auth:       authn,
 		DefaultTTL: cfg.defaultTTL,
@@ -295,6 +297,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		History:        cfg.history,
 		MinReplicas:    cfg.minReplicas,
 		ReplicaTimeout: cfg.replicaTimeout,
+		TicketLiveness: cfg.ticketLiveness,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -27,6 +27,7 @@ type config struct {
 	fenceRetention   time.Duration
 	lockDelay        time.Duration
 	history          int
+	ticketLiveness   time.Duration
 	jwtSecret        string
 	jwtPublicKeyFile string
 	jwtIssuer        string
@@ -75,6 +76,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.history, "history", 10, "how many events of each lock GET /locks/{ns}/{name}/history shows (0: keep none); each costs about 100 bytes of Redis memory per lock name, for --fence-retention after its last event")
 	fs.IntVar(&c.minReplicas, "redis-min-replicas", 0, "replicas that must acknowledge (WAIT) each grant, re-entry and renew before the caller hears of it; fewer: the grant is released and the call fails with 503 (0: none asked)")
 	fs.DurationVar(&c.replicaTimeout, "redis-replica-timeout", 100*time.Millisecond, "how long each WAIT for --redis-min-replicas waits; shorter than --redis-timeout")
+	fs.DurationVar(&c.ticketLiveness, "ticket-liveness", 10*time.Second, "how long a ticket (an acquire with Prefer: respond-async) stays queued without a poll, and how long a grant handed to it waits for a poll to pick it up")
 	fs.DurationVar(&c.lockDelay, "lock-delay", 0, "after a lease ends without a release (the holder vanished), keep the lock from new holders this long: for resources that cannot check fencing tokens (a release frees it at once)")
 	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter stays in Redis after its last grant (about 200 bytes of Redis memory per lock name); it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
@@ -244,6 +246,8 @@ func (c config) check() error {
 		return errors.New("--lock-delay must be 0 or at least 1ms")
 	case c.history < 0 || c.history > 1000:
 		return errors.New("--history must be 0 (off) to 1000 events")
+	case c.ticketLiveness < 100*time.Millisecond || c.ticketLiveness > 10*time.Minute:
+		return errors.New("--ticket-liveness must be between 100ms and 10m")
 	case c.lockDelay > time.Hour:
 		return errors.New("--lock-delay must be at most 1h: longer keeps a lock nobody holds from everyone")
 	}

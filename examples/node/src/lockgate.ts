@@ -4,6 +4,13 @@ import type { components, paths } from "./schema.js";
 export type Grant = components["schemas"]["Grant"];
 export type Lease = components["schemas"]["Lease"];
 export type Problem = components["schemas"]["Problem"];
+export type Ticket = components["schemas"]["Ticket"];
+export type TicketStatus = components["schemas"]["TicketStatus"];
+
+/** Tells a grant from a ticket (the 202 of Prefer: respond-async) or its status (a poll's 200). */
+export function isGrant(body: Grant | Ticket | TicketStatus): body is Grant {
+  return "token" in body;
+}
 
 /** A lockgate client: openapi-fetch typed by the generated schema. */
 export function newClient(baseUrl: string, jwt: string) {

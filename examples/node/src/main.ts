@@ -7,7 +7,7 @@
 // lease was lost while working.
 import { setTimeout as sleep } from "node:timers/promises";
 import { FencedStore, StaleFenceError } from "./fenced-store.js";
-import { describe, keepAlive, lockPath, newClient } from "./lockgate.js";
+import { describe, isGrant, keepAlive, lockPath, newClient } from "./lockgate.js";
 
 function env(name: string, fallback?: string): string {
   const v = process.env[name] ?? fallback;
@@ -34,6 +34,10 @@ async function main(): Promise<number> {
   if (!grant) {
     console.error(`acquire ${lock}: ${describe(error, response.status)}`);
     return response.status === 409 ? 1 : 2;
+  }
+  if (!isGrant(grant)) {
+    console.error(`acquire ${lock}: a ticket, which this program did not ask for (Prefer: respond-async)`);
+    return 2;
   }
   console.log(`acquired ${grant.lock} fencing_token=${grant.fencing_token} after ${Date.now() - started} ms`);
 

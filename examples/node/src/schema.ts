@@ -69,6 +69,14 @@ export interface paths {
          *     `lock_held`.
          *     A `Lock-Token` and an `Idempotency-Key` cannot be combined (400): a
          *     retried re-entry would take one more hold.
+         *
+         *     With `wait_ms` and `Prefer: respond-async`, the call answers at
+         *     once: 201 when the lock is yours, else 202 with a ticket that holds
+         *     your place in the queue (see `GET /locks/{namespace}/{name}/tickets/{ticket}`),
+         *     for callers that cannot wait in one call (serverless functions).
+         *     Gateways without Redis ignore the preference and wait in the call
+         *     (no `Preference-Applied` then). An `Idempotency-Key` cannot be
+         *     combined with it (400).
          */
         post: operations["acquireLock"];
         /**
@@ -104,6 +112,43 @@ export interface paths {
         put: operations["renewLease"];
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locks/{namespace}/{name}/tickets/{ticket}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+                /** @description The ticket's id, from the `Location` of its 202. */
+                ticket: components["parameters"]["TicketId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Poll a ticket, and pick up the lock once it reached the ticket.
+         * @description Keeps the ticket in the queue for another `poll_within_ms`, through
+         *     any gateway on the same Redis. While the lock is held by others, 200
+         *     with the ticket's `rank` (0 at the head of the queue); once the lock
+         *     reached the ticket, 201 with the grant, whose owner `token` is the
+         *     ticket token. The lock waits for that pick-up for `poll_within_ms`
+         *     (the gateway's `--ticket-liveness`), then passes to the next in
+         *     line. A poll after the pick-up answers the same grant again (what
+         *     remains of its lease), so a lost answer can be asked for again.
+         *
+         *     `Prefer: wait=N` long-polls: the answer comes when the lock reaches
+         *     the ticket, or after N seconds (at most 30), whichever is first.
+         */
+        get: operations["pollTicket"];
+        put?: never;
+        post?: never;
+        /** Leave the queue, and release the lock if the ticket was handed it. */
+        delete: operations["closeTicket"];
         options?: never;
         head?: never;
         patch?: never;
@@ -317,6 +362,30 @@ export interface components {
              * @enum {string}
              */
             mode?: "exclusive" | "shared";
+        };
+        TicketStatus: {
+            lock: string;
+            /** @description The ticket's id, the last segment of its URL. */
+            ticket: string;
+            /** @description The ticket's place in the queue, 0 at its head. */
+            rank: number;
+            /**
+             * Format: int64
+             * @description Poll again within this long, or the ticket is dropped.
+             */
+            poll_within_ms: number;
+            /**
+             * Format: int64
+             * @description When the current lease ends, unless renewed.
+             */
+            retry_after_ms: number;
+        };
+        Ticket: components["schemas"]["TicketStatus"] & {
+            /**
+             * @description The ticket's secret: send it in a `Ticket-Token` header (never
+             *     in a URL). It becomes the owner token of the grant.
+             */
+            ticket_token: string;
         };
         Holds: {
             /** @description How many holds remain. */
@@ -628,6 +697,19 @@ export interface components {
             };
         };
         /**
+         * @description No such ticket (`not_found`): its wait ran out, it was not polled
+         *     within `poll_within_ms`, it was closed, its grant ended, or the
+         *     `Ticket-Token` is not its token (the answer does not say which).
+         */
+        TicketNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
          * @description The `Idempotency-Key` was used for a request with another body
          *     (`idempotency_key_mismatch`). Nothing was acquired.
          */
@@ -689,6 +771,17 @@ export interface components {
          *     the retry, not released.
          */
         IdempotencyKey: string;
+        /**
+         * @description RFC 7240 preferences, comma-separated, in one header:
+         *     `respond-async` (on an acquire with `wait_ms`: answer at once, with
+         *     a ticket if the lock is held) and `wait=N` (on a ticket's poll:
+         *     long-poll up to N seconds, at most 30). Others are ignored.
+         */
+        Prefer: string;
+        /** @description The ticket's id, from the `Location` of its 202. */
+        TicketId: string;
+        /** @description The `ticket_token` of the ticket's 202. Never put it in a URL. */
+        TicketToken: string;
         /** @description The `next_cursor` of the previous page; absent for the first page. */
         Cursor: string;
         /** @description The most locks a page holds (100 when absent). */
@@ -813,6 +906,13 @@ export interface operations {
                  *     the retry, not released.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description RFC 7240 preferences, comma-separated, in one header:
+                 *     `respond-async` (on an acquire with `wait_ms`: answer at once, with
+                 *     a ticket if the lock is held) and `wait=N` (on a ticket's poll:
+                 *     long-poll up to N seconds, at most 30). Others are ignored.
+                 */
+                Prefer?: components["parameters"]["Prefer"];
             };
             path: {
                 /** @description The unit of authorisation. */
@@ -847,6 +947,25 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Grant"];
+                };
+            };
+            /**
+             * @description With `Prefer: respond-async`: the lock is held, and a ticket holds
+             *     your place in its queue until `wait_ms` runs out. Poll it at
+             *     `Location` with the `ticket_token` in a `Ticket-Token` header,
+             *     through any gateway on the same Redis, at least every
+             *     `poll_within_ms`: a ticket not polled for that long is dropped.
+             */
+            202: {
+                headers: {
+                    /** @description The ticket, `/locks/{namespace}/{name}/tickets/{ticket}`. */
+                    Location?: string;
+                    /** @description `respond-async` */
+                    "Preference-Applied"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ticket"];
                 };
             };
             400: components["responses"]["InvalidRequest"];
@@ -952,6 +1071,95 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    pollTicket: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The `ticket_token` of the ticket's 202. Never put it in a URL. */
+                "Ticket-Token": components["parameters"]["TicketToken"];
+                /**
+                 * @description RFC 7240 preferences, comma-separated, in one header:
+                 *     `respond-async` (on an acquire with `wait_ms`: answer at once, with
+                 *     a ticket if the lock is held) and `wait=N` (on a ticket's poll:
+                 *     long-poll up to N seconds, at most 30). Others are ignored.
+                 */
+                Prefer?: components["parameters"]["Prefer"];
+            };
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+                /** @description The ticket's id, from the `Location` of its 202. */
+                ticket: components["parameters"]["TicketId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Still waiting; `rank` is the ticket's place in the queue. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TicketStatus"];
+                };
+            };
+            /**
+             * @description The lock is yours until `expires_at` unless you renew it: `token`
+             *     is the ticket token, now the grant's owner token.
+             */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Grant"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["TicketNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    closeTicket: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The `ticket_token` of the ticket's 202. Never put it in a URL. */
+                "Ticket-Token": components["parameters"]["TicketToken"];
+            };
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+                /** @description The ticket's id, from the `Location` of its 202. */
+                ticket: components["parameters"]["TicketId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ticket left the queue (and released its grant, if it had one). */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["TicketNotFound"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];

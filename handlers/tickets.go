@@ -1,0 +1,249 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/middleware"
+)
+
+// MaxLongPoll bounds the Prefer: wait=N of a ticket's poll.
+const MaxLongPoll = 30 * time.Second
+
+// preferences are what a Prefer header asks for (RFC 7240) that the
+// gateway honours; every other preference is ignored, as the RFC allows.
+type preferences struct {
+	respondAsync bool
+	wait         time.Duration // 0: none; at most MaxLongPoll
+}
+
+// parsePrefer reads a Prefer header: preferences separated by commas, each
+// a token, optionally "=value" (a token or a quoted string), then
+// parameters after ';', which no preference here uses. A wait that is not
+// a whole number of seconds is ignored.
+func parsePrefer(h *string) preferences {
+	var p preferences
+	if h == nil {
+		return p
+	}
+	for _, pref := range strings.Split(*h, ",") {
+		pref, _, _ = strings.Cut(pref, ";")
+		name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
+		name, value = strings.ToLower(strings.TrimSpace(name)), strings.Trim(strings.TrimSpace(value), `"`)
+		switch name {
+		case "respond-async":
+			p.respondAsync = true
+		case "wait":
+			if n, err := strconv.ParseUint(value, 10, 32); err == nil {
+				p.wait = min(time.Duration(n)*time.Second, MaxLongPoll)
+			}
+		}
+	}
+	return p
+}
+
+// ticketMetrics count the polls of tickets, apart from acquires.
+type ticketMetrics struct {
+	polls *prometheus.CounterVec
+}
+
+// Poll outcomes, the values of the "outcome" label (besides those of
+// acquires: granted, cancelled, error).
+const (
+	outcomeTicket   = "ticket"    // an acquire answered with a ticket (202)
+	outcomeWaiting  = "waiting"   // a poll of a ticket still queued
+	outcomeNotFound = "not_found" // a poll of a ticket that is gone, or with another token
+)
+
+func newTicketMetrics(reg prometheus.Registerer) *ticketMetrics {
+	m := &ticketMetrics{polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lockgate_ticket_polls_total",
+		Help: "Polls of tickets (GET /locks/{namespace}/{name}/tickets/{ticket}) by outcome: granted, waiting, not_found, refused, error.",
+	}, []string{"outcome"})}
+	reg.MustRegister(m.polls)
+	for _, o := range []string{outcomeGranted, outcomeWaiting, outcomeNotFound, outcomeError} {
+		m.polls.WithLabelValues(o)
+	}
+	return m
+}
+
+// openTicket answers an acquire with Prefer: respond-async: 201 with the
+// grant when the lock is free for the caller, else 202 with a ticket.
+func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.AcquireRequest) (AcquireLockResponseObject, error) {
+	st, err := s.cfg.Tickets.OpenTicket(ctx, key, ar)
+	if err != nil {
+		s.metrics.acquires.WithLabelValues(acquireOutcome(err)).Inc()
+		return nil, err
+	}
+	if g := st.Grant; g != nil {
+		s.metrics.acquires.WithLabelValues(outcomeGranted).Inc()
+		c := grantCall{kind: "lock", key: key, release: func(ctx context.Context, token string) error {
+			_, err := s.cfg.Backend.Release(ctx, key, token)
+			return err
+		}}
+		return granted{body: s.grantBody(key, *g, ar.Mode), release: func() { s.giveBack(ctx, c, g.Token) }}, nil
+	}
+	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()
+	return ticketQueued{
+		location: "/locks/" + url.PathEscape(key.Namespace) + "/" + url.PathEscape(key.Name) + "/tickets/" + st.ID,
+		body: Ticket{
+			Lock:         key.String(),
+			Ticket:       st.ID,
+			TicketToken:  st.Token,
+			Rank:         st.Rank,
+			PollWithinMs: st.Liveness.Milliseconds(),
+			RetryAfterMs: st.RetryAfter.Milliseconds(),
+		},
+	}, nil
+}
+
+func (s *Server) grantBody(key locks.Key, g locks.Grant, mode locks.Mode) Grant {
+	return Grant{
+		Lock:         key.String(),
+		Token:        g.Token,
+		FencingToken: g.FencingToken,
+		TtlMs:        g.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(g.TTL),
+		ExpiresAt:    timestamp(g.ExpiresAt),
+		Holds:        &g.Holds,
+		Mode:         grantMode(mode),
+	}
+}
+
+// ticketQueued is the 202 of an acquire answered with a ticket. Its body
+// holds the ticket's secret: no cache may keep it.
+type ticketQueued struct {
+	location string
+	body     Ticket
+}
+
+// VisitAcquireLockResponse implements AcquireLockResponseObject.
+func (q ticketQueued) VisitAcquireLockResponse(w http.ResponseWriter) error {
+	w.Header().Set("Location", q.location)
+	w.Header().Set("Preference-Applied", "respond-async")
+	return writeJSON(w, http.StatusAccepted, q.body)
+}
+
+// ticketGranted is the 201 of a ticket's poll. A grant it fails to
+// deliver is kept: the next poll answers it again.
+type ticketGranted struct{ body Grant }
+
+// VisitPollTicketResponse implements PollTicketResponseObject.
+func (g ticketGranted) VisitPollTicketResponse(w http.ResponseWriter) error {
+	return writeJSON(w, http.StatusCreated, g.body)
+}
+
+// writeJSON writes body with status, marked for no cache to keep.
+func writeJSON(w http.ResponseWriter, status int, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// ticketsOf is the backend's tickets, or ErrTicketNotFound when it has
+// none (the embedded backend).
+func (s *Server) ticketsOf(key locks.Key) (locks.Tickets, error) {
+	if s.cfg.Tickets == nil {
+		return nil, fmt.Errorf("ticket of %s: %w", key, locks.ErrTicketNotFound)
+	}
+	return s.cfg.Tickets, nil
+}
+
+// PollTicket implements StrictServerInterface.
+func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (PollTicketResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	tickets, err := s.ticketsOf(key)
+	if err != nil {
+		s.metrics.tickets.polls.WithLabelValues(outcomeNotFound).Inc()
+		return nil, err
+	}
+	wait := parsePrefer(req.Params.Prefer).wait
+	if wait > 0 {
+		// A long-poll holds a connection as a waiter does: the same caps.
+		done, err := s.startLongPoll(ctx)
+		if err != nil {
+			s.metrics.tickets.polls.WithLabelValues(outcomeRefused).Inc()
+			return nil, err
+		}
+		defer done()
+		// A draining gateway ends long-polls with the ticket's state.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(s.draining, cancel)()
+	}
+	st, err := tickets.PollTicket(ctx, key, req.Ticket, req.Params.TicketToken, wait)
+	switch {
+	case err != nil:
+		outcome := outcomeError
+		if errors.Is(err, locks.ErrTicketNotFound) {
+			outcome = outcomeNotFound
+		}
+		s.metrics.tickets.polls.WithLabelValues(outcome).Inc()
+		return nil, err
+	case st.Grant != nil:
+		s.metrics.tickets.polls.WithLabelValues(outcomeGranted).Inc()
+		body := s.grantBody(key, *st.Grant, locks.Exclusive)
+		body.Mode = nil // the ticket's mode is the one it asked for; a poll does not say it
+		return ticketGranted{body: body}, nil
+	}
+	s.metrics.tickets.polls.WithLabelValues(outcomeWaiting).Inc()
+	return PollTicket200JSONResponse{
+		Lock:         key.String(),
+		Ticket:       req.Ticket,
+		Rank:         st.Rank,
+		PollWithinMs: st.Liveness.Milliseconds(),
+		RetryAfterMs: st.RetryAfter.Milliseconds(),
+	}, nil
+}
+
+// CloseTicket implements StrictServerInterface.
+func (s *Server) CloseTicket(ctx context.Context, req CloseTicketRequestObject) (CloseTicketResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	tickets, err := s.ticketsOf(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := tickets.CloseTicket(ctx, key, req.Ticket, req.Params.TicketToken); err != nil {
+		return nil, err
+	}
+	return CloseTicket204Response{}, nil
+}
+
+// startLongPoll counts a long-poll against the caller's and the gateway's
+// caps on waiters, and returns what ends it.
+func (s *Server) startLongPoll(ctx context.Context) (done func(), err error) {
+	claims, _ := middleware.ClaimsFromContext(ctx)
+	w, err := s.cfg.Subjects.StartWait(claims)
+	if err != nil {
+		return nil, fmt.Errorf("poll ticket: %w", err)
+	}
+	if s.waiting.Add(1) > int64(s.cfg.MaxWaiters) {
+		s.waiting.Add(-1)
+		w.Done()
+		return nil, fmt.Errorf("poll ticket: %w", errTooManyWaiters)
+	}
+	return func() { s.waiting.Add(-1); w.Done() }, nil
+}

@@ -1,0 +1,138 @@
+package locks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lockgate/lockgate/lua"
+)
+
+var _ Tickets = (*Redis)(nil)
+
+// A ticket is an entry of the lock's queue like any waiter's, whose waiter
+// id is the ticket id and whose token hash is that of the ticket token:
+// the hand-off treats it as every other waiter, in arrival order, and
+// hands it a provisional grant that the next poll picks up (see
+// lua/ticket.lua). Its polls, through any gateway, keep it alive; a
+// long-poll listens on this gateway's channel for the hand-off message,
+// and nothing else.
+
+// ticketCall runs the ticket script. extra are the arguments of 'new'.
+func (r *Redis) ticketCall(ctx context.Context, res resource, op, id, tokHash string, extra ...any) ([]int64, error) {
+	args := append([]any{op, id, tokHash, r.waiters.channel, r.opts.TicketLiveness.Milliseconds(),
+		r.opts.FenceRetention.Milliseconds(), r.checkHeard, r.lockOpts}, extra...)
+	return r.run(ctx, lua.Ticket, r.keysFor(res, tokHash), args...).Int64Slice()
+}
+
+// OpenTicket implements Tickets.
+func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (TicketState, error) {
+	if err := req.validate(); err != nil {
+		return TicketState{}, err
+	}
+	if req.Wait <= 0 {
+		return TicketState{}, fmt.Errorf("%w: a ticket needs a wait", ErrInvalid)
+	}
+	res := resource{lockKind, key}
+	token := newToken()
+	id, h := ticketID(token), tokenHash(token)
+	start := time.Now()
+	out, err := r.ticketCall(ctx, res, "new", id, h, req.Wait.Milliseconds(), req.TTL.Milliseconds(),
+		req.Subject, req.Owner, modeArg(req.Mode))
+	if err != nil {
+		r.abandon(ctx, res, id, h) // the script may have queued it, or granted
+		return TicketState{}, unavailable("open ticket for", res, err)
+	}
+	st := r.ticketState(parseReply(out), token, start)
+	if st.Grant == nil {
+		st.ID, st.Token = id, token
+	}
+	return st, nil
+}
+
+// ticketState reads a reply of the ticket script about the ticket whose
+// token is token, sent at start.
+func (r *Redis) ticketState(rp reply, token string, start time.Time) TicketState {
+	if rp.granted {
+		g := Grant{Token: token, Lease: rp.lease(start), HandoffDelay: rp.handoffDelay(start), Holds: 1}
+		return TicketState{Grant: &g}
+	}
+	return TicketState{Rank: int(max(rp.rank, 0)), RetryAfter: rp.ttl, Liveness: r.opts.TicketLiveness}
+}
+
+// PollTicket implements Tickets.
+func (r *Redis) PollTicket(ctx context.Context, key Key, id, token string, wait time.Duration) (TicketState, error) {
+	if !ticketOf(id, token) {
+		return TicketState{}, fmt.Errorf("poll ticket of lock %s: %w", key, ErrTicketNotFound)
+	}
+	res := resource{lockKind, key}
+	if wait <= 0 {
+		return r.poll(ctx, res, id, token)
+	}
+	w := r.waiters.registerTicket(res, id)
+	defer r.waiters.unregister(w, false)
+	if err := r.waiters.ready(ctx); err != nil {
+		return TicketState{}, unavailable("poll ticket of", res, err)
+	}
+	deadline := time.Now().Add(wait)
+	// Each run of the script keeps the ticket alive for the liveness:
+	// a long-poll longer than that runs it a few times.
+	keep := time.NewTicker(r.opts.TicketLiveness / 3)
+	defer keep.Stop()
+	holderEnds := time.NewTimer(time.Hour)
+	defer holderEnds.Stop()
+	timeUp := time.NewTimer(wait)
+	defer timeUp.Stop()
+	for {
+		st, err := r.poll(ctx, res, id, token)
+		if err != nil || st.Grant != nil || !time.Now().Before(deadline) {
+			return st, err
+		}
+		// As for a connected waiter: nobody publishes the end of a lease,
+		// so the head of the queue looks again when it ends.
+		holderEnds.Stop()
+		if st.Rank == 0 {
+			holderEnds.Reset(max(st.RetryAfter, time.Millisecond))
+		}
+		select {
+		case <-w.wake:
+		case <-keep.C:
+		case <-holderEnds.C:
+		case <-timeUp.C:
+		case <-ctx.Done():
+			// The caller left, or the gateway drains: the ticket stays, and
+			// its last known state is the answer.
+			return st, nil
+		}
+	}
+}
+
+// poll runs the ticket script once for a poll. Its outcome, when unknown,
+// is safe to leave: the caller polls again, and gets the same answer.
+func (r *Redis) poll(ctx context.Context, res resource, id, token string) (TicketState, error) {
+	start := time.Now()
+	out, err := r.ticketCall(ctx, res, "poll", id, tokenHash(token))
+	if err != nil {
+		return TicketState{}, unavailable("poll ticket of", res, err)
+	}
+	if out[0] == -1 {
+		return TicketState{}, fmt.Errorf("poll ticket of %s: %w", res, ErrTicketNotFound)
+	}
+	return r.ticketState(parseReply(out), token, start), nil
+}
+
+// CloseTicket implements Tickets.
+func (r *Redis) CloseTicket(ctx context.Context, key Key, id, token string) error {
+	res := resource{lockKind, key}
+	if !ticketOf(id, token) {
+		return fmt.Errorf("close ticket of %s: %w", res, ErrTicketNotFound)
+	}
+	out, err := r.ticketCall(ctx, res, "cancel", id, tokenHash(token))
+	if err != nil {
+		return unavailable("close ticket of", res, err)
+	}
+	if out[0] == -1 {
+		return fmt.Errorf("close ticket of %s: %w", res, ErrTicketNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+-- ticket: a waiter that outlives the call that queued it. A ticket is an
+-- entry of the lock's queue like any waiter's (see lib.lua), whose waiter
+-- id is the ticket id and whose token hash is that of the ticket token,
+-- which becomes the owner token of the grant the ticket is handed. Its
+-- entry has k = 1: its alive time is moved on by its caller's polls, not
+-- by a gateway's heartbeats, and a hand-off to it is never dropped for
+-- want of a listener on its channel (nobody need be polling when the lock
+-- reaches it) nor given in full to a releasing gateway (the grant stays
+-- provisional until a poll picks it up, within the ticket liveness).
+--
+-- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
+--             history and held keys, and the record of the ticket token
+--             (see lib.lua)
+-- ARGV[1]     'new' (queue a ticket), 'poll' (look at it, and pick up a
+--             grant handed to it) or 'cancel' (leave the queue, and release
+--             a grant it was handed)
+-- ARGV[2]     the ticket id
+-- ARGV[3]     SHA-256 of the ticket token
+-- ARGV[4]     the channel of the gateway that runs this, for the hand-off
+--             message to a long-poll
+-- ARGV[5]     the ticket liveness, ms: a ticket counts as alive for this
+--             long after each poll, and a grant handed to it waits this long
+--             to be picked up
+-- ARGV[6]     how long the fencing counter outlives its last use, ms
+-- ARGV[7]     '1' to drop a waiter (not a ticket) whose gateway does not
+--             hear the hand-off (see lib.lua wake)
+-- ARGV[8]     the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[9..13] for 'new' only: how long the ticket waits, ms; the lease TTL,
+--             ms; the subject; the owner label; 's' for a shared hold, 'x'
+--             for an exclusive one
+--
+-- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
+--              granted ('new', 'poll'): at once, or handed over and picked
+--              up now; a poll after the pick-up answers the same (handed 1,
+--              what remains of the lease), so a lost answer can be asked for
+--              again
+--          {0, retry_ms, now_ms, rank, arrival}
+--              queued ('new', 'poll') at 0-based rank; 'cancel': left
+--          {2}   'cancel': the ticket's grant was released (and handed on)
+--          {-1}  no such ticket with this token: it was never made, it
+--                left, it was not polled within the liveness, its wait ran
+--                out, or its grant ended; or the token is not its token
+--
+-- One script decides, as for every waiter: a ticket is granted only by a
+-- hand-off in a script, and a poll that finds the ticket dead (past its
+-- alive time) removes it, whatever a later hand-off would have done.
+
+local K = lock_keys(ARGV[8])
+local op, id, tok, liveness = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
+local now, t = clock()
+purge_ended(K, now)
+
+local w = redis.call('HGET', K.waiters, id)
+local e = w and cjson.decode(w)
+if e and e.t ~= tok then
+  return {-1} -- another's ticket: do not say whose, nor touch it
+end
+
+-- A grant handed to the ticket (or picked up by an earlier poll).
+if op ~= 'new' then
+  local holder = redis.call('HGET', K.lock, 'tok')
+  local r = holder == '' and reader(K, tok)
+  if holder == tok or r then
+    if e then
+      dequeue(K, id)
+    end
+    if op == 'cancel' then
+      release_all(K, t, now, tok, r, ARGV[6], ARGV[7])
+      return {2}
+    end
+    if r then
+      return settle(K, reader_reply(K, now, tok, r, 1))
+    end
+    pick_up(K, now)
+    return settle(K, held_by(K, now, 1))
+  end
+end
+
+local shared
+if op == 'new' then
+  shared = ARGV[13] == 's'
+  local req = {g = ARGV[4], t = tok, ttl = ARGV[10], s = ARGV[11], o = ARGV[12], k = 1}
+  if shared then
+    req.m = 's'
+  end
+  enqueue(K, now, id, '0', ARGV[9], liveness, req)
+else
+  if not e then
+    return {-1}
+  end
+  local alive = tonumber(redis.call('ZSCORE', K.alive, id))
+  if not alive or alive <= now or op == 'cancel' then
+    -- Dead (not polled in time, or its wait ran out) or leaving: either
+    -- way out of the queue, and those behind it may move up.
+    dequeue(K, id)
+    if op ~= 'cancel' then
+      event(K, 'waiter_dropped', now, e.s, e.o, 0)
+    end
+    handoff(K, t, now, ARGV[6], ARGV[7], nil)
+    if op == 'cancel' and alive and alive > now then
+      return {0, retry_ms(K), now, -1, 0}
+    end
+    return {-1}
+  end
+  shared = e.m == 's'
+  e.g = ARGV[4]
+  redis.call('HSET', K.waiters, id, cjson.encode(e))
+  redis.call('ZADD', K.alive, 'XX',
+    string.format('%d', math.min(tonumber(e.d), now + tonumber(liveness))), id)
+end
+
+if handoff(K, t, now, ARGV[6], ARGV[7], id) then
+  if shared then
+    return settle(K, reader_reply(K, now, tok, reader(K, tok), 0))
+  end
+  return settle(K, held_by(K, now, 0))
+end
+local seq = tonumber(redis.call('ZSCORE', K.queue, id)) or 0
+return {0, retry_ms(K), now, redis.call('ZRANK', K.queue, id) or -1, seq}
