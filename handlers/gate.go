@@ -9,7 +9,6 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
-	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/middleware"
@@ -61,12 +60,15 @@ func newGate(spec *openapi3.T, authn *middleware.Authenticator, subjects *middle
 func (g *gate) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := chi.RouteContext(r.Context())
-		op := g.ops[r.Method+" "+rc.RoutePattern()]
+		pattern := r.Pattern // chi's rc.RoutePattern(), which it set, without building it again
+		if pattern == "" {
+			pattern = rc.RoutePattern()
+		}
+		op := g.ops[r.Method+" "+pattern]
 		if op == nil {
-			writeError(w, r, fmt.Errorf("no operation in the spec for %s %s", r.Method, rc.RoutePattern()))
+			writeError(w, r, fmt.Errorf("no operation in the spec for %s %s", r.Method, pattern))
 			return
 		}
-		ctx := r.Context()
 		claims, authenticated := middleware.Claims{}, false
 		if op.secured {
 			var err error
@@ -79,11 +81,7 @@ func (g *gate) handler(next http.Handler) http.Handler {
 				writeError(w, r, err)
 				return
 			}
-			ctx = middleware.WithClaims(ctx, claims)
-			zerolog.Ctx(ctx).UpdateContext(func(c zerolog.Context) zerolog.Context {
-				return c.Str("sub", claims.Subject)
-			})
-			r = r.WithContext(ctx)
+			r = middleware.SetClaims(r, claims)
 		}
 		body, err := readBody(w, r)
 		if err != nil {
