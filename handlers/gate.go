@@ -88,9 +88,13 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		if err := op.checks.check(r, body, rc.URLParam); err != nil {
+		value, err := op.checks.checkValue(r, body, rc.URLParam)
+		if err != nil {
 			writeError(w, r, err)
 			return
+		}
+		if value != nil {
+			r.Body = &checkedBody{Reader: bytes.NewReader(body), value: value}
 		}
 		if ns := rc.URLParam("namespace"); ns != "" && authenticated && !claims.Allows(ns) {
 			writeError(w, r, &forbiddenError{namespace: ns})
@@ -154,3 +158,19 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	r.Header.Set("Content-Type", "application/json")
 	return data, nil
 }
+
+// checkedBody is a request body the gate has read and checked. It hands
+// the generated code the value the check decoded (the ValidatedValue of
+// oapi-codegen's runtime.BindJSONBody), so that the body is not decoded a
+// second time: that decode's buffers were 15 % of the gateway's allocated
+// bytes (issue 10). What the value cannot give (a number such as 2e3 for
+// an int64 field), BindJSONBody decodes from the bytes, as before.
+type checkedBody struct {
+	*bytes.Reader
+	value map[string]any
+}
+
+// ValidatedValue returns the checked body, decoded.
+func (b *checkedBody) ValidatedValue() any { return b.value }
+
+func (*checkedBody) Close() error { return nil }
