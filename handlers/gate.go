@@ -129,7 +129,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	data, err := readAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
 	r.Body.Close()
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -183,3 +183,27 @@ var (
 	jsonContentType = []string{"application/json"}
 	noStore         = []string{"no-store"}
 )
+
+// readAll is io.ReadAll for a body that announced its size: one buffer of
+// that size, where io.ReadAll starts at 512 bytes (it was 5 % of the
+// gateway's allocated bytes, for bodies of 50). A body longer than it
+// said grows the buffer as io.ReadAll would; MaxBytesReader bounds it.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > MaxBodyBytes {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: room to read the EOF without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
