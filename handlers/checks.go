@@ -157,6 +157,13 @@ func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 // check validates r's parameters (path values from chi) and the body
 // readBody returned (nil: none).
 func (c *opChecks) check(r *http.Request, body []byte, pathValue func(string) string) error {
+	_, err := c.checkValue(r, body, pathValue)
+	return err
+}
+
+// checkValue is check, and returns the body as encoding/json (with
+// UseNumber) decodes it, or nil without a body.
+func (c *opChecks) checkValue(r *http.Request, body []byte, pathValue func(string) string) (map[string]any, error) {
 	var query url.Values // parsed when an operation has query parameters
 	for i := range c.params {
 		p := &c.params[i]
@@ -169,7 +176,7 @@ func (c *opChecks) check(r *http.Request, body []byte, pathValue func(string) st
 			vs, found := query[p.name]
 			if !found {
 				if p.required {
-					return invalid("missing " + p.what())
+					return nil, invalid("missing " + p.what())
 				}
 				continue
 			}
@@ -179,7 +186,7 @@ func (c *opChecks) check(r *http.Request, body []byte, pathValue func(string) st
 			// openapi3filter.
 			if v = pathValue(p.name); v == "" {
 				if p.required {
-					return invalid("missing " + p.what())
+					return nil, invalid("missing " + p.what())
 				}
 				continue
 			}
@@ -187,25 +194,25 @@ func (c *opChecks) check(r *http.Request, body []byte, pathValue func(string) st
 			vs, found := r.Header[http.CanonicalHeaderKey(p.name)]
 			if !found {
 				if p.required {
-					return invalid("missing " + p.what())
+					return nil, invalid("missing " + p.what())
 				}
 				continue
 			}
 			v = vs[0]
 		}
 		if msg := p.value.checkParam(v); msg != "" {
-			return invalid(p.what() + " " + msg)
+			return nil, invalid(p.what() + " " + msg)
 		}
 	}
 	switch {
 	case c.body == nil:
-		return nil
+		return nil, nil
 	case body == nil && c.bodyRequired:
-		return c.body.missing(c.body.required[0])
+		return nil, c.body.missing(c.body.required[0])
 	case body == nil:
-		return nil
+		return nil, nil
 	}
-	return c.body.check(body)
+	return c.body.checkValue(body)
 }
 
 func (p *paramCheck) what() string {
@@ -256,45 +263,46 @@ func (vc *valueCheck) checkString(v string) string {
 	return ""
 }
 
-// check decodes the body readBody left (one JSON value, no repeated
-// keys) and checks it.
-func (oc *objectCheck) check(data []byte) error {
-	if handled, err := oc.checkFlat(data); handled {
-		return err
+// checkValue decodes the body readBody left (one JSON value, no repeated
+// keys), checks it, and returns it as encoding/json (with UseNumber)
+// decodes it.
+func (oc *objectCheck) checkValue(data []byte) (map[string]any, error) {
+	if obj, handled, err := oc.checkFlat(data); handled {
+		return obj, err
 	}
 	return oc.checkDecoded(data)
 }
 
 // checkDecoded is check by way of encoding/json.
-func (oc *objectCheck) checkDecoded(data []byte) error {
+func (oc *objectCheck) checkDecoded(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if dec.Decode(&v) != nil {
-		return invalid("the request body must be a JSON object")
+		return nil, invalid("the request body must be a JSON object")
 	}
 	obj, ok := v.(map[string]any)
 	switch {
 	case v == nil:
-		return invalid("the request body is invalid")
+		return nil, invalid("the request body is invalid")
 	case !ok:
-		return invalid("the request body must be a JSON object")
+		return nil, invalid("the request body must be a JSON object")
 	}
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		vc := oc.props[k]
 		if vc == nil {
-			return invalid(fmt.Sprintf("the request body has unknown field %s; known fields: %s", quoteShort(k), oc.known))
+			return nil, invalid(fmt.Sprintf("the request body has unknown field %s; known fields: %s", quoteShort(k), oc.known))
 		}
 		if msg := vc.checkJSON(obj[k]); msg != "" {
-			return invalid("field " + strconv.Quote(k) + " " + msg)
+			return nil, invalid("field " + strconv.Quote(k) + " " + msg)
 		}
 	}
 	for _, k := range oc.required {
 		if _, ok := obj[k]; !ok {
-			return oc.missing(k)
+			return nil, oc.missing(k)
 		}
 	}
-	return nil
+	return obj, nil
 }
 
 func (oc *objectCheck) missing(field string) error {
@@ -302,41 +310,44 @@ func (oc *objectCheck) missing(field string) error {
 }
 
 // checkFlat checks the usual body, a flat object (see scanFlat), without
-// decoding it: the same checks, in the same order, on the values
-// encoding/json would give. handled=false leaves it to the decoder.
-func (oc *objectCheck) checkFlat(data []byte) (handled bool, err error) {
+// encoding/json: the same checks, in the same order, on the values
+// encoding/json would give, which it returns. handled=false leaves it to
+// the decoder.
+func (oc *objectCheck) checkFlat(data []byte) (obj map[string]any, handled bool, err error) {
 	var fields [maxFlatFields]flatField
 	n, ok := parseFlat(data, &fields)
 	if !ok {
-		return false, nil
+		return nil, false, nil
 	}
 	fs := fields[:n]
 	slices.SortFunc(fs, func(a, b flatField) int { return bytes.Compare(a.key, b.key) })
 	for i, f := range fs {
 		if i > 0 && bytes.Equal(fs[i-1].key, f.key) {
-			return false, nil // repeated: readBody refuses it first
+			return nil, false, nil // repeated: readBody refuses it first
 		}
 	}
+	obj = make(map[string]any, n)
 	for _, f := range fs {
 		v, ok := flatValue(f.value)
 		if !ok {
-			return false, nil
+			return nil, false, nil
 		}
 		k := string(f.key)
 		vc := oc.props[k]
 		if vc == nil {
-			return true, invalid(fmt.Sprintf("the request body has unknown field %s; known fields: %s", quoteShort(k), oc.known))
+			return nil, true, invalid(fmt.Sprintf("the request body has unknown field %s; known fields: %s", quoteShort(k), oc.known))
 		}
 		if msg := vc.checkJSON(v); msg != "" {
-			return true, invalid("field " + strconv.Quote(k) + " " + msg)
+			return nil, true, invalid("field " + strconv.Quote(k) + " " + msg)
 		}
+		obj[k] = v
 	}
 	for _, k := range oc.required {
-		if !slices.ContainsFunc(fs, func(f flatField) bool { return string(f.key) == k }) {
-			return true, oc.missing(k)
+		if _, ok := obj[k]; !ok {
+			return nil, true, oc.missing(k)
 		}
 	}
-	return true, nil
+	return obj, true, nil
 }
 
 // checkJSON returns what is wrong with a decoded JSON value, or "".

@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -81,12 +82,16 @@ func FuzzCheckFlat(f *testing.F) {
 			if op.checks.body == nil {
 				continue
 			}
-			handled, got := op.checks.body.checkFlat(data)
+			gotValue, handled, got := op.checks.body.checkFlat(data)
 			if !handled {
 				continue
 			}
-			if want := op.checks.body.checkDecoded(data); fmt.Sprint(got) != fmt.Sprint(want) {
+			wantValue, want := op.checks.body.checkDecoded(data)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("%s, body %q: checkFlat says %v, checkDecoded %v", name, data, got, want)
+			}
+			if !reflect.DeepEqual(gotValue, wantValue) {
+				t.Errorf("%s, body %q: checkFlat decodes %#v, checkDecoded %#v", name, data, gotValue, wantValue)
 			}
 		}
 	})

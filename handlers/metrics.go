@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-chi/chi/v5"
-	chimw "github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -79,26 +77,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// instrument counts requests by route pattern. It runs before routing (as a
-// top-level middleware) and reads the pattern chi matched once the request
-// is done; unmatched paths share one label so that scanners cannot blow up
-// the series count.
-func (m *metrics) instrument(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ww := chimw.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
-		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
-		}
-		status := ww.Status()
-		if status == 0 {
-			status = http.StatusOK
-		}
-		method := r.Method
-		if route == "unmatched" {
-			method = "any" // the method is as arbitrary as the path there
-		}
-		m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	})
+// observe counts a finished request by route pattern (middleware.Requests
+// calls it); unmatched paths share one label so that scanners cannot blow
+// up the series count.
+func (m *metrics) observe(r *http.Request, route string, status int) {
+	method := r.Method
+	if route == "" {
+		route = "unmatched"
+		method = "any" // the method is as arbitrary as the path there
+	}
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 }

@@ -54,7 +54,8 @@ func (s *Server) Handler() (http.Handler, error) {
 	r := chi.NewRouter()
 	// Top-level middleware runs before routing: nothing here may depend on
 	// the matched route except after next returns.
-	r.Use(middleware.AccessLog(s.cfg.Logger), s.metrics.instrument, recoverer, headProbes)
+	// The access log and the metrics wrap the router (middleware.Requests).
+	r.Use(recoverer, headProbes)
 	if s.cfg.Tracing != nil {
 		r.Use(tracing.NameByRoute)
 	}
@@ -102,7 +103,7 @@ func (s *Server) Handler() (http.Handler, error) {
 			},
 		})
 	})
-	return s.cfg.Tracing.Handler(r), nil
+	return s.cfg.Tracing.Handler(middleware.Requests(s.cfg.Logger, r, s.metrics.observe)), nil
 }
 
 // paramError words the generated wrapper's parameter errors. The gate has

@@ -285,8 +285,8 @@ func (g granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
 		return fmt.Errorf("encode grant: %w", err)
 	}
 	body = append(body, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h["Content-Type"], h["Cache-Control"] = jsonContentType, noStore
 	// With its length known, the flushed response goes out in one write,
 	// not as chunks with a terminator written after the handler returns.
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))

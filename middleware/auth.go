@@ -372,6 +372,11 @@ func WithClaims(ctx context.Context, c Claims) context.Context {
 
 // ClaimsFromContext returns the claims of the request's verified token.
 func ClaimsFromContext(ctx context.Context) (Claims, bool) {
-	c, ok := ctx.Value(claimsKey{}).(Claims)
-	return c, ok
+	switch c := ctx.Value(claimsKey{}).(type) {
+	case Claims:
+		return c, true
+	case *Claims: // a Requests scope's, not copied into an interface
+		return *c, true
+	}
+	return Claims{}, false
 }

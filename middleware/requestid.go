@@ -63,7 +63,9 @@ func validRequestID(id string) bool {
 }
 
 func newRequestID() string {
-	b := make([]byte, 12)
-	rand.Read(b) // never fails: see crypto/rand.Read.
-	return hex.EncodeToString(b)
+	var b [12]byte
+	rand.Read(b[:]) // never fails: see crypto/rand.Read.
+	var h [24]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }

@@ -270,7 +270,8 @@ func runRemote(ctx context.Context, cfg config, progress io.Writer) (*Report, er
 	}
 	defer b.close()
 	rep := b.newReport(ctx, cfg.url)
-	sc := Scenario{Mode: cfg.mode, Clients: cfg.clients, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait, Limit: cfg.semaphoreLimit}
+	sc := Scenario{Mode: cfg.mode, Clients: cfg.clients, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait, Limit: cfg.semaphoreLimit,
+		SharedRatio: cfg.sharedRatio}
 	sr, err := b.scenario(ctx, sc, 0)
 	if err != nil {
 		return nil, err

@@ -64,8 +64,12 @@ type procTarget struct {
 	server     int // pid of the server process, or 0
 	redis      int // pid of the redis-server it uses, or 0
 	contended  bool
-	pprofAddr  string // the gateway's LOCKGATE_PPROF_ADDR, or ""
-	profiled   bool
+	// semaphore takes permits of semaphores of a limit, the way tgt takes
+	// locks; nil when the target has no semaphores.
+	semaphore func(limit int) target
+	mixed     bool   // its sessions take shared grants too
+	pprofAddr string // the gateway's LOCKGATE_PPROF_ADDR, or ""
+	profiled  bool
 }
 
 // runProcesses starts every target of cfg.targets as its own process, runs
@@ -179,7 +183,8 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			if err != nil {
 				return nil, err
 			}
-			add(&procTarget{key: k, label: label, tgt: ht, close: ht.close, server: p.pid(), redis: redisPID, contended: true, pprofAddr: pprofAddr})
+			add(&procTarget{key: k, label: label, tgt: ht, close: ht.close, server: p.pid(), redis: redisPID, contended: true, pprofAddr: pprofAddr,
+				semaphore: func(limit int) target { return semaphoreTarget{http: ht, limit: limit} }, mixed: true})
 		}
 	}
 	if want("engine") {
@@ -188,7 +193,8 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			return nil, err
 		}
 		add(&procTarget{key: "engine", label: "lock engine in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
-			redis: rp.cmd.Process.Pid, contended: true})
+			redis: rp.cmd.Process.Pid, contended: true, mixed: true,
+			semaphore: func(limit int) target { return semaphoreTarget{engine: et, limit: limit} }})
 	}
 	if want("semaphore") {
 		// A semaphore of one permit: the lock's protocol through the
@@ -225,15 +231,30 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 	for _, n := range cfg.contendedClients {
 		matrix = append(matrix, Scenario{Mode: contended, Clients: n, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
 	}
+	if cfg.semaphoreClients > 0 {
+		matrix = append(matrix, Scenario{Mode: semaphoreMode, Clients: cfg.semaphoreClients, Limit: cfg.semaphoreLimit,
+			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+	}
+	if cfg.mixedClients > 0 {
+		matrix = append(matrix, Scenario{Mode: mixedMode, Clients: cfg.mixedClients, SharedRatio: cfg.sharedRatio,
+			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+	}
 	runID := randomID()
 	for i, sc := range matrix {
 		var ceiling float64
 		for _, t := range targets {
-			if sc.Mode == contended && !t.contended {
+			tgt := t.tgt
+			switch {
+			case sc.Mode == contended && !t.contended, sc.Mode == mixedMode && !t.mixed:
 				continue
+			case sc.Mode == semaphoreMode:
+				if t.semaphore == nil {
+					continue
+				}
+				tgt = t.semaphore(sc.Limit)
 			}
 			fmt.Fprintf(progress, "%-36s %-9s ... ", sc, t.key)
-			run, err := runTarget(ctx, cfg, t, sc, fmt.Sprintf("%s-%d-%s", runID, i, t.key))
+			run, err := runTarget(ctx, cfg, t, tgt, sc, fmt.Sprintf("%s-%d-%s", runID, i, t.key))
 			if err != nil {
 				fmt.Fprintln(progress)
 				return nil, fmt.Errorf("%s, %s: %w", sc, t.key, err)
@@ -262,11 +283,12 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 }
 
 func maxClients(cfg config) int {
-	return max(slices.Max(append([]int{1}, cfg.uncontendedClients...)), slices.Max(append([]int{1}, cfg.contendedClients...)))
+	return max(slices.Max(append([]int{1}, cfg.uncontendedClients...)), slices.Max(append([]int{1}, cfg.contendedClients...)),
+		cfg.semaphoreClients, cfg.mixedClients)
 }
 
 // runTarget runs sc against t and measures the CPU its processes used.
-func runTarget(ctx context.Context, cfg config, t *procTarget, sc Scenario, prefix string) (TargetRun, error) {
+func runTarget(ctx context.Context, cfg config, t *procTarget, tgt target, sc Scenario, prefix string) (TargetRun, error) {
 	run := TargetRun{Target: t.key, Label: t.label, Mode: sc.Mode, Clients: sc.Clients}
 	pids := []int{t.server, t.redis, 0}
 	before := make([]time.Duration, len(pids))
@@ -293,7 +315,7 @@ func runTarget(ctx context.Context, cfg config, t *procTarget, sc Scenario, pref
 		t.profiled = true
 		h = profileGateway(cfg, t, sc, h)
 	}
-	res, err := runScenario(ctx, t.tgt, sc, t.key, prefix, "client", h)
+	res, err := runScenario(ctx, tgt, sc, t.key, prefix, "client", h)
 	if err != nil {
 		return run, err
 	}
@@ -476,6 +498,31 @@ func writeComparison(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %d of %d (%.0f %%) | %s / %s | %s | %.2f | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
 			f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare, num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS),
 			f.P99OverFIFO, cpuCell(run), syscallCell(run), formatErrors(r.Errors))
+	}
+	if slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Result.Semaphore != nil }) {
+		b.WriteString("\n### Semaphore: every client on one semaphore, server-side wait, hold 0\n\n")
+		b.WriteString("Holders as the clients saw them, from an acquire's answer to its release being sent: the most at once " +
+			"(never above the limit) and the mean (permit-time held over the run's length).\n\n")
+		b.WriteString("| target | clients | limit | cycles/s | most holders at once | mean holders | wait p50 / p99 / max (ms) | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | --- |\n")
+		for _, run := range c.Runs {
+			st := run.Result.Semaphore
+			if st == nil {
+				continue
+			}
+			r := run.Result
+			fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %d | %s | %s / %s / %s | %s | %s | %s |\n", run.Target, run.Clients, st.Limit, r.CyclesPerSec,
+				st.MostHolders, num(st.MeanHolders), num(r.Acquire.P50), num(r.Acquire.P99), num(r.Acquire.Max), cpuCell(run), syscallCell(run),
+				formatErrors(r.Errors))
+		}
+	}
+	if slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Result.Mixed != nil }) {
+		writeMixedHeader(&b)
+		for _, run := range c.Runs {
+			if run.Result.Mixed != nil {
+				writeMixedRow(&b, run.Target, run.Clients, &run.Result)
+			}
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -22,8 +22,8 @@ func TestProcessesSmoke(t *testing.T) {
 	}
 	dir := t.TempDir()
 	args := []string{"lockbench", "--processes", "--json", "--duration", "300ms",
-		"--uncontended-clients", "2", "--contended-clients", "3",
-		"--gateway-bin", exe, "--etcd", "", "--pprof-dir", dir}
+		"--uncontended-clients", "2", "--contended-clients", "3", "--semaphore-clients", "5", "--semaphore-limit", "2",
+		"--mixed-clients", "6", "--shared-ratio", "0.5", "--gateway-bin", exe, "--etcd", "", "--pprof-dir", dir}
 	var out, progress bytes.Buffer
 	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
 		t.Fatalf("lockbench --processes: %v\nprogress:\n%s", err, &progress)
@@ -51,18 +51,29 @@ func TestProcessesSmoke(t *testing.T) {
 		if r.Mode == contended && r.Result.Fairness == nil {
 			t.Errorf("%s contended: no fairness figures", r.Target)
 		}
+		if r.Mode == semaphoreMode {
+			if st := r.Result.Semaphore; st == nil || st.Limit != 2 || st.MostHolders < 1 || st.MostHolders > 2 {
+				t.Errorf("%s semaphore: want at most 2 holders, got %+v", r.Target, st)
+			}
+		}
+		if r.Mode == mixedMode {
+			checkMixed(t, r.Target+" mixed", r.Clients, &r.Result)
+		}
 		if r.ServerCPUUS < 0 || r.RedisCPUUS < 0 || r.BenchCPUUS < 0 {
 			t.Errorf("%s %s: negative CPU %+v", r.Target, r.Mode, r)
 		}
 	}
 	for _, want := range []string{"ceiling uncontended", "embedded uncontended", "redis uncontended", "engine uncontended",
-		"embedded contended", "redis contended", "engine contended"} {
+		"embedded contended", "redis contended", "engine contended", "embedded semaphore", "redis semaphore", "engine semaphore",
+		"embedded mixed", "redis mixed", "engine mixed"} {
 		if !got[want] {
 			t.Errorf("no run of %s; got %v", want, got)
 		}
 	}
-	if got["ceiling contended"] {
-		t.Error("the ceiling ran contended: it holds no lock")
+	for _, k := range []string{"ceiling contended", "ceiling semaphore", "ceiling mixed", "semaphore semaphore", "semaphore mixed"} {
+		if got[k] {
+			t.Errorf("a run of %s: that target has no such calls", k)
+		}
 	}
 	if len(c.Notes) == 0 || !strings.Contains(c.Notes[0], "etcd not measured") {
 		t.Errorf("notes = %q, want one saying etcd was skipped", c.Notes)
@@ -77,7 +88,8 @@ func TestProcessesSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| HTTP ceiling", "| lockgate, Redis backend |", "| lockgate, embedded backend |",
-		"### Uncontended", "### Contended", "| redis | 3 |", "etcd not measured"} {
+		"### Uncontended", "### Contended", "| redis | 3 |", "etcd not measured",
+		"### Semaphore", "| embedded | 5 | 2 |", "### Shared and exclusive", "| redis | 6 | 50 % |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the markdown report lacks %q:\n%s", want, &md)
 		}

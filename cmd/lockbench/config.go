@@ -37,6 +37,8 @@ type config struct {
 	heldLocks          int
 	semaphoreLimit     int
 	semaphoreClients   int
+	sharedRatio        float64
+	mixedClients       int
 
 	processes  bool
 	targets    []string
@@ -74,7 +76,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.token, "token", "", "JWT granting --namespace (env LOCKGATE_TOKEN)")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("LOCKGATE_REDIS_URL"), "the gateway's Redis, for the floor and Redis command counts (env LOCKGATE_REDIS_URL)")
 	fs.StringVar(&c.namespace, "namespace", "lockbench", "namespace of the benchmark's locks")
-	fs.StringVar(&c.mode, "mode", uncontended, "uncontended (each client its own lock), contended (all on one lock, server-side wait) or semaphore (all on one semaphore of --semaphore-limit permits)")
+	fs.StringVar(&c.mode, "mode", uncontended, "uncontended (each client its own lock), contended (all on one lock, server-side wait), semaphore (all on one semaphore of --semaphore-limit permits) or mixed (all on one lock, a --shared-ratio share of the acquires shared)")
 	fs.IntVar(&c.clients, "clients", 16, "concurrent clients, each with one call in flight")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long each run starts new cycles")
 	fs.DurationVar(&c.hold, "hold", 0, "time between a grant and its release")
@@ -93,7 +95,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.etcd, "etcd", "etcd", "--processes: the etcd binary to compare with (skipped when not found)")
 	fs.StringVar(&c.pprofDir, "pprof-dir", "", "--processes: write CPU and allocation profiles of each gateway process during its first uncontended run here")
 	fs.IntVar(&c.semaphoreLimit, "semaphore-limit", 4, "--mode semaphore, --self: the semaphore's permits")
-	fs.IntVar(&c.semaphoreClients, "semaphore-clients", 64, "--self: clients of the semaphore run (0: skip)")
+	fs.IntVar(&c.semaphoreClients, "semaphore-clients", 64, "--self, --processes: clients of the semaphore run (0: skip)")
+	fs.Float64Var(&c.sharedRatio, "shared-ratio", 0.8, "--mode mixed, --self, --processes: the share of acquires that ask for a shared grant")
+	fs.IntVar(&c.mixedClients, "mixed-clients", 64, "--self, --processes: clients of the shared/exclusive run (0: skip)")
 	fs.IntVar(&c.parked, "parked", 5000, "--self: waiters to park for the gateway heap measurement (0: skip)")
 	fs.IntVar(&c.heldLocks, "held-locks", 1000, "--self: locks to hold for the Redis memory measurement (0: skip)")
 	fs.Usage = func() {
@@ -142,8 +146,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 
 func (c config) check() error {
 	switch {
-	case c.mode != uncontended && c.mode != contended && c.mode != semaphoreMode:
-		return fmt.Errorf("--mode %q: want %s, %s or %s", c.mode, uncontended, contended, semaphoreMode)
+	case c.mode != uncontended && c.mode != contended && c.mode != semaphoreMode && c.mode != mixedMode:
+		return fmt.Errorf("--mode %q: want %s, %s, %s or %s", c.mode, uncontended, contended, semaphoreMode, mixedMode)
+	case !(c.sharedRatio >= 0 && c.sharedRatio <= 1) || c.mixedClients < 0:
+		return errors.New("--shared-ratio must be 0 to 1, and --mixed-clients not negative")
 	case c.semaphoreLimit < 1 || c.semaphoreLimit > locks.MaxLimit || c.semaphoreClients < 0:
 		return fmt.Errorf("--semaphore-limit must be 1 to %d, and --semaphore-clients not negative", locks.MaxLimit)
 	case c.clients < 1:

@@ -17,6 +17,7 @@ type attempt struct {
 	released   bool  // the release answered with success
 	relStart   int64 // release sent
 	relEnd     int64 // release answered
+	shared     bool  // mixed mode: a shared acquire
 }
 
 // Fairness describes who got a contended lock, and after how long.

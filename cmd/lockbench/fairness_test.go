@@ -159,3 +159,53 @@ func fairnessEqual(a, b Fairness) bool {
 		near(a.P99WaitMS, b.P99WaitMS) && near(a.P99OverFIFO, b.P99OverFIFO) &&
 		a.MinGrants == b.MinGrants && a.MaxGrants == b.MaxGrants
 }
+
+func TestMixedStats(t *testing.T) {
+	shared := func(start, end, rel int64) attempt {
+		return attempt{start: start, end: end, granted: true, released: true, relStart: rel, shared: true}
+	}
+	exclusive := func(start, end, rel int64) attempt {
+		a := shared(start, end, rel)
+		a.shared = false
+		return a
+	}
+	for name, tc := range map[string]struct {
+		perWorker     [][]attempt
+		wantMost      int
+		wantConflicts int64
+	}{
+		"readers together, then a writer": {
+			perWorker: [][]attempt{
+				{shared(0, 10, 20), exclusive(15, 20, 30)},
+				{shared(0, 12, 18), shared(25, 30, 40)},
+				{shared(5, 11, 19)},
+			},
+			wantMost: 3,
+		},
+		"a writer beside a reader": {
+			perWorker:     [][]attempt{{shared(0, 10, 20)}, {exclusive(0, 15, 25)}},
+			wantMost:      2,
+			wantConflicts: 1,
+		},
+		"two writers at once": {
+			perWorker:     [][]attempt{{exclusive(0, 10, 20)}, {exclusive(0, 19, 25)}},
+			wantMost:      2,
+			wantConflicts: 1,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := mixedStats(tc.perWorker, 0.8)
+			if m.MostHolders != tc.wantMost || m.Conflicts != tc.wantConflicts {
+				t.Errorf("most holders %d, conflicts %d; want %d, %d", m.MostHolders, m.Conflicts, tc.wantMost, tc.wantConflicts)
+			}
+			var grants int64
+			for _, as := range tc.perWorker {
+				grants += int64(len(as))
+			}
+			if m.SharedGrants+m.ExclusiveGrants != grants || int64(m.SharedWait.N) != m.SharedGrants || int64(m.ExclusiveWait.N) != m.ExclusiveGrants {
+				t.Errorf("grants %d shared + %d exclusive, waits %d + %d; want %d in all, a wait each", m.SharedGrants, m.ExclusiveGrants,
+					m.SharedWait.N, m.ExclusiveWait.N, grants)
+			}
+		})
+	}
+}

@@ -69,6 +69,7 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	}
 
 	writeSemaphores(&b, r)
+	writeMixed(&b, r)
 
 	if r.HeldLocks != nil || r.Parked != nil {
 		b.WriteString("\n### Memory\n\n| what | per lock or waiter |\n| --- | ---: |\n")

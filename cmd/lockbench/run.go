@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -26,12 +27,18 @@ type Scenario struct {
 	Hold     time.Duration // time between a grant and its release
 	Wait     time.Duration // server-side wait of a contended acquire
 	Limit    int           // semaphore mode: the semaphore's permits
+	// SharedRatio is, in mixed mode, the share of acquires that ask for a
+	// shared grant.
+	SharedRatio float64
 }
 
 func (s Scenario) String() string {
 	str := fmt.Sprintf("%s, %d clients", s.Mode, s.Clients)
-	if s.Mode == semaphoreMode {
+	switch s.Mode {
+	case semaphoreMode:
 		str = fmt.Sprintf("%s of %d, %d clients", s.Mode, s.Limit, s.Clients)
+	case mixedMode:
+		str = fmt.Sprintf("%s %.0f%% shared, %d clients", s.Mode, 100*s.SharedRatio, s.Clients)
 	}
 	if s.Mode != uncontended {
 		str += fmt.Sprintf(", hold %s", s.Hold)
@@ -56,6 +63,8 @@ type Result struct {
 	Fairness *Fairness `json:"fairness,omitempty"`
 	// Semaphore is set in semaphore mode.
 	Semaphore *SemaphoreStats `json:"semaphore,omitempty"`
+	// Mixed is set in mixed mode.
+	Mixed *MixedStats `json:"mixed,omitempty"`
 	// Redis counts the commands Redis ran during the run, when lockbench
 	// can reach Redis.
 	Redis *RedisCalls `json:"redis,omitempty"`
@@ -109,6 +118,9 @@ func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, lab
 			name = prefix + "-shared"
 		}
 		sessions[i] = tgt.newSession(ctx, name)
+		if _, ok := sessions[i].(sharedAcquirer); sc.Mode == mixedMode && !ok {
+			return Result{}, fmt.Errorf("%s: the target takes no shared grants", path)
+		}
 	}
 
 	var stop atomic.Bool
@@ -206,9 +218,20 @@ func (w *worker) loop(ctx context.Context, s session, sc Scenario, stop *atomic.
 // run ends with every waiter served, not with cancelled requests.
 func (w *worker) contend(ctx context.Context, s session, sc Scenario, stop *atomic.Bool, clock func() int64) {
 	w.attempts = make([]attempt, 0, 1024)
+	var rng *rand.Rand
+	if sc.Mode == mixedMode {
+		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
 	for !stop.Load() && ctx.Err() == nil {
 		a := attempt{start: clock()}
-		token, fence, err := s.acquire(sc.Wait)
+		var token string
+		var fence int64
+		var err error
+		if a.shared = rng != nil && rng.Float64() < sc.SharedRatio; a.shared {
+			token, fence, err = s.(sharedAcquirer).acquireShared(sc.Wait)
+		} else {
+			token, fence, err = s.acquire(sc.Wait)
+		}
 		a.end = clock()
 		if err != nil {
 			w.attempts = append(w.attempts, a)
@@ -286,6 +309,13 @@ func collect(workers []*worker, sc Scenario, path string, elapsed time.Duration)
 			perWorker[i] = w.attempts
 		}
 		r.Semaphore = semaphoreStats(perWorker, sc.Limit, elapsed)
+	}
+	if sc.Mode == mixedMode {
+		perWorker := make([][]attempt, len(workers))
+		for i, w := range workers {
+			perWorker[i] = w.attempts
+		}
+		r.Mixed = mixedStats(perWorker, sc.SharedRatio)
 	}
 	return r, nil
 }

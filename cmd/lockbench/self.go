@@ -48,6 +48,10 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 		matrix = append(matrix, Scenario{Mode: semaphoreMode, Clients: cfg.semaphoreClients, Limit: cfg.semaphoreLimit,
 			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
 	}
+	if cfg.mixedClients > 0 {
+		matrix = append(matrix, Scenario{Mode: mixedMode, Clients: cfg.mixedClients, SharedRatio: cfg.sharedRatio,
+			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+	}
 	for i, sc := range matrix {
 		sr, err := b.scenario(ctx, sc, i)
 		if err != nil {

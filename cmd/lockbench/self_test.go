@@ -26,7 +26,7 @@ func TestSelfSmoke(t *testing.T) {
 	profile := filepath.Join(t.TempDir(), "cpu.prof")
 	args := []string{"lockbench", "--self", "--json", "--duration", "300ms",
 		"--uncontended-clients", "2", "--contended-clients", "3", "--semaphore-clients", "5", "--semaphore-limit", "2",
-		"--parked", "50", "--held-locks", "20", "--cpuprofile", profile}
+		"--mixed-clients", "6", "--shared-ratio", "0.5", "--parked", "50", "--held-locks", "20", "--cpuprofile", profile}
 	var out, progress bytes.Buffer
 	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
 		t.Fatalf("lockbench --self: %v\nprogress:\n%s", err, &progress)
@@ -55,8 +55,8 @@ func TestSelfSmoke(t *testing.T) {
 			t.Errorf("%s: gateway/floor = %v, want a positive ratio", s.Name, s.GatewayOverFloor)
 		}
 	}
-	if modes[uncontended] != 1 || modes[contended] != 1 || modes[semaphoreMode] != 1 {
-		t.Errorf("scenarios by mode = %v, want one uncontended, one contended and one semaphore", modes)
+	if modes[uncontended] != 1 || modes[contended] != 1 || modes[semaphoreMode] != 1 || modes[mixedMode] != 1 {
+		t.Errorf("scenarios by mode = %v, want one uncontended, one contended, one semaphore and one mixed", modes)
 	}
 	if h := rep.HeldLocks; h == nil || h.Locks != 20 || h.KeysPerLock < 1 || h.BytesPerLock <= 0 || h.UsedMemoryPerLock <= 0 {
 		t.Errorf("held-lock memory = %+v, want 20 locks of at least one key and some bytes each", h)
@@ -73,7 +73,8 @@ func TestSelfSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"### Throughput and latency", "| uncontended, 2 clients | gateway |", "| | floor |",
-		"### Contention", "| contended, 3 clients, hold 0s | gateway |", "self-regrants", "### Memory", "parked waiter"} {
+		"### Contention", "| contended, 3 clients, hold 0s | gateway |", "self-regrants", "### Memory", "parked waiter",
+		"### Shared and exclusive", "| gateway | 6 | 50 % |", "| floor | 6 | 50 % |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the markdown report lacks %q:\n%s", want, &md)
 		}
@@ -96,6 +97,9 @@ func checkResult(t *testing.T, s ScenarioReport, r *Result) {
 			t.Errorf("%s %s: want semaphore figures with at most %d holders, got %+v", s.Name, r.Path, s.Clients, r.Semaphore)
 		}
 	}
+	if s.Mode == mixedMode {
+		checkMixed(t, s.Name+" "+r.Path, s.Clients, r)
+	}
 	if s.Mode != contended {
 		return
 	}
@@ -104,5 +108,28 @@ func checkResult(t *testing.T, s ScenarioReport, r *Result) {
 	}
 	if r.Handoff == nil || r.Handoff.N == 0 {
 		t.Errorf("%s %s: want handoff latencies, got %+v", s.Name, r.Path, r.Handoff)
+	}
+}
+
+// checkMixed checks the figures of a shared/exclusive run of clients at a
+// shared ratio of 0.5: both kinds granted (a run of a few hundred grants
+// all of one kind has odds below 2^-100), never more holders than clients,
+// no conflict.
+func checkMixed(t *testing.T, name string, clients int, r *Result) {
+	t.Helper()
+	m := r.Mixed
+	switch {
+	case m == nil:
+		t.Errorf("%s: no shared/exclusive figures", name)
+	case m.SharedGrants <= 0 || m.ExclusiveGrants <= 0:
+		t.Errorf("%s: want shared and exclusive grants, got %+v", name, m)
+	case m.MostHolders < 1 || m.MostHolders > clients:
+		t.Errorf("%s: most holders at once %d, want 1 to %d", name, m.MostHolders, clients)
+	case m.Conflicts != 0:
+		t.Errorf("%s: %d grants began beside an exclusive one, want 0", name, m.Conflicts)
+	case int64(m.ExclusiveWait.N) != m.ExclusiveGrants || int64(m.SharedWait.N) != m.SharedGrants || m.ExclusiveWait.P99 <= 0:
+		t.Errorf("%s: want a wait per grant of each kind, got %+v", name, m)
+	case m.SharedRatio != 0.5:
+		t.Errorf("%s: shared ratio %v, want 0.5", name, m.SharedRatio)
 	}
 }

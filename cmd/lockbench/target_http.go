@@ -93,8 +93,9 @@ func (t *httpTarget) newSession(ctx context.Context, name string) session {
 type httpSession struct {
 	t        *httpTarget
 	acq, rel *http.Request
-	acqBody  []byte        // the JSON body for acqWait
+	acqBody  []byte        // the JSON body for acqWait and acqShared
 	acqWait  time.Duration // -1 before the first acquire
+	acqShare bool
 	reader   bytes.Reader
 	body     io.ReadCloser
 	getBody  func() (io.ReadCloser, error)
@@ -109,9 +110,22 @@ type httpSession struct {
 }
 
 func (s *httpSession) acquire(wait time.Duration) (string, int64, error) {
-	if s.acqBody == nil || wait != s.acqWait {
-		s.acqWait = wait
-		s.acqBody = fmt.Appendf(nil, `{"ttl_ms":%d,"wait_ms":%d,"owner":"lockbench"}`, s.t.ttlMS, wait.Milliseconds())
+	return s.acquireMode(wait, false)
+}
+
+// acquireShared implements sharedAcquirer.
+func (s *httpSession) acquireShared(wait time.Duration) (string, int64, error) {
+	return s.acquireMode(wait, true)
+}
+
+func (s *httpSession) acquireMode(wait time.Duration, shared bool) (string, int64, error) {
+	if s.acqBody == nil || wait != s.acqWait || shared != s.acqShare {
+		s.acqWait, s.acqShare = wait, shared
+		mode := ""
+		if shared {
+			mode = `,"mode":"shared"`
+		}
+		s.acqBody = fmt.Appendf(nil, `{"ttl_ms":%d,"wait_ms":%d,"owner":"lockbench"%s}`, s.t.ttlMS, wait.Milliseconds(), mode)
 	}
 	s.reader.Reset(s.acqBody)
 	s.acq.Body, s.acq.GetBody, s.acq.ContentLength = s.body, s.getBody, int64(len(s.acqBody))

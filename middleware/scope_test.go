@@ -1,0 +1,117 @@
+package middleware
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+)
+
+// syncBuffer is a log sink the test reads after the server wrote to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for l := range strings.SplitSeq(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestRequests(t *testing.T) {
+	for name, tc := range map[string]struct {
+		level     zerolog.Level
+		status    int
+		wantLines int // the handler's own line (when at warn or above) and the access line
+	}{
+		"info, 201":  {level: zerolog.InfoLevel, status: http.StatusCreated, wantLines: 2},
+		"warn, 201":  {level: zerolog.WarnLevel, status: http.StatusCreated, wantLines: 1},
+		"warn, 503":  {level: zerolog.WarnLevel, status: http.StatusServiceUnavailable, wantLines: 2},
+		"error, 503": {level: zerolog.ErrorLevel, status: http.StatusServiceUnavailable, wantLines: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs syncBuffer
+			var observed []string
+			r := chi.NewRouter()
+			r.Post("/locks/{ns}", func(w http.ResponseWriter, r *http.Request) {
+				if _, ok := ClaimsFromContext(r.Context()); ok {
+					t.Error("claims before SetClaims")
+				}
+				r = SetClaims(r, Claims{Subject: "svc"})
+				c, ok := ClaimsFromContext(r.Context())
+				if !ok || c.Subject != "svc" {
+					t.Errorf("got claims %+v, %v; want subject svc", c, ok)
+				}
+				if got := chi.URLParam(r, "ns"); got != "a" {
+					t.Errorf("got ns %q, want a", got)
+				}
+				zerolog.Ctx(r.Context()).Warn().Str("detail", "x").Msg("handler")
+				w.WriteHeader(tc.status)
+			})
+			h := Requests(zerolog.New(&logs).Level(tc.level), r, func(_ *http.Request, route string, status int) {
+				observed = append(observed, route, http.StatusText(status))
+			})
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/locks/a?secret=s3cr3t", nil)
+			req.Header.Set(RequestIDHeader, "rid-1")
+			req.Header.Set("Authorization", "Bearer s3cr3t")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get(RequestIDHeader); got != "rid-1" {
+				t.Fatalf("got Request-Id %q, want rid-1", got)
+			}
+			srv.Close() // the access line is written once the handler returned
+
+			if want := []string{"/locks/{ns}", http.StatusText(tc.status)}; strings.Join(observed, ",") != strings.Join(want, ",") {
+				t.Fatalf("observed %q, want %q", observed, want)
+			}
+			lines := logs.lines(t)
+			if len(lines) != tc.wantLines {
+				t.Fatalf("got %d log lines, want %d: %v", len(lines), tc.wantLines, lines)
+			}
+			for _, l := range lines {
+				if l["request_id"] != "rid-1" || l["sub"] != "svc" {
+					t.Errorf("line %v: want request_id rid-1 and sub svc", l)
+				}
+				if l["message"] == "request" {
+					if l["route"] != "/locks/{ns}" || l["path"] != "/locks/a" || l["method"] != "POST" || l["status"] != float64(tc.status) {
+						t.Errorf("access line %v: want route, path, method and status", l)
+					}
+				}
+			}
+			if strings.Contains(logs.b.String(), "s3cr3t") {
+				t.Fatalf("a secret reached the log: %s", logs.b.String())
+			}
+		})
+	}
+}
