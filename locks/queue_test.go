@@ -55,11 +55,7 @@ func TestRedisDeadWaiterSkipped(t *testing.T) {
 			// Behind the ghost. (Not QueueInOrder: it waits for the first
 			// waiter to make one in the queue, which the ghost already is,
 			// and fails when the live one joins before its first look.)
-			live := make(chan locktest.Result, 1)
-			go func() {
-				g, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
-				live <- locktest.Result{Grant: g, Err: err}
-			}()
+			live := locktest.AcquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
 			locktest.WaitUntilQueued(t, l, key, 2)
 			if tc.cluster {
 				for time.Since(queued) <= tc.lease { // let the ghost's lease lapse
@@ -106,8 +102,9 @@ func TestRedisGrantToFrozenGatewayExpires(t *testing.T) {
 	if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: ghostTTL, Wait: time.Minute}, "frozen-gateway"); err != nil {
 		t.Fatal(err)
 	}
-	// Queued behind the ghost, and waiting far longer than the test allows.
-	live := locktest.QueueInOrder(t, key, l)
+	// Queued behind the ghost, and waiting far longer than the test allows
+	// (not with QueueInOrder: see TestRedisDeadWaiterSkipped).
+	live := locktest.AcquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute})
 	locktest.WaitUntilQueued(t, l, key, 2)
 	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
@@ -116,7 +113,7 @@ func TestRedisGrantToFrozenGatewayExpires(t *testing.T) {
 	if err != nil || info.Subject != "ghost" {
 		t.Fatalf("got %+v, %v; want the lock handed to the frozen gateway's waiter", info, err)
 	}
-	res := <-live[0]
+	res := <-live
 	if res.Err != nil {
 		t.Fatalf("live waiter: %v", res.Err)
 	}

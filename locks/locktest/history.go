@@ -103,7 +103,7 @@ func testHistoryExpired(t *testing.T, b locks.Backend, key locks.Key) {
 
 func testHistoryHandOver(t *testing.T, b locks.Backend, key locks.Key) {
 	holder := MustAcquire(t, b, key, locks.AcquireRequest{TTL: time.Minute, Subject: "carol"})
-	w := acquireAsync(context.Background(), b, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second, Subject: "dave"})
+	w := AcquireAsync(context.Background(), b, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second, Subject: "dave"})
 	WaitUntilQueued(t, b, key, 1)
 	if _, err := b.Release(context.Background(), key, holder.Token); err != nil {
 		t.Fatal(err)

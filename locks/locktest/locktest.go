@@ -299,7 +299,7 @@ func testFencingIncreases(t *testing.T, l locks.Locker, key locks.Key) {
 }
 
 // acquireAsync runs Acquire in a goroutine and returns its outcome later.
-func acquireAsync(ctx context.Context, l locks.Locker, key locks.Key, r locks.AcquireRequest) <-chan Result {
+func AcquireAsync(ctx context.Context, l locks.Locker, key locks.Key, r locks.AcquireRequest) <-chan Result {
 	out := make(chan Result, 1)
 	go func() {
 		start := time.Now()
@@ -318,7 +318,7 @@ type Result struct {
 
 func testWaiterWokenByRelease(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(30*time.Second))
-	waiter := acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
+	waiter := AcquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
 	time.AfterFunc(50*time.Millisecond, func() { l.Release(context.Background(), key, g.Token) })
 	res := <-waiter
 	if res.Err != nil {
@@ -335,7 +335,7 @@ func testWaiterWokenByRelease(t *testing.T, l locks.Locker, key locks.Key) {
 
 func testWaiterWokenByExpiry(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(300*time.Millisecond)) // and then it "crashes"
-	res := <-acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
+	res := <-AcquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
 	if res.Err != nil {
 		t.Fatalf("waiter: %v", res.Err)
 	}
@@ -349,7 +349,7 @@ func testWaiterWokenByExpiry(t *testing.T, l locks.Locker, key locks.Key) {
 
 func testWaitTimesOut(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(time.Minute))
-	res := <-acquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 100 * time.Millisecond})
+	res := <-AcquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 100 * time.Millisecond})
 	var held *locks.HeldError
 	if !errors.As(res.Err, &held) || held.RetryAfter <= 0 {
 		t.Fatalf("got %v, want a HeldError with the holder's remaining ttl", res.Err)
@@ -370,7 +370,7 @@ func testCancelledWaiter(t *testing.T, l locks.Locker, key locks.Key) {
 	for i := range 20 {
 		g := MustAcquire(t, l, key, req(time.Minute))
 		ctx, cancel := context.WithCancel(context.Background())
-		waiter := acquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
+		waiter := AcquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
 		delay := time.Duration(i%5) * time.Millisecond
 		time.AfterFunc(delay, cancel)
 		time.AfterFunc(delay, func() { l.Release(context.Background(), key, g.Token) })
@@ -481,7 +481,7 @@ func QueueInOrder(t testing.TB, key locks.Key, lockers ...locks.Locker) []<-chan
 	t.Helper()
 	var waiters []<-chan Result
 	for i, l := range lockers {
-		waiters = append(waiters, acquireAsync(context.Background(), l, key,
+		waiters = append(waiters, AcquireAsync(context.Background(), l, key,
 			locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second, Owner: fmt.Sprint(i)}))
 		WaitUntilQueued(t, l, key, i+1)
 	}
@@ -542,7 +542,7 @@ func testNoSelfHandoff(t *testing.T, l locks.Locker, key locks.Key) {
 
 func testTimedOutWaiterLeaves(t *testing.T, l locks.Locker, key locks.Key) {
 	holder := MustAcquire(t, l, key, req(time.Minute))
-	res := <-acquireAsync(context.Background(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 50 * time.Millisecond})
+	res := <-AcquireAsync(context.Background(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 50 * time.Millisecond})
 	if !errors.Is(res.Err, locks.ErrHeld) {
 		t.Fatalf("got %v, want ErrHeld", res.Err)
 	}
@@ -564,7 +564,7 @@ func testLeaveAtHandoff(t *testing.T, l locks.Locker, key locks.Key) {
 	for round := range 20 {
 		holder := MustAcquire(t, l, key, req(time.Minute))
 		ctx, cancel := context.WithCancel(context.Background())
-		waiter := acquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
+		waiter := AcquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
 		WaitUntilQueued(t, l, key, 1)
 		if _, err := l.Release(context.Background(), key, holder.Token); err != nil {
 			t.Fatal(err)

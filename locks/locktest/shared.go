@@ -37,7 +37,7 @@ func queueAs(t testing.TB, l locks.Locker, key locks.Key, r locks.AcquireRequest
 	if r.Wait == 0 {
 		r.Wait = 30 * time.Second
 	}
-	w := acquireAsync(context.Background(), l, key, r)
+	w := AcquireAsync(context.Background(), l, key, r)
 	WaitUntilQueued(t, l, key, n)
 	return w
 }
@@ -212,7 +212,7 @@ func testSharedReentry(t *testing.T, l locks.Locker, key locks.Key) {
 func testExclusiveLeavesSharedIn(t *testing.T, l locks.Locker, key locks.Key) {
 	s1 := MustAcquire(t, l, key, sharedReq(time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
-	x := acquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
+	x := AcquireAsync(ctx, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
 	WaitUntilQueued(t, l, key, 1)
 	s2 := queueAs(t, l, key, sharedReq(time.Minute), 2)
 	cancel() // the exclusive waiter goes away
