@@ -35,11 +35,17 @@ type grantCall struct {
 // release of a grant whose caller left before receiving it.
 func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 	// Waits end early when the gateway shuts down; the caller then gets a
-	// 503 and retries elsewhere, instead of holding up the shutdown.
-	waitCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(s.draining, func() { cancel(errDraining) })
-	defer stop()
+	// 503 and retries elsewhere, instead of holding up the shutdown. An
+	// acquire that does not wait needs no such hook: it costs a context
+	// and a registration on the gateway-wide draining context per call.
+	waitCtx := ctx
+	if c.wait > 0 {
+		var cancel context.CancelCauseFunc
+		waitCtx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(s.draining, func() { cancel(errDraining) })
+		defer stop()
+	}
 
 	if c.wait > 0 {
 		// The subject's share first: a subject over it is told so, even
