@@ -52,11 +52,7 @@ func TestRedisDeadWaiterSkipped(t *testing.T) {
 			if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}, ""); err != nil {
 				t.Fatal(err)
 			}
-			// Behind the ghost. (Not QueueInOrder: it waits for the first
-			// waiter to make one in the queue, which the ghost already is,
-			// and fails when the live one joins before its first look.)
-			live := locktest.AcquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
-			locktest.WaitUntilQueued(t, l, key, 2)
+			live := locktest.QueueInOrder(t, key, l)[0] // behind the ghost
 			if tc.cluster {
 				for time.Since(queued) <= tc.lease { // let the ghost's lease lapse
 					time.Sleep(10 * time.Millisecond)
@@ -102,10 +98,8 @@ func TestRedisGrantToFrozenGatewayExpires(t *testing.T) {
 	if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: ghostTTL, Wait: time.Minute}, "frozen-gateway"); err != nil {
 		t.Fatal(err)
 	}
-	// Queued behind the ghost, and waiting far longer than the test allows
-	// (not with QueueInOrder: see TestRedisDeadWaiterSkipped).
-	live := locktest.AcquireAsync(t.Context(), l, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute})
-	locktest.WaitUntilQueued(t, l, key, 2)
+	// Queued behind the ghost, and waiting far longer than the test allows.
+	live := locktest.QueueInOrder(t, key, l)[0]
 	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}

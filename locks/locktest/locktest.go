@@ -476,14 +476,20 @@ func WaitUntilQueued(t testing.TB, l locks.Locker, key locks.Key, n int) {
 }
 
 // QueueInOrder starts one waiter per locker, each after the previous one has
-// queued, and returns their results in queue order.
+// queued (behind any already queued), and returns their results in queue
+// order.
 func QueueInOrder(t testing.TB, key locks.Key, lockers ...locks.Locker) []<-chan Result {
 	t.Helper()
+	// Behind whoever waits already: each new waiter makes one more.
+	info, err := lockers[0].Inspect(context.Background(), key)
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
 	var waiters []<-chan Result
 	for i, l := range lockers {
 		waiters = append(waiters, AcquireAsync(context.Background(), l, key,
 			locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second, Owner: fmt.Sprint(i)}))
-		WaitUntilQueued(t, l, key, i+1)
+		WaitUntilQueued(t, l, key, info.Waiters+i+1)
 	}
 	return waiters
 }
