@@ -75,13 +75,17 @@ local function event(K, what, ms, sub, own, fence)
   redis.call('PEXPIRE', K.history, K.keep_ms)
 end
 
--- hold_note notes the exclusive grant of K.lock, whose lease ends at
--- until ms, for check_expired; nothing without a history.
-local function hold_note(K, until_ms)
+-- holder_of returns the exclusive grant's {fence, subject, owner}.
+local function holder_of(K)
+  return redis.call('HMGET', K.lock, 'fence', 'sub', 'own')
+end
+
+-- hold_note notes the exclusive grant f (see holder_of), whose lease ends
+-- at until ms, for check_expired; nothing without a history.
+local function hold_note(K, until_ms, f)
   if K.hist_n == 0 then
     return
   end
-  local f = redis.call('HMGET', K.lock, 'fence', 'sub', 'own')
   redis.call('SET', K.held, cjson.encode({f = f[1], s = f[2], o = f[3], u = string.format('%d', until_ms)}),
     'PX', K.keep_ms)
 end
@@ -211,7 +215,7 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional)
     redis.call('HSET', K.lock, 'p', '1')
   end
   redis.call('PEXPIRE', K.lock, lease)
-  hold_note(K, tonumber(at) + tonumber(lease))
+  hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own})
   return fence
 end
 
@@ -221,7 +225,7 @@ local function pick_up(K, now)
   if redis.call('HDEL', K.lock, 'p') == 1 then
     local ttl = redis.call('HGET', K.lock, 'ttl')
     redis.call('PEXPIRE', K.lock, ttl)
-    hold_note(K, now + tonumber(ttl))
+    hold_note(K, now + tonumber(ttl), holder_of(K))
   end
 end
 

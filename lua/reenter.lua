@@ -46,13 +46,13 @@ end
 local holds = (tonumber(redis.call('HGET', K.lock, 'holds')) or 1) + 1
 redis.call('HSET', K.lock, 'holds', holds)
 redis.call('HDEL', K.lock, 'p') -- a hold of a provisional grant picks it up
+local f = holder_of(K)
 local ttl = redis.call('PTTL', K.lock)
 if ttl < tonumber(ARGV[2]) then
   ttl = tonumber(ARGV[2])
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
-  hold_note(K, now + ttl)
+  hold_note(K, now + ttl, f)
 end
-local f = redis.call('HMGET', K.lock, 'sub', 'own', 'fence')
-event(K, 're_entered', now, f[1], f[2], f[3])
-return settle(K, {1, tonumber(redis.call('HGET', K.lock, 'fence')), ttl, holds})
+event(K, 're_entered', now, f[2], f[3], f[1])
+return settle(K, {1, tonumber(f[1]), ttl, holds})

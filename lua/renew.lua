@@ -36,8 +36,8 @@ else
   end
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
-  hold_note(K, now + tonumber(ttl))
-  local f = redis.call('HMGET', K.lock, 'fence', 'sub', 'own')
+  local f = holder_of(K)
+  hold_note(K, now + tonumber(ttl), f)
   fence = f[1]
   event(K, 'renewed', now, f[2], f[3], fence)
 end
