@@ -475,6 +475,14 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 	if g == nil {
 		return Lease{}, fmt.Errorf("renew %s: %w", key, &NotHolderError{Reason: m.whyLocked(token, now)})
 	}
+	m.eventLocked(key, "renewed", now, g)
+	return m.renewLocked(g, ttl, now), nil
+}
+
+// renewLocked moves g's lease to ttl from now (0: the TTL it was granted
+// with), with what remembers it: a lock's grant or a permit. m.mu must be
+// held.
+func (m *Memory) renewLocked(g *memGrant, ttl time.Duration, now time.Time) Lease {
 	if ttl == 0 {
 		ttl = g.ttl
 	}
@@ -482,8 +490,7 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 	g.expiry.Reset(ttl)
 	m.noteLocked(g, false, now)
 	g.keepIdem()
-	m.eventLocked(key, "renewed", now, g)
-	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
+	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}
 }
 
 // Inspect implements Locker.

@@ -204,14 +204,7 @@ func (m *Memory) RenewPermit(_ context.Context, key Key, token string, ttl time.
 	if g == nil {
 		return Lease{}, fmt.Errorf("renew semaphore %s: %w", key, &NotHolderError{Reason: m.whyLocked(token, now)})
 	}
-	if ttl == 0 {
-		ttl = g.ttl
-	}
-	g.expiresAt = now.Add(ttl)
-	g.expiry.Reset(ttl)
-	m.noteLocked(g, false, now)
-	g.keepIdem()
-	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}, nil
+	return m.renewLocked(g, ttl, now), nil
 }
 
 // InspectSemaphore implements Semaphores.
