@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -217,6 +218,11 @@ func unpickedGrant(t *testing.T, doomed, live *gateway, sig os.Signal, rc *redis
 	if err := doomed.proc.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
+	// A signal takes effect a moment after it is sent: a gateway still
+	// running picks the grant up, for the full TTL, and then stops (seen
+	// under load: the doomed waiter's grant had 60 s, no "p"). Release
+	// only once it has stopped, or is gone.
+	eventually(t, 10*time.Second, "the doomed gateway to stop", func() bool { return stopped(doomed.proc.Pid) })
 	released := time.Now()
 	wantStatus(t, "release", cl.release(t.Context(), lock, h.Token), http.StatusNoContent)
 	var r result
@@ -244,4 +250,23 @@ func unpickedGrant(t *testing.T, doomed, live *gateway, sig os.Signal, rc *redis
 	eventually(t, 10*time.Second, "nothing held or waiting", func() bool {
 		return cl.holder(t, lock) == 0 && waiters(t, live) == 0
 	})
+}
+
+// stopped reports whether process pid is stopped (SIGSTOP) or gone
+// (SIGKILL), as /proc says.
+func stopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // gone
+	}
+	// The state follows the command name, which is in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	switch b[i+2] {
+	case 'T', 't', 'Z', 'X':
+		return true
+	}
+	return false
 }
