@@ -36,15 +36,13 @@
 local K = lock_keys(ARGV[13])
 local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == 's'
 local now, t = clock()
-purge_ended(K, now)
-
-local holder = redis.call('HGET', K.lock, 'tok')
+local holder = current(K, now)
 if holder == tok_hash then
   if me ~= '' then
     dequeue(K, me)
   end
   pick_up(K, now)
-  return settle(K, held_by(K, now, 1))
+  return settle(K, held_by(K, now))
 end
 local r = holder == '' and reader(K, tok_hash)
 if r then
@@ -63,25 +61,23 @@ if me ~= '' then
   seq = enqueue(K, now, me, ARGV[11], ARGV[8], ARGV[9], req)
 end
 
-if handoff(K, t, now, ARGV[5], ARGV[10], me) then
-  if shared then
-    return settle(K, reader_reply(K, now, tok_hash, reader(K, tok_hash), 0))
-  end
-  return settle(K, held_by(K, now, 0))
+local h = handoff(K, t, now, holder, ARGV[5], ARGV[10], me)
+if h.mine then
+  return settle(K, h.mine)
 end
 if me == '' then
   -- handoff left the lock free (and not delayed) only if nobody alive waits
-  holder = redis.call('HGET', K.lock, 'tok')
+  holder = h.holder
   local free = not holder and not delayed(K)
   if free and not shared then
-    local fence = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
-    return settle(K, held_by(K, now, 0))
+    return settle(K, fresh(fence, ttl, now, at))
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
-    local fence = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+    local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
-    return settle(K, reader_reply(K, now, tok_hash, reader(K, tok_hash), 0))
+    return settle(K, fresh(fence, ttl, now, at))
   end
 end
 

@@ -23,7 +23,7 @@
 
 local K = lock_keys(ARGV[4])
 local now, t = clock()
-purge_ended(K, now)
+local holder = current(K, now)
 keep_alive(K, now, ARGV[1], ARGV, 5)
-handoff(K, t, now, ARGV[2], ARGV[3], nil)
+handoff(K, t, now, holder, ARGV[2], ARGV[3], nil)
 return still_queued(K, ARGV, 5)

@@ -24,22 +24,21 @@
 
 local K = lock_keys(ARGV[6])
 local now, t = clock()
-purge_ended(K, now)
+local tok = current(K, now)
 if ARGV[1] ~= '' then
   dequeue(K, ARGV[1])
 end
-local tok = redis.call('HGET', K.lock, 'tok')
 local r = tok == '' and reader(K, ARGV[2])
 if tok == ARGV[2] or r then
   if ARGV[3] == '1' then
-    release_all(K, t, now, ARGV[2], r, ARGV[4], ARGV[5])
+    release_all(K, t, now, ARGV[2], r, nil, ARGV[4], ARGV[5])
     return {2}
   end
   if r then
     return settle(K, reader_reply(K, now, ARGV[2], r, 1))
   end
   pick_up(K, now)
-  return settle(K, held_by(K, now, 1))
+  return settle(K, held_by(K, now))
 end
-handoff(K, t, now, ARGV[4], ARGV[5], nil)
+handoff(K, t, now, tok, ARGV[4], ARGV[5], nil)
 return {0, retry_ms(K), now}

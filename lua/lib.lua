@@ -201,14 +201,15 @@ local function at_ms(t)
   return t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 end
 
--- grant makes the lock held by the token hash tok with a lease of lease ms,
--- and returns the new fencing token (a string). ttl is the lease asked for:
--- what a pick-up, or a renew without a TTL, gives. A provisional grant is
--- one handed to a waiter that has not picked it up yet.
+-- grant makes the free lock held by the token hash tok with a lease of
+-- lease ms, and returns the new fencing token and when it was acquired (ms),
+-- both strings. ttl is the lease asked for: what a pick-up, or a renew
+-- without a TTL, gives. A provisional grant is one handed to a waiter that
+-- has not picked it up yet. A free lock has no hash to clear: every script
+-- writes to K.lock only after finding it held (tok set), or here.
 local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional)
   local fence = next_fence(K, t, retention)
   local at = at_ms(t)
-  redis.call('DEL', K.lock)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
     'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
   if provisional then
@@ -216,7 +217,14 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional)
   end
   redis.call('PEXPIRE', K.lock, lease)
   hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own})
-  return fence
+  return fence, at
+end
+
+-- fresh is the reply of a grant made now (see held_by): it reports the
+-- TTL it was given, for PTTL may read a millisecond short, as Redis's
+-- clock moves during a script.
+local function fresh(fence, ttl, now, at)
+  return {1, tonumber(fence), tonumber(ttl), now, tonumber(at), 0}
 end
 
 -- pick_up makes a provisional grant a full one: its lease becomes the TTL
@@ -229,19 +237,13 @@ local function pick_up(K, now)
   end
 end
 
--- held_by returns the reply of a grant held by the caller:
--- {1, fencing token, ttl ms, now ms, acquired at ms, handed}, where handed
--- is 1 when the grant was made before this script ran (handed over, and
--- picked up now), else 0. A grant made now reports the TTL it was given:
--- PTTL may read a millisecond short, as Redis's clock moves during a
--- script.
-local function held_by(K, now, handed)
-  local f = redis.call('HMGET', K.lock, 'fence', 'at', 'ttl')
-  local ttl = redis.call('PTTL', K.lock)
-  if handed == 0 then
-    ttl = tonumber(f[3])
-  end
-  return {1, tonumber(f[1]), ttl, now, tonumber(f[2]), handed}
+-- held_by returns the reply of the exclusive grant the caller held before
+-- this script ran (a retried call, or a hand-off picked up now):
+-- {1, fencing token, ttl ms, now ms, acquired at ms, 1}; fresh is the reply
+-- of a grant made now, with 0 at its end.
+local function held_by(K, now)
+  local f = redis.call('HMGET', K.lock, 'fence', 'at')
+  return {1, tonumber(f[1]), redis.call('PTTL', K.lock), now, tonumber(f[2]), 1}
 end
 
 -- keep_shared makes K.lock and K.readers live as long as the longest
@@ -256,16 +258,14 @@ local function keep_shared(K, now)
   redis.call('PEXPIRE', K.readers, tonumber(last) - now)
 end
 
--- purge_ended drops the shared holders whose lease has ended, and
--- records in the history each lease that ended unreleased (see
--- check_expired). With a lock delay, a shared lease that ended unreleased
--- keeps the lock unavailable for the delay from now, even if the others
--- release.
+-- purge_ended drops the shared holders whose lease has ended, records
+-- each in the history, and returns whether there were any. With a lock
+-- delay, a shared lease that ended unreleased keeps the lock unavailable
+-- for the delay from now, even if the others release.
 local function purge_ended(K, now)
-  check_expired(K, now)
   local ended = redis.call('ZRANGEBYSCORE', K.readers, '-inf', now, 'WITHSCORES')
   if #ended == 0 then
-    return
+    return false
   end
   if K.delay_ms > 0 then
     redis.call('SET', K.delay, 'x:' .. string.format('%d', now + K.delay_ms), 'PX',
@@ -284,10 +284,31 @@ local function purge_ended(K, now)
   end
   redis.call('ZREMRANGEBYSCORE', K.readers, '-inf', now)
   keep_shared(K, now)
+  return true
+end
+
+-- current returns the lock's holder, as the field tok: nil when the lock
+-- is free, '' when it is held shared, else the exclusive holder's token
+-- hash. Every lock script starts with it. Unless the lock is held
+-- exclusively, it first records an exclusive lease that ended unreleased
+-- (check_expired) and drops the shared holds that ended (purge_ended): a
+-- live exclusive grant has neither, for the held note is its own, and no
+-- shared hold lives beside it (K.readers lives and dies with K.lock).
+local function current(K, now)
+  local tok = redis.call('HGET', K.lock, 'tok')
+  if tok and tok ~= '' then
+    return tok
+  end
+  check_expired(K, now)
+  if tok == '' and purge_ended(K, now) then
+    tok = redis.call('HGET', K.lock, 'tok')
+  end
+  return tok
 end
 
 -- add_reader gives token hash tok a shared hold of the lock (free, or
--- held shared) with a lease of lease ms, and returns its fencing token.
+-- held shared) with a lease of lease ms, and returns its fencing token and
+-- when it was acquired (ms), as grant does.
 local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provisional)
   local fence = next_fence(K, t, retention)
   local r = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t)}
@@ -297,7 +318,7 @@ local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provi
   redis.call('HSET', K.lock, 'tok', '', 'r:' .. tok, cjson.encode(r))
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(lease)), tok)
   keep_shared(K, now)
-  return fence
+  return fence, r.a
 end
 
 -- reader returns the shared hold of token hash tok, decoded, or nil.
@@ -421,29 +442,30 @@ end
 -- at the head of the queue: the first one still alive and, while the lock
 -- is held shared, each shared one after it, up to the first that asks for
 -- an exclusive hold (which waits, and blocks everyone behind it: writers
--- do not starve). The caller (me) gets a full grant, and so does an
--- exclusive waiter on the caller's own gateway (here: the channel of the
--- gateway that runs this script, which learns of the grant from the
--- script's reply); its record and the lock delay are noted here, as its own
--- script would. Anyone else gets a provisional grant, with a lease of at
--- most its pick-up time, and its gateway is woken: a grant nobody picks
--- up, because the gateway died, froze or was cut off, ends within that
--- time and the queue moves on. A waiter whose gateway is known to be gone
--- is dropped. Returns whether me got the lock, and the id of the waiter of
--- here that got it in full, if any.
-local function handoff(K, t, now, retention, check_heard, me, here)
-  local mine, near = false, nil
+-- do not starve). holder is the lock's holder as current returned it, or
+-- as the caller has changed it since. The caller (me) gets a full grant,
+-- and so does an exclusive waiter on the caller's own gateway (here: the
+-- channel of the gateway that runs this script, which learns of the grant
+-- from the script's reply); its record and the lock delay are noted here,
+-- as its own script would. Anyone else gets a provisional grant, with a
+-- lease of at most its pick-up time, and its gateway is woken: a grant
+-- nobody picks up, because the gateway died, froze or was cut off, ends
+-- within that time and the queue moves on. A waiter whose gateway is known
+-- to be gone is dropped. Returns {mine = me's reply (see fresh), if me got
+-- the lock; near = the id of the waiter of here that got it in full, if
+-- any, and near_reply its reply; holder = the lock's holder after}.
+local function handoff(K, t, now, holder, retention, check_heard, me, here)
+  local h = {}
   while true do
-    local holder = redis.call('HGET', K.lock, 'tok')
     if holder and holder ~= '' then
-      return mine, near -- held exclusively
+      break -- held exclusively
     end
     if not holder and delayed(K) then
-      return mine, near
+      break
     end
     local id, e = first_alive(K, now)
     if not id or (holder and e.m ~= 's') then
-      return mine, near
+      break
     end
     dequeue(K, id)
     local full = id == me or (here and e.g == here and e.m ~= 's' and e.k ~= 1) -- a ticket picks up by polling
@@ -451,16 +473,19 @@ local function handoff(K, t, now, retention, check_heard, me, here)
     if not full then
       lease = math.min(tonumber(e.ttl), tonumber(e.l))
     end
+    local fence, at
     if e.m == 's' then
-      add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full)
+      fence, at = add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full)
+      holder = ''
     else
-      grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full)
+      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full)
+      holder = e.t
     end
-    event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, redis.call('GET', K.fence))
+    event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, fence)
     if id == me then
-      mine = true
+      h.mine = fresh(fence, e.ttl, now, at)
     elseif full then
-      near = id
+      h.near, h.near_reply = id, fresh(fence, e.ttl, now, at)
       -- The record's key shares the lock's hash tag, so it is on this
       -- script's slot; it is not among KEYS, as the caller did not know
       -- whose grant this would be.
@@ -468,39 +493,47 @@ local function handoff(K, t, now, retention, check_heard, me, here)
     elseif not wake(e, id, check_heard) then -- its gateway is gone: the grant would sit unused
       if e.m == 's' then
         drop_reader(K, now, e.t)
+        holder = redis.call('HGET', K.lock, 'tok')
       else
         redis.call('DEL', K.lock)
         if K.hist_n > 0 then
           redis.call('DEL', K.held)
         end
+        holder = nil
       end
       event(K, 'waiter_dropped', now, e.s, e.o, 0)
     end
   end
+  h.holder = holder
+  return h
 end
 
 -- release_all ends the caller's hold (the exclusive grant, or its shared
--- hold r), notes it, and hands the lock on (see handoff for here). Returns
--- how long the hold was held, ms, and the id handoff returns. When the lock is free then, the
--- lock delay ends, but for what remains of one after a shared holder's
--- lease that ended unreleased ('x:<ms>').
-local function release_all(K, t, now, tok, r, retention, check_heard, here)
-  local at
+-- hold r), notes it, and hands the lock on (see handoff for here). f is
+-- the exclusive grant's HMGET of at, sub, own and fence, if the caller has
+-- read them already. Returns how long the hold was held, ms, and the near
+-- id and reply handoff returns. When the lock is free then, the lock delay
+-- ends, but for what remains of one after a shared holder's lease that
+-- ended unreleased ('x:<ms>').
+local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
+  local at, holder
   if r then
     at = r.a
     event(K, 'released', now, r.s, r.o, r.f)
     drop_reader(K, now, tok)
+    holder = redis.call('HGET', K.lock, 'tok')
   else
-    local f = redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence')
+    f = f or redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence')
     at = f[1]
     event(K, 'released', now, f[2], f[3], f[4])
-    redis.call('DEL', K.lock)
     if K.hist_n > 0 then
-      redis.call('DEL', K.held)
+      redis.call('DEL', K.lock, K.held)
+    else
+      redis.call('DEL', K.lock)
     end
   end
   released(K)
-  if K.delay_ms > 0 and redis.call('EXISTS', K.lock) == 0 then
+  if K.delay_ms > 0 and not holder then
     local d = redis.call('GET', K.delay)
     local until_ms = d and tonumber(string.match(d, '^x:(%d+)$'))
     if until_ms and until_ms > now then
@@ -509,6 +542,6 @@ local function release_all(K, t, now, tok, r, retention, check_heard, here)
       redis.call('DEL', K.delay)
     end
   end
-  local _, near = handoff(K, t, now, retention, check_heard, nil, here)
-  return now - (tonumber(at) or now), near
+  local h = handoff(K, t, now, holder, retention, check_heard, nil, here)
+  return now - (tonumber(at) or now), h.near, h.near_reply
 end

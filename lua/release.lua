@@ -30,8 +30,13 @@
 
 local K = lock_keys(ARGV[4])
 local now, t = clock()
-purge_ended(K, now)
-local tok = redis.call('HGET', K.lock, 'tok')
+-- The exclusive holder's release, the usual case, reads all it needs at
+-- once; anything else looks again with current.
+local f = redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence', 'tok', 'holds')
+local tok = f[5]
+if tok ~= ARGV[1] then
+  tok = current(K, now)
+end
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   local reason = why(K)
@@ -44,7 +49,7 @@ local holds
 if r then
   holds = tonumber(r.h) or 1
 else
-  holds = tonumber(redis.call('HGET', K.lock, 'holds')) or 1
+  holds = tonumber(f[6]) or 1
 end
 if holds > 1 then
   if r then
@@ -55,9 +60,8 @@ if holds > 1 then
   end
   return {1, holds - 1}
 end
-local held, near = release_all(K, t, now, ARGV[1], r, ARGV[2], ARGV[3], ARGV[5])
+local held, near, g = release_all(K, t, now, ARGV[1], r, not r and f, ARGV[2], ARGV[3], ARGV[5])
 if near then
-  local g = held_by(K, now, 0)
   return {1, 0, held, near, g[2], g[3], g[4], g[5]}
 end
 return {1, 0, held}

@@ -14,8 +14,7 @@
 
 local K = lock_keys(ARGV[3])
 local now = clock()
-purge_ended(K, now)
-local tok = redis.call('HGET', K.lock, 'tok')
+local tok = current(K, now)
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   return {0, why(K)}

@@ -48,7 +48,7 @@
 local K = lock_keys(ARGV[8])
 local op, id, tok, liveness = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local now, t = clock()
-purge_ended(K, now)
+local holder = current(K, now)
 
 local w = redis.call('HGET', K.waiters, id)
 local e = w and cjson.decode(w)
@@ -58,21 +58,20 @@ end
 
 -- A grant handed to the ticket (or picked up by an earlier poll).
 if op ~= 'new' then
-  local holder = redis.call('HGET', K.lock, 'tok')
   local r = holder == '' and reader(K, tok)
   if holder == tok or r then
     if e then
       dequeue(K, id)
     end
     if op == 'cancel' then
-      release_all(K, t, now, tok, r, ARGV[6], ARGV[7])
+      release_all(K, t, now, tok, r, nil, ARGV[6], ARGV[7])
       return {2}
     end
     if r then
       return settle(K, reader_reply(K, now, tok, r, 1))
     end
     pick_up(K, now)
-    return settle(K, held_by(K, now, 1))
+    return settle(K, held_by(K, now))
   end
 end
 
@@ -96,7 +95,7 @@ else
     if op ~= 'cancel' then
       event(K, 'waiter_dropped', now, e.s, e.o, 0)
     end
-    handoff(K, t, now, ARGV[6], ARGV[7], nil)
+    handoff(K, t, now, holder, ARGV[6], ARGV[7], nil)
     if op == 'cancel' and alive and alive > now then
       return {0, retry_ms(K), now, -1, 0}
     end
@@ -109,11 +108,9 @@ else
     string.format('%d', math.min(tonumber(e.d), now + tonumber(liveness))), id)
 end
 
-if handoff(K, t, now, ARGV[6], ARGV[7], id) then
-  if shared then
-    return settle(K, reader_reply(K, now, tok, reader(K, tok), 0))
-  end
-  return settle(K, held_by(K, now, 0))
+local h = handoff(K, t, now, holder, ARGV[6], ARGV[7], id)
+if h.mine then
+  return settle(K, h.mine)
 end
 local seq = tonumber(redis.call('ZSCORE', K.queue, id)) or 0
 return {0, retry_ms(K), now, redis.call('ZRANK', K.queue, id) or -1, seq}
