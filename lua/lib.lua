@@ -376,10 +376,14 @@ local function enqueue(K, now, me, arrival, wait, lease, req)
   req.d = string.format('%d', deadline)
   req.l = lease
   redis.call('HSET', K.waiters, me, cjson.encode(req))
-  -- The queue's keys outlive their last waiter by a minute, then go.
+  -- The queue's keys outlive their last waiter by half a minute to a
+  -- minute, then go: they are given a minute past this waiter's deadline
+  -- when less than half a minute past it is left, so that a stream of
+  -- waiters moves their expiry about every half minute, not at every
+  -- arrival. The three are always given the same expiry, so one PTTL tells.
   local keep = tonumber(wait) + 60000
-  for _, k in ipairs({K.queue, K.alive, K.waiters}) do
-    if redis.call('PTTL', k) < keep then
+  if redis.call('PTTL', K.queue) < keep - 30000 then
+    for _, k in ipairs({K.queue, K.alive, K.waiters}) do
       redis.call('PEXPIRE', k, keep)
     end
   end
