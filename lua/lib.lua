@@ -69,9 +69,11 @@ local function event(K, what, ms, sub, own, fence)
   if not K.hist_n or K.hist_n == 0 then
     return
   end
-  redis.call('LPUSH', K.history, cjson.encode({e = what, t = string.format('%d', ms), s = sub, o = own,
+  local n = redis.call('LPUSH', K.history, cjson.encode({e = what, t = string.format('%d', ms), s = sub, o = own,
     f = string.format('%d', tonumber(fence) or 0)}))
-  redis.call('LTRIM', K.history, 0, K.hist_n - 1)
+  if n > K.hist_n then
+    redis.call('LTRIM', K.history, 0, K.hist_n - 1)
+  end
   redis.call('PEXPIRE', K.history, K.keep_ms)
 end
 
