@@ -1,0 +1,21 @@
+package locks
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestLockKeys pins the names of a lock's keys, which lockKeys cuts out of
+// one string: the scripts, the Cluster hash tag and every gateway already
+// running depend on them.
+func TestLockKeys(t *testing.T) {
+	r := &Redis{opts: RedisOptions{Prefix: "lockgate:"}}
+	got := r.keysFor(resource{lockKind, Key{Namespace: "ns", Name: "a:b"}}, "H")
+	want := []string{"lockgate:{ns/a:b}", "lockgate:{ns/a:b}:fence", "lockgate:{ns/a:b}:queue",
+		"lockgate:{ns/a:b}:alive", "lockgate:{ns/a:b}:waiters", "lockgate:{ns/a:b}:readers",
+		"lockgate:{ns/a:b}:delay", "lockgate:{ns/a:b}:history", "lockgate:{ns/a:b}:held",
+		"lockgate:{ns/a:b}:t:H"}
+	if !slices.Equal(got, want) {
+		t.Errorf("keys\n got %q\nwant %q", got, want)
+	}
+}
