@@ -19,13 +19,13 @@ func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, cha
 	return lua.Acquire.Run(ctx, r.client, r.lockKeys(key).all(),
 		tokenHash(newToken()), req.TTL.Milliseconds(), "ghost", "ghost",
 		r.opts.FenceRetention.Milliseconds(), "ghost-"+newToken(), channel,
-		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, 0,
+		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.arg.checkHeard, 0,
 	).Err()
 }
 
 // PretendCluster makes r trust no PUBLISH receiver count, as on Redis
 // Cluster, where it counts the receivers of one node only.
-func (r *Redis) PretendCluster() { r.checkHeard = "0" }
+func (r *Redis) PretendCluster() { r.arg.checkHeard = "0" }
 
 // WaitingIDs returns the ids of r's waiters on key.
 func (r *Redis) WaitingIDs(key Key) []string {
@@ -53,7 +53,7 @@ func (r *Redis) RequeueGone(ctx context.Context, key Key, id string, req Acquire
 	return lua.Acquire.Run(ctx, r.client, r.lockKeys(key).all(),
 		g.tokHash, req.TTL.Milliseconds(), "ghost", "ghost",
 		r.opts.FenceRetention.Milliseconds(), id, r.waiters.channel,
-		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, 0,
+		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.arg.checkHeard, 0,
 	).Err()
 }
 

@@ -92,9 +92,13 @@ type Redis struct {
 	// (see lua/lib.lua lock_keys).
 	lockOpts string
 	waiters  *waiters
-	// checkHeard is "1" when PUBLISH's count of receivers is exact (a single
-	// Redis), so that a hand-off nobody hears can skip a dead gateway at once.
-	checkHeard string
+	// arg are the script arguments that every call sends alike, boxed once
+	// (an interface that holds a string or a large integer allocates):
+	// retention is FenceRetention and lease WaiterLease in ms, channel the
+	// waiters' channel, opts lockOpts, and checkHeard "1" when PUBLISH's
+	// count of receivers is exact (a single Redis), so that a hand-off
+	// nobody hears can skip a dead gateway at once, else "0".
+	arg struct{ retention, lease, channel, opts, checkHeard any }
 
 	// batch sends the script calls of acquire, leave, release, renew and
 	// inspect, grouping those that arrive together (see batcher).
@@ -115,15 +119,18 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	opts = opts.withDefaults()
 	id := make([]byte, 8)
 	rand.Read(id)
-	r := &Redis{client: client, opts: opts, checkHeard: "1", batch: newBatcher(client, batchSenders, batchMax),
+	r := &Redis{client: client, opts: opts, batch: newBatcher(client, batchSenders, batchMax),
 		lockOpts: fmt.Sprintf("%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds())}
+	r.arg.retention, r.arg.lease, r.arg.opts, r.arg.checkHeard =
+		opts.FenceRetention.Milliseconds(), opts.WaiterLease.Milliseconds(), r.lockOpts, "1"
 	if _, cluster := client.(*redis.ClusterClient); cluster {
-		r.checkHeard = "0"
+		r.arg.checkHeard = "0"
 	}
 	if opts.MinReplicas > 0 {
 		r.batch.replicas, r.batch.replicaTimeout = opts.MinReplicas, opts.ReplicaTimeout
 	}
 	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
+	r.arg.channel = r.waiters.channel
 	return r
 }
 
@@ -153,7 +160,7 @@ var (
 	lockKind = &kind{noun: "lock",
 		keys:    func(r *Redis, key Key) []string { return r.lockKeys(key).all() },
 		keysFor: func(r *Redis, key Key, h string) []string { k := r.lockKeys(key); return append(k.all(), k.record(h)) },
-		tail:    func(r *Redis) []any { return []any{r.lockOpts} },
+		tail:    func(r *Redis) []any { return []any{r.arg.opts} },
 		acquire: lua.Acquire, leave: lua.Leave, release: lua.Release, beat: lua.Heartbeat,
 		held: func(retry time.Duration) error { return &HeldError{RetryAfter: retry} },
 	}
@@ -332,7 +339,7 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 // lockArgs are the arguments of the lock acquire script after the common
 // ones: the mode and the lock's options.
 func (r *Redis) lockArgs(req AcquireRequest) []any {
-	return []any{modeArg(req.Mode), r.lockOpts}
+	return []any{modeArg(req.Mode), r.arg.opts}
 }
 
 // acquire takes res, or waits for it: the protocol locks and semaphores
@@ -438,9 +445,9 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 		wait = max(wait, time.Millisecond)
 	}
 	h := tokenHash(token)
-	args := append([]any{h, req.TTL.Milliseconds(), req.Subject, req.Owner,
-		r.opts.FenceRetention.Milliseconds(), waiterID, r.waiters.channel,
-		wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.checkHeard, arrival}, extra...)
+	args := append(make([]any, 0, 11+len(extra)), h, req.TTL.Milliseconds(), req.Subject, req.Owner,
+		r.arg.retention, waiterID, r.arg.channel, wait.Milliseconds(), r.arg.lease, r.arg.checkHeard, arrival)
+	args = append(args, extra...)
 	keys := r.keysFor(res, h)
 	cmd, ackErr := r.runAck(ctx, res.kind.acquire, keys, args...)
 	out, err := cmd.Int64Slice()
@@ -507,7 +514,7 @@ func (r *Redis) abandon(ctx context.Context, res resource, waiterID, tokHash str
 // whose hash is tokHash; with ack, the replicas acknowledge what it picks
 // up (see runAck).
 func (r *Redis) leaveCmd(ctx context.Context, res resource, waiterID, tokHash, releaseArg string, ack bool) (*redis.Cmd, error) {
-	args := append([]any{waiterID, tokHash, releaseArg, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
+	args := append([]any{waiterID, tokHash, releaseArg, r.arg.retention, r.arg.checkHeard}, res.kind.tail(r)...)
 	if ack {
 		return r.runAck(ctx, res.kind.leave, r.keysFor(res, tokHash), args...)
 	}
@@ -542,7 +549,7 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	beats := make([]*beat, 0, len(byRes))
 	for res, ids := range byRes {
 		args := make([]any, 0, len(ids)+4)
-		args = append(args, r.opts.WaiterLease.Milliseconds(), r.opts.FenceRetention.Milliseconds(), r.checkHeard)
+		args = append(args, r.arg.lease, r.arg.retention, r.arg.checkHeard)
 		args = append(args, res.kind.tail(r)...)
 		for _, id := range ids {
 			args = append(args, id)
@@ -593,8 +600,9 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 func (r *Redis) release(ctx context.Context, res resource, token string) (int, error) {
 	start := time.Now()
 	h := tokenHash(token)
-	args := append([]any{h, r.opts.FenceRetention.Milliseconds(), r.checkHeard}, res.kind.tail(r)...)
-	cmd, ackErr := r.runAck(ctx, res.kind.release, r.keysFor(res, h), append(args, r.waiters.channel)...)
+	args := append(make([]any, 0, 5), h, r.arg.retention, r.arg.checkHeard)
+	args = append(append(args, res.kind.tail(r)...), r.arg.channel)
+	cmd, ackErr := r.runAck(ctx, res.kind.release, r.keysFor(res, h), args...)
 	out, err := cmd.Slice()
 	if err != nil {
 		r.waiters.requestBeat()
@@ -672,7 +680,7 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	res := resource{lockKind, key}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	cmd, ackErr := r.runAck(ctx, lua.Reenter, keys, h, ttl.Milliseconds(), modeArg(mode), r.lockOpts)
+	cmd, ackErr := r.runAck(ctx, lua.Reenter, keys, h, ttl.Milliseconds(), modeArg(mode), r.arg.opts)
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return Grant{}, unavailable("re-enter", res, err)
@@ -699,7 +707,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	cmd, ackErr := r.runAck(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.lockOpts)
+	cmd, ackErr := r.runAck(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.arg.opts)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)

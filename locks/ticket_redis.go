@@ -20,8 +20,8 @@ var _ Tickets = (*Redis)(nil)
 
 // ticketCall runs the ticket script. extra are the arguments of 'new'.
 func (r *Redis) ticketCall(ctx context.Context, res resource, op, id, tokHash string, extra ...any) ([]int64, error) {
-	args := append([]any{op, id, tokHash, r.waiters.channel, r.opts.TicketLiveness.Milliseconds(),
-		r.opts.FenceRetention.Milliseconds(), r.checkHeard, r.lockOpts}, extra...)
+	args := append([]any{op, id, tokHash, r.arg.channel, r.opts.TicketLiveness.Milliseconds(),
+		r.arg.retention, r.arg.checkHeard, r.arg.opts}, extra...)
 	return r.run(ctx, lua.Ticket, r.keysFor(res, tokHash), args...).Int64Slice()
 }
 
