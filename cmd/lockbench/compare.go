@@ -27,7 +27,7 @@ type Comparison struct {
 
 // TargetRun is one scenario against one target.
 type TargetRun struct {
-	Target  string `json:"target"` // ceiling, embedded, redis, engine, etcd
+	Target  string `json:"target"` // ceiling, embedded, redis, engine, plain, etcd
 	Label   string `json:"label"`
 	Mode    string `json:"mode"`
 	Clients int    `json:"clients"`
@@ -51,7 +51,7 @@ type TargetRun struct {
 // "replicated" is the Redis gateway with --redis-min-replicas 1: asked
 // for, it gives the Redis a replica, which the "redis" target then has too,
 // so that the two differ only in the WAIT.
-var allTargets = []string{"ceiling", "embedded", "redis", "replicated", "engine", "semaphore", "etcd"}
+var allTargets = []string{"ceiling", "embedded", "redis", "replicated", "engine", "semaphore", "plain", "etcd"}
 
 // defaultTargets are the targets of --processes without --targets.
 var defaultTargets = slices.DeleteFunc(slices.Clone(allTargets), func(t string) bool { return t == "replicated" })
@@ -108,7 +108,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 	}
 
 	var rp *redisProc
-	if want("redis") || want("replicated") || want("engine") || want("semaphore") {
+	if want("redis") || want("replicated") || want("engine") || want("semaphore") || want("plain") {
 		if rp, err = startRedis(ctx, cfg.redisServer); err != nil {
 			return nil, err
 		}
@@ -207,6 +207,14 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		et.permits = 1
 		add(&procTarget{key: "semaphore", label: "semaphore engine, 1 permit, in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
 			redis: rp.cmd.Process.Pid, contended: true})
+	}
+	if want("plain") {
+		pt, err := newPlainTarget(rp.url(), cfg.namespace, cfg.ttl)
+		if err != nil {
+			return nil, err
+		}
+		add(&procTarget{key: "plain", label: "plain Redis lock in lockbench's process: SET NX PX, compare-and-delete (no HTTP, no queue)",
+			tgt: pt, close: func() { pt.close() }, redis: rp.cmd.Process.Pid})
 	}
 	if want("etcd") {
 		if bin, ok := etcdBin(cfg.etcd); !ok {
