@@ -35,3 +35,31 @@ func TestRedisFencingSurvivesCounterGoingBack(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisFencingCounterAheadOfClock: the counter is ahead of the Redis
+// clock, as after the clock stepped back, or many grants within one
+// microsecond. Each token is the counter plus one, and the counter keeps
+// its expiry.
+func TestRedisFencingCounterAheadOfClock(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{})
+	admin := srv.Client(t)
+	key := locktest.UniqueKey(t)
+	fenceKey := "lockgate:{" + key.String() + "}:fence"
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	if err := admin.Set(t.Context(), fenceKey, ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+		if want := ahead + int64(round) + 1; g.FencingToken != want {
+			t.Fatalf("round %d: got fencing token %d, want %d (the counter plus one)", round, g.FencingToken, want)
+		}
+		if ttl := admin.PTTL(t.Context(), fenceKey).Val(); ttl <= 0 {
+			t.Fatalf("round %d: the counter's PTTL is %v, want the retention", round, ttl)
+		}
+		if _, err := l.Release(t.Context(), key, g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -190,11 +190,18 @@ end
 -- clock of the one that granted before by more than the time between their
 -- grants. Microseconds since 1970 stay below 2^53 until the year 2255, so
 -- Lua's doubles hold them exactly.
+--
+-- One SET ... GET writes the clock and reads the counter; only when the
+-- counter is not behind the clock (many grants in one microsecond, or a
+-- clock that stepped back) does a second SET put the counter plus one.
 local function next_fence(K, t, retention)
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = tonumber(redis.call('GET', K.fence) or '0') or 0
-  local fence = string.format('%d', math.max(last + 1, us))
-  redis.call('SET', K.fence, fence, 'PX', retention)
+  local fence = string.format('%d', us)
+  local last = tonumber(redis.call('SET', K.fence, fence, 'PX', retention, 'GET') or '0') or 0
+  if last >= us then
+    fence = string.format('%d', last + 1)
+    redis.call('SET', K.fence, fence, 'PX', retention)
+  end
   return fence
 end
 
