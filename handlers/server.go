@@ -2,11 +2,9 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -279,17 +277,20 @@ type granted struct {
 
 // VisitAcquireLockResponse implements AcquireLockResponseObject.
 func (g granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
-	body, err := json.Marshal(g.body)
+	buf := bodyBuffers.Get().(*[]byte)
+	defer bodyBuffers.Put(buf)
+	body, err := appendJSONBody((*buf)[:0], g.body)
 	if err != nil {
 		g.release()
 		return fmt.Errorf("encode grant: %w", err)
 	}
 	body = append(body, '\n')
+	*buf = body[:0]
 	h := w.Header()
 	h["Content-Type"], h["Cache-Control"] = jsonContentType, noStore
 	// With its length known, the flushed response goes out in one write,
 	// not as chunks with a terminator written after the handler returns.
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Length"] = contentLength(len(body))
 	w.WriteHeader(http.StatusCreated)
 	_, err = w.Write(body)
 	if err == nil {
