@@ -83,7 +83,7 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			}
 			r = middleware.SetClaims(r, claims)
 		}
-		body, err := readBody(w, r)
+		body, cb, err := readBody(w, r)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -94,7 +94,8 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			return
 		}
 		if value != nil {
-			r.Body = &checkedBody{Reader: bytes.NewReader(body), value: value}
+			cb.value = value
+			r.Body = cb
 		}
 		if ns := rc.URLParam("namespace"); ns != "" && authenticated && !claims.Allows(ns) {
 			writeError(w, r, &forbiddenError{namespace: ns})
@@ -124,56 +125,68 @@ func secured(spec *openapi3.T, op *openapi3.Operation) bool {
 // in one object, or data after the object, is refused (400): parsers
 // disagree on which one counts.
 //
-// It returns the body, or nil when there is none.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// It returns the body, or nil when there is none, and r's new Body, which
+// the gate gives the checked value.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *checkedBody, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+		return nil, nil, nil
 	}
-	data, err := readAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+	body := r.Body
+	if r.ContentLength < 0 || r.ContentLength > MaxBodyBytes {
+		// A body of announced length no longer than the limit needs no
+		// MaxBytesReader: net/http reads no more than announced.
+		body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	}
+	data, err := readAll(body, r.ContentLength)
 	r.Body.Close()
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, errTooLarge
-	case err != nil:
-		return nil, invalid("the request body could not be read")
+	if err != nil {
+		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+			return nil, nil, errTooLarge
+		}
+		return nil, nil, invalid("the request body could not be read")
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		r.Body, r.ContentLength = http.NoBody, 0
 		r.Header.Del("Content-Type")
-		return nil, nil
+		return nil, nil, nil
 	}
 	key, dup, flat := scanFlat(data) // the usual body, in one pass
 	if !flat {
 		key, dup = jsonkeys.Duplicate(data)
 	}
 	if dup {
-		return nil, invalid("field " + quoteShort(key) + " appears more than once")
+		return nil, nil, invalid("field " + quoteShort(key) + " appears more than once")
 	}
 	if !flat && jsonkeys.Trailing(data) {
-		return nil, invalid("the request body must be one JSON object, with nothing after it")
+		return nil, nil, invalid("the request body must be one JSON object, with nothing after it")
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	cb := &checkedBody{}
+	cb.Reset(data)
+	r.Body, r.ContentLength = &cb.requestBody, int64(len(data))
 	r.Header["Content-Type"] = jsonContentType
-	return data, nil
+	return data, cb, nil
 }
+
+// requestBody is a request body the gate has read, to be read again.
+type requestBody struct{ bytes.Reader }
+
+func (*requestBody) Close() error { return nil }
 
 // checkedBody is a request body the gate has read and checked. It hands
 // the generated code the value the check decoded (the ValidatedValue of
 // oapi-codegen's runtime.BindJSONBody), so that the body is not decoded a
 // second time: that decode's buffers were 15 % of the gateway's allocated
 // bytes (issue 10). What the value cannot give (a number such as 2e3 for
-// an int64 field), BindJSONBody decodes from the bytes, as before.
+// an int64 field), BindJSONBody decodes from the bytes, as before. Until
+// the gate has a value, the request's body is its requestBody, which has
+// none to give.
 type checkedBody struct {
-	*bytes.Reader
+	requestBody
 	value map[string]any
 }
 
 // ValidatedValue returns the checked body, decoded.
 func (b *checkedBody) ValidatedValue() any { return b.value }
-
-func (*checkedBody) Close() error { return nil }
 
 // Header values the gateway sets on every request or answer of a kind,
 // shared (read-only) so that setting them allocates nothing: net/http

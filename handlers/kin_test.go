@@ -162,7 +162,7 @@ func FuzzChecksMatchKinOpenAPI(f *testing.F) {
 					if hasToken {
 						r.Header["Lock-Token"] = []string{lockToken}
 					}
-					data, err := readBody(httptest.NewRecorder(), r)
+					data, _, err := readBody(httptest.NewRecorder(), r)
 					return r, data, err == nil
 				}
 				r, data, ok := newReq()

@@ -86,5 +86,21 @@ func (m *metrics) observe(r *http.Request, route string, status int) {
 		route = "unmatched"
 		method = "any" // the method is as arbitrary as the path there
 	}
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
+}
+
+// statusLabels are the "code" labels of the statuses net/http sends
+// (100-999), made once: strconv.Itoa allocates for numbers past 99.
+var statusLabels = func() (ls [1000]string) {
+	for code := 100; code < len(ls); code++ {
+		ls[code] = strconv.Itoa(code)
+	}
+	return ls
+}()
+
+func statusLabel(code int) string {
+	if code >= 100 && code < len(statusLabels) {
+		return statusLabels[code]
+	}
+	return strconv.Itoa(code)
 }

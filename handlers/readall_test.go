@@ -3,6 +3,8 @@ package handlers
 import (
 	"bytes"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -31,5 +33,33 @@ func TestReadAll(t *testing.T) {
 	}
 	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 10); err != io.ErrUnexpectedEOF {
 		t.Fatalf("got %v, want the reader's error", err)
+	}
+}
+
+// TestReadBodyLimit: a body over MaxBodyBytes is refused whether its
+// length was announced or not (chunked), and one at the limit is read.
+func TestReadBodyLimit(t *testing.T) {
+	at := `{"owner":"x"}` + strings.Repeat(" ", MaxBodyBytes-len(`{"owner":"x"}`))
+	for name, tc := range map[string]struct {
+		body   string
+		length int64
+		want   error
+	}{
+		"announced, at the limit": {at, int64(len(at)), nil},
+		"chunked, at the limit":   {at, -1, nil},
+		"announced, over":         {at + " ", int64(len(at)) + 1, errTooLarge},
+		"chunked, over":           {at + " ", -1, errTooLarge},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/x", io.NopCloser(strings.NewReader(tc.body)))
+			r.ContentLength = tc.length
+			data, _, err := readBody(httptest.NewRecorder(), r)
+			if err != tc.want {
+				t.Fatalf("got error %v, want %v", err, tc.want)
+			}
+			if err == nil && string(data) != tc.body {
+				t.Fatalf("got %d bytes, want %d", len(data), len(tc.body))
+			}
+		})
 	}
 }

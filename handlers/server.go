@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -153,20 +152,48 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	return granted{
-		body: AcquireLock201JSONResponse{
-			Lock:         key.String(),
-			Token:        grant.Token,
-			FencingToken: grant.FencingToken,
-			TtlMs:        grant.TTL.Milliseconds(),
-			RenewAfterMs: renewAfterMs(grant.TTL),
-			ExpiresAt:    timestamp(grant.ExpiresAt),
-			Holds:        &grant.Holds,
-			Mode:         grantMode(ar.Mode),
-		},
-		release: func() { s.undelivered(ctx, c, grant.Token) },
-	}, nil
+	// One allocation for the answer, its body and what giving the grant
+	// back needs, rather than one for each.
+	g := &lockGranted{s: s, ctx: ctx, c: c, holds: grant.Holds}
+	g.body = Grant{
+		Lock:         key.String(),
+		Token:        grant.Token,
+		FencingToken: grant.FencingToken,
+		TtlMs:        grant.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(grant.TTL),
+		ExpiresAt:    timestamp(grant.ExpiresAt),
+		Holds:        &g.holds,
+		Mode:         grantMode(ar.Mode),
+	}
+	return g, nil
 }
+
+// lockGranted is the 201 of a lock's acquire: a granted, in one piece.
+type lockGranted struct {
+	s     *Server
+	ctx   context.Context
+	c     grantCall
+	body  Grant
+	holds int
+}
+
+// VisitAcquireLockResponse implements AcquireLockResponseObject.
+func (g *lockGranted) VisitAcquireLockResponse(w http.ResponseWriter) error {
+	buf := bodyBuffers.Get().(*[]byte)
+	defer bodyBuffers.Put(buf)
+	data, ok := appendGrant((*buf)[:0], &g.body)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(g.body); err != nil {
+			g.release()
+			return fmt.Errorf("encode grant: %w", err)
+		}
+	}
+	*buf = data[:0]
+	return deliverGrant(w, data, g.release)
+}
+
+func (g *lockGranted) release() { g.s.undelivered(g.ctx, g.c, g.body.Token) }
 
 // reenter takes the lock once more for the holder of token: a 200 with
 // the grant and its count of holds, never a wait.
@@ -279,19 +306,30 @@ type granted struct {
 
 // VisitAcquireLockResponse implements AcquireLockResponseObject.
 func (g granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
-	body, err := json.Marshal(g.body)
+	buf := bodyBuffers.Get().(*[]byte)
+	defer bodyBuffers.Put(buf)
+	data, err := appendJSONBody((*buf)[:0], g.body)
 	if err != nil {
 		g.release()
 		return fmt.Errorf("encode grant: %w", err)
 	}
-	body = append(body, '\n')
+	*buf = data[:0]
+	return deliverGrant(w, data, g.release)
+}
+
+// deliverGrant writes data, an encoded grant, and a newline as a 201 and
+// flushes it, so that it learns whether the grant reached the caller; it
+// calls release if not. data's capacity must leave room for the newline
+// or be the caller's to lose.
+func deliverGrant(w http.ResponseWriter, data []byte, release func()) error {
+	data = append(data, '\n')
 	h := w.Header()
 	h["Content-Type"], h["Cache-Control"] = jsonContentType, noStore
 	// With its length known, the flushed response goes out in one write,
 	// not as chunks with a terminator written after the handler returns.
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Length"] = contentLength(len(data))
 	w.WriteHeader(http.StatusCreated)
-	_, err = w.Write(body)
+	_, err := w.Write(data)
 	if err == nil {
 		err = http.NewResponseController(w).Flush()
 		if errors.Is(err, http.ErrNotSupported) {
@@ -299,7 +337,7 @@ func (g granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
 		}
 	}
 	if err != nil {
-		g.release()
+		release()
 		return fmt.Errorf("deliver grant: %w", err)
 	}
 	return nil

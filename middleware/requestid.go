@@ -41,12 +41,26 @@ func RequestIDFromContext(ctx context.Context) string {
 
 // requestID is the caller's request id, or a new one, and echoes it.
 func requestID(w http.ResponseWriter, r *http.Request) string {
-	id := r.Header.Get(RequestIDHeader)
-	if !validRequestID(id) {
-		id = newRequestID()
-	}
+	id := pickRequestID(r)
 	w.Header().Set(RequestIDHeader, id)
 	return id
+}
+
+// requestID is requestID with the header's value kept in the scope, not
+// in a slice of its own.
+func (sc *scope) requestID(w http.ResponseWriter, r *http.Request) string {
+	id := pickRequestID(r)
+	sc.idValue[0] = id
+	w.Header()[RequestIDHeader] = sc.idValue[:]
+	return id
+}
+
+// pickRequestID is the caller's request id, when valid, or a new one.
+func pickRequestID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); validRequestID(id) {
+		return id
+	}
+	return newRequestID()
 }
 
 func validRequestID(id string) bool {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	chimw "github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 )
 
@@ -35,16 +34,22 @@ func Requests(logger zerolog.Logger, router chi.Router, observe func(r *http.Req
 		rctx := routes.Get().(*chi.Context)
 		rctx.Reset()
 		rctx.Routes = router
-		sc := &scope{id: requestID(w, r), route: rctx}
+		sc := &scope{route: rctx}
+		sc.id = sc.requestID(w, r)
 		sc.logger = logger.Hook(sc)
-		sc.Context = sc.logger.WithContext(r.Context())
+		// zerolog.WithContext would copy the logger into a context value of
+		// its own; the scope answers for it instead. Like WithContext, it
+		// does not stand in for a context's logger with a disabled one.
+		sc.hasLogger = logger.GetLevel() != zerolog.Disabled || r.Context().Value(loggerKey) != nil
+		sc.Context = r.Context()
 		r = r.WithContext(sc)
 
-		ww := chimw.NewWrapResponseWriter(w, r.ProtoMajor)
+		sc.w = statusWriter{ResponseWriter: w}
+		ww := &sc.w
 		defer func() {
 			// Deferred, as hlog.AccessHandler did: a handler that aborts
 			// with http.ErrAbortHandler is still counted and logged.
-			status := ww.Status()
+			status := ww.code
 			if status == 0 {
 				status = http.StatusOK
 			}
@@ -60,7 +65,7 @@ func Requests(logger zerolog.Logger, router chi.Router, observe func(r *http.Req
 				e = e.Str("method", r.Method).
 					Str("path", r.URL.Path).
 					Int("status", status).
-					Int("size", ww.BytesWritten()).
+					Int("size", ww.bytes).
 					Dur("duration_ms", time.Since(start))
 				if route != "" {
 					e = e.Str("route", route)
@@ -73,19 +78,90 @@ func Requests(logger zerolog.Logger, router chi.Router, observe func(r *http.Req
 	})
 }
 
+// loggerKey is the context key under which zerolog keeps a request's
+// *zerolog.Logger (zerolog.WithContext, zerolog.Ctx), learned once from
+// zerolog.Ctx itself: the scope answers for it, so that a request's
+// logger is no context value of its own.
+var loggerKey = func() any {
+	var spy keySpy
+	zerolog.Ctx(&spy)
+	return spy.key
+}()
+
+// keySpy is a context that remembers the key it was asked for.
+type keySpy struct {
+	context.Context
+	key any
+}
+
+func (s *keySpy) Value(key any) any {
+	s.key = key
+	return nil
+}
+
+// statusWriter remembers the status and the size of a response, for the
+// access log and the metrics, as chi's WrapResponseWriter did, without an
+// allocation of its own: it lives in the request's scope. It flushes as
+// that one did: the error of the flush is not reported.
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	bytes       int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if !w.wroteHeader {
+		w.code, w.wroteHeader = code, true
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+// Flush implements http.Flusher.
+func (w *statusWriter) Flush() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // scope is what Requests keeps of one request: the request's context,
 // answering for its values. The gate fills in the claims once it has
 // verified them (SetClaims); nothing else changes after it is made.
 type scope struct {
 	context.Context
-	id     string
-	logger zerolog.Logger
-	route  *chi.Context
-	claims Claims
-	authed bool
+	id        string
+	idValue   [1]string // the Request-Id header's value
+	logger    zerolog.Logger
+	hasLogger bool // the context answers with logger (see loggerKey)
+	route     *chi.Context
+	claims    Claims
+	authed    bool
+	w         statusWriter
 }
 
 func (sc *scope) Value(key any) any {
+	if key == loggerKey && sc.hasLogger {
+		return &sc.logger
+	}
 	switch key {
 	case chi.RouteCtxKey:
 		return sc.route

@@ -2,12 +2,15 @@ package middleware
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
@@ -113,5 +116,57 @@ func TestRequests(t *testing.T) {
 				t.Fatalf("a secret reached the log: %s", logs.b.String())
 			}
 		})
+	}
+}
+
+// TestLoggerKey: the key the scope answers for is the one zerolog keeps
+// a context's logger under.
+func TestLoggerKey(t *testing.T) {
+	l := zerolog.New(io.Discard)
+	ctx := l.WithContext(context.Background())
+	if got, ok := ctx.Value(loggerKey).(*zerolog.Logger); !ok || got == nil {
+		t.Fatalf("got %v under loggerKey, want zerolog's logger", ctx.Value(loggerKey))
+	}
+}
+
+// TestRequestsWriter: the access log and the metrics see the status and
+// size of a response that was flushed by the handler, and a
+// ResponseController reaches the connection through the scope's writer.
+func TestRequestsWriter(t *testing.T) {
+	var logs syncBuffer
+	var status int
+	r := chi.NewRouter()
+	r.Get("/x", func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("SetWriteDeadline through the scope's writer: %v", err)
+		}
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte("hello"))
+		if err := rc.Flush(); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+		w.WriteHeader(http.StatusTeapot) // too late: ignored
+		w.Write([]byte("!"))
+	})
+	h := Requests(zerolog.New(&logs), r, func(_ *http.Request, _ string, s int) { status = s })
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	srv.Close()
+	if resp.StatusCode != http.StatusCreated || string(body) != "hello!" {
+		t.Fatalf("got %d %q, want 201 hello!", resp.StatusCode, body)
+	}
+	if status != http.StatusCreated {
+		t.Errorf("observed status %d, want 201", status)
+	}
+	lines := logs.lines(t)
+	if len(lines) != 1 || lines[0]["status"] != float64(201) || lines[0]["size"] != float64(6) {
+		t.Errorf("got access lines %v, want one with status 201 and size 6", lines)
 	}
 }
