@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,4 +157,68 @@ func gaugeValue(t *testing.T, s *Server) int {
 		t.Fatal(err)
 	}
 	return int(m.GetGauge().GetValue())
+}
+
+// TestGrantNotWrittenIsReleased: when the 201 carrying a grant cannot be
+// written to the caller's connection, the handler releases the grant: the
+// caller never learnt its token, so nobody else could.
+func TestGrantNotWrittenIsReleased(t *testing.T) {
+	mem := locks.NewMemory(locks.MemoryOptions{})
+	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(Config{Backend: mem, Auth: authn, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.Listener = &grantDroppingListener{Listener: ts.Listener}
+	ts.Start()
+	t.Cleanup(ts.Close)
+
+	req, _ := http.NewRequest("POST", ts.URL+"/locks/a/b", strings.NewReader(`{"ttl_ms":60000}`))
+	req.Header.Set("Authorization", "Bearer "+testToken(t))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("got %s, want no answer (the connection drops the 201)", resp.Status)
+	}
+	key := locks.Key{Namespace: "a", Name: "b"}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := mem.Inspect(t.Context(), key)
+		if errors.Is(err, locks.ErrNotHeld) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the grant whose 201 could not be written is still held 10s later (inspect: %v)", err)
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval
+	}
+}
+
+// grantDroppingListener accepts connections on which writing a 201 fails,
+// as on a connection the caller has reset.
+type grantDroppingListener struct{ net.Listener }
+
+func (l *grantDroppingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &grantDroppingConn{Conn: c}, nil
+}
+
+type grantDroppingConn struct{ net.Conn }
+
+func (c *grantDroppingConn) Write(b []byte) (int, error) {
+	if bytes.HasPrefix(b, []byte("HTTP/1.1 201")) {
+		c.Conn.Close()
+		return 0, errors.New("connection reset by peer (test)")
+	}
+	return c.Conn.Write(b)
 }

@@ -131,13 +131,16 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 // Flush implements http.Flusher.
-func (w *statusWriter) Flush() {
+func (w *statusWriter) Flush() { w.FlushError() }
+
+// FlushError flushes and returns the connection's write error, which
+// http.ResponseController.Flush prefers to a plain Flush: the grant's 201
+// learns from it that the grant did not reach its caller, and releases it.
+func (w *statusWriter) FlushError() error {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.

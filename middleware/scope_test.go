@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,4 +172,62 @@ func TestRequestsWriter(t *testing.T) {
 	if len(lines) != 1 || lines[0]["status"] != float64(201) || lines[0]["size"] != float64(6) {
 		t.Errorf("got access lines %v, want one with status 201 and size 6", lines)
 	}
+}
+
+// TestRequestsWriterFlushError: a flush that cannot reach the connection
+// says so through the scope's writer. The grant's 201 relies on it to
+// learn that the grant was not delivered, and to release it.
+func TestRequestsWriterFlushError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := &brokenListener{Listener: ln}
+	flushed := make(chan error, 1)
+	r := chi.NewRouter()
+	r.Get("/x", func(w http.ResponseWriter, r *http.Request) {
+		broken.breakWrites()
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte("grant"))
+		flushed <- http.NewResponseController(w).Flush()
+	})
+	srv := &http.Server{Handler: Requests(zerolog.Nop(), r, func(*http.Request, string, int) {})}
+	go srv.Serve(broken)
+	defer srv.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/x")
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err := <-flushed; err == nil {
+		t.Fatal("Flush through the scope's writer returned nil, want the connection's write error")
+	}
+}
+
+// brokenListener accepts connections whose writes fail once breakWrites
+// was called.
+type brokenListener struct {
+	net.Listener
+	broken atomic.Bool
+}
+
+func (l *brokenListener) breakWrites() { l.broken.Store(true) }
+
+func (l *brokenListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &brokenConn{Conn: c, l: l}, nil
+}
+
+type brokenConn struct {
+	net.Conn
+	l *brokenListener
+}
+
+func (c *brokenConn) Write(b []byte) (int, error) {
+	if c.l.broken.Load() {
+		return 0, errors.New("connection reset (test)")
+	}
+	return c.Conn.Write(b)
 }
