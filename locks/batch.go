@@ -14,10 +14,14 @@ import (
 // gateway and Redis a write and a read (issue 10: the write syscall to
 // Redis alone was a sixth of the gateway's CPU).
 //
-// A few senders take calls from one queue. An idle sender takes the first
-// call at once, so a lone call waits for nobody; while every sender has a
-// pipeline in flight, calls queue, and the next free sender takes all of
-// them. Each call keeps its own bound: it carries the deadline of its
+// At most senders pipelines are in flight, one per lane. A call that
+// finds a lane free and no call queued sends itself, from its caller's
+// goroutine: a lone call waits for nobody, and costs no hand-over to
+// another goroutine and back, which on a machine of few cores meant
+// waking a sleeping thread twice per call. While every lane is busy,
+// calls queue, and a sender goroutine takes all of them into the next
+// pipeline as soon as a lane is free; it waits for its lane ahead of any
+// caller, so a queued call is never overtaken by one that came later. Each call keeps its own bound: it carries the deadline of its
 // Redis timeout, a sender drops (without sending) what has passed its
 // deadline by the time it is taken, and a pipeline is bounded by the
 // earliest deadline in it. Calls queue behind pipelines sent before them,
@@ -53,6 +57,7 @@ type batcher struct {
 	started bool
 	closed  bool
 	queue   chan *call
+	lanes   chan struct{} // a token per pipeline in flight
 	done    sync.WaitGroup
 }
 
@@ -96,9 +101,15 @@ func (b *batcher) runAck(ctx context.Context, timeout time.Duration, script *red
 func (b *batcher) do(ctx context.Context, timeout time.Duration, script *redis.Script, ro, ack bool, keys []string, args []any) *call {
 	c := &call{ctx: context.WithoutCancel(ctx), script: script, ro: ro, ack: ack, keys: keys, args: args,
 		deadline: time.Now().Add(timeout), done: make(chan struct{})}
-	if err := b.submit(c); err != nil {
+	inline, err := b.submit(c)
+	switch {
+	case err != nil:
 		c.err = err
-	} else {
+	case inline: // a lane of its own: send it from here
+		b.exec([]*call{c})
+		<-b.lanes
+		b.done.Done()
+	default:
 		<-c.done
 	}
 	return c
@@ -168,11 +179,13 @@ func (b *batcher) barrier(ctx context.Context, timeout time.Duration, key string
 	return b.acked(&call{ack: true, acks: w})
 }
 
-func (b *batcher) submit(c *call) error {
+// submit queues c, or reports that c has a lane of its own (inline), which
+// the caller must give back once it has sent c (see do).
+func (b *batcher) submit(c *call) (inline bool, err error) {
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		return errClosed
+		return false, errClosed
 	}
 	if !b.started {
 		b.mu.RUnlock()
@@ -180,13 +193,21 @@ func (b *batcher) submit(c *call) error {
 		b.mu.RLock()
 		if b.closed {
 			b.mu.RUnlock()
-			return errClosed
+			return false, errClosed
 		}
 	}
 	defer b.mu.RUnlock()
+	if len(b.queue) == 0 {
+		select {
+		case b.lanes <- struct{}{}:
+			b.done.Add(1) // close waits for it as for a sender
+			return true, nil
+		default:
+		}
+	}
 	select {
 	case b.queue <- c:
-		return nil
+		return false, nil
 	default:
 	}
 	// Full: every sender is busy and thousands wait. Wait for room, not
@@ -195,9 +216,9 @@ func (b *batcher) submit(c *call) error {
 	defer t.Stop()
 	select {
 	case b.queue <- c:
-		return nil
+		return false, nil
 	case <-t.C:
-		return context.DeadlineExceeded
+		return false, context.DeadlineExceeded
 	}
 }
 
@@ -211,6 +232,7 @@ func (b *batcher) start() {
 	}
 	b.started = true
 	b.queue = make(chan *call, 64*b.max)
+	b.lanes = make(chan struct{}, b.senders)
 	for range b.senders {
 		b.done.Go(b.send)
 	}
@@ -232,6 +254,7 @@ func (b *batcher) close() {
 func (b *batcher) send() {
 	batch := make([]*call, 0, b.max)
 	for first := range b.queue {
+		b.lanes <- struct{}{} // ahead of any caller: see batcher
 		batch = append(batch[:0], first)
 	more:
 		for len(batch) < b.max {
@@ -246,6 +269,7 @@ func (b *batcher) send() {
 			}
 		}
 		b.exec(batch)
+		<-b.lanes
 		clear(batch)
 	}
 }
