@@ -265,3 +265,69 @@ func TestRedisKeysShareHashTag(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisEveryKeyExpires: whatever the scripts write, they give an
+// expiry, so that a lock nobody uses again leaves nothing behind. A mix of
+// grants, waits, shared holds, give-ups and permits, then every key Redis
+// holds must have one.
+func TestRedisEveryKeyExpires(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := t.Context()
+	l := newRedis(t, srv, locks.RedisOptions{History: 10, LockDelay: 10 * time.Millisecond})
+	key := locktest.UniqueKey(t)
+	long := locks.AcquireRequest{TTL: time.Minute, Subject: "s"}
+
+	// A grant and two waiters queued behind it: one is handed the lock,
+	// the other gives up.
+	g := locktest.MustAcquire(t, l, key, long)
+	handed := make(chan locks.Grant, 1)
+	go func() {
+		w, err := l.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute, Subject: "w"})
+		if err != nil {
+			t.Error(err)
+		}
+		handed <- w
+	}()
+	locktest.WaitUntilQueued(t, l, key, 1)
+	if _, err := l.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute, Wait: 50 * time.Millisecond}); !errors.Is(err, locks.ErrHeld) {
+		t.Fatalf("a waiter whose wait ran out: got %v, want ErrHeld", err)
+	}
+	if _, err := l.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	w := <-handed
+	if _, err := l.Release(ctx, key, w.Token); err != nil {
+		t.Fatal(err)
+	}
+	// Shared holds, one renewed and re-entered.
+	s1 := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute, Mode: locks.Shared})
+	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute, Mode: locks.Shared})
+	if _, err := l.Renew(ctx, key, s1.Token, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Reenter(ctx, key, s1.Token, time.Minute, locks.Shared); err != nil {
+		t.Fatal(err)
+	}
+	// A permit of a semaphore of the same name.
+	p, err := l.AcquirePermit(ctx, key, locks.SemaphoreRequest{AcquireRequest: long, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ReleasePermit(ctx, key, p.Token); err != nil {
+		t.Fatal(err)
+	}
+
+	keys, err := admin.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < 8 {
+		t.Fatalf("only %d keys (%v): the mix did not write what it should", len(keys), keys)
+	}
+	for _, k := range keys {
+		if ttl := admin.PTTL(ctx, k).Val(); ttl < 0 {
+			t.Errorf("key %s has no expiry (PTTL %v)", k, ttl)
+		}
+	}
+}
