@@ -183,6 +183,23 @@ func TestTicketsAcrossGateways(t *testing.T) {
 		release(t, gw2.URL, path, g.Token)
 	})
 
+	t.Run("PollSaysMode", func(t *testing.T) {
+		for _, mode := range []string{"shared", "exclusive"} {
+			path := "/locks/tickets/mode-" + mode
+			holder := acquire(t, gw1.URL+path, `{"ttl_ms":60000}`)
+			tk := openTicket(t, gw2.URL+path, `{"ttl_ms":60000,"wait_ms":30000,"mode":"`+mode+`"}`, auth)
+			long := callAsync(t, "GET", gw1.URL+tk.location, "", with(auth, []string{"Ticket-Token", tk.TicketToken, "Prefer", "wait=25"})...)
+			release(t, gw2.URL, path, holder.Token)
+			g := got(t, "the "+mode+" ticket's long-poll", long, 10*time.Second)
+			var again grant
+			wantJSON(t, pollTicket(t, gw2.URL, tk, auth), http.StatusCreated, &again)
+			if g.Mode != mode || again.Mode != mode {
+				t.Fatalf("%s ticket: the poll's 201 says mode %q, and again %q", mode, g.Mode, again.Mode)
+			}
+			release(t, gw2.URL, path, g.Token)
+		}
+	})
+
 	t.Run("LongPollEndsWithRank", func(t *testing.T) {
 		path := "/locks/tickets/longpoll-rank"
 		acquire(t, gw1.URL+path, `{"ttl_ms":60000}`)

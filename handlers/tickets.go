@@ -202,9 +202,7 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 		return nil, err
 	case st.Grant != nil:
 		s.metrics.tickets.polls.WithLabelValues(outcomeGranted).Inc()
-		body := s.grantBody(key, *st.Grant, locks.Exclusive)
-		body.Mode = nil // the ticket's mode is the one it asked for; a poll does not say it
-		return ticketGranted{body: body}, nil
+		return ticketGranted{body: s.grantBody(key, *st.Grant, st.Mode)}, nil
 	}
 	s.metrics.tickets.polls.WithLabelValues(outcomeWaiting).Inc()
 	return PollTicket200JSONResponse{

@@ -43,8 +43,9 @@ type Tickets interface {
 // the queue.
 type TicketState struct {
 	// Grant is set once the ticket got the lock; its Token is the ticket
-	// token.
+	// token. Mode is how it holds the lock (the mode the ticket asked for).
 	Grant *Grant
+	Mode  Mode
 	// ID and Token name the ticket (OpenTicket only, when queued).
 	ID, Token string
 	// Rank is the ticket's place in the queue, 0 at its head.

@@ -43,7 +43,7 @@ func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (Ti
 		r.abandon(ctx, res, id, h) // the script may have queued it, or granted
 		return TicketState{}, unavailable("open ticket for", res, err)
 	}
-	st := r.ticketState(parseReply(out), token, start)
+	st := r.ticketState(out, token, start)
 	if st.Grant == nil {
 		st.ID, st.Token = id, token
 	}
@@ -52,10 +52,15 @@ func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (Ti
 
 // ticketState reads a reply of the ticket script about the ticket whose
 // token is token, sent at start.
-func (r *Redis) ticketState(rp reply, token string, start time.Time) TicketState {
+func (r *Redis) ticketState(out []int64, token string, start time.Time) TicketState {
+	rp := parseReply(out)
 	if rp.granted {
 		g := Grant{Token: token, Lease: rp.lease(start), HandoffDelay: rp.handoffDelay(start), Holds: 1}
-		return TicketState{Grant: &g}
+		st := TicketState{Grant: &g}
+		if len(out) > 6 && out[6] == 1 {
+			st.Mode = Shared
+		}
+		return st
 	}
 	return TicketState{Rank: int(max(rp.rank, 0)), RetryAfter: rp.ttl, Liveness: r.opts.TicketLiveness}
 }
@@ -118,7 +123,7 @@ func (r *Redis) poll(ctx context.Context, res resource, id, token string) (Ticke
 	if out[0] == -1 {
 		return TicketState{}, fmt.Errorf("poll ticket of %s: %w", res, ErrTicketNotFound)
 	}
-	return r.ticketState(parseReply(out), token, start), nil
+	return r.ticketState(out, token, start), nil
 }
 
 // CloseTicket implements Tickets.

@@ -29,11 +29,11 @@
 --             ms; the subject; the owner label; 's' for a shared hold, 'x'
 --             for an exclusive one
 --
--- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
+-- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed, shared}
 --              granted ('new', 'poll'): at once, or handed over and picked
 --              up now; a poll after the pick-up answers the same (handed 1,
 --              what remains of the lease), so a lost answer can be asked for
---              again
+--              again; shared is 1 for a shared hold, else 0
 --          {0, retry_ms, now_ms, rank, arrival}
 --              queued ('new', 'poll') at 0-based rank; 'cancel': left
 --          {2}   'cancel': the ticket's grant was released (and handed on)
@@ -46,6 +46,14 @@
 -- alive time) removes it, whatever a later hand-off would have done.
 
 local K = lock_keys(ARGV[8])
+
+-- granted settles the ticket's grant, whose reply is rp (see held_by), and
+-- returns it with shared at its end: 1 for a shared hold, else 0.
+local function granted(rp, is_shared)
+  rp[7] = is_shared and 1 or 0
+  return settle(K, rp)
+end
+
 local op, id, tok, liveness = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local now, t = clock()
 local holder = current(K, now)
@@ -68,10 +76,10 @@ if op ~= 'new' then
       return {2}
     end
     if r then
-      return settle(K, reader_reply(K, now, tok, r, 1))
+      return granted(reader_reply(K, now, tok, r, 1), true)
     end
     pick_up(K, now)
-    return settle(K, held_by(K, now))
+    return granted(held_by(K, now), false)
   end
 end
 
@@ -110,7 +118,7 @@ end
 
 local h = handoff(K, t, now, holder, ARGV[6], ARGV[7], id)
 if h.mine then
-  return settle(K, h.mine)
+  return granted(h.mine, shared)
 end
 local seq = tonumber(redis.call('ZSCORE', K.queue, id)) or 0
 return {0, retry_ms(K), now, redis.call('ZRANK', K.queue, id) or -1, seq}
