@@ -298,11 +298,13 @@ end
 
 -- current returns the lock's holder, as the field tok: nil when the lock
 -- is free, '' when it is held shared, else the exclusive holder's token
--- hash. Every lock script starts with it. Unless the lock is held
--- exclusively, it first records an exclusive lease that ended unreleased
--- (check_expired) and drops the shared holds that ended (purge_ended): a
--- live exclusive grant has neither, for the held note is its own, and no
--- shared hold lives beside it (K.readers lives and dies with K.lock).
+-- hash. Every lock script that writes starts with it (but a release by
+-- the exclusive holder, which needs neither of its checks). Unless the
+-- lock is held exclusively, it first records an exclusive lease that ended
+-- unreleased (check_expired) and drops the shared holds that ended
+-- (purge_ended): a live exclusive grant has neither, for the held note is
+-- its own, and no shared hold lives beside it (K.readers lives and dies
+-- with K.lock).
 local function current(K, now)
   local tok = redis.call('HGET', K.lock, 'tok')
   if tok and tok ~= '' then
