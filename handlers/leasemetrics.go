@@ -10,15 +10,17 @@ import (
 	"github.com/lockgate/lockgate/locks"
 )
 
-// leaseMetrics say how grants end: how long locks were held until their
-// release, how many leases ended under their holders, and why renewals
-// failed.
+// leaseMetrics say how grants end: how long locks and permits were held
+// until their release, how many leases ended under their holders, and why
+// renewals failed.
 type leaseMetrics struct {
-	held     prometheus.Histogram
-	expired  *prometheus.CounterVec
-	renewals *prometheus.CounterVec
-	// trace is what Release calls back with; one for every release.
-	trace *locks.ReleaseTrace
+	held       prometheus.Histogram
+	permitHeld prometheus.Histogram
+	expired    *prometheus.CounterVec
+	renewals   *prometheus.CounterVec
+	// trace and permitTrace are what Release and ReleasePermit call back
+	// with; one of each for every release.
+	trace, permitTrace *locks.ReleaseTrace
 }
 
 // Renewal failure reasons, the values of the "reason" label.
@@ -36,7 +38,13 @@ func newLeaseMetrics(reg prometheus.Registerer) *leaseMetrics {
 			Name: "lockgate_lock_hold_seconds",
 			Help: "How long locks were held, from the grant to the release that ended it (its last hold), on the backend's clock. " +
 				"Grants that end by expiry are not in it (see lockgate_leases_expired_total).",
-			Buckets: []float64{.001, .01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600},
+			Buckets: holdBuckets,
+		}),
+		permitHeld: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "lockgate_permit_hold_seconds",
+			Help: "How long semaphore permits were held, from the grant to the release, on the backend's clock. " +
+				"Permits that end by expiry are not in it (see lockgate_leases_expired_total).",
+			Buckets: holdBuckets,
 		}),
 		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_leases_expired_total",
@@ -49,7 +57,8 @@ func newLeaseMetrics(reg prometheus.Registerer) *leaseMetrics {
 		}, []string{"kind", "reason"}),
 	}
 	m.trace = &locks.ReleaseTrace{Ended: func(held time.Duration) { m.held.Observe(held.Seconds()) }}
-	reg.MustRegister(m.held, m.expired, m.renewals)
+	m.permitTrace = &locks.ReleaseTrace{Ended: func(held time.Duration) { m.permitHeld.Observe(held.Seconds()) }}
+	reg.MustRegister(m.held, m.permitHeld, m.expired, m.renewals)
 	for _, kind := range []string{"lock", "semaphore"} {
 		for _, call := range []string{"renew", "release"} {
 			m.expired.WithLabelValues(kind, call) // every series from the start, at 0
@@ -61,10 +70,19 @@ func newLeaseMetrics(reg prometheus.Registerer) *leaseMetrics {
 	return m
 }
 
+// holdBuckets are the buckets of the hold-time histograms, seconds.
+var holdBuckets = []float64{.001, .01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
+
 // releaseCtx is ctx for a lock's Release, which reports there how long
 // the grant it ends was held.
 func (m *leaseMetrics) releaseCtx(ctx context.Context) context.Context {
 	return locks.WithReleaseTrace(ctx, m.trace)
+}
+
+// permitReleaseCtx is ctx for ReleasePermit, which reports there how long
+// the permit was held.
+func (m *leaseMetrics) permitReleaseCtx(ctx context.Context) context.Context {
+	return locks.WithReleaseTrace(ctx, m.permitTrace)
 }
 
 // released counts a release of kind that failed with err because its

@@ -106,7 +106,7 @@ func (s *Server) ReleaseSemaphore(ctx context.Context, req ReleaseSemaphoreReque
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Backend.ReleasePermit(ctx, key, req.Params.LockToken); err != nil {
+	if err := s.cfg.Backend.ReleasePermit(s.metrics.lease.permitReleaseCtx(ctx), key, req.Params.LockToken); err != nil {
 		s.metrics.lease.released("semaphore", err)
 		return nil, semaphoreDetail(err)
 	}

@@ -173,7 +173,7 @@ func (m *Memory) permitLocked(key Key, token string) (*memSemaphore, *memGrant) 
 }
 
 // ReleasePermit implements Semaphores.
-func (m *Memory) ReleasePermit(_ context.Context, key Key, token string) error {
+func (m *Memory) ReleasePermit(ctx context.Context, key Key, token string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, g := m.permitLocked(key, token)
@@ -189,6 +189,7 @@ func (m *Memory) ReleasePermit(_ context.Context, key Key, token string) error {
 	m.noteLocked(g, true, now)
 	delete(s.holders, g.tokenHash)
 	m.handoffPermitsLocked(key, s, now)
+	releaseEnded(ctx, now.Sub(g.acquiredAt))
 	return nil
 }
 

@@ -5,20 +5,22 @@ import (
 	"time"
 )
 
-// ReleaseTrace hears what a Release did beyond what it returns, as
-// net/http/httptrace does for a client request: put one in the context of
-// a call with WithReleaseTrace. Its functions may be nil, and must be
-// quick; they run on the caller's goroutine before Release returns.
+// ReleaseTrace hears what a Release or ReleasePermit did beyond what it
+// returns, as net/http/httptrace does for a client request: put one in the
+// context of a call with WithReleaseTrace. Its functions may be nil, and
+// must be quick; they run on the caller's goroutine before the call
+// returns.
 type ReleaseTrace struct {
 	// Ended is called when the release ended a lock's grant (its last
-	// hold), with how long the grant was held: from the grant to its
+	// hold), or a permit, with how long it was held: from the grant to its
 	// release, on the backend's clock.
 	Ended func(held time.Duration)
 }
 
 type releaseTraceKey struct{}
 
-// WithReleaseTrace returns ctx with trace, for Release to call.
+// WithReleaseTrace returns ctx with trace, for Release and ReleasePermit to
+// call.
 func WithReleaseTrace(ctx context.Context, trace *ReleaseTrace) context.Context {
 	return context.WithValue(ctx, releaseTraceKey{}, trace)
 }

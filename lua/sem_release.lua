@@ -7,25 +7,29 @@
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
 --
--- Returns  {1, 0}     released (and handed on, if anyone waits), now or
---                     within RECORD_MS before (see lib.lua); semaphore
---                     permits are not re-entrant, so never more holds
+-- Returns  {1, 0, held} released (and handed on, if anyone waits); held
+--                     is how long the permit was held, ms
+--          {1, 0}     released within RECORD_MS before (see lib.lua): a
+--                     repeated release succeeds again, and changes nothing.
+--                     Permits are not re-entrant, so never more holds
 --          {0, why}   not a holder: why is EXPIRED or UNKNOWN
 
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 local now, t = clock()
 purge(S, now)
-if redis.call('HDEL', S.holders, ARGV[1]) == 0 then
+local h = redis.call('HGET', S.holders, ARGV[1])
+if not h then
   local reason = why(S)
   if reason == RELEASED then
     return {1, 0}
   end
   return {0, reason}
 end
+redis.call('HDEL', S.holders, ARGV[1])
 redis.call('ZREM', S.leases, ARGV[1])
 released(S)
 local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
 if limit then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
 end
-return {1, 0}
+return {1, 0, now - (tonumber(cjson.decode(h).a) or now)}
