@@ -33,9 +33,9 @@ check-spec: ## lint openapi.yaml with Redocly and check the TypeScript client ge
 	cd examples/node && npm run --silent check:gen
 	cd examples/node && npm run --silent build
 
-bench: ## docs/PERFORMANCE.md's benchmark: every target its own process (gateway, HTTP ceiling, etcd if installed), about 3 minutes
+bench: ## docs/PERFORMANCE.md's benchmark: every target its own process (gateway, HTTP ceiling, etcd if installed), 3 rounds of 3 s, medians; about 5 minutes
 	@scripts/ensure-tools
-	$(GO) run ./cmd/lockbench --processes
+	$(GO) run ./cmd/lockbench --processes --repeat 3 --duration 3s
 
 bench-self: ## the quick benchmark: redis-server and a gateway inside lockbench's process, about a minute
 	@scripts/ensure-tools

@@ -23,6 +23,9 @@ type Comparison struct {
 	Notes []string    `json:"notes,omitempty"`
 	// EtcdVersion is set when etcd ran.
 	EtcdVersion string `json:"etcd_version,omitempty"`
+	// Repeat is the rounds of each scenario (--repeat), when more than one:
+	// then each of Runs summarises its Rounds (see combineRounds).
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // TargetRun is one scenario against one target.
@@ -33,8 +36,12 @@ type TargetRun struct {
 	Clients int    `json:"clients"`
 	Result  Result `json:"result"`
 	// OverCeiling is cycles/s over the ceiling's in the same scenario
-	// (uncontended runs only).
-	OverCeiling float64 `json:"over_ceiling,omitempty"`
+	// (uncontended runs only); of rounds, the median of each round's ratio
+	// to that round's ceiling, and OverCeilingMin and OverCeilingMax the
+	// rounds' spread.
+	OverCeiling    float64 `json:"over_ceiling,omitempty"`
+	OverCeilingMin float64 `json:"over_ceiling_min,omitempty"`
+	OverCeilingMax float64 `json:"over_ceiling_max,omitempty"`
 	// CPU per cycle in µs, from /proc/<pid>/stat (10 ms ticks): of the
 	// target's server process, of its redis-server, and of lockbench (the
 	// load generator; for the engine target, the engine too).
@@ -45,6 +52,11 @@ type TargetRun struct {
 	// per cycle, from /proc/<pid>/io: unlike CPU time, the load of the
 	// machine hardly moves it.
 	ServerSyscalls float64 `json:"server_syscalls_per_cycle,omitempty"`
+	// Round numbers a run among its scenario's Rounds, from 1.
+	Round int `json:"round,omitempty"`
+	// Rounds are the runs a summary of --repeat N > 1 was made from, in
+	// the order they ran.
+	Rounds []TargetRun `json:"rounds,omitempty"`
 }
 
 // Targets of --processes, in the order each scenario runs them.
@@ -247,47 +259,72 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		matrix = append(matrix, Scenario{Mode: mixedMode, Clients: cfg.mixedClients, SharedRatio: cfg.sharedRatio,
 			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
 	}
+	if cfg.repeat > 1 {
+		cmp.Repeat = cfg.repeat
+	}
 	runID := randomID()
 	for i, sc := range matrix {
-		var ceiling float64
-		for _, t := range targets {
-			tgt := t.tgt
-			switch {
-			case sc.Mode == contended && !t.contended, sc.Mode == mixedMode && !t.mixed:
-				continue
-			case sc.Mode == semaphoreMode:
-				if t.semaphore == nil {
-					continue
-				}
-				tgt = t.semaphore(sc.Limit)
+		rounds := make([][]TargetRun, cfg.repeat)
+		for round := range cfg.repeat {
+			prefix := fmt.Sprintf("%s-%d", runID, i)
+			if cfg.repeat > 1 {
+				prefix = fmt.Sprintf("%s-%d-r%d", runID, i, round+1)
 			}
-			fmt.Fprintf(progress, "%-36s %-9s ... ", sc, t.key)
-			run, err := runTarget(ctx, cfg, t, tgt, sc, fmt.Sprintf("%s-%d-%s", runID, i, t.key))
-			if err != nil {
-				fmt.Fprintln(progress)
-				return nil, fmt.Errorf("%s, %s: %w", sc, t.key, err)
+			if rounds[round], err = runRound(ctx, cfg, targets, sc, prefix, round, progress); err != nil {
+				return nil, err
 			}
-			if t.key == "ceiling" {
-				ceiling = run.Result.CyclesPerSec
-			} else if ceiling > 0 {
-				run.OverCeiling = run.Result.CyclesPerSec / ceiling
-			}
-			fmt.Fprintf(progress, "%7.0f cycles/s", run.Result.CyclesPerSec)
-			if run.OverCeiling > 0 {
-				fmt.Fprintf(progress, "  %.2fx ceiling", run.OverCeiling)
-			}
-			if run.ServerCPUUS > 0 {
-				fmt.Fprintf(progress, "  server %.0f µs/cycle", run.ServerCPUUS)
-			}
-			if run.ServerSyscalls > 0 {
-				fmt.Fprintf(progress, ", %.1f syscalls/cycle", run.ServerSyscalls)
-			}
-			fmt.Fprintln(progress)
-			cmp.Runs = append(cmp.Runs, run)
 		}
+		cmp.Runs = append(cmp.Runs, mergeRounds(rounds)...)
 	}
 	rep.Machine.LoadEnd = loadAvg()
 	return rep, nil
+}
+
+// runRound runs sc against every target in turn, once: round (from 0) of
+// cfg.repeat. Each run's ratio to the ceiling is against this round's.
+// Lock names start with prefix.
+func runRound(ctx context.Context, cfg config, targets []*procTarget, sc Scenario, prefix string, round int, progress io.Writer) ([]TargetRun, error) {
+	var runs []TargetRun
+	var ceiling float64
+	for _, t := range targets {
+		tgt := t.tgt
+		switch {
+		case sc.Mode == contended && !t.contended, sc.Mode == mixedMode && !t.mixed:
+			continue
+		case sc.Mode == semaphoreMode:
+			if t.semaphore == nil {
+				continue
+			}
+			tgt = t.semaphore(sc.Limit)
+		}
+		if cfg.repeat > 1 {
+			fmt.Fprintf(progress, "%d/%d ", round+1, cfg.repeat)
+		}
+		fmt.Fprintf(progress, "%-36s %-9s ... ", sc, t.key)
+		run, err := runTarget(ctx, cfg, t, tgt, sc, prefix+"-"+t.key)
+		if err != nil {
+			fmt.Fprintln(progress)
+			return nil, fmt.Errorf("%s, %s: %w", sc, t.key, err)
+		}
+		if t.key == "ceiling" {
+			ceiling = run.Result.CyclesPerSec
+		} else if ceiling > 0 {
+			run.OverCeiling = run.Result.CyclesPerSec / ceiling
+		}
+		fmt.Fprintf(progress, "%7.0f cycles/s", run.Result.CyclesPerSec)
+		if run.OverCeiling > 0 {
+			fmt.Fprintf(progress, "  %.2fx ceiling", run.OverCeiling)
+		}
+		if run.ServerCPUUS > 0 {
+			fmt.Fprintf(progress, "  server %.0f µs/cycle", run.ServerCPUUS)
+		}
+		if run.ServerSyscalls > 0 {
+			fmt.Fprintf(progress, ", %.1f syscalls/cycle", run.ServerSyscalls)
+		}
+		fmt.Fprintln(progress)
+		runs = append(runs, run)
+	}
+	return runs, nil
 }
 
 func maxClients(cfg config) int {
@@ -413,6 +450,9 @@ func writeComparison(w io.Writer, r *Report) error {
 	b.WriteString("- HTTP ceiling: a plain net/http server process with the gateway's JWT check that answers 201 / 204 with a small JSON body and holds no lock\n")
 	b.WriteString("- CPU per cycle: utime + stime from /proc/<pid>/stat over the timed part of the run (10 ms ticks), over cycles; " +
 		"syscalls per cycle: syscr + syscw from /proc/<pid>/io, which the machine's load hardly moves\n")
+	if c.Repeat > 1 {
+		fmt.Fprintf(&b, "- %s\n", roundsNote(c.Repeat))
+	}
 	for _, n := range c.Notes {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
@@ -452,7 +492,7 @@ func writeComparison(w io.Writer, r *Report) error {
 				label = r.Label
 				cps = append(cps, fmt.Sprintf("%.0f", r.Result.CyclesPerSec))
 				if r.OverCeiling > 0 {
-					ratio = append(ratio, fmt.Sprintf("%.2f", r.OverCeiling))
+					ratio = append(ratio, ratioCell(*r))
 				}
 				switch {
 				case r.ServerCPUUS > 0 && r.RedisCPUUS > 0:
@@ -490,7 +530,7 @@ func writeComparison(w io.Writer, r *Report) error {
 			continue
 		}
 		r := run.Result
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s / %s | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec, ratioCell(run.OverCeiling),
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s / %s | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec, ratioCell(run),
 			num(r.Acquire.P50), num(r.Acquire.P99), num(r.Release.P50), num(r.Release.P99), cpuCell(run), syscallCell(run), formatErrors(r.Errors))
 	}
 	b.WriteString("\n### Contended: every client on one lock, server-side wait, hold 0\n\n")
@@ -534,13 +574,6 @@ func writeComparison(w io.Writer, r *Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func ratioCell(v float64) string {
-	if v == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.2f", v)
 }
 
 func syscallCell(run TargetRun) string {

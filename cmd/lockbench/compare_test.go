@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +114,66 @@ func TestCPUTimeOfThisProcess(t *testing.T) {
 		}
 	}
 	t.Error("10s of spinning did not move this process's CPU time")
+}
+
+// TestProcessesRepeatSmoke runs --processes --repeat 2 briefly (this test
+// binary as the gateway, as in TestProcessesSmoke) and checks that each
+// target and scenario has one summary of two rounds, each round's ratio
+// against that round's ceiling. It asserts shape, never speed.
+func TestProcessesRepeatSmoke(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"lockbench", "--processes", "--json", "--repeat", "2", "--duration", "200ms", "--targets", "ceiling,embedded",
+		"--uncontended-clients", "2", "--contended-clients", "2", "--semaphore-clients", "0", "--mixed-clients", "0",
+		"--gateway-bin", exe, "--etcd", ""}
+	var out, progress bytes.Buffer
+	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+		t.Fatalf("lockbench --processes --repeat 2: %v\nprogress:\n%s", err, &progress)
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("the --json report does not parse: %v\n%s", err, &out)
+	}
+	c := rep.Comparison
+	if c == nil || c.Repeat != 2 {
+		t.Fatalf("want a comparison of 2 rounds, got %+v", c)
+	}
+	var got []string
+	for _, r := range c.Runs {
+		got = append(got, r.Target+" "+r.Mode)
+		if len(r.Rounds) != 2 {
+			t.Errorf("%s %s: %d rounds, want 2", r.Target, r.Mode, len(r.Rounds))
+		}
+	}
+	if want := []string{"ceiling uncontended", "embedded uncontended", "embedded contended"}; !slices.Equal(got, want) {
+		t.Fatalf("runs %q, want %q", got, want)
+	}
+	ceiling, embedded := c.Runs[0], c.Runs[1]
+	for i, r := range embedded.Rounds {
+		want := r.Result.CyclesPerSec / ceiling.Rounds[i].Result.CyclesPerSec
+		if r.Round != i+1 || math.Abs(r.OverCeiling-want) > 1e-9 {
+			t.Errorf("embedded round %d: #%d, %v x ceiling; want #%d, %v (against round %d's ceiling)", i, r.Round, r.OverCeiling, i+1, want, i+1)
+		}
+	}
+	if embedded.OverCeilingMin > embedded.OverCeiling || embedded.OverCeiling > embedded.OverCeilingMax || embedded.OverCeilingMin <= 0 {
+		t.Errorf("embedded x ceiling %v (%v–%v): want the median within a positive spread", embedded.OverCeiling, embedded.OverCeilingMin, embedded.OverCeilingMax)
+	}
+	if n := strings.Count(progress.String(), "2/2 "); n != 3 {
+		t.Errorf("progress names round 2 of 2 %d times, want 3:\n%s", n, &progress)
+	}
+}
+
+func TestRepeatFlag(t *testing.T) {
+	for name, args := range map[string][]string{
+		"zero rounds":         {"lockbench", "--processes", "--repeat", "0"},
+		"without --processes": {"lockbench", "--self", "--repeat", "2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
+				t.Errorf("parseConfig(%q) = nil error, want one", args)
+			}
+		})
+	}
 }

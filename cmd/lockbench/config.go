@@ -45,6 +45,7 @@ type config struct {
 	gatewayBin string
 	etcd       string
 	pprofDir   string
+	repeat     int
 }
 
 const usage = `lockbench drives a lockgate gateway and reports throughput, latency,
@@ -94,6 +95,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "--processes: the gateway binary (default: go build cmd/gateway into a temporary directory)")
 	fs.StringVar(&c.etcd, "etcd", "etcd", "--processes: the etcd binary to compare with (skipped when not found)")
 	fs.StringVar(&c.pprofDir, "pprof-dir", "", "--processes: write CPU and allocation profiles of each gateway process during its first uncontended run here")
+	fs.IntVar(&c.repeat, "repeat", 1, "--processes: rounds of each scenario, each round over every target in the same order; the report gives the medians of the rounds and the spread of the ratio to the ceiling")
 	fs.IntVar(&c.semaphoreLimit, "semaphore-limit", 4, "--mode semaphore, --self: the semaphore's permits")
 	fs.IntVar(&c.semaphoreClients, "semaphore-clients", 64, "--self, --processes: clients of the semaphore run (0: skip)")
 	fs.Float64Var(&c.sharedRatio, "shared-ratio", 0.8, "--mode mixed, --self, --processes: the share of acquires that ask for a shared grant")
@@ -160,6 +162,10 @@ func (c config) check() error {
 		return errors.New("--hold and --wait must not be negative")
 	case c.wait < time.Millisecond:
 		return errors.New("--wait must be at least 1ms: a contended acquire waits server-side")
+	case c.repeat < 1:
+		return errors.New("--repeat must be at least 1")
+	case c.repeat > 1 && !c.processes:
+		return errors.New("--repeat goes with --processes")
 	case c.parked < 0 || c.heldLocks < 0:
 		return errors.New("--parked and --held-locks must not be negative")
 	case c.self && c.processes:
