@@ -23,6 +23,10 @@ func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, cha
 	).Err()
 }
 
+// Channel is the channel of r's waiters: a ghost queued on it is handed
+// grants in full by r's releases, as one of r's own waiters would be.
+func (r *Redis) Channel() string { return r.waiters.channel }
+
 // PretendCluster makes r trust no PUBLISH receiver count, as on Redis
 // Cluster, where it counts the receivers of one node only.
 func (r *Redis) PretendCluster() { r.arg.checkHeard = "0" }

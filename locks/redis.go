@@ -602,7 +602,21 @@ func (r *Redis) release(ctx context.Context, res resource, token string) (int, e
 	h := tokenHash(token)
 	args := append(make([]any, 0, 5), h, r.arg.retention, r.arg.checkHeard)
 	args = append(append(args, res.kind.tail(r)...), r.arg.channel)
-	cmd, ackErr := r.runAck(ctx, res.kind.release, r.keysFor(res, h), args...)
+	// With --redis-min-replicas, only a grant handed in full to a waiter of
+	// this gateway needs the replicas' acknowledgement before it is told
+	// (a release that frees the lock, or hands it on by a message, tells
+	// nobody of a grant). So the release WAITs only while one of this
+	// gateway's waiters waits for res; a waiter that queued after this
+	// check, and is handed the grant, gets a barrier instead.
+	ack := r.opts.MinReplicas > 0 && r.waiters.waitingOn(res)
+	keys := r.keysFor(res, h)
+	var cmd *redis.Cmd
+	var ackErr error
+	if ack {
+		cmd, ackErr = r.runAck(ctx, res.kind.release, keys, args...)
+	} else {
+		cmd = r.run(ctx, res.kind.release, keys, args...)
+	}
 	out, err := cmd.Slice()
 	if err != nil {
 		r.waiters.requestBeat()
@@ -622,6 +636,9 @@ func (r *Redis) release(ctx context.Context, res resource, token string) (int, e
 		releaseEnded(ctx, millis(held))
 	}
 	if len(out) == 8 {
+		if r.opts.MinReplicas > 0 && !ack {
+			ackErr = r.batch.barrier(ctx, r.opts.Timeout, keys[0])
+		}
 		r.handOver(ctx, res, out[3:], start, ackErr)
 	}
 	return int(holds), nil

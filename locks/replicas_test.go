@@ -3,6 +3,8 @@ package locks_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +180,72 @@ func TestRedisClusterMinReplicasWithoutReplicas(t *testing.T) {
 			t.Fatalf("acquire %s: got %v, want 0 of 1 replicas acknowledged", key, err)
 		}
 		waitFree(t, r, key)
+	}
+}
+
+// TestRedisMinReplicasReleaseWaitsOnlyForAHandOver: with replicas asked
+// for, a release WAITs only when it may hand a grant in full to a waiter of
+// its own gateway, whose caller is then told of it: a release that frees
+// the lock tells nobody of a grant, and needs no acknowledgement. A waiter
+// the gateway did not know of when it sent the release (here a ghost on its
+// channel) still gets its grant acknowledged, by a barrier.
+func TestRedisMinReplicasReleaseWaitsOnlyForAHandOver(t *testing.T) {
+	primary := redistest.Start(t)
+	redistest.StartReplica(t, primary)
+	admin := primary.Client(t)
+	r := newRedis(t, primary, locks.RedisOptions{MinReplicas: 1, ReplicaTimeout: replicaTimeout, Timeout: redisTimeout})
+	ctx := context.Background()
+	req := locks.AcquireRequest{TTL: time.Minute, Subject: "tester"}
+	waits := func() int64 {
+		t.Helper()
+		stats, err := admin.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(stats, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:calls="); ok {
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	release := func(key locks.Key, token string) (sentWaits int64) {
+		t.Helper()
+		before := waits()
+		if _, err := r.Release(ctx, key, token); err != nil {
+			t.Fatal(err)
+		}
+		return waits() - before
+	}
+
+	key := locktest.UniqueKey(t)
+	g := locktest.MustAcquire(t, r, key, req)
+	if n := release(key, g.Token); n != 0 {
+		t.Errorf("a release with nobody waiting sent %d WAITs, want 0", n)
+	}
+
+	key = locktest.UniqueKey(t)
+	g = locktest.MustAcquire(t, r, key, req)
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute, Subject: "waiter", Wait: time.Minute})
+		got <- err
+	}()
+	waitQueued(t, r, key, 1)
+	if n := release(key, g.Token); n != 1 {
+		t.Errorf("a release handing its own waiter the lock sent %d WAITs, want 1", n)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: got %v, want the grant", err)
+	}
+
+	key = locktest.UniqueKey(t)
+	g = locktest.MustAcquire(t, r, key, req)
+	if err := r.QueueGhost(ctx, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}, r.Channel()); err != nil {
+		t.Fatal(err)
+	}
+	if n := release(key, g.Token); n != 1 {
+		t.Errorf("a release handing the lock to a waiter it did not know of sent %d WAITs, want 1 (a barrier)", n)
 	}
 }
