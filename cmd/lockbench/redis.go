@@ -127,9 +127,15 @@ func startReplica(ctx context.Context, bin string, primary *redisProc) (*redisPr
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; { // poll until the link is up
+	// Poll until the link is up and the replica acknowledges a write: a
+	// link just up may not acknowledge yet, and the replicated target's
+	// first grant would fail its WAIT.
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		if up, _ := infoField(ctx, c, "replication", "master_link_status"); up == "up" {
-			return p, nil
+			pc.Set(ctx, "lockbench:replica-check", "1", time.Second)
+			if n, _ := pc.Do(ctx, "WAIT", 1, 100).Int(); n >= 1 {
+				return p, nil
+			}
 		}
 		if time.Now().After(deadline) {
 			p.stop()
