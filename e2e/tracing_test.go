@@ -110,3 +110,36 @@ func TestNoTracesUnlessAsked(t *testing.T) {
 		t.Fatalf("got %d exports, want none", len(paths))
 	}
 }
+
+// TestTicketsTraced: a ticket's calls into the engine are traced as the
+// lock's are, and no span carries the ticket token.
+func TestTicketsTraced(t *testing.T) {
+	col, endpoint := startCollector(t)
+	gw := startGatewayEnv(t, map[string]string{"LOCKGATE_JWT_SECRET": secret, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+		"--redis-url", redistest.Start(t).URL())
+	auth := bearer(token(t, nil))
+	url := gw.URL + "/locks/traced/ticket"
+	holder := acquire(t, url, `{"ttl_ms":60000}`)
+	tk := openTicket(t, url, `{"ttl_ms":60000,"wait_ms":30000}`, auth)
+	if r := pollTicket(t, gw.URL, tk, auth); r.status != http.StatusOK {
+		t.Fatalf("poll: got %d %s, want 200 (queued)", r.status, r.body)
+	}
+	if r := call(t, "DELETE", gw.URL+tk.location, "", with(auth, []string{"Ticket-Token", tk.TicketToken})...); r.status != http.StatusNoContent {
+		t.Fatalf("close: got %d %s, want 204", r.status, r.body)
+	}
+	if r := call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", holder.Token})...); r.status != http.StatusNoContent {
+		t.Fatalf("release: got %d, want 204", r.status)
+	}
+	if err := gw.stop(); err != nil { // flushes the spans
+		t.Fatal(err)
+	}
+	_, got := col.received()
+	for _, want := range []string{"ticket.open", "ticket.poll", "ticket.close"} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Errorf("no exported span names %q", want)
+		}
+	}
+	if bytes.Contains(got, []byte(tk.TicketToken)) {
+		t.Error("the exported spans carry the ticket token")
+	}
+}

@@ -33,11 +33,16 @@ type tracedBackend struct {
 }
 
 func (tb *tracedBackend) start(ctx context.Context, name string, key locks.Key) (context.Context, trace.Span) {
+	return startSpan(ctx, tb.tracer, name, key)
+}
+
+// startSpan starts the span of an engine call named name on key.
+func startSpan(ctx context.Context, tracer trace.Tracer, name string, key locks.Key) (context.Context, trace.Span) {
 	attrs := []attribute.KeyValue{attribute.String("lockgate.namespace", key.Namespace)}
 	if key.Name != "" {
 		attrs = append(attrs, attribute.String("lockgate.name", key.Name))
 	}
-	return tb.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
 
 // end records err's outcome on span, by its kind: the text of an error may
@@ -157,4 +162,40 @@ func (tb *tracedBackend) InspectSemaphore(ctx context.Context, key locks.Key) (l
 	info, err := tb.Backend.InspectSemaphore(ctx, key)
 	end(span, err)
 	return info, err
+}
+
+// Tickets returns tk with a span around each of its calls, as Backend does
+// for the lock's: a long-poll's span lasts as long as the poll. With a nil
+// t, or a nil tk (the embedded backend has no tickets), it returns tk.
+func (t *Tracing) Tickets(tk locks.Tickets) locks.Tickets {
+	if t == nil || tk == nil {
+		return tk
+	}
+	return &tracedTickets{Tickets: tk, tracer: t.tracer}
+}
+
+type tracedTickets struct {
+	locks.Tickets
+	tracer trace.Tracer
+}
+
+func (tt *tracedTickets) OpenTicket(ctx context.Context, key locks.Key, req locks.AcquireRequest) (locks.TicketState, error) {
+	ctx, span := startSpan(ctx, tt.tracer, "ticket.open", key)
+	st, err := tt.Tickets.OpenTicket(ctx, key, req)
+	end(span, err)
+	return st, err
+}
+
+func (tt *tracedTickets) PollTicket(ctx context.Context, key locks.Key, id, token string, wait time.Duration) (locks.TicketState, error) {
+	ctx, span := startSpan(ctx, tt.tracer, "ticket.poll", key)
+	st, err := tt.Tickets.PollTicket(ctx, key, id, token, wait)
+	end(span, err)
+	return st, err
+}
+
+func (tt *tracedTickets) CloseTicket(ctx context.Context, key locks.Key, id, token string) error {
+	ctx, span := startSpan(ctx, tt.tracer, "ticket.close", key)
+	err := tt.Tickets.CloseTicket(ctx, key, id, token)
+	end(span, err)
+	return err
 }

@@ -96,7 +96,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	tickets, _ := backend.(locks.Tickets) // the embedded backend has none
 	srv, err := handlers.NewServer(handlers.Config{
-		Tickets:    tickets,
+		Tickets:    tracer.Tickets(tickets),
 		Backend:    tracer.Backend(backend),
 		Auth:       authn,
 		DefaultTTL: cfg.defaultTTL,
