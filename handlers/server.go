@@ -154,18 +154,23 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	}
 	// One allocation for the answer, its body and what giving the grant
 	// back needs, rather than one for each.
-	g := &lockGranted{s: s, ctx: ctx, c: c, holds: grant.Holds}
-	g.body = Grant{
-		Lock:         key.String(),
-		Token:        grant.Token,
-		FencingToken: grant.FencingToken,
-		TtlMs:        grant.TTL.Milliseconds(),
-		RenewAfterMs: renewAfterMs(grant.TTL),
-		ExpiresAt:    timestamp(grant.ExpiresAt),
-		Holds:        &g.holds,
-		Mode:         grantMode(ar.Mode),
-	}
+	g := &lockGranted{s: s, ctx: ctx, c: c, grant: grant}
+	g.body = grantBody(key, &g.grant, ar.Mode)
 	return g, nil
+}
+
+// grantBody is the body that tells the caller of grant g of key.
+func grantBody(key locks.Key, g *locks.Grant, mode locks.Mode) Grant {
+	return Grant{
+		Lock:         key.String(),
+		Token:        g.Token,
+		FencingToken: g.FencingToken,
+		TtlMs:        g.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(g.TTL),
+		ExpiresAt:    timestamp(g.ExpiresAt),
+		Holds:        &g.Holds,
+		Mode:         grantMode(mode),
+	}
 }
 
 // lockGranted is the 201 of a lock's acquire: a granted, in one piece.
@@ -173,8 +178,8 @@ type lockGranted struct {
 	s     *Server
 	ctx   context.Context
 	c     grantCall
+	grant locks.Grant
 	body  Grant
-	holds int
 }
 
 // VisitAcquireLockResponse implements AcquireLockResponseObject.
@@ -208,16 +213,7 @@ func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl t
 		return nil, err
 	}
 	s.metrics.acquires.WithLabelValues(outcomeReentered).Inc()
-	return AcquireLock200JSONResponse{
-		Lock:         key.String(),
-		Token:        grant.Token,
-		FencingToken: grant.FencingToken,
-		TtlMs:        grant.TTL.Milliseconds(),
-		RenewAfterMs: renewAfterMs(grant.TTL),
-		ExpiresAt:    timestamp(grant.ExpiresAt),
-		Holds:        &grant.Holds,
-		Mode:         grantMode(mode),
-	}, nil
+	return AcquireLock200JSONResponse(grantBody(key, &grant, mode)), nil
 }
 
 // The API's names of the modes, made once: a grant's body points at them.

@@ -91,7 +91,7 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 			_, err := s.cfg.Backend.Release(ctx, key, token)
 			return err
 		}}
-		return granted{body: s.grantBody(key, *g, ar.Mode), release: func() { s.giveBack(ctx, c, g.Token) }}, nil
+		return granted{body: grantBody(key, g, ar.Mode), release: func() { s.giveBack(ctx, c, g.Token) }}, nil
 	}
 	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()
 	return ticketQueued{
@@ -105,19 +105,6 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 			RetryAfterMs: st.RetryAfter.Milliseconds(),
 		},
 	}, nil
-}
-
-func (s *Server) grantBody(key locks.Key, g locks.Grant, mode locks.Mode) Grant {
-	return Grant{
-		Lock:         key.String(),
-		Token:        g.Token,
-		FencingToken: g.FencingToken,
-		TtlMs:        g.TTL.Milliseconds(),
-		RenewAfterMs: renewAfterMs(g.TTL),
-		ExpiresAt:    timestamp(g.ExpiresAt),
-		Holds:        &g.Holds,
-		Mode:         grantMode(mode),
-	}
 }
 
 // ticketQueued is the 202 of an acquire answered with a ticket. Its body
@@ -202,7 +189,7 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 		return nil, err
 	case st.Grant != nil:
 		s.metrics.tickets.polls.WithLabelValues(outcomeGranted).Inc()
-		return ticketGranted{body: s.grantBody(key, *st.Grant, st.Mode)}, nil
+		return ticketGranted{body: grantBody(key, st.Grant, st.Mode)}, nil
 	}
 	s.metrics.tickets.polls.WithLabelValues(outcomeWaiting).Inc()
 	return PollTicket200JSONResponse{
