@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 // fuzzMaxTTL is the max TTL of the gateway under fuzzing.
@@ -26,18 +23,7 @@ const fuzzMaxTTL = time.Minute
 func fuzzGateway(f *testing.F) (http.Handler, *locks.Memory, string) {
 	f.Helper()
 	mem := locks.NewMemory(locks.MemoryOptions{})
-	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
-	if err != nil {
-		f.Fatal(err)
-	}
-	s, err := NewServer(Config{Backend: mem, Auth: authn, MaxTTL: fuzzMaxTTL, MaxWait: time.Second, Logger: zerolog.Nop()})
-	if err != nil {
-		f.Fatal(err)
-	}
-	h, err := s.Handler()
-	if err != nil {
-		f.Fatal(err)
-	}
+	_, h := newTestHandler(f, Config{Backend: mem, MaxTTL: fuzzMaxTTL, MaxWait: time.Second})
 	tok := "Bearer " + testToken(&testing.T{})
 	return h, mem, tok
 }

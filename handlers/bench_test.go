@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 // BenchmarkAcquireRelease is one uncontended cycle, an acquire and its
@@ -21,20 +19,9 @@ import (
 // net/http's connection handling. Its allocs/op is the gateway's own
 // share of the allocations per cycle, the steadier signal on a busy box.
 func BenchmarkAcquireRelease(b *testing.B) {
-	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
-	if err != nil {
-		b.Fatal(err)
-	}
 	mem := locks.NewMemory(locks.MemoryOptions{})
 	b.Cleanup(func() { mem.Close() })
-	s, err := NewServer(Config{Backend: mem, Auth: authn, Logger: zerolog.Nop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := s.Handler()
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, h := newTestHandler(b, Config{Backend: mem})
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"sub": "bench", "ns": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix(),
 	}).SignedString([]byte(testSecret))

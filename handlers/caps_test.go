@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 // TestMaxWaiters: past MaxWaiters, one more waiting acquirer gets 429
@@ -20,18 +17,7 @@ import (
 // do not wait are not counted; a freed slot is usable again.
 func TestMaxWaiters(t *testing.T) {
 	mem := locks.NewMemory(locks.MemoryOptions{})
-	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(Config{Backend: mem, Auth: authn, MaxWaiters: 2, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := s.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, h := newTestHandler(t, Config{Backend: mem, MaxWaiters: 2})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	auth := "Bearer " + testToken(t)

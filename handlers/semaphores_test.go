@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 // TestSemaphoreProblems: the two semaphore refusals carry their data in the
@@ -115,18 +112,7 @@ func TestPermitAfterClientLeftIsReleased(t *testing.T) {
 // and semaphores together, and Drain turns semaphore waiters away too.
 func TestSemaphoreWaitersShareTheCaps(t *testing.T) {
 	mem := locks.NewMemory(locks.MemoryOptions{})
-	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(Config{Backend: mem, Auth: authn, MaxWaiters: 2, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := s.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, h := newTestHandler(t, Config{Backend: mem, MaxWaiters: 2})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	post := func(path, body string) <-chan *http.Response {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
@@ -39,21 +38,32 @@ func (l *lateGranter) Acquire(ctx context.Context, key locks.Key, req locks.Acqu
 
 func newTestServer(t *testing.T, b locks.Backend) (*Server, *httptest.Server) {
 	t.Helper()
-	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(Config{Backend: b, Auth: authn, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := s.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, h := newTestHandler(t, Config{Backend: b})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	return s, ts
+}
+
+// newTestHandler is the gateway's handler for cfg, with tokens signed by
+// testSecret unless cfg has an Authenticator.
+func newTestHandler(tb testing.TB, cfg Config) (*Server, http.Handler) {
+	tb.Helper()
+	if cfg.Auth == nil {
+		authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg.Auth = authn
+	}
+	s, err := NewServer(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := s.Handler()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, h
 }
 
 func testToken(t *testing.T) string {
@@ -164,18 +174,7 @@ func gaugeValue(t *testing.T, s *Server) int {
 // caller never learnt its token, so nobody else could.
 func TestGrantNotWrittenIsReleased(t *testing.T) {
 	mem := locks.NewMemory(locks.MemoryOptions{})
-	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewServer(Config{Backend: mem, Auth: authn, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := s.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := newTestHandler(t, Config{Backend: mem})
 	ts := httptest.NewUnstartedServer(h)
 	ts.Listener = &grantDroppingListener{Listener: ts.Listener}
 	ts.Start()
