@@ -244,21 +244,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		}
 	}
 
-	var matrix []Scenario
-	for _, n := range cfg.uncontendedClients {
-		matrix = append(matrix, Scenario{Mode: uncontended, Clients: n, Duration: cfg.duration, Wait: cfg.wait})
-	}
-	for _, n := range cfg.contendedClients {
-		matrix = append(matrix, Scenario{Mode: contended, Clients: n, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
-	}
-	if cfg.semaphoreClients > 0 {
-		matrix = append(matrix, Scenario{Mode: semaphoreMode, Clients: cfg.semaphoreClients, Limit: cfg.semaphoreLimit,
-			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
-	}
-	if cfg.mixedClients > 0 {
-		matrix = append(matrix, Scenario{Mode: mixedMode, Clients: cfg.mixedClients, SharedRatio: cfg.sharedRatio,
-			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
-	}
+	matrix := presetMatrix(cfg)
 	if cfg.repeat > 1 {
 		cmp.Repeat = cfg.repeat
 	}

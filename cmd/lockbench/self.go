@@ -37,21 +37,7 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 	defer b.close()
 	rep = b.newReport(ctx, "self")
 
-	var matrix []Scenario
-	for _, n := range cfg.uncontendedClients {
-		matrix = append(matrix, Scenario{Mode: uncontended, Clients: n, Duration: cfg.duration, Wait: cfg.wait})
-	}
-	for _, n := range cfg.contendedClients {
-		matrix = append(matrix, Scenario{Mode: contended, Clients: n, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
-	}
-	if cfg.semaphoreClients > 0 {
-		matrix = append(matrix, Scenario{Mode: semaphoreMode, Clients: cfg.semaphoreClients, Limit: cfg.semaphoreLimit,
-			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
-	}
-	if cfg.mixedClients > 0 {
-		matrix = append(matrix, Scenario{Mode: mixedMode, Clients: cfg.mixedClients, SharedRatio: cfg.sharedRatio,
-			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
-	}
+	matrix := presetMatrix(cfg)
 	for i, sc := range matrix {
 		sr, err := b.scenario(ctx, sc, i)
 		if err != nil {
@@ -90,4 +76,26 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 	}
 	rep.Machine.LoadEnd = loadAvg()
 	return rep, nil
+}
+
+// presetMatrix is the scenarios of --self and --processes, in the order
+// they run: uncontended, contended, then a semaphore and a shared lock when
+// asked for.
+func presetMatrix(cfg config) []Scenario {
+	var matrix []Scenario
+	for _, n := range cfg.uncontendedClients {
+		matrix = append(matrix, Scenario{Mode: uncontended, Clients: n, Duration: cfg.duration, Wait: cfg.wait})
+	}
+	for _, n := range cfg.contendedClients {
+		matrix = append(matrix, Scenario{Mode: contended, Clients: n, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+	}
+	if cfg.semaphoreClients > 0 {
+		matrix = append(matrix, Scenario{Mode: semaphoreMode, Clients: cfg.semaphoreClients, Limit: cfg.semaphoreLimit,
+			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+	}
+	if cfg.mixedClients > 0 {
+		matrix = append(matrix, Scenario{Mode: mixedMode, Clients: cfg.mixedClients, SharedRatio: cfg.sharedRatio,
+			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+	}
+	return matrix
 }
