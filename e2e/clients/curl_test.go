@@ -2,7 +2,6 @@ package clients
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -265,13 +264,8 @@ func waitForWaiters(t *testing.T, gw *gateway, n int) {
 	want := "lockgate_active_waiters " + strconv.Itoa(n) + "\n"
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(gw.URL + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(b), want) {
-				return
-			}
+		if strings.Contains(gw.metrics(), want) {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no %d waiters within 30s", n)

@@ -87,6 +87,28 @@ func (g *gateway) held(t *testing.T, lock string) bool {
 	return false
 }
 
+// metrics returns the gateway's /metrics text, or "" when it did not answer.
+func (g *gateway) metrics() string {
+	resp, err := http.Get(g.URL + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// wantMetrics fails t unless the gateway's /metrics has each of want.
+func (g *gateway) wantMetrics(t *testing.T, want ...string) {
+	t.Helper()
+	m := g.metrics()
+	for _, w := range want {
+		if !strings.Contains(m, w) {
+			t.Errorf("/metrics lacks %s", w)
+		}
+	}
+}
+
 func (g *gateway) call(t *testing.T, method, lock, body, lockToken string) (int, []byte) {
 	t.Helper()
 	var rd io.Reader

@@ -3,7 +3,6 @@ package clients
 import (
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -30,17 +29,7 @@ func TestPythonExampleRetriesLostAcquire(t *testing.T) {
 	if !strings.Contains(p.stdout.String(), "released python/retry") || gw.held(t, "python/retry") {
 		t.Fatalf("the lock is held after the example, or it did not release it\nstdout: %s", p.stdout)
 	}
-	resp, err := http.Get(gw.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	m, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{`lockgate_acquires_total{outcome="granted"} 1`, `lockgate_acquires_total{outcome="replayed"} 1`} {
-		if !strings.Contains(string(m), want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
-	}
+	gw.wantMetrics(t, `lockgate_acquires_total{outcome="granted"} 1`, `lockgate_acquires_total{outcome="replayed"} 1`)
 	p.noSecrets(t)
 }
 

@@ -1,7 +1,6 @@
 package clients
 
 import (
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -64,17 +63,7 @@ func TestNodeServerlessRetriesLostAcquire(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "retrying with the same input") || !strings.Contains(p.stdout.String(), "acquired node/serverless-retry at once") {
 		t.Fatalf("want a failed invocation, then the lock at once\nstdout: %s\nstderr: %s", p.stdout, p.stderr)
 	}
-	resp, err := http.Get(gw.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	m, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{`lockgate_acquires_total{outcome="granted"} 1`, `lockgate_acquires_total{outcome="replayed"} 1`} {
-		if !strings.Contains(string(m), want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
-	}
+	gw.wantMetrics(t, `lockgate_acquires_total{outcome="granted"} 1`, `lockgate_acquires_total{outcome="replayed"} 1`)
 	if gw.held(t, "node/serverless-retry") {
 		t.Fatal("the lock is held after the example")
 	}
