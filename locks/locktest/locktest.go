@@ -110,6 +110,26 @@ func waitUntilFree(t testing.TB, l locks.Locker, key locks.Key) {
 	}
 }
 
+// waitUntilHolders polls until key is held shared by n holders (some
+// leases ended) and returns what Inspect then says.
+func waitUntilHolders(t testing.TB, l locks.Locker, key locks.Key, n int) locks.Info {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := l.Inspect(context.Background(), key)
+		if err != nil {
+			t.Fatalf("inspect: %v", err)
+		}
+		if len(info.Holders) == n {
+			return info
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d shared holders after 10s, want %d: %+v", key, len(info.Holders), n, info)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for an expiry, not synchronising
+	}
+}
+
 func testOneWinner(t *testing.T, l locks.Locker, key locks.Key) {
 	const n = 100
 	var wins, helds atomic.Int64

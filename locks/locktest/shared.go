@@ -157,22 +157,8 @@ func testSharedGrantedTogether(t *testing.T, l locks.Locker, key locks.Key) {
 func testSharedLeases(t *testing.T, l locks.Locker, key locks.Key) {
 	short := MustAcquire(t, l, key, sharedReq(200*time.Millisecond))
 	long := MustAcquire(t, l, key, sharedReq(time.Minute))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := l.Inspect(context.Background(), key)
-		if err != nil {
-			t.Fatalf("inspect: %v (the long lease ended too)", err)
-		}
-		if len(info.Holders) == 1 {
-			if info.FencingToken != long.FencingToken {
-				t.Fatalf("got %+v; want the long lease left", info)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the short lease did not end: %+v", info)
-		}
-		time.Sleep(5 * time.Millisecond) // polling for an expiry
+	if info := waitUntilHolders(t, l, key, 1); info.FencingToken != long.FencingToken {
+		t.Fatalf("got %+v; want the long lease left", info)
 	}
 	_, err := l.Renew(context.Background(), key, short.Token, time.Minute)
 	wantErr(t, err, locks.ErrNotHolder)
