@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,9 +24,10 @@ import (
 //
 //	go test ./locks -run '^$' -bench RedisScripts
 //
-// The cycles go round 16 lock names, as a lock is usually taken again and
-// again (so its history is full). redis-µs/cycle is Redis's time, calls/cycle the commands the scripts
-// run inside Redis; x-plain divides the first by the plain lock's.
+// The uncontended cycles go round 16 lock names, as a lock is usually taken
+// again and again (so its history is full); the contended ones share one
+// lock. redis-µs/cycle is Redis's time, calls/cycle the commands the
+// scripts run inside Redis; x-plain divides the first by the plain lock's.
 func BenchmarkRedisScripts(b *testing.B) {
 	srv := redistest.Start(b)
 	client := newClient(b, srv)
@@ -34,45 +37,76 @@ func BenchmarkRedisScripts(b *testing.B) {
 	var plain float64
 	b.Run("plain", func(b *testing.B) {
 		cad := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-		plain = measureScripts(b, client, func(i int) {
-			key, tok := "plain:"+strconv.Itoa(i%names), "t"+strconv.Itoa(i)
-			if err := client.SetNX(ctx, key, tok, 30*time.Second).Err(); err != nil {
-				b.Fatal(err)
-			}
-			if err := cad.Run(ctx, client, []string{key}, tok).Err(); err != nil {
-				b.Fatal(err)
+		plain = measureScripts(b, client, func(n int) {
+			for i := range n {
+				key, tok := "plain:"+strconv.Itoa(i%names), "t"+strconv.Itoa(i)
+				if err := client.SetNX(ctx, key, tok, 30*time.Second).Err(); err != nil {
+					b.Fatal(err)
+				}
+				if err := cad.Run(ctx, client, []string{key}, tok).Err(); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}, 0)
 	})
 	for _, history := range []int{0, 10} {
 		b.Run(fmt.Sprintf("lock/history=%d", history), func(b *testing.B) {
 			r := newRedis(b, srv, locks.RedisOptions{History: history})
-			measureScripts(b, client, func(i int) {
-				key := locks.Key{Namespace: "bench", Name: "l" + strconv.Itoa(i%names)}
-				g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Subject: "bench"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := r.Release(ctx, key, g.Token); err != nil {
-					b.Fatal(err)
+			measureScripts(b, client, func(n int) {
+				for i := range n {
+					key := locks.Key{Namespace: "bench", Name: "l" + strconv.Itoa(i%names)}
+					g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Subject: "bench"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := r.Release(ctx, key, g.Token); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}, plain)
 		})
 	}
+	// contended: clients on one lock, each acquiring with a wait and
+	// releasing at once, so that nearly every release hands the lock to a
+	// waiter and nearly every acquire joins the queue: the path of one
+	// contended lock at the gateway.
+	b.Run("contended/history=10", func(b *testing.B) {
+		r := newRedis(b, srv, locks.RedisOptions{History: 10})
+		key := locks.Key{Namespace: "bench", Name: "contended"}
+		const clients = 4
+		measureScripts(b, client, func(n int) {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range clients {
+				wg.Go(func() {
+					for next.Add(1) <= int64(n) {
+						g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Wait: 30 * time.Second, Subject: "bench"})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if _, err := r.Release(ctx, key, g.Token); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}, plain)
+	})
 }
 
-// measureScripts runs cycle b.N times and reports Redis's time in scripts
+// measureScripts runs b.N cycles and reports Redis's time in scripts
 // per cycle, the commands run per cycle, and that time over plain's; plain
 // 0 measures the plain lock itself, whose SET NX PX is not in a script.
-func measureScripts(b *testing.B, client *redis.Client, cycle func(i int), plain float64) float64 {
+func measureScripts(b *testing.B, client *redis.Client, cycles func(n int), plain float64) float64 {
 	ctx := context.Background()
 	if err := client.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		cycle(i)
-	}
+	cycles(b.N)
 	b.StopTimer()
 	stats, err := client.Info(ctx, "commandstats").Result()
 	if err != nil {
