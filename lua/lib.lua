@@ -62,19 +62,32 @@ local function lock_keys(opts)
     delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0}
 end
 
--- event adds an event to the lock's history (when it keeps one: never for
--- a semaphore's S): what happened at ms on the Redis clock, to the grant
--- of subject and owner label with fencing token fence (0 for a waiter).
-local function event(K, what, ms, sub, own, fence)
-  if not K.hist_n or K.hist_n == 0 then
-    return
-  end
-  local n = redis.call('LPUSH', K.history, cjson.encode({e = what, t = string.format('%d', ms), s = sub, o = own,
-    f = string.format('%d', tonumber(fence) or 0)}))
+-- push_events adds the encoded events evs, oldest first, to the lock's
+-- history: one LPUSH, then the cap and the expiry.
+local function push_events(K, evs)
+  local n = redis.call('LPUSH', K.history, unpack(evs))
   if n > K.hist_n then
     redis.call('LTRIM', K.history, 0, K.hist_n - 1)
   end
   redis.call('PEXPIRE', K.history, K.keep_ms)
+end
+
+-- event adds an event to the lock's history (when it keeps one: never for
+-- a semaphore's S): what happened at ms on the Redis clock, to the grant
+-- of subject and owner label with fencing token fence (0 for a waiter).
+-- While K.ev is a list (see release_all), the event waits there, to be
+-- pushed with the others.
+local function event(K, what, ms, sub, own, fence)
+  if not K.hist_n or K.hist_n == 0 then
+    return
+  end
+  local e = cjson.encode({e = what, t = string.format('%d', ms), s = sub, o = own,
+    f = string.format('%d', tonumber(fence) or 0)})
+  if K.ev then
+    K.ev[#K.ev + 1] = e
+  else
+    push_events(K, {e})
+  end
 end
 
 -- holder_of returns the exclusive grant's {fence, subject, owner}.
@@ -532,6 +545,9 @@ end
 -- ended unreleased ('x:<ms>').
 local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   local at, holder
+  -- The release and the hand-off that follows it (a grant, waiters
+  -- dropped) go into the history together, with one LPUSH.
+  K.ev = {}
   if r then
     at = r.a
     event(K, 'released', now, r.s, r.o, r.f)
@@ -558,5 +574,10 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     end
   end
   local h = handoff(K, t, now, holder, retention, check_heard, nil, here)
+  local ev = K.ev
+  K.ev = nil
+  if #ev > 0 then
+    push_events(K, ev)
+  end
   return now - (tonumber(at) or now), h.near, h.near_reply
 end
