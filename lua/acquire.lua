@@ -26,7 +26,8 @@
 --          {0, retry_ms, now_ms, rank, arrival}
 --              held by another, or kept by the lock delay for retry_ms; a
 --              waiter is queued at 0-based rank (-1: not queued) with that
---              arrival number
+--              arrival number, and behind the head of the queue gets
+--              retry_ms 0: it waits for a hand-off, not for the lease
 --
 -- A free lock goes to the queue first: nobody who just arrived, or just
 -- released, gets ahead of those already waiting. A shared request joins
@@ -85,4 +86,11 @@ local rank = -1
 if me ~= '' then
   rank = redis.call('ZRANK', K.queue, me) or -1
 end
-return {0, retry_ms(K), now, rank, seq}
+-- Only a caller that does not wait, and the head of the queue (which looks
+-- again when the lease ends), wait for the lock's lease: the others wait
+-- for a hand-off.
+local retry = 0
+if rank <= 0 then
+  retry = retry_ms(K)
+end
+return {0, retry, now, rank, seq}
