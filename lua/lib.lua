@@ -385,16 +385,16 @@ end
 -- ('0' for a new arrival), so that a waiter that rejoins keeps its place;
 -- req is what a hand-off needs to grant to it (see K.waiters above).
 local function enqueue(K, now, me, arrival, wait, lease, req)
-  local seq = tonumber(redis.call('ZSCORE', K.queue, me))
-  if seq then
-    return seq
-  end
-  seq = tonumber(arrival)
+  local seq = tonumber(arrival)
   if seq == 0 then
     seq = redis.call('HINCRBY', K.waiters, '#seq', 1)
   end
+  -- NX: a waiter already queued keeps its place (and a number drawn for
+  -- it in vain leaves a gap, which FIFO order does not mind).
+  if redis.call('ZADD', K.queue, 'NX', seq, me) == 0 then
+    return tonumber(redis.call('ZSCORE', K.queue, me))
+  end
   local deadline = now + tonumber(wait)
-  redis.call('ZADD', K.queue, seq, me)
   redis.call('ZADD', K.alive,
     string.format('%d', math.min(deadline, now + tonumber(lease))), me)
   req.d = string.format('%d', deadline)
