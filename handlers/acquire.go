@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/locks"
@@ -22,7 +21,7 @@ type grantCall struct {
 	wait     time.Duration
 	acquire  func(ctx context.Context) (locks.Grant, error)
 	release  func(ctx context.Context, token string) error
-	outcomes *prometheus.CounterVec
+	outcomes *outcomeVec
 	outcome  func(err error) string
 	// keep keeps a grant whose caller left before receiving it, instead of
 	// releasing it: a retry with its Idempotency-Key will receive it.
@@ -90,7 +89,7 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		c.outcomes.WithLabelValues(outcomeReplayed).Inc()
 		return grant, nil
 	}
-	c.outcomes.WithLabelValues(outcomeGranted).Inc()
+	c.outcomes.granted.Inc()
 	if grant.HandoffDelay > 0 {
 		s.metrics.handoff.Observe(grant.HandoffDelay.Seconds())
 	}

@@ -86,7 +86,7 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 		return nil, err
 	}
 	if g := st.Grant; g != nil {
-		s.metrics.acquires.WithLabelValues(outcomeGranted).Inc()
+		s.metrics.acquires.granted.Inc()
 		c := grantCall{kind: "lock", key: key, release: func(ctx context.Context, token string) error {
 			_, err := s.cfg.Backend.Release(ctx, key, token)
 			return err
