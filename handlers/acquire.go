@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/locks"
@@ -17,12 +16,20 @@ import (
 // semaphore's permit): how to ask the engine for it, how to give it back,
 // and how to count the outcome.
 type grantCall struct {
-	kind     string // for errors and logs: "lock", "semaphore"
-	key      locks.Key
-	wait     time.Duration
-	acquire  func(ctx context.Context) (locks.Grant, error)
-	release  func(ctx context.Context, token string) error
-	outcomes *prometheus.CounterVec
+	kind string // for errors and logs: "lock", "semaphore"
+	key  locks.Key
+	wait time.Duration
+	// req, limit and idemKey are what acquire asks for: limit is a
+	// semaphore's, idemKey the call's Idempotency-Key or "".
+	req     locks.AcquireRequest
+	limit   int
+	idemKey string
+	// acquire and release are methods of Server, such as
+	// (*Server).acquireLock: functions that capture nothing cost no
+	// allocation per call, as closures over the request did (issue 10).
+	acquire  func(s *Server, ctx context.Context, c grantCall) (locks.Grant, error)
+	release  func(s *Server, ctx context.Context, c grantCall, token string) error
+	outcomes *outcomeVec
 	outcome  func(err error) string
 	// keep keeps a grant whose caller left before receiving it, instead of
 	// releasing it: a retry with its Idempotency-Key will receive it.
@@ -66,7 +73,7 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		s.metrics.waiters.Inc()
 	}
 	start := time.Now()
-	grant, err := c.acquire(waitCtx)
+	grant, err := c.acquire(s, waitCtx, c)
 	if c.wait > 0 {
 		s.metrics.waiters.Dec()
 		s.metrics.wait.Observe(time.Since(start).Seconds())
@@ -90,7 +97,7 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		c.outcomes.WithLabelValues(outcomeReplayed).Inc()
 		return grant, nil
 	}
-	c.outcomes.WithLabelValues(outcomeGranted).Inc()
+	c.outcomes.granted.Inc()
 	if grant.HandoffDelay > 0 {
 		s.metrics.handoff.Observe(grant.HandoffDelay.Seconds())
 	}
@@ -115,7 +122,7 @@ func (s *Server) giveBack(ctx context.Context, c grantCall, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
 	log := zerolog.Ctx(ctx)
-	if err := c.release(ctx, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
+	if err := c.release(s, ctx, c, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
 		log.Warn().Err(err).Str(c.kind, c.key.String()).Msg("release of an undelivered grant failed; its lease will end it")
 		return
 	}

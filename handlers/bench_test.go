@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/locks"
 )
@@ -18,10 +19,12 @@ import (
 // gate, the generated code, the answer) on the embedded backend, without
 // net/http's connection handling. Its allocs/op is the gateway's own
 // share of the allocations per cycle, the steadier signal on a busy box.
+// It logs as lockbench runs the gateway (LOCKGATE_LOG_LEVEL=warn), to a
+// writer that discards.
 func BenchmarkAcquireRelease(b *testing.B) {
 	mem := locks.NewMemory(locks.MemoryOptions{})
 	b.Cleanup(func() { mem.Close() })
-	_, h := newTestHandler(b, Config{Backend: mem})
+	_, h := newTestHandler(b, Config{Backend: mem, Logger: zerolog.New(io.Discard).Level(zerolog.WarnLevel)})
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"sub": "bench", "ns": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix(),
 	}).SignedString([]byte(testSecret))

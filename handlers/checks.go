@@ -36,6 +36,7 @@ type opChecks struct {
 // paramCheck is one path, query or header parameter.
 type paramCheck struct {
 	in, name string
+	header   string // a header's name in canonical form, as net/http keys it
 	required bool
 	value    valueCheck
 }
@@ -49,6 +50,7 @@ type valueCheck struct {
 	min, max  *float64
 	enum      []string // the allowed strings, or nil
 	schema    *openapi3.Schema
+	name      string // a body field's name, as the spec spells it
 }
 
 // objectCheck is an object schema without additional properties.
@@ -73,7 +75,8 @@ func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, erro
 			if err != nil {
 				return nil, fmt.Errorf("parameter %s: %w", p.Name, err)
 			}
-			c.params = append(c.params, paramCheck{in: p.In, name: p.Name, required: p.Required, value: *vc})
+			c.params = append(c.params, paramCheck{in: p.In, name: p.Name, header: http.CanonicalHeaderKey(p.Name),
+				required: p.Required, value: *vc})
 		}
 	}
 	if rb := op.RequestBody; rb != nil {
@@ -103,6 +106,7 @@ func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, erro
 			if err != nil {
 				return nil, fmt.Errorf("%s: field %s: %w", op.OperationID, name, err)
 			}
+			vc.name = name
 			c.body.props[name] = vc
 		}
 	}
@@ -191,7 +195,7 @@ func (c *opChecks) checkValue(r *http.Request, body []byte, pathValue func(strin
 				continue
 			}
 		default:
-			vs, found := r.Header[http.CanonicalHeaderKey(p.name)]
+			vs, found := r.Header[p.header]
 			if !found {
 				if p.required {
 					return nil, invalid("missing " + p.what())
@@ -327,20 +331,21 @@ func (oc *objectCheck) checkFlat(data []byte) (obj map[string]any, handled bool,
 		}
 	}
 	obj = make(map[string]any, n)
+	text := string(data) // one allocation for the values' strings and numbers
 	for _, f := range fs {
-		v, ok := flatValue(f.value)
+		vc := oc.props[string(f.key)]
+		v, ok := flatValue(text, f)
 		if !ok {
 			return nil, false, nil
 		}
-		k := string(f.key)
-		vc := oc.props[k]
 		if vc == nil {
+			k := string(f.key)
 			return nil, true, invalid(fmt.Sprintf("the request body has unknown field %s; known fields: %s", quoteShort(k), oc.known))
 		}
 		if msg := vc.checkJSON(v); msg != "" {
-			return nil, true, invalid("field " + strconv.Quote(k) + " " + msg)
+			return nil, true, invalid("field " + strconv.Quote(vc.name) + " " + msg)
 		}
-		obj[k] = v
+		obj[vc.name] = v // the spec's string: no allocation for the key
 	}
 	for _, k := range oc.required {
 		if _, ok := obj[k]; !ok {

@@ -34,8 +34,12 @@ func scanFlat(data []byte) (key string, dup, ok bool) {
 const maxFlatFields = 8
 
 // flatField is one key and its value, as they stand in the body: a key
-// without its quotes, a value with them for a string.
-type flatField struct{ key, value []byte }
+// without its quotes, a value with them for a string; at is where the
+// value starts in the body.
+type flatField struct {
+	key, value []byte
+	at         int
+}
 
 // parseFlat reads a flat body (see scanFlat) into fields, and returns how
 // many it has, or ok=false.
@@ -61,7 +65,7 @@ func parseFlat(data []byte, fields *[maxFlatFields]flatField) (n int, ok bool) {
 			if i, good = scalar(data, vs); !good {
 				return 0, false
 			}
-			fields[n] = flatField{key: data[ks:ke], value: data[vs:i]}
+			fields[n] = flatField{key: data[ks:ke], value: data[vs:i], at: vs}
 			n++
 			i = skipSpace(data, i)
 			if i >= len(data) {
@@ -83,17 +87,19 @@ func parseFlat(data []byte, fields *[maxFlatFields]flatField) (n int, ok bool) {
 	return n, true
 }
 
-// flatValue is what encoding/json (with UseNumber) decodes a flat field's
-// value to, or ok=false for a string that is not valid UTF-8 (which it
-// would change).
-func flatValue(v []byte) (any, bool) {
+// flatValue is what encoding/json (with UseNumber) decodes field f's value
+// to, or ok=false for a string that is not valid UTF-8 (which it would
+// change). body is the body f was parsed from, as a string: the strings
+// and numbers it returns are slices of it, one allocation for them all.
+func flatValue(body string, f flatField) (any, bool) {
+	v := body[f.at : f.at+len(f.value)]
 	switch v[0] {
 	case '"':
 		s := v[1 : len(v)-1]
-		if !utf8.Valid(s) {
+		if !utf8.ValidString(s) {
 			return nil, false
 		}
-		return string(s), true
+		return s, true
 	case 't':
 		return true, true
 	case 'f':

@@ -1,8 +1,11 @@
 package handlers
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -10,10 +13,13 @@ import (
 // metrics are the gateway's Prometheus collectors.
 type metrics struct {
 	requests *prometheus.CounterVec
-	acquires *prometheus.CounterVec
+	// series holds the requests' counters already looked up (see request).
+	series   atomic.Pointer[map[requestSeries]prometheus.Counter]
+	seriesMu sync.Mutex // held to add to series
+	acquires *outcomeVec
 	// semAcquires counts semaphore acquires, by the outcomes of acquires
 	// plus full and limit_mismatch.
-	semAcquires *prometheus.CounterVec
+	semAcquires *outcomeVec
 	wait        prometheus.Histogram
 	handoff     prometheus.Histogram
 	waiters     prometheus.Gauge
@@ -41,14 +47,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "lockgate_http_requests_total",
 			Help: "HTTP requests by route pattern, method and status code.",
 		}, []string{"route", "method", "code"}),
-		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{
+		acquires: newOutcomeVec(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_acquires_total",
 			Help: "Acquire calls by outcome: granted, replayed, held, invalid, cancelled, error, refused, reentered, retry_refused, ticket (a 202 with a ticket; its polls are in lockgate_ticket_polls_total).",
-		}, []string{"outcome"}),
-		semAcquires: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"outcome"})),
+		semAcquires: newOutcomeVec(prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_semaphore_acquires_total",
 			Help: "Semaphore acquire calls by outcome: granted, replayed, full, limit_mismatch, invalid, cancelled, error, refused, retry_refused.",
-		}, []string{"outcome"}),
+		}, []string{"outcome"})),
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockgate_acquire_wait_seconds",
 			Help:    "Time acquirers (of locks and semaphores) with wait_ms > 0 spent in the engine, whatever the outcome.",
@@ -65,7 +71,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Acquire calls currently waiting for a held lock or a full semaphore.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.acquires, m.semAcquires, m.wait, m.handoff, m.waiters)
+	m.series.Store(&map[requestSeries]prometheus.Counter{})
+	reg.MustRegister(m.requests, m.acquires.CounterVec, m.semAcquires.CounterVec, m.wait, m.handoff, m.waiters)
 	m.lease = newLeaseMetrics(reg)
 	m.tickets = newTicketMetrics(reg)
 	for _, o := range []string{outcomeGranted, outcomeHeld, outcomeInvalid, outcomeCancelled, outcomeError, outcomeRefused} {
@@ -86,7 +93,48 @@ func (m *metrics) observe(r *http.Request, route string, status int) {
 		route = "unmatched"
 		method = "any" // the method is as arbitrary as the path there
 	}
-	m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
+	m.request(route, method, status).Inc()
+}
+
+// requestSeries is one series of lockgate_http_requests_total.
+type requestSeries struct {
+	route, method string
+	code          int
+}
+
+// request is the counter of a route, method and status. The counters of
+// the usual methods are kept once looked up, in a map read without a lock
+// and copied to add one (there are a few dozen): CounterVec's lookup
+// hashes the three labels and takes a lock on every request, 2 % of a
+// lock cycle's CPU through the handler (issue 10).
+func (m *metrics) request(route, method string, code int) prometheus.Counter {
+	k := requestSeries{route: route, method: method, code: code}
+	if c, ok := (*m.series.Load())[k]; ok {
+		return c
+	}
+	c := m.requests.WithLabelValues(route, method, statusLabel(code))
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, "any":
+	default:
+		return c // any token is a method: those are not kept
+	}
+	m.seriesMu.Lock()
+	defer m.seriesMu.Unlock()
+	series := maps.Clone(*m.series.Load())
+	series[k] = c
+	m.series.Store(&series)
+	return c
+}
+
+// outcomeVec is a counter of acquire outcomes whose "granted" series,
+// counted on every grant, is looked up once.
+type outcomeVec struct {
+	*prometheus.CounterVec
+	granted prometheus.Counter
+}
+
+func newOutcomeVec(v *prometheus.CounterVec) *outcomeVec {
+	return &outcomeVec{CounterVec: v, granted: v.WithLabelValues(outcomeGranted)}
 }
 
 // statusLabels are the "code" labels of the statuses net/http sends

@@ -37,15 +37,9 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
-	sr := locks.SemaphoreRequest{AcquireRequest: ar, Limit: b.Limit}
 	c := s.permitCall(key, ar.Wait)
-	c.keep = idemKey != ""
-	c.acquire = func(ctx context.Context) (locks.Grant, error) {
-		if idemKey != "" {
-			return s.cfg.Backend.AcquirePermitOnce(ctx, key, sr, idemKey)
-		}
-		return s.cfg.Backend.AcquirePermit(ctx, key, sr)
-	}
+	c.req, c.limit, c.idemKey, c.keep = ar, b.Limit, idemKey, idemKey != ""
+	c.acquire = (*Server).acquirePermit
 	grant, err := s.obtain(ctx, c)
 	if err != nil {
 		return nil, err
@@ -58,7 +52,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 			TtlMs:        grant.TTL.Milliseconds(),
 			RenewAfterMs: renewAfterMs(grant.TTL),
 			ExpiresAt:    timestamp(grant.ExpiresAt),
-			Limit:        sr.Limit,
+			Limit:        c.limit,
 		},
 		release: func() { s.undelivered(ctx, c, grant.Token) },
 	}, nil
@@ -67,15 +61,27 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 // permitCall is a grantCall for a permit of key, without its acquire.
 func (s *Server) permitCall(key locks.Key, wait time.Duration) grantCall {
 	return grantCall{
-		kind: "semaphore",
-		key:  key,
-		wait: wait,
-		release: func(ctx context.Context, token string) error {
-			return s.cfg.Backend.ReleasePermit(ctx, key, token)
-		},
+		kind:     "semaphore",
+		key:      key,
+		wait:     wait,
+		release:  (*Server).releasePermit,
 		outcomes: s.metrics.semAcquires,
 		outcome:  semaphoreOutcome,
 	}
+}
+
+// acquirePermit is the grantCall.acquire of a semaphore's permit.
+func (s *Server) acquirePermit(ctx context.Context, c grantCall) (locks.Grant, error) {
+	sr := locks.SemaphoreRequest{AcquireRequest: c.req, Limit: c.limit}
+	if c.idemKey != "" {
+		return s.cfg.Backend.AcquirePermitOnce(ctx, c.key, sr, c.idemKey)
+	}
+	return s.cfg.Backend.AcquirePermit(ctx, c.key, sr)
+}
+
+// releasePermit is the grantCall.release of a semaphore's permit.
+func (s *Server) releasePermit(ctx context.Context, c grantCall, token string) error {
+	return s.cfg.Backend.ReleasePermit(ctx, c.key, token)
 }
 
 // Semaphore acquire outcomes besides those of locks.

@@ -131,20 +131,14 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		}
 	}
 	c := grantCall{
-		kind: "lock",
-		key:  key,
-		wait: ar.Wait,
-		keep: idemKey != "",
-		acquire: func(ctx context.Context) (locks.Grant, error) {
-			if idemKey != "" {
-				return s.cfg.Backend.AcquireOnce(ctx, key, ar, idemKey)
-			}
-			return s.cfg.Backend.Acquire(ctx, key, ar)
-		},
-		release: func(ctx context.Context, token string) error {
-			_, err := s.cfg.Backend.Release(ctx, key, token)
-			return err
-		},
+		kind:     "lock",
+		key:      key,
+		wait:     ar.Wait,
+		req:      ar,
+		idemKey:  idemKey,
+		keep:     idemKey != "",
+		acquire:  (*Server).acquireLock,
+		release:  (*Server).releaseLock,
 		outcomes: s.metrics.acquires,
 		outcome:  acquireOutcome,
 	}
@@ -157,6 +151,20 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	g := &lockGranted{s: s, ctx: ctx, c: c, grant: grant}
 	g.body = grantBody(key, &g.grant, ar.Mode)
 	return g, nil
+}
+
+// acquireLock is the grantCall.acquire of a lock.
+func (s *Server) acquireLock(ctx context.Context, c grantCall) (locks.Grant, error) {
+	if c.idemKey != "" {
+		return s.cfg.Backend.AcquireOnce(ctx, c.key, c.req, c.idemKey)
+	}
+	return s.cfg.Backend.Acquire(ctx, c.key, c.req)
+}
+
+// releaseLock is the grantCall.release of a lock.
+func (s *Server) releaseLock(ctx context.Context, c grantCall, token string) error {
+	_, err := s.cfg.Backend.Release(ctx, c.key, token)
+	return err
 }
 
 // grantBody is the body that tells the caller of grant g of key.

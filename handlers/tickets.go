@@ -86,11 +86,8 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 		return nil, err
 	}
 	if g := st.Grant; g != nil {
-		s.metrics.acquires.WithLabelValues(outcomeGranted).Inc()
-		c := grantCall{kind: "lock", key: key, release: func(ctx context.Context, token string) error {
-			_, err := s.cfg.Backend.Release(ctx, key, token)
-			return err
-		}}
+		s.metrics.acquires.granted.Inc()
+		c := grantCall{kind: "lock", key: key, release: (*Server).releaseLock}
 		return granted{body: grantBody(key, g, ar.Mode), release: func() { s.giveBack(ctx, c, g.Token) }}, nil
 	}
 	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()

@@ -36,7 +36,7 @@ func Requests(logger zerolog.Logger, router chi.Router, observe func(r *http.Req
 		rctx.Routes = router
 		sc := &scope{route: rctx}
 		sc.id = sc.requestID(w, r)
-		sc.logger = logger.Hook(sc)
+		sc.logger = logger // hooked at first use: see log
 		// zerolog.WithContext would copy the logger into a context value of
 		// its own; the scope answers for it instead. Like WithContext, it
 		// does not stand in for a context's logger with a disabled one.
@@ -61,7 +61,9 @@ func Requests(logger zerolog.Logger, router chi.Router, observe func(r *http.Req
 			if status >= 500 {
 				level = zerolog.WarnLevel
 			}
-			if e := sc.logger.WithLevel(level); e != nil {
+			// A level the logger leaves out needs no hooked logger
+			// (see log); WithLevel checks the rest (writer, sampler).
+			if e := sc.logAt(logger, level); e != nil {
 				e = e.Str("method", r.Method).
 					Str("path", r.URL.Path).
 					Int("status", status).
@@ -154,7 +156,8 @@ type scope struct {
 	id        string
 	idValue   [1]string // the Request-Id header's value
 	logger    zerolog.Logger
-	hasLogger bool // the context answers with logger (see loggerKey)
+	hooked    sync.Once // logger has the scope as its hook
+	hasLogger bool      // the context answers with logger (see loggerKey)
 	route     *chi.Context
 	claims    Claims
 	authed    bool
@@ -163,7 +166,7 @@ type scope struct {
 
 func (sc *scope) Value(key any) any {
 	if key == loggerKey && sc.hasLogger {
-		return &sc.logger
+		return sc.log()
 	}
 	switch key {
 	case chi.RouteCtxKey:
@@ -178,6 +181,26 @@ func (sc *scope) Value(key any) any {
 		}
 	}
 	return sc.Context.Value(key)
+}
+
+// log is the request's logger, whose lines carry the request's id and
+// subject. The hook goes on at the first use: Logger.Hook allocates, and
+// most requests log nothing but an access line, which the level often
+// leaves out.
+func (sc *scope) log() *zerolog.Logger {
+	sc.hooked.Do(sc.hook)
+	return &sc.logger
+}
+
+func (sc *scope) hook() { sc.logger = sc.logger.Hook(sc) }
+
+// logAt is a line of the request at level, or nil when base, the logger
+// Requests was given, leaves that level out.
+func (sc *scope) logAt(base zerolog.Logger, level zerolog.Level) *zerolog.Event {
+	if level < base.GetLevel() || level < zerolog.GlobalLevel() {
+		return nil
+	}
+	return sc.log().WithLevel(level)
 }
 
 // Run implements zerolog.Hook: every line of the request carries its id

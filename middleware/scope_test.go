@@ -53,12 +53,15 @@ func TestRequests(t *testing.T) {
 	for name, tc := range map[string]struct {
 		level     zerolog.Level
 		status    int
-		wantLines int // the handler's own line (when at warn or above) and the access line
+		quiet     bool // the handler logs nothing itself: the access line alone hooks the logger
+		wantLines int  // the handler's own line (when at warn or above) and the access line
 	}{
-		"info, 201":  {level: zerolog.InfoLevel, status: http.StatusCreated, wantLines: 2},
-		"warn, 201":  {level: zerolog.WarnLevel, status: http.StatusCreated, wantLines: 1},
-		"warn, 503":  {level: zerolog.WarnLevel, status: http.StatusServiceUnavailable, wantLines: 2},
-		"error, 503": {level: zerolog.ErrorLevel, status: http.StatusServiceUnavailable, wantLines: 0},
+		"info, 201, quiet": {level: zerolog.InfoLevel, status: http.StatusCreated, quiet: true, wantLines: 1},
+		"warn, 503, quiet": {level: zerolog.WarnLevel, status: http.StatusServiceUnavailable, quiet: true, wantLines: 1},
+		"info, 201":        {level: zerolog.InfoLevel, status: http.StatusCreated, wantLines: 2},
+		"warn, 201":        {level: zerolog.WarnLevel, status: http.StatusCreated, wantLines: 1},
+		"warn, 503":        {level: zerolog.WarnLevel, status: http.StatusServiceUnavailable, wantLines: 2},
+		"error, 503":       {level: zerolog.ErrorLevel, status: http.StatusServiceUnavailable, wantLines: 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var logs syncBuffer
@@ -76,7 +79,9 @@ func TestRequests(t *testing.T) {
 				if got := chi.URLParam(r, "ns"); got != "a" {
 					t.Errorf("got ns %q, want a", got)
 				}
-				zerolog.Ctx(r.Context()).Warn().Str("detail", "x").Msg("handler")
+				if !tc.quiet {
+					zerolog.Ctx(r.Context()).Warn().Str("detail", "x").Msg("handler")
+				}
 				w.WriteHeader(tc.status)
 			})
 			h := Requests(zerolog.New(&logs).Level(tc.level), r, func(_ *http.Request, route string, status int) {
