@@ -37,7 +37,7 @@ func newPlainTarget(redisURL, namespace string, ttl time.Duration) (*plainTarget
 func (t *plainTarget) close() error { return t.client.Close() }
 
 func (t *plainTarget) newSession(ctx context.Context, name string) session {
-	return &plainSession{ctx: ctx, t: t, key: floorPrefix + "plain:{" + t.namespace + "/" + name + "}"}
+	return &plainSession{ctx: ctx, t: t, key: plainKey(t.namespace, name)}
 }
 
 type plainSession struct {
@@ -47,10 +47,7 @@ type plainSession struct {
 }
 
 func (s *plainSession) acquire(time.Duration) (string, int64, error) {
-	b := make([]byte, 16)
-	rand.Read(b)
-	token := hex.EncodeToString(b)
-	ok, err := s.t.client.SetNX(s.ctx, s.key, token, s.t.ttl).Result()
+	token, ok, err := plainLock{s.t.client}.acquire(s.ctx, s.key, s.t.ttl)
 	if err != nil {
 		return "", 0, &callError{class: "error", err: fmt.Errorf("plain: %w", err)}
 	}
@@ -61,12 +58,37 @@ func (s *plainSession) acquire(time.Duration) (string, int64, error) {
 }
 
 func (s *plainSession) release(token string) error {
-	n, err := compareAndDelete.Run(s.ctx, s.t.client, []string{s.key}, token).Int()
+	ok, err := plainLock{s.t.client}.release(s.ctx, s.key, token)
 	if err != nil {
 		return &callError{class: "error", err: fmt.Errorf("plain: %w", err)}
 	}
-	if n != 1 {
+	if !ok {
 		return &callError{class: "not_holder", err: errors.New("plain: not the holder")}
 	}
 	return nil
+}
+
+// plainLock is the plain lock's two calls: the plain target makes them in
+// lockbench's process, the redis-ceiling behind the ceiling's HTTP.
+type plainLock struct{ client *redis.Client }
+
+// plainKey is the Redis key of the plain lock name in namespace.
+func plainKey(namespace, name string) string {
+	return floorPrefix + "plain:{" + namespace + "/" + name + "}"
+}
+
+// acquire sets key to a fresh random token for ttl unless it is set; ok
+// is false when someone holds it.
+func (l plainLock) acquire(ctx context.Context, key string, ttl time.Duration) (token string, ok bool, err error) {
+	b := make([]byte, 16)
+	rand.Read(b)
+	token = hex.EncodeToString(b)
+	ok, err = l.client.SetNX(ctx, key, token, ttl).Result()
+	return token, ok, err
+}
+
+// release deletes key if token holds it; ok is false when it does not.
+func (l plainLock) release(ctx context.Context, key, token string) (ok bool, err error) {
+	n, err := compareAndDelete.Run(ctx, l.client, []string{key}, token).Int()
+	return n == 1, err
 }
