@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockgate/lockgate/cmd/gateway/app"
 	"github.com/lockgate/lockgate/handlers"
 	"github.com/lockgate/lockgate/middleware"
@@ -29,18 +31,33 @@ import (
 // gateway costs above it is routing, validation, logging, metrics and the
 // locking itself. It prints the gateway's listening line and serves until
 // SIGTERM.
+//
+// With ceilingRedisEnv set it is the redis-ceiling: the same server, whose
+// acquire and release are the plain lock's (plainLock) on that Redis, with
+// go-redis's default client settings. What the gateway costs above it is
+// what it does beyond one plain Redis round trip per call.
 func ceilingMain() int {
 	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(os.Getenv("LOCKGATE_JWT_SECRET"))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ceiling:", err)
 		return 1
 	}
+	var lk *plainLock
+	if u := os.Getenv(ceilingRedisEnv); u != "" {
+		opts, err := redis.ParseURL(u)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ceiling: invalid", ceilingRedisEnv) // not err: it may quote a password
+			return 1
+		}
+		lk = &plainLock{client: redis.NewClient(opts)}
+		defer lk.client.Close()
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ceiling:", err)
 		return 1
 	}
-	srv := &http.Server{Handler: ceilingHandler(authn), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: ceilingHandler(authn, lk), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -55,7 +72,14 @@ func ceilingMain() int {
 	return 0
 }
 
-func ceilingHandler(authn *middleware.Authenticator) http.Handler {
+// ceilingRedisEnv is the redis:// URL that makes the ceiling the
+// redis-ceiling.
+const ceilingRedisEnv = "LOCKBENCH_CEILING_REDIS_URL"
+
+// ceilingHandler serves the ceiling's two calls. lk, when not nil, takes
+// and frees the plain lock of each call's name: a 409 problem when it is
+// held or not the caller's, a 503 when Redis fails.
+func ceilingHandler(authn *middleware.Authenticator, lk *plainLock) http.Handler {
 	var fence atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, "/locks/")
@@ -65,9 +89,7 @@ func ceilingHandler(authn *middleware.Authenticator) http.Handler {
 			return
 		}
 		if _, err := authn.Authenticate(r); err != nil {
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, `{"code":"unauthorized"}`)
+			ceilingProblem(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		switch r.Method {
@@ -78,26 +100,60 @@ func ceilingHandler(authn *middleware.Authenticator) http.Handler {
 				Owner  string `json:"owner"`
 			}
 			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, handlers.MaxBodyBytes)).Decode(&body); err != nil && err != io.EOF {
-				w.Header().Set("Content-Type", "application/problem+json")
-				w.WriteHeader(http.StatusBadRequest)
-				io.WriteString(w, `{"code":"invalid_request"}`)
+				ceilingProblem(w, http.StatusBadRequest, "invalid_request")
 				return
 			}
 			f := fence.Add(1)
-			out := fmt.Appendf(nil, `{"lock":%q,"token":"ceiling-%d","fencing_token":%d,"ttl_ms":%d,"expires_at":%q}`+"\n",
-				ns+"/"+name, f, f, body.TTLMS, time.Now().Add(time.Duration(body.TTLMS)*time.Millisecond).UTC().Format(time.RFC3339Nano))
+			token := "ceiling-" + strconv.FormatInt(f, 10)
+			if lk != nil {
+				ttl := 30 * time.Second // the gateway's default lease
+				if body.TTLMS > 0 {
+					ttl = time.Duration(body.TTLMS) * time.Millisecond
+				}
+				var taken bool
+				var err error
+				if token, taken, err = lk.acquire(r.Context(), plainKey(ns, name), ttl); err != nil {
+					ceilingProblem(w, http.StatusServiceUnavailable, "backend_unavailable")
+					return
+				}
+				if !taken {
+					ceilingProblem(w, http.StatusConflict, "lock_held")
+					return
+				}
+			}
+			out := fmt.Appendf(nil, `{"lock":%q,"token":%q,"fencing_token":%d,"ttl_ms":%d,"expires_at":%q}`+"\n",
+				ns+"/"+name, token, f, body.TTLMS, time.Now().Add(time.Duration(body.TTLMS)*time.Millisecond).UTC().Format(time.RFC3339Nano))
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 			w.WriteHeader(http.StatusCreated)
 			w.Write(out)
 		case http.MethodDelete:
-			if r.Header.Get("Lock-Token") == "" {
+			token := r.Header.Get("Lock-Token")
+			if token == "" {
 				w.WriteHeader(http.StatusBadRequest)
 				return
+			}
+			if lk != nil {
+				released, err := lk.release(r.Context(), plainKey(ns, name), token)
+				if err != nil {
+					ceilingProblem(w, http.StatusServiceUnavailable, "backend_unavailable")
+					return
+				}
+				if !released {
+					ceilingProblem(w, http.StatusConflict, "not_holder")
+					return
+				}
 			}
 			w.WriteHeader(http.StatusNoContent)
 		default:
 			w.WriteHeader(http.StatusMethodNotAllowed)
 		}
 	})
+}
+
+// ceilingProblem answers a problem+json of code alone.
+func ceilingProblem(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	io.WriteString(w, `{"code":"`+code+`"}`)
 }

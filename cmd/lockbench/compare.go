@@ -30,7 +30,7 @@ type Comparison struct {
 
 // TargetRun is one scenario against one target.
 type TargetRun struct {
-	Target  string `json:"target"` // ceiling, embedded, redis, engine, plain, etcd
+	Target  string `json:"target"` // ceiling, redis-ceiling, embedded, redis, engine, plain, etcd
 	Label   string `json:"label"`
 	Mode    string `json:"mode"`
 	Clients int    `json:"clients"`
@@ -62,8 +62,9 @@ type TargetRun struct {
 // Targets of --processes, in the order each scenario runs them.
 // "replicated" is the Redis gateway with --redis-min-replicas 1: asked
 // for, it gives the Redis a replica, which the "redis" target then has too,
-// so that the two differ only in the WAIT.
-var allTargets = []string{"ceiling", "embedded", "redis", "replicated", "engine", "semaphore", "plain", "etcd"}
+// so that the two differ only in the WAIT. "redis-ceiling" is the ceiling
+// with the plain lock on the Redis targets' redis-server behind it.
+var allTargets = []string{"ceiling", "redis-ceiling", "embedded", "redis", "replicated", "engine", "semaphore", "plain", "etcd"}
 
 // defaultTargets are the targets of --processes without --targets.
 var defaultTargets = slices.DeleteFunc(slices.Clone(allTargets), func(t string) bool { return t == "replicated" })
@@ -120,7 +121,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 	}
 
 	var rp *redisProc
-	if want("redis") || want("replicated") || want("engine") || want("semaphore") || want("plain") {
+	if want("redis") || want("replicated") || want("engine") || want("semaphore") || want("plain") || want("redis-ceiling") {
 		if rp, err = startRedis(ctx, cfg.redisServer); err != nil {
 			return nil, err
 		}
@@ -138,12 +139,22 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			c.close()
 		}
 	}
-	if want("ceiling") {
+	for _, k := range []string{"ceiling", "redis-ceiling"} {
+		if !want(k) {
+			continue
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		p, err := startChild(ctx, "ceiling", exe, nil, map[string]string{roleEnv: "ceiling", "LOCKGATE_JWT_SECRET": string(secret)})
+		env := map[string]string{roleEnv: "ceiling", "LOCKGATE_JWT_SECRET": string(secret)}
+		label, redisPID := "HTTP ceiling (net/http + JWT check, no locking)", 0
+		if k == "redis-ceiling" {
+			// Uncontended only, as plain: it cannot wait.
+			env[ceilingRedisEnv] = rp.url()
+			label, redisPID = "HTTP ceiling + plain Redis lock (SET NX PX / compare-and-delete)", rp.cmd.Process.Pid
+		}
+		p, err := startChild(ctx, k, exe, nil, env)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +163,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		if err != nil {
 			return nil, err
 		}
-		add(&procTarget{key: "ceiling", label: "HTTP ceiling (net/http + JWT check, no locking)", tgt: ht, close: ht.close, server: p.pid()})
+		add(&procTarget{key: k, label: label, tgt: ht, close: ht.close, server: p.pid(), redis: redisPID})
 	}
 	if want("embedded") || want("redis") || want("replicated") {
 		bin := cfg.gatewayBin
@@ -434,6 +445,10 @@ func writeComparison(w io.Writer, r *Report) error {
 	fmt.Fprintf(&b, "\n- each run: %gs of new cycles, lease %d ms, contended acquires wait up to %d ms server-side, hold 0\n",
 		r.Settings.DurationS, r.Settings.TTLMS, r.Settings.WaitMS)
 	b.WriteString("- HTTP ceiling: a plain net/http server process with the gateway's JWT check that answers 201 / 204 with a small JSON body and holds no lock\n")
+	if slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Target == "redis-ceiling" }) {
+		b.WriteString("- HTTP ceiling + plain Redis lock: the same process, whose acquire is a SET NX PX of a random token and whose release " +
+			"is a compare-and-delete script, on the Redis targets' redis-server (go-redis's default client settings)\n")
+	}
 	b.WriteString("- CPU per cycle: utime + stime from /proc/<pid>/stat over the timed part of the run (10 ms ticks), over cycles; " +
 		"syscalls per cycle: syscr + syscw from /proc/<pid>/io, which the machine's load hardly moves\n")
 	if c.Repeat > 1 {

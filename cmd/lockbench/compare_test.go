@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/middleware"
 )
 
 // TestProcessesSmoke runs --processes briefly, with this test binary as the
@@ -66,14 +70,15 @@ func TestProcessesSmoke(t *testing.T) {
 			t.Errorf("%s %s: negative CPU %+v", r.Target, r.Mode, r)
 		}
 	}
-	for _, want := range []string{"ceiling uncontended", "embedded uncontended", "redis uncontended", "engine uncontended",
+	for _, want := range []string{"ceiling uncontended", "redis-ceiling uncontended", "embedded uncontended", "redis uncontended", "engine uncontended",
 		"embedded contended", "redis contended", "engine contended", "embedded semaphore", "redis semaphore", "engine semaphore",
 		"embedded mixed", "redis mixed", "engine mixed"} {
 		if !got[want] {
 			t.Errorf("no run of %s; got %v", want, got)
 		}
 	}
-	for _, k := range []string{"ceiling contended", "ceiling semaphore", "ceiling mixed", "semaphore semaphore", "semaphore mixed"} {
+	for _, k := range []string{"ceiling contended", "ceiling semaphore", "ceiling mixed", "semaphore semaphore", "semaphore mixed",
+		"redis-ceiling contended", "redis-ceiling semaphore", "redis-ceiling mixed"} {
 		if got[k] {
 			t.Errorf("a run of %s: that target has no such calls", k)
 		}
@@ -90,12 +95,61 @@ func TestProcessesSmoke(t *testing.T) {
 	if err := writeComparison(&md, &rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| HTTP ceiling", "| lockgate, Redis backend |", "| lockgate, embedded backend |",
+	for _, want := range []string{"| HTTP ceiling", "| HTTP ceiling + plain Redis lock (SET NX PX / compare-and-delete) |", "| redis-ceiling | 2 |", "| lockgate, Redis backend |", "| lockgate, embedded backend |",
 		"### Uncontended", "### Contended", "| redis | 3 |", "etcd not measured",
 		"### Semaphore", "| embedded | 5 | 2 |", "### Shared and exclusive", "| redis | 6 | 50 % |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the markdown report lacks %q:\n%s", want, &md)
 		}
+	}
+}
+
+// TestRedisCeilingLock drives the redis-ceiling's handler over HTTP against
+// a real redis-server: one holder at a time, and a release with another
+// token leaves the holder's lock in place.
+func TestRedisCeilingLock(t *testing.T) {
+	rs := redistest.Start(t)
+	client := rs.Client(t)
+	secret := randomSecret()
+	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ceilingHandler(authn, &plainLock{client: client}))
+	t.Cleanup(srv.Close)
+	jwt, err := mintToken(secret, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht, err := newHTTPTarget(srv.URL, jwt, "ns", time.Minute, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ht.close)
+	a, b := ht.newSession(t.Context(), "x"), ht.newSession(t.Context(), "x")
+	key := plainKey("ns", "x")
+
+	token, _, err := a.acquire(0)
+	if err != nil {
+		t.Fatalf("first acquire: %v", err)
+	}
+	if _, _, err := b.acquire(0); errorClass(err) != "409 lock_held" {
+		t.Errorf("second acquire: got %v, want 409 lock_held", err)
+	}
+	if err := b.release("not-" + token); errorClass(err) != "409 not_holder" {
+		t.Errorf("release with another token: got %v, want 409 not_holder", err)
+	}
+	if got, err := client.Get(t.Context(), key).Result(); err != nil || got != token {
+		t.Fatalf("after a release with another token, %s = %q (%v), want the holder's token", key, got, err)
+	}
+	if err := a.release(token); err != nil {
+		t.Fatalf("release by the holder: %v", err)
+	}
+	if n, err := client.Exists(t.Context(), key).Result(); err != nil || n != 0 {
+		t.Errorf("after the holder's release, EXISTS %s = %d (%v), want 0", key, n, err)
+	}
+	if _, _, err := b.acquire(0); err != nil {
+		t.Errorf("acquire after the release: %v", err)
 	}
 }
 

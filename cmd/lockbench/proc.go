@@ -16,7 +16,8 @@ import (
 )
 
 // roleEnv makes a lockbench process (or the test binary standing in for
-// it) a child with another job: "ceiling" serves the no-op HTTP ceiling,
+// it) a child with another job: "ceiling" serves the no-op HTTP ceiling
+// (or the redis-ceiling, see ceilingRedisEnv),
 // "gateway" runs the gateway as cmd/gateway does (tests only: a real run
 // starts the built cmd/gateway binary, which ignores the variable).
 const roleEnv = "LOCKBENCH_ROLE"
