@@ -231,3 +231,20 @@ func TestRepeatFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestContendedClientsZero: --contended-clients 0 leaves the contended runs
+// out, as --semaphore-clients 0 and --mixed-clients 0 do theirs.
+func TestContendedClientsZero(t *testing.T) {
+	args := []string{"lockbench", "--processes", "--contended-clients", "0", "--semaphore-clients", "0", "--mixed-clients", "0"}
+	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatalf("parseConfig(%q): %v", args, err)
+	}
+	var modes []string
+	for _, sc := range presetMatrix(cfg) {
+		modes = append(modes, sc.Mode)
+	}
+	if want := []string{uncontended, uncontended}; !slices.Equal(modes, want) {
+		t.Errorf("scenarios %q, want %q", modes, want)
+	}
+}

@@ -89,7 +89,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.redisServer, "redis-server", "redis-server", "--self: the redis-server binary")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the first uncontended gateway run; with --self the gateway runs here too, and its samples carry the label lockbench=gateway")
 	fs.StringVar(&uncontendedList, "uncontended-clients", "16,64", "--self, --processes: client counts of the uncontended runs")
-	fs.StringVar(&contendedList, "contended-clients", "", "--self, --processes: client counts of the contended runs (default 8,64,256 with --self, 16,64 with --processes)")
+	fs.StringVar(&contendedList, "contended-clients", "", "--self, --processes: client counts of the contended runs (default 8,64,256 with --self, 16,64 with --processes; 0: skip)")
 	fs.BoolVar(&c.processes, "processes", false, "run every target as its own process, each scenario against each in turn")
 	fs.StringVar(&targetList, "targets", strings.Join(defaultTargets, ","), "--processes: the targets to run, of "+strings.Join(allTargets, ", ")+" (replicated: the Redis gateway with --redis-min-replicas 1, and a replica)")
 	fs.StringVar(&c.gatewayBin, "gateway-bin", "", "--processes: the gateway binary (default: go build cmd/gateway into a temporary directory)")
@@ -131,8 +131,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			contendedList = "16,64"
 		}
 	}
-	if c.contendedClients, err = parseCounts(contendedList); err != nil {
-		return c, fmt.Errorf("--contended-clients: %w", err)
+	if contendedList != "0" { // 0: no contended runs, as --semaphore-clients 0
+		if c.contendedClients, err = parseCounts(contendedList); err != nil {
+			return c, fmt.Errorf("--contended-clients: %w", err)
+		}
 	}
 	for t := range strings.SplitSeq(targetList, ",") {
 		if t = strings.TrimSpace(t); t == "" {
