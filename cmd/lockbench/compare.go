@@ -534,19 +534,21 @@ func writeComparison(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s / %s | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec, ratioCell(run),
 			num(r.Acquire.P50), num(r.Acquire.P99), num(r.Release.P50), num(r.Release.P99), cpuCell(run), syscallCell(run), formatErrors(r.Errors))
 	}
-	b.WriteString("\n### Contended: every client on one lock, server-side wait, hold 0\n\n")
-	b.WriteString("Self-hand-offs: releases during which another client waited, after which the releaser got the lock again " +
-		"(0 under strict FIFO). FIFO bound: (clients − 1) × the mean cycle.\n\n")
-	b.WriteString("| target | clients | cycles/s | self-hand-offs while others waited | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
-	b.WriteString("| --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- |\n")
-	for _, run := range c.Runs {
-		if run.Mode != contended || run.Result.Fairness == nil {
-			continue
+	if len(con) > 0 {
+		b.WriteString("\n### Contended: every client on one lock, server-side wait, hold 0\n\n")
+		b.WriteString("Self-hand-offs: releases during which another client waited, after which the releaser got the lock again " +
+			"(0 under strict FIFO). FIFO bound: (clients − 1) × the mean cycle.\n\n")
+		b.WriteString("| target | clients | cycles/s | self-hand-offs while others waited | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
+		b.WriteString("| --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- |\n")
+		for _, run := range c.Runs {
+			if run.Mode != contended || run.Result.Fairness == nil {
+				continue
+			}
+			r, f := run.Result, run.Result.Fairness
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %d of %d (%.0f %%) | %s / %s | %s | %.2f | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
+				f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare, num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS),
+				f.P99OverFIFO, cpuCell(run), syscallCell(run), formatErrors(r.Errors))
 		}
-		r, f := run.Result, run.Result.Fairness
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %d of %d (%.0f %%) | %s / %s | %s | %.2f | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
-			f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare, num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS),
-			f.P99OverFIFO, cpuCell(run), syscallCell(run), formatErrors(r.Errors))
 	}
 	if slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Result.Semaphore != nil }) {
 		b.WriteString("\n### Semaphore: every client on one semaphore, server-side wait, hold 0\n\n")

@@ -247,4 +247,12 @@ func TestContendedClientsZero(t *testing.T) {
 	if want := []string{uncontended, uncontended}; !slices.Equal(modes, want) {
 		t.Errorf("scenarios %q, want %q", modes, want)
 	}
+	rep := &Report{Comparison: &Comparison{Runs: []TargetRun{{Target: "ceiling", Label: "HTTP ceiling", Mode: uncontended, Clients: 16}}}}
+	var md strings.Builder
+	if err := writeComparison(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(md.String(), "### Contended") {
+		t.Errorf("a report without contended runs has a contended section:\n%s", &md)
+	}
 }
