@@ -33,7 +33,7 @@ check-spec: ## lint openapi.yaml with Redocly and check the TypeScript client ge
 	cd examples/node && npm run --silent check:gen
 	cd examples/node && npm run --silent build
 
-bench: ## docs/PERFORMANCE.md's benchmark: every target its own process (gateway, HTTP ceiling, etcd if installed), 3 rounds of 3 s, medians; about 5 minutes
+bench: ## docs/PERFORMANCE.md's benchmark: every target its own process (gateway, HTTP ceiling with and without a plain Redis lock, etcd if installed), 3 rounds of 3 s, medians; about 5 minutes
 	@scripts/ensure-tools
 	$(GO) run ./cmd/lockbench --processes --repeat 3 --duration 3s
 

@@ -447,7 +447,7 @@ func writeComparison(w io.Writer, r *Report) error {
 	b.WriteString("- HTTP ceiling: a plain net/http server process with the gateway's JWT check that answers 201 / 204 with a small JSON body and holds no lock\n")
 	if slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Target == "redis-ceiling" }) {
 		b.WriteString("- HTTP ceiling + plain Redis lock: the same process, whose acquire is a SET NX PX of a random token and whose release " +
-			"is a compare-and-delete script, on the Redis targets' redis-server (go-redis's default client settings)\n")
+			"is a compare-and-delete script, on the Redis targets' redis-server (the gateway's go-redis settings: RESP2, no retries)\n")
 	}
 	b.WriteString("- CPU per cycle: utime + stime from /proc/<pid>/stat over the timed part of the run (10 ms ticks), over cycles; " +
 		"syscalls per cycle: syscr + syscw from /proc/<pid>/io, which the machine's load hardly moves\n")
