@@ -24,7 +24,7 @@ type memIdemRecord struct {
 	nonce       string // the pending call's
 	fingerprint string
 	sealed      string // the owner token, encrypted
-	tokenHash   string
+	tokenSum    tokenSum
 	fence       int64
 	expires     time.Time // when the key is forgotten
 }
@@ -86,7 +86,7 @@ func (s memIdemStore) record(c *idemCall, now time.Time) *memIdemRecord {
 }
 
 // grant returns the live grant whose token hash is th. s.m.mu must be held.
-func (s memIdemStore) grant(th string, now time.Time) *memGrant {
+func (s memIdemStore) grant(th tokenSum, now time.Time) *memGrant {
 	if !s.sem {
 		s.m.expireLocked(s.key, now)
 		if l := s.m.locks[s.key]; l != nil {
@@ -117,7 +117,7 @@ func (s memIdemStore) begin(_ context.Context, c *idemCall, pending time.Duratio
 	case rec.pending:
 		return idemFound{outcome: idemInProgress, ttl: rec.expires.Sub(now)}, nil
 	}
-	g := s.grant(rec.tokenHash, now)
+	g := s.grant(rec.tokenSum, now)
 	if g == nil {
 		return idemFound{outcome: idemEnded}, nil
 	}
@@ -131,8 +131,8 @@ func (s memIdemStore) done(_ context.Context, c *idemCall, grant Grant) error {
 	if rec := s.record(c, now); rec != nil && (!rec.pending || rec.nonce != c.nonce) {
 		return errIdemTaken
 	}
-	th := tokenHash(grant.Token)
-	rec := &memIdemRecord{fingerprint: c.fingerprint, sealed: c.seal(grant.Token), tokenHash: th,
+	th := sumOf(grant.Token)
+	rec := &memIdemRecord{fingerprint: c.fingerprint, sealed: c.seal(grant.Token), tokenSum: th,
 		fence: grant.FencingToken, expires: now.Add(IdempotencyGrace)}
 	if g := s.grant(th, now); g != nil {
 		g.idem = rec

@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"sync"
@@ -24,8 +25,10 @@ type Memory struct {
 	delayed map[Key]time.Time
 	// records remember grants by token hash, until RecordTTL after their
 	// lease or release (see Reason); pruneAt is the size at which the next
-	// grant sweeps out the forgotten ones.
-	records map[string]memRecord
+	// grant sweeps out the forgotten ones. A busy gateway remembers a
+	// minute of grants, hundreds of thousands: neither key nor value holds
+	// a pointer, so the garbage collector never scans them.
+	records map[tokenSum]memRecord
 	pruneAt int
 	// histories are the locks' histories (see Historian).
 	histories map[Key]*memHistory
@@ -42,8 +45,15 @@ type MemoryOptions struct {
 // memRecord is what the backend remembers of a grant.
 type memRecord struct {
 	released bool
-	until    time.Time // when it is forgotten
+	until    int64 // when it is forgotten, ns since 1970
 }
+
+// tokenSum is the SHA-256 of an owner token: what the embedded backend
+// keeps of it, as the Redis backend keeps its tokenHash. An array, so a
+// map keyed by it holds no pointer and costs no allocation to look up.
+type tokenSum [sha256.Size]byte
+
+func sumOf(token string) tokenSum { return sha256.Sum256([]byte(token)) }
 
 var _ Backend = (*Memory)(nil)
 
@@ -51,7 +61,7 @@ var _ Backend = (*Memory)(nil)
 // ones.
 type memLock struct {
 	mode    Mode
-	holders map[string]*memGrant // by token hash
+	holders map[tokenSum]*memGrant
 }
 
 // until is when the last lease of l ends: when l is free at the latest.
@@ -67,7 +77,7 @@ func (l *memLock) until() time.Time {
 
 // memGrant is one holder of one lock.
 type memGrant struct {
-	tokenHash  string
+	tokenSum   tokenSum
 	fence      int64
 	subject    string
 	owner      string
@@ -92,7 +102,7 @@ type memWaiter struct {
 // NewMemory returns an empty embedded backend.
 func NewMemory(opts MemoryOptions) *Memory {
 	return &Memory{opts: opts, locks: make(map[Key]*memLock), queues: make(map[Key][]*memWaiter),
-		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[string]memRecord),
+		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[tokenSum]memRecord),
 		histories: make(map[Key]*memHistory)}
 }
 
@@ -103,14 +113,14 @@ func (m *Memory) noteLocked(g *memGrant, released bool, now time.Time) {
 	if released {
 		until = now
 	}
-	m.records[g.tokenHash] = memRecord{released: released, until: until.Add(RecordTTL)}
+	m.records[g.tokenSum] = memRecord{released: released, until: until.Add(RecordTTL).UnixNano()}
 }
 
 // whyLocked says why token holds nothing. m.mu must be held.
 func (m *Memory) whyLocked(token string, now time.Time) Reason {
-	rec, ok := m.records[tokenHash(token)]
+	rec, ok := m.records[sumOf(token)]
 	switch {
-	case !ok || !now.Before(rec.until):
+	case !ok || now.UnixNano() >= rec.until:
 		return ReasonUnknown
 	case rec.released:
 		return ReasonReleased
@@ -126,7 +136,7 @@ func (m *Memory) pruneLocked(now time.Time) {
 		return
 	}
 	for h, rec := range m.records {
-		if !now.Before(rec.until) {
+		if now.UnixNano() >= rec.until {
 			delete(m.records, h)
 		}
 	}
@@ -232,11 +242,11 @@ func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Dura
 func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time, event string) Grant {
 	l := m.locks[key]
 	if l == nil {
-		l = &memLock{mode: w.req.Mode, holders: make(map[string]*memGrant, 1)}
+		l = &memLock{mode: w.req.Mode, holders: make(map[tokenSum]*memGrant, 1)}
 		m.locks[key] = l
 	}
 	g := m.newGrantLocked(w, now, func() { m.expireLocked(key, time.Now()) })
-	l.holders[g.tokenHash] = g
+	l.holders[g.tokenSum] = g
 	m.eventLocked(key, event, now, g)
 	return g.grant(w.token)
 }
@@ -245,7 +255,7 @@ func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time, event string)
 // m.mu, when it runs out. m.mu must be held.
 func (m *Memory) newGrantLocked(w *memWaiter, now time.Time, expire func()) *memGrant {
 	g := &memGrant{
-		tokenHash:  tokenHash(w.token),
+		tokenSum:   sumOf(w.token),
 		fence:      m.nextFence(now),
 		subject:    w.req.Subject,
 		owner:      w.req.Owner,
@@ -323,7 +333,7 @@ func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
 	m.noteLocked(g, true, now)
 	m.eventLocked(key, "released", now, g)
 	l := m.locks[key]
-	delete(l.holders, g.tokenHash)
+	delete(l.holders, g.tokenSum)
 	m.freedLocked(key, l, now)
 }
 
@@ -408,10 +418,14 @@ func (m *Memory) heldError(key Key) (Grant, error) {
 func (m *Memory) holder(key Key, token string) (*memLock, *memGrant) {
 	m.expireLocked(key, time.Now())
 	l := m.locks[key]
-	if l == nil || l.holders[tokenHash(token)] == nil {
+	if l == nil {
 		return nil, nil
 	}
-	return l, l.holders[tokenHash(token)]
+	g := l.holders[sumOf(token)]
+	if g == nil {
+		return nil, nil
+	}
+	return l, g
 }
 
 // Release implements Locker.

@@ -10,8 +10,8 @@ import (
 // memSemaphore is one semaphore of the embedded backend.
 type memSemaphore struct {
 	limit   int
-	holders map[string]*memGrant // by token hash
-	queue   []*memWaiter         // FIFO
+	holders map[tokenSum]*memGrant
+	queue   []*memWaiter // FIFO
 }
 
 var _ Semaphores = (*Memory)(nil)
@@ -65,7 +65,7 @@ func (m *Memory) tryPermit(key Key, w *memWaiter, limit int) (g Grant, queued bo
 	now := time.Now()
 	s := m.sems[key]
 	if s == nil {
-		s = &memSemaphore{limit: limit, holders: make(map[string]*memGrant)}
+		s = &memSemaphore{limit: limit, holders: make(map[tokenSum]*memGrant)}
 		m.sems[key] = s
 	}
 	m.expirePermitsLocked(key, s, now)
@@ -92,7 +92,7 @@ func (m *Memory) grantPermitLocked(key Key, s *memSemaphore, w *memWaiter, now t
 			m.expirePermitsLocked(key, s, time.Now())
 		}
 	})
-	s.holders[g.tokenHash] = g
+	s.holders[g.tokenSum] = g
 	return g.grant(w.token)
 }
 
@@ -169,7 +169,7 @@ func (m *Memory) permitLocked(key Key, token string) (*memSemaphore, *memGrant) 
 		return nil, nil
 	}
 	m.expirePermitsLocked(key, s, time.Now())
-	return s, s.holders[tokenHash(token)]
+	return s, s.holders[sumOf(token)]
 }
 
 // ReleasePermit implements Semaphores.
@@ -187,7 +187,7 @@ func (m *Memory) ReleasePermit(ctx context.Context, key Key, token string) error
 	}
 	g.expiry.Stop()
 	m.noteLocked(g, true, now)
-	delete(s.holders, g.tokenHash)
+	delete(s.holders, g.tokenSum)
 	m.handoffPermitsLocked(key, s, now)
 	releaseEnded(ctx, now.Sub(g.acquiredAt))
 	return nil
