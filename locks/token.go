@@ -19,5 +19,7 @@ func newToken() string {
 // leaks nothing useful about the token.
 func tokenHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
-	return base64.RawURLEncoding.EncodeToString(sum[:])
+	var s [43]byte // 32 bytes in base64 without padding
+	base64.RawURLEncoding.Encode(s[:], sum[:])
+	return string(s[:]) // the one allocation
 }
