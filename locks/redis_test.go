@@ -331,3 +331,48 @@ func TestRedisEveryKeyExpires(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisHistoryExpiry: a lock's history lives --fence-retention after
+// the last grant or renewal it records, and a history that begins anew
+// with an event that does not move its expiry (a release, once the old
+// history has gone) gets one all the same.
+func TestRedisHistoryExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := t.Context()
+	const retention = time.Hour
+	l := newRedis(t, srv, locks.RedisOptions{History: 10, FenceRetention: retention})
+	key := locktest.UniqueKey(t)
+	history := "lockgate:{" + key.Namespace + "/" + key.Name + "}:history"
+	pttl := func() time.Duration {
+		t.Helper()
+		d, err := admin.PTTL(ctx, history).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute, Subject: "s"})
+	if d := pttl(); d < retention-time.Minute {
+		t.Fatalf("after a grant the history expires in %v, want about %v", d, retention)
+	}
+	admin.PExpire(ctx, history, time.Second) // as if most of the retention had passed
+	if _, err := l.Renew(ctx, key, g.Token, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if d := pttl(); d < retention-time.Minute {
+		t.Fatalf("after a renewal the history expires in %v, want about %v", d, retention)
+	}
+
+	admin.Del(ctx, history) // gone, as an idle lock's history goes
+	if _, err := l.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if n := admin.LLen(ctx, history).Val(); n != 1 {
+		t.Fatalf("the release's history has %d events, want 1", n)
+	}
+	if d := pttl(); d < 0 {
+		t.Fatalf("a history begun by a release has no expiry (PTTL %v)", d)
+	}
+}

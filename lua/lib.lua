@@ -28,8 +28,8 @@
 --              first, each JSON {e: event, t: ms on the Redis clock, s:
 --              subject, o: owner label, f: fencing token}, the numbers as
 --              strings (cjson keeps 14 digits of a number, a fencing token
---              has 16); it lives as long as the fencing counter after its
---              last event
+--              has 16); it lives as long as the fencing counter after the
+--              last event that began or extended a lease (push_events)
 --   K.held     string, with --history: JSON {f, s, o, u: ms when its lease
 --              ends} of the exclusive grant, so that the first script to
 --              run after its lease ended unreleased records that it expired
@@ -54,7 +54,8 @@
 -- lock_keys is K for the lock scripts' KEYS[1..10] (lock, fence, queue,
 -- alive, waiters, readers, delay, history, held, record), with the lock's
 -- options, 'delay:history:keep': the lock delay, ms; how many events the
--- history keeps (0: none); how long it outlives its last event, ms.
+-- history keeps (0: none); how long it outlives the last grant or renewal
+-- it records, ms.
 local function lock_keys(opts)
   local delay, hist, keep = string.match(opts or '', '^(%d+):(%d+):(%d+)$')
   return {lock = KEYS[1], fence = KEYS[2], queue = KEYS[3], alive = KEYS[4], waiters = KEYS[5],
@@ -63,14 +64,24 @@ local function lock_keys(opts)
 end
 
 -- push_events adds the encoded events evs, oldest first, to the lock's
--- history: one LPUSH, then the cap and the expiry.
-local function push_events(K, evs)
+-- history: one LPUSH, then the cap. The history lives K.keep_ms after
+-- the last event that began or extended a lease (extends), and a new one
+-- gets that expiry whatever its first event: an event that ends a lease
+-- or drops a waiter comes within one lease of such an event, so it need
+-- not move the expiry, which saves a PEXPIRE per release.
+local function push_events(K, evs, extends)
   local n = redis.call('LPUSH', K.history, unpack(evs))
   if n > K.hist_n then
     redis.call('LTRIM', K.history, 0, K.hist_n - 1)
   end
-  redis.call('PEXPIRE', K.history, K.keep_ms)
+  if extends or n == #evs then
+    redis.call('PEXPIRE', K.history, K.keep_ms)
+  end
 end
+
+-- The events that leave the history's expiry where it is (see
+-- push_events).
+local ENDS = {released = true, expired = true, waiter_dropped = true}
 
 -- event adds an event to the lock's history (when it keeps one: never for
 -- a semaphore's S): what happened at ms on the Redis clock, to the grant
@@ -85,8 +96,9 @@ local function event(K, what, ms, sub, own, fence)
     f = string.format('%d', tonumber(fence) or 0)})
   if K.ev then
     K.ev[#K.ev + 1] = e
+    K.ev_extends = K.ev_extends or not ENDS[what]
   else
-    push_events(K, {e})
+    push_events(K, {e}, not ENDS[what])
   end
 end
 
@@ -577,7 +589,7 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   local ev = K.ev
   K.ev = nil
   if #ev > 0 then
-    push_events(K, ev)
+    push_events(K, ev, K.ev_extends)
   end
   return now - (tonumber(at) or now), h.near, h.near_reply
 end
