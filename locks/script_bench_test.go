@@ -70,31 +70,33 @@ func BenchmarkRedisScripts(b *testing.B) {
 	// releasing at once, so that nearly every release hands the lock to a
 	// waiter and nearly every acquire joins the queue: the path of one
 	// contended lock at the gateway.
-	b.Run("contended/history=10", func(b *testing.B) {
-		r := newRedis(b, srv, locks.RedisOptions{History: 10})
-		key := locks.Key{Namespace: "bench", Name: "contended"}
-		const clients = 4
-		measureScripts(b, client, func(n int) {
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			for range clients {
-				wg.Go(func() {
-					for next.Add(1) <= int64(n) {
-						g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Wait: 30 * time.Second, Subject: "bench"})
-						if err != nil {
-							b.Error(err)
-							return
+	for _, history := range []int{0, 10} {
+		b.Run(fmt.Sprintf("contended/history=%d", history), func(b *testing.B) {
+			r := newRedis(b, srv, locks.RedisOptions{History: history})
+			key := locks.Key{Namespace: "bench", Name: "contended"}
+			const clients = 4
+			measureScripts(b, client, func(n int) {
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range clients {
+					wg.Go(func() {
+						for next.Add(1) <= int64(n) {
+							g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Wait: 30 * time.Second, Subject: "bench"})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							if _, err := r.Release(ctx, key, g.Token); err != nil {
+								b.Error(err)
+								return
+							}
 						}
-						if _, err := r.Release(ctx, key, g.Token); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-		}, plain)
-	})
+					})
+				}
+				wg.Wait()
+			}, plain)
+		})
+	}
 }
 
 // measureScripts runs b.N cycles and reports Redis's time in scripts
