@@ -224,6 +224,12 @@ func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Dura
 	m.expireLocked(key, now)
 	l := m.locks[key]
 	delayedUntil, delayed := m.delayedLocked(key, now)
+	if l == nil && !delayed {
+		// A lock delay may have ended before its timer ran to hand the
+		// lock on: those who queued during it go first.
+		m.handOnLocked(key, now)
+		l = m.locks[key]
+	}
 	if l == nil && !delayed || l != nil && l.mode == Shared && w.req.Mode == Shared && len(m.queues[key]) == 0 {
 		return m.grantLocked(key, w, now, "acquired"), 0, false
 	}
