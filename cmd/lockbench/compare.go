@@ -536,17 +536,20 @@ func writeComparison(w io.Writer, r *Report) error {
 	}
 	if len(con) > 0 {
 		b.WriteString("\n### Contended: every client on one lock, server-side wait, hold 0\n\n")
-		b.WriteString("Self-hand-offs: releases during which another client waited, after which the releaser got the lock again " +
-			"(0 under strict FIFO). FIFO bound: (clients − 1) × the mean cycle.\n\n")
-		b.WriteString("| target | clients | cycles/s | self-hand-offs while others waited | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
+		b.WriteString("Self-hand-offs: releases during which another client's acquire was pending (sent, not necessarily " +
+			"arrived), after which the releaser got the lock again; lead: the longest such an acquire had been pending " +
+			"when the release was sent. A FIFO server hands the lock back only while the pending acquires have not " +
+			"reached it: a lead of about a round trip is an acquire still on its way; a long one is a stalled request " +
+			"or a queue jumped, which only the server can tell. FIFO bound: (clients − 1) × the mean cycle.\n\n")
+		b.WriteString("| target | clients | cycles/s | self-hand-offs while others' acquires were pending, longest lead | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
 		b.WriteString("| --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- |\n")
 		for _, run := range c.Runs {
 			if run.Mode != contended || run.Result.Fairness == nil {
 				continue
 			}
 			r, f := run.Result, run.Result.Fairness
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %d of %d (%.0f %%) | %s / %s | %s | %.2f | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
-				f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare, num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS),
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s | %.2f | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
+				selfRegrantCell(f), num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS),
 				f.P99OverFIFO, cpuCell(run), syscallCell(run), formatErrors(r.Errors))
 		}
 	}

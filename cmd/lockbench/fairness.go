@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -26,10 +27,23 @@ type Fairness struct {
 	Grants int64 `json:"grants"`
 	// ContestedReleases counts releases sent while another worker had an
 	// acquire pending (sent before the release was sent, answered after).
+	// Pending is as the client sees it: sent, not necessarily arrived.
 	ContestedReleases int64 `json:"contested_releases"`
 	// SelfRegrants counts contested releases whose next grant went back to
-	// the worker that had just released.
+	// the worker that had just released. A FIFO server does that only when
+	// no other acquire has reached it: the pending ones may still be on
+	// their way (in the kernel, in a scheduler's queue), and the releaser's
+	// next acquire can overtake them. SelfRegrantLeadMS tells the two
+	// apart.
 	SelfRegrants int64 `json:"self_regrants"`
+	// SelfRegrantLeadMS is, over the self-regrants, the longest that
+	// another worker's acquire had been pending when the release was sent:
+	// the most time it had to reach the server before the release did. A
+	// lead of about a round trip (a millisecond or two on loopback) is an
+	// acquire still on its way; a long one is a request stalled on its way
+	// or a queue that let the releaser jump it, which only the server can
+	// tell apart.
+	SelfRegrantLeadMS float64 `json:"self_regrant_lead_ms"`
 	// SelfRegrantShare is SelfRegrants / ContestedReleases: 0 under strict
 	// FIFO, near 1 when releasers win the race to re-acquire.
 	SelfRegrantShare float64 `json:"self_regrant_share"`
@@ -101,10 +115,11 @@ func analyzeContention(perWorker [][]attempt, elapsed time.Duration) (Fairness, 
 			f.EarlyHandoffs++
 		}
 		handoffs = append(handoffs, max(got.end-prev.relEnd, 0))
-		if othersWaiting(perWorker, prevRef.worker, prev.relStart) {
+		if since, ok := othersWaitingSince(perWorker, prevRef.worker, prev.relStart); ok {
 			f.ContestedReleases++
 			if cur.worker == prevRef.worker {
 				f.SelfRegrants++
+				f.SelfRegrantLeadMS = max(f.SelfRegrantLeadMS, ms(prev.relStart-since))
 			}
 		}
 	}
@@ -126,10 +141,11 @@ func analyzeContention(perWorker [][]attempt, elapsed time.Duration) (Fairness, 
 	return f, handoffs
 }
 
-// othersWaiting reports whether a worker other than holder had an acquire
-// pending when the holder sent its release at relStart. A worker has at most
-// one call in flight, so only its last attempt sent before relStart can be.
-func othersWaiting(perWorker [][]attempt, holder int, relStart int64) bool {
+// othersWaitingSince reports whether a worker other than holder had an
+// acquire pending when the holder sent its release at relStart, and when
+// the earliest of those pending was sent. A worker has at most one call in
+// flight, so only its last attempt sent before relStart can be.
+func othersWaitingSince(perWorker [][]attempt, holder int, relStart int64) (since int64, ok bool) {
 	for w, as := range perWorker {
 		if w == holder {
 			continue
@@ -137,9 +153,19 @@ func othersWaiting(perWorker [][]attempt, holder int, relStart int64) bool {
 		// The first attempt sent after relStart; the one before it is the
 		// candidate.
 		i := sort.Search(len(as), func(i int) bool { return as[i].start > relStart })
-		if i > 0 && as[i-1].end > relStart {
-			return true
+		if i > 0 && as[i-1].end > relStart && (!ok || as[i-1].start < since) {
+			since, ok = as[i-1].start, true
 		}
 	}
-	return false
+	return since, ok
+}
+
+// selfRegrantCell renders the self-regrants of f for a report's table:
+// "2 of 16612 (0 %), lead ≤ 1.3 ms", the lead only when there are any.
+func selfRegrantCell(f *Fairness) string {
+	cell := fmt.Sprintf("%d of %d (%.0f %%)", f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare)
+	if f.SelfRegrants > 0 {
+		cell += fmt.Sprintf(", lead ≤ %s ms", num(f.SelfRegrantLeadMS))
+	}
+	return cell
 }

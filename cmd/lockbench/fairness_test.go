@@ -57,12 +57,31 @@ func TestAnalyzeContention(t *testing.T) {
 			},
 			elapsed: 20 * time.Millisecond,
 			want: Fairness{
-				Grants: 3, ContestedReleases: 2, SelfRegrants: 1, SelfRegrantShare: 0.5,
+				Grants: 3, ContestedReleases: 2, SelfRegrants: 1, SelfRegrantShare: 0.5, SelfRegrantLeadMS: 1,
 				LongestWaitMS: 10, P99WaitMS: 10, CycleMS: 20.0 / 3, FIFOBoundMS: 20.0 / 3,
 				LongestOverFIFO: 1.5, P99OverFIFO: 1.5,
 				MinGrants: 1, MaxGrants: 2,
 			},
 			wantHandoffs: []float64{2, 5},
+		},
+		"the lead of a self-regrant is the longest any pending acquire had": {
+			// w0 releases at 10 (w1 pending since 9.5, w2 since 9) and again
+			// at 12 (w1 and w2 still pending): two self-regrants, leads 1
+			// and 3 ms. A FIFO server can do this only while the acquires of
+			// w1 and w2 are still on their way to it; then they are served.
+			perWorker: [][]attempt{
+				{got(0, 1, 1, 10, 11), got(11, 11.5, 2, 12, 12.5), got(12.5, 13, 3, 13, 14)},
+				{got(9.5, 15, 4, 15, 16)},
+				{got(9, 17, 5, 17, 18)},
+			},
+			elapsed: 20 * time.Millisecond,
+			want: Fairness{
+				Grants: 5, ContestedReleases: 4, SelfRegrants: 2, SelfRegrantShare: 0.5, SelfRegrantLeadMS: 3,
+				LongestWaitMS: 8, P99WaitMS: 8, CycleMS: 4, FIFOBoundMS: 8,
+				LongestOverFIFO: 1, P99OverFIFO: 1,
+				MinGrants: 1, MaxGrants: 3,
+			},
+			wantHandoffs: []float64{0.5, 0.5, 1, 1},
 		},
 		"re-acquiring a lock nobody waits for is not unfair": {
 			// w1 asks at 2, after w0's release was sent at 1: at that
@@ -153,7 +172,7 @@ func TestAnalyzeContention(t *testing.T) {
 func fairnessEqual(a, b Fairness) bool {
 	near := func(x, y float64) bool { return x-y < 1e-9 && y-x < 1e-9 }
 	return a.Grants == b.Grants && a.ContestedReleases == b.ContestedReleases &&
-		a.SelfRegrants == b.SelfRegrants && a.EarlyHandoffs == b.EarlyHandoffs && near(a.SelfRegrantShare, b.SelfRegrantShare) &&
+		a.SelfRegrants == b.SelfRegrants && near(a.SelfRegrantLeadMS, b.SelfRegrantLeadMS) && a.EarlyHandoffs == b.EarlyHandoffs && near(a.SelfRegrantShare, b.SelfRegrantShare) &&
 		near(a.LongestWaitMS, b.LongestWaitMS) && near(a.CycleMS, b.CycleMS) &&
 		near(a.FIFOBoundMS, b.FIFOBoundMS) && near(a.LongestOverFIFO, b.LongestOverFIFO) &&
 		near(a.P99WaitMS, b.P99WaitMS) && near(a.P99OverFIFO, b.P99OverFIFO) &&

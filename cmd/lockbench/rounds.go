@@ -62,7 +62,8 @@ func mergeRounds(rounds [][]TargetRun) []TargetRun {
 // combine, and one round's set stays consistent. The counts that say
 // something went wrong are pooled, so that no round hides one: errors,
 // self-hand-offs (of contested releases) and conflicts are summed, the
-// most holders at once is the most of any round. Rounds holds every round.
+// most holders at once and the longest lead of a self-hand-off's waiter
+// are the most of any round. Rounds holds every round.
 // One round is returned as it is.
 func combineRounds(rounds []TargetRun) TargetRun {
 	if len(rounds) == 1 {
@@ -84,7 +85,7 @@ func combineRounds(rounds []TargetRun) TargetRun {
 	var mx MixedStats
 	if res.Fairness != nil {
 		f = *res.Fairness
-		f.SelfRegrants, f.ContestedReleases = 0, 0
+		f.SelfRegrants, f.ContestedReleases, f.SelfRegrantLeadMS = 0, 0, 0
 		res.Fairness = &f
 	}
 	if res.Semaphore != nil {
@@ -126,6 +127,7 @@ func combineRounds(rounds []TargetRun) TargetRun {
 		if rf := r.Result.Fairness; rf != nil && res.Fairness != nil {
 			f.SelfRegrants += rf.SelfRegrants
 			f.ContestedReleases += rf.ContestedReleases
+			f.SelfRegrantLeadMS = max(f.SelfRegrantLeadMS, rf.SelfRegrantLeadMS)
 		}
 		if rs := r.Result.Semaphore; rs != nil && res.Semaphore != nil {
 			st.MostHolders = max(st.MostHolders, rs.MostHolders)
@@ -165,5 +167,5 @@ func roundsNote(n int) string {
 		"and syscalls per cycle are the medians of the rounds (x ceiling: the median of each round's ratio to that round's "+
 		"ceiling, the rounds' min–max in brackets); latencies, waits, the FIFO bound and mean holders are the median round's "+
 		"by cycles/s (the slower middle one of an even count); errors, self-hand-offs and conflicts are summed over the "+
-		"rounds, most holders at once is the most of any round; --json has every round", n)
+		"rounds, most holders at once and the longest lead of a self-hand-off are the most of any round; --json has every round", n)
 }

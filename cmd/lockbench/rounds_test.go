@@ -199,14 +199,18 @@ func TestCombineRounds(t *testing.T) {
 		}
 	})
 
-	t.Run("contended: self-hand-offs summed", func(t *testing.T) {
+	t.Run("contended: self-hand-offs summed, their longest lead the most of any round", func(t *testing.T) {
 		a, b, c := fakeRun("redis", contended, 64, 1000), fakeRun("redis", contended, 64, 2000), fakeRun("redis", contended, 64, 3000)
 		a.Result.Fairness.SelfRegrants, a.Result.Fairness.ContestedReleases = 3, 100
 		c.Result.Fairness.SelfRegrants, c.Result.Fairness.ContestedReleases = 1, 300
+		a.Result.Fairness.SelfRegrantLeadMS, c.Result.Fairness.SelfRegrantLeadMS = 0.8, 1.3
 		b.Result.Fairness.ContestedReleases = 600
 		got := combineRounds([]TargetRun{a, b, c}).Result.Fairness
 		if got.SelfRegrants != 4 || got.ContestedReleases != 1000 || got.SelfRegrantShare != 0.004 {
 			t.Errorf("self-hand-offs %d of %d (%v), want 4 of 1000 (0.004)", got.SelfRegrants, got.ContestedReleases, got.SelfRegrantShare)
+		}
+		if got.SelfRegrantLeadMS != 1.3 || selfRegrantCell(got) != "4 of 1000 (0 %), lead ≤ 1.30 ms" {
+			t.Errorf("lead %v ms, cell %q; want the longest of any round, 1.3 ms: \"4 of 1000 (0 %%), lead ≤ 1.30 ms\"", got.SelfRegrantLeadMS, selfRegrantCell(got))
 		}
 		if got.P99WaitMS != b.Result.Fairness.P99WaitMS || b.Result.Fairness.SelfRegrants != 0 {
 			t.Errorf("p99 wait %v, want the median round's %v, and that round left as it was", got.P99WaitMS, b.Result.Fairness.P99WaitMS)
