@@ -343,7 +343,7 @@ func TestRedisHistoryExpiry(t *testing.T) {
 	const retention = time.Hour
 	l := newRedis(t, srv, locks.RedisOptions{History: 10, FenceRetention: retention})
 	key := locktest.UniqueKey(t)
-	history := "lockgate:{" + key.Namespace + "/" + key.Name + "}:history"
+	history := "lockgate:{" + key.String() + "}:history"
 	pttl := func() time.Duration {
 		t.Helper()
 		d, err := admin.PTTL(ctx, history).Result()
