@@ -32,7 +32,7 @@ func RunLockDelay(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 
 func testDelayAfterExpiry(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(100*time.Millisecond))
-	waitUntilFree(t, l, key)
+	WaitUntilFree(t, l, key)
 	_, err := l.Acquire(context.Background(), key, req(time.Minute))
 	var held *locks.HeldError
 	if !errors.As(err, &held) || held.RetryAfter <= 0 || held.RetryAfter > LockDelay {

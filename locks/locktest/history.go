@@ -81,7 +81,7 @@ func testHistoryCalls(t *testing.T, b locks.Backend, key locks.Key) {
 
 func testHistoryExpired(t *testing.T, b locks.Backend, key locks.Key) {
 	g := MustAcquire(t, b, key, locks.AcquireRequest{TTL: 100 * time.Millisecond, Subject: "bob"})
-	waitUntilFree(t, b, key)
+	WaitUntilFree(t, b, key)
 	// Before anything else touches the lock, and after.
 	for _, want := range []string{"expired,acquired", "released,acquired,expired,acquired"} {
 		got, events := kinds(t, b, key)

@@ -196,7 +196,7 @@ func testIdemExpiredEnded(t *testing.T, b locks.Backend, key locks.Key) {
 	k := IdemKey(t)
 	r := req(50 * time.Millisecond)
 	mustOnce(t, b, key, r, k)
-	waitUntilFree(t, b, key)
+	WaitUntilFree(t, b, key)
 	_, err := b.AcquireOnce(context.Background(), key, r, k)
 	wantErr(t, err, locks.ErrGrantEnded)
 }

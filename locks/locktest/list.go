@@ -178,7 +178,7 @@ func testListGone(t *testing.T, b locks.Backend, ns string) {
 	if _, err := b.Release(context.Background(), locks.Key{Namespace: ns, Name: "released"}, released.Token); err != nil {
 		t.Fatal(err)
 	}
-	waitUntilFree(t, b, locks.Key{Namespace: ns, Name: "expired"})
+	WaitUntilFree(t, b, locks.Key{Namespace: ns, Name: "expired"})
 	got, _ := ListAll(t, b, ns, 10)
 	if len(got) != 1 || got["kept"].FencingToken != kept.FencingToken {
 		t.Fatalf("got %v, want only kept", names(got))

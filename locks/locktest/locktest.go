@@ -91,42 +91,43 @@ func wantErr(t testing.TB, err, want error) {
 	}
 }
 
-// waitUntilFree polls until nobody holds key: the way to see an expiry happen.
-func waitUntilFree(t testing.TB, l locks.Locker, key locks.Key) {
+// WaitUntilFree polls until nobody holds key: the way to see an expiry,
+// or a release the caller does not make itself, happen.
+func WaitUntilFree(t testing.TB, l locks.Locker, key locks.Key) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := l.Inspect(context.Background(), key)
-		if errors.Is(err, locks.ErrNotHeld) {
-			return
-		}
-		if err != nil {
-			t.Fatalf("inspect: %v", err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still held after 10s", key)
-		}
-		time.Sleep(5 * time.Millisecond) // polling for an expiry, not synchronising
-	}
+	waitForInfo(t, l, key, "nobody to hold it", func(_ locks.Info, err error) bool {
+		return errors.Is(err, locks.ErrNotHeld)
+	})
 }
 
 // waitUntilHolders polls until key is held shared by n holders (some
 // leases ended) and returns what Inspect then says.
 func waitUntilHolders(t testing.TB, l locks.Locker, key locks.Key, n int) locks.Info {
 	t.Helper()
+	return waitForInfo(t, l, key, fmt.Sprintf("%d shared holders", n), func(info locks.Info, _ error) bool {
+		return len(info.Holders) == n
+	})
+}
+
+// waitForInfo polls Inspect of key, every few milliseconds for up to 10s,
+// until done says what it answered is what the caller waits for (what,
+// for the failure), and returns that answer. An error done does not
+// accept fails t at once.
+func waitForInfo(t testing.TB, l locks.Locker, key locks.Key, what string, done func(locks.Info, error) bool) locks.Info {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info, err := l.Inspect(context.Background(), key)
-		if err != nil {
-			t.Fatalf("inspect: %v", err)
-		}
-		if len(info.Holders) == n {
+		if done(info, err) {
 			return info
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d shared holders after 10s, want %d: %+v", key, len(info.Holders), n, info)
+		if err != nil {
+			t.Fatalf("%s: waiting for %s: inspect: %v", key, what, err)
 		}
-		time.Sleep(5 * time.Millisecond) // polling for an expiry, not synchronising
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: waited 10s for %s; last inspect: %+v, %v", key, what, info, err)
+		}
+		time.Sleep(2 * time.Millisecond) // polling for an expiry or a goroutine, not synchronising
 	}
 }
 
@@ -278,7 +279,7 @@ func testRenewRestoresTTL(t *testing.T, l locks.Locker, key locks.Key) {
 
 func testExpiryFreesLock(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(50*time.Millisecond))
-	waitUntilFree(t, l, key)
+	WaitUntilFree(t, l, key)
 	next := MustAcquire(t, l, key, req(time.Minute))
 	if next.FencingToken <= g.FencingToken {
 		t.Fatalf("got fencing token %d after expiry, want more than %d", next.FencingToken, g.FencingToken)
@@ -288,7 +289,7 @@ func testExpiryFreesLock(t *testing.T, l locks.Locker, key locks.Key) {
 
 func testRenewAfterExpiry(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(30*time.Millisecond))
-	waitUntilFree(t, l, key)
+	WaitUntilFree(t, l, key)
 	_, err := l.Renew(context.Background(), key, g.Token, time.Minute)
 	wantReason(t, err, locks.ReasonExpired)
 	_, err = l.Inspect(context.Background(), key)
@@ -314,7 +315,7 @@ func testFencingIncreases(t *testing.T, l locks.Locker, key locks.Key) {
 		}
 	}
 	check(MustAcquire(t, l, key, req(20*time.Millisecond)), "acquire")
-	waitUntilFree(t, l, key)
+	WaitUntilFree(t, l, key)
 	check(MustAcquire(t, l, key, req(time.Minute)), "acquire after expiry")
 }
 
@@ -479,20 +480,9 @@ func testIndependent(t *testing.T, l locks.Locker, key locks.Key) {
 // waiter started in a goroutine has joined the queue.
 func WaitUntilQueued(t testing.TB, l locks.Locker, key locks.Key, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := l.Inspect(context.Background(), key)
-		if err != nil {
-			t.Fatalf("inspect: %v", err)
-		}
-		if info.Waiters == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d waiters, want %d", info.Waiters, n)
-		}
-		time.Sleep(time.Millisecond) // polling for a goroutine to queue up
-	}
+	waitForInfo(t, l, key, fmt.Sprintf("%d waiters", n), func(info locks.Info, err error) bool {
+		return err == nil && info.Waiters == n
+	})
 }
 
 // QueueInOrder starts one waiter per locker, each after the previous one has
@@ -677,7 +667,7 @@ func testLeaseEndsEveryHold(t *testing.T, l locks.Locker, key locks.Key) {
 	if _, err := l.Reenter(context.Background(), key, g.Token, 200*time.Millisecond, locks.Exclusive); err != nil {
 		t.Fatal(err)
 	}
-	waitUntilFree(t, l, key)
+	WaitUntilFree(t, l, key)
 	_, err := l.Release(context.Background(), key, g.Token)
 	wantErr(t, err, locks.ErrNotHolder)
 	_, err = l.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive)
