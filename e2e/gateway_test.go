@@ -208,6 +208,7 @@ type grant struct {
 	TTLMs        int64     `json:"ttl_ms"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	Holds        int       `json:"holds"`
+	Hold         string    `json:"hold"` // a re-entry's
 	Mode         string    `json:"mode"`
 }
 

@@ -21,8 +21,9 @@ func TestLeaseMetrics(t *testing.T) {
 		url := gw.URL + "/locks/metrics/held"
 		start := time.Now()
 		g := acquire(t, url, `{"ttl_ms":60000}`)
-		wantJSON(t, call(t, "POST", url, "", with(auth, []string{"Lock-Token", g.Token})...), http.StatusOK, &grant{})
-		wantJSON(t, call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...), http.StatusOK, &struct{}{})
+		var inner grant
+		wantJSON(t, call(t, "POST", url, "", with(auth, []string{"Lock-Token", g.Token})...), http.StatusOK, &inner)
+		wantJSON(t, call(t, "DELETE", url+"?hold="+inner.Hold, "", with(auth, []string{"Lock-Token", g.Token})...), http.StatusOK, &struct{}{})
 		time.Sleep(20 * time.Millisecond) // a hold of some length to measure, not synchronisation
 		if r := call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...); r.status != http.StatusNoContent {
 			t.Fatalf("release: got %d %s, want 204", r.status, r.body)

@@ -56,9 +56,10 @@ func TestSharedLocks(t *testing.T) {
 		}
 		for _, rel := range []struct {
 			g      grant
+			hold   string
 			status int
-		}{{r1, http.StatusOK}, {r1, http.StatusNoContent}, {r2, http.StatusNoContent}} {
-			if r := call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", rel.g.Token})...); r.status != rel.status {
+		}{{r1, "=", http.StatusOK}, {r1, again.Hold, http.StatusNoContent}, {r2, "=", http.StatusNoContent}} {
+			if r := call(t, "DELETE", url+"?hold="+rel.hold, "", with(auth, []string{"Lock-Token", rel.g.Token})...); r.status != rel.status {
 				t.Fatalf("release: got %d %s, want %d", r.status, r.body, rel.status)
 			}
 		}

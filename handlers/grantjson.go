@@ -18,6 +18,9 @@ import (
 
 // appendGrant appends g as encoding/json does, or reports ok=false.
 func appendGrant(b []byte, g *Grant) ([]byte, bool) {
+	if g.Hold != nil { // a re-entry's: never a 201
+		return b, false
+	}
 	b = append(b, `{"expires_at":`...)
 	b, ok := appendTime(b, g.ExpiresAt)
 	b = append(b, `,"fencing_token":`...)

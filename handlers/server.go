@@ -221,7 +221,9 @@ func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl t
 		return nil, err
 	}
 	s.metrics.acquires.WithLabelValues(outcomeReentered).Inc()
-	return AcquireLock200JSONResponse(grantBody(key, &grant, mode)), nil
+	body := grantBody(key, &grant, mode)
+	body.Hold = &grant.Hold
+	return AcquireLock200JSONResponse(body), nil
 }
 
 // The API's names of the modes, made once: a grant's body points at them.
@@ -353,7 +355,11 @@ func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	holds, err := s.cfg.Backend.Release(s.metrics.lease.releaseCtx(ctx), key, req.Params.LockToken)
+	var hold string
+	if req.Params.Hold != nil {
+		hold = *req.Params.Hold
+	}
+	holds, err := s.cfg.Backend.ReleaseHold(s.metrics.lease.releaseCtx(ctx), key, req.Params.LockToken, hold)
 	if err != nil {
 		s.metrics.lease.released("lock", err)
 		return nil, err
@@ -428,6 +434,9 @@ func holdersOf(hs []locks.Holder) []Holder {
 			ExpiresAt:    timestamp(h.ExpiresAt),
 			AcquiredAt:   timestamp(h.AcquiredAt),
 			Holds:        &hs[i].Holds,
+		}
+		if h.HoldIDs != nil {
+			holders[i].HoldIds = &hs[i].HoldIDs
 		}
 	}
 	return holders

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/lua"
 )
 
 // batcher sends the script calls that arrive together in one pipeline: one
@@ -64,7 +66,7 @@ type batcher struct {
 // call is one script call on its way through the batcher.
 type call struct {
 	ctx      context.Context // values only: the caller's cancellation does not reach here
-	script   *redis.Script
+	script   *lua.Script
 	ro       bool // EVALSHA_RO / EVAL_RO
 	ack      bool // WAIT for replicas after it
 	keys     []string
@@ -85,7 +87,7 @@ func newBatcher(client redis.UniversalClient, senders, max int) *batcher {
 
 // run sends one call of script and waits for its answer, at most until
 // timeout has passed (and the little it takes a sender to see that).
-func (b *batcher) run(ctx context.Context, timeout time.Duration, script *redis.Script, ro bool, keys []string, args ...any) *redis.Cmd {
+func (b *batcher) run(ctx context.Context, timeout time.Duration, script *lua.Script, ro bool, keys []string, args ...any) *redis.Cmd {
 	return b.do(ctx, timeout, script, ro, false, keys, args).result(ctx)
 }
 
@@ -93,12 +95,12 @@ func (b *batcher) run(ctx context.Context, timeout time.Duration, script *redis.
 // grant): the error says when fewer did than asked, and is nil when the
 // batcher asks for none. The script ran either way: the caller decides
 // what its reply is worth.
-func (b *batcher) runAck(ctx context.Context, timeout time.Duration, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+func (b *batcher) runAck(ctx context.Context, timeout time.Duration, script *lua.Script, keys []string, args ...any) (*redis.Cmd, error) {
 	c := b.do(ctx, timeout, script, false, b.replicas > 0, keys, args)
 	return c.result(ctx), b.acked(c)
 }
 
-func (b *batcher) do(ctx context.Context, timeout time.Duration, script *redis.Script, ro, ack bool, keys []string, args []any) *call {
+func (b *batcher) do(ctx context.Context, timeout time.Duration, script *lua.Script, ro, ack bool, keys []string, args []any) *call {
 	c := &call{ctx: context.WithoutCancel(ctx), script: script, ro: ro, ack: ack, keys: keys, args: args,
 		deadline: time.Now().Add(timeout), done: make(chan struct{})}
 	inline, err := b.submit(c)
@@ -153,31 +155,6 @@ func (b *batcher) wait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd 
 
 // errNotSent is why a call's WAIT has no answer when the call was never sent.
 var errNotSent = errors.New("not sent")
-
-// barrier has the replicas acknowledge every write Redis made before now
-// on the master of key, whatever connection made it: it makes a write of
-// its own (a key under key's hash tag that lives 1 ms) and WAITs for it.
-// Replication is one ordered stream, so a replica that has this write has
-// every earlier one. It serves a grant that another connection wrote (a
-// hand-off picked up), which the WAIT after the pick-up does not cover:
-// WAIT counts from the last write of its own connection.
-func (b *batcher) barrier(ctx context.Context, timeout time.Duration, key string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	var client redis.Cmdable = b.client
-	if cc, ok := b.client.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return &ReplicaError{Want: b.replicas, Err: err}
-		}
-		client = node
-	}
-	pipe := client.Pipeline()
-	pipe.Set(ctx, key+":ack", "", time.Millisecond)
-	w := b.wait(ctx, pipe)
-	pipe.Exec(ctx) // errors are read from w
-	return b.acked(&call{ack: true, acks: w})
-}
 
 // submit queues c, or reports that c has a lane of its own (inline), which
 // the caller must give back once it has sent c (see do).

@@ -88,7 +88,7 @@ func TestRedisConcurrentCallsSurviveScriptFlush(t *testing.T) {
 // gone.
 func TestRedisCallAfterClose(t *testing.T) {
 	srv := redistest.Start(t)
-	l := locks.NewRedis(newClient(t, srv), locks.RedisOptions{})
+	l := openRedis(t, newClient(t, srv), locks.RedisOptions{})
 	key := locktest.UniqueKey(t)
 	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
 	l.Close()

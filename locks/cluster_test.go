@@ -15,7 +15,7 @@ import (
 func TestRedisClusterConformance(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	newBackend := func(t *testing.T) locks.Backend {
-		r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{})
+		r := openRedis(t, cluster.Client(t), locks.RedisOptions{})
 		t.Cleanup(func() { r.Close() })
 		return r
 	}
@@ -25,7 +25,7 @@ func TestRedisClusterConformance(t *testing.T) {
 	t.Run("Semaphores", func(t *testing.T) { locktest.RunSemaphores(t, newBackend) })
 	t.Run("LockDelay", func(t *testing.T) {
 		locktest.RunLockDelay(t, func(t *testing.T) locks.Locker {
-			r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{LockDelay: locktest.LockDelay})
+			r := openRedis(t, cluster.Client(t), locks.RedisOptions{LockDelay: locktest.LockDelay})
 			t.Cleanup(func() { r.Close() })
 			return r
 		})
@@ -33,7 +33,7 @@ func TestRedisClusterConformance(t *testing.T) {
 	t.Run("List", func(t *testing.T) { locktest.RunList(t, newBackend) })
 	t.Run("History", func(t *testing.T) {
 		locktest.RunHistory(t, func(t *testing.T) locks.Backend {
-			r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
+			r := openRedis(t, cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
 			t.Cleanup(func() { r.Close() })
 			return r
 		})
@@ -46,7 +46,7 @@ func TestRedisClusterFIFOAcrossGateways(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	backends := make([]locks.Locker, 3)
 	for i := range backends {
-		r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{})
+		r := openRedis(t, cluster.Client(t), locks.RedisOptions{})
 		t.Cleanup(func() { r.Close() })
 		backends[i] = r
 	}

@@ -51,7 +51,7 @@ func TestCheckServesWhenConfigIsRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
-			r := locks.NewRedis(c, locks.RedisOptions{})
+			r := openRedis(t, c, locks.RedisOptions{})
 			t.Cleanup(func() { r.Close() })
 			if err := r.Check(t.Context()); err != nil {
 				t.Fatalf("Check: got %v, want nil", err)
@@ -69,7 +69,7 @@ func TestCheckServesWhenConfigIsRefused(t *testing.T) {
 // enough to fail Check.
 func TestCheckAsksEveryClusterMaster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
-	r := locks.NewRedis(cluster.Client(t), locks.RedisOptions{})
+	r := openRedis(t, cluster.Client(t), locks.RedisOptions{})
 	t.Cleanup(func() { r.Close() })
 	if err := r.Check(t.Context()); err != nil {
 		t.Fatalf("Check: got %v, want nil", err)

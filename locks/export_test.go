@@ -16,11 +16,12 @@ func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, cha
 	if channel == "" {
 		channel = r.opts.Prefix + "gateway:gone"
 	}
-	return lua.Acquire.Run(ctx, r.client, r.lockKeys(key).all(),
+	cmd, _ := r.exec(ctx, lua.Acquire, newCallID(), "", r.lockKeys(key).all(),
 		tokenHash(newToken()), req.TTL.Milliseconds(), "ghost", "ghost",
 		r.opts.FenceRetention.Milliseconds(), "ghost-"+newToken(), channel,
 		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.arg.checkHeard, 0,
-	).Err()
+	)
+	return cmd.Err()
 }
 
 // Channel is the channel of r's waiters: a ghost queued on it is handed
@@ -54,11 +55,12 @@ func (r *Redis) RequeueGone(ctx context.Context, key Key, id string, req Acquire
 	if !ok {
 		return errors.New("not a waiter that ended without the lock: " + id)
 	}
-	return lua.Acquire.Run(ctx, r.client, r.lockKeys(key).all(),
+	cmd, _ := r.exec(ctx, lua.Acquire, newCallID(), "", r.lockKeys(key).all(),
 		g.tokHash, req.TTL.Milliseconds(), "ghost", "ghost",
 		r.opts.FenceRetention.Milliseconds(), id, r.waiters.channel,
 		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.arg.checkHeard, 0,
-	).Err()
+	)
+	return cmd.Err()
 }
 
 // LateHandOver does what r does with a release's reply that handed key's
@@ -85,8 +87,9 @@ func (r *Redis) PickUpPermit(ctx context.Context, key Key, token string, limit i
 
 func (r *Redis) permitScript(ctx context.Context, key Key, token string, limit int, ttl time.Duration) error {
 	res := resource{semaphoreKind, key}
-	return lua.SemAcquire.Run(ctx, r.client, r.keysFor(res, tokenHash(token)),
+	cmd, _ := r.exec(ctx, lua.SemAcquire, newCallID(), "", r.keysFor(res, tokenHash(token)),
 		tokenHash(token), ttl.Milliseconds(), "ghost", "ghost", r.opts.FenceRetention.Milliseconds(),
 		"ghost-"+token[:8], r.opts.Prefix+"gateway:gone", time.Minute.Milliseconds(),
-		r.opts.WaiterLease.Milliseconds(), "0", 0, limit).Err()
+		r.opts.WaiterLease.Milliseconds(), "0", 0, limit)
+	return cmd.Err()
 }

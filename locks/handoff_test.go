@@ -139,7 +139,7 @@ func TestRedisUnpickedHandoffEnds(t *testing.T) {
 // its 30 s wait.
 func TestRedisWaiterLearnsOfOutage(t *testing.T) {
 	srv := redistest.Start(t)
-	l := locks.NewRedis(newClient(t, srv), locks.RedisOptions{WaiterLease: 300 * time.Millisecond, Timeout: 300 * time.Millisecond})
+	l := openRedis(t, newClient(t, srv), locks.RedisOptions{WaiterLease: 300 * time.Millisecond, Timeout: 300 * time.Millisecond})
 	t.Cleanup(func() { l.Close() })
 	key := locktest.UniqueKey(t)
 	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})

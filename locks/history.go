@@ -43,7 +43,8 @@ func (r *Redis) History(ctx context.Context, key Key) ([]Event, error) {
 		return nil, nil
 	}
 	keys := r.lockKeys(key)
-	out, err := r.batch.run(ctx, r.opts.Timeout, lua.History, true, []string{keys.history, keys.held}, r.opts.History).StringSlice()
+	cmd, _ := r.run(ctx, lua.History, []string{keys.history, keys.held}, r.opts.History)
+	out, err := cmd.StringSlice()
 	if err != nil {
 		return nil, unavailable("history", resource{lockKind, key}, err)
 	}

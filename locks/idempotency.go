@@ -106,6 +106,9 @@ type idemCall struct {
 	nonce       string // this attempt's
 	aead        cipher.AEAD
 	aad         []byte // binds a ciphertext to its record
+	// unknown is the call id of the step whose outcome is unknown, for
+	// abort to fence off (see lua/once.lua); "" when none is.
+	unknown string
 }
 
 // Labels of the values derived from an idempotency key; each is used for

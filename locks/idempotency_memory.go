@@ -121,7 +121,7 @@ func (s memIdemStore) begin(_ context.Context, c *idemCall, pending time.Duratio
 	if g == nil {
 		return idemFound{outcome: idemEnded}, nil
 	}
-	return idemFound{outcome: idemLive, sealed: rec.sealed, fence: rec.fence, ttl: g.expiresAt.Sub(now), holds: g.holds}, nil
+	return idemFound{outcome: idemLive, sealed: rec.sealed, fence: rec.fence, ttl: g.expiresAt.Sub(now), holds: g.holdCount()}, nil
 }
 
 func (s memIdemStore) done(_ context.Context, c *idemCall, grant Grant) error {

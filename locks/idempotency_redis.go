@@ -29,7 +29,7 @@ func (r *Redis) AcquireOnce(ctx context.Context, key Key, req AcquireRequest, id
 	res := resource{lockKind, key}
 	return acquireOnce(ctx, res.String(), redisIdem{r, res}, c, r.idemPending(req.Wait),
 		func(ctx context.Context) (Grant, error) { return r.acquire(ctx, res, req, r.lockArgs(req)...) },
-		func(ctx context.Context, token string) { r.release(ctx, res, token) })
+		func(ctx context.Context, token string) { r.release(ctx, res, token, "") })
 }
 
 // AcquirePermitOnce implements Idempotent.
@@ -44,7 +44,7 @@ func (r *Redis) AcquirePermitOnce(ctx context.Context, key Key, req SemaphoreReq
 	res := resource{semaphoreKind, key}
 	return acquireOnce(ctx, res.String(), redisIdem{r, res}, c, r.idemPending(req.Wait),
 		func(ctx context.Context) (Grant, error) { return r.acquire(ctx, res, req.AcquireRequest, req.Limit) },
-		func(ctx context.Context, token string) { r.release(ctx, res, token) })
+		func(ctx context.Context, token string) { r.release(ctx, res, token, "") })
 }
 
 // idemPending bounds how long an acquire that waits for wait runs: the
@@ -72,8 +72,11 @@ func (s redisIdem) keys(c *idemCall) []string {
 }
 
 func (s redisIdem) begin(ctx context.Context, c *idemCall, pending time.Duration) (idemFound, error) {
-	out, err := s.r.run(ctx, lua.IdemBegin, s.keys(c), c.fingerprint, c.nonce, pending.Milliseconds()).Slice()
+	id := newCallID()
+	cmd, ackErr := s.r.exec(ctx, lua.IdemBegin, id, "", s.keys(c), c.fingerprint, c.nonce, pending.Milliseconds())
+	out, err := cmd.Slice()
 	if err != nil {
+		c.unknown = id
 		return idemFound{}, unavailable("acquire", s.res, err)
 	}
 	n := func(i int) int64 {
@@ -87,6 +90,9 @@ func (s redisIdem) begin(ctx context.Context, c *idemCall, pending time.Duration
 	case 0:
 		return idemFound{outcome: idemBegun}, nil
 	case 1:
+		if ackErr != nil { // the grant replayed is not known to be on the replicas
+			return idemFound{}, unavailable("acquire", s.res, ackErr)
+		}
 		sealed, _ := out[1].(string)
 		return idemFound{outcome: idemLive, sealed: sealed, fence: n(2), ttl: millis(max(n(3), 0)), holds: int(n(4))}, nil
 	case 2:
@@ -99,31 +105,37 @@ func (s redisIdem) begin(ctx context.Context, c *idemCall, pending time.Duration
 	return idemFound{}, fmt.Errorf("acquire %s: idem_begin answered %v", s.res, out)
 }
 
+// done records g. When its outcome is unknown (the reply was lost, or
+// never came), it asks once more with the same call id: once.lua answers
+// what the first delivery did, or runs the call now if none arrived. A
+// grant recorded is then never given back for want of a reply.
 func (s redisIdem) done(ctx context.Context, c *idemCall, g Grant) error {
-	out, err := s.r.run(ctx, lua.IdemDone, s.keys(c), c.fingerprint, c.nonce, tokenHash(g.Token),
-		c.seal(g.Token), g.FencingToken, IdempotencyGrace.Milliseconds()).Int64Slice()
-	if err != nil {
-		return unavailable("acquire", s.res, err)
+	id, keys := newCallID(), s.keys(c)
+	args := []any{c.fingerprint, c.nonce, tokenHash(g.Token), c.seal(g.Token), g.FencingToken, IdempotencyGrace.Milliseconds()}
+	var err error
+	for range 2 {
+		var out []int64
+		cmd, _ := s.r.exec(ctx, lua.IdemDone, id, "", keys, args...)
+		if out, err = cmd.Int64Slice(); err == nil {
+			if out[0] != codeGranted {
+				return errIdemTaken
+			}
+			return nil
+		}
 	}
-	if out[0] != 1 {
-		return errIdemTaken
-	}
-	return nil
+	c.unknown = id
+	return unavailable("acquire", s.res, err)
 }
 
-// abort forgets c's pending record. With wait unset it runs in the
-// background: the call's answer (a 503) does not wait for a Redis in
-// trouble, and a record it fails to forget expires on its own.
+// abort forgets c's pending record, and fences off the call of c whose
+// outcome is unknown, if any. With wait unset it runs in the background:
+// the call's answer (a 503) does not wait for a Redis in trouble, and a
+// record it fails to forget expires on its own.
 func (s redisIdem) abort(ctx context.Context, c *idemCall, wait bool) {
-	keys := s.keys(c)[:1]
+	keys, fence := s.keys(c)[:1], c.unknown
 	if wait {
-		s.r.run(ctx, lua.IdemAbort, keys, c.nonce)
+		s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce)
 		return
 	}
-	s.r.mu.Lock()
-	defer s.r.mu.Unlock()
-	if s.r.closed {
-		return
-	}
-	s.r.cleanups.Go(func() { s.r.run(ctx, lua.IdemAbort, keys, c.nonce) })
+	s.r.background(ctx, func(ctx context.Context) { s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce) })
 }

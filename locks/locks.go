@@ -18,19 +18,27 @@ type Locker interface {
 	// who just released it, gets ahead of them.
 	Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant, error)
 
-	// Release takes one hold away from the grant token holds: the last one
-	// frees the lock (and hands it on), and holds is how many are left (0
-	// then). A token that does not hold the lock gets ErrNotHolder and
-	// changes nothing.
+	// Release ends the base hold of the grant token holds: the one its
+	// acquire made. It is ReleaseHold with BaseHold.
 	Release(ctx context.Context, key Key, token string) (holds int, err error)
+
+	// ReleaseHold ends the hold named hold of the grant token holds (""
+	// or BaseHold: the base hold; else the Grant.Hold of a Reenter). The
+	// last hold frees the lock (and hands it on), and holds is how many
+	// are left (0 then). A hold that has ended already, by an earlier
+	// release, changes nothing: a retried release is harmless. A token
+	// that does not hold the lock gets ErrNotHolder and changes nothing.
+	ReleaseHold(ctx context.Context, key Key, token, hold string) (holds int, err error)
 
 	// Reenter takes the lock once more for the holder of token (a
 	// re-entrant hold) in the same mode: the grant keeps its fencing token,
-	// its lease becomes at least ttl from now (never shorter), and
-	// Grant.Holds counts the holds. Each Release takes one away; the lease
-	// ends them all. A token that does not hold the lock gets ErrNotHolder;
-	// a holder that asks for the other mode (an upgrade from shared to
-	// exclusive, say) gets a *HeldError, and keeps what it holds.
+	// its lease becomes at least ttl from now (never shorter), Grant.Hold
+	// names the new hold, and Grant.Holds counts the holds. ReleaseHold
+	// ends a hold by its name; the lease ends them all. A token that does
+	// not hold the lock gets ErrNotHolder; a holder that asks for the
+	// other mode (an upgrade from shared to exclusive, say) gets a
+	// *HeldError, and keeps what it holds. A re-entry whose outcome is
+	// unknown (ErrUnavailable) is undone: its hold, if it was taken, ends.
 	Reenter(ctx context.Context, key Key, token string, ttl time.Duration, mode Mode) (Grant, error)
 
 	// Renew extends the lease of the current holder to ttl from now (ttl 0
@@ -192,6 +200,9 @@ type Grant struct {
 	// Holds is how many times the holder holds the lock: 1 for a new grant,
 	// more after Reenter.
 	Holds int
+	// Hold names the hold a Reenter took, for ReleaseHold; empty for an
+	// acquire's grant, whose hold is BaseHold.
+	Hold string
 	// Replayed is set when the grant was made by an earlier call with the
 	// same idempotency key (see Idempotent).
 	Replayed bool
@@ -216,13 +227,15 @@ type Info struct {
 	Waiters int
 	// Holds is how many times the holder holds the lock (see Reenter).
 	Holds int
+	// HoldIDs names those holds (see Grant.Hold).
+	HoldIDs []string
 }
 
 // describe fills the Info's own fields from its last holder: the one whose
 // lease ends last (see Info).
 func (info *Info) describe() {
 	h := info.Holders[len(info.Holders)-1]
-	info.Lease, info.Subject, info.Owner, info.AcquiredAt, info.Holds = h.Lease, h.Subject, h.Owner, h.AcquiredAt, h.Holds
+	info.Lease, info.Subject, info.Owner, info.AcquiredAt, info.Holds, info.HoldIDs = h.Lease, h.Subject, h.Owner, h.AcquiredAt, h.Holds, h.HoldIDs
 }
 
 var (

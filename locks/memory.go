@@ -1,6 +1,7 @@
 package locks
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -85,7 +86,7 @@ type memGrant struct {
 	ttl        time.Duration // as acquired: what a renew without a TTL restores
 	expiresAt  time.Time
 	expiry     *time.Timer // ends the grant at expiresAt
-	holds      int         // re-entrant holds; 1 for a new grant
+	holds      []string    // the ids of its holds (see Grant.Hold); nil: BaseHold alone
 
 	// idem is the record of its idempotency key, if any.
 	idem *memIdemRecord
@@ -268,7 +269,6 @@ func (m *Memory) newGrantLocked(w *memWaiter, now time.Time, expire func()) *mem
 		acquiredAt: now,
 		ttl:        w.req.TTL,
 		expiresAt:  now.Add(w.req.TTL),
-		holds:      1,
 	}
 	g.expiry = time.AfterFunc(w.req.TTL, func() {
 		m.mu.Lock()
@@ -282,7 +282,7 @@ func (m *Memory) newGrantLocked(w *memWaiter, now time.Time, expire func()) *mem
 
 // grant describes g to its holder.
 func (g *memGrant) grant(token string) Grant {
-	return Grant{Token: token, Holds: g.holds, Lease: Lease{FencingToken: g.fence, TTL: g.ttl, ExpiresAt: g.expiresAt}}
+	return Grant{Token: token, Holds: g.holdCount(), Lease: Lease{FencingToken: g.fence, TTL: g.ttl, ExpiresAt: g.expiresAt}}
 }
 
 // nextFence keeps fencing tokens increasing across restarts: a new process
@@ -434,8 +434,27 @@ func (m *Memory) holder(key Key, token string) (*memLock, *memGrant) {
 	return l, g
 }
 
+// holdList is g's hold ids.
+func (g *memGrant) holdList() []string {
+	if g.holds == nil {
+		return []string{BaseHold}
+	}
+	return g.holds
+}
+
+func (g *memGrant) holdCount() int { return len(g.holdList()) }
+
 // Release implements Locker.
 func (m *Memory) Release(ctx context.Context, key Key, token string) (int, error) {
+	return m.ReleaseHold(ctx, key, token, "")
+}
+
+// ReleaseHold implements Locker.
+func (m *Memory) ReleaseHold(ctx context.Context, key Key, token, hold string) (int, error) {
+	if err := validHold(hold); err != nil {
+		return 0, err
+	}
+	hold = cmp.Or(hold, BaseHold)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, g := m.holder(key, token)
@@ -446,9 +465,13 @@ func (m *Memory) Release(ctx context.Context, key Key, token string) (int, error
 		}
 		return 0, fmt.Errorf("release %s: %w", key, &NotHolderError{Reason: reason})
 	}
-	if g.holds > 1 {
-		g.holds--
-		return g.holds, nil
+	i := slices.Index(g.holdList(), hold)
+	if i < 0 {
+		return g.holdCount(), nil // ended before: a repeated release
+	}
+	if g.holdCount() > 1 {
+		g.holds = slices.Delete(slices.Clone(g.holdList()), i, i+1)
+		return len(g.holds), nil
 	}
 	now := time.Now()
 	m.endLocked(key, g, now)
@@ -471,7 +494,8 @@ func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Dura
 	if l.mode != mode {
 		return Grant{}, fmt.Errorf("re-enter lock %s %s: held in the other mode: %w", key, mode, &HeldError{RetryAfter: l.until().Sub(now)})
 	}
-	g.holds++
+	hold := newHoldID()
+	g.holds = append(slices.Clone(g.holdList()), hold)
 	if until := now.Add(ttl); until.After(g.expiresAt) {
 		g.expiresAt = until
 		g.expiry.Reset(ttl)
@@ -479,7 +503,7 @@ func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Dura
 		g.keepIdem()
 	}
 	m.eventLocked(key, "re_entered", now, g)
-	return Grant{Token: token, Holds: g.holds,
+	return Grant{Token: token, Holds: len(g.holds), Hold: hold,
 		Lease: Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt}}, nil
 }
 
@@ -536,7 +560,8 @@ func (m *Memory) infoLocked(key Key, l *memLock, now time.Time) Info {
 			Subject:    g.subject,
 			Owner:      g.owner,
 			AcquiredAt: g.acquiredAt,
-			Holds:      g.holds,
+			Holds:      g.holdCount(),
+			HoldIDs:    slices.Clone(g.holdList()),
 		})
 	}
 	slices.SortFunc(info.Holders, func(a, b Holder) int { return a.ExpiresAt.Compare(b.ExpiresAt) })

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,9 +84,11 @@ func (o RedisOptions) withDefaults() RedisOptions {
 // that waiter waits on the releasing gateway, as a full grant that the
 // script's reply carries to it.
 //
-// Give it a client whose context deadlines apply to the network
-// (ContextTimeoutEnabled) and that does not retry commands (MaxRetries -1):
-// a script that timed out may have run, and must not run twice unseen.
+// Every call of a script that changes state carries a call id, and Redis
+// keeps its reply for a while (lua/once.lua): a call delivered twice has
+// one effect, and its second delivery answers what the first did. So that
+// nothing relies on that bound alone, NewRedis also refuses a client that
+// re-sends commands on its own (see checkClient).
 type Redis struct {
 	client redis.UniversalClient
 	opts   RedisOptions
@@ -98,7 +102,7 @@ type Redis struct {
 	// waiters' channel, opts lockOpts, and checkHeard "1" when PUBLISH's
 	// count of receivers is exact (a single Redis), so that a hand-off
 	// nobody hears can skip a dead gateway at once, else "0".
-	arg struct{ retention, lease, channel, opts, checkHeard any }
+	arg struct{ retention, lease, channel, opts, checkHeard, callTTL any }
 
 	// batch sends the script calls of acquire, leave, release, renew and
 	// inspect, grouping those that arrive together (see batcher).
@@ -114,15 +118,20 @@ type Redis struct {
 var _ Backend = (*Redis)(nil)
 
 // NewRedis returns a backend on client. Close it to stop its subscription;
-// the client stays the caller's to close.
-func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
+// the client stays the caller's to close. It refuses a client set up to
+// re-send commands or to ignore deadlines (see checkClient).
+func NewRedis(client redis.UniversalClient, opts RedisOptions) (*Redis, error) {
+	if err := checkClient(client); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	id := make([]byte, 8)
 	rand.Read(id)
 	r := &Redis{client: client, opts: opts, batch: newBatcher(client, batchSenders, batchMax),
 		lockOpts: fmt.Sprintf("%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds())}
-	r.arg.retention, r.arg.lease, r.arg.opts, r.arg.checkHeard =
-		opts.FenceRetention.Milliseconds(), opts.WaiterLease.Milliseconds(), r.lockOpts, "1"
+	r.arg.retention, r.arg.lease, r.arg.opts, r.arg.checkHeard, r.arg.callTTL =
+		opts.FenceRetention.Milliseconds(), opts.WaiterLease.Milliseconds(), r.lockOpts, "1",
+		callRecordTTL(opts.Timeout).Milliseconds()
 	if _, cluster := client.(*redis.ClusterClient); cluster {
 		r.arg.checkHeard = "0"
 	}
@@ -131,7 +140,40 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	}
 	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
 	r.arg.channel = r.waiters.channel
-	return r
+	return r, nil
+}
+
+// checkClient refuses a client that could deliver a command twice on its
+// own, or wait past a call's deadline. A ClusterClient re-sends a pipeline
+// whose connection broke (io.EOF, a reset, a read timeout) up to
+// MaxRedirects times, and a Client up to MaxRetries times; either re-send
+// may run a script again after it ran (once.lua makes that harmless within
+// its bound, and this makes it not happen at all).
+func checkClient(client redis.UniversalClient) error {
+	switch c := client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		if o.MaxRetries > 0 {
+			return fmt.Errorf("locks: the Redis client re-sends commands (MaxRetries %d): set MaxRetries to -1", o.MaxRetries)
+		}
+		if !o.ContextTimeoutEnabled {
+			return errors.New("locks: the Redis client ignores call deadlines: set ContextTimeoutEnabled")
+		}
+	case *redis.ClusterClient:
+		o := c.Options()
+		if o.MaxRedirects > 0 {
+			return fmt.Errorf("locks: the Redis Cluster client re-sends commands (MaxRedirects %d): set MaxRedirects to -1", o.MaxRedirects)
+		}
+		if o.MaxRetries > 0 {
+			return fmt.Errorf("locks: the Redis Cluster client re-sends commands (MaxRetries %d): set MaxRetries to -1", o.MaxRetries)
+		}
+		if !o.ContextTimeoutEnabled {
+			return errors.New("locks: the Redis Cluster client ignores call deadlines: set ContextTimeoutEnabled")
+		}
+	default:
+		return fmt.Errorf("locks: a Redis client of type %T is not supported: use a *redis.Client or a *redis.ClusterClient", client)
+	}
+	return nil
 }
 
 // kind is a kind of resource the Redis backend keeps. Locks and semaphores
@@ -148,10 +190,10 @@ type kind struct {
 	// tail are the arguments its leave, release and heartbeat scripts take
 	// after the common ones (a lock's options).
 	tail    func(r *Redis) []any
-	acquire *redis.Script
-	leave   *redis.Script
-	release *redis.Script
-	beat    *redis.Script
+	acquire *lua.Script
+	leave   *lua.Script
+	release *lua.Script
+	beat    *lua.Script
 	// held is the error for "taken, try again in retry".
 	held func(retry time.Duration) error
 }
@@ -262,30 +304,39 @@ const (
 	batchMax     = 128
 )
 
-// run runs script through the batcher, bounded by the configured timeout
-// and detached from the caller's cancellation (see callCtx).
-func (r *Redis) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...)
+// exec runs one call of script, with call id id, through the batcher,
+// bounded by the configured timeout and detached from the caller's
+// cancellation (see callCtx). It is the one way the engine runs a script.
+//
+// A script that changes state gets once.lua's arguments: the call id, the
+// id of an earlier call to fence off (fence, or ”), and how long Redis
+// keeps the call's reply. A re-send of the same id (by the engine, to learn
+// an outcome it lost) answers what the first run did.
+//
+// It is also the one replica barrier. A script that must be acknowledged
+// (script.Acked: every reply that can tell of a grant, and renewals) is
+// followed by a WAIT for RedisOptions.MinReplicas, and ackErr says when
+// fewer replicas acknowledged it; the caller must not answer a grant then.
+// once.lua writes the call's record last, and replication is one ordered
+// stream, so that WAIT covers every write the script saw, whichever
+// connection made it: a grant handed over earlier, picked up or replayed
+// now, included.
+func (r *Redis) exec(ctx context.Context, script *lua.Script, id, fence string, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
+	if script.Writes {
+		args = append(args, id, fence, r.arg.callTTL)
+	}
+	if !script.Writes {
+		return r.batch.run(ctx, r.opts.Timeout, script, true, keys, args...), nil
+	}
+	if script.Acked {
+		return r.batch.runAck(ctx, r.opts.Timeout, script, keys, args...)
+	}
+	return r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...), nil
 }
 
-// runAck is run for a script whose writes the replicas must acknowledge
-// (see batcher.runAck).
-func (r *Redis) runAck(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
-	return r.batch.runAck(ctx, r.opts.Timeout, script, keys, args...)
-}
-
-// replicated says whether the replicas acknowledged the grant in rp, the
-// reply of a script run with runAck that answered ackErr. A grant made
-// before the script ran (handed over) was written by another connection,
-// which the WAIT after the script does not cover: a barrier does.
-func (r *Redis) replicated(ctx context.Context, keys []string, rp reply, ackErr error) error {
-	if r.opts.MinReplicas == 0 || !rp.granted || ackErr != nil {
-		return ackErr
-	}
-	if rp.handed {
-		return r.batch.barrier(ctx, r.opts.Timeout, keys[0])
-	}
-	return nil
+// run is exec of a new call.
+func (r *Redis) run(ctx context.Context, script *lua.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	return r.exec(ctx, script, newCallID(), "", keys, args...)
 }
 
 // reply is what the acquire and leave scripts say about the caller's grant.
@@ -303,11 +354,11 @@ type reply struct {
 // parseReply reads {1, fence, ttl, now, at, handed} (granted) or
 // {0, retry, now, [rank, arrival]}.
 func parseReply(res []int64) reply {
-	if res[0] == 1 {
+	if res[0] == codeGranted {
 		return reply{granted: true, fence: res[1], ttl: millis(res[2]), now: res[3], at: res[4], handed: res[5] == 1}
 	}
 	rp := reply{ttl: millis(max(res[1], 0)), now: res[2], rank: -1}
-	if len(res) == 5 {
+	if len(res) == queuedFields {
 		rp.rank, rp.arrival = res[3], res[4]
 	}
 	return rp
@@ -406,7 +457,7 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 			// A release on this gateway handed us the lock in full: its
 			// script's reply said so, as our own script would have.
 			if h.err != nil { // and the replicas did not acknowledge it
-				r.abandon(ctx, res, w.id, tokenHash(token))
+				r.abandon(ctx, res, w.id, tokenHash(token), "")
 				return Grant{}, unavailable("acquire", res, h.err)
 			}
 			g, err := r.deliver(ctx, res, token, h.rp.lease(h.start), time.Since(h.start))
@@ -448,20 +499,20 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 	args := append(make([]any, 0, 11+len(extra)), h, req.TTL.Milliseconds(), req.Subject, req.Owner,
 		r.arg.retention, waiterID, r.arg.channel, wait.Milliseconds(), r.arg.lease, r.arg.checkHeard, arrival)
 	args = append(args, extra...)
-	keys := r.keysFor(res, h)
-	cmd, ackErr := r.runAck(ctx, res.kind.acquire, keys, args...)
+	id := newCallID()
+	cmd, ackErr := r.exec(ctx, res.kind.acquire, id, "", r.keysFor(res, h), args...)
 	out, err := cmd.Int64Slice()
 	if err != nil {
-		r.abandon(ctx, res, waiterID, tokenHash(token)) // the script may have run
+		r.abandon(ctx, res, waiterID, h, id) // the script may have run
 		return reply{}, unavailable("acquire", res, err)
 	}
-	if out[0] == -1 { // a semaphore in use with another limit: nothing changed
+	if out[0] == codeNotFound { // a semaphore in use with another limit: nothing changed
 		return reply{}, fmt.Errorf("acquire %s: %w", res, &LimitMismatchError{Limit: int(out[1])})
 	}
 	rp := parseReply(out)
-	if err := r.replicated(ctx, keys, rp, ackErr); err != nil {
-		r.abandon(ctx, res, waiterID, h) // as for an unknown outcome: leave, release
-		return reply{}, unavailable("acquire", res, err)
+	if rp.granted && ackErr != nil {
+		r.abandon(ctx, res, waiterID, h, "") // as for an unknown outcome: leave, release
+		return reply{}, unavailable("acquire", res, ackErr)
 	}
 	return rp, nil
 }
@@ -474,58 +525,63 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 	if release {
 		releaseArg = "1"
 	}
-	cmd, ackErr := r.leaveCmd(ctx, res, waiterID, tokenHash(token), releaseArg, !release)
+	h := tokenHash(token)
+	id := newCallID()
+	cmd, ackErr := r.leaveCmd(ctx, res, id, "", waiterID, h, releaseArg)
 	out, err := cmd.Int64Slice()
 	if err != nil {
-		r.abandon(ctx, res, waiterID, tokenHash(token)) // a hand-off may have got there first
+		r.abandon(ctx, res, waiterID, h, id) // a hand-off may have got there first
 		return reply{}, unavailable("acquire", res, err)
 	}
-	if out[0] == 2 {
+	if out[0] == codeGaveBack {
 		return reply{rank: -1}, nil
 	}
 	rp := parseReply(out)
-	if release {
-		return rp, nil
-	}
-	if err := r.replicated(ctx, r.keysFor(res, tokenHash(token)), rp, ackErr); err != nil {
-		r.abandon(ctx, res, waiterID, tokenHash(token))
-		return reply{}, unavailable("acquire", res, err)
+	if rp.granted && ackErr != nil {
+		r.abandon(ctx, res, waiterID, h, "")
+		return reply{}, unavailable("acquire", res, ackErr)
 	}
 	return rp, nil
 }
 
 // abandon undoes, in the background, what a call whose outcome is unknown
-// may have done: it takes the waiter out of the queue, if there is one, and
-// releases the grant, if there is one, so that nobody holds a lock that no
-// caller knows about. The caller has its answer (503) within the Redis
-// timeout meanwhile. If Redis does not answer this either, the waiter's
-// heartbeat lapses and the grant's lease ends on their own.
-func (r *Redis) abandon(ctx context.Context, res resource, waiterID, tokHash string) {
+// may have done: it fences off that call (failed, its id), should Redis
+// receive it only later, takes the waiter out of the queue, if there is
+// one, and releases the grant, if there is one, so that nobody holds a lock
+// that no caller knows about. The caller has its answer (503) within the
+// Redis timeout meanwhile. If Redis does not answer this either, the
+// waiter's heartbeat lapses and the grant's lease ends on their own.
+func (r *Redis) abandon(ctx context.Context, res resource, waiterID, tokHash, failed string) {
+	r.background(ctx, func(ctx context.Context) {
+		r.leaveCmd(ctx, res, newCallID(), failed, waiterID, tokHash, "1")
+	})
+}
+
+// background runs a clean-up that the caller does not wait for; Close
+// waits for it. After Close it does not run: the leases and the
+// heartbeats' end settle what it would have.
+func (r *Redis) background(ctx context.Context, cleanup func(context.Context)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return // the lease and the heartbeat's end settle it
+		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	r.cleanups.Go(func() { r.leaveCmd(ctx, res, waiterID, tokHash, "1", false) })
+	r.cleanups.Go(func() { cleanup(ctx) })
 }
 
 // leaveCmd runs the kind's leave script (see leave) for the waiter's token
-// whose hash is tokHash; with ack, the replicas acknowledge what it picks
-// up (see runAck).
-func (r *Redis) leaveCmd(ctx context.Context, res resource, waiterID, tokHash, releaseArg string, ack bool) (*redis.Cmd, error) {
+// whose hash is tokHash, as call id, fencing off the call fence.
+func (r *Redis) leaveCmd(ctx context.Context, res resource, id, fence, waiterID, tokHash, releaseArg string) (*redis.Cmd, error) {
 	args := append([]any{waiterID, tokHash, releaseArg, r.arg.retention, r.arg.checkHeard}, res.kind.tail(r)...)
-	if ack {
-		return r.runAck(ctx, res.kind.leave, r.keysFor(res, tokHash), args...)
-	}
-	return r.run(ctx, res.kind.leave, r.keysFor(res, tokHash), args...), nil
+	return r.exec(ctx, res.kind.leave, id, fence, r.keysFor(res, tokHash), args...)
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
 // ever release it, so it is released at once.
 func (r *Redis) deliver(ctx context.Context, res resource, token string, lease Lease, handoffDelay time.Duration) (Grant, error) {
 	if ctx.Err() != nil {
-		r.release(ctx, res, token)
+		r.release(ctx, res, token, "")
 		return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
 	}
 	return Grant{Token: token, Lease: lease, HandoffDelay: handoffDelay, Holds: 1}, nil
@@ -540,7 +596,7 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	type beat struct {
-		script *redis.Script
+		script *lua.Script
 		keys   []string
 		args   []any
 		ids    []string
@@ -548,12 +604,14 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	}
 	beats := make([]*beat, 0, len(byRes))
 	for res, ids := range byRes {
-		args := make([]any, 0, len(ids)+4)
+		args := make([]any, 0, len(ids)+7)
 		args = append(args, r.arg.lease, r.arg.retention, r.arg.checkHeard)
 		args = append(args, res.kind.tail(r)...)
 		for _, id := range ids {
 			args = append(args, id)
 		}
+		// once.lua's arguments (see exec): one call id per beat, sent once.
+		args = append(args, newCallID(), "", r.arg.callTTL)
 		beats = append(beats, &beat{script: res.kind.beat, keys: res.kind.keys(r, res.key), args: args, ids: ids})
 	}
 	send := func(todo []*beat) {
@@ -571,7 +629,7 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 		}
 	}
 	if len(noScript) > 0 { // Redis lost its script cache: load, once
-		for _, s := range []*redis.Script{lua.Heartbeat, lua.SemHeartbeat} {
+		for _, s := range []*lua.Script{lua.Heartbeat, lua.SemHeartbeat} {
 			s.Load(cctx, r.client)
 		}
 		send(noScript)
@@ -597,48 +655,33 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 // the grant is a full one and the reply says so: the waiter gets it from
 // here, with no message and no pick-up. When the reply is lost, a heartbeat
 // round makes such a waiter ask its own script instead.
-func (r *Redis) release(ctx context.Context, res resource, token string) (int, error) {
+func (r *Redis) release(ctx context.Context, res resource, token, hold string) (int, error) {
 	start := time.Now()
 	h := tokenHash(token)
-	args := append(make([]any, 0, 5), h, r.arg.retention, r.arg.checkHeard)
-	args = append(append(args, res.kind.tail(r)...), r.arg.channel)
-	// With --redis-min-replicas, only a grant handed in full to a waiter of
-	// this gateway needs the replicas' acknowledgement before it is told
-	// (a release that frees the lock, or hands it on by a message, tells
-	// nobody of a grant). So the release WAITs only while one of this
-	// gateway's waiters waits for res; a waiter that queued after this
-	// check, and is handed the grant, gets a barrier instead.
-	ack := r.opts.MinReplicas > 0 && r.waiters.waitingOn(res)
-	keys := r.keysFor(res, h)
-	var cmd *redis.Cmd
-	var ackErr error
-	if ack {
-		cmd, ackErr = r.runAck(ctx, res.kind.release, keys, args...)
-	} else {
-		cmd = r.run(ctx, res.kind.release, keys, args...)
-	}
+	args := append(make([]any, 0, 6), h, r.arg.retention, r.arg.checkHeard)
+	args = append(append(args, res.kind.tail(r)...), r.arg.channel, hold)
+	// The release script may hand the lock in full to a waiter of this
+	// gateway, which exec's barrier covers like any grant.
+	cmd, ackErr := r.run(ctx, res.kind.release, r.keysFor(res, h), args...)
 	out, err := cmd.Slice()
 	if err != nil {
 		r.waiters.requestBeat()
 		return 0, unavailable("release", res, err)
 	}
 	code, _ := out[0].(int64)
-	if code != 1 || len(out) < 2 {
-		why := int64(0)
+	if code != codeGranted || len(out) < 2 {
+		why := int64(whyUnknown)
 		if len(out) > 1 {
 			why, _ = out[1].(int64)
 		}
 		return 0, fmt.Errorf("release %s: %w", res, notHolder([]int64{code, why}))
 	}
 	holds, _ := out[1].(int64)
-	if len(out) >= 3 { // the grant ended: {1, 0, held ms, [near waiter...]}
+	if len(out) >= 3 { // the grant ended: {GRANTED, 0, held ms, [near waiter...]}
 		held, _ := out[2].(int64)
 		releaseEnded(ctx, millis(held))
 	}
-	if len(out) == 8 {
-		if r.opts.MinReplicas > 0 && !ack {
-			ackErr = r.batch.barrier(ctx, r.opts.Timeout, keys[0])
-		}
+	if len(out) == releasedHandingOver {
 		r.handOver(ctx, res, out[3:], start, ackErr)
 	}
 	return int(holds), nil
@@ -659,7 +702,7 @@ func (r *Redis) handOver(ctx context.Context, res resource, g []any, start time.
 	}
 	rp := reply{granted: true, fence: n[0], ttl: millis(n[1]), now: n[2], at: n[3], handed: true, rank: -1}
 	if gone, ok := r.waiters.handOver(id, handed{rp: rp, start: start, err: ackErr}); ok {
-		r.abandon(ctx, res, id, gone)
+		r.abandon(ctx, res, id, gone, "")
 	}
 }
 
@@ -668,9 +711,9 @@ func notHolder(out []int64) *NotHolderError {
 	reason := ReasonUnknown
 	if len(out) > 1 {
 		switch out[1] {
-		case 1:
+		case whyReleased:
 			reason = ReasonReleased
-		case 2:
+		case whyExpired:
 			reason = ReasonExpired
 		}
 	}
@@ -686,7 +729,15 @@ func (r *Redis) lockCall(key Key, token string) (keys []string, h string) {
 
 // Release implements Locker.
 func (r *Redis) Release(ctx context.Context, key Key, token string) (int, error) {
-	return r.release(ctx, resource{lockKind, key}, token)
+	return r.release(ctx, resource{lockKind, key}, token, "")
+}
+
+// ReleaseHold implements Locker.
+func (r *Redis) ReleaseHold(ctx context.Context, key Key, token, hold string) (int, error) {
+	if err := validHold(hold); err != nil {
+		return 0, err
+	}
+	return r.release(ctx, resource{lockKind, key}, token, hold)
 }
 
 // Reenter implements Locker.
@@ -697,23 +748,30 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	res := resource{lockKind, key}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	cmd, ackErr := r.runAck(ctx, lua.Reenter, keys, h, ttl.Milliseconds(), modeArg(mode), r.arg.opts)
+	hold, id := newHoldID(), newCallID()
+	cmd, ackErr := r.exec(ctx, lua.Reenter, id, "", keys, h, ttl.Milliseconds(), modeArg(mode), r.arg.opts, hold)
 	out, err := cmd.Int64Slice()
+	giveBack := func(ctx context.Context) {
+		r.exec(ctx, lua.Release, newCallID(), id, keys, h, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, hold)
+	}
 	if err != nil {
+		// The hold may have been taken: end it, and fence the call off
+		// should Redis receive it only now, as an acquire's grant is.
+		r.background(ctx, giveBack)
 		return Grant{}, unavailable("re-enter", res, err)
 	}
-	if out[0] == 1 && ackErr != nil { // take the hold back
-		r.release(context.WithoutCancel(ctx), res, token)
+	if out[0] == codeGranted && ackErr != nil { // taken, and not on the replicas: end it
+		giveBack(context.WithoutCancel(ctx))
 		return Grant{}, unavailable("re-enter", res, ackErr)
 	}
 	switch out[0] {
-	case -2:
+	case codeOtherMode:
 		return Grant{}, fmt.Errorf("re-enter %s %s: held in the other mode: %w", res, mode, &HeldError{RetryAfter: millis(max(out[1], 0))})
-	case 0:
+	case codeNotGranted:
 		return Grant{}, fmt.Errorf("re-enter %s: %w", res, notHolder(out))
 	}
 	ttl = millis(out[2])
-	return Grant{Token: token, Holds: int(out[3]),
+	return Grant{Token: token, Holds: int(out[3]), Hold: hold,
 		Lease: Lease{FencingToken: out[1], TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
 }
 
@@ -724,12 +782,12 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	cmd, ackErr := r.runAck(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.arg.opts)
+	cmd, ackErr := r.run(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.arg.opts)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
 	}
-	if res[0] != 1 {
+	if res[0] != codeGranted {
 		return Lease{}, fmt.Errorf("renew %s: %w", key, notHolder(res))
 	}
 	if ackErr != nil {
@@ -743,11 +801,12 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	start := time.Now()
 	keys := r.lockKeys(key)
-	res, err := r.batch.run(ctx, r.opts.Timeout, lua.Inspect, true, []string{keys.lock, keys.queue, keys.readers}).Slice()
+	cmd, _ := r.run(ctx, lua.Inspect, []string{keys.lock, keys.queue, keys.readers})
+	res, err := cmd.Slice()
 	if err != nil {
 		return Info{}, unavailable("inspect", resource{lockKind, key}, err)
 	}
-	const fields = 6 // per holder, after mode, waiters and now (see lua/inspect.lua)
+	const fields = holderFields // per holder, after mode, waiters and now (see lua/inspect.lua)
 	if len(res) < 3+fields {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
 	}
@@ -764,6 +823,7 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 		owner, _ := res[i+3].(string)
 		at, _ := res[i+4].(int64)
 		holds, _ := res[i+5].(int64)
+		ids, _ := res[i+6].(string)
 		ttl := millis(max(pttl, 0))
 		info.Holders = append(info.Holders, Holder{
 			Lease:      Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
@@ -771,6 +831,7 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 			Owner:      owner,
 			AcquiredAt: time.UnixMilli(at).UTC(),
 			Holds:      int(max(holds, 1)),
+			HoldIDs:    strings.Fields(ids),
 		})
 	}
 	info.describe()

@@ -15,6 +15,17 @@ import (
 	"github.com/lockgate/lockgate/locks/locktest"
 )
 
+// openRedis is locks.NewRedis for a test, which fails when it refuses the
+// client.
+func openRedis(t testing.TB, client redis.UniversalClient, opts locks.RedisOptions) *locks.Redis {
+	t.Helper()
+	r, err := locks.NewRedis(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // newClient returns a client configured as the gateway configures its own:
 // context deadlines reach the socket, and commands are never retried unseen.
 func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
@@ -28,7 +39,7 @@ func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
 }
 
 func newRedis(t testing.TB, srv *redistest.Server, opts locks.RedisOptions) *locks.Redis {
-	r := locks.NewRedis(newClient(t, srv), opts)
+	r := openRedis(t, newClient(t, srv), opts)
 	t.Cleanup(func() { r.Close() })
 	return r
 }
@@ -256,8 +267,8 @@ func TestRedisKeysShareHashTag(t *testing.T) {
 	key := locktest.UniqueKey(t)
 	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
 	keys := srv.Client(t).Keys(t.Context(), "*").Val()
-	if len(keys) != 3 {
-		t.Fatalf("got keys %v, want the lock, its fencing counter and the grant's record", keys)
+	if len(keys) != 4 {
+		t.Fatalf("got keys %v, want the lock, its fencing counter, the grant's record and the call's", keys)
 	}
 	for _, k := range keys {
 		if !strings.HasPrefix(k, "p:{"+key.String()+"}") {

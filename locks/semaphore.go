@@ -68,6 +68,9 @@ type Holder struct {
 	// Holds counts a lock holder's re-entrant holds (see Reenter); 1 for a
 	// permit.
 	Holds int
+	// HoldIDs names a lock holder's holds: BaseHold for its acquire's, and
+	// each Reenter's Grant.Hold. Empty for a permit.
+	HoldIDs []string
 }
 
 var (

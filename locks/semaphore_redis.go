@@ -18,7 +18,7 @@ func (r *Redis) AcquirePermit(ctx context.Context, key Key, req SemaphoreRequest
 
 // ReleasePermit implements Semaphores.
 func (r *Redis) ReleasePermit(ctx context.Context, key Key, token string) error {
-	_, err := r.release(ctx, resource{semaphoreKind, key}, token)
+	_, err := r.release(ctx, resource{semaphoreKind, key}, token, "")
 	return err
 }
 
@@ -31,13 +31,13 @@ func (r *Redis) RenewPermit(ctx context.Context, key Key, token string, ttl time
 	keys := r.semKeys(key)
 	start := time.Now()
 	h := tokenHash(token)
-	cmd, ackErr := r.runAck(ctx, lua.SemRenew, []string{keys.holders, keys.leases, keys.record(h)},
+	cmd, ackErr := r.run(ctx, lua.SemRenew, []string{keys.holders, keys.leases, keys.record(h)},
 		h, ttl.Milliseconds())
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", res, err)
 	}
-	if out[0] != 1 {
+	if out[0] != codeGranted {
 		return Lease{}, fmt.Errorf("renew %s: %w", res, notHolder(out))
 	}
 	if ackErr != nil {
@@ -52,7 +52,8 @@ func (r *Redis) InspectSemaphore(ctx context.Context, key Key) (SemaphoreInfo, e
 	res := resource{semaphoreKind, key}
 	keys := r.semKeys(key)
 	start := time.Now()
-	out, err := r.batch.run(ctx, r.opts.Timeout, lua.SemInspect, true, []string{keys.holders, keys.leases, keys.queue}).Slice()
+	cmd, _ := r.run(ctx, lua.SemInspect, []string{keys.holders, keys.leases, keys.queue})
+	out, err := cmd.Slice()
 	if err != nil {
 		return SemaphoreInfo{}, unavailable("inspect", res, err)
 	}

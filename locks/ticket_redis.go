@@ -18,11 +18,15 @@ var _ Tickets = (*Redis)(nil)
 // long-poll listens on this gateway's channel for the hand-off message,
 // and nothing else.
 
-// ticketCall runs the ticket script. extra are the arguments of 'new'.
-func (r *Redis) ticketCall(ctx context.Context, res resource, op, id, tokHash string, extra ...any) ([]int64, error) {
+// ticketCall runs the ticket script as call id call. extra are the
+// arguments of 'new'. ackErr says the replicas did not acknowledge it (see
+// exec): a grant in its reply must not be answered.
+func (r *Redis) ticketCall(ctx context.Context, res resource, call, op, id, tokHash string, extra ...any) (out []int64, ackErr, err error) {
 	args := append([]any{op, id, tokHash, r.arg.channel, r.opts.TicketLiveness.Milliseconds(),
 		r.arg.retention, r.arg.checkHeard, r.arg.opts}, extra...)
-	return r.run(ctx, lua.Ticket, r.keysFor(res, tokHash), args...).Int64Slice()
+	cmd, ackErr := r.exec(ctx, lua.Ticket, call, "", r.keysFor(res, tokHash), args...)
+	out, err = cmd.Int64Slice()
+	return out, ackErr, err
 }
 
 // OpenTicket implements Tickets.
@@ -37,11 +41,16 @@ func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (Ti
 	token := newToken()
 	id, h := ticketID(token), tokenHash(token)
 	start := time.Now()
-	out, err := r.ticketCall(ctx, res, "new", id, h, req.Wait.Milliseconds(), req.TTL.Milliseconds(),
+	call := newCallID()
+	out, ackErr, err := r.ticketCall(ctx, res, call, "new", id, h, req.Wait.Milliseconds(), req.TTL.Milliseconds(),
 		req.Subject, req.Owner, modeArg(req.Mode))
 	if err != nil {
-		r.abandon(ctx, res, id, h) // the script may have queued it, or granted
+		r.abandon(ctx, res, id, h, call) // the script may have queued it, or granted
 		return TicketState{}, unavailable("open ticket for", res, err)
+	}
+	if out[0] == codeGranted && ackErr != nil {
+		r.abandon(ctx, res, id, h, "") // as for an unknown outcome: leave, release
+		return TicketState{}, unavailable("open ticket for", res, ackErr)
 	}
 	st := r.ticketState(out, token, start)
 	if st.Grant == nil {
@@ -57,7 +66,7 @@ func (r *Redis) ticketState(out []int64, token string, start time.Time) TicketSt
 	if rp.granted {
 		g := Grant{Token: token, Lease: rp.lease(start), HandoffDelay: rp.handoffDelay(start), Holds: 1}
 		st := TicketState{Grant: &g}
-		if len(out) > 6 && out[6] == 1 {
+		if len(out) > grantFields && out[grantFields] == 1 {
 			st.Mode = Shared
 		}
 		return st
@@ -113,14 +122,19 @@ func (r *Redis) PollTicket(ctx context.Context, key Key, id, token string, wait 
 }
 
 // poll runs the ticket script once for a poll. Its outcome, when unknown,
-// is safe to leave: the caller polls again, and gets the same answer.
+// is safe to leave: the caller polls again, and gets the same answer. So
+// is a grant the replicas did not acknowledge: the ticket keeps it, and the
+// next poll, whose own WAIT covers it, answers it.
 func (r *Redis) poll(ctx context.Context, res resource, id, token string) (TicketState, error) {
 	start := time.Now()
-	out, err := r.ticketCall(ctx, res, "poll", id, tokenHash(token))
+	out, ackErr, err := r.ticketCall(ctx, res, newCallID(), "poll", id, tokenHash(token))
 	if err != nil {
 		return TicketState{}, unavailable("poll ticket of", res, err)
 	}
-	if out[0] == -1 {
+	if out[0] == codeGranted && ackErr != nil {
+		return TicketState{}, unavailable("poll ticket of", res, ackErr)
+	}
+	if out[0] == codeNotFound {
 		return TicketState{}, fmt.Errorf("poll ticket of %s: %w", res, ErrTicketNotFound)
 	}
 	return r.ticketState(out, token, start), nil
@@ -132,11 +146,11 @@ func (r *Redis) CloseTicket(ctx context.Context, key Key, id, token string) erro
 	if !ticketOf(id, token) {
 		return fmt.Errorf("close ticket of %s: %w", res, ErrTicketNotFound)
 	}
-	out, err := r.ticketCall(ctx, res, "cancel", id, tokenHash(token))
+	out, _, err := r.ticketCall(ctx, res, newCallID(), "cancel", id, tokenHash(token))
 	if err != nil {
 		return unavailable("close ticket of", res, err)
 	}
-	if out[0] == -1 {
+	if out[0] == codeNotFound {
 		return fmt.Errorf("close ticket of %s: %w", res, ErrTicketNotFound)
 	}
 	return nil

@@ -30,9 +30,6 @@ type waiters struct {
 
 	mu   sync.Mutex
 	byID map[string]*waiter
-	// waiting counts the registered waiters (tickets aside) of each
-	// resource: those a release of this gateway may hand a grant in full.
-	waiting map[resource]int
 	// gone are waiters that ended without the lock, by id: the token hash
 	// of each, and until when a full hand-off to it may still come back
 	// (see handOver).
@@ -86,7 +83,6 @@ func newWaiters(client redis.UniversalClient, channel string, timeout, lease tim
 		lease:      lease,
 		heartbeat:  heartbeat,
 		byID:       make(map[string]*waiter),
-		waiting:    make(map[resource]int),
 		gone:       make(map[string]goneWaiter),
 		subscribed: make(chan struct{}),
 		beatNow:    make(chan struct{}, 1),
@@ -121,17 +117,7 @@ func (ws *waiters) add(w *waiter) *waiter {
 		go ws.run(ctx)
 	}
 	ws.byID[w.id] = w
-	if !w.ticket {
-		ws.waiting[w.res]++
-	}
 	return w
-}
-
-// waitingOn reports whether a waiter of this gateway waits for res.
-func (ws *waiters) waitingOn(res resource) bool {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	return ws.waiting[res] > 0
 }
 
 // unregister ends w's wait. A waiter that ends without the lock is
@@ -146,11 +132,6 @@ func (ws *waiters) unregister(w *waiter, granted bool) {
 		return // a ticket's concurrent long-poll replaced it
 	}
 	delete(ws.byID, w.id)
-	if !w.ticket {
-		if ws.waiting[w.res]--; ws.waiting[w.res] == 0 {
-			delete(ws.waiting, w.res)
-		}
-	}
 	if !granted && !w.ticket {
 		ws.gone[w.id] = goneWaiter{tokHash: w.tokHash, until: time.Now().Add(ws.timeout + 2*ws.lease)}
 	}

@@ -43,12 +43,12 @@ local function idem_live(R, now, th)
       if not r or not ends or ends <= now then
         return nil
       end
-      return ends - now, tonumber(cjson.decode(r).h) or 1
+      return ends - now, hold_count(cjson.decode(r).hs)
     end
     if tok ~= th then
       return nil
     end
-    return redis.call('PTTL', R.lock), tonumber(redis.call('HGET', R.lock, 'holds')) or 1
+    return redis.call('PTTL', R.lock), hold_count(redis.call('HGET', R.lock, 'hs') or nil)
   end
   local ends = tonumber(redis.call('ZSCORE', R.leases, th))
   if not ends or ends <= now or redis.call('HEXISTS', R.holders, th) == 0 then

@@ -6,8 +6,8 @@
 -- KEYS[3]  its readers (shared holders' leases)
 --
 -- Returns  {mode, waiters, now_ms, [fencing_token, ttl_ms, subject, owner,
---          acquired_at_ms, holds] for each holder, the soonest lease to end
---          first}
+--          acquired_at_ms, holds, hold ids] for each holder, the soonest
+--          lease to end first; hold ids separated by spaces (holds.lua)}
 --                mode is 'x' (one holder) or 's'; waiters counts queue
 --                entries, dead ones included until a hand-off drops them
 --          {}    not held
@@ -21,9 +21,9 @@ end
 local now = clock()
 local waiters = redis.call('ZCARD', KEYS[2])
 if tok ~= '' then
-  local f = redis.call('HMGET', KEYS[1], 'fence', 'sub', 'own', 'at', 'holds')
+  local f = redis.call('HMGET', KEYS[1], 'fence', 'sub', 'own', 'at', 'hs')
   return {'x', waiters, now, tonumber(f[1]), redis.call('PTTL', KEYS[1]), f[2], f[3],
-    tonumber(f[4]), tonumber(f[5]) or 1}
+    tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil)}
 end
 local out = {'s', waiters, now}
 local live = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES')
@@ -32,7 +32,7 @@ for i = 1, #live, 2 do
   if r then
     r = cjson.decode(r)
     for _, v in ipairs({tonumber(r.f), tonumber(live[i + 1]) - now, r.s, r.o,
-        tonumber(r.a), tonumber(r.h) or 1}) do
+        tonumber(r.a), hold_count(r.hs), hold_ids(r.hs)}) do
       out[#out + 1] = v
     end
   end

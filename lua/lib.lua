@@ -5,8 +5,8 @@
 --   K.lock     hash: tok (SHA-256 of the owner token), fence, sub, own,
 --              at (acquired, ms on the Redis clock), ttl (as asked for),
 --              p ('1' while the grant is provisional: handed to a waiter
---              whose gateway has not picked it up yet), holds (how many
---              times the holder holds it, when more than once); its
+--              whose gateway has not picked it up yet), hs (the ids of its
+--              holds, when it was re-entered: see holds.lua); its
 --              PEXPIRE is the lease
 --   K.fence    the last fencing token handed out
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
@@ -43,7 +43,7 @@
 -- (so scripts that know only exclusive holders see it as held by another),
 -- and one field 'r:<token hash>' per shared holder: JSON {f: fencing
 -- token, s, o, a: acquired at ms, t: ttl asked for, p: 1 while provisional,
--- h: holds when more than one}. K.lock and K.readers then live as long as
+-- hs: its hold ids when re-entered (holds.lua)}. K.lock and K.readers then live as long as
 -- the longest shared lease, and every script first drops the shared
 -- holders whose lease has ended (purge_ended).
 --
@@ -133,13 +133,8 @@ local function check_expired(K, now)
   end
 end
 
--- How long a grant's record outlives its lease, or its release, ms: a
--- repeated release within it succeeds again, and a renew or release that
--- fails says why (released, expired). Keep in step with locks.RecordTTL.
-local RECORD_MS = 60000
-
--- The reasons a token holds nothing, as the scripts return them.
-local UNKNOWN, RELEASED, EXPIRED = 0, 1, 2
+-- RECORD_MS, and the reasons a token holds nothing (UNKNOWN, RELEASED,
+-- EXPIRED), are in protocol.lua.
 
 -- why says why the caller's token holds nothing.
 local function why(K)
@@ -181,8 +176,8 @@ local function settle(K, rp)
 end
 
 -- keep_idem keeps the idempotency record ik of a grant (see
--- idem_lib.lua), if it has one, until IDEM_GRACE_MS after a lease of ms.
-local IDEM_GRACE_MS = 60000 -- locks.IdempotencyGrace
+-- idem_lib.lua), if it has one, until IDEM_GRACE_MS (protocol.lua) after
+-- a lease of ms.
 local function keep_idem(ik, ms)
   if ik then
     redis.call('PEXPIRE', ik, tonumber(ms) + IDEM_GRACE_MS)

@@ -1,7 +1,10 @@
 // Package lua holds lockgate's Redis scripts, one commented .lua file per
 // atomic step, embedded here because go:embed cannot reach a parent folder.
-// Each script states its KEYS, ARGV and return values at its top; lib.lua
-// holds the functions several of them share, and is put in front of them.
+// Each script states its KEYS, ARGV and return values at its top;
+// protocol.lua names the values the scripts and the engine share, lib.lua
+// holds the functions several of them share, and both are put in front of
+// them. Every script that changes state is wrapped by once.lua, which makes
+// each call have one effect however often Redis receives it.
 package lua
 
 import (
@@ -11,6 +14,12 @@ import (
 )
 
 var (
+	//go:embed protocol.lua
+	protocol string
+	//go:embed once.lua
+	once string
+	//go:embed holds.lua
+	holds string
 	//go:embed lib.lua
 	lib string
 	//go:embed acquire.lua
@@ -46,28 +55,88 @@ var (
 	semRenewSrc string
 	//go:embed sem_inspect.lua
 	semInspectSrc string
+
+	//go:embed idem_lib.lua
+	idemLib string
+	//go:embed idem_begin.lua
+	idemBeginSrc string
+	//go:embed idem_done.lua
+	idemDoneSrc string
+	//go:embed idem_abort.lua
+	idemAbortSrc string
 )
 
-// The scripts, run with Script.Run (EVALSHA, falling back to EVAL when Redis
-// has lost its script cache) or Script.RunRO for the read-only Inspect.
+// Script is one of the scripts, with what the engine must know to run it.
+type Script struct {
+	*redis.Script
+	// Name is the script's file name without .lua.
+	Name string
+	// Writes: the script changes state, so it is wrapped by once.lua and
+	// every call of it takes once.lua's three trailing arguments. A script
+	// that does not write is read-only, run with EVALSHA_RO.
+	Writes bool
+	// Acked: the replicas must acknowledge what the script did before the
+	// engine answers (with --redis-min-replicas): a reply of it can tell
+	// the caller of a grant (made by it, or made earlier and picked up or
+	// replayed by it), or of a lease it extended. The engine runs such a
+	// script only through its one replica barrier (locks.Redis.runAcked).
+	Acked bool
+}
+
+// writes builds a script that changes state: protocol, the libraries and
+// the body as the function main, then once.lua.
+func writes(name string, acked bool, body string, libs ...string) *Script {
+	src := protocol
+	for _, l := range libs {
+		src += l
+	}
+	src += "local function main()\n" + body + "\nend\n" + once
+	return &Script{Script: redis.NewScript(src), Name: name, Writes: true, Acked: acked}
+}
+
+// reads builds a read-only script.
+func reads(name, body string, libs ...string) *Script {
+	src := protocol
+	for _, l := range libs {
+		src += l
+	}
+	return &Script{Script: redis.NewScript(src + body), Name: name}
+}
+
+// The libraries, each put in front of the scripts that use it (after
+// protocol.lua, which comes first in all of them).
 var (
-	Acquire   = redis.NewScript(lib + acquireSrc)
-	Release   = redis.NewScript(lib + releaseSrc)
-	Leave     = redis.NewScript(lib + leaveSrc)
-	Heartbeat = redis.NewScript(lib + heartbeatSrc)
-	Renew     = redis.NewScript(lib + renewSrc)
-	Reenter   = redis.NewScript(lib + reenterSrc)
-	Inspect   = redis.NewScript(lib + inspectSrc)
-	History   = redis.NewScript(historySrc)
-	Ticket    = redis.NewScript(lib + ticketSrc)
+	lockLib  = holds + lib
+	semLibs  = lockLib + semLib
+	idemLibs = holds + idemLib
 )
 
-// The semaphore scripts: lib.lua and semlib.lua, then the script.
+// The scripts.
 var (
-	SemAcquire   = redis.NewScript(lib + semLib + semAcquireSrc)
-	SemRelease   = redis.NewScript(lib + semLib + semReleaseSrc)
-	SemLeave     = redis.NewScript(lib + semLib + semLeaveSrc)
-	SemHeartbeat = redis.NewScript(lib + semLib + semHeartbeatSrc)
-	SemRenew     = redis.NewScript(lib + semRenewSrc)
-	SemInspect   = redis.NewScript(lib + semInspectSrc)
+	Acquire   = writes("acquire", true, acquireSrc, lockLib)
+	Release   = writes("release", true, releaseSrc, lockLib) // hands the lock on, in full to a waiter of the caller's gateway
+	Leave     = writes("leave", true, leaveSrc, lockLib)
+	Heartbeat = writes("heartbeat", false, heartbeatSrc, lockLib)
+	Renew     = writes("renew", true, renewSrc, lockLib)
+	Reenter   = writes("reenter", true, reenterSrc, lockLib)
+	Ticket    = writes("ticket", true, ticketSrc, lockLib)
+	Inspect   = reads("inspect", inspectSrc, lockLib)
+	History   = reads("history", historySrc)
+
+	SemAcquire   = writes("sem_acquire", true, semAcquireSrc, semLibs)
+	SemRelease   = writes("sem_release", false, semReleaseSrc, semLibs)
+	SemLeave     = writes("sem_leave", true, semLeaveSrc, semLibs)
+	SemHeartbeat = writes("sem_heartbeat", false, semHeartbeatSrc, semLibs)
+	SemRenew     = writes("sem_renew", true, semRenewSrc, lockLib)
+	SemInspect   = reads("sem_inspect", semInspectSrc, lockLib)
+
+	IdemBegin = writes("idem_begin", true, idemBeginSrc, idemLibs) // replays a live grant
+	IdemDone  = writes("idem_done", false, idemDoneSrc, idemLibs)
+	IdemAbort = writes("idem_abort", false, idemAbortSrc)
 )
+
+// All lists every script.
+func All() []*Script {
+	return []*Script{Acquire, Release, Leave, Heartbeat, Renew, Reenter, Ticket, Inspect, History,
+		SemAcquire, SemRelease, SemLeave, SemHeartbeat, SemRenew, SemInspect, IdemBegin, IdemDone, IdemAbort}
+}

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/lua"
 )
@@ -16,13 +14,8 @@ import (
 // SCRIPT LOAD gives the SHA that EVALSHA will ask for.
 func TestScriptsLoad(t *testing.T) {
 	c := redistest.Start(t).Client(t)
-	for name, s := range map[string]*redis.Script{
-		"acquire": lua.Acquire, "release": lua.Release, "leave": lua.Leave,
-		"heartbeat": lua.Heartbeat, "renew": lua.Renew, "inspect": lua.Inspect, "reenter": lua.Reenter,
-		"sem_acquire": lua.SemAcquire, "sem_release": lua.SemRelease, "sem_leave": lua.SemLeave,
-		"sem_heartbeat": lua.SemHeartbeat, "sem_renew": lua.SemRenew, "sem_inspect": lua.SemInspect, "history": lua.History, "ticket": lua.Ticket,
-		"idem_begin": lua.IdemBegin, "idem_done": lua.IdemDone, "idem_abort": lua.IdemAbort,
-	} {
+	for _, s := range lua.All() {
+		name := s.Name
 		sha, err := s.Load(t.Context(), c).Result()
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -38,8 +31,8 @@ func TestScriptsLoad(t *testing.T) {
 // and what it returns, since its callers are in another language.
 func TestScriptsStateTheirContract(t *testing.T) {
 	files, err := filepath.Glob("*.lua")
-	if err != nil || len(files) != 21 {
-		t.Fatalf("got scripts %v (%v), want 21", files, err)
+	if err != nil || len(files) != 24 {
+		t.Fatalf("got scripts %v (%v), want 24", files, err)
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)

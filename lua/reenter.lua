@@ -8,9 +8,12 @@
 --             from now, and is never shortened
 -- ARGV[3]     's' to re-enter a shared hold, 'x' an exclusive one
 -- ARGV[4]     the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[5]     the new hold's id (see holds.lua), made by the gateway
 --
--- Returns  {1, fencing_token, ttl_ms, holds}  re-entered; holds counts the
---                                            holds now
+-- Returns  {1, fencing_token, ttl_ms, holds}  re-entered, now or by an
+--                                            earlier call with this hold
+--                                            id (then nothing changed);
+--                                            holds counts the holds now
 --          {0, why}                         the token holds nothing: why
 --                                            is RELEASED, EXPIRED or
 --                                            UNKNOWN (see lib.lua)
@@ -18,21 +21,25 @@
 --                                            other mode: nothing changed
 --
 -- Every hold shares the one lease: a holder that stops renewing loses all
--- its holds at once. A release takes one hold away; the last one frees the
--- lock (or, when shared, the caller's share of it).
+-- its holds at once. A release ends one hold, by its id; the last one frees
+-- the lock (or, when shared, the caller's share of it).
 
 local K = lock_keys(ARGV[4])
 local now = clock()
 local tok = current(K, now)
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
-  return {0, why(K)}
+  return {NOT_GRANTED, why(K)}
 end
 if (r and ARGV[3] ~= 's') or (not r and ARGV[3] == 's') then
-  return {-2, redis.call('PTTL', K.lock)}
+  return {OTHER_MODE, redis.call('PTTL', K.lock)}
 end
+local hold = ARGV[5]
 if r then
-  r.h = (tonumber(r.h) or 1) + 1
+  if has_hold(r.hs, hold) then
+    return {GRANTED, tonumber(r.f), tonumber(redis.call('ZSCORE', K.readers, ARGV[1])) - now, hold_count(r.hs)}
+  end
+  r.hs = with_hold(r.hs, hold)
   r.p = nil -- a hold of a provisional grant picks it up
   redis.call('HSET', K.lock, 'r:' .. ARGV[1], cjson.encode(r))
   local ends = math.max(tonumber(redis.call('ZSCORE', K.readers, ARGV[1])), now + tonumber(ARGV[2]))
@@ -40,10 +47,14 @@ if r then
   keep_shared(K, now)
   keep_idem(r.ik, ends - now)
   event(K, 're_entered', now, r.s, r.o, r.f)
-  return settle(K, {1, tonumber(r.f), ends - now, r.h})
+  return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs)})
 end
-local holds = (tonumber(redis.call('HGET', K.lock, 'holds')) or 1) + 1
-redis.call('HSET', K.lock, 'holds', holds)
+local hs = redis.call('HGET', K.lock, 'hs')
+if has_hold(hs, hold) then
+  return {GRANTED, tonumber(redis.call('HGET', K.lock, 'fence')), redis.call('PTTL', K.lock), hold_count(hs)}
+end
+hs = with_hold(hs, hold)
+redis.call('HSET', K.lock, 'hs', hs)
 redis.call('HDEL', K.lock, 'p') -- a hold of a provisional grant picks it up
 local f = holder_of(K)
 local ttl = redis.call('PTTL', K.lock)
@@ -54,4 +65,4 @@ if ttl < tonumber(ARGV[2]) then
   hold_note(K, now + ttl, f)
 end
 event(K, 're_entered', now, f[2], f[3], f[1])
-return settle(K, {1, tonumber(f[1]), ttl, holds})
+return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs)})

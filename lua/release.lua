@@ -1,6 +1,7 @@
--- release: take one hold away from the caller's grant; the last one frees
--- the lock (or, when shared, the caller's share of it) and hands it straight
--- to the waiters at the head of the queue.
+-- release: end one hold of the caller's grant, named by its id (see
+-- holds.lua); the last one frees the lock (or, when shared, the caller's
+-- share of it) and hands it straight to the waiters at the head of the
+-- queue.
 --
 -- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
 --             history and held keys, and the caller's record (see lib.lua)
@@ -11,6 +12,8 @@
 -- ARGV[5]     the caller's gateway channel (optional): the next waiter, if
 --             it waits on that gateway for an exclusive hold, gets a full
 --             grant, told in the reply instead of by a message
+-- ARGV[6]     the id of the hold to end; '' for the base hold, the one the
+--             acquire made
 --
 -- Returns  {1, 0, held}  released (and handed on, if anyone waits); held
 --                      is how long the grant was held, ms
@@ -19,8 +22,9 @@
 --                      caller's gateway, which delivers it
 --          {1, 0}      released within RECORD_MS before: a repeated release
 --                      succeeds again, and changes nothing
---          {1, holds}  one hold taken away; the caller still holds the
---                      lock that many times (see reenter.lua)
+--          {1, holds}  that hold ended now, or had ended before (then
+--                      nothing changed); the caller still holds the lock
+--                      that many times (see reenter.lua)
 --          {0, why}    the token holds nothing: why is EXPIRED or UNKNOWN
 --                      (see lib.lua)
 --
@@ -32,7 +36,7 @@ local K = lock_keys(ARGV[4])
 local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
 -- once; anything else looks again with current.
-local f = redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence', 'tok', 'holds')
+local f = redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence', 'tok', 'hs')
 local tok = f[5]
 if tok ~= ARGV[1] then
   tok = current(K, now)
@@ -41,27 +45,33 @@ local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   local reason = why(K)
   if reason == RELEASED then
-    return {1, 0}
+    return {GRANTED, 0}
   end
-  return {0, reason}
+  return {NOT_GRANTED, reason}
 end
-local holds
+local hs, hold = f[6], ARGV[6]
 if r then
-  holds = tonumber(r.h) or 1
-else
-  holds = tonumber(f[6]) or 1
+  hs = r.hs
 end
-if holds > 1 then
+if hold == '' then
+  hold = BASE_HOLD
+end
+if not has_hold(hs, hold) then
+  return {GRANTED, hold_count(hs)} -- ended before: a repeated release
+end
+hs = without_hold(hs, hold)
+local holds = hold_count(hs)
+if holds > 0 then
   if r then
-    r.h = holds - 1
+    r.hs = hs
     redis.call('HSET', K.lock, 'r:' .. ARGV[1], cjson.encode(r))
   else
-    redis.call('HSET', K.lock, 'holds', holds - 1)
+    redis.call('HSET', K.lock, 'hs', hs)
   end
-  return {1, holds - 1}
+  return {GRANTED, holds}
 end
 local held, near, g = release_all(K, t, now, ARGV[1], r, not r and f, ARGV[2], ARGV[3], ARGV[5])
 if near then
-  return {1, 0, held, near, g[2], g[3], g[4], g[5]}
+  return {GRANTED, 0, held, near, g[2], g[3], g[4], g[5]}
 end
-return {1, 0, held}
+return {GRANTED, 0, held}

@@ -40,9 +40,14 @@ func newEngineTarget(redisURL, namespace string, ttl time.Duration) (*engineTarg
 	opts.MaxRetries = -1
 	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
+	backend, err := locks.NewRedis(client, locks.RedisOptions{Prefix: floorPrefix})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
 	return &engineTarget{
 		client:    client,
-		backend:   locks.NewRedis(client, locks.RedisOptions{Prefix: floorPrefix}),
+		backend:   backend,
 		namespace: namespace,
 		ttl:       ttl,
 	}, nil

@@ -32,6 +32,8 @@ type grant struct {
 	TTLMs        int64     `json:"ttl_ms"`
 	RenewAfterMs *int64    `json:"renew_after_ms,omitempty"`
 	ExpiresAt    time.Time `json:"expires_at"`
+	Holds        int       `json:"holds,omitempty"` // a lock's: how many holds its grant has
+	Hold         string    `json:"hold,omitempty"`  // a re-entry's: the id of the hold it took
 }
 
 // lease is the 200 answer of a renew.
@@ -148,10 +150,26 @@ func (c *client) renew(ctx context.Context, l lockName, token string, ttl time.D
 	return ls, err
 }
 
-// release takes one hold of the lock away: the last one frees it (204); a
-// 200 says that holds remain (the lock was re-entered).
+// release ends the hold of the lock that the acquire of token took: the
+// last hold ends the grant (204); a 200 says that holds remain (the lock
+// was re-entered).
 func (c *client) release(ctx context.Context, l lockName, token string) error {
-	return c.do(ctx, http.MethodDelete, l.path(), nil, token, c.timeout, http.StatusNoContent, nil)
+	_, err := c.releaseHold(ctx, l, token, "")
+	return err
+}
+
+// releaseHold ends the hold of the lock named hold ("" for the acquire's
+// own), and returns how many holds remain: 0 when the grant ended.
+func (c *client) releaseHold(ctx context.Context, l lockName, token, hold string) (int, error) {
+	path := l.path()
+	if hold != "" {
+		path += "?hold=" + url.QueryEscape(hold)
+	}
+	var left struct {
+		Holds int `json:"holds"`
+	}
+	err := c.do(ctx, http.MethodDelete, path, nil, token, c.timeout, http.StatusNoContent, &left)
+	return left.Holds, err
 }
 
 // reenter takes a lock the token's grant holds once more, in the same
@@ -215,7 +233,7 @@ func (c *client) do(ctx context.Context, method, path string, body any, lockToke
 	if resp.StatusCode != want && !(want == http.StatusNoContent && resp.StatusCode == http.StatusOK) {
 		return decodeProblem(resp, data)
 	}
-	if out == nil {
+	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {

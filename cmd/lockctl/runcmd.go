@@ -86,7 +86,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	}
 	ch, err := startChild(argv, env, c.stdin, c.stdout, c.stderr)
 	if err != nil {
-		releaseQuietly(ctx, c, cl, l, g.Token)
+		releaseQuietly(ctx, c, cl, l, g.Token, "")
 		return fmt.Errorf("run %s: %w", argv[0], startError(err))
 	}
 
@@ -158,7 +158,7 @@ watch:
 	code := ch.exitCode()
 	if lostErr != nil {
 		// Renewals may have failed with the lock still ours: free it if so.
-		releaseQuietly(ctx, c, cl, l, g.Token)
+		releaseQuietly(ctx, c, cl, l, g.Token, "")
 		return exitStatus(exitLeaseLost)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -177,12 +177,19 @@ watch:
 // signals on, and takes its hold away when the command exits.
 func runReentered(ctx context.Context, c cli, cl *client, l lockName, token string, af *acquireFlags,
 	argv []string, sigs <-chan os.Signal, killAfter time.Duration) error {
-	if _, err := cl.reenter(ctx, l, token, af.ttl, af.shared); err != nil {
+	g, err := cl.reenter(ctx, l, token, af.ttl, af.shared)
+	if err != nil {
 		return fmt.Errorf("re-enter %s: %w", l, err)
+	}
+	// The outer hold and ours, at least, and ours by its id: a gateway
+	// that answers otherwise would have us end a hold that is not ours.
+	if g.Holds < 2 || g.Hold == "" {
+		releaseQuietly(ctx, c, cl, l, token, g.Hold)
+		return fmt.Errorf("re-enter %s: the gateway answered %d holds and hold id %q; want at least 2 and an id (is it older than lockctl?)", l, g.Holds, g.Hold)
 	}
 	ch, err := startChild(argv, os.Environ(), c.stdin, c.stdout, c.stderr)
 	if err != nil {
-		releaseQuietly(ctx, c, cl, l, token)
+		releaseQuietly(ctx, c, cl, l, token, g.Hold)
 		return fmt.Errorf("run %s: %w", argv[0], startError(err))
 	}
 	var kill <-chan time.Time
@@ -214,7 +221,7 @@ wait:
 		}
 	}
 	ch.release()
-	releaseQuietly(ctx, c, cl, l, token) // one hold: the outer run's stays
+	releaseQuietly(ctx, c, cl, l, token, g.Hold) // our hold: the outer run's stays
 	return exitStatus(ch.exitCode())
 }
 
@@ -253,10 +260,10 @@ func acquireOrSignal(ctx context.Context, cl *client, l lockName, af *acquireFla
 
 // releaseQuietly frees the lock if it is still ours, on a path that
 // already has its own outcome.
-func releaseQuietly(ctx context.Context, c cli, cl *client, l lockName, token string) {
+func releaseQuietly(ctx context.Context, c cli, cl *client, l lockName, token, hold string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if err := cl.release(rctx, l, token); err != nil && !isCode(err, "not_holder") {
+	if _, err := cl.releaseHold(rctx, l, token, hold); err != nil && !isCode(err, "not_holder") {
 		fmt.Fprintf(c.stderr, "lockctl: release %s: %v; the lock is left to expire\n", l, err)
 	}
 }

@@ -92,10 +92,12 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Client returns a cluster client, closed when the test ends.
+// Client returns a cluster client set up as the gateway's: it never
+// re-sends a command (MaxRetries and MaxRedirects -1) and call deadlines
+// reach the network. It is closed when the test ends.
 func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1, MaxRedirects: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }

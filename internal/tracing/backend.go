@@ -108,6 +108,13 @@ func (tb *tracedBackend) Release(ctx context.Context, key locks.Key, token strin
 	return holds, err
 }
 
+func (tb *tracedBackend) ReleaseHold(ctx context.Context, key locks.Key, token, hold string) (int, error) {
+	ctx, span := tb.start(ctx, "lock.release", key)
+	holds, err := tb.Backend.ReleaseHold(ctx, key, token, hold)
+	end(span, err)
+	return holds, err
+}
+
 func (tb *tracedBackend) Reenter(ctx context.Context, key locks.Key, token string, ttl time.Duration, mode locks.Mode) (locks.Grant, error) {
 	ctx, span := tb.start(ctx, "lock.reenter", key)
 	g, err := tb.Backend.Reenter(ctx, key, token, ttl, mode)

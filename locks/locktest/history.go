@@ -54,11 +54,12 @@ func testHistoryCalls(t *testing.T, b locks.Backend, key locks.Key) {
 	if _, err := b.Renew(context.Background(), key, g.Token, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive); err != nil {
+	inner, err := b.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if _, err := b.Release(context.Background(), key, g.Token); err != nil {
+	for _, hold := range []string{inner.Hold, ""} {
+		if _, err := b.ReleaseHold(context.Background(), key, g.Token, hold); err != nil {
 			t.Fatal(err)
 		}
 	}

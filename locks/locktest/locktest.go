@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -607,41 +608,51 @@ func testReentryCountsHolds(t *testing.T, l locks.Locker, key locks.Key) {
 	if g.Holds != 1 {
 		t.Fatalf("a new grant: got %d holds, want 1", g.Holds)
 	}
+	ids := []string{locks.BaseHold}
 	for want := 2; want <= 3; want++ {
 		r, err := l.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive)
-		if err != nil || r.Holds != want || r.Token != g.Token || r.FencingToken != g.FencingToken {
-			t.Fatalf("re-enter: got %+v, %v; want %d holds, the same token and fence", r, err, want)
+		if err != nil || r.Holds != want || r.Token != g.Token || r.FencingToken != g.FencingToken || r.Hold == "" || slices.Contains(ids, r.Hold) {
+			t.Fatalf("re-enter: got %+v, %v; want %d holds, the same token and fence, a new hold id", r, err, want)
+		}
+		ids = append(ids, r.Hold)
+	}
+	if info, err := l.Inspect(context.Background(), key); err != nil || info.Holds != 3 || !slices.Equal(info.HoldIDs, ids) {
+		t.Fatalf("inspect: got %+v, %v; want 3 holds, %v", info, err, ids)
+	}
+	// Each release names its hold; ending a hold twice (a retried
+	// release) changes nothing, nor does the token alone once the base
+	// hold has ended.
+	for _, step := range []struct {
+		hold string
+		want int
+	}{{ids[1], 2}, {ids[1], 2}, {"", 1}, {"", 1}, {locks.BaseHold, 1}, {ids[2], 0}} {
+		holds, err := l.ReleaseHold(context.Background(), key, g.Token, step.hold)
+		if err != nil || holds != step.want {
+			t.Fatalf("release hold %q: got %d, %v; want %d holds left", step.hold, holds, err, step.want)
+		}
+		if _, err := l.Inspect(context.Background(), key); (err == nil) != (step.want > 0) {
+			t.Fatalf("with %d holds left, inspect says %v", step.want, err)
 		}
 	}
-	if info, err := l.Inspect(context.Background(), key); err != nil || info.Holds != 3 {
-		t.Fatalf("inspect: got %+v, %v; want 3 holds", info, err)
-	}
-	for want := 2; want >= 0; want-- {
-		holds, err := l.Release(context.Background(), key, g.Token)
-		if err != nil || holds != want {
-			t.Fatalf("release: got %d, %v; want %d holds left", holds, err, want)
-		}
-		if _, err := l.Inspect(context.Background(), key); (err == nil) != (want > 0) {
-			t.Fatalf("with %d holds left, inspect says %v", want, err)
-		}
-	}
+	_, err := l.ReleaseHold(context.Background(), key, g.Token, "not a hold")
+	wantErr(t, err, locks.ErrInvalid)
 }
 
 func testReentryExtends(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(time.Minute))
-	r, err := l.Reenter(context.Background(), key, g.Token, time.Second, locks.Exclusive)
-	if err != nil || r.TTL < 50*time.Second {
-		t.Fatalf("re-enter for 1s: got %+v, %v; want the one-minute lease kept", r, err)
+	r1, err := l.Reenter(context.Background(), key, g.Token, time.Second, locks.Exclusive)
+	if err != nil || r1.TTL < 50*time.Second {
+		t.Fatalf("re-enter for 1s: got %+v, %v; want the one-minute lease kept", r1, err)
 	}
-	r, err = l.Reenter(context.Background(), key, g.Token, 2*time.Minute, locks.Exclusive)
-	if err != nil || r.TTL < 110*time.Second || time.Until(r.ExpiresAt) > 2*time.Minute {
-		t.Fatalf("re-enter for 2m: got %+v, %v; want a lease of about 2m", r, err)
+	r2, err := l.Reenter(context.Background(), key, g.Token, 2*time.Minute, locks.Exclusive)
+	if err != nil || r2.TTL < 110*time.Second || time.Until(r2.ExpiresAt) > 2*time.Minute {
+		t.Fatalf("re-enter for 2m: got %+v, %v; want a lease of about 2m", r2, err)
 	}
 	if info, err := l.Inspect(context.Background(), key); err != nil || info.TTL < 110*time.Second {
 		t.Fatalf("inspect: got %+v, %v; want the 2m lease", info, err)
 	}
-	for range 3 {
-		l.Release(context.Background(), key, g.Token)
+	for _, hold := range []string{"", r1.Hold, r2.Hold} {
+		l.ReleaseHold(context.Background(), key, g.Token, hold)
 	}
 }
 
@@ -676,7 +687,8 @@ func testLeaseEndsEveryHold(t *testing.T, l locks.Locker, key locks.Key) {
 
 func testLastHoldHandsOn(t *testing.T, l locks.Locker, key locks.Key) {
 	g := MustAcquire(t, l, key, req(time.Minute))
-	if _, err := l.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive); err != nil {
+	inner, err := l.Reenter(context.Background(), key, g.Token, time.Minute, locks.Exclusive)
+	if err != nil {
 		t.Fatal(err)
 	}
 	waiter := QueueInOrder(t, key, l)[0]
@@ -688,7 +700,7 @@ func testLastHoldHandsOn(t *testing.T, l locks.Locker, key locks.Key) {
 		t.Fatalf("the waiter got %+v, %v while a hold remained", res.Grant, res.Err)
 	default:
 	}
-	if holds, err := l.Release(context.Background(), key, g.Token); err != nil || holds != 0 {
+	if holds, err := l.ReleaseHold(context.Background(), key, g.Token, inner.Hold); err != nil || holds != 0 {
 		t.Fatalf("last release: got %d, %v; want 0", holds, err)
 	}
 	res := <-waiter

@@ -186,7 +186,7 @@ func testSharedReentry(t *testing.T, l locks.Locker, key locks.Key) {
 	if holds, err := l.Release(context.Background(), key, s.Token); err != nil || holds != 1 {
 		t.Fatalf("release: got %d, %v; want 1 hold left", holds, err)
 	}
-	if holds, err := l.Release(context.Background(), key, s.Token); err != nil || holds != 0 {
+	if holds, err := l.ReleaseHold(context.Background(), key, s.Token, r.Hold); err != nil || holds != 0 {
 		t.Fatalf("release: got %d, %v; want 0", holds, err)
 	}
 	x := MustAcquire(t, l, key, req(time.Minute))

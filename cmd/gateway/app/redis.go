@@ -32,7 +32,12 @@ func newRedisBackend(rawURL string, cluster bool, sentinel string, opts locks.Re
 			return nil, nil, errors.New("invalid --redis-url for --redis-cluster: want redis://[[user]:password@]host:port[?addr=host2:port&addr=...], or rediss:// for TLS")
 		}
 		// See below.
-		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.Protocol = -1, true, 2
+		// MaxRedirects too: a ClusterClient re-sends a pipeline whose
+		// connection broke (io.EOF, a reset, a read timeout) up to
+		// MaxRedirects times, which would run a script again. A MOVED or
+		// ASK during a slot migration then fails the call (503) instead of
+		// following it; the batcher reloads the slots for the next calls.
+		opts.MaxRetries, opts.MaxRedirects, opts.ContextTimeoutEnabled, opts.Protocol = -1, -1, true, 2
 		client = redis.NewClusterClient(opts)
 	default:
 		opts, err := redis.ParseURL(rawURL)
@@ -51,6 +56,10 @@ func newRedisBackend(rawURL string, cluster bool, sentinel string, opts locks.Re
 		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.Protocol = -1, true, 2
 		client = redis.NewClient(opts)
 	}
-	b := locks.NewRedis(client, opts)
+	b, err := locks.NewRedis(client, opts)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
 	return b, func() error { return errors.Join(b.Close(), client.Close()) }, nil
 }

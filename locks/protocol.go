@@ -1,0 +1,94 @@
+package locks
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// The values the scripts and the engine agree on: lua/protocol.lua names
+// each of them, and TestProtocolAgrees fails when the two differ.
+const (
+	// A reply's first element, its code.
+	codeGranted    = 1  // GRANTED: {code, fence, ttl, now, at, handed, ...}
+	codeNotGranted = 0  // NOT_GRANTED: {code, retry, now, rank, arrival}, or {code, why}
+	codeGaveBack   = 2  // GAVE_BACK: a leave or a ticket's cancel released the grant
+	codeNotFound   = -1 // NOT_FOUND: no such ticket; a semaphore with another limit
+	codeOtherMode  = -2 // OTHER_MODE: a re-entry in the other mode
+	codeFencedOff  = -3 // FENCED_OFF: a cleanup fenced the call off before it ran
+
+	// Why a token holds nothing, in {NOT_GRANTED, why}.
+	whyUnknown  = 0 // UNKNOWN
+	whyReleased = 1 // RELEASED
+	whyExpired  = 2 // EXPIRED
+
+	// grantFields is the length of a grant's reply: code, fencing token,
+	// ttl, now, acquired at, handed.
+	grantFields = 6
+	// queuedFields is the length of a refusal's reply that tells the
+	// waiter's place: code, retry, now, rank, arrival.
+	queuedFields = 5
+	// holderFields is the length of each holder in inspect's reply.
+	holderFields = 7
+	// releasedHandingOver is the length of a release's reply that hands
+	// the lock in full to a waiter of the caller's gateway: {GRANTED, 0,
+	// held, waiter id, fencing token, ttl, now, acquired at}.
+	releasedHandingOver = 8
+)
+
+// BaseHold is the id of a grant's first hold, the one its acquire made
+// (BASE_HOLD in lua/holds.lua); a re-entry's hold gets an id of its own.
+const BaseHold = "="
+
+// newHoldID returns the id of a new hold: 9 random bytes, 12 characters.
+func newHoldID() string {
+	b := make([]byte, 9)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// validHold checks a hold id a caller sent: "" or BaseHold for the base
+// hold, or one that newHoldID could have made.
+func validHold(hold string) error {
+	if hold == "" || hold == BaseHold {
+		return nil
+	}
+	if len(hold) > 32 {
+		return fmt.Errorf("%w: a hold id has at most 32 characters", ErrInvalid)
+	}
+	for i := 0; i < len(hold); i++ {
+		if c := hold[i]; !alnum(c) && c != '-' && c != '_' {
+			return fmt.Errorf("%w: a hold id is made of letters, digits, '-' and '_'", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// The call ids of once.lua: a random prefix per process, then a counter,
+// so that no two calls anywhere share one (64 random bits tell the
+// processes apart) and making one costs no system call.
+var (
+	callPrefix = func() string {
+		b := make([]byte, 8)
+		rand.Read(b)
+		return base64.RawURLEncoding.EncodeToString(b) + "."
+	}()
+	callCount atomic.Uint64
+)
+
+// newCallID returns a call id no other call has.
+func newCallID() string {
+	return callPrefix + strconv.FormatUint(callCount.Add(1), 36)
+}
+
+// callRecordTTL is how long Redis keeps the reply of a call, for a backend
+// whose calls time out after timeout: a delivery of the call later than
+// that after the first runs as a new call. Five timeouts cover every
+// re-send of a client (each within its call's deadline) and of the
+// engine's own clean-ups (each within one timeout after the call).
+func callRecordTTL(timeout time.Duration) time.Duration {
+	return max(10*time.Second, 5*timeout)
+}

@@ -1,0 +1,60 @@
+package locks
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// TestProtocolAgrees: each value lua/protocol.lua (and lua/holds.lua)
+// names has its twin here, equal to it. Renumber a reply code, or change
+// how long a record lives, on one side only and this fails.
+func TestProtocolAgrees(t *testing.T) {
+	want := map[string]string{
+		"GRANTED":       strconv.Itoa(codeGranted),
+		"NOT_GRANTED":   strconv.Itoa(codeNotGranted),
+		"GAVE_BACK":     strconv.Itoa(codeGaveBack),
+		"NOT_FOUND":     strconv.Itoa(codeNotFound),
+		"OTHER_MODE":    strconv.Itoa(codeOtherMode),
+		"FENCED_OFF":    strconv.Itoa(codeFencedOff),
+		"UNKNOWN":       strconv.Itoa(whyUnknown),
+		"RELEASED":      strconv.Itoa(whyReleased),
+		"EXPIRED":       strconv.Itoa(whyExpired),
+		"RECORD_MS":     strconv.FormatInt(RecordTTL.Milliseconds(), 10),
+		"IDEM_GRACE_MS": strconv.FormatInt(IdempotencyGrace.Milliseconds(), 10),
+		"BASE_HOLD":     strconv.Quote(BaseHold),
+	}
+	got := map[string]string{}
+	// local NAME = value, or local A, B, C = 1, 2, 3 (not a table)
+	decl := regexp.MustCompile(`(?m)^local ([A-Z_]+(?:, [A-Z_]+)*) = ([^{\n]+?)\s*(?:--.*)?$`)
+	for _, f := range []string{"../lua/protocol.lua", "../lua/holds.lua"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
+			names, values := regexp.MustCompile(`, `).Split(m[1], -1), regexp.MustCompile(`, `).Split(m[2], -1)
+			if len(names) != len(values) {
+				continue // a table, such as FENCED
+			}
+			for i, n := range names {
+				v := values[i]
+				if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' { // a Lua string
+					v = strconv.Quote(v[1 : len(v)-1])
+				}
+				got[n] = v
+			}
+		}
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: the scripts say %q, the engine %q", name, got[name], w)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: named by the scripts, unknown to this test: give it a Go twin", name)
+		}
+	}
+}

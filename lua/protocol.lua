@@ -1,0 +1,27 @@
+-- protocol: the numbers the scripts and the engine (locks/protocol.go) must
+-- agree on, put in front of every script. TestProtocolAgrees (locks) reads
+-- this file and fails when a value here and its Go twin differ.
+--
+-- KEYS[1]  none: this file only names values
+-- Returns  nothing: not a script on its own
+--
+-- A reply is a list whose first element is its code:
+local GRANTED = 1          -- {GRANTED, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed, ...}
+local NOT_GRANTED = 0      -- {NOT_GRANTED, retry_ms, now_ms, rank, arrival}; {NOT_GRANTED, why}
+local GAVE_BACK = 2        -- a leave or a ticket's cancel released the caller's grant
+local NOT_FOUND = -1       -- no such ticket; a semaphore in use with another limit
+local OTHER_MODE = -2      -- a re-entry of a hold in the other mode
+local FENCED_OFF = -3      -- the call was fenced off by a cleanup before it ran (see once.lua)
+local FENCED = {FENCED_OFF}
+
+-- Why a token holds nothing, in {NOT_GRANTED, why}.
+local UNKNOWN, RELEASED, EXPIRED = 0, 1, 2
+
+-- How long a grant's record outlives its lease, or its release, ms: a
+-- repeated release within it succeeds again, and a renew or release that
+-- fails says why (released, expired). locks.RecordTTL.
+local RECORD_MS = 60000
+
+-- How long an idempotency record outlives its grant's lease, ms.
+-- locks.IdempotencyGrace.
+local IDEM_GRACE_MS = 60000
