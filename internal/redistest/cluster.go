@@ -101,3 +101,62 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }
+
+// AnnounceAt makes each node tell clients that it is at addrs[i] (in
+// CLUSTER SLOTS, MOVED and ASK), such as the address of a proxy in front
+// of it, and waits until every node says so of every node. The nodes still
+// talk to each other directly, on their bus ports.
+func (c *Cluster) AnnounceAt(t testing.TB, addrs []string) {
+	t.Helper()
+	ctx := context.Background()
+	for i, node := range c.Nodes {
+		cl := node.Client(t)
+		bus, err := cl.ConfigGet(ctx, "cluster-port").Result()
+		if err != nil {
+			t.Fatalf("config get cluster-port on %s: %v", node.Addr, err)
+		}
+		host, port, _ := net.SplitHostPort(addrs[i])
+		if err := cl.ConfigSet(ctx, "cluster-announce-bus-port", bus["cluster-port"]).Err(); err != nil {
+			t.Fatalf("config set cluster-announce-bus-port on %s: %v", node.Addr, err)
+		}
+		if err := cl.ConfigSet(ctx, "cluster-announce-ip", host).Err(); err != nil {
+			t.Fatalf("config set cluster-announce-ip on %s: %v", node.Addr, err)
+		}
+		if err := cl.ConfigSet(ctx, "cluster-announce-port", port).Err(); err != nil {
+			t.Fatalf("config set cluster-announce-port on %s: %v", node.Addr, err)
+		}
+	}
+	want := make(map[string]bool)
+	for _, a := range addrs {
+		want[a] = true
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, node := range c.Nodes {
+		cl := node.Client(t)
+		for {
+			//lint:ignore SA1019 go-redis's ClusterClient reads CLUSTER SLOTS: check what it reads
+			slots, err := cl.ClusterSlots(ctx).Result()
+			if err == nil && announces(slots, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not announce %v within 30s: %v %v", node.Addr, addrs, slots, err)
+			}
+			time.Sleep(20 * time.Millisecond) // poll until the nodes have gossiped
+		}
+	}
+}
+
+// announces reports whether slots name exactly the addresses of want.
+func announces(slots []redis.ClusterSlot, want map[string]bool) bool {
+	seen := make(map[string]bool)
+	for _, s := range slots {
+		for _, n := range s.Nodes {
+			if !want[n.Addr] {
+				return false
+			}
+			seen[n.Addr] = true
+		}
+	}
+	return len(seen) == len(want)
+}
