@@ -203,6 +203,7 @@ type grant struct {
 	FencingToken int64     `json:"fencing_token"`
 	TTLMs        int64     `json:"ttl_ms"`
 	ExpiresAt    time.Time `json:"expires_at"`
+	Holds        int       `json:"holds"` // of a re-entrant grant; 0 when not said
 }
 
 func (c *client) acquire(ctx context.Context, lock string, ttl, wait time.Duration) (grant, result) {

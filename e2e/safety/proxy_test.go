@@ -1,7 +1,10 @@
 package safety
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,7 +15,8 @@ import (
 // proxy is a TCP proxy on loopback between the gateway and Redis that can
 // slow the link down or cut every connection, as a flaky network does. It
 // can also hold back what Redis sends on subscription connections only
-// (the hand-off messages), and add random delays in both directions.
+// (the hand-off messages), add random delays in both directions, and lose
+// the reply of a chosen command or deliver it twice (addFault).
 type proxy struct {
 	Addr     string
 	upstream string
@@ -26,7 +30,9 @@ type proxy struct {
 	// connections from reaching the gateway until it is closed.
 	held  chan struct{}
 	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	// faults are armed by addFault, applied in order of arming.
+	faults []*fault
+	wg     sync.WaitGroup
 }
 
 // link is what the proxy knows of one connection.
@@ -34,6 +40,7 @@ type link struct {
 	// subscriber: the gateway sent a SUBSCRIBE (or PSUBSCRIBE, SSUBSCRIBE)
 	// on it, so Redis sends pub/sub messages down it.
 	subscriber atomic.Bool
+	replies    replies
 }
 
 func startProxy(t *testing.T, upstream string) *proxy {
@@ -54,7 +61,10 @@ func (p *proxy) accept() {
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("tcp", p.upstream)
+		p.mu.Lock()
+		upstream := p.upstream
+		p.mu.Unlock()
+		up, err := net.Dial("tcp", upstream)
 		if err != nil {
 			down.Close()
 			continue
@@ -73,27 +83,85 @@ func (p *proxy) accept() {
 var subscribeCmd = []byte("subscribe\r\n")
 
 // pipe copies from src to dst, delayed as set, and closes both ends when
-// either fails. toGateway is the direction from Redis to the gateway.
+// either fails. toGateway is the direction from Redis to the gateway. It
+// reads whole RESP values, so that the faults armed with addFault can
+// pick one command and its reply out of a pipeline; what one read brings
+// is sent on in one write, as a plain TCP proxy does.
 func (p *proxy) pipe(dst, src net.Conn, toGateway bool, l *link) {
 	defer p.forget(dst, src)
+	r := bufio.NewReaderSize(src, 32<<10)
+	var out []byte
+	nreply := 0 // replies read so far, on a connection that is no subscription
+	for {
+		v, err := readRESP(r, !toGateway)
+		if errors.Is(err, errNotRESP) {
+			p.send(dst, append(out, v...), toGateway, l)
+			p.copyRaw(dst, r, toGateway, l)
+			return
+		}
+		if err != nil { // EOF, or the connection was cut: a partial value goes nowhere
+			p.send(dst, out, toGateway, l)
+			return
+		}
+		switch {
+		case !toGateway:
+			if !l.subscriber.Load() && bytes.Contains(bytes.ToLower(v[:min(len(v), 64)]), subscribeCmd) {
+				l.subscriber.Store(true)
+			}
+			var f *fault
+			if !l.subscriber.Load() {
+				f = p.faultFor(v)
+			}
+			for range l.replies.deliver(f) {
+				out = append(out, v...)
+			}
+		case l.subscriber.Load():
+			out = append(out, v...)
+		default:
+			cut, swallow := l.replies.reply(nreply, v)
+			nreply++
+			if cut { // what came before it goes through; it and the rest never do
+				p.send(dst, out, toGateway, l)
+				return
+			}
+			if !swallow {
+				out = append(out, v...)
+			}
+		}
+		if r.Buffered() == 0 {
+			if !p.send(dst, out, toGateway, l) {
+				return
+			}
+			out = out[:0]
+		}
+	}
+}
+
+// send writes b to dst after the delays set, and reports whether it could.
+func (p *proxy) send(dst net.Conn, b []byte, toGateway bool, l *link) bool {
+	if len(b) == 0 {
+		return true
+	}
+	if d := p.delay(toGateway); d > 0 {
+		time.Sleep(d) // the injected latency
+	}
+	if toGateway && l.subscriber.Load() {
+		p.waitHeld()
+	}
+	_, err := dst.Write(b)
+	return err == nil
+}
+
+// copyRaw copies what is not RESP chunk by chunk, with the delays but no
+// faults.
+func (p *proxy) copyRaw(dst net.Conn, src io.Reader, toGateway bool, l *link) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
-			if !toGateway && !l.subscriber.Load() && bytes.Contains(bytes.ToLower(buf[:n]), subscribeCmd) {
-				l.subscriber.Store(true)
-			}
-			if d := p.delay(toGateway); d > 0 {
-				time.Sleep(d) // the injected latency
-			}
-			if toGateway && l.subscriber.Load() {
-				p.waitHeld()
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+		if n > 0 && !p.send(dst, buf[:n], toGateway, l) {
+			return
 		}
-		if err != nil { // EOF, or the connection was cut
+		if err != nil {
 			return
 		}
 	}
