@@ -52,6 +52,35 @@ func (c *client) acquireOnce(ctx context.Context, lock, key string, ttl, wait ti
 	return decodeGrant(&r, http.StatusCreated), r
 }
 
+// ticket is the 202 of an acquire with Prefer: respond-async.
+type ticket struct {
+	Ticket      string `json:"ticket"`
+	TicketToken string `json:"ticket_token"`
+	location    string
+}
+
+// openTicket asks for lock with Prefer: respond-async: 201 and a grant
+// when the lock is free, 202 and a ticket when it is not.
+func (c *client) openTicket(ctx context.Context, lock string, ttl, wait time.Duration) (grant, ticket, result) {
+	body := fmt.Sprintf(`{"ttl_ms":%d,"wait_ms":%d}`, ttl.Milliseconds(), wait.Milliseconds())
+	r := c.do(ctx, "POST", "/locks/"+lock, body, "Prefer", "respond-async")
+	var tk ticket
+	if r.status == http.StatusAccepted && r.err == nil {
+		if err := json.Unmarshal(r.body, &tk); err != nil {
+			r.err = err
+		}
+		tk.location = r.header.Get("Location")
+	}
+	return decodeGrant(&r, http.StatusCreated), tk, r
+}
+
+// poll polls a ticket: 200 while it waits, 201 and the grant once the lock
+// reached it.
+func (c *client) poll(ctx context.Context, tk ticket) (grant, result) {
+	r := c.do(ctx, "GET", tk.location, "", "Ticket-Token", tk.TicketToken)
+	return decodeGrant(&r, http.StatusCreated), r
+}
+
 // lockInfo is what GET says of a lock: nothing held (a 404) is the zero
 // value.
 type lockInfo struct {

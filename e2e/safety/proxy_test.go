@@ -235,6 +235,15 @@ func (p *proxy) waitHeld() {
 	}
 }
 
+// setUpstream sends new connections to addr from now on (as a failover
+// moves a service address) and cuts the open ones.
+func (p *proxy) setUpstream(addr string) {
+	p.mu.Lock()
+	p.upstream = addr
+	p.mu.Unlock()
+	p.drop()
+}
+
 // drop cuts every open connection, as a network failure would; new ones
 // are accepted.
 func (p *proxy) drop() {
