@@ -95,7 +95,7 @@ func testLostReentry(t *testing.T, c *client, arm func(lock string) []*fault) {
 	if fired(fs) != 1 {
 		t.Fatalf("the re-entry's reply was not lost (faults fired %d times)", fired(fs))
 	}
-	holds := 1
+	holds, answered := 1, r.status
 	switch {
 	case r.status == http.StatusOK && re.Holds == 2:
 		holds = 2
@@ -119,13 +119,11 @@ func testLostReentry(t *testing.T, c *client, arm func(lock string) []*fault) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after the re-entry (answered %d) and the %d release(s) it called for: the lock is still held (%s) %v later, its lease ends in a minute: held by nobody",
-				rStatus(r), holds, r, lostReplyWithin)
+				answered, holds, r, lostReplyWithin)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval
 	}
 }
-
-func rStatus(r result) int { return r.status }
 
 // TestExactlyOnceClusterIdempotent: on a 3-master Cluster, an acquire with
 // an Idempotency-Key whose first step's (idem_begin) or last step's
