@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -30,15 +31,13 @@ func (c *client) reenter(ctx context.Context, lock, tok string, ttl time.Duratio
 
 // releaseHold ends one hold of tok's grant: 200 with the holds left, or
 // 204 when it was the last. hold names the hold (a re-entry's hold id);
-// "" ends one hold of the grant, as the API does before hold ids. The
-// Lock-Hold header is a placeholder for however the API comes to name a
-// hold: this is the one place to change.
+// "" ends the acquire's own.
 func (c *client) releaseHold(ctx context.Context, lock, tok, hold string) (int, result) {
-	headers := []string{"Lock-Token", tok}
+	path := "/locks/" + lock
 	if hold != "" {
-		headers = append(headers, "Lock-Hold", hold)
+		path += "?hold=" + url.QueryEscape(hold)
 	}
-	r := c.do(ctx, "DELETE", "/locks/"+lock, "", headers...)
+	r := c.do(ctx, "DELETE", path, "", "Lock-Token", tok)
 	if r.status == http.StatusNoContent {
 		return 0, r
 	}

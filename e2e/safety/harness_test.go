@@ -204,6 +204,7 @@ type grant struct {
 	TTLMs        int64     `json:"ttl_ms"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	Holds        int       `json:"holds"` // of a re-entrant grant; 0 when not said
+	Hold         string    `json:"hold"`  // a re-entry's hold id
 }
 
 func (c *client) acquire(ctx context.Context, lock string, ttl, wait time.Duration) (grant, result) {

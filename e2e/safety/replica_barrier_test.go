@@ -24,6 +24,7 @@ func minReplicaArgs(url string) []string {
 func TestReplicaBarrierTicketOpen(t *testing.T) {
 	rs := redistest.Start(t)
 	replica := redistest.StartReplica(t, rs)
+	replica.WaitSynced(t, rs)
 	gw := startGateway(t, minReplicaArgs(rs.URL())...)
 	c := newClient(t, gw)
 
@@ -45,6 +46,7 @@ func TestReplicaBarrierTicketOpen(t *testing.T) {
 func TestReplicaBarrierTicketPoll(t *testing.T) {
 	rs := redistest.Start(t)
 	replica := redistest.StartReplica(t, rs)
+	replica.WaitSynced(t, rs)
 	gw := startGateway(t, minReplicaArgs(rs.URL())...)
 	c := newClient(t, gw)
 	const lock = "barrier/poll"
@@ -91,6 +93,7 @@ func TestReplicaBarrierTicketPoll(t *testing.T) {
 func TestReplicaBarrierTicketFailover(t *testing.T) {
 	rs := redistest.Start(t)
 	replica := redistest.StartReplica(t, rs)
+	replica.WaitSynced(t, rs)
 	p := startProxy(t, rs.Addr) // the service address the gateway dials
 	gw := startGateway(t, minReplicaArgs("redis://"+p.Addr)...)
 	c := newClient(t, gw)

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/lockgate/lockgate/lua"
 )
 
 // errNotRESP says a stream holds something else than RESP values: the
@@ -116,7 +116,7 @@ type matcher func(args [][]byte) bool
 // its source, and their _RO forms) with a key or argument that contains
 // mention, such as a lock's hash tag "{ns/name}"; "" matches every call of
 // the script.
-func scriptCall(script *redis.Script, mention string) matcher {
+func scriptCall(script *lua.Script, mention string) matcher {
 	return func(args [][]byte) bool {
 		if len(args) < 3 {
 			return false
