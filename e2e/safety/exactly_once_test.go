@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/lua"
 )
