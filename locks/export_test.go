@@ -93,3 +93,34 @@ func (r *Redis) permitScript(ctx context.Context, key Key, token string, limit i
 		r.opts.WaiterLease.Milliseconds(), "0", 0, limit)
 	return cmd.Err()
 }
+
+// QueueUnserved queues a waiter for key's lock, or for a permit of its
+// semaphore of limit permits when limit > 0, that no gateway serves and
+// whose hand-off is never dropped for want of a listener, and returns its
+// id and token: LeaveAndPickUp then runs the leave of that waiter, which
+// picks up what was handed to it meanwhile.
+func (r *Redis) QueueUnserved(ctx context.Context, key Key, limit int) (id, token string, err error) {
+	token = newToken()
+	id = "unserved-" + token[:8]
+	h := tokenHash(token)
+	common := []any{h, time.Minute.Milliseconds(), "ghost", "ghost", r.opts.FenceRetention.Milliseconds(), id,
+		r.opts.Prefix + "gateway:gone", time.Minute.Milliseconds(), time.Minute.Milliseconds(), "0", 0}
+	var cmd interface{ Err() error }
+	if limit > 0 {
+		cmd, _ = r.exec(ctx, lua.SemAcquire, newCallID(), "", r.keysFor(resource{semaphoreKind, key}, h), append(common, limit)...)
+	} else {
+		cmd, _ = r.exec(ctx, lua.Acquire, newCallID(), "", r.keysFor(resource{lockKind, key}, h), append(common, "x", r.arg.opts)...)
+	}
+	return id, token, cmd.Err()
+}
+
+// LeaveAndPickUp runs the leave of a waiter QueueUnserved queued (see
+// there), as its wait running out would.
+func (r *Redis) LeaveAndPickUp(ctx context.Context, key Key, limit int, id, token string) error {
+	res := resource{lockKind, key}
+	if limit > 0 {
+		res.kind = semaphoreKind
+	}
+	_, err := r.leave(ctx, res, id, token, false)
+	return err
+}
