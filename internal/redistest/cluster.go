@@ -160,3 +160,100 @@ func announces(slots []redis.ClusterSlot, want map[string]bool) bool {
 	}
 	return len(seen) == len(want)
 }
+
+// KeySlot returns the hash slot of key.
+func (c *Cluster) KeySlot(t testing.TB, key string) int {
+	t.Helper()
+	n, err := c.Nodes[0].Client(t).ClusterKeySlot(context.Background(), key).Result()
+	if err != nil {
+		t.Fatalf("cluster keyslot %q: %v", key, err)
+	}
+	return int(n)
+}
+
+// MigrateSlot moves slot, and its keys, to node to, as redis-cli --cluster
+// reshard does: the target imports it, the owner migrates it, the keys go
+// over in batches (MIGRATE), then every node is told the new owner. Clients
+// working on the slot meanwhile get ASK and TRYAGAIN replies (keys half
+// moved), then MOVED. It returns the index of the node that owned the slot,
+// and does nothing when that is to.
+func (c *Cluster) MigrateSlot(t testing.TB, slot, to int) int {
+	t.Helper()
+	ctx := context.Background()
+	ids := make([]string, len(c.Nodes))
+	from := -1
+	for i, n := range c.Nodes {
+		cl := n.Client(t)
+		id, err := cl.ClusterMyID(ctx).Result()
+		if err != nil {
+			t.Fatalf("cluster myid on %s: %v", n.Addr, err)
+		}
+		ids[i] = id
+		if from < 0 && owns(ctx, cl, slot) {
+			from = i
+		}
+	}
+	if from < 0 {
+		t.Fatalf("no node owns slot %d", slot)
+	}
+	if from == to {
+		return from
+	}
+	src, dst := c.Nodes[from].Client(t), c.Nodes[to].Client(t)
+	must := func(err error, what string) {
+		if err != nil {
+			t.Fatalf("migrate slot %d from %s to %s: %s: %v", slot, c.Nodes[from].Addr, c.Nodes[to].Addr, what, err)
+		}
+	}
+	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]).Err(), "importing")
+	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]).Err(), "migrating")
+	host, port, _ := net.SplitHostPort(c.Nodes[to].Addr)
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		must(err, "getkeysinslot")
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "REPLACE", "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(src.Do(ctx, args...).Err(), "migrate")
+	}
+	// The target first, then the owner, then the rest: the order
+	// redis-cli uses, so that no node sends clients back to the owner.
+	for _, i := range append([]int{to, from}, others(len(c.Nodes), to, from)...) {
+		must(c.Nodes[i].Client(t).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err(), "setslot node")
+	}
+	return from
+}
+
+// owns reports whether the node behind cl serves slot, by its own view.
+func owns(ctx context.Context, cl *redis.Client, slot int) bool {
+	//lint:ignore SA1019 go-redis's ClusterClient reads CLUSTER SLOTS: check what it reads
+	slots, err := cl.ClusterSlots(ctx).Result()
+	if err != nil {
+		return false
+	}
+	myself, err := cl.ClusterMyID(ctx).Result()
+	if err != nil {
+		return false
+	}
+	for _, s := range slots {
+		if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 && s.Nodes[0].ID == myself {
+			return true
+		}
+	}
+	return false
+}
+
+// others lists 0..n-1 but a and b.
+func others(n, a, b int) []int {
+	var out []int
+	for i := range n {
+		if i != a && i != b {
+			out = append(out, i)
+		}
+	}
+	return out
+}
