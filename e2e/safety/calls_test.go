@@ -100,3 +100,8 @@ func (c *client) inspect(ctx context.Context, lock string) (info lockInfo, r res
 	}
 	return lockInfo{}, r, false
 }
+
+// closeTicket leaves the queue (and releases a grant the ticket was handed).
+func (c *client) closeTicket(ctx context.Context, tk ticket) result {
+	return c.do(ctx, "DELETE", tk.location, "", "Ticket-Token", tk.TicketToken)
+}

@@ -21,9 +21,14 @@ const (
 	opAcquire opKind = iota
 	opRenew
 	opRelease
+	opReenter // a POST with the holder's Lock-Token
+	opPoll    // a ticket's poll
+	opClose   // a ticket's DELETE
 )
 
-func (k opKind) String() string { return [...]string{"acquire", "renew", "release"}[k] }
+func (k opKind) String() string {
+	return [...]string{"acquire", "renew", "release", "reenter", "poll", "close"}[k]
+}
 
 // op is one call as a client saw it: when it was made and when its answer
 // came, on the one clock the test and its gateways share.
@@ -40,6 +45,11 @@ type op struct {
 	ret    time.Time
 	// expires is the expires_at of a 201 or 200.
 	expires time.Time
+	// Set by the fault matrix (TestFaultMatrix): the primitive that made
+	// the call, the lease it asked for, and the problem code of a refusal.
+	prim string
+	ttl  time.Duration
+	code string
 }
 
 // grantRec is everything a client did with one grant.
@@ -58,6 +68,14 @@ type grantRec struct {
 	writes      []grantWrite
 	// endedEarly is a renew or release that said 409 before known.
 	endedEarly *op
+	// Set by the fault matrix: the primitive, the calls that extended the
+	// lease (re-entries, renews, whatever their answer), when a release
+	// answered 204 (the grant certainly ended by then), and answers that
+	// contradict what the grant's own calls said (holds counted wrong).
+	prim    string
+	extends []op
+	freed   time.Time
+	wrong   []string
 }
 
 // grantWrite is a write to the resource made while holding a grant.
@@ -72,6 +90,9 @@ type history struct {
 	mu     sync.Mutex
 	ops    []op
 	grants []*grantRec
+	// notes are broken promises a client saw that belong to no grant it
+	// holds (the fault matrix's idempotent retries).
+	notes []finding
 }
 
 func (h *history) record(o op) {
@@ -240,6 +261,8 @@ const (
 	overlap                          // two grants certainly held the lock at once
 	staleAccepted                    // the resource accepted a token below one it had accepted
 	tooMany                          // more grants of a semaphore certainly held it than its limit
+	answerWrong                      // an answer contradicts what the grant's own calls said (fault matrix)
+	heldByNobody                     // held (or refused) when no call could hold it (fault matrix)
 )
 
 // finding is one broken promise, with the grants involved: a alone, or a
@@ -249,6 +272,7 @@ type finding struct {
 	lock string
 	a, b *grantRec
 	msg  string
+	prim string // the fault matrix's primitive, for a finding without grants
 }
 
 // check verifies the history and the resource's log against the promises.

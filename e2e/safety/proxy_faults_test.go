@@ -137,3 +137,10 @@ func (q *replies) reply(n int, v []byte) (cut, swallow bool) {
 	}
 	return false, false
 }
+
+// removeFaults disarms every fault.
+func (p *proxy) removeFaults() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults = nil
+}

@@ -1,0 +1,256 @@
+package safety
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestFaultMatrix runs every primitive (the rows, matrix_prims_test.go) on
+// every topology (the columns, matrix_topo_test.go) under faults, and
+// checks each cell: TestFaultMatrix/<topology>/<primitive>. Each topology
+// runs matrixSeeds rounds of matrixRound, one seed each, every primitive at
+// once on shared names (the lock primitives on the same locks), while the
+// test's goroutine injects, from the seed: lost replies (Redis ran the
+// script; the connection is cut where its reply would come back), commands
+// delivered twice, cut connections, random delays on every connection
+// (pub/sub included), Redis paused (SIGSTOP), a gateway killed (SIGKILL)
+// and started again, and the topology's own faults (a failover that loses
+// unacknowledged writes; a slot migration under load).
+//
+// What each cell must show, over the intervals each answered grant
+// certainly held its name (from its 201 to its release call, or the last
+// expires_at it was told): no two exclusive grants of a lock overlap, nor
+// an exclusive and a shared one; no more permits than the limit; fencing
+// tokens unique and increasing in real-time order per lock across every
+// primitive; the resource never takes a stale token; no renew or release
+// says 409 within the lease; answers agree with the grant's own calls
+// (holds counted once, a lock freed only by its last hold, an idempotent
+// retry gets the lost call's grant); no refusal when no call could hold the
+// name; and once the load stops, every name frees by the end of the last
+// lease any call may have made.
+//
+// The seeds are logged: LOCKGATE_FAULT_SEED=<seed> replays one round with
+// it (with -run 'TestFaultMatrix/<topology>'); the goroutines' interleaving
+// differs from run to run.
+func TestFaultMatrix(t *testing.T) {
+	seeds := []uint64{rand.Uint64(), rand.Uint64(), rand.Uint64()}[:matrixSeeds]
+	if s := os.Getenv("LOCKGATE_FAULT_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LOCKGATE_FAULT_SEED: %v", err)
+		}
+		seeds = []uint64{seed}
+	}
+	for _, topo := range topologies {
+		t.Run(topo.name, func(t *testing.T) {
+			f := topo.start(t)
+			byPrim := make(map[string][]string)
+			for i, seed := range seeds {
+				t.Logf("round %d: seed %d", i, seed)
+				for _, fd := range f.round(t, seed, fmt.Sprintf("m%d", i)) {
+					msg := fmt.Sprintf("seed %d: %s", seed, fd.msg)
+					ps := fd.prims()
+					if len(ps) == 0 {
+						ps = []string{"exclusive"} // the resource's writers
+					}
+					for _, p := range ps {
+						byPrim[p] = append(byPrim[p], msg)
+					}
+				}
+			}
+			for _, p := range primitives {
+				t.Run(p.name, func(t *testing.T) {
+					if fs := byPrim[p.name]; len(fs) > 0 {
+						t.Errorf("%d findings, replay with LOCKGATE_FAULT_SEED and the seed:\n%s", len(fs), strings.Join(fs[:min(len(fs), 15)], "\n"))
+					}
+				})
+			}
+		})
+	}
+}
+
+const (
+	// matrixSeeds rounds per topology, each of matrixRound: about 35 s a
+	// topology with its start and the rounds' drains.
+	matrixSeeds = 3
+	matrixRound = 8 * time.Second
+	// matrixWorkers clients per round, spread over the primitives and the
+	// gateways.
+	matrixWorkers = 24
+)
+
+// round runs one seeded round on fresh names (prefix) and returns what the
+// checks found.
+func (f *faulty) round(t *testing.T, seed uint64, prefix string) []finding {
+	var lockNames, semNames []string
+	for _, s := range []string{"a", "b", "c", "d"} {
+		lockNames = append(lockNames, prefix+"/lock-"+s)
+	}
+	for _, s := range []string{"a", "b"} {
+		semNames = append(semNames, prefix+"/sem-"+s)
+	}
+	locks, sems, res := &history{}, &history{}, newResource()
+	for i, p := range f.proxies {
+		p.setJitter(jitter(rand.New(rand.NewPCG(seed, uint64(i+1)))))
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	end := time.Now().Add(matrixRound)
+	var wg sync.WaitGroup
+	for i := range matrixWorkers {
+		p := primitives[i%len(primitives)]
+		slot := f.gateways[(i/len(primitives))%len(f.gateways)] // each primitive on every gateway
+		w := &worker{id: i, prim: p.name, rng: rand.New(rand.NewPCG(seed, uint64(100+i))), client: slot.client, h: locks, res: res}
+		names := lockNames
+		if p.sem {
+			w.h, names = sems, semNames
+		}
+		wg.Go(func() {
+			for time.Now().Before(end) && ctx.Err() == nil {
+				p.cycle(ctx, w, names[w.rng.IntN(len(names))])
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	did := f.inject(t, seed, done, prefix, append(append([]string{}, lockNames...), semNames...))
+	f.quiet()
+
+	// Once the load stops, every name frees by the end of the last lease
+	// any call may have made.
+	var fs []finding
+	for _, n := range lockNames {
+		fs = append(fs, f.frees(t, locks, n, "/locks/")...)
+	}
+	for _, n := range semNames {
+		fs = append(fs, f.frees(t, sems, n, "/semaphores/")...)
+	}
+	fs = append(fs, locks.findings(res, 1)...)
+	fs = append(fs, locks.matrixFindings(1, f.trusted)...)
+	fs = append(fs, sems.findings(nil, semLimit)...)
+	fs = append(fs, sems.matrixFindings(semLimit, f.trusted)...)
+
+	grants, unknowns := make(map[string]int), make(map[string]int)
+	for _, h := range []*history{locks, sems} {
+		for _, g := range h.grants {
+			if g.fence != 0 {
+				grants[g.prim]++
+			}
+		}
+		for _, o := range h.ops {
+			if unknown(o.status) {
+				unknowns[o.prim]++
+			}
+		}
+	}
+	t.Logf("round %s: %d calls; grants by primitive %v, unknown outcomes %v; faults: %s",
+		prefix, len(locks.ops)+len(sems.ops), grants, unknowns, strings.Join(did, ", "))
+	for _, p := range primitives {
+		if grants[p.name] < 5 {
+			fs = append(fs, finding{prim: p.name, msg: fmt.Sprintf("%s: only %d grants in round %s: too few to show anything", p.name, grants[p.name], prefix)})
+		}
+	}
+	return fs
+}
+
+// inject applies faults from seed until done is closed, and says what it
+// did.
+func (f *faulty) inject(t *testing.T, seed uint64, done <-chan struct{}, prefix string, names []string) []string {
+	// Lost replies and doubled commands hit the round's own script calls
+	// (their keys hold the hash tag "{<prefix>/..."), not heartbeats alone.
+	ours := func(args [][]byte) bool {
+		if !anyScriptCall(args) {
+			return false
+		}
+		for _, a := range args[3:] {
+			if strings.Contains(string(a), "{"+prefix+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	rng := rand.New(rand.NewPCG(seed, 0))
+	count := make(map[string]int)
+	var own []string
+	for {
+		select {
+		case <-done:
+			out := own
+			for k, n := range count {
+				out = append(out, fmt.Sprintf("%d× %s", n, k))
+			}
+			return out
+		case <-time.After(time.Duration(200+rng.IntN(600)) * time.Millisecond): // the faults' rate
+		}
+		p := f.proxies[rng.IntN(len(f.proxies))]
+		switch n := rng.IntN(20); {
+		case n < 6:
+			p.addFault(loseReply, ours, 1+rng.IntN(3))
+			count["lost reply"]++
+		case n < 10:
+			p.addFault(sendTwice, ours, 1+rng.IntN(3))
+			count["sent twice"]++
+		case n < 13:
+			p.drop()
+			count["links cut"]++
+		case n < 15:
+			resume := f.pause(t, rng)
+			time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond) // the pause
+			resume()
+			count["Redis paused"]++
+		case n < 16:
+			f.gateways[rng.IntN(len(f.gateways))].restart(t)
+			count["gateway killed"]++
+		case n < 17 && len(f.own) > 0 && len(own) < 2:
+			own = append(own, f.own[rng.IntN(len(f.own))](t, rng, names))
+		}
+	}
+}
+
+// quiet ends the faults: no delays, no armed faults left.
+func (f *faulty) quiet() {
+	for _, p := range f.proxies {
+		p.setJitter(nil)
+		p.removeFaults()
+	}
+}
+
+// frees waits until name is free, and returns a finding if it is still
+// held past the end of the last lease any call of h may have made on it.
+func (f *faulty) frees(t *testing.T, h *history, name, path string) []finding {
+	until, prim := h.heldUntil(name, f.trusted)
+	deadline := until.Add(time.Second)
+	for {
+		r := f.gateways[0].client().do(t.Context(), "GET", path+name, "")
+		if r.status == http.StatusNotFound {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return []finding{{kind: heldByNobody, lock: name, prim: prim, msg: fmt.Sprintf(
+				"%s: still held at %s, past the end of the last lease any call may have made (%s): %s",
+				name, stamp(time.Now()), stamp(deadline.Add(-time.Second)), r)}}
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
+
+// anyScriptCall matches every EVAL and EVALSHA (and their _RO forms).
+func anyScriptCall(args [][]byte) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch strings.ToUpper(string(args[0])) {
+	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO":
+		return true
+	}
+	return false
+}

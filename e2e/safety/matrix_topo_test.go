@@ -1,0 +1,180 @@
+package safety
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+)
+
+// The columns of the fault matrix: where the gateways' Redis is, and the
+// faults that only it has. Every topology puts a proxy in front of every
+// connection a gateway makes (pub/sub included), so that the faults every
+// topology shares (delays, lost replies, commands sent twice, cut links)
+// reach all of them. Adding a topology is adding a column here.
+var topologies = []topology{
+	{name: "single", start: startSingle},
+	{name: "cluster", start: startClusterTopology},
+	{name: "failover", start: startFailoverTopology},
+}
+
+type topology struct {
+	name  string
+	start func(t *testing.T) *faulty
+}
+
+// faulty is a running topology: its gateways, every proxy in front of
+// Redis, and its own faults.
+type faulty struct {
+	gateways []*gatewaySlot
+	proxies  []*proxy
+	// pause stops a Redis node (SIGSTOP) and returns what resumes it.
+	pause func(t *testing.T, rng *rand.Rand) func()
+	// own are the topology's own faults (a failover, a slot migration),
+	// each returning what it did.
+	own []func(t *testing.T, rng *rand.Rand, names []string) string
+	// lost are the times around which released grants may come back (a
+	// failover that lost the releases): a 204 then is not trusted.
+	mu   sync.Mutex
+	lost []time.Time
+}
+
+// trusted says whether a 204 answered at freed ended its grant for good:
+// not within the 2 s before a failover (the replica's link was cut for
+// part of them) or just after it.
+func (f *faulty) trusted(freed time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, at := range f.lost {
+		if freed.After(at.Add(-2*time.Second)) && freed.Before(at.Add(200*time.Millisecond)) {
+			return false
+		}
+	}
+	return true
+}
+
+// gatewaySlot is one gateway process, which a fault may kill (SIGKILL) and
+// start again with the same flags, on a new port.
+type gatewaySlot struct {
+	args []string
+	mu   sync.Mutex
+	gw   *gateway
+	c    *client
+}
+
+// matrixGatewayArgs are the flags every gateway of the matrix gets.
+var matrixGatewayArgs = []string{"--redis-timeout", "500ms", "--ticket-liveness", ticketLiveness.String()}
+
+func startSlot(t *testing.T, args ...string) *gatewaySlot {
+	t.Helper()
+	s := &gatewaySlot{args: append(append([]string{}, matrixGatewayArgs...), args...)}
+	s.gw = startGatewayProcess(t, s.args...)
+	s.c = newClient(t, s.gw)
+	return s
+}
+
+func (s *gatewaySlot) client() *client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c
+}
+
+func (s *gatewaySlot) gateway() *gateway {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gw
+}
+
+// restart kills the gateway (SIGKILL) and starts another with its flags.
+func (s *gatewaySlot) restart(t *testing.T) {
+	t.Helper()
+	s.gateway().stop()
+	gw := startGatewayProcess(t, s.args...)
+	c := newClient(t, gw)
+	s.mu.Lock()
+	s.gw, s.c = gw, c
+	s.mu.Unlock()
+}
+
+// startSingle: one Redis, three gateways, each through a proxy of its own.
+func startSingle(t *testing.T) *faulty {
+	rs := redistest.Start(t)
+	f := &faulty{pause: func(t *testing.T, _ *rand.Rand) func() { rs.Pause(t); return func() { rs.Resume(t) } }}
+	for range 3 {
+		p := startProxy(t, rs.Addr)
+		f.proxies = append(f.proxies, p)
+		f.gateways = append(f.gateways, startSlot(t, "--redis-url", "redis://"+p.Addr))
+	}
+	return f
+}
+
+// startClusterTopology: a 3-master Cluster, each node behind a proxy it
+// announces, three gateways; its own fault moves the slot of one of the
+// round's names to another node under load.
+func startClusterTopology(t *testing.T) *faulty {
+	pc := startProxiedCluster(t, 3)
+	f := &faulty{proxies: pc.proxies}
+	f.pause = func(t *testing.T, rng *rand.Rand) func() {
+		n := pc.cluster.Nodes[rng.IntN(len(pc.cluster.Nodes))]
+		n.Pause(t)
+		return func() { n.Resume(t) }
+	}
+	f.own = append(f.own, func(t *testing.T, rng *rand.Rand, names []string) string {
+		name := names[rng.IntN(len(names))]
+		slot := pc.cluster.KeySlot(t, hashTag(name))
+		to := rng.IntN(len(pc.cluster.Nodes))
+		from := pc.cluster.MigrateSlot(t, slot, to)
+		return "migrated the slot of " + name + " from node " + strconv.Itoa(from) + " to " + strconv.Itoa(to)
+	})
+	for range 3 {
+		f.gateways = append(f.gateways, startSlot(t, pc.gatewayArgs()...))
+	}
+	return f
+}
+
+// startFailoverTopology: a primary and a replica, three gateways with
+// --redis-min-replicas 1, each through a proxy of its own (the service
+// address). Its own fault is a failover that loses writes: the replica's
+// link is cut while the load goes on (what the primary grants then is not
+// acknowledged, 503), the primary is killed (SIGKILL), the replica is
+// promoted (REPLICAOF NO ONE), the proxies move to it, and a new replica
+// is started for it.
+func startFailoverTopology(t *testing.T) *faulty {
+	var mu sync.Mutex
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary)
+	f := &faulty{}
+	f.pause = func(t *testing.T, _ *rand.Rand) func() {
+		mu.Lock()
+		p := primary
+		mu.Unlock()
+		p.Pause(t)
+		return func() { p.Resume(t) }
+	}
+	f.own = append(f.own, func(t *testing.T, rng *rand.Rand, _ []string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		cutReplication(t, primary, replica)
+		time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond) // the load goes on, unacknowledged
+		f.mu.Lock()
+		f.lost = append(f.lost, time.Now())
+		f.mu.Unlock()
+		primary.Stop()
+		replica.Promote(t)
+		for _, p := range f.proxies {
+			p.setUpstream(replica.Addr)
+		}
+		primary, replica = replica, redistest.StartReplica(t, replica)
+		return "failed over to " + primary.Addr
+	})
+	for range 3 {
+		p := startProxy(t, primary.Addr)
+		f.proxies = append(f.proxies, p)
+		f.gateways = append(f.gateways, startSlot(t, "--redis-url", "redis://"+p.Addr,
+			"--redis-min-replicas", "1", "--redis-replica-timeout", "200ms"))
+	}
+	return f
+}
