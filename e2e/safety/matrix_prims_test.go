@@ -247,6 +247,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		}
 	}
 	holds, sure := 1, true // sure: every call on the grant had a known outcome
+	ids := []string{""}    // the holds by id: the acquire's own, then each re-entry's
 	if hd.g.Holds > 1 {
 		wrong("a new grant answered %d holds", hd.g.Holds)
 	}
@@ -260,6 +261,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		switch {
 		case o.status == http.StatusOK:
 			holds++
+			ids = append(ids, re.Hold)
 			if sure && re.Holds != holds {
 				wrong("re-entry answered %d holds at %s, want %d", re.Holds, stamp(o.ret), holds)
 			}
@@ -291,6 +293,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 	}
 	write()
 	for i := range holds {
+		hold := ids[len(ids)-1-i] // the inner holds first, the acquire's own last
 		o := w.op(opRelease, hd.lock, 0, 0)
 		o.fence = rec.fence
 		rec.releaseCall = o.call
@@ -299,7 +302,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		if hd.limit > 0 {
 			r = c.releaseAny(ctx, hd.limit, hd.lock, hd.g.Token)
 		} else {
-			left, r = c.releaseHold(ctx, hd.lock, hd.g.Token, "")
+			left, r = c.releaseHold(ctx, hd.lock, hd.g.Token, hold)
 		}
 		o = w.finish(o, r, grant{})
 		switch {
