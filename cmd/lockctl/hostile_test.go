@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -133,4 +134,47 @@ func TestRunRenewsWhenTold(t *testing.T) {
 	}
 	touch(t, stop)
 	waitRun(t, done).want(t, exitOK)
+}
+
+// TestRunRefusesUnexpectedHolds: lockctl run compares the holds a gateway
+// answers with what it expects. A new grant said to have 2 holds, or a
+// re-entry that names no hold of its own, runs no command: lockctl would
+// otherwise end holds that are not its own.
+func TestRunRefusesUnexpectedHolds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		status int
+		body   string
+		env    map[string]string
+	}{
+		"a new grant with 2 holds": {http.StatusCreated,
+			`{"lock":"a/b","token":"tok","fencing_token":7,"ttl_ms":60000,"expires_at":"2030-01-01T00:00:00Z","holds":2}`, nil},
+		"a re-entry without a hold id": {http.StatusOK,
+			`{"lock":"a/b","token":"outer","fencing_token":7,"ttl_ms":60000,"expires_at":"2030-01-01T00:00:00Z","holds":2}`,
+			map[string]string{"LOCKGATE_LOCK": "a/b", "LOCKGATE_LOCK_TOKEN": "outer"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodDelete {
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			marker := filepath.Join(t.TempDir(), "ran")
+			env := map[string]string{"LOCKGATE_URL": srv.URL}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			r := lockctl(t, nil, env, "run", "a/b", "--", "touch", marker)
+			if r.code == exitOK || !strings.Contains(r.stderr, "holds") {
+				t.Fatalf("exit %d, stderr %q; want a failure that names the holds", r.code, r.stderr)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the command ran")
+			}
+		})
+	}
 }

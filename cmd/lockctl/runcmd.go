@@ -75,6 +75,12 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A new grant has one hold, the acquire's: any other answer is not one
+	// this lockctl understands, and no command runs under it.
+	if g.Holds > 1 {
+		releaseQuietly(ctx, c, cl, l, g.Token, "")
+		return fmt.Errorf("acquire %s: the gateway answered a new grant with %d holds, want 1", l, g.Holds)
+	}
 
 	env := append(os.Environ(), "LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
 	if l.semaphore {
@@ -163,11 +169,16 @@ watch:
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	if err := cl.release(rctx, l, g.Token); err != nil {
+	left, err := cl.releaseHold(rctx, l, g.Token, "")
+	if err != nil {
 		if isCode(err, "not_holder") && code == 0 {
 			return fmt.Errorf("%w: the command exited 0, but %s had been lost before it finished", errLeaseLost, l)
 		}
 		fmt.Fprintf(c.stderr, "lockctl: release %s: %v; the lock is left to expire\n", l, err)
+	} else if left > 0 {
+		// Our hold ended, and holds someone took with our token (a nested
+		// run that did not end its own) keep the lock until the lease ends.
+		fmt.Fprintf(c.stderr, "lockctl: released %s, but %d other holds of its grant remain: the lock stays held until its lease ends\n", l, left)
 	}
 	return exitStatus(code)
 }
