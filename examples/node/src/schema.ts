@@ -83,8 +83,14 @@ export interface paths {
          * Release a lock you hold (one hold of it, when re-entered).
          * @description Idempotent: a `DELETE` of a grant already released answers 204 again
          *     for at least 60 s after the release, and changes nothing, even if
-         *     someone else holds the lock by then. (A re-entered grant's holds are
-         *     counted: each `DELETE` takes one away until the last.)
+         *     someone else holds the lock by then.
+         *
+         *     A re-entered grant has several holds, each with an id: the acquire's
+         *     own (`=`, which the token alone names) and one per re-entry (its
+         *     answer's `hold`). `?hold=ID` ends that hold; without it the `DELETE`
+         *     ends the acquire's. The last hold to end frees the lock. Ending a
+         *     hold that has ended already changes nothing (200 with the holds
+         *     left), so a retried `DELETE` never takes a second hold away.
          */
         delete: operations["releaseLock"];
         options?: never;
@@ -358,6 +364,13 @@ export interface components {
             /** @description How many times you hold the lock (1 unless re-entered). */
             holds?: number;
             /**
+             * @description A re-entry's answer only: the id of the hold it took. End it
+             *     with `DELETE ...?hold=ID`. A re-entry whose answer was lost
+             *     (503) is undone by the gateway; one whose 200 was lost leaves a
+             *     hold you can find in `GET`'s `hold_ids`.
+             */
+            hold?: string;
+            /**
              * @description How you hold the lock.
              * @enum {string}
              */
@@ -388,7 +401,7 @@ export interface components {
             ticket_token: string;
         };
         Holds: {
-            /** @description How many holds remain. */
+            /** @description How many holds remain (see `hold_ids` in `GET`). */
             holds: number;
         };
         /**
@@ -554,6 +567,8 @@ export interface components {
             acquired_at: string;
             /** @description How many times this holder holds the lock (1 unless re-entered; always 1 for a permit). */
             holds?: number;
+            /** @description A lock holder's holds by id (`=` for the acquire's own, then each re-entry's `hold`); absent for a permit. */
+            hold_ids?: string[];
         };
         Health: {
             /** @example ok */
@@ -998,7 +1013,10 @@ export interface operations {
     };
     releaseLock: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The id of the hold to end (a re-entry's `hold`); the acquire's own when absent. */
+                hold?: string;
+            };
             header: {
                 /** @description The owner `token` of the grant. Never put it in a URL. */
                 "Lock-Token": components["parameters"]["LockToken"];
