@@ -141,6 +141,9 @@ func send(ctx context.Context, method, url, body string, headers ...string) (res
 	if err != nil {
 		return response{}, err
 	}
+	if err := checkResponse(ctx, req, resp.StatusCode, resp.Header, b); err != nil {
+		return response{}, err
+	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 

@@ -23,6 +23,90 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireConflictProblemCode.
+const (
+	AcquireConflictProblemCodeBackendUnavailable     AcquireConflictProblemCode = "backend_unavailable"
+	AcquireConflictProblemCodeForbidden              AcquireConflictProblemCode = "forbidden"
+	AcquireConflictProblemCodeGrantEnded             AcquireConflictProblemCode = "grant_ended"
+	AcquireConflictProblemCodeIdempotencyInProgress  AcquireConflictProblemCode = "idempotency_in_progress"
+	AcquireConflictProblemCodeIdempotencyKeyMismatch AcquireConflictProblemCode = "idempotency_key_mismatch"
+	AcquireConflictProblemCodeInternal               AcquireConflictProblemCode = "internal"
+	AcquireConflictProblemCodeInvalidRequest         AcquireConflictProblemCode = "invalid_request"
+	AcquireConflictProblemCodeLimitMismatch          AcquireConflictProblemCode = "limit_mismatch"
+	AcquireConflictProblemCodeLockHeld               AcquireConflictProblemCode = "lock_held"
+	AcquireConflictProblemCodeMethodNotAllowed       AcquireConflictProblemCode = "method_not_allowed"
+	AcquireConflictProblemCodeNotFound               AcquireConflictProblemCode = "not_found"
+	AcquireConflictProblemCodeNotHeld                AcquireConflictProblemCode = "not_held"
+	AcquireConflictProblemCodeNotHolder              AcquireConflictProblemCode = "not_holder"
+	AcquireConflictProblemCodePayloadTooLarge        AcquireConflictProblemCode = "payload_too_large"
+	AcquireConflictProblemCodeSemaphoreFull          AcquireConflictProblemCode = "semaphore_full"
+	AcquireConflictProblemCodeTooManyRequests        AcquireConflictProblemCode = "too_many_requests"
+	AcquireConflictProblemCodeUnauthorized           AcquireConflictProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the AcquireConflictProblemCode enum.
+func (e AcquireConflictProblemCode) Valid() bool {
+	switch e {
+	case AcquireConflictProblemCodeBackendUnavailable:
+		return true
+	case AcquireConflictProblemCodeForbidden:
+		return true
+	case AcquireConflictProblemCodeGrantEnded:
+		return true
+	case AcquireConflictProblemCodeIdempotencyInProgress:
+		return true
+	case AcquireConflictProblemCodeIdempotencyKeyMismatch:
+		return true
+	case AcquireConflictProblemCodeInternal:
+		return true
+	case AcquireConflictProblemCodeInvalidRequest:
+		return true
+	case AcquireConflictProblemCodeLimitMismatch:
+		return true
+	case AcquireConflictProblemCodeLockHeld:
+		return true
+	case AcquireConflictProblemCodeMethodNotAllowed:
+		return true
+	case AcquireConflictProblemCodeNotFound:
+		return true
+	case AcquireConflictProblemCodeNotHeld:
+		return true
+	case AcquireConflictProblemCodeNotHolder:
+		return true
+	case AcquireConflictProblemCodePayloadTooLarge:
+		return true
+	case AcquireConflictProblemCodeSemaphoreFull:
+		return true
+	case AcquireConflictProblemCodeTooManyRequests:
+		return true
+	case AcquireConflictProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcquireConflictProblemReason.
+const (
+	AcquireConflictProblemReasonExpired  AcquireConflictProblemReason = "expired"
+	AcquireConflictProblemReasonReleased AcquireConflictProblemReason = "released"
+	AcquireConflictProblemReasonUnknown  AcquireConflictProblemReason = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the AcquireConflictProblemReason enum.
+func (e AcquireConflictProblemReason) Valid() bool {
+	switch e {
+	case AcquireConflictProblemReasonExpired:
+		return true
+	case AcquireConflictProblemReasonReleased:
+		return true
+	case AcquireConflictProblemReasonUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AcquireRequestMode.
 const (
 	AcquireRequestModeExclusive AcquireRequestMode = "exclusive"
@@ -53,132 +137,6 @@ func (e GrantMode) Valid() bool {
 	case GrantModeExclusive:
 		return true
 	case GrantModeShared:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for IdempotencyInProgressProblemCode.
-const (
-	IdempotencyInProgressProblemCodeBackendUnavailable     IdempotencyInProgressProblemCode = "backend_unavailable"
-	IdempotencyInProgressProblemCodeForbidden              IdempotencyInProgressProblemCode = "forbidden"
-	IdempotencyInProgressProblemCodeGrantEnded             IdempotencyInProgressProblemCode = "grant_ended"
-	IdempotencyInProgressProblemCodeIdempotencyInProgress  IdempotencyInProgressProblemCode = "idempotency_in_progress"
-	IdempotencyInProgressProblemCodeIdempotencyKeyMismatch IdempotencyInProgressProblemCode = "idempotency_key_mismatch"
-	IdempotencyInProgressProblemCodeInternal               IdempotencyInProgressProblemCode = "internal"
-	IdempotencyInProgressProblemCodeInvalidRequest         IdempotencyInProgressProblemCode = "invalid_request"
-	IdempotencyInProgressProblemCodeLimitMismatch          IdempotencyInProgressProblemCode = "limit_mismatch"
-	IdempotencyInProgressProblemCodeLockHeld               IdempotencyInProgressProblemCode = "lock_held"
-	IdempotencyInProgressProblemCodeMethodNotAllowed       IdempotencyInProgressProblemCode = "method_not_allowed"
-	IdempotencyInProgressProblemCodeNotFound               IdempotencyInProgressProblemCode = "not_found"
-	IdempotencyInProgressProblemCodeNotHeld                IdempotencyInProgressProblemCode = "not_held"
-	IdempotencyInProgressProblemCodeNotHolder              IdempotencyInProgressProblemCode = "not_holder"
-	IdempotencyInProgressProblemCodePayloadTooLarge        IdempotencyInProgressProblemCode = "payload_too_large"
-	IdempotencyInProgressProblemCodeSemaphoreFull          IdempotencyInProgressProblemCode = "semaphore_full"
-	IdempotencyInProgressProblemCodeTooManyRequests        IdempotencyInProgressProblemCode = "too_many_requests"
-	IdempotencyInProgressProblemCodeUnauthorized           IdempotencyInProgressProblemCode = "unauthorized"
-)
-
-// Valid indicates whether the value is a known member of the IdempotencyInProgressProblemCode enum.
-func (e IdempotencyInProgressProblemCode) Valid() bool {
-	switch e {
-	case IdempotencyInProgressProblemCodeBackendUnavailable:
-		return true
-	case IdempotencyInProgressProblemCodeForbidden:
-		return true
-	case IdempotencyInProgressProblemCodeGrantEnded:
-		return true
-	case IdempotencyInProgressProblemCodeIdempotencyInProgress:
-		return true
-	case IdempotencyInProgressProblemCodeIdempotencyKeyMismatch:
-		return true
-	case IdempotencyInProgressProblemCodeInternal:
-		return true
-	case IdempotencyInProgressProblemCodeInvalidRequest:
-		return true
-	case IdempotencyInProgressProblemCodeLimitMismatch:
-		return true
-	case IdempotencyInProgressProblemCodeLockHeld:
-		return true
-	case IdempotencyInProgressProblemCodeMethodNotAllowed:
-		return true
-	case IdempotencyInProgressProblemCodeNotFound:
-		return true
-	case IdempotencyInProgressProblemCodeNotHeld:
-		return true
-	case IdempotencyInProgressProblemCodeNotHolder:
-		return true
-	case IdempotencyInProgressProblemCodePayloadTooLarge:
-		return true
-	case IdempotencyInProgressProblemCodeSemaphoreFull:
-		return true
-	case IdempotencyInProgressProblemCodeTooManyRequests:
-		return true
-	case IdempotencyInProgressProblemCodeUnauthorized:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for LimitMismatchProblemCode.
-const (
-	LimitMismatchProblemCodeBackendUnavailable     LimitMismatchProblemCode = "backend_unavailable"
-	LimitMismatchProblemCodeForbidden              LimitMismatchProblemCode = "forbidden"
-	LimitMismatchProblemCodeGrantEnded             LimitMismatchProblemCode = "grant_ended"
-	LimitMismatchProblemCodeIdempotencyInProgress  LimitMismatchProblemCode = "idempotency_in_progress"
-	LimitMismatchProblemCodeIdempotencyKeyMismatch LimitMismatchProblemCode = "idempotency_key_mismatch"
-	LimitMismatchProblemCodeInternal               LimitMismatchProblemCode = "internal"
-	LimitMismatchProblemCodeInvalidRequest         LimitMismatchProblemCode = "invalid_request"
-	LimitMismatchProblemCodeLimitMismatch          LimitMismatchProblemCode = "limit_mismatch"
-	LimitMismatchProblemCodeLockHeld               LimitMismatchProblemCode = "lock_held"
-	LimitMismatchProblemCodeMethodNotAllowed       LimitMismatchProblemCode = "method_not_allowed"
-	LimitMismatchProblemCodeNotFound               LimitMismatchProblemCode = "not_found"
-	LimitMismatchProblemCodeNotHeld                LimitMismatchProblemCode = "not_held"
-	LimitMismatchProblemCodeNotHolder              LimitMismatchProblemCode = "not_holder"
-	LimitMismatchProblemCodePayloadTooLarge        LimitMismatchProblemCode = "payload_too_large"
-	LimitMismatchProblemCodeSemaphoreFull          LimitMismatchProblemCode = "semaphore_full"
-	LimitMismatchProblemCodeTooManyRequests        LimitMismatchProblemCode = "too_many_requests"
-	LimitMismatchProblemCodeUnauthorized           LimitMismatchProblemCode = "unauthorized"
-)
-
-// Valid indicates whether the value is a known member of the LimitMismatchProblemCode enum.
-func (e LimitMismatchProblemCode) Valid() bool {
-	switch e {
-	case LimitMismatchProblemCodeBackendUnavailable:
-		return true
-	case LimitMismatchProblemCodeForbidden:
-		return true
-	case LimitMismatchProblemCodeGrantEnded:
-		return true
-	case LimitMismatchProblemCodeIdempotencyInProgress:
-		return true
-	case LimitMismatchProblemCodeIdempotencyKeyMismatch:
-		return true
-	case LimitMismatchProblemCodeInternal:
-		return true
-	case LimitMismatchProblemCodeInvalidRequest:
-		return true
-	case LimitMismatchProblemCodeLimitMismatch:
-		return true
-	case LimitMismatchProblemCodeLockHeld:
-		return true
-	case LimitMismatchProblemCodeMethodNotAllowed:
-		return true
-	case LimitMismatchProblemCodeNotFound:
-		return true
-	case LimitMismatchProblemCodeNotHeld:
-		return true
-	case LimitMismatchProblemCodeNotHolder:
-		return true
-	case LimitMismatchProblemCodePayloadTooLarge:
-		return true
-	case LimitMismatchProblemCodeSemaphoreFull:
-		return true
-	case LimitMismatchProblemCodeTooManyRequests:
-		return true
-	case LimitMismatchProblemCodeUnauthorized:
 		return true
 	default:
 		return false
@@ -230,69 +188,6 @@ func (e LockEventEvent) Valid() bool {
 	case LockEventEventRenewed:
 		return true
 	case LockEventEventWaiterDropped:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for LockHeldProblemCode.
-const (
-	LockHeldProblemCodeBackendUnavailable     LockHeldProblemCode = "backend_unavailable"
-	LockHeldProblemCodeForbidden              LockHeldProblemCode = "forbidden"
-	LockHeldProblemCodeGrantEnded             LockHeldProblemCode = "grant_ended"
-	LockHeldProblemCodeIdempotencyInProgress  LockHeldProblemCode = "idempotency_in_progress"
-	LockHeldProblemCodeIdempotencyKeyMismatch LockHeldProblemCode = "idempotency_key_mismatch"
-	LockHeldProblemCodeInternal               LockHeldProblemCode = "internal"
-	LockHeldProblemCodeInvalidRequest         LockHeldProblemCode = "invalid_request"
-	LockHeldProblemCodeLimitMismatch          LockHeldProblemCode = "limit_mismatch"
-	LockHeldProblemCodeLockHeld               LockHeldProblemCode = "lock_held"
-	LockHeldProblemCodeMethodNotAllowed       LockHeldProblemCode = "method_not_allowed"
-	LockHeldProblemCodeNotFound               LockHeldProblemCode = "not_found"
-	LockHeldProblemCodeNotHeld                LockHeldProblemCode = "not_held"
-	LockHeldProblemCodeNotHolder              LockHeldProblemCode = "not_holder"
-	LockHeldProblemCodePayloadTooLarge        LockHeldProblemCode = "payload_too_large"
-	LockHeldProblemCodeSemaphoreFull          LockHeldProblemCode = "semaphore_full"
-	LockHeldProblemCodeTooManyRequests        LockHeldProblemCode = "too_many_requests"
-	LockHeldProblemCodeUnauthorized           LockHeldProblemCode = "unauthorized"
-)
-
-// Valid indicates whether the value is a known member of the LockHeldProblemCode enum.
-func (e LockHeldProblemCode) Valid() bool {
-	switch e {
-	case LockHeldProblemCodeBackendUnavailable:
-		return true
-	case LockHeldProblemCodeForbidden:
-		return true
-	case LockHeldProblemCodeGrantEnded:
-		return true
-	case LockHeldProblemCodeIdempotencyInProgress:
-		return true
-	case LockHeldProblemCodeIdempotencyKeyMismatch:
-		return true
-	case LockHeldProblemCodeInternal:
-		return true
-	case LockHeldProblemCodeInvalidRequest:
-		return true
-	case LockHeldProblemCodeLimitMismatch:
-		return true
-	case LockHeldProblemCodeLockHeld:
-		return true
-	case LockHeldProblemCodeMethodNotAllowed:
-		return true
-	case LockHeldProblemCodeNotFound:
-		return true
-	case LockHeldProblemCodeNotHeld:
-		return true
-	case LockHeldProblemCodeNotHolder:
-		return true
-	case LockHeldProblemCodePayloadTooLarge:
-		return true
-	case LockHeldProblemCodeSemaphoreFull:
-		return true
-	case LockHeldProblemCodeTooManyRequests:
-		return true
-	case LockHeldProblemCodeUnauthorized:
 		return true
 	default:
 		return false
@@ -401,6 +296,69 @@ func (e NotHolderProblemReason) Valid() bool {
 	}
 }
 
+// Defines values for PermitConflictProblemCode.
+const (
+	PermitConflictProblemCodeBackendUnavailable     PermitConflictProblemCode = "backend_unavailable"
+	PermitConflictProblemCodeForbidden              PermitConflictProblemCode = "forbidden"
+	PermitConflictProblemCodeGrantEnded             PermitConflictProblemCode = "grant_ended"
+	PermitConflictProblemCodeIdempotencyInProgress  PermitConflictProblemCode = "idempotency_in_progress"
+	PermitConflictProblemCodeIdempotencyKeyMismatch PermitConflictProblemCode = "idempotency_key_mismatch"
+	PermitConflictProblemCodeInternal               PermitConflictProblemCode = "internal"
+	PermitConflictProblemCodeInvalidRequest         PermitConflictProblemCode = "invalid_request"
+	PermitConflictProblemCodeLimitMismatch          PermitConflictProblemCode = "limit_mismatch"
+	PermitConflictProblemCodeLockHeld               PermitConflictProblemCode = "lock_held"
+	PermitConflictProblemCodeMethodNotAllowed       PermitConflictProblemCode = "method_not_allowed"
+	PermitConflictProblemCodeNotFound               PermitConflictProblemCode = "not_found"
+	PermitConflictProblemCodeNotHeld                PermitConflictProblemCode = "not_held"
+	PermitConflictProblemCodeNotHolder              PermitConflictProblemCode = "not_holder"
+	PermitConflictProblemCodePayloadTooLarge        PermitConflictProblemCode = "payload_too_large"
+	PermitConflictProblemCodeSemaphoreFull          PermitConflictProblemCode = "semaphore_full"
+	PermitConflictProblemCodeTooManyRequests        PermitConflictProblemCode = "too_many_requests"
+	PermitConflictProblemCodeUnauthorized           PermitConflictProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the PermitConflictProblemCode enum.
+func (e PermitConflictProblemCode) Valid() bool {
+	switch e {
+	case PermitConflictProblemCodeBackendUnavailable:
+		return true
+	case PermitConflictProblemCodeForbidden:
+		return true
+	case PermitConflictProblemCodeGrantEnded:
+		return true
+	case PermitConflictProblemCodeIdempotencyInProgress:
+		return true
+	case PermitConflictProblemCodeIdempotencyKeyMismatch:
+		return true
+	case PermitConflictProblemCodeInternal:
+		return true
+	case PermitConflictProblemCodeInvalidRequest:
+		return true
+	case PermitConflictProblemCodeLimitMismatch:
+		return true
+	case PermitConflictProblemCodeLockHeld:
+		return true
+	case PermitConflictProblemCodeMethodNotAllowed:
+		return true
+	case PermitConflictProblemCodeNotFound:
+		return true
+	case PermitConflictProblemCodeNotHeld:
+		return true
+	case PermitConflictProblemCodeNotHolder:
+		return true
+	case PermitConflictProblemCodePayloadTooLarge:
+		return true
+	case PermitConflictProblemCodeSemaphoreFull:
+		return true
+	case PermitConflictProblemCodeTooManyRequests:
+		return true
+	case PermitConflictProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemCode.
 const (
 	ProblemCodeBackendUnavailable     ProblemCode = "backend_unavailable"
@@ -464,68 +422,33 @@ func (e ProblemCode) Valid() bool {
 	}
 }
 
-// Defines values for SemaphoreFullProblemCode.
-const (
-	SemaphoreFullProblemCodeBackendUnavailable     SemaphoreFullProblemCode = "backend_unavailable"
-	SemaphoreFullProblemCodeForbidden              SemaphoreFullProblemCode = "forbidden"
-	SemaphoreFullProblemCodeGrantEnded             SemaphoreFullProblemCode = "grant_ended"
-	SemaphoreFullProblemCodeIdempotencyInProgress  SemaphoreFullProblemCode = "idempotency_in_progress"
-	SemaphoreFullProblemCodeIdempotencyKeyMismatch SemaphoreFullProblemCode = "idempotency_key_mismatch"
-	SemaphoreFullProblemCodeInternal               SemaphoreFullProblemCode = "internal"
-	SemaphoreFullProblemCodeInvalidRequest         SemaphoreFullProblemCode = "invalid_request"
-	SemaphoreFullProblemCodeLimitMismatch          SemaphoreFullProblemCode = "limit_mismatch"
-	SemaphoreFullProblemCodeLockHeld               SemaphoreFullProblemCode = "lock_held"
-	SemaphoreFullProblemCodeMethodNotAllowed       SemaphoreFullProblemCode = "method_not_allowed"
-	SemaphoreFullProblemCodeNotFound               SemaphoreFullProblemCode = "not_found"
-	SemaphoreFullProblemCodeNotHeld                SemaphoreFullProblemCode = "not_held"
-	SemaphoreFullProblemCodeNotHolder              SemaphoreFullProblemCode = "not_holder"
-	SemaphoreFullProblemCodePayloadTooLarge        SemaphoreFullProblemCode = "payload_too_large"
-	SemaphoreFullProblemCodeSemaphoreFull          SemaphoreFullProblemCode = "semaphore_full"
-	SemaphoreFullProblemCodeTooManyRequests        SemaphoreFullProblemCode = "too_many_requests"
-	SemaphoreFullProblemCodeUnauthorized           SemaphoreFullProblemCode = "unauthorized"
-)
+// AcquireConflictProblem The 409 of a lock's acquire. One schema, not a `oneOf` of the
+// specific problems: each of them is also a `Problem`, so a `oneOf`
+// would match twice. `code` says which it is: `lock_held` and
+// `idempotency_in_progress` carry `retry_after_ms`; `not_holder` (a
+// `Lock-Token` that holds nothing) carries `reason`; `grant_ended`
+// carries neither.
+type AcquireConflictProblem struct {
+	Code   AcquireConflictProblemCode `json:"code"`
+	Detail string                     `json:"detail"`
 
-// Valid indicates whether the value is a known member of the SemaphoreFullProblemCode enum.
-func (e SemaphoreFullProblemCode) Valid() bool {
-	switch e {
-	case SemaphoreFullProblemCodeBackendUnavailable:
-		return true
-	case SemaphoreFullProblemCodeForbidden:
-		return true
-	case SemaphoreFullProblemCodeGrantEnded:
-		return true
-	case SemaphoreFullProblemCodeIdempotencyInProgress:
-		return true
-	case SemaphoreFullProblemCodeIdempotencyKeyMismatch:
-		return true
-	case SemaphoreFullProblemCodeInternal:
-		return true
-	case SemaphoreFullProblemCodeInvalidRequest:
-		return true
-	case SemaphoreFullProblemCodeLimitMismatch:
-		return true
-	case SemaphoreFullProblemCodeLockHeld:
-		return true
-	case SemaphoreFullProblemCodeMethodNotAllowed:
-		return true
-	case SemaphoreFullProblemCodeNotFound:
-		return true
-	case SemaphoreFullProblemCodeNotHeld:
-		return true
-	case SemaphoreFullProblemCodeNotHolder:
-		return true
-	case SemaphoreFullProblemCodePayloadTooLarge:
-		return true
-	case SemaphoreFullProblemCodeSemaphoreFull:
-		return true
-	case SemaphoreFullProblemCodeTooManyRequests:
-		return true
-	case SemaphoreFullProblemCodeUnauthorized:
-		return true
-	default:
-		return false
-	}
+	// Reason `not_holder`: why the token holds nothing.
+	Reason *AcquireConflictProblemReason `json:"reason,omitempty"`
+
+	// RetryAfterMs `lock_held`: when the lease ends unless renewed; `idempotency_in_progress`: when to ask again.
+	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
+	Status       int    `json:"status"`
+	Title        string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
 }
+
+// AcquireConflictProblemCode defines model for AcquireConflictProblem.Code.
+type AcquireConflictProblemCode string
+
+// AcquireConflictProblemReason `not_holder`: why the token holds nothing.
+type AcquireConflictProblemReason string
 
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
@@ -607,23 +530,6 @@ type Holds struct {
 	Holds int `json:"holds"`
 }
 
-// IdempotencyInProgressProblem defines model for IdempotencyInProgressProblem.
-type IdempotencyInProgressProblem struct {
-	Code   IdempotencyInProgressProblemCode `json:"code"`
-	Detail string                           `json:"detail"`
-
-	// RetryAfterMs When to ask again.
-	RetryAfterMs int64  `json:"retry_after_ms"`
-	Status       int    `json:"status"`
-	Title        string `json:"title"`
-
-	// Type Example: urn:lockgate:problem:lock_held
-	Type string `json:"type"`
-}
-
-// IdempotencyInProgressProblemCode defines model for IdempotencyInProgressProblem.Code.
-type IdempotencyInProgressProblemCode string
-
 // Lease defines model for Lease.
 type Lease struct {
 	// ExpiresAt RFC 3339, UTC; never later than the backend's expiry.
@@ -642,23 +548,6 @@ type Lease struct {
 	RenewAfterMs int64 `json:"renew_after_ms"`
 	TtlMs        int64 `json:"ttl_ms"`
 }
-
-// LimitMismatchProblem defines model for LimitMismatchProblem.
-type LimitMismatchProblem struct {
-	Code   LimitMismatchProblemCode `json:"code"`
-	Detail string                   `json:"detail"`
-
-	// Limit The limit in force.
-	Limit  int    `json:"limit"`
-	Status int    `json:"status"`
-	Title  string `json:"title"`
-
-	// Type Example: urn:lockgate:problem:lock_held
-	Type string `json:"type"`
-}
-
-// LimitMismatchProblemCode defines model for LimitMismatchProblem.Code.
-type LimitMismatchProblemCode string
 
 // ListedLock defines model for ListedLock.
 type ListedLock struct {
@@ -712,21 +601,6 @@ type LockEvent struct {
 
 // LockEventEvent defines model for LockEvent.Event.
 type LockEventEvent string
-
-// LockHeldProblem defines model for LockHeldProblem.
-type LockHeldProblem struct {
-	Code         LockHeldProblemCode `json:"code"`
-	Detail       string              `json:"detail"`
-	RetryAfterMs int64               `json:"retry_after_ms"`
-	Status       int                 `json:"status"`
-	Title        string              `json:"title"`
-
-	// Type Example: urn:lockgate:problem:lock_held
-	Type string `json:"type"`
-}
-
-// LockHeldProblemCode defines model for LockHeldProblem.Code.
-type LockHeldProblemCode string
 
 // LockHistory defines model for LockHistory.
 type LockHistory struct {
@@ -802,6 +676,29 @@ type NotHolderProblemCode string
 // NotHolderProblemReason Why the token holds nothing.
 type NotHolderProblemReason string
 
+// PermitConflictProblem The 409 of a semaphore's acquire (see `AcquireConflictProblem` for
+// why it is one schema). `semaphore_full` and
+// `idempotency_in_progress` carry `retry_after_ms`; `limit_mismatch`
+// carries `limit`; `grant_ended` neither.
+type PermitConflictProblem struct {
+	Code   PermitConflictProblemCode `json:"code"`
+	Detail string                    `json:"detail"`
+
+	// Limit `limit_mismatch`: the limit in force.
+	Limit *int `json:"limit,omitempty"`
+
+	// RetryAfterMs `semaphore_full`: when the soonest lease ends unless renewed; `idempotency_in_progress`: when to ask again.
+	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
+	Status       int    `json:"status"`
+	Title        string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// PermitConflictProblemCode defines model for PermitConflictProblem.Code.
+type PermitConflictProblemCode string
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Code   ProblemCode `json:"code"`
@@ -821,23 +718,6 @@ type RenewRequest struct {
 	// TtlMs New lease length from now; default the TTL the lock was acquired with.
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
 }
-
-// SemaphoreFullProblem defines model for SemaphoreFullProblem.
-type SemaphoreFullProblem struct {
-	Code   SemaphoreFullProblemCode `json:"code"`
-	Detail string                   `json:"detail"`
-
-	// RetryAfterMs When the soonest lease ends, unless renewed.
-	RetryAfterMs int64  `json:"retry_after_ms"`
-	Status       int    `json:"status"`
-	Title        string `json:"title"`
-
-	// Type Example: urn:lockgate:problem:lock_held
-	Type string `json:"type"`
-}
-
-// SemaphoreFullProblemCode defines model for SemaphoreFullProblem.Code.
-type SemaphoreFullProblemCode string
 
 // SemaphoreGrant defines model for SemaphoreGrant.
 type SemaphoreGrant struct {
@@ -1062,11 +942,6 @@ type AcquireLockParams struct {
 	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
-// AcquireLock409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireLock.
-type AcquireLock409ApplicationProblemPlusJSONResponseBody struct {
-	union json.RawMessage
-}
-
 // RenewLeaseParams defines parameters for RenewLease.
 type RenewLeaseParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
@@ -1128,11 +1003,6 @@ type AcquireSemaphoreParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
-// AcquireSemaphore409ApplicationProblemPlusJSONResponseBody defines parameters for AcquireSemaphore.
-type AcquireSemaphore409ApplicationProblemPlusJSONResponseBody struct {
-	union json.RawMessage
-}
-
 // RenewSemaphoreLeaseParams defines parameters for RenewSemaphoreLease.
 type RenewSemaphoreLeaseParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
@@ -1150,208 +1020,6 @@ type AcquireSemaphoreJSONRequestBody = SemaphoreRequest
 
 // RenewSemaphoreLeaseJSONRequestBody defines body for RenewSemaphoreLease for application/json ContentType.
 type RenewSemaphoreLeaseJSONRequestBody = RenewRequest
-
-// AsLockHeldProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a LockHeldProblem
-func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsLockHeldProblem() (LockHeldProblem, error) {
-	var body LockHeldProblem
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromLockHeldProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided LockHeldProblem
-func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromLockHeldProblem(v LockHeldProblem) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeLockHeldProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided LockHeldProblem
-func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeLockHeldProblem(v LockHeldProblem) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsIdempotencyInProgressProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a IdempotencyInProgressProblem
-func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsIdempotencyInProgressProblem() (IdempotencyInProgressProblem, error) {
-	var body IdempotencyInProgressProblem
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromIdempotencyInProgressProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided IdempotencyInProgressProblem
-func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeIdempotencyInProgressProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided IdempotencyInProgressProblem
-func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsProblem returns the union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as a Problem
-func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) AsProblem() (Problem, error) {
-	var body Problem
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromProblem overwrites any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody as the provided Problem
-func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) FromProblem(v Problem) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeProblem performs a merge with any union data inside the AcquireLock409ApplicationProblemPlusJSONResponseBody, using the provided Problem
-func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) MergeProblem(v Problem) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-func (t AcquireLock409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
-	b, err := t.union.MarshalJSON()
-	return b, err
-}
-
-func (t *AcquireLock409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
-	err := t.union.UnmarshalJSON(b)
-	return err
-}
-
-// AsSemaphoreFullProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a SemaphoreFullProblem
-func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsSemaphoreFullProblem() (SemaphoreFullProblem, error) {
-	var body SemaphoreFullProblem
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromSemaphoreFullProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided SemaphoreFullProblem
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromSemaphoreFullProblem(v SemaphoreFullProblem) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeSemaphoreFullProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided SemaphoreFullProblem
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeSemaphoreFullProblem(v SemaphoreFullProblem) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsLimitMismatchProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a LimitMismatchProblem
-func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsLimitMismatchProblem() (LimitMismatchProblem, error) {
-	var body LimitMismatchProblem
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromLimitMismatchProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided LimitMismatchProblem
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromLimitMismatchProblem(v LimitMismatchProblem) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeLimitMismatchProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided LimitMismatchProblem
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeLimitMismatchProblem(v LimitMismatchProblem) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsIdempotencyInProgressProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a IdempotencyInProgressProblem
-func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsIdempotencyInProgressProblem() (IdempotencyInProgressProblem, error) {
-	var body IdempotencyInProgressProblem
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromIdempotencyInProgressProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided IdempotencyInProgressProblem
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeIdempotencyInProgressProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided IdempotencyInProgressProblem
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeIdempotencyInProgressProblem(v IdempotencyInProgressProblem) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsProblem returns the union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as a Problem
-func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) AsProblem() (Problem, error) {
-	var body Problem
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromProblem overwrites any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody as the provided Problem
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) FromProblem(v Problem) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeProblem performs a merge with any union data inside the AcquireSemaphore409ApplicationProblemPlusJSONResponseBody, using the provided Problem
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MergeProblem(v Problem) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-func (t AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
-	b, err := t.union.MarshalJSON()
-	return b, err
-}
-
-func (t *AcquireSemaphore409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
-	err := t.union.UnmarshalJSON(b)
-	return err
-}
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -3033,14 +2701,14 @@ type AcquireLock409ResponseHeaders struct {
 }
 
 type AcquireLock409ApplicationProblemPlusJSONResponse struct {
-	Body    AcquireLock409ApplicationProblemPlusJSONResponseBody
+	Body    AcquireConflictProblem
 	Headers AcquireLock409ResponseHeaders
 }
 
 func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body.union); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
@@ -4179,14 +3847,14 @@ type AcquireSemaphore409ResponseHeaders struct {
 }
 
 type AcquireSemaphore409ApplicationProblemPlusJSONResponse struct {
-	Body    AcquireSemaphore409ApplicationProblemPlusJSONResponseBody
+	Body    PermitConflictProblem
 	Headers AcquireSemaphore409ResponseHeaders
 }
 
 func (response AcquireSemaphore409ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body.union); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
@@ -4969,161 +4637,163 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3/c9tGku+/0se7KpN3IEXJcjamKnWlTZzEu47jspXnqmf4CUNgKOIEzjAzA9HcrPZvf9XdM/hCgiLl",
-	"2E6cy08SSWDQM9Pd8+mv+KWX6sVSK6mc7U1+6c2lyKShf19KZ9bnMycNfsqkTU2+dLlWvUnv9VwXEqxM",
-	"tcpsBEaXKpMZlMtRL+rZdC4XAm9a5CpflIveZBz13Hope5Nerpy8kqZ3e3sb9ZbCiIV0/oFfl8bqjodd",
-	"zCUkSr5zlyldkYCegZtLWBp5k+vSwlJcyTMQUyuVg5k29OssN9bRT0hUjiP9XEqz7kU9JRZICw/Xpli8",
-	"eybVlZv3Jo+OTyKcQfh8XM3BOpOrqx7O4HtdZNJc6GupugnXKyUNJA6vqAhPS2OQ1DndHYHTYORQKicN",
-	"5M7ClRHKjeC5vJEmVsvSQe4gVyDgp5fPRrEK8+Hdqif0TKfXQyZmx6ROHn2xf1JPM7lYaidVuv67XG/P",
-	"6wdxLS1NRKQ/l7mRYMVM8iycWUP/6ZOLb2Hu3FIsc2iMNvy7XMcqM2LmBhM4xjtOHj2Cm9zm00LC+auv",
-	"nz6FdC6MSJEpoJ/8W4IXJf9KBhHQ7k6FkbHqJxujTuBLOX74+C9fyuHpOHs0PH0ovxxO08cPh198+fhU",
-	"PPrL7PHDk9NkANqAsCBiZZ0pU1camQ1nuSwy4AWAjqHjXjX4aDSKe0kEq9zNY5XEcdxLQKgM8N84AWlT",
-	"sZT2DARRCtdyDalQSjuwThhHN0IS95LBCH6yEimZGWnnYITK9IJu6Av46aen38DN6YC4WYp0Xi31Wpew",
-	"kEJNaAOIvWJF7AVGWmeRT17KLLcgVWrWS4dyqTJpQNDgmTT5jcxgZvQCcjeKVazO/cYRcTisFQuiPeLL",
-	"qq9sOf0fmTroJ7ac4p44jT/Gin5dCjePNgaZ6mwN/cS54nJhkwiSlcid/5eIT6JYJUW+yF0SQSZnoiyc",
-	"BbFcFrnM8Alzo8urOQi1hivh5EqsQav6ATTXSayGsJrnhaQfSH6gyG+kndRXnoyPo/pTEEmhslgBJDOp",
-	"0lxdXfLXEQSSeXflu2VupL0ULgEr1sgoq7lwYORC5MqetZ/PqicVRQHW5UUBplQW+jj1XF1FOMJgAqfj",
-	"x/TkvOa3y1xdLo2+MtLaxPMK6eEhKWJPDG3WpcBvkMIzHEVUi+OQriyXGSzybEhEFFLckMQKB0LZlTTE",
-	"V+USnCYSwqbAsigtiKkuHRx/ATwvrdLmsq6EBSMLKazMUJxQYdEnkHgI1POiyy/py+Ss4l+alAAlV8hg",
-	"vHD0ldJuLg0xzAROT07aC3Mt15eL3C6ES+fJCFmWZkZTQopQwuiBMoN+Uuj0+nIuiww30sqFWM61kZez",
-	"siiSCGXO5QupS8f8gCNJA1dayUFYK6QmV1cTmh5LB22iIGkdwXmsUJpy/HEhF1NpSM5cXsAXY8DrWsr8",
-	"QWONLPSFhUJYFysjlVzJLAJ5IxWs5iTFfm2lMEUuDcmAVLhjV9o5qSYgPEX4faz8yloQSq5GcB72aa4t",
-	"MT2kuiwyWqGphEyiXCC1uYVruaQDM1a4DjRoRBcGIu44bDbU5D2O0aVwThoc8//1/3vy5t/+ffivt2/+",
-	"bfivt7+Mo5NHp7f/jHv++zh+E8dvh/96+09Ur2/iHv55O/jlODp59Og27g3+o9d1gD1DddJ9Hi+0dYDs",
-	"YUEQOKBD2EL/eDzm9WcYMdgFGkhVbU6WUc7xeDyOatBz3AF6Ijqj74sXmngANuHAQWDASOKRrDdxppS/",
-	"Bhw8p9F/4Weixq+fSH/uelZj49+cD/+vGP5jPHz8tv73cjQZIhMcP358272z+HS7FKnsXr1S5Q4XTZRu",
-	"rk1uBf5WrdA2tTzUoSQHej2xROoXJzsofWHkrAs6v/z2a/jLyekY0etMGqlSaSNI9WIhhlYiInaoD3IF",
-	"WkngTZ3EKjHSLrXKhsKuVZpAXysQqq1VKzU+CVpeONLeAa8IcHl6LR3kzFcoB6gGUFMO+GzBIb567sf3",
-	"lz+wsNRFMYlVodXVEP/nswOe1zaAcCxbD8eDEfyIqtwCIqD8SmlzpyLxK3UXU24v7wVR9jTr5oOK7jxr",
-	"QJjkmU6JI0iwUDefjE92cAePcH9uRq442cUTTPQd0p/wYy/b4l/NBsm9pxbgR35wPXCLQyFDWkm22xNj",
-	"2HRLtXJSkfIlDMcLfrQ0elrIxX/9j9U09fq5/2HkrDfp/ftRbYge8a/26AXfxc9rr9a5WgMDBomPHvVu",
-	"o9632kzzLOPF/VSEELsR/M60bOAQcPPcQqVkoJ/MAnnJgMhtm1k/eHDzqWnfNHcSglMlAhDEiAg1fi6l",
-	"ddsoDc2wnRBtMILnDKFoPK+nSA3g1NWNKPLsJQ/9qaccZpRbWIhips2CQGPORF36n/0uPdeOjfwPTmU1",
-	"8v24C/FKrb37idLukh0JaJB5A0FY1HJWrG2sVvP1BL9jRJdAv0KlLSx/Rnu9lHj+QPLNk2dPLp4k/iCx",
-	"sToZn0KurJMCrTJvEIXRGvif+ATtBxFGnoDVC6mVjJUsrISFWG9MQukVWeZJqa6VXqkE+oq0nEf0Ef5I",
-	"o8dqoQ1aI0J5nH2lB56pXoh1oUV2ofUzYa7kp+YqsnRzCxoJP/4C/p7/FfrJkom6dFpfFkiWZyvWy8+1",
-	"+1aXKvuUtD7XYMt0HqAAM9AMqUgGbO4gBgAjFJCFlNcGFp78uAe4xbmCBD9f8gc26f21aaEtgZiK0Wjz",
-	"aBvJXZA0j6UEVw2Hx8uZ2fvkXGIMUzG+FWu0sdN52PALrX8Qau21iP2Ui5jgfi6EWgdtYZOzYDPyEsyF",
-	"upLZCJ7kpDAbdmafloAm+sACe1IqxsE1sHMETnT45zbY9d4SFQ5/QcORHwt9FJQ1W8OpLpWzgyiY5V7r",
-	"Gt5SJM0DQlTdtSPGm0Mqg8pUxo24kkj54MzvWuVgyC0IFyuSezSGkNJq/PDEiD1XSJtWcgTkxWCrOFZt",
-	"n4aHkNDXplIeDepwHPwkjR2Q3c3L+AA116y0orCQCmPWkLwUTpLpN3yhizxde3dJ9XUSqz45H4e5dLOh",
-	"d1AOcU1pIkPv/R4eHw/w5MYJkZ+ZRiO4ZWOF2zSBJO7hfXEvIcUV9zyJcS9hqNv0pAcCuhzpgs6hQs4c",
-	"g9LG0Gfmq/GZ++oY1aFWkpfC1ZC79rwJ2/YTMQs0qcKxPGU1828j1M0l7IapfkEaPO3Zt0n8z18dj8dn",
-	"KyL/53Dm2lgtpYFVmAS756alB7jT0ljHhxgD34XEZXfscNbI9rO8KBjSy8XSrTtmig8++7n8KkZt4F3t",
-	"w+r5vUNWoV7KXTrCb+9RI0pCauIn5W3Pf8hPqtV/yK1FfkXJZxwDUykMah7WqEnZoCwh90aDRV+/fj08",
-	"L91cKockyjZNW+ifJ3oj8kJMi09+0hJmmIr0WqoMspxdW/60yBVxTdShtOy8dKikYpXpFa6IH+KyrKeC",
-	"uJXcMKVL9UJWARvUrrkFj0+2Jfx9GeY2MCINc87aswGLRZblOHNRvDB6KY3L0d6aicLKqLdsfPVLb6Gz",
-	"Dq9IIt+lRWnzG5lAn/xbrGpKN5iwh4Gg4xkkdOpk5DtYgyoXU2lw+vy1v8yybCoN1bA4CDKTVOWiN3nT",
-	"q35AGaN7e2+37MeoR36ubXLPYWakHCImh0JMpffw5souZerAzvXK4tMa1urxyZcd47P3fvsBzwipFnTv",
-	"WYg3wMPxeDyufRi05VrN8qsS574Q7+Di4hn0w+XHMCcBQjKFYwffF6e9u31/Uc+fadtEfa9XUGg8bTSD",
-	"L7a85rLIiNlrQu8mku6tqER8vIfMcaeL0n+lKdaDhH+HGI5cHi2Oq4Mi+Kl6SiacHKIQ9jr2pRVmad0W",
-	"iNteN+S9LlbhmKlZP7BB+rUq1nyk5FmQXTI18BDR+noETxR+YAgbrBwYjUb/jZd99fSbZAT1wN6H7gdH",
-	"WFdo62LVfzR+OGB9kKEMTddNXXNGchXc7+PqvhBaELEimta6hFQomOVIk4LkuycXCSJC/PUyz6w/qbbW",
-	"kDzW3VyEkJQUoKXhN2zFYyhVIa2tos0yIwa5m23x3o5TINqhcZCMrWe/h4ag0EgV5erafzfPDW1zHV4M",
-	"mQio4SdAQzCKJvHioAzBpuAgNSa/kTaivSG8t9I8rg38w7YtSqSRzuTS8q7cS6iintvn8qcLzsBKYlDi",
-	"h9qDn3BwHWdDdBBNo96dem+vYN023YFveJsDoZuCWg28tS9RUw287VAe30tRuPm29rBOuNLrEbFYFnTX",
-	"dafftEmmv63zSZWfpv2k4Hy6l6L6lMoNhb2LwUlq+eR9YH2garpG3dZPvkqqTBc/vwcWWclHCylnoKEg",
-	"Sakkg1aWjIClNIvckfPYSWabbY7iL4QxYn249iGhY9I94XeqoTMQxUqsLRy3KDtAO1VAYotwn6yww9OO",
-	"ZncQ8b+9vvDBcc8pjahb7x7g4nUjJaClPjpP4T3yGMgPU7xDJBu8GrW4fZeU2G0h2betvIk8OehbKRvn",
-	"VHV67d2vjTnyQ7uobHiln6oXPiUi2AUo00Xx46w3eXOgIRFtTredQ9G1lVKh0hX2GsSVyNX7bOHGQ7bn",
-	"+fY2YkS6D1xtxxAfPnz4OIKfLr4+A/aVFoIPN8HJMd64eWCBRlq36L+fFms//JUzeeqKNeQqNUi75dAA",
-	"+6GI+yzZLJUE+PP/AGUYoEb7iVUQ5chHmOsDY5oXRa6ujnJ1o/NUDk9Pen98KPFrj/gPdrSTpygErj6g",
-	"cBa78zfY45hTOkzahEA750xj7RC93DqZPfNMdxjVePVTNdMdZCufGtHtsXjA0UDwznPkh4qxR3thD429",
-	"YxY6vX5yI7ssNOF2aLbcwVwsl1KRV35TY6R8TgtmWFQhKmPvYxX3GRyuT2SgLRgA4YTqRb25QBm71Dd0",
-	"wBl56fFAYEb/H0eoKobE/9jfd5kZvVzusCD2KLKLcMY/sOAvDSh87FEIP+RA5fUhkEigp++hHRPwwA4Q",
-	"o+znEl7qqEdAYB+A6JRonV5/L4vso560H+cYRcpz67RZdxymNyHBvcK5+2ScJaoD/+5QThVQ4me1nI/X",
-	"Ui4tQloPgH2m2ZzJJef5bDYY9e5hfXdr9pCc5ue7a4dJf3Uyo3fzUQ4VH9y7M2OjVlpsFKukAT0p8ZIZ",
-	"sE715XgMgb4E+OFTTi2tfALsG5EGtIl4lTYTlbxH0qfyNr2T7HOJVSPTshDWTepc3tyydTSvHG5hcOvQ",
-	"+qDxhYvVQlsX1WYKaaIRky6NTaDIrbMe8vCXfJR/ToanZK+a/2WqdSGFChaed2x3HcA3PmfS74DWSrJz",
-	"y1INgFQZJ0AHP1jXHlb7Xaxb1uddUunN+19hksp7WKQfxzG2uRC/xnP+wQ3eANQ/kb0bzvC7dq4dwYa8",
-	"ZqUHFn4uZSlH8BqtDyoDiKojO1bsfw0amPLhOTzus7QFIPYY6tkMEENYhET94FsXMJOrWPkg5aDlh90D",
-	"rkmsPAvUovQ+xnvXCR5WbJdmR0S7ffxRgP/w069GxR2y1ijE6mY0/i2wA17ers/yaBM1c1Wdtf9w657y",
-	"VgrVB8ErwgcrN5mdvfwcT2UN4jM+mlLcCVZ93LBDnregDj28G+I0JrntD3h8+ugv4MOtkEkn8oIiZe3J",
-	"pV4zBWo3ct6I1EYAm6TY51RGvSpRqMe679LzervAIsCQKhfQ38miED7wnbvSBzd+alTF9KJeo64E57eZ",
-	"YEU+7I3knF7U6wj2ophKN9fZJZIkikKzvYESbpQoOtUvL223/q082h1Ge+44UL7Dv9r0gpdGTXB9UXlN",
-	"/JZOmgt+Nw/Rr+GJFVUV5REzQZc4vUSg837R511HxHO58tCAY66cuqH0qo5polBdXDyrz8ZmwiiZy/eO",
-	"tXYFMV8FLv22LIpP7kncQkqSUng2EObH8jFWcz8okvs7cjZSJmf1IEE5Uoy6fXWUDxSE46ZSRYc6HHd7",
-	"mqqhHvg8t2777I/lW6wmfS8vrHTFkcqv5q5YD+W7pTauE0UeFAKt8h55Y3/LiGi9GL8yLBrt9EI2RDMY",
-	"5dthmbttMV6nvdbYBzCzKmHZwzdbW3BvnN+KTnYC/GDr3wvgH4Tjm7se/Ck1jL8LgFdbeVBI54PoR8rG",
-	"pGXadGLi2eKTkGG6ZlERDAkP0It/YK32kRTEBwuqVFz0fkBsn3uSE3ZtuwqjmkhIED+DOq1cGtLBtqqd",
-	"9wl4ddHr+OAg/Z/Zfjuz/cJ590lT/Q6JlIVilcPBMl//ig2PbcTcLHLcU79pZWqkmzRBgICN6hHOrPUl",
-	"Q7EKJZGDETx1MJWpDs6/LZQRcjy60uw2jaomzd0guzXrTh9Mp/ppF9Fsr8cLXRScglCHDr1OrbKcQ1mv",
-	"BR8PO1TNC3W9ZweWhUhlcLyRxy2CMXJm7iwt/Wiv+j3YQgp9cX6lhRSF6t39tcGVJ8rKqwV5p7gw2JfU",
-	"HhR0qUuFcTW3NjTab6LREZWWJnfrVyhCzDGcv39ecvIcf/o2zP1vry96WzWx5NflzFb5bulDMAlXU7Em",
-	"j8DIVBs8pYVt+lK9q3GAh3MGicLzXCgg7IeLUheyXhV6aqGf+NQLCgO5Yvif+M9/JgNS4bFalNYB+XI4",
-	"jkkNo+p4d12CQbEHmlu93nPnlpz8n3dGqr7JcUempZOZL16i2qnvLy5ekDK1c1kUwHfYCJRWw+90MFIt",
-	"t3yx0txIQ7w1K1WKI1tuhuNL6oV3RtByvvjx1QUc0bOOfqmmccv/3yaccxwqotk5iCu50c6hH9QYkhJk",
-	"qmXUeF3WsG1i5Y0bLtAXm/E4PjLtXUk5vkVIR1YOnFfRCB/snyB5tEpakSTole9LkjsbKzwYqQ+KLt1W",
-	"eOwclkY7meK2GGl1aVIJxAhGUtuglcmd70MTKy7aEm3UCoVeBXtfK8l5ChZEYaTI1mClVLRJHhvBVGe5",
-	"5EYDf3v143NqykMOiuRrLkgZXqyXkithoW+1f3aSlqaAYQYPfok9eIh7k0fj8fj2QQIrba4tycd6KbPB",
-	"GQoCFRtxjedCCmUZyIZ+RSN4wk4JYzQVQyW7imCS0ADHOjEtJCSpzmRCc/pxKY1glIc7sNQ5GjO6dDbP",
-	"JCv9VCtnROomlG4HRwsExalNYtV/YfRCurksre/kQBfopVRimY/WYlGQIsAjQqflglqcNNgdJRqZPBnQ",
-	"YrYbevnS745acebXWFFCINXKhZZuoQsEsIvVgkhTuWQs47kcyeT2EJC7SaxC0XEEyYufLpJqGgkoKanq",
-	"5Fqukaqp9OZA5ttXnY4f+ZAs0+DmD2z14FxBcl4UepWMIPn+yfk3cDSnnOR/+O5P/ktisX+EkmdGu3SY",
-	"e5HJDVMTNUqckSE8DTO5CtXSQLVD5On8Tj+woKQ7Qp0GUznj8uW6CN1Ikc6ljVXw+FLvj8TJd+5oWYhc",
-	"JWCELyEVCpq8xMU4VGzL7JhqpSSpsgkkpw+PIYjJ97zg3+ayyCxcaA3kWEvq6KwnJ1ZFriSN6wuWQL5L",
-	"cfW/OIW/5389g+R0PIa/iiyMnbTbBMQKtfDR8eg49D1bCmMl9AUs6hK1uuw++V5bh2dN/V2sPH8gKYMz",
-	"SB6NH7Fu/z/SWFRhz7WDV+VyqY2TWSDgxv9IDQpiRavlaXkHffrvhMrAUPFnfGJcPHtFNSM+wlfkqVRs",
-	"ufv2GT88xWO2NIU/lezkiGSKldtIm6sjf9MRgufa0d8L29mLep6y3qR3PBqPxmQQsVz2Jr2Ho/HoIcUx",
-	"3JyO/cCc+P9VF4jZ5mFmurpLG3HtFpv26LGsYp5maIj4B2308jgZj++o6LtfJZ9P/u8o5PtpOWoBn97k",
-	"zduoZ8vFQph18GwYneIJk1vfWtKJK0t5wzzsWxxg+1TeuXJPRDqH3MkFnwfUwY315M6Tna9kBcAyylKH",
-	"R2OClyQj+FajdtnoUclOKKoZ9pHPCYhYUcupyvaeyeq08z3wGM/4fmBc9dtQGghVo1jZXKWSU/xpPCqR",
-	"x11m/4tY6JKhLJ5kbf8ZTyO3VK1tU3+SoWK10H/19flzSgdk438hrOMiQAFpUeKHwcTjoljhJMRyKYUB",
-	"t8pTyeuCh7YTZGGZupVZVppQTB2evRDrWJEqWHP9Jg115rsekV+CGv8RA9NvNgAOHIamEyulMxmK7elg",
-	"5iZ8fQEzkRco4xHpJjsXJvO1nXIxlRmukweEvB50TlCCJsJjE/HyEjrSKiDWtvw8y617RrHpdivTHdZx",
-	"fcmRb3WKpvGeK7lu/PbtR5TRKm+gQ0p/VJJZLKBG3j1qYXHKNHQNXdF6tNHphW473n9bq4yabnq4/6a6",
-	"/89t1Ht0yB3NImaaO8G5/fdxuyNSX5XCwiX06KaozBIUnUqpRKHlnHDUW2shQ58Tweh30NRxPuvh9r68",
-	"VbdII6/ETtXG6rGQriPWU+E8VFp1MxiaDjf0CIi8EvFwCp2MT9lbESs6l9mad82uiIw36D4PYUh+q3QK",
-	"r/3yWax85xigxjEbWVtcdamqDqYhc8tTiHaDxdUVRchXI5EOYDbPJu3qqVhxWfhXiPDmubdc2SwRBVJB",
-	"azio9NxSmrpUtE/2Ea9CXW81gqSqLAXvRBXcw+esOp9z5puwzLGqvK0Vbay5yFPBTlsf2TFS2oY590Rl",
-	"1IXDV5jys4T1nXnCnm0sN/SpSjW0bfXGayFnbhCB1b7bZN7sCsRcy20ZhO/lwISJlVh36cqXvN/P2GVy",
-	"P46uWyaiwtz26GzU+vq16YvO+retgrlm18ddTR+pAnlHt7SHd/a3/Oqfrd5w/9XZsfJjancu99qh2nm9",
-	"6LgWVLm81qVvWdsuHQ5Ju5RJSdr/ZHzakSsQtEHfNdnVLzuNtBTWUjOPOj0sZNn/7s+U0/Hj/XfUDcPw",
-	"jpMD7tjsY/RbnF5+54LXqyrg7oceEewZjUKP2laa7PaR5eF3Wwc85biO1wEfFc9whc4d7UOq/NvPgOlO",
-	"P217MHJybWZIs5+KXFshf893MvtsWPybZsHBVqHDR4Zi0UEXE9Bfattl9ceUUxz3JhD79HDqPW+vrXeA",
-	"+FqIPh7yA5rgpFkfYWOVavkut64JhIKL1+cMeCWA0KKdTEC+ZxWruu8LqwdcS78rA87qR4OM7UfyxIzg",
-	"NadMcPAIEBhS4F8UbGnVPlv2seEsJ/V0gp9sKuc5+b99q7EmKVRnIHAq/a0GYt4Ep15hPp0wVo0G4Yxx",
-	"yDNtLGQaQq/+G1k3omrTwv3PgiMzYA+enjCy6kMeWqht1EAQaCPU+ppdwa0IAFvbGy+ICPq2AR8RZcaK",
-	"oa7vy9iAPMLfHIUoAzmGcGkHE2jCPd9AzKPczX1vFuz4XunBtRASoFdnvBTMOSHcWsH+qvQm5H2y98R6",
-	"CGnn2jipZHYWq3rLqpZ/qOnWIyC/TQU+GXZW5xIDF/Zr1IU/bi4XIIpiBOf2GucTmiVw/1JcieCJrxos",
-	"0JRj1RcKyuWVEZn34frdd42uRxR5nYr0enAnc1Gj+tb2shx1eNK9t3SKS7yY5gol+XQ8HpDXKADwujEN",
-	"tXTHlaCFoKaYOI+arerVpD3kJssTaLeRrvvfV/YbsrZWqZxQ6/it6p21Lg1aUgU1tzkJa+gD0BV32ljh",
-	"lR3RY9874E6v2xEPZ49+4X9uk0HE5mTIXqEH+SULlSG4EDSVfldsbzCK1XecLGYry4tflOFjEP6VMr4p",
-	"Ny1bs+gEh45VX+mwmHjV8JxfVJGQKToYwfmde4sq2G+u1768yV0Wkw/MvJfF1HwtzQFHz8YLXw64w/fs",
-	"ZsuFlOJfdbb+YBBuoxHa7XbD6Q8JGDkpugMLvax9Cv1NZdGU6sFZZSD5FMTKkEaV5+2l449P8MWmpHo3",
-	"dOv9Jd6LihCfg8y546ZXzqx9Y6z6LSlbvHwlXSPUwFrDv/RlRbHVrnowDmnteKGK7+Z6Mj75YAvkE5Y6",
-	"Voh1Y7c2nGyV53ncE9Rbp2ZD2MGaza91pXhDoHwElMOTO1KujS701Vpv9H3fneUU4WF7wAtxovoE9ikA",
-	"m816J/W06ta+/pTEe7W6auYTbXY8DJO4K8cmguQeKn60pynnttLtAMntDb1zxNvPxd1wb8tPK3lgI4tm",
-	"qf8urR+uv7Mjz76bq+veHmCUM/9X7zKqrArKXgj2QF/UzT/pHVoSymXIkKtkcDCBhuXafC0QR/73vlzJ",
-	"d53uTFDjRs6cPsYQkeJ1XNtfV6oPGJHmM2+K8Pt1OGem2wbgVzh1NnyP6vnEqtn7vWH6bExhEJp2src3",
-	"b3Tj59BgFx6dxGr3i6m0ab/dCbrSPz5Yj9Sod3p8gOhstn8n18TJAeLd/RqGz8mz0U5Zi0AvOY2oWFeN",
-	"uWfUEhxtGC8qXf6Nu8JFR/O6uUZncP01Bxu4qUzw7+JoE6gaQyRoovrXY2g6ORnQI7xPGr1gfM5i7TCm",
-	"ARu1H9zCZuNVZL4nef0ugkGEwhB6yiT0ieSO//UvRGi9zUAEK5JVT/cbDc44/I9gKrc1yuFGOQOvWtoN",
-	"amjmzdKV6uy2ji6gJiEknw5Ekd9IlKCLrSYilV89GQ79jiSh5YieNYLWfZ9QgAb+2lLHi4VQ6zMYTzYa",
-	"j/iXRvAgNKPQWZv9SplYx6qO3NHT0dbqJ8PhjM5jI/GAQkjDFhAXAbJl7LNNp2t2E5DDn6w0XRuWZx46",
-	"oQ0VsZr3SVhUAtDheCIIzo+JYFoyhhENNfzAdkbsG01iPrIHOjxmx3nHqx0BsqN1oUTr9w9JPheVWIVL",
-	"a9kI2rG55L8Xr++dmreoysk+hfe57NDtr4LRV9UVbvn1yCPWzjgLh4Av7ub0qY7q7kplyCyYi8E/OCVb",
-	"hxOmu8PKSq643O5XRJU/khejVU7/kX0YvAY7lI0KRfh/zBjre6PDz0SXPXnnpA9EsHjUQasQp703mts0",
-	"v9vZQG0h+7rQVl6EKpf7SVnzlXcdeQ6nd/kP+FUFDc8x4pQK71UvF4q8aTUXdPIPPp+Y7h7Wa78i6nPi",
-	"2GdS3MhmxVhj5xpOtubrDelcYBMAfK+FXVkFbX75e4WLQxVcM9pAENa/tG77fVXelxarO51pI3hdvdq5",
-	"5aeY+hinjeBkPG74Tqsas8QIdZ1AnyrmOiOGg7P6BcucWMsVAVljoIhjMWF0z/VsRrQrjHJfmBLiMfit",
-	"zx3jsxelpnLyLfP0elguubPnxuLEqt9oYYhTGQ551CFaJ0pa8ixQO72OnJ5ccSkBVQVRBWNlQISnbuWt",
-	"+8xCKnXsbzmTK9suZKXROxW8nZAKBVMJwl6H9xZSz+ZYxapy9oZXm1YvMfVvHwpDUOCyHfCqijOae4Gj",
-	"02Se16+uarz91CcPEnzJrUf2HdDlhS6KD6FU7xms+Uj4o13yuw1DXlFSmfdGnAW5yG1bXLbDhb//2Mkk",
-	"CF+sWtMJmRPKt/0LrV0bVcg+8vHnWfVbnlVcX11JN55UqKHoDceBJUhD56FYq6mafyODMTpQRzzNvHHJ",
-	"xW37aoraJXDvUVL0kh/zm1QU0bNH78dDewqRWm8c84uzsx6pfoni3qz7zhzpV42uIr/OpN0HtV9Wr37F",
-	"jWaHCPsoCVMLtY7qeG/oxtOqDaDX+S1IMkIdgE8y36oHgK1ygM9E/f1hc36/y2+4dVvVfaTTnqz5eW9q",
-	"b5N1P5oGaHfM6no3eGAyX6Sx4Ljbn/m+e/N9Kz74Y+f7Nlv7+fZpwRHMOaiEzuzgDin47RKBf1qS/9WX",
-	"i4aEOE6F3G7k1Cp6qpslcqiM+nSFDOCWIdnMBN5oOFEl9MbqSrpq/XIFrbTe0BLBd5CiNhA2uLEQU8TK",
-	"z2ECXLQp1DokdVrwL/21reZIUW3Kh+DWRval/6F+D33Duq7XJreQZ4X01bBVSIrzuvzCktBJi/ZrY1Ep",
-	"G4gh4awxE6obFUZCqYwshAsJM50Zfe9/vm/m6X0kv/VWB7LbducbZ0q57cs+/vDPv9NWqxX7PTPdOJ12",
-	"DffLdAscyDm+q43O55VzwueMU4qy0j4F/jPCOR8p2aiz+e6+pKHO1wv9dmlKrM9qtqO6uZBboyQlVmRd",
-	"SUix6iftHtmUl3R47hH7n7b7B3fnFMGPZkvfUVu00oacd69F+WVK/U2dOYjgKqcK3KotASX512H5FbE9",
-	"9dnZmFiVUhSr7ZwiODylqLulzJ85RZ8ugB5qC3Yhpp1pRtQCojPPqIWh9prKf5y4t9cZHz7yvdFx9n93",
-	"CHxjMf6Mhf/viYUf6r3Y8PO1eyy+eYtSwLVDLD6b7RXrlD1hXGVxXGkwpYLRUbrIjsIlw2Emb5IzoC5u",
-	"kBY5ZSEJx2B11GoqNTk6Oj75y2g8Go+OJ1+OvxyTOPoJbFHBCiQKXXIjD22bEdaCOwBqbmjjm5GM6nYG",
-	"7KjebqbwtUYQra5qdW+jKtJZLjkHk0GDnlWmZ6elWW2ONy8bT2/syDYJz3xs0c9HZDl9Qvwp7RlCai5M",
-	"VFJm3A40tGjwfuG3t/8/AAD//w==",
+	"7H19c9tGkvdX6cNdlck7kKJkORtTlbrSJk7iXcdx2crjqsfwIwyBoTgncIbBDERzs9rP/lR3z+CFBPXi",
+	"2E6cy18SSWDQM9PT/etX/BJlZrkyWmpno+kv0UKKXJb070vpys3p3MkSP+XSZqVaOWV0NI1eL0whwcrM",
+	"6NzGUJpK5zKHajWO4shmC7kUeNNSabWsltF0Ekdus5LRNFLayQtZRtfX13G0EqVYSucf+HVVWtPzsLOF",
+	"hFTLd+48oytSMHNwCwmrUl4pU1lYiQt5AmJmpXYwNyX9OleldfQTEqVwpJ8rWW6iONJiibTwcF2Kxbtn",
+	"Ul+4RTR9dHgU4wzC58N6DtaVSl9EOIPvTZHL8sxcSt1PuFlrWULq8Iqa8KwqSyR1QXfH4AyUciS1kyUo",
+	"Z+GiFNqN4bm8kmWiV5UD5UBpEPDTy2fjRIf58G41E3pmsssRE7NnUkePvrh9Uk9zuVwZJ3W2+bvc7M7r",
+	"B3EpLU1EZD9XqpRgxVzyLFy5gcHTJ2ffwsK5lVgpaI02+rvcJDovxdwNp3CIdxw9egRXyqpZIeH01ddP",
+	"n0K2EKXIkClgkP5bihel/0qHMdDuzkQpEz1It0adwpdy8vDxX76Uo+NJ/mh0/FB+OZpljx+Ovvjy8bF4",
+	"9Jf544dHx+kQTAnCgki0dWWVuaqU+WiuZJEDLwD0DJ1E9eDj8TiJ0hjWyi0SnSZJEqUgdA74b5KCtJlY",
+	"SXsCgiiFS7mBTGhtHFgnSkc3QppE6XAMP1mJlMxLaRdQCp2bJd0wEPDTT0+/gavjIXGzFNmiXuqNqWAp",
+	"hZ7SBhB7JZrYC0ppnUU+eSlzZUHqrNysHJ5LncsSBA2ey1JdyRzmpVmCcuNEJ/rUbxwRh8NasSTaY76s",
+	"/spWs/+RmYNBaqsZ7okz+GOi6deVcIt4a5CZyTcwSJ0rzpc2jSFdC+X8v0R8Gic6LdRSuTSGXM5FVTgL",
+	"YrUqlMzxCYvSVBcLEHoDF8LJtdiA0c0DaK7TRI9gvVCFpB/o/EChrqSdNlceTQ7j5lM4kkLniQZI51Jn",
+	"Sl+c89cxBJJ5d+W7lSqlPRcuBSs2yCjrhXBQyqVQ2p50n8+iJxNFAdapooCy0hYGOHWlL2IcYTiF48lj",
+	"erJq+O1c6fNVaS5KaW3qeYXk8IgEsSeGNutc4DdI4QmOIurFcUhXrmQOS5WPiIhCiis6scKB0HYtS+Kr",
+	"agXOEAlhU2BVVBbEzFQODr8AnpfRWXtZ18JCKQsprMzxOKHAok8gUQk086LLz+nL9KTmX5qUAC3XyGC8",
+	"cPSVNm4hS2KYKRwfHXUX5lJuzpfKLoXLFukYWZZmRlNCivCE0QNlDoO0MNnl+UIWOW6klUuxWphSns+r",
+	"okhjPHNOLaWpHPMDjiRLuDBaDsNaITVKX0xpenw6aBMFndYxnCYaT5PCH5dyOZMlnTOnCvhiAnhdR5g/",
+	"aK2RhYGwUAjrEl1KLdcyj0FeSQ3rBZ1iv7ZSlIWSJZ0BqXHHLoxzUk9BeIrw+0T7lbUgtFyP4TTs08JY",
+	"YnrITFXktEIzCbnEc4HUKguXckUKM9G4DjRoTBcGIm5QNlti8h5qdCWckyWO+f8G/z1982//PvrX2zf/",
+	"NvrX218m8dGj4+t/JpH/PkneJMnb0b/e/hPF65skwj9vh78cxkePHl0n0fA/oj4F9gzFSb8+XhrrANnD",
+	"giBwQErYwuBwMuH1Zxgx3AcaSFRtT5ZRzuFkMokb0HPYA3pi0tH3xQttPADbcOBOYKCUxCN5NHVlJX8N",
+	"OHhOo//Cz0SJ3zyR/tz0rNbGvzkd/V8x+sdk9Pht8+/5eDpCJjh8/Pi6f2fx6XYlMtm/epVWDhdNVG5h",
+	"SmUF/lav0C61PNRdSQ70emKJ1C+O9lD6opTzPuj88tuv4S9HxxNEr3NZSp1JG0NmlksxshIRsUN5oDQY",
+	"LYE3dZrotJR2ZXQ+EnajsxQGRoPQXalai/FpkPLCkfQOeEWAU9mldKCYr/AcoBhASTlk3YJDfPXcj+8v",
+	"f2BhZYpimujC6IsR/s+6A543NoBwfLYeToZj+BFFuQVEQOpCm/JGQeJX6iam3F3eM6Lsad7PBzXdKm9B",
+	"mPSZyYgj6GChbD6aHO3hDh7h/tyMXHG0jyeY6BtOf8qPPe8e/3o2SO49pQA/8oPLgWscChnSSrLdnpQl",
+	"m26Z0U5qEr6E4XjBD1almRVy+V//Yw1NvXnuf5RyHk2jfz9oDNED/tUevOC7+Hnd1TrVG2DAIPHR4+g6",
+	"jr415UzlOS/upyKE2I3gd25kC4eAWygLtZCBQToP5KVDIrdrZv3gwc2npn3b3EkJTlUIQBAjItT4uZLW",
+	"7aI0NMP2QrThGJ4zhKLxvJwiMYBT11eiUPlLHvpTTznMSFlYimJuyiWBRsVEnfuf/S49N46N/A9OZT3y",
+	"/bgL8UojvQepNu6cHQlokHkDQViUclZsbKLXi80Uv2NEl8KgRqUdLH9Ce72SqH8g/ebJsydnT1KvSGyi",
+	"jybHoLR1UqBV5g2iMFoL/xOfoP0gwshTsGYpjZaJloWVsBSbrUlosybLPK30pTZrncJAk5TziD7GH2n0",
+	"RC9NidaI0B5nX5ihZ6oXYlMYkZ8Z80yUF/JTcxVZusqCQcIPv4C/q7/CIF0xUefOmPMCyfJsxXL5uXHf",
+	"mkrnn5LW5wZslS0CFGAGmiMV6ZDNHcQAUAoNZCGpxsBCzY97gFusNKT4+Zw/sEnvr80KYwnE1IxGm0fb",
+	"SO6CtK2WUlw1HB4vZ2YfkHOJMUzN+FZs0MbOFmHDz4z5QeiNlyL2Uy5iivu5FHoTpIVNT4LNyEuwEPpC",
+	"5mN4okhgtuzMAS0BTfSBBfak1IyDa2AXCJxI+Ssb7HpviQqHv6DhyI+FAR6UDVvDmam0s8M4mOVe6pa8",
+	"pUiaB4QouhtHjDeHdA61qYwbcSGR8uGJ37XawaAsCJdoOvdoDCGl9fjhiTF7rpA2o+UYyIvBVnGiuz4N",
+	"DyFhYMpaeLSow3HwkyztkOxuXsYHKLnmlRWFhUyU5QbSl8JJMv1GL0yhso13l9Rfp4kekPNxpKSbj7yD",
+	"coRrShMZee/36PBwiJobJ0R+ZhqN4JZNNG7TFNIkwvuSKCXBlUSexCRKGeq2PemBgD5HuiA9VMi5Y1Da",
+	"Gvqk/Gpy4r46RHFotOSlcA3kbjxvwnb9RMwCbapwLE9Zw/y7CHV7Cfthql+QFk979m0T//NXh5PJyZrI",
+	"/znoXJvolSxhHSbB7rlZ5QHurCqtYyXGwHcpcdkdO5wNsv1cFQVDerlcuU3PTPHBJz9XXyUoDbyrfVQ/",
+	"P7rLKjRLuU9G+O09aEVJSEz8pL3t+Q/5SaX6D8pa5Fc8+YxjYCZFiZKHJWpatShLyb3RYtHXr1+PTiu3",
+	"kNohibJL0w7654leCVWIWfHJNS1hhpnILqXOIVfs2vLaQmnimrhHaNlF5VBIJTo3a1wRP8R51UwFcSu5",
+	"YSqXmaWsAzYoXZUFj092T/j7Msx1YEQa5pSl59dGzwuVubAMuKZF8eM8mr6547rFv0Sr0qxk6RTbZ4wI",
+	"d09zGz1OYb3gQ80sw44xr9SQX6SultH0TRQQI37FMDCKI7800dsdYxFNxbbDuoeKxl87ZSccQcPGYVrp",
+	"QloU+OQtPdnvMw+3GxD2EsSFUOT+QYwvHHvivjiOeh1z/itDEY7o+m0f5x1PHpN7iVjwQa1gx/CjlsC7",
+	"wP5TAanR8sd5sOETbVcyU3OVgT8SdspxHf59SVq1sAbv9NuYxsCfeaREr8mPS/YVuLXK5BjSzOSSgT5j",
+	"I9ZSU2gtKYc49ocZvPbcjipAmzdgIBKdNi7FlD3vHRYZ0khK2toAOekGAVB18wVaEiryOM6zfcsaFHmu",
+	"cNlF8aLFxnNRWBlvcfbS5D3OwFS+y4rKqiuZwoBYgjVs5YZTdqzRvE4gJbCVk8tsA7pazmSJe8Jf+8ss",
+	"qyRtoB4WB2mfifoHVC10b+9JIPfuLrmnMC+lHCGbQiFm0gc2FHGNA7swa4tPazlpDo++7Bmfg1a7D3hG",
+	"Z6mge09CmA0eTiaTSeO6I0ln9FxdVDj3pXgHZ2fPYBAuP4TFsPc03eTyjiMP5XaJ+t6soTAIsgzbHOxw",
+	"QKalA9YQejORdG9NJZqFt5A5uYsAiKPvkHfJ09fhuCYWiJ/qp+TCyRHqnqhnXzrRxc5t+yRSHCHv9bEK",
+	"pwqUG5Q/rPSMLjaMpFQeVBZZ2IidjLkcwxONH9hyC8Y9jMfj/8bLvnr6TTqGZmAfOvKDozVTGOsSPXg0",
+	"eThkNZjjGZpt2ir2hM5ViDpN6vtCRE0kmmjamAoyoWGukCYN6XdPzlI0hPDXc5VbD9B21pCETT8XoSVG",
+	"et/S8FsuksNGf3CShcyJQW5mW7y3B/zEeyQOkrHz7PeQEKTjbtCVp2gVlrTNTVQ9JOAgsJmymmTjkY4X",
+	"xyJJC4W4QFmqK2lj2hsyc9aGx7WBf1j74olExaCk5V2516GKI3dbpIsuOAEriUGJHzpaxvjZEB1E0zi6",
+	"Ue7dRdU3XvA3vM2B0O2DWg+8sy9xWwy87REe30tRuMWu9LBOuMrLEbFcFXTXZW+4oE2mv633SbV7svuk",
+	"4HO9l6D6lMIND3sfg9OpZc37wHqMMdugbBukX6V1gpef3wOLrOSD5ASpWgKShEo67CSHCVjJcqkcxUyc",
+	"ZLbZ5Sj+QpSl2Nxd+tChY9I94TeKoRMQxRqx22GHsjtIpxpI7BDuc3T2BJhsNavjSn97feZzQjyntILN",
+	"0T3AxetWJkxHfNwVencY3ZMfpnjDkWzxatzh9n2nxO4ektu2lTeRJwcDK2VLT9Xa69b92pojP7SPSsJp",
+	"t0GO3YDyw4cPH8fw09nXJ8CO80KwyBdsSnlL94EFGmnT2Zj7ne3uw1+5UmWu2IDSGYJ+aTlOxE5J2hNL",
+	"SL7mC68V7yAiggLuPrGOqB34dINGjM5UUSh9caD0lVGZHB0fRX98BftrFd8HU3jPlHUyf+Y37W4OC7z6",
+	"qZ6bHo+F9nkm/e6fBxxaBR+JwPWsGWN8qzKlsXfn8Nan5zy5kn24X/T6b6VG3LIQq5XUFOLYPnEZS3/B",
+	"G45HUOfsyq2DaMO7n0cZaAuwMsi9KI4WAnn03FyR2CzludcyYTP9fz3OG3aenuelWa324NJbBMFZ0BwP",
+	"LPhLA7abeN3GD7nj4f8Q+i3QM/CAgQl4YIeo+W7nEl7qOCL1cpta6j0RJrv8Xllnyk2PSL8KOfc1Brnt",
+	"pDBf9mCToj+4UCsxflbHH3op5coi3PDgxCe/LZhc8ufP58NxdA/LqF++hHw5P99960RSoHdLvQum8buN",
+	"9yfrxp1M3TjRaQsWUC4ob2OTfcwhIlLIKfDDZ5ztWttrbLeimV3GLe9kK3fKe4t8dnHbc8T2cKJbvsxC",
+	"WDdt0ouVZeS6qJ0hYXDrEBnS+MIlemmsi7c8oWMmXZY2hUJZZ73i5S9ZoXxORoFkj4f/ZWZMIYUO6Nv7",
+	"2nsUgrryaZx+B4zRkh0PlsoS0LiknOzgo+jbw3q/i03HMrjpVHrT61eYC/Ie1sLHcVpsL8Sv8Wp+cGMk",
+	"wMVPZIsETXjTznWD6qAaVnpg4edKVnIMrxEDU2VCXCu+RLNvLEhgStHniL1PHBeAGnxk5nNATWwRWAyC",
+	"31PAXK4T7eOmw46P7BaIR8fKs0BzlN7HsOrTg2HF9kl2xIW76o9yDu6u/Rps2XPWWrVh/YzGvwV2wMu7",
+	"JWMes6FkrgvGbldu/VPeyer6iNG71x8lXrc1Vf/wfrj8gvwVHyFguQfScKVQk2bIXm9OQ1FUI9HB/62D",
+	"fWsMcqtMpBWI7OqT32dAsqa+iUp6d0V/UDnlso/1wue1kGLkbRmOd2pm3juEuLVdTQTQl3xtRQi3AoMt",
+	"ftr1eTw+fvSXEEyFXDqhCoqRdfko83ovnIWtJE86CK2MDdoZn0QcR3VmXMSa9dxL0u7qBJBbT9PfyYI2",
+	"fOA79+XLbv3UWtwojlorhPPbzigk7/VWNloURz3ZDagEpFuY/BxJEkVh2CZEriu1KHqVOy9tv3avfdk9",
+	"jgnlODNkj2e17f+uSj3F9UXVOPVbOm0v+M0Sin4NT6ypqimPmQn6hPVLPL/vF3feB0Cey7UXFBxt5Vwl",
+	"bdZNNBNlytnZswZ5tTOkyaVx7yhrX/jyVeDSO8Uxf0dORUrfrR8kKDGO7RpfEufd5EGh18fxro7F/eVh",
+	"bTFKl+1TJn8kH2I96Xt5W6UrDrS6WLhiM5LvVqZ0vTj9TgHAOtmVN/a3jAc2i/Erg4KBz97edDSD22M3",
+	"KHGztcvrdKu9+wEM2fqw3MI3O1twb0uqE5vrNaGCN+VeJtSdLKX2rgePVWMo3WTi1Ft5p9DNB5GPlIJL",
+	"y7TtbI2h0j7zHGYbPiqCYdEd5OIfWKp9JAHxwYInNRe9Hxi5zQHMWdq2W3pTTyRUBZxAU0sgS5LBtm6Y",
+	"4NPPmkrnyZ1D1H/muu3NdQv67pMmunUcGXt1FJfo3N2W5+tfMfjeNejbla23FO1amZXSTdsgQMBWyRCn",
+	"U/s6sUSHOtjhGJ46mMnMBPfqDsoIGQ59SWbbhkWb5n4HSGfWvV6uXvHTrZzaXY8XpijYW9CEOL1MrVPb",
+	"Qy23BR+3u6uYF/rylh1YFSKTwbVJPs0YJsiZylla+vGt4vc2f8vr4F0JzZAa78pOlONu83I1w95SEF77",
+	"+qy8WJL/j6vBfR31ncJaTX04rubOhu7Mf5d7SEVlVanc5hUeIeYYLto4rTh1jD99G+b+t9dn0U4hNHnO",
+	"Oa9Tvlv5IFfKJXQsyWMoZWZK1NLCtr3V3pk7ROWcQ6pRnwsNhP1wUZrq5YvCzCwMUp9iQYE2V4z+E//5",
+	"z3RIIjzRy8q6kJ++oFzQoh2Xb+puKLpDc2vWe+Hciis+VG8s8BuFOzKrnMx9xRoVzH1/dvaChKldyKIA",
+	"vsPGoI0efWeCkWrZg2VleSVL4q15pTMc2XIHJO8yE94gp+V88eOrMzigZx38Uk/jmv+/9r7HUAbP7ldc",
+	"ya0eHoMgxpCUcKY6Ro2XZS3bJtHeuOGuDGI74skq096UfOP7wvRk38BpHe/xSQlTJI9WyWg6CWbtm9Eo",
+	"ZxONipGa35jK7QQgT2FVGicz3JZSWlOVmQRihFJSr6h1qZxvPsTuvw3FMlqoFQqzDva+0ZLzKSyIopQi",
+	"34CVUtMmeWwEM5Mryd0l/vbqx+fUiYkcFOnXXIU0OtusQlXEwBr/7DSrygJGOTz4JfHgIYmmjyaTyfWD",
+	"FNamvLR0PjYrmQ9P8CBQhRkX9i6l0JaBbGhSNYYn7JQoS0MVcOm+yqc0dD2yTswK6as2aE4/rmQpGOXh",
+	"DqyMQmPGVM6qXLLQz4x2pcjclJLN4GCJoDizaaIHL0qzlG4hK+vbd9AFZiW1WKnxRiwLEgSoIkxWLamv",
+	"TYvd8UQjk6dDWsxuFzdf79/TIID5NdHkX6YCydDHL7T+AHYzWhBZJleMZTyXI5ncEwSUmyY6VJrHkL74",
+	"6Sytp5GClpJqLi7lBqmaSW8O5L5n2fHkkQ96Mw1u8cDWD1Ya0tOiMOt0DOn3T06/gYMFZeT+Iziz+Uti",
+	"sX+EOndGu6TM/ZFRJVMTt+rakSE8DXO5DiXyQAVj5O37zjywoKU7QJkGMznnmvWm80ApRbaQNtHB60kN",
+	"X1In37mDVSGUTqEUvm5YaGjzEpeiUIU1s2NmtJYkyqaQHj88hHBMvucF/1bJIrdwZgyQYy1tAhuenEQX",
+	"Sksa11epgXyX4ep/cQx/V389gfR4MoG/ijyMnXZ7QyQapfDB4fgwNLtbidJKGAhYNnWJTa+F9HtjHeqa",
+	"5rtEe/5AUoYnkD6aPGLZ/n9kaVGEPTcOXlWrlSmdzAMBV/5H6kqRaFotT8s7GNB/R1T7h4I/Z41x9uwV",
+	"VUz4GGqhMqnZcvc9U354imq2Kguvlez0gM4UC7exKS8O/E0HCJ4bZ3cUtjOKI09ZNI0Ox5PxhAwiPpfR",
+	"NHo4nowfki/fLUjtB+bE/y/6QMwuDzPTNa35iGt32DSix7KIeZqjIeIftNXA5WgyuaGM837lmz71vad6",
+	"86fVuAN8oumbt3Fkq+VSlJvg2ShNhhpGWd9P1IkLS1mzPOxbHGBXK+9duSeCquLkMlTJCefl5F7NzleG",
+	"yj28jE8dqsYUL0nH8K1B6bLVmJSdUBxQ49jyFESiqc9YbXvPZa3tfBSM8YxvAsel3i2hgVA1TrRVOpOc",
+	"4E7jUV8E3GX2v4ilqRjKoibr+s94GspSib7NvCZDwWph8Orr0+eUtsjG/1JYxyVwArKiwg/DqcdFicZJ",
+	"iNVKipIrEHldUGk7QRZW2fSvy6syVNCHZy/FJtEkCjZcJklDnfhWV+SXoG6PxMD0Wx1qxWFoOonWJpeh",
+	"wwIpZu68OBAwF6rAMx6TbLILUea+oFcuZzLHdfKAkNeD9AQlkiI8LmNeXkJHRgfE2j0/z5R1zyj63+1f",
+	"u8c6bi458P1t0TS+5UpuFnD99iOe0Tozo+eU/qgls1hAjbx71LfkmGnoG7qm9WCrvQ/ddnj7bZ3aebrp",
+	"4e03NU2fruPo0V3uaFeu09wJzt1+H/e4IvFVCyxcQo9uitoswaNTC5U49BkUjhqqLWVobiMY/Q7bMs7n",
+	"lVzfl7eavnjkldgr2lg8FtL1xHpqnIdCq+kARNPhLi4BkddHPGiho8kxeysSTXqZrXnXboXJeIPu8xCG",
+	"zm+dsOKln5on2rcLAuoWtJUXxzWHum5bG3LjPIVoN1hcXVGEjEA60gHMqnzarR1KNPcC+AoRHhVQNwk1",
+	"okAqaA2HtZxbybIplByQfcSr0FQbjSGt6yrBO1F9sfRJrZ8V801Y5kTX3taaNpZc5Klgp62P7JRS2pY5",
+	"90Tn1HrF11fys4T17ZjCnm0tNwyoRjP06vXGayHnbujLzj3YbhiBuZZ7cQjfwIMJE2ux6ZOVL3m/n7HL",
+	"5H4c3fTJRIG569HZqnT1azMQvdVfO+Vi7Vaf+zp9Uv3tnhZ5D29savrVPzsNAf+rt03px5TuXOy0R7Tz",
+	"epG6FlS3uzGV71PcLZwNadGUq0rS/2hy3JMrEKTBwLXZ1S87jbQS1lIHlyYBL1QD/O51yvHk8e13NF3i",
+	"8I6jO9yx3bzqt9BefueC16suXx6EDgnsGY1DY+JOIvKuyvLwuysDnnJcx8uAj4pnuJLohp4xdYbzZ8B0",
+	"x5+2Jxw5ubZz0H13EWV9LxBJ2u2zYvFv2iUdO6UkHxmKxXe6mID+ytg+qz+hrO0kmkLiE/DphQP20noH",
+	"iK82GaCSH9IEp+0KFJvozMh3yro2EAouXp8z4IUAQotuMgH5nnWim64nLB5wLf2uDLluAg0yth/JEzOG",
+	"15wywcEjQGBIgX9RsKXV+GzZx4aznDbTCX6ymVwo8n/7/nJtUqiSQ+BUBjtd47wJTg3ifEpdolstcRjj",
+	"kGe6tJAbCC9ouJJN97EuLdz0LjgyA/bg6YlS1s3nQ9+8rSoTAm2EWl+zK7gTAWBre+utIEHetuAjosxE",
+	"M9T1zThbkEf4m+MQZSDHEC7tcAptuOe7xnmUu73v7ZIo3yA/uBZCivn6hJeCOSeEW2vYXxc3hdxH9p5Y",
+	"DyHtwpROapmfJLrZsrrPI0q6zRjIb1ODT4adtV5i4MJ+jSYrmxopiaIYw6m9xPmEVgHctBZXInji6/YC",
+	"NOVED4SGanVRitz7cP3uu1bPH4q8zkR2ObyRuejtBJ3t5XPU40n33tIZLvFypjSe5OPJZEheowDAm7Ys",
+	"1P8JV4IWgjqh4jwatmpWk/aQO2tPods7vHnpQW2/IWsbnckpvS9gpz5qY6oSLamCWrschTX0AeimE1Si",
+	"8cqe6LFPRb/R63bAw9mDX/if63QYszkZslfoQX7JQu0NLgRNZdAX2xuOE/0dJ4vZ2vLit6P4GIR/j5Dv",
+	"xE7L1i7rwaETPdAmLCZeNTrlt5OkZIoOx3B6496iCPab66Uvb3KfxeQDM+9lMbXfRXQH1bP1lp873OEb",
+	"tbPlQkLxrybffDAIt9UG7Hq3y/iHBIycFN2DhV42PoXBtrBon+rhSW0g+RTE2pBGkeftpcOPT/DZ9kn1",
+	"bujOS2u8FxUhPgeZleOWT67c+LZQzatxdnj5QrpWqIGlhn/Tz5piq30VdxzS2vMWHV/hcTQ5+mAL5BOW",
+	"elaIZWO/NJzuFEB63BPEW69kQ9jBks2vdS14Q6B8DJTDoxwJ19arB+q13mr2vz/LKUZle4e3IMWNBvYp",
+	"ANsdmqfNtJp+zl5L4r1GX7TzibbbXIZJ3JRjE0N6DxE/vqUT667Q7QHJ3Q29ccTrz8Xd8EEtvz19Re9g",
+	"KjNX1q+VqrE+5RQElD4QTR9Wep2ZhGoV8tbqkzGcQsuebL+hiePxt77nyjcA700b457anNTFwI2iaNzT",
+	"oKnQHzJOVHNvIPCrjjiTpR+Z89u0envvx818Et1tllkbJFtTGIZGkuyDVa0XI3DArg8lTm+qvDPlVgVd",
+	"X1LGB2tXG0fHh3dg6O1O/OQwOLrDoet/I8bn5G/oJpLFYFac3FNs6h7pc+rOjpaFPyp9XoebgjgHi6ap",
+	"SG/I+zWHALglTfC64mhTqBtipGg4+jeVGNJnDLMRdKetTjI+k7Bx49KArYoMboCz9VY43x6+eS3EMMbD",
+	"EDrSpPSJzh3/699N0XmxhAi2HYue/pdLnHBQHiGOsg324DY7Qy9auu1taObtgpJao1pHF1BzFDqfDkSh",
+	"riSeoLOd5im1tzsdjfyOpKHVipm3QskDH+ZHs3tjqdPHUujNCUymWw1X/Ps7eBCaUWhyzt6eXGwS3cTT",
+	"6OloAQ3S0WhOWrKUqDYQaLBdwqV5bK/6HNDZho13csOT7WQac+/EAxq0bGIW8z41ihLze9xBBIz5MTHM",
+	"Kuf7Hzdi+IHtjaO3muN8ZL9weMwefcerHQOyo3WhcOr3DxQ+F5FYBzGbsxGkY3vJfy++2Bslb1EXeX0K",
+	"n3DVI9tfBVOsrvbb8baRn6qbBxaUgC875qSmnrrjWmTIPBhxwWs3IwuE05j7g71arrkI7lfEej+Sb6FT",
+	"6P2RPQu8BnuEjQ7l4X/MyOd7o8PPRJY9eeekDw/w8WhCSSF6em80t20Ud3N0uofs68JYeRZqT+53ytpv",
+	"H+zJPji+yarn9vktfy7ilBrv1e95ir1ptRCk+YefT6T1Ftbrvq3rc+LYZ1JcyXYdV2vnWq6v9psmSS+w",
+	"CQC+A8K+WH+XX/5e4+JQm9aOARCE9e8P3H11mPdwJfpGF9cYXtdv2e74KWY+8mhjOJpMWh7NuvIrLYW+",
+	"TGFAdWy9cbzhSfOua0535Tz9vDVQzBGSMLrnejYjunU/ypeLhCgJfuszulj34qmpXW8rlV2OqhX3Bd1a",
+	"nEQPWq0bcSqjEY86QutES0ueBWoj2JNpozQn+FOtDtUV1gZEeOpONrnP96MCxMGOi7e27UKuGPX593ZC",
+	"JjTMJAh7GV4hSU2PEp3o2gUb3jJbv0/WvwgqDEHhxG4Yqi6ZaO8Fjk6Ted68Raz1Ilqf0kfwRVmP7Hug",
+	"ywtTFB9CqN4zhPKR8Ee3EHcXhryiVC/vjTgJ50LZ7nHZDeL9/iMa03D4Et2ZTshn0L7dYWgM26oN9vGI",
+	"P3XVb6mruOq5Pt2oqVBC0cumA0uQhFahhKotmn8jgzG+o4x4mnvjkkvObqv06RamvUehz0t+zG9S50PP",
+	"Hr8fD91SHtR5+ZtfnL1VQs37LG/Nhe/NXH7V6vXx60za26D2y/otvLjR7BBhHyVhaqE3cROFDT1yOhn7",
+	"9GbFJZ2MkJ3vU793svRhJ0n/MxF/f9hM3O/UFTdUq3uC9NqTDT/fmnDbZt2PJgG6faz6XtMemMyXTiw5",
+	"7vZnFu6tWbg1H/yxs3DbDfd8U7PgCObMUEJndnjDKfjt0nN/WpH/1RdxhjQ1TlDcba/UKUVqWhhyqIy6",
+	"Z4W83I4h2c7P3WoDUafZJvpCunr9lIZOsm1oVOD7OlFzBhvcWIgpEu3nMAUupRR6E1ItLfj3L9tOy6K4",
+	"MeVDcGsrJ3Kn+WvLum7WRllQeSF9jWodkuJsK7+wdOikRfu1taiUo8OQcN6aCVVzilJCpUtZCBfSWHrz",
+	"7N5fv29nz30kv/VOX7Drbj8aV1Zy15d9+OGff6Ot1gj2e+afcZLrBu6XfxY4kDNv11sd32vnhM/kpsRh",
+	"bXxi+meEcz6s2ult1N2znywqmh2lQrGQtqIl5Szkffk9iR5st40eTuEeaT3s2ulptt2brgM/ljuihPqA",
+	"VTYkeXsBxd3BB9viaBjDhaKS07oOn7Lam4j3mjiKGstsTazO1kn0broO3D1bp7+Hyp/pOp8uNh2S6feB",
+	"kb0ZPNTzoDeFpwNPbrVC/zghZS8zPnxQeavF6v/u6PLWYvwZZv7fE2a+q2Ngy4XWbSr45i2eAi6W4eOz",
+	"3U+wyYYTpavB/IWBstIwPsiW+UG4ZDTK5VV6AtS2DLJCUYKPcIwDx50uStODg8Ojv4wn48n4cPrl5MsJ",
+	"HUc/gR0qWIDEoS1s7FFjO3hZcMs7wx1cfPeNcVO/zz7g3e4BXxvEp/qiEfc2roOI1YrTGxk0mHlt1fUa",
+	"cfXmeMut9fTWjuyS8MyH7fx8RK7oE0I7aU8QrXIlnpYy5/6XoSeBd7m+vf7/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -584,10 +584,6 @@ export interface components {
             /** @enum {string} */
             code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "method_not_allowed" | "internal";
         };
-        LockHeldProblem: components["schemas"]["Problem"] & {
-            /** Format: int64 */
-            retry_after_ms: number;
-        };
         NotHolderProblem: components["schemas"]["Problem"] & {
             /**
              * @description Why the token holds nothing.
@@ -595,23 +591,40 @@ export interface components {
              */
             reason: "released" | "expired" | "unknown";
         };
-        SemaphoreFullProblem: components["schemas"]["Problem"] & {
+        /**
+         * @description The 409 of a lock's acquire. One schema, not a `oneOf` of the
+         *     specific problems: each of them is also a `Problem`, so a `oneOf`
+         *     would match twice. `code` says which it is: `lock_held` and
+         *     `idempotency_in_progress` carry `retry_after_ms`; `not_holder` (a
+         *     `Lock-Token` that holds nothing) carries `reason`; `grant_ended`
+         *     carries neither.
+         */
+        AcquireConflictProblem: components["schemas"]["Problem"] & {
             /**
              * Format: int64
-             * @description When the soonest lease ends, unless renewed.
+             * @description `lock_held`: when the lease ends unless renewed; `idempotency_in_progress`: when to ask again.
              */
-            retry_after_ms: number;
+            retry_after_ms?: number;
+            /**
+             * @description `not_holder`: why the token holds nothing.
+             * @enum {string}
+             */
+            reason?: "released" | "expired" | "unknown";
         };
-        LimitMismatchProblem: components["schemas"]["Problem"] & {
-            /** @description The limit in force. */
-            limit: number;
-        };
-        IdempotencyInProgressProblem: components["schemas"]["Problem"] & {
+        /**
+         * @description The 409 of a semaphore's acquire (see `AcquireConflictProblem` for
+         *     why it is one schema). `semaphore_full` and
+         *     `idempotency_in_progress` carry `retry_after_ms`; `limit_mismatch`
+         *     carries `limit`; `grant_ended` neither.
+         */
+        PermitConflictProblem: components["schemas"]["Problem"] & {
             /**
              * Format: int64
-             * @description When to ask again.
+             * @description `semaphore_full`: when the soonest lease ends unless renewed; `idempotency_in_progress`: when to ask again.
              */
-            retry_after_ms: number;
+            retry_after_ms?: number;
+            /** @description `limit_mismatch`: the limit in force. */
+            limit?: number;
         };
     };
     responses: {
@@ -1001,7 +1014,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["LockHeldProblem"] | components["schemas"]["IdempotencyInProgressProblem"] | components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["AcquireConflictProblem"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
@@ -1330,7 +1343,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["SemaphoreFullProblem"] | components["schemas"]["LimitMismatchProblem"] | components["schemas"]["IdempotencyInProgressProblem"] | components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PermitConflictProblem"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
