@@ -48,8 +48,11 @@ func idempotencyAcross(t *testing.T, args1, args2 []string) {
 		}
 		wantJSON(t, call(t, "GET", gw2.URL+path, "", auth...), http.StatusOK, &held)
 
+		// The lock is held once the acquire's script ran; the first call
+		// records the grant for its key just after, and until then a retry
+		// is told to ask again (idempotency_in_progress), as any client is.
 		var g grant
-		wantJSON(t, call(t, "POST", gw2.URL+path, body, idem(key)...), http.StatusCreated, &g)
+		wantJSON(t, retryInProgress(t, func() response { return call(t, "POST", gw2.URL+path, body, idem(key)...) }), http.StatusCreated, &g)
 		if g.FencingToken != held.FencingToken || g.TTLMs <= 0 || g.TTLMs > 60000 || g.Lock != "idem/lost" {
 			t.Fatalf("retry on gateway 2: got %+v, want the grant of fencing token %d, with what remains of 60 s", g, held.FencingToken)
 		}
@@ -224,4 +227,19 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 			t.Fatal("the logs hold an idempotency key")
 		}
 	})
+}
+
+// retryInProgress calls send until its answer is not 409
+// idempotency_in_progress, for at most 10 s, as the answer's Retry-After
+// tells a client to.
+func retryInProgress(t *testing.T, send func() response) response {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := send()
+		if r.status != http.StatusConflict || !strings.Contains(string(r.body), `"idempotency_in_progress"`) || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(50 * time.Millisecond) // shorter than the Retry-After it was given: this is a test
+	}
 }

@@ -298,17 +298,30 @@ func TestTicketsAcrossGateways(t *testing.T) {
 	})
 }
 
-// TestTicketsEmbeddedBackend: without Redis the preference is ignored:
-// the acquire waits in the call, and ticket URLs are 404.
+// TestTicketsEmbeddedBackend: the embedded backend has tickets too (issue
+// 24 item 4; before it, the preference was ignored and the acquire
+// answered 409 lock_held): a ticket queued behind a holder is handed the
+// lock on release, and a poll picks the grant up.
 func TestTicketsEmbeddedBackend(t *testing.T) {
 	gw := startGateway(t)
 	auth := bearer(token(t, nil))
 	path := "/locks/tickets/embedded"
-	acquire(t, gw.URL+path, `{"ttl_ms":60000}`)
-	r := call(t, "POST", gw.URL+path, `{"wait_ms":200}`, with(auth, respondAsync)...)
-	wantProblem(t, r, http.StatusConflict, "lock_held")
-	if r.header.Get("Preference-Applied") != "" {
-		t.Fatalf("Preference-Applied %q on a preference not applied", r.header.Get("Preference-Applied"))
+	holder := acquire(t, gw.URL+path, `{"ttl_ms":60000}`)
+	tk := openTicket(t, gw.URL+path, `{"ttl_ms":60000,"wait_ms":60000}`, auth)
+	if tk.Rank != 0 {
+		t.Fatalf("ticket behind the holder: rank %d, want 0", tk.Rank)
+	}
+	wantJSON(t, pollTicket(t, gw.URL, tk, auth), http.StatusOK, &ticket{}) // still queued
+	if r := call(t, "DELETE", gw.URL+path, "", with(auth, []string{"Lock-Token", holder.Token})...); r.status != http.StatusNoContent {
+		t.Fatalf("release: got %d %s, want 204", r.status, r.body)
+	}
+	var g grant
+	wantJSON(t, pollTicket(t, gw.URL, tk, auth), http.StatusCreated, &g)
+	if g.Token != tk.TicketToken || g.FencingToken <= holder.FencingToken {
+		t.Fatalf("the ticket's grant %+v: want its ticket token and a fence above %d", g, holder.FencingToken)
+	}
+	if r := call(t, "DELETE", gw.URL+path, "", with(auth, []string{"Lock-Token", g.Token})...); r.status != http.StatusNoContent {
+		t.Fatalf("release of the ticket's grant: got %d %s, want 204", r.status, r.body)
 	}
 	wantProblem(t, call(t, "GET", gw.URL+path+"/tickets/AAAAAAAAAAAAAAAAAAAAAA", "", with(auth, []string{"Ticket-Token", "x"})...),
 		http.StatusNotFound, "not_found")

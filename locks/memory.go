@@ -33,6 +33,8 @@ type Memory struct {
 	pruneAt int
 	// histories are the locks' histories (see Historian).
 	histories map[Key]*memHistory
+	// tickets are the tickets by id (ticket_memory.go).
+	tickets map[string]*memTicket
 }
 
 // MemoryOptions configures the embedded backend. The zero value is usable.
@@ -41,6 +43,8 @@ type MemoryOptions struct {
 	LockDelay time.Duration
 	// History is as RedisOptions.History.
 	History int
+	// TicketLiveness is as RedisOptions.TicketLiveness. Default 10s.
+	TicketLiveness time.Duration
 }
 
 // memRecord is what the backend remembers of a grant.
@@ -98,6 +102,7 @@ type memWaiter struct {
 	req    AcquireRequest
 	handed chan Grant // receives the grant when the lock is handed over
 	grant  *Grant     // set, under mu, when handed over
+	ticket *memTicket // set for a ticket's entry (ticket_memory.go)
 }
 
 // NewMemory returns an empty embedded backend.
@@ -142,6 +147,11 @@ func (m *Memory) pruneLocked(now time.Time) {
 		}
 	}
 	m.pruneHistoriesLocked(now)
+	for id, tk := range m.tickets { // handed a grant that ended unpolled
+		if tk.w.grant != nil && m.liveGrantLocked(tk) == nil {
+			delete(m.tickets, id)
+		}
+	}
 	m.pruneAt = max(2*len(m.records), 1024)
 }
 
@@ -363,6 +373,10 @@ func (m *Memory) handOnLocked(key Key, now time.Time) {
 			return
 		}
 		w := q[0]
+		if m.ticketDead(w, now) {
+			m.unqueueLocked(key, w)
+			continue
+		}
 		l := m.locks[key]
 		if l != nil && (l.mode == Exclusive || w.req.Mode == Exclusive) {
 			return
@@ -377,6 +391,16 @@ func (m *Memory) handOnLocked(key Key, now time.Time) {
 			m.queues[key] = q[1:]
 		}
 		grant := m.grantLocked(key, w, now, "handed_over")
+		if w.ticket != nil {
+			// Provisional until a poll picks it up: nobody may be polling
+			// when the lock reaches the ticket (see ticket_memory.go).
+			g := m.locks[key].holders[sumOf(w.token)]
+			lease := min(w.req.TTL, m.liveness())
+			g.expiresAt = now.Add(lease)
+			g.expiry.Reset(lease)
+			m.noteLocked(g, false, now)
+			grant.Lease = Lease{FencingToken: g.fence, TTL: lease, ExpiresAt: g.expiresAt}
+		}
 		w.grant = &grant
 		w.handed <- grant
 	}
@@ -391,6 +415,13 @@ func (m *Memory) leave(key Key, w *memWaiter) (Grant, bool) {
 	if w.grant != nil {
 		return *w.grant, true
 	}
+	m.unqueueLocked(key, w)
+	m.handOnLocked(key, time.Now())
+	return Grant{}, false
+}
+
+// unqueueLocked takes w out of key's queue. m.mu must be held.
+func (m *Memory) unqueueLocked(key Key, w *memWaiter) {
 	q := m.queues[key]
 	for i, x := range q {
 		if x == w {
@@ -403,8 +434,6 @@ func (m *Memory) leave(key Key, w *memWaiter) (Grant, bool) {
 	} else {
 		m.queues[key] = q
 	}
-	m.handOnLocked(key, time.Now())
-	return Grant{}, false
 }
 
 func (m *Memory) heldError(key Key) (Grant, error) {

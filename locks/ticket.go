@@ -19,8 +19,8 @@ import (
 // ticket's only secret, and becomes the owner token of the grant the
 // ticket is handed.
 //
-// Only the Redis backend has tickets: the embedded backend serves one
-// process, whose callers can wait in the call.
+// Both backends have tickets, and pass the same conformance cases
+// (locktest.RunTickets).
 type Tickets interface {
 	// OpenTicket asks for the lock as Acquire does with req.Wait > 0,
 	// but answers at once: with the grant when the lock was free for the

@@ -173,7 +173,7 @@ func (tb *tracedBackend) InspectSemaphore(ctx context.Context, key locks.Key) (l
 
 // Tickets returns tk with a span around each of its calls, as Backend does
 // for the lock's: a long-poll's span lasts as long as the poll. With a nil
-// t, or a nil tk (the embedded backend has no tickets), it returns tk.
+// t, or a nil tk (a backend without tickets), it returns tk.
 func (t *Tracing) Tickets(tk locks.Tickets) locks.Tickets {
 	if t == nil || tk == nil {
 		return tk

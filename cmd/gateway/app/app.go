@@ -94,7 +94,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}()
 
-	tickets, _ := backend.(locks.Tickets) // the embedded backend has none
+	tickets, _ := backend.(locks.Tickets)
 	srv, err := handlers.NewServer(handlers.Config{
 		Tickets:    tracer.Tickets(tickets),
 		Backend:    tracer.Backend(backend),
@@ -285,7 +285,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 	if cfg.redisURL == "" {
 		logger.Warn().Msg("using the embedded in-memory backend: locks live in this process only and vanish when it stops; " +
 			"run a single gateway, or set --redis-url to share locks between gateways")
-		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay, History: cfg.history})
+		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay, History: cfg.history, TicketLiveness: cfg.ticketLiveness})
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
