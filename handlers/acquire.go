@@ -26,7 +26,7 @@ type grantCall struct {
 	idemKey string
 	// acquire and release are methods of Server, such as
 	// (*Server).acquireLock: functions that capture nothing cost no
-	// allocation per call, as closures over the request did (issue 10).
+	// allocation per call, as closures over the request did.
 	acquire  func(s *Server, ctx context.Context, c grantCall) (locks.Grant, error)
 	release  func(s *Server, ctx context.Context, c grantCall, token string) error
 	outcomes *outcomeVec

@@ -22,7 +22,7 @@ import (
 // The gate checks parameters and bodies with checks built once from the
 // spec, in the order and words of openapi3filter.ValidateRequest (which
 // TestChecksMatchKinOpenAPI compares them with), at a fraction of its cost
-// per request: it was 8 to 13 % of the gateway's CPU (issue 10). The checks
+// per request: it was 8 to 13 % of the gateway's CPU. The checks
 // cover the schema keywords openapi.yaml uses; newChecks refuses a spec
 // that uses others, so the spec cannot outgrow them unnoticed.
 

@@ -176,7 +176,7 @@ func (*requestBody) Close() error { return nil }
 // the generated code the value the check decoded (the ValidatedValue of
 // oapi-codegen's runtime.BindJSONBody), so that the body is not decoded a
 // second time: that decode's buffers were 15 % of the gateway's allocated
-// bytes (issue 10). What the value cannot give (a number such as 2e3 for
+// bytes. What the value cannot give (a number such as 2e3 for
 // an int64 field), BindJSONBody decodes from the bytes, as before. Until
 // the gate has a value, the request's body is its requestBody, which has
 // none to give.

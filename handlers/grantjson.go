@@ -8,7 +8,7 @@ import (
 )
 
 // The 201 of an acquire is the gateway's most frequent body. encoding/json
-// walks it by reflection and allocates as it goes (issue 10: 9 % of the
+// walks it by reflection and allocates as it goes (9 % of the
 // gateway's CPU under contention); these append its fields in
 // encoding/json's order and bytes instead. TestGrantJSON holds them to
 // encoding/json for the same values, escaping included. A value they

@@ -11,7 +11,7 @@ import (
 // but white space. For anything else (nesting, escapes, bytes outside
 // ASCII in a key, malformed JSON, data after the object) it returns
 // ok=false, and the caller asks the two functions, which decode token by
-// token (the token decoder was most of readBody's cost, issue 10).
+// token (the token decoder was most of readBody's cost).
 // FuzzScanFlat holds it to them.
 func scanFlat(data []byte) (key string, dup, ok bool) {
 	var fields [maxFlatFields]flatField

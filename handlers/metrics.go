@@ -106,7 +106,7 @@ type requestSeries struct {
 // the usual methods are kept once looked up, in a map read without a lock
 // and copied to add one (there are a few dozen): CounterVec's lookup
 // hashes the three labels and takes a lock on every request, 2 % of a
-// lock cycle's CPU through the handler (issue 10).
+// lock cycle's CPU through the handler.
 func (m *metrics) request(route, method string, code int) prometheus.Counter {
 	k := requestSeries{route: route, method: method, code: code}
 	if c, ok := (*m.series.Load())[k]; ok {

@@ -13,7 +13,7 @@ import (
 
 // batcher sends the script calls that arrive together in one pipeline: one
 // write and one read for many calls, where each call on its own costs the
-// gateway and Redis a write and a read (issue 10: the write syscall to
+// gateway and Redis a write and a read (the write syscall to
 // Redis alone was a sixth of the gateway's CPU).
 //
 // At most senders pipelines are in flight, one per lane. A call that

@@ -59,7 +59,7 @@ type Key struct {
 
 // The patterns of the public API (openapi.yaml). ValidNamespace and
 // ValidName check them byte by byte: the regexps cost about 2 % of the
-// gateway's CPU (issue 10). FuzzKeyPatterns holds them to the same set.
+// gateway's CPU. FuzzKeyPatterns holds them to the same set.
 const (
 	NamespacePattern = `^[a-z0-9][a-z0-9_-]{0,62}$`
 	NamePattern      = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$`

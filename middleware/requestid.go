@@ -81,7 +81,7 @@ func validRequestID(id string) bool {
 // answer carries it), only unique: the runtime's generator (math/rand/v2,
 // ChaCha8 seeded by the system, one state per thread) gives that at a
 // fraction of crypto/rand's cost, which was 3 % of a lock cycle's CPU
-// through the handler (issue 10).
+// through the handler.
 func newRequestID() string {
 	var b [12]byte
 	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())

@@ -15,7 +15,7 @@ import (
 // once the gate has verified them, the token's claims, all in one context
 // value, so that the request is copied once (each copy of an http.Request
 // and each context value were allocations per request: the access log,
-// chi and the gate each made their own, issue 10). observe, when not nil,
+// chi and the gate each made their own). observe, when not nil,
 // sees each finished request with its route pattern ("" when none
 // matched) and status; the metrics count them.
 //

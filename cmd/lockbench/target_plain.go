@@ -14,7 +14,7 @@ import (
 // plainTarget is the plainest Redis lock there is, called in-process: SET
 // NX PX to take it, a compare-and-delete script to release it. No queue,
 // no fencing token, no record, no history. It is the yardstick for what
-// the lock scripts cost Redis per cycle (issue 10 asks for within 2x), and
+// the lock scripts cost Redis per cycle, and
 // runs uncontended only: it cannot wait.
 type plainTarget struct {
 	client    *redis.Client

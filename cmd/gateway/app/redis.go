@@ -52,7 +52,7 @@ func newRedisBackend(rawURL string, cluster bool, sentinel string, opts locks.Re
 		// RESP2: the engine uses no RESP3 push messages (its wake-ups are
 		// pub/sub messages, which go-redis reads on RESP2 connections as
 		// well), and on RESP3 go-redis checks every reply for pending push
-		// notifications, about 4 % of the gateway's CPU (issue 10).
+		// notifications, about 4 % of the gateway's CPU.
 		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.Protocol = -1, true, 2
 		client = redis.NewClient(opts)
 	}
