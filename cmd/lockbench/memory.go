@@ -14,12 +14,17 @@ import (
 // HeldLockMemory is what held locks cost Redis.
 type HeldLockMemory struct {
 	Locks int `json:"locks"`
-	// KeysPerLock is how many keys the locks' hash tags cover while held.
+	// KeysPerLock is how many keys the locks' hash tags cover while held,
+	// the calls' records aside (CallRecordBytesPerLock).
 	KeysPerLock float64 `json:"keys_per_lock"`
 	// BytesPerLock sums MEMORY USAGE of those keys, per lock.
 	BytesPerLock float64 `json:"bytes_per_lock"`
+	// CallRecordBytesPerLock sums MEMORY USAGE of the replies the acquires
+	// left (lua/once.lua), per lock: they go within seconds.
+	CallRecordBytesPerLock float64 `json:"call_record_bytes_per_lock"`
 	// UsedMemoryPerLock is the growth of INFO used_memory, per lock:
-	// MEMORY USAGE plus the keyspace's own overhead.
+	// MEMORY USAGE plus the keyspace's own overhead. The call records of
+	// earlier runs expiring meanwhile can make it small, even negative.
 	UsedMemoryPerLock float64 `json:"used_memory_per_lock"`
 	// ReleasedKeysPerLock and BytesPerReleasedLock are what stays behind
 	// once every lock is released (the fencing counter, until it expires).
@@ -51,18 +56,19 @@ func measureHeldLocks(ctx context.Context, gw *httpTarget, rdb *redis.Client, pr
 		return m, err
 	}
 	pattern := globEscape(prefix+"{"+gw.namespace+"/") + "*"
-	keys, bytes, err := keyUsage(ctx, rdb, pattern)
+	keys, bytes, callBytes, err := keyUsage(ctx, rdb, pattern)
 	if err != nil {
 		return m, err
 	}
 	m.KeysPerLock = float64(keys) / float64(n)
 	m.BytesPerLock = float64(bytes) / float64(n)
+	m.CallRecordBytesPerLock = float64(callBytes) / float64(n)
 	m.UsedMemoryPerLock = float64(after-before) / float64(n)
 
 	if err := forEach(n, 16, func(i int) error { return sessions[i].release(tokens[i]) }); err != nil {
 		return m, fmt.Errorf("release the measured locks: %w", err)
 	}
-	keys, bytes, err = keyUsage(ctx, rdb, pattern)
+	keys, bytes, _, err = keyUsage(ctx, rdb, pattern)
 	if err != nil {
 		return m, err
 	}
@@ -110,21 +116,26 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
-// keyUsage counts the keys matching pattern and sums their MEMORY USAGE.
-func keyUsage(ctx context.Context, rdb *redis.Client, pattern string) (keys, bytes int64, err error) {
+// keyUsage counts the keys matching pattern and sums their MEMORY USAGE,
+// the calls' records (KEYS[1]:c:<call id>, see lua/once.lua) apart.
+func keyUsage(ctx context.Context, rdb *redis.Client, pattern string) (keys, bytes, callBytes int64, err error) {
 	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {
 		n, err := rdb.MemoryUsage(ctx, iter.Val(), 0).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return 0, 0, fmt.Errorf("MEMORY USAGE: %w", err)
+			return 0, 0, 0, fmt.Errorf("MEMORY USAGE: %w", err)
+		}
+		if strings.Contains(iter.Val(), "}:c:") {
+			callBytes += n
+			continue
 		}
 		keys++
 		bytes += n
 	}
 	if err := iter.Err(); err != nil {
-		return 0, 0, fmt.Errorf("SCAN: %w", err)
+		return 0, 0, 0, fmt.Errorf("SCAN: %w", err)
 	}
-	return keys, bytes, nil
+	return keys, bytes, callBytes, nil
 }
 
 // globEscape quotes the characters SCAN MATCH treats as patterns.

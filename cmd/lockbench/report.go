@@ -79,6 +79,7 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	}
 	if h := r.HeldLocks; h != nil {
 		fmt.Fprintf(&b, "| Redis, held lock: MEMORY USAGE of its keys (%.1f keys; %d locks held) | %.0f B |\n", h.KeysPerLock, h.Locks, h.BytesPerLock)
+		fmt.Fprintf(&b, "| Redis, held lock: its acquire's call record, for seconds | %.0f B |\n", h.CallRecordBytesPerLock)
 		fmt.Fprintf(&b, "| Redis, held lock: growth of used_memory | %.0f B |\n", h.UsedMemoryPerLock)
 		fmt.Fprintf(&b, "| Redis, released lock: what stays until it expires (%.1f keys) | %.0f B |\n", h.ReleasedKeysPerLock, h.BytesPerReleasedLock)
 	}
