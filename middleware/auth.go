@@ -258,8 +258,8 @@ func ParsePublicKeys(data []byte) ([]crypto.PublicKey, error) {
 
 // Claims are what a verified token says about its bearer.
 type Claims struct {
-	// Subject is the token's sub: who the caller is.
-	Subject string
+	// Identity is who the caller is: the token's iss and sub.
+	Identity
 	// Namespaces are the token's ns globs, or those a policy grants it.
 	Namespaces []string
 	// MaxTTL, when not 0, is the longest lease the policy lets this
@@ -307,7 +307,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	if c.Subject == "" {
 		return Claims{}, &AuthError{Reason: "the token has no sub claim", Presented: true}
 	}
-	claims := Claims{Subject: c.Subject, Namespaces: c.ns}
+	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns}
 	if !c.hasNS && a.policy != nil {
 		claims.Namespaces, claims.MaxTTL, claims.Limits = a.policy.grant(c.all)
 	}

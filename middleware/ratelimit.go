@@ -29,7 +29,8 @@ type Limits struct {
 	MaxWaiters int
 }
 
-// SubjectLimiter keeps each subject (a token's sub) to its share of this
+// SubjectLimiter keeps each subject (an Identity: a token's iss and sub)
+// to its share of this
 // gateway: a token bucket of requests per second, and a cap on its waiting
 // acquirers. A subject's limits are those of the policy rules its token
 // matched, field by field, and the gateway's where no rule sets one; a
@@ -60,7 +61,7 @@ const (
 
 type subjectShard struct {
 	mu         sync.Mutex
-	m          map[string]*subject
+	m          map[Identity]*subject
 	sweepAfter int // sweep when len(m) reaches it
 }
 
@@ -113,15 +114,15 @@ func (l *SubjectLimiter) effective(rules Limits) (rate, burst float64, maxWaiter
 // shard locked; the caller unlocks it.
 func (l *SubjectLimiter) lookup(c Claims, now int64) (*subjectShard, *subject) {
 	rate, burst, maxWaiters := l.effective(c.Limits)
-	sh := &l.shards[maphash.String(l.seed, c.Subject)%subjectShards]
+	sh := &l.shards[maphash.Comparable(l.seed, c.Identity)%subjectShards]
 	sh.mu.Lock()
-	s := sh.m[c.Subject]
+	s := sh.m[c.Identity]
 	if s == nil {
 		if len(sh.m) >= sh.sweepAfter {
 			sh.sweep(now)
 		}
 		s = &subject{rate: rate, burst: burst, tokens: burst, at: now, maxWaiters: maxWaiters}
-		sh.m[c.Subject] = s
+		sh.m[c.Identity] = s
 		return sh, s
 	}
 	if s.rate != rate || s.burst != burst {
@@ -137,7 +138,7 @@ func (l *SubjectLimiter) lookup(c Claims, now int64) (*subjectShard, *subject) {
 
 func (sh *subjectShard) sweep(now int64) {
 	if sh.m == nil {
-		sh.m = make(map[string]*subject)
+		sh.m = make(map[Identity]*subject)
 	}
 	for k, s := range sh.m {
 		if s.waiting == 0 && s.full(now) {
