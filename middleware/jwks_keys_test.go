@@ -252,3 +252,24 @@ func TestCritHeaderRefused(t *testing.T) {
 		t.Fatalf("token with crit: got %v, want an AuthError that names crit", err)
 	}
 }
+
+// TestIssuerWithHashRefused: an iss holding '#' would make an identity's
+// text ambiguous (see Identity.String): such a token is refused, even
+// where the gateway's own key takes any iss.
+func TestIssuerWithHashRefused(t *testing.T) {
+	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for iss, ok := range map[string]bool{"https://a.example": true, "https://a.example#admin": false} {
+		c := jwksClaims()
+		c["iss"] = iss
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(testSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := authenticate(a, s); (err == nil) != ok {
+			t.Errorf("iss %q: got %v, want accepted %v", iss, err, ok)
+		}
+	}
+}
