@@ -83,6 +83,8 @@ type Server struct {
 	drain    context.CancelFunc
 	// waiting counts the acquirers waiting now, against MaxWaiters.
 	waiting atomic.Int64
+	// ticketWaiters counts open tickets against their subjects' caps.
+	ticketWaiters ticketWaiters
 }
 
 var _ StrictServerInterface = (*Server)(nil)

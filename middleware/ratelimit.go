@@ -25,7 +25,8 @@ type Limits struct {
 	// at once after a pause. 0: Rate rounded up, at least 1.
 	Burst int
 	// MaxWaiters bounds the subject's acquirers waiting (wait_ms) at once
-	// on this gateway, locks and semaphores together. 0: no cap.
+	// on this gateway, locks and semaphores together, tickets too (the
+	// handlers count them). 0: no cap.
 	MaxWaiters int
 }
 
@@ -195,6 +196,10 @@ type Waiting struct {
 	sh *subjectShard
 	s  *subject
 }
+
+// Counted reports whether the waiter counts against a cap: false when
+// its subject has none (nor does the gateway), and Done does nothing.
+func (w Waiting) Counted() bool { return w.s != nil }
 
 // Done stops counting the waiter. Call it once, when it stops waiting.
 func (w Waiting) Done() {

@@ -111,7 +111,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
 	fs.Float64Var(&c.subjectRate, "subject-rate", 0, "requests per second each subject (a token's sub) may make on this gateway, as a token bucket; more get 429 too_many_requests (0: no limit); policy rules may set their own")
 	fs.IntVar(&c.subjectBurst, "subject-burst", 0, "requests a subject may make at once, the size of its --subject-rate bucket (0: the rate, rounded up)")
-	fs.IntVar(&c.subjectWaiters, "subject-max-waiters", 0, "most acquirers of one subject waiting at once on this gateway, locks and semaphores together; more get 429 too_many_requests (0: only --max-waiters)")
+	fs.IntVar(&c.subjectWaiters, "subject-max-waiters", 0, "most acquirers of one subject waiting at once on this gateway, locks and semaphores together, open tickets included; more get 429 too_many_requests (0: only --max-waiters)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGINT/SIGTERM waits for in-flight requests")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS (and HTTP/2) with it and --tls-key; both files are read again on SIGHUP")
