@@ -57,6 +57,11 @@ type config struct {
 	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
 }
 
+// minTicketLiveness is the shortest --ticket-liveness: a long poll keeps
+// its ticket alive at most once a second, and a liveness of two seconds
+// lets one keep-alive be late.
+const minTicketLiveness = 2 * time.Second
+
 // devAddr is where --dev listens unless --addr says otherwise: loopback
 // only, since its token grants everything.
 const devAddr = "127.0.0.1:8080"
@@ -270,8 +275,9 @@ func (c config) check() error {
 		return errors.New("--lock-delay must be 0 or at least 1ms")
 	case c.history < 0 || c.history > 1000:
 		return errors.New("--history must be 0 (off) to 1000 events")
-	case c.ticketLiveness < 100*time.Millisecond || c.ticketLiveness > 10*time.Minute:
-		return errors.New("--ticket-liveness must be between 100ms and 10m")
+	case c.ticketLiveness < minTicketLiveness || c.ticketLiveness > 10*time.Minute:
+		// A long poll keeps its ticket alive once a second at most.
+		return fmt.Errorf("--ticket-liveness must be between %s (twice a long poll's keep-alive, once a second) and 10m", minTicketLiveness)
 	case c.lockDelay > time.Hour:
 		return errors.New("--lock-delay must be at most 1h: longer keeps a lock nobody holds from everyone")
 	}
