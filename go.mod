@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/MicahParks/jwkset v0.11.4
-	github.com/MicahParks/keyfunc/v3 v3.9.2
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/getkin/kin-openapi v0.142.0
 	github.com/go-chi/chi/v5 v5.5.0

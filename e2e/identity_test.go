@@ -93,7 +93,8 @@ func oidcClaims(extra jwt.MapClaims) jwt.MapClaims {
 
 // TestJWKS: a gateway trusting a JWK Set (and no secret) accepts RS256 and
 // ES256 tokens from it, follows a key rotation, and refuses what the set
-// does not vouch for.
+// does not vouch for. It is configured with the old --jwt-jwks-url and one
+// --jwt-issuer, which says whose the set is.
 func TestJWKS(t *testing.T) {
 	r1, e1, r2 := jwkstest.RSA(t, "r1"), jwkstest.ES256(t, "e1"), jwkstest.RSA(t, "r2")
 	idp := jwkstest.Start(t)
@@ -165,7 +166,7 @@ func TestJWKSDownAtStart(t *testing.T) {
 	idp := jwkstest.Start(t)
 	idp.Set(k.JWK(t))
 	idp.Fail(http.StatusBadGateway)
-	gw := startGatewayEnv(t, nil, "--jwt-jwks-url", idp.URL, "--jwt-jwks-refresh", "100ms")
+	gw := startGatewayEnv(t, nil, "--jwt-jwks", "https://issuer.example="+idp.URL, "--jwt-jwks-refresh", "100ms", "--jwt-audience", "lockgate")
 	p := wantProblem(t, call(t, "GET", gw.URL+"/readyz", ""), http.StatusServiceUnavailable, "backend_unavailable")
 	if !strings.Contains(p.Detail, "JWK Set") || strings.Contains(p.Detail, idp.URL) {
 		t.Fatalf("detail %q: want it to name the JWK Set, not its URL", p.Detail)
@@ -205,8 +206,7 @@ func TestPolicy(t *testing.T) {
 		{"match": {"repository": "acme/tiny"}, "namespaces": ["tiny"], "max_ttl": "5s"},
 		{"match": {"groups": "lock-admins"}, "namespaces": ["*"]}
 	]}`)
-	gw := startGateway(t, "--jwt-jwks-url", idp.URL, "--policy", policy,
-		"--jwt-issuer", "https://issuer.example", "--jwt-audience", "lockgate")
+	gw := startGateway(t, "--jwt-jwks", "https://issuer.example="+idp.URL, "--policy", policy, "--jwt-audience", "lockgate")
 	ci := func(claims jwt.MapClaims) []string { return bearer(k.Sign(t, oidcClaims(claims))) }
 	lib := ci(jwt.MapClaims{"repository": "acme/lib", "ref": "refs/heads/main"})
 	app := ci(jwt.MapClaims{"repository": "acme/app", "ref": "refs/heads/main"})
@@ -296,8 +296,10 @@ func TestIdentityRefusesToStart(t *testing.T) {
 		"policy: bad glob":      {[]string{"--policy", badGlob}, env, `rule 3: namespace glob "Prod/*"`},
 		"policy: missing file":  {[]string{"--policy", filepath.Join(t.TempDir(), "nope.json")}, env, "--policy"},
 		"empty ns claim":        {[]string{"--jwt-ns-claim", ""}, env, "--jwt-ns-claim"},
-		"JWKS not http":         {[]string{"--jwt-jwks-url", "ftp://example.com/jwks"}, nil, "--jwt-jwks-url"},
-		"JWKS refresh zero":     {[]string{"--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--jwt-jwks-refresh", "0s"}, nil, "positive"},
+		"JWKS not http":         {[]string{"--jwt-jwks", "https://issuer.example=ftp://example.com/jwks", "--jwt-audience", "lockgate"}, nil, "--jwt-jwks"},
+		"JWKS refresh zero":     {[]string{"--jwt-jwks", "https://issuer.example=http://127.0.0.1:1/jwks", "--jwt-jwks-refresh", "0s"}, nil, "positive"},
+		"JWKS without audience": {[]string{"--jwt-jwks", "https://issuer.example=http://127.0.0.1:1/jwks"}, nil, "--jwt-audience"},
+		"JWKS old flag, no iss": {[]string{"--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--jwt-audience", "lockgate"}, nil, "--jwt-jwks ISSUER=URL"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out, logs gatewaytest.Buffer

@@ -50,6 +50,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = newMetrics(reg)
+	reg.MustRegister(newJWKSCollector(s.cfg.Auth))
 
 	r := chi.NewRouter()
 	// Top-level middleware runs before routing: nothing here may depend on

@@ -83,6 +83,8 @@ type Server struct {
 	drain    context.CancelFunc
 	// waiting counts the acquirers waiting now, against MaxWaiters.
 	waiting atomic.Int64
+	// ticketWaiters counts open tickets against their subjects' caps.
+	ticketWaiters ticketWaiters
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -262,7 +264,7 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		return locks.Key{}, locks.AcquireRequest{}, err
 	}
 	claims, _ := middleware.ClaimsFromContext(ctx)
-	ar := locks.AcquireRequest{TTL: min(s.cfg.DefaultTTL, s.maxTTL(ctx)), Subject: claims.Subject}
+	ar := locks.AcquireRequest{TTL: min(s.cfg.DefaultTTL, s.maxTTL(ctx)), Subject: claims.Identity.String()}
 	if b := req.Body; b != nil {
 		if b.TtlMs != nil {
 			if ar.TTL, err = s.ttl(ctx, *b.TtlMs); err != nil {

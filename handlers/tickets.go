@@ -78,12 +78,26 @@ func newTicketMetrics(reg prometheus.Registerer) *ticketMetrics {
 }
 
 // openTicket answers an acquire with Prefer: respond-async: 201 with the
-// grant when the lock is free for the caller, else 202 with a ticket.
+// grant when the lock is free for the caller, else 202 with a ticket. A
+// ticket waits as an acquirer does: it counts against the subject's cap
+// on waiters (see ticketWaiters), and past it the acquire is a 429.
 func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.AcquireRequest) (AcquireLockResponseObject, error) {
+	claims, _ := middleware.ClaimsFromContext(ctx)
+	w, err := s.cfg.Subjects.StartWait(claims)
+	if err != nil {
+		s.metrics.acquires.WithLabelValues(outcomeRefused).Inc()
+		return nil, fmt.Errorf("open ticket for lock %s: %w", key, err)
+	}
 	st, err := s.cfg.Tickets.OpenTicket(ctx, key, ar)
 	if err != nil {
+		w.Done()
 		s.metrics.acquires.WithLabelValues(acquireOutcome(err)).Inc()
 		return nil, err
+	}
+	if st.Grant != nil {
+		w.Done()
+	} else {
+		s.ticketWaiters.add(st.ID, st.Token, w, ar.Wait)
 	}
 	if g := st.Grant; g != nil {
 		s.metrics.acquires.granted.Inc()
@@ -163,7 +177,7 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 	wait := parsePrefer(req.Params.Prefer).wait
 	if wait > 0 {
 		// A long-poll holds a connection as a waiter does: the same caps.
-		done, err := s.startLongPoll(ctx)
+		done, err := s.startLongPoll(ctx, req.Ticket, req.Params.TicketToken)
 		if err != nil {
 			s.metrics.tickets.polls.WithLabelValues(outcomeRefused).Inc()
 			return nil, err
@@ -176,6 +190,9 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 		defer context.AfterFunc(s.draining, cancel)()
 	}
 	st, err := tickets.PollTicket(ctx, key, req.Ticket, req.Params.TicketToken, wait)
+	if st.Grant != nil || errors.Is(err, locks.ErrTicketNotFound) {
+		s.ticketWaiters.done(req.Ticket, req.Params.TicketToken) // it waits no more
+	}
 	switch {
 	case err != nil:
 		outcome := outcomeError
@@ -208,19 +225,27 @@ func (s *Server) CloseTicket(ctx context.Context, req CloseTicketRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	if err := tickets.CloseTicket(ctx, key, req.Ticket, req.Params.TicketToken); err != nil {
+	err = tickets.CloseTicket(ctx, key, req.Ticket, req.Params.TicketToken)
+	if err == nil || errors.Is(err, locks.ErrTicketNotFound) {
+		s.ticketWaiters.done(req.Ticket, req.Params.TicketToken)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return CloseTicket204Response{}, nil
 }
 
-// startLongPoll counts a long-poll against the caller's and the gateway's
-// caps on waiters, and returns what ends it.
-func (s *Server) startLongPoll(ctx context.Context) (done func(), err error) {
-	claims, _ := middleware.ClaimsFromContext(ctx)
-	w, err := s.cfg.Subjects.StartWait(claims)
-	if err != nil {
-		return nil, fmt.Errorf("poll ticket: %w", err)
+// startLongPoll counts a long-poll of ticket id (with token) against the
+// caller's and the gateway's caps on waiters, and returns what ends it.
+// A ticket counted here already counts against the caller's cap: its long
+// poll takes no second place there.
+func (s *Server) startLongPoll(ctx context.Context, id, token string) (done func(), err error) {
+	var w middleware.Waiting
+	if !s.ticketWaiters.counted(id, token) {
+		claims, _ := middleware.ClaimsFromContext(ctx)
+		if w, err = s.cfg.Subjects.StartWait(claims); err != nil {
+			return nil, fmt.Errorf("poll ticket: %w", err)
+		}
 	}
 	if s.waiting.Add(1) > int64(s.cfg.MaxWaiters) {
 		s.waiting.Add(-1)

@@ -118,7 +118,8 @@ type AcquireRequest struct {
 	// Wait is how long to wait for a held lock; 0 fails at once with ErrHeld,
 	// otherwise at least 1 ms.
 	Wait time.Duration
-	// Subject identifies the caller (the JWT subject at the gateway).
+	// Subject identifies the caller: at the gateway, the token's issuer and
+	// subject as one text (see middleware.Identity).
 	Subject string
 	// Owner is a free-form label shown by Inspect, at most MaxOwnerLen bytes.
 	Owner string

@@ -90,8 +90,9 @@ func (r *Redis) PollTicket(ctx context.Context, key Key, id, token string, wait 
 	}
 	deadline := time.Now().Add(wait)
 	// Each run of the script keeps the ticket alive for the liveness:
-	// a long-poll longer than that runs it a few times.
-	keep := time.NewTicker(r.opts.TicketLiveness / 3)
+	// a long-poll longer than that runs it a few times, at most once a
+	// second (a short liveness made it dozens: keep the liveness above 1s).
+	keep := time.NewTicker(max(r.opts.TicketLiveness/3, time.Second))
 	defer keep.Stop()
 	holderEnds := time.NewTimer(time.Hour)
 	defer holderEnds.Stop()

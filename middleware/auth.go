@@ -55,6 +55,11 @@ const MaxTokenLen = 8 << 10
 
 // AuthConfig says which tokens to trust. Set at most one of Secret and
 // PublicKeys, with or without JWKS, and at least one of the three.
+//
+// Keys belong to issuers: a JWK Set's keys verify the tokens of its
+// issuer only (see JWKSConfig.Sets), and the gateway's own keys (Secret or
+// PublicKeys) those of Issuers. A token whose iss no key belongs to is
+// refused.
 type AuthConfig struct {
 	// Secret verifies HS256 tokens. At least 32 bytes; see CheckSecret.
 	Secret []byte
@@ -62,9 +67,10 @@ type AuthConfig struct {
 	// and EdDSA (Ed25519) tokens; see ParsePublicKeys.
 	PublicKeys []crypto.PublicKey
 	// JWKS verifies RS256, ES256 and EdDSA tokens whose key is in one of
-	// its sets, by kid (or any key of the sets for a token without one).
-	// Only the algorithms above are accepted, and only with a key of their
-	// type: a set's "alg" or an "oct" (symmetric) key widens nothing.
+	// the sets of their iss, by kid (or any key of those sets for a token
+	// without one). Only the algorithms above are accepted, and only with a
+	// key of their type: a set's "alg" or an "oct" (symmetric) key widens
+	// nothing. It needs an Audience.
 	JWKS *JWKS
 	// NSClaim names the claim that holds a token's namespace globs, an
 	// array of strings. Default "ns".
@@ -72,9 +78,14 @@ type AuthConfig struct {
 	// Policy, when set, grants namespaces to tokens without the NSClaim
 	// claim. Without it such tokens are granted nothing.
 	Policy *Policy
-	// Issuer, when set, must equal the token's iss.
-	Issuer string
-	// Audience, when set, must be among the token's aud.
+	// Issuers are the iss values of the tokens Secret or PublicKeys
+	// verify. Empty: a token with no iss, or with one that no JWK Set
+	// belongs to. An issuer here and in JWKS has its tokens verified by
+	// either.
+	Issuers []string
+	// Audience, when set, must be among the token's aud. It is required
+	// with JWKS: providers sign tokens for many relying parties, and one
+	// meant for another must not pass here.
 	Audience string
 }
 
@@ -87,7 +98,8 @@ const MinSecretLen = jwtsecret.MinLen
 // "alg: none" token, never verifies.
 type Authenticator struct {
 	parser  *jwt.Parser
-	keys    map[string]jwt.VerificationKeySet // by alg
+	keys    map[string]jwt.VerificationKeySet // the gateway's own, by alg
+	issuers []string                          // the iss values they sign; nil: any no set belongs to
 	jwks    *JWKS                             // or nil
 	nsClaim string
 	policy  *Policy // or nil
@@ -158,6 +170,18 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	case cfg.JWKS == nil:
 		return nil, errors.New("no JWT key configured")
 	}
+	if cfg.JWKS != nil && cfg.Audience == "" {
+		return nil, errors.New("tokens verified with a JWK Set need an audience: providers sign tokens for many relying parties, " +
+			"and one meant for another would pass")
+	}
+	for _, iss := range cfg.Issuers {
+		if err := CheckIssuer(iss); err != nil {
+			return nil, fmt.Errorf("issuer %q: %w", iss, err)
+		}
+		if len(keys) == 0 && !cfg.JWKS.has(iss) {
+			return nil, fmt.Errorf("issuer %q: no key verifies its tokens: no JWK Set belongs to it, and no secret or public key is configured", iss)
+		}
+	}
 	algs := make([]string, 0, len(keys)+len(jwksAlgs))
 	for alg := range keys {
 		algs = append(algs, alg)
@@ -168,9 +192,6 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	slices.Sort(algs)
 	algs = slices.Compact(algs)
 	opts := []jwt.ParserOption{jwt.WithValidMethods(algs), jwt.WithExpirationRequired()}
-	if cfg.Issuer != "" {
-		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
-	}
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
@@ -178,7 +199,8 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	if nsClaim == "" {
 		nsClaim = "ns"
 	}
-	return &Authenticator{parser: jwt.NewParser(opts...), keys: keys, jwks: cfg.JWKS, nsClaim: nsClaim, policy: cfg.Policy}, nil
+	return &Authenticator{parser: jwt.NewParser(opts...), keys: keys, issuers: slices.Clone(cfg.Issuers), jwks: cfg.JWKS,
+		nsClaim: nsClaim, policy: cfg.Policy}, nil
 }
 
 // jwksAlgs are the algorithms a JWKS key may verify: the asymmetric ones
@@ -193,6 +215,14 @@ func (a *Authenticator) Check() error {
 		return nil
 	}
 	return a.jwks.Ready()
+}
+
+// JWKSStatus describes the JWK Sets, for metrics; nil without any.
+func (a *Authenticator) JWKSStatus() []JWKSStatus {
+	if a.jwks == nil {
+		return nil
+	}
+	return a.jwks.Status()
 }
 
 // generation changes whenever a JWK Set does.
@@ -258,8 +288,8 @@ func ParsePublicKeys(data []byte) ([]crypto.PublicKey, error) {
 
 // Claims are what a verified token says about its bearer.
 type Claims struct {
-	// Subject is the token's sub: who the caller is.
-	Subject string
+	// Identity is who the caller is: the token's iss and sub.
+	Identity
 	// Namespaces are the token's ns globs, or those a policy grants it.
 	Namespaces []string
 	// MaxTTL, when not 0, is the longest lease the policy lets this
@@ -307,7 +337,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	if c.Subject == "" {
 		return Claims{}, &AuthError{Reason: "the token has no sub claim", Presented: true}
 	}
-	claims := Claims{Subject: c.Subject, Namespaces: c.ns}
+	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns}
 	if !c.hasNS && a.policy != nil {
 		claims.Namespaces, claims.MaxTTL, claims.Limits = a.policy.grant(c.all)
 	}
@@ -319,19 +349,35 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	return claims, nil
 }
 
-// keyFunc returns the keys that may verify a token: the configured ones
-// for its algorithm, and the JWKS keys of that algorithm's type.
+// errCritHeader: RFC 7515 4.1.11 asks to refuse a token whose header
+// lists critical extensions the recipient does not understand, and the
+// gateway understands none.
+var errCritHeader = errors.New("the token's header has a crit parameter")
+
+// keyFunc returns the keys that may verify a token: those of its issuer,
+// for its algorithm. golang-jwt has decoded the claims when it calls it,
+// and verifies the signature with each key in turn.
 func (a *Authenticator) keyFunc(ctx context.Context) jwt.Keyfunc {
 	return func(t *jwt.Token) (any, error) {
+		if _, ok := t.Header["crit"]; ok {
+			return nil, errCritHeader
+		}
+		iss := t.Claims.(*tokenClaims).Issuer
+		own, fromSet := a.ownKeysFor(iss), a.jwks.has(iss)
+		if !own && !fromSet || strings.Contains(iss, "#") {
+			return nil, jwt.ErrTokenInvalidIssuer
+		}
 		// WithValidMethods has already refused other algorithms; the
 		// lookups keep the key type tied to the algorithm all the same.
 		alg := t.Method.Alg()
-		set := jwt.VerificationKeySet{Keys: slices.Clone(a.keys[alg].Keys)}
-		if a.jwks != nil && slices.Contains(jwksAlgs, alg) {
-			for _, k := range a.jwks.keys(ctx, t) {
-				if kalg, err := algFor(k); err == nil && kalg == alg {
-					set.Keys = append(set.Keys, k)
-				}
+		var set jwt.VerificationKeySet
+		if own {
+			set.Keys = slices.Clone(a.keys[alg].Keys)
+		}
+		if fromSet && slices.Contains(jwksAlgs, alg) {
+			kid, _ := t.Header["kid"].(string)
+			for _, k := range a.jwks.keys(ctx, iss, kid, alg) {
+				set.Keys = append(set.Keys, k)
 			}
 		}
 		if len(set.Keys) == 0 {
@@ -339,6 +385,18 @@ func (a *Authenticator) keyFunc(ctx context.Context) jwt.Keyfunc {
 		}
 		return set, nil
 	}
+}
+
+// ownKeysFor reports whether the gateway's own keys (Secret, PublicKeys)
+// verify tokens of iss.
+func (a *Authenticator) ownKeysFor(iss string) bool {
+	switch {
+	case len(a.keys) == 0:
+		return false
+	case len(a.issuers) > 0:
+		return slices.Contains(a.issuers, iss)
+	}
+	return !a.jwks.has(iss)
 }
 
 // reason turns a golang-jwt error into our own words.
@@ -354,6 +412,8 @@ func reason(err error) string {
 		return "the token's issuer is not accepted"
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
 		return "the token's audience is not accepted"
+	case errors.Is(err, errCritHeader):
+		return "the token's header lists critical extensions (crit), which the gateway does not understand"
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return "the token's signature or algorithm is not accepted"
 	case errors.Is(err, errDuplicateClaim):

@@ -29,11 +29,13 @@ func TestNewAuthenticatorRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, cfg := range map[string]AuthConfig{
-		"nothing":      {},
-		"short secret": {Secret: []byte("short")},
-		"both":         {Secret: []byte(testSecret), PublicKeys: []crypto.PublicKey{&p384.PublicKey}},
-		"small RSA":    {PublicKeys: []crypto.PublicKey{&rsaSmall.PublicKey}},
-		"P-384":        {PublicKeys: []crypto.PublicKey{&p384.PublicKey}},
+		"nothing":       {},
+		"short secret":  {Secret: []byte("short")},
+		"both":          {Secret: []byte(testSecret), PublicKeys: []crypto.PublicKey{&p384.PublicKey}},
+		"small RSA":     {PublicKeys: []crypto.PublicKey{&rsaSmall.PublicKey}},
+		"P-384":         {PublicKeys: []crypto.PublicKey{&p384.PublicKey}},
+		"issuer with #": {Secret: []byte(testSecret), Issuers: []string{"https://a.example#x"}},
+		"empty issuer":  {Secret: []byte(testSecret), Issuers: []string{""}},
 	} {
 		if _, err := NewAuthenticator(cfg); err == nil {
 			t.Errorf("%s: got no error", name)
@@ -67,7 +69,7 @@ func TestParsePublicKeys(t *testing.T) {
 }
 
 func TestAuthenticate(t *testing.T) {
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret), Issuer: "iss", Audience: "aud"})
+	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret), Issuers: []string{"iss", "iss2"}, Audience: "aud"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +86,12 @@ func TestAuthenticate(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("Authorization", "Bearer "+good)
 	c, err := a.Authenticate(r)
-	if err != nil || c.Subject != "s" || len(c.Namespaces) != 2 {
+	if err != nil || c.Identity != (Identity{Issuer: "iss", Subject: "s"}) || len(c.Namespaces) != 2 {
 		t.Fatalf("good token: got %+v, %v", c, err)
+	}
+	r.Header.Set("Authorization", "Bearer "+sign(jwt.MapClaims{"sub": "s", "exp": time.Now().Add(time.Hour).Unix(), "iss": "iss2", "aud": "aud"}))
+	if c, err := a.Authenticate(r); err != nil || c.Issuer != "iss2" {
+		t.Fatalf("token of the second issuer: got %+v, %v", c, err)
 	}
 
 	for name, tc := range map[string]struct {
@@ -95,6 +101,7 @@ func TestAuthenticate(t *testing.T) {
 		"expired":     {"Bearer " + sign(jwt.MapClaims{"sub": "s", "exp": time.Now().Add(-time.Hour).Unix(), "iss": "iss", "aud": "aud"}), "expired"},
 		"no exp":      {"Bearer " + sign(jwt.MapClaims{"sub": "s", "iss": "iss", "aud": "aud"}), "exp"},
 		"wrong iss":   {"Bearer " + sign(jwt.MapClaims{"sub": "s", "exp": exp, "iss": "x", "aud": "aud"}), "issuer"},
+		"no iss":      {"Bearer " + sign(jwt.MapClaims{"sub": "s", "exp": exp, "aud": "aud"}), "issuer"},
 		"wrong aud":   {"Bearer " + sign(jwt.MapClaims{"sub": "s", "exp": exp, "iss": "iss", "aud": "x"}), "audience"},
 		"no sub":      {"Bearer " + sign(jwt.MapClaims{"exp": exp, "iss": "iss", "aud": "aud"}), "sub"},
 		"many dots":   {"Bearer " + strings.Repeat(".", 10000), "not a JWT"},

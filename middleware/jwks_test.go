@@ -20,14 +20,31 @@ import (
 	"github.com/lockgate/lockgate/internal/jwkstest"
 )
 
-// jwksAuth returns an Authenticator on a JWKS at url, with cfg's intervals.
+// testIssuer is the issuer of the sets of these tests, unless they say
+// otherwise; testAudience the audience of their gateway.
+const (
+	testIssuer   = "https://idp.example"
+	testAudience = "lockgate"
+)
+
+// setsOf are JWK Sets at urls, all of testIssuer.
+func setsOf(urls ...string) []JWKSet {
+	sets := make([]JWKSet, len(urls))
+	for i, u := range urls {
+		sets[i] = JWKSet{Issuer: testIssuer, URL: u}
+	}
+	return sets
+}
+
+// jwksAuth returns an Authenticator on the JWKS cfg says, for
+// testAudience.
 func jwksAuth(t *testing.T, cfg JWKSConfig) *Authenticator {
 	t.Helper()
 	j, err := NewJWKS(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("NewJWKS: %v", err)
 	}
-	a, err := NewAuthenticator(AuthConfig{JWKS: j})
+	a, err := NewAuthenticator(AuthConfig{JWKS: j, Audience: testAudience})
 	if err != nil {
 		t.Fatalf("NewAuthenticator: %v", err)
 	}
@@ -41,7 +58,7 @@ func authenticate(a *Authenticator, token string) (Claims, error) {
 }
 
 func jwksClaims() jwt.MapClaims {
-	return jwt.MapClaims{"sub": "svc", "ns": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix()}
+	return jwt.MapClaims{"iss": testIssuer, "aud": testAudience, "sub": "svc", "ns": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix()}
 }
 
 // pollUntil calls ok until it returns true, failing the test after a
@@ -72,7 +89,7 @@ func TestJWKSVerifies(t *testing.T) {
 	rsaAlg := json.RawMessage(strings.Replace(string(rsaS.JWK(t)), `{`, `{"alg":"RS256",`, 1))
 	srv := jwkstest.Start(t)
 	srv.Set(rsaAlg, ecS.JWK(t), edS.JWK(t), smallS.JWK(t), oct)
-	a := jwksAuth(t, JWKSConfig{URLs: []string{srv.URL}, MinRefetch: time.Hour})
+	a := jwksAuth(t, JWKSConfig{Sets: setsOf(srv.URL), MinRefetch: time.Hour})
 	if err := a.Check(); err != nil {
 		t.Fatalf("Check after a good fetch: %v", err)
 	}
@@ -140,7 +157,7 @@ func TestJWKSRotation(t *testing.T) {
 	old, next := jwkstest.RSA(t, "old"), jwkstest.ES256(t, "next")
 	srv := jwkstest.Start(t)
 	srv.Set(old.JWK(t))
-	a := jwksAuth(t, JWKSConfig{URLs: []string{srv.URL}, Refresh: 50 * time.Millisecond, MinRefetch: 20 * time.Millisecond})
+	a := jwksAuth(t, JWKSConfig{Sets: setsOf(srv.URL), Refresh: 50 * time.Millisecond, MinRefetch: 20 * time.Millisecond})
 	oldTok, nextTok := old.Sign(t, jwksClaims()), next.Sign(t, jwksClaims())
 	if _, err := authenticate(a, oldTok); err != nil {
 		t.Fatalf("old key: %v", err)
@@ -163,7 +180,7 @@ func TestJWKSUnknownKIDRefetchLimited(t *testing.T) {
 	known := jwkstest.RSA(t, "known")
 	srv := jwkstest.Start(t)
 	srv.Set(known.JWK(t))
-	a := jwksAuth(t, JWKSConfig{URLs: []string{srv.URL}, MinRefetch: time.Hour})
+	a := jwksAuth(t, JWKSConfig{Sets: setsOf(srv.URL), MinRefetch: time.Hour})
 	if got := srv.Fetches(); got != 1 {
 		t.Fatalf("fetches after start: got %d, want 1", got)
 	}
@@ -191,15 +208,15 @@ func TestJWKSNotReadyUntilFetched(t *testing.T) {
 	srv.Set(s.JWK(t))
 	srv.Fail(http.StatusServiceUnavailable)
 	reported := make(chan string, 100)
-	a := jwksAuth(t, JWKSConfig{URLs: []string{srv.URL}, MinRefetch: 20 * time.Millisecond,
-		OnError: func(u string, err error) {
+	a := jwksAuth(t, JWKSConfig{Sets: setsOf(srv.URL), MinRefetch: 20 * time.Millisecond,
+		OnError: func(set JWKSet, err error) {
 			select {
-			case reported <- u:
+			case reported <- set.URL:
 			default:
 			}
 		}})
 	err := a.Check()
-	if err == nil || !strings.Contains(err.Error(), srv.URL) {
+	if err == nil || !strings.Contains(err.Error(), srv.URL) || !strings.Contains(err.Error(), "not fetched") {
 		t.Fatalf("Check while the set is down: got %v, want an error naming %s", err, srv.URL)
 	}
 	select {
@@ -226,22 +243,25 @@ func TestJWKSRefusesTooLarge(t *testing.T) {
 		w.Write([]byte(`{"keys":[{"kty":"oct","k":"` + strings.Repeat("A", maxJWKSBytes) + `"}]}`))
 	}))
 	defer ts.Close()
-	a := jwksAuth(t, JWKSConfig{URLs: []string{ts.URL}, MinRefetch: time.Hour})
+	a := jwksAuth(t, JWKSConfig{Sets: setsOf(ts.URL), MinRefetch: time.Hour})
 	if a.Check() == nil {
 		t.Fatal("Check: got ready on a set past the size limit")
 	}
 }
 
 func TestNewJWKSRefuses(t *testing.T) {
-	for name, urls := range map[string][]string{
-		"none":     nil,
-		"empty":    {""},
-		"ftp":      {"ftp://example.com/jwks"},
-		"relative": {"/jwks"},
-		"twice":    {"http://127.0.0.1:1/jwks", "http://127.0.0.1:1/jwks"},
+	for name, sets := range map[string][]JWKSet{
+		"none":                  nil,
+		"empty":                 setsOf(""),
+		"ftp":                   setsOf("ftp://example.com/jwks"),
+		"relative":              setsOf("/jwks"),
+		"twice":                 setsOf("http://127.0.0.1:1/jwks", "http://127.0.0.1:1/jwks"),
+		"twice, two issuers":    {{Issuer: "a", URL: "http://127.0.0.1:1/jwks"}, {Issuer: "b", URL: "http://127.0.0.1:1/jwks"}},
+		"no issuer":             {{URL: "http://127.0.0.1:1/jwks"}},
+		"an issuer holding '#'": {{Issuer: "https://a.example#x", URL: "http://127.0.0.1:1/jwks"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := NewJWKS(t.Context(), JWKSConfig{URLs: urls, Timeout: time.Second}); err == nil {
+			if _, err := NewJWKS(t.Context(), JWKSConfig{Sets: sets, Timeout: time.Second}); err == nil {
 				t.Fatal("got no error")
 			}
 		})
@@ -255,11 +275,11 @@ func TestJWKSWithSecret(t *testing.T) {
 	srv := jwkstest.Start(t)
 	rsaS := jwkstest.RSA(t, "r1")
 	srv.Set(rsaS.JWK(t), json.RawMessage(`{"kty":"oct","kid":"o1","k":"`+base64.RawURLEncoding.EncodeToString(octSecret)+`"}`))
-	j, err := NewJWKS(t.Context(), JWKSConfig{URLs: []string{srv.URL}, MinRefetch: time.Hour})
+	j, err := NewJWKS(t.Context(), JWKSConfig{Sets: setsOf(srv.URL), MinRefetch: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret), JWKS: j})
+	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret), JWKS: j, Audience: testAudience, Issuers: []string{testIssuer}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,13 @@ type Limits struct {
 	// at once after a pause. 0: Rate rounded up, at least 1.
 	Burst int
 	// MaxWaiters bounds the subject's acquirers waiting (wait_ms) at once
-	// on this gateway, locks and semaphores together. 0: no cap.
+	// on this gateway, locks and semaphores together, tickets too (the
+	// handlers count them). 0: no cap.
 	MaxWaiters int
 }
 
-// SubjectLimiter keeps each subject (a token's sub) to its share of this
+// SubjectLimiter keeps each subject (an Identity: a token's iss and sub)
+// to its share of this
 // gateway: a token bucket of requests per second, and a cap on its waiting
 // acquirers. A subject's limits are those of the policy rules its token
 // matched, field by field, and the gateway's where no rule sets one; a
@@ -60,7 +62,7 @@ const (
 
 type subjectShard struct {
 	mu         sync.Mutex
-	m          map[string]*subject
+	m          map[Identity]*subject
 	sweepAfter int // sweep when len(m) reaches it
 }
 
@@ -113,15 +115,15 @@ func (l *SubjectLimiter) effective(rules Limits) (rate, burst float64, maxWaiter
 // shard locked; the caller unlocks it.
 func (l *SubjectLimiter) lookup(c Claims, now int64) (*subjectShard, *subject) {
 	rate, burst, maxWaiters := l.effective(c.Limits)
-	sh := &l.shards[maphash.String(l.seed, c.Subject)%subjectShards]
+	sh := &l.shards[maphash.Comparable(l.seed, c.Identity)%subjectShards]
 	sh.mu.Lock()
-	s := sh.m[c.Subject]
+	s := sh.m[c.Identity]
 	if s == nil {
 		if len(sh.m) >= sh.sweepAfter {
 			sh.sweep(now)
 		}
 		s = &subject{rate: rate, burst: burst, tokens: burst, at: now, maxWaiters: maxWaiters}
-		sh.m[c.Subject] = s
+		sh.m[c.Identity] = s
 		return sh, s
 	}
 	if s.rate != rate || s.burst != burst {
@@ -137,7 +139,7 @@ func (l *SubjectLimiter) lookup(c Claims, now int64) (*subjectShard, *subject) {
 
 func (sh *subjectShard) sweep(now int64) {
 	if sh.m == nil {
-		sh.m = make(map[string]*subject)
+		sh.m = make(map[Identity]*subject)
 	}
 	for k, s := range sh.m {
 		if s.waiting == 0 && s.full(now) {
@@ -194,6 +196,10 @@ type Waiting struct {
 	sh *subjectShard
 	s  *subject
 }
+
+// Counted reports whether the waiter counts against a cap: false when
+// its subject has none (nor does the gateway), and Done does nothing.
+func (w Waiting) Counted() bool { return w.s != nil }
 
 // Done stops counting the waiter. Call it once, when it stops waiting.
 func (w Waiting) Done() {

@@ -20,7 +20,7 @@ func fakeClock(l *SubjectLimiter) *int64 {
 func TestSubjectBucket(t *testing.T) {
 	l := NewSubjectLimiter(Limits{Rate: 2, Burst: 3}, nil)
 	now := fakeClock(l)
-	alice, bob := Claims{Subject: "alice"}, Claims{Subject: "bob"}
+	alice, bob := Claims{Identity: Identity{Subject: "alice"}}, Claims{Identity: Identity{Subject: "bob"}}
 	for i := range 3 {
 		if err := l.Allow(alice); err != nil {
 			t.Fatalf("request %d of a burst of 3: %v", i+1, err)
@@ -45,6 +45,10 @@ func TestSubjectBucket(t *testing.T) {
 	if err := l.Allow(bob); err != nil {
 		t.Fatalf("another subject: got %v, want its own bucket", err)
 	}
+	otherIssuers := Claims{Identity: Identity{Issuer: "https://b.example", Subject: "alice"}}
+	if err := l.Allow(otherIssuers); err != nil {
+		t.Fatalf("alice of another issuer: got %v, want her own bucket", err)
+	}
 	*now += int64(499 * time.Millisecond)
 	if err := l.Allow(alice); err == nil {
 		t.Fatal("after 499 ms at 2/s: allowed, want still refused")
@@ -61,7 +65,7 @@ func TestSubjectBucket(t *testing.T) {
 func TestSubjectRetryAfterRoundsUp(t *testing.T) {
 	l := NewSubjectLimiter(Limits{Rate: 0.25}, nil) // burst 1, a token every 4 s
 	now := fakeClock(l)
-	c := Claims{Subject: "slow"}
+	c := Claims{Identity: Identity{Subject: "slow"}}
 	if err := l.Allow(c); err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +121,8 @@ func TestSubjectLimiterOff(t *testing.T) {
 		t.Fatal("a rule sets a limit: got nil, want a limiter")
 	}
 	var l *SubjectLimiter
-	w, err := l.StartWait(Claims{Subject: "x"})
-	if err != nil || l.Allow(Claims{Subject: "x"}) != nil {
+	w, err := l.StartWait(Claims{Identity: Identity{Subject: "x"}})
+	if err != nil || l.Allow(Claims{Identity: Identity{Subject: "x"}}) != nil {
 		t.Fatal("a nil limiter refused")
 	}
 	w.Done()
@@ -126,7 +130,7 @@ func TestSubjectLimiterOff(t *testing.T) {
 
 func TestSubjectWaiters(t *testing.T) {
 	l := NewSubjectLimiter(Limits{MaxWaiters: 2}, nil)
-	alice := Claims{Subject: "alice"}
+	alice := Claims{Identity: Identity{Subject: "alice"}}
 	w1, err1 := l.StartWait(alice)
 	w2, err2 := l.StartWait(alice)
 	if err1 != nil || err2 != nil {
@@ -151,10 +155,10 @@ func TestSubjectWaiters(t *testing.T) {
 	if !strings.Contains(le.Detail(), "2 acquirers waiting") {
 		t.Errorf("detail %q: want it to say the cap", le.Detail())
 	}
-	if _, err := l.StartWait(Claims{Subject: "bob"}); err != nil {
+	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "bob"}}); err != nil {
 		t.Fatalf("another subject: %v", err)
 	}
-	if _, err := l.StartWait(Claims{Subject: "carol", Limits: Limits{MaxWaiters: 3}}); err != nil {
+	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "carol"}, Limits: Limits{MaxWaiters: 3}}); err != nil {
 		t.Fatalf("a rule's cap: %v", err)
 	}
 	w1.Done()
@@ -172,7 +176,7 @@ func TestSubjectWaiters(t *testing.T) {
 func TestSubjectMemoryBounded(t *testing.T) {
 	l := NewSubjectLimiter(Limits{Rate: 1, Burst: 1, MaxWaiters: 10}, nil)
 	now := fakeClock(l)
-	waiter, err := l.StartWait(Claims{Subject: "waiter"})
+	waiter, err := l.StartWait(Claims{Identity: Identity{Subject: "waiter"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +189,7 @@ func TestSubjectMemoryBounded(t *testing.T) {
 	}
 	for round := range 20 {
 		for i := range 10_000 {
-			l.Allow(Claims{Subject: "s" + strconv.Itoa(round) + "-" + strconv.Itoa(i)})
+			l.Allow(Claims{Identity: Identity{Subject: "s" + strconv.Itoa(round) + "-" + strconv.Itoa(i)}})
 		}
 		*now += int64(time.Second) // every bucket refilled
 	}
@@ -193,20 +197,20 @@ func TestSubjectMemoryBounded(t *testing.T) {
 		t.Errorf("after 20 rounds of 10000 subjects, each idle after its round: %d remembered, want at most 30000", n)
 	}
 	for i := range 3 * maxSubjects {
-		l.Allow(Claims{Subject: "flood-" + strconv.Itoa(i)}) // all at once: no bucket refills
+		l.Allow(Claims{Identity: Identity{Subject: "flood-" + strconv.Itoa(i)}}) // all at once: no bucket refills
 	}
 	if n := count(); n > 2*maxSubjects+subjectShards {
 		t.Errorf("%d subjects at once: %d remembered, want at most about 2 × %d", 3*maxSubjects, n, maxSubjects)
 	}
 	for i := range l.shards {
-		if s, ok := l.shards[i].m["waiter"]; ok && s != waiter.s {
+		if s, ok := l.shards[i].m[Identity{Subject: "waiter"}]; ok && s != waiter.s {
 			t.Error("the subject with a waiter was forgotten and made again")
 		}
 	}
 	if waiter.s.waiting != 1 {
 		t.Errorf("waiters of the subject: got %d, want 1", waiter.s.waiting)
 	}
-	if _, ok := waiter.sh.m["waiter"]; !ok {
+	if _, ok := waiter.sh.m[Identity{Subject: "waiter"}]; !ok {
 		t.Error("the subject with a waiter was forgotten")
 	}
 }
@@ -215,7 +219,7 @@ func TestSubjectMemoryBounded(t *testing.T) {
 // nothing.
 func TestSubjectAllowAllocs(t *testing.T) {
 	l := NewSubjectLimiter(Limits{Rate: 1e6, Burst: 1e6}, nil)
-	c := Claims{Subject: "hot"}
+	c := Claims{Identity: Identity{Subject: "hot"}}
 	l.Allow(c)
 	if n := testing.AllocsPerRun(1000, func() { l.Allow(c) }); n != 0 {
 		t.Fatalf("Allow: %v allocations per call, want 0", n)
@@ -224,7 +228,7 @@ func TestSubjectAllowAllocs(t *testing.T) {
 
 func BenchmarkSubjectAllow(b *testing.B) {
 	l := NewSubjectLimiter(Limits{Rate: 1e9, Burst: 1e9}, nil)
-	c := Claims{Subject: "bench"}
+	c := Claims{Identity: Identity{Subject: "bench"}}
 	for b.Loop() {
 		l.Allow(c)
 	}
@@ -233,7 +237,7 @@ func BenchmarkSubjectAllow(b *testing.B) {
 func BenchmarkSubjectAllowParallel(b *testing.B) {
 	l := NewSubjectLimiter(Limits{Rate: 1e9, Burst: 1e9}, nil)
 	b.RunParallel(func(pb *testing.PB) {
-		c := Claims{Subject: "bench"}
+		c := Claims{Identity: Identity{Subject: "bench"}}
 		for pb.Next() {
 			l.Allow(c)
 		}

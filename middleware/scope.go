@@ -23,7 +23,7 @@ import (
 // route, status, size and duration; never headers (Authorization and
 // Lock-Token carry secrets) or the query string (where a careless caller
 // might put a token). The lines of a request carry its request_id and,
-// once known, the token's sub: a hook adds them to each line that is
+// once known, the token's iss and sub: a hook adds them to each line that is
 // written, so that a request that logs nothing (at warn, nearly all) costs
 // no log buffer.
 func Requests(logger zerolog.Logger, router chi.Router, observe func(r *http.Request, route string, status int)) http.Handler {
@@ -204,19 +204,29 @@ func (sc *scope) logAt(base zerolog.Logger, level zerolog.Level) *zerolog.Event 
 }
 
 // Run implements zerolog.Hook: every line of the request carries its id
-// and, once the token is verified, its subject.
+// and, once the token is verified, its identity.
 func (sc *scope) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
 	e.Str("request_id", sc.id)
 	if sc.authed {
-		e.Str("sub", sc.claims.Subject)
+		logIdentity(e, sc.claims.Identity)
 	}
+}
+
+// logIdentity adds the caller's identity to a line: "iss" (when the
+// token has one) and "sub".
+func logIdentity(e *zerolog.Event, id Identity) {
+	if id.Issuer != "" {
+		e.Str("iss", id.Issuer)
+	}
+	e.Str("sub", id.Subject)
 }
 
 type scopeKey struct{}
 
 // SetClaims gives r the verified claims c, for ClaimsFromContext, and
-// adds their subject to r's log lines as "sub". Under Requests it returns
-// r itself, whose context holds them from now on; elsewhere a copy of r.
+// adds their identity to r's log lines as "iss" and "sub". Under Requests
+// it returns r itself, whose context holds them from now on; elsewhere a
+// copy of r.
 func SetClaims(r *http.Request, c Claims) *http.Request {
 	if sc, ok := r.Context().Value(scopeKey{}).(*scope); ok && !sc.authed {
 		sc.claims, sc.authed = c, true
@@ -224,6 +234,9 @@ func SetClaims(r *http.Request, c Claims) *http.Request {
 	}
 	ctx := WithClaims(r.Context(), c)
 	zerolog.Ctx(ctx).UpdateContext(func(zc zerolog.Context) zerolog.Context {
+		if c.Issuer != "" {
+			zc = zc.Str("iss", c.Issuer)
+		}
 		return zc.Str("sub", c.Subject)
 	})
 	return r.WithContext(ctx)

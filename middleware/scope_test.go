@@ -71,7 +71,7 @@ func TestRequests(t *testing.T) {
 				if _, ok := ClaimsFromContext(r.Context()); ok {
 					t.Error("claims before SetClaims")
 				}
-				r = SetClaims(r, Claims{Subject: "svc"})
+				r = SetClaims(r, Claims{Identity: Identity{Subject: "svc"}})
 				c, ok := ClaimsFromContext(r.Context())
 				if !ok || c.Subject != "svc" {
 					t.Errorf("got claims %+v, %v; want subject svc", c, ok)

@@ -7,11 +7,13 @@
 //
 // run acquires the lock (waiting server-side), starts the command with
 // LOCKGATE_LOCK, LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its
-// environment (a nested run of the same lock re-enters it), renews the
-// lease every third of its TTL, passes SIGINT, SIGTERM and SIGHUP on to the
-// command's process group, releases the lock when the command exits and
-// exits with the command's code. After SIGINT or SIGTERM the command has
-// --kill-after to exit before it is killed, so lockctl always ends. When the
+// environment (a nested run of the same lock re-enters it) beside
+// lockctl's own, less LOCKGATE_JWT_SECRET (and LOCKGATE_TOKEN with
+// --no-token-env), renews the lease every third of its TTL, passes SIGINT,
+// SIGTERM and SIGHUP on to the command's process group, releases the lock
+// when the command exits and exits with the command's code. After SIGINT
+// or SIGTERM the command has --kill-after to exit before it is killed, so
+// lockctl always ends. When the
 // lease is lost (the gateway says the owner token no longer holds the lock,
 // or renewals fail until the lease may have expired) it stops the command,
 // SIGTERM then SIGKILL after --kill-after, and exits 84: the command no

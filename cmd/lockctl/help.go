@@ -24,10 +24,13 @@ Usage:
   lockctl list namespace [--json] [--page-size 1000]
       Print the held locks of the namespace, one a line (a JSON object each
       with --json); never a token.
-  lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]
+  lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
-      token is readable by processes of the same user), renew every third of the TTL,
+      token is readable by processes of the same user), and lockctl's own
+      environment without LOCKGATE_JWT_SECRET. LOCKGATE_TOKEN, the bearer JWT,
+      is passed on (a nested run, or any lockctl in the command, needs it);
+      --no-token-env leaves it out. Renew every third of the TTL,
       pass SIGINT, SIGTERM and SIGHUP on to it, release when it exits, and exit
       with its code. After SIGINT or SIGTERM to lockctl, the command has
       --kill-after to exit before it gets SIGKILL. If the lease is lost (the

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -24,11 +25,12 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] -- command [args...]"
+	const usage = "run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] [--no-token-env] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
 	killAfter := fset.Duration("kill-after", 10*time.Second, "after a lost lease, how long the command has between SIGTERM and SIGKILL")
+	noToken := fset.Bool("no-token-env", false, "do not pass LOCKGATE_TOKEN on to the command (a nested lockctl in it then needs a token of its own)")
 	pos, argv, dashes, err := parseArgs(fset, args)
 	if err != nil {
 		return err
@@ -68,7 +70,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	// this one runs (it is our ancestor), so this one does not renew: a
 	// second keeper with a shorter TTL would shorten the outer lease.
 	if outer := c.getenv("LOCKGATE_LOCK_TOKEN"); outer != "" && !l.semaphore && c.getenv("LOCKGATE_LOCK") == l.String() {
-		return runReentered(ctx, c, cl, l, outer, af, argv, sigs, *killAfter)
+		return runReentered(ctx, c, cl, l, outer, af, argv, childEnv(os.Environ(), *noToken), sigs, *killAfter)
 	}
 
 	g, sent, err := acquireOrSignal(ctx, cl, l, af, sigs)
@@ -82,7 +84,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 		return fmt.Errorf("acquire %s: the gateway answered a new grant with %d holds, want 1", l, g.Holds)
 	}
 
-	env := append(os.Environ(), "LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
+	env := append(childEnv(os.Environ(), *noToken), "LOCKGATE_FENCING_TOKEN="+strconv.FormatInt(g.FencingToken, 10))
 	if l.semaphore {
 		// Neither LOCKGATE_LOCK nor LOCKGATE_LOCK_TOKEN: a nested run of
 		// the lock of the same name must not re-enter with a permit.
@@ -187,7 +189,7 @@ watch:
 // run holds with token: it takes one more hold, runs the command, passes
 // signals on, and takes its hold away when the command exits.
 func runReentered(ctx context.Context, c cli, cl *client, l lockName, token string, af *acquireFlags,
-	argv []string, sigs <-chan os.Signal, killAfter time.Duration) error {
+	argv, env []string, sigs <-chan os.Signal, killAfter time.Duration) error {
 	g, err := cl.reenter(ctx, l, token, af.ttl, af.shared)
 	if err != nil {
 		return fmt.Errorf("re-enter %s: %w", l, err)
@@ -198,7 +200,7 @@ func runReentered(ctx context.Context, c cli, cl *client, l lockName, token stri
 		releaseQuietly(ctx, c, cl, l, token, g.Hold)
 		return fmt.Errorf("re-enter %s: the gateway answered %d holds and hold id %q; want at least 2 and an id (is it older than lockctl?)", l, g.Holds, g.Hold)
 	}
-	ch, err := startChild(argv, os.Environ(), c.stdin, c.stdout, c.stderr)
+	ch, err := startChild(argv, env, c.stdin, c.stdout, c.stderr)
 	if err != nil {
 		releaseQuietly(ctx, c, cl, l, token, g.Hold)
 		return fmt.Errorf("run %s: %w", argv[0], startError(err))
@@ -234,6 +236,22 @@ wait:
 	ch.release()
 	releaseQuietly(ctx, c, cl, l, token, g.Hold) // our hold: the outer run's stays
 	return exitStatus(ch.exitCode())
+}
+
+// childEnv is the command's environment: lockctl's own, without
+// LOCKGATE_JWT_SECRET (a key that mints tokens for every namespace is
+// lockctl token's, never the command's), and without LOCKGATE_TOKEN when
+// noToken is set; the caller adds the lock's variables.
+func childEnv(environ []string, noToken bool) []string {
+	env := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "LOCKGATE_JWT_SECRET" || noToken && name == "LOCKGATE_TOKEN" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 // acquireOrSignal acquires the lock, giving up as a shell would (128+N)

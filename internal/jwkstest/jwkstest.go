@@ -27,16 +27,29 @@ type Server struct {
 
 	mu      sync.Mutex
 	keys    []json.RawMessage
-	status  int // 0: 200 with the set
+	status  int           // 0: 200 with the set
+	hold    chan struct{} // while not nil, fetches wait for it to close
 	fetches atomic.Int64
+	held    atomic.Int64 // fetches waiting on hold now
 }
 
 // Start serves an empty set.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fetches.Add(1)
+		s.mu.Lock()
+		hold := s.hold
+		s.mu.Unlock()
+		if hold != nil {
+			s.held.Add(1)
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			s.held.Add(-1)
+		}
 		s.mu.Lock()
 		status, keys := s.status, s.keys
 		s.mu.Unlock()
@@ -68,6 +81,27 @@ func (s *Server) Fail(status int) {
 	defer s.mu.Unlock()
 	s.status = status
 }
+
+// Hold makes fetches wait, from now until release is called (or the
+// client gives up); they then answer with the set as it is at that time.
+func (s *Server) Hold() (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.hold = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.hold = nil
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Held counts the fetches waiting on Hold now.
+func (s *Server) Held() int64 { return s.held.Load() }
 
 // Fetches counts the requests served so far.
 func (s *Server) Fetches() int64 { return s.fetches.Load() }

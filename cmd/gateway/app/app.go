@@ -231,7 +231,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // a configured key, gets a random secret that dies with the process. The JWK Sets are
 // fetched before it returns, each within a few seconds.
 func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middleware.AuthConfig, error) {
-	ac := middleware.AuthConfig{Issuer: cfg.jwtIssuer, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
+	ac := middleware.AuthConfig{Issuers: cfg.jwtIssuers, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
 	if cfg.policyFile != "" {
 		data, err := os.ReadFile(cfg.policyFile)
 		if err != nil {
@@ -241,16 +241,25 @@ func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middlew
 			return ac, fmt.Errorf("--policy %s: %w", cfg.policyFile, err)
 		}
 	}
-	if len(cfg.jwtJWKSURLs) > 0 {
+	if len(cfg.jwtJWKS) > 0 {
+		maxStale := cfg.jwtJWKSMaxStale
+		if maxStale == 0 {
+			maxStale = -1 // never
+		}
 		jwks, err := middleware.NewJWKS(ctx, middleware.JWKSConfig{
-			URLs:    cfg.jwtJWKSURLs,
-			Refresh: cfg.jwtJWKSRefresh,
-			OnError: func(url string, err error) {
-				logger.Warn().Err(err).Str("jwks_url", url).Msg("JWK Set fetch failed; the keys fetched before stay in use")
+			Sets:     cfg.jwtJWKS,
+			Refresh:  cfg.jwtJWKSRefresh,
+			MaxStale: maxStale,
+			OnError: func(set middleware.JWKSet, err error) {
+				logger.Warn().Err(err).Str("issuer", set.Issuer).Str("jwks_url", set.URL).Msg("JWK Set fetch failed; the keys fetched before stay in use")
 			},
 		})
 		if err != nil {
-			return ac, fmt.Errorf("--jwt-jwks-url: %w", err)
+			return ac, fmt.Errorf("--jwt-jwks: %w", err)
+		}
+		for _, set := range jwks.PlainHTTP() {
+			logger.Warn().Str("issuer", set.Issuer).Str("jwks_url", set.URL).
+				Msg("JWK Set fetched over plain http from another machine: whoever is on the path can swap its keys and sign tokens for its issuer; use https")
 		}
 		if err := jwks.Ready(); err != nil {
 			// Not fatal, as with Redis: the provider may come up after us.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/lockgate/lockgate/middleware"
 )
 
 // config is the gateway's configuration, from flags and LOCKGATE_*
@@ -30,10 +32,13 @@ type config struct {
 	ticketLiveness   time.Duration
 	jwtSecret        string
 	jwtPublicKeyFile string
-	jwtIssuer        string
+	jwtIssuers       []string
 	jwtAudience      string
-	jwtJWKSURLs      []string
+	jwtJWKSFlags     []string // ISSUER=URL, as given
+	jwtJWKSURLs      []string // the old --jwt-jwks-url
+	jwtJWKS          []middleware.JWKSet
 	jwtJWKSRefresh   time.Duration
+	jwtJWKSMaxStale  time.Duration
 	jwtNSClaim       string
 	policyFile       string
 	defaultTTL       time.Duration
@@ -51,6 +56,11 @@ type config struct {
 	maxConnections   int
 	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
 }
+
+// minTicketLiveness is the shortest --ticket-liveness: a long poll keeps
+// its ticket alive at most once a second, and a liveness of two seconds
+// lets one keep-alive be late.
+const minTicketLiveness = 2 * time.Second
 
 // devAddr is where --dev listens unless --addr says otherwise: loopback
 // only, since its token grants everything.
@@ -81,22 +91,32 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter stays in Redis after its last grant (about 200 bytes of Redis memory per lock name); it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
 	fs.StringVar(&c.jwtPublicKeyFile, "jwt-public-key-file", "", "PEM file of public keys for RS256, ES256 or EdDSA tokens")
-	fs.Func("jwt-jwks-url", "URL of a JWK Set whose RS256, ES256 or EdDSA keys verify tokens (an OIDC provider's jwks_uri); repeatable, or several separated by spaces", func(v string) error {
+	// Values are checked after parsing (see jwksSets): the flag package
+	// would quote a refused value, and a URL may hold a password.
+	fs.Func("jwt-jwks", "ISSUER=URL: a JWK Set whose RS256, ES256 or EdDSA keys verify the tokens of ISSUER, and only those (an OIDC provider's issuer and jwks_uri); repeatable, or several separated by spaces; needs --jwt-audience", func(v string) error {
+		c.jwtJWKSFlags = append(c.jwtJWKSFlags, strings.Fields(v)...)
+		return nil
+	})
+	fs.Func("jwt-jwks-url", "deprecated: a JWK Set of the one --jwt-issuer; use --jwt-jwks ISSUER=URL", func(v string) error {
 		c.jwtJWKSURLs = append(c.jwtJWKSURLs, strings.Fields(v)...)
 		return nil
 	})
 	fs.DurationVar(&c.jwtJWKSRefresh, "jwt-jwks-refresh", 5*time.Minute, "how often each JWK Set is fetched again; a key removed from a set stops verifying after the next fetch")
+	fs.DurationVar(&c.jwtJWKSMaxStale, "jwt-jwks-max-stale", time.Hour, "a JWK Set not refreshed for longer (its fetches fail) makes /readyz answer 503, since keys removed from it still verify; 0: never")
 	fs.StringVar(&c.jwtNSClaim, "jwt-ns-claim", "ns", "claim that holds a token's namespace globs, when it carries them")
 	fs.StringVar(&c.policyFile, "policy", "", "JSON file of rules that grant namespaces, by their claims, to tokens without the --jwt-ns-claim claim")
-	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "required iss of tokens, when set")
-	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud of tokens, when set")
+	fs.Func("jwt-issuer", "iss of the tokens that --jwt-secret or --jwt-public-key-file verify (unset: any iss no --jwt-jwks set belongs to, or none); repeatable, or several separated by spaces", func(v string) error {
+		c.jwtIssuers = append(c.jwtIssuers, strings.Fields(v)...)
+		return nil
+	})
+	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud of tokens, when set; required with --jwt-jwks")
 	fs.DurationVar(&c.defaultTTL, "default-ttl", 30*time.Second, "lease of an acquire without ttl_ms")
 	fs.DurationVar(&c.maxTTL, "max-ttl", time.Hour, "largest ttl_ms accepted")
 	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted")
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
 	fs.Float64Var(&c.subjectRate, "subject-rate", 0, "requests per second each subject (a token's sub) may make on this gateway, as a token bucket; more get 429 too_many_requests (0: no limit); policy rules may set their own")
 	fs.IntVar(&c.subjectBurst, "subject-burst", 0, "requests a subject may make at once, the size of its --subject-rate bucket (0: the rate, rounded up)")
-	fs.IntVar(&c.subjectWaiters, "subject-max-waiters", 0, "most acquirers of one subject waiting at once on this gateway, locks and semaphores together; more get 429 too_many_requests (0: only --max-waiters)")
+	fs.IntVar(&c.subjectWaiters, "subject-max-waiters", 0, "most acquirers of one subject waiting at once on this gateway, locks and semaphores together, open tickets included; more get 429 too_many_requests (0: only --max-waiters)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGINT/SIGTERM waits for in-flight requests")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS (and HTTP/2) with it and --tls-key; both files are read again on SIGHUP")
@@ -152,6 +172,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			return c, err
 		}
 	}
+	if c.jwtJWKS, err = c.jwksSets(); err != nil {
+		return c, err
+	}
 	return c, c.check()
 }
 
@@ -169,6 +192,7 @@ func (c config) checkDev() error {
 	}{
 		{"jwt-secret", c.jwtSecret != ""},
 		{"jwt-public-key-file", c.jwtPublicKeyFile != ""},
+		{"jwt-jwks", len(c.jwtJWKSFlags) > 0},
 		{"jwt-jwks-url", len(c.jwtJWKSURLs) > 0},
 		{"policy", c.policyFile != ""},
 		{"redis-url", c.redisURL != ""},
@@ -195,13 +219,18 @@ func (c config) check() error {
 	switch {
 	case c.jwtSecret != "" && c.jwtPublicKeyFile != "":
 		return errors.New("set --jwt-secret or --jwt-public-key-file, not both")
-	case !c.dev && c.jwtSecret == "" && c.jwtPublicKeyFile == "" && len(c.jwtJWKSURLs) == 0:
-		return errors.New("no JWT key configured: set --jwt-secret, --jwt-public-key-file or --jwt-jwks-url (or " +
+	case !c.dev && c.jwtSecret == "" && c.jwtPublicKeyFile == "" && len(c.jwtJWKS) == 0:
+		return errors.New("no JWT key configured: set --jwt-secret, --jwt-public-key-file or --jwt-jwks (or " +
 			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
 	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0 || c.fenceRetention <= 0:
 		return errors.New("durations must be positive")
 	case c.jwtJWKSRefresh <= 0:
 		return errors.New("--jwt-jwks-refresh must be positive")
+	case c.jwtJWKSMaxStale < 0:
+		return errors.New("--jwt-jwks-max-stale must be 0 (never) or positive")
+	case len(c.jwtJWKS) > 0 && c.jwtAudience == "":
+		return fmt.Errorf("--jwt-jwks needs --jwt-audience (%s), the audience your tokens are issued for: providers sign tokens "+
+			"for many relying parties, and without it a token meant for another would be accepted here", envName("jwt-audience"))
 	case c.jwtNSClaim == "":
 		return errors.New("--jwt-ns-claim must name a claim")
 	case c.redisSentinel != "" && c.redisCluster, isSentinelURL(c.redisURL) && c.redisCluster:
@@ -246,10 +275,59 @@ func (c config) check() error {
 		return errors.New("--lock-delay must be 0 or at least 1ms")
 	case c.history < 0 || c.history > 1000:
 		return errors.New("--history must be 0 (off) to 1000 events")
-	case c.ticketLiveness < 100*time.Millisecond || c.ticketLiveness > 10*time.Minute:
-		return errors.New("--ticket-liveness must be between 100ms and 10m")
+	case c.ticketLiveness < minTicketLiveness || c.ticketLiveness > 10*time.Minute:
+		// A long poll keeps its ticket alive once a second at most.
+		return fmt.Errorf("--ticket-liveness must be between %s (twice a long poll's keep-alive, once a second) and 10m", minTicketLiveness)
 	case c.lockDelay > time.Hour:
 		return errors.New("--lock-delay must be at most 1h: longer keeps a lock nobody holds from everyone")
+	}
+	return c.checkIssuers()
+}
+
+// jwksSets reads --jwt-jwks, and --jwt-jwks-url where it is safe: when
+// one --jwt-issuer says whose its sets are. Without that, a key of any set
+// would sign for every issuer.
+func (c config) jwksSets() ([]middleware.JWKSet, error) {
+	var sets []middleware.JWKSet
+	for _, v := range c.jwtJWKSFlags {
+		iss, u, ok := strings.Cut(v, "=")
+		if !ok || iss == "" || u == "" {
+			// Not the value: its URL may hold a password.
+			return nil, errors.New("--jwt-jwks: want ISSUER=URL, the iss of the tokens the set's keys sign and the set's URL, " +
+				"such as https://token.actions.githubusercontent.com=https://token.actions.githubusercontent.com/.well-known/jwks")
+		}
+		sets = append(sets, middleware.JWKSet{Issuer: iss, URL: u})
+	}
+	if len(c.jwtJWKSURLs) > 0 {
+		if len(c.jwtIssuers) != 1 {
+			return nil, fmt.Errorf("--jwt-jwks-url cannot say whose JWK Sets they are, and a key of any set would sign tokens for every issuer: "+
+				"give each set with its issuer as --jwt-jwks ISSUER=URL (%s), or one --jwt-issuer that every set belongs to", envName("jwt-jwks"))
+		}
+		for _, u := range c.jwtJWKSURLs {
+			sets = append(sets, middleware.JWKSet{Issuer: c.jwtIssuers[0], URL: u})
+		}
+	}
+	return sets, nil
+}
+
+// checkIssuers: every issuer named has a key that verifies its tokens.
+func (c config) checkIssuers() error {
+	ownKey := c.jwtSecret != "" || c.jwtPublicKeyFile != "" || c.dev
+	hasSet := make(map[string]bool)
+	for _, s := range c.jwtJWKS {
+		if err := middleware.CheckIssuer(s.Issuer); err != nil {
+			return fmt.Errorf("--jwt-jwks %q: %w", s.Issuer, err)
+		}
+		hasSet[s.Issuer] = true
+	}
+	for _, iss := range c.jwtIssuers {
+		if err := middleware.CheckIssuer(iss); err != nil {
+			return fmt.Errorf("--jwt-issuer %q: %w", iss, err)
+		}
+		if !ownKey && !hasSet[iss] {
+			return fmt.Errorf("--jwt-issuer %q: no key verifies its tokens: --jwt-issuer lists the issuers of the tokens "+
+				"--jwt-secret or --jwt-public-key-file verify, and no --jwt-jwks set belongs to it", iss)
+		}
 	}
 	return nil
 }

@@ -28,10 +28,12 @@ func printDev(w io.Writer, cfg config, ac middleware.AuthConfig, baseURL string)
 		Namespaces: []string{"*"},
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   "dev",
-			Issuer:    cfg.jwtIssuer,
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(devTokenTTL)),
 		},
+	}
+	if len(cfg.jwtIssuers) > 0 {
+		claims.Issuer = cfg.jwtIssuers[0] // any of them verifies
 	}
 	if cfg.jwtAudience != "" {
 		claims.Audience = jwt.ClaimStrings{cfg.jwtAudience}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -31,12 +33,39 @@ func checkPprofAddr(addr string) error {
 	return nil
 }
 
+// cmdline is pprof.Cmdline with only the flags' names: their values may be
+// secrets (--jwt-secret, a Redis URL with its password).
+func cmdline(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprint(w, strings.Join(redactArgs(os.Args), "\x00"))
+}
+
+// redactArgs keeps the program's name and each flag's name, and puts "…"
+// for every value, given after '=' or as an argument of its own.
+func redactArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		switch name, _, hasValue := strings.Cut(a, "="); {
+		case i == 0:
+			out = append(out, a)
+		case strings.HasPrefix(a, "-") && hasValue:
+			out = append(out, name+"=…")
+		case strings.HasPrefix(a, "-"):
+			out = append(out, a)
+		default:
+			out = append(out, "…")
+		}
+	}
+	return out
+}
+
 // servePprof serves the pprof handlers on addr until ctx is done, on a mux
 // of its own: nothing of it is reachable from the API's listener.
 func servePprof(addr string, logger zerolog.Logger) (stop func(), err error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

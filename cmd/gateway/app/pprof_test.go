@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -45,14 +46,21 @@ func TestPprofOnLoopbackWhenAsked(t *testing.T) {
 	if addr == "" {
 		t.Fatalf("no log line gives the pprof address; logs:\n%s", logs.String())
 	}
+	// Secrets given as flags never show: only the flags' names do.
+	args := os.Args
+	os.Args = []string{"gateway", "--jwt-secret", "flag-secret-at-least-32-bytes-long", "--redis-url=redis://:redis-password@h:6380", "-log-level", "debug"}
+	defer func() { os.Args = args }()
 	resp, err := http.Get("http://" + addr + "/debug/pprof/cmdline")
 	if err != nil {
 		t.Fatalf("GET pprof: %v", err)
 	}
-	io.Copy(io.Discard, resp.Body)
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /debug/pprof/cmdline: got %d, want 200", resp.StatusCode)
+	}
+	if strings.Contains(string(body), "flag-secret") || strings.Contains(string(body), "redis-password") || !strings.Contains(string(body), "--jwt-secret") {
+		t.Errorf("GET /debug/pprof/cmdline: got %q, want the flags' names without their values", body)
 	}
 	// Not on the API's listener.
 	resp, err = http.Get(g.URL + "/debug/pprof/cmdline")

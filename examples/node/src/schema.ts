@@ -431,7 +431,7 @@ export interface components {
             expires_at: string;
             /** Format: date-time */
             acquired_at: string;
-            /** @description The `sub` of the JWT that acquired the lock. */
+            /** @description The caller that acquired the lock, the JWT's `sub` (`iss#sub` when the token has an `iss`). */
             subject: string;
             owner: string;
             /** @description How many times the holder holds the lock (1 unless re-entered). */
@@ -467,7 +467,7 @@ export interface components {
              * @description When it happened, on the backend's clock (a lease's end, for `expired`).
              */
             at: string;
-            /** @description The `sub` of the grant's (or the waiter's) JWT. */
+            /** @description The grant's (or the waiter's) caller, the JWT's `sub` (`iss#sub` when the token has an `iss`). */
             subject: string;
             owner: string;
             /**
@@ -551,7 +551,7 @@ export interface components {
             waiters: number;
         };
         Holder: {
-            /** @description The `sub` of the JWT that acquired the grant. */
+            /** @description The caller that acquired the grant, the JWT's `sub` (`iss#sub` when the token has an `iss`). */
             subject: string;
             owner: string;
             /** Format: int64 */
@@ -779,7 +779,7 @@ export interface components {
          *     fresh random key (a UUID v4) for each acquire you mean: the owner
          *     token rests in Redis encrypted under a key derived from it.
          *
-         *     A retry with the same key, from the same subject (`sub`), to the
+         *     A retry with the same key, from the same caller (`iss` and `sub`), to the
          *     same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
          *     `limit`, defaults applied), through any gateway on the same Redis:
          *     - while the grant lives: the same 201, the same `token` and
@@ -914,7 +914,7 @@ export interface operations {
                  *     fresh random key (a UUID v4) for each acquire you mean: the owner
                  *     token rests in Redis encrypted under a key derived from it.
                  *
-                 *     A retry with the same key, from the same subject (`sub`), to the
+                 *     A retry with the same key, from the same caller (`iss` and `sub`), to the
                  *     same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
                  *     `limit`, defaults applied), through any gateway on the same Redis:
                  *     - while the grant lives: the same 201, the same `token` and
@@ -1278,7 +1278,7 @@ export interface operations {
                  *     fresh random key (a UUID v4) for each acquire you mean: the owner
                  *     token rests in Redis encrypted under a key derived from it.
                  *
-                 *     A retry with the same key, from the same subject (`sub`), to the
+                 *     A retry with the same key, from the same caller (`iss` and `sub`), to the
                  *     same path, with the same body (`ttl_ms`, `wait_ms`, `owner`,
                  *     `limit`, defaults applied), through any gateway on the same Redis:
                  *     - while the grant lives: the same 201, the same `token` and
