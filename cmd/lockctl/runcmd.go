@@ -28,7 +28,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
-	killAfter := fset.Duration("kill-after", 10*time.Second, "after a lost lease, how long the command has between SIGTERM and SIGKILL")
+	killAfter := fset.Duration("kill-after", 10*time.Second, "how long the command has between SIGTERM and SIGKILL, when lockctl stops it: after a lost lease, or after SIGINT or SIGTERM to lockctl")
 	pos, argv, dashes, err := parseArgs(fset, args)
 	if err != nil {
 		return err
