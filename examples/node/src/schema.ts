@@ -83,8 +83,14 @@ export interface paths {
          * Release a lock you hold (one hold of it, when re-entered).
          * @description Idempotent: a `DELETE` of a grant already released answers 204 again
          *     for at least 60 s after the release, and changes nothing, even if
-         *     someone else holds the lock by then. (A re-entered grant's holds are
-         *     counted: each `DELETE` takes one away until the last.)
+         *     someone else holds the lock by then.
+         *
+         *     A re-entered grant has several holds, each with an id: the acquire's
+         *     own (`=`, which the token alone names) and one per re-entry (its
+         *     answer's `hold`). `?hold=ID` ends that hold; without it the `DELETE`
+         *     ends the acquire's. The last hold to end frees the lock. Ending a
+         *     hold that has ended already changes nothing (200 with the holds
+         *     left), so a retried `DELETE` never takes a second hold away.
          */
         delete: operations["releaseLock"];
         options?: never;
@@ -137,8 +143,8 @@ export interface paths {
          *     with the ticket's `rank` (0 at the head of the queue); once the lock
          *     reached the ticket, 201 with the grant, whose owner `token` is the
          *     ticket token. The lock waits for that pick-up for `poll_within_ms`
-         *     (the gateway's `--ticket-liveness`), then passes to the next in
-         *     line. A poll after the pick-up answers the same grant again (what
+         *     (the gateway's `--ticket-liveness`, 2 min by default), or the
+         *     ticket's `ttl_ms` if shorter, then passes to the next in line. A poll after the pick-up answers the same grant again (what
          *     remains of its lease), so a lost answer can be asked for again.
          *
          *     `Prefer: wait=N` long-polls: the answer comes when the lock reaches
@@ -296,7 +302,10 @@ export interface components {
             ttl_ms?: number;
             /**
              * Format: int64
-             * @description How long to wait for a held lock; default 0, at most the configured max wait (default 60 s).
+             * @description How long to wait for a held lock; default 0. At most the gateway's
+             *     `--max-wait` (default 60 s) in the call; with `Prefer: respond-async`
+             *     and a ticket, at most its `--max-ticket-wait` (default 1 h). A 400
+             *     names the flag.
              */
             wait_ms?: number;
             /** @description A free-form label that inspect shows. */
@@ -358,6 +367,13 @@ export interface components {
             /** @description How many times you hold the lock (1 unless re-entered). */
             holds?: number;
             /**
+             * @description A re-entry's answer only: the id of the hold it took. End it
+             *     with `DELETE ...?hold=ID`. A re-entry whose answer was lost
+             *     (503) is undone by the gateway; one whose 200 was lost leaves a
+             *     hold you can find in `GET`'s `hold_ids`.
+             */
+            hold?: string;
+            /**
              * @description How you hold the lock.
              * @enum {string}
              */
@@ -371,7 +387,7 @@ export interface components {
             rank: number;
             /**
              * Format: int64
-             * @description Poll again within this long, or the ticket is dropped.
+             * @description Poll again within this long, or the ticket is dropped (the gateway's `--ticket-liveness`, 2 min by default).
              */
             poll_within_ms: number;
             /**
@@ -388,7 +404,7 @@ export interface components {
             ticket_token: string;
         };
         Holds: {
-            /** @description How many holds remain. */
+            /** @description How many holds remain (see `hold_ids` in `GET`). */
             holds: number;
         };
         /**
@@ -473,7 +489,7 @@ export interface components {
             ttl_ms?: number;
             /**
              * Format: int64
-             * @description How long to wait for a permit; default 0, at most the configured max wait (default 60 s).
+             * @description How long to wait for a permit; default 0, at most the gateway's `--max-wait` (default 60 s).
              */
             wait_ms?: number;
             /** @description A free-form label that inspect shows. */
@@ -554,6 +570,8 @@ export interface components {
             acquired_at: string;
             /** @description How many times this holder holds the lock (1 unless re-entered; always 1 for a permit). */
             holds?: number;
+            /** @description A lock holder's holds by id (`=` for the acquire's own, then each re-entry's `hold`); absent for a permit. */
+            hold_ids?: string[];
         };
         Health: {
             /** @example ok */
@@ -998,7 +1016,10 @@ export interface operations {
     };
     releaseLock: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The id of the hold to end (a re-entry's `hold`); the acquire's own when absent. */
+                hold?: string;
+            };
             header: {
                 /** @description The owner `token` of the grant. Never put it in a URL. */
                 "Lock-Token": components["parameters"]["LockToken"];
