@@ -131,6 +131,9 @@ func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 			}
 			vc.enum = append(vc.enum, v)
 		}
+		if _, ok := patternRules[s.Pattern]; s.Pattern != "" && !ok {
+			return nil, fmt.Errorf("pattern %s has no words in patternRules: callers would be shown the regexp", s.Pattern)
+		}
 		switch s.Pattern {
 		case "":
 		case locks.NamespacePattern: // the same set, byte by byte (locks.FuzzKeyPatterns)
@@ -259,12 +262,23 @@ func (vc *valueCheck) checkString(v string) string {
 		}
 	}
 	if vc.match != nil && !vc.match(v) {
-		return "must match " + vc.schema.Pattern
+		return patternRules[vc.schema.Pattern]
 	}
 	if vc.enum != nil && !slices.Contains(vc.enum, v) {
 		return "must be one of " + strings.Join(vc.enum, ", ")
 	}
 	return ""
+}
+
+// patternRules says each pattern of openapi.yaml in words, as a caller
+// who got it wrong needs to read it: the regexp is the contract, not an
+// explanation. newChecks refuses a pattern that has none.
+var patternRules = map[string]string{
+	locks.NamespacePattern: "must be " + locks.NamespaceRule,
+	locks.NamePattern:      "must be " + locks.NameRule,
+	`^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$`: "must be " + idempotencyKeyRule,
+	"^(=|[A-Za-z0-9_-]+)$": `must be "=" (the acquire's own hold) or the "hold" of a re-entry's answer`,
+	"^[A-Za-z0-9_-]{22}$":  "must be a ticket id: the 22 characters after /tickets/ in the Location of the 202",
 }
 
 // checkValue decodes the body readBody left (one JSON value, no repeated

@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
@@ -160,11 +162,47 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *checkedBody, err
 	if !flat && jsonkeys.Trailing(data) {
 		return nil, nil, invalid("the request body must be one JSON object, with nothing after it")
 	}
+	if !flat {
+		if err := syntaxError(data); err != nil {
+			return nil, nil, err
+		}
+	}
 	cb := &checkedBody{}
 	cb.Reset(data)
 	r.Body, r.ContentLength = &cb.requestBody, int64(len(data))
 	r.Header["Content-Type"] = jsonContentType
 	return data, cb, nil
+}
+
+// syntaxError says where data stops being JSON, or returns nil. The words
+// are our own (the place, and the character when it is printable), never
+// encoding/json's message.
+func syntaxError(data []byte) error {
+	const shape = `; send one JSON object, such as {"ttl_ms":60000}`
+	var raw json.RawMessage
+	err := json.NewDecoder(bytes.NewReader(data)).Decode(&raw)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		line, col := lineColumn(data, len(data))
+		return invalid(fmt.Sprintf("the request body is not valid JSON: it ends at line %d, column %d, before the JSON is complete%s", line, col+1, shape))
+	}
+	var se *json.SyntaxError
+	if !errors.As(err, &se) || se.Offset < 1 || se.Offset > int64(len(data)) {
+		return nil
+	}
+	at := int(se.Offset) - 1 // the byte it could not take
+	c := data[at]
+	what := fmt.Sprintf("byte 0x%02x", c)
+	if c >= ' ' && c <= '~' {
+		what = strconv.QuoteRune(rune(c))
+	}
+	line, col := lineColumn(data, at)
+	return invalid(fmt.Sprintf("the request body is not valid JSON: unexpected %s at line %d, column %d%s", what, line, col+1, shape))
+}
+
+// lineColumn is the line (from 1) and column (from 0, in bytes) of data[at].
+func lineColumn(data []byte, at int) (line, col int) {
+	before := data[:at]
+	return 1 + bytes.Count(before, []byte("\n")), at - (bytes.LastIndexByte(before, '\n') + 1)
 }
 
 // requestBody is a request body the gate has read, to be read again.

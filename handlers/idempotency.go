@@ -40,7 +40,10 @@ func idempotencyKey(v string) (string, error) {
 	return k, nil
 }
 
-var errBadIdempotencyKey = invalid(`Idempotency-Key must be 1 to 255 visible ASCII characters ("!" to "~"), bare or as a quoted string`)
+// idempotencyKeyRule is what a key must be, in words.
+const idempotencyKeyRule = `1 to 255 visible ASCII characters ("!" to "~"), bare or as a quoted string ("..." with \" and \\ escapes)`
+
+var errBadIdempotencyKey = invalid("Idempotency-Key must be " + idempotencyKeyRule)
 
 var errIdempotentReentry = invalid("an Idempotency-Key cannot come with a Lock-Token: a retried re-entry would take one more hold")
 

@@ -97,7 +97,7 @@ func describe(se *openapi3.SchemaError) string {
 			return fmt.Sprintf("must be at most %d characters long", *s.MaxLength)
 		}
 	case "pattern":
-		return "must match " + s.Pattern
+		return patternRules[s.Pattern] // the gate's words for it
 	case "enum":
 		allowed := make([]string, len(s.Enum))
 		for i, e := range s.Enum {

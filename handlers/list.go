@@ -14,7 +14,7 @@ const defaultListLimit = 100
 // ListLocks implements StrictServerInterface.
 func (s *Server) ListLocks(ctx context.Context, req ListLocksRequestObject) (ListLocksResponseObject, error) {
 	if !locks.ValidNamespace(req.Namespace) {
-		return nil, invalid("namespace must match " + locks.NamespacePattern)
+		return nil, invalid("a namespace is " + locks.NamespaceRule)
 	}
 	limit, cursor := defaultListLimit, ""
 	if req.Params.Limit != nil {

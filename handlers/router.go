@@ -60,7 +60,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	if s.cfg.Tracing != nil {
 		r.Use(tracing.NameByRoute)
 	}
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, r, errNotFound) })
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, r, notFound(r.URL.Path)) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		methods := allowed(r, req)
 		if len(methods) == 0 {
@@ -106,6 +106,31 @@ func (s *Server) Handler() (http.Handler, error) {
 	})
 	return s.cfg.Tracing.Handler(middleware.Requests(s.cfg.Logger, r, s.metrics.observe)), nil
 }
+
+// notFound is the 404 of a path no route takes. Under /locks/ and
+// /semaphores/ it says what the paths are: a name with a '/' in it
+// (/locks/demo/a/b) is the usual way to get there.
+func notFound(path string) error {
+	for _, k := range []struct{ kind, one, below string }{
+		{"locks", "lock", "/lease, /history and /tickets/{ticket}"},
+		{"semaphores", "semaphore", "/lease"},
+	} {
+		rest, ok := strings.CutPrefix(path, "/"+k.kind+"/")
+		if !ok || strings.Count(rest, "/") < 2 {
+			continue
+		}
+		return &routeError{detail: "no such route: a " + k.one + " is /" + k.kind + "/{namespace}/{name}, and names cannot contain '/' " +
+			"(use '.', ':' or '-' instead); below it are only " + k.below + "; see /openapi.yaml"}
+	}
+	return errNotFound
+}
+
+// routeError is a 404 with a detail in our own words.
+type routeError struct{ detail string }
+
+func (e *routeError) Error() string        { return "route not found: " + e.detail }
+func (e *routeError) Detail() string       { return e.detail }
+func (e *routeError) Is(target error) bool { return target == errNotFound }
 
 // paramError words the generated wrapper's parameter errors. The gate has
 // validated parameters against the spec already, so these are rare.

@@ -27,7 +27,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 	key, ar, err := s.acquireRequest(ctx, AcquireLockRequestObject{
 		Namespace: req.Namespace, Name: req.Name,
 		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner},
-	})
+	}, permitWait)
 	if err != nil {
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err

@@ -26,8 +26,13 @@ type Config struct {
 	DefaultTTL time.Duration
 	// MaxTTL bounds ttl_ms on acquire and renew. Default 1h.
 	MaxTTL time.Duration
-	// MaxWait bounds wait_ms. Default 60s.
+	// MaxWait bounds wait_ms of an acquire that waits in the call. Default
+	// 60s.
 	MaxWait time.Duration
+	// MaxTicketWait bounds wait_ms of an acquire answered with a ticket
+	// (Prefer: respond-async, with Tickets): a ticket holds no connection
+	// while it waits, so it may wait far longer. Default 1h.
+	MaxTicketWait time.Duration
 	// MaxWaiters bounds the acquirers (wait_ms > 0) this process keeps
 	// waiting at once; one more is refused with 429 too_many_requests and
 	// changes nothing. Each waiter holds a connection, a goroutine and a
@@ -63,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = time.Minute
+	}
+	if c.MaxTicketWait <= 0 {
+		c.MaxTicketWait = time.Hour
 	}
 	if c.MaxWaiters <= 0 {
 		c.MaxWaiters = 10000
@@ -111,7 +119,13 @@ func (s *Server) Readyz(ctx context.Context, _ ReadyzRequestObject) (ReadyzRespo
 
 // AcquireLock implements StrictServerInterface.
 func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) (AcquireLockResponseObject, error) {
-	key, ar, err := s.acquireRequest(ctx, req)
+	// A ticket's wait has its own limit: only a fresh acquire with the
+	// preference, on a backend with tickets, gets one.
+	wk := lockWait
+	if req.Params.LockToken == nil && s.cfg.Tickets != nil && parsePrefer(req.Params.Prefer).respondAsync {
+		wk = ticketWait
+	}
+	key, ar, err := s.acquireRequest(ctx, req, wk)
 	if err != nil {
 		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
@@ -257,8 +271,17 @@ func acquireOutcome(err error) string {
 	return outcomeError
 }
 
+// waitKind says how an acquire waits, which sets the limit of its wait_ms.
+type waitKind int
+
+const (
+	lockWait   waitKind = iota // a lock's, in the call: --max-wait; a ticket could wait longer
+	ticketWait                 // a ticket's: --max-ticket-wait
+	permitWait                 // a semaphore's, in the call: --max-wait, and no tickets
+)
+
 // acquireRequest checks the request against the configured limits.
-func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObject) (locks.Key, locks.AcquireRequest, error) {
+func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObject, wk waitKind) (locks.Key, locks.AcquireRequest, error) {
 	key, err := locks.ParseKey(req.Namespace, req.Name)
 	if err != nil {
 		return locks.Key{}, locks.AcquireRequest{}, err
@@ -272,10 +295,9 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 			}
 		}
 		if b.WaitMs != nil {
-			if *b.WaitMs < 0 || *b.WaitMs > s.cfg.MaxWait.Milliseconds() {
-				return key, ar, invalid(fmt.Sprintf("wait_ms must be between 0 and %d", s.cfg.MaxWait.Milliseconds()))
+			if ar.Wait, err = s.wait(*b.WaitMs, wk); err != nil {
+				return key, ar, err
 			}
-			ar.Wait = time.Duration(*b.WaitMs) * time.Millisecond
 		}
 		if b.Owner != nil {
 			ar.Owner = *b.Owner
@@ -287,11 +309,35 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 	return key, ar, nil
 }
 
+// wait checks a wait_ms against its limit before converting it, so that
+// no value can overflow a time.Duration. Its error names the flag that
+// sets the limit, and the way to wait longer.
+func (s *Server) wait(ms int64, wk waitKind) (time.Duration, error) {
+	if wk == ticketWait {
+		if maxMs := s.cfg.MaxTicketWait.Milliseconds(); ms < 0 || ms > maxMs {
+			return 0, invalid(fmt.Sprintf("wait_ms must be between 0 and %d for a ticket (the gateway's --max-ticket-wait)", maxMs))
+		}
+	} else if maxMs := s.cfg.MaxWait.Milliseconds(); ms < 0 || ms > maxMs {
+		longer := ""
+		if wk == lockWait && s.cfg.Tickets != nil {
+			longer = fmt.Sprintf("; to wait longer, ask for a ticket with Prefer: respond-async (up to %d ms, --max-ticket-wait)",
+				s.cfg.MaxTicketWait.Milliseconds())
+		}
+		return 0, invalid(fmt.Sprintf("wait_ms must be between 0 and %d (the gateway's --max-wait)%s", maxMs, longer))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
 // ttl checks a ttl_ms against the caller's maximum before converting it,
-// so that no value can overflow a time.Duration.
+// so that no value can overflow a time.Duration. Its error names what
+// sets the maximum: the gateway's flag, or the caller's policy rules.
 func (s *Server) ttl(ctx context.Context, ms int64) (time.Duration, error) {
-	if maxMs := s.maxTTL(ctx).Milliseconds(); ms < 1 || ms > maxMs {
-		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d", maxMs))
+	if maxTTL := s.maxTTL(ctx); ms < 1 || ms > maxTTL.Milliseconds() {
+		by := "the gateway's --max-ttl"
+		if maxTTL < s.cfg.MaxTTL {
+			by = "the max_ttl of the policy rules that grant this token"
+		}
+		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d (%s)", maxTTL.Milliseconds(), by))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -65,6 +65,13 @@ const (
 	NamePattern      = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$`
 )
 
+// The patterns in words, for callers who got one wrong: a regexp is the
+// contract, not an explanation.
+const (
+	NamespaceRule = "1 to 63 lower-case letters, digits, '_' or '-', starting with a letter or digit"
+	NameRule      = "1 to 200 letters, digits, '_', '.', ':' or '-', starting with a letter or digit (no '/')"
+)
+
 // ValidNamespace reports whether s matches NamespacePattern.
 func ValidNamespace(s string) bool {
 	if len(s) < 1 || len(s) > 63 || !lowerOrDigit(s[0]) {
@@ -100,10 +107,10 @@ func alnum(c byte) bool { return lowerOrDigit(c) || 'A' <= c && c <= 'Z' }
 // safe to use as a Redis Cluster hash tag.
 func ParseKey(namespace, name string) (Key, error) {
 	if !ValidNamespace(namespace) {
-		return Key{}, fmt.Errorf("%w: namespace must match %s", ErrInvalid, NamespacePattern)
+		return Key{}, fmt.Errorf("%w: a namespace is %s", ErrInvalid, NamespaceRule)
 	}
 	if !ValidName(name) {
-		return Key{}, fmt.Errorf("%w: name must match %s", ErrInvalid, NamePattern)
+		return Key{}, fmt.Errorf("%w: a name is %s", ErrInvalid, NameRule)
 	}
 	return Key{Namespace: namespace, Name: name}, nil
 }

@@ -395,7 +395,7 @@ func (m *Memory) handOnLocked(key Key, now time.Time) {
 			// Provisional until a poll picks it up: nobody may be polling
 			// when the lock reaches the ticket (see ticket_memory.go).
 			g := m.locks[key].holders[sumOf(w.token)]
-			lease := min(w.req.TTL, m.liveness())
+			lease := m.liveness() // its whole pick-up time, whatever TTL it asked for
 			g.expiresAt = now.Add(lease)
 			g.expiry.Reset(lease)
 			m.noteLocked(g, false, now)

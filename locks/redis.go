@@ -49,9 +49,15 @@ type RedisOptions struct {
 	ReplicaTimeout time.Duration
 	// TicketLiveness is how long a ticket stays in its lock's queue after
 	// each poll, and how long a grant handed to a ticket waits for a poll
-	// to pick it up (see Tickets). Default 10s.
+	// to pick it up (see Tickets). Default DefaultTicketLiveness.
 	TicketLiveness time.Duration
 }
+
+// DefaultTicketLiveness is the ticket liveness unless configured: twice
+// the minute between two invocations of a function that a scheduler runs
+// every minute, so that a late invocation or a cold start still finds its
+// ticket (issue 23: 10 s lost it between any two).
+const DefaultTicketLiveness = 2 * time.Minute
 
 func (o RedisOptions) withDefaults() RedisOptions {
 	if o.Prefix == "" {
@@ -70,7 +76,7 @@ func (o RedisOptions) withDefaults() RedisOptions {
 		o.ReplicaTimeout = 100 * time.Millisecond
 	}
 	if o.TicketLiveness <= 0 {
-		o.TicketLiveness = 10 * time.Second
+		o.TicketLiveness = DefaultTicketLiveness
 	}
 	return o
 }

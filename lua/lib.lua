@@ -505,7 +505,11 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
     dequeue(K, id)
     local full = id == me or (here and e.g == here and e.m ~= 's' and e.k ~= 1) -- a ticket picks up by polling
     local lease = e.ttl
-    if not full then
+    if e.k == 1 then
+      -- A ticket's grant waits its whole pick-up time, whatever TTL it
+      -- asked for: the poll that picks it up gives it that TTL then.
+      lease = e.l
+    elseif not full then
       lease = math.min(tonumber(e.ttl), tonumber(e.l))
     end
     local fence, at

@@ -415,7 +415,9 @@ func reason(err error) string {
 	case errors.Is(err, errCritHeader):
 		return "the token's header lists critical extensions (crit), which the gateway does not understand"
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
-		return "the token's signature or algorithm is not accepted"
+		return "the token's signature or algorithm is not accepted: it was signed with another key. " +
+			"A token a --dev gateway printed works only with that run: restart it and export the LOCKGATE_TOKEN it prints; " +
+			"one from lockctl token needs the gateway's LOCKGATE_JWT_SECRET"
 	case errors.Is(err, errDuplicateClaim):
 		return "the token's payload names a claim twice"
 	default:

@@ -67,6 +67,7 @@ type lockInfo struct {
 	Subject      string    `json:"subject"`
 	Owner        string    `json:"owner"`
 	Mode         string    `json:"mode,omitempty"`
+	Holds        int       `json:"holds"`
 	Holders      []holder  `json:"holders,omitempty"`
 	Waiters      int       `json:"waiters"`
 }
@@ -110,7 +111,7 @@ func (e *unreachableError) Unwrap() error { return e.err }
 // errNoJWT: no bearer token was configured.
 var errNoJWT = errors.New("no bearer token: set LOCKGATE_TOKEN or pass --jwt. A gateway started with --dev prints one; " +
 	"for a gateway started with LOCKGATE_JWT_SECRET (--dev too), mint one with the same secret in the environment: " +
-	`export LOCKGATE_TOKEN=$(lockctl token --sub "$USER" --ns '*')`)
+	`export LOCKGATE_TOKEN=$(lockctl token --ns '*')` + " (its --sub defaults to your user name)")
 
 func isCode(err error, code string) bool {
 	var api *apiError

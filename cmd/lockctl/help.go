@@ -56,8 +56,9 @@ Usage:
       A command may exit 80-85 itself: when the code is lockctl's own, a line
       "lockctl: ..." on stderr says why (acquire failed, lease lost); the
       command's own code passes through without one.
-  lockctl token --sub name --ns 'billing,etl-*' [--ttl 1h] [--secret S]
-      Mint an HS256 JWT for the gateway's secret ($LOCKGATE_JWT_SECRET).
+  lockctl token [--sub name] --ns 'billing,etl-*' [--ttl 1h] [--secret S]
+      Mint an HS256 JWT for the gateway's secret ($LOCKGATE_JWT_SECRET); --sub
+      defaults to $USER, else the user name of this uid.
   lockctl help
 
 Configuration:

@@ -12,9 +12,7 @@ import (
 // listedLock is one item of GET /locks/{namespace}.
 type listedLock struct {
 	lockInfo
-	Name    string `json:"name"`
-	Holds   int    `json:"holds"`
-	Waiters int    `json:"waiters"`
+	Name string `json:"name"`
 }
 
 // lockPage is the 200 answer of a listing.
@@ -84,7 +82,10 @@ func cmdList(ctx context.Context, c cli, args []string) error {
 			}
 		}
 		if page.NextCursor == "" {
-			return nil
+			if len(seen) == 0 && !*asJSON {
+				_, err = fmt.Fprintf(c.stdout, "no lock of namespace %s is held\n", ns)
+			}
+			return err
 		}
 		cursor = page.NextCursor
 	}

@@ -29,7 +29,7 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
-	killAfter := fset.Duration("kill-after", 10*time.Second, "after a lost lease, how long the command has between SIGTERM and SIGKILL")
+	killAfter := fset.Duration("kill-after", 10*time.Second, "how long the command has between SIGTERM and SIGKILL, when lockctl stops it: after a lost lease, or after SIGINT or SIGTERM to lockctl")
 	noToken := fset.Bool("no-token-env", false, "do not pass LOCKGATE_TOKEN on to the command (a nested lockctl in it then needs a token of its own)")
 	pos, argv, dashes, err := parseArgs(fset, args)
 	if err != nil {

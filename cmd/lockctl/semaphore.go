@@ -34,6 +34,8 @@ type holder struct {
 	TTLMs        int64     `json:"ttl_ms"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	AcquiredAt   time.Time `json:"acquired_at"`
+	Holds        int       `json:"holds,omitempty"`    // a lock's holder: 1, or more when re-entered
+	HoldIDs      []string  `json:"hold_ids,omitempty"` // a lock's holder: "=" and each re-entry's hold
 }
 
 // semaphoreStatus is status --semaphore: exit 0 while any permit is held,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/user"
 	"strings"
 	"time"
 
@@ -20,9 +21,9 @@ type tokenClaims struct {
 // cmdToken mints an HS256 JWT, for operators and development. It prints
 // the token on stdout: that is what was asked for.
 func cmdToken(_ context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("token", "token --sub name --ns 'billing,etl-*' [--ttl 1h] [--secret S] [--iss I] [--aud A]")
+	fs := c.newFlagSet("token", "token [--sub name] --ns 'billing,etl-*' [--ttl 1h] [--secret S] [--iss I] [--aud A]")
 	secret := fs.String("secret", "", "HS256 secret, at least 32 bytes (default $LOCKGATE_JWT_SECRET; prefer the variable: flags show in ps)")
-	sub := fs.String("sub", "", "subject: who the caller is, recorded as the lock's subject")
+	sub := fs.String("sub", "", "subject: who the caller is, recorded as the lock's subject (default $USER, else the user name of this uid, as id -un)")
 	nsList := fs.String("ns", "", "comma-separated namespace globs the token grants, e.g. 'billing,etl-*' or '*'")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
 	iss := fs.String("iss", "", "issuer, when the gateway checks one")
@@ -41,14 +42,19 @@ func cmdToken(_ context.Context, c cli, args []string) error {
 			globs = append(globs, g)
 		}
 	}
+	subject := *sub
+	if subject == "" {
+		// An unset USER (containers, cron) made --sub "$USER" empty.
+		subject = loginName(c.getenv)
+	}
 	switch {
 	case key == "":
 		return usagef("no secret: set LOCKGATE_JWT_SECRET or pass --secret")
 	case jwtsecret.CheckText(key) != nil:
 		// The gateway refuses such a key: its tokens would be of no use.
 		return usagef("%v", jwtsecret.CheckText(key))
-	case *sub == "":
-		return usagef("--sub is required")
+	case subject == "":
+		return usagef("--sub is required here: USER is unset and this uid has no user name; name the caller, e.g. --sub ci")
 	case len(globs) == 0:
 		return usagef("--ns is required: one or more namespace globs, comma-separated")
 	case *ttl <= 0:
@@ -58,7 +64,7 @@ func cmdToken(_ context.Context, c cli, args []string) error {
 	claims := tokenClaims{
 		Namespaces: globs,
 		RegisteredClaims: jwt.RegisteredClaims{
-			Subject:   *sub,
+			Subject:   subject,
 			Issuer:    *iss,
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(*ttl)),
@@ -73,4 +79,16 @@ func cmdToken(_ context.Context, c cli, args []string) error {
 	}
 	_, err = fmt.Fprintln(c.stdout, signed)
 	return err
+}
+
+// loginName is who runs lockctl: $USER, else the user name of the
+// process's uid (what id -un prints), else "".
+func loginName(getenv func(string) string) string {
+	if u := getenv("USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,86 +175,6 @@ func touch(t *testing.T, path string) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// TestREADMEWalkThrough runs the README's curl walk-through as written,
-// TTL included, against a gateway: the first shell's commands, the second
-// shell's wait in the background, then the release.
-func TestREADMEWalkThrough(t *testing.T) {
-	lookPaths(t, "bash", "curl", "jq")
-	first, second, release := readmeWalkThrough(t)
-	ttl := regexp.MustCompile(`"ttl_ms":(\d+)`).FindStringSubmatch(first)
-	if ttl == nil {
-		t.Fatal("the walk-through's acquire has no ttl_ms")
-	}
-	if ms, _ := strconv.Atoi(ttl[1]); ms < 60000 {
-		t.Errorf("the walk-through acquires for %s ms: too short to read along (want 60000 or more)", ttl[1])
-	}
-	gw := startGateway(t)
-	dir := t.TempDir()
-	goOn := filepath.Join(dir, "go-on")
-	sh := "set -euo pipefail\ncd " + shq(dir) + "\n" + first +
-		"\n(\n" + second + "\n) > waiter.out &\nwaiter=$!\n" +
-		// The test creates go-on once the gateway counts the waiter.
-		"while [ ! -e go-on ]; do sleep 0.05; done\n" + release + "\nwait $waiter\n"
-	sh = strings.ReplaceAll(sh, "http://127.0.0.1:8080", gw.URL)
-	p := start(t, gw, exec.Command("bash", "-c", sh))
-	waitForWaiters(t, gw, 1)
-	touch(t, goOn)
-	if code := p.wait(t, 60*time.Second); code != 0 {
-		t.Fatalf("walk-through: exit %d, want 0\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
-	}
-	out := p.stdout.String()
-	for _, want := range []string{
-		`"ttl_ms":` + ttl[1],  // the grant
-		`"code": "lock_held"`, // someone else asks
-		`"held": true`,        // inspect
-		`"ttl_ms": ` + ttl[1], // renew
-		"\n204\n",             // the DELETE
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the walk-through's output lacks %q:\n%s", want, out)
-		}
-	}
-	waiter, err := os.ReadFile(filepath.Join(dir, "waiter.out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g grant
-	if err := json.Unmarshal(waiter, &g); err != nil || g.Lock != "demo/report" || g.Token == "" {
-		t.Fatalf("the waiter printed %q (%v), want a grant of demo/report", waiter, err)
-	}
-	p.noSecrets(t)
-}
-
-// readmeWalkThrough returns the three sh blocks of the README's section
-// "A walk through with curl": the first shell, the second, the release.
-func readmeWalkThrough(t *testing.T) (first, second, release string) {
-	t.Helper()
-	blocks := readmeBlocks(t, "A walk through with curl")
-	if len(blocks) != 3 {
-		t.Fatalf("the walk-through has %d sh blocks, want 3 (first shell, second shell, release)", len(blocks))
-	}
-	return blocks[0], blocks[1], blocks[2]
-}
-
-// readmeBlocks returns the sh blocks of the README's section heading.
-func readmeBlocks(t *testing.T, heading string) []string {
-	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n## "+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no section %q", heading)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	var blocks []string
-	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
-		blocks = append(blocks, m[1])
-	}
-	return blocks
 }
 
 // waitForWaiters polls the gateway's metrics until n acquirers wait.

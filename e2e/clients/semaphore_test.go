@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -92,59 +91,4 @@ func TestCurlRunAtMostN(t *testing.T) {
 	if h, w := gw.semaphoreHolders(t, "curl/encoders"); h != 0 || w != 0 {
 		t.Fatalf("after the runs: %d holders, %d waiters; want none", h, w)
 	}
-}
-
-// TestREADMESemaphores runs the README's semaphore walk-through as written.
-func TestREADMESemaphores(t *testing.T) {
-	out := runREADMESection(t, "Semaphores")
-	for _, want := range []string{
-		`"limit":2`,                   // the permit
-		`"code": "semaphore_full"`,    // all taken
-		`"code": "limit_mismatch"`,    // another limit
-		`"limit": 2`,                  // the limit in force
-		`"semaphore": "demo/encoder"`, // inspect and renew
-		`"holders": [`,                // inspect
-		"\n204\n",                     // the DELETE
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the walk-through's output lacks %q:\n%s", want, out)
-		}
-	}
-}
-
-// TestREADMESharedLocks runs the README's shared-lock walk-through as
-// written.
-func TestREADMESharedLocks(t *testing.T) {
-	out := runREADMESection(t, "Shared (read) locks")
-	for _, want := range []string{
-		`{"mode":"shared","fencing_token":`, // each reader
-		`"code":"lock_held"`,                // the writer
-		`"mode": "shared"`,                  // inspect
-		`"reader-1",`,                       // both holders
-		`"reader-2"`,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the walk-through's output lacks %q:\n%s", want, out)
-		}
-	}
-}
-
-// runREADMESection runs the first sh block of the README's section
-// heading, as written, against a gateway of the test's own, and returns
-// its output, which holds no secret.
-func runREADMESection(t *testing.T, heading string) string {
-	t.Helper()
-	lookPaths(t, "bash", "curl", "jq")
-	blocks := readmeBlocks(t, heading)
-	if len(blocks) == 0 {
-		t.Fatalf("the section %q has no sh block", heading)
-	}
-	gw := startGateway(t)
-	sh := "set -euo pipefail\ncd " + shq(t.TempDir()) + "\n" + strings.ReplaceAll(blocks[0], "http://127.0.0.1:8080", gw.URL)
-	p := start(t, gw, exec.Command("bash", "-c", sh))
-	if code := p.wait(t, 60*time.Second); code != 0 {
-		t.Fatalf("the %q walk-through: exit %d, want 0\nstdout: %s\nstderr: %s", heading, code, p.stdout, p.stderr)
-	}
-	p.noSecrets(t)
-	return p.stdout.String()
 }

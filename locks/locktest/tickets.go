@@ -35,6 +35,7 @@ func RunTickets(t *testing.T, newPair TicketPair) {
 		{"WrongToken", ticketWrongToken},
 		{"Close", ticketClose},
 		{"WaitRunsOut", ticketWaitRunsOut},
+		{"PickUpWindowIsTheLiveness", ticketPickUpWindowIsTheLiveness},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -348,5 +349,35 @@ func ticketWaitRunsOut(t *testing.T, newPair TicketPair) {
 	_, err := b.PollTicket(t.Context(), key, tk.ID, tk.Token, 2*time.Second)
 	if !errors.Is(err, locks.ErrTicketNotFound) {
 		t.Fatalf("long-poll past the wait: got %v, want ErrTicketNotFound", err)
+	}
+}
+
+// ticketPickUpWindowIsTheLiveness: a grant handed to a ticket waits the
+// ticket liveness for its pick-up, whatever TTL the ticket asked for: a
+// function invoked once a minute asks for the lease its work needs (30 s,
+// say), and must still find the grant a minute after the hand-off. The
+// pick-up then gives it the TTL it asked for. (On Redis the hand-off gave
+// the shorter of the two, and the grant ended with the TTL.)
+func ticketPickUpWindowIsTheLiveness(t *testing.T, newPair TicketPair) {
+	const ttl, liveness = 300 * time.Millisecond, 20 * time.Second
+	_, b := newPair(t, liveness)
+	key := UniqueKey(t)
+	holder := MustAcquire(t, b, key, locks.AcquireRequest{TTL: time.Minute})
+	tk, err := b.OpenTicket(t.Context(), key, locks.AcquireRequest{TTL: ttl, Wait: time.Minute, Subject: "fn"})
+	if err != nil || tk.Grant != nil {
+		t.Fatalf("open ticket: %+v, %v; want a ticket", tk, err)
+	}
+	if _, err := b.Release(t.Context(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	handed := time.Now()
+	time.Sleep(3 * ttl) // the time passing is what is tested, not a synchronisation
+	st, err := b.PollTicket(t.Context(), key, tk.ID, tk.Token, 0)
+	if err != nil || st.Grant == nil {
+		t.Fatalf("poll %v after the hand-off (ttl %v, liveness %v): got %+v, %v; want the grant",
+			time.Since(handed).Round(time.Millisecond), ttl, liveness, st, err)
+	}
+	if st.Grant.TTL > ttl {
+		t.Fatalf("picked-up lease %v, want the TTL asked for, %v", st.Grant.TTL, ttl)
 	}
 }

@@ -96,14 +96,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	tickets, _ := backend.(locks.Tickets)
 	srv, err := handlers.NewServer(handlers.Config{
-		Tickets:    tracer.Tickets(tickets),
-		Backend:    tracer.Backend(backend),
-		Auth:       authn,
-		DefaultTTL: cfg.defaultTTL,
-		MaxTTL:     cfg.maxTTL,
-		MaxWait:    cfg.maxWait,
-		MaxWaiters: cfg.maxWaiters,
-		History:    cfg.history,
+		Tickets:       tracer.Tickets(tickets),
+		Backend:       tracer.Backend(backend),
+		Auth:          authn,
+		DefaultTTL:    cfg.defaultTTL,
+		MaxTTL:        cfg.maxTTL,
+		MaxWait:       cfg.maxWait,
+		MaxTicketWait: cfg.maxTicketWait,
+		MaxWaiters:    cfg.maxWaiters,
+		History:       cfg.history,
 		Subjects: middleware.NewSubjectLimiter(middleware.Limits{
 			Rate: cfg.subjectRate, Burst: cfg.subjectBurst, MaxWaiters: cfg.subjectWaiters,
 		}, authCfg.Policy),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
 )
 
@@ -44,6 +45,7 @@ type config struct {
 	defaultTTL       time.Duration
 	maxTTL           time.Duration
 	maxWait          time.Duration
+	maxTicketWait    time.Duration
 	shutdownTimeout  time.Duration
 	maxWaiters       int
 	subjectRate      float64
@@ -86,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.history, "history", 10, "how many events of each lock GET /locks/{ns}/{name}/history shows (0: keep none); each costs about 100 bytes of Redis memory per lock name, for --fence-retention after its last event")
 	fs.IntVar(&c.minReplicas, "redis-min-replicas", 0, "replicas that must acknowledge (WAIT) each grant, re-entry and renew before the caller hears of it; fewer: the grant is released and the call fails with 503 (0: none asked)")
 	fs.DurationVar(&c.replicaTimeout, "redis-replica-timeout", 100*time.Millisecond, "how long each WAIT for --redis-min-replicas waits; shorter than --redis-timeout")
-	fs.DurationVar(&c.ticketLiveness, "ticket-liveness", 10*time.Second, "how long a ticket (an acquire with Prefer: respond-async) stays queued without a poll, and how long a grant handed to it waits for a poll to pick it up")
+	fs.DurationVar(&c.ticketLiveness, "ticket-liveness", locks.DefaultTicketLiveness, "how long a ticket (an acquire with Prefer: respond-async) stays queued without a poll, and how long a grant handed to it waits for a poll to pick it up (each poll starts it again); the default fits a function invoked every minute")
 	fs.DurationVar(&c.lockDelay, "lock-delay", 0, "after a lease ends without a release (the holder vanished), keep the lock from new holders this long: for resources that cannot check fencing tokens (a release frees it at once)")
 	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter stays in Redis after its last grant (about 200 bytes of Redis memory per lock name); it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
@@ -112,7 +114,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud of tokens, when set; required with --jwt-jwks")
 	fs.DurationVar(&c.defaultTTL, "default-ttl", 30*time.Second, "lease of an acquire without ttl_ms")
 	fs.DurationVar(&c.maxTTL, "max-ttl", time.Hour, "largest ttl_ms accepted")
-	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted")
+	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted of an acquire that waits in the call (it holds a connection)")
+	fs.DurationVar(&c.maxTicketWait, "max-ticket-wait", time.Hour, "largest wait_ms accepted of an acquire answered with a ticket (Prefer: respond-async, with Redis), which holds no connection while it waits")
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
 	fs.Float64Var(&c.subjectRate, "subject-rate", 0, "requests per second each subject (a token's sub) may make on this gateway, as a token bucket; more get 429 too_many_requests (0: no limit); policy rules may set their own")
 	fs.IntVar(&c.subjectBurst, "subject-burst", 0, "requests a subject may make at once, the size of its --subject-rate bucket (0: the rate, rounded up)")
@@ -222,7 +225,7 @@ func (c config) check() error {
 	case !c.dev && c.jwtSecret == "" && c.jwtPublicKeyFile == "" && len(c.jwtJWKS) == 0:
 		return errors.New("no JWT key configured: set --jwt-secret, --jwt-public-key-file or --jwt-jwks (or " +
 			envName("jwt-secret") + "), or run with --dev to try lockgate locally")
-	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0 || c.fenceRetention <= 0:
+	case c.defaultTTL <= 0 || c.maxTTL <= 0 || c.maxWait <= 0 || c.maxTicketWait <= 0 || c.redisTimeout <= 0 || c.shutdownTimeout <= 0 || c.fenceRetention <= 0:
 		return errors.New("durations must be positive")
 	case c.jwtJWKSRefresh <= 0:
 		return errors.New("--jwt-jwks-refresh must be positive")

@@ -143,8 +143,8 @@ export interface paths {
          *     with the ticket's `rank` (0 at the head of the queue); once the lock
          *     reached the ticket, 201 with the grant, whose owner `token` is the
          *     ticket token. The lock waits for that pick-up for `poll_within_ms`
-         *     (the gateway's `--ticket-liveness`), then passes to the next in
-         *     line. A poll after the pick-up answers the same grant again (what
+         *     (the gateway's `--ticket-liveness`, 2 min by default), or the
+         *     ticket's `ttl_ms` if shorter, then passes to the next in line. A poll after the pick-up answers the same grant again (what
          *     remains of its lease), so a lost answer can be asked for again.
          *
          *     `Prefer: wait=N` long-polls: the answer comes when the lock reaches
@@ -302,7 +302,10 @@ export interface components {
             ttl_ms?: number;
             /**
              * Format: int64
-             * @description How long to wait for a held lock; default 0, at most the configured max wait (default 60 s).
+             * @description How long to wait for a held lock; default 0. At most the gateway's
+             *     `--max-wait` (default 60 s) in the call; with `Prefer: respond-async`
+             *     and a ticket, at most its `--max-ticket-wait` (default 1 h). A 400
+             *     names the flag.
              */
             wait_ms?: number;
             /** @description A free-form label that inspect shows. */
@@ -384,7 +387,7 @@ export interface components {
             rank: number;
             /**
              * Format: int64
-             * @description Poll again within this long, or the ticket is dropped.
+             * @description Poll again within this long, or the ticket is dropped (the gateway's `--ticket-liveness`, 2 min by default).
              */
             poll_within_ms: number;
             /**
@@ -486,7 +489,7 @@ export interface components {
             ttl_ms?: number;
             /**
              * Format: int64
-             * @description How long to wait for a permit; default 0, at most the configured max wait (default 60 s).
+             * @description How long to wait for a permit; default 0, at most the gateway's `--max-wait` (default 60 s).
              */
             wait_ms?: number;
             /** @description A free-form label that inspect shows. */

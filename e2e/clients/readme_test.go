@@ -1,0 +1,499 @@
+package clients
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/internal/gatewaytest"
+)
+
+// TestREADME runs every sh block of README.md, in order, in one bash, as a
+// reader pastes them into one shell: with the gateways and the Redis each
+// section starts, and with the outputs the README shows. What a reader
+// does outside that shell, the test does:
+//
+//   - a gateway started in the foreground runs in "a terminal of its own":
+//     the test starts that line in the background and waits until it
+//     listens; the next gateway on its address stops it, as Ctrl-C would;
+//     the export line a --dev gateway prints is pasted into the shell;
+//   - the block that waits "from a second shell" runs in the background
+//     until the gateway counts its waiter;
+//   - make build and go run ./cmd/... use binaries the test built (the same
+//     go build), and make test is this very suite, so it is not run again;
+//   - the README's ports (8080, 8081, 8082, and Redis's 6379) are mapped to
+//     free loopback ports.
+//
+// A sample output in a block (a comment "# {...}" that is JSON) must match
+// an object the block printed: the same fields, and the same values but
+// for those that differ on every run (tokens, times, fencing tokens).
+func TestREADME(t *testing.T) {
+	lookPaths(t, "bash", "curl", "jq", "openssl", "redis-server")
+	blocks := readmeShBlocks(t)
+	r := newREADMERun(t)
+	seen := map[string]bool{}
+	for _, b := range blocks {
+		id := b.id()
+		seen[id] = true
+		spec := readmeSpecs[id]
+		out := r.runBlock(t, b, spec)
+		for _, w := range spec.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: the output lacks %q:\n%s", id, w, out)
+			}
+		}
+		if spec.check != nil {
+			spec.check(t, out)
+		}
+		for _, sample := range b.samples(t) {
+			if !matchesSample(sample, jsonObjects(out)) {
+				t.Errorf("%s: no output matches the README's sample %s:\n%s", id, sample.text, out)
+			}
+		}
+		if t.Failed() {
+			t.Fatalf("stopped at %s; the shell's stderr so far:\n%s", id, r.stderr)
+		}
+	}
+	for id := range readmeSpecs {
+		if !seen[id] {
+			t.Errorf("readmeSpecs has %s, which the README no longer has", id)
+		}
+	}
+	if s := r.stderr.String(); s != "" {
+		t.Errorf("the shell wrote to stderr:\n%s", s)
+	}
+}
+
+// readmeSpec is what the test knows of one block beyond its text.
+type readmeSpec struct {
+	want []string // in its output
+	// secondShell: the block runs in the background, as in another
+	// shell, until the gateway on 8080 counts one waiter; its output
+	// belongs to the block after it.
+	secondShell bool
+	check       func(t *testing.T, out string)
+}
+
+// readmeSpecs are keyed by section and the block's place in it.
+var readmeSpecs = map[string]readmeSpec{
+	"Set up#0":                                {},
+	"Tokens for your gateway#0":               {},
+	"A walk through with curl#0":              {want: []string{`"code": "lock_held"`, `"held": true`, `"ttl_ms": 60000`}},
+	"A walk through with curl#1":              {secondShell: true},
+	"A walk through with curl#2":              {want: []string{"204\n", `"lock": "demo/report"`, `"token": "`}},
+	"Clients#0":                               {want: []string{"nightly job, fencing token 1", "billing/nightly is free\n", "no lock of namespace billing is held\n", "\neyJ"}},
+	"Running with Redis#0":                    {},
+	"Running with Redis#1":                    {},
+	"Running with Redis#2":                    {want: []string{"204\n"}},
+	"Waiting longer than one call: tickets#0": {want: []string{"deploying with fencing token 1", "204\n{\"lock\":\"demo/deploy\""}},
+	"Semaphores#0": {want: []string{`"code": "semaphore_full"`, `"code": "limit_mismatch"`, `"limit": 2`,
+		`"holders": [`, `"semaphore": "demo/encoder"`, "204\n"}},
+	"Shared (read) locks#0": {want: []string{`"code":"lock_held"`, "204\n204\n"}},
+	"Retry-safe acquires#0": {want: []string{"204\n"}, check: func(t *testing.T, out string) {
+		lines := strings.Split(out, "\n")
+		if len(lines) < 2 || lines[0] != lines[1] || !strings.HasPrefix(lines[0], `{"token":"`) {
+			t.Errorf("Retry-safe acquires: the retry answered %q, the first call %q: want the same grant", lines[1], lines[0])
+		}
+	}},
+	"Re-entrant holds#0": {want: []string{"204\n"}},
+}
+
+// readmeBlock is one sh block of README.md.
+type readmeBlock struct {
+	section string // the nearest heading above it
+	index   int    // its place among its section's sh blocks
+	text    string
+}
+
+func (b readmeBlock) id() string { return b.section + "#" + strconv.Itoa(b.index) }
+
+// readmeShBlocks returns README.md's sh blocks in order.
+func readmeShBlocks(t *testing.T) []readmeBlock {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []readmeBlock
+	section, in, fence := "", false, ""
+	var text strings.Builder
+	for line := range strings.Lines(string(readme)) {
+		switch {
+		case in && strings.TrimSpace(line) == "```":
+			if fence == "sh" {
+				n := 0
+				for _, b := range blocks {
+					if b.section == section {
+						n++
+					}
+				}
+				blocks = append(blocks, readmeBlock{section: section, index: n, text: text.String()})
+			}
+			in = false
+		case in:
+			text.WriteString(line)
+		case strings.HasPrefix(line, "```"):
+			in, fence = true, strings.TrimSpace(strings.TrimPrefix(line, "```"))
+			text.Reset()
+		case strings.HasPrefix(line, "## "), strings.HasPrefix(line, "### "):
+			section = strings.TrimSpace(strings.TrimLeft(line, "#"))
+		}
+	}
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no sh block")
+	}
+	return blocks
+}
+
+// readmeSample is a sample output the README shows in a block.
+type readmeSample struct {
+	text  string
+	value map[string]any
+}
+
+// samples returns the block's sample outputs: comment lines "# {", and
+// the comment lines that continue them, that hold a JSON object.
+func (b readmeBlock) samples(t *testing.T) []readmeSample {
+	t.Helper()
+	var out []readmeSample
+	var cur strings.Builder
+	for line := range strings.Lines(b.text) {
+		body, isComment := strings.CutPrefix(strings.TrimSpace(line), "#")
+		body = strings.TrimSpace(body)
+		switch {
+		case isComment && cur.Len() == 0 && strings.HasPrefix(body, "{"):
+			cur.WriteString(body)
+		case isComment && cur.Len() > 0:
+			cur.WriteString(body)
+		default:
+			continue
+		}
+		var v map[string]any
+		if json.Unmarshal([]byte(cur.String()), &v) == nil {
+			out = append(out, readmeSample{text: cur.String(), value: v})
+			cur.Reset()
+		}
+	}
+	if cur.Len() > 0 {
+		t.Errorf("%s: the sample %q is not a JSON object", b.id(), cur.String())
+	}
+	return out
+}
+
+// varies are the fields whose values differ on every run.
+var varies = map[string]bool{"token": true, "ticket": true, "ticket_token": true, "fencing_token": true, "expires_at": true,
+	"acquired_at": true, "retry_after_ms": true, "hold": true, "hold_ids": true}
+
+func matchesSample(s readmeSample, objects []map[string]any) bool {
+	for _, o := range objects {
+		if !slices.Equal(sortedKeys(o), sortedKeys(s.value)) {
+			continue
+		}
+		same := true
+		for k, v := range s.value {
+			if !varies[k] && !reflect.DeepEqual(v, o[k]) {
+				same = false
+			}
+		}
+		if same {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// jsonObjects returns the JSON objects of out that start a line, pretty
+// printed or not.
+func jsonObjects(out string) []map[string]any {
+	var objs []map[string]any
+	for i := 0; i < len(out); i++ {
+		if out[i] != '{' || (i > 0 && out[i-1] != '\n') {
+			continue
+		}
+		var v map[string]any
+		if json.NewDecoder(strings.NewReader(out[i:])).Decode(&v) == nil {
+			objs = append(objs, v)
+		}
+	}
+	return objs
+}
+
+// readmeRun is the one shell the blocks run in, and what it started.
+type readmeRun struct {
+	dir     string
+	shell   *exec.Cmd
+	stdin   io.Writer
+	stdout  *gatewaytest.Buffer
+	stderr  *gatewaytest.Buffer
+	ports   *strings.Replacer
+	port    map[string]string // README port -> the test's
+	chunks  int
+	fg      string // the address of the gateway running "in a terminal of its own", if any
+	readOff int    // how much of stdout the chunks have read
+}
+
+// newREADMERun builds the binaries and starts the shell.
+func newREADMERun(t *testing.T) *readmeRun {
+	t.Helper()
+	dir := t.TempDir()
+	bin, shims := filepath.Join(dir, "built"), filepath.Join(dir, "shims")
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/gateway", "./cmd/lockctl")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	realGo, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	realMake, _ := exec.LookPath("make")
+	if err := os.MkdirAll(shims, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// go run ./cmd/X runs the built X, in place of go run (exec: the pid
+	// of a background "go run" is the program's); make build has nothing
+	// left to do; make test is the suite this test is part of.
+	writeScript(t, filepath.Join(shims, "go"), `case "$1 $2" in
+"run ./cmd/gateway"|"run ./cmd/lockctl") b=${2#./cmd/}; shift 2; exec `+shq(bin)+`/"$b" "$@" ;;
+esac
+exec `+shq(realGo)+` "$@"`)
+	writeScript(t, filepath.Join(shims, "make"), `case "$*" in
+build) echo "make build: bin/ was built by the test" ;;
+test) echo "make test: this test is part of it" ;;
+*) exec `+shq(realMake)+` "$@" ;;
+esac`)
+	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	r := &readmeRun{dir: dir, stdout: &gatewaytest.Buffer{}, stderr: &gatewaytest.Buffer{}, port: map[string]string{}}
+	var pairs []string
+	for _, p := range []string{"8080", "8081", "8082", "6379"} {
+		r.port[p] = freePort(t)
+		pairs = append(pairs, p, r.port[p])
+	}
+	r.ports = strings.NewReplacer(pairs...)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LOCKGATE_") && !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+shims+string(os.PathListSeparator)+os.Getenv("PATH"))
+	r.shell = exec.Command("bash")
+	r.shell.Dir, r.shell.Env = dir, env
+	r.shell.Stdout, r.shell.Stderr = r.stdout, r.stderr
+	r.shell.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.shell.WaitDelay = 2 * time.Second
+	stdin, err := r.shell.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.stdin = stdin
+	if err := r.shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The shell, and all it left in the background (gateways, Redis):
+		// one process group, no job control.
+		syscall.Kill(-r.shell.Process.Pid, syscall.SIGKILL)
+		r.shell.Wait()
+	})
+	return r
+}
+
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("#!/usr/bin/env bash\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// gatewayLine matches a line that starts a gateway, and addrFlag its
+// --addr.
+var (
+	gatewayLine = regexp.MustCompile(`^(go run \./cmd/gateway|bin/gateway)\b`)
+	addrFlag    = regexp.MustCompile(`--addr (\S+)`)
+)
+
+// runBlock runs one block in the shell and returns what it printed.
+func (r *readmeRun) runBlock(t *testing.T, b readmeBlock, spec readmeSpec) string {
+	t.Helper()
+	text := r.ports.Replace(b.text)
+	if spec.secondShell {
+		r.chunk(t, "( . ./"+r.file(t, text)+" ) >second-shell.out 2>&1 &\nSECOND=$!\n")
+		r.waitWaiters(t, r.port["8080"], 1)
+		return ""
+	}
+	var out strings.Builder
+	var pending []string // lines not yet sent
+	var started []string // addresses of gateways the block starts
+	flush := func() {
+		if len(pending) > 0 {
+			out.WriteString(r.chunk(t, ". ./"+r.file(t, strings.Join(pending, ""))+"\n"))
+			pending = nil
+		}
+	}
+	for line := range strings.Lines(text) {
+		cmd, _, _ := strings.Cut(line, " #")
+		cmd = strings.TrimSpace(cmd)
+		if !gatewayLine.MatchString(cmd) {
+			pending = append(pending, line)
+			continue
+		}
+		addr := "127.0.0.1:" + r.port["8080"]
+		if m := addrFlag.FindStringSubmatch(cmd); m != nil {
+			addr = m[1]
+		}
+		if addr == r.fg {
+			// The reader stops the gateway of the terminal of its own
+			// (Ctrl-C), as the block says, before starting another there.
+			flush()
+			r.chunk(t, "kill -INT $FG; wait $FG\n")
+			r.fg = ""
+		}
+		started = append(started, addr)
+		if strings.HasSuffix(cmd, "&") {
+			pending = append(pending, line)
+			continue
+		}
+		// In a terminal of its own, on the test's port for 8080.
+		if !addrFlag.MatchString(cmd) {
+			cmd += " --addr " + addr
+		}
+		flush()
+		r.chunk(t, cmd+" >foreground.out 2>foreground.err &\nFG=$!\n")
+		r.fg = addr
+		r.waitHealthy(t, addr)
+		if strings.Contains(cmd, "--dev") {
+			r.chunk(t, r.devExport(t)+"\n") // pasted, as the gateway says
+		}
+	}
+	flush()
+	for _, addr := range started {
+		r.waitHealthy(t, addr)
+	}
+	if b.index > 0 {
+		if prev := readmeSpecs[b.section+"#"+strconv.Itoa(b.index-1)]; prev.secondShell {
+			r.chunk(t, "wait $SECOND\n")
+			second, err := os.ReadFile(filepath.Join(r.dir, "second-shell.out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Write(second)
+		}
+	}
+	return out.String()
+}
+
+// file writes text to a file of its own in the shell's directory.
+func (r *readmeRun) file(t *testing.T, text string) string {
+	t.Helper()
+	r.chunks++
+	name := fmt.Sprintf("block-%d.sh", r.chunks)
+	if err := os.WriteFile(filepath.Join(r.dir, name), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// chunk sends text to the shell and returns what it printed on stdout.
+func (r *readmeRun) chunk(t *testing.T, text string) string {
+	t.Helper()
+	r.chunks++
+	marker := fmt.Sprintf("::chunk %d done::", r.chunks)
+	if _, err := io.WriteString(r.stdin, text+"printf '\\n%s\\n' "+shq(marker)+"\n"); err != nil {
+		t.Fatalf("the shell is gone: %v\nstderr: %s", err, r.stderr)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		all := r.stdout.String()
+		if i := strings.Index(all[r.readOff:], "\n"+marker+"\n"); i >= 0 {
+			got := all[r.readOff : r.readOff+i]
+			r.readOff += i + len(marker) + 2
+			return strings.TrimPrefix(got, "\n")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell did not finish within 90s:\n%s\nstdout: %s\nstderr: %s", text, all[r.readOff:], r.stderr)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
+	}
+}
+
+// devExport is the export line the --dev gateway printed.
+func (r *readmeRun) devExport(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.dir, "foreground.err"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "export LOCKGATE_TOKEN=") {
+			return line
+		}
+	}
+	t.Fatalf("the --dev gateway printed no export line:\n%s", b)
+	return ""
+}
+
+// waitHealthy polls the gateway at addr until it answers /healthz.
+func (r *readmeRun) waitHealthy(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			logs, _ := os.ReadFile(filepath.Join(r.dir, "foreground.err"))
+			t.Fatalf("no gateway answers at %s within 30s (%v)\nstderr: %s\nforeground.err: %s", addr, err, r.stderr, logs)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
+	}
+}
+
+// waitWaiters polls the metrics of the gateway on port until n acquirers
+// wait.
+func (r *readmeRun) waitWaiters(t *testing.T, port string, n int) {
+	t.Helper()
+	gw := &gateway{URL: "http://127.0.0.1:" + port}
+	waitForWaiters(t, gw, n)
+}
