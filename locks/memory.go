@@ -14,9 +14,12 @@ import (
 // same semantics as the Redis backend, so a single gateway needs no Redis,
 // but it cannot share locks between processes.
 type Memory struct {
-	opts      MemoryOptions
-	mu        sync.Mutex
-	locks     map[Key]*memLock
+	opts  MemoryOptions
+	mu    sync.Mutex
+	locks map[Key]*memLock
+	// held names the locks of each namespace that are in locks, so that a
+	// listing looks at its own namespace only.
+	held      map[string]map[string]struct{}
 	queues    map[Key][]*memWaiter // FIFO; a lock with waiters is never free
 	sems      map[Key]*memSemaphore
 	lastFence int64
@@ -102,7 +105,7 @@ type memWaiter struct {
 
 // NewMemory returns an empty embedded backend.
 func NewMemory(opts MemoryOptions) *Memory {
-	return &Memory{opts: opts, locks: make(map[Key]*memLock), queues: make(map[Key][]*memWaiter),
+	return &Memory{opts: opts, locks: make(map[Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[Key][]*memWaiter),
 		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[tokenSum]memRecord),
 		histories: make(map[Key]*memHistory)}
 }
@@ -251,6 +254,10 @@ func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time, event string)
 	if l == nil {
 		l = &memLock{mode: w.req.Mode, holders: make(map[tokenSum]*memGrant, 1)}
 		m.locks[key] = l
+		if m.held[key.Namespace] == nil {
+			m.held[key.Namespace] = make(map[string]struct{})
+		}
+		m.held[key.Namespace][key.Name] = struct{}{}
 	}
 	g := m.newGrantLocked(w, now, func() { m.expireLocked(key, time.Now()) })
 	l.holders[g.tokenSum] = g
@@ -348,6 +355,9 @@ func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
 func (m *Memory) freedLocked(key Key, l *memLock, now time.Time) {
 	if len(l.holders) == 0 {
 		delete(m.locks, key)
+		if delete(m.held[key.Namespace], key.Name); len(m.held[key.Namespace]) == 0 {
+			delete(m.held, key.Namespace)
+		}
 	}
 	m.handOnLocked(key, now)
 }

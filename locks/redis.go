@@ -578,11 +578,17 @@ func (r *Redis) leaveCmd(ctx context.Context, res resource, id, fence, waiterID,
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
-// ever release it, so it is released at once.
+// ever release it, so it is released at once. Every grant of a lock that
+// reaches its caller passes here (but a ticket's: see ticketState), so
+// here it gets its entry in the namespace's index, before the caller
+// learns of it: a listing that starts after the acquire returned finds it.
 func (r *Redis) deliver(ctx context.Context, res resource, token string, lease Lease, handoffDelay time.Duration) (Grant, error) {
 	if ctx.Err() != nil {
 		r.release(ctx, res, token, "")
 		return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
+	}
+	if res.kind == lockKind {
+		r.index(ctx, res.key, tokenHash(token), indexAdd, lease.TTL)
 	}
 	return Grant{Token: token, Lease: lease, HandoffDelay: handoffDelay, Holds: 1}, nil
 }
@@ -680,6 +686,9 @@ func (r *Redis) release(ctx context.Context, res resource, token, hold string) (
 	if len(out) >= 3 { // the grant ended: {GRANTED, 0, held ms, [near waiter...]}
 		held, _ := out[2].(int64)
 		releaseEnded(ctx, millis(held))
+		if res.kind == lockKind {
+			r.unindex(ctx, res.key, h)
+		}
 	}
 	if len(out) == releasedHandingOver {
 		r.handOver(ctx, res, out[3:], start, ackErr)
@@ -771,6 +780,7 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 		return Grant{}, fmt.Errorf("re-enter %s: %w", res, notHolder(out))
 	}
 	ttl = millis(out[2])
+	r.index(ctx, key, h, indexExtend, ttl)
 	return Grant{Token: token, Holds: int(out[3]), Hold: hold,
 		Lease: Lease{FencingToken: out[1], TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
 }
@@ -794,6 +804,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 		return Lease{}, unavailable("renew", resource{lockKind, key}, renewed(ackErr))
 	}
 	ttl = millis(res[2])
+	r.index(ctx, key, h, indexExtend, ttl)
 	return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil
 }
 

@@ -40,6 +40,10 @@ var (
 	historySrc string
 	//go:embed ticket.lua
 	ticketSrc string
+	//go:embed index.lua
+	indexSrc string
+	//go:embed list.lua
+	listSrc string
 
 	//go:embed semlib.lua
 	semLib string
@@ -122,6 +126,8 @@ var (
 	Ticket    = writes("ticket", true, ticketSrc, lockLib)
 	Inspect   = reads("inspect", inspectSrc, lockLib)
 	History   = reads("history", historySrc)
+	Index     = writes("index", false, indexSrc) // listing's index, advisory
+	List      = reads("list", listSrc)
 
 	SemAcquire   = writes("sem_acquire", true, semAcquireSrc, semLibs)
 	SemRelease   = writes("sem_release", false, semReleaseSrc, semLibs)
@@ -137,6 +143,6 @@ var (
 
 // All lists every script.
 func All() []*Script {
-	return []*Script{Acquire, Release, Leave, Heartbeat, Renew, Reenter, Ticket, Inspect, History,
+	return []*Script{Acquire, Release, Leave, Heartbeat, Renew, Reenter, Ticket, Inspect, History, Index, List,
 		SemAcquire, SemRelease, SemLeave, SemHeartbeat, SemRenew, SemInspect, IdemBegin, IdemDone, IdemAbort}
 }
