@@ -47,12 +47,6 @@ func (r *Redis) index(ctx context.Context, key Key, tokHash, op string, left tim
 	r.run(ctx, lua.Index, r.indexKeys(key.Namespace), op, member, left.Milliseconds())
 }
 
-// unindex removes, in the background, the index entry of a grant that
-// ended: until it does, the entry is one List passes over.
-func (r *Redis) unindex(ctx context.Context, key Key, tokHash string) {
-	r.background(ctx, func(ctx context.Context) { r.index(ctx, key, tokHash, indexDel, 0) })
-}
-
 // redisListPos is where a Redis listing stands: past every entry of name,
 // or, with hold, past the entry 'name hold' (see lua/list.lua).
 type redisListPos struct{ name, hold string }

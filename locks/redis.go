@@ -687,7 +687,7 @@ func (r *Redis) release(ctx context.Context, res resource, token, hold string) (
 		held, _ := out[2].(int64)
 		releaseEnded(ctx, millis(held))
 		if res.kind == lockKind {
-			r.unindex(ctx, res.key, h)
+			r.index(ctx, res.key, h, indexDel, 0)
 		}
 	}
 	if len(out) == releasedHandingOver {
