@@ -46,6 +46,7 @@ func (s *Server) ListLocks(ctx context.Context, req ListLocksRequestObject) (Lis
 			Holds:        &page.Locks[i].Holds,
 			Mode:         ListedLockMode(l.Mode.String()),
 			Holders:      holdersOf(l.Holders),
+			HoldersTotal: l.HoldersTotal,
 		}
 	}
 	if page.Next != "" {

@@ -64,6 +64,13 @@ func TestRedisLockDelay(t *testing.T) {
 	})
 }
 
+func TestRedisSharedCap(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunSharedCap(t, func(t *testing.T) locks.Locker {
+		return newRedis(t, srv, locks.RedisOptions{MaxSharedHolders: locktest.SharedCap})
+	})
+}
+
 func TestRedisListConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	locktest.RunList(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, locks.RedisOptions{}) })
