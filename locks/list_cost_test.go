@@ -15,9 +15,9 @@ import (
 	"github.com/lockgate/lockgate/locks/locktest"
 )
 
-// Issue 22, finding 2: a page of GET /locks/{ns} cost Redis time in
-// proportion to the whole keyspace (16 SCANs and 10 ms with 300 000
-// unrelated keys). These tests count the commands Redis ran for a listing
+// A page of GET /locks/{ns} once cost Redis time in proportion to the
+// whole keyspace (16 SCANs and 10 ms with 300 000 unrelated keys). These
+// tests count the commands Redis ran for a listing
 // of a namespace of a few locks, beside no other keys and then beside
 // 100 000, and want the same count, under a bound set by the locks listed.
 
