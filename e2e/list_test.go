@@ -116,8 +116,7 @@ func TestListLocks(t *testing.T) {
 
 // TestListChargedByItsCost: a page of GET /locks/{ns} takes from the
 // caller's rate bucket one request, and one more per lock it looked at,
-// as a GET of each would (issue 22, finding 2: a listing cost Redis far
-// more than the one request it was charged).
+// as a GET of each would: a listing costs Redis far more than one request.
 func TestListChargedByItsCost(t *testing.T) {
 	for _, b := range []struct {
 		name string
