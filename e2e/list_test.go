@@ -113,3 +113,36 @@ func TestListLocks(t *testing.T) {
 		})
 	}
 }
+
+// TestListChargedByItsCost: a page of GET /locks/{ns} takes from the
+// caller's rate bucket one request, and one more per lock it looked at,
+// as a GET of each would: a listing costs Redis far more than one request.
+func TestListChargedByItsCost(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		args func(t *testing.T) []string
+	}{
+		{"memory", func(*testing.T) []string { return nil }},
+		{"redis", func(t *testing.T) []string { return []string{"--redis-url", redistest.Start(t).URL()} }},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			// 0.01/s: no token comes back during the test.
+			gw := startGateway(t, append(b.args(t), "--subject-rate", "0.01", "--subject-burst", "10")...)
+			alice := bearer(token(t, jwt.MapClaims{"sub": "alice"}))
+			for i := range 4 { // 4 requests: 6 left
+				if r := call(t, "POST", gw.URL+fmt.Sprintf("/locks/cost/job-%d", i), `{"ttl_ms":60000}`, alice...); r.status != http.StatusCreated {
+					t.Fatalf("acquire %d: got %d %s, want 201", i, r.status, r.body)
+				}
+			}
+			var page struct {
+				Locks []listed `json:"locks"`
+			}
+			wantJSON(t, call(t, "GET", gw.URL+"/locks/cost", "", alice...), http.StatusOK, &page) // 1 + 4: 1 left
+			if len(page.Locks) != 4 {
+				t.Fatalf("got %d locks listed, want 4", len(page.Locks))
+			}
+			wantJSON(t, call(t, "GET", gw.URL+"/locks/cost/job-0", "", alice...), http.StatusOK, &listed{}) // the last one
+			wantRateLimited(t, call(t, "GET", gw.URL+"/locks/cost/job-1", "", alice...), 10, 1000)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/middleware"
 )
 
 // defaultListLimit is a page's length when the caller gives no limit; the
@@ -30,6 +31,10 @@ func (s *Server) ListLocks(ctx context.Context, req ListLocksRequestObject) (Lis
 	if err != nil {
 		return nil, err
 	}
+	// The request paid for the page's read of the index; each lock it
+	// looked at cost about what a GET of it costs.
+	claims, _ := middleware.ClaimsFromContext(ctx)
+	s.cfg.Subjects.Charge(claims, page.Examined)
 	out := ListLocks200JSONResponse{Locks: make([]ListedLock, len(page.Locks))}
 	for i, l := range page.Locks {
 		out.Locks[i] = ListedLock{
@@ -46,6 +51,7 @@ func (s *Server) ListLocks(ctx context.Context, req ListLocksRequestObject) (Lis
 			Holds:        &page.Locks[i].Holds,
 			Mode:         ListedLockMode(l.Mode.String()),
 			Holders:      holdersOf(l.Holders),
+			HoldersTotal: l.HoldersTotal,
 		}
 	}
 	if page.Next != "" {

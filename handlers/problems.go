@@ -221,6 +221,10 @@ func lockHeld(b *problemBody, err error) {
 		ms := ceilDiv(held.RetryAfter, time.Millisecond)
 		b.RetryAfterMs = &ms
 		b.Detail = "someone else holds the lock; its lease ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed"
+		if held.SharedFull > 0 {
+			b.Detail = "the lock has " + strconv.Itoa(held.SharedFull) + " shared holders, the most it may have (--max-shared-holders); " +
+				"the soonest of their leases ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed: retry then, or wait (wait_ms) for a place"
+		}
 	}
 }
 

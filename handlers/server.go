@@ -467,6 +467,7 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		Holds:        &info.Holds,
 		Mode:         LockInfoMode(info.Mode.String()),
 		Holders:      holdersOf(info.Holders),
+		HoldersTotal: info.HoldersTotal,
 	}, nil
 }
 

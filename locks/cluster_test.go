@@ -31,6 +31,13 @@ func TestRedisClusterConformance(t *testing.T) {
 		})
 	})
 	t.Run("List", func(t *testing.T) { locktest.RunList(t, newBackend) })
+	t.Run("SharedCap", func(t *testing.T) {
+		locktest.RunSharedCap(t, func(t *testing.T) locks.Locker {
+			r := openRedis(t, cluster.Client(t), locks.RedisOptions{MaxSharedHolders: locktest.SharedCap})
+			t.Cleanup(func() { r.Close() })
+			return r
+		})
+	})
 	t.Run("History", func(t *testing.T) {
 		locktest.RunHistory(t, func(t *testing.T) locks.Backend {
 			r := openRedis(t, cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})

@@ -15,13 +15,14 @@ type Lister interface {
 	// reveals an owner token. A cursor that no List returned gets
 	// ErrInvalid.
 	//
-	// A page may hold fewer than limit locks, even none, while Next is
-	// set: locks are found by scanning (Redis SCAN), which stops after a
-	// bounded amount of work per page. The Redis backend may list a lock
-	// twice, and a lock taken or freed during the listing may or may not
-	// appear; one held throughout appears, unless Redis's nodes change
-	// meanwhile (a failover, a reshard). The embedded backend lists each
-	// lock once, in name order.
+	// Locks come in name order, each at most once in a listing. A page
+	// may hold fewer than limit locks, even none, while Next is set: each
+	// page does a bounded amount of work (the Redis backend reads an index
+	// of held locks, which may name locks freed since). A lock held
+	// throughout the listing by one grant appears, once the call that
+	// made the grant has returned; with Redis, unless that gateway failed
+	// to write the grant's index entry (see docs/SAFETY.md, "Listing").
+	// A lock taken or freed during the listing may or may not appear.
 	List(ctx context.Context, namespace, cursor string, limit int) (Page, error)
 }
 
@@ -30,6 +31,10 @@ type Page struct {
 	Locks []Listed
 	// Next is the cursor of the next page; "" when there is none.
 	Next string
+	// Examined is how many locks the page looked at, listed or found
+	// free: what it cost the backend, about one inspect each. The gateway
+	// charges the caller's rate by it.
+	Examined int
 }
 
 // Listed is one held lock of a listing: its key and what Inspect says.
@@ -39,7 +44,7 @@ type Listed struct {
 }
 
 // MaxCursorLen bounds the cursors List returns (and so the ones it
-// accepts): a lock name, a scan position and a node.
+// accepts): a lock name and a part of a token hash.
 const MaxCursorLen = 512
 
 // The two backends' cursors are base64url of fields joined by NUL bytes,
@@ -47,7 +52,7 @@ const MaxCursorLen = 512
 // other's.
 const (
 	cursorMemory = "m1"
-	cursorRedis  = "r1"
+	cursorRedis  = "r2"
 )
 
 func encodeCursor(tag string, fields ...string) string {

@@ -24,9 +24,9 @@ func (m *Memory) List(_ context.Context, namespace, cursor string, limit int) (P
 	defer m.mu.Unlock()
 	now := time.Now()
 	var names []string
-	for key := range m.locks {
-		if key.Namespace == namespace && key.Name > after {
-			names = append(names, key.Name)
+	for name := range m.held[namespace] {
+		if name > after {
+			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
@@ -37,6 +37,7 @@ func (m *Memory) List(_ context.Context, namespace, cursor string, limit int) (P
 			break
 		}
 		key := Key{Namespace: namespace, Name: name}
+		page.Examined++
 		m.expireLocked(key, now)
 		if l := m.locks[key]; l != nil {
 			page.Locks = append(page.Locks, Listed{Key: key, Info: m.infoLocked(key, l, now)})

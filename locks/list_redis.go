@@ -1,155 +1,134 @@
 package locks
 
 import (
-	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/lockgate/lockgate/lua"
 )
 
-// Bounds on the work of one page: at most listScans SCAN calls, each
-// asking for about listCount(limit) keys. A namespace whose locks are few
-// among many keys gets short pages, rather than one slow call.
-const (
-	listScans    = 16
-	listCountMin = 100
-	listCountMax = 1000
-)
-
-func listCount(limit int) int64 { return int64(min(max(2*limit, listCountMin), listCountMax)) }
-
-// listNode is one Redis node a listing scans: the server itself, or one
-// master of a cluster. id names it in a cursor without revealing its
-// address.
-type listNode struct {
-	id     string
-	client redis.Cmdable
-}
-
-// listNodes returns the nodes that hold the locks, in the order a listing
-// visits them: a cluster's masters in the order of their ids.
-func (r *Redis) listNodes(ctx context.Context) ([]listNode, error) {
-	cluster, ok := r.client.(*redis.ClusterClient)
-	if !ok {
-		return []listNode{{id: "-", client: r.client}}, nil
-	}
-	var (
-		mu    sync.Mutex
-		nodes []listNode
-	)
-	err := cluster.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
-		sum := sha256.Sum256([]byte(c.Options().Addr))
-		mu.Lock()
-		defer mu.Unlock()
-		nodes = append(nodes, listNode{id: hex.EncodeToString(sum[:8]), client: c})
-		return nil
-	})
-	slices.SortFunc(nodes, func(a, b listNode) int { return cmp.Compare(a.id, b.id) })
-	return nodes, err
-}
-
-// listState is where a listing stands: on node id, at SCAN cursor scan;
-// after is set when the last page ended within the batch that cursor
-// returns, and names the last lock taken from it.
-type listState struct {
-	node  string
-	scan  uint64
-	after string
-}
-
-func (s listState) cursor() string {
-	return encodeCursor(cursorRedis, s.node, strconv.FormatUint(s.scan, 10), s.after)
-}
-
-func parseListState(cursor string) (listState, error) {
-	f, err := decodeCursor(cursor, cursorRedis, 3)
-	if err != nil {
-		return listState{}, err
-	}
-	scan, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil || f[0] == "" || (f[2] != "" && !ValidName(f[2])) {
-		return listState{}, errBadCursor
-	}
-	return listState{node: f[0], scan: scan, after: f[2]}, nil
-}
-
-// List implements Lister. It scans each node for the keys of lock hashes
-// of namespace (prefix{namespace/name}: the pattern leaves out the keys
-// with suffixes, and semaphores, whose keys start prefix sem:), and reads
-// each lock found with Inspect, all at once through the batcher.
+// A namespace's index of held locks (lua/index.lua): two sorted sets under
+// the namespace's own hash tag, whose members are 'name hold', hold being
+// the first indexHoldLen characters of the grant's token hash, so that the
+// grant's own release can remove exactly its entry.
 //
-// A page that must stop within the batch of keys one SCAN call returned
-// takes the batch's names in order, and its cursor says where it stopped:
-// the next page runs the same SCAN call again and skips the names up to
-// there.
+// The gateway writes an entry after the script that made a grant, renewed
+// or ended it has answered: on Redis Cluster the index's slot is not the
+// lock's, and a script may touch one slot only. So the index is advisory
+// and may lag: see List, and docs/SAFETY.md ("Listing").
+const indexHoldLen = 16
+
+// listStale is how many entries of leases that ended a page may pass over
+// beyond twice its limit, before it returns short (see lua/list.lua).
+const listStale = 64
+
+// indexKeys are KEYS of the index and list scripts for namespace.
+func (r *Redis) indexKeys(namespace string) []string {
+	names := r.opts.Prefix + "index:{" + namespace + "}"
+	return []string{names, names + ":ends"}
+}
+
+// The operations of lua/index.lua.
+const (
+	indexAdd    = "add"
+	indexExtend = "extend"
+	indexDel    = "del"
+)
+
+// index runs lua/index.lua for the grant of key whose token hash is
+// tokHash, with left of its lease to go (add, extend). Its errors are
+// dropped: a lock whose entry is missing is not listed, an entry whose
+// lock is free is passed over; neither changes who holds what.
+func (r *Redis) index(ctx context.Context, key Key, tokHash, op string, left time.Duration) {
+	member := key.Name + " " + tokHash[:indexHoldLen]
+	r.run(ctx, lua.Index, r.indexKeys(key.Namespace), op, member, left.Milliseconds())
+}
+
+// redisListPos is where a Redis listing stands: past every entry of name,
+// or, with hold, past the entry 'name hold' (see lua/list.lua).
+type redisListPos struct{ name, hold string }
+
+func parseRedisListPos(cursor string) (redisListPos, error) {
+	f, err := decodeCursor(cursor, cursorRedis, 2)
+	if err != nil || !ValidName(f[0]) || !validIndexHold(f[1]) {
+		return redisListPos{}, errBadCursor
+	}
+	return redisListPos{name: f[0], hold: f[1]}, nil
+}
+
+// validIndexHold: "" or indexHoldLen characters of a token hash.
+func validIndexHold(h string) bool {
+	if h == "" {
+		return true
+	}
+	if len(h) != indexHoldLen {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !alnum(c) && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// bound is the position as lua/list.lua takes it.
+func (p redisListPos) bound() string {
+	if p.hold == "" {
+		return "(" + p.name + "!"
+	}
+	return "(" + p.name + " " + p.hold
+}
+
+// posOfBound reads a bound that lua/list.lua returned.
+func posOfBound(b string) (redisListPos, bool) {
+	s, ok := strings.CutPrefix(b, "(")
+	if name, ok2 := strings.CutSuffix(s, "!"); ok && ok2 && ValidName(name) {
+		return redisListPos{name: name}, true
+	}
+	name, hold, ok2 := strings.Cut(s, " ")
+	if ok && ok2 && ValidName(name) && validIndexHold(hold) && hold != "" {
+		return redisListPos{name: name, hold: hold}, true
+	}
+	return redisListPos{}, false
+}
+
+// List implements Lister. One read of the namespace's index (lua/list.lua)
+// names up to limit locks, in name order, after the cursor; each is then
+// inspected, all at once through the batcher. Its Redis work is bounded by
+// limit, whatever else the keyspace holds.
 func (r *Redis) List(ctx context.Context, namespace, cursor string, limit int) (Page, error) {
 	if err := checkList(namespace, limit); err != nil {
 		return Page{}, err
 	}
-	var st listState
+	start := ""
 	if cursor != "" {
-		var err error
-		if st, err = parseListState(cursor); err != nil {
+		pos, err := parseRedisListPos(cursor)
+		if err != nil {
 			return Page{}, err
 		}
+		start = pos.bound()
 	}
 	what := nsString(namespace)
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
-	nodes, err := r.listNodes(cctx)
+	cmd, _ := r.run(ctx, lua.List, r.indexKeys(namespace), start, limit, 2*limit+listStale)
+	out, err := cmd.StringSlice()
 	if err != nil {
 		return Page{}, unavailable("list", what, err)
 	}
-	// The node the cursor names, or the next one: a node that left (a
-	// failover) cannot be resumed.
-	i := 0
-	if cursor != "" {
-		i, _ = slices.BinarySearchFunc(nodes, st.node, func(n listNode, id string) int { return cmp.Compare(n.id, id) })
-		if i == len(nodes) || nodes[i].id != st.node {
-			st = listState{}
-		}
+	if len(out) < 1 || len(out)-1 > limit {
+		return Page{}, unavailable("list", what, errors.New("unexpected reply of the list script"))
 	}
-	match := globEscape(r.opts.Prefix+"{"+namespace+"/") + "*}"
-	prefix := r.opts.Prefix + "{" + namespace + "/"
-	var names []string
-	for scans := 0; scans < listScans && i < len(nodes) && len(names) < limit; scans++ {
-		keys, next, err := nodes[i].client.Scan(cctx, st.scan, match, listCount(limit)).Result()
-		if err != nil {
-			return Page{}, unavailable("list", what, err)
+	names := out[1:]
+	page := Page{Locks: make([]Listed, 0, len(names)), Examined: len(names)}
+	if out[0] != "" {
+		pos, ok := posOfBound(out[0])
+		if !ok {
+			return Page{}, unavailable("list", what, errors.New("unexpected position from the list script"))
 		}
-		batch := make([]string, 0, len(keys))
-		for _, k := range keys {
-			name, ok := strings.CutSuffix(strings.TrimPrefix(k, prefix), "}")
-			if ok && len(k) > len(prefix) && ValidName(name) && name > st.after {
-				batch = append(batch, name)
-			}
-		}
-		slices.Sort(batch)
-		batch = slices.Compact(batch)
-		if room := limit - len(names); len(batch) > room {
-			names = append(names, batch[:room]...)
-			st.after = batch[room-1]
-			break
-		}
-		names = append(names, batch...)
-		st.scan, st.after = next, ""
-		if next == 0 {
-			if i++; i < len(nodes) {
-				st.node = nodes[i].id
-			}
-		}
-	}
-	page := Page{Locks: make([]Listed, 0, len(names))}
-	if i < len(nodes) {
-		st.node = nodes[i].id
-		page.Next = st.cursor()
+		page.Next = encodeCursor(cursorRedis, pos.name, pos.hold)
 	}
 	infos := make([]Info, len(names))
 	errs := make([]error, len(names))
@@ -160,7 +139,7 @@ func (r *Redis) List(ctx context.Context, namespace, cursor string, limit int) (
 	wg.Wait()
 	for j, name := range names {
 		switch {
-		case errors.Is(errs[j], ErrNotHeld): // freed since the scan
+		case errors.Is(errs[j], ErrNotHeld): // freed since its entry was written
 		case errs[j] != nil:
 			return Page{}, errs[j]
 		default:
@@ -168,18 +147,6 @@ func (r *Redis) List(ctx context.Context, namespace, cursor string, limit int) (
 		}
 	}
 	return page, nil
-}
-
-// globEscape quotes the characters SCAN's MATCH treats as special.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range []byte(s) {
-		if strings.IndexByte(`*?[]\`, c) >= 0 {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
 }
 
 // nsString names a namespace in errors.

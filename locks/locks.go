@@ -228,8 +228,12 @@ type Info struct {
 	// Mode is how the lock is held.
 	Mode Mode
 	// Holders are the live grants, the soonest lease to end first: one
-	// when the lock is held exclusively.
+	// when the lock is held exclusively. Of a lock held shared by more
+	// than MaxHoldersShown, they are the MaxHoldersShown whose leases end
+	// last.
 	Holders []Holder
+	// HoldersTotal counts the live grants, in Holders or not.
+	HoldersTotal int
 	// Waiters is how many callers wait in the lock's queue. The Redis
 	// backend counts a waiter whose gateway died until a hand-off drops it.
 	Waiters int
@@ -238,6 +242,17 @@ type Info struct {
 	// HoldIDs names those holds (see Grant.Hold).
 	HoldIDs []string
 }
+
+// DefaultMaxSharedHolders is how many shared holders one lock may have at
+// once, unless the backend's options say otherwise (MaxSharedHolders).
+// Past it, a shared request waits for one to leave, or is refused with a
+// HeldError that says so.
+const DefaultMaxSharedHolders = 1000
+
+// MaxHoldersShown is how many holders Inspect (and List) describe at
+// most, so that describing a lock costs a bounded amount of work and
+// reply, however many share it.
+const MaxHoldersShown = 100
 
 // describe fills the Info's own fields from its last holder: the one whose
 // lease ends last (see Info).
@@ -295,9 +310,19 @@ func (e *NotHolderError) Is(target error) bool { return target == ErrNotHolder }
 type HeldError struct {
 	// RetryAfter is the remaining TTL of the current holder.
 	RetryAfter time.Duration
+	// SharedFull, when above 0, says that the lock is held shared by
+	// SharedFull holders, the most it may have (MaxSharedHolders), and that
+	// this is why a shared request that does not wait was refused;
+	// RetryAfter is then when the soonest of their leases ends.
+	SharedFull int
 }
 
-func (e *HeldError) Error() string { return fmt.Sprintf("lock held, retry after %s", e.RetryAfter) }
+func (e *HeldError) Error() string {
+	if e.SharedFull > 0 {
+		return fmt.Sprintf("lock held by %d shared holders, its most, retry after %s", e.SharedFull, e.RetryAfter)
+	}
+	return fmt.Sprintf("lock held, retry after %s", e.RetryAfter)
+}
 
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }

@@ -14,9 +14,12 @@ import (
 // same semantics as the Redis backend, so a single gateway needs no Redis,
 // but it cannot share locks between processes.
 type Memory struct {
-	opts      MemoryOptions
-	mu        sync.Mutex
-	locks     map[Key]*memLock
+	opts  MemoryOptions
+	mu    sync.Mutex
+	locks map[Key]*memLock
+	// held names the locks of each namespace that are in locks, so that a
+	// listing looks at its own namespace only.
+	held      map[string]map[string]struct{}
 	queues    map[Key][]*memWaiter // FIFO; a lock with waiters is never free
 	sems      map[Key]*memSemaphore
 	lastFence int64
@@ -43,8 +46,10 @@ type MemoryOptions struct {
 	LockDelay time.Duration
 	// History is as RedisOptions.History.
 	History int
-	// TicketLiveness is as RedisOptions.TicketLiveness. Default 10s.
+	// TicketLiveness is as RedisOptions.TicketLiveness.
 	TicketLiveness time.Duration
+	// MaxSharedHolders is as RedisOptions.MaxSharedHolders.
+	MaxSharedHolders int
 }
 
 // memRecord is what the backend remembers of a grant.
@@ -80,6 +85,23 @@ func (l *memLock) until() time.Time {
 	return last
 }
 
+// soonest is when the first lease of l ends.
+func (l *memLock) soonest() time.Time {
+	var first time.Time
+	for _, g := range l.holders {
+		if first.IsZero() || g.expiresAt.Before(first) {
+			first = g.expiresAt
+		}
+	}
+	return first
+}
+
+// sharedFull reports whether l, held shared, has the most shared holders
+// it may have: another waits, or is refused.
+func (m *Memory) sharedFull(l *memLock) bool {
+	return l.mode == Shared && len(l.holders) >= m.opts.MaxSharedHolders
+}
+
 // memGrant is one holder of one lock.
 type memGrant struct {
 	tokenSum   tokenSum
@@ -107,7 +129,10 @@ type memWaiter struct {
 
 // NewMemory returns an empty embedded backend.
 func NewMemory(opts MemoryOptions) *Memory {
-	return &Memory{opts: opts, locks: make(map[Key]*memLock), queues: make(map[Key][]*memWaiter),
+	if opts.MaxSharedHolders <= 0 {
+		opts.MaxSharedHolders = DefaultMaxSharedHolders
+	}
+	return &Memory{opts: opts, locks: make(map[Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[Key][]*memWaiter),
 		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[tokenSum]memRecord),
 		histories: make(map[Key]*memHistory)}
 }
@@ -176,10 +201,10 @@ func (m *Memory) Acquire(ctx context.Context, key Key, req AcquireRequest) (Gran
 	defer deadline.Stop()
 	for {
 		w := &memWaiter{token: token, req: req, handed: make(chan Grant, 1)}
-		grant, remaining, queued := m.tryAcquire(key, w)
+		grant, held, queued := m.tryAcquire(key, w)
 		if !queued {
-			if remaining > 0 {
-				return Grant{}, &HeldError{RetryAfter: remaining}
+			if held != nil {
+				return Grant{}, held
 			}
 			return m.deliver(ctx, key, grant)
 		}
@@ -226,9 +251,10 @@ func (m *Memory) deliver(ctx context.Context, key Key, g Grant) (Grant, error) {
 }
 
 // tryAcquire grants the lock to w if it is free (and not kept by the lock
-// delay), or if both it and w are shared and nobody waits. Otherwise a waiting w joins the queue (queued),
-// and the time until the lock is free at the latest is returned.
-func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Duration, queued bool) {
+// delay), or if both it and w are shared, nobody waits and the lock has
+// room for another shared holder. Otherwise a waiting w joins the queue
+// (queued), and one that does not wait gets why it was refused (held).
+func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, held *HeldError, queued bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
@@ -241,17 +267,21 @@ func (m *Memory) tryAcquire(key Key, w *memWaiter) (g Grant, remaining time.Dura
 		m.handOnLocked(key, now)
 		l = m.locks[key]
 	}
-	if l == nil && !delayed || l != nil && l.mode == Shared && w.req.Mode == Shared && len(m.queues[key]) == 0 {
-		return m.grantLocked(key, w, now, "acquired"), 0, false
+	joins := l != nil && l.mode == Shared && w.req.Mode == Shared
+	if joins && w.req.Wait == 0 && m.sharedFull(l) {
+		return Grant{}, &HeldError{RetryAfter: l.soonest().Sub(now), SharedFull: m.opts.MaxSharedHolders}, false
+	}
+	if l == nil && !delayed || joins && !m.sharedFull(l) && len(m.queues[key]) == 0 {
+		return m.grantLocked(key, w, now, "acquired"), nil, false
 	}
 	if w.req.Wait > 0 {
 		m.queues[key] = append(m.queues[key], w)
-		return Grant{}, 0, true
+		return Grant{}, nil, true
 	}
 	if l == nil {
-		return Grant{}, delayedUntil.Sub(now), false
+		return Grant{}, &HeldError{RetryAfter: delayedUntil.Sub(now)}, false
 	}
-	return Grant{}, l.until().Sub(now), false
+	return Grant{}, &HeldError{RetryAfter: l.until().Sub(now)}, false
 }
 
 // grantLocked makes w a holder of key, which is free, or held shared when w
@@ -261,6 +291,10 @@ func (m *Memory) grantLocked(key Key, w *memWaiter, now time.Time, event string)
 	if l == nil {
 		l = &memLock{mode: w.req.Mode, holders: make(map[tokenSum]*memGrant, 1)}
 		m.locks[key] = l
+		if m.held[key.Namespace] == nil {
+			m.held[key.Namespace] = make(map[string]struct{})
+		}
+		m.held[key.Namespace][key.Name] = struct{}{}
 	}
 	g := m.newGrantLocked(w, now, func() { m.expireLocked(key, time.Now()) })
 	l.holders[g.tokenSum] = g
@@ -358,6 +392,9 @@ func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
 func (m *Memory) freedLocked(key Key, l *memLock, now time.Time) {
 	if len(l.holders) == 0 {
 		delete(m.locks, key)
+		if delete(m.held[key.Namespace], key.Name); len(m.held[key.Namespace]) == 0 {
+			delete(m.held, key.Namespace)
+		}
 	}
 	m.handOnLocked(key, now)
 }
@@ -378,7 +415,7 @@ func (m *Memory) handOnLocked(key Key, now time.Time) {
 			continue
 		}
 		l := m.locks[key]
-		if l != nil && (l.mode == Exclusive || w.req.Mode == Exclusive) {
+		if l != nil && (l.mode == Exclusive || w.req.Mode == Exclusive || m.sharedFull(l)) {
 			return
 		}
 		if _, delayed := m.delayedLocked(key, now); l == nil && delayed {
@@ -594,6 +631,8 @@ func (m *Memory) infoLocked(key Key, l *memLock, now time.Time) Info {
 		})
 	}
 	slices.SortFunc(info.Holders, func(a, b Holder) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	info.HoldersTotal = len(info.Holders)
+	info.Holders = info.Holders[max(len(info.Holders)-MaxHoldersShown, 0):]
 	info.describe()
 	return info
 }

@@ -21,6 +21,12 @@ func TestMemoryLockDelay(t *testing.T) {
 	})
 }
 
+func TestMemorySharedCap(t *testing.T) {
+	locktest.RunSharedCap(t, func(t *testing.T) locks.Locker {
+		return locks.NewMemory(locks.MemoryOptions{MaxSharedHolders: locktest.SharedCap})
+	})
+}
+
 func TestMemoryListConformance(t *testing.T) {
 	locktest.RunList(t, func(t *testing.T) locks.Backend { return locks.NewMemory(locks.MemoryOptions{}) })
 }

@@ -19,6 +19,7 @@ const (
 	codeNotFound   = -1 // NOT_FOUND: no such ticket; a semaphore with another limit
 	codeOtherMode  = -2 // OTHER_MODE: a re-entry in the other mode
 	codeFencedOff  = -3 // FENCED_OFF: a cleanup fenced the call off before it ran
+	codeSharedFull = -4 // SHARED_FULL: {code, retry}: the lock has its most shared holders
 
 	// Why a token holds nothing, in {NOT_GRANTED, why}.
 	whyUnknown  = 0 // UNKNOWN

@@ -18,6 +18,7 @@ func TestProtocolAgrees(t *testing.T) {
 		"NOT_FOUND":     strconv.Itoa(codeNotFound),
 		"OTHER_MODE":    strconv.Itoa(codeOtherMode),
 		"FENCED_OFF":    strconv.Itoa(codeFencedOff),
+		"SHARED_FULL":   strconv.Itoa(codeSharedFull),
 		"UNKNOWN":       strconv.Itoa(whyUnknown),
 		"RELEASED":      strconv.Itoa(whyReleased),
 		"EXPIRED":       strconv.Itoa(whyExpired),

@@ -47,6 +47,9 @@ type RedisOptions struct {
 	MinReplicas int
 	// ReplicaTimeout bounds each WAIT for MinReplicas. Default 100ms.
 	ReplicaTimeout time.Duration
+	// MaxSharedHolders is how many shared holders one lock may have at
+	// once (see DefaultMaxSharedHolders, the default).
+	MaxSharedHolders int
 	// TicketLiveness is how long a ticket stays in its lock's queue after
 	// each poll, and how long a grant handed to a ticket waits for a poll
 	// to pick it up (see Tickets). Default DefaultTicketLiveness.
@@ -78,6 +81,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.TicketLiveness <= 0 {
 		o.TicketLiveness = DefaultTicketLiveness
 	}
+	if o.MaxSharedHolders <= 0 {
+		o.MaxSharedHolders = DefaultMaxSharedHolders
+	}
 	return o
 }
 
@@ -98,8 +104,8 @@ func (o RedisOptions) withDefaults() RedisOptions {
 type Redis struct {
 	client redis.UniversalClient
 	opts   RedisOptions
-	// lockOpts is the lock scripts' options argument: "delay:history:keep"
-	// (see lua/lib.lua lock_keys).
+	// lockOpts is the lock scripts' options argument:
+	// "delay:history:keep:readers" (see lua/lib.lua lock_keys).
 	lockOpts string
 	waiters  *waiters
 	// arg are the script arguments that every call sends alike, boxed once
@@ -134,7 +140,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) (*Redis, error) {
 	id := make([]byte, 8)
 	rand.Read(id)
 	r := &Redis{client: client, opts: opts, batch: newBatcher(client, batchSenders, batchMax),
-		lockOpts: fmt.Sprintf("%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds())}
+		lockOpts: fmt.Sprintf("%d:%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds(), opts.MaxSharedHolders)}
 	r.arg.retention, r.arg.lease, r.arg.opts, r.arg.checkHeard, r.arg.callTTL =
 		opts.FenceRetention.Milliseconds(), opts.WaiterLease.Milliseconds(), r.lockOpts, "1",
 		callRecordTTL(opts.Timeout).Milliseconds()
@@ -328,7 +334,7 @@ const (
 // connection made it: a grant handed over earlier, picked up or replayed
 // now, included.
 func (r *Redis) exec(ctx context.Context, script *lua.Script, id, fence string, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
-	if script.Writes {
+	if script.Once {
 		args = append(args, id, fence, r.arg.callTTL)
 	}
 	if !script.Writes {
@@ -512,8 +518,11 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 		r.abandon(ctx, res, waiterID, h, id) // the script may have run
 		return reply{}, unavailable("acquire", res, err)
 	}
-	if out[0] == codeNotFound { // a semaphore in use with another limit: nothing changed
+	switch out[0] {
+	case codeNotFound: // a semaphore in use with another limit: nothing changed
 		return reply{}, fmt.Errorf("acquire %s: %w", res, &LimitMismatchError{Limit: int(out[1])})
+	case codeSharedFull: // nothing changed
+		return reply{}, fmt.Errorf("acquire %s: %w", res, &HeldError{RetryAfter: millis(out[1]), SharedFull: r.opts.MaxSharedHolders})
 	}
 	rp := parseReply(out)
 	if rp.granted && ackErr != nil {
@@ -584,11 +593,17 @@ func (r *Redis) leaveCmd(ctx context.Context, res resource, id, fence, waiterID,
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
-// ever release it, so it is released at once.
+// ever release it, so it is released at once. Every grant of a lock that
+// reaches its caller passes here (but a ticket's: see ticketState), so
+// here it gets its entry in the namespace's index, before the caller
+// learns of it: a listing that starts after the acquire returned finds it.
 func (r *Redis) deliver(ctx context.Context, res resource, token string, lease Lease, handoffDelay time.Duration) (Grant, error) {
 	if ctx.Err() != nil {
 		r.release(ctx, res, token, "")
 		return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
+	}
+	if res.kind == lockKind {
+		r.index(ctx, res.key, tokenHash(token), indexAdd, lease.TTL)
 	}
 	return Grant{Token: token, Lease: lease, HandoffDelay: handoffDelay, Holds: 1}, nil
 }
@@ -686,6 +701,9 @@ func (r *Redis) release(ctx context.Context, res resource, token, hold string) (
 	if len(out) >= 3 { // the grant ended: {GRANTED, 0, held ms, [near waiter...]}
 		held, _ := out[2].(int64)
 		releaseEnded(ctx, millis(held))
+		if res.kind == lockKind {
+			r.index(ctx, res.key, h, indexDel, 0)
+		}
 	}
 	if len(out) == releasedHandingOver {
 		r.handOver(ctx, res, out[3:], start, ackErr)
@@ -777,6 +795,7 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 		return Grant{}, fmt.Errorf("re-enter %s: %w", res, notHolder(out))
 	}
 	ttl = millis(out[2])
+	r.index(ctx, key, h, indexExtend, ttl)
 	return Grant{Token: token, Holds: int(out[3]), Hold: hold,
 		Lease: Lease{FencingToken: out[1], TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
 }
@@ -800,6 +819,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 		return Lease{}, unavailable("renew", resource{lockKind, key}, renewed(ackErr))
 	}
 	ttl = millis(res[2])
+	r.index(ctx, key, h, indexExtend, ttl)
 	return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil
 }
 
@@ -807,13 +827,13 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	start := time.Now()
 	keys := r.lockKeys(key)
-	cmd, _ := r.run(ctx, lua.Inspect, []string{keys.lock, keys.queue, keys.readers})
+	cmd, _ := r.run(ctx, lua.Inspect, []string{keys.lock, keys.queue, keys.readers}, MaxHoldersShown)
 	res, err := cmd.Slice()
 	if err != nil {
 		return Info{}, unavailable("inspect", resource{lockKind, key}, err)
 	}
-	const fields = holderFields // per holder, after mode, waiters and now (see lua/inspect.lua)
-	if len(res) < 3+fields {
+	const fields = holderFields // per holder, after mode, waiters, now and holders (see lua/inspect.lua)
+	if len(res) < 4+fields {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
 	}
 	info := Info{Mode: Exclusive}
@@ -821,8 +841,9 @@ func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 		info.Mode = Shared
 	}
 	waiting, _ := res[1].(int64)
-	info.Waiters = int(waiting)
-	for i := 3; i+fields <= len(res); i += fields {
+	total, _ := res[3].(int64)
+	info.Waiters, info.HoldersTotal = int(waiting), int(total)
+	for i := 4; i+fields <= len(res); i += fields {
 		fence, _ := res[i].(int64)
 		pttl, _ := res[i+1].(int64)
 		subject, _ := res[i+2].(string)

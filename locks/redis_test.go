@@ -64,6 +64,13 @@ func TestRedisLockDelay(t *testing.T) {
 	})
 }
 
+func TestRedisSharedCap(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunSharedCap(t, func(t *testing.T) locks.Locker {
+		return newRedis(t, srv, locks.RedisOptions{MaxSharedHolders: locktest.SharedCap})
+	})
+}
+
 func TestRedisListConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	locktest.RunList(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, locks.RedisOptions{}) })
@@ -260,20 +267,29 @@ func TestRedisWakeUpAcrossProcesses(t *testing.T) {
 }
 
 // TestRedisKeysShareHashTag: every key of one lock lands in one Redis
-// Cluster slot, so the scripts run unchanged on a cluster.
+// Cluster slot, so the scripts run unchanged on a cluster; so does every
+// key of its namespace's index of held locks, under the namespace's tag.
 func TestRedisKeysShareHashTag(t *testing.T) {
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, locks.RedisOptions{Prefix: "p:"})
 	key := locktest.UniqueKey(t)
 	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
-	keys := srv.Client(t).Keys(t.Context(), "*").Val()
-	if len(keys) != 4 {
-		t.Fatalf("got keys %v, want the lock, its fencing counter, the grant's record and the call's", keys)
-	}
-	for _, k := range keys {
-		if !strings.HasPrefix(k, "p:{"+key.String()+"}") {
-			t.Errorf("key %q does not start with the prefix and hash tag", k)
+	var lockKeys, indexKeys []string
+	for _, k := range srv.Client(t).Keys(t.Context(), "*").Val() {
+		switch {
+		case strings.HasPrefix(k, "p:{"+key.String()+"}"):
+			lockKeys = append(lockKeys, k)
+		case strings.HasPrefix(k, "p:index:{"+key.Namespace+"}"):
+			indexKeys = append(indexKeys, k)
+		default:
+			t.Errorf("key %q does not start with the prefix and the lock's or its namespace's hash tag", k)
 		}
+	}
+	if len(lockKeys) != 4 {
+		t.Errorf("got lock keys %v, want the lock, its fencing counter, the grant's record and the call's", lockKeys)
+	}
+	if len(indexKeys) != 3 {
+		t.Errorf("got index keys %v, want its two sets and the call's record", indexKeys)
 	}
 }
 

@@ -52,18 +52,21 @@ func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (Ti
 		r.abandon(ctx, res, id, h, "") // as for an unknown outcome: leave, release
 		return TicketState{}, unavailable("open ticket for", res, ackErr)
 	}
-	st := r.ticketState(out, token, start)
+	st := r.ticketState(ctx, res, out, token, start)
 	if st.Grant == nil {
 		st.ID, st.Token = id, token
 	}
 	return st, nil
 }
 
-// ticketState reads a reply of the ticket script about the ticket whose
-// token is token, sent at start.
-func (r *Redis) ticketState(out []int64, token string, start time.Time) TicketState {
+// ticketState reads a reply of the ticket script about the ticket of res
+// whose token is token, sent at start. A grant gets its index entry here,
+// as deliver gives an acquire's (a poll that repeats a grant writes the
+// same entry again).
+func (r *Redis) ticketState(ctx context.Context, res resource, out []int64, token string, start time.Time) TicketState {
 	rp := parseReply(out)
 	if rp.granted {
+		r.index(ctx, res.key, tokenHash(token), indexAdd, rp.ttl)
 		g := Grant{Token: token, Lease: rp.lease(start), HandoffDelay: rp.handoffDelay(start), Holds: 1}
 		st := TicketState{Grant: &g}
 		if len(out) > grantFields && out[grantFields] == 1 {
@@ -138,7 +141,7 @@ func (r *Redis) poll(ctx context.Context, res resource, id, token string) (Ticke
 	if out[0] == codeNotFound {
 		return TicketState{}, fmt.Errorf("poll ticket of %s: %w", res, ErrTicketNotFound)
 	}
-	return r.ticketState(out, token, start), nil
+	return r.ticketState(ctx, res, out, token, start), nil
 }
 
 // CloseTicket implements Tickets.

@@ -18,9 +18,13 @@
 -- ARGV[11]    the waiter's arrival number from an earlier call, to keep its
 --             place when it rejoins; '0' for a new arrival
 -- ARGV[12]    's' for a shared hold, 'x' for an exclusive one
--- ARGV[13]    the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[13]    the lock's options (see lock_keys)
 --
--- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
+-- Returns  {SHARED_FULL, retry_ms}
+--              a shared request that does not wait, when the lock has its
+--              most shared holders (see shared_full); retry_ms is when the
+--              soonest of their leases ends
+--          {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted; handed is 1 when this token already held the lock
 --              (a retried call, or a hand-off, which this call picks up)
 --          {0, retry_ms, now_ms, rank, arrival}
@@ -74,6 +78,10 @@ if me == '' then
     local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
     return settle(K, fresh(fence, ttl, now, at))
+  end
+  if shared and holder == '' and shared_full(K) then
+    local soonest = redis.call('ZRANGE', K.readers, 0, 0, 'WITHSCORES')[2]
+    return {SHARED_FULL, math.max(tonumber(soonest) - now, 0)}
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
     local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)

@@ -7,7 +7,7 @@
 -- ARGV[1]     how long a waiter counts as alive without a heartbeat, ms
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
--- ARGV[4]     the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[4]     the lock's options (see lock_keys)
 -- ARGV[5..]   the waiter ids
 --
 -- Returns  one number per waiter id, in order: 1 still queued, 0 not

@@ -4,12 +4,17 @@
 -- KEYS[1]  the lock hash, e.g. lockgate:{ns/name} (see lib.lua)
 -- KEYS[2]  its queue of waiters
 -- KEYS[3]  its readers (shared holders' leases)
+-- ARGV[1]  how many holders to describe at most: of a lock held shared by
+--          more, those whose leases end last, so that the reply's size and
+--          cost are bounded whatever the number of holders
 --
--- Returns  {mode, waiters, now_ms, [fencing_token, ttl_ms, subject, owner,
---          acquired_at_ms, holds, hold ids] for each holder, the soonest
---          lease to end first; hold ids separated by spaces (holds.lua)}
+-- Returns  {mode, waiters, now_ms, holders, [fencing_token, ttl_ms, subject,
+--          owner, acquired_at_ms, holds, hold ids] for each holder
+--          described, the soonest lease to end first; hold ids separated by
+--          spaces (holds.lua)}
 --                mode is 'x' (one holder) or 's'; waiters counts queue
---                entries, dead ones included until a hand-off drops them
+--                entries, dead ones included until a hand-off drops them;
+--                holders counts the live holders, described or not
 --          {}    not held
 --
 -- Token hashes are never returned.
@@ -22,12 +27,13 @@ local now = clock()
 local waiters = redis.call('ZCARD', KEYS[2])
 if tok ~= '' then
   local f = redis.call('HMGET', KEYS[1], 'fence', 'sub', 'own', 'at', 'hs')
-  return {'x', waiters, now, tonumber(f[1]), redis.call('PTTL', KEYS[1]), f[2], f[3],
+  return {'x', waiters, now, 1, tonumber(f[1]), redis.call('PTTL', KEYS[1]), f[2], f[3],
     tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil)}
 end
-local out = {'s', waiters, now}
-local live = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES')
-for i = 1, #live, 2 do
+local out = {'s', waiters, now, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')}
+local live = redis.call('ZREVRANGEBYSCORE', KEYS[3], '+inf', '(' .. now, 'WITHSCORES',
+  'LIMIT', 0, tonumber(ARGV[1]))
+for i = #live - 1, 1, -2 do
   local r = redis.call('HGET', KEYS[1], 'r:' .. live[i])
   if r then
     r = cjson.decode(r)
@@ -37,7 +43,7 @@ for i = 1, #live, 2 do
     end
   end
 end
-if #out == 3 then
+if #out == 4 then
   return {}
 end
 return out

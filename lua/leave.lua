@@ -9,7 +9,7 @@
 --             it), '0' to pick it up
 -- ARGV[4]     how long the fencing counter outlives its last use, ms
 -- ARGV[5]     '1' to drop a waiter whose gateway does not hear a hand-off
--- ARGV[6]     the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[6]     the lock's options (see lock_keys)
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, 1}
 --              the lock was handed to this waiter before it left, and is

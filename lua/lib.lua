@@ -53,14 +53,24 @@
 
 -- lock_keys is K for the lock scripts' KEYS[1..10] (lock, fence, queue,
 -- alive, waiters, readers, delay, history, held, record), with the lock's
--- options, 'delay:history:keep': the lock delay, ms; how many events the
--- history keeps (0: none); how long it outlives the last grant or renewal
--- it records, ms.
+-- options, 'delay:history:keep:readers': the lock delay, ms; how many
+-- events the history keeps (0: none); how long it outlives the last grant
+-- or renewal it records, ms; how many shared holders it may have at once
+-- (0: no cap; see shared_full).
 local function lock_keys(opts)
-  local delay, hist, keep = string.match(opts or '', '^(%d+):(%d+):(%d+)$')
+  local delay, hist, keep, readers = string.match(opts or '', '^(%d+):(%d+):(%d+):(%d+)$')
   return {lock = KEYS[1], fence = KEYS[2], queue = KEYS[3], alive = KEYS[4], waiters = KEYS[5],
     readers = KEYS[6], delay = KEYS[7], history = KEYS[8], held = KEYS[9], record = KEYS[10],
-    delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0}
+    delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0,
+    max_readers = tonumber(readers) or 0}
+end
+
+-- shared_full reports whether the lock, held shared, has as many shared
+-- holders as it may (K.max_readers): another one waits, or is refused. The
+-- cap bounds what a lock costs to keep and to describe, and what one
+-- caller can pile onto it.
+local function shared_full(K)
+  return K.max_readers > 0 and redis.call('ZCARD', K.readers) >= K.max_readers
 end
 
 -- push_events adds the encoded events evs, oldest first, to the lock's
@@ -499,8 +509,8 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
       break
     end
     local id, e = first_alive(K, now)
-    if not id or (holder and e.m ~= 's') then
-      break
+    if not id or (holder and e.m ~= 's') or (holder == '' and shared_full(K)) then
+      break -- the shared ones wait for a holder to leave
     end
     dequeue(K, id)
     local full = id == me or (here and e.g == here and e.m ~= 's' and e.k ~= 1) -- a ticket picks up by polling

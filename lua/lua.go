@@ -40,6 +40,10 @@ var (
 	historySrc string
 	//go:embed ticket.lua
 	ticketSrc string
+	//go:embed index.lua
+	indexSrc string
+	//go:embed list.lua
+	listSrc string
 
 	//go:embed semlib.lua
 	semLib string
@@ -71,10 +75,14 @@ type Script struct {
 	*redis.Script
 	// Name is the script's file name without .lua.
 	Name string
-	// Writes: the script changes state, so it is wrapped by once.lua and
-	// every call of it takes once.lua's three trailing arguments. A script
-	// that does not write is read-only, run with EVALSHA_RO.
+	// Writes: the script changes state. A script that does not write is
+	// read-only, run with EVALSHA_RO.
 	Writes bool
+	// Once: the script is wrapped by once.lua, and every call of it takes
+	// once.lua's three trailing arguments. Every script that writes is,
+	// but index.lua: its writes (a ZADD, a ZREM of one entry) have one
+	// effect however often they run, and what they keep is advisory.
+	Once bool
 	// Acked: the replicas must acknowledge what the script did before the
 	// engine answers (with --redis-min-replicas): a reply of it can tell
 	// the caller of a grant (made by it, or made earlier and picked up or
@@ -91,7 +99,13 @@ func writes(name string, acked bool, body string, libs ...string) *Script {
 		src += l
 	}
 	src += "local function main()\n" + body + "\nend\n" + once
-	return &Script{Script: redis.NewScript(src), Name: name, Writes: true, Acked: acked}
+	return &Script{Script: redis.NewScript(src), Name: name, Writes: true, Once: true, Acked: acked}
+}
+
+// writesIdempotent builds a script that changes state in a way that
+// running it twice does not change (see Script.Once): not wrapped.
+func writesIdempotent(name, body string) *Script {
+	return &Script{Script: redis.NewScript(protocol + body), Name: name, Writes: true}
 }
 
 // reads builds a read-only script.
@@ -122,6 +136,8 @@ var (
 	Ticket    = writes("ticket", true, ticketSrc, lockLib)
 	Inspect   = reads("inspect", inspectSrc, lockLib)
 	History   = reads("history", historySrc)
+	Index     = writesIdempotent("index", indexSrc) // listing's index, advisory
+	List      = reads("list", listSrc)
 
 	SemAcquire   = writes("sem_acquire", true, semAcquireSrc, semLibs)
 	SemRelease   = writes("sem_release", false, semReleaseSrc, semLibs)
@@ -137,6 +153,6 @@ var (
 
 // All lists every script.
 func All() []*Script {
-	return []*Script{Acquire, Release, Leave, Heartbeat, Renew, Reenter, Ticket, Inspect, History,
+	return []*Script{Acquire, Release, Leave, Heartbeat, Renew, Reenter, Ticket, Inspect, History, Index, List,
 		SemAcquire, SemRelease, SemLeave, SemHeartbeat, SemRenew, SemInspect, IdemBegin, IdemDone, IdemAbort}
 }

@@ -12,6 +12,7 @@ local GAVE_BACK = 2        -- a leave or a ticket's cancel released the caller's
 local NOT_FOUND = -1       -- no such ticket; a semaphore in use with another limit
 local OTHER_MODE = -2      -- a re-entry of a hold in the other mode
 local FENCED_OFF = -3      -- the call was fenced off by a cleanup before it ran (see once.lua)
+local SHARED_FULL = -4     -- {SHARED_FULL, retry_ms}: the lock has its most shared holders
 local FENCED = {FENCED_OFF}
 
 -- Why a token holds nothing, in {NOT_GRANTED, why}.

@@ -7,7 +7,7 @@
 -- ARGV[2]     the TTL asked for, ms: the lease becomes at least this long
 --             from now, and is never shortened
 -- ARGV[3]     's' to re-enter a shared hold, 'x' an exclusive one
--- ARGV[4]     the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[4]     the lock's options (see lock_keys)
 -- ARGV[5]     the new hold's id (see holds.lua), made by the gateway
 --
 -- Returns  {1, fencing_token, ttl_ms, holds}  re-entered, now or by an

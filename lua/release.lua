@@ -8,7 +8,7 @@
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
--- ARGV[4]     the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[4]     the lock's options (see lock_keys)
 -- ARGV[5]     the caller's gateway channel (optional): the next waiter, if
 --             it waits on that gateway for an exclusive hold, gets a full
 --             grant, told in the reply instead of by a message

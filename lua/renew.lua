@@ -5,7 +5,7 @@
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     the new TTL in milliseconds; "0" restores the TTL it was
 --             acquired with
--- ARGV[3]     the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[3]     the lock's options (see lock_keys)
 --
 -- Returns  {1, fencing_token, ttl_ms}  renewed
 --          {0, why}                   the token holds nothing: why is

@@ -24,7 +24,7 @@
 -- ARGV[6]     how long the fencing counter outlives its last use, ms
 -- ARGV[7]     '1' to drop a waiter (not a ticket) whose gateway does not
 --             hear the hand-off (see lib.lua wake)
--- ARGV[8]     the lock's options, 'delay:history:keep' (see lock_keys)
+-- ARGV[8]     the lock's options (see lock_keys)
 -- ARGV[9..13] for 'new' only: how long the ticket waits, ms; the lease TTL,
 --             ms; the subject; the owner label; 's' for a shared hold, 'x'
 --             for an exclusive one

@@ -191,6 +191,21 @@ func (l *SubjectLimiter) Allow(c Claims) error {
 	return &LimitError{policy: ratePolicy, quota: int(s.burst), window: seconds(s.burst / s.rate), retryAfter: seconds((1 - s.tokens) / s.rate)}
 }
 
+// Charge takes n more requests from c's subject's bucket, for a request
+// that cost as much as n more (a page of a listing, after the fact): the
+// bucket may go below empty, and the subject's next requests are refused
+// until it has refilled. A nil l charges nothing.
+func (l *SubjectLimiter) Charge(c Claims, n int) {
+	if l == nil || n <= 0 || (l.defaults.Rate == 0 && c.Limits.Rate == 0) {
+		return
+	}
+	now := l.now()
+	sh, s := l.lookup(c, now)
+	defer sh.mu.Unlock()
+	s.refill(now)
+	s.tokens -= float64(n)
+}
+
 // Waiting is a waiter counted against its subject's cap, until Done.
 type Waiting struct {
 	sh *subjectShard

@@ -243,3 +243,34 @@ func BenchmarkSubjectAllowParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestSubjectCharge: a charge after the fact may take the bucket below
+// empty; the subject is refused until it has earned the debt back, and a
+// nil limiter or a subject without a rate is charged nothing.
+func TestSubjectCharge(t *testing.T) {
+	l := NewSubjectLimiter(Limits{Rate: 2, Burst: 3}, nil)
+	now := fakeClock(l)
+	alice := Claims{Identity: Identity{Subject: "alice"}}
+	if err := l.Allow(alice); err != nil {
+		t.Fatal(err)
+	}
+	l.Charge(alice, 4) // 3 - 1 - 4 = -2
+	if err := l.Allow(alice); err == nil {
+		t.Fatal("after a charge past the bucket: allowed, want refused")
+	}
+	*now += int64(1499 * time.Millisecond) // -2 + 2.998
+	if err := l.Allow(alice); err == nil {
+		t.Fatal("after 1.499 s at 2/s: allowed, want refused until 1.5 s")
+	}
+	*now += int64(time.Millisecond)
+	if err := l.Allow(alice); err != nil {
+		t.Fatalf("after 1.5 s at 2/s: %v, want the debt paid and one token back", err)
+	}
+	var none *SubjectLimiter
+	none.Charge(alice, 100)
+	free := NewSubjectLimiter(Limits{MaxWaiters: 1}, nil)
+	free.Charge(alice, 100)
+	if err := free.Allow(alice); err != nil {
+		t.Fatalf("a subject without a rate after a charge: %v, want allowed", err)
+	}
+}

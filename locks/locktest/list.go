@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,11 @@ func RunList(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"ListDescribesEachLock", testListDescribes},
 		{"ReleasedAndExpiredLocksAreGone", testListGone},
 		{"ForeignCursorsRefused", testListBadCursor},
+		{"NameOrderEachLockOnce", testListNameOrder},
+		{"SharedLockListedOnce", testListShared},
+		{"RenewedAndReenteredLocksStayListed", testListExtended},
+		{"HandedOverLockListed", testListHandedOver},
+		{"PageCountsWhatItExamined", testListExamined},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -198,5 +204,117 @@ func testListBadCursor(t *testing.T, b locks.Backend, ns string) {
 	}
 	if _, err := b.List(context.Background(), "Bad", "", 1); !errors.Is(err, locks.ErrInvalid) {
 		t.Errorf("namespace Bad: got error %v, want %v", err, locks.ErrInvalid)
+	}
+}
+
+// listNames follows the pages of a listing of ns, limit locks a page, and
+// returns the names in the order listed, each as often as listed.
+func listNames(t *testing.T, l locks.Lister, ns string, limit int) []string {
+	t.Helper()
+	var got []string
+	cursor := ""
+	for range 10000 {
+		page, err := l.List(context.Background(), ns, cursor, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range page.Locks {
+			got = append(got, l.Key.Name)
+		}
+		if cursor = page.Next; cursor == "" {
+			return got
+		}
+	}
+	t.Fatalf("listing %s did not end within 10000 pages", ns)
+	return nil
+}
+
+// testListNameOrder: both backends list in name order, each lock once,
+// whatever the page size; names that start alike included.
+func testListNameOrder(t *testing.T, b locks.Backend, ns string) {
+	want := []string{"a", "a-b", "a.b", "a0", "aa", "b", "b:c", "job-1", "job-10", "job-2"}
+	for _, name := range slices.Backward(want) {
+		MustAcquire(t, b, locks.Key{Namespace: ns, Name: name}, req(time.Minute))
+	}
+	for _, limit := range []int{1, 2, 3, 100} {
+		if got := listNames(t, b, ns, limit); !slices.Equal(got, want) {
+			t.Errorf("limit %d: got %v, want %v", limit, got, want)
+		}
+	}
+}
+
+// testListShared: a lock with several shared holders is one item, listed
+// once however the pages fall, with every holder; the locks beside it are
+// listed too.
+func testListShared(t *testing.T, b locks.Backend, ns string) {
+	shared := locks.Key{Namespace: ns, Name: "m"}
+	for range 5 {
+		MustAcquire(t, b, shared, locks.AcquireRequest{TTL: time.Minute, Mode: locks.Shared})
+	}
+	MustAcquire(t, b, locks.Key{Namespace: ns, Name: "a"}, req(time.Minute))
+	MustAcquire(t, b, locks.Key{Namespace: ns, Name: "z"}, req(time.Minute))
+	for _, limit := range []int{1, 2, 100} {
+		if got := listNames(t, b, ns, limit); !slices.Equal(got, []string{"a", "m", "z"}) {
+			t.Errorf("limit %d: got %v, want [a m z]", limit, got)
+		}
+	}
+	all, _ := ListAll(t, b, ns, 10)
+	if got := all["m"]; got.Mode != locks.Shared || len(got.Holders) != 5 {
+		t.Errorf("got mode %s with %d holders, want shared with 5", got.Mode, len(got.Holders))
+	}
+}
+
+// testListExtended: a lock whose lease was extended (renewed, re-entered)
+// past the lease it was granted with is listed after that first lease.
+func testListExtended(t *testing.T, b locks.Backend, ns string) {
+	const short = 150 * time.Millisecond
+	renewed := locks.Key{Namespace: ns, Name: "renewed"}
+	reentered := locks.Key{Namespace: ns, Name: "reentered"}
+	g := MustAcquire(t, b, renewed, req(short))
+	if _, err := b.Renew(context.Background(), renewed, g.Token, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g = MustAcquire(t, b, reentered, req(short))
+	if _, err := b.Reenter(context.Background(), reentered, g.Token, time.Minute, locks.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * short) // the first leases pass: waiting for time, not for an event
+	if got := listNames(t, b, ns, 10); !slices.Equal(got, []string{"reentered", "renewed"}) {
+		t.Errorf("got %v, want [reentered renewed]", got)
+	}
+}
+
+// testListHandedOver: a grant handed to a waiter by a release is listed
+// once the waiter's acquire has returned.
+func testListHandedOver(t *testing.T, b locks.Backend, ns string) {
+	key := locks.Key{Namespace: ns, Name: "handed"}
+	g := MustAcquire(t, b, key, req(time.Minute))
+	waiter := AcquireAsync(t.Context(), b, key, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second})
+	WaitUntilQueued(t, b, key, 1)
+	if _, err := b.Release(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	res := <-waiter
+	if res.Err != nil {
+		t.Fatalf("waiter: %v", res.Err)
+	}
+	all, _ := ListAll(t, b, ns, 10)
+	if got := all["handed"]; got.FencingToken != res.Grant.FencingToken {
+		t.Errorf("got %v listed with fencing token %d, want handed with %d", names(all), got.FencingToken, res.Grant.FencingToken)
+	}
+}
+
+// testListExamined: a page says how many locks it looked at, at least
+// those it lists, and no more than its limit.
+func testListExamined(t *testing.T, b locks.Backend, ns string) {
+	for i := range 3 {
+		MustAcquire(t, b, locks.Key{Namespace: ns, Name: fmt.Sprintf("x%d", i)}, req(time.Minute))
+	}
+	page, err := b.List(context.Background(), ns, "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Examined < len(page.Locks) || page.Examined > 2 {
+		t.Errorf("got %d examined for %d listed, limit 2: want from %d to 2", page.Examined, len(page.Locks), len(page.Locks))
 	}
 }

@@ -24,6 +24,7 @@ var sharedCases = []struct {
 	{"SharedReentryKeepsItsMode", testSharedReentry},
 	{"ExclusiveWaiterLeavingLetsSharedOnesIn", testExclusiveLeavesSharedIn},
 	{"LastSharedReleaseHandsToExclusive", testLastSharedHandsOn},
+	{"InspectShowsAtMostMaxHoldersShown", testInspectShowsAtMostMax},
 }
 
 func sharedReq(ttl time.Duration) locks.AcquireRequest {

@@ -295,19 +295,21 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 	if cfg.redisURL == "" {
 		logger.Warn().Msg("using the embedded in-memory backend: locks live in this process only and vanish when it stops; " +
 			"run a single gateway, or set --redis-url to share locks between gateways")
-		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay, History: cfg.history, TicketLiveness: cfg.ticketLiveness})
+		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay, History: cfg.history, TicketLiveness: cfg.ticketLiveness,
+			MaxSharedHolders: cfg.maxSharedHolders})
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
 	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisSentinel, locks.RedisOptions{
-		Prefix:         cfg.redisPrefix,
-		Timeout:        cfg.redisTimeout,
-		FenceRetention: cfg.fenceRetention,
-		LockDelay:      cfg.lockDelay,
-		History:        cfg.history,
-		MinReplicas:    cfg.minReplicas,
-		ReplicaTimeout: cfg.replicaTimeout,
-		TicketLiveness: cfg.ticketLiveness,
+		Prefix:           cfg.redisPrefix,
+		Timeout:          cfg.redisTimeout,
+		FenceRetention:   cfg.fenceRetention,
+		LockDelay:        cfg.lockDelay,
+		History:          cfg.history,
+		MinReplicas:      cfg.minReplicas,
+		ReplicaTimeout:   cfg.replicaTimeout,
+		TicketLiveness:   cfg.ticketLiveness,
+		MaxSharedHolders: cfg.maxSharedHolders,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -19,12 +19,14 @@ export interface paths {
          * @description Each item says what `GET /locks/{namespace}/{name}` says of the
          *     lock, and its `name`. Follow `next_cursor` until it is absent: a
          *     page may hold fewer than `limit` locks, even none, before the last,
-         *     since each page does a bounded amount of work. With Redis, the
-         *     listing scans the keys (SCAN, on every master of a cluster): a lock
-         *     may appear twice, and one taken or released during the listing may
-         *     or may not appear; one held throughout appears unless the Redis
-         *     nodes change meanwhile (a failover, a reshard). The embedded backend
-         *     lists in name order, each lock once.
+         *     since each page does a bounded amount of work, whatever else the
+         *     backend holds. Locks come in name order, each at most once. With
+         *     Redis, a page reads the namespace's index of held locks, which the
+         *     gateways write after each grant, renewal and release: a lock held
+         *     throughout by a grant whose acquire returned before the listing
+         *     appears, one taken or released during it may or may not (see
+         *     SAFETY.md, P13). With a subject rate, a page costs one request and
+         *     one more per lock it looked at.
          */
         get: operations["listLocks"];
         put?: never;
@@ -412,7 +414,9 @@ export interface components {
          *     `acquired_at`, `subject`, `owner` and `holds` describe the exclusive
          *     holder or, when the lock is held shared, the shared holder whose
          *     lease ends last: `ttl_ms` is then how long the lock stays held at
-         *     most, unless renewed. `holders` lists every holder.
+         *     most, unless renewed. `holders` lists the holders, at most 100 of
+         *     them: of a lock held shared by more, the 100 whose leases end last;
+         *     `holders_total` counts them all.
          */
         LockInfo: {
             lock: string;
@@ -444,8 +448,13 @@ export interface components {
              * @enum {string}
              */
             mode: "exclusive" | "shared";
-            /** @description The live holds, the soonest lease to end first; one when the lock is held exclusively. */
+            /**
+             * @description The live holds, the soonest lease to end first; one when the lock
+             *     is held exclusively. At most 100: those whose leases end last.
+             */
             holders: components["schemas"]["Holder"][];
+            /** @description How many live holds the lock has, listed in `holders` or not. */
+            holders_total: number;
         };
         LockList: {
             locks: components["schemas"]["ListedLock"][];
