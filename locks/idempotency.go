@@ -109,6 +109,9 @@ type idemCall struct {
 	// unknown is the call id of the step whose outcome is unknown, for
 	// abort to fence off (see lua/once.lua); "" when none is.
 	unknown string
+	// gaveBack is the token hash of the grant this call made and gave
+	// back, for abort to forget a record of it; "" when none.
+	gaveBack string
 }
 
 // Labels of the values derived from an idempotency key; each is used for
@@ -260,7 +263,12 @@ func acquireOnce(ctx context.Context, what string, st idemStore, c *idemCall, pe
 		if errors.Is(err, errIdemTaken) {
 			return Grant{}, fmt.Errorf("acquire %s: %w", what, &InProgressError{RetryAfter: idemRetry})
 		}
-		st.abort(ctx, c, false)
+		// The record may have been written after all (the reply lost):
+		// it must not tell the retry that the key's grant ended.
+		// Before the answer, so that a retry right after it finds no such
+		// record.
+		c.gaveBack = tokenHash(g.Token)
+		st.abort(ctx, c, true)
 		return Grant{}, err
 	}
 	return g, nil

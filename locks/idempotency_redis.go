@@ -127,15 +127,15 @@ func (s redisIdem) done(ctx context.Context, c *idemCall, g Grant) error {
 	return unavailable("acquire", s.res, err)
 }
 
-// abort forgets c's pending record, and fences off the call of c whose
-// outcome is unknown, if any. With wait unset it runs in the background:
+// abort forgets c's pending record, or its record of the grant c gave
+// back, and fences off the call of c whose outcome is unknown, if any. With wait unset it runs in the background:
 // the call's answer (a 503) does not wait for a Redis in trouble, and a
 // record it fails to forget expires on its own.
 func (s redisIdem) abort(ctx context.Context, c *idemCall, wait bool) {
-	keys, fence := s.keys(c)[:1], c.unknown
+	keys, fence, gaveBack := s.keys(c)[:1], c.unknown, c.gaveBack
 	if wait {
-		s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce)
+		s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce, gaveBack)
 		return
 	}
-	s.r.background(ctx, func(ctx context.Context) { s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce) })
+	s.r.background(ctx, func(ctx context.Context) { s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce, gaveBack) })
 }
