@@ -1,8 +1,8 @@
 package safety
 
 import (
+	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -125,9 +125,8 @@ func startClusterTopology(t *testing.T) *faulty {
 	f.own = append(f.own, func(t *testing.T, rng *rand.Rand, names []string) string {
 		name := names[rng.IntN(len(names))]
 		slot := pc.cluster.KeySlot(t, hashTag(name))
-		to := rng.IntN(len(pc.cluster.Nodes))
-		from := pc.cluster.MigrateSlot(t, slot, to)
-		return "migrated the slot of " + name + " from node " + strconv.Itoa(from) + " to " + strconv.Itoa(to)
+		m := pc.cluster.MigrateSlot(t, slot, otherNode(rng, len(pc.cluster.Nodes), pc.cluster.Owner(t, slot)))
+		return fmt.Sprintf("migrated the slot of %s (%d keys) from node %d to %d", name, m.Keys, m.From, m.To)
 	})
 	for range 3 {
 		f.gateways = append(f.gateways, startSlot(t, pc.gatewayArgs()...))
@@ -177,4 +176,13 @@ func startFailoverTopology(t *testing.T) *faulty {
 			"--redis-min-replicas", "1", "--redis-replica-timeout", "200ms"))
 	}
 	return f
+}
+
+// otherNode draws a node of n other than not.
+func otherNode(rng *rand.Rand, n, not int) int {
+	i := rng.IntN(n - 1)
+	if i >= not {
+		i++
+	}
+	return i
 }

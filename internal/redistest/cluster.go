@@ -175,41 +175,55 @@ func (c *Cluster) KeySlot(t testing.TB, key string) int {
 // reshard does: the target imports it, the owner migrates it, the keys go
 // over in batches (MIGRATE), then every node is told the new owner. Clients
 // working on the slot meanwhile get ASK and TRYAGAIN replies (keys half
-// moved), then MOVED. It returns the index of the node that owned the slot,
-// and does nothing when that is to.
-func (c *Cluster) MigrateSlot(t testing.TB, slot, to int) int {
+// moved), then MOVED. It does nothing when the slot is on to already.
+func (c *Cluster) MigrateSlot(t testing.TB, slot, to int) Migration {
+	t.Helper()
+	return c.MigrateSlotPaced(t, slot, to, 100, 0)
+}
+
+// Migration is what MigrateSlotPaced did.
+type Migration struct {
+	Slot, From, To int
+	// Keys is how many keys went over.
+	Keys int
+	// Opened is when the slot was first marked importing on the target,
+	// Closed when every node had been told its new owner: in between,
+	// clients on the slot may be sent ASK or TRYAGAIN, and until their
+	// slot map follows, MOVED.
+	Opened, Closed time.Time
+}
+
+// MigrateSlotPaced is MigrateSlot moving batch keys per MIGRATE and waiting
+// gap after each, as a reshard of a slot that holds many keys takes its
+// time: the slot stays half moved (importing on the target, migrating on
+// the owner) that long.
+func (c *Cluster) MigrateSlotPaced(t testing.TB, slot, to, batch int, gap time.Duration) Migration {
 	t.Helper()
 	ctx := context.Background()
 	ids := make([]string, len(c.Nodes))
-	from := -1
 	for i, n := range c.Nodes {
-		cl := n.Client(t)
-		id, err := cl.ClusterMyID(ctx).Result()
+		id, err := n.Client(t).ClusterMyID(ctx).Result()
 		if err != nil {
 			t.Fatalf("cluster myid on %s: %v", n.Addr, err)
 		}
 		ids[i] = id
-		if from < 0 && owns(ctx, cl, slot) {
-			from = i
-		}
 	}
-	if from < 0 {
-		t.Fatalf("no node owns slot %d", slot)
+	m := Migration{Slot: slot, From: c.Owner(t, slot), To: to}
+	if m.From == to {
+		return m
 	}
-	if from == to {
-		return from
-	}
-	src, dst := c.Nodes[from].Client(t), c.Nodes[to].Client(t)
+	src, dst := c.Nodes[m.From].Client(t), c.Nodes[to].Client(t)
 	must := func(err error, what string) {
 		if err != nil {
-			t.Fatalf("migrate slot %d from %s to %s: %s: %v", slot, c.Nodes[from].Addr, c.Nodes[to].Addr, what, err)
+			t.Fatalf("migrate slot %d from %s to %s: %s: %v", slot, c.Nodes[m.From].Addr, c.Nodes[to].Addr, what, err)
 		}
 	}
-	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]).Err(), "importing")
+	m.Opened = time.Now()
+	must(dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[m.From]).Err(), "importing")
 	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]).Err(), "migrating")
 	host, port, _ := net.SplitHostPort(c.Nodes[to].Addr)
 	for {
-		keys, err := src.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		keys, err := src.ClusterGetKeysInSlot(ctx, slot, batch).Result()
 		must(err, "getkeysinslot")
 		if len(keys) == 0 {
 			break
@@ -219,13 +233,38 @@ func (c *Cluster) MigrateSlot(t testing.TB, slot, to int) int {
 			args = append(args, k)
 		}
 		must(src.Do(ctx, args...).Err(), "migrate")
+		m.Keys += len(keys)
+		time.Sleep(gap) // the pace of the reshard
 	}
 	// The target first, then the owner, then the rest: the order
 	// redis-cli uses, so that no node sends clients back to the owner.
-	for _, i := range append([]int{to, from}, others(len(c.Nodes), to, from)...) {
+	for _, i := range append([]int{to, m.From}, others(len(c.Nodes), to, m.From)...) {
 		must(c.Nodes[i].Client(t).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err(), "setslot node")
 	}
-	return from
+	m.Closed = time.Now()
+	return m
+}
+
+// Owner returns the index of the node that serves slot, by its own view.
+func (c *Cluster) Owner(t testing.TB, slot int) int {
+	t.Helper()
+	for i, n := range c.Nodes {
+		if owns(context.Background(), n.Client(t), slot) {
+			return i
+		}
+	}
+	t.Fatalf("no node owns slot %d", slot)
+	return -1
+}
+
+// CountKeysInSlot returns how many keys of slot node i holds.
+func (c *Cluster) CountKeysInSlot(t testing.TB, i, slot int) int {
+	t.Helper()
+	n, err := c.Nodes[i].Client(t).ClusterCountKeysInSlot(context.Background(), slot).Result()
+	if err != nil {
+		t.Fatalf("cluster countkeysinslot %d on %s: %v", slot, c.Nodes[i].Addr, err)
+	}
+	return int(n)
 }
 
 // owns reports whether the node behind cl serves slot, by its own view.
