@@ -53,9 +53,12 @@ func TestFaultMatrix(t *testing.T) {
 		t.Run(topo.name, func(t *testing.T) {
 			f := topo.start(t)
 			byPrim := make(map[string][]string)
+			bit := 0 // the topology's own faults that did what they are for
 			for i, seed := range seeds {
 				t.Logf("round %d: seed %d", i, seed)
-				for _, fd := range f.round(t, seed, fmt.Sprintf("m%d", i)) {
+				out := f.round(t, seed, fmt.Sprintf("m%d", i), matrixRound, f.inject)
+				bit += out.bit
+				for _, fd := range out.findings {
 					msg := fmt.Sprintf("seed %d: %s", seed, fd.msg)
 					ps := fd.prims()
 					if len(ps) == 0 {
@@ -65,6 +68,12 @@ func TestFaultMatrix(t *testing.T) {
 						byPrim[p] = append(byPrim[p], msg)
 					}
 				}
+			}
+			// A topology's own fault must bite in some round: a failover
+			// that lost no write, or a migration that moved no key, would
+			// leave its column checking nothing the single Redis does not.
+			if len(f.own) > 0 && bit == 0 {
+				t.Errorf("%s: its own fault did not bite in any of the %d rounds", topo.name, len(seeds))
 			}
 			for _, p := range primitives {
 				t.Run(p.name, func(t *testing.T) {
@@ -87,9 +96,21 @@ const (
 	matrixWorkers = 24
 )
 
-// round runs one seeded round on fresh names (prefix) and returns what the
-// checks found.
-func (f *faulty) round(t *testing.T, seed uint64, prefix string) []finding {
+// injector applies faults to a round from seed until done is closed (the
+// load has stopped), and says what it did and how many of the topology's
+// own faults bit.
+type injector func(t *testing.T, seed uint64, done <-chan struct{}, prefix string, names []string) (did []string, bit int)
+
+// roundOutcome is what a round's checks found, with its histories.
+type roundOutcome struct {
+	findings    []finding
+	locks, sems *history
+	bit         int // the topology's own faults that bit (see injector)
+}
+
+// round runs one seeded round of length on fresh names (prefix), faulted
+// by inject, and returns what the checks found.
+func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Duration, inject injector) roundOutcome {
 	var lockNames, semNames []string
 	for _, s := range []string{"a", "b", "c", "d"} {
 		lockNames = append(lockNames, prefix+"/lock-"+s)
@@ -98,13 +119,10 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string) []finding {
 		semNames = append(semNames, prefix+"/sem-"+s)
 	}
 	locks, sems, res := &history{}, &history{}, newResource()
-	for i, p := range f.proxies {
-		p.setJitter(jitter(rand.New(rand.NewPCG(seed, uint64(i+1)))))
-	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	end := time.Now().Add(matrixRound)
+	end := time.Now().Add(length)
 	var wg sync.WaitGroup
 	for i := range matrixWorkers {
 		p := primitives[i%len(primitives)]
@@ -122,7 +140,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string) []finding {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	did := f.inject(t, seed, done, prefix, append(append([]string{}, lockNames...), semNames...))
+	did, bit := inject(t, seed, done, prefix, append(append([]string{}, lockNames...), semNames...))
 	f.quiet()
 
 	// Once the load stops, every name frees by the end of the last lease
@@ -159,12 +177,13 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string) []finding {
 			fs = append(fs, finding{prim: p.name, msg: fmt.Sprintf("%s: only %d grants in round %s: too few to show anything", p.name, grants[p.name], prefix)})
 		}
 	}
-	return fs
+	return roundOutcome{findings: fs, locks: locks, sems: sems, bit: bit}
 }
 
-// inject applies faults from seed until done is closed, and says what it
-// did.
-func (f *faulty) inject(t *testing.T, seed uint64, done <-chan struct{}, prefix string, names []string) []string {
+// inject is the matrix's injector: random delays on every proxy, and
+// faults drawn from seed, among them the topology's own at least once a
+// round (at a time drawn in its first half), at most twice.
+func (f *faulty) inject(t *testing.T, seed uint64, done <-chan struct{}, prefix string, names []string) ([]string, int) {
 	// Lost replies and doubled commands hit the round's own script calls
 	// (their keys hold the hash tag "{<prefix>/..."), not heartbeats alone.
 	ours := func(args [][]byte) bool {
@@ -178,9 +197,21 @@ func (f *faulty) inject(t *testing.T, seed uint64, done <-chan struct{}, prefix 
 		}
 		return false
 	}
+	for i, p := range f.proxies {
+		p.setJitter(jitter(rand.New(rand.NewPCG(seed, uint64(i+1)))))
+	}
 	rng := rand.New(rand.NewPCG(seed, 0))
 	count := make(map[string]int)
 	var own []string
+	bit := 0
+	ownFault := func() {
+		did, ok := f.own[rng.IntN(len(f.own))](t, rng, names)
+		own = append(own, did)
+		if ok {
+			bit++
+		}
+	}
+	ownBy := time.Now().Add(time.Duration(500+rng.IntN(3000)) * time.Millisecond)
 	for {
 		select {
 		case <-done:
@@ -188,8 +219,12 @@ func (f *faulty) inject(t *testing.T, seed uint64, done <-chan struct{}, prefix 
 			for k, n := range count {
 				out = append(out, fmt.Sprintf("%d× %s", n, k))
 			}
-			return out
+			return out, bit
 		case <-time.After(time.Duration(200+rng.IntN(600)) * time.Millisecond): // the faults' rate
+		}
+		if len(f.own) > 0 && len(own) == 0 && time.Now().After(ownBy) {
+			ownFault()
+			continue
 		}
 		p := f.proxies[rng.IntN(len(f.proxies))]
 		switch n := rng.IntN(20); {
@@ -211,7 +246,7 @@ func (f *faulty) inject(t *testing.T, seed uint64, done <-chan struct{}, prefix 
 			f.gateways[rng.IntN(len(f.gateways))].restart(t)
 			count["gateway killed"]++
 		case n < 17 && len(f.own) > 0 && len(own) < 2:
-			own = append(own, f.own[rng.IntN(len(f.own))](t, rng, names))
+			ownFault()
 		}
 	}
 }

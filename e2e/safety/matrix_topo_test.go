@@ -1,11 +1,15 @@
 package safety
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockgate/lockgate/internal/redistest"
 )
@@ -34,8 +38,9 @@ type faulty struct {
 	// pause stops a Redis node (SIGSTOP) and returns what resumes it.
 	pause func(t *testing.T, rng *rand.Rand) func()
 	// own are the topology's own faults (a failover, a slot migration),
-	// each returning what it did.
-	own []func(t *testing.T, rng *rand.Rand, names []string) string
+	// each returning what it did and whether it bit: the failover lost
+	// writes, the migration moved keys of a round's name.
+	own []func(t *testing.T, rng *rand.Rand, names []string) (string, bool)
 	// lost are the times around which released grants may come back (a
 	// failover that lost the releases): a 204 then is not trusted.
 	mu   sync.Mutex
@@ -122,11 +127,11 @@ func startClusterTopology(t *testing.T) *faulty {
 		n.Pause(t)
 		return func() { n.Resume(t) }
 	}
-	f.own = append(f.own, func(t *testing.T, rng *rand.Rand, names []string) string {
+	f.own = append(f.own, func(t *testing.T, rng *rand.Rand, names []string) (string, bool) {
 		name := names[rng.IntN(len(names))]
 		slot := pc.cluster.KeySlot(t, hashTag(name))
 		m := pc.cluster.MigrateSlot(t, slot, otherNode(rng, len(pc.cluster.Nodes), pc.cluster.Owner(t, slot)))
-		return fmt.Sprintf("migrated the slot of %s (%d keys) from node %d to %d", name, m.Keys, m.From, m.To)
+		return fmt.Sprintf("migrated the slot of %s (%d keys) from node %d to %d", name, m.Keys, m.From, m.To), m.Keys > 0
 	})
 	for range 3 {
 		f.gateways = append(f.gateways, startSlot(t, pc.gatewayArgs()...))
@@ -153,7 +158,7 @@ func startFailoverTopology(t *testing.T) *faulty {
 		p.Pause(t)
 		return func() { p.Resume(t) }
 	}
-	f.own = append(f.own, func(t *testing.T, rng *rand.Rand, _ []string) string {
+	f.own = append(f.own, func(t *testing.T, rng *rand.Rand, _ []string) (string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		cutReplication(t, primary, replica)
@@ -161,13 +166,14 @@ func startFailoverTopology(t *testing.T) *faulty {
 		f.mu.Lock()
 		f.lost = append(f.lost, time.Now())
 		f.mu.Unlock()
+		missing, state, checked := unreplicated(t, primary, replica)
 		primary.Stop()
 		replica.Promote(t)
 		for _, p := range f.proxies {
 			p.setUpstream(replica.Addr)
 		}
 		primary, replica = replica, redistest.StartReplica(t, replica)
-		return "failed over to " + primary.Addr
+		return fmt.Sprintf("failed over to %s, losing %d of the old primary's %d keys (%d besides call records)", primary.Addr, missing, checked, state), missing > 0
 	})
 	for range 3 {
 		p := startProxy(t, primary.Addr)
@@ -185,4 +191,58 @@ func otherNode(rng *rand.Rand, n, not int) int {
 		i++
 	}
 	return i
+}
+
+// unreplicated counts the keys the primary holds, with a second or more
+// left to live (or no TTL), that its replica does not have: writes a
+// failover to the replica loses; state of them are not call records
+// (P13), but locks, queues, fences or idempotency records. A key that
+// lives on past the check on the primary cannot have expired on the
+// replica, which reads the primary's expiry times.
+func unreplicated(t *testing.T, primary, replica *redistest.Server) (missing, state, checked int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pc, rc := primary.Client(t), replica.Client(t)
+	iter := pc.Scan(ctx, 0, "*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("scan the primary %s: %v", primary.Addr, err)
+	}
+	ttls := make([]*redis.DurationCmd, len(keys))
+	if _, err := pc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			ttls[i] = p.PTTL(ctx, k)
+		}
+		return nil
+	}); err != nil && err != redis.Nil {
+		t.Fatalf("pttl on the primary %s: %v", primary.Addr, err)
+	}
+	var live []string
+	for i, k := range keys {
+		if d := ttls[i].Val(); d == -1 || d > time.Second {
+			live = append(live, k)
+		}
+	}
+	found := make([]*redis.IntCmd, len(live))
+	if _, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range live {
+			found[i] = p.Exists(ctx, k)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("exists on the replica %s: %v", replica.Addr, err)
+	}
+	for i, e := range found {
+		if e.Val() == 0 {
+			missing++
+			if !strings.Contains(live[i], "}:c:") {
+				state++
+			}
+		}
+	}
+	return missing, state, len(live)
 }
