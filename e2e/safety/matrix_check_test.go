@@ -60,14 +60,22 @@ func (h *history) windows(trusted func(time.Time) bool) map[string][]window {
 }
 
 // matrixFindings returns the answers that contradict their grant's calls,
-// and the refusals (an acquire without wait answered 409 lock_held or
-// semaphore_full) at a time when fewer than limit calls could hold the
-// name.
+// the server errors other than 503 backend_unavailable (the one way the
+// gateway may say that an outcome is unknown), and the refusals (an
+// acquire without wait answered 409 lock_held or semaphore_full) at a time
+// when fewer than limit calls could hold the name.
 func (h *history) matrixFindings(limit int, trusted func(time.Time) bool) []finding {
 	fs := append([]finding(nil), h.notes...)
 	for _, g := range h.grants {
 		for _, msg := range g.wrong {
 			fs = append(fs, finding{kind: answerWrong, lock: g.lock, a: g, msg: msg})
+		}
+	}
+	for _, o := range h.ops {
+		if o.status >= 500 && (o.status != http.StatusServiceUnavailable || o.code != "backend_unavailable") {
+			fs = append(fs, finding{kind: answerWrong, lock: o.lock, prim: o.prim, msg: fmt.Sprintf(
+				"%s: %s %s called at %s answered %d %s: a server error other than 503 backend_unavailable",
+				o.lock, o.prim, o.kind, stamp(o.call), o.status, o.code)})
 		}
 	}
 	wins := h.windows(trusted)

@@ -67,7 +67,7 @@ func (w *worker) finish(o op, r result, g grant) op {
 		// No gateway there (killed, starting again): a client backs off.
 		time.Sleep(time.Duration(20+w.rng.IntN(30)) * time.Millisecond)
 	}
-	if o.status >= 400 && o.status < 500 {
+	if o.status >= 400 {
 		o.code = r.code()
 	}
 	if o.status == http.StatusCreated || o.status == http.StatusOK {
