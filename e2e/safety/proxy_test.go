@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,9 @@ type proxy struct {
 	conns map[net.Conn]struct{}
 	// faults are armed by addFault, applied in order of arming.
 	faults []*fault
+	// errors counts the error replies Redis sent the gateway, by kind
+	// (see errorKind).
+	errors map[string]int
 	wg     sync.WaitGroup
 }
 
@@ -120,6 +124,7 @@ func (p *proxy) pipe(dst, src net.Conn, toGateway bool, l *link) {
 		default:
 			cut, swallow := l.replies.reply(nreply, v)
 			nreply++
+			p.noteError(v)
 			if cut { // what came before it goes through; it and the rest never do
 				p.send(dst, out, toGateway, l)
 				return
@@ -261,4 +266,49 @@ func (p *proxy) close() {
 	p.releaseSubscriptions()
 	p.drop()
 	p.wg.Wait()
+}
+
+// noteError counts v if it is an error reply.
+func (p *proxy) noteError(v []byte) {
+	if len(v) == 0 || (v[0] != '-' && v[0] != '!') {
+		return
+	}
+	kind := errorKind(v)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.errors == nil {
+		p.errors = make(map[string]int)
+	}
+	p.errors[kind]++
+}
+
+// replyErrors returns the error replies counted so far, by kind, and
+// forgets them.
+func (p *proxy) replyErrors() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	errs := p.errors
+	p.errors = nil
+	return errs
+}
+
+// errorKind names an error reply (RESP2 "-", RESP3 "!<len>"): its code
+// (MOVED, ASK, TRYAGAIN, NOSCRIPT, ...) without the slot and address that
+// follow, or for an ERR its message up to where a script's name or a
+// colon begins.
+func errorKind(v []byte) string {
+	msg := string(v[1:])
+	if v[0] == '!' {
+		if _, rest, ok := strings.Cut(msg, "\r\n"); ok {
+			msg = rest
+		}
+	}
+	msg, _, _ = strings.Cut(msg, "\r\n")
+	code, _, _ := strings.Cut(msg, " ")
+	if code != "ERR" {
+		return code
+	}
+	msg, _, _ = strings.Cut(msg, " script:")
+	msg, _, _ = strings.Cut(msg, ":")
+	return msg
 }
