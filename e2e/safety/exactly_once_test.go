@@ -196,7 +196,6 @@ func testLostIdempotentStep(t *testing.T, c *client, lock string, fs []*fault, w
 // issue 21 under one more lost reply). Found by TestFaultMatrix/failover,
 // seed 7736752500235021699.
 func TestExactlyOnceIdempotentDoneLostTwice(t *testing.T) {
-	t.Skip("engine bug: when both tries of idem_done lose their reply, acquireOnce releases the recorded grant and the retry gets grant_ended")
 	rs := redistest.Start(t)
 	p := startProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.Addr)

@@ -263,9 +263,6 @@ const (
 	tooMany                          // more grants of a semaphore certainly held it than its limit
 	answerWrong                      // an answer contradicts what the grant's own calls said (fault matrix)
 	heldByNobody                     // held (or refused) when no call could hold it (fault matrix)
-	// knownBug is a finding the fault matrix logs and does not fail on:
-	// an engine bug pinned by a skipped test that names it.
-	knownBug
 )
 
 // finding is one broken promise, with the grants involved: a alone, or a

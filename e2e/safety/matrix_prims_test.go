@@ -197,14 +197,7 @@ func idempotentCycle(ctx context.Context, w *worker, lock string) {
 		case o.code == "grant_ended" && !first.call.IsZero() && o.ret.Before(first.call.Add(ttl)):
 			// The lost call's grant, if it made one, was made after
 			// first.call: its lease cannot have run out yet.
-			kind := answerWrong
-			if first.status == http.StatusServiceUnavailable {
-				// Perhaps the engine gave the grant back after both
-				// tries of its last step lost their reply: a known bug,
-				// TestExactlyOnceIdempotentDoneLostTwice.
-				kind = knownBug
-			}
-			w.h.note(finding{kind: kind, lock: lock, prim: w.prim, msg: fmt.Sprintf(
+			w.h.note(finding{kind: answerWrong, lock: lock, prim: w.prim, msg: fmt.Sprintf(
 				"%s: retry with the Idempotency-Key of a call with an unknown outcome (called at %s) answered grant_ended at %s, within the lease that grant would have had (%v)",
 				lock, stamp(first.call), stamp(o.ret), ttl)})
 			return

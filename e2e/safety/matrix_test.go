@@ -60,10 +60,6 @@ func TestFaultMatrix(t *testing.T) {
 				bit += out.bit
 				for _, fd := range out.findings {
 					msg := fmt.Sprintf("seed %d: %s", seed, fd.msg)
-					if fd.kind == knownBug {
-						t.Logf("known engine bug (see its skipped test): %s", msg)
-						continue
-					}
 					ps := fd.prims()
 					if len(ps) == 0 {
 						ps = []string{"exclusive"} // the resource's writers
