@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockgate/lockgate/lua"
 )
 
@@ -24,6 +26,18 @@ const indexHoldLen = 16
 // listStale is how many entries of leases that ended a page may pass over
 // beyond twice its limit, before it returns short (see lua/list.lua).
 const listStale = 64
+
+// inlineIndex is 1 when the lock scripts keep the index themselves, in the
+// script that grants or ends (lua/lib.lua index_add, index_del): on a single
+// Redis, where a script may touch any key, this saves two script calls per
+// lock cycle. On Cluster it is 0: the index is on the namespace's slot, not
+// the lock's, and the gateway writes it (index).
+func inlineIndex(client any) int {
+	if _, cluster := client.(*redis.ClusterClient); cluster {
+		return 0
+	}
+	return 1
+}
 
 // indexKeys are KEYS of the index and list scripts for namespace.
 func (r *Redis) indexKeys(namespace string) []string {
@@ -43,6 +57,9 @@ const (
 // dropped: a lock whose entry is missing is not listed, an entry whose
 // lock is free is passed over; neither changes who holds what.
 func (r *Redis) index(ctx context.Context, key Key, tokHash, op string, left time.Duration) {
+	if r.inlineIndex {
+		return // the lock scripts keep it (see inlineIndex)
+	}
 	member := key.Name + " " + tokHash[:indexHoldLen]
 	r.run(ctx, lua.Index, r.indexKeys(key.Namespace), op, member, left.Milliseconds())
 }

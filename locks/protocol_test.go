@@ -12,19 +12,20 @@ import (
 // how long a record lives, on one side only and this fails.
 func TestProtocolAgrees(t *testing.T) {
 	want := map[string]string{
-		"GRANTED":       strconv.Itoa(codeGranted),
-		"NOT_GRANTED":   strconv.Itoa(codeNotGranted),
-		"GAVE_BACK":     strconv.Itoa(codeGaveBack),
-		"NOT_FOUND":     strconv.Itoa(codeNotFound),
-		"OTHER_MODE":    strconv.Itoa(codeOtherMode),
-		"FENCED_OFF":    strconv.Itoa(codeFencedOff),
-		"SHARED_FULL":   strconv.Itoa(codeSharedFull),
-		"UNKNOWN":       strconv.Itoa(whyUnknown),
-		"RELEASED":      strconv.Itoa(whyReleased),
-		"EXPIRED":       strconv.Itoa(whyExpired),
-		"RECORD_MS":     strconv.FormatInt(RecordTTL.Milliseconds(), 10),
-		"IDEM_GRACE_MS": strconv.FormatInt(IdempotencyGrace.Milliseconds(), 10),
-		"BASE_HOLD":     strconv.Quote(BaseHold),
+		"GRANTED":        strconv.Itoa(codeGranted),
+		"NOT_GRANTED":    strconv.Itoa(codeNotGranted),
+		"GAVE_BACK":      strconv.Itoa(codeGaveBack),
+		"NOT_FOUND":      strconv.Itoa(codeNotFound),
+		"OTHER_MODE":     strconv.Itoa(codeOtherMode),
+		"FENCED_OFF":     strconv.Itoa(codeFencedOff),
+		"SHARED_FULL":    strconv.Itoa(codeSharedFull),
+		"UNKNOWN":        strconv.Itoa(whyUnknown),
+		"RELEASED":       strconv.Itoa(whyReleased),
+		"EXPIRED":        strconv.Itoa(whyExpired),
+		"RECORD_MS":      strconv.FormatInt(RecordTTL.Milliseconds(), 10),
+		"IDEM_GRACE_MS":  strconv.FormatInt(IdempotencyGrace.Milliseconds(), 10),
+		"BASE_HOLD":      strconv.Quote(BaseHold),
+		"INDEX_HOLD_LEN": strconv.Itoa(indexHoldLen),
 	}
 	got := map[string]string{}
 	// local NAME = value, or local A, B, C = 1, 2, 3 (not a table)

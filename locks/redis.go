@@ -107,7 +107,10 @@ type Redis struct {
 	// lockOpts is the lock scripts' options argument:
 	// "delay:history:keep:readers" (see lua/lib.lua lock_keys).
 	lockOpts string
-	waiters  *waiters
+	// inlineIndex: the lock scripts keep the namespaces' index of held
+	// locks themselves (see inlineIndex).
+	inlineIndex bool
+	waiters     *waiters
 	// arg are the script arguments that every call sends alike, boxed once
 	// (an interface that holds a string or a large integer allocates):
 	// retention is FenceRetention and lease WaiterLease in ms, channel the
@@ -140,13 +143,14 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) (*Redis, error) {
 	id := make([]byte, 8)
 	rand.Read(id)
 	r := &Redis{client: client, opts: opts, batch: newBatcher(client, batchSenders, batchMax),
-		lockOpts: fmt.Sprintf("%d:%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds(), opts.MaxSharedHolders)}
+		lockOpts: fmt.Sprintf("%d:%d:%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds(), opts.MaxSharedHolders, inlineIndex(client))}
 	r.arg.retention, r.arg.lease, r.arg.opts, r.arg.checkHeard, r.arg.callTTL =
 		opts.FenceRetention.Milliseconds(), opts.WaiterLease.Milliseconds(), r.lockOpts, "1",
 		callRecordTTL(opts.Timeout).Milliseconds()
 	if _, cluster := client.(*redis.ClusterClient); cluster {
 		r.arg.checkHeard = "0"
 	}
+	r.inlineIndex = inlineIndex(client) == 1
 	if opts.MinReplicas > 0 {
 		r.batch.replicas, r.batch.replicaTimeout = opts.MinReplicas, opts.ReplicaTimeout
 	}

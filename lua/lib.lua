@@ -58,11 +58,58 @@
 -- or renewal it records, ms; how many shared holders it may have at once
 -- (0: no cap; see shared_full).
 local function lock_keys(opts)
-  local delay, hist, keep, readers = string.match(opts or '', '^(%d+):(%d+):(%d+):(%d+)$')
+  local delay, hist, keep, readers, inline = string.match(opts or '', '^(%d+):(%d+):(%d+):(%d+):?(%d?)$')
   return {lock = KEYS[1], fence = KEYS[2], queue = KEYS[3], alive = KEYS[4], waiters = KEYS[5],
     readers = KEYS[6], delay = KEYS[7], history = KEYS[8], held = KEYS[9], record = KEYS[10],
     delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0,
-    max_readers = tonumber(readers) or 0}
+    max_readers = tonumber(readers) or 0, index = inline == '1'}
+end
+
+-- The namespace's index of held locks (see index.lua, list.lua), which the
+-- lock scripts keep themselves on a single Redis (K.index: the options'
+-- fifth field), where a script may touch any key; on Cluster the index is
+-- on another slot than the lock, and the gateway runs index.lua instead.
+-- It is advisory: no script reads it to decide who holds what. The keys
+-- are not among KEYS, which on a single Redis nothing requires.
+-- CLOCK.now is the Redis time in ms as clock last read it.
+local CLOCK = {}
+
+-- index_of returns the index's two keys and the member of the grant whose
+-- token hash is tok: K.lock is prefix .. '{ns/name}'.
+local function index_of(K, tok)
+  local tag = string.match(K.lock, '{([^{}]*)}$')
+  local ns, name = string.match(tag, '^([^/]+)/(.+)$')
+  local names = string.sub(K.lock, 1, #K.lock - #tag - 2) .. 'index:{' .. ns .. '}'
+  return names, names .. ':ends', name .. ' ' .. string.sub(tok, 1, INDEX_HOLD_LEN)
+end
+
+-- index_add lists the grant of token hash tok, whose lease ends in left ms
+-- from the time clock read.
+local function index_add(K, tok, left)
+  local names, ends, member = index_of(K, tok)
+  local at = CLOCK.now + tonumber(left)
+  redis.call('ZADD', names, 0, member)
+  redis.call('ZADD', ends, string.format('%d', at), member)
+  -- The index outlives its last lease by up to a minute: a stream of
+  -- grants moves its expiry about once a minute, not at every grant (an
+  -- entry past its lease is skipped, and dropped, by score).
+  if redis.call('PTTL', ends) < tonumber(left) then
+    redis.call('PEXPIRE', names, left + 60000)
+    redis.call('PEXPIRE', ends, left + 60000)
+  end
+end
+
+-- index_del takes the grant of token hash tok out of the index, and up to
+-- 16 entries whose lease has ended with it (index.lua's STALE_PER_CALL).
+local function index_del(K, tok, now)
+  local names, ends, member = index_of(K, tok)
+  redis.call('ZREM', names, member)
+  redis.call('ZREM', ends, member)
+  local stale = redis.call('ZRANGEBYSCORE', ends, '-inf', now, 'LIMIT', 0, 16)
+  if #stale > 0 then
+    redis.call('ZREM', names, unpack(stale))
+    redis.call('ZREM', ends, unpack(stale))
+  end
 end
 
 -- shared_full reports whether the lock, held shared, has as many shared
@@ -173,6 +220,9 @@ end
 -- unavailable until the delay after the lease unless released.
 local function note_grant(K, record, left)
   redis.call('SET', record, 'h', 'PX', left + RECORD_MS)
+  if K.index then
+    index_add(K, string.sub(record, #K.lock + 4), left)
+  end
   if K.delay_ms > 0 and redis.call('PTTL', K.delay) < left + K.delay_ms then
     redis.call('SET', K.delay, redis.call('GET', K.delay) or 'g', 'PX', left + K.delay_ms)
   end
@@ -207,7 +257,8 @@ end
 -- clock returns the Redis time in ms, and as TIME's {seconds, microseconds}.
 local function clock()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
+  CLOCK.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return CLOCK.now, t
 end
 
 -- next_fence returns a fencing token larger than every one handed out
@@ -585,6 +636,9 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     end
   end
   released(K)
+  if K.index then
+    index_del(K, tok, now)
+  end
   if K.delay_ms > 0 and not holder then
     local d = redis.call('GET', K.delay)
     local until_ms = d and tonumber(string.match(d, '^x:(%d+)$'))
