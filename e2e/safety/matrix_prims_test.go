@@ -133,7 +133,7 @@ func semaphoreCycle(ctx context.Context, w *worker, name string) {
 
 // ticketLiveness is the gateways' --ticket-liveness in the matrix; a
 // ticket is polled well within it.
-const ticketLiveness = time.Second
+const ticketLiveness = 2 * time.Second // the gateway's least (twice a long poll's keep-alive)
 
 // ticketCycle asks with Prefer: respond-async and polls its ticket until
 // the lock reaches it or the wait runs out; a ticket it gives up on, it

@@ -27,6 +27,7 @@ func TestReplicaBarrierTicketOpen(t *testing.T) {
 	replica.WaitSynced(t, rs)
 	gw := startGateway(t, minReplicaArgs(rs.URL())...)
 	c := newClient(t, gw)
+	untilAcked(t, c)
 
 	replica.Pause(t)
 	defer replica.Resume(t)
@@ -49,6 +50,7 @@ func TestReplicaBarrierTicketPoll(t *testing.T) {
 	replica.WaitSynced(t, rs)
 	gw := startGateway(t, minReplicaArgs(rs.URL())...)
 	c := newClient(t, gw)
+	untilAcked(t, c)
 	const lock = "barrier/poll"
 	holder := c.mustAcquire(t, lock, time.Minute)
 	_, tk, r := c.openTicket(t.Context(), lock, time.Minute, 30*time.Second)
@@ -112,4 +114,19 @@ func TestReplicaBarrierTicketFailover(t *testing.T) {
 		t.Fatalf("after the failover a second caller got the lock the ticket was granted (fencing token %d, answered 201 with the replica cut off): got 201 (fencing token %d), want 409: two holders",
 			g.FencingToken, g2.FencingToken)
 	}
+}
+
+// untilAcked waits until a grant through c is acknowledged by the replica:
+// a replica that has just synced may not yet answer WAIT within the
+// gateway's 200 ms on a busy machine.
+func untilAcked(t *testing.T, c *client) {
+	t.Helper()
+	eventually(t, 10*time.Second, "a grant the replica acknowledges", func() bool {
+		g, r := c.acquire(t.Context(), "barrier/warm-up", time.Minute, 0)
+		if r.status != http.StatusCreated {
+			return false
+		}
+		c.release(t.Context(), "barrier/warm-up", g.Token)
+		return true
+	})
 }
