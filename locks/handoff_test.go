@@ -16,32 +16,6 @@ import (
 // from the queue finds out, a hand-off nobody picks up ends, and a waiter
 // learns of an outage.
 
-// within returns the result on ch, or fails the test after d.
-func within(t *testing.T, d time.Duration, what string, ch <-chan locktest.Result) locktest.Result {
-	t.Helper()
-	select {
-	case res := <-ch:
-		return res
-	case <-time.After(d):
-		t.Fatalf("%s: no answer within %v", what, d)
-	}
-	return locktest.Result{}
-}
-
-// queueBehind starts a waiting acquire behind the ahead waiters already
-// queued, and returns once it is queued.
-func queueBehind(t *testing.T, l locks.Locker, key locks.Key, ahead int) <-chan locktest.Result {
-	t.Helper()
-	ch := make(chan locktest.Result, 1)
-	go func() {
-		start := time.Now()
-		g, err := l.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second})
-		ch <- locktest.Result{Grant: g, Err: err, Elapsed: time.Since(start)}
-	}()
-	locktest.WaitUntilQueued(t, l, key, ahead+1)
-	return ch
-}
-
 // TestRedisDroppedWaiterRejoins: a waiter that a hand-off dropped from the
 // queue (its heartbeat lapsed, as in a network blip) learns it from its
 // next heartbeat and rejoins in its old place: it gets the lock before a
@@ -67,12 +41,12 @@ func TestRedisDroppedWaiterRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	locktest.WaitUntilQueued(t, l, key, 1) // it is back
-	later := queueBehind(t, l, key, 1)
+	later := locktest.QueueBehind(t, l, key, 1)
 
 	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
-	first := within(t, 10*time.Second, "the dropped waiter", dropped)
+	first := locktest.Within(t, 10*time.Second, "the dropped waiter", dropped)
 	if first.Err != nil {
 		t.Fatalf("the dropped waiter: got %v, want the lock", first.Err)
 	}
@@ -84,7 +58,7 @@ func TestRedisDroppedWaiterRejoins(t *testing.T) {
 	if _, err := l.Release(t.Context(), key, first.Grant.Token); err != nil {
 		t.Fatal(err)
 	}
-	if res := within(t, 10*time.Second, "the later waiter", later); res.Err != nil {
+	if res := locktest.Within(t, 10*time.Second, "the later waiter", later); res.Err != nil {
 		t.Fatalf("the later waiter: %v", res.Err)
 	}
 }
@@ -116,7 +90,7 @@ func TestRedisUnpickedHandoffEnds(t *testing.T) {
 			if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}, channel); err != nil {
 				t.Fatal(err)
 			}
-			live := queueBehind(t, l, key, 1)
+			live := locktest.QueueBehind(t, l, key, 1)
 			if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +99,7 @@ func TestRedisUnpickedHandoffEnds(t *testing.T) {
 				t.Fatalf("got %+v, %v; want the lock handed to the ghost for at most %v", info, err, lease)
 			}
 			// Far below the ghost's one-minute TTL.
-			res := within(t, 10*time.Second, "the live waiter", live)
+			res := locktest.Within(t, 10*time.Second, "the live waiter", live)
 			if res.Err != nil {
 				t.Fatalf("the live waiter: %v", res.Err)
 			}
@@ -145,7 +119,7 @@ func TestRedisWaiterLearnsOfOutage(t *testing.T) {
 	locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
 	waiter := locktest.QueueInOrder(t, key, l)[0]
 	srv.Stop()
-	res := within(t, 10*time.Second, "the waiter, once Redis is gone", waiter)
+	res := locktest.Within(t, 10*time.Second, "the waiter, once Redis is gone", waiter)
 	if !errors.Is(res.Err, locks.ErrUnavailable) {
 		t.Fatalf("got %+v, %v; want ErrUnavailable", res.Grant, res.Err)
 	}
@@ -184,11 +158,11 @@ func TestRedisLateFullHandOver(t *testing.T) {
 		if err := l.RequeueGone(t.Context(), key, ids[0], locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
-		next := queueBehind(t, l, key, 1)
+		next := locktest.QueueBehind(t, l, key, 1)
 		if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 			t.Fatal(err)
 		}
-		if res := within(t, 10*time.Second, "the waiter behind the ghost", next); res.Err != nil {
+		if res := locktest.Within(t, 10*time.Second, "the waiter behind the ghost", next); res.Err != nil {
 			t.Fatalf("the waiter behind the ghost: %v", res.Err)
 		}
 	})
@@ -197,7 +171,7 @@ func TestRedisLateFullHandOver(t *testing.T) {
 		l := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Minute})
 		key := locktest.UniqueKey(t)
 		holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
-		waiter := queueBehind(t, l, key, 0)
+		waiter := locktest.QueueBehind(t, l, key, 0)
 		ids := l.WaitingIDs(key)
 		if len(ids) != 1 {
 			t.Fatalf("waiting ids: got %v, want one", ids)
@@ -205,7 +179,7 @@ func TestRedisLateFullHandOver(t *testing.T) {
 		if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 			t.Fatal(err)
 		}
-		res := within(t, 10*time.Second, "the waiter", waiter)
+		res := locktest.Within(t, 10*time.Second, "the waiter", waiter)
 		if res.Err != nil {
 			t.Fatalf("the waiter: %v", res.Err)
 		}
@@ -239,7 +213,7 @@ func TestRedisNearHandOverIsNoted(t *testing.T) {
 	if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
-	res := within(t, 10*time.Second, "the waiter", waiter)
+	res := locktest.Within(t, 10*time.Second, "the waiter", waiter)
 	if res.Err != nil {
 		t.Fatalf("the waiter: %v", res.Err)
 	}

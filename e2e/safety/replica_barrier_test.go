@@ -18,16 +18,22 @@ func minReplicaArgs(url string) []string {
 	return []string{"--redis-url", url, "--redis-min-replicas", "1", "--redis-replica-timeout", "200ms"}
 }
 
+// startBarrier starts a primary, a replica that acknowledges its writes
+// (WaitSynced) and a gateway that waits for it, and returns the replica and
+// a client of the gateway.
+func startBarrier(t *testing.T) (replica *redistest.Server, c *client) {
+	t.Helper()
+	rs := redistest.Start(t)
+	replica = redistest.StartReplica(t, rs)
+	replica.WaitSynced(t, rs)
+	return replica, newClient(t, startGateway(t, minReplicaArgs(rs.URL())...))
+}
+
 // TestReplicaBarrierTicketOpen: the replica stopped (SIGSTOP), a plain
 // acquire is refused (503), and so must be a ticket on a free lock: 503,
 // or a 202 that holds no grant yet, never a 201.
 func TestReplicaBarrierTicketOpen(t *testing.T) {
-	rs := redistest.Start(t)
-	replica := redistest.StartReplica(t, rs)
-	replica.WaitSynced(t, rs)
-	gw := startGateway(t, minReplicaArgs(rs.URL())...)
-	c := newClient(t, gw)
-	untilAcked(t, c)
+	replica, c := startBarrier(t)
 
 	replica.Pause(t)
 	defer replica.Resume(t)
@@ -45,12 +51,7 @@ func TestReplicaBarrierTicketOpen(t *testing.T) {
 // ticket. The poll that picks the grant up must answer 503 and keep the
 // ticket; once the replica runs again, a poll answers the grant.
 func TestReplicaBarrierTicketPoll(t *testing.T) {
-	rs := redistest.Start(t)
-	replica := redistest.StartReplica(t, rs)
-	replica.WaitSynced(t, rs)
-	gw := startGateway(t, minReplicaArgs(rs.URL())...)
-	c := newClient(t, gw)
-	untilAcked(t, c)
+	replica, c := startBarrier(t)
 	const lock = "barrier/poll"
 	holder := c.mustAcquire(t, lock, time.Minute)
 	_, tk, r := c.openTicket(t.Context(), lock, time.Minute, 30*time.Second)
@@ -114,19 +115,4 @@ func TestReplicaBarrierTicketFailover(t *testing.T) {
 		t.Fatalf("after the failover a second caller got the lock the ticket was granted (fencing token %d, answered 201 with the replica cut off): got 201 (fencing token %d), want 409: two holders",
 			g.FencingToken, g2.FencingToken)
 	}
-}
-
-// untilAcked waits until a grant through c is acknowledged by the replica:
-// a replica that has just synced may not yet answer WAIT within the
-// gateway's 200 ms on a busy machine.
-func untilAcked(t *testing.T, c *client) {
-	t.Helper()
-	eventually(t, 10*time.Second, "a grant the replica acknowledges", func() bool {
-		g, r := c.acquire(t.Context(), "barrier/warm-up", time.Minute, 0)
-		if r.status != http.StatusCreated {
-			return false
-		}
-		c.release(t.Context(), "barrier/warm-up", g.Token)
-		return true
-	})
 }

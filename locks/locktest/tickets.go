@@ -75,8 +75,8 @@ func pollUntilGranted(t *testing.T, b locks.Tickets, key locks.Key, tk locks.Tic
 	}
 }
 
-// within waits up to d for ch's answer.
-func within(t *testing.T, d time.Duration, what string, ch <-chan Result) Result {
+// Within waits up to d for ch's answer.
+func Within(t *testing.T, d time.Duration, what string, ch <-chan Result) Result {
 	t.Helper()
 	select {
 	case res := <-ch:
@@ -87,9 +87,9 @@ func within(t *testing.T, d time.Duration, what string, ch <-chan Result) Result
 	return Result{}
 }
 
-// queueBehind starts a waiting acquire behind the ahead waiters already
+// QueueBehind starts a waiting acquire behind the ahead waiters already
 // queued, and returns once it is queued.
-func queueBehind(t *testing.T, l locks.Locker, key locks.Key, ahead int) <-chan Result {
+func QueueBehind(t *testing.T, l locks.Locker, key locks.Key, ahead int) <-chan Result {
 	t.Helper()
 	ch := make(chan Result, 1)
 	go func() {
@@ -126,12 +126,12 @@ func ticketFIFOWithConnectedWaiters(t *testing.T, newPair TicketPair) {
 	if tk.Rank != 1 {
 		t.Fatalf("ticket rank %d, want 1", tk.Rank)
 	}
-	behind := queueBehind(t, a, key, 2)
+	behind := QueueBehind(t, a, key, 2)
 
 	if _, err := a.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
-	first := within(t, 10*time.Second, "the waiter ahead", ahead)
+	first := Within(t, 10*time.Second, "the waiter ahead", ahead)
 	if first.Err != nil {
 		t.Fatalf("waiter ahead: %v", first.Err)
 	}
@@ -167,7 +167,7 @@ func ticketFIFOWithConnectedWaiters(t *testing.T, newPair TicketPair) {
 	if _, err := b.Release(t.Context(), key, g.Token); err != nil {
 		t.Fatal(err)
 	}
-	last := within(t, 10*time.Second, "the waiter behind", behind)
+	last := Within(t, 10*time.Second, "the waiter behind", behind)
 	if last.Err != nil || last.Grant.FencingToken <= g.FencingToken {
 		t.Fatalf("waiter behind: got %+v, %v", last.Grant, last.Err)
 	}
@@ -182,7 +182,7 @@ func ticketAbandonedGrantPassesOn(t *testing.T, newPair TicketPair) {
 	key := UniqueKey(t)
 	holder := MustAcquire(t, a, key, locks.AcquireRequest{TTL: time.Minute})
 	tk := openTicket(t, b, key, 30*time.Second)
-	behind := queueBehind(t, a, key, 1)
+	behind := QueueBehind(t, a, key, 1)
 	// Its last poll went through a, the gateway that releases: the grant
 	// is provisional all the same, not handed in full to a.
 	if _, err := a.PollTicket(t.Context(), key, tk.ID, tk.Token, 0); err != nil {
@@ -192,7 +192,7 @@ func ticketAbandonedGrantPassesOn(t *testing.T, newPair TicketPair) {
 	if _, err := a.Release(t.Context(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
-	res := within(t, 15*time.Second, "the waiter behind the abandoned ticket", behind)
+	res := Within(t, 15*time.Second, "the waiter behind the abandoned ticket", behind)
 	if res.Err != nil {
 		t.Fatalf("waiter behind: %v", res.Err)
 	}
@@ -317,7 +317,7 @@ func ticketClose(t *testing.T, newPair TicketPair) {
 	holder := MustAcquire(t, b, key, locks.AcquireRequest{TTL: time.Minute})
 	gone := openTicket(t, b, key, time.Minute)
 	handed := openTicket(t, b, key, time.Minute)
-	behind := queueBehind(t, b, key, 2)
+	behind := QueueBehind(t, b, key, 2)
 	if err := b.CloseTicket(t.Context(), key, gone.ID, gone.Token); err != nil {
 		t.Fatalf("close: %v", err)
 	}
@@ -334,7 +334,7 @@ func ticketClose(t *testing.T, newPair TicketPair) {
 	if err := b.CloseTicket(t.Context(), key, handed.ID, handed.Token); err != nil {
 		t.Fatalf("close a ticket handed the lock: %v", err)
 	}
-	if res := within(t, 10*time.Second, "the waiter behind", behind); res.Err != nil {
+	if res := Within(t, 10*time.Second, "the waiter behind", behind); res.Err != nil {
 		t.Fatalf("waiter behind: %v", res.Err)
 	}
 }
