@@ -29,6 +29,9 @@ end
 local record = base .. call_id
 local kept = redis.call('GET', record)
 if kept then
+  -- A write of its own, so that a WAIT after this delivery covers what the
+  -- first delivery wrote, whichever connection brought that one.
+  redis.call('PEXPIRE', record, call_ms)
   return cmsgpack.unpack(kept)
 end
 local reply = main()
