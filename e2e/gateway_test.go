@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/internal/contract"
 	"github.com/lockgate/lockgate/internal/gatewaytest"
 	"github.com/lockgate/lockgate/internal/redistest"
 )
@@ -141,7 +142,7 @@ func send(ctx context.Context, method, url, body string, headers ...string) (res
 	if err != nil {
 		return response{}, err
 	}
-	if err := checkResponse(ctx, req, resp.StatusCode, resp.Header, b); err != nil {
+	if err := contract.Check(ctx, req, resp.StatusCode, resp.Header, b); err != nil {
 		return response{}, err
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil

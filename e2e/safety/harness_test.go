@@ -19,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/internal/contract"
 	"github.com/lockgate/lockgate/internal/gatewaytest"
 )
 
@@ -193,7 +194,26 @@ func (c *client) do(ctx context.Context, method, path, body string, headers ...s
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		if cerr := contract.Check(ctx, req, resp.StatusCode, resp.Header, b); cerr != nil {
+			noteBreach(cerr)
+		}
+	}
 	return result{status: resp.StatusCode, header: resp.Header, body: b, err: err}
+}
+
+// breaches are the answers that broke openapi.yaml (contract.Check), for
+// TestMain to fail the run on: the tests here read status codes under
+// faults, and a breach must not pass for an unknown outcome.
+var breaches struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func noteBreach(err error) {
+	breaches.mu.Lock()
+	defer breaches.mu.Unlock()
+	breaches.errs = append(breaches.errs, err)
 }
 
 // grant is a 201 (acquire) or 200 (renew) body.

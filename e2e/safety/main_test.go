@@ -11,6 +11,10 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	removeBinaries()
+	if n := len(breaches.errs); n > 0 {
+		fmt.Fprintf(os.Stderr, "%d answers broke openapi.yaml; the first: %v\n", n, breaches.errs[0])
+		code = 1
+	}
 	if code == 0 {
 		// Every gateway, proxy and client of the suite is stopped by the
 		// cleanups of its test: nothing may be left running.

@@ -1,4 +1,9 @@
-package e2e
+// Package contract checks the gateway's answers against openapi.yaml, for
+// the test suites: a body, status or header the contract does not allow
+// fails the test that got it, so that a generated client's decoder never
+// meets one first. Requests are not checked: many tests send bad ones on
+// purpose.
+package contract
 
 import (
 	"bytes"
@@ -7,6 +12,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -16,23 +23,18 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 )
 
-// Every response the suite receives from a gateway is checked against
-// openapi.yaml (send calls checkResponse): a body, status or header the
-// contract does not allow fails the test that got it, so that a generated
-// client's decoder never meets one first. Requests are not checked: many
-// tests send bad ones on purpose.
-
 var contract struct {
 	once   sync.Once
 	router routers.Router
 	err    error
 }
 
-// contractRouter loads openapi.yaml once.
+// contractRouter loads openapi.yaml once, from the module's root.
 func contractRouter() (routers.Router, error) {
 	contract.once.Do(func() {
+		_, here, _, _ := runtime.Caller(0)
 		loader := openapi3.NewLoader()
-		spec, err := loader.LoadFromFile("../openapi.yaml")
+		spec, err := loader.LoadFromFile(filepath.Join(filepath.Dir(here), "..", "..", "openapi.yaml"))
 		if err != nil {
 			contract.err = fmt.Errorf("openapi.yaml: %w", err)
 			return
@@ -44,10 +46,10 @@ func contractRouter() (routers.Router, error) {
 	return contract.router, contract.err
 }
 
-// checkResponse says how resp, the answer to req, breaks the contract,
-// or nil. A path the spec does not route (a 404 from the router, the
-// metrics and pprof endpoints) is not the contract's.
-func checkResponse(ctx context.Context, req *http.Request, status int, header http.Header, body []byte) error {
+// Check says how an answer (status, header, body) to req breaks the
+// contract, or nil. A path the spec does not route (a 404 from the router,
+// the metrics and pprof endpoints) is not the contract's.
+func Check(ctx context.Context, req *http.Request, status int, header http.Header, body []byte) error {
 	router, err := contractRouter()
 	if err != nil {
 		return err
