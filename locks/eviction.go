@@ -16,43 +16,6 @@ import (
 // Only noeviction, which refuses writes instead, keeps the promise.
 const safePolicy = "noeviction"
 
-// EvictionError means a Redis node may evict keys, live locks included:
-// its maxmemory-policy is not noeviction. The backend must not serve.
-type EvictionError struct {
-	// Policy is the node's maxmemory-policy, e.g. "allkeys-lru".
-	Policy string
-	// Addr is the node that reported it (host:port). It is left out of
-	// Detail: callers of /readyz need not learn the Redis address.
-	Addr string
-}
-
-func (e *EvictionError) Error() string {
-	return e.Detail() + " (Redis at " + e.Addr + ")"
-}
-
-// Detail is the message without the node's address, safe to show a caller.
-func (e *EvictionError) Detail() string {
-	return "Redis maxmemory-policy is " + e.Policy + ": it may evict live locks; set maxmemory-policy " + safePolicy
-}
-
-// PolicyUnknownError means a Redis node refused to say its maxmemory-policy,
-// as managed services that rename or forbid CONFIG do. The node answers, so
-// the backend can serve; whoever runs it must check the policy by other
-// means (the provider's parameter group or console).
-type PolicyUnknownError struct {
-	Addr string
-	// Err is the node's answer to CONFIG GET maxmemory-policy.
-	Err error
-}
-
-func (e *PolicyUnknownError) Error() string {
-	return fmt.Sprintf("Redis %s refused CONFIG GET maxmemory-policy (%v): lockgate cannot tell whether it may evict live locks; "+
-		"make sure maxmemory-policy is %s (on a managed service, in its parameter group or settings), "+
-		"or allow CONFIG GET to the gateway's user", e.Addr, e.Err, safePolicy)
-}
-
-func (e *PolicyUnknownError) Unwrap() error { return e.Err }
-
 // CheckEviction asks every Redis master for its maxmemory-policy. It
 // returns nil when each says noeviction, an *EvictionError when one does
 // not, a *PolicyUnknownError when one refuses to say (and none evicts), and

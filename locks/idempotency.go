@@ -65,31 +65,6 @@ func ValidIdempotencyKey(k string) bool {
 	return true
 }
 
-var (
-	// ErrIdempotencyMismatch means the idempotency key was used with
-	// another request: another TTL, wait, owner label or limit.
-	ErrIdempotencyMismatch = errors.New("idempotency key used for another request")
-	// ErrIdempotencyInProgress means a call with the idempotency key still
-	// runs; errors.As it into an *InProgressError for when to retry.
-	ErrIdempotencyInProgress = errors.New("a call with this idempotency key is in progress")
-	// ErrGrantEnded means the grant of the idempotency key was released or
-	// its lease ended; the key is still remembered. Acquire with a new key.
-	ErrGrantEnded = errors.New("the grant of this idempotency key has ended")
-)
-
-// InProgressError is returned while the first call with a key still runs.
-type InProgressError struct {
-	// RetryAfter is a good time to wait before trying again.
-	RetryAfter time.Duration
-}
-
-func (e *InProgressError) Error() string {
-	return fmt.Sprintf("a call with this idempotency key is in progress, retry after %s", e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrIdempotencyInProgress) true.
-func (e *InProgressError) Is(target error) bool { return target == ErrIdempotencyInProgress }
-
 // idemRetry is the longest RetryAfter of an *InProgressError: the first
 // call may wait for minutes, and its retries should learn the outcome soon
 // after it is known.

@@ -2,7 +2,6 @@ package locks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -261,77 +260,10 @@ func (info *Info) describe() {
 	info.Lease, info.Subject, info.Owner, info.AcquiredAt, info.Holds, info.HoldIDs = h.Lease, h.Subject, h.Owner, h.AcquiredAt, h.Holds, h.HoldIDs
 }
 
-var (
-	// ErrHeld means the lock is held by someone else; errors.As it into a
-	// *HeldError for the holder's remaining TTL.
-	ErrHeld = errors.New("lock held")
-	// ErrNotHolder means the token does not hold the lock: it was released,
-	// it expired, or another grant holds the lock now.
-	ErrNotHolder = errors.New("not the lock holder")
-	// ErrNotHeld means nobody holds the lock.
-	ErrNotHeld = errors.New("lock not held")
-	// ErrInvalid means the arguments were invalid.
-	ErrInvalid = errors.New("invalid argument")
-	// ErrUnavailable means the backend failed or did not answer in time. The
-	// outcome of the operation is unknown to the caller.
-	ErrUnavailable = errors.New("lock backend unavailable")
-)
-
-// Reason says why a token holds nothing (see NotHolderError).
-type Reason string
-
-// The reasons.
-const (
-	// ReasonReleased: the grant was released.
-	ReasonReleased Reason = "released"
-	// ReasonExpired: the grant's lease ended without a release.
-	ReasonExpired Reason = "expired"
-	// ReasonUnknown: the token was never granted, or its grant ended
-	// longer ago than the backend remembers (RecordTTL).
-	ReasonUnknown Reason = "unknown"
-)
-
 // RecordTTL is how long the backends remember a grant after its lease
 // ends, or after its release: within it, a repeated release succeeds again
 // (changing nothing), and a renew or release that fails says why.
 const RecordTTL = 60 * time.Second
-
-// NotHolderError is ErrNotHolder with the reason the token holds nothing.
-type NotHolderError struct {
-	Reason Reason
-}
-
-func (e *NotHolderError) Error() string { return "not the holder (" + string(e.Reason) + ")" }
-
-// Is makes errors.Is(err, ErrNotHolder) true.
-func (e *NotHolderError) Is(target error) bool { return target == ErrNotHolder }
-
-// HeldError is returned by Acquire when the lock is held.
-type HeldError struct {
-	// RetryAfter is the remaining TTL of the current holder.
-	RetryAfter time.Duration
-	// SharedFull, when above 0, says that the lock is held shared by
-	// SharedFull holders, the most it may have (MaxSharedHolders), and that
-	// this is why a shared request that does not wait was refused;
-	// RetryAfter is then when the soonest of their leases ends.
-	SharedFull int
-}
-
-func (e *HeldError) Error() string {
-	if e.SharedFull > 0 {
-		return fmt.Sprintf("lock held by %d shared holders, its most, retry after %s", e.SharedFull, e.RetryAfter)
-	}
-	return fmt.Sprintf("lock held, retry after %s", e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrHeld) true.
-func (e *HeldError) Is(target error) bool { return target == ErrHeld }
-
-// unavailable wraps a backend failure so that it matches ErrUnavailable and
-// still unwraps to its cause.
-func unavailable(op string, what fmt.Stringer, cause error) error {
-	return fmt.Errorf("%s %s: %w: %w", op, what, ErrUnavailable, cause)
-}
 
 // Backend is a Locker that a process owns: it can report whether it can
 // reach its store, and must be closed when the process is done with it.

@@ -2,7 +2,6 @@ package locks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -72,39 +71,3 @@ type Holder struct {
 	// each Reenter's Grant.Hold. Empty for a permit.
 	HoldIDs []string
 }
-
-var (
-	// ErrFull means every permit of the semaphore is taken; errors.As it
-	// into a *FullError for when the soonest lease ends.
-	ErrFull = errors.New("semaphore full")
-	// ErrLimitMismatch means the semaphore is in use with another limit;
-	// errors.As it into a *LimitMismatchError for that limit.
-	ErrLimitMismatch = errors.New("semaphore limit mismatch")
-)
-
-// FullError is returned by AcquirePermit when every permit is taken.
-type FullError struct {
-	// RetryAfter is the time until the soonest lease ends.
-	RetryAfter time.Duration
-}
-
-func (e *FullError) Error() string {
-	return fmt.Sprintf("semaphore full, retry after %s", e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrFull) true.
-func (e *FullError) Is(target error) bool { return target == ErrFull }
-
-// LimitMismatchError is returned by AcquirePermit for a limit other than
-// the one in force.
-type LimitMismatchError struct {
-	// Limit is the limit in force.
-	Limit int
-}
-
-func (e *LimitMismatchError) Error() string {
-	return fmt.Sprintf("semaphore in use with limit %d", e.Limit)
-}
-
-// Is makes errors.Is(err, ErrLimitMismatch) true.
-func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMismatch }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"errors"
 	"time"
 )
 
@@ -55,11 +54,6 @@ type TicketState struct {
 	// Liveness is how long the ticket stays queued without another poll.
 	Liveness time.Duration
 }
-
-// ErrTicketNotFound means there is no such ticket for this token: it was
-// never made, it left, it was not polled in time, its wait ran out, its
-// grant ended, or the token is another's.
-var ErrTicketNotFound = errors.New("no such ticket")
 
 // ticketIDLabel keeps ticket ids apart from every other use of a token.
 const ticketIDLabel = "lockgate ticket id v1\x00"
