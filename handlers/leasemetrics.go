@@ -93,21 +93,23 @@ func (m *leaseMetrics) released(kind string, err error) {
 	}
 }
 
+// renewReasons are the reasons of failed renewals, by their error's code;
+// any other code is reasonError.
+var renewReasons = map[locks.Code]string{
+	locks.CodeNotHolder:   reasonNotHolder,
+	locks.CodeInvalid:     reasonInvalid,
+	locks.CodeUnavailable: reasonUnavailable,
+	locks.CodeCancelled:   reasonCancelled,
+}
+
 // renewFailed counts a renewal of kind that failed with err.
 func (m *leaseMetrics) renewFailed(kind string, err error) {
-	reason := reasonError
-	switch {
-	case errors.Is(err, locks.ErrNotHolder):
-		reason = reasonNotHolder
-		if expired(err) {
-			m.expired.WithLabelValues(kind, "renew").Inc()
-		}
-	case errors.Is(err, locks.ErrInvalid):
-		reason = reasonInvalid
-	case errors.Is(err, locks.ErrUnavailable):
-		reason = reasonUnavailable
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		reason = reasonCancelled
+	reason, ok := renewReasons[locks.ErrorCode(err)]
+	if !ok {
+		reason = reasonError
+	}
+	if reason == reasonNotHolder && expired(err) {
+		m.expired.WithLabelValues(kind, "renew").Inc()
 	}
 	m.renewals.WithLabelValues(kind, reason).Inc()
 }

@@ -17,10 +17,8 @@ import (
 	"github.com/lockgate/lockgate/middleware"
 )
 
-// problem is one row of the error table: which errors it covers, and what
-// the caller sees for them.
+// problem is what the caller sees for one kind of error.
 type problem struct {
-	match  error
 	status int
 	code   ProblemCode
 	title  string
@@ -39,55 +37,66 @@ type problem struct {
 // reaches a response body.
 type detailer interface{ Detail() string }
 
-// problems is the one table that maps errors to responses. The first row
-// whose match is errors.Is the error wins; anything else is a 500.
-var problems = []problem{
-	{match: locks.ErrHeld, status: http.StatusConflict, code: ProblemCodeLockHeld, title: "Lock held",
+// engineProblems maps each code of the lock engine's errors (locks.ErrorCode)
+// to its answer. A code that is not here is a 500.
+var engineProblems = map[locks.Code]problem{
+	locks.CodeHeld: {status: http.StatusConflict, code: ProblemCodeLockHeld, title: "Lock held",
 		detail: "someone else holds the lock", header: retryAfterHeld, extend: lockHeld},
-	{match: locks.ErrLimitMismatch, status: http.StatusConflict, code: ProblemCodeLimitMismatch, title: "Limit mismatch",
+	locks.CodeLimitMismatch: {status: http.StatusConflict, code: ProblemCodeLimitMismatch, title: "Limit mismatch",
 		detail: "the semaphore is in use with another limit", extend: limitMismatch},
-	{match: locks.ErrFull, status: http.StatusConflict, code: ProblemCodeSemaphoreFull, title: "Semaphore full",
+	locks.CodeFull: {status: http.StatusConflict, code: ProblemCodeSemaphoreFull, title: "Semaphore full",
 		detail: "every permit of the semaphore is taken", header: retryAfterFull, extend: semaphoreFull},
-	{match: locks.ErrIdempotencyMismatch, status: http.StatusUnprocessableEntity, code: ProblemCodeIdempotencyKeyMismatch, title: "Idempotency key mismatch",
+	locks.CodeIdempotencyMismatch: {status: http.StatusUnprocessableEntity, code: ProblemCodeIdempotencyKeyMismatch, title: "Idempotency key mismatch",
 		detail: "this Idempotency-Key was used for a request with another body; nothing was acquired: send the first body, or use a new key"},
-	{match: locks.ErrIdempotencyInProgress, status: http.StatusConflict, code: ProblemCodeIdempotencyInProgress, title: "Idempotent request in progress",
+	locks.CodeIdempotencyInProgress: {status: http.StatusConflict, code: ProblemCodeIdempotencyInProgress, title: "Idempotent request in progress",
 		detail: "a call with this Idempotency-Key is still running (waiting, perhaps); ask again after Retry-After", header: retryAfterInProgress, extend: inProgress},
-	{match: locks.ErrGrantEnded, status: http.StatusConflict, code: ProblemCodeGrantEnded, title: "Grant ended",
+	locks.CodeGrantEnded: {status: http.StatusConflict, code: ProblemCodeGrantEnded, title: "Grant ended",
 		detail: "the grant of this Idempotency-Key was released or its lease ended; to acquire again, use a new key"},
-	{match: locks.ErrNotHolder, status: http.StatusConflict, code: ProblemCodeNotHolder, title: "Not the holder",
+	locks.CodeNotHolder: {status: http.StatusConflict, code: ProblemCodeNotHolder, title: "Not the holder",
 		detail: "the Lock-Token does not hold this lock: it was released, it expired, or someone else holds the lock now", extend: notHolder},
-	{match: locks.ErrTicketNotFound, status: http.StatusNotFound, code: ProblemCodeNotFound, title: "Ticket not found",
+	locks.CodeTicketNotFound: {status: http.StatusNotFound, code: ProblemCodeNotFound, title: "Ticket not found",
 		detail: "no such ticket: its wait ran out, it was not polled in time, it was closed, its grant ended, or the Ticket-Token is not its token"},
-	{match: locks.ErrNotHeld, status: http.StatusNotFound, code: ProblemCodeNotHeld, title: "Lock not held",
+	locks.CodeNotHeld: {status: http.StatusNotFound, code: ProblemCodeNotHeld, title: "Lock not held",
 		detail: "nobody holds this lock"},
-	{match: locks.ErrInvalid, status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
+	locks.CodeInvalid: {status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
 		detail: "the request is invalid"},
-	{match: errInvalidRequest, status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
-		detail: "the request is invalid"},
-	{match: errTooLarge, status: http.StatusRequestEntityTooLarge, code: ProblemCodePayloadTooLarge, title: "Payload too large",
-		detail: "the request body is larger than " + strconv.Itoa(MaxBodyBytes>>10) + " KiB"},
-	{match: errTooManyWaiters, status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many waiters",
-		detail: "the gateway is at its limit of waiting acquirers; nothing was changed: retry later, or without wait_ms", header: retryAfter1},
-	{match: middleware.ErrTooManyRequests, status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many requests",
-		detail: "this subject is over its share of the gateway; retry later", header: rateLimitHeaders},
-	{match: middleware.ErrUnauthenticated, status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",
-		detail: "a valid bearer token is required", header: wwwAuthenticate},
-	{match: middleware.ErrForbidden, status: http.StatusForbidden, code: ProblemCodeForbidden, title: "Forbidden",
-		detail: "the token does not grant this namespace"},
-	{match: errNotFound, status: http.StatusNotFound, code: ProblemCodeNotFound, title: "Not found",
-		detail: "no such route; see /openapi.yaml"},
-	{match: errMethodNotAllowed, status: http.StatusMethodNotAllowed, code: ProblemCodeMethodNotAllowed, title: "Method not allowed",
-		detail: "this path does not support the method; see the Allow header"},
-	{match: errDraining, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Shutting down",
-		detail: "the gateway is shutting down; retry, and you will reach another instance or this one restarted", header: retryAfter1},
-	{match: locks.ErrUnavailable, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Backend unavailable",
+	locks.CodeUnavailable: {status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Backend unavailable",
 		detail: "the lock backend did not answer in time; the outcome of the call is unknown", detailOf: unavailableDetail, header: retryAfter1},
-	// A caller that left gets no answer (see clientLeft). These rows are a
-	// cancellation or deadline the caller did not cause: the gateway's own.
-	{match: context.Canceled, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request cancelled",
+	// A caller that left gets no answer (see clientLeft). This is a
+	// cancellation the caller did not cause: the gateway's own.
+	locks.CodeCancelled: {status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request cancelled",
 		detail: "the request was cancelled before it completed", header: retryAfter1},
-	{match: context.DeadlineExceeded, status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request timed out",
-		detail: "the request did not complete in time", header: retryAfter1},
+}
+
+// timedOut is the answer to a call that ran out of its gateway's own time
+// (locks.CodeCancelled from a deadline).
+var timedOut = problem{status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Request timed out",
+	detail: "the request did not complete in time", header: retryAfter1}
+
+// gatewayProblems are the answers to the gateway's own errors, which never
+// wrap an engine error: the first whose error matches (errors.Is) wins.
+var gatewayProblems = []struct {
+	match error
+	problem
+}{
+	{errInvalidRequest, problem{status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
+		detail: "the request is invalid"}},
+	{errTooLarge, problem{status: http.StatusRequestEntityTooLarge, code: ProblemCodePayloadTooLarge, title: "Payload too large",
+		detail: "the request body is larger than " + strconv.Itoa(MaxBodyBytes>>10) + " KiB"}},
+	{errTooManyWaiters, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many waiters",
+		detail: "the gateway is at its limit of waiting acquirers; nothing was changed: retry later, or without wait_ms", header: retryAfter1}},
+	{middleware.ErrTooManyRequests, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many requests",
+		detail: "this subject is over its share of the gateway; retry later", header: rateLimitHeaders}},
+	{middleware.ErrUnauthenticated, problem{status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",
+		detail: "a valid bearer token is required", header: wwwAuthenticate}},
+	{middleware.ErrForbidden, problem{status: http.StatusForbidden, code: ProblemCodeForbidden, title: "Forbidden",
+		detail: "the token does not grant this namespace"}},
+	{errNotFound, problem{status: http.StatusNotFound, code: ProblemCodeNotFound, title: "Not found",
+		detail: "no such route; see /openapi.yaml"}},
+	{errMethodNotAllowed, problem{status: http.StatusMethodNotAllowed, code: ProblemCodeMethodNotAllowed, title: "Method not allowed",
+		detail: "this path does not support the method; see the Allow header"}},
+	{errDraining, problem{status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Shutting down",
+		detail: "the gateway is shutting down; retry, and you will reach another instance or this one restarted", header: retryAfter1}},
 }
 
 var internalProblem = problem{status: http.StatusInternalServerError, code: ProblemCodeInternal, title: "Internal error",
@@ -120,11 +129,19 @@ func (e *forbiddenError) Detail() string {
 }
 func (e *forbiddenError) Is(target error) bool { return target == middleware.ErrForbidden }
 
+// lookup is the one place that decides what an error answers.
 func lookup(err error) problem {
-	for _, p := range problems {
-		if errors.Is(err, p.match) {
-			return p
+	for _, g := range gatewayProblems {
+		if errors.Is(err, g.match) {
+			return g.problem
 		}
+	}
+	code := locks.ErrorCode(err)
+	if code == locks.CodeCancelled && errors.Is(err, context.DeadlineExceeded) {
+		return timedOut
+	}
+	if p, ok := engineProblems[code]; ok {
+		return p
 	}
 	return internalProblem
 }
@@ -175,7 +192,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var d detailer
 	if errors.As(err, &d) {
 		body.Detail = d.Detail()
-	} else if errors.Is(err, locks.ErrInvalid) {
+	} else if locks.ErrorCode(err) == locks.CodeInvalid {
 		// The engine's own words: it validates arguments and never wraps
 		// anything but its own messages in ErrInvalid.
 		body.Detail = err.Error()

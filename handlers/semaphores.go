@@ -66,7 +66,7 @@ func (s *Server) permitCall(key locks.Key, wait time.Duration) grantCall {
 		wait:     wait,
 		release:  (*Server).releasePermit,
 		outcomes: s.metrics.semAcquires,
-		outcome:  semaphoreOutcome,
+		outcome:  acquireOutcome,
 	}
 }
 
@@ -89,16 +89,6 @@ const (
 	outcomeFull          = "full"           // every permit taken, and the caller did not wait or waited in vain
 	outcomeLimitMismatch = "limit_mismatch" // the semaphore is in use with another limit
 )
-
-func semaphoreOutcome(err error) string {
-	switch {
-	case errors.Is(err, locks.ErrFull):
-		return outcomeFull
-	case errors.Is(err, locks.ErrLimitMismatch):
-		return outcomeLimitMismatch
-	}
-	return acquireOutcome(err)
-}
 
 // VisitAcquireSemaphoreResponse implements AcquireSemaphoreResponseObject:
 // a permit is delivered, or given back, as a lock's grant is.

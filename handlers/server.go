@@ -255,18 +255,23 @@ func grantMode(m locks.Mode) *GrantMode {
 	return &exclusiveGrant
 }
 
+// acquireOutcomes are the outcome labels of failed acquires, locks' and
+// semaphores', by their error's code; any other code is outcomeError.
+var acquireOutcomes = map[locks.Code]string{
+	locks.CodeHeld:                  outcomeHeld,
+	locks.CodeFull:                  outcomeFull,
+	locks.CodeLimitMismatch:         outcomeLimitMismatch,
+	locks.CodeInvalid:               outcomeInvalid,
+	locks.CodeIdempotencyMismatch:   outcomeRetryRefused,
+	locks.CodeIdempotencyInProgress: outcomeRetryRefused,
+	locks.CodeGrantEnded:            outcomeRetryRefused,
+	locks.CodeCancelled:             outcomeCancelled,
+}
+
+// acquireOutcome is the outcome label of an acquire that failed with err.
 func acquireOutcome(err error) string {
-	switch {
-	case errors.Is(err, locks.ErrHeld):
-		return outcomeHeld
-	case errors.Is(err, locks.ErrInvalid):
-		return outcomeInvalid
-	case errors.Is(err, locks.ErrIdempotencyMismatch), errors.Is(err, locks.ErrIdempotencyInProgress), errors.Is(err, locks.ErrGrantEnded):
-		return outcomeRetryRefused
-	case errors.Is(err, locks.ErrUnavailable):
-		return outcomeError
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return outcomeCancelled
+	if o, ok := acquireOutcomes[locks.ErrorCode(err)]; ok {
+		return o
 	}
 	return outcomeError
 }
