@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -45,35 +44,25 @@ func startSpan(ctx context.Context, tracer trace.Tracer, name string, key locks.
 	return tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
 
-// end records err's outcome on span, by its kind: the text of an error may
-// name a Redis address, and tells a trace reader nothing the kind does not.
+// spanOutcomes are the "lockgate.outcome" values that differ from the
+// engine's code of the error (locks.ErrorCode): a full semaphore is held,
+// as a held lock is, and a call without an error is ok.
+var spanOutcomes = map[locks.Code]string{
+	locks.CodeOK:       "ok",
+	locks.CodeFull:     "held",
+	locks.CodeInternal: "error",
+}
+
+// end records err's outcome on span, by its code: the text of an error may
+// name a Redis address, and tells a trace reader nothing the code does not.
+// A failure of the backend, or of the gateway, marks the span an error.
 func end(span trace.Span, err error) {
-	outcome := "ok"
-	switch {
-	case err == nil:
-	case errors.Is(err, locks.ErrHeld), errors.Is(err, locks.ErrFull):
-		outcome = "held"
-	case errors.Is(err, locks.ErrNotHolder):
-		outcome = "not_holder"
-	case errors.Is(err, locks.ErrNotHeld):
-		outcome = "not_held"
-	case errors.Is(err, locks.ErrLimitMismatch):
-		outcome = "limit_mismatch"
-	case errors.Is(err, locks.ErrIdempotencyMismatch):
-		outcome = "idempotency_key_mismatch"
-	case errors.Is(err, locks.ErrIdempotencyInProgress):
-		outcome = "idempotency_in_progress"
-	case errors.Is(err, locks.ErrGrantEnded):
-		outcome = "grant_ended"
-	case errors.Is(err, locks.ErrInvalid):
-		outcome = "invalid"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		outcome = "cancelled"
-	case errors.Is(err, locks.ErrUnavailable):
-		outcome = "unavailable"
-		span.SetStatus(codes.Error, outcome)
-	default:
-		outcome = "error"
+	code := locks.ErrorCode(err)
+	outcome, ok := spanOutcomes[code]
+	if !ok {
+		outcome = string(code)
+	}
+	if code == locks.CodeUnavailable || code == locks.CodeInternal {
 		span.SetStatus(codes.Error, outcome)
 	}
 	span.SetAttributes(attribute.String("lockgate.outcome", outcome))

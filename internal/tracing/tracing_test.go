@@ -1,8 +1,17 @@
 package tracing
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/lockgate/lockgate/locks"
 )
 
 func TestFromEnv(t *testing.T) {
@@ -49,5 +58,39 @@ func TestParseHeaders(t *testing.T) {
 	}
 	if _, err := parseHeaders("secret-value-no-key"); err == nil || strings.Contains(err.Error(), "secret-value") {
 		t.Fatalf("got %v, want an error that does not echo the pair", err)
+	}
+}
+
+// TestSpanOutcome: a span says how its call ended in the engine's words,
+// and only a failure of the backend or the gateway marks it an error.
+func TestSpanOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		outcome string
+		isError bool
+	}{
+		{nil, "ok", false},
+		{&locks.HeldError{}, "held", false},
+		{&locks.FullError{}, "held", false},
+		{&locks.NotHolderError{Reason: locks.ReasonExpired}, "not_holder", false},
+		{locks.ErrTicketNotFound, "ticket_not_found", false},
+		{fmt.Errorf("%w: ttl", locks.ErrInvalid), "invalid", false},
+		{context.Canceled, "cancelled", false},
+		{fmt.Errorf("acquire: %w: %w", locks.ErrUnavailable, context.DeadlineExceeded), "unavailable", true},
+		{errors.New("boom"), "error", true},
+	} {
+		rec := tracetest.NewSpanRecorder()
+		_, span := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t").Start(t.Context(), "call")
+		end(span, tc.err)
+		s := rec.Ended()[0]
+		var got string
+		for _, a := range s.Attributes() {
+			if a.Key == "lockgate.outcome" {
+				got = a.Value.AsString()
+			}
+		}
+		if got != tc.outcome || (s.Status().Code == codes.Error) != tc.isError {
+			t.Errorf("%v: got outcome %q, error status %v; want %q, %v", tc.err, got, s.Status().Code == codes.Error, tc.outcome, tc.isError)
+		}
 	}
 }
