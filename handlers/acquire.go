@@ -12,31 +12,68 @@ import (
 	"github.com/lockgate/lockgate/middleware"
 )
 
-// grantCall is one kind of grant the gateway hands out (a lock, a
-// semaphore's permit): how to ask the engine for it, how to give it back,
-// and how to count the outcome.
+// grantor is one kind of grant the gateway hands out (a lock, a
+// semaphore's permit): how to ask the engine for one, and how to give one
+// back.
+type grantor interface {
+	// noun names the kind in errors and logs: "lock", "semaphore".
+	noun() string
+	acquire(ctx context.Context, c grantCall) (locks.Grant, error)
+	release(ctx context.Context, key locks.Key, token string) error
+}
+
+// lockGrantor hands out locks.
+type lockGrantor struct{ backend locks.Backend }
+
+func (lockGrantor) noun() string { return "lock" }
+
+func (g lockGrantor) acquire(ctx context.Context, c grantCall) (locks.Grant, error) {
+	if c.idemKey != "" {
+		return g.backend.AcquireOnce(ctx, c.key, c.req, c.idemKey)
+	}
+	return g.backend.Acquire(ctx, c.key, c.req)
+}
+
+func (g lockGrantor) release(ctx context.Context, key locks.Key, token string) error {
+	_, err := g.backend.Release(ctx, key, token)
+	return err
+}
+
+// permitGrantor hands out semaphores' permits.
+type permitGrantor struct{ backend locks.Backend }
+
+func (permitGrantor) noun() string { return "semaphore" }
+
+func (g permitGrantor) acquire(ctx context.Context, c grantCall) (locks.Grant, error) {
+	sr := locks.SemaphoreRequest{AcquireRequest: c.req, Limit: c.limit}
+	if c.idemKey != "" {
+		return g.backend.AcquirePermitOnce(ctx, c.key, sr, c.idemKey)
+	}
+	return g.backend.AcquirePermit(ctx, c.key, sr)
+}
+
+func (g permitGrantor) release(ctx context.Context, key locks.Key, token string) error {
+	return g.backend.ReleasePermit(ctx, key, token)
+}
+
+// grantCall is one request for a grant: what to ask of which grantor, and
+// where to count its outcome.
 type grantCall struct {
-	kind string // for errors and logs: "lock", "semaphore"
-	key  locks.Key
-	wait time.Duration
+	grantor grantor // s.locks or s.permits: set once, so a call allocates none
+	key     locks.Key
+	wait    time.Duration
 	// req, limit and idemKey are what acquire asks for: limit is a
 	// semaphore's, idemKey the call's Idempotency-Key or "".
-	req     locks.AcquireRequest
-	limit   int
-	idemKey string
-	// acquire and release are methods of Server, such as
-	// (*Server).acquireLock: functions that capture nothing cost no
-	// allocation per call, as closures over the request did.
-	acquire  func(s *Server, ctx context.Context, c grantCall) (locks.Grant, error)
-	release  func(s *Server, ctx context.Context, c grantCall, token string) error
+	req      locks.AcquireRequest
+	limit    int
+	idemKey  string
 	outcomes *outcomeVec
-	outcome  func(err error) string
 	// keep keeps a grant whose caller left before receiving it, instead of
 	// releasing it: a retry with its Idempotency-Key will receive it.
 	keep bool
 }
 
-// obtain runs c.acquire with the gateway's rules around waiting: the
+// obtain runs c.grantor.acquire with the gateway's rules around waiting: the
 // subject's and the gateway's caps on waiters (--subject-max-waiters,
 // --max-waiters), the end of waits when the gateway drains, and the
 // release of a grant whose caller left before receiving it.
@@ -61,27 +98,27 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		w, err := s.cfg.Subjects.StartWait(claims)
 		if err != nil {
 			c.outcomes.WithLabelValues(outcomeRefused).Inc()
-			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, err)
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), c.key, err)
 		}
 		defer w.Done()
 		if s.waiting.Add(1) > int64(s.cfg.MaxWaiters) {
 			s.waiting.Add(-1)
 			c.outcomes.WithLabelValues(outcomeRefused).Inc()
-			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, errTooManyWaiters)
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), c.key, errTooManyWaiters)
 		}
 		defer s.waiting.Add(-1)
 		s.metrics.waiters.Inc()
 	}
 	start := time.Now()
-	grant, err := c.acquire(s, waitCtx, c)
+	grant, err := c.grantor.acquire(waitCtx, c)
 	if c.wait > 0 {
 		s.metrics.waiters.Dec()
 		s.metrics.wait.Observe(time.Since(start).Seconds())
 	}
 	if err != nil {
-		c.outcomes.WithLabelValues(c.outcome(err)).Inc()
+		c.outcomes.WithLabelValues(acquireOutcome(err)).Inc()
 		if ctx.Err() == nil && errors.Is(context.Cause(waitCtx), errDraining) {
-			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, errDraining)
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), c.key, errDraining)
 		}
 		return locks.Grant{}, err
 	}
@@ -91,7 +128,7 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		// until its lease ends.
 		s.undelivered(ctx, c, grant.Token)
 		c.outcomes.WithLabelValues(outcomeCancelled).Inc()
-		return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.kind, c.key, ctx.Err())
+		return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), c.key, ctx.Err())
 	}
 	if grant.Replayed {
 		c.outcomes.WithLabelValues(outcomeReplayed).Inc()
@@ -109,22 +146,22 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 // receive it.
 func (s *Server) undelivered(ctx context.Context, c grantCall, token string) {
 	if c.keep {
-		zerolog.Ctx(ctx).Info().Str(c.kind, c.key.String()).
+		zerolog.Ctx(ctx).Info().Str(c.grantor.noun(), c.key.String()).
 			Msg("kept a grant whose caller left before receiving it, for a retry with its Idempotency-Key")
 		return
 	}
-	s.giveBack(ctx, c, token)
+	s.giveBack(ctx, c.grantor, c.key, token)
 }
 
 // giveBack frees a grant its caller never received. It runs when the
 // request's context may be done, so it has its own short deadline.
-func (s *Server) giveBack(ctx context.Context, c grantCall, token string) {
+func (s *Server) giveBack(ctx context.Context, g grantor, key locks.Key, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
 	log := zerolog.Ctx(ctx)
-	if err := c.release(s, ctx, c, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
-		log.Warn().Err(err).Str(c.kind, c.key.String()).Msg("release of an undelivered grant failed; its lease will end it")
+	if err := g.release(ctx, key, token); err != nil && !errors.Is(err, locks.ErrNotHolder) {
+		log.Warn().Err(err).Str(g.noun(), key.String()).Msg("release of an undelivered grant failed; its lease will end it")
 		return
 	}
-	log.Info().Str(c.kind, c.key.String()).Msg("released a grant whose caller left before receiving it")
+	log.Info().Str(g.noun(), key.String()).Msg("released a grant whose caller left before receiving it")
 }

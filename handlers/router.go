@@ -30,7 +30,7 @@ func NewServer(cfg Config) (*Server, error) {
 	case cfg.DefaultTTL > cfg.MaxTTL:
 		return nil, fmt.Errorf("the default TTL (%s) is longer than the max TTL (%s)", cfg.DefaultTTL, cfg.MaxTTL)
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, locks: lockGrantor{cfg.Backend}, permits: permitGrantor{cfg.Backend}}
 	s.draining, s.drain = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -37,9 +37,16 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
-	c := s.permitCall(key, ar.Wait)
-	c.req, c.limit, c.idemKey, c.keep = ar, b.Limit, idemKey, idemKey != ""
-	c.acquire = (*Server).acquirePermit
+	c := grantCall{
+		grantor:  s.permits,
+		key:      key,
+		wait:     ar.Wait,
+		req:      ar,
+		limit:    b.Limit,
+		idemKey:  idemKey,
+		keep:     idemKey != "",
+		outcomes: s.metrics.semAcquires,
+	}
 	grant, err := s.obtain(ctx, c)
 	if err != nil {
 		return nil, err
@@ -56,32 +63,6 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		},
 		release: func() { s.undelivered(ctx, c, grant.Token) },
 	}, nil
-}
-
-// permitCall is a grantCall for a permit of key, without its acquire.
-func (s *Server) permitCall(key locks.Key, wait time.Duration) grantCall {
-	return grantCall{
-		kind:     "semaphore",
-		key:      key,
-		wait:     wait,
-		release:  (*Server).releasePermit,
-		outcomes: s.metrics.semAcquires,
-		outcome:  acquireOutcome,
-	}
-}
-
-// acquirePermit is the grantCall.acquire of a semaphore's permit.
-func (s *Server) acquirePermit(ctx context.Context, c grantCall) (locks.Grant, error) {
-	sr := locks.SemaphoreRequest{AcquireRequest: c.req, Limit: c.limit}
-	if c.idemKey != "" {
-		return s.cfg.Backend.AcquirePermitOnce(ctx, c.key, sr, c.idemKey)
-	}
-	return s.cfg.Backend.AcquirePermit(ctx, c.key, sr)
-}
-
-// releasePermit is the grantCall.release of a semaphore's permit.
-func (s *Server) releasePermit(ctx context.Context, c grantCall, token string) error {
-	return s.cfg.Backend.ReleasePermit(ctx, c.key, token)
 }
 
 // Semaphore acquire outcomes besides those of locks.

@@ -93,6 +93,8 @@ type Server struct {
 	waiting atomic.Int64
 	// ticketWaiters counts open tickets against their subjects' caps.
 	ticketWaiters ticketWaiters
+	// locks and permits are the grantors of grantCalls.
+	locks, permits grantor
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -147,16 +149,13 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		}
 	}
 	c := grantCall{
-		kind:     "lock",
+		grantor:  s.locks,
 		key:      key,
 		wait:     ar.Wait,
 		req:      ar,
 		idemKey:  idemKey,
 		keep:     idemKey != "",
-		acquire:  (*Server).acquireLock,
-		release:  (*Server).releaseLock,
 		outcomes: s.metrics.acquires,
-		outcome:  acquireOutcome,
 	}
 	grant, err := s.obtain(ctx, c)
 	if err != nil {
@@ -167,20 +166,6 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	g := &lockGranted{s: s, ctx: ctx, c: c, grant: grant}
 	g.body = grantBody(key, &g.grant, ar.Mode)
 	return g, nil
-}
-
-// acquireLock is the grantCall.acquire of a lock.
-func (s *Server) acquireLock(ctx context.Context, c grantCall) (locks.Grant, error) {
-	if c.idemKey != "" {
-		return s.cfg.Backend.AcquireOnce(ctx, c.key, c.req, c.idemKey)
-	}
-	return s.cfg.Backend.Acquire(ctx, c.key, c.req)
-}
-
-// releaseLock is the grantCall.release of a lock.
-func (s *Server) releaseLock(ctx context.Context, c grantCall, token string) error {
-	_, err := s.cfg.Backend.Release(ctx, c.key, token)
-	return err
 }
 
 // grantBody is the body that tells the caller of grant g of key.

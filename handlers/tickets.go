@@ -101,8 +101,7 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 	}
 	if g := st.Grant; g != nil {
 		s.metrics.acquires.granted.Inc()
-		c := grantCall{kind: "lock", key: key, release: (*Server).releaseLock}
-		return granted{body: grantBody(key, g, ar.Mode), release: func() { s.giveBack(ctx, c, g.Token) }}, nil
+		return granted{body: grantBody(key, g, ar.Mode), release: func() { s.giveBack(ctx, s.locks, key, g.Token) }}, nil
 	}
 	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()
 	return ticketQueued{
