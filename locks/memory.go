@@ -196,37 +196,60 @@ func (m *Memory) Acquire(ctx context.Context, key Key, req AcquireRequest) (Gran
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
+	return m.await(ctx, memLocks{m}, key, req)
+}
+
+// memQueue is what callers of the embedded backend wait for: a lock
+// (memLocks) or a semaphore's permit (memPermits). await is the one wait
+// loop of both.
+type memQueue interface {
+	// try grants w at once, queues it (queued), or refuses it (err).
+	try(key Key, w *memWaiter) (g Grant, queued bool, err error)
+	// leave takes w out of the queue; if a grant was handed to w first,
+	// it returns it (handed).
+	leave(key Key, w *memWaiter) (g Grant, handed bool)
+	// refusal is the error of a wait that ran out.
+	refusal(key Key) error
+	// release ends a grant nobody will receive.
+	release(ctx context.Context, key Key, token string)
+	// what names the resource in errors: "" for a lock, "semaphore ".
+	what() string
+}
+
+// await asks q for a grant of key, and waits up to req.Wait for one to be
+// handed over.
+func (m *Memory) await(ctx context.Context, q memQueue, key Key, req AcquireRequest) (Grant, error) {
 	token := newToken()
 	deadline := time.NewTimer(req.Wait)
 	defer deadline.Stop()
 	for {
 		w := &memWaiter{token: token, req: req, handed: make(chan Grant, 1)}
-		grant, held, queued := m.tryAcquire(key, w)
+		g, queued, err := q.try(key, w)
+		if err != nil {
+			return Grant{}, err
+		}
 		if !queued {
-			if held != nil {
-				return Grant{}, held
-			}
-			return m.deliver(ctx, key, grant)
+			return deliver(ctx, q, key, g)
 		}
 		select {
 		case g := <-w.handed:
 			if g = handedOver(g); g.TTL > 0 {
-				return m.deliver(ctx, key, g)
+				return deliver(ctx, q, key, g)
 			}
 			// The lease ran out before this goroutine ran: never hand out a
 			// dead lease; queue again.
 		case <-deadline.C:
-			if g, handed := m.leave(key, w); handed {
+			if g, handed := q.leave(key, w); handed {
 				if g = handedOver(g); g.TTL > 0 {
-					return m.deliver(ctx, key, g) // handed over as the wait ran out
+					return deliver(ctx, q, key, g) // handed over as the wait ran out
 				}
 			}
-			return m.heldError(key)
+			return Grant{}, q.refusal(key)
 		case <-ctx.Done():
-			if g, handed := m.leave(key, w); handed {
-				m.Release(context.WithoutCancel(ctx), key, g.Token)
+			if g, handed := q.leave(key, w); handed {
+				q.release(context.WithoutCancel(ctx), key, g.Token)
 			}
-			return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
+			return Grant{}, fmt.Errorf("acquire %s%s: %w", q.what(), key, ctx.Err())
 		}
 	}
 }
@@ -242,13 +265,31 @@ func handedOver(g Grant) Grant {
 
 // deliver hands g to the caller, unless the caller has left: then nobody
 // would ever release it, so it is released at once.
-func (m *Memory) deliver(ctx context.Context, key Key, g Grant) (Grant, error) {
+func deliver(ctx context.Context, q memQueue, key Key, g Grant) (Grant, error) {
 	if ctx.Err() != nil {
-		m.Release(context.WithoutCancel(ctx), key, g.Token)
-		return Grant{}, fmt.Errorf("acquire %s: %w", key, ctx.Err())
+		q.release(context.WithoutCancel(ctx), key, g.Token)
+		return Grant{}, fmt.Errorf("acquire %s%s: %w", q.what(), key, ctx.Err())
 	}
 	return g, nil
 }
+
+// memLocks is the memQueue of locks.
+type memLocks struct{ m *Memory }
+
+func (q memLocks) try(key Key, w *memWaiter) (Grant, bool, error) {
+	g, held, queued := q.m.tryAcquire(key, w)
+	if held != nil {
+		return Grant{}, false, held
+	}
+	return g, queued, nil
+}
+
+func (q memLocks) leave(key Key, w *memWaiter) (Grant, bool) { return q.m.leave(key, w) }
+func (q memLocks) refusal(key Key) error                     { _, err := q.m.heldError(key); return err }
+func (q memLocks) release(ctx context.Context, key Key, token string) {
+	q.m.Release(ctx, key, token)
+}
+func (memLocks) what() string { return "" }
 
 // tryAcquire grants the lock to w if it is free (and not kept by the lock
 // delay), or if both it and w are shared, nobody waits and the lock has

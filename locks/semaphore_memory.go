@@ -21,40 +21,34 @@ func (m *Memory) AcquirePermit(ctx context.Context, key Key, req SemaphoreReques
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
-	token := newToken()
-	deadline := time.NewTimer(req.Wait)
-	defer deadline.Stop()
-	for {
-		w := &memWaiter{token: token, req: req.AcquireRequest, handed: make(chan Grant, 1)}
-		g, queued, err := m.tryPermit(key, w, req.Limit)
-		if err != nil || !queued {
-			if err != nil {
-				return Grant{}, err
-			}
-			return m.deliverPermit(ctx, key, g)
-		}
-		select {
-		case g := <-w.handed:
-			if g = handedOver(g); g.TTL > 0 {
-				return m.deliverPermit(ctx, key, g)
-			}
-			// The lease ran out before this goroutine ran: queue again.
-		case <-deadline.C:
-			g, handed, retry := m.leavePermit(key, w)
-			if handed {
-				if g = handedOver(g); g.TTL > 0 {
-					return m.deliverPermit(ctx, key, g)
-				}
-			}
-			return Grant{}, &FullError{RetryAfter: retry}
-		case <-ctx.Done():
-			if g, handed, _ := m.leavePermit(key, w); handed {
-				m.ReleasePermit(context.WithoutCancel(ctx), key, g.Token)
-			}
-			return Grant{}, fmt.Errorf("acquire semaphore %s: %w", key, ctx.Err())
-		}
-	}
+	return m.await(ctx, memPermits{m, req.Limit}, key, req.AcquireRequest)
 }
+
+// memPermits is the memQueue of a semaphore's permits, for callers who ask
+// with limit.
+type memPermits struct {
+	m     *Memory
+	limit int
+}
+
+func (q memPermits) try(key Key, w *memWaiter) (Grant, bool, error) {
+	return q.m.tryPermit(key, w, q.limit)
+}
+
+func (q memPermits) leave(key Key, w *memWaiter) (Grant, bool) { return q.m.leavePermit(key, w) }
+func (q memPermits) refusal(key Key) error {
+	q.m.mu.Lock()
+	defer q.m.mu.Unlock()
+	var retry time.Duration
+	if s := q.m.sems[key]; s != nil {
+		retry = s.soonest(time.Now())
+	}
+	return &FullError{RetryAfter: retry}
+}
+func (q memPermits) release(ctx context.Context, key Key, token string) {
+	q.m.ReleasePermit(ctx, key, token)
+}
+func (memPermits) what() string { return "semaphore " }
 
 // tryPermit gives w a permit if one is free and nobody waits; otherwise a
 // waiting w joins the queue (queued), and one that does not wait gets a
@@ -136,29 +130,20 @@ func (m *Memory) handoffPermitsLocked(key Key, s *memSemaphore, now time.Time) {
 }
 
 // leavePermit takes w out of the queue. If a permit was handed to w first,
-// it returns it; otherwise the time until the soonest lease ends.
-func (m *Memory) leavePermit(key Key, w *memWaiter) (Grant, bool, time.Duration) {
+// it returns it.
+func (m *Memory) leavePermit(key Key, w *memWaiter) (Grant, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if w.grant != nil {
-		return *w.grant, true, 0
+		return *w.grant, true
 	}
 	s := m.sems[key]
 	if s == nil {
-		return Grant{}, false, 0
+		return Grant{}, false
 	}
 	s.queue = slices.DeleteFunc(s.queue, func(x *memWaiter) bool { return x == w })
-	now := time.Now()
-	m.handoffPermitsLocked(key, s, now) // our place may have held others back
-	return Grant{}, false, s.soonest(now)
-}
-
-func (m *Memory) deliverPermit(ctx context.Context, key Key, g Grant) (Grant, error) {
-	if ctx.Err() != nil {
-		m.ReleasePermit(context.WithoutCancel(ctx), key, g.Token)
-		return Grant{}, fmt.Errorf("acquire semaphore %s: %w", key, ctx.Err())
-	}
-	return g, nil
+	m.handoffPermitsLocked(key, s, time.Now()) // our place may have held others back
+	return Grant{}, false
 }
 
 // permitLocked returns the live permit token holds, or nil. m.mu must be
