@@ -33,8 +33,11 @@ const (
 )
 
 // codes are the sentinel errors behind each code, in the order they are
-// tried: an error that matches two (ErrUnavailable around a
-// context.DeadlineExceeded from the Redis client) has the first.
+// tried: an error that matches two has the first. A backend call that
+// failed because its caller left (ErrUnavailable around context.Canceled)
+// is a cancellation, not a failure, or any caller could set off alerts on
+// the error rate by hanging up; one that ran out of the backend's own time
+// (ErrUnavailable around context.DeadlineExceeded) is a failure.
 var codes = []struct {
 	err  error
 	code Code
@@ -49,8 +52,8 @@ var codes = []struct {
 	{ErrTicketNotFound, CodeTicketNotFound},
 	{ErrNotHeld, CodeNotHeld},
 	{ErrInvalid, CodeInvalid},
-	{ErrUnavailable, CodeUnavailable},
 	{context.Canceled, CodeCancelled},
+	{ErrUnavailable, CodeUnavailable},
 	{context.DeadlineExceeded, CodeCancelled},
 }
 

@@ -29,8 +29,11 @@ func TestErrorCode(t *testing.T) {
 		"replicas":               {unavailable("acquire", Key{}, &ReplicaError{Acked: 0, Want: 1}), CodeUnavailable},
 		"unavailable, timed out": {unavailable("acquire", Key{}, context.DeadlineExceeded), CodeUnavailable},
 		"cancelled":              {fmt.Errorf("wait: %w", context.Canceled), CodeCancelled},
-		"deadline":               {context.DeadlineExceeded, CodeCancelled},
-		"someone else's":         {errors.New("boom"), CodeInternal},
+		// A caller that hangs up during a Redis call: the client's error
+		// is the context's, wrapped as the engine wraps every failed call.
+		"unavailable, caller left": {unavailable("acquire", Key{}, context.Canceled), CodeCancelled},
+		"deadline":                 {context.DeadlineExceeded, CodeCancelled},
+		"someone else's":           {errors.New("boom"), CodeInternal},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
