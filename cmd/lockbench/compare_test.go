@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/middleware"
 )
@@ -52,18 +53,18 @@ func TestProcessesSmoke(t *testing.T) {
 		if r.Result.Cycles <= 0 || r.Result.Acquire.N == 0 {
 			t.Errorf("%s %s: want cycles and latencies, got %+v", r.Target, r.Mode, r.Result)
 		}
-		if r.Mode == uncontended && r.Target != "ceiling" && r.OverCeiling <= 0 {
+		if r.Mode == loadgen.ModeUncontended && r.Target != "ceiling" && r.OverCeiling <= 0 {
 			t.Errorf("%s: want a ratio to the ceiling, got %v", r.Target, r.OverCeiling)
 		}
-		if r.Mode == contended && r.Result.Fairness == nil {
+		if r.Mode == loadgen.ModeContended && r.Result.Fairness == nil {
 			t.Errorf("%s contended: no fairness figures", r.Target)
 		}
-		if r.Mode == semaphoreMode {
+		if r.Mode == loadgen.ModeSemaphore {
 			if st := r.Result.Semaphore; st == nil || st.Limit != 2 || st.MostHolders < 1 || st.MostHolders > 2 {
 				t.Errorf("%s semaphore: want at most 2 holders, got %+v", r.Target, st)
 			}
 		}
-		if r.Mode == mixedMode {
+		if r.Mode == loadgen.ModeMixed {
 			checkMixed(t, r.Target+" mixed", r.Clients, &r.Result)
 		}
 		if r.ServerCPUUS < 0 || r.RedisCPUUS < 0 || r.BenchCPUUS < 0 {
@@ -121,34 +122,34 @@ func TestRedisCeilingLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ht, err := newHTTPTarget(srv.URL, jwt, "ns", time.Minute, 2)
+	ht, err := loadgen.NewHTTPTarget(srv.URL, jwt, "ns", time.Minute, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ht.close)
-	a, b := ht.newSession(t.Context(), "x"), ht.newSession(t.Context(), "x")
+	t.Cleanup(ht.Close)
+	a, b := ht.NewSession(t.Context(), "x"), ht.NewSession(t.Context(), "x")
 	key := plainKey("ns", "x")
 
-	token, _, err := a.acquire(0)
+	token, _, err := a.Acquire(0)
 	if err != nil {
 		t.Fatalf("first acquire: %v", err)
 	}
-	if _, _, err := b.acquire(0); errorClass(err) != "409 lock_held" {
+	if _, _, err := b.Acquire(0); loadgen.ErrorClass(err) != "409 lock_held" {
 		t.Errorf("second acquire: got %v, want 409 lock_held", err)
 	}
-	if err := b.release("not-" + token); errorClass(err) != "409 not_holder" {
+	if err := b.Release("not-" + token); loadgen.ErrorClass(err) != "409 not_holder" {
 		t.Errorf("release with another token: got %v, want 409 not_holder", err)
 	}
 	if got, err := client.Get(t.Context(), key).Result(); err != nil || got != token {
 		t.Fatalf("after a release with another token, %s = %q (%v), want the holder's token", key, got, err)
 	}
-	if err := a.release(token); err != nil {
+	if err := a.Release(token); err != nil {
 		t.Fatalf("release by the holder: %v", err)
 	}
 	if n, err := client.Exists(t.Context(), key).Result(); err != nil || n != 0 {
 		t.Errorf("after the holder's release, EXISTS %s = %d (%v), want 0", key, n, err)
 	}
-	if _, _, err := b.acquire(0); err != nil {
+	if _, _, err := b.Acquire(0); err != nil {
 		t.Errorf("acquire after the release: %v", err)
 	}
 }
@@ -244,10 +245,10 @@ func TestContendedClientsZero(t *testing.T) {
 	for _, sc := range presetMatrix(cfg) {
 		modes = append(modes, sc.Mode)
 	}
-	if want := []string{uncontended, uncontended}; !slices.Equal(modes, want) {
+	if want := []string{loadgen.ModeUncontended, loadgen.ModeUncontended}; !slices.Equal(modes, want) {
 		t.Errorf("scenarios %q, want %q", modes, want)
 	}
-	rep := &Report{Comparison: &Comparison{Runs: []TargetRun{{Target: "ceiling", Label: "HTTP ceiling", Mode: uncontended, Clients: 16}}}}
+	rep := &Report{Comparison: &Comparison{Runs: []TargetRun{{Target: "ceiling", Label: "HTTP ceiling", Mode: loadgen.ModeUncontended, Clients: 16}}}}
 	var md strings.Builder
 	if err := writeComparison(&md, rep); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 	"github.com/lockgate/lockgate/locks"
 )
 
@@ -77,7 +78,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.token, "token", "", "JWT granting --namespace (env LOCKGATE_TOKEN)")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("LOCKGATE_REDIS_URL"), "the gateway's Redis, for the floor and Redis command counts (env LOCKGATE_REDIS_URL)")
 	fs.StringVar(&c.namespace, "namespace", "lockbench", "namespace of the benchmark's locks")
-	fs.StringVar(&c.mode, "mode", uncontended, "uncontended (each client its own lock), contended (all on one lock, server-side wait), semaphore (all on one semaphore of --semaphore-limit permits) or mixed (all on one lock, a --shared-ratio share of the acquires shared)")
+	fs.StringVar(&c.mode, "mode", loadgen.ModeUncontended, "uncontended (each client its own lock), contended (all on one lock, server-side wait), semaphore (all on one semaphore of --semaphore-limit permits) or mixed (all on one lock, a --shared-ratio share of the acquires shared)")
 	fs.IntVar(&c.clients, "clients", 16, "concurrent clients, each with one call in flight")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long each run starts new cycles")
 	fs.DurationVar(&c.hold, "hold", 0, "time between a grant and its release")
@@ -150,8 +151,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 
 func (c config) check() error {
 	switch {
-	case c.mode != uncontended && c.mode != contended && c.mode != semaphoreMode && c.mode != mixedMode:
-		return fmt.Errorf("--mode %q: want %s, %s, %s or %s", c.mode, uncontended, contended, semaphoreMode, mixedMode)
+	case c.mode != loadgen.ModeUncontended && c.mode != loadgen.ModeContended && c.mode != loadgen.ModeSemaphore && c.mode != loadgen.ModeMixed:
+		return fmt.Errorf("--mode %q: want %s, %s, %s or %s", c.mode, loadgen.ModeUncontended, loadgen.ModeContended, loadgen.ModeSemaphore, loadgen.ModeMixed)
 	case !(c.sharedRatio >= 0 && c.sharedRatio <= 1) || c.mixedClients < 0:
 		return errors.New("--shared-ratio must be 0 to 1, and --mixed-clients not negative")
 	case c.semaphoreLimit < 1 || c.semaphoreLimit > locks.MaxLimit || c.semaphoreClients < 0:
@@ -176,6 +177,11 @@ func (c config) check() error {
 		return errors.New("no gateway: set --url (or LOCKGATE_URL), or run --self or --processes to start one")
 	}
 	return nil
+}
+
+// benchOptions are the settings of cfg every scenario shares.
+func (c config) benchOptions() loadgen.Options {
+	return loadgen.Options{Namespace: c.namespace, TTL: c.ttl, Duration: c.duration, Wait: c.wait, Floor: c.floor, CPUProfile: c.cpuProfile}
 }
 
 // parseCounts parses "16,64" into client counts.

@@ -55,6 +55,13 @@ func randomSecret() []byte {
 	return []byte(hex.EncodeToString(b))
 }
 
+// randomID makes the names of a run's locks unique to it.
+func randomID() string {
+	id := make([]byte, 4)
+	rand.Read(id) // never fails: see crypto/rand.Read
+	return hex.EncodeToString(id)
+}
+
 // mintToken signs a token for every namespace, valid for ttl.
 func mintToken(secret []byte, ttl time.Duration) (string, error) {
 	claims := struct {

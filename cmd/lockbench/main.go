@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/lockgate/lockgate/cmd/gateway/app"
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 func main() {
@@ -63,7 +64,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if rep.Comparison != nil {
 		return writeComparison(stdout, rep)
 	}
-	return writeMarkdown(stdout, rep)
+	if cfg.self {
+		return writeSelfMarkdown(stdout, rep)
+	}
+	return loadgen.WriteMarkdown(stdout, &rep.Report, "the gateway at "+rep.Target)
 }
 
 // childMain runs this process as one of the children lockbench starts,
@@ -85,4 +89,24 @@ func childMain() (int, bool) {
 		return 0, true
 	}
 	return 0, false
+}
+
+// runRemote runs the one scenario of the command line against --url.
+func runRemote(ctx context.Context, cfg config, progress io.Writer) (*Report, error) {
+	redisURL := cfg.redisURL
+	b, err := loadgen.NewBench(cfg.benchOptions(), cfg.url, cfg.token, redisURL, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	rep := &Report{Report: *b.NewReport(ctx, cfg.url)}
+	sc := loadgen.Scenario{Mode: cfg.mode, Clients: cfg.clients, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait, Limit: cfg.semaphoreLimit,
+		SharedRatio: cfg.sharedRatio}
+	sr, err := b.Scenario(ctx, sc, 0)
+	if err != nil {
+		return nil, err
+	}
+	rep.Scenarios = append(rep.Scenarios, sr)
+	rep.Machine.LoadEnd = loadgen.LoadAvg()
+	return rep, nil
 }

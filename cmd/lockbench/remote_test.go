@@ -9,6 +9,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 	"github.com/lockgate/lockgate/internal/gatewaytest"
 	"github.com/lockgate/lockgate/internal/redistest"
 )
@@ -25,7 +26,7 @@ func TestRemoteSmoke(t *testing.T) {
 	env := map[string]string{"LOCKGATE_URL": gw.URL, "LOCKGATE_TOKEN": token, "LOCKGATE_REDIS_URL": rs.URL()}
 	getenv := func(k string) string { return env[k] }
 
-	for _, mode := range []string{uncontended, contended, semaphoreMode, mixedMode} {
+	for _, mode := range []string{loadgen.ModeUncontended, loadgen.ModeContended, loadgen.ModeSemaphore, loadgen.ModeMixed} {
 		t.Run(mode, func(t *testing.T) {
 			args := []string{"lockbench", "--json", "--mode", mode, "--clients", "4", "--duration", "300ms",
 				"--semaphore-limit", "2", "--shared-ratio", "0.5", "--namespace", "remote-" + mode}
@@ -47,7 +48,7 @@ func TestRemoteSmoke(t *testing.T) {
 			if s.Mode != mode || s.Clients != 4 {
 				t.Errorf("scenario %s with %d clients, want %s with 4", s.Mode, s.Clients, mode)
 			}
-			for _, r := range []*Result{&s.Gateway, s.Floor} {
+			for _, r := range []*loadgen.Result{&s.Gateway, s.Floor} {
 				if r == nil {
 					t.Fatalf("%s: no floor result", s.Name)
 				}
