@@ -37,7 +37,7 @@ func TestRemoteSmoke(t *testing.T) {
 			if strings.Contains(out.String()+progress.String(), token) {
 				t.Errorf("the output contains the token:\n%s\n%s", &out, &progress)
 			}
-			var rep Report
+			var rep loadgen.Report
 			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 				t.Fatalf("the --json report does not parse: %v\n%s", err, &out)
 			}
@@ -73,6 +73,32 @@ func TestRemoteSmoke(t *testing.T) {
 			t.Errorf("a floor row without --redis-url:\n%s", &out)
 		}
 	})
+}
+
+// checkResult checks that r has the figures of its scenario's mode, and
+// the Redis command counts.
+func checkResult(t *testing.T, s loadgen.ScenarioReport, r *loadgen.Result) {
+	t.Helper()
+	if r.Cycles <= 0 || r.CyclesPerSec <= 0 || r.Acquire.N == 0 || r.Release.N == 0 || len(r.Errors) != 0 {
+		t.Errorf("%s %s: want cycles, latencies and no errors, got %+v", s.Name, r.Path, r)
+	}
+	if r.Redis == nil || r.Redis.Total <= 0 || r.Redis.ScriptsPerHandoff <= 0 {
+		t.Errorf("%s %s: want Redis command counts, got %+v", s.Name, r.Path, r.Redis)
+	}
+	switch s.Mode {
+	case loadgen.ModeContended:
+		if r.Fairness == nil || r.Fairness.Grants <= 0 || r.Handoff == nil || r.Handoff.N == 0 {
+			t.Errorf("%s %s: want fairness and handoffs, got %+v, %+v", s.Name, r.Path, r.Fairness, r.Handoff)
+		}
+	case loadgen.ModeSemaphore:
+		if st := r.Semaphore; st == nil || st.Limit != 2 || st.MostHolders < 1 || st.MostHolders > 2 {
+			t.Errorf("%s %s: want at most 2 holders of 2 permits, got %+v", s.Name, r.Path, st)
+		}
+	case loadgen.ModeMixed:
+		if m := r.Mixed; m == nil || m.SharedGrants <= 0 || m.ExclusiveGrants <= 0 || m.Conflicts != 0 {
+			t.Errorf("%s %s: want shared and exclusive grants and no conflict, got %+v", s.Name, r.Path, m)
+		}
+	}
 }
 
 // signToken signs, with the gateway's HS256 secret, a token for every

@@ -47,8 +47,9 @@ type TargetRun struct {
 	OverCeilingMin float64 `json:"over_ceiling_min,omitempty"`
 	OverCeilingMax float64 `json:"over_ceiling_max,omitempty"`
 	// CPU per cycle in µs, from /proc/<pid>/stat (10 ms ticks): of the
-	// target's server process, of its redis-server, and of lockbench (the
-	// load generator; for the engine target, the engine too).
+	// target's server process, of its redis-server, and of the lab (the
+	// load generator, reported as lockbench; for the engine target, the
+	// engine too).
 	ServerCPUUS float64 `json:"server_cpu_us_per_cycle,omitempty"`
 	RedisCPUUS  float64 `json:"redis_cpu_us_per_cycle,omitempty"`
 	BenchCPUUS  float64 `json:"lockbench_cpu_us_per_cycle,omitempty"`

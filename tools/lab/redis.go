@@ -15,7 +15,7 @@ import (
 	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
-// redisProc is a redis-server that lockbench started and must stop.
+// redisProc is a redis-server that the lab started and must stop.
 type redisProc struct {
 	addr string
 	cmd  *exec.Cmd

@@ -11,7 +11,7 @@ import (
 	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
-// TestMain lets this test binary stand in for lockbench's children: the
+// TestMain lets this test binary stand in for the lab's children: the
 // parker of --self and the ceiling of --processes are os.Executable(),
 // which is us; TestProcessesSmoke also runs it as the gateway.
 func TestMain(m *testing.M) {
@@ -30,7 +30,7 @@ func TestSelfSmoke(t *testing.T) {
 		"--uncontended-clients", "2", "--contended-clients", "3", "--semaphore-clients", "5", "--semaphore-limit", "2",
 		"--mixed-clients", "6", "--shared-ratio", "0.5", "--parked", "50", "--held-locks", "20", "--cpuprofile", profile}
 	var out, progress bytes.Buffer
-	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+	if err := run(t.Context(), args, &out, &progress); err != nil {
 		t.Fatalf("lockbench --self: %v\nprogress:\n%s", err, &progress)
 	}
 	if s := out.String() + progress.String(); strings.Contains(s, "eyJ") {

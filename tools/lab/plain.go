@@ -71,7 +71,7 @@ func (s *plainSession) Release(token string) error {
 }
 
 // plainLock is the plain lock's two calls: the plain target makes them in
-// lockbench's process, the redis-ceiling behind the ceiling's HTTP.
+// the lab's process, the redis-ceiling behind the ceiling's HTTP.
 type plainLock struct{ client *redis.Client }
 
 // plainKey is the Redis key of the plain lock name in namespace.

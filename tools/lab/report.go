@@ -8,7 +8,7 @@ import (
 	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
-// Report is everything one lockbench run measured: the load generator's
+// Report is everything one run of the lab measured: the load generator's
 // report, and what only the lab measures.
 type Report struct {
 	loadgen.Report

@@ -33,7 +33,7 @@ func TestProcessesSmoke(t *testing.T) {
 		"--uncontended-clients", "2", "--contended-clients", "3", "--semaphore-clients", "5", "--semaphore-limit", "2",
 		"--mixed-clients", "6", "--shared-ratio", "0.5", "--gateway-bin", exe, "--etcd", "", "--pprof-dir", dir}
 	var out, progress bytes.Buffer
-	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+	if err := run(t.Context(), args, &out, &progress); err != nil {
 		t.Fatalf("lockbench --processes: %v\nprogress:\n%s", err, &progress)
 	}
 	if s := out.String() + progress.String(); strings.Contains(s, "eyJ") {
@@ -184,7 +184,7 @@ func TestProcessesRepeatSmoke(t *testing.T) {
 		"--uncontended-clients", "2", "--contended-clients", "2", "--semaphore-clients", "0", "--mixed-clients", "0",
 		"--gateway-bin", exe, "--etcd", ""}
 	var out, progress bytes.Buffer
-	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+	if err := run(t.Context(), args, &out, &progress); err != nil {
 		t.Fatalf("lockbench --processes --repeat 2: %v\nprogress:\n%s", err, &progress)
 	}
 	var rep Report
@@ -226,7 +226,7 @@ func TestRepeatFlag(t *testing.T) {
 		"without --processes": {"lockbench", "--self", "--repeat", "2"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
+			if _, err := parseConfig(args, io.Discard); err == nil {
 				t.Errorf("parseConfig(%q) = nil error, want one", args)
 			}
 		})
@@ -237,7 +237,7 @@ func TestRepeatFlag(t *testing.T) {
 // out, as --semaphore-clients 0 and --mixed-clients 0 do theirs.
 func TestContendedClientsZero(t *testing.T) {
 	args := []string{"lockbench", "--processes", "--contended-clients", "0", "--semaphore-clients", "0", "--mixed-clients", "0"}
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	cfg, err := parseConfig(args, io.Discard)
 	if err != nil {
 		t.Fatalf("parseConfig(%q): %v", args, err)
 	}

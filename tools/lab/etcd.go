@@ -18,7 +18,7 @@ import (
 )
 
 // etcdProc is an etcd (3.4, for its JSON gateway to the lock API) that
-// lockbench started on loopback, with its data in a temporary directory.
+// the lab started on loopback, with its data in a temporary directory.
 type etcdProc struct {
 	url  string
 	cmd  *exec.Cmd
@@ -196,7 +196,7 @@ func (s *etcdSession) Release(key string) error {
 	return s.call("/v3/lock/unlock", map[string]string{"key": key}, &out)
 }
 
-// etcdBin is where lockbench looks for etcd by default.
+// etcdBin is the path of the etcd binary flagValue names, if there is one.
 func etcdBin(flagValue string) (string, bool) {
 	if flagValue == "" {
 		return "", false

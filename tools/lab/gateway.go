@@ -13,7 +13,7 @@ import (
 	"github.com/lockgate/lockgate/cmd/gateway/app"
 )
 
-// inprocGateway is a gateway lockbench runs in its own process with
+// inprocGateway is a gateway the lab runs in its own process with
 // app.Start, as cmd/gateway runs it. Its goroutines carry the pprof label
 // lockbench=gateway.
 type inprocGateway struct {

@@ -37,7 +37,7 @@ type ParkedWaiters struct {
 	GoroutinesPerWaiter float64 `json:"goroutines_per_waiter"`
 }
 
-// parkEnv carries a parkSpec to a child lockbench: its presence makes the
+// parkEnv carries a parkSpec to a child lab process: its presence makes the
 // process a parker rather than a benchmark.
 const parkEnv = "LOCKBENCH_PARK"
 
@@ -211,18 +211,18 @@ func settleAndRead() memReading {
 	return memReading{live: s[0].Value.Uint64(), inuse: m.HeapInuse, stacks: m.StackInuse, goroutines: runtime.NumGoroutine()}
 }
 
-// parkMain is a child lockbench's whole life: send the waiting acquires of
+// parkMain is a parker's whole life: send the waiting acquires of
 // the spec in LOCKBENCH_PARK without reading the answers, say "parked", and
 // keep the connections open until stdin closes.
 func parkMain() int {
 	var spec parkSpec
 	if err := json.Unmarshal([]byte(os.Getenv(parkEnv)), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, "lockbench parker: bad", parkEnv)
+		fmt.Fprintln(os.Stderr, "lab parker: bad", parkEnv)
 		return 2
 	}
 	u, err := url.Parse(spec.URL)
 	if err != nil || u.Scheme != "http" {
-		fmt.Fprintln(os.Stderr, "lockbench parker: want an http:// URL")
+		fmt.Fprintln(os.Stderr, "lab parker: want an http:// URL")
 		return 2
 	}
 	body := fmt.Sprintf(`{"wait_ms":%d,"owner":"lockbench parked"}`, spec.WaitMS)
@@ -237,7 +237,7 @@ func parkMain() int {
 			_, err = c.Write(req.Bytes())
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "lockbench parker: connection %d: %v\n", len(conns)+1, err)
+			fmt.Fprintf(os.Stderr, "lab parker: connection %d: %v\n", len(conns)+1, err)
 			return 1
 		}
 		conns = append(conns, c)
