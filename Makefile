@@ -14,14 +14,19 @@ build: ## the binaries, in bin/: gateway, lockctl, lockbench
 run: ## start a development gateway: embedded backend, loopback, printed token
 	$(GO) run ./cmd/gateway --dev
 
-test: ## the whole suite, against real redis-servers it starts itself (e2e/clients needs the npm registry once, when node is installed)
+# tools/lab is a module of its own, which ./... leaves out: test, vet and
+# staticcheck (the one go.mod pins) run there too.
+test: ## the whole suite (tools/lab too), against real redis-servers it starts itself (e2e/clients needs the npm registry once, when node is installed)
 	@scripts/ensure-tools
 	$(GO) test -race -count=1 -timeout 10m ./...
+	$(GO) -C tools/lab test -race -count=1 -timeout 10m ./...
 
-check: ## formatting, vet, staticcheck, and generated code in sync
+check: ## formatting, vet, staticcheck (tools/lab too), and generated code in sync
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	$(GO) -C tools/lab vet ./...
+	staticcheck="$$($(GO) tool -n staticcheck)" && cd tools/lab && "$$staticcheck" ./...
 	$(GO) generate ./...
 	@git diff --exit-code -- . || { echo "go generate changed the files above: regenerate and commit them"; exit 1; }
 
@@ -33,10 +38,10 @@ check-spec: ## lint openapi.yaml with Redocly and check the TypeScript client ge
 	cd examples/node && npm run --silent check:gen
 	cd examples/node && npm run --silent build
 
-bench: ## docs/PERFORMANCE.md's benchmark: every target its own process (gateway, HTTP ceiling with and without a plain Redis lock, etcd if installed), 3 rounds of 3 s, medians; about 5 minutes
+bench: ## docs/PERFORMANCE.md's benchmark (tools/lab): every target its own process (gateway, HTTP ceiling with and without a plain Redis lock, etcd if installed), 3 rounds of 3 s, medians; about 5 minutes
 	@scripts/ensure-tools
-	$(GO) run ./cmd/lockbench --processes --repeat 3 --duration 3s
+	$(GO) -C tools/lab run . --processes --repeat 3 --duration 3s
 
-bench-self: ## the quick benchmark: redis-server and a gateway inside lockbench's process, about a minute
+bench-self: ## the quick benchmark (tools/lab): redis-server and a gateway inside the lab's process, about a minute
 	@scripts/ensure-tools
-	$(GO) run ./cmd/lockbench --self
+	$(GO) -C tools/lab run . --self

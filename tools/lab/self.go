@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 // runSelf starts a redis-server and a gateway, runs the preset matrix and
@@ -30,16 +32,16 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 	if err != nil {
 		return nil, err
 	}
-	b, err := newBench(cfg, gw.URL, token, rp.url(), progress)
+	b, err := loadgen.NewBench(cfg.benchOptions(), gw.URL, token, rp.url(), progress)
 	if err != nil {
 		return nil, err
 	}
-	defer b.close()
-	rep = b.newReport(ctx, "self")
+	defer b.Close()
+	rep = &Report{Report: *b.NewReport(ctx, "self")}
 
 	matrix := presetMatrix(cfg)
 	for i, sc := range matrix {
-		sr, err := b.scenario(ctx, sc, i)
+		sr, err := b.Scenario(ctx, sc, i)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sc, err)
 		}
@@ -47,13 +49,13 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 	}
 
 	if cfg.heldLocks > 0 {
-		t, err := newHTTPTarget(gw.URL, token, cfg.namespace+"-mem-"+b.runID, 10*time.Minute, 16)
+		t, err := loadgen.NewHTTPTarget(gw.URL, token, cfg.namespace+"-mem-"+b.RunID(), 10*time.Minute, 16)
 		if err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(progress, "Redis memory of %d held locks ... ", cfg.heldLocks)
-		m, err := measureHeldLocks(ctx, t, b.rdb, "lockgate:", cfg.heldLocks)
-		t.close()
+		m, err := measureHeldLocks(ctx, t, b.Redis(), "lockgate:", cfg.heldLocks)
+		t.Close()
 		if err != nil {
 			return nil, err
 		}
@@ -61,40 +63,40 @@ func runSelf(ctx context.Context, cfg config, progress io.Writer) (rep *Report, 
 		rep.HeldLocks = &m
 	}
 	if cfg.parked > 0 {
-		t, err := newHTTPTarget(gw.URL, token, cfg.namespace+"-park-"+b.runID, cfg.ttl, 1)
+		t, err := loadgen.NewHTTPTarget(gw.URL, token, cfg.namespace+"-park-"+b.RunID(), cfg.ttl, 1)
 		if err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(progress, "gateway memory of %d parked waiters ... ", cfg.parked)
 		p, err := measureParked(ctx, t, token, cfg.parked)
-		t.close()
+		t.Close()
 		if err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(progress, "%.0f heap bytes per waiter\n", p.HeapLivePerWaiter)
 		rep.Parked = &p
 	}
-	rep.Machine.LoadEnd = loadAvg()
+	rep.Machine.LoadEnd = loadgen.LoadAvg()
 	return rep, nil
 }
 
 // presetMatrix is the scenarios of --self and --processes, in the order
 // they run: uncontended, contended, then a semaphore and a shared lock when
 // asked for.
-func presetMatrix(cfg config) []Scenario {
-	var matrix []Scenario
+func presetMatrix(cfg config) []loadgen.Scenario {
+	var matrix []loadgen.Scenario
 	for _, n := range cfg.uncontendedClients {
-		matrix = append(matrix, Scenario{Mode: uncontended, Clients: n, Duration: cfg.duration, Wait: cfg.wait})
+		matrix = append(matrix, loadgen.Scenario{Mode: loadgen.ModeUncontended, Clients: n, Duration: cfg.duration, Wait: cfg.wait})
 	}
 	for _, n := range cfg.contendedClients {
-		matrix = append(matrix, Scenario{Mode: contended, Clients: n, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
+		matrix = append(matrix, loadgen.Scenario{Mode: loadgen.ModeContended, Clients: n, Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
 	}
 	if cfg.semaphoreClients > 0 {
-		matrix = append(matrix, Scenario{Mode: semaphoreMode, Clients: cfg.semaphoreClients, Limit: cfg.semaphoreLimit,
+		matrix = append(matrix, loadgen.Scenario{Mode: loadgen.ModeSemaphore, Clients: cfg.semaphoreClients, Limit: cfg.semaphoreLimit,
 			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
 	}
 	if cfg.mixedClients > 0 {
-		matrix = append(matrix, Scenario{Mode: mixedMode, Clients: cfg.mixedClients, SharedRatio: cfg.sharedRatio,
+		matrix = append(matrix, loadgen.Scenario{Mode: loadgen.ModeMixed, Clients: cfg.mixedClients, SharedRatio: cfg.sharedRatio,
 			Duration: cfg.duration, Hold: cfg.hold, Wait: cfg.wait})
 	}
 	return matrix

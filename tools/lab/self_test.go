@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
-// TestMain lets this test binary stand in for lockbench's children: the
+// TestMain lets this test binary stand in for the lab's children: the
 // parker of --self and the ceiling of --processes are os.Executable(),
 // which is us; TestProcessesSmoke also runs it as the gateway.
 func TestMain(m *testing.M) {
@@ -28,7 +30,7 @@ func TestSelfSmoke(t *testing.T) {
 		"--uncontended-clients", "2", "--contended-clients", "3", "--semaphore-clients", "5", "--semaphore-limit", "2",
 		"--mixed-clients", "6", "--shared-ratio", "0.5", "--parked", "50", "--held-locks", "20", "--cpuprofile", profile}
 	var out, progress bytes.Buffer
-	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+	if err := run(t.Context(), args, &out, &progress); err != nil {
 		t.Fatalf("lockbench --self: %v\nprogress:\n%s", err, &progress)
 	}
 	if s := out.String() + progress.String(); strings.Contains(s, "eyJ") {
@@ -45,7 +47,7 @@ func TestSelfSmoke(t *testing.T) {
 	modes := map[string]int{}
 	for _, s := range rep.Scenarios {
 		modes[s.Mode]++
-		for _, r := range []*Result{&s.Gateway, s.Floor} {
+		for _, r := range []*loadgen.Result{&s.Gateway, s.Floor} {
 			if r == nil {
 				t.Fatalf("%s: no floor result", s.Name)
 			}
@@ -55,7 +57,7 @@ func TestSelfSmoke(t *testing.T) {
 			t.Errorf("%s: gateway/floor = %v, want a positive ratio", s.Name, s.GatewayOverFloor)
 		}
 	}
-	if modes[uncontended] != 1 || modes[contended] != 1 || modes[semaphoreMode] != 1 || modes[mixedMode] != 1 {
+	if modes[loadgen.ModeUncontended] != 1 || modes[loadgen.ModeContended] != 1 || modes[loadgen.ModeSemaphore] != 1 || modes[loadgen.ModeMixed] != 1 {
 		t.Errorf("scenarios by mode = %v, want one uncontended, one contended, one semaphore and one mixed", modes)
 	}
 	if h := rep.HeldLocks; h == nil || h.Locks != 20 || h.KeysPerLock < 1 || h.BytesPerLock <= 0 || h.CallRecordBytesPerLock <= 0 {
@@ -71,7 +73,7 @@ func TestSelfSmoke(t *testing.T) {
 	}
 
 	var md bytes.Buffer
-	if err := writeMarkdown(&md, &rep); err != nil {
+	if err := writeSelfMarkdown(&md, &rep); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"### Throughput and latency", "| uncontended, 2 clients | gateway |", "| | floor |",
@@ -83,7 +85,7 @@ func TestSelfSmoke(t *testing.T) {
 	}
 }
 
-func checkResult(t *testing.T, s ScenarioReport, r *Result) {
+func checkResult(t *testing.T, s loadgen.ScenarioReport, r *loadgen.Result) {
 	t.Helper()
 	if r.Cycles <= 0 || r.CyclesPerSec <= 0 || r.Acquire.N == 0 || r.Release.N == 0 || r.Acquire.Max <= 0 {
 		t.Errorf("%s %s: want cycles and latencies, got %+v", s.Name, r.Path, r)
@@ -94,15 +96,15 @@ func checkResult(t *testing.T, s ScenarioReport, r *Result) {
 	if r.Redis == nil || r.Redis.Total <= 0 || r.Redis.PerHandoff <= 0 || r.Redis.ScriptsPerHandoff <= 0 {
 		t.Errorf("%s %s: want Redis command counts, got %+v", s.Name, r.Path, r.Redis)
 	}
-	if s.Mode == semaphoreMode {
+	if s.Mode == loadgen.ModeSemaphore {
 		if st := r.Semaphore; st == nil || st.Grants <= 0 || st.MostHolders < 1 || st.MostHolders > st.Limit || st.MeanHolders <= 0 {
 			t.Errorf("%s %s: want semaphore figures with at most %d holders, got %+v", s.Name, r.Path, s.Clients, r.Semaphore)
 		}
 	}
-	if s.Mode == mixedMode {
+	if s.Mode == loadgen.ModeMixed {
 		checkMixed(t, s.Name+" "+r.Path, s.Clients, r)
 	}
-	if s.Mode != contended {
+	if s.Mode != loadgen.ModeContended {
 		return
 	}
 	if f := r.Fairness; f == nil || f.Grants <= 0 || f.MaxGrants <= 0 || f.LongestWaitMS <= 0 || f.P99WaitMS <= 0 || f.FIFOBoundMS <= 0 {
@@ -117,7 +119,7 @@ func checkResult(t *testing.T, s ScenarioReport, r *Result) {
 // shared ratio of 0.5: both kinds granted (a run of a few hundred grants
 // all of one kind has odds below 2^-100), never more holders than clients,
 // no conflict.
-func checkMixed(t *testing.T, name string, clients int, r *Result) {
+func checkMixed(t *testing.T, name string, clients int, r *loadgen.Result) {
 	t.Helper()
 	m := r.Mixed
 	switch {

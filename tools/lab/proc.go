@@ -15,14 +15,14 @@ import (
 	"github.com/lockgate/lockgate/cmd/gateway/app"
 )
 
-// roleEnv makes a lockbench process (or the test binary standing in for
+// roleEnv makes a lab process (or the test binary standing in for
 // it) a child with another job: "ceiling" serves the no-op HTTP ceiling
 // (or the redis-ceiling, see ceilingRedisEnv),
 // "gateway" runs the gateway as cmd/gateway does (tests only: a real run
 // starts the built cmd/gateway binary, which ignores the variable).
 const roleEnv = "LOCKBENCH_ROLE"
 
-// childProc is a server process lockbench started: a gateway, the ceiling,
+// childProc is a server process the lab started: a gateway, the ceiling,
 // etcd. It prints app.ListeningPrefix and its base URL once it listens.
 type childProc struct {
 	name string
@@ -151,13 +151,13 @@ func syscallCount(pid int) (int64, error) {
 }
 
 // buildGateway builds cmd/gateway into dir, as a user would, and returns
-// the binary's path. It needs the go command and lockgate's module: run
-// lockbench from the repository.
+// the binary's path. It needs the go command and lockgate's module: the lab runs in
+// tools/lab, whose go.mod points at the repository around it.
 func buildGateway(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "gateway")
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/lockgate/lockgate/cmd/gateway").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build cmd/gateway (run lockbench from the repository, or give --gateway-bin): %w\n%s", err, out)
+		return "", fmt.Errorf("go build cmd/gateway (run the lab in tools/lab, or give --gateway-bin): %w\n%s", err, out)
 	}
 	return bin, nil
 }

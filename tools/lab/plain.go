@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 // plainTarget is the plainest Redis lock there is, called in-process: SET
@@ -36,7 +38,7 @@ func newPlainTarget(redisURL, namespace string, ttl time.Duration) (*plainTarget
 
 func (t *plainTarget) close() error { return t.client.Close() }
 
-func (t *plainTarget) newSession(ctx context.Context, name string) session {
+func (t *plainTarget) NewSession(ctx context.Context, name string) loadgen.Session {
 	return &plainSession{ctx: ctx, t: t, key: plainKey(t.namespace, name)}
 }
 
@@ -46,35 +48,35 @@ type plainSession struct {
 	key string
 }
 
-func (s *plainSession) acquire(time.Duration) (string, int64, error) {
+func (s *plainSession) Acquire(time.Duration) (string, int64, error) {
 	token, ok, err := plainLock{s.t.client}.acquire(s.ctx, s.key, s.t.ttl)
 	if err != nil {
-		return "", 0, &callError{class: "error", err: fmt.Errorf("plain: %w", err)}
+		return "", 0, &loadgen.CallError{Class: "error", Err: fmt.Errorf("plain: %w", err)}
 	}
 	if !ok {
-		return "", 0, &callError{class: "lock_held", err: errors.New("plain: held")}
+		return "", 0, &loadgen.CallError{Class: "lock_held", Err: errors.New("plain: held")}
 	}
 	return token, 0, nil
 }
 
-func (s *plainSession) release(token string) error {
+func (s *plainSession) Release(token string) error {
 	ok, err := plainLock{s.t.client}.release(s.ctx, s.key, token)
 	if err != nil {
-		return &callError{class: "error", err: fmt.Errorf("plain: %w", err)}
+		return &loadgen.CallError{Class: "error", Err: fmt.Errorf("plain: %w", err)}
 	}
 	if !ok {
-		return &callError{class: "not_holder", err: errors.New("plain: not the holder")}
+		return &loadgen.CallError{Class: "not_holder", Err: errors.New("plain: not the holder")}
 	}
 	return nil
 }
 
 // plainLock is the plain lock's two calls: the plain target makes them in
-// lockbench's process, the redis-ceiling behind the ceiling's HTTP.
+// the lab's process, the redis-ceiling behind the ceiling's HTTP.
 type plainLock struct{ client *redis.Client }
 
 // plainKey is the Redis key of the plain lock name in namespace.
 func plainKey(namespace, name string) string {
-	return floorPrefix + "plain:{" + namespace + "/" + name + "}"
+	return loadgen.FloorPrefix + "plain:{" + namespace + "/" + name + "}"
 }
 
 // acquire sets key to a fresh random token for ttl unless it is set; ok

@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 // Comparison is what --processes measured: every target as its own
@@ -30,11 +33,11 @@ type Comparison struct {
 
 // TargetRun is one scenario against one target.
 type TargetRun struct {
-	Target  string `json:"target"` // ceiling, redis-ceiling, embedded, redis, engine, plain, etcd
-	Label   string `json:"label"`
-	Mode    string `json:"mode"`
-	Clients int    `json:"clients"`
-	Result  Result `json:"result"`
+	Target  string         `json:"target"` // ceiling, redis-ceiling, embedded, redis, engine, plain, etcd
+	Label   string         `json:"label"`
+	Mode    string         `json:"mode"`
+	Clients int            `json:"clients"`
+	Result  loadgen.Result `json:"result"`
 	// OverCeiling is cycles/s over the ceiling's in the same scenario
 	// (uncontended runs only); of rounds, the median of each round's ratio
 	// to that round's ceiling, and OverCeilingMin and OverCeilingMax the
@@ -43,8 +46,9 @@ type TargetRun struct {
 	OverCeilingMin float64 `json:"over_ceiling_min,omitempty"`
 	OverCeilingMax float64 `json:"over_ceiling_max,omitempty"`
 	// CPU per cycle in µs, from /proc/<pid>/stat (10 ms ticks): of the
-	// target's server process, of its redis-server, and of lockbench (the
-	// load generator; for the engine target, the engine too).
+	// target's server process, of its redis-server, and of the lab (the
+	// load generator, reported as lockbench; for the engine target, the
+	// engine too).
 	ServerCPUUS float64 `json:"server_cpu_us_per_cycle,omitempty"`
 	RedisCPUUS  float64 `json:"redis_cpu_us_per_cycle,omitempty"`
 	BenchCPUUS  float64 `json:"lockbench_cpu_us_per_cycle,omitempty"`
@@ -72,14 +76,14 @@ var defaultTargets = slices.DeleteFunc(slices.Clone(allTargets), func(t string) 
 // procTarget is a target and the processes whose CPU its cycles cost.
 type procTarget struct {
 	key, label string
-	tgt        target
+	tgt        loadgen.Target
 	close      func()
 	server     int // pid of the server process, or 0
 	redis      int // pid of the redis-server it uses, or 0
 	contended  bool
 	// semaphore takes permits of semaphores of a limit, the way tgt takes
 	// locks; nil when the target has no semaphores.
-	semaphore func(limit int) target
+	semaphore func(limit int) loadgen.Target
 	mixed     bool   // its sessions take shared grants too
 	pprofAddr string // the gateway's LOCKGATE_PPROF_ADDR, or ""
 	profiled  bool
@@ -105,7 +109,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 	}
 	want := func(k string) bool { return slices.Contains(cfg.targets, k) }
 	cmp := &Comparison{}
-	rep := (&bench{cfg: cfg}).newReport(ctx, "processes")
+	rep := &Report{Report: *loadgen.NewReport("processes", cfg.benchOptions())}
 	rep.Comparison = cmp
 
 	var stops []func()
@@ -134,10 +138,9 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			stops = append(stops, replica.stop)
 			cmp.Notes = append(cmp.Notes, "the Redis of every Redis target had a replica on loopback (for the replicated target), whose CPU is not counted")
 		}
-		if c, err := newEngineTarget(rp.url(), cfg.namespace, cfg.ttl); err == nil {
-			rep.RedisVersion, _ = infoField(ctx, c.client, "server", "redis_version")
-			c.close()
-		}
+		rdb := redis.NewClient(&redis.Options{Addr: rp.addr})
+		rep.RedisVersion, _ = loadgen.InfoField(ctx, rdb, "server", "redis_version")
+		rdb.Close()
 	}
 	for _, k := range []string{"ceiling", "redis-ceiling"} {
 		if !want(k) {
@@ -159,11 +162,11 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			return nil, err
 		}
 		stops = append(stops, p.stop)
-		ht, err := newHTTPTarget(p.url, token, cfg.namespace, cfg.ttl, maxClients(cfg))
+		ht, err := loadgen.NewHTTPTarget(p.url, token, cfg.namespace, cfg.ttl, maxClients(cfg))
 		if err != nil {
 			return nil, err
 		}
-		add(&procTarget{key: k, label: label, tgt: ht, close: ht.close, server: p.pid(), redis: redisPID})
+		add(&procTarget{key: k, label: label, tgt: ht, close: ht.Close, server: p.pid(), redis: redisPID})
 	}
 	if want("embedded") || want("redis") || want("replicated") {
 		bin := cfg.gatewayBin
@@ -202,33 +205,33 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 				return nil, err
 			}
 			stops = append(stops, p.stop)
-			ht, err := newHTTPTarget(p.url, token, cfg.namespace, cfg.ttl, maxClients(cfg))
+			ht, err := loadgen.NewHTTPTarget(p.url, token, cfg.namespace, cfg.ttl, maxClients(cfg))
 			if err != nil {
 				return nil, err
 			}
-			add(&procTarget{key: k, label: label, tgt: ht, close: ht.close, server: p.pid(), redis: redisPID, contended: true, pprofAddr: pprofAddr,
-				semaphore: func(limit int) target { return semaphoreTarget{http: ht, limit: limit} }, mixed: true})
+			add(&procTarget{key: k, label: label, tgt: ht, close: ht.Close, server: p.pid(), redis: redisPID, contended: true, pprofAddr: pprofAddr,
+				semaphore: func(limit int) loadgen.Target { return loadgen.SemaphoreTarget{HTTP: ht, Limit: limit} }, mixed: true})
 		}
 	}
 	if want("engine") {
-		et, err := newEngineTarget(rp.url(), cfg.namespace, cfg.ttl)
+		et, err := loadgen.NewEngineTarget(rp.url(), cfg.namespace, cfg.ttl)
 		if err != nil {
 			return nil, err
 		}
-		add(&procTarget{key: "engine", label: "lock engine in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
+		add(&procTarget{key: "engine", label: "lock engine in lockbench's process (no HTTP)", tgt: et, close: func() { et.Close() },
 			redis: rp.cmd.Process.Pid, contended: true, mixed: true,
-			semaphore: func(limit int) target { return semaphoreTarget{engine: et, limit: limit} }})
+			semaphore: func(limit int) loadgen.Target { return loadgen.SemaphoreTarget{Engine: et, Limit: limit} }})
 	}
 	if want("semaphore") {
 		// A semaphore of one permit: the lock's protocol through the
 		// semaphore's scripts. No HTTP: the gateway has no semaphore
 		// endpoints yet.
-		et, err := newEngineTarget(rp.url(), cfg.namespace, cfg.ttl)
+		et, err := loadgen.NewEngineTarget(rp.url(), cfg.namespace, cfg.ttl)
 		if err != nil {
 			return nil, err
 		}
-		et.permits = 1
-		add(&procTarget{key: "semaphore", label: "semaphore engine, 1 permit, in lockbench's process (no HTTP)", tgt: et, close: func() { et.close() },
+		et.Permits = 1
+		add(&procTarget{key: "semaphore", label: "semaphore engine, 1 permit, in lockbench's process (no HTTP)", tgt: et, close: func() { et.Close() },
 			redis: rp.cmd.Process.Pid, contended: true})
 	}
 	if want("plain") {
@@ -273,22 +276,22 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		}
 		cmp.Runs = append(cmp.Runs, mergeRounds(rounds)...)
 	}
-	rep.Machine.LoadEnd = loadAvg()
+	rep.Machine.LoadEnd = loadgen.LoadAvg()
 	return rep, nil
 }
 
 // runRound runs sc against every target in turn, once: round (from 0) of
 // cfg.repeat. Each run's ratio to the ceiling is against this round's.
 // Lock names start with prefix.
-func runRound(ctx context.Context, cfg config, targets []*procTarget, sc Scenario, prefix string, round int, progress io.Writer) ([]TargetRun, error) {
+func runRound(ctx context.Context, cfg config, targets []*procTarget, sc loadgen.Scenario, prefix string, round int, progress io.Writer) ([]TargetRun, error) {
 	var runs []TargetRun
 	var ceiling float64
 	for _, t := range targets {
 		tgt := t.tgt
 		switch {
-		case sc.Mode == contended && !t.contended, sc.Mode == mixedMode && !t.mixed:
+		case sc.Mode == loadgen.ModeContended && !t.contended, sc.Mode == loadgen.ModeMixed && !t.mixed:
 			continue
-		case sc.Mode == semaphoreMode:
+		case sc.Mode == loadgen.ModeSemaphore:
 			if t.semaphore == nil {
 				continue
 			}
@@ -330,7 +333,7 @@ func maxClients(cfg config) int {
 }
 
 // runTarget runs sc against t and measures the CPU its processes used.
-func runTarget(ctx context.Context, cfg config, t *procTarget, tgt target, sc Scenario, prefix string) (TargetRun, error) {
+func runTarget(ctx context.Context, cfg config, t *procTarget, tgt loadgen.Target, sc loadgen.Scenario, prefix string) (TargetRun, error) {
 	run := TargetRun{Target: t.key, Label: t.label, Mode: sc.Mode, Clients: sc.Clients}
 	pids := []int{t.server, t.redis, 0}
 	before := make([]time.Duration, len(pids))
@@ -343,21 +346,21 @@ func runTarget(ctx context.Context, cfg config, t *procTarget, tgt target, sc Sc
 		}
 	}
 	var sysBefore, sysAfter int64
-	h := hooks{
-		start: func() {
+	h := loadgen.Hooks{
+		Start: func() {
 			read(before)
 			sysBefore, _ = syscallCount(t.server)
 		},
-		stop: func() {
+		Stop: func() {
 			read(after)
 			sysAfter, _ = syscallCount(t.server)
 		},
 	}
-	if cfg.pprofDir != "" && t.pprofAddr != "" && !t.profiled && sc.Mode == uncontended {
+	if cfg.pprofDir != "" && t.pprofAddr != "" && !t.profiled && sc.Mode == loadgen.ModeUncontended {
 		t.profiled = true
 		h = profileGateway(cfg, t, sc, h)
 	}
-	res, err := runScenario(ctx, tgt, sc, t.key, prefix, "client", h)
+	res, err := loadgen.Run(ctx, tgt, sc, t.key, prefix, "client", h)
 	if err != nil {
 		return run, err
 	}
@@ -379,22 +382,22 @@ func runTarget(ctx context.Context, cfg config, t *procTarget, tgt target, sc Sc
 // the gateway process and the allocation profiles before and after, into
 // --pprof-dir as <target>-cpu.pprof, <target>-allocs-{before,after}.pprof
 // (compare with go tool pprof -sample_index=alloc_space -base before after).
-func profileGateway(cfg config, t *procTarget, sc Scenario, h hooks) hooks {
+func profileGateway(cfg config, t *procTarget, sc loadgen.Scenario, h loadgen.Hooks) loadgen.Hooks {
 	base := "http://" + t.pprofAddr + "/debug/pprof/"
 	file := func(name string) string { return filepath.Join(cfg.pprofDir, t.key+"-"+name+".pprof") }
 	secs := max(int(sc.Duration/time.Second)-1, 1)
 	var wg sync.WaitGroup
 	var cpuErr error
-	return hooks{
-		start: func() {
-			h.start()
+	return loadgen.Hooks{
+		Start: func() {
+			h.Start()
 			if err := fetch(base+"allocs", file("allocs-before")); err != nil {
 				fmt.Fprintf(os.Stderr, "\n--pprof-dir: %v\n", err)
 			}
 			wg.Go(func() { cpuErr = fetch(fmt.Sprintf("%sprofile?seconds=%d", base, secs), file("cpu")) })
 		},
-		stop: func() {
-			h.stop()
+		Stop: func() {
+			h.Stop()
 			wg.Wait()
 			err := errors.Join(cpuErr, fetch(base+"allocs", file("allocs-after")))
 			if err != nil {
@@ -422,179 +425,4 @@ func fetch(url, path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// writeComparison renders a --processes report as markdown.
-func writeComparison(w io.Writer, r *Report) error {
-	var b strings.Builder
-	c, m := r.Comparison, r.Machine
-	fmt.Fprintf(&b, "## lockbench --processes, %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "- every target its own process on loopback, started by lockbench: the built cmd/gateway binary "+
-		"(LOCKGATE_LOG_LEVEL=warn) with the embedded backend and with its own redis-server, the HTTP ceiling, etcd; "+
-		"each scenario runs against every target in turn\n")
-	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, %s", m.OS, m.Arch, m.CPUs, m.Go)
-	if r.RedisVersion != "" {
-		fmt.Fprintf(&b, ", Redis %s", r.RedisVersion)
-	}
-	if c.EtcdVersion != "" {
-		fmt.Fprintf(&b, ", etcd %s", c.EtcdVersion)
-	}
-	if m.LoadStart != "" {
-		fmt.Fprintf(&b, "; load average %s at the start, %s at the end", m.LoadStart, m.LoadEnd)
-	}
-	fmt.Fprintf(&b, "\n- each run: %gs of new cycles, lease %d ms, contended acquires wait up to %d ms server-side, hold 0\n",
-		r.Settings.DurationS, r.Settings.TTLMS, r.Settings.WaitMS)
-	b.WriteString("- HTTP ceiling: a plain net/http server process with the gateway's JWT check that answers 201 / 204 with a small JSON body and holds no lock\n")
-	if slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Target == "redis-ceiling" }) {
-		b.WriteString("- HTTP ceiling + plain Redis lock: the same process, whose acquire is a SET NX PX of a random token and whose release " +
-			"is a compare-and-delete script, on the Redis targets' redis-server (the gateway's go-redis settings: RESP2, no retries)\n")
-	}
-	b.WriteString("- CPU per cycle: utime + stime from /proc/<pid>/stat over the timed part of the run (10 ms ticks), over cycles; " +
-		"syscalls per cycle: syscr + syscw from /proc/<pid>/io, which the machine's load hardly moves\n")
-	if c.Repeat > 1 {
-		fmt.Fprintf(&b, "- %s\n", roundsNote(c.Repeat))
-	}
-	for _, n := range c.Notes {
-		fmt.Fprintf(&b, "- %s\n", n)
-	}
-
-	find := func(key, mode string, clients int) *TargetRun {
-		for i := range c.Runs {
-			if r := &c.Runs[i]; r.Target == key && r.Mode == mode && r.Clients == clients {
-				return r
-			}
-		}
-		return nil
-	}
-	var unc, con []int
-	for _, run := range c.Runs {
-		if run.Mode == uncontended && !slices.Contains(unc, run.Clients) {
-			unc = append(unc, run.Clients)
-		}
-		if run.Mode == contended && !slices.Contains(con, run.Clients) {
-			con = append(con, run.Clients)
-		}
-	}
-	join := func(ns []int) string {
-		s := make([]string, len(ns))
-		for i, n := range ns {
-			s[i] = fmt.Sprint(n)
-		}
-		return strings.Join(s, " / ")
-	}
-
-	fmt.Fprintf(&b, "\n| target | uncontended %s clients (cycles/s) | x ceiling | contended %s | server CPU per uncontended cycle (µs) |\n", join(unc), join(con))
-	b.WriteString("| --- | --- | --- | --- | --- |\n")
-	for _, key := range allTargets {
-		var label string
-		var cps, ratio, ccps, cpu []string
-		for _, n := range unc {
-			if r := find(key, uncontended, n); r != nil {
-				label = r.Label
-				cps = append(cps, fmt.Sprintf("%.0f", r.Result.CyclesPerSec))
-				if r.OverCeiling > 0 {
-					ratio = append(ratio, ratioCell(*r))
-				}
-				switch {
-				case r.ServerCPUUS > 0 && r.RedisCPUUS > 0:
-					cpu = append(cpu, fmt.Sprintf("%.0f + %.0f Redis", r.ServerCPUUS, r.RedisCPUUS))
-				case r.ServerCPUUS > 0:
-					cpu = append(cpu, fmt.Sprintf("%.0f", r.ServerCPUUS))
-				case r.RedisCPUUS > 0:
-					cpu = append(cpu, fmt.Sprintf("%.0f Redis", r.RedisCPUUS))
-				}
-			}
-		}
-		for _, n := range con {
-			if r := find(key, contended, n); r != nil {
-				label = r.Label
-				ccps = append(ccps, fmt.Sprintf("%.0f", r.Result.CyclesPerSec))
-			}
-		}
-		if label == "" {
-			continue
-		}
-		dash := func(s []string) string {
-			if len(s) == 0 {
-				return "-"
-			}
-			return strings.Join(s, " / ")
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", label, dash(cps), dash(ratio), dash(ccps), dash(cpu))
-	}
-
-	b.WriteString("\n### Uncontended: each client its own lock, acquire + release\n\n")
-	b.WriteString("| target | clients | cycles/s | x ceiling | acquire p50 / p99 (ms) | release p50 / p99 (ms) | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | --- | --- | --- | ---: | --- |\n")
-	for _, run := range c.Runs {
-		if run.Mode != uncontended {
-			continue
-		}
-		r := run.Result
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s / %s | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec, ratioCell(run),
-			num(r.Acquire.P50), num(r.Acquire.P99), num(r.Release.P50), num(r.Release.P99), cpuCell(run), syscallCell(run), formatErrors(r.Errors))
-	}
-	if len(con) > 0 {
-		b.WriteString("\n### Contended: every client on one lock, server-side wait, hold 0\n\n")
-		b.WriteString("Self-hand-offs: releases during which another client's acquire was pending (sent, not necessarily " +
-			"arrived), after which the releaser got the lock again; lead: the longest such an acquire had been pending " +
-			"when the release was sent. A FIFO server hands the lock back only while the pending acquires have not " +
-			"reached it: a lead of about a round trip is an acquire still on its way; a long one is a stalled request " +
-			"or a queue jumped, which only the server can tell. FIFO bound: (clients − 1) × the mean cycle.\n\n")
-		b.WriteString("| target | clients | cycles/s | self-hand-offs while others' acquires were pending, longest lead | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
-		b.WriteString("| --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: | --- |\n")
-		for _, run := range c.Runs {
-			if run.Mode != contended || run.Result.Fairness == nil {
-				continue
-			}
-			r, f := run.Result, run.Result.Fairness
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s | %.2f | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec,
-				selfRegrantCell(f), num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS),
-				f.P99OverFIFO, cpuCell(run), syscallCell(run), formatErrors(r.Errors))
-		}
-	}
-	if slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Result.Semaphore != nil }) {
-		b.WriteString("\n### Semaphore: every client on one semaphore, server-side wait, hold 0\n\n")
-		b.WriteString("Holders as the clients saw them, from an acquire's answer to its release being sent: the most at once " +
-			"(never above the limit) and the mean (permit-time held over the run's length).\n\n")
-		b.WriteString("| target | clients | limit | cycles/s | most holders at once | mean holders | wait p50 / p99 / max (ms) | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")
-		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | --- |\n")
-		for _, run := range c.Runs {
-			st := run.Result.Semaphore
-			if st == nil {
-				continue
-			}
-			r := run.Result
-			fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %d | %s | %s / %s / %s | %s | %s | %s |\n", run.Target, run.Clients, st.Limit, r.CyclesPerSec,
-				st.MostHolders, num(st.MeanHolders), num(r.Acquire.P50), num(r.Acquire.P99), num(r.Acquire.Max), cpuCell(run), syscallCell(run),
-				formatErrors(r.Errors))
-		}
-	}
-	if slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Result.Mixed != nil }) {
-		writeMixedHeader(&b)
-		for _, run := range c.Runs {
-			if run.Result.Mixed != nil {
-				writeMixedRow(&b, run.Target, run.Clients, &run.Result)
-			}
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func syscallCell(run TargetRun) string {
-	if run.ServerSyscalls == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", run.ServerSyscalls)
-}
-
-func cpuCell(run TargetRun) string {
-	cell := func(v float64) string {
-		if v == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.0f", v)
-	}
-	return cell(run.ServerCPUUS) + " / " + cell(run.RedisCPUUS) + " / " + cell(run.BenchCPUUS)
 }

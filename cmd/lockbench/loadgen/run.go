@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"context"
@@ -13,15 +13,23 @@ import (
 	"time"
 )
 
-// Modes of a scenario.
+// Modes of a scenario (Scenario.Mode).
 const (
-	uncontended = "uncontended" // every worker its own lock, no waiting
-	contended   = "contended"   // every worker on one lock, server-side waits
+	ModeUncontended = "uncontended" // every worker its own lock, no waiting
+	ModeContended   = "contended"   // every worker on one lock, server-side waits
+	// ModeSemaphore is a contended run on a semaphore: every worker takes a
+	// permit of one semaphore of Scenario.Limit permits, waiting
+	// server-side.
+	ModeSemaphore = "semaphore"
+	// ModeMixed is a contended run on one lock taken shared or exclusive:
+	// each acquire is shared with probability Scenario.SharedRatio, and
+	// waits server-side.
+	ModeMixed = "mixed"
 )
 
 // Scenario is one load shape.
 type Scenario struct {
-	Mode     string        // uncontended or contended
+	Mode     string        // one of the Mode constants
 	Clients  int           // workers, each with one call in flight
 	Duration time.Duration // how long workers start new cycles
 	Hold     time.Duration // time between a grant and its release
@@ -35,12 +43,12 @@ type Scenario struct {
 func (s Scenario) String() string {
 	str := fmt.Sprintf("%s, %d clients", s.Mode, s.Clients)
 	switch s.Mode {
-	case semaphoreMode:
+	case ModeSemaphore:
 		str = fmt.Sprintf("%s of %d, %d clients", s.Mode, s.Limit, s.Clients)
-	case mixedMode:
+	case ModeMixed:
 		str = fmt.Sprintf("%s %.0f%% shared, %d clients", s.Mode, 100*s.SharedRatio, s.Clients)
 	}
-	if s.Mode != uncontended {
+	if s.Mode != ModeUncontended {
 		str += fmt.Sprintf(", hold %s", s.Hold)
 	}
 	return str
@@ -75,37 +83,38 @@ type Result struct {
 // worker is one client's record of a run. Only its goroutine writes it.
 type worker struct {
 	acq, rel []int64   // latencies of successful calls, ns
-	attempts []attempt // contended mode: every acquire, in order
+	attempts []attempt // contended modes: every acquire, in order
 	errors   map[string]int64
 	cycles   int64
 	firstErr error
 }
 
 func (w *worker) fail(err error) {
-	w.errors[errorClass(err)]++
+	w.errors[ErrorClass(err)]++
 	if w.firstErr == nil {
 		w.firstErr = err
 	}
 }
 
-// hooks run around the timed part of a run, after every worker's warm-up
-// cycle and after the last worker's exit.
-type hooks struct {
-	start, stop func()
+// Hooks run around the timed part of a run: Start after every worker's
+// warm-up cycle, Stop after the last worker's exit. Either may be nil.
+type Hooks struct {
+	Start, Stop func()
 }
 
-// runScenario runs sc against tgt. Lock names start with prefix, which must
-// be unique to the run. Worker goroutines carry the pprof label
+// Run runs sc against tgt and returns what it measured, labelled path
+// ("gateway", "floor", or a target's name). Lock names start with prefix,
+// which must be unique to the run. Worker goroutines carry the pprof label
 // lockbench=label, so that a CPU profile can tell them from the gateway.
-func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, label string, h hooks) (Result, error) {
+func Run(ctx context.Context, tgt Target, sc Scenario, path, prefix, label string, h Hooks) (Result, error) {
 	// A hard stop well past the expected end: a wedged server must not hang
 	// the benchmark.
 	ctx, cancel := context.WithTimeout(ctx, sc.Duration+sc.Wait+sc.Hold+time.Minute)
 	defer cancel()
 
 	workers := make([]*worker, sc.Clients)
-	sessions := make([]session, sc.Clients)
-	warmups := make([]session, sc.Clients)
+	sessions := make([]Session, sc.Clients)
+	warmups := make([]Session, sc.Clients)
 	for i := range workers {
 		workers[i] = &worker{
 			acq:    make([]int64, 0, 1024),
@@ -113,12 +122,12 @@ func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, lab
 			errors: make(map[string]int64),
 		}
 		name := fmt.Sprintf("%s-w%d", prefix, i)
-		warmups[i] = tgt.newSession(ctx, name+"-warm")
-		if sc.Mode != uncontended {
+		warmups[i] = tgt.NewSession(ctx, name+"-warm")
+		if sc.Mode != ModeUncontended {
 			name = prefix + "-shared"
 		}
-		sessions[i] = tgt.newSession(ctx, name)
-		if _, ok := sessions[i].(sharedAcquirer); sc.Mode == mixedMode && !ok {
+		sessions[i] = tgt.NewSession(ctx, name)
+		if _, ok := sessions[i].(SharedAcquirer); sc.Mode == ModeMixed && !ok {
 			return Result{}, fmt.Errorf("%s: the target takes no shared grants", path)
 		}
 	}
@@ -142,7 +151,7 @@ func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, lab
 			if warmErrs[i] != nil {
 				return
 			}
-			if sc.Mode != uncontended {
+			if sc.Mode != ModeUncontended {
 				w.contend(ctx, sessions[i], sc, &stop, clock)
 			} else {
 				w.loop(ctx, sessions[i], sc, &stop, clock)
@@ -155,8 +164,8 @@ func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, lab
 		done.Wait()
 		return Result{}, fmt.Errorf("warm-up cycle: %w", err)
 	}
-	if h.start != nil {
-		h.start()
+	if h.Start != nil {
+		h.Start()
 	}
 	base = time.Now() // written before close(start): the workers see it
 	timer := time.AfterFunc(sc.Duration, func() { stop.Store(true) })
@@ -164,18 +173,18 @@ func runScenario(ctx context.Context, tgt target, sc Scenario, path, prefix, lab
 	close(start)
 	done.Wait()
 	elapsed := time.Since(base)
-	if h.stop != nil {
-		h.stop()
+	if h.Stop != nil {
+		h.Stop()
 	}
 	return collect(workers, sc, path, elapsed)
 }
 
-func warmUp(s session) error {
-	token, _, err := s.acquire(0)
+func warmUp(s Session) error {
+	token, _, err := s.Acquire(0)
 	if err != nil {
 		return err
 	}
-	return s.release(token)
+	return s.Release(token)
 }
 
 func firstError(errs []error) error {
@@ -188,10 +197,10 @@ func firstError(errs []error) error {
 }
 
 // loop is an uncontended worker: acquire without waiting, hold, release.
-func (w *worker) loop(ctx context.Context, s session, sc Scenario, stop *atomic.Bool, clock func() int64) {
+func (w *worker) loop(ctx context.Context, s Session, sc Scenario, stop *atomic.Bool, clock func() int64) {
 	for !stop.Load() && ctx.Err() == nil {
 		t0 := clock()
-		token, _, err := s.acquire(0)
+		token, _, err := s.Acquire(0)
 		t1 := clock()
 		if err != nil {
 			w.fail(err)
@@ -201,7 +210,7 @@ func (w *worker) loop(ctx context.Context, s session, sc Scenario, stop *atomic.
 		w.acq = append(w.acq, t1-t0)
 		hold(ctx, sc.Hold)
 		t2 := clock()
-		err = s.release(token)
+		err = s.Release(token)
 		t3 := clock()
 		if err != nil {
 			w.fail(err)
@@ -216,10 +225,10 @@ func (w *worker) loop(ctx context.Context, s session, sc Scenario, stop *atomic.
 // release, recording every call's times for the fairness analysis. A worker
 // waiting when the time is up stays in line until it gets the lock, so the
 // run ends with every waiter served, not with cancelled requests.
-func (w *worker) contend(ctx context.Context, s session, sc Scenario, stop *atomic.Bool, clock func() int64) {
+func (w *worker) contend(ctx context.Context, s Session, sc Scenario, stop *atomic.Bool, clock func() int64) {
 	w.attempts = make([]attempt, 0, 1024)
 	var rng *rand.Rand
-	if sc.Mode == mixedMode {
+	if sc.Mode == ModeMixed {
 		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	for !stop.Load() && ctx.Err() == nil {
@@ -228,9 +237,9 @@ func (w *worker) contend(ctx context.Context, s session, sc Scenario, stop *atom
 		var fence int64
 		var err error
 		if a.shared = rng != nil && rng.Float64() < sc.SharedRatio; a.shared {
-			token, fence, err = s.(sharedAcquirer).acquireShared(sc.Wait)
+			token, fence, err = s.(SharedAcquirer).AcquireShared(sc.Wait)
 		} else {
-			token, fence, err = s.acquire(sc.Wait)
+			token, fence, err = s.Acquire(sc.Wait)
 		}
 		a.end = clock()
 		if err != nil {
@@ -243,7 +252,7 @@ func (w *worker) contend(ctx context.Context, s session, sc Scenario, stop *atom
 		w.acq = append(w.acq, a.end-a.start)
 		hold(ctx, sc.Hold)
 		a.relStart = clock()
-		err = s.release(token)
+		err = s.Release(token)
 		a.relEnd = clock()
 		if err != nil {
 			w.fail(err)
@@ -289,12 +298,12 @@ func collect(workers []*worker, sc Scenario, path string, elapsed time.Duration)
 		}
 	}
 	if r.Cycles == 0 {
-		return r, fmt.Errorf("%s: no successful cycle in %s (errors: %s): %w", path, elapsed.Round(time.Millisecond), formatErrors(r.Errors), firstErr)
+		return r, fmt.Errorf("%s: no successful cycle in %s (errors: %s): %w", path, elapsed.Round(time.Millisecond), FormatErrors(r.Errors), firstErr)
 	}
 	r.CyclesPerSec = float64(r.Cycles) / elapsed.Seconds()
 	r.Acquire = summarize(acq)
 	r.Release = summarize(rel)
-	if sc.Mode == contended {
+	if sc.Mode == ModeContended {
 		perWorker := make([][]attempt, len(workers))
 		for i, w := range workers {
 			perWorker[i] = w.attempts
@@ -303,14 +312,14 @@ func collect(workers []*worker, sc Scenario, path string, elapsed time.Duration)
 		hl := summarize(handoffs)
 		r.Fairness, r.Handoff = &f, &hl
 	}
-	if sc.Mode == semaphoreMode {
+	if sc.Mode == ModeSemaphore {
 		perWorker := make([][]attempt, len(workers))
 		for i, w := range workers {
 			perWorker[i] = w.attempts
 		}
 		r.Semaphore = semaphoreStats(perWorker, sc.Limit, elapsed)
 	}
-	if sc.Mode == mixedMode {
+	if sc.Mode == ModeMixed {
 		perWorker := make([][]attempt, len(workers))
 		for i, w := range workers {
 			perWorker[i] = w.attempts
@@ -320,9 +329,9 @@ func collect(workers []*worker, sc Scenario, path string, elapsed time.Duration)
 	return r, nil
 }
 
-// formatErrors renders error counts as "409 lock_held ×3, transport ×1",
+// FormatErrors renders error counts as "409 lock_held ×3, transport ×1",
 // or "none".
-func formatErrors(errs map[string]int64) string {
+func FormatErrors(errs map[string]int64) string {
 	if len(errs) == 0 {
 		return "none"
 	}

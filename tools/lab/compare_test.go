@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/middleware"
 )
@@ -32,7 +33,7 @@ func TestProcessesSmoke(t *testing.T) {
 		"--uncontended-clients", "2", "--contended-clients", "3", "--semaphore-clients", "5", "--semaphore-limit", "2",
 		"--mixed-clients", "6", "--shared-ratio", "0.5", "--gateway-bin", exe, "--etcd", "", "--pprof-dir", dir}
 	var out, progress bytes.Buffer
-	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+	if err := run(t.Context(), args, &out, &progress); err != nil {
 		t.Fatalf("lockbench --processes: %v\nprogress:\n%s", err, &progress)
 	}
 	if s := out.String() + progress.String(); strings.Contains(s, "eyJ") {
@@ -52,18 +53,18 @@ func TestProcessesSmoke(t *testing.T) {
 		if r.Result.Cycles <= 0 || r.Result.Acquire.N == 0 {
 			t.Errorf("%s %s: want cycles and latencies, got %+v", r.Target, r.Mode, r.Result)
 		}
-		if r.Mode == uncontended && r.Target != "ceiling" && r.OverCeiling <= 0 {
+		if r.Mode == loadgen.ModeUncontended && r.Target != "ceiling" && r.OverCeiling <= 0 {
 			t.Errorf("%s: want a ratio to the ceiling, got %v", r.Target, r.OverCeiling)
 		}
-		if r.Mode == contended && r.Result.Fairness == nil {
+		if r.Mode == loadgen.ModeContended && r.Result.Fairness == nil {
 			t.Errorf("%s contended: no fairness figures", r.Target)
 		}
-		if r.Mode == semaphoreMode {
+		if r.Mode == loadgen.ModeSemaphore {
 			if st := r.Result.Semaphore; st == nil || st.Limit != 2 || st.MostHolders < 1 || st.MostHolders > 2 {
 				t.Errorf("%s semaphore: want at most 2 holders, got %+v", r.Target, st)
 			}
 		}
-		if r.Mode == mixedMode {
+		if r.Mode == loadgen.ModeMixed {
 			checkMixed(t, r.Target+" mixed", r.Clients, &r.Result)
 		}
 		if r.ServerCPUUS < 0 || r.RedisCPUUS < 0 || r.BenchCPUUS < 0 {
@@ -121,34 +122,34 @@ func TestRedisCeilingLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ht, err := newHTTPTarget(srv.URL, jwt, "ns", time.Minute, 2)
+	ht, err := loadgen.NewHTTPTarget(srv.URL, jwt, "ns", time.Minute, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ht.close)
-	a, b := ht.newSession(t.Context(), "x"), ht.newSession(t.Context(), "x")
+	t.Cleanup(ht.Close)
+	a, b := ht.NewSession(t.Context(), "x"), ht.NewSession(t.Context(), "x")
 	key := plainKey("ns", "x")
 
-	token, _, err := a.acquire(0)
+	token, _, err := a.Acquire(0)
 	if err != nil {
 		t.Fatalf("first acquire: %v", err)
 	}
-	if _, _, err := b.acquire(0); errorClass(err) != "409 lock_held" {
+	if _, _, err := b.Acquire(0); loadgen.ErrorClass(err) != "409 lock_held" {
 		t.Errorf("second acquire: got %v, want 409 lock_held", err)
 	}
-	if err := b.release("not-" + token); errorClass(err) != "409 not_holder" {
+	if err := b.Release("not-" + token); loadgen.ErrorClass(err) != "409 not_holder" {
 		t.Errorf("release with another token: got %v, want 409 not_holder", err)
 	}
 	if got, err := client.Get(t.Context(), key).Result(); err != nil || got != token {
 		t.Fatalf("after a release with another token, %s = %q (%v), want the holder's token", key, got, err)
 	}
-	if err := a.release(token); err != nil {
+	if err := a.Release(token); err != nil {
 		t.Fatalf("release by the holder: %v", err)
 	}
 	if n, err := client.Exists(t.Context(), key).Result(); err != nil || n != 0 {
 		t.Errorf("after the holder's release, EXISTS %s = %d (%v), want 0", key, n, err)
 	}
-	if _, _, err := b.acquire(0); err != nil {
+	if _, _, err := b.Acquire(0); err != nil {
 		t.Errorf("acquire after the release: %v", err)
 	}
 }
@@ -183,7 +184,7 @@ func TestProcessesRepeatSmoke(t *testing.T) {
 		"--uncontended-clients", "2", "--contended-clients", "2", "--semaphore-clients", "0", "--mixed-clients", "0",
 		"--gateway-bin", exe, "--etcd", ""}
 	var out, progress bytes.Buffer
-	if err := run(t.Context(), args, func(string) string { return "" }, &out, &progress); err != nil {
+	if err := run(t.Context(), args, &out, &progress); err != nil {
 		t.Fatalf("lockbench --processes --repeat 2: %v\nprogress:\n%s", err, &progress)
 	}
 	var rep Report
@@ -225,7 +226,7 @@ func TestRepeatFlag(t *testing.T) {
 		"without --processes": {"lockbench", "--self", "--repeat", "2"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
+			if _, err := parseConfig(args, io.Discard); err == nil {
 				t.Errorf("parseConfig(%q) = nil error, want one", args)
 			}
 		})
@@ -236,7 +237,7 @@ func TestRepeatFlag(t *testing.T) {
 // out, as --semaphore-clients 0 and --mixed-clients 0 do theirs.
 func TestContendedClientsZero(t *testing.T) {
 	args := []string{"lockbench", "--processes", "--contended-clients", "0", "--semaphore-clients", "0", "--mixed-clients", "0"}
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	cfg, err := parseConfig(args, io.Discard)
 	if err != nil {
 		t.Fatalf("parseConfig(%q): %v", args, err)
 	}
@@ -244,10 +245,10 @@ func TestContendedClientsZero(t *testing.T) {
 	for _, sc := range presetMatrix(cfg) {
 		modes = append(modes, sc.Mode)
 	}
-	if want := []string{uncontended, uncontended}; !slices.Equal(modes, want) {
+	if want := []string{loadgen.ModeUncontended, loadgen.ModeUncontended}; !slices.Equal(modes, want) {
 		t.Errorf("scenarios %q, want %q", modes, want)
 	}
-	rep := &Report{Comparison: &Comparison{Runs: []TargetRun{{Target: "ceiling", Label: "HTTP ceiling", Mode: uncontended, Clients: 16}}}}
+	rep := &Report{Comparison: &Comparison{Runs: []TargetRun{{Target: "ceiling", Label: "HTTP ceiling", Mode: loadgen.ModeUncontended, Clients: 16}}}}
 	var md strings.Builder
 	if err := writeComparison(&md, rep); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -20,21 +22,21 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // from cps so that rounds of it differ.
 func fakeRun(key, mode string, clients int, cps float64) TargetRun {
 	run := TargetRun{Target: key, Label: "label of " + key, Mode: mode, Clients: clients,
-		Result: Result{Path: "gateway", ElapsedS: 1, Cycles: int64(cps), CyclesPerSec: cps,
-			Acquire: Latency{N: int(cps), P50: 1e4 / cps, P90: 2e4 / cps, P99: 3e4 / cps, Max: 4e4 / cps},
-			Release: Latency{N: int(cps), P50: 0.5e4 / cps, P90: 1e4 / cps, P99: 1.5e4 / cps, Max: 2e4 / cps}},
+		Result: loadgen.Result{Path: "gateway", ElapsedS: 1, Cycles: int64(cps), CyclesPerSec: cps,
+			Acquire: loadgen.Latency{N: int(cps), P50: 1e4 / cps, P90: 2e4 / cps, P99: 3e4 / cps, Max: 4e4 / cps},
+			Release: loadgen.Latency{N: int(cps), P50: 0.5e4 / cps, P90: 1e4 / cps, P99: 1.5e4 / cps, Max: 2e4 / cps}},
 		ServerCPUUS: 1e6 / cps, BenchCPUUS: 0.5e6 / cps, ServerSyscalls: 6}
 	if key == "redis" {
 		run.RedisCPUUS = 0.8e6 / cps
 	}
 	switch mode {
-	case contended:
-		run.Result.Fairness = &Fairness{Grants: int64(cps), ContestedReleases: int64(cps) - 1, P99WaitMS: 3e4 / cps,
+	case loadgen.ModeContended:
+		run.Result.Fairness = &loadgen.Fairness{Grants: int64(cps), ContestedReleases: int64(cps) - 1, P99WaitMS: 3e4 / cps,
 			LongestWaitMS: 4e4 / cps, CycleMS: 1e3 / cps, FIFOBoundMS: float64(clients-1) * 1e3 / cps, P99OverFIFO: 1.5}
-	case semaphoreMode:
-		run.Result.Semaphore = &SemaphoreStats{Limit: 4, Grants: int64(cps), MostHolders: 3, MeanHolders: 2.5}
-	case mixedMode:
-		run.Result.Mixed = &MixedStats{SharedRatio: 0.8, SharedGrants: int64(0.8 * cps), ExclusiveGrants: int64(0.2 * cps), MostHolders: 5,
+	case loadgen.ModeSemaphore:
+		run.Result.Semaphore = &loadgen.SemaphoreStats{Limit: 4, Grants: int64(cps), MostHolders: 3, MeanHolders: 2.5}
+	case loadgen.ModeMixed:
+		run.Result.Mixed = &loadgen.MixedStats{SharedRatio: 0.8, SharedGrants: int64(0.8 * cps), ExclusiveGrants: int64(0.2 * cps), MostHolders: 5,
 			SharedWait: run.Result.Acquire, ExclusiveWait: run.Result.Acquire}
 	}
 	return run
@@ -47,15 +49,15 @@ func fakeRun(key, mode string, clients int, cps float64) TargetRun {
 func fakeComparison(scale, ceilingScale float64) []TargetRun {
 	var runs []TargetRun
 	for _, n := range []int{16, 64} {
-		ceiling := fakeRun("ceiling", uncontended, n, 10000*ceilingScale)
+		ceiling := fakeRun("ceiling", loadgen.ModeUncontended, n, 10000*ceilingScale)
 		runs = append(runs, ceiling)
 		for _, k := range []string{"embedded", "redis"} {
-			run := fakeRun(k, uncontended, n, map[string]float64{"embedded": 8000, "redis": 3000}[k]*scale)
+			run := fakeRun(k, loadgen.ModeUncontended, n, map[string]float64{"embedded": 8000, "redis": 3000}[k]*scale)
 			run.OverCeiling = run.Result.CyclesPerSec / ceiling.Result.CyclesPerSec
 			runs = append(runs, run)
 		}
 	}
-	for _, mode := range []string{contended, semaphoreMode, mixedMode} {
+	for _, mode := range []string{loadgen.ModeContended, loadgen.ModeSemaphore, loadgen.ModeMixed} {
 		for _, k := range []string{"embedded", "redis"} {
 			runs = append(runs, fakeRun(k, mode, 64, map[string]float64{"embedded": 5000, "redis": 1500}[k]*scale))
 		}
@@ -64,9 +66,9 @@ func fakeComparison(scale, ceilingScale float64) []TargetRun {
 }
 
 func fakeReport(runs []TargetRun) *Report {
-	return &Report{Target: "processes", Started: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC),
-		Machine:      Machine{OS: "linux", Arch: "amd64", CPUs: 2, GOMAXPROCS: 2, Go: "go1.26.8", LoadStart: "1.00 1.00 1.00", LoadEnd: "2.00 2.00 2.00"},
-		RedisVersion: "7.0.15", Settings: Settings{DurationS: 5, WaitMS: 30000, TTLMS: 30000},
+	return &Report{Report: loadgen.Report{Target: "processes", Started: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC),
+		Machine:      loadgen.Machine{OS: "linux", Arch: "amd64", CPUs: 2, GOMAXPROCS: 2, Go: "go1.26.8", LoadStart: "1.00 1.00 1.00", LoadEnd: "2.00 2.00 2.00"},
+		RedisVersion: "7.0.15", Settings: loadgen.Settings{DurationS: 5, WaitMS: 30000, TTLMS: 30000}},
 		Comparison: &Comparison{Runs: runs}}
 }
 
@@ -142,13 +144,13 @@ func TestCombineRounds(t *testing.T) {
 	// Round 1 is slow on a slow ceiling (ratio 0.90), round 2 fast on a
 	// fast ceiling (0.60), round 3 in between (0.75): the median of the
 	// ratios, 0.75, is not the ratio of the medians.
-	r1 := fakeRun("embedded", uncontended, 16, 9000)
+	r1 := fakeRun("embedded", loadgen.ModeUncontended, 16, 9000)
 	r1.OverCeiling, r1.ServerCPUUS, r1.BenchCPUUS = 0.90, 300, 10
 	r1.Result.Errors = map[string]int64{"transport": 2}
-	r2 := fakeRun("embedded", uncontended, 16, 12000)
+	r2 := fakeRun("embedded", loadgen.ModeUncontended, 16, 12000)
 	r2.OverCeiling, r2.ServerCPUUS, r2.BenchCPUUS = 0.60, 100, 30
 	r2.Result.Errors = map[string]int64{"transport": 1, "409 lock_held": 4}
-	r3 := fakeRun("embedded", uncontended, 16, 10000)
+	r3 := fakeRun("embedded", loadgen.ModeUncontended, 16, 10000)
 	r3.OverCeiling, r3.ServerCPUUS, r3.BenchCPUUS = 0.75, 200, 50
 	rounds := []TargetRun{r1, r2, r3}
 	before := slices.Clone(rounds)
@@ -193,14 +195,14 @@ func TestCombineRounds(t *testing.T) {
 	})
 
 	t.Run("the ceiling has no ratio", func(t *testing.T) {
-		c1, c2 := fakeRun("ceiling", uncontended, 16, 10000), fakeRun("ceiling", uncontended, 16, 20000)
+		c1, c2 := fakeRun("ceiling", loadgen.ModeUncontended, 16, 10000), fakeRun("ceiling", loadgen.ModeUncontended, 16, 20000)
 		if got := combineRounds([]TargetRun{c1, c2}); got.OverCeiling != 0 || ratioCell(got) != "" {
 			t.Errorf("ceiling x ceiling = %v %q, want none", got.OverCeiling, ratioCell(got))
 		}
 	})
 
 	t.Run("contended: self-hand-offs summed, their longest lead the most of any round", func(t *testing.T) {
-		a, b, c := fakeRun("redis", contended, 64, 1000), fakeRun("redis", contended, 64, 2000), fakeRun("redis", contended, 64, 3000)
+		a, b, c := fakeRun("redis", loadgen.ModeContended, 64, 1000), fakeRun("redis", loadgen.ModeContended, 64, 2000), fakeRun("redis", loadgen.ModeContended, 64, 3000)
 		a.Result.Fairness.SelfRegrants, a.Result.Fairness.ContestedReleases = 3, 100
 		c.Result.Fairness.SelfRegrants, c.Result.Fairness.ContestedReleases = 1, 300
 		a.Result.Fairness.SelfRegrantLeadMS, c.Result.Fairness.SelfRegrantLeadMS = 0.8, 1.3
@@ -209,8 +211,8 @@ func TestCombineRounds(t *testing.T) {
 		if got.SelfRegrants != 4 || got.ContestedReleases != 1000 || got.SelfRegrantShare != 0.004 {
 			t.Errorf("self-hand-offs %d of %d (%v), want 4 of 1000 (0.004)", got.SelfRegrants, got.ContestedReleases, got.SelfRegrantShare)
 		}
-		if got.SelfRegrantLeadMS != 1.3 || selfRegrantCell(got) != "4 of 1000 (0 %), lead ≤ 1.30 ms" {
-			t.Errorf("lead %v ms, cell %q; want the longest of any round, 1.3 ms: \"4 of 1000 (0 %%), lead ≤ 1.30 ms\"", got.SelfRegrantLeadMS, selfRegrantCell(got))
+		if got.SelfRegrantLeadMS != 1.3 || loadgen.SelfRegrantCell(got) != "4 of 1000 (0 %), lead ≤ 1.30 ms" {
+			t.Errorf("lead %v ms, cell %q; want the longest of any round, 1.3 ms: \"4 of 1000 (0 %%), lead ≤ 1.30 ms\"", got.SelfRegrantLeadMS, loadgen.SelfRegrantCell(got))
 		}
 		if got.P99WaitMS != b.Result.Fairness.P99WaitMS || b.Result.Fairness.SelfRegrants != 0 {
 			t.Errorf("p99 wait %v, want the median round's %v, and that round left as it was", got.P99WaitMS, b.Result.Fairness.P99WaitMS)
@@ -218,12 +220,12 @@ func TestCombineRounds(t *testing.T) {
 	})
 
 	t.Run("semaphore and mixed: most holders the most, conflicts summed", func(t *testing.T) {
-		a, b := fakeRun("redis", semaphoreMode, 64, 1000), fakeRun("redis", semaphoreMode, 64, 2000)
+		a, b := fakeRun("redis", loadgen.ModeSemaphore, 64, 1000), fakeRun("redis", loadgen.ModeSemaphore, 64, 2000)
 		a.Result.Semaphore.MostHolders = 4
 		if got := combineRounds([]TargetRun{a, b, b}).Result.Semaphore; got.MostHolders != 4 || got.MeanHolders != 2.5 {
 			t.Errorf("semaphore = %+v, want most holders 4 of any round", got)
 		}
-		m1, m2 := fakeRun("redis", mixedMode, 64, 1000), fakeRun("redis", mixedMode, 64, 2000)
+		m1, m2 := fakeRun("redis", loadgen.ModeMixed, 64, 1000), fakeRun("redis", loadgen.ModeMixed, 64, 2000)
 		m1.Result.Mixed.Conflicts, m1.Result.Mixed.MostHolders = 2, 9
 		m2.Result.Mixed.Conflicts = 1
 		if got := combineRounds([]TargetRun{m1, m2, m2}).Result.Mixed; got.Conflicts != 4 || got.MostHolders != 9 {

@@ -13,10 +13,12 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 // etcdProc is an etcd (3.4, for its JSON gateway to the lock API) that
-// lockbench started on loopback, with its data in a temporary directory.
+// the lab started on loopback, with its data in a temporary directory.
 type etcdProc struct {
 	url  string
 	cmd  *exec.Cmd
@@ -118,7 +120,7 @@ func newEtcdTarget(url, namespace string, ttl time.Duration, conns int) *etcdTar
 
 func (t *etcdTarget) close() { t.transport.CloseIdleConnections() }
 
-func (t *etcdTarget) newSession(ctx context.Context, name string) session {
+func (t *etcdTarget) NewSession(ctx context.Context, name string) loadgen.Session {
 	return &etcdSession{t: t, ctx: ctx, name: base64.StdEncoding.EncodeToString([]byte(t.namespace + "/" + name))}
 }
 
@@ -142,25 +144,25 @@ func (s *etcdSession) call(path string, body, out any) error {
 	resp, err := s.t.client.Do(req)
 	if err != nil {
 		if s.ctx.Err() != nil {
-			return &callError{class: "cancelled", err: err}
+			return &loadgen.CallError{Class: "cancelled", Err: err}
 		}
-		return &callError{class: "transport", err: err}
+		return &loadgen.CallError{Class: "transport", Err: err}
 	}
 	defer resp.Body.Close()
 	data, err = io.ReadAll(resp.Body)
 	if err != nil {
-		return &callError{class: "transport", err: err}
+		return &loadgen.CallError{Class: "transport", Err: err}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &callError{class: "etcd " + strconv.Itoa(resp.StatusCode), err: fmt.Errorf("%s: %.200s", path, data)}
+		return &loadgen.CallError{Class: "etcd " + strconv.Itoa(resp.StatusCode), Err: fmt.Errorf("%s: %.200s", path, data)}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return &callError{class: "bad_answer", err: err}
+		return &loadgen.CallError{Class: "bad_answer", Err: err}
 	}
 	return nil
 }
 
-func (s *etcdSession) acquire(time.Duration) (string, int64, error) {
+func (s *etcdSession) Acquire(time.Duration) (string, int64, error) {
 	if s.lease == "" {
 		var g struct {
 			ID string `json:"ID"`
@@ -169,7 +171,7 @@ func (s *etcdSession) acquire(time.Duration) (string, int64, error) {
 			return "", 0, err
 		}
 		if g.ID == "" {
-			return "", 0, &callError{class: "bad_answer", err: fmt.Errorf("lease grant without an ID")}
+			return "", 0, &loadgen.CallError{Class: "bad_answer", Err: fmt.Errorf("lease grant without an ID")}
 		}
 		s.lease = g.ID
 	}
@@ -183,18 +185,18 @@ func (s *etcdSession) acquire(time.Duration) (string, int64, error) {
 		return "", 0, err
 	}
 	if l.Key == "" {
-		return "", 0, &callError{class: "bad_answer", err: fmt.Errorf("lock without a key")}
+		return "", 0, &loadgen.CallError{Class: "bad_answer", Err: fmt.Errorf("lock without a key")}
 	}
 	rev, _ := strconv.ParseInt(l.Header.Revision, 10, 64)
 	return l.Key, rev, nil
 }
 
-func (s *etcdSession) release(key string) error {
+func (s *etcdSession) Release(key string) error {
 	var out struct{}
 	return s.call("/v3/lock/unlock", map[string]string{"key": key}, &out)
 }
 
-// etcdBin is where lockbench looks for etcd by default.
+// etcdBin is the path of the etcd binary flagValue names, if there is one.
 func etcdBin(flagValue string) (string, bool) {
 	if flagValue == "" {
 		return "", false

@@ -13,7 +13,7 @@ import (
 	"github.com/lockgate/lockgate/cmd/gateway/app"
 )
 
-// inprocGateway is a gateway lockbench runs in its own process with
+// inprocGateway is a gateway the lab runs in its own process with
 // app.Start, as cmd/gateway runs it. Its goroutines carry the pprof label
 // lockbench=gateway.
 type inprocGateway struct {
@@ -53,6 +53,13 @@ func randomSecret() []byte {
 	b := make([]byte, 32)
 	rand.Read(b) // never fails: see crypto/rand.Read
 	return []byte(hex.EncodeToString(b))
+}
+
+// randomID makes the names of a run's locks unique to it.
+func randomID() string {
+	id := make([]byte, 4)
+	rand.Read(id) // never fails: see crypto/rand.Read
+	return hex.EncodeToString(id)
 }
 
 // mintToken signs a token for every namespace, valid for ttl.

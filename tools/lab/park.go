@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 // ParkedWaiters is what waiting acquirers cost the gateway's process.
@@ -35,7 +37,7 @@ type ParkedWaiters struct {
 	GoroutinesPerWaiter float64 `json:"goroutines_per_waiter"`
 }
 
-// parkEnv carries a parkSpec to a child lockbench: its presence makes the
+// parkEnv carries a parkSpec to a child lab process: its presence makes the
 // process a parker rather than a benchmark.
 const parkEnv = "LOCKBENCH_PARK"
 
@@ -52,25 +54,25 @@ type parkSpec struct {
 // on it from a child process (so that their client side is not in this
 // process's heap), and measures how this process's memory grew. The gateway
 // must run in this process.
-func measureParked(ctx context.Context, gw *httpTarget, token string, n int) (ParkedWaiters, error) {
+func measureParked(ctx context.Context, gw *loadgen.HTTPTarget, token string, n int) (ParkedWaiters, error) {
 	p := ParkedWaiters{Waiters: n}
 	// A long lease: no waiter wakes for an expiry while we measure.
-	ht, err := newHTTPTarget(gw.base.String(), token, gw.namespace, 10*time.Minute, 1)
+	ht, err := loadgen.NewHTTPTarget(gw.URL().String(), token, gw.Namespace(), 10*time.Minute, 1)
 	if err != nil {
 		return p, err
 	}
-	holder := ht.newSession(ctx, "parked")
-	held, _, err := holder.acquire(0)
-	ht.close()
+	holder := ht.NewSession(ctx, "parked")
+	held, _, err := holder.Acquire(0)
+	ht.Close()
 	if err != nil {
 		return p, fmt.Errorf("hold the lock to wait for: %w", err)
 	}
-	defer holder.release(held)
+	defer holder.Release(held)
 
-	gw.close() // the benchmark's idle connections are not waiters
+	gw.Close() // the benchmark's idle connections are not waiters
 	before := settleAndRead()
 
-	spec, _ := json.Marshal(parkSpec{URL: gw.lockURL("parked").String(), N: n, WaitMS: 55_000})
+	spec, _ := json.Marshal(parkSpec{URL: gw.LockURL("parked").String(), N: n, WaitMS: 55_000})
 	exe, err := os.Executable()
 	if err != nil {
 		return p, fmt.Errorf("find lockbench's executable to park waiters: %w", err)
@@ -133,12 +135,12 @@ func measureParked(ctx context.Context, gw *httpTarget, token string, n int) (Pa
 
 // waitForWaiters polls the gateway's lockgate_active_waiters gauge until it
 // reaches n.
-func waitForWaiters(ctx context.Context, gw *httpTarget, n int) error {
-	u := gw.base.JoinPath("metrics").String()
+func waitForWaiters(ctx context.Context, gw *loadgen.HTTPTarget, n int) error {
+	u := gw.URL().JoinPath("metrics").String()
 	deadline := time.Now().Add(time.Minute)
 	var last float64
 	for time.Now().Before(deadline) {
-		v, err := gaugeValue(ctx, gw.client, u, "lockgate_active_waiters")
+		v, err := gaugeValue(ctx, gw.Client(), u, "lockgate_active_waiters")
 		if err != nil {
 			return err
 		}
@@ -209,18 +211,18 @@ func settleAndRead() memReading {
 	return memReading{live: s[0].Value.Uint64(), inuse: m.HeapInuse, stacks: m.StackInuse, goroutines: runtime.NumGoroutine()}
 }
 
-// parkMain is a child lockbench's whole life: send the waiting acquires of
+// parkMain is a parker's whole life: send the waiting acquires of
 // the spec in LOCKBENCH_PARK without reading the answers, say "parked", and
 // keep the connections open until stdin closes.
 func parkMain() int {
 	var spec parkSpec
 	if err := json.Unmarshal([]byte(os.Getenv(parkEnv)), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, "lockbench parker: bad", parkEnv)
+		fmt.Fprintln(os.Stderr, "lab parker: bad", parkEnv)
 		return 2
 	}
 	u, err := url.Parse(spec.URL)
 	if err != nil || u.Scheme != "http" {
-		fmt.Fprintln(os.Stderr, "lockbench parker: want an http:// URL")
+		fmt.Fprintln(os.Stderr, "lab parker: want an http:// URL")
 		return 2
 	}
 	body := fmt.Sprintf(`{"wait_ms":%d,"owner":"lockbench parked"}`, spec.WaitMS)
@@ -235,7 +237,7 @@ func parkMain() int {
 			_, err = c.Write(req.Bytes())
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "lockbench parker: connection %d: %v\n", len(conns)+1, err)
+			fmt.Fprintf(os.Stderr, "lab parker: connection %d: %v\n", len(conns)+1, err)
 			return 1
 		}
 		conns = append(conns, c)

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"maps"
@@ -22,11 +22,5 @@ func TestCommandStatsDiff(t *testing.T) {
 	}
 	if got.Total != 10 {
 		t.Errorf("total = %d, want 10", got.Total)
-	}
-}
-
-func TestGlobEscape(t *testing.T) {
-	if got, want := globEscape(`lockgate:{ns/*}[x]?\`), `lockgate:{ns/\*}\[x\]\?\\`; got != want {
-		t.Errorf("globEscape = %q, want %q", got, want)
 	}
 }

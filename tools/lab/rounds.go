@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 // With --repeat N, --processes runs each scenario N rounds, each round over
@@ -80,9 +82,9 @@ func combineRounds(rounds []TargetRun) TargetRun {
 	// The median round's pointers are shared with its entry in Rounds:
 	// copy before pooling into them.
 	var errs map[string]int64
-	var f Fairness
-	var st SemaphoreStats
-	var mx MixedStats
+	var f loadgen.Fairness
+	var st loadgen.SemaphoreStats
+	var mx loadgen.MixedStats
 	if res.Fairness != nil {
 		f = *res.Fairness
 		f.SelfRegrants, f.ContestedReleases, f.SelfRegrantLeadMS = 0, 0, 0

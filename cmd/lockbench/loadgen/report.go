@@ -1,21 +1,98 @@
-package main
+package loadgen
 
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"time"
 )
 
-// writeMarkdown renders the report as markdown tables.
-func writeMarkdown(w io.Writer, r *Report) error {
+// Report is everything one lockbench run measured.
+type Report struct {
+	// Target is the gateway's URL, or what else was measured ("self").
+	Target       string           `json:"target"`
+	Started      time.Time        `json:"started"`
+	Machine      Machine          `json:"machine"`
+	RedisVersion string           `json:"redis_version,omitempty"`
+	Settings     Settings         `json:"settings"`
+	Scenarios    []ScenarioReport `json:"scenarios"`
+}
+
+// Machine is where the load generator ran.
+type Machine struct {
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Go         string `json:"go"`
+	// LoadStart and LoadEnd are /proc/loadavg's 1, 5 and 15 minute load
+	// averages when lockbench started and finished (Linux only): on a
+	// shared machine they say how much else was running.
+	LoadStart string `json:"load_start,omitempty"`
+	LoadEnd   string `json:"load_end,omitempty"`
+}
+
+// LoadAvg returns the 1, 5 and 15 minute load averages, or "" where
+// /proc/loadavg does not exist.
+func LoadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// Settings are the knobs every scenario shared.
+type Settings struct {
+	DurationS float64 `json:"duration_s"`
+	WaitMS    int64   `json:"wait_ms"`
+	TTLMS     int64   `json:"ttl_ms"`
+}
+
+// ScenarioReport is one scenario against the gateway and the floor.
+type ScenarioReport struct {
+	Name    string  `json:"name"`
+	Mode    string  `json:"mode"`
+	Clients int     `json:"clients"`
+	HoldMS  float64 `json:"hold_ms"`
+	Gateway Result  `json:"gateway"`
+	Floor   *Result `json:"floor,omitempty"`
+	// GatewayOverFloor is the gateway's cycles/s over the floor's.
+	GatewayOverFloor float64 `json:"gateway_over_floor,omitempty"`
+}
+
+// NewReport starts the report of a run against target: when, where, and
+// the settings of opts. The caller adds the Redis version it knows.
+func NewReport(target string, opts Options) *Report {
+	return &Report{
+		Target:  target,
+		Started: time.Now().UTC().Truncate(time.Second),
+		Machine: Machine{
+			OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
+			GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(),
+			LoadStart: LoadAvg(),
+		},
+		Settings: Settings{
+			DurationS: opts.Duration.Seconds(),
+			WaitMS:    opts.Wait.Milliseconds(),
+			TTLMS:     opts.TTL.Milliseconds(),
+		},
+	}
+}
+
+// WriteMarkdown renders the report as markdown tables. target says what
+// was measured, in the report's first line.
+func WriteMarkdown(w io.Writer, r *Report, target string) error {
 	var b strings.Builder
 	m := r.Machine
 	fmt.Fprintf(&b, "## lockbench, %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
-	target := "the gateway at " + r.Target
-	if r.Target == "self" {
-		target = "a gateway in lockbench's process (app.Run) and a redis-server on loopback, both started by lockbench"
-	}
 	fmt.Fprintf(&b, "- target: %s\n", target)
 	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, GOMAXPROCS %d, %s", m.OS, m.Arch, m.CPUs, m.GOMAXPROCS, m.Go)
 	if r.RedisVersion != "" {
@@ -42,14 +119,14 @@ func writeMarkdown(w io.Writer, r *Report) error {
 			ratio = fmt.Sprintf("**%.0f %%**", 100*s.GatewayOverFloor)
 		}
 		fmt.Fprintf(&b, "| %s | gateway | %.0f | %s | %s | %s | %s |\n", s.Name, s.Gateway.CyclesPerSec, ratio,
-			latency4(s.Gateway.Acquire), latency4(s.Gateway.Release), formatErrors(s.Gateway.Errors))
+			latency4(s.Gateway.Acquire), latency4(s.Gateway.Release), FormatErrors(s.Gateway.Errors))
 		if f := s.Floor; f != nil {
 			fmt.Fprintf(&b, "| | floor | %.0f | | %s | %s | %s |\n", f.CyclesPerSec,
-				latency4(f.Acquire), latency4(f.Release), formatErrors(f.Errors))
+				latency4(f.Acquire), latency4(f.Release), FormatErrors(f.Errors))
 		}
 	}
 
-	if slices.ContainsFunc(r.Scenarios, func(s ScenarioReport) bool { return s.Mode == contended }) {
+	if slices.ContainsFunc(r.Scenarios, func(s ScenarioReport) bool { return s.Mode == ModeContended }) {
 		b.WriteString("\n### Contention: every client on one lock\n\n")
 		b.WriteString("Handoff: from a release's answer to the next grant's answer (ms). Self-regrants: releases during which " +
 			"another client's acquire was pending (sent, not necessarily arrived), after which the releaser got the lock " +
@@ -61,7 +138,7 @@ func writeMarkdown(w io.Writer, r *Report) error {
 		b.WriteString("| scenario | path | handoff p50 / p99 | self-regrants while others' acquires were pending, longest lead | wait p99 / max (ms) | FIFO bound (ms) | p99 / FIFO, max / FIFO | grants per client min – max | Redis per handoff: commands / scripts |\n")
 		b.WriteString("| --- | --- | --- | --- | --- | ---: | --- | --- | --- |\n")
 		for _, s := range r.Scenarios {
-			if s.Mode != contended {
+			if s.Mode != ModeContended {
 				continue
 			}
 			b.WriteString(contentionRow(s.Name, s.Gateway))
@@ -74,21 +151,6 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	writeSemaphores(&b, r)
 	writeMixed(&b, r)
 
-	if r.HeldLocks != nil || r.Parked != nil {
-		b.WriteString("\n### Memory\n\n| what | per lock or waiter |\n| --- | ---: |\n")
-	}
-	if h := r.HeldLocks; h != nil {
-		fmt.Fprintf(&b, "| Redis, held lock: MEMORY USAGE of its keys (%.1f keys; %d locks held) | %.0f B |\n", h.KeysPerLock, h.Locks, h.BytesPerLock)
-		fmt.Fprintf(&b, "| Redis, held lock: its acquire's call record, for seconds | %.0f B |\n", h.CallRecordBytesPerLock)
-		fmt.Fprintf(&b, "| Redis, held lock: growth of used_memory | %.0f B |\n", h.UsedMemoryPerLock)
-		fmt.Fprintf(&b, "| Redis, released lock: what stays until it expires (%.1f keys) | %.0f B |\n", h.ReleasedKeysPerLock, h.BytesPerReleasedLock)
-	}
-	if p := r.Parked; p != nil {
-		fmt.Fprintf(&b, "| gateway, parked waiter: live heap (%d waiting on one lock) | %.0f B |\n", p.Waiters, p.HeapLivePerWaiter)
-		fmt.Fprintf(&b, "| gateway, parked waiter: heap in use (spans) | %.0f B |\n", p.HeapInusePerWaiter)
-		fmt.Fprintf(&b, "| gateway, parked waiter: goroutine stacks (%.1f goroutines) | %.0f B |\n", p.GoroutinesPerWaiter, p.StackPerWaiter)
-		fmt.Fprintf(&b, "| gateway, parked waiter: live heap + stacks | %.0f B |\n", p.HeapLivePerWaiter+p.StackPerWaiter)
-	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -100,11 +162,11 @@ func contentionRow(name string, r Result) string {
 	}
 	calls := ""
 	if r.Redis != nil {
-		calls = fmt.Sprintf("%s / %s", num(r.Redis.PerHandoff), num(r.Redis.ScriptsPerHandoff))
+		calls = fmt.Sprintf("%s / %s", Num(r.Redis.PerHandoff), Num(r.Redis.ScriptsPerHandoff))
 	}
 	return fmt.Sprintf("| %s | %s | %s / %s | %s | %s / %s | %s | %.2f, %.2f | %d – %d | %s |\n",
-		name, r.Path, num(h.P50), num(h.P99), selfRegrantCell(f),
-		num(f.P99WaitMS), num(f.LongestWaitMS), num(f.FIFOBoundMS), f.P99OverFIFO, f.LongestOverFIFO,
+		name, r.Path, Num(h.P50), Num(h.P99), SelfRegrantCell(f),
+		Num(f.P99WaitMS), Num(f.LongestWaitMS), Num(f.FIFOBoundMS), f.P99OverFIFO, f.LongestOverFIFO,
 		f.MinGrants, f.MaxGrants, calls)
 }
 
@@ -112,11 +174,11 @@ func latency4(l Latency) string {
 	if l.N == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%s / %s / %s / %s", num(l.P50), num(l.P90), num(l.P99), num(l.Max))
+	return fmt.Sprintf("%s / %s / %s / %s", Num(l.P50), Num(l.P90), Num(l.P99), Num(l.Max))
 }
 
-// num prints a number with about three significant digits.
-func num(v float64) string {
+// Num prints a number with about three significant digits.
+func Num(v float64) string {
 	switch {
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)

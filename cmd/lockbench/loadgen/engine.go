@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"context"
@@ -11,25 +11,25 @@ import (
 	"github.com/lockgate/lockgate/locks"
 )
 
-// floorPrefix keeps the floor's keys and wake-up channel apart from the
+// FloorPrefix keeps the floor's keys and wake-up channel apart from the
 // gateway's: same Redis, same scripts, but its releases do not wake the
 // gateway's subscription and the other way round.
-const floorPrefix = "lockbench:"
+const FloorPrefix = "lockbench:"
 
-// engineTarget calls the lock engine in-process against Redis, with the
+// EngineTarget calls the lock engine in-process against Redis, with the
 // client settings the gateway uses: the floor under any HTTP gateway.
-type engineTarget struct {
+type EngineTarget struct {
 	client    *redis.Client
 	backend   *locks.Redis
 	namespace string
 	ttl       time.Duration
-	// permits, when not 0, makes every lock name a semaphore of that many
+	// Permits, when not 0, makes every lock name a semaphore of that many
 	// permits (AcquirePermit, ReleasePermit) instead of a lock.
-	permits int
+	Permits int
 }
 
-// newEngineTarget connects the engine to the Redis at redisURL.
-func newEngineTarget(redisURL, namespace string, ttl time.Duration) (*engineTarget, error) {
+// NewEngineTarget connects the engine to the Redis at redisURL.
+func NewEngineTarget(redisURL, namespace string, ttl time.Duration) (*EngineTarget, error) {
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
 		// Not err: it may quote the URL, password included.
@@ -40,12 +40,12 @@ func newEngineTarget(redisURL, namespace string, ttl time.Duration) (*engineTarg
 	opts.MaxRetries = -1
 	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
-	backend, err := locks.NewRedis(client, locks.RedisOptions{Prefix: floorPrefix})
+	backend, err := locks.NewRedis(client, locks.RedisOptions{Prefix: FloorPrefix})
 	if err != nil {
 		client.Close()
 		return nil, err
 	}
-	return &engineTarget{
+	return &EngineTarget{
 		client:    client,
 		backend:   backend,
 		namespace: namespace,
@@ -53,17 +53,19 @@ func newEngineTarget(redisURL, namespace string, ttl time.Duration) (*engineTarg
 	}, nil
 }
 
-func (t *engineTarget) close() error {
+// Close closes the engine and its Redis connections.
+func (t *EngineTarget) Close() error {
 	return errors.Join(t.backend.Close(), t.client.Close())
 }
 
-func (t *engineTarget) newSession(ctx context.Context, name string) session {
+// NewSession implements Target.
+func (t *EngineTarget) NewSession(ctx context.Context, name string) Session {
 	return &engineSession{
 		ctx:     ctx,
 		backend: t.backend,
 		key:     locks.Key{Namespace: t.namespace, Name: name},
 		req:     locks.AcquireRequest{TTL: t.ttl, Subject: "lockbench", Owner: "lockbench"},
-		permits: t.permits,
+		permits: t.Permits,
 	}
 }
 
@@ -75,7 +77,7 @@ type engineSession struct {
 	permits int
 }
 
-func (s *engineSession) acquire(wait time.Duration) (string, int64, error) {
+func (s *engineSession) Acquire(wait time.Duration) (string, int64, error) {
 	s.req.Wait = wait
 	var g locks.Grant
 	var err error
@@ -90,7 +92,7 @@ func (s *engineSession) acquire(wait time.Duration) (string, int64, error) {
 	return g.Token, g.FencingToken, nil
 }
 
-func (s *engineSession) release(token string) error {
+func (s *engineSession) Release(token string) error {
 	var err error
 	if s.permits > 0 {
 		err = s.backend.ReleasePermit(s.ctx, s.key, token)
@@ -119,5 +121,5 @@ func engineError(err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		class = "cancelled"
 	}
-	return &callError{class: class, err: fmt.Errorf("engine: %w", err)}
+	return &CallError{Class: class, Err: fmt.Errorf("engine: %w", err)}
 }

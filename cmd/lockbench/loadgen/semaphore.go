@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"bytes"
@@ -15,10 +15,6 @@ import (
 
 	"github.com/lockgate/lockgate/locks"
 )
-
-// semaphoreMode is a contended run on a semaphore: every worker takes a
-// permit of one semaphore of Scenario.Limit permits, waiting server-side.
-const semaphoreMode = "semaphore"
 
 // SemaphoreStats describes a semaphore run: how many held at once, as the
 // clients saw it (from an acquire's answer to its release being sent).
@@ -91,27 +87,29 @@ func writeSemaphores(b *strings.Builder, r *Report) {
 			st := res.Semaphore
 			calls := ""
 			if res.Redis != nil {
-				calls = fmt.Sprintf("%s / %s", num(res.Redis.PerHandoff), num(res.Redis.ScriptsPerHandoff))
+				calls = fmt.Sprintf("%s / %s", Num(res.Redis.PerHandoff), Num(res.Redis.ScriptsPerHandoff))
 			}
 			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %s | %s / %s / %s | %s |\n", name, res.Path, st.Limit, st.Grants,
-				st.MostHolders, num(st.MeanHolders), num(res.Acquire.P50), num(res.Acquire.P99), num(res.Acquire.Max), calls)
+				st.MostHolders, Num(st.MeanHolders), Num(res.Acquire.P50), Num(res.Acquire.P99), Num(res.Acquire.Max), calls)
 		}
 	}
 }
 
-// semaphoreTarget takes permits of semaphores through target's transport.
-type semaphoreTarget struct {
-	http   *httpTarget   // one of http and engine is set
-	engine *engineTarget //
-	limit  int
+// SemaphoreTarget takes permits of semaphores of Limit permits through
+// the transport of HTTP or Engine, whichever is set.
+type SemaphoreTarget struct {
+	HTTP   *HTTPTarget
+	Engine *EngineTarget
+	Limit  int
 }
 
-func (t semaphoreTarget) newSession(ctx context.Context, name string) session {
-	if t.engine != nil {
-		return &semEngineSession{ctx: ctx, backend: t.engine.backend, key: locks.Key{Namespace: t.engine.namespace, Name: name},
-			req: locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{TTL: t.engine.ttl, Subject: "lockbench", Owner: "lockbench"}, Limit: t.limit}}
+// NewSession implements Target.
+func (t SemaphoreTarget) NewSession(ctx context.Context, name string) Session {
+	if t.Engine != nil {
+		return &semEngineSession{ctx: ctx, backend: t.Engine.backend, key: locks.Key{Namespace: t.Engine.namespace, Name: name},
+			req: locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{TTL: t.Engine.ttl, Subject: "lockbench", Owner: "lockbench"}, Limit: t.Limit}}
 	}
-	return &semHTTPSession{ctx: ctx, t: t.http, url: t.http.base.JoinPath("semaphores", t.http.namespace, name), limit: t.limit}
+	return &semHTTPSession{ctx: ctx, t: t.HTTP, url: t.HTTP.base.JoinPath("semaphores", t.HTTP.namespace, name), limit: t.Limit}
 }
 
 // semHTTPSession is a plain client of the semaphore calls: unlike
@@ -119,12 +117,12 @@ func (t semaphoreTarget) newSession(ctx context.Context, name string) session {
 // the waits of a contended semaphore.
 type semHTTPSession struct {
 	ctx   context.Context
-	t     *httpTarget
+	t     *HTTPTarget
 	url   *url.URL
 	limit int
 }
 
-func (s *semHTTPSession) acquire(wait time.Duration) (string, int64, error) {
+func (s *semHTTPSession) Acquire(wait time.Duration) (string, int64, error) {
 	body := fmt.Appendf(nil, `{"limit":%d,"ttl_ms":%d,"wait_ms":%d,"owner":"lockbench"}`, s.limit, s.t.ttlMS, wait.Milliseconds())
 	status, data, err := s.do(http.MethodPost, body, "")
 	if err != nil {
@@ -138,12 +136,12 @@ func (s *semHTTPSession) acquire(wait time.Duration) (string, int64, error) {
 		Fence int64  `json:"fencing_token"`
 	}
 	if err := json.Unmarshal(data, &g); err != nil || g.Token == "" {
-		return "", 0, &callError{class: "bad_grant", err: fmt.Errorf("acquire answered 201 without a permit: %w", err)}
+		return "", 0, &CallError{Class: "bad_grant", Err: fmt.Errorf("acquire answered 201 without a permit: %w", err)}
 	}
 	return g.Token, g.Fence, nil
 }
 
-func (s *semHTTPSession) release(token string) error {
+func (s *semHTTPSession) Release(token string) error {
 	status, data, err := s.do(http.MethodDelete, nil, token)
 	if err != nil {
 		return err
@@ -166,14 +164,14 @@ func (s *semHTTPSession) do(method string, body []byte, lockToken string) (int, 
 	resp, err := s.t.client.Do(req)
 	if err != nil {
 		if s.ctx.Err() != nil {
-			return 0, nil, &callError{class: "cancelled", err: err}
+			return 0, nil, &CallError{Class: "cancelled", Err: err}
 		}
-		return 0, nil, &callError{class: "transport", err: err}
+		return 0, nil, &CallError{Class: "transport", Err: err}
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return 0, nil, &callError{class: "transport", err: err}
+		return 0, nil, &CallError{Class: "transport", Err: err}
 	}
 	return resp.StatusCode, buf.Bytes(), nil
 }
@@ -187,7 +185,7 @@ func semFailure(status int, data []byte) error {
 	if p.Code != "" {
 		class += " " + p.Code
 	}
-	return &callError{class: class}
+	return &CallError{Class: class}
 }
 
 // semEngineSession takes permits from the engine in-process: the floor.
@@ -198,7 +196,7 @@ type semEngineSession struct {
 	req     locks.SemaphoreRequest
 }
 
-func (s *semEngineSession) acquire(wait time.Duration) (string, int64, error) {
+func (s *semEngineSession) Acquire(wait time.Duration) (string, int64, error) {
 	s.req.Wait = wait
 	g, err := s.backend.AcquirePermit(s.ctx, s.key, s.req)
 	if err != nil {
@@ -207,7 +205,7 @@ func (s *semEngineSession) acquire(wait time.Duration) (string, int64, error) {
 	return g.Token, g.FencingToken, nil
 }
 
-func (s *semEngineSession) release(token string) error {
+func (s *semEngineSession) Release(token string) error {
 	if err := s.backend.ReleasePermit(s.ctx, s.key, token); err != nil {
 		return semEngineError(err)
 	}
@@ -217,9 +215,9 @@ func (s *semEngineSession) release(token string) error {
 func semEngineError(err error) error {
 	switch {
 	case errors.Is(err, locks.ErrFull):
-		return &callError{class: "semaphore_full", err: fmt.Errorf("engine: %w", err)}
+		return &CallError{Class: "semaphore_full", Err: fmt.Errorf("engine: %w", err)}
 	case errors.Is(err, locks.ErrLimitMismatch):
-		return &callError{class: "limit_mismatch", err: fmt.Errorf("engine: %w", err)}
+		return &CallError{Class: "limit_mismatch", Err: fmt.Errorf("engine: %w", err)}
 	}
 	return engineError(err)
 }

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"bytes"
@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// httpTarget drives a gateway over HTTP/1.1 with keep-alive connections,
+// HTTPTarget drives a gateway over HTTP/1.1 with keep-alive connections,
 // one per worker, so that the client adds as little as it can.
-type httpTarget struct {
+type HTTPTarget struct {
 	base      *url.URL
 	namespace string
 	auth      []string // the Authorization header value, shared read-only
@@ -25,9 +25,9 @@ type httpTarget struct {
 	client    *http.Client
 }
 
-// newHTTPTarget returns a target for the gateway at baseURL. conns is the
+// NewHTTPTarget returns a target for the gateway at baseURL. conns is the
 // most connections it keeps open: at least one per worker.
-func newHTTPTarget(baseURL, token, namespace string, ttl time.Duration, conns int) (*httpTarget, error) {
+func NewHTTPTarget(baseURL, token, namespace string, ttl time.Duration, conns int) (*HTTPTarget, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--url %q: want http://host:port or https://host:port", baseURL)
@@ -47,7 +47,7 @@ func newHTTPTarget(baseURL, token, namespace string, ttl time.Duration, conns in
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableCompression:  true,
 	}
-	return &httpTarget{
+	return &HTTPTarget{
 		base:      u,
 		namespace: namespace,
 		auth:      []string{"Bearer " + token},
@@ -57,16 +57,26 @@ func newHTTPTarget(baseURL, token, namespace string, ttl time.Duration, conns in
 	}, nil
 }
 
-// lockURL is the URL of a lock in the target's namespace.
-func (t *httpTarget) lockURL(name string) *url.URL {
+// LockURL is the URL of a lock in the target's namespace.
+func (t *HTTPTarget) LockURL(name string) *url.URL {
 	return t.base.JoinPath("locks", t.namespace, name)
 }
 
-// close drops the idle connections.
-func (t *httpTarget) close() { t.transport.CloseIdleConnections() }
+// URL is the gateway's base URL.
+func (t *HTTPTarget) URL() *url.URL { return t.base }
 
-func (t *httpTarget) newSession(ctx context.Context, name string) session {
-	u := t.lockURL(name)
+// Namespace is the namespace of the target's locks.
+func (t *HTTPTarget) Namespace() string { return t.namespace }
+
+// Client is the target's HTTP client, for other calls to the gateway.
+func (t *HTTPTarget) Client() *http.Client { return t.client }
+
+// Close drops the idle connections.
+func (t *HTTPTarget) Close() { t.transport.CloseIdleConnections() }
+
+// NewSession implements Target.
+func (t *HTTPTarget) NewSession(ctx context.Context, name string) Session {
+	u := t.LockURL(name)
 	s := &httpSession{t: t}
 	s.acq = (&http.Request{
 		Method: http.MethodPost, URL: u, Host: u.Host,
@@ -91,7 +101,7 @@ func (t *httpTarget) newSession(ctx context.Context, name string) session {
 // from call to call: the transport is done with a request once its response
 // body is closed.
 type httpSession struct {
-	t        *httpTarget
+	t        *HTTPTarget
 	acq, rel *http.Request
 	acqBody  []byte        // the JSON body for acqWait and acqShared
 	acqWait  time.Duration // -1 before the first acquire
@@ -109,12 +119,12 @@ type httpSession struct {
 	}
 }
 
-func (s *httpSession) acquire(wait time.Duration) (string, int64, error) {
+func (s *httpSession) Acquire(wait time.Duration) (string, int64, error) {
 	return s.acquireMode(wait, false)
 }
 
-// acquireShared implements sharedAcquirer.
-func (s *httpSession) acquireShared(wait time.Duration) (string, int64, error) {
+// AcquireShared implements SharedAcquirer.
+func (s *httpSession) AcquireShared(wait time.Duration) (string, int64, error) {
 	return s.acquireMode(wait, true)
 }
 
@@ -138,12 +148,12 @@ func (s *httpSession) acquireMode(wait time.Duration, shared bool) (string, int6
 	}
 	s.grant.Token, s.grant.Fence = "", 0
 	if err := json.Unmarshal(s.buf.Bytes(), &s.grant); err != nil || s.grant.Token == "" {
-		return "", 0, &callError{class: "bad_grant", err: fmt.Errorf("acquire answered 201 without a grant: %w", err)}
+		return "", 0, &CallError{Class: "bad_grant", Err: fmt.Errorf("acquire answered 201 without a grant: %w", err)}
 	}
 	return s.grant.Token, s.grant.Fence, nil
 }
 
-func (s *httpSession) release(token string) error {
+func (s *httpSession) Release(token string) error {
 	s.rel.Header["Lock-Token"][0] = token
 	status, err := s.do(s.rel)
 	s.rel.Header["Lock-Token"][0] = "" // do not keep a secret longer than needed
@@ -162,15 +172,15 @@ func (s *httpSession) do(req *http.Request) (int, error) {
 	resp, err := s.t.client.Do(req)
 	if err != nil {
 		if req.Context().Err() != nil {
-			return 0, &callError{class: "cancelled", err: err}
+			return 0, &CallError{Class: "cancelled", Err: err}
 		}
-		return 0, &callError{class: "transport", err: err}
+		return 0, &CallError{Class: "transport", Err: err}
 	}
 	s.buf.Reset()
 	_, err = s.buf.ReadFrom(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return 0, &callError{class: "transport", err: err}
+		return 0, &CallError{Class: "transport", Err: err}
 	}
 	return resp.StatusCode, nil
 }
@@ -184,5 +194,5 @@ func (s *httpSession) failure(status int) error {
 	if s.problem.Code != "" {
 		class += " " + s.problem.Code
 	}
-	return &callError{class: class}
+	return &CallError{Class: class}
 }

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"fmt"
@@ -9,14 +9,9 @@ import (
 	"github.com/lockgate/lockgate/locks"
 )
 
-// mixedMode is a contended run on one lock taken shared or exclusive: each
-// acquire is shared with probability Scenario.SharedRatio, and waits
-// server-side.
-const mixedMode = "mixed"
-
-// sharedAcquirer is a session that can also take its lock shared.
-type sharedAcquirer interface {
-	acquireShared(wait time.Duration) (token string, fence int64, err error)
+// SharedAcquirer is a session that can also take its lock shared.
+type SharedAcquirer interface {
+	AcquireShared(wait time.Duration) (token string, fence int64, err error)
 }
 
 // MixedStats describes a shared/exclusive run, as the clients saw it: a
@@ -88,22 +83,22 @@ func mixedStats(perWorker [][]attempt, ratio float64) *MixedStats {
 	return st
 }
 
-// writeMixed adds the mixed runs' table to a --self or --url report.
+// writeMixed adds the mixed runs' table to a report of scenarios.
 func writeMixed(b *strings.Builder, r *Report) {
 	if !slices.ContainsFunc(r.Scenarios, func(s ScenarioReport) bool { return s.Gateway.Mixed != nil }) {
 		return
 	}
-	writeMixedHeader(b)
+	WriteMixedHeader(b)
 	for _, s := range r.Scenarios {
 		for _, res := range []*Result{&s.Gateway, s.Floor} {
 			if res != nil && res.Mixed != nil {
-				writeMixedRow(b, res.Path, s.Clients, res)
+				WriteMixedRow(b, res.Path, s.Clients, res)
 			}
 		}
 	}
 }
 
-func writeMixedHeader(b *strings.Builder) {
+func WriteMixedHeader(b *strings.Builder) {
 	b.WriteString("\n### Shared and exclusive: every client on one lock\n\n")
 	b.WriteString("Each acquire asks for a shared grant with the given probability, else an exclusive one, and waits " +
 		"server-side. Holders as the clients saw them, from an acquire's answer to its release being sent; conflicts are " +
@@ -114,17 +109,17 @@ func writeMixedHeader(b *strings.Builder) {
 	b.WriteString("| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- |\n")
 }
 
-func writeMixedRow(b *strings.Builder, target string, clients int, res *Result) {
+func WriteMixedRow(b *strings.Builder, target string, clients int, res *Result) {
 	m := res.Mixed
 	fmt.Fprintf(b, "| %s | %d | %.0f %% | %.0f | %d / %d | %d | %d | %s / %s | %s / %s / %s | %s |\n", target, clients,
 		100*m.SharedRatio, res.CyclesPerSec, m.SharedGrants, m.ExclusiveGrants, m.MostHolders, m.Conflicts,
-		num(m.SharedWait.P50), num(m.SharedWait.P99), num(m.ExclusiveWait.P50), num(m.ExclusiveWait.P99), num(m.ExclusiveWait.Max),
-		formatErrors(res.Errors))
+		Num(m.SharedWait.P50), Num(m.SharedWait.P99), Num(m.ExclusiveWait.P50), Num(m.ExclusiveWait.P99), Num(m.ExclusiveWait.Max),
+		FormatErrors(res.Errors))
 }
 
-// acquireShared implements sharedAcquirer.
-func (s *engineSession) acquireShared(wait time.Duration) (string, int64, error) {
+// AcquireShared implements SharedAcquirer.
+func (s *engineSession) AcquireShared(wait time.Duration) (string, int64, error) {
 	s.req.Mode = locks.Shared
 	defer func() { s.req.Mode = locks.Exclusive }()
-	return s.acquire(wait)
+	return s.Acquire(wait)
 }

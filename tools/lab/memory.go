@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 )
 
 // HeldLockMemory is what held locks cost Redis.
@@ -35,18 +37,18 @@ type HeldLockMemory struct {
 // measureHeldLocks acquires n locks through the gateway in a namespace of
 // their own, measures the keys under their hash tags, releases them and
 // measures what is left. prefix is the gateway's Redis key prefix.
-func measureHeldLocks(ctx context.Context, gw *httpTarget, rdb *redis.Client, prefix string, n int) (HeldLockMemory, error) {
+func measureHeldLocks(ctx context.Context, gw *loadgen.HTTPTarget, rdb *redis.Client, prefix string, n int) (HeldLockMemory, error) {
 	m := HeldLockMemory{Locks: n}
 	before, err := usedMemory(ctx, rdb)
 	if err != nil {
 		return m, err
 	}
-	sessions := make([]session, n)
+	sessions := make([]loadgen.Session, n)
 	tokens := make([]string, n)
 	if err := forEach(n, 16, func(i int) error {
-		sessions[i] = gw.newSession(ctx, fmt.Sprintf("held-%d", i))
+		sessions[i] = gw.NewSession(ctx, fmt.Sprintf("held-%d", i))
 		var err error
-		tokens[i], _, err = sessions[i].acquire(0)
+		tokens[i], _, err = sessions[i].Acquire(0)
 		return err
 	}); err != nil {
 		return m, fmt.Errorf("acquire the locks to measure: %w", err)
@@ -55,7 +57,7 @@ func measureHeldLocks(ctx context.Context, gw *httpTarget, rdb *redis.Client, pr
 	if err != nil {
 		return m, err
 	}
-	pattern := globEscape(prefix+"{"+gw.namespace+"/") + "*"
+	pattern := globEscape(prefix+"{"+gw.Namespace()+"/") + "*"
 	keys, bytes, callBytes, err := keyUsage(ctx, rdb, pattern)
 	if err != nil {
 		return m, err
@@ -65,7 +67,7 @@ func measureHeldLocks(ctx context.Context, gw *httpTarget, rdb *redis.Client, pr
 	m.CallRecordBytesPerLock = float64(callBytes) / float64(n)
 	m.UsedMemoryPerLock = float64(after-before) / float64(n)
 
-	if err := forEach(n, 16, func(i int) error { return sessions[i].release(tokens[i]) }); err != nil {
+	if err := forEach(n, 16, func(i int) error { return sessions[i].Release(tokens[i]) }); err != nil {
 		return m, fmt.Errorf("release the measured locks: %w", err)
 	}
 	keys, bytes, _, err = keyUsage(ctx, rdb, pattern)
@@ -109,7 +111,7 @@ func forEach(n, par int, f func(i int) error) error {
 }
 
 func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
-	v, err := infoField(ctx, rdb, "memory", "used_memory")
+	v, err := loadgen.InfoField(ctx, rdb, "memory", "used_memory")
 	if err != nil {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"cmp"
@@ -160,12 +160,12 @@ func othersWaitingSince(perWorker [][]attempt, holder int, relStart int64) (sinc
 	return since, ok
 }
 
-// selfRegrantCell renders the self-regrants of f for a report's table:
+// SelfRegrantCell renders the self-regrants of f for a report's table:
 // "2 of 16612 (0 %), lead ≤ 1.3 ms", the lead only when there are any.
-func selfRegrantCell(f *Fairness) string {
+func SelfRegrantCell(f *Fairness) string {
 	cell := fmt.Sprintf("%d of %d (%.0f %%)", f.SelfRegrants, f.ContestedReleases, 100*f.SelfRegrantShare)
 	if f.SelfRegrants > 0 {
-		cell += fmt.Sprintf(", lead ≤ %s ms", num(f.SelfRegrantLeadMS))
+		cell += fmt.Sprintf(", lead ≤ %s ms", Num(f.SelfRegrantLeadMS))
 	}
 	return cell
 }
