@@ -105,21 +105,23 @@ func (s *engineSession) Release(token string) error {
 	return nil
 }
 
-// engineError classes an engine error by the problem code the gateway
-// would answer with, so that both paths count errors alike.
+// engineClasses are the problem codes the gateway would answer engine
+// errors with, by their code (locks.ErrorCode), so that both paths count
+// errors alike; any other code is "error".
+var engineClasses = map[locks.Code]string{
+	locks.CodeHeld:        "lock_held",
+	locks.CodeFull:        "lock_held",
+	locks.CodeNotHolder:   "not_holder",
+	locks.CodeUnavailable: "backend_unavailable",
+	locks.CodeInvalid:     "invalid_request",
+	locks.CodeCancelled:   "cancelled",
+}
+
+// engineError classes an engine error as the gateway would.
 func engineError(err error) error {
-	class := "error"
-	switch {
-	case errors.Is(err, locks.ErrHeld), errors.Is(err, locks.ErrFull):
-		class = "lock_held"
-	case errors.Is(err, locks.ErrNotHolder):
-		class = "not_holder"
-	case errors.Is(err, locks.ErrUnavailable):
-		class = "backend_unavailable"
-	case errors.Is(err, locks.ErrInvalid):
-		class = "invalid_request"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		class = "cancelled"
+	class, ok := engineClasses[locks.ErrorCode(err)]
+	if !ok {
+		class = "error"
 	}
 	return &CallError{Class: class, Err: fmt.Errorf("engine: %w", err)}
 }
