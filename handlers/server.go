@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
@@ -21,7 +22,7 @@ type Config struct {
 	// Backend holds the locks. Required.
 	Backend locks.Backend
 	// Auth verifies bearer tokens. Required.
-	Auth *middleware.Authenticator
+	Auth *auth.Authenticator
 	// DefaultTTL is the lease of an acquire without ttl_ms. Default 30s.
 	DefaultTTL time.Duration
 	// MaxTTL bounds ttl_ms on acquire and renew. Default 1h.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockgate/lockgate/auth"
 )
 
 // fakeClock makes l read its time from the returned pointer, in
@@ -18,7 +20,7 @@ func fakeClock(l *SubjectLimiter) *int64 {
 }
 
 func TestSubjectBucket(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 2, Burst: 3}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 2, Burst: 3}, nil)
 	now := fakeClock(l)
 	alice, bob := Claims{Identity: Identity{Subject: "alice"}}, Claims{Identity: Identity{Subject: "bob"}}
 	for i := range 3 {
@@ -63,7 +65,7 @@ func TestSubjectBucket(t *testing.T) {
 }
 
 func TestSubjectRetryAfterRoundsUp(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 0.25}, nil) // burst 1, a token every 4 s
+	l := NewSubjectLimiter(auth.Limits{Rate: 0.25}, nil) // burst 1, a token every 4 s
 	now := fakeClock(l)
 	c := Claims{Identity: Identity{Subject: "slow"}}
 	if err := l.Allow(c); err != nil {
@@ -86,18 +88,18 @@ func TestSubjectRetryAfterRoundsUp(t *testing.T) {
 
 func TestSubjectEffectiveLimits(t *testing.T) {
 	for name, tc := range map[string]struct {
-		defaults, rules Limits
+		defaults, rules auth.Limits
 		rate, burst     float64
 		maxWaiters      int
 	}{
-		"gateway's":              {Limits{Rate: 10, Burst: 20, MaxWaiters: 5}, Limits{}, 10, 20, 5},
-		"burst from rate":        {Limits{Rate: 2.5}, Limits{}, 2.5, 3, 0},
-		"slow rate, burst 1":     {Limits{Rate: 0.1}, Limits{}, 0.1, 1, 0},
-		"rule's rate, own burst": {Limits{Rate: 10, Burst: 20}, Limits{Rate: 100}, 100, 100, 0},
-		"rule's rate and burst":  {Limits{Rate: 10, Burst: 20}, Limits{Rate: 1, Burst: 4}, 1, 4, 0},
-		"rule's burst only":      {Limits{Rate: 10, Burst: 20}, Limits{Burst: 50}, 10, 50, 0},
-		"rule's waiters":         {Limits{MaxWaiters: 5}, Limits{MaxWaiters: 500}, 0, 0, 500},
-		"rule sets, gateway not": {Limits{}, Limits{Rate: 3, MaxWaiters: 1}, 3, 3, 1},
+		"gateway's":              {auth.Limits{Rate: 10, Burst: 20, MaxWaiters: 5}, auth.Limits{}, 10, 20, 5},
+		"burst from rate":        {auth.Limits{Rate: 2.5}, auth.Limits{}, 2.5, 3, 0},
+		"slow rate, burst 1":     {auth.Limits{Rate: 0.1}, auth.Limits{}, 0.1, 1, 0},
+		"rule's rate, own burst": {auth.Limits{Rate: 10, Burst: 20}, auth.Limits{Rate: 100}, 100, 100, 0},
+		"rule's rate and burst":  {auth.Limits{Rate: 10, Burst: 20}, auth.Limits{Rate: 1, Burst: 4}, 1, 4, 0},
+		"rule's burst only":      {auth.Limits{Rate: 10, Burst: 20}, auth.Limits{Burst: 50}, 10, 50, 0},
+		"rule's waiters":         {auth.Limits{MaxWaiters: 5}, auth.Limits{MaxWaiters: 500}, 0, 0, 500},
+		"rule sets, gateway not": {auth.Limits{}, auth.Limits{Rate: 3, MaxWaiters: 1}, 3, 3, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := &SubjectLimiter{defaults: tc.defaults}
@@ -110,14 +112,14 @@ func TestSubjectEffectiveLimits(t *testing.T) {
 }
 
 func TestSubjectLimiterOff(t *testing.T) {
-	if l := NewSubjectLimiter(Limits{}, nil); l != nil {
+	if l := NewSubjectLimiter(auth.Limits{}, nil); l != nil {
 		t.Fatalf("no limits anywhere: got a limiter, want nil")
 	}
-	p, err := ParsePolicy([]byte(`{"rules":[{"match":{"sub":"*"},"namespaces":["a"],"subject_max_waiters":2}]}`))
+	p, err := auth.ParsePolicy([]byte(`{"rules":[{"match":{"sub":"*"},"namespaces":["a"],"subject_max_waiters":2}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := NewSubjectLimiter(Limits{}, p); l == nil {
+	if l := NewSubjectLimiter(auth.Limits{}, p); l == nil {
 		t.Fatal("a rule sets a limit: got nil, want a limiter")
 	}
 	var l *SubjectLimiter
@@ -129,7 +131,7 @@ func TestSubjectLimiterOff(t *testing.T) {
 }
 
 func TestSubjectWaiters(t *testing.T) {
-	l := NewSubjectLimiter(Limits{MaxWaiters: 2}, nil)
+	l := NewSubjectLimiter(auth.Limits{MaxWaiters: 2}, nil)
 	alice := Claims{Identity: Identity{Subject: "alice"}}
 	w1, err1 := l.StartWait(alice)
 	w2, err2 := l.StartWait(alice)
@@ -158,7 +160,7 @@ func TestSubjectWaiters(t *testing.T) {
 	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "bob"}}); err != nil {
 		t.Fatalf("another subject: %v", err)
 	}
-	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "carol"}, Limits: Limits{MaxWaiters: 3}}); err != nil {
+	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "carol"}, Limits: auth.Limits{MaxWaiters: 3}}); err != nil {
 		t.Fatalf("a rule's cap: %v", err)
 	}
 	w1.Done()
@@ -174,7 +176,7 @@ func TestSubjectWaiters(t *testing.T) {
 // no waiter are forgotten, those with waiters never; past maxSubjects
 // active at once, the table stops growing.
 func TestSubjectMemoryBounded(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 1, Burst: 1, MaxWaiters: 10}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 1, Burst: 1, MaxWaiters: 10}, nil)
 	now := fakeClock(l)
 	waiter, err := l.StartWait(Claims{Identity: Identity{Subject: "waiter"}})
 	if err != nil {
@@ -218,7 +220,7 @@ func TestSubjectMemoryBounded(t *testing.T) {
 // TestSubjectAllowAllocs: the hot path of a known subject allocates
 // nothing.
 func TestSubjectAllowAllocs(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 1e6, Burst: 1e6}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 1e6, Burst: 1e6}, nil)
 	c := Claims{Identity: Identity{Subject: "hot"}}
 	l.Allow(c)
 	if n := testing.AllocsPerRun(1000, func() { l.Allow(c) }); n != 0 {
@@ -227,7 +229,7 @@ func TestSubjectAllowAllocs(t *testing.T) {
 }
 
 func BenchmarkSubjectAllow(b *testing.B) {
-	l := NewSubjectLimiter(Limits{Rate: 1e9, Burst: 1e9}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 1e9, Burst: 1e9}, nil)
 	c := Claims{Identity: Identity{Subject: "bench"}}
 	for b.Loop() {
 		l.Allow(c)
@@ -235,7 +237,7 @@ func BenchmarkSubjectAllow(b *testing.B) {
 }
 
 func BenchmarkSubjectAllowParallel(b *testing.B) {
-	l := NewSubjectLimiter(Limits{Rate: 1e9, Burst: 1e9}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 1e9, Burst: 1e9}, nil)
 	b.RunParallel(func(pb *testing.PB) {
 		c := Claims{Identity: Identity{Subject: "bench"}}
 		for pb.Next() {
@@ -248,7 +250,7 @@ func BenchmarkSubjectAllowParallel(b *testing.B) {
 // empty; the subject is refused until it has earned the debt back, and a
 // nil limiter or a subject without a rate is charged nothing.
 func TestSubjectCharge(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 2, Burst: 3}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 2, Burst: 3}, nil)
 	now := fakeClock(l)
 	alice := Claims{Identity: Identity{Subject: "alice"}}
 	if err := l.Allow(alice); err != nil {
@@ -268,7 +270,7 @@ func TestSubjectCharge(t *testing.T) {
 	}
 	var none *SubjectLimiter
 	none.Charge(alice, 100)
-	free := NewSubjectLimiter(Limits{MaxWaiters: 1}, nil)
+	free := NewSubjectLimiter(auth.Limits{MaxWaiters: 1}, nil)
 	free.Charge(alice, 100)
 	if err := free.Allow(alice); err != nil {
 		t.Fatalf("a subject without a rate after a charge: %v, want allowed", err)

@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 import (
 	"context"
@@ -296,7 +296,7 @@ type Claims struct {
 	// token ask for (handlers enforce it with their own maximum).
 	MaxTTL time.Duration
 	// Limits are the subject limits the policy rules that granted this
-	// token set; zero fields leave the gateway's (see SubjectLimiter).
+	// token set; zero fields leave the gateway's (see middleware.SubjectLimiter).
 	Limits Limits
 }
 
@@ -423,22 +423,4 @@ func reason(err error) string {
 	default:
 		return "the token is malformed"
 	}
-}
-
-type claimsKey struct{}
-
-// WithClaims returns a copy of ctx that carries c.
-func WithClaims(ctx context.Context, c Claims) context.Context {
-	return context.WithValue(ctx, claimsKey{}, c)
-}
-
-// ClaimsFromContext returns the claims of the request's verified token.
-func ClaimsFromContext(ctx context.Context) (Claims, bool) {
-	switch c := ctx.Value(claimsKey{}).(type) {
-	case Claims:
-		return c, true
-	case *Claims: // a Requests scope's, not copied into an interface
-		return *c, true
-	}
-	return Claims{}, false
 }
