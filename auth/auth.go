@@ -24,15 +24,15 @@ import (
 
 var (
 	// ErrUnauthenticated means the request carries no valid bearer token.
-	// Errors that match it are *AuthError values.
+	// Errors that match it are *Error values.
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden means the token does not grant the lock's namespace.
 	ErrForbidden = errors.New("forbidden")
 )
 
-// AuthError says why a bearer token was refused, in words that are safe to
+// Error says why a bearer token was refused, in words that are safe to
 // show the caller: never the token, never a library's error text.
-type AuthError struct {
+type Error struct {
 	// Reason is shown to the caller as the problem detail.
 	Reason string
 	// Presented is true when a token was sent (RFC 6750 then asks for
@@ -40,27 +40,27 @@ type AuthError struct {
 	Presented bool
 }
 
-func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason }
+func (e *Error) Error() string { return "unauthenticated: " + e.Reason }
 
 // Detail is the reason, for the problem response.
-func (e *AuthError) Detail() string { return e.Reason }
+func (e *Error) Detail() string { return e.Reason }
 
 // Is makes errors.Is(err, ErrUnauthenticated) true.
-func (e *AuthError) Is(target error) bool { return target == ErrUnauthenticated }
+func (e *Error) Is(target error) bool { return target == ErrUnauthenticated }
 
 // MaxTokenLen bounds the bearer token we are willing to parse. Real tokens
 // are a few hundred bytes; the header limit (64 KiB) would let through
 // megabyte-scale work for base64 and JSON decoding otherwise.
 const MaxTokenLen = 8 << 10
 
-// AuthConfig says which tokens to trust. Set at most one of Secret and
+// Config says which tokens to trust. Set at most one of Secret and
 // PublicKeys, with or without JWKS, and at least one of the three.
 //
 // Keys belong to issuers: a JWK Set's keys verify the tokens of its
 // issuer only (see JWKSConfig.Sets), and the gateway's own keys (Secret or
 // PublicKeys) those of Issuers. A token whose iss no key belongs to is
 // refused.
-type AuthConfig struct {
+type Config struct {
 	// Secret verifies HS256 tokens. At least 32 bytes; see CheckSecret.
 	Secret []byte
 	// PublicKeys verify RS256 (RSA, 2048 bits or more), ES256 (ECDSA P-256)
@@ -147,7 +147,7 @@ func (v *verified) put(token string, c Claims, expires time.Time, gen uint64) {
 }
 
 // NewAuthenticator checks cfg and returns an Authenticator for it.
-func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
+func NewAuthenticator(cfg Config) (*Authenticator, error) {
 	keys := make(map[string]jwt.VerificationKeySet)
 	switch {
 	case len(cfg.Secret) > 0 && len(cfg.PublicKeys) > 0:
@@ -311,20 +311,20 @@ func (c Claims) Allows(namespace string) bool {
 }
 
 // Authenticate verifies the request's "Authorization: Bearer" token. Its
-// errors are *AuthError values.
+// errors are *Error values.
 func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	header := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(header, " ")
 	if header == "" {
-		return Claims{}, &AuthError{Reason: "missing Authorization: Bearer token"}
+		return Claims{}, &Error{Reason: "missing Authorization: Bearer token"}
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return Claims{}, &AuthError{Reason: "the Authorization header must be \"Bearer <JWT>\"", Presented: true}
+		return Claims{}, &Error{Reason: "the Authorization header must be \"Bearer <JWT>\"", Presented: true}
 	}
 	token = strings.TrimSpace(token)
 	// Refuse absurd tokens before any decoding work.
 	if len(token) > MaxTokenLen || strings.Count(token, ".") != 2 {
-		return Claims{}, &AuthError{Reason: "the bearer token is not a JWT", Presented: true}
+		return Claims{}, &Error{Reason: "the bearer token is not a JWT", Presented: true}
 	}
 	now, gen := time.Now(), a.generation()
 	if c, ok := a.cache.get(token, now, gen); ok {
@@ -332,10 +332,10 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	}
 	c := tokenClaims{nsClaim: a.nsClaim}
 	if _, err := a.parser.ParseWithClaims(token, &c, a.keyFunc(r.Context())); err != nil {
-		return Claims{}, &AuthError{Reason: reason(err), Presented: true}
+		return Claims{}, &Error{Reason: reason(err), Presented: true}
 	}
 	if c.Subject == "" {
-		return Claims{}, &AuthError{Reason: "the token has no sub claim", Presented: true}
+		return Claims{}, &Error{Reason: "the token has no sub claim", Presented: true}
 	}
 	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns}
 	if !c.hasNS && a.policy != nil {

@@ -28,7 +28,7 @@ func TestNewAuthenticatorRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, cfg := range map[string]AuthConfig{
+	for name, cfg := range map[string]Config{
 		"nothing":       {},
 		"short secret":  {Secret: []byte("short")},
 		"both":          {Secret: []byte(testSecret), PublicKeys: []crypto.PublicKey{&p384.PublicKey}},
@@ -69,7 +69,7 @@ func TestParsePublicKeys(t *testing.T) {
 }
 
 func TestAuthenticate(t *testing.T) {
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret), Issuers: []string{"iss", "iss2"}, Audience: "aud"})
+	a, err := NewAuthenticator(Config{Secret: []byte(testSecret), Issuers: []string{"iss", "iss2"}, Audience: "aud"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,9 +116,9 @@ func TestAuthenticate(t *testing.T) {
 				r.Header.Set("Authorization", tc.header)
 			}
 			_, err := a.Authenticate(r)
-			var ae *AuthError
+			var ae *Error
 			if !errors.Is(err, ErrUnauthenticated) || !errors.As(err, &ae) {
-				t.Fatalf("got %v, want an *AuthError", err)
+				t.Fatalf("got %v, want an *Error", err)
 			}
 			if !strings.Contains(ae.Reason, tc.reason) {
 				t.Fatalf("reason: got %q, want it to mention %q", ae.Reason, tc.reason)
@@ -133,7 +133,7 @@ func TestAuthenticate(t *testing.T) {
 // TestCachedTokenStillExpires: a token verified once is remembered, but
 // not past its exp, and a token that failed is never remembered.
 func TestCachedTokenStillExpires(t *testing.T) {
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret)})
+	a, err := NewAuthenticator(Config{Secret: []byte(testSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}

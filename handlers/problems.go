@@ -314,7 +314,7 @@ func rateLimitHeaders(h http.Header, err error) {
 
 func wwwAuthenticate(h http.Header, err error) {
 	v := `Bearer realm="lockgate"`
-	var ae *auth.AuthError
+	var ae *auth.Error
 	if errors.As(err, &ae) && ae.Presented {
 		v += `, error="invalid_token"`
 	}

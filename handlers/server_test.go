@@ -50,7 +50,7 @@ func newTestServer(t *testing.T, b locks.Backend) (*Server, *httptest.Server) {
 func newTestHandler(tb testing.TB, cfg Config) (*Server, http.Handler) {
 	tb.Helper()
 	if cfg.Auth == nil {
-		authn, err := auth.NewAuthenticator(auth.AuthConfig{Secret: []byte(testSecret)})
+		authn, err := auth.NewAuthenticator(auth.Config{Secret: []byte(testSecret)})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -37,7 +37,7 @@ import (
 // the gateway's client settings. What the gateway costs above it is
 // what it does beyond one plain Redis round trip per call.
 func ceilingMain() int {
-	authn, err := auth.NewAuthenticator(auth.AuthConfig{Secret: []byte(os.Getenv("LOCKGATE_JWT_SECRET"))})
+	authn, err := auth.NewAuthenticator(auth.Config{Secret: []byte(os.Getenv("LOCKGATE_JWT_SECRET"))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ceiling:", err)
 		return 1

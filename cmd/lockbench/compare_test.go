@@ -111,7 +111,7 @@ func TestRedisCeilingLock(t *testing.T) {
 	rs := redistest.Start(t)
 	client := rs.Client(t)
 	secret := randomSecret()
-	authn, err := auth.NewAuthenticator(auth.AuthConfig{Secret: secret})
+	authn, err := auth.NewAuthenticator(auth.Config{Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

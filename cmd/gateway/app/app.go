@@ -232,8 +232,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // authConfig builds the token verification settings. --dev, which refuses
 // a configured key, gets a random secret that dies with the process. The JWK Sets are
 // fetched before it returns, each within a few seconds.
-func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (auth.AuthConfig, error) {
-	ac := auth.AuthConfig{Issuers: cfg.jwtIssuers, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
+func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (auth.Config, error) {
+	ac := auth.Config{Issuers: cfg.jwtIssuers, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
 	if cfg.policyFile != "" {
 		data, err := os.ReadFile(cfg.policyFile)
 		if err != nil {

@@ -19,7 +19,7 @@ const devTokenTTL = 24 * time.Hour
 // stderr: stdout carries the listening line only, and is what a container
 // runtime keeps as the log people forward. checkDev has made sure that the
 // key is the random one of this process.
-func printDev(w io.Writer, cfg config, ac auth.AuthConfig, baseURL string) error {
+func printDev(w io.Writer, cfg config, ac auth.Config, baseURL string) error {
 	now := time.Now()
 	claims := struct {
 		Namespaces []string `json:"ns"`
