@@ -296,7 +296,8 @@ type Claims struct {
 	// token ask for (handlers enforce it with their own maximum).
 	MaxTTL time.Duration
 	// Limits are the subject limits the policy rules that granted this
-	// token set; zero fields leave the gateway's (see middleware.SubjectLimiter).
+	// token set; zero fields leave the gateway's (see
+	// ratelimit.SubjectLimiter).
 	Limits Limits
 }
 

@@ -1,8 +1,8 @@
 package auth
 
 // Limits are one subject's share of one gateway. A zero field sets no
-// limit of its own (see middleware.SubjectLimiter for how policy rules and the
-// gateway's settings combine).
+// limit of its own (see ratelimit.SubjectLimiter for how policy rules and
+// the gateway's settings combine).
 type Limits struct {
 	// Rate is how many requests per second the subject's token bucket
 	// refills with. 0: no rate limit.

@@ -56,8 +56,8 @@ var (
 // second), subject_burst and subject_max_waiters set each matching
 // subject's own limits on a gateway, as --subject-rate, --subject-burst
 // and --subject-max-waiters do for every other subject (see
-// middleware.SubjectLimiter); where several matching rules set one, the smallest
-// applies. Errors name the rule by its position, from 1.
+// ratelimit.SubjectLimiter); where several matching rules set one, the
+// smallest applies. Errors name the rule by its position, from 1.
 func ParsePolicy(data []byte) (*Policy, error) {
 	if key, dup := jsonkeys.Duplicate(data); dup {
 		return nil, fmt.Errorf("key %q appears twice", key)

@@ -15,6 +15,7 @@ import (
 	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // MaxBodyBytes is the largest request body accepted; more is a 413.
@@ -37,7 +38,7 @@ const MaxBodyBytes = 16 << 10
 type gate struct {
 	ops      map[string]*gateOp // by method + " " + route pattern
 	authn    *auth.Authenticator
-	subjects *middleware.SubjectLimiter // or nil
+	subjects *ratelimit.SubjectLimiter // or nil
 }
 
 // gateOp is what the gate knows of one operation.
@@ -46,7 +47,7 @@ type gateOp struct {
 	checks  *opChecks
 }
 
-func newGate(spec *openapi3.T, authn *auth.Authenticator, subjects *middleware.SubjectLimiter) (*gate, error) {
+func newGate(spec *openapi3.T, authn *auth.Authenticator, subjects *ratelimit.SubjectLimiter) (*gate, error) {
 	g := &gate{ops: make(map[string]*gateOp), authn: authn, subjects: subjects}
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // problem is what the caller sees for one kind of error.
@@ -86,7 +86,7 @@ var gatewayProblems = []struct {
 		detail: "the request body is larger than " + strconv.Itoa(MaxBodyBytes>>10) + " KiB"}},
 	{errTooManyWaiters, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many waiters",
 		detail: "the gateway is at its limit of waiting acquirers; nothing was changed: retry later, or without wait_ms", header: retryAfter1}},
-	{middleware.ErrTooManyRequests, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many requests",
+	{ratelimit.ErrTooManyRequests, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many requests",
 		detail: "this subject is over its share of the gateway; retry later", header: rateLimitHeaders}},
 	{auth.ErrUnauthenticated, problem{status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",
 		detail: "a valid bearer token is required", header: wwwAuthenticate}},
@@ -306,7 +306,7 @@ func inProgress(b *problemBody, err error) {
 func retryAfter1(h http.Header, _ error) { h.Set("Retry-After", "1") }
 
 func rateLimitHeaders(h http.Header, err error) {
-	var le *middleware.LimitError
+	var le *ratelimit.Error
 	if errors.As(err, &le) {
 		le.SetHeaders(h)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // Config configures a Server.
@@ -42,7 +43,7 @@ type Config struct {
 	// Subjects keeps each subject to its share of the gateway: requests
 	// per second and waiters at once (429 too_many_requests past them).
 	// Default nil: no per-subject limits.
-	Subjects *middleware.SubjectLimiter
+	Subjects *ratelimit.SubjectLimiter
 	// ReleaseTimeout bounds the release of a grant whose caller left before
 	// it could receive it. Default 5s.
 	ReleaseTimeout time.Duration

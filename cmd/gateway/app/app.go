@@ -23,7 +23,7 @@ import (
 	"github.com/lockgate/lockgate/handlers"
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // ListeningPrefix starts the line Run prints to stdout once it accepts
@@ -106,7 +106,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MaxTicketWait: cfg.maxTicketWait,
 		MaxWaiters:    cfg.maxWaiters,
 		History:       cfg.history,
-		Subjects: middleware.NewSubjectLimiter(auth.Limits{
+		Subjects: ratelimit.NewSubjectLimiter(auth.Limits{
 			Rate: cfg.subjectRate, Burst: cfg.subjectBurst, MaxWaiters: cfg.subjectWaiters,
 		}, authCfg.Policy),
 		ReleaseTimeout: releaseTimeout,

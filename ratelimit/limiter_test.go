@@ -1,4 +1,4 @@
-package middleware
+package ratelimit
 
 import (
 	"errors"
@@ -22,16 +22,16 @@ func fakeClock(l *SubjectLimiter) *int64 {
 func TestSubjectBucket(t *testing.T) {
 	l := NewSubjectLimiter(auth.Limits{Rate: 2, Burst: 3}, nil)
 	now := fakeClock(l)
-	alice, bob := Claims{Identity: Identity{Subject: "alice"}}, Claims{Identity: Identity{Subject: "bob"}}
+	alice, bob := auth.Claims{Identity: auth.Identity{Subject: "alice"}}, auth.Claims{Identity: auth.Identity{Subject: "bob"}}
 	for i := range 3 {
 		if err := l.Allow(alice); err != nil {
 			t.Fatalf("request %d of a burst of 3: %v", i+1, err)
 		}
 	}
 	err := l.Allow(alice)
-	var le *LimitError
+	var le *Error
 	if !errors.As(err, &le) || !errors.Is(err, ErrTooManyRequests) {
-		t.Fatalf("4th request at once: got %v, want a *LimitError", err)
+		t.Fatalf("4th request at once: got %v, want a *Error", err)
 	}
 	h := http.Header{}
 	le.SetHeaders(h)
@@ -47,7 +47,7 @@ func TestSubjectBucket(t *testing.T) {
 	if err := l.Allow(bob); err != nil {
 		t.Fatalf("another subject: got %v, want its own bucket", err)
 	}
-	otherIssuers := Claims{Identity: Identity{Issuer: "https://b.example", Subject: "alice"}}
+	otherIssuers := auth.Claims{Identity: auth.Identity{Issuer: "https://b.example", Subject: "alice"}}
 	if err := l.Allow(otherIssuers); err != nil {
 		t.Fatalf("alice of another issuer: got %v, want her own bucket", err)
 	}
@@ -67,12 +67,12 @@ func TestSubjectBucket(t *testing.T) {
 func TestSubjectRetryAfterRoundsUp(t *testing.T) {
 	l := NewSubjectLimiter(auth.Limits{Rate: 0.25}, nil) // burst 1, a token every 4 s
 	now := fakeClock(l)
-	c := Claims{Identity: Identity{Subject: "slow"}}
+	c := auth.Claims{Identity: auth.Identity{Subject: "slow"}}
 	if err := l.Allow(c); err != nil {
 		t.Fatal(err)
 	}
 	*now += int64(time.Second)
-	var le *LimitError
+	var le *Error
 	if !errors.As(l.Allow(c), &le) {
 		t.Fatal("want refused")
 	}
@@ -123,8 +123,8 @@ func TestSubjectLimiterOff(t *testing.T) {
 		t.Fatal("a rule sets a limit: got nil, want a limiter")
 	}
 	var l *SubjectLimiter
-	w, err := l.StartWait(Claims{Identity: Identity{Subject: "x"}})
-	if err != nil || l.Allow(Claims{Identity: Identity{Subject: "x"}}) != nil {
+	w, err := l.StartWait(auth.Claims{Identity: auth.Identity{Subject: "x"}})
+	if err != nil || l.Allow(auth.Claims{Identity: auth.Identity{Subject: "x"}}) != nil {
 		t.Fatal("a nil limiter refused")
 	}
 	w.Done()
@@ -132,16 +132,16 @@ func TestSubjectLimiterOff(t *testing.T) {
 
 func TestSubjectWaiters(t *testing.T) {
 	l := NewSubjectLimiter(auth.Limits{MaxWaiters: 2}, nil)
-	alice := Claims{Identity: Identity{Subject: "alice"}}
+	alice := auth.Claims{Identity: auth.Identity{Subject: "alice"}}
 	w1, err1 := l.StartWait(alice)
 	w2, err2 := l.StartWait(alice)
 	if err1 != nil || err2 != nil {
 		t.Fatalf("2 waiters under a cap of 2: %v, %v", err1, err2)
 	}
 	_, err := l.StartWait(alice)
-	var le *LimitError
+	var le *Error
 	if !errors.As(err, &le) {
-		t.Fatalf("3rd waiter: got %v, want a *LimitError", err)
+		t.Fatalf("3rd waiter: got %v, want a *Error", err)
 	}
 	h := http.Header{}
 	le.SetHeaders(h)
@@ -157,10 +157,10 @@ func TestSubjectWaiters(t *testing.T) {
 	if !strings.Contains(le.Detail(), "2 acquirers waiting") {
 		t.Errorf("detail %q: want it to say the cap", le.Detail())
 	}
-	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "bob"}}); err != nil {
+	if _, err := l.StartWait(auth.Claims{Identity: auth.Identity{Subject: "bob"}}); err != nil {
 		t.Fatalf("another subject: %v", err)
 	}
-	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "carol"}, Limits: auth.Limits{MaxWaiters: 3}}); err != nil {
+	if _, err := l.StartWait(auth.Claims{Identity: auth.Identity{Subject: "carol"}, Limits: auth.Limits{MaxWaiters: 3}}); err != nil {
 		t.Fatalf("a rule's cap: %v", err)
 	}
 	w1.Done()
@@ -178,7 +178,7 @@ func TestSubjectWaiters(t *testing.T) {
 func TestSubjectMemoryBounded(t *testing.T) {
 	l := NewSubjectLimiter(auth.Limits{Rate: 1, Burst: 1, MaxWaiters: 10}, nil)
 	now := fakeClock(l)
-	waiter, err := l.StartWait(Claims{Identity: Identity{Subject: "waiter"}})
+	waiter, err := l.StartWait(auth.Claims{Identity: auth.Identity{Subject: "waiter"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestSubjectMemoryBounded(t *testing.T) {
 	}
 	for round := range 20 {
 		for i := range 10_000 {
-			l.Allow(Claims{Identity: Identity{Subject: "s" + strconv.Itoa(round) + "-" + strconv.Itoa(i)}})
+			l.Allow(auth.Claims{Identity: auth.Identity{Subject: "s" + strconv.Itoa(round) + "-" + strconv.Itoa(i)}})
 		}
 		*now += int64(time.Second) // every bucket refilled
 	}
@@ -199,20 +199,20 @@ func TestSubjectMemoryBounded(t *testing.T) {
 		t.Errorf("after 20 rounds of 10000 subjects, each idle after its round: %d remembered, want at most 30000", n)
 	}
 	for i := range 3 * maxSubjects {
-		l.Allow(Claims{Identity: Identity{Subject: "flood-" + strconv.Itoa(i)}}) // all at once: no bucket refills
+		l.Allow(auth.Claims{Identity: auth.Identity{Subject: "flood-" + strconv.Itoa(i)}}) // all at once: no bucket refills
 	}
 	if n := count(); n > 2*maxSubjects+subjectShards {
 		t.Errorf("%d subjects at once: %d remembered, want at most about 2 × %d", 3*maxSubjects, n, maxSubjects)
 	}
 	for i := range l.shards {
-		if s, ok := l.shards[i].m[Identity{Subject: "waiter"}]; ok && s != waiter.s {
+		if s, ok := l.shards[i].m[auth.Identity{Subject: "waiter"}]; ok && s != waiter.s {
 			t.Error("the subject with a waiter was forgotten and made again")
 		}
 	}
 	if waiter.s.waiting != 1 {
 		t.Errorf("waiters of the subject: got %d, want 1", waiter.s.waiting)
 	}
-	if _, ok := waiter.sh.m[Identity{Subject: "waiter"}]; !ok {
+	if _, ok := waiter.sh.m[auth.Identity{Subject: "waiter"}]; !ok {
 		t.Error("the subject with a waiter was forgotten")
 	}
 }
@@ -221,7 +221,7 @@ func TestSubjectMemoryBounded(t *testing.T) {
 // nothing.
 func TestSubjectAllowAllocs(t *testing.T) {
 	l := NewSubjectLimiter(auth.Limits{Rate: 1e6, Burst: 1e6}, nil)
-	c := Claims{Identity: Identity{Subject: "hot"}}
+	c := auth.Claims{Identity: auth.Identity{Subject: "hot"}}
 	l.Allow(c)
 	if n := testing.AllocsPerRun(1000, func() { l.Allow(c) }); n != 0 {
 		t.Fatalf("Allow: %v allocations per call, want 0", n)
@@ -230,7 +230,7 @@ func TestSubjectAllowAllocs(t *testing.T) {
 
 func BenchmarkSubjectAllow(b *testing.B) {
 	l := NewSubjectLimiter(auth.Limits{Rate: 1e9, Burst: 1e9}, nil)
-	c := Claims{Identity: Identity{Subject: "bench"}}
+	c := auth.Claims{Identity: auth.Identity{Subject: "bench"}}
 	for b.Loop() {
 		l.Allow(c)
 	}
@@ -239,7 +239,7 @@ func BenchmarkSubjectAllow(b *testing.B) {
 func BenchmarkSubjectAllowParallel(b *testing.B) {
 	l := NewSubjectLimiter(auth.Limits{Rate: 1e9, Burst: 1e9}, nil)
 	b.RunParallel(func(pb *testing.PB) {
-		c := Claims{Identity: Identity{Subject: "bench"}}
+		c := auth.Claims{Identity: auth.Identity{Subject: "bench"}}
 		for pb.Next() {
 			l.Allow(c)
 		}
@@ -252,7 +252,7 @@ func BenchmarkSubjectAllowParallel(b *testing.B) {
 func TestSubjectCharge(t *testing.T) {
 	l := NewSubjectLimiter(auth.Limits{Rate: 2, Burst: 3}, nil)
 	now := fakeClock(l)
-	alice := Claims{Identity: Identity{Subject: "alice"}}
+	alice := auth.Claims{Identity: auth.Identity{Subject: "alice"}}
 	if err := l.Allow(alice); err != nil {
 		t.Fatal(err)
 	}

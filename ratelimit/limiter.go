@@ -1,4 +1,4 @@
-package middleware
+package ratelimit
 
 import (
 	"errors"
@@ -13,15 +13,15 @@ import (
 )
 
 // ErrTooManyRequests means a subject is over its share of the gateway.
-// Errors that match it are *LimitError values.
+// Errors that match it are *Error values.
 var ErrTooManyRequests = errors.New("too many requests")
 
-// SubjectLimiter keeps each subject (an Identity: a token's iss and sub)
-// to its share of this
-// gateway: a token bucket of requests per second, and a cap on its waiting
-// acquirers. A subject's limits are those of the policy rules its token
-// matched, field by field, and the gateway's where no rule sets one; a
-// rule that sets a rate without a burst gets a burst of that rate.
+// SubjectLimiter keeps each subject (an auth.Identity: a token's iss and
+// sub) to its share of this gateway: a token bucket of requests per
+// second, and a cap on its waiting acquirers. A subject's limits are
+// those of the policy rules its token matched (auth.Limits), field by
+// field, and the gateway's where no rule sets one; a rule that sets a
+// rate without a burst gets a burst of that rate.
 //
 // Memory is bounded without a background goroutine: a subject whose
 // bucket has refilled and who has no waiter is exactly a new subject, so
@@ -157,7 +157,7 @@ func (s *subject) full(now int64) bool {
 }
 
 // Allow takes one request from c's subject's bucket. It returns nil, or a
-// *LimitError when the subject is over its rate. A nil l allows
+// *Error when the subject is over its rate. A nil l allows
 // everything.
 func (l *SubjectLimiter) Allow(c auth.Claims) error {
 	if l == nil || (l.defaults.Rate == 0 && c.Limits.Rate == 0) {
@@ -174,7 +174,7 @@ func (l *SubjectLimiter) Allow(c auth.Claims) error {
 		s.tokens--
 		return nil
 	}
-	return &LimitError{policy: ratePolicy, quota: int(s.burst), window: seconds(s.burst / s.rate), retryAfter: seconds((1 - s.tokens) / s.rate)}
+	return &Error{policy: ratePolicy, quota: int(s.burst), window: seconds(s.burst / s.rate), retryAfter: seconds((1 - s.tokens) / s.rate)}
 }
 
 // Charge takes n more requests from c's subject's bucket, for a request
@@ -213,7 +213,7 @@ func (w Waiting) Done() {
 }
 
 // StartWait counts one more waiting acquirer of c's subject, or returns a
-// *LimitError when the subject has its cap of waiters already. A nil l
+// *Error when the subject has its cap of waiters already. A nil l
 // counts nothing.
 func (l *SubjectLimiter) StartWait(c auth.Claims) (Waiting, error) {
 	if l == nil || (l.defaults.MaxWaiters == 0 && c.Limits.MaxWaiters == 0) {
@@ -222,7 +222,7 @@ func (l *SubjectLimiter) StartWait(c auth.Claims) (Waiting, error) {
 	sh, s := l.lookup(c, l.now())
 	defer sh.mu.Unlock()
 	if s.maxWaiters > 0 && s.waiting >= s.maxWaiters {
-		return Waiting{}, &LimitError{policy: waitersPolicy, quota: s.maxWaiters, retryAfter: 1}
+		return Waiting{}, &Error{policy: waitersPolicy, quota: s.maxWaiters, retryAfter: 1}
 	}
 	s.waiting++
 	return Waiting{sh: sh, s: s}, nil
@@ -234,23 +234,23 @@ const (
 	waitersPolicy = "waiters"
 )
 
-// LimitError says which share a subject is over, and when to retry.
-type LimitError struct {
+// Error says which share a subject is over, and when to retry.
+type Error struct {
 	policy     string
 	quota      int   // requests per window, or waiters at once
 	window     int64 // seconds the bucket takes to refill from empty; 0 for waiters
 	retryAfter int64 // seconds until a token is back; a guess of 1 for waiters
 }
 
-func (e *LimitError) Error() string {
+func (e *Error) Error() string {
 	return "too many requests: over the subject's " + e.policy + " limit"
 }
 
 // Is makes errors.Is(err, ErrTooManyRequests) true.
-func (e *LimitError) Is(target error) bool { return target == ErrTooManyRequests }
+func (e *Error) Is(target error) bool { return target == ErrTooManyRequests }
 
 // Detail is shown to the caller as the problem detail.
-func (e *LimitError) Detail() string {
+func (e *Error) Detail() string {
 	if e.policy == waitersPolicy {
 		return "this subject has " + strconv.Itoa(e.quota) + " acquirers waiting on this gateway already, its limit; nothing was changed: retry later, or without wait_ms"
 	}
@@ -265,7 +265,7 @@ func (e *LimitError) Detail() string {
 // the time it takes to refill from empty (q=100;w=1 for 100 per second),
 // the waiters' q of the quota unit "concurrent-requests", with no window.
 // There is no partition key (pk): it would be the subject.
-func (e *LimitError) SetHeaders(h http.Header) {
+func (e *Error) SetHeaders(h http.Header) {
 	retry := strconv.FormatInt(e.retryAfter, 10)
 	h.Set("Retry-After", retry)
 	name := `"` + e.policy + `"`
