@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -62,4 +63,29 @@ func (c *tokenClaims) UnmarshalJSON(data []byte) error {
 		c.hasNS = true
 	}
 	return nil
+}
+
+// Claims are what a verified token says about its bearer.
+type Claims struct {
+	// Identity is who the caller is: the token's iss and sub.
+	Identity
+	// Namespaces are the token's ns globs, or those a policy grants it.
+	Namespaces []string
+	// MaxTTL, when not 0, is the longest lease the policy lets this
+	// token ask for (handlers enforce it with their own maximum).
+	MaxTTL time.Duration
+	// Limits are the subject limits the policy rules that granted this
+	// token set; zero fields leave the gateway's (see
+	// ratelimit.SubjectLimiter).
+	Limits Limits
+}
+
+// Allows reports whether one of the namespace globs matches namespace whole.
+func (c Claims) Allows(namespace string) bool {
+	for _, g := range c.Namespaces {
+		if matchNamespace(g, namespace) {
+			return true
+		}
+	}
+	return false
 }

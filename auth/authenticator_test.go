@@ -6,8 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"net/http/httptest"
 	"strings"
@@ -38,31 +36,6 @@ func TestNewAuthenticatorRefuses(t *testing.T) {
 		"empty issuer":  {Secret: []byte(testSecret), Issuers: []string{""}},
 	} {
 		if _, err := NewAuthenticator(cfg); err == nil {
-			t.Errorf("%s: got no error", name)
-		}
-	}
-}
-
-func TestParsePublicKeys(t *testing.T) {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkix, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	pkcs1 := x509.MarshalPKCS1PublicKey(&k.PublicKey)
-	data := append(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}),
-		pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: pkcs1})...)
-	keys, err := ParsePublicKeys(data)
-	if err != nil || len(keys) != 2 {
-		t.Fatalf("got %d keys, %v; want 2", len(keys), err)
-	}
-	for name, bad := range map[string][]byte{
-		"empty":       nil,
-		"not PEM":     []byte("hello"),
-		"private key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{1}}),
-		"garbage DER": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: []byte{1, 2, 3}}),
-	} {
-		if _, err := ParsePublicKeys(bad); err == nil {
 			t.Errorf("%s: got no error", name)
 		}
 	}
@@ -127,42 +100,5 @@ func TestAuthenticate(t *testing.T) {
 				t.Fatal("the reason quotes the token")
 			}
 		})
-	}
-}
-
-// TestCachedTokenStillExpires: a token verified once is remembered, but
-// not past its exp, and a token that failed is never remembered.
-func TestCachedTokenStillExpires(t *testing.T) {
-	a, err := NewAuthenticator(Config{Secret: []byte(testSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp := time.Now().Add(1100 * time.Millisecond).Truncate(time.Second).Add(time.Second)
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"sub": "s", "ns": []string{"*"}, "exp": exp.Unix(),
-	}).SignedString([]byte(testSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	authenticate := func(token string) error {
-		r := httptest.NewRequest("GET", "/locks/a/b", nil)
-		r.Header.Set("Authorization", "Bearer "+token)
-		_, err := a.Authenticate(r)
-		return err
-	}
-	forged := tok[:strings.LastIndex(tok, ".")+1] + "AAAA"
-	for range 2 { // the second time from the cache
-		if err := authenticate(tok); err != nil {
-			t.Fatalf("valid token: %v", err)
-		}
-		if err := authenticate(forged); !errors.Is(err, ErrUnauthenticated) {
-			t.Fatalf("forged signature: got %v, want ErrUnauthenticated", err)
-		}
-	}
-	for !time.Now().After(exp) { // wait out the token's life
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := authenticate(tok); !errors.Is(err, ErrUnauthenticated) {
-		t.Fatalf("expired token after caching: got %v, want ErrUnauthenticated", err)
 	}
 }
