@@ -12,8 +12,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // MaxBodyBytes is the largest request body accepted; more is a 413.
@@ -35,8 +37,8 @@ const MaxBodyBytes = 16 << 10
 // mounted with Group/With (after routing), not with the top-level Use.
 type gate struct {
 	ops      map[string]*gateOp // by method + " " + route pattern
-	authn    *middleware.Authenticator
-	subjects *middleware.SubjectLimiter // or nil
+	authn    *auth.Authenticator
+	subjects *ratelimit.SubjectLimiter // or nil
 }
 
 // gateOp is what the gate knows of one operation.
@@ -45,7 +47,7 @@ type gateOp struct {
 	checks  *opChecks
 }
 
-func newGate(spec *openapi3.T, authn *middleware.Authenticator, subjects *middleware.SubjectLimiter) (*gate, error) {
+func newGate(spec *openapi3.T, authn *auth.Authenticator, subjects *ratelimit.SubjectLimiter) (*gate, error) {
 	g := &gate{ops: make(map[string]*gateOp), authn: authn, subjects: subjects}
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -71,7 +73,7 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			writeError(w, r, fmt.Errorf("no operation in the spec for %s %s", r.Method, pattern))
 			return
 		}
-		claims, authenticated := middleware.Claims{}, false
+		claims, authenticated := auth.Claims{}, false
 		if op.secured {
 			var err error
 			if claims, err = g.authn.Authenticate(r); err != nil {

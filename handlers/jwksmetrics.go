@@ -3,17 +3,17 @@ package handlers
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/auth"
 )
 
 // jwksCollector reports the authenticator's JWK Sets at each scrape, by
 // issuer and (redacted) URL: an operator's handful, never a caller's.
 type jwksCollector struct {
-	auth                                   *middleware.Authenticator
+	auth                                   *auth.Authenticator
 	keys, skipped, fetched, stale, failure *prometheus.Desc
 }
 
-func newJWKSCollector(auth *middleware.Authenticator) *jwksCollector {
+func newJWKSCollector(auth *auth.Authenticator) *jwksCollector {
 	labels := []string{"issuer", "url"}
 	return &jwksCollector{
 		auth: auth,

@@ -13,8 +13,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // problem is what the caller sees for one kind of error.
@@ -85,11 +86,11 @@ var gatewayProblems = []struct {
 		detail: "the request body is larger than " + strconv.Itoa(MaxBodyBytes>>10) + " KiB"}},
 	{errTooManyWaiters, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many waiters",
 		detail: "the gateway is at its limit of waiting acquirers; nothing was changed: retry later, or without wait_ms", header: retryAfter1}},
-	{middleware.ErrTooManyRequests, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many requests",
+	{ratelimit.ErrTooManyRequests, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many requests",
 		detail: "this subject is over its share of the gateway; retry later", header: rateLimitHeaders}},
-	{middleware.ErrUnauthenticated, problem{status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",
+	{auth.ErrUnauthenticated, problem{status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",
 		detail: "a valid bearer token is required", header: wwwAuthenticate}},
-	{middleware.ErrForbidden, problem{status: http.StatusForbidden, code: ProblemCodeForbidden, title: "Forbidden",
+	{auth.ErrForbidden, problem{status: http.StatusForbidden, code: ProblemCodeForbidden, title: "Forbidden",
 		detail: "the token does not grant this namespace"}},
 	{errNotFound, problem{status: http.StatusNotFound, code: ProblemCodeNotFound, title: "Not found",
 		detail: "no such route; see /openapi.yaml"}},
@@ -127,7 +128,7 @@ func (e *forbiddenError) Error() string { return "forbidden: namespace " + e.nam
 func (e *forbiddenError) Detail() string {
 	return "the token does not grant namespace " + strconv.Quote(e.namespace)
 }
-func (e *forbiddenError) Is(target error) bool { return target == middleware.ErrForbidden }
+func (e *forbiddenError) Is(target error) bool { return target == auth.ErrForbidden }
 
 // lookup is the one place that decides what an error answers.
 func lookup(err error) problem {
@@ -305,7 +306,7 @@ func inProgress(b *problemBody, err error) {
 func retryAfter1(h http.Header, _ error) { h.Set("Retry-After", "1") }
 
 func rateLimitHeaders(h http.Header, err error) {
-	var le *middleware.LimitError
+	var le *ratelimit.Error
 	if errors.As(err, &le) {
 		le.SetHeaders(h)
 	}
@@ -313,7 +314,7 @@ func rateLimitHeaders(h http.Header, err error) {
 
 func wwwAuthenticate(h http.Header, err error) {
 	v := `Bearer realm="lockgate"`
-	var ae *middleware.AuthError
+	var ae *auth.Error
 	if errors.As(err, &ae) && ae.Presented {
 		v += `, error="invalid_token"`
 	}

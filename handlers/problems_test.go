@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 func TestErrorTable(t *testing.T) {
@@ -33,7 +33,7 @@ func TestErrorTable(t *testing.T) {
 		"invalid":      {fmt.Errorf("%w: ttl must be positive", locks.ErrInvalid), 400, ProblemCodeInvalidRequest, "", "ttl must be positive"},
 		"request":      {invalid("field x is bad"), 400, ProblemCodeInvalidRequest, "", "field x is bad"},
 		"too large":    {errTooLarge, 413, ProblemCodePayloadTooLarge, "", "16 KiB"},
-		"unauth":       {&middleware.AuthError{Reason: "the token has expired", Presented: true}, 401, ProblemCodeUnauthorized, "WWW-Authenticate", "expired"},
+		"unauth":       {&auth.Error{Reason: "the token has expired", Presented: true}, 401, ProblemCodeUnauthorized, "WWW-Authenticate", "expired"},
 		"forbidden":    {&forbiddenError{namespace: "billing"}, 403, ProblemCodeForbidden, "", `"billing"`},
 		"not found":    {errNotFound, 404, ProblemCodeNotFound, "", ""},
 		"method":       {errMethodNotAllowed, 405, ProblemCodeMethodNotAllowed, "", ""},

@@ -11,9 +11,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // Config configures a Server.
@@ -21,7 +23,7 @@ type Config struct {
 	// Backend holds the locks. Required.
 	Backend locks.Backend
 	// Auth verifies bearer tokens. Required.
-	Auth *middleware.Authenticator
+	Auth *auth.Authenticator
 	// DefaultTTL is the lease of an acquire without ttl_ms. Default 30s.
 	DefaultTTL time.Duration
 	// MaxTTL bounds ttl_ms on acquire and renew. Default 1h.
@@ -41,7 +43,7 @@ type Config struct {
 	// Subjects keeps each subject to its share of the gateway: requests
 	// per second and waiters at once (429 too_many_requests past them).
 	// Default nil: no per-subject limits.
-	Subjects *middleware.SubjectLimiter
+	Subjects *ratelimit.SubjectLimiter
 	// ReleaseTimeout bounds the release of a grant whose caller left before
 	// it could receive it. Default 5s.
 	ReleaseTimeout time.Duration

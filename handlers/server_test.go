@@ -14,9 +14,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/locks/locktest"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 const testSecret = "handlers-test-secret-32-bytes-long!!"
@@ -50,7 +50,7 @@ func newTestServer(t *testing.T, b locks.Backend) (*Server, *httptest.Server) {
 func newTestHandler(tb testing.TB, cfg Config) (*Server, http.Handler) {
 	tb.Helper()
 	if cfg.Auth == nil {
-		authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(testSecret)})
+		authn, err := auth.NewAuthenticator(auth.Config{Secret: []byte(testSecret)})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // MaxLongPoll bounds the Prefer: wait=N of a ticket's poll.
@@ -239,7 +240,7 @@ func (s *Server) CloseTicket(ctx context.Context, req CloseTicketRequestObject) 
 // A ticket counted here already counts against the caller's cap: its long
 // poll takes no second place there.
 func (s *Server) startLongPoll(ctx context.Context, id, token string) (done func(), err error) {
-	var w middleware.Waiting
+	var w ratelimit.Waiting
 	if !s.ticketWaiters.counted(id, token) {
 		claims, _ := middleware.ClaimsFromContext(ctx)
 		if w, err = s.cfg.Subjects.StartWait(claims); err != nil {

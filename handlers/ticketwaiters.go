@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // ticketWaiters counts the tickets opened on this gateway against their
@@ -24,13 +24,13 @@ type ticketWaiters struct {
 
 type ticketWaiter struct {
 	tokenHash [sha256.Size]byte
-	w         middleware.Waiting
+	w         ratelimit.Waiting
 	timer     *time.Timer
 }
 
 // add counts the ticket id, whose token is token, until it leaves or wait
 // has passed; a w that counts against no cap is not kept.
-func (tw *ticketWaiters) add(id, token string, w middleware.Waiting, wait time.Duration) {
+func (tw *ticketWaiters) add(id, token string, w ratelimit.Waiting, wait time.Duration) {
 	if !w.Counted() {
 		return
 	}

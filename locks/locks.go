@@ -125,7 +125,7 @@ type AcquireRequest struct {
 	// otherwise at least 1 ms.
 	Wait time.Duration
 	// Subject identifies the caller: at the gateway, the token's issuer and
-	// subject as one text (see middleware.Identity).
+	// subject as one text (see auth.Identity).
 	Subject string
 	// Owner is a free-form label shown by Inspect, at most MaxOwnerLen bytes.
 	Owner string

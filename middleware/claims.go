@@ -1,65 +1,33 @@
 package middleware
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
+	"context"
 
-	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/lockgate/lockgate/internal/jsonkeys"
+	"github.com/lockgate/lockgate/auth"
 )
 
-// errDuplicateClaim means a token's payload names a key twice.
-var errDuplicateClaim = errors.New("a key appears twice in the token's payload")
+// Claims and Identity are package auth's, named here for the request
+// scope, which carries a verified token's claims (SetClaims) and logs
+// its identity.
+type (
+	Claims   = auth.Claims
+	Identity = auth.Identity
+)
 
-// tokenClaims is a token's payload, read claim by claim under exact names.
-// Decoding into a struct would not do: encoding/json matches field names
-// case-insensitively (and folds "ſ" to "s"), so "NS" or "nſ" would grant
-// namespaces and "EXP" would stand for exp; and it keeps the last of
-// duplicate keys, which another parser in the chain may read differently.
-type tokenClaims struct {
-	jwt.RegisteredClaims
-	// nsClaim names the claim that holds namespace globs; set it before
-	// decoding.
-	nsClaim string
-	// ns is that claim's value, and hasNS whether the token carries it (a
-	// JSON null counts as absent).
-	ns    []string
-	hasNS bool
-	// all is every claim by its exact name, for policy rules.
-	all map[string]json.RawMessage
+type claimsKey struct{}
+
+// WithClaims returns a copy of ctx that carries c.
+func WithClaims(ctx context.Context, c Claims) context.Context {
+	return context.WithValue(ctx, claimsKey{}, c)
 }
 
-// UnmarshalJSON implements json.Unmarshaler; golang-jwt decodes the payload
-// with it.
-func (c *tokenClaims) UnmarshalJSON(data []byte) error {
-	if key, dup := jsonkeys.Duplicate(data); dup {
-		return fmt.Errorf("%w: %q", errDuplicateClaim, key)
+// ClaimsFromContext returns the claims of the request's verified token.
+func ClaimsFromContext(ctx context.Context) (Claims, bool) {
+	switch c := ctx.Value(claimsKey{}).(type) {
+	case Claims:
+		return c, true
+	case *Claims: // a Requests scope's, not copied into an interface
+		return *c, true
 	}
-	if err := json.Unmarshal(data, &c.all); err != nil {
-		return err
-	}
-	for name, dst := range map[string]any{
-		"iss": &c.Issuer,
-		"sub": &c.Subject,
-		"aud": &c.Audience,
-		"exp": &c.ExpiresAt,
-		"nbf": &c.NotBefore,
-		"iat": &c.IssuedAt,
-		"jti": &c.ID,
-	} {
-		if raw, ok := c.all[name]; ok {
-			if err := json.Unmarshal(raw, dst); err != nil {
-				return fmt.Errorf("claim %s: %w", name, err)
-			}
-		}
-	}
-	if raw, ok := c.all[c.nsClaim]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &c.ns); err != nil {
-			return fmt.Errorf("claim %s: %w", c.nsClaim, err)
-		}
-		c.hasNS = true
-	}
-	return nil
+	return Claims{}, false
 }

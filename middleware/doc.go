@@ -1,10 +1,10 @@
-// Package middleware holds the gateway's HTTP plumbing that knows nothing of
-// locks: JWT verification (with keys configured or fetched from JWK Sets),
-// namespace grants (from a token's claim or a policy on its claims),
-// request ids, and the access log. Context values have unexported keys and
-// FromContext getters.
+// Package middleware holds the gateway's HTTP plumbing that knows nothing
+// of locks: the request scope (Requests: request id, logger, routing
+// context and access log), request ids, and the verified claims of a
+// request's token in its context (SetClaims, ClaimsFromContext). Context
+// values have unexported keys and FromContext getters.
 //
-// Errors that reach clients are sentinel errors (ErrUnauthenticated,
-// ErrForbidden) so that package handlers maps them to problem responses in
-// its one table; nothing here writes a response body itself.
+// Verifying tokens is package auth's, and each subject's share of the
+// gateway package ratelimit's. Nothing here writes a response body
+// itself.
 package middleware

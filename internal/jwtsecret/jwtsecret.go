@@ -1,5 +1,5 @@
 // Package jwtsecret says whether a value can be an HS256 secret: the one
-// rule that the gateway (through middleware.CheckSecret) and lockctl token
+// rule that the gateway (through auth.CheckSecret) and lockctl token
 // both apply, so that lockctl never mints tokens for a key the gateway
 // refuses.
 package jwtsecret

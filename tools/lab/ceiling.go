@@ -17,14 +17,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/cmd/gateway/app"
 	"github.com/lockgate/lockgate/handlers"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 // ceilingMain is the HTTP ceiling, run as a process of its own: a plain
 // net/http server with the gateway's token check (the same
-// middleware.Authenticator, HS256 key from LOCKGATE_JWT_SECRET) on every
+// auth.Authenticator, HS256 key from LOCKGATE_JWT_SECRET) on every
 // request, which answers an acquire (POST /locks/{ns}/{name}, JSON body
 // read and decoded) with a 201 and a grant-shaped JSON body, and a release
 // (DELETE with a Lock-Token) with a 204, holding no lock at all. What the
@@ -37,7 +37,7 @@ import (
 // the gateway's client settings. What the gateway costs above it is
 // what it does beyond one plain Redis round trip per call.
 func ceilingMain() int {
-	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: []byte(os.Getenv("LOCKGATE_JWT_SECRET"))})
+	authn, err := auth.NewAuthenticator(auth.Config{Secret: []byte(os.Getenv("LOCKGATE_JWT_SECRET"))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ceiling:", err)
 		return 1
@@ -83,7 +83,7 @@ const ceilingRedisEnv = "LOCKBENCH_CEILING_REDIS_URL"
 // ceilingHandler serves the ceiling's two calls. lk, when not nil, takes
 // and frees the plain lock of each call's name: a 409 problem when it is
 // held or not the caller's, a 503 when Redis fails.
-func ceilingHandler(authn *middleware.Authenticator, lk *plainLock) http.Handler {
+func ceilingHandler(authn *auth.Authenticator, lk *plainLock) http.Handler {
 	var fence atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, "/locks/")

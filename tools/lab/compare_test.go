@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/cmd/lockbench/loadgen"
 	"github.com/lockgate/lockgate/internal/redistest"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 // TestProcessesSmoke runs --processes briefly, with this test binary as the
@@ -112,7 +112,7 @@ func TestRedisCeilingLock(t *testing.T) {
 	rs := redistest.Start(t)
 	client := rs.Client(t)
 	secret := randomSecret()
-	authn, err := middleware.NewAuthenticator(middleware.AuthConfig{Secret: secret})
+	authn, err := auth.NewAuthenticator(auth.Config{Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,11 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/net/netutil"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/handlers"
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/ratelimit"
 )
 
 // ListeningPrefix starts the line Run prints to stdout once it accepts
@@ -62,7 +63,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	authn, err := middleware.NewAuthenticator(authCfg)
+	authn, err := auth.NewAuthenticator(authCfg)
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MaxTicketWait: cfg.maxTicketWait,
 		MaxWaiters:    cfg.maxWaiters,
 		History:       cfg.history,
-		Subjects: middleware.NewSubjectLimiter(middleware.Limits{
+		Subjects: ratelimit.NewSubjectLimiter(auth.Limits{
 			Rate: cfg.subjectRate, Burst: cfg.subjectBurst, MaxWaiters: cfg.subjectWaiters,
 		}, authCfg.Policy),
 		ReleaseTimeout: releaseTimeout,
@@ -231,14 +232,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // authConfig builds the token verification settings. --dev, which refuses
 // a configured key, gets a random secret that dies with the process. The JWK Sets are
 // fetched before it returns, each within a few seconds.
-func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middleware.AuthConfig, error) {
-	ac := middleware.AuthConfig{Issuers: cfg.jwtIssuers, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
+func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (auth.Config, error) {
+	ac := auth.Config{Issuers: cfg.jwtIssuers, Audience: cfg.jwtAudience, NSClaim: cfg.jwtNSClaim}
 	if cfg.policyFile != "" {
 		data, err := os.ReadFile(cfg.policyFile)
 		if err != nil {
 			return ac, fmt.Errorf("--policy: %w", err)
 		}
-		if ac.Policy, err = middleware.ParsePolicy(data); err != nil {
+		if ac.Policy, err = auth.ParsePolicy(data); err != nil {
 			return ac, fmt.Errorf("--policy %s: %w", cfg.policyFile, err)
 		}
 	}
@@ -247,11 +248,11 @@ func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middlew
 		if maxStale == 0 {
 			maxStale = -1 // never
 		}
-		jwks, err := middleware.NewJWKS(ctx, middleware.JWKSConfig{
+		jwks, err := auth.NewJWKS(ctx, auth.JWKSConfig{
 			Sets:     cfg.jwtJWKS,
 			Refresh:  cfg.jwtJWKSRefresh,
 			MaxStale: maxStale,
-			OnError: func(set middleware.JWKSet, err error) {
+			OnError: func(set auth.JWKSet, err error) {
 				logger.Warn().Err(err).Str("issuer", set.Issuer).Str("jwks_url", set.URL).Msg("JWK Set fetch failed; the keys fetched before stay in use")
 			},
 		})
@@ -271,7 +272,7 @@ func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middlew
 	switch {
 	case cfg.jwtSecret != "":
 		// Text, from a variable or a flag: NewAuthenticator checks bytes.
-		if err := middleware.CheckTextSecret(cfg.jwtSecret); err != nil {
+		if err := auth.CheckTextSecret(cfg.jwtSecret); err != nil {
 			return ac, err
 		}
 		ac.Secret = []byte(cfg.jwtSecret)
@@ -280,7 +281,7 @@ func authConfig(ctx context.Context, cfg config, logger zerolog.Logger) (middlew
 		if err != nil {
 			return ac, fmt.Errorf("--jwt-public-key-file: %w", err)
 		}
-		if ac.PublicKeys, err = middleware.ParsePublicKeys(data); err != nil {
+		if ac.PublicKeys, err = auth.ParsePublicKeys(data); err != nil {
 			return ac, fmt.Errorf("--jwt-public-key-file %s: %w", cfg.jwtPublicKeyFile, err)
 		}
 	case cfg.dev:

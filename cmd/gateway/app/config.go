@@ -12,8 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/locks"
-	"github.com/lockgate/lockgate/middleware"
 )
 
 // config is the gateway's configuration, from flags and LOCKGATE_*
@@ -38,7 +38,7 @@ type config struct {
 	jwtAudience      string
 	jwtJWKSFlags     []string // ISSUER=URL, as given
 	jwtJWKSURLs      []string // the old --jwt-jwks-url
-	jwtJWKS          []middleware.JWKSet
+	jwtJWKS          []auth.JWKSet
 	jwtJWKSRefresh   time.Duration
 	jwtJWKSMaxStale  time.Duration
 	jwtNSClaim       string
@@ -294,8 +294,8 @@ func (c config) check() error {
 // jwksSets reads --jwt-jwks, and --jwt-jwks-url where it is safe: when
 // one --jwt-issuer says whose its sets are. Without that, a key of any set
 // would sign for every issuer.
-func (c config) jwksSets() ([]middleware.JWKSet, error) {
-	var sets []middleware.JWKSet
+func (c config) jwksSets() ([]auth.JWKSet, error) {
+	var sets []auth.JWKSet
 	for _, v := range c.jwtJWKSFlags {
 		iss, u, ok := strings.Cut(v, "=")
 		if !ok || iss == "" || u == "" {
@@ -303,7 +303,7 @@ func (c config) jwksSets() ([]middleware.JWKSet, error) {
 			return nil, errors.New("--jwt-jwks: want ISSUER=URL, the iss of the tokens the set's keys sign and the set's URL, " +
 				"such as https://token.actions.githubusercontent.com=https://token.actions.githubusercontent.com/.well-known/jwks")
 		}
-		sets = append(sets, middleware.JWKSet{Issuer: iss, URL: u})
+		sets = append(sets, auth.JWKSet{Issuer: iss, URL: u})
 	}
 	if len(c.jwtJWKSURLs) > 0 {
 		if len(c.jwtIssuers) != 1 {
@@ -311,7 +311,7 @@ func (c config) jwksSets() ([]middleware.JWKSet, error) {
 				"give each set with its issuer as --jwt-jwks ISSUER=URL (%s), or one --jwt-issuer that every set belongs to", envName("jwt-jwks"))
 		}
 		for _, u := range c.jwtJWKSURLs {
-			sets = append(sets, middleware.JWKSet{Issuer: c.jwtIssuers[0], URL: u})
+			sets = append(sets, auth.JWKSet{Issuer: c.jwtIssuers[0], URL: u})
 		}
 	}
 	return sets, nil
@@ -322,13 +322,13 @@ func (c config) checkIssuers() error {
 	ownKey := c.jwtSecret != "" || c.jwtPublicKeyFile != "" || c.dev
 	hasSet := make(map[string]bool)
 	for _, s := range c.jwtJWKS {
-		if err := middleware.CheckIssuer(s.Issuer); err != nil {
+		if err := auth.CheckIssuer(s.Issuer); err != nil {
 			return fmt.Errorf("--jwt-jwks %q: %w", s.Issuer, err)
 		}
 		hasSet[s.Issuer] = true
 	}
 	for _, iss := range c.jwtIssuers {
-		if err := middleware.CheckIssuer(iss); err != nil {
+		if err := auth.CheckIssuer(iss); err != nil {
 			return fmt.Errorf("--jwt-issuer %q: %w", iss, err)
 		}
 		if !ownKey && !hasSet[iss] {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/lockgate/lockgate/middleware"
+	"github.com/lockgate/lockgate/auth"
 )
 
 // devTokenTTL is how long the --dev token works.
@@ -19,7 +19,7 @@ const devTokenTTL = 24 * time.Hour
 // stderr: stdout carries the listening line only, and is what a container
 // runtime keeps as the log people forward. checkDev has made sure that the
 // key is the random one of this process.
-func printDev(w io.Writer, cfg config, ac middleware.AuthConfig, baseURL string) error {
+func printDev(w io.Writer, cfg config, ac auth.Config, baseURL string) error {
 	now := time.Now()
 	claims := struct {
 		Namespaces []string `json:"ns"`

@@ -1,4 +1,4 @@
-package middleware
+package ratelimit
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockgate/lockgate/auth"
 )
 
 // fakeClock makes l read its time from the returned pointer, in
@@ -18,18 +20,18 @@ func fakeClock(l *SubjectLimiter) *int64 {
 }
 
 func TestSubjectBucket(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 2, Burst: 3}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 2, Burst: 3}, nil)
 	now := fakeClock(l)
-	alice, bob := Claims{Identity: Identity{Subject: "alice"}}, Claims{Identity: Identity{Subject: "bob"}}
+	alice, bob := auth.Claims{Identity: auth.Identity{Subject: "alice"}}, auth.Claims{Identity: auth.Identity{Subject: "bob"}}
 	for i := range 3 {
 		if err := l.Allow(alice); err != nil {
 			t.Fatalf("request %d of a burst of 3: %v", i+1, err)
 		}
 	}
 	err := l.Allow(alice)
-	var le *LimitError
+	var le *Error
 	if !errors.As(err, &le) || !errors.Is(err, ErrTooManyRequests) {
-		t.Fatalf("4th request at once: got %v, want a *LimitError", err)
+		t.Fatalf("4th request at once: got %v, want a *Error", err)
 	}
 	h := http.Header{}
 	le.SetHeaders(h)
@@ -45,7 +47,7 @@ func TestSubjectBucket(t *testing.T) {
 	if err := l.Allow(bob); err != nil {
 		t.Fatalf("another subject: got %v, want its own bucket", err)
 	}
-	otherIssuers := Claims{Identity: Identity{Issuer: "https://b.example", Subject: "alice"}}
+	otherIssuers := auth.Claims{Identity: auth.Identity{Issuer: "https://b.example", Subject: "alice"}}
 	if err := l.Allow(otherIssuers); err != nil {
 		t.Fatalf("alice of another issuer: got %v, want her own bucket", err)
 	}
@@ -63,14 +65,14 @@ func TestSubjectBucket(t *testing.T) {
 }
 
 func TestSubjectRetryAfterRoundsUp(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 0.25}, nil) // burst 1, a token every 4 s
+	l := NewSubjectLimiter(auth.Limits{Rate: 0.25}, nil) // burst 1, a token every 4 s
 	now := fakeClock(l)
-	c := Claims{Identity: Identity{Subject: "slow"}}
+	c := auth.Claims{Identity: auth.Identity{Subject: "slow"}}
 	if err := l.Allow(c); err != nil {
 		t.Fatal(err)
 	}
 	*now += int64(time.Second)
-	var le *LimitError
+	var le *Error
 	if !errors.As(l.Allow(c), &le) {
 		t.Fatal("want refused")
 	}
@@ -86,18 +88,18 @@ func TestSubjectRetryAfterRoundsUp(t *testing.T) {
 
 func TestSubjectEffectiveLimits(t *testing.T) {
 	for name, tc := range map[string]struct {
-		defaults, rules Limits
+		defaults, rules auth.Limits
 		rate, burst     float64
 		maxWaiters      int
 	}{
-		"gateway's":              {Limits{Rate: 10, Burst: 20, MaxWaiters: 5}, Limits{}, 10, 20, 5},
-		"burst from rate":        {Limits{Rate: 2.5}, Limits{}, 2.5, 3, 0},
-		"slow rate, burst 1":     {Limits{Rate: 0.1}, Limits{}, 0.1, 1, 0},
-		"rule's rate, own burst": {Limits{Rate: 10, Burst: 20}, Limits{Rate: 100}, 100, 100, 0},
-		"rule's rate and burst":  {Limits{Rate: 10, Burst: 20}, Limits{Rate: 1, Burst: 4}, 1, 4, 0},
-		"rule's burst only":      {Limits{Rate: 10, Burst: 20}, Limits{Burst: 50}, 10, 50, 0},
-		"rule's waiters":         {Limits{MaxWaiters: 5}, Limits{MaxWaiters: 500}, 0, 0, 500},
-		"rule sets, gateway not": {Limits{}, Limits{Rate: 3, MaxWaiters: 1}, 3, 3, 1},
+		"gateway's":              {auth.Limits{Rate: 10, Burst: 20, MaxWaiters: 5}, auth.Limits{}, 10, 20, 5},
+		"burst from rate":        {auth.Limits{Rate: 2.5}, auth.Limits{}, 2.5, 3, 0},
+		"slow rate, burst 1":     {auth.Limits{Rate: 0.1}, auth.Limits{}, 0.1, 1, 0},
+		"rule's rate, own burst": {auth.Limits{Rate: 10, Burst: 20}, auth.Limits{Rate: 100}, 100, 100, 0},
+		"rule's rate and burst":  {auth.Limits{Rate: 10, Burst: 20}, auth.Limits{Rate: 1, Burst: 4}, 1, 4, 0},
+		"rule's burst only":      {auth.Limits{Rate: 10, Burst: 20}, auth.Limits{Burst: 50}, 10, 50, 0},
+		"rule's waiters":         {auth.Limits{MaxWaiters: 5}, auth.Limits{MaxWaiters: 500}, 0, 0, 500},
+		"rule sets, gateway not": {auth.Limits{}, auth.Limits{Rate: 3, MaxWaiters: 1}, 3, 3, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := &SubjectLimiter{defaults: tc.defaults}
@@ -110,36 +112,36 @@ func TestSubjectEffectiveLimits(t *testing.T) {
 }
 
 func TestSubjectLimiterOff(t *testing.T) {
-	if l := NewSubjectLimiter(Limits{}, nil); l != nil {
+	if l := NewSubjectLimiter(auth.Limits{}, nil); l != nil {
 		t.Fatalf("no limits anywhere: got a limiter, want nil")
 	}
-	p, err := ParsePolicy([]byte(`{"rules":[{"match":{"sub":"*"},"namespaces":["a"],"subject_max_waiters":2}]}`))
+	p, err := auth.ParsePolicy([]byte(`{"rules":[{"match":{"sub":"*"},"namespaces":["a"],"subject_max_waiters":2}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := NewSubjectLimiter(Limits{}, p); l == nil {
+	if l := NewSubjectLimiter(auth.Limits{}, p); l == nil {
 		t.Fatal("a rule sets a limit: got nil, want a limiter")
 	}
 	var l *SubjectLimiter
-	w, err := l.StartWait(Claims{Identity: Identity{Subject: "x"}})
-	if err != nil || l.Allow(Claims{Identity: Identity{Subject: "x"}}) != nil {
+	w, err := l.StartWait(auth.Claims{Identity: auth.Identity{Subject: "x"}})
+	if err != nil || l.Allow(auth.Claims{Identity: auth.Identity{Subject: "x"}}) != nil {
 		t.Fatal("a nil limiter refused")
 	}
 	w.Done()
 }
 
 func TestSubjectWaiters(t *testing.T) {
-	l := NewSubjectLimiter(Limits{MaxWaiters: 2}, nil)
-	alice := Claims{Identity: Identity{Subject: "alice"}}
+	l := NewSubjectLimiter(auth.Limits{MaxWaiters: 2}, nil)
+	alice := auth.Claims{Identity: auth.Identity{Subject: "alice"}}
 	w1, err1 := l.StartWait(alice)
 	w2, err2 := l.StartWait(alice)
 	if err1 != nil || err2 != nil {
 		t.Fatalf("2 waiters under a cap of 2: %v, %v", err1, err2)
 	}
 	_, err := l.StartWait(alice)
-	var le *LimitError
+	var le *Error
 	if !errors.As(err, &le) {
-		t.Fatalf("3rd waiter: got %v, want a *LimitError", err)
+		t.Fatalf("3rd waiter: got %v, want a *Error", err)
 	}
 	h := http.Header{}
 	le.SetHeaders(h)
@@ -155,10 +157,10 @@ func TestSubjectWaiters(t *testing.T) {
 	if !strings.Contains(le.Detail(), "2 acquirers waiting") {
 		t.Errorf("detail %q: want it to say the cap", le.Detail())
 	}
-	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "bob"}}); err != nil {
+	if _, err := l.StartWait(auth.Claims{Identity: auth.Identity{Subject: "bob"}}); err != nil {
 		t.Fatalf("another subject: %v", err)
 	}
-	if _, err := l.StartWait(Claims{Identity: Identity{Subject: "carol"}, Limits: Limits{MaxWaiters: 3}}); err != nil {
+	if _, err := l.StartWait(auth.Claims{Identity: auth.Identity{Subject: "carol"}, Limits: auth.Limits{MaxWaiters: 3}}); err != nil {
 		t.Fatalf("a rule's cap: %v", err)
 	}
 	w1.Done()
@@ -174,9 +176,9 @@ func TestSubjectWaiters(t *testing.T) {
 // no waiter are forgotten, those with waiters never; past maxSubjects
 // active at once, the table stops growing.
 func TestSubjectMemoryBounded(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 1, Burst: 1, MaxWaiters: 10}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 1, Burst: 1, MaxWaiters: 10}, nil)
 	now := fakeClock(l)
-	waiter, err := l.StartWait(Claims{Identity: Identity{Subject: "waiter"}})
+	waiter, err := l.StartWait(auth.Claims{Identity: auth.Identity{Subject: "waiter"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +191,7 @@ func TestSubjectMemoryBounded(t *testing.T) {
 	}
 	for round := range 20 {
 		for i := range 10_000 {
-			l.Allow(Claims{Identity: Identity{Subject: "s" + strconv.Itoa(round) + "-" + strconv.Itoa(i)}})
+			l.Allow(auth.Claims{Identity: auth.Identity{Subject: "s" + strconv.Itoa(round) + "-" + strconv.Itoa(i)}})
 		}
 		*now += int64(time.Second) // every bucket refilled
 	}
@@ -197,20 +199,20 @@ func TestSubjectMemoryBounded(t *testing.T) {
 		t.Errorf("after 20 rounds of 10000 subjects, each idle after its round: %d remembered, want at most 30000", n)
 	}
 	for i := range 3 * maxSubjects {
-		l.Allow(Claims{Identity: Identity{Subject: "flood-" + strconv.Itoa(i)}}) // all at once: no bucket refills
+		l.Allow(auth.Claims{Identity: auth.Identity{Subject: "flood-" + strconv.Itoa(i)}}) // all at once: no bucket refills
 	}
 	if n := count(); n > 2*maxSubjects+subjectShards {
 		t.Errorf("%d subjects at once: %d remembered, want at most about 2 × %d", 3*maxSubjects, n, maxSubjects)
 	}
 	for i := range l.shards {
-		if s, ok := l.shards[i].m[Identity{Subject: "waiter"}]; ok && s != waiter.s {
+		if s, ok := l.shards[i].m[auth.Identity{Subject: "waiter"}]; ok && s != waiter.s {
 			t.Error("the subject with a waiter was forgotten and made again")
 		}
 	}
 	if waiter.s.waiting != 1 {
 		t.Errorf("waiters of the subject: got %d, want 1", waiter.s.waiting)
 	}
-	if _, ok := waiter.sh.m[Identity{Subject: "waiter"}]; !ok {
+	if _, ok := waiter.sh.m[auth.Identity{Subject: "waiter"}]; !ok {
 		t.Error("the subject with a waiter was forgotten")
 	}
 }
@@ -218,8 +220,8 @@ func TestSubjectMemoryBounded(t *testing.T) {
 // TestSubjectAllowAllocs: the hot path of a known subject allocates
 // nothing.
 func TestSubjectAllowAllocs(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 1e6, Burst: 1e6}, nil)
-	c := Claims{Identity: Identity{Subject: "hot"}}
+	l := NewSubjectLimiter(auth.Limits{Rate: 1e6, Burst: 1e6}, nil)
+	c := auth.Claims{Identity: auth.Identity{Subject: "hot"}}
 	l.Allow(c)
 	if n := testing.AllocsPerRun(1000, func() { l.Allow(c) }); n != 0 {
 		t.Fatalf("Allow: %v allocations per call, want 0", n)
@@ -227,17 +229,17 @@ func TestSubjectAllowAllocs(t *testing.T) {
 }
 
 func BenchmarkSubjectAllow(b *testing.B) {
-	l := NewSubjectLimiter(Limits{Rate: 1e9, Burst: 1e9}, nil)
-	c := Claims{Identity: Identity{Subject: "bench"}}
+	l := NewSubjectLimiter(auth.Limits{Rate: 1e9, Burst: 1e9}, nil)
+	c := auth.Claims{Identity: auth.Identity{Subject: "bench"}}
 	for b.Loop() {
 		l.Allow(c)
 	}
 }
 
 func BenchmarkSubjectAllowParallel(b *testing.B) {
-	l := NewSubjectLimiter(Limits{Rate: 1e9, Burst: 1e9}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 1e9, Burst: 1e9}, nil)
 	b.RunParallel(func(pb *testing.PB) {
-		c := Claims{Identity: Identity{Subject: "bench"}}
+		c := auth.Claims{Identity: auth.Identity{Subject: "bench"}}
 		for pb.Next() {
 			l.Allow(c)
 		}
@@ -248,9 +250,9 @@ func BenchmarkSubjectAllowParallel(b *testing.B) {
 // empty; the subject is refused until it has earned the debt back, and a
 // nil limiter or a subject without a rate is charged nothing.
 func TestSubjectCharge(t *testing.T) {
-	l := NewSubjectLimiter(Limits{Rate: 2, Burst: 3}, nil)
+	l := NewSubjectLimiter(auth.Limits{Rate: 2, Burst: 3}, nil)
 	now := fakeClock(l)
-	alice := Claims{Identity: Identity{Subject: "alice"}}
+	alice := auth.Claims{Identity: auth.Identity{Subject: "alice"}}
 	if err := l.Allow(alice); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +270,7 @@ func TestSubjectCharge(t *testing.T) {
 	}
 	var none *SubjectLimiter
 	none.Charge(alice, 100)
-	free := NewSubjectLimiter(Limits{MaxWaiters: 1}, nil)
+	free := NewSubjectLimiter(auth.Limits{MaxWaiters: 1}, nil)
 	free.Charge(alice, 100)
 	if err := free.Allow(alice); err != nil {
 		t.Fatalf("a subject without a rate after a charge: %v, want allowed", err)

@@ -1,4 +1,4 @@
-package middleware
+package ratelimit
 
 import (
 	"errors"
@@ -8,34 +8,20 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/lockgate/lockgate/auth"
 )
 
 // ErrTooManyRequests means a subject is over its share of the gateway.
-// Errors that match it are *LimitError values.
+// Errors that match it are *Error values.
 var ErrTooManyRequests = errors.New("too many requests")
 
-// Limits are one subject's share of one gateway. A zero field sets no
-// limit of its own (see SubjectLimiter for how policy rules and the
-// gateway's settings combine).
-type Limits struct {
-	// Rate is how many requests per second the subject's token bucket
-	// refills with. 0: no rate limit.
-	Rate float64
-	// Burst is the bucket's size: how many requests the subject may send
-	// at once after a pause. 0: Rate rounded up, at least 1.
-	Burst int
-	// MaxWaiters bounds the subject's acquirers waiting (wait_ms) at once
-	// on this gateway, locks and semaphores together, tickets too (the
-	// handlers count them). 0: no cap.
-	MaxWaiters int
-}
-
-// SubjectLimiter keeps each subject (an Identity: a token's iss and sub)
-// to its share of this
-// gateway: a token bucket of requests per second, and a cap on its waiting
-// acquirers. A subject's limits are those of the policy rules its token
-// matched, field by field, and the gateway's where no rule sets one; a
-// rule that sets a rate without a burst gets a burst of that rate.
+// SubjectLimiter keeps each subject (an auth.Identity: a token's iss and
+// sub) to its share of this gateway: a token bucket of requests per
+// second, and a cap on its waiting acquirers. A subject's limits are
+// those of the policy rules its token matched (auth.Limits), field by
+// field, and the gateway's where no rule sets one; a rule that sets a
+// rate without a burst gets a burst of that rate.
 //
 // Memory is bounded without a background goroutine: a subject whose
 // bucket has refilled and who has no waiter is exactly a new subject, so
@@ -44,7 +30,7 @@ type Limits struct {
 // than that), entries without waiters are dropped even before their
 // bucket refilled; those subjects start again with a full bucket.
 type SubjectLimiter struct {
-	defaults Limits
+	defaults auth.Limits
 	epoch    time.Time
 	now      func() int64 // nanoseconds since epoch, monotonic; tests replace it
 	seed     maphash.Seed
@@ -62,7 +48,7 @@ const (
 
 type subjectShard struct {
 	mu         sync.Mutex
-	m          map[Identity]*subject
+	m          map[auth.Identity]*subject
 	sweepAfter int // sweep when len(m) reaches it
 }
 
@@ -79,8 +65,8 @@ type subject struct {
 // subjects no policy rule sets limits for. It returns nil, which limits
 // nothing, when neither defaults nor any rule of policy (which may be
 // nil) sets a limit: requests then pay nothing for it.
-func NewSubjectLimiter(defaults Limits, policy *Policy) *SubjectLimiter {
-	if defaults == (Limits{}) && !policy.hasLimits() {
+func NewSubjectLimiter(defaults auth.Limits, policy *auth.Policy) *SubjectLimiter {
+	if defaults == (auth.Limits{}) && !policy.HasLimits() {
 		return nil
 	}
 	l := &SubjectLimiter{defaults: defaults, epoch: time.Now(), seed: maphash.MakeSeed()}
@@ -90,7 +76,7 @@ func NewSubjectLimiter(defaults Limits, policy *Policy) *SubjectLimiter {
 
 // effective merges the limits of the rules a token matched (zero fields:
 // no rule set them) with the gateway's.
-func (l *SubjectLimiter) effective(rules Limits) (rate, burst float64, maxWaiters int) {
+func (l *SubjectLimiter) effective(rules auth.Limits) (rate, burst float64, maxWaiters int) {
 	d := l.defaults
 	switch {
 	case rules.Rate > 0:
@@ -113,7 +99,7 @@ func (l *SubjectLimiter) effective(rules Limits) (rate, burst float64, maxWaiter
 
 // lookup returns c's subject, created with a full bucket if new, with its
 // shard locked; the caller unlocks it.
-func (l *SubjectLimiter) lookup(c Claims, now int64) (*subjectShard, *subject) {
+func (l *SubjectLimiter) lookup(c auth.Claims, now int64) (*subjectShard, *subject) {
 	rate, burst, maxWaiters := l.effective(c.Limits)
 	sh := &l.shards[maphash.Comparable(l.seed, c.Identity)%subjectShards]
 	sh.mu.Lock()
@@ -139,7 +125,7 @@ func (l *SubjectLimiter) lookup(c Claims, now int64) (*subjectShard, *subject) {
 
 func (sh *subjectShard) sweep(now int64) {
 	if sh.m == nil {
-		sh.m = make(map[Identity]*subject)
+		sh.m = make(map[auth.Identity]*subject)
 	}
 	for k, s := range sh.m {
 		if s.waiting == 0 && s.full(now) {
@@ -171,9 +157,9 @@ func (s *subject) full(now int64) bool {
 }
 
 // Allow takes one request from c's subject's bucket. It returns nil, or a
-// *LimitError when the subject is over its rate. A nil l allows
+// *Error when the subject is over its rate. A nil l allows
 // everything.
-func (l *SubjectLimiter) Allow(c Claims) error {
+func (l *SubjectLimiter) Allow(c auth.Claims) error {
 	if l == nil || (l.defaults.Rate == 0 && c.Limits.Rate == 0) {
 		return nil
 	}
@@ -188,14 +174,14 @@ func (l *SubjectLimiter) Allow(c Claims) error {
 		s.tokens--
 		return nil
 	}
-	return &LimitError{policy: ratePolicy, quota: int(s.burst), window: seconds(s.burst / s.rate), retryAfter: seconds((1 - s.tokens) / s.rate)}
+	return &Error{policy: ratePolicy, quota: int(s.burst), window: seconds(s.burst / s.rate), retryAfter: seconds((1 - s.tokens) / s.rate)}
 }
 
 // Charge takes n more requests from c's subject's bucket, for a request
 // that cost as much as n more (a page of a listing, after the fact): the
 // bucket may go below empty, and the subject's next requests are refused
 // until it has refilled. A nil l charges nothing.
-func (l *SubjectLimiter) Charge(c Claims, n int) {
+func (l *SubjectLimiter) Charge(c auth.Claims, n int) {
 	if l == nil || n <= 0 || (l.defaults.Rate == 0 && c.Limits.Rate == 0) {
 		return
 	}
@@ -227,16 +213,16 @@ func (w Waiting) Done() {
 }
 
 // StartWait counts one more waiting acquirer of c's subject, or returns a
-// *LimitError when the subject has its cap of waiters already. A nil l
+// *Error when the subject has its cap of waiters already. A nil l
 // counts nothing.
-func (l *SubjectLimiter) StartWait(c Claims) (Waiting, error) {
+func (l *SubjectLimiter) StartWait(c auth.Claims) (Waiting, error) {
 	if l == nil || (l.defaults.MaxWaiters == 0 && c.Limits.MaxWaiters == 0) {
 		return Waiting{}, nil
 	}
 	sh, s := l.lookup(c, l.now())
 	defer sh.mu.Unlock()
 	if s.maxWaiters > 0 && s.waiting >= s.maxWaiters {
-		return Waiting{}, &LimitError{policy: waitersPolicy, quota: s.maxWaiters, retryAfter: 1}
+		return Waiting{}, &Error{policy: waitersPolicy, quota: s.maxWaiters, retryAfter: 1}
 	}
 	s.waiting++
 	return Waiting{sh: sh, s: s}, nil
@@ -248,23 +234,23 @@ const (
 	waitersPolicy = "waiters"
 )
 
-// LimitError says which share a subject is over, and when to retry.
-type LimitError struct {
+// Error says which share a subject is over, and when to retry.
+type Error struct {
 	policy     string
 	quota      int   // requests per window, or waiters at once
 	window     int64 // seconds the bucket takes to refill from empty; 0 for waiters
 	retryAfter int64 // seconds until a token is back; a guess of 1 for waiters
 }
 
-func (e *LimitError) Error() string {
+func (e *Error) Error() string {
 	return "too many requests: over the subject's " + e.policy + " limit"
 }
 
 // Is makes errors.Is(err, ErrTooManyRequests) true.
-func (e *LimitError) Is(target error) bool { return target == ErrTooManyRequests }
+func (e *Error) Is(target error) bool { return target == ErrTooManyRequests }
 
 // Detail is shown to the caller as the problem detail.
-func (e *LimitError) Detail() string {
+func (e *Error) Detail() string {
 	if e.policy == waitersPolicy {
 		return "this subject has " + strconv.Itoa(e.quota) + " acquirers waiting on this gateway already, its limit; nothing was changed: retry later, or without wait_ms"
 	}
@@ -279,7 +265,7 @@ func (e *LimitError) Detail() string {
 // the time it takes to refill from empty (q=100;w=1 for 100 per second),
 // the waiters' q of the quota unit "concurrent-requests", with no window.
 // There is no partition key (pk): it would be the subject.
-func (e *LimitError) SetHeaders(h http.Header) {
+func (e *Error) SetHeaders(h http.Header) {
 	retry := strconv.FormatInt(e.retryAfter, 10)
 	h.Set("Retry-After", retry)
 	name := `"` + e.policy + `"`

@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 import (
 	"crypto/hmac"
@@ -28,14 +28,14 @@ func signRaw(t *testing.T, payload string) string {
 // duplicate keys, so "NS", "nſ" or a second "ns" granted namespaces and
 // "EXP" stood for exp.
 func TestClaimNamesExact(t *testing.T) {
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret)})
+	a, err := NewAuthenticator(Config{Secret: []byte(testSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	exp := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
 	for name, tc := range map[string]struct {
 		payload string
-		wantErr string   // refused with an *AuthError whose reason says this
+		wantErr string   // refused with an *Error whose reason says this
 		wantNS  []string // else the namespaces granted
 	}{
 		"ns":               {payload: `{"sub":"s","exp":` + exp + `,"ns":["a"]}`, wantNS: []string{"a"}},
@@ -55,9 +55,9 @@ func TestClaimNamesExact(t *testing.T) {
 			r.Header.Set("Authorization", "Bearer "+signRaw(t, tc.payload))
 			c, err := a.Authenticate(r)
 			if tc.wantErr != "" {
-				var ae *AuthError
+				var ae *Error
 				if !errors.As(err, &ae) || !strings.Contains(ae.Reason, tc.wantErr) {
-					t.Fatalf("got claims %+v, error %v; want an *AuthError saying %q", c, err, tc.wantErr)
+					t.Fatalf("got claims %+v, error %v; want an *Error saying %q", c, err, tc.wantErr)
 				}
 				return
 			}

@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 import (
 	"encoding/json"
@@ -237,7 +237,7 @@ func TestJWKSRedirectToAnotherHost(t *testing.T) {
 // TestCritHeaderRefused: a token whose header lists critical extensions
 // is refused (RFC 7515 4.1.11): the gateway understands none.
 func TestCritHeaderRefused(t *testing.T) {
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret)})
+	a, err := NewAuthenticator(Config{Secret: []byte(testSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +247,9 @@ func TestCritHeaderRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ae *AuthError
+	var ae *Error
 	if _, err := authenticate(a, s); !errors.As(err, &ae) || !strings.Contains(ae.Reason, "crit") {
-		t.Fatalf("token with crit: got %v, want an AuthError that names crit", err)
+		t.Fatalf("token with crit: got %v, want an *Error that names crit", err)
 	}
 }
 
@@ -257,7 +257,7 @@ func TestCritHeaderRefused(t *testing.T) {
 // text ambiguous (see Identity.String): such a token is refused, even
 // where the gateway's own key takes any iss.
 func TestIssuerWithHashRefused(t *testing.T) {
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret)})
+	a, err := NewAuthenticator(Config{Secret: []byte(testSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}

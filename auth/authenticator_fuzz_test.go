@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 import (
 	"encoding/base64"
@@ -12,7 +12,7 @@ import (
 )
 
 // FuzzAuthenticate: whatever the Authorization header, Authenticate never
-// panics, refuses with an *AuthError that does not quote the token, and
+// panics, refuses with an *Error that does not quote the token, and
 // accepts only a well-formed Bearer JWT with a subject.
 func FuzzAuthenticate(f *testing.F) {
 	secret := []byte(testSecret)
@@ -51,7 +51,7 @@ func FuzzAuthenticate(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	a, err := NewAuthenticator(AuthConfig{Secret: secret})
+	a, err := NewAuthenticator(Config{Secret: secret})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -60,9 +60,9 @@ func FuzzAuthenticate(f *testing.F) {
 		r.Header.Set("Authorization", header)
 		c, err := a.Authenticate(r)
 		if err != nil {
-			var ae *AuthError
+			var ae *Error
 			if !errors.As(err, &ae) || !errors.Is(err, ErrUnauthenticated) {
-				t.Fatalf("got %T %v, want an *AuthError", err, err)
+				t.Fatalf("got %T %v, want an *Error", err, err)
 			}
 			_, tok, _ := strings.Cut(header, " ")
 			if tok = strings.TrimSpace(tok); len(tok) > 8 && strings.Contains(ae.Reason, tok) {

@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 // matchNamespace reports whether glob matches the whole of namespace. The
 // only wildcard is '*', which matches any run of characters, including none;

@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 import (
 	"strings"
@@ -32,7 +32,7 @@ func TestWeakSecretsRefused(t *testing.T) {
 			if tc.want == "whitespace" {
 				return // bytes, not text: see TestBinarySecretWithWhitespaceBytes
 			}
-			if _, err2 := NewAuthenticator(AuthConfig{Secret: []byte(tc.secret)}); err2 == nil || err2.Error() != err.Error() {
+			if _, err2 := NewAuthenticator(Config{Secret: []byte(tc.secret)}); err2 == nil || err2.Error() != err.Error() {
 				t.Fatalf("NewAuthenticator: got %v, want %v", err2, err)
 			}
 		})
@@ -64,7 +64,7 @@ func TestRandomSecretsAccepted(t *testing.T) {
 // secrets read as text: the gateway's configuration and lockctl token.
 func TestBinarySecretWithWhitespaceBytes(t *testing.T) {
 	key := []byte("\n\x8f\x01\xfe\x33\xa0\x7c\x19\xd2\x44\x5b\xe7\x02\x9a\xc3\x6d\x11\xf0\x88\x2e\x47\xb9\x05\xde\x73\x1c\xaa\x60\x3f\x94\xeb\x20")
-	if _, err := NewAuthenticator(AuthConfig{Secret: key}); err != nil {
+	if _, err := NewAuthenticator(Config{Secret: key}); err != nil {
 		t.Fatalf("NewAuthenticator with a random binary key: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 import (
 	"crypto/rand"
@@ -44,7 +44,7 @@ func jwksAuth(t *testing.T, cfg JWKSConfig) *Authenticator {
 	if err != nil {
 		t.Fatalf("NewJWKS: %v", err)
 	}
-	a, err := NewAuthenticator(AuthConfig{JWKS: j, Audience: testAudience})
+	a, err := NewAuthenticator(Config{JWKS: j, Audience: testAudience})
 	if err != nil {
 		t.Fatalf("NewAuthenticator: %v", err)
 	}
@@ -279,7 +279,7 @@ func TestJWKSWithSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret), JWKS: j, Audience: testAudience, Issuers: []string{testIssuer}})
+	a, err := NewAuthenticator(Config{Secret: []byte(testSecret), JWKS: j, Audience: testAudience, Issuers: []string{testIssuer}})
 	if err != nil {
 		t.Fatal(err)
 	}

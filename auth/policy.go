@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 import (
 	"bytes"
@@ -56,8 +56,8 @@ var (
 // second), subject_burst and subject_max_waiters set each matching
 // subject's own limits on a gateway, as --subject-rate, --subject-burst
 // and --subject-max-waiters do for every other subject (see
-// SubjectLimiter); where several matching rules set one, the smallest
-// applies. Errors name the rule by its position, from 1.
+// ratelimit.SubjectLimiter); where several matching rules set one, the
+// smallest applies. Errors name the rule by its position, from 1.
 func ParsePolicy(data []byte) (*Policy, error) {
 	if key, dup := jsonkeys.Duplicate(data); dup {
 		return nil, fmt.Errorf("key %q appears twice", key)
@@ -146,8 +146,8 @@ func parseRule(data []byte) (rule, error) {
 // maxRuleLimit bounds the numbers of a rule's limits, far above any use.
 const maxRuleLimit = 1_000_000
 
-// hasLimits reports whether a rule of p sets a subject limit; p may be nil.
-func (p *Policy) hasLimits() bool {
+// HasLimits reports whether a rule of p sets a subject limit; p may be nil.
+func (p *Policy) HasLimits() bool {
 	if p == nil {
 		return false
 	}

@@ -1,4 +1,4 @@
-package middleware
+package auth
 
 import (
 	"encoding/json"
@@ -144,7 +144,7 @@ func TestAuthenticateWithPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewAuthenticator(AuthConfig{Secret: []byte(testSecret), Policy: p, NSClaim: "lockgate/ns"})
+	a, err := NewAuthenticator(Config{Secret: []byte(testSecret), Policy: p, NSClaim: "lockgate/ns"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,66 +1,31 @@
-package middleware
+package auth
 
 import (
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/lockgate/lockgate/internal/jwtsecret"
 )
-
-var (
-	// ErrUnauthenticated means the request carries no valid bearer token.
-	// Errors that match it are *AuthError values.
-	ErrUnauthenticated = errors.New("unauthenticated")
-	// ErrForbidden means the token does not grant the lock's namespace.
-	ErrForbidden = errors.New("forbidden")
-)
-
-// AuthError says why a bearer token was refused, in words that are safe to
-// show the caller: never the token, never a library's error text.
-type AuthError struct {
-	// Reason is shown to the caller as the problem detail.
-	Reason string
-	// Presented is true when a token was sent (RFC 6750 then asks for
-	// error="invalid_token" in WWW-Authenticate).
-	Presented bool
-}
-
-func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason }
-
-// Detail is the reason, for the problem response.
-func (e *AuthError) Detail() string { return e.Reason }
-
-// Is makes errors.Is(err, ErrUnauthenticated) true.
-func (e *AuthError) Is(target error) bool { return target == ErrUnauthenticated }
 
 // MaxTokenLen bounds the bearer token we are willing to parse. Real tokens
 // are a few hundred bytes; the header limit (64 KiB) would let through
 // megabyte-scale work for base64 and JSON decoding otherwise.
 const MaxTokenLen = 8 << 10
 
-// AuthConfig says which tokens to trust. Set at most one of Secret and
+// Config says which tokens to trust. Set at most one of Secret and
 // PublicKeys, with or without JWKS, and at least one of the three.
 //
 // Keys belong to issuers: a JWK Set's keys verify the tokens of its
 // issuer only (see JWKSConfig.Sets), and the gateway's own keys (Secret or
 // PublicKeys) those of Issuers. A token whose iss no key belongs to is
 // refused.
-type AuthConfig struct {
+type Config struct {
 	// Secret verifies HS256 tokens. At least 32 bytes; see CheckSecret.
 	Secret []byte
 	// PublicKeys verify RS256 (RSA, 2048 bits or more), ES256 (ECDSA P-256)
@@ -89,10 +54,6 @@ type AuthConfig struct {
 	Audience string
 }
 
-// MinSecretLen is the shortest HS256 secret accepted: RFC 7518 asks for a
-// key at least as long as the hash.
-const MinSecretLen = jwtsecret.MinLen
-
 // Authenticator verifies bearer JWTs. It accepts only the algorithms its keys
 // are for, so an HS256 token signed with a public key as the secret, or an
 // "alg: none" token, never verifies.
@@ -106,48 +67,8 @@ type Authenticator struct {
 	cache   verified
 }
 
-// verified remembers tokens that passed verification, until they expire:
-// callers send the same token with every request, and verifying it again
-// (base64, JSON, a signature) is a tenth of the gateway's CPU per call. The
-// outcome for a token depends only on the token, the configured keys and
-// the clock, so a token that verified stays valid until its exp, or until
-// a JWK Set changes (a key may have been removed).
-type verified struct {
-	mu     sync.Mutex
-	claims map[string]cachedClaims // by the whole token
-}
-
-type cachedClaims struct {
-	Claims
-	expires time.Time
-	gen     uint64 // the JWKS generation it was verified under
-}
-
-// maxCachedTokens bounds the cache; when full it starts over, which costs
-// one verification per token in use.
-const maxCachedTokens = 4096
-
-func (v *verified) get(token string, now time.Time, gen uint64) (Claims, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	c, ok := v.claims[token]
-	if !ok || !now.Before(c.expires) || c.gen != gen {
-		return Claims{}, false
-	}
-	return c.Claims, true
-}
-
-func (v *verified) put(token string, c Claims, expires time.Time, gen uint64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.claims == nil || len(v.claims) >= maxCachedTokens {
-		v.claims = make(map[string]cachedClaims)
-	}
-	v.claims[token] = cachedClaims{Claims: c, expires: expires, gen: gen}
-}
-
 // NewAuthenticator checks cfg and returns an Authenticator for it.
-func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
+func NewAuthenticator(cfg Config) (*Authenticator, error) {
 	keys := make(map[string]jwt.VerificationKeySet)
 	switch {
 	case len(cfg.Secret) > 0 && len(cfg.PublicKeys) > 0:
@@ -233,98 +154,21 @@ func (a *Authenticator) generation() uint64 {
 	return a.jwks.gen.Load()
 }
 
-func algFor(k crypto.PublicKey) (string, error) {
-	switch k := k.(type) {
-	case *rsa.PublicKey:
-		if k.N.BitLen() < 2048 {
-			return "", fmt.Errorf("RSA public key of %d bits: at least 2048 are required", k.N.BitLen())
-		}
-		return jwt.SigningMethodRS256.Alg(), nil
-	case *ecdsa.PublicKey:
-		if k.Curve != elliptic.P256() {
-			return "", fmt.Errorf("ECDSA public key on %s: only P-256 (ES256) is supported", k.Curve.Params().Name)
-		}
-		return jwt.SigningMethodES256.Alg(), nil
-	case ed25519.PublicKey:
-		return jwt.SigningMethodEdDSA.Alg(), nil
-	default:
-		return "", fmt.Errorf("unsupported public key type %T", k)
-	}
-}
-
-// ParsePublicKeys reads every PEM block of data: "PUBLIC KEY" (PKIX: RSA,
-// ECDSA P-256 or Ed25519) or "RSA PUBLIC KEY" (PKCS #1).
-func ParsePublicKeys(data []byte) ([]crypto.PublicKey, error) {
-	var keys []crypto.PublicKey
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		var k crypto.PublicKey
-		var err error
-		switch block.Type {
-		case "PUBLIC KEY":
-			k, err = x509.ParsePKIXPublicKey(block.Bytes)
-		case "RSA PUBLIC KEY":
-			k, err = x509.ParsePKCS1PublicKey(block.Bytes)
-		default:
-			return nil, fmt.Errorf("PEM block %q: want PUBLIC KEY or RSA PUBLIC KEY", block.Type)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("PEM block %d: %w", len(keys)+1, err)
-		}
-		if _, err := algFor(k); err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("no PEM public key found")
-	}
-	return keys, nil
-}
-
-// Claims are what a verified token says about its bearer.
-type Claims struct {
-	// Identity is who the caller is: the token's iss and sub.
-	Identity
-	// Namespaces are the token's ns globs, or those a policy grants it.
-	Namespaces []string
-	// MaxTTL, when not 0, is the longest lease the policy lets this
-	// token ask for (handlers enforce it with their own maximum).
-	MaxTTL time.Duration
-	// Limits are the subject limits the policy rules that granted this
-	// token set; zero fields leave the gateway's (see SubjectLimiter).
-	Limits Limits
-}
-
-// Allows reports whether one of the namespace globs matches namespace whole.
-func (c Claims) Allows(namespace string) bool {
-	for _, g := range c.Namespaces {
-		if matchNamespace(g, namespace) {
-			return true
-		}
-	}
-	return false
-}
-
 // Authenticate verifies the request's "Authorization: Bearer" token. Its
-// errors are *AuthError values.
+// errors are *Error values.
 func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	header := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(header, " ")
 	if header == "" {
-		return Claims{}, &AuthError{Reason: "missing Authorization: Bearer token"}
+		return Claims{}, &Error{Reason: "missing Authorization: Bearer token"}
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return Claims{}, &AuthError{Reason: "the Authorization header must be \"Bearer <JWT>\"", Presented: true}
+		return Claims{}, &Error{Reason: "the Authorization header must be \"Bearer <JWT>\"", Presented: true}
 	}
 	token = strings.TrimSpace(token)
 	// Refuse absurd tokens before any decoding work.
 	if len(token) > MaxTokenLen || strings.Count(token, ".") != 2 {
-		return Claims{}, &AuthError{Reason: "the bearer token is not a JWT", Presented: true}
+		return Claims{}, &Error{Reason: "the bearer token is not a JWT", Presented: true}
 	}
 	now, gen := time.Now(), a.generation()
 	if c, ok := a.cache.get(token, now, gen); ok {
@@ -332,10 +176,10 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	}
 	c := tokenClaims{nsClaim: a.nsClaim}
 	if _, err := a.parser.ParseWithClaims(token, &c, a.keyFunc(r.Context())); err != nil {
-		return Claims{}, &AuthError{Reason: reason(err), Presented: true}
+		return Claims{}, &Error{Reason: reason(err), Presented: true}
 	}
 	if c.Subject == "" {
-		return Claims{}, &AuthError{Reason: "the token has no sub claim", Presented: true}
+		return Claims{}, &Error{Reason: "the token has no sub claim", Presented: true}
 	}
 	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns}
 	if !c.hasNS && a.policy != nil {
@@ -348,11 +192,6 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	}
 	return claims, nil
 }
-
-// errCritHeader: RFC 7515 4.1.11 asks to refuse a token whose header
-// lists critical extensions the recipient does not understand, and the
-// gateway understands none.
-var errCritHeader = errors.New("the token's header has a crit parameter")
 
 // keyFunc returns the keys that may verify a token: those of its issuer,
 // for its algorithm. golang-jwt has decoded the claims when it calls it,
@@ -397,48 +236,4 @@ func (a *Authenticator) ownKeysFor(iss string) bool {
 		return slices.Contains(a.issuers, iss)
 	}
 	return !a.jwks.has(iss)
-}
-
-// reason turns a golang-jwt error into our own words.
-func reason(err error) string {
-	switch {
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return "the token has expired"
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return "the token lacks a required claim (exp)"
-	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return "the token is not valid yet"
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return "the token's issuer is not accepted"
-	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return "the token's audience is not accepted"
-	case errors.Is(err, errCritHeader):
-		return "the token's header lists critical extensions (crit), which the gateway does not understand"
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
-		return "the token's signature or algorithm is not accepted: it was signed with another key. " +
-			"A token a --dev gateway printed works only with that run: restart it and export the LOCKGATE_TOKEN it prints; " +
-			"one from lockctl token needs the gateway's LOCKGATE_JWT_SECRET"
-	case errors.Is(err, errDuplicateClaim):
-		return "the token's payload names a claim twice"
-	default:
-		return "the token is malformed"
-	}
-}
-
-type claimsKey struct{}
-
-// WithClaims returns a copy of ctx that carries c.
-func WithClaims(ctx context.Context, c Claims) context.Context {
-	return context.WithValue(ctx, claimsKey{}, c)
-}
-
-// ClaimsFromContext returns the claims of the request's verified token.
-func ClaimsFromContext(ctx context.Context) (Claims, bool) {
-	switch c := ctx.Value(claimsKey{}).(type) {
-	case Claims:
-		return c, true
-	case *Claims: // a Requests scope's, not copied into an interface
-		return *c, true
-	}
-	return Claims{}, false
 }

@@ -1,6 +1,10 @@
-package middleware
+package auth
 
 import "github.com/lockgate/lockgate/internal/jwtsecret"
+
+// MinSecretLen is the shortest HS256 secret accepted: RFC 7518 asks for a
+// key at least as long as the hash.
+const MinSecretLen = jwtsecret.MinLen
 
 // CheckSecret says whether secret can be an HS256 key; NewAuthenticator
 // calls it. It refuses, without quoting the secret, fewer than

@@ -1,0 +1,91 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/lockgate/lockgate/internal/jsonkeys"
+)
+
+// errDuplicateClaim means a token's payload names a key twice.
+var errDuplicateClaim = errors.New("a key appears twice in the token's payload")
+
+// tokenClaims is a token's payload, read claim by claim under exact names.
+// Decoding into a struct would not do: encoding/json matches field names
+// case-insensitively (and folds "ſ" to "s"), so "NS" or "nſ" would grant
+// namespaces and "EXP" would stand for exp; and it keeps the last of
+// duplicate keys, which another parser in the chain may read differently.
+type tokenClaims struct {
+	jwt.RegisteredClaims
+	// nsClaim names the claim that holds namespace globs; set it before
+	// decoding.
+	nsClaim string
+	// ns is that claim's value, and hasNS whether the token carries it (a
+	// JSON null counts as absent).
+	ns    []string
+	hasNS bool
+	// all is every claim by its exact name, for policy rules.
+	all map[string]json.RawMessage
+}
+
+// UnmarshalJSON implements json.Unmarshaler; golang-jwt decodes the payload
+// with it.
+func (c *tokenClaims) UnmarshalJSON(data []byte) error {
+	if key, dup := jsonkeys.Duplicate(data); dup {
+		return fmt.Errorf("%w: %q", errDuplicateClaim, key)
+	}
+	if err := json.Unmarshal(data, &c.all); err != nil {
+		return err
+	}
+	for name, dst := range map[string]any{
+		"iss": &c.Issuer,
+		"sub": &c.Subject,
+		"aud": &c.Audience,
+		"exp": &c.ExpiresAt,
+		"nbf": &c.NotBefore,
+		"iat": &c.IssuedAt,
+		"jti": &c.ID,
+	} {
+		if raw, ok := c.all[name]; ok {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return fmt.Errorf("claim %s: %w", name, err)
+			}
+		}
+	}
+	if raw, ok := c.all[c.nsClaim]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &c.ns); err != nil {
+			return fmt.Errorf("claim %s: %w", c.nsClaim, err)
+		}
+		c.hasNS = true
+	}
+	return nil
+}
+
+// Claims are what a verified token says about its bearer.
+type Claims struct {
+	// Identity is who the caller is: the token's iss and sub.
+	Identity
+	// Namespaces are the token's ns globs, or those a policy grants it.
+	Namespaces []string
+	// MaxTTL, when not 0, is the longest lease the policy lets this
+	// token ask for (handlers enforce it with their own maximum).
+	MaxTTL time.Duration
+	// Limits are the subject limits the policy rules that granted this
+	// token set; zero fields leave the gateway's (see
+	// ratelimit.SubjectLimiter).
+	Limits Limits
+}
+
+// Allows reports whether one of the namespace globs matches namespace whole.
+func (c Claims) Allows(namespace string) bool {
+	for _, g := range c.Namespaces {
+		if matchNamespace(g, namespace) {
+			return true
+		}
+	}
+	return false
+}
