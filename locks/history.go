@@ -37,7 +37,7 @@ type Historian interface {
 }
 
 // History implements Historian. The scripts write the events under the
-// lock's hash tag as they change the lock (see lua/lib.lua event).
+// lock's hash tag as they change the lock (see lua/lib_history.lua event).
 func (r *Redis) History(ctx context.Context, key Key) ([]Event, error) {
 	if r.opts.History <= 0 {
 		return nil, nil
@@ -50,7 +50,7 @@ func (r *Redis) History(ctx context.Context, key Key) ([]Event, error) {
 	}
 	events := make([]Event, 0, len(out))
 	for _, s := range out {
-		// As lua/lib.lua event writes it: numbers as strings.
+		// As lua/lib_history.lua event writes it: numbers as strings.
 		var e struct {
 			E, S, O string
 			T, F    int64 `json:",string"`

@@ -28,7 +28,7 @@ const indexHoldLen = 16
 const listStale = 64
 
 // inlineIndex is 1 when the lock scripts keep the index themselves, in the
-// script that grants or ends (lua/lib.lua index_add, index_del): on a single
+// script that grants or ends (lua/lib_index.lua index_add, index_del): on a single
 // Redis, where a script may touch any key, this saves two script calls per
 // lock cycle. On Cluster it is 0: the index is on the namespace's slot, not
 // the lock's, and the gateway writes it (index).

@@ -105,7 +105,7 @@ type Redis struct {
 	client redis.UniversalClient
 	opts   RedisOptions
 	// lockOpts is the lock scripts' options argument:
-	// "delay:history:keep:readers" (see lua/lib.lua lock_keys).
+	// "delay:history:keep:readers:index" (see lua/lib_keys.lua lock_keys).
 	lockOpts string
 	// inlineIndex: the lock scripts keep the namespaces' index of held
 	// locks themselves (see inlineIndex).
@@ -200,7 +200,7 @@ type kind struct {
 	noun string // "lock" or "semaphore", in errors
 	// keys are the KEYS of its heartbeat script, those of the resource;
 	// keysFor those of its acquire, leave and release scripts, which take a
-	// token: the same, then that token's record (see lua/lib.lua).
+	// token: the same, then that token's record (see lua/lib_keys.lua).
 	keys    func(r *Redis, key Key) []string
 	keysFor func(r *Redis, key Key, tokenHash string) []string
 	// tail are the arguments its leave, release and heartbeat scripts take
@@ -268,7 +268,7 @@ func (r *Redis) lockKeys(key Key) lockKeys {
 		history: next(":history"), held: next(":held")}
 }
 
-// all is KEYS[1..9] of the lock scripts (see lua/lib.lua), with room for
+// all is KEYS[1..9] of the lock scripts (see lua/lib_keys.lua), with room for
 // the record, KEYS[10].
 func (k lockKeys) all() []string {
 	return append(make([]string, 0, 10), k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay, k.history, k.held)
@@ -734,7 +734,7 @@ func (r *Redis) handOver(ctx context.Context, res resource, g []any, start time.
 	}
 }
 
-// notHolder reads a script's {0, why} (see lua/lib.lua).
+// notHolder reads a script's {0, why} (see lua/lib_record.lua).
 func notHolder(out []int64) *NotHolderError {
 	reason := ReasonUnknown
 	if len(out) > 1 {

@@ -1,7 +1,7 @@
 -- inspect: describe the holders of a lock. Read-only (run with
 -- EVALSHA_RO): shared holders whose lease ended are left out, not dropped.
 --
--- KEYS[1]  the lock hash, e.g. lockgate:{ns/name} (see lib.lua)
+-- KEYS[1]  the lock hash, e.g. lockgate:{ns/name} (see lib_keys.lua)
 -- KEYS[2]  its queue of waiters
 -- KEYS[3]  its readers (shared holders' leases)
 -- ARGV[1]  how many holders to describe at most: of a lock held shared by

@@ -1,10 +1,12 @@
 // Package lua holds lockgate's Redis scripts, one commented .lua file per
 // atomic step, embedded here because go:embed cannot reach a parent folder.
 // Each script states its KEYS, ARGV and return values at its top;
-// protocol.lua names the values the scripts and the engine share, lib.lua
-// holds the functions several of them share, and both are put in front of
-// them. Every script that changes state is wrapped by once.lua, which makes
-// each call have one effect however often Redis receives it.
+// protocol.lua names the values the scripts and the engine share, the
+// libraries (holds.lua, lib_*.lua, semlib.lua, idem_lib.lua) hold the
+// functions several of them share, and both are put in front of them, in
+// the order lockLib lists. lib_keys.lua describes the Redis layout. Every
+// script that changes state is wrapped by once.lua, which makes each call
+// have one effect however often Redis receives it.
 package lua
 
 import (
@@ -20,8 +22,26 @@ var (
 	once string
 	//go:embed holds.lua
 	holds string
-	//go:embed lib.lua
-	lib string
+	//go:embed lib_keys.lua
+	libKeys string
+	//go:embed lib_fence.lua
+	libFence string
+	//go:embed lib_index.lua
+	libIndex string
+	//go:embed lib_history.lua
+	libHistory string
+	//go:embed lib_record.lua
+	libRecord string
+	//go:embed lib_delay.lua
+	libDelay string
+	//go:embed lib_shared.lua
+	libShared string
+	//go:embed lib_grant.lua
+	libGrant string
+	//go:embed lib_queue.lua
+	libQueue string
+	//go:embed lib_handoff.lua
+	libHandoff string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed release.lua
@@ -118,9 +138,14 @@ func reads(name, body string, libs ...string) *Script {
 }
 
 // The libraries, each put in front of the scripts that use it (after
-// protocol.lua, which comes first in all of them).
+// protocol.lua, which comes first in all of them). The lock libraries go
+// in this order, each after those it uses: a Lua local is seen only below
+// its definition, and one used above it would be read as a global, which
+// Redis refuses when the line runs (TestLibrariesDefineBeforeUse checks
+// the order).
 var (
-	lockLib  = holds + lib
+	lockLib = holds + libKeys + libFence + libIndex + libHistory + libRecord + libDelay +
+		libShared + libGrant + libQueue + libHandoff
 	semLibs  = lockLib + semLib
 	idemLibs = holds + idemLib
 )

@@ -24,7 +24,7 @@ local UNKNOWN, RELEASED, EXPIRED = 0, 1, 2
 local RECORD_MS = 60000
 
 -- How many characters of a grant's token hash its entry in the namespace's
--- index of held locks carries (lib.lua index_of). locks.indexHoldLen.
+-- index of held locks carries (lib_index.lua index_of). locks.indexHoldLen.
 local INDEX_HOLD_LEN = 16
 
 -- How long an idempotency record outlives its grant's lease, ms.

@@ -1,5 +1,5 @@
 -- ticket: a waiter that outlives the call that queued it. A ticket is an
--- entry of the lock's queue like any waiter's (see lib.lua), whose waiter
+-- entry of the lock's queue like any waiter's (see lib_keys.lua), whose waiter
 -- id is the ticket id and whose token hash is that of the ticket token,
 -- which becomes the owner token of the grant the ticket is handed. Its
 -- entry has k = 1: its alive time is moved on by its caller's polls, not
@@ -10,7 +10,7 @@
 --
 -- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
 --             history and held keys, and the record of the ticket token
---             (see lib.lua)
+--             (see lib_keys.lua)
 -- ARGV[1]     'new' (queue a ticket), 'poll' (look at it, and pick up a
 --             grant handed to it) or 'cancel' (leave the queue, and release
 --             a grant it was handed)
@@ -23,7 +23,7 @@
 --             to be picked up
 -- ARGV[6]     how long the fencing counter outlives its last use, ms
 -- ARGV[7]     '1' to drop a waiter (not a ticket) whose gateway does not
---             hear the hand-off (see lib.lua wake)
+--             hear the hand-off (see lib_queue.lua wake)
 -- ARGV[8]     the lock's options (see lock_keys)
 -- ARGV[9..13] for 'new' only: how long the ticket waits, ms; the lease TTL,
 --             ms; the subject; the owner label; 's' for a shared hold, 'x'
