@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // QueueGhost queues a waiter that never takes the lock and sends no
@@ -16,7 +14,7 @@ func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, cha
 	if channel == "" {
 		channel = r.opts.Prefix + "gateway:gone"
 	}
-	cmd, _ := r.exec(ctx, lua.Acquire, newCallID(), "", r.lockKeys(key).all(),
+	cmd, _ := r.exec(ctx, acquireScript, newCallID(), "", r.lockKeys(key).all(),
 		tokenHash(newToken()), req.TTL.Milliseconds(), "ghost", "ghost",
 		r.opts.FenceRetention.Milliseconds(), "ghost-"+newToken(), channel,
 		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.arg.checkHeard, 0,
@@ -55,7 +53,7 @@ func (r *Redis) RequeueGone(ctx context.Context, key Key, id string, req Acquire
 	if !ok {
 		return errors.New("not a waiter that ended without the lock: " + id)
 	}
-	cmd, _ := r.exec(ctx, lua.Acquire, newCallID(), "", r.lockKeys(key).all(),
+	cmd, _ := r.exec(ctx, acquireScript, newCallID(), "", r.lockKeys(key).all(),
 		g.tokHash, req.TTL.Milliseconds(), "ghost", "ghost",
 		r.opts.FenceRetention.Milliseconds(), id, r.waiters.channel,
 		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.arg.checkHeard, 0,
@@ -87,7 +85,7 @@ func (r *Redis) PickUpPermit(ctx context.Context, key Key, token string, limit i
 
 func (r *Redis) permitScript(ctx context.Context, key Key, token string, limit int, ttl time.Duration) error {
 	res := resource{semaphoreKind, key}
-	cmd, _ := r.exec(ctx, lua.SemAcquire, newCallID(), "", r.keysFor(res, tokenHash(token)),
+	cmd, _ := r.exec(ctx, semAcquireScript, newCallID(), "", r.keysFor(res, tokenHash(token)),
 		tokenHash(token), ttl.Milliseconds(), "ghost", "ghost", r.opts.FenceRetention.Milliseconds(),
 		"ghost-"+token[:8], r.opts.Prefix+"gateway:gone", time.Minute.Milliseconds(),
 		r.opts.WaiterLease.Milliseconds(), "0", 0, limit)
@@ -107,9 +105,9 @@ func (r *Redis) QueueUnserved(ctx context.Context, key Key, limit int) (id, toke
 		r.opts.Prefix + "gateway:gone", time.Minute.Milliseconds(), time.Minute.Milliseconds(), "0", 0}
 	var cmd interface{ Err() error }
 	if limit > 0 {
-		cmd, _ = r.exec(ctx, lua.SemAcquire, newCallID(), "", r.keysFor(resource{semaphoreKind, key}, h), append(common, limit)...)
+		cmd, _ = r.exec(ctx, semAcquireScript, newCallID(), "", r.keysFor(resource{semaphoreKind, key}, h), append(common, limit)...)
 	} else {
-		cmd, _ = r.exec(ctx, lua.Acquire, newCallID(), "", r.keysFor(resource{lockKind, key}, h), append(common, "x", r.arg.opts)...)
+		cmd, _ = r.exec(ctx, acquireScript, newCallID(), "", r.keysFor(resource{lockKind, key}, h), append(common, "x", r.arg.opts)...)
 	}
 	return id, token, cmd.Err()
 }

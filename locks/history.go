@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // Event is one thing that happened to a lock, as its history records it.
@@ -43,7 +41,7 @@ func (r *Redis) History(ctx context.Context, key Key) ([]Event, error) {
 		return nil, nil
 	}
 	keys := r.lockKeys(key)
-	cmd, _ := r.run(ctx, lua.History, []string{keys.history, keys.held}, r.opts.History)
+	cmd, _ := r.run(ctx, historyScript, []string{keys.history, keys.held}, r.opts.History)
 	out, err := cmd.StringSlice()
 	if err != nil {
 		return nil, unavailable("history", resource{lockKind, key}, err)

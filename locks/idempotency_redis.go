@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // Idempotency records in Redis: for a lock ns/name and the default prefix,
@@ -73,7 +71,7 @@ func (s redisIdem) keys(c *idemCall) []string {
 
 func (s redisIdem) begin(ctx context.Context, c *idemCall, pending time.Duration) (idemFound, error) {
 	id := newCallID()
-	cmd, ackErr := s.r.exec(ctx, lua.IdemBegin, id, "", s.keys(c), c.fingerprint, c.nonce, pending.Milliseconds())
+	cmd, ackErr := s.r.exec(ctx, idemBeginScript, id, "", s.keys(c), c.fingerprint, c.nonce, pending.Milliseconds())
 	out, err := cmd.Slice()
 	if err != nil {
 		c.unknown = id
@@ -115,7 +113,7 @@ func (s redisIdem) done(ctx context.Context, c *idemCall, g Grant) error {
 	var err error
 	for range 2 {
 		var out []int64
-		cmd, _ := s.r.exec(ctx, lua.IdemDone, id, "", keys, args...)
+		cmd, _ := s.r.exec(ctx, idemDoneScript, id, "", keys, args...)
 		if out, err = cmd.Int64Slice(); err == nil {
 			if out[0] != codeGranted {
 				return errIdemTaken
@@ -134,8 +132,8 @@ func (s redisIdem) done(ctx context.Context, c *idemCall, g Grant) error {
 func (s redisIdem) abort(ctx context.Context, c *idemCall, wait bool) {
 	keys, fence, gaveBack := s.keys(c)[:1], c.unknown, c.gaveBack
 	if wait {
-		s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce, gaveBack)
+		s.r.exec(ctx, idemAbortScript, newCallID(), fence, keys, c.nonce, gaveBack)
 		return
 	}
-	s.r.background(ctx, func(ctx context.Context) { s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce, gaveBack) })
+	s.r.background(ctx, func(ctx context.Context) { s.r.exec(ctx, idemAbortScript, newCallID(), fence, keys, c.nonce, gaveBack) })
 }

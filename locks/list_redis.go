@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // A namespace's index of held locks (lua/index.lua): two sorted sets under
@@ -61,7 +59,7 @@ func (r *Redis) index(ctx context.Context, key Key, tokHash, op string, left tim
 		return // the lock scripts keep it (see inlineIndex)
 	}
 	member := key.Name + " " + tokHash[:indexHoldLen]
-	r.run(ctx, lua.Index, r.indexKeys(key.Namespace), op, member, left.Milliseconds())
+	r.run(ctx, indexScript, r.indexKeys(key.Namespace), op, member, left.Milliseconds())
 }
 
 // redisListPos is where a Redis listing stands: past every entry of name,
@@ -130,7 +128,7 @@ func (r *Redis) List(ctx context.Context, namespace, cursor string, limit int) (
 		start = pos.bound()
 	}
 	what := nsString(namespace)
-	cmd, _ := r.run(ctx, lua.List, r.indexKeys(namespace), start, limit, 2*limit+listStale)
+	cmd, _ := r.run(ctx, listScript, r.indexKeys(namespace), start, limit, 2*limit+listStale)
 	out, err := cmd.StringSlice()
 	if err != nil {
 		return Page{}, unavailable("list", what, err)

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // RedisOptions configures the Redis backend. The zero value is usable.
@@ -206,10 +204,10 @@ type kind struct {
 	// tail are the arguments its leave, release and heartbeat scripts take
 	// after the common ones (a lock's options).
 	tail    func(r *Redis) []any
-	acquire *lua.Script
-	leave   *lua.Script
-	release *lua.Script
-	beat    *lua.Script
+	acquire *script
+	leave   *script
+	release *script
+	beat    *script
 	// held is the error for "taken, try again in retry".
 	held func(retry time.Duration) error
 }
@@ -219,14 +217,14 @@ var (
 		keys:    func(r *Redis, key Key) []string { return r.lockKeys(key).all() },
 		keysFor: func(r *Redis, key Key, h string) []string { k := r.lockKeys(key); return append(k.all(), k.record(h)) },
 		tail:    func(r *Redis) []any { return []any{r.arg.opts} },
-		acquire: lua.Acquire, leave: lua.Leave, release: lua.Release, beat: lua.Heartbeat,
+		acquire: acquireScript, leave: leaveScript, release: releaseScript, beat: heartbeatScript,
 		held: func(retry time.Duration) error { return &HeldError{RetryAfter: retry} },
 	}
 	semaphoreKind = &kind{noun: "semaphore",
 		keys:    func(r *Redis, key Key) []string { return r.semKeys(key).all() },
 		keysFor: func(r *Redis, key Key, h string) []string { k := r.semKeys(key); return append(k.all(), k.record(h)) },
 		tail:    func(*Redis) []any { return nil },
-		acquire: lua.SemAcquire, leave: lua.SemLeave, release: lua.SemRelease, beat: lua.SemHeartbeat,
+		acquire: semAcquireScript, leave: semLeaveScript, release: semReleaseScript, beat: semHeartbeatScript,
 		held: func(retry time.Duration) error { return &FullError{RetryAfter: retry} },
 	}
 )
@@ -330,28 +328,28 @@ const (
 // an outcome it lost) answers what the first run did.
 //
 // It is also the one replica barrier. A script that must be acknowledged
-// (script.Acked: every reply that can tell of a grant, and renewals) is
+// (script.acked: every reply that can tell of a grant, and renewals) is
 // followed by a WAIT for RedisOptions.MinReplicas, and ackErr says when
 // fewer replicas acknowledged it; the caller must not answer a grant then.
 // once.lua writes the call's record last, and replication is one ordered
 // stream, so that WAIT covers every write the script saw, whichever
 // connection made it: a grant handed over earlier, picked up or replayed
 // now, included.
-func (r *Redis) exec(ctx context.Context, script *lua.Script, id, fence string, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
-	if script.Once {
+func (r *Redis) exec(ctx context.Context, script *script, id, fence string, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
+	if script.once {
 		args = append(args, id, fence, r.arg.callTTL)
 	}
-	if !script.Writes {
+	if !script.writes {
 		return r.batch.run(ctx, r.opts.Timeout, script, true, keys, args...), nil
 	}
-	if script.Acked {
+	if script.acked {
 		return r.batch.runAck(ctx, r.opts.Timeout, script, keys, args...)
 	}
 	return r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...), nil
 }
 
 // run is exec of a new call.
-func (r *Redis) run(ctx context.Context, script *lua.Script, keys []string, args ...any) (*redis.Cmd, error) {
+func (r *Redis) run(ctx context.Context, script *script, keys []string, args ...any) (*redis.Cmd, error) {
 	return r.exec(ctx, script, newCallID(), "", keys, args...)
 }
 
@@ -621,7 +619,7 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	type beat struct {
-		script *lua.Script
+		script *script
 		keys   []string
 		args   []any
 		ids    []string
@@ -654,7 +652,7 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 		}
 	}
 	if len(noScript) > 0 { // Redis lost its script cache: load, once
-		for _, s := range []*lua.Script{lua.Heartbeat, lua.SemHeartbeat} {
+		for _, s := range []*script{heartbeatScript, semHeartbeatScript} {
 			s.Load(cctx, r.client)
 		}
 		send(noScript)
@@ -777,10 +775,10 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
 	hold, id := newHoldID(), newCallID()
-	cmd, ackErr := r.exec(ctx, lua.Reenter, id, "", keys, h, ttl.Milliseconds(), modeArg(mode), r.arg.opts, hold)
+	cmd, ackErr := r.exec(ctx, reenterScript, id, "", keys, h, ttl.Milliseconds(), modeArg(mode), r.arg.opts, hold)
 	out, err := cmd.Int64Slice()
 	giveBack := func(ctx context.Context) {
-		r.exec(ctx, lua.Release, newCallID(), id, keys, h, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, hold)
+		r.exec(ctx, releaseScript, newCallID(), id, keys, h, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, hold)
 	}
 	if err != nil {
 		// The hold may have been taken: end it, and fence the call off
@@ -811,7 +809,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	}
 	start := time.Now()
 	keys, h := r.lockCall(key, token)
-	cmd, ackErr := r.run(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.arg.opts)
+	cmd, ackErr := r.run(ctx, renewScript, keys, h, ttl.Milliseconds(), r.arg.opts)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
@@ -831,7 +829,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
 	start := time.Now()
 	keys := r.lockKeys(key)
-	cmd, _ := r.run(ctx, lua.Inspect, []string{keys.lock, keys.queue, keys.readers}, MaxHoldersShown)
+	cmd, _ := r.run(ctx, inspectScript, []string{keys.lock, keys.queue, keys.readers}, MaxHoldersShown)
 	res, err := cmd.Slice()
 	if err != nil {
 		return Info{}, unavailable("inspect", resource{lockKind, key}, err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // AcquirePermit implements Semaphores.
@@ -31,7 +29,7 @@ func (r *Redis) RenewPermit(ctx context.Context, key Key, token string, ttl time
 	keys := r.semKeys(key)
 	start := time.Now()
 	h := tokenHash(token)
-	cmd, ackErr := r.run(ctx, lua.SemRenew, []string{keys.holders, keys.leases, keys.record(h)},
+	cmd, ackErr := r.run(ctx, semRenewScript, []string{keys.holders, keys.leases, keys.record(h)},
 		h, ttl.Milliseconds())
 	out, err := cmd.Int64Slice()
 	if err != nil {
@@ -52,7 +50,7 @@ func (r *Redis) InspectSemaphore(ctx context.Context, key Key) (SemaphoreInfo, e
 	res := resource{semaphoreKind, key}
 	keys := r.semKeys(key)
 	start := time.Now()
-	cmd, _ := r.run(ctx, lua.SemInspect, []string{keys.holders, keys.leases, keys.queue})
+	cmd, _ := r.run(ctx, semInspectScript, []string{keys.holders, keys.leases, keys.queue})
 	out, err := cmd.Slice()
 	if err != nil {
 		return SemaphoreInfo{}, unavailable("inspect", res, err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 var _ Tickets = (*Redis)(nil)
@@ -24,7 +22,7 @@ var _ Tickets = (*Redis)(nil)
 func (r *Redis) ticketCall(ctx context.Context, res resource, call, op, id, tokHash string, extra ...any) (out []int64, ackErr, err error) {
 	args := append([]any{op, id, tokHash, r.arg.channel, r.opts.TicketLiveness.Milliseconds(),
 		r.arg.retention, r.arg.checkHeard, r.arg.opts}, extra...)
-	cmd, ackErr := r.exec(ctx, lua.Ticket, call, "", r.keysFor(res, tokHash), args...)
+	cmd, ackErr := r.exec(ctx, ticketScript, call, "", r.keysFor(res, tokHash), args...)
 	out, err = cmd.Int64Slice()
 	return out, ackErr, err
 }

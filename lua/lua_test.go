@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/lua"
 )
@@ -14,15 +16,18 @@ import (
 // SCRIPT LOAD gives the SHA that EVALSHA will ask for.
 func TestScriptsLoad(t *testing.T) {
 	c := redistest.Start(t).Client(t)
-	for _, s := range lua.All() {
-		name := s.Name
-		sha, err := s.Load(t.Context(), c).Result()
+	for _, s := range lua.Scripts() {
+		script := redis.NewScript(s.Source)
+		sha, err := script.Load(t.Context(), c).Result()
 		if err != nil {
-			t.Errorf("%s: %v", name, err)
+			t.Errorf("%s: %v", s.Name, err)
 			continue
 		}
-		if sha != s.Hash() {
-			t.Errorf("%s: Redis says sha %s, go-redis %s", name, sha, s.Hash())
+		if sha != script.Hash() {
+			t.Errorf("%s: Redis says sha %s, go-redis %s", s.Name, sha, script.Hash())
+		}
+		if got, ok := lua.Named(s.Name); !ok || got != s {
+			t.Errorf("%s: Named finds %v, %v", s.Name, got.Name, ok)
 		}
 	}
 }
