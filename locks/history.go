@@ -2,8 +2,6 @@ package locks
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -40,23 +38,9 @@ func (r *Redis) History(ctx context.Context, key Key) ([]Event, error) {
 	if r.opts.History <= 0 {
 		return nil, nil
 	}
-	keys := r.lockKeys(key)
-	cmd, _ := r.run(ctx, historyScript, []string{keys.history, keys.held}, r.opts.History)
-	out, err := cmd.StringSlice()
+	events, err := r.callHistory(ctx, key)
 	if err != nil {
 		return nil, unavailable("history", resource{lockKind, key}, err)
-	}
-	events := make([]Event, 0, len(out))
-	for _, s := range out {
-		// As lua/lib_history.lua event writes it: numbers as strings.
-		var e struct {
-			E, S, O string
-			T, F    int64 `json:",string"`
-		}
-		if err := json.Unmarshal([]byte(s), &e); err != nil {
-			return nil, fmt.Errorf("history %s: %w: an event Redis holds does not decode: %w", key, ErrUnavailable, err)
-		}
-		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F})
 	}
 	return events, nil
 }

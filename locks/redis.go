@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -215,14 +214,14 @@ type kind struct {
 var (
 	lockKind = &kind{noun: "lock",
 		keys:    func(r *Redis, key Key) []string { return r.lockKeys(key).all() },
-		keysFor: func(r *Redis, key Key, h string) []string { k := r.lockKeys(key); return append(k.all(), k.record(h)) },
+		keysFor: func(r *Redis, key Key, h string) []string { return r.lockKeys(key).withToken(h).all() },
 		tail:    func(r *Redis) []any { return []any{r.arg.opts} },
 		acquire: acquireScript, leave: leaveScript, release: releaseScript, beat: heartbeatScript,
 		held: func(retry time.Duration) error { return &HeldError{RetryAfter: retry} },
 	}
 	semaphoreKind = &kind{noun: "semaphore",
 		keys:    func(r *Redis, key Key) []string { return r.semKeys(key).all() },
-		keysFor: func(r *Redis, key Key, h string) []string { k := r.semKeys(key); return append(k.all(), k.record(h)) },
+		keysFor: func(r *Redis, key Key, h string) []string { return r.semKeys(key).withToken(h).all() },
 		tail:    func(*Redis) []any { return nil },
 		acquire: semAcquireScript, leave: semLeaveScript, release: semReleaseScript, beat: semHeartbeatScript,
 		held: func(retry time.Duration) error { return &FullError{RetryAfter: retry} },
@@ -242,66 +241,6 @@ func (res resource) String() string { return res.kind.noun + " " + res.key.Strin
 func (r *Redis) keysFor(res resource, tokenHash string) []string {
 	return res.kind.keysFor(r, res.key, tokenHash)
 }
-
-// lockKeys are the keys of one lock. They share the hash tag {ns/name}, so
-// that one script can touch them all on Redis Cluster.
-type lockKeys struct {
-	lock, fence, queue, alive, waiters, readers, delay, history, held string
-}
-
-func (r *Redis) lockKeys(key Key) lockKeys {
-	lock := r.opts.Prefix + "{" + key.Namespace + "/" + key.Name + "}"
-	// One string holds the other eight, each key a slice of it: two
-	// allocations per call where there were ten (they were a sixth of the
-	// gateway's allocations per call).
-	all := lock + ":fence" + lock + ":queue" + lock + ":alive" + lock + ":waiters" + lock + ":readers" +
-		lock + ":delay" + lock + ":history" + lock + ":held"
-	next := func(suffix string) string {
-		k := all[:len(lock)+len(suffix)]
-		all = all[len(k):]
-		return k
-	}
-	return lockKeys{lock: lock, fence: next(":fence"), queue: next(":queue"), alive: next(":alive"),
-		waiters: next(":waiters"), readers: next(":readers"), delay: next(":delay"),
-		history: next(":history"), held: next(":held")}
-}
-
-// all is KEYS[1..9] of the lock scripts (see lua/lib_keys.lua), with room for
-// the record, KEYS[10].
-func (k lockKeys) all() []string {
-	return append(make([]string, 0, 10), k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay, k.history, k.held)
-}
-
-// record is the key of the record of the grant of the token whose hash is
-// tokenHash: KEYS[10] of the lock scripts that take a token.
-func (k lockKeys) record(tokenHash string) string { return k.lock + ":t:" + tokenHash }
-
-// modeArg is how the lock scripts name a mode.
-func modeArg(m Mode) string {
-	if m == Shared {
-		return "s"
-	}
-	return "x"
-}
-
-// semKeys are the keys of one semaphore: the same hash tag as a lock of the
-// same name, under a prefix of their own ("sem:"), so the two never meet.
-type semKeys struct {
-	holders, leases, fence, queue, alive, waiters string
-}
-
-func (r *Redis) semKeys(key Key) semKeys {
-	s := r.opts.Prefix + "sem:{" + key.String() + "}"
-	return semKeys{holders: s, leases: s + ":leases", fence: s + ":fence", queue: s + ":queue", alive: s + ":alive", waiters: s + ":waiters"}
-}
-
-// all is KEYS for the semaphore scripts that take all six (see lua/semlib.lua).
-func (k semKeys) all() []string {
-	return append(make([]string, 0, 7), k.holders, k.leases, k.fence, k.queue, k.alive, k.waiters)
-}
-
-// record is the key of a permit's record (see lockKeys.record).
-func (k semKeys) record(tokenHash string) string { return k.holders + ":t:" + tokenHash }
 
 // callCtx bounds one Redis call by the configured timeout, and detaches it
 // from the caller's cancellation: a call cut off half way leaves an unknown
@@ -351,46 +290,6 @@ func (r *Redis) exec(ctx context.Context, script *script, id, fence string, keys
 // run is exec of a new call.
 func (r *Redis) run(ctx context.Context, script *script, keys []string, args ...any) (*redis.Cmd, error) {
 	return r.exec(ctx, script, newCallID(), "", keys, args...)
-}
-
-// reply is what the acquire and leave scripts say about the caller's grant.
-type reply struct {
-	granted bool
-	fence   int64
-	ttl     time.Duration // the grant's remaining lease, or when to retry
-	now     int64         // ms on the Redis clock when the script ran
-	at      int64         // ms on the Redis clock when the grant was made
-	handed  bool          // the grant was made before the call: handed over
-	rank    int64         // the waiter's place in the queue, -1 if not queued
-	arrival int64         // the waiter's arrival number
-}
-
-// parseReply reads {1, fence, ttl, now, at, handed} (granted) or
-// {0, retry, now, [rank, arrival]}.
-func parseReply(res []int64) reply {
-	if res[0] == codeGranted {
-		return reply{granted: true, fence: res[1], ttl: millis(res[2]), now: res[3], at: res[4], handed: res[5] == 1}
-	}
-	rp := reply{ttl: millis(max(res[1], 0)), now: res[2], rank: -1}
-	if len(res) == queuedFields {
-		rp.rank, rp.arrival = res[3], res[4]
-	}
-	return rp
-}
-
-// lease is the granted lease, counted from start, when the call was sent:
-// never later than the lease Redis keeps.
-func (rp reply) lease(start time.Time) Lease {
-	return Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}
-}
-
-// handoffDelay is, for a grant handed over before this call picked it up,
-// at most how long passed from the hand-off until now.
-func (rp reply) handoffDelay(start time.Time) time.Duration {
-	if !rp.handed {
-		return 0
-	}
-	return millis(max(rp.now-rp.at, 0)) + time.Since(start)
 }
 
 // Acquire implements Locker.
@@ -526,7 +425,11 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 	case codeSharedFull: // nothing changed
 		return reply{}, fmt.Errorf("acquire %s: %w", res, &HeldError{RetryAfter: millis(out[1]), SharedFull: r.opts.MaxSharedHolders})
 	}
-	rp := parseReply(out)
+	rp, err := parseReply(out)
+	if err != nil {
+		r.abandon(ctx, res, waiterID, h, id)
+		return reply{}, unavailable("acquire", res, err)
+	}
 	if rp.granted && ackErr != nil {
 		r.abandon(ctx, res, waiterID, h, "") // as for an unknown outcome: leave, release
 		return reply{}, unavailable("acquire", res, ackErr)
@@ -553,7 +456,11 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 	if out[0] == codeGaveBack {
 		return reply{rank: -1}, nil
 	}
-	rp := parseReply(out)
+	rp, err := parseReply(out)
+	if err != nil {
+		r.abandon(ctx, res, waiterID, h, id)
+		return reply{}, unavailable("acquire", res, err)
+	}
 	if rp.granted && ackErr != nil {
 		r.abandon(ctx, res, waiterID, h, "")
 		return reply{}, unavailable("acquire", res, ackErr)
@@ -732,27 +639,6 @@ func (r *Redis) handOver(ctx context.Context, res resource, g []any, start time.
 	}
 }
 
-// notHolder reads a script's {0, why} (see lua/lib_record.lua).
-func notHolder(out []int64) *NotHolderError {
-	reason := ReasonUnknown
-	if len(out) > 1 {
-		switch out[1] {
-		case whyReleased:
-			reason = ReasonReleased
-		case whyExpired:
-			reason = ReasonExpired
-		}
-	}
-	return &NotHolderError{Reason: reason}
-}
-
-// lockCall are the KEYS and the trailing arguments of a lock script call
-// with token: its renew and re-enter.
-func (r *Redis) lockCall(key Key, token string) (keys []string, h string) {
-	h = tokenHash(token)
-	return r.keysFor(resource{lockKind, key}, h), h
-}
-
 // Release implements Locker.
 func (r *Redis) Release(ctx context.Context, key Key, token string) (int, error) {
 	return r.release(ctx, resource{lockKind, key}, token, "")
@@ -773,12 +659,11 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	}
 	res := resource{lockKind, key}
 	start := time.Now()
-	keys, h := r.lockCall(key, token)
+	h := tokenHash(token)
 	hold, id := newHoldID(), newCallID()
-	cmd, ackErr := r.exec(ctx, reenterScript, id, "", keys, h, ttl.Milliseconds(), modeArg(mode), r.arg.opts, hold)
-	out, err := cmd.Int64Slice()
+	rp, ackErr, err := r.callReenter(ctx, key, id, reenterArgs{tokHash: h, ttl: ttl, mode: mode, hold: hold})
 	giveBack := func(ctx context.Context) {
-		r.exec(ctx, releaseScript, newCallID(), id, keys, h, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, hold)
+		r.exec(ctx, releaseScript, newCallID(), id, r.lockKeys(key).withToken(h).all(), h, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, hold)
 	}
 	if err != nil {
 		// The hold may have been taken: end it, and fence the call off
@@ -786,20 +671,19 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 		r.background(ctx, giveBack)
 		return Grant{}, unavailable("re-enter", res, err)
 	}
-	if out[0] == codeGranted && ackErr != nil { // taken, and not on the replicas: end it
+	if rp.granted && ackErr != nil { // taken, and not on the replicas: end it
 		giveBack(context.WithoutCancel(ctx))
 		return Grant{}, unavailable("re-enter", res, ackErr)
 	}
-	switch out[0] {
-	case codeOtherMode:
-		return Grant{}, fmt.Errorf("re-enter %s %s: held in the other mode: %w", res, mode, &HeldError{RetryAfter: millis(max(out[1], 0))})
-	case codeNotGranted:
-		return Grant{}, fmt.Errorf("re-enter %s: %w", res, notHolder(out))
+	switch {
+	case rp.otherMode:
+		return Grant{}, fmt.Errorf("re-enter %s %s: held in the other mode: %w", res, mode, &HeldError{RetryAfter: rp.retry})
+	case rp.notHolder != nil:
+		return Grant{}, fmt.Errorf("re-enter %s: %w", res, rp.notHolder)
 	}
-	ttl = millis(out[2])
-	r.index(ctx, key, h, indexExtend, ttl)
-	return Grant{Token: token, Holds: int(out[3]), Hold: hold,
-		Lease: Lease{FencingToken: out[1], TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
+	r.index(ctx, key, h, indexExtend, rp.ttl)
+	return Grant{Token: token, Holds: rp.holds, Hold: hold,
+		Lease: Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}}, nil
 }
 
 // Renew implements Locker.
@@ -808,60 +692,29 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 		return Lease{}, err
 	}
 	start := time.Now()
-	keys, h := r.lockCall(key, token)
-	cmd, ackErr := r.run(ctx, renewScript, keys, h, ttl.Milliseconds(), r.arg.opts)
-	res, err := cmd.Int64Slice()
+	h := tokenHash(token)
+	rp, ackErr, err := r.callRenew(ctx, key, renewArgs{tokHash: h, ttl: ttl})
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
 	}
-	if res[0] != codeGranted {
-		return Lease{}, fmt.Errorf("renew %s: %w", key, notHolder(res))
+	if rp.notHolder != nil {
+		return Lease{}, fmt.Errorf("renew %s: %w", key, rp.notHolder)
 	}
 	if ackErr != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, renewed(ackErr))
 	}
-	ttl = millis(res[2])
-	r.index(ctx, key, h, indexExtend, ttl)
-	return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil
+	r.index(ctx, key, h, indexExtend, rp.ttl)
+	return Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}, nil
 }
 
 // Inspect implements Locker.
 func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
-	start := time.Now()
-	keys := r.lockKeys(key)
-	cmd, _ := r.run(ctx, inspectScript, []string{keys.lock, keys.queue, keys.readers}, MaxHoldersShown)
-	res, err := cmd.Slice()
+	info, held, err := r.callInspect(ctx, key, time.Now())
 	if err != nil {
 		return Info{}, unavailable("inspect", resource{lockKind, key}, err)
 	}
-	const fields = holderFields // per holder, after mode, waiters, now and holders (see lua/inspect.lua)
-	if len(res) < 4+fields {
+	if !held {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
-	}
-	info := Info{Mode: Exclusive}
-	if m, _ := res[0].(string); m == "s" {
-		info.Mode = Shared
-	}
-	waiting, _ := res[1].(int64)
-	total, _ := res[3].(int64)
-	info.Waiters, info.HoldersTotal = int(waiting), int(total)
-	for i := 4; i+fields <= len(res); i += fields {
-		fence, _ := res[i].(int64)
-		pttl, _ := res[i+1].(int64)
-		subject, _ := res[i+2].(string)
-		owner, _ := res[i+3].(string)
-		at, _ := res[i+4].(int64)
-		holds, _ := res[i+5].(int64)
-		ids, _ := res[i+6].(string)
-		ttl := millis(max(pttl, 0))
-		info.Holders = append(info.Holders, Holder{
-			Lease:      Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
-			Subject:    subject,
-			Owner:      owner,
-			AcquiredAt: time.UnixMilli(at).UTC(),
-			Holds:      int(max(holds, 1)),
-			HoldIDs:    strings.Fields(ids),
-		})
 	}
 	info.describe()
 	return info, nil
