@@ -25,7 +25,7 @@ func (r *Redis) AcquireOnce(ctx context.Context, key Key, req AcquireRequest, id
 	}
 	res := resource{lockKind, key}
 	return acquireOnce(ctx, res.String(), redisIdem{r, res}, c, r.idemPending(req.Wait),
-		func(ctx context.Context) (Grant, error) { return r.acquire(ctx, res, req, r.lockArgs(req)...) },
+		func(ctx context.Context) (Grant, error) { return r.acquire(ctx, res, req, 0) },
 		func(ctx context.Context, token string) { r.release(ctx, res, token, "") })
 }
 

@@ -111,9 +111,10 @@ type Redis struct {
 	// arg are the script arguments that every call sends alike, boxed once
 	// (an interface that holds a string or a large integer allocates):
 	// retention is FenceRetention and lease WaiterLease in ms, channel the
-	// waiters' channel, opts lockOpts, and checkHeard "1" when PUBLISH's
+	// waiters' channel, opts lockOpts, checkHeard "1" when PUBLISH's
 	// count of receivers is exact (a single Redis), so that a hand-off
-	// nobody hears can skip a dead gateway at once, else "0".
+	// nobody hears can skip a dead gateway at once, else "0", and callTTL
+	// how long Redis keeps a call's reply, ms (see exec).
 	arg struct{ retention, lease, channel, opts, checkHeard, callTTL any }
 
 	// batch sends the script calls of acquire, leave, release, renew and
@@ -189,59 +190,6 @@ func checkClient(client redis.UniversalClient) error {
 	return nil
 }
 
-// kind is a kind of resource the Redis backend keeps. Locks and semaphores
-// have keys and scripts of their own, and share the way waiters queue,
-// wait, and are handed what they wait for: the scripts of both take the
-// same arguments for those steps (see lua/acquire.lua and lua/semlib.lua).
-type kind struct {
-	noun string // "lock" or "semaphore", in errors
-	// keys are the KEYS of its heartbeat script, those of the resource;
-	// keysFor those of its acquire, leave and release scripts, which take a
-	// token: the same, then that token's record (see lua/lib_keys.lua).
-	keys    func(r *Redis, key Key) []string
-	keysFor func(r *Redis, key Key, tokenHash string) []string
-	// tail are the arguments its leave, release and heartbeat scripts take
-	// after the common ones (a lock's options).
-	tail    func(r *Redis) []any
-	acquire *script
-	leave   *script
-	release *script
-	beat    *script
-	// held is the error for "taken, try again in retry".
-	held func(retry time.Duration) error
-}
-
-var (
-	lockKind = &kind{noun: "lock",
-		keys:    func(r *Redis, key Key) []string { return r.lockKeys(key).all() },
-		keysFor: func(r *Redis, key Key, h string) []string { return r.lockKeys(key).withToken(h).all() },
-		tail:    func(r *Redis) []any { return []any{r.arg.opts} },
-		acquire: acquireScript, leave: leaveScript, release: releaseScript, beat: heartbeatScript,
-		held: func(retry time.Duration) error { return &HeldError{RetryAfter: retry} },
-	}
-	semaphoreKind = &kind{noun: "semaphore",
-		keys:    func(r *Redis, key Key) []string { return r.semKeys(key).all() },
-		keysFor: func(r *Redis, key Key, h string) []string { return r.semKeys(key).withToken(h).all() },
-		tail:    func(*Redis) []any { return nil },
-		acquire: semAcquireScript, leave: semLeaveScript, release: semReleaseScript, beat: semHeartbeatScript,
-		held: func(retry time.Duration) error { return &FullError{RetryAfter: retry} },
-	}
-)
-
-// resource is one lock or one semaphore.
-type resource struct {
-	kind *kind
-	key  Key
-}
-
-func (res resource) String() string { return res.kind.noun + " " + res.key.String() }
-
-// keysFor are the KEYS of a call of res's scripts with the token whose hash
-// is tokenHash.
-func (r *Redis) keysFor(res resource, tokenHash string) []string {
-	return res.kind.keysFor(r, res.key, tokenHash)
-}
-
 // callCtx bounds one Redis call by the configured timeout, and detaches it
 // from the caller's cancellation: a call cut off half way leaves an unknown
 // outcome (did the grant happen?), one that runs to the end does not.
@@ -276,7 +224,7 @@ const (
 // now, included.
 func (r *Redis) exec(ctx context.Context, script *script, id, fence string, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
 	if script.once {
-		args = append(args, id, fence, r.arg.callTTL)
+		args = r.onceArgs(args, id, fence)
 	}
 	if !script.writes {
 		return r.batch.run(ctx, r.opts.Timeout, script, true, keys, args...), nil
@@ -285,6 +233,12 @@ func (r *Redis) exec(ctx context.Context, script *script, id, fence string, keys
 		return r.batch.runAck(ctx, r.opts.Timeout, script, keys, args...)
 	}
 	return r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...), nil
+}
+
+// onceArgs appends once.lua's arguments to args: the call id, the id of an
+// earlier call to fence off, and how long Redis keeps the call's reply.
+func (r *Redis) onceArgs(args []any, id, fence string) []any {
+	return append(args, id, fence, r.arg.callTTL)
 }
 
 // run is exec of a new call.
@@ -297,23 +251,16 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
-	return r.acquire(ctx, resource{lockKind, key}, req, r.lockArgs(req)...)
-}
-
-// lockArgs are the arguments of the lock acquire script after the common
-// ones: the mode and the lock's options.
-func (r *Redis) lockArgs(req AcquireRequest) []any {
-	return []any{modeArg(req.Mode), r.arg.opts}
+	return r.acquire(ctx, resource{lockKind, key}, req, 0)
 }
 
 // acquire takes res, or waits for it: the protocol locks and semaphores
-// share. extra are the arguments of the kind's acquire script after the
-// common ones (a lock's mode and delay, a semaphore's limit).
-func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, extra ...any) (Grant, error) {
+// share. limit is a semaphore's (0 for a lock).
+func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, limit int) (Grant, error) {
 	token := newToken()
 	if req.Wait == 0 {
 		start := time.Now()
-		rp, err := r.runAcquire(ctx, res, req, token, nil, 0, extra)
+		rp, err := r.runAcquire(ctx, res, req, limit, token, nil, 0)
 		if err != nil {
 			return Grant{}, err
 		}
@@ -347,7 +294,7 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 		// grants, picks up a grant handed to us, or (re)queues us in our
 		// place.
 		start := time.Now()
-		rp, err := r.runAcquire(ctx, res, req, token, w, time.Until(deadline), extra)
+		rp, err := r.runAcquire(ctx, res, req, limit, token, w, time.Until(deadline))
 		if err != nil {
 			return Grant{}, err
 		}
@@ -402,36 +349,22 @@ func (r *Redis) giveUp(ctx context.Context, res resource, w *waiter, token strin
 
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
 // does not wait, and wait is how much longer it waits.
-func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest, token string, w *waiter, wait time.Duration, extra []any) (reply, error) {
-	waiterID, arrival := "", int64(0)
+func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest, limit int, token string, w *waiter, wait time.Duration) (reply, error) {
+	a := acquireArgs{tokHash: tokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, limit: limit}
 	if w != nil {
-		waiterID, arrival = w.id, w.arrival
-		wait = max(wait, time.Millisecond)
+		a.waiterID, a.arrival, a.wait = w.id, w.arrival, max(wait, time.Millisecond)
 	}
-	h := tokenHash(token)
-	args := append(make([]any, 0, 11+len(extra)), h, req.TTL.Milliseconds(), req.Subject, req.Owner,
-		r.arg.retention, waiterID, r.arg.channel, wait.Milliseconds(), r.arg.lease, r.arg.checkHeard, arrival)
-	args = append(args, extra...)
 	id := newCallID()
-	cmd, ackErr := r.exec(ctx, res.kind.acquire, id, "", r.keysFor(res, h), args...)
-	out, err := cmd.Int64Slice()
+	rp, ackErr, err := res.kind.callAcquire(ctx, r, res.key, id, a)
 	if err != nil {
-		r.abandon(ctx, res, waiterID, h, id) // the script may have run
+		r.abandon(ctx, res, a.waiterID, a.tokHash, id) // the script may have run
 		return reply{}, unavailable("acquire", res, err)
 	}
-	switch out[0] {
-	case codeNotFound: // a semaphore in use with another limit: nothing changed
-		return reply{}, fmt.Errorf("acquire %s: %w", res, &LimitMismatchError{Limit: int(out[1])})
-	case codeSharedFull: // nothing changed
-		return reply{}, fmt.Errorf("acquire %s: %w", res, &HeldError{RetryAfter: millis(out[1]), SharedFull: r.opts.MaxSharedHolders})
-	}
-	rp, err := parseReply(out)
-	if err != nil {
-		r.abandon(ctx, res, waiterID, h, id)
-		return reply{}, unavailable("acquire", res, err)
+	if rp.refused != nil { // nothing changed
+		return reply{}, fmt.Errorf("acquire %s: %w", res, rp.refused)
 	}
 	if rp.granted && ackErr != nil {
-		r.abandon(ctx, res, waiterID, h, "") // as for an unknown outcome: leave, release
+		r.abandon(ctx, res, a.waiterID, a.tokHash, "") // as for an unknown outcome: leave, release
 		return reply{}, unavailable("acquire", res, ackErr)
 	}
 	return rp, nil
@@ -441,28 +374,15 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 // released when release is set, and otherwise picked up and returned. An
 // empty waiterID leaves no queue, and only releases.
 func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string, release bool) (reply, error) {
-	releaseArg := "0"
-	if release {
-		releaseArg = "1"
-	}
-	h := tokenHash(token)
+	a := leaveArgs{waiterID: waiterID, tokHash: tokenHash(token), release: release}
 	id := newCallID()
-	cmd, ackErr := r.leaveCmd(ctx, res, id, "", waiterID, h, releaseArg)
-	out, err := cmd.Int64Slice()
+	rp, ackErr, err := res.kind.callLeave(ctx, r, res.key, id, "", a)
 	if err != nil {
-		r.abandon(ctx, res, waiterID, h, id) // a hand-off may have got there first
-		return reply{}, unavailable("acquire", res, err)
-	}
-	if out[0] == codeGaveBack {
-		return reply{rank: -1}, nil
-	}
-	rp, err := parseReply(out)
-	if err != nil {
-		r.abandon(ctx, res, waiterID, h, id)
+		r.abandon(ctx, res, waiterID, a.tokHash, id) // a hand-off may have got there first
 		return reply{}, unavailable("acquire", res, err)
 	}
 	if rp.granted && ackErr != nil {
-		r.abandon(ctx, res, waiterID, h, "")
+		r.abandon(ctx, res, waiterID, a.tokHash, "")
 		return reply{}, unavailable("acquire", res, ackErr)
 	}
 	return rp, nil
@@ -477,7 +397,7 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 // waiter's heartbeat lapses and the grant's lease ends on their own.
 func (r *Redis) abandon(ctx context.Context, res resource, waiterID, tokHash, failed string) {
 	r.background(ctx, func(ctx context.Context) {
-		r.leaveCmd(ctx, res, newCallID(), failed, waiterID, tokHash, "1")
+		res.kind.callLeave(ctx, r, res.key, newCallID(), failed, leaveArgs{waiterID: waiterID, tokHash: tokHash, release: true})
 	})
 }
 
@@ -492,13 +412,6 @@ func (r *Redis) background(ctx context.Context, cleanup func(context.Context)) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	r.cleanups.Go(func() { cleanup(ctx) })
-}
-
-// leaveCmd runs the kind's leave script (see leave) for the waiter's token
-// whose hash is tokHash, as call id, fencing off the call fence.
-func (r *Redis) leaveCmd(ctx context.Context, res resource, id, fence, waiterID, tokHash, releaseArg string) (*redis.Cmd, error) {
-	args := append([]any{waiterID, tokHash, releaseArg, r.arg.retention, r.arg.checkHeard}, res.kind.tail(r)...)
-	return r.exec(ctx, res.kind.leave, id, fence, r.keysFor(res, tokHash), args...)
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
@@ -526,23 +439,13 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	type beat struct {
-		script *script
-		keys   []string
-		args   []any
-		ids    []string
-		cmd    *redis.Cmd
+		beatCall
+		ids []string
+		cmd *redis.Cmd
 	}
 	beats := make([]*beat, 0, len(byRes))
 	for res, ids := range byRes {
-		args := make([]any, 0, len(ids)+7)
-		args = append(args, r.arg.lease, r.arg.retention, r.arg.checkHeard)
-		args = append(args, res.kind.tail(r)...)
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		// once.lua's arguments (see exec): one call id per beat, sent once.
-		args = append(args, newCallID(), "", r.arg.callTTL)
-		beats = append(beats, &beat{script: res.kind.beat, keys: res.kind.keys(r, res.key), args: args, ids: ids})
+		beats = append(beats, &beat{beatCall: res.kind.beat(r, res.key, ids), ids: ids})
 	}
 	send := func(todo []*beat) {
 		pipe := r.client.Pipeline()
@@ -588,54 +491,37 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 func (r *Redis) release(ctx context.Context, res resource, token, hold string) (int, error) {
 	start := time.Now()
 	h := tokenHash(token)
-	args := append(make([]any, 0, 6), h, r.arg.retention, r.arg.checkHeard)
-	args = append(append(args, res.kind.tail(r)...), r.arg.channel, hold)
 	// The release script may hand the lock in full to a waiter of this
 	// gateway, which exec's barrier covers like any grant.
-	cmd, ackErr := r.run(ctx, res.kind.release, r.keysFor(res, h), args...)
-	out, err := cmd.Slice()
+	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold})
 	if err != nil {
 		r.waiters.requestBeat()
 		return 0, unavailable("release", res, err)
 	}
-	code, _ := out[0].(int64)
-	if code != codeGranted || len(out) < 2 {
-		why := int64(whyUnknown)
-		if len(out) > 1 {
-			why, _ = out[1].(int64)
-		}
-		return 0, fmt.Errorf("release %s: %w", res, notHolder([]int64{code, why}))
+	if rp.notHolder != nil {
+		return 0, fmt.Errorf("release %s: %w", res, rp.notHolder)
 	}
-	holds, _ := out[1].(int64)
-	if len(out) >= 3 { // the grant ended: {GRANTED, 0, held ms, [near waiter...]}
-		held, _ := out[2].(int64)
-		releaseEnded(ctx, millis(held))
+	if rp.ended {
+		releaseEnded(ctx, rp.held)
 		if res.kind == lockKind {
 			r.index(ctx, res.key, h, indexDel, 0)
 		}
 	}
-	if len(out) == releasedHandingOver {
-		r.handOver(ctx, res, out[3:], start, ackErr)
+	if rp.near != nil {
+		r.handOver(ctx, res, *rp.near, start, ackErr)
 	}
-	return int(holds), nil
+	return rp.holds, nil
 }
 
 // handOver gives a grant that the release script handed in full to a waiter
-// of this gateway, {waiter id, fencing token, ttl, now, acquired at}, to
-// that waiter. A waiter that gave up without the lock will never take it:
-// it is released. A waiter that has the lock already (its own script picked
-// the grant up first) needs nothing. ackErr says the replicas did not
-// acknowledge the release script's writes: the waiter gets that instead,
-// and releases the grant.
-func (r *Redis) handOver(ctx context.Context, res resource, g []any, start time.Time, ackErr error) {
-	id, _ := g[0].(string)
-	var n [4]int64
-	for i := range n {
-		n[i], _ = g[1+i].(int64)
-	}
-	rp := reply{granted: true, fence: n[0], ttl: millis(n[1]), now: n[2], at: n[3], handed: true, rank: -1}
-	if gone, ok := r.waiters.handOver(id, handed{rp: rp, start: start, err: ackErr}); ok {
-		r.abandon(ctx, res, id, gone, "")
+// of this gateway to that waiter. A waiter that gave up without the lock
+// will never take it: it is released. A waiter that has the lock already
+// (its own script picked the grant up first) needs nothing. ackErr says the
+// replicas did not acknowledge the release script's writes: the waiter gets
+// that instead, and releases the grant.
+func (r *Redis) handOver(ctx context.Context, res resource, g nearGrant, start time.Time, ackErr error) {
+	if gone, ok := r.waiters.handOver(g.waiterID, handed{rp: g.rp, start: start, err: ackErr}); ok {
+		r.abandon(ctx, res, g.waiterID, gone, "")
 	}
 }
 
@@ -663,7 +549,7 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	hold, id := newHoldID(), newCallID()
 	rp, ackErr, err := r.callReenter(ctx, key, id, reenterArgs{tokHash: h, ttl: ttl, mode: mode, hold: hold})
 	giveBack := func(ctx context.Context) {
-		r.exec(ctx, releaseScript, newCallID(), id, r.lockKeys(key).withToken(h).all(), h, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, hold)
+		lockKind.callRelease(ctx, r, key, newCallID(), id, releaseArgs{tokHash: h, hold: hold})
 	}
 	if err != nil {
 		// The hold may have been taken: end it, and fence the call off

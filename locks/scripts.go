@@ -71,6 +71,10 @@ type reply struct {
 	handed  bool          // the grant was made before the call: handed over
 	rank    int64         // the waiter's place in the queue, -1 if not queued
 	arrival int64         // the waiter's arrival number
+	// refused is why an acquire script refused the request without
+	// changing anything (a semaphore's other limit, a lock's most shared
+	// holders), or nil.
+	refused error
 }
 
 // parseReply reads {GRANTED, fence, ttl, now, at, handed, ...} or

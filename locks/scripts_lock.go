@@ -56,6 +56,52 @@ func (k lockKeys) all() []string {
 	return keys
 }
 
+// lockType is the kind of a lock (lockKind): its typed calls of the steps
+// locks and semaphores share (see kind).
+type lockType struct{}
+
+func (lockType) String() string { return "lock" }
+
+func (lockType) held(retry time.Duration) error { return &HeldError{RetryAfter: retry} }
+
+// callAcquire runs lua/acquire.lua.
+func (lockType) callAcquire(ctx context.Context, r *Redis, key Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
+	k := r.lockKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), append(a.argv(r), modeArg(a.mode), r.arg.opts)...)
+	out, err := cmd.Int64Slice()
+	if err != nil {
+		return reply{}, ackErr, err
+	}
+	if len(out) >= 2 && out[0] == codeSharedFull {
+		return reply{refused: &HeldError{RetryAfter: millis(out[1]), SharedFull: r.opts.MaxSharedHolders}}, ackErr, nil
+	}
+	rp, err = parseReply(out)
+	return rp, ackErr, err
+}
+
+// callLeave runs lua/leave.lua.
+func (lockType) callLeave(ctx context.Context, r *Redis, key Key, id, fence string, a leaveArgs) (rp reply, ackErr, err error) {
+	k := r.lockKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, leaveScript, id, fence, k.all(), append(a.argv(r), r.arg.opts)...)
+	rp, err = parseLeave(cmd.Int64Slice())
+	return rp, ackErr, err
+}
+
+// callRelease runs lua/release.lua. It hands the lock on, in full to a
+// waiter of this gateway if one is next (see releaseReply.near).
+func (lockType) callRelease(ctx context.Context, r *Redis, key Key, id, fence string, a releaseArgs) (rp releaseReply, ackErr, err error) {
+	k := r.lockKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, releaseScript, id, fence, k.all(),
+		a.tokHash, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, a.hold)
+	rp, err = parseRelease(cmd.Slice())
+	return rp, ackErr, err
+}
+
+// beat is the call of lua/heartbeat.lua.
+func (lockType) beat(r *Redis, key Key, ids []string) beatCall {
+	return beatCall{script: heartbeatScript, keys: r.lockKeys(key).all(), args: r.beatArgs(ids, r.arg.opts)}
+}
+
 // modeArg is how the lock scripts name a mode.
 func modeArg(m Mode) string {
 	if m == Shared {

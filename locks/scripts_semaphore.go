@@ -39,6 +39,50 @@ func (k semKeys) all() []string {
 	return keys
 }
 
+// semaphoreType is the kind of a semaphore (semaphoreKind): its typed calls
+// of the steps locks and semaphores share (see kind).
+type semaphoreType struct{}
+
+func (semaphoreType) String() string { return "semaphore" }
+
+func (semaphoreType) held(retry time.Duration) error { return &FullError{RetryAfter: retry} }
+
+// callAcquire runs lua/sem_acquire.lua.
+func (semaphoreType) callAcquire(ctx context.Context, r *Redis, key Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
+	k := r.semKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, semAcquireScript, id, "", k.all(), append(a.argv(r), a.limit)...)
+	out, err := cmd.Int64Slice()
+	if err != nil {
+		return reply{}, ackErr, err
+	}
+	if len(out) >= 2 && out[0] == codeNotFound { // in use with another limit
+		return reply{refused: &LimitMismatchError{Limit: int(out[1])}}, ackErr, nil
+	}
+	rp, err = parseReply(out)
+	return rp, ackErr, err
+}
+
+// callLeave runs lua/sem_leave.lua.
+func (semaphoreType) callLeave(ctx context.Context, r *Redis, key Key, id, fence string, a leaveArgs) (rp reply, ackErr, err error) {
+	k := r.semKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, semLeaveScript, id, fence, k.all(), a.argv(r)...)
+	rp, err = parseLeave(cmd.Int64Slice())
+	return rp, ackErr, err
+}
+
+// callRelease runs lua/sem_release.lua.
+func (semaphoreType) callRelease(ctx context.Context, r *Redis, key Key, id, fence string, a releaseArgs) (rp releaseReply, ackErr, err error) {
+	k := r.semKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, semReleaseScript, id, fence, k.all(), a.tokHash, r.arg.retention, r.arg.checkHeard)
+	rp, err = parseRelease(cmd.Slice())
+	return rp, ackErr, err
+}
+
+// beat is the call of lua/sem_heartbeat.lua.
+func (semaphoreType) beat(r *Redis, key Key, ids []string) beatCall {
+	return beatCall{script: semHeartbeatScript, keys: r.semKeys(key).all(), args: r.beatArgs(ids)}
+}
+
 // callSemRenew runs lua/sem_renew.lua on key's semaphore. ackErr says the
 // replicas did not acknowledge it (see exec).
 func (r *Redis) callSemRenew(ctx context.Context, key Key, a renewArgs) (rp renewReply, ackErr, err error) {
