@@ -59,16 +59,16 @@ func (r *Redis) callIdemBegin(ctx context.Context, k idemKeys, id string, a idem
 		return v
 	}
 	switch n(0) {
-	case 0:
+	case idemCodeBegun:
 		return idemFound{outcome: idemBegun}, ackErr, nil
-	case 1:
+	case idemCodeLive:
 		sealed, _ := out[1].(string)
 		return idemFound{outcome: idemLive, sealed: sealed, fence: n(2), ttl: millis(max(n(3), 0)), holds: int(n(4))}, ackErr, nil
-	case 2:
+	case idemCodeRunning:
 		return idemFound{outcome: idemInProgress, ttl: millis(max(n(1), 0))}, ackErr, nil
-	case 3:
+	case idemCodeOtherRequest:
 		return idemFound{outcome: idemMismatch}, ackErr, nil
-	case 4:
+	case idemCodeEnded:
 		return idemFound{outcome: idemEnded}, ackErr, nil
 	}
 	return idemFound{}, ackErr, unexpectedReply(out)

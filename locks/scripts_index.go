@@ -20,13 +20,6 @@ func (r *Redis) indexKeys(namespace string) indexKeys {
 	return indexKeys{names: names, ends: names + ":ends"}
 }
 
-// The operations of lua/index.lua.
-const (
-	indexAdd    = "add"
-	indexExtend = "extend"
-	indexDel    = "del"
-)
-
 // indexArgs are ARGV of lua/index.lua.
 type indexArgs struct {
 	op     string // indexAdd, indexExtend or indexDel

@@ -105,9 +105,9 @@ func (lockType) beat(r *Redis, key Key, ids []string) beatCall {
 // modeArg is how the lock scripts name a mode.
 func modeArg(m Mode) string {
 	if m == Shared {
-		return "s"
+		return modeShared
 	}
-	return "x"
+	return modeExclusive
 }
 
 // renewArgs are ARGV of lua/renew.lua and lua/sem_renew.lua.
@@ -185,13 +185,6 @@ func (r *Redis) callReenter(ctx context.Context, key Key, id string, a reenterAr
 	return reenterReply{}, ackErr, unexpectedReply(out)
 }
 
-// The operations of lua/ticket.lua.
-const (
-	ticketNew    = "new"
-	ticketPoll   = "poll"
-	ticketCancel = "cancel"
-)
-
 // ticketArgs are ARGV of lua/ticket.lua.
 type ticketArgs struct {
 	op      string // ticketNew, ticketPoll or ticketCancel
@@ -249,7 +242,7 @@ func (r *Redis) callInspect(ctx context.Context, key Key, start time.Time) (info
 		return Info{}, false, nil
 	}
 	info.Mode = Exclusive
-	if m, _ := res[0].(string); m == "s" {
+	if m, _ := res[0].(string); m == modeShared {
 		info.Mode = Shared
 	}
 	waiting, _ := res[1].(int64)

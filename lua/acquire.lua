@@ -39,7 +39,7 @@
 -- waiting exclusive request it waits (or is refused) too.
 
 local K = lock_keys(ARGV[13])
-local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == 's'
+local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == MODE_SHARED
 local now, t = clock()
 local holder = current(K, now)
 if holder == tok_hash then

@@ -31,7 +31,7 @@ local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   return {NOT_GRANTED, why(K)}
 end
-if (r and ARGV[3] ~= 's') or (not r and ARGV[3] == 's') then
+if (r and ARGV[3] ~= MODE_SHARED) or (not r and ARGV[3] == MODE_SHARED) then
   return {OTHER_MODE, redis.call('PTTL', K.lock)}
 end
 local hold = ARGV[5]

@@ -65,13 +65,13 @@ if e and e.t ~= tok then
 end
 
 -- A grant handed to the ticket (or picked up by an earlier poll).
-if op ~= 'new' then
+if op ~= TICKET_NEW then
   local r = holder == '' and reader(K, tok)
   if holder == tok or r then
     if e then
       dequeue(K, id)
     end
-    if op == 'cancel' then
+    if op == TICKET_CANCEL then
       release_all(K, t, now, tok, r, nil, ARGV[6], ARGV[7])
       return {2}
     end
@@ -84,8 +84,8 @@ if op ~= 'new' then
 end
 
 local shared
-if op == 'new' then
-  shared = ARGV[13] == 's'
+if op == TICKET_NEW then
+  shared = ARGV[13] == MODE_SHARED
   local req = {g = ARGV[4], t = tok, ttl = ARGV[10], s = ARGV[11], o = ARGV[12], k = 1}
   if shared then
     req.m = 's'
@@ -96,15 +96,15 @@ else
     return {-1}
   end
   local alive = tonumber(redis.call('ZSCORE', K.alive, id))
-  if not alive or alive <= now or op == 'cancel' then
+  if not alive or alive <= now or op == TICKET_CANCEL then
     -- Dead (not polled in time, or its wait ran out) or leaving: either
     -- way out of the queue, and those behind it may move up.
     dequeue(K, id)
-    if op ~= 'cancel' then
+    if op ~= TICKET_CANCEL then
       event(K, 'waiter_dropped', now, e.s, e.o, 0)
     end
     handoff(K, t, now, holder, ARGV[6], ARGV[7], nil)
-    if op == 'cancel' and alive and alive > now then
+    if op == TICKET_CANCEL and alive and alive > now then
       return {0, retry_ms(K), now, -1, 0}
     end
     return {-1}
