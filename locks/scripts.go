@@ -14,9 +14,7 @@ import (
 // builds its KEYS and ARGV.
 type script struct {
 	*redis.Script
-	// name, writes, once and acked are lua.Script's Name, Writes, Once
-	// and Acked.
-	name                string
+	// writes, once and acked are lua.Script's Writes, Once and Acked.
 	writes, once, acked bool
 }
 
@@ -30,7 +28,7 @@ func newScript(name string) *script {
 	if !ok {
 		panic("locks: package lua has no script " + name)
 	}
-	w := &script{Script: redis.NewScript(s.Source), name: s.Name, writes: s.Writes, once: s.Once, acked: s.Acked}
+	w := &script{Script: redis.NewScript(s.Source), writes: s.Writes, once: s.Once, acked: s.Acked}
 	wrapped[name] = w
 	return w
 }

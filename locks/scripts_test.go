@@ -6,8 +6,9 @@ import (
 	"github.com/lockgate/lockgate/lua"
 )
 
-// TestEveryScriptIsWrapped: the engine runs every script of package lua,
-// each through its own typed call, and with the flags package lua gives it.
+// TestEveryScriptIsWrapped: the engine has a script of its own for every
+// script of package lua, with the flags package lua gives it (once.lua's
+// arguments, read-only, the replica barrier).
 func TestEveryScriptIsWrapped(t *testing.T) {
 	for _, s := range lua.Scripts() {
 		w, ok := wrapped[s.Name]
