@@ -115,7 +115,7 @@ func TestScriptsAreAcked(t *testing.T) {
 			return err
 		},
 	}
-	for _, script := range lua.All() {
+	for _, script := range lua.Scripts() {
 		if !script.Acked {
 			if _, ok := cases[script.Name]; ok {
 				t.Errorf("%s is not marked Acked, yet has a case here", script.Name)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // batcher sends the script calls that arrive together in one pipeline: one
@@ -66,7 +64,7 @@ type batcher struct {
 // call is one script call on its way through the batcher.
 type call struct {
 	ctx      context.Context // values only: the caller's cancellation does not reach here
-	script   *lua.Script
+	script   *script
 	ro       bool // EVALSHA_RO / EVAL_RO
 	ack      bool // WAIT for replicas after it
 	keys     []string
@@ -87,7 +85,7 @@ func newBatcher(client redis.UniversalClient, senders, max int) *batcher {
 
 // run sends one call of script and waits for its answer, at most until
 // timeout has passed (and the little it takes a sender to see that).
-func (b *batcher) run(ctx context.Context, timeout time.Duration, script *lua.Script, ro bool, keys []string, args ...any) *redis.Cmd {
+func (b *batcher) run(ctx context.Context, timeout time.Duration, script *script, ro bool, keys []string, args ...any) *redis.Cmd {
 	return b.do(ctx, timeout, script, ro, false, keys, args).result(ctx)
 }
 
@@ -95,12 +93,12 @@ func (b *batcher) run(ctx context.Context, timeout time.Duration, script *lua.Sc
 // grant): the error says when fewer did than asked, and is nil when the
 // batcher asks for none. The script ran either way: the caller decides
 // what its reply is worth.
-func (b *batcher) runAck(ctx context.Context, timeout time.Duration, script *lua.Script, keys []string, args ...any) (*redis.Cmd, error) {
+func (b *batcher) runAck(ctx context.Context, timeout time.Duration, script *script, keys []string, args ...any) (*redis.Cmd, error) {
 	c := b.do(ctx, timeout, script, false, b.replicas > 0, keys, args)
 	return c.result(ctx), b.acked(c)
 }
 
-func (b *batcher) do(ctx context.Context, timeout time.Duration, script *lua.Script, ro, ack bool, keys []string, args []any) *call {
+func (b *batcher) do(ctx context.Context, timeout time.Duration, script *script, ro, ack bool, keys []string, args []any) *call {
 	c := &call{ctx: context.WithoutCancel(ctx), script: script, ro: ro, ack: ack, keys: keys, args: args,
 		deadline: time.Now().Add(timeout), done: make(chan struct{})}
 	inline, err := b.submit(c)

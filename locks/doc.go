@@ -49,19 +49,12 @@
 //
 // # Redis layout
 //
-// For a lock ns/name and the default prefix "lockgate:":
-//
-//	lockgate:{ns/name}          hash: tok (SHA-256 of the owner token), fence,
-//	                            sub, own, at, ttl, p (provisional); its
-//	                            PEXPIRE is the lease
-//	lockgate:{ns/name}:fence    the last fencing token handed out
-//	lockgate:{ns/name}:queue    zset of waiter ids by arrival
-//	lockgate:{ns/name}:alive    zset of waiter ids by heartbeat deadline
-//	lockgate:{ns/name}:waiters  hash of waiter id to its request
-//	lockgate:gateway:<id>       pub/sub channel of one gateway process
-//	lockgate:{ns/name}:idem:<id>  an idempotency key's record (see Idempotent
-//	                            and lua/idem_lib.lua); the lock hash's field
-//	                            ik names it while the grant lives
+// lua/lib_keys.lua describes the keys of a lock, and says where the other
+// keys (a semaphore's, idempotency records, a namespace's index of held
+// locks) are described: that is the one description, which the scripts and
+// this package follow. For a lock ns/name and the default prefix
+// "lockgate:" the keys are lockgate:{ns/name}, the grant, whose PEXPIRE is
+// the lease, and lockgate:{ns/name}:<part> for its other parts.
 //
 // The shared hash tag {ns/name} puts a lock's keys in one Cluster slot. A
 // held lock costs its hash and its fence key: 320 to 400 bytes of MEMORY

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // QueueGhost queues a waiter that never takes the lock and sends no
@@ -16,12 +14,19 @@ func (r *Redis) QueueGhost(ctx context.Context, key Key, req AcquireRequest, cha
 	if channel == "" {
 		channel = r.opts.Prefix + "gateway:gone"
 	}
-	cmd, _ := r.exec(ctx, lua.Acquire, newCallID(), "", r.lockKeys(key).all(),
-		tokenHash(newToken()), req.TTL.Milliseconds(), "ghost", "ghost",
-		r.opts.FenceRetention.Milliseconds(), "ghost-"+newToken(), channel,
-		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.arg.checkHeard, 0,
-	)
-	return cmd.Err()
+	_, _, err := lockKind.callAcquire(ctx, r.elsewhere(channel, r.arg.lease, r.arg.checkHeard), key, newCallID(), acquireArgs{
+		tokHash: tokenHash(newToken()), ttl: req.TTL, subject: "ghost", owner: "ghost", waiterID: "ghost-" + newToken(), wait: req.Wait})
+	return err
+}
+
+// elsewhere is r as another gateway, whose waiters wait on channel, count
+// as alive for lease without a heartbeat, and whose hand-offs drop a waiter
+// nobody hears when checkHeard is "1": it sends what that gateway's calls
+// would.
+func (r *Redis) elsewhere(channel string, lease, checkHeard any) *Redis {
+	o := &Redis{client: r.client, opts: r.opts, lockOpts: r.lockOpts, inlineIndex: r.inlineIndex, waiters: r.waiters, arg: r.arg, batch: r.batch}
+	o.arg.channel, o.arg.lease, o.arg.checkHeard = channel, lease, checkHeard
+	return o
 }
 
 // Channel is the channel of r's waiters: a ghost queued on it is handed
@@ -55,19 +60,17 @@ func (r *Redis) RequeueGone(ctx context.Context, key Key, id string, req Acquire
 	if !ok {
 		return errors.New("not a waiter that ended without the lock: " + id)
 	}
-	cmd, _ := r.exec(ctx, lua.Acquire, newCallID(), "", r.lockKeys(key).all(),
-		g.tokHash, req.TTL.Milliseconds(), "ghost", "ghost",
-		r.opts.FenceRetention.Milliseconds(), id, r.waiters.channel,
-		req.Wait.Milliseconds(), r.opts.WaiterLease.Milliseconds(), r.arg.checkHeard, 0,
-	)
-	return cmd.Err()
+	_, _, err := lockKind.callAcquire(ctx, r, key, newCallID(), acquireArgs{
+		tokHash: g.tokHash, ttl: req.TTL, subject: "ghost", owner: "ghost", waiterID: id, wait: req.Wait})
+	return err
 }
 
 // LateHandOver does what r does with a release's reply that handed key's
 // lock in full to its waiter id, arriving after that waiter ended, and
 // returns once the clean-up it may start is done.
 func (r *Redis) LateHandOver(ctx context.Context, key Key, id string) {
-	r.handOver(ctx, resource{lockKind, key}, []any{id, int64(1), int64(60000), int64(0), int64(0)}, time.Now(), nil)
+	r.handOver(ctx, resource{lockKind, key}, nearGrant{waiterID: id,
+		rp: reply{granted: true, fence: 1, ttl: time.Minute, handed: true, rank: -1}}, time.Now(), nil)
 	r.cleanups.Wait() // and whatever it started in the background
 }
 
@@ -86,12 +89,9 @@ func (r *Redis) PickUpPermit(ctx context.Context, key Key, token string, limit i
 }
 
 func (r *Redis) permitScript(ctx context.Context, key Key, token string, limit int, ttl time.Duration) error {
-	res := resource{semaphoreKind, key}
-	cmd, _ := r.exec(ctx, lua.SemAcquire, newCallID(), "", r.keysFor(res, tokenHash(token)),
-		tokenHash(token), ttl.Milliseconds(), "ghost", "ghost", r.opts.FenceRetention.Milliseconds(),
-		"ghost-"+token[:8], r.opts.Prefix+"gateway:gone", time.Minute.Milliseconds(),
-		r.opts.WaiterLease.Milliseconds(), "0", 0, limit)
-	return cmd.Err()
+	_, _, err := semaphoreKind.callAcquire(ctx, r.elsewhere(r.opts.Prefix+"gateway:gone", r.arg.lease, "0"), key, newCallID(), acquireArgs{
+		tokHash: tokenHash(token), ttl: ttl, subject: "ghost", owner: "ghost", waiterID: "ghost-" + token[:8], wait: time.Minute, limit: limit})
+	return err
 }
 
 // QueueUnserved queues a waiter for key's lock, or for a permit of its
@@ -102,16 +102,13 @@ func (r *Redis) permitScript(ctx context.Context, key Key, token string, limit i
 func (r *Redis) QueueUnserved(ctx context.Context, key Key, limit int) (id, token string, err error) {
 	token = newToken()
 	id = "unserved-" + token[:8]
-	h := tokenHash(token)
-	common := []any{h, time.Minute.Milliseconds(), "ghost", "ghost", r.opts.FenceRetention.Milliseconds(), id,
-		r.opts.Prefix + "gateway:gone", time.Minute.Milliseconds(), time.Minute.Milliseconds(), "0", 0}
-	var cmd interface{ Err() error }
+	res := resource{lockKind, key}
 	if limit > 0 {
-		cmd, _ = r.exec(ctx, lua.SemAcquire, newCallID(), "", r.keysFor(resource{semaphoreKind, key}, h), append(common, limit)...)
-	} else {
-		cmd, _ = r.exec(ctx, lua.Acquire, newCallID(), "", r.keysFor(resource{lockKind, key}, h), append(common, "x", r.arg.opts)...)
+		res.kind = semaphoreKind
 	}
-	return id, token, cmd.Err()
+	_, _, err = res.kind.callAcquire(ctx, r.elsewhere(r.opts.Prefix+"gateway:gone", time.Minute.Milliseconds(), "0"), key, newCallID(), acquireArgs{
+		tokHash: tokenHash(token), ttl: time.Minute, subject: "ghost", owner: "ghost", waiterID: id, wait: time.Minute, limit: limit})
+	return id, token, err
 }
 
 // LeaveAndPickUp runs the leave of a waiter QueueUnserved queued (see

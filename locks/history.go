@@ -2,11 +2,7 @@ package locks
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // Event is one thing that happened to a lock, as its history records it.
@@ -37,28 +33,14 @@ type Historian interface {
 }
 
 // History implements Historian. The scripts write the events under the
-// lock's hash tag as they change the lock (see lua/lib.lua event).
+// lock's hash tag as they change the lock (see lua/lib_history.lua event).
 func (r *Redis) History(ctx context.Context, key Key) ([]Event, error) {
 	if r.opts.History <= 0 {
 		return nil, nil
 	}
-	keys := r.lockKeys(key)
-	cmd, _ := r.run(ctx, lua.History, []string{keys.history, keys.held}, r.opts.History)
-	out, err := cmd.StringSlice()
+	events, err := r.callHistory(ctx, key)
 	if err != nil {
 		return nil, unavailable("history", resource{lockKind, key}, err)
-	}
-	events := make([]Event, 0, len(out))
-	for _, s := range out {
-		// As lua/lib.lua event writes it: numbers as strings.
-		var e struct {
-			E, S, O string
-			T, F    int64 `json:",string"`
-		}
-		if err := json.Unmarshal([]byte(s), &e); err != nil {
-			return nil, fmt.Errorf("history %s: %w: an event Redis holds does not decode: %w", key, ErrUnavailable, err)
-		}
-		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F})
 	}
 	return events, nil
 }

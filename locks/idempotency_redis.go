@@ -2,10 +2,7 @@ package locks
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // Idempotency records in Redis: for a lock ns/name and the default prefix,
@@ -28,7 +25,7 @@ func (r *Redis) AcquireOnce(ctx context.Context, key Key, req AcquireRequest, id
 	}
 	res := resource{lockKind, key}
 	return acquireOnce(ctx, res.String(), redisIdem{r, res}, c, r.idemPending(req.Wait),
-		func(ctx context.Context) (Grant, error) { return r.acquire(ctx, res, req, r.lockArgs(req)...) },
+		func(ctx context.Context) (Grant, error) { return r.acquire(ctx, res, req, 0) },
 		func(ctx context.Context, token string) { r.release(ctx, res, token, "") })
 }
 
@@ -60,49 +57,17 @@ type redisIdem struct {
 	res resource
 }
 
-// keys are KEYS of the idempotency scripts: the record, then the lock's
-// hash or the semaphore's holders and leases.
-func (s redisIdem) keys(c *idemCall) []string {
-	if s.res.kind == semaphoreKind {
-		k := s.r.semKeys(s.res.key)
-		return []string{k.holders + ":idem:" + c.id, k.holders, k.leases}
-	}
-	k := s.r.lockKeys(s.res.key)
-	return []string{k.lock + ":idem:" + c.id, k.lock}
-}
-
 func (s redisIdem) begin(ctx context.Context, c *idemCall, pending time.Duration) (idemFound, error) {
 	id := newCallID()
-	cmd, ackErr := s.r.exec(ctx, lua.IdemBegin, id, "", s.keys(c), c.fingerprint, c.nonce, pending.Milliseconds())
-	out, err := cmd.Slice()
+	found, ackErr, err := s.r.callIdemBegin(ctx, s.r.idemKeys(s.res, c.id), id, idemBeginArgs{fingerprint: c.fingerprint, nonce: c.nonce, pending: pending})
 	if err != nil {
 		c.unknown = id
 		return idemFound{}, unavailable("acquire", s.res, err)
 	}
-	n := func(i int) int64 {
-		if i >= len(out) {
-			return 0
-		}
-		v, _ := out[i].(int64)
-		return v
+	if found.outcome == idemLive && ackErr != nil { // the grant replayed is not known to be on the replicas
+		return idemFound{}, unavailable("acquire", s.res, ackErr)
 	}
-	switch n(0) {
-	case 0:
-		return idemFound{outcome: idemBegun}, nil
-	case 1:
-		if ackErr != nil { // the grant replayed is not known to be on the replicas
-			return idemFound{}, unavailable("acquire", s.res, ackErr)
-		}
-		sealed, _ := out[1].(string)
-		return idemFound{outcome: idemLive, sealed: sealed, fence: n(2), ttl: millis(max(n(3), 0)), holds: int(n(4))}, nil
-	case 2:
-		return idemFound{outcome: idemInProgress, ttl: millis(max(n(1), 0))}, nil
-	case 3:
-		return idemFound{outcome: idemMismatch}, nil
-	case 4:
-		return idemFound{outcome: idemEnded}, nil
-	}
-	return idemFound{}, fmt.Errorf("acquire %s: idem_begin answered %v", s.res, out)
+	return found, nil
 }
 
 // done records g. When its outcome is unknown (the reply was lost, or
@@ -110,14 +75,14 @@ func (s redisIdem) begin(ctx context.Context, c *idemCall, pending time.Duration
 // what the first delivery did, or runs the call now if none arrived. A
 // grant recorded is then never given back for want of a reply.
 func (s redisIdem) done(ctx context.Context, c *idemCall, g Grant) error {
-	id, keys := newCallID(), s.keys(c)
-	args := []any{c.fingerprint, c.nonce, tokenHash(g.Token), c.seal(g.Token), g.FencingToken, IdempotencyGrace.Milliseconds()}
+	id, keys := newCallID(), s.r.idemKeys(s.res, c.id)
+	args := idemDoneArgs{fingerprint: c.fingerprint, nonce: c.nonce, tokHash: tokenHash(g.Token), sealed: c.seal(g.Token),
+		fence: g.FencingToken, grace: IdempotencyGrace}
 	var err error
 	for range 2 {
-		var out []int64
-		cmd, _ := s.r.exec(ctx, lua.IdemDone, id, "", keys, args...)
-		if out, err = cmd.Int64Slice(); err == nil {
-			if out[0] != codeGranted {
+		var recorded bool
+		if recorded, err = s.r.callIdemDone(ctx, keys, id, args); err == nil {
+			if !recorded {
 				return errIdemTaken
 			}
 			return nil
@@ -132,10 +97,10 @@ func (s redisIdem) done(ctx context.Context, c *idemCall, g Grant) error {
 // the call's answer (a 503) does not wait for a Redis in trouble, and a
 // record it fails to forget expires on its own.
 func (s redisIdem) abort(ctx context.Context, c *idemCall, wait bool) {
-	keys, fence, gaveBack := s.keys(c)[:1], c.unknown, c.gaveBack
+	keys, fence, args := s.r.idemKeys(s.res, c.id), c.unknown, idemAbortArgs{nonce: c.nonce, gaveBack: c.gaveBack}
 	if wait {
-		s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce, gaveBack)
+		s.r.callIdemAbort(ctx, keys, fence, args)
 		return
 	}
-	s.r.background(ctx, func(ctx context.Context) { s.r.exec(ctx, lua.IdemAbort, newCallID(), fence, keys, c.nonce, gaveBack) })
+	s.r.background(ctx, func(ctx context.Context) { s.r.callIdemAbort(ctx, keys, fence, args) })
 }

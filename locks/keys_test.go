@@ -10,11 +10,24 @@ import (
 // running depend on them.
 func TestLockKeys(t *testing.T) {
 	r := &Redis{opts: RedisOptions{Prefix: "lockgate:"}}
-	got := r.keysFor(resource{lockKind, Key{Namespace: "ns", Name: "a:b"}}, "H")
+	got := r.lockKeys(Key{Namespace: "ns", Name: "a:b"}).withToken("H").all()
 	want := []string{"lockgate:{ns/a:b}", "lockgate:{ns/a:b}:fence", "lockgate:{ns/a:b}:queue",
 		"lockgate:{ns/a:b}:alive", "lockgate:{ns/a:b}:waiters", "lockgate:{ns/a:b}:readers",
 		"lockgate:{ns/a:b}:delay", "lockgate:{ns/a:b}:history", "lockgate:{ns/a:b}:held",
 		"lockgate:{ns/a:b}:t:H"}
+	if !slices.Equal(got, want) {
+		t.Errorf("keys\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestSemaphoreKeys pins the names of a semaphore's keys, as TestLockKeys
+// does a lock's.
+func TestSemaphoreKeys(t *testing.T) {
+	r := &Redis{opts: RedisOptions{Prefix: "lockgate:"}}
+	got := r.semKeys(Key{Namespace: "ns", Name: "a:b"}).withToken("H").all()
+	want := []string{"lockgate:sem:{ns/a:b}", "lockgate:sem:{ns/a:b}:leases", "lockgate:sem:{ns/a:b}:fence",
+		"lockgate:sem:{ns/a:b}:queue", "lockgate:sem:{ns/a:b}:alive", "lockgate:sem:{ns/a:b}:waiters",
+		"lockgate:sem:{ns/a:b}:t:H"}
 	if !slices.Equal(got, want) {
 		t.Errorf("keys\n got %q\nwant %q", got, want)
 	}

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // A namespace's index of held locks (lua/index.lua): two sorted sets under
@@ -28,7 +26,7 @@ const indexHoldLen = 16
 const listStale = 64
 
 // inlineIndex is 1 when the lock scripts keep the index themselves, in the
-// script that grants or ends (lua/lib.lua index_add, index_del): on a single
+// script that grants or ends (lua/lib_index.lua index_add, index_del): on a single
 // Redis, where a script may touch any key, this saves two script calls per
 // lock cycle. On Cluster it is 0: the index is on the namespace's slot, not
 // the lock's, and the gateway writes it (index).
@@ -39,19 +37,6 @@ func inlineIndex(client any) int {
 	return 1
 }
 
-// indexKeys are KEYS of the index and list scripts for namespace.
-func (r *Redis) indexKeys(namespace string) []string {
-	names := r.opts.Prefix + "index:{" + namespace + "}"
-	return []string{names, names + ":ends"}
-}
-
-// The operations of lua/index.lua.
-const (
-	indexAdd    = "add"
-	indexExtend = "extend"
-	indexDel    = "del"
-)
-
 // index runs lua/index.lua for the grant of key whose token hash is
 // tokHash, with left of its lease to go (add, extend). Its errors are
 // dropped: a lock whose entry is missing is not listed, an entry whose
@@ -60,8 +45,7 @@ func (r *Redis) index(ctx context.Context, key Key, tokHash, op string, left tim
 	if r.inlineIndex {
 		return // the lock scripts keep it (see inlineIndex)
 	}
-	member := key.Name + " " + tokHash[:indexHoldLen]
-	r.run(ctx, lua.Index, r.indexKeys(key.Namespace), op, member, left.Milliseconds())
+	r.callIndex(ctx, key.Namespace, indexArgs{op: op, member: key.Name + " " + tokHash[:indexHoldLen], left: left})
 }
 
 // redisListPos is where a Redis listing stands: past every entry of name,
@@ -130,22 +114,14 @@ func (r *Redis) List(ctx context.Context, namespace, cursor string, limit int) (
 		start = pos.bound()
 	}
 	what := nsString(namespace)
-	cmd, _ := r.run(ctx, lua.List, r.indexKeys(namespace), start, limit, 2*limit+listStale)
-	out, err := cmd.StringSlice()
+	rp, err := r.callList(ctx, namespace, listArgs{start: start, limit: limit, budget: 2*limit + listStale})
 	if err != nil {
 		return Page{}, unavailable("list", what, err)
 	}
-	if len(out) < 1 || len(out)-1 > limit {
-		return Page{}, unavailable("list", what, errors.New("unexpected reply of the list script"))
-	}
-	names := out[1:]
+	names := rp.names
 	page := Page{Locks: make([]Listed, 0, len(names)), Examined: len(names)}
-	if out[0] != "" {
-		pos, ok := posOfBound(out[0])
-		if !ok {
-			return Page{}, unavailable("list", what, errors.New("unexpected position from the list script"))
-		}
-		page.Next = encodeCursor(cursorRedis, pos.name, pos.hold)
+	if rp.hasNext {
+		page.Next = encodeCursor(cursorRedis, rp.next.name, rp.next.hold)
 	}
 	infos := make([]Info, len(names))
 	errs := make([]error, len(names))

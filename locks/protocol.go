@@ -26,6 +26,24 @@ const (
 	whyReleased = 1 // RELEASED
 	whyExpired  = 2 // EXPIRED
 
+	// What idem_begin found about an idempotency key, its reply's first
+	// element.
+	idemCodeBegun        = 0 // IDEM_BEGUN
+	idemCodeLive         = 1 // IDEM_LIVE: {code, sealed token, fence, ttl, holds}
+	idemCodeRunning      = 2 // IDEM_RUNNING: {code, pttl}
+	idemCodeOtherRequest = 3 // IDEM_OTHER_REQUEST
+	idemCodeEnded        = 4 // IDEM_ENDED
+
+	// The words the engine sends, and inspect answers.
+	modeShared    = "s"      // MODE_SHARED
+	modeExclusive = "x"      // MODE_EXCLUSIVE
+	ticketNew     = "new"    // TICKET_NEW: queue a ticket
+	ticketPoll    = "poll"   // TICKET_POLL: look at it, pick up its grant
+	ticketCancel  = "cancel" // TICKET_CANCEL: leave, release its grant
+	indexAdd      = "add"    // INDEX_ADD: a grant
+	indexExtend   = "extend" // INDEX_EXTEND: a renewal
+	indexDel      = "del"    // INDEX_DEL: a release
+
 	// grantFields is the length of a grant's reply: code, fencing token,
 	// ttl, now, acquired at, handed.
 	grantFields = 6

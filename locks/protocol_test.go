@@ -26,6 +26,20 @@ func TestProtocolAgrees(t *testing.T) {
 		"IDEM_GRACE_MS":  strconv.FormatInt(IdempotencyGrace.Milliseconds(), 10),
 		"BASE_HOLD":      strconv.Quote(BaseHold),
 		"INDEX_HOLD_LEN": strconv.Itoa(indexHoldLen),
+
+		"IDEM_BEGUN":         strconv.Itoa(idemCodeBegun),
+		"IDEM_LIVE":          strconv.Itoa(idemCodeLive),
+		"IDEM_RUNNING":       strconv.Itoa(idemCodeRunning),
+		"IDEM_OTHER_REQUEST": strconv.Itoa(idemCodeOtherRequest),
+		"IDEM_ENDED":         strconv.Itoa(idemCodeEnded),
+		"MODE_SHARED":        strconv.Quote(modeShared),
+		"MODE_EXCLUSIVE":     strconv.Quote(modeExclusive),
+		"TICKET_NEW":         strconv.Quote(ticketNew),
+		"TICKET_POLL":        strconv.Quote(ticketPoll),
+		"TICKET_CANCEL":      strconv.Quote(ticketCancel),
+		"INDEX_ADD":          strconv.Quote(indexAdd),
+		"INDEX_EXTEND":       strconv.Quote(indexExtend),
+		"INDEX_DEL":          strconv.Quote(indexDel),
 	}
 	got := map[string]string{}
 	// local NAME = value, or local A, B, C = 1, 2, 3 (not a table)

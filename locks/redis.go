@@ -6,13 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 // RedisOptions configures the Redis backend. The zero value is usable.
@@ -105,7 +102,7 @@ type Redis struct {
 	client redis.UniversalClient
 	opts   RedisOptions
 	// lockOpts is the lock scripts' options argument:
-	// "delay:history:keep:readers" (see lua/lib.lua lock_keys).
+	// "delay:history:keep:readers:index" (see lua/lib_keys.lua lock_keys).
 	lockOpts string
 	// inlineIndex: the lock scripts keep the namespaces' index of held
 	// locks themselves (see inlineIndex).
@@ -114,9 +111,10 @@ type Redis struct {
 	// arg are the script arguments that every call sends alike, boxed once
 	// (an interface that holds a string or a large integer allocates):
 	// retention is FenceRetention and lease WaiterLease in ms, channel the
-	// waiters' channel, opts lockOpts, and checkHeard "1" when PUBLISH's
+	// waiters' channel, opts lockOpts, checkHeard "1" when PUBLISH's
 	// count of receivers is exact (a single Redis), so that a hand-off
-	// nobody hears can skip a dead gateway at once, else "0".
+	// nobody hears can skip a dead gateway at once, else "0", and callTTL
+	// how long Redis keeps a call's reply, ms (see exec).
 	arg struct{ retention, lease, channel, opts, checkHeard, callTTL any }
 
 	// batch sends the script calls of acquire, leave, release, renew and
@@ -192,119 +190,6 @@ func checkClient(client redis.UniversalClient) error {
 	return nil
 }
 
-// kind is a kind of resource the Redis backend keeps. Locks and semaphores
-// have keys and scripts of their own, and share the way waiters queue,
-// wait, and are handed what they wait for: the scripts of both take the
-// same arguments for those steps (see lua/acquire.lua and lua/semlib.lua).
-type kind struct {
-	noun string // "lock" or "semaphore", in errors
-	// keys are the KEYS of its heartbeat script, those of the resource;
-	// keysFor those of its acquire, leave and release scripts, which take a
-	// token: the same, then that token's record (see lua/lib.lua).
-	keys    func(r *Redis, key Key) []string
-	keysFor func(r *Redis, key Key, tokenHash string) []string
-	// tail are the arguments its leave, release and heartbeat scripts take
-	// after the common ones (a lock's options).
-	tail    func(r *Redis) []any
-	acquire *lua.Script
-	leave   *lua.Script
-	release *lua.Script
-	beat    *lua.Script
-	// held is the error for "taken, try again in retry".
-	held func(retry time.Duration) error
-}
-
-var (
-	lockKind = &kind{noun: "lock",
-		keys:    func(r *Redis, key Key) []string { return r.lockKeys(key).all() },
-		keysFor: func(r *Redis, key Key, h string) []string { k := r.lockKeys(key); return append(k.all(), k.record(h)) },
-		tail:    func(r *Redis) []any { return []any{r.arg.opts} },
-		acquire: lua.Acquire, leave: lua.Leave, release: lua.Release, beat: lua.Heartbeat,
-		held: func(retry time.Duration) error { return &HeldError{RetryAfter: retry} },
-	}
-	semaphoreKind = &kind{noun: "semaphore",
-		keys:    func(r *Redis, key Key) []string { return r.semKeys(key).all() },
-		keysFor: func(r *Redis, key Key, h string) []string { k := r.semKeys(key); return append(k.all(), k.record(h)) },
-		tail:    func(*Redis) []any { return nil },
-		acquire: lua.SemAcquire, leave: lua.SemLeave, release: lua.SemRelease, beat: lua.SemHeartbeat,
-		held: func(retry time.Duration) error { return &FullError{RetryAfter: retry} },
-	}
-)
-
-// resource is one lock or one semaphore.
-type resource struct {
-	kind *kind
-	key  Key
-}
-
-func (res resource) String() string { return res.kind.noun + " " + res.key.String() }
-
-// keysFor are the KEYS of a call of res's scripts with the token whose hash
-// is tokenHash.
-func (r *Redis) keysFor(res resource, tokenHash string) []string {
-	return res.kind.keysFor(r, res.key, tokenHash)
-}
-
-// lockKeys are the keys of one lock. They share the hash tag {ns/name}, so
-// that one script can touch them all on Redis Cluster.
-type lockKeys struct {
-	lock, fence, queue, alive, waiters, readers, delay, history, held string
-}
-
-func (r *Redis) lockKeys(key Key) lockKeys {
-	lock := r.opts.Prefix + "{" + key.Namespace + "/" + key.Name + "}"
-	// One string holds the other eight, each key a slice of it: two
-	// allocations per call where there were ten (they were a sixth of the
-	// gateway's allocations per call).
-	all := lock + ":fence" + lock + ":queue" + lock + ":alive" + lock + ":waiters" + lock + ":readers" +
-		lock + ":delay" + lock + ":history" + lock + ":held"
-	next := func(suffix string) string {
-		k := all[:len(lock)+len(suffix)]
-		all = all[len(k):]
-		return k
-	}
-	return lockKeys{lock: lock, fence: next(":fence"), queue: next(":queue"), alive: next(":alive"),
-		waiters: next(":waiters"), readers: next(":readers"), delay: next(":delay"),
-		history: next(":history"), held: next(":held")}
-}
-
-// all is KEYS[1..9] of the lock scripts (see lua/lib.lua), with room for
-// the record, KEYS[10].
-func (k lockKeys) all() []string {
-	return append(make([]string, 0, 10), k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay, k.history, k.held)
-}
-
-// record is the key of the record of the grant of the token whose hash is
-// tokenHash: KEYS[10] of the lock scripts that take a token.
-func (k lockKeys) record(tokenHash string) string { return k.lock + ":t:" + tokenHash }
-
-// modeArg is how the lock scripts name a mode.
-func modeArg(m Mode) string {
-	if m == Shared {
-		return "s"
-	}
-	return "x"
-}
-
-// semKeys are the keys of one semaphore: the same hash tag as a lock of the
-// same name, under a prefix of their own ("sem:"), so the two never meet.
-type semKeys struct {
-	holders, leases, fence, queue, alive, waiters string
-}
-
-func (r *Redis) semKeys(key Key) semKeys {
-	s := r.opts.Prefix + "sem:{" + key.String() + "}"
-	return semKeys{holders: s, leases: s + ":leases", fence: s + ":fence", queue: s + ":queue", alive: s + ":alive", waiters: s + ":waiters"}
-}
-
-// all is KEYS for the semaphore scripts that take all six (see lua/semlib.lua).
-func (k semKeys) all() []string {
-	return append(make([]string, 0, 7), k.holders, k.leases, k.fence, k.queue, k.alive, k.waiters)
-}
-
-// record is the key of a permit's record (see lockKeys.record).
-func (k semKeys) record(tokenHash string) string { return k.holders + ":t:" + tokenHash }
-
 // callCtx bounds one Redis call by the configured timeout, and detaches it
 // from the caller's cancellation: a call cut off half way leaves an unknown
 // outcome (did the grant happen?), one that runs to the end does not.
@@ -330,69 +215,35 @@ const (
 // an outcome it lost) answers what the first run did.
 //
 // It is also the one replica barrier. A script that must be acknowledged
-// (script.Acked: every reply that can tell of a grant, and renewals) is
+// (script.acked: every reply that can tell of a grant, and renewals) is
 // followed by a WAIT for RedisOptions.MinReplicas, and ackErr says when
 // fewer replicas acknowledged it; the caller must not answer a grant then.
 // once.lua writes the call's record last, and replication is one ordered
 // stream, so that WAIT covers every write the script saw, whichever
 // connection made it: a grant handed over earlier, picked up or replayed
 // now, included.
-func (r *Redis) exec(ctx context.Context, script *lua.Script, id, fence string, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
-	if script.Once {
-		args = append(args, id, fence, r.arg.callTTL)
+func (r *Redis) exec(ctx context.Context, script *script, id, fence string, keys []string, args ...any) (cmd *redis.Cmd, ackErr error) {
+	if script.once {
+		args = r.onceArgs(args, id, fence)
 	}
-	if !script.Writes {
+	if !script.writes {
 		return r.batch.run(ctx, r.opts.Timeout, script, true, keys, args...), nil
 	}
-	if script.Acked {
+	if script.acked {
 		return r.batch.runAck(ctx, r.opts.Timeout, script, keys, args...)
 	}
 	return r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...), nil
 }
 
+// onceArgs appends once.lua's arguments to args: the call id, the id of an
+// earlier call to fence off, and how long Redis keeps the call's reply.
+func (r *Redis) onceArgs(args []any, id, fence string) []any {
+	return append(args, id, fence, r.arg.callTTL)
+}
+
 // run is exec of a new call.
-func (r *Redis) run(ctx context.Context, script *lua.Script, keys []string, args ...any) (*redis.Cmd, error) {
+func (r *Redis) run(ctx context.Context, script *script, keys []string, args ...any) (*redis.Cmd, error) {
 	return r.exec(ctx, script, newCallID(), "", keys, args...)
-}
-
-// reply is what the acquire and leave scripts say about the caller's grant.
-type reply struct {
-	granted bool
-	fence   int64
-	ttl     time.Duration // the grant's remaining lease, or when to retry
-	now     int64         // ms on the Redis clock when the script ran
-	at      int64         // ms on the Redis clock when the grant was made
-	handed  bool          // the grant was made before the call: handed over
-	rank    int64         // the waiter's place in the queue, -1 if not queued
-	arrival int64         // the waiter's arrival number
-}
-
-// parseReply reads {1, fence, ttl, now, at, handed} (granted) or
-// {0, retry, now, [rank, arrival]}.
-func parseReply(res []int64) reply {
-	if res[0] == codeGranted {
-		return reply{granted: true, fence: res[1], ttl: millis(res[2]), now: res[3], at: res[4], handed: res[5] == 1}
-	}
-	rp := reply{ttl: millis(max(res[1], 0)), now: res[2], rank: -1}
-	if len(res) == queuedFields {
-		rp.rank, rp.arrival = res[3], res[4]
-	}
-	return rp
-}
-
-// lease is the granted lease, counted from start, when the call was sent:
-// never later than the lease Redis keeps.
-func (rp reply) lease(start time.Time) Lease {
-	return Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}
-}
-
-// handoffDelay is, for a grant handed over before this call picked it up,
-// at most how long passed from the hand-off until now.
-func (rp reply) handoffDelay(start time.Time) time.Duration {
-	if !rp.handed {
-		return 0
-	}
-	return millis(max(rp.now-rp.at, 0)) + time.Since(start)
 }
 
 // Acquire implements Locker.
@@ -400,23 +251,16 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 	if err := req.validate(); err != nil {
 		return Grant{}, err
 	}
-	return r.acquire(ctx, resource{lockKind, key}, req, r.lockArgs(req)...)
-}
-
-// lockArgs are the arguments of the lock acquire script after the common
-// ones: the mode and the lock's options.
-func (r *Redis) lockArgs(req AcquireRequest) []any {
-	return []any{modeArg(req.Mode), r.arg.opts}
+	return r.acquire(ctx, resource{lockKind, key}, req, 0)
 }
 
 // acquire takes res, or waits for it: the protocol locks and semaphores
-// share. extra are the arguments of the kind's acquire script after the
-// common ones (a lock's mode and delay, a semaphore's limit).
-func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, extra ...any) (Grant, error) {
+// share. limit is a semaphore's (0 for a lock).
+func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, limit int) (Grant, error) {
 	token := newToken()
 	if req.Wait == 0 {
 		start := time.Now()
-		rp, err := r.runAcquire(ctx, res, req, token, nil, 0, extra)
+		rp, err := r.runAcquire(ctx, res, req, limit, token, nil, 0)
 		if err != nil {
 			return Grant{}, err
 		}
@@ -450,7 +294,7 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, e
 		// grants, picks up a grant handed to us, or (re)queues us in our
 		// place.
 		start := time.Now()
-		rp, err := r.runAcquire(ctx, res, req, token, w, time.Until(deadline), extra)
+		rp, err := r.runAcquire(ctx, res, req, limit, token, w, time.Until(deadline))
 		if err != nil {
 			return Grant{}, err
 		}
@@ -505,32 +349,22 @@ func (r *Redis) giveUp(ctx context.Context, res resource, w *waiter, token strin
 
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
 // does not wait, and wait is how much longer it waits.
-func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest, token string, w *waiter, wait time.Duration, extra []any) (reply, error) {
-	waiterID, arrival := "", int64(0)
+func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest, limit int, token string, w *waiter, wait time.Duration) (reply, error) {
+	a := acquireArgs{tokHash: tokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, limit: limit}
 	if w != nil {
-		waiterID, arrival = w.id, w.arrival
-		wait = max(wait, time.Millisecond)
+		a.waiterID, a.arrival, a.wait = w.id, w.arrival, max(wait, time.Millisecond)
 	}
-	h := tokenHash(token)
-	args := append(make([]any, 0, 11+len(extra)), h, req.TTL.Milliseconds(), req.Subject, req.Owner,
-		r.arg.retention, waiterID, r.arg.channel, wait.Milliseconds(), r.arg.lease, r.arg.checkHeard, arrival)
-	args = append(args, extra...)
 	id := newCallID()
-	cmd, ackErr := r.exec(ctx, res.kind.acquire, id, "", r.keysFor(res, h), args...)
-	out, err := cmd.Int64Slice()
+	rp, ackErr, err := res.kind.callAcquire(ctx, r, res.key, id, a)
 	if err != nil {
-		r.abandon(ctx, res, waiterID, h, id) // the script may have run
+		r.abandon(ctx, res, a.waiterID, a.tokHash, id) // the script may have run
 		return reply{}, unavailable("acquire", res, err)
 	}
-	switch out[0] {
-	case codeNotFound: // a semaphore in use with another limit: nothing changed
-		return reply{}, fmt.Errorf("acquire %s: %w", res, &LimitMismatchError{Limit: int(out[1])})
-	case codeSharedFull: // nothing changed
-		return reply{}, fmt.Errorf("acquire %s: %w", res, &HeldError{RetryAfter: millis(out[1]), SharedFull: r.opts.MaxSharedHolders})
+	if rp.refused != nil { // nothing changed
+		return reply{}, fmt.Errorf("acquire %s: %w", res, rp.refused)
 	}
-	rp := parseReply(out)
 	if rp.granted && ackErr != nil {
-		r.abandon(ctx, res, waiterID, h, "") // as for an unknown outcome: leave, release
+		r.abandon(ctx, res, a.waiterID, a.tokHash, "") // as for an unknown outcome: leave, release
 		return reply{}, unavailable("acquire", res, ackErr)
 	}
 	return rp, nil
@@ -540,24 +374,15 @@ func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest
 // released when release is set, and otherwise picked up and returned. An
 // empty waiterID leaves no queue, and only releases.
 func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string, release bool) (reply, error) {
-	releaseArg := "0"
-	if release {
-		releaseArg = "1"
-	}
-	h := tokenHash(token)
+	a := leaveArgs{waiterID: waiterID, tokHash: tokenHash(token), release: release}
 	id := newCallID()
-	cmd, ackErr := r.leaveCmd(ctx, res, id, "", waiterID, h, releaseArg)
-	out, err := cmd.Int64Slice()
+	rp, ackErr, err := res.kind.callLeave(ctx, r, res.key, id, "", a)
 	if err != nil {
-		r.abandon(ctx, res, waiterID, h, id) // a hand-off may have got there first
+		r.abandon(ctx, res, waiterID, a.tokHash, id) // a hand-off may have got there first
 		return reply{}, unavailable("acquire", res, err)
 	}
-	if out[0] == codeGaveBack {
-		return reply{rank: -1}, nil
-	}
-	rp := parseReply(out)
 	if rp.granted && ackErr != nil {
-		r.abandon(ctx, res, waiterID, h, "")
+		r.abandon(ctx, res, waiterID, a.tokHash, "")
 		return reply{}, unavailable("acquire", res, ackErr)
 	}
 	return rp, nil
@@ -572,7 +397,7 @@ func (r *Redis) leave(ctx context.Context, res resource, waiterID, token string,
 // waiter's heartbeat lapses and the grant's lease ends on their own.
 func (r *Redis) abandon(ctx context.Context, res resource, waiterID, tokHash, failed string) {
 	r.background(ctx, func(ctx context.Context) {
-		r.leaveCmd(ctx, res, newCallID(), failed, waiterID, tokHash, "1")
+		res.kind.callLeave(ctx, r, res.key, newCallID(), failed, leaveArgs{waiterID: waiterID, tokHash: tokHash, release: true})
 	})
 }
 
@@ -587,13 +412,6 @@ func (r *Redis) background(ctx context.Context, cleanup func(context.Context)) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	r.cleanups.Go(func() { cleanup(ctx) })
-}
-
-// leaveCmd runs the kind's leave script (see leave) for the waiter's token
-// whose hash is tokHash, as call id, fencing off the call fence.
-func (r *Redis) leaveCmd(ctx context.Context, res resource, id, fence, waiterID, tokHash, releaseArg string) (*redis.Cmd, error) {
-	args := append([]any{waiterID, tokHash, releaseArg, r.arg.retention, r.arg.checkHeard}, res.kind.tail(r)...)
-	return r.exec(ctx, res.kind.leave, id, fence, r.keysFor(res, tokHash), args...)
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
@@ -621,23 +439,13 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	type beat struct {
-		script *lua.Script
-		keys   []string
-		args   []any
-		ids    []string
-		cmd    *redis.Cmd
+		beatCall
+		ids []string
+		cmd *redis.Cmd
 	}
 	beats := make([]*beat, 0, len(byRes))
 	for res, ids := range byRes {
-		args := make([]any, 0, len(ids)+7)
-		args = append(args, r.arg.lease, r.arg.retention, r.arg.checkHeard)
-		args = append(args, res.kind.tail(r)...)
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		// once.lua's arguments (see exec): one call id per beat, sent once.
-		args = append(args, newCallID(), "", r.arg.callTTL)
-		beats = append(beats, &beat{script: res.kind.beat, keys: res.kind.keys(r, res.key), args: args, ids: ids})
+		beats = append(beats, &beat{beatCall: res.kind.beat(r, res.key, ids), ids: ids})
 	}
 	send := func(todo []*beat) {
 		pipe := r.client.Pipeline()
@@ -654,7 +462,7 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 		}
 	}
 	if len(noScript) > 0 { // Redis lost its script cache: load, once
-		for _, s := range []*lua.Script{lua.Heartbeat, lua.SemHeartbeat} {
+		for _, s := range []*script{heartbeatScript, semHeartbeatScript} {
 			s.Load(cctx, r.client)
 		}
 		send(noScript)
@@ -683,76 +491,38 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 func (r *Redis) release(ctx context.Context, res resource, token, hold string) (int, error) {
 	start := time.Now()
 	h := tokenHash(token)
-	args := append(make([]any, 0, 6), h, r.arg.retention, r.arg.checkHeard)
-	args = append(append(args, res.kind.tail(r)...), r.arg.channel, hold)
 	// The release script may hand the lock in full to a waiter of this
 	// gateway, which exec's barrier covers like any grant.
-	cmd, ackErr := r.run(ctx, res.kind.release, r.keysFor(res, h), args...)
-	out, err := cmd.Slice()
+	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold})
 	if err != nil {
 		r.waiters.requestBeat()
 		return 0, unavailable("release", res, err)
 	}
-	code, _ := out[0].(int64)
-	if code != codeGranted || len(out) < 2 {
-		why := int64(whyUnknown)
-		if len(out) > 1 {
-			why, _ = out[1].(int64)
-		}
-		return 0, fmt.Errorf("release %s: %w", res, notHolder([]int64{code, why}))
+	if rp.notHolder != nil {
+		return 0, fmt.Errorf("release %s: %w", res, rp.notHolder)
 	}
-	holds, _ := out[1].(int64)
-	if len(out) >= 3 { // the grant ended: {GRANTED, 0, held ms, [near waiter...]}
-		held, _ := out[2].(int64)
-		releaseEnded(ctx, millis(held))
+	if rp.ended {
+		releaseEnded(ctx, rp.held)
 		if res.kind == lockKind {
 			r.index(ctx, res.key, h, indexDel, 0)
 		}
 	}
-	if len(out) == releasedHandingOver {
-		r.handOver(ctx, res, out[3:], start, ackErr)
+	if rp.near != nil {
+		r.handOver(ctx, res, *rp.near, start, ackErr)
 	}
-	return int(holds), nil
+	return rp.holds, nil
 }
 
 // handOver gives a grant that the release script handed in full to a waiter
-// of this gateway, {waiter id, fencing token, ttl, now, acquired at}, to
-// that waiter. A waiter that gave up without the lock will never take it:
-// it is released. A waiter that has the lock already (its own script picked
-// the grant up first) needs nothing. ackErr says the replicas did not
-// acknowledge the release script's writes: the waiter gets that instead,
-// and releases the grant.
-func (r *Redis) handOver(ctx context.Context, res resource, g []any, start time.Time, ackErr error) {
-	id, _ := g[0].(string)
-	var n [4]int64
-	for i := range n {
-		n[i], _ = g[1+i].(int64)
+// of this gateway to that waiter. A waiter that gave up without the lock
+// will never take it: it is released. A waiter that has the lock already
+// (its own script picked the grant up first) needs nothing. ackErr says the
+// replicas did not acknowledge the release script's writes: the waiter gets
+// that instead, and releases the grant.
+func (r *Redis) handOver(ctx context.Context, res resource, g nearGrant, start time.Time, ackErr error) {
+	if gone, ok := r.waiters.handOver(g.waiterID, handed{rp: g.rp, start: start, err: ackErr}); ok {
+		r.abandon(ctx, res, g.waiterID, gone, "")
 	}
-	rp := reply{granted: true, fence: n[0], ttl: millis(n[1]), now: n[2], at: n[3], handed: true, rank: -1}
-	if gone, ok := r.waiters.handOver(id, handed{rp: rp, start: start, err: ackErr}); ok {
-		r.abandon(ctx, res, id, gone, "")
-	}
-}
-
-// notHolder reads a script's {0, why} (see lua/lib.lua).
-func notHolder(out []int64) *NotHolderError {
-	reason := ReasonUnknown
-	if len(out) > 1 {
-		switch out[1] {
-		case whyReleased:
-			reason = ReasonReleased
-		case whyExpired:
-			reason = ReasonExpired
-		}
-	}
-	return &NotHolderError{Reason: reason}
-}
-
-// lockCall are the KEYS and the trailing arguments of a lock script call
-// with token: its renew and re-enter.
-func (r *Redis) lockCall(key Key, token string) (keys []string, h string) {
-	h = tokenHash(token)
-	return r.keysFor(resource{lockKind, key}, h), h
 }
 
 // Release implements Locker.
@@ -775,12 +545,11 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 	}
 	res := resource{lockKind, key}
 	start := time.Now()
-	keys, h := r.lockCall(key, token)
+	h := tokenHash(token)
 	hold, id := newHoldID(), newCallID()
-	cmd, ackErr := r.exec(ctx, lua.Reenter, id, "", keys, h, ttl.Milliseconds(), modeArg(mode), r.arg.opts, hold)
-	out, err := cmd.Int64Slice()
+	rp, ackErr, err := r.callReenter(ctx, key, id, reenterArgs{tokHash: h, ttl: ttl, mode: mode, hold: hold})
 	giveBack := func(ctx context.Context) {
-		r.exec(ctx, lua.Release, newCallID(), id, keys, h, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, hold)
+		lockKind.callRelease(ctx, r, key, newCallID(), id, releaseArgs{tokHash: h, hold: hold})
 	}
 	if err != nil {
 		// The hold may have been taken: end it, and fence the call off
@@ -788,20 +557,19 @@ func (r *Redis) Reenter(ctx context.Context, key Key, token string, ttl time.Dur
 		r.background(ctx, giveBack)
 		return Grant{}, unavailable("re-enter", res, err)
 	}
-	if out[0] == codeGranted && ackErr != nil { // taken, and not on the replicas: end it
+	if rp.granted && ackErr != nil { // taken, and not on the replicas: end it
 		giveBack(context.WithoutCancel(ctx))
 		return Grant{}, unavailable("re-enter", res, ackErr)
 	}
-	switch out[0] {
-	case codeOtherMode:
-		return Grant{}, fmt.Errorf("re-enter %s %s: held in the other mode: %w", res, mode, &HeldError{RetryAfter: millis(max(out[1], 0))})
-	case codeNotGranted:
-		return Grant{}, fmt.Errorf("re-enter %s: %w", res, notHolder(out))
+	switch {
+	case rp.otherMode:
+		return Grant{}, fmt.Errorf("re-enter %s %s: held in the other mode: %w", res, mode, &HeldError{RetryAfter: rp.retry})
+	case rp.notHolder != nil:
+		return Grant{}, fmt.Errorf("re-enter %s: %w", res, rp.notHolder)
 	}
-	ttl = millis(out[2])
-	r.index(ctx, key, h, indexExtend, ttl)
-	return Grant{Token: token, Holds: int(out[3]), Hold: hold,
-		Lease: Lease{FencingToken: out[1], TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
+	r.index(ctx, key, h, indexExtend, rp.ttl)
+	return Grant{Token: token, Holds: rp.holds, Hold: hold,
+		Lease: Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}}, nil
 }
 
 // Renew implements Locker.
@@ -810,60 +578,29 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 		return Lease{}, err
 	}
 	start := time.Now()
-	keys, h := r.lockCall(key, token)
-	cmd, ackErr := r.run(ctx, lua.Renew, keys, h, ttl.Milliseconds(), r.arg.opts)
-	res, err := cmd.Int64Slice()
+	h := tokenHash(token)
+	rp, ackErr, err := r.callRenew(ctx, key, renewArgs{tokHash: h, ttl: ttl})
 	if err != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, err)
 	}
-	if res[0] != codeGranted {
-		return Lease{}, fmt.Errorf("renew %s: %w", key, notHolder(res))
+	if rp.notHolder != nil {
+		return Lease{}, fmt.Errorf("renew %s: %w", key, rp.notHolder)
 	}
 	if ackErr != nil {
 		return Lease{}, unavailable("renew", resource{lockKind, key}, renewed(ackErr))
 	}
-	ttl = millis(res[2])
-	r.index(ctx, key, h, indexExtend, ttl)
-	return Lease{FencingToken: res[1], TTL: ttl, ExpiresAt: start.Add(ttl)}, nil
+	r.index(ctx, key, h, indexExtend, rp.ttl)
+	return Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}, nil
 }
 
 // Inspect implements Locker.
 func (r *Redis) Inspect(ctx context.Context, key Key) (Info, error) {
-	start := time.Now()
-	keys := r.lockKeys(key)
-	cmd, _ := r.run(ctx, lua.Inspect, []string{keys.lock, keys.queue, keys.readers}, MaxHoldersShown)
-	res, err := cmd.Slice()
+	info, held, err := r.callInspect(ctx, key, time.Now())
 	if err != nil {
 		return Info{}, unavailable("inspect", resource{lockKind, key}, err)
 	}
-	const fields = holderFields // per holder, after mode, waiters, now and holders (see lua/inspect.lua)
-	if len(res) < 4+fields {
+	if !held {
 		return Info{}, fmt.Errorf("inspect %s: %w", key, ErrNotHeld)
-	}
-	info := Info{Mode: Exclusive}
-	if m, _ := res[0].(string); m == "s" {
-		info.Mode = Shared
-	}
-	waiting, _ := res[1].(int64)
-	total, _ := res[3].(int64)
-	info.Waiters, info.HoldersTotal = int(waiting), int(total)
-	for i := 4; i+fields <= len(res); i += fields {
-		fence, _ := res[i].(int64)
-		pttl, _ := res[i+1].(int64)
-		subject, _ := res[i+2].(string)
-		owner, _ := res[i+3].(string)
-		at, _ := res[i+4].(int64)
-		holds, _ := res[i+5].(int64)
-		ids, _ := res[i+6].(string)
-		ttl := millis(max(pttl, 0))
-		info.Holders = append(info.Holders, Holder{
-			Lease:      Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
-			Subject:    subject,
-			Owner:      owner,
-			AcquiredAt: time.UnixMilli(at).UTC(),
-			Holds:      int(max(holds, 1)),
-			HoldIDs:    strings.Fields(ids),
-		})
 	}
 	info.describe()
 	return info, nil

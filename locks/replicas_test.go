@@ -234,11 +234,20 @@ func TestRedisMinReplicasReleaseWaits(t *testing.T) {
 	key = locktest.UniqueKey(t)
 	g = locktest.MustAcquire(t, r, key, req)
 	got := make(chan error, 1)
+	queuedWait := waits() + 1 // the waiter's acquire's
 	go func() {
 		_, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute, Subject: "waiter", Wait: time.Minute})
 		got <- err
 	}()
 	waitQueued(t, r, key, 1)
+	// The waiter's acquire sends its WAIT after its script, so the queue can
+	// be seen before that WAIT is counted: count it before the release.
+	for deadline := time.Now().Add(10 * time.Second); waits() < queuedWait; {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter's acquire sent no WAIT within 10s")
+		}
+		time.Sleep(time.Millisecond) // polling for the WAIT to be counted
+	}
 	if n := release(key, g.Token); n != 1 {
 		t.Errorf("a release handing its own waiter the lock sent %d WAITs, want 1", n)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/lockgate/lockgate/lua"
 )
 
 var _ Tickets = (*Redis)(nil)
@@ -17,17 +15,6 @@ var _ Tickets = (*Redis)(nil)
 // lua/ticket.lua). Its polls, through any gateway, keep it alive; a
 // long-poll listens on this gateway's channel for the hand-off message,
 // and nothing else.
-
-// ticketCall runs the ticket script as call id call. extra are the
-// arguments of 'new'. ackErr says the replicas did not acknowledge it (see
-// exec): a grant in its reply must not be answered.
-func (r *Redis) ticketCall(ctx context.Context, res resource, call, op, id, tokHash string, extra ...any) (out []int64, ackErr, err error) {
-	args := append([]any{op, id, tokHash, r.arg.channel, r.opts.TicketLiveness.Milliseconds(),
-		r.arg.retention, r.arg.checkHeard, r.arg.opts}, extra...)
-	cmd, ackErr := r.exec(ctx, lua.Ticket, call, "", r.keysFor(res, tokHash), args...)
-	out, err = cmd.Int64Slice()
-	return out, ackErr, err
-}
 
 // OpenTicket implements Tickets.
 func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (TicketState, error) {
@@ -42,34 +29,33 @@ func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (Ti
 	id, h := ticketID(token), tokenHash(token)
 	start := time.Now()
 	call := newCallID()
-	out, ackErr, err := r.ticketCall(ctx, res, call, "new", id, h, req.Wait.Milliseconds(), req.TTL.Milliseconds(),
-		req.Subject, req.Owner, modeArg(req.Mode))
+	rp, ackErr, err := r.callTicket(ctx, key, call, ticketArgs{op: ticketNew, id: id, tokHash: h,
+		wait: req.Wait, ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode})
 	if err != nil {
 		r.abandon(ctx, res, id, h, call) // the script may have queued it, or granted
 		return TicketState{}, unavailable("open ticket for", res, err)
 	}
-	if out[0] == codeGranted && ackErr != nil {
+	if rp.granted && ackErr != nil {
 		r.abandon(ctx, res, id, h, "") // as for an unknown outcome: leave, release
 		return TicketState{}, unavailable("open ticket for", res, ackErr)
 	}
-	st := r.ticketState(ctx, res, out, token, start)
+	st := r.ticketState(ctx, res, rp, token, start)
 	if st.Grant == nil {
 		st.ID, st.Token = id, token
 	}
 	return st, nil
 }
 
-// ticketState reads a reply of the ticket script about the ticket of res
-// whose token is token, sent at start. A grant gets its index entry here,
-// as deliver gives an acquire's (a poll that repeats a grant writes the
-// same entry again).
-func (r *Redis) ticketState(ctx context.Context, res resource, out []int64, token string, start time.Time) TicketState {
-	rp := parseReply(out)
+// ticketState is what a reply of the ticket script says about the ticket
+// of res whose token is token, sent at start. A grant gets its index entry
+// here, as deliver gives an acquire's (a poll that repeats a grant writes
+// the same entry again).
+func (r *Redis) ticketState(ctx context.Context, res resource, rp ticketReply, token string, start time.Time) TicketState {
 	if rp.granted {
 		r.index(ctx, res.key, tokenHash(token), indexAdd, rp.ttl)
 		g := Grant{Token: token, Lease: rp.lease(start), HandoffDelay: rp.handoffDelay(start), Holds: 1}
 		st := TicketState{Grant: &g}
-		if len(out) > grantFields && out[grantFields] == 1 {
+		if rp.shared {
 			st.Mode = Shared
 		}
 		return st
@@ -131,17 +117,17 @@ func (r *Redis) PollTicket(ctx context.Context, key Key, id, token string, wait 
 // next poll, whose own WAIT covers it, answers it.
 func (r *Redis) poll(ctx context.Context, res resource, id, token string) (TicketState, error) {
 	start := time.Now()
-	out, ackErr, err := r.ticketCall(ctx, res, newCallID(), "poll", id, tokenHash(token))
+	rp, ackErr, err := r.callTicket(ctx, res.key, newCallID(), ticketArgs{op: ticketPoll, id: id, tokHash: tokenHash(token)})
 	if err != nil {
 		return TicketState{}, unavailable("poll ticket of", res, err)
 	}
-	if out[0] == codeGranted && ackErr != nil {
+	if rp.granted && ackErr != nil {
 		return TicketState{}, unavailable("poll ticket of", res, ackErr)
 	}
-	if out[0] == codeNotFound {
+	if !rp.found {
 		return TicketState{}, fmt.Errorf("poll ticket of %s: %w", res, ErrTicketNotFound)
 	}
-	return r.ticketState(ctx, res, out, token, start), nil
+	return r.ticketState(ctx, res, rp, token, start), nil
 }
 
 // CloseTicket implements Tickets.
@@ -150,11 +136,11 @@ func (r *Redis) CloseTicket(ctx context.Context, key Key, id, token string) erro
 	if !ticketOf(id, token) {
 		return fmt.Errorf("close ticket of %s: %w", res, ErrTicketNotFound)
 	}
-	out, _, err := r.ticketCall(ctx, res, newCallID(), "cancel", id, tokenHash(token))
+	rp, _, err := r.callTicket(ctx, key, newCallID(), ticketArgs{op: ticketCancel, id: id, tokHash: tokenHash(token)})
 	if err != nil {
 		return unavailable("close ticket of", res, err)
 	}
-	if out[0] == codeNotFound {
+	if !rp.found {
 		return fmt.Errorf("close ticket of %s: %w", res, ErrTicketNotFound)
 	}
 	return nil

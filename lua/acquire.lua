@@ -2,7 +2,7 @@
 -- the lock's queue of waiters.
 --
 -- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
---             history and held keys, and the caller's record (see lib.lua)
+--             history and held keys, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the new owner token (the token never reaches Redis)
 -- ARGV[2]     lease TTL, ms
 -- ARGV[3]     subject (who acquires)
@@ -39,7 +39,7 @@
 -- waiting exclusive request it waits (or is refused) too.
 
 local K = lock_keys(ARGV[13])
-local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == 's'
+local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == MODE_SHARED
 local now, t = clock()
 local holder = current(K, now)
 if holder == tok_hash then

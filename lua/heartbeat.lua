@@ -3,7 +3,7 @@
 -- out.
 --
 -- KEYS[1..9]  the lock, fence, queue, alive, waiters, readers, delay,
---             history and held keys (see lib.lua)
+--             history and held keys (see lib_keys.lua)
 -- ARGV[1]     how long a waiter counts as alive without a heartbeat, ms
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off

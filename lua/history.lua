@@ -1,11 +1,11 @@
 -- history: the last events of a lock, newest first. Read-only (run with
 -- EVALSHA_RO).
 --
--- KEYS[1]  the lock's history (see lib.lua)
+-- KEYS[1]  the lock's history (see lib_keys.lua)
 -- KEYS[2]  its held key: the exclusive grant's lease end
 -- ARGV[1]  how many events, at most
 --
--- Returns  the events, each JSON {e, t, s, o, f} (see lib.lua event).
+-- Returns  the events, each JSON {e, t, s, o, f} (see lib_history.lua event).
 --          An exclusive lease that ended unreleased, and that no script
 --          has recorded yet (nothing has run on the lock since), comes
 --          first, as the next script will record it.

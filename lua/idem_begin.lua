@@ -8,14 +8,14 @@
 -- ARGV[3]    how long a pending record lives, ms: the longest the attempt
 --            can run, so that a gateway that died leaves none behind
 --
--- Returns  {0}                                   begun: the record is
---                                                pending for this attempt
---          {1, ciphertext, fence, ttl_ms, holds} the key's grant is live
---          {2, pttl_ms}                          an attempt with the key
---                                                still runs
---          {3}                                   the key was used for
---                                                another request
---          {4}                                   the key's grant ended
+-- Returns  {IDEM_BEGUN}              begun: the record is pending for
+--                                   this attempt
+--          {IDEM_LIVE, ciphertext, fence, ttl_ms, holds}
+--                                   the key's grant is live
+--          {IDEM_RUNNING, pttl_ms}  an attempt with the key still runs
+--          {IDEM_OTHER_REQUEST}     the key was used for another request
+--          {IDEM_ENDED}             the key's grant ended
+--          (the codes are in protocol.lua)
 --
 -- Check and create are one step, so that two attempts that arrive together
 -- cannot both begin.
@@ -25,16 +25,16 @@ local rec = redis.call('HMGET', R.record, 'st', 'rq', 'c', 'th', 'f')
 if not rec[1] then
   redis.call('HSET', R.record, 'st', 'p', 'rq', ARGV[1], 'n', ARGV[2])
   redis.call('PEXPIRE', R.record, ARGV[3])
-  return {0}
+  return {IDEM_BEGUN}
 end
 if rec[2] ~= ARGV[1] then
-  return {3}
+  return {IDEM_OTHER_REQUEST}
 end
 if rec[1] == 'p' then
-  return {2, redis.call('PTTL', R.record)}
+  return {IDEM_RUNNING, redis.call('PTTL', R.record)}
 end
 local ttl, holds = idem_live(R, idem_now(), rec[4])
 if not ttl then
-  return {4}
+  return {IDEM_ENDED}
 end
-return {1, rec[3], tonumber(rec[5]), ttl, holds}
+return {IDEM_LIVE, rec[3], tonumber(rec[5]), ttl, holds}

@@ -9,7 +9,7 @@
 --              holds a usable token), th (SHA-256 of the owner token), f
 --              (the fencing token); its PEXPIRE is how long the key is
 --              remembered
---   R.lock     for a lock's record: the lock's hash (see lib.lua); or
+--   R.lock     for a lock's record: the lock's hash (see lib_keys.lua); or
 --   R.holders, R.leases  for a permit's record: the semaphore's (see
 --              semlib.lua)
 -- The record's key has the lock's (the semaphore's) hash tag, so that one
@@ -36,7 +36,7 @@ end
 local function idem_live(R, now, th)
   if R.lock then
     local tok = redis.call('HGET', R.lock, 'tok')
-    if tok == '' then -- held shared: th's own hold and lease (see lib.lua)
+    if tok == '' then -- held shared: th's own hold and lease (see lib_keys.lua)
       local r = redis.call('HGET', R.lock, 'r:' .. th)
       -- The readers key shares the lock's hash tag: the same slot.
       local ends = tonumber(redis.call('ZSCORE', R.lock .. ':readers', th))

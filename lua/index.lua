@@ -26,13 +26,13 @@ local STALE_PER_CALL = 16
 local op, member = ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if op == 'del' then
+if op == INDEX_DEL then
   redis.call('ZREM', KEYS[1], member)
   redis.call('ZREM', KEYS[2], member)
 else
   local left = tonumber(ARGV[3])
   local ends = string.format('%d', now + left)
-  if op == 'add' then
+  if op == INDEX_ADD then
     redis.call('ZADD', KEYS[1], 0, member)
     redis.call('ZADD', KEYS[2], ends, member)
   elseif redis.call('ZADD', KEYS[2], 'XX', 'GT', 'CH', ends, member) == 0 then

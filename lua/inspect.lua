@@ -1,7 +1,7 @@
 -- inspect: describe the holders of a lock. Read-only (run with
 -- EVALSHA_RO): shared holders whose lease ended are left out, not dropped.
 --
--- KEYS[1]  the lock hash, e.g. lockgate:{ns/name} (see lib.lua)
+-- KEYS[1]  the lock hash, e.g. lockgate:{ns/name} (see lib_keys.lua)
 -- KEYS[2]  its queue of waiters
 -- KEYS[3]  its readers (shared holders' leases)
 -- ARGV[1]  how many holders to describe at most: of a lock held shared by
@@ -27,10 +27,10 @@ local now = clock()
 local waiters = redis.call('ZCARD', KEYS[2])
 if tok ~= '' then
   local f = redis.call('HMGET', KEYS[1], 'fence', 'sub', 'own', 'at', 'hs')
-  return {'x', waiters, now, 1, tonumber(f[1]), redis.call('PTTL', KEYS[1]), f[2], f[3],
+  return {MODE_EXCLUSIVE, waiters, now, 1, tonumber(f[1]), redis.call('PTTL', KEYS[1]), f[2], f[3],
     tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil)}
 end
-local out = {'s', waiters, now, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')}
+local out = {MODE_SHARED, waiters, now, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')}
 local live = redis.call('ZREVRANGEBYSCORE', KEYS[3], '+inf', '(' .. now, 'WITHSCORES',
   'LIMIT', 0, tonumber(ARGV[1]))
 for i = #live - 1, 1, -2 do

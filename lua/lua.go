@@ -1,16 +1,21 @@
 // Package lua holds lockgate's Redis scripts, one commented .lua file per
 // atomic step, embedded here because go:embed cannot reach a parent folder.
 // Each script states its KEYS, ARGV and return values at its top;
-// protocol.lua names the values the scripts and the engine share, lib.lua
-// holds the functions several of them share, and both are put in front of
-// them. Every script that changes state is wrapped by once.lua, which makes
-// each call have one effect however often Redis receives it.
+// protocol.lua names the values the scripts and the engine share, the
+// libraries (holds.lua, lib_*.lua, semlib.lua, idem_lib.lua) hold the
+// functions several of them share, and both are put in front of them, in
+// the order lockLib lists. lib_keys.lua describes the Redis layout. Every
+// script that changes state is wrapped by once.lua, which makes each call
+// have one effect however often Redis receives it.
+//
+// The package hands out each script's text (Scripts, Named), not a script
+// to run: package locks, the engine, wraps each one in a typed call that
+// builds its KEYS and ARGV, and runs it through its one runner.
 package lua
 
 import (
 	_ "embed"
-
-	"github.com/redis/go-redis/v9"
+	"slices"
 )
 
 var (
@@ -20,8 +25,26 @@ var (
 	once string
 	//go:embed holds.lua
 	holds string
-	//go:embed lib.lua
-	lib string
+	//go:embed lib_keys.lua
+	libKeys string
+	//go:embed lib_fence.lua
+	libFence string
+	//go:embed lib_index.lua
+	libIndex string
+	//go:embed lib_history.lua
+	libHistory string
+	//go:embed lib_record.lua
+	libRecord string
+	//go:embed lib_delay.lua
+	libDelay string
+	//go:embed lib_shared.lua
+	libShared string
+	//go:embed lib_grant.lua
+	libGrant string
+	//go:embed lib_queue.lua
+	libQueue string
+	//go:embed lib_handoff.lua
+	libHandoff string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed release.lua
@@ -70,11 +93,16 @@ var (
 	idemAbortSrc string
 )
 
-// Script is one of the scripts, with what the engine must know to run it.
+// Script is one script: its text as Redis runs it, and what the engine must
+// know to run it. The package hands out the text, not a runnable script:
+// the engine (package locks) runs each one through a typed call that names
+// its KEYS and ARGV, the one place they are put in order.
 type Script struct {
-	*redis.Script
 	// Name is the script's file name without .lua.
 	Name string
+	// Source is what Redis runs: protocol.lua, the libraries the script
+	// uses, its body, and once.lua around a script wrapped by it.
+	Source string
 	// Writes: the script changes state. A script that does not write is
 	// read-only, run with EVALSHA_RO.
 	Writes bool
@@ -87,72 +115,84 @@ type Script struct {
 	// engine answers (with --redis-min-replicas): a reply of it can tell
 	// the caller of a grant (made by it, or made earlier and picked up or
 	// replayed by it), or of a lease it extended. The engine runs such a
-	// script only through its one replica barrier (locks.Redis.runAcked).
+	// script only through its one replica barrier (locks.Redis.exec).
 	Acked bool
 }
 
 // writes builds a script that changes state: protocol, the libraries and
 // the body as the function main, then once.lua.
-func writes(name string, acked bool, body string, libs ...string) *Script {
+func writes(name string, acked bool, body string, libs ...string) Script {
 	src := protocol
 	for _, l := range libs {
 		src += l
 	}
 	src += "local function main()\n" + body + "\nend\n" + once
-	return &Script{Script: redis.NewScript(src), Name: name, Writes: true, Once: true, Acked: acked}
+	return Script{Name: name, Source: src, Writes: true, Once: true, Acked: acked}
 }
 
 // writesIdempotent builds a script that changes state in a way that
 // running it twice does not change (see Script.Once): not wrapped.
-func writesIdempotent(name, body string) *Script {
-	return &Script{Script: redis.NewScript(protocol + body), Name: name, Writes: true}
+func writesIdempotent(name, body string) Script {
+	return Script{Name: name, Source: protocol + body, Writes: true}
 }
 
 // reads builds a read-only script.
-func reads(name, body string, libs ...string) *Script {
+func reads(name, body string, libs ...string) Script {
 	src := protocol
 	for _, l := range libs {
 		src += l
 	}
-	return &Script{Script: redis.NewScript(src + body), Name: name}
+	return Script{Name: name, Source: src + body}
 }
 
 // The libraries, each put in front of the scripts that use it (after
-// protocol.lua, which comes first in all of them).
+// protocol.lua, which comes first in all of them). The lock libraries go
+// in this order, each after those it uses: a Lua local is seen only below
+// its definition, and one used above it would be read as a global, which
+// Redis refuses when the line runs (TestLibrariesDefineBeforeUse checks
+// the order).
 var (
-	lockLib  = holds + lib
+	lockLib = holds + libKeys + libFence + libIndex + libHistory + libRecord + libDelay +
+		libShared + libGrant + libQueue + libHandoff
 	semLibs  = lockLib + semLib
 	idemLibs = holds + idemLib
 )
 
-// The scripts.
-var (
-	Acquire   = writes("acquire", true, acquireSrc, lockLib)
-	Release   = writes("release", true, releaseSrc, lockLib) // hands the lock on, in full to a waiter of the caller's gateway
-	Leave     = writes("leave", true, leaveSrc, lockLib)
-	Heartbeat = writes("heartbeat", false, heartbeatSrc, lockLib)
-	Renew     = writes("renew", true, renewSrc, lockLib)
-	Reenter   = writes("reenter", true, reenterSrc, lockLib)
-	Ticket    = writes("ticket", true, ticketSrc, lockLib)
-	Inspect   = reads("inspect", inspectSrc, lockLib)
-	History   = reads("history", historySrc)
-	Index     = writesIdempotent("index", indexSrc) // listing's index, advisory
-	List      = reads("list", listSrc)
+// scripts are the scripts, built once.
+var scripts = []Script{
+	writes("acquire", true, acquireSrc, lockLib),
+	writes("release", true, releaseSrc, lockLib), // hands the lock on, in full to a waiter of the caller's gateway
+	writes("leave", true, leaveSrc, lockLib),
+	writes("heartbeat", false, heartbeatSrc, lockLib),
+	writes("renew", true, renewSrc, lockLib),
+	writes("reenter", true, reenterSrc, lockLib),
+	writes("ticket", true, ticketSrc, lockLib),
+	reads("inspect", inspectSrc, lockLib),
+	reads("history", historySrc),
+	writesIdempotent("index", indexSrc), // listing's index, advisory
+	reads("list", listSrc),
 
-	SemAcquire   = writes("sem_acquire", true, semAcquireSrc, semLibs)
-	SemRelease   = writes("sem_release", false, semReleaseSrc, semLibs)
-	SemLeave     = writes("sem_leave", true, semLeaveSrc, semLibs)
-	SemHeartbeat = writes("sem_heartbeat", false, semHeartbeatSrc, semLibs)
-	SemRenew     = writes("sem_renew", true, semRenewSrc, lockLib)
-	SemInspect   = reads("sem_inspect", semInspectSrc, lockLib)
+	writes("sem_acquire", true, semAcquireSrc, semLibs),
+	writes("sem_release", false, semReleaseSrc, semLibs),
+	writes("sem_leave", true, semLeaveSrc, semLibs),
+	writes("sem_heartbeat", false, semHeartbeatSrc, semLibs),
+	writes("sem_renew", true, semRenewSrc, lockLib),
+	reads("sem_inspect", semInspectSrc, lockLib),
 
-	IdemBegin = writes("idem_begin", true, idemBeginSrc, idemLibs) // replays a live grant
-	IdemDone  = writes("idem_done", false, idemDoneSrc, idemLibs)
-	IdemAbort = writes("idem_abort", false, idemAbortSrc)
-)
+	writes("idem_begin", true, idemBeginSrc, idemLibs), // replays a live grant
+	writes("idem_done", false, idemDoneSrc, idemLibs),
+	writes("idem_abort", false, idemAbortSrc),
+}
 
-// All lists every script.
-func All() []*Script {
-	return []*Script{Acquire, Release, Leave, Heartbeat, Renew, Reenter, Ticket, Inspect, History, Index, List,
-		SemAcquire, SemRelease, SemLeave, SemHeartbeat, SemRenew, SemInspect, IdemBegin, IdemDone, IdemAbort}
+// Scripts returns every script.
+func Scripts() []Script { return slices.Clone(scripts) }
+
+// Named returns the script called name (see Script.Name), and whether there
+// is one.
+func Named(name string) (Script, bool) {
+	i := slices.IndexFunc(scripts, func(s Script) bool { return s.Name == name })
+	if i < 0 {
+		return Script{}, false
+	}
+	return scripts[i], true
 }

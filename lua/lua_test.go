@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/lua"
 )
@@ -14,15 +16,18 @@ import (
 // SCRIPT LOAD gives the SHA that EVALSHA will ask for.
 func TestScriptsLoad(t *testing.T) {
 	c := redistest.Start(t).Client(t)
-	for _, s := range lua.All() {
-		name := s.Name
-		sha, err := s.Load(t.Context(), c).Result()
+	for _, s := range lua.Scripts() {
+		script := redis.NewScript(s.Source)
+		sha, err := script.Load(t.Context(), c).Result()
 		if err != nil {
-			t.Errorf("%s: %v", name, err)
+			t.Errorf("%s: %v", s.Name, err)
 			continue
 		}
-		if sha != s.Hash() {
-			t.Errorf("%s: Redis says sha %s, go-redis %s", name, sha, s.Hash())
+		if sha != script.Hash() {
+			t.Errorf("%s: Redis says sha %s, go-redis %s", s.Name, sha, script.Hash())
+		}
+		if got, ok := lua.Named(s.Name); !ok || got != s {
+			t.Errorf("%s: Named finds %v, %v", s.Name, got.Name, ok)
 		}
 	}
 }
@@ -31,8 +36,8 @@ func TestScriptsLoad(t *testing.T) {
 // and what it returns, since its callers are in another language.
 func TestScriptsStateTheirContract(t *testing.T) {
 	files, err := filepath.Glob("*.lua")
-	if err != nil || len(files) != 26 {
-		t.Fatalf("got scripts %v (%v), want 26", files, err)
+	if err != nil || len(files) != 35 {
+		t.Fatalf("got scripts and libraries %v (%v), want 35", files, err)
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
@@ -40,13 +45,17 @@ func TestScriptsStateTheirContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		header, _, _ := strings.Cut(string(src), "\n\n")
+		header = strings.ReplaceAll(header, "\n-- ", " ") // as one line
 		want := []string{"KEYS[1", "Returns"}
-		switch f {
-		case "lib.lua":
-			want = []string{"K.lock", "K.waiters"}
-		case "semlib.lua":
+		switch {
+		case f == "lib_keys.lua": // the one description of a lock's keys
+			want = []string{"K.lock", "K.fence", "K.queue", "K.alive", "K.waiters", "K.readers", "K.delay",
+				"K.history", "K.held", "K.record"}
+		case strings.HasPrefix(f, "lib_"): // the others point to it
+			want = []string{"lib_keys.lua", "not a script on its own"}
+		case f == "semlib.lua":
 			want = []string{"S.holders", "S.leases"}
-		case "idem_lib.lua":
+		case f == "idem_lib.lua":
 			want = []string{"R.record", "R.lock", "R.holders"}
 		}
 		for _, want := range want {

@@ -18,13 +18,25 @@ local FENCED = {FENCED_OFF}
 -- Why a token holds nothing, in {NOT_GRANTED, why}.
 local UNKNOWN, RELEASED, EXPIRED = 0, 1, 2
 
+-- What idem_begin.lua found about an idempotency key, its reply's first
+-- element: nothing (the attempt begins), a live grant, an attempt still
+-- running, a record of another request, a grant that ended.
+local IDEM_BEGUN, IDEM_LIVE, IDEM_RUNNING, IDEM_OTHER_REQUEST, IDEM_ENDED = 0, 1, 2, 3, 4
+
+-- The words the engine sends, and inspect.lua answers: a hold's mode; an
+-- operation of ticket.lua; one of index.lua. (A waiter's request keeps its
+-- mode as m = 's' in K.waiters: that is the layout, see lib_keys.lua.)
+local MODE_SHARED, MODE_EXCLUSIVE = 's', 'x'
+local TICKET_NEW, TICKET_POLL, TICKET_CANCEL = 'new', 'poll', 'cancel'
+local INDEX_ADD, INDEX_EXTEND, INDEX_DEL = 'add', 'extend', 'del'
+
 -- How long a grant's record outlives its lease, or its release, ms: a
 -- repeated release within it succeeds again, and a renew or release that
 -- fails says why (released, expired). locks.RecordTTL.
 local RECORD_MS = 60000
 
 -- How many characters of a grant's token hash its entry in the namespace's
--- index of held locks carries (lib.lua index_of). locks.indexHoldLen.
+-- index of held locks carries (lib_index.lua index_of). locks.indexHoldLen.
 local INDEX_HOLD_LEN = 16
 
 -- How long an idempotency record outlives its grant's lease, ms.

@@ -2,7 +2,7 @@
 -- the mode it holds it.
 --
 -- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
---             history and held keys, and the caller's record (see lib.lua)
+--             history and held keys, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     the TTL asked for, ms: the lease becomes at least this long
 --             from now, and is never shortened
@@ -16,7 +16,7 @@
 --                                            holds counts the holds now
 --          {0, why}                         the token holds nothing: why
 --                                            is RELEASED, EXPIRED or
---                                            UNKNOWN (see lib.lua)
+--                                            UNKNOWN (see lib_record.lua)
 --          {-2, pttl_ms}                    the caller holds it in the
 --                                            other mode: nothing changed
 --
@@ -31,7 +31,7 @@ local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   return {NOT_GRANTED, why(K)}
 end
-if (r and ARGV[3] ~= 's') or (not r and ARGV[3] == 's') then
+if (r and ARGV[3] ~= MODE_SHARED) or (not r and ARGV[3] == MODE_SHARED) then
   return {OTHER_MODE, redis.call('PTTL', K.lock)}
 end
 local hold = ARGV[5]

@@ -4,7 +4,7 @@
 -- queue.
 --
 -- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
---             history and held keys, and the caller's record (see lib.lua)
+--             history and held keys, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
@@ -26,7 +26,7 @@
 --                      nothing changed); the caller still holds the lock
 --                      that many times (see reenter.lua)
 --          {0, why}    the token holds nothing: why is EXPIRED or UNKNOWN
---                      (see lib.lua)
+--                      (see lib_record.lua)
 --
 -- Compare and delete happen in one script: in Go, the lock could expire and
 -- be taken by someone else between the GET and the DEL. The hand-off costs

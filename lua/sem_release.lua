@@ -9,7 +9,7 @@
 --
 -- Returns  {1, 0, held} released (and handed on, if anyone waits); held
 --                     is how long the permit was held, ms
---          {1, 0}     released within RECORD_MS before (see lib.lua): a
+--          {1, 0}     released within RECORD_MS before (see lib_record.lua): a
 --                     repeated release succeeds again, and changes nothing.
 --                     Permits are not re-entrant, so never more holds
 --          {0, why}   not a holder: why is EXPIRED or UNKNOWN

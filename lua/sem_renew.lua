@@ -3,13 +3,13 @@
 --
 -- KEYS[1]  the semaphore's holders key (see semlib.lua)
 -- KEYS[2]  its leases key
--- KEYS[3]  the caller's record (see lib.lua)
+-- KEYS[3]  the caller's record (see lib_keys.lua)
 -- ARGV[1]  SHA-256 of the caller's owner token
 -- ARGV[2]  the new TTL in ms; '0' restores the TTL it was acquired with
 --
 -- Returns  {1, fencing_token, ttl_ms}  renewed
 --          {0, why}                   not a holder: why is RELEASED,
---                                     EXPIRED or UNKNOWN (see lib.lua)
+--                                     EXPIRED or UNKNOWN (see lib_record.lua)
 
 local S = {record = KEYS[3], delay_ms = 0}
 local ends = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))

@@ -1,9 +1,9 @@
--- semlib: functions the semaphore scripts share, put after lib.lua in front
--- of each of them.
+-- semlib: functions the semaphore scripts share, put after the lock
+-- libraries (lib_*.lua) in front of each of them.
 --
 -- The keys of one semaphore, all with the hash tag {ns/name}, under a
 -- prefix of their own ('sem:') so that a semaphore and a lock of the same
--- name never meet (S below; the queue keys are as for a lock, see lib.lua):
+-- name never meet (S below; the queue keys are as for a lock, see lib_keys.lua):
 --   S.holders  hash: SHA-256 of an owner token -> JSON {f: fencing token,
 --              s: subject, o: owner label, a: acquired at ms, t: ttl asked
 --              for, p: 1 while provisional}; field '#limit' is the limit
@@ -76,8 +76,9 @@ local function holder_reply(S, now, tok, handed)
 end
 
 -- sem_handoff gives free permits to the waiters at the head of the queue,
--- in order, as long as there are permits; provisional ones (see lib.lua
--- handoff) to all but the caller, me. Returns true when me got one.
+-- in order, as long as there are permits; provisional ones (see
+-- lib_handoff.lua handoff) to all but the caller, me. Returns true when me
+-- got one.
 local function sem_handoff(S, t, now, limit, retention, check_heard, me)
   local mine = false
   while redis.call('ZCARD', S.leases) < limit do

@@ -1,5 +1,5 @@
 -- ticket: a waiter that outlives the call that queued it. A ticket is an
--- entry of the lock's queue like any waiter's (see lib.lua), whose waiter
+-- entry of the lock's queue like any waiter's (see lib_keys.lua), whose waiter
 -- id is the ticket id and whose token hash is that of the ticket token,
 -- which becomes the owner token of the grant the ticket is handed. Its
 -- entry has k = 1: its alive time is moved on by its caller's polls, not
@@ -10,7 +10,7 @@
 --
 -- KEYS[1..10] the lock, fence, queue, alive, waiters, readers, delay,
 --             history and held keys, and the record of the ticket token
---             (see lib.lua)
+--             (see lib_keys.lua)
 -- ARGV[1]     'new' (queue a ticket), 'poll' (look at it, and pick up a
 --             grant handed to it) or 'cancel' (leave the queue, and release
 --             a grant it was handed)
@@ -23,7 +23,7 @@
 --             to be picked up
 -- ARGV[6]     how long the fencing counter outlives its last use, ms
 -- ARGV[7]     '1' to drop a waiter (not a ticket) whose gateway does not
---             hear the hand-off (see lib.lua wake)
+--             hear the hand-off (see lib_queue.lua wake)
 -- ARGV[8]     the lock's options (see lock_keys)
 -- ARGV[9..13] for 'new' only: how long the ticket waits, ms; the lease TTL,
 --             ms; the subject; the owner label; 's' for a shared hold, 'x'
@@ -65,13 +65,13 @@ if e and e.t ~= tok then
 end
 
 -- A grant handed to the ticket (or picked up by an earlier poll).
-if op ~= 'new' then
+if op ~= TICKET_NEW then
   local r = holder == '' and reader(K, tok)
   if holder == tok or r then
     if e then
       dequeue(K, id)
     end
-    if op == 'cancel' then
+    if op == TICKET_CANCEL then
       release_all(K, t, now, tok, r, nil, ARGV[6], ARGV[7])
       return {2}
     end
@@ -84,8 +84,8 @@ if op ~= 'new' then
 end
 
 local shared
-if op == 'new' then
-  shared = ARGV[13] == 's'
+if op == TICKET_NEW then
+  shared = ARGV[13] == MODE_SHARED
   local req = {g = ARGV[4], t = tok, ttl = ARGV[10], s = ARGV[11], o = ARGV[12], k = 1}
   if shared then
     req.m = 's'
@@ -96,15 +96,15 @@ else
     return {-1}
   end
   local alive = tonumber(redis.call('ZSCORE', K.alive, id))
-  if not alive or alive <= now or op == 'cancel' then
+  if not alive or alive <= now or op == TICKET_CANCEL then
     -- Dead (not polled in time, or its wait ran out) or leaving: either
     -- way out of the queue, and those behind it may move up.
     dequeue(K, id)
-    if op ~= 'cancel' then
+    if op ~= TICKET_CANCEL then
       event(K, 'waiter_dropped', now, e.s, e.o, 0)
     end
     handoff(K, t, now, holder, ARGV[6], ARGV[7], nil)
-    if op == 'cancel' and alive and alive > now then
+    if op == TICKET_CANCEL and alive and alive > now then
       return {0, retry_ms(K), now, -1, 0}
     end
     return {-1}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/internal/redistest"
-	"github.com/lockgate/lockgate/lua"
 )
 
 // The exactly-once tests: a proxy between the gateway and Redis delivers
@@ -37,7 +36,7 @@ func TestExactlyOnceClusterInnerRelease(t *testing.T) {
 		t.Fatalf("re-entry: got %s, want 200", r)
 	}
 
-	fs := pc.addFault(loseReply, scriptCall(lua.Release, hashTag(lock)), 1)
+	fs := pc.addFault(loseReply, scriptCall("release", hashTag(lock)), 1)
 	left, r := c.releaseHold(t.Context(), lock, g.Token, inner.Hold)
 	if fired(fs) != 1 {
 		t.Fatalf("the release's reply was not lost (faults fired %d times)", fired(fs))
@@ -65,7 +64,7 @@ func TestExactlyOnceClusterReentry(t *testing.T) {
 	pc := startProxiedCluster(t, 3)
 	gw := startGateway(t, pc.gatewayArgs()...)
 	testLostReentry(t, newClient(t, gw), func(lock string) []*fault {
-		return pc.addFault(loseReply, scriptCall(lua.Reenter, hashTag(lock)), 1)
+		return pc.addFault(loseReply, scriptCall("reenter", hashTag(lock)), 1)
 	})
 }
 
@@ -78,7 +77,7 @@ func TestExactlyOnceReentryLost(t *testing.T) {
 	p := startProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.Addr)
 	testLostReentry(t, newClient(t, gw), func(lock string) []*fault {
-		return []*fault{p.addFault(loseReply, scriptCall(lua.Reenter, hashTag(lock)), 1)}
+		return []*fault{p.addFault(loseReply, scriptCall("reenter", hashTag(lock)), 1)}
 	})
 }
 
@@ -130,12 +129,12 @@ func testLostReentry(t *testing.T, c *client, arm func(lock string) []*fault) {
 // same key must get the grant (the same one, when the first call said 201)
 // that holds the lock.
 func TestExactlyOnceClusterIdempotent(t *testing.T) {
-	for name, script := range map[string]*lua.Script{"idem_begin": lua.IdemBegin, "idem_done": lua.IdemDone} {
+	for _, name := range []string{"idem_begin", "idem_done"} {
 		t.Run(name, func(t *testing.T) {
 			pc := startProxiedCluster(t, 3)
 			gw := startGateway(t, pc.gatewayArgs()...)
 			lock := "once/idem-" + name
-			testLostIdempotentStep(t, newClient(t, gw), lock, pc.addFault(loseReply, scriptCall(script, hashTag(lock)), 1), 1)
+			testLostIdempotentStep(t, newClient(t, gw), lock, pc.addFault(loseReply, scriptCall(name, hashTag(lock)), 1), 1)
 		})
 	}
 }
@@ -148,7 +147,7 @@ func TestExactlyOnceIdempotentDoneLost(t *testing.T) {
 	p := startProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.Addr)
 	const lock = "once/idem-done"
-	testLostIdempotentStep(t, newClient(t, gw), lock, []*fault{p.addFault(loseReply, scriptCall(lua.IdemDone, hashTag(lock)), 1)}, 1)
+	testLostIdempotentStep(t, newClient(t, gw), lock, []*fault{p.addFault(loseReply, scriptCall("idem_done", hashTag(lock)), 1)}, 1)
 }
 
 // testLostIdempotentStep makes one acquire with an Idempotency-Key whose
@@ -200,5 +199,5 @@ func TestExactlyOnceIdempotentDoneLostTwice(t *testing.T) {
 	p := startProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.Addr)
 	const lock = "once/idem-done-twice"
-	testLostIdempotentStep(t, newClient(t, gw), lock, []*fault{p.addFault(loseReply, scriptCall(lua.IdemDone, hashTag(lock)), 2)}, 2)
+	testLostIdempotentStep(t, newClient(t, gw), lock, []*fault{p.addFault(loseReply, scriptCall("idem_done", hashTag(lock)), 2)}, 2)
 }

@@ -112,23 +112,29 @@ func commandArgs(v []byte) [][]byte {
 // name first) is one a fault is for.
 type matcher func(args [][]byte) bool
 
-// scriptCall matches the calls of script (EVALSHA with its SHA-1, EVAL with
-// its source, and their _RO forms) with a key or argument that contains
-// mention, such as a lock's hash tag "{ns/name}"; "" matches every call of
-// the script.
-func scriptCall(script *lua.Script, mention string) matcher {
+// scriptCall matches the calls of the script called name (EVALSHA with its
+// SHA-1, EVAL with its source, and their _RO forms) with a key or argument
+// that contains mention, such as a lock's hash tag "{ns/name}"; "" matches
+// every call of the script.
+func scriptCall(name string, mention string) matcher {
+	s, ok := lua.Named(name)
+	if !ok {
+		panic("no script " + name)
+	}
+	sum := sha1.Sum([]byte(s.Source))
+	sha := hex.EncodeToString(sum[:])
 	return func(args [][]byte) bool {
 		if len(args) < 3 {
 			return false
 		}
 		switch strings.ToUpper(string(args[0])) {
 		case "EVALSHA", "EVALSHA_RO":
-			if string(args[1]) != script.Hash() {
+			if string(args[1]) != sha {
 				return false
 			}
 		case "EVAL", "EVAL_RO":
 			sum := sha1.Sum(args[1])
-			if hex.EncodeToString(sum[:]) != script.Hash() {
+			if hex.EncodeToString(sum[:]) != sha {
 				return false
 			}
 		default:

@@ -1,0 +1,21 @@
+-- lib_delay: the lock delay (K.delay, with --lock-delay, see lib_keys.lua):
+-- whether it keeps a free lock from new holders, and for how long. A grant
+-- sets it (lib_grant.lua note_grant), a shared lease that ended unreleased
+-- moves it on (lib_shared.lua purge_ended), a release ends it
+-- (lib_handoff.lua release_all). A library, not a script on its own.
+
+-- delayed reports whether a lock nobody holds is kept from new holders by
+-- the lock delay.
+local function delayed(K)
+  return K.delay_ms > 0 and redis.call('EXISTS', K.delay) == 1
+end
+
+-- retry_ms is how long until the lock may be free: the lease, or the lock
+-- delay after one.
+local function retry_ms(K)
+  local ms = redis.call('PTTL', K.lock)
+  if K.delay_ms > 0 then
+    ms = math.max(ms, redis.call('PTTL', K.delay))
+  end
+  return ms
+end

@@ -1,0 +1,99 @@
+-- lib_grant: exclusive grants (K.lock, see lib_keys.lua): making one,
+-- noting it (its record, the lock delay, the index), picking up one handed
+-- over, the replies that tell of one, and current, which every lock script
+-- that writes starts with. A library, not a script on its own.
+
+-- note_grant notes a full grant with left ms of lease, whose record is
+-- the key record: the record, and with a lock delay, that the lock stays
+-- unavailable until the delay after the lease unless released.
+local function note_grant(K, record, left)
+  redis.call('SET', record, 'h', 'PX', left + RECORD_MS)
+  if K.index then
+    index_add(K, string.sub(record, #K.lock + 4), left)
+  end
+  if K.delay_ms > 0 and redis.call('PTTL', K.delay) < left + K.delay_ms then
+    redis.call('SET', K.delay, redis.call('GET', K.delay) or 'g', 'PX', left + K.delay_ms)
+  end
+end
+
+-- settle notes a grant the caller gets, whose reply is rp (see held_by),
+-- and returns rp.
+local function settle(K, rp)
+  note_grant(K, K.record, rp[3])
+  return rp
+end
+
+-- keep_idem keeps the idempotency record ik of a grant (see
+-- idem_lib.lua), if it has one, until IDEM_GRACE_MS (protocol.lua) after
+-- a lease of ms.
+local function keep_idem(ik, ms)
+  if ik then
+    redis.call('PEXPIRE', ik, tonumber(ms) + IDEM_GRACE_MS)
+  end
+end
+
+-- grant makes the free lock held by the token hash tok with a lease of
+-- lease ms, and returns the new fencing token and when it was acquired (ms),
+-- both strings. ttl is the lease asked for: what a pick-up, or a renew
+-- without a TTL, gives. A provisional grant is one handed to a waiter that
+-- has not picked it up yet. A free lock has no hash to clear: every script
+-- writes to K.lock only after finding it held (tok set), or here.
+local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional)
+  local fence = next_fence(K, t, retention)
+  local at = at_ms(t)
+  redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
+    'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
+  if provisional then
+    redis.call('HSET', K.lock, 'p', '1')
+  end
+  redis.call('PEXPIRE', K.lock, lease)
+  hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own})
+  return fence, at
+end
+
+-- fresh is the reply of a grant made now (see held_by): it reports the
+-- TTL it was given, for PTTL may read a millisecond short, as Redis's
+-- clock moves during a script.
+local function fresh(fence, ttl, now, at)
+  return {1, tonumber(fence), tonumber(ttl), now, tonumber(at), 0}
+end
+
+-- pick_up makes a provisional grant a full one: its lease becomes the TTL
+-- asked for, from now.
+local function pick_up(K, now)
+  if redis.call('HDEL', K.lock, 'p') == 1 then
+    local ttl = redis.call('HGET', K.lock, 'ttl')
+    redis.call('PEXPIRE', K.lock, ttl)
+    hold_note(K, now + tonumber(ttl), holder_of(K))
+  end
+end
+
+-- held_by returns the reply of the exclusive grant the caller held before
+-- this script ran (a retried call, or a hand-off picked up now):
+-- {1, fencing token, ttl ms, now ms, acquired at ms, 1}; fresh is the reply
+-- of a grant made now, with 0 at its end.
+local function held_by(K, now)
+  local f = redis.call('HMGET', K.lock, 'fence', 'at')
+  return {1, tonumber(f[1]), redis.call('PTTL', K.lock), now, tonumber(f[2]), 1}
+end
+
+-- current returns the lock's holder, as the field tok: nil when the lock
+-- is free, '' when it is held shared, else the exclusive holder's token
+-- hash. Every lock script that writes starts with it (but a release by
+-- the exclusive holder, which needs neither of its checks). Unless the
+-- lock is held exclusively, it first records an exclusive lease that ended
+-- unreleased (check_expired) and drops the shared holds that ended
+-- (purge_ended): a live exclusive grant has neither, for the held note is
+-- its own, and no shared hold lives beside it (K.readers lives and dies
+-- with K.lock).
+local function current(K, now)
+  local tok = redis.call('HGET', K.lock, 'tok')
+  if tok and tok ~= '' then
+    return tok
+  end
+  check_expired(K, now)
+  if tok == '' and purge_ended(K, now) then
+    tok = redis.call('HGET', K.lock, 'tok')
+  end
+  return tok
+end

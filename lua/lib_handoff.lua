@@ -1,0 +1,127 @@
+-- lib_handoff: the hand-off, which gives a lock that frees to the waiters
+-- at the head of its queue (K.queue, see lib_keys.lua), and release_all,
+-- which ends a hold and hands the lock on. The last of the lock libraries:
+-- it uses all the others. A library, not a script on its own.
+
+-- handoff gives the lock, when it is free or held shared, to the waiters
+-- at the head of the queue: the first one still alive and, while the lock
+-- is held shared, each shared one after it, up to the first that asks for
+-- an exclusive hold (which waits, and blocks everyone behind it: writers
+-- do not starve). holder is the lock's holder as current returned it, or
+-- as the caller has changed it since. The caller (me) gets a full grant,
+-- and so does an exclusive waiter on the caller's own gateway (here: the
+-- channel of the gateway that runs this script, which learns of the grant
+-- from the script's reply); its record and the lock delay are noted here,
+-- as its own script would. Anyone else gets a provisional grant, with a
+-- lease of at most its pick-up time, and its gateway is woken: a grant
+-- nobody picks up, because the gateway died, froze or was cut off, ends
+-- within that time and the queue moves on. A waiter whose gateway is known
+-- to be gone is dropped. Returns {mine = me's reply (see fresh), if me got
+-- the lock; near = the id of the waiter of here that got it in full, if
+-- any, and near_reply its reply; holder = the lock's holder after}.
+local function handoff(K, t, now, holder, retention, check_heard, me, here)
+  local h = {}
+  while true do
+    if holder and holder ~= '' then
+      break -- held exclusively
+    end
+    if not holder and delayed(K) then
+      break
+    end
+    local id, e = first_alive(K, now)
+    if not id or (holder and e.m ~= 's') or (holder == '' and shared_full(K)) then
+      break -- the shared ones wait for a holder to leave
+    end
+    dequeue(K, id)
+    local full = id == me or (here and e.g == here and e.m ~= 's' and e.k ~= 1) -- a ticket picks up by polling
+    local lease = e.ttl
+    if e.k == 1 then
+      -- A ticket's grant waits its whole pick-up time, whatever TTL it
+      -- asked for: the poll that picks it up gives it that TTL then.
+      lease = e.l
+    elseif not full then
+      lease = math.min(tonumber(e.ttl), tonumber(e.l))
+    end
+    local fence, at
+    if e.m == 's' then
+      fence, at = add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full)
+      holder = ''
+    else
+      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full)
+      holder = e.t
+    end
+    event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, fence)
+    if id == me then
+      h.mine = fresh(fence, e.ttl, now, at)
+    elseif full then
+      h.near, h.near_reply = id, fresh(fence, e.ttl, now, at)
+      -- The record's key shares the lock's hash tag, so it is on this
+      -- script's slot; it is not among KEYS, as the caller did not know
+      -- whose grant this would be.
+      note_grant(K, K.lock .. ':t:' .. e.t, tonumber(e.ttl))
+    elseif not wake(e, id, check_heard) then -- its gateway is gone: the grant would sit unused
+      if e.m == 's' then
+        drop_reader(K, now, e.t)
+        holder = redis.call('HGET', K.lock, 'tok')
+      else
+        redis.call('DEL', K.lock)
+        if K.hist_n > 0 then
+          redis.call('DEL', K.held)
+        end
+        holder = nil
+      end
+      event(K, 'waiter_dropped', now, e.s, e.o, 0)
+    end
+  end
+  h.holder = holder
+  return h
+end
+
+-- release_all ends the caller's hold (the exclusive grant, or its shared
+-- hold r), notes it, and hands the lock on (see handoff for here). f is
+-- the exclusive grant's HMGET of at, sub, own and fence, if the caller has
+-- read them already. Returns how long the hold was held, ms, and the near
+-- id and reply handoff returns. When the lock is free then, the lock delay
+-- ends, but for what remains of one after a shared holder's lease that
+-- ended unreleased ('x:<ms>').
+local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
+  local at, holder
+  -- The release and the hand-off that follows it (a grant, waiters
+  -- dropped) go into the history together, with one LPUSH.
+  K.ev = {}
+  if r then
+    at = r.a
+    event(K, 'released', now, r.s, r.o, r.f)
+    drop_reader(K, now, tok)
+    holder = redis.call('HGET', K.lock, 'tok')
+  else
+    f = f or redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence')
+    at = f[1]
+    event(K, 'released', now, f[2], f[3], f[4])
+    if K.hist_n > 0 then
+      redis.call('DEL', K.lock, K.held)
+    else
+      redis.call('DEL', K.lock)
+    end
+  end
+  released(K)
+  if K.index then
+    index_del(K, tok, now)
+  end
+  if K.delay_ms > 0 and not holder then
+    local d = redis.call('GET', K.delay)
+    local until_ms = d and tonumber(string.match(d, '^x:(%d+)$'))
+    if until_ms and until_ms > now then
+      redis.call('SET', K.delay, d, 'PX', until_ms - now)
+    else
+      redis.call('DEL', K.delay)
+    end
+  end
+  local h = handoff(K, t, now, holder, retention, check_heard, nil, here)
+  local ev = K.ev
+  K.ev = nil
+  if #ev > 0 then
+    push_events(K, ev, K.ev_extends)
+  end
+  return now - (tonumber(at) or now), h.near, h.near_reply
+end

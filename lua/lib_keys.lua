@@ -1,0 +1,80 @@
+-- lib_keys: the Redis layout of a lock, and lock_keys, which names the
+-- keys of a lock script's KEYS. The first of the libraries that lua.go puts
+-- in front of the lock and semaphore scripts (in the order lua.go lists),
+-- since Redis scripts cannot import; not a script on its own. This is the
+-- one description of a lock's keys: the other libraries, the scripts and
+-- the engine (locks) refer to it.
+--
+-- The keys of one lock, all with the hash tag {ns/name} (K below):
+--   K.lock     hash: tok (SHA-256 of the owner token), fence, sub, own,
+--              at (acquired, ms on the Redis clock), ttl (as asked for),
+--              p ('1' while the grant is provisional: handed to a waiter
+--              whose gateway has not picked it up yet), hs (the ids of its
+--              holds, when it was re-entered: see holds.lua); its
+--              PEXPIRE is the lease
+--   K.fence    the last fencing token handed out
+--   K.queue    zset: waiter id -> arrival number (FIFO order)
+--   K.alive    zset: waiter id -> ms until which the waiter counts as alive
+--   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token
+--              hash, ttl, l: how long a grant handed to it waits for its
+--              pick-up (ms), s: subject, o: owner label, d: wait deadline
+--              ms, m: 's' when it asks for a shared hold}; field '#seq'
+--              numbers arrivals
+--   K.readers  zset: token hash of a shared holder -> ms on the Redis clock
+--              when its lease ends
+--   K.delay    string, with --lock-delay: while it exists, a lock nobody
+--              holds is not free, for a holder whose lease ended without a
+--              release may still be at work; 'g' as a grant sets it (until
+--              the delay after its lease), 'x:<ms>' once a shared holder's
+--              lease was seen to end unreleased: the delay after that lasts
+--              until ms on the Redis clock, whoever releases
+--   K.history  list, with --history N: the lock's last N events, newest
+--              first, each JSON {e: event, t: ms on the Redis clock, s:
+--              subject, o: owner label, f: fencing token}, the numbers as
+--              strings (cjson keeps 14 digits of a number, a fencing token
+--              has 16); it lives as long as the fencing counter after the
+--              last event that began or extended a lease (push_events)
+--   K.held     string, with --history: JSON {f, s, o, u: ms when its lease
+--              ends} of the exclusive grant, so that the first script to
+--              run after its lease ended unreleased records that it expired
+--   K.record   string, K.lock .. ':t:' .. token hash, one per owner token
+--              (so the key of the caller's token, among KEYS; absent for
+--              scripts without one): 'h' while the grant may be held,
+--              until RECORD_MS after its lease (renewals push that on),
+--              'r' for RECORD_MS after its release; a call whose token
+--              holds nothing learns why from it (lib_record.lua)
+--
+-- A lock held shared has tok = '' in K.lock, which no token hash matches
+-- (so scripts that know only exclusive holders see it as held by another),
+-- and one field 'r:<token hash>' per shared holder: JSON {f: fencing
+-- token, s, o, a: acquired at ms, t: ttl asked for, p: 1 while provisional,
+-- hs: its hold ids when re-entered (holds.lua)}. K.lock and K.readers
+-- then live as long as the longest shared lease, and every script first
+-- drops the shared holders whose lease has ended (lib_shared.lua
+-- purge_ended).
+--
+-- Beside them, under the same hash tag: K.lock .. ':c:' .. call id, the
+-- reply of one call (once.lua), and K.lock .. ':idem:' .. id, an
+-- idempotency record (idem_lib.lua). Elsewhere: a semaphore's keys
+-- (semlib.lua), a namespace's index of held locks (lib_index.lua,
+-- index.lua), and one pub/sub channel per gateway process, the prefix ..
+-- 'gateway:' .. id (lib_queue.lua wake).
+--
+-- The rule the scripts keep: only a script decides who holds what. A
+-- hand-off message says "look again" and nothing else; the waiter's own
+-- acquire script then finds, and picks up, what was handed to it.
+
+-- lock_keys is K for the lock scripts' KEYS[1..10] (lock, fence, queue,
+-- alive, waiters, readers, delay, history, held, record), with the lock's
+-- options, 'delay:history:keep:readers:index': the lock delay, ms; how many
+-- events the history keeps (0: none); how long it outlives the last grant
+-- or renewal it records, ms; how many shared holders it may have at once
+-- (0: no cap; see shared_full); '1' when the lock scripts keep the index
+-- themselves (see lib_index.lua).
+local function lock_keys(opts)
+  local delay, hist, keep, readers, inline = string.match(opts or '', '^(%d+):(%d+):(%d+):(%d+):?(%d?)$')
+  return {lock = KEYS[1], fence = KEYS[2], queue = KEYS[3], alive = KEYS[4], waiters = KEYS[5],
+    readers = KEYS[6], delay = KEYS[7], history = KEYS[8], held = KEYS[9], record = KEYS[10],
+    delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0,
+    max_readers = tonumber(readers) or 0, index = inline == '1'}
+end

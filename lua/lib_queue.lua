@@ -1,0 +1,97 @@
+-- lib_queue: the queue of waiters (K.queue, K.alive, K.waiters, see
+-- lib_keys.lua): joining it, leaving it, keeping alive, finding the first
+-- waiter alive, and waking a waiter's gateway. A library, not a script on
+-- its own.
+
+-- dequeue takes waiter id out of the queue.
+local function dequeue(K, id)
+  redis.call('ZREM', K.queue, id)
+  redis.call('ZREM', K.alive, id)
+  redis.call('HDEL', K.waiters, id)
+end
+
+-- enqueue puts waiter me in the queue, unless it is there already, and
+-- returns its arrival number. arrival is its number from an earlier call
+-- ('0' for a new arrival), so that a waiter that rejoins keeps its place;
+-- req is what a hand-off needs to grant to it (see K.waiters in lib_keys.lua).
+local function enqueue(K, now, me, arrival, wait, lease, req)
+  local seq = tonumber(arrival)
+  if seq == 0 then
+    seq = redis.call('HINCRBY', K.waiters, '#seq', 1)
+  end
+  -- NX: a waiter already queued keeps its place (and a number drawn for
+  -- it in vain leaves a gap, which FIFO order does not mind).
+  if redis.call('ZADD', K.queue, 'NX', seq, me) == 0 then
+    return tonumber(redis.call('ZSCORE', K.queue, me))
+  end
+  local deadline = now + tonumber(wait)
+  redis.call('ZADD', K.alive,
+    string.format('%d', math.min(deadline, now + tonumber(lease))), me)
+  req.d = string.format('%d', deadline)
+  req.l = lease
+  redis.call('HSET', K.waiters, me, cjson.encode(req))
+  -- The queue's keys outlive their last waiter by half a minute to a
+  -- minute, then go: they are given a minute past this waiter's deadline
+  -- when less than half a minute past it is left, so that a stream of
+  -- waiters moves their expiry about every half minute, not at every
+  -- arrival. The three are always given the same expiry, so one PTTL tells.
+  local keep = tonumber(wait) + 60000
+  if redis.call('PTTL', K.queue) < keep - 30000 then
+    for _, k in ipairs({K.queue, K.alive, K.waiters}) do
+      redis.call('PEXPIRE', k, keep)
+    end
+  end
+  return seq
+end
+
+-- keep_alive moves the alive time of each waiter id in ids[first..] still
+-- queued to lease ms from now, but never past its deadline.
+local function keep_alive(K, now, lease, ids, first)
+  for i = first, #ids do
+    local w = redis.call('HGET', K.waiters, ids[i])
+    if w then
+      local until_ms = math.min(tonumber(cjson.decode(w).d), now + tonumber(lease))
+      redis.call('ZADD', K.alive, 'XX', string.format('%d', until_ms), ids[i])
+    end
+  end
+end
+
+-- still_queued returns, for each waiter id in ids[first..], 1 while it is
+-- queued and 0 when it is not (handed what it waited for, or dropped).
+local function still_queued(K, ids, first)
+  local queued = {}
+  for i = first, #ids do
+    queued[i - first + 1] = redis.call('HEXISTS', K.waiters, ids[i])
+  end
+  return queued
+end
+
+-- first_alive returns the first waiter still alive and its request, and
+-- drops the dead ones met on the way (past their deadline or heartbeat).
+-- Returns nil when nobody alive waits.
+local function first_alive(K, now)
+  while true do
+    local id = redis.call('ZRANGE', K.queue, 0, 0)[1]
+    if not id then
+      return nil
+    end
+    local alive = tonumber(redis.call('ZSCORE', K.alive, id))
+    local w = redis.call('HGET', K.waiters, id)
+    if w and alive and alive > now then
+      return id, cjson.decode(w)
+    end
+    dequeue(K, id)
+    if w then
+      w = cjson.decode(w)
+      event(K, 'waiter_dropped', now, w.s, w.o, 0)
+    end
+  end
+end
+
+-- wake tells waiter id's gateway to look again, with one message on the
+-- gateway's own channel: the id and nothing else. Returns false when
+-- check_heard is '1' (exact on a single Redis) and nobody listens there: its
+-- gateway is gone.
+local function wake(e, id, check_heard)
+  return redis.call('PUBLISH', e.g, id) > 0 or check_heard ~= '1' or e.k == 1 -- a ticket: nobody need listen
+end
