@@ -181,9 +181,10 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	if c.Subject == "" {
 		return Claims{}, &Error{Reason: "the token has no sub claim", Presented: true}
 	}
-	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns}
+	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns, AdminNamespaces: c.admin}
 	if !c.hasNS && a.policy != nil {
-		claims.Namespaces, claims.MaxTTL, claims.Limits = a.policy.grant(c.all)
+		g := a.policy.grant(c.all)
+		claims.Namespaces, claims.AdminNamespaces, claims.MaxTTL, claims.Limits = g.namespaces, g.admin, g.maxTTL, g.limits
 	}
 	// Only a token already valid is cached (a future nbf verifies later);
 	// exp is required, so every entry ends.

@@ -28,6 +28,9 @@ type tokenClaims struct {
 	// JSON null counts as absent).
 	ns    []string
 	hasNS bool
+	// admin is the value of the claim named nsClaim+"_admin": the
+	// namespaces the bearer administers (see Claims.Administers).
+	admin []string
 	// all is every claim by its exact name, for policy rules.
 	all map[string]json.RawMessage
 }
@@ -62,6 +65,12 @@ func (c *tokenClaims) UnmarshalJSON(data []byte) error {
 		}
 		c.hasNS = true
 	}
+	adminClaim := c.nsClaim + "_admin"
+	if raw, ok := c.all[adminClaim]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &c.admin); err != nil {
+			return fmt.Errorf("claim %s: %w", adminClaim, err)
+		}
+	}
 	return nil
 }
 
@@ -71,6 +80,12 @@ type Claims struct {
 	Identity
 	// Namespaces are the token's ns globs, or those a policy grants it.
 	Namespaces []string
+	// AdminNamespaces are the namespace globs the bearer administers: the
+	// token's ns_admin claim (the ns claim's name and "_admin"), or the
+	// admin_namespaces of the policy rules that grant it. An administrator
+	// may act on grants that are not its own (break a lock, resize a
+	// semaphore); see Administers.
+	AdminNamespaces []string
 	// MaxTTL, when not 0, is the longest lease the policy lets this
 	// token ask for (handlers enforce it with their own maximum).
 	MaxTTL time.Duration
@@ -78,6 +93,21 @@ type Claims struct {
 	// token set; zero fields leave the gateway's (see
 	// ratelimit.SubjectLimiter).
 	Limits Limits
+}
+
+// Administers reports whether the bearer administers namespace: a glob
+// of AdminNamespaces matches it whole, and the token is granted it too, so
+// that an admin claim never reaches past the namespaces a token may use.
+func (c Claims) Administers(namespace string) bool {
+	if !c.Allows(namespace) {
+		return false
+	}
+	for _, g := range c.AdminNamespaces {
+		if matchNamespace(g, namespace) {
+			return true
+		}
+	}
+	return false
 }
 
 // Allows reports whether one of the namespace globs matches namespace whole.

@@ -23,6 +23,7 @@ type Policy struct {
 type rule struct {
 	match      []condition // sorted by claim
 	namespaces []string
+	admin      []string      // admin_namespaces: globs of namespaces its tokens administer
 	maxTTL     time.Duration // 0: no cap of its own
 	limits     Limits        // zero fields: the gateway's
 }
@@ -37,21 +38,23 @@ type condition struct {
 // "Namespaces" or "NAMESPACES" for "namespaces").
 var (
 	policyFields = []string{"rules"}
-	ruleFields   = []string{"match", "namespaces", "max_ttl", "subject_rate", "subject_burst", "subject_max_waiters"}
+	ruleFields   = []string{"match", "namespaces", "admin_namespaces", "max_ttl", "subject_rate", "subject_burst", "subject_max_waiters"}
 )
 
 // ParsePolicy reads a policy file:
 //
 //	{"rules": [
 //	  {"match": {"iss": "https://token.actions.example", "repository": "acme/*"},
-//	   "namespaces": ["deploy-*"], "max_ttl": "10m",
+//	   "namespaces": ["deploy-*"], "admin_namespaces": ["deploy-staging"], "max_ttl": "10m",
 //	   "subject_rate": 5, "subject_burst": 10, "subject_max_waiters": 20}
 //	]}
 //
 // Every condition of a rule's match must hold for the rule to apply: the
 // claim named must be a string that the glob ('*' for any run of
 // characters) matches whole, or an array with such a string among its
-// elements. The namespaces of every rule that applies add up, and the
+// elements. The namespaces of every rule that applies add up, and so do
+// its admin_namespaces (those its tokens administer, within the namespaces
+// they are granted: see Claims.Administers); the
 // smallest max_ttl among them caps the lease. subject_rate (requests per
 // second), subject_burst and subject_max_waiters set each matching
 // subject's own limits on a gateway, as --subject-rate, --subject-burst
@@ -111,6 +114,16 @@ func parseRule(data []byte) (rule, error) {
 	for _, g := range r.namespaces {
 		if !validNamespaceGlob(g) {
 			return r, fmt.Errorf("namespace glob %s: want lower-case letters, digits, '_', '-' and '*'", strconv.Quote(g))
+		}
+	}
+	if raw, ok := fields["admin_namespaces"]; ok {
+		if err := json.Unmarshal(raw, &r.admin); err != nil {
+			return r, errors.New(`"admin_namespaces" must be an array of namespace globs`)
+		}
+		for _, g := range r.admin {
+			if !validNamespaceGlob(g) {
+				return r, fmt.Errorf("admin namespace glob %s: want lower-case letters, digits, '_', '-' and '*'", strconv.Quote(g))
+			}
 		}
 	}
 	if raw, ok := fields["max_ttl"]; ok {
@@ -198,30 +211,39 @@ func shorten(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// grant returns the namespaces of every rule whose conditions all hold for
-// claims, the smallest max TTL among those rules (0: none caps it), and
-// the smallest of each subject limit they set (0: none sets it).
-func (p *Policy) grant(claims map[string]json.RawMessage) ([]string, time.Duration, Limits) {
-	var namespaces []string
-	var maxTTL time.Duration
-	var limits Limits
+// policyGrant is what the rules that match a token grant it.
+type policyGrant struct {
+	namespaces, admin []string
+	maxTTL            time.Duration
+	limits            Limits
+}
+
+// grant adds up what the rules that match claims grant: their namespaces
+// and admin namespaces, the smallest max_ttl and the smallest limits.
+func (p *Policy) grant(claims map[string]json.RawMessage) policyGrant {
+	var g policyGrant
 	for _, r := range p.rules {
 		if !r.matches(claims) {
 			continue
 		}
 		for _, ns := range r.namespaces {
-			if !slices.Contains(namespaces, ns) {
-				namespaces = append(namespaces, ns)
+			if !slices.Contains(g.namespaces, ns) {
+				g.namespaces = append(g.namespaces, ns)
 			}
 		}
-		if r.maxTTL > 0 && (maxTTL == 0 || r.maxTTL < maxTTL) {
-			maxTTL = r.maxTTL
+		for _, ns := range r.admin {
+			if !slices.Contains(g.admin, ns) {
+				g.admin = append(g.admin, ns)
+			}
 		}
-		limits.Rate = smallestSet(limits.Rate, r.limits.Rate)
-		limits.Burst = smallestSet(limits.Burst, r.limits.Burst)
-		limits.MaxWaiters = smallestSet(limits.MaxWaiters, r.limits.MaxWaiters)
+		if r.maxTTL > 0 && (g.maxTTL == 0 || r.maxTTL < g.maxTTL) {
+			g.maxTTL = r.maxTTL
+		}
+		g.limits.Rate = smallestSet(g.limits.Rate, r.limits.Rate)
+		g.limits.Burst = smallestSet(g.limits.Burst, r.limits.Burst)
+		g.limits.MaxWaiters = smallestSet(g.limits.MaxWaiters, r.limits.MaxWaiters)
 	}
-	return namespaces, maxTTL, limits
+	return g
 }
 
 // smallestSet is the smaller of a and b, where 0 means unset.

@@ -33,6 +33,8 @@ func TestParsePolicyRefuses(t *testing.T) {
 		"upper-case glob":    {`{"rules":[{"match":{"iss":"x"},"namespaces":["Deploy-*"]}]}`, `rule 1: namespace glob "Deploy-*"`},
 		"regexp glob":        {`{"rules":[{"match":{"iss":"x"},"namespaces":["deploy.*"]}]}`, `rule 1: namespace glob "deploy.*"`},
 		"empty glob":         {`{"rules":[{"match":{"iss":"x"},"namespaces":[""]}]}`, `rule 1: namespace glob ""`},
+		"admin not an array": {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"admin_namespaces":"a"}]}`, `rule 1: "admin_namespaces" must be an array`},
+		"bad admin glob":     {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"admin_namespaces":["A"]}]}`, `rule 1: admin namespace glob "A"`},
 		"bad duration":       {`{"rules":[` + good + `,{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":"10 minutes"}]}`, `rule 2: max_ttl "10 minutes"`},
 		"negative duration":  {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":"-1m"}]}`, `rule 1: max_ttl "-1m"`},
 		"zero duration":      {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":"0s"}]}`, `rule 1: max_ttl "0s"`},
@@ -93,7 +95,8 @@ func TestPolicyGrant(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.claims), &claims); err != nil {
 				t.Fatal(err)
 			}
-			ns, maxTTL, _ := p.grant(claims)
+			g := p.grant(claims)
+			ns, maxTTL := g.namespaces, g.maxTTL
 			slices.Sort(ns)
 			want := slices.Sorted(slices.Values(tc.ns))
 			if !slices.Equal(ns, want) || maxTTL != tc.maxTTL {
@@ -130,8 +133,52 @@ func TestPolicyLimits(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.claims), &claims); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, got := p.grant(claims); got != tc.want {
+			if got := p.grant(claims).limits; got != tc.want {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAdministers: a token administers a namespace that its admin claim,
+// or a policy rule's admin_namespaces, names and that it is granted; an
+// admin glob alone reaches no namespace the token may not use.
+func TestAdministers(t *testing.T) {
+	p, err := ParsePolicy([]byte(`{"rules": [
+		{"match": {"iss": "ci"}, "namespaces": ["deploy-*"], "admin_namespaces": ["deploy-prod"]},
+		{"match": {"iss": "ci", "team": "ops"}, "namespaces": ["ops"], "admin_namespaces": ["*"]}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		claims string
+		ns     string
+		want   bool
+	}{
+		"admin claim":                {`{"ns":["billing"],"ns_admin":["billing"]}`, "billing", true},
+		"admin glob":                 {`{"ns":["etl-*"],"ns_admin":["etl-*"]}`, "etl-daily", true},
+		"granted, not administered":  {`{"ns":["billing"]}`, "billing", false},
+		"admin claim beyond ns":      {`{"ns":["billing"],"ns_admin":["*"]}`, "payroll", false},
+		"admin claim, other ns":      {`{"ns":["billing","payroll"],"ns_admin":["payroll"]}`, "billing", false},
+		"policy rule":                {`{"iss":"ci"}`, "deploy-prod", true},
+		"policy, granted only":       {`{"iss":"ci"}`, "deploy-dev", false},
+		"policy star, within grants": {`{"iss":"ci","team":"ops"}`, "deploy-dev", true},
+		"policy star, beyond grants": {`{"iss":"ci","team":"ops"}`, "billing", false},
+		"no policy rule matches":     {`{"iss":"other"}`, "deploy-prod", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := tokenClaims{nsClaim: "ns"}
+			if err := json.Unmarshal([]byte(tc.claims), &c); err != nil {
+				t.Fatal(err)
+			}
+			claims := Claims{Namespaces: c.ns, AdminNamespaces: c.admin}
+			if !c.hasNS {
+				g := p.grant(c.all)
+				claims.Namespaces, claims.AdminNamespaces = g.namespaces, g.admin
+			}
+			if got := claims.Administers(tc.ns); got != tc.want {
+				t.Fatalf("Administers(%q) with %s: got %v, want %v", tc.ns, tc.claims, got, tc.want)
 			}
 		})
 	}
