@@ -49,6 +49,8 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 		{"ReentryNeedsAHoldersToken", testReentryNotHolder},
 		{"LeaseEndsEveryHold", testLeaseEndsEveryHold},
 		{"LastHoldHandsOn", testLastHoldHandsOn},
+		{"ReleaseSaysWhatItEnded", testReleaseSaysWhatItEnded},
+		{"SharedReleaseSaysWhatItEnded", testSharedReleaseSaysWhatItEnded},
 	}, sharedCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -28,6 +28,7 @@ func RunSemaphores(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"InspectDescribesHolders", testInspectSemaphore},
 		{"InvalidLimitsRejected", testInvalidLimit},
 		{"SemaphoreAndLockOfOneNameAreUnrelated", testSemaphoreLockApart},
+		{"ReleaseSaysWhatItEnded", testPermitReleaseSaysWhatItEnded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
