@@ -8,45 +8,23 @@ import (
 	"github.com/lockgate/lockgate/locks"
 )
 
-// released is what a release said: the holds left, and whether it ended
-// the grant and how long that was held.
-type released struct {
-	holds int
-	ended bool
-	held  time.Duration
-}
-
 // releaseHold ends hold of token's grant of key, and returns what the
-// release said.
-func releaseHold(t testing.TB, l locks.Locker, key locks.Key, token, hold string) released {
+// release did.
+func releaseHold(t testing.TB, l locks.Locker, key locks.Key, token, hold string) locks.Released {
 	t.Helper()
-	var rel released
-	ctx := locks.WithReleaseTrace(context.Background(), &locks.ReleaseTrace{Ended: func(held time.Duration) {
-		if rel.ended {
-			t.Errorf("release hold %q: told twice that it ended the grant", hold)
-		}
-		rel.ended, rel.held = true, held
-	}})
-	holds, err := l.ReleaseHold(ctx, key, token, hold)
+	rel, err := l.ReleaseHold(context.Background(), key, token, hold)
 	if err != nil {
 		t.Fatalf("release hold %q: %v", hold, err)
 	}
-	rel.holds = holds
 	return rel
 }
 
 // releasePermit gives back token's permit of key, and returns what the
-// release said.
-func releasePermit(t testing.TB, s locks.Semaphores, key locks.Key, token string) released {
+// release did.
+func releasePermit(t testing.TB, s locks.Semaphores, key locks.Key, token string) locks.Released {
 	t.Helper()
-	var rel released
-	ctx := locks.WithReleaseTrace(context.Background(), &locks.ReleaseTrace{Ended: func(held time.Duration) {
-		if rel.ended {
-			t.Errorf("release permit: told twice that it ended the permit")
-		}
-		rel.ended, rel.held = true, held
-	}})
-	if err := s.ReleasePermit(ctx, key, token); err != nil {
+	rel, err := s.ReleasePermit(context.Background(), key, token)
+	if err != nil {
 		t.Fatalf("release permit: %v", err)
 	}
 	return rel
@@ -59,19 +37,19 @@ const minHeld = 20 * time.Millisecond
 // wantEnded checks that rel ended a grant taken after start and held for
 // at least minHeld. The backend's clock is not the test's: Held may be
 // off by a clock step, hence the slack above.
-func wantEnded(t testing.TB, what string, rel released, start time.Time) {
+func wantEnded(t testing.TB, what string, rel locks.Released, start time.Time) {
 	t.Helper()
 	most := time.Since(start) + time.Second
-	if rel.holds != 0 || !rel.ended || rel.held < minHeld || rel.held > most {
+	if rel.Holds != 0 || !rel.Ended || rel.Held < minHeld || rel.Held > most {
 		t.Fatalf("%s: got %+v; want 0 holds, the grant ended, held in [%v, %v]", what, rel, minHeld, most)
 	}
 }
 
 // wantNothingEnded checks that a release left holds holds and ended
 // nothing.
-func wantNothingEnded(t testing.TB, what string, rel released, holds int) {
+func wantNothingEnded(t testing.TB, what string, rel locks.Released, holds int) {
 	t.Helper()
-	if rel != (released{holds: holds}) {
+	if rel != (locks.Released{Holds: holds}) {
 		t.Fatalf("%s: got %+v; want %d holds left, nothing ended", what, rel, holds)
 	}
 }
