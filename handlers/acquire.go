@@ -53,7 +53,8 @@ func (g permitGrantor) acquire(ctx context.Context, c grantCall) (locks.Grant, e
 }
 
 func (g permitGrantor) release(ctx context.Context, key locks.Key, token string) error {
-	return g.backend.ReleasePermit(ctx, key, token)
+	_, err := g.backend.ReleasePermit(ctx, key, token)
+	return err
 }
 
 // grantCall is one request for a grant: what to ask of which grantor, and

@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"context"
 	"errors"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,9 +16,6 @@ type leaseMetrics struct {
 	permitHeld prometheus.Histogram
 	expired    *prometheus.CounterVec
 	renewals   *prometheus.CounterVec
-	// trace and permitTrace are what Release and ReleasePermit call back
-	// with; one of each for every release.
-	trace, permitTrace *locks.ReleaseTrace
 }
 
 // Renewal failure reasons, the values of the "reason" label.
@@ -56,8 +51,6 @@ func newLeaseMetrics(reg prometheus.Registerer) *leaseMetrics {
 			Help: "Renew calls that failed, by kind (lock, semaphore) and reason: not_holder, invalid, unavailable, cancelled, error.",
 		}, []string{"kind", "reason"}),
 	}
-	m.trace = &locks.ReleaseTrace{Ended: func(held time.Duration) { m.held.Observe(held.Seconds()) }}
-	m.permitTrace = &locks.ReleaseTrace{Ended: func(held time.Duration) { m.permitHeld.Observe(held.Seconds()) }}
 	reg.MustRegister(m.held, m.permitHeld, m.expired, m.renewals)
 	for _, kind := range []string{"lock", "semaphore"} {
 		for _, call := range []string{"renew", "release"} {
@@ -73,23 +66,17 @@ func newLeaseMetrics(reg prometheus.Registerer) *leaseMetrics {
 // holdBuckets are the buckets of the hold-time histograms, seconds.
 var holdBuckets = []float64{.001, .01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
 
-// releaseCtx is ctx for a lock's Release, which reports there how long
-// the grant it ends was held.
-func (m *leaseMetrics) releaseCtx(ctx context.Context) context.Context {
-	return locks.WithReleaseTrace(ctx, m.trace)
-}
-
-// permitReleaseCtx is ctx for ReleasePermit, which reports there how long
-// the permit was held.
-func (m *leaseMetrics) permitReleaseCtx(ctx context.Context) context.Context {
-	return locks.WithReleaseTrace(ctx, m.permitTrace)
-}
-
-// released counts a release of kind that failed with err because its
-// grant was gone.
-func (m *leaseMetrics) released(kind string, err error) {
-	if expired(err) {
+// released counts a release of kind ("lock" or "semaphore") that did rel
+// or failed with err: how long the grant it ended was held, or that it
+// failed because the grant's lease had ended.
+func (m *leaseMetrics) released(kind string, rel locks.Released, err error) {
+	switch {
+	case expired(err):
 		m.expired.WithLabelValues(kind, "release").Inc()
+	case rel.Ended && kind == "semaphore":
+		m.permitHeld.Observe(rel.Held.Seconds())
+	case rel.Ended:
+		m.held.Observe(rel.Held.Seconds())
 	}
 }
 

@@ -83,8 +83,9 @@ func (s *Server) ReleaseSemaphore(ctx context.Context, req ReleaseSemaphoreReque
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Backend.ReleasePermit(s.metrics.lease.permitReleaseCtx(ctx), key, req.Params.LockToken); err != nil {
-		s.metrics.lease.released("semaphore", err)
+	rel, err := s.cfg.Backend.ReleasePermit(ctx, key, req.Params.LockToken)
+	s.metrics.lease.released("semaphore", rel, err)
+	if err != nil {
 		return nil, semaphoreDetail(err)
 	}
 	return ReleaseSemaphore204Response{}, nil

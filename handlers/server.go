@@ -399,13 +399,13 @@ func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) 
 	if req.Params.Hold != nil {
 		hold = *req.Params.Hold
 	}
-	holds, err := s.cfg.Backend.ReleaseHold(s.metrics.lease.releaseCtx(ctx), key, req.Params.LockToken, hold)
+	rel, err := s.cfg.Backend.ReleaseHold(ctx, key, req.Params.LockToken, hold)
+	s.metrics.lease.released("lock", rel, err)
 	if err != nil {
-		s.metrics.lease.released("lock", err)
 		return nil, err
 	}
-	if holds > 0 {
-		return ReleaseLock200JSONResponse{Holds: holds}, nil
+	if rel.Holds > 0 {
+		return ReleaseLock200JSONResponse{Holds: rel.Holds}, nil
 	}
 	return ReleaseLock204Response{}, nil
 }

@@ -91,7 +91,7 @@ func TestScriptsAreAcked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.ReleasePermit(ctx, key, p.Token); err != nil {
+			if _, err := s.ReleasePermit(ctx, key, p.Token); err != nil {
 				t.Fatal(err)
 			}
 			return r.LeaveAndPickUp(ctx, key, 1, id, token)

@@ -31,18 +31,18 @@ func Example() {
 	if _, err := l.Renew(ctx, key, grant.Token, 0); err != nil {
 		panic(err)
 	}
-	holds, err := l.Release(ctx, key, grant.Token)
-	fmt.Println("release:", holds, err)
+	rel, err := l.Release(ctx, key, grant.Token)
+	fmt.Println("release ended the grant:", rel.Ended, err)
 	// Releases are idempotent for a minute (locks.RecordTTL); a renew
 	// says why it failed.
-	_, err = l.Release(ctx, key, grant.Token)
-	fmt.Println("release again:", err)
+	rel, err = l.Release(ctx, key, grant.Token)
+	fmt.Println("release again ended it:", rel.Ended, err)
 	_, err = l.Renew(ctx, key, grant.Token, 0)
 	var nh *locks.NotHolderError
 	fmt.Println("renew:", errors.As(err, &nh), nh.Reason)
 	// Output:
 	// second acquire held: true
-	// release: 0 <nil>
-	// release again: <nil>
+	// release ended the grant: true <nil>
+	// release again ended it: false <nil>
 	// renew: true released
 }

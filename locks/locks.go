@@ -19,15 +19,16 @@ type Locker interface {
 
 	// Release ends the base hold of the grant token holds: the one its
 	// acquire made. It is ReleaseHold with BaseHold.
-	Release(ctx context.Context, key Key, token string) (holds int, err error)
+	Release(ctx context.Context, key Key, token string) (Released, error)
 
 	// ReleaseHold ends the hold named hold of the grant token holds (""
 	// or BaseHold: the base hold; else the Grant.Hold of a Reenter). The
-	// last hold frees the lock (and hands it on), and holds is how many
-	// are left (0 then). A hold that has ended already, by an earlier
-	// release, changes nothing: a retried release is harmless. A token
-	// that does not hold the lock gets ErrNotHolder and changes nothing.
-	ReleaseHold(ctx context.Context, key Key, token, hold string) (holds int, err error)
+	// last hold ends the grant, and frees the lock (and hands it on)
+	// unless other grants hold it shared. A hold that has ended already,
+	// by an earlier release, changes nothing: a retried release is
+	// harmless. A token that does not hold the lock gets ErrNotHolder and
+	// changes nothing.
+	ReleaseHold(ctx context.Context, key Key, token, hold string) (Released, error)
 
 	// Reenter takes the lock once more for the holder of token (a
 	// re-entrant hold) in the same mode: the grant keeps its fencing token,
@@ -213,6 +214,25 @@ type Grant struct {
 	// Replayed is set when the grant was made by an earlier call with the
 	// same idempotency key (see Idempotent).
 	Replayed bool
+}
+
+// Released is what a release did.
+type Released struct {
+	// Holds is how many holds of the grant are left: 0 once it has ended,
+	// and always 0 for a permit.
+	Holds int
+	// Ended is set when this release ended the grant (its last hold, or a
+	// permit). A repeated release, which changes nothing, has it unset.
+	Ended bool
+	// Held is how long the grant was held, from the grant to this release,
+	// on the backend's clock; 0 unless Ended.
+	Held time.Duration
+}
+
+// endedAfter is a release that ended a grant held for held. Clocks can
+// step back; a hold is never shorter than nothing.
+func endedAfter(held time.Duration) Released {
+	return Released{Ended: true, Held: max(held, 0)}
 }
 
 // Info describes the holders of a lock. Its own Lease, Subject, Owner,

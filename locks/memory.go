@@ -552,14 +552,14 @@ func (g *memGrant) holdList() []string {
 func (g *memGrant) holdCount() int { return len(g.holdList()) }
 
 // Release implements Locker.
-func (m *Memory) Release(ctx context.Context, key Key, token string) (int, error) {
+func (m *Memory) Release(ctx context.Context, key Key, token string) (Released, error) {
 	return m.ReleaseHold(ctx, key, token, "")
 }
 
 // ReleaseHold implements Locker.
-func (m *Memory) ReleaseHold(ctx context.Context, key Key, token, hold string) (int, error) {
+func (m *Memory) ReleaseHold(_ context.Context, key Key, token, hold string) (Released, error) {
 	if err := validHold(hold); err != nil {
-		return 0, err
+		return Released{}, err
 	}
 	hold = cmp.Or(hold, BaseHold)
 	m.mu.Lock()
@@ -568,22 +568,21 @@ func (m *Memory) ReleaseHold(ctx context.Context, key Key, token, hold string) (
 	if g == nil {
 		reason := m.whyLocked(token, time.Now())
 		if reason == ReasonReleased {
-			return 0, nil // released already: a repeated release changes nothing
+			return Released{}, nil // released already: a repeated release changes nothing
 		}
-		return 0, fmt.Errorf("release %s: %w", key, &NotHolderError{Reason: reason})
+		return Released{}, fmt.Errorf("release %s: %w", key, &NotHolderError{Reason: reason})
 	}
 	i := slices.Index(g.holdList(), hold)
 	if i < 0 {
-		return g.holdCount(), nil // ended before: a repeated release
+		return Released{Holds: g.holdCount()}, nil // ended before: a repeated release
 	}
 	if g.holdCount() > 1 {
 		g.holds = slices.Delete(slices.Clone(g.holdList()), i, i+1)
-		return len(g.holds), nil
+		return Released{Holds: len(g.holds)}, nil
 	}
 	now := time.Now()
 	m.endLocked(key, g, now)
-	releaseEnded(ctx, now.Sub(g.acquiredAt))
-	return 0, nil
+	return endedAfter(now.Sub(g.acquiredAt)), nil
 }
 
 // Reenter implements Locker.

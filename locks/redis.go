@@ -482,13 +482,13 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 	return wake
 }
 
-// release runs the kind's release script, and returns the holds left.
+// release runs the kind's release script, and returns what it did.
 //
 // The script hands the lock on. When the next waiter waits on this gateway,
 // the grant is a full one and the reply says so: the waiter gets it from
 // here, with no message and no pick-up. When the reply is lost, a heartbeat
 // round makes such a waiter ask its own script instead.
-func (r *Redis) release(ctx context.Context, res resource, token, hold string) (int, error) {
+func (r *Redis) release(ctx context.Context, res resource, token, hold string) (Released, error) {
 	start := time.Now()
 	h := tokenHash(token)
 	// The release script may hand the lock in full to a waiter of this
@@ -496,13 +496,14 @@ func (r *Redis) release(ctx context.Context, res resource, token, hold string) (
 	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold})
 	if err != nil {
 		r.waiters.requestBeat()
-		return 0, unavailable("release", res, err)
+		return Released{}, unavailable("release", res, err)
 	}
 	if rp.notHolder != nil {
-		return 0, fmt.Errorf("release %s: %w", res, rp.notHolder)
+		return Released{}, fmt.Errorf("release %s: %w", res, rp.notHolder)
 	}
+	rel := Released{Holds: rp.holds}
 	if rp.ended {
-		releaseEnded(ctx, rp.held)
+		rel = endedAfter(rp.held)
 		if res.kind == lockKind {
 			r.index(ctx, res.key, h, indexDel, 0)
 		}
@@ -510,7 +511,7 @@ func (r *Redis) release(ctx context.Context, res resource, token, hold string) (
 	if rp.near != nil {
 		r.handOver(ctx, res, *rp.near, start, ackErr)
 	}
-	return rp.holds, nil
+	return rel, nil
 }
 
 // handOver gives a grant that the release script handed in full to a waiter
@@ -526,14 +527,14 @@ func (r *Redis) handOver(ctx context.Context, res resource, g nearGrant, start t
 }
 
 // Release implements Locker.
-func (r *Redis) Release(ctx context.Context, key Key, token string) (int, error) {
+func (r *Redis) Release(ctx context.Context, key Key, token string) (Released, error) {
 	return r.release(ctx, resource{lockKind, key}, token, "")
 }
 
 // ReleaseHold implements Locker.
-func (r *Redis) ReleaseHold(ctx context.Context, key Key, token, hold string) (int, error) {
+func (r *Redis) ReleaseHold(ctx context.Context, key Key, token, hold string) (Released, error) {
 	if err := validHold(hold); err != nil {
-		return 0, err
+		return Released{}, err
 	}
 	return r.release(ctx, resource{lockKind, key}, token, hold)
 }

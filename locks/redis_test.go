@@ -341,7 +341,7 @@ func TestRedisEveryKeyExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.ReleasePermit(ctx, key, p.Token); err != nil {
+	if _, err := l.ReleasePermit(ctx, key, p.Token); err != nil {
 		t.Fatal(err)
 	}
 

@@ -19,8 +19,9 @@ type Semaphores interface {
 	// with a *LimitMismatchError; on an idle semaphore the new limit applies.
 	AcquirePermit(ctx context.Context, key Key, req SemaphoreRequest) (Grant, error)
 	// ReleasePermit gives back the permit token holds, or returns
-	// ErrNotHolder.
-	ReleasePermit(ctx context.Context, key Key, token string) error
+	// ErrNotHolder. A permit given back already changes nothing, and
+	// ends nothing.
+	ReleasePermit(ctx context.Context, key Key, token string) (Released, error)
 	// RenewPermit extends the lease of the permit token holds, as Renew does
 	// for a lock.
 	RenewPermit(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error)

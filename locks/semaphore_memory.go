@@ -158,7 +158,7 @@ func (m *Memory) permitLocked(key Key, token string) (*memSemaphore, *memGrant) 
 }
 
 // ReleasePermit implements Semaphores.
-func (m *Memory) ReleasePermit(ctx context.Context, key Key, token string) error {
+func (m *Memory) ReleasePermit(_ context.Context, key Key, token string) (Released, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, g := m.permitLocked(key, token)
@@ -166,16 +166,15 @@ func (m *Memory) ReleasePermit(ctx context.Context, key Key, token string) error
 	if g == nil {
 		reason := m.whyLocked(token, now)
 		if reason == ReasonReleased {
-			return nil // released already: a repeated release changes nothing
+			return Released{}, nil // released already: a repeated release changes nothing
 		}
-		return fmt.Errorf("release semaphore %s: %w", key, &NotHolderError{Reason: reason})
+		return Released{}, fmt.Errorf("release semaphore %s: %w", key, &NotHolderError{Reason: reason})
 	}
 	g.expiry.Stop()
 	m.noteLocked(g, true, now)
 	delete(s.holders, g.tokenSum)
 	m.handoffPermitsLocked(key, s, now)
-	releaseEnded(ctx, now.Sub(g.acquiredAt))
-	return nil
+	return endedAfter(now.Sub(g.acquiredAt)), nil
 }
 
 // RenewPermit implements Semaphores.

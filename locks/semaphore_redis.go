@@ -15,9 +15,8 @@ func (r *Redis) AcquirePermit(ctx context.Context, key Key, req SemaphoreRequest
 }
 
 // ReleasePermit implements Semaphores.
-func (r *Redis) ReleasePermit(ctx context.Context, key Key, token string) error {
-	_, err := r.release(ctx, resource{semaphoreKind, key}, token, "")
-	return err
+func (r *Redis) ReleasePermit(ctx context.Context, key Key, token string) (Released, error) {
+	return r.release(ctx, resource{semaphoreKind, key}, token, "")
 }
 
 // RenewPermit implements Semaphores.

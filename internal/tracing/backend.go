@@ -90,18 +90,18 @@ func (tb *tracedBackend) AcquirePermitOnce(ctx context.Context, key locks.Key, r
 	return g, err
 }
 
-func (tb *tracedBackend) Release(ctx context.Context, key locks.Key, token string) (int, error) {
+func (tb *tracedBackend) Release(ctx context.Context, key locks.Key, token string) (locks.Released, error) {
 	ctx, span := tb.start(ctx, "lock.release", key)
-	holds, err := tb.Backend.Release(ctx, key, token)
+	rel, err := tb.Backend.Release(ctx, key, token)
 	end(span, err)
-	return holds, err
+	return rel, err
 }
 
-func (tb *tracedBackend) ReleaseHold(ctx context.Context, key locks.Key, token, hold string) (int, error) {
+func (tb *tracedBackend) ReleaseHold(ctx context.Context, key locks.Key, token, hold string) (locks.Released, error) {
 	ctx, span := tb.start(ctx, "lock.release", key)
-	holds, err := tb.Backend.ReleaseHold(ctx, key, token, hold)
+	rel, err := tb.Backend.ReleaseHold(ctx, key, token, hold)
 	end(span, err)
-	return holds, err
+	return rel, err
 }
 
 func (tb *tracedBackend) Reenter(ctx context.Context, key locks.Key, token string, ttl time.Duration, mode locks.Mode) (locks.Grant, error) {
@@ -139,11 +139,11 @@ func (tb *tracedBackend) AcquirePermit(ctx context.Context, key locks.Key, req l
 	return g, err
 }
 
-func (tb *tracedBackend) ReleasePermit(ctx context.Context, key locks.Key, token string) error {
+func (tb *tracedBackend) ReleasePermit(ctx context.Context, key locks.Key, token string) (locks.Released, error) {
 	ctx, span := tb.start(ctx, "semaphore.release", key)
-	err := tb.Backend.ReleasePermit(ctx, key, token)
+	rel, err := tb.Backend.ReleasePermit(ctx, key, token)
 	end(span, err)
-	return err
+	return rel, err
 }
 
 func (tb *tracedBackend) RenewPermit(ctx context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {

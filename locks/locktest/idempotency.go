@@ -261,7 +261,7 @@ func testIdemPermit(t *testing.T, b locks.Backend, key locks.Key) {
 	if g := mustOnce(t, b, key, req(time.Minute), k); g.Replayed {
 		t.Fatal("a lock's call replayed a permit of the semaphore of the same name")
 	}
-	if err := b.ReleasePermit(context.Background(), key, first.Token); err != nil {
+	if _, err := b.ReleasePermit(context.Background(), key, first.Token); err != nil {
 		t.Fatal(err)
 	}
 	_, err = b.AcquirePermitOnce(context.Background(), key, r, k)

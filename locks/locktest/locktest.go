@@ -49,6 +49,8 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 		{"ReentryNeedsAHoldersToken", testReentryNotHolder},
 		{"LeaseEndsEveryHold", testLeaseEndsEveryHold},
 		{"LastHoldHandsOn", testLastHoldHandsOn},
+		{"ReleaseSaysWhatItEnded", testReleaseSaysWhatItEnded},
+		{"SharedReleaseSaysWhatItEnded", testSharedReleaseSaysWhatItEnded},
 	}, sharedCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -60,7 +62,7 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 var keySeq atomic.Int64
 
 // errOf is the error of a call that also returns a count, such as Release.
-func errOf(_ int, err error) error { return err }
+func errOf(_ locks.Released, err error) error { return err }
 
 // UniqueKey returns a lock name no other test in this process uses.
 func UniqueKey(t testing.TB) locks.Key {
@@ -227,15 +229,15 @@ func testReleaseTwice(t *testing.T, l locks.Locker, key locks.Key) {
 	if _, err := l.Release(context.Background(), key, g.Token); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if holds, err := l.Release(context.Background(), key, g.Token); err != nil || holds != 0 {
-		t.Fatalf("second release: got %d, %v; want 0 holds, no error", holds, err)
+	if rel, err := l.Release(context.Background(), key, g.Token); err != nil || rel.Holds != 0 {
+		t.Fatalf("second release: got %+v, %v; want 0 holds, no error", rel, err)
 	}
 	_, err := l.Inspect(context.Background(), key)
 	wantErr(t, err, locks.ErrNotHeld)
 	// A released grant's token does not touch the next grant either.
 	next := MustAcquire(t, l, key, req(time.Minute))
-	if holds, err := l.Release(context.Background(), key, g.Token); err != nil || holds != 0 {
-		t.Fatalf("release of the old grant again: got %d, %v; want 0 holds, no error", holds, err)
+	if rel, err := l.Release(context.Background(), key, g.Token); err != nil || rel.Holds != 0 {
+		t.Fatalf("release of the old grant again: got %+v, %v; want 0 holds, no error", rel, err)
 	}
 	if info, err := l.Inspect(context.Background(), key); err != nil || info.FencingToken != next.FencingToken {
 		t.Fatalf("the next grant after a repeated release of the old one: got %+v, %v; want it held", info, err)
@@ -626,9 +628,9 @@ func testReentryCountsHolds(t *testing.T, l locks.Locker, key locks.Key) {
 		hold string
 		want int
 	}{{ids[1], 2}, {ids[1], 2}, {"", 1}, {"", 1}, {locks.BaseHold, 1}, {ids[2], 0}} {
-		holds, err := l.ReleaseHold(context.Background(), key, g.Token, step.hold)
-		if err != nil || holds != step.want {
-			t.Fatalf("release hold %q: got %d, %v; want %d holds left", step.hold, holds, err, step.want)
+		rel, err := l.ReleaseHold(context.Background(), key, g.Token, step.hold)
+		if err != nil || rel.Holds != step.want || rel.Ended != (step.want == 0) {
+			t.Fatalf("release hold %q: got %+v, %v; want %d holds left, the grant ended with the last", step.hold, rel, err, step.want)
 		}
 		if _, err := l.Inspect(context.Background(), key); (err == nil) != (step.want > 0) {
 			t.Fatalf("with %d holds left, inspect says %v", step.want, err)
@@ -692,16 +694,16 @@ func testLastHoldHandsOn(t *testing.T, l locks.Locker, key locks.Key) {
 		t.Fatal(err)
 	}
 	waiter := QueueInOrder(t, key, l)[0]
-	if holds, err := l.Release(context.Background(), key, g.Token); err != nil || holds != 1 {
-		t.Fatalf("first release: got %d, %v; want 1 hold left", holds, err)
+	if rel, err := l.Release(context.Background(), key, g.Token); err != nil || rel.Holds != 1 {
+		t.Fatalf("first release: got %+v, %v; want 1 hold left", rel, err)
 	}
 	select {
 	case res := <-waiter:
 		t.Fatalf("the waiter got %+v, %v while a hold remained", res.Grant, res.Err)
 	default:
 	}
-	if holds, err := l.ReleaseHold(context.Background(), key, g.Token, inner.Hold); err != nil || holds != 0 {
-		t.Fatalf("last release: got %d, %v; want 0", holds, err)
+	if rel, err := l.ReleaseHold(context.Background(), key, g.Token, inner.Hold); err != nil || rel.Holds != 0 {
+		t.Fatalf("last release: got %+v, %v; want 0", rel, err)
 	}
 	res := <-waiter
 	if res.Err != nil || res.Grant.FencingToken <= g.FencingToken || res.Grant.Holds != 1 {

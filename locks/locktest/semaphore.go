@@ -28,6 +28,7 @@ func RunSemaphores(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"InspectDescribesHolders", testInspectSemaphore},
 		{"InvalidLimitsRejected", testInvalidLimit},
 		{"SemaphoreAndLockOfOneNameAreUnrelated", testSemaphoreLockApart},
+		{"ReleaseSaysWhatItEnded", testPermitReleaseSaysWhatItEnded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -104,7 +105,7 @@ func testLimitHolds(t *testing.T, b locks.Backend, key locks.Key) {
 		t.Fatalf("%d permits granted, want %d", len(won), limit)
 	}
 	for _, g := range won {
-		if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+		if _, err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +117,7 @@ func testPermitsOwnTokens(t *testing.T, b locks.Backend, key locks.Key) {
 	if a.Token == c.Token || c.FencingToken <= a.FencingToken {
 		t.Fatalf("got tokens %q, %q and fences %d, %d; want distinct tokens, increasing fences", a.Token, c.Token, a.FencingToken, c.FencingToken)
 	}
-	if err := b.ReleasePermit(context.Background(), key, a.Token); err != nil {
+	if _, err := b.ReleasePermit(context.Background(), key, a.Token); err != nil {
 		t.Fatal(err)
 	}
 	d := MustAcquirePermit(t, b, key, permitReq(2, time.Minute, 0))
@@ -124,7 +125,7 @@ func testPermitsOwnTokens(t *testing.T, b locks.Backend, key locks.Key) {
 		t.Fatalf("got fence %d after %d, want larger", d.FencingToken, c.FencingToken)
 	}
 	for _, g := range []locks.Grant{c, d} {
-		if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+		if _, err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,17 +133,17 @@ func testPermitsOwnTokens(t *testing.T, b locks.Backend, key locks.Key) {
 
 func testPermitNotHolder(t *testing.T, b locks.Backend, key locks.Key) {
 	g := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
-	wantErr(t, b.ReleasePermit(context.Background(), key, "not-a-token"), locks.ErrNotHolder)
+	wantErr(t, errOf(b.ReleasePermit(context.Background(), key, "not-a-token")), locks.ErrNotHolder)
 	_, err := b.RenewPermit(context.Background(), key, "not-a-token", time.Minute)
 	wantErr(t, err, locks.ErrNotHolder)
 	lease, err := b.RenewPermit(context.Background(), key, g.Token, 2*time.Minute)
 	if err != nil || lease.FencingToken != g.FencingToken || lease.TTL <= time.Minute {
 		t.Fatalf("renew: got %+v, %v; want the same fence and a 2m lease", lease, err)
 	}
-	if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+	if _, err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+	if _, err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
 		t.Fatalf("a repeated release: got %v, want none (releases are idempotent)", err)
 	}
 	_, err = b.RenewPermit(context.Background(), key, g.Token, time.Minute)
@@ -160,7 +161,7 @@ func testPermitNotHolder(t *testing.T, b locks.Backend, key locks.Key) {
 	}
 	_, err = b.RenewPermit(context.Background(), key, short.Token, time.Minute)
 	wantReason(t, err, locks.ReasonExpired)
-	wantReason(t, b.ReleasePermit(context.Background(), key, short.Token), locks.ReasonExpired)
+	wantReason(t, errOf(b.ReleasePermit(context.Background(), key, short.Token)), locks.ReasonExpired)
 }
 
 func testLimitMismatch(t *testing.T, b locks.Backend, key locks.Key) {
@@ -171,7 +172,7 @@ func testLimitMismatch(t *testing.T, b locks.Backend, key locks.Key) {
 	if !errors.As(err, &mm) || mm.Limit != 1 {
 		t.Fatalf("got %v, want a limit mismatch naming limit 1", err)
 	}
-	if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+	if _, err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
 		t.Fatal(err)
 	}
 	// Idle: the new limit applies.
@@ -209,7 +210,7 @@ func testPermitFIFO(t *testing.T, b locks.Backend, key locks.Key) {
 		waiters = append(waiters, permitAsync(t.Context(), b, key, r))
 		waitUntilSemaphoreQueued(t, b, key, i+1)
 	}
-	if err := b.ReleasePermit(context.Background(), key, holder.Token); err != nil {
+	if _, err := b.ReleasePermit(context.Background(), key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
 	for i, w := range waiters {
@@ -221,7 +222,7 @@ func testPermitFIFO(t *testing.T, b locks.Backend, key locks.Key) {
 		if err != nil || len(info.Holders) != 1 || info.Holders[0].Owner != string(rune('a'+i)) {
 			t.Fatalf("after waiter %d's grant: got %+v, %v; want held by waiter %d alone", i, info, err, i)
 		}
-		if err := b.ReleasePermit(context.Background(), key, res.Grant.Token); err != nil {
+		if _, err := b.ReleasePermit(context.Background(), key, res.Grant.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -250,7 +251,7 @@ func testPermitCancelled(t *testing.T, b locks.Backend, key locks.Key) {
 	if res := <-ch; !errors.Is(res.Err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", res.Err)
 	}
-	if err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+	if _, err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -301,7 +302,7 @@ func testSemaphoreLockApart(t *testing.T, b locks.Backend, key locks.Key) {
 	if _, err := b.Release(context.Background(), key, p.Token); !errors.Is(err, locks.ErrNotHolder) {
 		t.Fatalf("releasing the lock with a permit's token: got %v, want ErrNotHolder", err)
 	}
-	if err := b.ReleasePermit(context.Background(), key, l.Token); !errors.Is(err, locks.ErrNotHolder) {
+	if _, err := b.ReleasePermit(context.Background(), key, l.Token); !errors.Is(err, locks.ErrNotHolder) {
 		t.Fatalf("releasing a permit with the lock's token: got %v, want ErrNotHolder", err)
 	}
 	b.Release(context.Background(), key, l.Token)

@@ -184,11 +184,11 @@ func testSharedReentry(t *testing.T, l locks.Locker, key locks.Key) {
 	if info, err := l.Inspect(context.Background(), key); err != nil || info.Holds != 2 || info.Mode != locks.Shared {
 		t.Fatalf("after a refused upgrade: got %+v, %v; want the shared holder's 2 holds", info, err)
 	}
-	if holds, err := l.Release(context.Background(), key, s.Token); err != nil || holds != 1 {
-		t.Fatalf("release: got %d, %v; want 1 hold left", holds, err)
+	if rel, err := l.Release(context.Background(), key, s.Token); err != nil || rel.Holds != 1 {
+		t.Fatalf("release: got %+v, %v; want 1 hold left", rel, err)
 	}
-	if holds, err := l.ReleaseHold(context.Background(), key, s.Token, r.Hold); err != nil || holds != 0 {
-		t.Fatalf("release: got %d, %v; want 0", holds, err)
+	if rel, err := l.ReleaseHold(context.Background(), key, s.Token, r.Hold); err != nil || rel.Holds != 0 {
+		t.Fatalf("release: got %+v, %v; want 0", rel, err)
 	}
 	x := MustAcquire(t, l, key, req(time.Minute))
 	_, err = l.Reenter(context.Background(), key, x.Token, time.Minute, locks.Shared)

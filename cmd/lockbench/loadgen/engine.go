@@ -95,7 +95,7 @@ func (s *engineSession) Acquire(wait time.Duration) (string, int64, error) {
 func (s *engineSession) Release(token string) error {
 	var err error
 	if s.permits > 0 {
-		err = s.backend.ReleasePermit(s.ctx, s.key, token)
+		_, err = s.backend.ReleasePermit(s.ctx, s.key, token)
 	} else {
 		_, err = s.backend.Release(s.ctx, s.key, token)
 	}

@@ -206,7 +206,7 @@ func (s *semEngineSession) Acquire(wait time.Duration) (string, int64, error) {
 }
 
 func (s *semEngineSession) Release(token string) error {
-	if err := s.backend.ReleasePermit(s.ctx, s.key, token); err != nil {
+	if _, err := s.backend.ReleasePermit(s.ctx, s.key, token); err != nil {
 		return semEngineError(err)
 	}
 	return nil
