@@ -740,7 +740,8 @@ type SemaphoreGrant struct {
 	// FencingToken Larger than that of every earlier permit of the semaphore.
 	FencingToken int64 `json:"fencing_token"`
 
-	// Limit The semaphore's limit.
+	// Limit The semaphore's limit, as the request sent it (a waiter queued
+	// before a resize gets its permit under the limit then in force).
 	Limit int `json:"limit"`
 
 	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
@@ -796,6 +797,29 @@ type SemaphoreRequest struct {
 
 	// WaitMs How long to wait for a permit; default 0, at most the gateway's `--max-wait` (default 60 s).
 	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
+// SemaphoreResize defines model for SemaphoreResize.
+type SemaphoreResize struct {
+	// Limit The new limit, in force until the semaphore is idle.
+	Limit int `json:"limit"`
+}
+
+// SemaphoreSize defines model for SemaphoreSize.
+type SemaphoreSize struct {
+	// Held How many permits are held, the new ones handed to waiters
+	// included: above `limit` after a lowering, until enough holders
+	// leave.
+	Held int `json:"held"`
+
+	// Limit The limit in force.
+	Limit int `json:"limit"`
+
+	// Semaphore namespace/name
+	Semaphore string `json:"semaphore"`
+
+	// Waiters How many acquirers still wait for a permit.
+	Waiters int `json:"waiters"`
 }
 
 // Ticket defines model for Ticket.
@@ -1034,6 +1058,9 @@ type AcquireSemaphoreJSONRequestBody = SemaphoreRequest
 // RenewSemaphoreLeaseJSONRequestBody defines body for RenewSemaphoreLease for application/json ContentType.
 type RenewSemaphoreLeaseJSONRequestBody = RenewRequest
 
+// ResizeSemaphoreJSONRequestBody defines body for ResizeSemaphore for application/json ContentType.
+type ResizeSemaphoreJSONRequestBody = SemaphoreResize
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// Healthz The process is up.
@@ -1078,6 +1105,9 @@ type ServerInterface interface {
 	// RenewSemaphoreLease Extend the lease of a permit you hold.
 	// (PUT /semaphores/{namespace}/{name}/lease)
 	RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams)
+	// ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
+	// (PUT /semaphores/{namespace}/{name}/limit)
+	ResizeSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1165,6 +1195,12 @@ func (_ Unimplemented) AcquireSemaphore(w http.ResponseWriter, r *http.Request, 
 // RenewSemaphoreLease Extend the lease of a permit you hold.
 // (PUT /semaphores/{namespace}/{name}/lease)
 func (_ Unimplemented) RenewSemaphoreLease(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params RenewSemaphoreLeaseParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
+// (PUT /semaphores/{namespace}/{name}/limit)
+func (_ Unimplemented) ResizeSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1949,6 +1985,41 @@ func (siw *ServerInterfaceWrapper) RenewSemaphoreLease(w http.ResponseWriter, r 
 	handler.ServeHTTP(w, r)
 }
 
+// ResizeSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) ResizeSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResizeSemaphore(w, r, namespace, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -2097,6 +2168,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/semaphores/{namespace}/{name}/lease", wrapper.RenewSemaphoreLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/semaphores/{namespace}/{name}/limit", wrapper.ResizeSemaphore)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
@@ -4141,6 +4215,170 @@ func (response RenewSemaphoreLeasedefaultApplicationProblemPlusJSONResponse) Vis
 	return err
 }
 
+type ResizeSemaphoreRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Body      *ResizeSemaphoreJSONRequestBody
+}
+
+type ResizeSemaphoreResponseObject interface {
+	VisitResizeSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type ResizeSemaphore200JSONResponse SemaphoreSize
+
+func (response ResizeSemaphore200JSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeSemaphore400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeSemaphore400ApplicationProblemPlusJSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeSemaphore401ApplicationProblemPlusJSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeSemaphore403ApplicationProblemPlusJSONResponse Problem
+
+func (response ResizeSemaphore403ApplicationProblemPlusJSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeSemaphore404ApplicationProblemPlusJSONResponse Problem
+
+func (response ResizeSemaphore404ApplicationProblemPlusJSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeSemaphore413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeSemaphore413ApplicationProblemPlusJSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeSemaphore429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeSemaphore429ApplicationProblemPlusJSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeSemaphore503ApplicationProblemPlusJSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ResizeSemaphoredefaultApplicationProblemPlusJSONResponse) VisitResizeSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// Healthz The process is up.
@@ -4185,6 +4423,9 @@ type StrictServerInterface interface {
 	// RenewSemaphoreLease Extend the lease of a permit you hold.
 	// (PUT /semaphores/{namespace}/{name}/lease)
 	RenewSemaphoreLease(ctx context.Context, request RenewSemaphoreLeaseRequestObject) (RenewSemaphoreLeaseResponseObject, error)
+	// ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
+	// (PUT /semaphores/{namespace}/{name}/limit)
+	ResizeSemaphore(ctx context.Context, request ResizeSemaphoreRequestObject) (ResizeSemaphoreResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -4645,173 +4886,218 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 	}
 }
 
+// ResizeSemaphore operation middleware
+func (sh *strictHandler) ResizeSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	var request ResizeSemaphoreRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+
+	var body ResizeSemaphoreJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResizeSemaphore(ctx, request.(ResizeSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResizeSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResizeSemaphoreResponseObject); ok {
+		if err := validResponse.VisitResizeSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9tGljf8VXowW2VyF6QoWc7EVKW2NImTeMbjuGzldb2P4UdoAk2xV2A3g26I5mQ0n/2pc2lcSFAX",
-	"x3bibP6SSAJ9PX3O71z75yizy5U1yngXTX+OFkrmqsR/Xypfbk7nXpXwKVcuK/XKa2uiafR6YQslnMqs",
-	"yV0sSluZXOWiWo2jOHLZQi0lvLTURi+rZTSdxJHfrFQ0jbTx6kKV0fX1dRytZCmXynOHX1elsz2dnS2U",
-	"SI16588zfCIVdi78QolVqa60rZxYyQt1IuTMKePF3Jb461yXzuNPMCgNLf1UqXITxZGRSxgLNdcdsXz3",
-	"TJkLv4imjw6PYphB+HxYz8H5UpuLCGbwvS1yVZ7ZS2X6B27XRpUi9fBEPfCsKksY6gLfjoW3olQjZbwq",
-	"hfZOXJTS+LF4rq5UmZhV5YX2QhshxY8vn40TE+ZDu9VM6JnNLkc0mD2TOnr0xe2Tepqr5cp6ZbLN39Vm",
-	"d17/kJfK4URk9lOlSyWcnCuahS83YvD0ydm3YuH9Sq60aLU2+rvaJCYv5dwPp+IQ3jh69EhcaadnhRKn",
-	"r75++lRkC1nKDIhCDNI/pfBQ+u90GAvc3ZksVWIG6VarU/Glmjx8/Jcv1eh4kj8aHT9UX45m2eOHoy++",
-	"fHwsH/1l/vjh0XE6FLYU0gmZGOfLKvNVqfLRXKsiF7QAoqfpJKobH4/HSZTGYq39IjFpkiRRKqTJBfyb",
-	"pEK5TK6UOxESRyou1UZk0hjrhfOy9PiiSJMoHY7Fj07BSOalcgtRSpPbJb4wkOLHH59+I66Oh0jNSmaL",
-	"eqk3thJLJc0UNwDJKzFIXqJUzjugk5cq104ok5WblYdzaXJVComN56rUVyoX89IuhfbjxCTmlDcOBwfN",
-	"OrnEscf0WP1VJotClWKQaud43q6aweZ4C08lBh9bSb+It1qb2XwjBqn3xfnSpbFI11J7/hdnkcaJSQu9",
-	"1D6NRa7msiq8E3K1KrTKoYdFaauLhZBmIy6kV2u5EdY0HeCkp4kZifVCFwp/wIMkCn2l3LR58mhyGDef",
-	"wtmUJk+MEOlcmUybi3P6OhZhyDRd9W6lS+XOpU+FkxugmPVCelGqpdTGnXT7Jx4Eqyac10Uhyso4MYCp",
-	"a3MRQwvDqTiePMaedUN459qcr0p7USpYaCIaZMgj5Mg8GNy1cwnfwAhPoBVZL46HceVa5WKp8xEOolDy",
-	"Co+u9EIat1YlEli1Et7iEMKmiFVROSFntvLi8AtB87Imay/rWjpRqkJJp3I4V8C58JNQIA2aeeHj5/hl",
-	"elITMk5KCqPWQGm0cPiVsX6hSiSYqTg+OuouzKXanC+1W0qfLdIx0C7ODKcEI4Kjhh2qXAzSwmaX5wtV",
-	"5LCRTi3lamFLdT6viiKN4fB5vVS28kQPTN4X1qhhWCsYjTYXU5weHRPcRInHdixOEwPHSsOPS7WcqRIP",
-	"nNeF+GIi4LkOV3/QWiMnBtKJQjqfmFIZtVZ5LNSVMmK9wOPMa6tkWWhV4hlQBnbswnqvzFRIHhF8nxhe",
-	"WSekUeuxOA37tLAOiV5ktipyXKGZErmCcwGj1U5cqhVKzsTAOmCjMT4YBnGD1Nnil/eQpyvpvSqhzf87",
-	"+O/pmz/9efTvt2/+NPr3258n8dGj4+t/JRF/nyRvkuTt6N9v/wV89k0SwZ+3w58P46NHj66TaPgfUZ8k",
-	"ewbspF8wL63zAsjDCYkoAaWxE4PDyYTWn/DEcB96QFa1PVmCO4eTySRu0M9hD/qJUVjfFzi0gYHYxgV3",
-	"QgWlQhrJo6kvK/VLUMJzbP1n6hM4ftMj/rmpr9bGvzkd/R85+udk9Pht8+/5eDoCIjh8/Pi6f2ehd7eS",
-	"mepfvcpoD4smK7+wpXYSfqtXaHe01NRdhxzGy4PFoX5xtGekL0o178PQL7/9Wvzl6HgCMHauSmUy5WKR",
-	"2eVSjpwCaOyBH2gjrFGCNnWamLRUbmVNPpJuY7JUDKwR0nS5as3Gp4HLS4/cOwAXKbzOLpUXmugKzgGw",
-	"AeCUQ5It0MRXz7l9fvyBEytbFNPEFNZcjOB/kh3ieaMMSE9n6+FkOBY/ACt3AqCQvjC2vJGR8ErdRJS7",
-	"y3uGI3ua99NBPW6dt7BM+sxmSBF4sIA3H02O9lAHtXB/agaqONpHEzToG05/St2ed49/PRsY7j25AHX5",
-	"wfnANTQFBOkUKnFPypJ0uMwarwwyX8RwtOAHq9LOCrX8r/9xFqfe9PsfpZpH0+jPB41GekC/uoMX9Bb1",
-	"112tU7MRBBgUdD2OruPoW1vOdJ7T4n6qgSC5IQ7PrWrhEOEX2omayYhBOg/DS4c43K6+9Q8GN5967Nt6",
-	"T4pwqgIAAhgRoMZPlXJ+F6WBPrYXog3H4jlBKGyP+RSyAZi6uZKFzl9S0596ymFG2omlLOa2XCJo1DSo",
-	"c/6Zd+m59aTtf/BR1i3fj7oArzTce5Aa68/JogAKGSsI0gGXc3LjErNebKbwHSG6VAxqVNrB8ie41ysF",
-	"8kek3zx59uTsScqCxCXmaHIstHFeSdDKWCEKrbXwP9IJ6A8ytDwVzi6VNSoxqnBKLOVmaxLGrlFFTytz",
-	"aezapGJgkMsxoo/hR2w9MUtbgjYiDePsCztkonohN4WV+Zm1z2R5oT41VaGmq52wMPDDL8Tf9V/FIF3R",
-	"oM69tecFDIvJivjyc+u/tZXJP+VYn1vhqmwRoAAR0BxGkQ5J3QEMIEppBGpIulGwQPLDHsAWayNS+HxO",
-	"H0il52ezwjoEMTWh4ebhNqK5IG2LpRRWDZqHx4nYB2hlIgxTE76TG9Cxs0XY8DNr/yHNhrmI+5SLmMJ+",
-	"LqXZBG7h0pOgM9ISLKS5UPlYPNHIMFt65gCXACf6wLElpSYcWAO3AOCEwl+7oNezJio9/AKKI3UrBnBQ",
-	"NqQNZ7Yy3g3joJYz1y1pS2FoDAiBdTeGGFaHTC5qVRk24kLByIcnvGu1gUE7IX1i8NyDMgQjrdsPPcZk",
-	"woKxWaPGAq0YpBUnpmvTYAgpBrasmUdrdNAOfFKlG6LeTcv4ADjXvHKycCKTZbkR6UvpFap+oxe20NmG",
-	"zSX112liBmiFHGnl5yO2VI5gTXEiIzaDjw4PhyC5YUJocMbWEG65xMA2TUWaRPBeEqXIuJKIh5hEKUHd",
-	"tkk9DKDPoi5RDhVq7gmUtpo+Kb+anPivDoEdWqNoKXwDuRvLm3RdOxGRQHtU0BaPrCH+XYS6vYT9MJUX",
-	"pEXTTL7twf/01eFkcrLG4f8UZK5LzEqVYh0mQea5WcUAd1aVzpMQI+C7VLDsnizPFsh+rouCIL1arvym",
-	"Z6bQ8clP1VcJcAO2uY/q/qO7rEKzlPt4BG/vQctdgmziR8O65z/VJ+Xq/9DOAb3CySccI2ZKlsB5iKOm",
-	"VWtkKZo3WiT6+vXr0WnlF8p4GKLqjmkH/dNEr6Qu5Kz45JIWMcNMZpfK5CLXZNpiaaENUk3cw7TcovLA",
-	"pBKT2zWsCDdxXjVTAdyKZpjKZ3apas8NcFftBOOT3RP+vgRzHQgRmzkl7vm1NfNCZz4sA6xpUfwwj6Zv",
-	"7rhu8c/RqrQrVXpN+hkhwt3T3EaPU7Fe0KEmkiHDGAs1oBdlqmU0fRMFxAhfEQyM4oiXJnq7oyyCqtg2",
-	"WPeMorHXTskIh9CwMZhWplAOGD5aS0/228zD61ZIdynkhdRo/gGMLz1Z4r44jnoNc/yVnf2Pynx0/baP",
-	"8o4nj9G8hCT4oBawY/GDUYJ2geynUqTWqB/mQYdPjFupTM91JvhIuCk5eOj3JUrVwll4k7cxjQV9ppYS",
-	"s0Y7LupXwq91psYizWyuCOgTNiIpNRWtJSUXx343A0vPba+CaNOGGMjEpI1JMSXLe4dEhtiSVq5WQE66",
-	"TgAQ3fSAUYiKGMcx2be0QZnnGpZdFi9aZDyXhVPxFmUvbd5jDEzVu6yonL5SqRggSZCErfxwSoY1nNeJ",
-	"SBFs5Wgy2whTLWeqhD2hr/kxRyLJWFE3C420z0T9A4gWfLf3JKB5d3e4p2JeKjUCMhWFnCl2bGikGi/c",
-	"wq4d9NYy0hwefdnTPjmtdjt4hmepwHdPgptNPJxMJpPGdIeczpq5vqhg7kv5TpydPROD8PihWAx7T9NN",
-	"Ju84Yii3O6jv7VoUFkCWJZ2DDA5AtHjAmoFOxuK0NUhm6g9cYtLRaCnfjeD1tBkpqIZDlAXMvE/YQkq2",
-	"xqnoWlMTA9sbzJ3NggDE5Q7op+1+cEXEqTieTBKDth7y/xXygmTE/qWa3IUJxdF3cH7Q2tih+sYfCZ/q",
-	"XnLp1QjkX9RDGx0PZ+e1fVwxjoD++8iV4hbKDfBAErzWFBtCczoPYhO1fMBv1l6OxRMDH0h7DAYGMR6P",
-	"/xse++rpNymsZGiY3VfcOGhUhXU+MYNHk4dDEsU5nOPZpk0RJ3i2g+drUr8XvHoyMTimja1EJo2YaxiT",
-	"Eel3T85SUMbg13OdOwaJO2uIDK+fkkEbROzhsPktM81hI8Mo4kPleJZuPjrwbg8Ai/dwPRjGTt/vwaVQ",
-	"zt4gr09BMy1xmxvPfogGAnA1JVFNCiwecfKHoiQMvomy1FfKxbg3qGqtLbXrAv0QAgCuAMJJK/cehyqO",
-	"/G3eNnzgRDiFBIr00JF0lmeD48AxjaMbee9d4EZjiX9D2xwGun1Q64Z39iVus4G3PczjeyULv9jlHs5L",
-	"XzEfkctVgW9d9ros2sPk13p7qk2k3Z6C3fdejOpTMjc47H0EjqeWpP8DxzhntgHeNki/SutoM57fAwek",
-	"xI56hHUtBolMJR12ItWkWKlyqT36bbwistmlKPpClqXc3J374KGjofPAb2RDJ0IWa8CPh52R3YE71WBm",
-	"Z+CuIsroPXRsMqBoFKaPxs1NIRl/e30WbGMUdvRn/LfWDVhDkSB+BIYlDW85kz12Fw7e6XCbu2oLnXPB",
-	"sw0rcsMJbpF23Dkc+w6V2z1Tt1EB7TlNTgycUi2xVgu7W7d3a47Uad8oEVrehlB2feAPHz58HIsfz74+",
-	"EWTrLyRJCEk7zMr5AyewpU1nY+7HCrqdv/KlznyxEdpkoKcoR9iQ7Ki4Jw6Vj5ouWIjegaMEed3tsXYC",
-	"HnCERMN1Z7ootLk40ObK6kyNjo+i3788/qVy8oPJx2faeZU/4027m40Fnn5q5rbHyGI4NKbfYvWAvMGC",
-	"nSewnjVhjG+Vvdj27hzeckTRkyvVpybIXpOzMgBzFnK1Uga9MtsnLiNhIWnD4QianKzPtd9vePfzqMLY",
-	"AgoNfC+Ko4UEGj23V8g2S3XOQilsJv/XY28ie+95XtrVag+MvYURnAWR88AJfjRAwQmLQurkjof/PcVh",
-	"GMKAIQX1+cANWVB+SIG4RVS0M3GE0ug2KdZ7gGx2+b123pabHglwFdILaoRz28EiMu5BPkW/+6SWedRX",
-	"x+J7qdTKAZhh6MPhfQsaLnos5vP2It2ud/WzoxARyPPdt07INHopgI1MjWVxvD8cOe7EIseJSVsoAqNd",
-	"aRub+GpygqH8TgV1PqN43lobJK0YlPgybtlfW9FhbA/j+Om2bYy07cS0rLWFdH7aBFBrR7h4UZt7QuPO",
-	"A+7E9qVPzNI6H2/Zesc0dFW6VBTa8R43Zjm21BxOJugW9Qu1nDYL2R47wPelLRXNgcI9rWOhhiwOB36S",
-	"mNDjubdeFim7VclMK4uChN7npOcoMuLwLzNrCyVNUCjYhdEjtPQVR8fytltrFNlSHKZ9wJJhqHswu7QI",
-	"JzGBcmoqKzaNFe9wMpkKj+vfuwscLngXvsGq5zVaR5/SG4eTSb/2VO/qDbykmXdDqQsJwAjhAkLomiZt",
-	"KYz1t+tKd1Xd1D00t49jQNo++r/Eyv2BFEMYzuegFwZUctNGd2Mygo2aAeJPlarUWLwGfQQTW+IahCSG",
-	"DkoQb5jhwZyJ8g6kADQ1svO5AFTkAOQNAoOUYq7WiWG3+7Bj3rwFbiP7YIppWMb2eXofpbcPdIQV3CdG",
-	"AbPvYg0MYbk71Ghwfw/WaOUc7qFT/C2QBzzeTUVkPA18rE5EvB1J9E95J0jwIzqDX38U9+/WVLnzflXm",
-	"BZqePoL/ew9+pMSzJmqVHBgU1aQx5aajm7UO+q0u7a2so5ZfuytHf5v+7Xr0jZObTUn9MQopZRGtFxwm",
-	"hYCAtmU43knBem+P9NZ2NQ5lziDccjhv+Zlb9LRrj3p8/OgvwTcvcuWlLtDl2qWjjMVmOAtbMcN4EFoB",
-	"QLgzHJMeR3WgZUSC+Zw5a3d1gkZRT5PfJHYbPtCb+8Kvt35qLW4UR60VgvltB6iiI2IruDGKo55gGRAK",
-	"yi9sfg5DkkVhSV8HqiuNLHqxAS1tPzio3RI9RiPtKdBoj5G87cqoSjOF9QVROeUtnbYX/GYOhb+GHutR",
-	"1SOPiQj6mPVLOL/vF8awD5A8V2tmFOS8p9A3Y9eNcxx4ytnZswa4tQPu0dx0b6d9nyf6VaDSO7mkf0MG",
-	"X4wGrzuSGGdJxl7OsGSPRxDo9XG8q9F3f7Zhm43iY/uEye/JvltP+l6WcOWLA6MvFr7YjNS7lS19L26/",
-	"ky+3jp2mjf01XbvNYvxC/26gs7c3Hc1gY9p1GN2s5dM63arnj++vk+815N1CNztbcG/NquNm7VWpgunq",
-	"XirVnTSn9q4H82CjON2k4tRbeSe32gfhjxjRjcu0bQiPRWU4kUHMNnRUJMGiO/DF3zFX+0gM4oM5tmoq",
-	"ej8wcpu1nQw1rpvJVU8kJJmciCY1RZXIg11df4OjGZvE+cmdow3+CJ3cGzoZ5F0dN9kdYR03KW4Imxy/",
-	"R9hix5axV0xR0tfd1Xl6/hXh712dvp0rfUsauFNZqfy0jQOk2EpCowB9zjxMTMisHo7FUy9mKrPBQLsD",
-	"NEKBhr6QwW3doj3mfhtIZ9a9hq5eDtTNxdtdjxe2KMhg0Higma3WyRKhOoAT7FalRLwO2XAgLMAGA8p6",
-	"LI7EUhuQD0xGw7vKB2kub9m3VSEzFWykaByNxQRIWnuHGza+lW/fZqh5HcwyoTpXY5bZ8UXdbV6+JvNb",
-	"ChPURkKnLpZoOKSqBJzPfyfnY1OnAFZzhwx25r9LcyjbsqrUfvMKDh7RGSUPnVYUPkifvg1z/9vrs2gn",
-	"IV/87fUZR1mrdyt2RaZEQcGTvV7Ypj5UnQGJVaW0S0ypMluC9JeubRVnIzFXqDBAc9IIhJSwZE2O/UVh",
-	"Z04MUo6qQWepL0b/Cf/8ZzpEyZCYZeV8yKJYoP+paIdiNNlh6CzDmTe7sfB+RXlJutef+42G/ZpVXuWc",
-	"V4lpnd+fnb1AHu0WqigEveFiYawZfWeD7uvIMOZUeaVKpLx5ZTJo2VHBLrbEsXOTQ9p/eHUmDrCvg5/r",
-	"aVzT/9ds0gzFGsiqC+hpq9LMILBGGEo4cR1difljS2WCDcPTQjsjt73WJIndTfFWXL2oJ+BKnNZeKI5D",
-	"mcLwcJWswXNi11wySXuXGJC3WKLJVn7HiXwqVqX1KoNtKZWzVZkpgYRQKqAtsS615xJZZFXcoMukBYZF",
-	"YdfBjGCNohAaJ2RRKplvhFPK4CYx5BIzm2tFNVD+9uqH51gvDO0e6deUKzc626xC7s7AWe47zaqyEKNc",
-	"PPg5YUySRNNHk8nk+kEq1ra8dHg8NiuVD0/gIGAeJKWfL5U0jvBxKKU2Fk/I1lGWFvM00335eWmozeW8",
-	"nBWKc4twTj+sVCkJPMIOrKwGHclW3ulckSDJrPGlzPwU4wvFwRKwdubSxAxelHap/EJVjo8wPmBXysiV",
-	"Hm/kskA2AWLHZtUSqy+1yB1ONBB5OsTF7BYd5KoUPWUsiF4Tg2ZrTOMNZSdDgRpB1ksnZJapFUEkpnIY",
-	"JlWuEdpPExPqIcQiffHjWVpPIxVGKcwMulQbGNVMsZaRc4m948mjVuDCSvrFA1d3rI1IT4vCrtOxSL9/",
-	"cvqNOFhgzPY/g42cvkQS+2eoxkAgGgECHxld0mjiVvUFIAgew1ytQyEHgWmNaET8zj5wwih/ADxNzNSc",
-	"Kis09TFKJbOFcokJxlQsS5R69c4frAqpTSpKydnt0og2LVHCFNYBIHLMrDEKWdlUpMcPD0U4Jt/Tgn+r",
-	"VZE7cWatQHtdy6fLw0lMoY3CdjmXUqh3Gaz+F8fi7/qvJyI9nkzEX2Ue2k67FUwSA1z44HB8GGozrmTp",
-	"lBhIsWyyZ5uKIOn31nmQNc13iWH6gKEMT0T6aPKIePv/p0oHLOy59eJVtVrZ0qs8DOCKf8TaKYnB1eKx",
-	"vBMD/O8IM1SB8eckMc6evcKcGnbVFjpThgwCXNnnH09BCFdlwVLJTQ/wTBFzG9vy4oBfOgBA3tjQo7Cd",
-	"URzxyKJpdDiejCeoZ9G5jKbRw/Fk/BBdBH6BoCAQJ/x/0QdxdmmYiK6uukhUu0OmEXZLLOZpDvoNd7RV",
-	"ZuhoMrkh2fh+ScacHNGTY/zjatyBRdH0zds4ctVyKctNMJiUNgMJox2Xv/XywmGgNDX7FhrYlcp7V+6J",
-	"xNxNtQy5nNIzn9wr2enJkF9KMRLIt7wTKTySjsW3FrjLVh1dsm2Rn45c1lMhE4PV8GqVfq5qacfONcIz",
-	"XKqQChK0mAYA2TgxTptMUQoEtofVO2CXyawjl7YioAuSLG6EIlaGwYmExG5EKmPxDEEUci1tKIIWMGIZ",
-	"c31UVm+tyThwAiQwm/lwBMA7XTfcFvC3ydU7GEedbQhUiRm0OArWeRwBAzY8YY+cpcDGMFzxutBNK+oM",
-	"jjlWLgUynwGaaJdlDD7VUvmqNCrvrKR2lKYuVyslSxcj3PAS9c2yqQ+ZV1i5VnvcNGRdG0w+BomXmFen",
-	"3z45+//HyzwWLw4fDtkEKgOaxlIi9SJlFiQU9BOYP4of+AIL7tRhlNqLwtpL2EpWeLsH95l2Hrcs6tZ5",
-	"3qPqN48ccB1o0PNveZJqaVy//YjMoY406WEPPxhFixbgKu0XlvU5pjH0NV2P9WCr+hW+dnj7a53SEvjS",
-	"w9tfamqiXcfRo7u80S7sgHNHHHn7e1QCDvlmzSlhCRlWFbU+NBeyOYo1BUqPCbhLFWo/SYLdwzZz5TiZ",
-	"6/vSVlM2Ek0se3kq8eVC+R7fVQ0wgVs2BbJwOnS0gypQn9Ag/o4mx2R6SQwCAjIy+HalWAI6+B5jJ7S7",
-	"1wE4zHb1PDFcTYtY5laYIKXDmrq8cwgV5BGCwuJgdWURIjuRpwUUrfNpN60tMVQq46u0xR1ZH5IFjALX",
-	"kHA9fARGUefwDlAxo1VoEuHGIq1TfgUbhbmWwEkNDDTRTVjmxNTW43psVKkDDShkhGZPVamUa+mRT0yO",
-	"lYk49Zf6ko6rlYU921puMcD04WCqYK25UHM/5KoMjPIbQiCqpVI1kuvb0MDkWm76eOVL2u9nZMm5H0U3",
-	"ZWSBYe4amraSsHltBrI3MXEnk7FdCXdfIVxMDd9TQfLhjTV/v/pXp17mf/VW8f2Y3J0S6/awdlovlLYS",
-	"U8o3tuIy3t2c7hBTj6G7yP2PJsc9sQ+BGwx8m1x52bGllXQOCxw1AYUh8+Q3L1OOJ49vf6MpoghvHN3h",
-	"je3abr+G9OKdC6iuzqwfhAIiZLCNQ93uTlz2rshi3N/lAU/JT8U84KPiGcpau6GkUh3w/RkQ3fGnLZmI",
-	"1rXtkHwuvqMdl8pRKN0+KxL/pp0PtJOH9JGhWHynhxHor6zrMzckGJWeRFORcD4CXszhLh1bXjj1ZwBC",
-	"fogTnLbTl1xiMqveaefbQCjYljkGgpkAQItucAQavU1imqJAxB5gLYMvjNJfcuXYGY4moLF4TSEg5NMS",
-	"AAwxkEEWpNw2ejEZ92CW02Y6QUebqYVGwzuXX2wPBTNyJExlsFNUkXV/rJ/IIYKJaVWMIoyDmm/pRG5F",
-	"uMjkSjXF+bpjoZqQwYIasAdNT5aqvpshlJXcSjND0IaolbXUjusBCXL79pzAb1vwEVBmYgjqcq3aFuSR",
-	"/HIc3BtokYKlHU5FG+5xUUVGudv73s6n4/sjgk0jhMyvT2gpiHKC77iG/XVmXIjlJLONYwjpFrb0yqj8",
-	"JDHNltVlUIHTbcYCDUY1+CTYWcslAi5kF2qizOsENnHqLmE+oYoF1XSGlQgugLryBU45MQNpRLW6KGXO",
-	"xmPefd8qiYVu5JnMLoc3Ehde3tHZXjpHPSZ8NtPOYImXM23gJB9PJkM0VwUA3lQMwvJosBKitlvAPBqy",
-	"alYT97C/GFRzJ0itvwFpW5OpKV6nsZMgubFVCZpUgVWHjsIasje9KZSWGHiyx6nNofU3mvsOqDl38DP9",
-	"c50OY1InQzQOdsRLFnKLYCFwKoM+p+JwnJjvakMXcwm6RYidH3zfFl9UgMvWTluCphMzMDYsJjw1OqXL",
-	"e1JURYdjcXrj3gIL5s1l7kub3KcxsUfovTSm9p1ddxA9W7dh3eENvseANBdkin+1+eaDQbitKnnXu0X4",
-	"PyRgpCDvHiz0srEpDLaZRftUD09qBanJn204JOtLhx9/wGfbJ5Xt3507ndhfDBCfvNvaUzUyX264Yllz",
-	"c9QOLV8o3/JxENfgi7DW6NTtyygkX9qeS6Y4Y+VocvTBFoijr3pW6PUNpfGmO/mgjHsCe+vlbAA7iLPx",
-	"WteMN3joxwIDkrRH5tq6maNe6627MPaHbMW1qf3mS8LiRgJz7MF2AfNpM62m3DlLSXjXmotWcNROFdgw",
-	"iZtCf2KR3oPFj28pVLzLdHtAcndDb2zx+nMxN3xQzW9P2d07qMpElfWtazXWx2CGgNIHsilTjNf+KVGt",
-	"QhBefTKGU9HSJ9sXmFEgwK3XwHF9/N5oNio5T7FmBNzQfUcFMZoSCUPCiXrOCgLdBEYhNP3InC6b672a",
-	"Im7mk5huLdlaIdmawjDUWSUbrG7dG8Leqx4kMb0pk9CWWxmBfdEgH6yacxwdH96BoLcvqkCDwdEdDl3/",
-	"hTGfk72hG8EWC7uiqKJiU18hMMfLC0Cz4KPSZ3W4yYlzsGgq0vT62l+TC4DKHwWrK7Q2FXU1lRQUR77I",
-	"x6I8I5gNoDttVS3iAMfGjIsNtjJMqNjS1qWJfHtCc2vKMIbDEKofpfgJzx39y1e3dO5dkUG3I9bTf/fK",
-	"CUUDAMTRrsEeVNJpyKylW0oJZ95OkKklqvMUFHyp1Io9z7LQVwpO0NlO5Z3a2p2ORrwjaajTY+dkbmE7",
-	"WsG3M2BAw4KzDE7EZLpVrYevt6FGcEbhDgCy9uRyk5jGn4a9gwY0SEejOUrJUoHYAKBBegmlGpK+yrGn",
-	"sw0p72iGR93JNureCQMa0GxiYvMck4WJBj3mIATG1E0sZpXn8uANG37gev3orcpKH9kuHLrZI+9otWMB",
-	"5Oh8SAT77QOFz4Ul1k7M5mwE7the8t+KLfZGzlvUSWufwiZc9fD2V0EVq7MXd6xtaKfqBqAFIcBp1BRN",
-	"1ZNHXbMMlQclLljtZqiBUPx0v7PXqDUl9f0CX+9Hsi10Etc/smWB1mAPszEh3f336fl8b3T4mfCyJ++8",
-	"YvcAHY/GlRS8p/dGc9tKcTdGp3vIvi6sU2chJeZ+p6x9OWdP9MHxTVo93S7Rsue2ogLz5hq0mFWrhUTJ",
-	"P/x8PK23kF73MrvPiWKfKXml2ullrZ1rmb7aF7GiXCAVQHBFh32+/i69/L3GxSHRru0DQAjL12vu3qzH",
-	"Fq7E3GjiGovX9SX0HTvFjD2PLhZHk0nLolknpKWlNJepGGB6Xa8fb3jSXAVPJf4oQSBvNRSThyS0zlRP",
-	"akQ34UhznkrwksC3HNFFshdOTW16W+nsclStqAbt1uIk5r2yFJvbCJs1qEtWztkLV3JN954IHW0wCwBz",
-	"izC3stY7wmB3ot85TBCTMAc7luFaJQwhZnhzBasXmTRipoR0l+FiVqz9lJjE1JbbcHdzfUszX68WmkAv",
-	"ZNd7Vad4tLcQWsfJPG/u5mtd78yRgIh6tGOFoAfxvLBF8SF48T09Lx8JtnSTkXfRyyuMEGMjxkk4Ttp1",
-	"T9mu7++37wiZhjOLNT1b7IvDIAwXjQyFjFv50ezG+EPE/ZoijjK/m8uNTI4cCq9wDySBjF2HlK82R/+V",
-	"9Mz4jjziac46KaXI3ZaZ1E2ke4/EpJfUza+Sl4R9j9+Phm5JZ+pcqciLszerqbkl9tYQ+t6A51etkie/",
-	"TBO+DaG/rO+2xmu50I5Cpk2E4tJs4sZ5G0oFdQL98b7SJZ6MENTPEeM7wf1iJ7b/M2F/v9sA3u/0FdWV",
-	"q0uj9KqhDT3fGqfbJt2PxgG65bx6GMFpIDLOuFiSu+6P4N1bg3drOvh9B++26w5ybbdgP6aAUkRnbnjD",
-	"Kfj1onp/XKHZlpNOQ3QbxTXuVpnqZDA1lRzJw4ZFxEI4b0f/bIf1bpWtqKNzE3OhfL1+2ohOjG4orMDl",
-	"rbCYhAvWL8AUieE5TEFhKqCvTYjQdIJvNXedyk1xYwEIPrGtUMqdGrgtpbxZG+2EzgvFV4TXniwK0uKF",
-	"xUOnHOivrUXF0B6ChPPWTDDvVpZKVKZUhfQh+qU3PO/95ft20N1HMnfvlEe77lbX8WWldk3ghx++/xt1",
-	"tYax3zNsjWJjN+J+YWuBAilgd71VCL82TnAAOMYbG8vx7J8RzvmwYqe3XnnPfhKraHYU88tCtItRGOqQ",
-	"94UFJWawXT17OBX3iAYi005PzfHeKB/xQ7nDSrAWWuVCbDgzKCqSPthmR8NYXGjMVK3rBmAwfOMoXyNF",
-	"YSGcrYnVQT6J2Y3yEXcP8umv+fJHlM+nc2mHGPx9YGRv4A9WOuiN/OnAk1u10N+PJ5p5xof3RW9Vmv3f",
-	"7ZTeWow/vNP/e7zTdzUMbJnQuiUS37yFU0A5NnR8tqsjNkF0svQ1mL+woqyMGB9ky/wgPDIa5eoqPRFY",
-	"Zk1khca4IOkJB447VZ+mBweHR38ZT8aT8eH0y8mXEzyOPIGdURADiUN1XK5i0/F58kVclmrtcNGOcZP2",
-	"Tzbg3aIDX1vAp+aiYfcurn2P1YqiIgk02Hmt1fUqcfXmsObW6r21I7tDeMbePp6PzDV+Amin3AmgVUrg",
-	"M0rlVM0zlDJgk+vb6/8XAAD//w==",
+	"7L17c9tGljf8VXo4W2VyF6QoWc7EVKW2NImTeMbjuGz5db1P4EdoEk2xV2A3g26I5mQ0n/2pc+kGQIK6",
+	"OLYTZ/OXRBLo6+lzfufaP/dmdrmyRhnvepOfewslc1Xivy+VLzenc69K+JQrNyv1ymtrepPem4UtlHBq",
+	"Zk3uElHayuQqF9Vq1Et6brZQSwkvLbXRy2rZm4yTnt+sVG/S08arC1X2rq+vk95KlnKpPHf4dVU629HZ",
+	"2UKJzKh3/nyGT2TCzoVfKLEq1ZW2lRMreaFOhJw6ZbyY2xJ/nevSefwJBqWhpZ8qVW56Sc/IJYyFmmuP",
+	"WL57psyFX/Qmjw6PEphB+HwY5+B8qc1FD2bwvS1yVZ7ZS2W6B27XRpUi8/BEHPisKksY6gLfToS3olRD",
+	"ZbwqhfZOXJTS+JF4rq5UmZpV5YX2QhshxeuXz0apCfOh3aon9MzOLoc0mD2TOnr0xe2Tepqr5cp6ZWab",
+	"v6vN7rz+IS+Vw4nI2U+VLpVwcq5oFr7ciP7TJ2ffioX3K7nSotHa8O9qk5q8lHM/mIhDeOPo0SNxpZ2e",
+	"Fkqcvvr66VMxW8hSzoAoRD/7UwYPZf/OBonA3Z3KUqWmn221OhFfqvHDx3/5Ug2Px/mj4fFD9eVwOnv8",
+	"cPjFl4+P5aO/zB8/PDrOBsKWQjohU+N8Wc18Vap8ONeqyAUtgOhoOu3FxkejUdrLErHWfpGaLE3TXiak",
+	"yQX8m2ZCuZlcKXciJI5UXKqNmEljrBfOy9LjiyJLe9lgJF47BSOZl8otRClNbpf4Ql+K16+ffiOujgdI",
+	"zUrOFnGpN7YSSyXNBDcAySs1SF6iVM47oJOXKtdOKDMrNysP59LkqhQSG89Vqa9ULualXQrtR6lJzSlv",
+	"HA4OmnVyiWNP6LH41UwWhSpFP9PO8bxdNYXN8RaeSg0+tpJ+kWy1NrX5RvQz74vzpcsSka2l9vwvziJL",
+	"UpMVeql9lohczWVVeCfkalVolUMPi9JWFwshzUZcSK/WciOsqTvASU9SMxTrhS4U/oAHSRT6SrlJ/eTR",
+	"+DCpP4WzKU2eGiGyuTIzbS7O6etEhCHTdNW7lS6VO5c+E05ugGLWC+lFqZZSG3fS7p94EKyacF4XhSgr",
+	"40Qfpq7NRQItDCbiePwYe9Y14Z1rc74q7UWpYKGJaJAhD5Ej82Bw184lfAMjPIFWZFwcD+PKtcrFUudD",
+	"HESh5BUeXemFNG6tSiSwaiW8xSGETRGronJCTm3lxeEXguZlzay5rGvpRKkKJZ3K4VwB58JPQoE0qOeF",
+	"j5/jl9lJJGSclBRGrYHSaOHwK2P9QpVIMBNxfHTUXphLtTlfareUfrbIRkC7ODOcEowIjhp2qHLRzwo7",
+	"uzxfqCKHjXRqKVcLW6rzeVUUWQKHz+ulspUnemDyvrBGDcJawWi0uZjg9OiY4CZKPLYjcZoaOFYaflyq",
+	"5VSVeOC8LsQXYwHPtbj6g8YaOdGXThTS+dSUyqi1yhOhrpQR6wUeZ15bJctCqxLPgDKwYxfWe2UmQvKI",
+	"4PvU8Mo6IY1aj8Rp2KeFdUj0YmarIscVmiqRKzgXMFrtxKVaoeRMDawDNprgg2EQN0idLX55D3m6kt6r",
+	"Etr8v/3/nvz4pz8P//32xz8N//3253Fy9Oj4+l9pj79P0x/T9O3w32//BXz2x7QHf94Ofj5Mjh49uk57",
+	"g//odUmyZ8BOugXz0jovgDyckIgSUBo70T8cj2n9CU8M9qEHZFXbkyW4czgej5Ma/Rx2oJ8EhfV9gUMT",
+	"GIhtXHAnVFAqpJG8N/FlpX4JSniOrf9MfQLHr3vEPzf11dj4H0+H/0cO/zkePn5b/3s+mgyBCA4fP77u",
+	"3lno3a3kTHWvXmW0h0WTlV/YUjsJv8UV2h0tNXXXIYfx8mBxqF8c7Rnpi1LNuzD0y2+/Fn85Oh4DjJ2r",
+	"UpmZcomY2eVSDp0CaOyBH2gjrFGCNnWSmqxUbmVNPpRuY2aZ6FsjpGlz1cjGJ4HLS4/cOwAXKbyeXSov",
+	"NNEVnANgA8ApByRboImvnnP7/PgDJ1a2KCapKay5GML/JDvE81oZkJ7O1sPxYCR+AFbuBEAhfWFseSMj",
+	"4ZW6iSh3l/cMR/Y076aDOG6dN7BM9szOkCLwYAFvPhof7aEOauH+1AxUcbSPJmjQN5z+jLo9bx//OBsY",
+	"7j25AHX5wfnANTQFBOkUKnFPypJ0uJk1XhlkvojhaMEPVqWdFmr5X//jLE697vc/SjXvTXp/Pqg10gP6",
+	"1R28oLeov/ZqnZqNIMCgoOtR7zrpfWvLqc5zWtxPNRAkN8ThuVUNHCL8QjsRmYzoZ/MwvGyAw23rW/9g",
+	"cPOpx76t92QIpyoAIIARAWr8VCnnd1Ea6GN7IdpgJJ4ThML2mE8hG4CpmytZ6PwlNf2ppxxmpJ1YymJu",
+	"yyWCRk2DOuefeZeeW0/a/gcfZWz5ftQFeKXm3v3MWH9OFgVQyFhBkA64nJMbl5r1YjOB7wjRZaIfUWkL",
+	"y5/gXq8UyB+RffPk2ZOzJxkLEpeao/Gx0MZ5JUErY4UotNbA/0gnoD/I0PJEOLtU1qjUqMIpsZSbrUkY",
+	"u0YVPavMpbFrk4m+QS7HiD6BH7H11CxtCdqINIyzL+yAieqF3BRW5mfWPpPlhfrUVIWarnbCwsAPvxB/",
+	"138V/WxFgzr31p4XMCwmK+LLz63/1lYm/5RjfW6Fq2aLAAWIgOYwimxA6g5gAFFKI1BD0rWCBZIf9gC2",
+	"WBuRwedz+kAqPT87K6xDEBMJDTcPtxHNBVlTLGWwatA8PE7E3kcrE2GYSPhObkDHni3Chp9Z+w9pNsxF",
+	"3KdcxAz2cynNJnALl50EnZGWYCHNhcpH4olGhtnQM/u4BDjRB44tKZFwYA3cAoATCn/tgl7Pmqj08Aso",
+	"jtSt6MNB2ZA2PLOV8W6QBLWcuW5JWwpDY0AIrLs2xLA6ZHIRVWXYiAsFIx+c8K5FA4N2QvrU4LkHZQhG",
+	"GtsPPSZkwoKxWaNGAq0YpBWnpm3TYAgp+raMzKMxOmgHPqnSDVDvpmV8AJxrXjlZODGTZbkR2UvpFap+",
+	"wxe20LMNm0vi11lq+miFHGrl50O2VA5hTXEiQzaDDw8PByC5YUJocMbWEG651MA2TUSW9uC9tJch40p7",
+	"PMS0lxHUbZrUwwC6LOoS5VCh5p5AaaPpk/Kr8Yn/6hDYoTWKlsLXkLu2vEnXthMRCTRHBW3xyGri30Wo",
+	"20vYDVN5QRo0zeTbHPxPXx2OxydrHP5PQea61KxUKdZhEmSem1YMcKdV6TwJMQK+SwXL7snybIHs57oo",
+	"CNKr5cpvOmYKHZ/8VH2VAjdgm/sw9t+7yyrUS7mPR/D2HjTcJcgmXhvWPf+pPilX/4d2DugVTj7hGDFV",
+	"sgTOQxw1qxojy9C80SDRN2/eDE8rv1DGwxBVe0w76J8meiV1IafFJ5e0iBmmcnapTC5yTaYtlhbaINUk",
+	"HUzLLSoPTCo1uV3DinAT51U9FcCtaIap/MwuVfTcAHfVTjA+2T3h70sw14EQsZlT4p5fWzMv9MyHZYA1",
+	"LYof5r3Jj3dct+Tn3qq0K1V6TfoZIcLd09xEjxOxXtChJpIhwxgLNaAXZaplb/JjLyBG+IpgYC/p8dL0",
+	"3u4oi6AqNg3WHaOo7bUTMsIhNKwNppUplAOGj9bSk/028/C6FdJdCnkhNZp/AONLT5a4L457nYY5/spO",
+	"/0fNfO/6bRflHY8fo3kJSfBBFLAj8YNRgnaB7KdSZNaoH+ZBh0+NW6mZnuuZ4CPhJuTgod+XKFULZ+FN",
+	"3sYsEfSZWkrNGu24qF8Jv9YzNRLZzOaKgD5hI5JSE9FYUnJx7HczsPTc9iqIJm2IvkxNVpsUM7K8t0hk",
+	"gC1p5aICctJ2AoDopgeMQlTEOI7JvqENyjzXsOyyeNEg47ksnEq2KHtp8w5jYKbezYrK6SuViT6SBEnY",
+	"yg8mZFjDeZ2IDMFWjiazjTDVcqpK2BP6mh9zJJKMFbFZaKR5JuIPIFrw3c6TgObd3eGeinmp1BDIVBRy",
+	"qtixoZFqvHALu3bQW8NIc3j0ZUf75LTa7eAZnqUC3z0JbjbxcDwej2vTHXI6a+b6ooK5L+U7cXb2TPTD",
+	"44diMeg8TTeZvJMeQ7ndQX1v16KwALIs6RxkcACixQNWD3Q8EqeNQTJTf+BSkw2HS/luCK9n9UhBNRyg",
+	"LGDmfcIWUrI1TkTbmpoa2N5g7qwXBCAud0A/bfeDKyJOxfF4nBq09ZD/r5AXJCP2L9X4Lkwo6X0H5wet",
+	"jS2qr/2R8Cn2kkuvhiD/eh200fJwtl7bxxWTHtB/F7lS3EK5AR5IgteaYkNoTudBbKKWD/jN2suReGLg",
+	"A2mPwcAgRqPRf8NjXz39JoOVDA2z+4obB42qsM6npv9o/HBAojiHczzdNCniBM928HyN43vBqydTg2Pa",
+	"2ErMpBFzDWMyIvvuyVkGyhj8eq5zxyBxZw2R4XVTMmiDiD0cNr9lpjmsZRhFfKgcz9LNRwfe7QBgyR6u",
+	"B8PY6fs9uBTK2Rvk9SlopiVuc+3ZD9FAAK4mJKpJgcUjTv5QlITBN1GW+kq5BPcGVa21pXZdoB9CAMAV",
+	"QDhp5d7jUCU9f5u3DR84EU4hgSI9tCSd5dngOHBMo96NvPcucKO2xP9I2xwGun1QY8M7+5I02cDbDubx",
+	"vZKFX+xyD+elr5iPyOWqwLcuO10WzWHya509RRNpu6dg970Xo/qUzA0OexeB46kl6f/AMc6ZboC39bOv",
+	"shhtxvN74ICU2FGPsK7BIJGpZINWpJoUK1UutUe/jVdENrsURV/IspSbu3MfPHQ0dB74jWzoRMhiDfjx",
+	"sDWyO3CnCGZ2Bu4qoozOQ8cmA4pGYfqo3dwUkvG3N2fBNkZhR3/Gf6NuwBqKBPEjMCxpcMuZ7LC7cPBO",
+	"i9vcVVtonQuebViRG05wg7ST1uHYd6jc7pm6jQpoz2lyou+Uaoi1KOxu3d6tOVKnXaNEaHkbQtn1gT98",
+	"+PBxIl6ffX0iyNZfSJIQknaYlfMHTmBLm9bG3I8VtDt/5Us988VGaDMDPUU5woZkR8U9cah8RLpgIXoH",
+	"jhLkdbvH6AQ84AiJmutOdVFoc3GgzZXVMzU8Pur9/uXxL5WTH0w+PtPOq/wZb9rdbCzw9FMztx1GFsOh",
+	"Md0WqwfkDRbsPIH1jIQxulX2Ytu7c3jLEUVPrlSXmiA7Tc7KAMxZyNVKGfTKbJ+4GQkLSRsOR9DkZH2O",
+	"fr/B3c+jCmMLKDTwvV7SW0ig0XN7hWyzVOcslMJm8n8d9iay957npV2t9sDYWxjBWRA5D5zgRwMUHLMo",
+	"pE7uePjfUxyGIfQZUlCfD9yABeWHFIhbREU7k/RQGt0mxToPkJ1dfq+dt+WmQwJchfSCiHBuO1hExh3I",
+	"p+h2n0SZR321LL6XSq0cgBmGPhzet6DhosdiPm8u0u16Vzc7ChGBPN9964RMo5MC2MhUWxZH+8ORk1Ys",
+	"cpKarIEiMNqVtrGOryYnGMrvTFDnU4rnjdogacWgxJdJw/7aiA5jexjHTzdtY6Rtp6ZhrS2k85M6gFo7",
+	"wsWLaO4JjTsPuBPblz41S+t8smXrHdHQVekyUWjHe1yb5dhSczgeo1vUL9RyUi9kc+wA35e2VDQHCve0",
+	"joUasjgc+ElqQo/n3npZZOxWJTOtLAoSep+TnqPIiMO/TK0tlDRBoWAXRofQ0lccHcvbbq1RZEtxmPYB",
+	"S4ah7sHs0iCc1ATKiVRWbGor3uF4PBEe179zFzhc8C58g1XPa7SOPqU3Dsfjbu0p7uoNvKSed02pCwnA",
+	"COECQuhIk7YUxvrbdaW7qm7qHprbxzEgbR/9X2Ll/kCKIQznc9ALAyq5aaPbMRnBRs0A8adKVWok3oA+",
+	"goktSQQhqaGDEsQbZngwZ6K8AykATQ3tfC4AFTkAef3AIKWYq3Vq2O0+aJk3b4HbyD6YYmqWsX2e3kfp",
+	"7QIdYQX3iVHA7LtYA0NY7g41atzfgTUaOYd76BR/C+QBj7dTERlPAx+LiYi3I4nuKe8ECX5EZ/Cbj+L+",
+	"3Zoqd96tyrxA09NH8H/vwY+UeFZHrZIDg6KaNKbctHSzxkG/1aW9lXXU8Gu35ehv078dR187udmU1B2j",
+	"kFEW0XrBYVIICGhbBqOdFKz39khvbVftUOYMwi2H85afuUFPu/aox8eP/hJ88yJXXuoCXa5tOpqx2Axn",
+	"YStmGA9CIwAId4Zj0pNeDLTskWA+Z87aXp2gUcRp8pvEbsMHenNf+PXWT43F7SW9xgrB/LYDVNERsRXc",
+	"2Et6HcEyIBSUX9j8HIYki8KSvg5UVxpZdGIDWtpucBDdEh1GI+0p0GiPkbzpyqhKM4H1BVE54S2dNBf8",
+	"Zg6Fv4Ye46jiyBMigi5m/RLO7/uFMewDJM/VmhkFOe8p9M3Yde0cB55ydvasBm7NgHs0N93bad/liX4V",
+	"qPROLunfkMEXo8FjRxLjLMnYyxmW7PEIAj0ex7saffdnGzbZKD6WCEmgPuQgIGBAoMY4jzBgnpqpmttS",
+	"YRi90/9U4kJ5hxEJPFrK7q7lFerYQWjtAXi/N1NyXN97Gd2VLw6Mvlj4YjNU71a29J0qwp3cxjFMm3bl",
+	"1/Qi14vxC13JgaTf3sQFgjlr1zd1s0GB1ulWk8Lo/ur/XpvhLXSzswX3VuJaHt1O7S1Yye6lvd1JSWvu",
+	"erBE1jraTdpU3Mo7efA+CCvG4HFcpm2beyIqwzkTYrqhoyIJgd2BBf+OudpHYhAfzIcWqej9cM9thn2y",
+	"Cbl20licSMhnORF1FowqkQe7WOqDAyfrHP3xnQMb/ojS3BulGeRdDNFsjzCGaIobIjRH7xEh2TKb3C6m",
+	"XiJ4+jBEeYbWnnVAcgFrMQNvE6Z2QufFvWnv/hN8xdPbksOqK24znioWwpigD48mbMlag97uBHllw4Zj",
+	"+qc2s6LC8i5yaq9UULiZTUoBul+JxW1oNZTBqj0sidA9dKX2gdIb1vsutpj7oMBfJOypmM+uyH9PKU3K",
+	"6E0imtIk724Ao+dfkca6awVrVhe4pXCCU7NS+UkTzkqxlbZJKS2cqwskQrUIBiPx1Iupmtng0tjBy6Gk",
+	"SVeQ7bY23hxzt9WwNetO03CnIG1nr+6uxwtbFGRiq2M2GB3E9KJQT8MJDkSg1NUW9+PQcUC/RjlAHkdi",
+	"qQ3AHOaGg7vCHGkub9m3VSFnKngVUJVMxBg4Mxx32LDRrfDjNtPmm2DIDPXsakPmjvf2bvPykcxvKeUR",
+	"zepOXSzR1E51PLgCxp3c9XVlD1jNHTLYmf8uzSHLmVWl9ptXcPCIzijd7rSigFv69G2Y+9/enPV2SliI",
+	"v70547wE9W7FzvuMKCjEfqwXtq6oFnOGsQ6bdqkp1cyWwKula/qR2K3CNV0M0Jw0AjUjWLK6KsVFYadO",
+	"9DOOQ8PwAl8M/xP++c9sgAAnNcvK+ZB3tECPbdEMXqrzKdG9jDOvd2Ph/Yoy+XRnBMQ3GvZrWnmVcyYy",
+	"JkJ/f3b2ArmsW6iiEPSGS4SxZvidDdYiR6Zkp8orVSLlzSszg5Ydlbhj2zWHA3ASyA+vzsQB9nXwc5zG",
+	"Nf1/zU6AUN6E/CCgBGzVZuoH1ghDCSeupfIzf2xo/rBheFpoZ+R2nAcBSndThCLX++oIURSn0W/LkVsT",
+	"GB6ukjV4Tuyai4xp71IDsBGLmtnK74RdnIpVab2awbaUytkKkA4SQqmAtsS61J6LypEdfoNOxoZOR6CA",
+	"DG/WKAo6c0IWpZL5RjilDG4Saw5ianOtCJT87dUPz7HCHloKs68pu3R4tlmFbLe+s9x3NqvKQgxz8eDn",
+	"lKF12ps8Go/H1w8ysbblpcPjsVmpfHACBwEzh6lgw1JJ40jNC8UHR+IJWQfL0mJmc7YvozUL1eycl9NC",
+	"cTYezumHlSolwU3YgZXVoOrbyjudKxIkM2t8KWd+ghG54mAJKuPMZanpvyjtUvmFqhwfYXzArpSRKz3a",
+	"yGWBbALEjp1VS6xX1iB3ONFA5NkAF7NdppPruHQUfiF6TQ06ejDxPRRqDSWdBNn7nZCzmVoR0mcqh2FS",
+	"rSeh/SQ1oYJIIrIXr8+yOI1MGKUwl+5SbWBUU8XKcs5FKY/HjxqhPivpFw9c7FgbkZ0WhV1nI5F9/+T0",
+	"G3GwwCyHfwavEn2JJPbPUL+EwDkCBD4yuqTRJI16JUAQPIa5WofSJwITgdHs/p194IRR/gB4mmADbdOa",
+	"Wyo5WyiAu+x+QC0h8+qdP1gVUptMlJLrQUgjmrREKYZYOYPIcWaNUcjKJiI7fngowjH5nhb8W62K3Ikz",
+	"awVauBtREDyc1BTaKGyXs4+FejeD1f/iWPxd//VEZMfjsfirzEPbWbvmT2qACx8cjg5DNdOVLJ0SfSmW",
+	"db55XUMn+946D7Km/i41TB8wlMGJyB6NHxFv//9U6YCFPbdevKpWK1t6lYcBXPGPWG0oNbhaPJZ3oo//",
+	"HWFONzD+nCTG2bNXmIXGtu9Cz5QhuxbXwvrHUxDCVVmwVHKTAzxTxNxGtrw44JcOAKHXXqde2M5e0uOR",
+	"9Sa9w9F4NEZzAZ3L3qT3cDQePUSnml8gKAjECf9fdEGcXRomoot1Solqd8i0h90Si3mag7rCHW0V5joa",
+	"j29Iz79fWj6nE3Vk5b9ejVqwqDf58W3Sc9VyKctNsPuVdgYSRjsuGO3lhcPUAmr2LTSwK5X3rtwTidnO",
+	"ahmyn6VnPrlXstOTISObooqQb3knMngkG4lvLXCXrcrTpNOSZ5uCPCZCpgbrR0bL1FxFaRe0YxwJF/ek",
+	"Eh4NpgFANkmN02amKGkI28N6N7DLZJ2US1sR0AVJltRCEWsp4URCKQREKiPxDEEUci1tKOYcMGKZcEVh",
+	"ttJYM+NQI5DAbK3GEQDvdO0AdcDfJlfvYBwxPxeoEnPOcRSs8zgCBmwYwB45r4dturjisTRUI04TjjnW",
+	"+gUynwKaaBYyDVEIpfJVaVTeWkntqLCDXK2ULF2CcMNL1DfLuqJqXmGtZ+1x05B1bTBdHyReal6dfvvk",
+	"7P8fLfNEvDh8OGBLvgxoGovvxEWaWZBQ0E9g/ih+4AssURUDj7UXhbWXsJWs8LYP7jPtPG5Zr10ZfY+q",
+	"Xz9ywJXTQc+/5UmqPnP99iMyhxib1cEefjCKFi3AVdovLIR1TGPoajqO9WCrXhy+dnj7a61iLPjSw9tf",
+	"qqsIXie9R3d5o1kKBeeOOPL296hoIvLNyClhCRlWFVEfmgtZH8VIgdJjyvpShWppkmD3oMlcObLs+r60",
+	"VRdaRRPLXp5KfLlQvsP4FgEmcMu6pBxOh452UAXiCQ3i72h8TKaX1CAgICODb9ZWJqCD7zF2QvdRDFlj",
+	"tqvnqeH6c8QytwJrKYHcxILoIbiWRwgKi4PVlUWIhUaeFlC0ziftRNDUUHGZr7IGd2R9SBYwClxDwvXw",
+	"ERhFzHrvo2JGq1Cnjo5EFpPkBfs2uPrGSQQGFAIQlzk10QkSx0a1bdCAQr4UdriWSrmGHvnE5FjLi5Pl",
+	"qS/puL5f2LOt5RZ9TLgPpgrWmgs19wOuY8IovyYEoloq7iS5IhQNTK7lpotXvqT9fkaWnPtRdF14GRjm",
+	"rqFpq2wBr01fdqby7uT+NmtH7ysdjcUU9tRcfXhjleyv/tWqMPtfnXWvPyZ3p1TUPayd1gulrcQiDBtb",
+	"sa28XQUhZKFgsDty/6PxcUe0UOAGfd8kV152bGklncOSYHUIbsjV+s3LlOPx49vfqMuOwhtHd3hjuxri",
+	"ryG9eOcCqou1KPqh5A4ZbJNQ6b6VybArshj3t3nAU3K3Mg/4qHiG8jxvKEIWUyQ+A6I7/rRFRtG6tp3E",
+	"wuWqtOPiUgql22dF4t80M+h2Mvc+MhRL7vQwAv2VdV3mhhTzONLeRKScwYNX2bhLx5YXTpbrg5Af4AQn",
+	"zYQ/l5qZVe+0800gFGzLHMrDTACgRTvGB43eJjV1GS1iD7CWwRdGCWO5chzTgSagkXhDblLyaQkAhhiP",
+	"IwtSbmu9mIx7MMtJPZ2go03VQqPhnQuWNoeCOWwSptLfKUPKuj9WHOWg2tQ0aqwRxkHNt3QityJc/XOl",
+	"6nKW7bFQFdVgQQ3Yg6YnSxVvMwmFWLcSMxG0IWplLbXlekCC3L5vKvDbBnwElJkagrpc3bkBeSS/nAT3",
+	"BlqkYGkHE9GEe1yGlFHu9r43M1D5xpVg0whJJusTWgqinOA7jrA/5pKG6Gcy2ziGkG5hS6+Myk9SU29Z",
+	"LBwMnG4zEmgwiuCTYGeUSwRcyC5U52XElE9x6i5hPqHuC1VBh5UILoBYKwannJq+NKJaXZQyZ+Mx775v",
+	"FJFDN/JUzi4HNxIXXnfT2l46Rx0mfDbTTmGJl1Nt4CQfj8cDNFcFAF7X2MKCgrASItotYB41WdWriXvY",
+	"XT6tvkUn6m9A2tbM1AQvoNlJKd7YqgRNqsA6XUdhDdmbXpcWTA082eHU5mSUG819B9ScO/iZ/rnOBgmp",
+	"kyGoDDviJQvZeLAQOJV+l1NxMErNd9HQxVyC7t1i5wffUMdXe+CyNRP9oOnU9I0NiwlPDU/puqsMVdHB",
+	"SJzeuLfAgnlzmfvSJndpTOwRei+NqXnL3R1Ez9b9cXd4g2/+IM0FmeJfbb75YBBuq67k9e61FR8SMFJa",
+	"RAcWelnbFPrbzKJ5qgcnUUGqM85rDsn60uHHH/DZ9kll+3frFjT2FwPEJ++29lS/z5cbrvFX37W2Q8uY",
+	"zBB/J67BV8et0anblYNLvrQ917JxjtfR+OiDLRBHX3Ws0JsbiklOdjKoGfcE9tbJ2QB2EGfjtY6MN3jo",
+	"RwIDkrRH5tq4yyau9dbtMftDtpJoar/5Wr2klsAce7Bd8n9ST6u+IIClJLxrzUUjOGqnbnKYxE2hP4nI",
+	"7sHiR7eU9t5luh0gub2hN7Z4/bmYGz6o5renUPUdVGWiynhPYcT6GMwQUHpf1oW98aJMJapVCMKLJ2Mw",
+	"EQ19snnlHwUC3HpxIt8o0RnNRpc0UKwZATd031EJmbqoyIBwop6zgkB351EITTcyp+sZOy9zSer5pKZd",
+	"fTkqJFtTGITKxGSD1Y2bdth71YEkJjfl3tpyK4e2Kxrkg9U/T3rHh3cg6O2rXdBgcHSHQ9d9xdLnZG9o",
+	"R7Alwq4oqqjYxEs35njdB2gWfFS6rA43OXEOFnUNp05f+xtyAVDBsGB1hdYmItYfykBx5KuvLMozgtkA",
+	"urNGnS8OcKzNuNhgI1GKypNtXTPK943U9wwNEjgMoV5Yhp/w3NG/fNlR66YiGXQ7Yj3dtxWdUDQAQBzt",
+	"auxBRdAGzFraxceyRvZmu0iH8xQUfKnUij3PstBXmJ55tlOrKlq7s+GQdyQLla3snMwtbEcr+D4TDGhY",
+	"cKT6iRhPtupb8YVQ1AjOKNyaQdaeXG5SU/vTsHfQgPrZcDhHKVkqEBsANEgvoeRc0lc59nS6IeUdzfCo",
+	"O9la3Tup0yOwQKqOFaMxX6bDHITAmLpJxLTyXFC/ZsMPXKcfvVGL7CPbhUM3e+QdrXYigBydD/mMv32g",
+	"8LmwxOjErM9G4I7NJf+t2GJv5LxFzL38FDbhqoO3vwqqWEzC3bG2oZ2qHYAWhAAXHqBoqo7KA5FlqDwo",
+	"ccFqN0UNhOKnu529Rq0pN/UX+Ho/km2hVerhI1sWaA32MBsTCkT8Pj2f740OPxNe9uSdV+weoONRu5KC",
+	"9/TeaG5bKW7H6LQP2deFdeospMTc75Q1r7PtiD44vkmrp/tYGvbcRlRgXl8cmLBqtZAo+Qefj6f1FtJr",
+	"X//4OVHsMyWvVDO9rLFzDdNX8+pilAucVMrpkvt8/W16+XvExSHRrukDQAjLF9Lu3kXJFq7U3GjiGok3",
+	"C12o3YKnU/Y8ukQcjccNi2ZMSMtKaS4z0cf0uk4/3uAEo2wbRTEpQSBvNJSQhyS0zlRPakQ74Uhznkrw",
+	"ksC3HNFFshdOTTS9rfTsclitqGrz1uKk5r2yFOv7O+s1iEVe5+yFK/kWhI4IHW0wCwBzizC3MuodYbA7",
+	"0e8cJohJmP0dy3BUCUOIGd71wurFTBoxVUK6y3CVMVZLS01qouU23HYe7zXnCwlDE+iFbHuvYopHcwuh",
+	"dZzM8/o2y8aF6BwJiKhHO1YIOhDPC1sUH4IX39Pz8pFgSzsZeRe9vIrZ1NpcnITjpF37lO36/n77jpBJ",
+	"OLNYBbfBvjgMwnCZ1VD6u5EfzW6MP0TcryniKPO7vg7M5MihRLWq+QAydh1Svpoc/VfSM5M78oinOeuk",
+	"lCJ3W2ZSO5HuPRKTXlI3v0peEvY9ej8auiWdqXUJKS/O3qym+l7lW0PoOwOeXzXKR/wyTfg2hP4y3gaP",
+	"F9mhHYVMmwjFpdkktfM2VLxqBfrjDb9LPBkhqJ8jxneC+8VObP9nwv5+twG83+krqsQYi5t0qqE1Pd8a",
+	"p9sk3Y/GAdpV6ToYwWkgMs64WJK77o/g3VuDdyMd/L6Dd5uVOkN1JLYfU0ApojM3uOEU/HpRva9XaLbl",
+	"pNMQ3UZxjbvF0loZTHXtU/KwYS28EM7b0j+bYb1bZStidG5qLpSP66eNaMXohsIKXKUNi0m4YP0CTJEa",
+	"nsMEFKYC+tqECE2HNuio44aBJ7UFIPjEtkIpd6pGN5TynXpdfKl+9GRRkFaodYUBIw5t2jJfaqOdL6Xn",
+	"PFLKh2JjuOZ6ss3l10ZUTol+9uL1mRiNRgfU7GDSLL4VbkvhcFiq7GpxmUBvbmwmhhQRFJ3XqAzTfWWp",
+	"UlOZUhXSh6ibzrDA98cV28F+H8nMvlNd8Lpd1ceXldo1vR9++P5v1BFrgXLPcDmKyd2I+4XLBcqnQOH1",
+	"1pUV0SjCgecY52wsx9F/Rvjqw4q7zpsFOvaTWFS9o5jXFqJsjMIQi7wrHCk1/e0694OJuEcUEh35jtsB",
+	"OqOLxA/lDgvDGmzAYzg7lRgjMZH+NhscJOJCX1HN6FA+H4ZQO+jXSFFYgGdrYjG4KDW70UXi7sFF3bVm",
+	"/ogu+nSu9BD7vw8E7Q04wgoLnRFHLVh0q/b7+/GAM8/48D7wrULN/7ud4VuL8YdX/H+PV/yuBok78JxQ",
+	"cPZX4znf2hiYxBeesUIRbKx1jUYUkWnvtKlxuLSHOZC5nbmDV0++fv3yKVauwfp27Lkk1Hg8fiiyeAtN",
+	"Rg5DOB5NfSmWMpahLtCpKKUGFYrQw0KGYhLwalDwiAOmhkvY7vWD1prnrkp4mhosExi7ioCVtxtY46Sl",
+	"sF8qtSKt3HGsd/20djFxklB4oyqTb9ZvrhPdWmWdg/8JVbE7FHjGXK6GuSQoqYNJEAKcZubITrylqy6V",
+	"NKTqguJ8PH68o60CIVDoKPo4Z4XGmLc5lanCrD68HmS6wS50uF+zVTf5pI6vDcbYcM0IqdTWNO4TiYsx",
+	"Ej+glwMV46YqS/GqxrKmW6e4ouJcF8ZgjRlvPeH04tgGVw2m4ecn6MA12Bfn4IVMRn5C9I/Hx4OReKlW",
+	"SnouUMKT365FsrQlZv+SdhVqVD8aP8SacXKuumUttNW2V35UjRYrk99Jof0I4vNV7Hxf0W1j15GAaIcX",
+	"zSvm69TGaE5p8gYsLU4hH9b8WlL4U1lMz2KJn5jZwZHwoE41SjfZspGWHDl+alBBq7n0IOrpv57ht9Pc",
+	"JvoN2+8kHNjU7LIGIqKTG7hCmOPvHcx8HQ2D4ka7YMukGDMfaxxAtS33gp62v7Jdj/rHtwBEKKGZkM52",
+	"Keo6Y0GWPlpOL6woKyNGB7NlfhAeGQ5zdZWdCKxpGwWS9GT8GrVKbE4ODg6P/jIaj8ajw8mX4y/HiIh4",
+	"AjujIApJwo0aXDKwFWDG9wRbKmzIFdJGdY0lcrjvVnj62oIQNxf1urskBnpVK0pBidsTTOidFvOISNlM",
+	"3ui9sSO7Q3jGoVU8H5lr/ASnWLkTODLEQoxSOZVOD3Wj2L/99vr/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -135,6 +135,28 @@ func (s *Server) InspectSemaphore(ctx context.Context, req InspectSemaphoreReque
 	}, nil
 }
 
+// ResizeSemaphore implements StrictServerInterface.
+func (s *Server) ResizeSemaphore(ctx context.Context, req ResizeSemaphoreRequestObject) (ResizeSemaphoreResponseObject, error) {
+	key, err := locks.ParseKey(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := administer(ctx, key.Namespace, "change a semaphore's limit"); err != nil {
+		return nil, err
+	}
+	if req.Body == nil {
+		return nil, invalid(`field "limit" is required`)
+	}
+	size, err := s.cfg.Backend.ResizeSemaphore(ctx, key, req.Body.Limit)
+	if err != nil {
+		if errors.Is(err, locks.ErrNotHeld) {
+			return nil, &semaphoreError{err, "nobody holds or waits for a permit of this semaphore: an idle semaphore keeps no limit, the next acquire's applies"}
+		}
+		return nil, err
+	}
+	return ResizeSemaphore200JSONResponse{Semaphore: key.String(), Limit: size.Limit, Held: size.Holders, Waiters: size.Waiters}, nil
+}
+
 // semaphoreError words an engine error for a semaphore, where the error
 // table's details speak of a lock.
 type semaphoreError struct {

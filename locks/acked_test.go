@@ -105,6 +105,22 @@ func TestScriptsAreAcked(t *testing.T) {
 			_, err = r.RenewPermit(ctx, key, p.Token, 0)
 			return err
 		},
+		"sem_resize": func(t *testing.T, key locks.Key) error { // raises the limit, handing a permit to the waiter
+			p, err := s.AcquirePermit(ctx, key, permit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.ReleasePermit(ctx, key, p.Token)
+			if _, _, err := s.QueueUnserved(ctx, key, 1); err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.ResizeSemaphore(ctx, key, 2)
+			var re *locks.ReplicaError
+			if errors.As(err, &re) && !re.Resize {
+				t.Errorf("got %+v, want a resize's ReplicaError", *re)
+			}
+			return err
+		},
 		"idem_begin": func(t *testing.T, key locks.Key) error { // a replay of a live grant
 			g, err := s.AcquireOnce(ctx, key, req, "replayed-"+key.Name)
 			if err != nil {

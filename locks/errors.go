@@ -209,6 +209,9 @@ type ReplicaError struct {
 	Acked, Want int
 	// Renew is set for a renew, whose lease may or may not be extended.
 	Renew bool
+	// Resize is set for a semaphore's resize, whose new limit may or may
+	// not outlive a failover.
+	Resize bool
 	// Err is why the acknowledgements were not counted (a WAIT that timed
 	// out on the client side, a broken connection), if that was the cause.
 	Err error
@@ -230,6 +233,10 @@ func (e *ReplicaError) Detail() string {
 	if e.Err != nil {
 		acked = "the gateway could not count the acknowledgements of the Redis replicas it requires"
 	}
+	if e.Resize {
+		return "the replicas did not acknowledge the new limit (" + acked + "): it is in force on the Redis primary, " +
+			"and may or may not be on the replicas, so a failover now could bring back the old limit; resize again"
+	}
 	if e.Renew {
 		return "the replicas did not acknowledge the renewed lease (" + acked + "): it is extended on the Redis primary, " +
 			"and may or may not be on the replicas, so a failover now could bring back the old lease; renew again"
@@ -242,6 +249,16 @@ func renewed(err error) error {
 	if re, ok := err.(*ReplicaError); ok {
 		c := *re
 		c.Renew = true
+		return &c
+	}
+	return err
+}
+
+// resized marks a ReplicaError as a resize's.
+func resized(err error) error {
+	if re, ok := err.(*ReplicaError); ok {
+		c := *re
+		c.Resize = true
 		return &c
 	}
 	return err

@@ -53,6 +53,7 @@ var (
 	semHeartbeatScript = newScript("sem_heartbeat")
 	semRenewScript     = newScript("sem_renew")
 	semInspectScript   = newScript("sem_inspect")
+	semResizeScript    = newScript("sem_resize")
 
 	idemBeginScript = newScript("idem_begin")
 	idemDoneScript  = newScript("idem_done")

@@ -121,3 +121,20 @@ func (r *Redis) callSemInspect(ctx context.Context, key Key, start time.Time) (i
 	}
 	return info, len(info.Holders) > 0, nil
 }
+
+// callSemResize runs lua/sem_resize.lua on key's semaphore; inUse is false
+// when nobody holds or waits (and nothing changed). ackErr says the
+// replicas did not acknowledge it (see exec).
+func (r *Redis) callSemResize(ctx context.Context, key Key, limit int) (size SemaphoreSize, inUse bool, ackErr, err error) {
+	cmd, ackErr := r.run(ctx, semResizeScript, r.semKeys(key).all(), limit, r.arg.retention, r.arg.checkHeard)
+	out, err := cmd.Int64Slice()
+	switch {
+	case err != nil:
+		return SemaphoreSize{}, false, ackErr, err
+	case len(out) == 4 && out[0] == codeGranted:
+		return SemaphoreSize{Limit: int(out[1]), Holders: int(out[2]), Waiters: int(out[3])}, true, ackErr, nil
+	case len(out) == 1 && out[0] == codeNotGranted:
+		return SemaphoreSize{}, false, ackErr, nil
+	}
+	return SemaphoreSize{}, false, ackErr, unexpectedReply(out)
+}

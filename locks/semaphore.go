@@ -28,6 +28,20 @@ type Semaphores interface {
 	// InspectSemaphore describes the holders, or returns ErrNotHeld when
 	// nobody holds a permit.
 	InspectSemaphore(ctx context.Context, key Key) (SemaphoreInfo, error)
+	// ResizeSemaphore makes limit, 1 to MaxLimit, the limit in force of a
+	// semaphore in use: a raised limit hands the new permits to waiters at
+	// once; a lowered one takes no permit back, and grants nothing until
+	// fewer than limit hold. An acquire that asks for another limit is
+	// then refused (LimitMismatchError) until the semaphore is idle, but a
+	// waiter already queued waits on under the new limit. A semaphore
+	// nobody holds or waits for keeps no limit: ErrNotHeld.
+	ResizeSemaphore(ctx context.Context, key Key, limit int) (SemaphoreSize, error)
+}
+
+// SemaphoreSize is a semaphore's limit in force, and how many hold and
+// wait for its permits.
+type SemaphoreSize struct {
+	Limit, Holders, Waiters int
 }
 
 // SemaphoreRequest says how to take a permit.
@@ -41,13 +55,20 @@ type SemaphoreRequest struct {
 const MaxLimit = 10000
 
 func (r SemaphoreRequest) validate() error {
-	if r.Limit < 1 || r.Limit > MaxLimit {
-		return fmt.Errorf("%w: limit must be 1 to %d", ErrInvalid, MaxLimit)
+	if err := validateLimit(r.Limit); err != nil {
+		return err
 	}
 	if r.Mode != Exclusive {
 		return fmt.Errorf("%w: a semaphore permit has no mode", ErrInvalid)
 	}
 	return r.AcquireRequest.validate()
+}
+
+func validateLimit(limit int) error {
+	if limit < 1 || limit > MaxLimit {
+		return fmt.Errorf("%w: limit must be 1 to %d", ErrInvalid, MaxLimit)
+	}
+	return nil
 }
 
 // SemaphoreInfo describes a semaphore in use.

@@ -214,3 +214,23 @@ func (m *Memory) InspectSemaphore(_ context.Context, key Key) (SemaphoreInfo, er
 	slices.SortFunc(info.Holders, func(a, b Holder) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
 	return info, nil
 }
+
+// ResizeSemaphore implements Semaphores.
+func (m *Memory) ResizeSemaphore(_ context.Context, key Key, limit int) (SemaphoreSize, error) {
+	if err := validateLimit(limit); err != nil {
+		return SemaphoreSize{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	s := m.sems[key]
+	if s != nil {
+		m.expirePermitsLocked(key, s, now) // forgets s if it became idle
+	}
+	if s == nil || m.sems[key] != s {
+		return SemaphoreSize{}, fmt.Errorf("resize semaphore %s: %w", key, ErrNotHeld)
+	}
+	s.limit = limit
+	m.handoffPermitsLocked(key, s, now)
+	return SemaphoreSize{Limit: s.limit, Holders: len(s.holders), Waiters: len(s.queue)}, nil
+}

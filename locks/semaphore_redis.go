@@ -51,3 +51,22 @@ func (r *Redis) InspectSemaphore(ctx context.Context, key Key) (SemaphoreInfo, e
 	}
 	return info, nil
 }
+
+// ResizeSemaphore implements Semaphores.
+func (r *Redis) ResizeSemaphore(ctx context.Context, key Key, limit int) (SemaphoreSize, error) {
+	if err := validateLimit(limit); err != nil {
+		return SemaphoreSize{}, err
+	}
+	res := resource{semaphoreKind, key}
+	size, inUse, ackErr, err := r.callSemResize(ctx, key, limit)
+	if err != nil {
+		return SemaphoreSize{}, unavailable("resize", res, err)
+	}
+	if !inUse {
+		return SemaphoreSize{}, fmt.Errorf("resize %s: %w", res, ErrNotHeld)
+	}
+	if ackErr != nil {
+		return SemaphoreSize{}, unavailable("resize", res, resized(ackErr))
+	}
+	return size, nil
+}

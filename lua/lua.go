@@ -82,6 +82,8 @@ var (
 	semRenewSrc string
 	//go:embed sem_inspect.lua
 	semInspectSrc string
+	//go:embed sem_resize.lua
+	semResizeSrc string
 
 	//go:embed idem_lib.lua
 	idemLib string
@@ -114,7 +116,8 @@ type Script struct {
 	// Acked: the replicas must acknowledge what the script did before the
 	// engine answers (with --redis-min-replicas): a reply of it can tell
 	// the caller of a grant (made by it, or made earlier and picked up or
-	// replayed by it), or of a lease it extended. The engine runs such a
+	// replayed by it), of a lease it extended, or of a semaphore's limit
+	// now in force. The engine runs such a
 	// script only through its one replica barrier (locks.Redis.exec).
 	Acked bool
 }
@@ -178,6 +181,7 @@ var scripts = []Script{
 	writes("sem_heartbeat", false, semHeartbeatSrc, semLibs),
 	writes("sem_renew", true, semRenewSrc, lockLib),
 	reads("sem_inspect", semInspectSrc, lockLib),
+	writes("sem_resize", true, semResizeSrc, semLibs), // its answer names the limit in force; it hands permits on
 
 	writes("idem_begin", true, idemBeginSrc, idemLibs), // replays a live grant
 	writes("idem_done", false, idemDoneSrc, idemLibs),

@@ -15,7 +15,9 @@
 --              all permits taken; retry_ms is when the soonest lease ends;
 --              a waiter is queued at 0-based rank (-1: not queued)
 --          {-1, limit}
---              the semaphore is in use with another limit
+--              the semaphore is in use with another limit (a waiter
+--              already queued waits on under the limit in force: a resize
+--              does not turn it away)
 --
 -- A permit that frees goes to the queue first: nobody who just arrived
 -- gets ahead of those waiting, and a waiter at the head blocks later
@@ -36,10 +38,13 @@ end
 local current = tonumber(redis.call('HGET', S.holders, '#limit'))
 if current ~= limit then
   local queued = redis.call('ZCARD', S.queue) > 0 and first_alive(S, now)
-  if redis.call('ZCARD', S.leases) > 0 or queued then
+  if current and me ~= '' and redis.call('ZSCORE', S.queue, me) then
+    limit = current -- resized while it waited (sem_resize.lua): it waits on
+  elseif redis.call('ZCARD', S.leases) > 0 or queued then
     return {-1, current or limit}
+  else
+    redis.call('HSET', S.holders, '#limit', limit) -- idle: the new limit applies
   end
-  redis.call('HSET', S.holders, '#limit', limit) -- idle: the new limit applies
 end
 
 local seq = 0

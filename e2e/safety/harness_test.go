@@ -124,11 +124,12 @@ func startGatewayProcess(t *testing.T, args ...string) *gateway {
 	return g
 }
 
-// token signs a JWT for every namespace, valid for an hour.
+// token signs a JWT for every namespace, which it administers (the fault
+// matrix's semaphore holders resize), valid for an hour.
 func token(t testing.TB) string {
 	t.Helper()
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"sub": "safety", "ns": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix(),
+		"sub": "safety", "ns": []string{"*"}, "ns_admin": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix(),
 	}).SignedString([]byte(secret))
 	if err != nil {
 		t.Fatal(err)

@@ -24,10 +24,11 @@ const (
 	opReenter // a POST with the holder's Lock-Token
 	opPoll    // a ticket's poll
 	opClose   // a ticket's DELETE
+	opResize  // a semaphore's PUT .../limit, by a holder (fault matrix)
 )
 
 func (k opKind) String() string {
-	return [...]string{"acquire", "renew", "release", "reenter", "poll", "close"}[k]
+	return [...]string{"acquire", "renew", "release", "reenter", "poll", "close", "resize"}[k]
 }
 
 // op is one call as a client saw it: when it was made and when its answer
@@ -50,6 +51,8 @@ type op struct {
 	prim string
 	ttl  time.Duration
 	code string
+	// limit is the limit a semaphore's acquire sent, or a resize set.
+	limit int
 }
 
 // grantRec is everything a client did with one grant.

@@ -45,7 +45,7 @@ func (h *history) windows(trusted func(time.Time) bool) map[string][]window {
 	by := make(map[string][]window)
 	for _, o := range h.ops {
 		switch {
-		case o.kind == opRelease, o.kind == opClose:
+		case o.kind == opRelease, o.kind == opClose, o.kind == opResize:
 			continue
 		case o.wait == 0 && o.status >= 400 && o.status < 500: // refused: made nothing
 			continue
@@ -63,7 +63,10 @@ func (h *history) windows(trusted func(time.Time) bool) map[string][]window {
 // the server errors other than 503 backend_unavailable (the one way the
 // gateway may say that an outcome is unknown), and the refusals (an
 // acquire without wait answered 409 lock_held or semaphore_full) at a time
-// when fewer than limit calls could hold the name.
+// when fewer than limit calls could hold the name. A semaphore's acquire
+// is held to the limit it sent: semaphore_full says that limit was in
+// force (another would have been limit_mismatch, which wins), whatever
+// resizes did.
 func (h *history) matrixFindings(limit int, trusted func(time.Time) bool) []finding {
 	fs := append([]finding(nil), h.notes...)
 	for _, g := range h.grants {
@@ -83,7 +86,10 @@ func (h *history) matrixFindings(limit int, trusted func(time.Time) bool) []find
 		if o.kind != opAcquire || o.wait != 0 || o.status != http.StatusConflict || (o.code != "lock_held" && o.code != "semaphore_full") {
 			continue
 		}
-		n := 0
+		n, limit := 0, limit
+		if o.limit > 0 {
+			limit = o.limit
+		}
 		for _, w := range wins[o.lock] {
 			if w.from.Before(o.ret) && o.call.Before(w.to) {
 				n++

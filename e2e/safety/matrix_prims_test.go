@@ -32,7 +32,8 @@ type primitive struct {
 	cycle func(ctx context.Context, w *worker, name string)
 }
 
-// semLimit is the limit of the round's semaphores.
+// semLimit is the limit of the round's semaphores: the one their
+// acquires send, and the most any resize sets (see resizeLimits).
 const semLimit = 3
 
 // worker is one client of a round, with its own seeded choices.
@@ -122,12 +123,26 @@ func reentrantCycle(ctx context.Context, w *worker, lock string) {
 	}
 }
 
+// semaphoreCycle takes a permit, sending semLimit, or the limit in force
+// that a 409 limit_mismatch names (a holder resized it), as a client that
+// follows resizes does; one holder in three lowers the limit for a while
+// (see resizeLimits).
 func semaphoreCycle(ctx context.Context, w *worker, name string) {
 	ttl, wait := w.lease(), w.patience()
-	o := w.op(opAcquire, name, ttl, wait)
-	g, r := w.client().acquireAny(ctx, semLimit, name, ttl, wait)
-	if o = w.finish(o, r, g); o.status == http.StatusCreated {
-		w.hold(ctx, heldGrant{lock: name, g: g, got: o, ttl: ttl, limit: semLimit, renew: w.rng.IntN(2) == 0})
+	limit := semLimit
+	for range 2 {
+		o := w.op(opAcquire, name, ttl, wait)
+		o.limit = limit
+		g, r := w.client().acquireAny(ctx, limit, name, ttl, wait)
+		switch o = w.finish(o, r, g); {
+		case o.status == http.StatusCreated:
+			w.hold(ctx, heldGrant{lock: name, g: g, got: o, ttl: ttl, limit: limit, renew: w.rng.IntN(2) == 0, resize: w.rng.IntN(3) == 0})
+			return
+		case o.code == "limit_mismatch" && r.limit() > 0:
+			limit = r.limit()
+		default:
+			return
+		}
 	}
 }
 
@@ -218,6 +233,9 @@ type heldGrant struct {
 	limit   int // a semaphore's permit, when above 0
 	reenter int // re-entries to make
 	renew   bool
+	// resize: a permit's holder lowers the semaphore's limit, works, and
+	// sets it back to semLimit before it releases (see resizeLimits).
+	resize bool
 }
 
 // hold is what a client does with a grant: write to the resource (when it
@@ -290,6 +308,9 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		case unknown(o.status):
 			sure = false // renew's outcome does not change holds; kept for clarity
 		}
+	}
+	if hd.resize {
+		w.resizeLimits(ctx, c, hd, rec)
 	}
 	write()
 	for i := range holds {

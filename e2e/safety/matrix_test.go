@@ -34,8 +34,10 @@ import (
 // says 409 within the lease; answers agree with the grant's own calls
 // (holds counted once, a lock freed only by its last hold, an idempotent
 // retry gets the lost call's grant); no refusal when no call could hold the
-// name; and once the load stops, every name frees by the end of the last
-// lease any call may have made.
+// name; no permit granted while as many hold as a lowered limit certainly in
+// force (the semaphore row's holders resize, matrix_resize_test.go); and
+// once the load stops, every name frees by the end of the last lease any
+// call may have made.
 //
 // The seeds are logged: LOCKGATE_FAULT_SEED=<seed> replays one round with
 // it (with -run 'TestFaultMatrix/<topology>'); the goroutines' interleaving
@@ -156,6 +158,8 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	fs = append(fs, locks.matrixFindings(1, f.trusted)...)
 	fs = append(fs, sems.findings(nil, semLimit)...)
 	fs = append(fs, sems.matrixFindings(semLimit, f.trusted)...)
+	lowered, checked := sems.loweredFindings()
+	fs = append(fs, lowered...)
 
 	grants, unknowns := make(map[string]int), make(map[string]int)
 	for _, h := range []*history{locks, sems} {
@@ -170,8 +174,8 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 			}
 		}
 	}
-	t.Logf("round %s: %d calls; grants by primitive %v, unknown outcomes %v; faults: %s",
-		prefix, len(locks.ops)+len(sems.ops), grants, unknowns, strings.Join(did, ", "))
+	t.Logf("round %s: %d calls; grants by primitive %v, unknown outcomes %v; %d permits granted under a lowered limit checked; faults: %s",
+		prefix, len(locks.ops)+len(sems.ops), grants, unknowns, checked, strings.Join(did, ", "))
 	for _, p := range primitives {
 		if grants[p.name] < 5 {
 			fs = append(fs, finding{prim: p.name, msg: fmt.Sprintf("%s: only %d grants in round %s: too few to show anything", p.name, grants[p.name], prefix)})

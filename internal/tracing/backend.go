@@ -160,6 +160,13 @@ func (tb *tracedBackend) InspectSemaphore(ctx context.Context, key locks.Key) (l
 	return info, err
 }
 
+func (tb *tracedBackend) ResizeSemaphore(ctx context.Context, key locks.Key, limit int) (locks.SemaphoreSize, error) {
+	ctx, span := tb.start(ctx, "semaphore.resize", key)
+	size, err := tb.Backend.ResizeSemaphore(ctx, key, limit)
+	end(span, err)
+	return size, err
+}
+
 // Tickets returns tk with a span around each of its calls, as Backend does
 // for the lock's: a long-poll's span lasts as long as the poll. With a nil
 // t, or a nil tk (a backend without tickets), it returns tk.

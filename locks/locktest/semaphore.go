@@ -29,6 +29,9 @@ func RunSemaphores(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"InvalidLimitsRejected", testInvalidLimit},
 		{"SemaphoreAndLockOfOneNameAreUnrelated", testSemaphoreLockApart},
 		{"ReleaseSaysWhatItEnded", testPermitReleaseSaysWhatItEnded},
+		{"RaisedLimitHandsPermitsToWaiters", testResizeUp},
+		{"LoweredLimitRevokesNothingAndGrantsNothingUntilBelow", testResizeDown},
+		{"ResizeOfIdleOrInvalid", testResizeIdle},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -307,4 +310,133 @@ func testSemaphoreLockApart(t *testing.T, b locks.Backend, key locks.Key) {
 	}
 	b.Release(context.Background(), key, l.Token)
 	b.ReleasePermit(context.Background(), key, p.Token)
+}
+
+func testResizeUp(t *testing.T, b locks.Backend, key locks.Key) {
+	holder := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
+	var waiters []<-chan Result
+	for i := range 3 {
+		waiters = append(waiters, permitAsync(t.Context(), b, key, permitReq(1, time.Minute, 30*time.Second)))
+		waitUntilSemaphoreQueued(t, b, key, i+1)
+	}
+	size, err := b.ResizeSemaphore(context.Background(), key, 3)
+	if err != nil || size != (locks.SemaphoreSize{Limit: 3, Holders: 3, Waiters: 1}) {
+		t.Fatalf("resize to 3: got %+v, %v; want limit 3, 3 holders, 1 waiter", size, err)
+	}
+	// The first two waiters got the new permits at once, before any
+	// release; the third waits on.
+	var granted []locks.Grant
+	for i, w := range waiters[:2] {
+		res := <-w
+		if res.Err != nil {
+			t.Fatalf("waiter %d: %v", i, res.Err)
+		}
+		granted = append(granted, res.Grant)
+	}
+	info, err := b.InspectSemaphore(context.Background(), key)
+	if err != nil || info.Limit != 3 || len(info.Holders) != 3 || info.Waiters != 1 {
+		t.Fatalf("got %+v, %v; want limit 3, 3 holders, 1 waiter", info, err)
+	}
+	// The limit in force is 3 now: an acquire asking for 1 is refused.
+	_, err = b.AcquirePermit(context.Background(), key, permitReq(1, time.Minute, 0))
+	var mm *locks.LimitMismatchError
+	if !errors.As(err, &mm) || mm.Limit != 3 {
+		t.Fatalf("an acquire with the old limit: got %v, want a limit mismatch naming 3", err)
+	}
+	if _, err := b.ReleasePermit(context.Background(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	res := <-waiters[2]
+	if res.Err != nil {
+		t.Fatalf("waiter 2: %v", res.Err)
+	}
+	for _, g := range append(granted, res.Grant) {
+		b.ReleasePermit(context.Background(), key, g.Token)
+	}
+}
+
+func testResizeDown(t *testing.T, b locks.Backend, key locks.Key) {
+	short := MustAcquirePermit(t, b, key, permitReq(3, 300*time.Millisecond, 0))
+	var holders []locks.Grant
+	for range 2 {
+		holders = append(holders, MustAcquirePermit(t, b, key, permitReq(3, time.Minute, 0)))
+	}
+	// Queued before the resize, asking for 3: it waits on under the new
+	// limit, also when it looks again as the short lease ends.
+	early := permitAsync(t.Context(), b, key, permitReq(3, time.Minute, 30*time.Second))
+	waitUntilSemaphoreQueued(t, b, key, 1)
+	size, err := b.ResizeSemaphore(context.Background(), key, 1)
+	if err != nil || size != (locks.SemaphoreSize{Limit: 1, Holders: 3, Waiters: 1}) {
+		t.Fatalf("resize to 1: got %+v, %v; want limit 1, the 3 holders kept, 1 waiter", size, err)
+	}
+	for i, g := range holders {
+		if _, err := b.RenewPermit(context.Background(), key, g.Token, time.Minute); err != nil {
+			t.Fatalf("renew of holder %d after the limit was lowered: %v", i, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the short lease ends: 2 hold, still not below 1
+		info, err := b.InspectSemaphore(context.Background(), key)
+		if err == nil && len(info.Holders) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %+v, %v; want the 300ms permit gone", info, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for an expiry
+	}
+	_, err = b.AcquirePermit(context.Background(), key, permitReq(3, time.Minute, 0))
+	var mm *locks.LimitMismatchError
+	if !errors.As(err, &mm) || mm.Limit != 1 {
+		t.Fatalf("an acquire with the old limit: got %v, want a limit mismatch naming 1", err)
+	}
+	_, err = b.AcquirePermit(context.Background(), key, permitReq(1, time.Minute, 0))
+	if !errors.Is(err, locks.ErrFull) {
+		t.Fatalf("an acquire with the new limit while 2 hold: got %v, want ErrFull", err)
+	}
+	if _, err := b.ReleasePermit(context.Background(), key, holders[0].Token); err != nil {
+		t.Fatal(err)
+	}
+	select { // 1 holds, not below the limit of 1: nothing for the waiter
+	case res := <-early:
+		t.Fatalf("with 1 holder and a limit of 1 the waiter got %+v, %v; want it still waiting", res.Grant, res.Err)
+	case <-time.After(time.Second): // an absence: how long to look for it
+	}
+	if _, err := b.ReleasePermit(context.Background(), key, holders[1].Token); err != nil {
+		t.Fatal(err)
+	}
+	res := <-early
+	if res.Err != nil || res.Grant.FencingToken <= short.FencingToken {
+		t.Fatalf("the waiter: got %+v, %v; want the permit once nobody else held", res.Grant, res.Err)
+	}
+	if _, err := b.ReleasePermit(context.Background(), key, res.Grant.Token); err != nil {
+		t.Fatal(err)
+	}
+	// Idle: the resize is forgotten, the next acquire's limit applies.
+	a := MustAcquirePermit(t, b, key, permitReq(3, time.Minute, 0))
+	c := MustAcquirePermit(t, b, key, permitReq(3, time.Minute, 0))
+	b.ReleasePermit(context.Background(), key, a.Token)
+	b.ReleasePermit(context.Background(), key, c.Token)
+}
+
+func testResizeIdle(t *testing.T, b locks.Backend, key locks.Key) {
+	if _, err := b.ResizeSemaphore(context.Background(), key, 2); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("resize of an idle semaphore: got %v, want ErrNotHeld", err)
+	}
+	g := MustAcquirePermit(t, b, key, permitReq(1, time.Minute, 0))
+	for _, limit := range []int{0, -1, locks.MaxLimit + 1} {
+		if _, err := b.ResizeSemaphore(context.Background(), key, limit); !errors.Is(err, locks.ErrInvalid) {
+			t.Errorf("resize to %d: got %v, want ErrInvalid", limit, err)
+		}
+	}
+	size, err := b.ResizeSemaphore(context.Background(), key, locks.MaxLimit)
+	if err != nil || size != (locks.SemaphoreSize{Limit: locks.MaxLimit, Holders: 1}) {
+		t.Fatalf("resize to the most: got %+v, %v", size, err)
+	}
+	if _, err := b.ReleasePermit(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ResizeSemaphore(context.Background(), key, 2); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("resize once idle again: got %v, want ErrNotHeld", err)
+	}
 }

@@ -216,8 +216,10 @@ export interface paths {
          *     get permits in arrival order. Every caller must send the same
          *     `limit`: while anyone holds or waits for a permit, another `limit`
          *     is refused with `limit_mismatch`; once the semaphore is idle, the
-         *     next caller's `limit` applies. A semaphore and a lock of the same
-         *     name are unrelated.
+         *     next caller's `limit` applies. An administrator may change the
+         *     limit of a semaphore in use (`PUT .../limit`): the new one is then
+         *     the limit to send. A semaphore and a lock of the same name are
+         *     unrelated.
          */
         post: operations["acquireSemaphore"];
         /** Give back a permit you hold. */
@@ -245,6 +247,44 @@ export interface paths {
          *     permit was acquired with. An expired lease is never brought back.
          */
         put: operations["renewSemaphoreLease"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/semaphores/{namespace}/{name}/limit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Change the limit of a semaphore in use (administrators of the namespace only).
+         * @description For a token that administers the namespace (see "Administrators" in
+         *     docs/SECURITY.md); any other gets 403 `forbidden`. The new `limit`
+         *     is in force at once. A raised limit hands the new permits to the
+         *     waiters at the head of the queue at once, in arrival order. A
+         *     lowered limit takes no permit back: the holders keep theirs, and
+         *     no permit is granted until fewer than the new limit hold.
+         *
+         *     The new limit is the one in force until the semaphore is idle
+         *     (nobody holds or waits): acquires that send another `limit`
+         *     meanwhile get 409 `limit_mismatch` naming it, so clients follow a
+         *     resize by sending the limit in force; a waiter already queued
+         *     waits on under the new limit. Once idle, a semaphore keeps no
+         *     limit, and the next acquire's applies, as for a semaphore never
+         *     resized; so an idle one cannot be resized (404). Repeating a
+         *     resize changes nothing more: a retry after a 503 is safe.
+         */
+        put: operations["resizeSemaphore"];
         post?: never;
         delete?: never;
         options?: never;
@@ -530,7 +570,10 @@ export interface components {
              * @description RFC 3339, UTC; never later than the backend's expiry.
              */
             expires_at: string;
-            /** @description The semaphore's limit. */
+            /**
+             * @description The semaphore's limit, as the request sent it (a waiter queued
+             *     before a resize gets its permit under the limit then in force).
+             */
             limit: number;
         };
         SemaphoreLease: {
@@ -560,6 +603,24 @@ export interface components {
              * @description How many acquirers wait for a permit. With Redis, a waiter whose
              *     gateway died counts until a hand-off drops it.
              */
+            waiters: number;
+        };
+        SemaphoreResize: {
+            /** @description The new limit, in force until the semaphore is idle. */
+            limit: number;
+        };
+        SemaphoreSize: {
+            /** @description namespace/name */
+            semaphore: string;
+            /** @description The limit in force. */
+            limit: number;
+            /**
+             * @description How many permits are held, the new ones handed to waiters
+             *     included: above `limit` after a lowering, until enough holders
+             *     leave.
+             */
+            held: number;
+            /** @description How many acquirers still wait for a permit. */
             waiters: number;
         };
         Holder: {
@@ -1433,6 +1494,64 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["NotHolder"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    resizeSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SemaphoreResize"];
+            };
+        };
+        responses: {
+            /** @description The limit now in force, and how many hold and wait once the new permits are handed on. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SemaphoreSize"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            /**
+             * @description The token does not grant this namespace, or does not administer
+             *     it (`forbidden`).
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /**
+             * @description Nobody holds or waits for a permit (`not_held`): an idle
+             *     semaphore keeps no limit; the next acquire's applies.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
