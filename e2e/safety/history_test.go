@@ -79,6 +79,13 @@ type grantRec struct {
 	extends []op
 	freed   time.Time
 	wrong   []string
+	// holdsWrong are releases that said more holds were left than the
+	// grant's own calls leave, and holdReleases when its earlier releases
+	// of single holds answered: releases are not acknowledged by the
+	// replicas, so a failover may lose one, and these count only when no
+	// such release was answered around a failover (see faulty.trusted).
+	holdsWrong   []string
+	holdReleases []time.Time
 }
 
 // grantWrite is a write to the resource made while holding a grant.

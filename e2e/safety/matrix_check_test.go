@@ -3,6 +3,7 @@ package safety
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 )
@@ -72,6 +73,11 @@ func (h *history) matrixFindings(limit int, trusted func(time.Time) bool) []find
 	for _, g := range h.grants {
 		for _, msg := range g.wrong {
 			fs = append(fs, finding{kind: answerWrong, lock: g.lock, a: g, msg: msg})
+		}
+		if !slices.ContainsFunc(g.holdReleases, func(at time.Time) bool { return !trusted(at) }) {
+			for _, msg := range g.holdsWrong {
+				fs = append(fs, finding{kind: answerWrong, lock: g.lock, a: g, msg: msg})
+			}
 		}
 	}
 	for _, o := range h.ops {
