@@ -88,6 +88,7 @@ func (e AcquireConflictProblemCode) Valid() bool {
 
 // Defines values for AcquireConflictProblemReason.
 const (
+	AcquireConflictProblemReasonBroken   AcquireConflictProblemReason = "broken"
 	AcquireConflictProblemReasonExpired  AcquireConflictProblemReason = "expired"
 	AcquireConflictProblemReasonReleased AcquireConflictProblemReason = "released"
 	AcquireConflictProblemReasonUnknown  AcquireConflictProblemReason = "unknown"
@@ -96,6 +97,8 @@ const (
 // Valid indicates whether the value is a known member of the AcquireConflictProblemReason enum.
 func (e AcquireConflictProblemReason) Valid() bool {
 	switch e {
+	case AcquireConflictProblemReasonBroken:
+		return true
 	case AcquireConflictProblemReasonExpired:
 		return true
 	case AcquireConflictProblemReasonReleased:
@@ -164,6 +167,7 @@ func (e ListedLockMode) Valid() bool {
 // Defines values for LockEventEvent.
 const (
 	LockEventEventAcquired      LockEventEvent = "acquired"
+	LockEventEventBroken        LockEventEvent = "broken"
 	LockEventEventExpired       LockEventEvent = "expired"
 	LockEventEventHandedOver    LockEventEvent = "handed_over"
 	LockEventEventReEntered     LockEventEvent = "re_entered"
@@ -176,6 +180,8 @@ const (
 func (e LockEventEvent) Valid() bool {
 	switch e {
 	case LockEventEventAcquired:
+		return true
+	case LockEventEventBroken:
 		return true
 	case LockEventEventExpired:
 		return true
@@ -277,6 +283,7 @@ func (e NotHolderProblemCode) Valid() bool {
 
 // Defines values for NotHolderProblemReason.
 const (
+	NotHolderProblemReasonBroken   NotHolderProblemReason = "broken"
 	NotHolderProblemReasonExpired  NotHolderProblemReason = "expired"
 	NotHolderProblemReasonReleased NotHolderProblemReason = "released"
 	NotHolderProblemReasonUnknown  NotHolderProblemReason = "unknown"
@@ -285,6 +292,8 @@ const (
 // Valid indicates whether the value is a known member of the NotHolderProblemReason enum.
 func (e NotHolderProblemReason) Valid() bool {
 	switch e {
+	case NotHolderProblemReasonBroken:
+		return true
 	case NotHolderProblemReasonExpired:
 		return true
 	case NotHolderProblemReasonReleased:
@@ -471,6 +480,25 @@ type AcquireRequest struct {
 // AcquireRequestMode `exclusive` (when left out): one holder; `shared`: any number of shared holders, and no exclusive one.
 type AcquireRequestMode string
 
+// BreakRequest defines model for BreakRequest.
+type BreakRequest struct {
+	// BreakPeriodMs How long the grants may still run, ms: 0 (the default) ends them
+	// now. Only 0 is supported for now; a period above 0 is refused
+	// with 400 `invalid_request`.
+	BreakPeriodMs *int64 `json:"break_period_ms,omitempty"`
+}
+
+// Broken defines model for Broken.
+type Broken struct {
+	// Broken How many grants ended (1 for an exclusive holder, or the number of shared holders).
+	Broken int `json:"broken"`
+
+	// Lock namespace/name
+	//
+	// Example: billing/invoice-42
+	Lock string `json:"lock"`
+}
+
 // Grant defines model for Grant.
 type Grant struct {
 	ExpiresAt    time.Time `json:"expires_at"`
@@ -595,7 +623,10 @@ type ListedLockMode string
 // LockEvent defines model for LockEvent.
 type LockEvent struct {
 	// At When it happened, on the backend's clock (a lease's end, for `expired`).
-	At    time.Time      `json:"at"`
+	At time.Time `json:"at"`
+
+	// By `broken` only: who broke the lock, the administrator's subject (`iss#sub`).
+	By    *string        `json:"by,omitempty"`
 	Event LockEventEvent `json:"event"`
 
 	// FencingToken The grant's fencing token; 0 for a waiter.
@@ -1025,6 +1056,9 @@ type RenewSemaphoreLeaseParams struct {
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
 type AcquireLockJSONRequestBody = AcquireRequest
 
+// BreakLockJSONRequestBody defines body for BreakLock for application/json ContentType.
+type BreakLockJSONRequestBody = BreakRequest
+
 // RenewLeaseJSONRequestBody defines body for RenewLease for application/json ContentType.
 type RenewLeaseJSONRequestBody = RenewRequest
 
@@ -1051,6 +1085,9 @@ type ServerInterface interface {
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams)
+	// BreakLock End every grant of a lock now, whoever holds it (administrators only).
+	// (POST /locks/{namespace}/{name}/break)
+	BreakLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 	// LockHistory The last events of a lock, newest first (never a token).
 	// (GET /locks/{namespace}/{name}/history)
 	LockHistory(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
@@ -1111,6 +1148,12 @@ func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, names
 // AcquireLock Acquire a lock, optionally waiting for it to free up.
 // (POST /locks/{namespace}/{name})
 func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// BreakLock End every grant of a lock now, whoever holds it (administrators only).
+// (POST /locks/{namespace}/{name}/break)
+func (_ Unimplemented) BreakLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1445,6 +1488,41 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AcquireLock(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// BreakLock operation middleware
+func (siw *ServerInterfaceWrapper) BreakLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.BreakLock(w, r, namespace, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2085,6 +2163,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/locks/{namespace}/{name}/history", wrapper.LockHistory)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/locks/{namespace}/{name}/break", wrapper.BreakLock)
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.ReleaseSemaphore)
@@ -2815,6 +2896,170 @@ type AcquireLockdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLockRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Body      *BreakLockJSONRequestBody
+}
+
+type BreakLockResponseObject interface {
+	VisitBreakLockResponse(w http.ResponseWriter) error
+}
+
+type BreakLock200JSONResponse Broken
+
+func (response BreakLock200JSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock400ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock401ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock403ApplicationProblemPlusJSONResponse Problem
+
+func (response BreakLock403ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock404ApplicationProblemPlusJSONResponse Problem
+
+func (response BreakLock404ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock413ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock429ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock503ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response BreakLockdefaultApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -4158,6 +4403,9 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
+	// BreakLock End every grant of a lock now, whoever holds it (administrators only).
+	// (POST /locks/{namespace}/{name}/break)
+	BreakLock(ctx context.Context, request BreakLockRequestObject) (BreakLockResponseObject, error)
 	// LockHistory The last events of a lock, newest first (never a token).
 	// (GET /locks/{namespace}/{name}/history)
 	LockHistory(ctx context.Context, request LockHistoryRequestObject) (LockHistoryResponseObject, error)
@@ -4363,6 +4611,43 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AcquireLockResponseObject); ok {
 		if err := validResponse.VisitAcquireLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// BreakLock operation middleware
+func (sh *strictHandler) BreakLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	var request BreakLockRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+
+	var body BreakLockJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.BreakLock(ctx, request.(BreakLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "BreakLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(BreakLockResponseObject); ok {
+		if err := validResponse.VisitBreakLockResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4650,168 +4935,179 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9tGljf8VXowW2VyF6QoWc7EVKW2NImTeMbjuGzldb2P4UdoAk2xV2A3g26I5mQ0n/2pc2lcSFAX",
-	"x3bibP6SSAJ9PX3O71z75yizy5U1yngXTX+OFkrmqsR/Xypfbk7nXpXwKVcuK/XKa2uiafR6YQslnMqs",
-	"yV0sSluZXOWiWo2jOHLZQi0lvLTURi+rZTSdxJHfrFQ0jbTx6kKV0fX1dRytZCmXynOHX1elsz2dnS2U",
-	"SI16588zfCIVdi78QolVqa60rZxYyQt1IuTMKePF3Jb461yXzuNPMCgNLf1UqXITxZGRSxgLNdcdsXz3",
-	"TJkLv4imjw6PYphB+HxYz8H5UpuLCGbwvS1yVZ7ZS2X6B27XRpUi9fBEPfCsKksY6gLfjoW3olQjZbwq",
-	"hfZOXJTS+LF4rq5UmZhV5YX2QhshxY8vn40TE+ZDu9VM6JnNLkc0mD2TOnr0xe2Tepqr5cp6ZbLN39Vm",
-	"d17/kJfK4URk9lOlSyWcnCuahS83YvD0ydm3YuH9Sq60aLU2+rvaJCYv5dwPp+IQ3jh69EhcaadnhRKn",
-	"r75++lRkC1nKDIhCDNI/pfBQ+u90GAvc3ZksVWIG6VarU/Glmjx8/Jcv1eh4kj8aHT9UX45m2eOHoy++",
-	"fHwsH/1l/vjh0XE6FLYU0gmZGOfLKvNVqfLRXKsiF7QAoqfpJKobH4/HSZTGYq39IjFpkiRRKqTJBfyb",
-	"pEK5TK6UOxESRyou1UZk0hjrhfOy9PiiSJMoHY7Fj07BSOalcgtRSpPbJb4wkOLHH59+I66Oh0jNSmaL",
-	"eqk3thJLJc0UNwDJKzFIXqJUzjugk5cq104ok5WblYdzaXJVComN56rUVyoX89IuhfbjxCTmlDcOBwfN",
-	"OrnEscf0WP1VJotClWKQaud43q6aweZ4C08lBh9bSb+It1qb2XwjBqn3xfnSpbFI11J7/hdnkcaJSQu9",
-	"1D6NRa7msiq8E3K1KrTKoYdFaauLhZBmIy6kV2u5EdY0HeCkp4kZifVCFwp/wIMkCn2l3LR58mhyGDef",
-	"wtmUJk+MEOlcmUybi3P6OhZhyDRd9W6lS+XOpU+FkxugmPVCelGqpdTGnXT7Jx4Eqyac10Uhyso4MYCp",
-	"a3MRQwvDqTiePMaedUN459qcr0p7USpYaCIaZMgj5Mg8GNy1cwnfwAhPoBVZL46HceVa5WKp8xEOolDy",
-	"Co+u9EIat1YlEli1Et7iEMKmiFVROSFntvLi8AtB87Imay/rWjpRqkJJp3I4V8C58JNQIA2aeeHj5/hl",
-	"elITMk5KCqPWQGm0cPiVsX6hSiSYqTg+OuouzKXanC+1W0qfLdIx0C7ODKcEI4Kjhh2qXAzSwmaX5wtV",
-	"5LCRTi3lamFLdT6viiKN4fB5vVS28kQPTN4X1qhhWCsYjTYXU5weHRPcRInHdixOEwPHSsOPS7WcqRIP",
-	"nNeF+GIi4LkOV3/QWiMnBtKJQjqfmFIZtVZ5LNSVMmK9wOPMa6tkWWhV4hlQBnbswnqvzFRIHhF8nxhe",
-	"WSekUeuxOA37tLAOiV5ktipyXKGZErmCcwGj1U5cqhVKzsTAOmCjMT4YBnGD1Nnil/eQpyvpvSqhzf87",
-	"+O/pmz/9efTvt2/+NPr3258n8dGj4+t/JRF/nyRvkuTt6N9v/wV89k0SwZ+3w58P46NHj66TaPgfUZ8k",
-	"ewbspF8wL63zAsjDCYkoAaWxE4PDyYTWn/DEcB96QFa1PVmCO4eTySRu0M9hD/qJUVjfFzi0gYHYxgV3",
-	"QgWlQhrJo6kvK/VLUMJzbP1n6hM4ftMj/rmpr9bGvzkd/R85+udk9Pht8+/5eDoCIjh8/Pi6f2ehd7eS",
-	"mepfvcpoD4smK7+wpXYSfqtXaHe01NRdhxzGy4PFoX5xtGekL0o178PQL7/9Wvzl6HgCMHauSmUy5WKR",
-	"2eVSjpwCaOyBH2gjrFGCNnWamLRUbmVNPpJuY7JUDKwR0nS5as3Gp4HLS4/cOwAXKbzOLpUXmugKzgGw",
-	"AeCUQ5It0MRXz7l9fvyBEytbFNPEFNZcjOB/kh3ieaMMSE9n6+FkOBY/ACt3AqCQvjC2vJGR8ErdRJS7",
-	"y3uGI3ua99NBPW6dt7BM+sxmSBF4sIA3H02O9lAHtXB/agaqONpHEzToG05/St2ed49/PRsY7j25AHX5",
-	"wfnANTQFBOkUKnFPypJ0uMwarwwyX8RwtOAHq9LOCrX8r/9xFqfe9PsfpZpH0+jPB41GekC/uoMX9Bb1",
-	"112tU7MRBBgUdD2OruPoW1vOdJ7T4n6qgSC5IQ7PrWrhEOEX2omayYhBOg/DS4c43K6+9Q8GN5967Nt6",
-	"T4pwqgIAAhgRoMZPlXJ+F6WBPrYXog3H4jlBKGyP+RSyAZi6uZKFzl9S0596ymFG2omlLOa2XCJo1DSo",
-	"c/6Zd+m59aTtf/BR1i3fj7oArzTce5Aa68/JogAKGSsI0gGXc3LjErNebKbwHSG6VAxqVNrB8ie41ysF",
-	"8kek3zx59uTsScqCxCXmaHIstHFeSdDKWCEKrbXwP9IJ6A8ytDwVzi6VNSoxqnBKLOVmaxLGrlFFTytz",
-	"aezapGJgkMsxoo/hR2w9MUtbgjYiDePsCztkonohN4WV+Zm1z2R5oT41VaGmq52wMPDDL8Tf9V/FIF3R",
-	"oM69tecFDIvJivjyc+u/tZXJP+VYn1vhqmwRoAAR0BxGkQ5J3QEMIEppBGpIulGwQPLDHsAWayNS+HxO",
-	"H0il52ezwjoEMTWh4ebhNqK5IG2LpRRWDZqHx4nYB2hlIgxTE76TG9Cxs0XY8DNr/yHNhrmI+5SLmMJ+",
-	"LqXZBG7h0pOgM9ISLKS5UPlYPNHIMFt65gCXACf6wLElpSYcWAO3AOCEwl+7oNezJio9/AKKI3UrBnBQ",
-	"NqQNZ7Yy3g3joJYz1y1pS2FoDAiBdTeGGFaHTC5qVRk24kLByIcnvGu1gUE7IX1i8NyDMgQjrdsPPcZk",
-	"woKxWaPGAq0YpBUnpmvTYAgpBrasmUdrdNAOfFKlG6LeTcv4ADjXvHKycCKTZbkR6UvpFap+oxe20NmG",
-	"zSX112liBmiFHGnl5yO2VI5gTXEiIzaDjw4PhyC5YUJocMbWEG65xMA2TUWaRPBeEqXIuJKIh5hEKUHd",
-	"tkk9DKDPoi5RDhVq7gmUtpo+Kb+anPivDoEdWqNoKXwDuRvLm3RdOxGRQHtU0BaPrCH+XYS6vYT9MJUX",
-	"pEXTTL7twf/01eFkcrLG4f8UZK5LzEqVYh0mQea5WcUAd1aVzpMQI+C7VLDsnizPFsh+rouCIL1arvym",
-	"Z6bQ8clP1VcJcAO2uY/q/qO7rEKzlPt4BG/vQctdgmziR8O65z/VJ+Xq/9DOAb3CySccI2ZKlsB5iKOm",
-	"VWtkKZo3WiT6+vXr0WnlF8p4GKLqjmkH/dNEr6Qu5Kz45JIWMcNMZpfK5CLXZNpiaaENUk3cw7TcovLA",
-	"pBKT2zWsCDdxXjVTAdyKZpjKZ3apas8NcFftBOOT3RP+vgRzHQgRmzkl7vm1NfNCZz4sA6xpUfwwj6Zv",
-	"7rhu8c/RqrQrVXpN+hkhwt3T3EaPU7Fe0KEmkiHDGAs1oBdlqmU0fRMFxAhfEQyM4oiXJnq7oyyCqtg2",
-	"WPeMorHXTskIh9CwMZhWplAOGD5aS0/228zD61ZIdynkhdRo/gGMLz1Z4r44jnoNc/yVnf2Pynx0/baP",
-	"8o4nj9G8hCT4oBawY/GDUYJ2geynUqTWqB/mQYdPjFupTM91JvhIuCk5eOj3JUrVwll4k7cxjQV9ppYS",
-	"s0Y7LupXwq91psYizWyuCOgTNiIpNRWtJSUXx343A0vPba+CaNOGGMjEpI1JMSXLe4dEhtiSVq5WQE66",
-	"TgAQ3fSAUYiKGMcx2be0QZnnGpZdFi9aZDyXhVPxFmUvbd5jDEzVu6yonL5SqRggSZCErfxwSoY1nNeJ",
-	"SBFs5Wgy2whTLWeqhD2hr/kxRyLJWFE3C420z0T9A4gWfLf3JKB5d3e4p2JeKjUCMhWFnCl2bGikGi/c",
-	"wq4d9NYy0hwefdnTPjmtdjt4hmepwHdPgptNPJxMJpPGdIeczpq5vqhg7kv5TpydPROD8PihWAx7T9NN",
-	"Ju84Yii3O6jv7VoUFkCWJZ2DDA5AtHjAmoFOxuK0NUhm6g9cYtLRaCnfjeD1tBkpqIZDlAXMvE/YQkq2",
-	"xqnoWlMTA9sbzJ3NggDE5Q7op+1+cEXEqTieTBKDth7y/xXygmTE/qWa3IUJxdF3cH7Q2tih+sYfCZ/q",
-	"XnLp1QjkX9RDGx0PZ+e1fVwxjoD++8iV4hbKDfBAErzWFBtCczoPYhO1fMBv1l6OxRMDH0h7DAYGMR6P",
-	"/xse++rpNymsZGiY3VfcOGhUhXU+MYNHk4dDEsU5nOPZpk0RJ3i2g+drUr8XvHoyMTimja1EJo2YaxiT",
-	"Eel3T85SUMbg13OdOwaJO2uIDK+fkkEbROzhsPktM81hI8Mo4kPleJZuPjrwbg8Ai/dwPRjGTt/vwaVQ",
-	"zt4gr09BMy1xmxvPfogGAnA1JVFNCiwecfKHoiQMvomy1FfKxbg3qGqtLbXrAv0QAgCuAMJJK/cehyqO",
-	"/G3eNnzgRDiFBIr00JF0lmeD48AxjaMbee9d4EZjiX9D2xwGun1Q64Z39iVus4G3PczjeyULv9jlHs5L",
-	"XzEfkctVgW9d9ros2sPk13p7qk2k3Z6C3fdejOpTMjc47H0EjqeWpP8DxzhntgHeNki/SutoM57fAwek",
-	"xI56hHUtBolMJR12ItWkWKlyqT36bbwistmlKPpClqXc3J374KGjofPAb2RDJ0IWa8CPh52R3YE71WBm",
-	"Z+CuIsroPXRsMqBoFKaPxs1NIRl/e30WbGMUdvRn/LfWDVhDkSB+BIYlDW85kz12Fw7e6XCbu2oLnXPB",
-	"sw0rcsMJbpF23Dkc+w6V2z1Tt1EB7TlNTgycUi2xVgu7W7d3a47Uad8oEVrehlB2feAPHz58HIsfz74+",
-	"EWTrLyRJCEk7zMr5AyewpU1nY+7HCrqdv/KlznyxEdpkoKcoR9iQ7Ki4Jw6Vj5ouWIjegaMEed3tsXYC",
-	"HnCERMN1Z7ootLk40ObK6kyNjo+i3788/qVy8oPJx2faeZU/4027m40Fnn5q5rbHyGI4NKbfYvWAvMGC",
-	"nSewnjVhjG+Vvdj27hzeckTRkyvVpybIXpOzMgBzFnK1Uga9MtsnLiNhIWnD4QianKzPtd9vePfzqMLY",
-	"AgoNfC+Ko4UEGj23V8g2S3XOQilsJv/XY28ie+95XtrVag+MvYURnAWR88AJfjRAwQmLQurkjof/PcVh",
-	"GMKAIQX1+cANWVB+SIG4RVS0M3GE0ug2KdZ7gGx2+b123pabHglwFdILaoRz28EiMu5BPkW/+6SWedRX",
-	"x+J7qdTKAZhh6MPhfQsaLnos5vP2It2ud/WzoxARyPPdt07INHopgI1MjWVxvD8cOe7EIseJSVsoAqNd",
-	"aRub+GpygqH8TgV1PqN43lobJK0YlPgybtlfW9FhbA/j+Om2bYy07cS0rLWFdH7aBFBrR7h4UZt7QuPO",
-	"A+7E9qVPzNI6H2/Zesc0dFW6VBTa8R43Zjm21BxOJugW9Qu1nDYL2R47wPelLRXNgcI9rWOhhiwOB36S",
-	"mNDjubdeFim7VclMK4uChN7npOcoMuLwLzNrCyVNUCjYhdEjtPQVR8fytltrFNlSHKZ9wJJhqHswu7QI",
-	"JzGBcmoqKzaNFe9wMpkKj+vfuwscLngXvsGq5zVaR5/SG4eTSb/2VO/qDbykmXdDqQsJwAjhAkLomiZt",
-	"KYz1t+tKd1Xd1D00t49jQNo++r/Eyv2BFEMYzuegFwZUctNGd2Mygo2aAeJPlarUWLwGfQQTW+IahCSG",
-	"DkoQb5jhwZyJ8g6kADQ1svO5AFTkAOQNAoOUYq7WiWG3+7Bj3rwFbiP7YIppWMb2eXofpbcPdIQV3CdG",
-	"AbPvYg0MYbk71Ghwfw/WaOUc7qFT/C2QBzzeTUVkPA18rE5EvB1J9E95J0jwIzqDX38U9+/WVLnzflXm",
-	"BZqePoL/ew9+pMSzJmqVHBgU1aQx5aajm7UO+q0u7a2so5ZfuytHf5v+7Xr0jZObTUn9MQopZRGtFxwm",
-	"hYCAtmU43knBem+P9NZ2NQ5lziDccjhv+Zlb9LRrj3p8/OgvwTcvcuWlLtDl2qWjjMVmOAtbMcN4EFoB",
-	"QLgzHJMeR3WgZUSC+Zw5a3d1gkZRT5PfJHYbPtCb+8Kvt35qLW4UR60VgvltB6iiI2IruDGKo55gGRAK",
-	"yi9sfg5DkkVhSV8HqiuNLHqxAS1tPzio3RI9RiPtKdBoj5G87cqoSjOF9QVROeUtnbYX/GYOhb+GHutR",
-	"1SOPiQj6mPVLOL/vF8awD5A8V2tmFOS8p9A3Y9eNcxx4ytnZswa4tQPu0dx0b6d9nyf6VaDSO7mkf0MG",
-	"X4wGrzuSGGdJxl7OsGSPRxDo9XG8q9F3f7Zhm43iY/uEye/JvltP+l6WcOWLA6MvFr7YjNS7lS19L26/",
-	"ky+3jp2mjf01XbvNYvxC/26gs7c3Hc1gY9p1GN2s5dM63arnj++vk+815N1CNztbcG/NquNm7VWpgunq",
-	"XirVnTSn9q4H82CjON2k4tRbeSe32gfhjxjRjcu0bQiPRWU4kUHMNnRUJMGiO/DF3zFX+0gM4oM5tmoq",
-	"ej8wcpu1nQw1rpvJVU8kJJmciCY1RZXIg11df4OjGZvE+cmdow3+CJ3cGzoZ5F0dN9kdYR03KW4Imxy/",
-	"R9hix5axV0xR0tfd1Xl6/hXh712dvp0rfUsauFNZqfy0jQOk2EpCowB9zjxMTMisHo7FUy9mKrPBQLsD",
-	"NEKBhr6QwW3doj3mfhtIZ9a9hq5eDtTNxdtdjxe2KMhg0Higma3WyRKhOoAT7FalRLwO2XAgLMAGA8p6",
-	"LI7EUhuQD0xGw7vKB2kub9m3VSEzFWykaByNxQRIWnuHGza+lW/fZqh5HcwyoTpXY5bZ8UXdbV6+JvNb",
-	"ChPURkKnLpZoOKSqBJzPfyfnY1OnAFZzhwx25r9LcyjbsqrUfvMKDh7RGSUPnVYUPkifvg1z/9vrs2gn",
-	"IV/87fUZR1mrdyt2RaZEQcGTvV7Ypj5UnQGJVaW0S0ypMluC9JeubRVnIzFXqDBAc9IIhJSwZE2O/UVh",
-	"Z04MUo6qQWepL0b/Cf/8ZzpEyZCYZeV8yKJYoP+paIdiNNlh6CzDmTe7sfB+RXlJutef+42G/ZpVXuWc",
-	"V4lpnd+fnb1AHu0WqigEveFiYawZfWeD7uvIMOZUeaVKpLx5ZTJo2VHBLrbEsXOTQ9p/eHUmDrCvg5/r",
-	"aVzT/9ds0gzFGsiqC+hpq9LMILBGGEo4cR1difljS2WCDcPTQjsjt73WJIndTfFWXL2oJ+BKnNZeKI5D",
-	"mcLwcJWswXNi11wySXuXGJC3WKLJVn7HiXwqVqX1KoNtKZWzVZkpgYRQKqAtsS615xJZZFXcoMukBYZF",
-	"YdfBjGCNohAaJ2RRKplvhFPK4CYx5BIzm2tFNVD+9uqH51gvDO0e6deUKzc626xC7s7AWe47zaqyEKNc",
-	"PPg5YUySRNNHk8nk+kEq1ra8dHg8NiuVD0/gIGAeJKWfL5U0jvBxKKU2Fk/I1lGWFvM00335eWmozeW8",
-	"nBWKc4twTj+sVCkJPMIOrKwGHclW3ulckSDJrPGlzPwU4wvFwRKwdubSxAxelHap/EJVjo8wPmBXysiV",
-	"Hm/kskA2AWLHZtUSqy+1yB1ONBB5OsTF7BYd5KoUPWUsiF4Tg2ZrTOMNZSdDgRpB1ksnZJapFUEkpnIY",
-	"JlWuEdpPExPqIcQiffHjWVpPIxVGKcwMulQbGNVMsZaRc4m948mjVuDCSvrFA1d3rI1IT4vCrtOxSL9/",
-	"cvqNOFhgzPY/g42cvkQS+2eoxkAgGgECHxld0mjiVvUFIAgew1ytQyEHgWmNaET8zj5wwih/ADxNzNSc",
-	"Kis09TFKJbOFcokJxlQsS5R69c4frAqpTSpKydnt0og2LVHCFNYBIHLMrDEKWdlUpMcPD0U4Jt/Tgn+r",
-	"VZE7cWatQHtdy6fLw0lMoY3CdjmXUqh3Gaz+F8fi7/qvJyI9nkzEX2Ue2k67FUwSA1z44HB8GGozrmTp",
-	"lBhIsWyyZ5uKIOn31nmQNc13iWH6gKEMT0T6aPKIePv/p0oHLOy59eJVtVrZ0qs8DOCKf8TaKYnB1eKx",
-	"vBMD/O8IM1SB8eckMc6evcKcGnbVFjpThgwCXNnnH09BCFdlwVLJTQ/wTBFzG9vy4oBfOgBA3tjQo7Cd",
-	"URzxyKJpdDiejCeoZ9G5jKbRw/Fk/BBdBH6BoCAQJ/x/0QdxdmmYiK6uukhUu0OmEXZLLOZpDvoNd7RV",
-	"ZuhoMrkh2fh+ScacHNGTY/zjatyBRdH0zds4ctVyKctNMJiUNgMJox2Xv/XywmGgNDX7FhrYlcp7V+6J",
-	"xNxNtQy5nNIzn9wr2enJkF9KMRLIt7wTKTySjsW3FrjLVh1dsm2Rn45c1lMhE4PV8GqVfq5qacfONcIz",
-	"XKqQChK0mAYA2TgxTptMUQoEtofVO2CXyawjl7YioAuSLG6EIlaGwYmExG5EKmPxDEEUci1tKIIWMGIZ",
-	"c31UVm+tyThwAiQwm/lwBMA7XTfcFvC3ydU7GEedbQhUiRm0OArWeRwBAzY8YY+cpcDGMFzxutBNK+oM",
-	"jjlWLgUynwGaaJdlDD7VUvmqNCrvrKR2lKYuVyslSxcj3PAS9c2yqQ+ZV1i5VnvcNGRdG0w+BomXmFen",
-	"3z45+//HyzwWLw4fDtkEKgOaxlIi9SJlFiQU9BOYP4of+AIL7tRhlNqLwtpL2EpWeLsH95l2Hrcs6tZ5",
-	"3qPqN48ccB1o0PNveZJqaVy//YjMoY406WEPPxhFixbgKu0XlvU5pjH0NV2P9WCr+hW+dnj7a53SEvjS",
-	"w9tfamqiXcfRo7u80S7sgHNHHHn7e1QCDvlmzSlhCRlWFbU+NBeyOYo1BUqPCbhLFWo/SYLdwzZz5TiZ",
-	"6/vSVlM2Ek0se3kq8eVC+R7fVQ0wgVs2BbJwOnS0gypQn9Ag/o4mx2R6SQwCAjIy+HalWAI6+B5jJ7S7",
-	"1wE4zHb1PDFcTYtY5laYIKXDmrq8cwgV5BGCwuJgdWURIjuRpwUUrfNpN60tMVQq46u0xR1ZH5IFjALX",
-	"kHA9fARGUefwDlAxo1VoEuHGIq1TfgUbhbmWwEkNDDTRTVjmxNTW43psVKkDDShkhGZPVamUa+mRT0yO",
-	"lYk49Zf6ko6rlYU921puMcD04WCqYK25UHM/5KoMjPIbQiCqpVI1kuvb0MDkWm76eOVL2u9nZMm5H0U3",
-	"ZWSBYe4amraSsHltBrI3MXEnk7FdCXdfIVxMDd9TQfLhjTV/v/pXp17mf/VW8f2Y3J0S6/awdlovlLYS",
-	"U8o3tuIy3t2c7hBTj6G7yP2PJsc9sQ+BGwx8m1x52bGllXQOCxw1AYUh8+Q3L1OOJ49vf6MpoghvHN3h",
-	"je3abr+G9OKdC6iuzqwfhAIiZLCNQ93uTlz2rshi3N/lAU/JT8U84KPiGcpau6GkUh3w/RkQ3fGnLZmI",
-	"1rXtkHwuvqMdl8pRKN0+KxL/pp0PtJOH9JGhWHynhxHor6zrMzckGJWeRFORcD4CXszhLh1bXjj1ZwBC",
-	"fogTnLbTl1xiMqveaefbQCjYljkGgpkAQItucAQavU1imqJAxB5gLYMvjNJfcuXYGY4moLF4TSEg5NMS",
-	"AAwxkEEWpNw2ejEZ92CW02Y6QUebqYVGwzuXX2wPBTNyJExlsFNUkXV/rJ/IIYKJaVWMIoyDmm/pRG5F",
-	"uMjkSjXF+bpjoZqQwYIasAdNT5aqvpshlJXcSjND0IaolbXUjusBCXL79pzAb1vwEVBmYgjqcq3aFuSR",
-	"/HIc3BtokYKlHU5FG+5xUUVGudv73s6n4/sjgk0jhMyvT2gpiHKC77iG/XVmXIjlJLONYwjpFrb0yqj8",
-	"JDHNltVlUIHTbcYCDUY1+CTYWcslAi5kF2qizOsENnHqLmE+oYoF1XSGlQgugLryBU45MQNpRLW6KGXO",
-	"xmPefd8qiYVu5JnMLoc3Ehde3tHZXjpHPSZ8NtPOYImXM23gJB9PJkM0VwUA3lQMwvJosBKitlvAPBqy",
-	"alYT97C/GFRzJ0itvwFpW5OpKV6nsZMgubFVCZpUgVWHjsIasje9KZSWGHiyx6nNofU3mvsOqDl38DP9",
-	"c50OY1InQzQOdsRLFnKLYCFwKoM+p+JwnJjvakMXcwm6RYidH3zfFl9UgMvWTluCphMzMDYsJjw1OqXL",
-	"e1JURYdjcXrj3gIL5s1l7kub3KcxsUfovTSm9p1ddxA9W7dh3eENvseANBdkin+1+eaDQbitKnnXu0X4",
-	"PyRgpCDvHiz0srEpDLaZRftUD09qBanJn204JOtLhx9/wGfbJ5Xt3507ndhfDBCfvNvaUzUyX264Yllz",
-	"c9QOLV8o3/JxENfgi7DW6NTtyygkX9qeS6Y4Y+VocvTBFoijr3pW6PUNpfGmO/mgjHsCe+vlbAA7iLPx",
-	"WteMN3joxwIDkrRH5tq6maNe6627MPaHbMW1qf3mS8LiRgJz7MF2AfNpM62m3DlLSXjXmotWcNROFdgw",
-	"iZtCf2KR3oPFj28pVLzLdHtAcndDb2zx+nMxN3xQzW9P2d07qMpElfWtazXWx2CGgNIHsilTjNf+KVGt",
-	"QhBefTKGU9HSJ9sXmFEgwK3XwHF9/N5oNio5T7FmBNzQfUcFMZoSCUPCiXrOCgLdBEYhNP3InC6b672a",
-	"Im7mk5huLdlaIdmawjDUWSUbrG7dG8Leqx4kMb0pk9CWWxmBfdEgH6yacxwdH96BoLcvqkCDwdEdDl3/",
-	"hTGfk72hG8EWC7uiqKJiU18hMMfLC0Cz4KPSZ3W4yYlzsGgq0vT62l+TC4DKHwWrK7Q2FXU1lRQUR77I",
-	"x6I8I5gNoDttVS3iAMfGjIsNtjJMqNjS1qWJfHtCc2vKMIbDEKofpfgJzx39y1e3dO5dkUG3I9bTf/fK",
-	"CUUDAMTRrsEeVNJpyKylW0oJZ95OkKklqvMUFHyp1Io9z7LQVwpO0NlO5Z3a2p2ORrwjaajTY+dkbmE7",
-	"WsG3M2BAw4KzDE7EZLpVrYevt6FGcEbhDgCy9uRyk5jGn4a9gwY0SEejOUrJUoHYAKBBegmlGpK+yrGn",
-	"sw0p72iGR93JNureCQMa0GxiYvMck4WJBj3mIATG1E0sZpXn8uANG37gev3orcpKH9kuHLrZI+9otWMB",
-	"5Oh8SAT77QOFz4Ul1k7M5mwE7the8t+KLfZGzlvUSWufwiZc9fD2V0EVq7MXd6xtaKfqBqAFIcBp1BRN",
-	"1ZNHXbMMlQclLljtZqiBUPx0v7PXqDUl9f0CX+9Hsi10Etc/smWB1mAPszEh3f336fl8b3T4mfCyJ++8",
-	"YvcAHY/GlRS8p/dGc9tKcTdGp3vIvi6sU2chJeZ+p6x9OWdP9MHxTVo93S7Rsue2ogLz5hq0mFWrhUTJ",
-	"P/x8PK23kF73MrvPiWKfKXml2ullrZ1rmb7aF7GiXCAVQHBFh32+/i69/L3GxSHRru0DQAjL12vu3qzH",
-	"Fq7E3GjiGovX9SX0HTvFjD2PLhZHk0nLolknpKWlNJepGGB6Xa8fb3jSXAVPJf4oQSBvNRSThyS0zlRP",
-	"akQ34UhznkrwksC3HNFFshdOTW16W+nsclStqAbt1uIk5r2yFJvbCJs1qEtWztkLV3JN954IHW0wCwBz",
-	"izC3stY7wmB3ot85TBCTMAc7luFaJQwhZnhzBasXmTRipoR0l+FiVqz9lJjE1JbbcHdzfUszX68WmkAv",
-	"ZNd7Vad4tLcQWsfJPG/u5mtd78yRgIh6tGOFoAfxvLBF8SF48T09Lx8JtnSTkXfRyyuMEGMjxkk4Ttp1",
-	"T9mu7++37wiZhjOLNT1b7IvDIAwXjQyFjFv50ezG+EPE/ZoijjK/m8uNTI4cCq9wDySBjF2HlK82R/+V",
-	"9Mz4jjziac46KaXI3ZaZ1E2ke4/EpJfUza+Sl4R9j9+Phm5JZ+pcqciLszerqbkl9tYQ+t6A51etkie/",
-	"TBO+DaG/rO+2xmu50I5Cpk2E4tJs4sZ5G0oFdQL98b7SJZ6MENTPEeM7wf1iJ7b/M2F/v9sA3u/0FdWV",
-	"q0uj9KqhDT3fGqfbJt2PxgG65bx6GMFpIDLOuFiSu+6P4N1bg3drOvh9B++26w5ybbdgP6aAUkRnbnjD",
-	"Kfj1onp/XKHZlpNOQ3QbxTXuVpnqZDA1lRzJw4ZFxEI4b0f/bIf1bpWtqKNzE3OhfL1+2ohOjG4orMDl",
-	"rbCYhAvWL8AUieE5TEFhKqCvTYjQdIJvNXedyk1xYwEIPrGtUMqdGrgtpbxZG+2EzgvFV4TXniwK0uKF",
-	"xUOnHOivrUXF0B6ChPPWTDDvVpZKVKZUhfQh+qU3PO/95ft20N1HMnfvlEe77lbX8WWldk3ghx++/xt1",
-	"tYax3zNsjWJjN+J+YWuBAilgd71VCL82TnAAOMYbG8vx7J8RzvmwYqe3XnnPfhKraHYU88tCtItRGOqQ",
-	"94UFJWawXT17OBX3iAYi005PzfHeKB/xQ7nDSrAWWuVCbDgzKCqSPthmR8NYXGjMVK3rBmAwfOMoXyNF",
-	"YSGcrYnVQT6J2Y3yEXcP8umv+fJHlM+nc2mHGPx9YGRv4A9WOuiN/OnAk1u10N+PJ5p5xof3RW9Vmv3f",
-	"7ZTeWow/vNP/e7zTdzUMbJnQuiUS37yFU0A5NnR8tqsjNkF0svQ1mL+woqyMGB9ky/wgPDIa5eoqPRFY",
-	"Zk1khca4IOkJB447VZ+mBweHR38ZT8aT8eH0y8mXEzyOPIGdURADiUN1XK5i0/F58kVclmrtcNGOcZP2",
-	"Tzbg3aIDX1vAp+aiYfcurn2P1YqiIgk02Hmt1fUqcfXmsObW6r21I7tDeMbePp6PzDV+Amin3AmgVUrg",
-	"M0rlVM0zlDJgk+vb6/8XAAD//w==",
+	"7L17cxs3ljf8VTCcrTK526QoWc7EZKW2lMRJPONxXLbyut7H7UcNdoMiVk2AaaBFczKaz/7UuaAvZFOU",
+	"HNuJs/OXLbKJBg4OzvmdK37ppXa5skYZ73qTX3oLJTNV4H9fKl9szuZeFfBXplxa6JXX1vQmvdcLmyvh",
+	"VGpN5iJR2NJkKhPlatSLei5dqKWEHy210cty2ZuMo57frFRv0tPGq0tV9G5ubqLeShZyqTy/8JuycLbj",
+	"ZecLJRKj3vmLFJ9IhJ0Lv1BiVahrbUsnVvJSTYWcOWW8mNsCv53rwnn8CialYaSfS1VselHPyCXMhYZr",
+	"z1i+e6bMpV/0Jo+OTyJYQfj7uFqD84U2lz1YwQ82z1Rxbq+U6Z64XRtViMTDE9XE07IoYKoL/HUkvBWF",
+	"GirjVSG0d+KykMaPxHN1rYrYrEovtBfaCCl+evlsFJuwHtqtekHPbHo1pMnsWdTJoy8OL+ppppYr65VJ",
+	"N39Tm911/V1eKYcLkenPpS6UcHKuaBW+2Ij+0yfn34mF9yu50qIx2vBvahObrJBzP5iIY/jFyaNH4lo7",
+	"PcuVOHv1zdOnIl3IQqbAFKKf/CmBh5J/JYNI4O7OZKFi00+2Rp2IL9X44eO/fKmGp+Ps0fD0ofpyOEsf",
+	"Pxx+8eXjU/noL/PHD09Ok4GwhZBOyNg4X5SpLwuVDeda5ZkgAoiOoeNeNfhoNIp7SSTW2i9ik8Rx3EuE",
+	"NJmA/8aJUC6VK+WmQuJMxZXaiFQaY71wXhYefyiSuJcMRuInp2Am80K5hSikyewSf9CX4qefnn4rrk8H",
+	"yM1KpouK1BtbiqWSZoIbgOwVG2QvUSjnHfDJS5VpJ5RJi83Kw7k0mSqExMEzVehrlYl5YZdC+1FsYnPG",
+	"G4eTg2GdXOLcI3qs+iiVea4K0U+0c7xuV85gc7yFp2KDj62kX0Rbo81sthH9xPv8YumSSCRrqT3/F1eR",
+	"RLFJcr3UPolEpuayzL0TcrXKtcrgDYvClpcLIc1GXEqv1nIjrKlfgIuexGYo1gudK/wCD5LI9bVyk/rJ",
+	"k/FxVP8VzqY0WWyESObKpNpcXtDHkQhTpuWqdytdKHchfSKc3ADHrBfSi0ItpTZu2n4/ySCgmnBe57ko",
+	"SuNEH5auzWUEIwwm4nT8GN+sa8a70OZiVdjLQgGhiWlQIA9RIvNkcNcuJHwCM5zCKLIijod5ZVplYqmz",
+	"IU4iV/Iaj670Qhq3VgUyWLkS3uIUwqaIVV46IWe29OL4C0HrsiZtknUtnShUrqRTGZwrkFz4l1CgDep1",
+	"4eMX+GEyrRgZFyWFUWvgNCIcfmSsX6gCGWYiTk9O2oS5UpuLpXZL6dNFMgLexZXhkmBGcNTwhSoT/SS3",
+	"6dXFQuUZbKRTS7la2EJdzMs8TyI4fF4vlS098QOz96U1ahBoBbPR5nKCy6Njgpso8diOxFls4Fhp+HKp",
+	"ljNV4IHzOhdfjAU815LqDxo0cqIvncil87EplFFrlUVCXSsj1gs8zkxbJYtcqwLPgDKwY5fWe2UmQvKM",
+	"4PPYMGWdkEatR+Is7NPCOmR6kdoyz5BCMyUyBecCZquduFIr1JyxATrgoBE+GCZxi9bZkpf30Kcr6b0q",
+	"YMz/2//vyZs//Xn4r7dv/jT819tfxtHJo9Obf8Y9/jyO38Tx2+G/3v4T5OybuAf/vB38chydPHp0E/cG",
+	"/9Hr0mTPQJx0K+aldV4AezghESWgNnaifzweE/0JTwz2oQcUVduLJbhzPB6Poxr9HHegnwiV9X2BQxMY",
+	"iG1ccCdUUCjkkaw38UWpfg1KeI6j/0LvBIlfvxH/ue1djY1/czb8P3L4j/Hw8dv6vxejyRCY4Pjx45vu",
+	"nYW3u5VMVTf1SqM9EE2WfmEL7SR8V1Fod7Y01F2nHObLk8WpfnGyZ6YvCjXvwtAvv/tG/OXkdAwwdq4K",
+	"ZVLlIpHa5VIOnQJo7EEeaCOsUYI2dRKbpFBuZU02lG5j0kT0rRHStKVqJcYnQcpLj9I7ABcpvE6vlBea",
+	"+ArOAYgBkJQD0i0wxFfPeXx+/IETK5vnk9jk1lwO4f+kO8Tz2hiQns7Ww/FgJH4EUe4EQCF9aWxxqyBh",
+	"St3GlLvkPceZPc26+aCat84aWCZ5ZlPkCDxYIJtPxid7uINGuD83A1ec7OMJmvQtpz+h1160j3+1Gpju",
+	"PaUAvfKDy4EbGAoY0ik04p4UBdlwqTVeGRS+iOGI4Eerws5ytfyv/3EWl16/9z8KNe9Nen8+qi3SI/rW",
+	"Hb2gX9H72tQ6MxtBgEHBq0e9m6j3nS1mOsuIuJ9qIshuiMMzqxo4RPiFdqISMqKfzMP0kgFOt21v/Z3B",
+	"zaee+7bdkyCcKgGAAEYEqPFzqZzfRWlgj+2FaIOReE4QCsdjOYViAJZurmWus5c09KdecliRdmIp87kt",
+	"lggaNU3qgr/mXXpuPVn7H3yW1cj34y7AK7X07ifG+gvyKIBBxgaCdCDlnNy42KwXmwl8RoguEf0Klbaw",
+	"/BT3eqVA/4jk2yfPnpw/SViRuNicjE+FNs4rCVYZG0RhtAb+Rz4B+0GGkSfC2aWyRsVG5U6JpdxsLcLY",
+	"NYw5K0js9UGxZYCjnC+kt4XAb8jShB9EwikFzyt5BTAnqV4h2m/QHscGMyUpzZWxa5PEpm9QhLK5EMG3",
+	"NPWlLeAt0jCGv7QDZtgXcpNbmZ1b+0wWl+pTcyxa0doJC/M+/kL8TX8t+smKJnXhrb3IYVrMsiTzn1v/",
+	"nS1N9inn+twKV6aLADOIOecwi2RAphTgC1FII9D60rXxBqhCZbEB9tFGJPD3Bf1B7gJ+Ns2tQ4BUMTHu",
+	"He4iMkjSVHkJUA2Gh8fpIPXRg0X4qDpUTm7Afk8XYcPPrf27NBuWUO5TEjGB/VxKswmSyCXTYI8SCRbS",
+	"XKpsJJ5oFMYNG7aPJMCFPnDspakYB2jgFgDKEFhoF3wGbOVKD9+AUUqvFX04JxuytFNbGu8GUTD5WaIX",
+	"tKUwNQaboBZqJw+bWiYTlRkOG3GpYOaDKe9a5bzQTkgfG5QpYGjBTKvxwxsjco/B3KxRI4EeErK4Y9P2",
+	"lzA8FX1bVIKpMTsYB/5ShRugTU9kfABScV46mTuRyqLYiOSl9ArNyuELm+t0w66Y6mMQK+jhHGrl50P2",
+	"gg6BpriQIbvYh8fHA0AFsCB0ZuNoCOVcbGCbJiKJe/C7uJeg4Ip7PMW4lxCMbrrrwwS6vPUSdVyu5p4A",
+	"b2PoafHVeOq/Ok5E31ijiBS+hvO1V0+6tg+KWKA5KxiLZ1Yz/y763SZhNwRmgjR4mtm3Ofmfvzoej6dr",
+	"nP7PQZ+72KxUIdZhEeT6m5UMnmdl4TwpSALVSwVk9+TVtsD2c53nZC6o5cpvOlYKL57+XH4VgzRgf/6w",
+	"en/vLlSoSblPRvD2HjVCMSgmfjJs1/5DfVKp/nftHPArnHzCSGKmZAGShyRqUjZmlqDrpMGir1+/Hp6V",
+	"fqGMhymq9px2LAta6LXUuZzln1zTIh6ZyfRKmUxkmtxmrC20Qa6JOoSWW5QehFRsMrsGivAQF2W9FMDE",
+	"6OIpfWqXqooKgXTVTjA+2T3h78swN4ERcZgzkp7fWDPPdeoDGYCmef7jvDd5c0e6Rb/0VoVdqcJrsv0I",
+	"be6e5iYynYj1gg41sQw53VipAb8oUy57kze9gEbhI4KYvahHwLAX9ZhGvbc7FinYo02veMd0aqfwhDx9",
+	"iD9rr2xpcuVA8qNLdrrfMR9+boV0V0JeSo0+JjAkpCd33xenvU7vH39kZ/+jUt+7edvFgqfjx+jDQl58",
+	"UGnakfjRKEHbQU5aKRJr1I/z4CiIjVupVM91KvhsuAlFkej7JarX3Fn4Je9nEgn6m0aKzRqdxWjECb/W",
+	"qRqJJLWZImuCQBKpq4lokJTiKPtjGaxGt0MXoskkoi9jk9R+y4Tc+y1eGeBIWrnKypm2Iw2gw+kBoxAe",
+	"MaBj/m+YnDLLNJBd5i8a/DyXuVPRFosvbdbhcUzUuzQvnb5WiegjS5CqLf1gQt47XNdUJIi6MvTLbYQp",
+	"lzNVwJ7Qx/yYI91krKiGhUGah6P6AnQM/rbzJKAPeXe6Z2JeKDUENhW5nCmOnmjkGi/cwq4dvK3hCTo+",
+	"+bJjfIqM7b7gGZ6lHH87DbE88XA8Ho9r/yCKPGvm+rKEtS/lO3F+/kz0w+PHYjHoPE23+dWjHmO63Un9",
+	"YNcit4C2LBkf5NUApsUDVk90PBJnjUmydH/gYpMMh0v5bgg/T+qZgo04QKXAUnzKblhyaE5E22UbG9je",
+	"4FOtCQJYl19AX22/BykizsTpeBwbdChRkDGXl6Qs9pNqfBchFPW+BkP6/U4G2uAXK1Vomx2gfwhkOLTP",
+	"q8BoJEBMjcku4zUPSCKDzIqNsWuQfflGjFHVlquVLTz7p4xdT4UUNAEhZ/Za0WMI4INBCbQTOw6eD0a9",
+	"4NDdJk23oxcossRwNlGDfA/9Y+JM0zj+IVGE8cY+wYHnZfdIAHfvvr3ySB5xuEa9k8sVAK3eTOe5NpdH",
+	"2lxbnarh6UmnF7v2Ib+hd1QK+m0Hdb6HRe4Spw6ow1/VHmTSqyGArF6H3GmF6Fs/26dxox6QqEsUUuJN",
+	"sQH9SujOmnxDJoPOAjYLTiRv7dVIPDHwB3MUe8jEaDT6b3jsq6ffJnBKw8Acf+XBwWzPrfOx6T8aPxwQ",
+	"3stAR8w2TWkzRb0RQrfj6nchLC1jg3Pa2FKk0oi5hjkZkXz/5DwBix++vdCZY+beoSEq01t4EmjvcPgt",
+	"P+NxjY8oZUllyHe3i+XAgzvz6NaoMI2dd7+HBkQMdwsWPBN+oQvc5jo1JaSzAYKfEAwkLwmKLwroI8oK",
+	"wbWi0NfKRbg3aM+vLY3rAv8QuoRzDcBHK/ceIifq+UPhYnxgKpxCBkV+aKEoy6vBeeCcRr1b9fpdoGyH",
+	"GPAM09sHtRp4Z1+iphjoEh4/KJn7xa70cF76kuVIkF726qC04p91vqny8bffFAIX9xJUn1K4wWHvYnA8",
+	"taQgHjjG0LMNyLZ+8lVSpUvy+h44YCXONEGToSEgUagkg1aqJarcpfYYePSK2GaXo+gDWRRyc3fpg4eO",
+	"ps4Tv1UMTYXM12CbHLdmdgfpVAHlnYm7kjij89CxX4rSqZg/anhDOUV/fX0eHLCUN/dn/G9ld7IZLEH9",
+	"CMyrGxw4kx3OPc4+a0mbu1qirXPBqw0UueUEN1g7ah2OfYfK7Z6pQ1xAe06LE30M9VRqrVJ2B7d3a430",
+	"0q5ZotlyCKHsJnE8fPjwcSR+Ov9mKiielEvSEJJ2mD1AD5zAkTatjbmfKGi//JUvdOrzjdAmBRtYObI7",
+	"yFmPe+IQvld8wUr0DhLlo2DGP5w+/rV68oPpx2faeZU94027myMPnn5q5rbDk2c4t6vbLfqA0hkER+jQ",
+	"IgmMMTqoe3Hs3TW85ZS4J9eqy0yQnXENZQDmLORqpQyG/rZPXErKQtKGP0Abi0IcVeB6cPfzOOsIVVTB",
+	"ajIb1gtbB6kFxahRvTbD2A/AeMV1N1RCt9hXgRwB+AZR24t6CwnH4sJeo6Qu1AXrwcA//L/b/KgU0LjI",
+	"Crta7YHQB4TQeVB3D5zgRwMMHbMappfcUfC8pyoOU+gznKF3PnADVtIfUhlvMTRtUdRDTXhIg3YeXpte",
+	"/aCdt8WmQ/tch9qcCl0dOtR0hDpQV94dH6z0Lb2rFdK4UmrlAEgx7OLc2AVNF0Ny8/kBv8OdPAchnZbX",
+	"u49OKLA6OYB9ILXHfLQ/lz9qJfJHsUkaCAZTxWkb6+IEivIidkgEvXxGZ7yyRMkiV4WwRdSIKzRSK9ld",
+	"w8UHTdcNWfqxaUQhcun8pK4+0I4w+aLpRsPBnQfMi+NLH5uldT7aimGMaOqqcInIteM9rt3N7IE8Ho8x",
+	"7u8XajmpCdmcO5gOS1soWgPlSlvHChXFK058GpvwxgtvvcwTzhug8IPMc1K4n5ONpciBxN/MrM2VNMGY",
+	"4Rhdh8IM/jvH226tUeTHcVgzBSTDOpHg8mkwTmwC51Rclm9q7/TxeDwRHunfuQuca3sXucFm7w16/Z/S",
+	"L47H427LrdrVW2RJve6aUxcSQBlCFYTvFU+i/9YfttPuajaqe1iNH8d5tX30f0305gMZpTUY+X3bpAGV",
+	"3LbR7aSjEHthcPpzqUo1Eq/BFsKqsKgCIbGhgxLUG5ZHsWSioh0pAFYN7XwuABU5AJj9ICClmKt1bDiv",
+	"ZNByrR6A+ig+mGNqkbF9nt7H4O4CHYGC+9Qo2Au7WANztO4ONWqbowNrNAp29/ApfhfYAx5v1/Eylgc5",
+	"VlXxHkYS3UveybD9iNkOrz9ufsPWmnkW3fbUC/R/fYRMjz1Akso369xviqJQ/p7GwrWWgdg48QdzNrZq",
+	"9xqJG22F+vtM4KhmX2dxsD+rOxsnoVq89YITAhEZ0LYMRjuFjO+dcrG1XXXGBNfhbmVUbCVSNPhp1yn2",
+	"+PTRX0LyiciUlzrHnII2H6WsP8Oh2ArM4kFopLrhznBlR9SrUop7pKEvWMS2qRNMi2qZ/EuSu+EP+uW+",
+	"IoatrxrE7UW9BoVgfdup2BgN2UrjhZO+mxYG2kH5hc0uYEoyzy1Z8MB1hZF5J0gg0najhCo20uG50p5S",
+	"6vZ46pvxlLIwE6Av6MwJb+mkSfDbJRR+G95YzaqaeURM0CW1X8L5fb9shH3I5Llas6Cg7BRK8sTcgZBl",
+	"ATLl/PxZjeCaZSvo87p3VkpXssCrwKV3iov/jrzOWPdQvUhiRjF5nLlOmcMuQbNXx/Gunuf9NbtNMYqP",
+	"7VMmfyQnc7Xoe7njlc+PjL5c+HwzVO9WtvCdAP5OAeWqSoA29reML9fE+JVB5sBnb287msHZtBu1ut3c",
+	"JzodNPhH9zfO93r0DvDNzhbc28RqxXo7bavgw7qXbXUnE6q568FPWFtQt9k61VbeKbb3QeQj1i4gmbY9",
+	"4pEoDZfsiNmGjookWHQHufgHlmofSUB8sOhaxUXvB0YOud3JY+Pa9ZDVQkI51VTURViqQBnsqi42nK5b",
+	"t58Y3znl4d+5wXtzg4O+qxKD2zOsEoPFLXnBo/fILG05NfaqKSpvvLs5T8+/Ivy9a9M3Ow4caKbgVFoo",
+	"P2niACm2yi2pFEVQiW1sQn+CwUg89WKmUhs8tTtAI7Q56cpb3LYtmnPu9oG0Vt3p8eqUQO2q0116vLB5",
+	"Tg6DOgzOYrVK0w09Npzg+CqlNrfYhjO9ATYYMNYjcSKW2oB+CCnQd9UP0lwd2LdVLlMVnKXoJY3EGFha",
+	"e4cbNjootw85al4Ht0zocVe7ZXaCUndbl6/Y/EB7j8pb6NTlEj2I1NuDu2LcKQpZd/sAau6wwc76d3kO",
+	"dVtaFtpvXsHB4xRwLJM7KymHkf76Lqz9r6/PezttLcRfX59zGYF6t+KYZEIcFELa64Wtu6xVtb7Ym027",
+	"2BQqtQVof+ma7nH2FnOfFwM8J41ASAkkqztVXOZ25kQ/4dQejJr6fPif8J//TAaoGWKzLJ0PZUILDETl",
+	"zXyQug4So2a48no3Ft6vqAJPdwZ2v9WwX7PSq4wriLGA+Yfz8xcoo91C5bmgX7hIGGuG39tg+zpyjDlV",
+	"XKsCOW9emhRGdtT2jj1xHOXkmo0fX52LI3zX0S/VMm7o/zfs0gwtT8i9C+hpq19TP4hGmEo4cS1bieVj",
+	"w2SCDcPTQjsjt8PXpIndbUlf3AOsI+tLnFXhKE6GmcD0kErW4Dmxa248pr2LDehbbHRmS78TTT4Tq8J6",
+	"lcK2FMrZskiVQEYoFKa1rAvtudEceRU3GDtpgGGR23VwI1ijKI/HCZkXSmYb4ZQyuEkMucTMZlpRJ6G/",
+	"vvrxOXbdQ79H8g1VhQ7PN6tQnNZ3lt+dpGWRi2EmHvwSMyaJe5NH4/H45kEi1ra4cng8NiuVDaZYdbFc",
+	"+Q01WlgqaRzh49CQcCSekK+jKCxWJCf7KlGT0OHOeTnLFRfP4Zp+XKlCEniEHVhZDTaSLb3TmSJFklrj",
+	"C5n6CSY5iqMlYO3UJbHpvyjsUvmFKh0fYXzArpSRKz3ayGWOYgLUjk3LJfYwa7A7nGhg8mSAxGy37uTe",
+	"Lh3NYIhfY4NuayxYD81bQ5snQd5LJ2SaqhVBJOZymCb1fxLaT2ITuopEInnx03lSLSMRRiksfbtSG5jV",
+	"TLGVkXGjytPxo0YGw0r6xQNXvVgbkZzluV0nI5H88OTsW3G0wMTxfwQfOX2ILPaP0NOEQDQCBD4yuqDZ",
+	"RI0eJsAQPIe5Wod2KAILeNGJ+L194IRR/ghkmpipOfUQqbvMFEqmC+WocwmAAGzulXj1zh+tcqlNIgrJ",
+	"fRykEU1eoopA7HhB7JhaYxSKsolITh8ei3BMfiCCf6dVnjlxbq1Af10juMvTiU2ujcJxuWpYqHcpUP+L",
+	"U/E3/fVUJKfjsfhaZmHspN0HKDYghY+OR8ehw+lKFk6JvhTLuk687quT/GCdB11TfxYb5g+YymAqkkfj",
+	"RyTb/z9VOBBhz60Xr0KdV5jANX+JHYhig9TiubwTffzfCRaIgeDPSGOcP3uFGXocs811qgw5BLg/1t+f",
+	"ghIui5y1kpsc4Zki4TayxeUR/+gIAHntQ++F7exFPZ5Zb9I7Ho1HY7Sz6Fz2Jr2Ho/HoIYYI/AJBQWBO",
+	"+P9lF8TZ5WFiuqp3KXHtDpv28LUkYp5mYN/wi7aadZ2Mx7eU1d+vnJ4rNDqq6X9ajVqwqDd58zbquXK5",
+	"lMUmOEwKm4KG0Y6bSHt56TBbm4Z9CwPsauW9lHsisThZLUOxsvQsJ/dqdnoyFFBTsgTKLe9EAo8kI/Gd",
+	"Bemy1Y2afFsUp6PY9UTI2GBPycqkn6tK23FwjfAMN/yk1hsNoQFANoqN0yZVVIeB42GfGthlcuvIpS0J",
+	"6IImi2qliN2PcCGhhQEilZF4hiAKpZY2lMYLGLGIuMswm7fWpJxBARqY3Xw4A5Cdrp3zC/jbZOodzKMq",
+	"pwWuxBJxnAXbPI6AATue8I1cKsHOMKR41S6qkX4Gxxz7/wKbzwBNNJubhphqoXxZGJW1KKkdNWSQq5WS",
+	"hYsQbniJ9mZRd1nNSuz/rD1uGoquDVbXg8aLzauz756c//+jZRaJF8cPB+wClVUib4ECnYmUWtBQ8J4g",
+	"/FH9wAfYWqrKp9Re5NZewVaywds+uM+087hlvXa39D2mfv3IEXdTBzv/wJPUNebm7UcUDlXKSYd4+NEo",
+	"IlqAq7Rf2MDqlObQNXQ116OtHnL4s+PDP2s1UcEfPTz8o7qz4E3Ue3SXXzRbmODaEUce/h01UkS5WUlK",
+	"ICHDqryyh+ZC1kex4kDpscJ8qdgDA38B7B40hSsnzNzcl7fq5qvoYtkrU0ku58p3xK4qgAnSsm4zh8uh",
+	"ox1MgeqEBvV3Mj4l10tsEBCQk8E3+y0T0MHfMXZCv3uVicNiV89j02oYt5UvSDW5pmqSHnIGeYZgsDig",
+	"rsxDiifKtICidTZp19bFhprCfJU0pCPbQzKHWSANCdfDnyAoqkLiPhpmRIW6Gm8kkqruOFTLc7OMaQUM",
+	"NPFNIHNsKu9xNTfqSYMOFHJCc6SqUMo17MgnJsMeXFx/TO+SoXg97NkWuUUfa5iDq4Kt5lzN/YDbjjDK",
+	"rxmBuJaaMknu5EQTk2u56ZKVL2m/n5En534cXTdjBoG562jaqgRn2vRlZ3XkTjlls5/0vnbSWJ++pw/r",
+	"w1s7Z3/1z1bX2f/q7IX9MaU7VfftEe1EL9S2EuvaN7bkng/twvKQXI85vCj9T8anHbkPQRr0fZNdmew4",
+	"0ko6h6286szCUILyu9cpp+PHh39RtyKFX5zc4RfbXQx/C+3FOxdQXVXe3w8dcshhG4Xu960E7V2Vxbi/",
+	"LQOeUpyKZcBHxTNUOndL87Aq8/szYLrTT9scFL1r27n53F1KO+4FpVC7fVYs/m2zMGinIOkjQ7HoTg8j",
+	"0F9Z1+VuiDE9Pe5NRMyFCXi9jbty7HnhGqA+KPkBLnDSrGNysUmteqedbwKh4FvmHAgWAgAt2skR6PQ2",
+	"sWm3vdluBwRfZspxMBxdQCPxmlJAKKYlABhiIoPMybit7WJy7sEqJ/Vygo02UwuNjnduNNqcCpbmSFhK",
+	"f6d9KNv+3Ggo3A1Ut0QjjIOWb+FEZkW4Duha1W0o23Oh7qfBgxqwBy1PFqq64SQ0UN2qN0PQhqiVrdRW",
+	"6AEZcvsOqiBvG/ARUGZsCOpyx+cG5JH84yiEN9AjBaQdTEQT7nH7UEa52/veLKzjW1iCTyPkzq+nRAri",
+	"nBA7rmB/VSIXcjnJbeMYQrqFLbwyKpvGpt6yquEvSLrNSKDDqAKfBDsrvUTAhfxCdZZ5VckmztwVrCe0",
+	"0qDO6ECJEAKo2m/gkmPTl0aUq8tCZuw85t33jZ5vGEaeyfRqcCtz4RU4re2lc9Thwmc37QxIvJxpAyf5",
+	"dDweoLsqAPC6bRH2/wNKiMpvAeuo2aqmJu5hd7ez+madyn4D1rYmVRO8lGanUnJjywIsqRxbH50EGnI0",
+	"ve4EGBt4siOozan1t7r7jmg4d/QL/ecmGURkToZsHHwRkywUGQEhcCn9rqDiYBSb7ytHF0sJuouLgx98",
+	"ax1f94Fka9YvwdCx6RsbiAlPDc/oCqwETdHBSJzdurcggnlzWfrSJndZTBwRei+LqXnz3R1Uz9adcnf4",
+	"Bd8GQpYLCsWvbbb5YBBuqw3kze5VFh8SMFKSdwcWeln7FPrbwqJ5qgfTykCqC2lrCcn20vHHn/D59kll",
+	"/3frZjSOFwPEp+i29tQSzRcbbptW37+2w8uXyjdiHCQ1+Dq5NQZ1u0oLKZa256o2rlg5GZ98MAJx9lUH",
+	"hV7f0vtxslMYyrgniLdOyQawgyQb07oSvCFCPxKYkKQ9CtfG/TYVrbdulNmfshVVrvbbr9qLag3MuQfb",
+	"rfon9bLqxv6sJeG31lw2kqN2+h2HRdyW+hOJ5B4ifnSgJfeu0O0Aye0NvXXEm8/F3fBBLb89DabvYCoT",
+	"V1Z3F1ZYH5MZAkrvy7ohN16eqUS5Ckl41ckYTETDnmxeA0iJAAcvU+SbIDqz2ehyBco1I+CG4TvqjFH3",
+	"SuDmpXrOBgLdp0cpNN3InK5s7LzgJarXE5t2s+TKINlawiA0EiYfrG7cvsPRqw4kMbmtktAWWxWBXdkg",
+	"H6xvedQ7Pb4DQ29fyYIOg5M7HLrua5c+J39DO4MtEnZFWUX5prosY47XdIBlwUely+twWxDnCDv70j1n",
+	"v5Vn4jtqiNu+CyhUjtc3a8k6CdK4C3w6EWku9TLC/DoZLpUoylzBU/jIRTWCS6Z4oVBmU3f06sk3P718",
+	"iiHfAfXr5nyTkH0Z/DvaoJjKIgIup+OHonHFV0gYIzO6mV5A0qG6mY/NC+fVatJuLEPSJdx0wsIFo8kc",
+	"s4HBsDnMpa393lwWAy9o+hEqLBEJ6WJD4TLZDpZVbvM6zCVFTnV/W0mJo9hg8x3uB0Qpp/B41RcLG/pg",
+	"IKt1Sw9lW842CV8xglymGq2xADDSGFVzJ27qkStZGEdgB9cDc6V9oStRjVpHtSFbB/krC/R0/LjdcJ7N",
+	"aqqmn4jqAio4PZTGL87C69tCmixbTASHz2I0w3CG6MsGctZdrmcYmF3b4qrKI23kTqYLlV7FpuUecfDi",
+	"R+OHdS5idW1EfVVEA1Uu5SY2C3mtxEwpwwuZVvUb2ofUCKQ3RvJg7sheeLW03MAOkcMFeaAyRxpZ+W0z",
+	"8utw/Vbv45hqra7kH9lQ4x7ee8AKN+peq4IvOfutnPu/4aWGQQjjSWjebEg3QrVvYNa+477D33G4ob5f",
+	"K9yt1ftVMOQzwRFPTMbKpVJTsrqRD+sM0JVKJMSGOE1N7Diz8r7AYlH3vOtM4ntNuQXU3DGoNRhtIqp+",
+	"bQlofb5n06IyIPU8iGKTNBokcuVEHR/GARulq9RKcutOc76ArL7UcBAByg6NFhP8CwE9/ZdvVmxdiyiD",
+	"05hsmu6rEaeUZih9aPTWbFiJa9l/JyINWdVNTVGrhrxHOxGYvta4I7FxwW/d+hHp2KzjrQx/5/GB2Fwp",
+	"teIMOZnrazVg3d9uFVhF5ZPhkDc4CY0F7ZzCQnwAc74vDae64GrIqRhPttoL8mWWNAgSKNzKRVGpDHRe",
+	"nfeDbwco1U+Gwzla84UCSaMtSCBxZrglAvnVuUZmtmnoPFTqtnZLT9nxAiArIrHHueNYENkRtkKNSa+J",
+	"xKz0fE9PbS4+cJ35fo1WkB85fh1es0fqE7UjAdztfChY//07ND4XkVslW9VnI1hxTZL/XmLGtwryvCqu",
+	"/xQWYtmhKl4Fl3HVZWEnKojwpJ0oH3QKt3ths2y330slMlQWnM0hujhDTynVeXUnpRm1puYDvyIn7SPF",
+	"QFoNdj4ysCYa7BE2JrTl+WNmaP3h4eM7r9htQMejxo8hy+ve4HDbed/OJW4fsm9y69R5KN293ylrXsXf",
+	"kSV5elv0ga55a8SdG9ULWX0xccQu4IVEzT/4fDLCDrBe+3rpz4ljnyl5rZpl8I2da4To5s06ftALZFEI",
+	"7jy1LyexzS9/q3BxaAjQzFWgu74oZWT3rmuOxMXm1lDcSLxe6Fzt9puesdPSReJkPG5EXqvC+aSQ5ioR",
+	"/fG2n7Ca4WCKDspGT2IqZMwaA0WUyRFGZ64nO6JdGK25njZkc8CnDS8mpVhVIcKVTq+G5Yoa9m8RJzbv",
+	"1U2hvh+8pkHVY3vO2UIFX4DTkUmsDVYrYg009oCo7I4w2Z0qPS5nQB9hfyeCXVmYIRUer/li8yKVBp2G",
+	"7oojp9SjMjaxqSLMQLOvnicYTx3CnPjC4zAEZku1s2yqUtTmFsLouJjn9W3ZoR7s4XjAFQuIerRjg6AD",
+	"8bywef4hZPE9M0Q+EmxpN03ZRS+v0K/LwZZpOE7atU/Zbo7S7z9hYxLOLDYhb4gvTtc03OU6OOcbfVw4",
+	"3eLfKu63VHHUoaa+ZdRkKKFEuarlAAp2HUrTmxL9N7IzozvKiKcZ26RUyn+ogrpd8P8eBdQv6TW/Sf00",
+	"vnv0fjx0oOy6dck5E2dv9XXVkexwqV9nYdarRmu2X2cJH0LooUaIaoLIj0K+TYTi0myiOskstDRsFSTG",
+	"hpuY1sWHXNm2U4QodmoQPxPx94ctNPpeX1P/26qFW6cZWvPzwXqiJut+NAnQbjvaIQjOApNxZeiS0or+",
+	"XWR0MOpX8cEfu8io2R+Ze9AG/zEVvlBKweCWU/Db5fj8tEK3LTfHCFn4VH+x2w2zVWldd5ymgB2mRISy",
+	"o5b92Sw/2s5kCVVEsblUvqKfNqJVSxTyebgNJyZuuOD9AkwRG17DBAymHN61CZUkDn3QlY0bJh7VHoAQ",
+	"E9sq+djp1d8wymvaaCd0livOqKkiWZRMzoTFQ6cwraRBVExBJkg4b6wE+4PIQonSFCqXPmTpdpYRvL9+",
+	"3y4O+Eju7p02rjftLoC+KNWuC/z4w7//VlutFuz3TK+nGp6NuF96feBAyoBab93cUzknODEM66KM5bq7",
+	"zwjnfFi103mvSsd+kqiodxTr4ENWrlGYkpl1pS/Hpr99y8dgIu6RtUyunY67UTqzkcWPxY4owZ6tpQs1",
+	"bCyg6DKX/rY4GkTiUmNHjaq/ERbt1YHyNXIUNuzbWliVjByb3Wxkcfdk5O7edP/ORv50Ie1QK7gPjOxN",
+	"UMaOTJ0Zyi14ctAK/eNEollmfPhY9FZH/P/dQektYvw7Ov2/Jzp9V8fAlgut3cr5zVs4BVQLTMdnu4tz",
+	"nUUnC1+B+UsritKI0VG6zI7CI8Nhpq6TqcB2sCLNNeYFSU84cNTqTjk5Ojo++ctoPBqPjidfjr8c43Hk",
+	"BezMggRIFLLAudteK+bJN4da6gnIzcVGdXsi8gHvNkf6xgI+NZe1uHdRFXssV5RkSaDBziurrtOIqzaH",
+	"LbfG2xs7sjuFZxzt4/XITONfAO2UmwJapQxmo1RGXcdDyyV2ub69+X8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
