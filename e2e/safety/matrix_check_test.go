@@ -45,7 +45,7 @@ func (h *history) windows(trusted func(time.Time) bool) map[string][]window {
 	by := make(map[string][]window)
 	for _, o := range h.ops {
 		switch {
-		case o.kind == opRelease, o.kind == opClose:
+		case o.kind == opRelease, o.kind == opClose, o.kind == opBreak: // they make no grant
 			continue
 		case o.wait == 0 && o.status >= 400 && o.status < 500: // refused: made nothing
 			continue
@@ -65,7 +65,12 @@ func (h *history) windows(trusted func(time.Time) bool) map[string][]window {
 // acquire without wait answered 409 lock_held or semaphore_full) at a time
 // when fewer than limit calls could hold the name.
 func (h *history) matrixFindings(limit int, trusted func(time.Time) bool) []finding {
-	fs := append([]finding(nil), h.notes...)
+	var fs []finding
+	for _, n := range h.notes {
+		if !n.unlessBroken || !h.mayBreak(n.lock, n.from, n.to) {
+			fs = append(fs, n)
+		}
+	}
 	for _, g := range h.grants {
 		for _, msg := range g.wrong {
 			fs = append(fs, finding{kind: answerWrong, lock: g.lock, a: g, msg: msg})

@@ -35,7 +35,11 @@ import (
 // (holds counted once, a lock freed only by its last hold, an idempotent
 // retry gets the lost call's grant); no refusal when no call could hold the
 // name; and once the load stops, every name frees by the end of the last
-// lease any call may have made.
+// lease any call may have made. The breaker row breaks the round's locks at
+// random: a grant counts as held only until the call of the first break
+// that may have ended it, a "broken" answer needs such a break, and no call
+// of a grant live when a break answered 200 succeeds after that answer
+// (matrix_break_test.go).
 //
 // The seeds are logged: LOCKGATE_FAULT_SEED=<seed> replays one round with
 // it (with -run 'TestFaultMatrix/<topology>'); the goroutines' interleaving
@@ -152,6 +156,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	for _, n := range semNames {
 		fs = append(fs, f.frees(t, sems, n, "/semaphores/")...)
 	}
+	fs = append(fs, locks.breakFindings(f.trusted)...) // first: it cuts the broken grants
 	fs = append(fs, locks.findings(res, 1)...)
 	fs = append(fs, locks.matrixFindings(1, f.trusted)...)
 	fs = append(fs, sems.findings(nil, semLimit)...)
@@ -167,6 +172,9 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 		for _, o := range h.ops {
 			if unknown(o.status) {
 				unknowns[o.prim]++
+			}
+			if o.kind == opBreak && o.status == http.StatusOK { // the breaker's count
+				grants[o.prim]++
 			}
 		}
 	}
