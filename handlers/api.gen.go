@@ -88,6 +88,7 @@ func (e AcquireConflictProblemCode) Valid() bool {
 
 // Defines values for AcquireConflictProblemReason.
 const (
+	AcquireConflictProblemReasonBroken   AcquireConflictProblemReason = "broken"
 	AcquireConflictProblemReasonExpired  AcquireConflictProblemReason = "expired"
 	AcquireConflictProblemReasonReleased AcquireConflictProblemReason = "released"
 	AcquireConflictProblemReasonUnknown  AcquireConflictProblemReason = "unknown"
@@ -96,6 +97,8 @@ const (
 // Valid indicates whether the value is a known member of the AcquireConflictProblemReason enum.
 func (e AcquireConflictProblemReason) Valid() bool {
 	switch e {
+	case AcquireConflictProblemReasonBroken:
+		return true
 	case AcquireConflictProblemReasonExpired:
 		return true
 	case AcquireConflictProblemReasonReleased:
@@ -164,6 +167,7 @@ func (e ListedLockMode) Valid() bool {
 // Defines values for LockEventEvent.
 const (
 	LockEventEventAcquired      LockEventEvent = "acquired"
+	LockEventEventBroken        LockEventEvent = "broken"
 	LockEventEventExpired       LockEventEvent = "expired"
 	LockEventEventHandedOver    LockEventEvent = "handed_over"
 	LockEventEventReEntered     LockEventEvent = "re_entered"
@@ -176,6 +180,8 @@ const (
 func (e LockEventEvent) Valid() bool {
 	switch e {
 	case LockEventEventAcquired:
+		return true
+	case LockEventEventBroken:
 		return true
 	case LockEventEventExpired:
 		return true
@@ -277,6 +283,7 @@ func (e NotHolderProblemCode) Valid() bool {
 
 // Defines values for NotHolderProblemReason.
 const (
+	NotHolderProblemReasonBroken   NotHolderProblemReason = "broken"
 	NotHolderProblemReasonExpired  NotHolderProblemReason = "expired"
 	NotHolderProblemReasonReleased NotHolderProblemReason = "released"
 	NotHolderProblemReasonUnknown  NotHolderProblemReason = "unknown"
@@ -285,6 +292,8 @@ const (
 // Valid indicates whether the value is a known member of the NotHolderProblemReason enum.
 func (e NotHolderProblemReason) Valid() bool {
 	switch e {
+	case NotHolderProblemReasonBroken:
+		return true
 	case NotHolderProblemReasonExpired:
 		return true
 	case NotHolderProblemReasonReleased:
@@ -471,6 +480,25 @@ type AcquireRequest struct {
 // AcquireRequestMode `exclusive` (when left out): one holder; `shared`: any number of shared holders, and no exclusive one.
 type AcquireRequestMode string
 
+// BreakRequest defines model for BreakRequest.
+type BreakRequest struct {
+	// BreakPeriodMs How long the grants may still run, ms: 0 (the default) ends them
+	// now. Only 0 is supported for now; a period above 0 is refused
+	// with 400 `invalid_request`.
+	BreakPeriodMs *int64 `json:"break_period_ms,omitempty"`
+}
+
+// Broken defines model for Broken.
+type Broken struct {
+	// Broken How many grants ended (1 for an exclusive holder, or the number of shared holders).
+	Broken int `json:"broken"`
+
+	// Lock namespace/name
+	//
+	// Example: billing/invoice-42
+	Lock string `json:"lock"`
+}
+
 // Grant defines model for Grant.
 type Grant struct {
 	ExpiresAt    time.Time `json:"expires_at"`
@@ -595,7 +623,10 @@ type ListedLockMode string
 // LockEvent defines model for LockEvent.
 type LockEvent struct {
 	// At When it happened, on the backend's clock (a lease's end, for `expired`).
-	At    time.Time      `json:"at"`
+	At time.Time `json:"at"`
+
+	// By `broken` only: who broke the lock, the administrator's subject (`iss#sub`).
+	By    *string        `json:"by,omitempty"`
 	Event LockEventEvent `json:"event"`
 
 	// FencingToken The grant's fencing token; 0 for a waiter.
@@ -1049,6 +1080,9 @@ type RenewSemaphoreLeaseParams struct {
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
 type AcquireLockJSONRequestBody = AcquireRequest
 
+// BreakLockJSONRequestBody defines body for BreakLock for application/json ContentType.
+type BreakLockJSONRequestBody = BreakRequest
+
 // RenewLeaseJSONRequestBody defines body for RenewLease for application/json ContentType.
 type RenewLeaseJSONRequestBody = RenewRequest
 
@@ -1078,6 +1112,9 @@ type ServerInterface interface {
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams)
+	// BreakLock End every grant of a lock now, whoever holds it (administrators only).
+	// (POST /locks/{namespace}/{name}/break)
+	BreakLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
 	// LockHistory The last events of a lock, newest first (never a token).
 	// (GET /locks/{namespace}/{name}/history)
 	LockHistory(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
@@ -1141,6 +1178,12 @@ func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, names
 // AcquireLock Acquire a lock, optionally waiting for it to free up.
 // (POST /locks/{namespace}/{name})
 func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// BreakLock End every grant of a lock now, whoever holds it (administrators only).
+// (POST /locks/{namespace}/{name}/break)
+func (_ Unimplemented) BreakLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1481,6 +1524,41 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AcquireLock(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// BreakLock operation middleware
+func (siw *ServerInterfaceWrapper) BreakLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.BreakLock(w, r, namespace, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2156,6 +2234,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/locks/{namespace}/{name}/history", wrapper.LockHistory)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/locks/{namespace}/{name}/break", wrapper.BreakLock)
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/semaphores/{namespace}/{name}", wrapper.ReleaseSemaphore)
@@ -2889,6 +2970,170 @@ type AcquireLockdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLockRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Body      *BreakLockJSONRequestBody
+}
+
+type BreakLockResponseObject interface {
+	VisitBreakLockResponse(w http.ResponseWriter) error
+}
+
+type BreakLock200JSONResponse Broken
+
+func (response BreakLock200JSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock400ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock401ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock403ApplicationProblemPlusJSONResponse Problem
+
+func (response BreakLock403ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock404ApplicationProblemPlusJSONResponse Problem
+
+func (response BreakLock404ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock413ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock429ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response BreakLock503ApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type BreakLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response BreakLockdefaultApplicationProblemPlusJSONResponse) VisitBreakLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -4396,6 +4641,9 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
+	// BreakLock End every grant of a lock now, whoever holds it (administrators only).
+	// (POST /locks/{namespace}/{name}/break)
+	BreakLock(ctx context.Context, request BreakLockRequestObject) (BreakLockResponseObject, error)
 	// LockHistory The last events of a lock, newest first (never a token).
 	// (GET /locks/{namespace}/{name}/history)
 	LockHistory(ctx context.Context, request LockHistoryRequestObject) (LockHistoryResponseObject, error)
@@ -4604,6 +4852,43 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AcquireLockResponseObject); ok {
 		if err := validResponse.VisitAcquireLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// BreakLock operation middleware
+func (sh *strictHandler) BreakLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	var request BreakLockRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+
+	var body BreakLockJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.BreakLock(ctx, request.(BreakLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "BreakLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(BreakLockResponseObject); ok {
+		if err := validResponse.VisitBreakLockResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4925,179 +5210,190 @@ func (sh *strictHandler) ResizeSemaphore(w http.ResponseWriter, r *http.Request,
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9tGljf8VXo4W2VyF6QoWc7EVKW2NImTeMbjuGz5db1P4EdoEk2xV2A3g26I5mQ0n/2pc+kGQIK6",
-	"OLYTZ/OXRBLo6+lzfufaP/dmdrmyRhnvepOfewslc1Xivy+VLzenc69K+JQrNyv1ymtrepPem4UtlHBq",
-	"Zk3uElHayuQqF9Vq1Et6brZQSwkvLbXRy2rZm4yTnt+sVG/S08arC1X2rq+vk95KlnKpPHf4dVU629HZ",
-	"2UKJzKh3/nyGT2TCzoVfKLEq1ZW2lRMreaFOhJw6ZbyY2xJ/nevSefwJBqWhpZ8qVW56Sc/IJYyFmmuP",
-	"WL57psyFX/Qmjw6PEphB+HwY5+B8qc1FD2bwvS1yVZ7ZS2W6B27XRpUi8/BEHPisKksY6gLfToS3olRD",
-	"ZbwqhfZOXJTS+JF4rq5UmZpV5YX2QhshxeuXz0apCfOh3aon9MzOLoc0mD2TOnr0xe2Tepqr5cp6ZWab",
-	"v6vN7rz+IS+Vw4nI2U+VLpVwcq5oFr7ciP7TJ2ffioX3K7nSotHa8O9qk5q8lHM/mIhDeOPo0SNxpZ2e",
-	"Fkqcvvr66VMxW8hSzoAoRD/7UwYPZf/OBonA3Z3KUqWmn221OhFfqvHDx3/5Ug2Px/mj4fFD9eVwOnv8",
-	"cPjFl4+P5aO/zB8/PDrOBsKWQjohU+N8Wc18Vap8ONeqyAUtgOhoOu3FxkejUdrLErHWfpGaLE3TXiak",
-	"yQX8m2ZCuZlcKXciJI5UXKqNmEljrBfOy9LjiyJLe9lgJF47BSOZl8otRClNbpf4Ql+K16+ffiOujgdI",
-	"zUrOFnGpN7YSSyXNBDcAySs1SF6iVM47oJOXKtdOKDMrNysP59LkqhQSG89Vqa9ULualXQrtR6lJzSlv",
-	"HA4OmnVyiWNP6LH41UwWhSpFP9PO8bxdNYXN8RaeSg0+tpJ+kWy1NrX5RvQz74vzpcsSka2l9vwvziJL",
-	"UpMVeql9lohczWVVeCfkalVolUMPi9JWFwshzUZcSK/WciOsqTvASU9SMxTrhS4U/oAHSRT6SrlJ/eTR",
-	"+DCpP4WzKU2eGiGyuTIzbS7O6etEhCHTdNW7lS6VO5c+E05ugGLWC+lFqZZSG3fS7p94EKyacF4XhSgr",
-	"40Qfpq7NRQItDCbiePwYe9Y14Z1rc74q7UWpYKGJaJAhD5Ej82Bw184lfAMjPIFWZFwcD+PKtcrFUudD",
-	"HESh5BUeXemFNG6tSiSwaiW8xSGETRGronJCTm3lxeEXguZlzay5rGvpRKkKJZ3K4VwB58JPQoE0qOeF",
-	"j5/jl9lJJGSclBRGrYHSaOHwK2P9QpVIMBNxfHTUXphLtTlfareUfrbIRkC7ODOcEowIjhp2qHLRzwo7",
-	"uzxfqCKHjXRqKVcLW6rzeVUUWQKHz+ulspUnemDyvrBGDcJawWi0uZjg9OiY4CZKPLYjcZoaOFYaflyq",
-	"5VSVeOC8LsQXYwHPtbj6g8YaOdGXThTS+dSUyqi1yhOhrpQR6wUeZ15bJctCqxLPgDKwYxfWe2UmQvKI",
-	"4PvU8Mo6IY1aj8Rp2KeFdUj0YmarIscVmiqRKzgXMFrtxKVaoeRMDawDNprgg2EQN0idLX55D3m6kt6r",
-	"Etr8v/3/nvz4pz8P//32xz8N//3253Fy9Oj4+l9pj79P0x/T9O3w32//BXz2x7QHf94Ofj5Mjh49uk57",
-	"g//odUmyZ8BOugXz0jovgDyckIgSUBo70T8cj2n9CU8M9qEHZFXbkyW4czgej5Ma/Rx2oJ8EhfV9gUMT",
-	"GIhtXHAnVFAqpJG8N/FlpX4JSniOrf9MfQLHr3vEPzf11dj4H0+H/0cO/zkePn5b/3s+mgyBCA4fP77u",
-	"3lno3a3kTHWvXmW0h0WTlV/YUjsJv8UV2h0tNXXXIYfx8mBxqF8c7Rnpi1LNuzD0y2+/Fn85Oh4DjJ2r",
-	"UpmZcomY2eVSDp0CaOyBH2gjrFGCNnWSmqxUbmVNPpRuY2aZ6FsjpGlz1cjGJ4HLS4/cOwAXKbyeXSov",
-	"NNEVnANgA8ApByRboImvnnP7/PgDJ1a2KCapKay5GML/JDvE81oZkJ7O1sPxYCR+AFbuBEAhfWFseSMj",
-	"4ZW6iSh3l/cMR/Y076aDOG6dN7BM9szOkCLwYAFvPhof7aEOauH+1AxUcbSPJmjQN5z+jLo9bx//OBsY",
-	"7j25AHX5wfnANTQFBOkUKnFPypJ0uJk1XhlkvojhaMEPVqWdFmr5X//jLE697vc/SjXvTXp/Pqg10gP6",
-	"1R28oLeov/ZqnZqNIMCgoOtR7zrpfWvLqc5zWtxPNRAkN8ThuVUNHCL8QjsRmYzoZ/MwvGyAw23rW/9g",
-	"cPOpx76t92QIpyoAIIARAWr8VCnnd1Ea6GN7IdpgJJ4ThML2mE8hG4CpmytZ6PwlNf2ppxxmpJ1YymJu",
-	"yyWCRk2DOuefeZeeW0/a/gcfZWz5ftQFeKXm3v3MWH9OFgVQyFhBkA64nJMbl5r1YjOB7wjRZaIfUWkL",
-	"y5/gXq8UyB+RffPk2ZOzJxkLEpeao/Gx0MZ5JUErY4UotNbA/0gnoD/I0PJEOLtU1qjUqMIpsZSbrUkY",
-	"u0YVPavMpbFrk4m+QS7HiD6BH7H11CxtCdqINIyzL+yAieqF3BRW5mfWPpPlhfrUVIWarnbCwsAPvxB/",
-	"138V/WxFgzr31p4XMCwmK+LLz63/1lYm/5RjfW6Fq2aLAAWIgOYwimxA6g5gAFFKI1BD0rWCBZIf9gC2",
-	"WBuRwedz+kAqPT87K6xDEBMJDTcPtxHNBVlTLGWwatA8PE7E3kcrE2GYSPhObkDHni3Chp9Z+w9pNsxF",
-	"3KdcxAz2cynNJnALl50EnZGWYCHNhcpH4olGhtnQM/u4BDjRB44tKZFwYA3cAoATCn/tgl7Pmqj08Aso",
-	"jtSt6MNB2ZA2PLOV8W6QBLWcuW5JWwpDY0AIrLs2xLA6ZHIRVWXYiAsFIx+c8K5FA4N2QvrU4LkHZQhG",
-	"GtsPPSZkwoKxWaNGAq0YpBWnpm3TYAgp+raMzKMxOmgHPqnSDVDvpmV8AJxrXjlZODGTZbkR2UvpFap+",
-	"wxe20LMNm0vi11lq+miFHGrl50O2VA5hTXEiQzaDDw8PByC5YUJocMbWEG651MA2TUSW9uC9tJch40p7",
-	"PMS0lxHUbZrUwwC6LOoS5VCh5p5AaaPpk/Kr8Yn/6hDYoTWKlsLXkLu2vEnXthMRCTRHBW3xyGri30Wo",
-	"20vYDVN5QRo0zeTbHPxPXx2OxydrHP5PQea61KxUKdZhEmSem1YMcKdV6TwJMQK+SwXL7snybIHs57oo",
-	"CNKr5cpvOmYKHZ/8VH2VAjdgm/sw9t+7yyrUS7mPR/D2HjTcJcgmXhvWPf+pPilX/4d2DugVTj7hGDFV",
-	"sgTOQxw1qxojy9C80SDRN2/eDE8rv1DGwxBVe0w76J8meiV1IafFJ5e0iBmmcnapTC5yTaYtlhbaINUk",
-	"HUzLLSoPTCo1uV3DinAT51U9FcCtaIap/MwuVfTcAHfVTjA+2T3h70sw14EQsZlT4p5fWzMv9MyHZYA1",
-	"LYof5r3Jj3dct+Tn3qq0K1V6TfoZIcLd09xEjxOxXtChJpIhwxgLNaAXZaplb/JjLyBG+IpgYC/p8dL0",
-	"3u4oi6AqNg3WHaOo7bUTMsIhNKwNppUplAOGj9bSk/028/C6FdJdCnkhNZp/AONLT5a4L457nYY5/spO",
-	"/0fNfO/6bRflHY8fo3kJSfBBFLAj8YNRgnaB7KdSZNaoH+ZBh0+NW6mZnuuZ4CPhJuTgod+XKFULZ+FN",
-	"3sYsEfSZWkrNGu24qF8Jv9YzNRLZzOaKgD5hI5JSE9FYUnJx7HczsPTc9iqIJm2IvkxNVpsUM7K8t0hk",
-	"gC1p5aICctJ2AoDopgeMQlTEOI7JvqENyjzXsOyyeNEg47ksnEq2KHtp8w5jYKbezYrK6SuViT6SBEnY",
-	"yg8mZFjDeZ2IDMFWjiazjTDVcqpK2BP6mh9zJJKMFbFZaKR5JuIPIFrw3c6TgObd3eGeinmp1BDIVBRy",
-	"qtixoZFqvHALu3bQW8NIc3j0ZUf75LTa7eAZnqUC3z0JbjbxcDwej2vTHXI6a+b6ooK5L+U7cXb2TPTD",
-	"44diMeg8TTeZvJMeQ7ndQX1v16KwALIs6RxkcACixQNWD3Q8EqeNQTJTf+BSkw2HS/luCK9n9UhBNRyg",
-	"LGDmfcIWUrI1TkTbmpoa2N5g7qwXBCAud0A/bfeDKyJOxfF4nBq09ZD/r5AXJCP2L9X4Lkwo6X0H5wet",
-	"jS2qr/2R8Cn2kkuvhiD/eh200fJwtl7bxxWTHtB/F7lS3EK5AR5IgteaYkNoTudBbKKWD/jN2suReGLg",
-	"A2mPwcAgRqPRf8NjXz39JoOVDA2z+4obB42qsM6npv9o/HBAojiHczzdNCniBM928HyN43vBqydTg2Pa",
-	"2ErMpBFzDWMyIvvuyVkGyhj8eq5zxyBxZw2R4XVTMmiDiD0cNr9lpjmsZRhFfKgcz9LNRwfe7QBgyR6u",
-	"B8PY6fs9uBTK2Rvk9SlopiVuc+3ZD9FAAK4mJKpJgcUjTv5QlITBN1GW+kq5BPcGVa21pXZdoB9CAMAV",
-	"QDhp5d7jUCU9f5u3DR84EU4hgSI9tCSd5dngOHBMo96NvPcucKO2xP9I2xwGun1QY8M7+5I02cDbDubx",
-	"vZKFX+xyD+elr5iPyOWqwLcuO10WzWHya509RRNpu6dg970Xo/qUzA0OexeB46kl6f/AMc6ZboC39bOv",
-	"shhtxvN74ICU2FGPsK7BIJGpZINWpJoUK1UutUe/jVdENrsURV/IspSbu3MfPHQ0dB74jWzoRMhiDfjx",
-	"sDWyO3CnCGZ2Bu4qoozOQ8cmA4pGYfqo3dwUkvG3N2fBNkZhR3/Gf6NuwBqKBPEjMCxpcMuZ7LC7cPBO",
-	"i9vcVVtonQuebViRG05wg7ST1uHYd6jc7pm6jQpoz2lyou+Uaoi1KOxu3d6tOVKnXaNEaHkbQtn1gT98",
-	"+PBxIl6ffX0iyNZfSJIQknaYlfMHTmBLm9bG3I8VtDt/5Us988VGaDMDPUU5woZkR8U9cah8RLpgIXoH",
-	"jhLkdbvH6AQ84AiJmutOdVFoc3GgzZXVMzU8Pur9/uXxL5WTH0w+PtPOq/wZb9rdbCzw9FMztx1GFsOh",
-	"Md0WqwfkDRbsPIH1jIQxulX2Ytu7c3jLEUVPrlSXmiA7Tc7KAMxZyNVKGfTKbJ+4GQkLSRsOR9DkZH2O",
-	"fr/B3c+jCmMLKDTwvV7SW0ig0XN7hWyzVOcslMJm8n8d9iay957npV2t9sDYWxjBWRA5D5zgRwMUHLMo",
-	"pE7uePjfUxyGIfQZUlCfD9yABeWHFIhbREU7k/RQGt0mxToPkJ1dfq+dt+WmQwJchfSCiHBuO1hExh3I",
-	"p+h2n0SZR321LL6XSq0cgBmGPhzet6DhosdiPm8u0u16Vzc7ChGBPN9964RMo5MC2MhUWxZH+8ORk1Ys",
-	"cpKarIEiMNqVtrGOryYnGMrvTFDnU4rnjdogacWgxJdJw/7aiA5jexjHTzdtY6Rtp6ZhrS2k85M6gFo7",
-	"wsWLaO4JjTsPuBPblz41S+t8smXrHdHQVekyUWjHe1yb5dhSczgeo1vUL9RyUi9kc+wA35e2VDQHCve0",
-	"joUasjgc+ElqQo/n3npZZOxWJTOtLAoSep+TnqPIiMO/TK0tlDRBoWAXRofQ0lccHcvbbq1RZEtxmPYB",
-	"S4ah7sHs0iCc1ATKiVRWbGor3uF4PBEe179zFzhc8C58g1XPa7SOPqU3Dsfjbu0p7uoNvKSed02pCwnA",
-	"COECQuhIk7YUxvrbdaW7qm7qHprbxzEgbR/9X2Ll/kCKIQznc9ALAyq5aaPbMRnBRs0A8adKVWok3oA+",
-	"goktSQQhqaGDEsQbZngwZ6K8AykATQ3tfC4AFTkAef3AIKWYq3Vq2O0+aJk3b4HbyD6YYmqWsX2e3kfp",
-	"7QIdYQX3iVHA7LtYA0NY7g41atzfgTUaOYd76BR/C+QBj7dTERlPAx+LiYi3I4nuKe8ECX5EZ/Cbj+L+",
-	"3Zoqd96tyrxA09NH8H/vwY+UeFZHrZIDg6KaNKbctHSzxkG/1aW9lXXU8Gu35ehv078dR187udmU1B2j",
-	"kFEW0XrBYVIICGhbBqOdFKz39khvbVftUOYMwi2H85afuUFPu/aox8eP/hJ88yJXXuoCXa5tOpqx2Axn",
-	"YStmGA9CIwAId4Zj0pNeDLTskWA+Z87aXp2gUcRp8pvEbsMHenNf+PXWT43F7SW9xgrB/LYDVNERsRXc",
-	"2Et6HcEyIBSUX9j8HIYki8KSvg5UVxpZdGIDWtpucBDdEh1GI+0p0GiPkbzpyqhKM4H1BVE54S2dNBf8",
-	"Zg6Fv4Ye46jiyBMigi5m/RLO7/uFMewDJM/VmhkFOe8p9M3Yde0cB55ydvasBm7NgHs0N93bad/liX4V",
-	"qPROLunfkMEXo8FjRxLjLMnYyxmW7PEIAj0ex7saffdnGzbZKD6WCEmgPuQgIGBAoMY4jzBgnpqpmttS",
-	"YRi90/9U4kJ5hxEJPFrK7q7lFerYQWjtAXi/N1NyXN97Gd2VLw6Mvlj4YjNU71a29J0qwp3cxjFMm3bl",
-	"1/Qi14vxC13JgaTf3sQFgjlr1zd1s0GB1ulWk8Lo/ur/XpvhLXSzswX3VuJaHt1O7S1Yye6lvd1JSWvu",
-	"erBE1jraTdpU3Mo7efA+CCvG4HFcpm2beyIqwzkTYrqhoyIJgd2BBf+OudpHYhAfzIcWqej9cM9thn2y",
-	"Cbl20licSMhnORF1FowqkQe7WOqDAyfrHP3xnQMb/ojS3BulGeRdDNFsjzCGaIobIjRH7xEh2TKb3C6m",
-	"XiJ4+jBEeYbWnnVAcgFrMQNvE6Z2QufFvWnv/hN8xdPbksOqK24znioWwpigD48mbMlag97uBHllw4Zj",
-	"+qc2s6LC8i5yaq9UULiZTUoBul+JxW1oNZTBqj0sidA9dKX2gdIb1vsutpj7oMBfJOypmM+uyH9PKU3K",
-	"6E0imtIk724Ao+dfkca6awVrVhe4pXCCU7NS+UkTzkqxlbZJKS2cqwskQrUIBiPx1Iupmtng0tjBy6Gk",
-	"SVeQ7bY23hxzt9WwNetO03CnIG1nr+6uxwtbFGRiq2M2GB3E9KJQT8MJDkSg1NUW9+PQcUC/RjlAHkdi",
-	"qQ3AHOaGg7vCHGkub9m3VSFnKngVUJVMxBg4Mxx32LDRrfDjNtPmm2DIDPXsakPmjvf2bvPykcxvKeUR",
-	"zepOXSzR1E51PLgCxp3c9XVlD1jNHTLYmf8uzSHLmVWl9ptXcPCIzijd7rSigFv69G2Y+9/enPV2SliI",
-	"v70547wE9W7FzvuMKCjEfqwXtq6oFnOGsQ6bdqkp1cyWwKula/qR2K3CNV0M0Jw0AjUjWLK6KsVFYadO",
-	"9DOOQ8PwAl8M/xP++c9sgAAnNcvK+ZB3tECPbdEMXqrzKdG9jDOvd2Ph/Yoy+XRnBMQ3GvZrWnmVcyYy",
-	"JkJ/f3b2ArmsW6iiEPSGS4SxZvidDdYiR6Zkp8orVSLlzSszg5Ydlbhj2zWHA3ASyA+vzsQB9nXwc5zG",
-	"Nf1/zU6AUN6E/CCgBGzVZuoH1ghDCSeupfIzf2xo/rBheFpoZ+R2nAcBSndThCLX++oIURSn0W/LkVsT",
-	"GB6ukjV4Tuyai4xp71IDsBGLmtnK74RdnIpVab2awbaUytkKkA4SQqmAtsS61J6LypEdfoNOxoZOR6CA",
-	"DG/WKAo6c0IWpZL5RjilDG4Saw5ianOtCJT87dUPz7HCHloKs68pu3R4tlmFbLe+s9x3NqvKQgxz8eDn",
-	"lKF12ps8Go/H1w8ysbblpcPjsVmpfHACBwEzh6lgw1JJ40jNC8UHR+IJWQfL0mJmc7YvozUL1eycl9NC",
-	"cTYezumHlSolwU3YgZXVoOrbyjudKxIkM2t8KWd+ghG54mAJKuPMZanpvyjtUvmFqhwfYXzArpSRKz3a",
-	"yGWBbALEjp1VS6xX1iB3ONFA5NkAF7NdppPruHQUfiF6TQ06ejDxPRRqDSWdBNn7nZCzmVoR0mcqh2FS",
-	"rSeh/SQ1oYJIIrIXr8+yOI1MGKUwl+5SbWBUU8XKcs5FKY/HjxqhPivpFw9c7FgbkZ0WhV1nI5F9/+T0",
-	"G3GwwCyHfwavEn2JJPbPUL+EwDkCBD4yuqTRJI16JUAQPIa5WofSJwITgdHs/p194IRR/gB4mmADbdOa",
-	"Wyo5WyiAu+x+QC0h8+qdP1gVUptMlJLrQUgjmrREKYZYOYPIcWaNUcjKJiI7fngowjH5nhb8W62K3Ikz",
-	"awVauBtREDyc1BTaKGyXs4+FejeD1f/iWPxd//VEZMfjsfirzEPbWbvmT2qACx8cjg5DNdOVLJ0SfSmW",
-	"db55XUMn+946D7Km/i41TB8wlMGJyB6NHxFv//9U6YCFPbdevKpWK1t6lYcBXPGPWG0oNbhaPJZ3oo//",
-	"HWFONzD+nCTG2bNXmIXGtu9Cz5QhuxbXwvrHUxDCVVmwVHKTAzxTxNxGtrw44JcOAKHXXqde2M5e0uOR",
-	"9Sa9w9F4NEZzAZ3L3qT3cDQePUSnml8gKAjECf9fdEGcXRomoot1Solqd8i0h90Si3mag7rCHW0V5joa",
-	"j29Iz79fWj6nE3Vk5b9ejVqwqDf58W3Sc9VyKctNsPuVdgYSRjsuGO3lhcPUAmr2LTSwK5X3rtwTidnO",
-	"ahmyn6VnPrlXstOTISObooqQb3knMngkG4lvLXCXrcrTpNOSZ5uCPCZCpgbrR0bL1FxFaRe0YxwJF/ek",
-	"Eh4NpgFANkmN02amKGkI28N6N7DLZJ2US1sR0AVJltRCEWsp4URCKQREKiPxDEEUci1tKOYcMGKZcEVh",
-	"ttJYM+NQI5DAbK3GEQDvdO0AdcDfJlfvYBwxPxeoEnPOcRSs8zgCBmwYwB45r4dturjisTRUI04TjjnW",
-	"+gUynwKaaBYyDVEIpfJVaVTeWkntqLCDXK2ULF2CcMNL1DfLuqJqXmGtZ+1x05B1bTBdHyReal6dfvvk",
-	"7P8fLfNEvDh8OGBLvgxoGovvxEWaWZBQ0E9g/ih+4AssURUDj7UXhbWXsJWs8LYP7jPtPG5Zr10ZfY+q",
-	"Xz9ywJXTQc+/5UmqPnP99iMyhxib1cEefjCKFi3AVdovLIR1TGPoajqO9WCrXhy+dnj7a61iLPjSw9tf",
-	"qqsIXie9R3d5o1kKBeeOOPL296hoIvLNyClhCRlWFVEfmgtZH8VIgdJjyvpShWppkmD3oMlcObLs+r60",
-	"VRdaRRPLXp5KfLlQvsP4FgEmcMu6pBxOh452UAXiCQ3i72h8TKaX1CAgICODb9ZWJqCD7zF2QvdRDFlj",
-	"tqvnqeH6c8QytwJrKYHcxILoIbiWRwgKi4PVlUWIhUaeFlC0ziftRNDUUHGZr7IGd2R9SBYwClxDwvXw",
-	"ERhFzHrvo2JGq1Cnjo5EFpPkBfs2uPrGSQQGFAIQlzk10QkSx0a1bdCAQr4UdriWSrmGHvnE5FjLi5Pl",
-	"qS/puL5f2LOt5RZ9TLgPpgrWmgs19wOuY8IovyYEoloq7iS5IhQNTK7lpotXvqT9fkaWnPtRdF14GRjm",
-	"rqFpq2wBr01fdqby7uT+NmtH7ysdjcUU9tRcfXhjleyv/tWqMPtfnXWvPyZ3p1TUPayd1gulrcQiDBtb",
-	"sa28XQUhZKFgsDty/6PxcUe0UOAGfd8kV152bGklncOSYHUIbsjV+s3LlOPx49vfqMuOwhtHd3hjuxri",
-	"ryG9eOcCqou1KPqh5A4ZbJNQ6b6VybArshj3t3nAU3K3Mg/4qHiG8jxvKEIWUyQ+A6I7/rRFRtG6tp3E",
-	"wuWqtOPiUgql22dF4t80M+h2Mvc+MhRL7vQwAv2VdV3mhhTzONLeRKScwYNX2bhLx5YXTpbrg5Af4AQn",
-	"zYQ/l5qZVe+0800gFGzLHMrDTACgRTvGB43eJjV1GS1iD7CWwRdGCWO5chzTgSagkXhDblLyaQkAhhiP",
-	"IwtSbmu9mIx7MMtJPZ2go03VQqPhnQuWNoeCOWwSptLfKUPKuj9WHOWg2tQ0aqwRxkHNt3QityJc/XOl",
-	"6nKW7bFQFdVgQQ3Yg6YnSxVvMwmFWLcSMxG0IWplLbXlekCC3L5vKvDbBnwElJkagrpc3bkBeSS/nAT3",
-	"BlqkYGkHE9GEe1yGlFHu9r43M1D5xpVg0whJJusTWgqinOA7jrA/5pKG6Gcy2ziGkG5hS6+Myk9SU29Z",
-	"LBwMnG4zEmgwiuCTYGeUSwRcyC5U52XElE9x6i5hPqHuC1VBh5UILoBYKwannJq+NKJaXZQyZ+Mx775v",
-	"FJFDN/JUzi4HNxIXXnfT2l46Rx0mfDbTTmGJl1Nt4CQfj8cDNFcFAF7X2MKCgrASItotYB41WdWriXvY",
-	"XT6tvkUn6m9A2tbM1AQvoNlJKd7YqgRNqsA6XUdhDdmbXpcWTA082eHU5mSUG819B9ScO/iZ/rnOBgmp",
-	"kyGoDDviJQvZeLAQOJV+l1NxMErNd9HQxVyC7t1i5wffUMdXe+CyNRP9oOnU9I0NiwlPDU/puqsMVdHB",
-	"SJzeuLfAgnlzmfvSJndpTOwRei+NqXnL3R1Ez9b9cXd4g2/+IM0FmeJfbb75YBBuq67k9e61FR8SMFJa",
-	"RAcWelnbFPrbzKJ5qgcnUUGqM85rDsn60uHHH/DZ9kll+3frFjT2FwPEJ++29lS/z5cbrvFX37W2Q8uY",
-	"zBB/J67BV8et0anblYNLvrQ917JxjtfR+OiDLRBHX3Ws0JsbiklOdjKoGfcE9tbJ2QB2EGfjtY6MN3jo",
-	"RwIDkrRH5tq4yyau9dbtMftDtpJoar/5Wr2klsAce7Bd8n9ST6u+IIClJLxrzUUjOGqnbnKYxE2hP4nI",
-	"7sHiR7eU9t5luh0gub2hN7Z4/bmYGz6o5renUPUdVGWiynhPYcT6GMwQUHpf1oW98aJMJapVCMKLJ2Mw",
-	"EQ19snnlHwUC3HpxIt8o0RnNRpc0UKwZATd031EJmbqoyIBwop6zgkB351EITTcyp+sZOy9zSer5pKZd",
-	"fTkqJFtTGITKxGSD1Y2bdth71YEkJjfl3tpyK4e2Kxrkg9U/T3rHh3cg6O2rXdBgcHSHQ9d9xdLnZG9o",
-	"R7Alwq4oqqjYxEs35njdB2gWfFS6rA43OXEOFnUNp05f+xtyAVDBsGB1hdYmItYfykBx5KuvLMozgtkA",
-	"urNGnS8OcKzNuNhgI1GKypNtXTPK943U9wwNEjgMoV5Yhp/w3NG/fNlR66YiGXQ7Yj3dtxWdUDQAQBzt",
-	"auxBRdAGzFraxceyRvZmu0iH8xQUfKnUij3PstBXmJ55tlOrKlq7s+GQdyQLla3snMwtbEcr+D4TDGhY",
-	"cKT6iRhPtupb8YVQ1AjOKNyaQdaeXG5SU/vTsHfQgPrZcDhHKVkqEBsANEgvoeRc0lc59nS6IeUdzfCo",
-	"O9la3Tup0yOwQKqOFaMxX6bDHITAmLpJxLTyXFC/ZsMPXKcfvVGL7CPbhUM3e+QdrXYigBydD/mMv32g",
-	"8LmwxOjErM9G4I7NJf+t2GJv5LxFzL38FDbhqoO3vwqqWEzC3bG2oZ2qHYAWhAAXHqBoqo7KA5FlqDwo",
-	"ccFqN0UNhOKnu529Rq0pN/UX+Ho/km2hVerhI1sWaA32MBsTCkT8Pj2f740OPxNe9uSdV+weoONRu5KC",
-	"9/TeaG5bKW7H6LQP2deFdeospMTc75Q1r7PtiD44vkmrp/tYGvbcRlRgXl8cmLBqtZAo+Qefj6f1FtJr",
-	"X//4OVHsMyWvVDO9rLFzDdNX8+pilAucVMrpkvt8/W16+XvExSHRrukDQAjLF9Lu3kXJFq7U3GjiGok3",
-	"C12o3YKnU/Y8ukQcjccNi2ZMSMtKaS4z0cf0uk4/3uAEo2wbRTEpQSBvNJSQhyS0zlRPakQ74Uhznkrw",
-	"ksC3HNFFshdOTTS9rfTsclitqGrz1uKk5r2yFOv7O+s1iEVe5+yFK/kWhI4IHW0wCwBzizC3MuodYbA7",
-	"0e8cJohJmP0dy3BUCUOIGd71wurFTBoxVUK6y3CVMVZLS01qouU23HYe7zXnCwlDE+iFbHuvYopHcwuh",
-	"dZzM8/o2y8aF6BwJiKhHO1YIOhDPC1sUH4IX39Pz8pFgSzsZeRe9vIrZ1NpcnITjpF37lO36/n77jpBJ",
-	"OLNYBbfBvjgMwnCZ1VD6u5EfzW6MP0TcryniKPO7vg7M5MihRLWq+QAydh1Svpoc/VfSM5M78oinOeuk",
-	"lCJ3W2ZSO5HuPRKTXlI3v0peEvY9ej8auiWdqXUJKS/O3qym+l7lW0PoOwOeXzXKR/wyTfg2hP4y3gaP",
-	"F9mhHYVMmwjFpdkktfM2VLxqBfrjDb9LPBkhqJ8jxneC+8VObP9nwv5+twG83+krqsQYi5t0qqE1Pd8a",
-	"p9sk3Y/GAdpV6ToYwWkgMs64WJK77o/g3VuDdyMd/L6Dd5uVOkN1JLYfU0ApojM3uOEU/HpRva9XaLbl",
-	"pNMQ3UZxjbvF0loZTHXtU/KwYS28EM7b0j+bYb1bZStidG5qLpSP66eNaMXohsIKXKUNi0m4YP0CTJEa",
-	"nsMEFKYC+tqECE2HNuio44aBJ7UFIPjEtkIpd6pGN5TynXpdfKl+9GRRkFaodYUBIw5t2jJfaqOdL6Xn",
-	"PFLKh2JjuOZ6ss3l10ZUTol+9uL1mRiNRgfU7GDSLL4VbkvhcFiq7GpxmUBvbmwmhhQRFJ3XqAzTfWWp",
-	"UlOZUhXSh6ibzrDA98cV28F+H8nMvlNd8Lpd1ceXldo1vR9++P5v1BFrgXLPcDmKyd2I+4XLBcqnQOH1",
-	"1pUV0SjCgecY52wsx9F/Rvjqw4q7zpsFOvaTWFS9o5jXFqJsjMIQi7wrHCk1/e0694OJuEcUEh35jtsB",
-	"OqOLxA/lDgvDGmzAYzg7lRgjMZH+NhscJOJCX1HN6FA+H4ZQO+jXSFFYgGdrYjG4KDW70UXi7sFF3bVm",
-	"/ogu+nSu9BD7vw8E7Q04wgoLnRFHLVh0q/b7+/GAM8/48D7wrULN/7ud4VuL8YdX/H+PV/yuBok78JxQ",
-	"cPZX4znf2hiYxBeesUIRbKx1jUYUkWnvtKlxuLSHOZC5nbmDV0++fv3yKVauwfp27Lkk1Hg8fiiyeAtN",
-	"Rg5DOB5NfSmWMpahLtCpKKUGFYrQw0KGYhLwalDwiAOmhkvY7vWD1prnrkp4mhosExi7ioCVtxtY46Sl",
-	"sF8qtSKt3HGsd/20djFxklB4oyqTb9ZvrhPdWmWdg/8JVbE7FHjGXK6GuSQoqYNJEAKcZubITrylqy6V",
-	"NKTqguJ8PH68o60CIVDoKPo4Z4XGmLc5lanCrD68HmS6wS50uF+zVTf5pI6vDcbYcM0IqdTWNO4TiYsx",
-	"Ej+glwMV46YqS/GqxrKmW6e4ouJcF8ZgjRlvPeH04tgGVw2m4ecn6MA12Bfn4IVMRn5C9I/Hx4OReKlW",
-	"SnouUMKT365FsrQlZv+SdhVqVD8aP8SacXKuumUttNW2V35UjRYrk99Jof0I4vNV7Hxf0W1j15GAaIcX",
-	"zSvm69TGaE5p8gYsLU4hH9b8WlL4U1lMz2KJn5jZwZHwoE41SjfZspGWHDl+alBBq7n0IOrpv57ht9Pc",
-	"JvoN2+8kHNjU7LIGIqKTG7hCmOPvHcx8HQ2D4ka7YMukGDMfaxxAtS33gp62v7Jdj/rHtwBEKKGZkM52",
-	"Keo6Y0GWPlpOL6woKyNGB7NlfhAeGQ5zdZWdCKxpGwWS9GT8GrVKbE4ODg6P/jIaj8ajw8mX4y/HiIh4",
-	"AjujIApJwo0aXDKwFWDG9wRbKmzIFdJGdY0lcrjvVnj62oIQNxf1urskBnpVK0pBidsTTOidFvOISNlM",
-	"3ui9sSO7Q3jGoVU8H5lr/ASnWLkTODLEQoxSOZVOD3Wj2L/99vr/BQAA//8=",
+	"7L17c9tGljf8VXo5W2VyF6QoWc7EZKW2lMRJPONxXLbyut4n8CM0gaaIFdjNoBuiORnNZ3/qXLoBkKBE",
+	"Ob7EmflLIgn09fQ5v3PtX3upWa6MVtrZ3uTX3kLJTJX470vlys3Z3KkSPmXKpmW+crnRvUnv9cIUSliV",
+	"Gp3ZSJSm0pnKRLUa9aKeTRdqKeGlZa7zZbXsTcZRz21Wqjfp5dqpS1X2bm5uot5KlnKpHHf4TVVa09HZ",
+	"+UKJRKu37iLFJxJh5sItlFiV6jo3lRUreammQs6s0k7MTYm/zvPSOvwJBpVDS79Uqtz0op6WSxgLNdce",
+	"sXz7TOlLt+hNHh2fRDAD//k4zMG6MteXPZjBD6bIVHlurpTuHrhZa1WKxMETYeBpVZYw1AW+HQlnRKmG",
+	"SjtVitxZcVlK7UbiubpWZaxXlRO5E7kWUvz08tko1n4+tFv1hJ6Z9GpIg9kzqZNHX9w9qaeZWq6MUzrd",
+	"/FVtduf1N3mlLE5Epr9UeamElXNFs3DlRvSfPjn/TiycW8lVLhqtDf+qNrHOSjl3g4k4hjdOHj0S17nN",
+	"Z4USZ6++efpUpAtZyhSIQvST/0jgoeSfySASuLszWapY95OtVifiSzV++PjPX6rh6Th7NDx9qL4cztLH",
+	"D4dffPn4VD768/zxw5PTZCBMKaQVMtbWlVXqqlJlw3muikzQAoiOpuNeaHw0GsW9JBLr3C1incRx3EuE",
+	"1JmAf+NEKJvKlbJTIXGk4kptRCq1Nk5YJ0uHL4ok7iWDkfjJKhjJvFR2IUqpM7PEF/pS/PTT02/F9ekA",
+	"qVnJdBGWemMqsVRST3ADkLxijeQlSmWdBTp5qbLcCqXTcrNycC51pkohsfFMlfm1ysS8NEuRu1GsY33G",
+	"G4eDg2atXOLYI3osfJXKolCl6Ce5tTxvW81gc5yBp2KNj62kW0Rbrc1MthH9xLniYmmTSCRrmTv+F2eR",
+	"RLFOinyZuyQSmZrLqnBWyNWqyFUGPSxKU10uhNQbcSmdWsuNMLruACc9ifVQrBd5ofAHPEiiyK+VndRP",
+	"noyPo/qTP5tSZ7EWIpkrneb68oK+joQfMk1XvV3lpbIX0iXCyg1QzHohnSjVUubaTtv9Ew+CVRPW5UUh",
+	"ykpb0Yep5/oyghYGE3E6fow95zXhXeT6YlWay1LBQhPRIEMeIkfmweCuXUj4BkY4hVZkWBwH48pylYll",
+	"ng1xEIWS13h0pRNS27UqkcCqlXAGh+A3RayKygo5M5UTx18ImpfRaXNZ19KKUhVKWpXBuQLOhZ+EAmlQ",
+	"zwsfv8Avk2kgZJyUFFqtgdJo4fArbdxClUgwE3F6ctJemCu1uVjmdildukhGQLs4M5wSjAiOGnaoMtFP",
+	"CpNeXSxUkcFGWrWUq4Up1cW8KookgsPn8qUylSN6YPK+NFoN/FrBaHJ9OcHp0THBTZR4bEfiLNZwrHL4",
+	"camWM1XigXN5Ib4YC3iuxdUfNNbIir60opDWxbpUWq1VFgl1rbRYL/A489oqWRa5KvEMKA07dmmcU3oi",
+	"JI8Ivo81r6wVUqv1SJz5fVoYi0QvUlMVGa7QTIlMwbmA0eZWXKkVSs5YwzpgoxE+6Adxi9TZ4pf3kKcr",
+	"6Zwqoc3/2/+fyc//8afhP9/8/B/Df775dRydPDq9+Ufc4+/j+Oc4fjP855t/AJ/9Oe7BnzeDX4+jk0eP",
+	"buLe4D97XZLsGbCTbsG8NNYJIA8rJKIElMZW9I/HY1p/whODfegBWdX2ZAnuHI/H46hGP8cd6CdCYX1f",
+	"4NAEBmIbFxyECkqFNJL1Jq6s1G9BCc+x9V+pT+D4dY/457a+Ghv/89nw/8jh38fDx2/qfy9GkyEQwfHj",
+	"xzfdOwu925VMVffqVTp3sGiycgtT5lbCb2GFdkdLTR06ZD9eHiwO9YuTPSN9Uap5F4Z++d034s8np2OA",
+	"sXNVKp0qG4nULJdyaBVAYwf8INfCaCVoUyexTkplV0ZnQ2k3Ok1E32ghdZurBjY+8VxeOuTeHrhI4fL0",
+	"SjmRE13BOQA2AJxyQLIFmvjqObfPjz+wYmWKYhLrwujLIfxPskM8r5UB6ehsPRwPRuJHYOVWABTKL7Up",
+	"b2UkvFK3EeXu8p7jyJ5m3XQQxp1nDSyTPDMpUgQeLODNJ+OTPdRBLdyfmoEqTvbRBA36ltOfULcX7eMf",
+	"ZgPDvScXoC7fOx+4gaaAIK1CJe5JWZIOlxrtlEbmixiOFvxoVZpZoZb//b/W4NTrfv+zVPPepPeno1oj",
+	"PaJf7dELeov6a6/Wmd4IAgwKuh71bqLed6ac5VlGi/uxBoLkhjg8M6qBQ4Rb5FYEJiP6ydwPLxngcNv6",
+	"1t8Y3HzssW/rPQnCqQoACGBEgBq/VMq6XZQG+theiDYYiecEobA95lPIBmDq+loWefaSmv7YU/Yzyq1Y",
+	"ymJuyiWCxpwGdcE/8y49N460/fc+ytDy/agL8ErNvfuJNu6CLAqgkLGCIC1wOSs3NtbrxWYC3xGiS0Q/",
+	"oNIWlp/iXq8UyB+RfPvk2ZPzJwkLEhvrk/GpyLV1SoJWxgqRb62B/5FOQH+QvuWJsGapjFaxVoVVYik3",
+	"W5PQZg1tzkpie30QbBngKOtK6Uwp8BfSNOGFSFil4HklrwDmJKEL0e4hd9g2qClJpa+0Wesk1n2NLJTV",
+	"hQh+paEvTQm9SM0Y/tIMmGBfyE1hZHZuzDNZXqqPTbGoRedWGBj38Rfir/nXop+saFAXzpiLAobFJEs8",
+	"/7lx35lKZx9zrM+NsFW68DCDiHMOo0gGpEoBvhCl1AK1r7xW3gBVqCzWQD65Fgl8vqAPZC7gZ9PCWARI",
+	"gYhx73AXkUCSpshLYNWgeXicDlIfLViEj8KhsnID+nu68Bt+bszfpN4wh7IfcxET2M+l1BvPiWwy9foo",
+	"LcFC6kuVjcSTHJlxQ4ft4xLgRB9YttIEwoE1sAsAZQgscuttBqzlSge/gFJK3Yo+nJMNadqpqbSzg8ir",
+	"/MzRS9pSGBqDTRALtZGHVS2diaCGw0ZcKhj5YMq7FowXuRXSxRp5CihaMNLQvu8xIvMYjM1oNRJoISGN",
+	"O9ZtewnDU9E3ZWBMjdFBO/BJlXaAOj0t4wPgivPKysKKVJblRiQvpVOoVg5fmCJPN2yKCV8DW0EL5zBX",
+	"bj5kK+gQ1hQnMmQT+/D4eACoACaExmxsDaGcjTVs00QkcQ/ei3sJMq64x0OMewnB6Ka53g+gy1ovUcYV",
+	"au4I8DaanpZfjafuq+NE9LXRipbC1XC+tupJ27ZBEQk0RwVt8chq4t9Fv9tL2A2BeUEaNM3k2xz8L18d",
+	"j8fTNQ7/Fy/PbaxXqhRrPwky/c0qBs+zqrSOBCSB6qWCZXdk1TZA9vO8KEhdUMuV23TMFDqe/lJ9FQM3",
+	"YHv+MPTfO2QV6qXcxyN4e48arhhkEz9p1mv/rj4qV/9bbi3QK5x8wkhipmQJnIc4alI1Rpag6aRBoq9f",
+	"vx6eVW6htIMhqvaYdjQLmui1zAs5Kz66pEU8MpPpldKZyHIym7G0yDVSTdTBtOyicsCkYp2ZNawIN3FR",
+	"1VMBTIwmnsqlZqmCVwi4a24F45PdE/6uBHPjCRGbOSPu+Y3R8yJPnV8GWNOi+HHem/x84LpFv/ZWpVmp",
+	"0uWk+xHa3D3NTWQ6EesFHWoiGTK6sVADelG6WvYmP/c8GoWvCGL2oh4Bw17U4zXqvdnRSEEfbVrFO4ZT",
+	"G4UnZOlD/FlbZStdKAucH02y0/2Gef+6EdJeCXkpc7QxgSIhHZn7vjjtdVr/+Csz+1+Vut7Nmy4SPB0/",
+	"RhsW0uKDIGlH4ketBG0HGWmlSIxWP869oSDWdqXSfJ6ngs+GnZAXiX5fongtrIE3eT+TSNBnainWazQW",
+	"oxIn3DpP1UgkqckUaRMEkkhcTURjScmPst+XwWJ023UhmkQi+jLWSW23TMi836KVAbaUKxu0nGnb0wAy",
+	"nB7QCuERAzqm/4bKKbMsh2WXxYsGPc9lYVW0ReJLk3VYHBP1Ni0qm1+rRPSRJEjUVm4wIesdzmsqEkRd",
+	"GdrlNkJXy5kqYU/oa37MkmzSRoRmoZHm4Qg/gIzBdztPAtqQd4d7JualUkMgU1HImWLvSY5U44RdmLWF",
+	"3hqWoOOTLzvaJ8/YbgfP8CwV+O7U+/LEw/F4PK7tg8jyjJ7nlxXMfSnfivPzZ6LvHz8Wi0HnabrNrh71",
+	"GNPtDuoHsxaFAbRlSPkgqwYQLR6weqDjkThrDJK5+wMb62Q4XMq3Q3g9qUcKOuIAhQJz8SmbYcmgORFt",
+	"k22sYXu9TbVeEMC63AH9tN0Prog4E6fjcazRoEROxkJekrDYv1TjQ5hQ1PsaFOl3Oxmog1+sVJmb7I71",
+	"944Mi/p5cIxGAtjUmPQynvOAODLwrFhrswbeV2zEGEVttVqZ0rF9Spv1VEhBAxByZq4VPYYA3iuUsHZi",
+	"x8Dz3lbPG3S3l6bb0AsrskR3Nq0G2R76x0SZunH8faAI4419jAPPy+6RAOre7T1YJI/YXaPeyuUKgFZv",
+	"lhdFri+Pcn1t8lQNT086rdi1Dfln6iMI6Dcdq/M9THJ3cWqHOnwKe5BJp4YAsnodfKflom+9tk/iRj1Y",
+	"oi5WSIE35QbkK6E7o4sNqQx55rGZNyI5Y65G4omGD0xRbCETo9Hof+Cxr55+m8Ap9Q2z/5UbB7W9MNbF",
+	"uv9o/HBAeC8DGTHbNLnNFOWGd92Ow3veLS1jjWPamEqkUot5DmPSIvn+yXkCGj/8epFnlol7Zw1RmN5C",
+	"k7D2FpvfsjMe1/iIQpZUhnR3O1v2NLgzjm6JCsPY6fsdJCBiuFuw4Jlwi7zEba5DU3w4GyD4CcFAspIg",
+	"+yKHPqIs71wry/xa2Qj3BvX5taF2racfQpdwrgH45Mq+A8uJeu4udzE+MBVWIYEiPbRQlOHZ4DhwTKPe",
+	"rXL9ECjbwQYcw/T2QQ0N7+xL1GQDXczjByULt9jlHtZJVzEf8dzLXN3Jrfi1zp6Cjb/dk3dc3ItRfUzm",
+	"Boe9i8Dx1JKAeGAZQ882wNv6yVdJCJfk+T2wQEocaYIqQ4NBIlNJBq1QSxS5y9yh49EpIptdiqIvZFnK",
+	"zeHcBw8dDZ0HfisbmgpZrEE3OW6N7ADuFIDyzsBtRZTReejYLkXhVEwfNbyhmKK/vD73BliKm/sT/hv0",
+	"TlaDJYgfgXF1gzvOZIdxj6PPWtzmUE20dS54tn5FbjnBDdKOWodj36Gyu2fqLiqgPafJiT66eoJYC8Lu",
+	"zu3dmiN12jVKVFvuQii7QRwPHz58HImfzr+ZCvInFZIkhKQdZgvQAyuwpU1rY+7HCtqdv3JlnrpiI3Kd",
+	"gg6sLOkdZKzHPbEI3wNdsBA9gKN8EMz4h5PHv1VOvjf5+Cy3TmXPeNMOM+TB00/13HRY8jTHdnWbRR9Q",
+	"OINgDx1qJJ4wRnfKXmx7dw5vOCTuybXqUhNkp19DaYA5C7laKY2uv+0Tl5KwkLThD1DHIhdHcFwPDj+P",
+	"sw5XRXBWk9qwXpjaSS3IR43itenGfgDKK867IRK62b7yy+GBr2e1vai3kHAsLsw1cupSXbAc9PTD/91m",
+	"RyWHxkVWmtVqD4S+gwmde3H3wAp+1MPQMYth6uRAxvOOotgPoc9whvp8YAcspN+nMN4iaNqiqIeS8C4J",
+	"2nl4TXr1Q26dKTcd0ufa5+YEdHXXoaYj1IG6im7/YJC31FfLpXGl1MoCkGLYxbGxCxouuuTm8zvsDgdZ",
+	"Dnw4Lc933zohw+qkALaB1Bbz0f5Y/qgVyB/FOmkgGAwVp22skxPIy4vYIRHU+YzOeNBESSNXpTBl1PAr",
+	"NEIr2VzDyQdN0w1p+rFueCEKad2kzj7ILWHyRdOMho1bB5gX25cu1ktjXbTlwxjR0FVpE1Hklve4Njez",
+	"BfJ4PEa/v1uo5aReyObYQXVYmlLRHChW2lgWqMheceDTWPseL5xxskg4boDcD7IoSOB+TjqWIgMS/zIz",
+	"plBSe2WGfXQdAtPb7yxvuzFakR3HYs4ULBnmiXiTT4NwYu0pJ1BZsamt08fj8UQ4XP/OXeBY20P4Bqu9",
+	"N2j1f0pvHI/H3Zpb2NVbeEk975pSFxJAGUIVhO+BJtF+6+7W0w5VG9U9tMYPY7zaPvq/xXvznpTSGoz8",
+	"vnVSj0pu2+h20JH3vTA4/aVSlRqJ16ALYVZYFEBIrOmgePGG6VHMmShpRwqAVUMznwtARRYAZt8zSCnm",
+	"ah1rjisZtEyrd0B9ZB9MMTXL2D5P76Jwd4EOv4L7xCjoC7tYA2O0Docatc7RgTUaCbt76BR/8+QBj7fz",
+	"eBnLAx8LWbx3I4nuKe9E2H7AaIfXHza+YWvOPIpufeoF2r8+QKTHHiBJ6Zt17Dd5USh+L8fEtZaC2Djx",
+	"d8ZsbOXuNQI32gL19xnAEUZfR3GwPas7GiehXLz1ggMCERnQtgxGO4mM7xxysbVddcQE5+FuRVRsBVI0",
+	"6GnXKPb49NGfffCJyJSTeYExBW06Sll++kOx5ZjFg9AIdcOd4cyOqBdCinskoS+YxbZXx6sWYZr8JvFd",
+	"/4He3JfEsPVTY3F7Ua+xQjC/7VBs9IZshfHCSd8NCwPpoNzCZBcwJFkUhjR4oLpSy6ITJNDSdqOE4Bvp",
+	"sFzljkLq9ljqm/6UqtQTWF+QmRPe0klzwW/nUPir7zGMKow8IiLo4tov4fy+WzTCPmTyXK2ZUVB0CgV5",
+	"YuyAj7IAnnJ+/qxGcM20FbR53TsqpStY4JWn0oP84r8jqzPmPYSOJEYUk8WZ85TZ7eIleziOh1qe9+fs",
+	"NtkoPhYJSejeZ/IgckDExoCPwGAW65mam1JhMorN/67EpXIWQ254tFQjoZZXqGx7obUH6f3R7Nlhfe9l",
+	"+VeuONL55cIVm6F6uzKl69QVDvJdh4QE2pVP6cquF+M3+rM9Sb+5jQt4u9aug+x2ywKt0522hdH97QB7",
+	"jYd30M3OFtxbm2u5lTvVOG8uu5cad5C21tx1b5KslbXb1KqwlQe5Ed8LK8Y0CVymbeN7JCrN2UFitqGj",
+	"IgmBHcCC/8Bc7QMxiPfmyAtU9G645y4LPxmHbDv1MkzEZ25NRZ3vpUrkwTYUzOHI4LrSxfjg6Ip/hyHv",
+	"DUP28i7EILdHGGKQxS0hyKN3CGJt2U/uFlMvETy9H6I8R7PP2iM5j7WYgbcJM7ciz4p70979J/iKp7cl",
+	"h1VX8Gg4VSyEscwFPBqxSWsNersV5Kf1G45J1LlOiwqLJFGkMivczCalAN2vxBJRtBpKY+0rlkToJ7pW",
+	"+0DpLet9iC3mPijwNwl7ivzeFfnvKKVJGb1NRFNC8OEGMHr+FWmsu1awZo2OO8qPWJWWyk2acFaKrQRl",
+	"St4SlJQOJEIVPQYj8dSJmUqN923s4GVfGKgr0ndbG2+Oudtq2Jp1p424U5C287R31+OFKQoysdWBI4wO",
+	"QmC7r0pjBUckUDJAi/txbgSgX60sII8Tscw1wByfNHAozJH66o59WxUyVd69gKpkJMbAmeG4w4aN7oQf",
+	"d5k2X3tDpq8KWRsyd9y4h83LBTK/oyBOsK9bdblEmztVw+E6Mgf57ev6OLCaO2SwM/9dmkOWk1Zl7jav",
+	"4OBx0gQmlp5VFPVLn77zc//L6/PeTiEY8ZfX55x4o96u2IufEAX5IJD1wtR1CUN2PFYzzG2sS5WaEni1",
+	"tE2HEvtXuDKSBpqTWqBmBEtW13a5LMzMin7CwXAYZ+CK4X/BP/+VDBDgxHpZWecT6xboui2aEVR15jD6",
+	"mXHm9W4snFtRzmreGQrxbQ77NaucyjjnHlP+fzg/f4Fc1i5UUQh6w0ZCGz383nhrkSVTslXltSqR8uaV",
+	"TqFlS4Ui2XbNcQGc5fTjq3NxhH0d/RqmcUP/37ATwBcJIocIKAFbFc76njXCUPyJa6n8zB8bmj9sGJ4W",
+	"2hm5HfBBgNLeFibJVfM64iTFWXDgcvjYBIaHq2Q0nhOz5lJ9ubOxBtiIpQFN5XbiL87EqjROpbAtpbKm",
+	"AqSDhFAqDARbl7nj0oxkh9+gt7Gh0xEoIMOb0Yoi36yQRalkthFWKY2bxJqDmJksVwRK/vLqx+dYpxIt",
+	"hck3lEc9PN+sfDpn3xruO0mrshDDTDz4NWZoHfcmj8bj8c2DRKxNeWXxeGxWKhtMMU9puXIbKk2yVFJb",
+	"UvN8Cc+ReELWwbI0mMOf7MvdTnxNSOvkrFCcbopz+nGlSklwE3ZgZXJQ9U3lbJ4pEiSp0a6UqZtgWLA4",
+	"WoLKmNok1v0XpVkqt1CV5SOMD5iV0nKVjzZyWSCbALFj0mqJVf8a5A4nGog8GeBitovdcjWkjvJJRK+x",
+	"RkcPlnjw5Y59YTRB9n4rZJqqFSF9pnIYJlVME7mbxNrX4YlE8uKn8yRMIxFaKUwWvVIbGNVMsbKccWnX",
+	"0/GjRszPSrrFAxs6zrVIzorCrJORSH54cvatOFpgqsXfvVeJvkQS+7uvAkTgHAECH5m8pNFEjao/QBA8",
+	"hrla+wJCAlPe0ez+vXlghVbuCHiaYANt05pbKpkulKVaPwACUEtInHrrjlaFzHUiSsmVT6QWTVqiHFqs",
+	"EUPkmBqtFbKyiUhOHx4Lf0x+oAX/LldFZsW5MQIt3I1wCB5OrItcK2yX8+yFepvC6n9xKv6afz0Vyel4",
+	"LL6WmW87aVfOijVw4aPj0bGvCbySpVWiL8WyrqxQV6JKfjDWgaypv4s10wcMZTAVyaPxI+Lt/58qLbCw",
+	"58aJVz4z0g/gmn/Eml2xxtXisbwVffzvBFMqgfFnJDHOn73CmFa2fRd5qjTZtbii3N+eghCuyoKlkp0c",
+	"4Zki5jYy5eURv3QECL32OvX8dvaiHo+sN+kdj8ajMZoL6Fz2Jr2Ho/HoITrV3AJBgSdO+P+yC+Ls0jAR",
+	"Xaj2S1S7Q6Y97JZYzNMM1BXuaKu83cl4fEshivsVoOCcpo76Ez+tRi1Y1Jv8/Cbq2Wq5lOXG2/1Kk4KE",
+	"yS2XXXfy0mJ+AzX7BhrYlcp7V+6JxHR+tfTp/dIxn9wr2elJX3KAwouQbzkrEngkGYnvDHCXrfrtpNOS",
+	"Z5uiPSZCxhqrsAbL1FwFaee1YxwJl8ilYjUNpgFANoq1zXWqKHMJ28PKTrDLZJ2US1MR0AVJFtVCEeuF",
+	"4UR80Q9EKiPxDEEUcq1cU+A7YMQy4rrcbKUxOuWYI5DAbK3GEQDvtO0oecDfOlNvYRwhAR2oEosq4ChY",
+	"57EEDNgwgD1ychHbdHHFQ4G1RsAmHHOsmA1kPgM00SwH7KMQSuWqUqustZK5pRImcrVSsrQRwg0nUd8s",
+	"67rEWYUV03OHm4asa4P1KEDixfrV2XdPzv//0TKLxIvjhwO25MsQ+l4iQ+dFSg1IKOjHM38UP/AFFmML",
+	"Eci5E4UxV7CVrPC2D+6z3Drcsl77foE9qn79yBHfPwB6/h1PUp2lmzcfkDmEIK0O9vCjVrRoHq7SfmHJ",
+	"t1MaQ1fTYaxHW1UX8bXju19rlR3Clx7e/VJdi/Mm6j065I1m0R+cO+LIu9+j0qPINwOnhCVkWFUEfWgu",
+	"ZH0UAwVKhzUZlootMPAJYPegyVw5xOzmvrRVlytGE8tenkp8uVCuw/gWACZwy7owI06HjrZXBcIJ9eLv",
+	"ZHxKppdYIyAgI4NrVignoIPvMXZC91GIXWO2m89j3SqxuBVhS1nsOlwr4KNseYSgsFhYXVn4oGjkaR5F",
+	"59mknY0aayqj9FXS4I6sD8kCRoFrSLgePgKjCKn3fVTMaBXq/NWRSEKmvq8vweVlpgEYUAhAWOZYBydI",
+	"GBtVcUIDCvlS2OFaKmUbeuQTnWHVOs7Yp76kL/fg92xruUUfs/69qYK15kLN3YAL9TDKrwmBqJbKmEmu",
+	"fUYDk2u56eKVL2m/n5El534UXZcvB4a5a2jaqp3Aa9OXnfnEOwnIzQrs+wqwY0WHPZWLH95aa/6rf7Tq",
+	"NP93Z/X4D8ndKR92D2un9UJpK7ESxMZUbCtvl2Lw6SgY9Y7c/2R82hEt5LlB3zXJlZcdW1pJa7H4XR2L",
+	"65O2fvcy5XT8+O436uK98MbJAW9s1/38FNKLd86julAQo+9rSpHBNvL3RbRSGnZFFuP+Ng94Su5W5gEf",
+	"FM9Qsukt5fZCrsRnQHSnH7ecLlrXtrNZuB5bbrl6mkLp9lmR+LfNVLqdFL4PDMWigx5GoL8ytsvcEGNC",
+	"R9ybiJhTefBCKHtl2fLCWXN9EPIDnOCkmflnY50a9Ta3rgmEvG2ZQ3mYCQC0aMf4oNFbx7pdKGq7gNZb",
+	"dDVbjulAE9BIvCY3Kfm0BABDjMeRBSm3tV5Mxj2Y5aSejtfRZmqRo+GdS/M2h4LJbBKm0t8puMu6P5fm",
+	"8rdp1UUECeOg5ltakRnhL9C6VnXh1vZYqF6wt6B67EHTk6UKdwL5ksNbGZoI2hC1spbacj0gQW7f2ub5",
+	"bQM+AsqMNUFdrpHegDySX468ewMtUrC0g4lowj0uuMsod3vfm6mofG+Rt2n4bJP1lJaCKMf7jgPsD0ml",
+	"PvqZzDaWIaRdmNIprbJprOstCyWygdNtRgINRgF8EuwMcomAC9mF6ryMkPspzuwVzMcXn6G7BGAlvAsg",
+	"FKzBKce6L7WoVpelzNh4zLvvGlUS0Y08k+nV4FbiwkujWttL56jDhM9m2hks8XKWazjJp+PxAM1VHoDX",
+	"hb6wYiashAh2C5hHTVb1auIedtcHrO+iCvobkLbRqZrgNU47ucUbU5WgSRVYLOzEryF70+vambGGJzuc",
+	"2pyMcqu574ias0e/0j83ySAiddIHlWFHvGQ+LQ8WAqfS73IqDkax/j4YuphL0O117Pzgex75ghxctmbG",
+	"HzQd6742fjHhqeEZXRqXoCo6GImzW/cWWDBvLnNf2uQujYk9Qu+kMTXvijxA9GzdwnjAG3x/DmkuyBS/",
+	"NtnmvUG4rcKpN7uXv7xPwEhpER1Y6GVtU+hvM4vmqR5Mg4JUp57XHJL1peMPP+Dz7ZPK9u/WXYLsLwaI",
+	"T97t3FERQVduuNBgfWPhDi1jMkP4nbgGX8C4RqduVzIu+dL2XG7IOV4n45P3tkAcfdWxQq9vqZY62Uml",
+	"Ztzj2VsnZwPYQZyN1zowXu+hHwkMSModMtfGjVBhrbfuYNofshUFU/vtl1NGtQTm2IPtyy0m9bTqqzBY",
+	"SsK7Rl82gqN2KoT7SdwW+hOJ5B4sfnRHEftdptsBktsbemuLN5+LueG9an57SrIfoCoTVYbbPgPWx2AG",
+	"j9L7si5hj9fNKlGtfBBeOBmDiWjok82LMykQ4M7rR/nulM5oNrqOhGLNCLih+45qydTVRbjcbz5nBYFu",
+	"oKQQmm5kTpecdl6JFNXziXW7vHhQSLamMPClt8kGmzfuq2LvVQeSmNyWe2vKrRzarmiQ91bpP+qdHh9A",
+	"0NuXGKHB4OSAQ9d9UdnnZG9oR7BFwqwoqqjYhOtl5nixDWgWfFS6rA63OXGOsBY23Qz4qSwT31EJ6fbt",
+	"Wb7WQn0XnayDILW9wKcTkRYyX0YYXyf9NSxlVSh4Ch+5CC3YZIpXcGUmtUevnnzz08un6PIdUIV7jjfx",
+	"0ZfevuOj3yMCLqfjh6JxKZ4PGCM1uhleQNwh3GXJ6oV1ajVpl2Ii7uLvBmLmgt5k9tlAY5jheWlquzeH",
+	"jkMHTTtCwBKRkDbWPkS/5SwLZvPazSVFQZmyW0GJo1hjuSquoEUhp/B4qCSHJbDQkdW614qiLWebhC/l",
+	"QSpTjWJyABipjVAOjcvgFEqW2hLYwfnAWGlf6BJhrdZRrcjWTv6ggZ6OH7evaGC1mupPTES4sg1OD2Wj",
+	"iDPffZtJk2aLgeDwXYxqGI4QbdmwnHVd+Bk6ZtemvApxpI3YyXSh0qtYt8wjFjp+NH5YxyKGi1bqy1Ua",
+	"qHIpN7FeyGslZkppnsg0pCHlzodG4HqjJw/GjuSFl7HLDewQGVyQBoI60ojKb6uRX/sL63ofRlVr1fH/",
+	"wIoaV73fA1a4tP1alXwt4Kcy7n/Ca0A9E8aT0LwLlO5Qa99ZnruOG0J/x+6G+kY6fxtd7zfBkM8ERzzR",
+	"GQuXIKZkuMMS8wzQlEpLiAUJmpLYcmTlfYHFoq4S2RnE95piC6gcqhdr0NpEhAqHCUh9vpnWoDAg8TyI",
+	"Yp00Sopy5kTtH8YGGxnYVHy1eXMoQoata0AHEaBsX5o0wU8I6Olfvou0dZGo9EZj0mm6LxOdUpihdL40",
+	"YrPEK85l/y2i1GTIm5qiVPVxj2YiMHytcato40rsulhq0igy0S4qZh0+EOsrpVYcISeL/BrLSJzvFNcM",
+	"XvlkOOQNTnwpTjMntxAfwIJvGMShLjijbirGk62CnHz9KzWCC+TvsSOvVAYyr477wd4BSvWT4XCO2nyp",
+	"gNPkBjiQONNcRITs6pwjM9s0ZB4KdVObpad1GidWk8/D9RqY19vhtkKJSd1EYlY5vtmqVhcf2M54v0bx",
+	"1A/sv/bd7OH6tNqRAOq2ztdd+P0bND4XlhuCreqz4bW45pL/XnzGtzLyItSI+BgaYtUhKl55k3EoFrLj",
+	"FUR40g6U9zKFCySxWrZbISmwDJV5Y7P3Ls7QUkp5Xt1BaVqtqYbGb4hJ+0A+kFZJqg8MrGkN9jAb7QtZ",
+	"/TEjtP7w8PGtU2w2oONR40cf5XVvcLhtvG/HErcP2TeFsercp+7e75TRa81z1joAp7d5H+hixIbfuZG9",
+	"kNVXeUdsAl5IlPyDzyci7A7Sa1/I/jlR7DMlr1UzDb6xcw0X3byZxw9ygYtfcFmHfTGJbXr5a8DFviBA",
+	"M1aBbsejkJHd2+HZExfrW11xI/F6kRdqt0L7jI2WNhIn43HD8xoS55NS6qtE9MfbdsIwwsEUDZSNKt6U",
+	"yJg1GoooksO3zlRPekQ7MTrnfFofzQHfNqyYFGIVXISrPL0aViu64mJrcWL9TtUU6hv16zUIVennHC1U",
+	"8pVRHZHEucZsRcyBxhoQQe/wg93J0uN0BrQR9nc82EHD9KHweDEeqxep1Gg0tFfsOaWqrrGOdfAww5p9",
+	"9TxBf+oQxsRXhPsmMFqqHWUTUlGbWwit42Se1/fL+3ywh+MBZywg6sktKwQdiOeFKYr3wYvvGSHygWBL",
+	"u2jKLnp5Faq+5Ppy6o9TbtunbDdG6fcfsDHxZxbL9jfYF4draq4L743zjTouHG7xbxH3KUUcVaip7+XV",
+	"GXIoUa1qPoCMPfep6U2O/on0zOhAHvE0Y52UUvnvyqBuJ/y/QwL1S+rmk+RPY9+jd6OhO9KuKcmNM4R5",
+	"cfZmX4cyVXen+nUmZr1qlLn6bZrwXQjd5whRThDZUci2iVBc6k1UB5n5ypythMRYcyHdOvmQM9t2khDF",
+	"Tg7iZ8L+/rCJRt/n11QxOhRh61RDa3q+M5+oSbofjAO0q+d2MIIzT2ScGbqksKJ/Jxnd6fULdPDHTjJq",
+	"VhT3VRzZfkyJLxRSMLjlFHy6GJ+fVmi25eIYPgqf8i92i7q2Mq3rGu3ksMOQCJ921NI/m+lH25EsPoso",
+	"1pfKhfXLtWjlEvl4Hq4mi4Eb1lu/AFPEmucwAYWpgL42PpPEog066Lh+4FFtAfA+sa2Uj53bLRpK+U5d",
+	"UY6oCZ4sCib3NTkxsNWiTbvtR1xKn7fNxvCc6943lz/XorJK9JMXP52L0Wh0RM0OJs0iof56N07boQr0",
+	"BpcJ9ObGZmLoM0HReY3KsCyJLFWsK12qQjofHdyZvvDuuGI7KeEDmdl3qiDftKsPurJSu6b34/ff/606",
+	"Yi1Q7hnWT7lDG3G/sH5P+RR5td66YysYRTggDfOxtOF8v88IX71fcdd5A1LHfhKLqncU8+99NLBWGAqa",
+	"dYVNx7q/fR/PYCLuES1NR77jFqPOKGjxY7nDwrBWLPAYrqJBjJGYSH+bDQ4icZlf090W/pofGELtoF8j",
+	"RWGhwK2JhSDoWO9GQYvDg6C7a+L9Owr647nSfY7iPhC0NzAaK0F1Rka3YNGd2u8fxwPOPOP9+8C3LpT4",
+	"13aGby3Gv73i/zpe8UMNEgfwHF8Y/5PxHEzL4PhguqE1xAbb7dwMEJFx76wVNxr3sFbDTrrFtE632JNT",
+	"4Y9HU18KVy5IX7/wTJQyBxWK0MNC+qJX8KpX8IgDxnpPvkSj7kIjU2NLJTyLNZYzDl0FwMrbDaxx0lLY",
+	"r5RakVZuOSetfjq3IYCaUHijeqRr3jNRJ+S3rp/w/idUxQ64iAJzzhvmEq+kDiZeCHA6vCU78ZauulRS",
+	"k6oLijPmVmzBNCAECh1FH2da5BjzNqdymlh9AK8xm22wi9xfCN6632Fah+t6Y6y/Do1UaqMb956FxRiJ",
+	"H9HLgYpxU5WleFVtWNPdSn2pC3ixxoy3s3EZlNAG325Aw8+m6MDV2BfXCvAVF/gJ0T8dnw5G4qVaKem4",
+	"kBpPfrtm2tKUasKl0TbhLo1H44dY21bOVbeshbba9soPqtHiDSoHKbQfQHy+Cp3vuxxEm3UgINphH2jM",
+	"piVfgiGYU5q8Aa9AoZAPo/8Fcz04sH43zaMjGyTWO8ke8Sc3/Haa20S/Yfud+AMb613WQEQ0vYUr+Dn+",
+	"0cHMN8EwKG61C24nhmznaO5kirRBT9tf2b434+c3AESo8Aohne0rM+qUBVm6YDm9NKKstBgdpcvsyD8y",
+	"HGbqOpkKrL0fBJJ0ZPwatUqBT46Ojk/+PBqPxqPjyZfjL8eIiHgCO6MgCol8yh2XNm4FmBV0b4OhAsxc",
+	"yXVU14Ikh/tuJcpvDAhxfVmvu41CoFe1ooyWsD3ehN5pMQ+IlM3kjd4bO7I7hGccWsXzkVmOn+AUKzuF",
+	"I0MsRCuV0RUvvr4l+7ff3Py/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -26,6 +26,9 @@ func (s *Server) LockHistory(ctx context.Context, req LockHistoryRequestObject) 
 			Owner:        e.Owner,
 			FencingToken: e.FencingToken,
 		}
+		if e.By != "" {
+			out.Events[i].By = &e.By
+		}
 	}
 	return out, nil
 }

@@ -274,6 +274,7 @@ func limitMismatch(b *problemBody, err error) {
 var notHolderDetails = map[locks.Reason]string{
 	locks.ReasonReleased: "the Lock-Token's grant was released",
 	locks.ReasonExpired:  "the Lock-Token's lease ended before it was renewed or released; someone else may hold the lock now",
+	locks.ReasonBroken:   "an administrator of the namespace broke the lock, which ended the Lock-Token's grant; someone else may hold the lock now",
 	locks.ReasonUnknown:  "the Lock-Token holds nothing here: it was never granted, or its grant ended more than a minute ago",
 }
 

@@ -59,6 +59,19 @@ func TestScriptsAreAcked(t *testing.T) {
 			}
 			return <-got
 		},
+		"break": func(t *testing.T, key locks.Key) error { // hands the lock in full to r's own waiter
+			locktest.MustAcquire(t, s, key, req)
+			got := make(chan error, 1)
+			go func() {
+				_, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute})
+				got <- err
+			}()
+			waitQueued(t, r, key, 1)
+			if _, err := r.Break(ctx, key, "admin"); err != nil {
+				t.Fatal(err)
+			}
+			return <-got
+		},
 		"reenter": func(t *testing.T, key locks.Key) error {
 			g := locktest.MustAcquire(t, s, key, req)
 			_, err := r.Reenter(ctx, key, g.Token, time.Minute, locks.Exclusive)

@@ -45,6 +45,16 @@ func TestRedisClusterConformance(t *testing.T) {
 			return r
 		})
 	})
+	t.Run("Break", func(t *testing.T) {
+		locktest.RunBreak(t, func(t *testing.T) (locks.Backend, locks.Backend) {
+			open := func() locks.Backend {
+				r := openRedis(t, cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
+				t.Cleanup(func() { r.Close() })
+				return r
+			}
+			return open(), open()
+		})
+	})
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

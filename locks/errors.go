@@ -118,6 +118,9 @@ const (
 	ReasonReleased Reason = "released"
 	// ReasonExpired: the grant's lease ended without a release.
 	ReasonExpired Reason = "expired"
+	// ReasonBroken: an administrator broke the lock (Breaker), which
+	// ended the grant.
+	ReasonBroken Reason = "broken"
 	// ReasonUnknown: the token was never granted, or its grant ended
 	// longer ago than the backend remembers (RecordTTL).
 	ReasonUnknown Reason = "unknown"

@@ -16,14 +16,18 @@ type Event struct {
 	Owner   string
 	// FencingToken is the grant's; 0 for a waiter.
 	FencingToken int64
+	// By is, for a grant someone else ended (broken), who did: the
+	// breaker's subject.
+	By string
 }
 
 // EventKinds are the kinds of events a history records: a grant to a
 // caller that asked (acquired) or to a waiter by someone else's release or
 // the end of a lease (handed_over), a re-entry, a renewal, a release, a
-// lease that ended unreleased (expired, at the lease's end), and a waiter
-// dropped from the queue because its gateway stopped keeping it alive.
-var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "waiter_dropped"}
+// lease that ended unreleased (expired, at the lease's end), a grant ended
+// by an administrator (broken, see Breaker), and a waiter dropped from the
+// queue because its gateway stopped keeping it alive.
+var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "broken", "waiter_dropped"}
 
 // Historian is what a backend offers for lock histories.
 type Historian interface {
@@ -58,6 +62,11 @@ type memHistory struct {
 
 // eventLocked records what happened to key. m.mu must be held.
 func (m *Memory) eventLocked(key Key, kind string, at time.Time, g *memGrant) {
+	m.recordLocked(key, Event{Kind: kind, At: at.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence})
+}
+
+// recordLocked adds e to key's history. m.mu must be held.
+func (m *Memory) recordLocked(key Key, e Event) {
 	if m.opts.History <= 0 {
 		return
 	}
@@ -70,8 +79,8 @@ func (m *Memory) eventLocked(key Key, kind string, at time.Time, g *memGrant) {
 		copy(h.events, h.events[1:])
 		h.events = h.events[:len(h.events)-1]
 	}
-	h.events = append(h.events, Event{Kind: kind, At: at.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence})
-	h.last = at
+	h.events = append(h.events, e)
+	h.last = e.At
 }
 
 // History implements Historian.

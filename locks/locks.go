@@ -293,6 +293,7 @@ type Backend interface {
 	Idempotent
 	Lister
 	Historian
+	Breaker
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

@@ -55,6 +55,7 @@ type MemoryOptions struct {
 // memRecord is what the backend remembers of a grant.
 type memRecord struct {
 	released bool
+	broken   bool  // ended by a break (see Breaker)
 	until    int64 // when it is forgotten, ns since 1970
 }
 
@@ -155,6 +156,8 @@ func (m *Memory) whyLocked(token string, now time.Time) Reason {
 		return ReasonUnknown
 	case rec.released:
 		return ReasonReleased
+	case rec.broken:
+		return ReasonBroken
 	}
 	return ReasonExpired
 }

@@ -37,3 +37,10 @@ func TestMemoryHistory(t *testing.T) {
 	})
 	locktest.RunNoHistory(t, locks.NewMemory(locks.MemoryOptions{}))
 }
+
+func TestMemoryBreak(t *testing.T) {
+	locktest.RunBreak(t, func(t *testing.T) (locks.Backend, locks.Backend) {
+		m := locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
+		return m, m
+	})
+}

@@ -25,6 +25,7 @@ const (
 	whyUnknown  = 0 // UNKNOWN
 	whyReleased = 1 // RELEASED
 	whyExpired  = 2 // EXPIRED
+	whyBroken   = 3 // BROKEN
 
 	// What idem_begin found about an idempotency key, its reply's first
 	// element.

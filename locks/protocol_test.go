@@ -22,6 +22,7 @@ func TestProtocolAgrees(t *testing.T) {
 		"UNKNOWN":        strconv.Itoa(whyUnknown),
 		"RELEASED":       strconv.Itoa(whyReleased),
 		"EXPIRED":        strconv.Itoa(whyExpired),
+		"BROKEN":         strconv.Itoa(whyBroken),
 		"RECORD_MS":      strconv.FormatInt(RecordTTL.Milliseconds(), 10),
 		"IDEM_GRACE_MS":  strconv.FormatInt(IdempotencyGrace.Milliseconds(), 10),
 		"BASE_HOLD":      strconv.Quote(BaseHold),

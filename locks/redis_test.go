@@ -403,3 +403,12 @@ func TestRedisHistoryExpiry(t *testing.T) {
 		t.Fatalf("a history begun by a release has no expiry (PTTL %v)", d)
 	}
 }
+
+// TestRedisBreak runs the break cases on two gateways of one Redis.
+func TestRedisBreak(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunBreak(t, func(t *testing.T) (locks.Backend, locks.Backend) {
+		opts := locks.RedisOptions{History: locktest.HistoryLen}
+		return newRedis(t, srv, opts), newRedis(t, srv, opts)
+	})
+}

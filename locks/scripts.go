@@ -40,6 +40,7 @@ var (
 	leaveScript     = newScript("leave")
 	heartbeatScript = newScript("heartbeat")
 	renewScript     = newScript("renew")
+	breakScript     = newScript("break")
 	reenterScript   = newScript("reenter")
 	ticketScript    = newScript("ticket")
 	inspectScript   = newScript("inspect")
@@ -116,6 +117,8 @@ func notHolder(out []int64) *NotHolderError {
 			reason = ReasonReleased
 		case whyExpired:
 			reason = ReasonExpired
+		case whyBroken:
+			reason = ReasonBroken
 		}
 	}
 	return &NotHolderError{Reason: reason}

@@ -282,13 +282,13 @@ func (r *Redis) callHistory(ctx context.Context, key Key) ([]Event, error) {
 	for _, s := range out {
 		// As lua/lib_history.lua event writes it: numbers as strings.
 		var e struct {
-			E, S, O string
-			T, F    int64 `json:",string"`
+			E, S, O, B string
+			T, F       int64 `json:",string"`
 		}
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
 			return nil, fmt.Errorf("an event Redis holds does not decode: %w", err)
 		}
-		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F})
+		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F, By: e.B})
 	}
 	return events, nil
 }

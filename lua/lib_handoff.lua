@@ -77,6 +77,23 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
   return h
 end
 
+-- lift_delay ends the lock delay of a lock that an end of its grants
+-- freed (a release, a break): the holders said they are done, but for what
+-- remains of one after a shared holder's lease that ended unreleased
+-- ('x:<ms>').
+local function lift_delay(K, now)
+  if K.delay_ms == 0 then
+    return
+  end
+  local d = redis.call('GET', K.delay)
+  local until_ms = d and tonumber(string.match(d, '^x:(%d+)$'))
+  if until_ms and until_ms > now then
+    redis.call('SET', K.delay, d, 'PX', until_ms - now)
+  else
+    redis.call('DEL', K.delay)
+  end
+end
+
 -- release_all ends the caller's hold (the exclusive grant, or its shared
 -- hold r), notes it, and hands the lock on (see handoff for here). f is
 -- the exclusive grant's HMGET of at, sub, own and fence, if the caller has
@@ -108,14 +125,8 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   if K.index then
     index_del(K, tok, now)
   end
-  if K.delay_ms > 0 and not holder then
-    local d = redis.call('GET', K.delay)
-    local until_ms = d and tonumber(string.match(d, '^x:(%d+)$'))
-    if until_ms and until_ms > now then
-      redis.call('SET', K.delay, d, 'PX', until_ms - now)
-    else
-      redis.call('DEL', K.delay)
-    end
+  if not holder then
+    lift_delay(K, now)
   end
   local h = handoff(K, t, now, holder, retention, check_heard, nil, here)
   local ev = K.ev

@@ -21,19 +21,20 @@ end
 
 -- The events that leave the history's expiry where it is (see
 -- push_events).
-local ENDS = {released = true, expired = true, waiter_dropped = true}
+local ENDS = {released = true, expired = true, broken = true, waiter_dropped = true}
 
 -- event adds an event to the lock's history (when it keeps one: never for
 -- a semaphore's S): what happened at ms on the Redis clock, to the grant
--- of subject and owner label with fencing token fence (0 for a waiter).
+-- of subject and owner label with fencing token fence (0 for a waiter);
+-- by, for a grant someone else ended (broken), is who did.
 -- While K.ev is a list (see release_all), the event waits there, to be
 -- pushed with the others.
-local function event(K, what, ms, sub, own, fence)
+local function event(K, what, ms, sub, own, fence, by)
   if not K.hist_n or K.hist_n == 0 then
     return
   end
   local e = cjson.encode({e = what, t = string.format('%d', ms), s = sub, o = own,
-    f = string.format('%d', tonumber(fence) or 0)})
+    f = string.format('%d', tonumber(fence) or 0), b = by})
   if K.ev then
     K.ev[#K.ev + 1] = e
     K.ev_extends = K.ev_extends or not ENDS[what]

@@ -30,7 +30,8 @@
 --              until ms on the Redis clock, whoever releases
 --   K.history  list, with --history N: the lock's last N events, newest
 --              first, each JSON {e: event, t: ms on the Redis clock, s:
---              subject, o: owner label, f: fencing token}, the numbers as
+--              subject, o: owner label, f: fencing token, b: who broke it,
+--              for 'broken'}, the numbers as
 --              strings (cjson keeps 14 digits of a number, a fencing token
 --              has 16); it lives as long as the fencing counter after the
 --              last event that began or extended a lease (push_events)
@@ -41,7 +42,8 @@
 --              (so the key of the caller's token, among KEYS; absent for
 --              scripts without one): 'h' while the grant may be held,
 --              until RECORD_MS after its lease (renewals push that on),
---              'r' for RECORD_MS after its release; a call whose token
+--              'r' for RECORD_MS after its release, 'b' for RECORD_MS
+--              after a break ended it (break.lua); a call whose token
 --              holds nothing learns why from it (lib_record.lua)
 --
 -- A lock held shared has tok = '' in K.lock, which no token hash matches

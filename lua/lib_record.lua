@@ -1,6 +1,6 @@
 -- lib_record: the record of one grant (K.record, see lib_keys.lua), from
 -- which a call whose token holds nothing learns why. RECORD_MS, and the
--- reasons (UNKNOWN, RELEASED, EXPIRED), are in protocol.lua. A library,
+-- reasons (UNKNOWN, RELEASED, EXPIRED, BROKEN), are in protocol.lua. A library,
 -- not a script on its own.
 
 -- why says why the caller's token holds nothing.
@@ -10,6 +10,8 @@ local function why(K)
     return RELEASED
   elseif r == 'h' then
     return EXPIRED -- it was granted and not released: its lease ended
+  elseif r == 'b' then
+    return BROKEN -- an administrator ended it (break.lua)
   end
   return UNKNOWN
 end
@@ -17,4 +19,12 @@ end
 -- released notes that the caller's grant was released.
 local function released(K)
   redis.call('SET', K.record, 'r', 'PX', RECORD_MS)
+end
+
+-- broken notes that the grant of token hash tok was ended by a break
+-- (break.lua). Its record's key shares the lock's hash tag, so it is on
+-- the script's slot; it is not among KEYS, as the breaker does not know
+-- whose grants it ends.
+local function broken(K, tok)
+  redis.call('SET', K.lock .. ':t:' .. tok, 'b', 'PX', RECORD_MS)
 end

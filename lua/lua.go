@@ -53,6 +53,8 @@ var (
 	leaveSrc string
 	//go:embed heartbeat.lua
 	heartbeatSrc string
+	//go:embed break.lua
+	breakSrc string
 	//go:embed renew.lua
 	renewSrc string
 	//go:embed reenter.lua
@@ -166,6 +168,7 @@ var scripts = []Script{
 	writes("acquire", true, acquireSrc, lockLib),
 	writes("release", true, releaseSrc, lockLib), // hands the lock on, in full to a waiter of the caller's gateway
 	writes("leave", true, leaveSrc, lockLib),
+	writes("break", true, breakSrc, lockLib), // ends every grant, hands the lock on as release does
 	writes("heartbeat", false, heartbeatSrc, lockLib),
 	writes("renew", true, renewSrc, lockLib),
 	writes("reenter", true, reenterSrc, lockLib),

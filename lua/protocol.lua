@@ -16,7 +16,7 @@ local SHARED_FULL = -4     -- {SHARED_FULL, retry_ms}: the lock has its most sha
 local FENCED = {FENCED_OFF}
 
 -- Why a token holds nothing, in {NOT_GRANTED, why}.
-local UNKNOWN, RELEASED, EXPIRED = 0, 1, 2
+local UNKNOWN, RELEASED, EXPIRED, BROKEN = 0, 1, 2, 3
 
 -- What idem_begin.lua found about an idempotency key, its reply's first
 -- element: nothing (the attempt begins), a live grant, an attempt still

@@ -38,6 +38,10 @@
 //
 // list prints the held locks of a namespace.
 //
+// break ends every grant of a lock, whoever holds it, for a token that
+// administers the namespace (token --admin mints one); it exits 1 when
+// nobody held the lock.
+//
 // acquire, release, renew and status are the single calls; token mints an
 // HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,
 // and flags override them. "lockctl help" prints the usage and this table:

@@ -24,6 +24,11 @@ Usage:
   lockctl list namespace [--json] [--page-size 1000]
       Print the held locks of the namespace, one a line (a JSON object each
       with --json); never a token.
+  lockctl break namespace/name
+      End every grant of the lock now, whoever holds it, and hand it to the
+      next waiter; needs a token that administers the namespace (token
+      --admin). The holders get 409 not_holder (broken) on their next call.
+      Exit 1 when nobody held it.
   lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
@@ -56,7 +61,7 @@ Usage:
       A command may exit 80-85 itself: when the code is lockctl's own, a line
       "lockctl: ..." on stderr says why (acquire failed, lease lost); the
       command's own code passes through without one.
-  lockctl token [--sub name] --ns 'billing,etl-*' [--ttl 1h] [--secret S]
+  lockctl token [--sub name] --ns 'billing,etl-*' [--admin 'billing'] [--ttl 1h] [--secret S]
       Mint an HS256 JWT for the gateway's secret ($LOCKGATE_JWT_SECRET); --sub
       defaults to $USER, else the user name of this uid.
   lockctl help

@@ -20,6 +20,7 @@ var commands = map[string]func(context.Context, cli, []string) error{
 	"renew":   cmdRenew,
 	"status":  cmdStatus,
 	"list":    cmdList,
+	"break":   cmdBreak,
 	"run":     cmdRun,
 	"token":   cmdToken,
 }

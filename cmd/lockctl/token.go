@@ -12,19 +12,22 @@ import (
 	"github.com/lockgate/lockgate/internal/jwtsecret"
 )
 
-// tokenClaims is the JWT the gateway reads: sub, ns globs and exp.
+// tokenClaims is the JWT the gateway reads: sub, ns globs, the ns globs it
+// administers, and exp.
 type tokenClaims struct {
 	Namespaces []string `json:"ns"`
+	Admin      []string `json:"ns_admin,omitempty"`
 	jwt.RegisteredClaims
 }
 
 // cmdToken mints an HS256 JWT, for operators and development. It prints
 // the token on stdout: that is what was asked for.
 func cmdToken(_ context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("token", "token [--sub name] --ns 'billing,etl-*' [--ttl 1h] [--secret S] [--iss I] [--aud A]")
+	fs := c.newFlagSet("token", "token [--sub name] --ns 'billing,etl-*' [--admin 'billing'] [--ttl 1h] [--secret S] [--iss I] [--aud A]")
 	secret := fs.String("secret", "", "HS256 secret, at least 32 bytes (default $LOCKGATE_JWT_SECRET; prefer the variable: flags show in ps)")
 	sub := fs.String("sub", "", "subject: who the caller is, recorded as the lock's subject (default $USER, else the user name of this uid, as id -un)")
 	nsList := fs.String("ns", "", "comma-separated namespace globs the token grants, e.g. 'billing,etl-*' or '*'")
+	adminList := fs.String("admin", "", "comma-separated namespace globs the token administers (may break locks there), within those of --ns")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
 	iss := fs.String("iss", "", "issuer, when the gateway checks one")
 	aud := fs.String("aud", "", "audience, when the gateway checks one")
@@ -36,12 +39,7 @@ func cmdToken(_ context.Context, c cli, args []string) error {
 		return usagef("token takes flags only; got %q", append(pos, rest...)[0])
 	}
 	key := firstNonEmpty(*secret, c.getenv("LOCKGATE_JWT_SECRET"))
-	var globs []string
-	for g := range strings.SplitSeq(*nsList, ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			globs = append(globs, g)
-		}
-	}
+	globs, admin := splitGlobs(*nsList), splitGlobs(*adminList)
 	subject := *sub
 	if subject == "" {
 		// An unset USER (containers, cron) made --sub "$USER" empty.
@@ -63,6 +61,7 @@ func cmdToken(_ context.Context, c cli, args []string) error {
 	now := time.Now()
 	claims := tokenClaims{
 		Namespaces: globs,
+		Admin:      admin,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   subject,
 			Issuer:    *iss,
@@ -91,4 +90,15 @@ func loginName(getenv func(string) string) string {
 		return u.Username
 	}
 	return ""
+}
+
+// splitGlobs splits a comma-separated list of namespace globs.
+func splitGlobs(list string) []string {
+	var globs []string
+	for g := range strings.SplitSeq(list, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			globs = append(globs, g)
+		}
+	}
+	return globs
 }

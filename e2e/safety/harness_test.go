@@ -128,9 +128,20 @@ func startGatewayProcess(t *testing.T, args ...string) *gateway {
 // matrix's semaphore holders resize), valid for an hour.
 func token(t testing.TB) string {
 	t.Helper()
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"sub": "safety", "ns": []string{"*"}, "ns_admin": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix(),
-	}).SignedString([]byte(secret))
+	return signToken(t, jwt.MapClaims{"sub": "safety", "ns": []string{"*"}, "ns_admin": []string{"*"}})
+}
+
+// adminToken is a token of another subject that also administers every
+// namespace: the breaker's, which breaks locks.
+func adminToken(t testing.TB) string {
+	t.Helper()
+	return signToken(t, jwt.MapClaims{"sub": "safety-admin", "ns": []string{"*"}, "ns_admin": []string{"*"}})
+}
+
+func signToken(t testing.TB, claims jwt.MapClaims) string {
+	t.Helper()
+	claims["exp"] = time.Now().Add(time.Hour).Unix()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,16 +151,18 @@ func token(t testing.TB) string {
 // client talks to one gateway with its own connections, closed when the
 // test ends (so that goleak sees no idle connection goroutines).
 type client struct {
-	base string
-	auth string
-	http *http.Client
+	base  string
+	auth  string
+	admin string // the Authorization of an administrator (adminToken)
+	http  *http.Client
 }
 
 func newClient(t *testing.T, g *gateway) *client {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &client{base: g.URL, auth: "Bearer " + token(t), http: &http.Client{Transport: tr, Timeout: 90 * time.Second}}
+	return &client{base: g.URL, auth: "Bearer " + token(t), admin: "Bearer " + adminToken(t),
+		http: &http.Client{Transport: tr, Timeout: 90 * time.Second}}
 }
 
 // result is one answer: status 0 means the call failed (err says why).
@@ -174,6 +187,20 @@ func (r result) code() string {
 	}
 	json.Unmarshal(r.body, &p)
 	return p.Code
+}
+
+// reason is the reason of a not_holder answer.
+func (r result) reason() string {
+	var p struct {
+		Reason string `json:"reason"`
+	}
+	json.Unmarshal(r.body, &p)
+	return p.Reason
+}
+
+// breakLock breaks lock as an administrator.
+func (c *client) breakLock(ctx context.Context, lock string) result {
+	return c.do(ctx, "POST", "/locks/"+lock+"/break", "", "Authorization", c.admin)
 }
 
 func (c *client) do(ctx context.Context, method, path, body string, headers ...string) result {

@@ -25,10 +25,11 @@ const (
 	opPoll    // a ticket's poll
 	opClose   // a ticket's DELETE
 	opResize  // a semaphore's PUT .../limit, by a holder (fault matrix)
+	opBreak   // an administrator's break (the fault matrix's breaker)
 )
 
 func (k opKind) String() string {
-	return [...]string{"acquire", "renew", "release", "reenter", "poll", "close", "resize"}[k]
+	return [...]string{"acquire", "renew", "release", "reenter", "poll", "close", "resize", "break"}[k]
 }
 
 // op is one call as a client saw it: when it was made and when its answer
@@ -71,6 +72,13 @@ type grantRec struct {
 	writes      []grantWrite
 	// endedEarly is a renew or release that said 409 before known.
 	endedEarly *op
+	// broken is a renew, re-entry or release that said 409 not_holder,
+	// reason broken (the fault matrix's breaker): checked against the
+	// breaks, not as endedEarly.
+	broken *op
+	// cut, when set, is the call of the first break that may have ended
+	// the grant (see breakFindings): it was certainly held until then only.
+	cut time.Time
 	// Set by the fault matrix: the primitive, the calls that extended the
 	// lease (re-entries, renews, whatever their answer), when a release
 	// answered 204 (the grant certainly ended by then), and answers that
@@ -252,12 +260,17 @@ func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock
 }
 
 // end is until when the grant certainly held the lock: the release call
-// (answered or not), or else the last expiry the holder was told of.
+// (answered or not), or else the last expiry the holder was told of; or
+// the call of a break that may have ended it (cut), if earlier.
 func (g *grantRec) end() time.Time {
-	if !g.releaseCall.IsZero() && g.releaseCall.Before(g.known) {
-		return g.releaseCall
+	end := g.known
+	if !g.releaseCall.IsZero() && g.releaseCall.Before(end) {
+		end = g.releaseCall
 	}
-	return g.known
+	if !g.cut.IsZero() && g.cut.Before(end) {
+		end = g.cut
+	}
+	return end
 }
 
 // findingKind is which promise a finding breaks.
@@ -283,6 +296,10 @@ type finding struct {
 	a, b *grantRec
 	msg  string
 	prim string // the fault matrix's primitive, for a finding without grants
+	// unlessBroken: the finding stands only if no break of lock may have
+	// run between from and to (see matrixFindings).
+	unlessBroken bool
+	from, to     time.Time
 }
 
 // check verifies the history and the resource's log against the promises.
@@ -336,7 +353,7 @@ func (h *history) findings(res *resource, limit int) []finding {
 					lock, g.fence, g.endedEarly.kind, g.endedEarly.status, stamp(g.endedEarly.ret), stamp(g.known))
 			}
 			for _, w := range g.writes {
-				if !w.accepted && w.ret.Before(w.known) {
+				if !w.accepted && w.ret.Before(w.known) && (g.cut.IsZero() || w.ret.Before(g.cut)) {
 					add(writeRefused, lock, g, nil, "%s: grant %d: the resource rejected a write made inside the lease (at %s, lease until %s): a later grant wrote during it",
 						lock, g.fence, stamp(w.call), stamp(w.known))
 				}

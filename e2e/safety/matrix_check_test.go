@@ -46,7 +46,7 @@ func (h *history) windows(trusted func(time.Time) bool) map[string][]window {
 	by := make(map[string][]window)
 	for _, o := range h.ops {
 		switch {
-		case o.kind == opRelease, o.kind == opClose, o.kind == opResize:
+		case o.kind == opRelease, o.kind == opClose, o.kind == opResize, o.kind == opBreak: // they make no grant
 			continue
 		case o.wait == 0 && o.status >= 400 && o.status < 500: // refused: made nothing
 			continue
@@ -69,7 +69,12 @@ func (h *history) windows(trusted func(time.Time) bool) map[string][]window {
 // force (another would have been limit_mismatch, which wins), whatever
 // resizes did.
 func (h *history) matrixFindings(limit int, trusted func(time.Time) bool) []finding {
-	fs := append([]finding(nil), h.notes...)
+	var fs []finding
+	for _, n := range h.notes {
+		if !n.unlessBroken || !h.mayBreak(n.lock, n.from, n.to) {
+			fs = append(fs, n)
+		}
+	}
 	for _, g := range h.grants {
 		for _, msg := range g.wrong {
 			fs = append(fs, finding{kind: answerWrong, lock: g.lock, a: g, msg: msg})

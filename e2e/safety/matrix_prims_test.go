@@ -20,6 +20,7 @@ var primitives = []primitive{
 	{name: "semaphore", sem: true, cycle: semaphoreCycle},
 	{name: "ticket", cycle: ticketCycle},
 	{name: "idempotent", cycle: idempotentCycle},
+	{name: "breaker", cycle: breakerCycle}, // counted by its breaks answered 200
 }
 
 // primitive is one row of the matrix.
@@ -212,7 +213,7 @@ func idempotentCycle(ctx context.Context, w *worker, lock string) {
 		case o.code == "grant_ended" && !first.call.IsZero() && o.ret.Before(first.call.Add(ttl)):
 			// The lost call's grant, if it made one, was made after
 			// first.call: its lease cannot have run out yet.
-			w.h.note(finding{kind: answerWrong, lock: lock, prim: w.prim, msg: fmt.Sprintf(
+			w.h.note(finding{kind: answerWrong, lock: lock, prim: w.prim, unlessBroken: true, from: first.call, to: o.ret, msg: fmt.Sprintf(
 				"%s: retry with the Idempotency-Key of a call with an unknown outcome (called at %s) answered grant_ended at %s, within the lease that grant would have had (%v)",
 				lock, stamp(first.call), stamp(o.ret), ttl)})
 			return
@@ -221,6 +222,18 @@ func idempotentCycle(ctx context.Context, w *worker, lock string) {
 		}
 		time.Sleep(time.Duration(50+w.rng.IntN(200)) * time.Millisecond) // before the retry
 	}
+}
+
+// breakerCycle is an administrator who, now and then, breaks one of the
+// round's locks, whoever holds it.
+func breakerCycle(ctx context.Context, w *worker, lock string) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Duration(300+w.rng.IntN(1200)) * time.Millisecond): // between breaks
+	}
+	o := w.op(opBreak, lock, 0, 0)
+	w.finish(o, w.client().breakLock(ctx, lock), grant{})
 }
 
 // heldGrant is a grant a client was answered, and what it will do with it.
@@ -259,8 +272,11 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		ww.ret = time.Now()
 		rec.writes = append(rec.writes, ww)
 	}
-	gone := func(o op) { // a 409 on the grant: not ours any more
-		if o.ret.Before(rec.known) {
+	gone := func(o op, r result) { // a 409 on the grant: not ours any more
+		switch {
+		case o.code == "not_holder" && r.reason() == "broken":
+			rec.broken = &o // checked against the round's breaks
+		case o.ret.Before(rec.known):
 			rec.endedEarly = &o
 		}
 	}
@@ -289,7 +305,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		case unknown(o.status):
 			sure = false
 		case o.status == http.StatusConflict && o.code == "not_holder":
-			gone(o)
+			gone(o, r)
 			return
 		}
 	}
@@ -303,7 +319,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		case o.status == http.StatusOK:
 			rec.known = l.ExpiresAt
 		case o.status == http.StatusConflict:
-			gone(o)
+			gone(o, r)
 			return
 		case unknown(o.status):
 			sure = false // renew's outcome does not change holds; kept for clarity
@@ -343,7 +359,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 			}
 			rec.holdReleases = append(rec.holdReleases, o.ret)
 		case o.status == http.StatusConflict:
-			gone(o)
+			gone(o, r)
 			return
 		default:
 			sure = false

@@ -37,7 +37,11 @@ import (
 // name; no permit granted while as many hold as a lowered limit certainly in
 // force (the semaphore row's holders resize, matrix_resize_test.go); and
 // once the load stops, every name frees by the end of the last lease any
-// call may have made.
+// call may have made. The breaker row breaks the round's locks at random:
+// a grant counts as held only until the call of the first break that may
+// have ended it, a "broken" answer needs such a break, and no call of a
+// grant live when a break answered 200 succeeds after that answer
+// (matrix_break_test.go).
 //
 // The seeds are logged: LOCKGATE_FAULT_SEED=<seed> replays one round with
 // it (with -run 'TestFaultMatrix/<topology>'); the goroutines' interleaving
@@ -154,6 +158,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	for _, n := range semNames {
 		fs = append(fs, f.frees(t, sems, n, "/semaphores/")...)
 	}
+	fs = append(fs, locks.breakFindings(f.trusted)...) // first: it cuts the broken grants
 	fs = append(fs, locks.findings(res, 1)...)
 	fs = append(fs, locks.matrixFindings(1, f.trusted)...)
 	fs = append(fs, sems.findings(nil, semLimit)...)
@@ -171,6 +176,9 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 		for _, o := range h.ops {
 			if unknown(o.status) {
 				unknowns[o.prim]++
+			}
+			if o.kind == opBreak && o.status == http.StatusOK { // the breaker's count
+				grants[o.prim]++
 			}
 		}
 	}

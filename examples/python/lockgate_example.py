@@ -108,6 +108,13 @@ class Client:
     def release(self, lock, token):
         return self.call("DELETE", lock, lock_token=token)[0]
 
+    def break_lock(self, lock):
+        """Ends every grant of the lock, whoever holds it: for a JWT that
+        administers the namespace (403 forbidden otherwise; 404 not_held when
+        nobody holds it). Returns how many grants ended. The holders learn it
+        at their next call (409 not_holder, reason broken)."""
+        return self.call("POST", lock, "/break")[1]["broken"]
+
 
 def lock_path(lock):
     parts = lock.split("/")

@@ -35,6 +35,22 @@ export function describe(error: unknown, status: number): string {
 }
 
 /**
+ * Ends every grant of the lock, whoever holds it: for a JWT that
+ * administers the namespace (403 forbidden otherwise; 404 not_held when
+ * nobody holds it). Returns how many grants ended; their holders learn it at
+ * their next call (409 not_holder, reason broken).
+ */
+export async function breakLock(client: Client, lock: string): Promise<number> {
+  const { data, error, response } = await client.POST("/locks/{namespace}/{name}/break", {
+    params: { path: lockPath(lock) },
+  });
+  if (!data) {
+    throw new Error(`break ${lock}: ${describe(error, response.status)}`);
+  }
+  return data.broken;
+}
+
+/**
  * Renews the lease every renewAfterMs (the grant's renew_after_ms, a third
  * of its TTL; a renew without a body keeps the TTL) until stopped. onLost
  * is called once when the gateway says the token no longer holds the lock:

@@ -178,8 +178,10 @@ export interface paths {
          * @description What happened to the lock: `acquired` (a grant to its caller),
          *     `handed_over` (the lock passed to a waiter when it was released or
          *     its lease ended), `re_entered`, `renewed`, `released`, `expired` (a
-         *     lease that ended without a release; its `at` is the lease's end) and
-         *     `waiter_dropped` (a waiter whose gateway stopped keeping it alive).
+         *     lease that ended without a release; its `at` is the lease's end),
+         *     `broken` (an administrator ended the grant; `by` says who: see
+         *     `breakLock`) and `waiter_dropped` (a waiter whose gateway stopped
+         *     keeping it alive).
          *     The gateway keeps the last `--history` events of each lock (`limit`
          *     says how many; 0: history is off, and `events` is empty), for a day
          *     after the last one (`--fence-retention`). An expiry is recorded by
@@ -189,6 +191,43 @@ export interface paths {
         get: operations["lockHistory"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/locks/{namespace}/{name}/break": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End every grant of a lock now, whoever holds it (administrators only).
+         * @description For an administrator of the namespace (a token's `ns_admin` claim, or
+         *     a policy rule's `admin_namespaces`; see docs/SECURITY.md): any other
+         *     caller, holders included, gets 403 `forbidden`. Every grant of the
+         *     lock ends at once, in one step: the exclusive one, or every shared
+         *     one. The lock then goes to the waiters at the head of its queue, as
+         *     after a release, and the next grant has a larger `fencing_token`.
+         *     The history records a `broken` event per grant ended, with `by`, the
+         *     breaker's subject. A broken grant's holder learns it at its next
+         *     call: a renew, re-entry or release answers 409 `not_holder` with
+         *     `reason: broken` (for 60 s). A holder that does not call again does
+         *     not learn it, and may still be at work: the resource must check
+         *     fencing tokens. A 503 means the outcome is unknown: the lock may
+         *     have been broken; inspect it before breaking again, or you may end
+         *     the next holder's grant.
+         */
+        post: operations["breakLock"];
         delete?: never;
         options?: never;
         head?: never;
@@ -511,9 +550,27 @@ export interface components {
             limit: number;
             events: components["schemas"]["LockEvent"][];
         };
+        BreakRequest: {
+            /**
+             * Format: int64
+             * @description How long the grants may still run, ms: 0 (the default) ends them
+             *     now. Only 0 is supported for now; a period above 0 is refused
+             *     with 400 `invalid_request`.
+             */
+            break_period_ms?: number;
+        };
+        Broken: {
+            /**
+             * @description namespace/name
+             * @example billing/invoice-42
+             */
+            lock: string;
+            /** @description How many grants ended (1 for an exclusive holder, or the number of shared holders). */
+            broken: number;
+        };
         LockEvent: {
             /** @enum {string} */
-            event: "acquired" | "handed_over" | "re_entered" | "renewed" | "released" | "expired" | "waiter_dropped";
+            event: "acquired" | "handed_over" | "re_entered" | "renewed" | "released" | "expired" | "broken" | "waiter_dropped";
             /**
              * Format: date-time
              * @description When it happened, on the backend's clock (a lease's end, for `expired`).
@@ -527,6 +584,8 @@ export interface components {
              * @description The grant's fencing token; 0 for a waiter.
              */
             fencing_token: number;
+            /** @description `broken` only: who broke the lock, the administrator's subject (`iss#sub`). */
+            by?: string;
         };
         SemaphoreRequest: {
             /** @description How many callers may hold the semaphore at once; every caller sends the same. */
@@ -662,7 +721,7 @@ export interface components {
              * @description Why the token holds nothing.
              * @enum {string}
              */
-            reason: "released" | "expired" | "unknown";
+            reason: "released" | "expired" | "broken" | "unknown";
         };
         /**
          * @description The 409 of a lock's acquire. One schema, not a `oneOf` of the
@@ -682,7 +741,7 @@ export interface components {
              * @description `not_holder`: why the token holds nothing.
              * @enum {string}
              */
-            reason?: "released" | "expired" | "unknown";
+            reason?: "released" | "expired" | "broken" | "unknown";
         };
         /**
          * @description The 409 of a semaphore's acquire (see `AcquireConflictProblem` for
@@ -733,8 +792,9 @@ export interface components {
          * @description The token does not hold the lock (`not_holder`), and `reason` says
          *     why: `released` (its grant was released; a repeated `DELETE` answers
          *     204 instead), `expired` (its lease ended without a release: someone
-         *     else may hold the lock now) or `unknown` (never granted, or ended
-         *     more than 60 s ago).
+         *     else may hold the lock now), `broken` (an administrator broke the
+         *     lock, see `breakLock`: someone else may hold it now) or `unknown`
+         *     (never granted, or ended more than 60 s ago).
          */
         NotHolder: {
             headers: {
@@ -1294,6 +1354,58 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    breakLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["BreakRequest"];
+            };
+        };
+        responses: {
+            /** @description The grants were ended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Broken"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description The token does not administer this namespace, or is not granted it (`forbidden`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Nobody holds the lock (`code` is `not_held`); nothing changed. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
