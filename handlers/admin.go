@@ -29,6 +29,6 @@ func (e *notAdminError) Error() string {
 }
 func (e *notAdminError) Detail() string {
 	return "to " + e.what + ", a token must administer namespace " + strconv.Quote(e.namespace) +
-		" (its ns_admin claim, or the admin_namespaces of the policy rules that grant it); this one only uses it"
+		": only an administrator may (a token whose ns_admin claim, or the admin_namespaces of the policy rules that grant it, names it); this one only uses it"
 }
 func (e *notAdminError) Is(target error) bool { return target == auth.ErrForbidden }
