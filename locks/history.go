@@ -16,14 +16,18 @@ type Event struct {
 	Owner   string
 	// FencingToken is the grant's; 0 for a waiter.
 	FencingToken int64
+	// Value is the value the event gave the grant (acquired, handed_over,
+	// value_changed); "" for none.
+	Value string
 }
 
 // EventKinds are the kinds of events a history records: a grant to a
 // caller that asked (acquired) or to a waiter by someone else's release or
 // the end of a lease (handed_over), a re-entry, a renewal, a release, a
 // lease that ended unreleased (expired, at the lease's end), and a waiter
-// dropped from the queue because its gateway stopped keeping it alive.
-var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "waiter_dropped"}
+// dropped from the queue because its gateway stopped keeping it alive, and
+// a holder's change of its grant's value (see Valuer).
+var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "waiter_dropped", "value_changed"}
 
 // Historian is what a backend offers for lock histories.
 type Historian interface {
@@ -70,7 +74,11 @@ func (m *Memory) eventLocked(key Key, kind string, at time.Time, g *memGrant) {
 		copy(h.events, h.events[1:])
 		h.events = h.events[:len(h.events)-1]
 	}
-	h.events = append(h.events, Event{Kind: kind, At: at.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence})
+	e := Event{Kind: kind, At: at.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence}
+	if kind == "acquired" || kind == "handed_over" || kind == "value_changed" {
+		e.Value = g.value
+	}
+	h.events = append(h.events, e)
 	h.last = at
 }
 

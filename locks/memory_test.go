@@ -37,3 +37,9 @@ func TestMemoryHistory(t *testing.T) {
 	})
 	locktest.RunNoHistory(t, locks.NewMemory(locks.MemoryOptions{}))
 }
+
+func TestMemoryValues(t *testing.T) {
+	locktest.RunValues(t, func(t *testing.T) locks.Backend {
+		return locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
+	})
+}

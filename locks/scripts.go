@@ -41,6 +41,7 @@ var (
 	heartbeatScript = newScript("heartbeat")
 	renewScript     = newScript("renew")
 	reenterScript   = newScript("reenter")
+	valueScript     = newScript("value")
 	ticketScript    = newScript("ticket")
 	inspectScript   = newScript("inspect")
 	historyScript   = newScript("history")
