@@ -169,6 +169,7 @@ const (
 	LockEventEventReEntered     LockEventEvent = "re_entered"
 	LockEventEventReleased      LockEventEvent = "released"
 	LockEventEventRenewed       LockEventEvent = "renewed"
+	LockEventEventValueChanged  LockEventEvent = "value_changed"
 	LockEventEventWaiterDropped LockEventEvent = "waiter_dropped"
 )
 
@@ -186,6 +187,8 @@ func (e LockEventEvent) Valid() bool {
 	case LockEventEventReleased:
 		return true
 	case LockEventEventRenewed:
+		return true
+	case LockEventEventValueChanged:
 		return true
 	case LockEventEventWaiterDropped:
 		return true
@@ -461,6 +464,18 @@ type AcquireRequest struct {
 	// TtlMs Lease length; default 30000, at most the configured max TTL (default 1 h).
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
 
+	// Value A value the grant carries, at most 1024 bytes of UTF-8 (a longer
+	// one is a 400 `invalid_request`; a body over 16 KiB, a 413): the
+	// lock's value while this grant holds it, shown by `GET` and the
+	// history, changed by the holder with `PUT .../value`, gone when the
+	// grant ends. A waiter's (or a ticket's) value becomes the lock's
+	// when the lock is handed to it. Exclusive grants only: with `mode:
+	// shared` it is a 400. Never logged. With it, leader election needs
+	// nothing but HTTP: campaign by acquiring with `wait_ms` and your
+	// address as the value, proclaim by `PUT .../value`, observe with
+	// `GET`, resign by releasing.
+	Value *string `json:"value,omitempty"`
+
 	// WaitMs How long to wait for a held lock; default 0. At most the gateway's
 	// `--max-wait` (default 60 s) in the call; with `Prefer: respond-async`
 	// and a ticket, at most its `--max-ticket-wait` (default 1 h). A 400
@@ -525,6 +540,9 @@ type Holder struct {
 
 	// TtlMs What remains of the lease.
 	TtlMs int64 `json:"ttl_ms"`
+
+	// Value An exclusive lock holder's value; absent when it has none, for a shared holder and for a permit.
+	Value *string `json:"value,omitempty"`
 }
 
 // Holds defines model for Holds.
@@ -583,6 +601,10 @@ type ListedLock struct {
 	// TtlMs What remains of the lease.
 	TtlMs int64 `json:"ttl_ms"`
 
+	// Value The exclusive grant's value (see `value` in the acquire's body);
+	// absent when it has none, and when the lock is held shared.
+	Value *string `json:"value,omitempty"`
+
 	// Waiters How many acquirers wait in the lock's queue. With Redis, a waiter
 	// whose gateway died counts until a hand-off drops it (at most a few
 	// seconds).
@@ -604,6 +626,11 @@ type LockEvent struct {
 
 	// Subject The grant's (or the waiter's) caller, the JWT's `sub` (`iss#sub` when the token has an `iss`).
 	Subject string `json:"subject"`
+
+	// Value The value the event gave the grant (`acquired`, `handed_over`,
+	// `value_changed`); absent for none. The history keeps it as long
+	// as the event.
+	Value *string `json:"value,omitempty"`
 }
 
 // LockEventEvent defines model for LockEvent.Event.
@@ -651,6 +678,10 @@ type LockInfo struct {
 
 	// TtlMs What remains of the lease.
 	TtlMs int64 `json:"ttl_ms"`
+
+	// Value The exclusive grant's value (see `value` in the acquire's body);
+	// absent when it has none, and when the lock is held shared.
+	Value *string `json:"value,omitempty"`
 
 	// Waiters How many acquirers wait in the lock's queue. With Redis, a waiter
 	// whose gateway died counts until a hand-off drops it (at most a few
@@ -836,6 +867,19 @@ type TicketStatus struct {
 	Ticket string `json:"ticket"`
 }
 
+// ValueRequest defines model for ValueRequest.
+type ValueRequest struct {
+	// Value The grant's new value, at most 1024 bytes of UTF-8; `""` for none.
+	Value string `json:"value"`
+}
+
+// ValueSet defines model for ValueSet.
+type ValueSet struct {
+	// FencingToken The fencing token of the grant whose value this is.
+	FencingToken int64  `json:"fencing_token"`
+	Lock         string `json:"lock"`
+}
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -979,6 +1023,12 @@ type PollTicketParams struct {
 	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
+// SetLockValueParams defines parameters for SetLockValue.
+type SetLockValueParams struct {
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
 // ReleaseSemaphoreParams defines parameters for ReleaseSemaphore.
 type ReleaseSemaphoreParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
@@ -1028,6 +1078,9 @@ type AcquireLockJSONRequestBody = AcquireRequest
 // RenewLeaseJSONRequestBody defines body for RenewLease for application/json ContentType.
 type RenewLeaseJSONRequestBody = RenewRequest
 
+// SetLockValueJSONRequestBody defines body for SetLockValue for application/json ContentType.
+type SetLockValueJSONRequestBody = ValueRequest
+
 // AcquireSemaphoreJSONRequestBody defines body for AcquireSemaphore for application/json ContentType.
 type AcquireSemaphoreJSONRequestBody = SemaphoreRequest
 
@@ -1063,6 +1116,9 @@ type ServerInterface interface {
 	// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
 	// (GET /locks/{namespace}/{name}/tickets/{ticket})
 	PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams)
+	// SetLockValue Change the value of a lock you hold.
+	// (PUT /locks/{namespace}/{name}/value)
+	SetLockValue(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params SetLockValueParams)
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
@@ -1135,6 +1191,12 @@ func (_ Unimplemented) CloseTicket(w http.ResponseWriter, r *http.Request, names
 // PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
 // (GET /locks/{namespace}/{name}/tickets/{ticket})
 func (_ Unimplemented) PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetLockValue Change the value of a lock you hold.
+// (PUT /locks/{namespace}/{name}/value)
+func (_ Unimplemented) SetLockValue(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params SetLockValueParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1715,6 +1777,69 @@ func (siw *ServerInterfaceWrapper) PollTicket(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// SetLockValue operation middleware
+func (siw *ServerInterfaceWrapper) SetLockValue(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetLockValueParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetLockValue(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Readyz operation middleware
 func (siw *ServerInterfaceWrapper) Readyz(w http.ResponseWriter, r *http.Request) {
 
@@ -2076,6 +2201,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/locks/{namespace}/{name}/lease", wrapper.RenewLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/locks/{namespace}/{name}/value", wrapper.SetLockValue)
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/locks/{namespace}/{name}/tickets/{ticket}", wrapper.CloseTicket)
@@ -3444,6 +3572,175 @@ func (response PollTicketdefaultApplicationProblemPlusJSONResponse) VisitPollTic
 	return err
 }
 
+type SetLockValueRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Params    SetLockValueParams
+	Body      *SetLockValueJSONRequestBody
+}
+
+type SetLockValueResponseObject interface {
+	VisitSetLockValueResponse(w http.ResponseWriter) error
+}
+
+type SetLockValue200JSONResponse ValueSet
+
+func (response SetLockValue200JSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue400ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue401ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue403ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue409ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue413ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue429ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue503ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValuedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetLockValuedefaultApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadyzRequestObject struct {
 }
 
@@ -4170,6 +4467,9 @@ type StrictServerInterface interface {
 	// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
 	// (GET /locks/{namespace}/{name}/tickets/{ticket})
 	PollTicket(ctx context.Context, request PollTicketRequestObject) (PollTicketResponseObject, error)
+	// SetLockValue Change the value of a lock you hold.
+	// (PUT /locks/{namespace}/{name}/value)
+	SetLockValue(ctx context.Context, request SetLockValueRequestObject) (SetLockValueResponseObject, error)
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
@@ -4493,6 +4793,41 @@ func (sh *strictHandler) PollTicket(w http.ResponseWriter, r *http.Request, name
 	}
 }
 
+// SetLockValue operation middleware
+func (sh *strictHandler) SetLockValue(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params SetLockValueParams) {
+	var request SetLockValueRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Params = params
+
+	var body SetLockValueJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetLockValue(ctx, request.(SetLockValueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetLockValue")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetLockValueResponseObject); ok {
+		if err := validResponse.VisitSetLockValueResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Readyz operation middleware
 func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 	var request ReadyzRequestObject
@@ -4650,168 +4985,179 @@ func (sh *strictHandler) RenewSemaphoreLease(w http.ResponseWriter, r *http.Requ
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9tGljf8VXowW2VyF6QoWc7EVKW2NImTeMbjuGzldb2P4UdoAk2xV2A3g26I5mQ0n/2pc2lcSFAX",
-	"x3bibP6SSAJ9PX3O71z75yizy5U1yngXTX+OFkrmqsR/Xypfbk7nXpXwKVcuK/XKa2uiafR6YQslnMqs",
-	"yV0sSluZXOWiWo2jOHLZQi0lvLTURi+rZTSdxJHfrFQ0jbTx6kKV0fX1dRytZCmXynOHX1elsz2dnS2U",
-	"SI16588zfCIVdi78QolVqa60rZxYyQt1IuTMKePF3Jb461yXzuNPMCgNLf1UqXITxZGRSxgLNdcdsXz3",
-	"TJkLv4imjw6PYphB+HxYz8H5UpuLCGbwvS1yVZ7ZS2X6B27XRpUi9fBEPfCsKksY6gLfjoW3olQjZbwq",
-	"hfZOXJTS+LF4rq5UmZhV5YX2QhshxY8vn40TE+ZDu9VM6JnNLkc0mD2TOnr0xe2Tepqr5cp6ZbLN39Vm",
-	"d17/kJfK4URk9lOlSyWcnCuahS83YvD0ydm3YuH9Sq60aLU2+rvaJCYv5dwPp+IQ3jh69EhcaadnhRKn",
-	"r75++lRkC1nKDIhCDNI/pfBQ+u90GAvc3ZksVWIG6VarU/Glmjx8/Jcv1eh4kj8aHT9UX45m2eOHoy++",
-	"fHwsH/1l/vjh0XE6FLYU0gmZGOfLKvNVqfLRXKsiF7QAoqfpJKobH4/HSZTGYq39IjFpkiRRKqTJBfyb",
-	"pEK5TK6UOxESRyou1UZk0hjrhfOy9PiiSJMoHY7Fj07BSOalcgtRSpPbJb4wkOLHH59+I66Oh0jNSmaL",
-	"eqk3thJLJc0UNwDJKzFIXqJUzjugk5cq104ok5WblYdzaXJVComN56rUVyoX89IuhfbjxCTmlDcOBwfN",
-	"OrnEscf0WP1VJotClWKQaud43q6aweZ4C08lBh9bSb+It1qb2XwjBqn3xfnSpbFI11J7/hdnkcaJSQu9",
-	"1D6NRa7msiq8E3K1KrTKoYdFaauLhZBmIy6kV2u5EdY0HeCkp4kZifVCFwp/wIMkCn2l3LR58mhyGDef",
-	"wtmUJk+MEOlcmUybi3P6OhZhyDRd9W6lS+XOpU+FkxugmPVCelGqpdTGnXT7Jx4Eqyac10Uhyso4MYCp",
-	"a3MRQwvDqTiePMaedUN459qcr0p7USpYaCIaZMgj5Mg8GNy1cwnfwAhPoBVZL46HceVa5WKp8xEOolDy",
-	"Co+u9EIat1YlEli1Et7iEMKmiFVROSFntvLi8AtB87Imay/rWjpRqkJJp3I4V8C58JNQIA2aeeHj5/hl",
-	"elITMk5KCqPWQGm0cPiVsX6hSiSYqTg+OuouzKXanC+1W0qfLdIx0C7ODKcEI4Kjhh2qXAzSwmaX5wtV",
-	"5LCRTi3lamFLdT6viiKN4fB5vVS28kQPTN4X1qhhWCsYjTYXU5weHRPcRInHdixOEwPHSsOPS7WcqRIP",
-	"nNeF+GIi4LkOV3/QWiMnBtKJQjqfmFIZtVZ5LNSVMmK9wOPMa6tkWWhV4hlQBnbswnqvzFRIHhF8nxhe",
-	"WSekUeuxOA37tLAOiV5ktipyXKGZErmCcwGj1U5cqhVKzsTAOmCjMT4YBnGD1Nnil/eQpyvpvSqhzf87",
-	"+O/pmz/9efTvt2/+NPr3258n8dGj4+t/JRF/nyRvkuTt6N9v/wV89k0SwZ+3w58P46NHj66TaPgfUZ8k",
-	"ewbspF8wL63zAsjDCYkoAaWxE4PDyYTWn/DEcB96QFa1PVmCO4eTySRu0M9hD/qJUVjfFzi0gYHYxgV3",
-	"QgWlQhrJo6kvK/VLUMJzbP1n6hM4ftMj/rmpr9bGvzkd/R85+udk9Pht8+/5eDoCIjh8/Pi6f2ehd7eS",
-	"mepfvcpoD4smK7+wpXYSfqtXaHe01NRdhxzGy4PFoX5xtGekL0o178PQL7/9Wvzl6HgCMHauSmUy5WKR",
-	"2eVSjpwCaOyBH2gjrFGCNnWamLRUbmVNPpJuY7JUDKwR0nS5as3Gp4HLS4/cOwAXKbzOLpUXmugKzgGw",
-	"AeCUQ5It0MRXz7l9fvyBEytbFNPEFNZcjOB/kh3ieaMMSE9n6+FkOBY/ACt3AqCQvjC2vJGR8ErdRJS7",
-	"y3uGI3ua99NBPW6dt7BM+sxmSBF4sIA3H02O9lAHtXB/agaqONpHEzToG05/St2ed49/PRsY7j25AHX5",
-	"wfnANTQFBOkUKnFPypJ0uMwarwwyX8RwtOAHq9LOCrX8r/9xFqfe9PsfpZpH0+jPB41GekC/uoMX9Bb1",
-	"112tU7MRBBgUdD2OruPoW1vOdJ7T4n6qgSC5IQ7PrWrhEOEX2omayYhBOg/DS4c43K6+9Q8GN5967Nt6",
-	"T4pwqgIAAhgRoMZPlXJ+F6WBPrYXog3H4jlBKGyP+RSyAZi6uZKFzl9S0596ymFG2omlLOa2XCJo1DSo",
-	"c/6Zd+m59aTtf/BR1i3fj7oArzTce5Aa68/JogAKGSsI0gGXc3LjErNebKbwHSG6VAxqVNrB8ie41ysF",
-	"8kek3zx59uTsScqCxCXmaHIstHFeSdDKWCEKrbXwP9IJ6A8ytDwVzi6VNSoxqnBKLOVmaxLGrlFFTytz",
-	"aezapGJgkMsxoo/hR2w9MUtbgjYiDePsCztkonohN4WV+Zm1z2R5oT41VaGmq52wMPDDL8Tf9V/FIF3R",
-	"oM69tecFDIvJivjyc+u/tZXJP+VYn1vhqmwRoAAR0BxGkQ5J3QEMIEppBGpIulGwQPLDHsAWayNS+HxO",
-	"H0il52ezwjoEMTWh4ebhNqK5IG2LpRRWDZqHx4nYB2hlIgxTE76TG9Cxs0XY8DNr/yHNhrmI+5SLmMJ+",
-	"LqXZBG7h0pOgM9ISLKS5UPlYPNHIMFt65gCXACf6wLElpSYcWAO3AOCEwl+7oNezJio9/AKKI3UrBnBQ",
-	"NqQNZ7Yy3g3joJYz1y1pS2FoDAiBdTeGGFaHTC5qVRk24kLByIcnvGu1gUE7IX1i8NyDMgQjrdsPPcZk",
-	"woKxWaPGAq0YpBUnpmvTYAgpBrasmUdrdNAOfFKlG6LeTcv4ADjXvHKycCKTZbkR6UvpFap+oxe20NmG",
-	"zSX112liBmiFHGnl5yO2VI5gTXEiIzaDjw4PhyC5YUJocMbWEG65xMA2TUWaRPBeEqXIuJKIh5hEKUHd",
-	"tkk9DKDPoi5RDhVq7gmUtpo+Kb+anPivDoEdWqNoKXwDuRvLm3RdOxGRQHtU0BaPrCH+XYS6vYT9MJUX",
-	"pEXTTL7twf/01eFkcrLG4f8UZK5LzEqVYh0mQea5WcUAd1aVzpMQI+C7VLDsnizPFsh+rouCIL1arvym",
-	"Z6bQ8clP1VcJcAO2uY/q/qO7rEKzlPt4BG/vQctdgmziR8O65z/VJ+Xq/9DOAb3CySccI2ZKlsB5iKOm",
-	"VWtkKZo3WiT6+vXr0WnlF8p4GKLqjmkH/dNEr6Qu5Kz45JIWMcNMZpfK5CLXZNpiaaENUk3cw7TcovLA",
-	"pBKT2zWsCDdxXjVTAdyKZpjKZ3apas8NcFftBOOT3RP+vgRzHQgRmzkl7vm1NfNCZz4sA6xpUfwwj6Zv",
-	"7rhu8c/RqrQrVXpN+hkhwt3T3EaPU7Fe0KEmkiHDGAs1oBdlqmU0fRMFxAhfEQyM4oiXJnq7oyyCqtg2",
-	"WPeMorHXTskIh9CwMZhWplAOGD5aS0/228zD61ZIdynkhdRo/gGMLz1Z4r44jnoNc/yVnf2Pynx0/baP",
-	"8o4nj9G8hCT4oBawY/GDUYJ2geynUqTWqB/mQYdPjFupTM91JvhIuCk5eOj3JUrVwll4k7cxjQV9ppYS",
-	"s0Y7LupXwq91psYizWyuCOgTNiIpNRWtJSUXx343A0vPba+CaNOGGMjEpI1JMSXLe4dEhtiSVq5WQE66",
-	"TgAQ3fSAUYiKGMcx2be0QZnnGpZdFi9aZDyXhVPxFmUvbd5jDEzVu6yonL5SqRggSZCErfxwSoY1nNeJ",
-	"SBFs5Wgy2whTLWeqhD2hr/kxRyLJWFE3C420z0T9A4gWfLf3JKB5d3e4p2JeKjUCMhWFnCl2bGikGi/c",
-	"wq4d9NYy0hwefdnTPjmtdjt4hmepwHdPgptNPJxMJpPGdIeczpq5vqhg7kv5TpydPROD8PihWAx7T9NN",
-	"Ju84Yii3O6jv7VoUFkCWJZ2DDA5AtHjAmoFOxuK0NUhm6g9cYtLRaCnfjeD1tBkpqIZDlAXMvE/YQkq2",
-	"xqnoWlMTA9sbzJ3NggDE5Q7op+1+cEXEqTieTBKDth7y/xXygmTE/qWa3IUJxdF3cH7Q2tih+sYfCZ/q",
-	"XnLp1QjkX9RDGx0PZ+e1fVwxjoD++8iV4hbKDfBAErzWFBtCczoPYhO1fMBv1l6OxRMDH0h7DAYGMR6P",
-	"/xse++rpNymsZGiY3VfcOGhUhXU+MYNHk4dDEsU5nOPZpk0RJ3i2g+drUr8XvHoyMTimja1EJo2YaxiT",
-	"Eel3T85SUMbg13OdOwaJO2uIDK+fkkEbROzhsPktM81hI8Mo4kPleJZuPjrwbg8Ai/dwPRjGTt/vwaVQ",
-	"zt4gr09BMy1xmxvPfogGAnA1JVFNCiwecfKHoiQMvomy1FfKxbg3qGqtLbXrAv0QAgCuAMJJK/cehyqO",
-	"/G3eNnzgRDiFBIr00JF0lmeD48AxjaMbee9d4EZjiX9D2xwGun1Q64Z39iVus4G3PczjeyULv9jlHs5L",
-	"XzEfkctVgW9d9ros2sPk13p7qk2k3Z6C3fdejOpTMjc47H0EjqeWpP8DxzhntgHeNki/SutoM57fAwek",
-	"xI56hHUtBolMJR12ItWkWKlyqT36bbwistmlKPpClqXc3J374KGjofPAb2RDJ0IWa8CPh52R3YE71WBm",
-	"Z+CuIsroPXRsMqBoFKaPxs1NIRl/e30WbGMUdvRn/LfWDVhDkSB+BIYlDW85kz12Fw7e6XCbu2oLnXPB",
-	"sw0rcsMJbpF23Dkc+w6V2z1Tt1EB7TlNTgycUi2xVgu7W7d3a47Uad8oEVrehlB2feAPHz58HIsfz74+",
-	"EWTrLyRJCEk7zMr5AyewpU1nY+7HCrqdv/KlznyxEdpkoKcoR9iQ7Ki4Jw6Vj5ouWIjegaMEed3tsXYC",
-	"HnCERMN1Z7ootLk40ObK6kyNjo+i3788/qVy8oPJx2faeZU/4027m40Fnn5q5rbHyGI4NKbfYvWAvMGC",
-	"nSewnjVhjG+Vvdj27hzeckTRkyvVpybIXpOzMgBzFnK1Uga9MtsnLiNhIWnD4QianKzPtd9vePfzqMLY",
-	"AgoNfC+Ko4UEGj23V8g2S3XOQilsJv/XY28ie+95XtrVag+MvYURnAWR88AJfjRAwQmLQurkjof/PcVh",
-	"GMKAIQX1+cANWVB+SIG4RVS0M3GE0ug2KdZ7gGx2+b123pabHglwFdILaoRz28EiMu5BPkW/+6SWedRX",
-	"x+J7qdTKAZhh6MPhfQsaLnos5vP2It2ud/WzoxARyPPdt07INHopgI1MjWVxvD8cOe7EIseJSVsoAqNd",
-	"aRub+GpygqH8TgV1PqN43lobJK0YlPgybtlfW9FhbA/j+Om2bYy07cS0rLWFdH7aBFBrR7h4UZt7QuPO",
-	"A+7E9qVPzNI6H2/Zesc0dFW6VBTa8R43Zjm21BxOJugW9Qu1nDYL2R47wPelLRXNgcI9rWOhhiwOB36S",
-	"mNDjubdeFim7VclMK4uChN7npOcoMuLwLzNrCyVNUCjYhdEjtPQVR8fytltrFNlSHKZ9wJJhqHswu7QI",
-	"JzGBcmoqKzaNFe9wMpkKj+vfuwscLngXvsGq5zVaR5/SG4eTSb/2VO/qDbykmXdDqQsJwAjhAkLomiZt",
-	"KYz1t+tKd1Xd1D00t49jQNo++r/Eyv2BFEMYzuegFwZUctNGd2Mygo2aAeJPlarUWLwGfQQTW+IahCSG",
-	"DkoQb5jhwZyJ8g6kADQ1svO5AFTkAOQNAoOUYq7WiWG3+7Bj3rwFbiP7YIppWMb2eXofpbcPdIQV3CdG",
-	"AbPvYg0MYbk71Ghwfw/WaOUc7qFT/C2QBzzeTUVkPA18rE5EvB1J9E95J0jwIzqDX38U9+/WVLnzflXm",
-	"BZqePoL/ew9+pMSzJmqVHBgU1aQx5aajm7UO+q0u7a2so5ZfuytHf5v+7Xr0jZObTUn9MQopZRGtFxwm",
-	"hYCAtmU43knBem+P9NZ2NQ5lziDccjhv+Zlb9LRrj3p8/OgvwTcvcuWlLtDl2qWjjMVmOAtbMcN4EFoB",
-	"QLgzHJMeR3WgZUSC+Zw5a3d1gkZRT5PfJHYbPtCb+8Kvt35qLW4UR60VgvltB6iiI2IruDGKo55gGRAK",
-	"yi9sfg5DkkVhSV8HqiuNLHqxAS1tPzio3RI9RiPtKdBoj5G87cqoSjOF9QVROeUtnbYX/GYOhb+GHutR",
-	"1SOPiQj6mPVLOL/vF8awD5A8V2tmFOS8p9A3Y9eNcxx4ytnZswa4tQPu0dx0b6d9nyf6VaDSO7mkf0MG",
-	"X4wGrzuSGGdJxl7OsGSPRxDo9XG8q9F3f7Zhm43iY/uEye/JvltP+l6WcOWLA6MvFr7YjNS7lS19L26/",
-	"ky+3jp2mjf01XbvNYvxC/26gs7c3Hc1gY9p1GN2s5dM63arnj++vk+815N1CNztbcG/NquNm7VWpgunq",
-	"XirVnTSn9q4H82CjON2k4tRbeSe32gfhjxjRjcu0bQiPRWU4kUHMNnRUJMGiO/DF3zFX+0gM4oM5tmoq",
-	"ej8wcpu1nQw1rpvJVU8kJJmciCY1RZXIg11df4OjGZvE+cmdow3+CJ3cGzoZ5F0dN9kdYR03KW4Imxy/",
-	"R9hix5axV0xR0tfd1Xl6/hXh712dvp0rfUsauFNZqfy0jQOk2EpCowB9zjxMTMisHo7FUy9mKrPBQLsD",
-	"NEKBhr6QwW3doj3mfhtIZ9a9hq5eDtTNxdtdjxe2KMhg0Higma3WyRKhOoAT7FalRLwO2XAgLMAGA8p6",
-	"LI7EUhuQD0xGw7vKB2kub9m3VSEzFWykaByNxQRIWnuHGza+lW/fZqh5HcwyoTpXY5bZ8UXdbV6+JvNb",
-	"ChPURkKnLpZoOKSqBJzPfyfnY1OnAFZzhwx25r9LcyjbsqrUfvMKDh7RGSUPnVYUPkifvg1z/9vrs2gn",
-	"IV/87fUZR1mrdyt2RaZEQcGTvV7Ypj5UnQGJVaW0S0ypMluC9JeubRVnIzFXqDBAc9IIhJSwZE2O/UVh",
-	"Z04MUo6qQWepL0b/Cf/8ZzpEyZCYZeV8yKJYoP+paIdiNNlh6CzDmTe7sfB+RXlJutef+42G/ZpVXuWc",
-	"V4lpnd+fnb1AHu0WqigEveFiYawZfWeD7uvIMOZUeaVKpLx5ZTJo2VHBLrbEsXOTQ9p/eHUmDrCvg5/r",
-	"aVzT/9ds0gzFGsiqC+hpq9LMILBGGEo4cR1difljS2WCDcPTQjsjt73WJIndTfFWXL2oJ+BKnNZeKI5D",
-	"mcLwcJWswXNi11wySXuXGJC3WKLJVn7HiXwqVqX1KoNtKZWzVZkpgYRQKqAtsS615xJZZFXcoMukBYZF",
-	"YdfBjGCNohAaJ2RRKplvhFPK4CYx5BIzm2tFNVD+9uqH51gvDO0e6deUKzc626xC7s7AWe47zaqyEKNc",
-	"PPg5YUySRNNHk8nk+kEq1ra8dHg8NiuVD0/gIGAeJKWfL5U0jvBxKKU2Fk/I1lGWFvM00335eWmozeW8",
-	"nBWKc4twTj+sVCkJPMIOrKwGHclW3ulckSDJrPGlzPwU4wvFwRKwdubSxAxelHap/EJVjo8wPmBXysiV",
-	"Hm/kskA2AWLHZtUSqy+1yB1ONBB5OsTF7BYd5KoUPWUsiF4Tg2ZrTOMNZSdDgRpB1ksnZJapFUEkpnIY",
-	"JlWuEdpPExPqIcQiffHjWVpPIxVGKcwMulQbGNVMsZaRc4m948mjVuDCSvrFA1d3rI1IT4vCrtOxSL9/",
-	"cvqNOFhgzPY/g42cvkQS+2eoxkAgGgECHxld0mjiVvUFIAgew1ytQyEHgWmNaET8zj5wwih/ADxNzNSc",
-	"Kis09TFKJbOFcokJxlQsS5R69c4frAqpTSpKydnt0og2LVHCFNYBIHLMrDEKWdlUpMcPD0U4Jt/Tgn+r",
-	"VZE7cWatQHtdy6fLw0lMoY3CdjmXUqh3Gaz+F8fi7/qvJyI9nkzEX2Ue2k67FUwSA1z44HB8GGozrmTp",
-	"lBhIsWyyZ5uKIOn31nmQNc13iWH6gKEMT0T6aPKIePv/p0oHLOy59eJVtVrZ0qs8DOCKf8TaKYnB1eKx",
-	"vBMD/O8IM1SB8eckMc6evcKcGnbVFjpThgwCXNnnH09BCFdlwVLJTQ/wTBFzG9vy4oBfOgBA3tjQo7Cd",
-	"URzxyKJpdDiejCeoZ9G5jKbRw/Fk/BBdBH6BoCAQJ/x/0QdxdmmYiK6uukhUu0OmEXZLLOZpDvoNd7RV",
-	"ZuhoMrkh2fh+ScacHNGTY/zjatyBRdH0zds4ctVyKctNMJiUNgMJox2Xv/XywmGgNDX7FhrYlcp7V+6J",
-	"xNxNtQy5nNIzn9wr2enJkF9KMRLIt7wTKTySjsW3FrjLVh1dsm2Rn45c1lMhE4PV8GqVfq5qacfONcIz",
-	"XKqQChK0mAYA2TgxTptMUQoEtofVO2CXyawjl7YioAuSLG6EIlaGwYmExG5EKmPxDEEUci1tKIIWMGIZ",
-	"c31UVm+tyThwAiQwm/lwBMA7XTfcFvC3ydU7GEedbQhUiRm0OArWeRwBAzY8YY+cpcDGMFzxutBNK+oM",
-	"jjlWLgUynwGaaJdlDD7VUvmqNCrvrKR2lKYuVyslSxcj3PAS9c2yqQ+ZV1i5VnvcNGRdG0w+BomXmFen",
-	"3z45+//HyzwWLw4fDtkEKgOaxlIi9SJlFiQU9BOYP4of+AIL7tRhlNqLwtpL2EpWeLsH95l2Hrcs6tZ5",
-	"3qPqN48ccB1o0PNveZJqaVy//YjMoY406WEPPxhFixbgKu0XlvU5pjH0NV2P9WCr+hW+dnj7a53SEvjS",
-	"w9tfamqiXcfRo7u80S7sgHNHHHn7e1QCDvlmzSlhCRlWFbU+NBeyOYo1BUqPCbhLFWo/SYLdwzZz5TiZ",
-	"6/vSVlM2Ek0se3kq8eVC+R7fVQ0wgVs2BbJwOnS0gypQn9Ag/o4mx2R6SQwCAjIy+HalWAI6+B5jJ7S7",
-	"1wE4zHb1PDFcTYtY5laYIKXDmrq8cwgV5BGCwuJgdWURIjuRpwUUrfNpN60tMVQq46u0xR1ZH5IFjALX",
-	"kHA9fARGUefwDlAxo1VoEuHGIq1TfgUbhbmWwEkNDDTRTVjmxNTW43psVKkDDShkhGZPVamUa+mRT0yO",
-	"lYk49Zf6ko6rlYU921puMcD04WCqYK25UHM/5KoMjPIbQiCqpVI1kuvb0MDkWm76eOVL2u9nZMm5H0U3",
-	"ZWSBYe4amraSsHltBrI3MXEnk7FdCXdfIVxMDd9TQfLhjTV/v/pXp17mf/VW8f2Y3J0S6/awdlovlLYS",
-	"U8o3tuIy3t2c7hBTj6G7yP2PJsc9sQ+BGwx8m1x52bGllXQOCxw1AYUh8+Q3L1OOJ49vf6MpoghvHN3h",
-	"je3abr+G9OKdC6iuzqwfhAIiZLCNQ93uTlz2rshi3N/lAU/JT8U84KPiGcpau6GkUh3w/RkQ3fGnLZmI",
-	"1rXtkHwuvqMdl8pRKN0+KxL/pp0PtJOH9JGhWHynhxHor6zrMzckGJWeRFORcD4CXszhLh1bXjj1ZwBC",
-	"fogTnLbTl1xiMqveaefbQCjYljkGgpkAQItucAQavU1imqJAxB5gLYMvjNJfcuXYGY4moLF4TSEg5NMS",
-	"AAwxkEEWpNw2ejEZ92CW02Y6QUebqYVGwzuXX2wPBTNyJExlsFNUkXV/rJ/IIYKJaVWMIoyDmm/pRG5F",
-	"uMjkSjXF+bpjoZqQwYIasAdNT5aqvpshlJXcSjND0IaolbXUjusBCXL79pzAb1vwEVBmYgjqcq3aFuSR",
-	"/HIc3BtokYKlHU5FG+5xUUVGudv73s6n4/sjgk0jhMyvT2gpiHKC77iG/XVmXIjlJLONYwjpFrb0yqj8",
-	"JDHNltVlUIHTbcYCDUY1+CTYWcslAi5kF2qizOsENnHqLmE+oYoF1XSGlQgugLryBU45MQNpRLW6KGXO",
-	"xmPefd8qiYVu5JnMLoc3Ehde3tHZXjpHPSZ8NtPOYImXM23gJB9PJkM0VwUA3lQMwvJosBKitlvAPBqy",
-	"alYT97C/GFRzJ0itvwFpW5OpKV6nsZMgubFVCZpUgVWHjsIasje9KZSWGHiyx6nNofU3mvsOqDl38DP9",
-	"c50OY1InQzQOdsRLFnKLYCFwKoM+p+JwnJjvakMXcwm6RYidH3zfFl9UgMvWTluCphMzMDYsJjw1OqXL",
-	"e1JURYdjcXrj3gIL5s1l7kub3KcxsUfovTSm9p1ddxA9W7dh3eENvseANBdkin+1+eaDQbitKnnXu0X4",
-	"PyRgpCDvHiz0srEpDLaZRftUD09qBanJn204JOtLhx9/wGfbJ5Xt3507ndhfDBCfvNvaUzUyX264Yllz",
-	"c9QOLV8o3/JxENfgi7DW6NTtyygkX9qeS6Y4Y+VocvTBFoijr3pW6PUNpfGmO/mgjHsCe+vlbAA7iLPx",
-	"WteMN3joxwIDkrRH5tq6maNe6627MPaHbMW1qf3mS8LiRgJz7MF2AfNpM62m3DlLSXjXmotWcNROFdgw",
-	"iZtCf2KR3oPFj28pVLzLdHtAcndDb2zx+nMxN3xQzW9P2d07qMpElfWtazXWx2CGgNIHsilTjNf+KVGt",
-	"QhBefTKGU9HSJ9sXmFEgwK3XwHF9/N5oNio5T7FmBNzQfUcFMZoSCUPCiXrOCgLdBEYhNP3InC6b672a",
-	"Im7mk5huLdlaIdmawjDUWSUbrG7dG8Leqx4kMb0pk9CWWxmBfdEgH6yacxwdH96BoLcvqkCDwdEdDl3/",
-	"hTGfk72hG8EWC7uiqKJiU18hMMfLC0Cz4KPSZ3W4yYlzsGgq0vT62l+TC4DKHwWrK7Q2FXU1lRQUR77I",
-	"x6I8I5gNoDttVS3iAMfGjIsNtjJMqNjS1qWJfHtCc2vKMIbDEKofpfgJzx39y1e3dO5dkUG3I9bTf/fK",
-	"CUUDAMTRrsEeVNJpyKylW0oJZ95OkKklqvMUFHyp1Io9z7LQVwpO0NlO5Z3a2p2ORrwjaajTY+dkbmE7",
-	"WsG3M2BAw4KzDE7EZLpVrYevt6FGcEbhDgCy9uRyk5jGn4a9gwY0SEejOUrJUoHYAKBBegmlGpK+yrGn",
-	"sw0p72iGR93JNureCQMa0GxiYvMck4WJBj3mIATG1E0sZpXn8uANG37gev3orcpKH9kuHLrZI+9otWMB",
-	"5Oh8SAT77QOFz4Ul1k7M5mwE7the8t+KLfZGzlvUSWufwiZc9fD2V0EVq7MXd6xtaKfqBqAFIcBp1BRN",
-	"1ZNHXbMMlQclLljtZqiBUPx0v7PXqDUl9f0CX+9Hsi10Etc/smWB1mAPszEh3f336fl8b3T4mfCyJ++8",
-	"YvcAHY/GlRS8p/dGc9tKcTdGp3vIvi6sU2chJeZ+p6x9OWdP9MHxTVo93S7Rsue2ogLz5hq0mFWrhUTJ",
-	"P/x8PK23kF73MrvPiWKfKXml2ullrZ1rmb7aF7GiXCAVQHBFh32+/i69/L3GxSHRru0DQAjL12vu3qzH",
-	"Fq7E3GjiGovX9SX0HTvFjD2PLhZHk0nLolknpKWlNJepGGB6Xa8fb3jSXAVPJf4oQSBvNRSThyS0zlRP",
-	"akQ34UhznkrwksC3HNFFshdOTW16W+nsclStqAbt1uIk5r2yFJvbCJs1qEtWztkLV3JN954IHW0wCwBz",
-	"izC3stY7wmB3ot85TBCTMAc7luFaJQwhZnhzBasXmTRipoR0l+FiVqz9lJjE1JbbcHdzfUszX68WmkAv",
-	"ZNd7Vad4tLcQWsfJPG/u5mtd78yRgIh6tGOFoAfxvLBF8SF48T09Lx8JtnSTkXfRyyuMEGMjxkk4Ttp1",
-	"T9mu7++37wiZhjOLNT1b7IvDIAwXjQyFjFv50ezG+EPE/ZoijjK/m8uNTI4cCq9wDySBjF2HlK82R/+V",
-	"9Mz4jjziac46KaXI3ZaZ1E2ke4/EpJfUza+Sl4R9j9+Phm5JZ+pcqciLszerqbkl9tYQ+t6A51etkie/",
-	"TBO+DaG/rO+2xmu50I5Cpk2E4tJs4sZ5G0oFdQL98b7SJZ6MENTPEeM7wf1iJ7b/M2F/v9sA3u/0FdWV",
-	"q0uj9KqhDT3fGqfbJt2PxgG65bx6GMFpIDLOuFiSu+6P4N1bg3drOvh9B++26w5ybbdgP6aAUkRnbnjD",
-	"Kfj1onp/XKHZlpNOQ3QbxTXuVpnqZDA1lRzJw4ZFxEI4b0f/bIf1bpWtqKNzE3OhfL1+2ohOjG4orMDl",
-	"rbCYhAvWL8AUieE5TEFhKqCvTYjQdIJvNXedyk1xYwEIPrGtUMqdGrgtpbxZG+2EzgvFV4TXniwK0uKF",
-	"xUOnHOivrUXF0B6ChPPWTDDvVpZKVKZUhfQh+qU3PO/95ft20N1HMnfvlEe77lbX8WWldk3ghx++/xt1",
-	"tYax3zNsjWJjN+J+YWuBAilgd71VCL82TnAAOMYbG8vx7J8RzvmwYqe3XnnPfhKraHYU88tCtItRGOqQ",
-	"94UFJWawXT17OBX3iAYi005PzfHeKB/xQ7nDSrAWWuVCbDgzKCqSPthmR8NYXGjMVK3rBmAwfOMoXyNF",
-	"YSGcrYnVQT6J2Y3yEXcP8umv+fJHlM+nc2mHGPx9YGRv4A9WOuiN/OnAk1u10N+PJ5p5xof3RW9Vmv3f",
-	"7ZTeWow/vNP/e7zTdzUMbJnQuiUS37yFU0A5NnR8tqsjNkF0svQ1mL+woqyMGB9ky/wgPDIa5eoqPRFY",
-	"Zk1khca4IOkJB447VZ+mBweHR38ZT8aT8eH0y8mXEzyOPIGdURADiUN1XK5i0/F58kVclmrtcNGOcZP2",
-	"Tzbg3aIDX1vAp+aiYfcurn2P1YqiIgk02Hmt1fUqcfXmsObW6r21I7tDeMbePp6PzDV+Amin3AmgVUrg",
-	"M0rlVM0zlDJgk+vb6/8XAAD//w==",
+	"7H17cxs3lu9XwXC2yuRuk6JkORNTldrSJE7iGcdxxcq67nX7qsFuUMSqCTANtGhORvPZb50H+kE2Rcqx",
+	"nTiTv2yRbDRwcHDO7zzxcy+1i6U1ynjXm/zcmyuZqQL/+4Pyxfp85lUBf2XKpYVeem1Nb9J7Nbe5Ek6l",
+	"1mQuEoUtTaYyUS5Hvajn0rlaSHhooY1elIveZBz1/HqpepOeNl5dqaJ3e3sb9ZaykAvl+YVfloWzHS+7",
+	"mCuRGPXWX6b4i0TYmfBzJZaFutG2dGIpr9SZkFOnjBczW+C3M104j1/BpDSM9FOpinUv6hm5gLnQcO0Z",
+	"y7fPlLny897k0fFJBCsIfx9Xa3C+0OaqByv41uaZKi7stTLdE7crowqRePhFNfG0LAqY6hyfjoS3olBD",
+	"ZbwqhPZOXBXS+JF4rm5UEZtl6YX2QhshxY8/PBvFJqyHdqte0DObXg9pMjsWdfLos/2LepqpxdJ6ZdL1",
+	"39V6e13fyWvlcCEy/anUhRJOzhStwhdr0X/65OJrMfd+KZdaNEYb/l2tY5MVcuYHE3EMT5w8eiRutNPT",
+	"XInzl18+fSrSuSxkCkwh+smfEvhR8q9kEAnc3aksVGz6ycaoE/G5Gj98/JfP1fB0nD0anj5Unw+n6eOH",
+	"w88+f3wqH/1l9vjhyWkyELYQ0gkZG+eLMvVlobLhTKs8E0QA0TF03KsGH41GcS+JxEr7eWySOI57iZAm",
+	"E/DfOBHKpXKp3JmQOFNxrdYilcZYL5yXhccHRRL3ksFI/OgUzGRWKDcXhTSZXeADfSl+/PHpV+LmdIDc",
+	"rGQ6r0i9tqVYKGkmuAHIXrFB9hKFct4Bn/ygMu2EMmmxXno4lyZThZA4eKYKfaMyMSvsQmg/ik1sznnj",
+	"cHIwrJMLnHtEP6s+SmWeq0L0E+0cr9uVU9gcb+FXscGfLaWfRxujTW22Fv3E+/xy4ZJIJCupPf8XV5FE",
+	"sUlyvdA+iUSmZrLMvRNyucy1yuAN88KWV3MhzVpcSa9Wci2sqV+Ai57EZihWc50r/AIPksj1jXKT+pcn",
+	"4+Oo/iucTWmy2AiRzJRJtbm6pI8jEaZMy1Vvl7pQ7lL6RDi5Bo5ZzaUXhVpIbdxZ+/0kg4Bqwnmd56Io",
+	"jRN9WLo2VxGMMJiI0/FjfLOuGe9Sm8tlYa8KBYQmpkGBPESJzJPBXbuU8AnM8AxGkRVxPMwr0yoTC50N",
+	"cRK5kjd4dKUX0riVKpDByqXwFqcQNkUs89IJObWlF8efCVqXNWmTrCvpRKFyJZ3K4FyB5MK/hAJtUK8L",
+	"f36JHyZnFSPjoqQwagWcRoTDj4z1c1Ugw0zE6clJmzDXan250G4hfTpPRsC7uDJcEswIjhq+UGWin+Q2",
+	"vb6cqzyDjXRqIZdzW6jLWZnnSQSHz+uFsqUnfmD2vrJGDQKtYDbaXE1weXRMcBMlHtuROI8NHCsNXy7U",
+	"YqoKPHBe5+KzsYDftaT6gwaNnOhLJ3LpfGwKZdRKZZFQN8qI1RyPM9NWySLXqsAzoAzs2JX1XpmJkDwj",
+	"+Dw2TFknpFGrkTgP+zS3DplepLbMM6TQVIlMwbmA2WonrtUSNWdsgA44aIQ/DJO4Q+tsyMt76NOl9F4V",
+	"MOb/6//35PWf/jz815vXfxr+683P4+jk0entP+Mefx7Hr+P4zfBfb/4JcvZ13IN/3gx+Po5OHj26jXuD",
+	"/+h1abJnIE66FfPCOi+APZyQiBJQGzvRPx6Pif6EJwa70AOKqs3FEtw5Ho/HUY1+jjvQT4TK+r7AoQkM",
+	"xCYuOAgVFAp5JOtNfFGqX4ISnuPoP9M7QeLXb8R/7npXY+Nfnw//rxz+Yzx8/Kb+7+VoMgQmOH78+LZ7",
+	"Z+HtbilT1U290mgPRJOln9tCOwnfVRTani0NdeiUw3x5sjjVz052zPRFoWZdGPqHr78Ufzk5HQOMnalC",
+	"mVS5SKR2sZBDpwAae5AH2ghrlKBNncQmKZRbWpMNpVubNBF9a4Q0balaifFJkPLSo/QOwEUKr9Nr5YUm",
+	"voJzAGIAJOWAdAsM8cVzHp9//sCJpc3zSWxya66G8H/SHeJ5bQxIT2fr4XgwEt+DKHcCoJC+Mra4U5Aw",
+	"pe5iym3yXuDMnmbdfFDNW2cNLJM8sylyBB4skM0n45Md3EEj3J+bgStOdvEETfqO05/Qay/bx79aDUz3",
+	"nlKAXvne5cAtDAUM6RQacU+Kgmy41BqvDApfxHBE8KNlYae5WvzX/zqLS6/f+x+FmvUmvT8f1RbpEX3r",
+	"jl7QU/S+NrXOzVoQYFDw6lHvNup9bYupzjIi7seaCLIb4vDMqgYOEX6unaiEjOgnszC9ZIDTbdtb3zG4",
+	"+dhz37R7EoRTJQAQwIgANX4qlfPbKA3ssZ0QbTASzwlC4Xgsp1AMwNLNjcx19gMN/bGXHFaknVjIfGaL",
+	"BYJGTZO65K95l55bT9b+e59lNfL9uAvwSi29+4mx/pI8CmCQsYEgHUg5J9cuNqv5egKfEaJLRL9CpS0s",
+	"f4Z7vVSgf0Ty1ZNnTy6eJKxIXGxOxqdCG+eVBKuMDaIwWgP/I5+A/SDDyBPh7EJZo2KjcqfEQq43FmHs",
+	"Ck30pDTXxq5MIvoGpRwj+gi+xNFjs7AFWCPSMM6+sgNmqhdynVuZXVj7TBZX6mNzFVq62gkLEz/+TPxd",
+	"/1X0kyVN6tJbe5nDtJitSC4/t/5rW5rsY871uRWuTOcBChADzWAWyYDMHcAAopBGoIWkawMLND/sAWyx",
+	"NiKBvy/pDzLp+bdpbh2CmIrRcPNwG9FdkDTVUgJUg+Hh58TsffQyEYapGN/JNdjY6Txs+IW130mzZini",
+	"PiYRE9jPhTTrIC1cchZsRiLBXJorlY3EE40Cs2Fn9pEEuNAHjj0pFeMADdwcgBMqf+2CXc+WqPTwDRiO",
+	"9FrRh4OyJms4taXxbhAFs5ylbkFbClNjQAiiu3bEsDlkMlGZyrARVwpmPjjjXascDNoJ6WOD5x6MIZhp",
+	"NX54Y0QuLJibNWok0ItBVnFs2j4NhpCib4tKeDRmB+PAX6pwA7S7iYwPQHLNSidzJ1JZFGuR/CC9QtNv",
+	"+MLmOl2zu6T6OIlNH72QQ638bMieyiHQFBcyZDf48Ph4AJobFoQOZxwN4ZaLDWzTRCRxD56LewkKrrjH",
+	"U4x7CUHdpks9TKDLoy5RD+Vq5gmUNoY+K74Yn/kvjkEcWqOIFL6G3LXnTbq2n4hYoDkrGItnVjP/NkLd",
+	"JGE3TGWCNHia2bc5+Z++OB6Pz1Y4/Z+CznWxWapCrMIiyD03LRngTsvCeVJiBHwXCsjuyfNsge1nOs8J",
+	"0qvF0q87VgovPvup/CIGacA+92H1/t4hVKhJuUtG8PYeNcIlKCZ+NGx7/kN9VKn+nXYO+BVOPuEYMVWy",
+	"AMlDEjUpGzNL0L3RYNFXr14Nz0s/V8bDFFV7TlvonxZ6I3Uup/lH17SIGaYyvVYmE5km1xZrC22Qa6IO",
+	"oeXmpQchFZvMroAiPMRlWS8FcCu6YUqf2oWqIjcgXbUTjE+2T/i7MsxtYEQc5pyk55fWzHKd+kAGoGme",
+	"fz/rTV4fSLfo596ysEtVeE32GSHC7dPcRI8TsZrToSaWIccYKzXgF2XKRW/yuhcQI3xEMLAX9Zg0vTdb",
+	"xiKYik2Hdccsan/thJxwCA1rh2lpcuVA4KO39Gy3zzw8boV010JeSY3uH8D40pMn7rPTXqdjjj+y0/9V",
+	"qe/dvunivNPxY3QvIQs+qBTsSHxvlKBdIP+pFIk16vtZsOFj45Yq1TOdCj4SbkIBHvp+gVo1dxae5G1M",
+	"IkF/00ixWaEfF+0r4Vc6VSORpDZTBPQJG5GWmogGSSnEsTvMwNpzM6ogmrwh+jI2Se1STMjz3mKRAY6k",
+	"lasMkLN2EABUN/3AKERFjOOY7RvWoMwyDWSX+YsGG89k7lS0wdkLm3U4AxP1Ns1Lp29UIvrIEqRhSz+Y",
+	"kGMN13UmEgRbGbrM1sKUi6kqYE/oY/6ZI5VkrKiGhUGaZ6L6AlQLPtt5EtC9uz3dczErlBoCm4pcThUH",
+	"NjRyjRdublcO3tZw0hyffN4xPgWttl/wDM9Sjs+ehTCbeDgej8e16w4lnTUzfVXC2hfyrbi4eCb64efH",
+	"Yj7oPE13ubyj3o3MS9W1ZvyiEVli7qgndDw+ORXTtVcOtuTHi6+Hn4s+HD5zBTAS9hGOjTgdj8WW+Y7B",
+	"WLDJGgZZBD8+fjiY0JnkU0zzCOE7HWwWYm7tI6S/EdO1SL55cpEEeBKbuXbeFusooH34CSyHuIadsi9+",
+	"vBCj0egI35JEGGaqhFxsKvvIjcQ5A90HBIZr/+uA5zhVoJVcZTk/QPM+yMvgzZVoh3srtB+JJxXH4puc",
+	"sCZfT3hucHgmseEzQLKD6Bn8jLm9QjPmFfweaJGjHhMqVylspDBKZS42wfaZll58e3HxYiJSuVhKfYV0",
+	"IzmJtlHLUY2kXNuyiI3MMhBHAGVhMbjeCIRlmku9QOJvUtJOnSpuVIjKw95EolCOX0pqCnQXquvm2Rmf",
+	"nHYcHp7VNqt+a1fIdEBTNI7JMwbSFalen6jxSJw3ThOjD9imZDhcyLdDeDypj9RnY+EGCFoYZZwFrkGn",
+	"+ES03f6xAYIFvqgPCthi/AL6avM9eHTFOexsbNApSYHqXDJ1dp/p8SHaMup9A9yFbvGWeK4D5/BX9ZZM",
+	"ejUEoNbr2IdWKL712C71HfXgyHXJGEqwKdagrAkhEv/D6nUW8B26o8DQsPZ6JJ4Y+IPcHMETBoz33/Cz",
+	"L55+lQAlw8AcZ+XBwfTPrfOx6T8aPxwQZszgxLNoYI44EyQFKEQ7rp4L4WcZG5zT2pYilUbMNMzJkAB6",
+	"4EQC317qzLE1s0VDFF7dnLwATQe0dzj8hj/xuAZblJqkMhT6d8t4eLbDUoh2qGeYxta730GdIiC8A1ie",
+	"gzwvcJvrFJSQtgZWwIQwJYl9POIUuEfRHIJoRaFvQC3B3qBPYGVpXBf4h6AqSAVAUVq5dzhUUc/vCwvj",
+	"D86EU8igyA8tSGZ5NTgPnNOodydIOAQX1yGj17TNYaKbB7UaeGtfoqYYeNMhPL5VMvfzbenhvPQlyxG5",
+	"WOb41HVnbK05TX6s802VL7/9phCguJeg+pjCDQ57F4PjqSXA8cAxZpmuQbb1ky+SKi2S1/fAAStxRgna",
+	"Hw0BiUIlGbRSKqVYqmKhPQYYvSK22eYo+kAWhVwfLn3w0DFWoonfKYbOhMxXYOgct2Z2gHSqUPfWxF1J",
+	"nNF56Ni3RWlTzB81XKXcob+9ughOXMqP+zP+twJlbEpLUD8C8+cGe85kh4OQs8xa0uYgs3Y3+DYNU6bN",
+	"QvhExQO4EO1xBbUTUrbtI4Rxm9yy54gy4cPm3CFMGqcsap3TXefbbR/vfQxJ7Ed0Fn2nVEPDVnp3L6dt",
+	"rJFe2jVLNMf2gaXtvJGHDx8+jsSPF1+eCYqP5ZKUlSRmY4fWAydwpHWLR+4nldovf+kLnfp8LbRJwbZX",
+	"jmAqxR5wTxwa7BWLsj4/gEMDdGi/sQqcH3FWUa0ApjrPtbk60ubG6lQNT096v39o8EtV9ntT1c+08yp7",
+	"xpt2mF8Sfv3UzGyHY9JwOlm3l/cBZVAIDjgCPSvG2C9jcOztNbzhLLwnN6rLYpGdYZogBZdLZTCSuXni",
+	"UtJbkjYcjqDJSFhWsfLB4edRhbkFQBzkXi/qkX1/aW9QbBbqkvVj2Ez+X4ePlrwLl1lhl0v8AGX9JXsv",
+	"OhH2HsFwEbThAyf4pwGljlkj0EsPFAbvqKnDFPqMdoIbZcA6/P3q6h069SK4LXAw3EFxJW+aHq5+EvYx",
+	"iUTS2EjMgm/txgYOMxhFhVew00lcK7V0wJSSxFNs2HWCb+40CzfOBzFZ1EPFuk8hd8oCm15/S9PpUGY3",
+	"obqowo37ZASdyA48mXdHTyv1Te9qBXyIPEt0YcHB5OzeQD0NAnrW3N/91my3ZA0JwbzeXXRC+dfJM+xj",
+	"rgMLo93VCFGrFAGYpgGIMNmdtrEur6AYOEKRRNDLp8yhAQCSr0EVwhaR2HYnYpUMwj0un2hBP/RhxKYR",
+	"rMml85O6fkI7sjbmlRMtDO48oHkcX/rYLKzz0UaoZ0RTV4VLRK4d73Htla8cxWPMivBztZjUhGzOHYyi",
+	"hS0UrYGyva1j/YzSGid+FpvwxktvvcwTzqqgKI3MczpZn5L1qMg1xt9Mrc2VNMFM4whmh/4F0wD5hrfd",
+	"WqPIQ+Ww6gtIhpUuwZnVYJzYBM6puCxf177R4/F4IjzSv3MXOFv4ELnBBv0tOnif0hPH43G3TVrt6h2y",
+	"pF53zalzCRgPkQ9aAxVPomT2+y3QQw1idQ97+MO45TaP/i8Jcr0ncxum80lb2xdNaVuBFcIKZGxSSCME",
+	"AmpnzdRm68FZbHZa4yDd7xLZO9zDnC1zB0e2c8fCzBiU/1SqUnFQCAvwogroxYZOdNDDWInGIpTqoyRG",
+	"qIZ2NhOARBHD9IMkl2KmVrHh9KBBa/p7TByUc8zatWzbPPjv4mjoQkeBgrv0PdhJ26AIU+0Ox0S1rdUB",
+	"ihq10TsOFH4X+Bh+3i6ZZhsGBG5VML0f8nQveSuZ+QMmrbz6IGkqG0vll3ebjy/Qy/UB8nR2AF0qkK2z",
+	"6yl+RdmXGksDW/ZwQyLtTb3ZqI5s5N+0Ff5vMw+nmn2djMMStTuXKqFqx9Wc0zkRudC2DEZbpaLvnDmz",
+	"sV114gtXOm8kxmzkwzT4adsH+Pj00V9CDpHIlJc6x9SQNh+lrN/DWdhIjsCD0EhUxJ3h2pmoVyWE9whB",
+	"XLJkbVMnmD7VMvlJErfhD3pyV5nIxlcN4vaiXoNCsL7NRHqMQ20kYfeiXkdSHygF5ec2u4QpyTy35CMB",
+	"riuMzDtBDJG2G8VUUakOR532lBC5I0bSjGSVhZkAfUFVTnhLJ02C3y2h8NvwxmpW1cwjYoIuYf0DnN93",
+	"S7fahZyeqxULCkoyohRdY1d1bgTIlIuLZzVSaRYGoYvv3slFXYkILwOXHpSR8BtysmPVSvUiifng5GDn",
+	"SnAOrgSFXh3HQx3tu6uim2IUf7ZLmfyefOrVou8VfVA+PzL6au7z9VC9XdrCdxoYB4XyqxoP2thfM7Jf",
+	"E+MXhvcDn72562gGZ9h2kO5udwTRaa9DYnR/58FOj+MevvnlllUrbtppUgUf271MqoMsp+auBz9mbTjd",
+	"ZeJUW3lQKPO9yEesPEEybQYbIlGaRgomsqckWHSAXPwdS7UPJCDeWzCx4qJ3AyP7wgLkUXLtitNqIaEY",
+	"7kzUJXSqQBnsqj5BnHVdN/gYH5xs8m+U4n3fzNmg76q02fYMq7RZcUfW7OgdslZbvoydaoqKUw835+n3",
+	"Lwl/b9v0zZ4Oe9pVOJUWyk+aOECKjWJZKiTiCunYhA4Qg5F46lsJ4ltAIzSSOSA02Jpztw+ktepOR1en",
+	"BGrXDG/T44XNc3IY1FF/FqtVUVfoYuIEh7KpYLjFNpwHDbDBgLEeiROx0JgYzmw0OFQ/SHO9Z9+WuUxV",
+	"8JGiczQSY2Bp7R1u2Giv3N7nqHkV3DKhi2DtltkKmh22Ll+x+Z4GKpWT0KmrBToOqXsK9x05KEpa91MB",
+	"am6xwdb6u87l/8i8fEdNcYdjPrjjQYNz1cEd9SdnIol7cS+pg/IHlBZskIQms3OFL1WH1XoANmpBotaJ",
+	"5yBbSE7QTmh3z+ysgzZ5X8YAwpO0LLRfvwTZSUujOtXzkhKA6a+vw8z+9uqit9X7Rfzt1QXXSai3Sw57",
+	"JyQEQsLHam7rVoRVsT02MNQuNoVKbQEATjaraQT7+bkZkgGxIY1AqwAoWrdzucrt1Il+wsloGJj3+fA/",
+	"4T//mQxQucdmUTofCvbmGOvMmxlMdSEyBmZx5fUuzL1fUgms7swd+ErDbkxLrzIu4cdKp28vLl4gd7q5",
+	"ynNBT7gImHX4jQ3uC0e+TSygKVB4zEqDFT2OekOyM5UD6VyU8v3LC3GE7zr6uVrGLf3/lr3SoS8QOeYB",
+	"AG80NesH7QZTCUKzZe6yimtYvbBhKPBoZ+RmhgSBKXdXmiI3yuvIUxTnVeSM07cmMD2kkjUo6uzKhOCb",
+	"iw1AJuwGaEu/lbBwLpaF9SqFbSmUs2WRKoGMUCjgLbEqtOdujOQYXmPUq3l4c7sKniAscqOIn8wLJbO1",
+	"cEoZ3CSWhWJqM62o3dbfXn7/HFtTousq+ZLKsocX62UoE+07y+9O0rLIxTATD36OGVbGvcmj8Xh8+yAR",
+	"K1tcUznWeqmywRkcBCy5p6q6hZLGkYkTunaOxBNyVxWFxZYAya5S8CS0gXReTnPFZay4pu+XqpAk1WEH",
+	"llZj0Vrpnc5YeKXW+EKmfoJpueJoAeZS6pLY9F8UdqH8XJWOjzD+wC6VkUs9WstFjmICkINNywU2+muw",
+	"O5xoYPJkgMRs97flBkgdHZOIX2ODkQfsGBE6HIdeaIIc0E7INFVLQrnM5TBNapImtJ/EJrTeibDgLamW",
+	"kWCpnTAW+7l6K6aKDcWMu7mejh81kmSW0s8fuOrF2ojkPM/tKhmJ5Nsn51+JozlWXfwjhDnoQ2Sxf4TG",
+	"P2QHIcbjI6MLwZV2daMfYAiew0ytQs8ggRX06Af+xqKC9Ucg08RUzaiJT92KqVAynStHJZmA47ADXuLV",
+	"W3+0zKU2iSgkN1KRRjR5iWLg2HKG2DG1xlBx4kQkpw+PRTgm3xLBv9Yqz5y4sFagy7WRP8DTiU2ujcJx",
+	"uWxfqLcpUP+zU/F3/dczkZyOx+KvMgtjJ+1mWbEBKXx0PDoObYCXsnBK9KVY1I0a6uZTybfWedA19Wex",
+	"Yf6AqQzORPJo/Ihk+/+owoEIe269eFkul7bwKgsTuOEvsU1XbJBaPJe3oo//O8FmCCD4M9IYF89eYlUc",
+	"R9tznSpDPh1uIvfdU1DCZZGzVnKTIzxTJNxGtrg64oeOwKaqwyC9sJ29qMcz6016x6PxaIymMp3L3qT3",
+	"cDQePcQoj58jKAjMCf+/6kKp2zxMTFc1+CWu3WLTHr6WRMzTDExUftFGR7uT8fiOvhb362fB5U0d7Sx+",
+	"XI5asKg3ef0m6rlysZDFOvi8CpuChtGOO617eeWwvoCGfQMDbGvlnZR7IrFNgFqEtgHSs5zcqdnpl6GV",
+	"AeXjoNzyTiTwk2QkvrYgXTZatpN7kuuKMetgImRssPFq5ZWZqUrbcXyU8Ax3xaVEl4bQAFskio3TJlVU",
+	"xITjYaMo2GXyzMmFLclWAU0W1UoRm5DhQkIPEUQqI/EMQRRKLW0o8RwwYhFxK262CqxJOfcFNDB7anEG",
+	"IDtdO0sdTCiTqbcwj6peGLgSmzVQBTiZrY6AAfsO8Y1cZ8T+TKR41VOtkeEIxxybZAObTwFNNFF/CIsX",
+	"ypeFUVmLktpRRxS5XCpZuAjhhpdoQBR1K+KsxOJt7XHTUHStsc8FaLzYvDz/+snF/xktski8OH44YC+2",
+	"DGgau1ZVREqt8xR3D8If1Q98gL3dqpRd7UVu7TVsJfss2gf3mXYet6zXvlJgh7em/skRXzlwG+39JbVt",
+	"un3zAYVDlSzUIR6+N4qIFuAq7Rd2kDulOXQNXc31aKPRIj52vP+xVhcjfOjh/ofq9pu3Ue/RIU80ewjh",
+	"2hFH7n+Ouo2i3KwkJZCQYVVe2UMzIeujWHGg9FhCv1ChzaAk2D1oCldOdbq9L2/VHYrRS7ZTppJczpXv",
+	"cEtUABOkZd2LEZdDRzuYAtUJDervZHxK3rPYICAgP5FvNiUnoIPPMXbC0EmVQ8ViV89iw40bSWRupKRS",
+	"QbupbhIIaamhe4YEkHGjCpmHLGKUaQFF62zSznWMDXVl+iJpSEe2h2QOs0AaEq6HP0FQVFX4fTTMiAp1",
+	"KetIJFXRvmC/PretOauAgSa+CWSOTRUAqOZGlRfoA6M4AgcbC9VoxoGNA7AJHhfv07uk48aYYc82yC36",
+	"2AAguCrYas7VzA+4ARCj/JoRiGupK5rkVmo0MbmS6y5Z+QPt9zPy09yPo+uO5SAwt/1OG20UmDZ92Vla",
+	"vFWL3Gy6vqvnOjZ32NGs+OGd7eW/+GerNfN/dTaM/5DSnepRd4h2ohdqW4lNIda25Bsj2l0ZQv0Gpomj",
+	"9D8Zn3akrwRp0PdNdmWy40hL6Rz20qtzQkOB1m9ep5yOH+9/ou7XC0+cHPDEZhvRX0N78c4FVFf1xuiH",
+	"XlXkc4/CFRGtGoBtlcW4vy0DnlKokWXAB8UzVOx5R/e+qrjgE2C604/bnRe9a5vlH9znTTvuyqZQu31S",
+	"LP5Vs/Zsq+btA0Ox6KAfI9BfWtflboixsCDuTUTMtS94B5S7du2OCH1Q8gNc4KRZKudik1r1VjvfBELB",
+	"t8xpLCwEAFq081vQ6W1iU1eRkHgAWoZwJpWYZMpxPgO6gEbiFWXxUFhSADDEXBSZk3Fb28Xk3MOWYPVy",
+	"go02VXONjnfu9NucClZ/SVhKf6t/L9v+2KqXszxj02hOSBgHLd/CicyKcGfWjar7wLbnQu2Hgwc1YA9a",
+	"nixUdQ1Q6GC8UR+DoA1RK1uprdADMuTmRW1B3jbgI6DM0LyN26I3IE9oHxeF8AZ6pIC0g4lowj3u38so",
+	"d3Pfm7WbfFVR8GmEqofVGZGCOCeE/yvYX1VhhnRccts4hpBubguvjMrOYlNvWdVxGyTdeiTQYVSBT4Kd",
+	"lV4i4EJ+obpQoCqWFOfuGtYT+tDQ9QFAiRACqBqP4JJj05dGlMurQmbsPObd943ui5gJMJXp9eBO5sJ7",
+	"olrbS+eow4XPbtopkHgx1QZO8ul4PEB3VQDgdc8v7MQJlBCV3wLWUbNVu8XdjnZu9fVTlf0GrG1NqiZ4",
+	"c9NWZdfalgVYUjn2DTsJNOSEiLonZ2zglx15CVwdcae774iGc0c/039uk0FE5mRIqMIXMclCeRgQApfS",
+	"7woqDkax+aZydLGUoAvrOPjBVzvynThU2NaoPIOhY9M3NhATfjU8p3viEjRFByNxfufeggjmzWXpS5vc",
+	"ZTFxROidLKbm9ZAHqJ6NixcPeIKvzCHLBYXiX222fm8QbqMh6+32fS/vEzBSnn4HFvqh9in0N4VF81QP",
+	"zioDqa7VriUk20vHH37CF5snlf3fresDOV4MEJ+i29pTP0FfrLnnYH1J4RYvXynfiHGQ1OA7F1cY1O2q",
+	"XqVY2o77DLno6GR88t4IxAl0HRR6dUdzy8lWDSvjniDeOiUbwA6SbEzrSvCGCP1IYE6Z9ihcG5dAVbTe",
+	"uHZpd9ZdVLna776PMqo1MOcebN6VMamXVd+swVoSnrXmqpHfttVwPCziruytSCT3EPGjPT3xt4VuB0hu",
+	"b+idI95+Ku6G92r57ejwfoCpTFxZXfBZYX1MZggovS/rjvh4w6wS5TLkUVYnYzARDXuyeVcmJQLsvXGU",
+	"r2LpTEik200oXZCAG4bvqPlKXZc+IJyoZ2wg0KWTlELTjczpXtPOW5Ciej2xabctrwySjSUMQktv8sHq",
+	"xhVVHL3qQBKTu4pBbbFR1NmVDfLeLg6IeqfHBzD05p1I6DA4OeDQdd9N9in5G9oZbJGwS8oqytfVbTUz",
+	"vCcHLAs+Kl1eh7uCOEfzuvtRZ6z9FYUAqGtY8LrCaBNRt4ICw5HvjLOozwhmA+hu9Yhit27lxsUBG0VC",
+	"1Bti435evqinvqBrEMFhCE3DEvwLzx39l28Ja13xJYNtR6Kn+5qvM8oGAIijXY09qBPagEVLuwMZrrxZ",
+	"41RpVOcpr/taqSVHnmWubxScoIutLk+VtzsZDnlHktATys7I3cJ+tJwvAsKEhjkXipyJ8WSjMxTfpEaD",
+	"4IrCdTPk7cnkOjZ1PA3fDhZQPxkOZ6glCwVqA4AG2SVULUr2KueeTtdkvKMbHm0nW5t7ZwxowLKJSMxz",
+	"ThbWinS4gxAY02sibMRON1HUYviB64yjN7p4fWC/cHjNDn1H1I4EsKPzoZbvtw8UPhWRWAUx67MRpGOT",
+	"5L8VX+ydkjev6g4/hk+47JDtL4MpVhWgbnnb0E/VTkALSoAr4SmbqqMUvhIZKgtGXPDaTdECofzp7mCv",
+	"USuqy/wFsd4P5Fto9R74wJ4FosEOYWNCx4LfZ+TzndHhJyLLnrz1isMDdDzqUFKInt4bzW0axe0cnfYh",
+	"+zK3Tl2Eqqb7nbLmPdAd2Qend1n1dJFRw5/byArM6hs3Izat5hI1/+DTibTuYb32vamfEsc+U6EZLFcI",
+	"Nnau4fpq3vmNeoHv8+GmHLti/W1++XuFi0OtZDMGgBCWb3LevsSVPVyxudPFNRKv+MKkDT/FlCOPLhIn",
+	"43HDo1nVFCaFNNeJ6GOFZGccb3CGWbaNdpJUIJA1BoooQhJGZ64nM6JdcKS5TiVESeBTzugi3QunpnK9",
+	"LXV6PSyX1Lp5gzixeadC0/ri25oGVXvUGUfhCr6VoSNDRxusAsDaIiyPreyOMNmt7HdOE8Q62v6WZ7gy",
+	"CUOKGd49w+ZFKo2YKiHddbgDHNt3xSY2lecWaPbF8wT9lEOYE9/kGYbAKGQ7elWVeDS3EEbHxTyvr4EN",
+	"edYPxwPOBETUox0bBB2I54XN8/chi+8ZeflAsKVdT76NXl5ihhg7Mc7CcdKufcq2Y3+//UDIJJxZ7B/b",
+	"EF+cBmG4QWmo2W2UuHMY4w8V92uqOCrer68nMxlKKFEuazmAgl2Hkq+mRP+V7MzoQBnxNNtnk1ZV5r+a",
+	"TfodJmeEdrLVRXog8zFsttGFNmRad99riI6mgxrUhqL4NFey4O5D2IF0rtJrUqvtAt92elvI86HMaEzi",
+	"sUbFRnq70KlwXi1ZT9FqQl82LtBtZqk/YPyL+j24LcMF29KF61GDwIGPSlfKHHRrq7F5nZCCIVe6ZLLf",
+	"uvimuu/UWJoYBxWcDbVI+CldGd5oJkDYg5ZSGfV80WKHcnupMGcTewP8Bg36VleG23ZnAF+U6kMa+FW/",
+	"hB06qKKxU/6spTlaeVZ/eAA+RQ/AlyQtWkLuQA8AFTnvqy1tl0K/Q2npD/SaX6WyFN89ereN2VOQ2rp/",
+	"nYmzsy61are1vwiqs2TlZaPv2C8Tfft8LKF6ggQFecIpOIXOFGnWUZ1+E/r1tUq1YsMdOuuyLK752SrP",
+	"ElvVWZ8IgP3dlmB8A6gIW5KE/mSdYqTm572VFk3W/WASoN1Ts0MQnAcm45q5BSVc/FF+sbf8ouKD33f5",
+	"RbP5LzdYDRFAKglAjOQGd5yCX68u48clBt64bUDIT6bM9O1Wj60a1LqdMuVIYCfPUJDR8iA2CzM2Gg9V",
+	"9RVoJ1T000a0qixCaxzuMYntgFyIXwCmiA2vYcIX0UuzDjn2DqOIlZcyTDyqfbghq2EjGX6rEX3DrVrT",
+	"Rjuhs5wuRopNlYtAabZMWDx0Cq+obxAVkzPJqJ81VoKdE8CIK02hcum7zRrOz3l3/b6ZNv2B7JutHqUH",
+	"2TjH7//9d3rbasF+z8Rjqm5Yi/slHgcOpJKL1ca1OZV7mUt40ClhLFckfUI45/2qnc5LQzr2k0RFvaNY",
+	"IRzyFY3CZLWsK7EzNv3NKywGE3GPfE5yzndc/NGZpym+L7ZECTYkLV2o7mEBRTeV9DfF0SASVxp7DVSd",
+	"X7CcqU51WiFHYSuzjYVVaZqx2c7TFIenaXZ37fojT/PjJSWFKqpdYGRn6ib2qunM3WzBk71W6O8nl4hl",
+	"xvvPJtpo9/7vnVa0QYw/8ov+ffKLDnUMbLjQ2k1uX7+BU0BVknR8Nvvb1mnQsvAVmL+yoiiNGB2li+wo",
+	"/GQ4zNRNciawUaZIc42ZndITDhy1+vZNjo6OT/4yGo/Go+PJ5+PPx3gceQFbsyABEoUW9dyHrJW1wtd2",
+	"WuqWxm2XRnXjFvK5breN+dICPjVXtbh3UZU9Ui4pr51Ag51VVl2nEVdtDltujbc3dmR7Cs84X4PXIzON",
+	"fwG0U+4M0CqVYBulMmqpHZrRsMv1ze3/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
