@@ -79,16 +79,20 @@ export function keepAlive(client: Client, lock: string, token: string, renewAfte
 /**
  * Makes value the value of the grant token holds (an address, say: what a
  * leader proclaims); GET shows it as LockInfo.value. Resolves to the
- * grant's fencing token; rejects with the problem (409 not_holder when the
- * token no longer holds the lock).
+ * grant's fencing token, or to undefined when the gateway says the token no
+ * longer holds the lock (409): the work must stop, as for a lost lease.
+ * Rejects on any other error.
  */
-export async function setValue(client: Client, lock: string, token: string, value: string): Promise<number> {
+export async function setValue(client: Client, lock: string, token: string, value: string): Promise<number | undefined> {
   const { data, error, response } = await client.PUT("/locks/{namespace}/{name}/value", {
     params: { path: lockPath(lock), header: { "Lock-Token": token } },
     body: { value },
   });
-  if (!data) {
-    throw new Error(`set the value of ${lock}: ${describe(error, response.status)}`);
+  if (data) {
+    return data.fencing_token;
   }
-  return data.fencing_token;
+  if (response.status === 409) {
+    return undefined;
+  }
+  throw new Error(`set the value of ${lock}: ${describe(error, response.status)}`);
 }
