@@ -38,13 +38,13 @@ func TestRedisClusterConformance(t *testing.T) {
 			return r
 		})
 	})
-	t.Run("History", func(t *testing.T) {
-		locktest.RunHistory(t, func(t *testing.T) locks.Backend {
-			r := openRedis(t, cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
-			t.Cleanup(func() { r.Close() })
-			return r
-		})
-	})
+	withHistory := func(t *testing.T) locks.Backend {
+		r := openRedis(t, cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	t.Run("History", func(t *testing.T) { locktest.RunHistory(t, withHistory) })
+	t.Run("Values", func(t *testing.T) { locktest.RunValues(t, withHistory) })
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with
