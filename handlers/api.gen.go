@@ -173,6 +173,7 @@ const (
 	LockEventEventReEntered     LockEventEvent = "re_entered"
 	LockEventEventReleased      LockEventEvent = "released"
 	LockEventEventRenewed       LockEventEvent = "renewed"
+	LockEventEventValueChanged  LockEventEvent = "value_changed"
 	LockEventEventWaiterDropped LockEventEvent = "waiter_dropped"
 )
 
@@ -192,6 +193,8 @@ func (e LockEventEvent) Valid() bool {
 	case LockEventEventReleased:
 		return true
 	case LockEventEventRenewed:
+		return true
+	case LockEventEventValueChanged:
 		return true
 	case LockEventEventWaiterDropped:
 		return true
@@ -470,6 +473,18 @@ type AcquireRequest struct {
 	// TtlMs Lease length; default 30000, at most the configured max TTL (default 1 h).
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
 
+	// Value A value the grant carries, at most 1024 bytes of UTF-8 (a longer
+	// one is a 400 `invalid_request`; a body over 16 KiB, a 413): the
+	// lock's value while this grant holds it, shown by `GET` and the
+	// history, changed by the holder with `PUT .../value`, gone when the
+	// grant ends. A waiter's (or a ticket's) value becomes the lock's
+	// when the lock is handed to it. Exclusive grants only: with `mode:
+	// shared` it is a 400. Never logged. With it, leader election needs
+	// nothing but HTTP: campaign by acquiring with `wait_ms` and your
+	// address as the value, proclaim by `PUT .../value`, observe with
+	// `GET`, resign by releasing.
+	Value *string `json:"value,omitempty"`
+
 	// WaitMs How long to wait for a held lock; default 0. At most the gateway's
 	// `--max-wait` (default 60 s) in the call; with `Prefer: respond-async`
 	// and a ticket, at most its `--max-ticket-wait` (default 1 h). A 400
@@ -553,6 +568,9 @@ type Holder struct {
 
 	// TtlMs What remains of the lease.
 	TtlMs int64 `json:"ttl_ms"`
+
+	// Value An exclusive lock holder's value; absent when it has none, for a shared holder and for a permit.
+	Value *string `json:"value,omitempty"`
 }
 
 // Holds defines model for Holds.
@@ -611,6 +629,10 @@ type ListedLock struct {
 	// TtlMs What remains of the lease.
 	TtlMs int64 `json:"ttl_ms"`
 
+	// Value The exclusive grant's value (see `value` in the acquire's body);
+	// absent when it has none, and when the lock is held shared.
+	Value *string `json:"value,omitempty"`
+
 	// Waiters How many acquirers wait in the lock's queue. With Redis, a waiter
 	// whose gateway died counts until a hand-off drops it (at most a few
 	// seconds).
@@ -635,6 +657,11 @@ type LockEvent struct {
 
 	// Subject The grant's (or the waiter's) caller, the JWT's `sub` (`iss#sub` when the token has an `iss`).
 	Subject string `json:"subject"`
+
+	// Value The value the event gave the grant (`acquired`, `handed_over`,
+	// `value_changed`); absent for none. The history keeps it as long
+	// as the event.
+	Value *string `json:"value,omitempty"`
 }
 
 // LockEventEvent defines model for LockEvent.Event.
@@ -682,6 +709,10 @@ type LockInfo struct {
 
 	// TtlMs What remains of the lease.
 	TtlMs int64 `json:"ttl_ms"`
+
+	// Value The exclusive grant's value (see `value` in the acquire's body);
+	// absent when it has none, and when the lock is held shared.
+	Value *string `json:"value,omitempty"`
 
 	// Waiters How many acquirers wait in the lock's queue. With Redis, a waiter
 	// whose gateway died counts until a hand-off drops it (at most a few
@@ -891,6 +922,19 @@ type TicketStatus struct {
 	Ticket string `json:"ticket"`
 }
 
+// ValueRequest defines model for ValueRequest.
+type ValueRequest struct {
+	// Value The grant's new value, at most 1024 bytes of UTF-8; `""` for none.
+	Value string `json:"value"`
+}
+
+// ValueSet defines model for ValueSet.
+type ValueSet struct {
+	// FencingToken The fencing token of the grant whose value this is.
+	FencingToken int64  `json:"fencing_token"`
+	Lock         string `json:"lock"`
+}
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1034,6 +1078,12 @@ type PollTicketParams struct {
 	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
+// SetLockValueParams defines parameters for SetLockValue.
+type SetLockValueParams struct {
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
 // ReleaseSemaphoreParams defines parameters for ReleaseSemaphore.
 type ReleaseSemaphoreParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
@@ -1086,6 +1136,9 @@ type BreakLockJSONRequestBody = BreakRequest
 // RenewLeaseJSONRequestBody defines body for RenewLease for application/json ContentType.
 type RenewLeaseJSONRequestBody = RenewRequest
 
+// SetLockValueJSONRequestBody defines body for SetLockValue for application/json ContentType.
+type SetLockValueJSONRequestBody = ValueRequest
+
 // AcquireSemaphoreJSONRequestBody defines body for AcquireSemaphore for application/json ContentType.
 type AcquireSemaphoreJSONRequestBody = SemaphoreRequest
 
@@ -1127,6 +1180,9 @@ type ServerInterface interface {
 	// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
 	// (GET /locks/{namespace}/{name}/tickets/{ticket})
 	PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams)
+	// SetLockValue Change the value of a lock you hold.
+	// (PUT /locks/{namespace}/{name}/value)
+	SetLockValue(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params SetLockValueParams)
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
@@ -1208,6 +1264,12 @@ func (_ Unimplemented) CloseTicket(w http.ResponseWriter, r *http.Request, names
 // PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
 // (GET /locks/{namespace}/{name}/tickets/{ticket})
 func (_ Unimplemented) PollTicket(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, ticket TicketId, params PollTicketParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetLockValue Change the value of a lock you hold.
+// (PUT /locks/{namespace}/{name}/value)
+func (_ Unimplemented) SetLockValue(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params SetLockValueParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1829,6 +1891,69 @@ func (siw *ServerInterfaceWrapper) PollTicket(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// SetLockValue operation middleware
+func (siw *ServerInterfaceWrapper) SetLockValue(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "namespace" -------------
+	var namespace Namespace
+
+	err = runtime.BindStyledParameterWithOptions("simple", "namespace", chi.URLParam(r, "namespace"), &namespace, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetLockValueParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetLockValue(w, r, namespace, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Readyz operation middleware
 func (siw *ServerInterfaceWrapper) Readyz(w http.ResponseWriter, r *http.Request) {
 
@@ -2225,6 +2350,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/locks/{namespace}/{name}/lease", wrapper.RenewLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/locks/{namespace}/{name}/value", wrapper.SetLockValue)
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/locks/{namespace}/{name}/tickets/{ticket}", wrapper.CloseTicket)
@@ -3763,6 +3891,175 @@ func (response PollTicketdefaultApplicationProblemPlusJSONResponse) VisitPollTic
 	return err
 }
 
+type SetLockValueRequestObject struct {
+	Namespace Namespace `json:"namespace"`
+	Name      Name      `json:"name"`
+	Params    SetLockValueParams
+	Body      *SetLockValueJSONRequestBody
+}
+
+type SetLockValueResponseObject interface {
+	VisitSetLockValueResponse(w http.ResponseWriter) error
+}
+
+type SetLockValue200JSONResponse ValueSet
+
+func (response SetLockValue200JSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue400ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue401ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue403ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue409ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue413ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue429ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetLockValue503ApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetLockValuedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetLockValuedefaultApplicationProblemPlusJSONResponse) VisitSetLockValueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadyzRequestObject struct {
 }
 
@@ -4656,6 +4953,9 @@ type StrictServerInterface interface {
 	// PollTicket Poll a ticket, and pick up the lock once it reached the ticket.
 	// (GET /locks/{namespace}/{name}/tickets/{ticket})
 	PollTicket(ctx context.Context, request PollTicketRequestObject) (PollTicketResponseObject, error)
+	// SetLockValue Change the value of a lock you hold.
+	// (PUT /locks/{namespace}/{name}/value)
+	SetLockValue(ctx context.Context, request SetLockValueRequestObject) (SetLockValueResponseObject, error)
 	// Readyz The lock backend answers.
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
@@ -5019,6 +5319,41 @@ func (sh *strictHandler) PollTicket(w http.ResponseWriter, r *http.Request, name
 	}
 }
 
+// SetLockValue operation middleware
+func (sh *strictHandler) SetLockValue(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params SetLockValueParams) {
+	var request SetLockValueRequestObject
+
+	request.Namespace = namespace
+	request.Name = name
+	request.Params = params
+
+	var body SetLockValueJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetLockValue(ctx, request.(SetLockValueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetLockValue")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetLockValueResponseObject); ok {
+		if err := validResponse.VisitSetLockValueResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Readyz operation middleware
 func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 	var request ReadyzRequestObject
@@ -5210,190 +5545,201 @@ func (sh *strictHandler) ResizeSemaphore(w http.ResponseWriter, r *http.Request,
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9tGljf8VXo5W2VyF6QoWc7EZKW2lMRJPONxXLbyut4n8CM0gaaIFdjNoBuiORnNZ3/qXLoBkKBE",
-	"Ob7EmflLIgn09fQ5v3PtX3upWa6MVtrZ3uTX3kLJTJX470vlys3Z3KkSPmXKpmW+crnRvUnv9cIUSliV",
-	"Gp3ZSJSm0pnKRLUa9aKeTRdqKeGlZa7zZbXsTcZRz21Wqjfp5dqpS1X2bm5uot5KlnKpHHf4TVVa09HZ",
-	"+UKJRKu37iLFJxJh5sItlFiV6jo3lRUreammQs6s0k7MTYm/zvPSOvwJBpVDS79Uqtz0op6WSxgLNdce",
-	"sXz7TOlLt+hNHh2fRDAD//k4zMG6MteXPZjBD6bIVHlurpTuHrhZa1WKxMETYeBpVZYw1AW+HQlnRKmG",
-	"SjtVitxZcVlK7UbiubpWZaxXlRO5E7kWUvz08tko1n4+tFv1hJ6Z9GpIg9kzqZNHX9w9qaeZWq6MUzrd",
-	"/FVtduf1N3mlLE5Epr9UeamElXNFs3DlRvSfPjn/TiycW8lVLhqtDf+qNrHOSjl3g4k4hjdOHj0S17nN",
-	"Z4USZ6++efpUpAtZyhSIQvST/0jgoeSfySASuLszWapY95OtVifiSzV++PjPX6rh6Th7NDx9qL4cztLH",
-	"D4dffPn4VD768/zxw5PTZCBMKaQVMtbWlVXqqlJlw3muikzQAoiOpuNeaHw0GsW9JBLr3C1incRx3EuE",
-	"1JmAf+NEKJvKlbJTIXGk4kptRCq1Nk5YJ0uHL4ok7iWDkfjJKhjJvFR2IUqpM7PEF/pS/PTT02/F9ekA",
-	"qVnJdBGWemMqsVRST3ADkLxijeQlSmWdBTp5qbLcCqXTcrNycC51pkohsfFMlfm1ysS8NEuRu1GsY33G",
-	"G4eDg2atXOLYI3osfJXKolCl6Ce5tTxvW81gc5yBp2KNj62kW0Rbrc1MthH9xLniYmmTSCRrmTv+F2eR",
-	"RLFOinyZuyQSmZrLqnBWyNWqyFUGPSxKU10uhNQbcSmdWsuNMLruACc9ifVQrBd5ofAHPEiiyK+VndRP",
-	"noyPo/qTP5tSZ7EWIpkrneb68oK+joQfMk1XvV3lpbIX0iXCyg1QzHohnSjVUubaTtv9Ew+CVRPW5UUh",
-	"ykpb0Yep5/oyghYGE3E6fow95zXhXeT6YlWay1LBQhPRIEMeIkfmweCuXUj4BkY4hVZkWBwH48pylYll",
-	"ng1xEIWS13h0pRNS27UqkcCqlXAGh+A3RayKygo5M5UTx18ImpfRaXNZ19KKUhVKWpXBuQLOhZ+EAmlQ",
-	"zwsfv8Avk2kgZJyUFFqtgdJo4fArbdxClUgwE3F6ctJemCu1uVjmdildukhGQLs4M5wSjAiOGnaoMtFP",
-	"CpNeXSxUkcFGWrWUq4Up1cW8KookgsPn8qUylSN6YPK+NFoN/FrBaHJ9OcHp0THBTZR4bEfiLNZwrHL4",
-	"camWM1XigXN5Ib4YC3iuxdUfNNbIir60opDWxbpUWq1VFgl1rbRYL/A489oqWRa5KvEMKA07dmmcU3oi",
-	"JI8Ivo81r6wVUqv1SJz5fVoYi0QvUlMVGa7QTIlMwbmA0eZWXKkVSs5YwzpgoxE+6Adxi9TZ4pf3kKcr",
-	"6Zwqoc3/2/+fyc//8afhP9/8/B/Df775dRydPDq9+Ufc4+/j+Oc4fjP855t/AJ/9Oe7BnzeDX4+jk0eP",
-	"buLe4D97XZLsGbCTbsG8NNYJIA8rJKIElMZW9I/HY1p/whODfegBWdX2ZAnuHI/H46hGP8cd6CdCYX1f",
-	"4NAEBmIbFxyECkqFNJL1Jq6s1G9BCc+x9V+pT+D4dY/457a+Ghv/89nw/8jh38fDx2/qfy9GkyEQwfHj",
-	"xzfdOwu925VMVffqVTp3sGiycgtT5lbCb2GFdkdLTR06ZD9eHiwO9YuTPSN9Uap5F4Z++d034s8np2OA",
-	"sXNVKp0qG4nULJdyaBVAYwf8INfCaCVoUyexTkplV0ZnQ2k3Ok1E32ghdZurBjY+8VxeOuTeHrhI4fL0",
-	"SjmRE13BOQA2AJxyQLIFmvjqObfPjz+wYmWKYhLrwujLIfxPskM8r5UB6ehsPRwPRuJHYOVWABTKL7Up",
-	"b2UkvFK3EeXu8p7jyJ5m3XQQxp1nDSyTPDMpUgQeLODNJ+OTPdRBLdyfmoEqTvbRBA36ltOfULcX7eMf",
-	"ZgPDvScXoC7fOx+4gaaAIK1CJe5JWZIOlxrtlEbmixiOFvxoVZpZoZb//b/W4NTrfv+zVPPepPeno1oj",
-	"PaJf7dELeov6a6/Wmd4IAgwKuh71bqLed6ac5VlGi/uxBoLkhjg8M6qBQ4Rb5FYEJiP6ydwPLxngcNv6",
-	"1t8Y3HzssW/rPQnCqQoACGBEgBq/VMq6XZQG+theiDYYiecEobA95lPIBmDq+loWefaSmv7YU/Yzyq1Y",
-	"ymJuyiWCxpwGdcE/8y49N460/fc+ytDy/agL8ErNvfuJNu6CLAqgkLGCIC1wOSs3NtbrxWYC3xGiS0Q/",
-	"oNIWlp/iXq8UyB+RfPvk2ZPzJwkLEhvrk/GpyLV1SoJWxgqRb62B/5FOQH+QvuWJsGapjFaxVoVVYik3",
-	"W5PQZg1tzkpie30QbBngKOtK6Uwp8BfSNOGFSFil4HklrwDmJKEL0e4hd9g2qClJpa+0Wesk1n2NLJTV",
-	"hQh+paEvTQm9SM0Y/tIMmGBfyE1hZHZuzDNZXqqPTbGoRedWGBj38Rfir/nXop+saFAXzpiLAobFJEs8",
-	"/7lx35lKZx9zrM+NsFW68DCDiHMOo0gGpEoBvhCl1AK1r7xW3gBVqCzWQD65Fgl8vqAPZC7gZ9PCWARI",
-	"gYhx73AXkUCSpshLYNWgeXicDlIfLViEj8KhsnID+nu68Bt+bszfpN4wh7IfcxET2M+l1BvPiWwy9foo",
-	"LcFC6kuVjcSTHJlxQ4ft4xLgRB9YttIEwoE1sAsAZQgscuttBqzlSge/gFJK3Yo+nJMNadqpqbSzg8ir",
-	"/MzRS9pSGBqDTRALtZGHVS2diaCGw0ZcKhj5YMq7FowXuRXSxRp5CihaMNLQvu8xIvMYjM1oNRJoISGN",
-	"O9ZtewnDU9E3ZWBMjdFBO/BJlXaAOj0t4wPgivPKysKKVJblRiQvpVOoVg5fmCJPN2yKCV8DW0EL5zBX",
-	"bj5kK+gQ1hQnMmQT+/D4eACoACaExmxsDaGcjTVs00QkcQ/ei3sJMq64x0OMewnB6Ka53g+gy1ovUcYV",
-	"au4I8DaanpZfjafuq+NE9LXRipbC1XC+tupJ27ZBEQk0RwVt8chq4t9Fv9tL2A2BeUEaNM3k2xz8L18d",
-	"j8fTNQ7/Fy/PbaxXqhRrPwky/c0qBs+zqrSOBCSB6qWCZXdk1TZA9vO8KEhdUMuV23TMFDqe/lJ9FQM3",
-	"YHv+MPTfO2QV6qXcxyN4e48arhhkEz9p1mv/rj4qV/9bbi3QK5x8wkhipmQJnIc4alI1Rpag6aRBoq9f",
-	"vx6eVW6htIMhqvaYdjQLmui1zAs5Kz66pEU8MpPpldKZyHIym7G0yDVSTdTBtOyicsCkYp2ZNawIN3FR",
-	"1VMBTIwmnsqlZqmCVwi4a24F45PdE/6uBHPjCRGbOSPu+Y3R8yJPnV8GWNOi+HHem/x84LpFv/ZWpVmp",
-	"0uWk+xHa3D3NTWQ6EesFHWoiGTK6sVADelG6WvYmP/c8GoWvCGL2oh4Bw17U4zXqvdnRSEEfbVrFO4ZT",
-	"G4UnZOlD/FlbZStdKAucH02y0/2Gef+6EdJeCXkpc7QxgSIhHZn7vjjtdVr/+Csz+1+Vut7Nmy4SPB0/",
-	"RhsW0uKDIGlH4ketBG0HGWmlSIxWP869oSDWdqXSfJ6ngs+GnZAXiX5fongtrIE3eT+TSNBnainWazQW",
-	"oxIn3DpP1UgkqckUaRMEkkhcTURjScmPst+XwWJ023UhmkQi+jLWSW23TMi836KVAbaUKxu0nGnb0wAy",
-	"nB7QCuERAzqm/4bKKbMsh2WXxYsGPc9lYVW0ReJLk3VYHBP1Ni0qm1+rRPSRJEjUVm4wIesdzmsqEkRd",
-	"GdrlNkJXy5kqYU/oa37MkmzSRoRmoZHm4Qg/gIzBdztPAtqQd4d7JualUkMgU1HImWLvSY5U44RdmLWF",
-	"3hqWoOOTLzvaJ8/YbgfP8CwV+O7U+/LEw/F4PK7tg8jyjJ7nlxXMfSnfivPzZ6LvHz8Wi0HnabrNrh71",
-	"GNPtDuoHsxaFAbRlSPkgqwYQLR6weqDjkThrDJK5+wMb62Q4XMq3Q3g9qUcKOuIAhQJz8SmbYcmgORFt",
-	"k22sYXu9TbVeEMC63AH9tN0Prog4E6fjcazRoEROxkJekrDYv1TjQ5hQ1PsaFOl3Oxmog1+sVJmb7I71",
-	"944Mi/p5cIxGAtjUmPQynvOAODLwrFhrswbeV2zEGEVttVqZ0rF9Spv1VEhBAxByZq4VPYYA3iuUsHZi",
-	"x8Dz3lbPG3S3l6bb0AsrskR3Nq0G2R76x0SZunH8faAI4419jAPPy+6RAOre7T1YJI/YXaPeyuUKgFZv",
-	"lhdFri+Pcn1t8lQNT086rdi1Dfln6iMI6Dcdq/M9THJ3cWqHOnwKe5BJp4YAsnodfKflom+9tk/iRj1Y",
-	"oi5WSIE35QbkK6E7o4sNqQx55rGZNyI5Y65G4omGD0xRbCETo9Hof+Cxr55+m8Ap9Q2z/5UbB7W9MNbF",
-	"uv9o/HBAeC8DGTHbNLnNFOWGd92Ow3veLS1jjWPamEqkUot5DmPSIvn+yXkCGj/8epFnlol7Zw1RmN5C",
-	"k7D2FpvfsjMe1/iIQpZUhnR3O1v2NLgzjm6JCsPY6fsdJCBiuFuw4Jlwi7zEba5DU3w4GyD4CcFAspIg",
-	"+yKHPqIs71wry/xa2Qj3BvX5taF2racfQpdwrgH45Mq+A8uJeu4udzE+MBVWIYEiPbRQlOHZ4DhwTKPe",
-	"rXL9ECjbwQYcw/T2QQ0N7+xL1GQDXczjByULt9jlHtZJVzEf8dzLXN3Jrfi1zp6Cjb/dk3dc3ItRfUzm",
-	"Boe9i8Dx1JKAeGAZQ882wNv6yVdJCJfk+T2wQEocaYIqQ4NBIlNJBq1QSxS5y9yh49EpIptdiqIvZFnK",
-	"zeHcBw8dDZ0HfisbmgpZrEE3OW6N7ADuFIDyzsBtRZTReejYLkXhVEwfNbyhmKK/vD73BliKm/sT/hv0",
-	"TlaDJYgfgXF1gzvOZIdxj6PPWtzmUE20dS54tn5FbjnBDdKOWodj36Gyu2fqLiqgPafJiT66eoJYC8Lu",
-	"zu3dmiN12jVKVFvuQii7QRwPHz58HImfzr+ZCvInFZIkhKQdZgvQAyuwpU1rY+7HCtqdv3JlnrpiI3Kd",
-	"gg6sLOkdZKzHPbEI3wNdsBA9gKN8EMz4h5PHv1VOvjf5+Cy3TmXPeNMOM+TB00/13HRY8jTHdnWbRR9Q",
-	"OINgDx1qJJ4wRnfKXmx7dw5vOCTuybXqUhNkp19DaYA5C7laKY2uv+0Tl5KwkLThD1DHIhdHcFwPDj+P",
-	"sw5XRXBWk9qwXpjaSS3IR43itenGfgDKK867IRK62b7yy+GBr2e1vai3kHAsLsw1cupSXbAc9PTD/91m",
-	"RyWHxkVWmtVqD4S+gwmde3H3wAp+1MPQMYth6uRAxvOOotgPoc9whvp8YAcspN+nMN4iaNqiqIeS8C4J",
-	"2nl4TXr1Q26dKTcd0ufa5+YEdHXXoaYj1IG6im7/YJC31FfLpXGl1MoCkGLYxbGxCxouuuTm8zvsDgdZ",
-	"Dnw4Lc933zohw+qkALaB1Bbz0f5Y/qgVyB/FOmkgGAwVp22skxPIy4vYIRHU+YzOeNBESSNXpTBl1PAr",
-	"NEIr2VzDyQdN0w1p+rFueCEKad2kzj7ILWHyRdOMho1bB5gX25cu1ktjXbTlwxjR0FVpE1Hklve4Njez",
-	"BfJ4PEa/v1uo5aReyObYQXVYmlLRHChW2lgWqMheceDTWPseL5xxskg4boDcD7IoSOB+TjqWIgMS/zIz",
-	"plBSe2WGfXQdAtPb7yxvuzFakR3HYs4ULBnmiXiTT4NwYu0pJ1BZsamt08fj8UQ4XP/OXeBY20P4Bqu9",
-	"N2j1f0pvHI/H3Zpb2NVbeEk975pSFxJAGUIVhO+BJtF+6+7W0w5VG9U9tMYPY7zaPvq/xXvznpTSGoz8",
-	"vnVSj0pu2+h20JH3vTA4/aVSlRqJ16ALYVZYFEBIrOmgePGG6VHMmShpRwqAVUMznwtARRYAZt8zSCnm",
-	"ah1rjisZtEyrd0B9ZB9MMTXL2D5P76Jwd4EOv4L7xCjoC7tYA2O0Docatc7RgTUaCbt76BR/8+QBj7fz",
-	"eBnLAx8LWbx3I4nuKe9E2H7AaIfXHza+YWvOPIpufeoF2r8+QKTHHiBJ6Zt17Dd5USh+L8fEtZaC2Djx",
-	"d8ZsbOXuNQI32gL19xnAEUZfR3GwPas7GiehXLz1ggMCERnQtgxGO4mM7xxysbVddcQE5+FuRVRsBVI0",
-	"6GnXKPb49NGfffCJyJSTeYExBW06Sll++kOx5ZjFg9AIdcOd4cyOqBdCinskoS+YxbZXx6sWYZr8JvFd",
-	"/4He3JfEsPVTY3F7Ua+xQjC/7VBs9IZshfHCSd8NCwPpoNzCZBcwJFkUhjR4oLpSy6ITJNDSdqOE4Bvp",
-	"sFzljkLq9ljqm/6UqtQTWF+QmRPe0klzwW/nUPir7zGMKow8IiLo4tov4fy+WzTCPmTyXK2ZUVB0CgV5",
-	"YuyAj7IAnnJ+/qxGcM20FbR53TsqpStY4JWn0oP84r8jqzPmPYSOJEYUk8WZ85TZ7eIleziOh1qe9+fs",
-	"NtkoPhYJSejeZ/IgckDExoCPwGAW65mam1JhMorN/67EpXIWQ254tFQjoZZXqGx7obUH6f3R7Nlhfe9l",
-	"+VeuONL55cIVm6F6uzKl69QVDvJdh4QE2pVP6cquF+M3+rM9Sb+5jQt4u9aug+x2ywKt0522hdH97QB7",
-	"jYd30M3OFtxbm2u5lTvVOG8uu5cad5C21tx1b5KslbXb1KqwlQe5Ed8LK8Y0CVymbeN7JCrN2UFitqGj",
-	"IgmBHcCC/8Bc7QMxiPfmyAtU9G645y4LPxmHbDv1MkzEZ25NRZ3vpUrkwTYUzOHI4LrSxfjg6Ip/hyHv",
-	"DUP28i7EILdHGGKQxS0hyKN3CGJt2U/uFlMvETy9H6I8R7PP2iM5j7WYgbcJM7ciz4p70979J/iKp7cl",
-	"h1VX8Gg4VSyEscwFPBqxSWsNersV5Kf1G45J1LlOiwqLJFGkMivczCalAN2vxBJRtBpKY+0rlkToJ7pW",
-	"+0DpLet9iC3mPijwNwl7ivzeFfnvKKVJGb1NRFNC8OEGMHr+FWmsu1awZo2OO8qPWJWWyk2acFaKrQRl",
-	"St4SlJQOJEIVPQYj8dSJmUqN923s4GVfGKgr0ndbG2+Oudtq2Jp1p424U5C287R31+OFKQoysdWBI4wO",
-	"QmC7r0pjBUckUDJAi/txbgSgX60sII8Tscw1wByfNHAozJH66o59WxUyVd69gKpkJMbAmeG4w4aN7oQf",
-	"d5k2X3tDpq8KWRsyd9y4h83LBTK/oyBOsK9bdblEmztVw+E6Mgf57ev6OLCaO2SwM/9dmkOWk1Zl7jav",
-	"4OBx0gQmlp5VFPVLn77zc//L6/PeTiEY8ZfX55x4o96u2IufEAX5IJD1wtR1CUN2PFYzzG2sS5WaEni1",
-	"tE2HEvtXuDKSBpqTWqBmBEtW13a5LMzMin7CwXAYZ+CK4X/BP/+VDBDgxHpZWecT6xboui2aEVR15jD6",
-	"mXHm9W4snFtRzmreGQrxbQ77NaucyjjnHlP+fzg/f4Fc1i5UUQh6w0ZCGz383nhrkSVTslXltSqR8uaV",
-	"TqFlS4Ui2XbNcQGc5fTjq3NxhH0d/RqmcUP/37ATwBcJIocIKAFbFc76njXCUPyJa6n8zB8bmj9sGJ4W",
-	"2hm5HfBBgNLeFibJVfM64iTFWXDgcvjYBIaHq2Q0nhOz5lJ9ubOxBtiIpQFN5XbiL87EqjROpbAtpbKm",
-	"AqSDhFAqDARbl7nj0oxkh9+gt7Gh0xEoIMOb0Yoi36yQRalkthFWKY2bxJqDmJksVwRK/vLqx+dYpxIt",
-	"hck3lEc9PN+sfDpn3xruO0mrshDDTDz4NWZoHfcmj8bj8c2DRKxNeWXxeGxWKhtMMU9puXIbKk2yVFJb",
-	"UvN8Cc+ReELWwbI0mMOf7MvdTnxNSOvkrFCcbopz+nGlSklwE3ZgZXJQ9U3lbJ4pEiSp0a6UqZtgWLA4",
-	"WoLKmNok1v0XpVkqt1CV5SOMD5iV0nKVjzZyWSCbALFj0mqJVf8a5A4nGog8GeBitovdcjWkjvJJRK+x",
-	"RkcPlnjw5Y59YTRB9n4rZJqqFSF9pnIYJlVME7mbxNrX4YlE8uKn8yRMIxFaKUwWvVIbGNVMsbKccWnX",
-	"0/GjRszPSrrFAxs6zrVIzorCrJORSH54cvatOFpgqsXfvVeJvkQS+7uvAkTgHAECH5m8pNFEjao/QBA8",
-	"hrla+wJCAlPe0ez+vXlghVbuCHiaYANt05pbKpkulKVaPwACUEtInHrrjlaFzHUiSsmVT6QWTVqiHFqs",
-	"EUPkmBqtFbKyiUhOHx4Lf0x+oAX/LldFZsW5MQIt3I1wCB5OrItcK2yX8+yFepvC6n9xKv6afz0Vyel4",
-	"LL6WmW87aVfOijVw4aPj0bGvCbySpVWiL8WyrqxQV6JKfjDWgaypv4s10wcMZTAVyaPxI+Lt/58qLbCw",
-	"58aJVz4z0g/gmn/Eml2xxtXisbwVffzvBFMqgfFnJDHOn73CmFa2fRd5qjTZtbii3N+eghCuyoKlkp0c",
-	"4Zki5jYy5eURv3QECL32OvX8dvaiHo+sN+kdj8ajMZoL6Fz2Jr2Ho/HoITrV3AJBgSdO+P+yC+Ls0jAR",
-	"Xaj2S1S7Q6Y97JZYzNMM1BXuaKu83cl4fEshivsVoOCcpo76Ez+tRi1Y1Jv8/Cbq2Wq5lOXG2/1Kk4KE",
-	"yS2XXXfy0mJ+AzX7BhrYlcp7V+6JxHR+tfTp/dIxn9wr2elJX3KAwouQbzkrEngkGYnvDHCXrfrtpNOS",
-	"Z5uiPSZCxhqrsAbL1FwFaee1YxwJl8ilYjUNpgFANoq1zXWqKHMJ28PKTrDLZJ2US1MR0AVJFtVCEeuF",
-	"4UR80Q9EKiPxDEEUcq1cU+A7YMQy4rrcbKUxOuWYI5DAbK3GEQDvtO0oecDfOlNvYRwhAR2oEosq4ChY",
-	"57EEDNgwgD1ychHbdHHFQ4G1RsAmHHOsmA1kPgM00SwH7KMQSuWqUqustZK5pRImcrVSsrQRwg0nUd8s",
-	"67rEWYUV03OHm4asa4P1KEDixfrV2XdPzv//0TKLxIvjhwO25MsQ+l4iQ+dFSg1IKOjHM38UP/AFFmML",
-	"Eci5E4UxV7CVrPC2D+6z3Drcsl77foE9qn79yBHfPwB6/h1PUp2lmzcfkDmEIK0O9vCjVrRoHq7SfmHJ",
-	"t1MaQ1fTYaxHW1UX8bXju19rlR3Clx7e/VJdi/Mm6j065I1m0R+cO+LIu9+j0qPINwOnhCVkWFUEfWgu",
-	"ZH0UAwVKhzUZlootMPAJYPegyVw5xOzmvrRVlytGE8tenkp8uVCuw/gWACZwy7owI06HjrZXBcIJ9eLv",
-	"ZHxKppdYIyAgI4NrVignoIPvMXZC91GIXWO2m89j3SqxuBVhS1nsOlwr4KNseYSgsFhYXVn4oGjkaR5F",
-	"59mknY0aayqj9FXS4I6sD8kCRoFrSLgePgKjCKn3fVTMaBXq/NWRSEKmvq8vweVlpgEYUAhAWOZYBydI",
-	"GBtVcUIDCvlS2OFaKmUbeuQTnWHVOs7Yp76kL/fg92xruUUfs/69qYK15kLN3YAL9TDKrwmBqJbKmEmu",
-	"fUYDk2u56eKVL2m/n5El534UXZcvB4a5a2jaqp3Aa9OXnfnEOwnIzQrs+wqwY0WHPZWLH95aa/6rf7Tq",
-	"NP93Z/X4D8ndKR92D2un9UJpK7ESxMZUbCtvl2Lw6SgY9Y7c/2R82hEt5LlB3zXJlZcdW1pJa7H4XR2L",
-	"65O2fvcy5XT8+O436uK98MbJAW9s1/38FNKLd86julAQo+9rSpHBNvL3RbRSGnZFFuP+Ng94Su5W5gEf",
-	"FM9Qsukt5fZCrsRnQHSnH7ecLlrXtrNZuB5bbrl6mkLp9lmR+LfNVLqdFL4PDMWigx5GoL8ytsvcEGNC",
-	"R9ybiJhTefBCKHtl2fLCWXN9EPIDnOCkmflnY50a9Ta3rgmEvG2ZQ3mYCQC0aMf4oNFbx7pdKGq7gNZb",
-	"dDVbjulAE9BIvCY3Kfm0BABDjMeRBSm3tV5Mxj2Y5aSejtfRZmqRo+GdS/M2h4LJbBKm0t8puMu6P5fm",
-	"8rdp1UUECeOg5ltakRnhL9C6VnXh1vZYqF6wt6B67EHTk6UKdwL5ksNbGZoI2hC1spbacj0gQW7f2ub5",
-	"bQM+AsqMNUFdrpHegDySX468ewMtUrC0g4lowj0uuMsod3vfm6mofG+Rt2n4bJP1lJaCKMf7jgPsD0ml",
-	"PvqZzDaWIaRdmNIprbJprOstCyWygdNtRgINRgF8EuwMcomAC9mF6ryMkPspzuwVzMcXn6G7BGAlvAsg",
-	"FKzBKce6L7WoVpelzNh4zLvvGlUS0Y08k+nV4FbiwkujWttL56jDhM9m2hks8XKWazjJp+PxAM1VHoDX",
-	"hb6wYiashAh2C5hHTVb1auIedtcHrO+iCvobkLbRqZrgNU47ucUbU5WgSRVYLOzEryF70+vambGGJzuc",
-	"2pyMcqu574ias0e/0j83ySAiddIHlWFHvGQ+LQ8WAqfS73IqDkax/j4YuphL0O117Pzgex75ghxctmbG",
-	"HzQd6742fjHhqeEZXRqXoCo6GImzW/cWWDBvLnNf2uQujYk9Qu+kMTXvijxA9GzdwnjAG3x/DmkuyBS/",
-	"NtnmvUG4rcKpN7uXv7xPwEhpER1Y6GVtU+hvM4vmqR5Mg4JUp57XHJL1peMPP+Dz7ZPK9u/WXYLsLwaI",
-	"T97t3FERQVduuNBgfWPhDi1jMkP4nbgGX8C4RqduVzIu+dL2XG7IOV4n45P3tkAcfdWxQq9vqZY62Uml",
-	"Ztzj2VsnZwPYQZyN1zowXu+hHwkMSModMtfGjVBhrbfuYNofshUFU/vtl1NGtQTm2IPtyy0m9bTqqzBY",
-	"SsK7Rl82gqN2KoT7SdwW+hOJ5B4sfnRHEftdptsBktsbemuLN5+LueG9an57SrIfoCoTVYbbPgPWx2AG",
-	"j9L7si5hj9fNKlGtfBBeOBmDiWjok82LMykQ4M7rR/nulM5oNrqOhGLNCLih+45qydTVRbjcbz5nBYFu",
-	"oKQQmm5kTpecdl6JFNXziXW7vHhQSLamMPClt8kGmzfuq2LvVQeSmNyWe2vKrRzarmiQ91bpP+qdHh9A",
-	"0NuXGKHB4OSAQ9d9UdnnZG9oR7BFwqwoqqjYhOtl5nixDWgWfFS6rA63OXGOsBY23Qz4qSwT31EJ6fbt",
-	"Wb7WQn0XnayDILW9wKcTkRYyX0YYXyf9NSxlVSh4Ch+5CC3YZIpXcGUmtUevnnzz08un6PIdUIV7jjfx",
-	"0ZfevuOj3yMCLqfjh6JxKZ4PGCM1uhleQNwh3GXJ6oV1ajVpl2Ii7uLvBmLmgt5k9tlAY5jheWlquzeH",
-	"jkMHTTtCwBKRkDbWPkS/5SwLZvPazSVFQZmyW0GJo1hjuSquoEUhp/B4qCSHJbDQkdW614qiLWebhC/l",
-	"QSpTjWJyABipjVAOjcvgFEqW2hLYwfnAWGlf6BJhrdZRrcjWTv6ggZ6OH7evaGC1mupPTES4sg1OD2Wj",
-	"iDPffZtJk2aLgeDwXYxqGI4QbdmwnHVd+Bk6ZtemvApxpI3YyXSh0qtYt8wjFjp+NH5YxyKGi1bqy1Ua",
-	"qHIpN7FeyGslZkppnsg0pCHlzodG4HqjJw/GjuSFl7HLDewQGVyQBoI60ojKb6uRX/sL63ofRlVr1fH/",
-	"wIoaV73fA1a4tP1alXwt4Kcy7n/Ca0A9E8aT0LwLlO5Qa99ZnruOG0J/x+6G+kY6fxtd7zfBkM8ERzzR",
-	"GQuXIKZkuMMS8wzQlEpLiAUJmpLYcmTlfYHFoq4S2RnE95piC6gcqhdr0NpEhAqHCUh9vpnWoDAg8TyI",
-	"Yp00Sopy5kTtH8YGGxnYVHy1eXMoQoata0AHEaBsX5o0wU8I6Olfvou0dZGo9EZj0mm6LxOdUpihdL40",
-	"YrPEK85l/y2i1GTIm5qiVPVxj2YiMHytcato40rsulhq0igy0S4qZh0+EOsrpVYcISeL/BrLSJzvFNcM",
-	"XvlkOOQNTnwpTjMntxAfwIJvGMShLjijbirGk62CnHz9KzWCC+TvsSOvVAYyr477wd4BSvWT4XCO2nyp",
-	"gNPkBjiQONNcRITs6pwjM9s0ZB4KdVObpad1GidWk8/D9RqY19vhtkKJSd1EYlY5vtmqVhcf2M54v0bx",
-	"1A/sv/bd7OH6tNqRAOq2ztdd+P0bND4XlhuCreqz4bW45pL/XnzGtzLyItSI+BgaYtUhKl55k3EoFrLj",
-	"FUR40g6U9zKFCySxWrZbISmwDJV5Y7P3Ls7QUkp5Xt1BaVqtqYbGb4hJ+0A+kFZJqg8MrGkN9jAb7QtZ",
-	"/TEjtP7w8PGtU2w2oONR40cf5XVvcLhtvG/HErcP2TeFsercp+7e75TRa81z1joAp7d5H+hixIbfuZG9",
-	"kNVXeUdsAl5IlPyDzyci7A7Sa1/I/jlR7DMlr1UzDb6xcw0X3byZxw9ygYtfcFmHfTGJbXr5a8DFviBA",
-	"M1aBbsejkJHd2+HZExfrW11xI/F6kRdqt0L7jI2WNhIn43HD8xoS55NS6qtE9MfbdsIwwsEUDZSNKt6U",
-	"yJg1GoooksO3zlRPekQ7MTrnfFofzQHfNqyYFGIVXISrPL0aViu64mJrcWL9TtUU6hv16zUIVennHC1U",
-	"8pVRHZHEucZsRcyBxhoQQe/wg93J0uN0BrQR9nc82EHD9KHweDEeqxep1Gg0tFfsOaWqrrGOdfAww5p9",
-	"9TxBf+oQxsRXhPsmMFqqHWUTUlGbWwit42Se1/fL+3ywh+MBZywg6sktKwQdiOeFKYr3wYvvGSHygWBL",
-	"u2jKLnp5Faq+5Ppy6o9TbtunbDdG6fcfsDHxZxbL9jfYF4draq4L743zjTouHG7xbxH3KUUcVaip7+XV",
-	"GXIoUa1qPoCMPfep6U2O/on0zOhAHvE0Y52UUvnvyqBuJ/y/QwL1S+rmk+RPY9+jd6OhO9KuKcmNM4R5",
-	"cfZmX4cyVXen+nUmZr1qlLn6bZrwXQjd5whRThDZUci2iVBc6k1UB5n5ypythMRYcyHdOvmQM9t2khDF",
-	"Tg7iZ8L+/rCJRt/n11QxOhRh61RDa3q+M5+oSbofjAO0q+d2MIIzT2ScGbqksKJ/Jxnd6fULdPDHTjJq",
-	"VhT3VRzZfkyJLxRSMLjlFHy6GJ+fVmi25eIYPgqf8i92i7q2Mq3rGu3ksMOQCJ921NI/m+lH25EsPoso",
-	"1pfKhfXLtWjlEvl4Hq4mi4Eb1lu/AFPEmucwAYWpgL42PpPEog066Lh+4FFtAfA+sa2Uj53bLRpK+U5d",
-	"UY6oCZ4sCib3NTkxsNWiTbvtR1xKn7fNxvCc6943lz/XorJK9JMXP52L0Wh0RM0OJs0iof56N07boQr0",
-	"BpcJ9ObGZmLoM0HReY3KsCyJLFWsK12qQjofHdyZvvDuuGI7KeEDmdl3qiDftKsPurJSu6b34/ff/606",
-	"Yi1Q7hnWT7lDG3G/sH5P+RR5td66YysYRTggDfOxtOF8v88IX71fcdd5A1LHfhKLqncU8+99NLBWGAqa",
-	"dYVNx7q/fR/PYCLuES1NR77jFqPOKGjxY7nDwrBWLPAYrqJBjJGYSH+bDQ4icZlf090W/pofGELtoF8j",
-	"RWGhwK2JhSDoWO9GQYvDg6C7a+L9Owr647nSfY7iPhC0NzAaK0F1Rka3YNGd2u8fxwPOPOP9+8C3LpT4",
-	"13aGby3Gv73i/zpe8UMNEgfwHF8Y/5PxHEzL4PhguqE1xAbb7dwMEJFx76wVNxr3sFbDTrrFtE632JNT",
-	"4Y9HU18KVy5IX7/wTJQyBxWK0MNC+qJX8KpX8IgDxnpPvkSj7kIjU2NLJTyLNZYzDl0FwMrbDaxx0lLY",
-	"r5RakVZuOSetfjq3IYCaUHijeqRr3jNRJ+S3rp/w/idUxQ64iAJzzhvmEq+kDiZeCHA6vCU78ZauulRS",
-	"k6oLijPmVmzBNCAECh1FH2da5BjzNqdymlh9AK8xm22wi9xfCN6632Fah+t6Y6y/Do1UaqMb956FxRiJ",
-	"H9HLgYpxU5WleFVtWNPdSn2pC3ixxoy3s3EZlNAG325Aw8+m6MDV2BfXCvAVF/gJ0T8dnw5G4qVaKem4",
-	"kBpPfrtm2tKUasKl0TbhLo1H44dY21bOVbeshbba9soPqtHiDSoHKbQfQHy+Cp3vuxxEm3UgINphH2jM",
-	"piVfgiGYU5q8Aa9AoZAPo/8Fcz04sH43zaMjGyTWO8ke8Sc3/Haa20S/Yfud+AMb613WQEQ0vYUr+Dn+",
-	"0cHMN8EwKG61C24nhmznaO5kirRBT9tf2b434+c3AESo8Aohne0rM+qUBVm6YDm9NKKstBgdpcvsyD8y",
-	"HGbqOpkKrL0fBJJ0ZPwatUqBT46Ojk/+PBqPxqPjyZfjL8eIiHgCO6MgCol8yh2XNm4FmBV0b4OhAsxc",
-	"yXVU14Ikh/tuJcpvDAhxfVmvu41CoFe1ooyWsD3ehN5pMQ+IlM3kjd4bO7I7hGccWsXzkVmOn+AUKzuF",
-	"I0MsRCuV0RUvvr4l+7ff3Py/AAAA//8=",
+	"7H17c9tGlu9X6eFslcldkKJkOROTldpSEifxjOO4bHld9wa+QpNoiliB3Qy6IZqT8Xz2W+fRDYAEH3L8",
+	"iDPzly0SbPTj9Hmf3/m1MzWLpdFKO9sZ/dqZK5mqAv/7XLlifTFzqoC/UmWnRbZ0mdGdUefV3ORKWDU1",
+	"OrWRKEypU5WKcjnoRB07nauFhB8tMp0tykVnNIw6br1UnVEn005dq6Lz9u3bqLOUhVwoxy/8piysaXnZ",
+	"5VyJRKs37mqKTyTCzISbK7Es1G1mSiuW8lqNhZxYpZ2YmQK/nWWFdfgVTCqDkX4pVbHuRB0tFzAXGq45",
+	"Y/nmidLXbt4ZPTg9i2AF/u/TsAbrikxfd2AFP5g8VcWluVG6feJmpVUhEgdPhIlPy6KAqc7x15FwRhSq",
+	"r7RThcicFdeF1G4gnqpbVcR6WTqROZFpIcXL508GsfbrodOqFvTETG/6NJkdizp78MXhRT1O1WJpnNLT",
+	"9d/UentdP8obZXEhcvpLmRVKWDlTtApXrEX38aPL78TcuaVcZqI2Wv9vah3rtJAz1xuJU/jF2YMH4jaz",
+	"2SRX4uLFN48fi+lcFnIKRCG6yZ8SeCj5Z9KLBJ7uRBYq1t1kY9SR+FIN7z/8y5eqfz5MH/TP76sv+5Pp",
+	"w/v9L758eC4f/GX28P7ZedITphDSChlr64py6spCpf1ZpvJU0AaIlqHjThh8MBjEnSQSq8zNY53EcdxJ",
+	"hNSpgP/GiVB2KpfKjoXEmYobtRZTqbVxwjpZOPyhSOJO0huIl1bBTGaFsnNRSJ2aBf6gK8XLl4+/Fbfn",
+	"PaRmJafzsNVrU4qFknqEB4DkFWskL1Eo6yzQyXOVZlYoPS3WSwf3UqeqEBIHT1WR3apUzAqzEJkbxDrW",
+	"F3xwODkY1soFzj2ix8JHU5nnqhDdJLOW123LCRyOM/BUrPGxpXTzaGO0iUnXops4l18tbBKJZCUzx//F",
+	"VSRRrJM8W2QuiUSqZrLMnRVyucwzlcIb5oUpr+dC6rW4lk6t5FoYXb0AFz2KdV+s5lmu8Au8SCLPbpUd",
+	"VU+eDU+j6i9/N6VOYy1EMlN6munrK/o4En7KtFz1ZpkVyl5Jlwgr10Axq7l0olALmWk7br6feBDsmrAu",
+	"y3NRlNqKLiw909cRjNAbifPhQ3xzVhHeVaavloW5LhRsNBENMuQ+cmSeDJ7alYRPYIZjGEWGzXEwrzRT",
+	"qVhkaR8nkSt5i1dXOiG1XakCCaxcCmdwCv5QxDIvrZATUzpx+oWgdRk9rW/rSlpRqFxJq1K4V8C58C+h",
+	"QBpU68LHr/DDZBwIGRclhVYroDTaOPxIGzdXBRLMSJyfnTU35katrxaZXUg3nScDoF1cGS4JZgRXDV+o",
+	"UtFNcjO9uZqrPIWDtGohl3NTqKtZmedJBJfPZQtlSkf0wOR9bbTq+b2C2WT6eoTLo2uChyjx2g7ERazh",
+	"WmXw5UItJqrAC+eyXHwxFPBcg6vfq+2RFV1pRS6ti3WhtFqpNBLqVmmxmuN15r1VssgzVeAdUBpO7No4",
+	"p/RISJ4RfB5r3lkrpFargbjw5zQ3FoleTE2Zp7hDEyVSBfcCZptZcaOWKDljDfuAg0b4oJ/EHqmzwS/v",
+	"IE+X0jlVwJj/r/vfo5//9Of+P1///Kf+P1//OozOHpy//Ufc4c/j+Oc4ft3/5+t/AJ/9Oe7AP697v55G",
+	"Zw8evI07vf/otEmyJ8BO2gXzwlgngDyskKgloDS2ons6HNL+kz7R26U9IKvaXCypO6fD4TCqtJ/TFu0n",
+	"QmF9V8WhrhiITb3gKK2gUEgjaWfkilL9Fi3hKY7+K70TOH71Rvxn37tqB//zRf//yv7fh/2Hr6v/Xg1G",
+	"fSCC04cP37afLLzdLuVUte9eqTMHmyZLNzdFZiV8F3Zoe7Y01LFT9vPlyeJUvzjbMdNnhZq16dDPv/tG",
+	"/OXsfAhq7EwVSk+VjcTULBaybxWoxg74QaaF0UrQoY5inRTKLo1O+9Ku9TQRXaOF1E2uGtj4yHN56ZB7",
+	"e8VFCpdNb5QTGdEV3ANgA8ApeyRbYIivnvL4/Pg9K5Ymz0exzo2+7sP/SXaIp5UxIB3drfvD3kD8BKzc",
+	"ClCFsmttir2MhHdqH1Fub+8lzuxx2k4HYd5ZWtNlkidmihSBFwt489nwbAd10Ah3p2agirNdNEGT3nP7",
+	"E3rtVfP6h9XAdO/IBeiV750PvIWhgCCtQiPuUVGQDTc12imNzBd1ONrwk2VhJrla/Nf/WoNLr977H4Wa",
+	"dUadP59UFukJfWtPntGv6H3N3brQa0EKg4JXDzpvo853pphkaUqb+7EmguSGenhqVE0PEW6eWRGYjOgm",
+	"Mz+9pIfTbdpbP7Jy87Hnvmn3JKhOlaCAgI4IqsYvpbJuW0sDe2ynitYbiKekQuF4zKeQDcDS9a3Ms/Q5",
+	"Df2xl+xXlFmxkPnMFAtUGjOa1BV/zaf01Diy9t/7LMPId6Mu0Fcq7t1NtHFX5FEAg4wNBGmBy1m5trFe",
+	"zdcj+Iw0ukR0g1ba0OXHeNZLBfJHJN8+evLo8lHCgsTG+mx4LjJtnZJglbFB5Eer6f9IJ2A/SD/ySFiz",
+	"UEarWKvcKrGQ641FaLOCMScFsb0uCLYU9CjrCulMIfAbsjThB5GwSsHzSt6AmpOEV4jmGzKHY4OZkpT6",
+	"RpuVTmLd1chC2VyI4Fua+sIU8BapWYe/Nj0m2GdynRuZXhrzRBbX6mNTLFrRmRUG5n36hfhb9rXoJkua",
+	"1JUz5iqHaTHJEs9/atx3ptTpx5zrUyNsOZ17NYOIcwazSHpkSoF+IQqpBVpfWWW8gVah0lgD+WRaJPD3",
+	"Ff1B7gJ+dpobiwpSIGI8OzxFJJCkLvIS2DUYHh6ni9RFDxbpR+FSWbkG+3069wd+acyPUq+ZQ9mPuYkJ",
+	"nOdC6rXnRDYZe3uUtmAu9bVKB+JRhsy4ZsN2cQtwofcse2kC4cAe2DkoZahYZNb7DNjKlQ6+AaOUXiu6",
+	"cE/WZGlPTamd7UXe5GeOXtCRwtRY2QSxUDl52NTSqQhmOBzEtYKZ98Z8asF5kVkhXayRp4ChBTMN4/s3",
+	"RuQeg7kZrQYCPSRkcce66S9h9VR0TREYU212MA78pQrbQ5uetvEecMVZaWVuxVQWxVokz6VTaFb2n5k8",
+	"m67ZFRM+BraCHs5+ptysz17QPuwpLqTPLvb+6WkPtAJYEDqzcTRU5Wys4ZhGIok78Lu4kyDjijs8xbiT",
+	"kBpdd9f7CbR56yXKuFzNHCm8taHHxVfDsfvqNBFdbbSirXCVOl959aRt+qCIBOqzgrF4ZhXxb2u/m1vY",
+	"rgLzhtRomsm3PvlfvjodDscrnP4vXp7bWC9VIVZ+EeT6m5SsPE/KwjoSkKRULxRsuyOvtgGyn2V5TuaC",
+	"WizdumWl8OLxL+VXMXAD9uf3w/s7x+xCtZW7eAQf70ktFINs4qVmu/bv6qNy9R8za4Fe4eaTjiQmShbA",
+	"eYijJmVtZgm6Tmok+urVq/5F6eZKO5iias5py7Kghd7KLJeT/KNLWtRHJnJ6o3Qq0ozcZiwtMo1UE7Uw",
+	"LTsvHTCpWKdmBTvCQ1yV1VJAJ0YXT+mmZqFCVAi4a2YF6yfbN/xdCeatJ0Qc5oK45zdGz/Js6vw2wJ7m",
+	"+U+zzujnI/ct+rWzLMxSFS4j24+0ze3bXNdMR2I1p0tNJENONxZqQC9Kl4vO6OeO10bhI1IxO1GHFMNO",
+	"1OE96rzeskjBHq17xVumUzmFR+TpQ/2z8sqWOlcWOD+6ZMe7HfP+50ZIeyPktczQxwSGhHTk7vvivNPq",
+	"/eOPzOR/1dR13r5uI8Hz4UP0YSEt3guSdiB+0krQcZCTVorEaPXTzDsKYm2XaprNsqngu2FHFEWi7xco",
+	"XnNr4Jd8nkkk6G8aKdYrdBajESfcKpuqgUimJlVkTZCSROJqJGpbSnGU3bEMFqOboQtRJxLRlbFOKr9l",
+	"Qu79Bq30cKRM2WDljJuRBpDh9IBWqB6xQsf0XzM5ZZpmsO0yf1aj55nMrYo2SHxh0haPY6LeTPPSZrcq",
+	"EV0kCRK1peuNyHuH6xqLBLWuFP1ya6HLxUQVcCb0MT9mSTZpI8KwMEj9coQvQMbgb1tvAvqQt6d7IWaF",
+	"Un0gU5HLieLoSYZU44Sdm5WFt9U8QadnX7aMT5Gx7Rc8wbuU42/HPpYn7g+Hw2HlH0SWZ/Qsuy5h7Qv5",
+	"RlxePhFd//ipmPdab9M+v3rUuZV5qdrWjF/UwldMHdWETodn52KydsrCkby8/K7/pejC5dPXoE/COcK1",
+	"EefDodjyEWDEF4yzmmUWwcOn93ujymC9Z3kePkaYeeOFiDtzEe6/FpO1SL5/dJl4PSXW88w6U6wjr/bD",
+	"I7Acohr2/D57eSkGg8EJviWJMJYVmFysg6FkB+KCNd57pBVXTt4ez3GiQDzZYJ7fQx+C55feZSzRYnZG",
+	"ZG4gHgWKxTdZYXS+HvHc4PKMYs13gHgH7ad3ZubmGu2ZV/A87EWOAk2oXE3hIIVWKrWx9kbQpHTih8vL",
+	"ZyMxlYulzK5x34hPopHU8IbjVq5NWcRapimwI9BpYTG43giY5TSX2QI3f3MnzcSq4lb50D+cTSQKZfml",
+	"JK9AiKHcrt+d4dl5y+XhWW2T6g9mhUQHe4pWMrnfgLvirlc3ajgQF7XbxGoIHFPS7y/kmz78PKmu1BdD",
+	"YXuovbC6MfZUg573kWjGFmING+bporooYJTxC+irzffg1RUXcLKxRs8nRcNzybuz+04Pj5GWUefrQsmb",
+	"d2Ph6Cy6WqoiM+mB/Z8HMl7IdRXBjwTI0yE5EHjNPVIdQLgCea5ASOdrMUSdsFwuTeHYkarNCpgFTUDI",
+	"iblV9Bhamt7z0c5l3tvu+cjD5ta0RyRgRxaYd0G7QU6y7ilRpq7JKZ/RxIrxLgmHjH2bdwN1b789uM5P",
+	"OK6o3sjFEiyCziTL80xfn2T61mRT1T8/aw23VMGOn+kdQZN83bI738MitzenyvyAv8IZpNKpPlgDnZY7",
+	"3sglafxsl2oYdWCL2uQXZYgVa1AEyQwh3gr7nKXeiPDeTmfMzUA80vAHUxS7coGp/Tc89tXjbxO4pX5g",
+	"ThTgwVfSitxYF+vug+H9HhkmKUgTFjvMbcaCJAzlGAzD73z+hIw1zmltSjGVWswymJMm4XbPigS+vcpS",
+	"y8S9tYcoGPfQJOy9xeE3HOKnlSJPuXUqRbrbrz94GtyaR7vqB9PYevc7qGpobOwxWi5AVyjwmKscKp93",
+	"CabmiOwVUimQfVHmCYp9HwUuiuwWVB44G3Q8rQyNaz39kBkE9xo09EzZd2A5UccdymvAB8bCKiRQpIeG",
+	"um94NTgPnNOgs1cBPcbmamEDju3J5kUNA2+dS1RnA23M4wclczff5h7WSVcyH/Hcy9wc5Fb8s9Y3hWBU",
+	"800+wnYnRvUxmRtc9jYCx1tLAuKeZX14sgbe1k2+SkJeL6/vngVS4pQotG1rDBKZStJr5ASjyF1kDiPk",
+	"ThHZbFMUfSCLQq6P5z546VgPp4nvZUNjIfMVGNGnjZkdwZ2CRbc1cVsSZbReOnagUt4f00el3lDy219f",
+	"XfpIASV4/hn/GxR+9tdIED8CE0B7B+5kixea0yQb3OYol8luw66ufjRJCH8RaAAXkjlcQeXplk3NBE2E",
+	"TWo5cEV54/3h7GEmtVsWNe7prvttt6/3IYIk8qN9Fl0MjwYJG+TuQUrbWCO9tG2WaOofUpa2E5/u37//",
+	"MBIvL78ZC4rB5pKElSRiY6/pPStwpHWDRu7GlZovf+GKbOrytcj0tIC5WzKBKMCFZ2LRkggkyvL8CAr9",
+	"IOrrH041+K0i+72J6ieZdSp9wod2nPMbnn6sZ6bF+605H7I9lHCPUoAER7XROPKEcZjH4Njba3jNaaSP",
+	"blWbxSJbY4GeCy6XSmO4fPPGTUluSTrwe2juEbMMyR694+/jpCW8FxI82Ds0N1Vih6C8DpT09dSPe2BH",
+	"47pr0qldAim/HV4H96y2E3XIXXVlbpFTF+qKRbKnH/7fvtgDec2u0sIsl/gNypkr9sq1avcHmNKll8T3",
+	"rOBHvYY8ZGlELz2SEb2jluCn0GVNy7sHe6w/vF89YYc8v/TuOBwMj1Jcy9u657ab+ANNIpHUThRLSBqn",
+	"saEDakwTgFewM1XcKLW0cCEkscZYs0sQ39xqkm7cTaK2qINC/ZAy0MqHzPTmB5pOiyC99aV5QWc9xJ+I",
+	"G7Tosnl7ekBQHehdjYgmbc8SXbPAFDg13u9eBsJhdsCbc5Q/xmfT83p37RPy3laaYc9SFTAb7C7liRp1",
+	"PEA0NWUMK0XoGKvaJEryQDUoEfTyCVOoVz7Jz6EKYYpIbLvJscQMVU2uPWqoneg/iXUtCJlL60ZV8VFm",
+	"ydKZ152TOLh1YEng+NLFemGsizZCmAOauipsIvLM8hlX0aYQABli2o+bq8Wo2sj63MEgW5hC0RqoVMJY",
+	"1g1QUuDEx7H2b7xyxsk84bQhij7KPKeb9TlZrorccvzNxJhcSe1NRA7Rt8h+7xW1fOzGaEXeMYslk7Bl",
+	"WCbmHWk1wom1p5xAZfm68vmfDocj4XD/W0+BU+2P4RvsTHiLgYvH9IvT4bDdHg6nuoeXVOuuKHUuQb9E",
+	"rQstkUCTyJndYev3WGNc3cEW/zAuwc2r/1uCt+/J1K/0qs/U0r+sc9ugrJCuQIYuhep8gKtyFE1Muu6N",
+	"Y73TEwDcfR/L3uGa5nSwPRTZTI70M2OD4JdSlYqDnVi9GgVFL9Z0o70cxjJOZqFUXCgx8to3s5kATRR1",
+	"mK7n5FLM1CrWnP/Wa0z/gHmFfI5Ju+Jtmxf/XZwcbdqR38Fd8h5stG2lCHNJj9eJKjuvRSmqAQvsuFD4",
+	"nadjeLyJN8D2EzDcgDZwWOVpX/JWJcAHzMp69WHzsDbWzLNot2GfoavtA2Sk7dB4qcy8qlGhIBrlGWdY",
+	"YNswymus6WBu2UaNcS3BrCn5f5+JZmH2VbYZs9b2rMGEaoZXc05cRhWGjqU32Cq4fufUsI3jqjK7GC9g",
+	"I/NrI+GrRk/bjsiH5w/+4pPkRKqczHLMfWrS0ZQFvb8UG3F5vAi1lFw8Ga5Aizqh9KFDqsQVs9jm7ngb",
+	"KCyTf0l81/9Bv9xVbLXxVW1zO1GntkOwvs2SEQyGbZQbwE3fTl8F6aDc3KRXMCWZ54a8JkB1hZZ5qzZD",
+	"W9uuzoTQWIu3MHOU+rsjUFMPp5WFHsH+gswc8ZGO6hu+n0Pht/6NYVZh5hERQRvXfg73992SUXapUE/V",
+	"ihkFZdFRMjqmjvgkG+Apl5dPKpWlXl6HfsY7Z8+15Yq88FR6VFrE78jTj/VZ4UUSKx/Iy894Chzh8ZI9",
+	"XMdjvf27sQXqbBQfi3yima84RM0BNTZW+EgZTGM9UTNTKCyas9nflbhWzmLGFc+WsFwqeYVeAS+0dmh6",
+	"f7QYQtjfO0VblMtPdHY9d/m6r94sTeFajZqjUhdC4RSdyqfMZKg24zemM3iSfr2PC3gH3HZQcr8LhPbp",
+	"oBNkcHeHxU4v5wG6+e3WXCNO3GrGeb/ency4o6y1+ql732llrO0zq8JRHhW6fS+sGMu5cJs2AxyRKHUt",
+	"nRnJU5IGdgQL/gNztQ/EIN5b8DRQ0bvpPYdCEeTFss0S8bAQX2E6FlVdqiqQB9sA7MUVDBUiz/Do5Jp/",
+	"oXKJu2ahe3kXUtCbMwwp6GJPBvrgHXKYG/6Tw2LqOSpP74coL9Hts/KanNe1mIE3CTOzIkvzO9Pe3Rf4",
+	"gpe3IYdVW+5wuFUshBGOBx6N2KW1Aru9Xsrh61x1pqd5iWBulKjOBjezSSnA9isQyo52Q2nE6GNJhAGt",
+	"W7VLKd2z38f4Yu6iBf4mYU+J/9si/x2lNBmj+0Q0ARcc7wCj51+QxbrtBatjCR2ASbJqWig3qquzUmwA",
+	"KVCRqSDwDCARQh7qDcRj16gZ2tKXPYDZEVH1xpzbvYaNVbf6iFsFaRNPYns/npk8JxdblazD2kGoa/Do",
+	"WVZwFgjVgjS4H5fGgParlQXN40wsMqwV8jUjx6o5Ut8cOLdlLqfKhxfQlIzEEDgzXHc4sMFB9eOQa/OV",
+	"d2R69NrKkbkVbz5uXS6Q+QHgruBft+p6gT53Qu1ivKujEgwqHC/YzS0y2Fp/2738H5mX76jw7Ilp+UgW",
+	"8GEuRNtTkjgWSdyJO0mVz3JEtdnGltBkdq7whWrx8xyh4jc0+8aN5/i0z+sBKWnvmFR51CEfSrZBqTEt",
+	"i8ytXwDv5LInxDC4KClvn/76zs/sr68uO1uYY+Kvry65dE69WXLGSEJMwOdKreamgsANQCwInJvZWBdq",
+	"agoQt7JeYOlz3BiETwPbkFqgcQs7WsGIXedmYkU34RxSzGlxef8/4T//mfRQR431orTO13DPMU0gryce",
+	"ViAVmNOAK69OYe7ckuARsta0m28zOI1J6VTK8C5Y/PrD5eUzpE47V3ku6Bc2AmLtf2+8w89SNABrKgtk",
+	"HrNSY5GnJUxiDj9wDgrXKf704lKc4LtOfg3LeEv/f8txHI9HRzEtsOM2wDS7XrrBVDzTbHhtWMTVnDdw",
+	"YMjw6GTkZnIR2QR2X3YxA7S2pBeLixB05qzLEUwPd8loZHVmpX3c2sYaNH9EoTWl28r1uRDLwjg1hWMp",
+	"lDUlKKtICIXC/MlVkTlGAaZQyhoDxvXLi3od+U6x7pmC5TIvlEzXwiql8ZCYF4qJSTNFeuVfX/z0FCGR",
+	"0dmbfEOQHf3L9dIjB3St4Xcn07LIRT8V936N2TqKO6MHw+Hw7b1ErExxQxW666VKe2OsNFws3ZoKrRdK",
+	"akuWukeLHohH5OAtCoNwMckumJDEww9bJye5YmQDXNNPS1VI4upwAkuTYR1z6WyWMvOaGu0KOXUjzKYX",
+	"Jwuw+qc2iXX3WWEWys1VafkK4wNmqbRcZoO1XOTIJkBzMNNygQCzNXKHGw1EnvRwM5u46gy814LUR/Qa",
+	"a4zVIZqQR9b3GJyCQjZWyOlULclYYyqHaRI4p8jcKNYe8i3CGugkLCPB6muhDeKIOyMmiv0dKaOInw8f",
+	"1PLLltLN79nw4kyL5CLPzSoZiOSHRxffipM5Fkv93QcG6UMksb97wDmyr1DH4yuTFYKLryuAOSAInsNM",
+	"rTxWnUB0FYycfG9QwLoT4GmCfex1h3yh5HSuLFXpgx6Hhl7i1Bt3ssxlphNRSAbZklrUaYnSRxCOjMhx",
+	"arSmevWRSM7vnwp/TX6gDf8uU3lqxaUxAoMUtdQbnk6s80wrHJchXYR6M4Xd/+Jc/C37eiyS8+FQfC1T",
+	"P3bSBGmMNXDhk9PBqYefX8rCKtGVYlGB+FSgh8kPxjqQNdVnsWb6gKn0xiJ5MHxAvP1/VGGBhT01Trzw",
+	"tc1+Arf8JcJDxhp3i+fyRnTxf2dYFA2MPyWJcfnkBaaCc/giz6ZKk2uSwUt/fAxCuCxylkp2dIJ3ipjb",
+	"wBTXJ/yjEzCyqsBhxx9nJ+rwzDqjzulgOBiix4fuZWfUuT8YDu5jXNTNUSnwxAn/v27TUrdpmIguAMsT",
+	"1W6RaQdfSyzmcQoWJ79oA0n1bDjcg3l0N6wjrkpsgTp6uRw01KLO6OfXUceWi4Us1t51W5gpSJjMcocP",
+	"J68tlgXRsK9hgG2pvHPnHklEjlELjyQjHfPJnZKdnvToNpTKhnzLWZHAI8lAfGeAu2y0CiG3BENNYMLO",
+	"SMhYI+B3cC7OVJB23sGBM2E0dsoRqzENsEWiWNtMTxXVHuJ4CCIIp0wOZrkwJdkqIMmiSigiNCUuxONL",
+	"oaYyEE9QiUKulWmqFwEdsYi4BQRbBUZPOW0MJDAHHHAGwDtts7gETCidqjcwjwAhAVSJ+D0ECkJmqyXF",
+	"gH07+EYuD2S3PO54wPKsJQfDNcfmDEDmE9Am6lq/TyQplCsLrdLGTmaW0LLkcqlkYSNUN5xEA6KoIPDT",
+	"EvE8MoeHhqxrjdBHIPFi/eLiu0eX/2ewSCPx7PR+j4MxMlSMFMjQeZOmxjrKVPHMH8UPfIC4nyHbPXMi",
+	"N+YGjpJ9Fs2L+ySzDo+s02xls8NbUz1ywq1u3kYHnyRIv7evPyBzCHl2LezhJ61o07y6SueF6KLnNIe2",
+	"ocNcTzYAfvFnp4d/1kC4wx/dP/yjCvb5bdR5cMwv6vhyuHbUIw//jlCukW8GTglbyGpVHuyhmZDVVQwU",
+	"KB2iqiwUO9HgL1C7e3XmylmCb+9KWxUyPnrJdvJU4su5ci1uiaBgAresMIBxOXS1vSkQbqgXf2fDc/Ke",
+	"xRoVAvITuXozDFJ08HesO2EEMKQfMtvNZrFuoPluZHMTDoUOHWx8RrcHVJKgZNyqQuY+AR95mteis3TU",
+	"TBOONSH2fZXUuCPbQzKHWeAekl4PfwKjCOAZXTTMaBeqCvSBSALWhkeIYSSzcVAMKIsjbHOsQxwrzI2K",
+	"ltAHRuEwjpkXqobPhHgfCJDKmBv0LukBW/yZbWy36CJuh3dVsNWcq5nrMSYca/kVIRDVEmKmZJhNmphc",
+	"yXUbr3xO5/2E/DR3o+iqUwYwzG2/0wb6Ce9NV7YiAmxBCNSbfezq9YGYLDtA8u/vbWvy1T8aLQH+q7VR",
+	"yYfk7lRGvoO1036htJWI5bI2JYc7mmAqvvQJKyyQ+58Nz1sSvjw36Lo6ufK240hLaS3irFbp1L628Xcv",
+	"U86HDw//osKJh1+cHfGLTYjpTyG9+OS8VhcgbboevpB87pFvTdQon9kWWaz3N3nAY4qYMw/4oPoM1Wjv",
+	"QXYNdTmfAdGdf1zkdvSubVZOMfRnZhmoU6F0+6xI/Nt62eZWuegHVsWiox5GRX9pbJu7IcaanLgzEjGX",
+	"jWHvQXtjm0AmXRDyPVzgqF5lamM9NepNZl1dEfK+Zc7GYiYAqkUzTQud3jrWTai3TQi8N5gtYDktB11A",
+	"A/GKIt0UlhSgGGJKlczJuK3sYnLuIUpktRxvo03UPEPHO6PA16eChZMSltLdwnZn25/B9Tx6Y4VXSzoO",
+	"Wr6FFakRvlfjraowwptzIWh670H1ugctTxYqtJ/z6PYbpWWotKHWylZqI/SABLnZINTz25r6CFqmx/Pk",
+	"dhw1lccjikY+vIEeKdja3kjU1T3Gdmctd/Pc62XP3CLP+zR8wdBqTFtBlOPD/0HtDwXMPoGd3DaWVUg7",
+	"N4VTWqXjWFdHFroxAKdbDwQ6jILySWpnkEukuJBfqCqtCXXG4sLewHo8fBS1rYGd8CGAgBeES451V2pR",
+	"Lq8LmbLzmE/f1QB5MRNgIqc3vb3Ehf0JG8dL96jFhc9u2gls8WKSabjJ58NhD91VXgGvoPoQnBl2QgS/",
+	"BayjIqsm6ukOhM+q7WGw34C0jZ6qEXYM3CqKXJuyAEsqR7i/M7+HnBBRwTTHGp5syUvgeqK97r4TGs6e",
+	"/Er/eZv0IjInfV4gvoi3zFdWwkbgUrptQcXeINbfB0cXcwlqlMrBD24pzL3YqCa0VrQJQ8e6q43fTHiq",
+	"f0H9SRM0RXsDcbH3bIEF8+Ey96VDbrOYOCL0ThZTvS3xEaJno+HvEb/gVm1kuSBT/Nqk6/emwm1gdL/d",
+	"7jP2PhVGqmxp0YWeVz6F7iazqN/q3jgYSBXMQcUh2V46/fATvty8qez/brSt5XgxqPgU3c4cwYC6Ys1Q",
+	"oVVz3C1axnqU8D1xDe71u8KgblvhN8XSdvTR5TK9s+HZe9sgTqBr2aFXe/COR1vl36z3ePbWytlA7SDO",
+	"xnsdGK+P0A8E5pRlDplrrflg2OuNdn+7s+6i4Grf3wc5qiQw5x5s9lEaVcuqui6xlITfGn1dy2/bakbh",
+	"F7EveysSyR1Y/OBAv5RtptuiJDcPdO+Ibz8Xd8N7tfx2dP84wlQmqgyNpYOuj8kMXkvvyqpbCnY2V6Jc",
+	"+jzKcDN6I1GzJ+s9mikR4GCna27T1ZqQSJ2vKF2QFDcM3xFuUQXpwIDd2YwNBGp2TCk07Zo59dNu7b4X",
+	"VeuJdbOTRTBINpbQ810eyAeb1VojcvSqRZMY7SufNsVGGXRbNsh7ayoTdc5PjyDozX556DA4O+LStffE",
+	"/Jz8Dc0MtkiYJWUV5evQyWyGPdTAsuCr0uZ12BfEOUE0e2pC+6k8E98RCHyzUaOHy6jansoqCVLbK3w6",
+	"EdhuIcL8Ouk7fhVlruApfOQqjGCTMXZ7TM3Unrx49M3L548x5NujZiqcb+KzL71/xxcwRKS4nA/vi1r/",
+	"VZ8wRmZ0Pb2AuENom8zmhXVqOWrCfhF38W3omLnEFdAcDoZFutem8ntz9j+8oO5HCLpEJKSNta+yaATL",
+	"gtu8CnNJkVOx80ZS4iDWdaw7SjmFxwMAI+HrLX0TTN9CkbItJ+uE+78hlakaBiMojDRGSF9myKVcyUIT",
+	"oh5ln8Nc6VyoX71Wq6gyZKsgf7BAz4cPm92A2KwmCJGRCN1B4fZQQZG48K9vMmmybDGXHz7DxiE0Q/Rl",
+	"w3ZWnR0mGJhdmeIm5JHWcienczW9iXXDPYJNVB4M71e5iKGnV9XHq6ZVLuQ61nN5q8REKc0LGYdKssz5",
+	"1Ajcb4zkwdyRvEBdh7kqnZLDBWkgmCO1woqmGfm1743a+TCmWqMTxwc21LhvxQ5lhZtTrFTBHWg/lXP/",
+	"E3ac9kwYb0K97TS166y1pVaYAb3djPp3HG6omp/6xqed36SGfCZ6xCOdsnAJYkqGdslYZ4CuVN9ASnQb",
+	"kthyZuVdFYt5hUjamsT3inILCEXYizUYbSQqeFaQ+twE3aAwIPHci2LdwG3leHGID+OAtSJ6wmurN6lG",
+	"lWGj43QvAi3bI/om+Bcq9PRfbnvd6FktvdOYbJr2vtVjSjOUzsNw1pGRcS27G1bTkKEQZoxS1ec9mpHA",
+	"9LVaA2vOGm9iDCc1nJAmLpx1+ECsb5RacoaczLNbRAK53AJyDVH5pN/nA0487KuZUViIL2DOzWxxqnMu",
+	"ihyL4WgD/JU7jdMguEG+ZSpFpVKQeVXeD74dVKlu0u/P0JovFHCazAAHEgjnv8xo+FAjM1nXZB4KdVO5",
+	"pcdVJS72g8hCgxwszW4JW6HEpNdE2EOMmihW5uI925rvVwPq/cDxa/+aHVyfdjsSQN3WeeiM379D43Nh",
+	"uSHZqrob3oqrb/nvJWa8l5HnAebjY1iIZYuoeOFdxgHvZSsqiOpJM1HeyxTGuGKzbBvkKrAMlXpns48u",
+	"TtBTSnVe7UlpWq0IBuU35KR9oBhIA1XsAyvWtAc7mI32WGR/zAytP7z6+MYpdhvQ9aj0R5/ldWflcNN5",
+	"38wlbl6yb3Jj1aWvvr7bLaOf1e9Z4wKc74s+UA/eWty5Vr1AhSNc3UAu4LlEyd/7fDLCDpAebsJT475D",
+	"6MnPiWKfKN/vwfvCqpOrhehmdSgGkAuMX8LIHLtyEpv08regF3tMh3quAvW3pJSRzQAaqJooX2K9NxQ3",
+	"EK+41+9GPGXCTksbibPhsBZ5DdgHSSH1TSK6w00/YZhhb4wOyhpiPBUyprWBIsrk8KMz1ZMd0SyMzrie",
+	"1mdzwKc1LyalWIUQ4TKb3vTLJXWG2dicWL8TIIYH2PBTgB+GDggzzhYquOlbSyZxprFaEWugEcYj2B1+",
+	"sltVelzOgD7C7lYEO1iYPhUeW1uyeTGVGp2G9oYjpwTMG+tYhwgz7NlXTxOMp/ZhTparDngIzJZqZtmE",
+	"UtT6EcLouJinnG5vK7Tv+8MeVyyg1pNZNghaNJ5nJs/fBy++Y4bIB1Jbmrg329rLiwDck+nrsb9OmW3e",
+	"su0cpd9/wsbI31lsEVFjX5yuqbkHgXfO16B4ON3i3yLuU4o4AhmqOmvrFDmUKJcVH0DGnvnS9DpH/0R2",
+	"ZnQkj3icHrJJAxrOJ7NJf8QkUt8xIvSAB56P6T0bjSZ8RVh7S350NB3Vg8KD90xzJQsG+8QmA3OFYULp",
+	"NoBImn5xH/8j/zcmGxutYi2dWWRTDE+ynKLVeMRlBhKpV9OFmBHId+8FzSxpzdJSVsQoMBz4qLSlzEG2",
+	"NnoXVYmzGGHFfv6i2+irKTxeuzY0MU5+sMbXTOOnsUY0gAr0iHQPWkow6nNzfe0TkprC7YXC2hLEMPod",
+	"GvQN9Ki3TQQjV5TqQxr4AddphwwKe2yVGzckRyPg+W8PwOfoAfiGuEWDyR3pASAwlkMYGE3IlneAwHhO",
+	"r/kkCBj47sG7HcwB4AwqU2aMB96cnfgZASvycLF2a2ntixrW5G9jfYd8LL7KkxgFecIpOoXOFKnXUZUm",
+	"7OGxGyXlsWY0+6p8nGuTt8rIxVYV+WeiwP5hS0W/B60IodM8EmorG6no+WBFaJ10PxgHaELYtzCCC09k",
+	"XNu/oMTQf5eJHszbCHTwxy4Trbf18FDKHAGk0kVKCuvtuQWfLkvz5RIDbwxv5OuoqIJuG1m9gZVRNUqh",
+	"lAtMavOFow0PYr2AdDMX0deBop0Q9i/TolEN6jMyGdIdU++sj1+AThFrXsMITLIc3rX2tYAWo4jBS+kn",
+	"HlU+XJ/VsFG0t9ViquZW3QL35pzIkItA5UAeGBtLEyxGJZuZIAvpkTc4nJlx85n69mdalFaJbvLs5aUY",
+	"DAYnNGxvVEfq9s1gufCS2sAY3Ca0zqrDxOIVcibMKq0MgaVkoWJd6kLl0rWbU5y//O56xWZZ2Qeyq7Za",
+	"ERxlW52+//fv9fJVAuWOhVlU/bkWdyvM8pRPubOrjY6cwa3NKcXoDNGGK7Y/I/3q/Yq71jaELedJLKo6",
+	"UURQ8fUcWmEyf9pW+BLr7mZTvN5I3KHeha58SyvB1joW8VOxxcIQsB14DOMgEWMkJtLdZIO9SFxnt9Rg",
+	"yvfagylUKVYrpCiEet1YWChjifV2HYs4voylHdX033UsHy8ZyleZ71KCdpa2IJZfa21LQy06aP3+cXKY",
+	"mGe8/yymja5O/9rpTBub8e+8pn+dvKZjHRJH8BzfneaT8RwsrOMKD+rnHqo77GZ1HYjIuHPRyPyPO4i2",
+	"s1UwN64K5nZUxfnrUbeXQt8j6RFoL0QhMzChSHuYSw9bCD/1Bh5xwFjvqHirIefUau02TMKLWCMgfXhV",
+	"UFj5uIE1jhoG+41SS7LKLVcVV09nNpTAkBZew/919WZPFaRKoweUzyBAU+yIblCIGlJzl3gjtTfyQoAB",
+	"TSz5iTds1YWSmkxdMJyxOm5DTQNCoOR/jP5N8wyzlmcEiIz4MdhLdLLGV2A4Z6vJ0rgquPDOWN+TlExq",
+	"o2vNR8NmDMRPGKdGw7huylLFgTZs6W4UL1aBUbaYsUUqA1mFMbjFEE0/HWNoU+O7GO3FY+bwE6J7Pjzv",
+	"DcRztVTSMRQmL34T9XJhCjVicMt1aGj1YHgfw2ByptplLYzV9Fd+UIsW25h95GBhs8nYrqwVJB5tVoGA",
+	"6IR9qQi7ljyITnCn1HkD9iGjpD2j/wWr9bg0artQr6WeL9Zb5XrxJ3f8trrbRLfm+x35CxvrbdZARDTe",
+	"wxX8Gv+FQrR7/YKbpX2bVfZbtX5NpacZr2x2Pvr5NSgiBJ1Fms5m06Oq6EwWLnhOr40oSi0GJ9NFeuIf",
+	"6fdTdZuMBXZPCQJJOnJ+DRrNHEYnJ6dnfxkMB8PB6ejL4ZdD1Ih4AVuzIAqJfNE0g9M3UoRz6rxjCEKf",
+	"sbgHFZovBbi3sYS/MSDE9XW17zYKqbrlkmoSw/F4F3qrxzxopOwmr729diLbU3jCybG8Hplm+BfcYmXH",
+	"cGWIhWilUuqz5hGKOb79+u3/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -25,6 +25,7 @@ func (s *Server) LockHistory(ctx context.Context, req LockHistoryRequestObject) 
 			Subject:      e.Subject,
 			Owner:        e.Owner,
 			FencingToken: e.FencingToken,
+			Value:        valueOf(e.Value),
 		}
 		if e.By != "" {
 			out.Events[i].By = &e.By

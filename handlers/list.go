@@ -52,6 +52,7 @@ func (s *Server) ListLocks(ctx context.Context, req ListLocksRequestObject) (Lis
 			Mode:         ListedLockMode(l.Mode.String()),
 			Holders:      holdersOf(l.Holders),
 			HoldersTotal: l.HoldersTotal,
+			Value:        valueOf(l.Value),
 		}
 	}
 	if page.Next != "" {

@@ -297,6 +297,9 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		if b.Mode != nil && *b.Mode == AcquireRequestModeShared {
 			ar.Mode = locks.Shared
 		}
+		if b.Value != nil {
+			ar.Value = *b.Value
+		}
 	}
 	return key, ar, nil
 }
@@ -460,6 +463,7 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		Mode:         LockInfoMode(info.Mode.String()),
 		Holders:      holdersOf(info.Holders),
 		HoldersTotal: info.HoldersTotal,
+		Value:        valueOf(info.Value),
 	}, nil
 }
 
@@ -475,6 +479,7 @@ func holdersOf(hs []locks.Holder) []Holder {
 			ExpiresAt:    timestamp(h.ExpiresAt),
 			AcquiredAt:   timestamp(h.AcquiredAt),
 			Holds:        &hs[i].Holds,
+			Value:        valueOf(h.Value),
 		}
 		if h.HoldIDs != nil {
 			holders[i].HoldIds = &hs[i].HoldIDs

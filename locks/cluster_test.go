@@ -38,21 +38,16 @@ func TestRedisClusterConformance(t *testing.T) {
 			return r
 		})
 	})
-	t.Run("History", func(t *testing.T) {
-		locktest.RunHistory(t, func(t *testing.T) locks.Backend {
-			r := openRedis(t, cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
-			t.Cleanup(func() { r.Close() })
-			return r
-		})
-	})
+	withHistory := func(t *testing.T) locks.Backend {
+		r := openRedis(t, cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	t.Run("History", func(t *testing.T) { locktest.RunHistory(t, withHistory) })
+	t.Run("Values", func(t *testing.T) { locktest.RunValues(t, withHistory) })
 	t.Run("Break", func(t *testing.T) {
 		locktest.RunBreak(t, func(t *testing.T) (locks.Backend, locks.Backend) {
-			open := func() locks.Backend {
-				r := openRedis(t, cluster.Client(t), locks.RedisOptions{History: locktest.HistoryLen})
-				t.Cleanup(func() { r.Close() })
-				return r
-			}
-			return open(), open()
+			return withHistory(t), withHistory(t)
 		})
 	})
 }

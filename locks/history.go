@@ -19,15 +19,19 @@ type Event struct {
 	// By is, for a grant someone else ended (broken), who did: the
 	// breaker's subject.
 	By string
+	// Value is the value the event gave the grant (acquired, handed_over,
+	// value_changed); "" for none.
+	Value string
 }
 
 // EventKinds are the kinds of events a history records: a grant to a
 // caller that asked (acquired) or to a waiter by someone else's release or
 // the end of a lease (handed_over), a re-entry, a renewal, a release, a
 // lease that ended unreleased (expired, at the lease's end), a grant ended
-// by an administrator (broken, see Breaker), and a waiter dropped from the
-// queue because its gateway stopped keeping it alive.
-var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "broken", "waiter_dropped"}
+// by an administrator (broken, see Breaker), a waiter dropped from the
+// queue because its gateway stopped keeping it alive, and a holder's
+// change of its grant's value (see Valuer).
+var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "broken", "waiter_dropped", "value_changed"}
 
 // Historian is what a backend offers for lock histories.
 type Historian interface {
@@ -62,7 +66,11 @@ type memHistory struct {
 
 // eventLocked records what happened to key. m.mu must be held.
 func (m *Memory) eventLocked(key Key, kind string, at time.Time, g *memGrant) {
-	m.recordLocked(key, Event{Kind: kind, At: at.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence})
+	e := Event{Kind: kind, At: at.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence}
+	if kind == "acquired" || kind == "handed_over" || kind == "value_changed" {
+		e.Value = g.value
+	}
+	m.recordLocked(key, e)
 }
 
 // recordLocked adds e to key's history. m.mu must be held.

@@ -120,9 +120,15 @@ func newIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*i
 	}
 	c := &idemCall{id: base64.RawURLEncoding.EncodeToString(id), nonce: newToken(), aead: aead}
 	c.aad = fields(path, c.id)
-	sum := sha256.Sum256(fields("POST", path,
+	parts := []string{"POST", path,
 		strconv.FormatInt(req.TTL.Milliseconds(), 10), strconv.FormatInt(req.Wait.Milliseconds(), 10),
-		req.Owner, strconv.Itoa(limit), req.Mode.String()))
+		req.Owner, strconv.Itoa(limit), req.Mode.String()}
+	if req.Value != "" {
+		// Only when set, so that a request without one keeps the
+		// fingerprint gateways of the release before gave it.
+		parts = append(parts, req.Value)
+	}
+	sum := sha256.Sum256(fields(parts...))
 	c.fingerprint = base64.RawURLEncoding.EncodeToString(sum[:])
 	return c, nil
 }

@@ -132,6 +132,12 @@ type AcquireRequest struct {
 	Owner string
 	// Mode is Exclusive (the zero value) or Shared.
 	Mode Mode
+	// Value is the grant's value, at most MaxValueLen bytes ("" for none):
+	// shown by Inspect and the history while the grant holds the lock,
+	// changed by its holder with SetValue, gone with the grant. A waiter's
+	// value becomes the lock's when the lock is handed to it. Exclusive
+	// grants only: a shared hold carries none.
+	Value string
 }
 
 // Mode is how a grant holds a lock: alone, or beside other shared grants.
@@ -158,6 +164,11 @@ func (m Mode) String() string {
 // MaxOwnerLen is the longest owner label Acquire accepts.
 const MaxOwnerLen = 128
 
+// MaxValueLen is the longest value a grant carries (see
+// AcquireRequest.Value): enough for an address or a small document, and
+// small enough that a lock's record stays a few hundred bytes to a KiB.
+const MaxValueLen = 1024
+
 // Durations reach Redis in whole milliseconds: a TTL under 1 ms would
 // become 0, which Redis refuses for a lease and which renew reads as "the
 // original TTL". So the engine refuses them rather than round them.
@@ -174,8 +185,23 @@ func (r AcquireRequest) validate() error {
 	case r.Mode > Shared:
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, r.Mode)
 	}
+	return validateValue(r.Value, r.Mode)
+}
+
+// validateValue checks a grant's value (see AcquireRequest.Value).
+func validateValue(v string, m Mode) error {
+	switch {
+	case len(v) > MaxValueLen:
+		return fmt.Errorf("%w: value longer than %d bytes", ErrInvalid, MaxValueLen)
+	case v != "" && m == Shared:
+		return errSharedValue
+	}
 	return nil
 }
+
+// errSharedValue refuses a value for a shared hold: of many holders, none
+// would be the one whose value the lock shows.
+var errSharedValue = fmt.Errorf("%w: a shared hold carries no value; values belong to exclusive grants", ErrInvalid)
 
 // validateRenewTTL checks the TTL of a renew: 0 (the TTL the grant was
 // acquired with) or at least 1 ms.
@@ -260,6 +286,20 @@ type Info struct {
 	Holds int
 	// HoldIDs names those holds (see Grant.Hold).
 	HoldIDs []string
+	// Value is the exclusive grant's value ("" for none, and when held
+	// shared).
+	Value string
+}
+
+// Valuer is what a backend offers for the values of grants (see
+// AcquireRequest.Value).
+type Valuer interface {
+	// SetValue makes value ("" for none) the value of the exclusive
+	// grant token holds, and returns its fencing token. The lease stays
+	// as it is. A token that does not hold the lock gets ErrNotHolder, a
+	// shared hold's token, or a value longer than MaxValueLen, ErrInvalid;
+	// both change nothing.
+	SetValue(ctx context.Context, key Key, token, value string) (fence int64, err error)
 }
 
 // DefaultMaxSharedHolders is how many shared holders one lock may have at
@@ -277,7 +317,7 @@ const MaxHoldersShown = 100
 // lease ends last (see Info).
 func (info *Info) describe() {
 	h := info.Holders[len(info.Holders)-1]
-	info.Lease, info.Subject, info.Owner, info.AcquiredAt, info.Holds, info.HoldIDs = h.Lease, h.Subject, h.Owner, h.AcquiredAt, h.Holds, h.HoldIDs
+	info.Lease, info.Subject, info.Owner, info.AcquiredAt, info.Holds, info.HoldIDs, info.Value = h.Lease, h.Subject, h.Owner, h.AcquiredAt, h.Holds, h.HoldIDs, h.Value
 }
 
 // RecordTTL is how long the backends remember a grant after its lease
@@ -294,6 +334,7 @@ type Backend interface {
 	Lister
 	Historian
 	Breaker
+	Valuer
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

@@ -114,6 +114,7 @@ type memGrant struct {
 	expiresAt  time.Time
 	expiry     *time.Timer // ends the grant at expiresAt
 	holds      []string    // the ids of its holds (see Grant.Hold); nil: BaseHold alone
+	value      string      // see AcquireRequest.Value
 
 	// idem is the record of its idempotency key, if any.
 	idem *memIdemRecord
@@ -357,6 +358,7 @@ func (m *Memory) newGrantLocked(w *memWaiter, now time.Time, expire func()) *mem
 		acquiredAt: now,
 		ttl:        w.req.TTL,
 		expiresAt:  now.Add(w.req.TTL),
+		value:      w.req.Value,
 	}
 	g.expiry = time.AfterFunc(w.req.TTL, func() {
 		m.mu.Lock()
@@ -646,6 +648,25 @@ func (m *Memory) renewLocked(g *memGrant, ttl time.Duration, now time.Time) Leas
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}
 }
 
+// SetValue implements Valuer.
+func (m *Memory) SetValue(_ context.Context, key Key, token, value string) (int64, error) {
+	if err := validateValue(value, Exclusive); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, g := m.holder(key, token)
+	switch {
+	case g == nil:
+		return 0, fmt.Errorf("set the value of %s: %w", key, &NotHolderError{Reason: m.whyLocked(token, time.Now())})
+	case l.mode == Shared:
+		return 0, fmt.Errorf("set the value of %s: %w", key, errSharedValue)
+	}
+	g.value = value
+	m.eventLocked(key, "value_changed", time.Now(), g)
+	return g.fence, nil
+}
+
 // Inspect implements Locker.
 func (m *Memory) Inspect(_ context.Context, key Key) (Info, error) {
 	m.mu.Lock()
@@ -671,6 +692,7 @@ func (m *Memory) infoLocked(key Key, l *memLock, now time.Time) Info {
 			AcquiredAt: g.acquiredAt,
 			Holds:      g.holdCount(),
 			HoldIDs:    slices.Clone(g.holdList()),
+			Value:      g.value,
 		})
 	}
 	slices.SortFunc(info.Holders, func(a, b Holder) int { return a.ExpiresAt.Compare(b.ExpiresAt) })

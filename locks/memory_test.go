@@ -44,3 +44,9 @@ func TestMemoryBreak(t *testing.T) {
 		return m, m
 	})
 }
+
+func TestMemoryValues(t *testing.T) {
+	locktest.RunValues(t, func(t *testing.T) locks.Backend {
+		return locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
+	})
+}

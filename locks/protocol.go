@@ -52,7 +52,7 @@ const (
 	// waiter's place: code, retry, now, rank, arrival.
 	queuedFields = 5
 	// holderFields is the length of each holder in inspect's reply.
-	holderFields = 7
+	holderFields = 8
 	// releasedHandingOver is the length of a release's reply that hands
 	// the lock in full to a waiter of the caller's gateway: {GRANTED, 0,
 	// held, waiter id, fencing token, ttl, now, acquired at}.

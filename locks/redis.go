@@ -350,7 +350,7 @@ func (r *Redis) giveUp(ctx context.Context, res resource, w *waiter, token strin
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
 // does not wait, and wait is how much longer it waits.
 func (r *Redis) runAcquire(ctx context.Context, res resource, req AcquireRequest, limit int, token string, w *waiter, wait time.Duration) (reply, error) {
-	a := acquireArgs{tokHash: tokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, limit: limit}
+	a := acquireArgs{tokHash: tokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, limit: limit}
 	if w != nil {
 		a.waiterID, a.arrival, a.wait = w.id, w.arrival, max(wait, time.Millisecond)
 	}
@@ -592,6 +592,23 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 	}
 	r.index(ctx, key, h, indexExtend, rp.ttl)
 	return Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}, nil
+}
+
+// SetValue implements Valuer.
+func (r *Redis) SetValue(ctx context.Context, key Key, token, value string) (int64, error) {
+	if err := validateValue(value, Exclusive); err != nil {
+		return 0, err
+	}
+	rp, err := r.callValue(ctx, key, tokenHash(token), value)
+	switch {
+	case err != nil:
+		return 0, unavailable("set the value of", resource{lockKind, key}, err)
+	case rp.shared:
+		return 0, fmt.Errorf("set the value of %s: %w", key, errSharedValue)
+	case rp.notHolder != nil:
+		return 0, fmt.Errorf("set the value of %s: %w", key, rp.notHolder)
+	}
+	return rp.fence, nil
 }
 
 // Inspect implements Locker.

@@ -57,6 +57,13 @@ func TestRedisHistory(t *testing.T) {
 	locktest.RunNoHistory(t, newRedis(t, srv, locks.RedisOptions{}))
 }
 
+func TestRedisValues(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunValues(t, func(t *testing.T) locks.Backend {
+		return newRedis(t, srv, locks.RedisOptions{History: locktest.HistoryLen})
+	})
+}
+
 func TestRedisLockDelay(t *testing.T) {
 	srv := redistest.Start(t)
 	locktest.RunLockDelay(t, func(t *testing.T) locks.Locker {

@@ -42,6 +42,7 @@ var (
 	renewScript     = newScript("renew")
 	breakScript     = newScript("break")
 	reenterScript   = newScript("reenter")
+	valueScript     = newScript("value")
 	ticketScript    = newScript("ticket")
 	inspectScript   = newScript("inspect")
 	historyScript   = newScript("history")

@@ -67,7 +67,7 @@ func (lockType) held(retry time.Duration) error { return &HeldError{RetryAfter: 
 // callAcquire runs lua/acquire.lua.
 func (lockType) callAcquire(ctx context.Context, r *Redis, key Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), append(a.argv(r), modeArg(a.mode), r.arg.opts)...)
+	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), append(a.argv(r), modeArg(a.mode), r.arg.opts, a.value)...)
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, ackErr, err
@@ -146,6 +146,32 @@ func (r *Redis) callRenew(ctx context.Context, key Key, a renewArgs) (rp renewRe
 	return rp, ackErr, err
 }
 
+// valueReply is lua/value.lua's reply.
+type valueReply struct {
+	fence     int64
+	notHolder *NotHolderError // the token holds nothing
+	shared    bool            // the token holds a shared hold
+}
+
+// callValue runs lua/value.lua on key's lock: value becomes the value of
+// the grant of the token whose hash is tokHash.
+func (r *Redis) callValue(ctx context.Context, key Key, tokHash, value string) (valueReply, error) {
+	k := r.lockKeys(key).withToken(tokHash)
+	cmd, _ := r.run(ctx, valueScript, k.all(), tokHash, value, r.arg.opts) // not acked: no error
+	out, err := cmd.Int64Slice()
+	switch {
+	case err != nil:
+		return valueReply{}, err
+	case len(out) >= 2 && out[0] == codeGranted:
+		return valueReply{fence: out[1]}, nil
+	case len(out) >= 1 && out[0] == codeOtherMode:
+		return valueReply{shared: true}, nil
+	case len(out) >= 1 && out[0] == codeNotGranted:
+		return valueReply{notHolder: notHolder(out)}, nil
+	}
+	return valueReply{}, unexpectedReply(out)
+}
+
 // reenterArgs are ARGV of lua/reenter.lua.
 type reenterArgs struct {
 	tokHash string
@@ -194,6 +220,7 @@ type ticketArgs struct {
 	wait, ttl      time.Duration
 	subject, owner string
 	mode           Mode
+	value          string
 }
 
 // ticketReply is lua/ticket.lua's reply.
@@ -208,10 +235,10 @@ type ticketReply struct {
 // be answered.
 func (r *Redis) callTicket(ctx context.Context, key Key, id string, a ticketArgs) (rp ticketReply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
-	args := append(make([]any, 0, 13), a.op, a.id, a.tokHash, r.arg.channel, r.opts.TicketLiveness.Milliseconds(),
+	args := append(make([]any, 0, 14), a.op, a.id, a.tokHash, r.arg.channel, r.opts.TicketLiveness.Milliseconds(),
 		r.arg.retention, r.arg.checkHeard, r.arg.opts)
 	if a.op == ticketNew {
-		args = append(args, a.wait.Milliseconds(), a.ttl.Milliseconds(), a.subject, a.owner, modeArg(a.mode))
+		args = append(args, a.wait.Milliseconds(), a.ttl.Milliseconds(), a.subject, a.owner, modeArg(a.mode), a.value)
 	}
 	cmd, ackErr := r.exec(ctx, ticketScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()
@@ -256,6 +283,7 @@ func (r *Redis) callInspect(ctx context.Context, key Key, start time.Time) (info
 		at, _ := res[i+4].(int64)
 		holds, _ := res[i+5].(int64)
 		ids, _ := res[i+6].(string)
+		value, _ := res[i+7].(string)
 		ttl := millis(max(pttl, 0))
 		info.Holders = append(info.Holders, Holder{
 			Lease:      Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
@@ -264,6 +292,7 @@ func (r *Redis) callInspect(ctx context.Context, key Key, start time.Time) (info
 			AcquiredAt: time.UnixMilli(at).UTC(),
 			Holds:      int(max(holds, 1)),
 			HoldIDs:    strings.Fields(ids),
+			Value:      value,
 		})
 	}
 	return info, true, nil
@@ -282,13 +311,13 @@ func (r *Redis) callHistory(ctx context.Context, key Key) ([]Event, error) {
 	for _, s := range out {
 		// As lua/lib_history.lua event writes it: numbers as strings.
 		var e struct {
-			E, S, O, B string
+			E, S, O, B, V string
 			T, F       int64 `json:",string"`
 		}
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
 			return nil, fmt.Errorf("an event Redis holds does not decode: %w", err)
 		}
-		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F, By: e.B})
+		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F, By: e.B, Value: e.V})
 	}
 	return events, nil
 }

@@ -55,6 +55,7 @@ type acquireArgs struct {
 	wait           time.Duration // how much longer the waiter waits
 	arrival        int64         // its arrival number from an earlier call; 0 for a new arrival
 	mode           Mode          // a lock's
+	value          string        // a lock's: the grant's value
 	limit          int           // a semaphore's
 }
 

@@ -61,6 +61,9 @@ func (r SemaphoreRequest) validate() error {
 	if r.Mode != Exclusive {
 		return fmt.Errorf("%w: a semaphore permit has no mode", ErrInvalid)
 	}
+	if r.Value != "" {
+		return fmt.Errorf("%w: a semaphore permit carries no value", ErrInvalid)
+	}
 	return r.AcquireRequest.validate()
 }
 
@@ -92,4 +95,7 @@ type Holder struct {
 	// HoldIDs names a lock holder's holds: BaseHold for its acquire's, and
 	// each Reenter's Grant.Hold. Empty for a permit.
 	HoldIDs []string
+	// Value is an exclusive lock holder's value (see
+	// AcquireRequest.Value); "" for none, and for a permit.
+	Value string
 }

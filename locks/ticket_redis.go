@@ -30,7 +30,7 @@ func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (Ti
 	start := time.Now()
 	call := newCallID()
 	rp, ackErr, err := r.callTicket(ctx, key, call, ticketArgs{op: ticketNew, id: id, tokHash: h,
-		wait: req.Wait, ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode})
+		wait: req.Wait, ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value})
 	if err != nil {
 		r.abandon(ctx, res, id, h, call) // the script may have queued it, or granted
 		return TicketState{}, unavailable("open ticket for", res, err)

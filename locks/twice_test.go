@@ -70,4 +70,7 @@ func TestRedisDeliveredTwice(t *testing.T) {
 	t.Run("History", func(t *testing.T) {
 		locktest.RunHistory(t, func(t *testing.T) locks.Backend { return open(t) })
 	})
+	t.Run("Values", func(t *testing.T) {
+		locktest.RunValues(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
 }

@@ -19,6 +19,8 @@
 --             place when it rejoins; '0' for a new arrival
 -- ARGV[12]    's' for a shared hold, 'x' for an exclusive one
 -- ARGV[13]    the lock's options (see lock_keys)
+-- ARGV[14]    the grant's value ('' for none; exclusive holds only): the
+--             lock's value while this grant holds it, a waiter's too
 --
 -- Returns  {SHARED_FULL, retry_ms}
 --              a shared request that does not wait, when the lock has its
@@ -39,7 +41,7 @@
 -- waiting exclusive request it waits (or is refused) too.
 
 local K = lock_keys(ARGV[13])
-local tok_hash, ttl, me, shared = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == MODE_SHARED
+local tok_hash, ttl, me, shared, value = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == MODE_SHARED, ARGV[14]
 local now, t = clock()
 local holder = current(K, now)
 if holder == tok_hash then
@@ -63,6 +65,9 @@ if me ~= '' then
   if shared then
     req.m = 's'
   end
+  if value and value ~= '' then
+    req.v = value
+  end
   seq = enqueue(K, now, me, ARGV[11], ARGV[8], ARGV[9], req)
 end
 
@@ -75,8 +80,8 @@ if me == '' then
   holder = h.holder
   local free = not holder and not delayed(K)
   if free and not shared then
-    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
-    event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
+    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, value)
+    event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
     return settle(K, fresh(fence, ttl, now, at))
   end
   if shared and holder == '' and shared_full(K) then

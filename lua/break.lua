@@ -39,14 +39,14 @@ if tok == '' then
     ended[#ended + 1] = r
     local h = reader(K, r)
     if h then
-      event(K, 'broken', now, h.s, h.o, h.f, ARGV[5])
+      event(K, 'broken', now, h.s, h.o, h.f, nil, ARGV[5])
     end
   end
   redis.call('DEL', K.lock, K.readers)
 else
   ended[1] = tok
   local f = holder_of(K)
-  event(K, 'broken', now, f[2], f[3], f[1], ARGV[5])
+  event(K, 'broken', now, f[2], f[3], f[1], nil, ARGV[5])
   if K.hist_n > 0 then
     redis.call('DEL', K.lock, K.held)
   else

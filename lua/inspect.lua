@@ -9,9 +9,9 @@
 --          cost are bounded whatever the number of holders
 --
 -- Returns  {mode, waiters, now_ms, holders, [fencing_token, ttl_ms, subject,
---          owner, acquired_at_ms, holds, hold ids] for each holder
+--          owner, acquired_at_ms, holds, hold ids, value] for each holder
 --          described, the soonest lease to end first; hold ids separated by
---          spaces (holds.lua)}
+--          spaces (holds.lua); value '' for none (a shared hold has none)}
 --                mode is 'x' (one holder) or 's'; waiters counts queue
 --                entries, dead ones included until a hand-off drops them;
 --                holders counts the live holders, described or not
@@ -26,9 +26,9 @@ end
 local now = clock()
 local waiters = redis.call('ZCARD', KEYS[2])
 if tok ~= '' then
-  local f = redis.call('HMGET', KEYS[1], 'fence', 'sub', 'own', 'at', 'hs')
+  local f = redis.call('HMGET', KEYS[1], 'fence', 'sub', 'own', 'at', 'hs', 'v')
   return {MODE_EXCLUSIVE, waiters, now, 1, tonumber(f[1]), redis.call('PTTL', KEYS[1]), f[2], f[3],
-    tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil)}
+    tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil), f[6] or ''}
 end
 local out = {MODE_SHARED, waiters, now, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')}
 local live = redis.call('ZREVRANGEBYSCORE', KEYS[3], '+inf', '(' .. now, 'WITHSCORES',
@@ -38,7 +38,7 @@ for i = #live - 1, 1, -2 do
   if r then
     r = cjson.decode(r)
     for _, v in ipairs({tonumber(r.f), tonumber(live[i + 1]) - now, r.s, r.o,
-        tonumber(r.a), hold_count(r.hs), hold_ids(r.hs)}) do
+        tonumber(r.a), hold_count(r.hs), hold_ids(r.hs), ''}) do
       out[#out + 1] = v
     end
   end

@@ -36,15 +36,20 @@ end
 -- lease ms, and returns the new fencing token and when it was acquired (ms),
 -- both strings. ttl is the lease asked for: what a pick-up, or a renew
 -- without a TTL, gives. A provisional grant is one handed to a waiter that
--- has not picked it up yet. A free lock has no hash to clear: every script
--- writes to K.lock only after finding it held (tok set), or here.
-local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional)
+-- has not picked it up yet. value is the grant's value (nil or '': none),
+-- which lives in K.lock and so ends with the grant. A free lock has no
+-- hash to clear: every script writes to K.lock only after finding it held
+-- (tok set), or here.
+local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value)
   local fence = next_fence(K, t, retention)
   local at = at_ms(t)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
     'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
   if provisional then
     redis.call('HSET', K.lock, 'p', '1')
+  end
+  if value and value ~= '' then
+    redis.call('HSET', K.lock, 'v', value)
   end
   redis.call('PEXPIRE', K.lock, lease)
   hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own})

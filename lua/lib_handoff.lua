@@ -47,10 +47,10 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
       fence, at = add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full)
       holder = ''
     else
-      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full)
+      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.v)
       holder = e.t
     end
-    event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, fence)
+    event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, fence, e.v)
     if id == me then
       h.mine = fresh(fence, e.ttl, now, at)
     elseif full then

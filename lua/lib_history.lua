@@ -25,16 +25,21 @@ local ENDS = {released = true, expired = true, broken = true, waiter_dropped = t
 
 -- event adds an event to the lock's history (when it keeps one: never for
 -- a semaphore's S): what happened at ms on the Redis clock, to the grant
--- of subject and owner label with fencing token fence (0 for a waiter);
--- by, for a grant someone else ended (broken), is who did.
+-- of subject and owner label with fencing token fence (0 for a waiter),
+-- the grant's value, if the event sets one (acquired, handed_over,
+-- value_changed), and by, for a grant someone else ended (broken), who did.
 -- While K.ev is a list (see release_all), the event waits there, to be
 -- pushed with the others.
-local function event(K, what, ms, sub, own, fence, by)
+local function event(K, what, ms, sub, own, fence, value, by)
   if not K.hist_n or K.hist_n == 0 then
     return
   end
-  local e = cjson.encode({e = what, t = string.format('%d', ms), s = sub, o = own,
-    f = string.format('%d', tonumber(fence) or 0), b = by})
+  local ev = {e = what, t = string.format('%d', ms), s = sub, o = own,
+    f = string.format('%d', tonumber(fence) or 0), b = by}
+  if value and value ~= '' then
+    ev.v = value
+  end
+  local e = cjson.encode(ev)
   if K.ev then
     K.ev[#K.ev + 1] = e
     K.ev_extends = K.ev_extends or not ENDS[what]

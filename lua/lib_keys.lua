@@ -10,15 +10,17 @@
 --              at (acquired, ms on the Redis clock), ttl (as asked for),
 --              p ('1' while the grant is provisional: handed to a waiter
 --              whose gateway has not picked it up yet), hs (the ids of its
---              holds, when it was re-entered: see holds.lua); its
---              PEXPIRE is the lease
+--              holds, when it was re-entered: see holds.lua), v (the
+--              grant's value, absent for none: it goes with the hash when
+--              the grant ends); its PEXPIRE is the lease
 --   K.fence    the last fencing token handed out
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
 --   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token
 --              hash, ttl, l: how long a grant handed to it waits for its
 --              pick-up (ms), s: subject, o: owner label, d: wait deadline
---              ms, m: 's' when it asks for a shared hold}; field '#seq'
+--              ms, m: 's' when it asks for a shared hold, v: the value
+--              its grant will carry, absent for none}; field '#seq'
 --              numbers arrivals
 --   K.readers  zset: token hash of a shared holder -> ms on the Redis clock
 --              when its lease ends
@@ -30,8 +32,9 @@
 --              until ms on the Redis clock, whoever releases
 --   K.history  list, with --history N: the lock's last N events, newest
 --              first, each JSON {e: event, t: ms on the Redis clock, s:
---              subject, o: owner label, f: fencing token, b: who broke it,
---              for 'broken'}, the numbers as
+--              subject, o: owner label, f: fencing token, v: the grant's
+--              value, on the events that set one, b: who broke it, for
+--              'broken'}, the numbers as
 --              strings (cjson keeps 14 digits of a number, a fencing token
 --              has 16); it lives as long as the fencing counter after the
 --              last event that began or extended a lease (push_events)

@@ -59,6 +59,8 @@ var (
 	renewSrc string
 	//go:embed reenter.lua
 	reenterSrc string
+	//go:embed value.lua
+	valueSrc string
 	//go:embed inspect.lua
 	inspectSrc string
 	//go:embed history.lua
@@ -172,6 +174,7 @@ var scripts = []Script{
 	writes("heartbeat", false, heartbeatSrc, lockLib),
 	writes("renew", true, renewSrc, lockLib),
 	writes("reenter", true, reenterSrc, lockLib),
+	writes("value", false, valueSrc, lockLib), // answers no grant nor lease: nothing for the replicas to confirm first
 	writes("ticket", true, ticketSrc, lockLib),
 	reads("inspect", inspectSrc, lockLib),
 	reads("history", historySrc),

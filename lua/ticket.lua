@@ -25,9 +25,9 @@
 -- ARGV[7]     '1' to drop a waiter (not a ticket) whose gateway does not
 --             hear the hand-off (see lib_queue.lua wake)
 -- ARGV[8]     the lock's options (see lock_keys)
--- ARGV[9..13] for 'new' only: how long the ticket waits, ms; the lease TTL,
+-- ARGV[9..14] for 'new' only: how long the ticket waits, ms; the lease TTL,
 --             ms; the subject; the owner label; 's' for a shared hold, 'x'
---             for an exclusive one
+--             for an exclusive one; the grant's value ('' for none)
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed, shared}
 --              granted ('new', 'poll'): at once, or handed over and picked
@@ -89,6 +89,9 @@ if op == TICKET_NEW then
   local req = {g = ARGV[4], t = tok, ttl = ARGV[10], s = ARGV[11], o = ARGV[12], k = 1}
   if shared then
     req.m = 's'
+  end
+  if ARGV[14] and ARGV[14] ~= '' then
+    req.v = ARGV[14]
   end
   enqueue(K, now, id, '0', ARGV[9], liveness, req)
 else

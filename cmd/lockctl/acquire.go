@@ -20,6 +20,8 @@ type acquireFlags struct {
 	limit int
 	// shared asks for a shared (read) hold of the lock.
 	shared bool
+	// value is the grant's value, which status shows ("" for none).
+	value string
 }
 
 func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {
@@ -32,6 +34,7 @@ func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags 
 		"the gateway's --max-wait: a longer --wait is made of several server-side waits of at most this")
 	fs.IntVar(&af.limit, "limit", 0, "take one of this many permits of the semaphore namespace/name instead of the lock (1 to 10000)")
 	fs.BoolVar(&af.shared, "shared", false, "take a shared (read) hold: shared holders hold the lock together, an exclusive one alone")
+	fs.StringVar(&af.value, "value", "", "a value the grant carries, shown by status (an address, say; at most 1024 bytes; exclusive holds only; visible to anyone who may read the namespace)")
 	return af
 }
 
@@ -49,6 +52,10 @@ func (af *acquireFlags) check() error {
 		return usagef("--limit must be 1 to %d (or 0: the lock)", maxLimit)
 	case af.shared && af.limit > 0:
 		return usagef("--shared is for locks; a semaphore permit has no mode")
+	case len(af.value) > 1024:
+		return usagef("--value is longer than 1024 bytes")
+	case af.value != "" && (af.shared || af.limit > 0):
+		return usagef("--value is for exclusive holds of a lock: a shared hold or a permit carries none")
 	}
 	if af.noWait {
 		af.wait = 0
@@ -72,7 +79,7 @@ func acquireWaiting(ctx context.Context, c *client, l lockName, af *acquireFlags
 }
 
 func cmdAcquire(ctx context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]")
+	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--json]")
 	cf := addClientFlags(fs)
 	af := addAcquireFlags(fs, 0)
 	asJSON := fs.Bool("json", false, "print the whole grant as JSON instead of the token alone")

@@ -70,6 +70,7 @@ type lockInfo struct {
 	Holds        int       `json:"holds"`
 	Holders      []holder  `json:"holders,omitempty"`
 	Waiters      int       `json:"waiters"`
+	Value        string    `json:"value,omitempty"`
 }
 
 // apiError is an error answer from the gateway, usually an RFC 9457
@@ -133,6 +134,9 @@ func (c *client) acquire(ctx context.Context, l lockName, af *acquireFlags, wait
 	}
 	if af.owner != "" {
 		body["owner"] = af.owner
+	}
+	if af.value != "" {
+		body["value"] = af.value
 	}
 	var g grant
 	err := c.do(ctx, http.MethodPost, l.path(), body, "", c.timeout+wait, http.StatusCreated, &g)

@@ -58,6 +58,29 @@ func TestAcquireStatusRenewRelease(t *testing.T) {
 	}
 }
 
+// TestAcquireValue: --value goes with the grant, and status shows it.
+func TestAcquireValue(t *testing.T) {
+	gw := startGateway(t)
+	lockctl(t, gw, nil, "acquire", "cmds/leader", "--ttl", "1m", "--value", "10.0.0.7:8080").want(t, exitOK)
+	st := lockctl(t, gw, nil, "status", "cmds/leader").want(t, exitOK)
+	if !strings.Contains(st.stdout, `value "10.0.0.7:8080"`) {
+		t.Fatalf("status: got %q, want the value", st.stdout)
+	}
+	var info lockInfo
+	if err := json.Unmarshal([]byte(lockctl(t, gw, nil, "status", "cmds/leader", "--json").want(t, exitOK).stdout), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Value != "10.0.0.7:8080" {
+		t.Fatalf("status --json: got value %q, want 10.0.0.7:8080", info.Value)
+	}
+	t.Setenv("LOCKGATE_URL", gw.URL) // for the status inside run
+	t.Setenv("LOCKGATE_TOKEN", jwtFor(t, secret))
+	run := lockctl(t, gw, nil, "run", "cmds/follower", "--value", "10.0.0.8:8080", "--", "sh", "-c", `"$0" status cmds/follower`, lockctlBinary(t))
+	if !strings.Contains(run.want(t, exitOK).stdout, `value "10.0.0.8:8080"`) {
+		t.Fatalf("status inside run: got %q, want the run's value", run.stdout)
+	}
+}
+
 // TestReleaseTokenFromStdin: --token - keeps the owner token out of argv.
 func TestReleaseTokenFromStdin(t *testing.T) {
 	gw := startGateway(t)
@@ -165,6 +188,9 @@ func TestUsage(t *testing.T) {
 		"bad url":           {"status", "a/b", "--url", "ftp://x"},
 		"renew bad ttl":     {"renew", "a/b", "--token", "t", "--ttl", "-1s"},
 		"run negative kill": {"run", "a/b", "--kill-after", "-1s", "--", "true"},
+		"long value":        {"acquire", "a/b", "--value", strings.Repeat("v", 1025)},
+		"shared value":      {"acquire", "a/b", "--shared", "--value", "v"},
+		"permit value":      {"run", "a/b", "--limit", "2", "--value", "v", "--", "true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			lockctl(t, nil, map[string]string{"LOCKGATE_URL": url}, args...).want(t, exitUsage)

@@ -8,8 +8,10 @@ import (
 const helpText = `lockctl: distributed locks from the shell, over lockgate's HTTP API.
 
 Usage:
-  lockctl acquire namespace/name [--shared | --limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]
+  lockctl acquire namespace/name [--shared | --limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--json]
       Take the lock; print its owner token (the whole grant with --json).
+      --value V: the grant carries V (an address, say), which status shows
+      while it holds the lock: with run, a way to elect one leader among many.
       With --shared, take a shared (read) hold: shared holders hold the lock
       together, an exclusive one alone; a shared request waits behind a
       waiting exclusive one.
@@ -29,7 +31,7 @@ Usage:
       next waiter; needs a token that administers the namespace (token
       --admin). The holders get 409 not_holder (broken) on their next call.
       Exit 1 when nobody held it.
-  lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] [--no-token-env] -- command [args...]
+  lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
       token is readable by processes of the same user), and lockctl's own

@@ -25,7 +25,7 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--kill-after 10s] [--no-token-env] -- command [args...]"
+	const usage = "run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)

@@ -47,5 +47,8 @@ func cmdStatus(ctx context.Context, c cli, args []string) error {
 	_, err = fmt.Fprintf(c.stdout, "%s is held by %s (owner %q), fencing token %d, lease ends in %s (%s)\n",
 		l, printable(info.Subject), info.Owner, info.FencingToken, // %q escapes the owner
 		(time.Duration(info.TTLMs) * time.Millisecond).String(), info.ExpiresAt.UTC().Format(time.RFC3339))
+	if err == nil && info.Value != "" {
+		_, err = fmt.Fprintf(c.stdout, "  value %q\n", info.Value) // %q escapes it, as the owner
+	}
 	return err
 }

@@ -141,6 +141,7 @@ func TestNodeExample(t *testing.T) {
 	for _, want := range []string{
 		"write with fencing_token=" + m[2] + ": accepted",
 		"stale write with fencing_token=" + strconv.FormatInt(fence-1, 10) + ": rejected",
+		"value set with fencing_token=" + m[2],
 		"released node/example",
 	} {
 		if !strings.Contains(out, want) {

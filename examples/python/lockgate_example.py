@@ -79,13 +79,17 @@ class Client:
         except urllib.error.HTTPError as e:
             raise Problem(e.code, e.read(), e.headers.get("Retry-After")) from None
 
-    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3):
+    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None):
         """Acquires, retrying what may have been lost on the way (a timeout,
         a dropped connection, a 503) with one Idempotency-Key for all the
         attempts: a retry gets the grant a lost attempt made, never a second
-        one. The key is as secret as a token: it is never printed."""
+        one. The key is as secret as a token: it is never printed. value,
+        if given, is the grant's value (at most 1024 bytes), which inspect
+        shows while the grant holds the lock."""
         key = str(uuid.uuid4())
         body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms, "owner": owner}
+        if value is not None:
+            body["value"] = value
         for attempt in range(1, attempts + 1):
             try:
                 return self.call("POST", lock, body=body, wait_ms=wait_ms, idempotency_key=key)[1]
@@ -114,6 +118,19 @@ class Client:
         nobody holds it). Returns how many grants ended. The holders learn it
         at their next call (409 not_holder, reason broken)."""
         return self.call("POST", lock, "/break")[1]["broken"]
+
+    def set_value(self, lock, token, value):
+        """Changes the value of the grant token holds."""
+        return self.call("PUT", lock, "/value", body={"value": value}, lock_token=token)[1]
+
+    def inspect(self, lock):
+        """Who holds the lock (its value, fencing token, ...), or None when nobody does."""
+        try:
+            return self.call("GET", lock)[1]
+        except Problem as p:
+            if p.code == "not_held":
+                return None
+            raise
 
 
 def lock_path(lock):

@@ -118,6 +118,14 @@ func (tb *tracedBackend) Renew(ctx context.Context, key locks.Key, token string,
 	return l, err
 }
 
+// SetValue traces the call, never the value.
+func (tb *tracedBackend) SetValue(ctx context.Context, key locks.Key, token, value string) (int64, error) {
+	ctx, span := tb.start(ctx, "lock.set_value", key)
+	fence, err := tb.Backend.SetValue(ctx, key, token, value)
+	end(span, err)
+	return fence, err
+}
+
 func (tb *tracedBackend) Inspect(ctx context.Context, key locks.Key) (locks.Info, error) {
 	ctx, span := tb.start(ctx, "lock.inspect", key)
 	info, err := tb.Backend.Inspect(ctx, key)

@@ -100,6 +100,7 @@ func testIdemMismatch(t *testing.T, b locks.Backend, key locks.Key) {
 		"wait":  {TTL: r.TTL, Wait: time.Second, Subject: r.Subject},
 		"owner": {TTL: r.TTL, Owner: "someone", Subject: r.Subject},
 		"mode":  {TTL: r.TTL, Subject: r.Subject, Mode: locks.Shared},
+		"value": {TTL: r.TTL, Subject: r.Subject, Value: "v"},
 	} {
 		_, err := b.AcquireOnce(context.Background(), key, other, k)
 		if !errors.Is(err, locks.ErrIdempotencyMismatch) {

@@ -5,6 +5,7 @@ export type Grant = components["schemas"]["Grant"];
 export type Lease = components["schemas"]["Lease"];
 export type Problem = components["schemas"]["Problem"];
 export type Ticket = components["schemas"]["Ticket"];
+export type LockInfo = components["schemas"]["LockInfo"];
 export type TicketStatus = components["schemas"]["TicketStatus"];
 
 /** Tells a grant from a ticket (the 202 of Prefer: respond-async) or its status (a poll's 200). */
@@ -89,4 +90,25 @@ export function keepAlive(client: Client, lock: string, token: string, renewAfte
       await inFlight;
     },
   };
+}
+
+/**
+ * Makes value the value of the grant token holds (an address, say: what a
+ * leader proclaims); GET shows it as LockInfo.value. Resolves to the
+ * grant's fencing token, or to undefined when the gateway says the token no
+ * longer holds the lock (409): the work must stop, as for a lost lease.
+ * Rejects on any other error.
+ */
+export async function setValue(client: Client, lock: string, token: string, value: string): Promise<number | undefined> {
+  const { data, error, response } = await client.PUT("/locks/{namespace}/{name}/value", {
+    params: { path: lockPath(lock), header: { "Lock-Token": token } },
+    body: { value },
+  });
+  if (data) {
+    return data.fencing_token;
+  }
+  if (response.status === 409) {
+    return undefined;
+  }
+  throw new Error(`set the value of ${lock}: ${describe(error, response.status)}`);
 }

@@ -1,13 +1,13 @@
 // Takes a lock with lockgate, waiting for it; keeps the lease alive while
-// working; writes to a fenced resource with the lock's fencing token; and
-// releases. Configure with LOCKGATE_URL and LOCKGATE_TOKEN (a JWT); LOCK,
+// working; writes to a fenced resource with the lock's fencing token; sets
+// the lock's value (what others see with GET); and releases. Configure with LOCKGATE_URL and LOCKGATE_TOKEN (a JWT); LOCK,
 // TTL_MS, WAIT_MS and WORK_MS are optional.
 //
 // Exit codes: 0 done, 1 the lock stayed held, 2 any other error, 3 the
 // lease was lost while working.
 import { setTimeout as sleep } from "node:timers/promises";
 import { FencedStore, StaleFenceError } from "./fenced-store.js";
-import { describe, isGrant, keepAlive, lockPath, newClient } from "./lockgate.js";
+import { describe, isGrant, keepAlive, lockPath, newClient, setValue } from "./lockgate.js";
 
 function env(name: string, fallback?: string): string {
   const v = process.env[name] ?? fallback;
@@ -72,6 +72,15 @@ async function main(): Promise<number> {
   } catch (err) {
     if (!(err instanceof StaleFenceError)) throw err;
     console.log(`stale write with fencing_token=${err.fence}: rejected`);
+  }
+  // The lock's value: what GET shows others while this grant holds it
+  // (a leader's address, say, or here how far the work got).
+  const valueFence = await setValue(client, lock, grant.token, "report written");
+  if (valueFence === undefined) {
+    lost ??= "the token no longer holds the lock";
+    work.abort();
+  } else {
+    console.log(`value set with fencing_token=${valueFence}`);
   }
   try {
     await sleep(workMs, undefined, { signal: work.signal });

@@ -125,6 +125,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/locks/{namespace}/{name}/value": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Change the value of a lock you hold.
+         * @description Makes `value` the value of your exclusive grant, which `GET` and the
+         *     history show (see `value` in the acquire's body); `""` clears it.
+         *     The check that `Lock-Token` holds the lock and the change are one
+         *     atomic step, so a value never lands on someone else's grant. The
+         *     lease is left as it is: renew it as usual. A shared holder's token
+         *     gets a 400 (a shared hold carries no value), and so does a value
+         *     over 1024 bytes. The value is never logged.
+         */
+        put: operations["setLockValue"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/locks/{namespace}/{name}/tickets/{ticket}": {
         parameters: {
             query?: never;
@@ -396,6 +426,19 @@ export interface components {
              * @enum {string}
              */
             mode?: "exclusive" | "shared";
+            /**
+             * @description A value the grant carries, at most 1024 bytes of UTF-8 (a longer
+             *     one is a 400 `invalid_request`; a body over 16 KiB, a 413): the
+             *     lock's value while this grant holds it, shown by `GET` and the
+             *     history, changed by the holder with `PUT .../value`, gone when the
+             *     grant ends. A waiter's (or a ticket's) value becomes the lock's
+             *     when the lock is handed to it. Exclusive grants only: with `mode:
+             *     shared` it is a 400. Never logged. With it, leader election needs
+             *     nothing but HTTP: campaign by acquiring with `wait_ms` and your
+             *     address as the value, proclaim by `PUT .../value`, observe with
+             *     `GET`, resign by releasing.
+             */
+            value?: string;
         };
         RenewRequest: {
             /**
@@ -534,6 +577,11 @@ export interface components {
             holders: components["schemas"]["Holder"][];
             /** @description How many live holds the lock has, listed in `holders` or not. */
             holders_total: number;
+            /**
+             * @description The exclusive grant's value (see `value` in the acquire's body);
+             *     absent when it has none, and when the lock is held shared.
+             */
+            value?: string;
         };
         LockList: {
             locks: components["schemas"]["ListedLock"][];
@@ -570,7 +618,7 @@ export interface components {
         };
         LockEvent: {
             /** @enum {string} */
-            event: "acquired" | "handed_over" | "re_entered" | "renewed" | "released" | "expired" | "broken" | "waiter_dropped";
+            event: "acquired" | "handed_over" | "re_entered" | "renewed" | "released" | "expired" | "broken" | "waiter_dropped" | "value_changed";
             /**
              * Format: date-time
              * @description When it happened, on the backend's clock (a lease's end, for `expired`).
@@ -586,6 +634,24 @@ export interface components {
             fencing_token: number;
             /** @description `broken` only: who broke the lock, the administrator's subject (`iss#sub`). */
             by?: string;
+            /**
+             * @description The value the event gave the grant (`acquired`, `handed_over`,
+             *     `value_changed`); absent for none. The history keeps it as long
+             *     as the event.
+             */
+            value?: string;
+        };
+        ValueRequest: {
+            /** @description The grant's new value, at most 1024 bytes of UTF-8; `""` for none. */
+            value: string;
+        };
+        ValueSet: {
+            lock: string;
+            /**
+             * Format: int64
+             * @description The fencing token of the grant whose value this is.
+             */
+            fencing_token: number;
         };
         SemaphoreRequest: {
             /** @description How many callers may hold the semaphore at once; every caller sends the same. */
@@ -701,6 +767,8 @@ export interface components {
             holds?: number;
             /** @description A lock holder's holds by id (`=` for the acquire's own, then each re-entry's `hold`); absent for a permit. */
             hold_ids?: string[];
+            /** @description An exclusive lock holder's value; absent when it has none, for a shared holder and for a permit. */
+            value?: string;
         };
         Health: {
             /** @example ok */
@@ -1228,6 +1296,45 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Lease"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["NotHolder"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    setLockValue: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The owner `token` of the grant. Never put it in a URL. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path: {
+                /** @description The unit of authorisation. */
+                namespace: components["parameters"]["Namespace"];
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ValueRequest"];
+            };
+        };
+        responses: {
+            /** @description The value is set; the grant's fencing token. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValueSet"];
                 };
             };
             400: components["responses"]["InvalidRequest"];
