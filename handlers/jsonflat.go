@@ -5,6 +5,37 @@ import (
 	"unicode/utf8"
 )
 
+// Fast path. The usual body, one flat object of plain keys and scalar
+// values, is read once and without encoding/json: scanFlat answers
+// readBody's questions (a key named twice, data after the object), and
+// checkFlat (checks.go) checks the values where they stand and returns
+// them as encoding/json would decode them.
+//
+// Plain version: jsonkeys.Duplicate, jsonkeys.Trailing and syntaxError
+// in readBody, and checkDecoded (encoding/json with UseNumber) in the
+// checks; they still take every body the fast path leaves (nesting,
+// escapes, bytes outside ASCII in a key, malformed JSON, data after the
+// object).
+//
+// Held to it by FuzzScanFlat (scanFlat against jsonkeys.Duplicate and
+// Trailing) and FuzzCheckFlat (checkFlat's error and value against
+// checkDecoded's, for every operation's body), in jsonkeys_test.go.
+//
+// Gain, measured 2026-12-02 at 7a299a4 against the same gateway with the
+// plain version for every body: gateway CPU per lock cycle (acquire and
+// release; utime + stime of the gateway process) 157.0 µs plain against
+// 136.2 µs (medians), the pairs' ratio 1.15 (95 % bootstrap interval
+// 1.08-1.22), 20 alternating pairs of 2 to 3 s runs of the benchmark lab's
+// --processes --targets embedded (docs/PERFORMANCE.md; 16 uncontended
+// clients, load average 6 to 22 on 2 cores). checkFlat alone (scanFlat
+// kept): 1.055 (0.99-1.18), 50 pairs, about 3 %, at the line a fast path
+// has to clear. Merged CPU profiles of six runs of 4 s of each: the plain
+// functions 11.5 % of the plain gateway's samples (jsonkeys and
+// syntaxError 8.6, checkDecoded 2.9), scanFlat and checkFlat 2.0 % of this
+// one's. BenchmarkAcquireRelease: 145 allocations and 11.8 kB per cycle
+// against 67 and 6.9 kB (83 and 8.0 kB with checkFlat alone off); process
+// CPU per cycle 39.4 µs against 21.9 µs.
+
 // scanFlat answers jsonkeys.Duplicate and jsonkeys.Trailing in one pass, without
 // allocating, for the bodies the API takes: one flat object whose keys
 // are plain strings and whose values are scalars, followed by nothing

@@ -3,6 +3,7 @@ package handlers
 import (
 	"maps"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +12,7 @@ import (
 // TestStatusLabel: the shared labels say the status they are for.
 func TestStatusLabel(t *testing.T) {
 	for _, code := range []int{0, 99, 100, 200, 201, 204, 404, 599, 999, 1000} {
-		if got, want := statusLabel(code), itoa(code); got != want {
+		if got, want := statusLabel(code), strconv.Itoa(code); got != want {
 			t.Errorf("statusLabel(%d) = %q, want %q", code, got, want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -195,17 +196,11 @@ type lockGranted struct {
 
 // VisitAcquireLockResponse implements AcquireLockResponseObject.
 func (g *lockGranted) VisitAcquireLockResponse(w http.ResponseWriter) error {
-	buf := bodyBuffers.Get().(*[]byte)
-	defer bodyBuffers.Put(buf)
-	data, ok := appendGrant((*buf)[:0], &g.body)
-	if !ok {
-		var err error
-		if data, err = json.Marshal(g.body); err != nil {
-			g.release()
-			return fmt.Errorf("encode grant: %w", err)
-		}
+	data, err := json.Marshal(g.body)
+	if err != nil {
+		g.release()
+		return fmt.Errorf("encode grant: %w", err)
 	}
-	*buf = data[:0]
 	return deliverGrant(w, data, g.release)
 }
 
@@ -355,28 +350,24 @@ type granted struct {
 
 // VisitAcquireLockResponse implements AcquireLockResponseObject.
 func (g granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
-	buf := bodyBuffers.Get().(*[]byte)
-	defer bodyBuffers.Put(buf)
-	data, err := appendJSONBody((*buf)[:0], g.body)
+	data, err := json.Marshal(g.body)
 	if err != nil {
 		g.release()
 		return fmt.Errorf("encode grant: %w", err)
 	}
-	*buf = data[:0]
 	return deliverGrant(w, data, g.release)
 }
 
 // deliverGrant writes data, an encoded grant, and a newline as a 201 and
 // flushes it, so that it learns whether the grant reached the caller; it
-// calls release if not. data's capacity must leave room for the newline
-// or be the caller's to lose.
+// calls release if not.
 func deliverGrant(w http.ResponseWriter, data []byte, release func()) error {
 	data = append(data, '\n')
 	h := w.Header()
 	h["Content-Type"], h["Cache-Control"] = jsonContentType, noStore
 	// With its length known, the flushed response goes out in one write,
 	// not as chunks with a terminator written after the handler returns.
-	h["Content-Length"] = contentLength(len(data))
+	h["Content-Length"] = []string{strconv.Itoa(len(data))}
 	w.WriteHeader(http.StatusCreated)
 	_, err := w.Write(data)
 	if err == nil {

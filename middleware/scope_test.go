@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
+	"github.com/rs/zerolog/hlog"
 )
 
 // syncBuffer is a log sink the test reads after the server wrote to it.
@@ -235,4 +239,111 @@ func (c *brokenConn) Write(b []byte) (int, error) {
 		return 0, errors.New("connection reset (test)")
 	}
 	return c.Conn.Write(b)
+}
+
+// plainRequests is the chain Requests stands in for: zerolog's
+// hlog.NewHandler, RequestID and hlog.AccessHandler, chi's routing context
+// in a context value of its own, and claims put in by SetClaims as
+// WithClaims and Logger.UpdateContext.
+func plainRequests(logger zerolog.Logger, router chi.Router, observe func(r *http.Request, route string, status int)) http.Handler {
+	access := hlog.AccessHandler(func(r *http.Request, status, size int, d time.Duration) {
+		if status == 0 {
+			status = http.StatusOK
+		}
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		observe(r, route, status)
+		level := zerolog.InfoLevel
+		if status >= 500 {
+			level = zerolog.WarnLevel
+		}
+		e := hlog.FromRequest(r).WithLevel(level).Str("method", r.Method).Str("path", r.URL.Path).
+			Int("status", status).Int("size", size).Dur("duration_ms", d)
+		if route != "" {
+			e = e.Str("route", route)
+		}
+		e.Msg("request")
+	})
+	next := hlog.NewHandler(logger)(RequestID(access(router)))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rctx := chi.NewRouteContext() // chi's own would be gone when the access line is written
+		rctx.Routes = router
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx)))
+	})
+}
+
+// TestRequestsMatchPlainChain holds Requests to plainRequests: the same
+// answer, Request-Id, observed route and status, and log lines with the
+// same fields and values (the order of the fields aside, and the
+// duration), whatever the level, the status and the identity.
+func TestRequestsMatchPlainChain(t *testing.T) {
+	type outcome struct {
+		status    int
+		body      string
+		requestID string
+		observed  []string
+		lines     []map[string]any
+	}
+	serve := func(t *testing.T, wrap func(zerolog.Logger, chi.Router, func(*http.Request, string, int)) http.Handler,
+		level zerolog.Level, path string, status int, logs bool, id Identity) outcome {
+		t.Helper()
+		var buf syncBuffer
+		var out outcome
+		r := chi.NewRouter()
+		r.Post("/locks/{ns}/{name}", func(w http.ResponseWriter, r *http.Request) {
+			r = SetClaims(r, Claims{Identity: id})
+			c, _ := ClaimsFromContext(r.Context())
+			if logs {
+				zerolog.Ctx(r.Context()).Warn().Str("ns", chi.URLParam(r, "ns")).Msg("handler")
+			}
+			w.WriteHeader(status)
+			fmt.Fprintf(w, "%s %s %s", chi.URLParam(r, "name"), RequestIDFromContext(r.Context()), c.Subject)
+		})
+		h := wrap(zerolog.New(&buf).Level(level), r, func(_ *http.Request, route string, status int) {
+			out.observed = append(out.observed, route, strconv.Itoa(status))
+		})
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, nil)
+		req.Header.Set(RequestIDHeader, "rid-7")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close() // the access line is written once the handler returned
+		out.status, out.body, out.requestID = resp.StatusCode, string(body), resp.Header.Get(RequestIDHeader)
+		out.lines = buf.lines(t)
+		for _, l := range out.lines {
+			delete(l, "duration_ms")
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		level  zerolog.Level
+		path   string
+		status int
+		logs   bool
+		id     Identity
+	}{
+		"info, 201":                  {level: zerolog.InfoLevel, path: "/locks/a/b", status: http.StatusCreated},
+		"info, 201, handler line":    {level: zerolog.InfoLevel, path: "/locks/a/b", status: http.StatusCreated, logs: true},
+		"warn, 204, handler line":    {level: zerolog.WarnLevel, path: "/locks/a/b", status: http.StatusNoContent, logs: true},
+		"warn, 503":                  {level: zerolog.WarnLevel, path: "/locks/a/b", status: http.StatusServiceUnavailable},
+		"error, 503, handler line":   {level: zerolog.ErrorLevel, path: "/locks/a/b", status: http.StatusServiceUnavailable, logs: true},
+		"debug, 409, with issuer":    {level: zerolog.DebugLevel, path: "/locks/a/b", status: http.StatusConflict, logs: true, id: Identity{Issuer: "https://idp", Subject: "svc"}},
+		"info, no route":             {level: zerolog.InfoLevel, path: "/nowhere", status: http.StatusNotFound},
+		"disabled, 201, with issuer": {level: zerolog.Disabled, path: "/locks/a/b", status: http.StatusCreated, logs: true, id: Identity{Issuer: "i", Subject: "s"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.id.Subject == "" {
+				tc.id.Subject = "svc"
+			}
+			got := serve(t, Requests, tc.level, tc.path, tc.status, tc.logs, tc.id)
+			want := serve(t, plainRequests, tc.level, tc.path, tc.status, tc.logs, tc.id)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Requests:\ngot  %+v\nwant %+v (the plain chain)", got, want)
+			}
+		})
+	}
 }
