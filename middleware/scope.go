@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
+
+	"github.com/lockgate/lockgate/auth"
 )
 
 // Fast path. Requests does in one request scope, copied into the request
@@ -186,7 +188,7 @@ type scope struct {
 	hooked    sync.Once // logger has the scope as its hook
 	hasLogger bool      // the context answers with logger (see loggerKey)
 	route     *chi.Context
-	claims    Claims
+	claims    auth.Claims
 	authed    bool
 	w         statusWriter
 }
@@ -241,7 +243,7 @@ func (sc *scope) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
 
 // logIdentity adds the caller's identity to a line: "iss" (when the
 // token has one) and "sub".
-func logIdentity(e *zerolog.Event, id Identity) {
+func logIdentity(e *zerolog.Event, id auth.Identity) {
 	if id.Issuer != "" {
 		e.Str("iss", id.Issuer)
 	}
@@ -254,7 +256,7 @@ type scopeKey struct{}
 // adds their identity to r's log lines as "iss" and "sub". Under Requests
 // it returns r itself, whose context holds them from now on; elsewhere a
 // copy of r.
-func SetClaims(r *http.Request, c Claims) *http.Request {
+func SetClaims(r *http.Request, c auth.Claims) *http.Request {
 	if sc, ok := r.Context().Value(scopeKey{}).(*scope); ok && !sc.authed {
 		sc.claims, sc.authed = c, true
 		return r

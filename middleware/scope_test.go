@@ -21,6 +21,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/hlog"
+
+	"github.com/lockgate/lockgate/auth"
 )
 
 // syncBuffer is a log sink the test reads after the server wrote to it.
@@ -75,7 +77,7 @@ func TestRequests(t *testing.T) {
 				if _, ok := ClaimsFromContext(r.Context()); ok {
 					t.Error("claims before SetClaims")
 				}
-				r = SetClaims(r, Claims{Identity: Identity{Subject: "svc"}})
+				r = SetClaims(r, auth.Claims{Identity: auth.Identity{Subject: "svc"}})
 				c, ok := ClaimsFromContext(r.Context())
 				if !ok || c.Subject != "svc" {
 					t.Errorf("got claims %+v, %v; want subject svc", c, ok)
@@ -284,13 +286,13 @@ func TestRequestsMatchPlainChain(t *testing.T) {
 		lines     []map[string]any
 	}
 	serve := func(t *testing.T, wrap func(zerolog.Logger, chi.Router, func(*http.Request, string, int)) http.Handler,
-		level zerolog.Level, path string, status int, logs bool, id Identity) outcome {
+		level zerolog.Level, path string, status int, logs bool, id auth.Identity) outcome {
 		t.Helper()
 		var buf syncBuffer
 		var out outcome
 		r := chi.NewRouter()
 		r.Post("/locks/{ns}/{name}", func(w http.ResponseWriter, r *http.Request) {
-			r = SetClaims(r, Claims{Identity: id})
+			r = SetClaims(r, auth.Claims{Identity: id})
 			c, _ := ClaimsFromContext(r.Context())
 			if logs {
 				zerolog.Ctx(r.Context()).Warn().Str("ns", chi.URLParam(r, "ns")).Msg("handler")
@@ -324,16 +326,16 @@ func TestRequestsMatchPlainChain(t *testing.T) {
 		path   string
 		status int
 		logs   bool
-		id     Identity
+		id     auth.Identity
 	}{
 		"info, 201":                  {level: zerolog.InfoLevel, path: "/locks/a/b", status: http.StatusCreated},
 		"info, 201, handler line":    {level: zerolog.InfoLevel, path: "/locks/a/b", status: http.StatusCreated, logs: true},
 		"warn, 204, handler line":    {level: zerolog.WarnLevel, path: "/locks/a/b", status: http.StatusNoContent, logs: true},
 		"warn, 503":                  {level: zerolog.WarnLevel, path: "/locks/a/b", status: http.StatusServiceUnavailable},
 		"error, 503, handler line":   {level: zerolog.ErrorLevel, path: "/locks/a/b", status: http.StatusServiceUnavailable, logs: true},
-		"debug, 409, with issuer":    {level: zerolog.DebugLevel, path: "/locks/a/b", status: http.StatusConflict, logs: true, id: Identity{Issuer: "https://idp", Subject: "svc"}},
+		"debug, 409, with issuer":    {level: zerolog.DebugLevel, path: "/locks/a/b", status: http.StatusConflict, logs: true, id: auth.Identity{Issuer: "https://idp", Subject: "svc"}},
 		"info, no route":             {level: zerolog.InfoLevel, path: "/nowhere", status: http.StatusNotFound},
-		"disabled, 201, with issuer": {level: zerolog.Disabled, path: "/locks/a/b", status: http.StatusCreated, logs: true, id: Identity{Issuer: "i", Subject: "s"}},
+		"disabled, 201, with issuer": {level: zerolog.Disabled, path: "/locks/a/b", status: http.StatusCreated, logs: true, id: auth.Identity{Issuer: "i", Subject: "s"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if tc.id.Subject == "" {
