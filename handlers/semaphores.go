@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
@@ -51,18 +50,17 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 	if err != nil {
 		return nil, err
 	}
-	return granted{
-		body: SemaphoreGrant{
-			Semaphore:    key.String(),
-			Token:        grant.Token,
-			FencingToken: grant.FencingToken,
-			TtlMs:        grant.TTL.Milliseconds(),
-			RenewAfterMs: renewAfterMs(grant.TTL),
-			ExpiresAt:    timestamp(grant.ExpiresAt),
-			Limit:        c.limit,
-		},
-		release: func() { s.undelivered(ctx, c, grant.Token) },
-	}, nil
+	g := &granted{s: s, ctx: ctx, c: c, grant: grant}
+	g.permit = SemaphoreGrant{
+		Semaphore:    key.String(),
+		Token:        grant.Token,
+		FencingToken: grant.FencingToken,
+		TtlMs:        grant.TTL.Milliseconds(),
+		RenewAfterMs: renewAfterMs(grant.TTL),
+		ExpiresAt:    timestamp(grant.ExpiresAt),
+		Limit:        c.limit,
+	}
+	return g, nil
 }
 
 // Semaphore acquire outcomes besides those of locks.
@@ -70,12 +68,6 @@ const (
 	outcomeFull          = "full"           // every permit taken, and the caller did not wait or waited in vain
 	outcomeLimitMismatch = "limit_mismatch" // the semaphore is in use with another limit
 )
-
-// VisitAcquireSemaphoreResponse implements AcquireSemaphoreResponseObject:
-// a permit is delivered, or given back, as a lock's grant is.
-func (g granted) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
-	return g.VisitAcquireLockResponse(w)
-}
 
 // ReleaseSemaphore implements StrictServerInterface.
 func (s *Server) ReleaseSemaphore(ctx context.Context, req ReleaseSemaphoreRequestObject) (ReleaseSemaphoreResponseObject, error) {

@@ -164,10 +164,8 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	// One allocation for the answer, its body and what giving the grant
-	// back needs, rather than one for each.
-	g := &lockGranted{s: s, ctx: ctx, c: c, grant: grant}
-	g.body = grantBody(key, &g.grant, ar.Mode)
+	g := &granted{s: s, ctx: ctx, c: c, grant: grant}
+	g.lock = grantBody(key, &g.grant, ar.Mode)
 	return g, nil
 }
 
@@ -184,27 +182,6 @@ func grantBody(key locks.Key, g *locks.Grant, mode locks.Mode) Grant {
 		Mode:         grantMode(mode),
 	}
 }
-
-// lockGranted is the 201 of a lock's acquire: a granted, in one piece.
-type lockGranted struct {
-	s     *Server
-	ctx   context.Context
-	c     grantCall
-	grant locks.Grant
-	body  Grant
-}
-
-// VisitAcquireLockResponse implements AcquireLockResponseObject.
-func (g *lockGranted) VisitAcquireLockResponse(w http.ResponseWriter) error {
-	data, err := json.Marshal(g.body)
-	if err != nil {
-		g.release()
-		return fmt.Errorf("encode grant: %w", err)
-	}
-	return deliverGrant(w, data, g.release)
-}
-
-func (g *lockGranted) release() { g.s.undelivered(g.ctx, g.c, g.body.Token) }
 
 // reenter takes the lock once more for the holder of token: a 200 with
 // the grant and its count of holds, never a wait.
@@ -341,22 +318,42 @@ func (s *Server) maxTTL(ctx context.Context) time.Duration {
 	return s.cfg.MaxTTL
 }
 
-// granted is the 201 of an acquire. It flushes the response itself so that
-// it learns whether the grant reached the caller, and releases it if not.
+// granted is the 201 of an acquire: a lock's grant, a permit, or a
+// ticket's grant on a free lock. It flushes the response itself so that it
+// learns whether the grant reached the caller, and gives the grant back
+// (see undelivered) if not. It is one allocation for the answer, its body
+// and what giving the grant back needs, rather than one for each.
 type granted struct {
-	body    any // AcquireLock201JSONResponse, SemaphoreGrant
-	release func()
+	s     *Server
+	ctx   context.Context
+	c     grantCall // the call that got the grant: how to give it back
+	grant locks.Grant
+	// lock is the body of a lock's grant; permit of a semaphore's, when
+	// its Semaphore is set.
+	lock   Grant
+	permit SemaphoreGrant
 }
 
 // VisitAcquireLockResponse implements AcquireLockResponseObject.
-func (g granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
-	data, err := json.Marshal(g.body)
+func (g *granted) VisitAcquireLockResponse(w http.ResponseWriter) error {
+	var body any = &g.lock
+	if g.permit.Semaphore != "" {
+		body = &g.permit
+	}
+	data, err := json.Marshal(body)
 	if err != nil {
 		g.release()
 		return fmt.Errorf("encode grant: %w", err)
 	}
 	return deliverGrant(w, data, g.release)
 }
+
+// VisitAcquireSemaphoreResponse implements AcquireSemaphoreResponseObject.
+func (g *granted) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+	return g.VisitAcquireLockResponse(w)
+}
+
+func (g *granted) release() { g.s.undelivered(g.ctx, g.c, g.grant.Token) }
 
 // deliverGrant writes data, an encoded grant, and a newline as a 201 and
 // flushes it, so that it learns whether the grant reached the caller; it

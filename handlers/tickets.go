@@ -102,7 +102,9 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 	}
 	if g := st.Grant; g != nil {
 		s.metrics.acquires.granted.Inc()
-		return granted{body: grantBody(key, g, ar.Mode), release: func() { s.giveBack(ctx, s.locks, key, g.Token) }}, nil
+		gr := &granted{s: s, ctx: ctx, c: grantCall{grantor: s.locks, key: key}, grant: *g}
+		gr.lock = grantBody(key, &gr.grant, ar.Mode)
+		return gr, nil
 	}
 	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()
 	return ticketQueued{
