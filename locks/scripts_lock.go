@@ -312,7 +312,7 @@ func (r *Redis) callHistory(ctx context.Context, key Key) ([]Event, error) {
 		// As lua/lib_history.lua event writes it: numbers as strings.
 		var e struct {
 			E, S, O, B, V string
-			T, F       int64 `json:",string"`
+			T, F          int64 `json:",string"`
 		}
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
 			return nil, fmt.Errorf("an event Redis holds does not decode: %w", err)
