@@ -56,7 +56,7 @@ type RedisOptions struct {
 // DefaultTicketLiveness is the ticket liveness unless configured: twice
 // the minute between two invocations of a function that a scheduler runs
 // every minute, so that a late invocation or a cold start still finds its
-// ticket (issue 23: 10 s lost it between any two).
+// ticket (a liveness of 10 s lost it between any two).
 const DefaultTicketLiveness = 2 * time.Minute
 
 func (o RedisOptions) withDefaults() RedisOptions {
