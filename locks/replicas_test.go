@@ -195,7 +195,14 @@ func TestRedisMinReplicasReleaseWaits(t *testing.T) {
 	primary := redistest.Start(t)
 	redistest.StartReplica(t, primary)
 	admin := primary.Client(t)
-	r := newRedis(t, primary, locks.RedisOptions{MinReplicas: 1, ReplicaTimeout: replicaTimeout, Timeout: redisTimeout})
+	// WAITs are counted server-wide: a heartbeat round (every third of the
+	// waiter lease) that ran between the release script and the hand-off
+	// reaching the waiter told the gateway the waiter was no longer queued,
+	// and its acquire ran again to pick the grant up, with a WAIT of its
+	// own ("sent 2 WAITs, want 1" under load). A waiter lease of a minute
+	// keeps heartbeats out of the test.
+	r := newRedis(t, primary, locks.RedisOptions{MinReplicas: 1, ReplicaTimeout: replicaTimeout, Timeout: redisTimeout,
+		WaiterLease: time.Minute})
 	ctx := context.Background()
 	req := locks.AcquireRequest{TTL: time.Minute, Subject: "tester"}
 	waits := func() int64 {
