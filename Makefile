@@ -8,8 +8,8 @@ GO ?= go
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## the binaries, in bin/: gateway, lockctl, lockbench
-	$(GO) build -o bin/ ./cmd/gateway ./cmd/lockctl ./cmd/lockbench
+build: ## the binaries, in bin/: gateway, lockctl, lockbench, and the example verifygrant
+	$(GO) build -o bin/ ./cmd/gateway ./cmd/lockctl ./cmd/lockbench ./examples/go/verifygrant
 
 run: ## start a development gateway: embedded backend, loopback, printed token
 	$(GO) run ./cmd/gateway --dev

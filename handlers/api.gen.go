@@ -146,6 +146,66 @@ func (e GrantMode) Valid() bool {
 	}
 }
 
+// Defines values for JWKSetKeysAlg.
+const (
+	EdDSA JWKSetKeysAlg = "EdDSA"
+)
+
+// Valid indicates whether the value is a known member of the JWKSetKeysAlg enum.
+func (e JWKSetKeysAlg) Valid() bool {
+	switch e {
+	case EdDSA:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JWKSetKeysCrv.
+const (
+	Ed25519 JWKSetKeysCrv = "Ed25519"
+)
+
+// Valid indicates whether the value is a known member of the JWKSetKeysCrv enum.
+func (e JWKSetKeysCrv) Valid() bool {
+	switch e {
+	case Ed25519:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JWKSetKeysKty.
+const (
+	OKP JWKSetKeysKty = "OKP"
+)
+
+// Valid indicates whether the value is a known member of the JWKSetKeysKty enum.
+func (e JWKSetKeysKty) Valid() bool {
+	switch e {
+	case OKP:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JWKSetKeysUse.
+const (
+	Sig JWKSetKeysUse = "sig"
+)
+
+// Valid indicates whether the value is a known member of the JWKSetKeysUse enum.
+func (e JWKSetKeysUse) Valid() bool {
+	switch e {
+	case Sig:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListedLockMode.
 const (
 	ListedLockModeExclusive ListedLockMode = "exclusive"
@@ -470,6 +530,11 @@ type AcquireRequest struct {
 	// Owner A free-form label that inspect shows.
 	Owner *string `json:"owner,omitempty"`
 
+	// Signed `true` insists on a `signed_grant` in the answer: a gateway whose
+	// signing is off answers 400 `invalid_request` instead of an
+	// unsigned grant. Left out, a grant is signed when the gateway signs.
+	Signed *bool `json:"signed,omitempty"`
+
 	// TtlMs Lease length; default 30000, at most the configured max TTL (default 1 h).
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
 
@@ -536,6 +601,14 @@ type Grant struct {
 	// answer arrives, leaving two thirds of the lease for retries.
 	RenewAfterMs int64 `json:"renew_after_ms"`
 
+	// SignedGrant The grant as a compact JWS for the resource the lock protects to
+	// check offline (see `GET /.well-known/lockgate/jwks.json`): claims
+	// `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
+	// `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
+	// lease end, with milliseconds). Absent when the gateway's signing
+	// is off. Not a secret: it lets nobody renew or release.
+	SignedGrant *string `json:"signed_grant,omitempty"`
+
 	// Token The owner token; send it in `Lock-Token` to renew or release.
 	Token string `json:"token"`
 	TtlMs int64  `json:"ttl_ms"`
@@ -579,6 +652,34 @@ type Holds struct {
 	Holds int `json:"holds"`
 }
 
+// JWKSet RFC 7517 JWK Set of Ed25519 public keys (RFC 8037).
+type JWKSet struct {
+	Keys []struct {
+		Alg JWKSetKeysAlg `json:"alg"`
+		Crv JWKSetKeysCrv `json:"crv"`
+
+		// Kid The key's RFC 7638 thumbprint.
+		Kid string        `json:"kid"`
+		Kty JWKSetKeysKty `json:"kty"`
+		Use JWKSetKeysUse `json:"use"`
+
+		// X The public key, base64url.
+		X string `json:"x"`
+	} `json:"keys"`
+}
+
+// JWKSetKeysAlg defines model for JWKSet.Keys.Alg.
+type JWKSetKeysAlg string
+
+// JWKSetKeysCrv defines model for JWKSet.Keys.Crv.
+type JWKSetKeysCrv string
+
+// JWKSetKeysKty defines model for JWKSet.Keys.Kty.
+type JWKSetKeysKty string
+
+// JWKSetKeysUse defines model for JWKSet.Keys.Use.
+type JWKSetKeysUse string
+
 // Lease defines model for Lease.
 type Lease struct {
 	// ExpiresAt RFC 3339, UTC; never later than the backend's expiry.
@@ -595,7 +696,15 @@ type Lease struct {
 	// RenewAfterMs A third of `ttl_ms`, rounded down: renew this long after the
 	// answer arrives, leaving two thirds of the lease for retries.
 	RenewAfterMs int64 `json:"renew_after_ms"`
-	TtlMs        int64 `json:"ttl_ms"`
+
+	// SignedGrant The grant as a compact JWS for the resource the lock protects to
+	// check offline (see `GET /.well-known/lockgate/jwks.json`): claims
+	// `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
+	// `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
+	// lease end, with milliseconds). Absent when the gateway's signing
+	// is off. Not a secret: it lets nobody renew or release.
+	SignedGrant *string `json:"signed_grant,omitempty"`
+	TtlMs       int64   `json:"ttl_ms"`
 }
 
 // ListedLock defines model for ListedLock.
@@ -815,6 +924,14 @@ type SemaphoreGrant struct {
 	// Example: etl/nightly-export
 	Semaphore string `json:"semaphore"`
 
+	// SignedGrant The grant as a compact JWS for the resource the lock protects to
+	// check offline (see `GET /.well-known/lockgate/jwks.json`): claims
+	// `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
+	// `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
+	// lease end, with milliseconds). Absent when the gateway's signing
+	// is off. Not a secret: it lets nobody renew or release.
+	SignedGrant *string `json:"signed_grant,omitempty"`
+
 	// Token The owner token of this permit; send it in `Lock-Token` to renew or release.
 	Token string `json:"token"`
 	TtlMs int64  `json:"ttl_ms"`
@@ -843,7 +960,15 @@ type SemaphoreLease struct {
 	// answer arrives, leaving two thirds of the lease for retries.
 	RenewAfterMs int64  `json:"renew_after_ms"`
 	Semaphore    string `json:"semaphore"`
-	TtlMs        int64  `json:"ttl_ms"`
+
+	// SignedGrant The grant as a compact JWS for the resource the lock protects to
+	// check offline (see `GET /.well-known/lockgate/jwks.json`): claims
+	// `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
+	// `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
+	// lease end, with milliseconds). Absent when the gateway's signing
+	// is off. Not a secret: it lets nobody renew or release.
+	SignedGrant *string `json:"signed_grant,omitempty"`
+	TtlMs       int64   `json:"ttl_ms"`
 }
 
 // SemaphoreRequest defines model for SemaphoreRequest.
@@ -853,6 +978,9 @@ type SemaphoreRequest struct {
 
 	// Owner A free-form label that inspect shows.
 	Owner *string `json:"owner,omitempty"`
+
+	// Signed As for a lock's acquire.
+	Signed *bool `json:"signed,omitempty"`
 
 	// TtlMs Lease length; default 30000, at most the configured max TTL (default 1 h).
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
@@ -1150,6 +1278,9 @@ type ResizeSemaphoreJSONRequestBody = SemaphoreResize
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GrantKeys The public keys that sign grants, as a JWK Set.
+	// (GET /.well-known/lockgate/jwks.json)
+	GrantKeys(w http.ResponseWriter, r *http.Request)
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
@@ -1206,6 +1337,12 @@ type ServerInterface interface {
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
 
 type Unimplemented struct{}
+
+// GrantKeys The public keys that sign grants, as a JWK Set.
+// (GET /.well-known/lockgate/jwks.json)
+func (_ Unimplemented) GrantKeys(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
 
 // Healthz The process is up.
 // (GET /healthz)
@@ -1317,6 +1454,20 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GrantKeys operation middleware
+func (siw *ServerInterfaceWrapper) GrantKeys(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GrantKeys(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // Healthz operation middleware
 func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Request) {
@@ -2387,6 +2538,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/readyz", wrapper.Readyz)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/.well-known/lockgate/jwks.json", wrapper.GrantKeys)
+	})
 
 	return r
 }
@@ -2432,6 +2586,41 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnavailableResponseHeaders
+}
+
+type GrantKeysRequestObject struct {
+}
+
+type GrantKeysResponseObject interface {
+	VisitGrantKeysResponse(w http.ResponseWriter) error
+}
+
+type GrantKeys200ApplicationJwkSetPlusJSONResponse JWKSet
+
+func (response GrantKeys200ApplicationJwkSetPlusJSONResponse) VisitGrantKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GrantKeys404ApplicationProblemPlusJSONResponse Problem
+
+func (response GrantKeys404ApplicationProblemPlusJSONResponse) VisitGrantKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type HealthzRequestObject struct {
@@ -4923,6 +5112,9 @@ func (response ResizeSemaphoredefaultApplicationProblemPlusJSONResponse) VisitRe
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// GrantKeys The public keys that sign grants, as a JWK Set.
+	// (GET /.well-known/lockgate/jwks.json)
+	GrantKeys(ctx context.Context, request GrantKeysRequestObject) (GrantKeysResponseObject, error)
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
@@ -5013,6 +5205,30 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// GrantKeys operation middleware
+func (sh *strictHandler) GrantKeys(w http.ResponseWriter, r *http.Request) {
+	var request GrantKeysRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GrantKeys(ctx, request.(GrantKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GrantKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GrantKeysResponseObject); ok {
+		if err := validResponse.VisitGrantKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // Healthz operation middleware
@@ -5545,201 +5761,216 @@ func (sh *strictHandler) ResizeSemaphore(w http.ResponseWriter, r *http.Request,
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9tGlu9X6eFslcldkKJkOROTldpSEifxjOO4bHld9wa+QpNoiliB3Qy6IZqT8Xz2W+fRDYAEH3L8",
-	"iDPzly0SbPTj9Hmf3/m1MzWLpdFKO9sZ/dqZK5mqAv/7XLlifTFzqoC/UmWnRbZ0mdGdUefV3ORKWDU1",
-	"OrWRKEypU5WKcjnoRB07nauFhB8tMp0tykVnNIw6br1UnVEn005dq6Lz9u3bqLOUhVwoxy/8piysaXnZ",
-	"5VyJRKs37mqKTyTCzISbK7Es1G1mSiuW8lqNhZxYpZ2YmQK/nWWFdfgVTCqDkX4pVbHuRB0tFzAXGq45",
-	"Y/nmidLXbt4ZPTg9i2AF/u/TsAbrikxfd2AFP5g8VcWluVG6feJmpVUhEgdPhIlPy6KAqc7x15FwRhSq",
-	"r7RThcicFdeF1G4gnqpbVcR6WTqROZFpIcXL508GsfbrodOqFvTETG/6NJkdizp78MXhRT1O1WJpnNLT",
-	"9d/UentdP8obZXEhcvpLmRVKWDlTtApXrEX38aPL78TcuaVcZqI2Wv9vah3rtJAz1xuJU/jF2YMH4jaz",
-	"2SRX4uLFN48fi+lcFnIKRCG6yZ8SeCj5Z9KLBJ7uRBYq1t1kY9SR+FIN7z/8y5eqfz5MH/TP76sv+5Pp",
-	"w/v9L758eC4f/GX28P7ZedITphDSChlr64py6spCpf1ZpvJU0AaIlqHjThh8MBjEnSQSq8zNY53EcdxJ",
-	"hNSpgP/GiVB2KpfKjoXEmYobtRZTqbVxwjpZOPyhSOJO0huIl1bBTGaFsnNRSJ2aBf6gK8XLl4+/Fbfn",
-	"PaRmJafzsNVrU4qFknqEB4DkFWskL1Eo6yzQyXOVZlYoPS3WSwf3UqeqEBIHT1WR3apUzAqzEJkbxDrW",
-	"F3xwODkY1soFzj2ix8JHU5nnqhDdJLOW123LCRyOM/BUrPGxpXTzaGO0iUnXops4l18tbBKJZCUzx//F",
-	"VSRRrJM8W2QuiUSqZrLMnRVyucwzlcIb5oUpr+dC6rW4lk6t5FoYXb0AFz2KdV+s5lmu8Au8SCLPbpUd",
-	"VU+eDU+j6i9/N6VOYy1EMlN6munrK/o4En7KtFz1ZpkVyl5Jlwgr10Axq7l0olALmWk7br6feBDsmrAu",
-	"y3NRlNqKLiw909cRjNAbifPhQ3xzVhHeVaavloW5LhRsNBENMuQ+cmSeDJ7alYRPYIZjGEWGzXEwrzRT",
-	"qVhkaR8nkSt5i1dXOiG1XakCCaxcCmdwCv5QxDIvrZATUzpx+oWgdRk9rW/rSlpRqFxJq1K4V8C58C+h",
-	"QBpU68LHr/DDZBwIGRclhVYroDTaOPxIGzdXBRLMSJyfnTU35katrxaZXUg3nScDoF1cGS4JZgRXDV+o",
-	"UtFNcjO9uZqrPIWDtGohl3NTqKtZmedJBJfPZQtlSkf0wOR9bbTq+b2C2WT6eoTLo2uChyjx2g7ERazh",
-	"WmXw5UItJqrAC+eyXHwxFPBcg6vfq+2RFV1pRS6ti3WhtFqpNBLqVmmxmuN15r1VssgzVeAdUBpO7No4",
-	"p/RISJ4RfB5r3lkrpFargbjw5zQ3FoleTE2Zp7hDEyVSBfcCZptZcaOWKDljDfuAg0b4oJ/EHqmzwS/v",
-	"IE+X0jlVwJj/r/vfo5//9Of+P1///Kf+P1//OozOHpy//Ufc4c/j+Oc4ft3/5+t/AJ/9Oe7AP697v55G",
-	"Zw8evI07vf/otEmyJ8BO2gXzwlgngDyskKgloDS2ons6HNL+kz7R26U9IKvaXCypO6fD4TCqtJ/TFu0n",
-	"QmF9V8WhrhiITb3gKK2gUEgjaWfkilL9Fi3hKY7+K70TOH71Rvxn37tqB//zRf//yv7fh/2Hr6v/Xg1G",
-	"fSCC04cP37afLLzdLuVUte9eqTMHmyZLNzdFZiV8F3Zoe7Y01LFT9vPlyeJUvzjbMdNnhZq16dDPv/tG",
-	"/OXsfAhq7EwVSk+VjcTULBaybxWoxg74QaaF0UrQoY5inRTKLo1O+9Ku9TQRXaOF1E2uGtj4yHN56ZB7",
-	"e8VFCpdNb5QTGdEV3ANgA8ApeyRbYIivnvL4/Pg9K5Ymz0exzo2+7sP/SXaIp5UxIB3drfvD3kD8BKzc",
-	"ClCFsmttir2MhHdqH1Fub+8lzuxx2k4HYd5ZWtNlkidmihSBFwt489nwbAd10Ah3p2agirNdNEGT3nP7",
-	"E3rtVfP6h9XAdO/IBeiV750PvIWhgCCtQiPuUVGQDTc12imNzBd1ONrwk2VhJrla/Nf/WoNLr977H4Wa",
-	"dUadP59UFukJfWtPntGv6H3N3brQa0EKg4JXDzpvo853pphkaUqb+7EmguSGenhqVE0PEW6eWRGYjOgm",
-	"Mz+9pIfTbdpbP7Jy87Hnvmn3JKhOlaCAgI4IqsYvpbJuW0sDe2ynitYbiKekQuF4zKeQDcDS9a3Ms/Q5",
-	"Df2xl+xXlFmxkPnMFAtUGjOa1BV/zaf01Diy9t/7LMPId6Mu0Fcq7t1NtHFX5FEAg4wNBGmBy1m5trFe",
-	"zdcj+Iw0ukR0g1ba0OXHeNZLBfJHJN8+evLo8lHCgsTG+mx4LjJtnZJglbFB5Eer6f9IJ2A/SD/ySFiz",
-	"UEarWKvcKrGQ641FaLOCMScFsb0uCLYU9CjrCulMIfAbsjThB5GwSsHzSt6AmpOEV4jmGzKHY4OZkpT6",
-	"RpuVTmLd1chC2VyI4Fua+sIU8BapWYe/Nj0m2GdynRuZXhrzRBbX6mNTLFrRmRUG5n36hfhb9rXoJkua",
-	"1JUz5iqHaTHJEs9/atx3ptTpx5zrUyNsOZ17NYOIcwazSHpkSoF+IQqpBVpfWWW8gVah0lgD+WRaJPD3",
-	"Ff1B7gJ+dpobiwpSIGI8OzxFJJCkLvIS2DUYHh6ni9RFDxbpR+FSWbkG+3069wd+acyPUq+ZQ9mPuYkJ",
-	"nOdC6rXnRDYZe3uUtmAu9bVKB+JRhsy4ZsN2cQtwofcse2kC4cAe2DkoZahYZNb7DNjKlQ6+AaOUXiu6",
-	"cE/WZGlPTamd7UXe5GeOXtCRwtRY2QSxUDl52NTSqQhmOBzEtYKZ98Z8asF5kVkhXayRp4ChBTMN4/s3",
-	"RuQeg7kZrQYCPSRkcce66S9h9VR0TREYU212MA78pQrbQ5uetvEecMVZaWVuxVQWxVokz6VTaFb2n5k8",
-	"m67ZFRM+BraCHs5+ptysz17QPuwpLqTPLvb+6WkPtAJYEDqzcTRU5Wys4ZhGIok78Lu4kyDjijs8xbiT",
-	"kBpdd9f7CbR56yXKuFzNHCm8taHHxVfDsfvqNBFdbbSirXCVOl959aRt+qCIBOqzgrF4ZhXxb2u/m1vY",
-	"rgLzhtRomsm3PvlfvjodDscrnP4vXp7bWC9VIVZ+EeT6m5SsPE/KwjoSkKRULxRsuyOvtgGyn2V5TuaC",
-	"WizdumWl8OLxL+VXMXAD9uf3w/s7x+xCtZW7eAQf70ktFINs4qVmu/bv6qNy9R8za4Fe4eaTjiQmShbA",
-	"eYijJmVtZgm6Tmok+urVq/5F6eZKO5iias5py7Kghd7KLJeT/KNLWtRHJnJ6o3Qq0ozcZiwtMo1UE7Uw",
-	"LTsvHTCpWKdmBTvCQ1yV1VJAJ0YXT+mmZqFCVAi4a2YF6yfbN/xdCeatJ0Qc5oK45zdGz/Js6vw2wJ7m",
-	"+U+zzujnI/ct+rWzLMxSFS4j24+0ze3bXNdMR2I1p0tNJENONxZqQC9Kl4vO6OeO10bhI1IxO1GHFMNO",
-	"1OE96rzeskjBHq17xVumUzmFR+TpQ/2z8sqWOlcWOD+6ZMe7HfP+50ZIeyPktczQxwSGhHTk7vvivNPq",
-	"/eOPzOR/1dR13r5uI8Hz4UP0YSEt3guSdiB+0krQcZCTVorEaPXTzDsKYm2XaprNsqngu2FHFEWi7xco",
-	"XnNr4Jd8nkkk6G8aKdYrdBajESfcKpuqgUimJlVkTZCSROJqJGpbSnGU3bEMFqOboQtRJxLRlbFOKr9l",
-	"Qu79Bq30cKRM2WDljJuRBpDh9IBWqB6xQsf0XzM5ZZpmsO0yf1aj55nMrYo2SHxh0haPY6LeTPPSZrcq",
-	"EV0kCRK1peuNyHuH6xqLBLWuFP1ya6HLxUQVcCb0MT9mSTZpI8KwMEj9coQvQMbgb1tvAvqQt6d7IWaF",
-	"Un0gU5HLieLoSYZU44Sdm5WFt9U8QadnX7aMT5Gx7Rc8wbuU42/HPpYn7g+Hw2HlH0SWZ/Qsuy5h7Qv5",
-	"RlxePhFd//ipmPdab9M+v3rUuZV5qdrWjF/UwldMHdWETodn52KydsrCkby8/K7/pejC5dPXoE/COcK1",
-	"EefDodjyEWDEF4yzmmUWwcOn93ujymC9Z3kePkaYeeOFiDtzEe6/FpO1SL5/dJl4PSXW88w6U6wjr/bD",
-	"I7Acohr2/D57eSkGg8EJviWJMJYVmFysg6FkB+KCNd57pBVXTt4ez3GiQDzZYJ7fQx+C55feZSzRYnZG",
-	"ZG4gHgWKxTdZYXS+HvHc4PKMYs13gHgH7ad3ZubmGu2ZV/A87EWOAk2oXE3hIIVWKrWx9kbQpHTih8vL",
-	"ZyMxlYulzK5x34hPopHU8IbjVq5NWcRapimwI9BpYTG43giY5TSX2QI3f3MnzcSq4lb50D+cTSQKZfml",
-	"JK9AiKHcrt+d4dl5y+XhWW2T6g9mhUQHe4pWMrnfgLvirlc3ajgQF7XbxGoIHFPS7y/kmz78PKmu1BdD",
-	"YXuovbC6MfZUg573kWjGFmING+bporooYJTxC+irzffg1RUXcLKxRs8nRcNzybuz+04Pj5GWUefrQsmb",
-	"d2Ph6Cy6WqoiM+mB/Z8HMl7IdRXBjwTI0yE5EHjNPVIdQLgCea5ASOdrMUSdsFwuTeHYkarNCpgFTUDI",
-	"iblV9Bhamt7z0c5l3tvu+cjD5ta0RyRgRxaYd0G7QU6y7ilRpq7JKZ/RxIrxLgmHjH2bdwN1b789uM5P",
-	"OK6o3sjFEiyCziTL80xfn2T61mRT1T8/aw23VMGOn+kdQZN83bI738MitzenyvyAv8IZpNKpPlgDnZY7",
-	"3sglafxsl2oYdWCL2uQXZYgVa1AEyQwh3gr7nKXeiPDeTmfMzUA80vAHUxS7coGp/Tc89tXjbxO4pX5g",
-	"ThTgwVfSitxYF+vug+H9HhkmKUgTFjvMbcaCJAzlGAzD73z+hIw1zmltSjGVWswymJMm4XbPigS+vcpS",
-	"y8S9tYcoGPfQJOy9xeE3HOKnlSJPuXUqRbrbrz94GtyaR7vqB9PYevc7qGpobOwxWi5AVyjwmKscKp93",
-	"CabmiOwVUimQfVHmCYp9HwUuiuwWVB44G3Q8rQyNaz39kBkE9xo09EzZd2A5UccdymvAB8bCKiRQpIeG",
-	"um94NTgPnNOgs1cBPcbmamEDju3J5kUNA2+dS1RnA23M4wclczff5h7WSVcyH/Hcy9wc5Fb8s9Y3hWBU",
-	"800+wnYnRvUxmRtc9jYCx1tLAuKeZX14sgbe1k2+SkJeL6/vngVS4pQotG1rDBKZStJr5ASjyF1kDiPk",
-	"ThHZbFMUfSCLQq6P5z546VgPp4nvZUNjIfMVGNGnjZkdwZ2CRbc1cVsSZbReOnagUt4f00el3lDy219f",
-	"XfpIASV4/hn/GxR+9tdIED8CE0B7B+5kixea0yQb3OYol8luw66ufjRJCH8RaAAXkjlcQeXplk3NBE2E",
-	"TWo5cEV54/3h7GEmtVsWNe7prvttt6/3IYIk8qN9Fl0MjwYJG+TuQUrbWCO9tG2WaOofUpa2E5/u37//",
-	"MBIvL78ZC4rB5pKElSRiY6/pPStwpHWDRu7GlZovf+GKbOrytcj0tIC5WzKBKMCFZ2LRkggkyvL8CAr9",
-	"IOrrH041+K0i+72J6ieZdSp9wod2nPMbnn6sZ6bF+605H7I9lHCPUoAER7XROPKEcZjH4Njba3jNaaSP",
-	"blWbxSJbY4GeCy6XSmO4fPPGTUluSTrwe2juEbMMyR694+/jpCW8FxI82Ds0N1Vih6C8DpT09dSPe2BH",
-	"47pr0qldAim/HV4H96y2E3XIXXVlbpFTF+qKRbKnH/7fvtgDec2u0sIsl/gNypkr9sq1avcHmNKll8T3",
-	"rOBHvYY8ZGlELz2SEb2jluCn0GVNy7sHe6w/vF89YYc8v/TuOBwMj1Jcy9u657ab+ANNIpHUThRLSBqn",
-	"saEDakwTgFewM1XcKLW0cCEkscZYs0sQ39xqkm7cTaK2qINC/ZAy0MqHzPTmB5pOiyC99aV5QWc9xJ+I",
-	"G7Tosnl7ekBQHehdjYgmbc8SXbPAFDg13u9eBsJhdsCbc5Q/xmfT83p37RPy3laaYc9SFTAb7C7liRp1",
-	"PEA0NWUMK0XoGKvaJEryQDUoEfTyCVOoVz7Jz6EKYYpIbLvJscQMVU2uPWqoneg/iXUtCJlL60ZV8VFm",
-	"ydKZ152TOLh1YEng+NLFemGsizZCmAOauipsIvLM8hlX0aYQABli2o+bq8Wo2sj63MEgW5hC0RqoVMJY",
-	"1g1QUuDEx7H2b7xyxsk84bQhij7KPKeb9TlZrorccvzNxJhcSe1NRA7Rt8h+7xW1fOzGaEXeMYslk7Bl",
-	"WCbmHWk1wom1p5xAZfm68vmfDocj4XD/W0+BU+2P4RvsTHiLgYvH9IvT4bDdHg6nuoeXVOuuKHUuQb9E",
-	"rQstkUCTyJndYev3WGNc3cEW/zAuwc2r/1uCt+/J1K/0qs/U0r+sc9ugrJCuQIYuhep8gKtyFE1Muu6N",
-	"Y73TEwDcfR/L3uGa5nSwPRTZTI70M2OD4JdSlYqDnVi9GgVFL9Z0o70cxjJOZqFUXCgx8to3s5kATRR1",
-	"mK7n5FLM1CrWnP/Wa0z/gHmFfI5Ju+Jtmxf/XZwcbdqR38Fd8h5stG2lCHNJj9eJKjuvRSmqAQvsuFD4",
-	"nadjeLyJN8D2EzDcgDZwWOVpX/JWJcAHzMp69WHzsDbWzLNot2GfoavtA2Sk7dB4qcy8qlGhIBrlGWdY",
-	"YNswymus6WBu2UaNcS3BrCn5f5+JZmH2VbYZs9b2rMGEaoZXc05cRhWGjqU32Cq4fufUsI3jqjK7GC9g",
-	"I/NrI+GrRk/bjsiH5w/+4pPkRKqczHLMfWrS0ZQFvb8UG3F5vAi1lFw8Ga5Aizqh9KFDqsQVs9jm7ngb",
-	"KCyTf0l81/9Bv9xVbLXxVW1zO1GntkOwvs2SEQyGbZQbwE3fTl8F6aDc3KRXMCWZ54a8JkB1hZZ5qzZD",
-	"W9uuzoTQWIu3MHOU+rsjUFMPp5WFHsH+gswc8ZGO6hu+n0Pht/6NYVZh5hERQRvXfg73992SUXapUE/V",
-	"ihkFZdFRMjqmjvgkG+Apl5dPKpWlXl6HfsY7Z8+15Yq88FR6VFrE78jTj/VZ4UUSKx/Iy894Chzh8ZI9",
-	"XMdjvf27sQXqbBQfi3yima84RM0BNTZW+EgZTGM9UTNTKCyas9nflbhWzmLGFc+WsFwqeYVeAS+0dmh6",
-	"f7QYQtjfO0VblMtPdHY9d/m6r94sTeFajZqjUhdC4RSdyqfMZKg24zemM3iSfr2PC3gH3HZQcr8LhPbp",
-	"oBNkcHeHxU4v5wG6+e3WXCNO3GrGeb/ency4o6y1+ql732llrO0zq8JRHhW6fS+sGMu5cJs2AxyRKHUt",
-	"nRnJU5IGdgQL/gNztQ/EIN5b8DRQ0bvpPYdCEeTFss0S8bAQX2E6FlVdqiqQB9sA7MUVDBUiz/Do5Jp/",
-	"oXKJu2ahe3kXUtCbMwwp6GJPBvrgHXKYG/6Tw2LqOSpP74coL9Hts/KanNe1mIE3CTOzIkvzO9Pe3Rf4",
-	"gpe3IYdVW+5wuFUshBGOBx6N2KW1Aru9Xsrh61x1pqd5iWBulKjOBjezSSnA9isQyo52Q2nE6GNJhAGt",
-	"W7VLKd2z38f4Yu6iBf4mYU+J/9si/x2lNBmj+0Q0ARcc7wCj51+QxbrtBatjCR2ASbJqWig3qquzUmwA",
-	"KVCRqSDwDCARQh7qDcRj16gZ2tKXPYDZEVH1xpzbvYaNVbf6iFsFaRNPYns/npk8JxdblazD2kGoa/Do",
-	"WVZwFgjVgjS4H5fGgParlQXN40wsMqwV8jUjx6o5Ut8cOLdlLqfKhxfQlIzEEDgzXHc4sMFB9eOQa/OV",
-	"d2R69NrKkbkVbz5uXS6Q+QHgruBft+p6gT53Qu1ivKujEgwqHC/YzS0y2Fp/2738H5mX76jw7Ilp+UgW",
-	"8GEuRNtTkjgWSdyJO0mVz3JEtdnGltBkdq7whWrx8xyh4jc0+8aN5/i0z+sBKWnvmFR51CEfSrZBqTEt",
-	"i8ytXwDv5LInxDC4KClvn/76zs/sr68uO1uYY+Kvry65dE69WXLGSEJMwOdKreamgsANQCwInJvZWBdq",
-	"agoQt7JeYOlz3BiETwPbkFqgcQs7WsGIXedmYkU34RxSzGlxef8/4T//mfRQR431orTO13DPMU0gryce",
-	"ViAVmNOAK69OYe7ckuARsta0m28zOI1J6VTK8C5Y/PrD5eUzpE47V3ku6Bc2AmLtf2+8w89SNABrKgtk",
-	"HrNSY5GnJUxiDj9wDgrXKf704lKc4LtOfg3LeEv/f8txHI9HRzEtsOM2wDS7XrrBVDzTbHhtWMTVnDdw",
-	"YMjw6GTkZnIR2QR2X3YxA7S2pBeLixB05qzLEUwPd8loZHVmpX3c2sYaNH9EoTWl28r1uRDLwjg1hWMp",
-	"lDUlKKtICIXC/MlVkTlGAaZQyhoDxvXLi3od+U6x7pmC5TIvlEzXwiql8ZCYF4qJSTNFeuVfX/z0FCGR",
-	"0dmbfEOQHf3L9dIjB3St4Xcn07LIRT8V936N2TqKO6MHw+Hw7b1ErExxQxW666VKe2OsNFws3ZoKrRdK",
-	"akuWukeLHohH5OAtCoNwMckumJDEww9bJye5YmQDXNNPS1VI4upwAkuTYR1z6WyWMvOaGu0KOXUjzKYX",
-	"Jwuw+qc2iXX3WWEWys1VafkK4wNmqbRcZoO1XOTIJkBzMNNygQCzNXKHGw1EnvRwM5u46gy814LUR/Qa",
-	"a4zVIZqQR9b3GJyCQjZWyOlULclYYyqHaRI4p8jcKNYe8i3CGugkLCPB6muhDeKIOyMmiv0dKaOInw8f",
-	"1PLLltLN79nw4kyL5CLPzSoZiOSHRxffipM5Fkv93QcG6UMksb97wDmyr1DH4yuTFYKLryuAOSAInsNM",
-	"rTxWnUB0FYycfG9QwLoT4GmCfex1h3yh5HSuLFXpgx6Hhl7i1Bt3ssxlphNRSAbZklrUaYnSRxCOjMhx",
-	"arSmevWRSM7vnwp/TX6gDf8uU3lqxaUxAoMUtdQbnk6s80wrHJchXYR6M4Xd/+Jc/C37eiyS8+FQfC1T",
-	"P3bSBGmMNXDhk9PBqYefX8rCKtGVYlGB+FSgh8kPxjqQNdVnsWb6gKn0xiJ5MHxAvP1/VGGBhT01Trzw",
-	"tc1+Arf8JcJDxhp3i+fyRnTxf2dYFA2MPyWJcfnkBaaCc/giz6ZKk2uSwUt/fAxCuCxylkp2dIJ3ipjb",
-	"wBTXJ/yjEzCyqsBhxx9nJ+rwzDqjzulgOBiix4fuZWfUuT8YDu5jXNTNUSnwxAn/v27TUrdpmIguAMsT",
-	"1W6RaQdfSyzmcQoWJ79oA0n1bDjcg3l0N6wjrkpsgTp6uRw01KLO6OfXUceWi4Us1t51W5gpSJjMcocP",
-	"J68tlgXRsK9hgG2pvHPnHklEjlELjyQjHfPJnZKdnvToNpTKhnzLWZHAI8lAfGeAu2y0CiG3BENNYMLO",
-	"SMhYI+B3cC7OVJB23sGBM2E0dsoRqzENsEWiWNtMTxXVHuJ4CCIIp0wOZrkwJdkqIMmiSigiNCUuxONL",
-	"oaYyEE9QiUKulWmqFwEdsYi4BQRbBUZPOW0MJDAHHHAGwDtts7gETCidqjcwjwAhAVSJ+D0ECkJmqyXF",
-	"gH07+EYuD2S3PO54wPKsJQfDNcfmDEDmE9Am6lq/TyQplCsLrdLGTmaW0LLkcqlkYSNUN5xEA6KoIPDT",
-	"EvE8MoeHhqxrjdBHIPFi/eLiu0eX/2ewSCPx7PR+j4MxMlSMFMjQeZOmxjrKVPHMH8UPfIC4nyHbPXMi",
-	"N+YGjpJ9Fs2L+ySzDo+s02xls8NbUz1ywq1u3kYHnyRIv7evPyBzCHl2LezhJ61o07y6SueF6KLnNIe2",
-	"ocNcTzYAfvFnp4d/1kC4wx/dP/yjCvb5bdR5cMwv6vhyuHbUIw//jlCukW8GTglbyGpVHuyhmZDVVQwU",
-	"KB2iqiwUO9HgL1C7e3XmylmCb+9KWxUyPnrJdvJU4su5ci1uiaBgAresMIBxOXS1vSkQbqgXf2fDc/Ke",
-	"xRoVAvITuXozDFJ08HesO2EEMKQfMtvNZrFuoPluZHMTDoUOHWx8RrcHVJKgZNyqQuY+AR95mteis3TU",
-	"TBOONSH2fZXUuCPbQzKHWeAekl4PfwKjCOAZXTTMaBeqCvSBSALWhkeIYSSzcVAMKIsjbHOsQxwrzI2K",
-	"ltAHRuEwjpkXqobPhHgfCJDKmBv0LukBW/yZbWy36CJuh3dVsNWcq5nrMSYca/kVIRDVEmKmZJhNmphc",
-	"yXUbr3xO5/2E/DR3o+iqUwYwzG2/0wb6Ce9NV7YiAmxBCNSbfezq9YGYLDtA8u/vbWvy1T8aLQH+q7VR",
-	"yYfk7lRGvoO1036htJWI5bI2JYc7mmAqvvQJKyyQ+58Nz1sSvjw36Lo6ufK240hLaS3irFbp1L628Xcv",
-	"U86HDw//osKJh1+cHfGLTYjpTyG9+OS8VhcgbboevpB87pFvTdQon9kWWaz3N3nAY4qYMw/4oPoM1Wjv",
-	"QXYNdTmfAdGdf1zkdvSubVZOMfRnZhmoU6F0+6xI/Nt62eZWuegHVsWiox5GRX9pbJu7IcaanLgzEjGX",
-	"jWHvQXtjm0AmXRDyPVzgqF5lamM9NepNZl1dEfK+Zc7GYiYAqkUzTQud3jrWTai3TQi8N5gtYDktB11A",
-	"A/GKIt0UlhSgGGJKlczJuK3sYnLuIUpktRxvo03UPEPHO6PA16eChZMSltLdwnZn25/B9Tx6Y4VXSzoO",
-	"Wr6FFakRvlfjraowwptzIWh670H1ugctTxYqtJ/z6PYbpWWotKHWylZqI/SABLnZINTz25r6CFqmx/Pk",
-	"dhw1lccjikY+vIEeKdja3kjU1T3Gdmctd/Pc62XP3CLP+zR8wdBqTFtBlOPD/0HtDwXMPoGd3DaWVUg7",
-	"N4VTWqXjWFdHFroxAKdbDwQ6jILySWpnkEukuJBfqCqtCXXG4sLewHo8fBS1rYGd8CGAgBeES451V2pR",
-	"Lq8LmbLzmE/f1QB5MRNgIqc3vb3Ehf0JG8dL96jFhc9u2gls8WKSabjJ58NhD91VXgGvoPoQnBl2QgS/",
-	"BayjIqsm6ukOhM+q7WGw34C0jZ6qEXYM3CqKXJuyAEsqR7i/M7+HnBBRwTTHGp5syUvgeqK97r4TGs6e",
-	"/Er/eZv0IjInfV4gvoi3zFdWwkbgUrptQcXeINbfB0cXcwlqlMrBD24pzL3YqCa0VrQJQ8e6q43fTHiq",
-	"f0H9SRM0RXsDcbH3bIEF8+Ey96VDbrOYOCL0ThZTvS3xEaJno+HvEb/gVm1kuSBT/Nqk6/emwm1gdL/d",
-	"7jP2PhVGqmxp0YWeVz6F7iazqN/q3jgYSBXMQcUh2V46/fATvty8qez/brSt5XgxqPgU3c4cwYC6Ys1Q",
-	"oVVz3C1axnqU8D1xDe71u8KgblvhN8XSdvTR5TK9s+HZe9sgTqBr2aFXe/COR1vl36z3ePbWytlA7SDO",
-	"xnsdGK+P0A8E5pRlDplrrflg2OuNdn+7s+6i4Grf3wc5qiQw5x5s9lEaVcuqui6xlITfGn1dy2/bakbh",
-	"F7EveysSyR1Y/OBAv5RtptuiJDcPdO+Ibz8Xd8N7tfx2dP84wlQmqgyNpYOuj8kMXkvvyqpbCnY2V6Jc",
-	"+jzKcDN6I1GzJ+s9mikR4GCna27T1ZqQSJ2vKF2QFDcM3xFuUQXpwIDd2YwNBGp2TCk07Zo59dNu7b4X",
-	"VeuJdbOTRTBINpbQ810eyAeb1VojcvSqRZMY7SufNsVGGXRbNsh7ayoTdc5PjyDozX556DA4O+LStffE",
-	"/Jz8Dc0MtkiYJWUV5evQyWyGPdTAsuCr0uZ12BfEOUE0e2pC+6k8E98RCHyzUaOHy6jansoqCVLbK3w6",
-	"EdhuIcL8Ouk7fhVlruApfOQqjGCTMXZ7TM3Unrx49M3L548x5NujZiqcb+KzL71/xxcwRKS4nA/vi1r/",
-	"VZ8wRmZ0Pb2AuENom8zmhXVqOWrCfhF38W3omLnEFdAcDoZFutem8ntz9j+8oO5HCLpEJKSNta+yaATL",
-	"gtu8CnNJkVOx80ZS4iDWdaw7SjmFxwMAI+HrLX0TTN9CkbItJ+uE+78hlakaBiMojDRGSF9myKVcyUIT",
-	"oh5ln8Nc6VyoX71Wq6gyZKsgf7BAz4cPm92A2KwmCJGRCN1B4fZQQZG48K9vMmmybDGXHz7DxiE0Q/Rl",
-	"w3ZWnR0mGJhdmeIm5JHWcienczW9iXXDPYJNVB4M71e5iKGnV9XHq6ZVLuQ61nN5q8REKc0LGYdKssz5",
-	"1Ajcb4zkwdyRvEBdh7kqnZLDBWkgmCO1woqmGfm1743a+TCmWqMTxwc21LhvxQ5lhZtTrFTBHWg/lXP/",
-	"E3ac9kwYb0K97TS166y1pVaYAb3djPp3HG6omp/6xqed36SGfCZ6xCOdsnAJYkqGdslYZ4CuVN9ASnQb",
-	"kthyZuVdFYt5hUjamsT3inILCEXYizUYbSQqeFaQ+twE3aAwIPHci2LdwG3leHGID+OAtSJ6wmurN6lG",
-	"lWGj43QvAi3bI/om+Bcq9PRfbnvd6FktvdOYbJr2vtVjSjOUzsNw1pGRcS27G1bTkKEQZoxS1ec9mpHA",
-	"9LVaA2vOGm9iDCc1nJAmLpx1+ECsb5RacoaczLNbRAK53AJyDVH5pN/nA0487KuZUViIL2DOzWxxqnMu",
-	"ihyL4WgD/JU7jdMguEG+ZSpFpVKQeVXeD74dVKlu0u/P0JovFHCazAAHEgjnv8xo+FAjM1nXZB4KdVO5",
-	"pcdVJS72g8hCgxwszW4JW6HEpNdE2EOMmihW5uI925rvVwPq/cDxa/+aHVyfdjsSQN3WeeiM379D43Nh",
-	"uSHZqrob3oqrb/nvJWa8l5HnAebjY1iIZYuoeOFdxgHvZSsqiOpJM1HeyxTGuGKzbBvkKrAMlXpns48u",
-	"TtBTSnVe7UlpWq0IBuU35KR9oBhIA1XsAyvWtAc7mI32WGR/zAytP7z6+MYpdhvQ9aj0R5/ldWflcNN5",
-	"38wlbl6yb3Jj1aWvvr7bLaOf1e9Z4wKc74s+UA/eWty5Vr1AhSNc3UAu4LlEyd/7fDLCDpAebsJT475D",
-	"6MnPiWKfKN/vwfvCqpOrhehmdSgGkAuMX8LIHLtyEpv08regF3tMh3quAvW3pJSRzQAaqJooX2K9NxQ3",
-	"EK+41+9GPGXCTksbibPhsBZ5DdgHSSH1TSK6w00/YZhhb4wOyhpiPBUyprWBIsrk8KMz1ZMd0SyMzrie",
-	"1mdzwKc1LyalWIUQ4TKb3vTLJXWG2dicWL8TIIYH2PBTgB+GDggzzhYquOlbSyZxprFaEWugEcYj2B1+",
-	"sltVelzOgD7C7lYEO1iYPhUeW1uyeTGVGp2G9oYjpwTMG+tYhwgz7NlXTxOMp/ZhTparDngIzJZqZtmE",
-	"UtT6EcLouJinnG5vK7Tv+8MeVyyg1pNZNghaNJ5nJs/fBy++Y4bIB1Jbmrg329rLiwDck+nrsb9OmW3e",
-	"su0cpd9/wsbI31lsEVFjX5yuqbkHgXfO16B4ON3i3yLuU4o4AhmqOmvrFDmUKJcVH0DGnvnS9DpH/0R2",
-	"ZnQkj3icHrJJAxrOJ7NJf8QkUt8xIvSAB56P6T0bjSZ8RVh7S350NB3Vg8KD90xzJQsG+8QmA3OFYULp",
-	"NoBImn5xH/8j/zcmGxutYi2dWWRTDE+ynKLVeMRlBhKpV9OFmBHId+8FzSxpzdJSVsQoMBz4qLSlzEG2",
-	"NnoXVYmzGGHFfv6i2+irKTxeuzY0MU5+sMbXTOOnsUY0gAr0iHQPWkow6nNzfe0TkprC7YXC2hLEMPod",
-	"GvQN9Ki3TQQjV5TqQxr4AddphwwKe2yVGzckRyPg+W8PwOfoAfiGuEWDyR3pASAwlkMYGE3IlneAwHhO",
-	"r/kkCBj47sG7HcwB4AwqU2aMB96cnfgZASvycLF2a2ntixrW5G9jfYd8LL7KkxgFecIpOoXOFKnXUZUm",
-	"7OGxGyXlsWY0+6p8nGuTt8rIxVYV+WeiwP5hS0W/B60IodM8EmorG6no+WBFaJ10PxgHaELYtzCCC09k",
-	"XNu/oMTQf5eJHszbCHTwxy4Trbf18FDKHAGk0kVKCuvtuQWfLkvz5RIDbwxv5OuoqIJuG1m9gZVRNUqh",
-	"lAtMavOFow0PYr2AdDMX0deBop0Q9i/TolEN6jMyGdIdU++sj1+AThFrXsMITLIc3rX2tYAWo4jBS+kn",
-	"HlU+XJ/VsFG0t9ViquZW3QL35pzIkItA5UAeGBtLEyxGJZuZIAvpkTc4nJlx85n69mdalFaJbvLs5aUY",
-	"DAYnNGxvVEfq9s1gufCS2sAY3Ca0zqrDxOIVcibMKq0MgaVkoWJd6kLl0rWbU5y//O56xWZZ2Qeyq7Za",
-	"ERxlW52+//fv9fJVAuWOhVlU/bkWdyvM8pRPubOrjY6cwa3NKcXoDNGGK7Y/I/3q/Yq71jaELedJLKo6",
-	"UURQ8fUcWmEyf9pW+BLr7mZTvN5I3KHeha58SyvB1joW8VOxxcIQsB14DOMgEWMkJtLdZIO9SFxnt9Rg",
-	"yvfagylUKVYrpCiEet1YWChjifV2HYs4voylHdX033UsHy8ZyleZ71KCdpa2IJZfa21LQy06aP3+cXKY",
-	"mGe8/yymja5O/9rpTBub8e+8pn+dvKZjHRJH8BzfneaT8RwsrOMKD+rnHqo77GZ1HYjIuHPRyPyPO4i2",
-	"s1UwN64K5nZUxfnrUbeXQt8j6RFoL0QhMzChSHuYSw9bCD/1Bh5xwFjvqHirIefUau02TMKLWCMgfXhV",
-	"UFj5uIE1jhoG+41SS7LKLVcVV09nNpTAkBZew/919WZPFaRKoweUzyBAU+yIblCIGlJzl3gjtTfyQoAB",
-	"TSz5iTds1YWSmkxdMJyxOm5DTQNCoOR/jP5N8wyzlmcEiIz4MdhLdLLGV2A4Z6vJ0rgquPDOWN+TlExq",
-	"o2vNR8NmDMRPGKdGw7huylLFgTZs6W4UL1aBUbaYsUUqA1mFMbjFEE0/HWNoU+O7GO3FY+bwE6J7Pjzv",
-	"DcRztVTSMRQmL34T9XJhCjVicMt1aGj1YHgfw2ByptplLYzV9Fd+UIsW25h95GBhs8nYrqwVJB5tVoGA",
-	"6IR9qQi7ljyITnCn1HkD9iGjpD2j/wWr9bg0artQr6WeL9Zb5XrxJ3f8trrbRLfm+x35CxvrbdZARDTe",
-	"wxX8Gv+FQrR7/YKbpX2bVfZbtX5NpacZr2x2Pvr5NSgiBJ1Fms5m06Oq6EwWLnhOr40oSi0GJ9NFeuIf",
-	"6fdTdZuMBXZPCQJJOnJ+DRrNHEYnJ6dnfxkMB8PB6ejL4ZdD1Ih4AVuzIAqJfNE0g9M3UoRz6rxjCEKf",
-	"sbgHFZovBbi3sYS/MSDE9XW17zYKqbrlkmoSw/F4F3qrxzxopOwmr729diLbU3jCybG8Hplm+BfcYmXH",
-	"cGWIhWilUuqz5hGKOb79+u3/DwAA//8=",
+	"7H17c9tGlu9X6eVulcldkKIeTmKyUluaxEmcOI7Lltd1b+ArNImmiBHYzaAbojlZzWe/dR7dAEhQpBzb",
+	"iTP5yxYJNvpx+rzP7/zamZrF0milne2Mfu3MlUxVgf99oVyxPp85VcBfqbLTIlu6zOjOqPN6bnIlrJoa",
+	"ndpIFKbUqUpFuRx0oo6dztVCwo8Wmc4W5aIzGkYdt16qzqiTaaeuVNG5vb2NOktZyIVy/MKvysKalpdd",
+	"zJVItHrrLqf4RCLMTLi5EstC3WSmtGIpr9RYyIlV2omZKfDbWVZYh1/BpDIY6ZdSFetO1NFyAXOh4Zoz",
+	"lm+fKn3l5p3Rw+OTCFbg/z4Oa7CuyPRVB1bwnclTVVyYa6XbJ25WWhUicfBEmPi0LAqY6hx/HQlnRKH6",
+	"SjtViMxZcVVI7QbimbpRRayXpROZE5kWUrx68XQQa78eOq1qQU/N9LpPk9mxqJOHn+1f1JNULZbGKT1d",
+	"/6DW2+v6UV4riwuR01/KrFDCypmiVbhiLbpPHl98I+bOLeUyE7XR+j+odazTQs5cbySO4RcnDx+Km8xm",
+	"k1yJ85dfPXkipnNZyCkQhegm/5bAQ8k/k14k8HQnslCx7iYbo47EF2p4+ujzL1T/bJg+7J+dqi/6k+mj",
+	"0/5nXzw6kw8/nz06PTlLesIUQlohY21dUU5dWai0P8tUngraANEydNwJgw8Gg7iTRGKVuXmskziOO4mQ",
+	"OhXw3zgRyk7lUtmxkDhTca3WYiq1Nk5YJwuHPxRJ3El6A/HKKpjJrFB2LgqpU7PAH3SlePXqydfi5qyH",
+	"1KzkdB62em1KsVBSj/AAkLxijeQlCmWdBTp5odLMCqWnxXrp4F7qVBVC4uCpKrIblYpZYRYic4NYx/qc",
+	"Dw4nB8NaucC5R/RY+Ggq81wVoptk1vK6bTmBw3EGnoo1PraUbh5tjDYx6Vp0E+fyy4VNIpGsZOb4v7iK",
+	"JIp1kmeLzCWRSNVMlrmzQi6XeaZSeMO8MOXVXEi9FlfSqZVcC6OrF+CiR7Hui9U8yxV+gRdJ5NmNsqPq",
+	"yZPhcVT95e+m1GmshUhmSk8zfXVJH0fCT5mWq94us0LZS+kSYeUaKGY1l04UaiEzbcfN9xMPgl0T1mV5",
+	"LopSW9GFpWf6KoIReiNxNnyEb84qwrvM9OWyMFeFgo0mokGG3EeOzJPBU7uU8AnMcAyjyLA5DuaVZioV",
+	"iyzt4yRyJW/w6konpLYrVSCBlUvhDE7BH4pY5qUVcmJKJ44/E7Quo6f1bV1JKwqVK2lVCvcKOBf+JRRI",
+	"g2pd+PglfpiMAyHjoqTQagWURhuHH2nj5qpAghmJs5OT5sZcq/XlIrML6abzZAC0iyvDJcGM4KrhC1Uq",
+	"uklupteXc5WncJBWLeRybgp1OSvzPIng8rlsoUzpiB6YvK+MVj2/VzCbTF+NcHl0TfAQJV7bgTiPNVyr",
+	"DL5cqMVEFXjhXJaLz4YCnmtw9Qe1PbKiK63IpXWxLpRWK5VGQt0oLVZzvM68t0oWeaYKvANKw4ldGeeU",
+	"HgnJM4LPY807a4XUajUQ5/6c5sYi0YupKfMUd2iiRKrgXsBsMyuu1RIlZ6xhH3DQCB/0k7hD6mzwy3vI",
+	"06V0ThUw5v/r/vfo53/79/4/3/z8b/1/vvl1GJ08PLv937jDn8fxz3H8pv/PN/8LfPbnuAP/vOn9ehyd",
+	"PHx4G3d6/9Fpk2RPgZ20C+aFsU4AeVghUUtAaWxF93g4pP0nfaK3S3tAVrW5WFJ3jofDYVRpP8ct2k+E",
+	"wvq+ikNdMRCbesFBWkGhkEbSzsgVpfotWsIzHP1Xeidw/OqN+M9d76od/M/n/f8r+/8Y9h+9qf57ORj1",
+	"gQiOHz26bT9ZeLtdyqlq371SZw42TZZuborMSvgu7ND2bGmoQ6fs58uTxal+drJjps8LNWvToV9885X4",
+	"/ORsCGrsTBVKT5WNxNQsFrJvFajGDvhBpoXRStChjmKdFMoujU770q71NBFdo4XUTa4a2PjIc3npkHt7",
+	"xUUKl02vlRMZ0RXcA2ADwCl7JFtgiC+f8fj8+AMrlibPR7HOjb7qw/9JdohnlTEgHd2t02FvIH4CVm4F",
+	"qELZlTbFnYyEd+ouotze3guc2ZO0nQ7CvLO0psskT80UKQIvFvDmk+HJDuqgEe5PzUAVJ7togiZ9x+1P",
+	"6LWXzesfVgPTvScXoFe+dz5wC0MBQVqFRtzjoiAbbmq0UxqZL+pwtOFHy8JMcrX4r79bg0uv3vsfhZp1",
+	"Rp1/P6os0iP61h49p1/R+5q7da7XghQGBa8edG6jzjemmGRpSpv7sSaC5IZ6eGpUTQ8Rbp5ZEZiM6CYz",
+	"P72kh9Nt2ls/snLzsee+afckqE6VoICAjgiqxi+lsm5bSwN7bKeK1huIZ6RC4XjMp5ANwNL1jcyz9AUN",
+	"/bGX7FeUWbGQ+cwUC1QaM5rUJX/Np/TMOLL23/ssw8j3oy7QVyru3U20cZfkUQCDjA0EaYHLWbm2sV7N",
+	"1yP4jDS6RHSDVtrQ5cd41ksF8kckXz9++vjiccKCxMb6ZHgmMm2dkmCVsUHkR6vp/0gnYD9IP/JIWLNQ",
+	"RqtYq9wqsZDrjUVos4IxJwWxvS4IthT0KOsK6Uwh8BuyNOEHkbBKwfNKXoOak4RXiOYbModjg5mSlPpa",
+	"m5VOYt3VyELZXIjgW5r6whTwFqlZh78yPSbY53KdG5leGPNUFlfqY1MsWtGZFQbmffyZ+CH7m+gmS5rU",
+	"pTPmModpMckSz39m3Dem1OnHnOszI2w5nXs1g4hzBrNIemRKgX4hCqkFWl9ZZbyBVqHSWAP5ZFok8Pcl",
+	"/UHuAn52mhuLClIgYjw7PEUkkKQu8hLYNRgeHqeL1EUPFulH4VJZuQb7fTr3B35hzI9Sr5lD2Y+5iQmc",
+	"50LqtedENhl7e5S2YC71lUoH4nGGzLhmw3ZxC3ChDyx7aQLhwB7YOShlqFhk1vsM2MqVDr4Bo5ReK7pw",
+	"T9ZkaU9NqZ3tRd7kZ45e0JHC1FjZBLFQOXnY1NKpCGY4HMSVgpn3xnxqwXmRWSFdrJGngKEFMw3j+zdG",
+	"5B6DuRmtBgI9JGRxx7rpL2H1VHRNERhTbXYwDvylCttDm5628QFwxVlpZW7FVBbFWiQvpFNoVvafmzyb",
+	"rtkVEz4GtoIezn6m3KzPXtA+7CkupM8u9v7xcQ+0AlgQOrNxNFTlbKzhmEYiiTvwu7iTIOOKOzzFuJOQ",
+	"Gl131/sJtHnrJcq4XM0cKby1ocfFl8Ox+/I4EV1ttKKtcJU6X3n1pG36oIgE6rOCsXhmFfFva7+bW9iu",
+	"AvOG1Giaybc++V++PB4Oxyuc/i9enttYL1UhVn4R5PqblKw8T8rCOhKQpFQvFGy7I6+2AbKfZXlO5oJa",
+	"LN26ZaXw4vEv5ZcxcAP25/fD+zuH7EK1lbt4BB/vUS0Ug2zilWa79h/qo3L1HzNrgV7h5pOOJCZKFsB5",
+	"iKMmZW1mCbpOaiT6+vXr/nnp5ko7mKJqzmnLsqCF3sgsl5P8o0ta1EcmcnqtdCrSjNxmLC0yjVQTtTAt",
+	"Oy8dMKlYp2YFO8JDXJbVUkAnRhdP6aZmoUJUCLhrZgXrJ9s3/F0J5tYTIg5zTtzzK6NneTZ1fhtgT/P8",
+	"p1ln9POB+xb92lkWZqkKl5HtR9rm9m2ua6YjsZrTpSaSIacbCzWgF6XLRWf0c8dro/ARqZidqEOKYSfq",
+	"8B513mxZpGCP1r3iLdOpnMIj8vSh/ll5ZUudKwucH12y492Oef9zI6S9FvJKZuhjAkNCOnL3fXbWafX+",
+	"8Udm8nc1dZ3bN20keDZ8hD4spMUHQdIOxE9aCToOctJKkRitfpp5R0Gs7VJNs1k2FXw37IiiSPT9AsVr",
+	"bg38ks8ziQT9TSPFeoXOYjTihFtlUzUQydSkiqwJUpJIXI1EbUspjrI7lsFidDN0IepEIroy1knlt0zI",
+	"vd+glR6OlCkbrJxxM9IAMpwe0ArVI1bomP5rJqdM0wy2XebPa/Q8k7lV0QaJL0za4nFM1NtpXtrsRiWi",
+	"iyRBorZ0vRF573BdY5Gg1pWiX24tdLmYqALOhD7mxyzJJm1EGBYGqV+O8AXIGPxt601AH/L2dM/FrFCq",
+	"D2QqcjlRHD3JkGqcsHOzsvC2mifo+OSLlvFtdqVVi+ctcUWpEhgwA+0RPYgJPXyJR5QgCw3q96gWtcJo",
+	"RazhaRA1IPNnM299irPhUGzZ594cxcuiY11qepd3lz/lw4jgNWgpAKOmR8L99++Hzy3xXl7vxJhcSaQd",
+	"CgVuL/gpMo8cN2vsg5fidDgcDiuHKPJ4o2fZVQmHvZBvxcXFU9H1jx+Lea+VfdwVSIg6NzIvVdsh4xe1",
+	"eB1fh2pCx8OTMzFZOwV7LF5dfNP/QnSB2+grUKCBcIFPtG86hrjBGq2ZorDBZ8envVFloT+wPA8fFM28",
+	"tUa3OXMREpwWk7VIvn18kXjFLNbzzDpTrCNv58AjsBy6Juzqfv7qQgwGgyN8SxJh8C6caqyDZWgH4pxV",
+	"/AdkBlRe7R7PcaJAHtvgj3iAThMvILyPXKKLwBmRuYF4HK4ovgmIPV+PeG7ALUax5ktPzJL203tvc3OF",
+	"BtxreB72IkcJLlSupnCQQiuV2lh7q29SOvHdxcXzkZjKxVJmV7hvJBjQKmy4/3Er16YsYi3TFPgvKPGw",
+	"GFxvBNJhmstsgZu/uZNmYlVxo3yuA5xNJApl+aUkoEFq42WpM4vhyVkLt+BZbZPqd2aFRAd7im4B8jeC",
+	"OMFdr27UcCDOa7eJ7ywcU9LvL+TbPvw8qa7UZ0Nhe57XgH419lSDoYaRaAZTYg0b5umiuihghfIL6KvN",
+	"9+DVFedwsrFGVy+F/3PJu7P7Tg8PUQ+izt8KJa/fTWahd+xyqYrMpHv2fx7IeAGs0KcsRAIUiCF5THjN",
+	"PdKVQJsA8lyBVpKvxRB5a7lcmsKx51ibFTALmoCQE3Oj6DE0rb2rp53LvLfd86GWza1pD8HAjiww0YR2",
+	"g7yC3WOiTF0TzD6Fiy2BXSIdGfs27wbq3n57iBUccSBVvZWLZY6yKMvzTF8dZfrGZFPVPztpjS9V0Z2f",
+	"6R1BdX7TsjvfwiK3N6dKdYG/whmk0qk+mD+dljveSJ5p/GyXLhx1YIva5BelxBVr0HzJ7iLeCvucpd5q",
+	"8u5dZ8z1QDzW8AdTFPuugan9Nzz25ZOvE7ilfmDOjODBV9KK3FgX6+7D4WmPLLEUpAmLHeY2Y0EShpIq",
+	"huF3PmFExhrntDalmEotZhnMSZNwe2BFAt9eZqlNGlpGtYcoGO+gSdh7i8NvRACOK8uFkglVinR3t/7g",
+	"aXBrHu26Lkxj693voJuidXWHlXYOukKBx1wljflEU7CtR2SgkUqB7ItSbVDs+7B3UWQ3oPLA2aCnbWVo",
+	"XOvph+w+uNdgkmTKvgPL8ZowKbft7ixSRCTIfzCq5dSJ71+/DNmqhbKmLDi/Co9zWRinpo5cUtO5ml6D",
+	"JpxnWokuRj2+fXwhjgYrled9NIaP4GdApEd/X13bwd/BJuqNBAp4kJCZxWQ7W04S4uTEm3oRmW/kYwzO",
+	"WXh0IxUu1qjRJKJbM3iiYNTg75eqWGQugUEz6aqkuYQ90sHM5vzABTA09tOBCKUc3k2t/AHp6+hXIYsA",
+	"o4pCCqumhXIj4AC5cmAdolJKpIGHim/ccdXcvvwbfGAsrEK+gte4YZaa7Te1vifYDYf4Blq4t2O/R5O/",
+	"hoG3rlNU595tPP87JXM332b61klXMvv3Qsdc7xUy/LPWN4WgafNNPhJ8L/nyMWUS8Og2voS3k+7OA8tm",
+	"zGQNIqmbfJmEG83re2CBlDh1D30wNbmGsiDpNXLXUVNaZA4zOZwistmmKPpAFoVcHy40kFey+UQTv1N6",
+	"jIXMV3JtxXFjZgcIleB52PYZlEQZrZeOHf2Un8r0UWmllKT5/esLH9GiROR/x/8GlsF+ReC0WiDT6+25",
+	"ky3REk7nbQiJg1x7u+3xutbYJCH8RaABXEjmcAVVREY2FUrkq5vUsueK8sb7w7mDmdRuWdS4p7vut92+",
+	"3vsIksiP9pkFWlCMgrq0l9I21kgvbZvl969/eKncjiy8h8efi+9f/yBeKoyPPU5PHj48fiSW5STPpuJa",
+	"ra3owoNfDE8/xyk1lwoPYCakv60bjC6/Qn7K+tHj9OuX560q0bS4aT6I02h99DrbkfB2rYCv4Ko+O/1C",
+	"uHm5mCyLTLvWO3Dt1vU3/vTD89a3lVbVH7PZVetjb3cE8sI2RmIirfrsrCzy/fQKc6M9gZFpyRFuJk2o",
+	"7ZSbXHFzQDimtl+h926f/bNNNqenp48i8eriq7GgPJJckv4piRFx5OeBFTjSusE/7iexmi9/6Yps6vK1",
+	"yPS0gLlb0qUoSI/31aJzILAvVtEP4F4fxCL9S9v/S9v/I2j7v1ULf2/a99PMOpU+5bt2WNwVnn6iZ6Yl",
+	"8Ko5Fb89iv2Ask8FJ1Shm8rf5/1sGMfeXsMbrmB4fKPafEeyNQ3FKzbLpdKYqbXJKKekikq6pw8skQ7c",
+	"mpBn2DucjU5aMktCbiH76eemyikUlFKIyns96xDokZSnmsLZrlQqvx1eVnrtqRN1KHBwaW5Q+SrUJWvZ",
+	"nn74f3eFvSl+cZkWZrnEb1B1vOT4SKtQ3iNLArN6YAU/6o3eISuY9NID5cc7Kv5+Cl1mkD5Q02OT4P2q",
+	"/jtU9AsfGMHB8CjFlbypx9C6iT9QYIW1E0V+2TiNDbNOY4YavILDWuJaqaWFCyFJosWagzP45lYetnE3",
+	"idqiDurp+/T7Vj5kptff0XRa9J8bXxUeFNt9/Im4QYt5mrdnpgVrgN7VCMTS9iwxSAZMgauy/O6RYNjj",
+	"Vz/IM+4LuXi9u/YJeW8rzbCPv8rVGOyuIo0aJaRANDX7igU2vLUqiyWhipZNIujlE6ZQL5bJ46wKYYpI",
+	"bAcssboZpTaXvTYsSQ641/JfcmndqKp7zSw5L+b1MBEObp1c8/jSxXphrIs2smcGNHVV2ETkmA1Q6SKN",
+	"UPQQM07dXC1G1UbW5y4ma8zLpjVQlZ6xrNKhpMCJj2Pt33jpjJN5whmrlPgi85xu1qfkjFIUINnOR+CF",
+	"7pD9Pj5l+diN0YriFBar9WHLsELZhzRqhIOaF+5+oLJ8XUVfj4fDkXC4/62nwFVeh/AN9g/eYgj5Cf3i",
+	"eDhsd3GFU72Dl1Trrih1LsEsQK0LnQuBJpEzu/0OrUP9a+oe7rUPE5zZvPq/JW/oPXnvKr3qE3XeXdS5",
+	"bVBWSFcg84ySJkJaU/D9gn3SG8d6p3MPuPtdLHuHLcOZyHdQZDMv38+MDYJfSlUqTjtB4IQoKHqxphvt",
+	"5TAiCDALpbp2iTkwfTObCdBEUYfpek4uxUytYh2MvPr095hXyOeYtCvetnnx38Vv2aYd+R3cJe/BRttW",
+	"irCM4XCdqLLzWpSiGqbNjguF33k6hsebUDdsPwHDDUA3+1We9iVvFaF9wITg1x82BXhjzTyLdhv2OXow",
+	"PkAy9A6NlxBOqvJISmegEpcMsR0aRnmNNe1Na96At6jlNjcl/x8zxznMvkp0ZtbanrCeEFzFas41M6jC",
+	"0LH0BltYH++clbxxXFVSMUPVbCQdb+Qa1+hp23/86Ozh5z4/W6TKySy328GFKQt6fyk2MqTwItSqQfBk",
+	"uPg56oSquw6pEpfMYpu7422gsEz+JfFd/wf9cled78ZXtc3tRJ3aDsH6NqsVMb69UekGN327cgKkg3Jz",
+	"k17ClGSeG/KaANUVWuat2gxtbbs6E6Ld2/fNZY6qTnbEXusR8rLQI++PHfGRjuobfjeHwm/9G8Oswswj",
+	"IoI2rv0C7u+7pQXuUqGeqRUzCspnpjooTOLz6Y7AUy4unlYqS72yG/2M985jbsvae+mp9KAEtT9QgAZL",
+	"g8OLJAYVKTjDUD4ctPWSPVzHQ4M0u2Ft6mwUH4t8yq8vdkfNATU2VvhIGUxjPVEzUyis17bZP5S4Us5i",
+	"7ivPlmDEKnmFXgEvtHZoen+60I/f33sFyZTLj3R2NXf5uq/eLk3hOjvLKf4KK/0pk8hCqTUt7vfMKato",
+	"+DcmlnlO9OYu5u39ptvpIXd7rmif9vquBvf3M+10Tu+57r/dCG9k7LRa394dey/r+yAju37q3uVd2dh3",
+	"WcPhKA9KlHgvEhTzRnCbNuNSkSh1rR4IyVOS4nyA5PwTC6O/xMm/epZC/Ya/t1SFcPnfzcrYF/gjn7Ft",
+	"YgGFhXgokbGoAEhUgaLTBgRXLlWtoBeHB2enfuS62HPLEmCjoPuTqTW9bwmf13VC/V5zhtVNuqN8b/AO",
+	"BWANl+d+FeUF2jvvh7Iv0FO78saXN49YeDepO7MiS/N7E/D9F/iSl7ehg6m2wqtwNVkBQ/BGeDRiL/RK",
+	"gC5Wq4P1qCg609O8ROhfqvJjHxmLSCD7lSoQ+Jh2Q2lEdGYtBBnxjdplR96x34e4T+9juP0mRY+qJrfV",
+	"vXfU0Mh/dJd6RjBXh/us6fmX5GTadlzXkSf3gGp6QVczZaTYgN0iSBJBUGtAIoRT2RuIJ65RcL1lK3m4",
+	"2wMSYRpzbnf0N1bdGtZpVaKa6GPb+/Hc5Dl5xav8OtYMQ1Gox1q1ghO3SNVpcD+uKwbLRytUik7EIsNC",
+	"a19we6iKK/X1nnNb5nKqfEQQvT+RGAJnhusOBzbYq3rui0a89tqS73VQxR62UkQOW5cLZL4H5jWExKy6",
+	"WmCYjDBeGR31oJygCvUVdnOLDLbW33Yv/0fm5TtqTXeEoX3wGfgwV/HfgecwFknciTtJlYJ2QKn+xpbQ",
+	"ZHaukMsqmgs4wLxrWHWNG88pJT4VD6SkvWf6+kGHvC8/DqXGtCwyt34JvJNrxhHx6ryk6jn66xs/s+9f",
+	"X3S2EGrF968vGHcArI6GvePTG1dzUzVMCLB92GYhs7Eu1NQUIG5lHZ3Cp6UyZLMGtiG1QMcG7GgFOnuV",
+	"m4kV3YSz9TENzeX9/4T//GfSQ0U31ovSOo/4M8fMnryeK1xBmqGqiiuvTmHu3JLAtLLWTLmvMziNSelU",
+	"ymCAiBzy3cXFc6ROO1d5LugXNgJi7X9rvI/eUgAPASkKZB6zUiNChqUOFhwx5LQxBnn46eWFQAvUHv0a",
+	"lnFL/7/l0KtHL6YwNNjwG9DrXS/dYCqeaTY8diziao47ODBkeHQyctNsJcPC3lXHwXD+LYUc4jzkiXCi",
+	"NJqauEtGI6szK+1TTWysQfPHngWmdFvpeefeqFdpZfAjIRQKU55XRea4ZwRFP9eY41G/vKjXUbgDQWMo",
+	"v0XmhZLpWlilNB4S80IxMWmmSK/8/uVPz7CBBsZnkq8I4K1/sV56nKmuNfzuZFoWuein4sGvMVtHcWf0",
+	"cDgc3j5IxMoU1wRvsl6qtDdGmIbF0q0JpWahpLbkpfG9RQbiMcVkisIguGCyC1Qu8c0qrJOTXDEOFq7p",
+	"p6UqJHF1OIGlyRAEpnQ2S5l5TY12hZy6EbtHFgrO3Sax7j4vzEK5uSotX2F8wCyVlstssJaLHNkEaA5m",
+	"Wi6wHUGN3OFGA5EnPdzMZhcehmluwXUmeo01umwQe9L3YfKI7YKirGChTtWSjDWmcpgmQbmLzI1i7QGC",
+	"IwSQScIyEoSuEdpg1xlnxESxryvlnjNnw4e1lNCldPMHNrw40yI5z3OzSgYi+e7x+dfiaI4ly//wsXz6",
+	"EEnsHx6emOwr1PH4ymSFYOSaCo4YCILnMFOrgC2FWHwY7PzWoIB1R8DTBIfF6jG0QsnpXFmCOAI9Dg29",
+	"xKm37miZy0wnopAMySq1qNMSZXwheC2R49RoTWA/I5GcnR4Lf02+ow3/JlN5asWFMQLjirVsOZ5OrNED",
+	"B+MyAKBQb6ew+5+diR+yv41FcjYcir/J1I+dNCG9Yw1c+Oh4cOybFS1lYZXoSrGoIB8riOzkO2MdyJrq",
+	"s1gzfcBUemORPBw+JN7+P6qwwMKeGSdeemAYP4Eb/hLBxGONu8VzeSu6+L8TRJQBxp+SxLh4+hKrNzji",
+	"mGdTpcktzVD3Pz4BIVwWOUslOzrCO0XMbWCKqyP+0REYWVWsv+OPsxN1eGadUed4MBwM0W1E97Iz6pwO",
+	"hoNTTGVwc1QK9vg84ZGrNuWVOBD7YXXq3dkVtl0DNS3acNTSl4x2UvUbIsq3iitXuY40EonMrxKB9aeR",
+	"SK6zNMEfYclorFtqRiORuPUyIV8srKiP8/ivv69c0iMkFRYY6Au21D0GZiVdWSBwCr4mInlX+VzFhss1",
+	"1g2fK6dHAhlaxHgmSDAYYkOOgqmFwXamnaD7Z455F4MQsTu52/QnMxCnVc6Lf/IzAsvyGmndSsPl92Fb",
+	"EzHLcjXyX3NPJfQ60y7A11T6amtdsKziuA9wovAYwgI0AOj4TKWfCQv1SCxkil5R7CZGSO2Vk57hwrwC",
+	"UXNUw2u/Ap4lvFvCRy+sSPCLPsjewuQkdiNisjPlCOSRLFwC8kPCyVyFmX2N8E9nwzPiTE3ovlh3GxsH",
+	"nyV8dY0Xnk/SzohgiH5QazKvaj0lTobDO9Bf/7667lvl7on+yvXgO8BfYaKIoH42PPuYwLO4BRsbOGgY",
+	"Ip3Rz2+iji0XC1mstwqsPRlmV5qhqyIK73B1O9q/8sqCEUTfd97A6F627uRT2yKYZGZF2Ch0t6Ts1iF/",
+	"xy+63xHfa38Z2qRle18tD9jMwkxBQc4st7P0+0Vr5/3aMip2c3iJN0gtPGwqcDFU83YaJvSkh3Kl5HlU",
+	"u5wVCTySDMQ3BpSjjb6Y5FVlmEGMWo2EjDV2twoBlpkKyrr3z+JMuPUYZaXXdB5gp1GsbaanzKlwPLz9",
+	"cMoUG5ULU5KrBRTxqNLpsQ8DLsSDKSOnHYinaAOi0pVpqlAFE7eIuN8hOzWMnnKiOhgQHCvHGYDqZ5vl",
+	"rA9AcUzVW5hHgA8EqkSwWgKE9Awb7Rp2TRMDJowRL4JJHLN9VStHAvaOnQiBzCfrgCnKYGJsiBbKlYVW",
+	"aWMnM0vQ0HK5VLKwEVpLTqL/o6j6vaUlYjlmDg8NNa81MlpQ2GP98vybxxf/Z7BII/H8+LTHeQQy1KgW",
+	"qI/yJk0NIbBWuisydvgAm1yE+rrMidyYazhK18adn2bW4ZF1mn1bdzibq0eOuK/rbbT3ScKvv33zAZlD",
+	"yOxvYQ8/aUWb5q1tOi8WBMNdQ4e5Hm10s8GfHe//WQPOHX90uv9HVY+j26jz8JBf1MHUce1oBu//HbV0",
+	"Qr4ZOCVsIVuFeXDnzISsrmKgQOkQUXOhOAYAf4Hy1qszV65LuL0vbVVt4NDJv5OnEl/OlWvxqgb7GLhl",
+	"1fAGl8OaOXsywg314u9keEaqUaxRqSI3t6t3fiQ7DX/Hph8mr4SCB2a72SzWjdY1G/VjhEGoQ7tWX0Pm",
+	"wXQlKHk3qpC5L/lDnuadAFk6ahYmxZrg6b9MatyR3Tkyh1ngHpJbAv4ERhGAE7voV6JdqGCsBiIJOIse",
+	"HZRhu8dBMaC80bDNsQ6x/DA3UspRjaeUAE73KlQNmxexHrEbCOMt0rukB+v0Z7ax3aKLmI3eYGKtP1cz",
+	"12MAdHZSVIRAVEvtIST3lKCJyZVct/HKF3TeT8nNfD+KrtpCAsPcVk03kC95b7qyFVZsC4es3tlyV2NL",
+	"xOPc0RHu9M4enl/+b6P/3X+1duX8kNydsKh2sHbaL5S2EnE816bkaG0TSNMXW2NNJ3L/EzIDNlLMPTfo",
+	"ujq58rZTvhTYr5abI1MBl0dT+MPLlLPho/2/qJqiwS9ODvjFZj+l30N68cl5rS7AmXY9Vj+Z3JHvw9so",
+	"2N0WWaz3N3nAE8oaYh7wQfUZQoW5o41JqAT+BIju7OO2KcPgwGatNve5yCx3pVAo3T4pEv+6DhSxBVDx",
+	"gVWx6KCHUdFfGtvmboixCjjujETMherYaN9e2yYaYheEfA8XOKrjWthYT416m1lXV4R8aIwTiZkJgGrR",
+	"zDDGmJ2OdRPmexP+/C0mO7G3jTzYA/GaEnUoq0KAYojZwDIn47ayiyk2gR0CquV4G22i5hnGDbnlWX0q",
+	"CNUgYSndrUZmbPszsLpH7q+as5COg5ZvYUVqqOWdk8WNqhpiNedCfdh8AMjrHrQ8WajQa923ctsoZkel",
+	"DbVWtlIbkVMkSJ8h4qHUPb+tqY+gZfpeDr7ZR6Xy+G4SkY/OokcKtrY3EnV1jxuZsZa7ee51oBXuB+99",
+	"Gr5EeTWmrSDK8dlLQe0PkCm+ZI7cNpZVSDs3hVNapeNYV0cW3KjA6dYDgQ6joHyS2hnkEikuzazlGrKJ",
+	"OLfXsB6fwU09WmEnfAQzgI7ikmPdlVqUy6tCphz74tN3te4zmMg0kdPr3p3Ehc34G8dL96glAslRpgls",
+	"8WKSabjJZ8NhD91VXgGvYNqxExHshAh+C1hHRVbNjhc7ujtUPf6D/QakbfRUjbA9/hYMw9qUBVhSOUK9",
+	"n/g95HyuqidRrOHJlrSqelb8LtP0iIazR7/Sf26TXkTmpM+NxhfxlnksB9gIXEq3LSeiN4j1t8HRxVwC",
+	"vWc+dosh19B4nFAoajARMHSsu9r4zYSn+ucgixWFjXRvIM7vPFtgwXy4zH3pkNssJg5ov5PFRApoZTPt",
+	"ebzZbfmQX3BfcrJckCn+zaTr96bCbTSkut1uqv0+FUaqpW3RhV5UPoXuJrOo3+reOBhIFbBSxSHZXjr+",
+	"8BO+2Lyp7P+uA2z5dBdQ8Sk5J3MUuHTFuhY4RbmwTctYARu+J67BRSIrzElpg5qhVACWBL7WxE+IgQFO",
+	"hifvbYM4/7dlh17f0etmtAU4w3qPZ2+tnA3UDuJsvNeB8foEo4HAlNjMIXOtddoPe73R23530nAUXO3Y",
+	"Ls0HSE1NyPuIgJfAHPncbBo8qpZVtRhmKQm/NRRt4/Tcrc6LfhF3JZ9GIrkHix/saQ66zXRblOTmgd45",
+	"4u2n4m54r5bfjlaXB5jKRJVAbUggQdfHXCyvpXdl1Ro01qDpinLp08DDzeiNRM2erNQlDrE32xRz1/YG",
+	"Cgn3pG7Np+YCNsx2JsUNw3eElFiBSHGzpmzGBgJcAp8B2K6Z47LbW81H1Xpi3WzbGAySjSX0fEtD8sFm",
+	"FVqEj161aBKjuwBbTLEBvNKWzPbeOqhGnbPjAwh6szk8OgxODrh0DZXkRw+p8in5G5oJuJEwS0qKzNeh",
+	"bfcMG4aDZcFXpc3rcFcQ5wg7mWGy+e/mmfiGGoA18IEDQFdIt+7KKodb20t8OqGq1wjTg6Vvb12UuYKn",
+	"8JHLMIJNxgIIOjVTe/Ty8VevXjzBkG+POodyupxPHvf+HV9/FZHicjY8FUmAA0p8viuZ0fX0AuIOXGsZ",
+	"efPCOrUcNYFGibv4nuvMXOIK2hYHw0SkK1P5vbl4CV5Q9yMEXSIS0sbaF4k1gmXBbV6FuSRnfG3mgg1i",
+	"XUfXpYx5eDxAPhOi71IVInSFVL7mN5msE252jlSmaqjPoDDSGKH6gkEecyULTRi+VDwDc6VzGeFStFpF",
+	"lSFbBflrDU0fNVvfsllNoGUj4efehdtD9ZDi3L++yaTJssVELfgMm0bSDNGXDdtZdfWbYGB2ZYrrUbPW",
+	"G1O/MZ0v1g33CDbQfDg8rVKpQwPrqml1TatcyHWs5/JGiYlSmhcyDtW0mfOpEbjfGMmDuSN5gboOc1U6",
+	"JYcL0kAwR2p1YU0zErskBpf7+zfVGl0YP7Chxj0Ldygr3JhwpQpFdPx7Ofc/Zk92ctNVDjNmwngTMlvP",
+	"PaCEfnjI+yczJ7o1Ztgb/MHDDeOgLTHaBU34ndWQT0SPeKxTFi5BTHHIQpsVlkmhK9U3DxbdhiS2nBh+",
+	"X8ViXmGgtybxvabcAupb4MUajDYSFSA8SH2aNPYGtuy/60WxbiDFc7w4xIdxwBr+CyHErqSt8k1AZYAR",
+	"g89Xpb0ItGzfQyDBv1Chp//SDyu48ZSaqjN+Dto0mCZR5Wvyb8aUZiidB/6u92LAtQSRtKUH0ZChjm+M",
+	"UtXnPZqRwPS1ZOKZdMJFL82uBkkNmayJRGsdPhDra6WWnCEn8+wGsccutqDjQ1Q+6ff5gBMPNG9mFBbi",
+	"C0h5kLHGqc65pnsshqMNuPmI/Tk4CG4Qlhj1fI+uFGRelfeDbwdVqpv0+zO05gsFnCYzOiH/KSHPkV+d",
+	"S/wm65rMQ6FuKrf0uAISwKZyWWiOivAULWErlJj0mgj7R2sCKQnm4gPbmu9Xaw3wgePX/jU7uD7tdiSA",
+	"uq3zqE9/fIfGp8JyQ7JVdTe8FVff8j9KzPhORp4HhKqPYSGWLaLipXcZB6iyraggqifNRHkvUxhVk82y",
+	"bVjNwDJU6p3NPro4QU8plam2J6VptSIEr9+Qk/aBYiANHNMPrFjTHuxgNtqjn/45M7T+9OrjW6fYbUDX",
+	"o9IffZbXvZXDTed9M5e4ecm+yo1VFx484n63jH5Wv2eNC3B2V/RB5Grm6nHnWvUCFY5wdQO5gOcSJX/v",
+	"08kI20N6uAnPjPsGwa4/JYp9qnyHKe8Lq06uFqKb1ZFkQC4w/FLm7sxJbNLLD0Ev9pA09VwFVGE1pYxs",
+	"BtBA1UT5Eus7Q3ED8Xqe5Wq7mcWEnZY2EifDYS3yGqBbkkLq60R0h5t+wjDD3hgdlLUeNVSHndYGiiiT",
+	"w4/OVE92RBPXIWM4AJ/NAZ/WvJiUYhVChMtset0vl1RLurE5sX4nPB+PD+SnAD8MPZdmnC1UcOfolkzi",
+	"TGOxNUI4IApRsDv8ZLeq9LicAX2E3a0IdrAwfSp8jg09yLyYSo1OQ3vNkVNqBRDrWIcIM+zZl88SjKf2",
+	"YU6Wqw54CMyWambZhEr6+hHC6LiYZ5xub6v+IqfDHlcsoNaTWTYIWjSe5ybP3wcvvmeGyAdSW5qwXdva",
+	"y8uAO5bpq7G/Tplt3rLtHKU/fsLGyN9ZBNqssS9O19Tc9cg752tIYpxu8ZeI+z1FHGGkhdsNAg44lCiX",
+	"FR9Axp55ZI06R/+d7MzoQB7xJN1nkwYwr9/NJv0Rk0h9jyoX2lyaGd7DzdZWviKMYFw4DBdr7wqzc7M6",
+	"qOuVxx6b5koWjFONbY0QOJjwHBo4Sk2/uI//kf8bk42NVrGWziyyKYYnWU7RanyPB8ZBqlfThZgRyHfv",
+	"Bc0sac3SUlbEKDAc+Ki0pcxBtja6JVaJsxhhleJsOBTdRnP+gN2hDU2Mkx+s8TXT+GmsEcykwmwj3YOW",
+	"Eoz63Fxd+YSkpnB7qbC2BCHY/oAGfQP87rYJwOaKUn1IAz/A0u2QQWGPrXLjhuRoBDz/8gB8ih6Ar4hb",
+	"NJjcgR4AwpLah4HRRJx6BwiMF/Sa3wUBA989eLeD2QOcQWXKjPHAm7MTPyNA8Owv1m4trX1Zg8r9baxv",
+	"n4/FV3mOawBLFJ1CZ4rU66hKE/adHRol5bHm/jlV+TjXJm+VkYutKvJPRIH905aKfgtaESI/eiDnVjZS",
+	"0fPeitA66X4wDtDsvtLCCM49kXFt/4ISQ/8qE92btxHo4M9dJlpvJOaR4DkCSKWLlBTWu+MW/H5Zmq+W",
+	"GHhjeCNfR0UVdNvdJRpYGVVrNkq5wKQ2Xzja8CDWC0g3cxF9HSjaCWH/Mi0a1aA+I5PbWmDqnfXxC9Ap",
+	"Ys1rGIFJlsO71r4W0GIUMXgp/cSjyofrsxo2iva2mlrW3KpbvQk4JzLkIlA5kMf1x9IEi1HJZibIQnrk",
+	"DQ5nZtzurr79mRalVaKbPH91IQaDwREN2xvVGw349vNceEmN5wxuE1pn1WFi8Qo5E2aVVobAUojKV+pC",
+	"5dK1m1Ocv/zuesVmWdkHsqu22rEcZFsdv//33+nlqwTKPQuzqPpzLe5XmOUpn3JnVxs9wINbm1OK0Rmi",
+	"DVdsf0L61fsVd62Nj1vOk1hUdaKIoOLrObTCZP60rfAl1t3NNry9kbhHvQvDiW43L26tYxE/FVssDPtN",
+	"AI9hHCRijMREuptssBeJq+yGWlr67r4whSrFaoUUhUjVGwsLZSyx3q5jEYeXsbSDMv9Vx/LxkqF8lfku",
+	"JWhnaQti+bXWtjTUor3W758nh4l5xvvPYtpoSPivnc60sRl/5TX96+Q1HeqQOIDn+OZavxvPwcI6rvDA",
+	"0FBV3WE3q+tARMad80bmf9xBtJ2tgrlxVTC3oyrOX4+6vRTatkmPQHsuCpmBCUXaw1x62EL4qTfwiAPG",
+	"ekfFWw05p1Zrt2ESnsca+2mEVwWFlY8bWOOoYbBfK7Ukq9wDd1dPZzaUwJAWXsP/dfVedRWkSqOFnc8g",
+	"QFPsgGZ2iBpSc5d4I7U38kLAg1STn3jDVl0oqcnUBcMZq+M21DQgBEr+x+jfNM8wa3lGgMiIH4Pdyydr",
+	"fAWGc7Z6xI2rggvvjPVd0MmkNrrW7jxsxkD8hHFqNIzrpixVHGjDlu5G8WIVGGWLGVG5GcgqjMEd0mj6",
+	"6RhDmxrfxWgvHjOHnxDds+FZbyBeqKWSjqEwefGbqJcLU6gRg1uuQz++h8NTDIPJmWqXtTBW01/5QS1a",
+	"7ML4kYOFzR6Ju7JWkHi0WQUCohP2pSLsWvIgOsGdUucN2EaRkvaM/hes1uPSqO1CvZZ6vlhvlevFv7vj",
+	"t9XdJro13+/IX9hYb7MGIqLxHVzBr/FfKER7p19ws7Rvs8p+q9avqfQ045XNxm0/vwFFhKCzSNPZ7NlW",
+	"FZ3JwgXP6ZURRanF4Gi6SI/8I/1+qm6SscDmT0EgSUfOr0GjF83o6Oj45PPBcDAcHI++GH4xRI2IF7A1",
+	"C6KQyBdNMzh9I0U4p8ZhhiD0GYt7UKH5UoB7G0v4KwNCXF9V+26jkKpbLqkmMRyPd6G3esyDRspu8trb",
+	"ayeyPYWnnBzL65Fphn/BLVZ2DFeGWIhWKqU2kR6hmOPbrQDJO9pgbDY1t95ZXOtpHjKT1ML3Nb9rGtxB",
+	"4/bN7f8PAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

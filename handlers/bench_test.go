@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/lockgate/lockgate/grantsig"
 	"github.com/lockgate/lockgate/locks"
 )
 
@@ -22,9 +23,16 @@ import (
 // It logs as lockbench runs the gateway (LOCKGATE_LOG_LEVEL=warn), to a
 // writer that discards.
 func BenchmarkAcquireRelease(b *testing.B) {
+	b.Run("unsigned", func(b *testing.B) { benchAcquireRelease(b, nil) })
+	k, _ := grantsig.Generate()
+	signer, _ := grantsig.NewSigner("bench", []grantsig.Key{k})
+	b.Run("signed", func(b *testing.B) { benchAcquireRelease(b, signer) })
+}
+
+func benchAcquireRelease(b *testing.B, signer *grantsig.Signer) {
 	mem := locks.NewMemory(locks.MemoryOptions{})
 	b.Cleanup(func() { mem.Close() })
-	_, h := newTestHandler(b, Config{Backend: mem, Logger: zerolog.New(io.Discard).Level(zerolog.WarnLevel)})
+	_, h := newTestHandler(b, Config{Backend: mem, Logger: zerolog.New(io.Discard).Level(zerolog.WarnLevel), Signer: signer})
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"sub": "bench", "ns": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix(),
 	}).SignedString([]byte(testSecret))

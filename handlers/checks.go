@@ -63,9 +63,9 @@ type paramCheck struct {
 	value    valueCheck
 }
 
-// valueCheck is one string or integer schema.
+// valueCheck is one string, integer or boolean schema.
 type valueCheck struct {
-	typ       string            // openapi3.TypeString or openapi3.TypeInteger
+	typ       string            // openapi3.TypeString, TypeInteger or TypeBoolean
 	match     func(string) bool // the pattern's, or nil
 	minLength uint64
 	maxLength *uint64
@@ -96,6 +96,9 @@ func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, erro
 			vc, err := newValueCheck(p.Schema.Value)
 			if err != nil {
 				return nil, fmt.Errorf("parameter %s: %w", p.Name, err)
+			}
+			if vc.typ == openapi3.TypeBoolean {
+				return nil, fmt.Errorf("parameter %s: the gate checks booleans in bodies only", p.Name)
 			}
 			c.params = append(c.params, paramCheck{in: p.In, name: p.Name, header: http.CanonicalHeaderKey(p.Name),
 				required: p.Required, value: *vc})
@@ -177,8 +180,13 @@ func newValueCheck(s *openapi3.Schema) (*valueCheck, error) {
 		if (s.Format != "" && s.Format != "int64") || s.Pattern != "" || s.MinLength != 0 || s.MaxLength != nil {
 			return nil, fmt.Errorf("the gate checks integers of format int64 with a minimum and maximum only")
 		}
+	case s.Type.Is(openapi3.TypeBoolean):
+		vc.typ = openapi3.TypeBoolean
+		if len(s.Enum) > 0 || s.Format != "" || s.Pattern != "" || s.Min != nil || s.Max != nil || s.MinLength != 0 || s.MaxLength != nil {
+			return nil, fmt.Errorf("the gate checks booleans without other keywords only")
+		}
 	default:
-		return nil, fmt.Errorf("the gate checks strings and integers only")
+		return nil, fmt.Errorf("the gate checks strings, integers and booleans only")
 	}
 	return vc, nil
 }
@@ -400,6 +408,12 @@ func (vc *valueCheck) checkJSON(v any) string {
 	}
 	if v == nil {
 		return "is invalid" // not nullable
+	}
+	if vc.typ == openapi3.TypeBoolean {
+		if _, ok := v.(bool); !ok {
+			return "must be true or false"
+		}
+		return ""
 	}
 	if vc.typ == openapi3.TypeString {
 		s, ok := v.(string)

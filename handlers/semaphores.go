@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/lockgate/lockgate/grantsig"
 	"github.com/lockgate/lockgate/locks"
 )
 
@@ -25,7 +26,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 	// The lock's rules for ttl_ms, wait_ms and owner, in one place.
 	key, ar, err := s.acquireRequest(ctx, AcquireLockRequestObject{
 		Namespace: req.Namespace, Name: req.Name,
-		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner},
+		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner, Signed: b.Signed},
 	}, permitWait)
 	if err != nil {
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
@@ -51,14 +52,16 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		return nil, err
 	}
 	g := &granted{s: s, ctx: ctx, c: c, grant: grant}
+	semaphore := key.String()
 	g.permit = SemaphoreGrant{
-		Semaphore:    key.String(),
+		Semaphore:    semaphore,
 		Token:        grant.Token,
 		FencingToken: grant.FencingToken,
 		TtlMs:        grant.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(grant.TTL),
 		ExpiresAt:    timestamp(grant.ExpiresAt),
 		Limit:        c.limit,
+		SignedGrant:  s.signedGrant(ctx, "", semaphore, grant.FencingToken, grantsig.ModePermit, grant.ExpiresAt),
 	}
 	return g, nil
 }
@@ -100,12 +103,14 @@ func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeas
 		s.metrics.lease.renewFailed("semaphore", err)
 		return nil, semaphoreDetail(err)
 	}
+	semaphore := key.String()
 	return RenewSemaphoreLease200JSONResponse{
-		Semaphore:    key.String(),
+		Semaphore:    semaphore,
 		FencingToken: lease.FencingToken,
 		TtlMs:        lease.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
+		SignedGrant:  s.signedGrant(ctx, "", semaphore, lease.FencingToken, grantsig.ModePermit, lease.ExpiresAt),
 	}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/auth"
+	"github.com/lockgate/lockgate/grantsig"
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
@@ -60,6 +61,9 @@ type Config struct {
 	// Tracing, when set, traces each request (see internal/tracing).
 	// Default: none, at no cost per request.
 	Tracing *tracing.Tracing
+	// Signer, when set, signs every grant and renewal (signed_grant) and
+	// serves its keys. Default: none, and no signed grants.
+	Signer *grantsig.Signer
 }
 
 func (c Config) withDefaults() Config {
@@ -165,14 +169,15 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		return nil, err
 	}
 	g := &granted{s: s, ctx: ctx, c: c, grant: grant}
-	g.lock = grantBody(key, &g.grant, ar.Mode)
+	g.lock = s.grantBody(ctx, key, &g.grant, ar.Mode)
 	return g, nil
 }
 
 // grantBody is the body that tells the caller of grant g of key.
-func grantBody(key locks.Key, g *locks.Grant, mode locks.Mode) Grant {
+func (s *Server) grantBody(ctx context.Context, key locks.Key, g *locks.Grant, mode locks.Mode) Grant {
+	lock := key.String()
 	return Grant{
-		Lock:         key.String(),
+		Lock:         lock,
 		Token:        g.Token,
 		FencingToken: g.FencingToken,
 		TtlMs:        g.TTL.Milliseconds(),
@@ -180,6 +185,7 @@ func grantBody(key locks.Key, g *locks.Grant, mode locks.Mode) Grant {
 		ExpiresAt:    timestamp(g.ExpiresAt),
 		Holds:        &g.Holds,
 		Mode:         grantMode(mode),
+		SignedGrant:  s.signedGrant(ctx, lock, "", g.FencingToken, signedMode(mode), g.ExpiresAt),
 	}
 }
 
@@ -196,7 +202,7 @@ func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl t
 		return nil, err
 	}
 	s.metrics.acquires.WithLabelValues(outcomeReentered).Inc()
-	body := grantBody(key, &grant, mode)
+	body := s.grantBody(ctx, key, &grant, mode)
 	body.Hold = &grant.Hold
 	return AcquireLock200JSONResponse(body), nil
 }
@@ -271,6 +277,9 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		}
 		if b.Value != nil {
 			ar.Value = *b.Value
+		}
+		if err := s.checkSigned(b.Signed); err != nil {
+			return key, ar, err
 		}
 	}
 	return key, ar, nil
@@ -418,12 +427,14 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 		s.metrics.lease.renewFailed("lock", err)
 		return nil, err
 	}
+	lock := key.String()
 	return RenewLease200JSONResponse{
-		Lock:         key.String(),
+		Lock:         lock,
 		FencingToken: lease.FencingToken,
 		TtlMs:        lease.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
+		SignedGrant:  s.signedGrant(ctx, lock, "", lease.FencingToken, signedMode(lease.Mode), lease.ExpiresAt),
 	}, nil
 }
 

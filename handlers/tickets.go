@@ -103,7 +103,7 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 	if g := st.Grant; g != nil {
 		s.metrics.acquires.granted.Inc()
 		gr := &granted{s: s, ctx: ctx, c: grantCall{grantor: s.locks, key: key}, grant: *g}
-		gr.lock = grantBody(key, &gr.grant, ar.Mode)
+		gr.lock = s.grantBody(ctx, key, &gr.grant, ar.Mode)
 		return gr, nil
 	}
 	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()
@@ -205,7 +205,7 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 		return nil, err
 	case st.Grant != nil:
 		s.metrics.tickets.polls.WithLabelValues(outcomeGranted).Inc()
-		return ticketGranted{body: grantBody(key, st.Grant, st.Mode)}, nil
+		return ticketGranted{body: s.grantBody(ctx, key, st.Grant, st.Mode)}, nil
 	}
 	s.metrics.tickets.polls.WithLabelValues(outcomeWaiting).Inc()
 	return PollTicket200JSONResponse{

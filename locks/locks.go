@@ -221,6 +221,9 @@ type Lease struct {
 	// ExpiresAt is the call's start time plus TTL: never later than the
 	// backend's own expiry, so a caller that trusts it stops early, not late.
 	ExpiresAt time.Time
+	// Mode is how the grant holds the lock, as Renew found it (a signed
+	// renewal says it). Unset elsewhere, and for a permit.
+	Mode Mode
 }
 
 // Grant is a successful acquisition.

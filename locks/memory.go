@@ -625,13 +625,15 @@ func (m *Memory) Renew(_ context.Context, key Key, token string, ttl time.Durati
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, g := m.holder(key, token)
+	l, g := m.holder(key, token)
 	now := time.Now()
 	if g == nil {
 		return Lease{}, fmt.Errorf("renew %s: %w", key, &NotHolderError{Reason: m.whyLocked(token, now)})
 	}
 	m.eventLocked(key, "renewed", now, g)
-	return m.renewLocked(g, ttl, now), nil
+	lease := m.renewLocked(g, ttl, now)
+	lease.Mode = l.mode
+	return lease, nil
 }
 
 // renewLocked moves g's lease to ttl from now (0: the TTL it was granted

@@ -591,7 +591,7 @@ func (r *Redis) Renew(ctx context.Context, key Key, token string, ttl time.Durat
 		return Lease{}, unavailable("renew", resource{lockKind, key}, renewed(ackErr))
 	}
 	r.index(ctx, key, h, indexExtend, rp.ttl)
-	return Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}, nil
+	return Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), Mode: rp.mode}, nil
 }
 
 // SetValue implements Valuer.

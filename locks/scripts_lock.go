@@ -121,16 +121,22 @@ type renewArgs struct {
 type renewReply struct {
 	fence     int64
 	ttl       time.Duration
+	mode      Mode
 	notHolder *NotHolderError // nil when renewed
 }
 
-// parseRenew reads {GRANTED, fence, ttl} or {NOT_GRANTED, why}.
+// parseRenew reads {GRANTED, fence, ttl[, shared]} or {NOT_GRANTED, why}.
+// A semaphore's renewal has no shared.
 func parseRenew(out []int64, err error) (renewReply, error) {
 	switch {
 	case err != nil:
 		return renewReply{}, err
 	case len(out) >= 3 && out[0] == codeGranted:
-		return renewReply{fence: out[1], ttl: millis(out[2])}, nil
+		rp := renewReply{fence: out[1], ttl: millis(out[2])}
+		if len(out) >= 4 && out[3] == 1 {
+			rp.mode = Shared
+		}
+		return rp, nil
 	case len(out) >= 1 && out[0] != codeGranted:
 		return renewReply{notHolder: notHolder(out)}, nil
 	}

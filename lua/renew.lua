@@ -7,7 +7,9 @@
 --             acquired with
 -- ARGV[3]     the lock's options (see lock_keys)
 --
--- Returns  {1, fencing_token, ttl_ms}  renewed
+-- Returns  {1, fencing_token, ttl_ms, shared}
+--                                     renewed; shared is 1 for a shared
+--                                     hold, 0 for the exclusive grant
 --          {0, why}                   the token holds nothing: why is
 --                                     RELEASED, EXPIRED or UNKNOWN (see
 --                                     lib_record.lua)
@@ -19,7 +21,7 @@ local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   return {0, why(K)}
 end
-local ttl, fence = ARGV[2], nil
+local ttl, fence, shared = ARGV[2], nil, 0
 if r then -- held shared: the caller's lease is its own
   if ttl == '0' then
     ttl = r.t
@@ -27,7 +29,7 @@ if r then -- held shared: the caller's lease is its own
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(ttl)), ARGV[1])
   keep_shared(K, now)
   keep_idem(r.ik, ttl)
-  fence = r.f
+  fence, shared = r.f, 1
   event(K, 'renewed', now, r.s, r.o, fence)
 else
   if ttl == '0' then
@@ -40,4 +42,4 @@ else
   fence = f[1]
   event(K, 'renewed', now, f[2], f[3], fence)
 end
-return settle(K, {1, tonumber(fence), tonumber(ttl)})
+return settle(K, {1, tonumber(fence), tonumber(ttl), shared})

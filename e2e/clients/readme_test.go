@@ -103,6 +103,8 @@ var readmeSpecs = map[string]readmeSpec{
 	"Waiting longer than one call: tickets#0": {want: []string{"deploying with fencing token 1", "204\n{\"lock\":\"demo/deploy\""}},
 	"Semaphores#0": {want: []string{`"code": "semaphore_full"`, `"code": "limit_mismatch"`, `"limit": 2`,
 		`"holders": [`, `"semaphore": "demo/encoder"`, "204\n"}},
+	"Protect the resource, not just the lock#0": {want: []string{"stored written by the new holder\n",
+		"refused: fencing token ", "is not larger than"}},
 	"Shared (read) locks#0": {want: []string{`"code":"lock_held"`, "204\n204\n"}},
 	"Retry-safe acquires#0": {want: []string{"204\n"}, check: func(t *testing.T, out string) {
 		lines := strings.Split(out, "\n")
@@ -202,7 +204,7 @@ func (b readmeBlock) samples(t *testing.T) []readmeSample {
 
 // varies are the fields whose values differ on every run.
 var varies = map[string]bool{"token": true, "ticket": true, "ticket_token": true, "fencing_token": true, "expires_at": true,
-	"acquired_at": true, "retry_after_ms": true, "hold": true, "hold_ids": true}
+	"acquired_at": true, "retry_after_ms": true, "hold": true, "hold_ids": true, "signed_grant": true}
 
 func matchesSample(s readmeSample, objects []map[string]any) bool {
 	for _, o := range objects {
@@ -276,7 +278,7 @@ func newREADMERun(t *testing.T) *readmeRun {
 	t.Helper()
 	dir := t.TempDir()
 	bin, shims := filepath.Join(dir, "built"), filepath.Join(dir, "shims")
-	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/gateway", "./cmd/lockctl")
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/gateway", "./cmd/lockctl", "./examples/go/verifygrant")
 	build.Dir = filepath.Join("..", "..")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -302,6 +304,14 @@ test) echo "make test: this test is part of it" ;;
 *) exec `+shq(realMake)+` "$@" ;;
 esac`)
 	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	// The reader's shell is in the clone: the examples are at hand.
+	exDir, err := filepath.Abs(examples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(exDir, filepath.Join(dir, "examples")); err != nil {
 		t.Fatal(err)
 	}
 	r := &readmeRun{dir: dir, stdout: &gatewaytest.Buffer{}, stderr: &gatewaytest.Buffer{}, port: map[string]string{}}

@@ -164,8 +164,8 @@ func testSharedLeases(t *testing.T, l locks.Locker, key locks.Key) {
 	_, err := l.Renew(context.Background(), key, short.Token, time.Minute)
 	wantErr(t, err, locks.ErrNotHolder)
 	lease, err := l.Renew(context.Background(), key, long.Token, 2*time.Minute)
-	if err != nil || lease.FencingToken != long.FencingToken || lease.TTL != 2*time.Minute {
-		t.Fatalf("renew: got %+v, %v; want its own fence and a 2m lease", lease, err)
+	if err != nil || lease.FencingToken != long.FencingToken || lease.TTL != 2*time.Minute || lease.Mode != locks.Shared {
+		t.Fatalf("renew: got %+v, %v; want its own fence, a 2m lease, shared", lease, err)
 	}
 	if info, err := l.Inspect(context.Background(), key); err != nil || info.TTL < 110*time.Second {
 		t.Fatalf("inspect after renew: got %+v, %v; want about 2m left", info, err)

@@ -95,8 +95,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}()
 
+	signer, err := grantSigner(cfg, logger)
+	if err != nil {
+		return err
+	}
 	tickets, _ := backend.(locks.Tickets)
 	srv, err := handlers.NewServer(handlers.Config{
+		Signer:        signer,
 		Tickets:       tracer.Tickets(tickets),
 		Backend:       tracer.Backend(backend),
 		Auth:          authn,

@@ -58,6 +58,8 @@ type config struct {
 	tlsKey           string
 	maxConnections   int
 	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
+	grantKeys        string // a PEM file, "" for a key made at start, "off"
+	grantIssuer      string
 }
 
 // minTicketLiveness is the shortest --ticket-liveness: a long poll keeps
@@ -126,6 +128,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS (and HTTP/2) with it and --tls-key; both files are read again on SIGHUP")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.grantKeys, "grant-keys", "", "PEM file of Ed25519 keys that sign grants (signed_grant): the first, a private key, signs; every key in it is published at /.well-known/lockgate/jwks.json. Gateways that share the file publish the same keys. Empty: a key made at start; off: grants are not signed")
+	fs.StringVar(&c.grantIssuer, "grant-issuer", "lockgate", "the iss of signed grants: what a resource checks to know they are this deployment's")
 	fs.IntVar(&c.maxConnections, "max-connections", 0, "most connections open at once; more wait in the kernel's accept queue until one closes (0: no limit but the process's file descriptors); must exceed --max-waiters")
 	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and a ready-made token on stderr; refuses keys, --redis-url and public addresses")
 	fs.Usage = func() {

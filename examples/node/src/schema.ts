@@ -401,6 +401,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/lockgate/jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The public keys that sign grants, as a JWK Set.
+         * @description Every grant and renewal carries `signed_grant`, a compact JWS signed
+         *     with the first of these keys (Ed25519, `alg` EdDSA, `kid` the key's
+         *     RFC 7638 thumbprint, `typ` `lockgate-grant+jwt`). A resource checks
+         *     the signature by `kid`, that `exp` (the lease end, with
+         *     milliseconds) has not passed, and that `fencing_token` is larger
+         *     than the last it accepted for `lock` (or `semaphore`). The set holds
+         *     every key of the gateway's `--grant-keys` file: gateways that share
+         *     the file publish the same set. Without the file each gateway signs
+         *     with a key of its own, made at start; a resource then needs every
+         *     gateway's set. Cache it for as long as `Cache-Control` says, and
+         *     fetch it again on a `kid` it does not know. 404 when signing is off
+         *     (`--grant-keys off`).
+         */
+        get: operations["grantKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -426,6 +457,12 @@ export interface components {
              * @enum {string}
              */
             mode?: "exclusive" | "shared";
+            /**
+             * @description `true` insists on a `signed_grant` in the answer: a gateway whose
+             *     signing is off answers 400 `invalid_request` instead of an
+             *     unsigned grant. Left out, a grant is signed when the gateway signs.
+             */
+            signed?: boolean;
             /**
              * @description A value the grant carries, at most 1024 bytes of UTF-8 (a longer
              *     one is a 400 `invalid_request`; a body over 16 KiB, a 413): the
@@ -471,6 +508,15 @@ export interface components {
              * @description RFC 3339, UTC; never later than the backend's expiry.
              */
             expires_at: string;
+            /**
+             * @description The grant as a compact JWS for the resource the lock protects to
+             *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
+             *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
+             *     `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
+             *     lease end, with milliseconds). Absent when the gateway's signing
+             *     is off. Not a secret: it lets nobody renew or release.
+             */
+            signed_grant?: string;
         };
         Grant: {
             lock: string;
@@ -488,6 +534,15 @@ export interface components {
             renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
+            /**
+             * @description The grant as a compact JWS for the resource the lock protects to
+             *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
+             *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
+             *     `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
+             *     lease end, with milliseconds). Absent when the gateway's signing
+             *     is off. Not a secret: it lets nobody renew or release.
+             */
+            signed_grant?: string;
             /** @description How many times you hold the lock (1 unless re-entered). */
             holds?: number;
             /**
@@ -668,6 +723,8 @@ export interface components {
             wait_ms?: number;
             /** @description A free-form label that inspect shows. */
             owner?: string;
+            /** @description As for a lock's acquire. */
+            signed?: boolean;
         };
         SemaphoreGrant: {
             /**
@@ -696,6 +753,15 @@ export interface components {
              */
             expires_at: string;
             /**
+             * @description The grant as a compact JWS for the resource the lock protects to
+             *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
+             *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
+             *     `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
+             *     lease end, with milliseconds). Absent when the gateway's signing
+             *     is off. Not a secret: it lets nobody renew or release.
+             */
+            signed_grant?: string;
+            /**
              * @description The semaphore's limit, as the request sent it (a waiter queued
              *     before a resize gets its permit under the limit then in force).
              */
@@ -718,6 +784,15 @@ export interface components {
             renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
+            /**
+             * @description The grant as a compact JWS for the resource the lock protects to
+             *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
+             *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
+             *     `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
+             *     lease end, with milliseconds). Absent when the gateway's signing
+             *     is off. Not a secret: it lets nobody renew or release.
+             */
+            signed_grant?: string;
         };
         SemaphoreInfo: {
             semaphore: string;
@@ -769,6 +844,23 @@ export interface components {
             hold_ids?: string[];
             /** @description An exclusive lock holder's value; absent when it has none, for a shared holder and for a permit. */
             value?: string;
+        };
+        /** @description RFC 7517 JWK Set of Ed25519 public keys (RFC 8037). */
+        JWKSet: {
+            keys: {
+                /** @enum {string} */
+                kty: "OKP";
+                /** @enum {string} */
+                crv: "Ed25519";
+                /** @description The public key, base64url. */
+                x: string;
+                /** @description The key's RFC 7638 thumbprint. */
+                kid: string;
+                /** @enum {string} */
+                alg: "EdDSA";
+                /** @enum {string} */
+                use: "sig";
+            }[];
         };
         Health: {
             /** @example ok */
@@ -1816,6 +1908,35 @@ export interface operations {
                 };
             };
             503: components["responses"]["Unavailable"];
+        };
+    };
+    grantKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/jwk-set+json": components["schemas"]["JWKSet"];
+                };
+            };
+            /** @description Grant signing is off. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
 }
