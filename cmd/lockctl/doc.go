@@ -42,6 +42,9 @@
 // administers the namespace (token --admin mints one); it exits 1 when
 // nobody held the lock.
 //
+// resize changes the limit of a semaphore in use, for such a token too; it
+// exits 1 when the semaphore is idle.
+//
 // acquire, release, renew and status are the single calls; token mints an
 // HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,
 // and flags override them. "lockctl help" prints the usage and this table:
