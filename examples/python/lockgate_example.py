@@ -59,9 +59,11 @@ class Client:
         self.timeout = timeout
         self.opener = urllib.request.build_opener(NoRedirect)
 
-    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0, idempotency_key=None):
+    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0, idempotency_key=None, kind="locks"):
+        """kind is the path's first part: "locks", or "semaphores" for a
+        semaphore's calls (lock then names the semaphore)."""
         namespace, name = lock_path(lock)
-        url = f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
+        url = f"{self.base}/{kind}/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(url, data=data, method=method)
         req.add_header("Authorization", "Bearer " + self.jwt)
@@ -118,6 +120,16 @@ class Client:
         nobody holds it). Returns how many grants ended. The holders learn it
         at their next call (409 not_holder, reason broken)."""
         return self.call("POST", lock, "/break")[1]["broken"]
+
+    def resize_semaphore(self, semaphore, limit):
+        """Changes the limit of a semaphore in use: for a JWT that
+        administers the namespace (403 forbidden otherwise; 404 not_held when
+        nobody holds or waits: an idle semaphore keeps no limit). A raised
+        limit hands permits to the waiters at once; a lowered one takes none
+        back. Returns the limit in force and how many hold and wait
+        ({"limit", "held", "waiters", ...}); acquires must send that limit
+        until the semaphore is idle."""
+        return self.call("PUT", semaphore, "/limit", body={"limit": limit}, kind="semaphores")[1]
 
     def set_value(self, lock, token, value):
         """Changes the value of the grant token holds."""

@@ -51,6 +51,27 @@ export async function breakLock(client: Client, lock: string): Promise<number> {
   return data.broken;
 }
 
+export type SemaphoreSize = components["schemas"]["SemaphoreSize"];
+
+/**
+ * Changes the limit of a semaphore in use: for a JWT that administers the
+ * namespace (403 forbidden otherwise; 404 not_held when nobody holds or
+ * waits: an idle semaphore keeps no limit). A raised limit hands permits to
+ * the waiters at once; a lowered one takes none back. Resolves to the limit
+ * in force and how many hold and wait; acquires must send that limit until
+ * the semaphore is idle.
+ */
+export async function resizeSemaphore(client: Client, semaphore: string, limit: number): Promise<SemaphoreSize> {
+  const { data, error, response } = await client.PUT("/semaphores/{namespace}/{name}/limit", {
+    params: { path: lockPath(semaphore) },
+    body: { limit },
+  });
+  if (!data) {
+    throw new Error(`resize ${semaphore}: ${describe(error, response.status)}`);
+  }
+  return data;
+}
+
 /**
  * Renews the lease every renewAfterMs (the grant's renew_after_ms, a third
  * of its TTL; a renew without a body keeps the TTL) until stopped. onLost
