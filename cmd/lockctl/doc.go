@@ -38,7 +38,7 @@
 //
 // list prints the held locks of a namespace.
 //
-// break ends every grant of a lock, whoever holds it, for a token that
+// break ends every grant of a lock, whoever holds it (now, or after --period), for a token that
 // administers the namespace (token --admin mints one); it exits 1 when
 // nobody held the lock.
 //

@@ -26,11 +26,13 @@ Usage:
   lockctl list namespace [--json] [--page-size 1000]
       Print the held locks of the namespace, one a line (a JSON object each
       with --json); never a token.
-  lockctl break namespace/name
+  lockctl break namespace/name [--period D]
       End every grant of the lock now, whoever holds it, and hand it to the
       next waiter; needs a token that administers the namespace (token
       --admin). The holders get 409 not_holder (broken) on their next call.
-      Exit 1 when nobody held it.
+      With --period D the grants run on for D first (or until their lease
+      ends, if sooner): renewals succeed but cannot pass that end, a release
+      is as usual. Exit 1 when nobody held it.
   lockctl resize namespace/name --limit N
       Change the limit of the semaphore namespace/name while it is in use;
       needs a token that administers the namespace. A raised limit hands
