@@ -2,6 +2,7 @@ package clients
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -125,6 +126,50 @@ console.log("limit", s.limit, "held", s.held, "waiters", s.waiters);`)
 				t.Fatalf("lower: exit %d, stdout %q, stderr %q; want limit 1 with 2 still held", code, lowered.stdout, lowered.stderr)
 			}
 			denied.noSecrets(t)
+		})
+	}
+}
+
+// TestClientsBreakWithPeriod: each client's break with a period leaves the
+// holder its lock, renewable up to the period's end only; then the grant
+// ends, broken.
+func TestClientsBreakWithPeriod(t *testing.T) {
+	for name, run := range map[string]func(*testing.T) *exec.Cmd{
+		"python": func(t *testing.T) *exec.Cmd {
+			return pythonSnippet(t, `print("broken", c.break_lock("clients/slow", 700))`)
+		},
+		"node": func(t *testing.T) *exec.Cmd {
+			return nodeSnippet(t, `console.log("broken", await lg.breakLock(c, "clients/slow", 700));`)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run(t) // skips early without the runtime
+			gw := startGateway(t)
+			status, g := gw.acquire(t, "clients/slow", time.Minute)
+			if status != http.StatusCreated {
+				t.Fatalf("acquire: %d", status)
+			}
+			p := start(t, gw, run(t), "LOCKGATE_TOKEN="+adminJWT(t))
+			if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stdout.String(), "broken 1") {
+				t.Fatalf("break: exit %d, stdout %q, stderr %q; want 1 grant broken", code, p.stdout, p.stderr)
+			}
+			status, body := gw.call(t, "PUT", "clients/slow/lease", `{"ttl_ms":60000}`, g.Token)
+			var l struct {
+				TTLMs int64 `json:"ttl_ms"`
+			}
+			if status != http.StatusOK || json.Unmarshal(body, &l) != nil || l.TTLMs <= 0 || l.TTLMs > 700 {
+				t.Fatalf("renew during the period: %d %s, want 200 with ttl_ms at most 700", status, body)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for gw.held(t, "clients/slow") {
+				if time.Now().After(deadline) {
+					t.Fatal("still held 10 s after a break period of 700 ms")
+				}
+				time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
+			}
+			if status, body := gw.call(t, "PUT", "clients/slow/lease", "", g.Token); status != http.StatusConflict || !strings.Contains(string(body), `"reason":"broken"`) {
+				t.Fatalf("renew after the period: %d %s, want 409 with reason broken", status, body)
+			}
 		})
 	}
 }

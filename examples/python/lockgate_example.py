@@ -114,12 +114,15 @@ class Client:
     def release(self, lock, token):
         return self.call("DELETE", lock, lock_token=token)[0]
 
-    def break_lock(self, lock):
+    def break_lock(self, lock, break_period_ms=0):
         """Ends every grant of the lock, whoever holds it: for a JWT that
         administers the namespace (403 forbidden otherwise; 404 not_held when
         nobody holds it). Returns how many grants ended. The holders learn it
-        at their next call (409 not_holder, reason broken)."""
-        return self.call("POST", lock, "/break")[1]["broken"]
+        at their next call (409 not_holder, reason broken). With
+        break_period_ms, the grants run on that long first (or until their
+        lease ends, if sooner): their renewals cannot pass that end."""
+        body = {"break_period_ms": break_period_ms} if break_period_ms else None
+        return self.call("POST", lock, "/break", body=body)[1]["broken"]
 
     def resize_semaphore(self, semaphore, limit):
         """Changes the limit of a semaphore in use: for a JWT that
