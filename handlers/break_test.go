@@ -79,8 +79,8 @@ func TestBreakLock(t *testing.T) {
 			t.Fatalf("break by %s: got %d %v, want 403 forbidden saying an administrator is needed", name, st, p)
 		}
 	}
-	if st, p := call(t, ts.URL, "POST", "/locks/team/job/break", admin, `{"break_period_ms":5000}`); st != http.StatusBadRequest {
-		t.Fatalf("break with a period: got %d %v, want 400", st, p)
+	if st, p := call(t, ts.URL, "POST", "/locks/team/job/break", admin, `{"break_period_ms":-1}`); st != http.StatusBadRequest {
+		t.Fatalf("break with a negative period: got %d %v, want 400", st, p)
 	}
 	if st, p := call(t, ts.URL, "GET", "/locks/team/job", holder, ""); st != http.StatusOK {
 		t.Fatalf("inspect after the refused breaks: got %d %v, want the lock still held", st, p)
@@ -109,6 +109,52 @@ func TestBreakLock(t *testing.T) {
 	}
 	e := h["events"].([]any)[0].(map[string]any)
 	if e["event"] != "broken" || e["by"] != "root" || e["subject"] != "alice" || e["fencing_token"] != g["fencing_token"] {
+		t.Fatalf("newest event: got %v, want alice's grant broken by root", e)
+	}
+}
+
+// TestBreakLockPeriod: a break with a period answers how long the grant
+// has left; meanwhile the holder renews up to that end only, and a second
+// break cannot lengthen it; then the grant ends broken, by the breaker.
+func TestBreakLockPeriod(t *testing.T) {
+	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{History: 10}))
+	holder, admin := signed(t, "alice"), signed(t, "root", "team")
+	st, g := call(t, ts.URL, "POST", "/locks/team/job", holder, `{"ttl_ms":60000}`)
+	if st != http.StatusCreated {
+		t.Fatalf("acquire: got %d %v, want 201", st, g)
+	}
+	token := g["token"].(string)
+
+	st, b := call(t, ts.URL, "POST", "/locks/team/job/break", admin, `{"break_period_ms":700}`)
+	if left, _ := b["break_period_ms"].(float64); st != http.StatusOK || b["broken"] != float64(1) || left <= 0 || left > 700 {
+		t.Fatalf("break with a period: got %d %v, want 200 with 1 grant ending within 700 ms", st, b)
+	}
+	st, b = call(t, ts.URL, "POST", "/locks/team/job/break", admin, `{"break_period_ms":3600000}`)
+	if left, _ := b["break_period_ms"].(float64); st != http.StatusOK || left <= 0 || left > 700 {
+		t.Fatalf("a second, longer break: got %d %v, want the end where it was, within 700 ms", st, b)
+	}
+	st, l := call(t, ts.URL, "PUT", "/locks/team/job/lease", holder, `{"ttl_ms":60000}`, "Lock-Token", token)
+	if ttl, _ := l["ttl_ms"].(float64); st != http.StatusOK || ttl <= 0 || ttl > 700 {
+		t.Fatalf("renew during the period: got %d %v, want 200 with ttl_ms within 700", st, l)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := call(t, ts.URL, "GET", "/locks/team/job", holder, "")
+		if st == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock is still held 10 s after a break period of 700 ms")
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
+	}
+	st, p := call(t, ts.URL, "PUT", "/locks/team/job/lease", holder, "", "Lock-Token", token)
+	if st != http.StatusConflict || p["reason"] != "broken" {
+		t.Fatalf("renew after the period: got %d %v, want 409 not_holder, reason broken", st, p)
+	}
+	_, h := call(t, ts.URL, "GET", "/locks/team/job/history", holder, "")
+	e := h["events"].([]any)[0].(map[string]any)
+	if e["event"] != "broken" || e["by"] != "root" || e["subject"] != "alice" {
 		t.Fatalf("newest event: got %v, want alice's grant broken by root", e)
 	}
 }

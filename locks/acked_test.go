@@ -67,7 +67,7 @@ func TestScriptsAreAcked(t *testing.T) {
 				got <- err
 			}()
 			waitQueued(t, r, key, 1)
-			if _, err := r.Break(ctx, key, "admin"); err != nil {
+			if _, err := r.Break(ctx, key, "admin", 0); err != nil {
 				t.Fatal(err)
 			}
 			return <-got

@@ -116,6 +116,11 @@ type memGrant struct {
 	holds      []string    // the ids of its holds (see Grant.Hold); nil: BaseHold alone
 	value      string      // see AcquireRequest.Value
 
+	// breakBy, when set, is who breaks the grant with a period (see
+	// Breaker): it ends broken at breakEnd, which its lease never passes.
+	breakBy  string
+	breakEnd time.Time
+
 	// idem is the record of its idempotency key, if any.
 	idem *memIdemRecord
 }
@@ -146,7 +151,7 @@ func (m *Memory) noteLocked(g *memGrant, released bool, now time.Time) {
 	if released {
 		until = now
 	}
-	m.records[g.tokenSum] = memRecord{released: released, until: until.Add(RecordTTL).UnixNano()}
+	m.records[g.tokenSum] = memRecord{released: released, broken: !released && g.breakBy != "", until: until.Add(RecordTTL).UnixNano()}
 }
 
 // whyLocked says why token holds nothing. m.mu must be held.
@@ -398,6 +403,10 @@ func (m *Memory) expireLocked(key Key, now time.Time) {
 			g.expiry.Stop()
 			delete(l.holders, h)
 			ended = true
+			if g.breakBy != "" { // its break period ended it: no lock delay, its holder knew
+				m.recordLocked(key, Event{Kind: "broken", At: g.expiresAt.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence, By: g.breakBy})
+				continue
+			}
 			m.eventLocked(key, "expired", g.expiresAt, g)
 			m.delayLocked(key, g.expiresAt.Add(m.opts.LockDelay), now)
 		}
@@ -607,9 +616,9 @@ func (m *Memory) Reenter(_ context.Context, key Key, token string, ttl time.Dura
 	}
 	hold := newHoldID()
 	g.holds = append(slices.Clone(g.holdList()), hold)
-	if until := now.Add(ttl); until.After(g.expiresAt) {
+	if until := g.capped(now.Add(ttl)); until.After(g.expiresAt) {
 		g.expiresAt = until
-		g.expiry.Reset(ttl)
+		g.expiry.Reset(until.Sub(now))
 		m.noteLocked(g, false, now)
 		g.keepIdem()
 	}
@@ -643,11 +652,20 @@ func (m *Memory) renewLocked(g *memGrant, ttl time.Duration, now time.Time) Leas
 	if ttl == 0 {
 		ttl = g.ttl
 	}
-	g.expiresAt = now.Add(ttl)
+	g.expiresAt = g.capped(now.Add(ttl))
+	ttl = g.expiresAt.Sub(now)
 	g.expiry.Reset(ttl)
 	m.noteLocked(g, false, now)
 	g.keepIdem()
 	return Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}
+}
+
+// capped is until, or the end of g's break period if that is sooner.
+func (g *memGrant) capped(until time.Time) time.Time {
+	if g.breakBy != "" && g.breakEnd.Before(until) {
+		return g.breakEnd
+	}
+	return until
 }
 
 // SetValue implements Valuer.

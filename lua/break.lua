@@ -1,7 +1,8 @@
--- break: end every grant of the lock at once, whoever holds it (the
--- exclusive one, or every shared one), and hand the lock to the waiters at
--- the head of its queue, as a release does. An administrator's step: the
--- gateway decides who may; the script needs no owner token.
+-- break: end every grant of the lock, whoever holds it (the exclusive one,
+-- or every shared one), now or at the end of a break period, and hand the
+-- lock to the waiters at the head of its queue, as a release does. An
+-- administrator's step: the gateway decides who may; the script needs no
+-- owner token.
 --
 -- KEYS[1..9]  the lock, fence, queue, alive, waiters, readers, delay,
 --             history and held keys (see lib_keys.lua); no record: the
@@ -13,18 +14,31 @@
 --             it waits on that gateway for an exclusive hold, gets a full
 --             grant, told in the reply instead of by a message
 -- ARGV[5]     who breaks it (the breaker's subject), for the history
+-- ARGV[6]     the break period, ms: '0' (or none) ends the grants now
 --
--- Returns  {1, broken}  the grants ended, broken of them, and the lock was
---                       handed on, if anyone waits
---          {1, broken, waiter id, fencing_token, ttl_ms, now_ms, acquired_at_ms}
+-- Returns  {1, broken, left_ms}  the grants ended (left_ms 0), and the lock
+--                       was handed on, if anyone waits; or, with a period,
+--                       the grants end broken in left_ms at the latest
+--          {1, broken, 0, waiter id, fencing_token, ttl_ms, now_ms, acquired_at_ms}
 --                       ended, and handed in full to that waiter of the
 --                       caller's gateway, which delivers it
 --          {0}          nobody held the lock: nothing changed
 --
--- Every grant ends, and the next one is made, in one script: there is no
--- moment at which a broken grant and the next one both exist. Each broken
--- grant's record says 'b' (lib_record.lua), so that its holder's next
--- renew, re-entry or release answers BROKEN.
+-- Without a period, every grant ends, and the next one is made, in one
+-- script: there is no moment at which a broken grant and the next one both
+-- exist. With one, each grant's lease becomes its break's end: the least
+-- of its lease, the period from now, and the end of an earlier break (a
+-- second break shortens a period, never lengthens it). Until then its
+-- holder works on, renews (up to that end: renew.lua, reenter.lua) and may
+-- release it as usual. Its lease then ends as any lease does, so that the
+-- scripts that hand on a lock whose lease ran out (heartbeat.lua, any
+-- acquire) hand it on, with no script to run at that moment; the grant
+-- notes its breaker ('bb', its end 'be': in K.lock, or in the shared
+-- hold), so that the history says broken, by whom, not expired
+-- (check_expired, purge_ended). A provisional grant ends now whatever the
+-- period: its holder has not begun. Each broken grant's record says 'b'
+-- from the break on (lib_record.lua), so that its holder's renew,
+-- re-entry or release after the end answers BROKEN.
 
 local K = lock_keys(ARGV[3])
 local now, t = clock()
@@ -32,25 +46,85 @@ local tok = current(K, now)
 if not tok then
   return {0}
 end
+local by, period = ARGV[5], tonumber(ARGV[6]) or 0
 K.ev = {}
-local ended = {}
+local ended, n, left = {}, 0, 0
+
+-- until_ms is when a grant whose lease ends at lease_ms, and whose earlier
+-- break (if any) ends at be, ends under this break; at or before now when
+-- it ends now.
+local function until_ms(lease_ms, be, provisional)
+  if period <= 0 or provisional then
+    return now
+  end
+  return math.min(lease_ms, now + period, be or lease_ms)
+end
+
 if tok == '' then
-  for _, r in ipairs(redis.call('ZRANGE', K.readers, 0, -1)) do
-    ended[#ended + 1] = r
-    local h = reader(K, r)
-    if h then
-      event(K, 'broken', now, h.s, h.o, h.f, nil, ARGV[5])
+  local rs = redis.call('ZRANGE', K.readers, 0, -1, 'WITHSCORES')
+  for i = 1, #rs, 2 do
+    local r, h = rs[i], reader(K, rs[i])
+    n = n + 1
+    local be = h and tonumber(h.be)
+    local ends = until_ms(tonumber(rs[i + 1]), be, h and h.p)
+    if not h or ends <= now then
+      ended[#ended + 1] = r
+      if h then
+        event(K, 'broken', now, h.s, h.o, h.f, nil, by)
+      end
+      redis.call('HDEL', K.lock, 'r:' .. r)
+      redis.call('ZREM', K.readers, r)
+    else
+      if not be or ends < be then
+        h.be, h.bb = string.format('%d', ends), by
+      end
+      redis.call('HSET', K.lock, 'r:' .. r, cjson.encode(h))
+      redis.call('ZADD', K.readers, string.format('%d', ends), r)
+      keep_idem(h.ik, ends - now)
+      broken(K, r, ends - now)
+      if K.index then
+        index_add(K, r, ends - now)
+      end
+      left = math.max(left, ends - now)
     end
   end
-  redis.call('DEL', K.lock, K.readers)
+  if left > 0 and K.hist_n > 0 then
+    redis.call('HSET', K.lock, 'bk', string.format('%d', now + left))
+  end
+  keep_shared(K, now)
 else
-  ended[1] = tok
-  local f = holder_of(K)
-  event(K, 'broken', now, f[2], f[3], f[1], nil, ARGV[5])
-  if K.hist_n > 0 then
-    redis.call('DEL', K.lock, K.held)
+  n = 1
+  local f = redis.call('HMGET', K.lock, 'fence', 'sub', 'own', 'p', 'be', 'bb', 'ik')
+  local be = tonumber(f[5])
+  local ends = until_ms(now + redis.call('PTTL', K.lock), be, f[4])
+  if ends <= now then
+    ended[1] = tok
+    event(K, 'broken', now, f[2], f[3], f[1], nil, by)
+    if K.hist_n > 0 then
+      redis.call('DEL', K.lock, K.held)
+    else
+      redis.call('DEL', K.lock)
+    end
   else
-    redis.call('DEL', K.lock)
+    local bb = f[6]
+    if not be or ends < be then
+      bb = by
+      redis.call('HSET', K.lock, 'be', string.format('%d', ends), 'bb', by)
+    end
+    left = ends - now
+    redis.call('PEXPIRE', K.lock, left)
+    keep_idem(f[7] or nil, left)
+    hold_note(K, ends, f, bb)
+    broken(K, tok, left)
+    if K.index then
+      index_add(K, tok, left)
+    end
+    -- The lock delay guards against a holder whose lease ended unnoticed;
+    -- this one is told when its grant ends, and the lock is the next
+    -- holder's then.
+    if K.delay_ms > 0 and redis.call('GET', K.delay) == 'g' then
+      redis.call('SET', K.delay, 'g', 'PX', left)
+    end
   end
 end
 for _, h in ipairs(ended) do
@@ -59,8 +133,11 @@ for _, h in ipairs(ended) do
     index_del(K, h, now)
   end
 end
-lift_delay(K, now)
-local h = handoff(K, t, now, nil, ARGV[1], ARGV[2], nil, ARGV[4])
+local h = {}
+if left == 0 then
+  lift_delay(K, now)
+  h = handoff(K, t, now, nil, ARGV[1], ARGV[2], nil, ARGV[4])
+end
 local ev = K.ev
 K.ev = nil
 if #ev > 0 then
@@ -68,6 +145,6 @@ if #ev > 0 then
 end
 if h.near then
   local g = h.near_reply
-  return {GRANTED, #ended, h.near, g[2], g[3], g[4], g[5]}
+  return {GRANTED, n, 0, h.near, g[2], g[3], g[4], g[5]}
 end
-return {GRANTED, #ended}
+return {GRANTED, n, left}

@@ -17,8 +17,17 @@ local function note_grant(K, record, left)
 end
 
 -- settle notes a grant the caller gets, whose reply is rp (see held_by),
--- and returns rp.
-local function settle(K, rp)
+-- and returns rp. A grant being broken with a period (breaking, see
+-- break.lua) keeps its record saying 'b' and moves no lock delay: at the
+-- period's end the grant ends broken, and the lock is the next holder's.
+local function settle(K, rp, breaking)
+  if breaking then
+    redis.call('SET', K.record, 'b', 'PX', rp[3] + RECORD_MS)
+    if K.index then
+      index_add(K, string.sub(K.record, #K.lock + 4), rp[3])
+    end
+    return rp
+  end
   note_grant(K, K.record, rp[3])
   return rp
 end

@@ -54,17 +54,19 @@ local function holder_of(K)
 end
 
 -- hold_note notes the exclusive grant f (see holder_of), whose lease ends
--- at until ms, for check_expired; nothing without a history.
-local function hold_note(K, until_ms, f)
+-- at until ms, for check_expired; nothing without a history. by, for a
+-- grant being broken with a period (break.lua), is who breaks it.
+local function hold_note(K, until_ms, f, by)
   if K.hist_n == 0 then
     return
   end
-  redis.call('SET', K.held, cjson.encode({f = f[1], s = f[2], o = f[3], u = string.format('%d', until_ms)}),
+  redis.call('SET', K.held, cjson.encode({f = f[1], s = f[2], o = f[3], u = string.format('%d', until_ms), b = by}),
     'PX', K.keep_ms)
 end
 
 -- check_expired records, once, that the noted exclusive grant's lease
--- ended unreleased: at its end, whichever script runs first after it.
+-- ended unreleased: at its end, whichever script runs first after it. A
+-- grant whose break period ended it was broken, by the noted breaker.
 local function check_expired(K, now)
   if K.hist_n == 0 then
     return
@@ -74,7 +76,11 @@ local function check_expired(K, now)
     h = cjson.decode(h)
     if tonumber(h.u) <= now then
       redis.call('DEL', K.held)
-      event(K, 'expired', tonumber(h.u), h.s, h.o, h.f)
+      if h.b then
+        event(K, 'broken', tonumber(h.u), h.s, h.o, h.f, nil, h.b)
+      else
+        event(K, 'expired', tonumber(h.u), h.s, h.o, h.f)
+      end
     end
   end
 end

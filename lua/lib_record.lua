@@ -22,9 +22,12 @@ local function released(K)
 end
 
 -- broken notes that the grant of token hash tok was ended by a break
--- (break.lua). Its record's key shares the lock's hash tag, so it is on
--- the script's slot; it is not among KEYS, as the breaker does not know
--- whose grants it ends.
-local function broken(K, tok)
-  redis.call('SET', K.lock .. ':t:' .. tok, 'b', 'PX', RECORD_MS)
+-- (break.lua), now or, with a break period, in left ms: its holder may
+-- still renew or release it until then (an ordinary release makes it 'r'),
+-- and the record says 'b' from now, so that a call after the period's end
+-- learns BROKEN with no script to run at that moment. Its record's key
+-- shares the lock's hash tag, so it is on the script's slot; it is not
+-- among KEYS, as the breaker does not know whose grants it ends.
+local function broken(K, tok, left)
+  redis.call('SET', K.lock .. ':t:' .. tok, 'b', 'PX', (left or 0) + RECORD_MS)
 end

@@ -11,40 +11,54 @@ local function shared_full(K)
 end
 
 -- keep_shared makes K.lock and K.readers live as long as the longest
--- shared lease, and deletes both when no shared holder is left.
+-- shared lease, and deletes both when no shared holder is left. With a
+-- history, a shared hold that a break period ends (K.lock's 'bk': the
+-- latest such end, see break.lua) is recorded by the first script to run
+-- after it (purge_ended), which finds it only if both keys are still
+-- there: they live on as long as the history would.
 local function keep_shared(K, now)
   local last = redis.call('ZRANGE', K.readers, -1, -1, 'WITHSCORES')[2]
   if not last or tonumber(last) <= now then
     redis.call('DEL', K.lock, K.readers)
     return
   end
-  redis.call('PEXPIRE', K.lock, tonumber(last) - now)
-  redis.call('PEXPIRE', K.readers, tonumber(last) - now)
+  local ms = tonumber(last) - now
+  local bk = K.hist_n > 0 and tonumber(redis.call('HGET', K.lock, 'bk'))
+  if bk then
+    ms = math.max(ms, bk - now + K.keep_ms)
+  end
+  redis.call('PEXPIRE', K.lock, ms)
+  redis.call('PEXPIRE', K.readers, ms)
 end
 
 -- purge_ended drops the shared holders whose lease has ended, records
--- each in the history, and returns whether there were any. With a lock
--- delay, a shared lease that ended unreleased keeps the lock unavailable
--- for the delay from now, even if the others release.
+-- each in the history (broken, by its breaker, when a break period ended
+-- it: see break.lua), and returns whether there were any. With a lock
+-- delay, a shared lease that ended unreleased, and not by a break, keeps
+-- the lock unavailable for the delay from now, even if the others release.
 local function purge_ended(K, now)
   local ended = redis.call('ZRANGEBYSCORE', K.readers, '-inf', now, 'WITHSCORES')
   if #ended == 0 then
     return false
   end
-  if K.delay_ms > 0 then
-    redis.call('SET', K.delay, 'x:' .. string.format('%d', now + K.delay_ms), 'PX',
-      math.max(redis.call('PTTL', K.delay), K.delay_ms))
-  end
+  local lapsed = false
   for i = 1, #ended, 2 do
     local f = 'r:' .. ended[i]
-    if K.hist_n > 0 then
-      local r = redis.call('HGET', K.lock, f)
-      if r then
-        r = cjson.decode(r)
+    local r = (K.hist_n > 0 or K.delay_ms > 0) and redis.call('HGET', K.lock, f)
+    if r then
+      r = cjson.decode(r)
+      if r.bb then
+        event(K, 'broken', tonumber(ended[i + 1]), r.s, r.o, r.f, nil, r.bb)
+      else
+        lapsed = true
         event(K, 'expired', tonumber(ended[i + 1]), r.s, r.o, r.f)
       end
     end
     redis.call('HDEL', K.lock, f)
+  end
+  if K.delay_ms > 0 and lapsed then
+    redis.call('SET', K.delay, 'x:' .. string.format('%d', now + K.delay_ms), 'PX',
+      math.max(redis.call('PTTL', K.delay), K.delay_ms))
   end
   redis.call('ZREMRANGEBYSCORE', K.readers, '-inf', now)
   keep_shared(K, now)

@@ -22,7 +22,9 @@
 --
 -- Every hold shares the one lease: a holder that stops renewing loses all
 -- its holds at once. A release ends one hold, by its id; the last one frees
--- the lock (or, when shared, the caller's share of it).
+-- the lock (or, when shared, the caller's share of it). A grant being
+-- broken with a period (break.lua) is re-entered, but its lease never
+-- passes the period's end (as renew.lua).
 
 local K = lock_keys(ARGV[4])
 local now = clock()
@@ -43,11 +45,15 @@ if r then
   r.p = nil -- a hold of a provisional grant picks it up
   redis.call('HSET', K.lock, 'r:' .. ARGV[1], cjson.encode(r))
   local ends = math.max(tonumber(redis.call('ZSCORE', K.readers, ARGV[1])), now + tonumber(ARGV[2]))
+  local be = tonumber(r.be)
+  if be then
+    ends = math.min(ends, be)
+  end
   redis.call('ZADD', K.readers, string.format('%d', ends), ARGV[1])
   keep_shared(K, now)
   keep_idem(r.ik, ends - now)
   event(K, 're_entered', now, r.s, r.o, r.f)
-  return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs)})
+  return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs)}, be)
 end
 local hs = redis.call('HGET', K.lock, 'hs')
 if has_hold(hs, hold) then
@@ -57,12 +63,17 @@ hs = with_hold(hs, hold)
 redis.call('HSET', K.lock, 'hs', hs)
 redis.call('HDEL', K.lock, 'p') -- a hold of a provisional grant picks it up
 local f = holder_of(K)
+local b = redis.call('HMGET', K.lock, 'be', 'bb')
+local be, want = tonumber(b[1]), tonumber(ARGV[2])
+if be then
+  want = math.min(want, be - now)
+end
 local ttl = redis.call('PTTL', K.lock)
-if ttl < tonumber(ARGV[2]) then
-  ttl = tonumber(ARGV[2])
+if ttl < want then
+  ttl = want
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
-  hold_note(K, now + ttl, f)
+  hold_note(K, now + ttl, f, b[2] or nil)
 end
 event(K, 're_entered', now, f[2], f[3], f[1])
-return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs)})
+return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs)}, be)

@@ -11,8 +11,14 @@
 --                                     renewed; shared is 1 for a shared
 --                                     hold, 0 for the exclusive grant
 --          {0, why}                   the token holds nothing: why is
---                                     RELEASED, EXPIRED or UNKNOWN (see
---                                     lib_record.lua)
+--                                     RELEASED, EXPIRED, BROKEN or
+--                                     UNKNOWN (see lib_record.lua)
+--
+-- A grant being broken with a period (break.lua) is renewed only up to the
+-- period's end: the reply's ttl_ms says when it ends, and then it ends
+-- broken. A renewal is a holder saying it is still at work, which the
+-- period lets it be; refusing it would tell a holder it lost a lock it
+-- still holds.
 
 local K = lock_keys(ARGV[3])
 local now = clock()
@@ -21,10 +27,14 @@ local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   return {0, why(K)}
 end
-local ttl, fence, shared = ARGV[2], nil, 0
+local ttl, fence, be, shared = ARGV[2], nil, nil, 0
 if r then -- held shared: the caller's lease is its own
   if ttl == '0' then
     ttl = r.t
+  end
+  be = tonumber(r.be)
+  if be then
+    ttl = math.min(tonumber(ttl), be - now)
   end
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(ttl)), ARGV[1])
   keep_shared(K, now)
@@ -32,14 +42,22 @@ if r then -- held shared: the caller's lease is its own
   fence, shared = r.f, 1
   event(K, 'renewed', now, r.s, r.o, fence)
 else
+  local g = redis.call('HMGET', K.lock, 'ttl', 'be', 'bb')
   if ttl == '0' then
-    ttl = redis.call('HGET', K.lock, 'ttl')
+    ttl = g[1]
+  end
+  be = tonumber(g[2])
+  if be then
+    if be <= now then -- its last millisecond: too late to renew
+      return {0, why(K)}
+    end
+    ttl = math.min(tonumber(ttl), be - now)
   end
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
   local f = holder_of(K)
-  hold_note(K, now + tonumber(ttl), f)
+  hold_note(K, now + tonumber(ttl), f, g[3] or nil)
   fence = f[1]
   event(K, 'renewed', now, f[2], f[3], fence)
 end
-return settle(K, {1, tonumber(fence), tonumber(ttl), shared})
+return settle(K, {1, tonumber(fence), tonumber(ttl), shared}, be)

@@ -38,9 +38,12 @@
 //
 // list prints the held locks of a namespace.
 //
-// break ends every grant of a lock, whoever holds it, for a token that
+// break ends every grant of a lock, whoever holds it (now, or after --period), for a token that
 // administers the namespace (token --admin mints one); it exits 1 when
 // nobody held the lock.
+//
+// resize changes the limit of a semaphore in use, for such a token too; it
+// exits 1 when the semaphore is idle.
 //
 // acquire, release, renew and status are the single calls; token mints an
 // HS256 JWT for development. LOCKGATE_URL and LOCKGATE_TOKEN configure it,

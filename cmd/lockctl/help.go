@@ -26,11 +26,19 @@ Usage:
   lockctl list namespace [--json] [--page-size 1000]
       Print the held locks of the namespace, one a line (a JSON object each
       with --json); never a token.
-  lockctl break namespace/name
+  lockctl break namespace/name [--period D]
       End every grant of the lock now, whoever holds it, and hand it to the
       next waiter; needs a token that administers the namespace (token
       --admin). The holders get 409 not_holder (broken) on their next call.
-      Exit 1 when nobody held it.
+      With --period D the grants run on for D first (or until their lease
+      ends, if sooner): renewals succeed but cannot pass that end, a release
+      is as usual. Exit 1 when nobody held it.
+  lockctl resize namespace/name --limit N
+      Change the limit of the semaphore namespace/name while it is in use;
+      needs a token that administers the namespace. A raised limit hands
+      permits to waiters at once; a lowered one takes none back. Acquires
+      must then send the new --limit until the semaphore is idle. Exit 1
+      when it is idle (nobody holds or waits): the next acquire's limit applies.
   lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the

@@ -21,6 +21,7 @@ var commands = map[string]func(context.Context, cli, []string) error{
 	"status":  cmdStatus,
 	"list":    cmdList,
 	"break":   cmdBreak,
+	"resize":  cmdResize,
 	"run":     cmdRun,
 	"token":   cmdToken,
 }

@@ -198,9 +198,14 @@ func (r result) reason() string {
 	return p.Reason
 }
 
-// breakLock breaks lock as an administrator.
-func (c *client) breakLock(ctx context.Context, lock string) result {
-	return c.do(ctx, "POST", "/locks/"+lock+"/break", "", "Authorization", c.admin)
+// breakLock breaks lock as an administrator, with a break period unless
+// 0.
+func (c *client) breakLock(ctx context.Context, lock string, period time.Duration) result {
+	body := ""
+	if period > 0 {
+		body = fmt.Sprintf(`{"break_period_ms":%d}`, period.Milliseconds())
+	}
+	return c.do(ctx, "POST", "/locks/"+lock+"/break", body, "Authorization", c.admin, "Content-Type", "application/json")
 }
 
 func (c *client) do(ctx context.Context, method, path, body string, headers ...string) result {

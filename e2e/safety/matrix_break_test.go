@@ -7,11 +7,14 @@ import (
 )
 
 // The fault matrix's checks of breaks (the breaker row): a break ends
-// every grant of its lock at some moment between its call and its answer.
-// So a grant counts as certainly held only until the call of the first
-// break that may have ended it; a grant whose call said "broken" must have
-// had a break that could have ended it; and a grant certainly live when a
-// break answered 200 must never succeed at a call made after that answer.
+// every grant of its lock at some moment between its call and its answer,
+// or, with a break period (op.ttl), by the period after that moment at the
+// latest. So a grant counts as certainly held only until the call of the
+// first break that may have ended it (a grant a period lets run on may end
+// sooner, with its lease); a grant whose call said "broken" must have had a
+// break that could have ended it; and a grant certainly live when a break
+// answered 200 must never succeed at a call made after that answer and its
+// period.
 
 // mayHaveRun reports whether break b may have changed the lock: it answered
 // 200, or its outcome is unknown.
@@ -48,8 +51,8 @@ func (h *history) breakFindings(trusted func(time.Time) bool) []finding {
 	var fs []finding
 	for _, g := range h.grants {
 		for _, b := range breaks[g.lock] {
-			if !mayHaveRun(b) || !b.ret.After(g.acquired.call) || g.succeededAfter(b.ret) {
-				continue // ran before the grant was made, or the grant outlived it
+			if !mayHaveRun(b) || !b.ret.After(g.acquired.call) || g.succeededAfter(b.ret.Add(b.ttl)) {
+				continue // ran before the grant was made, or the grant outlived it and its period
 			}
 			if g.cut.IsZero() || b.call.Before(g.cut) {
 				g.cut = b.call
@@ -61,15 +64,16 @@ func (h *history) breakFindings(trusted func(time.Time) bool) []finding {
 				g.lock, g.fence, g.prim, g.broken.kind, stamp(g.broken.ret))})
 		}
 		// A grant received before a break was called, and not released
-		// before it answered 200, was ended by it (or had ended): nothing
-		// it calls after that answer may succeed.
+		// before it answered 200 and its period ran out, was ended by it
+		// (or had ended): nothing it calls after that may succeed.
 		for _, b := range breaks[g.lock] {
-			if b.status != http.StatusOK || !trusted(b.ret) || !g.acquired.ret.Before(b.call) ||
-				(!g.releaseCall.IsZero() && g.releaseCall.Before(b.ret)) {
+			end := b.ret.Add(b.ttl)
+			if b.status != http.StatusOK || !trusted(end) || !g.acquired.ret.Before(b.call) ||
+				(!g.releaseCall.IsZero() && g.releaseCall.Before(end)) {
 				continue
 			}
 			for _, e := range append(append([]op{}, g.extends...), opOf(g.released)...) {
-				if (e.status == http.StatusOK || e.status == http.StatusNoContent) && e.call.After(b.ret) {
+				if (e.status == http.StatusOK || e.status == http.StatusNoContent) && e.call.After(end) {
 					fs = append(fs, finding{kind: answerWrong, lock: g.lock, a: g, msg: fmt.Sprintf(
 						"%s: grant %d (%s): %s called at %s answered %d, after a break called at %s answered 200 at %s",
 						g.lock, g.fence, g.prim, e.kind, stamp(e.call), e.status, stamp(b.call), stamp(b.ret))})
@@ -87,11 +91,11 @@ func opOf(o *op) []op {
 	return []op{*o}
 }
 
-// mayBreak reports whether a break of lock may have run between from and
-// to.
+// mayBreak reports whether a break of lock (or its period's end) may have
+// ended a grant between from and to.
 func (h *history) mayBreak(lock string, from, to time.Time) bool {
 	for _, b := range h.breaksOf()[lock] {
-		if mayHaveRun(b) && b.call.Before(to) && b.ret.After(from) {
+		if mayHaveRun(b) && b.call.Before(to) && b.ret.Add(b.ttl).After(from) {
 			return true
 		}
 	}

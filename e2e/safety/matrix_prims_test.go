@@ -225,15 +225,20 @@ func idempotentCycle(ctx context.Context, w *worker, lock string) {
 }
 
 // breakerCycle is an administrator who, now and then, breaks one of the
-// round's locks, whoever holds it.
+// round's locks, whoever holds it: half the time at once, else with a
+// break period (kept in the op's ttl) of up to 1.5 s.
 func breakerCycle(ctx context.Context, w *worker, lock string) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-time.After(time.Duration(300+w.rng.IntN(1200)) * time.Millisecond): // between breaks
 	}
-	o := w.op(opBreak, lock, 0, 0)
-	w.finish(o, w.client().breakLock(ctx, lock), grant{})
+	var period time.Duration
+	if w.rng.IntN(2) == 0 {
+		period = time.Duration(100+w.rng.IntN(1400)) * time.Millisecond
+	}
+	o := w.op(opBreak, lock, period, 0)
+	w.finish(o, w.client().breakLock(ctx, lock, period), grant{})
 }
 
 // heldGrant is a grant a client was answered, and what it will do with it.

@@ -59,9 +59,11 @@ class Client:
         self.timeout = timeout
         self.opener = urllib.request.build_opener(NoRedirect)
 
-    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0, idempotency_key=None):
+    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0, idempotency_key=None, kind="locks"):
+        """kind is the path's first part: "locks", or "semaphores" for a
+        semaphore's calls (lock then names the semaphore)."""
         namespace, name = lock_path(lock)
-        url = f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
+        url = f"{self.base}/{kind}/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(url, data=data, method=method)
         req.add_header("Authorization", "Bearer " + self.jwt)
@@ -112,12 +114,25 @@ class Client:
     def release(self, lock, token):
         return self.call("DELETE", lock, lock_token=token)[0]
 
-    def break_lock(self, lock):
+    def break_lock(self, lock, break_period_ms=0):
         """Ends every grant of the lock, whoever holds it: for a JWT that
         administers the namespace (403 forbidden otherwise; 404 not_held when
         nobody holds it). Returns how many grants ended. The holders learn it
-        at their next call (409 not_holder, reason broken)."""
-        return self.call("POST", lock, "/break")[1]["broken"]
+        at their next call (409 not_holder, reason broken). With
+        break_period_ms, the grants run on that long first (or until their
+        lease ends, if sooner): their renewals cannot pass that end."""
+        body = {"break_period_ms": break_period_ms} if break_period_ms else None
+        return self.call("POST", lock, "/break", body=body)[1]["broken"]
+
+    def resize_semaphore(self, semaphore, limit):
+        """Changes the limit of a semaphore in use: for a JWT that
+        administers the namespace (403 forbidden otherwise; 404 not_held when
+        nobody holds or waits: an idle semaphore keeps no limit). A raised
+        limit hands permits to the waiters at once; a lowered one takes none
+        back. Returns the limit in force and how many hold and wait
+        ({"limit", "held", "waiters", ...}); acquires must send that limit
+        until the semaphore is idle."""
+        return self.call("PUT", semaphore, "/limit", body={"limit": limit}, kind="semaphores")[1]
 
     def set_value(self, lock, token, value):
         """Changes the value of the grant token holds."""

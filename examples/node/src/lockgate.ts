@@ -39,16 +39,40 @@ export function describe(error: unknown, status: number): string {
  * Ends every grant of the lock, whoever holds it: for a JWT that
  * administers the namespace (403 forbidden otherwise; 404 not_held when
  * nobody holds it). Returns how many grants ended; their holders learn it at
- * their next call (409 not_holder, reason broken).
+ * their next call (409 not_holder, reason broken). With breakPeriodMs, the
+ * grants run on that long first (or until their lease ends, if sooner):
+ * their renewals cannot pass that end.
  */
-export async function breakLock(client: Client, lock: string): Promise<number> {
+export async function breakLock(client: Client, lock: string, breakPeriodMs = 0): Promise<number> {
   const { data, error, response } = await client.POST("/locks/{namespace}/{name}/break", {
     params: { path: lockPath(lock) },
+    body: breakPeriodMs > 0 ? { break_period_ms: breakPeriodMs } : undefined,
   });
   if (!data) {
     throw new Error(`break ${lock}: ${describe(error, response.status)}`);
   }
   return data.broken;
+}
+
+export type SemaphoreSize = components["schemas"]["SemaphoreSize"];
+
+/**
+ * Changes the limit of a semaphore in use: for a JWT that administers the
+ * namespace (403 forbidden otherwise; 404 not_held when nobody holds or
+ * waits: an idle semaphore keeps no limit). A raised limit hands permits to
+ * the waiters at once; a lowered one takes none back. Resolves to the limit
+ * in force and how many hold and wait; acquires must send that limit until
+ * the semaphore is idle.
+ */
+export async function resizeSemaphore(client: Client, semaphore: string, limit: number): Promise<SemaphoreSize> {
+  const { data, error, response } = await client.PUT("/semaphores/{namespace}/{name}/limit", {
+    params: { path: lockPath(semaphore) },
+    body: { limit },
+  });
+  if (!data) {
+    throw new Error(`resize ${semaphore}: ${describe(error, response.status)}`);
+  }
+  return data;
 }
 
 /**

@@ -241,21 +241,34 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * End every grant of a lock now, whoever holds it (administrators only).
+         * End every grant of a lock, now or after a break period, whoever holds it (administrators only).
          * @description For an administrator of the namespace (a token's `ns_admin` claim, or
          *     a policy rule's `admin_namespaces`; see docs/SECURITY.md): any other
-         *     caller, holders included, gets 403 `forbidden`. Every grant of the
-         *     lock ends at once, in one step: the exclusive one, or every shared
-         *     one. The lock then goes to the waiters at the head of its queue, as
-         *     after a release, and the next grant has a larger `fencing_token`.
+         *     caller, holders included, gets 403 `forbidden`. Without
+         *     `break_period_ms` every grant of the lock ends at once, in one step:
+         *     the exclusive one, or every shared one. The lock then goes to the
+         *     waiters at the head of its queue, as after a release, and the next
+         *     grant has a larger `fencing_token`.
+         *
+         *     With `break_period_ms`, each grant ends at the least of its lease's
+         *     end, the period from now and an earlier break's end (a second break
+         *     can shorten a period, never lengthen it). Until then its holder
+         *     works on: a renew or re-entry succeeds, but its `ttl_ms` never
+         *     passes that end (so the holder can tell), and a release is an
+         *     ordinary release. At that end the grant ends as broken, and the lock
+         *     goes to the next waiter as when a lease ends. A grant handed to a
+         *     waiter that has not picked it up yet ends at once whatever the
+         *     period.
+         *
          *     The history records a `broken` event per grant ended, with `by`, the
-         *     breaker's subject. A broken grant's holder learns it at its next
-         *     call: a renew, re-entry or release answers 409 `not_holder` with
-         *     `reason: broken` (for 60 s). A holder that does not call again does
-         *     not learn it, and may still be at work: the resource must check
-         *     fencing tokens. A 503 means the outcome is unknown: the lock may
-         *     have been broken; inspect it before breaking again, or you may end
-         *     the next holder's grant.
+         *     breaker's subject (at the period's end, with a period). A broken
+         *     grant's holder learns it at its next call after the end: a renew,
+         *     re-entry or release answers 409 `not_holder` with `reason: broken`
+         *     (for 60 s). A holder that does not call again does not learn it,
+         *     and may still be at work: the resource must check fencing tokens. A
+         *     503 means the outcome is unknown: the lock may have been broken;
+         *     inspect it before breaking again, or you may end the next holder's
+         *     grant.
          */
         post: operations["breakLock"];
         delete?: never;
@@ -657,8 +670,8 @@ export interface components {
             /**
              * Format: int64
              * @description How long the grants may still run, ms: 0 (the default) ends them
-             *     now. Only 0 is supported for now; a period above 0 is refused
-             *     with 400 `invalid_request`.
+             *     now. A grant whose lease, or an earlier break, ends sooner ends
+             *     then.
              */
             break_period_ms?: number;
         };
@@ -668,8 +681,13 @@ export interface components {
              * @example billing/invoice-42
              */
             lock: string;
-            /** @description How many grants ended (1 for an exclusive holder, or the number of shared holders). */
+            /** @description How many grants ended, or will end after the period (1 for an exclusive holder, or the number of shared holders). */
             broken: number;
+            /**
+             * Format: int64
+             * @description How long until the last of them ends, ms; 0 when all ended now.
+             */
+            break_period_ms: number;
         };
         LockEvent: {
             /** @enum {string} */
@@ -1575,7 +1593,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The grants were ended. */
+            /** @description The grants were ended, or will end after the period. */
             200: {
                 headers: {
                     [name: string]: unknown;
