@@ -40,6 +40,10 @@ const (
 	AcquireConflictProblemCodeNotHolder              AcquireConflictProblemCode = "not_holder"
 	AcquireConflictProblemCodePayloadTooLarge        AcquireConflictProblemCode = "payload_too_large"
 	AcquireConflictProblemCodeSemaphoreFull          AcquireConflictProblemCode = "semaphore_full"
+	AcquireConflictProblemCodeSessionEnded           AcquireConflictProblemCode = "session_ended"
+	AcquireConflictProblemCodeSessionFull            AcquireConflictProblemCode = "session_full"
+	AcquireConflictProblemCodeSessionNotYours        AcquireConflictProblemCode = "session_not_yours"
+	AcquireConflictProblemCodeSessionTokenMismatch   AcquireConflictProblemCode = "session_token_mismatch"
 	AcquireConflictProblemCodeTooManyRequests        AcquireConflictProblemCode = "too_many_requests"
 	AcquireConflictProblemCodeUnauthorized           AcquireConflictProblemCode = "unauthorized"
 )
@@ -76,6 +80,14 @@ func (e AcquireConflictProblemCode) Valid() bool {
 	case AcquireConflictProblemCodePayloadTooLarge:
 		return true
 	case AcquireConflictProblemCodeSemaphoreFull:
+		return true
+	case AcquireConflictProblemCodeSessionEnded:
+		return true
+	case AcquireConflictProblemCodeSessionFull:
+		return true
+	case AcquireConflictProblemCodeSessionNotYours:
+		return true
+	case AcquireConflictProblemCodeSessionTokenMismatch:
 		return true
 	case AcquireConflictProblemCodeTooManyRequests:
 		return true
@@ -238,6 +250,10 @@ const (
 	NotHolderProblemCodeNotHolder              NotHolderProblemCode = "not_holder"
 	NotHolderProblemCodePayloadTooLarge        NotHolderProblemCode = "payload_too_large"
 	NotHolderProblemCodeSemaphoreFull          NotHolderProblemCode = "semaphore_full"
+	NotHolderProblemCodeSessionEnded           NotHolderProblemCode = "session_ended"
+	NotHolderProblemCodeSessionFull            NotHolderProblemCode = "session_full"
+	NotHolderProblemCodeSessionNotYours        NotHolderProblemCode = "session_not_yours"
+	NotHolderProblemCodeSessionTokenMismatch   NotHolderProblemCode = "session_token_mismatch"
 	NotHolderProblemCodeTooManyRequests        NotHolderProblemCode = "too_many_requests"
 	NotHolderProblemCodeUnauthorized           NotHolderProblemCode = "unauthorized"
 )
@@ -274,6 +290,14 @@ func (e NotHolderProblemCode) Valid() bool {
 	case NotHolderProblemCodePayloadTooLarge:
 		return true
 	case NotHolderProblemCodeSemaphoreFull:
+		return true
+	case NotHolderProblemCodeSessionEnded:
+		return true
+	case NotHolderProblemCodeSessionFull:
+		return true
+	case NotHolderProblemCodeSessionNotYours:
+		return true
+	case NotHolderProblemCodeSessionTokenMismatch:
 		return true
 	case NotHolderProblemCodeTooManyRequests:
 		return true
@@ -325,6 +349,10 @@ const (
 	PermitConflictProblemCodeNotHolder              PermitConflictProblemCode = "not_holder"
 	PermitConflictProblemCodePayloadTooLarge        PermitConflictProblemCode = "payload_too_large"
 	PermitConflictProblemCodeSemaphoreFull          PermitConflictProblemCode = "semaphore_full"
+	PermitConflictProblemCodeSessionEnded           PermitConflictProblemCode = "session_ended"
+	PermitConflictProblemCodeSessionFull            PermitConflictProblemCode = "session_full"
+	PermitConflictProblemCodeSessionNotYours        PermitConflictProblemCode = "session_not_yours"
+	PermitConflictProblemCodeSessionTokenMismatch   PermitConflictProblemCode = "session_token_mismatch"
 	PermitConflictProblemCodeTooManyRequests        PermitConflictProblemCode = "too_many_requests"
 	PermitConflictProblemCodeUnauthorized           PermitConflictProblemCode = "unauthorized"
 )
@@ -362,6 +390,14 @@ func (e PermitConflictProblemCode) Valid() bool {
 		return true
 	case PermitConflictProblemCodeSemaphoreFull:
 		return true
+	case PermitConflictProblemCodeSessionEnded:
+		return true
+	case PermitConflictProblemCodeSessionFull:
+		return true
+	case PermitConflictProblemCodeSessionNotYours:
+		return true
+	case PermitConflictProblemCodeSessionTokenMismatch:
+		return true
 	case PermitConflictProblemCodeTooManyRequests:
 		return true
 	case PermitConflictProblemCodeUnauthorized:
@@ -388,6 +424,10 @@ const (
 	ProblemCodeNotHolder              ProblemCode = "not_holder"
 	ProblemCodePayloadTooLarge        ProblemCode = "payload_too_large"
 	ProblemCodeSemaphoreFull          ProblemCode = "semaphore_full"
+	ProblemCodeSessionEnded           ProblemCode = "session_ended"
+	ProblemCodeSessionFull            ProblemCode = "session_full"
+	ProblemCodeSessionNotYours        ProblemCode = "session_not_yours"
+	ProblemCodeSessionTokenMismatch   ProblemCode = "session_token_mismatch"
 	ProblemCodeTooManyRequests        ProblemCode = "too_many_requests"
 	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
 )
@@ -425,9 +465,35 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeSemaphoreFull:
 		return true
+	case ProblemCodeSessionEnded:
+		return true
+	case ProblemCodeSessionFull:
+		return true
+	case ProblemCodeSessionNotYours:
+		return true
+	case ProblemCodeSessionTokenMismatch:
+		return true
 	case ProblemCodeTooManyRequests:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionHoldKind.
+const (
+	SessionHoldKindLock      SessionHoldKind = "lock"
+	SessionHoldKindSemaphore SessionHoldKind = "semaphore"
+)
+
+// Valid indicates whether the value is a known member of the SessionHoldKind enum.
+func (e SessionHoldKind) Valid() bool {
+	switch e {
+	case SessionHoldKindLock:
+		return true
+	case SessionHoldKindSemaphore:
 		return true
 	default:
 		return false
@@ -654,6 +720,9 @@ type LockEvent struct {
 	// FencingToken The grant's fencing token; 0 for a waiter.
 	FencingToken int64  `json:"fencing_token"`
 	Owner        string `json:"owner"`
+
+	// Session `released` only: the id of the session whose end released the grant (see `endSession`).
+	Session *string `json:"session,omitempty"`
 
 	// Subject The grant's (or the waiter's) caller, the JWT's `sub` (`iss#sub` when the token has an `iss`).
 	Subject string `json:"subject"`
@@ -884,6 +953,85 @@ type SemaphoreSize struct {
 	Waiters int `json:"waiters"`
 }
 
+// Session defines model for Session.
+type Session struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// RenewAfterMs When to keep the session alive: a third of its lease.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+
+	// Session The session's id, derived one way from its token.
+	Session string `json:"session"`
+
+	// SessionToken The session's secret: send it in `Session-Token` to join, keep
+	// or end the session. Never put it in a URL.
+	SessionToken string `json:"session_token"`
+	TtlMs        int64  `json:"ttl_ms"`
+}
+
+// SessionEnded defines model for SessionEnded.
+type SessionEnded struct {
+	Released []SessionHold `json:"released"`
+	Session  string        `json:"session"`
+}
+
+// SessionHold defines model for SessionHold.
+type SessionHold struct {
+	// FencingToken The grant's fencing token, when the call learnt it (a keep-alive's renewed grants).
+	FencingToken *int64          `json:"fencing_token,omitempty"`
+	Kind         SessionHoldKind `json:"kind"`
+
+	// Pending Set while the grant's acquire still runs (or waits).
+	Pending *bool `json:"pending,omitempty"`
+
+	// Resource namespace/name of the lock or semaphore
+	//
+	// Example: billing/invoice-42
+	Resource string `json:"resource"`
+}
+
+// SessionHoldKind defines model for SessionHold.Kind.
+type SessionHoldKind string
+
+// SessionInfo defines model for SessionInfo.
+type SessionInfo struct {
+	ExpiresAt time.Time     `json:"expires_at"`
+	Holds     []SessionHold `json:"holds"`
+	Session   string        `json:"session"`
+
+	// SessionTtlMs The lease a keep-alive without `ttl_ms` gives.
+	SessionTtlMs int64 `json:"session_ttl_ms"`
+
+	// TtlMs What is left of the lease.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
+// SessionKeepRequest defines model for SessionKeepRequest.
+type SessionKeepRequest struct {
+	// TtlMs The new lease from now, of the session and its grants; default the session's TTL as last set.
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+}
+
+// SessionKept defines model for SessionKept.
+type SessionKept struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Gone The grants that had ended (released on their own, broken); the session forgot them.
+	Gone         []SessionHold `json:"gone"`
+	RenewAfterMs int64         `json:"renew_after_ms"`
+
+	// Renewed The grants whose leases were renewed.
+	Renewed []SessionHold `json:"renewed"`
+	Session string        `json:"session"`
+	TtlMs   int64         `json:"ttl_ms"`
+}
+
+// SessionRequest defines model for SessionRequest.
+type SessionRequest struct {
+	// TtlMs The session's lease, and so its grants'; at most the caller's max TTL (the gateway's `--max-ttl`).
+	TtlMs int64 `json:"ttl_ms"`
+}
+
 // Ticket defines model for Ticket.
 type Ticket struct {
 	Lock string `json:"lock"`
@@ -944,6 +1092,9 @@ type HolderToken = string
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
+// JoinSession defines model for JoinSession.
+type JoinSession = string
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -958,6 +1109,12 @@ type Namespace = string
 
 // Prefer defines model for Prefer.
 type Prefer = string
+
+// SessionId defines model for SessionId.
+type SessionId = string
+
+// SessionToken defines model for SessionToken.
+type SessionToken = string
 
 // TicketId defines model for TicketId.
 type TicketId = string
@@ -977,11 +1134,17 @@ type IdempotencyKeyMismatch = Problem
 // InvalidRequest RFC 9457 problem details.
 type InvalidRequest = Problem
 
+// NoSession RFC 9457 problem details.
+type NoSession = Problem
+
 // NotHolder defines model for NotHolder.
 type NotHolder = NotHolderProblem
 
 // PayloadTooLarge RFC 9457 problem details.
 type PayloadTooLarge = Problem
+
+// SessionForbidden RFC 9457 problem details.
+type SessionForbidden = Problem
 
 // TicketNotFound RFC 9457 problem details.
 type TicketNotFound = Problem
@@ -1052,6 +1215,10 @@ type AcquireLockParams struct {
 	// a ticket if the lock is held) and `wait=N` (on a ticket's poll:
 	// long-poll up to N seconds, at most 30). Others are ignored.
 	Prefer *Prefer `json:"Prefer,omitempty"`
+
+	// SessionToken The `session_token` of a session (see `openSession`): the grant
+	// takes the session's lease. Never put it in a URL.
+	SessionToken *JoinSession `json:"Session-Token,omitempty"`
 }
 
 // RenewLeaseParams defines parameters for RenewLease.
@@ -1119,12 +1286,34 @@ type AcquireSemaphoreParams struct {
 	// acquires anew. A grant whose 201 could not be delivered is kept for
 	// the retry, not released.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// SessionToken The `session_token` of a session (see `openSession`): the grant
+	// takes the session's lease. Never put it in a URL.
+	SessionToken *JoinSession `json:"Session-Token,omitempty"`
 }
 
 // RenewSemaphoreLeaseParams defines parameters for RenewSemaphoreLease.
 type RenewSemaphoreLeaseParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
 	LockToken LockToken `json:"Lock-Token"`
+}
+
+// EndSessionParams defines parameters for EndSession.
+type EndSessionParams struct {
+	// SessionToken The `session_token` of the session's 201. Never put it in a URL.
+	SessionToken SessionToken `json:"Session-Token"`
+}
+
+// DescribeSessionParams defines parameters for DescribeSession.
+type DescribeSessionParams struct {
+	// SessionToken The `session_token` of the session's 201. Never put it in a URL.
+	SessionToken SessionToken `json:"Session-Token"`
+}
+
+// KeepSessionParams defines parameters for KeepSession.
+type KeepSessionParams struct {
+	// SessionToken The `session_token` of the session's 201. Never put it in a URL.
+	SessionToken SessionToken `json:"Session-Token"`
 }
 
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
@@ -1147,6 +1336,12 @@ type RenewSemaphoreLeaseJSONRequestBody = RenewRequest
 
 // ResizeSemaphoreJSONRequestBody defines body for ResizeSemaphore for application/json ContentType.
 type ResizeSemaphoreJSONRequestBody = SemaphoreResize
+
+// OpenSessionJSONRequestBody defines body for OpenSession for application/json ContentType.
+type OpenSessionJSONRequestBody = SessionRequest
+
+// KeepSessionJSONRequestBody defines body for KeepSession for application/json ContentType.
+type KeepSessionJSONRequestBody = SessionKeepRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -1201,6 +1396,18 @@ type ServerInterface interface {
 	// ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
 	// (PUT /semaphores/{namespace}/{name}/limit)
 	ResizeSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	// OpenSession Open a session, one lease for many grants.
+	// (POST /sessions)
+	OpenSession(w http.ResponseWriter, r *http.Request)
+	// EndSession End a session, releasing every grant of it.
+	// (DELETE /sessions/{session})
+	EndSession(w http.ResponseWriter, r *http.Request, session SessionId, params EndSessionParams)
+	// DescribeSession The session's lease and grants (never their tokens).
+	// (GET /sessions/{session})
+	DescribeSession(w http.ResponseWriter, r *http.Request, session SessionId, params DescribeSessionParams)
+	// KeepSession Keep a session alive, renewing every grant of it in one call.
+	// (PUT /sessions/{session})
+	KeepSession(w http.ResponseWriter, r *http.Request, session SessionId, params KeepSessionParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1306,6 +1513,30 @@ func (_ Unimplemented) RenewSemaphoreLease(w http.ResponseWriter, r *http.Reques
 // ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
 // (PUT /semaphores/{namespace}/{name}/limit)
 func (_ Unimplemented) ResizeSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// OpenSession Open a session, one lease for many grants.
+// (POST /sessions)
+func (_ Unimplemented) OpenSession(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// EndSession End a session, releasing every grant of it.
+// (DELETE /sessions/{session})
+func (_ Unimplemented) EndSession(w http.ResponseWriter, r *http.Request, session SessionId, params EndSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DescribeSession The session's lease and grants (never their tokens).
+// (GET /sessions/{session})
+func (_ Unimplemented) DescribeSession(w http.ResponseWriter, r *http.Request, session SessionId, params DescribeSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// KeepSession Keep a session alive, renewing every grant of it in one call.
+// (PUT /sessions/{session})
+func (_ Unimplemented) KeepSession(w http.ResponseWriter, r *http.Request, session SessionId, params KeepSessionParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1581,6 +1812,25 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 		}
 
 		params.Prefer = &Prefer
+
+	}
+
+	// ------------- Optional header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken JoinSession
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = &SessionToken
 
 	}
 
@@ -2114,6 +2364,25 @@ func (siw *ServerInterfaceWrapper) AcquireSemaphore(w http.ResponseWriter, r *ht
 
 	}
 
+	// ------------- Optional header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken JoinSession
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = &SessionToken
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AcquireSemaphore(w, r, namespace, name, params)
 	}))
@@ -2214,6 +2483,182 @@ func (siw *ServerInterfaceWrapper) ResizeSemaphore(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ResizeSemaphore(w, r, namespace, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// OpenSession operation middleware
+func (siw *ServerInterfaceWrapper) OpenSession(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.OpenSession(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// EndSession operation middleware
+func (siw *ServerInterfaceWrapper) EndSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndSessionParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken SessionToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = SessionToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Session-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Session-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EndSession(w, r, session, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DescribeSession operation middleware
+func (siw *ServerInterfaceWrapper) DescribeSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DescribeSessionParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken SessionToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = SessionToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Session-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Session-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DescribeSession(w, r, session, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// KeepSession operation middleware
+func (siw *ServerInterfaceWrapper) KeepSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params KeepSessionParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken SessionToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = SessionToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Session-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Session-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.KeepSession(w, r, session, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2382,6 +2827,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/semaphores/{namespace}/{name}/limit", wrapper.ResizeSemaphore)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/sessions", wrapper.OpenSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/sessions/{session}", wrapper.EndSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/sessions/{session}", wrapper.DescribeSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/sessions/{session}", wrapper.KeepSession)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 	r.Group(func(r chi.Router) {
@@ -2399,9 +2856,13 @@ type IdempotencyKeyMismatchApplicationProblemPlusJSONResponse Problem
 
 type InvalidRequestApplicationProblemPlusJSONResponse Problem
 
+type NoSessionApplicationProblemPlusJSONResponse Problem
+
 type NotHolderApplicationProblemPlusJSONResponse NotHolderProblem
 
 type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
+
+type SessionForbiddenApplicationProblemPlusJSONResponse Problem
 
 type TicketNotFoundApplicationProblemPlusJSONResponse Problem
 
@@ -2977,7 +3438,7 @@ func (response AcquireLock401ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 }
 
 type AcquireLock403ApplicationProblemPlusJSONResponse struct {
-	ForbiddenApplicationProblemPlusJSONResponse
+	SessionForbiddenApplicationProblemPlusJSONResponse
 }
 
 func (response AcquireLock403ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
@@ -2988,6 +3449,22 @@ func (response AcquireLock403ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock404ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4456,7 +4933,7 @@ func (response AcquireSemaphore401ApplicationProblemPlusJSONResponse) VisitAcqui
 }
 
 type AcquireSemaphore403ApplicationProblemPlusJSONResponse struct {
-	ForbiddenApplicationProblemPlusJSONResponse
+	SessionForbiddenApplicationProblemPlusJSONResponse
 }
 
 func (response AcquireSemaphore403ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
@@ -4467,6 +4944,22 @@ func (response AcquireSemaphore403ApplicationProblemPlusJSONResponse) VisitAcqui
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore404ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4921,6 +5414,578 @@ func (response ResizeSemaphoredefaultApplicationProblemPlusJSONResponse) VisitRe
 	return err
 }
 
+type OpenSessionRequestObject struct {
+	Body *OpenSessionJSONRequestBody
+}
+
+type OpenSessionResponseObject interface {
+	VisitOpenSessionResponse(w http.ResponseWriter) error
+}
+
+type OpenSession201JSONResponse Session
+
+func (response OpenSession201JSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession400ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession401ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession413ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession429ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession503ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response OpenSessiondefaultApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSessionRequestObject struct {
+	Session SessionId `json:"session"`
+	Params  EndSessionParams
+}
+
+type EndSessionResponseObject interface {
+	VisitEndSessionResponse(w http.ResponseWriter) error
+}
+
+type EndSession200JSONResponse SessionEnded
+
+func (response EndSession200JSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession401ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession403ApplicationProblemPlusJSONResponse struct {
+	SessionForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession403ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession404ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession429ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession503ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response EndSessiondefaultApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSessionRequestObject struct {
+	Session SessionId `json:"session"`
+	Params  DescribeSessionParams
+}
+
+type DescribeSessionResponseObject interface {
+	VisitDescribeSessionResponse(w http.ResponseWriter) error
+}
+
+type DescribeSession200JSONResponse SessionInfo
+
+func (response DescribeSession200JSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession401ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession403ApplicationProblemPlusJSONResponse struct {
+	SessionForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession403ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession404ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession429ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession503ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DescribeSessiondefaultApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSessionRequestObject struct {
+	Session SessionId `json:"session"`
+	Params  KeepSessionParams
+	Body    *KeepSessionJSONRequestBody
+}
+
+type KeepSessionResponseObject interface {
+	VisitKeepSessionResponse(w http.ResponseWriter) error
+}
+
+type KeepSession200JSONResponse SessionKept
+
+func (response KeepSession200JSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession400ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession401ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession403ApplicationProblemPlusJSONResponse struct {
+	SessionForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession403ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession404ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession413ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession429ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession503ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response KeepSessiondefaultApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// Healthz The process is up.
@@ -4974,6 +6039,18 @@ type StrictServerInterface interface {
 	// ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
 	// (PUT /semaphores/{namespace}/{name}/limit)
 	ResizeSemaphore(ctx context.Context, request ResizeSemaphoreRequestObject) (ResizeSemaphoreResponseObject, error)
+	// OpenSession Open a session, one lease for many grants.
+	// (POST /sessions)
+	OpenSession(ctx context.Context, request OpenSessionRequestObject) (OpenSessionResponseObject, error)
+	// EndSession End a session, releasing every grant of it.
+	// (DELETE /sessions/{session})
+	EndSession(ctx context.Context, request EndSessionRequestObject) (EndSessionResponseObject, error)
+	// DescribeSession The session's lease and grants (never their tokens).
+	// (GET /sessions/{session})
+	DescribeSession(ctx context.Context, request DescribeSessionRequestObject) (DescribeSessionResponseObject, error)
+	// KeepSession Keep a session alive, renewing every grant of it in one call.
+	// (PUT /sessions/{session})
+	KeepSession(ctx context.Context, request KeepSessionRequestObject) (KeepSessionResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -5540,206 +6617,357 @@ func (sh *strictHandler) ResizeSemaphore(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// OpenSession operation middleware
+func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
+	var request OpenSessionRequestObject
+
+	var body OpenSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenSession(ctx, request.(OpenSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(OpenSessionResponseObject); ok {
+		if err := validResponse.VisitOpenSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// EndSession operation middleware
+func (sh *strictHandler) EndSession(w http.ResponseWriter, r *http.Request, session SessionId, params EndSessionParams) {
+	var request EndSessionRequestObject
+
+	request.Session = session
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EndSession(ctx, request.(EndSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EndSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EndSessionResponseObject); ok {
+		if err := validResponse.VisitEndSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DescribeSession operation middleware
+func (sh *strictHandler) DescribeSession(w http.ResponseWriter, r *http.Request, session SessionId, params DescribeSessionParams) {
+	var request DescribeSessionRequestObject
+
+	request.Session = session
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DescribeSession(ctx, request.(DescribeSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DescribeSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DescribeSessionResponseObject); ok {
+		if err := validResponse.VisitDescribeSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// KeepSession operation middleware
+func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, session SessionId, params KeepSessionParams) {
+	var request KeepSessionRequestObject
+
+	request.Session = session
+	request.Params = params
+
+	var body KeepSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.KeepSession(ctx, request.(KeepSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "KeepSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(KeepSessionResponseObject); ok {
+		if err := validResponse.VisitKeepSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9tGlu9X6eFslcldkKJkOROTldpSEifxjOO4bHld9wa+QpNoiliB3Qy6IZqT8Xz2W+fRDYAEH3L8",
-	"iDPzly0SbPTj9Hmf3/m1MzWLpdFKO9sZ/dqZK5mqAv/7XLlifTFzqoC/UmWnRbZ0mdGdUefV3ORKWDU1",
-	"OrWRKEypU5WKcjnoRB07nauFhB8tMp0tykVnNIw6br1UnVEn005dq6Lz9u3bqLOUhVwoxy/8piysaXnZ",
-	"5VyJRKs37mqKTyTCzISbK7Es1G1mSiuW8lqNhZxYpZ2YmQK/nWWFdfgVTCqDkX4pVbHuRB0tFzAXGq45",
-	"Y/nmidLXbt4ZPTg9i2AF/u/TsAbrikxfd2AFP5g8VcWluVG6feJmpVUhEgdPhIlPy6KAqc7x15FwRhSq",
-	"r7RThcicFdeF1G4gnqpbVcR6WTqROZFpIcXL508GsfbrodOqFvTETG/6NJkdizp78MXhRT1O1WJpnNLT",
-	"9d/UentdP8obZXEhcvpLmRVKWDlTtApXrEX38aPL78TcuaVcZqI2Wv9vah3rtJAz1xuJU/jF2YMH4jaz",
-	"2SRX4uLFN48fi+lcFnIKRCG6yZ8SeCj5Z9KLBJ7uRBYq1t1kY9SR+FIN7z/8y5eqfz5MH/TP76sv+5Pp",
-	"w/v9L758eC4f/GX28P7ZedITphDSChlr64py6spCpf1ZpvJU0AaIlqHjThh8MBjEnSQSq8zNY53EcdxJ",
-	"hNSpgP/GiVB2KpfKjoXEmYobtRZTqbVxwjpZOPyhSOJO0huIl1bBTGaFsnNRSJ2aBf6gK8XLl4+/Fbfn",
-	"PaRmJafzsNVrU4qFknqEB4DkFWskL1Eo6yzQyXOVZlYoPS3WSwf3UqeqEBIHT1WR3apUzAqzEJkbxDrW",
-	"F3xwODkY1soFzj2ix8JHU5nnqhDdJLOW123LCRyOM/BUrPGxpXTzaGO0iUnXops4l18tbBKJZCUzx//F",
-	"VSRRrJM8W2QuiUSqZrLMnRVyucwzlcIb5oUpr+dC6rW4lk6t5FoYXb0AFz2KdV+s5lmu8Au8SCLPbpUd",
-	"VU+eDU+j6i9/N6VOYy1EMlN6munrK/o4En7KtFz1ZpkVyl5Jlwgr10Axq7l0olALmWk7br6feBDsmrAu",
-	"y3NRlNqKLiw909cRjNAbifPhQ3xzVhHeVaavloW5LhRsNBENMuQ+cmSeDJ7alYRPYIZjGEWGzXEwrzRT",
-	"qVhkaR8nkSt5i1dXOiG1XakCCaxcCmdwCv5QxDIvrZATUzpx+oWgdRk9rW/rSlpRqFxJq1K4V8C58C+h",
-	"QBpU68LHr/DDZBwIGRclhVYroDTaOPxIGzdXBRLMSJyfnTU35katrxaZXUg3nScDoF1cGS4JZgRXDV+o",
-	"UtFNcjO9uZqrPIWDtGohl3NTqKtZmedJBJfPZQtlSkf0wOR9bbTq+b2C2WT6eoTLo2uChyjx2g7ERazh",
-	"WmXw5UItJqrAC+eyXHwxFPBcg6vfq+2RFV1pRS6ti3WhtFqpNBLqVmmxmuN15r1VssgzVeAdUBpO7No4",
-	"p/RISJ4RfB5r3lkrpFargbjw5zQ3FoleTE2Zp7hDEyVSBfcCZptZcaOWKDljDfuAg0b4oJ/EHqmzwS/v",
-	"IE+X0jlVwJj/r/vfo5//9Of+P1///Kf+P1//OozOHpy//Ufc4c/j+Oc4ft3/5+t/AJ/9Oe7AP697v55G",
-	"Zw8evI07vf/otEmyJ8BO2gXzwlgngDyskKgloDS2ons6HNL+kz7R26U9IKvaXCypO6fD4TCqtJ/TFu0n",
-	"QmF9V8WhrhiITb3gKK2gUEgjaWfkilL9Fi3hKY7+K70TOH71Rvxn37tqB//zRf//yv7fh/2Hr6v/Xg1G",
-	"fSCC04cP37afLLzdLuVUte9eqTMHmyZLNzdFZiV8F3Zoe7Y01LFT9vPlyeJUvzjbMdNnhZq16dDPv/tG",
-	"/OXsfAhq7EwVSk+VjcTULBaybxWoxg74QaaF0UrQoY5inRTKLo1O+9Ku9TQRXaOF1E2uGtj4yHN56ZB7",
-	"e8VFCpdNb5QTGdEV3ANgA8ApeyRbYIivnvL4/Pg9K5Ymz0exzo2+7sP/SXaIp5UxIB3drfvD3kD8BKzc",
-	"ClCFsmttir2MhHdqH1Fub+8lzuxx2k4HYd5ZWtNlkidmihSBFwt489nwbAd10Ah3p2agirNdNEGT3nP7",
-	"E3rtVfP6h9XAdO/IBeiV750PvIWhgCCtQiPuUVGQDTc12imNzBd1ONrwk2VhJrla/Nf/WoNLr977H4Wa",
-	"dUadP59UFukJfWtPntGv6H3N3brQa0EKg4JXDzpvo853pphkaUqb+7EmguSGenhqVE0PEW6eWRGYjOgm",
-	"Mz+9pIfTbdpbP7Jy87Hnvmn3JKhOlaCAgI4IqsYvpbJuW0sDe2ynitYbiKekQuF4zKeQDcDS9a3Ms/Q5",
-	"Df2xl+xXlFmxkPnMFAtUGjOa1BV/zaf01Diy9t/7LMPId6Mu0Fcq7t1NtHFX5FEAg4wNBGmBy1m5trFe",
-	"zdcj+Iw0ukR0g1ba0OXHeNZLBfJHJN8+evLo8lHCgsTG+mx4LjJtnZJglbFB5Eer6f9IJ2A/SD/ySFiz",
-	"UEarWKvcKrGQ641FaLOCMScFsb0uCLYU9CjrCulMIfAbsjThB5GwSsHzSt6AmpOEV4jmGzKHY4OZkpT6",
-	"RpuVTmLd1chC2VyI4Fua+sIU8BapWYe/Nj0m2GdynRuZXhrzRBbX6mNTLFrRmRUG5n36hfhb9rXoJkua",
-	"1JUz5iqHaTHJEs9/atx3ptTpx5zrUyNsOZ17NYOIcwazSHpkSoF+IQqpBVpfWWW8gVah0lgD+WRaJPD3",
-	"Ff1B7gJ+dpobiwpSIGI8OzxFJJCkLvIS2DUYHh6ni9RFDxbpR+FSWbkG+3069wd+acyPUq+ZQ9mPuYkJ",
-	"nOdC6rXnRDYZe3uUtmAu9bVKB+JRhsy4ZsN2cQtwofcse2kC4cAe2DkoZahYZNb7DNjKlQ6+AaOUXiu6",
-	"cE/WZGlPTamd7UXe5GeOXtCRwtRY2QSxUDl52NTSqQhmOBzEtYKZ98Z8asF5kVkhXayRp4ChBTMN4/s3",
-	"RuQeg7kZrQYCPSRkcce66S9h9VR0TREYU212MA78pQrbQ5uetvEecMVZaWVuxVQWxVokz6VTaFb2n5k8",
-	"m67ZFRM+BraCHs5+ptysz17QPuwpLqTPLvb+6WkPtAJYEDqzcTRU5Wys4ZhGIok78Lu4kyDjijs8xbiT",
-	"kBpdd9f7CbR56yXKuFzNHCm8taHHxVfDsfvqNBFdbbSirXCVOl959aRt+qCIBOqzgrF4ZhXxb2u/m1vY",
-	"rgLzhtRomsm3PvlfvjodDscrnP4vXp7bWC9VIVZ+EeT6m5SsPE/KwjoSkKRULxRsuyOvtgGyn2V5TuaC",
-	"WizdumWl8OLxL+VXMXAD9uf3w/s7x+xCtZW7eAQf70ktFINs4qVmu/bv6qNy9R8za4Fe4eaTjiQmShbA",
-	"eYijJmVtZgm6Tmok+urVq/5F6eZKO5iias5py7Kghd7KLJeT/KNLWtRHJnJ6o3Qq0ozcZiwtMo1UE7Uw",
-	"LTsvHTCpWKdmBTvCQ1yV1VJAJ0YXT+mmZqFCVAi4a2YF6yfbN/xdCeatJ0Qc5oK45zdGz/Js6vw2wJ7m",
-	"+U+zzujnI/ct+rWzLMxSFS4j24+0ze3bXNdMR2I1p0tNJENONxZqQC9Kl4vO6OeO10bhI1IxO1GHFMNO",
-	"1OE96rzeskjBHq17xVumUzmFR+TpQ/2z8sqWOlcWOD+6ZMe7HfP+50ZIeyPktczQxwSGhHTk7vvivNPq",
-	"/eOPzOR/1dR13r5uI8Hz4UP0YSEt3guSdiB+0krQcZCTVorEaPXTzDsKYm2XaprNsqngu2FHFEWi7xco",
-	"XnNr4Jd8nkkk6G8aKdYrdBajESfcKpuqgUimJlVkTZCSROJqJGpbSnGU3bEMFqOboQtRJxLRlbFOKr9l",
-	"Qu79Bq30cKRM2WDljJuRBpDh9IBWqB6xQsf0XzM5ZZpmsO0yf1aj55nMrYo2SHxh0haPY6LeTPPSZrcq",
-	"EV0kCRK1peuNyHuH6xqLBLWuFP1ya6HLxUQVcCb0MT9mSTZpI8KwMEj9coQvQMbgb1tvAvqQt6d7IWaF",
-	"Un0gU5HLieLoSYZU44Sdm5WFt9U8QadnX7aMT5Gx7Rc8wbuU42/HPpYn7g+Hw2HlH0SWZ/Qsuy5h7Qv5",
-	"RlxePhFd//ipmPdab9M+v3rUuZV5qdrWjF/UwldMHdWETodn52KydsrCkby8/K7/pejC5dPXoE/COcK1",
-	"EefDodjyEWDEF4yzmmUWwcOn93ujymC9Z3kePkaYeeOFiDtzEe6/FpO1SL5/dJl4PSXW88w6U6wjr/bD",
-	"I7Acohr2/D57eSkGg8EJviWJMJYVmFysg6FkB+KCNd57pBVXTt4ez3GiQDzZYJ7fQx+C55feZSzRYnZG",
-	"ZG4gHgWKxTdZYXS+HvHc4PKMYs13gHgH7ad3ZubmGu2ZV/A87EWOAk2oXE3hIIVWKrWx9kbQpHTih8vL",
-	"ZyMxlYulzK5x34hPopHU8IbjVq5NWcRapimwI9BpYTG43giY5TSX2QI3f3MnzcSq4lb50D+cTSQKZfml",
-	"JK9AiKHcrt+d4dl5y+XhWW2T6g9mhUQHe4pWMrnfgLvirlc3ajgQF7XbxGoIHFPS7y/kmz78PKmu1BdD",
-	"YXuovbC6MfZUg573kWjGFmING+bporooYJTxC+irzffg1RUXcLKxRs8nRcNzybuz+04Pj5GWUefrQsmb",
-	"d2Ph6Cy6WqoiM+mB/Z8HMl7IdRXBjwTI0yE5EHjNPVIdQLgCea5ASOdrMUSdsFwuTeHYkarNCpgFTUDI",
-	"iblV9Bhamt7z0c5l3tvu+cjD5ta0RyRgRxaYd0G7QU6y7ilRpq7JKZ/RxIrxLgmHjH2bdwN1b789uM5P",
-	"OK6o3sjFEiyCziTL80xfn2T61mRT1T8/aw23VMGOn+kdQZN83bI738MitzenyvyAv8IZpNKpPlgDnZY7",
-	"3sglafxsl2oYdWCL2uQXZYgVa1AEyQwh3gr7nKXeiPDeTmfMzUA80vAHUxS7coGp/Tc89tXjbxO4pX5g",
-	"ThTgwVfSitxYF+vug+H9HhkmKUgTFjvMbcaCJAzlGAzD73z+hIw1zmltSjGVWswymJMm4XbPigS+vcpS",
-	"y8S9tYcoGPfQJOy9xeE3HOKnlSJPuXUqRbrbrz94GtyaR7vqB9PYevc7qGpobOwxWi5AVyjwmKscKp93",
-	"CabmiOwVUimQfVHmCYp9HwUuiuwWVB44G3Q8rQyNaz39kBkE9xo09EzZd2A5UccdymvAB8bCKiRQpIeG",
-	"um94NTgPnNOgs1cBPcbmamEDju3J5kUNA2+dS1RnA23M4wclczff5h7WSVcyH/Hcy9wc5Fb8s9Y3hWBU",
-	"800+wnYnRvUxmRtc9jYCx1tLAuKeZX14sgbe1k2+SkJeL6/vngVS4pQotG1rDBKZStJr5ASjyF1kDiPk",
-	"ThHZbFMUfSCLQq6P5z546VgPp4nvZUNjIfMVGNGnjZkdwZ2CRbc1cVsSZbReOnagUt4f00el3lDy219f",
-	"XfpIASV4/hn/GxR+9tdIED8CE0B7B+5kixea0yQb3OYol8luw66ufjRJCH8RaAAXkjlcQeXplk3NBE2E",
-	"TWo5cEV54/3h7GEmtVsWNe7prvttt6/3IYIk8qN9Fl0MjwYJG+TuQUrbWCO9tG2WaOofUpa2E5/u37//",
-	"MBIvL78ZC4rB5pKElSRiY6/pPStwpHWDRu7GlZovf+GKbOrytcj0tIC5WzKBKMCFZ2LRkggkyvL8CAr9",
-	"IOrrH041+K0i+72J6ieZdSp9wod2nPMbnn6sZ6bF+605H7I9lHCPUoAER7XROPKEcZjH4Njba3jNaaSP",
-	"blWbxSJbY4GeCy6XSmO4fPPGTUluSTrwe2juEbMMyR694+/jpCW8FxI82Ds0N1Vih6C8DpT09dSPe2BH",
-	"47pr0qldAim/HV4H96y2E3XIXXVlbpFTF+qKRbKnH/7fvtgDec2u0sIsl/gNypkr9sq1avcHmNKll8T3",
-	"rOBHvYY8ZGlELz2SEb2jluCn0GVNy7sHe6w/vF89YYc8v/TuOBwMj1Jcy9u657ab+ANNIpHUThRLSBqn",
-	"saEDakwTgFewM1XcKLW0cCEkscZYs0sQ39xqkm7cTaK2qINC/ZAy0MqHzPTmB5pOiyC99aV5QWc9xJ+I",
-	"G7Tosnl7ekBQHehdjYgmbc8SXbPAFDg13u9eBsJhdsCbc5Q/xmfT83p37RPy3laaYc9SFTAb7C7liRp1",
-	"PEA0NWUMK0XoGKvaJEryQDUoEfTyCVOoVz7Jz6EKYYpIbLvJscQMVU2uPWqoneg/iXUtCJlL60ZV8VFm",
-	"ydKZ152TOLh1YEng+NLFemGsizZCmAOauipsIvLM8hlX0aYQABli2o+bq8Wo2sj63MEgW5hC0RqoVMJY",
-	"1g1QUuDEx7H2b7xyxsk84bQhij7KPKeb9TlZrorccvzNxJhcSe1NRA7Rt8h+7xW1fOzGaEXeMYslk7Bl",
-	"WCbmHWk1wom1p5xAZfm68vmfDocj4XD/W0+BU+2P4RvsTHiLgYvH9IvT4bDdHg6nuoeXVOuuKHUuQb9E",
-	"rQstkUCTyJndYev3WGNc3cEW/zAuwc2r/1uCt+/J1K/0qs/U0r+sc9ugrJCuQIYuhep8gKtyFE1Muu6N",
-	"Y73TEwDcfR/L3uGa5nSwPRTZTI70M2OD4JdSlYqDnVi9GgVFL9Z0o70cxjJOZqFUXCgx8to3s5kATRR1",
-	"mK7n5FLM1CrWnP/Wa0z/gHmFfI5Ju+Jtmxf/XZwcbdqR38Fd8h5stG2lCHNJj9eJKjuvRSmqAQvsuFD4",
-	"nadjeLyJN8D2EzDcgDZwWOVpX/JWJcAHzMp69WHzsDbWzLNot2GfoavtA2Sk7dB4qcy8qlGhIBrlGWdY",
-	"YNswymus6WBu2UaNcS3BrCn5f5+JZmH2VbYZs9b2rMGEaoZXc05cRhWGjqU32Cq4fufUsI3jqjK7GC9g",
-	"I/NrI+GrRk/bjsiH5w/+4pPkRKqczHLMfWrS0ZQFvb8UG3F5vAi1lFw8Ga5Aizqh9KFDqsQVs9jm7ngb",
-	"KCyTf0l81/9Bv9xVbLXxVW1zO1GntkOwvs2SEQyGbZQbwE3fTl8F6aDc3KRXMCWZ54a8JkB1hZZ5qzZD",
-	"W9uuzoTQWIu3MHOU+rsjUFMPp5WFHsH+gswc8ZGO6hu+n0Pht/6NYVZh5hERQRvXfg73992SUXapUE/V",
-	"ihkFZdFRMjqmjvgkG+Apl5dPKpWlXl6HfsY7Z8+15Yq88FR6VFrE78jTj/VZ4UUSKx/Iy894Chzh8ZI9",
-	"XMdjvf27sQXqbBQfi3yima84RM0BNTZW+EgZTGM9UTNTKCyas9nflbhWzmLGFc+WsFwqeYVeAS+0dmh6",
-	"f7QYQtjfO0VblMtPdHY9d/m6r94sTeFajZqjUhdC4RSdyqfMZKg24zemM3iSfr2PC3gH3HZQcr8LhPbp",
-	"oBNkcHeHxU4v5wG6+e3WXCNO3GrGeb/ency4o6y1+ql732llrO0zq8JRHhW6fS+sGMu5cJs2AxyRKHUt",
-	"nRnJU5IGdgQL/gNztQ/EIN5b8DRQ0bvpPYdCEeTFss0S8bAQX2E6FlVdqiqQB9sA7MUVDBUiz/Do5Jp/",
-	"oXKJu2ahe3kXUtCbMwwp6GJPBvrgHXKYG/6Tw2LqOSpP74coL9Hts/KanNe1mIE3CTOzIkvzO9Pe3Rf4",
-	"gpe3IYdVW+5wuFUshBGOBx6N2KW1Aru9Xsrh61x1pqd5iWBulKjOBjezSSnA9isQyo52Q2nE6GNJhAGt",
-	"W7VLKd2z38f4Yu6iBf4mYU+J/9si/x2lNBmj+0Q0ARcc7wCj51+QxbrtBatjCR2ASbJqWig3qquzUmwA",
-	"KVCRqSDwDCARQh7qDcRj16gZ2tKXPYDZEVH1xpzbvYaNVbf6iFsFaRNPYns/npk8JxdblazD2kGoa/Do",
-	"WVZwFgjVgjS4H5fGgParlQXN40wsMqwV8jUjx6o5Ut8cOLdlLqfKhxfQlIzEEDgzXHc4sMFB9eOQa/OV",
-	"d2R69NrKkbkVbz5uXS6Q+QHgruBft+p6gT53Qu1ivKujEgwqHC/YzS0y2Fp/2738H5mX76jw7Ilp+UgW",
-	"8GEuRNtTkjgWSdyJO0mVz3JEtdnGltBkdq7whWrx8xyh4jc0+8aN5/i0z+sBKWnvmFR51CEfSrZBqTEt",
-	"i8ytXwDv5LInxDC4KClvn/76zs/sr68uO1uYY+Kvry65dE69WXLGSEJMwOdKreamgsANQCwInJvZWBdq",
-	"agoQt7JeYOlz3BiETwPbkFqgcQs7WsGIXedmYkU34RxSzGlxef8/4T//mfRQR431orTO13DPMU0gryce",
-	"ViAVmNOAK69OYe7ckuARsta0m28zOI1J6VTK8C5Y/PrD5eUzpE47V3ku6Bc2AmLtf2+8w89SNABrKgtk",
-	"HrNSY5GnJUxiDj9wDgrXKf704lKc4LtOfg3LeEv/f8txHI9HRzEtsOM2wDS7XrrBVDzTbHhtWMTVnDdw",
-	"YMjw6GTkZnIR2QR2X3YxA7S2pBeLixB05qzLEUwPd8loZHVmpX3c2sYaNH9EoTWl28r1uRDLwjg1hWMp",
-	"lDUlKKtICIXC/MlVkTlGAaZQyhoDxvXLi3od+U6x7pmC5TIvlEzXwiql8ZCYF4qJSTNFeuVfX/z0FCGR",
-	"0dmbfEOQHf3L9dIjB3St4Xcn07LIRT8V936N2TqKO6MHw+Hw7b1ErExxQxW666VKe2OsNFws3ZoKrRdK",
-	"akuWukeLHohH5OAtCoNwMckumJDEww9bJye5YmQDXNNPS1VI4upwAkuTYR1z6WyWMvOaGu0KOXUjzKYX",
-	"Jwuw+qc2iXX3WWEWys1VafkK4wNmqbRcZoO1XOTIJkBzMNNygQCzNXKHGw1EnvRwM5u46gy814LUR/Qa",
-	"a4zVIZqQR9b3GJyCQjZWyOlULclYYyqHaRI4p8jcKNYe8i3CGugkLCPB6muhDeKIOyMmiv0dKaOInw8f",
-	"1PLLltLN79nw4kyL5CLPzSoZiOSHRxffipM5Fkv93QcG6UMksb97wDmyr1DH4yuTFYKLryuAOSAInsNM",
-	"rTxWnUB0FYycfG9QwLoT4GmCfex1h3yh5HSuLFXpgx6Hhl7i1Bt3ssxlphNRSAbZklrUaYnSRxCOjMhx",
-	"arSmevWRSM7vnwp/TX6gDf8uU3lqxaUxAoMUtdQbnk6s80wrHJchXYR6M4Xd/+Jc/C37eiyS8+FQfC1T",
-	"P3bSBGmMNXDhk9PBqYefX8rCKtGVYlGB+FSgh8kPxjqQNdVnsWb6gKn0xiJ5MHxAvP1/VGGBhT01Trzw",
-	"tc1+Arf8JcJDxhp3i+fyRnTxf2dYFA2MPyWJcfnkBaaCc/giz6ZKk2uSwUt/fAxCuCxylkp2dIJ3ipjb",
-	"wBTXJ/yjEzCyqsBhxx9nJ+rwzDqjzulgOBiix4fuZWfUuT8YDu5jXNTNUSnwxAn/v27TUrdpmIguAMsT",
-	"1W6RaQdfSyzmcQoWJ79oA0n1bDjcg3l0N6wjrkpsgTp6uRw01KLO6OfXUceWi4Us1t51W5gpSJjMcocP",
-	"J68tlgXRsK9hgG2pvHPnHklEjlELjyQjHfPJnZKdnvToNpTKhnzLWZHAI8lAfGeAu2y0CiG3BENNYMLO",
-	"SMhYI+B3cC7OVJB23sGBM2E0dsoRqzENsEWiWNtMTxXVHuJ4CCIIp0wOZrkwJdkqIMmiSigiNCUuxONL",
-	"oaYyEE9QiUKulWmqFwEdsYi4BQRbBUZPOW0MJDAHHHAGwDtts7gETCidqjcwjwAhAVSJ+D0ECkJmqyXF",
-	"gH07+EYuD2S3PO54wPKsJQfDNcfmDEDmE9Am6lq/TyQplCsLrdLGTmaW0LLkcqlkYSNUN5xEA6KoIPDT",
-	"EvE8MoeHhqxrjdBHIPFi/eLiu0eX/2ewSCPx7PR+j4MxMlSMFMjQeZOmxjrKVPHMH8UPfIC4nyHbPXMi",
-	"N+YGjpJ9Fs2L+ySzDo+s02xls8NbUz1ywq1u3kYHnyRIv7evPyBzCHl2LezhJ61o07y6SueF6KLnNIe2",
-	"ocNcTzYAfvFnp4d/1kC4wx/dP/yjCvb5bdR5cMwv6vhyuHbUIw//jlCukW8GTglbyGpVHuyhmZDVVQwU",
-	"KB2iqiwUO9HgL1C7e3XmylmCb+9KWxUyPnrJdvJU4su5ci1uiaBgAresMIBxOXS1vSkQbqgXf2fDc/Ke",
-	"xRoVAvITuXozDFJ08HesO2EEMKQfMtvNZrFuoPluZHMTDoUOHWx8RrcHVJKgZNyqQuY+AR95mteis3TU",
-	"TBOONSH2fZXUuCPbQzKHWeAekl4PfwKjCOAZXTTMaBeqCvSBSALWhkeIYSSzcVAMKIsjbHOsQxwrzI2K",
-	"ltAHRuEwjpkXqobPhHgfCJDKmBv0LukBW/yZbWy36CJuh3dVsNWcq5nrMSYca/kVIRDVEmKmZJhNmphc",
-	"yXUbr3xO5/2E/DR3o+iqUwYwzG2/0wb6Ce9NV7YiAmxBCNSbfezq9YGYLDtA8u/vbWvy1T8aLQH+q7VR",
-	"yYfk7lRGvoO1036htJWI5bI2JYc7mmAqvvQJKyyQ+58Nz1sSvjw36Lo6ufK240hLaS3irFbp1L628Xcv",
-	"U86HDw//osKJh1+cHfGLTYjpTyG9+OS8VhcgbboevpB87pFvTdQon9kWWaz3N3nAY4qYMw/4oPoM1Wjv",
-	"QXYNdTmfAdGdf1zkdvSubVZOMfRnZhmoU6F0+6xI/Nt62eZWuegHVsWiox5GRX9pbJu7IcaanLgzEjGX",
-	"jWHvQXtjm0AmXRDyPVzgqF5lamM9NepNZl1dEfK+Zc7GYiYAqkUzTQud3jrWTai3TQi8N5gtYDktB11A",
-	"A/GKIt0UlhSgGGJKlczJuK3sYnLuIUpktRxvo03UPEPHO6PA16eChZMSltLdwnZn25/B9Tx6Y4VXSzoO",
-	"Wr6FFakRvlfjraowwptzIWh670H1ugctTxYqtJ/z6PYbpWWotKHWylZqI/SABLnZINTz25r6CFqmx/Pk",
-	"dhw1lccjikY+vIEeKdja3kjU1T3Gdmctd/Pc62XP3CLP+zR8wdBqTFtBlOPD/0HtDwXMPoGd3DaWVUg7",
-	"N4VTWqXjWFdHFroxAKdbDwQ6jILySWpnkEukuJBfqCqtCXXG4sLewHo8fBS1rYGd8CGAgBeES451V2pR",
-	"Lq8LmbLzmE/f1QB5MRNgIqc3vb3Ehf0JG8dL96jFhc9u2gls8WKSabjJ58NhD91VXgGvoPoQnBl2QgS/",
-	"BayjIqsm6ukOhM+q7WGw34C0jZ6qEXYM3CqKXJuyAEsqR7i/M7+HnBBRwTTHGp5syUvgeqK97r4TGs6e",
-	"/Er/eZv0IjInfV4gvoi3zFdWwkbgUrptQcXeINbfB0cXcwlqlMrBD24pzL3YqCa0VrQJQ8e6q43fTHiq",
-	"f0H9SRM0RXsDcbH3bIEF8+Ey96VDbrOYOCL0ThZTvS3xEaJno+HvEb/gVm1kuSBT/Nqk6/emwm1gdL/d",
-	"7jP2PhVGqmxp0YWeVz6F7iazqN/q3jgYSBXMQcUh2V46/fATvty8qez/brSt5XgxqPgU3c4cwYC6Ys1Q",
-	"oVVz3C1axnqU8D1xDe71u8KgblvhN8XSdvTR5TK9s+HZe9sgTqBr2aFXe/COR1vl36z3ePbWytlA7SDO",
-	"xnsdGK+P0A8E5pRlDplrrflg2OuNdn+7s+6i4Grf3wc5qiQw5x5s9lEaVcuqui6xlITfGn1dy2/bakbh",
-	"F7EveysSyR1Y/OBAv5RtptuiJDcPdO+Ibz8Xd8N7tfx2dP84wlQmqgyNpYOuj8kMXkvvyqpbCnY2V6Jc",
-	"+jzKcDN6I1GzJ+s9mikR4GCna27T1ZqQSJ2vKF2QFDcM3xFuUQXpwIDd2YwNBGp2TCk07Zo59dNu7b4X",
-	"VeuJdbOTRTBINpbQ810eyAeb1VojcvSqRZMY7SufNsVGGXRbNsh7ayoTdc5PjyDozX556DA4O+LStffE",
-	"/Jz8Dc0MtkiYJWUV5evQyWyGPdTAsuCr0uZ12BfEOUE0e2pC+6k8E98RCHyzUaOHy6jansoqCVLbK3w6",
-	"EdhuIcL8Ouk7fhVlruApfOQqjGCTMXZ7TM3Unrx49M3L548x5NujZiqcb+KzL71/xxcwRKS4nA/vi1r/",
-	"VZ8wRmZ0Pb2AuENom8zmhXVqOWrCfhF38W3omLnEFdAcDoZFutem8ntz9j+8oO5HCLpEJKSNta+yaATL",
-	"gtu8CnNJkVOx80ZS4iDWdaw7SjmFxwMAI+HrLX0TTN9CkbItJ+uE+78hlakaBiMojDRGSF9myKVcyUIT",
-	"oh5ln8Nc6VyoX71Wq6gyZKsgf7BAz4cPm92A2KwmCJGRCN1B4fZQQZG48K9vMmmybDGXHz7DxiE0Q/Rl",
-	"w3ZWnR0mGJhdmeIm5JHWcienczW9iXXDPYJNVB4M71e5iKGnV9XHq6ZVLuQ61nN5q8REKc0LGYdKssz5",
-	"1Ajcb4zkwdyRvEBdh7kqnZLDBWkgmCO1woqmGfm1743a+TCmWqMTxwc21LhvxQ5lhZtTrFTBHWg/lXP/",
-	"E3ac9kwYb0K97TS166y1pVaYAb3djPp3HG6omp/6xqed36SGfCZ6xCOdsnAJYkqGdslYZ4CuVN9ASnQb",
-	"kthyZuVdFYt5hUjamsT3inILCEXYizUYbSQqeFaQ+twE3aAwIPHci2LdwG3leHGID+OAtSJ6wmurN6lG",
-	"lWGj43QvAi3bI/om+Bcq9PRfbnvd6FktvdOYbJr2vtVjSjOUzsNw1pGRcS27G1bTkKEQZoxS1ec9mpHA",
-	"9LVaA2vOGm9iDCc1nJAmLpx1+ECsb5RacoaczLNbRAK53AJyDVH5pN/nA0487KuZUViIL2DOzWxxqnMu",
-	"ihyL4WgD/JU7jdMguEG+ZSpFpVKQeVXeD74dVKlu0u/P0JovFHCazAAHEgjnv8xo+FAjM1nXZB4KdVO5",
-	"pcdVJS72g8hCgxwszW4JW6HEpNdE2EOMmihW5uI925rvVwPq/cDxa/+aHVyfdjsSQN3WeeiM379D43Nh",
-	"uSHZqrob3oqrb/nvJWa8l5HnAebjY1iIZYuoeOFdxgHvZSsqiOpJM1HeyxTGuGKzbBvkKrAMlXpns48u",
-	"TtBTSnVe7UlpWq0IBuU35KR9oBhIA1XsAyvWtAc7mI32WGR/zAytP7z6+MYpdhvQ9aj0R5/ldWflcNN5",
-	"38wlbl6yb3Jj1aWvvr7bLaOf1e9Z4wKc74s+UA/eWty5Vr1AhSNc3UAu4LlEyd/7fDLCDpAebsJT475D",
-	"6MnPiWKfKN/vwfvCqpOrhehmdSgGkAuMX8LIHLtyEpv08regF3tMh3quAvW3pJSRzQAaqJooX2K9NxQ3",
-	"EK+41+9GPGXCTksbibPhsBZ5DdgHSSH1TSK6w00/YZhhb4wOyhpiPBUyprWBIsrk8KMz1ZMd0SyMzrie",
-	"1mdzwKc1LyalWIUQ4TKb3vTLJXWG2dicWL8TIIYH2PBTgB+GDggzzhYquOlbSyZxprFaEWugEcYj2B1+",
-	"sltVelzOgD7C7lYEO1iYPhUeW1uyeTGVGp2G9oYjpwTMG+tYhwgz7NlXTxOMp/ZhTparDngIzJZqZtmE",
-	"UtT6EcLouJinnG5vK7Tv+8MeVyyg1pNZNghaNJ5nJs/fBy++Y4bIB1Jbmrg329rLiwDck+nrsb9OmW3e",
-	"su0cpd9/wsbI31lsEVFjX5yuqbkHgXfO16B4ON3i3yLuU4o4AhmqOmvrFDmUKJcVH0DGnvnS9DpH/0R2",
-	"ZnQkj3icHrJJAxrOJ7NJf8QkUt8xIvSAB56P6T0bjSZ8RVh7S350NB3Vg8KD90xzJQsG+8QmA3OFYULp",
-	"NoBImn5xH/8j/zcmGxutYi2dWWRTDE+ynKLVeMRlBhKpV9OFmBHId+8FzSxpzdJSVsQoMBz4qLSlzEG2",
-	"NnoXVYmzGGHFfv6i2+irKTxeuzY0MU5+sMbXTOOnsUY0gAr0iHQPWkow6nNzfe0TkprC7YXC2hLEMPod",
-	"GvQN9Ki3TQQjV5TqQxr4AddphwwKe2yVGzckRyPg+W8PwOfoAfiGuEWDyR3pASAwlkMYGE3IlneAwHhO",
-	"r/kkCBj47sG7HcwB4AwqU2aMB96cnfgZASvycLF2a2ntixrW5G9jfYd8LL7KkxgFecIpOoXOFKnXUZUm",
-	"7OGxGyXlsWY0+6p8nGuTt8rIxVYV+WeiwP5hS0W/B60IodM8EmorG6no+WBFaJ10PxgHaELYtzCCC09k",
-	"XNu/oMTQf5eJHszbCHTwxy4Trbf18FDKHAGk0kVKCuvtuQWfLkvz5RIDbwxv5OuoqIJuG1m9gZVRNUqh",
-	"lAtMavOFow0PYr2AdDMX0deBop0Q9i/TolEN6jMyGdIdU++sj1+AThFrXsMITLIc3rX2tYAWo4jBS+kn",
-	"HlU+XJ/VsFG0t9ViquZW3QL35pzIkItA5UAeGBtLEyxGJZuZIAvpkTc4nJlx85n69mdalFaJbvLs5aUY",
-	"DAYnNGxvVEfq9s1gufCS2sAY3Ca0zqrDxOIVcibMKq0MgaVkoWJd6kLl0rWbU5y//O56xWZZ2Qeyq7Za",
-	"ERxlW52+//fv9fJVAuWOhVlU/bkWdyvM8pRPubOrjY6cwa3NKcXoDNGGK7Y/I/3q/Yq71jaELedJLKo6",
-	"UURQ8fUcWmEyf9pW+BLr7mZTvN5I3KHeha58SyvB1joW8VOxxcIQsB14DOMgEWMkJtLdZIO9SFxnt9Rg",
-	"yvfagylUKVYrpCiEet1YWChjifV2HYs4voylHdX033UsHy8ZyleZ71KCdpa2IJZfa21LQy06aP3+cXKY",
-	"mGe8/yymja5O/9rpTBub8e+8pn+dvKZjHRJH8BzfneaT8RwsrOMKD+rnHqo77GZ1HYjIuHPRyPyPO4i2",
-	"s1UwN64K5nZUxfnrUbeXQt8j6RFoL0QhMzChSHuYSw9bCD/1Bh5xwFjvqHirIefUau02TMKLWCMgfXhV",
-	"UFj5uIE1jhoG+41SS7LKLVcVV09nNpTAkBZew/919WZPFaRKoweUzyBAU+yIblCIGlJzl3gjtTfyQoAB",
-	"TSz5iTds1YWSmkxdMJyxOm5DTQNCoOR/jP5N8wyzlmcEiIz4MdhLdLLGV2A4Z6vJ0rgquPDOWN+TlExq",
-	"o2vNR8NmDMRPGKdGw7huylLFgTZs6W4UL1aBUbaYsUUqA1mFMbjFEE0/HWNoU+O7GO3FY+bwE6J7Pjzv",
-	"DcRztVTSMRQmL34T9XJhCjVicMt1aGj1YHgfw2ByptplLYzV9Fd+UIsW25h95GBhs8nYrqwVJB5tVoGA",
-	"6IR9qQi7ljyITnCn1HkD9iGjpD2j/wWr9bg0artQr6WeL9Zb5XrxJ3f8trrbRLfm+x35CxvrbdZARDTe",
-	"wxX8Gv+FQrR7/YKbpX2bVfZbtX5NpacZr2x2Pvr5NSgiBJ1Fms5m06Oq6EwWLnhOr40oSi0GJ9NFeuIf",
-	"6fdTdZuMBXZPCQJJOnJ+DRrNHEYnJ6dnfxkMB8PB6ejL4ZdD1Ih4AVuzIAqJfNE0g9M3UoRz6rxjCEKf",
-	"sbgHFZovBbi3sYS/MSDE9XW17zYKqbrlkmoSw/F4F3qrxzxopOwmr729diLbU3jCybG8Hplm+BfcYmXH",
-	"cGWIhWilUuqz5hGKOb79+u3/DwAA//8=",
+	"7H17cxs3lu9XwXK3yuRuk6JkOROTldrSZJyJJ47jspV13Zv2VYNsUOxRE2AaoGQm6/nst84DaDTZpChH",
+	"tuPM/GWLbKLxODjv8zu/dqZmsTRaaWc7o187cyVzVeF/XypXrc9mTlXwV67stCqWrjC6M+q8nptSCaum",
+	"Ruc2EZVZ6VzlYrUcdJKOnc7VQsKPFoUuFqtFZzRMOm69VJ1Rp9BOXaqq8+7du6SzlJVcKMcv/HpVWdPy",
+	"svO5EplWb93FFJ/IhJkJN1diWanrwqysWMpLNRZyYpV2YmYq/HZWVNbhVzCpAkb6eaWqdSfpaLmAudBw",
+	"zRnLt8+UvnTzzujR8UkCK/B/H4c1WFcV+rIDK/jWlLmqzs2V0u0TNzdaVSJz8ESY+HRVVTDVOf46Ec6I",
+	"SvWVdqoShbPispLaDcRzda2qVC9XThROFFpI8ePLZ4NU+/XQadULemamV32azI5FnTz64vZFPc3VYmmc",
+	"0tP1d2q9va7v5ZWyuBA5/XlVVEpYOVO0CletRffpk/NvxNy5pVwWIhqt/51apzqv5Mz1RuIYfnHy6JG4",
+	"LmwxKZU4e/X106diOpeVnAJRiG72bxk8lP0j6yUCT3ciK5XqbrYx6kh8qYYPH//pS9U/HeaP+qcP1Zf9",
+	"yfTxw/4XXz4+lY/+NHv88OQ06wlTCWmFTLV11WrqVpXK+7NClbmgDRAtQ6edMPhgMEg7WSJuCjdPdZam",
+	"aScTUucC/ptmQtmpXCo7FhJnKq7UWkyl1sYJ62Tl8IciSztZbyB+tApmMquUnYtK6tws8AddKX788elf",
+	"xPVpD6lZyek8bPXarMRCST3CA0DySjWSl6iUdRbo5KXKCyuUnlbrpYN7qXNVCYmD56oqrlUuZpVZiMIN",
+	"Up3qMz44nBwMa+UC557QY+GjqSxLVYluVljL67arCRyOM/BUqvGxpXTzZGO0icnXops5V14sbJaI7EYW",
+	"jv+Lq8iSVGdlsShclohczeSqdFbI5bIsVA5vmFdmdTkXUq/FpXTqRq6F0fULcNGjVPfFzbwoFX6BF0mU",
+	"xbWyo/rJk+FxUv/l76bUeaqFyGZKTwt9eUEfJ8JPmZar3i6LStkL6TJh5Roo5mYunajUQhbajpvvJx4E",
+	"uyasK8pSVCttRReWXujLBEbojcTp8DG+uagJ76LQF8vKXFYKNpqIBhlyHzkyTwZP7ULCJzDDMYwiw+Y4",
+	"mFdeqFwsiryPkyiVvMarK52Q2t6oCglstRTO4BT8oYhlubJCTszKieMvBK3L6Gm8rTfSikqVSlqVw70C",
+	"zoV/CQXSoF4XPn6BH2bjQMi4KCm0ugFKo43Dj7Rxc1UhwYzE6clJc2Ou1PpiUdiFdNN5NgDaxZXhkmBG",
+	"cNXwhSoX3aw006uLuSpzOEirFnI5N5W6mK3KMkvg8rlioczKET0weV8arXp+r2A2hb4c4fLomuAhSry2",
+	"A3GWarhWBXy5UIuJqvDCuaIUXwwFPNfg6g+iPbKiK60opXWprpRWNypPhLpWWtzM8Trz3ipZlYWq8A4o",
+	"DSd2aZxTeiQkzwg+TzXvrBVSq5uBOPPnNDcWiV5MzarMcYcmSuQK7gXMtrDiSi1RcqYa9gEHTfBBP4k9",
+	"UmeDX95Bni6lc6qCMf9f979HP/3bv/f/8eanf+v/482vw+Tk0em7/007/Hma/pSmb/r/ePO/wGd/Sjvw",
+	"z5ver8fJyaNH79JO7z86bZLsb6bQr5S1KLda9QpL317UAloK/kx0rVIiM0vlx8h6o5r+U+2CHORf+MNl",
+	"0S0Ol9z8gnsQ3s+Ag7YvdmGsE3AjrJCoGKECYkX3eDgkkiMVqrdLYULuvDk70vCOh8NhUit8xy0KX4L6",
+	"yV11pVgX2trQgxShSuG1yDsjV63Ub9nb5zj6r/ROEHL1G/Gffe+KaP2ns/7/lf1fhv3Hb+r/XgxGfaD7",
+	"48eP37UTM7zdLuVUte/eShcO6Xfl5qYqrITvwg5tz5aGOnTKfr48WZzqFyc7ZvqiUrM2s+HlN1+LP52c",
+	"DkFzn6lK6amyiZiaxUL2rQJrwAELLLQwWgk61FGqs0rZpdF5X9q1nmaia7SQuilIguQaecEmHQosr6tJ",
+	"4YrplXKiILqCewCcD4RDj8QpDPHVcx6fH39gxdKU5SjVpdGXffg/iUvxvLZ/pKO79XDYG4gfQHpZAdpf",
+	"calNtZd38k7tI8rt7WVm8TRvJ4SaGRU5yTXP5fBSgSg6GR7voAx+8u6kDCRxsosgeMZ77n4LI24yVpjy",
+	"HbnAJlO9P0ZwjrSx6wAC5cD+BwU6e2ameCejUzjZcQo0wj0fAk163xnQazeOIKwGpnvHE6BX3vsBvIOh",
+	"gCVYhZ6DJ1VFjoOp0U5pFH9oONCGHy0rMynV4r/+bkkPqN/7H5WadUadfz+q3SBH9K09ekG/ovc1d+tM",
+	"rwVpqQpePei8SzrfmGpS5Dlt7seaCJIbGn+5UZHyK9y8sCKwedHNZn56WQ+n2zTyv2eN+mPPfdPYzlCH",
+	"X4HWC4YJ6Lc/r5R126ZBqru77YLeQDwnvR3HY0mBjBiWrq9lWeQvaeiPvWS/osKKhSxnplqgpVLQpC74",
+	"az6l5yZSXz/WLJ8bNJmDHoyMoLAiazDUTHQD0ybbrgdGEmx4qvGDJDIJK6kF2lloKAqNbORG2oF46k0j",
+	"kpne4Eg1+fGKikawYi6v2bQkaijcWIByzkYkz4XP+Llx5Ju7940LI9/tWoKqXSse3Uwbd0H+v6yXeHNe",
+	"WhAPVq5tqm/m6xF8RtuRiW6wIRuW9xgvyVKB6iSyvzx59uT8ScY6kE31yfBUFNo6JfNe4t0XfrTIWsct",
+	"BWtf+pFHwpqFMlqlWpVWiYVcbyxCmxsYc1IxOYBOloMJYF0lnakEfkN+IfhBItCgmlRKXoGGnoVXiOYb",
+	"gEDMDTrrspW+0uZGZ6nuEtGwcY+URFNfmAreIjVb3Jemx1TwQq5LI/NzY57J6lJ97KuOPq/CCgPzPv5C",
+	"fFf8WXSzJU3qwhlzUcK0+K7z7fp85EjCLj9mE0CVcB9VLibrwKuDy9DzCiD8tVlVFgagO57qTdZS0Bxc",
+	"mFZTHwTNAyMAElT7blN53CkGpnOpL4MUIN3kuXHfmJXOPzJ/tavp3BskxAtmMAtioVaAJVKzzKL2bIH9",
+	"AbwRbmuhRQZ/X9Af5EvlZ6elsZ4B00EyRw4bHqtmYb/hcdrvLrr3yZIKJGHlWtzMi+nc369zY76Xes2S",
+	"1H7MTczg+iykXnuJabOxd9Y1Tls8KZAQIwdfF7cAF/rAsgs73FPYAzsHUeTlHjtU2QUoHXyTav9a0QW2",
+	"tCY35NSstLO9xPtDWfOo6EhhamyWAtXWHnB2yuhcBB8lHMSlgpn3xnxqwbNbWCFdqpGFFwsy+8P4/o0J",
+	"xQ5gbkargUD3MbkjU910JrMhK7qmCnIgmh2MA3+pyvbQ4Unb+ACE0GxlZWnFVFbVWmQvpVPogOq/MGUx",
+	"XbOfOnwMXBzDP/1CuVmfQ0R92FNcSJ/jj/3j4x5wHVgQ3nMcDU0Om2o4ppHI0g78Lu1kKCfSDk8x7WRk",
+	"cMexTD+BtlCmRF2sVDNHhlk09Lj6ajh2Xx1noquNVrQVrjb865CHtE0HPZFAPCsYi2dWE/+2lba5he2m",
+	"Gm9IRNNMvvHkf/7qeDgc3+D0f/Z6p031ElQvvwjyaE5WbORNVpV1pI+Q8bdQsO3s6jRA9rOiLMmsVYul",
+	"W7esFF48/nn1VQrcgIOd/fD+ziG7UG/lLh7Bx3sUxamRTfyo2QP2i/qoXP37wlqgV7j5pMuLiZIVcB7i",
+	"qNkqmlmGTtaIRF+/ft0/W7m50g6mqJpz2rKAaaHXsijlpPzoig2qfxM5vVI6F3lBMQWWFiCai4VKWpiW",
+	"na8cMKlU5+YGdoSHuFjVSwGhjc7glZuahQohc+CuhRWsDm7f8PclmHeeEHGYM+KeXxs9K4up89sAe1qW",
+	"P8w6o58O3Lfk186yMktVuYJ8FKTcb9/m2BAYiZv5OlJ6yD3PQg3oRenVojP6qeOVf/iINPpO0iE9vJN0",
+	"eI86b7Y8J0mnGTJsmU4dMRtRTADV/TpktdKlssD5MV413h219D83QtorIS9lgd5oMHilo8DAF6ed1jgB",
+	"f2Qmf1dT13n3po0ET4ePKVoDE34QJO1A/KCVoOOgCJYUmdHqh5l3aKXaLtW0mBVTwXfDjijETt8vULyW",
+	"1sAv+TyzRNDfNFKqbzCShlqmcDfFVA1ENjW5IuONlCQSVyMRbSkFmXcHelmMbsZ1RUwkoitTndURjoxi",
+	"nw1a6eFIhbLBqBw3w7Agw+kBrVA9YoWO6T9yjcg8L2DbZfkioueZLK1KNkh8YfKW2ESm3k7LlS2uVSa6",
+	"SBIkaleuNyI/P65rLDLUunL04K+FXi0mqoIzoY/5MUuySRsRhoVB4ssRvgAZg79tvQkYbdqe7pmYVUr1",
+	"gUxFKSeKQ8sFUo0Tdm5uLLwt8lgen3zZMj6lDWy/4BnepRJ/O/aJDuLhcDgc1pEEZHlGz4rLFax9Id+K",
+	"8/NnousfPxbzXutt2heBSzrXslyptjXjF1Fsn6mjntDx8ORUTNZOWTiSH8+/6X8punD59CXok3COcG3E",
+	"6XAotnxZmA4DtnBkCCfw8PFDiqiSf+CB5Xn4BIrCGy9E3IVLcP812JfZX5+cZ15PSfW8sM5U68Sr/fAI",
+	"LIeohmNEL348F4PB4AjfkiUY6A9MLtXBULIDccYa7wPSiutwUI/nOFEgnmzwhjxAl43nlz64JNFB4Ywo",
+	"3EA8CRTL/i6jy/WI5waXZ5RqvgPEO2g/vdO9NJdoz7wm51cCXBnWpko1hYMUWqncptobQZOVE9+en78Y",
+	"ialcLGVxiftGfBKNpEbcDLcS7PJUyzwHdgQ6LSwG15sAs5yWsljg5m/upJlYVV0rnxcFZ5OISll+Kckr",
+	"EGIot+O7Mzw5bbk8PKttUv3W3CDRwZ6ilUxuYuCuuOv1jRoOxFl0m1gNgWPK+v2FfNuHn2f1lfpiKGzP",
+	"OxZA3Rh7qsEY3Ug0o5Cphg3zdFFfFDDK+AX01eZ78OqKMzjZVKNnhVKFSsm7s/tODw+Rlknnz5WSV+/H",
+	"wtE3d7FUVWHyW/Z/Hsh4Idd1elMiQJ4OyYHAa+6R6gDCFcjzBoR0uRZD1AlXy6WpHDv8tbkBZkETEHJi",
+	"rhU9hpam93y0c5l72z0fIdvcmvbIGezIApPSaDfIJ9k9JsrUkZzy6Z6sGO+ScMjYt3k3UPf224Nr7ogz",
+	"ENRbuViCRdCZFGVZ6MujQl+bYqr6pyetYcE6KPcTvSNokm9aduevsMjtzanT4uCvcAa5dKoP1kCn5Y43",
+	"Eu0aP9ulGiYd2KI2+UXps9UaFEEyQ4i3wj4XuTcivHPZGXM1EE80/MEUxZ5zYGr/DY999fQvGdxSPzBn",
+	"UfHgN9KK0liX6u6j4cMeGSY5SBMWO8xtxoIkDCVgDcPvfHKZTDXOaW1WYiq1mBUwJ03C7YEVGXx7UeSW",
+	"iXtrD1Ew7qFJ2HuLw2/EH45rRZ4Sj1WOdLdff/A0uDWPdtUPprH17vdQ1dDY2GO0nIGuUOEx1wmmPikd",
+	"TM0R2SukUiD7orQ8FPs+X6SqimtQeeBs0PF0Y2hc6+mHzCC416ChF8q+B8tJOu62DCh8YCysQgJFemio",
+	"+4ZXg/OghLPOXgX0EJurhQ04tiebFzUMvHUuScwG2pjHt0qWbr7NPayTbsV8xHMvc3Urt+Kftb4pxP6a",
+	"b/KR4Dsxqo/J3OCytxE43loSEA8s68OTNfC2bvZVFooeeH0PLJAS54uibRsxSGQqWa9RMIEid1E4zORw",
+	"ishmm6LoA1lVcn0498FLx3o4TXwvGxoLWd6AEX3cmNkB3ClYdFsTtyuijNZLxw5USopm+qjVG8qg+tvr",
+	"cx8poOz3f8f/BoWf/TUSxI/A7PjeLXeyxQvNOeQNbnOQy2S3YRerH00Swl8EGsCFFA5XUHu6ZVMzQRNh",
+	"k1puuaK88f5w9jCT6JYljXu6637b7et9G0ES+dE+c3pvkLBB7t5KaRtrpJe2zRJN/duUpe0UyYcPHz5O",
+	"xI/nX485T6KUJKwkERt7TR9YgSOtGzRyN67UfPkrVxVTV65FoacVJV2gckQBLjwTi5ZEIFGW5wdQ6AdR",
+	"X/9wqsFvFdn3JqqfFdap/Bkf2mHOb3j6qZ6ZFu+35szp9lDCA0oxEBzVRuPIE8btPAbH3l7DG044f3Kt",
+	"2iwW2RoL9FxwiXkMiS8wqm/clOSWpAN/gOYeMcuQW9M7/D5OWsJ7IZ+GvUNzU+fRCEqjQUkfZ9o8ADsa",
+	"1x1Jp3YJpPx2eB3cs9pO0iF31YW5Rk5dqQsWyZ5++H/7Yg/kNbvIK7Nc4jcoZy7YK9eq3d/ClM69JH5g",
+	"BT/qNeQhSyN66YGMaI+WsKtSJMrCajMrQwIM2nmgtYfSndqjStJG6TzUkrQez15NxW9Dl7U976LssQ5z",
+	"v7rKDp3i3LsEcTAkJ3Epr2PvcTfzRJUlIouoCmv8GhSxoYdqTFWAV7BDV1wptbRwKSWx51SzWxLf3GoW",
+	"b/AHovikg4rFbQpJKy8006tvaTotwvza104Hvfk2HkkcqUWfLttTFIL6Qu9qRFVpe5boHgbGxIU8fvcK",
+	"EFCzWzxKB/mEfO0Pr3fXPiH/b6UZ9m7VQbvB7lrLpFFoCUQTKYRYykfHWBePUqIJqmKZoJdPmEK9Aky+",
+	"FlUJUyVi21WPNcCo7nJxaEP1xbud6igQWkrrRnV1aGHJ2prHDlIc3DqwZnB86VK9MNYlG2HUAU1dVTYT",
+	"ZWH5jOuIVwjCDDH1yM3VYlRvZDx3MAoXplK0BirsMlb5HFpgTjDxcar9Gy+ccbLMOHWJIqCyLOlmfU7W",
+	"syLXIH8zMaZUUnszldMEWvQP75m1fOzGaEUeOos17bBlWMfrnXkR4aTaU06gsnJdxx2Oh0OQFbD/rafA",
+	"hUGH8A12aLzD4MlT+sXxcNhuk4dT3cNL6nXXlDqXoOOi5ofWUKBJ5Mzudgv8UIeAuoM/4MO4JTev/m8J",
+	"IN+Tu6HW7T5Tb8N5zG2DskK6Aqk/FC70QbbaWTUx+bo3TvVObwRw930se4d7nFPS9lBkM0HTz4yNkp9X",
+	"aqU44IrwAklQNlNNN9rLYayzZxZK1d8So799M5sJ0IZRh+l6Ti7FTN2kmnPweo3p32LiIZ9j0q552+bF",
+	"fx9HS5t25Hdwl7wHO3FbKcJ81sN1otrWbFGKIuSXHRcKv/N0DI83AWHYhgOGG+Bgbld52pe8VfzxATPD",
+	"Xn/YXLCNNfMs2u3oF+ju+wBZcTs0XsIBqRP5yeKiXOcCERAajoGINd2a37YBAhEluTUl/+8z2S3Mvs54",
+	"Y9banrmYEajDzZyTp1GFoWPpDbYQMd47PW3juOrsMgZ02cg+20g6i+hp2xn6+PTRn3yinsiVk0WJ+VdN",
+	"OpqyoPeXYiM3AC9ClBaMJ8NVNkknlF90SJW4YBbb3B1vA4Vl8i+J7/o/6Je7ChM3voo2t5N0oh2C9W1W",
+	"CWFAbqPkAW76dgotSAfl5ibHWhtZloY8N0B1lUbh0Cjci/4OxTnRZ82imugL3JU2zYiOqV01CqG+Fu9n",
+	"4SiVeUfgKQ4Prio9grMC+Tti8hjFh7ef2+G3/o1hVmHmCRFUmwR4Cbzg/ZJrdqljz9UNMx3KCqTkekyF",
+	"8UlDwJ/Oz5/V6k9c1op+0ztnA7blvrzyFH9QmsfvKHKB5X3hRRIrOShqweA5HLGqXXa80EOjF7tRVWKW",
+	"jI8lPnHOV/qiFoLaHyuPpFjmqZ6omakU1lza4hclLpWzmEHGsyXgrlr2oYfBC8AdWuMfLSYS9vdO0SPl",
+	"yiNdXM5due6rt0tTuVYD6aBUjFAIRqfyKTMz6s34jekZnqTf7OMC3pm3HWTd706hfbrVoTK4u/Njp8f0",
+	"Frr57ZZhI+7dahJ6H+GdTMKDLL/41L0ftjb89plo4SgPCkXfCyvG8jTcps2ATSJWOkrPRvKUpM0dwIL/",
+	"wFztAzGIewsGByp6P73ntrAGecRsE2EgLMRXzI5FXWerKuTBNqA4ckVGjUU2PDhZ6J+o/OOuWfVe3oWU",
+	"+uYMQ0q92JNRP3iPnOyGL+Z2MfUSlaf7IcpzdCHdeE3O61rMwJuEWVhR5OWdae/uC3zFy9uQw6otFzrc",
+	"KhbCCKoCjybsHrsRII+j0hRft6sLPS1XiNxJifdsvDOblALsyApxS2k3lEZAVpZEGBy7VruU0j37fYhf",
+	"5y5a4G8S9lTIsC3y31NKkzG6X0SHrIPfLptvE5Kv2Ut1pdSykbsgQXEbCVkL0QAQc6B8tvtwNpuYdB6D",
+	"GONpcu2xiBl7oj0vInZG3PYOq6aVcqOGnr4BMOKM+LspdII7gVhDSufxjuzF8LxXge0B95pL/E3iGgd6",
+	"gr6d0ba7mf3Fh7rneThQwttU8Ojcb8kFjaAFeQp7Zv8tV3o0J/++uUJRwN8DIVfBKAcS6OMFeBB8vVzN",
+	"0zuQ+K8KgpDx/keO1dQsYctNlnTe9uHp/rWskIPBz6K1f1doCokkm5++qgd9l3SWSucw3nYyp3KbSNiR",
+	"0ziGo2Z4j0bhURQ+r5Q1q2p6K+eNk0LBAo754W+qSsLNjeaxh2raLdb34aQhlP1h70h07XcojOfB5ogp",
+	"tcZp8Qkol2C4HEiuewPDERjK3QLDO+974GQba93wSOxOpObt/U6p5f26XoO6R0Yd+12Tzcw+iXLE49Q1",
+	"3bK12AEVnQG9hVXunjyyvPLlPVXdXRqt9jBOBoefy9wXMtYQ75rx+LC0hCKMvXFjnwiaHHOIDnbu3HJ1",
+	"tjWaQ30FKt+7zkZGzo1C6EFKxrqnme+79PehLxzo56szd/Ho91yv+79aG7jolMdhTXSXHoybRq9Hlgom",
+	"b6uh6VyZ9d7nfjViQDTxtg0hcLTDA9z0/CuKIm1HuWNc3Vsgg1tUVyk2wNoIyEYQHiKYbaSa9gbiqWvg",
+	"Emz5sD2c+gFZs405t2cFNFbdmgPSSvtNzLrt/XhhypJC6HVBAHvsQu20x/K2gjPNWwiFy+9BWmplbZaI",
+	"E7EoEI/A16Uf6nqU+uqWc1uWcqp8+hCGdxIxBNIGUocDG9zqErwtdeF10GC5fVCdqLCVT3qgGhDI/BYQ",
+	"65A/Y9XlAnNqyD5k7OeDEohrTGvYzS0y2Fp/2738H1mu3tMJuSdnzevGoAgw2MUe2JOxyNJO2snqfPUD",
+	"EC02toQms3OFr5R7L9OnYfI0bjxLO5+3X1hR2DsWbh10yLcl06NYnK6qwq1fAe9kaAXESTtbUW0w/fWN",
+	"n9nfXp93tvC3xd9enzM8h3q75IzwjJiAr4W4mZu6B1EAe8TORYVNdaWmpgINR8YgLr6OhlsCaGAbUgsU",
+	"6rCjNRTqZWkmVnQzNmgwZ92V/f+E//xn1kM9KtWLlXUeJ2qOacBlXNxUA+GhbYQrr09h7tySINiK1rT6",
+	"vxRwGpOVUzlDSCLAzrfn5y+QOu1claWgX9gEiLX/V+OD8JayfRC3pULmMVtpBJKx1BSKLUXOMWcslB9e",
+	"nYsjfNfRr2EZ7+j/7zhPy2OzU85aqqXeaO3R9dINpuKZZiOSyiIuCqjCgSHDo5ORm8UDpLfafRWM3CGn",
+	"pYRRnIWkUq7sQihr3CWjkdWZG+3zUm2qQTVB4xlMsM1c/jOxrIxTUzgWb7QKJIRKYY3WTVU4bsNEqVJr",
+	"TAiNLy/6WimfAbGVKBlWlpWS+VpYpTQeEvNCMTF5ocjX+7dXPzzHnlTovsq+JljA/vl66dHJutbwu7Pp",
+	"qipFPxcPfk1ZH0o7o0fD4fDdg0zcmOqKUIDWS5X3xohmsli6NYE5LZTUlqJnvl3XQDyhpIuqMghJme2C",
+	"Isx8/yfr5KRUjJ6Ga/phqSpJXB1OYGkKxEpaOVvkzLymRrtKTt0IK3bF0ULBudss1d0XlVkoN1cry1cY",
+	"HzBLpeWyGKzlokQ2AZqDma4W2O4mIne40UDkWQ83s9nYjkHoW1DriV5Tjbl4hEzMrQ19RxBBKVlWyOlU",
+	"LUnbZSpH6xJbhYjCjVLtUbwTxFnKwjIyRHgS2mAjN2fERHEMMuc2bqfDR1H9yFK6OajS/OJCi+ysLM1N",
+	"NhDZt0/O/iKO5gjI8ItP/KMPkcR+8RjiZN+hjsdXpqgEAzzVmOFAEDyHmbrx8OMCERzRqv6rQQHrjoCn",
+	"Cc57iZNkKiWnc2UJCQz0OAy+ZE69dUfLUhY6E5VkIF+pRUxLZFYg5DGR49RoTZhYI5GdPjwW/pp8Sxv+",
+	"TaHK3IpzYwQmDkWp9TydVJeFVjguw0YK9XYKu//Fqfiu+PNYZKfDofizzP3YWbNhQaqBCx8dD459/7+l",
+	"rKwSXSkWNVBo3QAg+9ZYB7Km/izVTB8wld5YZI+Gj4i3/4+q0Nx+bpx45fGT/ASu+UuE30417hbP5a3o",
+	"4v9OEHgJGH9OEuP82SusbOSUorKYKk3pAtzI4/unIIRXVclSyY6O8E4RcxuY6vKIf3S0KFyUzNfxx9lJ",
+	"OjyzzqhzPBgOhhiFpXvZGXUeDoaDh5j36OaoFHjihP9ftmmp2zRMRBc6+xHVbpFpB19LLOZp3hkxLMkv",
+	"nY2uIifD4R5c1bvhqTLySQuc6o/LQUMt6ox+epN07GqxkNXap1NUZgoSprDcYtXJS/QX09o7b2CAbam8",
+	"c+eeSESnVAuPVikd88mdkp2e9AiaVKrivWIZPJINxDcGuMtGr1YKFTKcHSbkj4RMNbYfCwH/mQrSzgcd",
+	"cSbcDo9qQCKmAbZIkmpb6KkifBMcD4HK4ZQp6UMuzIpsFZBkSS0UsdsALsRj2KKmMhDPUIlCrlVoqkkH",
+	"HbFKuAcnWwVGT7ksBCQwJwHhDIB32mYBO5hQOldvYR4Bpg6oEjFCCXiQzFZLigHHW/GNDEHCqTK446E9",
+	"Q1T8B9ccu2MCmU9Am4i1fu/zr5RbVQjPH+1kYQmRVy6XSlY2QXXDSTQgqrqQOV8hZmDh8NCQda0RXhUk",
+	"XqpfnX3z5Pz/DBZ5Il4cP+xxgpQMVekVMnTepKmxjjLRPfNH8QMfYCuHUM1aOFEacwVHyT6L5sV9VliH",
+	"R9Zp9hLe4a2pHzniXsPvklufJNjwd28+IHMIdTQt7OEHrWjTvLpK54UNI05pDm1Dh7kebTS7wZ8d3/6z",
+	"Boo2/ujh7T+qW1e8SzqPDvlFjGGNa0c98vbfUccn5JuBU8IWslpVBntoJmR9FQMFSofIjQvFTjT4C93Z",
+	"MXPlKqB3d6Wtuk8fesl28lTiy6VyLW6JoGACt6zbuuBy6Gp7UyDcUC/+Toan5D1LNSoE5CdycTdSUnQi",
+	"lyxl5YXyIma7xSzVjQYtG9WahHWnQwthX7HpQVslKBnXqpKlL7BFnua16CIfNcsAU02o4F9lEXdke0iW",
+	"MAvcQ9Lr4U9gFAGgr4uGGe1CjXI1EFnA8/MolIyWPA6KAWVWh23G9kW2OTcCJUAfGKWocR5rpSIMWMQU",
+	"xCYMjOvHsRQPCunPbGO7RRexAb2rgq3mUs1cj3GnWcuvCYGollD5JUP508TkjVy38cqXdN4cUr4bRdd9",
+	"O4FhbvudNhAWeW+6shV1bAumLG49uqvzKOI+7mgY93BvX9mv/rfRHu+/WjvFfkjuTlBVO1g77RdKW4l4",
+	"kWuz4th8E7DRQxtgBTVy/5PhaUsRhucGXReTK287jrSU1mIvh7pc0uOn/O5lyunw8e2/qFt/wS9ODvjF",
+	"ZhubTyG9+OS8VhdgM7seIp187onvDd0oj98WWaz3N3nAU8piZR7wQfUZwoHa0z0i1N1/BkR3+nG7Q6F3",
+	"bRMZgdsLFJabASiUbp8Vif8lhmXZgoP5wKpYctDDqOgvjW1zN6RYc592RiJlWIi0kwlpr2wTLLELQr6H",
+	"CxzFKDI21VOj3hbWxYqQ9y1zmhozAVAtmvlr6PTWqW7CSW/CbL/FDF7LqfLoAhqI15R9SmFJAYohljnI",
+	"kozb2i4m5x4i0dfL8TbaRM0LdLxzp6l4KpTICUvpbvWPYtufAbw9QnzdE4N0HLR8KytyQ53GnKyuVd2H",
+	"qDkXan/lPahe96DlyUqF/v++g9YGdAQqbai1spXaCD0gQfoQq4fs9vw2Uh9By/Q9A7jDYqTy+K4FiQ9v",
+	"oEcKtrY3ErG6x/2jWMvdPPcY1ijhsgD2aXhAgJsxbQVRjg//B7U/5If55CZy21hWIe3cVE5plY9TXR9Z",
+	"6PgGnG49EOgwCsonqZ1BLpHiQn6hunQ+4AiJM3sF6/EQtdQWEHbChwACJikuOdVdqcVqeVnJnJ3HfPou",
+	"avqBmQATOb3q7SWuAVgmjeOle9Tiwmc37QS2eDEpNNzk0+Gwh+4qr4DXcODYAAZ2QgS/BayjJqtmZ4Ud",
+	"XQSSOiXV229A2kZPFZDJ8TboCVZnJ2SPnQxP/B5yQkTdCibV8GRLXgLjBex19x3RcPboV/rPu6yXkDnp",
+	"a3XwRbxlHjkFNgKX0m0LKvYGqf5rcHQxl0DvmQ9+YMwidIYnzJcIlAWGTnVXG7+Z8FT/DGSxyjM0RXsD",
+	"cbb3bIEF8+Ey96VDbnCDzTa3uF9mqXSA7kuiyDq3Ros6Yfp0p8AWzAz3hpMmsBQtxg3jNvEJtZRo5hRG",
+	"GZ/oBMSaQdGk6QQFw/aqTbWL7FqInXHwow3ZMiE5RPZeJiRp5LURecvjze7Uh/yCO+kf8OTfTOFPkv16",
+	"KFT+bPL1vanAG32U3m33LL9PhZuq9Vt0yZe1T6a7yWxjCuqNg4FZw8DVEobtzeMPP+HzTU7H8YMYDtDH",
+	"28FEouwAuhIYo2UyDhJ3+1ZgjX34nrguxYhQEQJevw2MRbFIvrLIz6MJMYzJyfDk3jaIExBbduj1np40",
+	"oy14LNYbvXholQzAk0gy8F4HweUzHAYCc/IKh8IJCAfXlNU+qyxOF8z2ZC0mIVSBXb58rbSJlCQfUfEa",
+	"DOdubPa6HdXLqjvjspYBvzX6MsoP3GoY6BexL/stEdkdROTglp6W20KrFWk2PtC9I777PVrOW02sawP6",
+	"Nq9N4MnBz3OvJveO1o4H+CiInIFMkbKCkYVZJN486sq6FWaqwcQQq6VPYA1XqjcSkSFf66kJZ2A02vJy",
+	"U/gG2BL3YG7NBKW2xpSnSRozxk0JELbGyuNuTMWMLTO4PT53qd0kwmW3d7JP6vWkutmmMFiCG0vo+RZ+",
+	"5PwuaiAbHzZsUeFG+3CpQNFp4Eu1peHs1O8YWIsrPShjF8O8lKEOb44Rj7L76z2adE6PD7hTm13s0edz",
+	"csC9byhR33sAp8/JZdRMQkyEWVJiWLkODa9n2GobjEO+dG2Oo31xuCNseoYJt5/MufQN9QprgLoHRMO6",
+	"+76s81i1vcCnM4Fd+RJMkZS+MXS1KhU8hY9chBFsNhZwNXIztUevnnz948unGLXvUc9NThnyCbTeRefr",
+	"whPSnU6HD0UW8NMyn/NH1lCcIUJ8huEbEm8hWqeWoyYyM/Ep362c2VRaY4HjYIh9dGnq0AUXVcMLYldQ",
+	"UGcSIW2qffF6I94ZIh91pFKKkjCkNvJKB6mO4cgpaxgeDzj9BIG+VFWz0z4lzE7WGbcJRypTEVQ/6Kw0",
+	"RshAZ1RcrE4l0HNiRzBXOpcRLkWrm6T2RdR5GsGJcDp83Gway54RQnkcCT/3LtwewmkQZ/71TXZPzgks",
+	"x4DPsL8kzRDDEbCddQPACcbWb0x1FVKBo/TX6VxNr1Ld8HBhr81Hw4d1Omlo/Vy3e44U24Vcp3our5WY",
+	"KKV5IeMA0FE4n92C+43BWJg7khdYDDBXpXPymSENBIsoqo1pGr7YUDFETe7fWmw0bPzAtiK3N9yh9vja",
+	"OFUpouNPFZ/5mN3MydNa+zyZCeNNKGycPkJJzfCQdzEXTnQjZsgRmd9vxGgc9C5GYqIJv7ca8pnoEU90",
+	"zsIliCmOOmG5783coDfc9xkW3YYktpwce1fFYl43jWjNw3xN6SHUbMaLNRhtJOoOGiD12dNIhZMknntJ",
+	"qhutNTjkH0L8OGCETUaQ2jfS1ilDoDIEmA+6770E9HXf+CXDv9A0oP9yG5Sk7naD7cgZ2w2tI8x0qVNu",
+	"+TdjyhSVzndKiBvo4FqCSNrSg2jI4HEdo1T1qatmJDADMZt4Jp1x4n+zFU0WwS82obutwwdSfaXUkpMc",
+	"0ePaY9nf7LUREiuyfp8POPOdOcyMInt8ASmVNdU41TljzYzFcLTRnyNhlxIOghuEZRY934UtB5lXp27h",
+	"20GV6mb9/gwdCpUCTkNtZQR2fVsWNHwoc5qsI5mHQt3UkYVxDXCEbQOL0EcVEa9aIo8oMek1Cbaapl77",
+	"teH5wLambEa9VD5wCoJ/zQ6uT7udCKBu6zwi4e8/G+FzYbkhX66+G96Ki7f89xL238vIy4Ce+DEsxJVr",
+	"RXOJ2Caw9q3ALqonzVoHL1MYOpjNsm3s4MAyVO793T5APEFnLZXqtecVanVD6JK/Ia3wA4VhGmDNH1ix",
+	"pj3YwWwCxsgfM8nuD68+vnUeHoyuR60/+kS9OyuHm/GDZjp485J9XRqrzn0B/d1uGf0svmeNC3C6LwBC",
+	"QEBR6oCMm9sFFI+EnclziZK/9/kk9d1CergJz437BrsDfE4U+0z5lnzeF1afXBQlnMVoGiAXGBaSAQ93",
+	"pZU26eW7oBd7WI443QRVWE1ZP5sxPFA1Ub6kem80cCBeBySzRmRmwk5Lm4iT4TAK/gb4iqyS+ioT3eGm",
+	"nzDMsDdGB2XU1ItqUfNooISScfzoTPVkRzRr2wvOBfEJOYhoWHsxKUsuRCmXxfSqv1pSA9GNzUn1e2Ga",
+	"eIwUPwX4YUg2mXHCV8W9wVuSwQuNBadYxo5ILMHu8JPdKrTkihT0EXa3gujBwvTVDCV2QCLzYio1Og3t",
+	"FQdvqXdKqlMdgtywZ189zzCk24c5WS4c4SEw4a2ZKBWqieMjhNFxMc+5YsLWDZkeDntcdIJaT2HZIGjR",
+	"eF6YsrwPXnx4TsuHLE9oQhdtay+vAh5qoS/H/joVtnnLttPMfv85IyN/Z7GLX8S+OONWc5s475yP0JQ4",
+	"4+NfIu5TijjCiQq3GwQccCixWkYwlMDYC48uEHP0T2RnJgfyiKf5bTZpADT6ZDbp95j56Jv6udAX2Mzw",
+	"Hm72AvRFfQRlwWG4VHtXmJ2bm4PaBHr8pWmpZMU9FLAP3FxhmFC6DSyZpl/cx//I/4354karVEtnFsUU",
+	"w5Msp2g1vpENY8HEBZEhZgTy3XtBPXymtJRfMQoMBz5a2ZUsQbY22svWuc8YYZXidDgUXRk/JHxLLW1o",
+	"Yr2Apsdl7/hpqhHQocatIt2DlhKM+tJcXvqcqKZwe6WwPAhhqH6HBn0DAOxdE4TKVSv1IQ38AM21QwaF",
+	"PbbKjRuSoxHw/JcH4HP0AHxN3KLB5A70ABCezm0wJk3UnfdAMXlJr/kkICb47sH7Hcwt2CdUac4wHbw5",
+	"OyFQAuT07fX2rdXRryLI6t/G+m7zsfhCXWIU5Amn6BQ6U6ReJ3Wmsu861EAFSDU3CasRALi8fAsJQGwB",
+	"AXwmCuwfttr3r6AVIfqdbzDRykZqer61qDcm3Q/GAZqdwVoYwZknMoZnWFCK6b8qfW/N2wh08Meu9I27",
+	"JfoONRwBpOpTSgrr7bkFny5L88clBt4YocqXwlER5HbDqgbcSd1/klIuMKnN1/42PIhxDfBmLqIv5UU7",
+	"IexfoUWjoNdnZHKnLEy9s6G9iVyoVPMaRtwhQuq1L+e0wreDaPS/SWofrs9q2Ki73OoCHLlVt3omcU5k",
+	"yEWgiiTfbwirIyxGJZuZIAvpwVM4nFlwT894+wstVlaJbvbix3MxGAyOaNjeKG6AxB4szbWz1F3T4Dah",
+	"dVYfJtbPkDNhVmtliA0mK5Xqla5UKZ3K99QQJpEYrwsGN+HRGUvLp/5QLsueQrz311buXl73MYrmttrM",
+	"HWTgHd//+/e6GmupdscCNaoiXou7Faj560cJvAjV1+Zb57xmJC1tuPL/d6rk/X5rhNr73LcQAjHYmhQQ",
+	"wsfXtWiFpQh5WwFQqrubXdd7I3GHuh9iWC296lvrecQP1RYDxo4BwCEZiIvYOrHA7iYT7yXYWAa7Dvtm",
+	"7jCFOkHsBkkRsYY3FhbKeVqKk0fi8HKeHbC6h5fzpDqu5xH/Kuf5ZDlhHi9hly64s8IHUSlbS3wa2uGt",
+	"ToA/TioXM5/7T+ba6Bn8z53VtbEZ/0rv+udJ7zrUL3MAz/G9Tz8Zz8H6Qi50wQhZXeRiN4sMQdamnbNG",
+	"AUTaQdyorbrBcV03uKM40F+P2GwMXXWlx1I+E5UswJIkNWQuPQAn/NTbucQBU72j8C/CgIpKDjcs47NU",
+	"Y2uF8KqgMvNxA2scNfwWvldqUVku066fLmyoBCI7IEKydnEr4RocqNFh2CdSoEV6QK9hxL+JvEahdePI",
+	"CwGG5rHkLt8w2RdKarL4L5WjIsENfQ8IgWogMAg6LQtM3p4RtDciIdniFyUma3wFRrW2WviO67oT75PG",
+	"g8np7DCOutI5pxWFzRiIHzBcj/6B2KKnwgtt2ODfqOGs48PsOEiEDJBsYQxulkXTz8cY4dX4LsYt8oA4",
+	"/ITong5PewPxUi2VdAzqyovfxG9dmEqNGKZ1HdolPxo+xGignKl2WQtjNd22H9SmxibZHzlm2mxhvSt5",
+	"B4lHm5tAQHTCvmKGPWweDip4lWLegF2uKXfR6H/CokWuENuuV2wpa0z1VtVi+sn9361eR9GNXOAjf2FT",
+	"vc0aiIjGe7iCX+M/UaR6r3t0s8JxE2xgq+SxRelBM5p6/7U6zM+CIV53Vopg0Lyj2jcoCJLLktWeNVpi",
+	"e1ihDXvfd0P0xUWNrJkk1W12Zm+PEzYCbfOOeupNgP7ksOijX/l/7zKPzKa2cBD84AztxgiKrYOE1oab",
+	"86lWWiPcplm5hFw9jO6pfVeARRxqoL4Km1tNmxOynEAtUIzrSBOmi9SMSBCP6RaO03RDD6486orVC31A",
+	"4IfNVBdRE8BElUZf2lSzHcvBCTxyQwWweN+xPxtull1Nst7YD0AsHpGegINFTI7iRly5LisWHtSwgwkL",
+	"qI8YNsbJbarrPCyeH0fhol6kIfE61Vm/z89h+1GGSuNXdo+Hw0ZTSUEpfDbV3R1AXT2vb/zdIE37nvMt",
+	"asIPNe7gB1MRGt1fP7rTnT267WLOH09ZXKt9vvYrteSq3Y8v/P/oEgVIsCZS6hDDDbMxJqeZ6dmmtGDh",
+	"0JQVNcfb1/7iiTf/Ij8uqn1dbZhfwc2xaKZgP7QNlExUcWBioJr34uKXLTZduB3cM9Wb7FPE3HPMYcEH",
+	"dgscBq3UulqeEWLquE/g8AVii3kxlxGKIdgbYCoFvF2OIVADj5DbM+Tcnsba2CJBO5erMtAOwYzUVc2+",
+	"UYwE/GkfQaqZX4Rl2saUnug85kkfzHjAVzwBrb41CANfjCNYgqj3HfPmKD1q8FkEtT4nQI2IJdAmg+Df",
+	"ul07mMKObCafOfLxyGtfpwIvl/9FOvcMDLCp5AIT8+rUrdlAEQ3dzaHqTzw/xKHKD9ehjFbHamuXeyyt",
+	"iy7CA5sEYPatWE+qu7ydow3pcH7+TEjrG2+DYvlX2qIIaMVQQLioUErV/r1uYPVe7PAjXNxEaCs9SmEB",
+	"tqlIFF0arbIId5/l78xUPi1hMRDfKbUkZSuAs6LYrcPVAY/3UG8YDPlR1Fx40UeLHfEbl63JJN99QpX1",
+	"I7KlP7p2TJeh1lRL7E6A96FVHsZI+bsU5mZOfLNB+k9vgBkRwj5xvU2fSw1sJCsXsvMujahWWgyOpov8",
+	"yD/S7+fqOhsLbLIcvP3SUW7ToNHzdXR0dHzyp8FwMBwcj74cfjlErsjT35oFWd6JB+bjHWmUobPOaqjT",
+	"JrfsG9RNv6iIYrvl2NcG7EB9WTt2bBLKwVdLwr0Kvi+fptmalbnlkarfHrm7tqfwwy4TSHS5vWfc+CXx",
+	"buqebwXgITY5T4c8Fpq70RutGvNgutiexTMuA+ddlXmBfy0rM1F2DIYReXC0UgjlV7dT40qON+/+fwAA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
