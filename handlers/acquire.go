@@ -28,6 +28,9 @@ type lockGrantor struct{ backend locks.Backend }
 func (lockGrantor) noun() string { return "lock" }
 
 func (g lockGrantor) acquire(ctx context.Context, c grantCall) (locks.Grant, error) {
+	if c.session != "" {
+		return g.backend.AcquireInSession(ctx, c.session, c.key, c.req)
+	}
 	if c.idemKey != "" {
 		return g.backend.AcquireOnce(ctx, c.key, c.req, c.idemKey)
 	}
@@ -46,6 +49,9 @@ func (permitGrantor) noun() string { return "semaphore" }
 
 func (g permitGrantor) acquire(ctx context.Context, c grantCall) (locks.Grant, error) {
 	sr := locks.SemaphoreRequest{AcquireRequest: c.req, Limit: c.limit}
+	if c.session != "" {
+		return g.backend.AcquirePermitInSession(ctx, c.session, c.key, sr)
+	}
 	if c.idemKey != "" {
 		return g.backend.AcquirePermitOnce(ctx, c.key, sr, c.idemKey)
 	}
@@ -65,9 +71,12 @@ type grantCall struct {
 	wait    time.Duration
 	// req, limit and idemKey are what acquire asks for: limit is a
 	// semaphore's, idemKey the call's Idempotency-Key or "".
-	req      locks.AcquireRequest
-	limit    int
-	idemKey  string
+	req     locks.AcquireRequest
+	limit   int
+	idemKey string
+	// session is the Session-Token of a grant that takes its session's
+	// lease, or "".
+	session  string
 	outcomes *outcomeVec
 	// keep keeps a grant whose caller left before receiving it, instead of
 	// releasing it: a retry with its Idempotency-Key will receive it.

@@ -40,6 +40,10 @@ const (
 	AcquireConflictProblemCodeNotHolder              AcquireConflictProblemCode = "not_holder"
 	AcquireConflictProblemCodePayloadTooLarge        AcquireConflictProblemCode = "payload_too_large"
 	AcquireConflictProblemCodeSemaphoreFull          AcquireConflictProblemCode = "semaphore_full"
+	AcquireConflictProblemCodeSessionEnded           AcquireConflictProblemCode = "session_ended"
+	AcquireConflictProblemCodeSessionFull            AcquireConflictProblemCode = "session_full"
+	AcquireConflictProblemCodeSessionNotYours        AcquireConflictProblemCode = "session_not_yours"
+	AcquireConflictProblemCodeSessionTokenMismatch   AcquireConflictProblemCode = "session_token_mismatch"
 	AcquireConflictProblemCodeTooManyRequests        AcquireConflictProblemCode = "too_many_requests"
 	AcquireConflictProblemCodeUnauthorized           AcquireConflictProblemCode = "unauthorized"
 )
@@ -76,6 +80,14 @@ func (e AcquireConflictProblemCode) Valid() bool {
 	case AcquireConflictProblemCodePayloadTooLarge:
 		return true
 	case AcquireConflictProblemCodeSemaphoreFull:
+		return true
+	case AcquireConflictProblemCodeSessionEnded:
+		return true
+	case AcquireConflictProblemCodeSessionFull:
+		return true
+	case AcquireConflictProblemCodeSessionNotYours:
+		return true
+	case AcquireConflictProblemCodeSessionTokenMismatch:
 		return true
 	case AcquireConflictProblemCodeTooManyRequests:
 		return true
@@ -298,6 +310,10 @@ const (
 	NotHolderProblemCodeNotHolder              NotHolderProblemCode = "not_holder"
 	NotHolderProblemCodePayloadTooLarge        NotHolderProblemCode = "payload_too_large"
 	NotHolderProblemCodeSemaphoreFull          NotHolderProblemCode = "semaphore_full"
+	NotHolderProblemCodeSessionEnded           NotHolderProblemCode = "session_ended"
+	NotHolderProblemCodeSessionFull            NotHolderProblemCode = "session_full"
+	NotHolderProblemCodeSessionNotYours        NotHolderProblemCode = "session_not_yours"
+	NotHolderProblemCodeSessionTokenMismatch   NotHolderProblemCode = "session_token_mismatch"
 	NotHolderProblemCodeTooManyRequests        NotHolderProblemCode = "too_many_requests"
 	NotHolderProblemCodeUnauthorized           NotHolderProblemCode = "unauthorized"
 )
@@ -334,6 +350,14 @@ func (e NotHolderProblemCode) Valid() bool {
 	case NotHolderProblemCodePayloadTooLarge:
 		return true
 	case NotHolderProblemCodeSemaphoreFull:
+		return true
+	case NotHolderProblemCodeSessionEnded:
+		return true
+	case NotHolderProblemCodeSessionFull:
+		return true
+	case NotHolderProblemCodeSessionNotYours:
+		return true
+	case NotHolderProblemCodeSessionTokenMismatch:
 		return true
 	case NotHolderProblemCodeTooManyRequests:
 		return true
@@ -385,6 +409,10 @@ const (
 	PermitConflictProblemCodeNotHolder              PermitConflictProblemCode = "not_holder"
 	PermitConflictProblemCodePayloadTooLarge        PermitConflictProblemCode = "payload_too_large"
 	PermitConflictProblemCodeSemaphoreFull          PermitConflictProblemCode = "semaphore_full"
+	PermitConflictProblemCodeSessionEnded           PermitConflictProblemCode = "session_ended"
+	PermitConflictProblemCodeSessionFull            PermitConflictProblemCode = "session_full"
+	PermitConflictProblemCodeSessionNotYours        PermitConflictProblemCode = "session_not_yours"
+	PermitConflictProblemCodeSessionTokenMismatch   PermitConflictProblemCode = "session_token_mismatch"
 	PermitConflictProblemCodeTooManyRequests        PermitConflictProblemCode = "too_many_requests"
 	PermitConflictProblemCodeUnauthorized           PermitConflictProblemCode = "unauthorized"
 )
@@ -422,6 +450,14 @@ func (e PermitConflictProblemCode) Valid() bool {
 		return true
 	case PermitConflictProblemCodeSemaphoreFull:
 		return true
+	case PermitConflictProblemCodeSessionEnded:
+		return true
+	case PermitConflictProblemCodeSessionFull:
+		return true
+	case PermitConflictProblemCodeSessionNotYours:
+		return true
+	case PermitConflictProblemCodeSessionTokenMismatch:
+		return true
 	case PermitConflictProblemCodeTooManyRequests:
 		return true
 	case PermitConflictProblemCodeUnauthorized:
@@ -448,6 +484,10 @@ const (
 	ProblemCodeNotHolder              ProblemCode = "not_holder"
 	ProblemCodePayloadTooLarge        ProblemCode = "payload_too_large"
 	ProblemCodeSemaphoreFull          ProblemCode = "semaphore_full"
+	ProblemCodeSessionEnded           ProblemCode = "session_ended"
+	ProblemCodeSessionFull            ProblemCode = "session_full"
+	ProblemCodeSessionNotYours        ProblemCode = "session_not_yours"
+	ProblemCodeSessionTokenMismatch   ProblemCode = "session_token_mismatch"
 	ProblemCodeTooManyRequests        ProblemCode = "too_many_requests"
 	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
 )
@@ -485,9 +525,35 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeSemaphoreFull:
 		return true
+	case ProblemCodeSessionEnded:
+		return true
+	case ProblemCodeSessionFull:
+		return true
+	case ProblemCodeSessionNotYours:
+		return true
+	case ProblemCodeSessionTokenMismatch:
+		return true
 	case ProblemCodeTooManyRequests:
 		return true
 	case ProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionHoldKind.
+const (
+	SessionHoldKindLock      SessionHoldKind = "lock"
+	SessionHoldKindSemaphore SessionHoldKind = "semaphore"
+)
+
+// Valid indicates whether the value is a known member of the SessionHoldKind enum.
+func (e SessionHoldKind) Valid() bool {
+	switch e {
+	case SessionHoldKindLock:
+		return true
+	case SessionHoldKindSemaphore:
 		return true
 	default:
 		return false
@@ -767,6 +833,9 @@ type LockEvent struct {
 	FencingToken int64  `json:"fencing_token"`
 	Owner        string `json:"owner"`
 
+	// Session `released` only: the id of the session whose end released the grant (see `endSession`).
+	Session *string `json:"session,omitempty"`
+
 	// Subject The grant's (or the waiter's) caller, the JWT's `sub` (`iss#sub` when the token has an `iss`).
 	Subject string `json:"subject"`
 
@@ -1015,6 +1084,85 @@ type SemaphoreSize struct {
 	Waiters int `json:"waiters"`
 }
 
+// Session defines model for Session.
+type Session struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// RenewAfterMs When to keep the session alive: a third of its lease.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+
+	// Session The session's id, derived one way from its token.
+	Session string `json:"session"`
+
+	// SessionToken The session's secret: send it in `Session-Token` to join, keep
+	// or end the session. Never put it in a URL.
+	SessionToken string `json:"session_token"`
+	TtlMs        int64  `json:"ttl_ms"`
+}
+
+// SessionEnded defines model for SessionEnded.
+type SessionEnded struct {
+	Released []SessionHold `json:"released"`
+	Session  string        `json:"session"`
+}
+
+// SessionHold defines model for SessionHold.
+type SessionHold struct {
+	// FencingToken The grant's fencing token, when the call learnt it (a keep-alive's renewed grants).
+	FencingToken *int64          `json:"fencing_token,omitempty"`
+	Kind         SessionHoldKind `json:"kind"`
+
+	// Pending Set while the grant's acquire still runs (or waits).
+	Pending *bool `json:"pending,omitempty"`
+
+	// Resource namespace/name of the lock or semaphore
+	//
+	// Example: billing/invoice-42
+	Resource string `json:"resource"`
+}
+
+// SessionHoldKind defines model for SessionHold.Kind.
+type SessionHoldKind string
+
+// SessionInfo defines model for SessionInfo.
+type SessionInfo struct {
+	ExpiresAt time.Time     `json:"expires_at"`
+	Holds     []SessionHold `json:"holds"`
+	Session   string        `json:"session"`
+
+	// SessionTtlMs The lease a keep-alive without `ttl_ms` gives.
+	SessionTtlMs int64 `json:"session_ttl_ms"`
+
+	// TtlMs What is left of the lease.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
+// SessionKeepRequest defines model for SessionKeepRequest.
+type SessionKeepRequest struct {
+	// TtlMs The new lease from now, of the session and its grants; default the session's TTL as last set.
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+}
+
+// SessionKept defines model for SessionKept.
+type SessionKept struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Gone The grants that had ended (released on their own, broken); the session forgot them.
+	Gone         []SessionHold `json:"gone"`
+	RenewAfterMs int64         `json:"renew_after_ms"`
+
+	// Renewed The grants whose leases were renewed.
+	Renewed []SessionHold `json:"renewed"`
+	Session string        `json:"session"`
+	TtlMs   int64         `json:"ttl_ms"`
+}
+
+// SessionRequest defines model for SessionRequest.
+type SessionRequest struct {
+	// TtlMs The session's lease, and so its grants'; at most the caller's max TTL (the gateway's `--max-ttl`).
+	TtlMs int64 `json:"ttl_ms"`
+}
+
 // Ticket defines model for Ticket.
 type Ticket struct {
 	Lock string `json:"lock"`
@@ -1075,6 +1223,9 @@ type HolderToken = string
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
+// JoinSession defines model for JoinSession.
+type JoinSession = string
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -1089,6 +1240,12 @@ type Namespace = string
 
 // Prefer defines model for Prefer.
 type Prefer = string
+
+// SessionId defines model for SessionId.
+type SessionId = string
+
+// SessionToken defines model for SessionToken.
+type SessionToken = string
 
 // TicketId defines model for TicketId.
 type TicketId = string
@@ -1108,11 +1265,17 @@ type IdempotencyKeyMismatch = Problem
 // InvalidRequest RFC 9457 problem details.
 type InvalidRequest = Problem
 
+// NoSession RFC 9457 problem details.
+type NoSession = Problem
+
 // NotHolder defines model for NotHolder.
 type NotHolder = NotHolderProblem
 
 // PayloadTooLarge RFC 9457 problem details.
 type PayloadTooLarge = Problem
+
+// SessionForbidden RFC 9457 problem details.
+type SessionForbidden = Problem
 
 // TicketNotFound RFC 9457 problem details.
 type TicketNotFound = Problem
@@ -1183,6 +1346,10 @@ type AcquireLockParams struct {
 	// a ticket if the lock is held) and `wait=N` (on a ticket's poll:
 	// long-poll up to N seconds, at most 30). Others are ignored.
 	Prefer *Prefer `json:"Prefer,omitempty"`
+
+	// SessionToken The `session_token` of a session (see `openSession`): the grant
+	// takes the session's lease. Never put it in a URL.
+	SessionToken *JoinSession `json:"Session-Token,omitempty"`
 }
 
 // RenewLeaseParams defines parameters for RenewLease.
@@ -1250,12 +1417,34 @@ type AcquireSemaphoreParams struct {
 	// acquires anew. A grant whose 201 could not be delivered is kept for
 	// the retry, not released.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// SessionToken The `session_token` of a session (see `openSession`): the grant
+	// takes the session's lease. Never put it in a URL.
+	SessionToken *JoinSession `json:"Session-Token,omitempty"`
 }
 
 // RenewSemaphoreLeaseParams defines parameters for RenewSemaphoreLease.
 type RenewSemaphoreLeaseParams struct {
 	// LockToken The owner `token` of the grant. Never put it in a URL.
 	LockToken LockToken `json:"Lock-Token"`
+}
+
+// EndSessionParams defines parameters for EndSession.
+type EndSessionParams struct {
+	// SessionToken The `session_token` of the session's 201. Never put it in a URL.
+	SessionToken SessionToken `json:"Session-Token"`
+}
+
+// DescribeSessionParams defines parameters for DescribeSession.
+type DescribeSessionParams struct {
+	// SessionToken The `session_token` of the session's 201. Never put it in a URL.
+	SessionToken SessionToken `json:"Session-Token"`
+}
+
+// KeepSessionParams defines parameters for KeepSession.
+type KeepSessionParams struct {
+	// SessionToken The `session_token` of the session's 201. Never put it in a URL.
+	SessionToken SessionToken `json:"Session-Token"`
 }
 
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
@@ -1278,6 +1467,12 @@ type RenewSemaphoreLeaseJSONRequestBody = RenewRequest
 
 // ResizeSemaphoreJSONRequestBody defines body for ResizeSemaphore for application/json ContentType.
 type ResizeSemaphoreJSONRequestBody = SemaphoreResize
+
+// OpenSessionJSONRequestBody defines body for OpenSession for application/json ContentType.
+type OpenSessionJSONRequestBody = SessionRequest
+
+// KeepSessionJSONRequestBody defines body for KeepSession for application/json ContentType.
+type KeepSessionJSONRequestBody = SessionKeepRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -1335,6 +1530,18 @@ type ServerInterface interface {
 	// ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
 	// (PUT /semaphores/{namespace}/{name}/limit)
 	ResizeSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	// OpenSession Open a session, one lease for many grants.
+	// (POST /sessions)
+	OpenSession(w http.ResponseWriter, r *http.Request)
+	// EndSession End a session, releasing every grant of it.
+	// (DELETE /sessions/{session})
+	EndSession(w http.ResponseWriter, r *http.Request, session SessionId, params EndSessionParams)
+	// DescribeSession The session's lease and grants (never their tokens).
+	// (GET /sessions/{session})
+	DescribeSession(w http.ResponseWriter, r *http.Request, session SessionId, params DescribeSessionParams)
+	// KeepSession Keep a session alive, renewing every grant of it in one call.
+	// (PUT /sessions/{session})
+	KeepSession(w http.ResponseWriter, r *http.Request, session SessionId, params KeepSessionParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1446,6 +1653,30 @@ func (_ Unimplemented) RenewSemaphoreLease(w http.ResponseWriter, r *http.Reques
 // ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
 // (PUT /semaphores/{namespace}/{name}/limit)
 func (_ Unimplemented) ResizeSemaphore(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// OpenSession Open a session, one lease for many grants.
+// (POST /sessions)
+func (_ Unimplemented) OpenSession(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// EndSession End a session, releasing every grant of it.
+// (DELETE /sessions/{session})
+func (_ Unimplemented) EndSession(w http.ResponseWriter, r *http.Request, session SessionId, params EndSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DescribeSession The session's lease and grants (never their tokens).
+// (GET /sessions/{session})
+func (_ Unimplemented) DescribeSession(w http.ResponseWriter, r *http.Request, session SessionId, params DescribeSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// KeepSession Keep a session alive, renewing every grant of it in one call.
+// (PUT /sessions/{session})
+func (_ Unimplemented) KeepSession(w http.ResponseWriter, r *http.Request, session SessionId, params KeepSessionParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1735,6 +1966,25 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 		}
 
 		params.Prefer = &Prefer
+
+	}
+
+	// ------------- Optional header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken JoinSession
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = &SessionToken
 
 	}
 
@@ -2268,6 +2518,25 @@ func (siw *ServerInterfaceWrapper) AcquireSemaphore(w http.ResponseWriter, r *ht
 
 	}
 
+	// ------------- Optional header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken JoinSession
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = &SessionToken
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AcquireSemaphore(w, r, namespace, name, params)
 	}))
@@ -2368,6 +2637,182 @@ func (siw *ServerInterfaceWrapper) ResizeSemaphore(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ResizeSemaphore(w, r, namespace, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// OpenSession operation middleware
+func (siw *ServerInterfaceWrapper) OpenSession(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.OpenSession(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// EndSession operation middleware
+func (siw *ServerInterfaceWrapper) EndSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndSessionParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken SessionToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = SessionToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Session-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Session-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EndSession(w, r, session, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DescribeSession operation middleware
+func (siw *ServerInterfaceWrapper) DescribeSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DescribeSessionParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken SessionToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = SessionToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Session-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Session-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DescribeSession(w, r, session, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// KeepSession operation middleware
+func (siw *ServerInterfaceWrapper) KeepSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionId
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params KeepSessionParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Session-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Session-Token")]; found {
+		var SessionToken SessionToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Session-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Session-Token", valueList[0], &SessionToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Session-Token", Err: err})
+			return
+		}
+
+		params.SessionToken = SessionToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Session-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Session-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.KeepSession(w, r, session, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2536,6 +2981,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/semaphores/{namespace}/{name}/limit", wrapper.ResizeSemaphore)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/sessions", wrapper.OpenSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/sessions/{session}", wrapper.EndSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/sessions/{session}", wrapper.DescribeSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/sessions/{session}", wrapper.KeepSession)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 	r.Group(func(r chi.Router) {
@@ -2556,9 +3013,13 @@ type IdempotencyKeyMismatchApplicationProblemPlusJSONResponse Problem
 
 type InvalidRequestApplicationProblemPlusJSONResponse Problem
 
+type NoSessionApplicationProblemPlusJSONResponse Problem
+
 type NotHolderApplicationProblemPlusJSONResponse NotHolderProblem
 
 type PayloadTooLargeApplicationProblemPlusJSONResponse Problem
+
+type SessionForbiddenApplicationProblemPlusJSONResponse Problem
 
 type TicketNotFoundApplicationProblemPlusJSONResponse Problem
 
@@ -3169,7 +3630,7 @@ func (response AcquireLock401ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 }
 
 type AcquireLock403ApplicationProblemPlusJSONResponse struct {
-	ForbiddenApplicationProblemPlusJSONResponse
+	SessionForbiddenApplicationProblemPlusJSONResponse
 }
 
 func (response AcquireLock403ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
@@ -3180,6 +3641,22 @@ func (response AcquireLock403ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock404ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4648,7 +5125,7 @@ func (response AcquireSemaphore401ApplicationProblemPlusJSONResponse) VisitAcqui
 }
 
 type AcquireSemaphore403ApplicationProblemPlusJSONResponse struct {
-	ForbiddenApplicationProblemPlusJSONResponse
+	SessionForbiddenApplicationProblemPlusJSONResponse
 }
 
 func (response AcquireSemaphore403ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
@@ -4659,6 +5136,22 @@ func (response AcquireSemaphore403ApplicationProblemPlusJSONResponse) VisitAcqui
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireSemaphore404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireSemaphore404ApplicationProblemPlusJSONResponse) VisitAcquireSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5113,6 +5606,578 @@ func (response ResizeSemaphoredefaultApplicationProblemPlusJSONResponse) VisitRe
 	return err
 }
 
+type OpenSessionRequestObject struct {
+	Body *OpenSessionJSONRequestBody
+}
+
+type OpenSessionResponseObject interface {
+	VisitOpenSessionResponse(w http.ResponseWriter) error
+}
+
+type OpenSession201JSONResponse Session
+
+func (response OpenSession201JSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession400ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession401ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession413ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession429ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession503ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response OpenSessiondefaultApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSessionRequestObject struct {
+	Session SessionId `json:"session"`
+	Params  EndSessionParams
+}
+
+type EndSessionResponseObject interface {
+	VisitEndSessionResponse(w http.ResponseWriter) error
+}
+
+type EndSession200JSONResponse SessionEnded
+
+func (response EndSession200JSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession401ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession403ApplicationProblemPlusJSONResponse struct {
+	SessionForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession403ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession404ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession429ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EndSession503ApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response EndSessiondefaultApplicationProblemPlusJSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSessionRequestObject struct {
+	Session SessionId `json:"session"`
+	Params  DescribeSessionParams
+}
+
+type DescribeSessionResponseObject interface {
+	VisitDescribeSessionResponse(w http.ResponseWriter) error
+}
+
+type DescribeSession200JSONResponse SessionInfo
+
+func (response DescribeSession200JSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession401ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession403ApplicationProblemPlusJSONResponse struct {
+	SessionForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession403ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession404ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession429ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DescribeSession503ApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DescribeSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DescribeSessiondefaultApplicationProblemPlusJSONResponse) VisitDescribeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSessionRequestObject struct {
+	Session SessionId `json:"session"`
+	Params  KeepSessionParams
+	Body    *KeepSessionJSONRequestBody
+}
+
+type KeepSessionResponseObject interface {
+	VisitKeepSessionResponse(w http.ResponseWriter) error
+}
+
+type KeepSession200JSONResponse SessionKept
+
+func (response KeepSession200JSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession400ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession401ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession403ApplicationProblemPlusJSONResponse struct {
+	SessionForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession403ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession404ApplicationProblemPlusJSONResponse struct {
+	NoSessionApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession404ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession413ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession429ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response KeepSession503ApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response KeepSessiondefaultApplicationProblemPlusJSONResponse) VisitKeepSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GrantKeys The public keys that sign grants, as a JWK Set.
@@ -5169,6 +6234,18 @@ type StrictServerInterface interface {
 	// ResizeSemaphore Change the limit of a semaphore in use (administrators of the namespace only).
 	// (PUT /semaphores/{namespace}/{name}/limit)
 	ResizeSemaphore(ctx context.Context, request ResizeSemaphoreRequestObject) (ResizeSemaphoreResponseObject, error)
+	// OpenSession Open a session, one lease for many grants.
+	// (POST /sessions)
+	OpenSession(ctx context.Context, request OpenSessionRequestObject) (OpenSessionResponseObject, error)
+	// EndSession End a session, releasing every grant of it.
+	// (DELETE /sessions/{session})
+	EndSession(ctx context.Context, request EndSessionRequestObject) (EndSessionResponseObject, error)
+	// DescribeSession The session's lease and grants (never their tokens).
+	// (GET /sessions/{session})
+	DescribeSession(ctx context.Context, request DescribeSessionRequestObject) (DescribeSessionResponseObject, error)
+	// KeepSession Keep a session alive, renewing every grant of it in one call.
+	// (PUT /sessions/{session})
+	KeepSession(ctx context.Context, request KeepSessionRequestObject) (KeepSessionResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -5759,225 +6836,376 @@ func (sh *strictHandler) ResizeSemaphore(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// OpenSession operation middleware
+func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
+	var request OpenSessionRequestObject
+
+	var body OpenSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenSession(ctx, request.(OpenSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(OpenSessionResponseObject); ok {
+		if err := validResponse.VisitOpenSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// EndSession operation middleware
+func (sh *strictHandler) EndSession(w http.ResponseWriter, r *http.Request, session SessionId, params EndSessionParams) {
+	var request EndSessionRequestObject
+
+	request.Session = session
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EndSession(ctx, request.(EndSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EndSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EndSessionResponseObject); ok {
+		if err := validResponse.VisitEndSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DescribeSession operation middleware
+func (sh *strictHandler) DescribeSession(w http.ResponseWriter, r *http.Request, session SessionId, params DescribeSessionParams) {
+	var request DescribeSessionRequestObject
+
+	request.Session = session
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DescribeSession(ctx, request.(DescribeSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DescribeSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DescribeSessionResponseObject); ok {
+		if err := validResponse.VisitDescribeSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// KeepSession operation middleware
+func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, session SessionId, params KeepSessionParams) {
+	var request KeepSessionRequestObject
+
+	request.Session = session
+	request.Params = params
+
+	var body KeepSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.KeepSession(ctx, request.(KeepSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "KeepSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(KeepSessionResponseObject); ok {
+		if err := validResponse.VisitKeepSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9tGlu9X6eVulcldkKJkOYnJSm1pEidx4jguW17XvYGv0CSaIkZgN4NuiOZkPZ/91nl040FQohzb",
-	"iTP5yxYJNvpx+pzfef/am5vV2milne1Nfu0tlUxVgf99rlyxPVs4VcBfqbLzIlu7zOjepPdqaXIlrJob",
-	"ndpIFKbUqUpFuR71op6dL9VKwo9Wmc5W5ao3GUc9t12r3qSXaacuVdF7+/Zt1FvLQq6U4xd+VRbWdLzs",
-	"fKlEotUbdzHHJxJhFsItlVgX6jozpRVreammQs6s0k4sTIHfLrLCOvwKJpXBSL+Uqtj2op6WK5gLDdec",
-	"sXzzROlLt+xNHhyfRLAC//dxWIN1RaYve7CC70yequLcXCndPXGz0aoQiYMnwsTnZVHAVJf460g4Iwo1",
-	"VNqpQmTOistCajcST9W1KmK9Lp3InMi0kOLl8yejWPv10GlVC3pi5ldDmsyeRZ08+Oz2RT1O1WptnNLz",
-	"7Q9qu7uuH+WVsrgQOf+lzAolrFwoWoUrtqL/+NH5N2Lp3FquM1EbbfiD2sY6LeTCDSbiGH5x8uCBuM5s",
-	"NsuVOHvx1ePHYr6UhZwDUYh+8m8JPJT8MxlEAk93JgsV637SGnUivlDj+w8//0INT8fpg+HpffXFcDZ/",
-	"eH/42RcPT+WDzxcP75+cJgNhCiGtkLG2rijnrixUOlxkKk8FbYDoGDruhcFHo1HcSyKxydwy1kkcx71E",
-	"SJ0K+G+cCGXncq3sVEicqbhSWzGXWhsnrJOFwx+KJO4lg5F4aRXMZFEouxSF1KlZ4Q/6Urx8+fhrcX06",
-	"QGpWcr4MW701pVgpqSd4AEhesUbyEoWyzgKdPFdpZoXS82K7dnAvdaoKIXHwVBXZtUrFojArkblRrGN9",
-	"xgeHk4NhrVzh3CN6LHw0l3muCtFPMmt53bacweE4A0/FGh9bS7eMWqPNTLoV/cS5/GJlk0gkG5k5/i+u",
-	"IolineTZKnNJJFK1kGXurJDrdZ6pFN6wLEx5uRRSb8WldGojt8Lo6gW46Emsh2KzzHKFX+BFEnl2reyk",
-	"evJkfBxVf/m7KXUaayGShdLzTF9e0MeR8FOm5ao366xQ9kK6RFi5BYrZLKUThVrJTNtp8/3Eg2DXhHVZ",
-	"noui1Fb0YemZvoxghMFEnI4f4puzivAuMn2xLsxloWCjiWiQIQ+RI/Nk8NQuJHwCM5zCKDJsjoN5pZlK",
-	"xSpLhziJXMlrvLrSCantRhVIYOVaOINT8Ici1nlphZyZ0onjzwSty+h5fVs30opC5UpalcK9As6FfwkF",
-	"0qBaFz5+gR8m00DIuCgptNoApdHG4UfauKUqkGAm4vTkpLkxV2p7scrsSrr5MhkB7eLKcEkwI7hq+EKV",
-	"in6Sm/nVxVLlKRykVSu5XppCXSzKPE8iuHwuWylTOqIHJu9Lo9XA7xXMJtOXE1weXRM8RInXdiTOYg3X",
-	"KoMvV2o1UwVeOJfl4rOxgOcaXP1ebY+s6EsrcmldrAul1UalkVDXSovNEq8z762SRZ6pAu+A0nBil8Y5",
-	"pSdC8ozg81jzzlohtdqMxJk/p6WxSPRibso8xR2aKZEquBcw28yKK7VGyRlr2AccNMIH/SRukDotfnkH",
-	"ebqWzqkCxvx//f+e/Pxv/z785+uf/234z9e/jqOTB6dv/zfu8edx/HMcvx7+8/X/Ap/9Oe7BP68Hvx5H",
-	"Jw8evI17g//odUmyJ8BOugXzylgngDyskIgSUBpb0T8ej2n/CU8M9qEHZFXtxRLcOR6Px1GFfo470E+E",
-	"wvquwKEODEQbFxyECgqFNJL2Jq4o1W9BCU9x9F/pncDxqzfiPze9q3bwP58N/68c/mM8fPi6+u/FaDIE",
-	"Ijh++PBt98nC2+1azlX37pU6c7BpsnRLU2RWwndhh3ZnS0MdOmU/X54sTvWzkz0zfVaoRReGfv7NV+Lz",
-	"k9MxwNiFKpSeKxuJuVmt5NAqgMYO+EGmhdFK0KFOYp0Uyq6NTofSbvU8EX2jhdRNrhrY+MRzeemQe3vg",
-	"IoXL5lfKiYzoCu4BsAHglAOSLTDEl095fH78nhVrk+eTWOdGXw7h/yQ7xNNKGZCO7tb98WAkfgJWbgVA",
-	"oexSm+JGRsI7dRNR7m7vOc7scdpNB2HeWVrDMskTM0eKwIsFvPlkfLKHOmiEu1MzUMXJPpqgSd9w+xN6",
-	"7UXz+ofVwHTvyAXole+dD7yFoYAgrUIl7lFRkA43N9opjcwXMRxt+NG6MLNcrf7r79bg0qv3/kehFr1J",
-	"79+PKo30iL61R8/oV/S+5m6d6a0gwKDg1aPe26j3jSlmWZrS5n6siSC5IQ5PjarhEOGWmRWByYh+svDT",
-	"SwY43aa+9SODm48997bekyCcKgGAAEYEqPFLqazbRWmgj+2FaIOReEoQCsdjPoVsAJaur2Wepc9p6I+9",
-	"ZL+izIqVzBemWCFozGhSF/w1n9JT40jbf++zDCPfjboAr1Tcu59o4y7IogAKGSsI0gKXs3JrY71Zbifw",
-	"GSG6RPQDKm1g+Sme9VqB/BHJ14+ePDp/lLAgsbE+GZ+KTFunJGhlrBD50Wr4H+kE9AfpR54Ia1bKaBVr",
-	"lVslVnLbWoQ2GxhzVhDb64NgSwFHWVdIZwqB35CmCT+IhFUKnlfyCmBOEl4hmm/IHI4NakpS6ittNjqJ",
-	"dV8jC2V1IYJvaeorU8BbpGYMf2kGTLDP5DY3Mj035oksLtXHpljUojMrDMz7+DPxQ/Y30U/WNKkLZ8xF",
-	"DtNikiWe/9S4b0yp048516dG2HK+9DCDiHMBs0gGpEoBvhCF1AK1r6xS3gBVqDTWQD6ZFgn8fUF/kLmA",
-	"n53nxiJACkSMZ4eniASS1EVeArsGw8PjdJH6aMEifBQulZVb0N/nS3/g58b8KPWWOZT9mJuYwHmupN56",
-	"TmSTqddHaQuWUl+qdCQeZciMazpsH7cAF3rPspUmEA7sgV0CKENgkVlvM2AtVzr4BpRSeq3owz3ZkqY9",
-	"N6V2dhB5lZ85ekFHClNjsAlioTLysKqlUxHUcDiISwUzH0z51ILxIrNCulgjTwFFC2YaxvdvjMg8BnMz",
-	"Wo0EWkhI4451017C8FT0TREYU212MA78pQo7QJ2etvEecMVFaWVuxVwWxVYkz6VTqFYOn5k8m2/ZFBM+",
-	"BraCFs5hptxiyFbQIewpLmTIJvbh8fEAUAEsCI3ZOBpCORtrOKaJSOIe/C7uJci44h5PMe4lBKPr5no/",
-	"gS5rvUQZl6uFI8BbG3pafDmeui+PE9HXRivaClfB+cqqJ23TBkUkUJ8VjMUzq4h/F/22t7AbAvOG1Gia",
-	"ybc++V++PB6Ppxuc/i9enttYr1UhNn4RZPqblQyeZ2VhHQlIAtUrBdvuyKptgOwXWZ6TuqBWa7ftWCm8",
-	"ePpL+WUM3IDt+cPw/t4hu1Bt5T4ewcd7VHPFIJt4qVmv/Yf6qFz9x8xaoFe4+YSRxEzJAjgPcdSkrM0s",
-	"QdNJjURfvXo1PCvdUmkHU1TNOe1oFrTQa5nlcpZ/dEmLeGQm51dKpyLNyGzG0iLTSDVRB9Oyy9IBk4p1",
-	"ajawIzzERVktBTAxmnhKNzcrFbxCwF0zKxif7N7wdyWYt54QcZgz4p5fGb3Is7nz2wB7muc/LXqTnw/c",
-	"t+jX3rowa1W4jHQ/Qpu7t7mOTCdis6RLTSRDRjcWakAvSper3uTnnkej8BFBzF7UI2DYi3q8R73XOxop",
-	"6KN1q3jHdCqj8IQsfYg/K6tsqXNlgfOjSXa63zDvf26EtFdCXsoMbUygSEhH5r7PTnud1j/+yMz+ruau",
-	"9/Z1Fwmejh+iDQtp8V6QtCPxk1aCjoOMtFIkRqufFt5QEGu7VvNskc0F3w07IS8Sfb9C8ZpbA7/k80wi",
-	"QX/TSLHeoLEYlTjhNtlcjUQyN6kibYJAEomriahtKflR9vsyWIy2XReiTiSiL2OdVHbLhMz7DVoZ4EiZ",
-	"skHLmTY9DSDD6QGtEB4xoGP6r6mcMk0z2HaZP6vR80LmVkUtEl+ZtMPimKg387y02bVKRB9JgkRt6QYT",
-	"st7huqYiQdSVol1uK3S5mqkCzoQ+5scsySZtRBgWBqlfjvAFyBj8bedNQBvy7nTPxKJQaghkKnI5U+w9",
-	"yZBqnLBLs7Hwtpol6Pjki47xbXapVYflLXFFqRIYMAP0iBbEhB6+wCNKkIUG+D2pea3QWxFreBpEDcj8",
-	"xcJrn+J0PBY7+rlXR/Gy6FiXmt7lzeVP+DAieA1qCsCo6ZFw//374XNLvJfXOzMmVxJph1yBuwt+gswj",
-	"x82aeueluD8ej8eVQRR5vNGL7LKEw17JN+L8/Ino+8ePxXLQyT5uciREvWuZl6rrkPGLmr+Or0M1oePx",
-	"yamYbZ2CPRYvz78ZfiH6wG30JQBoIFzgE92bji5u0EZrqihs8Onx/cGk0tDvWZ6Hd4pmXluj25y5CAlO",
-	"i9lWJN8+Ok88MIv1MrPOFNvI6znwCCyHrgmbup+9PBej0egI35JE6LwLpxrroBnakThjiH+P1IDKqj3g",
-	"Oc4UyGMb7BH30GjiBYS3kUs0ETgjMjcSj8IVxTcBsefbCc8NuMUk1nzpiVnSfnrrbW4uUYF7Bc/DXuQo",
-	"wYXK1RwOUmilUhtrr/XNSie+Oz9/NhFzuVrL7BL3jQQDaoUN8z9u5daURaxlmgL/BRAPi8H1RiAd5rnM",
-	"Vrj57Z00M6uKa+VjHeBsIlEoyy8lAQ1SGy9LnVmMT047uAXPapdUvzMbJDrYUzQLkL0RxAnuenWjxiNx",
-	"VrtNfGfhmJLhcCXfDOHnSXWlPhsLO/C8BvDV1FMNuhomoulMiTVsmKeL6qKAFsovoK/a78GrK87gZGON",
-	"pl5y/+eSd2f/nR4fAg+i3t8KJa/eTWahdexirYrMpLfs/zKQ8QpYoQ9ZiAQAiDFZTHjNA8JKgCaAPHf8",
-	"zYinECFL7T3YAqcS0S+tMVqhwc2i11m/t53ybpV33Qby3uOdl9YFzKRQH17ZqfAO4jxneyGs/xDgFxBs",
-	"58tXGNpC+1/ZsjYZvYYjCdBWgIsQ/WO6KboGFHxIGWsm+yAGCprd2cFt251b8F0csWNXvZGrdY6yMcvz",
-	"TF8eZfraZHM1PD3p9HdV3qaf6R01KN8+l9cdZ/otbMrukVbBOPBX2P1UOjUEBa3XwYUa4T2Nn+0/NNi0",
-	"LglLQXvFFrA5aYbE/WHns9Trdd4A7Yy5GolHGv4g86a3rgPb/W947MvHXydwkfzAfJd48I20IjfWxbr/",
-	"YHx/QLpiCvKOBSPzw6kgGUhhH+PwOx/SImONc9qaUsylFosM5qRJ/N6zIoFvL7LUJg0cVO0hiu4baBj2",
-	"3uLwLR/FcaVbUbijSpESb0Y4nip35tGNxmEaO+9+B/SM+t8NeuQZoJkCj7kKa/OhsKD9T0iFJNCDnCVc",
-	"YZA05JgviuwaQBmcDdoCN4bGtZ5+SDOFmw5KU6bsOzBKj9UJfncb3Ih7S0AooPbLuRPfv3oR4mkLZU1Z",
-	"cAQYHue6ME7NHRnN5ks1vwKsnmdaiT76Zb59dC6ORhuV50NU14/gZ0CkR3/fXNnR30FrG0wEQhCQ4ZnF",
-	"cEBbzhKSNcStBhEpmGQFDeZjeLQVrBdrxFyJ6NdUsiioXfj7tSpWmUtg0Ey6KqwvYZt5MARwBOMKWBxb",
-	"EkHIU5RxW2+4RxoFWn5IZ0G/p5DCqnmh3AQ4QK4c6K8Im4k08FDxjXuumrstQggfmAqrkK/gNW4ozmb3",
-	"TZ3vCZrNIdaLDn7umJ03+WsYeOc6RXXu3cXzv1Myd8tdpm+ddCWzfy+GzNWtYod/1vmm4NZtvsn7qu8k",
-	"Xz6mTAIe3cWX8HbS3blnWdGabUEk9ZMvk3CjeX33LJASBxeilagm11AWJINGdL0UdIcw1sQpIptdiqIP",
-	"ZFHI7eFCA3klK3g08Rulx1TIfCO3Vhw3ZnaAUAm2kV2rRkmU0Xnp2BVBEbRMHxVupjDS71+de58bhUr/",
-	"O/43sAy2fAKn1QKZ3uCWO9nhz+GA44aQOBCD7rMY1HFkk4TwF4EGcCGZwxVUPiPZhJjIV9vUcssV5Y33",
-	"h3MDM6ndsqhxT/fdb7t7vW8jSCI/2mcWaAEYBbh0K6W11kgv7Zrl969+eKHcnjjBB8efi+9f/SBeKNRH",
-	"HqUnDx4cPxTrcpZnc3Gltlb04cEvxvc/xyk1lwoPYKymv60tRpdfIj9lfPQo/frFWSckmhfXzQdxGp2P",
-	"XmV7QvKuFPAVXNVn978QblmuZusi067zDly5bf2NP/3wrPNtpVX1x2x22fnYmz2uxrCNkZhJqz47LYv8",
-	"dnqFudGewMi05Ag3kybUdcpNrtgeEI6p61doX7xN/9klm/v37z+MxMvzr6aCIl1ySfhTEiNi39Q9K3Ck",
-	"bYN/3E1iNV/+whXZ3OVbkel5AXO3hKUojADvq0XzRWBfDNEP4F4fREf9C+3/hfb/CGj/t6Lw94a+n2TW",
-	"qfQJ37XDPMPw9GO9MB2uYc3JAt1+9nsUHys45AsNV/4+386GcezdNbzmHItH16rLdiQ7A2U8sFmvlUb7",
-	"W5tRzgmKSrqn9yyRDtyaEAk5OJyNzjpiX0L0I3sSlqaKehQU9IjgvR4XCfRI4KkGOLtBpfLb4WWlR0+9",
-	"qEeujQtzjeCrUBeMsj398P9ucsyTh+UiLcx6jd8gdLxgD06nUL5FlgRmdc8KftQrvWMGmPTSA+XHOwJ/",
-	"P4U+M0jvShqwSvB+of8eiH7uXTc4GB6luJTXdS9fP/EHCqywdqLILxun0VLrNMbQwSvY8SaulFpbuBCS",
-	"JFqs2X2Eb+7kYa27SdQW9RCn34bvO/mQmV99R9PpwD/XPm89ANvb+BNxgw71NO+OnQvaAL2r4Sqm7Vmj",
-	"Gw+YArsF/O6RYLjF0n6QrdynmvF69+0T8t5OmmGrfxVNMtqf5xo1klyBaGr6FQtseGuVuEtCFTWbRNDL",
-	"Z0yhXiyTxVkVwhSR2HWpYv41Sm1OzG1okhwSUIvQyaV1kyozN7NkvFjWHVk4uHVyy+NLF+uVsS5qxfeM",
-	"aOqqsInIMV6hwiINZ/kYY2LdUq0m1UbW5y5mW4wcpzVQHmFwhaGkwIlPY+3feOGMk3nCMbXkZpJ5Tjfr",
-	"UzJGKXKQ7EZM8EL3yH7vsbJ87MZoRX4Ki/UEYMswh9q7NGqEg8gLdz9QWb6t/MPH4/FEONz/zlPgPLRD",
-	"+AbbB9+ik/sx/eJ4PO42cYVTvYGXVOuuKHUpQS1A1IXGhUCTyJnd7QatQ+1r6g7mtQ/jnGlf/d8S2fSe",
-	"rHcVrvpEjXfndW4bwAphBVLPKKwjBF4F2y/oJ4NprPca94C738Sy9+gyHCt9A0U2Mwf8zFgh+KVUpeLA",
-	"GCztEAWgF2u60V4OY40DZqHku5cYpTM0i4UAJIoYpu85uRQLtYl1UPLq079FvUI+x6Rd8bb2xX8Xu2UX",
-	"OvI7uE/eg462C4ow0eJwTFTpeR2gqFZ1Z8+Fwu88HcPjzWI8rD9hHIUvxXM75Ole8k6a3AcMWX71YYOU",
-	"W2vmWXTrsM/QgvEBwrX3IF6qwVIlcFI4AyXhZFh9oqGU11jTrYHXrQIctejrpuT/Y0Zhh9lXodjMWrtD",
-	"6hMqqLFZclYPQhg6lsFopxrJO8dNt46rCnvmYjqtsOhWNHSNnnbtxw9PH3zuI8hFqpzMcrvrXJizoPeX",
-	"ohUpihehlq+CJ8Pp2VEv5AX2CEpcMItt7o7XgcIy+ZfEd/0f9Mt9mcitr2qb24t6tR2C9bXzKdG/3crF",
-	"g5u+m9sB0kG5pUkvYEoyzw1ZTYDqCi3zTjRDW9sNZ4K3e/e+ucxRXswe32vdQ14WeuLtsRM+0kl9w2/m",
-	"UPitf2OYVZh5RETQxbWfw/19t8DFfRDqqdowo6CIa8rU0mZTBYoCTzk/f1JBlnruOdoZ7xxp3RVr+MJT",
-	"6UEBan8gBw0mL4cXSXQqknPGh2qS4dxL9nAdD3XS7C+8U2ej+Fjkg5J9Oj4iB0RsDPgIDKaxnqmFKRRm",
-	"lNvsH0pcKmcxOpdnS4XOKnmFVgEvtPYgvT+d68fv752cZMrlRzq7XLp8O1Rv1qZwvb0JH3+5lf6UQWQh",
-	"GZwW93vGlFU0/BsDyzwnen0T8/Z2093wkJstV7RPt9quRne3M+01Tt9y3X+7Et6I2OnUvr059k7a90FK",
-	"dv3Uvcm70rFv0obDUR4UKPFeJOj50hNA2y8ViVLXMpaQPCUB5wMk559YGP0lTv7VoxTqN/y9hSqEy/9u",
-	"WsZtjj+yGdtmtaKwEF/sZCqqEimqQNFpQ41ZTqatikOOD45O/ciZu2eWJUAr5fyTyYa9a5Khxzohw7A5",
-	"w+om3ZBgOHqHtLWGyfN2iPIc9Z33Q9nnaKndeOXLq0e1tLeKujMrsjS/MwHffYEveHktDKa6Eq/C1WQA",
-	"huUl4dGIrdAbAVislqnr67boTM/zEosTy5m5Vt5GxiISyH6jCizNTLuhNNacZhSCjPha7dMjb9jvQ8yn",
-	"d1HcfhPQo7zOXbj3jgiN7Ec3wTMqxHW4zZqef0FGpl3Ddb025i1lP72gq6kyUrQKg1HRFEHF4IBEqJLm",
-	"YCQeu0ZK+I6u5AvyHhAI05hzt6G/sepOt04niGrWR9vdj2cmz8kqXsXXMTIMaaK+GqwVHLhFUKfB/Tjz",
-	"GTQfrRAUnYhVhqngPiX4UIgr9dUt57bO5Vx5jyBafyIxBs4M1x0ObHQr9LzNG/HKoyXfjaHyPeyEiBy2",
-	"LhfI/JZCtMElZtXlCt1kVIWW67ceFBNU1aWF3dwhg531d93L/5F5+Y6o6QY3tHc+Ax/mOgM3VJyYiiTu",
-	"xb2kCkE7oJhAa0toMntXyGkVzQUcoN41tLrGjeeQEh+KB1LS3jF8/aBDvi0+DqXGvCwyt30BvJMz3bEm",
-	"11lJ2XP01zd+Zt+/Ou/t1NAV378658oIoHU09B0f3rhZmqqlQygsiI0gMhvrQs1NAeJW1utn+LBULiqt",
-	"gW1ILdCwATtalcW9zM3Min7C0foYhuby4X/Cf/4zGSDQjfWqtM7XJFpiZE9ejxWuiq4hVMWVV6ewdG5N",
-	"5b6yzki5rzM4jVnpVMrlCrG2yXfn58+QOu1S5bmgX9gIiHX4rfE2eksOPCyZUSDzWJQaa3hY6rHBHkMO",
-	"G+MyFD+9OBeogdqjX8My3tL/37Lr1ddXJjc06PCt4vB9L91gKp5pNix2LOJqhjs4MGR4dDKyrbaSYmFv",
-	"yuPghgMdiRziLMSJcKA0qpq4S0YjqzMb7UNNbKwB+WNXBVO6nfC8M6/Uq7RS+JEQCoUhz5sic9zVgryf",
-	"W4zxqF9exHXk7sCyNhTfIvNCyXQrrMLqE7FmXihmJs0U4crvX/z0FFt8oH8m+YpK0A3Pt2tfCatvDb87",
-	"mZdFLoapuPdrzNpR3Js8GI/Hb+8lYmOKKyrAsl2rdDDFwg2rtdtSHZ2VktqSlcZ3PxmJR+STKQqD5Q+T",
-	"fWXvEt9Owzo5yxVX6sI1/bRWhSSuDiewNhmWqSmdzVJmXnOjXSHnbsLmkZWCc7dJrPvPCrNSbqlKy1cY",
-	"HzBrpeU6G23lKkc2AcjBzMsVNkyokTvcaCDyZICb2ewTxIWkOypPE73GGk02WPHCd4ryNeUFeVlBQ52r",
-	"NSlrTOUwTSo2LzI3ibUvYRxhiZskLCPB4jpCG+yL44yYKbZ1pdwV53T8oBYSupZuec+GF2daJGd5bjbJ",
-	"SCTfPTr7WhwtMWX5H96XTx8iif3DF1Am/QoxHl+ZrBBcW6cqmAwEwXNYqE2ofoXVAtHZ+a1BAeuOgKcJ",
-	"dovVfWiFkvOlslSECXAcKnqJU2/c0TqXmU5EIblorNSiTksU8YXldYkc50ZrKkc0Ecnp/WPhr8l3tOHf",
-	"ZCpPrTg3RqBfsRYtx9OJNVrgYFwuUSjUmzns/men4ofsb1ORnI7H4m8y9WMnzaLjsQYufHQ8OvbtlNay",
-	"sEr0pVhVRSmrIt7Jd8Y6kDXVZ7Fm+oCpDKYieTB+QLz9f1RhgYU9NU68KNdrUziV+glc85dY7jzWuFs8",
-	"lzeij/87wXpiwPhTkhjnT15g9gZ7HPNsrjSZpbkY/4+PQQiXRc5SyU6O8E4RcxuZ4vKIf3QESlbl6+/5",
-	"4+xFPZ5Zb9I7Ho1HYzQb0b3sTXr3R+PRfQxlcEsEBbfYPOGRyy7wShyI7bA69ebsqvpeo65b1DLU0pdc",
-	"7aTqiESUbxVnrnIeaSQSmV8mAvNPI5FcZWmCP8KU0Vh35IxGInHbdUK2WFjREOfxX3/fuGRAlVRYYKAt",
-	"mCoN4aykKwssnIKviUjeVTZX0TK5xrphc+XwSCBDi1WoqWgZDNGSo6BqobOdaSdg/8wx7+IC+2xO7jft",
-	"yVwq1CrnxT/ZGYFleURa19Jw+UPY1kQsslxN/Nfc9QmtzrQL8DWlvtpany6r2O8DnCg8hmUBGiXy+Eyl",
-	"nwkL9UisZIpWUex3RrXkKyM9FzTzAKJmqIbXfgU8S3izhPdeWJHgF0OQvYXJSexGxGQXylEZStJwqdQg",
-	"Ek7mqqreV1ig6nR8SpypWVww1v3GxsFnCV9d44Xn47Q3oTJEP6gtqVe1rhcn4/EN9Wn/vrkaWuXuWJ+W",
-	"88H3lKeFiWKN99Px6ccsjYtb0NrAUUMR6U1+fh31bLlayWK7k2DtyTC71FzqKiL3Dme3o/4rLy0oQfR9",
-	"7zWM7mXrXj61K4JJZlaEjUJ3R8ruHPJ3/KK7HfGd9pdLm3Rs78v1AZtZmDkA5Mxyw02/X7R23q8dpWI/",
-	"h5d4g9TKF3YFLoYwb69iQk/6YrMUPI+wy1mRwCPJSHxjABy1OneSVZULIaLXaiJkrLH/VnCwLFQA694+",
-	"izPh5mgUlV7DPMBOo1jbTM+ZU+F4ePvhlMk3KlemJFMLAPGowvTYKQIX4ss9I6cdiSeoAyLoyjRlqIKK",
-	"W0TckZGNGkbPOVAdFAj2leMMAPrZZjrrPQCOqXoD8wgFDoEqsZwulaz0DBv1GjZNEwOmGiNeBJM4Zv2q",
-	"lo4E7B17JQKZz7ah6ikXE2NFtFCuLLRKGzuZWSpeLddrJQsbobbkJNo/iqojXVpitcnM4aEh8toiowXA",
-	"HusXZ988Ov8/o1UaiWfH9wccRyBDjmqBeJQ3aW6oRmyFXZGxwwfYhiPk12VO5MZcwVG6Lu78JLMOj6zX",
-	"7Cy7x9hcPXLEnWffRrc+SRX2377+gMwhRPZ3sIeftKJN89o2nRcLgvG+ocNcj1r9dvBnx7f/rFFwHn90",
-	"//YfVV2Y3ka9B4f8ol7uHdeOavDtv6OmU8g3A6eELWStMA/mnIWQ1VUMFCgd1vxcKfYBwF8A3gZ15sp5",
-	"CW/vSltVozo08u/lqcSXc+U6rKpBPwZuWbXkweUwMmdLRrihXvydjE8JGsUaQRWZuV29NyXpaVyvE1U/",
-	"DF4JCQ/MdrNFrBvNdVr5Y1SDUIeGsj6HzJf7lQDyrlUhc5/yhzzNGwGydNJMTIo1FdD/MqlxRzbnyBxm",
-	"gXtIZgn4ExhFKJzYR7sS7UJVxmokklBn0dcv5cLi0wAMKG40bHOsgy8/zI1AOcJ4CgngcK9C1aoHY61H",
-	"7FfC9RbpXZKLe4Yza2236GPNRq8wMerP1cINuEQ7GykqQiCqpQYWkrte0MTkRm67eOVzOu8nZGa+G0VX",
-	"jSuBYe5C01blS96bvuwsK7ZTh6zee3Nf602sx7mnZ939G7uMfvm/jQ59/9XZN/RDcneqRbWHtdN+obSV",
-	"WMdza0r21jYLafpka8zpRO5/QmpAK8Tcc4O+q5MrbzvFS4H+arl9MyVw+WoKf3iZcjp+ePsvqrZt8IuT",
-	"A37R7vj0e0gvPjmP6kI5077vJkAqd+Q7BTcSdndFFuP+Jg94TFFDzAM+KJ6hqjA3NFoJmcCfANGdftxG",
-	"augcaOdqcyeOzHLfDIXS7ZMi8a/rhSJ2ClR8YCgWHfQwAv21sV3mhhizgOPeRMScqB73EiHtlW1WQ+yD",
-	"kB/gAif1uhY21nOj3mTW1YGQd41xIDEzAYAWzQhj9NnpWDcLf7cLtL/BYCe2tpEFeyReUaAORVUIAIYY",
-	"DSxzUm4rvZh8E9jDoFqO19Fmapmh35CbstWngqUaJCylv9NqjXV/7KrGmVixrrWPIYyDmm9hRWqoKZ+T",
-	"xbWqWnY150Kd4rwDyGMPWp4sVOgG75vNtZLZEbQhamUtteE5RYL0ESK+uLrntzX4CCjTd5vw7UgqyOP7",
-	"XUTeO4sWKdjawUTU4R63WmOU2z73eqEV7ljvbRo+RXkzpa0gyvHRSwH2h5IpPmWOzDaWIaRdmsIprdJp",
-	"rKsjC2ZU4HTbkUCDUQCfBDuDXCLg0oxarlU2EWf2CtbjI7ipiyzshPdghqKjuORY96UW5fqykCn7vvj0",
-	"Xa0/DgYyzeT8anAjcY1AM2kcL92jDg8ke5lmsMWrWabhJp+OxwM0V3kAXpVpx15JsBMi2C1gHRVZNXty",
-	"7Ok/EVV9wLz+BqRt9FxNsIH/ThmGrSkL0KRyLPV+4veQ47mqrkmxhic7wqrqUfH7VNMjGs4e/Ur/eZsM",
-	"IlInfWw0voi3zNdygI3ApfS7YiIGo1h/GwxdzCXQeuZ9t+hyDa3RqQpFrUwEDB3rvjZ+M+Gp4RnIYkVu",
-	"Iz0YibMbzxZYMB8uc1865C6NiR3a76QxEQCtdKZbHm/2gz7kF9w5nTQXZIp/M+n2vUG4Vsust7ttv98n",
-	"YKRc2g4s9LyyKfTbzKJ+qwfToCBVhZUqDsn60vGHn/B5+6ay/bteYMuHuwDEp+CczJHj0hXbmuMU5cIu",
-	"LWMGbPieuAYniWwwJqWr1AyFArAk8LkmfkJcGOBkfPLeNojjfzt26NUN3XgmOwVnGPd49tbJ2QB2EGfj",
-	"vQ6M1wcYjQSGxGYOmSsQDq4pqWwure77+4OGo2Bqx4Zu3kFqakLeewS8BGbPZ7ut8aRaVtUEmaUk/NaQ",
-	"t43Dc3d6Q/pF3BR8GonkDix+dEv70l2m2wGSmwd644hvPxVzw3vV/PY04zxAVSaqBGpDAglYH2OxPErv",
-	"y6p5aawB6Ypy7cPAw80YTERNn6zgErvYm42Uua98owoJd83ujKfmBDaMdibghu47qpRYFZHidlLZghUE",
-	"uAQ+ArAbmeOyu5vhR9V6Yt1sLBkUktYSBr7pItlgs6pahPdedSCJyU0FW0zRKrzSFcz23nq8Rr3T4wMI",
-	"ut2+Hg0GJwdcugYk+dGXVPmU7A3NANxImDUFRebb0Fh8gS3NQbPgq9JldbjJiXOEzaww2Px3s0x8Qy3B",
-	"GvWBQ4GuEG7dl1UMt7YX+HRCWa8RhgdL34C7KHMFT+EjF2EEm0wFEHRq5vboxaOvXj5/jC7fAfU25XA5",
-	"Hzzu7Ts+/yoi4HI6vi+SUA4oCYFHsU5abcESNmKQhl0LNia+wVmYkVc8rFPrCWnCDbsEKoo0UsWN2JsD",
-	"g2GI0qUJFvFYc14TvKFuYggwg8JXOH2s4UbzBnVvFsCIYw4Ga4eJ1RTF9sKjmu8/LNZDuZA6wuWo0VkV",
-	"1ZvENRT9dis+ql8NxMBOI/wUjk17WwClh2UmjXyJGvSsYOT2YCRe+qRBQl50zrGmWGejJ7gpIauY1WVb",
-	"zudKpTbCfpYYNOLRKCdhebcEijaYoTX10pUwP6fyfOARIW888m0da1OkmZZF8IdiWdAwWJXGQdtpqcC2",
-	"ro6N6ovW6KDuGYEfkJOqljJUtT+ssg6lp57K84fYDhAWxuuXa7FVrkHBDfMb9rHPDJkR6oWZKdkCyClU",
-	"C6di0GtVVEtTPl08mW0T7uSPB6waBcOZnOhVvqI561f0IUZS0ouYmO+FJj25koWmItF0lLhTZMMI7mWl",
-	"00AJEegkTAhVTEmtw+/DZi9oWgGVyJvwLJJY94FZU/qtOPOTaWICmgTGBYbPcLoicxH1+qzaXM4wDgDo",
-	"dtIsLYCZBlRJoGGMgyOP9YPx/SpyP3R0r7q415QYjG+S10rMlNK8kGmsffJ25nwkDp4ROo5h7siyQDuE",
-	"36saX2nbHbusFtg2NHh43r9loNGW9APbBbix5x5szH0zN6pQhzTP/L08TR/Lb3QeYiUq6y0jAtyHzNYD",
-	"YSi7BB7yxvLMiX5NMg9Gf3Df1zRAdy69QhN+Z0z8iYDaRzptAyOPb0HmAxRkaIJMJYjyzdKgkPFNuEW/",
-	"gRctpy/cFf4uq0r9naGmr0gOUncNL1phtImo2hYAHKHVYI9ty1bmQRTrRj8DjmoIUQwkc6sqRVTHeCNt",
-	"FRUFwDagJWITgwiEi+90keBfqHbSf+mHVVF8nJ53bXhEwfZjiirm30wJ10jny9PXO4bgWrzk7u+gdRoy",
-	"wJQpCnAfnWsmAoMsCSgCb084NavZeyOp1c9r1ku2Dh+I9ZVSa47jlHl2jRXyzncaHITYkWQ45ANOfDsE",
-	"syB0yjeTonVjjVNdcuWBqRhPWk0RIrY64iC4QZgIN/Cd5FK5jXXFsqkNs1ainwyHC7Q5FQpYUGZ0QlZ+",
-	"qo9I3h9ORJ1tSQGoAImpnCfTqtwFtj7MQgtfLKLS4VxF0ESvIdyqqZROUCPu2c6o1FoDiw8cZeFfs0cc",
-	"0G4DjN8o63xtsj++2e1T4cUhJLC6G4EX17b8jxLZcCMjz0MdtY9hxyg7RMUL79gIBfV2fNeM8OrpHF6m",
-	"cO1Xyk3oKP4aWIZKRdAc6VxmaM+nZOru0EmtNlRn7jdETn4gT12j2u4HxuO0B3uYjfY1ev+ccYR/elz5",
-	"xnlVk65HFZjlYxHvDA7bLqZmxHvzkn2VG6vOfYmTu90y+ln9njUuwOlNPjKRq4WrR0fUcmwovYlzcMhR",
-	"sZQo+QefTtziLaSHm/DUuG+wJPunRLFPlO+D5s2y1cnVHMmLer0jkAtsrsvcjZGzTXr5IeBiXzipHlGD",
-	"EFZTYFPbzQtQE+VLrG90GI/Eq2WWq92WKzM2rdtInIzHtfiAUGAoKaS+SkR/3DZZhxkOpmRqrCydVC0g",
-	"rQ0UUbyRH52pnvSIZvWRjItW+Jgj+LRmUadAwODIXmfzq2G5pozn1ubE+p2qTvkqVn4K92rm5GzBduyC",
-	"+5t3xLtnGksCYKER0zBb+snu5JJy0g2aFvs7cRZBw/QJGzm2nSH1Yi412hrtFfv3qWFFrGMd4iBgz758",
-	"mqDXfwhzspwbw0NgTF8zFizUe6gfYVD/n7J931ZdcO6PB5xXg6gns6wQdCCeZybP3wcvvmMc0weCLc3i",
-	"crvo5UWojpfpy6m/Tplt3rLdSLo/fljRxN9ZLAdbY18cVKy5N5e38Nfq3XFQ0F8i7vcUcVTJL9xuEHDA",
-	"oUS5rvgAMvbM13+pc/TfSc+MDuQRj9PbdNJQcu5300l/xFBn30nNhWasZoH3sN2AzectUrEh9i3G2pvC",
-	"7NJsDurN5ivkzXMlC66mjs230ClFVUca1b6aBnPv1CTDOIbEG61iLZ1ZZXN0lbOcotX4TiRcraue83mP",
-	"8S/Kd28FzSyhZmkpdmcSGA58VNpS5iBbGz09q/BujAOQ4nQ8Rjd09VCoMKMNTYydvdb4zH78NNZYcqeq",
-	"LEjYg5YSlPrcXF76sLmmcHuhMAMKCwX+ARX6RonGt80yga4o1YdU8EPxxD0yKOyxVW7akBwNR+lfFoBP",
-	"0QLwFXGLBpM70AJAFc9uq9TSrIv2DoVantNrfpc6Lfju0bsdzC3lXSiZniuR8ObsrfISCkXdXlKgMwH8",
-	"Ra2g829jfbfZWHwu8rRWBoy8U2hMkXobVcHsvv9Io/ABRsOsENv4IgecQb9T7EDs1Dr4RADsnzah+VtA",
-	"RVif1Jcb72QjFT3fmrdcJ90PxgGaPYI6GMGZJzKuQLGi8OW/kplvDegIdPDnTmaut7vz/QrYA0gJthRM",
-	"NrjhFvx+scQv1+h44yJcPtuP8jx3e6A0KrpUDQQp5AJj4Xx6c8OCWE9zbofF+mxl1BPC/mVaNHKWfZ1c",
-	"br6CEXvW+y8AU8Sa1zABlSyHd219xqpFL2KwUvqJR5UN10c1tFJLd1qv1syqOx00OPwyxCJQ0prvPoEJ",
-	"NBa9ks1IkJX09WHYnZlxU8b69mdalFaJfvLs5bkYjUZHNOxgUm+HwRYszenB1B7R4DahdlYdJgbUkjFh",
-	"UaEyLH+GtSNLXahcum51iqPs3x1XtJMfP5BetdM06CDd6vj9v/9GK18lUO6YPkg5yltxt/RBT/mUOL1p",
-	"daoPZm2Ok0ZjiDZcV+ATwlfvV9x1tufuOE9iUdWJYp0fn3WkFaacpF3pWbHut5tFDybiDllZXPR2t8V2",
-	"Z7aV+KnYYWHYFQV4DFfrIsZITKTfZoODSFxm19R41feghilUIVYbpCisp95aWEi2ivVutpU4PNmqu3T4",
-	"X9lWHy8YytdC2AeC9iZgYcXJzgysBiy6Vfv988QwMc94/1FMrbaZ/9rhTK3N+Cuu6V8nrulQg8QBPMe3",
-	"gPvdeA6mf3LqB7qGqrQP284BBREZ984akf9xD2tC7aR1Tqu0zj25m/561PWl0FxQ+jrJZ6KQGahQhB6W",
-	"0hfXhJ96Be+W5Mtafada3mdLJTyLNXZ9Ca8KgJWPG1jjpKGwXym1Jq3cl5evns5syI0hFF6rUu3qHRWr",
-	"wj+NRos+ggBVsQNaLmJtm5q5xCupg4kXAr6UOtmJW7rqSklNqi4ozphU14JpQAgU/I/ev3meYdTygsp2",
-	"Y5Uj7LE/2+Ir0J2z08lwWiVceGOs79VPKrXRtab8YTNG4if0U6NiXFdlKeNAG9Z0m4m0Nccoa8yYfMvl",
-	"1sIYnEJK00+n6NrU+C6uSeQrO/ETon86Ph2MxHO1VtJxwVZefLs268oUasIlWLcht+bB+D66weRCdcta",
-	"GKtpr/ygGi32Cv3IzsJmJ899UStIPNpsAgHRCftUETYt+VJPwZxS5w3Y7JOC9oz+F0zj49So3Qy+jkS/",
-	"WO/k8cW/u+G309wm+jXb78Rf2FjvsgYioukNXMGv8V/IRXujXbCd2teuBbGT69cEPU1/ZbO94M+vAYhQ",
-	"gTdCOu3OglXSmSxcsJxeGlGUWoyO5qv0yD8yHKbqOpkKbFEWBJJ0ZPwaNTomTY6Ojk8+H41H49Hx5Ivx",
-	"F2NERLyAnVkQhUS+UTa3UGiECOfU3s5QoweuGD+qak6Tg3u34vVXBoS4vqz23UYhVLdcU05iOB5vQu+0",
-	"mAdEymby2ttrJ7I7hSccHMvrkWmGf8EtVnYKV4ZYiFYqpWamvo42+7c7y3jvadbSbr1vvbG41nk/RCap",
-	"le++f9M0uM/L29dv/38AAAD//w==",
+	"7H17cxs3lu9XwXK3yuRuk6JkOZOQldrSZJzEicdxxcq67k37qkE2KHbUBJgGKJqT9Xz2W+cBNJpsUpRj",
+	"O3Emf9kim2g8Ds77/M4vnalZLI1W2tnO6JfOXMlcVfjf75WrNhczpyr4K1d2WhVLVxjdGXVezk2phFVT",
+	"o3ObiMqsdK5ysVoOOknHTudqIeFHi0IXi9WiMxomHbdZqs6oU2inrlXVefPmTdJZykoulOMXfrGqrGl5",
+	"2eVciUyr1+5qik9kwsyEmyuxrNRtYVZWLOW1Ggs5sUo7MTMVfjsrKuvwK5hUASP9vFLVppN0tFzAXGi4",
+	"5ozl66dKX7t5Z/To9CyBFfi/T8MarKsKfd2BFXxtylxVl+ZG6faJm7VWlcgcPBEmPl1VFUx1jr9OhDOi",
+	"Un2lnapE4ay4rqR2A/FM3aoq1cuVE4UThRZS/PD900Gq/XrotOoFPTXTmz5NZs+izh59cveinuRqsTRO",
+	"6enmW7XZXdff5Y2yuBA5/XlVVEpYOVO0CldtRPfJ48svxdy5pVwWIhqt/63apDqv5Mz1RuIUfnH26JG4",
+	"LWwxKZW4ePHFkydiOpeVnAJRiG72bxk8lP0z6yUCT3ciK5XqbrY16kh8qoYPP/vLp6p/Pswf9c8fqk/7",
+	"k+lnD/uffPrZuXz0l9lnD8/Os54wlZBWyFRbV62mblWpvD8rVJkL2gDRMnTaCYMPBoO0kyViXbh5qrM0",
+	"TTuZkDoX8N80E8pO5VLZsZA4U3GjNmIqtTZOWCcrhz8UWdrJegPxg1Uwk1ml7FxUUudmgT/oSvHDD0/+",
+	"Jm7Pe0jNSk7nYas3ZiUWSuoRHgCSV6qRvESlrLNAJ9+rvLBC6Wm1WTq4lzpXlZA4eK6q4lblYlaZhSjc",
+	"INWpvuCDw8nBsFYucO4JPRY+msqyVJXoZoW1vG67msDhOANPpRofW0o3T7ZGm5h8I7qZc+XVwmaJyNay",
+	"cPxfXEWWpDori0XhskTkaiZXpbNCLpdloXJ4w7wyq+u5kHojrqVTa7kRRtcvwEWPUt0X63lRKvwCL5Io",
+	"i1tlR/WTZ8PTpP7L302p81QLkc2Unhb6+oo+ToSfMi1XvV4WlbJX0mXCyg1QzHounajUQhbajpvvJx4E",
+	"uyasK8pSVCttRReWXujrBEbojcT58DN8c1ET3lWhr5aVua4UbDQRDTLkPnJkngye2pWET2CGYxhFhs1x",
+	"MK+8ULlYFHkfJ1EqeYtXVzohtV2rCglstRTO4BT8oYhlubJCTszKidNPBK3L6Gm8rWtpRaVKJa3K4V4B",
+	"58K/hAJpUK8LH7/CD7NxIGRclBRarYHSaOPwI23cXFVIMCNxfnbW3JgbtblaFHYh3XSeDYB2cWW4JJgR",
+	"XDV8ocpFNyvN9OZqrsocDtKqhVzOTaWuZquyzBK4fK5YKLNyRA9M3tdGq57fK5hNoa9HuDy6JniIEq/t",
+	"QFykGq5VAV8u1GKiKrxwrijFJ0MBzzW4+oNoj6zoSitKaV2qK6XVWuWJULdKi/UcrzPvrZJVWagK74DS",
+	"cGLXxjmlR0LyjODzVPPOWiG1Wg/EhT+nubFI9GJqVmWOOzRRIldwL2C2hRU3aomSM9WwDzhogg/6SRyQ",
+	"Olv88h7ydCmdUxWM+f+6/z368d/+vf/PVz/+W/+fr34ZJmePzt/8b9rhz9P0xzR91f/nq/8FPvtj2oF/",
+	"XvV+OU3OHj16k3Z6/9Fpk2TfmEK/UNai3GrVKyx9e1ULaCn4M9G1SonMLJUfI+uNavpPtQtykH/hD5dF",
+	"tzhecvML3oHwfgoctH2xC2OdgBthhUTFCBUQK7qnwyGRHKlQvX0KE3Ln7dmRhnc6HA6TWuE7bVH4EtRP",
+	"7qsrxbrQzoYepQhVCq9F3hm5aqV+zd4+w9F/oXeCkKvfiP8celdE6z9e9P+v7P9j2P/sVf3fq8GoD3R/",
+	"+tlnb9qJGd5ul3Kq2ndvpQuH9Ltyc1MVVsJ3YYd2Z0tDHTtlP1+eLE71k7M9M31eqVmb2fD9l1+Iv5yd",
+	"D0Fzn6lK6amyiZiaxUL2rQJrwAELLLQwWgk61FGqs0rZpdF5X9qNnmaia7SQuilIguQaecEmHQosr6tJ",
+	"4YrpjXKiILqCewCcD4RDj8QpDPH5Mx6fH39gxdKU5SjVpdHXffg/iUvxrLZ/pKO79XDYG4jvQHpZAdpf",
+	"ca1NdZB38k4dIsrd7WVm8SRvJ4SaGRU5yTXP5fBSgSg6G57uoQx+8v6kDCRxto8geMYH7n4LI24yVpjy",
+	"PbnANlN9d4zgEmlj3wEEyoH9Dwp09tRM8U5Gp3C25xRohHd8CDTpQ2dAr906grAamO49T4Be+c4P4A0M",
+	"BSzBKvQcPK4qchxMjXZKo/hDw4E2/GRZmUmpFv/1kyU9oH7vf1Rq1hl1/v2kdoOc0Lf25Dn9it7X3K0L",
+	"vRGkpSp49aDzJul8aapJkee0uR9qIkhuaPzlRkXKr3DzworA5kU3m/npZT2cbtPI/ztr1B967tvGdoY6",
+	"/Aq0XjBMQL/9eaWs2zUNUt3dbxf0BuIZ6e04HksKZMSwdH0ryyL/nob+0Ev2KyqsWMhyZqoFWioFTeqK",
+	"v+ZTemYi9fVDzfKZQZM56MHICAorsgZDzUQ3MG2y7XpgJMGGpxo/SCKTsJJaoJ2FhqLQyEbW0g7EE28a",
+	"kcz0BkeqyY9XVDSCFXN5y6YlUUPhxgKUczYieS58xs+MI9/cO9+4MPL9riWo2rXi0c20cVfk/8t6iTfn",
+	"pQXxYOXGpno934zgM9qOTHSDDdmwvMd4SZYKVCeR/e3x08eXjzPWgWyqz4bnotDWKZn3Eu++8KNF1jpu",
+	"KVj70o88EtYslNEq1aq0SizkZmsR2qxhzEnF5AA6WQ4mgHWVdKYS+A35heAHiUCDalIpeQMaehZeIZpv",
+	"AAIxa3TWZSt9o81aZ6nuEtGwcY+URFNfmAreIjVb3Nemx1TwXG5KI/NLY57K6lp96KuOPq/CCgPzPv1E",
+	"fFv8VXSzJU3qyhlzVcK0+K7z7fp45EjCLj9mE0CVcB9VLiabwKuDy9DzCiD8jVlVFgagO57qbdZS0Bxc",
+	"mFZTHwTNAyMAElT7blN53CsGpnOpr4MUIN3kmXFfmpXOPzB/tavp3BskxAtmMAtioVaAJVKzzKL2bIH9",
+	"AbwRbmuhRQZ/X9Ef5EvlZ6elsZ4B00EyRw4bHqtmYb/hcdrvLrr3yZIKJGHlRqznxXTu79elMX+XesOS",
+	"1H7ITczg+iyk3niJabOxd9Y1Tls8LpAQIwdfF7cAF/rAsgs73FPYAzsHUeTlHjtU2QUoHXyTav9a0QW2",
+	"tCE35NSstLO9xPtDWfOo6EhhamyWAtXWHnB2yuhcBB8lHMS1gpn3xnxqwbNbWCFdqpGFFwsy+8P4/o0J",
+	"xQ5gbkargUD3MbkjU910JrMhK7qmCnIgmh2MA3+pyvbQ4Unb+ACE0GxlZWnFVFbVRmTfS6fQAdV/bspi",
+	"umE/dfgYuDiGf/qFcrM+h4j6sKe4kD7HH/unpz3gOrAgvOc4GpocNtVwTCORpR34XdrJUE6kHZ5i2snI",
+	"4I5jmX4CbaFMibpYqWaODLNo6HH1+XDsPj/NRFcbrWgrXG341yEPaZsOeiKBeFYwFs+sJv5dK217C9tN",
+	"Nd6QiKaZfOPJ//z56XA4XuP0f/Z6p031ElQvvwjyaE5WbORNVpV1pI+Q8bdQsO3s6jRA9rOiLMmsVYul",
+	"27SsFF48/nn1eQrcgIOd/fD+zjG7UG/lPh7Bx3sSxamRTfyg2QP2D/VBufrfC2uBXuHmky4vJkpWwHmI",
+	"o2araGYZOlkjEn358mX/YuXmSjuYomrOaccCpoXeyqKUk/KDKzao/k3k9EbpXOQFxRRYWoBoLhYqaWFa",
+	"dr5ywKRSnZs17AgPcbWqlwJCG53BKzc1CxVC5sBdCytYHdy94W9LMG88IeIwF8Q9vzB6VhZT57cB9rQs",
+	"v5t1Rj8euW/JL51lZZaqcgX5KEi5373NsSEwEuv5JlJ6yD3PQg3oRenVojP6seOVf/iINPpO0iE9vJN0",
+	"eI86r3Y8J0mnGTJsmU4dMRtRTADV/TpktdKlssD5MV413h+19D83QtobIa9lgd5oMHilo8DAJ+ed1jgB",
+	"f2QmP6mp67x51UaC58PPKFoDE34QJO1AfKeVoOOgCJYUmdHqu5l3aKXaLtW0mBVTwXfDjijETt8vULyW",
+	"1sAv+TyzRNDfNFKq1xhJQy1TuHUxVQORTU2uyHgjJYnE1UhEW0pB5v2BXhaj23FdEROJ6MpUZ3WEI6PY",
+	"Z4NWejhSoWwwKsfNMCzIcHpAK1SPWKFj+o9cIzLPC9h2WT6P6HkmS6uSLRJfmLwlNpGp19NyZYtblYku",
+	"kgSJ2pXrjcjPj+saiwy1rhw9+BuhV4uJquBM6GN+zJJs0kaEYWGQ+HKEL0DG4G9bbwJGm3aneyFmlVJ9",
+	"IFNRyoni0HKBVOOEnZu1hbdFHsvTs09bxrfFtVYtHuLMVSuVwYAFaI8Ya8jo4Ss8osxbN8RQR1FIH0O5",
+	"qYanQdSAzJ/NvLEvzodDseNH8tY/Xhad6pWmd/nA2lM+jAReg5YCMGp6JNx//3743BLv5fVOjCmVRNqh",
+	"PIndBT9F5lHiZo19Zod4OBwOh3XoBHm80bPiegWHvZCvxeXlU9H1j5+Kea+VfRwKOSadW1muVNsh4xdR",
+	"MgNfh3pCp8OzczHZOAV7LH64/LL/qegCt9HXoEAD4QKfaN90zP8B4z+y/GGDz08fUgiZHCIPLM/DZ4wU",
+	"3lqj21y4BAlOg0GdffX4MvOKWarnhXWm2iTezoFHYDl0TTgo9vyHSzEYDE7wLVmCmQ3hVFMdLEM7EBes",
+	"4j8gM6COf/V4jhMF8tgG988D9FF5AeGjaRI9Ms6Iwg3E43BF2cFndLkZ8dyAW4xSzZeemCXtp48ylOYa",
+	"DbiX5O1LQAzB2lSppnCQQiuV21R7q2+ycuLry8vnIzGVi6UsrnHfSDCgVdgIFOJWbsyqSrXMc+C/oMTD",
+	"YnC9CUiHaSmLBW7+9k6aiVXVrfKJYHA2iaiU5ZeSgAapjZclZhbDs/MWbsGz2iXVr80aiQ72FN0C5BcH",
+	"cYK7Xt+o4UBcRLeJ7ywcU9bvL+TrPvw8q6/UJ0Nhe57XgH419lSDQcmRaIZdUw0b5umivihghfIL6Kvt",
+	"9+DVFRdwsqlGVxLlRpWSd2f/nR4eox4knb9WSt68ncxCZ+TVUlWFye/Y/3kg4wWwQp/PlQhQIIbkMeE1",
+	"90hXAm0CyHMnGQf1KdSQpfbpPQKnktAvrTFaoX/TYkqOfmc75cN/b7sNlNqEd15aF3Qmhfbwwo6FTyUp",
+	"S3bPwvqPUfyCBtv68gXm/dH+176sdUGv4TQr9BXgIkT3lG6KjhQFn2/Llsk+FQMFze7s4Lbtzi34Rk84",
+	"BUS9lotlibKxKMtCX58U+tYUU9U/P2uNy9ZR0R/pHZEqv30ur1rO9CvYlN0jrTMV4a+w+7l0qg8GWqeF",
+	"CzVyHxs/239osGltEpYymqsN6OZkGRL3h50vcm/XeX+/M+ZmIB5r+IPcmz6YAWz3v+Gxz5/8LYOL5Afm",
+	"u8SDr6UVpbEu1d1Hw4c9shVzkHcsGJkfjgXJQMqJG4bf+Xw/mWqc08asxFRqMStgTprE7wMrMvj2qsht",
+	"1tCD6j1E0X2AhmHvLQ6/FRI6rW0rygVXOVLiYQ3HU+XOPNq1cZjGzrvfQntG+++AHXkB2kyFx1zn/Po6",
+	"AbD+R2RCktKDnCVcYZA0lMJTVcUtKGVwNugLXBsa13r6IcsUbjoYTYWyb8Eova5O6ne7w424twQNBcx+",
+	"OXXim5cvQrFBpaxZVZwei8e5rIxTU0dOs+lcTW9AVy8LrTiv8KvHl+JksFZl2Udz/QR+BkR68tP6xg5+",
+	"spRviCoIyPDCYq60XU0ykjXErXoJGZjkBQ3uY3h0K5M51ahzZaIbmWRJMLvw90tVLQqXwaCFdHXOc8Y+",
+	"8+AI4PTuBbA49iSCkKcSjG274QFZFOj5IZsFAzOYajmtlMO4cakc2K+oNhNp4KFSQmX7VXN35RLiA2Nh",
+	"FfIVvMYNw9nsvqn1PcGyOcZ70cLPHbPzJn8NA+9cpyTm3m08/2slSzffZfrWSbdi9u/FkLm5U+zwz1rf",
+	"FKLozTf5nIp7yZcPKZOAR7fxJbyddHceWDa0JhsQSd3s8yzcaF7fAwukxJnX6CWK5BrKgqzXKD2Sgu4Q",
+	"5kQ5RWSzS1H0gawquTleaCCvZAOPJn5QeoyFLNdyY8VpY2ZHCJXgG9n1aqyIMlovHYciqLyA6aPWmykX",
+	"8ZuXlz7mRnUk/47/DSyDPZ/AabVApte74062xHO4GqMhJI7UQfd5DGI9sklC+ItAA7iQwuEK6piRbKqY",
+	"yFe3qeWOK8ob7w/nADOJblnSuKf77rfdvd53ESSRH+0zC7SgGAV16U5K21ojvbRtlt+8/PaFcnsyih+d",
+	"/kV88/Jb8UKhPfI4P3v06PQzsVxNymIqbtTGii48+Onw4V9wSs2lwgOY1e1v6xajK6+Rn7J+9Dj/24uL",
+	"VpVoWt02H8RptD56U+xJHb1RwFdwVZ88/FS4+WoxWVaFdq134MZt4jd+9+3z1retrIofs8V162Ov94Qa",
+	"wzYmYiKt+uR8VZV30yvMjfYERqYlJ7iZNKG2U25yxe0B4ZjafoX+xbvsn12yefjw4WeJ+OHyizFno5WS",
+	"9E9JjIhjUw+swJE2Df5xP4nVfPkLVxVTV25EoacVpbahLkVpBHhfLbovAvtiFf0I7vVebNQ/tf0/tf3f",
+	"g7b/a7Xwd6Z9Py2sU/lTvmvHRYbh6Sd6ZlpCw5rLitrj7A8o/05wyhc6rvx9vpsN49i7a3jF1ViPb1Wb",
+	"70i2Jsp4xWaJSX6Jr76tGeWUVFFJ9/SBJdKBWxMST3vHs9FJS+5LSDblSMLc1EmmgnJMUXmP01CBHkl5",
+	"ihTOdqVS+e3wstJrT52kQ6GNK3OLylelrljL9vTD/zsUmKcIy1VemeUSv0HV8YojOK1C+Q5ZEpjVAyv4",
+	"UW/0DlnBpJceKT8OKP77yiijFOU2B1/IDkWPGxjioa61jr4Rj1Q6D4WWrcdz0Pjw29BlJu3DWT02S96t",
+	"+bHHTLj04SMcDMlJXMvbONLYzTxRATuOqAp5doMitkxLjXl88AoO/okbpZYWLqUkqZpqDmHhm1v56BZ/",
+	"IIpPOmgr3GVjtPJCM735mqbTooPdemCRoFzfxSOJI7WYyGV7/l6wSOhdjXA1bc8SQ4nAmDg04XePhNMd",
+	"3v6j/PW+MJbXu2+fkP+30gxHHuqMlsF+IIKkgUIARBPZeKw0wFtrZAUS7GhdZYJePmEK9aoBeb1VJUyV",
+	"iN2wLgJkoObAyAkNa5bTEqIsoVJaN6qhEwpLDpR5HEzDwa2TGx5fulQvjHXJVo7RgKauKpuJEnMman2o",
+	"EbAfYl6um6vFqN7IeO5issFiAVoDVT2HcBxKK5z4ONX+jVfOOFlmnNdLoS5ZlnSzPiaHmKIgzW7WBi90",
+	"j/7ho2aWj90YrShWYhHwBbYMQS58WCUiHNT+cPcDlZWbOkZ9OhyCrID9bz0Frpo9hm+wj/INBtqf0C9O",
+	"h8N2N1s41QO8pF53TalzCaYJan7o4Ag0iZzZ3e1UO9bHp+7h4ns/AaLtq/9rsqvekQex1u0+UgfiZcxt",
+	"g7JCugKpP5RaEpK/gv8ZbKTeONV7HYzA3Q+x7D32FOdrH6DIZvWCnxkbJT+v1Epxcg5i7yRB2Uw13Wgv",
+	"hxGEhlko5Q9IzBTqm9lMgDaMOkzXc3IpZmqd6mBoxtO/w8RDPsekXfO27Yv/Nr7TNu3I7+A+eQ924q5S",
+	"hMUex+tEta3ZohRFsGh7LhR+5+kYHm+ipbENh7kcHivtbpWnfck7lZHvMW365ftNlN5aM8+i3Y5+jl6U",
+	"95AyvkfjJZCsusqNLC4qBCoQHqjhGIhY053J31sISVEGeFPy/z4zwcPs63RwZq3taf0ZIR6t51xZhCoM",
+	"HUtvsAMX9da521vHVadeM9rZVmr2VkZ2RE+7PuzPzh/9xWexi1w5WZR2N8AxZUHvL8VWtipehKhmBk+G",
+	"S1CTTqhN7JAqccUstrk73gYKy+RfEt/1f9Av91Xtb30VbW4n6UQ7BOvbLqHFGPtWPSDc9N36EpAOys1N",
+	"joWosiwNeW6A6iqNwqFR1R79HSpXo8+aFafRF7grbZoRHVO7ahSi97t31xWO6nz2xJLjiP+q0iPvXx4x",
+	"eYziwzvM7fBb/8YwqzDzhAiqTQJ8D7zg7RIx96ljz9SamQ5lkFPlmTbrOvEV+NPl5dNa/YkxH9Bveu/M",
+	"8bbcyRee4o9KuPsdBZyw9j28SGKQlIJNPvWUAgG1y44XemzQaT/kWMyS8bHEJ1l7GAzUQlD7Y+WRFMs8",
+	"1RM1M5VCQAJb/EOJa+UsZhvzbAnVspZ96GHwAnCP1viHC2X5/b1X0E+58kQX13NXbvrq9dJUrrO3gOXP",
+	"MNkfMikuFLfT4n7LHLmahn9lopznRK8OMW/vg91NdznsBaN9utMPNri/z2qvo/uO6/7rDfpGBlKrJe9d",
+	"u/ey5I8y2ONT9+7z2l4/ZFmHozwq8eOdSNDLuSeA7ThbIlY6qsBC8pSkhB8hOf/AwuhPcfKvnnUR3/B3",
+	"lnoRLv/bWRl3BRHJ/2ybYFdhIR68ZSxqyBdVoei0AVCci4NrWNzh0dm2H7gS+cKyBNgqof9oqnvvWzTp",
+	"dZ1QMdmcYX2TDhRMDt6iDK/hPr1bRfke7Z13Q9mX6PVde+PLm0dRGV9N3YUVRV7em4Dvv8AXvLwtHUy1",
+	"FZKFq8kKGIIEwqMJe7TXAnSxqPLY49DoQk/LFSLRy4m5Vd7fxiISyH6tKsThp91QGhsMsBaCjPhW7bMj",
+	"D+z3Ma7Y+xhuv0rRozrVXXXvLTU08h8dVs9CotCv18vuUpBesmP5RqllI91IgtI+ErJWoALg4ZG6mT2E",
+	"G9/EWPY9NTAELje+twZjqbWnMsX+w7ve4SV4bKNtAeY5I34yhU5wJxA7U+k83pGDmPTvVOp7AOnmEn+V",
+	"zMeBHqM7drQbIeIQz7ERNR4ODLA28ys69zsqMiKobJ7Cgdl/zWWyzcm/bXpflKPjG3tUwY8GJNDHC/Ag",
+	"hGe4dLp3JPHfFASJ6EMGHF6tWcKOZzvpvO7D0/1bWSEHg59Fa/+20BTFTLY/fVEP+ibpLJXOYbzdtHnl",
+	"tju7RHGeuL0Kw9U16rgjTcbbEXdx3jj9HvTkmB/+qiJv3NxoHgeopt1b8TacNGSfvN87El37PQrjZbA3",
+	"Y0qtcQd9ztg1GK1HkuvBXI4I3O9+uRx773vgZFtr3fJG7S9n4u39Vqnlu42WBHWPDHoOlSTbybgS5YjH",
+	"XW5GUmqxAyo6N6gRVrl3FEThlS/fEWTBtdHqAOPkZkdzmTMaRbduWaQZXxoLPCkpoDdu7BO12sG0v6Md",
+	"e3dcnV2N5lg/kcoPrrORRLdWCKVN+ZPvaOaHLv270BeO9PHWyfZ49Aeu17u/Wlt9fij1yproLj0YN41e",
+	"j5QaTN5WQ9O5Muu9zf1qhG1p4m0bQmC/x+ek0PMvKPC7m5gS94m4owVGi+oqxRb4MAEzCsL3BrONVNPe",
+	"QDxxDdipnfiFbw90RKJ7Y87tiTyNVbembbXSfhODeXc/npuypKyXuoaHvbUBisb3prGCi0NaCIXRlUBa",
+	"aoWOyjOxKBBuysMOHet2lvrmjnNblnKqfMYfRmQTMQTSBlKHAxvc6Q6+K9voZdBguR1mnVu0kwJ+pBoQ",
+	"yPyOpiwh5c2q6wWmwZF9yL1Mjsr5r3u0wG7ukMHO+tvu5f/IcvWWnswDaaZeNwZFgLHMDqDajUWWdtJO",
+	"VpeYHAFYtrUlNJm9K+TS7XubPg2Tp3HjWdr5UpvCisLes0T2qEO+q/4FxeJ0VRVu8wJ4J6NpIe7vxYoQ",
+	"OuivL/3Mvnl52dnpJyO+eXnJ6Gvq9bIZg/DlS+u5qXtqBvBy7MRZ2FRXamoq0HBkjNHnS9+4xZUGtiG1",
+	"QKEOO1pD+1+XZmJFN2ODBstMXNn/T/jPf2Y91KNSvVhZ53FP55i5X8b1iDWwM9pGuPL6FObOLQlSuGit",
+	"hPlbAacxWTmVMyQ64id+fXn5HKnTzlVZCvqFTYBY+18ZnzdjKUEPYfkqZB6zlUacQEtNTtlS5LIQhrr7",
+	"7sWlwKiQPfklLOMN/f8Np1b6XkOUZppqqbda1XW9dIOpeKbZiKKziIuC6XBgyPDoZOR2KIn0VnuoVpw7",
+	"PrYUi4uLkAfOxZgY/sFdMhpZnVlrn0puUw2qCRrPYIJtl99c+ECbyusgHBJCpbCscl0VjtuKUnbjBnO4",
+	"48uLvlZKQULoTMpfl2WlZL4RViHCXepVNjExeaHI1/vNi++eYY9VdF9lXxDMdf9ys/Rou11r+N3ZdFWV",
+	"op+LB7+krA+lndGj4XD45kEm1qa6IZDHzVLlvTGCwy2WbkNYnQsltaXIqW8/OxCPKU+qqgxCrGf7oLUz",
+	"38/UOjkpFaMB45q+W6pKEleHE1iaAqEwV84WOTOvqdGuklM34pDlQsG52yzV3eeVWSg3VyvLVxgfMEul",
+	"5bIYbOSiRDYBmoOZrhbYvjEid7jRQORZDzez2aiZmyq1dGEiek01hlGp0wa36vYd7gRlUVohp1O1JG2X",
+	"qRytS2x9Jwo3SrXvSpMgjGYWlpEhgKfQBhsTOyMmiuPPObclPh8+ikq+ltLNQZXmFxdaZBdladbZQGRf",
+	"P774mziZIyzSP3yuLn2IJPYP3xOH7DvU8fjKFJVg/M66Bw4QBM9hptYBYRcRydGq/sqggHUnwNMEp6rF",
+	"eW2VktO5sgT0CnocBl8yp167k2UpC52JSnJjCqlFTEtkVmALDyLHqdGaIE9HIjt/eCr8NfmaNvzLQpW5",
+	"FZfGCMz1i6pheDqpxqg4jMsw6EK9nsLuf3Iuvi3+OhbZ+XAo/ipzP3bWbMCVauDCJ6eDU9/Peikrq0RX",
+	"ikUNfF83tMq+NtaBrKk/SzXTB0ylNxbZo+Ej4u3/oyo0t58ZJ16slktTOZX7Cdzyl9hOJtW4WzyX16KL",
+	"/ztDzGJg/DlJjMunL7AYmbMAy2KqNKWKcGO6vz8BIbyqSpZKdnSCd4qY28BU1yf8o5NF4aL8244/zk7S",
+	"4Zl1Rp3TwXAwxFAu3cvOqPNwMBw8xFRlN0el4I48BHjkuk15JQ7EuRFYPo0pJjXCdwM7OtlKnqAvGVGx",
+	"bklNlG8Vo+MwVk0iMlleZwIxbhKR3RR5hj9CWJpUt+DSJCJzm2VG+RGwoj7O479+WrusR2iNLDAwP4PQ",
+	"THFW0q0qBGfE1yQk7+o8CLGVBpHqRh4Elz8BGVrsdEPAyDDElhwFUwsTYJl2gu5fOOZd3GyOUzy6zRwP",
+	"bkdglfPin2L/wLK8Rhpbabj8PmxrJmZFqUb+a/ZEYSYI7QJ8TfA6NmqUbhXnYgEnCo8h9FgDhpvPVPqZ",
+	"sFBPxELmmKmADeepPVidOMOgyV6BiJJH4LVfAM8SPlToM4qsyPCLPsjeypQkdhNisjPlCOqeLFyCM0fC",
+	"KVzdOegGQXDPh+fEmZoA5qnuNjYOPsv46hovPJ/knRFBnX6rNmReRR0gz4bDAz0wflrf9K1y9+yBwZhT",
+	"e1pgwESxbdf58PxDtt/ALdjawEHDEOmMfnyVdOxqsZDVZgfEyZNhca3ZZZVQyhUjaKH9K68xfEPfd17B",
+	"6F627uVTuyKYZGZN2Ch0d6TsziF/zS+63xHfa38ZPrFle39YHrGZlZmCglxYsVrG+0Vr5/3aMSr2c3iJ",
+	"N0gtfPMI4GKo5u01TOhJ39CCimO9Uz+DR7KB+NKAciSyqEYw40wHBlvHTLKRkKnGbuAh6WmmgrLucyZw",
+	"JtydnqpOI50H2GmSalvoKXMqHA9vP5wy5SvKhVmRqwUU8aTW6bH5Hy7Et5RBTjsQT9EGRKWr0ISCAyZu",
+	"ldBLvFPD6CkXooIBwfmrOANQ/WwTMucBKI65eg3zCCDqQJXYsoNg8T3DRruG00WIAROOoRfBskYzGcVw",
+	"A8DeK7O6RjKfbEJnBQYsZkO0Um5VYbe8aCcLSw1y5HKpZGUTtJacRP9HVUOn5CtEtC8cHhpqXhtktKCw",
+	"p/rFxZePL//PYJEn4vnpwx7n9sqAg1OhPsqbNDXUh6LWXZGxwwfYWTHgZxROlMbcwFG6Nu78tLAOjwzV",
+	"HrYX7F5nc/3IyRdUwfomufNJ6uL15tV7ZA6hcreFPXynFW2at7bpvFgQDPcNHeZ6stV7Fn92evfPGk2t",
+	"8EcP7/5R3UnyTdJ5dMwv4pZSuHY0g+/+HTVgRr4ZOCVsIVuFZXDnzISsr2KgQOmwr8BCcQwA/sJoXMxc",
+	"ue74zX1pq26bj07+vTyV+HKpXItXNdjHwC3rLqu4HNbM2ZMRbqgXf2fDc1KNUo1KFbm5HbcqDaj1/Ds2",
+	"/TChPBQ0M9stZqlu9EvdwocgnHPNZmuNEeFbikhQ8m5VJUsP6YE8zTsBinzUBB5INTXp+jyLuCO7c2QJ",
+	"s8A9JLcE/AmMIoCzd9GvRLtQQ+UORBaw3H2PBG5eNA6KAdVyhW3GbsK2OTdSylGNpzRdLsGoVNShBPHk",
+	"sSciY7pzKJgbCIQz29pu0UVceG8wsdZfqpnrcRsodlLUhEBUS03yJHfWo4nJtdy08crv6bw5I+Z+FA0/",
+	"opbqwDB3VdMtdH3em65shS7ewTrm9g2oG4TG7j+vVLWp+7oj5v+e/u0Pz7bbt0et6ruf/2+jW/1/9dp6",
+	"1b9P7k54t3tYO+0XSluJvQI2ZsWpRU2wfg+mhJgtyP3PyAzYKvv03KDrYnLlbacaBrBfLRxSAGjwiG2/",
+	"e5lyPvzs7l/UnbjhF2dH/GK7q+xvIb345LxWF1omdH3HMjK5OQ9vC5BnV2Sx3t/kAU8ok595wHvVZwh5",
+	"8kAzx4D08xEQ3fmHbdaMwYFtLCbu9ldY7s2nULp9VCT+txgIbgeA7j2rYslRD6OivzS2zd2QIspP2hmJ",
+	"lIGo0k4mpL2xTcT1Lgj5Hi5wFOPW2VRPjXpdWBcrQj40xlm2zARAtWim32LMTqe62VxouwnUayxAYG8b",
+	"ebAH4iUlz1NWhQDFECv0ZEnGbW0XU2wC+6TVy/E22kTNC4wbcuPneCqUhw5L6e60c2bbHzs3MzpCqqMW",
+	"laTjoOVbWZEbavztZHWr6rbAzblQN2ofAPK6By1PVsp37A8NrbfAqlBpQ62VrdRG5BQJ0meI+AZOnt9G",
+	"6iNomb6jnW95WKs8vqde4qOz6JGCre2NRKzucTtn1nK3zz0GUky4qol9Gh6CaD2mrSDK8dlLQe0P6a0+",
+	"N5PcNpZVSDs3lVNa5eNU10cW3KjA6TYDgQ6joHyS2hnkEikuzUrCCLlQXNgbWI+vqqQu/bATPoIZGhvg",
+	"klPdlVqslteVzDn2xafvoh6cmMg0kdOb3kHiGoBl0jheukctEUiOMk1gixeTQsNNPh8Oe+iu8gp43QoK",
+	"+7HCTojgt4B11GTV7Pu3p8ddUmfUe/sNSNvoqQIyOd2FWUM8mITssbPhmd9DzueqO7OmGp5sSauKK1X3",
+	"maYnNJw9+YX+8ybrJWRO+npFfBFvmcdqg43ApXTbciJ6g1R/FRxdzCXQe+ZjtxhyxW1SekpMMIaBg6FT",
+	"3dXGbyY81b8AWawobKR7A3Fx8GyBBfPhMvelQ25wg61KF9ovs1Q6gAUnUWIQdyrHm9zM1ow7ocLe1DGT",
+	"JlIpLT9PqOFhMyU6SlhHJyCWu4smTScoGHZXbap9ZNdC7BzdiTZkx4TkCP9bmZCkkddG5B2PR2v5Vm2O",
+	"+QUt9JgnvzGFP0n266FQ+avJN+9MBd5qa0xtv9+bwk34QC265Pe1T6a7zWxjCuqNg4FZA8/WEobtzdP3",
+	"P+HLbU7H8YMYgNinC4GJRMlNdCUwxSQKPKNc3b0ViOoTvieuy4Xva8zpaYPipFQKvrK+ft5PiIHTzoZn",
+	"72yDOH+6ZYdeHuiYOtoB5GS90YuHVskAPIkkA+91EFw+QWsgMKW4cCicgHBwTVnts8ribOfsQNJ1EkIV",
+	"2HTbB5hNpCT5iIrXYDhynDXzXbNRvSwMy5uy5Lg6yiaMJNfpzTv9+/0iDiXvJiK7h4gcNBxUu9meu0Kr",
+	"Fds+PtCDI775PVrOzFjbDOi7vDaBJwc/zzs1udshGY/xURA5A5kiZQUjC5PgvHnUhYuWFzkQY6rBxBCr",
+	"pc+/D1eqNxKRIV/rqZzbkH0PPKx/MXMBRH0L3lFY7MremsjOaB6YZk4aM8ZNCYK+RuflXsHFjC0zuD0+",
+	"9bLdJMJlB5ug4ZhM6vWkOqsRGLPIEtxaQs931Cfnd1FD5/mwYYsKNzqEhAmKTgPRsi2LcK9+x1CeXKhG",
+	"BQcY5qVsBHhzjLGY7bCS6ND2ESE/fYKP0pN0f0+PuFPPCXzy0hhMtiOfz9kR976hRP3dQ0Z+TC6jZg51",
+	"IsyS8lrLjXdDIMfHfr6CL12b4+hQHO4Eex5jvcBv5lz6kjpHN9rIBAzlkDHflXUavrZX+HRGYEIJZnhL",
+	"EIPFdCOqVangKXzkKoxgs7GAq5GbqT158fiLH75/glF7MHL1xmc8+vx/76LzsBYJ6U7nw4ciC4itWcgd",
+	"S3W21T06Yz8UGUpxdTOlz1MmReJtR+vUckTOjIZrCW19GqnmaxyQg8Ewy+zahKBGqhkuAt4Qe4mCpkMZ",
+	"SIzK0YiE+piI9+xg0jjn821n+kW2/vbCkyh9IyzWa5OugQ7xwGK8MYl7iTd8Ndsd26nNERADx/3wUzg2",
+	"7d05hLpRmDzxyJ8YHMPk+95A/OCxWEj5o3NONaWrGz3CTQlgTezxsKvpVKncJmKy4ib8XiHmOjofWUIh",
+	"CTO0Ju4uAPNzqix7XinljUcJoFNtqrzQsgohbezcEAarDW7aTssFtPWxUQuIiA7i4Bb8gOKMUdVX3SW/",
+	"BnORnnrq4C2ql6DkYcnFaik2yjUouOFBTTVtPVJH3DuH6mWAnEJTKerXs1RVvTTlUbiyyYbcQ6nGA1aN",
+	"vlJMTvQq3/iKTTz6EJNh6UVMzA9CL1dEb6A+PnSUuFPkhgoZAkrngRISMIuYEOq0oOCzOh9+JhrCn1ZA",
+	"KOYjnkWW6i4wa0I1Ehd+Mk3tgiaBqZ3hM5yuKBx7SBZywzHSCaZyAN2OmohtWCxCAG0NfyoceaofDR/W",
+	"xRdg4FDGFxibmC0d2VGYoiZvlZgopXkh41R7TKzC+WQqPCOM/cPckWWBgQq/VxFf2XYdt/lZ/gpDhSDd",
+	"u3dO4PgfyDXxV4K+36Nl+0pyVSlP+6YSazha2LSaFvlK/UbBwg8V+rsM6S61A541AtyHwsa5TFQgBA/5",
+	"eEfhRDeSzL3B7zx8OQ5GACNa0oTfWif+SJTaxzrfVoy8fgsyH1RBVk2QqQRRvp4bFDK0twi9E+uLlitQ",
+	"7qv+zutmaq3Zwi9JDlITRi9aYbSRqDvLgTrC/nBCJyAlspekutFyjhNTQiIKydwa/JVazaylrRPbQLEN",
+	"2hKxiV4CwsU3RMzwLzRg6b/cHjCpu0CKrvTRKa9RcAiAEsP5N2PSa6TzHcTixpK4Fi+5uzvaOg0Z1JQx",
+	"CnCfYG1GAvNkSVEE3p5xdV2zRWMWwZI3W9pYhw+k+kapJafiYlwALNvLnR50If0n6/f5gDPfsc7MSDvl",
+	"m0kJ16nGqc4Z0G0shqOtvnUJOz5xENwgrGXs+YbjudykumbZ+HZQ67tZvz9Dt1elgAVRu0WBDc6XBQ0f",
+	"aoknGzIAaoXE1PGvcY0iiB3yUXHEGjvEpmyJj6PSRK8hvVUTQmkwIx7Y1sTiqMfge06U8a/ZIw5ot0GN",
+	"XyvrPOTz7z9n5mPhxSGrs74bgRdHW/57SU45yMjLAE/9IfwYK9cKmRaxTWDtO+kHrOHFFTlepnBLDSov",
+	"aempEViGykWwHOlcJhhSoHr49uxXrdYE3/0rkl/fU7Cw0cTkPevjtAd7mE0A8vpjpoL+4fXK186bmnQ9",
+	"6tw6n056b+VwO8rVLFpoXrIvSmPVpUepud8to5/F96xxAc4PhekIbS9KcJFx0+cAlZVwyGMuUfL3Pp7U",
+	"0ztIDzfhmXFfYtesj4linyrfqtq7ZeuTi2LZsxiyCuQCu+sKdzD5uUkv3wa92GNfxUlRqMJqyk3bjjSD",
+	"qonyJdUHY9YD8TLAhTbihxN2rdtEnA2HUYpCwIjKKqlvMtEdbruswwx7Y3I11p5OAnzIo4ESShnzozPV",
+	"kx3RBJApOGPJp40hbHDtUadczhBLXxbTm/5qSUXrW5uT6rcCDvNAZH4KDyJ3cjFjPza1UNdtJQuFRlQH",
+	"xIoxDbeln+xOOTDXTaFrsbuT6hEsTF9zU2JnUDIvplKjr9HecIoB9RRMdapDKgbs2efPMkw86MOcLJc3",
+	"8RCYltlM5wuQHfERBvP/Gfv3bd2o9OGwx6VRqPUUlg2CFo3nuSnLd8GLj8+8ep9FNE18wF3t5UUAHS/0",
+	"9dhfp8I2b9luMuTvP7Np5O8sdtmI2BfnhWtun+w9/BFkIecl/SnifksRR2CM4XaDgAMOJVbLCOsZGHvh",
+	"IXxijv4b2ZnJkTziSX6XTRpQA38zm/TvmJ/rm13D1hKIn5nhPdzuke1LTwkvimOLqfauMDs366PaZ3uQ",
+	"w2mpZMVNqrA/MgalCDimAdjWdJj7oCY5xrGqwWiVaunMophiqJzlFK3GN3hkwLW4bPcB678o370X1GNU",
+	"S0tZQKPAcOCjlV3JEmRrVL4SZ+hjHoAU58MhhqHrhwJIkDY0sV6ArGVwBvw01YiaVINDku5BSwlGfWmu",
+	"r33mXlO4vVBYxIZYj79Dg76BsvmmifToqpV6nwZ+wL/cI4PCHlvlxg3J0QiU/ukB+Bg9AF8Qt2gwuSM9",
+	"AARadxfYThPa7i2wdr6n1/wmUDv47sHbHcwdCD2Eh8BgMrw5e4F6AtbX3agQrTX8L6K+EL+O9d3lY/Hl",
+	"5OMIyY2iU+hMkXqT1Pn0vq1jA7sCs2EWqNt4nAoGQdjBqxA7cBUfiQL7h61J/wq0IoSY9V2cWtlITc93",
+	"lp7HpPveOECz9WoLI7jwRMYgIgtKhP6zHv3OhI5AB3/sevS4i7hvA8cRQKqRpmSy3oFb8NvlEv+wxMAb",
+	"46j5gk0q1d1tLdkA5an7slPKBebC+Qr1hgcxrlTfTov1BedoJ4T9K7RolJ17qGPuaYkZezb0EJMLlWpe",
+	"w4jbMEm98UXHVvieS40mc0ntw/VZDVvVwfzF1YKz4bPIrbrTmJDTL0MuAtXN+aZ+WMNjMSrZzARZSA/x",
+	"w+HMgnvdx9tfaLGySnSz5z9cisFgcELD9kZxl0H2YGmu8Kau8wa3Ca2z+jAxoZacCbNaK0MEO4T/XOlK",
+	"ldKp/EClaxKJ8bqsdbsHCSO++dQfymU5UC769trK/YtAP0Rp505D2KMMvNN3//6DrsZaqt2zjJJq3Tfi",
+	"fmWU/vpRAT4CSrb51jlZG0lLG8an+J0qeb/fSrbnuNlHFLIRg61JAYGmfPWVVlgwk7eVqaW6WyMSU9VT",
+	"byTuUZ3GqMuNrvX7q87Ed9UOA8a2PMAhGS6O2DqxwO42E+8l2L1NY5kuMVJExagTxNZIigjov7WwUHTW",
+	"UkI/EscXne3Brj++6CzVcdWZ+LPo7DfLCfOoHvt0wb11aIid2lqI1tAO73QC/HFSuZj5vPtkriAG/8zq",
+	"inSCP9O7/tXSu471yxzBc3yD8d+M52AVLFfAYISsrn6x26WwIGvTzkWjACLtILrZTnXruK5u3VPC6q9H",
+	"bDaG1vXSI35fiEoWYEmSGjKXHiYWfurt3DtqUCOksqj8dcsyvkg19i8KrwoqMx83sMZRw2/hG5IXlW+U",
+	"UD9d2FAiRHZAhLfu4n79NYRVo42/T6RAi/SIhv6I0hR5jUJ/5JEXAr4pALnLt0z2hZKaLP5r5ai2cEvf",
+	"A0KgGggMgk7LApO3ZwRAj3hdtvgHNvuw1N5ZuJ0++eO67sT7pPFgcjo7jKOudM5pRWEzBuI7DNejfyC2",
+	"6KnwQhs2+Jv1xFF8mB0HWIPMwIFhDK6kpennY4zwanwXo2t52CZ+QnTPh+e9gfheLZV0DD3Mi99GGV6Y",
+	"So0YTHgTSoweDR9iNFDOVLushbGabtv3alPD6z50zDS8/kV4eUvyDhKPNutAQHTCvmKGPWwetCx4lWLe",
+	"ICvlcxeN/hesZuQKsd1CxpZ6x1TvlDOmv7n/u9XrKLqRC3zkL2yqd1kDEdH4AFfwa/wXilQfdI9uVzhu",
+	"Q2LslDy2KD1oRlOD3VaH+UUwxOv2hRFYn3dU+zYaQXJZstqDod4Av9qy933LYV9c1MiaSVLdZmf2Djhh",
+	"I2hB76inDhroTw6LPvmF//cm8/iBLZAc/AyX1zPOZ+sgoX/w9nyqldYICmtWLiFXD2PQat+7YhGHGqj7",
+	"x/ZW0+aELCdQCxSjj9KE6SI1IxLEY7qF4zTd0Ogyj1pP9kK3GvhhM9VF1AQwUaXR1zbVbMdycAKP3FAB",
+	"LN53bIKKm2VXk6w39gMQi0fACOBgEZOjuBEXvMuKhQe1lWHCAuojho1xcpvqOg+L58dRuKjhd0i8TnXW",
+	"7/Nz2OObAf34ld3T4bDRuVlQCp9NdXcPnFzP6xs/GaRpHrxNTfiuRsd8bypCo8X6B3e6s0e3Xcz54ymL",
+	"W3XI136jlly1++GF/x9dogAJ1kRKfYyIv8wwJqeZ6dmmtGDh0JQVNcc71KTlsTf/Ij8uqn1dbZhfwc2x",
+	"aKZg09EtLFdUcWBioJr34uKXHTZduD3cM9Xb7FPE3HPMYcEHdgeHBq3UulqewWjquE/g8AUi4HkxlxHW",
+	"JtgbYCoFVGiOIVCbmZDbM+Tcnsba2CJBO5erMtAOwYzUVc2+UYwElHQfQaqZX4S428aUHus85knvzXjA",
+	"VzwGrb41CANfjCNYgqjBLPPmKD1q8FEEtT4mpI2IJdAmg+DfuV17mMKebCafOfLhyOtQPw0vl/8knXcM",
+	"DLCt5AIT8+rUndlAEQ3dz6HqTzw/xqHKD9ehjFbHastiuLQuuggPbBLaB+zEelLd5e0cbUmHy8un2LkV",
+	"YUcVKJZf0RZFQCuGAsJFhVKq9u91A6v3Yocf4eImQlvpUQoLsE1FoujaaJVF3SFY/s5M5dMSFgPxrVJL",
+	"UrYChDCK3TpcHVCjj/WGwZAfRM2FF32w2BG/cdmaTPLtb6iyfkC29EfXjuky1JpqiT008D60ysO4n8M+",
+	"hbmZE/9LZ6JkpaqLlZt3Rj++AmZEfSCI6237XGpgI1m5kJ13bUS10mJwMl3kJ/6Rfj9Xt9lYLE2hXfD2",
+	"S0e5TYNGY/XRycnp2V8Gw8FwcDr6dPjpELkiT39nFmR5J4Lx/HhHGmXorLMa6gfLjSUHdWs6KqLYbYz3",
+	"hQE7UF/Xjh2bhHLw1ZJwr4Lvy6dptmZl7nik6rdH7q7dKXy3zwQSXW5CG7cnSrybuucbVnggWM7TIY8F",
+	"dTLE/i+NeTBd7M7iKZeB867KvMC/lpWZKDsGw4g8OFqpXOXRmFw00d5zcE9nad9lxiNBWp8WuayMU1OK",
+	"z/kaPLUQZjYrC60OTYObUr959eb/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -30,6 +30,9 @@ func (s *Server) LockHistory(ctx context.Context, req LockHistoryRequestObject) 
 		if e.By != "" {
 			out.Events[i].By = &e.By
 		}
+		if e.Session != "" {
+			out.Events[i].Session = &events[i].Session
+		}
 	}
 	return out, nil
 }

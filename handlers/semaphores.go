@@ -37,6 +37,11 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
+	session, err := sessionOf(req.Params.SessionToken, false, idemKey != "", false)
+	if err != nil {
+		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
+		return nil, err
+	}
 	c := grantCall{
 		grantor:  s.permits,
 		key:      key,
@@ -44,6 +49,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		req:      ar,
 		limit:    b.Limit,
 		idemKey:  idemKey,
+		session:  session,
 		keep:     idemKey != "",
 		outcomes: s.metrics.semAcquires,
 	}

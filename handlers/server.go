@@ -143,6 +143,12 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
+	session, err := sessionOf(req.Params.SessionToken, req.Params.LockToken != nil, idemKey != "",
+		ar.Wait > 0 && parsePrefer(req.Params.Prefer).respondAsync)
+	if err != nil {
+		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
+		return nil, err
+	}
 	if req.Params.LockToken != nil {
 		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL, ar.Mode)
 	}
@@ -161,6 +167,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		wait:     ar.Wait,
 		req:      ar,
 		idemKey:  idemKey,
+		session:  session,
 		keep:     idemKey != "",
 		outcomes: s.metrics.acquires,
 	}

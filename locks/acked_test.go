@@ -134,6 +134,18 @@ func TestScriptsAreAcked(t *testing.T) {
 			}
 			return err
 		},
+		"session_open": func(t *testing.T, _ locks.Key) error { // answers the session's lease
+			_, err := r.OpenSession(ctx, "tester", time.Minute)
+			return err
+		},
+		"session_keep": func(t *testing.T, _ locks.Key) error { // answers the session's new lease
+			ss, err := s.OpenSession(ctx, "tester", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.KeepSession(ctx, ss.Token, "tester", 0)
+			return err
+		},
 		"idem_begin": func(t *testing.T, key locks.Key) error { // a replay of a live grant
 			g, err := s.AcquireOnce(ctx, key, req, "replayed-"+key.Name)
 			if err != nil {

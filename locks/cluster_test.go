@@ -50,6 +50,7 @@ func TestRedisClusterConformance(t *testing.T) {
 			return withHistory(t), withHistory(t)
 		})
 	})
+	t.Run("Sessions", func(t *testing.T) { locktest.RunSessions(t, withHistory) })
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

@@ -25,6 +25,9 @@ const (
 	CodeGrantEnded            Code = "grant_ended"              // ErrGrantEnded
 	CodeNotHolder             Code = "not_holder"               // ErrNotHolder
 	CodeTicketNotFound        Code = "ticket_not_found"         // ErrTicketNotFound
+	CodeSessionEnded          Code = "session_ended"            // ErrSessionEnded
+	CodeSessionNotYours       Code = "session_not_yours"        // ErrSessionNotYours
+	CodeSessionFull           Code = "session_full"             // ErrSessionFull
 	CodeNotHeld               Code = "not_held"                 // ErrNotHeld
 	CodeInvalid               Code = "invalid"                  // ErrInvalid: the arguments were refused
 	CodeUnavailable           Code = "unavailable"              // ErrUnavailable: the outcome is unknown
@@ -50,6 +53,9 @@ var codes = []struct {
 	{ErrGrantEnded, CodeGrantEnded},
 	{ErrNotHolder, CodeNotHolder},
 	{ErrTicketNotFound, CodeTicketNotFound},
+	{ErrSessionEnded, CodeSessionEnded},
+	{ErrSessionNotYours, CodeSessionNotYours},
+	{ErrSessionFull, CodeSessionFull},
 	{ErrNotHeld, CodeNotHeld},
 	{ErrInvalid, CodeInvalid},
 	{context.Canceled, CodeCancelled},
@@ -107,6 +113,15 @@ var (
 	// never made, it left, it was not polled in time, its wait ran out, its
 	// grant ended, or the token is another's.
 	ErrTicketNotFound = errors.New("no such ticket")
+
+	// ErrSessionEnded means there is no live session of the token: it
+	// was ended, its lease ran out, or it never was.
+	ErrSessionEnded = errors.New("no live session")
+	// ErrSessionNotYours means the session was opened by another subject.
+	ErrSessionNotYours = errors.New("the session belongs to another subject")
+	// ErrSessionFull means the session holds its most grants
+	// (DefaultSessionMaxHolds, or the backend's SessionMaxHolds).
+	ErrSessionFull = errors.New("the session holds its most grants")
 )
 
 // Reason says why a token holds nothing (see NotHolderError).

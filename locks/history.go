@@ -22,6 +22,9 @@ type Event struct {
 	// Value is the value the event gave the grant (acquired, handed_over,
 	// value_changed); "" for none.
 	Value string
+	// Session is, for a grant released because its session ended (see
+	// Sessions), that session's id.
+	Session string
 }
 
 // EventKinds are the kinds of events a history records: a grant to a

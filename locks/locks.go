@@ -138,6 +138,9 @@ type AcquireRequest struct {
 	// value becomes the lock's when the lock is handed to it. Exclusive
 	// grants only: a shared hold carries none.
 	Value string
+	// token is the owner token to grant under: "" for a new one; a
+	// session's grants have tokens derived from the session's.
+	token string
 }
 
 // Mode is how a grant holds a lock: alone, or beside other shared grants.
@@ -338,6 +341,7 @@ type Backend interface {
 	Historian
 	Breaker
 	Valuer
+	Sessions
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

@@ -38,6 +38,7 @@ type Memory struct {
 	histories map[Key]*memHistory
 	// tickets are the tickets by id (ticket_memory.go).
 	tickets map[string]*memTicket
+	*sessions
 }
 
 // MemoryOptions configures the embedded backend. The zero value is usable.
@@ -50,6 +51,8 @@ type MemoryOptions struct {
 	TicketLiveness time.Duration
 	// MaxSharedHolders is as RedisOptions.MaxSharedHolders.
 	MaxSharedHolders int
+	// SessionMaxHolds is as RedisOptions.SessionMaxHolds.
+	SessionMaxHolds int
 }
 
 // memRecord is what the backend remembers of a grant.
@@ -139,9 +142,14 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if opts.MaxSharedHolders <= 0 {
 		opts.MaxSharedHolders = DefaultMaxSharedHolders
 	}
-	return &Memory{opts: opts, locks: make(map[Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[Key][]*memWaiter),
+	if opts.SessionMaxHolds <= 0 {
+		opts.SessionMaxHolds = DefaultSessionMaxHolds
+	}
+	m := &Memory{opts: opts, locks: make(map[Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[Key][]*memWaiter),
 		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[tokenSum]memRecord),
 		histories: make(map[Key]*memHistory)}
+	m.sessions = &sessions{store: &memSessions{}, grants: m, maxHolds: opts.SessionMaxHolds}
+	return m
 }
 
 // noteLocked remembers g, as held until its lease ends, or released now.
@@ -228,7 +236,10 @@ type memQueue interface {
 // await asks q for a grant of key, and waits up to req.Wait for one to be
 // handed over.
 func (m *Memory) await(ctx context.Context, q memQueue, key Key, req AcquireRequest) (Grant, error) {
-	token := newToken()
+	token := req.token
+	if token == "" {
+		token = newToken()
+	}
 	deadline := time.NewTimer(req.Wait)
 	defer deadline.Stop()
 	for {
@@ -433,10 +444,10 @@ func (m *Memory) delayLocked(key Key, until, now time.Time) {
 
 // endLocked releases g, a holder of key, and hands the lock on. m.mu must
 // be held.
-func (m *Memory) endLocked(key Key, g *memGrant, now time.Time) {
+func (m *Memory) endLocked(key Key, g *memGrant, now time.Time, session string) {
 	g.expiry.Stop()
 	m.noteLocked(g, true, now)
-	m.eventLocked(key, "released", now, g)
+	m.recordLocked(key, Event{Kind: "released", At: now.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence, Session: session})
 	l := m.locks[key]
 	delete(l.holders, g.tokenSum)
 	m.freedLocked(key, l, now)
@@ -575,6 +586,12 @@ func (m *Memory) ReleaseHold(_ context.Context, key Key, token, hold string) (Re
 	if err := validHold(hold); err != nil {
 		return Released{}, err
 	}
+	return m.releaseHold(key, token, hold, "")
+}
+
+// releaseHold ends a hold; session, when set, is the session whose end
+// released it, for the history.
+func (m *Memory) releaseHold(key Key, token, hold, session string) (Released, error) {
 	hold = cmp.Or(hold, BaseHold)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -595,7 +612,7 @@ func (m *Memory) ReleaseHold(_ context.Context, key Key, token, hold string) (Re
 		return Released{Holds: len(g.holds)}, nil
 	}
 	now := time.Now()
-	m.endLocked(key, g, now)
+	m.endLocked(key, g, now, session)
 	return endedAfter(now.Sub(g.acquiredAt)), nil
 }
 

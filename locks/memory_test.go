@@ -50,3 +50,9 @@ func TestMemoryValues(t *testing.T) {
 		return locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
 	})
 }
+
+func TestMemorySessions(t *testing.T) {
+	locktest.RunSessions(t, func(t *testing.T) locks.Backend {
+		return locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
+	})
+}

@@ -20,6 +20,10 @@ const (
 	codeOtherMode  = -2 // OTHER_MODE: a re-entry in the other mode
 	codeFencedOff  = -3 // FENCED_OFF: a cleanup fenced the call off before it ran
 	codeSharedFull = -4 // SHARED_FULL: {code, retry}: the lock has its most shared holders
+	// A session script's refusal (lua/lib_session.lua).
+	codeSessionEnded   = -5 // SESSION_ENDED
+	codeSessionNotYour = -6 // SESSION_NOT_YOURS
+	codeSessionFull    = -7 // SESSION_FULL
 
 	// Why a token holds nothing, in {NOT_GRANTED, why}.
 	whyUnknown  = 0 // UNKNOWN

@@ -47,6 +47,9 @@ type RedisOptions struct {
 	// MaxSharedHolders is how many shared holders one lock may have at
 	// once (see DefaultMaxSharedHolders, the default).
 	MaxSharedHolders int
+	// SessionMaxHolds is how many grants one session may hold at once
+	// (see Sessions). Default DefaultSessionMaxHolds.
+	SessionMaxHolds int
 	// TicketLiveness is how long a ticket stays in its lock's queue after
 	// each poll, and how long a grant handed to a ticket waits for a poll
 	// to pick it up (see Tickets). Default DefaultTicketLiveness.
@@ -80,6 +83,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	}
 	if o.MaxSharedHolders <= 0 {
 		o.MaxSharedHolders = DefaultMaxSharedHolders
+	}
+	if o.SessionMaxHolds <= 0 {
+		o.SessionMaxHolds = DefaultSessionMaxHolds
 	}
 	return o
 }
@@ -126,6 +132,8 @@ type Redis struct {
 	mu       sync.Mutex
 	closed   bool
 	cleanups sync.WaitGroup
+
+	*sessions
 }
 
 var _ Backend = (*Redis)(nil)
@@ -154,6 +162,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) (*Redis, error) {
 	}
 	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
 	r.arg.channel = r.waiters.channel
+	r.sessions = &sessions{store: redisSessions{r}, grants: r, maxHolds: opts.SessionMaxHolds}
 	return r, nil
 }
 
@@ -257,7 +266,10 @@ func (r *Redis) Acquire(ctx context.Context, key Key, req AcquireRequest) (Grant
 // acquire takes res, or waits for it: the protocol locks and semaphores
 // share. limit is a semaphore's (0 for a lock).
 func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, limit int) (Grant, error) {
-	token := newToken()
+	token := req.token
+	if token == "" {
+		token = newToken()
+	}
 	if req.Wait == 0 {
 		start := time.Now()
 		rp, err := r.runAcquire(ctx, res, req, limit, token, nil, 0)
@@ -489,11 +501,16 @@ func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wak
 // here, with no message and no pick-up. When the reply is lost, a heartbeat
 // round makes such a waiter ask its own script instead.
 func (r *Redis) release(ctx context.Context, res resource, token, hold string) (Released, error) {
+	return r.releaseFor(ctx, res, token, hold, "")
+}
+
+// releaseFor is release, by the end of the session session when set.
+func (r *Redis) releaseFor(ctx context.Context, res resource, token, hold, session string) (Released, error) {
 	start := time.Now()
 	h := tokenHash(token)
 	// The release script may hand the lock in full to a waiter of this
 	// gateway, which exec's barrier covers like any grant.
-	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold})
+	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold, session: session})
 	if err != nil {
 		r.waiters.requestBeat()
 		return Released{}, unavailable("release", res, err)

@@ -419,3 +419,11 @@ func TestRedisBreak(t *testing.T) {
 		return newRedis(t, srv, opts), newRedis(t, srv, opts)
 	})
 }
+
+// TestRedisSessions runs the session cases on one Redis.
+func TestRedisSessions(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunSessions(t, func(t *testing.T) locks.Backend {
+		return newRedis(t, srv, locks.RedisOptions{History: locktest.HistoryLen})
+	})
+}

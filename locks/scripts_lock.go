@@ -92,7 +92,7 @@ func (lockType) callLeave(ctx context.Context, r *Redis, key Key, id, fence stri
 func (lockType) callRelease(ctx context.Context, r *Redis, key Key, id, fence string, a releaseArgs) (rp releaseReply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
 	cmd, ackErr := r.exec(ctx, releaseScript, id, fence, k.all(),
-		a.tokHash, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, a.hold)
+		a.tokHash, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, a.hold, a.session)
 	rp, err = parseRelease(cmd.Slice())
 	return rp, ackErr, err
 }
@@ -317,13 +317,13 @@ func (r *Redis) callHistory(ctx context.Context, key Key) ([]Event, error) {
 	for _, s := range out {
 		// As lua/lib_history.lua event writes it: numbers as strings.
 		var e struct {
-			E, S, O, B, V string
-			T, F          int64 `json:",string"`
+			E, S, O, B, V, SS string
+			T, F              int64 `json:",string"`
 		}
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
 			return nil, fmt.Errorf("an event Redis holds does not decode: %w", err)
 		}
-		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F, By: e.B, Value: e.V})
+		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F, By: e.B, Value: e.V, Session: e.SS})
 	}
 	return events, nil
 }

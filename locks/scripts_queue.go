@@ -101,6 +101,7 @@ func parseLeave(out []int64, err error) (reply, error) {
 type releaseArgs struct {
 	tokHash string
 	hold    string // a lock's: the hold to end, "" for the base hold
+	session string // a lock's: the session whose end releases it, or ""
 }
 
 // releaseReply is a release script's reply.

@@ -151,7 +151,7 @@ func (m *Memory) CloseTicket(ctx context.Context, key Key, id, token string) err
 	if tk.w.grant != nil {
 		delete(m.tickets, id)
 		if g := m.liveGrantLocked(tk); g != nil {
-			m.endLocked(key, g, now)
+			m.endLocked(key, g, now, "")
 		}
 		return nil
 	}

@@ -73,4 +73,7 @@ func TestRedisDeliveredTwice(t *testing.T) {
 	t.Run("Values", func(t *testing.T) {
 		locktest.RunValues(t, func(t *testing.T) locks.Backend { return open(t) })
 	})
+	t.Run("Sessions", func(t *testing.T) {
+		locktest.RunSessions(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
 }

@@ -108,13 +108,13 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   K.ev = {}
   if r then
     at = r.a
-    event(K, 'released', now, r.s, r.o, r.f)
+    event(K, 'released', now, r.s, r.o, r.f, nil, nil, K.session)
     drop_reader(K, now, tok)
     holder = redis.call('HGET', K.lock, 'tok')
   else
     f = f or redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence')
     at = f[1]
-    event(K, 'released', now, f[2], f[3], f[4])
+    event(K, 'released', now, f[2], f[3], f[4], nil, nil, K.session)
     if K.hist_n > 0 then
       redis.call('DEL', K.lock, K.held)
     else

@@ -27,15 +27,19 @@ local ENDS = {released = true, expired = true, broken = true, waiter_dropped = t
 -- a semaphore's S): what happened at ms on the Redis clock, to the grant
 -- of subject and owner label with fencing token fence (0 for a waiter),
 -- the grant's value, if the event sets one (acquired, handed_over,
--- value_changed), and by, for a grant someone else ended (broken), who did.
+-- value_changed), by, for a grant someone else ended (broken), who did,
+-- and session, for a release by the end of a session, that session's id.
 -- While K.ev is a list (see release_all), the event waits there, to be
 -- pushed with the others.
-local function event(K, what, ms, sub, own, fence, value, by)
+local function event(K, what, ms, sub, own, fence, value, by, session)
   if not K.hist_n or K.hist_n == 0 then
     return
   end
   local ev = {e = what, t = string.format('%d', ms), s = sub, o = own,
     f = string.format('%d', tonumber(fence) or 0), b = by}
+  if session and session ~= '' then
+    ev.ss = session
+  end
   if value and value ~= '' then
     ev.v = value
   end

@@ -34,7 +34,8 @@
 --              first, each JSON {e: event, t: ms on the Redis clock, s:
 --              subject, o: owner label, f: fencing token, v: the grant's
 --              value, on the events that set one, b: who broke it, for
---              'broken'}, the numbers as
+--              'broken', ss: the session whose end released it, for
+--              'released' (lib_session.lua)}, the numbers as
 --              strings (cjson keeps 14 digits of a number, a fencing token
 --              has 16); it lives as long as the fencing counter after the
 --              last event that began or extended a lease (push_events)
@@ -62,8 +63,9 @@
 -- reply of one call (once.lua), and K.lock .. ':idem:' .. id, an
 -- idempotency record (idem_lib.lua). Elsewhere: a semaphore's keys
 -- (semlib.lua), a namespace's index of held locks (lib_index.lua,
--- index.lua), and one pub/sub channel per gateway process, the prefix ..
--- 'gateway:' .. id (lib_queue.lua wake).
+-- index.lua), one pub/sub channel per gateway process, the prefix ..
+-- 'gateway:' .. id (lib_queue.lua wake), and a session's record, whose
+-- grants are ordinary grants of their locks (lib_session.lua).
 --
 -- The rule the scripts keep: only a script decides who holds what. A
 -- hand-off message says "look again" and nothing else; the waiter's own

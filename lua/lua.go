@@ -89,6 +89,23 @@ var (
 	//go:embed sem_resize.lua
 	semResizeSrc string
 
+	//go:embed lib_session.lua
+	libSession string
+	//go:embed session_open.lua
+	sessionOpenSrc string
+	//go:embed session_join.lua
+	sessionJoinSrc string
+	//go:embed session_confirm.lua
+	sessionConfirmSrc string
+	//go:embed session_keep.lua
+	sessionKeepSrc string
+	//go:embed session_drop.lua
+	sessionDropSrc string
+	//go:embed session_end.lua
+	sessionEndSrc string
+	//go:embed session_get.lua
+	sessionGetSrc string
+
 	//go:embed idem_lib.lua
 	idemLib string
 	//go:embed idem_begin.lua
@@ -192,6 +209,14 @@ var scripts = []Script{
 	writes("idem_begin", true, idemBeginSrc, idemLibs), // replays a live grant
 	writes("idem_done", false, idemDoneSrc, idemLibs),
 	writes("idem_abort", false, idemAbortSrc),
+
+	writes("session_open", true, sessionOpenSrc), // answers a lease
+	writes("session_join", false, sessionJoinSrc, libSession),
+	writes("session_confirm", false, sessionConfirmSrc, libSession),
+	writes("session_keep", true, sessionKeepSrc, libSession), // answers a lease
+	writesIdempotent("session_drop", sessionDropSrc),
+	writes("session_end", false, sessionEndSrc, libSession),
+	reads("session_get", sessionGetSrc, libSession),
 }
 
 // Scripts returns every script.

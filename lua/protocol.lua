@@ -13,6 +13,9 @@ local NOT_FOUND = -1       -- no such ticket; a semaphore in use with another li
 local OTHER_MODE = -2      -- a re-entry of a hold in the other mode
 local FENCED_OFF = -3      -- the call was fenced off by a cleanup before it ran (see once.lua)
 local SHARED_FULL = -4     -- {SHARED_FULL, retry_ms}: the lock has its most shared holders
+local SESSION_ENDED = -5   -- no live session of the token (lib_session.lua)
+local SESSION_NOT_YOURS = -6 -- the session is another subject's
+local SESSION_FULL = -7    -- the session holds its most grants
 local FENCED = {FENCED_OFF}
 
 -- Why a token holds nothing, in {NOT_GRANTED, why}.

@@ -14,6 +14,8 @@
 --             grant, told in the reply instead of by a message
 -- ARGV[6]     the id of the hold to end; '' for the base hold, the one the
 --             acquire made
+-- ARGV[7]     the id of the session whose end releases the grant, for
+--             the history ('' or absent: none)
 --
 -- Returns  {1, 0, held}  released (and handed on, if anyone waits); held
 --                      is how long the grant was held, ms
@@ -33,6 +35,7 @@
 -- one PUBLISH to one gateway however many wait.
 
 local K = lock_keys(ARGV[4])
+K.session = ARGV[7]
 local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
 -- once; anything else looks again with current.

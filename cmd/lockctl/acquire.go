@@ -22,6 +22,9 @@ type acquireFlags struct {
 	shared bool
 	// value is the grant's value, which status shows ("" for none).
 	value string
+	// session is the token of the session the grant joins, taking its
+	// lease ("" for none).
+	session string
 }
 
 func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {
@@ -79,10 +82,11 @@ func acquireWaiting(ctx context.Context, c *client, l lockName, af *acquireFlags
 }
 
 func cmdAcquire(ctx context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--json]")
+	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--json]")
 	cf := addClientFlags(fs)
 	af := addAcquireFlags(fs, 0)
 	asJSON := fs.Bool("json", false, "print the whole grant as JSON instead of the token alone")
+	inSession := fs.String("session", "", "join this session (as 'lockctl session open' printed it): the grant takes its lease, and its keep-alive renews it")
 	l, err := oneLock(fs, args)
 	if err != nil {
 		return err
@@ -91,6 +95,11 @@ func cmdAcquire(ctx context.Context, c cli, args []string) error {
 		return err
 	}
 	l.semaphore = af.limit > 0
+	if *inSession != "" {
+		if _, af.session, err = parseSessionHandle(*inSession); err != nil {
+			return err
+		}
+	}
 	cl, err := cf.client(c.getenv)
 	if err != nil {
 		return err

@@ -139,7 +139,7 @@ func (c *client) acquire(ctx context.Context, l lockName, af *acquireFlags, wait
 		body["value"] = af.value
 	}
 	var g grant
-	err := c.do(ctx, http.MethodPost, l.path(), body, "", c.timeout+wait, http.StatusCreated, &g)
+	err := c.doIn(ctx, http.MethodPost, l.path(), body, "", af.session, c.timeout+wait, http.StatusCreated, &g)
 	return g, err
 }
 
@@ -198,6 +198,11 @@ func (c *client) inspect(ctx context.Context, l lockName) (lockInfo, error) {
 // do sends one call and decodes a want answer into out. lockToken, when
 // set, goes in the Lock-Token header: never in the URL.
 func (c *client) do(ctx context.Context, method, path string, body any, lockToken string, timeout time.Duration, want int, out any) error {
+	return c.doIn(ctx, method, path, body, lockToken, "", timeout, want, out)
+}
+
+// doIn is do with a Session-Token header, when session is set.
+func (c *client) doIn(ctx context.Context, method, path string, body any, lockToken, session string, timeout time.Duration, want int, out any) error {
 	if c.jwt == "" {
 		return errNoJWT
 	}
@@ -224,6 +229,9 @@ func (c *client) do(ctx context.Context, method, path string, body any, lockToke
 	}
 	if lockToken != "" {
 		req.Header.Set("Lock-Token", lockToken)
+	}
+	if session != "" {
+		req.Header.Set("Session-Token", session)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -55,7 +55,8 @@
 //	       the semaphore is in use with another --limit)
 //	80     held by someone else (409 lock_held), or every permit taken (409 semaphore_full):
 //	       at once, or when --wait ran out
-//	81     not the holder (409 not_holder): released, expired, or someone else holds it now
+//	81     not the holder (409 not_holder): released, expired, or someone else holds it now;
+//	       or the session ended (404 session_ended)
 //	82     auth failure: no token, an invalid or expired one (401), or the namespace is not granted (403)
 //	83     gateway unreachable, timed out, busy or unavailable (429, 502, 503, 504)
 //	84     run: the lease was lost while the command ran, so lockctl stopped it

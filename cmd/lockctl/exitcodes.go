@@ -33,7 +33,8 @@ const exitCodeTable = `Exit codes:
          the semaphore is in use with another --limit)
   80     held by someone else (409 lock_held), or every permit taken (409 semaphore_full):
          at once, or when --wait ran out
-  81     not the holder (409 not_holder): released, expired, or someone else holds it now
+  81     not the holder (409 not_holder): released, expired, or someone else holds it now;
+       or the session ended (404 session_ended)
   82     auth failure: no token, an invalid or expired one (401), or the namespace is not granted (403)
   83     gateway unreachable, timed out, busy or unavailable (429, 502, 503, 504)
   84     run: the lease was lost while the command ran, so lockctl stopped it
@@ -101,11 +102,11 @@ func exitCode(err error) int {
 // when the answer did not come from lockgate (a proxy's 502, say).
 func (e *apiError) exitCode() int {
 	switch e.Code {
-	case "lock_held", "semaphore_full":
+	case "lock_held", "semaphore_full", "session_full":
 		return exitHeld
-	case "not_holder":
+	case "not_holder", "session_ended":
 		return exitNotHolder
-	case "unauthorized", "forbidden":
+	case "unauthorized", "forbidden", "session_not_yours", "session_token_mismatch":
 		return exitAuth
 	case "backend_unavailable", "too_many_requests":
 		return exitUnavail

@@ -177,17 +177,24 @@ func defaultOwner() string {
 // readLockToken returns the owner token from --token, "-" meaning the
 // first line of stdin, or else $LOCKGATE_LOCK_TOKEN.
 func readLockToken(c cli, flagVal string) (string, error) {
-	tok := firstNonEmpty(flagVal, c.getenv("LOCKGATE_LOCK_TOKEN"))
+	return readSecret(c, flagVal, "LOCKGATE_LOCK_TOKEN", "no lock token: pass --token T (or --token - to read it from stdin, or set LOCKGATE_LOCK_TOKEN)")
+}
+
+// readSecret returns a token from its flag, "-" meaning the first line of
+// stdin, or else from the environment variable env; missing is the usage
+// error without either.
+func readSecret(c cli, flagVal, env, missing string) (string, error) {
+	tok := firstNonEmpty(flagVal, c.getenv(env))
 	if tok == "-" {
 		b, err := io.ReadAll(io.LimitReader(c.stdin, 4096))
 		if err != nil {
-			return "", fmt.Errorf("read the lock token from stdin: %w", err)
+			return "", fmt.Errorf("read the token from stdin: %w", err)
 		}
 		tok, _, _ = strings.Cut(string(b), "\n")
 	}
 	tok = strings.TrimSpace(tok)
 	if tok == "" {
-		return "", usagef("no lock token: pass --token T (or --token - to read it from stdin, or set LOCKGATE_LOCK_TOKEN)")
+		return "", usagef("%s", missing)
 	}
 	return tok, nil
 }

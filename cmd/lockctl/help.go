@@ -8,7 +8,7 @@ import (
 const helpText = `lockctl: distributed locks from the shell, over lockgate's HTTP API.
 
 Usage:
-  lockctl acquire namespace/name [--shared | --limit N] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--json]
+  lockctl acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--json]
       Take the lock; print its owner token (the whole grant with --json).
       --value V: the grant carries V (an address, say), which status shows
       while it holds the lock: with run, a way to elect one leader among many.
@@ -17,6 +17,12 @@ Usage:
       waiting exclusive one.
       With --limit N, take one of the N permits of the semaphore namespace/name
       instead: up to N holders at once, each with a token and lease of its own.
+      --session ID.TOKEN: the grant joins the session and takes its lease.
+  lockctl session open [--ttl 30s] | keep [--ttl D] | end | show  [--session ID.TOKEN] [--json]
+      One lease for many grants: open prints the session (ID.TOKEN, a secret);
+      acquire --session joins it; one keep renews every grant of it; end
+      releases them all. --session - reads it from stdin; $LOCKGATE_SESSION
+      also works.
   lockctl release namespace/name [--semaphore] --token T
   lockctl renew namespace/name [--semaphore] --token T [--ttl D] [--json]
       --token - reads the owner token from stdin; $LOCKGATE_LOCK_TOKEN also works.
@@ -39,7 +45,7 @@ Usage:
       permits to waiters at once; a lowered one takes none back. Acquires
       must then send the new --limit until the semaphore is idle. Exit 1
       when it is idle (nobody holds or waits): the next acquire's limit applies.
-  lockctl run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]
+  lockctl run namespace/name [namespace/name...] [--session] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
       token is readable by processes of the same user), and lockctl's own
@@ -68,6 +74,11 @@ Usage:
       instead of the lock, and sets LOCKGATE_SEMAPHORE instead of LOCKGATE_LOCK and
       LOCKGATE_LOCK_TOKEN (a nested run of the lock of that name does not re-enter):
       at most N commands run at once.
+      With several locks, or --session, it holds them in one session of --ttl:
+      one keep-alive every third of it for all, one end when the command exits;
+      the command gets LOCKGATE_SESSION (the id, never the token) and
+      LOCKGATE_FENCING_TOKENS ("ns/a=12 ns/b=7"), LOCKGATE_FENCING_TOKEN the
+      first lock's; losing any of them is losing the lease.
       A command may exit 80-85 itself: when the code is lockctl's own, a line
       "lockctl: ..." on stderr says why (acquire failed, lease lost); the
       command's own code passes through without one.

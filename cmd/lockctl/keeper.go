@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -10,9 +11,11 @@ import (
 // keeper renews a lease when the gateway says to (renew_after_ms, a third
 // of its TTL) for as long as run's command runs.
 type keeper struct {
-	c     *client
-	lock  lockName
-	token string
+	// what names what it keeps, in messages: a lock, or a session.
+	what string
+	// renew renews the lease, and returns an error that matches errGone
+	// when the gateway says it is no longer held.
+	renew func(ctx context.Context) (lease, error)
 	ttl   time.Duration
 	// interval is the time from a lease's start to its renewal.
 	interval time.Duration
@@ -49,7 +52,7 @@ func (k *keeper) keep(ctx context.Context) error {
 			end = sent
 		}
 		callCtx, cancel := context.WithDeadline(ctx, end.Add(interval))
-		ls, err := k.c.renew(callCtx, k.lock, k.token, 0)
+		ls, err := k.renew(callCtx)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
@@ -60,16 +63,30 @@ func (k *keeper) keep(ctx context.Context) error {
 			interval = renewAfter(ls.TTLMs, ls.RenewAfterMs)
 			k.deadline = sent.Add(k.ttl)
 			next = interval
-		case isCode(err, "not_holder"):
-			return fmt.Errorf("%w: the gateway says this lockctl no longer holds %s", errLeaseLost, k.lock)
+		case errors.Is(err, errGone):
+			return fmt.Errorf("%w: the gateway says this lockctl no longer holds %s", errLeaseLost, k.what)
 		case !time.Now().Before(k.deadline):
-			return fmt.Errorf("%w: renewals of %s failed until the lease may have ended (last: %v)", errLeaseLost, k.lock, err)
+			return fmt.Errorf("%w: renewals of %s failed until the lease may have ended (last: %v)", errLeaseLost, k.what, err)
 		default:
 			// Retry soon, and try once more right at the deadline.
 			left := time.Until(k.deadline)
 			next = min(max(interval/4, time.Millisecond), left)
 			fmt.Fprintf(k.stderr, "lockctl: renew %s: %v; retrying, the lease may end in %s\n",
-				k.lock, err, left.Round(time.Millisecond))
+				k.what, err, left.Round(time.Millisecond))
 		}
+	}
+}
+
+// errGone is a renewal's answer that what it renews is no longer held.
+var errGone = errors.New("no longer held")
+
+// lockRenewer renews the grant token holds of l.
+func lockRenewer(cl *client, l lockName, token string) func(context.Context) (lease, error) {
+	return func(ctx context.Context) (lease, error) {
+		ls, err := cl.renew(ctx, l, token, 0)
+		if isCode(err, "not_holder") {
+			return ls, fmt.Errorf("%w (%w)", errGone, err)
+		}
+		return ls, err
 	}
 }

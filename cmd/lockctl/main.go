@@ -24,6 +24,7 @@ var commands = map[string]func(context.Context, cli, []string) error{
 	"resize":  cmdResize,
 	"run":     cmdRun,
 	"token":   cmdToken,
+	"session": cmdSession,
 }
 
 // run is lockctl with its arguments (args[0] is the program name),

@@ -25,12 +25,13 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]"
+	const usage = "run namespace/name [namespace/name...] [--session] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
 	killAfter := fset.Duration("kill-after", 10*time.Second, "how long the command has between SIGTERM and SIGKILL, when lockctl stops it: after a lost lease, or after SIGINT or SIGTERM to lockctl")
 	noToken := fset.Bool("no-token-env", false, "do not pass LOCKGATE_TOKEN on to the command (a nested lockctl in it then needs a token of its own)")
+	inSession := fset.Bool("session", false, "hold the lock in a session, as run does with several locks: one keep-alive for all, one end")
 	pos, argv, dashes, err := parseArgs(fset, args)
 	if err != nil {
 		return err
@@ -38,19 +39,22 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	switch {
 	case !dashes || len(argv) == 0:
 		return usagef("run needs a command after --: lockctl %s", usage)
-	case len(pos) != 1:
-		return usagef("run takes one lock, namespace/name, before --; got %d arguments", len(pos))
+	case len(pos) == 0:
+		return usagef("run takes a lock, namespace/name, before --; or several, held in one session")
 	case *killAfter < 0:
 		return usagef("--kill-after must not be negative")
 	}
-	l, err := parseLockName(pos[0])
-	if err != nil {
-		return err
+	ls := make([]lockName, len(pos))
+	for i, p := range pos {
+		if ls[i], err = parseLockName(p); err != nil {
+			return err
+		}
+		ls[i].semaphore = af.limit > 0
 	}
+	l := ls[0]
 	if err := af.check(); err != nil {
 		return err
 	}
-	l.semaphore = af.limit > 0
 	if af.ttl < 3*time.Millisecond {
 		return usagef("run needs --ttl of at least 3ms: it renews every third of it")
 	}
@@ -71,6 +75,10 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	// second keeper with a shorter TTL would shorten the outer lease.
 	if outer := c.getenv("LOCKGATE_LOCK_TOKEN"); outer != "" && !l.semaphore && c.getenv("LOCKGATE_LOCK") == l.String() {
 		return runReentered(ctx, c, cl, l, outer, af, argv, childEnv(os.Environ(), *noToken), sigs, *killAfter)
+	}
+
+	if len(ls) > 1 || *inSession {
+		return runInSession(ctx, c, cl, ls, af, argv, childEnv(os.Environ(), *noToken), sigs, *killAfter)
 	}
 
 	g, sent, err := acquireOrSignal(ctx, cl, l, af, sigs)
@@ -98,72 +106,10 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 		return fmt.Errorf("run %s: %w", argv[0], startError(err))
 	}
 
-	k := &keeper{c: cl, lock: l, token: g.Token, ttl: time.Duration(g.TTLMs) * time.Millisecond,
+	k := &keeper{what: l.String(), renew: lockRenewer(cl, l, g.Token), ttl: time.Duration(g.TTLMs) * time.Millisecond,
 		interval: renewAfter(g.TTLMs, g.RenewAfterMs), stderr: c.stderr}
 	k.deadline = sent.Add(k.ttl)
-	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopKeeping()
-	lost := make(chan error, 1)
-	go func() { lost <- k.keep(keepCtx) }()
-
-	var (
-		lostErr error
-		kill    <-chan time.Time // SIGKILL when it fires
-		killWhy string
-		ctxDone = ctx.Done()
-	)
-	// end asks the command to stop with sig, and gives it --kill-after to
-	// do so: whatever the command does with sig, lockctl ends.
-	end := func(sig syscall.Signal, why string) {
-		ch.signal(sig)
-		if kill == nil {
-			kill, killWhy = time.After(*killAfter), why
-		}
-	}
-watch:
-	for {
-		select {
-		case <-ch.done:
-			break watch
-		case sig := <-sigs:
-			if sig == syscall.SIGHUP {
-				ch.signal(sig) // the command decides: many reload on it
-				continue
-			}
-			end(sig.(syscall.Signal), "of "+signalName(sig))
-		case <-ctxDone: // as a SIGTERM: run was asked to stop
-			ctxDone = nil
-			end(syscall.SIGTERM, "of SIGTERM")
-		case sig := <-ch.stopped:
-			if ch.canSuspend() {
-				fmt.Fprintf(c.stderr, "lockctl: the command stopped (%s); suspending lockctl with it: "+
-					"the lease is not renewed while suspended, and if it ends meanwhile lockctl stops the command once resumed\n", signalName(sig))
-				ch.suspend(sig)
-				continue
-			}
-			fmt.Fprintf(c.stderr, "lockctl: the command stopped (%s); lockctl keeps renewing %s until it continues (SIGCONT) or exits; "+
-				"SIGINT or SIGTERM to lockctl end both\n", signalName(sig), l)
-		case lostErr = <-lost:
-			lost = nil
-			fmt.Fprintf(c.stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lostErr, *killAfter)
-			end(syscall.SIGTERM, "of SIGTERM")
-		case <-kill:
-			kill = nil
-			fmt.Fprintf(c.stderr, "lockctl: the command did not exit within %s %s; sending SIGKILL\n", *killAfter, killWhy)
-			ch.signal(syscall.SIGKILL)
-		}
-	}
-	ch.release()
-	stopKeeping()
-	if lost != nil {
-		// No renewal may race the release. A loss found just now still
-		// counts: the command may have finished its work without the lock.
-		if err := <-lost; err != nil {
-			lostErr = err
-			fmt.Fprintf(c.stderr, "lockctl: %v\n", lostErr)
-		}
-	}
-	code := ch.exitCode()
+	code, lostErr := supervise(ctx, c, ch, k, sigs, *killAfter)
 	if lostErr != nil {
 		// Renewals may have failed with the lock still ours: free it if so.
 		releaseQuietly(ctx, c, cl, l, g.Token, "")
@@ -314,3 +260,72 @@ type startErr struct {
 
 func (e *startErr) Error() string { return e.err.Error() }
 func (e *startErr) Unwrap() error { return e.err }
+
+// supervise runs until the command ch exits, while k keeps its lease:
+// it passes signals on, stops the command when the lease is lost, and
+// returns the command's exit code and the loss, if any.
+func supervise(ctx context.Context, c cli, ch *child, k *keeper, sigs <-chan os.Signal, killAfter time.Duration) (int, error) {
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopKeeping()
+	lost := make(chan error, 1)
+	go func() { lost <- k.keep(keepCtx) }()
+
+	var (
+		lostErr error
+		kill    <-chan time.Time // SIGKILL when it fires
+		killWhy string
+		ctxDone = ctx.Done()
+	)
+	// end asks the command to stop with sig, and gives it --kill-after to
+	// do so: whatever the command does with sig, lockctl ends.
+	end := func(sig syscall.Signal, why string) {
+		ch.signal(sig)
+		if kill == nil {
+			kill, killWhy = time.After(killAfter), why
+		}
+	}
+watch:
+	for {
+		select {
+		case <-ch.done:
+			break watch
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				ch.signal(sig) // the command decides: many reload on it
+				continue
+			}
+			end(sig.(syscall.Signal), "of "+signalName(sig))
+		case <-ctxDone: // as a SIGTERM: run was asked to stop
+			ctxDone = nil
+			end(syscall.SIGTERM, "of SIGTERM")
+		case sig := <-ch.stopped:
+			if ch.canSuspend() {
+				fmt.Fprintf(c.stderr, "lockctl: the command stopped (%s); suspending lockctl with it: "+
+					"the lease is not renewed while suspended, and if it ends meanwhile lockctl stops the command once resumed\n", signalName(sig))
+				ch.suspend(sig)
+				continue
+			}
+			fmt.Fprintf(c.stderr, "lockctl: the command stopped (%s); lockctl keeps renewing %s until it continues (SIGCONT) or exits; "+
+				"SIGINT or SIGTERM to lockctl end both\n", signalName(sig), k.what)
+		case lostErr = <-lost:
+			lost = nil
+			fmt.Fprintf(c.stderr, "lockctl: %v; stopping the command (SIGTERM, then SIGKILL after %s)\n", lostErr, killAfter)
+			end(syscall.SIGTERM, "of SIGTERM")
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(c.stderr, "lockctl: the command did not exit within %s %s; sending SIGKILL\n", killAfter, killWhy)
+			ch.signal(syscall.SIGKILL)
+		}
+	}
+	ch.release()
+	stopKeeping()
+	if lost != nil {
+		// No renewal may race the release. A loss found just now still
+		// counts: the command may have finished its work without the lock.
+		if err := <-lost; err != nil {
+			lostErr = err
+			fmt.Fprintf(c.stderr, "lockctl: %v\n", lostErr)
+		}
+	}
+	return ch.exitCode(), lostErr
+}

@@ -59,20 +59,22 @@ class Client:
         self.timeout = timeout
         self.opener = urllib.request.build_opener(NoRedirect)
 
-    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0, idempotency_key=None, kind="locks"):
-        """kind is the path's first part: "locks", or "semaphores" for a
-        semaphore's calls (lock then names the semaphore)."""
+    def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0, idempotency_key=None,
+             session_token=None, kind="locks"):
         namespace, name = lock_path(lock)
-        url = f"{self.base}/{kind}/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
+        path = f"/{kind}/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
+        headers = {"Lock-Token": lock_token, "Idempotency-Key": idempotency_key, "Session-Token": session_token}
+        return self.send(method, path, body, headers, wait_ms)
+
+    def send(self, method, path, body=None, headers=None, wait_ms=0):
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method)
+        req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("Authorization", "Bearer " + self.jwt)
         if data is not None:
             req.add_header("Content-Type", "application/json")
-        if lock_token:
-            req.add_header("Lock-Token", lock_token)
-        if idempotency_key:
-            req.add_header("Idempotency-Key", idempotency_key)
+        for k, v in (headers or {}).items():
+            if v:
+                req.add_header(k, v)
         try:
             # A waiting acquire holds the request open up to wait_ms.
             with self.opener.open(req, timeout=self.timeout + wait_ms / 1000) as resp:
@@ -137,6 +139,32 @@ class Client:
     def set_value(self, lock, token, value):
         """Changes the value of the grant token holds."""
         return self.call("PUT", lock, "/value", body={"value": value}, lock_token=token)[1]
+
+    def open_session(self, ttl_ms):
+        """Opens a session: one lease for many grants. acquire_in_session
+        joins it; keep_session renews every grant of it in one call;
+        end_session releases them all. The session_token is a secret."""
+        return self.send("POST", "/sessions", {"ttl_ms": ttl_ms})[1]
+
+    def acquire_in_session(self, session, lock, wait_ms=0, owner=None, limit=None):
+        """Takes the lock (or, with limit, a permit of the semaphore) with
+        the session's lease; the grant keeps its own token and fencing token."""
+        body = {"wait_ms": wait_ms}
+        if owner:
+            body["owner"] = owner
+        if limit:
+            body["limit"] = limit
+        return self.call("POST", lock, body=body, wait_ms=wait_ms, session_token=session["session_token"],
+                         kind="semaphores" if limit else "locks")[1]
+
+    def keep_session(self, session):
+        """Renews the session and every grant of it; raises Problem
+        session_ended (404) once it ended: its grants ended with it."""
+        return self.send("PUT", "/sessions/" + session["session"], headers={"Session-Token": session["session_token"]})[1]
+
+    def end_session(self, session):
+        """Ends the session, releasing every grant of it."""
+        return self.send("DELETE", "/sessions/" + session["session"], headers={"Session-Token": session["session_token"]})[1]
 
     def inspect(self, lock):
         """Who holds the lock (its value, fencing token, ...), or None when nobody does."""

@@ -302,7 +302,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		logger.Warn().Msg("using the embedded in-memory backend: locks live in this process only and vanish when it stops; " +
 			"run a single gateway, or set --redis-url to share locks between gateways")
 		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay, History: cfg.history, TicketLiveness: cfg.ticketLiveness,
-			MaxSharedHolders: cfg.maxSharedHolders})
+			MaxSharedHolders: cfg.maxSharedHolders, SessionMaxHolds: cfg.sessionMaxHolds})
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
@@ -316,6 +316,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		ReplicaTimeout:   cfg.replicaTimeout,
 		TicketLiveness:   cfg.ticketLiveness,
 		MaxSharedHolders: cfg.maxSharedHolders,
+		SessionMaxHolds:  cfg.sessionMaxHolds,
 	})
 	if err != nil {
 		return nil, nil, err

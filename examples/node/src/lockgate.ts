@@ -136,3 +136,48 @@ export async function setValue(client: Client, lock: string, token: string, valu
   }
   throw new Error(`set the value of ${lock}: ${describe(error, response.status)}`);
 }
+
+export type Session = components["schemas"]["Session"];
+
+/**
+ * Opens a session: one lease for many grants. Acquire with
+ * `header: { "Session-Token": session.session_token }` and the grant takes
+ * the session's lease; keepSession renews every grant of it in one call,
+ * endSession releases them all.
+ */
+export async function openSession(client: Client, ttlMs: number): Promise<Session> {
+  const { data, error, response } = await client.POST("/sessions", { body: { ttl_ms: ttlMs } });
+  if (!data) {
+    throw new Error(`open session: ${describe(error, response.status)}`);
+  }
+  return data;
+}
+
+/**
+ * Keeps the session alive, renewing every grant of it. Resolves to how many
+ * grants it renewed, or to undefined when the session ended (404): its
+ * grants ended with it, and the work must stop.
+ */
+export async function keepSession(client: Client, s: Session): Promise<number | undefined> {
+  const { data, error, response } = await client.PUT("/sessions/{session}", {
+    params: { path: { session: s.session }, header: { "Session-Token": s.session_token } },
+  });
+  if (data) {
+    return data.renewed.length;
+  }
+  if (response.status === 404) {
+    return undefined;
+  }
+  throw new Error(`keep session ${s.session}: ${describe(error, response.status)}`);
+}
+
+/** Ends the session, releasing every grant of it; resolves to how many. */
+export async function endSession(client: Client, s: Session): Promise<number> {
+  const { data, error, response } = await client.DELETE("/sessions/{session}", {
+    params: { path: { session: s.session }, header: { "Session-Token": s.session_token } },
+  });
+  if (!data) {
+    throw new Error(`end session ${s.session}: ${describe(error, response.status)}`);
+  }
+  return data.released.length;
+}

@@ -79,6 +79,12 @@ export interface paths {
          *     Gateways without Redis ignore the preference and wait in the call
          *     (no `Preference-Applied` then). An `Idempotency-Key` cannot be
          *     combined with it (400).
+         *
+         *     With a `Session-Token` (see `openSession`), the grant takes the
+         *     session's lease instead of one of its own: `ttl_ms` is ignored,
+         *     and the session's keep-alive renews it. A `Lock-Token`, an
+         *     `Idempotency-Key` or `Prefer: respond-async` cannot be combined
+         *     with it (400).
          */
         post: operations["acquireLock"];
         /**
@@ -302,6 +308,9 @@ export interface paths {
          *     limit of a semaphore in use (`PUT .../limit`): the new one is then
          *     the limit to send. A semaphore and a lock of the same name are
          *     unrelated.
+         *
+         *     With a `Session-Token`, the permit takes the session's lease (see
+         *     `acquireLock`).
          */
         post: operations["acquireSemaphore"];
         /** Give back a permit you hold. */
@@ -369,6 +378,79 @@ export interface paths {
         put: operations["resizeSemaphore"];
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Open a session, one lease for many grants.
+         * @description A session is a lease of its own. Every acquire that sends its
+         *     `session_token` in a `Session-Token` header (a lock, a shared hold,
+         *     a semaphore's permit) takes the session's lease instead of its own:
+         *     one `PUT /sessions/{session}` renews every grant of the session,
+         *     and `DELETE /sessions/{session}`, or the session's lease running
+         *     out, ends every one of them, each with one release of its own lock,
+         *     atomic there. Each grant keeps its own owner token (it can be
+         *     released on its own) and its own fencing token. A session belongs
+         *     to the caller that opened it (`iss` and `sub`); sessions are not per
+         *     namespace, their grants are, and each acquire is authorised as
+         *     usual. A session holds at most the gateway's
+         *     `--session-max-holds` grants (100 by default). Tickets
+         *     (`Prefer: respond-async`) cannot join a session.
+         */
+        post: operations["openSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The `session_token` of the session's 201. Never put it in a URL. */
+                "Session-Token": components["parameters"]["SessionToken"];
+            };
+            path: {
+                /** @description The session's id, the `session` of its 201. */
+                session: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /** The session's lease and grants (never their tokens). */
+        get: operations["describeSession"];
+        /**
+         * Keep a session alive, renewing every grant of it in one call.
+         * @description The session's lease, then every grant's, becomes `ttl_ms` from now
+         *     (default: the session's TTL as last set). Grants that ended on
+         *     their own meanwhile (released with their own token, broken) are
+         *     listed in `gone`, and the session forgets them. Keep alive every
+         *     `renew_after_ms`. A retry after a 503 is safe.
+         */
+        put: operations["keepSession"];
+        post?: never;
+        /**
+         * End a session, releasing every grant of it.
+         * @description Ends the session at once (no grant joins it, no keep-alive renews
+         *     it any more) and releases every grant of it, each with one release
+         *     of its own lock, atomic there; a lock's history records the
+         *     `released` event with the session's id in `session`. A repeated
+         *     `DELETE` within 60 s answers 200 again and releases nothing. A
+         *     grant a 503 left unreleased ends with its lease, at most the
+         *     session's.
+         */
+        delete: operations["endSession"];
         options?: never;
         head?: never;
         patch?: never;
@@ -707,6 +789,8 @@ export interface components {
             fencing_token: number;
             /** @description `broken` only: who broke the lock, the administrator's subject (`iss#sub`). */
             by?: string;
+            /** @description `released` only: the id of the session whose end released the grant (see `endSession`). */
+            session?: string;
             /**
              * @description The value the event gave the grant (`acquired`, `handed_over`,
              *     `value_changed`); absent for none. The history keeps it as long
@@ -823,6 +907,87 @@ export interface components {
              */
             waiters: number;
         };
+        SessionRequest: {
+            /**
+             * Format: int64
+             * @description The session's lease, and so its grants'; at most the caller's max TTL (the gateway's `--max-ttl`).
+             */
+            ttl_ms: number;
+        };
+        SessionKeepRequest: {
+            /**
+             * Format: int64
+             * @description The new lease from now, of the session and its grants; default the session's TTL as last set.
+             */
+            ttl_ms?: number;
+        };
+        Session: {
+            /** @description The session's id, derived one way from its token. */
+            session: string;
+            /**
+             * @description The session's secret: send it in `Session-Token` to join, keep
+             *     or end the session. Never put it in a URL.
+             */
+            session_token: string;
+            /** Format: int64 */
+            ttl_ms: number;
+            /**
+             * Format: int64
+             * @description When to keep the session alive: a third of its lease.
+             */
+            renew_after_ms: number;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        SessionHold: {
+            /** @enum {string} */
+            kind: "lock" | "semaphore";
+            /**
+             * @description namespace/name of the lock or semaphore
+             * @example billing/invoice-42
+             */
+            resource: string;
+            /**
+             * Format: int64
+             * @description The grant's fencing token, when the call learnt it (a keep-alive's renewed grants).
+             */
+            fencing_token?: number;
+            /** @description Set while the grant's acquire still runs (or waits). */
+            pending?: boolean;
+        };
+        SessionInfo: {
+            session: string;
+            /**
+             * Format: int64
+             * @description What is left of the lease.
+             */
+            ttl_ms: number;
+            /**
+             * Format: int64
+             * @description The lease a keep-alive without `ttl_ms` gives.
+             */
+            session_ttl_ms: number;
+            /** Format: date-time */
+            expires_at: string;
+            holds: components["schemas"]["SessionHold"][];
+        };
+        SessionKept: {
+            session: string;
+            /** Format: int64 */
+            ttl_ms: number;
+            /** Format: int64 */
+            renew_after_ms: number;
+            /** Format: date-time */
+            expires_at: string;
+            /** @description The grants whose leases were renewed. */
+            renewed: components["schemas"]["SessionHold"][];
+            /** @description The grants that had ended (released on their own, broken); the session forgot them. */
+            gone: components["schemas"]["SessionHold"][];
+        };
+        SessionEnded: {
+            session: string;
+            released: components["schemas"]["SessionHold"][];
+        };
         SemaphoreResize: {
             /** @description The new limit, in force until the semaphore is idle. */
             limit: number;
@@ -892,7 +1057,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "method_not_allowed" | "internal";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "method_not_allowed" | "internal" | "session_ended" | "session_not_yours" | "session_token_mismatch" | "session_full";
         };
         NotHolderProblem: components["schemas"]["Problem"] & {
             /**
@@ -1049,6 +1214,33 @@ export interface components {
             };
         };
         /**
+         * @description No live session of this `Session-Token` (`session_ended`): it was
+         *     ended, its lease ran out, or it never was. Its grants are released
+         *     or their leases have ended with it; open a new session.
+         */
+        NoSession: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The token does not grant this namespace (`forbidden`), the
+         *     session was opened by another caller (`session_not_yours`), or the
+         *     `Session-Token` is not the token of the session in the path
+         *     (`session_token_mismatch`). Nothing was changed.
+         */
+        SessionForbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
          * @description The `Idempotency-Key` was used for a request with another body
          *     (`idempotency_key_mismatch`). Nothing was acquired.
          */
@@ -1121,6 +1313,15 @@ export interface components {
         TicketId: string;
         /** @description The `ticket_token` of the ticket's 202. Never put it in a URL. */
         TicketToken: string;
+        /** @description The session's id, the `session` of its 201. */
+        SessionId: string;
+        /** @description The `session_token` of the session's 201. Never put it in a URL. */
+        SessionToken: string;
+        /**
+         * @description The `session_token` of a session (see `openSession`): the grant
+         *     takes the session's lease. Never put it in a URL.
+         */
+        JoinSession: string;
         /** @description The `next_cursor` of the previous page; absent for the first page. */
         Cursor: string;
         /** @description The most locks a page holds (100 when absent). */
@@ -1252,6 +1453,11 @@ export interface operations {
                  *     long-poll up to N seconds, at most 30). Others are ignored.
                  */
                 Prefer?: components["parameters"]["Prefer"];
+                /**
+                 * @description The `session_token` of a session (see `openSession`): the grant
+                 *     takes the session's lease. Never put it in a URL.
+                 */
+                "Session-Token"?: components["parameters"]["JoinSession"];
             };
             path: {
                 /** @description The unit of authorisation. */
@@ -1309,7 +1515,8 @@ export interface operations {
             };
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["SessionForbidden"];
+            404: components["responses"]["NoSession"];
             /**
              * @description The lock is held in a way that excludes this request (and did not
              *     free up within `wait_ms`): `code` is `lock_held`, and
@@ -1318,6 +1525,8 @@ export interface operations {
              *     With a `Lock-Token` that does not hold the lock, `code` is
              *     `not_holder` (without `retry_after_ms`), and nothing is acquired. With an `Idempotency-Key`:
              *     `idempotency_in_progress` or `grant_ended` (see the parameter).
+             *     With a `Session-Token` of a session at its most grants:
+             *     `session_full`.
              */
             409: {
                 headers: {
@@ -1700,6 +1909,11 @@ export interface operations {
                  *     the retry, not released.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description The `session_token` of a session (see `openSession`): the grant
+                 *     takes the session's lease. Never put it in a URL.
+                 */
+                "Session-Token"?: components["parameters"]["JoinSession"];
             };
             path: {
                 /** @description The unit of authorisation. */
@@ -1729,7 +1943,8 @@ export interface operations {
             };
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["SessionForbidden"];
+            404: components["responses"]["NoSession"];
             /**
              * @description Every permit is taken, and none freed up within `wait_ms`
              *     (`semaphore_full`): `Retry-After` and `retry_after_ms` say when
@@ -1737,7 +1952,8 @@ export interface operations {
              *     in use with another limit (`limit_mismatch`), given in `limit`;
              *     this answer wins over `semaphore_full`. With an
              *     `Idempotency-Key`: `idempotency_in_progress` or `grant_ended`
-             *     (see the parameter).
+             *     (see the parameter). With a `Session-Token` of a session at its
+             *     most grants: `session_full`.
              */
             409: {
                 headers: {
@@ -1882,6 +2098,138 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    openSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The session lives until `expires_at` unless kept alive. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    describeSession: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The `session_token` of the session's 201. Never put it in a URL. */
+                "Session-Token": components["parameters"]["SessionToken"];
+            };
+            path: {
+                /** @description The session's id, the `session` of its 201. */
+                session: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionInfo"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["SessionForbidden"];
+            404: components["responses"]["NoSession"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    keepSession: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The `session_token` of the session's 201. Never put it in a URL. */
+                "Session-Token": components["parameters"]["SessionToken"];
+            };
+            path: {
+                /** @description The session's id, the `session` of its 201. */
+                session: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SessionKeepRequest"];
+            };
+        };
+        responses: {
+            /** @description Kept alive. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionKept"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["SessionForbidden"];
+            404: components["responses"]["NoSession"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    endSession: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The `session_token` of the session's 201. Never put it in a URL. */
+                "Session-Token": components["parameters"]["SessionToken"];
+            };
+            path: {
+                /** @description The session's id, the `session` of its 201. */
+                session: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ended; `released` lists the grants it released. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionEnded"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["SessionForbidden"];
+            404: components["responses"]["NoSession"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];

@@ -1,0 +1,309 @@
+package locktest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// RunSessions runs the session cases (locks.Sessions) on backends that
+// newBackend makes with a history of HistoryLen events and the default
+// cap of grants per session.
+func RunSessions(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, b locks.Backend)
+	}{
+		{"OpenAnswersAnIDDerivedFromTheToken", testSessionOpen},
+		{"LeaseEndFreesEveryHoldWithinASecond", testSessionLeaseEnds},
+		{"EndReleasesEveryHoldAndSaysWhy", testSessionEnd},
+		{"OneKeepAliveRenewsFiftyHolds", testSessionKeepFifty},
+		{"FencingTokensStayPerGrant", testSessionFencing},
+		{"AHoldReleasedOnItsOwnIsGoneAtTheNextKeepAlive", testSessionHoldReleasedAlone},
+		{"AnotherSubjectIsRefused", testSessionNotYours},
+		{"ARefusedAcquireLeavesNothing", testSessionHeld},
+		{"AWaiterInASessionGetsTheSessionsLease", testSessionWaiter},
+		{"CapOfGrants", testSessionFull},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.test(t, newBackend(t))
+		})
+	}
+}
+
+// sessionSubject is the subject the cases open their sessions as.
+const sessionSubject = "iss#alice"
+
+// MustOpenSession opens a session of sessionSubject or fails the test.
+func MustOpenSession(t testing.TB, s locks.Sessions, ttl time.Duration) locks.Session {
+	t.Helper()
+	ss, err := s.OpenSession(context.Background(), sessionSubject, ttl)
+	if err != nil {
+		t.Fatalf("open session: %v", err)
+	}
+	return ss
+}
+
+// MustAcquireInSession acquires key in the session of token or fails the
+// test.
+func MustAcquireInSession(t testing.TB, s locks.Sessions, token string, key locks.Key, mode locks.Mode) locks.Grant {
+	t.Helper()
+	g, err := s.AcquireInSession(context.Background(), token, key, locks.AcquireRequest{Subject: sessionSubject, Owner: "job", Mode: mode})
+	if err != nil {
+		t.Fatalf("acquire %s in session: %v", key, err)
+	}
+	return g
+}
+
+func testSessionOpen(t *testing.T, b locks.Backend) {
+	ss := MustOpenSession(t, b, time.Minute)
+	if ss.ID != locks.SessionID(ss.Token) || ss.ID == "" || ss.Token == "" {
+		t.Fatalf("got id %q for its token, want SessionID of the token", ss.ID)
+	}
+	if ss.TTL != time.Minute {
+		t.Fatalf("got ttl %v, want 1m", ss.TTL)
+	}
+	if _, err := b.OpenSession(context.Background(), sessionSubject, 0); !errors.Is(err, locks.ErrInvalid) {
+		t.Fatalf("open with ttl 0: got %v, want ErrInvalid", err)
+	}
+	info, err := b.DescribeSession(context.Background(), ss.Token, sessionSubject)
+	if err != nil || len(info.Holds) != 0 || info.SessionTTL != time.Minute || info.TTL <= 0 {
+		t.Fatalf("describe a new session: got %+v, %v", info, err)
+	}
+}
+
+func testSessionLeaseEnds(t *testing.T, b locks.Backend) {
+	ss := MustOpenSession(t, b, 400*time.Millisecond)
+	keys := []locks.Key{UniqueKey(t), UniqueKey(t), UniqueKey(t)}
+	MustAcquireInSession(t, b, ss.Token, keys[0], locks.Exclusive)
+	MustAcquireInSession(t, b, ss.Token, keys[1], locks.Shared)
+	permit, err := b.AcquirePermitInSession(context.Background(), ss.Token, keys[2],
+		locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{Subject: sessionSubject}, Limit: 1})
+	if err != nil {
+		t.Fatalf("acquire a permit in session: %v", err)
+	}
+	if permit.TTL > ss.TTL {
+		t.Fatalf("got a permit's lease of %v in a session of %v", permit.TTL, ss.TTL)
+	}
+	for _, key := range keys[:2] {
+		WaitUntilFree(t, b, key)
+	}
+	for {
+		if _, err := b.InspectSemaphore(context.Background(), keys[2]); errors.Is(err, locks.ErrNotHeld) {
+			break
+		}
+		if time.Now().After(ss.ExpiresAt.Add(2 * time.Second)) {
+			t.Fatal("the permit outlived its session by 2s")
+		}
+		time.Sleep(2 * time.Millisecond) // polling for an expiry
+	}
+	if late := time.Since(ss.ExpiresAt); late > time.Second {
+		t.Fatalf("the holds ended %v after their session's lease, want within 1s", late)
+	}
+	if _, err := b.KeepSession(context.Background(), ss.Token, sessionSubject, 0); !errors.Is(err, locks.ErrSessionEnded) {
+		t.Fatalf("keep a session whose lease ran out: got %v, want ErrSessionEnded", err)
+	}
+}
+
+func testSessionEnd(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	ss := MustOpenSession(t, b, time.Minute)
+	keys := []locks.Key{UniqueKey(t), UniqueKey(t), UniqueKey(t)}
+	grants := []locks.Grant{
+		MustAcquireInSession(t, b, ss.Token, keys[0], locks.Exclusive),
+		MustAcquireInSession(t, b, ss.Token, keys[1], locks.Shared),
+	}
+	if _, err := b.AcquirePermitInSession(ctx, ss.Token, keys[2],
+		locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{Subject: sessionSubject}, Limit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	ended, err := b.EndSession(ctx, ss.Token, sessionSubject)
+	if err != nil {
+		t.Fatalf("end session: %v", err)
+	}
+	if len(ended.Released) != 3 {
+		t.Fatalf("end released %d holds, want 3: %+v", len(ended.Released), ended.Released)
+	}
+	for i, key := range keys[:2] {
+		if _, err := b.Inspect(ctx, key); !errors.Is(err, locks.ErrNotHeld) {
+			t.Fatalf("%s after the session's end: got %v, want ErrNotHeld", key, err)
+		}
+		events, err := b.History(ctx, key)
+		if err != nil || len(events) == 0 {
+			t.Fatalf("history of %s: %v, %v", key, events, err)
+		}
+		if e := events[0]; e.Kind != "released" || e.Session != ss.ID || e.FencingToken != grants[i].FencingToken {
+			t.Fatalf("%s's last event: got %+v, want released by session %s", key, e, ss.ID)
+		}
+		_, err = b.Renew(ctx, key, grants[i].Token, 0)
+		wantReason(t, err, locks.ReasonReleased)
+	}
+	if _, err := b.InspectSemaphore(ctx, keys[2]); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("the permit after the session's end: got %v, want ErrNotHeld", err)
+	}
+	again, err := b.EndSession(ctx, ss.Token, sessionSubject)
+	if err != nil || len(again.Released) != 0 {
+		t.Fatalf("a repeated end: got %+v, %v, want nothing released, no error", again, err)
+	}
+	if _, err := b.KeepSession(ctx, ss.Token, sessionSubject, 0); !errors.Is(err, locks.ErrSessionEnded) {
+		t.Fatalf("keep an ended session: got %v, want ErrSessionEnded", err)
+	}
+	if _, err := b.AcquireInSession(ctx, ss.Token, keys[0], locks.AcquireRequest{Subject: sessionSubject}); !errors.Is(err, locks.ErrSessionEnded) {
+		t.Fatalf("acquire in an ended session: got %v, want ErrSessionEnded", err)
+	}
+	if _, err := b.Inspect(ctx, keys[0]); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("an acquire in an ended session left %s held: %v", keys[0], err)
+	}
+}
+
+func testSessionKeepFifty(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	ss := MustOpenSession(t, b, 2*time.Second)
+	keys := make([]locks.Key, 50)
+	for i := range keys {
+		keys[i] = UniqueKey(t)
+		if g := MustAcquireInSession(t, b, ss.Token, keys[i], locks.Exclusive); g.TTL > 2*time.Second {
+			t.Fatalf("got a lease of %v in a session of 2s", g.TTL)
+		}
+	}
+	kept, err := b.KeepSession(ctx, ss.Token, sessionSubject, time.Minute)
+	if err != nil {
+		t.Fatalf("keep session: %v", err)
+	}
+	if len(kept.Renewed) != 50 || len(kept.Gone) != 0 || kept.TTL != time.Minute {
+		t.Fatalf("keep renewed %d, found %d gone, ttl %v; want 50, 0, 1m", len(kept.Renewed), len(kept.Gone), kept.TTL)
+	}
+	for _, key := range keys {
+		info, err := b.Inspect(ctx, key)
+		if err != nil || info.TTL < 30*time.Second {
+			t.Fatalf("%s after one keep-alive of 1m: got %+v, %v", key, info.Lease, err)
+		}
+	}
+	// A keep-alive without a TTL gives the one last set.
+	kept, err = b.KeepSession(ctx, ss.Token, sessionSubject, 0)
+	if err != nil || kept.TTL != time.Minute {
+		t.Fatalf("keep without a ttl: got %v, %v, want 1m", kept.TTL, err)
+	}
+}
+
+func testSessionFencing(t *testing.T, b locks.Backend) {
+	ss := MustOpenSession(t, b, time.Minute)
+	key := UniqueKey(t)
+	first := MustAcquireInSession(t, b, ss.Token, key, locks.Exclusive)
+	other := MustAcquireInSession(t, b, ss.Token, UniqueKey(t), locks.Exclusive)
+	if first.Token == other.Token || first.Token == ss.Token {
+		t.Fatal("grants of one session share an owner token")
+	}
+	if _, err := b.EndSession(context.Background(), ss.Token, sessionSubject); err != nil {
+		t.Fatal(err)
+	}
+	next := MustAcquireInSession(t, b, MustOpenSession(t, b, time.Minute).Token, key, locks.Exclusive)
+	if next.FencingToken <= first.FencingToken {
+		t.Fatalf("got fencing token %d after %d, want larger", next.FencingToken, first.FencingToken)
+	}
+}
+
+func testSessionHoldReleasedAlone(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	ss := MustOpenSession(t, b, time.Minute)
+	key, kept := UniqueKey(t), UniqueKey(t)
+	g := MustAcquireInSession(t, b, ss.Token, key, locks.Exclusive)
+	MustAcquireInSession(t, b, ss.Token, kept, locks.Exclusive)
+	if _, err := b.Release(ctx, key, g.Token); err != nil {
+		t.Fatalf("release a session's hold with its own token: %v", err)
+	}
+	k, err := b.KeepSession(ctx, ss.Token, sessionSubject, 0)
+	if err != nil || len(k.Renewed) != 1 || len(k.Gone) != 1 || k.Gone[0].Key != key {
+		t.Fatalf("keep: got %+v, %v; want 1 renewed, %s gone", k, err, key)
+	}
+	k, err = b.KeepSession(ctx, ss.Token, sessionSubject, 0)
+	if err != nil || len(k.Renewed) != 1 || len(k.Gone) != 0 {
+		t.Fatalf("the next keep: got %+v, %v; want 1 renewed, none gone", k, err)
+	}
+}
+
+func testSessionNotYours(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	ss := MustOpenSession(t, b, time.Minute)
+	const mallory = "iss#mallory"
+	_, err := b.KeepSession(ctx, ss.Token, mallory, 0)
+	wantErr(t, err, locks.ErrSessionNotYours)
+	_, err = b.EndSession(ctx, ss.Token, mallory)
+	wantErr(t, err, locks.ErrSessionNotYours)
+	_, err = b.AcquireInSession(ctx, ss.Token, UniqueKey(t), locks.AcquireRequest{Subject: mallory})
+	wantErr(t, err, locks.ErrSessionNotYours)
+	_, err = b.KeepSession(ctx, "not-a-session-token", sessionSubject, 0)
+	wantErr(t, err, locks.ErrSessionEnded)
+	if _, err := b.KeepSession(ctx, ss.Token, sessionSubject, 0); err != nil {
+		t.Fatalf("the owner's keep after the others': %v", err)
+	}
+}
+
+func testSessionHeld(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	key := UniqueKey(t)
+	MustAcquire(t, b, key, req(time.Minute))
+	ss := MustOpenSession(t, b, time.Minute)
+	_, err := b.AcquireInSession(ctx, ss.Token, key, locks.AcquireRequest{Subject: sessionSubject})
+	wantErr(t, err, locks.ErrHeld)
+	info, err := b.DescribeSession(ctx, ss.Token, sessionSubject)
+	if err != nil || len(info.Holds) != 0 {
+		t.Fatalf("a session after a refused acquire: got %+v, %v, want no holds", info, err)
+	}
+}
+
+func testSessionWaiter(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	key := UniqueKey(t)
+	holder := MustAcquire(t, b, key, req(time.Minute))
+	ss := MustOpenSession(t, b, 5*time.Second)
+	got := make(chan Result, 1)
+	go func() {
+		g, err := b.AcquireInSession(ctx, ss.Token, key, locks.AcquireRequest{Subject: sessionSubject, Wait: 10 * time.Second})
+		got <- Result{Grant: g, Err: err}
+	}()
+	WaitUntilQueued(t, b, key, 1)
+	if _, err := b.KeepSession(ctx, ss.Token, sessionSubject, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Release(ctx, key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.Err != nil {
+		t.Fatalf("the waiter in a session: %v", r.Err)
+	}
+	if r.Grant.TTL > 2*time.Second+100*time.Millisecond {
+		t.Fatalf("the waiter's lease is %v, longer than its session's 2s", r.Grant.TTL)
+	}
+	if ended, err := b.EndSession(ctx, ss.Token, sessionSubject); err != nil || len(ended.Released) != 1 {
+		t.Fatalf("end: got %+v, %v, want the waiter's grant released", ended, err)
+	}
+	if _, err := b.Inspect(ctx, key); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("after the end: got %v, want ErrNotHeld", err)
+	}
+}
+
+func testSessionFull(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	ss := MustOpenSession(t, b, time.Minute)
+	for i := range locks.DefaultSessionMaxHolds {
+		if _, err := b.AcquireInSession(ctx, ss.Token, UniqueKey(t), locks.AcquireRequest{Subject: sessionSubject}); err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+	}
+	key := UniqueKey(t)
+	_, err := b.AcquireInSession(ctx, ss.Token, key, locks.AcquireRequest{Subject: sessionSubject})
+	wantErr(t, err, locks.ErrSessionFull)
+	if _, err := b.Inspect(ctx, key); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("a refused acquire left %s held: %v", key, err)
+	}
+	ended, err := b.EndSession(ctx, ss.Token, sessionSubject)
+	if err != nil || len(ended.Released) != locks.DefaultSessionMaxHolds {
+		t.Fatalf("end: got %d released, %v", len(ended.Released), err)
+	}
+}

@@ -1,0 +1,394 @@
+package locks
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Sessions is what every backend offers for grants that share one lease:
+// a session, opened with a TTL, answers a token; every grant acquired in
+// it (a lock's hold, exclusive or shared, or a semaphore's permit) takes
+// the session's lease instead of one of its own. One KeepSession renews
+// them all; EndSession releases them all, each atomically on its own
+// lock, and a session whose lease ran out has its grants' leases run out
+// with it, so nothing is left to reap. Fencing tokens stay per grant.
+//
+// A session belongs to the subject that opened it: another subject that
+// shows its token gets ErrSessionNotYours. A session that ended, by
+// EndSession or its lease, gets ErrSessionEnded, as does one that never
+// was. The session's token is the only way to keep or end it; the backend
+// keeps its SHA-256 only, and the session's id is derived from that.
+type Sessions interface {
+	// OpenSession opens a session of subject with a lease of ttl (at
+	// least 1 ms).
+	OpenSession(ctx context.Context, subject string, ttl time.Duration) (Session, error)
+	// KeepSession renews the session of token: its lease, and that of
+	// every grant acquired in it, becomes ttl from now (0: the session's
+	// TTL as last set). Grants that ended meanwhile (released on their
+	// own, broken) are listed as gone, and the session forgets them.
+	KeepSession(ctx context.Context, token, subject string, ttl time.Duration) (SessionKept, error)
+	// EndSession ends the session of token and releases every grant of
+	// it, each with one release of its own lock, atomic there: a lock's
+	// history records the release with the session's id. A repeated end
+	// within RecordTTL succeeds again, and releases nothing.
+	EndSession(ctx context.Context, token, subject string) (SessionEnded, error)
+	// DescribeSession tells the session's lease and what it holds.
+	DescribeSession(ctx context.Context, token, subject string) (SessionInfo, error)
+	// AcquireInSession is Acquire with the session's lease: req.TTL is
+	// ignored. A session at its most grants (see SessionMaxHolds) gets
+	// ErrSessionFull and acquires nothing.
+	AcquireInSession(ctx context.Context, token string, key Key, req AcquireRequest) (Grant, error)
+	// AcquirePermitInSession is AcquirePermit with the session's lease.
+	AcquirePermitInSession(ctx context.Context, token string, key Key, req SemaphoreRequest) (Grant, error)
+}
+
+// DefaultSessionMaxHolds is how many grants one session may hold at once,
+// unless the backend's options say otherwise: it bounds the work of one
+// KeepSession or EndSession.
+const DefaultSessionMaxHolds = 100
+
+// Session is an open session.
+type Session struct {
+	// ID names the session; it is derived from the token, one way.
+	ID string
+	// Token is the session token: the only way to keep, end or join it.
+	Token string
+	Lease
+}
+
+// SessionHold is one grant of a session: a lock's hold or a semaphore's
+// permit. It never carries the grant's owner token.
+type SessionHold struct {
+	// Semaphore is set for a permit; else it is a lock's hold.
+	Semaphore bool
+	Key       Key
+	// FencingToken is the grant's, when the call learnt it (a renewal).
+	FencingToken int64
+	// Pending is set for a grant whose acquire still runs.
+	Pending bool
+}
+
+// SessionKept is what a KeepSession did.
+type SessionKept struct {
+	Lease
+	// Renewed are the grants whose leases were renewed; Gone those that
+	// had ended.
+	Renewed, Gone []SessionHold
+}
+
+// SessionEnded is what an EndSession did.
+type SessionEnded struct {
+	// Released are the grants it released.
+	Released []SessionHold
+}
+
+// SessionInfo describes a live session.
+type SessionInfo struct {
+	Lease
+	// SessionTTL is the lease a KeepSession without a TTL gives.
+	SessionTTL time.Duration
+	Holds      []SessionHold
+}
+
+// SessionID is the id of the session of token, as OpenSession made it.
+func SessionID(token string) string { return tokenHash("session:" + token)[:22] }
+
+// memberToken is the owner token of the grant nonce names in the session
+// of token: whoever shows the session's token can renew and release it,
+// and no owner token is kept anywhere.
+func memberToken(token, nonce string) string {
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write([]byte(nonce))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+}
+
+// sessionMember is what a session keeps of one of its grants: its kind,
+// key, and whether its acquire still runs. encode is the form the stores
+// keep: 'l' or 's', then "ns/name".
+type sessionMember struct {
+	nonce   string
+	hold    SessionHold
+	pending bool
+}
+
+func encodeHold(h SessionHold) string {
+	kind := "l"
+	if h.Semaphore {
+		kind = "s"
+	}
+	return kind + h.Key.String()
+}
+
+func decodeHold(s string) (SessionHold, bool) {
+	if len(s) < 2 {
+		return SessionHold{}, false
+	}
+	ns, name, ok := strings.Cut(s[1:], "/")
+	return SessionHold{Semaphore: s[0] == 's', Key: Key{Namespace: ns, Name: name}}, ok
+}
+
+// sessionCaller is who calls: the hash of the session token shown, and
+// the subject.
+type sessionCaller struct {
+	id, tokHash, subject string
+}
+
+func callerOf(token, subject string) sessionCaller {
+	return sessionCaller{id: SessionID(token), tokHash: tokenHash(token), subject: subject}
+}
+
+// sessionStore keeps sessions: one per backend, each step atomic in it.
+// Every step but open checks the caller (ErrSessionEnded,
+// ErrSessionNotYours).
+type sessionStore interface {
+	open(ctx context.Context, c sessionCaller, ttl time.Duration) error
+	// join adds a pending member unless the session has maxHolds, and
+	// returns what is left of the session's lease.
+	join(ctx context.Context, c sessionCaller, m sessionMember, maxHolds int) (time.Duration, error)
+	// confirm marks a member granted (adding it again if it was dropped)
+	// and returns what is left of the lease.
+	confirm(ctx context.Context, c sessionCaller, m sessionMember) (time.Duration, error)
+	// keep sets the lease to ttl (0: the TTL as last set) and returns it,
+	// with the granted members.
+	keep(ctx context.Context, c sessionCaller, ttl time.Duration) (time.Duration, []sessionMember, error)
+	// drop forgets members of a live session, by nonce.
+	drop(ctx context.Context, c sessionCaller, nonces []string) error
+	// end ends the session and returns every member; a session ended
+	// already returns none.
+	end(ctx context.Context, c sessionCaller) ([]sessionMember, error)
+	// describe returns what is left of the lease, the TTL as last set,
+	// and every member.
+	describe(ctx context.Context, c sessionCaller) (left, ttl time.Duration, ms []sessionMember, err error)
+}
+
+// sessionGrants are the backend's own grants, as the sessions use them.
+type sessionGrants interface {
+	Locker
+	Semaphores
+	// releaseEnded releases a member's grant (its base hold) at its
+	// session's end; the lock's history says which session ended.
+	releaseEnded(ctx context.Context, h SessionHold, token, sessionID string) (Released, error)
+}
+
+// sessions is the one implementation of Sessions, on a backend's store
+// and grants.
+type sessions struct {
+	store    sessionStore
+	grants   sessionGrants
+	maxHolds int
+}
+
+// leaseSlack is how much longer than its session's a grant's lease may
+// be found after its acquire before it is brought back to the session's:
+// about the round trips between the session's check and the grant.
+const leaseSlack = 50 * time.Millisecond
+
+// OpenSession implements Sessions.
+func (s *sessions) OpenSession(ctx context.Context, subject string, ttl time.Duration) (Session, error) {
+	if ttl < time.Millisecond {
+		return Session{}, fmt.Errorf("%w: ttl must be at least 1ms", ErrInvalid)
+	}
+	token := newToken()
+	start := time.Now()
+	if err := s.store.open(ctx, callerOf(token, subject), ttl); err != nil {
+		return Session{}, err
+	}
+	return Session{ID: SessionID(token), Token: token, Lease: Lease{TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
+}
+
+// AcquireInSession implements Sessions.
+func (s *sessions) AcquireInSession(ctx context.Context, token string, key Key, req AcquireRequest) (Grant, error) {
+	req.TTL = time.Millisecond // checked below, set by the session
+	if err := req.validate(); err != nil {
+		return Grant{}, err
+	}
+	return s.acquire(ctx, token, SessionHold{Key: key}, req.Subject, func(ttl time.Duration, owner string) (Grant, error) {
+		req.TTL, req.token = ttl, owner
+		return s.grants.Acquire(ctx, key, req)
+	})
+}
+
+// AcquirePermitInSession implements Sessions.
+func (s *sessions) AcquirePermitInSession(ctx context.Context, token string, key Key, req SemaphoreRequest) (Grant, error) {
+	req.TTL = time.Millisecond
+	if err := req.validate(); err != nil {
+		return Grant{}, err
+	}
+	return s.acquire(ctx, token, SessionHold{Semaphore: true, Key: key}, req.Subject, func(ttl time.Duration, owner string) (Grant, error) {
+		req.TTL, req.token = ttl, owner
+		return s.grants.AcquirePermit(ctx, key, req)
+	})
+}
+
+// acquire joins the session before the grant exists, so that an end of
+// the session that runs meanwhile finds it; takes the grant with what is
+// left of the session's lease; then checks that the session is still
+// alive, and brings the grant's lease back to the session's when it is
+// longer. A grant outlives its session by at most about leaseSlack.
+func (s *sessions) acquire(ctx context.Context, token string, h SessionHold, subject string, grant func(ttl time.Duration, owner string) (Grant, error)) (Grant, error) {
+	c := callerOf(token, subject)
+	m := sessionMember{nonce: newToken(), hold: h, pending: true}
+	forget := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		s.store.drop(cctx, c, []string{m.nonce})
+	}
+	left, err := s.store.join(ctx, c, m, s.maxHolds)
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) { // it may have been noted
+			forget()
+		}
+		return Grant{}, err
+	}
+	owner := memberToken(token, m.nonce)
+	g, err := grant(max(left, time.Millisecond), owner)
+	if err != nil {
+		forget()
+		return Grant{}, err
+	}
+	start := time.Now()
+	left, err = s.store.confirm(ctx, c, m)
+	if err == nil && g.ExpiresAt.After(start.Add(left+leaseSlack)) {
+		var lease Lease
+		if lease, err = s.renew(ctx, h, owner, max(left, time.Millisecond)); err == nil {
+			g.Lease = lease
+		}
+	}
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		s.release(cctx, h, owner)
+		if !errors.Is(err, ErrSessionEnded) {
+			forget()
+		}
+		return Grant{}, fmt.Errorf("acquire %s in session %s: %w", h.Key, c.id, err)
+	}
+	return g, nil
+}
+
+func (s *sessions) renew(ctx context.Context, h SessionHold, owner string, ttl time.Duration) (Lease, error) {
+	if h.Semaphore {
+		return s.grants.RenewPermit(ctx, h.Key, owner, ttl)
+	}
+	return s.grants.Renew(ctx, h.Key, owner, ttl)
+}
+
+func (s *sessions) release(ctx context.Context, h SessionHold, owner string) error {
+	var err error
+	if h.Semaphore {
+		_, err = s.grants.ReleasePermit(ctx, h.Key, owner)
+	} else {
+		_, err = s.grants.Release(ctx, h.Key, owner)
+	}
+	return err
+}
+
+// KeepSession implements Sessions. The session's lease moves first, then
+// every grant's, all at once: the backend groups the renewals that arrive
+// together.
+func (s *sessions) KeepSession(ctx context.Context, token, subject string, ttl time.Duration) (SessionKept, error) {
+	if err := validateRenewTTL(ttl); err != nil {
+		return SessionKept{}, err
+	}
+	c := callerOf(token, subject)
+	start := time.Now()
+	ttl, ms, err := s.store.keep(ctx, c, ttl)
+	if err != nil {
+		return SessionKept{}, err
+	}
+	kept := SessionKept{Lease: Lease{TTL: ttl, ExpiresAt: start.Add(ttl)}}
+	leases := make([]Lease, len(ms))
+	errs := make([]error, len(ms))
+	fanOut(len(ms), func(i int) {
+		leases[i], errs[i] = s.renew(ctx, ms[i].hold, memberToken(token, ms[i].nonce), ttl)
+	})
+	var gone []string
+	for i, m := range ms {
+		h := m.hold
+		switch {
+		case errs[i] == nil:
+			h.FencingToken = leases[i].FencingToken
+			kept.Renewed = append(kept.Renewed, h)
+		case errors.Is(errs[i], ErrNotHolder):
+			kept.Gone = append(kept.Gone, h)
+			gone = append(gone, m.nonce)
+		default:
+			return kept, fmt.Errorf("keep session %s: %w", c.id, errs[i])
+		}
+	}
+	if len(gone) > 0 {
+		if err := s.store.drop(ctx, c, gone); err != nil {
+			return kept, err
+		}
+	}
+	return kept, nil
+}
+
+// EndSession implements Sessions.
+func (s *sessions) EndSession(ctx context.Context, token, subject string) (SessionEnded, error) {
+	c := callerOf(token, subject)
+	ms, err := s.store.end(ctx, c)
+	if err != nil {
+		return SessionEnded{}, err
+	}
+	rels := make([]Released, len(ms))
+	errs := make([]error, len(ms))
+	fanOut(len(ms), func(i int) {
+		rels[i], errs[i] = s.grants.releaseEnded(ctx, ms[i].hold, memberToken(token, ms[i].nonce), c.id)
+	})
+	var ended SessionEnded
+	for i, m := range ms {
+		switch {
+		case errs[i] == nil:
+			if rels[i].Ended || rels[i].Holds > 0 {
+				ended.Released = append(ended.Released, m.hold)
+			}
+		case errors.Is(errs[i], ErrNotHolder): // ended on its own, or never granted
+		default:
+			// Its lease ends it within the session's TTL: the session is
+			// gone, so nobody renews it.
+			return ended, fmt.Errorf("end session %s: %w", c.id, errs[i])
+		}
+	}
+	return ended, nil
+}
+
+// DescribeSession implements Sessions.
+func (s *sessions) DescribeSession(ctx context.Context, token, subject string) (SessionInfo, error) {
+	start := time.Now()
+	left, ttl, ms, err := s.store.describe(ctx, callerOf(token, subject))
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	info := SessionInfo{Lease: Lease{TTL: left, ExpiresAt: start.Add(left)}, SessionTTL: ttl, Holds: make([]SessionHold, len(ms))}
+	for i, m := range ms {
+		info.Holds[i] = m.hold
+		info.Holds[i].Pending = m.pending
+	}
+	return info, nil
+}
+
+// fanOut runs f(0..n-1) at once and waits for them all.
+func fanOut(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { f(i) })
+	}
+	wg.Wait()
+}
+
+// sessionError is what a store's check of the caller found.
+func sessionError(op string, c sessionCaller, err error) error {
+	return fmt.Errorf("%s session %s: %w", op, c.id, err)
+}

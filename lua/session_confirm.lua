@@ -1,0 +1,24 @@
+-- session_confirm: after a grant of the session was acquired, check that
+-- the session still lives, and note the grant as granted (see
+-- lib_session.lua).
+--
+-- KEYS[1]  the session
+-- ARGV[1]  SHA-256 of the session token
+-- ARGV[2]  the caller's subject
+-- ARGV[3]  the grant's nonce
+-- ARGV[4]  the grant: 'l' or 's', then ns/name
+--
+-- Returns  {GRANTED, left_ms}  what is left of the session's lease: the
+--                              engine brings a longer grant's lease to it
+--          {SESSION_ENDED}, {SESSION_NOT_YOURS}: the engine releases the
+--                              grant
+--
+-- A grant whose note a keep-alive dropped meanwhile is noted again: it
+-- exists now, and the session's end must find it.
+
+local f, why = session_check(ARGV[1], ARGV[2])
+if not f then
+  return {why}
+end
+redis.call('HSET', KEYS[1], 'm:' .. ARGV[3], 'c' .. ARGV[4])
+return {GRANTED, redis.call('PTTL', KEYS[1])}

@@ -1,0 +1,29 @@
+-- session_keep: extend a session's lease, and name the grants whose
+-- leases the engine extends after it (see lib_session.lua).
+--
+-- KEYS[1]  the session
+-- ARGV[1]  SHA-256 of the session token
+-- ARGV[2]  the caller's subject
+-- ARGV[3]  the new lease, ms; '0' for the one last set
+--
+-- Returns  {GRANTED, ttl_ms, nonce, member, ...}  the lease set, and each
+--                              granted member ('c' .. kind .. ns/name);
+--                              at most the session's cap of them
+--          {SESSION_ENDED}, {SESSION_NOT_YOURS}: nothing changed
+
+local f, why = session_check(ARGV[1], ARGV[2])
+if not f then
+  return {why}
+end
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('HSET', KEYS[1], 'ttl', ARGV[3])
+else
+  ttl = tonumber(f[3])
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+local out = {GRANTED, ttl}
+for _, v in ipairs(session_members(true)) do
+  out[#out + 1] = v
+end
+return out
