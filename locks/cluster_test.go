@@ -50,6 +50,11 @@ func TestRedisClusterConformance(t *testing.T) {
 			return withHistory(t), withHistory(t)
 		})
 	})
+	t.Run("Watches", func(t *testing.T) {
+		locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
+			return withHistory(t), withHistory(t)
+		})
+	})
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

@@ -22,6 +22,9 @@ type Event struct {
 	// Value is the value the event gave the grant (acquired, handed_over,
 	// value_changed); "" for none.
 	Value string
+	// Index numbers the lock's events: one more than the event before it
+	// (see Watcher).
+	Index int64
 }
 
 // EventKinds are the kinds of events a history records: a grant to a
@@ -62,6 +65,7 @@ const historyKeep = 24 * time.Hour
 type memHistory struct {
 	events []Event // oldest first
 	last   time.Time
+	index  int64 // the newest event's Index
 }
 
 // eventLocked records what happened to key. m.mu must be held.
@@ -87,8 +91,14 @@ func (m *Memory) recordLocked(key Key, e Event) {
 		copy(h.events, h.events[1:])
 		h.events = h.events[:len(h.events)-1]
 	}
+	h.index++
+	e.Index = h.index
 	h.events = append(h.events, e)
 	h.last = e.At
+	if w := m.watched[key]; w != nil {
+		close(w)
+		delete(m.watched, key)
+	}
 }
 
 // History implements Historian.

@@ -335,6 +335,7 @@ type Backend interface {
 	Historian
 	Breaker
 	Valuer
+	Watcher
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

@@ -38,6 +38,9 @@ type Memory struct {
 	histories map[Key]*memHistory
 	// tickets are the tickets by id (ticket_memory.go).
 	tickets map[string]*memTicket
+	// watched are closed, and dropped, at the next event of their lock:
+	// its watchers look again (see Watch).
+	watched map[Key]chan struct{}
 }
 
 // MemoryOptions configures the embedded backend. The zero value is usable.
@@ -136,7 +139,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 	}
 	return &Memory{opts: opts, locks: make(map[Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[Key][]*memWaiter),
 		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[tokenSum]memRecord),
-		histories: make(map[Key]*memHistory)}
+		histories: make(map[Key]*memHistory), watched: make(map[Key]chan struct{})}
 }
 
 // noteLocked remembers g, as held until its lease ends, or released now.
