@@ -76,7 +76,11 @@ type watchedLock struct {
 	err    error         // the last read failed
 	change chan struct{} // closed, and replaced, when a read changes the index
 
+	// reading: a read runs; again: read once more after it, whatever it
+	// finds; hinted: the highest index a hint named, read after it unless
+	// it found that index.
 	reading, again bool
+	hinted         int64
 	leaseEnd       time.Time   // of the soonest lease, when held
 	timer          *time.Timer // reads again at leaseEnd, or after a failed read
 	gone           bool        // dropped from the hub
@@ -202,11 +206,25 @@ func (h *watchHub) dropLocked(w *watchedLock) {
 func (h *watchHub) refresh(w *watchedLock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w.gone || h.closed {
-		return
+	w.again = true
+	h.readLocked(w)
+}
+
+// hinted reads w again for a hint of index: after a running read only
+// if that read did not find it.
+func (h *watchHub) hinted(w *watchedLock, index int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if index < w.index {
+		w.again = true // the history began again
 	}
-	if w.reading {
-		w.again = true
+	w.hinted = max(w.hinted, index)
+	h.readLocked(w)
+}
+
+// readLocked starts a read of w unless one runs. h.mu must be held.
+func (h *watchHub) readLocked(w *watchedLock) {
+	if w.gone || h.closed || w.reading {
 		return
 	}
 	w.reading = true
@@ -220,18 +238,18 @@ func (h *watchHub) readLoop(w *watchedLock) {
 		if !w.read {
 			after = 0
 		}
+		w.again = false
 		h.mu.Unlock()
 		start := time.Now()
 		rp, err := h.r.callWatch(context.Background(), w.key, after, start)
 		h.reads.Add(1)
 		h.mu.Lock()
 		h.merge(w, rp, err)
-		if !w.again || w.gone || h.closed {
-			w.reading, w.again = false, false
+		if w.gone || h.closed || !w.again && (w.hinted <= w.index || w.err != nil) {
+			w.reading = false
 			h.mu.Unlock()
 			return
 		}
-		w.again = false
 		h.mu.Unlock()
 	}
 }
@@ -300,10 +318,10 @@ func (h *watchHub) hint(payload string) {
 	}
 	h.mu.Lock()
 	w := h.locks[rest[:sp]]
-	seen := w != nil && w.read && w.err == nil && w.index == index
+	seen := w == nil || w.read && w.err == nil && w.index == index
 	h.mu.Unlock()
-	if w != nil && !seen {
-		h.refresh(w)
+	if !seen {
+		h.hinted(w, index)
 	}
 }
 
