@@ -41,6 +41,7 @@ const (
 	AcquireConflictProblemCodePayloadTooLarge        AcquireConflictProblemCode = "payload_too_large"
 	AcquireConflictProblemCodeSemaphoreFull          AcquireConflictProblemCode = "semaphore_full"
 	AcquireConflictProblemCodeTooManyRequests        AcquireConflictProblemCode = "too_many_requests"
+	AcquireConflictProblemCodeTooManyWatchers        AcquireConflictProblemCode = "too_many_watchers"
 	AcquireConflictProblemCodeUnauthorized           AcquireConflictProblemCode = "unauthorized"
 )
 
@@ -78,6 +79,8 @@ func (e AcquireConflictProblemCode) Valid() bool {
 	case AcquireConflictProblemCodeSemaphoreFull:
 		return true
 	case AcquireConflictProblemCodeTooManyRequests:
+		return true
+	case AcquireConflictProblemCodeTooManyWatchers:
 		return true
 	case AcquireConflictProblemCodeUnauthorized:
 		return true
@@ -239,6 +242,7 @@ const (
 	NotHolderProblemCodePayloadTooLarge        NotHolderProblemCode = "payload_too_large"
 	NotHolderProblemCodeSemaphoreFull          NotHolderProblemCode = "semaphore_full"
 	NotHolderProblemCodeTooManyRequests        NotHolderProblemCode = "too_many_requests"
+	NotHolderProblemCodeTooManyWatchers        NotHolderProblemCode = "too_many_watchers"
 	NotHolderProblemCodeUnauthorized           NotHolderProblemCode = "unauthorized"
 )
 
@@ -276,6 +280,8 @@ func (e NotHolderProblemCode) Valid() bool {
 	case NotHolderProblemCodeSemaphoreFull:
 		return true
 	case NotHolderProblemCodeTooManyRequests:
+		return true
+	case NotHolderProblemCodeTooManyWatchers:
 		return true
 	case NotHolderProblemCodeUnauthorized:
 		return true
@@ -326,6 +332,7 @@ const (
 	PermitConflictProblemCodePayloadTooLarge        PermitConflictProblemCode = "payload_too_large"
 	PermitConflictProblemCodeSemaphoreFull          PermitConflictProblemCode = "semaphore_full"
 	PermitConflictProblemCodeTooManyRequests        PermitConflictProblemCode = "too_many_requests"
+	PermitConflictProblemCodeTooManyWatchers        PermitConflictProblemCode = "too_many_watchers"
 	PermitConflictProblemCodeUnauthorized           PermitConflictProblemCode = "unauthorized"
 )
 
@@ -364,6 +371,8 @@ func (e PermitConflictProblemCode) Valid() bool {
 		return true
 	case PermitConflictProblemCodeTooManyRequests:
 		return true
+	case PermitConflictProblemCodeTooManyWatchers:
+		return true
 	case PermitConflictProblemCodeUnauthorized:
 		return true
 	default:
@@ -389,6 +398,7 @@ const (
 	ProblemCodePayloadTooLarge        ProblemCode = "payload_too_large"
 	ProblemCodeSemaphoreFull          ProblemCode = "semaphore_full"
 	ProblemCodeTooManyRequests        ProblemCode = "too_many_requests"
+	ProblemCodeTooManyWatchers        ProblemCode = "too_many_watchers"
 	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
 )
 
@@ -426,6 +436,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeSemaphoreFull:
 		return true
 	case ProblemCodeTooManyRequests:
+		return true
+	case ProblemCodeTooManyWatchers:
 		return true
 	case ProblemCodeUnauthorized:
 		return true
@@ -652,8 +664,13 @@ type LockEvent struct {
 	Event LockEventEvent `json:"event"`
 
 	// FencingToken The grant's fencing token; 0 for a waiter.
-	FencingToken int64  `json:"fencing_token"`
-	Owner        string `json:"owner"`
+	FencingToken int64 `json:"fencing_token"`
+
+	// Index The event's number: one more than the lock's event before it (the
+	// lock's index after it, see `inspectLock`). Absent on an expiry
+	// not recorded yet.
+	Index *int64 `json:"index,omitempty"`
+	Owner string `json:"owner"`
 
 	// Subject The grant's (or the waiter's) caller, the JWT's `sub` (`iss#sub` when the token has an `iss`).
 	Subject string `json:"subject"`
@@ -1013,6 +1030,20 @@ type ReleaseLockParams struct {
 	LockToken LockToken `json:"Lock-Token"`
 }
 
+// InspectLockParams defines parameters for InspectLock.
+type InspectLockParams struct {
+	// Index Long-poll (or, with the event stream, resume) after this index.
+	Index *int64 `form:"index,omitempty" json:"index,omitempty"`
+
+	// Wait How long a long-poll waits for a change at most: a duration
+	// (`30s`, `1m30s`) or milliseconds (`30000`); at least 1ms, at most
+	// 5 minutes. Default 60s. Needs `index`.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// LastEventID The event stream's reconnection point, the `id` of the last event received.
+	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
 // AcquireLockParams defines parameters for AcquireLock.
 type AcquireLockParams struct {
 	// LockToken The owner `token` of the current holder, to re-enter its grant. Never
@@ -1159,9 +1190,9 @@ type ServerInterface interface {
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams)
-	// InspectLock Describe the holders of a lock (never a token).
+	// InspectLock Describe the holders of a lock (never a token), or watch it change.
 	// (GET /locks/{namespace}/{name})
-	InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params InspectLockParams)
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams)
@@ -1225,9 +1256,9 @@ func (_ Unimplemented) ReleaseLock(w http.ResponseWriter, r *http.Request, names
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// InspectLock Describe the holders of a lock (never a token).
+// InspectLock Describe the holders of a lock (never a token), or watch it change.
 // (GET /locks/{namespace}/{name})
-func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params InspectLockParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1487,8 +1518,58 @@ func (siw *ServerInterfaceWrapper) InspectLock(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InspectLockParams
+
+	// ------------- Optional query parameter "index" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "index", r.URL.Query(), &params.Index, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "index"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "index", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.InspectLock(w, r, namespace, name)
+		siw.Handler.InspectLock(w, r, namespace, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2728,6 +2809,7 @@ func (response ReleaseLockdefaultApplicationProblemPlusJSONResponse) VisitReleas
 type InspectLockRequestObject struct {
 	Namespace Namespace `json:"namespace"`
 	Name      Name      `json:"name"`
+	Params    InspectLockParams
 }
 
 type InspectLockResponseObject interface {
@@ -2746,6 +2828,49 @@ func (response InspectLock200JSONResponse) VisitInspectLockResponse(w http.Respo
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type InspectLock200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response InspectLock200TexteventStreamResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 type InspectLock400ApplicationProblemPlusJSONResponse struct {
@@ -4932,7 +5057,7 @@ type StrictServerInterface interface {
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
-	// InspectLock Describe the holders of a lock (never a token).
+	// InspectLock Describe the holders of a lock (never a token), or watch it change.
 	// (GET /locks/{namespace}/{name})
 	InspectLock(ctx context.Context, request InspectLockRequestObject) (InspectLockResponseObject, error)
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
@@ -5095,11 +5220,12 @@ func (sh *strictHandler) ReleaseLock(w http.ResponseWriter, r *http.Request, nam
 }
 
 // InspectLock operation middleware
-func (sh *strictHandler) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (sh *strictHandler) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params InspectLockParams) {
 	var request InspectLockRequestObject
 
 	request.Namespace = namespace
 	request.Name = name
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.InspectLock(ctx, request.(InspectLockRequestObject))
@@ -5545,201 +5671,218 @@ func (sh *strictHandler) ResizeSemaphore(w http.ResponseWriter, r *http.Request,
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9tGlu9X6eFslcldkKJkOROTldpSEifxjOO4bHld9wa+QpNoiliB3Qy6IZqT8Xz2W+fRDYAEH3L8",
-	"iDPzly0SbPTj9Hmf3/m1MzWLpdFKO9sZ/dqZK5mqAv/7XLlifTFzqoC/UmWnRbZ0mdGdUefV3ORKWDU1",
-	"OrWRKEypU5WKcjnoRB07nauFhB8tMp0tykVnNIw6br1UnVEn005dq6Lz9u3bqLOUhVwoxy/8piysaXnZ",
-	"5VyJRKs37mqKTyTCzISbK7Es1G1mSiuW8lqNhZxYpZ2YmQK/nWWFdfgVTCqDkX4pVbHuRB0tFzAXGq45",
-	"Y/nmidLXbt4ZPTg9i2AF/u/TsAbrikxfd2AFP5g8VcWluVG6feJmpVUhEgdPhIlPy6KAqc7x15FwRhSq",
-	"r7RThcicFdeF1G4gnqpbVcR6WTqROZFpIcXL508GsfbrodOqFvTETG/6NJkdizp78MXhRT1O1WJpnNLT",
-	"9d/UentdP8obZXEhcvpLmRVKWDlTtApXrEX38aPL78TcuaVcZqI2Wv9vah3rtJAz1xuJU/jF2YMH4jaz",
-	"2SRX4uLFN48fi+lcFnIKRCG6yZ8SeCj5Z9KLBJ7uRBYq1t1kY9SR+FIN7z/8y5eqfz5MH/TP76sv+5Pp",
-	"w/v9L758eC4f/GX28P7ZedITphDSChlr64py6spCpf1ZpvJU0AaIlqHjThh8MBjEnSQSq8zNY53EcdxJ",
-	"hNSpgP/GiVB2KpfKjoXEmYobtRZTqbVxwjpZOPyhSOJO0huIl1bBTGaFsnNRSJ2aBf6gK8XLl4+/Fbfn",
-	"PaRmJafzsNVrU4qFknqEB4DkFWskL1Eo6yzQyXOVZlYoPS3WSwf3UqeqEBIHT1WR3apUzAqzEJkbxDrW",
-	"F3xwODkY1soFzj2ix8JHU5nnqhDdJLOW123LCRyOM/BUrPGxpXTzaGO0iUnXops4l18tbBKJZCUzx//F",
-	"VSRRrJM8W2QuiUSqZrLMnRVyucwzlcIb5oUpr+dC6rW4lk6t5FoYXb0AFz2KdV+s5lmu8Au8SCLPbpUd",
-	"VU+eDU+j6i9/N6VOYy1EMlN6munrK/o4En7KtFz1ZpkVyl5Jlwgr10Axq7l0olALmWk7br6feBDsmrAu",
-	"y3NRlNqKLiw909cRjNAbifPhQ3xzVhHeVaavloW5LhRsNBENMuQ+cmSeDJ7alYRPYIZjGEWGzXEwrzRT",
-	"qVhkaR8nkSt5i1dXOiG1XakCCaxcCmdwCv5QxDIvrZATUzpx+oWgdRk9rW/rSlpRqFxJq1K4V8C58C+h",
-	"QBpU68LHr/DDZBwIGRclhVYroDTaOPxIGzdXBRLMSJyfnTU35katrxaZXUg3nScDoF1cGS4JZgRXDV+o",
-	"UtFNcjO9uZqrPIWDtGohl3NTqKtZmedJBJfPZQtlSkf0wOR9bbTq+b2C2WT6eoTLo2uChyjx2g7ERazh",
-	"WmXw5UItJqrAC+eyXHwxFPBcg6vfq+2RFV1pRS6ti3WhtFqpNBLqVmmxmuN15r1VssgzVeAdUBpO7No4",
-	"p/RISJ4RfB5r3lkrpFargbjw5zQ3FoleTE2Zp7hDEyVSBfcCZptZcaOWKDljDfuAg0b4oJ/EHqmzwS/v",
-	"IE+X0jlVwJj/r/vfo5//9Of+P1///Kf+P1//OozOHpy//Ufc4c/j+Oc4ft3/5+t/AJ/9Oe7AP697v55G",
-	"Zw8evI07vf/otEmyJ8BO2gXzwlgngDyskKgloDS2ons6HNL+kz7R26U9IKvaXCypO6fD4TCqtJ/TFu0n",
-	"QmF9V8WhrhiITb3gKK2gUEgjaWfkilL9Fi3hKY7+K70TOH71Rvxn37tqB//zRf//yv7fh/2Hr6v/Xg1G",
-	"fSCC04cP37afLLzdLuVUte9eqTMHmyZLNzdFZiV8F3Zoe7Y01LFT9vPlyeJUvzjbMdNnhZq16dDPv/tG",
-	"/OXsfAhq7EwVSk+VjcTULBaybxWoxg74QaaF0UrQoY5inRTKLo1O+9Ku9TQRXaOF1E2uGtj4yHN56ZB7",
-	"e8VFCpdNb5QTGdEV3ANgA8ApeyRbYIivnvL4/Pg9K5Ymz0exzo2+7sP/SXaIp5UxIB3drfvD3kD8BKzc",
-	"ClCFsmttir2MhHdqH1Fub+8lzuxx2k4HYd5ZWtNlkidmihSBFwt489nwbAd10Ah3p2agirNdNEGT3nP7",
-	"E3rtVfP6h9XAdO/IBeiV750PvIWhgCCtQiPuUVGQDTc12imNzBd1ONrwk2VhJrla/Nf/WoNLr977H4Wa",
-	"dUadP59UFukJfWtPntGv6H3N3brQa0EKg4JXDzpvo853pphkaUqb+7EmguSGenhqVE0PEW6eWRGYjOgm",
-	"Mz+9pIfTbdpbP7Jy87Hnvmn3JKhOlaCAgI4IqsYvpbJuW0sDe2ynitYbiKekQuF4zKeQDcDS9a3Ms/Q5",
-	"Df2xl+xXlFmxkPnMFAtUGjOa1BV/zaf01Diy9t/7LMPId6Mu0Fcq7t1NtHFX5FEAg4wNBGmBy1m5trFe",
-	"zdcj+Iw0ukR0g1ba0OXHeNZLBfJHJN8+evLo8lHCgsTG+mx4LjJtnZJglbFB5Eer6f9IJ2A/SD/ySFiz",
-	"UEarWKvcKrGQ641FaLOCMScFsb0uCLYU9CjrCulMIfAbsjThB5GwSsHzSt6AmpOEV4jmGzKHY4OZkpT6",
-	"RpuVTmLd1chC2VyI4Fua+sIU8BapWYe/Nj0m2GdynRuZXhrzRBbX6mNTLFrRmRUG5n36hfhb9rXoJkua",
-	"1JUz5iqHaTHJEs9/atx3ptTpx5zrUyNsOZ17NYOIcwazSHpkSoF+IQqpBVpfWWW8gVah0lgD+WRaJPD3",
-	"Ff1B7gJ+dpobiwpSIGI8OzxFJJCkLvIS2DUYHh6ni9RFDxbpR+FSWbkG+3069wd+acyPUq+ZQ9mPuYkJ",
-	"nOdC6rXnRDYZe3uUtmAu9bVKB+JRhsy4ZsN2cQtwofcse2kC4cAe2DkoZahYZNb7DNjKlQ6+AaOUXiu6",
-	"cE/WZGlPTamd7UXe5GeOXtCRwtRY2QSxUDl52NTSqQhmOBzEtYKZ98Z8asF5kVkhXayRp4ChBTMN4/s3",
-	"RuQeg7kZrQYCPSRkcce66S9h9VR0TREYU212MA78pQrbQ5uetvEecMVZaWVuxVQWxVokz6VTaFb2n5k8",
-	"m67ZFRM+BraCHs5+ptysz17QPuwpLqTPLvb+6WkPtAJYEDqzcTRU5Wys4ZhGIok78Lu4kyDjijs8xbiT",
-	"kBpdd9f7CbR56yXKuFzNHCm8taHHxVfDsfvqNBFdbbSirXCVOl959aRt+qCIBOqzgrF4ZhXxb2u/m1vY",
-	"rgLzhtRomsm3PvlfvjodDscrnP4vXp7bWC9VIVZ+EeT6m5SsPE/KwjoSkKRULxRsuyOvtgGyn2V5TuaC",
-	"WizdumWl8OLxL+VXMXAD9uf3w/s7x+xCtZW7eAQf70ktFINs4qVmu/bv6qNy9R8za4Fe4eaTjiQmShbA",
-	"eYijJmVtZgm6Tmok+urVq/5F6eZKO5iias5py7Kghd7KLJeT/KNLWtRHJnJ6o3Qq0ozcZiwtMo1UE7Uw",
-	"LTsvHTCpWKdmBTvCQ1yV1VJAJ0YXT+mmZqFCVAi4a2YF6yfbN/xdCeatJ0Qc5oK45zdGz/Js6vw2wJ7m",
-	"+U+zzujnI/ct+rWzLMxSFS4j24+0ze3bXNdMR2I1p0tNJENONxZqQC9Kl4vO6OeO10bhI1IxO1GHFMNO",
-	"1OE96rzeskjBHq17xVumUzmFR+TpQ/2z8sqWOlcWOD+6ZMe7HfP+50ZIeyPktczQxwSGhHTk7vvivNPq",
-	"/eOPzOR/1dR13r5uI8Hz4UP0YSEt3guSdiB+0krQcZCTVorEaPXTzDsKYm2XaprNsqngu2FHFEWi7xco",
-	"XnNr4Jd8nkkk6G8aKdYrdBajESfcKpuqgUimJlVkTZCSROJqJGpbSnGU3bEMFqOboQtRJxLRlbFOKr9l",
-	"Qu79Bq30cKRM2WDljJuRBpDh9IBWqB6xQsf0XzM5ZZpmsO0yf1aj55nMrYo2SHxh0haPY6LeTPPSZrcq",
-	"EV0kCRK1peuNyHuH6xqLBLWuFP1ya6HLxUQVcCb0MT9mSTZpI8KwMEj9coQvQMbgb1tvAvqQt6d7IWaF",
-	"Un0gU5HLieLoSYZU44Sdm5WFt9U8QadnX7aMT5Gx7Rc8wbuU42/HPpYn7g+Hw2HlH0SWZ/Qsuy5h7Qv5",
-	"RlxePhFd//ipmPdab9M+v3rUuZV5qdrWjF/UwldMHdWETodn52KydsrCkby8/K7/pejC5dPXoE/COcK1",
-	"EefDodjyEWDEF4yzmmUWwcOn93ujymC9Z3kePkaYeeOFiDtzEe6/FpO1SL5/dJl4PSXW88w6U6wjr/bD",
-	"I7Acohr2/D57eSkGg8EJviWJMJYVmFysg6FkB+KCNd57pBVXTt4ez3GiQDzZYJ7fQx+C55feZSzRYnZG",
-	"ZG4gHgWKxTdZYXS+HvHc4PKMYs13gHgH7ad3ZubmGu2ZV/A87EWOAk2oXE3hIIVWKrWx9kbQpHTih8vL",
-	"ZyMxlYulzK5x34hPopHU8IbjVq5NWcRapimwI9BpYTG43giY5TSX2QI3f3MnzcSq4lb50D+cTSQKZfml",
-	"JK9AiKHcrt+d4dl5y+XhWW2T6g9mhUQHe4pWMrnfgLvirlc3ajgQF7XbxGoIHFPS7y/kmz78PKmu1BdD",
-	"YXuovbC6MfZUg573kWjGFmING+bporooYJTxC+irzffg1RUXcLKxRs8nRcNzybuz+04Pj5GWUefrQsmb",
-	"d2Ph6Cy6WqoiM+mB/Z8HMl7IdRXBjwTI0yE5EHjNPVIdQLgCea5ASOdrMUSdsFwuTeHYkarNCpgFTUDI",
-	"iblV9Bhamt7z0c5l3tvu+cjD5ta0RyRgRxaYd0G7QU6y7ilRpq7JKZ/RxIrxLgmHjH2bdwN1b789uM5P",
-	"OK6o3sjFEiyCziTL80xfn2T61mRT1T8/aw23VMGOn+kdQZN83bI738MitzenyvyAv8IZpNKpPlgDnZY7",
-	"3sglafxsl2oYdWCL2uQXZYgVa1AEyQwh3gr7nKXeiPDeTmfMzUA80vAHUxS7coGp/Tc89tXjbxO4pX5g",
-	"ThTgwVfSitxYF+vug+H9HhkmKUgTFjvMbcaCJAzlGAzD73z+hIw1zmltSjGVWswymJMm4XbPigS+vcpS",
-	"y8S9tYcoGPfQJOy9xeE3HOKnlSJPuXUqRbrbrz94GtyaR7vqB9PYevc7qGpobOwxWi5AVyjwmKscKp93",
-	"CabmiOwVUimQfVHmCYp9HwUuiuwWVB44G3Q8rQyNaz39kBkE9xo09EzZd2A5UccdymvAB8bCKiRQpIeG",
-	"um94NTgPnNOgs1cBPcbmamEDju3J5kUNA2+dS1RnA23M4wclczff5h7WSVcyH/Hcy9wc5Fb8s9Y3hWBU",
-	"800+wnYnRvUxmRtc9jYCx1tLAuKeZX14sgbe1k2+SkJeL6/vngVS4pQotG1rDBKZStJr5ASjyF1kDiPk",
-	"ThHZbFMUfSCLQq6P5z546VgPp4nvZUNjIfMVGNGnjZkdwZ2CRbc1cVsSZbReOnagUt4f00el3lDy219f",
-	"XfpIASV4/hn/GxR+9tdIED8CE0B7B+5kixea0yQb3OYol8luw66ufjRJCH8RaAAXkjlcQeXplk3NBE2E",
-	"TWo5cEV54/3h7GEmtVsWNe7prvttt6/3IYIk8qN9Fl0MjwYJG+TuQUrbWCO9tG2WaOofUpa2E5/u37//",
-	"MBIvL78ZC4rB5pKElSRiY6/pPStwpHWDRu7GlZovf+GKbOrytcj0tIC5WzKBKMCFZ2LRkggkyvL8CAr9",
-	"IOrrH041+K0i+72J6ieZdSp9wod2nPMbnn6sZ6bF+605H7I9lHCPUoAER7XROPKEcZjH4Njba3jNaaSP",
-	"blWbxSJbY4GeCy6XSmO4fPPGTUluSTrwe2juEbMMyR694+/jpCW8FxI82Ds0N1Vih6C8DpT09dSPe2BH",
-	"47pr0qldAim/HV4H96y2E3XIXXVlbpFTF+qKRbKnH/7fvtgDec2u0sIsl/gNypkr9sq1avcHmNKll8T3",
-	"rOBHvYY8ZGlELz2SEb2jluCn0GVNy7sHe6w/vF89YYc8v/TuOBwMj1Jcy9u657ab+ANNIpHUThRLSBqn",
-	"saEDakwTgFewM1XcKLW0cCEkscZYs0sQ39xqkm7cTaK2qINC/ZAy0MqHzPTmB5pOiyC99aV5QWc9xJ+I",
-	"G7Tosnl7ekBQHehdjYgmbc8SXbPAFDg13u9eBsJhdsCbc5Q/xmfT83p37RPy3laaYc9SFTAb7C7liRp1",
-	"PEA0NWUMK0XoGKvaJEryQDUoEfTyCVOoVz7Jz6EKYYpIbLvJscQMVU2uPWqoneg/iXUtCJlL60ZV8VFm",
-	"ydKZ152TOLh1YEng+NLFemGsizZCmAOauipsIvLM8hlX0aYQABli2o+bq8Wo2sj63MEgW5hC0RqoVMJY",
-	"1g1QUuDEx7H2b7xyxsk84bQhij7KPKeb9TlZrorccvzNxJhcSe1NRA7Rt8h+7xW1fOzGaEXeMYslk7Bl",
-	"WCbmHWk1wom1p5xAZfm68vmfDocj4XD/W0+BU+2P4RvsTHiLgYvH9IvT4bDdHg6nuoeXVOuuKHUuQb9E",
-	"rQstkUCTyJndYev3WGNc3cEW/zAuwc2r/1uCt+/J1K/0qs/U0r+sc9ugrJCuQIYuhep8gKtyFE1Muu6N",
-	"Y73TEwDcfR/L3uGa5nSwPRTZTI70M2OD4JdSlYqDnVi9GgVFL9Z0o70cxjJOZqFUXCgx8to3s5kATRR1",
-	"mK7n5FLM1CrWnP/Wa0z/gHmFfI5Ju+Jtmxf/XZwcbdqR38Fd8h5stG2lCHNJj9eJKjuvRSmqAQvsuFD4",
-	"nadjeLyJN8D2EzDcgDZwWOVpX/JWJcAHzMp69WHzsDbWzLNot2GfoavtA2Sk7dB4qcy8qlGhIBrlGWdY",
-	"YNswymus6WBu2UaNcS3BrCn5f5+JZmH2VbYZs9b2rMGEaoZXc05cRhWGjqU32Cq4fufUsI3jqjK7GC9g",
-	"I/NrI+GrRk/bjsiH5w/+4pPkRKqczHLMfWrS0ZQFvb8UG3F5vAi1lFw8Ga5Aizqh9KFDqsQVs9jm7ngb",
-	"KCyTf0l81/9Bv9xVbLXxVW1zO1GntkOwvs2SEQyGbZQbwE3fTl8F6aDc3KRXMCWZ54a8JkB1hZZ5qzZD",
-	"W9uuzoTQWIu3MHOU+rsjUFMPp5WFHsH+gswc8ZGO6hu+n0Pht/6NYVZh5hERQRvXfg73992SUXapUE/V",
-	"ihkFZdFRMjqmjvgkG+Apl5dPKpWlXl6HfsY7Z8+15Yq88FR6VFrE78jTj/VZ4UUSKx/Iy894Chzh8ZI9",
-	"XMdjvf27sQXqbBQfi3yima84RM0BNTZW+EgZTGM9UTNTKCyas9nflbhWzmLGFc+WsFwqeYVeAS+0dmh6",
-	"f7QYQtjfO0VblMtPdHY9d/m6r94sTeFajZqjUhdC4RSdyqfMZKg24zemM3iSfr2PC3gH3HZQcr8LhPbp",
-	"oBNkcHeHxU4v5wG6+e3WXCNO3GrGeb/ency4o6y1+ql732llrO0zq8JRHhW6fS+sGMu5cJs2AxyRKHUt",
-	"nRnJU5IGdgQL/gNztQ/EIN5b8DRQ0bvpPYdCEeTFss0S8bAQX2E6FlVdqiqQB9sA7MUVDBUiz/Do5Jp/",
-	"oXKJu2ahe3kXUtCbMwwp6GJPBvrgHXKYG/6Tw2LqOSpP74coL9Hts/KanNe1mIE3CTOzIkvzO9Pe3Rf4",
-	"gpe3IYdVW+5wuFUshBGOBx6N2KW1Aru9Xsrh61x1pqd5iWBulKjOBjezSSnA9isQyo52Q2nE6GNJhAGt",
-	"W7VLKd2z38f4Yu6iBf4mYU+J/9si/x2lNBmj+0Q0ARcc7wCj51+QxbrtBatjCR2ASbJqWig3qquzUmwA",
-	"KVCRqSDwDCARQh7qDcRj16gZ2tKXPYDZEVH1xpzbvYaNVbf6iFsFaRNPYns/npk8JxdblazD2kGoa/Do",
-	"WVZwFgjVgjS4H5fGgParlQXN40wsMqwV8jUjx6o5Ut8cOLdlLqfKhxfQlIzEEDgzXHc4sMFB9eOQa/OV",
-	"d2R69NrKkbkVbz5uXS6Q+QHgruBft+p6gT53Qu1ivKujEgwqHC/YzS0y2Fp/2738H5mX76jw7Ilp+UgW",
-	"8GEuRNtTkjgWSdyJO0mVz3JEtdnGltBkdq7whWrx8xyh4jc0+8aN5/i0z+sBKWnvmFR51CEfSrZBqTEt",
-	"i8ytXwDv5LInxDC4KClvn/76zs/sr68uO1uYY+Kvry65dE69WXLGSEJMwOdKreamgsANQCwInJvZWBdq",
-	"agoQt7JeYOlz3BiETwPbkFqgcQs7WsGIXedmYkU34RxSzGlxef8/4T//mfRQR431orTO13DPMU0gryce",
-	"ViAVmNOAK69OYe7ckuARsta0m28zOI1J6VTK8C5Y/PrD5eUzpE47V3ku6Bc2AmLtf2+8w89SNABrKgtk",
-	"HrNSY5GnJUxiDj9wDgrXKf704lKc4LtOfg3LeEv/f8txHI9HRzEtsOM2wDS7XrrBVDzTbHhtWMTVnDdw",
-	"YMjw6GTkZnIR2QR2X3YxA7S2pBeLixB05qzLEUwPd8loZHVmpX3c2sYaNH9EoTWl28r1uRDLwjg1hWMp",
-	"lDUlKKtICIXC/MlVkTlGAaZQyhoDxvXLi3od+U6x7pmC5TIvlEzXwiql8ZCYF4qJSTNFeuVfX/z0FCGR",
-	"0dmbfEOQHf3L9dIjB3St4Xcn07LIRT8V936N2TqKO6MHw+Hw7b1ErExxQxW666VKe2OsNFws3ZoKrRdK",
-	"akuWukeLHohH5OAtCoNwMckumJDEww9bJye5YmQDXNNPS1VI4upwAkuTYR1z6WyWMvOaGu0KOXUjzKYX",
-	"Jwuw+qc2iXX3WWEWys1VafkK4wNmqbRcZoO1XOTIJkBzMNNygQCzNXKHGw1EnvRwM5u46gy814LUR/Qa",
-	"a4zVIZqQR9b3GJyCQjZWyOlULclYYyqHaRI4p8jcKNYe8i3CGugkLCPB6muhDeKIOyMmiv0dKaOInw8f",
-	"1PLLltLN79nw4kyL5CLPzSoZiOSHRxffipM5Fkv93QcG6UMksb97wDmyr1DH4yuTFYKLryuAOSAInsNM",
-	"rTxWnUB0FYycfG9QwLoT4GmCfex1h3yh5HSuLFXpgx6Hhl7i1Bt3ssxlphNRSAbZklrUaYnSRxCOjMhx",
-	"arSmevWRSM7vnwp/TX6gDf8uU3lqxaUxAoMUtdQbnk6s80wrHJchXYR6M4Xd/+Jc/C37eiyS8+FQfC1T",
-	"P3bSBGmMNXDhk9PBqYefX8rCKtGVYlGB+FSgh8kPxjqQNdVnsWb6gKn0xiJ5MHxAvP1/VGGBhT01Trzw",
-	"tc1+Arf8JcJDxhp3i+fyRnTxf2dYFA2MPyWJcfnkBaaCc/giz6ZKk2uSwUt/fAxCuCxylkp2dIJ3ipjb",
-	"wBTXJ/yjEzCyqsBhxx9nJ+rwzDqjzulgOBiix4fuZWfUuT8YDu5jXNTNUSnwxAn/v27TUrdpmIguAMsT",
-	"1W6RaQdfSyzmcQoWJ79oA0n1bDjcg3l0N6wjrkpsgTp6uRw01KLO6OfXUceWi4Us1t51W5gpSJjMcocP",
-	"J68tlgXRsK9hgG2pvHPnHklEjlELjyQjHfPJnZKdnvToNpTKhnzLWZHAI8lAfGeAu2y0CiG3BENNYMLO",
-	"SMhYI+B3cC7OVJB23sGBM2E0dsoRqzENsEWiWNtMTxXVHuJ4CCIIp0wOZrkwJdkqIMmiSigiNCUuxONL",
-	"oaYyEE9QiUKulWmqFwEdsYi4BQRbBUZPOW0MJDAHHHAGwDtts7gETCidqjcwjwAhAVSJ+D0ECkJmqyXF",
-	"gH07+EYuD2S3PO54wPKsJQfDNcfmDEDmE9Am6lq/TyQplCsLrdLGTmaW0LLkcqlkYSNUN5xEA6KoIPDT",
-	"EvE8MoeHhqxrjdBHIPFi/eLiu0eX/2ewSCPx7PR+j4MxMlSMFMjQeZOmxjrKVPHMH8UPfIC4nyHbPXMi",
-	"N+YGjpJ9Fs2L+ySzDo+s02xls8NbUz1ywq1u3kYHnyRIv7evPyBzCHl2LezhJ61o07y6SueF6KLnNIe2",
-	"ocNcTzYAfvFnp4d/1kC4wx/dP/yjCvb5bdR5cMwv6vhyuHbUIw//jlCukW8GTglbyGpVHuyhmZDVVQwU",
-	"KB2iqiwUO9HgL1C7e3XmylmCb+9KWxUyPnrJdvJU4su5ci1uiaBgAresMIBxOXS1vSkQbqgXf2fDc/Ke",
-	"xRoVAvITuXozDFJ08HesO2EEMKQfMtvNZrFuoPluZHMTDoUOHWx8RrcHVJKgZNyqQuY+AR95mteis3TU",
-	"TBOONSH2fZXUuCPbQzKHWeAekl4PfwKjCOAZXTTMaBeqCvSBSALWhkeIYSSzcVAMKIsjbHOsQxwrzI2K",
-	"ltAHRuEwjpkXqobPhHgfCJDKmBv0LukBW/yZbWy36CJuh3dVsNWcq5nrMSYca/kVIRDVEmKmZJhNmphc",
-	"yXUbr3xO5/2E/DR3o+iqUwYwzG2/0wb6Ce9NV7YiAmxBCNSbfezq9YGYLDtA8u/vbWvy1T8aLQH+q7VR",
-	"yYfk7lRGvoO1036htJWI5bI2JYc7mmAqvvQJKyyQ+58Nz1sSvjw36Lo6ufK240hLaS3irFbp1L628Xcv",
-	"U86HDw//osKJh1+cHfGLTYjpTyG9+OS8VhcgbboevpB87pFvTdQon9kWWaz3N3nAY4qYMw/4oPoM1Wjv",
-	"QXYNdTmfAdGdf1zkdvSubVZOMfRnZhmoU6F0+6xI/Nt62eZWuegHVsWiox5GRX9pbJu7IcaanLgzEjGX",
-	"jWHvQXtjm0AmXRDyPVzgqF5lamM9NepNZl1dEfK+Zc7GYiYAqkUzTQud3jrWTai3TQi8N5gtYDktB11A",
-	"A/GKIt0UlhSgGGJKlczJuK3sYnLuIUpktRxvo03UPEPHO6PA16eChZMSltLdwnZn25/B9Tx6Y4VXSzoO",
-	"Wr6FFakRvlfjraowwptzIWh670H1ugctTxYqtJ/z6PYbpWWotKHWylZqI/SABLnZINTz25r6CFqmx/Pk",
-	"dhw1lccjikY+vIEeKdja3kjU1T3Gdmctd/Pc62XP3CLP+zR8wdBqTFtBlOPD/0HtDwXMPoGd3DaWVUg7",
-	"N4VTWqXjWFdHFroxAKdbDwQ6jILySWpnkEukuJBfqCqtCXXG4sLewHo8fBS1rYGd8CGAgBeES451V2pR",
-	"Lq8LmbLzmE/f1QB5MRNgIqc3vb3Ehf0JG8dL96jFhc9u2gls8WKSabjJ58NhD91VXgGvoPoQnBl2QgS/",
-	"BayjIqsm6ukOhM+q7WGw34C0jZ6qEXYM3CqKXJuyAEsqR7i/M7+HnBBRwTTHGp5syUvgeqK97r4TGs6e",
-	"/Er/eZv0IjInfV4gvoi3zFdWwkbgUrptQcXeINbfB0cXcwlqlMrBD24pzL3YqCa0VrQJQ8e6q43fTHiq",
-	"f0H9SRM0RXsDcbH3bIEF8+Ey96VDbrOYOCL0ThZTvS3xEaJno+HvEb/gVm1kuSBT/Nqk6/emwm1gdL/d",
-	"7jP2PhVGqmxp0YWeVz6F7iazqN/q3jgYSBXMQcUh2V46/fATvty8qez/brSt5XgxqPgU3c4cwYC6Ys1Q",
-	"oVVz3C1axnqU8D1xDe71u8KgblvhN8XSdvTR5TK9s+HZe9sgTqBr2aFXe/COR1vl36z3ePbWytlA7SDO",
-	"xnsdGK+P0A8E5pRlDplrrflg2OuNdn+7s+6i4Grf3wc5qiQw5x5s9lEaVcuqui6xlITfGn1dy2/bakbh",
-	"F7EveysSyR1Y/OBAv5RtptuiJDcPdO+Ibz8Xd8N7tfx2dP84wlQmqgyNpYOuj8kMXkvvyqpbCnY2V6Jc",
-	"+jzKcDN6I1GzJ+s9mikR4GCna27T1ZqQSJ2vKF2QFDcM3xFuUQXpwIDd2YwNBGp2TCk07Zo59dNu7b4X",
-	"VeuJdbOTRTBINpbQ810eyAeb1VojcvSqRZMY7SufNsVGGXRbNsh7ayoTdc5PjyDozX556DA4O+LStffE",
-	"/Jz8Dc0MtkiYJWUV5evQyWyGPdTAsuCr0uZ12BfEOUE0e2pC+6k8E98RCHyzUaOHy6jansoqCVLbK3w6",
-	"EdhuIcL8Ouk7fhVlruApfOQqjGCTMXZ7TM3Unrx49M3L548x5NujZiqcb+KzL71/xxcwRKS4nA/vi1r/",
-	"VZ8wRmZ0Pb2AuENom8zmhXVqOWrCfhF38W3omLnEFdAcDoZFutem8ntz9j+8oO5HCLpEJKSNta+yaATL",
-	"gtu8CnNJkVOx80ZS4iDWdaw7SjmFxwMAI+HrLX0TTN9CkbItJ+uE+78hlakaBiMojDRGSF9myKVcyUIT",
-	"oh5ln8Nc6VyoX71Wq6gyZKsgf7BAz4cPm92A2KwmCJGRCN1B4fZQQZG48K9vMmmybDGXHz7DxiE0Q/Rl",
-	"w3ZWnR0mGJhdmeIm5JHWcienczW9iXXDPYJNVB4M71e5iKGnV9XHq6ZVLuQ61nN5q8REKc0LGYdKssz5",
-	"1Ajcb4zkwdyRvEBdh7kqnZLDBWkgmCO1woqmGfm1743a+TCmWqMTxwc21LhvxQ5lhZtTrFTBHWg/lXP/",
-	"E3ac9kwYb0K97TS166y1pVaYAb3djPp3HG6omp/6xqed36SGfCZ6xCOdsnAJYkqGdslYZ4CuVN9ASnQb",
-	"kthyZuVdFYt5hUjamsT3inILCEXYizUYbSQqeFaQ+twE3aAwIPHci2LdwG3leHGID+OAtSJ6wmurN6lG",
-	"lWGj43QvAi3bI/om+Bcq9PRfbnvd6FktvdOYbJr2vtVjSjOUzsNw1pGRcS27G1bTkKEQZoxS1ec9mpHA",
-	"9LVaA2vOGm9iDCc1nJAmLpx1+ECsb5RacoaczLNbRAK53AJyDVH5pN/nA0487KuZUViIL2DOzWxxqnMu",
-	"ihyL4WgD/JU7jdMguEG+ZSpFpVKQeVXeD74dVKlu0u/P0JovFHCazAAHEgjnv8xo+FAjM1nXZB4KdVO5",
-	"pcdVJS72g8hCgxwszW4JW6HEpNdE2EOMmihW5uI925rvVwPq/cDxa/+aHVyfdjsSQN3WeeiM379D43Nh",
-	"uSHZqrob3oqrb/nvJWa8l5HnAebjY1iIZYuoeOFdxgHvZSsqiOpJM1HeyxTGuGKzbBvkKrAMlXpns48u",
-	"TtBTSnVe7UlpWq0IBuU35KR9oBhIA1XsAyvWtAc7mI32WGR/zAytP7z6+MYpdhvQ9aj0R5/ldWflcNN5",
-	"38wlbl6yb3Jj1aWvvr7bLaOf1e9Z4wKc74s+UA/eWty5Vr1AhSNc3UAu4LlEyd/7fDLCDpAebsJT475D",
-	"6MnPiWKfKN/vwfvCqpOrhehmdSgGkAuMX8LIHLtyEpv08regF3tMh3quAvW3pJSRzQAaqJooX2K9NxQ3",
-	"EK+41+9GPGXCTksbibPhsBZ5DdgHSSH1TSK6w00/YZhhb4wOyhpiPBUyprWBIsrk8KMz1ZMd0SyMzrie",
-	"1mdzwKc1LyalWIUQ4TKb3vTLJXWG2dicWL8TIIYH2PBTgB+GDggzzhYquOlbSyZxprFaEWugEcYj2B1+",
-	"sltVelzOgD7C7lYEO1iYPhUeW1uyeTGVGp2G9oYjpwTMG+tYhwgz7NlXTxOMp/ZhTparDngIzJZqZtmE",
-	"UtT6EcLouJinnG5vK7Tv+8MeVyyg1pNZNghaNJ5nJs/fBy++Y4bIB1Jbmrg329rLiwDck+nrsb9OmW3e",
-	"su0cpd9/wsbI31lsEVFjX5yuqbkHgXfO16B4ON3i3yLuU4o4AhmqOmvrFDmUKJcVH0DGnvnS9DpH/0R2",
-	"ZnQkj3icHrJJAxrOJ7NJf8QkUt8xIvSAB56P6T0bjSZ8RVh7S350NB3Vg8KD90xzJQsG+8QmA3OFYULp",
-	"NoBImn5xH/8j/zcmGxutYi2dWWRTDE+ynKLVeMRlBhKpV9OFmBHId+8FzSxpzdJSVsQoMBz4qLSlzEG2",
-	"NnoXVYmzGGHFfv6i2+irKTxeuzY0MU5+sMbXTOOnsUY0gAr0iHQPWkow6nNzfe0TkprC7YXC2hLEMPod",
-	"GvQN9Ki3TQQjV5TqQxr4AddphwwKe2yVGzckRyPg+W8PwOfoAfiGuEWDyR3pASAwlkMYGE3IlneAwHhO",
-	"r/kkCBj47sG7HcwB4AwqU2aMB96cnfgZASvycLF2a2ntixrW5G9jfYd8LL7KkxgFecIpOoXOFKnXUZUm",
-	"7OGxGyXlsWY0+6p8nGuTt8rIxVYV+WeiwP5hS0W/B60IodM8EmorG6no+WBFaJ10PxgHaELYtzCCC09k",
-	"XNu/oMTQf5eJHszbCHTwxy4Trbf18FDKHAGk0kVKCuvtuQWfLkvz5RIDbwxv5OuoqIJuG1m9gZVRNUqh",
-	"lAtMavOFow0PYr2AdDMX0deBop0Q9i/TolEN6jMyGdIdU++sj1+AThFrXsMITLIc3rX2tYAWo4jBS+kn",
-	"HlU+XJ/VsFG0t9ViquZW3QL35pzIkItA5UAeGBtLEyxGJZuZIAvpkTc4nJlx85n69mdalFaJbvLs5aUY",
-	"DAYnNGxvVEfq9s1gufCS2sAY3Ca0zqrDxOIVcibMKq0MgaVkoWJd6kLl0rWbU5y//O56xWZZ2Qeyq7Za",
-	"ERxlW52+//fv9fJVAuWOhVlU/bkWdyvM8pRPubOrjY6cwa3NKcXoDNGGK7Y/I/3q/Yq71jaELedJLKo6",
-	"UURQ8fUcWmEyf9pW+BLr7mZTvN5I3KHeha58SyvB1joW8VOxxcIQsB14DOMgEWMkJtLdZIO9SFxnt9Rg",
-	"yvfagylUKVYrpCiEet1YWChjifV2HYs4voylHdX033UsHy8ZyleZ71KCdpa2IJZfa21LQy06aP3+cXKY",
-	"mGe8/yymja5O/9rpTBub8e+8pn+dvKZjHRJH8BzfneaT8RwsrOMKD+rnHqo77GZ1HYjIuHPRyPyPO4i2",
-	"s1UwN64K5nZUxfnrUbeXQt8j6RFoL0QhMzChSHuYSw9bCD/1Bh5xwFjvqHirIefUau02TMKLWCMgfXhV",
-	"UFj5uIE1jhoG+41SS7LKLVcVV09nNpTAkBZew/919WZPFaRKoweUzyBAU+yIblCIGlJzl3gjtTfyQoAB",
-	"TSz5iTds1YWSmkxdMJyxOm5DTQNCoOR/jP5N8wyzlmcEiIz4MdhLdLLGV2A4Z6vJ0rgquPDOWN+TlExq",
-	"o2vNR8NmDMRPGKdGw7huylLFgTZs6W4UL1aBUbaYsUUqA1mFMbjFEE0/HWNoU+O7GO3FY+bwE6J7Pjzv",
-	"DcRztVTSMRQmL34T9XJhCjVicMt1aGj1YHgfw2ByptplLYzV9Fd+UIsW25h95GBhs8nYrqwVJB5tVoGA",
-	"6IR9qQi7ljyITnCn1HkD9iGjpD2j/wWr9bg0artQr6WeL9Zb5XrxJ3f8trrbRLfm+x35CxvrbdZARDTe",
-	"wxX8Gv+FQrR7/YKbpX2bVfZbtX5NpacZr2x2Pvr5NSgiBJ1Fms5m06Oq6EwWLnhOr40oSi0GJ9NFeuIf",
-	"6fdTdZuMBXZPCQJJOnJ+DRrNHEYnJ6dnfxkMB8PB6ejL4ZdD1Ih4AVuzIAqJfNE0g9M3UoRz6rxjCEKf",
-	"sbgHFZovBbi3sYS/MSDE9XW17zYKqbrlkmoSw/F4F3qrxzxopOwmr729diLbU3jCybG8Hplm+BfcYmXH",
-	"cGWIhWilUuqz5hGKOb79+u3/DwAA//8=",
+	"7H17c9tGlu9X6eVulcksSFEPZ2KyUlOaxE484zguW17XvYGv0CSaIlZgN4NuiOZkNJ/91nl0AyBBinJs",
+	"J87MX7ZIsNGP0+d9fueXztQslkYr7Wxn9EtnrmSqCvzvS+WK9fnMqQL+SpWdFtnSZUZ3Rp03c5MrYdXU",
+	"6NRGojClTlUqyuWgE3XsdK4WEn60yHS2KBed0TDquPVSdUadTDt1pYrO7e1t1FnKQi6U4xd+UxbWtLzs",
+	"Yq5EotU7dznFJxJhZsLNlVgW6iYzpRVLeaXGQk6s0k7MTIHfzrLCOvwKJpXBSD+Xqlh3oo6WC5gLDdec",
+	"sXz3TOkrN++MHh6fRLAC//dxWIN1RaavOrCC702equLCXCvdPnGz0qoQiYMnwsSnZVHAVOf460g4IwrV",
+	"V9qpQmTOiqtCajcQz9WNKmK9LJ3InMi0kOL1y2eDWPv10GlVC3pmptd9msyORZ08/PLuRT1N1WJpnNLT",
+	"9d/UentdP8hrZXEhcvpzmRVKWDlTtApXrEX36eOLJ2Lu3FIuM1Ebrf83tY51WsiZ643EMfzi5OFDcZPZ",
+	"bJIrcf7qm6dPxXQuCzkFohDd5D8SeCj5Z9KLBJ7uRBYq1t1kY9SR+EoNTx/96SvVPxumD/tnp+qr/mT6",
+	"6LT/5VePzuTDP80enZ6cJT1hCiGtkLG2riinrixU2p9lKk8FbYBoGTruhMEHg0HcSSKxytw81kkcx51E",
+	"SJ0K+G+cCGWncqnsWEicqbhWazGVWhsnrJOFwx+KJO4kvYF4bRXMZFYoOxeF1KlZ4A+6Urx+/fRbcXPW",
+	"Q2pWcjoPW702pVgoqUd4AEhesUbyEoWyzgKdvFRpZoXS02K9dHAvdaoKIXHwVBXZjUrFrDALkblBrGN9",
+	"zgeHk4NhrVzg3CN6LHw0lXmuCtFNMmt53bacwOE4A0/FGh9bSjePNkabmHQtuolz+eXCJpFIVjJz/F9c",
+	"RRLFOsmzReaSSKRqJsvcWSGXyzxTKbxhXpjyai6kXosr6dRKroXR1Qtw0aNY98VqnuUKv8CLJPLsRtlR",
+	"9eTJ8Diq/vJ3U+o01kIkM6Wnmb66pI8j4adMy1Xvllmh7KV0ibByDRSzmksnCrWQmbbj5vuJB8GuCeuy",
+	"PBdFqa3owtIzfRXBCL2ROBs+wjdnFeFdZvpyWZirQsFGE9EgQ+4jR+bJ4KldSvgEZjiGUWTYHAfzSjOV",
+	"ikWW9nESuZI3eHWlE1LblSqQwMqlcAan4A9FLPPSCjkxpRPHXwpal9HT+raupBWFypW0KoV7BZwL/xIK",
+	"pEG1Lnz8Ej9MxoGQcVFSaLUCSqONw4+0cXNVIMGMxNnJSXNjrtX6cpHZhXTTeTIA2sWV4ZJgRnDV8IUq",
+	"Fd0kN9Pry7nKUzhIqxZyOTeFupyVeZ5EcPlctlCmdEQPTN5XRque3yuYTaavRrg8uiZ4iBKv7UCcxxqu",
+	"VQZfLtRiogq8cC7LxZdDAc81uPqD2h5Z0ZVW5NK6WBdKq5VKI6FulBarOV5n3lslizxTBd4BpeHEroxz",
+	"So+E5BnB57HmnbVCarUaiHN/TnNjkejF1JR5ijs0USJVcC9gtpkV12qJkjPWsA84aIQP+knskTob/PIe",
+	"8nQpnVMFjPn/un8e/fQf/9n/59uf/qP/z7e/DKOTh2e3/4g7/Hkc/xTHb/v/fPsP4LM/xR34523vl+Po",
+	"5OHD27jT+69OmyR7BuykXTAvjHUCyMMKiVoCSmMrusfDIe0/6RO9XdoDsqrNxZK6czwcDqNK+zlu0X4i",
+	"FNb3VRzqioHY1AsO0goKhTSSdkauKNWv0RKe4+i/0DuB41dvxH/2vat28D+d9/+v7P992H/0tvrv5WDU",
+	"ByI4fvTotv1k4e12KaeqffdKnTnYNFm6uSkyK+G7sEPbs6WhDp2yny9PFqf65cmOmb4o1KxNh3755Bvx",
+	"p5OzIaixM1UoPVU2ElOzWMi+VaAaO+AHmRZGK0GHOop1Uii7NDrtS7vW00R0jRZSN7lqYOMjz+WlQ+7t",
+	"FRcpXDa9Vk5kRFdwD4ANAKfskWyBIb5+zuPz4w+sWJo8H8U6N/qqD/8n2SGeV8aAdHS3Toe9gfgRWLkV",
+	"oAplV9oUexkJ79Q+otze3guc2dO0nQ7CvLO0psskz8wUKQIvFvDmk+HJDuqgEe5PzUAVJ7togia95/Yn",
+	"9NrL5vUPq4Hp3pML0Cs/OB+4haGAIK1CI+5xUZANNzXaKY3MF3U42vCjZWEmuVr89/9ag0uv3vtfhZp1",
+	"Rp3/PKos0iP61h69oF/R+5q7da7XghQGBa8edG6jzhNTTLI0pc39VBNBckM9PDWqpocIN8+sCExGdJOZ",
+	"n17Sw+k27a0fWLn51HPftHsSVKdKUEBARwRV4+dSWbetpYE9tlNF6w3Ec1KhcDzmU8gGYOn6RuZZ+pKG",
+	"/tRL9ivKrFjIfGaKBSqNGU3qkr/mU3puHFn7H3yWYeT7URfoKxX37ibauEvyKIBBxgaCtMDlrFzbWK/m",
+	"6xF8RhpdIrpBK23o8mM866UC+SOSbx8/e3zxOGFBYmN9MjwTmbZOSbDK2CDyo9X0f6QTsB+kH3kkrFko",
+	"o1WsVW6VWMj1xiK0WcGYk4LYXhcEWwp6lHWFdKYQ+A1ZmvCDSFil4Hklr0HNScIrRPMNmcOxwUxJSn2t",
+	"zUonse5qZKFsLkTwLU19YQp4i9Ssw1+ZHhPsC7nOjUwvjHkmiyv1qSkWrejMCgPzPv5S/C37i+gmS5rU",
+	"pTPmModpMckSz39u3BNT6vRTzvW5Ebaczr2aQcQ5g1kkPTKlQL8QhdQCra+sMt5Aq1BprIF8Mi0S+PuS",
+	"/iB3AT87zY1FBSkQMZ4dniISSFIXeQnsGgwPj9NF6qIHi/SjcKmsXIP9Pp37A78w5gep18yh7KfcxATO",
+	"cyH12nMim4y9PUpbMJf6SqUD8ThDZlyzYbu4BbjQB5a9NIFwYA/sHJQyVCwy630GbOVKB9+AUUqvFV24",
+	"J2uytKem1M72Im/yM0cv6EhhaqxsglionDxsaulUBDMcDuJKwcx7Yz614LzIrJAu1shTwNCCmYbx/Rsj",
+	"co/B3IxWA4EeErK4Y930l7B6KrqmCIypNjsYB/5She2hTU/b+AC44qy0MrdiKotiLZKX0ik0K/svTJ5N",
+	"1+yKCR8DW0EPZz9TbtZnL2gf9hQX0mcXe//4uAdaASwIndk4GqpyNtZwTCORxB34XdxJkHHFHZ5i3ElI",
+	"ja676/0E2rz1EmVcrmaOFN7a0OPi6+HYfX2ciK42WtFWuEqdr7x60jZ9UEQC9VnBWDyzivi3td/NLWxX",
+	"gXlDajTN5Fuf/M9fHw+H4xVO/2cvz22sl6oQK78Icv1NSlaeJ2VhHQlIUqoXCrbdkVfbANnPsjwnc0Et",
+	"lm7dslJ48fjn8usYuAH78/vh/Z1DdqHayl08go/3qBaKQTbxWrNd+3f1Sbn6D5m1QK9w80lHEhMlC+A8",
+	"xFGTsjazBF0nNRJ98+ZN/7x0c6UdTFE157RlWdBCb2SWy0n+ySUt6iMTOb1WOhVpRm4zlhaZRqqJWpiW",
+	"nZcOmFSsU7OCHeEhLstqKaATo4undFOzUCEqBNw1s4L1k+0b/r4Ec+sJEYc5J+75jdGzPJs6vw2wp3n+",
+	"46wz+unAfYt+6SwLs1SFy8j2I21z+zbXNdORWM3pUhPJkNONhRrQi9LlojP6qeO1UfiIVMxO1CHFsBN1",
+	"eI86b7csUrBH617xlulUTuERefpQ/6y8sqXOlQXOjy7Z8W7HvP+5EdJeC3klM/QxgSEhHbn7vjzrtHr/",
+	"+CMz+V81dZ3bt20keDZ8hD4spMUHQdIOxI9aCToOctJKkRitfpx5R0Gs7VJNs1k2FXw37IiiSPT9AsVr",
+	"bg38ks8ziQT9TSPFeoXOYjTihFtlUzUQydSkiqwJUpJIXI1EbUspjrI7lsFidDN0IepEIroy1knlt0zI",
+	"vd+glR6OlCkbrJxxM9IAMpwe0ArVI1bomP5rJqdM0wy2XeYvavQ8k7lV0QaJL0za4nFM1LtpXtrsRiWi",
+	"iyRBorZ0vRF573BdY5Gg1pWiX24tdLmYqALOhD7mxyzJJm1EGBYGqV+O8AXIGPxt601AH/L2dM/FrFCq",
+	"D2QqcjlRHD3JkGqcsHOzsvC2mifo+OSrlvEpMrb9gmd4l3L87djH8sTpcDgcVv5BZHlGz7KrEta+kO/E",
+	"xcUz0fWPH4t5r/U27fOrR50bmZeqbc34RS18xdRRTeh4eHImJmunLBzJ64sn/a9EFy6fvgJ9Es4Rro04",
+	"Gw7Flo8AI75gnNUsswgePj7tjSqD9YHlefgYYeaNFyLuzEW4/1pM1iL57vFF4vWUWM8z60yxjrzaD4/A",
+	"cohq2PP74vWFGAwGR/iWJMJYVmBysQ6Gkh2Ic9Z4H5BWXDl5ezzHiQLxZIN5/gB9CJ5fepexRIvZGZG5",
+	"gXgcKBbfZIXR+XrEc4PLM4o13wHiHbSf3pmZmyu0Z97A87AXOQo0oXI1hYMUWqnUxtobQZPSie8vLl6M",
+	"xFQuljK7wn0jPolGUsMbjlu5NmURa5mmwI5Ap4XF4HojYJbTXGYL3PzNnTQTq4ob5UP/cDaRKJTll5K8",
+	"AiGGcrt+d4YnZy2Xh2e1TarfmxUSHewpWsnkfgPuirte3ajhQJzXbhOrIXBMSb+/kO/68POkulJfDoXt",
+	"ofbC6sbYUw163keiGVuINWyYp4vqooBRxi+grzbfg1dXnMPJxho9nxQNzyXvzu47PTxEWkadvxRKXr8f",
+	"C0dn0eVSFZlJ79j/eSDjhVxXEfxIgDwdkgOB19wj1QGEK5DnCoR0vhZD1AnL5dIUjh2p2qyAWdAEhJyY",
+	"G0WPoaXpPR/tXOaD7Z6PPGxuTXtEAnZkgXkXtBvkJOseE2XqmpzyGU2sGO+ScMjYt3k3UPf224Pr/Ijj",
+	"iuqdXCzBIuhMsjzP9NVRpm9MNlX9s5PWcEsV7PiJ3hE0ybctu/MdLHJ7c6rMD/grnEEqneqDNdBpueON",
+	"XJLGz3aphlEHtqhNflGGWLEGRZDMEOKtsM9Z6o0I7+10xlwPxGMNfzBFsSsXmNqf4bGvn36bwC31A3Oi",
+	"AA++klbkxrpYdx8OT3tkmKQgTVjsMLcZC5IwlGMwDL/z+RMy1jintSnFVGoxy2BOmoTbAysS+PYySy0T",
+	"99YeomDcQ5Ow9xaH33CIH1eKPOXWqRTpbr/+4Glwax7tqh9MY+vd76GqobGxx2g5B12hwGOucqh83iWY",
+	"miOyV0ilQPZFmSco9n0UuCiyG1B54GzQ8bQyNK719ENmENxr0NAzZd+D5UQdd1deAz4wFlYhgSI9NNR9",
+	"w6vBeeCcBp29CughNlcLG3BsTzYvahh461yiOhtoYx7fK5m7+Tb3sE66kvmI517m+k5uxT9rfVMIRjXf",
+	"5CNs92JUn5K5wWVvI3C8tSQgHljWhydr4G3d5Osk5PXy+h5YICVOiULbtsYgkakkvUZOMIrcReYwQu4U",
+	"kc02RdEHsijk+nDug5eO9XCa+F42NBYyX4ERfdyY2QHcKVh0WxO3JVFG66VjByrl/TF9VOoNJb/99c2F",
+	"jxRQgud/4n+Dws/+GgniR2ACaO+OO9niheY0yQa3Ochlstuwq6sfTRLCXwQawIVkDldQebplUzNBE2GT",
+	"Wu64orzx/nD2MJPaLYsa93TX/bbb1/sugiTyo30WXQyPBgkb5O6dlLaxRnpp2yzR1L9LWdpOfDo9PX0U",
+	"idcX34wFxWBzScJKErGx1/SBFTjSukEj9+NKzZe/ckU2dflaZHpawNwtmUAU4MIzsWhJBBJleX4AhX4U",
+	"9fUPpxr8WpH9wUT1s8w6lT7jQzvM+Q1PP9Uz0+L91pwP2R5KeEApQIKj2mgcecK4m8fg2NtreMtppI9v",
+	"VJvFIltjgZ4LLpdKY7h888ZNSW5JOvAHaO4RswzJHr3D7+OkJbwXEjzYOzQ3VWKHoLwOlPT11I8HYEfj",
+	"umvSqV0CKb8dXgf3rLYTdchddWlukFMX6pJFsqcf/t++2AN5zS7TwiyX+A3KmUv2yrVq93cwpQsviR9Y",
+	"wY96DXnI0oheeiAjynSq3rW/BvcGiBEtc/JOV9kulaePHhQTNYMvM8cJBfwlviCktnMWDvuPMQ+nNxDn",
+	"JHYpPZW4ODruRKGmpgDetFZuBwv5YIqP39UuK4/e49ljlejDqj47VJQL72HEwWhjr+RN3RndTTyNJpFI",
+	"akSKVTENAttQazVmPsAr2D8srpVaWjgySdw+1uzlxDe3Wtkb7IYuUNRBPeUu/aaVtZrp9fc0nRbd4MZX",
+	"GwY1/C6WSwyuRT3P2zMegjZE72oEaWl7luhtBj7H2f5+9zKQd7M7HFQHuZh8gQCvd9c+oThppRl2llUx",
+	"wMHu6qSoUZoERFPTL7H4hY6xKreivBXU7BJBL58whXp9mlw3qhCmiMS25x+r5lB75nKqhiaNLqFY1+Kq",
+	"ubRuVNVTZZaMt3nd34qDWwfGEY4vXawXxrpoIyo7oKmrwiYizyyfcRVACzGdIWYyublajKqNrM8dbEzg",
+	"gLQGqv4wltUdFH448XGs/RsvnXEyTzgTigKqMs/pZn1OxrgiTyN/MzEmV1J7q5ezDlrUGe/otXzsxmhF",
+	"Dj+LVaCwZVj55n2DNcKJtaecQGX5ugpjHA+HI+Fw/1tPgasHDuEb7B+5xVjMU/rF8XDYbuKHU93DS6p1",
+	"V5Q6l6AyoyKJxlWgSeTM7m6D/lD/grqHe+HjeDk3r/6viUd/IO9FpSp+ps6Lizq3DcoK6Qpku1P00cfs",
+	"Kt/XxKTr3jjWO50bwN33sewd3nbOcNtDkc18Tz8zVgx/LlWpOH6LBblR0F1jTTfay2GsTGUWSvWSEoPJ",
+	"fTObCVCuUYfpek4uxUytYs0pfb3G9O+wGJHPMWlXvG3z4r+P36ZNO/I7uEveg9m5rRRheuzhOlFlurYo",
+	"RTWshB0XCr/zdAyPNyEU2CQEhhsAFO5WedqXvFXc8BETzd583NSyjTXzLNrN8hfoPfwISXY7NF6qnK/K",
+	"biguSKnTGdYMN/wMNdZ0Z7rcRtl0LWeuKfl/n7lzYfZVAh2z1vZEyITKoFdzzsVGFYaOpTfYqiF/72y3",
+	"jeOqktUYAmEjmW0jh61GT9u+1UdnD//k8/5EqpzMckznatLRlAW9vxQbqQZ4EWpZxngyXFQXdUI1R4dU",
+	"iUtmsc3d8TZQWCb/kviu/4N+uat+bOOr2uZ2ok5th2B9m1UwGN/bqKCAm76dkVt/cgWvJQGxUG5u0kuY",
+	"psxzQ84hoMRCy7xVw6HtbldxQgSwxSmaOcpw3hGPqkcNy0KPYM9Bjo74mEf1Q9jPtfBb/8YwqzDziAij",
+	"jZO/hDv9fjk3u9Sq52rFzIOSBSnnHjNkfC4R8JmLi2eVGlOvIkR36r2TBNtSYl55yj0o++N3FNDAMrTw",
+	"IokFHhTMYNgIDmR5aR+u6KFBjd0QCnXWio9FPp/OF1aiNoFaHCuBpCCmsWbHosQMur8rcaWcxcQyni1B",
+	"1lQyDD0FXpDt0P7+aKGSsL/3Cioplx/p7Gru8nVfvVuawrUaOgdlaIT6MDqV3zJho9qMX5m14Un67T4u",
+	"4J1y27HX/W4R2qc7HSOD+zsxdno+76CbX2/hNcLhraad9/Xdy7Q7yIKrn7r3p1YG3D5TKxzlQRHqD8KK",
+	"sWoNt2kzjhOJUteytpE8JWllB7DgPzBX+0gM4oPFiAMVvZ/ec1d4gjxbtlkJHxbiC2nHoiq/VQXyYBvw",
+	"y7hQowIeGh6cQ/QvVBVy32R7L+9Cpn1zhiHTXuxJtB+8R6p2w6dyt5h6icrThyHKC3QFrbwm53UtZuBN",
+	"wsysyNL83rR3/wW+4uVtyGHVliIdbhULYUQdgkcjdnOtwJavV6z4cl6d6WleImYd5eOzEc5sUgqw/QpE",
+	"7KPdUBqhCFkSYZDrRu1SSvfs9yH+mftogb9K2FN9w7bIf08pTcboPhFN+AyHO8Xo+VdksW57xuqQSXeg",
+	"QVk1LZQb1dVZKTbwIqiWVhBGCJAIASz1BuKpa5RGbenLHqftgEh7Y87tnsTGqlv9xq2CtAmbsb0fL0ye",
+	"k9utykli7SCUb3iQMCs42YVKXhrcjyuAQPvVyoLmcSIWGZZE+dKYQ9Ucqa/vOLdlLqfKhxzQlIzEEDgz",
+	"XHc4sMGd6sdd7s433rnpQXor5+ZWDPqwdblA5nfgkwWfu1VXC/TDEzgZw3odlHRQwZXBbm6Rwdb62+7l",
+	"/8i8fE+FZ0+cy0e3gA9zvd2eysuxSOJO3EmqHJcDiuo2toQms3OFr1SLn+cAFb+h2TduPMesfa4PSEl7",
+	"z9zRgw75rgQclBrTssjc+hXwTq7uQqiG85LKE+ivJ35mf31z0dmCVhN/fXPBFYLq3ZKzSBJiAj5/ajU3",
+	"FdJvwJtBfODMxjoke8l6HalP5WOsQQ1sQ2qBxi3saIWWdpWbiRXdhFNlMc/F5f0v4D9fJD3UUWO9KK3z",
+	"pepzTB3I6/mVFRYH5jngyqtTmDu3JBSIrDUV59sMTmNSOpUyig3W+H5/cfECqdPOVZ4L+oWNgFj73xnv",
+	"8LMUIcDS0QKZx6zUWMtqCXqZQxKcl8LlmD++uhBH+K6jX8Iybun/txzb8bB7FOcCO24DM7TrpRtMxTPN",
+	"hteGRVzNeQMHhgyPTkZuJhyRTWD3JVEzDm1LFrU4D4FoTi4dwfRwl4xGVmdW2seybaxB80ewXVO6rfyf",
+	"c7EsjFNTOJZCWVOCsoqEUChME10VmWOwYwqvrDGIXL+8qNeR7xTLuymALvNCyXQtrFIaD4l5oZiYNFOk",
+	"V/711Y/PEfkZnb3JN4RM0r9YLz1AQtcafncyLYtc9FPx4JeYraO4M3o4HA5vHyRiZYprKkReL1XaG2O6",
+	"5GLp1lRPvlBSW7LUPSj2QDwmB29RGETFSXahoSQeZdk6OckVAzjgmn5cqkISV4cTWJoMy7VLZ7OUmdfU",
+	"aFfIqRth0YA4WoDVP7VJrLsvCrNQbq5Ky1cYHzBLpeUyG6zlIkc2AZqDmZYLxNGtkTvcaCDypIeb2YSP",
+	"Z3zBFkBCotdYY/wOQZN8AwEPNSooZGOFnE7Vkow1pnKYJmGQisyNYu2R7SIs9U7CMhIsMhfaIFy6M2Ki",
+	"2N+RMlj62fBhLedsKd38gQ0vzrRIzvPcrJKBSL5/fP6tOJpjTdjffbCQPkQS+7vH1SP7CnU8vjJZIbjG",
+	"vMLRA4LgOczUykPyCQSRwcjJdwYFrDsCnuaTd+sO+ULJ6VxZSuQFPQ4NvcSpd+5omctMJ6KQjCUmtajT",
+	"EqWUIOoakePUaE1l+SORnJ0eC39NvqcNf5KpPLXiwhiBQYpaOg5PJ9Z5phWOy8g1Qr2bwu5/eSb+lv1l",
+	"LJKz4VD8RaZ+7KSJRRlr4MJHx4Njj7K/lIVVoivFosIqqrAdk++NdSBrqs9izfQBU+mNRfJw+JB4+/+o",
+	"wgILe26ceOVLuP0EbvhLRMGMNe4Wz+Wd6OL/TrD2Gxh/ShLj4tkrzHjn8EWeTZUm1yRjtP7wFIRwWeQs",
+	"lezoCO8UMbeBKa6O+EdHYGRVgcOOP85O1OGZdUad48FwMESPD93LzqhzOhgOTjFW6uaoFHjihP9ftWmp",
+	"2zRMRBfw84lqt8i0g68lFvM0BYuTX7QBGHsyHO6BdrofpBMXX7YgOr1eDhpqUWf009uoY8vFQhZr77ot",
+	"zBQkTGa5kYmTVxarn2jYtzDAtlTeuXOPJQLkqIUHzJGO+eROyU5PehAfSm9DvuWsSOCRZCCeGOAuGx1R",
+	"yC3BiBqYxDMSMtaIax6cizMVpJ13cOBMGHSe8sZqTANskSjWNtNTRSWWOB5iJcIpk4NZLkxJtgpIsqgS",
+	"iojAiQvxMFqoqQzEM1SikGtlmspiQEcsIu50wVaB0VNOJQMJzAEHnAHwTtusoQlFCWZWIWUAVSJMEWGf",
+	"kNlqSTFg3w6+kasg2S2POx4gS2sJw3DNsQcFkPkEtIm61u+TSwrlykKrtLGTmSVQMLlcKlnYCNUNJ9GA",
+	"KCqk/7RE2JLM4aEh61ojwhNIvFi/On/y+OL/DBZpJF4cn/Y4GCNDYUyBDJ03aWqso+wVz/xR/ISCj5AB",
+	"nzmRG3MNR8k+i+bFfZZZLOqwnWbHnh3emuqRI+7ocxvd+SQhF96+/YjMIeTetbCHH7WiTfPqKp0Xgqie",
+	"0Rzahg5zPdrAMcafHd/9swaQH/7o9O4fVejWt1Hn4SG/qMPo4dpRj7z7dwTmjXwzcErYQlar8mAPzYSs",
+	"rmKgQOkQPGah2IkGf4Ha3aszV84cvL0vbVUNANBLtpOnEl/OlWtxSwQFE7hlBXWMy6Gr7U2BcEO9+DsZ",
+	"npH3LNaoEJCfyNV7fpCig79j3QkjgCElkdluNot1A7R4I8Ob4DZ0aNTjs7w9bpQEJeNGFTL3SfnI07wW",
+	"naWjZupwrAmY8Oukxh3ZHpI5zAL3kPR6+BMYRcAI6aJhRrtQFdoPRBIgRTwQDgO2jYNiQFkcYZtjHeJY",
+	"YW5UyIQ+MAqHccy8UDUYKoQ1QRxYhhahd0mPS+PPbGO7RRfhSbyrgq3mXM1cj6HvWMuvCIGoloBBJaOJ",
+	"0sTkSq7beOVLOu9n5Ke5H0VXDUGAYW77nTZAXnhvurIV+GALKaHe02RXSxOEntnRC+B0b/eWr//R6Hzw",
+	"3639WD4md6dq+R2snfYLpa1EyJq1KTnc0cSM8eVQWHWB3P9keNaS8OW5QdfVyZW3HUdaSmsRTrZKsfYl",
+	"nL97mXI2fHT3Lyo4fPjFyQG/2ETS/i2kF5+c1+oCck/XozSSzz3yHZgaJTXbIqtV73/j4aVRIfWtzgjC",
+	"+RzdEiOBBjcWBvatK5RcJFG9gI0gxIDjf/HFM99q5YsvRDf5Mw769fMkEmZJ7pt8LZK4HA5PvsSeLadD",
+	"m/SY55NvAUNVWAVqjdEbnljSmhkc/TnWW2CfL19RQt8Ah4x1vYUdzWPIKNDBssfwIQVL0HBhu0cK9C4w",
+	"bl6QosCS8fdnwzNGAFXAvyo23ZwloxiiExPU+f5T3GLfHadKJfcDYAJDqt5536MfCsvQmghlYGNptQJF",
+	"mUp0KUs8r0pZYa1DRm7U2MaAO2eNfIIGSpy6z5NaGBAfjqpOCFFVEx3F2idH3YAJJAUC1EXcGs1HSrxx",
+	"0hMLc6OwNMZgkM1oxYSCRbKCyAlpZTex9RgOlhZatzeBOgI8gMWEzgSfGgmgsdPpdaZT/J8Cygbtgj6n",
+	"bQ1fpNLJUVI7Lpxdgn5TOIxpninsjSKpIBxdSexGTp5J6/r4gz4oFF1TxNpTftKjXFHOccUF+EL0Steg",
+	"bHlOw8M1xxo9KfQGuO2JddKphIagNgJJliaN2B++MiJnNC4pEckvMdXXx52ReB6JuLPIrFUp/EkhMRFj",
+	"8Bs+cEWp/hE+xfrHzijWvuz3NuEWdYSEwIXIKk/BtPM3ikuYK52Stq6qwi8UsAvGKaVObiiXmvXgQVIl",
+	"/f68omdCC8YdIueDNd5n3NggNnITWiwV7xYlKbaxvjIKXfi+w1Kh8IzNAsOY6OSj8zp+KKyvwC7Mu0xZ",
+	"/E2sp7lBdx1qrLk/NKTsN5iQb8ktW19Yt7YUD6TIiJZDeHDNfCbWZ8NhjwBP3XTOCrYUdQcm+QE4fxGd",
+	"dtY7ImpomlQZkPjELNF9ODwVyVbpQCImam10GvqEbsDmA2fEF3rDvY6sGRozhOwUWCc/GZKN4C1jcXby",
+	"iF8FFANvhz0ky5+agJL9L1OCxGcGBf/ltUZiblao5mI2CK6gTbF9WoE7bCu2G3leoTdYF+vGPStXNf6E",
+	"yKnlQvUCXWdMz7t0U8K0qCun98yt2pn5RRC/NGPYWssuXt4sPhuwENOSdgSOBMRsJJLjBcpb9NVkeZ6F",
+	"PhMJJrYhWIO3DY8XVWV6rB+KRaZLp+xAfBvSxuxAPFcqtV55qHVL29gPmOk+XX0rkLwTDYSPBHtdVFdC",
+	"YESIOCjyRS/VZBCQhZqq7IbyINo7D9b5+M6+bsNPaylUED63UWdLNDbH2cCOwiBuH4saiCuPRE22WW6I",
+	"W+OalpQI5E1tBcd7Wg/4at1ujTwr6M9QLbahCfXGsQ6X7k5tk/k+Kz80Y64w+71bKGeftpsRhmI3S+8Z",
+	"Dj+zddV1LO51YIPPynz6tg4TsgVPsunmI8sARW7mmJ1+YNdfdNDD6FheGtsW3oqxLhyUtZihC7Clt722",
+	"TXzALkjRHi56VEc6sbGeGvUus67uePO5DJz9z0anTjfLAjDJQse6iaC8iSz9DrNTvc6LIUcQ96gFUBqc",
+	"ANsKU/hlTsGUKg5DwWQEX6+W42MCEzXPMNGDmyvVp4LgHSgQu1stk9g0ZMxqr+dUbSDIp4aRlsKK1Ajf",
+	"Av1GVa13mnOhjk8+Yu/lDS0PVCLf1dk3jdqAN0AnISmMrL/WU12QSDf77nv7vuauVMUD62HyuctdzcXm",
+	"gfojn06DEVDY2t5I1N2L3DKJvaqb516H3uHO0z6G5ovWV2PaCqIcn24aVIkAouMLJr21TTfQzk3hlFbp",
+	"ONbVkYUmZ8As1wOBAcrg7CQ3Z/CDkKOM7MKqvDtg3Yhzew3r8ais1A0SdsKbDwGGE5cca7CEy+VVIVNO",
+	"VuDTd7U+F8gxJnJ63dtLXNj2u3G8dI9aUkY4LWACW7yYZBpuMlgDGB71Dt8KARt7nsBOVMBosI6KrJrN",
+	"BHYA51fdxIOnA0gbTIYRNuLeAuZYm7KwEfn/T4Ynfg85AbfqfhJreLIlD5a9FXvDy0c0nD36hf5zm/Qi",
+	"Cl/4OhR8EW+ZR/eAjcCldNuS2HqDWH8XAqvMJcj04GQbzJEJLY4Jl6QGHAJDx7qrjd9MeKp/Tm3/0RrX",
+	"YLrtPVtgwXy4zH3pkNsMGc5Aei8PPTk8Kx/9HY83+7oe8gvugEz6LzLFv5h0/cFU343WN7fb7Xs/pKJN",
+	"ldQt6tTLKobV3WQW9VvdGweHfAW1VXFI9s8ff/wJX2zeVM63qEOu+fzEtSk5mzJzhK7vijUj8AeJsU3L",
+	"6NMK3xPXYDV+hUmEbeBDlLvFkgD5UW1CrMifDE8+2AZxwUbLDr3Z00ZktAVBxHqPZ2+tnA3UDuJsvNeB",
+	"8fqM0IHAGobMIXOt9fQOe73RRXt3lUcUUjuwMZP3A5makPcZKF4Cc67rZnvSUbWsqpkpS0n4rdFXtXqK",
+	"rR5vfhH7qgUikdyDxQ/uaEO4zXRblOTmge4d8fZzCW99UONxR1O9Qwx8pEqgNiSQoOujR8xr6V1ZNSGM",
+	"NWi6olz6up1wM3ojUTNJK3WJnbTNhqjcH7qBS8Pdb1sLYBj/FctTSHHDdLHgsuZPuQ9ONqtiRyFlu10z",
+	"x2W3N7WOqvXEutkgLhgkG0vo+eZpFPPPah3HOVuqRZMY7YPwMcUGFE9b9vEH69UYdc6ODyDozTbU6EQ4",
+	"OeDStbea/5x8EM2KiUYY1DcInmFrYrAs+Kq0eR32JQ0dYQwOq4N+M8/EE+qt1Ox/7iHbQn1MV1ZFN9pe",
+	"4tOJwC5mEdZzSN9ItyhzBU/hI5dhBJuMEb45NVN79OrxN69fPsUUwx71KOT8Zl/t430+vmA2IsXlbHgq",
+	"kgAQlfgCBTKjG+FFKomh8EnkzQvr1HLUhJ4l7uK7OzNziSuwYxwMQWEw9sR5FhwZgRfU/QhBl4iEtLH2",
+	"Vb2N5KyQplGlVUmRE7jORhHMINZ1vGUqcYLHA645+ceXvre870xOXtnJOuG4G1KZqkGbg8JIY4RyOYb9",
+	"zJUsNKE6Ow5Vv3N0LiMfHY4qQ7ZKKg0W6NnwUbPJJpvVBGM3EqHpPtweKmAX5/71TSZNli3G2eEzgvXG",
+	"GWLuBGxn1TBtgiGUlSmuQ91SrVZnOlfT61g33CPYm/Dh8LSqfQmtcqv2uDWtciHXsZ7LGyUmSmleyDgg",
+	"F2QBxhz3G6OMMHckL1DXYa5Kp+RwQRoI5kitkLdpRmIDOjYiP4ap1mhw95ENNW4Ht0NZ4Z5vK1UoouPf",
+	"KoPpU3Z/Jjdd5TBjJuwjlbVcV6rAgoe8fzJzoltjhr3B7z5i4bUlhqihCb+3GvKZ6BGPdcrCJYgpDmNo",
+	"s8K6VnSl+r6sotuQxJYree6rWMwrVPz25DHKZaXmHF6swWgjUbUIAKlPk8a2q5b9d70o1o3eAZyfGPIR",
+	"ccAaaBNleK2krfKbQWWAEYPPV6W9CLRs3ygjwb9Qoaf/0g8rAPqU2jcz6BXaNJiWW9UH8W/GlHMjnYeC",
+	"rzccwbUEkbSlB9GQofB6jFLV19mYkcByiWTimXTCVYrN1h1JDZeuiU1sHT4Q62ulllyRIfPsBpHnLraa",
+	"CbTl1vgAsJlRWIgvINXdxBqnOmcQjrEYjjYaEETsz8FBcIOwJrTnu1alIPOqnCB8O6hS3aTfn6E1Xyjg",
+	"NJnRCflPKd2M/Opckz1Z12QeCnVTuaXHFfILtlnLQiwToYBawlYoMTmrDVvzUm/yylx8YFvrS2rNIj5y",
+	"3N+/ZgfXp92OfBogQ7X9/h0anwvLvWjkj9Qix80t/8jlIgdbZnsZeR5g5T6FhVi6tnQUV2ObwNq3ooIU",
+	"gW8UZnqZwpiqbJZtg6oGlqFS72z20cUJekoJV6C9CEKrFcHu/YoaiI8UA2mg2H5kxZr2YAez0R779o9Z",
+	"EfCHVx/fOcVuA7oelf7oqwrurRxuOu+btWvNS/ZNbqy68Gg/97tl9LP6PWtcgLN90QeRq5mrx51r1bJU",
+	"qMzVtOQCnkuU/L3BZ5NUdgfp4SY8N+4Jwp9/ThT7TPmeY94XVp1cLUQ3q0N/gVxgvDxGgjusBuZvQS/2",
+	"GGL1XAVqG08pI5sBNFA1Ub7Eem8obiDeYCHGVnuTCTstbSROhsNa5DVgbSWF1NeJ6A43/YRhhr0x5XdX",
+	"XYsIOCOtDRRRJocfname7IgmEE/G+C0+mwM+rXkxq5xjtJaW2fS6Xy6p4eLG5sT6vQDYPKCbnwL8MHTh",
+	"mnG2UMG9lFsq1zKNOfyIuYOwccHu8JPdQoXg8ln0EXa3ItjBwvSll9gxPqRKanQa2muOnFJziFjHOkSY",
+	"sdLpeVJlWtrtiqeNLJsAfVI/QhgdF/NchMxtn4x/OuxxhSxqPZllg6BF43lh8vxD8OJ7Zoh8JLWlibO4",
+	"rb28CkCRmb4a++uU2eYt285R+v0nbIz8nQ31YfU7G2Ginath2dWgHz+nvOk/rIgjUMtwu0HAAYcS5bLi",
+	"A8jYMw+FVOfov5GdGR3II56md9mkAX3xN7NJf8AkUt+1zIXGp2aG93Cz2ZlHIPBVoSlJKe8Ks3OzOqgP",
+	"mgeLnOZKFgwuj42u5grDhNJtAN81/eI+/ucrfgoMP8ZaOrPIphieZDlFq/EdPhi4ro7eEGJGIN+9FzSz",
+	"pDVTbWVmR4HhwEelLWUOsrXRP7NKnMUIqxRnw6HoNtrVh6ICbWhinPxgjcfowU9jjehTFcgm6R60lGDU",
+	"5+bqyickNYXbK4VlX4iZ+Ts06BtopbdNxExXlOpjGvgBR3SHDAp7bJUbNyRHI+D5bw/A5+gB+Ia4RYPJ",
+	"HegBIPC/uzDXmhCB7wG59pJe85sgruG7B+93MHcAtREsDmOK8ebsxGsL2OR3gwO1Qrm8qmGb/zrWd5eP",
+	"xaOKEKMgTzhFp9CZIvU6qtKEfTuWBoQRFvkuULfxcEWMhbMFWyS2UIs+EwX2DwtN8h1oRQjV65H3W9lI",
+	"Rc9170trsXaddD8aB2i2TGphBOeeyBhLakGJodRC+N+VpnvyNgIdtOdt/FFKR+tt5HzrDo4AUukiJYX1",
+	"9tyC3y5L8/USA28Mp+nrqKiCbruTTwObrWrMRykXmNTmC0cbHsR6AelmLqKvA0U7IexfpkWjGtRnZHIL",
+	"IUy9sz5+ATpFrHkNIwa4kXrtawEt1fFWyAj0lqjy4fqsho2iva02pzW36lYzGc6JDLkIVA7kG7FgaYLF",
+	"qGQzE2QhA+4OhTMzbnZY3/5Mi9Iq0U1evL4Qg8HgiIZlmCTuDMMeLM2Fl9R20OA2oXVWHSYWr5AzYVZp",
+	"ZQhkimgspS5ULl27OcX5y++vV2yWlX0ku2qr9dVBttXxh3//Xi9fJVDuWZhF1Z9rcb/CLE/5lDu72ugK",
+	"H9zanFKMzhBtuGL7M9KvPqy4a22F3XKexKKqE0XEPl/PoRUm86dthS+x7m42Zu6NxD3qXejKt7Szbq1j",
+	"ET8WWywMGwQBj2HcTWKMxES6m2ywF4mr7IYamvp+zzCFKsVqhRSFrQU2FhbKWGK9XcciDi9jaUfR/3cd",
+	"y6dLhvJV5ruUoJ2lLYgd3Vrb0lCL7rR+/zg5TMwzPnwW00YX0X/tdKaNzfh3XtO/Tl7ToQ6JA3iO74b4",
+	"m/EcLKzjCg8MDVXVHXazug5EZNw5b2T+xx1E29kqmBtXBXM7quL89ajbS6HPpvQdD85FITMwoUh7mEsP",
+	"kw0/9QYeccBY76h4qyHn1GrtNkzC81hjA6TwqqCw8nEDaxw1DPZrpZZklVuuKq6ezmwogSEtvNZvwtWb",
+	"i1aQKo2eoz6DAE2xA7qPImpIzV3ijdTeyAsBBjSx5CfesFUXSmoydcFwxuq4DTUNCIGS/zH6R7ibYANj",
+	"Aw7Ej8He9ZM1vgLDOVtNPcdVwYV3xvoe+GRSG11rdh82YyB+xDg1GsZ1U5YqDrRhS3ejeLEKjLLFjAiu",
+	"DGQVxuCWljT9dIyhTcbdJLQXj5nDT4ju2fCsNxAv1VJJx9DrvPhNlPWFKdSIwdTXoYHqw+EphsHkTLXL",
+	"Whir6a/8qBYtts39xMHCZlPbXVkrSDzarAIB0Qn7UhF2LXkQneBOqfMG7HtLSXtG/wtW63Fp1HahXks9",
+	"X6y3yvXi39zx2+puE92a73fkL2yst1kDEdF4D1fwa/wXCtHu9QtulvZtVtlv1fo1lZ5mvLLZafOnt6CI",
+	"EHRWG1ruea3oTBYueE6vjChKLQZH00V65B/p91N1k4wJmzUIJOnI+TVoNA8bHR0dn/xpMBwMB8ejr4Zf",
+	"DVEj4gVszcJDlHPRNDdDaqQI59Tp0VDLJu79MqjQXinAvQ00+40BIa6vqn23UUjVLZdUkxiOx7vQWz3m",
+	"QSNlN3nt7bUT2Z7CM06O5fXINMO/4BYrO4YrQyxEK5USnq3viMHx7be3/z8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
