@@ -282,3 +282,42 @@ func TestWatchStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchEndsAtShutdown: a gateway that shuts down ends its event
+// streams and long-polls at once (a long-poll answers the state it has),
+// so they do not hold the shutdown up.
+func TestWatchEndsAtShutdown(t *testing.T) {
+	gw := startGateway(t, "--history", "10", "--shutdown-timeout", "30s")
+	auth := bearer(token(t, nil))
+	url := gw.URL + "/locks/watch/shutdown"
+	events := openStream(t.Context(), t, url, "", auth...)
+	next(t, events)
+	polled := callAsync(t, "GET", url+"?index=0&wait=5m", "", auth...)
+	waitUntil(t, "two watchers", func() bool {
+		return strings.Contains(string(call(t, "GET", gw.URL+"/metrics", "").body), "lockgate_active_watchers 2")
+	})
+	start := time.Now()
+	if err := gw.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the shutdown took %v with a watch open", d)
+	}
+	if r := <-polled; r.status != http.StatusNotFound || r.header.Get("Lockgate-Index") != "0" {
+		t.Fatalf("the long-poll at shutdown: got %d %q, want 404 with Lockgate-Index 0", r.status, r.header.Get("Lockgate-Index"))
+	}
+	for range events {
+	} // the stream ends
+}
+
+// waitUntil polls cond until it holds, for at most 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
