@@ -120,7 +120,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted of an acquire that waits in the call (it holds a connection)")
 	fs.DurationVar(&c.maxTicketWait, "max-ticket-wait", time.Hour, "largest wait_ms accepted of an acquire answered with a ticket (Prefer: respond-async), which holds no connection while it waits")
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
-	fs.IntVar(&c.maxWatchers, "max-watchers", 10000, "most watches of locks (long-polls and event streams, each a connection and about 10 KiB) open at once in this process; more get 503 too_many_watchers")
+	fs.IntVar(&c.maxWatchers, "max-watchers", 10000, "most watches of locks (long-polls and event streams, each a connection, a file descriptor and about 40 KiB of memory) open at once in this process; more get 503 too_many_watchers")
 	fs.Float64Var(&c.subjectRate, "subject-rate", 0, "requests per second each subject (a token's sub) may make on this gateway, as a token bucket; more get 429 too_many_requests (0: no limit); policy rules may set their own")
 	fs.IntVar(&c.subjectBurst, "subject-burst", 0, "requests a subject may make at once, the size of its --subject-rate bucket (0: the rate, rounded up)")
 	fs.IntVar(&c.subjectWaiters, "subject-max-waiters", 0, "most acquirers of one subject waiting at once on this gateway, locks and semaphores together, open tickets included; more get 429 too_many_requests (0: only --max-waiters)")
