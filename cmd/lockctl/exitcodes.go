@@ -107,7 +107,7 @@ func (e *apiError) exitCode() int {
 		return exitNotHolder
 	case "unauthorized", "forbidden":
 		return exitAuth
-	case "backend_unavailable", "too_many_requests":
+	case "backend_unavailable", "too_many_requests", "too_many_watchers":
 		return exitUnavail
 	case "invalid_request", "payload_too_large", "limit_mismatch":
 		return exitUsage
