@@ -45,6 +45,7 @@ const (
 	AcquireConflictProblemCodeSessionNotYours        AcquireConflictProblemCode = "session_not_yours"
 	AcquireConflictProblemCodeSessionTokenMismatch   AcquireConflictProblemCode = "session_token_mismatch"
 	AcquireConflictProblemCodeTooManyRequests        AcquireConflictProblemCode = "too_many_requests"
+	AcquireConflictProblemCodeTooManyWatchers        AcquireConflictProblemCode = "too_many_watchers"
 	AcquireConflictProblemCodeUnauthorized           AcquireConflictProblemCode = "unauthorized"
 )
 
@@ -90,6 +91,8 @@ func (e AcquireConflictProblemCode) Valid() bool {
 	case AcquireConflictProblemCodeSessionTokenMismatch:
 		return true
 	case AcquireConflictProblemCodeTooManyRequests:
+		return true
+	case AcquireConflictProblemCodeTooManyWatchers:
 		return true
 	case AcquireConflictProblemCodeUnauthorized:
 		return true
@@ -315,6 +318,7 @@ const (
 	NotHolderProblemCodeSessionNotYours        NotHolderProblemCode = "session_not_yours"
 	NotHolderProblemCodeSessionTokenMismatch   NotHolderProblemCode = "session_token_mismatch"
 	NotHolderProblemCodeTooManyRequests        NotHolderProblemCode = "too_many_requests"
+	NotHolderProblemCodeTooManyWatchers        NotHolderProblemCode = "too_many_watchers"
 	NotHolderProblemCodeUnauthorized           NotHolderProblemCode = "unauthorized"
 )
 
@@ -360,6 +364,8 @@ func (e NotHolderProblemCode) Valid() bool {
 	case NotHolderProblemCodeSessionTokenMismatch:
 		return true
 	case NotHolderProblemCodeTooManyRequests:
+		return true
+	case NotHolderProblemCodeTooManyWatchers:
 		return true
 	case NotHolderProblemCodeUnauthorized:
 		return true
@@ -414,6 +420,7 @@ const (
 	PermitConflictProblemCodeSessionNotYours        PermitConflictProblemCode = "session_not_yours"
 	PermitConflictProblemCodeSessionTokenMismatch   PermitConflictProblemCode = "session_token_mismatch"
 	PermitConflictProblemCodeTooManyRequests        PermitConflictProblemCode = "too_many_requests"
+	PermitConflictProblemCodeTooManyWatchers        PermitConflictProblemCode = "too_many_watchers"
 	PermitConflictProblemCodeUnauthorized           PermitConflictProblemCode = "unauthorized"
 )
 
@@ -460,6 +467,8 @@ func (e PermitConflictProblemCode) Valid() bool {
 		return true
 	case PermitConflictProblemCodeTooManyRequests:
 		return true
+	case PermitConflictProblemCodeTooManyWatchers:
+		return true
 	case PermitConflictProblemCodeUnauthorized:
 		return true
 	default:
@@ -489,6 +498,7 @@ const (
 	ProblemCodeSessionNotYours        ProblemCode = "session_not_yours"
 	ProblemCodeSessionTokenMismatch   ProblemCode = "session_token_mismatch"
 	ProblemCodeTooManyRequests        ProblemCode = "too_many_requests"
+	ProblemCodeTooManyWatchers        ProblemCode = "too_many_watchers"
 	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
 )
 
@@ -534,6 +544,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeSessionTokenMismatch:
 		return true
 	case ProblemCodeTooManyRequests:
+		return true
+	case ProblemCodeTooManyWatchers:
 		return true
 	case ProblemCodeUnauthorized:
 		return true
@@ -830,8 +842,13 @@ type LockEvent struct {
 	Event LockEventEvent `json:"event"`
 
 	// FencingToken The grant's fencing token; 0 for a waiter.
-	FencingToken int64  `json:"fencing_token"`
-	Owner        string `json:"owner"`
+	FencingToken int64 `json:"fencing_token"`
+
+	// Index The event's number: one more than the lock's event before it (the
+	// lock's index after it, see `inspectLock`). Absent on an expiry
+	// not recorded yet.
+	Index *int64 `json:"index,omitempty"`
+	Owner string `json:"owner"`
 
 	// Session `released` only: the id of the session whose end released the grant (see `endSession`).
 	Session *string `json:"session,omitempty"`
@@ -1307,6 +1324,20 @@ type ReleaseLockParams struct {
 	LockToken LockToken `json:"Lock-Token"`
 }
 
+// InspectLockParams defines parameters for InspectLock.
+type InspectLockParams struct {
+	// Index Long-poll (or, with the event stream, resume) after this index.
+	Index *int64 `form:"index,omitempty" json:"index,omitempty"`
+
+	// Wait How long a long-poll waits for a change at most: a duration
+	// (`30s`, `1m30s`) or milliseconds (`30000`); at least 1ms, at most
+	// 5 minutes. Default 60s. Needs `index`.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// LastEventID The event stream's reconnection point, the `id` of the last event received.
+	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
 // AcquireLockParams defines parameters for AcquireLock.
 type AcquireLockParams struct {
 	// LockToken The owner `token` of the current holder, to re-enter its grant. Never
@@ -1488,9 +1519,9 @@ type ServerInterface interface {
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params ReleaseLockParams)
-	// InspectLock Describe the holders of a lock (never a token).
+	// InspectLock Describe the holders of a lock (never a token), or watch it change.
 	// (GET /locks/{namespace}/{name})
-	InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name)
+	InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params InspectLockParams)
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
 	// (POST /locks/{namespace}/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params AcquireLockParams)
@@ -1572,9 +1603,9 @@ func (_ Unimplemented) ReleaseLock(w http.ResponseWriter, r *http.Request, names
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// InspectLock Describe the holders of a lock (never a token).
+// InspectLock Describe the holders of a lock (never a token), or watch it change.
 // (GET /locks/{namespace}/{name})
-func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (_ Unimplemented) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params InspectLockParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1872,8 +1903,58 @@ func (siw *ServerInterfaceWrapper) InspectLock(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InspectLockParams
+
+	// ------------- Optional query parameter "index" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "index", r.URL.Query(), &params.Index, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "index"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "index", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.InspectLock(w, r, namespace, name)
+		siw.Handler.InspectLock(w, r, namespace, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3381,6 +3462,7 @@ func (response ReleaseLockdefaultApplicationProblemPlusJSONResponse) VisitReleas
 type InspectLockRequestObject struct {
 	Namespace Namespace `json:"namespace"`
 	Name      Name      `json:"name"`
+	Params    InspectLockParams
 }
 
 type InspectLockResponseObject interface {
@@ -3399,6 +3481,49 @@ func (response InspectLock200JSONResponse) VisitInspectLockResponse(w http.Respo
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type InspectLock200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response InspectLock200TexteventStreamResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 type InspectLock400ApplicationProblemPlusJSONResponse struct {
@@ -6192,7 +6317,7 @@ type StrictServerInterface interface {
 	// ReleaseLock Release a lock you hold (one hold of it, when re-entered).
 	// (DELETE /locks/{namespace}/{name})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
-	// InspectLock Describe the holders of a lock (never a token).
+	// InspectLock Describe the holders of a lock (never a token), or watch it change.
 	// (GET /locks/{namespace}/{name})
 	InspectLock(ctx context.Context, request InspectLockRequestObject) (InspectLockResponseObject, error)
 	// AcquireLock Acquire a lock, optionally waiting for it to free up.
@@ -6391,11 +6516,12 @@ func (sh *strictHandler) ReleaseLock(w http.ResponseWriter, r *http.Request, nam
 }
 
 // InspectLock operation middleware
-func (sh *strictHandler) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name) {
+func (sh *strictHandler) InspectLock(w http.ResponseWriter, r *http.Request, namespace Namespace, name Name, params InspectLockParams) {
 	var request InspectLockRequestObject
 
 	request.Namespace = namespace
 	request.Name = name
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.InspectLock(ctx, request.(InspectLockRequestObject))
@@ -6963,249 +7089,266 @@ func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, ses
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3lu9XwXK3yuRuk6JkOZOQldrSZJzEicdxxcq67k37qkE2KHbUBJgGKJqT9Xz2W+cBNJpsUpRj",
-	"O3Emf9kim2g8Ds77/M4vnalZLI1W2tnO6JfOXMlcVfjf75WrNhczpyr4K1d2WhVLVxjdGXVezk2phFVT",
-	"o3ObiMqsdK5ysVoOOknHTudqIeFHi0IXi9WiMxomHbdZqs6oU2inrlXVefPmTdJZykoulOMXfrGqrGl5",
-	"2eVciUyr1+5qik9kwsyEmyuxrNRtYVZWLOW1Ggs5sUo7MTMVfjsrKuvwK5hUASP9vFLVppN0tFzAXGi4",
-	"5ozl66dKX7t5Z/To9CyBFfi/T8MarKsKfd2BFXxtylxVl+ZG6faJm7VWlcgcPBEmPl1VFUx1jr9OhDOi",
-	"Un2lnapE4ay4rqR2A/FM3aoq1cuVE4UThRZS/PD900Gq/XrotOoFPTXTmz5NZs+izh59cveinuRqsTRO",
-	"6enmW7XZXdff5Y2yuBA5/XlVVEpYOVO0CldtRPfJ48svxdy5pVwWIhqt/63apDqv5Mz1RuIUfnH26JG4",
-	"LWwxKZW4ePHFkydiOpeVnAJRiG72bxk8lP0z6yUCT3ciK5XqbrY16kh8qoYPP/vLp6p/Pswf9c8fqk/7",
-	"k+lnD/uffPrZuXz0l9lnD8/Os54wlZBWyFRbV62mblWpvD8rVJkL2gDRMnTaCYMPBoO0kyViXbh5qrM0",
-	"TTuZkDoX8N80E8pO5VLZsZA4U3GjNmIqtTZOWCcrhz8UWdrJegPxg1Uwk1ml7FxUUudmgT/oSvHDD0/+",
-	"Jm7Pe0jNSk7nYas3ZiUWSuoRHgCSV6qRvESlrLNAJ9+rvLBC6Wm1WTq4lzpXlZA4eK6q4lblYlaZhSjc",
-	"INWpvuCDw8nBsFYucO4JPRY+msqyVJXoZoW1vG67msDhOANPpRofW0o3T7ZGm5h8I7qZc+XVwmaJyNay",
-	"cPxfXEWWpDori0XhskTkaiZXpbNCLpdloXJ4w7wyq+u5kHojrqVTa7kRRtcvwEWPUt0X63lRKvwCL5Io",
-	"i1tlR/WTZ8PTpP7L302p81QLkc2Unhb6+oo+ToSfMi1XvV4WlbJX0mXCyg1QzHounajUQhbajpvvJx4E",
-	"uyasK8pSVCttRReWXujrBEbojcT58DN8c1ET3lWhr5aVua4UbDQRDTLkPnJkngye2pWET2CGYxhFhs1x",
-	"MK+8ULlYFHkfJ1EqeYtXVzohtV2rCglstRTO4BT8oYhlubJCTszKidNPBK3L6Gm8rWtpRaVKJa3K4V4B",
-	"58K/hAJpUK8LH7/CD7NxIGRclBRarYHSaOPwI23cXFVIMCNxfnbW3JgbtblaFHYh3XSeDYB2cWW4JJgR",
-	"XDV8ocpFNyvN9OZqrsocDtKqhVzOTaWuZquyzBK4fK5YKLNyRA9M3tdGq57fK5hNoa9HuDy6JniIEq/t",
-	"QFykGq5VAV8u1GKiKrxwrijFJ0MBzzW4+oNoj6zoSitKaV2qK6XVWuWJULdKi/UcrzPvrZJVWagK74DS",
-	"cGLXxjmlR0LyjODzVPPOWiG1Wg/EhT+nubFI9GJqVmWOOzRRIldwL2C2hRU3aomSM9WwDzhogg/6SRyQ",
-	"Olv88h7ydCmdUxWM+f+6/z368d/+vf/PVz/+W/+fr34ZJmePzt/8b9rhz9P0xzR91f/nq/8FPvtj2oF/",
-	"XvV+OU3OHj16k3Z6/9Fpk2TfmEK/UNai3GrVKyx9e1ULaCn4M9G1SonMLJUfI+uNavpPtQtykH/hD5dF",
-	"tzhecvML3oHwfgoctH2xC2OdgBthhUTFCBUQK7qnwyGRHKlQvX0KE3Ln7dmRhnc6HA6TWuE7bVH4EtRP",
-	"7qsrxbrQzoYepQhVCq9F3hm5aqV+zd4+w9F/oXeCkKvfiP8celdE6z9e9P+v7P9j2P/sVf3fq8GoD3R/",
-	"+tlnb9qJGd5ul3Kq2ndvpQuH9Ltyc1MVVsJ3YYd2Z0tDHTtlP1+eLE71k7M9M31eqVmb2fD9l1+Iv5yd",
-	"D0Fzn6lK6amyiZiaxUL2rQJrwAELLLQwWgk61FGqs0rZpdF5X9qNnmaia7SQuilIguQaecEmHQosr6tJ",
-	"4YrpjXKiILqCewCcD4RDj8QpDPH5Mx6fH39gxdKU5SjVpdHXffg/iUvxrLZ/pKO79XDYG4jvQHpZAdpf",
-	"ca1NdZB38k4dIsrd7WVm8SRvJ4SaGRU5yTXP5fBSgSg6G57uoQx+8v6kDCRxto8geMYH7n4LI24yVpjy",
-	"PbnANlN9d4zgEmlj3wEEyoH9Dwp09tRM8U5Gp3C25xRohHd8CDTpQ2dAr906grAamO49T4Be+c4P4A0M",
-	"BSzBKvQcPK4qchxMjXZKo/hDw4E2/GRZmUmpFv/1kyU9oH7vf1Rq1hl1/v2kdoOc0Lf25Dn9it7X3K0L",
-	"vRGkpSp49aDzJul8aapJkee0uR9qIkhuaPzlRkXKr3DzworA5kU3m/npZT2cbtPI/ztr1B967tvGdoY6",
-	"/Aq0XjBMQL/9eaWs2zUNUt3dbxf0BuIZ6e04HksKZMSwdH0ryyL/nob+0Ev2KyqsWMhyZqoFWioFTeqK",
-	"v+ZTemYi9fVDzfKZQZM56MHICAorsgZDzUQ3MG2y7XpgJMGGpxo/SCKTsJJaoJ2FhqLQyEbW0g7EE28a",
-	"kcz0BkeqyY9XVDSCFXN5y6YlUUPhxgKUczYieS58xs+MI9/cO9+4MPL9riWo2rXi0c20cVfk/8t6iTfn",
-	"pQXxYOXGpno934zgM9qOTHSDDdmwvMd4SZYKVCeR/e3x08eXjzPWgWyqz4bnotDWKZn3Eu++8KNF1jpu",
-	"KVj70o88EtYslNEq1aq0SizkZmsR2qxhzEnF5AA6WQ4mgHWVdKYS+A35heAHiUCDalIpeQMaehZeIZpv",
-	"AAIxa3TWZSt9o81aZ6nuEtGwcY+URFNfmAreIjVb3Nemx1TwXG5KI/NLY57K6lp96KuOPq/CCgPzPv1E",
-	"fFv8VXSzJU3qyhlzVcK0+K7z7fp45EjCLj9mE0CVcB9VLiabwKuDy9DzCiD8jVlVFgagO57qbdZS0Bxc",
-	"mFZTHwTNAyMAElT7blN53CsGpnOpr4MUIN3kmXFfmpXOPzB/tavp3BskxAtmMAtioVaAJVKzzKL2bIH9",
-	"AbwRbmuhRQZ/X9Ef5EvlZ6elsZ4B00EyRw4bHqtmYb/hcdrvLrr3yZIKJGHlRqznxXTu79elMX+XesOS",
-	"1H7ITczg+iyk3niJabOxd9Y1Tls8LpAQIwdfF7cAF/rAsgs73FPYAzsHUeTlHjtU2QUoHXyTav9a0QW2",
-	"tCE35NSstLO9xPtDWfOo6EhhamyWAtXWHnB2yuhcBB8lHMS1gpn3xnxqwbNbWCFdqpGFFwsy+8P4/o0J",
-	"xQ5gbkargUD3MbkjU910JrMhK7qmCnIgmh2MA3+pyvbQ4Unb+ACE0GxlZWnFVFbVRmTfS6fQAdV/bspi",
-	"umE/dfgYuDiGf/qFcrM+h4j6sKe4kD7HH/unpz3gOrAgvOc4GpocNtVwTCORpR34XdrJUE6kHZ5i2snI",
-	"4I5jmX4CbaFMibpYqWaODLNo6HH1+XDsPj/NRFcbrWgrXG341yEPaZsOeiKBeFYwFs+sJv5dK217C9tN",
-	"Nd6QiKaZfOPJ//z56XA4XuP0f/Z6p031ElQvvwjyaE5WbORNVpV1pI+Q8bdQsO3s6jRA9rOiLMmsVYul",
-	"27SsFF48/nn1eQrcgIOd/fD+zjG7UG/lPh7Bx3sSxamRTfyg2QP2D/VBufrfC2uBXuHmky4vJkpWwHmI",
-	"o2araGYZOlkjEn358mX/YuXmSjuYomrOaccCpoXeyqKUk/KDKzao/k3k9EbpXOQFxRRYWoBoLhYqaWFa",
-	"dr5ywKRSnZs17AgPcbWqlwJCG53BKzc1CxVC5sBdCytYHdy94W9LMG88IeIwF8Q9vzB6VhZT57cB9rQs",
-	"v5t1Rj8euW/JL51lZZaqcgX5KEi5373NsSEwEuv5JlJ6yD3PQg3oRenVojP6seOVf/iINPpO0iE9vJN0",
-	"eI86r3Y8J0mnGTJsmU4dMRtRTADV/TpktdKlssD5MV413h+19D83QtobIa9lgd5oMHilo8DAJ+ed1jgB",
-	"f2QmP6mp67x51UaC58PPKFoDE34QJO1AfKeVoOOgCJYUmdHqu5l3aKXaLtW0mBVTwXfDjijETt8vULyW",
-	"1sAv+TyzRNDfNFKq1xhJQy1TuHUxVQORTU2uyHgjJYnE1UhEW0pB5v2BXhaj23FdEROJ6MpUZ3WEI6PY",
-	"Z4NWejhSoWwwKsfNMCzIcHpAK1SPWKFj+o9cIzLPC9h2WT6P6HkmS6uSLRJfmLwlNpGp19NyZYtblYku",
-	"kgSJ2pXrjcjPj+saiwy1rhw9+BuhV4uJquBM6GN+zJJs0kaEYWGQ+HKEL0DG4G9bbwJGm3aneyFmlVJ9",
-	"IFNRyoni0HKBVOOEnZu1hbdFHsvTs09bxrfFtVYtHuLMVSuVwYAFaI8Ya8jo4Ss8osxbN8RQR1FIH0O5",
-	"qYanQdSAzJ/NvLEvzodDseNH8tY/Xhad6pWmd/nA2lM+jAReg5YCMGp6JNx//3743BLv5fVOjCmVRNqh",
-	"PIndBT9F5lHiZo19Zod4OBwOh3XoBHm80bPiegWHvZCvxeXlU9H1j5+Kea+VfRwKOSadW1muVNsh4xdR",
-	"MgNfh3pCp8OzczHZOAV7LH64/LL/qegCt9HXoEAD4QKfaN90zP8B4z+y/GGDz08fUgiZHCIPLM/DZ4wU",
-	"3lqj21y4BAlOg0GdffX4MvOKWarnhXWm2iTezoFHYDl0TTgo9vyHSzEYDE7wLVmCmQ3hVFMdLEM7EBes",
-	"4j8gM6COf/V4jhMF8tgG988D9FF5AeGjaRI9Ms6Iwg3E43BF2cFndLkZ8dyAW4xSzZeemCXtp48ylOYa",
-	"DbiX5O1LQAzB2lSppnCQQiuV21R7q2+ycuLry8vnIzGVi6UsrnHfSDCgVdgIFOJWbsyqSrXMc+C/oMTD",
-	"YnC9CUiHaSmLBW7+9k6aiVXVrfKJYHA2iaiU5ZeSgAapjZclZhbDs/MWbsGz2iXVr80aiQ72FN0C5BcH",
-	"cYK7Xt+o4UBcRLeJ7ywcU9bvL+TrPvw8q6/UJ0Nhe57XgH419lSDQcmRaIZdUw0b5umivihghfIL6Kvt",
-	"9+DVFRdwsqlGVxLlRpWSd2f/nR4eox4knb9WSt68ncxCZ+TVUlWFye/Y/3kg4wWwQp/PlQhQIIbkMeE1",
-	"90hXAm0CyHMnGQf1KdSQpfbpPQKnktAvrTFaoX/TYkqOfmc75cN/b7sNlNqEd15aF3Qmhfbwwo6FTyUp",
-	"S3bPwvqPUfyCBtv68gXm/dH+176sdUGv4TQr9BXgIkT3lG6KjhQFn2/Llsk+FQMFze7s4Lbtzi34Rk84",
-	"BUS9lotlibKxKMtCX58U+tYUU9U/P2uNy9ZR0R/pHZEqv30ur1rO9CvYlN0jrTMV4a+w+7l0qg8GWqeF",
-	"CzVyHxs/239osGltEpYymqsN6OZkGRL3h50vcm/XeX+/M+ZmIB5r+IPcmz6YAWz3v+Gxz5/8LYOL5Afm",
-	"u8SDr6UVpbEu1d1Hw4c9shVzkHcsGJkfjgXJQMqJG4bf+Xw/mWqc08asxFRqMStgTprE7wMrMvj2qsht",
-	"1tCD6j1E0X2AhmHvLQ6/FRI6rW0rygVXOVLiYQ3HU+XOPNq1cZjGzrvfQntG+++AHXkB2kyFx1zn/Po6",
-	"AbD+R2RCktKDnCVcYZA0lMJTVcUtKGVwNugLXBsa13r6IcsUbjoYTYWyb8Eova5O6ne7w424twQNBcx+",
-	"OXXim5cvQrFBpaxZVZwei8e5rIxTU0dOs+lcTW9AVy8LrTiv8KvHl+JksFZl2Udz/QR+BkR68tP6xg5+",
-	"spRviCoIyPDCYq60XU0ykjXErXoJGZjkBQ3uY3h0K5M51ahzZaIbmWRJMLvw90tVLQqXwaCFdHXOc8Y+",
-	"8+AI4PTuBbA49iSCkKcSjG274QFZFOj5IZsFAzOYajmtlMO4cakc2K+oNhNp4KFSQmX7VXN35RLiA2Nh",
-	"FfIVvMYNw9nsvqn1PcGyOcZ70cLPHbPzJn8NA+9cpyTm3m08/2slSzffZfrWSbdi9u/FkLm5U+zwz1rf",
-	"FKLozTf5nIp7yZcPKZOAR7fxJbyddHceWDa0JhsQSd3s8yzcaF7fAwukxJnX6CWK5BrKgqzXKD2Sgu4Q",
-	"5kQ5RWSzS1H0gawquTleaCCvZAOPJn5QeoyFLNdyY8VpY2ZHCJXgG9n1aqyIMlovHYciqLyA6aPWmykX",
-	"8ZuXlz7mRnUk/47/DSyDPZ/AabVApte74062xHO4GqMhJI7UQfd5DGI9sklC+ItAA7iQwuEK6piRbKqY",
-	"yFe3qeWOK8ob7w/nADOJblnSuKf77rfdvd53ESSRH+0zC7SgGAV16U5K21ojvbRtlt+8/PaFcnsyih+d",
-	"/kV88/Jb8UKhPfI4P3v06PQzsVxNymIqbtTGii48+Onw4V9wSs2lwgOY1e1v6xajK6+Rn7J+9Dj/24uL",
-	"VpVoWt02H8RptD56U+xJHb1RwFdwVZ88/FS4+WoxWVaFdq134MZt4jd+9+3z1retrIofs8V162Ov94Qa",
-	"wzYmYiKt+uR8VZV30yvMjfYERqYlJ7iZNKG2U25yxe0B4ZjafoX+xbvsn12yefjw4WeJ+OHyizFno5WS",
-	"9E9JjIhjUw+swJE2Df5xP4nVfPkLVxVTV25EoacVpbahLkVpBHhfLbovAvtiFf0I7vVebNQ/tf0/tf3f",
-	"g7b/a7Xwd6Z9Py2sU/lTvmvHRYbh6Sd6ZlpCw5rLitrj7A8o/05wyhc6rvx9vpsN49i7a3jF1ViPb1Wb",
-	"70i2Jsp4xWaJSX6Jr76tGeWUVFFJ9/SBJdKBWxMST3vHs9FJS+5LSDblSMLc1EmmgnJMUXmP01CBHkl5",
-	"ihTOdqVS+e3wstJrT52kQ6GNK3OLylelrljL9vTD/zsUmKcIy1VemeUSv0HV8YojOK1C+Q5ZEpjVAyv4",
-	"UW/0DlnBpJceKT8OKP77yiijFOU2B1/IDkWPGxjioa61jr4Rj1Q6D4WWrcdz0Pjw29BlJu3DWT02S96t",
-	"+bHHTLj04SMcDMlJXMvbONLYzTxRATuOqAp5doMitkxLjXl88AoO/okbpZYWLqUkqZpqDmHhm1v56BZ/",
-	"IIpPOmgr3GVjtPJCM735mqbTooPdemCRoFzfxSOJI7WYyGV7/l6wSOhdjXA1bc8SQ4nAmDg04XePhNMd",
-	"3v6j/PW+MJbXu2+fkP+30gxHHuqMlsF+IIKkgUIARBPZeKw0wFtrZAUS7GhdZYJePmEK9aoBeb1VJUyV",
-	"iN2wLgJkoObAyAkNa5bTEqIsoVJaN6qhEwpLDpR5HEzDwa2TGx5fulQvjHXJVo7RgKauKpuJEnMman2o",
-	"EbAfYl6um6vFqN7IeO5issFiAVoDVT2HcBxKK5z4ONX+jVfOOFlmnNdLoS5ZlnSzPiaHmKIgzW7WBi90",
-	"j/7ho2aWj90YrShWYhHwBbYMQS58WCUiHNT+cPcDlZWbOkZ9OhyCrID9bz0Frpo9hm+wj/INBtqf0C9O",
-	"h8N2N1s41QO8pF53TalzCaYJan7o4Ag0iZzZ3e1UO9bHp+7h4ns/AaLtq/9rsqvekQex1u0+UgfiZcxt",
-	"g7JCugKpP5RaEpK/gv8ZbKTeONV7HYzA3Q+x7D32FOdrH6DIZvWCnxkbJT+v1Epxcg5i7yRB2Uw13Wgv",
-	"hxGEhlko5Q9IzBTqm9lMgDaMOkzXc3IpZmqd6mBoxtO/w8RDPsekXfO27Yv/Nr7TNu3I7+A+eQ924q5S",
-	"hMUex+tEta3ZohRFsGh7LhR+5+kYHm+ipbENh7kcHivtbpWnfck7lZHvMW365ftNlN5aM8+i3Y5+jl6U",
-	"95AyvkfjJZCsusqNLC4qBCoQHqjhGIhY053J31sISVEGeFPy/z4zwcPs63RwZq3taf0ZIR6t51xZhCoM",
-	"HUtvsAMX9da521vHVadeM9rZVmr2VkZ2RE+7PuzPzh/9xWexi1w5WZR2N8AxZUHvL8VWtipehKhmBk+G",
-	"S1CTTqhN7JAqccUstrk73gYKy+RfEt/1f9Av91Xtb30VbW4n6UQ7BOvbLqHFGPtWPSDc9N36EpAOys1N",
-	"joWosiwNeW6A6iqNwqFR1R79HSpXo8+aFafRF7grbZoRHVO7ahSi97t31xWO6nz2xJLjiP+q0iPvXx4x",
-	"eYziwzvM7fBb/8YwqzDzhAiqTQJ8D7zg7RIx96ljz9SamQ5lkFPlmTbrOvEV+NPl5dNa/YkxH9Bveu/M",
-	"8bbcyRee4o9KuPsdBZyw9j28SGKQlIJNPvWUAgG1y44XemzQaT/kWMyS8bHEJ1l7GAzUQlD7Y+WRFMs8",
-	"1RM1M5VCQAJb/EOJa+UsZhvzbAnVspZ96GHwAnCP1viHC2X5/b1X0E+58kQX13NXbvrq9dJUrrO3gOXP",
-	"MNkfMikuFLfT4n7LHLmahn9lopznRK8OMW/vg91NdznsBaN9utMPNri/z2qvo/uO6/7rDfpGBlKrJe9d",
-	"u/ey5I8y2ONT9+7z2l4/ZFmHozwq8eOdSNDLuSeA7ThbIlY6qsBC8pSkhB8hOf/AwuhPcfKvnnUR3/B3",
-	"lnoRLv/bWRl3BRHJ/2ybYFdhIR68ZSxqyBdVoei0AVCci4NrWNzh0dm2H7gS+cKyBNgqof9oqnvvWzTp",
-	"dZ1QMdmcYX2TDhRMDt6iDK/hPr1bRfke7Z13Q9mX6PVde+PLm0dRGV9N3YUVRV7em4Dvv8AXvLwtHUy1",
-	"FZKFq8kKGIIEwqMJe7TXAnSxqPLY49DoQk/LFSLRy4m5Vd7fxiISyH6tKsThp91QGhsMsBaCjPhW7bMj",
-	"D+z3Ma7Y+xhuv0rRozrVXXXvLTU08h8dVs9CotCv18vuUpBesmP5RqllI91IgtI+ErJWoALg4ZG6mT2E",
-	"G9/EWPY9NTAELje+twZjqbWnMsX+w7ve4SV4bKNtAeY5I34yhU5wJxA7U+k83pGDmPTvVOp7AOnmEn+V",
-	"zMeBHqM7drQbIeIQz7ERNR4ODLA28ys69zsqMiKobJ7Cgdl/zWWyzcm/bXpflKPjG3tUwY8GJNDHC/Ag",
-	"hGe4dLp3JPHfFASJ6EMGHF6tWcKOZzvpvO7D0/1bWSEHg59Fa/+20BTFTLY/fVEP+ibpLJXOYbzdtHnl",
-	"tju7RHGeuL0Kw9U16rgjTcbbEXdx3jj9HvTkmB/+qiJv3NxoHgeopt1b8TacNGSfvN87El37PQrjZbA3",
-	"Y0qtcQd9ztg1GK1HkuvBXI4I3O9+uRx773vgZFtr3fJG7S9n4u39Vqnlu42WBHWPDHoOlSTbybgS5YjH",
-	"XW5GUmqxAyo6N6gRVrl3FEThlS/fEWTBtdHqAOPkZkdzmTMaRbduWaQZXxoLPCkpoDdu7BO12sG0v6Md",
-	"e3dcnV2N5lg/kcoPrrORRLdWCKVN+ZPvaOaHLv270BeO9PHWyfZ49Aeu17u/Wlt9fij1yproLj0YN41e",
-	"j5QaTN5WQ9O5Muu9zf1qhG1p4m0bQmC/x+ek0PMvKPC7m5gS94m4owVGi+oqxRb4MAEzCsL3BrONVNPe",
-	"QDxxDdipnfiFbw90RKJ7Y87tiTyNVbembbXSfhODeXc/npuypKyXuoaHvbUBisb3prGCi0NaCIXRlUBa",
-	"aoWOyjOxKBBuysMOHet2lvrmjnNblnKqfMYfRmQTMQTSBlKHAxvc6Q6+K9voZdBguR1mnVu0kwJ+pBoQ",
-	"yPyOpiwh5c2q6wWmwZF9yL1Mjsr5r3u0wG7ukMHO+tvu5f/IcvWWnswDaaZeNwZFgLHMDqDajUWWdtJO",
-	"VpeYHAFYtrUlNJm9K+TS7XubPg2Tp3HjWdr5UpvCisLes0T2qEO+q/4FxeJ0VRVu8wJ4J6NpIe7vxYoQ",
-	"OuivL/3Mvnl52dnpJyO+eXnJ6Gvq9bIZg/DlS+u5qXtqBvBy7MRZ2FRXamoq0HBkjNHnS9+4xZUGtiG1",
-	"QKEOO1pD+1+XZmJFN2ODBstMXNn/T/jPf2Y91KNSvVhZ53FP55i5X8b1iDWwM9pGuPL6FObOLQlSuGit",
-	"hPlbAacxWTmVMyQ64id+fXn5HKnTzlVZCvqFTYBY+18ZnzdjKUEPYfkqZB6zlUacQEtNTtlS5LIQhrr7",
-	"7sWlwKiQPfklLOMN/f8Np1b6XkOUZppqqbda1XW9dIOpeKbZiKKziIuC6XBgyPDoZOR2KIn0VnuoVpw7",
-	"PrYUi4uLkAfOxZgY/sFdMhpZnVlrn0puUw2qCRrPYIJtl99c+ECbyusgHBJCpbCscl0VjtuKUnbjBnO4",
-	"48uLvlZKQULoTMpfl2WlZL4RViHCXepVNjExeaHI1/vNi++eYY9VdF9lXxDMdf9ys/Rou11r+N3ZdFWV",
-	"op+LB7+krA+lndGj4XD45kEm1qa6IZDHzVLlvTGCwy2WbkNYnQsltaXIqW8/OxCPKU+qqgxCrGf7oLUz",
-	"38/UOjkpFaMB45q+W6pKEleHE1iaAqEwV84WOTOvqdGuklM34pDlQsG52yzV3eeVWSg3VyvLVxgfMEul",
-	"5bIYbOSiRDYBmoOZrhbYvjEid7jRQORZDzez2aiZmyq1dGEiek01hlGp0wa36vYd7gRlUVohp1O1JG2X",
-	"qRytS2x9Jwo3SrXvSpMgjGYWlpEhgKfQBhsTOyMmiuPPObclPh8+ikq+ltLNQZXmFxdaZBdladbZQGRf",
-	"P774mziZIyzSP3yuLn2IJPYP3xOH7DvU8fjKFJVg/M66Bw4QBM9hptYBYRcRydGq/sqggHUnwNMEp6rF",
-	"eW2VktO5sgT0CnocBl8yp167k2UpC52JSnJjCqlFTEtkVmALDyLHqdGaIE9HIjt/eCr8NfmaNvzLQpW5",
-	"FZfGCMz1i6pheDqpxqg4jMsw6EK9nsLuf3Iuvi3+OhbZ+XAo/ipzP3bWbMCVauDCJ6eDU9/Peikrq0RX",
-	"ikUNfF83tMq+NtaBrKk/SzXTB0ylNxbZo+Ej4u3/oyo0t58ZJ16slktTOZX7Cdzyl9hOJtW4WzyX16KL",
-	"/ztDzGJg/DlJjMunL7AYmbMAy2KqNKWKcGO6vz8BIbyqSpZKdnSCd4qY28BU1yf8o5NF4aL8244/zk7S",
-	"4Zl1Rp3TwXAwxFAu3cvOqPNwMBw8xFRlN0el4I48BHjkuk15JQ7EuRFYPo0pJjXCdwM7OtlKnqAvGVGx",
-	"bklNlG8Vo+MwVk0iMlleZwIxbhKR3RR5hj9CWJpUt+DSJCJzm2VG+RGwoj7O479+WrusR2iNLDAwP4PQ",
-	"THFW0q0qBGfE1yQk7+o8CLGVBpHqRh4Elz8BGVrsdEPAyDDElhwFUwsTYJl2gu5fOOZd3GyOUzy6zRwP",
-	"bkdglfPin2L/wLK8Rhpbabj8PmxrJmZFqUb+a/ZEYSYI7QJ8TfA6NmqUbhXnYgEnCo8h9FgDhpvPVPqZ",
-	"sFBPxELmmKmADeepPVidOMOgyV6BiJJH4LVfAM8SPlToM4qsyPCLPsjeypQkdhNisjPlCOqeLFyCM0fC",
-	"KVzdOegGQXDPh+fEmZoA5qnuNjYOPsv46hovPJ/knRFBnX6rNmReRR0gz4bDAz0wflrf9K1y9+yBwZhT",
-	"e1pgwESxbdf58PxDtt/ALdjawEHDEOmMfnyVdOxqsZDVZgfEyZNhca3ZZZVQyhUjaKH9K68xfEPfd17B",
-	"6F627uVTuyKYZGZN2Ch0d6TsziF/zS+63xHfa38ZPrFle39YHrGZlZmCglxYsVrG+0Vr5/3aMSr2c3iJ",
-	"N0gtfPMI4GKo5u01TOhJ39CCimO9Uz+DR7KB+NKAciSyqEYw40wHBlvHTLKRkKnGbuAh6WmmgrLucyZw",
-	"JtydnqpOI50H2GmSalvoKXMqHA9vP5wy5SvKhVmRqwUU8aTW6bH5Hy7Et5RBTjsQT9EGRKWr0ISCAyZu",
-	"ldBLvFPD6CkXooIBwfmrOANQ/WwTMucBKI65eg3zCCDqQJXYsoNg8T3DRruG00WIAROOoRfBskYzGcVw",
-	"A8DeK7O6RjKfbEJnBQYsZkO0Um5VYbe8aCcLSw1y5HKpZGUTtJacRP9HVUOn5CtEtC8cHhpqXhtktKCw",
-	"p/rFxZePL//PYJEn4vnpwx7n9sqAg1OhPsqbNDXUh6LWXZGxwwfYWTHgZxROlMbcwFG6Nu78tLAOjwzV",
-	"HrYX7F5nc/3IyRdUwfomufNJ6uL15tV7ZA6hcreFPXynFW2at7bpvFgQDPcNHeZ6stV7Fn92evfPGk2t",
-	"8EcP7/5R3UnyTdJ5dMwv4pZSuHY0g+/+HTVgRr4ZOCVsIVuFZXDnzISsr2KgQOmwr8BCcQwA/sJoXMxc",
-	"ue74zX1pq26bj07+vTyV+HKpXItXNdjHwC3rLqu4HNbM2ZMRbqgXf2fDc1KNUo1KFbm5HbcqDaj1/Ds2",
-	"/TChPBQ0M9stZqlu9EvdwocgnHPNZmuNEeFbikhQ8m5VJUsP6YE8zTsBinzUBB5INTXp+jyLuCO7c2QJ",
-	"s8A9JLcE/AmMIoCzd9GvRLtQQ+UORBaw3H2PBG5eNA6KAdVyhW3GbsK2OTdSylGNpzRdLsGoVNShBPHk",
-	"sSciY7pzKJgbCIQz29pu0UVceG8wsdZfqpnrcRsodlLUhEBUS03yJHfWo4nJtdy08crv6bw5I+Z+FA0/",
-	"opbqwDB3VdMtdH3em65shS7ewTrm9g2oG4TG7j+vVLWp+7oj5v+e/u0Pz7bbt0et6ruf/2+jW/1/9dp6",
-	"1b9P7k54t3tYO+0XSluJvQI2ZsWpRU2wfg+mhJgtyP3PyAzYKvv03KDrYnLlbacaBrBfLRxSAGjwiG2/",
-	"e5lyPvzs7l/UnbjhF2dH/GK7q+xvIb345LxWF1omdH3HMjK5OQ9vC5BnV2Sx3t/kAU8ok595wHvVZwh5",
-	"8kAzx4D08xEQ3fmHbdaMwYFtLCbu9ldY7s2nULp9VCT+txgIbgeA7j2rYslRD6OivzS2zd2QIspP2hmJ",
-	"lIGo0k4mpL2xTcT1Lgj5Hi5wFOPW2VRPjXpdWBcrQj40xlm2zARAtWim32LMTqe62VxouwnUayxAYG8b",
-	"ebAH4iUlz1NWhQDFECv0ZEnGbW0XU2wC+6TVy/E22kTNC4wbcuPneCqUhw5L6e60c2bbHzs3MzpCqqMW",
-	"laTjoOVbWZEbavztZHWr6rbAzblQN2ofAPK6By1PVsp37A8NrbfAqlBpQ62VrdRG5BQJ0meI+AZOnt9G",
-	"6iNomb6jnW95WKs8vqde4qOz6JGCre2NRKzucTtn1nK3zz0GUky4qol9Gh6CaD2mrSDK8dlLQe0P6a0+",
-	"N5PcNpZVSDs3lVNa5eNU10cW3KjA6TYDgQ6joHyS2hnkEikuzUrCCLlQXNgbWI+vqqQu/bATPoIZGhvg",
-	"klPdlVqslteVzDn2xafvoh6cmMg0kdOb3kHiGoBl0jheukctEUiOMk1gixeTQsNNPh8Oe+iu8gp43QoK",
-	"+7HCTojgt4B11GTV7Pu3p8ddUmfUe/sNSNvoqQIyOd2FWUM8mITssbPhmd9DzueqO7OmGp5sSauKK1X3",
-	"maYnNJw9+YX+8ybrJWRO+npFfBFvmcdqg43ApXTbciJ6g1R/FRxdzCXQe+ZjtxhyxW1SekpMMIaBg6FT",
-	"3dXGbyY81b8AWawobKR7A3Fx8GyBBfPhMvelQ25wg61KF9ovs1Q6gAUnUWIQdyrHm9zM1ow7ocLe1DGT",
-	"JlIpLT9PqOFhMyU6SlhHJyCWu4smTScoGHZXbap9ZNdC7BzdiTZkx4TkCP9bmZCkkddG5B2PR2v5Vm2O",
-	"+QUt9JgnvzGFP0n266FQ+avJN+9MBd5qa0xtv9+bwk34QC265Pe1T6a7zWxjCuqNg4FZA8/WEobtzdP3",
-	"P+HLbU7H8YMYgNinC4GJRMlNdCUwxSQKPKNc3b0ViOoTvieuy4Xva8zpaYPipFQKvrK+ft5PiIHTzoZn",
-	"72yDOH+6ZYdeHuiYOtoB5GS90YuHVskAPIkkA+91EFw+QWsgMKW4cCicgHBwTVnts8ribOfsQNJ1EkIV",
-	"2HTbB5hNpCT5iIrXYDhynDXzXbNRvSwMy5uy5Lg6yiaMJNfpzTv9+/0iDiXvJiK7h4gcNBxUu9meu0Kr",
-	"Fds+PtCDI775PVrOzFjbDOi7vDaBJwc/zzs1udshGY/xURA5A5kiZQUjC5PgvHnUhYuWFzkQY6rBxBCr",
-	"pc+/D1eqNxKRIV/rqZzbkH0PPKx/MXMBRH0L3lFY7MremsjOaB6YZk4aM8ZNCYK+RuflXsHFjC0zuD0+",
-	"9bLdJMJlB5ug4ZhM6vWkOqsRGLPIEtxaQs931Cfnd1FD5/mwYYsKNzqEhAmKTgPRsi2LcK9+x1CeXKhG",
-	"BQcY5qVsBHhzjLGY7bCS6ND2ESE/fYKP0pN0f0+PuFPPCXzy0hhMtiOfz9kR976hRP3dQ0Z+TC6jZg51",
-	"IsyS8lrLjXdDIMfHfr6CL12b4+hQHO4Eex5jvcBv5lz6kjpHN9rIBAzlkDHflXUavrZX+HRGYEIJZnhL",
-	"EIPFdCOqVangKXzkKoxgs7GAq5GbqT158fiLH75/glF7MHL1xmc8+vx/76LzsBYJ6U7nw4ciC4itWcgd",
-	"S3W21T06Yz8UGUpxdTOlz1MmReJtR+vUckTOjIZrCW19GqnmaxyQg8Ewy+zahKBGqhkuAt4Qe4mCpkMZ",
-	"SIzK0YiE+piI9+xg0jjn821n+kW2/vbCkyh9IyzWa5OugQ7xwGK8MYl7iTd8Ndsd26nNERADx/3wUzg2",
-	"7d05hLpRmDzxyJ8YHMPk+95A/OCxWEj5o3NONaWrGz3CTQlgTezxsKvpVKncJmKy4ib8XiHmOjofWUIh",
-	"CTO0Ju4uAPNzqix7XinljUcJoFNtqrzQsgohbezcEAarDW7aTssFtPWxUQuIiA7i4Bb8gOKMUdVX3SW/",
-	"BnORnnrq4C2ql6DkYcnFaik2yjUouOFBTTVtPVJH3DuH6mWAnEJTKerXs1RVvTTlUbiyyYbcQ6nGA1aN",
-	"vlJMTvQq3/iKTTz6EJNh6UVMzA9CL1dEb6A+PnSUuFPkhgoZAkrngRISMIuYEOq0oOCzOh9+JhrCn1ZA",
-	"KOYjnkWW6i4wa0I1Ehd+Mk3tgiaBqZ3hM5yuKBx7SBZywzHSCaZyAN2OmohtWCxCAG0NfyoceaofDR/W",
-	"xRdg4FDGFxibmC0d2VGYoiZvlZgopXkh41R7TKzC+WQqPCOM/cPckWWBgQq/VxFf2XYdt/lZ/gpDhSDd",
-	"u3dO4PgfyDXxV4K+36Nl+0pyVSlP+6YSazha2LSaFvlK/UbBwg8V+rsM6S61A541AtyHwsa5TFQgBA/5",
-	"eEfhRDeSzL3B7zx8OQ5GACNa0oTfWif+SJTaxzrfVoy8fgsyH1RBVk2QqQRRvp4bFDK0twi9E+uLlitQ",
-	"7qv+zutmaq3Zwi9JDlITRi9aYbSRqDvLgTrC/nBCJyAlspekutFyjhNTQiIKydwa/JVazaylrRPbQLEN",
-	"2hKxiV4CwsU3RMzwLzRg6b/cHjCpu0CKrvTRKa9RcAiAEsP5N2PSa6TzHcTixpK4Fi+5uzvaOg0Z1JQx",
-	"CnCfYG1GAvNkSVEE3p5xdV2zRWMWwZI3W9pYhw+k+kapJafiYlwALNvLnR50If0n6/f5gDPfsc7MSDvl",
-	"m0kJ16nGqc4Z0G0shqOtvnUJOz5xENwgrGXs+YbjudykumbZ+HZQ67tZvz9Dt1elgAVRu0WBDc6XBQ0f",
-	"aoknGzIAaoXE1PGvcY0iiB3yUXHEGjvEpmyJj6PSRK8hvVUTQmkwIx7Y1sTiqMfge06U8a/ZIw5ot0GN",
-	"XyvrPOTz7z9n5mPhxSGrs74bgRdHW/57SU45yMjLAE/9IfwYK9cKmRaxTWDtO+kHrOHFFTlepnBLDSov",
-	"aempEViGykWwHOlcJhhSoHr49uxXrdYE3/0rkl/fU7Cw0cTkPevjtAd7mE0A8vpjpoL+4fXK186bmnQ9",
-	"6tw6n056b+VwO8rVLFpoXrIvSmPVpUepud8to5/F96xxAc4PhekIbS9KcJFx0+cAlZVwyGMuUfL3Pp7U",
-	"0ztIDzfhmXFfYtesj4linyrfqtq7ZeuTi2LZsxiyCuQCu+sKdzD5uUkv3wa92GNfxUlRqMJqyk3bjjSD",
-	"qonyJdUHY9YD8TLAhTbihxN2rdtEnA2HUYpCwIjKKqlvMtEdbruswwx7Y3I11p5OAnzIo4ESShnzozPV",
-	"kx3RBJApOGPJp40hbHDtUadczhBLXxbTm/5qSUXrW5uT6rcCDvNAZH4KDyJ3cjFjPza1UNdtJQuFRlQH",
-	"xIoxDbeln+xOOTDXTaFrsbuT6hEsTF9zU2JnUDIvplKjr9HecIoB9RRMdapDKgbs2efPMkw86MOcLJc3",
-	"8RCYltlM5wuQHfERBvP/Gfv3bd2o9OGwx6VRqPUUlg2CFo3nuSnLd8GLj8+8ep9FNE18wF3t5UUAHS/0",
-	"9dhfp8I2b9luMuTvP7Np5O8sdtmI2BfnhWtun+w9/BFkIecl/SnifksRR2CM4XaDgAMOJVbLCOsZGHvh",
-	"IXxijv4b2ZnJkTziSX6XTRpQA38zm/TvmJ/rm13D1hKIn5nhPdzuke1LTwkvimOLqfauMDs366PaZ3uQ",
-	"w2mpZMVNqrA/MgalCDimAdjWdJj7oCY5xrGqwWiVaunMophiqJzlFK3GN3hkwLW4bPcB678o370X1GNU",
-	"S0tZQKPAcOCjlV3JEmRrVL4SZ+hjHoAU58MhhqHrhwJIkDY0sV6ArGVwBvw01YiaVINDku5BSwlGfWmu",
-	"r33mXlO4vVBYxIZYj79Dg76BsvmmifToqpV6nwZ+wL/cI4PCHlvlxg3J0QiU/ukB+Bg9AF8Qt2gwuSM9",
-	"AARadxfYThPa7i2wdr6n1/wmUDv47sHbHcwdCD2Eh8BgMrw5e4F6AtbX3agQrTX8L6K+EL+O9d3lY/Hl",
-	"5OMIyY2iU+hMkXqT1Pn0vq1jA7sCs2EWqNt4nAoGQdjBqxA7cBUfiQL7h61J/wq0IoSY9V2cWtlITc93",
-	"lp7HpPveOECz9WoLI7jwRMYgIgtKhP6zHv3OhI5AB3/sevS4i7hvA8cRQKqRpmSy3oFb8NvlEv+wxMAb",
-	"46j5gk0q1d1tLdkA5an7slPKBebC+Qr1hgcxrlTfTov1BedoJ4T9K7RolJ17qGPuaYkZezb0EJMLlWpe",
-	"w4jbMEm98UXHVvieS40mc0ntw/VZDVvVwfzF1YKz4bPIrbrTmJDTL0MuAtXN+aZ+WMNjMSrZzARZSA/x",
-	"w+HMgnvdx9tfaLGySnSz5z9cisFgcELD9kZxl0H2YGmu8Kau8wa3Ca2z+jAxoZacCbNaK0MEO4T/XOlK",
-	"ldKp/EClaxKJ8bqsdbsHCSO++dQfymU5UC769trK/YtAP0Rp505D2KMMvNN3//6DrsZaqt2zjJJq3Tfi",
-	"fmWU/vpRAT4CSrb51jlZG0lLG8an+J0qeb/fSrbnuNlHFLIRg61JAYGmfPWVVlgwk7eVqaW6WyMSU9VT",
-	"byTuUZ3GqMuNrvX7q87Ed9UOA8a2PMAhGS6O2DqxwO42E+8l2L1NY5kuMVJExagTxNZIigjov7WwUHTW",
-	"UkI/EscXne3Brj++6CzVcdWZ+LPo7DfLCfOoHvt0wb11aIid2lqI1tAO73QC/HFSuZj5vPtkriAG/8zq",
-	"inSCP9O7/tXSu471yxzBc3yD8d+M52AVLFfAYISsrn6x26WwIGvTzkWjACLtILrZTnXruK5u3VPC6q9H",
-	"bDaG1vXSI35fiEoWYEmSGjKXHiYWfurt3DtqUCOksqj8dcsyvkg19i8KrwoqMx83sMZRw2/hG5IXlW+U",
-	"UD9d2FAiRHZAhLfu4n79NYRVo42/T6RAi/SIhv6I0hR5jUJ/5JEXAr4pALnLt0z2hZKaLP5r5ai2cEvf",
-	"A0KgGggMgk7LApO3ZwRAj3hdtvgHNvuw1N5ZuJ0++eO67sT7pPFgcjo7jKOudM5pRWEzBuI7DNejfyC2",
-	"6KnwQhs2+Jv1xFF8mB0HWIPMwIFhDK6kpennY4zwanwXo2t52CZ+QnTPh+e9gfheLZV0DD3Mi99GGV6Y",
-	"So0YTHgTSoweDR9iNFDOVLushbGabtv3alPD6z50zDS8/kV4eUvyDhKPNutAQHTCvmKGPWwetCx4lWLe",
-	"ICvlcxeN/hesZuQKsd1CxpZ6x1TvlDOmv7n/u9XrKLqRC3zkL2yqd1kDEdH4AFfwa/wXilQfdI9uVzhu",
-	"Q2LslDy2KD1oRlOD3VaH+UUwxOv2hRFYn3dU+zYaQXJZstqDod4Av9qy933LYV9c1MiaSVLdZmf2Djhh",
-	"I2hB76inDhroTw6LPvmF//cm8/iBLZAc/AyX1zPOZ+sgoX/w9nyqldYICmtWLiFXD2PQat+7YhGHGqj7",
-	"x/ZW0+aELCdQCxSjj9KE6SI1IxLEY7qF4zTd0Ogyj1pP9kK3GvhhM9VF1AQwUaXR1zbVbMdycAKP3FAB",
-	"LN53bIKKm2VXk6w39gMQi0fACOBgEZOjuBEXvMuKhQe1lWHCAuojho1xcpvqOg+L58dRuKjhd0i8TnXW",
-	"7/Nz2OObAf34ld3T4bDRuVlQCp9NdXcPnFzP6xs/GaRpHrxNTfiuRsd8bypCo8X6B3e6s0e3Xcz54ymL",
-	"W3XI136jlly1++GF/x9dogAJ1kRKfYyIv8wwJqeZ6dmmtGDh0JQVNcc71KTlsTf/Ij8uqn1dbZhfwc2x",
-	"aKZg09EtLFdUcWBioJr34uKXHTZduD3cM9Xb7FPE3HPMYcEHdgeHBq3UulqewWjquE/g8AUi4HkxlxHW",
-	"JtgbYCoFVGiOIVCbmZDbM+Tcnsba2CJBO5erMtAOwYzUVc2+UYwElHQfQaqZX4S428aUHus85knvzXjA",
-	"VzwGrb41CANfjCNYgqjBLPPmKD1q8FEEtT4mpI2IJdAmg+DfuV17mMKebCafOfLhyOtQPw0vl/8knXcM",
-	"DLCt5AIT8+rUndlAEQ3dz6HqTzw/xqHKD9ehjFbHastiuLQuuggPbBLaB+zEelLd5e0cbUmHy8un2LkV",
-	"YUcVKJZf0RZFQCuGAsJFhVKq9u91A6v3Yocf4eImQlvpUQoLsE1FoujaaJVF3SFY/s5M5dMSFgPxrVJL",
-	"UrYChDCK3TpcHVCjj/WGwZAfRM2FF32w2BG/cdmaTPLtb6iyfkC29EfXjuky1JpqiT008D60ysO4n8M+",
-	"hbmZE/9LZ6JkpaqLlZt3Rj++AmZEfSCI6237XGpgI1m5kJ13bUS10mJwMl3kJ/6Rfj9Xt9lYLE2hXfD2",
-	"S0e5TYNGY/XRycnp2V8Gw8FwcDr6dPjpELkiT39nFmR5J4Lx/HhHGmXorLMa6gfLjSUHdWs6KqLYbYz3",
-	"hQE7UF/Xjh2bhHLw1ZJwr4Lvy6dptmZl7nik6rdH7q7dKXy3zwQSXW5CG7cnSrybuucbVnggWM7TIY8F",
-	"dTLE/i+NeTBd7M7iKZeB867KvMC/lpWZKDsGw4g8OFqpXOXRmFw00d5zcE9nad9lxiNBWp8WuayMU1OK",
-	"z/kaPLUQZjYrC60OTYObUr959eb/BwAA//8=",
+	"7H17c9tGlu9X6eVulclZkKJkOZNQldrSJE7ixOO4YmVd9wa+QotoiojAbgbdEM3JeD77rfPoRoMEKcqx",
+	"ncfkL1sk2OjH6fM+v/Nzb2oWS6OVdrY3+bk3VzJXFf73O+Wq9fnMqQr+ypWdVsXSFUb3Jr2Xc1MqYdXU",
+	"6NwmojK1zlUu6uWol/TsdK4WEn60KHSxqBe9yTjpufVS9Sa9Qjt1raremzdvkt5SVnKhHL/ws7qypuNl",
+	"F3MlMq1eu8spPpEJMxNursSyUreFqa1Yymt1JuSVVdqJmanw21lRWYdfwaQKGOmnWlXrXtLTcgFzoeHa",
+	"M5avnyp97ea9yaPjkwRW4P8+Dmuwrir0dQ9W8JUpc1VdmBuluyduVlpVInPwRJj4tK4qmOocf50IZ0Sl",
+	"hko7VYnCWXFdSe1G4pm6VVWql7UThROFFlJ8/93TUar9eui0mgU9NdObIU1mx6JOHn1096Ke5GqxNE7p",
+	"6fobtd5e19/ljbK4EDn9qS4qJaycKVqFq9ai/+TxxRdi7txSLgsRjTb8Rq1TnVdy5gYTcQy/OHn0SNwW",
+	"trgqlTh/8dmTJ2I6l5WcAlGIfvYfGTyU/SsbJAJP90pWKtX9bGPUifhYjR9+8teP1fB0nD8anj5UHw+v",
+	"pp88HH708Sen8tFfZ588PDnNBsJUQlohU21dVU9dXal8OCtUmQvaANExdNoLg49Go7SXJWJVuHmqszRN",
+	"e5mQOhfw3zQTyk7lUtkzIXGm4katxVRqbZywTlYOfyiytJcNRuJ7q2Ams0rZuaikzs0Cf9CX4vvvn3wu",
+	"bk8HSM1KTudhq9emFgsl9QQPAMkr1UheolLWWaCT71ReWKH0tFovHdxLnatKSBw8V1Vxq3Ixq8xCFG6U",
+	"6lSf88Hh5GBYKxc494QeCx9NZVmqSvSzwlpet62v4HCcgadSjY8tpZsnG6NdmXwt+plz5eXCZonIVrJw",
+	"/F9cRZakOiuLReGyRORqJuvSWSGXy7JQObxhXpn6ei6kXotr6dRKroXRzQtw0ZNUD8VqXpQKv8CLJMri",
+	"VtlJ8+TJ+Dhp/vJ3U+o81UJkM6Wnhb6+pI8T4adMy1Wvl0Wl7KV0mbByDRSzmksnKrWQhbZn7fcTD4Jd",
+	"E9YVZSmqWlvRh6UX+jqBEQYTcTr+BN9cNIR3WejLZWWuKwUbTUSDDHmIHJkng6d2KeETmOEZjCLD5jiY",
+	"V16oXCyKfIiTKJW8xasrnZDarlSFBFYvhTM4BX8oYlnWVsgrUztx/JGgdRk9jbd1Ja2oVKmkVTncK+Bc",
+	"+JdQIA2adeHjl/hhdhYIGRclhVYroDTaOPxIGzdXFRLMRJyenLQ35katLxeFXUg3nWcjoF1cGS4JZgRX",
+	"DV+octHPSjO9uZyrMoeDtGohl3NTqctZXZZZApfPFQtlakf0wOR9bbQa+L2C2RT6eoLLo2uChyjx2o7E",
+	"earhWhXw5UItrlSFF84VpfhoLOC5Fld/EO2RFX1pRSmtS3WltFqpPBHqVmmxmuN15r1VsioLVeEdUBpO",
+	"7No4p/RESJ4RfJ5q3lkrpFarkTj35zQ3FoleTE1d5rhDV0rkCu4FzLaw4kYtUXKmGvYBB03wQT+JPVJn",
+	"g1/eQ54upXOqgjH/X/9/Jj/8x38O//Xqh/8Y/uvVz+Pk5NHpm3+mPf48TX9I01fDf736J/DZH9Ie/PNq",
+	"8PNxcvLo0Zu0N/ivXpck+9oU+oWyFuVWp15h6dvLRkBLwZ+JvlVKZGap/BjZYNLQf6pdkIP8C3+4LLrF",
+	"4ZKbX/AOhPdT4KDdi10Y6wTcCCskKkaogFjRPx6PieRIhRrsUpiQO2/OjjS84/F4nDQK33GHwpegfnJf",
+	"XSnWhbY29CBFqFJ4LfLexFW1+iV7+wxH/5neCUKueSP+s+9dEa3/cD78v3L4j/Hwk1fNfy9HkyHQ/fEn",
+	"n7zpJmZ4u13KqerevVoXDum3dnNTFVbCd2GHtmdLQx06ZT9fnixO9aOTHTN9XqlZl9nw3Refib+enI5B",
+	"c5+pSumpsomYmsVCDq0Ca8ABCyy0MFoJOtRJqrNK2aXR+VDatZ5mom+0kLotSILkmnjBJh0KLK+rSeGK",
+	"6Y1yoiC6gnsAnA+Ew4DEKQzx6TMenx9/YMXSlOUk1aXR10P4P4lL8ayxf6Sju/VwPBiJb0F6WQHaX3Gt",
+	"TbWXd/JO7SPK7e1lZvEk7yaEhhkVOck1z+XwUoEoOhkf76AMfvL+pAwkcbKLIHjGe+5+ByNuM1aY8j25",
+	"wCZTfXeM4AJpY9cBBMqB/Q8KdPbUTPFORqdwsuMUaIR3fAg06X1nQK/dOIKwGpjuPU+AXvnOD+ANDAUs",
+	"wSr0HDyuKnIcTI12SqP4Q8OBNvxoWZmrUi3++0dLekDz3v+q1Kw36f3nUeMGOaJv7dFz+hW9r71b53ot",
+	"SEtV8OpR703S+8JUV0We0+Z+qIkguaHxlxsVKb/CzQsrApsX/Wzmp5cNcLptI//vrFF/6LlvGtsZ6vA1",
+	"aL1gmIB++1OtrNs2DVLd320XDEbiGentOB5LCmTEsHR9K8si/46G/tBL9isqrFjIcmaqBVoqBU3qkr/m",
+	"U3pmIvX1Q83ymUGTOejByAgKK7IWQ81EPzBtsu0GYCTBhqcaP0gik7CSWqCdhYai0MhGVtKOxBNvGpHM",
+	"9AZHqsmPV1Q0ghVzecumJVFD4c4EKOdsRPJc+IyfGUe+uXe+cWHk+11LULUbxaOfaeMuyf+XDRJvzksL",
+	"4sHKtU31ar6ewGe0HZnoBxuyZXmf4SVZKlCdRPb546ePLx5nrAPZVJ+MT0WhrVMyHyTefeFHi6x13FKw",
+	"9qUfeSKsWSijVapVaZVYyPXGIrRZwZhXFZMD6GQ5mADWVdKZSuA35BeCHyQCDaqrSskb0NCz8ArRfgMQ",
+	"iFmhsy6r9Y02K52luk9Ew8Y9UhJNfWEqeIvUbHFfmwFTwXO5Lo3ML4x5Kqtr9aGvOvq8CisMzPv4I/FN",
+	"8TfRz5Y0qUtnzGUJ0+K7zrfr9yNHEnb5MZsAqoT7qHJxtQ68OrgMPa8Awl+burIwAN3xVG+yloLm4MK0",
+	"2vogaB4YAZCg2vfbyuNOMTCdS30dpADpJs+M+8LUOv/A/NXW07k3SIgXzGAWxEKtAEukYZlF49kC+wN4",
+	"I9zWQosM/r6kP8iXys9OS2M9A6aDZI4cNjxWzcJ+w+O0331075MlFUjCyrVYzYvp3N+vC2P+LvWaJan9",
+	"kJuYwfVZSL32EtNmZ95Z1zpt8bhAQowcfH3cAlzoA8su7HBPYQ/sHESRl3vsUGUXoHTwTar9a0Uf2NKa",
+	"3JBTU2tnB4n3h7LmUdGRwtTYLAWqbTzg7JTRuQg+SjiIawUzH5zxqQXPbmGFdKlGFl4syOwP4/s3JhQ7",
+	"gLkZrUYC3cfkjkx125nMhqzomyrIgWh2MA78pSo7QIcnbeMDEEKz2srSiqmsqrXIvpNOoQNq+NyUxXTN",
+	"furwMXBxDP8MC+VmQw4RDWFPcSFDjj8Oj48HwHVgQXjPcTQ0OWyq4ZgmIkt78Lu0l6GcSHs8xbSXkcEd",
+	"xzL9BLpCmRJ1sVLNHBlm0dBn1afjM/fpcSb62mhFW+Eaw78JeUjbdtATCcSzgrF4Zg3xb1tpm1vYbarx",
+	"hkQ0zeQbT/6nT4/H47MVTv8nr3faVC9B9fKLII/mVc1G3lVdWUf6CBl/CwXbzq5OA2Q/K8qSzFq1WLp1",
+	"x0rhxWc/1Z+mwA042DkM7+8dsgvNVu7iEXy8R1GcGtnE95o9YP9QH5Sr/72wFugVbj7p8uJKyQo4D3HU",
+	"rI5mlqGTNSLRly9fDs9rN1fawRRVe05bFjAt9FYWpbwqP7hig+rflZzeKJ2LvKCYAksLEM3FQiUdTMvO",
+	"awdMKtW5WcGO8BCXdbMUENroDK7d1CxUCJkDdy2sYHVw+4a/LcG88YSIw5wT9/zM6FlZTJ3fBtjTsvx2",
+	"1pv8cOC+JT/3lpVZqsoV5KMg5X77NseGwESs5utI6SH3PAs1oBel60Vv8kPPK//wEWn0vaRHengv6fEe",
+	"9V5teU6SXjtk2DGdJmI2oZgAqvtNyKrWpbLA+TFedbY7aul/boS0N0JeywK90WDwSkeBgY9Oe51xAv7I",
+	"XP2opq735lUXCZ6OP6FoDUz4QZC0I/GtVoKOgyJYUmRGq29n3qGVartU02JWTAXfDTuhEDt9v0DxWloD",
+	"v+TzzBJBf9NIqV5hJA21TOFWxVSNRDY1uSLjjZQkElcTEW0pBZl3B3pZjG7GdUVMJKIvU501EY6MYp8t",
+	"WhngSIWywag8a4dhQYbTA1qhesQKHdN/5BqReV7AtsvyeUTPM1lalWyQ+MLkHbGJTL2elrUtblUm+kgS",
+	"JGprN5iQnx/XdSYy1Lpy9OCvha4XV6qCM6GP+TFLskkbEYaFQeLLEb4AGYO/7bwJGG3anu65mFVKDYFM",
+	"RSmvFIeWC6QaJ+zcrCy8LfJYHp983DG+La616vAQZ66qVQYDFqA9Yqwho4cv8Ygyb90QQ51EIX0M5aYa",
+	"ngZRAzJ/NvPGvjgdj8WWH8lb/3hZdKprTe/ygbWnfBgJvAYtBWDU9Ei4//798Lkl3svrvTKmVBJph/Ik",
+	"thf8FJlHiZt15jM7xMPxeDxuQifI442eFdc1HPZCvhYXF09F3z9+LOaDTvaxL+SY9G5lWauuQ8YvomQG",
+	"vg7NhI7HJ6fiau0U7LH4/uKL4ceiD9xGX4MCDYQLfKJ70zH/B4z/yPKHDT49fkghZHKIPLA8D58xUnhr",
+	"jW5z4RIkOA0Gdfbl44vMK2apnhfWmWqdeDsHHoHl0DXhoNjz7y/EaDQ6wrdkCWY2hFNNdbAM7Uics4r/",
+	"gMyAJv414DleKZDHNrh/HqCPygsIH02T6JFxRhRuJB6HK8oOPqPL9YTnBtxikmq+9MQsaT99lKE012jA",
+	"vSRvXwJiCNamSjWFgxRaqdym2lt9V7UTX11cPJ+IqVwsZXGN+0aCAa3CVqAQt3Jt6irVMs+B/4ISD4vB",
+	"9SYgHaalLBa4+Zs7aa6sqm6VTwSDs0lEpSy/lAQ0SG28LDGzGJ+cdnALntU2qX5lVkh0sKfoFiC/OIgT",
+	"3PXmRo1H4jy6TXxn4Ziy4XAhXw/h51lzpT4aCzvwvAb0qzNPNRiUnIh22DXVsGGeLpqLAlYov4C+2nwP",
+	"Xl1xDiebanQlUW5UKXl3dt/p8SHqQdL7W6XkzdvJLHRGXi5VVZj8jv2fBzJeACv0+VyJAAViTB4TXvOA",
+	"dCXQJoA8t5JxUJ9CDVlqn94jcCoJ/dIaoxX6Ny2m5Oh3tlM+/Pe220CpTXjnpXVBZ1JoDy/smfCpJGXJ",
+	"7llY/yGKX9BgO1++wLw/2v/Gl7Uq6DWcZoW+AlyE6B/TTdGRouDzbdky2aVioKDZnh3ctu25Bd/oEaeA",
+	"qNdysSxRNhZlWejro0LfmmKqhqcnnXHZJir6A70jUuU3z+VVx5l+CZuyfaRNpiL8FXY/l04NwUDrdXCh",
+	"Vu5j62e7Dw02rUvCUkZztQbdnCxD4v6w80Xu7Trv73fG3IzEYw1/kHvTBzOA7f4PPPbpk88zuEh+YL5L",
+	"PPhKWlEa61LdfzR+OCBbMQd5x4KR+eGZIBlIOXHj8Duf7ydTjXNam1pMpRazAuakSfw+sCKDby+L3GYt",
+	"PajZQxTde2gY9t7i8BshoePGtqJccJUjJe7XcDxVbs2jWxuHaWy9+y20Z7T/9tiR56DNVHjMTc6vrxMA",
+	"639CJiQpPchZwhUGSUMpPFVV3IJSBmeDvsCVoXGtpx+yTOGmg9FUKPsWjNLr6qR+dzvciHtL0FDA7JdT",
+	"J75++SIUG1TKmrri9Fg8zmVlnJo6cppN52p6A7p6WWjFeYVfPr4QR6OVKsshmutH8DMg0qMfVzd29KOl",
+	"fENUQUCGFxZzpW19lZGsIW41SMjAJC9ocB/DoxuZzKlGnSsT/cgkS4LZhb9fqmpRuAwGLaRrcp4z9pkH",
+	"RwCndy+AxbEnEYQ8lWBs2g0PyKJAzw/ZLBiYwVTLaaUcxo1L5cB+RbWZSAMPlRIqu6+auyuXEB84E1Yh",
+	"X8Fr3DKczfabOt8TLJtDvBcd/NwxO2/z1zDw1nVKYu7dxfO/UrJ0822mb510NbN/L4bMzZ1ih3/W+aYQ",
+	"RW+/yedU3Eu+fEiZBDy6iy/h7aS788CyoXW1BpHUzz7Nwo3m9T2wQEqceY1eokiuoSzIBq3SIynoDmFO",
+	"lFNENtsURR/IqpLrw4UG8ko28Gjie6XHmZDlSq6tOG7N7AChEnwj216Nmiij89JxKILKC5g+Gr2ZchG/",
+	"fnnhY25UR/Kf+N/AMtjzCZxWC2R6gzvuZEc8h6sxWkLiQB10l8cg1iPbJIS/CDSACykcrqCJGcm2iol8",
+	"dZNa7riivPH+cPYwk+iWJa17uut+2+3rfRdBEvnRPrNAC4pRUJfupLSNNdJLu2b59ctvXii3I6P40fFf",
+	"xdcvvxEvFNojj/OTR4+OPxHL+qospuJGra3ow4Mfjx/+FafUXio8gFnd/rZuMLryGvkp60eP889fnHeq",
+	"RNPqtv0gTqPz0ZtiR+rojQK+gqv66OHHws3rxdWyKrTrvAM3bh2/8dtvnne+rbYqfswW152Pvd4Ragzb",
+	"mIgradVHp3VV3k2vMDfaExiZlpzgZtKEuk65zRU3B4Rj6voV+hfvsn+2yebhw4efJOL7i8/OOButlKR/",
+	"SmJEHJt6YAWOtG7xj/tJrPbLX7iqmLpyLQo9rSi1DXUpSiPA+2rRfRHYF6voB3Cv92Kj/qnt/6nt/xa0",
+	"/V+qhb8z7ftpYZ3Kn/JdOywyDE8/0TPTERrWXFbUHWd/QPl3glO+0HHl7/PdbBjH3l7DK67GenyrunxH",
+	"sjNRxis2S0zyS3z1bcMop6SKSrqnDyyRDtyakHg6OJyNXnXkvoRkU44kzE2TZCooxxSV9zgNFeiRlKdI",
+	"4exWKpXfDi8rvfbUS3oU2rg0t6h8VeqStWxPP/y/fYF5irBc5pVZLvEbVB0vOYLTKZTvkCWBWT2wgh/1",
+	"Ru+YFUx66YHyo9C52qEH4N4AMaLXlEK3TeZtExWiB8WVmsGXhfO8hL7EF4SiWM4I5uAq5gQ3fIWqvEj4",
+	"YpBHVGpqKhApa+V2cP572TK7KkOjrOsun2VIeEUnotJ5U6rbBBSJ7Sudh9rRTorba0/5k+2z3PERugFb",
+	"Wu/Wotph+Vz4iBgORod7LW/j4Gk/8/cEJEx0UVAMtYh8w1rWmJoIr+B4prhRammBbCQpCqnmqBy+uVM0",
+	"bLA8usRJD82fu8ymTvZupjdf0XQ61Mpbj5US7IW72D4x2Q6rv+xOSQxGFr2rFYGn7VlidBR4LUdb/O6R",
+	"vL0jgHFQCMLX+vJ6d+0TirROmuFgSpOkM9qNrZC0gBWAaCKzlfUgeGsDFkG6ChqMmaCXXzGFem2HHPmq",
+	"EqZKxHakGjE/UBliMIiWgc6ZFlHiUymtmzRoEIUln9A8jg/i4NbJNY8vXaoXxrpkI21qRFNXlc1EiWkg",
+	"jYrXykEYY6qxm6vFpNnIeO7iao1cmNZAhdwhwogCGCd+lmr/xktnnCwzTlWm6J0sS7pZvycfn6K403Yi",
+	"Ci90h0rlA4GWj90YrSj8YxHDBrYMcTt8pCgiHFRocfcDlZXrJux+PB6DrID97zwFLgQ+hG+w2/UN5g48",
+	"oV8cj8fdnsNwqnt4SbPuhlLnEqwtVGbRZxNoEjmzu9tPeKjbUt3Da/l+Yl6bV/+XJIy9I6doo67+Tn2i",
+	"FzG3DcoK6Qqk/lC2TMhnCy51MPsGZ6ne6TMF7r6PZe8wETkFfQ9Ftgsy/MxYOf2pVrXifCOEE0qC/pxq",
+	"utFeDiOuDrNQSomQmPw0NLOZAAUfdZi+5+RSzNQq1cF2jqd/h9WKfI5Ju+Ftmxf/bdzBXdqR38Fd8h5M",
+	"322lCOtXDteJGvO5QymKkN52XCj8ztMxPN4GgGOzFNNTPPzb3SpP95K3ij3fYyb4y/eb+72xZp5Ft2vg",
+	"OTqG3kMW/A6Nl3C/msI9sriotqlAxKOWryNiTXfms2+APkVJ7W3J/9tMbg+zbzLcmbV2VypkBOK0mnOx",
+	"FKowdCyD0RYC1luno28cV5NNzgBuG9nmG0nmET1tu+U/OX30V5+YL3LlZFHa7ZjNlAW9vxQbCbh4EaIy",
+	"IDwZrqpNeqHcskeqxCWz2PbueBsoLJN/SXzX/0G/3AVEsPFVtLm9pBftEKxvsyoY0wY2Shzhpm+XzMRP",
+	"ruC1JCAWys1NjvW2siwNOaiAEiuNAqNVvB/9HQp0o8/ahbXRF7hTXdoSHV23uhSSFLbvsysclTPtCJnH",
+	"iQ11pSfejT5hkpnEB7qfA+K3/o1hVmHmCRFZl1T4DvjD2+Wb7lLRnqkVMyJKlKcCO21WTX4v8KyLi6eN",
+	"ShRDW6B7+N4J8l0poi/8LTgor/A3FFfDEv/wIomxYIqp+Qxbinc0bjxe6KGxtd3IajGbxscSn0vu0T5Q",
+	"M0GNkBVKUjbzVLOjVGL2+D+UuFbOYlI1z5bAOxt5iF4HLxR3aJJ/uIid3997xTaVK490cT135XqoXi9N",
+	"5Xo763T+jAb+IXP/Qg0/Le7XTAVsaPgX5gN6TvRqH/P2ftntrJ79njHapzt9Y6P7+7F2Or/vuO6/3Mhv",
+	"JVp1Wvfe3Xsv6/4gIz4+de9Sb2z4fdZ2OMqD8lveiQS9mHsC2AwnJqLWUaEZkqckxfwAyfkHFkZ/ipN/",
+	"9+SS+Ia/swyTcPnfzsq4K7BIPmnbxvQKC/EYNWeiQbZRFYpOG3DTuQa6Qf8dH5xU/IELrs8tS4ANpIDf",
+	"TRHzfWtDva4TCkPbM2xu0p660NFbVBu2XKp3qyjfob3zbij7Aj3BK298efMoqlZsqLuwosjLexPw/Rf4",
+	"gpe3oYOprnq5cDVZAUMsRHg0YS/3SoAuFhVYe7gdXehpWSPgvrwyt8r74FhEAtmvVIXtBmg3lMY+CqyF",
+	"ICO+VbvsyD37fYh79j6G2y9S9Kgcd1vde0sNjfxH+9WzkDz0y/WyuxSkl+xsvlFq2UpBkqC0T4RsFKiA",
+	"63igbmb3weO3oaR96xAMi8u1byHCkHHd6U2x//Cud3gJHttoG7iAzogfTaET3AmECFU6j3dkL/T+O5X6",
+	"Hie7vcRfJPNxoMfojp1sR4047HNolI2HAwOsy/yKzv2OwpMIEZynsGf2X3E1cHvyb5vFGOXt+P4lVfCj",
+	"AQkM8QI8CCEbrhAfHEj8NwUhP/owAodcG5aw5dlOeq+H8PTwVlbIweBn0dq/KTRFNpPNT180g75Jekul",
+	"cxhvuzpAuc0GNlHsJ+4iw6h8rXL1SJPxdsRdnDeuMgA9OeaHv6iWHTc3mscequn2VrwNJw0ZKe/3jkTX",
+	"fofCeBHszZhSG3hFn0d2DUbrgeS6N78jwjC8X37HzvseONnGWje8Uburtnh7v1Fq+W6jJUHdI4OeQyXJ",
+	"ZoKuRDni4aXbkZRG7ICKzn14hFXuHQVReOXLd4TMcG202sM4uafTXOYMutFvOjNphtHGOlZKFBictfaJ",
+	"OgphKuDBjr07rs62RnOon0jle9fZSqxbKUQMp5zKdzTzfZf+XegLB/p4m5oCPPo91+vdX62NdkaUjmVN",
+	"dJcenLWNXg8IG0zeTkPTuTIbvM39aoVtaeJdG0KYxofnqdDzLyjwu52sErfDuKPTR4fqKsUGxjLhTwqC",
+	"MQezjVTTwUg8cS10ra34he+CdEDye2vO3ck9rVV3pnJ10n4banp7P56bsqRMmKZUib21AXHHt+Cxgmtg",
+	"OgiFQaRAWmqFjsoTsSgQVcujKx3qdpb65o5zW5ZyqnwWIEZkEzEG0gZShwMb3ekOvisD6WXQYLnrZ5Nv",
+	"tJUWfqAaEMj8jt4zIQ3OqusFpsaRfcgtWw6qA2ha0cBubpHB1vq77uX/yrJ+S0/mntRTrxuDIsCQbXvA",
+	"+85ElvbSXtaUnRyAy7axJTSZnSvkCvV7mz4tk6d141na+fKbworC3rMS+KBDvqsmBsXitK4Kt34BvJNB",
+	"wxDe+LwmIBL66ws/s69fXvS22uaIr19eMMicer1sxyB8SdNqbprWoQGjHRuOFjbVoQZMxlCEvsKPO3lp",
+	"YBtSCxTqsKNNB4Pr0lxZ0c/YoMHSE1cO/wL/+Us2QD0q1YvaOg/vOsds/jIuu2zwq9E2wpU3pzB3bknI",
+	"yUVndcznBZzGVe1UzsjvCBP51cXFc6ROO1dlKegXNgFiHX5pfN6MpaQ9RB+skHnMao1wiJZ6ubKlyKUi",
+	"jOj37YsLgVEhe/RzWMYb+v8bTrf0LZUo9TTVUm905Ot76QZT8UyzFUVnERcF0+HAkOHRycjNUBLprXZf",
+	"STw3tuyoiRfnITeca04x/IO7ZDSyOrPSPr3cphpUEzSewQTbLMk594E2lTdBOCSESmH16KoqHHdPpYzH",
+	"NeZ1x5cXfa2UgoQIoZTTLstKyXwtrEIgv9SrbOLK5IUiX+/XL759hq1k0X2VfUZo3sOL9dKDCvet4Xdn",
+	"07oqxTAXD35OWR9Ke5NH4/H4zYNMrEx1Q1iW66XKB2dYRblYujVBki6U1JYip77L7kg8pjypqjKIJJ/t",
+	"QhDPfNtW6+RVqRj0GNf07VJVkrg6nMDSFIj4WTtb5My8pka7Sk7dhEOWCwXnbrNU959XZqHcXNWWrzA+",
+	"YJZKy2UxWstFiWwCNAczrRfYpTIid7jRQOTZADez3Y+ae0d1NJsiek01hlGpoQh3JPeN/ARlUVohp1O1",
+	"JG2XqRytS+zwJwo3SbVvvpMgWmgWlpEhTqnQBvsvOyOuFMefc+6+fDp+FJWBLaWbgyrNLy60yM7L0qyy",
+	"kci+enz+uTiaI/rTP3z+Ln2IJPYP3/qH7DvU8fjKFJVgmNKm1Q8QBM9hplYBSBiB19Gq/tKggHVHwNN8",
+	"TW+c11YpOZ0rS/W9oMdh8CVz6rU7Wpay0JmoJPffkFrEtERmBXYqIXKcGq0J2XUistOHx8Jfk69ow78o",
+	"VJlbcWGMwFy/qEKGp5NqjIrDuIz2LtTrKez+R6fim+JvZyI7HY/F32Tux87afcZSDVz46Hh07Nt2L2Vl",
+	"lehLsWjw/Zu+XdlXxjqQNc1nqWb6gKkMzkT2aPyIePv/qgrN7WfGiRf1cmkqp3I/gVv+ErvmpBp3i+fy",
+	"WvTxfycIzQyMPyeJcfH0BRYocxZgWUyVplQR7r/39ycghOuqZKlkJ0d4p4i5jUx1fcQ/OloULsq/7fnj",
+	"7CU9nllv0jsejUdjDOXSvexNeg9H49FDTF92c1QK7shDgEeuu5RX4kCcG4El1Zhi0gCZtyCyk43kCfqS",
+	"gSObzttE+VYxCBBD8iQik+V1JhDKJxHZTZFn+CNE30l1B/xOIjK3XmaUHwErGuI8/vvHlcOK9UZgYH4G",
+	"gbbirKSrK8SgxNckJO+aPAixkQaR6lYeBJdEARlabOhD+M8wxIYcBVMLE2CZdoLuXzjmXdxTj1M8+u0c",
+	"D+66YJXz4p9i/8CyvEYaW2m4/CFsayZmRakm/mv2RGEmCO0CfE0oQjbqB28V52IBJwqPIcJaC22cz1T6",
+	"mbBQT8RC5pipgH31qQtakzjD2NBegYiSR+C1nwHPEj5U6DOKrMjwiyHI3sqUJHYTYrIz5QjRnyxcQm1H",
+	"wilc0yDpBrF+T8enxJnaOO2p7rc2Dj7L+OoaLzyf5L0JIbp+o9ZkXkWNLk/G4z2tPn5c3Qytcvds9cHQ",
+	"Wjs6fcBEsTvZ6fj0Q3YZwS3Y2MBRyxDpTX54lfRsvVjIar2FVeXJsLjW7LJKKOWKgcLQ/pXXGL6h73uv",
+	"YHQvW3fyqW0RTDKzIWwUultSduuQv+IX3e+I77W/jBLZsb3fLw/YzMpMQUEurKiX8X7R2nm/toyK3Rxe",
+	"4g1SC98jA7gYqnk7DRN60vftoIJZ79TP4JFsJL4woByJLKobzDjTgTHlMZNsImSqsel5SHqaqaCs+5wJ",
+	"nAk34adK1EjnAXaapNoWesqcCsfD2w+nTPmKcmFqcrWAIp40Oj32OMSF+M45yGlH4inagKh0FZrAfsDE",
+	"rRJ6iXdqGD3l4lQwIDh/FWcAqp9tIwMFqBUza7DigSqxMwmh/3uGjXYNp4sQAya4Ri+CZYNwMokhCIC9",
+	"V6a+RjK/WocGEozLzIZopVxdYVPAaCcLS32A5HKpZGUTtJacRP9H1cCp5DUC9xcODw01rzUyWlDYU/3i",
+	"/IvHF/9ntMgT8fz44YBze2WA+6lQH+VNmhpqt9HorsjYA4xNwNQonCiNuYGjdF3c+WlhEarGotrD9oLd",
+	"6WxuHjn6jKpa3yR3PknNyt68eo/MIVTzdrCHb7WiTfPWNp0XC4LxrqHDXI82Wuziz47v/lmrdxf+6OHd",
+	"P2oaZr5Jeo8O+UXcOQvXjmbw3b+jPtPINwOnhC1kq7AM7pyZkM1VDBQoHbZPWCiOAcBfGI2LmSvXIr+5",
+	"L209Cy390cm/k6cSXy6V6/CqBvsYuGXTTBaXw5o5ezLCDfXi72R8SqpRqlGpIje3446sAZyff8emHyaU",
+	"hyJnZrvFLNWttrAbmBEE567ZbG1wI3znFAlK3q2qZOlhPpCneSdAkU/aYASppl5kn2YRd2R3jixhFriH",
+	"5JaAP4FRBAz6PvqVaBcaROCRyAJkvW8FwT2azoJiQLVcYZuxabJtz42UclTjKU2XSzAqFTViQdh8bP3I",
+	"0PUcCuY+CeHMNrZb9BH+3htMrPWXauYG3O2KnRQNIRDVUi9AyQ0EaWJyJdddvPI7Om/OiLkfRcOPqHM8",
+	"MMxt1XSjiQDvTV92IjRvQTpzlwrUDUL/+p9qVa2b9vXY2mBHm/qHJ5td6qOO/P1P/9lqyv/fg66W/O+T",
+	"uxOs7w7WTvuF0lZiS4S1qTm1qN2TwAMsIY4Lcv8TMgM2yj49N+i7mFx526mGAexXC4cUQBs8MN1vXqac",
+	"jj+5+xdNw3H4xckBv9hsnvtrSC8+Oa/Vhc4Qfd+YjUxuzsPbAOnZFlmder838jNUSLOEWjBRkcg5eiYm",
+	"Av2FCDU2tK5ScpElMSQWNdEBjv+Xvzw1+nq4NGX5l7+IfvY/OOinz7JEmCV5n8u1yNJ6PD75CN7z6cOx",
+	"zQaTqKEaatoWceWsAUO+FUgirZn7IT9DBBdQvANGDX0DHDLV6HrgEAvNY8yNX4NjEjOSKdaLhgvbPVKg",
+	"c5Q7RwUpCiwZf386PuWmfwr4V8Om27PkPl4Yg0Gv1BPcYnZ+ThpwCj8AFlbk6rUPnfihsJim3RMHbCyt",
+	"VqAoE+gf1RqVDTgerHXMyYoaG8UXVtzgeXLhCEqcVoIhNoknPpw0veaTBukxSbWvtbsFE0j6vkiyFej1",
+	"xslALMytQrAdgzkCRismFITdE0ROSCu7iW3AHSBpobG9CdQRQE/Jh5DhUxMBNPZwelPoHP+HBVCgXdDn",
+	"tK3hi1w6Ocmi48LZZRj2gcOYloXCduuSYC7RE85RsOyptG6IPxiCQtE3Vao95WcDqhjnSndcgIfXbHQN",
+	"wt/gqk5cc6rREUxvgNueWSedymgI6hyeeceoT13AVyYUS8MlZSL7OSXU0LQ3Ec8SkfYWhbUqhz8poi9S",
+	"zKeHD1xVq3+GTxFRrTdJtQcSfJOJvq9A0+WaoQ1VmYNp528UgyI2OiVtXYMtWilgF9ypD+mRi9xaCJNB",
+	"UmXD4byhZ2oQijtEzgdrfMirtUFs5Ga0WIIDrGrF3sJrozACiTEU2HmFZ2wWmIWBMQo6r+NHwnpMx8q8",
+	"LpTF36R6WhqMNqDGWvpDQ8p+iRAflqJK8cL60VK4FmTMPd3G8OCa+UyqT8fjAbX8c9M5K9hSxPGXtiNW",
+	"VdgaiRwRUT85whrJfMGY6D8aPxTZFhhJJq7U2jQu7s1O2cAZ8YXecI97y4Ve7KHgBdbJT4b6JXjLmTg9",
+	"+YRfBRQDb4c9JMsfXSZs/8ucumAzg4L/8loTMTcrVHOxwARX0KXYPmkga7cV243SMS+w4OImDStXEX/C",
+	"3oH1Qg0CXRdMz7t0U0LqjZXTe5Zr7SwmoyaXNGNMMOcIFW8Wnw1YiHlNOwJHAmI2EdnxAuUt+mqiQIaA",
+	"B8bjMcK/etvweNFgXab6kVgUunbKjsTnoRLNjsQzdOSz8sAIih37ATPdp6tv5cHsxDjmI8GiguZKCAxo",
+	"EwdFvuilmgwCslJTVdxyJioMSWK4mWOLj++a7Mn4w1oKDTD5m6S3JRrb42yWKlS3qhpinS5x5YmIZJul",
+	"CHjMNS0pEcibuiAM93Qb9/h//Yg8m9ZyIUq4oQkNzlIdLt2d2ibzfVZ+aMaMWfVbt1A+aHDmGZVWb4J5",
+	"cgfswsaq65m414GNflfm0+cx8PAW4PGmm48sA8mBRGKn79j1lxz0MDqWl8Z2hbdSRJoEZS1lMNS0l4Eh",
+	"YduNjPogRQe46EmMnWxTPTXqdWFd7HjzqVhc1cVGp843y70wR0ynut2zc7O36mssePU6L2ZMgLhHLYCy",
+	"eAXYVogIIUsKpjRxGMqFwfbDzXJ8TOBKzQvMUwN5giGKVp9xFoj9UMYTugmTaVipWW0ZjSvVUed38qlh",
+	"pKWyIjdoXoL9eKt8UF9tzMUifLRPOPLyhpYHKhH6O7EW+Fphhk0bMBWdhKQwsv4aZ+ohkXq13vdF9fZ9",
+	"5K5U1QPrG0X7TuKNi823qk58NiBGQGFrBxMRuxdTjd+wV3Xz3GMw74Sr6DmG5mEwV2e0FUQ5Pls+qBKh",
+	"nMrXAnlrm26gnZvKKa3ys1Q3RxbC9sAs1yOBAcrg7CQ3Z/CDkKOsjVwRoWeLc3sD6/EoHoaSx0yuvPkQ",
+	"+oXhklMNlnC9vK5kzrlWfPouam2PHONKTm8Ge4lrlOrz9vHSPerIeOOspivY4sVVoeEmgzWA4VHv8G06",
+	"rJqaPYVNuwdYR0NW7XbaO1pHJ00Fp/d0AGmDyQBkcrwN9Yv4gwn5/0/GJ34PuX4gUKdNNTzZkcYfI6Ps",
+	"CoUc0XD26Gf6z5tskFD4wuNj4It4yzxeMGwELqXflYM7GKX6yxBYZS5BpgfnCmKKH26TApMJkY4jKGIY",
+	"OtV9bfxmwlPDcxDniqxxDabb3rMFFsyHy9yXDrnFDTYqq2m/zFLp0LAiiRLR6TbQTW5XBwW2YGa4N02O",
+	"Thstn5afJ9RHvF2CFxVIol8H4ZVEm6YTFAzbqzbVLrLrIHbOJoo2ZMuy44zStwpZkAe4CVrc8Xi0lm/U",
+	"+pBf0EIPefJrU/iT5DgyCpW/mXz9zkwH3qqg776h8oL3ZKgQHmWHOvpdEwPsbzLbmIIGZyGg0TQ/aCQM",
+	"xzeO3/+ELzY5HeerxE0wfHr62tScTE9XAlOao0RHlKvbtwJ9guF74rpsBq0wh7wLDp5Sd/nKerwmPyE2",
+	"hE7GJ+9sg7her2OHSLZ0X+vJFig8641ePHRKBuBJJBl4r4Pg8gUBI4ElbIVD4QSEg2vKGo9NFlfXZXuK",
+	"/JKQGiOwbT370UykJPkMHq/BcKZi1q6vyibNsjAN1JQl53GibEKHTVNOR/yMU59h9/0i9hWLJSK7h4gc",
+	"tfwW29VF20Krs79SfKB7R3zzWzS+mbF22eB3RQkDTw5xxXdqtXfDgh/kWUFyBjJFygpGFroivXnUh4uW",
+	"FzkQY6rBxBD10td7his1mIjIF9Doqewdb7l/ic9sQIwLK9cR9EercJLR47CskTRmzNMLsQL+dEAKejFr",
+	"gnah1KfbJMJlB5ugFQhPmvWkOmtQwLPIEtxYAru1fbJF0UA1+zS1DhVusg+NHRSdFqp6V9XKTv2O4eQZ",
+	"GIFc6+hjp+xXeHOM6Z1tsZLo0HYRIT99hI/Sk3R/jw+4U88JAP3CGCzuID/QyQH3vqVE/d1DlP+e3Ejt",
+	"mr1WJJvdEMjxCwfGIV+6LsfRvryvIwyjYn3qr+Zc+sJUWJUZd2cMfTxChWZfNmWf2l7i0xmBVyZYUShB",
+	"DBbTtajqUsFT+MhlGMFmZ9hXMDdTe/Ti8Wfff/cEs0TByNVrX2Hj6029287DqCWkO52OH4osdA3IQq1C",
+	"qjPcyculqgqTI7dSUe1KHOymck2KjSXedrROLSfkzGi5ltDWp5EavsYJYDAYVjVgYJGSaFLNcS94Q+wl",
+	"CpoOZbwzClwr887n4HjPDhYpcv3IZmVJZOtvLjyJ0oXDYr026VpoZA8s5reRSUkjtH01UgeYdnwNdQ8F",
+	"YuA8M/wUjk17dw6hvBUmTzzSPIZQME9jMBLfe+w/Uv7onFNN5ZFGT3wSAWUcs8fD1tOpUrlNxFVNTDIo",
+	"xIzb4DOZUEjCDK2JO1zB/Jwqy4FXSnnjUQLoVJsqL7SsQgoldg8LgzUGN22nZcCW5tioDVlEB3EyFfyA",
+	"8toilAGwGvwxe/BA6amnSRZE9RKUPCzxrZdirVyLglseVIyfFoY8QXH/RqrPBnIKvVopOoZBVr805VFf",
+	"s6t1xlF3PGDVatfK5ESv8v1k2cSjDzGMTS9iYn7gj5rQwqiXpON0lteO3VAhe0DpPFBCAmYRE0KThh58",
+	"VqfjT0RL+NMKqJPOhGeRpboPzJpQNMW5n0xbu6BJYGZO+AynKwrHHpKFXHNO3hUGXYFuJ22EYCxOJkDg",
+	"lj8VjjzVj8YPm2JfMHCowgCMTazOi+woLImQt0pcKaV5IWep9hisRWjnimeEeQkwd2RZYKDC71XEVzZd",
+	"x11+lr/BUOxleR/OCRz/A7km/kbtl3Zo2R65SFXK076pxAqOFjatoUW+Ur9SvPFDRQ8vQnp144BnjcBn",
+	"PkS581SQDg/5eEfhRD+SzIPRbz4C6o0ARlCnCb+1Tvw7UWof63xTMfL6Lch8UAVZNUGmEkT5am5QyNDe",
+	"ItRjrC9arni+r/o7bxr6dmepkhyk3uZetMJoE9F0NwZ1hP3hhIZFSuQgSXWr7TEnQofEZ5K5TbMBSiVd",
+	"SdsUUoBiG7QlYhODBISL7zOe4V9owNJ/uUV10jRXF33po1Neo+AQABUi8m/OSK+Rznexjfu141q85O5v",
+	"aes0ZFBTzlCA+4I+MxFYl0WKIrXzJvu+3fk8i9rgtNsqWocPpPpGqSWXfmFcACzbi60+yF1JfD7TxMxI",
+	"O+WbSQV+qcapzhlA+EyMJxu9kxN2fOIguEGInTFIOPydy3WqG5aNbwe1vp8NhzN0e1UKWBC1/BbnPq+V",
+	"AniMXXO1JgOgUUhME/86a1CrdUL8kJMmEAu9Iz6OShOnz6LeqgkRP5gRD2xnIVvU5/o9Jxj51+wQB7Tb",
+	"ic835hYjv/20m98LL75oJarZFi+Otvw916Ud7D/Yy8jL0A7lQ/gxatcJ0RuxTWDtW+kHrOHFFeBepnAL",
+	"N04v3+7hFliGykWwHOlcrjCkQPhL3dVWWq2oXcwvKLZ6T8HCVtO896yP0x7sYDYBOPaPWXr0h9crXztv",
+	"atL1aPLtfPnSvZXDzShXu0i2fck+K41VFx4V8X63jH4W37PWBTjdF6YjdOcowSUqy49gjhMOecwlSv7B",
+	"6HeTvXoH6eEmPDPuC+zc+nui2KdK3qoYYTQ6uSiWPYshUkEusLuucPcotvsm6MUeazVOikIVVlNu2mak",
+	"GVRNlC+p3huzHomXAZ6+FT+8Yte6TcTJeBylKARM0qyS+iYT/fGmyzrMcHBGrsbG00kAY3k0UEIpY350",
+	"pnqyI9qAhQVnLPm0MWxT0XjUm+IGtJaWxfRmWC8JJGljc1L9VkC1HvjWT+FB5E4uZuzHprIs3VUiW2gs",
+	"FkJsQtNyW/rJbsHPcJ0+uhb7W6kewcL0Nd4ldqf3OdkafY32hlMMqK91qlMdUjGwpPJZ1qR02+3Syo10",
+	"vgARFx9hMP+fiVAi4qt+Ho4HXIqPWk9h2SDo0Hiem7J8F7z48Myr91mK0caj3tZeXoQmN4W+PvPXqbDt",
+	"W7adDPnbz2ya+DsbClHjO0seo7gfRgSR/Xsq0PjDijgC/w63GwQccChRL6PeIsDYCw8ZGXP0X8nOTA7k",
+	"EU/yu2zSgFL9q9mkf8f83AwnQjW7BBptZngPo1BzkJfFdC58+XlOUsq7wuzcrDgjmEdkdtJAaIBJOwig",
+	"2tNSyYqbogIPoKAUARW2AILbDnMf1PSlhRVGwlMtnVkUUwyVs5yi1fiG4gzwG8PEPGD9F+W794L6nihU",
+	"xF3YSWA48FFta1mCbI3KV+IMfcwDkOJ0PMYwdPNQqF7ShiY2CC0SGAwMP001onQ2YOSke9BSglFfmutr",
+	"n7nXFm4vFNaXIrb4b9Cgb6G6v2kji7uqVu/TwA946ztkUNhjq9xZS3K0AqV/egB+jx6Az4hbtJjcgR4A",
+	"Akm+C9yxDaX8FtiO39FrfhVoR3z36O0O5g5ESMLfYvBC3pydwJABW/ZuFLJOzKgXUR+yX8b67vKxePii",
+	"swg5mKJT6EyRep00+fS+jXgLKw2zYRao23hcNAbd2sJHE1vwaL8TBfYPi4H0JWhF2NLAdw3tZCMNPcfe",
+	"l05UiJh03xsHaLf672AE557IGLRuQYnQc1Xmoz9L2vcldAQ66E7o+KPUqAeKfmBD22GOAFKNNCWTDfbc",
+	"gl8vl/j7JQbeGLfXF2xSqe52K/MWCKQ/XTOjlAvMhfMV6i0PYlypvpkW6wvO0U4I+1dg05mm7Ny31uAe",
+	"6pixZ0PPWrlQqeY1TBhJS+q1Lzq2wvf4bDU1Thofrs9q2KgO5i8uF5wNn0Vu1a1G2Jx+GXIRqG7ON5HG",
+	"Gh6LUcl2JshCBoAvCmcWtKet7S+0qK0S/ez59xdiNBod0bCMx8ZdrdmDpbnCG8dxBrcJrbPmMDGhlpwJ",
+	"s0YrQ8RkhH2qdaVK6VS+p9I1icR4U9a62fOOEYZ96g/lsuwpF317beX+RaAforQz6tJ+DwPv+N2/f6+r",
+	"sZFq9yyjpFr3tbhfGaW/flSAvyKstm3fOidrI2lpw/gUv1El77dbyfYcN/uAQjZisA0pILCpr77SCgtm",
+	"8q4ytVT3mw4YVPU0mIh7VKdxlw9jtLJxX7/uqjPxbbXFgLENJHBIhicmtk4ssL/JxAcJdgvWWKZLjBRR",
+	"MZoEsRWSIjaQ2lhYKDrrKKGfiMOLznb0Sjq86CzVcdWZ+LPo7FfLCfOoHrt0wZ11aIjV31mI1tIO73QC",
+	"/HFSuZj5vPtkriAG/8zqinSCP9O7/t3Suw71yxzAc7Czxq/Jc7AKlitgMELWVL/YzVJYkLVp77xVAJH2",
+	"EN1sq7r1rKlu3VHC6q9HbDaSR3IaLGXEGJEFWJKkhsylb0sAP/V27h01qBFSWVT+umEZn6ca+2WGVwWV",
+	"mY8bWOOk5be4UWpJzgnfmKt5urChRIjsgKi/j58+L8lDWF20PubMA7RI/a6EVPxtuxlRmiKvkbfVBxMv",
+	"BHwTKnKXb5jsCyU1WfzXylFt4Ya+B4RANRAYBCWcYytm1PAI8bps8Q9sLgevwKhWMKD9Cs6auhPvk8aD",
+	"yensMI5a65zTisJmjMS3GK5H/0Bs0VPhhTZs8LfriaP4MDsOsAaZgQPDGFxJS9PPzzDCyzjHhK7lYZv4",
+	"CdE/HZ8ORuI7tVTScasLXvxmV4uFqdSEm1esQ4nRo/FDjAbKmeqWtTBW2237Xm1qeN2HjpmG178IL+9I",
+	"3kHi0WYVCIhO2FfMsIfNg5YFr1LMG2SlfO6i0f+G1YxcIbZdyNhR75jqrXLG9Ff3f3d6HUU/coFP/IVN",
+	"9TZrICI628MV/Br/jSLVe92jmxWOm5AYWyWPHUoPmtHINLod5ufBEG/aZUdgfd5R7du2BcllGe7fG+ot",
+	"8KsNe5873/Z9cVErawY7O2zbmYM9TtgIWtA76qljG/qTw6KPfub/vck8fmAHJAc/w+X1jPPZOYhP292a",
+	"T1VrjaCwpnYJuXoYg1b7NheLONRAaPObW02bE7KcuD/A4wZKgy5SOyJBPKZfOE7TDY3V86jV+SB0R4Qf",
+	"tlNdREMAV6o0+tqmmu1YDk7gkRsqgMX7jk33CcS7vsoGZ34AYvEIGAEcLGJyFDfigndZqQjb3xMWUB8x",
+	"bIyT21Q3eVg8P47CcTpwK/Eamw/wcwj+z4B+/Mr+8XgcJ2CPBKXwYdeAbji5gdc3fjRI0zx4l5rwbYOO",
+	"+d5UBBz9V3O6s0e3W8z54ymLW7XP144tN7Bq98ML/z+6RAESbIiU+mYSf5kZ7llBV6EtLVg4tGVFw/H2",
+	"NQV87M2/yI9LzT60YX4FN8eimYJN7jewXFHFgYmBaj6Ii1+22HThdnDPVG+yTxFzzzMOCz6wWzg01HEn",
+	"VMv77i0h7hM4fIEIeF7MZYS1CfYGmEoBFZpjCNTWMOT2jDm3p7U2tkjQzuWqDLRDMCO1btg3ipGAku4j",
+	"SA3zixB3u5jSY53HPOm9GQ/4iseg1XcGYeCLswiWAHuG2ib10oooPWr0uwhq/Z6QNiKWQJsMgn/rdu1g",
+	"CjuymXzmyIcjr12pTJH0+ZN03jUwwKaSC0zMq1N3ZgNFNHQ/h6o/8fwQhyo/3IQyOh2rHYvh0rroIjyw",
+	"SWgfsBXrSXWft3OyIR0uLp4KaQlEwSpQLL+kLYqAVgwFhIsKpVTj3+sHVu/FDj/CxU2EtjKgFBZgm4pE",
+	"0bXRKou6Q7D8nZnKpyUsRuIbpZakbAUIYRS7Tbg6oEYf6g2DIT+Imgsv+mCxI37jsjOZ5JtfUWX9gGzp",
+	"j64d02VoNNUSe2jgfeiUh3E/h10Kczsn/ufelZKVqs5rN+9NfngFzIj6QHS1fjuPgI1k5UJ23rURVa3F",
+	"6Gi6yI/8I8Nhrm6zM2o0Frz90lFuE0yvrsrepDd3bjk5Ojo++etoPBqPjicfjz8eI1fk6W/NwvfbZDw/",
+	"3pFWGTrrrEaj14kbmY+a1mVURLHdNe0zA3agvm4cOzYJ5eD1knCvgu/Lp2l2ZmVueaSat0furu0pfLvL",
+	"BBJ9nHXSak+UeDf1wDes8ECwnKdDHgvqnI39X1rzYLrYnsVTLgPnXZV5gX8tK3Ol7BkYRuTB0Url1CLO",
+	"N5nmSo7OhnQ3au2DSMW15nUlocuMR4K0Pi1yWRmHjUOdCTV4aiHMbFYWWu2bBg3de/Pqzf8PAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -19,20 +19,29 @@ func (s *Server) LockHistory(ctx context.Context, req LockHistoryRequestObject) 
 	}
 	out := LockHistory200JSONResponse{Lock: key.String(), Limit: s.cfg.History, Events: make([]LockEvent, len(events))}
 	for i, e := range events {
-		out.Events[i] = LockEvent{
-			Event:        LockEventEvent(e.Kind),
-			At:           timestamp(e.At),
-			Subject:      e.Subject,
-			Owner:        e.Owner,
-			FencingToken: e.FencingToken,
-			Value:        valueOf(e.Value),
-		}
-		if e.By != "" {
-			out.Events[i].By = &e.By
-		}
-		if e.Session != "" {
-			out.Events[i].Session = &events[i].Session
-		}
+		out.Events[i] = lockEvent(e)
 	}
 	return out, nil
+}
+
+// lockEvent is an event as the API shows it.
+func lockEvent(e locks.Event) LockEvent {
+	out := LockEvent{
+		Event:        LockEventEvent(e.Kind),
+		At:           timestamp(e.At),
+		Subject:      e.Subject,
+		Owner:        e.Owner,
+		FencingToken: e.FencingToken,
+		Value:        valueOf(e.Value),
+	}
+	if e.By != "" {
+		out.By = &e.By
+	}
+	if e.Index > 0 {
+		out.Index = &e.Index
+	}
+	if e.Session != "" {
+		out.Session = &e.Session
+	}
+	return out
 }

@@ -23,6 +23,7 @@ type metrics struct {
 	wait        prometheus.Histogram
 	handoff     prometheus.Histogram
 	waiters     prometheus.Gauge
+	watchers    prometheus.Gauge
 	lease       *leaseMetrics
 	tickets     *ticketMetrics
 }
@@ -70,9 +71,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "lockgate_active_waiters",
 			Help: "Acquire calls currently waiting for a held lock or a full semaphore.",
 		}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lockgate_active_watchers",
+			Help: "Watches of locks (long-polls and event streams) open now, against --max-watchers.",
+		}),
 	}
 	m.series.Store(&map[requestSeries]prometheus.Counter{})
-	reg.MustRegister(m.requests, m.acquires.CounterVec, m.semAcquires.CounterVec, m.wait, m.handoff, m.waiters)
+	reg.MustRegister(m.requests, m.acquires.CounterVec, m.semAcquires.CounterVec, m.wait, m.handoff, m.waiters, m.watchers)
 	m.lease = newLeaseMetrics(reg)
 	m.tickets = newTicketMetrics(reg)
 	for _, o := range []string{outcomeGranted, outcomeHeld, outcomeInvalid, outcomeCancelled, outcomeError, outcomeRefused} {

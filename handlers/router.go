@@ -51,6 +51,14 @@ func (s *Server) Handler() (http.Handler, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = newMetrics(reg)
 	reg.MustRegister(newJWKSCollector(s.cfg.Auth))
+	if b, ok := s.cfg.Backend.(interface{ WatchReads() uint64 }); ok {
+		// What watching costs Redis: one read per change of a watched
+		// lock per gateway, however many watch it.
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "lockgate_watch_reads_total",
+			Help: "Reads of watched locks from Redis: one per change of a watched lock, whatever the number of its watchers.",
+		}, func() float64 { return float64(b.WatchReads()) }))
+	}
 
 	r := chi.NewRouter()
 	// Top-level middleware runs before routing: nothing here may depend on
@@ -85,7 +93,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the spec's checks: %w", err)
 	}
-	api := NewStrictHandlerWithOptions(s, nil, StrictHTTPServerOptions{
+	api := NewStrictHandlerWithOptions(s, []StrictMiddlewareFunc{acceptsEventStream}, StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			// The gate validated the body already; what is left is JSON the
 			// schema allows but an int64 cannot hold, such as 2e3.

@@ -42,6 +42,11 @@ type Config struct {
 	// changes nothing. Each waiter holds a connection, a goroutine and a
 	// wake-up registration until it is served. Default 10000.
 	MaxWaiters int
+	// MaxWatchers bounds the watches (long-polls and event streams of
+	// locks) this process serves at once; one more is refused with 503
+	// too_many_watchers. Each holds a connection and a goroutine. Default
+	// 10000.
+	MaxWatchers int
 	// Subjects keeps each subject to its share of the gateway: requests
 	// per second and waiters at once (429 too_many_requests past them).
 	// Default nil: no per-subject limits.
@@ -82,6 +87,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxWaiters <= 0 {
 		c.MaxWaiters = 10000
 	}
+	if c.MaxWatchers <= 0 {
+		c.MaxWatchers = 10000
+	}
 	if c.ReleaseTimeout <= 0 {
 		c.ReleaseTimeout = 5 * time.Second
 	}
@@ -98,6 +106,8 @@ type Server struct {
 	drain    context.CancelFunc
 	// waiting counts the acquirers waiting now, against MaxWaiters.
 	waiting atomic.Int64
+	// watchers counts the watches open now, against MaxWatchers.
+	watchers atomic.Int64
 	// ticketWaiters counts open tickets against their subjects' caps.
 	ticketWaiters ticketWaiters
 	// locks and permits are the grantors of grantCalls.
@@ -451,12 +461,19 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
+	if stream, _ := ctx.Value(eventStreamKey{}).(bool); stream || req.Params.Index != nil || req.Params.Wait != nil {
+		return s.watchLock(ctx, key, req.Params, stream)
+	}
 	info, err := s.cfg.Backend.Inspect(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return InspectLock200JSONResponse{
-		Lock:         key.String(),
+	return InspectLock200JSONResponse(lockInfo(key, info)), nil
+}
+
+// lockInfo describes the holders of a held lock.
+func lockInfo(key locks.Key, info locks.Info) LockInfo {
+	return LockInfo{Lock: key.String(),
 		Held:         true,
 		FencingToken: info.FencingToken,
 		TtlMs:        info.TTL.Milliseconds(),
@@ -470,7 +487,7 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		Holders:      holdersOf(info.Holders),
 		HoldersTotal: info.HoldersTotal,
 		Value:        valueOf(info.Value),
-	}, nil
+	}
 }
 
 // holdersOf describes the holders of a lock or a semaphore.

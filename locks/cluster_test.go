@@ -51,6 +51,11 @@ func TestRedisClusterConformance(t *testing.T) {
 		})
 	})
 	t.Run("Sessions", func(t *testing.T) { locktest.RunSessions(t, withHistory) })
+	t.Run("Watches", func(t *testing.T) {
+		locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
+			return withHistory(t), withHistory(t)
+		})
+	})
 }
 
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with

@@ -25,6 +25,9 @@ type Event struct {
 	// Session is, for a grant released because its session ended (see
 	// Sessions), that session's id.
 	Session string
+	// Index numbers the lock's events: one more than the event before it
+	// (see Watcher).
+	Index int64
 }
 
 // EventKinds are the kinds of events a history records: a grant to a
@@ -65,6 +68,7 @@ const historyKeep = 24 * time.Hour
 type memHistory struct {
 	events []Event // oldest first
 	last   time.Time
+	index  int64 // the newest event's Index
 }
 
 // eventLocked records what happened to key. m.mu must be held.
@@ -90,8 +94,14 @@ func (m *Memory) recordLocked(key Key, e Event) {
 		copy(h.events, h.events[1:])
 		h.events = h.events[:len(h.events)-1]
 	}
+	h.index++
+	e.Index = h.index
 	h.events = append(h.events, e)
 	h.last = e.At
+	if w := m.watched[key]; w != nil {
+		close(w)
+		delete(m.watched, key)
+	}
 }
 
 // History implements Historian.

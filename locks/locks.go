@@ -342,6 +342,7 @@ type Backend interface {
 	Breaker
 	Valuer
 	Sessions
+	Watcher
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

@@ -39,6 +39,9 @@ type Memory struct {
 	// tickets are the tickets by id (ticket_memory.go).
 	tickets map[string]*memTicket
 	*sessions
+	// watched are closed, and dropped, at the next event of their lock:
+	// its watchers look again (see Watch).
+	watched map[Key]chan struct{}
 }
 
 // MemoryOptions configures the embedded backend. The zero value is usable.
@@ -147,7 +150,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 	}
 	m := &Memory{opts: opts, locks: make(map[Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[Key][]*memWaiter),
 		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[tokenSum]memRecord),
-		histories: make(map[Key]*memHistory)}
+		histories: make(map[Key]*memHistory), watched: make(map[Key]chan struct{})}
 	m.sessions = &sessions{store: &memSessions{}, grants: m, maxHolds: opts.SessionMaxHolds}
 	return m
 }

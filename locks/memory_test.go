@@ -56,3 +56,11 @@ func TestMemorySessions(t *testing.T) {
 		return locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
 	})
 }
+
+func TestMemoryWatches(t *testing.T) {
+	locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
+		m := locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
+		return m, m
+	})
+	locktest.RunNoWatches(t, locks.NewMemory(locks.MemoryOptions{}))
+}

@@ -48,6 +48,7 @@ const (
 	indexAdd      = "add"    // INDEX_ADD: a grant
 	indexExtend   = "extend" // INDEX_EXTEND: a renewal
 	indexDel      = "del"    // INDEX_DEL: a release
+	watchHint     = "watch"  // WATCH_HINT: the first word of a watch's hint
 
 	// grantFields is the length of a grant's reply: code, fencing token,
 	// ttl, now, acquired at, handed.

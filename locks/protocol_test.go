@@ -44,6 +44,7 @@ func TestProtocolAgrees(t *testing.T) {
 		"INDEX_ADD":          strconv.Quote(indexAdd),
 		"INDEX_EXTEND":       strconv.Quote(indexExtend),
 		"INDEX_DEL":          strconv.Quote(indexDel),
+		"WATCH_HINT":         strconv.Quote(watchHint),
 	}
 	got := map[string]string{}
 	// local NAME = value, or local A, B, C = 1, 2, 3 (not a table)

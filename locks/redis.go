@@ -114,6 +114,7 @@ type Redis struct {
 	// locks themselves (see inlineIndex).
 	inlineIndex bool
 	waiters     *waiters
+	watches     *watchHub
 	// arg are the script arguments that every call sends alike, boxed once
 	// (an interface that holds a string or a large integer allocates):
 	// retention is FenceRetention and lease WaiterLease in ms, channel the
@@ -163,6 +164,8 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) (*Redis, error) {
 	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
 	r.arg.channel = r.waiters.channel
 	r.sessions = &sessions{store: redisSessions{r}, grants: r, maxHolds: opts.SessionMaxHolds}
+	r.watches = newWatchHub(r)
+	r.waiters.hint, r.waiters.resubscribed = r.watches.hint, r.watches.resubscribed
 	return r, nil
 }
 
@@ -656,6 +659,7 @@ func (r *Redis) Check(ctx context.Context) error {
 // and waits for the clean-ups of calls that failed. Waiters still queued
 // are dropped by the next hand-off.
 func (r *Redis) Close() error {
+	r.watches.close()
 	r.waiters.close()
 	r.mu.Lock()
 	r.closed = true

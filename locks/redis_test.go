@@ -427,3 +427,14 @@ func TestRedisSessions(t *testing.T) {
 		return newRedis(t, srv, locks.RedisOptions{History: locktest.HistoryLen})
 	})
 }
+
+// TestRedisWatches runs the watch cases on two gateways of one Redis: the
+// changes through one, the watches through the other.
+func TestRedisWatches(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
+		opts := locks.RedisOptions{History: locktest.HistoryLen}
+		return newRedis(t, srv, opts), newRedis(t, srv, opts)
+	})
+	locktest.RunNoWatches(t, newRedis(t, srv, locks.RedisOptions{}))
+}

@@ -48,6 +48,8 @@ var (
 	historyScript   = newScript("history")
 	indexScript     = newScript("index")
 	listScript      = newScript("list")
+	watchScript     = newScript("watch")
+	watchingScript  = newScript("watching")
 
 	semAcquireScript   = newScript("sem_acquire")
 	semReleaseScript   = newScript("sem_release")

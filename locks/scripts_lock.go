@@ -270,9 +270,17 @@ func (r *Redis) callInspect(ctx context.Context, key Key, start time.Time) (info
 	if err != nil {
 		return Info{}, false, err
 	}
+	info, held = parseHolders(res, start)
+	return info, held, nil
+}
+
+// parseHolders reads the holders of a lock as lua/lib_describe.lua
+// describes them, their leases counted from start; held is false when
+// nobody holds it.
+func parseHolders(res []any, start time.Time) (info Info, held bool) {
 	const fields = holderFields // per holder, after mode, waiters, now and holders (see lua/inspect.lua)
 	if len(res) < 4+fields {
-		return Info{}, false, nil
+		return Info{}, false
 	}
 	info.Mode = Exclusive
 	if m, _ := res[0].(string); m == modeShared {
@@ -301,7 +309,7 @@ func (r *Redis) callInspect(ctx context.Context, key Key, start time.Time) (info
 			Value:      value,
 		})
 	}
-	return info, true, nil
+	return info, true
 }
 
 // callHistory runs lua/history.lua on key's lock: its last events, as many
@@ -313,17 +321,22 @@ func (r *Redis) callHistory(ctx context.Context, key Key) ([]Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeEvents(out)
+}
+
+// decodeEvents reads events as lua/lib_history.lua event writes them:
+// JSON, the numbers as strings.
+func decodeEvents(out []string) ([]Event, error) {
 	events := make([]Event, 0, len(out))
 	for _, s := range out {
-		// As lua/lib_history.lua event writes it: numbers as strings.
 		var e struct {
 			E, S, O, B, V, SS string
-			T, F              int64 `json:",string"`
+			T, F, I           int64 `json:",string"`
 		}
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
 			return nil, fmt.Errorf("an event Redis holds does not decode: %w", err)
 		}
-		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F, By: e.B, Value: e.V, Session: e.SS})
+		events = append(events, Event{Kind: e.E, At: time.UnixMilli(e.T).UTC(), Subject: e.S, Owner: e.O, FencingToken: e.F, By: e.B, Value: e.V, Session: e.SS, Index: e.I})
 	}
 	return events, nil
 }

@@ -27,6 +27,11 @@ type waiters struct {
 	timeout   time.Duration
 	lease     time.Duration // how long a waiter lives without a heartbeat
 	heartbeat func(ctx context.Context, byRes map[resource][]string) (wake []string)
+	// hint takes a watch's hint (see watchHub.hint), and resubscribed is
+	// told of every new subscription, after which hints may have gone
+	// unheard; both nil without watches.
+	hint         func(payload string)
+	resubscribed func()
 
 	mu   sync.Mutex
 	byID map[string]*waiter
@@ -110,14 +115,25 @@ func (ws *waiters) registerTicket(res resource, id string) *waiter {
 func (ws *waiters) add(w *waiter) *waiter {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	ws.startLocked()
+	ws.byID[w.id] = w
+	return w
+}
+
+// start starts the subscription, for the watches, if no waiter has.
+func (ws *waiters) start() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.startLocked()
+}
+
+func (ws *waiters) startLocked() {
 	if !ws.started {
 		ws.started = true
 		ctx, cancel := context.WithCancel(context.Background())
 		ws.stop, ws.done = cancel, make(chan struct{})
 		go ws.run(ctx)
 	}
-	ws.byID[w.id] = w
-	return w
 }
 
 // unregister ends w's wait. A waiter that ends without the lock is
@@ -237,7 +253,14 @@ func (ws *waiters) subscribe(ctx context.Context, confirmed func()) {
 			// subscription. One heartbeat round finds the waiters they
 			// were for, instead of every waiter running its script.
 			ws.requestBeat()
+			if ws.resubscribed != nil {
+				ws.resubscribed()
+			}
 		case *redis.Message:
+			if ws.hint != nil && strings.HasPrefix(m.Payload, watchHint+" ") {
+				ws.hint(m.Payload)
+				continue
+			}
 			ws.wakeUp(m.Payload)
 		}
 	}

@@ -17,33 +17,6 @@
 --                holders counts the live holders, described or not
 --          {}    not held
 --
--- Token hashes are never returned.
+-- Token hashes are never returned (see lib_describe.lua).
 
-local tok = redis.call('HGET', KEYS[1], 'tok')
-if not tok then
-  return {}
-end
-local now = clock()
-local waiters = redis.call('ZCARD', KEYS[2])
-if tok ~= '' then
-  local f = redis.call('HMGET', KEYS[1], 'fence', 'sub', 'own', 'at', 'hs', 'v')
-  return {MODE_EXCLUSIVE, waiters, now, 1, tonumber(f[1]), redis.call('PTTL', KEYS[1]), f[2], f[3],
-    tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil), f[6] or ''}
-end
-local out = {MODE_SHARED, waiters, now, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')}
-local live = redis.call('ZREVRANGEBYSCORE', KEYS[3], '+inf', '(' .. now, 'WITHSCORES',
-  'LIMIT', 0, tonumber(ARGV[1]))
-for i = #live - 1, 1, -2 do
-  local r = redis.call('HGET', KEYS[1], 'r:' .. live[i])
-  if r then
-    r = cjson.decode(r)
-    for _, v in ipairs({tonumber(r.f), tonumber(live[i + 1]) - now, r.s, r.o,
-        tonumber(r.a), hold_count(r.hs), hold_ids(r.hs), ''}) do
-      out[#out + 1] = v
-    end
-  end
-end
-if #out == 4 then
-  return {}
-end
-return out
+return describe(KEYS[1], KEYS[2], KEYS[3], clock(), ARGV[1])

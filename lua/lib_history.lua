@@ -3,19 +3,34 @@
 -- first script to run after that lease ended unreleased records that it
 -- expired (see lib_keys.lua). A library, not a script on its own.
 
--- push_events adds the encoded events evs, oldest first, to the lock's
--- history: one LPUSH, then the cap. The history lives K.keep_ms after
--- the last event that began or extended a lease (extends), and a new one
--- gets that expiry whatever its first event: an event that ends a lease
--- or drops a waiter comes within one lease of such an event, so it need
--- not move the expiry, which saves a PEXPIRE per release.
+-- push_events adds the events evs (tables, see event), oldest first, to
+-- the lock's history: one LPUSH, then the cap. Each event gets its number
+-- i, one more than the one before it (the head's, read with one LINDEX):
+-- the lock's index, which watches resume from. The history lives
+-- K.keep_ms after the last event that began or extended a lease (extends),
+-- and a new one gets that expiry whatever its first event: an event that
+-- ends a lease or drops a waiter comes within one lease of such an event,
+-- so it need not move the expiry, which saves a PEXPIRE per release.
+-- Then each gateway that watches the lock (K.lock .. ':w', see lib_keys.lua)
+-- hears one hint with the new index: "read again", nothing more.
 local function push_events(K, evs, extends)
-  local n = redis.call('LPUSH', K.history, unpack(evs))
+  local head = redis.call('LINDEX', K.history, 0)
+  local i = tonumber(head and string.match(head, '"i":"(%d+)"')) or 0
+  local enc = {}
+  for n, ev in ipairs(evs) do
+    ev.i = string.format('%d', i + n)
+    enc[n] = cjson.encode(ev)
+  end
+  local n = redis.call('LPUSH', K.history, unpack(enc))
   if n > K.hist_n then
     redis.call('LTRIM', K.history, 0, K.hist_n - 1)
   end
   if extends or n == #evs then
     redis.call('PEXPIRE', K.history, K.keep_ms)
+  end
+  local hint = WATCH_HINT .. ' ' .. K.lock .. ' ' .. string.format('%d', i + #evs)
+  for _, g in ipairs(redis.call('ZRANGE', K.lock .. ':w', 0, -1)) do
+    redis.call('PUBLISH', g, hint)
   end
 end
 
@@ -43,12 +58,11 @@ local function event(K, what, ms, sub, own, fence, value, by, session)
   if value and value ~= '' then
     ev.v = value
   end
-  local e = cjson.encode(ev)
   if K.ev then
-    K.ev[#K.ev + 1] = e
+    K.ev[#K.ev + 1] = ev
     K.ev_extends = K.ev_extends or not ENDS[what]
   else
-    push_events(K, {e}, not ENDS[what])
+    push_events(K, {ev}, not ENDS[what])
   end
 end
 

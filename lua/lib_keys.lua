@@ -35,7 +35,9 @@
 --              subject, o: owner label, f: fencing token, v: the grant's
 --              value, on the events that set one, b: who broke it, for
 --              'broken', ss: the session whose end released it, for
---              'released' (lib_session.lua)}, the numbers as
+--              'released' (lib_session.lua), i: the event's number, one
+--              more than the one before it: the lock's index is its
+--              head's}, the numbers as
 --              strings (cjson keeps 14 digits of a number, a fencing token
 --              has 16); it lives as long as the fencing counter after the
 --              last event that began or extended a lease (push_events)
@@ -60,8 +62,10 @@
 -- purge_ended).
 --
 -- Beside them, under the same hash tag: K.lock .. ':c:' .. call id, the
--- reply of one call (once.lua), and K.lock .. ':idem:' .. id, an
--- idempotency record (idem_lib.lua). Elsewhere: a semaphore's keys
+-- reply of one call (once.lua), K.lock .. ':idem:' .. id, an
+-- idempotency record (idem_lib.lua), and K.lock .. ':w', while a gateway
+-- watches the lock: zset, gateway channel -> ms until which it watches
+-- (watching.lua), whom push_events sends its hint (lib_history.lua). Elsewhere: a semaphore's keys
 -- (semlib.lua), a namespace's index of held locks (lib_index.lua,
 -- index.lua), one pub/sub channel per gateway process, the prefix ..
 -- 'gateway:' .. id (lib_queue.lua wake), and a session's record, whose

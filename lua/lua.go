@@ -45,6 +45,8 @@ var (
 	libQueue string
 	//go:embed lib_handoff.lua
 	libHandoff string
+	//go:embed lib_describe.lua
+	libDescribe string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed release.lua
@@ -71,6 +73,10 @@ var (
 	indexSrc string
 	//go:embed list.lua
 	listSrc string
+	//go:embed watch.lua
+	watchSrc string
+	//go:embed watching.lua
+	watchingSrc string
 
 	//go:embed semlib.lua
 	semLib string
@@ -131,8 +137,9 @@ type Script struct {
 	Writes bool
 	// Once: the script is wrapped by once.lua, and every call of it takes
 	// once.lua's three trailing arguments. Every script that writes is,
-	// but index.lua: its writes (a ZADD, a ZREM of one entry) have one
-	// effect however often they run, and what they keep is advisory.
+	// but index.lua, watching.lua (their writes, a ZADD, a ZREM of one
+	// entry, have one effect however often they run, and what they keep
+	// is advisory) and watch.lua (it records an expiry, once).
 	Once bool
 	// Acked: the replicas must acknowledge what the script did before the
 	// engine answers (with --redis-min-replicas): a reply of it can tell
@@ -156,8 +163,12 @@ func writes(name string, acked bool, body string, libs ...string) Script {
 
 // writesIdempotent builds a script that changes state in a way that
 // running it twice does not change (see Script.Once): not wrapped.
-func writesIdempotent(name, body string) Script {
-	return Script{Name: name, Source: protocol + body, Writes: true}
+func writesIdempotent(name, body string, libs ...string) Script {
+	src := protocol
+	for _, l := range libs {
+		src += l
+	}
+	return Script{Name: name, Source: src + body, Writes: true}
 }
 
 // reads builds a read-only script.
@@ -178,8 +189,10 @@ func reads(name, body string, libs ...string) Script {
 var (
 	lockLib = holds + libKeys + libFence + libIndex + libHistory + libRecord + libDelay +
 		libShared + libGrant + libQueue + libHandoff
-	semLibs  = lockLib + semLib
-	idemLibs = holds + idemLib
+	// describeLibs are for the scripts that describe a lock's holders.
+	describeLibs = lockLib + libDescribe
+	semLibs      = lockLib + semLib
+	idemLibs     = holds + idemLib
 )
 
 // scripts are the scripts, built once.
@@ -193,10 +206,12 @@ var scripts = []Script{
 	writes("reenter", true, reenterSrc, lockLib),
 	writes("value", false, valueSrc, lockLib), // answers no grant nor lease: nothing for the replicas to confirm first
 	writes("ticket", true, ticketSrc, lockLib),
-	reads("inspect", inspectSrc, lockLib),
+	reads("inspect", inspectSrc, describeLibs),
 	reads("history", historySrc),
 	writesIdempotent("index", indexSrc), // listing's index, advisory
 	reads("list", listSrc),
+	writesIdempotent("watch", watchSrc, describeLibs), // records an expiry, as every lock script does first
+	writesIdempotent("watching", watchingSrc),         // the watch registry, advisory
 
 	writes("sem_acquire", true, semAcquireSrc, semLibs),
 	writes("sem_release", false, semReleaseSrc, semLibs),

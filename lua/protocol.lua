@@ -33,6 +33,10 @@ local MODE_SHARED, MODE_EXCLUSIVE = 's', 'x'
 local TICKET_NEW, TICKET_POLL, TICKET_CANCEL = 'new', 'poll', 'cancel'
 local INDEX_ADD, INDEX_EXTEND, INDEX_DEL = 'add', 'extend', 'del'
 
+-- The first word of a watch's hint on a gateway's channel (lib_history.lua
+-- push_events): 'watch <lock key> <index>', which no waiter id matches.
+local WATCH_HINT = 'watch'
+
 -- How long a grant's record outlives its lease, or its release, ms: a
 -- repeated release within it succeeds again, and a renew or release that
 -- fails says why (released, expired). locks.RecordTTL.

@@ -38,6 +38,9 @@
 //
 // list prints the held locks of a namespace.
 //
+// watch prints the events of a lock as they happen, from the gateway's
+// event stream, and opens it again from the last event after a cut.
+//
 // break ends every grant of a lock, whoever holds it (now, or after --period), for a token that
 // administers the namespace (token --admin mints one); it exits 1 when
 // nobody held the lock.

@@ -108,7 +108,7 @@ func (e *apiError) exitCode() int {
 		return exitNotHolder
 	case "unauthorized", "forbidden", "session_not_yours", "session_token_mismatch":
 		return exitAuth
-	case "backend_unavailable", "too_many_requests":
+	case "backend_unavailable", "too_many_requests", "too_many_watchers":
 		return exitUnavail
 	case "invalid_request", "payload_too_large", "limit_mismatch":
 		return exitUsage

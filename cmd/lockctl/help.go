@@ -29,6 +29,12 @@ Usage:
       --semaphore: the token is a semaphore permit's.
   lockctl status namespace/name [--semaphore] [--json]
       Exit 0 when the lock (a permit of the semaphore) is held, 1 when it is free.
+  lockctl watch namespace/name [--json] [--count N]
+      Print each event of the lock as it happens (acquired, released, expired,
+      handed_over, broken, value_changed, ...), one a line, with its index;
+      never a token. A stream cut off is opened again from the last event
+      printed, so none is lost while the gateway keeps it (--history).
+      --count N: exit after N events.
   lockctl list namespace [--json] [--page-size 1000]
       Print the held locks of the namespace, one a line (a JSON object each
       with --json); never a token.

@@ -19,6 +19,7 @@ var commands = map[string]func(context.Context, cli, []string) error{
 	"release": cmdRelease,
 	"renew":   cmdRenew,
 	"status":  cmdStatus,
+	"watch":   cmdWatch,
 	"list":    cmdList,
 	"break":   cmdBreak,
 	"resize":  cmdResize,

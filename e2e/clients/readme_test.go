@@ -120,6 +120,7 @@ var readmeSpecs = map[string]readmeSpec{
 			t.Errorf("One leader among N replicas: %d releases answered 204, want 2:\n%s", n, out)
 		}
 	}},
+	"Watching a lock#0": {want: []string{"Lockgate-Index: 1", "204\n", `{"event":"acquired","index":1}`, `{"event":"released","index":2}`}},
 }
 
 // readmeBlock is one sh block of README.md.

@@ -176,6 +176,68 @@ class Client:
             raise
 
 
+    def poll(self, lock, index, wait_ms):
+        """Long-polls the lock: answers as soon as its index is not index
+        (at once when it is not; start with 0), or when wait_ms ends.
+        Returns (index, holders): the index to ask again with, and what
+        inspect answers (None when free)."""
+        namespace, name = lock_path(lock)
+        url = (f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}"
+               f"?index={int(index)}&wait={int(wait_ms)}")
+        req = urllib.request.Request(url)
+        req.add_header("Authorization", "Bearer " + self.jwt)
+        try:
+            with self.opener.open(req, timeout=self.timeout + wait_ms / 1000) as resp:
+                return int(resp.headers["Lockgate-Index"]), json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            p = Problem(e.code, e.read(), e.headers.get("Retry-After"))
+            if p.code == "not_held" and e.headers.get("Lockgate-Index") is not None:
+                return int(e.headers["Lockgate-Index"]), None
+            raise p from None
+
+    def watch(self, lock, last_event_id=None, reconnects=5):
+        """Yields (kind, id, data) for each event of the lock as it happens,
+        from its event stream, after event id last_event_id (None: from now;
+        the first is then a "state" event). A stream that ends is opened
+        again from the last event yielded (Last-Event-ID), so none is lost
+        while the gateway keeps it; a "state" event with missed true says
+        some were. Gives up after reconnects failures in a row."""
+        namespace, name = lock_path(lock)
+        url = f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}"
+        failures = 0
+        while True:
+            req = urllib.request.Request(url)
+            req.add_header("Authorization", "Bearer " + self.jwt)
+            req.add_header("Accept", "text/event-stream")
+            if last_event_id is not None:
+                req.add_header("Last-Event-ID", str(last_event_id))
+            try:
+                # The gateway writes at least every 15 s on an idle stream.
+                with self.opener.open(req, timeout=max(self.timeout, 30)) as resp:
+                    kind, eid, data = "", "", ""
+                    for raw in resp:
+                        line = raw.decode().rstrip("\r\n")
+                        if line == "":
+                            if kind:
+                                last_event_id, failures = eid, 0
+                                yield kind, eid, json.loads(data)
+                            kind, data = "", ""
+                        elif line.startswith("event: "):
+                            kind = line[7:]
+                        elif line.startswith("id: "):
+                            eid = line[4:]
+                        elif line.startswith("data: "):
+                            data = line[6:]
+            except urllib.error.HTTPError as e:
+                raise Problem(e.code, e.read(), e.headers.get("Retry-After")) from None
+            except OSError as e:
+                failures += 1
+                if failures > reconnects:
+                    raise
+                print(f"watch {lock}: {e}; reconnecting", file=sys.stderr)
+                time.sleep(0.2 * failures)
+
+
 def lock_path(lock):
     parts = lock.split("/")
     if len(parts) != 2 or not all(parts):

@@ -110,6 +110,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MaxWait:       cfg.maxWait,
 		MaxTicketWait: cfg.maxTicketWait,
 		MaxWaiters:    cfg.maxWaiters,
+		MaxWatchers:   cfg.maxWatchers,
 		History:       cfg.history,
 		Subjects: ratelimit.NewSubjectLimiter(auth.Limits{
 			Rate: cfg.subjectRate, Burst: cfg.subjectBurst, MaxWaiters: cfg.subjectWaiters,
@@ -146,7 +147,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// A response may wait up to max-wait for the lock, then a few Redis
-		// calls; past that the connection is cut.
+		// calls; past that the connection is cut. A watch sets deadlines
+		// of its own (handlers.lockWatch), and ends when Drain is called.
 		WriteTimeout:   cfg.maxWait + 4*cfg.redisTimeout + 10*time.Second,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: maxHeaderBytes,

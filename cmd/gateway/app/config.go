@@ -50,6 +50,7 @@ type config struct {
 	maxTicketWait    time.Duration
 	shutdownTimeout  time.Duration
 	maxWaiters       int
+	maxWatchers      int
 	subjectRate      float64
 	subjectBurst     int
 	subjectWaiters   int
@@ -123,6 +124,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted of an acquire that waits in the call (it holds a connection)")
 	fs.DurationVar(&c.maxTicketWait, "max-ticket-wait", time.Hour, "largest wait_ms accepted of an acquire answered with a ticket (Prefer: respond-async), which holds no connection while it waits")
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
+	fs.IntVar(&c.maxWatchers, "max-watchers", 10000, "most watches of locks (long-polls and event streams, each a connection, a file descriptor and about 40 KiB of memory) open at once in this process; more get 503 too_many_watchers")
 	fs.Float64Var(&c.subjectRate, "subject-rate", 0, "requests per second each subject (a token's sub) may make on this gateway, as a token bucket; more get 429 too_many_requests (0: no limit); policy rules may set their own")
 	fs.IntVar(&c.subjectBurst, "subject-burst", 0, "requests a subject may make at once, the size of its --subject-rate bucket (0: the rate, rounded up)")
 	fs.IntVar(&c.subjectWaiters, "subject-max-waiters", 0, "most acquirers of one subject waiting at once on this gateway, locks and semaphores together, open tickets included; more get 429 too_many_requests (0: only --max-waiters)")
@@ -262,6 +264,8 @@ func (c config) check() error {
 		return fmt.Errorf("--redis-replica-timeout %s must be shorter than --redis-timeout %s: each WAIT runs within a call's bound", c.replicaTimeout, c.redisTimeout)
 	case c.maxWaiters < 1:
 		return errors.New("--max-waiters must be at least 1")
+	case c.maxWatchers < 1:
+		return errors.New("--max-watchers must be at least 1")
 	case c.subjectRate < 0 || math.IsNaN(c.subjectRate) || math.IsInf(c.subjectRate, 0):
 		return errors.New("--subject-rate must be 0 (no limit) or a positive number of requests per second")
 	case c.subjectBurst < 0 || c.subjectWaiters < 0:

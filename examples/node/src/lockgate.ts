@@ -181,3 +181,79 @@ export async function endSession(client: Client, s: Session): Promise<number> {
   }
   return data.released.length;
 }
+
+export type LockEvent = components["schemas"]["LockEvent"];
+
+/**
+ * Long-polls the lock: answers as soon as its index is not `index` (at once
+ * when it is not; start with 0), or when waitMs ends, with the lock's
+ * holders (undefined when free) and its index, to ask again with.
+ */
+export async function pollLock(client: Client, lock: string, index: number, waitMs: number): Promise<{ index: number; info?: LockInfo }> {
+  const { data, error, response } = await client.GET("/locks/{namespace}/{name}", {
+    params: { path: lockPath(lock), query: { index, wait: String(waitMs) } },
+  });
+  const next = Number(response.headers.get("Lockgate-Index"));
+  if (data && typeof data !== "string") {
+    return { index: next, info: data };
+  }
+  if (response.status === 404 && response.headers.has("Lockgate-Index")) {
+    return { index: next };
+  }
+  throw new Error(`watch ${lock}: ${describe(error, response.status)}`);
+}
+
+/**
+ * Yields the lock's events as they happen, from its event stream, after
+ * event id lastEventId (undefined: from now). A stream that ends is opened
+ * again from the last event yielded (Last-Event-ID), so none is lost while
+ * the gateway keeps it; a `state` event ({missed: true}) says some were.
+ * Stop it with signal.
+ */
+export async function* watchLock(baseUrl: string, jwt: string, lock: string, signal: AbortSignal, lastEventId?: string): AsyncGenerator<{ kind: string; id: string; data: unknown }> {
+  const { namespace, name } = lockPath(lock);
+  const url = `${baseUrl}/locks/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
+  while (!signal.aborted) {
+    const headers: Record<string, string> = { Authorization: `Bearer ${jwt}`, Accept: "text/event-stream" };
+    if (lastEventId !== undefined) {
+      headers["Last-Event-ID"] = lastEventId;
+    }
+    let response: Response;
+    try {
+      response = await fetch(url, { headers, signal, redirect: "error" });
+    } catch (err) {
+      if (signal.aborted) return;
+      console.error(`watch ${lock}: ${(err as Error).message}; reconnecting`);
+      await new Promise((r) => setTimeout(r, 500));
+      continue;
+    }
+    if (response.status !== 200 || !response.body) {
+      throw new Error(`watch ${lock}: ${describe(await response.json().catch(() => undefined), response.status)}`);
+    }
+    let buf = "";
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of response.body) {
+        buf += decoder.decode(chunk as Uint8Array, { stream: true });
+        let end: number;
+        while ((end = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          let kind = "", id = "", data = "";
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event: ")) kind = line.slice(7);
+            else if (line.startsWith("id: ")) id = line.slice(4);
+            else if (line.startsWith("data: ")) data = line.slice(6);
+          }
+          if (kind) {
+            lastEventId = id;
+            yield { kind, id, data: JSON.parse(data) };
+          }
+        }
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      console.error(`watch ${lock}: ${(err as Error).message}; reconnecting`);
+    }
+  }
+}

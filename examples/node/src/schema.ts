@@ -48,7 +48,39 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Describe the holders of a lock (never a token). */
+        /**
+         * Describe the holders of a lock (never a token), or watch it change.
+         * @description Without `index`, `wait` or `Accept: text/event-stream`, the holders
+         *     now.
+         *
+         *     **Long-poll** (`?index=N`, optionally `&wait=30s`): the answer comes
+         *     as soon as the lock's index is not N (at once when it is not, so
+         *     start with `index=0`), or when the wait ends, and is what a plain
+         *     `GET` answers (200, or 404 `not_held`) with the lock's index in the
+         *     `Lockgate-Index` header: ask again with that index. A lock's index
+         *     is the number of its newest event (see `lockHistory`), 0 while none
+         *     is kept: every change of the lock (an acquire, a release, an expiry,
+         *     a hand-over, a break, a new value, a renewal) moves it on by one.
+         *
+         *     **Event stream** (`Accept: text/event-stream`): each event of the
+         *     lock as it happens, as `event: <kind>`, `id: <index>`, `data:` the
+         *     `LockEvent` JSON. A client that reconnects with `Last-Event-ID` (or
+         *     `?index=`) gets every event after it; without either, the stream
+         *     opens with one `state` event, its `id` the current index, its
+         *     `data` `{"index": N, "missed": false, "held": true|false, "lock":
+         *     LockInfo}` (`lock` only when held). When the events after the client's index are
+         *     no longer kept (the history keeps the last `--history`), the
+         *     stream says so with a `state` event whose `missed` is true, and
+         *     goes on from there. A comment line every 15 s keeps proxies from
+         *     closing an idle stream.
+         *
+         *     Watches need the history (`--history` above 0; with 0 they answer
+         *     400). A watch holds a connection: each gateway serves at most
+         *     `--max-watchers` at once (503 `too_many_watchers` beyond, with
+         *     `Retry-After`), and each subject at most its share of waiters
+         *     (`--subject-max-waiters`; 429 beyond). Watching costs Redis one read
+         *     per change per gateway, however many watch.
+         */
         get: operations["inspectLock"];
         put?: never;
         /**
@@ -797,6 +829,13 @@ export interface components {
              *     as the event.
              */
             value?: string;
+            /**
+             * Format: int64
+             * @description The event's number: one more than the lock's event before it (the
+             *     lock's index after it, see `inspectLock`). Absent on an expiry
+             *     not recorded yet.
+             */
+            index?: number;
         };
         ValueRequest: {
             /** @description The grant's new value, at most 1024 bytes of UTF-8; `""` for none. */
@@ -1057,7 +1096,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "method_not_allowed" | "internal" | "session_ended" | "session_not_yours" | "session_token_mismatch" | "session_full";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "too_many_watchers" | "method_not_allowed" | "internal" | "session_ended" | "session_not_yours" | "session_token_mismatch" | "session_full";
         };
         NotHolderProblem: components["schemas"]["Problem"] & {
             /**
@@ -1371,8 +1410,20 @@ export interface operations {
     };
     inspectLock: {
         parameters: {
-            query?: never;
-            header?: never;
+            query?: {
+                /** @description Long-poll (or, with the event stream, resume) after this index. */
+                index?: number;
+                /**
+                 * @description How long a long-poll waits for a change at most: a duration
+                 *     (`30s`, `1m30s`) or milliseconds (`30000`); at least 1ms, at most
+                 *     5 minutes. Default 60s. Needs `index`.
+                 */
+                wait?: string;
+            };
+            header?: {
+                /** @description The event stream's reconnection point, the `id` of the last event received. */
+                "Last-Event-ID"?: string;
+            };
             path: {
                 /** @description The unit of authorisation. */
                 namespace: components["parameters"]["Namespace"];
@@ -1382,19 +1433,23 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The lock is held. */
+            /**
+             * @description The lock is held (a long-poll's answer carries `Lockgate-Index`);
+             *     or, with `Accept: text/event-stream`, the stream of its events.
+             */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["LockInfo"];
+                    "text/event-stream": string;
                 };
             };
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description Nobody holds the lock (`code` is `not_held`). */
+            /** @description Nobody holds the lock (`code` is `not_held`); a long-poll's answer carries `Lockgate-Index`. */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -1,0 +1,323 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+)
+
+// sse is one server-sent event as lockgate sends it.
+type sse struct {
+	kind string
+	id   int64
+	data string
+}
+
+// openStream opens an event stream of url, from lastID when it is not
+// empty, and returns its events; they stop, and the channel closes, when
+// ctx ends or the stream does.
+func openStream(ctx context.Context, t *testing.T, url, lastID string, headers ...string) <-chan sse {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("open stream: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
+		t.Fatalf("open stream: got %d %s, want 200 text/event-stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	out := make(chan sse, 64)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var e sse
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if e.kind != "" {
+					select {
+					case out <- e:
+					case <-ctx.Done():
+						return
+					}
+				}
+				e = sse{}
+			case strings.HasPrefix(line, "event: "):
+				e.kind = line[len("event: "):]
+			case strings.HasPrefix(line, "id: "):
+				e.id, _ = strconv.ParseInt(line[len("id: "):], 10, 64)
+			case strings.HasPrefix(line, "data: "):
+				e.data = line[len("data: "):]
+			}
+		}
+	}()
+	return out
+}
+
+// next returns the stream's next event, failing the test when none comes
+// within 10 s.
+func next(t *testing.T, events <-chan sse) sse {
+	t.Helper()
+	select {
+	case e, ok := <-events:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s")
+	}
+	return sse{}
+}
+
+// watchReads reads lockgate_watch_reads_total from a gateway's metrics.
+func watchReads(t *testing.T, url string) int {
+	t.Helper()
+	r := call(t, "GET", url+"/metrics", "")
+	m := regexp.MustCompile(`(?m)^lockgate_watch_reads_total (\d+)`).FindSubmatch(r.body)
+	if m == nil {
+		t.Fatalf("no lockgate_watch_reads_total in the metrics")
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestWatchLongPoll: GET with ?index= answers at once when the lock has
+// moved past it, else at its first change or at the wait's end, with the
+// index in Lockgate-Index; bad input is a 400 problem.
+func TestWatchLongPoll(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		args := b.args(t)
+		gw := startGateway(t, append(args, "--history", "10")...)
+		auth := bearer(token(t, nil))
+		url := gw.URL + "/locks/watch/poll"
+
+		r := call(t, "GET", url+"?index=0&wait=50ms", "", auth...)
+		wantProblem(t, r, http.StatusNotFound, "not_held")
+		if got := r.header.Get("Lockgate-Index"); got != "0" {
+			t.Fatalf("a lock never taken: got Lockgate-Index %q, want 0", got)
+		}
+		polled := callAsync(t, "GET", url+"?index=0&wait=30s", "", auth...)
+		g := acquire(t, url, `{"ttl_ms":60000,"owner":"poller"}`)
+		r = <-polled
+		var info struct {
+			FencingToken int64  `json:"fencing_token"`
+			Owner        string `json:"owner"`
+		}
+		wantJSON(t, r, http.StatusOK, &info)
+		if info.FencingToken != g.FencingToken || r.header.Get("Lockgate-Index") != "1" {
+			t.Fatalf("long-poll across an acquire: got %+v, index %q; want fencing token %d, index 1", info, r.header.Get("Lockgate-Index"), g.FencingToken)
+		}
+		// Behind: at once.
+		call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...)
+		r = call(t, "GET", url+"?index=1&wait=5m", "", auth...)
+		wantProblem(t, r, http.StatusNotFound, "not_held")
+		if got := r.header.Get("Lockgate-Index"); got != "2" {
+			t.Fatalf("after the release: got Lockgate-Index %q, want 2", got)
+		}
+
+		for name, q := range map[string]string{
+			"index not a number": "?index=abc",
+			"negative index":     "?index=-1",
+			"wait not a wait":    "?index=0&wait=forever",
+			"wait too long":      "?index=0&wait=6m",
+			"wait without index": "?wait=1s",
+		} {
+			t.Run(name, func(t *testing.T) {
+				wantProblem(t, call(t, "GET", url+q, "", auth...), http.StatusBadRequest, "invalid_request")
+			})
+		}
+		other := bearer(token(t, map[string]any{"ns": []string{"elsewhere"}}))
+		wantProblem(t, call(t, "GET", url+"?index=0", "", other...), http.StatusForbidden, "forbidden")
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Authorization", other[1])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("a stream of a namespace not granted: got %v, %v; want 403", resp, err)
+		}
+		resp.Body.Close()
+
+		off := startGateway(t, append(args, "--history", "0")...)
+		p := wantProblem(t, call(t, "GET", off.URL+"/locks/watch/poll?index=0", "", auth...), http.StatusBadRequest, "invalid_request")
+		if !strings.Contains(p.Detail, "--history") {
+			t.Fatalf("--history 0: got detail %q, want it to name --history", p.Detail)
+		}
+	})
+}
+
+// TestWatchLimits: past --max-watchers a watch gets 503 too_many_watchers
+// with Retry-After, past its subject's share of waiters 429.
+func TestWatchLimits(t *testing.T) {
+	gw := startGateway(t, "--history", "10", "--max-watchers", "1", "--subject-max-waiters", "1")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	alice, bob := bearer(token(t, map[string]any{"sub": "alice"})), bearer(token(t, map[string]any{"sub": "bob"}))
+	url := gw.URL + "/locks/watch/limits"
+	events := openStream(ctx, t, url, "", alice...)
+	next(t, events) // the stream is open, and counted
+	wantProblem(t, call(t, "GET", url+"?index=0&wait=10ms", "", alice...), http.StatusTooManyRequests, "too_many_requests")
+	r := call(t, "GET", url+"?index=0&wait=10ms", "", bob...)
+	wantProblem(t, r, http.StatusServiceUnavailable, "too_many_watchers")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("503 too_many_watchers without Retry-After")
+	}
+}
+
+// TestWatchStreams is the acceptance test of watches: 100 event streams
+// on two gateways of one Redis see every change of a lock, in order, with
+// at most one Redis read per change per gateway; a stream that reconnects
+// with Last-Event-ID loses none.
+func TestWatchStreams(t *testing.T) {
+	srv := redistest.Start(t)
+	gws := []*gateway{
+		startGateway(t, "--redis-url", srv.URL(), "--history", "20"),
+		startGateway(t, "--redis-url", srv.URL(), "--history", "20"),
+	}
+	auth := bearer(token(t, nil))
+	path := "/locks/watch/streams"
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	const watchers = 100
+	streams := make([]<-chan sse, watchers)
+	for i := range streams {
+		streams[i] = openStream(ctx, t, gws[i%2].URL+path, "", auth...)
+		if e := next(t, streams[i]); e.kind != "state" || e.id != 0 {
+			t.Fatalf("watcher %d: got first event %+v, want state 0", i, e)
+		}
+	}
+	before := []int{watchReads(t, gws[0].URL), watchReads(t, gws[1].URL)}
+
+	// One watcher leaves after the third event, and comes back later.
+	leaving, leave := context.WithCancel(ctx)
+	defer leave()
+	leaver := openStream(leaving, t, gws[1].URL+path, "", auth...)
+	next(t, leaver)
+
+	url := gws[0].URL + path
+	want := []string{"acquired", "value_changed", "released", "acquired", "expired", "acquired", "released", "handed_over", "released"}
+	g := acquire(t, url, `{"ttl_ms":60000,"value":"v1"}`)
+	call(t, "PUT", url+"/value", `{"value":"v2"}`, with(auth, []string{"Lock-Token", g.Token})...)
+	call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...)
+	for i := range 3 {
+		if e := next(t, leaver); e.kind != want[i] || e.id != int64(i+1) {
+			t.Fatalf("the leaving watcher: got %+v, want %s %d", e, want[i], i+1)
+		}
+	}
+	leave()
+	acquire(t, url, `{"ttl_ms":200}`) // its lease ends with no call on the lock
+	waitFree(t, url, auth)
+	g = acquire(t, url, `{"ttl_ms":60000}`)
+	waiter := callAsync(t, "POST", gws[1].URL+path, `{"ttl_ms":60000,"wait_ms":30000}`, auth...)
+	waitForQueued(t, url, 1)
+	call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...)
+	var w grant
+	wantJSON(t, <-waiter, http.StatusCreated, &w)
+	call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", w.Token})...)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, watchers+1)
+	check := func(name string, events <-chan sse, from int) {
+		defer wg.Done()
+		for i := from; i < len(want); i++ {
+			select {
+			case e := <-events:
+				if e.kind != want[i] || e.id != int64(i+1) {
+					errs <- fmt.Errorf("%s: event %d: got %s %d, want %s %d", name, i+1, e.kind, e.id, want[i], i+1)
+					return
+				}
+				if strings.Contains(e.data, g.Token) || strings.Contains(e.data, w.Token) {
+					errs <- fmt.Errorf("%s: an event shows a token: %s", name, e.data)
+					return
+				}
+			case <-time.After(10 * time.Second):
+				errs <- fmt.Errorf("%s: no event %d (%s) within 10s", name, i+1, want[i])
+				return
+			}
+		}
+	}
+	for i, s := range streams {
+		wg.Add(1)
+		go check(fmt.Sprintf("watcher %d", i), s, 0)
+	}
+	// The watcher that left resumes from the last event it got.
+	wg.Add(1)
+	go check("the watcher that came back", openStream(ctx, t, gws[0].URL+path, "3", auth...), 3)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Each change was read once per gateway at most: a release and the
+	// hand-over it makes are one change (one script).
+	changes := len(want) - 1
+	for i, gw := range gws {
+		reads := watchReads(t, gw.URL) - before[i]
+		t.Logf("gateway %d: %d Redis reads for %d changes, %d watchers", i, reads, changes, watchers/2)
+		if reads > changes {
+			t.Errorf("gateway %d: %d Redis reads for %d changes (%d watchers), want at most one per change", i, reads, changes, watchers/2)
+		}
+	}
+}
+
+// TestWatchEndsAtShutdown: a gateway that shuts down ends its event
+// streams and long-polls at once (a long-poll answers the state it has),
+// so they do not hold the shutdown up.
+func TestWatchEndsAtShutdown(t *testing.T) {
+	gw := startGateway(t, "--history", "10", "--shutdown-timeout", "30s")
+	auth := bearer(token(t, nil))
+	url := gw.URL + "/locks/watch/shutdown"
+	events := openStream(t.Context(), t, url, "", auth...)
+	next(t, events)
+	polled := callAsync(t, "GET", url+"?index=0&wait=5m", "", auth...)
+	waitUntil(t, "two watchers", func() bool {
+		return strings.Contains(string(call(t, "GET", gw.URL+"/metrics", "").body), "lockgate_active_watchers 2")
+	})
+	start := time.Now()
+	if err := gw.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the shutdown took %v with a watch open", d)
+	}
+	if r := <-polled; r.status != http.StatusNotFound || r.header.Get("Lockgate-Index") != "0" {
+		t.Fatalf("the long-poll at shutdown: got %d %q, want 404 with Lockgate-Index 0", r.status, r.header.Get("Lockgate-Index"))
+	}
+	for range events {
+	} // the stream ends
+}
+
+// waitUntil polls cond until it holds, for at most 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

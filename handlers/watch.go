@@ -1,0 +1,244 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/middleware"
+)
+
+// The bounds of a watch (see inspectLock in openapi.yaml).
+const (
+	// DefaultWatchWait is a long-poll's wait without ?wait=.
+	DefaultWatchWait = time.Minute
+	// MaxWatchWait bounds ?wait=: a long-poll answers within it, so that
+	// proxies with idle timeouts of minutes do not cut it first.
+	MaxWatchWait = 5 * time.Minute
+	// streamKeepAlive is how often an idle event stream gets a comment
+	// line, under the idle timeouts of proxies and load balancers.
+	streamKeepAlive = 15 * time.Second
+	// watchWriteTimeout bounds each write of a watch's answer, in place
+	// of the server's WriteTimeout, which a watch outlives.
+	watchWriteTimeout = 30 * time.Second
+)
+
+var errTooManyWatchers = errors.New("too many watchers")
+
+// eventStreamKey marks, in a request's context, a request that accepts an
+// event stream (see acceptsEventStream).
+type eventStreamKey struct{}
+
+// acceptsEventStream is the strict middleware that tells InspectLock that
+// its caller asked for an event stream: Accept is no parameter of the spec
+// (OpenAPI ignores one), so the request's header is read here.
+func acceptsEventStream(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
+	if operationID != "InspectLock" {
+		return f
+	}
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
+		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			ctx = context.WithValue(ctx, eventStreamKey{}, true)
+		}
+		return f(ctx, w, r, req)
+	}
+}
+
+// lockWatch is a watch of a lock, as InspectLock returns it: the answer
+// waits for changes, so it is written, and flushed, by the response
+// itself, with write deadlines of its own.
+type lockWatch struct {
+	s      *Server
+	ctx    context.Context
+	key    locks.Key
+	after  int64 // the caller's index; -1: none
+	wait   time.Duration
+	stream bool
+	done   func() // ends the watcher's count
+}
+
+// watchLock checks a watch's parameters and limits, and returns the watch.
+func (s *Server) watchLock(ctx context.Context, key locks.Key, p InspectLockParams, stream bool) (InspectLockResponseObject, error) {
+	if s.cfg.History <= 0 {
+		return nil, invalid("this gateway keeps no history of locks (--history 0), which watches need")
+	}
+	w := &lockWatch{s: s, ctx: ctx, key: key, after: -1, wait: DefaultWatchWait, stream: stream}
+	if p.Index != nil {
+		if *p.Index < 0 {
+			return nil, invalid("index must be 0 or more")
+		}
+		w.after = *p.Index
+	}
+	if stream && p.LastEventID != nil {
+		id, err := strconv.ParseInt(*p.LastEventID, 10, 64)
+		if err != nil || id < 0 {
+			return nil, invalid("Last-Event-ID must be an index this stream sent: a number, 0 or more")
+		}
+		w.after = id
+	}
+	if p.Wait != nil {
+		if stream || p.Index == nil {
+			return nil, invalid("wait is for a long-poll, with index")
+		}
+		d, err := parseWait(*p.Wait)
+		if err != nil {
+			return nil, err
+		}
+		w.wait = d
+	}
+	// The subject's share first, as for a waiter: a watch holds a
+	// connection as long.
+	claims, _ := middleware.ClaimsFromContext(ctx)
+	sw, err := s.cfg.Subjects.StartWait(claims)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", key, err)
+	}
+	if s.watchers.Add(1) > int64(s.cfg.MaxWatchers) {
+		s.watchers.Add(-1)
+		sw.Done()
+		return nil, fmt.Errorf("watch %s: %w", key, errTooManyWatchers)
+	}
+	s.metrics.watchers.Inc()
+	w.done = func() {
+		s.metrics.watchers.Dec()
+		s.watchers.Add(-1)
+		sw.Done()
+	}
+	return w, nil
+}
+
+// parseWait reads ?wait=: a Go duration or milliseconds.
+func parseWait(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if ms, msErr := strconv.ParseInt(v, 10, 64); msErr == nil {
+		d, err = time.Duration(ms)*time.Millisecond, nil
+	}
+	if err != nil || d < time.Millisecond || d > MaxWatchWait {
+		return 0, invalid("wait must be a duration (30s, 1m30s) or milliseconds (30000), from 1ms to " + MaxWatchWait.String())
+	}
+	return d, nil
+}
+
+// VisitInspectLockResponse implements InspectLockResponseObject.
+func (w *lockWatch) VisitInspectLockResponse(rw http.ResponseWriter) error {
+	defer w.done()
+	if w.stream {
+		return w.streamEvents(rw)
+	}
+	return w.longPoll(rw)
+}
+
+// longPoll answers as soon as the lock's index is not the caller's, or at
+// the wait's end, or when the gateway begins to shut down: what a plain
+// GET answers, with the index.
+func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
+	rc := http.NewResponseController(rw)
+	rc.SetWriteDeadline(time.Now().Add(w.wait + watchWriteTimeout))
+	ctx, cancel := context.WithTimeout(w.ctx, w.wait)
+	defer cancel()
+	stop := context.AfterFunc(w.s.draining, cancel)
+	defer stop()
+	c, err := w.s.cfg.Backend.Watch(ctx, w.key, w.after)
+	if err != nil && (w.ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)) {
+		return err
+	}
+	rw.Header().Set("Lockgate-Index", strconv.FormatInt(c.Index, 10))
+	if !c.Held {
+		return fmt.Errorf("watch %s: %w", w.key, locks.ErrNotHeld)
+	}
+	return writeJSON(rw, http.StatusOK, lockInfo(w.key, c.Info))
+}
+
+// streamEvents sends the lock's events as server-sent events, until the
+// caller leaves, the gateway shuts down or the backend fails; the caller
+// reconnects with the last id it got.
+func (w *lockWatch) streamEvents(rw http.ResponseWriter) error {
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	stop := context.AfterFunc(w.s.draining, cancel)
+	defer stop()
+	first, err := w.s.cfg.Backend.Watch(ctx, w.key, -1)
+	if err != nil {
+		return err // nothing sent yet: a problem answers it
+	}
+	rc := http.NewResponseController(rw)
+	h := rw.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Lockgate-Index", strconv.FormatInt(first.Index, 10))
+	rw.WriteHeader(http.StatusOK)
+	var buf []byte
+	send := func() error {
+		rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+		if _, err := rw.Write(buf); err != nil {
+			return err
+		}
+		buf = buf[:0]
+		return rc.Flush()
+	}
+	c, after := first, w.after
+	if after >= 0 && first.Index != after {
+		if c, err = w.s.cfg.Backend.Watch(ctx, w.key, after); err != nil {
+			return nil // the caller reconnects, and resumes
+		}
+	}
+	for {
+		if after < 0 || c.Missed {
+			buf = appendEvent(buf, "state", c.Index, watchState{Index: c.Index, Missed: c.Missed, Held: c.Held, Lock: heldInfo(w.key, c)})
+		} else {
+			for _, e := range c.Events {
+				buf = appendEvent(buf, e.Kind, e.Index, lockEvent(e))
+			}
+		}
+		after = c.Index
+		if len(buf) == 0 {
+			buf = append(buf, ": keep-alive\n\n"...)
+		}
+		if err := send(); err != nil || ctx.Err() != nil {
+			return nil // the caller left, or the gateway stops: it reconnects
+		}
+		idle, cancelIdle := context.WithTimeout(ctx, streamKeepAlive)
+		c, err = w.s.cfg.Backend.Watch(idle, w.key, after)
+		cancelIdle()
+		if ctx.Err() != nil || err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil // the caller left, the gateway stops, or the backend failed: it reconnects
+		}
+	}
+}
+
+// appendEvent appends one server-sent event: its kind, its id (the index)
+// and its data, JSON on one line.
+func appendEvent(buf []byte, kind string, id int64, data any) []byte {
+	b, _ := json.Marshal(data)
+	buf = append(buf, "event: "...)
+	buf = append(buf, kind...)
+	buf = append(buf, "\nid: "...)
+	buf = strconv.AppendInt(buf, id, 10)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, b...)
+	return append(buf, "\n\n"...)
+}
+
+// watchState is the data of an event stream's state event (see
+// inspectLock in openapi.yaml).
+type watchState struct {
+	Index  int64     `json:"index"`
+	Missed bool      `json:"missed"`
+	Held   bool      `json:"held"`
+	Lock   *LockInfo `json:"lock,omitempty"`
+}
+
+// heldInfo is the lock of a change, if held.
+func heldInfo(key locks.Key, c locks.Change) *LockInfo {
+	if !c.Held {
+		return nil
+	}
+	info := lockInfo(key, c.Info)
+	return &info
+}

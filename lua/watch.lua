@@ -1,0 +1,37 @@
+-- watch: what changed on a lock since the index a gateway last saw: the
+-- events after it and the lock's holders now, one read that the gateway
+-- hands to all its watchers of the lock (see locks/watch_redis.go).
+--
+-- KEYS[1..9]  the lock, fence, queue, alive, waiters, readers, delay,
+--             history and held keys (see lib_keys.lua)
+-- ARGV[1]     the lock's options (see lock_keys)
+-- ARGV[2]     the index the gateway has seen (0: none)
+-- ARGV[3]     how many holders to describe at most (see describe)
+--
+-- Returns  {index, events, holders}: the lock's index (its newest event's
+--          number i, 0 while it keeps none); the events numbered above
+--          ARGV[2], newest first, as the history holds them (JSON, see
+--          lib_history.lua event), or every event kept when the index is
+--          below ARGV[2] (the history expired and began again); and the
+--          holders as inspect.lua describes them ({} when free)
+--
+-- It writes what any lock script writes first (current): a lease that
+-- ended unreleased is recorded as expired, and that record's hint wakes
+-- the other gateways that watch. That is why a gateway runs it at a
+-- lease's end. Running it twice changes nothing more, so once.lua does
+-- not wrap it; it hands nothing on (the waiters' own scripts do).
+
+local K = lock_keys(ARGV[1])
+local now = clock()
+current(K, now)
+local after = tonumber(ARGV[2])
+local kept = redis.call('LRANGE', K.history, 0, -1)
+local index = tonumber(kept[1] and string.match(kept[1], '"i":"(%d+)"')) or 0
+local evs = {}
+for _, e in ipairs(kept) do
+  if index >= after and (tonumber(string.match(e, '"i":"(%d+)"')) or 0) <= after then
+    break
+  end
+  evs[#evs + 1] = e
+end
+return {index, evs, describe(K.lock, K.queue, K.readers, now, ARGV[3])}
