@@ -42,7 +42,7 @@ func TestShutdownWaitsForHandlers(t *testing.T) {
 }
 
 // holdProxy forwards TCP connections to a Redis; once hold is set, it
-// swallows the first script call (EVALSHA) it sees and everything after it
+// swallows the first script call (FCALL or EVALSHA) it sees and everything after it
 // on that connection, and closes held.
 type holdProxy struct {
 	addr string
@@ -96,7 +96,7 @@ func (p *holdProxy) forward(dst io.Writer, src io.Reader) {
 	holding := false
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !holding && p.hold.Load() && bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) {
+		if n > 0 && !holding && p.hold.Load() && (bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) || bytes.Contains(bytes.ToLower(buf[:n]), []byte("fcall"))) {
 			holding = true
 			p.once.Do(func() { close(p.held) })
 		}

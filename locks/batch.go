@@ -3,7 +3,10 @@ package locks
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,8 +31,19 @@ import (
 // whose deadlines come no later than theirs, so no call waits much longer
 // than its own timeout. A call cut off by its deadline, or by an error,
 // may have run: the caller treats it as it treated any failed call, with a
-// 503 and a clean-up. Nothing is retried here, but a NOSCRIPT error, which
-// says the script did not run: those calls are sent again, as EVAL.
+// 503 and a clean-up. Nothing is retried here but a call whose error says
+// that it did not run (see notRun), which is sent again.
+//
+// A call is an FCALL of the script's function (FCALL_RO for one that does
+// not write): Redis defined the libraries the scripts share once, when it
+// loaded the function, where an EVALSHA defines them again on every call.
+// A node that lacks the function (new, restarted without persistence,
+// flushed, or a replica promoted before the library reached it) answers
+// that it has none, and did not run the call: the batcher loads the
+// function's library on every master and sends the call again, and what
+// still finds no function goes as EVAL, which needs nothing loaded. A
+// Redis that refuses functions (older than 7, or an ACL that denies FCALL
+// or FUNCTION LOAD) gets EVALSHA from then on, with EVAL on NOSCRIPT.
 //
 // With replicas set (the gateway's --redis-min-replicas), a pipeline that
 // holds a call sent with ack ends with one WAIT: it covers every write sent
@@ -52,6 +66,10 @@ type batcher struct {
 	// writes of a call sent with ack, within replicaTimeout.
 	replicas       int
 	replicaTimeout time.Duration
+
+	// noFunctions: Redis refused a function call or load, and calls go
+	// as EVALSHA (see notRun).
+	noFunctions atomic.Bool
 
 	mu      sync.RWMutex
 	started bool
@@ -113,6 +131,25 @@ func (b *batcher) do(ctx context.Context, timeout time.Duration, script *script,
 		<-c.done
 	}
 	return c
+}
+
+// runAll sends script calls, each with its keys and args, in one pipeline
+// of their own, past the queue and the lanes (the heartbeat's, which must
+// not wait behind the calls it keeps alive), and returns their commands in
+// order. They are sent as exec sends any, and sent again as it does when
+// Redis did not run them.
+func (b *batcher) runAll(ctx context.Context, timeout time.Duration, scripts []*script, keys [][]string, args [][]any) []*redis.Cmd {
+	deadline := time.Now().Add(timeout)
+	calls := make([]*call, len(scripts))
+	for i, s := range scripts {
+		calls[i] = &call{ctx: context.WithoutCancel(ctx), script: s, keys: keys[i], args: args[i], deadline: deadline, done: make(chan struct{})}
+	}
+	b.exec(calls)
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.result(ctx)
+	}
+	return cmds
 }
 
 // result is the call's command, or one that carries why it was not sent.
@@ -273,35 +310,114 @@ func (b *batcher) exec(batch []*call) {
 	}
 	ctx, cancel := context.WithDeadline(live[0].ctx, earliest)
 	defer cancel()
-	b.pipeline(ctx, live, false)
-	var noScript []*call
-	for _, c := range live {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			noScript = append(noScript, c)
-		}
+	how := viaFunction
+	if b.noFunctions.Load() {
+		how = viaSHA
 	}
-	if len(noScript) > 0 { // Redis lost its script cache: EVAL, which loads it
-		b.pipeline(ctx, noScript, true)
+	b.pipeline(ctx, live, how)
+	todo := b.notRun(live, how)
+	if len(todo) > 0 && how == viaFunction && b.loadFunctions(ctx, todo) {
+		b.pipeline(ctx, todo, viaFunction)
+		todo = b.notRun(todo, viaFunction)
+	}
+	if len(todo) > 0 { // EVAL, which needs nothing loaded, and loads the script
+		b.pipeline(ctx, todo, viaSource)
 	}
 	for _, c := range live {
 		close(c.done)
 	}
 }
 
-// pipeline sends calls in one pipeline, as EVALSHA or, with source, EVAL,
-// and a WAIT after them when one has ack. Errors stay with each call's
-// command.
-func (b *batcher) pipeline(ctx context.Context, calls []*call, source bool) {
+// via is how a call names its script to Redis.
+type via int
+
+const (
+	viaFunction via = iota // FCALL, FCALL_RO
+	viaSHA                 // EVALSHA, EVALSHA_RO
+	viaSource              // EVAL, EVAL_RO
+)
+
+// notRun returns the calls, sent how, whose error says that Redis did not
+// run them, so that sending them again cannot run a script twice: it had
+// no such function or script, or refused the command before it ran (an
+// older Redis does not know FCALL, an ACL may deny it). A refusal turns
+// functions off.
+func (b *batcher) notRun(calls []*call, how via) []*call {
+	var todo []*call
+	for _, c := range calls {
+		err := c.cmd.Err()
+		switch {
+		case err == nil:
+		case how == viaSHA && redis.HasErrorPrefix(err, "NOSCRIPT"):
+			todo = append(todo, c)
+		case how == viaFunction && redis.HasErrorPrefix(err, "Function not found"):
+			todo = append(todo, c)
+		case how == viaFunction && refused(err):
+			b.noFunctions.Store(true)
+			todo = append(todo, c)
+		}
+	}
+	return todo
+}
+
+// refused says that Redis refused a function command before running it:
+// it does not know it (older than 7), or an ACL denies it. (HasErrorPrefix
+// looks past an "ERR ".)
+func refused(err error) bool {
+	return redis.HasErrorPrefix(err, "unknown command") || redis.HasErrorPrefix(err, "NOPERM")
+}
+
+// loadFunctions loads the libraries of the calls' scripts on every master,
+// and says whether they are there now. A refusal turns functions off.
+func (b *batcher) loadFunctions(ctx context.Context, calls []*call) bool {
+	if b.noFunctions.Load() {
+		return false
+	}
+	var libs []string
+	for _, c := range calls {
+		if !slices.Contains(libs, c.script.library) {
+			libs = append(libs, c.script.library)
+		}
+	}
+	load := func(ctx context.Context, node redis.Cmdable) error {
+		pipe := node.Pipeline()
+		cmds := make([]*redis.StringCmd, len(libs))
+		for i, lib := range libs {
+			cmds[i] = pipe.FunctionLoad(ctx, lib)
+		}
+		pipe.Exec(ctx) // errors are read per command
+		for _, cmd := range cmds {
+			if err := cmd.Err(); err != nil && !strings.HasSuffix(err.Error(), "already exists") {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := b.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return load(ctx, node) })
+	} else {
+		err = load(ctx, b.client)
+	}
+	if err != nil && refused(err) {
+		b.noFunctions.Store(true)
+	}
+	return err == nil
+}
+
+// pipeline sends calls in one pipeline, how says as what, and a WAIT
+// after them when one has ack. Errors stay with each call's command.
+func (b *batcher) pipeline(ctx context.Context, calls []*call, how via) {
 	if cc, ok := b.client.(*redis.ClusterClient); ok && b.replicas > 0 {
-		b.pipelineByNode(ctx, cc, calls, source)
+		b.pipelineByNode(ctx, cc, calls, how)
 		return
 	}
-	b.pipelineOn(ctx, b.client, calls, source)
+	b.pipelineOn(ctx, b.client, calls, how)
 }
 
 // pipelineByNode sends each master's calls down that master's connection
 // (see batcher).
-func (b *batcher) pipelineByNode(ctx context.Context, cc *redis.ClusterClient, calls []*call, source bool) {
+func (b *batcher) pipelineByNode(ctx context.Context, cc *redis.ClusterClient, calls []*call, how via) {
 	groups := make(map[*redis.Client][]*call)
 	for _, c := range calls {
 		node, err := cc.MasterForKey(ctx, c.keys[0])
@@ -314,7 +430,7 @@ func (b *batcher) pipelineByNode(ctx context.Context, cc *redis.ClusterClient, c
 	}
 	var wg sync.WaitGroup
 	for node, group := range groups {
-		wg.Go(func() { b.pipelineOn(ctx, node, group, source) })
+		wg.Go(func() { b.pipelineOn(ctx, node, group, how) })
 	}
 	wg.Wait()
 	for _, c := range calls {
@@ -328,13 +444,17 @@ func (b *batcher) pipelineByNode(ctx context.Context, cc *redis.ClusterClient, c
 	}
 }
 
-func (b *batcher) pipelineOn(ctx context.Context, client redis.Cmdable, calls []*call, source bool) {
+func (b *batcher) pipelineOn(ctx context.Context, client redis.Cmdable, calls []*call, how via) {
 	pipe := client.Pipeline()
 	for _, c := range calls {
 		switch {
-		case source && c.ro:
+		case how == viaFunction && c.ro:
+			c.cmd = pipe.FCallRO(ctx, c.script.function, c.keys, c.args...)
+		case how == viaFunction:
+			c.cmd = pipe.FCall(ctx, c.script.function, c.keys, c.args...)
+		case how == viaSource && c.ro:
 			c.cmd = c.script.EvalRO(ctx, pipe, c.keys, c.args...)
-		case source:
+		case how == viaSource:
 			c.cmd = c.script.Eval(ctx, pipe, c.keys, c.args...)
 		case c.ro:
 			c.cmd = c.script.EvalShaRO(ctx, pipe, c.keys, c.args...)

@@ -48,14 +48,18 @@ func TestRedisConcurrentCallsBoundedWhenPaused(t *testing.T) {
 	}
 }
 
-// Concurrent calls after SCRIPT FLUSH fail with NOSCRIPT in one pipeline,
-// and every one is sent again as EVAL: each runs exactly once.
+// Concurrent calls after FUNCTION FLUSH find no function in one pipeline,
+// and every one is sent again once it is loaded (after SCRIPT FLUSH too,
+// which drops what EVAL loaded): each runs exactly once.
 func TestRedisConcurrentCallsSurviveScriptFlush(t *testing.T) {
 	const n = 64
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	l := newRedis(t, srv, locks.RedisOptions{})
 	for round := range 3 {
+		if err := admin.FunctionFlush(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
 		if err := admin.ScriptFlush(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -202,13 +202,6 @@ func checkClient(client redis.UniversalClient) error {
 	return nil
 }
 
-// callCtx bounds one Redis call by the configured timeout, and detaches it
-// from the caller's cancellation: a call cut off half way leaves an unknown
-// outcome (did the grant happen?), one that runs to the end does not.
-func (r *Redis) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
-}
-
 // Senders and pipeline length of the batcher: a few pipelines in flight
 // keep a lone call from waiting behind another, and let calls that arrive
 // while all are busy share the next write.
@@ -219,7 +212,9 @@ const (
 
 // exec runs one call of script, with call id id, through the batcher,
 // bounded by the configured timeout and detached from the caller's
-// cancellation (see callCtx). It is the one way the engine runs a script.
+// cancellation: a call cut off half way leaves an unknown outcome (did the
+// grant happen?), one that runs to the end does not. It is the one way the
+// engine runs a script.
 //
 // A script that changes state gets once.lua's arguments: the call id, the
 // id of an earlier call to fence off (fence, or ”), and how long Redis
@@ -451,46 +446,25 @@ func (r *Redis) deliver(ctx context.Context, res resource, token string, lease L
 // no longer queued (handed the lock, or dropped), and all those of a lock
 // whose heartbeat failed, so that they learn of an outage.
 func (r *Redis) heartbeat(ctx context.Context, byRes map[resource][]string) (wake []string) {
-	cctx, cancel := r.callCtx(ctx)
-	defer cancel()
-	type beat struct {
-		beatCall
-		ids []string
-		cmd *redis.Cmd
+	var (
+		scripts []*script
+		keys    [][]string
+		args    [][]any
+		ids     [][]string
+	)
+	for res, resIDs := range byRes {
+		b := res.kind.beat(r, res.key, resIDs)
+		scripts, keys, args, ids = append(scripts, b.script), append(keys, b.keys), append(args, b.args), append(ids, resIDs)
 	}
-	beats := make([]*beat, 0, len(byRes))
-	for res, ids := range byRes {
-		beats = append(beats, &beat{beatCall: res.kind.beat(r, res.key, ids), ids: ids})
-	}
-	send := func(todo []*beat) {
-		pipe := r.client.Pipeline()
-		for _, b := range todo {
-			b.cmd = b.script.EvalSha(cctx, pipe, b.keys, b.args...)
-		}
-		pipe.Exec(cctx) // errors are read per command below
-	}
-	send(beats)
-	var noScript []*beat
-	for _, b := range beats {
-		if redis.HasErrorPrefix(b.cmd.Err(), "NOSCRIPT") {
-			noScript = append(noScript, b)
-		}
-	}
-	if len(noScript) > 0 { // Redis lost its script cache: load, once
-		for _, s := range []*script{heartbeatScript, semHeartbeatScript} {
-			s.Load(cctx, r.client)
-		}
-		send(noScript)
-	}
-	for _, b := range beats {
-		queued, err := b.cmd.Int64Slice()
-		if err != nil || len(queued) != len(b.ids) {
-			wake = append(wake, b.ids...)
+	for i, cmd := range r.batch.runAll(ctx, r.opts.Timeout, scripts, keys, args) {
+		queued, err := cmd.Int64Slice()
+		if err != nil || len(queued) != len(ids[i]) {
+			wake = append(wake, ids[i]...)
 			continue
 		}
-		for i, q := range queued {
+		for j, q := range queued {
 			if q == 0 {
-				wake = append(wake, b.ids[i])
+				wake = append(wake, ids[i][j])
 			}
 		}
 	}

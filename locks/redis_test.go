@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,8 +117,11 @@ func TestRedisSurvivesScriptFlush(t *testing.T) {
 	l := newRedis(t, srv, locks.RedisOptions{})
 	admin := srv.Client(t)
 	key := locktest.UniqueKey(t)
-	flush := func() {
+	flush := func() { // the functions the engine calls, and the scripts it falls back on
 		t.Helper()
+		if err := admin.FunctionFlush(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
 		if err := admin.ScriptFlush(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -134,6 +139,101 @@ func TestRedisSurvivesScriptFlush(t *testing.T) {
 	flush()
 	if _, err := l.Release(t.Context(), key, g.Token); err != nil {
 		t.Fatalf("release after SCRIPT FLUSH: %v", err)
+	}
+}
+
+// A Redis past its maxmemory refuses new grants, and still takes releases.
+func TestRedisFullTakesReleases(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	l := newRedis(t, srv, locks.RedisOptions{History: 10})
+	key := locktest.UniqueKey(t)
+	g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+	other := locktest.UniqueKey(t) // a cycle that loads the functions, which a full Redis would refuse
+	if _, err := l.Release(t.Context(), other, locktest.MustAcquire(t, l, other, locks.AcquireRequest{TTL: time.Minute}).Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ConfigSet(t.Context(), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.ConfigSet(context.Background(), "maxmemory", "0") })
+	if _, err := l.Acquire(t.Context(), locktest.UniqueKey(t), locks.AcquireRequest{TTL: time.Minute}); !errors.Is(err, locks.ErrUnavailable) {
+		t.Fatalf("acquire on a full Redis: got %v, want ErrUnavailable", err)
+	}
+	if _, err := l.Release(t.Context(), key, g.Token); err != nil {
+		t.Fatalf("release on a full Redis: got %v, want it released", err)
+	}
+}
+
+// cycleCommands runs one acquire and release of a new lock, and returns the
+// script and function calls Redis received for it, by command, those it
+// refused or did not find included.
+func cycleCommands(t *testing.T, l *locks.Redis, admin *redis.Client) map[string]int {
+	t.Helper()
+	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	key := locktest.UniqueKey(t)
+	g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+	if _, err := l.Release(t.Context(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	info, err := admin.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for line := range strings.Lines(info) {
+		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
+		name, ok := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !(strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall") || strings.HasPrefix(name, "function")) {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		n, _ := strconv.Atoi(calls)
+		rejected := 0
+		if _, r, ok := strings.Cut(stats, "rejected_calls="); ok {
+			r, _, _ = strings.Cut(r, ",")
+			rejected, _ = strconv.Atoi(r)
+		}
+		got[name] = n + rejected
+	}
+	return got
+}
+
+// The engine calls each script as a function, loaded once per node: the
+// first call of each on a new Redis finds none and loads it, every call
+// after is one FCALL.
+func TestRedisCallsFunctions(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	l := newRedis(t, srv, locks.RedisOptions{})
+	first := cycleCommands(t, l, admin)
+	if first["function|load"] != 2 || first["fcall"] != 4 {
+		t.Errorf("first cycle: got %v, want 2 FUNCTION LOADs and 4 FCALLs (2 not found, 2 run)", first)
+	}
+	if got, want := cycleCommands(t, l, admin), map[string]int{"fcall": 2}; !maps.Equal(got, want) {
+		t.Errorf("second cycle: got %v, want %v", got, want)
+	}
+}
+
+// A Redis that refuses functions (here an ACL; Redis 6 does not know them)
+// gets EVALSHA, after one refused FCALL.
+func TestRedisFallsBackToScripts(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "nofunctions", "on", ">pw", "~*", "&*", "+@all", "-fcall", "-fcall_ro", "-function").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "nofunctions", Password: "pw", MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	l := openRedis(t, c, locks.RedisOptions{})
+	t.Cleanup(func() { l.Close() })
+	if got, want := cycleCommands(t, l, admin), map[string]int{"fcall": 1, "eval": 2, "evalsha": 1}; !maps.Equal(got, want) {
+		t.Errorf("first cycle: got %v, want %v: the acquire's refused FCALL and its EVAL, the release's EVALSHA without the script and its EVAL", got, want)
+	}
+	if got, want := cycleCommands(t, l, admin), map[string]int{"evalsha": 2}; !maps.Equal(got, want) {
+		t.Errorf("second cycle: got %v, want %v", got, want)
 	}
 }
 

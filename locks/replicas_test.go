@@ -230,7 +230,7 @@ func TestRedisMinReplicasReleaseWaits(t *testing.T) {
 
 	key := locktest.UniqueKey(t)
 	g := locktest.MustAcquire(t, r, key, req)
-	release(key, g.Token) // loads the script: a NOSCRIPT's EVAL sends its own WAIT
+	release(key, g.Token) // loads the function: the call sent again sends its own WAIT
 
 	key = locktest.UniqueKey(t)
 	g = locktest.MustAcquire(t, r, key, req)

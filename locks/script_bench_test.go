@@ -132,14 +132,14 @@ func measureScripts(b *testing.B, client *redis.Client, cycles func(n int), plai
 			}
 		}
 		switch name {
-		case "evalsha", "eval":
+		case "evalsha", "eval", "fcall", "fcall_ro":
 			usec += u // a script's time includes the commands it runs
 		case "set":
 			if plain == 0 {
 				usec += u // the plain lock's SET NX PX, sent on its own
 			}
 			calls += n
-		case "script|load", "info", "config|resetstat", "ping", "hello", "client|setinfo", "subscribe":
+		case "script|load", "function|load", "info", "config|resetstat", "ping", "hello", "client|setinfo", "subscribe":
 		default:
 			calls += n
 		}

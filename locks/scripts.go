@@ -16,6 +16,9 @@ type script struct {
 	*redis.Script
 	// writes, once and acked are lua.Script's Writes, Once and Acked.
 	writes, once, acked bool
+	// function and library are lua.Script's Function and Library: the
+	// engine calls the function, and loads the library where Redis lacks it.
+	function, library string
 }
 
 // wrapped are the scripts that newScript made, by name.
@@ -28,7 +31,8 @@ func newScript(name string) *script {
 	if !ok {
 		panic("locks: package lua has no script " + name)
 	}
-	w := &script{Script: redis.NewScript(s.Source), writes: s.Writes, once: s.Once, acked: s.Acked}
+	w := &script{Script: redis.NewScript(s.Source), writes: s.Writes, once: s.Once, acked: s.Acked,
+		function: s.Function, library: s.Library}
 	wrapped[name] = w
 	return w
 }

@@ -159,8 +159,8 @@ func parseRelease(out []any, err error) (releaseReply, error) {
 }
 
 // beatCall is one call of a heartbeat script, sent in the heartbeat's own
-// pipeline (see Redis.heartbeat), not through exec, and so with once.lua's
-// arguments already in args.
+// pipeline (see Redis.heartbeat, batcher.runAll), not through exec, and so
+// with once.lua's arguments already in args.
 type beatCall struct {
 	script *script
 	keys   []string

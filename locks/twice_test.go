@@ -42,7 +42,8 @@ func (deliverTwice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 func isScript(cmd redis.Cmder) bool {
-	return strings.HasPrefix(strings.ToLower(cmd.Name()), "eval")
+	name := strings.ToLower(cmd.Name())
+	return strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall")
 }
 
 // TestRedisDeliveredTwice: the conformance suites, on a client that

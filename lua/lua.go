@@ -14,7 +14,9 @@
 package lua
 
 import (
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 	"slices"
 )
 
@@ -133,7 +135,7 @@ type Script struct {
 	// uses, its body, and once.lua around a script wrapped by it.
 	Source string
 	// Writes: the script changes state. A script that does not write is
-	// read-only, run with EVALSHA_RO.
+	// read-only, run with FCALL_RO (or EVALSHA_RO).
 	Writes bool
 	// Once: the script is wrapped by once.lua, and every call of it takes
 	// once.lua's three trailing arguments. Every script that writes is,
@@ -148,6 +150,14 @@ type Script struct {
 	// now in force. The engine runs such a
 	// script only through its one replica barrier (locks.Redis.exec).
 	Acked bool
+	// Function names the script as a Redis function (FCALL), and Library
+	// is the function library that defines it, for FUNCTION LOAD: the same
+	// code as Source, whose libraries Redis then defines once, when it
+	// loads the library, and not again on every call as with EVALSHA. Both
+	// names, the library's and the function's, end in a hash of the code,
+	// so that gateways of different versions, each calling its own, share
+	// a Redis.
+	Function, Library string
 }
 
 // writes builds a script that changes state: protocol, the libraries and
@@ -157,8 +167,7 @@ func writes(name string, acked bool, body string, libs ...string) Script {
 	for _, l := range libs {
 		src += l
 	}
-	src += "local function main()\n" + body + "\nend\n" + once
-	return Script{Name: name, Source: src, Writes: true, Once: true, Acked: acked}
+	return withFunction(Script{Name: name, Writes: true, Once: true, Acked: acked}, src, "local function main()\n"+body+"\nend\n"+once)
 }
 
 // writesIdempotent builds a script that changes state in a way that
@@ -168,7 +177,7 @@ func writesIdempotent(name, body string, libs ...string) Script {
 	for _, l := range libs {
 		src += l
 	}
-	return Script{Name: name, Source: src + body, Writes: true}
+	return withFunction(Script{Name: name, Writes: true}, src, body)
 }
 
 // reads builds a read-only script.
@@ -177,7 +186,40 @@ func reads(name, body string, libs ...string) Script {
 	for _, l := range libs {
 		src += l
 	}
-	return Script{Name: name, Source: src + body}
+	return withFunction(Script{Name: name}, src, body)
+}
+
+// endsGrants are the scripts that a Redis past its maxmemory still runs, as
+// a script whose first write frees memory (a DEL) runs there: they end
+// grants and waits, so that a full Redis refuses new grants and still
+// takes releases. Redis refuses every other function that writes before
+// it runs.
+var endsGrants = []string{"release", "leave", "break", "sem_release", "sem_leave", "idem_abort"}
+
+// withFunction completes s from its prelude (protocol.lua and the libraries,
+// each a chunk of top-level locals) and the code that runs a call: Source
+// as the two one after the other, Library as a function library with that
+// code in a function, run, which every call runs. The library declares
+// KEYS and ARGV as locals above the prelude, and each call sets them to
+// its keys and arguments before it runs: the scripts and libraries use
+// them as EVAL's globals, unchanged (a function's call is as atomic as a
+// script's, so nothing runs between the two).
+func withFunction(s Script, prelude, call string) Script {
+	s.Source = prelude + call
+	code := "local KEYS, ARGV\n" + prelude + "local function run()\n" + call + "\nend\n"
+	sum := sha1.Sum([]byte(s.Name + "\n" + code))
+	s.Function = "lockgate_" + s.Name + "_" + hex.EncodeToString(sum[:8])
+	flags := ""
+	switch {
+	case !s.Writes:
+		flags = ", flags = {'no-writes'}"
+	case slices.Contains(endsGrants, s.Name):
+		flags = ", flags = {'allow-oom'}"
+	}
+	s.Library = "#!lua name=" + s.Function + "\n" + code +
+		"redis.register_function{function_name = '" + s.Function + "', callback = function(keys, args)\n" +
+		"  KEYS, ARGV = keys, args\n  return run()\nend" + flags + "}\n"
+	return s
 }
 
 // The libraries, each put in front of the scripts that use it (after

@@ -3,6 +3,7 @@ package lua_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,6 +29,30 @@ func TestScriptsLoad(t *testing.T) {
 		}
 		if got, ok := lua.Named(s.Name); !ok || got != s {
 			t.Errorf("%s: Named finds %v, %v", s.Name, got.Name, ok)
+		}
+	}
+}
+
+// TestFunctionsLoad loads every script's function library in a real
+// Redis, which compiles it, and checks that it defines the function the
+// engine will call, with the flags of a script that does not write.
+func TestFunctionsLoad(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	for _, s := range lua.Scripts() {
+		lib, err := c.FunctionLoad(t.Context(), s.Library).Result()
+		if err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+			continue
+		}
+		if lib != s.Function {
+			t.Errorf("%s: Redis loaded library %s, want %s", s.Name, lib, s.Function)
+		}
+		libs, err := c.FunctionList(t.Context(), redis.FunctionListQuery{LibraryNamePattern: s.Function}).Result()
+		if err != nil || len(libs) != 1 || len(libs[0].Functions) != 1 || libs[0].Functions[0].Name != s.Function {
+			t.Fatalf("%s: FUNCTION LIST says %+v, %v; want one function %s", s.Name, libs, err, s.Function)
+		}
+		if ro := slices.Contains(libs[0].Functions[0].Flags, "no-writes"); ro == s.Writes {
+			t.Errorf("%s: flags %v, writes %t", s.Name, libs[0].Functions[0].Flags, s.Writes)
 		}
 	}
 }

@@ -326,8 +326,8 @@ func TestClientLeavesMidRelease(t *testing.T) {
 	}
 }
 
-// TestScriptFlush: SCRIPT FLUSH every few ms under a concurrent workload
-// costs nothing: no call fails, and the history holds.
+// TestScriptFlush: FUNCTION FLUSH and SCRIPT FLUSH every few ms under a
+// concurrent workload cost nothing: no call fails, and the history holds.
 func TestScriptFlush(t *testing.T) {
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
@@ -340,6 +340,7 @@ func TestScriptFlush(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(20 * time.Millisecond): // the fault's rate
+				rc.FunctionFlush(context.Background())
 				rc.ScriptFlush(context.Background())
 			}
 		}

@@ -290,13 +290,13 @@ func (f *faulty) frees(t *testing.T, h *history, name, path string) []finding {
 	}
 }
 
-// anyScriptCall matches every EVAL and EVALSHA (and their _RO forms).
+// anyScriptCall matches every FCALL, EVAL and EVALSHA (and their _RO forms).
 func anyScriptCall(args [][]byte) bool {
 	if len(args) == 0 {
 		return false
 	}
 	switch strings.ToUpper(string(args[0])) {
-	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO":
+	case "FCALL", "FCALL_RO", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO":
 		return true
 	}
 	return false

@@ -113,19 +113,21 @@ func (q *replies) deliver(f *fault) int {
 	return times
 }
 
-// noScript starts the reply to a script call that did not run: Redis did
-// not have the script, and the client sends it again with its source.
-var noScript = []byte("-NOSCRIPT")
+// noScript and noFunction start the reply to a script call that did not
+// run: Redis did not have the script, or the function, and the client
+// sends it again once it is loaded, or with its source.
+var noScript, noFunction = []byte("-NOSCRIPT"), []byte("-ERR Function not found")
 
 // reply says what to do with reply number n, v: cut the connection, or
 // swallow it (false, false: deliver it). A fault whose command did not run
-// (NOSCRIPT) is given back, for the command that follows it.
+// (NOSCRIPT, no such function) is given back, for the command that follows
+// it.
 func (q *replies) reply(n int, v []byte) (cut, swallow bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if f := q.faulted[n]; f != nil {
 		delete(q.faulted, n)
-		if bytes.HasPrefix(v, noScript) {
+		if bytes.HasPrefix(v, noScript) || bytes.HasPrefix(v, noFunction) {
 			f.giveBack()
 			return false, false
 		}

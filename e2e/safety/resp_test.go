@@ -112,8 +112,9 @@ func commandArgs(v []byte) [][]byte {
 // name first) is one a fault is for.
 type matcher func(args [][]byte) bool
 
-// scriptCall matches the calls of the script called name (EVALSHA with its
-// SHA-1, EVAL with its source, and their _RO forms) with a key or argument
+// scriptCall matches the calls of the script called name (FCALL of its
+// function, EVALSHA with its SHA-1, EVAL with its source, and their _RO
+// forms) with a key or argument
 // that contains mention, such as a lock's hash tag "{ns/name}"; "" matches
 // every call of the script.
 func scriptCall(name string, mention string) matcher {
@@ -128,6 +129,10 @@ func scriptCall(name string, mention string) matcher {
 			return false
 		}
 		switch strings.ToUpper(string(args[0])) {
+		case "FCALL", "FCALL_RO":
+			if string(args[1]) != s.Function {
+				return false
+			}
 		case "EVALSHA", "EVALSHA_RO":
 			if string(args[1]) != sha {
 				return false

@@ -26,6 +26,9 @@ type Comparison struct {
 	Notes []string    `json:"notes,omitempty"`
 	// EtcdVersion is set when etcd ran.
 	EtcdVersion string `json:"etcd_version,omitempty"`
+	// Released is what a released lock name keeps in Redis, per Redis
+	// gateway target (--released-names).
+	Released []ReleasedNameMemory `json:"released,omitempty"`
 	// Repeat is the rounds of each scenario (--repeat), when more than one:
 	// then each of Runs summarises its Rounds (see combineRounds).
 	Repeat int `json:"repeat,omitempty"`
@@ -56,6 +59,15 @@ type TargetRun struct {
 	// per cycle, from /proc/<pid>/io: unlike CPU time, the load of the
 	// machine hardly moves it.
 	ServerSyscalls float64 `json:"server_syscalls_per_cycle,omitempty"`
+	// Redis is Redis's own accounting of the run, per cycle, for a target
+	// on the lab's redis-server (see rediscost.go).
+	Redis *redisCost `json:"redis,omitempty"`
+	// RedisOverPlain is Redis's main-thread CPU per cycle over the plain
+	// lock's in the same round and scenario; of rounds, the median of the
+	// rounds' ratios, and the min and max.
+	RedisOverPlain    float64 `json:"redis_over_plain,omitempty"`
+	RedisOverPlainMin float64 `json:"redis_over_plain_min,omitempty"`
+	RedisOverPlainMax float64 `json:"redis_over_plain_max,omitempty"`
 	// Round numbers a run among its scenario's Rounds, from 1.
 	Round int `json:"round,omitempty"`
 	// Rounds are the runs a summary of --repeat N > 1 was made from, in
@@ -64,11 +76,12 @@ type TargetRun struct {
 }
 
 // Targets of --processes, in the order each scenario runs them.
-// "replicated" is the Redis gateway with --redis-min-replicas 1: asked
+// "redis-h0" is the Redis gateway with --history 0, uncontended only: the
+// lock scripts' cost without the history. "replicated" is the Redis gateway with --redis-min-replicas 1: asked
 // for, it gives the Redis a replica, which the "redis" target then has too,
 // so that the two differ only in the WAIT. "redis-ceiling" is the ceiling
 // with the plain lock on the Redis targets' redis-server behind it.
-var allTargets = []string{"ceiling", "redis-ceiling", "embedded", "redis", "replicated", "engine", "semaphore", "plain", "etcd"}
+var allTargets = []string{"ceiling", "redis-ceiling", "embedded", "redis", "redis-h0", "replicated", "engine", "semaphore", "plain", "etcd"}
 
 // defaultTargets are the targets of --processes without --targets.
 var defaultTargets = slices.DeleteFunc(slices.Clone(allTargets), func(t string) bool { return t == "replicated" })
@@ -78,8 +91,9 @@ type procTarget struct {
 	key, label string
 	tgt        loadgen.Target
 	close      func()
-	server     int // pid of the server process, or 0
-	redis      int // pid of the redis-server it uses, or 0
+	server     int           // pid of the server process, or 0
+	redis      int           // pid of the redis-server it uses, or 0
+	rdb        *redis.Client // the lab's client of that redis-server, or nil
 	contended  bool
 	// semaphore takes permits of semaphores of a limit, the way tgt takes
 	// locks; nil when the target has no semaphores.
@@ -119,13 +133,17 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		}
 	}()
 	var targets []*procTarget
+	var labRDB *redis.Client // the lab's own client of the Redis targets' redis-server
 	add := func(t *procTarget) {
+		if t.redis != 0 {
+			t.rdb = labRDB
+		}
 		targets = append(targets, t)
 		stops = append(stops, t.close)
 	}
 
 	var rp *redisProc
-	if want("redis") || want("replicated") || want("engine") || want("semaphore") || want("plain") || want("redis-ceiling") {
+	if want("redis") || want("redis-h0") || want("replicated") || want("engine") || want("semaphore") || want("plain") || want("redis-ceiling") {
 		if rp, err = startRedis(ctx, cfg.redisServer); err != nil {
 			return nil, err
 		}
@@ -138,9 +156,9 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			stops = append(stops, replica.stop)
 			cmp.Notes = append(cmp.Notes, "the Redis of every Redis target had a replica on loopback (for the replicated target), whose CPU is not counted")
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: rp.addr})
-		rep.RedisVersion, _ = loadgen.InfoField(ctx, rdb, "server", "redis_version")
-		rdb.Close()
+		labRDB = redis.NewClient(&redis.Options{Addr: rp.addr, MaxRetries: -1})
+		stops = append(stops, func() { labRDB.Close() })
+		rep.RedisVersion, _ = loadgen.InfoField(ctx, labRDB, "server", "redis_version")
 	}
 	for _, k := range []string{"ceiling", "redis-ceiling"} {
 		if !want(k) {
@@ -168,7 +186,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		}
 		add(&procTarget{key: k, label: label, tgt: ht, close: ht.Close, server: p.pid(), redis: redisPID})
 	}
-	if want("embedded") || want("redis") || want("replicated") {
+	if want("embedded") || want("redis") || want("redis-h0") || want("replicated") {
 		bin := cfg.gatewayBin
 		if bin == "" {
 			fmt.Fprint(progress, "go build cmd/gateway ... ")
@@ -177,7 +195,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			}
 			fmt.Fprintln(progress, "done")
 		}
-		for _, k := range []string{"embedded", "redis", "replicated"} {
+		for _, k := range []string{"embedded", "redis", "redis-h0", "replicated"} {
 			if !want(k) {
 				continue
 			}
@@ -187,6 +205,10 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			if k == "redis" {
 				args = append(args, "--redis-url", rp.url())
 				label, redisPID = "lockgate, Redis backend", rp.cmd.Process.Pid
+			}
+			if k == "redis-h0" {
+				args = append(args, "--redis-url", rp.url(), "--history", "0")
+				label, redisPID = "lockgate, Redis backend, --history 0", rp.cmd.Process.Pid
 			}
 			if k == "replicated" {
 				args = append(args, "--redis-url", rp.url(), "--redis-min-replicas", "1")
@@ -209,8 +231,12 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 			if err != nil {
 				return nil, err
 			}
-			add(&procTarget{key: k, label: label, tgt: ht, close: ht.Close, server: p.pid(), redis: redisPID, contended: true, pprofAddr: pprofAddr,
-				semaphore: func(limit int) loadgen.Target { return loadgen.SemaphoreTarget{HTTP: ht, Limit: limit} }, mixed: true})
+			pt := &procTarget{key: k, label: label, tgt: ht, close: ht.Close, server: p.pid(), redis: redisPID, contended: true, pprofAddr: pprofAddr,
+				semaphore: func(limit int) loadgen.Target { return loadgen.SemaphoreTarget{HTTP: ht, Limit: limit} }, mixed: true}
+			if k == "redis-h0" { // the history's share of the uncontended cycle, nothing more
+				pt.contended, pt.semaphore, pt.mixed = false, nil, false
+			}
+			add(pt)
 		}
 	}
 	if want("engine") {
@@ -258,11 +284,28 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		}
 	}
 
+	runID := randomID()
+	// Before the runs, whose call records would expire during it and move
+	// used_memory.
+	for _, t := range targets {
+		ht, ok := t.tgt.(*loadgen.HTTPTarget)
+		if cfg.releasedNames == 0 || t.rdb == nil || !ok || (t.key != "redis" && t.key != "redis-h0") {
+			continue
+		}
+		fmt.Fprintf(progress, "released names, %s ... ", t.key)
+		m, err := measureReleasedNames(ctx, t.key, ht, t.rdb, "lockgate:", runID+"-"+t.key, cfg.releasedNames)
+		if err != nil {
+			fmt.Fprintln(progress)
+			return nil, fmt.Errorf("released names, %s: %w", t.key, err)
+		}
+		fmt.Fprintf(progress, "%.0f B kept per name\n", m.KeptPerName)
+		cmp.Released = append(cmp.Released, m)
+	}
+
 	matrix := presetMatrix(cfg)
 	if cfg.repeat > 1 {
 		cmp.Repeat = cfg.repeat
 	}
-	runID := randomID()
 	for i, sc := range matrix {
 		rounds := make([][]TargetRun, cfg.repeat)
 		for round := range cfg.repeat {
@@ -321,10 +364,29 @@ func runRound(ctx context.Context, cfg config, targets []*procTarget, sc loadgen
 		if run.ServerSyscalls > 0 {
 			fmt.Fprintf(progress, ", %.1f syscalls/cycle", run.ServerSyscalls)
 		}
+		if run.Redis != nil {
+			fmt.Fprintf(progress, "  Redis %.0f µs, %.1f commands/cycle", run.Redis.MainCPUUS, run.Redis.Commands)
+		}
 		fmt.Fprintln(progress)
 		runs = append(runs, run)
 	}
+	overPlain(runs)
 	return runs, nil
+}
+
+// overPlain sets each Redis target's RedisOverPlain against the plain
+// lock's run in runs, one round of one scenario.
+func overPlain(runs []TargetRun) {
+	i := slices.IndexFunc(runs, func(r TargetRun) bool { return r.Target == "plain" })
+	if i < 0 || runs[i].Redis == nil || runs[i].Redis.MainCPUUS <= 0 {
+		return
+	}
+	plain := runs[i].Redis.MainCPUUS
+	for j := range runs {
+		if r := &runs[j]; j != i && r.Redis != nil {
+			r.RedisOverPlain = r.Redis.MainCPUUS / plain
+		}
+	}
 }
 
 func maxClients(cfg config) int {
@@ -346,14 +408,22 @@ func runTarget(ctx context.Context, cfg config, t *procTarget, tgt loadgen.Targe
 		}
 	}
 	var sysBefore, sysAfter int64
+	var redisBefore, redisAfter redisSample
+	var redisErr error
 	h := loadgen.Hooks{
 		Start: func() {
 			read(before)
 			sysBefore, _ = syscallCount(t.server)
+			if t.rdb != nil {
+				redisBefore, redisErr = sampleRedis(ctx, t.rdb)
+			}
 		},
 		Stop: func() {
 			read(after)
 			sysAfter, _ = syscallCount(t.server)
+			if t.rdb != nil && redisErr == nil {
+				redisAfter, redisErr = sampleRedis(ctx, t.rdb)
+			}
 		},
 	}
 	if cfg.pprofDir != "" && t.pprofAddr != "" && !t.profiled && sc.Mode == loadgen.ModeUncontended {
@@ -372,6 +442,10 @@ func runTarget(ctx context.Context, cfg config, t *procTarget, tgt loadgen.Targe
 		return float64(after[i]-before[i]) / float64(time.Microsecond) / float64(res.Cycles)
 	}
 	run.ServerCPUUS, run.RedisCPUUS, run.BenchCPUUS = perCycle(0), perCycle(1), perCycle(2)
+	if t.rdb != nil && redisErr == nil {
+		cost := costPerCycle(redisBefore, redisAfter, res.Cycles)
+		run.Redis = &cost
+	}
 	if t.server != 0 && sysAfter > sysBefore && res.Cycles > 0 {
 		run.ServerSyscalls = float64(sysAfter-sysBefore) / float64(res.Cycles)
 	}

@@ -42,6 +42,9 @@ type config struct {
 	etcd       string
 	pprofDir   string
 	repeat     int
+	// releasedNames is how many names --processes acquires and releases
+	// to measure what a released name keeps in Redis.
+	releasedNames int
 }
 
 const usage = `lab measures lockgate as docs/PERFORMANCE.md reports it: it starts what it
@@ -85,6 +88,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.etcd, "etcd", "etcd", "--processes: the etcd binary to compare with (skipped when not found)")
 	fs.StringVar(&c.pprofDir, "pprof-dir", "", "--processes: write CPU and allocation profiles of each gateway process during its first uncontended run here")
 	fs.IntVar(&c.repeat, "repeat", 1, "--processes: rounds of each scenario, each round over every target in the same order; the report gives the medians of the rounds and the spread of the ratio to the ceiling")
+	fs.IntVar(&c.releasedNames, "released-names", 2000, "--processes: lock names to acquire and release once each through every Redis gateway, for the Redis memory a released name keeps (0: skip)")
 	fs.IntVar(&c.semaphoreLimit, "semaphore-limit", 4, "the semaphore's permits")
 	fs.IntVar(&c.semaphoreClients, "semaphore-clients", 64, "clients of the semaphore run (0: skip)")
 	fs.Float64Var(&c.sharedRatio, "shared-ratio", 0.8, "the share of acquires that ask for a shared grant in the shared/exclusive run")
@@ -147,8 +151,8 @@ func (c config) check() error {
 		return errors.New("--repeat must be at least 1")
 	case c.repeat > 1 && !c.processes:
 		return errors.New("--repeat goes with --processes")
-	case c.parked < 0 || c.heldLocks < 0:
-		return errors.New("--parked and --held-locks must not be negative")
+	case c.parked < 0 || c.heldLocks < 0 || c.releasedNames < 0:
+		return errors.New("--parked, --held-locks and --released-names must not be negative")
 	case c.self && c.processes:
 		return errors.New("--self or --processes, not both")
 	case !c.self && !c.processes:

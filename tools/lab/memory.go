@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -150,4 +153,129 @@ func globEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// ReleasedNameMemory is what a lock name keeps in Redis once it was
+// acquired and released: through --fence-retention, the fencing counter
+// and the history; for a minute or less, the records of the grant and of
+// the calls.
+type ReleasedNameMemory struct {
+	Target string `json:"target"`
+	Names  int    `json:"names"`
+	// UsedMemoryPerName is the growth of INFO used_memory per name just
+	// after the releases, the short-lived records included.
+	UsedMemoryPerName float64 `json:"used_memory_per_name"`
+	// KeptPerName is the growth of used_memory per name once the keys that
+	// expire within two minutes are deleted: what a name keeps through its
+	// retention, the keyspace's overhead (dict and expires entries)
+	// included.
+	KeptPerName float64 `json:"kept_per_name"`
+	// Kinds are the keys left behind, by kind.
+	Kinds []KeyKind `json:"kinds"`
+}
+
+// KeyKind is the keys of one kind that the released names left.
+type KeyKind struct {
+	// Kind is the key's part after the hash tag, with ids as *: "" is the
+	// lock's own key, ":fence", ":c:*" a call's record.
+	Kind         string  `json:"kind"`
+	KeysPerName  float64 `json:"keys_per_name"`
+	BytesPerName float64 `json:"bytes_per_name"` // MEMORY USAGE
+	// TTLS is the longest time to live of the kind's keys, s.
+	TTLS float64 `json:"ttl_s"`
+	Kept bool    `json:"kept"` // lives longer than two minutes
+}
+
+// keptAfter: a key that lives longer than this outlives the records.
+const keptAfter = 2 * time.Minute
+
+// measureReleasedNames acquires and releases n names through the gateway,
+// each once, and measures what they leave in Redis (see
+// ReleasedNameMemory). prefix is the gateway's Redis key prefix; tag makes
+// the names the run's own.
+func measureReleasedNames(ctx context.Context, target string, gw *loadgen.HTTPTarget, rdb *redis.Client, prefix, tag string, n int) (ReleasedNameMemory, error) {
+	m := ReleasedNameMemory{Target: target, Names: n}
+	before, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return m, err
+	}
+	if err := forEach(n, 16, func(i int) error {
+		s := gw.NewSession(ctx, fmt.Sprintf("released-%s-%d", tag, i))
+		token, _, err := s.Acquire(0)
+		if err != nil {
+			return err
+		}
+		return s.Release(token)
+	}); err != nil {
+		return m, fmt.Errorf("acquire and release the names to measure: %w", err)
+	}
+	after, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return m, err
+	}
+	m.UsedMemoryPerName = float64(after-before) / float64(n)
+
+	kinds := map[string]*KeyKind{}
+	var short []string
+	pattern := globEscape(prefix+"{"+gw.Namespace()+"/released-"+tag+"-") + "*"
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		size, err := rdb.MemoryUsage(ctx, key, 0).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return m, fmt.Errorf("MEMORY USAGE: %w", err)
+		}
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		if err != nil {
+			return m, fmt.Errorf("PTTL: %w", err)
+		}
+		kind := keyKind(key)
+		k := kinds[kind]
+		if k == nil {
+			k = &KeyKind{Kind: kind}
+			kinds[kind] = k
+		}
+		k.KeysPerName++
+		k.BytesPerName += float64(size)
+		k.TTLS = max(k.TTLS, ttl.Seconds())
+		if ttl > 0 && ttl <= keptAfter {
+			short = append(short, key)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return m, fmt.Errorf("SCAN: %w", err)
+	}
+	for _, kind := range slices.Sorted(maps.Keys(kinds)) {
+		k := kinds[kind]
+		k.Kept = k.TTLS < 0 || k.TTLS > keptAfter.Seconds()
+		k.KeysPerName /= float64(n)
+		k.BytesPerName /= float64(n)
+		m.Kinds = append(m.Kinds, *k)
+	}
+	for batch := range slices.Chunk(short, 500) {
+		if err := rdb.Del(ctx, batch...).Err(); err != nil {
+			return m, fmt.Errorf("DEL: %w", err)
+		}
+	}
+	kept, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return m, err
+	}
+	m.KeptPerName = float64(kept-before) / float64(n)
+	return m, nil
+}
+
+// keyKind is key's part after its hash tag, with the ids of records and
+// calls as *.
+func keyKind(key string) string {
+	_, rest, ok := strings.Cut(key, "}")
+	if !ok {
+		return key
+	}
+	for _, sep := range []string{":c:", ":t:", ":idem:"} {
+		if i := strings.Index(rest, sep); i >= 0 {
+			return rest[:i+len(sep)] + "*"
+		}
+	}
+	return rest
 }

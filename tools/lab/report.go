@@ -156,6 +156,8 @@ func writeComparison(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s / %s | %s / %s | %s | %s | %s |\n", run.Target, run.Clients, r.CyclesPerSec, ratioCell(run),
 			loadgen.Num(r.Acquire.P50), loadgen.Num(r.Acquire.P99), loadgen.Num(r.Release.P50), loadgen.Num(r.Release.P99), cpuCell(run), syscallCell(run), loadgen.FormatErrors(r.Errors))
 	}
+	writeRedisCost(&b, c)
+	writeReleased(&b, c)
 	if len(con) > 0 {
 		b.WriteString("\n### Contended: every client on one lock, server-side wait, hold 0\n\n")
 		b.WriteString("Self-hand-offs: releases during which another client's acquire was pending (sent, not necessarily " +
@@ -219,4 +221,57 @@ func cpuCell(run TargetRun) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return cell(run.ServerCPUUS) + " / " + cell(run.RedisCPUUS) + " / " + cell(run.BenchCPUUS)
+}
+
+// writeRedisCost writes what each run cost Redis by Redis's own
+// accounting, with the plain lock's ratio, when any run has it.
+func writeRedisCost(b *strings.Builder, c *Comparison) {
+	if !slices.ContainsFunc(c.Runs, func(run TargetRun) bool { return run.Redis != nil }) {
+		return
+	}
+	b.WriteString("\n### What a cycle costs Redis, by its own accounting\n\n")
+	b.WriteString("Redis main-thread CPU (INFO cpu: used_cpu_sys_main_thread + used_cpu_user_main_thread) over the timed part " +
+		"of the run, per cycle; x plain: over the plain lock's in the same round and scenario (of rounds, the median of " +
+		"the rounds' ratios, min–max in brackets). Commands per cycle from INFO commandstats, those run by scripts " +
+		"included, of the median round.\n\n")
+	b.WriteString("| target | mode | clients | Redis main-thread µs per cycle | x plain | commands per cycle | most run per cycle |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | --- |\n")
+	for _, run := range c.Runs {
+		rc := run.Redis
+		if rc == nil {
+			continue
+		}
+		ratio := "-"
+		switch {
+		case run.RedisOverPlain > 0 && len(run.Rounds) > 0:
+			ratio = fmt.Sprintf("%.2f (%.2f–%.2f)", run.RedisOverPlain, run.RedisOverPlainMin, run.RedisOverPlainMax)
+		case run.RedisOverPlain > 0:
+			ratio = fmt.Sprintf("%.2f", run.RedisOverPlain)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %.1f | %s | %.1f | %s |\n", run.Target, run.Mode, run.Clients, rc.MainCPUUS, ratio, rc.Commands, topCommands(rc, 6))
+	}
+}
+
+// writeReleased writes what a released lock name keeps in Redis.
+func writeReleased(b *strings.Builder, c *Comparison) {
+	if len(c.Released) == 0 {
+		return
+	}
+	b.WriteString("\n### What a released lock name keeps in Redis\n\n")
+	b.WriteString("Names acquired and released once each through the gateway. Kept: the growth of used_memory per name once " +
+		"the keys that expire within two minutes (the grant's and the calls' records) are deleted, keyspace overhead " +
+		"included; what stays through --fence-retention. By kind: MEMORY USAGE per name, and the longest time to live.\n\n")
+	b.WriteString("| target | names | used_memory per name, records included | kept per name | keys left, by kind: keys per name, MEMORY USAGE per name, longest TTL |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | --- |\n")
+	for _, m := range c.Released {
+		kinds := make([]string, len(m.Kinds))
+		for i, k := range m.Kinds {
+			name := k.Kind
+			if name == "" {
+				name = "(the lock's key)"
+			}
+			kinds[i] = fmt.Sprintf("`%s` %.2f, %.0f B, %.0f s", name, k.KeysPerName, k.BytesPerName, k.TTLS)
+		}
+		fmt.Fprintf(b, "| %s | %d | %.0f B | %.0f B | %s |\n", m.Target, m.Names, m.UsedMemoryPerName, m.KeptPerName, strings.Join(kinds, "; "))
+	}
 }

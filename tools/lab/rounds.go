@@ -118,6 +118,22 @@ func combineRounds(rounds []TargetRun) TargetRun {
 		out.OverCeilingMin, out.OverCeilingMax = slices.Min(ratios), slices.Max(ratios)
 	}
 
+	if out.Redis != nil {
+		rc := *out.Redis
+		rc.MainCPUUS = median(field(func(r TargetRun) float64 {
+			if r.Redis == nil {
+				return 0
+			}
+			return r.Redis.MainCPUUS
+		}))
+		out.Redis = &rc
+	}
+	plainRatios := slices.DeleteFunc(field(func(r TargetRun) float64 { return r.RedisOverPlain }), func(v float64) bool { return v <= 0 })
+	if len(plainRatios) > 0 {
+		out.RedisOverPlain = median(plainRatios)
+		out.RedisOverPlainMin, out.RedisOverPlainMax = slices.Min(plainRatios), slices.Max(plainRatios)
+	}
+
 	for i, r := range rounds {
 		out.Rounds[i].Round = i + 1
 		for class, n := range r.Result.Errors {
