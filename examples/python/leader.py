@@ -3,12 +3,15 @@
 replica, with its own address in ME. The standard library only; the client
 is lockgate_example.py's.
 
-  campaign  acquire the lock, waiting, with ME as the grant's value
+  observe   a long-poll watch of the lock (GET ?index=N&wait=): it answers
+            as soon as the lock changes; a follower prints the leader's
+            value and the fencing token that orders the terms
+  campaign  when the watch says the lock is free, acquire it with ME as the
+            grant's value; the first replica to ask leads
   lead      renew every renew_after_ms; when a renewal answers 409 (or 404)
             the lease ended under us: stop leading, campaign again
-  observe   a follower asks GET who leads: the value, and the fencing token
-            that orders the terms
-  resign    on SIGTERM or SIGINT, release: the next waiter leads at once
+  resign    on SIGTERM or SIGINT, release: the followers' watches see it, and
+            one of them leads at once
 
 Configure with LOCKGATE_URL, LOCKGATE_TOKEN and ME; LOCK (default
 demo/leader) and TTL_MS (default 3000) are optional. A leader that dies
@@ -52,14 +55,26 @@ def main():
             print(f"{what} {value} fencing_token={fence}", flush=True)
 
     grant = None
+    index = 0  # the lock's index this replica has seen (0: nothing yet)
     try:
         while True:
-            # observe, then campaign: wait up to one lease for the lock.
-            info = client.inspect(lock)
-            if info and info.get("value"):
-                say("following", info["value"], info["fencing_token"])
+            # observe: a long-poll that answers at once the first time, and
+            # then as soon as the lock changes (a renewal, a new value, the
+            # leader's release or its lease running out).
             try:
-                grant = client.acquire(lock, ttl_ms, ttl_ms, "leader example", value=me)
+                index, info = client.poll(lock, index, ttl_ms)
+            except Problem as p:
+                print(f"watch {lock}: {p}", file=sys.stderr)
+                time.sleep(p.retry_after)
+                continue
+            if info:
+                if info.get("value"):
+                    say("following", info["value"], info["fencing_token"])
+                continue
+            # campaign: the lock is free; the first replica to ask leads,
+            # the others see it on their next poll.
+            try:
+                grant = client.acquire(lock, ttl_ms, 0, "leader example", value=me)
             except Problem as p:
                 if p.status != 409:
                     print(f"campaign {lock}: {p}", file=sys.stderr)
