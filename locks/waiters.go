@@ -33,7 +33,11 @@ type waiters struct {
 	// gone are waiters that ended without the lock, by id: the token hash
 	// of each, and until when a full hand-off to it may still come back
 	// (see handOver).
-	gone       map[string]goneWaiter
+	gone map[string]goneWaiter
+	// watches are the tickets opened here whose hand-off someone wants to
+	// hear of (AcquireRequest.Handed), by ticket id: the message for a
+	// ticket says nothing but that it was handed the lock.
+	watches    map[string]*watch
 	started    bool
 	subscribed chan struct{} // closed once the first SUBSCRIBE is confirmed
 	current    *redis.PubSub // the live subscription, closed to interrupt a read
@@ -84,6 +88,7 @@ func newWaiters(client redis.UniversalClient, channel string, timeout, lease tim
 		heartbeat:  heartbeat,
 		byID:       make(map[string]*waiter),
 		gone:       make(map[string]goneWaiter),
+		watches:    make(map[string]*watch),
 		subscribed: make(chan struct{}),
 		beatNow:    make(chan struct{}, 1),
 	}
@@ -110,14 +115,60 @@ func (ws *waiters) registerTicket(res resource, id string) *waiter {
 func (ws *waiters) add(w *waiter) *waiter {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	ws.startLocked()
+	ws.byID[w.id] = w
+	return w
+}
+
+// startLocked starts the subscription and the heartbeats, once. ws.mu
+// must be held.
+func (ws *waiters) startLocked() {
 	if !ws.started {
 		ws.started = true
 		ctx, cancel := context.WithCancel(context.Background())
 		ws.stop, ws.done = cancel, make(chan struct{})
 		go ws.run(ctx)
 	}
-	ws.byID[w.id] = w
-	return w
+}
+
+// watch is one ticket's Handed, until the ticket's wait is over.
+type watch struct {
+	handed func()
+	timer  *time.Timer
+}
+
+// watchTicket calls handed, once, when a hand-off message for ticket id
+// comes within d. It ends earlier with unwatchTicket.
+func (ws *waiters) watchTicket(id string, handed func(), d time.Duration) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.startLocked()
+	wt := &watch{handed: handed}
+	wt.timer = time.AfterFunc(d, func() { ws.endWatch(id, wt) })
+	ws.watches[id] = wt
+}
+
+// unwatchTicket ends the watch of ticket id, if any.
+func (ws *waiters) unwatchTicket(id string) {
+	ws.mu.Lock()
+	wt := ws.watches[id]
+	ws.mu.Unlock()
+	if wt != nil {
+		ws.endWatch(id, wt)
+	}
+}
+
+// endWatch removes wt, if it still watches ticket id, and reports whether
+// it did: whoever removes it owns its one call.
+func (ws *waiters) endWatch(id string, wt *watch) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.watches[id] != wt {
+		return false
+	}
+	delete(ws.watches, id)
+	wt.timer.Stop()
+	return true
 }
 
 // unregister ends w's wait. A waiter that ends without the lock is
@@ -249,10 +300,13 @@ func (ws *waiters) subscribe(ctx context.Context, confirmed func()) {
 func (ws *waiters) wakeUp(payload string) {
 	id, _, _ := strings.Cut(payload, " ")
 	ws.mu.Lock()
-	w := ws.byID[id]
+	w, wt := ws.byID[id], ws.watches[id]
 	ws.mu.Unlock()
 	if w != nil {
 		w.poke()
+	}
+	if wt != nil && ws.endWatch(id, wt) {
+		go wt.handed()
 	}
 }
 
