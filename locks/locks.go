@@ -147,7 +147,14 @@ type AcquireRequest struct {
 	// ticket's hand-off message there), and no call comes once the ticket's
 	// wait is over. Not called when OpenTicket answers a grant. Nil for
 	// none.
-	Handed func()
+	Handed func(TicketHanded)
+}
+
+// TicketHanded tells AcquireRequest.Handed which ticket was handed the
+// lock, and until when its grant waits to be picked up.
+type TicketHanded struct {
+	ID       string
+	PickUpBy time.Time
 }
 
 // Mode is how a grant holds a lock: alone, or beside other shared grants.

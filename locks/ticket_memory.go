@@ -26,7 +26,7 @@ type memTicket struct {
 	picked bool
 	// handed is the request's Handed, set once the ticket is queued
 	// (OpenTicket answers a grant handed before that itself).
-	handed func()
+	handed func(TicketHanded)
 }
 
 // liveness is how long a ticket stays queued after each poll.

@@ -26,6 +26,7 @@ type waiters struct {
 	channel   string
 	timeout   time.Duration
 	lease     time.Duration // how long a waiter lives without a heartbeat
+	pickUp    time.Duration // how long a grant handed to a ticket waits for its poll
 	heartbeat func(ctx context.Context, byRes map[resource][]string) (wake []string)
 
 	mu   sync.Mutex
@@ -133,13 +134,13 @@ func (ws *waiters) startLocked() {
 
 // watch is one ticket's Handed, until the ticket's wait is over.
 type watch struct {
-	handed func()
+	handed func(TicketHanded)
 	timer  *time.Timer
 }
 
 // watchTicket calls handed, once, when a hand-off message for ticket id
-// comes within d. It ends earlier with unwatchTicket.
-func (ws *waiters) watchTicket(id string, handed func(), d time.Duration) {
+// comes within d, with the pick-up time the ticket's grant has from then. It ends earlier with unwatchTicket.
+func (ws *waiters) watchTicket(id string, handed func(TicketHanded), d time.Duration) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	ws.startLocked()
@@ -306,7 +307,7 @@ func (ws *waiters) wakeUp(payload string) {
 		w.poke()
 	}
 	if wt != nil && ws.endWatch(id, wt) {
-		go wt.handed()
+		go wt.handed(TicketHanded{ID: id, PickUpBy: time.Now().Add(ws.pickUp)})
 	}
 }
 

@@ -390,8 +390,8 @@ func ticketPickUpWindowIsTheLiveness(t *testing.T, newPair TicketPair) {
 func ticketHandedCalledOnHandOff(t *testing.T, newPair TicketPair) {
 	a, b := newPair(t, 0)
 	key := UniqueKey(t)
-	calls := make(chan struct{}, 2)
-	handed := func() { calls <- struct{}{} }
+	calls := make(chan locks.TicketHanded, 2)
+	handed := func(h locks.TicketHanded) { calls <- h }
 	at := func(req locks.AcquireRequest) locks.AcquireRequest { req.Handed = handed; return req }
 
 	st, err := b.OpenTicket(t.Context(), key, at(locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}))
@@ -412,7 +412,10 @@ func ticketHandedCalledOnHandOff(t *testing.T, newPair TicketPair) {
 		t.Fatal(err)
 	}
 	select {
-	case <-calls:
+	case h := <-calls:
+		if h.ID != tk.ID || time.Until(h.PickUpBy) <= 0 {
+			t.Fatalf("Handed(%+v), want ticket %s with a pick-up time ahead", h, tk.ID)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Handed not called within 5s of the release")
 	}
