@@ -32,8 +32,6 @@ type Config struct {
 	Queue int
 	// AttemptTimeout bounds one attempt, connection included. Default 5s.
 	AttemptTimeout time.Duration
-	// Registerer receives the metrics. Default: none.
-	Registerer prometheus.Registerer
 	// Logger receives failed deliveries (the destination's host, never its
 	// path, query or the secret). Default: discard.
 	Logger zerolog.Logger
@@ -137,14 +135,24 @@ func New(cfg Config) (*Notifier, error) {
 	for _, o := range []string{attemptOK, attemptStatus, attemptError, attemptRefused} {
 		n.attempts.WithLabelValues(o)
 	}
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(n.total, n.attempts)
-	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for range cfg.Workers {
 		n.workers.Go(n.work)
 	}
 	return n, nil
+}
+
+// Describe implements prometheus.Collector: the notifier's metrics,
+// lockgate_callbacks_total and lockgate_callback_attempts_total.
+func (n *Notifier) Describe(ch chan<- *prometheus.Desc) {
+	n.total.Describe(ch)
+	n.attempts.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (n *Notifier) Collect(ch chan<- prometheus.Metric) {
+	n.total.Collect(ch)
+	n.attempts.Collect(ch)
 }
 
 // Check accepts a callback URL the allow-list allows (see AllowList.Check).

@@ -57,7 +57,7 @@ func receiver(t *testing.T, status func(n int) int) (*httptest.Server, *counting
 	return srv, cl, ch
 }
 
-func newNotifier(t *testing.T, patterns []string, logs io.Writer) (*Notifier, *prometheus.Registry, Secret) {
+func newNotifier(t *testing.T, patterns []string, logs io.Writer) (*Notifier, Secret) {
 	t.Helper()
 	allow, err := ParseAllowList(patterns)
 	if err != nil {
@@ -66,14 +66,14 @@ func newNotifier(t *testing.T, patterns []string, logs io.Writer) (*Notifier, *p
 	if logs == nil {
 		logs = io.Discard
 	}
-	reg, secret := prometheus.NewRegistry(), NewSecret()
-	n, err := New(Config{Allow: allow, Secret: secret, Registerer: reg, AttemptTimeout: time.Second,
+	secret := NewSecret()
+	n, err := New(Config{Allow: allow, Secret: secret, AttemptTimeout: time.Second,
 		Logger: zerolog.New(logs).Level(zerolog.DebugLevel)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Close)
-	return n, reg, secret
+	return n, secret
 }
 
 func handed(t *testing.T, n *Notifier, rawURL string, within time.Duration) {
@@ -121,7 +121,7 @@ func value(v *prometheus.CounterVec, label string) float64 {
 func TestNotifyDeliversSigned(t *testing.T) {
 	srv, _, got := receiver(t, func(int) int { return http.StatusNoContent })
 	var logs bytes.Buffer
-	n, _, secret := newNotifier(t, []string{"http://127.0.0.1:*/*"}, &logs)
+	n, secret := newNotifier(t, []string{"http://127.0.0.1:*/*"}, &logs)
 	handed(t, n, srv.URL+"/hook?key=receiver-secret", time.Minute)
 	r := waitFor(t, got, 5*time.Second)
 	if err := Verify(secret, r.header, r.body, time.Now(), 5*time.Minute); err != nil {
@@ -163,7 +163,7 @@ func TestNotifyRetriesWithTheSameID(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	n, _, secret := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
+	n, secret := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
 	handed(t, n, srv.URL+"/hook", time.Minute)
 	var ids []string
 	for range 3 {
@@ -186,7 +186,7 @@ func TestNotifyRetriesWithTheSameID(t *testing.T) {
 // resolves to loopback is never connected to.
 func TestNotifyRefusesLoopbackByName(t *testing.T) {
 	srv, conns, got := receiver(t, func(int) int { return http.StatusOK })
-	n, _, _ := newNotifier(t, []string{"http://localhost:*/*"}, nil)
+	n, _ := newNotifier(t, []string{"http://localhost:*/*"}, nil)
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	handed(t, n, "http://localhost:"+port+"/hook", time.Minute)
 	eventually(t, "refused counted", func() bool { return counted(n, OutcomeRefused) == 1 })
@@ -210,7 +210,7 @@ func TestNotifyDoesNotFollowRedirects(t *testing.T) {
 		http.Redirect(w, r, target.URL+"/stolen", http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(srv.Close)
-	n, _, _ := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
+	n, _ := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
 	handed(t, n, srv.URL+"/hook", 600*time.Millisecond)
 	eventually(t, "expired counted", func() bool { return counted(n, OutcomeExpired) == 1 })
 	select {
@@ -227,7 +227,7 @@ func TestNotifyDoesNotFollowRedirects(t *testing.T) {
 // retry, counted failed, and a Notify after it is failed too.
 func TestCloseDropsWaitingRetries(t *testing.T) {
 	srv, _, got := receiver(t, func(int) int { return http.StatusServiceUnavailable })
-	n, _, _ := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
+	n, _ := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
 	handed(t, n, srv.URL+"/hook", time.Minute)
 	waitFor(t, got, 5*time.Second)
 	eventually(t, "a retry waiting", func() bool { n.mu.Lock(); defer n.mu.Unlock(); return len(n.timers) == 1 })
