@@ -51,6 +51,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = newMetrics(reg)
 	reg.MustRegister(newJWKSCollector(s.cfg.Auth))
+	if s.cfg.Callbacks != nil {
+		reg.MustRegister(s.cfg.Callbacks)
+	}
 
 	r := chi.NewRouter()
 	// Top-level middleware runs before routing: nothing here may depend on
