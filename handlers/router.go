@@ -59,6 +59,9 @@ func (s *Server) Handler() (http.Handler, error) {
 			Help: "Reads of watched locks from Redis: one per change of a watched lock, whatever the number of its watchers.",
 		}, func() float64 { return float64(b.WatchReads()) }))
 	}
+	if s.cfg.Callbacks != nil {
+		reg.MustRegister(s.cfg.Callbacks)
+	}
 
 	r := chi.NewRouter()
 	// Top-level middleware runs before routing: nothing here may depend on

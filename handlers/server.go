@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/auth"
+	"github.com/lockgate/lockgate/callbacks"
 	"github.com/lockgate/lockgate/grantsig"
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
@@ -69,6 +70,10 @@ type Config struct {
 	// Signer, when set, signs every grant and renewal (signed_grant) and
 	// serves its keys. Default: none, and no signed grants.
 	Signer *grantsig.Signer
+	// Callbacks, when set, accepts a ticket's callback_url on its
+	// allow-list and sends the notification when the lock is handed to the
+	// ticket. Default nil: every callback_url is a 400.
+	Callbacks *callbacks.Notifier
 }
 
 func (c Config) withDefaults() Config {
@@ -159,6 +164,11 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
+	dest, err := s.callback(req, ar)
+	if err != nil {
+		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
+		return nil, err
+	}
 	if req.Params.LockToken != nil {
 		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL, ar.Mode)
 	}
@@ -168,7 +178,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 			return nil, invalid("an Idempotency-Key cannot be combined with Prefer: respond-async: poll the ticket again instead of retrying the acquire")
 		}
 		if s.cfg.Tickets != nil {
-			return s.openTicket(ctx, key, ar)
+			return s.openTicket(ctx, key, ar, dest)
 		}
 	}
 	c := grantCall{

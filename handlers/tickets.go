@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lockgate/lockgate/callbacks"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/middleware"
 	"github.com/lockgate/lockgate/ratelimit"
@@ -82,7 +83,13 @@ func newTicketMetrics(reg prometheus.Registerer) *ticketMetrics {
 // grant when the lock is free for the caller, else 202 with a ticket. A
 // ticket waits as an acquirer does: it counts against the subject's cap
 // on waiters (see ticketWaiters), and past it the acquire is a 429.
-func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.AcquireRequest) (AcquireLockResponseObject, error) {
+func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.AcquireRequest, dest *callbacks.Destination) (AcquireLockResponseObject, error) {
+	if dest != nil {
+		d, notifier := *dest, s.cfg.Callbacks
+		ar.Handed = func(h locks.TicketHanded) {
+			notifier.Notify(callbacks.Handed{Dest: d, Lock: key.String(), Ticket: h.ID, PollURL: ticketPath(key, h.ID), PickUpBy: h.PickUpBy})
+		}
+	}
 	claims, _ := middleware.ClaimsFromContext(ctx)
 	w, err := s.cfg.Subjects.StartWait(claims)
 	if err != nil {
@@ -108,7 +115,7 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 	}
 	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()
 	return ticketQueued{
-		location: "/locks/" + url.PathEscape(key.Namespace) + "/" + url.PathEscape(key.Name) + "/tickets/" + st.ID,
+		location: ticketPath(key, st.ID),
 		body: Ticket{
 			Lock:         key.String(),
 			Ticket:       st.ID,
@@ -118,6 +125,30 @@ func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.Acquire
 			RetryAfterMs: st.RetryAfter.Milliseconds(),
 		},
 	}, nil
+}
+
+// ticketPath is the path of ticket id of key, for its polls.
+func ticketPath(key locks.Key, id string) string {
+	return "/locks/" + url.PathEscape(key.Namespace) + "/" + url.PathEscape(key.Name) + "/tickets/" + id
+}
+
+// callback checks an acquire's callback_url: only a ticket may name one,
+// on the allow-list. Its destination, or nil for none.
+func (s *Server) callback(req AcquireLockRequestObject, ar locks.AcquireRequest) (*callbacks.Destination, error) {
+	if req.Body == nil || req.Body.CallbackUrl == nil {
+		return nil, nil
+	}
+	if req.Params.LockToken != nil || ar.Wait <= 0 || !parsePrefer(req.Params.Prefer).respondAsync || s.cfg.Tickets == nil {
+		return nil, invalid("callback_url is for tickets only: an acquire with wait_ms and Prefer: respond-async")
+	}
+	if s.cfg.Callbacks == nil {
+		return nil, invalid("this gateway allows no callback destinations (its operator sets them with --callback-allow)")
+	}
+	d, err := s.cfg.Callbacks.Check(*req.Body.CallbackUrl)
+	if err != nil {
+		return nil, invalid("callback_url: " + err.Error())
+	}
+	return &d, nil
 }
 
 // ticketQueued is the 202 of an acquire answered with a ticket. Its body

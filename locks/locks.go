@@ -141,6 +141,23 @@ type AcquireRequest struct {
 	// token is the owner token to grant under: "" for a new one; a
 	// session's grants have tokens derived from the session's.
 	token string
+	// Handed, for a ticket (OpenTicket) that is queued, is called once, in
+	// a goroutine of its own, when the lock is handed to the ticket: its
+	// grant now waits for a poll to pick it up. A hint for telling the
+	// caller to poll, never a grant: it may not come (on Redis it comes to
+	// the gateway that opened the ticket, from a message a lost connection
+	// loses, and not once a poll through another gateway moved the
+	// ticket's hand-off message there), and no call comes once the ticket's
+	// wait is over. Not called when OpenTicket answers a grant. Nil for
+	// none.
+	Handed func(TicketHanded)
+}
+
+// TicketHanded tells AcquireRequest.Handed which ticket was handed the
+// lock, and until when its grant waits to be picked up.
+type TicketHanded struct {
+	ID       string
+	PickUpBy time.Time
 }
 
 // Mode is how a grant holds a lock: alone, or beside other shared grants.

@@ -506,6 +506,9 @@ func (m *Memory) handOnLocked(key Key, now time.Time) {
 			g.expiry.Reset(lease)
 			m.noteLocked(g, false, now)
 			grant.Lease = Lease{FencingToken: g.fence, TTL: lease, ExpiresAt: g.expiresAt}
+			if f := w.ticket.handed; f != nil {
+				go f(TicketHanded{ID: ticketID(w.token), PickUpBy: g.expiresAt})
+			}
 		}
 		w.grant = &grant
 		w.handed <- grant

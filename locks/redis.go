@@ -162,6 +162,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) (*Redis, error) {
 		r.batch.replicas, r.batch.replicaTimeout = opts.MinReplicas, opts.ReplicaTimeout
 	}
 	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
+	r.waiters.pickUp = opts.TicketLiveness
 	r.arg.channel = r.waiters.channel
 	r.sessions = &sessions{store: redisSessions{r}, grants: r, maxHolds: opts.SessionMaxHolds}
 	r.watches = newWatchHub(r)

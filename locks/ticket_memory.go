@@ -24,6 +24,9 @@ type memTicket struct {
 	ends  time.Time // its wait's end
 	// picked is set once a poll picked up the grant handed to it.
 	picked bool
+	// handed is the request's Handed, set once the ticket is queued
+	// (OpenTicket answers a grant handed before that itself).
+	handed func(TicketHanded)
 }
 
 // liveness is how long a ticket stays queued after each poll.
@@ -63,6 +66,7 @@ func (m *Memory) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (T
 	}
 	id := ticketID(token)
 	m.tickets[id] = tk
+	tk.handed = req.Handed
 	st := m.queuedLocked(tk, now)
 	st.ID, st.Token = id, token
 	return st, nil

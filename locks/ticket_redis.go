@@ -27,21 +27,34 @@ func (r *Redis) OpenTicket(ctx context.Context, key Key, req AcquireRequest) (Ti
 	res := resource{lockKind, key}
 	token := newToken()
 	id, h := ticketID(token), tokenHash(token)
+	if req.Handed != nil {
+		// Listening before the ticket is queued: a hand-off right after
+		// it must not go unheard.
+		r.waiters.watchTicket(id, req.Handed, req.Wait)
+		if err := r.waiters.ready(ctx); err != nil {
+			r.waiters.unwatchTicket(id)
+			return TicketState{}, unavailable("open ticket for", res, err)
+		}
+	}
 	start := time.Now()
 	call := newCallID()
 	rp, ackErr, err := r.callTicket(ctx, key, call, ticketArgs{op: ticketNew, id: id, tokHash: h,
 		wait: req.Wait, ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value})
 	if err != nil {
+		r.waiters.unwatchTicket(id)
 		r.abandon(ctx, res, id, h, call) // the script may have queued it, or granted
 		return TicketState{}, unavailable("open ticket for", res, err)
 	}
 	if rp.granted && ackErr != nil {
+		r.waiters.unwatchTicket(id)
 		r.abandon(ctx, res, id, h, "") // as for an unknown outcome: leave, release
 		return TicketState{}, unavailable("open ticket for", res, ackErr)
 	}
 	st := r.ticketState(ctx, res, rp, token, start)
 	if st.Grant == nil {
 		st.ID, st.Token = id, token
+	} else {
+		r.waiters.unwatchTicket(id)
 	}
 	return st, nil
 }

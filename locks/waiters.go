@@ -26,6 +26,7 @@ type waiters struct {
 	channel   string
 	timeout   time.Duration
 	lease     time.Duration // how long a waiter lives without a heartbeat
+	pickUp    time.Duration // how long a grant handed to a ticket waits for its poll
 	heartbeat func(ctx context.Context, byRes map[resource][]string) (wake []string)
 	// hint takes a watch's hint (see watchHub.hint), and resubscribed is
 	// told of every new subscription, after which hints may have gone
@@ -38,7 +39,11 @@ type waiters struct {
 	// gone are waiters that ended without the lock, by id: the token hash
 	// of each, and until when a full hand-off to it may still come back
 	// (see handOver).
-	gone       map[string]goneWaiter
+	gone map[string]goneWaiter
+	// watches are the tickets opened here whose hand-off someone wants to
+	// hear of (AcquireRequest.Handed), by ticket id: the message for a
+	// ticket says nothing but that it was handed the lock.
+	watches    map[string]*watch
 	started    bool
 	subscribed chan struct{} // closed once the first SUBSCRIBE is confirmed
 	current    *redis.PubSub // the live subscription, closed to interrupt a read
@@ -89,6 +94,7 @@ func newWaiters(client redis.UniversalClient, channel string, timeout, lease tim
 		heartbeat:  heartbeat,
 		byID:       make(map[string]*waiter),
 		gone:       make(map[string]goneWaiter),
+		watches:    make(map[string]*watch),
 		subscribed: make(chan struct{}),
 		beatNow:    make(chan struct{}, 1),
 	}
@@ -127,6 +133,8 @@ func (ws *waiters) start() {
 	ws.startLocked()
 }
 
+// startLocked starts the subscription and the heartbeats, once. ws.mu
+// must be held.
 func (ws *waiters) startLocked() {
 	if !ws.started {
 		ws.started = true
@@ -134,6 +142,46 @@ func (ws *waiters) startLocked() {
 		ws.stop, ws.done = cancel, make(chan struct{})
 		go ws.run(ctx)
 	}
+}
+
+// watch is one ticket's Handed, until the ticket's wait is over.
+type watch struct {
+	handed func(TicketHanded)
+	timer  *time.Timer
+}
+
+// watchTicket calls handed, once, when a hand-off message for ticket id
+// comes within d, with the pick-up time the ticket's grant has from then. It ends earlier with unwatchTicket.
+func (ws *waiters) watchTicket(id string, handed func(TicketHanded), d time.Duration) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.startLocked()
+	wt := &watch{handed: handed}
+	wt.timer = time.AfterFunc(d, func() { ws.endWatch(id, wt) })
+	ws.watches[id] = wt
+}
+
+// unwatchTicket ends the watch of ticket id, if any.
+func (ws *waiters) unwatchTicket(id string) {
+	ws.mu.Lock()
+	wt := ws.watches[id]
+	ws.mu.Unlock()
+	if wt != nil {
+		ws.endWatch(id, wt)
+	}
+}
+
+// endWatch removes wt, if it still watches ticket id, and reports whether
+// it did: whoever removes it owns its one call.
+func (ws *waiters) endWatch(id string, wt *watch) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.watches[id] != wt {
+		return false
+	}
+	delete(ws.watches, id)
+	wt.timer.Stop()
+	return true
 }
 
 // unregister ends w's wait. A waiter that ends without the lock is
@@ -272,10 +320,13 @@ func (ws *waiters) subscribe(ctx context.Context, confirmed func()) {
 func (ws *waiters) wakeUp(payload string) {
 	id, _, _ := strings.Cut(payload, " ")
 	ws.mu.Lock()
-	w := ws.byID[id]
+	w, wt := ws.byID[id], ws.watches[id]
 	ws.mu.Unlock()
 	if w != nil {
 		w.poke()
+	}
+	if wt != nil && ws.endWatch(id, wt) {
+		go wt.handed(TicketHanded{ID: id, PickUpBy: time.Now().Add(ws.pickUp)})
 	}
 }
 

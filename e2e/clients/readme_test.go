@@ -101,6 +101,7 @@ var readmeSpecs = map[string]readmeSpec{
 	"Running with Redis#1":                    {},
 	"Running with Redis#2":                    {want: []string{"204\n"}},
 	"Waiting longer than one call: tickets#0": {want: []string{"deploying with fencing token 1", "204\n{\"lock\":\"demo/deploy\""}},
+	"Callbacks instead of polling#0":          {want: []string{`{"status":400,"code":"invalid_request"}`}},
 	"Semaphores#0": {want: []string{`"code": "semaphore_full"`, `"code": "limit_mismatch"`, `"limit": 2`,
 		`"holders": [`, `"semaphore": "demo/encoder"`, "204\n"}},
 	"Protect the resource, not just the lock#0": {want: []string{"stored written by the new holder\n",

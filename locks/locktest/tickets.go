@@ -36,6 +36,7 @@ func RunTickets(t *testing.T, newPair TicketPair) {
 		{"Close", ticketClose},
 		{"WaitRunsOut", ticketWaitRunsOut},
 		{"PickUpWindowIsTheLiveness", ticketPickUpWindowIsTheLiveness},
+		{"HandedCalledOnHandOff", ticketHandedCalledOnHandOff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -379,5 +380,55 @@ func ticketPickUpWindowIsTheLiveness(t *testing.T, newPair TicketPair) {
 	}
 	if st.Grant.TTL > ttl {
 		t.Fatalf("picked-up lease %v, want the TTL asked for, %v", st.Grant.TTL, ttl)
+	}
+}
+
+// ticketHandedCalledOnHandOff: a queued ticket's Handed is called once
+// when a release on another gateway hands it the lock, before any poll,
+// and the grant is still the poll's to pick up; a ticket granted at once
+// never calls it.
+func ticketHandedCalledOnHandOff(t *testing.T, newPair TicketPair) {
+	a, b := newPair(t, 0)
+	key := UniqueKey(t)
+	calls := make(chan locks.TicketHanded, 2)
+	handed := func(h locks.TicketHanded) { calls <- h }
+	at := func(req locks.AcquireRequest) locks.AcquireRequest { req.Handed = handed; return req }
+
+	st, err := b.OpenTicket(t.Context(), key, at(locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}))
+	if err != nil || st.Grant == nil {
+		t.Fatalf("free lock: got %+v, %v; want a grant", st, err)
+	}
+	holder := *st.Grant
+	tk, err := b.OpenTicket(t.Context(), key, at(locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}))
+	if err != nil || tk.Grant != nil {
+		t.Fatalf("held lock: got %+v, %v; want a ticket", tk, err)
+	}
+	select {
+	case <-calls:
+		t.Fatal("Handed called before the hand-off")
+	default:
+	}
+	if _, err := a.Release(t.Context(), key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-calls:
+		if h.ID != tk.ID || time.Until(h.PickUpBy) <= 0 {
+			t.Fatalf("Handed(%+v), want ticket %s with a pick-up time ahead", h, tk.ID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Handed not called within 5s of the release")
+	}
+	got, err := b.PollTicket(t.Context(), key, tk.ID, tk.Token, 0)
+	if err != nil || got.Grant == nil {
+		t.Fatalf("poll after Handed: got %+v, %v; want the grant", got, err)
+	}
+	if _, err := b.Release(t.Context(), key, got.Grant.Token); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-calls:
+		t.Fatal("Handed called twice, or for the grant given at once")
+	case <-time.After(200 * time.Millisecond):
 	}
 }

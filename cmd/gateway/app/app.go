@@ -100,7 +100,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	tickets, _ := backend.(locks.Tickets)
+	notifier, err := callbackNotifier(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if notifier != nil {
+		defer notifier.Close() // after the HTTP server: no ticket opens after it
+	}
 	srv, err := handlers.NewServer(handlers.Config{
+		Callbacks:     notifier,
 		Signer:        signer,
 		Tickets:       tracer.Tickets(tickets),
 		Backend:       tracer.Backend(backend),

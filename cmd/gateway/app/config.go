@@ -62,6 +62,8 @@ type config struct {
 	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
 	grantKeys        string // a PEM file, "" for a key made at start, "off"
 	grantIssuer      string
+	callbackAllow    []string // --callback-allow patterns (see callbacks.go)
+	callbackSecret   string
 }
 
 // minTicketLiveness is the shortest --ticket-liveness: a long poll keeps
@@ -134,6 +136,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.grantKeys, "grant-keys", "", "PEM file of Ed25519 keys that sign grants (signed_grant): the first, a private key, signs; every key in it is published at /.well-known/lockgate/jwks.json. Gateways that share the file publish the same keys. Empty: a key made at start; off: grants are not signed")
 	fs.StringVar(&c.grantIssuer, "grant-issuer", "lockgate", "the iss of signed grants: what a resource checks to know they are this deployment's")
+	fs.Func("callback-allow", "a destination tickets' callback_url may name: https://host[:port]/path, with * for any host (or *.example.com), any port, or any rest of the path; http only where a pattern says http://; a loopback, link-local or private address only where a pattern names it (http://127.0.0.1:*/*); repeatable, or several separated by spaces. None: callbacks are refused", func(v string) error {
+		c.callbackAllow = append(c.callbackAllow, strings.Fields(v)...)
+		return nil
+	})
+	fs.StringVar(&c.callbackSecret, "callback-secret", "", "whsec_ and base64 of 24 to 64 random bytes: the Standard Webhooks secret that signs callbacks, which receivers verify with; required with --callback-allow (prefer the environment variable: flags show in ps)")
 	fs.IntVar(&c.maxConnections, "max-connections", 0, "most connections open at once; more wait in the kernel's accept queue until one closes (0: no limit but the process's file descriptors); must exceed --max-waiters")
 	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and a ready-made token on stderr; refuses keys, --redis-url and public addresses")
 	fs.Usage = func() {

@@ -603,6 +603,26 @@ export interface components {
              *     `GET`, resign by releasing.
              */
             value?: string;
+            /**
+             * @description For a ticket only (`wait_ms` and `Prefer: respond-async`; on any
+             *     other acquire it is a 400): when the lock is handed to the queued
+             *     ticket, the gateway POSTs a notification here, signed as Standard
+             *     Webhooks sign (`webhook-id`, `webhook-timestamp`,
+             *     `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`
+             *     with the operator's `--callback-secret`), with the body
+             *     `{"type":"ticket.granted","timestamp":"...","data":{"lock","ticket","poll_url","pick_up_within_ms"}}`:
+             *     the ticket's id, never its token. Retried with backoff (the same
+             *     `webhook-id`) until a 2xx or the grant's pick-up time ends;
+             *     redirects are not followed. A hint only: the grant is the next
+             *     poll's, with the ticket token, and a lost, late, repeated or
+             *     forged notification grants nothing. Only `https` URLs that match
+             *     the operator's `--callback-allow` patterns are accepted (`http`
+             *     only where a pattern says so), with a clean path and no user
+             *     info or fragment; any other is a 400 `invalid_request`. A host
+             *     that resolves to a loopback, link-local or private address is
+             *     never connected to unless a pattern names that address.
+             */
+            callback_url?: string;
         };
         RenewRequest: {
             /**

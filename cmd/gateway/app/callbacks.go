@@ -1,0 +1,33 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/lockgate/lockgate/callbacks"
+)
+
+// callbackNotifier is the notifier of tickets' callbacks, or nil when no
+// --callback-allow pattern allows any. Its errors never quote the secret.
+func callbackNotifier(cfg config, logger zerolog.Logger) (*callbacks.Notifier, error) {
+	if len(cfg.callbackAllow) == 0 {
+		if cfg.callbackSecret != "" {
+			return nil, fmt.Errorf("--callback-secret (%s) without --callback-allow: no callback would be sent; set both or neither", envName("callback-secret"))
+		}
+		return nil, nil
+	}
+	allow, err := callbacks.ParseAllowList(cfg.callbackAllow)
+	if err != nil {
+		return nil, fmt.Errorf("--callback-allow: %w", err)
+	}
+	if cfg.callbackSecret == "" {
+		return nil, fmt.Errorf("--callback-allow needs --callback-secret (%s), whsec_ and base64 of 24 to 64 random bytes "+
+			"(for example: echo whsec_$(openssl rand -base64 32)), that receivers verify callbacks with", envName("callback-secret"))
+	}
+	secret, err := callbacks.ParseSecret(cfg.callbackSecret)
+	if err != nil {
+		return nil, fmt.Errorf("--callback-secret: %w", err)
+	}
+	return callbacks.New(callbacks.Config{Allow: allow, Secret: secret, Logger: logger})
+}
