@@ -81,6 +81,7 @@ type watchedLock struct {
 	// it found that index.
 	reading, again bool
 	hinted         int64
+	readFrom       time.Time   // when the running read was sent
 	leaseEnd       time.Time   // of the soonest lease, when held
 	timer          *time.Timer // reads again at leaseEnd, or after a failed read
 	gone           bool        // dropped from the hub
@@ -239,12 +240,14 @@ func (h *watchHub) readLoop(w *watchedLock) {
 			after = 0
 		}
 		w.again = false
-		h.mu.Unlock()
 		start := time.Now()
+		w.readFrom = start
+		h.mu.Unlock()
 		rp, err := h.r.callWatch(context.Background(), w.key, after, start)
+		took := time.Since(start)
 		h.reads.Add(1)
 		h.mu.Lock()
-		h.merge(w, rp, err)
+		h.merge(w, rp, err, took)
 		if w.gone || h.closed || !w.again && (w.hinted <= w.index || w.err != nil) {
 			w.reading = false
 			h.mu.Unlock()
@@ -254,9 +257,9 @@ func (h *watchHub) readLoop(w *watchedLock) {
 	}
 }
 
-// merge takes in a read of w: the events after the index it had, the
-// holders now. h.mu must be held.
-func (h *watchHub) merge(w *watchedLock, rp watchReply, err error) {
+// merge takes in a read of w, which took took: the events after the index
+// it had, the holders now. h.mu must be held.
+func (h *watchHub) merge(w *watchedLock, rp watchReply, err error, took time.Duration) {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
@@ -284,7 +287,12 @@ func (h *watchHub) merge(w *watchedLock, rp watchReply, err error) {
 	if rp.held {
 		// The soonest lease's end: a read then records its expiry, and
 		// hints the other gateways that watch.
-		w.leaseEnd = rp.info.Holders[0].ExpiresAt
+		// ExpiresAt counts from the read's start, so it is the earliest the
+		// lease can end; the timer waits for the latest, a read's round
+		// trip later: a read before the lease ended at Redis would find it
+		// held, and cost a second read (both gateways of TestWatchStreams
+		// read 9 times for 8 changes now and then).
+		w.leaseEnd = rp.info.Holders[0].ExpiresAt.Add(took)
 		w.timer = time.AfterFunc(time.Until(w.leaseEnd)+2*time.Millisecond, func() { h.leaseEnded(w) })
 	}
 	if changed {
@@ -294,14 +302,17 @@ func (h *watchHub) merge(w *watchedLock, rp watchReply, err error) {
 }
 
 // leaseEnded reads w at its soonest lease's end, unless a read since has
-// found that lease renewed or ended already.
+// found that lease renewed or ended already, or one sent after that end
+// runs: it records the expiry, or finds it recorded (a hint from the
+// gateway whose timer fired first often starts it).
 func (h *watchHub) leaseEnded(w *watchedLock) {
 	h.mu.Lock()
-	due := !w.leaseEnd.IsZero() && !time.Now().Before(w.leaseEnd)
-	h.mu.Unlock()
-	if due {
-		h.refresh(w)
+	defer h.mu.Unlock()
+	if w.leaseEnd.IsZero() || time.Now().Before(w.leaseEnd) || w.reading && !w.readFrom.Before(w.leaseEnd) {
+		return
 	}
+	w.again = true
+	h.readLocked(w)
 }
 
 // hint takes a hint, "watch <lock key> <index>": a watched lock whose
