@@ -69,6 +69,9 @@ type Config struct {
 	// Signer, when set, signs every grant and renewal (signed_grant) and
 	// serves its keys. Default: none, and no signed grants.
 	Signer *grantsig.Signer
+	// UI, when set, is the dashboard (package ui), served under /ui/ with
+	// GET /ui/api/whoami beside it. Default nil: no /ui.
+	UI http.Handler
 }
 
 func (c Config) withDefaults() Config {

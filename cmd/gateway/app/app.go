@@ -24,6 +24,7 @@ import (
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/ratelimit"
+	"github.com/lockgate/lockgate/ui"
 )
 
 // ListeningPrefix starts the line Run prints to stdout once it accepts
@@ -100,6 +101,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	tickets, _ := backend.(locks.Tickets)
+	var dashboard http.Handler
+	if cfg.ui {
+		dashboard = ui.Handler()
+	}
 	srv, err := handlers.NewServer(handlers.Config{
 		Signer:        signer,
 		Tickets:       tracer.Tickets(tickets),
@@ -118,6 +123,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ReleaseTimeout: releaseTimeout,
 		Logger:         logger,
 		Tracing:        tracer,
+		UI:             dashboard,
 	})
 	if err != nil {
 		return err

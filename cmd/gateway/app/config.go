@@ -62,6 +62,7 @@ type config struct {
 	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
 	grantKeys        string // a PEM file, "" for a key made at start, "off"
 	grantIssuer      string
+	ui               bool
 }
 
 // minTicketLiveness is the shortest --ticket-liveness: a long poll keeps
@@ -135,6 +136,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.grantKeys, "grant-keys", "", "PEM file of Ed25519 keys that sign grants (signed_grant): the first, a private key, signs; every key in it is published at /.well-known/lockgate/jwks.json. Gateways that share the file publish the same keys. Empty: a key made at start; off: grants are not signed")
 	fs.StringVar(&c.grantIssuer, "grant-issuer", "lockgate", "the iss of signed grants: what a resource checks to know they are this deployment's")
 	fs.IntVar(&c.maxConnections, "max-connections", 0, "most connections open at once; more wait in the kernel's accept queue until one closes (0: no limit but the process's file descriptors); must exceed --max-waiters")
+	fs.BoolVar(&c.ui, "ui", false, "serve the read-only dashboard at /ui/ (the viewer pastes a token; it sees what the token may read); on with --dev unless set to false")
 	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and a ready-made token on stderr; refuses keys, --redis-url and public addresses")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: gateway [flags]\n\nEvery flag can also be set with its environment variable, e.g. --max-ttl as %s.\n\n", envName("max-ttl"))
@@ -170,6 +172,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.dev {
 		if !set["addr"] {
 			c.addr = devAddr
+		}
+		if !set["ui"] {
+			// Someone trying lockgate on their machine gets the page
+			// too: it only reads, with a token they paste.
+			c.ui = true
 		}
 		if err := c.checkDev(); err != nil {
 			return c, err
