@@ -198,7 +198,9 @@ func TestDashboardInChromium(t *testing.T) {
 	gw := startGateway(t, "--ui")
 	browserCtx := newBrowser(t)
 	const (
-		wait = 15 * time.Second
+		// A bound, not a pace: each step polls and ends when it holds,
+		// in a second or two; a loaded machine may take longer.
+		wait = 30 * time.Second
 		row  = `tr[data-lock="ui-lock"]`
 	)
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }

@@ -203,6 +203,9 @@
       return;
     }
     text($('error'), '');
+    for (const [name, at] of gone) {
+      if (at < started - 60000) gone.delete(name);
+    }
     for (const name of [...rows.keys()]) {
       if (!seen.has(name)) removeRow(name);
     }
