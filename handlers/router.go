@@ -91,6 +91,9 @@ func (s *Server) Handler() (http.Handler, error) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(lockgate.OpenAPI)
 	})
+	if s.cfg.UI != nil {
+		s.mountUI(r)
+	}
 
 	g, err := newGate(spec, s.cfg.Auth, s.cfg.Subjects)
 	if err != nil {

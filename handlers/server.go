@@ -74,6 +74,9 @@ type Config struct {
 	// allow-list and sends the notification when the lock is handed to the
 	// ticket. Default nil: every callback_url is a 400.
 	Callbacks *callbacks.Notifier
+	// UI, when set, is the dashboard (package ui), served under /ui/ with
+	// GET /ui/api/whoami beside it. Default nil: no /ui.
+	UI http.Handler
 }
 
 func (c Config) withDefaults() Config {

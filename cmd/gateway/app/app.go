@@ -24,6 +24,7 @@ import (
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/ratelimit"
+	"github.com/lockgate/lockgate/ui"
 )
 
 // ListeningPrefix starts the line Run prints to stdout once it accepts
@@ -107,6 +108,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if notifier != nil {
 		defer notifier.Close() // after the HTTP server: no ticket opens after it
 	}
+	var dashboard http.Handler
+	if cfg.ui {
+		dashboard = ui.Handler()
+	}
 	srv, err := handlers.NewServer(handlers.Config{
 		Callbacks:     notifier,
 		Signer:        signer,
@@ -126,6 +131,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ReleaseTimeout: releaseTimeout,
 		Logger:         logger,
 		Tracing:        tracer,
+		UI:             dashboard,
 	})
 	if err != nil {
 		return err

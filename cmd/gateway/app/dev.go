@@ -49,6 +49,9 @@ func printDev(w io.Writer, cfg config, ac auth.Config, baseURL string) error {
 	fmt.Fprintf(&b, "export LOCKGATE_TOKEN=%s\n\n", token)
 	fmt.Fprintln(&b, "Then take a lock for 30 s:")
 	fmt.Fprintf(&b, "curl -s -X POST -H \"Authorization: Bearer $LOCKGATE_TOKEN\" -d '{\"ttl_ms\":30000}' %s/locks/demo/hello\n\n", baseURL)
+	if cfg.ui {
+		fmt.Fprintf(&b, "See it in the read-only dashboard (paste the token there; it is kept in the tab only): %s/ui/\n\n", baseURL)
+	}
 	_, err = w.Write(b.Bytes())
 	return err
 }
