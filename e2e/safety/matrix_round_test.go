@@ -6,11 +6,12 @@ import (
 )
 
 // roundState is what the rows beyond one history share in a round: the
-// round's names and histories, and its gateways.
+// round's names and histories, its gateways, and what the watchers saw.
 type roundState struct {
 	lockNames, semNames []string
 	locks, sems         *history
 	clients             []func() *client
+	watches             watchLog
 
 	mu    sync.Mutex
 	notes []roundNote
@@ -60,8 +61,13 @@ func (rs *roundState) findings(f *faulty) []finding {
 	for _, n := range rs.notes {
 		add(n)
 	}
+	rs.watchFindings(f, add)
 	return fs
 }
 
 // counts adds what the rows beyond one history did to a round's counts.
-func (rs *roundState) counts(by map[string]int) {}
+func (rs *roundState) counts(by map[string]int) {
+	rs.watches.mu.Lock()
+	defer rs.watches.mu.Unlock()
+	by["watch"] += rs.watches.events
+}
