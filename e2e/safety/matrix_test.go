@@ -58,6 +58,7 @@ func TestFaultMatrix(t *testing.T) {
 	for _, topo := range topologies {
 		t.Run(topo.name, func(t *testing.T) {
 			f := topo.start(t)
+			f.name = topo.name
 			byPrim := make(map[string][]string)
 			bit := 0 // the topology's own faults that did what they are for
 			for i, seed := range seeds {
@@ -126,7 +127,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 		semNames = append(semNames, prefix+"/sem-"+s)
 	}
 	locks, sems, res := &history{}, &history{}, newResource()
-	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems}
+	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems, slotsMove: f.name == "cluster"}
 	for _, g := range f.gateways {
 		rs.clients = append(rs.clients, g.client)
 	}
@@ -171,6 +172,9 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	lowered, checked := sems.loweredFindings()
 	fs = append(fs, lowered...)
 	fs = append(fs, rs.findings(f)...)
+	for _, o := range rs.observed {
+		t.Logf("observed, not counted: %s", o)
+	}
 
 	grants, unknowns := make(map[string]int), make(map[string]int)
 	for _, h := range []*history{locks, sems} {
