@@ -145,7 +145,7 @@ func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
 	stop := context.AfterFunc(w.s.draining, cancel)
 	defer stop()
 	c, err := w.s.cfg.Backend.Watch(ctx, w.key, w.after)
-	if err != nil && (w.ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)) {
+	if err != nil && (w.ctx.Err() != nil || !waitEnded(err)) {
 		return err
 	}
 	rw.Header().Set("Lockgate-Index", strconv.FormatInt(c.Index, 10))
@@ -206,10 +206,19 @@ func (w *lockWatch) streamEvents(rw http.ResponseWriter) error {
 		idle, cancelIdle := context.WithTimeout(ctx, streamKeepAlive)
 		c, err = w.s.cfg.Backend.Watch(idle, w.key, after)
 		cancelIdle()
-		if ctx.Err() != nil || err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil || err != nil && !waitEnded(err) {
 			return nil // the caller left, the gateway stops, or the backend failed: it reconnects
 		}
 	}
+}
+
+// waitEnded reports whether a watch's error says only that its own wait
+// ran out (or was cut by a shutdown): the change it returns is then the
+// state at the caller's index. A backend that failed is unavailable, even
+// when its call's own bound, a deadline too, is what failed it: its change
+// says nothing.
+func waitEnded(err error) bool {
+	return !errors.Is(err, locks.ErrUnavailable) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
 }
 
 // appendEvent appends one server-sent event: its kind, its id (the index)

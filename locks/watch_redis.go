@@ -125,7 +125,9 @@ func (r *Redis) Watch(ctx context.Context, key Key, after int64) (Change, error)
 		case <-change:
 		case <-ctx.Done():
 			if !w.read {
-				return Change{}, ctx.Err()
+				// No read answered: nothing is known of the lock, not
+				// even its state at after.
+				return Change{}, unavailable("watch", resource{lockKind, key}, ctx.Err())
 			}
 		}
 	}

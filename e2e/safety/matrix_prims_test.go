@@ -21,6 +21,8 @@ var primitives = []primitive{
 	{name: "ticket", cycle: ticketCycle},
 	{name: "idempotent", cycle: idempotentCycle},
 	{name: "breaker", cycle: breakerCycle}, // counted by its breaks answered 200
+	{name: "session", cycle: sessionCycle}, // matrix_sessions_test.go
+	{name: "watch", cycle: watchCycle},     // counted by what it saw; matrix_watches_test.go
 }
 
 // primitive is one row of the matrix.
@@ -45,6 +47,7 @@ type worker struct {
 	client func() *client // its gateway's client, as it is now (gateways restart)
 	h      *history       // the round's history of its primitive's names
 	res    *resource
+	round  *roundState // what the rows beyond one history share
 }
 
 // lease draws a TTL for a grant: short, so that leases run out under the

@@ -58,6 +58,7 @@ func TestFaultMatrix(t *testing.T) {
 	for _, topo := range topologies {
 		t.Run(topo.name, func(t *testing.T) {
 			f := topo.start(t)
+			f.name = topo.name
 			byPrim := make(map[string][]string)
 			bit := 0 // the topology's own faults that did what they are for
 			for i, seed := range seeds {
@@ -97,10 +98,11 @@ const (
 	// topology with its start and the rounds' drains.
 	matrixSeeds = 3
 	matrixRound = 8 * time.Second
-	// matrixWorkers clients per round, spread over the primitives and the
-	// gateways.
-	matrixWorkers = 24
 )
+
+// matrixWorkers clients per round, spread over the primitives and the
+// gateways: three each, one per gateway.
+var matrixWorkers = 3 * len(primitives)
 
 // injector applies faults to a round from seed until done is closed (the
 // load has stopped), and says what it did and how many of the topology's
@@ -125,6 +127,10 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 		semNames = append(semNames, prefix+"/sem-"+s)
 	}
 	locks, sems, res := &history{}, &history{}, newResource()
+	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems, slotsMove: f.name == "cluster"}
+	for _, g := range f.gateways {
+		rs.clients = append(rs.clients, g.client)
+	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -133,7 +139,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	for i := range matrixWorkers {
 		p := primitives[i%len(primitives)]
 		slot := f.gateways[(i/len(primitives))%len(f.gateways)] // each primitive on every gateway
-		w := &worker{id: i, prim: p.name, rng: rand.New(rand.NewPCG(seed, uint64(100+i))), client: slot.client, h: locks, res: res}
+		w := &worker{id: i, prim: p.name, rng: rand.New(rand.NewPCG(seed, uint64(100+i))), client: slot.client, h: locks, res: res, round: rs}
 		names := lockNames
 		if p.sem {
 			w.h, names = sems, semNames
@@ -165,6 +171,10 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	fs = append(fs, sems.matrixFindings(semLimit, f.trusted)...)
 	lowered, checked := sems.loweredFindings()
 	fs = append(fs, lowered...)
+	fs = append(fs, rs.findings(f)...)
+	for _, o := range rs.observed {
+		t.Logf("observed, not counted: %s", o)
+	}
 
 	grants, unknowns := make(map[string]int), make(map[string]int)
 	for _, h := range []*history{locks, sems} {
@@ -182,6 +192,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 			}
 		}
 	}
+	rs.counts(grants)
 	t.Logf("round %s: %d calls; grants by primitive %v, unknown outcomes %v; %d permits granted under a lowered limit checked; faults: %s",
 		prefix, len(locks.ops)+len(sems.ops), grants, unknowns, checked, strings.Join(did, ", "))
 	for _, p := range primitives {

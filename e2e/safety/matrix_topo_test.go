@@ -33,6 +33,7 @@ type topology struct {
 // faulty is a running topology: its gateways, every proxy in front of
 // Redis, and its own faults.
 type faulty struct {
+	name     string // the topology's
 	gateways []*gatewaySlot
 	proxies  []*proxy
 	// pause stops a Redis node (SIGSTOP) and returns what resumes it.
