@@ -36,9 +36,9 @@ type LockSets interface {
 	// gets the error of the lock it could not have (a *HeldError).
 	AcquireSet(ctx context.Context, keys []Key, req AcquireRequest) (SetGrant, error)
 	// RenewSet extends the lease of every lock of the set of token to
-	// ttl from now (0: the TTL they were acquired with). The first lock
-	// whose grant has ended (ErrNotHolder) or failed is the error; the
-	// others are renewed all the same.
+	// ttl from now (0: the TTL the set was acquired with). The first lock
+	// whose grant has ended (ErrNotHolder) or failed is the error: the
+	// set is no longer whole, and its holder should release it.
 	RenewSet(ctx context.Context, keys []Key, token string, ttl time.Duration) ([]SetLock, error)
 	// ReleaseSet releases every lock of the set of token. A lock the set
 	// no longer holds (its lease ended, broken) is listed as gone; when
@@ -79,10 +79,11 @@ type SetReleased struct {
 
 // SortSet sorts keys in the one order every set takes its locks in:
 // namespace, then name.
-func SortSet(keys []Key) {
-	slices.SortFunc(keys, func(a, b Key) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+func SortSet(keys []Key) { slices.SortFunc(keys, compareKeys) }
+
+// compareKeys orders keys by namespace, then name.
+func compareKeys(a, b Key) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // CheckSet refuses a set that is empty, has more than MaxSetLocks locks,
@@ -167,9 +168,7 @@ func (s *lockSets) AcquireSet(ctx context.Context, keys []Key, req AcquireReques
 	}
 	g := SetGrant{Token: token, Locks: make([]SetLock, len(keys))}
 	for i, k := range keys {
-		j, _ := slices.BinarySearchFunc(sorted, k, func(a, b Key) int {
-			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-		})
+		j, _ := slices.BinarySearchFunc(sorted, k, compareKeys)
 		g.Locks[i] = SetLock{Key: k, Lease: leases[j]}
 		if i == 0 || leases[j].ExpiresAt.Before(g.ExpiresAt) {
 			g.TTL, g.ExpiresAt = leases[j].TTL, leases[j].ExpiresAt
@@ -237,7 +236,31 @@ func (s *lockSets) RenewSet(ctx context.Context, keys []Key, token string, ttl t
 	}
 	out := make([]SetLock, len(keys))
 	errs := make([]error, len(keys))
-	fanOut(len(keys), func(i int) {
+	todo := make([]int, 0, len(keys))
+	if ttl == 0 {
+		// The TTL the locks were acquired with is the set's for the last
+		// lock in the set's order only: one taken before it, by a set that
+		// waited, was acquired with a longer lease (see inOrder). So the
+		// last one goes first, and its TTL is the others'.
+		last := lastInOrder(keys)
+		out[last].Key = keys[last]
+		out[last].Lease, errs[last] = s.grants.Renew(ctx, keys[last], setOwner(token, keys[last]), 0)
+		if errs[last] != nil {
+			return out, fmt.Errorf("renew set: %w", errs[last])
+		}
+		ttl = max(out[last].TTL.Round(time.Millisecond), time.Millisecond)
+		for i := range keys {
+			if i != last {
+				todo = append(todo, i)
+			}
+		}
+	} else {
+		for i := range keys {
+			todo = append(todo, i)
+		}
+	}
+	fanOut(len(todo), func(j int) {
+		i := todo[j]
 		out[i].Key = keys[i]
 		out[i].Lease, errs[i] = s.grants.Renew(ctx, keys[i], setOwner(token, keys[i]), ttl)
 	})
@@ -247,6 +270,17 @@ func (s *lockSets) RenewSet(ctx context.Context, keys []Key, token string, ttl t
 		}
 	}
 	return out, nil
+}
+
+// lastInOrder is the index in keys of the lock a set takes last.
+func lastInOrder(keys []Key) int {
+	last := 0
+	for i, k := range keys {
+		if compareKeys(k, keys[last]) > 0 {
+			last = i
+		}
+	}
+	return last
 }
 
 // ReleaseSet implements LockSets.

@@ -241,6 +241,17 @@ func testSetLeaseAfterWait(t *testing.T, b locks.Backend) {
 	if sg.TTL > 2*time.Second {
 		t.Fatalf("got set ttl %v, want at most 2s", sg.TTL)
 	}
+	// A renewal without a TTL restores the set's, not the longer lease a
+	// lock had while the set waited.
+	renewed, err := b.RenewSet(context.Background(), keys, sg.Token, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sl := range renewed {
+		if sl.TTL > 2*time.Second || sl.TTL <= 0 {
+			t.Fatalf("%s renewed without a TTL: got %v, want at most 2s", sl.Key, sl.TTL)
+		}
+	}
 }
 
 func testSetRelease(t *testing.T, b locks.Backend) {
