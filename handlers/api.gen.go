@@ -929,6 +929,65 @@ type LockList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
+// LockSet defines model for LockSet.
+type LockSet struct {
+	// ExpiresAt When the first lease ends, unless renewed.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Locks Every lock of the set, in the order asked, each with its own fencing token.
+	Locks []Lease `json:"locks"`
+
+	// RenewAfterMs A third of `ttl_ms`, rounded down.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+
+	// Token The set's token; send it in `Lock-Token` to renew or release the set.
+	Token string `json:"token"`
+
+	// TtlMs The lease that ends first.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
+// LockSetLease defines model for LockSetLease.
+type LockSetLease struct {
+	ExpiresAt    time.Time `json:"expires_at"`
+	Locks        []Lease   `json:"locks"`
+	RenewAfterMs int64     `json:"renew_after_ms"`
+	TtlMs        int64     `json:"ttl_ms"`
+}
+
+// LockSetReleased defines model for LockSetReleased.
+type LockSetReleased struct {
+	// Gone The locks the set no longer held.
+	Gone []string `json:"gone"`
+
+	// Released The locks released (on a repeated release, released before).
+	Released []string `json:"released"`
+}
+
+// LockSetRequest defines model for LockSetRequest.
+type LockSetRequest struct {
+	// Locks 1 to 16 locks, `namespace/name` separated by commas (a name has no
+	// comma), each at most once, such as `billing/invoice-42,billing/ledger`.
+	// One string rather than a list, in the body as in the query of a
+	// renewal or release.
+	//
+	//
+	// Example: billing/invoice-42,billing/ledger
+	Locks SetLockList `json:"locks"`
+
+	// Owner A free-form label that inspect shows on each lock.
+	Owner *string `json:"owner,omitempty"`
+
+	// Signed `true` insists on a `signed_grant` for each lock (see `AcquireRequest`).
+	Signed *bool `json:"signed,omitempty"`
+
+	// TtlMs Lease length of every lock; default 30000, at most the configured max TTL.
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+
+	// WaitMs How long to wait for every lock to be free; default 0, at most the gateway's `--max-wait`.
+	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
 // NotHolderProblem defines model for NotHolderProblem.
 type NotHolderProblem struct {
 	Code   NotHolderProblemCode `json:"code"`
@@ -1180,6 +1239,14 @@ type SessionRequest struct {
 	TtlMs int64 `json:"ttl_ms"`
 }
 
+// SetLockList 1 to 16 locks, `namespace/name` separated by commas (a name has no
+// comma), each at most once, such as `billing/invoice-42,billing/ledger`.
+// One string rather than a list, in the body as in the query of a
+// renewal or release.
+//
+// Example: billing/invoice-42,billing/ledger
+type SetLockList = string
+
 // Ticket defines model for Ticket.
 type Ticket struct {
 	Lock string `json:"lock"`
@@ -1264,6 +1331,14 @@ type SessionId = string
 // SessionToken defines model for SessionToken.
 type SessionToken = string
 
+// SetLocks 1 to 16 locks, `namespace/name` separated by commas (a name has no
+// comma), each at most once, such as `billing/invoice-42,billing/ledger`.
+// One string rather than a list, in the body as in the query of a
+// renewal or release.
+//
+// Example: billing/invoice-42,billing/ledger
+type SetLocks = SetLockList
+
 // TicketId defines model for TicketId.
 type TicketId = string
 
@@ -1305,6 +1380,24 @@ type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// ReleaseLockSetParams defines parameters for ReleaseLockSet.
+type ReleaseLockSetParams struct {
+	// Locks The set's locks, as acquired, `namespace/name` separated by commas.
+	Locks SetLocks `form:"locks" json:"locks"`
+
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
+// RenewLockSetParams defines parameters for RenewLockSet.
+type RenewLockSetParams struct {
+	// Locks The set's locks, as acquired, `namespace/name` separated by commas.
+	Locks SetLocks `form:"locks" json:"locks"`
+
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
 
 // ListLocksParams defines parameters for ListLocks.
 type ListLocksParams struct {
@@ -1478,6 +1571,12 @@ type KeepSessionParams struct {
 	SessionToken SessionToken `json:"Session-Token"`
 }
 
+// AcquireLockSetJSONRequestBody defines body for AcquireLockSet for application/json ContentType.
+type AcquireLockSetJSONRequestBody = LockSetRequest
+
+// RenewLockSetJSONRequestBody defines body for RenewLockSet for application/json ContentType.
+type RenewLockSetJSONRequestBody = RenewRequest
+
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
 type AcquireLockJSONRequestBody = AcquireRequest
 
@@ -1513,6 +1612,15 @@ type ServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
+	// ReleaseLockSet Release every lock of a set.
+	// (DELETE /lock-sets)
+	ReleaseLockSet(w http.ResponseWriter, r *http.Request, params ReleaseLockSetParams)
+	// AcquireLockSet Acquire up to 16 locks at once, every one or none.
+	// (POST /lock-sets)
+	AcquireLockSet(w http.ResponseWriter, r *http.Request)
+	// RenewLockSet Extend the lease of every lock of a set.
+	// (PUT /lock-sets/lease)
+	RenewLockSet(w http.ResponseWriter, r *http.Request, params RenewLockSetParams)
 	// ListLocks List the held locks of a namespace, a page at a time (never a token).
 	// (GET /locks/{namespace})
 	ListLocks(w http.ResponseWriter, r *http.Request, namespace Namespace, params ListLocksParams)
@@ -1588,6 +1696,24 @@ func (_ Unimplemented) GrantKeys(w http.ResponseWriter, r *http.Request) {
 // Healthz The process is up.
 // (GET /healthz)
 func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseLockSet Release every lock of a set.
+// (DELETE /lock-sets)
+func (_ Unimplemented) ReleaseLockSet(w http.ResponseWriter, r *http.Request, params ReleaseLockSetParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireLockSet Acquire up to 16 locks at once, every one or none.
+// (POST /lock-sets)
+func (_ Unimplemented) AcquireLockSet(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewLockSet Extend the lease of every lock of a set.
+// (PUT /lock-sets/lease)
+func (_ Unimplemented) RenewLockSet(w http.ResponseWriter, r *http.Request, params RenewLockSetParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1739,6 +1865,136 @@ func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Healthz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseLockSet operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseLockSet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseLockSetParams
+
+	// ------------- Required query parameter "locks" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "locks", r.URL.Query(), &params.Locks, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "locks"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "locks", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseLockSet(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireLockSet operation middleware
+func (siw *ServerInterfaceWrapper) AcquireLockSet(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireLockSet(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewLockSet operation middleware
+func (siw *ServerInterfaceWrapper) RenewLockSet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RenewLockSetParams
+
+	// ------------- Required query parameter "locks" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "locks", r.URL.Query(), &params.Locks, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "locks"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "locks", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewLockSet(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3074,6 +3330,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/sessions/{session}", wrapper.KeepSession)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/lock-sets", wrapper.ReleaseLockSet)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/lock-sets", wrapper.AcquireLockSet)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/lock-sets/lease", wrapper.RenewLockSet)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 	r.Group(func(r chi.Router) {
@@ -3185,6 +3450,497 @@ func (response Healthz200JSONResponse) VisitHealthzResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSetRequestObject struct {
+	Params ReleaseLockSetParams
+}
+
+type ReleaseLockSetResponseObject interface {
+	VisitReleaseLockSetResponse(w http.ResponseWriter) error
+}
+
+type ReleaseLockSet200JSONResponse LockSetReleased
+
+func (response ReleaseLockSet200JSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet400ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet401ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet403ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet409ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet429ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet503ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSetdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseLockSetdefaultApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSetRequestObject struct {
+	Body *AcquireLockSetJSONRequestBody
+}
+
+type AcquireLockSetResponseObject interface {
+	VisitAcquireLockSetResponse(w http.ResponseWriter) error
+}
+
+type AcquireLockSet201JSONResponse LockSet
+
+func (response AcquireLockSet201JSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet400ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet401ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet403ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet409ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type AcquireLockSet409ApplicationProblemPlusJSONResponse struct {
+	Body    AcquireConflictProblem
+	Headers AcquireLockSet409ResponseHeaders
+}
+
+func (response AcquireLockSet409ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet413ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet429ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet503ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSetdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquireLockSetdefaultApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSetRequestObject struct {
+	Params RenewLockSetParams
+	Body   *RenewLockSetJSONRequestBody
+}
+
+type RenewLockSetResponseObject interface {
+	VisitRenewLockSetResponse(w http.ResponseWriter) error
+}
+
+type RenewLockSet200JSONResponse LockSetLease
+
+func (response RenewLockSet200JSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet400ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet401ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet403ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet409ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet413ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet429ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet503ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSetdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RenewLockSetdefaultApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6311,6 +7067,15 @@ type StrictServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
+	// ReleaseLockSet Release every lock of a set.
+	// (DELETE /lock-sets)
+	ReleaseLockSet(ctx context.Context, request ReleaseLockSetRequestObject) (ReleaseLockSetResponseObject, error)
+	// AcquireLockSet Acquire up to 16 locks at once, every one or none.
+	// (POST /lock-sets)
+	AcquireLockSet(ctx context.Context, request AcquireLockSetRequestObject) (AcquireLockSetResponseObject, error)
+	// RenewLockSet Extend the lease of every lock of a set.
+	// (PUT /lock-sets/lease)
+	RenewLockSet(ctx context.Context, request RenewLockSetRequestObject) (RenewLockSetResponseObject, error)
 	// ListLocks List the held locks of a namespace, a page at a time (never a token).
 	// (GET /locks/{namespace})
 	ListLocks(ctx context.Context, request ListLocksRequestObject) (ListLocksResponseObject, error)
@@ -6453,6 +7218,99 @@ func (sh *strictHandler) Healthz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(HealthzResponseObject); ok {
 		if err := validResponse.VisitHealthzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseLockSet operation middleware
+func (sh *strictHandler) ReleaseLockSet(w http.ResponseWriter, r *http.Request, params ReleaseLockSetParams) {
+	var request ReleaseLockSetRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseLockSet(ctx, request.(ReleaseLockSetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseLockSet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseLockSetResponseObject); ok {
+		if err := validResponse.VisitReleaseLockSetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireLockSet operation middleware
+func (sh *strictHandler) AcquireLockSet(w http.ResponseWriter, r *http.Request) {
+	var request AcquireLockSetRequestObject
+
+	var body AcquireLockSetJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireLockSet(ctx, request.(AcquireLockSetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireLockSet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireLockSetResponseObject); ok {
+		if err := validResponse.VisitAcquireLockSetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewLockSet operation middleware
+func (sh *strictHandler) RenewLockSet(w http.ResponseWriter, r *http.Request, params RenewLockSetParams) {
+	var request RenewLockSetRequestObject
+
+	request.Params = params
+
+	var body RenewLockSetJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewLockSet(ctx, request.(RenewLockSetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewLockSet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewLockSetResponseObject); ok {
+		if err := validResponse.VisitRenewLockSetResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -7089,266 +7947,287 @@ func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, ses
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9tGlu9X6eVulclZkKJkOZNQldrSJE7ixOO4YmVd9wa+QotoiojAbgbdEM3JeD77rfPoRoMEKcqx",
-	"ncfkL1sk2OjH6fM+v/Nzb2oWS6OVdrY3+bk3VzJXFf73O+Wq9fnMqQr+ypWdVsXSFUb3Jr2Xc1MqYdXU",
-	"6NwmojK1zlUu6uWol/TsdK4WEn60KHSxqBe9yTjpufVS9Sa9Qjt1raremzdvkt5SVnKhHL/ws7qypuNl",
-	"F3MlMq1eu8spPpEJMxNursSyUreFqa1Yymt1JuSVVdqJmanw21lRWYdfwaQKGOmnWlXrXtLTcgFzoeHa",
-	"M5avnyp97ea9yaPjkwRW4P8+Dmuwrir0dQ9W8JUpc1VdmBuluyduVlpVInPwRJj4tK4qmOocf50IZ0Sl",
-	"hko7VYnCWXFdSe1G4pm6VVWql7UThROFFlJ8/93TUar9eui0mgU9NdObIU1mx6JOHn1096Ke5GqxNE7p",
-	"6fobtd5e19/ljbK4EDn9qS4qJaycKVqFq9ai/+TxxRdi7txSLgsRjTb8Rq1TnVdy5gYTcQy/OHn0SNwW",
-	"trgqlTh/8dmTJ2I6l5WcAlGIfvYfGTyU/SsbJAJP90pWKtX9bGPUifhYjR9+8teP1fB0nD8anj5UHw+v",
-	"pp88HH708Sen8tFfZ588PDnNBsJUQlohU21dVU9dXal8OCtUmQvaANExdNoLg49Go7SXJWJVuHmqszRN",
-	"e5mQOhfw3zQTyk7lUtkzIXGm4katxVRqbZywTlYOfyiytJcNRuJ7q2Ams0rZuaikzs0Cf9CX4vvvn3wu",
-	"bk8HSM1KTudhq9emFgsl9QQPAMkr1UheolLWWaCT71ReWKH0tFovHdxLnatKSBw8V1Vxq3Ixq8xCFG6U",
-	"6lSf88Hh5GBYKxc494QeCx9NZVmqSvSzwlpet62v4HCcgadSjY8tpZsnG6NdmXwt+plz5eXCZonIVrJw",
-	"/F9cRZakOiuLReGyRORqJuvSWSGXy7JQObxhXpn6ei6kXotr6dRKroXRzQtw0ZNUD8VqXpQKv8CLJMri",
-	"VtlJ8+TJ+Dhp/vJ3U+o81UJkM6Wnhb6+pI8T4adMy1Wvl0Wl7KV0mbByDRSzmksnKrWQhbZn7fcTD4Jd",
-	"E9YVZSmqWlvRh6UX+jqBEQYTcTr+BN9cNIR3WejLZWWuKwUbTUSDDHmIHJkng6d2KeETmOEZjCLD5jiY",
-	"V16oXCyKfIiTKJW8xasrnZDarlSFBFYvhTM4BX8oYlnWVsgrUztx/JGgdRk9jbd1Ja2oVKmkVTncK+Bc",
-	"+JdQIA2adeHjl/hhdhYIGRclhVYroDTaOPxIGzdXFRLMRJyenLQ35katLxeFXUg3nWcjoF1cGS4JZgRX",
-	"DV+octHPSjO9uZyrMoeDtGohl3NTqctZXZZZApfPFQtlakf0wOR9bbQa+L2C2RT6eoLLo2uChyjx2o7E",
-	"earhWhXw5UItrlSFF84VpfhoLOC5Fld/EO2RFX1pRSmtS3WltFqpPBHqVmmxmuN15r1VsioLVeEdUBpO",
-	"7No4p/RESJ4RfJ5q3lkrpFarkTj35zQ3FoleTE1d5rhDV0rkCu4FzLaw4kYtUXKmGvYBB03wQT+JPVJn",
-	"g1/eQ54upXOqgjH/X/9/Jj/8x38O//Xqh/8Y/uvVz+Pk5NHpm3+mPf48TX9I01fDf736J/DZH9Ie/PNq",
-	"8PNxcvLo0Zu0N/ivXpck+9oU+oWyFuVWp15h6dvLRkBLwZ+JvlVKZGap/BjZYNLQf6pdkIP8C3+4LLrF",
-	"4ZKbX/AOhPdT4KDdi10Y6wTcCCskKkaogFjRPx6PieRIhRrsUpiQO2/OjjS84/F4nDQK33GHwpegfnJf",
-	"XSnWhbY29CBFqFJ4LfLexFW1+iV7+wxH/5neCUKueSP+s+9dEa3/cD78v3L4j/Hwk1fNfy9HkyHQ/fEn",
-	"n7zpJmZ4u13KqerevVoXDum3dnNTFVbCd2GHtmdLQx06ZT9fnixO9aOTHTN9XqlZl9nw3Refib+enI5B",
-	"c5+pSumpsomYmsVCDq0Ca8ABCyy0MFoJOtRJqrNK2aXR+VDatZ5mom+0kLotSILkmnjBJh0KLK+rSeGK",
-	"6Y1yoiC6gnsAnA+Ew4DEKQzx6TMenx9/YMXSlOUk1aXR10P4P4lL8ayxf6Sju/VwPBiJb0F6WQHaX3Gt",
-	"TbWXd/JO7SPK7e1lZvEk7yaEhhkVOck1z+XwUoEoOhkf76AMfvL+pAwkcbKLIHjGe+5+ByNuM1aY8j25",
-	"wCZTfXeM4AJpY9cBBMqB/Q8KdPbUTPFORqdwsuMUaIR3fAg06X1nQK/dOIKwGpjuPU+AXvnOD+ANDAUs",
-	"wSr0HDyuKnIcTI12SqP4Q8OBNvxoWZmrUi3++0dLekDz3v+q1Kw36f3nUeMGOaJv7dFz+hW9r71b53ot",
-	"SEtV8OpR703S+8JUV0We0+Z+qIkguaHxlxsVKb/CzQsrApsX/Wzmp5cNcLptI//vrFF/6LlvGtsZ6vA1",
-	"aL1gmIB++1OtrNs2DVLd320XDEbiGentOB5LCmTEsHR9K8si/46G/tBL9isqrFjIcmaqBVoqBU3qkr/m",
-	"U3pmIvX1Q83ymUGTOejByAgKK7IWQ81EPzBtsu0GYCTBhqcaP0gik7CSWqCdhYai0MhGVtKOxBNvGpHM",
-	"9AZHqsmPV1Q0ghVzecumJVFD4c4EKOdsRPJc+IyfGUe+uXe+cWHk+11LULUbxaOfaeMuyf+XDRJvzksL",
-	"4sHKtU31ar6ewGe0HZnoBxuyZXmf4SVZKlCdRPb546ePLx5nrAPZVJ+MT0WhrVMyHyTefeFHi6x13FKw",
-	"9qUfeSKsWSijVapVaZVYyPXGIrRZwZhXFZMD6GQ5mADWVdKZSuA35BeCHyQCDaqrSskb0NCz8ArRfgMQ",
-	"iFmhsy6r9Y02K52luk9Ew8Y9UhJNfWEqeIvUbHFfmwFTwXO5Lo3ML4x5Kqtr9aGvOvq8CisMzPv4I/FN",
-	"8TfRz5Y0qUtnzGUJ0+K7zrfr9yNHEnb5MZsAqoT7qHJxtQ68OrgMPa8Awl+burIwAN3xVG+yloLm4MK0",
-	"2vogaB4YAZCg2vfbyuNOMTCdS30dpADpJs+M+8LUOv/A/NXW07k3SIgXzGAWxEKtAEukYZlF49kC+wN4",
-	"I9zWQosM/r6kP8iXys9OS2M9A6aDZI4cNjxWzcJ+w+O0331075MlFUjCyrVYzYvp3N+vC2P+LvWaJan9",
-	"kJuYwfVZSL32EtNmZ95Z1zpt8bhAQowcfH3cAlzoA8su7HBPYQ/sHESRl3vsUGUXoHTwTar9a0Uf2NKa",
-	"3JBTU2tnB4n3h7LmUdGRwtTYLAWqbTzg7JTRuQg+SjiIawUzH5zxqQXPbmGFdKlGFl4syOwP4/s3JhQ7",
-	"gLkZrUYC3cfkjkx125nMhqzomyrIgWh2MA78pSo7QIcnbeMDEEKz2srSiqmsqrXIvpNOoQNq+NyUxXTN",
-	"furwMXBxDP8MC+VmQw4RDWFPcSFDjj8Oj48HwHVgQXjPcTQ0OWyq4ZgmIkt78Lu0l6GcSHs8xbSXkcEd",
-	"xzL9BLpCmRJ1sVLNHBlm0dBn1afjM/fpcSb62mhFW+Eaw78JeUjbdtATCcSzgrF4Zg3xb1tpm1vYbarx",
-	"hkQ0zeQbT/6nT4/H47MVTv8nr3faVC9B9fKLII/mVc1G3lVdWUf6CBl/CwXbzq5OA2Q/K8qSzFq1WLp1",
-	"x0rhxWc/1Z+mwA042DkM7+8dsgvNVu7iEXy8R1GcGtnE95o9YP9QH5Sr/72wFugVbj7p8uJKyQo4D3HU",
-	"rI5mlqGTNSLRly9fDs9rN1fawRRVe05bFjAt9FYWpbwqP7hig+rflZzeKJ2LvKCYAksLEM3FQiUdTMvO",
-	"awdMKtW5WcGO8BCXdbMUENroDK7d1CxUCJkDdy2sYHVw+4a/LcG88YSIw5wT9/zM6FlZTJ3fBtjTsvx2",
-	"1pv8cOC+JT/3lpVZqsoV5KMg5X77NseGwESs5utI6SH3PAs1oBel60Vv8kPPK//wEWn0vaRHengv6fEe",
-	"9V5teU6SXjtk2DGdJmI2oZgAqvtNyKrWpbLA+TFedbY7aul/boS0N0JeywK90WDwSkeBgY9Oe51xAv7I",
-	"XP2opq735lUXCZ6OP6FoDUz4QZC0I/GtVoKOgyJYUmRGq29n3qGVartU02JWTAXfDTuhEDt9v0DxWloD",
-	"v+TzzBJBf9NIqV5hJA21TOFWxVSNRDY1uSLjjZQkElcTEW0pBZl3B3pZjG7GdUVMJKIvU501EY6MYp8t",
-	"WhngSIWywag8a4dhQYbTA1qhesQKHdN/5BqReV7AtsvyeUTPM1lalWyQ+MLkHbGJTL2elrUtblUm+kgS",
-	"JGprN5iQnx/XdSYy1Lpy9OCvha4XV6qCM6GP+TFLskkbEYaFQeLLEb4AGYO/7bwJGG3anu65mFVKDYFM",
-	"RSmvFIeWC6QaJ+zcrCy8LfJYHp983DG+La616vAQZ66qVQYDFqA9Yqwho4cv8Ygyb90QQ51EIX0M5aYa",
-	"ngZRAzJ/NvPGvjgdj8WWH8lb/3hZdKprTe/ygbWnfBgJvAYtBWDU9Ei4//798Lkl3svrvTKmVBJph/Ik",
-	"thf8FJlHiZt15jM7xMPxeDxuQifI442eFdc1HPZCvhYXF09F3z9+LOaDTvaxL+SY9G5lWauuQ8YvomQG",
-	"vg7NhI7HJ6fiau0U7LH4/uKL4ceiD9xGX4MCDYQLfKJ70zH/B4z/yPKHDT49fkghZHKIPLA8D58xUnhr",
-	"jW5z4RIkOA0Gdfbl44vMK2apnhfWmWqdeDsHHoHl0DXhoNjz7y/EaDQ6wrdkCWY2hFNNdbAM7Uics4r/",
-	"gMyAJv414DleKZDHNrh/HqCPygsIH02T6JFxRhRuJB6HK8oOPqPL9YTnBtxikmq+9MQsaT99lKE012jA",
-	"vSRvXwJiCNamSjWFgxRaqdym2lt9V7UTX11cPJ+IqVwsZXGN+0aCAa3CVqAQt3Jt6irVMs+B/4ISD4vB",
-	"9SYgHaalLBa4+Zs7aa6sqm6VTwSDs0lEpSy/lAQ0SG28LDGzGJ+cdnALntU2qX5lVkh0sKfoFiC/OIgT",
-	"3PXmRo1H4jy6TXxn4Ziy4XAhXw/h51lzpT4aCzvwvAb0qzNPNRiUnIh22DXVsGGeLpqLAlYov4C+2nwP",
-	"Xl1xDiebanQlUW5UKXl3dt/p8SHqQdL7W6XkzdvJLHRGXi5VVZj8jv2fBzJeACv0+VyJAAViTB4TXvOA",
-	"dCXQJoA8t5JxUJ9CDVlqn94jcCoJ/dIaoxX6Ny2m5Oh3tlM+/Pe220CpTXjnpXVBZ1JoDy/smfCpJGXJ",
-	"7llY/yGKX9BgO1++wLw/2v/Gl7Uq6DWcZoW+AlyE6B/TTdGRouDzbdky2aVioKDZnh3ctu25Bd/oEaeA",
-	"qNdysSxRNhZlWejro0LfmmKqhqcnnXHZJir6A70jUuU3z+VVx5l+CZuyfaRNpiL8FXY/l04NwUDrdXCh",
-	"Vu5j62e7Dw02rUvCUkZztQbdnCxD4v6w80Xu7Trv73fG3IzEYw1/kHvTBzOA7f4PPPbpk88zuEh+YL5L",
-	"PPhKWlEa61LdfzR+OCBbMQd5x4KR+eGZIBlIOXHj8Duf7ydTjXNam1pMpRazAuakSfw+sCKDby+L3GYt",
-	"PajZQxTde2gY9t7i8BshoePGtqJccJUjJe7XcDxVbs2jWxuHaWy9+y20Z7T/9tiR56DNVHjMTc6vrxMA",
-	"639CJiQpPchZwhUGSUMpPFVV3IJSBmeDvsCVoXGtpx+yTOGmg9FUKPsWjNLr6qR+dzvciHtL0FDA7JdT",
-	"J75++SIUG1TKmrri9Fg8zmVlnJo6cppN52p6A7p6WWjFeYVfPr4QR6OVKsshmutH8DMg0qMfVzd29KOl",
-	"fENUQUCGFxZzpW19lZGsIW41SMjAJC9ocB/DoxuZzKlGnSsT/cgkS4LZhb9fqmpRuAwGLaRrcp4z9pkH",
-	"RwCndy+AxbEnEYQ8lWBs2g0PyKJAzw/ZLBiYwVTLaaUcxo1L5cB+RbWZSAMPlRIqu6+auyuXEB84E1Yh",
-	"X8Fr3DKczfabOt8TLJtDvBcd/NwxO2/z1zDw1nVKYu7dxfO/UrJ0822mb510NbN/L4bMzZ1ih3/W+aYQ",
-	"RW+/yedU3Eu+fEiZBDy6iy/h7aS788CyoXW1BpHUzz7Nwo3m9T2wQEqceY1eokiuoSzIBq3SIynoDmFO",
-	"lFNENtsURR/IqpLrw4UG8ko28Gjie6XHmZDlSq6tOG7N7AChEnwj216Nmiij89JxKILKC5g+Gr2ZchG/",
-	"fnnhY25UR/Kf+N/AMtjzCZxWC2R6gzvuZEc8h6sxWkLiQB10l8cg1iPbJIS/CDSACykcrqCJGcm2iol8",
-	"dZNa7riivPH+cPYwk+iWJa17uut+2+3rfRdBEvnRPrNAC4pRUJfupLSNNdJLu2b59ctvXii3I6P40fFf",
-	"xdcvvxEvFNojj/OTR4+OPxHL+qospuJGra3ow4Mfjx/+FafUXio8gFnd/rZuMLryGvkp60eP889fnHeq",
-	"RNPqtv0gTqPz0ZtiR+rojQK+gqv66OHHws3rxdWyKrTrvAM3bh2/8dtvnne+rbYqfswW152Pvd4Ragzb",
-	"mIgradVHp3VV3k2vMDfaExiZlpzgZtKEuk65zRU3B4Rj6voV+hfvsn+2yebhw4efJOL7i8/OOButlKR/",
-	"SmJEHJt6YAWOtG7xj/tJrPbLX7iqmLpyLQo9rSi1DXUpSiPA+2rRfRHYF6voB3Cv92Kj/qnt/6nt/xa0",
-	"/V+qhb8z7ftpYZ3Kn/JdOywyDE8/0TPTERrWXFbUHWd/QPl3glO+0HHl7/PdbBjH3l7DK67GenyrunxH",
-	"sjNRxis2S0zyS3z1bcMop6SKSrqnDyyRDtyakHg6OJyNXnXkvoRkU44kzE2TZCooxxSV9zgNFeiRlKdI",
-	"4exWKpXfDi8rvfbUS3oU2rg0t6h8VeqStWxPP/y/fYF5irBc5pVZLvEbVB0vOYLTKZTvkCWBWT2wgh/1",
-	"Ru+YFUx66YHyo9C52qEH4N4AMaLXlEK3TeZtExWiB8WVmsGXhfO8hL7EF4SiWM4I5uAq5gQ3fIWqvEj4",
-	"YpBHVGpqKhApa+V2cP572TK7KkOjrOsun2VIeEUnotJ5U6rbBBSJ7Sudh9rRTorba0/5k+2z3PERugFb",
-	"Wu/Wotph+Vz4iBgORod7LW/j4Gk/8/cEJEx0UVAMtYh8w1rWmJoIr+B4prhRammBbCQpCqnmqBy+uVM0",
-	"bLA8usRJD82fu8ymTvZupjdf0XQ61Mpbj5US7IW72D4x2Q6rv+xOSQxGFr2rFYGn7VlidBR4LUdb/O6R",
-	"vL0jgHFQCMLX+vJ6d+0TirROmuFgSpOkM9qNrZC0gBWAaCKzlfUgeGsDFkG6ChqMmaCXXzGFem2HHPmq",
-	"EqZKxHakGjE/UBliMIiWgc6ZFlHiUymtmzRoEIUln9A8jg/i4NbJNY8vXaoXxrpkI21qRFNXlc1EiWkg",
-	"jYrXykEYY6qxm6vFpNnIeO7iao1cmNZAhdwhwogCGCd+lmr/xktnnCwzTlWm6J0sS7pZvycfn6K403Yi",
-	"Ci90h0rlA4GWj90YrSj8YxHDBrYMcTt8pCgiHFRocfcDlZXrJux+PB6DrID97zwFLgQ+hG+w2/UN5g48",
-	"oV8cj8fdnsNwqnt4SbPuhlLnEqwtVGbRZxNoEjmzu9tPeKjbUt3Da/l+Yl6bV/+XJIy9I6doo67+Tn2i",
-	"FzG3DcoK6Qqk/lC2TMhnCy51MPsGZ6ne6TMF7r6PZe8wETkFfQ9Ftgsy/MxYOf2pVrXifCOEE0qC/pxq",
-	"utFeDiOuDrNQSomQmPw0NLOZAAUfdZi+5+RSzNQq1cF2jqd/h9WKfI5Ju+Ftmxf/bdzBXdqR38Fd8h5M",
-	"322lCOtXDteJGvO5QymKkN52XCj8ztMxPN4GgGOzFNNTPPzb3SpP95K3ij3fYyb4y/eb+72xZp5Ft2vg",
-	"OTqG3kMW/A6Nl3C/msI9sriotqlAxKOWryNiTXfms2+APkVJ7W3J/9tMbg+zbzLcmbV2VypkBOK0mnOx",
-	"FKowdCyD0RYC1luno28cV5NNzgBuG9nmG0nmET1tu+U/OX30V5+YL3LlZFHa7ZjNlAW9vxQbCbh4EaIy",
-	"IDwZrqpNeqHcskeqxCWz2PbueBsoLJN/SXzX/0G/3AVEsPFVtLm9pBftEKxvsyoY0wY2Shzhpm+XzMRP",
-	"ruC1JCAWys1NjvW2siwNOaiAEiuNAqNVvB/9HQp0o8/ahbXRF7hTXdoSHV23uhSSFLbvsysclTPtCJnH",
-	"iQ11pSfejT5hkpnEB7qfA+K3/o1hVmHmCRFZl1T4DvjD2+Wb7lLRnqkVMyJKlKcCO21WTX4v8KyLi6eN",
-	"ShRDW6B7+N4J8l0poi/8LTgor/A3FFfDEv/wIomxYIqp+Qxbinc0bjxe6KGxtd3IajGbxscSn0vu0T5Q",
-	"M0GNkBVKUjbzVLOjVGL2+D+UuFbOYlI1z5bAOxt5iF4HLxR3aJJ/uIid3997xTaVK490cT135XqoXi9N",
-	"5Xo763T+jAb+IXP/Qg0/Le7XTAVsaPgX5gN6TvRqH/P2ftntrJ79njHapzt9Y6P7+7F2Or/vuO6/3Mhv",
-	"JVp1Wvfe3Xsv6/4gIz4+de9Sb2z4fdZ2OMqD8lveiQS9mHsC2AwnJqLWUaEZkqckxfwAyfkHFkZ/ipN/",
-	"9+SS+Ia/swyTcPnfzsq4K7BIPmnbxvQKC/EYNWeiQbZRFYpOG3DTuQa6Qf8dH5xU/IELrs8tS4ANpIDf",
-	"TRHzfWtDva4TCkPbM2xu0p660NFbVBu2XKp3qyjfob3zbij7Aj3BK298efMoqlZsqLuwosjLexPw/Rf4",
-	"gpe3oYOprnq5cDVZAUMsRHg0YS/3SoAuFhVYe7gdXehpWSPgvrwyt8r74FhEAtmvVIXtBmg3lMY+CqyF",
-	"ICO+VbvsyD37fYh79j6G2y9S9Kgcd1vde0sNjfxH+9WzkDz0y/WyuxSkl+xsvlFq2UpBkqC0T4RsFKiA",
-	"63igbmb3weO3oaR96xAMi8u1byHCkHHd6U2x//Cud3gJHttoG7iAzogfTaET3AmECFU6j3dkL/T+O5X6",
-	"Hie7vcRfJPNxoMfojp1sR4047HNolI2HAwOsy/yKzv2OwpMIEZynsGf2X3E1cHvyb5vFGOXt+P4lVfCj",
-	"AQkM8QI8CCEbrhAfHEj8NwUhP/owAodcG5aw5dlOeq+H8PTwVlbIweBn0dq/KTRFNpPNT180g75Jekul",
-	"cxhvuzpAuc0GNlHsJ+4iw6h8rXL1SJPxdsRdnDeuMgA9OeaHv6iWHTc3mscequn2VrwNJw0ZKe/3jkTX",
-	"fofCeBHszZhSG3hFn0d2DUbrgeS6N78jwjC8X37HzvseONnGWje8Uburtnh7v1Fq+W6jJUHdI4OeQyXJ",
-	"ZoKuRDni4aXbkZRG7ICKzn14hFXuHQVReOXLd4TMcG202sM4uafTXOYMutFvOjNphtHGOlZKFBictfaJ",
-	"OgphKuDBjr07rs62RnOon0jle9fZSqxbKUQMp5zKdzTzfZf+XegLB/p4m5oCPPo91+vdX62NdkaUjmVN",
-	"dJcenLWNXg8IG0zeTkPTuTIbvM39aoVtaeJdG0KYxofnqdDzLyjwu52sErfDuKPTR4fqKsUGxjLhTwqC",
-	"MQezjVTTwUg8cS10ra34he+CdEDye2vO3ck9rVV3pnJ10n4banp7P56bsqRMmKZUib21AXHHt+Cxgmtg",
-	"OgiFQaRAWmqFjsoTsSgQVcujKx3qdpb65o5zW5ZyqnwWIEZkEzEG0gZShwMb3ekOvisD6WXQYLnrZ5Nv",
-	"tJUWfqAaEMj8jt4zIQ3OqusFpsaRfcgtWw6qA2ha0cBubpHB1vq77uX/yrJ+S0/mntRTrxuDIsCQbXvA",
-	"+85ElvbSXtaUnRyAy7axJTSZnSvkCvV7mz4tk6d141na+fKbworC3rMS+KBDvqsmBsXitK4Kt34BvJNB",
-	"wxDe+LwmIBL66ws/s69fXvS22uaIr19eMMicer1sxyB8SdNqbprWoQGjHRuOFjbVoQZMxlCEvsKPO3lp",
-	"YBtSCxTqsKNNB4Pr0lxZ0c/YoMHSE1cO/wL/+Us2QD0q1YvaOg/vOsds/jIuu2zwq9E2wpU3pzB3bknI",
-	"yUVndcznBZzGVe1UzsjvCBP51cXFc6ROO1dlKegXNgFiHX5pfN6MpaQ9RB+skHnMao1wiJZ6ubKlyKUi",
-	"jOj37YsLgVEhe/RzWMYb+v8bTrf0LZUo9TTVUm905Ot76QZT8UyzFUVnERcF0+HAkOHRycjNUBLprXZf",
-	"STw3tuyoiRfnITeca04x/IO7ZDSyOrPSPr3cphpUEzSewQTbLMk594E2lTdBOCSESmH16KoqHHdPpYzH",
-	"NeZ1x5cXfa2UgoQIoZTTLstKyXwtrEIgv9SrbOLK5IUiX+/XL759hq1k0X2VfUZo3sOL9dKDCvet4Xdn",
-	"07oqxTAXD35OWR9Ke5NH4/H4zYNMrEx1Q1iW66XKB2dYRblYujVBki6U1JYip77L7kg8pjypqjKIJJ/t",
-	"QhDPfNtW6+RVqRj0GNf07VJVkrg6nMDSFIj4WTtb5My8pka7Sk7dhEOWCwXnbrNU959XZqHcXNWWrzA+",
-	"YJZKy2UxWstFiWwCNAczrRfYpTIid7jRQOTZADez3Y+ae0d1NJsiek01hlGpoQh3JPeN/ARlUVohp1O1",
-	"JG2XqRytS+zwJwo3SbVvvpMgWmgWlpEhTqnQBvsvOyOuFMefc+6+fDp+FJWBLaWbgyrNLy60yM7L0qyy",
-	"kci+enz+uTiaI/rTP3z+Ln2IJPYP3/qH7DvU8fjKFJVgmNKm1Q8QBM9hplYBSBiB19Gq/tKggHVHwNN8",
-	"TW+c11YpOZ0rS/W9oMdh8CVz6rU7Wpay0JmoJPffkFrEtERmBXYqIXKcGq0J2XUistOHx8Jfk69ow78o",
-	"VJlbcWGMwFy/qEKGp5NqjIrDuIz2LtTrKez+R6fim+JvZyI7HY/F32Tux87afcZSDVz46Hh07Nt2L2Vl",
-	"lehLsWjw/Zu+XdlXxjqQNc1nqWb6gKkMzkT2aPyIePv/qgrN7WfGiRf1cmkqp3I/gVv+ErvmpBp3i+fy",
-	"WvTxfycIzQyMPyeJcfH0BRYocxZgWUyVplQR7r/39ycghOuqZKlkJ0d4p4i5jUx1fcQ/OloULsq/7fnj",
-	"7CU9nllv0jsejUdjDOXSvexNeg9H49FDTF92c1QK7shDgEeuu5RX4kCcG4El1Zhi0gCZtyCyk43kCfqS",
-	"gSObzttE+VYxCBBD8iQik+V1JhDKJxHZTZFn+CNE30l1B/xOIjK3XmaUHwErGuI8/vvHlcOK9UZgYH4G",
-	"gbbirKSrK8SgxNckJO+aPAixkQaR6lYeBJdEARlabOhD+M8wxIYcBVMLE2CZdoLuXzjmXdxTj1M8+u0c",
-	"D+66YJXz4p9i/8CyvEYaW2m4/CFsayZmRakm/mv2RGEmCO0CfE0oQjbqB28V52IBJwqPIcJaC22cz1T6",
-	"mbBQT8RC5pipgH31qQtakzjD2NBegYiSR+C1nwHPEj5U6DOKrMjwiyHI3sqUJHYTYrIz5QjRnyxcQm1H",
-	"wilc0yDpBrF+T8enxJnaOO2p7rc2Dj7L+OoaLzyf5L0JIbp+o9ZkXkWNLk/G4z2tPn5c3Qytcvds9cHQ",
-	"Wjs6fcBEsTvZ6fj0Q3YZwS3Y2MBRyxDpTX54lfRsvVjIar2FVeXJsLjW7LJKKOWKgcLQ/pXXGL6h73uv",
-	"YHQvW3fyqW0RTDKzIWwUultSduuQv+IX3e+I77W/jBLZsb3fLw/YzMpMQUEurKiX8X7R2nm/toyK3Rxe",
-	"4g1SC98jA7gYqnk7DRN60vftoIJZ79TP4JFsJL4woByJLKobzDjTgTHlMZNsImSqsel5SHqaqaCs+5wJ",
-	"nAk34adK1EjnAXaapNoWesqcCsfD2w+nTPmKcmFqcrWAIp40Oj32OMSF+M45yGlH4inagKh0FZrAfsDE",
-	"rRJ6iXdqGD3l4lQwIDh/FWcAqp9tIwMFqBUza7DigSqxMwmh/3uGjXYNp4sQAya4Ri+CZYNwMokhCIC9",
-	"V6a+RjK/WocGEozLzIZopVxdYVPAaCcLS32A5HKpZGUTtJacRP9H1cCp5DUC9xcODw01rzUyWlDYU/3i",
-	"/IvHF/9ntMgT8fz44YBze2WA+6lQH+VNmhpqt9HorsjYA4xNwNQonCiNuYGjdF3c+WlhEarGotrD9oLd",
-	"6WxuHjn6jKpa3yR3PknNyt68eo/MIVTzdrCHb7WiTfPWNp0XC4LxrqHDXI82Wuziz47v/lmrdxf+6OHd",
-	"P2oaZr5Jeo8O+UXcOQvXjmbw3b+jPtPINwOnhC1kq7AM7pyZkM1VDBQoHbZPWCiOAcBfGI2LmSvXIr+5",
-	"L209Cy390cm/k6cSXy6V6/CqBvsYuGXTTBaXw5o5ezLCDfXi72R8SqpRqlGpIje3446sAZyff8emHyaU",
-	"hyJnZrvFLNWttrAbmBEE567ZbG1wI3znFAlK3q2qZOlhPpCneSdAkU/aYASppl5kn2YRd2R3jixhFriH",
-	"5JaAP4FRBAz6PvqVaBcaROCRyAJkvW8FwT2azoJiQLVcYZuxabJtz42UclTjKU2XSzAqFTViQdh8bP3I",
-	"0PUcCuY+CeHMNrZb9BH+3htMrPWXauYG3O2KnRQNIRDVUi9AyQ0EaWJyJdddvPI7Om/OiLkfRcOPqHM8",
-	"MMxt1XSjiQDvTV92IjRvQTpzlwrUDUL/+p9qVa2b9vXY2mBHm/qHJ5td6qOO/P1P/9lqyv/fg66W/O+T",
-	"uxOs7w7WTvuF0lZiS4S1qTm1qN2TwAMsIY4Lcv8TMgM2yj49N+i7mFx526mGAexXC4cUQBs8MN1vXqac",
-	"jj+5+xdNw3H4xckBv9hsnvtrSC8+Oa/Vhc4Qfd+YjUxuzsPbAOnZFlmder838jNUSLOEWjBRkcg5eiYm",
-	"Av2FCDU2tK5ScpElMSQWNdEBjv+Xvzw1+nq4NGX5l7+IfvY/OOinz7JEmCV5n8u1yNJ6PD75CN7z6cOx",
-	"zQaTqKEaatoWceWsAUO+FUgirZn7IT9DBBdQvANGDX0DHDLV6HrgEAvNY8yNX4NjEjOSKdaLhgvbPVKg",
-	"c5Q7RwUpCiwZf386PuWmfwr4V8Om27PkPl4Yg0Gv1BPcYnZ+ThpwCj8AFlbk6rUPnfihsJim3RMHbCyt",
-	"VqAoE+gf1RqVDTgerHXMyYoaG8UXVtzgeXLhCEqcVoIhNoknPpw0veaTBukxSbWvtbsFE0j6vkiyFej1",
-	"xslALMytQrAdgzkCRismFITdE0ROSCu7iW3AHSBpobG9CdQRQE/Jh5DhUxMBNPZwelPoHP+HBVCgXdDn",
-	"tK3hi1w6Ocmi48LZZRj2gcOYloXCduuSYC7RE85RsOyptG6IPxiCQtE3Vao95WcDqhjnSndcgIfXbHQN",
-	"wt/gqk5cc6rREUxvgNueWSedymgI6hyeeceoT13AVyYUS8MlZSL7OSXU0LQ3Ec8SkfYWhbUqhz8poi9S",
-	"zKeHD1xVq3+GTxFRrTdJtQcSfJOJvq9A0+WaoQ1VmYNp528UgyI2OiVtXYMtWilgF9ypD+mRi9xaCJNB",
-	"UmXD4byhZ2oQijtEzgdrfMirtUFs5Ga0WIIDrGrF3sJrozACiTEU2HmFZ2wWmIWBMQo6r+NHwnpMx8q8",
-	"LpTF36R6WhqMNqDGWvpDQ8p+iRAflqJK8cL60VK4FmTMPd3G8OCa+UyqT8fjAbX8c9M5K9hSxPGXtiNW",
-	"VdgaiRwRUT85whrJfMGY6D8aPxTZFhhJJq7U2jQu7s1O2cAZ8YXecI97y4Ve7KHgBdbJT4b6JXjLmTg9",
-	"+YRfBRQDb4c9JMsfXSZs/8ucumAzg4L/8loTMTcrVHOxwARX0KXYPmkga7cV243SMS+w4OImDStXEX/C",
-	"3oH1Qg0CXRdMz7t0U0LqjZXTe5Zr7SwmoyaXNGNMMOcIFW8Wnw1YiHlNOwJHAmI2EdnxAuUt+mqiQIaA",
-	"B8bjMcK/etvweNFgXab6kVgUunbKjsTnoRLNjsQzdOSz8sAIih37ATPdp6tv5cHsxDjmI8GiguZKCAxo",
-	"EwdFvuilmgwCslJTVdxyJioMSWK4mWOLj++a7Mn4w1oKDTD5m6S3JRrb42yWKlS3qhpinS5x5YmIZJul",
-	"CHjMNS0pEcibuiAM93Qb9/h//Yg8m9ZyIUq4oQkNzlIdLt2d2ibzfVZ+aMaMWfVbt1A+aHDmGZVWb4J5",
-	"cgfswsaq65m414GNflfm0+cx8PAW4PGmm48sA8mBRGKn79j1lxz0MDqWl8Z2hbdSRJoEZS1lMNS0l4Eh",
-	"YduNjPogRQe46EmMnWxTPTXqdWFd7HjzqVhc1cVGp843y70wR0ynut2zc7O36mssePU6L2ZMgLhHLYCy",
-	"eAXYVogIIUsKpjRxGMqFwfbDzXJ8TOBKzQvMUwN5giGKVp9xFoj9UMYTugmTaVipWW0ZjSvVUed38qlh",
-	"pKWyIjdoXoL9eKt8UF9tzMUifLRPOPLyhpYHKhH6O7EW+Fphhk0bMBWdhKQwsv4aZ+ohkXq13vdF9fZ9",
-	"5K5U1QPrG0X7TuKNi823qk58NiBGQGFrBxMRuxdTjd+wV3Xz3GMw74Sr6DmG5mEwV2e0FUQ5Pls+qBKh",
-	"nMrXAnlrm26gnZvKKa3ys1Q3RxbC9sAs1yOBAcrg7CQ3Z/CDkKOsjVwRoWeLc3sD6/EoHoaSx0yuvPkQ",
-	"+oXhklMNlnC9vK5kzrlWfPouam2PHONKTm8Ge4lrlOrz9vHSPerIeOOspivY4sVVoeEmgzWA4VHv8G06",
-	"rJqaPYVNuwdYR0NW7XbaO1pHJ00Fp/d0AGmDyQBkcrwN9Yv4gwn5/0/GJ34PuX4gUKdNNTzZkcYfI6Ps",
-	"CoUc0XD26Gf6z5tskFD4wuNj4It4yzxeMGwELqXflYM7GKX6yxBYZS5BpgfnCmKKH26TApMJkY4jKGIY",
-	"OtV9bfxmwlPDcxDniqxxDabb3rMFFsyHy9yXDrnFDTYqq2m/zFLp0LAiiRLR6TbQTW5XBwW2YGa4N02O",
-	"Thstn5afJ9RHvF2CFxVIol8H4ZVEm6YTFAzbqzbVLrLrIHbOJoo2ZMuy44zStwpZkAe4CVrc8Xi0lm/U",
-	"+pBf0EIPefJrU/iT5DgyCpW/mXz9zkwH3qqg776h8oL3ZKgQHmWHOvpdEwPsbzLbmIIGZyGg0TQ/aCQM",
-	"xzeO3/+ELzY5HeerxE0wfHr62tScTE9XAlOao0RHlKvbtwJ9guF74rpsBq0wh7wLDp5Sd/nKerwmPyE2",
-	"hE7GJ+9sg7her2OHSLZ0X+vJFig8641ePHRKBuBJJBl4r4Pg8gUBI4ElbIVD4QSEg2vKGo9NFlfXZXuK",
-	"/JKQGiOwbT370UykJPkMHq/BcKZi1q6vyibNsjAN1JQl53GibEKHTVNOR/yMU59h9/0i9hWLJSK7h4gc",
-	"tfwW29VF20Krs79SfKB7R3zzWzS+mbF22eB3RQkDTw5xxXdqtXfDgh/kWUFyBjJFygpGFroivXnUh4uW",
-	"FzkQY6rBxBD10td7his1mIjIF9Doqewdb7l/ic9sQIwLK9cR9EercJLR47CskTRmzNMLsQL+dEAKejFr",
-	"gnah1KfbJMJlB5ugFQhPmvWkOmtQwLPIEtxYAru1fbJF0UA1+zS1DhVusg+NHRSdFqp6V9XKTv2O4eQZ",
-	"GIFc6+hjp+xXeHOM6Z1tsZLo0HYRIT99hI/Sk3R/jw+4U88JAP3CGCzuID/QyQH3vqVE/d1DlP+e3Ejt",
-	"mr1WJJvdEMjxCwfGIV+6LsfRvryvIwyjYn3qr+Zc+sJUWJUZd2cMfTxChWZfNmWf2l7i0xmBVyZYUShB",
-	"DBbTtajqUsFT+MhlGMFmZ9hXMDdTe/Ti8Wfff/cEs0TByNVrX2Hj6029287DqCWkO52OH4osdA3IQq1C",
-	"qjPcyculqgqTI7dSUe1KHOymck2KjSXedrROLSfkzGi5ltDWp5EavsYJYDAYVjVgYJGSaFLNcS94Q+wl",
-	"CpoOZbwzClwr887n4HjPDhYpcv3IZmVJZOtvLjyJ0oXDYr026VpoZA8s5reRSUkjtH01UgeYdnwNdQ8F",
-	"YuA8M/wUjk17dw6hvBUmTzzSPIZQME9jMBLfe+w/Uv7onFNN5ZFGT3wSAWUcs8fD1tOpUrlNxFVNTDIo",
-	"xIzb4DOZUEjCDK2JO1zB/Jwqy4FXSnnjUQLoVJsqL7SsQgoldg8LgzUGN22nZcCW5tioDVlEB3EyFfyA",
-	"8toilAGwGvwxe/BA6amnSRZE9RKUPCzxrZdirVyLglseVIyfFoY8QXH/RqrPBnIKvVopOoZBVr805VFf",
-	"s6t1xlF3PGDVatfK5ESv8v1k2cSjDzGMTS9iYn7gj5rQwqiXpON0lteO3VAhe0DpPFBCAmYRE0KThh58",
-	"VqfjT0RL+NMKqJPOhGeRpboPzJpQNMW5n0xbu6BJYGZO+AynKwrHHpKFXHNO3hUGXYFuJ22EYCxOJkDg",
-	"lj8VjjzVj8YPm2JfMHCowgCMTazOi+woLImQt0pcKaV5IWep9hisRWjnimeEeQkwd2RZYKDC71XEVzZd",
-	"x11+lr/BUOxleR/OCRz/A7km/kbtl3Zo2R65SFXK076pxAqOFjatoUW+Ur9SvPFDRQ8vQnp144BnjcBn",
-	"PkS581SQDg/5eEfhRD+SzIPRbz4C6o0ARlCnCb+1Tvw7UWof63xTMfL6Lch8UAVZNUGmEkT5am5QyNDe",
-	"ItRjrC9arni+r/o7bxr6dmepkhyk3uZetMJoE9F0NwZ1hP3hhIZFSuQgSXWr7TEnQofEZ5K5TbMBSiVd",
-	"SdsUUoBiG7QlYhODBISL7zOe4V9owNJ/uUV10jRXF33po1Neo+AQABUi8m/OSK+Rznexjfu141q85O5v",
-	"aes0ZFBTzlCA+4I+MxFYl0WKIrXzJvu+3fk8i9rgtNsqWocPpPpGqSWXfmFcACzbi60+yF1JfD7TxMxI",
-	"O+WbSQV+qcapzhlA+EyMJxu9kxN2fOIguEGInTFIOPydy3WqG5aNbwe1vp8NhzN0e1UKWBC1/BbnPq+V",
-	"AniMXXO1JgOgUUhME/86a1CrdUL8kJMmEAu9Iz6OShOnz6LeqgkRP5gRD2xnIVvU5/o9Jxj51+wQB7Tb",
-	"ic835hYjv/20m98LL75oJarZFi+Otvw916Ud7D/Yy8jL0A7lQ/gxatcJ0RuxTWDtW+kHrOHFFeBepnAL",
-	"N04v3+7hFliGykWwHOlcrjCkQPhL3dVWWq2oXcwvKLZ6T8HCVtO896yP0x7sYDYBOPaPWXr0h9crXztv",
-	"atL1aPLtfPnSvZXDzShXu0i2fck+K41VFx4V8X63jH4W37PWBTjdF6YjdOcowSUqy49gjhMOecwlSv7B",
-	"6HeTvXoH6eEmPDPuC+zc+nui2KdK3qoYYTQ6uSiWPYshUkEusLuucPcotvsm6MUeazVOikIVVlNu2mak",
-	"GVRNlC+p3huzHomXAZ6+FT+8Yte6TcTJeBylKARM0qyS+iYT/fGmyzrMcHBGrsbG00kAY3k0UEIpY350",
-	"pnqyI9qAhQVnLPm0MWxT0XjUm+IGtJaWxfRmWC8JJGljc1L9VkC1HvjWT+FB5E4uZuzHprIs3VUiW2gs",
-	"FkJsQtNyW/rJbsHPcJ0+uhb7W6kewcL0Nd4ldqf3OdkafY32hlMMqK91qlMdUjGwpPJZ1qR02+3Syo10",
-	"vgARFx9hMP+fiVAi4qt+Ho4HXIqPWk9h2SDo0Hiem7J8F7z48Myr91mK0caj3tZeXoQmN4W+PvPXqbDt",
-	"W7adDPnbz2ya+DsbClHjO0seo7gfRgSR/Xsq0PjDijgC/w63GwQccChRL6PeIsDYCw8ZGXP0X8nOTA7k",
-	"EU/yu2zSgFL9q9mkf8f83AwnQjW7BBptZngPo1BzkJfFdC58+XlOUsq7wuzcrDgjmEdkdtJAaIBJOwig",
-	"2tNSyYqbogIPoKAUARW2AILbDnMf1PSlhRVGwlMtnVkUUwyVs5yi1fiG4gzwG8PEPGD9F+W794L6nihU",
-	"xF3YSWA48FFta1mCbI3KV+IMfcwDkOJ0PMYwdPNQqF7ShiY2CC0SGAwMP001onQ2YOSke9BSglFfmutr",
-	"n7nXFm4vFNaXIrb4b9Cgb6G6v2kji7uqVu/TwA946ztkUNhjq9xZS3K0AqV/egB+jx6Az4hbtJjcgR4A",
-	"Akm+C9yxDaX8FtiO39FrfhVoR3z36O0O5g5ESMLfYvBC3pydwJABW/ZuFLJOzKgXUR+yX8b67vKxePii",
-	"swg5mKJT6EyRep00+fS+jXgLKw2zYRao23hcNAbd2sJHE1vwaL8TBfYPi4H0JWhF2NLAdw3tZCMNPcfe",
-	"l05UiJh03xsHaLf672AE557IGLRuQYnQc1Xmoz9L2vcldAQ66E7o+KPUqAeKfmBD22GOAFKNNCWTDfbc",
-	"gl8vl/j7JQbeGLfXF2xSqe52K/MWCKQ/XTOjlAvMhfMV6i0PYlypvpkW6wvO0U4I+1dg05mm7Ny31uAe",
-	"6pixZ0PPWrlQqeY1TBhJS+q1Lzq2wvf4bDU1Thofrs9q2KgO5i8uF5wNn0Vu1a1G2Jx+GXIRqG7ON5HG",
-	"Gh6LUcl2JshCBoAvCmcWtKet7S+0qK0S/ez59xdiNBod0bCMx8ZdrdmDpbnCG8dxBrcJrbPmMDGhlpwJ",
-	"s0YrQ8RkhH2qdaVK6VS+p9I1icR4U9a62fOOEYZ96g/lsuwpF317beX+RaAforQz6tJ+DwPv+N2/f6+r",
-	"sZFq9yyjpFr3tbhfGaW/flSAvyKstm3fOidrI2lpw/gUv1El77dbyfYcN/uAQjZisA0pILCpr77SCgtm",
-	"8q4ytVT3mw4YVPU0mIh7VKdxlw9jtLJxX7/uqjPxbbXFgLENJHBIhicmtk4ssL/JxAcJdgvWWKZLjBRR",
-	"MZoEsRWSIjaQ2lhYKDrrKKGfiMOLznb0Sjq86CzVcdWZ+LPo7FfLCfOoHrt0wZ11aIjV31mI1tIO73QC",
-	"/HFSuZj5vPtkriAG/8zqinSCP9O7/t3Suw71yxzAc7Czxq/Jc7AKlitgMELWVL/YzVJYkLVp77xVAJH2",
-	"EN1sq7r1rKlu3VHC6q9HbDaSR3IaLGXEGJEFWJKkhsylb0sAP/V27h01qBFSWVT+umEZn6ca+2WGVwWV",
-	"mY8bWOOk5be4UWpJzgnfmKt5urChRIjsgKi/j58+L8lDWF20PubMA7RI/a6EVPxtuxlRmiKvkbfVBxMv",
-	"BHwTKnKXb5jsCyU1WfzXylFt4Ya+B4RANRAYBCWcYytm1PAI8bps8Q9sLgevwKhWMKD9Cs6auhPvk8aD",
-	"yensMI5a65zTisJmjMS3GK5H/0Bs0VPhhTZs8LfriaP4MDsOsAaZgQPDGFxJS9PPzzDCyzjHhK7lYZv4",
-	"CdE/HZ8ORuI7tVTScasLXvxmV4uFqdSEm1esQ4nRo/FDjAbKmeqWtTBW2237Xm1qeN2HjpmG178IL+9I",
-	"3kHi0WYVCIhO2FfMsIfNg5YFr1LMG2SlfO6i0f+G1YxcIbZdyNhR75jqrXLG9Ff3f3d6HUU/coFP/IVN",
-	"9TZrICI628MV/Br/jSLVe92jmxWOm5AYWyWPHUoPmtHINLod5ufBEG/aZUdgfd5R7du2BcllGe7fG+ot",
-	"8KsNe5873/Z9cVErawY7O2zbmYM9TtgIWtA76qljG/qTw6KPfub/vck8fmAHJAc/w+X1jPPZOYhP292a",
-	"T1VrjaCwpnYJuXoYg1b7NheLONRAaPObW02bE7KcuD/A4wZKgy5SOyJBPKZfOE7TDY3V86jV+SB0R4Qf",
-	"tlNdREMAV6o0+tqmmu1YDk7gkRsqgMX7jk33CcS7vsoGZ34AYvEIGAEcLGJyFDfigndZqQjb3xMWUB8x",
-	"bIyT21Q3eVg8P47CcTpwK/Eamw/wcwj+z4B+/Mr+8XgcJ2CPBKXwYdeAbji5gdc3fjRI0zx4l5rwbYOO",
-	"+d5UBBz9V3O6s0e3W8z54ymLW7XP144tN7Bq98ML/z+6RAESbIiU+mYSf5kZ7llBV6EtLVg4tGVFw/H2",
-	"NQV87M2/yI9LzT60YX4FN8eimYJN7jewXFHFgYmBaj6Ii1+22HThdnDPVG+yTxFzzzMOCz6wWzg01HEn",
-	"VMv77i0h7hM4fIEIeF7MZYS1CfYGmEoBFZpjCNTWMOT2jDm3p7U2tkjQzuWqDLRDMCO1btg3ipGAku4j",
-	"SA3zixB3u5jSY53HPOm9GQ/4iseg1XcGYeCLswiWAHuG2ib10oooPWr0uwhq/Z6QNiKWQJsMgn/rdu1g",
-	"CjuymXzmyIcjr12pTJH0+ZN03jUwwKaSC0zMq1N3ZgNFNHQ/h6o/8fwQhyo/3IQyOh2rHYvh0rroIjyw",
-	"SWgfsBXrSXWft3OyIR0uLp4KaQlEwSpQLL+kLYqAVgwFhIsKpVTj3+sHVu/FDj/CxU2EtjKgFBZgm4pE",
-	"0bXRKou6Q7D8nZnKpyUsRuIbpZakbAUIYRS7Tbg6oEYf6g2DIT+Imgsv+mCxI37jsjOZ5JtfUWX9gGzp",
-	"j64d02VoNNUSe2jgfeiUh3E/h10Kczsn/ufelZKVqs5rN+9NfngFzIj6QHS1fjuPgI1k5UJ23rURVa3F",
-	"6Gi6yI/8I8Nhrm6zM2o0Frz90lFuE0yvrsrepDd3bjk5Ojo++etoPBqPjicfjz8eI1fk6W/NwvfbZDw/",
-	"3pFWGTrrrEaj14kbmY+a1mVURLHdNe0zA3agvm4cOzYJ5eD1knCvgu/Lp2l2ZmVueaSat0furu0pfLvL",
-	"BBJ9nHXSak+UeDf1wDes8ECwnKdDHgvqnI39X1rzYLrYnsVTLgPnXZV5gX8tK3Ol7BkYRuTB0Url1CLO",
-	"N5nmSo7OhnQ3au2DSMW15nUlocuMR4K0Pi1yWRmHjUOdCTV4aiHMbFYWWu2bBg3de/Pqzf8PAAD//w==",
+	"7L17c9tGlgf6VXq5WyVyFqQoWc7EVKW2NImTOPE4rlhZ172Br9AkmiIisJuDbormZD2f/dZ5dKNBghTl",
+	"+BFn8pctEkS/Tp/n75zza2di5gujlXa2M/q1M1MyVxX+90flqvXF1KkK/sqVnVTFwhVGd0adlzNTKmHV",
+	"xOjcJqIyS52rXCwXg07SsZOZmkv40bzQxXw574yGScetF6oz6hTaqWtVdd68eZN0FrKSc+V4wC+XlTUt",
+	"g13OlMi0eu2uJvhEJsxUuJkSi0rdFmZpxUJeq3Mhx1ZpJ6amwm+nRWUdfgWTKuBN/1iqat1JOlrOYS70",
+	"uuaM5eunSl+7WWf08OQ0gRX4v0/CGqyrCn3dgRV8a8pcVZfmRun2iZuVVpXIHDwRJj5ZVhVMdYa/ToQz",
+	"olJ9pZ2qROGsuK6kdgPxTN2qKtWLpROFE4UWUvz049NBqv166LTqBT01k5s+TWbHok4ffnb3op7kar4w",
+	"TunJ+nu13l7X3+WNsrgQOfnHsqiUsHKqaBWuWovuk8eXX4uZcwu5KET0tv73ap3qvJJT1xuJE/jF6cOH",
+	"4rawxbhU4uLFl0+eiMlMVnICRCG62X9k8FD2r6yXCDzdsaxUqrvZxltH4nM1fPDor5+r/tkwf9g/e6A+",
+	"748njx70P/v80Zl8+NfpowenZ1lPmEpIK2SqrauWE7esVN6fFqrMBW2AaHl12gkvHwwGaSdLxKpws1Rn",
+	"aZp2MiF1LuC/aSaUnciFsudC4kzFjVqLidTaOGGdrBz+UGRpJ+sNxE9WwUymlbIzUUmdmzn+oCvFTz89",
+	"+UrcnvWQmpWczMJWr81SzJXUIzwAJK9UI3mJSllngU5+VHlhhdKTar1wcC91rioh8eW5qopblYtpZeai",
+	"cINUp/qCDw4nB6+1co5zT+ix8NFElqWqRDcrrOV12+UYDscZeCrV+NhCulmy8baxydeimzlXXs1tlohs",
+	"JQvH/8VVZEmqs7KYFy5LRK6mclk6K+RiURYqhxFmlVlez4TUa3EtnVrJtTC6HgAXPUp1X6xmRanwC7xI",
+	"oixulR3VT54OT5L6L383pc5TLUQ2VXpS6Osr+jgRfsq0XPV6UVTKXkmXCSvXQDGrmXSiUnNZaHveHJ94",
+	"EOyasK4oS1EttRVdWHqhrxN4Q28kzoaPcOSiJryrQl8tKnNdKdhoIhpkyH3kyDwZPLUrCZ/ADM/hLTJs",
+	"joN55YXKxbzI+ziJUslbvLrSCantSlVIYMuFcAan4A9FLMqlFXJslk6cfCZoXUZP4m1dSSsqVSppVQ73",
+	"CjgX/iUUSIN6Xfj4FX6YnQdCxkVJodUKKI02Dj/Sxs1UhQQzEmenp82NuVHrq3lh59JNZtkAaBdXhkuC",
+	"GcFVwwFVLrpZaSY3VzNV5nCQVs3lYmYqdTVdlmWWwOVzxVyZpSN6YPK+Nlr1/F7BbAp9PcLl0TXBQ5R4",
+	"bQfiItVwrQr4cq7mY1XhhXNFKT4bCniuwdWPoj2yoiutKKV1qa6UViuVJ0LdKi1WM7zOvLdKVmWhKrwD",
+	"SsOJXRvnlB4JyTOCz1PNO2uF1Go1EBf+nGbGItGLiVmWOe7QWIlcwb2A2RZW3KgFSs5Uwz7gSxN80E9i",
+	"j9TZ4Jf3kKcL6Zyq4J3/X/d/Rj//x3/2//Xq5//o/+vVr8Pk9OHZm/9LO/x5mv6cpq/6/3r1f8Bnf047",
+	"8M+r3q8nyenDh2/STu+/Om2S7DtT6BfKWpRbrXqFpW+vagEtBX8mulYpkZmF8u/IeqOa/lPtghzkX/jD",
+	"ZdEtDpfcPMA7EN5PgYO2L3ZurBNwI6yQqBihAmJF92Q4JJIjFaq3S2FC7rw5O9LwTobDYVIrfCctCl+C",
+	"+sl9daVYF9ra0IMUoUrhtcg7I1ct1W/Z22f49l9pTBBy9Yj4z76xIlr/+aL//8r+P4f9R6/q/14NRn2g",
+	"+5NHj960EzOMbhdyotp3b6kLh/S7dDNTFVbCd2GHtmdLrzp0yn6+PFmc6menO2b6vFLTNrPhx6+/FH89",
+	"PRuC5j5VldITZRMxMfO57FsF1oADFlhoYbQSdKijVGeVsguj8760az3JRNdoIXVTkATJNfKCTToUWF5X",
+	"k8IVkxvlREF0BfcAOB8Ihx6JU3jFF8/4/fz4kRULU5ajVJdGX/fh/yQuxbPa/pGO7taDYW8gfgDpZQVo",
+	"f8W1NtVe3sk7tY8ot7eXmcWTvJ0QamZU5CTXPJfDSwWi6HR4soMy+Mn7kzKQxOkuguAZ77n7LYy4yVhh",
+	"yvfkAptM9d0xghfKAYuxuw4AxTw8kKC1QYSaJyILF+8Y/peJQPVivKaLYHcyXxxw3yr+q1LTzqjzn8e1",
+	"TX9M39pjnvHTwjpcwSVS9y4SCrQPFBRMgOypmSBXiejodAcd0RveMRnRpPdREQ27QURhNTDde9IQDfnO",
+	"SegNvAqYmlVIRI+rilwfE6Od0ijA0fShDT9eVGZcqvl//2JJkzns0J/Tr2i85m5d6LUgPVvB0IPOm6Tz",
+	"tanGRZ7T5n6oiSC5ofmaGxWp78LNCivCfRHdbOqnl/Vwuk03xd/ZJvjQc990F2RohSxBbwfTCjT0fyyV",
+	"ddvGTaq7uy2b3kA8I8sD3+dZCIgSWLq+lWWR/0iv/tBL9isqrJjLcmqqOdpaBU3qir/mU3pmIgX8Q83y",
+	"mUGjP2jyyAgKK7KGSMhEN4gdsk57YObBhqcaP0gio7aSWqCliKau0MhGVtIOxBNv3JHU9yZTqskTWVT0",
+	"Bitm8paNY6KGwp0LMC/YDOa58Bk/M468i+9848Kb73ctwVioVadupo27Ig9m1ku8Q0JaEA9Wrm2qV7P1",
+	"CD6j7chEN1jBDd/BOV6ShUIxmH31+Onjy8cZa3E21afDM1Fo65TMe4l3wPi3Rf4G3FKzdPg2/HwkrJkr",
+	"o1WqVWmVmMv1xiK0WcE7xxWTA2iVORgx1lXSmUrgN+TZgh8kAk3CcaXkDYjTLAwhmiMAgZgVuhuzpb7R",
+	"ZqWzVHeJaNg9gZREU5+bCkaRmn0G16bHVPBcrksj80tjnsrqWn3oq45eu8IKA/M++Ux8X/xNdLMFTerK",
+	"GXNVwrT4rvPt+nTkSMJOS2YTQJVwH0kd87w6OD09rwDCX5tlZeEFdMdTvclaCpqDC9NqarSgeWAMQ4Jx",
+	"0m2qvzvFwGQm9XWQAqSbPDPua7PU+Qfmr3Y5mXmTinjBFGZBLNQKsKVqllnUvjmwoIA3wm0ttMjg7yv6",
+	"g7zB/OykNNYzYDpI5shhw2PVLOw3PE773cUABdmCgSSsXIvVrJjM/P26NObvUq9ZktoPuYkZXJ+51Gsv",
+	"MW127t2NjdMWjwskxMhF2cUtwIUeWXbCh3sKe2BnIIq83GOXMDsxpYNvUu2HFV1gS2typE7MUjvbS7xH",
+	"lzWPio4UpsaGNVBt7cNnt5LORfCywkFcK5h575xPLfimCyukSzWy8GJOjovwfj9iQtEPmJvRaiDQAU4O",
+	"1VQ33eFsiouuqYIciGYH74G/VGV76LKlbTwCITRdWllaMZFVtRbZj9IpdKH1n5uymKzZ0x4+Bi6OAax+",
+	"ody0z0GuPuwpLqTPEdT+yUkPuA4sCO85vg1NDptqOKaRyNIO/C7tZCgn0g5PMe1k5DKIo7F+Am3BWIm6",
+	"WKmmjgyz6NXn1RfDc/fFSSa62mhFW+Fq10UdtJG2GWIgEohnBe/imdXEv22lbW5hu6nGGxLRNJNvPPl/",
+	"fHEyHJ6vcPr/8HqnTfUCVC+/CPLJjpds5I2XlXWkj5DxN1ew7eysNUD206IsyaxV84Vbt6wUBj7/x/KL",
+	"FLgBh2v7YfzOIbtQb+UuHsHHexxF2pFN/KTZh/dP9UG5+t8La4Fe4eaTLi/GSlbAeYijZstoZhm6iSMS",
+	"ffnyZf9i6WZKO5iias5pywKmhd7KopTj8oMrNqj+jeXkRulc5AVFRVhagGgu5ippYVp2tnTApFKdmxXs",
+	"CL/ialkvBYQ2urOXbmLmKgT9gbsWVrA6uH3D35Zg3nhCxNdcEPf80uhpWUyc3wbY07L8YdoZ/XzgviW/",
+	"dhaVWajKFeSjIOV++zbHhsBIrGbrSOmhAAMLNaAXpZfzzujnjlf+4SPS6DtJh/TwTtLhPeq82vKcJJ1m",
+	"0LNlOnXMb0RRDVT366DbUpfKAufHiNv57rir/7kR0t4IeS0L9KeDwSsdhTY+O+u0Rjr4IzP+RU1c582r",
+	"NhI8Gz6ieBNM+ChI2oH4QStBx0ExOCkyo9UPU+/QSrVdqEkxLSaC74YdEUiAvp+jeC2tgV/yeWaJoL/p",
+	"TaleYSwQtUzhVsVEDUQ2Mbki442UJBJXIxFtKYXJd4eqWYxuRqZFTCSiK1Od1TGajKK3DVrp4ZsKZYNR",
+	"ed4MJIMMpwe0QvWIFTqm/8g1IvO8gG2X5fOInqeytCrZIPG5yVuiK5l6PSmXtrhVmegiSZCoXbreiCIV",
+	"uK5zkaHWlWMMYi30cj5WFZwJfcyPWZJN2ojwWnhJfDnCFyBj8LetNwHjZdvTvRDTSqk+kKko5VhxcLxA",
+	"qnHCzswKncyRx/Lk9POW99viWqsWD3HmqqXK4IUFaI8YLcno4Ss8osxbN8RQRxEoAYPRqYanQdSAzJ9O",
+	"vbEvzoZDseVH8tY/Xhad6qWmsXxo8CkfRgLDoKUAjJoeCfffjw+fW+K9vN6xMaWSSDuE9Nhe8FNkHiVu",
+	"1rnHpogHw+FwWAd/kMcbPS2ul3DYc/laXF4+FV3/+ImY9VrZx76gadK5leVStR0yfhHBMfg61BM6GZ6e",
+	"ifHaKdhj8dPl1/3PRRe4jb4GBRoIF/hE+6YjggmM/8jyhw0+O3lAQXByiBxZnofHvBTeWqPbXLgECU6D",
+	"QZ198/gy84pZqmeFdaZaJ97OgUdgOXRNOKz3/KdLMRgMjnGULEFsRjjVVAfL0A7EBav4R2QG1BG8Hs9x",
+	"rEAe2+D+OUIflRcQPh4o0SPjjCjcQDwOV5QdfEaX6xHPDbjFKNV86YlZ0n76KENprtGAe0nevgTEEKxN",
+	"lWoCBym0UrlNtbf6xksnvr28fD4SEzlfyOIa940EA1qFjVAnbuXaLKtUyzwH/gtKPCwG15uAdJiUspjj",
+	"5m/upBlbVd0qD2WDs0lEpSwPSgIapDZelphZDE/PWrgFz2qbVL81KyQ62FN0C5BfHMQJ7np9o4YDcRHd",
+	"Jr6zcExZvz+Xr/vw86y+Up8Nhe15XgP61bmnGgyrjkQzcJxq2DBPF/VFASuUB6CvNsfBqysu4GRTja4k",
+	"QneVkndn950eHqIeJJ2/VUrevJ3MQmfk1UJVhcnv2P9ZIOM5sEKPSEsEKBBD8pjwmnukK4E2AeS5BSdC",
+	"fQo1ZKk9QEngVBL6pTVGK/RvWgQV6Xe2Uz7897bbQOAsvPPSuqAzKbSH5/ZceDBMWbJ7FtZ/iOIXNNjW",
+	"weeIXKT9r31Zq4KGYaAY+gpwEaJ7QjdFR4qCRwyzZbJLxUBBsz07uG3bc2vGpFEhl/NFibKxKMtCXx8X",
+	"+tYUE9U/O22Ny9ZR0Z9pjEiV3zyXVy1n+g1syvaR1lhL+Cvsfi6d6oOB1mnhQg30ZuNnuw8NNq1NwhIm",
+	"u1qDbk6WIXF/2Pki93ad9/c7Y24G4rGGP8i96YMZwHb/Bx774slXGVwk/2K+S/zylbSiNNaluvtw+KBH",
+	"tmIO8o4FI/PDc0EykFB9w/A7j1iUqcY5rc1STKQW0wLmpEn8HlmRwbdXRW6zhh5U7yGK7j00DHtv8fUb",
+	"IaGT2rYiNLvKkRL3azieKrfm0a6NwzS2xn4L7Rntvz125AVoMxUec41a9pkOYP2PyIQkpQc5S7jCIGkI",
+	"hFRVxS0oZXA26AtcGXqv9fRDlincdDCaCmXfglF6XZ3U73aHG3FvCRoKmP1y4sR3L1+EdIlKWbOsGOCL",
+	"x7mojFMTR06zyUxNbkBXLwutGBn5zeNLcTxYqbLso7l+DD8DIj3+ZXVjB79YQkyiCgIyvLCI9rbLcUay",
+	"hrhVLyEDk7ygwX0Mj25gsVONOlcmupFJlgSzC3+/UNW8cBm8tJCuRm1n7DMPjgAGqM+BxbEnEYQ8JZFs",
+	"2g1HZFGg54dsFgzMIFh0UimHceNSObBfUW0m0sBDJUho+1Vzd6Eh8YFzYRXyFbzGDcPZbI/UOk6wbA7x",
+	"XrTwc8fsvMlfw4u3rlMSc+82nv+tkqWbbTN966RbMvv3Ysjc3Cl2+GetI4UoenMkj6m4l3z5kDIJeHQb",
+	"X8LbSXfnyLKhNV6DSOpmX2ThRvP6jiyQEmPH0UsUyTWUBVmvkTwlBd0hxEQ5RWSzTVH0gawquT5caCCv",
+	"ZAOPJr5XepwLWa7k2oqTxswOECrBN7Lt1VgSZbReOg5FUIIE00etNxOa8ruXlz7mRpkw/4n/DSyDPZ/A",
+	"abVApte74062xHM4n6QhJA7UQXd5DGI9sklC+ItAA7iQwuEK6piRbKqYyFc3qeWOK8ob7w9nDzOJblnS",
+	"uKe77rfdvt53ESSRH+0zC7SgGAV16U5K21gjDdo2y+9efv9CuR2Y6IcnfxXfvfxevFBojzzOTx8+PHkk",
+	"FstxWUzEjVpb0YUHPx8++CtOqblUeABx6f62bjC68hr5KetHj/OvXly0qkST6rb5IE6j9dGbYgd09EYB",
+	"X8FVffbgc+Fmy/l4URXatd6BG7eOR/zh++etoy2tih+zxXXrY693hBrDNiZiLK367GxZlXfTK8yN9gTe",
+	"TEtOcDNpQm2n3OSKmy+EY2r7FfoX77J/tsnmwYMHjxLx0+WX54xGKyXpn5IYEcemjqzAN60b/ON+Eqs5",
+	"+AtXFRNXrkWhJxVB21CXIhgB3leL7ovAvlhFP4B7vRcb9U9t/09t//eg7f9WLfydad9PC+tU/pTv2mGR",
+	"YXj6iZ6altCw5sSo9jj7EeHvBEO+0HHl7/PdbBjfvb2GV5xP9vhWtfmOZCtQxis2CwT5JT5/uGaUE1JF",
+	"Jd3TI0ukA7cmAE97h7PRcQv2JYBNOZIwMzXIVBDGFJX3GIYK9EjKU6RwtiuVym+Hl5Vee+okHQptXJlb",
+	"VL4qdcVatqcf/t++wDxFWK7yyiwW+A2qjlccwWkVynfIksCsjqzgR73RO2QFkwY9UH4UOlc79ADcGyBG",
+	"9JpS6LZG3tZRIXpQjNUUviyc5yX0JQ4Q0noZEczBVcQE13yF8tRI+GKQR1RqYioQKWvldnD+e9kyu3Jb",
+	"I9R1m88yAF7Riah0Xicb1wFFYvtK5yH7tZXi9tpT/mS7LHd8hK7Hlta7tah2WD6XPiKGL6PDvZa3cfC0",
+	"m/l7AhImuigohhpEvmEta4QmwhAczxQ3Si0skI0kRSHVHJXDkVtFwwbLo0ucdND8uctsamXvZnLzLU2n",
+	"Ra289dVegr1wF9snJtti9ZftkMRgZNFYjQg8bc8Co6PAazna4neP5O0dAYyDQhA+W5nXu2ufUKS10gwH",
+	"U2qQzmB3dYikURoCiCYyW1kPglHrchekq6DBmAkafMwU6rUdcuSrSpgqEduRaqxagsoQl7NoGOiMtIiA",
+	"T6W0blTXsygs+YRmcXwQX26dXPP7pUv13FiXbMCmBjR1VdlMlAgDqVW8BgZhiFBjN1PzUb2R8dzFeI1c",
+	"mNZAqeghwogCGCd+nmo/4pUzTpYZQ5UpeifLkm7Wp+TjUxR32gai8EJ3qFQ+EGj52I3RisI/FqvwwJZh",
+	"5REfKYoIBxVa3P1AZeW6DrufDIcgK2D/W0+BU5kP4Rvsdn2D2IEn9IuT4bDdcxhOdQ8vqdddU+pMgrWF",
+	"yiz6bAJNImd2d/sJD3Vbqnt4Ld9PzGvz6v8WwNg7corW6uon6hO9jLltUFZIVyD1h9AyAc8WXOpg9vXO",
+	"U73TZwrcfR/L3mEiMgR9D0U2EzL8zFg5/cdSLRXjjbAgUhL051TTjfZyGCsDMQslSIRE8FPfTKcCFHzU",
+	"Ybqek0sxVatUB9s5nv4dVivyOSbtmrdtXvy3cQe3aUd+B3fJe0yB31KKSp/Of5hOVJvPLUpRVKtux4XC",
+	"7zwdw+PNEnZsliI8xRewu1vl2b1kdjwf7l186QmXCljVOsSWGnCwLVy210t4jC5DvB/BNnGJp2qwlSoh",
+	"7Q1WRpKTmc+bxZhW014cHCqYyNvacm6/2Uc4uL8nb49VTGUk7h8A9rt4LwZ7GXyTyOZRX8TDPxTxHlOj",
+	"v8C+ZMXbu6mIeA/yj9+TDN81qdz33H+TK/BdbOqP3tGzta/XRu/x5vmKV05ow2DioI8cHi6uotF3jRN8",
+	"ElSQJ+SI8+dJ/QC5anr3mcLGrkZuL1z+3o17G5hmILyDq7T8JoA/yBBkmD708j7R/qFIJanEqDg18zAa",
+	"6t49EffAb1UQE/fE378F4v5+QOZ6ZvDxWOHZRJDm5gTrAEOMaB68BTD2MOm/VerhPeaBvXy/mV9bFxZn",
+	"0R4YeI5hofeQA7fD30V1S+u0ffK3UmZzgRUbG5GOiNjuzGbbKFoZpbQ17f7fZ2pbmH2d39bkDxtnlFER",
+	"ytWMU6XRgUHH0htsVfB862S0jeOqc8m4AO1GrtlGillET9tB+UdnD//q0/JErpwsSruN2Jiwme8vxUb6",
+	"DV6EKAkYT4ZraiSdUGyBVawrNrCau+M9oGGZ/Euyuvwf9MtdZYg2voo2F+RkvUOwvs2aIAga3ChwADd9",
+	"O2E2fnIFw5J5OFduZnKstiHL0lB4Ciix0mguNkr3RH+H8hzRZ82yGtEXuFNtvhI6unZnSYAotuh1haNk",
+	"5h3qRwxrXFZ65IPoIyaZUXyg+zkgfutHDLMKM0+IyNqkwo/AH95OjdklsJ+pFTMiFtqYXq/NqhaFwLMu",
+	"L5/WDpG4sBUadvcW1m0JIi/8LTgoq+B3hKrBAj9hIOlqvcfn1xDaoTaUeaGHImt2V4aN2TQ+lvhMMl/r",
+	"C/0S6A9idxK5mvJUc5hUYu7YP5W4Vs6ihc6zpeLjtTzEmIMXijv8SH84vI7f33shm5Qrj3VxPXPluq9e",
+	"L0zlOjv19j+xQH9I5H+o4EOL+5iJADUN/8ZsAM+JXu1j3j4qu43p3R8Xo326MzI2uH8Ua2fo+47r/ttd",
+	"/A2Ydatv3wd77+XbP8iFH5+6D6jXHvx9vvZwlO/Qe3cAloi2aRNMlIiljtLMkTwlKeYHSM4/sDD6U5z8",
+	"u0NL4xv+zvCl4fK/pbP0DlgRRaRts6JnWIivUHcu6rp2qkLRaUPfF/aJ1t0LhgenFH3gcisXliXARp2g",
+	"T6aEyX0rQ3hd514+1I2qEL/ZpXq3ivIj2jvvhrIvMQ688saXN4+iWgU1dRdWFHl5bwK+/wJf8PI2dDDV",
+	"li0friYrYFgJGR5NOMa9EqCLReVVfLE9XehJucSGQXJsbpX3wbGIBLJfqQrbJdFuKI19oFgLQUZ8q3bZ",
+	"kXv2+xD37H0Mt9+k6FExjm117y01NPIf7VfPAnT4t+tldylIL9nZfKPUogFAlqC0j4SsFahQ1flA3czu",
+	"a+/TbIXhW58hKE6ufQs0W+MHdgGsr/aG6f0YXoLHNtpGVWBnxC+m0AnuBBYIVzqPd2Rv66B3KvV9n4/m",
+	"En+TzMcXPUZ37Gg7alQHfA+yvPh1YIC1mV/Rud+Rdhp1NOEp7Jn9t1wLpDn5t81hiFC7vv9aFfxoQAJ9",
+	"vABHIWTD9WF6BxL/TUF1n30YgQFXNUvY8mwnndd9eLp/KyvkYPCzaO3fF5pwTcnmpy/ql75JOgulc3jf",
+	"dm6gcpsN+KLYT9wFj2vy2h2hYW9H3MV54xxD0JNjfvibKtng5kbz2EM17d6Kt+GkAY/6fu9IdO3vBATF",
+	"lFoXV/Yo8mswWg8k173ozqiC8f3QnTvve+BkG2vd8Ebtztnm7f1eqcW7jZYEdY8Meg6VJJvpORLliG8u",
+	"0Yyk1GIHVHTuI+hhX+8giMIrX7yjuky7MUVcEYtKgMqcS251686SmptoYBULAgr0zhv7RB0RMRHgYMfe",
+	"HVfnAIDXDj/RLkwTr7MBq18p7BcSoJTv+9K/C33hQB9vnVG4E0/FC3n3V2ujHSOBsa2J7tLRedPo9eXg",
+	"g8nbamg6V2a9t7lfjbAtTbx9Q1yMUG4uDNsln3zm+4od0koMtAwUkQRLTzV+3GMord8A6pKH/RykFdm2",
+	"pEz8R6XKr1WVDVKNJYqpYXIluTmBBF21LGwN30UHlrT+T2xohrgQ7ncqyy3H1j6JvTGPpk/l7PTBo0bX",
+	"rQfJjg5jg9Fx0n/13//Vxqaop8ThSCF6/gWF3rfhQnE7sjs6rbUYD1Js9Lig+t+C2siA4UzGQW8gnrhG",
+	"ddOtCJLvo3lA8mFjzu3wqsaqW6H0rdyn2epjez+em7IkLFKdKs7+8lDx0DdxtIJzkFuuKhfxBH1FK3QV",
+	"n4p5gVVNfXXLQx3/Ut/ccW6LUk5UROFLlYgh3C1gNnBggzsd8ndhwAIa3/eNPxCPv0cRC2R+R++/kIZg",
+	"1fUcUxPIQueWeQflYdatAGE3t8hga/1tnPF/Zbl8S1/yntQfb52AKsYlc/cUTz4XWdpJO1md9ntAXdyN",
+	"LaHJ7Fxha6LGAcZnw+hs3HjWN3z6c2FFYe9ZieWgQ74rJxkVk8myKtz6BfBOLtqK7SUullQIjv762s/s",
+	"u5eXna22heK7l5dc5Fe9XjSjQD6lfDUzdfP50CMHW9YXFkQP5+DLuBS0r7DAvWA1sA2QaKBWwY7WHaSu",
+	"SzO2ousFJab+urL/F/jPX7IearKpni+t8+X1Z5hNWcZlL+r+ISjrcOX1KcycW1DniqI1O/mrAk5jvARp",
+	"T1h5LNP97eXlc6ROO1NlKegXNgFi7X9jPHLJEmwSqz9XyDymS43lqO0g1almZKZP1eWKyj+8uBQYl7PH",
+	"v4ZlvKH/v2HAq29pSeDfVEu90dO566UbTMUzzQaOgUVcBGeAA0OGRycjN4N5ZDnYfSWJuDV6S00icRFy",
+	"87jmBwbgcJeMDolGnN5nUw3KIbovwAjeTIm+8KFOTFLgMCgSQqWweseqKhz33yfM6Rrz6uLLi95u0qaw",
+	"QjvlFMqyUjJfC6uwkHLqlWZQsQpF3vbvXvzwTKxm0qEDMfuSuqn0L9cL39Shaw2PnU2WVSn6uTj6NWWN",
+	"NO2MHg6HwzdHmViZ6oZqia8XKu+dYxWL+cKtSaObK6ktxa5ZntqBoEQubCYKu5nt6uCS+cb/1slxqbjp",
+	"BK7ph4WqJHF1OIGFKbDi+tLZImfmNTHaVXLiRhw0nis4d5uluvu8MnPlZmpp+QrjA2ahtFwUg7Wcl8gm",
+	"QHMwk+Uc+5xH5A43Gog86+FmWjlVRIVYp5d6d7Y0+yR6TTUGsqmhWyXnyqnKt4IWhGO1Qk4makH2BlM5",
+	"2vfYI1oUbpRq3/wwwWrtWVhGhnXihTbiRq05zYAQADktQZwNH0Zp+AvpZmDM8MCFFtlFWZpVNhDZt48v",
+	"vhLHM6y++U+PoKYPkcT+6VsvkoWNOh5fmaISXCa+brUIBMFzmKpVaOSAjW/Qr/GNQQHrjoGn+ZoqMbKw",
+	"AmNEWaqvAnocmg+ZU6/d8aKUhc4aJkZMS2TYYac4IseJ0Zoq649EdvbgRPhr8i1t+NeFKnMrLo0RiLaM",
+	"MpR5OqlGXAK8l7vtCPV6Arv/2Zn4vvjbucjOhkPxN5n7d2fNPq+pBi58fDI4EROJNV8WsrIKTLF53V+p",
+	"7puafWusA1lTf5Zqpg+YSu9cZA+HD4m3/6+q0OHxzDjxYrlYmMqp3E/glr/EroWpxt3iubwWXfzfKbbG",
+	"AMafk8S4fPoCC8QwDrMsJkoTWIf7H//9CQjhZVWyVLKjY7xTxNwGpro+5h8dzwsXIaA7/jg7SYdnBkbs",
+	"YDgYYjCd7mVn1HkwGA4eIIDczVApuAMJghlqbcorcSBGp2BJGzIxA7a/kbSUbMBX6Esu3F2nvhLlW8VF",
+	"GLkkYiIyWV5nAkspJiK7KfIMf4TVD1PdUv4wEZlbLzJCqMCK+jiP//5l5bBiUC0wECFDRfNxVtItK6wB",
+	"jsMkJO9qJIrYAKKkuoFEYdsfyNBiQ0XqvwGv2JCjYGohBJlpJ+j+hWPexT2NGWTTbaJsuOuVVc6Lf0Jf",
+	"AMvyGmlspeHy+7CtmZgWpRr5r9kXiFgc2gX4mqo42lkAcKCvE9FwwInCY+jaaHR74TOVfiYs1BMxlzli",
+	"RayTlaMutDV0iXtzeAUigu/AsF8CzxI+WOsxXVZk+EUfZG9lShK7CTHZqXLUUYksXMqjQ8IpXN2g8gZ7",
+	"LZwNz4gzNfvkpLrb2Dj4LOOra7zwfJJ3RlRR/3u1JvMqajR+OhzuabX2y+qmb5W7Z6s1Lm26o9MaTBS7",
+	"w54Nzz5klzfcgo0NHDQMkc7o51dJxy7nc1mtt2qFejIsrjU7DamZvy/UivavvMYAGn3feQVv97J1J5/a",
+	"FsEkM2vCRqG7JWW3DvlbHuh+R3yv/eUq3S3b+9PigM2szAQU5MKK5SLeL1o77xdwE6A69nyUyrWY65yt",
+	"bKM807peAAIvYysChBcVhEGLJUP9LATaweTHz3sD8XRXRjOmL/pCgMgRQwdaSY1OSFGMis9cG62y87oW",
+	"CGdAahVKIEVNsWBTzoaPGo3RSAxsdsImV0mqqTU0E8vpcMiMBFUghLbW6ZYtHIE30JeDAHnLiqrd6eWs",
+	"H/GZyeTkvONZeBAPArMD3xttbuaxtxCp/475z3DXK8Mcjzc66+PPTu7+WaNlJ/7owd0/qvtk4y8e3f2L",
+	"uic8/OL0gF9s9jd+k3QeHjK3uDUnbivaeXf/7jEYgMQYAivgU4hTpTk5tMFEaz6AAAPTFgS5xC6uzRfx",
+	"HRddHyGhDk2bAZIk1S0hEo6FRN4das7ue64wjENjF3nsk9gT7P4bRaGjVFOuGN15KexyjHrC48CtQlqU",
+	"WWnvmotqmYB+0ACOIFwk8JaIb3S3a6P0WMUAVuNdLR6ObRUYy89/Yu8NbvAxnkdGGrLXT3yzmvqxzIdm",
+	"YJcaWw5aDAWO0PYjzRsYKHXZRQwXMtaCvBg0127YZe5GAH/3klQHp0W9rvpcsXGlWxl4v+WUvDr7Xk5m",
+	"KfVpH4nsV5mI8Ru2m38dJ0LCH2DNk8kDO7esNOdQRP2hJdCGIzgKPBWEDDVP8H59MgnAtvX/pxeDxcoi",
+	"AmefIB0UUUk96x05BI0p/Fj+lLR67c6jbnTUPt37meD/Xv5RtTudRz0THw3EDxrXUOjrUlFyCN0v0mGC",
+	"dkkVoyirWjozLybsJEyo4Sc31KM2dyTIUCQ2pS2ug6CF56DH0nhflkvrVJX4OlO07JLaW4q8mE4VBi+0",
+	"yZXPzwkUg6uiVkfcmdDnQFbeURJ2YIVoEWq4JLgyCDbxxs7eXvVnr6BZWDEv8j58xP2RGmeCL3GG3BsM",
+	"6re8Gx6Cr0obF57zTvY2KcvOpFrKslfgbyZfv3vBxzKq6ZJ31VK92RK7J+969DZx21rMKdQ9I/QuNtuL",
+	"SmVuBbA+FUn9Tu2YHV2bW/b4Yuf+dmXUynpaKSWWi6A8BmbXG/k+v4WNG/smze7vLBM2SieAPetdZtJ5",
+	"DrmzAMUg1c/Mrvm+uwbYSefs5IBDfE4VCi6NQd/fJ6VC+ZjMchGjQLwQ9uKZRG2ITbYpVg2Di/QAjDgu",
+	"XSuU00Z5Z2Z6P+Mr1V4zc6bGC0Zgt2rDwmU+HIoEWOVSvV0kwMdsuJyh7wALY1L71aZRlWr0kqGOQIES",
+	"j7UFFcsb3dTU1tNnbQdi3A5URxPKq/nMyU37SqvVx7Cu3r18aZSHeMPi5f0acVxord2DFJCS9o9px/3R",
+	"mdfj1847X2pOcrgt6FlWI/C8Owog0cuq5r6PvXQcCtwZvKYnfW99KmrrobdoRWYD8bUpS7MSWVTbMwsa",
+	"DTIezPccgRq+kNeqTk2cqhDQ9ZlNDOFTt6hfa5XEcbFSWpegLj9hbza+D3V44JOUVSznZklwnJWpbpI6",
+	"7ovKKi6Ew/2kuXpPFwbmCjK9vLGyhQYkAynVIcscZ1ApyRpw2MLQDsFM637OQX2mDt3eqY+xb07qIic9",
+	"tVTzYZpIxx/FZcLBsKrM8hoFxXgdmrxz71QWjJUCyy6UAuR6I9Zhoq1cLJSsbIICEgwOHeEOc5EvEchY",
+	"ODw0jM6tUYnqWqVS/eLi68eX/89gnifi+cmDHluPMrTkqDBmyZs0MVQkr45vBsscW02EuvcFqE/mBo6y",
+	"VZ48LSzLhPsKky+p8uwhogTTxd67k47KGW7z9h+0ok3ziAw6r0+AyX9wFgpbyMiBMkB+gG9GLhWmQOmw",
+	"xflcMU4U/kLM/CZ/ZT/bvWjrmR+OgKA7eeo+V37AUAC3rN3cuByO3jLaJdzQ2ut9Rl7vVGPgjaCQlPIb",
+	"NdAOBUJbfOPMdosp6HRzBRdzw77H60nuP83Qhrq2O89wJq2wsLuy9KX46/LEUosiHzULhqfarDT254y4",
+	"I7sSZAmzwD0k6Ar8CYwi9InuIvaIdqHu2jkQWWgr7du1S4o7nAfVmiouhW1OdciCD3OjwC2GeimZngul",
+	"VCrylmBra2CTvr00J2xwL/NwZhvbLbrYotoH1TkyXKqp66FjT3ogS00IRLXkF8KyCIaFmJArub4jtnFv",
+	"bhmp00kbtHKj0TfvTVe2dlHdarvKneRRN8AED3gt4uA7iYdYYPvxJOKnEab0wWkD037SwLR3v/i/CNbe",
+	"f/XfvRZM+3vl7tR6cwdrp/1CaSuxbfnaLDkBsNk33DdBwV4LyP1PKVTcHsxh1IMnV952qjQiLfpITV1Y",
+	"3TeP+jMA9PEDQKzVhe7tXePJBGMKnC270UhjW2S16v0eCJKhQpol5N6nUi4XiF4ZCcSUYTugvnWVkvMs",
+	"idvWpFqbFXL8v/zlqdHX/YUpy7/8RXSz/8GXfvEsS4RZEEKxXIssXQ6Hp5/BOF88GKJrLYrTYDYG9n6y",
+	"xugNsDFpzQV55Z9hlwVQvEPsmL4BDplqhKcwDJfmMcx65D5phAsoHwANF7Z7pEAAXaoJROilKLBk/P3Z",
+	"8IxdJQr4V82mm7PUpMmjkweRS09wixkgN6pLyPoXYPmTXL32rhr/Kix5gzcTO7B5MI5WK1CUqTEXVQQq",
+	"6wZWsNYhx00oDFdYcYPnyeVdUOI00oC7Uns+nKCICfoAF21MUu0rYt2CCcQhffhPnAzgjZOemJtbDGwJ",
+	"g3kkRismFGyNJYickFZ2E1tvREoCLTS2NzFJyjcmJJxJhk+NBNDYg8lNoXP8H5YpAu2CPqdtDV/k0slR",
+	"Fh0Xzi5DaDAcxqQsYGhH3VQYLclI6eyptK6PP+iDQtE1Vao95Wc9CmByPUpcgG+BV+saVCWXYzu45lQj",
+	"WJBGwPCkddKpjF6RkIntwXM+vQWHTAhvjUvKRPZrSp390s5IPEtE2pkX1qoc/qSsD5Fi1Qv4wFVL9X/h",
+	"U+x61Bml2jf7epOJrq8TFcJc8Fsw7fyN4sZltU5JW1f3/6sUsAvvJgR65FJUjS5wQVJl/f6spmc8INoh",
+	"cj5Y42HRjQ1iIzejxVLLrmqpOGJ7bRSi1NGlCjuv8IzNHDN1EMdK53XyUFjfd60yrwtl8TepnpQGEamo",
+	"sZb+0JCyX2IhXkvI43hh3WgpXLFlSCQghvDgmvlMqs+GQ0Q2Yk3fEBqPMbpNsJ6q4I6xIyLVoboPVQTO",
+	"vLdbdB8OH4hsq2RwJsZqbWoYZCOeQSFyGtAb7t7lAUSIaEN0p/iyNLBOfjJUGYJRzsXZ6SMeCigGRoc9",
+	"JMufYqFk/8s81aDGM4OC//JaEzEzK1RzsQwMrqBNsX1St5XcVmw3Cjx5gQUXN6lZuYr4UyIqZZdz1Qt0",
+	"XTA979JNqZtmrJzes6jSzpJPEv+hGdexcOk3i88GLMR8STsCRwJiNhHZyRzlLfpqIrCrgAeGwyG2aPS2",
+	"4cm87keX6odiXuilU3Ygvgr1ouxAPEOwJysP3OWsZT9gpvt09a1cqZ19SPlIsPRHfSUEJj0QB0W+6KWa",
+	"DAKyUhNV3HK+OLySxHA9xwYf3zXZ0+GHtRTq5sFvks6WaGy+ZzMKVd2qqo/V9Igrj0Qk2yyhPWKuaUmJ",
+	"QN7U1masPcrQ6NHVjcjzyAaVziPJNzSh3nmqw6W7U9tkvs/KD82YK8v/3i2UDwrgfUboi82Ge1H0ulZd",
+	"z8W9DmzwSZlPX8XNQbeakm66+cgykAw2J3b6jl1/yUEPo2O5HcaXpdgNDpS1lBsWpp0MDAkvBrg3aBek",
+	"aA8XPYr7m9pUT4x6jcUGtvuCMYSOjU6dbxZlIvhUquvWf2SOwv76DHHqC5gHtCHGj0HcoxZAiDAMcmPd",
+	"VqxkQF1XayhbUQlY5ahejo8JjNWswFxGkCcYoqinQtXJYCndUGzHgzfYNES8E4fDOcrO9wB9ahhpqazI",
+	"DZqXYD/eKp/4oTbmYrHFq09K8/KGlgcqkcdDOnOtMAur2dQQnYSkMLL+GkMBkEi9Wk+UmwT7PnJXqurI",
+	"MvZMFNo6mEntYpP841BXAlHysLW9kYjdi6nGb9irunnuccPdhGtdcgzNQ7VX57QVRDm+okJQJbZADN7a",
+	"phtoZ6ZySqv8PMLb1OA7YJZrhoQGZye5OYMfhBxlzfqyUYdbcWFvYD0eNmgowdDkypsPfjdpyakGS3i5",
+	"uK5kzvl4fPrO1I0vkWOM5eSmt5e4Bqm+aB4v3aOWrEjOfBvDFs/HhYabDNbAiEp/kMM3eLdXZsmewrol",
+	"O6yjJqt6N/EMn1dqqqoR5xvnfWnXeuLPVJZl8HQAaYPJAGRyst2OE7uEJOT/Px2e+j3kGhOBOm2q4cmW",
+	"Ug9x/eJdoZBjep09/pX+8ybrJRS+8FVscSDeMt/TEzYCl9Jty9PuDVL9TQisMpcg04PzSTENFLdJgcmE",
+	"3UijdqHw6lR3tfGbCU/1L0CcK7LGNZhue88Wy8nQ4TL3pUNucION+oe0X2ahdGgqn0TFCgIYNNUbNXwC",
+	"WzBTgjmFPK5mR2tafp6kWjYLKx7ZuIwZIZ9F4cA+jWk6QcGwvWpT7SK7FmLnjLNoQ/YBRe8dsiAPcB20",
+	"uOPxaC3fq/Uhv6CFHvLkd6bwJ/ne4EjNTnLvG5BEXWNac0lCDLC7yWxjCuqdh4BG3aC8ljAc3zh5/xO+",
+	"3OR0jFdpQ9+uzZILLtCVQNxnlAyLcnX7Vlx7hCB+T1yXzaAV1hloa9lM6d18ZX1VdT8hNoROh6fvbIO4",
+	"plPLDpFsab/Wo63Gzaw3evHQKhmAJ5Fk4L0OgsuD+QcCyxxhBgU5aXFNWe2xyeIKTNmeQlBJgMYIqdfB",
+	"j2YiJckjeLwGw9msWbMGTzaql4WpwqYsOdeXcb6UQckll7aQu34R+woKJSK7h4gcNPwW2xVotoVWi5HR",
+	"PNC9b3zzezS+mbG22eB3RQkDT/7YcPUtzwqSc0jQCEYWuiK9eRQj2VPdhLKLA5DshF3fhLOLfWj2zeJa",
+	"3OMBS1+Rxow4vRAr4E97pKAX0zpoF4Hf20yiZkJOIxCe1OtJdQxhjizBjSWwW9uDLYoaK+1hai0q3Ghf",
+	"z0RQdBq9D9sqm+zU7xjLyeVLybWOPnbKK4KR48572e8jCeD0gHvfUKL+7hsJfoo5BJKJLYpksxsCOT4m",
+	"Rfn8kTbH0T7c1zGGUTGj4KM5l742FVbuyueFLqyrpIt67Yc8z66sS4Npe4VPZ9RiJsGqUxLEYDFZi2pZ",
+	"KngKH7kKb7DZuYCrkZuJPX7x+MuffnyCKFEwcvXaV2HxNcm82843O0hIdzobPhBZ6O2ZhXoWqc5wJ68W",
+	"qipMjtxKRfVN4mA3lfTymSBsO1qnFiNyZjRcS2jr05tqvsYAMOxhDAwOA4sEokk1x71ghNhLFDQdqorA",
+	"vRoayDuPwfGeHSxkxTVGNquPRLb+5sKTCC4cFuu1SdfoGXBkEd9GJiW9oemrkTo0U8RhjqyHczHODD+F",
+	"Y9PenUO9GAqTJ74fJIZQEKfRG4iffIcOUv7onFNNJbSMHnkQASGO2eNhl5OJUrlNxHhJTDIoxFzb0yOZ",
+	"uOwAl+7y7l+wOYVTZdnzSmlITrFowJoqL7SsAoRyIC5c/bLa4KbttFxWuT42DJrriA5iMJXAPFbcmdpJ",
+	"BVaDP2bf4kN66qnBgqhegpKHZeCWC7FWrkHBDQ8qxk8LQ56gyygITTX8gJwymroPmGOQtU4J8jGZ8Trj",
+	"qDseMBptPgzcZXKioYgiEu8Log8xjE0DMTEf+aOmmv6WU6IJzvLasRsqoAeUzgMlJGAWMSHUMPQ4n7eR",
+	"v8QroH7XI55FluouMGvqdSMu/GSa2gVNApE54TOcrigce0jmcs2YvDEGXYFuR80+XljAjtp2NfypFvNt",
+	"Hw4f1AXhwMChDAMwNrGCU2RHYUqEvFVirJTmhZyn2ndKKpwH7+MZIS4B5o4sCwxU+L2K+Mqm67jNz/I3",
+	"eBV7Wd6HcwLf/4FcE3+jJuk7tGxfX1xVytM+ZtiVWEwvokW+Uh8p3vihooeXAV5dO+BZI/DIhwg7T0UL",
+	"4SEf7yic6EaSuTf43UdAvRHAfQ4H/x65ZTrfVIy8fgsyH1RBVk2QqQRRvpqZqGAHNmSJ9UXLVfHuq/6y",
+	"fNqZnfaS5OBioTSJSH+qI5F5yy0DdYT94VSznpTIXpLqjITrlblFs7AJfCaZW7cEJSjpSto6kQIU26At",
+	"EZvoJSBcrti3meFfaMDSf+mHWOQWvXQ4PR+dqqsiRam8/Jtz0mukI9ia9/6RfMW1eMnd3dLW6ZVBTTlH",
+	"Ae4T+sxIYF4WKYrA2zOu+Ekrv2I3VRY1q+ZcYY80c/hAqm+UWnDqF8YFwLK9rAvV7QHxeaRJIym6ywl+",
+	"qcapzrjN17kYjoLmQoXIEnZ84ktwg7C+ai/h8Hcu16muWTaODmp9N+v3p+j2qhSwIIygYKCGcK0UwOP6",
+	"xuM1GQC1QmLq+Nd53VtOJ8QPGTSBHQtb4uOoNDF8FvVWTX0rgxlxZFsT2Woob+c9A4z8MDvEAe124vHG",
+	"3Aj49w+7+VR48WUDqGYbvDja8vecl3aw/2AvI68rI3wIP8YB1RferoYCw8vbiigwy1C5CJYjncsYQwpU",
+	"o3t3pQPcn9+QbPVHqF1wUNGCP2sW/FFqFmykL91bOdyMcjWTZJuX7MvSWHXpO2fc75bRz3ZWYDzbF6aj",
+	"HmwRwCVKy4+akSUc8phJlPy9wSeDXr2D9HATnhn3tVnq/JOi2KdK3qq4C010clEsexq30QG5wO66wt0j",
+	"2e77oBf7fjwxKApVWCrKJzYjzaBqonxJ9d6Y9UC8DE0kG/HDMbvWbSJOh8MIohD61mSV1DeZ6A43XdZh",
+	"hr1zcjXWnk4qQp9HL0oIMubfzlRPdkSzqUXBiCUPG8NmsrVHPS70J8n52V8uqJD2xuZwqaL7NjPyzZH8",
+	"FI4id3IxZT92xTUXW1JkC43JQti/wjTcln6yWyWKOU8fXYvdLahHsDB9jndpsBAGY7I1+hrtDUMM8C3o",
+	"4Q1QDEypfJbVkG67nVq5AecLbQTiIwzm/zMRUkR81s+DYY9T8VHrKSwbBC0az3NTlu+CFx+OvHqfqRjN",
+	"nmXb2suL0Iq60Nfn/joVtnnLtsGQv39k08jf2ZCIGt9Z8hjFXWujNmqfUoLGH1bEUYO4cLtBwAGHwqp4",
+	"oQMwMPbCtxWJOfpHsjOTA3nEk/wumzR0MvtoNunfEZ+b4UQoZ5cai5kp3sMo1BzkZTGZCZ9+npOU8q4w",
+	"OzMrRgTzG32l41BCA0zaXmi8NimVrCwV4AMeQEEpambRaCLVdJj7oKZPLawwEp5qXwHXqQXLKVoNh3kl",
+	"N4GKy8Qcsf6L8t17QX3nYkriLuwoMBz4aGmXWJo2Tl+JEfqIA5DibDjEMHT9UMhe0oYm1guNTLkYGH6a",
+	"auzkUjesI92DlhKM+tJcX3vkXlO4ce1B7D/3OzToG53/Dip1O3y3Y+9pbRH22Cp33pAcjUDpnx6AT9ED",
+	"8CVxiwaTO9ADQI207moA0my39Rb9P36kYT5K+w8ce/B2B3NH1xCqv8XFC3lzdjYPCf2H7q5C1loz6oX/",
+	"/W9mfXf5WHz5ovOouxRFp9CZIvU6qfH0C1XNCzcQjVppiIaZ18Xg66JbW/XRxFZ5tE9Egf3D1kD6BrQi",
+	"bHsp+XRb2UhNz7H3pbUqREy6740DhEE4eX+7HrknMi5aNy/qCt9/prTvA3QEOmgHdPxRctQDRR9ZXrD1",
+	"EUDKkSYwWW/PLfh4WOKfsN66r9vrEzYpVbdeWVSHvS4C6U/XTAlygVg4n6He8CDGmeqbsFifcI52Qti/",
+	"AhsT12nnvv0qTZAQe3XDKzlXqeY1jLiSltRrn3RsqWBAXYKFRklqH65HNWxkB/MXV3NGw2eRW7Xem8Ji",
+	"bSGGXwYsAuXN8cbipQPL5WITCTKXocAXhTML2tPG9hdaLK0SXWxzMxgMjum1XI8NwbdasQdLc4Y3vscZ",
+	"3Ca0zurDREBto8o9aGVYMRnLPi11pUrpVL4n0zWJxHid1io2s1qpwrCH/hCWZU+66NtrK/dPAv0QqZ1h",
+	"PR+pl0kYf6+rsZZq90yjpFz3tbhfGqW/fpSAv6Jabdu+dQZrI2lpw/UpfqdK3u83k+05bvYBiWzEYGtS",
+	"wMKmPvtKK0yYydvS1FLdrbukUtZTbyTukZ3GnWCN0cq6uNlKa9aZ+KHaYsCpZg7J5YmJrRML7G4y8V4i",
+	"rgsskRwK1mNVjBogtkJSxCbjGwsLSWctKfQjcXjS2Y5+2ocnnaU6zjoTfyadfTRMmK/qsUsX3JmHhrX6",
+	"WxPRGtrhnU6APw6Ui5nPuwdzBTH4J6or0gn+hHf9u8G7DvXLHMBzsLPGx+Q5mAXLGTAYIauzX+xmKizI",
+	"2rRz0UiASDtY3Wwru/W8zm7dkcLqr0dsNpJHchIsZawxIguwJEkNmUnflgB+6u3cO3JQo0plUfrrhmV8",
+	"kerSrLBuCxt9XmXm4wbWOGr4LW6UWpBzwjdHrZ8ubEgRIjsg6u/jp89L8iWsLhsfM/KAm1zSrgQo/rbd",
+	"jFWaIq+Rt9V7Iy8EfKNycpdvmOxzJTVZ/NfKUW7hhr4HhEA5EBgEpTrHVkyp4RHW67LFP5UYr3GI0NWU",
+	"FsMrOK/zTrxPGg8mp7PDOOpS56pq7tFA/IDhevQPxBY9JV5owwZ/M584ig+z4wBzkLlwYHgHZ9LS9PNz",
+	"jPBynWOqruXLNvETons2POsNxI/YgZtbXfDiN7tazE2lRty8Yh1SjB4OH2A0UE5Vu6yFdzXdtu/Vpobh",
+	"PnTMNAz/IgzeAt5B4tFmFQiITthnzLCHzRctC16lmDfISnnsotH/htmMnCG2ncjYku+Y6q10xvSj+79b",
+	"vY6iG7nAR/7CpnqbNRARne/hCn6N/0aR6r3u0c0Mx82SGFspjy1KD5rRyDTaHeYXwRDHZpxBuWLHt3dU",
+	"+7ZtQXJZLvfvDfVG8asNe59scarRjL36YtQMdnbYtjN7e5ywUWlB76jnXurYNt0v+vhX/t8b3zm9rSQH",
+	"P8Pp9aGpestLPGx3az7VUmssCmuWLiFXT9TfFYeZx6EGqja/udW0OQHlxP0BHtelNOgiNSMSxGO6hWOY",
+	"LghAnzqq/bO90B0RftiEuoiaAMaqNPrapprtWA5OUFtvSoDF+15YXwfOLsdZ79y/gFg8FozABvuN5vFF",
+	"5RPeZaWi2v6esID6iGFjnNymusZh8fw4Csdw4AbwGpsP8HNY/J8L+vGQ3ZPhMAZgDwRB+LBrQHs5uZ7X",
+	"N34xSNP88jY14Ye6OuZ7UxHw7R/N6c4e3XYx54+nLG7VPl87ttzArN0PL/z/6BIFSLAmUuqbSfxlarhn",
+	"BV2FprRg4dCUFTXH29cU8LE3/yI/LjX70Ib5Fdwci2aKNtu1XFHFgYmBat6Lk1+22HThdnDPVG+yTxFz",
+	"z3MOCx7ZrTo01HEnZMv77i0h7hM4fIEV8LyYy6jWJtgbYCqFqtAcQ6C2hgHbM2RsT2NtbJGgnctZGWiH",
+	"ICJ1WbNvFCOhSrqPINXML6q428aUHus85knvzXjAIR6DVt8ahIEvzqOyBNgz1NbQSysieNTgkwhqfUqV",
+	"NiKWQJsMgn/rdu1gCjvQTB458uHIaxeUKZI+f5LOuy4MsKnkAhPz6tSdaKCIhu7bWJ9OPD/EocoP16GM",
+	"Vsdqy2I4tS66CEc2Ce0DtmI9qe7ydo42pMPl5VMhLRVRsAoUy29oi6JCK4YCwkWFUqr273UDq/dihx/h",
+	"5CaqttIjCAuwTUWi6NpolUXdIVj+Tk3lYQnzgfheqQUpW6GEMIrdOlwdqkYf6g2DV34QNRcG+mCxIx5x",
+	"0Qom+f4jqqwfkC390bVjugy1plpiDw28D63yMO7nsEthbmLif+2MlaxUdbF0s87o51fAjKgPRFvrt4uo",
+	"sJGsXEDnXRtRLbUYHE/m+bF/pN/P1W12To3GgrdfOsI2wfSWVdkZdWbOLUbHxyenfx0MB8PByejz4edD",
+	"5Io8/a1Z+H6bXM+Pd6SRhs46q9HodeJG5oO6dRklUWx3TfvSgB2or2vHjk1COvhyQXWvgu/LwzRbUZlb",
+	"Hql69MjdtT2FH3aZQKKLs04a7YkS76bu+YYVvhAs43TIY0Gds7H/S2MeTBfbsyA86sln3AKeuitH5JXE",
+	"nqIKkUnNIevUgc1R4Y19q1zbsE85+5xfIfMC/1pUZqzsOdhj5DjSSuXUmc73tuYEktY+eDdq7WNXxbXm",
+	"7UxCcxtfgNJ6NOaiMg77lToTUv/UXJjptCy02jcNenXnzas3/38AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
