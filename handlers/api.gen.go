@@ -948,6 +948,65 @@ type LockList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
+// LockSet defines model for LockSet.
+type LockSet struct {
+	// ExpiresAt When the first lease ends, unless renewed.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Locks Every lock of the set, in the order asked, each with its own fencing token.
+	Locks []Lease `json:"locks"`
+
+	// RenewAfterMs A third of `ttl_ms`, rounded down.
+	RenewAfterMs int64 `json:"renew_after_ms"`
+
+	// Token The set's token; send it in `Lock-Token` to renew or release the set.
+	Token string `json:"token"`
+
+	// TtlMs The lease that ends first.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
+// LockSetLease defines model for LockSetLease.
+type LockSetLease struct {
+	ExpiresAt    time.Time `json:"expires_at"`
+	Locks        []Lease   `json:"locks"`
+	RenewAfterMs int64     `json:"renew_after_ms"`
+	TtlMs        int64     `json:"ttl_ms"`
+}
+
+// LockSetReleased defines model for LockSetReleased.
+type LockSetReleased struct {
+	// Gone The locks the set no longer held.
+	Gone []string `json:"gone"`
+
+	// Released The locks released (on a repeated release, released before).
+	Released []string `json:"released"`
+}
+
+// LockSetRequest defines model for LockSetRequest.
+type LockSetRequest struct {
+	// Locks 1 to 16 locks, `namespace/name` separated by commas (a name has no
+	// comma), each at most once, such as `billing/invoice-42,billing/ledger`.
+	// One string rather than a list, in the body as in the query of a
+	// renewal or release.
+	//
+	//
+	// Example: billing/invoice-42,billing/ledger
+	Locks SetLockList `json:"locks"`
+
+	// Owner A free-form label that inspect shows on each lock.
+	Owner *string `json:"owner,omitempty"`
+
+	// Signed `true` insists on a `signed_grant` for each lock (see `AcquireRequest`).
+	Signed *bool `json:"signed,omitempty"`
+
+	// TtlMs Lease length of every lock; default 30000, at most the configured max TTL.
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+
+	// WaitMs How long to wait for every lock to be free; default 0, at most the gateway's `--max-wait`.
+	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
 // NotHolderProblem defines model for NotHolderProblem.
 type NotHolderProblem struct {
 	Code   NotHolderProblemCode `json:"code"`
@@ -1199,6 +1258,14 @@ type SessionRequest struct {
 	TtlMs int64 `json:"ttl_ms"`
 }
 
+// SetLockList 1 to 16 locks, `namespace/name` separated by commas (a name has no
+// comma), each at most once, such as `billing/invoice-42,billing/ledger`.
+// One string rather than a list, in the body as in the query of a
+// renewal or release.
+//
+// Example: billing/invoice-42,billing/ledger
+type SetLockList = string
+
 // Ticket defines model for Ticket.
 type Ticket struct {
 	Lock string `json:"lock"`
@@ -1283,6 +1350,14 @@ type SessionId = string
 // SessionToken defines model for SessionToken.
 type SessionToken = string
 
+// SetLocks 1 to 16 locks, `namespace/name` separated by commas (a name has no
+// comma), each at most once, such as `billing/invoice-42,billing/ledger`.
+// One string rather than a list, in the body as in the query of a
+// renewal or release.
+//
+// Example: billing/invoice-42,billing/ledger
+type SetLocks = SetLockList
+
 // TicketId defines model for TicketId.
 type TicketId = string
 
@@ -1324,6 +1399,24 @@ type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// ReleaseLockSetParams defines parameters for ReleaseLockSet.
+type ReleaseLockSetParams struct {
+	// Locks The set's locks, as acquired, `namespace/name` separated by commas.
+	Locks SetLocks `form:"locks" json:"locks"`
+
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
+
+// RenewLockSetParams defines parameters for RenewLockSet.
+type RenewLockSetParams struct {
+	// Locks The set's locks, as acquired, `namespace/name` separated by commas.
+	Locks SetLocks `form:"locks" json:"locks"`
+
+	// LockToken The owner `token` of the grant. Never put it in a URL.
+	LockToken LockToken `json:"Lock-Token"`
+}
 
 // ListLocksParams defines parameters for ListLocks.
 type ListLocksParams struct {
@@ -1497,6 +1590,12 @@ type KeepSessionParams struct {
 	SessionToken SessionToken `json:"Session-Token"`
 }
 
+// AcquireLockSetJSONRequestBody defines body for AcquireLockSet for application/json ContentType.
+type AcquireLockSetJSONRequestBody = LockSetRequest
+
+// RenewLockSetJSONRequestBody defines body for RenewLockSet for application/json ContentType.
+type RenewLockSetJSONRequestBody = RenewRequest
+
 // AcquireLockJSONRequestBody defines body for AcquireLock for application/json ContentType.
 type AcquireLockJSONRequestBody = AcquireRequest
 
@@ -1532,6 +1631,15 @@ type ServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
+	// ReleaseLockSet Release every lock of a set.
+	// (DELETE /lock-sets)
+	ReleaseLockSet(w http.ResponseWriter, r *http.Request, params ReleaseLockSetParams)
+	// AcquireLockSet Acquire up to 16 locks at once, every one or none.
+	// (POST /lock-sets)
+	AcquireLockSet(w http.ResponseWriter, r *http.Request)
+	// RenewLockSet Extend the lease of every lock of a set.
+	// (PUT /lock-sets/lease)
+	RenewLockSet(w http.ResponseWriter, r *http.Request, params RenewLockSetParams)
 	// ListLocks List the held locks of a namespace, a page at a time (never a token).
 	// (GET /locks/{namespace})
 	ListLocks(w http.ResponseWriter, r *http.Request, namespace Namespace, params ListLocksParams)
@@ -1607,6 +1715,24 @@ func (_ Unimplemented) GrantKeys(w http.ResponseWriter, r *http.Request) {
 // Healthz The process is up.
 // (GET /healthz)
 func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseLockSet Release every lock of a set.
+// (DELETE /lock-sets)
+func (_ Unimplemented) ReleaseLockSet(w http.ResponseWriter, r *http.Request, params ReleaseLockSetParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireLockSet Acquire up to 16 locks at once, every one or none.
+// (POST /lock-sets)
+func (_ Unimplemented) AcquireLockSet(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewLockSet Extend the lease of every lock of a set.
+// (PUT /lock-sets/lease)
+func (_ Unimplemented) RenewLockSet(w http.ResponseWriter, r *http.Request, params RenewLockSetParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1758,6 +1884,136 @@ func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Healthz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseLockSet operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseLockSet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseLockSetParams
+
+	// ------------- Required query parameter "locks" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "locks", r.URL.Query(), &params.Locks, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "locks"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "locks", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseLockSet(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireLockSet operation middleware
+func (siw *ServerInterfaceWrapper) AcquireLockSet(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireLockSet(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewLockSet operation middleware
+func (siw *ServerInterfaceWrapper) RenewLockSet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RenewLockSetParams
+
+	// ------------- Required query parameter "locks" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "locks", r.URL.Query(), &params.Locks, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "locks"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "locks", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Lock-Token" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Lock-Token")]; found {
+		var LockToken LockToken
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Lock-Token", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Lock-Token", valueList[0], &LockToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Lock-Token", Err: err})
+			return
+		}
+
+		params.LockToken = LockToken
+
+	} else {
+		err := fmt.Errorf("Header parameter Lock-Token is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Lock-Token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewLockSet(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3093,6 +3349,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/sessions/{session}", wrapper.KeepSession)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/lock-sets", wrapper.ReleaseLockSet)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/lock-sets", wrapper.AcquireLockSet)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/lock-sets/lease", wrapper.RenewLockSet)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 	r.Group(func(r chi.Router) {
@@ -3204,6 +3469,497 @@ func (response Healthz200JSONResponse) VisitHealthzResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSetRequestObject struct {
+	Params ReleaseLockSetParams
+}
+
+type ReleaseLockSetResponseObject interface {
+	VisitReleaseLockSetResponse(w http.ResponseWriter) error
+}
+
+type ReleaseLockSet200JSONResponse LockSetReleased
+
+func (response ReleaseLockSet200JSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet400ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet401ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet403ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet409ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet429ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSet503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLockSet503ApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLockSetdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseLockSetdefaultApplicationProblemPlusJSONResponse) VisitReleaseLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSetRequestObject struct {
+	Body *AcquireLockSetJSONRequestBody
+}
+
+type AcquireLockSetResponseObject interface {
+	VisitAcquireLockSetResponse(w http.ResponseWriter) error
+}
+
+type AcquireLockSet201JSONResponse LockSet
+
+func (response AcquireLockSet201JSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet400ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet401ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet403ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet409ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type AcquireLockSet409ApplicationProblemPlusJSONResponse struct {
+	Body    AcquireConflictProblem
+	Headers AcquireLockSet409ResponseHeaders
+}
+
+func (response AcquireLockSet409ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet413ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet429ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSet503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLockSet503ApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLockSetdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquireLockSetdefaultApplicationProblemPlusJSONResponse) VisitAcquireLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSetRequestObject struct {
+	Params RenewLockSetParams
+	Body   *RenewLockSetJSONRequestBody
+}
+
+type RenewLockSetResponseObject interface {
+	VisitRenewLockSetResponse(w http.ResponseWriter) error
+}
+
+type RenewLockSet200JSONResponse LockSetLease
+
+func (response RenewLockSet200JSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet400ApplicationProblemPlusJSONResponse struct {
+	InvalidRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet400ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet401ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet403ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet409ApplicationProblemPlusJSONResponse struct {
+	NotHolderApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet409ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet413ApplicationProblemPlusJSONResponse struct {
+	PayloadTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet413ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet429ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimit != nil {
+		w.Header().Set("RateLimit", fmt.Sprint(*response.Headers.RateLimit))
+	}
+	if response.Headers.RateLimitPolicy != nil {
+		w.Header().Set("RateLimit-Policy", fmt.Sprint(*response.Headers.RateLimitPolicy))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSet503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLockSet503ApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLockSetdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RenewLockSetdefaultApplicationProblemPlusJSONResponse) VisitRenewLockSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6330,6 +7086,15 @@ type StrictServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
+	// ReleaseLockSet Release every lock of a set.
+	// (DELETE /lock-sets)
+	ReleaseLockSet(ctx context.Context, request ReleaseLockSetRequestObject) (ReleaseLockSetResponseObject, error)
+	// AcquireLockSet Acquire up to 16 locks at once, every one or none.
+	// (POST /lock-sets)
+	AcquireLockSet(ctx context.Context, request AcquireLockSetRequestObject) (AcquireLockSetResponseObject, error)
+	// RenewLockSet Extend the lease of every lock of a set.
+	// (PUT /lock-sets/lease)
+	RenewLockSet(ctx context.Context, request RenewLockSetRequestObject) (RenewLockSetResponseObject, error)
 	// ListLocks List the held locks of a namespace, a page at a time (never a token).
 	// (GET /locks/{namespace})
 	ListLocks(ctx context.Context, request ListLocksRequestObject) (ListLocksResponseObject, error)
@@ -6472,6 +7237,99 @@ func (sh *strictHandler) Healthz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(HealthzResponseObject); ok {
 		if err := validResponse.VisitHealthzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseLockSet operation middleware
+func (sh *strictHandler) ReleaseLockSet(w http.ResponseWriter, r *http.Request, params ReleaseLockSetParams) {
+	var request ReleaseLockSetRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseLockSet(ctx, request.(ReleaseLockSetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseLockSet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseLockSetResponseObject); ok {
+		if err := validResponse.VisitReleaseLockSetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireLockSet operation middleware
+func (sh *strictHandler) AcquireLockSet(w http.ResponseWriter, r *http.Request) {
+	var request AcquireLockSetRequestObject
+
+	var body AcquireLockSetJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireLockSet(ctx, request.(AcquireLockSetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireLockSet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireLockSetResponseObject); ok {
+		if err := validResponse.VisitAcquireLockSetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewLockSet operation middleware
+func (sh *strictHandler) RenewLockSet(w http.ResponseWriter, r *http.Request, params RenewLockSetParams) {
+	var request RenewLockSetRequestObject
+
+	request.Params = params
+
+	var body RenewLockSetJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewLockSet(ctx, request.(RenewLockSetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewLockSet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewLockSetResponseObject); ok {
+		if err := validResponse.VisitRenewLockSetResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -7108,275 +7966,296 @@ func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, ses
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39c9u2ljf+r2C1OxPpLiXLjtPbyNPZ8e1N27RpmmncJ/N9yjwmJEIWawpQCdCKbjf7t3/nvAAEJcqW",
-	"0yR92f6UWKJAvByc9/M5v/RmZrkyWmlne5Nfegslc1Xhf79Xrtqcz52q4K9c2VlVrFxhdG/Se7UwpRJW",
-	"zYzObSIqU+tc5aJejXpJz84WainhR8tCF8t62ZuMk57brFRv0iu0U1eq6r19+zbprWQll8rxCz+vK2s6",
-	"XnaxUCLT6o27nOETmTBz4RZKrCp1U5jaipW8UmdCTq3STsxNhd/Oi8o6/AomVcBIP9eq2vSSnpZLmAsN",
-	"156xfPNM6Su36E0eHZ8ksAL/93FYg3VVoa96sIKvTJmr6sJcK909cbPWqhKZgyfCxGd1VcFUF/jrRDgj",
-	"KjVU2qlKFM6Kq0pqNxLP1Y2qUr2qnSicKLSQ4ofvn41S7ddDp9Us6JmZXQ9pMnsWdfLok7sX9TRXy5Vx",
-	"Ss8236jN7rq+ldfK4kLk7Oe6qJSwcq5oFa7aiP7TJxdfiIVzK7kqRDTa8Bu1SXVeybkbTMQx/OLk0SNx",
-	"U9hiWipx/vLzp0/FbCErOQOiEP3s3zJ4KPufbJAIPN2prFSq+9nWqBPxqRo/fPz3T9XwdJw/Gp4+VJ8O",
-	"p7PHD4effPr4VD76+/zxw5PTbCBMJaQVMtXWVfXM1ZXKh/NClbmgDRAdQ6e9MPhoNEp7WSLWhVukOkvT",
-	"tJcJqXMB/00zoexMrpQ9ExJnKq7VRsyk1sYJ62Tl8IciS3vZYCR+sApmMq+UXYhK6tws8Qd9KX744ek/",
-	"xc3pAKlZydkibPXG1GKppJ7gASB5pRrJS1TKOgt08r3KCyuUnlWblYN7qXNVCYmD56oqblQu5pVZisKN",
-	"Up3qcz44nBwMa+US557QY+GjmSxLVYl+VljL67b1FA7HGXgq1fjYSrpFsjXa1OQb0c+cKy+XNktEtpaF",
-	"4//iKrIk1VlZLAuXJSJXc1mXzgq5WpWFyuENi8rUVwsh9UZcSafWciOMbl6Ai56keijWi6JU+AVeJFEW",
-	"N8pOmidPxsdJ85e/m1LnqRYimys9K/TVJX2cCD9lWq56syoqZS+ly4SVG6CY9UI6UamlLLQ9a7+feBDs",
-	"mrCuKEtR1dqKPiy90FcJjDCYiNPxY3xz0RDeZaEvV5W5qhRsNBENMuQhcmSeDJ7apYRPYIZnMIoMm+Ng",
-	"XnmhcrEs8iFOolTyBq+udEJqu1YVEli9Es7gFPyhiFVZWyGnpnbi+BNB6zJ6Fm/rWlpRqVJJq3K4V8C5",
-	"8C+hQBo068LHL/HD7CwQMi5KCq3WQGm0cfiRNm6hKiSYiTg9OWlvzLXaXC4Lu5RutshGQLu4MlwSzAiu",
-	"Gr5Q5aKflWZ2fblQZQ4HadVSrhamUpfzuiyzBC6fK5bK1I7ogcn7ymg18HsFsyn01QSXR9cED1HitR2J",
-	"81TDtSrgy6VaTlWFF84VpfhkLOC5Fld/EO2RFX1pRSmtS3WltFqrPBHqRmmxXuB15r1VsioLVeEdUBpO",
-	"7Mo4p/RESJ4RfJ5q3lkrpFbrkTj357QwFolezExd5rhDUyVyBfcCZltYca1WKDlTDfuAgyb4oJ/ELVJn",
-	"i1/eQ56upHOqgjH/X/+/Jj/+278P/+f1j/82/J/Xv4yTk0enb/877fHnafpjmr4e/s/r/wY++2Pag39e",
-	"D345Tk4ePXqb9gb/0euSZF+bQr9U1qLc6tQrLH172QhoKfgz0bdKicyslB8jG0wa+k+1C3KQf+EPl0W3",
-	"OFxy8wveg/B+Bhy0e7FLY52AG2GFRMUIFRAr+sfjMZEcqVCDfQoTcuft2ZGGdzwej5NG4TvuUPgS1E/u",
-	"qyvFutDOhh6kCFUKr0Xem7iqVr9mb5/j6L/QO0HINW/Ef257V0TrP54P/68c/ms8fPy6+e/laDIEuj9+",
-	"/PhtNzHD2+1KzlT37tW6cEi/tVuYqrASvgs7tDtbGurQKfv58mRxqp+c7Jnpi0rNu8yG77/4XPz95HQM",
-	"mvtcVUrPlE3EzCyXcmgVWAMOWGChhdFK0KFOUp1Vyq6MzofSbvQsE32jhdRtQRIk18QLNulQYHldTQpX",
-	"zK6VEwXRFdwD4HwgHAYkTmGIz57z+Pz4AytWpiwnqS6NvhrC/0lciueN/SMd3a2H48FIfAfSywrQ/oor",
-	"bapbeSfv1G1Eubu9zCye5t2E0DCjIie55rkcXioQRSfj4z2UwU/en5SBJE72EQTP+Ja738GI24wVpnxP",
-	"LrDNVN8fI7hA2th3AIFyYP+DAp09MzO8k9EpnOw5BRrhPR8CTfq2M6DXbh1BWA1M954nQK987wfwFoYC",
-	"lmAVeg6eVBU5DmZGO6VR/KHhQBt+tKrMtFTL//zJkh7QvPc/KjXvTXr/ftS4QY7oW3v0gn5F72vv1rne",
-	"CNJSFbx61Hub9L4w1bTIc9rcjzURJDc0/nKjIuVXuEVhRWDzop/N/fSyAU63beR/yxr1x577trGdoQ5f",
-	"g9YLhgnotz/Xyrpd0yDV/f12wWAknpPejuOxpEBGDEvXN7Is8u9p6I+9ZL+iwoqlLOemWqKlUtCkLvlr",
-	"PqXnJlJfP9Ysnxs0mYMejIygsCJrMdRM9APTJttuAEYSbHiq8YMkMgkrqQXaWWgoCo1sZC3tSDz1phHJ",
-	"TG9wpJr8eEVFI1ixkDdsWhI1FO5MgHLORiTPhc/4uXHkm3vvGxdGvt+1BFW7UTz6mTbukvx/2SDx5ry0",
-	"IB6s3NhUrxebCXxG25GJfrAhW5b3GV6SlQLVSWT/fPLsycWTjHUgm+qT8akotHVK5oPEuy/8aJG1jlsK",
-	"1r70I0+ENUtltEq1Kq0SS7nZWoQ2axhzWjE5gE6WgwlgXSWdqQR+Q34h+EEi0KCaVkpeg4aehVeI9huA",
-	"QMwanXVZra+1Wess1X0iGjbukZJo6ktTwVukZov7ygyYCl7ITWlkfmHMM1ldqY991dHnVVhhYN7Hn4hv",
-	"in+IfraiSV06Yy5LmBbfdb5dfxw5krDLj9kEUCXcR5WL6Sbw6uAy9LwCCH9j6srCAHTHU73NWgqagwvT",
-	"auuDoHlgBECCat9vK497xcBsIfVVkAKkmzw37gtT6/wj81dbzxbeICFeMIdZEAu1AiyRhmUWjWcL7A/g",
-	"jXBbCy0y+PuS/iBfKj87K431DJgOkjly2PBYNQv7DY/TfvfRvU+WVCAJKzdivShmC3+/Loz5VuoNS1L7",
-	"MTcxg+uzlHrjJabNzryzrnXa4kmBhBg5+Pq4BbjQB5Zd2OGewh7YBYgiL/fYocouQOngm1T714o+sKUN",
-	"uSFnptbODhLvD2XNo6IjhamxWQpU23jA2SmjcxF8lHAQVwpmPjjjUwue3cIK6VKNLLxYktkfxvdvTCh2",
-	"AHMzWo0Euo/JHZnqtjOZDVnRN1WQA9HsYBz4S1V2gA5P2sYHIITmtZWlFTNZVRuRfS+dQgfU8IUpi9mG",
-	"/dThY+DiGP4ZFsrNhxwiGsKe4kKGHH8cHh8PgOvAgvCe42hocthUwzFNRJb24HdpL0M5kfZ4imkvI4M7",
-	"jmX6CXSFMiXqYqWaOzLMoqHPqs/GZ+6z40z0tdGKtsI1hn8T8pC27aAnEohnBWPxzBri37XStrew21Tj",
-	"DYlomsk3nvzPnx2Px2drnP7PXu+0qV6B6uUXQR7Nac1G3rSurCN9hIy/pYJtZ1enAbKfF2VJZq1artym",
-	"Y6Xw4rOf689S4AYc7ByG9/cO2YVmK/fxCD7eoyhOjWziB80esH+pj8rVvy2sBXqFm0+6vJgqWQHnIY6a",
-	"1dHMMnSyRiT66tWr4XntFko7mKJqz2nHAqaF3siilNPyoys2qP5N5exa6VzkBcUUWFqAaC6WKulgWnZR",
-	"O2BSqc7NGnaEh7ism6WA0EZncO1mZqlCyBy4a2EFq4O7N/xdCeatJ0Qc5py45+dGz8ti5vw2wJ6W5Xfz",
-	"3uTHA/ct+aW3qsxKVa4gHwUp97u3OTYEJmK92ERKD7nnWagBvShdL3uTH3te+YePSKPvJT3Sw3tJj/eo",
-	"93rHc5L02iHDjuk0EbMJxQRQ3W9CVrUulQXOj/Gqs/1RS/9zI6S9FvJKFuiNBoNXOgoMfHLa64wT8Edm",
-	"+pOaud7b110keDp+TNEamPCDIGlH4jutBB0HRbCkyIxW3829QyvVdqVmxbyYCb4bdkIhdvp+ieK1tAZ+",
-	"yeeZJYL+ppFSvcZIGmqZwq2LmRqJbGZyRcYbKUkkriYi2lIKMu8P9LIY3Y7riphIRF+mOmsiHBnFPlu0",
-	"MsCRCmWDUXnWDsOCDKcHtEL1iBU6pv/INSLzvIBtl+WLiJ7nsrQq2SJxuKNwoy/rqtylrC/Qn8M6r9Hl",
-	"RjQaEKkJ5AyfiLa7/0ygu3+TskHh3f64u0KK0/F4EJOq9+tLtA0pL0H8XKsa9GZ6fdJiTC++e3kBA2nj",
-	"gCqQbYqFqlQibHEF5oy04qWTOpdVnupXarow5tril7AG+ntYYIzZ/wUs0Dq5XGFag/8UfiJdXamJuDlO",
-	"0no8fjibSqs+ORVffXv++fDlV+cnjz4BQkx7RT4Kg4zQ49XDH6iM1H/K/1gpNLVBjR0O/QEMrZpVyoES",
-	"Ep4kn1n2S4q3K+1NUvYyj9igTnsJfMRvxAcw2yVJe7l0Mu1Nfkl7sLv8IPwW/4s2SF2V9EcB579qbJK0",
-	"9/ZtNqG4cssxTtZ8sDhIQS28cweWYeZzskNAw4p2scizAYfYpTh58yZIGg6wwxyG9YqUF2BaZ6C25EWl",
-	"ZuxkAr4wN2Vp1mAgnItFoYkmo/guEBH8odUbl2pY5AMb7ScTMs6d9CVgRaA7ldKppPHJmCrVc1NdqbxN",
-	"Yezz8txdfAdXIgOV2Gbih++fcZoG8hjavj2HLWEdmeCAAC1QzmZqRSkQMGKWarxxayBrDP7is8SsrPF0",
-	"IsWsVFKjWY1L0kbUFuyFQs8NbPO8kldLpd0ZpuHQhfS3UOz4MHFrjXUwfcyRsabE/BODm2VWMP9ElIW+",
-	"HpZmJkt4xaoqbsDGknkOTBE1fqKVmdFazRzdapZDzVrQScGpLfRTUhLi0ML49NMOmbg0eUdMNVNvZmVt",
-	"ixuViT6yFzIRajeYUHwS+fGZyNBazDHyuBG6Xk5VBVeYPubHbOI3NAwLg8RCPXwBujH+tlOCY5R8d7rn",
-	"Yl4pNQTxKko5VZwSU6C0c8IuzNqO2ttxfNK1G8TzOvbDVbXKYMACrF6MkWb08CXScua9MqQITqJUJExB",
-	"STU8DSoy2CrzuXdSdtOO91qikNeprjUzY04IeMaHkcBr/H3lR4Iw8O+Hz5kceL1TY4DUYcGU37W74Geo",
-	"9JS4WWc+I008HI/H4ybki7qp0fPiqobDXso34uLimej7x4/FYtCp9tyWKpH0bmRZq65Dxi8iJsVivJnQ",
-	"8fjkVEw3TsEeix8uvhh+Kvpw2/QVXGQg3P0XFvMWTb6JPZawwafHDyn1hRy5DyzPw2e6Fd7LRFpI4RIk",
-	"OC2mG5F9+eQi8wZlqheFdabaJN4/A4/AcuiacDD/xQ8XYjQaHeFbsgQzssKppjp4tCxwGLI7H5D7oonb",
-	"D3iOUwV2hA3KwQP0re/VFgo3Ek/CFWUmTaKB5gbcYpJqvvSxGuKjo6W5QsfTK4pSJKA+w9pUqWbI+rVS",
-	"OXA19lZNaye+urh4MREzuVxJUCumG9Zz0JvVSnDArdyYukq1Z5GSVofrTUCrnZWyWOLmb++kmVpV3Sif",
-	"wApnA7LK8kvJsAB5tM07ga46uAXPapdUvzJrJDrYU3RnUjwP1GDc9eZGjUfiPLpNfGfhmLLhcCnfDOHn",
-	"WXOlPhkLO/C8BqTgmaeaTv0x1SScvernLwpoHvwC+mr7PXh1xTmcbKq9dFFiXkrenf13enyIWZP0/lEp",
-	"ef1uujYGUS5XqipMfsf+LwIZL4EV+jzURIDhMyYNi9c8IBsPrCAgz50kQrQD0bKX2qclCpxKQr+0xmiF",
-	"cRmLOot+bzvl0xbedRtIX8Q7L60Ltp5CP97SngmfAleWHFaC9R9isAbLu/PlS8xXpv1vfPDrgl7D6aHo",
-	"48RFiP4x3RQdKQq+ToD13H0qBgqa3dnBbdudW4jpHHHqmnojl6sSZWNRloW+Oir0jSlmanh60plP0mRz",
-	"/EjviFwQ2+fyuuNMv4RN2T3SJsMa/gq7n0un0KrqdXChVs5262f7Dw02rUvCUiVGtXlgvUerMQyK3Puj",
-	"fJzSGXM9Ek80/MF2GQdhge3+Fzz22dN/oibsB+a7xIOvpUW7IdX9R+OHA/Jx5SDvWDAyPzwTJAMpl3cc",
-	"fufzlGWqcU4bU4uZ1GJewJw0iV+wGODbyyK3WUsPavYQRfctNIymIQ6/Fco+bnxCVMOicqTE2zUcT5UH",
-	"auMwjZ13v4P2jH6rW/xf56DNVHjMTa2Cr2/KzVpPyPVFSg9ylnCFQdJQ6mFVFTeglMHZYAxjbWhc6+mH",
-	"PGpw0ys0e+07MEqvq5P63R0oIO4tQUOZmeVKzpz4+tXLUCQFJlldcVo/HueqMg7tZGdSPVuo2TXo6mWh",
-	"FedDf/nkQhyN1qosh+hmPIKfAZEe/bS+tqOfLOVJowoCMrywWONh62lGsoa41SAhxxhFb0LYCx7dqsBI",
-	"NepcmehHJlkSzC78/UpVywIdHlkhXVOrkXGsLzgw2dJdAovjCAgIeSod27YbHpBFgR5rslkwoIwp4rNK",
-	"Ocx3KRVa8ag2E2ngoVIiePdVc3flQOMDZ8Iq5Ct4jVsOP7P7ps73BMvmEK9rBz93zM7b/DUMvHOdkph7",
-	"d/H8r5Qs3WKX6VsnXc3s34shc32n2OGfdb4pZP+03+Rzwe4lXz6mTAIe3cWX8HbS3Xlg2dCabkAk9bPP",
-	"snCjeX0PLJASV4ygdzuSaygLskGrZFIKukOYy+kUkc0uRdEHsqrk5nChgbySDTya+K3S40zIci03Vhy3",
-	"ZnaAUAm+kV2vRk2U0XnpOIRKviOmj0ZvJm/x168ufK4A1b/9O/43sAyO2ACn1QKZ3uCOO9kRh+YqspaQ",
-	"OFAH3ecxiPXINgnhLwIN4EIKhytoYt2yrWIiX92mljuuKG+8P5xbmEl0y5LWPd13v+3u9b6LIIn8aJ9Z",
-	"oAXFKKhLd1La1hrppV2z/PrVNy+V21MJ8ej47+LrV9+IlwrtkSf5yaNHx4/Fqp6WxUxcq40VfXjw0/HD",
-	"v+OU2kuFB7Aaxd/WLUZXXiE/Zf3oSf7Pl+edKtGsumk/iNPofPS62JPyfq2Ar+CqPnn4qXCLejldVYV2",
-	"nXfg2m3iN373zYvOt9VWxY/Z4qrzsTd7UiTCNiaCYix1Vd5NrzA32hMYmZac4GbShLpOuc0VtweEY+r6",
-	"FfoX77J/dsnm4cOHjxPxw8XnZxxCKSXpn5IYEcfUH1iBI21a/ON+Eqv98peuKmau3IhCzypKyUVditKf",
-	"8L5adF8E9sUq+gHc64PYqH9p+39p+78Hbf/XauHvTft+Vlin8md81w7LaIGnn+q56Uhp0VwO2Z0f9IDy",
-	"hgWnqqLjyt/nu9kwjr27htdcRfrkRnX5jmRngp9XbFaYnJx41ICGUc5IFZV0Tx9YIh24NSFhfnA4G512",
-	"5OyFJHmOJCxMkxwvKDcelfc4fR7okZSnSOHsViqV3w4vK7321Et6FNq4NDeofFXqkrVsTz/8v9sSiijC",
-	"cplXZrXCb1B1vOQITqdQvkOWXEThen7UG71jVjDppQfKj0Lnao8egHsDxIheUwrdNhUDTVSIHhRTNTeU",
-	"XdKP4134glDMz5UMHFzFWoaGr1B1KglfDPKISs1MBSJlo9wezn8vW2ZfRXtULdLlswyJ+uhEVDpvIAaa",
-	"gCKxfaXzUPPeSXG32lP+ZPssd3yEbsCW1vu1qPZYPhc+IoaD0eFeyZs4eNrP/D0BCRNdFBRDLSLfspY1",
-	"plTDKzieKa6VWlkgG0mKQqo5Kodv7hQNWyyPLnHSQ/PnLrOpk72b2fVXNJ0OtfLGYzwFe+Eutk9MtsPq",
-	"L7tTqYORRe9qReBpe1YYHQVey9EWv3skb+8IYBwUgvAYBbzeffuEIq2TZjiY0iQXjvZjwiQtQBggmshs",
-	"ZT0I3tqA3JCuggZjJujlU6ZQr+2QI19VwlRJR14bYhWhMsQgNi0DnTMtooTNUlo3aVBsKKtJi0UcH8TB",
-	"rZMbHl+6VC8xmamd7jmiqavKZqLENJBGxWvlIIyxRMIt1HLSbGQ8dzHdIBemNRAARYgwogDGiZ+l2r/x",
-	"0hkny4xLLCh6J8uSbtYfycenKO60m4jCC92jUvlAoOVjN0YrCv9YxN6CLUO8IR8piggHFVrc/UBl5aYJ",
-	"ux+PxyArYP87T4EBDA7hG+x2fYu5A0/pF8fjcbfnMJzqLbykWXdDqQsJ1hYqs+izCTSJnNnd7Sc81G2p",
-	"7uG1/DAxr+2r/2sSxt6TU7RRV/+gPtGLmNsGZYV0BVJ/KFsm5LMFlzqYfYOzVO/1mQJ3v41l7zERuXTm",
-	"FopsF5L5mbFyitnNnG+EMGhJ0J9TTTfay2HEA2MW6lNoQfEZmvlcgIKPOkzfc3Ip5mqd6mA7x9O/w2pF",
-	"Psek3fC27Yv/Lu7gLu3I7+A+eQ+m765ShHV3h+tEjfncoRRFCJV7LhR+5+kYHm8DV7JZiukpHrbybpWn",
-	"e8k7ReofsILl1YetWdlaM8+i2zXwAh1DH6B6Z4/GS3iFTcExWVxUk1kgUlvL1xGxpjvrcLbA6qIKh7bk",
-	"/30W5YTZN5U5zFq7K6wyAp9bL7jIE1UYOpbBaAe5753LaLaOq6mCYeDJrSqZreKYiJ523fKPTx/93RcU",
-	"iVw5WZR2N2YzY0HvL8VWAi5ehKh8EU+G0QCSXigT75Eqcckstr073gYKy+RfEt/1f9Av9wGobH0VbW4v",
-	"6UU7BOvbRjPAtIGt0my46bulfvGTa3gtCYilcguTI06ApBINhBdyqtIoMFqgI9HfAVgg+qwNCBB9gTvV",
-	"pS3R0XWrSyFJYfc+u8JRGeaekHmc2FBXeuLd6BMmmUl8oLdzQPzWvzHMKsw8ISLrkgrfA394t3zTfSra",
-	"c7VmRkSJ8lQYrM26ye8FnnVx8axRiWJIHnQP3ztBvitF9KW/BQflFf6O4moITRJeJDEWTDE1n2FL8Y7G",
-	"jccLPTS2th8RMmbT+Fjic8k9ShFqJqgRskIZSunYUSoxe/xfSlwpZzGpmmdLoMONPESvgxeKezTJP13E",
-	"zu/vvWKbypVHurhauHIzVG9WpnK9vXU6f0UD/5S5fwF7hBb3W6YCNjT8K/MBPSd6fRvz9n7Z3aye2z1j",
-	"tE93+sZG9/dj7XV+33Hdf72R30q06rTuvbv3Xtb9QUZ8fOrepd7Y8LdZ2+EoD8pveS8S9GLhCWA7nJiI",
-	"WkeFZkiekhTzAyTnn1gY/SVO/rcnl8Q3/L1lmITL/25Wxl2BRfJJ2zYWYViIx9Y6Ew0il6pQdNrQ74Fr",
-	"oBvU8vHBScUfueD63LIE2EI4+cMUMd+3NtTrOqEwtD3D5ibdUhc6eodqw5ZL9W4V5Xu0d94PZV+gJ3jt",
-	"jS9vHkXVig11F1YUeXlvAr7/Al/y8rZ0MNVVLxeuJitgiD4Bjybs5V4L0MWiAmsPE6YLPStrbBQip+ZG",
-	"eR8ci0gg+7WqsE0K7YbS2P+FtRBkxDdqnx15y34f4p69j+H2qxQ9KsfdVffeUUMj/9Ht6llIHvr1etld",
-	"CtIrdjZfK7VqpSBJUNonQjYKVMCjPVA3s7e19WhD4PuWRxgWlxvf+sgDz3Qa17H/8K53eAke22hbeKbO",
-	"iJ9MoRPcCYQ2VjqPd+TWliHvVep7fP/2En+VzMeBnqA7drIbNeKwz6FRNh4ODLAu8ys69zsKT6JOBjyF",
-	"W2b/FVcDtyf/rlmMUd6O77tUBT8akMAQL8CDELLhCvHBgcR/XRBirQ8jcMi1YQk7nu2k92YITw9vZIUc",
-	"DH4Wrf2bQlNkM9n+9GUz6Nukt1I6h/F2qwOU2268FcV+4u5XjCbaKlePNBlvR9zFeeMqA9CTY374q2rZ",
-	"cXOjedxCNd3einfhpCEj5cPekeja71EYL4K9GVNqAwvr88iuwGg9kFxvze+IsFfvl9+x974HTra11i1v",
-	"1P6qLd7eb5Ravd9oSVD3yKDnUEmynaArUY54WPx2JKURO6Cic/8wYZV7T0EUXvnqPSEzXBmtbmGcDNi1",
-	"kDmDbvSbjnKa4f+xjpUSBQZnrX2iTmiYCniwY++Oq7Or0RzqJ1L5retsJdatFXY6oJzK9zTz2y79+9AX",
-	"DvTxNjUFePS3XK/3f7W22rBROpY10V16cNY2ej2QdTB5Ow1N58ps8C73qxW2pYl3bQhhsR+ep0LPv6TA",
-	"726yStzG544ORR2qqxRb2PCEmyuo/QKYbaSaDkbiqWuha+3EL3z3tgOS31tz7k7uaa26M5Wrk/bbEPm7",
-	"+/HClCVlwjSlSuytDYg7vnWYFVwD00EoDCIF0lIrdFSeiGWBqFoeXelQt7PU13ec26qUM+WzADEim4gx",
-	"kDaQOhzY6E538F0ZSK+CBsvdipt8o5208APVgEDmd/TMCmlwViHapLcPudXUQXUATQst2M0dMthZf9e9",
-	"/D+yrN/Rk3lL6qnXjUERYMi2W8D7zkSW9tJe1pSdHIDLtrUlNJm9K+QK9XubPi2Tp3XjWdr58pvCisLe",
-	"sxL4oEO+qyYGxeKsrgq3eQm8k0HDEJb9vCYgEvrrCz+zr19d9HbafYmvX10wyJx6s2rHIHxJ03phInRY",
-	"31sCGyUXNtWhBkzGUIS+wo87EGpgG1ILFOqwo03nlavSTK3oZ2zQYOmJK4d/g//8LRugHpXqZW2dh6Ve",
-	"YDZ/GZddNrj7aBvhyptTWDi3IsT3orM65p8FnMa0dirnjhUIE/nVxcULpE67UGUp6Bc2AWIdfml83oyl",
-	"pD1EH6yQecxrjXCIlnpQs6XIpSKM6PfdywuBUSF79EtYxlv6/1tOt/St4Cj1NNVSb3US7XvpBlPxTLMV",
-	"RWcRFwXT4cCQ4Q0Y23crlER6q72tJJ4b8nbUxIvzkBvONacY/sFdMhpZnVlrn15uUw2qCRrPYIJtl+Sc",
-	"+0CbypsgHBJCpbB6dF0VjqFxKeNxg3nd8eVFXyulICFCKOW0y7JSMt8IqxDIL/Uqm5iavFDk6/365XfP",
-	"sQU2uq+yz6kLwfBis/Jg6H1r+N3ZrK5KMczFg19S1ofS3uTReDx++yATa1NdE5blZqXywRlWUS5XbkOQ",
-	"pEsltaXIqe8OPhJPKE+qqgziEGf7Oh9kHuDYOjktFYO145q+Q1Rl5OpwAitTIOJn7WyRM/OaGe0qOXMT",
-	"DlkuFZy7zVLdf1GZpXILVVu+wviAWSktV8VoI5clsgnQHMysXmJ33Yjc4UYDkWcD3Mx2H33uedfRJI/o",
-	"NdUYRqVGSJVcKqcq34BUUBalZSRoqmUhKkfrEjuTisJNUu2bhiWIFpqFZWSIUyq0wb7xzoip4vhzzl3j",
-	"T8ePojKwlXQLUKX5xYUW2TlCU49E9tWT83+KowWiP/3L5+/Sh0hi//Ity8i+Qx2Pr0xRCYYpbVqUAUHw",
-	"HOZqHYCEsWEEWtVfGhSw7gh4mq/pjfPaKiVnC2WpvvcKEbthwk69cUerUhY6E5XkvkFSi5iWyKzADktE",
-	"joxLXRg9Ednpw2Phr8lXtOFfFKrMrbgwRmCuX1Qhw9NJNUbFYVzuUiHUmxns/ien4pviH2ciOx2PxT9k",
-	"7sfO2v0RUw1c+Oh4dCxmEmuOV7KySvSlWDZ9SZp+g9lXxjqQNc1nqWb6gKkMzkT2aPyIePv/URWa28+N",
-	"Ey/r1cpUTuV+Ajf8JWKBI9C3FjyXN6KP/ztBaGZg/DlJjItnL7FAmbMAy2KmNKWKcN/Qb5+CEMY2AiiV",
-	"7OQI7xQxt5Gpro74R0fLwkX5tz1/nL2kxzPrTXrHo/FojKFcupe9Se/haDx6iOnLboFKwR15CPDIVZfy",
-	"ShyIcyOwpBpTTJoGDC2I7GQreYK+jAD9MUuJKd8qBgFiSJ5EZLK8ygRC+SQiuy7yDH+E6Dup7oDfSUTm",
-	"NquM8iNgRUOcx3/+tHZYsd4IDMzPINBWEdoUIITwNXY2QHnX5EGIrTSIVLfyILgkCsjQYiMywn+GIbbk",
-	"KJhamADLtBN0/8I1KPYIxUApHv12jgd3i7HKefFPsX9gWV4jja00XP4QtjUT86JUE/81e6IwE4R2Ab4m",
-	"FCG7COkD6GnDXCzgROExRFhroY3zmUo/ExbqiVjKHDMVrJOVo+6NTeIMY0N7BSJKHoHXfg48S/hQoc8o",
-	"siLDL4YgeytTkthNiMnOlaNOJGThEmo7Ek7hmsZu14j1ezo+Jc7UxmlPdb+1cfBZxlfXeOH5NO9NCNH1",
-	"G7Uh8ypq0HsyHt/Souin9fXQKnfPFkUMrbWnQxFMFLsqno5PP2Z3JNyCrQ0ctQyR3uTH10nP1sulrDY7",
-	"WFWeDIsr3yEioZQrBgpD+1deYfiGvu+9htG9bN3Lp3ZFMMnMhrBR6O5I2Z1D/opfdL8jvtf+Mkpkx/b+",
-	"sDpgMyszo8YRol7F+0Vr5/3aMSr2c3iJN0gtfW8f4GKo5u01TOhJ32+ICma9Uz+DR7KR+AL7j4gsqhvM",
-	"ONOBMeUxk2wiZKpX8ipqjzpXQVn3ORM4kwSBF7gSNdJ5gJ0mqbaFnjGnwvHw9sMpU76iXJqaXC2giCeN",
-	"To+9WXEhvuMXctqReIY2ICpdBfXfEGDiVgm9xDs1jJ5xcSoYEJy/ijMA1c+2kYEC1IqZN1jxQJXYUYnQ",
-	"/z3DRruG00WIARNcoxfBskE4mcQQBMDeK1NfIZlPN6GBBOMysyFaKVdX2Mw02snCUv8yuVopWdkErSUn",
-	"0f9RNXAqeY3A/YXDQ0PNa4OMFhT2VL88/+LJxf83WuaJeHH8cMC5vTLA/VSoj/ImzQy122h0V2TsAcYm",
-	"YGoUTpTGXMNRui7u/KywCFVjUe1he8HudTY3jxx9TlWtb5M7n6Qmi29ff0DmEKp5O9jDd1rRpnlrm86L",
-	"BcF439BhrkdbrcHxZ8d3/6zVcxB/9PDuHzWNft8mvUeH/CLu+IdrRzP47t9Rf3zkm4FTwhayVVgGd85c",
-	"yOYqBgqUDtsnLBXHAOAvjMbFzJVrkd/el7ae+9eRk38vTyW+XCrX4VUN9jFwy6YJNi6HNXP2ZIQb6sXf",
-	"yfiUVCNs0gRLhQccd5IO4Pz8Ozb9MKE8FDkz2y3mqW61s97CjCA4d81ma4Mb4TunSFDyblQlSw/zgTzN",
-	"OwGKfNIGI0g19VD8LIu4I7tzZAmzwD0ktwT8CYwiYND30a9Eu9AgAo9EFiDrfSsI7i13FhQDquUK24zN",
-	"3m17bqSUoxpPabpcglGpqBELwuZjy1qGrudQMPdJCGe2td2ij/D33mBirb9UczfgLn3spGgIgaiWephK",
-	"bnxKE5Nruenild/TeXNGzP0oGn6EfkVkmLuq6VYTAd6bvuxEaN6BdOYuFagbYOgYhv25VtWml3jzGVsb",
-	"xA1Wo3jBwxMMDIXwAZrATlUwzP/rf/bfP54P/68c/ms8fHw5fP2fg//oiLd8SO5OsL57WDvtF0pbiS0R",
-	"Nqbm1KJ2TwIPsIQ4Lsj9T8gM2Cr79Nyg72Jy5W2nGgawX61vI4igDR6Y7ncvU07Hj+/+RUCKwF+cHPCL",
-	"7abfv4X04pPzWl3oDNH3jdnI5OY8vC2Qnl2R1an3eyM/Q4UUmztiwrmpRHaOnomJQH8hQo0NrauUXGZJ",
-	"DIlFTXSA4//tb8+MvhquTFn+7W+in/0XDvrZ8ywRZkXe53IjsrQej08+gfd89nBss8EkaqiGmrZFXDlr",
-	"wJBvBZJIa+Y+7s8RwQUU74BRQ98Ah0w1uh44xELzGHPD6uCYxIxkivWi4cJ2jxToHOXOUUGKAkvG35+O",
-	"T7lZqQL+1bDp9iy5jxfGYNAr9RS3mJ2fkwacwg+AhRW5euNDJ34oLKZp98QBG0urNSjKBPpHtUZlA44H",
-	"ax1zsiLo0TjINZ4nF46gxGklGPal9nw4QRET9AEuB09S7WvtbsAEkr4vkmwFer1xMhBLc6MQbMdgjoDR",
-	"igkFYfcEkRPSyn5iG3DnWlpobG8CdQTQU/IhZPjURFDb0etC59xPNBEZaBf0OW1r+CKXTk6y6LhwdhmG",
-	"feAwZmUBr+b+juwJ5yhY9kxaN8QfDEGh6Jsq1Z7yswFVjHOlOy7Aw2s2ugbhb3BVJ6451egIpjfAbc+s",
-	"k05lNERCJrZ3jPrUBXxlQrE0XFImsl9SQg1NexPxPBFpb1lYq3L4kyL6IsV8evjAVbX67/ApNUGdpNoD",
-	"Cb7NRN9XoHGbTY16NZh2/kYxKGKjU9LWNdiilQJ2wZ36kB65yK2FMBkkVTYcLhp6psbGuEO+q6cPebU2",
-	"iI3cjBZLcIBVrdhbeGUURiAxhgI7r/CMzRKzMDBGQed1/EhYj+lYmTeFsvibVM9Kg9EG1FhLf2hI2a8Q",
-	"4sNSVCleWD9aCteCjLmn2xge3DCfSfXpeDygln9utmAFW4o4/tJ2xKoKWyORIyLqJ0dYI5kvGBP9R+OH",
-	"ItsBI8nEVG1M4+Le7vAPnBFf6A33uLccepLRneILXmCd/GSoX4K3nInTk8f8KqAYeDvsIVn+6DJh+1/m",
-	"1L2fGRT8l9eaiIVZo5qLBSa4gi7F9mkDWbur2G6VjnmBBRc36nyrIv6EvQPrpRoEui6YnvfppoTUGyun",
-	"9yzX2ltMRk0uacaYYM4RKt4sPhuwEPOadgSOBMRsIrLjJcpb9NVEgQwBD4zHY4R/9bbh8bLBukz1I7Es",
-	"dO2UHYl/hko0OxLP0ZHPygMjKHbsB8z0Nl19Jw9mL8YxHwkWFTRXQmBAmzgo8kUv1WQQkJWaqeKGM1Fh",
-	"SBLDzRxbfHzfZE/GH9dSaIDJ3ya9HdHYHme7VKG6UdUQ63SJK09EJNssRcBjrmlJiUDe1AVh2B2DaOH/",
-	"9SPybFrLhSjhliY0OEt1uHR3apvM91n5oRkzZtXv3UL5qMGZ51RavQ3myZ37CxurrmfiXgc2+kOZT/+M",
-	"gYd3AI+33XxkGUgOJBI7fc+uv+Sgh9GxvDK2K7yVItIkKGspg6GmvQwMCdtuZNQHKTrARU9i7GSb6plR",
-	"bwrrYsebT8Xiqi42OnW+Xe6FOWI61e2endu9Vd9gwavXeTFjAsQ9agGUxSvAtkJECGyGTojOHIehXBhs",
-	"P9wsx8cEpmpRYJ4ayBMMUbT6jLNA7IcyntBNmEzDSs1ry2hcqc4CGFlGPjWMtFRW5AbNS7Afb5QP6qut",
-	"uViEj/YJR17e0PJAJUJ/J9YCXynMsGkDpqKTkBRG1l/jTD0kUq/W+76o3r6P3JWqemB9o2jfSbxxsflW",
-	"1YnPBsQIKGztYCJi92Kq8Rv2qm6fewzmnXAVPcfQPAzm+oy2gijHZ8sHVSKUU/laIG9t0w20C1M5pVV+",
-	"lurmyELYHpjlZiQwQBmcneTmDH4QcpS1kSsi9Gxxbq9hPR7Fg1r6w0548yH0C8Mlpxos4Xp1Vcmcc634",
-	"9F3U2h45xlTOrge3Etco1eft46V71JHxxllNU9ji5bTQcJPBGsDwqHf4Nh1WTc2ewqbdA6yjIat2O+09",
-	"raOTpoLTezqAtMFkADI53oX6RfzBhPz/J+MTv4dcPxCo06YanuxI44+RUfaFQo5oOHv0C/3nbTZIKHzh",
-	"8THwRbxlHi8YNgKX0u/KwR2MUv1lCKwylyDTg3MFMcUPt0mByYRIxxEUMQyd6r42fjPhqeE5iHNF1rgG",
-	"0+3WswUWzIfL3JcOucUNtiqrab/MSunQsCKJEtHpNtBNblcHBbZg5rg3TY5OGy2flp8n1Ee8XYIXFUii",
-	"XwfhlUSbphMUDLurNtU+susgds4mijZkx7LjjNJ3ClmQB7gJWtzxeLSWb9TmkF/QQg958mtT+JPkODIK",
-	"lX+YfPPeTAfeqqDvvqXygg9kqBAeZYc6+n0TA+xvM9uYggZnIaDRND9oJAzHN44//IQvtjkd56vETTB8",
-	"evrG1JxMT1cCU5qjREeUq7u3An2C4XviumwGrTGHvAsOnlJ3+cp6vCY/ITaETsYn722DuF6vY4dItnRf",
-	"68kOKDzrjV48dEoG4EkkGXivg+DyBQEjgSVshUPhBISDa8oaj00WV9dltxT5JSE1RmDbevajmUhJ8hk8",
-	"XoPhTMWsXV+VTZplYRqoKUvO40TZhA6bppyO+BmnPsPu+0XcViyWiOweInLU8lvsVhftCq3O/krxgd46",
-	"4tvfo/HNjLXLBr8rShh4cogrvlervRsW/CDPCpIzkClSVjCy0BXpzaM+XLS8yIEYUw0mhqhXvt4zXKnB",
-	"RES+gEZPZe94y/1LfGYLYlxYuYmgP1qFk4weh2WNpDFjnl6IFfCnA1LQi3kTtAulPt0mES472AStQHjS",
-	"rCfVWYMCnkWW4NYS2K3tky2KBqrZp6l1qHCT29DYQdFpoap3Va3s1e8YTp6BEci1jj52yn6FN8eY3tkO",
-	"K4kObR8R8tNH+Cg9Sff3+IA79YIA0C+MweIO8gOdHHDvW0rUtx6i/I/kRmrX7LUi2eyGQI5fODAO+dJ1",
-	"OY5uy/s6wjAq1qf+Zs6lL0yFVZlxd8bQxyNUaPZlU/ap7SU+nRF4ZYIVhRLEYDHbiKouFTyFj1yGEWx2",
-	"hn0FczOzRy+ffP7D908xSxSMXL3xFTa+3tS77TyMWkK60+n4ochC14As1CqkOsOdvFypqjA5cisV1a7E",
-	"wW4q16TYWOJtR+vUakLOjJZrCW19Gqnha5wABoNhVQMGFimJJtUc94I3xF6ioOlQxjujwLUy73wOjvfs",
-	"YJEi149sV5ZEtv72wpMoXTgs1muTroVG9sBifhuZlDRC21cjdYBpx9dQ91AgBs4zw0/h2LR35xDKW2Hy",
-	"xCPNYwgF8zQGI/GDx/4j5Y/OOdVUHmn0xCcRUMYxezxsPZspldtETGtikkEhZtwGn8mEQhJmaE3c4Qrm",
-	"51RZDrxSyhuPEkCn2lR5oWUVUiixe1gYrDG4aTstA7Y0x0ZtyCI6iJOp4AeU1xahDIDV4I/ZgwdKTz1N",
-	"siCql6DkYYlvvRIb5VoU3PKgYvy0MOQJivs3Un02kFPo1UrRMQyy+qUpj/qaTTcZR93xgFWrXSuTE73K",
-	"95NlE48+xDA2vYiJ+YE/akILo16SjtNZ3jh2Q4XsAaXzQAkJmEVMCE0aevBZnY4fi5bwpxVQJ50JzyJL",
-	"dR+YNaFoinM/mbZ2QZPAzJzwGU5XFI49JEu54Zy8KQZdgW4nbYRgLE4mQOCWPxWOPNWPxg+bYl8wcKjC",
-	"AIxNrM6L7CgsiZA3SkyV0ryQs1R7DNYitHPFM8K8BJg7siwwUOH3KuIr267jLj/LP2Ao9rJ8COcEjv+R",
-	"XBP/oPZLe7Rsj1ykKuVp31RiDUcLm9bQIl+p3yje+LGihxchvbpxwLNG4DMfotx5KkiHh3y8o3CiH0nm",
-	"weh3HwH1RgAjqNOE31kn/oMotU90vq0Yef0WZD6ogqyaIFMJony9MChkaG8R6jHWFy1XPN9X/V00DX27",
-	"s1RJDlJvcy9aYbSJaLobgzrC/nBCwyIlcpCkutX2mBOhQ+Izydym2QClkq6lbQopQLEN2hKxiUECwsX3",
-	"Gc/wLzRg6b/cojppmquLvvTRKa9RcAiAChH5N2ek10jnu9jG/dpxLV5y93e0dRoyqClnKMB9QZ+ZCKzL",
-	"IkWR2nmTfd/ufJ5FbXDabRWtwwdSfa3Uiku/MC4Alu3FTh/kriQ+n2li5qSd8s2kAr9U41QXDCB8JsaT",
-	"rd7JCTs+cRDcIMTOGCQc/s7lJtUNy8a3g1rfz4bDObq9KgUsiFp+i3Of10oBPMaumW7IAGgUEtPEv84a",
-	"1GqdED/kpAnEQu+Ij6PSxOmzqLdqQsQPZsQD21nIFvW5/sAJRv41e8QB7Xbi8425xcjvP+3mj8KLL1qJ",
-	"arbFi6Mt/8B1aQf7D25l5GVoh/Ix/Bi164TojdgmsPad9APW8OIKcC9TuIUbp5fv9nALLEPlIliOdC5T",
-	"DCkQ/lJ3tZVWa2oX8yuKrT5QsLDVNO8D6+O0B3uYTQCO/XOWHv3p9co3zpuadD2afDtfvnRv5XA7ytUu",
-	"km1fss9LY9WFR0W83y2jn8X3rHUBTm8L0xG6c5TgEpXlRzDHCYc8FhIl/2D0h8levYP0cBOeG/cFdm79",
-	"I1HsMyVvVIwwGp1cFMuexxCpIBfYXVe4exTbfRP0Yo+1GidFoQqrKTdtO9IMqibKl1TfGrMeiVcBnr4V",
-	"P5yya90m4mQ8jlIUAiZpVkl9nYn+eNtlHWY4OCNXY+PpJICxPBoooZQxPzpTPdkRbcDCgjOWfNoYtqlo",
-	"POpNcQNaS6tidj2sVwSStLU5qX4noFoPfOun8CByJxdz9mNTWZbuKpEtNBYLITahabkt/WR34Ge4Th9d",
-	"i/2dVI9gYfoa7xK70/ucbI2+RnvNKQbU1zrVqQ6pGFhS+TxrUrrtbmnlVjpfgIiLjzCY/89FKBHxVT8P",
-	"xwMuxUetp7BsEHRoPC9MWb4PXnx45tWHLMVo41Hvai8vQ5ObQl+d+etU2PYt202G/P1nNk38nQ2FqPGd",
-	"JY9R3A8jgsj+IxVo/GlFHIF/h9sNAg44lKhXUW8RYOyFh4yMOfpvZGcmB/KIp/ldNmlAqf7NbNJvMT83",
-	"w4lQzS6BRps53sMo1BzkZTFbCF9+npOU8q4wuzBrzgjmEZmdNBAaYNIOAqj2rFSy4qaowAMoKEVAhS2A",
-	"4LbD3Ac1fWlhhZHwVEtnlsUMQ+Usp2g1vqE4A/zGMDEPWP9F+e69oL4nChVxF3YSGA58VNtaliBbo/KV",
-	"OEMf8wCkOB2PMQzdPBSql7ShiQ1CiwQGA8NPU40onQ0YOeketJRg1Jfm6spn7rWF20uF9aWILf47NOhb",
-	"qO5v28jirqrVhzTwA976HhkU9tgqd9aSHK1A6V8egD+iB+Bz4hYtJnegB4BAku8Cd2xDKb8DtuP39Jrf",
-	"BNoR3z16t4O5AxGS8LcYvJA3Zy8wZMCWvRuFrBMz6mXUh+zXsb67fCwevugsQg6m6BQ6U6TeJE0+vW8j",
-	"3sJKw2yYJeo2HheNQbd28NHEDjzaH0SB/dNiIH0JWhG2NPBdQzvZSEPPsfelExUiJt0PxgHarf47GMG5",
-	"JzIGrVtSIvRClfnor5L22xI6Ah10J3T8WWrUA0U/sKHtMEcAqUaakskGt9yC3y6X+IcVBt4Yt9cXbFKp",
-	"7m4r8xYIpD9dM6eUC8yF8xXqLQ9iXKm+nRbrC87RTgj7V2DTmabs3LfW4B7qmLFnQ89auVSp5jVMGElL",
-	"6o0vOrbC9/hsNTVOGh+uz2rYqg7mLy6XnA2fRW7VnUbYnH4ZchGobs43kcYaHotRyXYmyFIGgC8KZxa0",
-	"p63tL7SorRL97MUPF2I0Gh3RsIzHxl2t2YOlucIbx3EGtwmts+YwMaGWnAnzRitDxGSEfap1pUrpVH5L",
-	"pWsSifGmrHW75x0jDPvUH8pluaVc9N21lfsXgX6M0s6oS/s9DLzj9//+W12NjVS7Zxkl1bpvxP3KKP31",
-	"owL8NWG17frWOVkbSUsbxqf4nSp5v99Kthe42QcUshGDbUgBgU199ZVWWDCTd5WppbrfdMCgqqfBRNyj",
-	"Oo27fBijlY37+nVXnYnvqh0GjG0ggUMyPDGxdWKB/W0mPkiwW7DGMl1ipIiK0SSIrZEUsYHU1sJC0VlH",
-	"Cf1EHF50tqdX0uFFZ6mOq87EX0Vnv1lOmEf12KcL7q1DQ6z+zkK0lnZ4pxPgz5PKxczn/SdzBTH4V1ZX",
-	"pBP8ld71vy2961C/zAE8Bztr/JY8B6tguQIGI2RN9YvdLoUFWZv2zlsFEGkP0c12qlvPmurWPSWs/nrE",
-	"ZiN5JGfBUkaMEVmAJUlqyEL6tgTwU2/n3lGDGiGVReWvW5bxeaqxX2Z4VVCZ+biBNU5afotrpVbknPCN",
-	"uZqnCxtKhMgOiPr7+OnzkjyE1UXrY848QIvU70pIxd+1mxGlKfIaeVt9MPFCwDehInf5lsm+VFKTxX+l",
-	"HNUWbul7QAhUA4FBUMI5tmJODY8Qr8sW/8LmcvAKjGoFA9qv4KypO/E+aTyYnM4O46i1zjmtKGzGSHyH",
-	"4Xr0D8QWPRVeaMMGf7ueOIoPs+MAa5AZODCMwZW0NP38DCO8jHNM6FoetomfEP3T8elgJL5XKyUdt7rg",
-	"xW93tViaSk24ecUmlBg9Gj/EaKCcq25ZC2O13bYf1KaG133smGl4/cvw8o7kHSQebdaBgOiEfcUMe9g8",
-	"aFnwKsW8QVbK5y4a/b+wmpErxHYLGTvqHVO9U86Y/ub+706vo+hHLvCJv7Cp3mUNRERnt3AFv8b/RZHq",
-	"W92j2xWO25AYOyWPHUoPmtHINLod5ufBEG/aZUdgfd5R7du2BcllGe7fG+ot8Kste5873/Z9cVErawY7",
-	"O+zamYNbnLARtKB31FPHNvQnh0Uf/cL/e5t5/MAOSA5+hsvrGeezcxCftrszn6rWGkFhTe0ScvUwBq32",
-	"bS6WcaiB0Oa3t5o2J2Q5cX+AJw2UBl2kdkSCeEy/cJymGxqr51Gr80Hojgg/bKe6iIYApqo0+sqmmu1Y",
-	"Dk7gkRsqgMX7jk33CcS7nmaDMz8AsXgEjAAOFjE5ihtxwbusVITt7wkLqI8YNsbJbaqbPCyeH0fhOB24",
-	"lXiNzQf4OQT/Z0A/fmX/eDyOE7BHglL4sGtAN5zcwOsbPxmkaR68S034rkHH/GAqAo7+mznd2aPbLeb8",
-	"8ZTFjbrN144tN7Bq9+ML/z+7RAESbIiU+mYSf5kb7llBV6EtLVg4tGVFw/Fuawr4xJt/kR+Xmn1ow/wK",
-	"bo5FMwWb3G9huaKKAxMD1XwQF7/ssOnC7eGeqd5mnyLmnmccFnxgd3BoqONOqJb33VtC3Cdw+AIR8LyY",
-	"ywhrE+wNMJUCKjTHEKitYcjtGXNuT2ttbJGgnctVGWiHYEZq3bBvFCMBJd1HkBrmFyHudjGlJzqPedIH",
-	"Mx7wFU9Aq+8MwsAXZxEsAfYMtU3qpRVRetToDxHU+iMhbUQsgTYZBP/O7drDFPZkM/nMkY9HXvtSmSLp",
-	"8xfpvG9ggG0lF5iYV6fuzAaKaOh+DlV/4vkhDlV+uAlldDpWOxbDpXXRRXhgk9A+YCfWk+o+b+dkSzpc",
-	"XDwT0hKIglWgWH5JWxQBrRgKCBcVSqnGv9cPrN6LHX6Ei5sIbWVAKSzANhWJoiujVRZ1h2D5OzeVT0tY",
-	"jsQ3Sq1I2QoQwih2m3B1QI0+1BsGQ34UNRde9NFiR/zGVWcyyTe/ocr6EdnSn107psvQaKol9tDA+9Ap",
-	"D+N+DvsU5nZO/C+9qZKVqs5rt+hNfnwNzIj6QHS1fjuPgI1k5UJ23pURVa3F6Gi2zI/8I8Nhrm6yM2o0",
-	"Frz90lFuE0yvrsrepLdwbjU5Ojo++ftoPBqPjiefjj8dI1fk6e/MwvfbZDw/3pFWGTrrrEaj14kbmY+a",
-	"1mVURLHbNe1zA3agvmocOzYJ5eD1inCvgu/Lp2l2ZmXueKSat0furt0pfLfPBBJ9nHXSak+UeDf1wDes",
-	"8ECwnKdDHgvqnI39X1rzYLrYncUzLgPnXZV5gX+tKjNV9gwMI/LgaKVyahHnm0xzJUdnQ7prtfFBpOJK",
-	"87qS0GXGI0Fanxa5qozDxqHOhBo8tRRmPi8LrW6bBg3de/v67f8fAAD//w==",
+	"7L17c9tGlgf6VXq5WyVyFqQoWc7EVKW2NBln4sTjuGJlXfcGvkKTaIqIwG4Ouima4/V89lvn0Y0GCVKU",
+	"40ecyV+2SBD9On2ev3POm87EzBdGK+1sZ/SmM1MyVxX+90flqvXF1KkK/sqVnVTFwhVGd0adlzNTKmHV",
+	"xOjcJqIyS52rXCwXg07SsZOZmkv40bzQxXw574yGScetF6oz6hTaqWtVdd6+fZt0FrKSc+V4wK+XlTUt",
+	"g13OlMi0eu2uJvhEJsxUuJkSi0rdFmZpxUJeq3Mhx1ZpJ6amwm+nRWUdfgWTKuBN/1iqat1JOlrOYS70",
+	"uuaM5eunSl+7WWf08OQ0gRX4v0/CGqyrCn3dgRV8a8pcVZfmRun2iZuVVpXIHDwRJj5ZVhVMdYa/ToQz",
+	"olJ9pZ2qROGsuK6kdgPxTN2qKtWLpROFE4UWUvz049NBqv166LTqBT01k5s+TWbHok4ffnH3op7kar4w",
+	"TunJ+nu13l7X3+WNsrgQOfnHsqiUsHKqaBWuWovuk8eX34iZcwu5KET0tv73ap3qvJJT1xuJE/jF6cOH",
+	"4rawxbhU4uLF10+eiMlMVnICRCG62X9k8FD2r6yXCDzdsaxUqrvZxltH4ks1fPDoz1+q/tkwf9g/e6C+",
+	"7I8njx70v/jy0Zl8+OfpowenZ1lPmEpIK2SqrauWE7esVN6fFqrMBW2AaHl12gkvHwwGaSdLxKpws1Rn",
+	"aZp2MiF1LuC/aSaUnciFsudC4kzFjVqLidTaOGGdrBz+UGRpJ+sNxE9WwUymlbIzUUmdmzn+oCvFTz89",
+	"+au4PeshNSs5mYWtXpulmCupR3gASF6pRvISlbLOAp38qPLCCqUn1Xrh4F7qXFVC4stzVRW3KhfTysxF",
+	"4QapTvUFHxxODl5r5RznntBj4aOJLEtViW5WWMvrtssxHI4z8FSq8bGFdLNk421jk69FN3OuvJrbLBHZ",
+	"ShaO/4uryJJUZ2UxL1yWiFxN5bJ0VsjFoixUDiPMKrO8ngmp1+JaOrWSa2F0PQAuepTqvljNilLhF3iR",
+	"RFncKjuqnzwdniT1X/5uSp2nWohsqvSk0NdX9HEi/JRpuer1oqiUvZIuE1augWJWM+lEpeay0Pa8OT7x",
+	"INg1YV1RlqJaaiu6sPRCXyfwht5InA0f4chFTXhXhb5aVOa6UrDRRDTIkPvIkXkyeGpXEj6BGZ7DW2TY",
+	"HAfzyguVi3mR93ESpZK3eHWlE1LblaqQwJYL4QxOwR+KWJRLK+TYLJ04+ULQuoyexNu6klZUqlTSqhzu",
+	"FXAu/EsokAb1uvDxK/wwOw+EjIuSQqsVUBptHH6kjZupCglmJM5OT5sbc6PWV/PCzqWbzLIB0C6uDJcE",
+	"M4KrhgOqXHSz0kxurmaqzOEgrZrLxcxU6mq6LMssgcvnirkyS0f0wOR9bbTq+b2C2RT6eoTLo2uChyjx",
+	"2g7ERarhWhXw5VzNx6rCC+eKUnwxFPBcg6sfRXtkRVdaUUrrUl0prVYqT4S6VVqsZnideW+VrMpCVXgH",
+	"lIYTuzbOKT0SkmcEn6ead9YKqdVqIC78Oc2MRaIXE7Msc9yhsRK5gnsBsy2suFELlJyphn3Alyb4oJ/E",
+	"HqmzwS/vIU8X0jlVwTv/v+7/jH7+j//s/+vVz//R/9erN8Pk9OHZ2/9LO/x5mv6cpq/6/3r1f8Bnf047",
+	"8M+r3puT5PThw7dpp/dfnTZJ9p0p9AtlLcqtVr3C0rdXtYCWgj8TXauUyMxC+XdkvVFN/6l2QQ7yL/zh",
+	"sugWh0tuHuA9CO+nwEHbFzs31gm4EVZIVIxQAbGiezIcEsmRCtXbpTAhd96cHWl4J8PhMKkVvpMWhS9B",
+	"/eS+ulKsC21t6EGKUKXwWuSdkauW6tfs7TN8+xsaE4RcPSL+s2+siNZ/vuj/v7L/z2H/0av6v1eDUR/o",
+	"/uTRo7ftxAyj24WcqPbdW+rCIf0u3cxUhZXwXdih7dnSqw6dsp8vTxan+sXpjpk+r9S0zWz48ZuvxZ9P",
+	"z4aguU9VpfRE2URMzHwu+1aBNeCABRZaGK0EHeoo1Vml7MLovC/tWk8y0TVaSN0UJEFyjbxgkw4FltfV",
+	"pHDF5EY5URBdwT0AzgfCoUfiFF7x1TN+Pz9+ZMXClOUo1aXR1334P4lL8ay2f6Sju/Vg2BuIH0B6WQHa",
+	"X3GtTbWXd/JO7SPK7e1lZvEkbyeEmhkVOck1z+XwUoEoOh2e7KAMfvL+pAwkcbqLIHjGe+5+CyNuMlaY",
+	"8j25wCZTfX+M4IVywGLsrgNAMQ8PJGhtEKHmicjCxTuG/2UiUL0Yr+ki2J3MFwfct4r/qtS0M+r853Ft",
+	"0x/Tt/aYZ/y0sA5XcInUvYuEAu0DBQUTIHtqJshVIjo63UFH9Ib3TEY06X1URMNuEFFYDUz3njREQ753",
+	"EnoLrwKmZhUS0eOqItfHxGinNApwNH1ow48XlRmXav7fv1jSZA479Of0KxqvuVsXei1Iz1Yw9KDzNul8",
+	"Y6pxkee0uR9rIkhuaL7mRkXqu3CzwopwX0Q3m/rpZT2cbtNN8Xe2CT723DfdBRlaIUvQ28G0Ag39H0tl",
+	"3bZxk+rubsumNxDPyPLA93kWAqIElq5vZVnkP9KrP/aS/YoKK+aynJpqjrZWQZO64q/5lJ6ZSAH/WLN8",
+	"ZtDoD5o8MoLCiqwhEjLRDWKHrNMemHmw4anGD5LIqK2kFmgpoqkrNLKRlbQD8cQbdyT1vcmUavJEFhW9",
+	"wYqZvGXjmKihcOcCzAs2g3kufMbPjCPv4nvfuPDm+11LMBZq1ambaeOuyIOZ9RLvkJAWxIOVa5vq1Ww9",
+	"gs9oOzLRDVZww3dwjpdkoVAMZn99/PTx5eOMtTib6tPhmSi0dUrmvcQ7YPzbIn8DbqlZOnwbfj4S1syV",
+	"0SrVqrRKzOV6YxHarOCd44rJAbTKHIwY6yrpTCXwG/JswQ8SgSbhuFLyBsRpFoYQzRGAQMwK3Y3ZUt9o",
+	"s9JZqrtENOyeQEqiqc9NBaNIzT6Da9NjKngu16WR+aUxT2V1rT72VUevXWGFgXmffCG+L/4iutmCJnXl",
+	"jLkqYVp81/l2fT5yJGGnJbMJoEq4j6SOeV4dnJ6eVwDhr82ysvACuuOp3mQtBc3BhWk1NVrQPDCGIcE4",
+	"6TbV351iYDKT+jpIAdJNnhn3jVnq/CPzV7uczLxJRbxgCrMgFmoF2FI1yyxq3xxYUMAb4bYWWmTw9xX9",
+	"Qd5gfnZSGusZMB0kc+Sw4bFqFvYbHqf97mKAgmzBQBJWrsVqVkxm/n5dGvN3qdcsSe3H3MQMrs9c6rWX",
+	"mDY79+7GxmmLxwUSYuSi7OIW4EKPLDvhwz2FPbAzEEVe7rFLmJ2Y0sE3qfbDii6wpTU5UidmqZ3tJd6j",
+	"y5pHRUcKU2PDGqi29uGzW0nnInhZ4SCuFcy8d86nFnzThRXSpRpZeDEnx0V4vx8xoegHzM1oNRDoACeH",
+	"aqqb7nA2xUXXVEEORLOD98BfqrI9dNnSNh6BEJourSytmMiqWovsR+kUutD6z01ZTNbsaQ8fAxfHAFa/",
+	"UG7a5yBXH/YUF9LnCGr/5KQHXAcWhPcc34Ymh001HNNIZGkHfpd2MpQTaYenmHYychnE0Vg/gbZgrERd",
+	"rFRTR4ZZ9Orz6qvhufvqJBNdbbSirXC166IO2kjbDDEQCcSzgnfxzGri37bSNrew3VTjDYlomsk3nvw/",
+	"vjoZDs9XOP1/eL3TpnoBqpdfBPlkx0s28sbLyjrSR8j4myvYdnbWGiD7aVGWZNaq+cKtW1YKA5//Y/lV",
+	"CtyAw7X9MH7nkF2ot3IXj+DjPY4i7cgmftLsw/un+qhc/e+FtUCvcPNJlxdjJSvgPMRRs2U0swzdxBGJ",
+	"vnz5sn+xdDOlHUxRNee0ZQHTQm9lUcpx+dEVG1T/xnJyo3Qu8oKiIiwtQDQXc5W0MC07WzpgUqnOzQp2",
+	"hF9xtayXAkIb3dlLNzFzFYL+wF0LK1gd3L7h70owbz0h4msuiHt+bfS0LCbObwPsaVn+MO2Mfj5w35I3",
+	"nUVlFqpyBfkoSLnfvs2xITASq9k6UnoowMBCDehF6eW8M/q545V/+Ig0+k7SIT28k3R4jzqvtjwnSacZ",
+	"9GyZTh3zG1FUA9X9Oui21KWywPkx4na+O+7qf26EtDdCXssC/elg8EpHoY0vzjqtkQ7+yIx/URPXefuq",
+	"jQTPho8o3gQTPgqSdiB+0ErQcVAMTorMaPXD1Du0Um0XalJMi4ngu2FHBBKg7+coXktr4Jd8nlki6G96",
+	"U6pXGAtELVO4VTFRA5FNTK7IeCMlicTVSERbSmHy3aFqFqObkWkRE4noylRndYwmo+htg1Z6+KZC2WBU",
+	"njcDySDD6QGtUD1ihY7pP3KNyDwvYNtl+Tyi56ksrUo2SBzuKNzoq2VVblPWN+jPYZ3X6HItag2I1ARy",
+	"549EM2BxLjBgsU7ZoPCBC9xdIcXZcNiLSdVHJiTahoSsEP9YqiXozTR80mBMz394cQkv0sYBVSDbFDNV",
+	"qUTY4hrMGWnFCyd1Lqs81S/VeGbMjcUvYQ30d7/AKLn/C1igdXK+QGCG/xR+It2yUiNxe5Kky+HwwWQs",
+	"rfriTHz794uv+y++vTh9+AUQYtop8kF4yQA9Xh38gcpI/ScEy0KhqQ1qbL/vD6Bv1aRSDpSQ8CT5zLI3",
+	"Kd6utDNK2cs8YIM67STwEY+IDyBeJ0k7uXQy7YzepOhG5wfht/hftEGWVUl/FHD+i9omSTtv32Yjiow3",
+	"HONkzQeLgxTUwjt3YBlmOiU7BDSsaBeLPOsxSECK09evg6RhiADMob9ckPICTOsc1Ja8qNSEnUzAF6am",
+	"LM0KDIQLMSs00WQUoQYigj+0eu1SDYs8stF+MiHj3ElfAlYEulMpnUpqn4ypUj011bXKmxTGPi/P3cUP",
+	"cCUyUIltJn768SkDTZDH0PbtOGwJ68gEBwRogXIyUQsCccAbs1TjjVsBWWP4Gp8lZmWNpxMpJqWSGs1q",
+	"XJI2YmnBXij01MA2Tyt5PVfanSOQiC6kv4Viy4eJW2usg+kjyseaEhE0BjfLLGD+iSgLfdMvzUSWMMSi",
+	"Km7BxpJ5DkwRNX6ilYnRWk0c3WqWQ/Va0EnB4Bz6KSkJcWhhePZli0ycm7wlKpyp15NyaYtblYkushcy",
+	"EZauN6IIK/Ljc5GhtZhj7HQt9HI+VhVcYfqYH7OJ39DwWnhJLNTDF6Ab429bJTjG+beneyGmlVJ9EK+i",
+	"lGPFoJ4CpZ0TdmZWGByLtuPktG03iOe17IerliqDFxZg9WKUN6OHr5CWM++VIUVwFIGpEESTangaVGSw",
+	"VaZT76Rspx3vtUQhr1O91MyMGdLwlA8jgWH8feVHgjDw48PnTA683rExQOqwYEKobS/4KSo9JW7WucfU",
+	"iQfD4XBYB61RNzV6Wlwv4bDn8rW4vHwquv7xEzHrtao9+8AeSedWlkvVdsj4RcSkWIzXEzoZnp6J8dop",
+	"2GPx0+U3/S9FF26bvoaLDIS7+8Ii8tLk69hjCRt8dvKAwDvkyD2yPA+P1Su8l4m0kMIlSHBajNci+9vj",
+	"y8wblKmeFdaZap14/ww8Asuha8JwhOc/XYrBYHCMo2QJYsrCqaY6eLQscBiyO4/IfVEjD3o8x7ECO8IG",
+	"5eAIfes7tYXCDcTjcEWZSZNooLkBtxilmi99rIb46GhprtHx9JKiFAmoz7A2VaoJsn6tVA5cjb1V46UT",
+	"315ePh+JiZwvJKgV4zXrOejNakA0cCvXZlml2rNISavD9Sag1U5KWcxx8zd30oytqm6Vh+DC2YCssjwo",
+	"GRYgjzZ5J9BVC7fgWW2T6rdmhUQHe4ruTIrngRqMu17fqOFAXES3ie8sHFPW78/l6z78PKuv1BdDYXue",
+	"14AUPPdU06o/ppqEs1f9/EUBzYMHoK82x8GrKy7gZFPtpYsS01Ly7uy+08NDzJqk85dKyZt307UxiHK1",
+	"UFVh8jv2fxbIeA6s0CNpEwGGz5A0LF5zj2w8sIKAPLdgkGgHomUvtQdWCpxKQr+0xmiFcRmLOot+bzvl",
+	"YQvvug2kL+Kdl9YFW0+hH29uz4UH8ZUlh5Vg/YcYrMHybh18johr2v/aB78qaBgGuKKPExchuid0U3Sk",
+	"KPhMB9Zzd6kYKGi2Zwe3bXtuTSwNOhLkfFGibCzKstDXx4W+NcVE9c9OW/EkNZrjZxojckFsnsurljP9",
+	"G2zK9pHWGHH4K+x+Lp1Cq6rTwoUaqPPGz3YfGmxam4SlXJJqfWS9R6s2DIrc+6N8nNIZczMQjzX8wXYZ",
+	"B2GB7f4PPPbVk7+iJuxfzHeJX76SFu2GVHcfDh/0yMeVg7xjwcj88FyQDCQ08jD8ziOtZapxTmuzFBOp",
+	"xbSAOWkSv2AxwLdXRW6zhh5U7yGK7j00jKYhvn4jlH1S+4QoC0flSIn7NRxPlQdq4zCNrbHfQXtGv9Ue",
+	"/9cFaDMVHnOdbeEztHKz0iNyfZHSg5wlXGGQNASerKriFpQyOBuMYawMvdd6+iGPGtz0Cs1e+w6M0uvq",
+	"pH63BwqIe0vQUCZmvpATJ757+SKkeYFJtqw4MQGPc1EZh3ayM6mezNTkBnT1stCKEd1/e3wpjgcrVZZ9",
+	"dDMew8+ASI9/Wd3YwS+WkN6ogoAMLyxmqdjlOCNZQ9yql5BjjKI3IewFj27kkKQada5MdCOTLAlmF/5+",
+	"oap5gQ6PrJCuzjbJONYXHJhs6c6BxXEEBIQ8Jb9t2g1HZFGgx5psFgwoI8h9UimHeJdSoRWPajORBh4q",
+	"Qdnbr5q7C8WND5wLq5Cv4DVuOPzM9kit4wTL5hCvaws/d8zOm/w1vHjrOiUx927j+d8qWbrZNtO3Trol",
+	"s38vhszNnWKHf9Y6UkD/NEfyWLB7yZePKZOAR7fxJbyddHeOLBta4zWIpG72VRZuNK/vyAIpcc4Lercj",
+	"uYayIOs1kj6loDuEWE6niGy2KYo+kFUl14cLDeSVbODRxPdKj3Mhy5VcW3HSmNkBQiX4Rra9GkuijNZL",
+	"xyFU8h0xfdR6M3mLv3t56bEClMH3n/jfwDI4YgOcVgtker077mRLHJrz4BpC4kAddJfHINYjmySEvwg0",
+	"gAspHK6gjnXLpoqJfHWTWu64orzx/nD2MJPoliWNe7rrftvt630XQRL50T6zQAuKUVCX7qS0jTXSoG2z",
+	"/O7l9y+U25HL8fDkz+K7l9+LFwrtkcf56cOHJ4/EYjkui4m4UWsruvDgl8MHf8YpNZcKD2A+jb+tG4yu",
+	"vEZ+yvrR4/yvLy5aVaJJddt8EKfR+uhNsQPyfqOAr+CqvnjwpXCz5Xy8qArtWu/AjVvHI/7w/fPW0ZZW",
+	"xY/Z4rr1sdc7IBJhGxNBMZZlVd5NrzA32hN4My05wc2kCbWdcpMrbr4QjqntV+hfvMv+2SabBw8ePErE",
+	"T5dfn3MIpZSkf0piRBxTP7IC37Ru8I/7Sazm4C9cVUxcuRaFnlQEyUVdiuBPeF8tui8C+2IV/QDu9UFs",
+	"1D+0/T+0/d+Ctv9rtfD3pn0/LaxT+VO+a4chWuDpJ3pqWiAtmhM62/FBR4QbFgxVRceVv893s2F89/Ya",
+	"XnEe7ONb1eY7kq0AP6/YLBCcnPi6BzWjnJAqKumeHlkiHbg1ATDfO5yNjlswewEkz5GEmanB8YKw8ai8",
+	"x/B5oEdSniKFs12pVH47vKz02lMn6VBo48rcovJVqSvWsj398P/2AYoownKVV2axwG9QdbziCE6rUL5D",
+	"llxG4Xp+1Bu9Q1YwadAD5Uehc7VDD8C9AWJErymFbuuMgToqRA+KsZoaQpd043gXDhDKEXAmAwdXMZeh",
+	"5iuUX0vCF4M8olITU4FIWSu3g/Pfy5bZlZMfZYu0+SwDUB+diErndZGEOqBIbF/pPGTtt1LcXnvKn2yX",
+	"5Y6P0PXY0nq/FtUOy+fSR8TwZXS41/I2Dp52M39PQMJEFwXFUIPIN6xljZBqGILjmeJGqYUFspGkKKSa",
+	"o3I4cqto2GB5dImTDpo/d5lNrezdTG6+pem0qJW3vkpVsBfuYvvEZFus/rIdSh2MLBqrEYGn7VlgdBR4",
+	"LUdb/O6RvL0jgHFQCMJXWeD17tonFGmtNMPBlBpcONhd1SZplLQBoonMVtaDYNS6TA/pKmgwZoIGHzOF",
+	"em2HHPmqEqZKWnBtWG0JlSEuw9Mw0BlpEQE2S2ndqK7DQ6gmLWZxfBBfbp1c8/ulS/UcwUxNuOeApq4q",
+	"m4kSYSC1itfAIAwxRcLN1HxUb2Q8dzFeIxemNVAJjRBhRAGMEz9PtR/xyhkny4xTLCh6J8uSbtbn5ONT",
+	"FHfaBqLwQneoVD4QaPnYjdGKwj8Wq4fBlmHFJB8piggHFVrc/UBl5boOu58MhyArYP9bT4FLMBzCN9jt",
+	"+haxA0/oFyfDYbvnMJzqHl5Sr7um1JkEawuVWfTZBJpEzuzu9hMe6rZU9/BafpiY1+bV/zWAsffkFK3V",
+	"1c/UJ3oZc9ugrJCuQOoPoWUCni241MHs652neqfPFLj7Ppa9w0Tk1Jk9FNlMJPMzY+UU0c2MN8JCbknQ",
+	"n1NNN9rLYaxoxizUQ2hB8emb6VSAgo86TNdzcimmapXqYDvH07/DakU+x6Rd87bNi/8u7uA27cjv4C55",
+	"j6U7tpSi0pchOUwnqs3nFqUoqrG540Lhd56O4fFm6U02SxGe4gtv3q3y7F4yO54P9y6+9IRLhfdqHWJL",
+	"DTjYFi7b67w8Rpch3o9gm7jEUzXYSpWQ9gYrusnJzOf7Y0yraS8ODhVM5G1tObdf7SMc3N+Tt8cqpvI3",
+	"9w8A+128F4O9DL5JZPOoL+LhH5qpE1Ojv8C+1M67u6mIeA/yj9+TDN83qdz33H+VK/B9bOqP3tGzta/X",
+	"Ru/x5vlKfU5ow2DioI8cHi6uotF3jRN8ElRILORR8OdJ/QC5anr3mcLGrkZuL1z+3o17F5hmILyDq0v9",
+	"KoA/yBBkmD708iHR/qG4LqnEqDg188ca6t49EffAb1UQE/fE378D4v5+QOZ6ZvDxWOHZRJDm5gTrAEOM",
+	"aB68AzD2MOm/VaLmA+avvvywGatbFxZn0R4YeI5hoQ+Qu7vD30X1lutyI+RvpYoMBVaabUQ6ImK7Mwt3",
+	"o9hulN/YtPt/mym5YfZ1Xm6TP2ycUUbFc1czLvGADgw6lt5gq/LwOyfRbhxXnQPLhbM3cmQ3UmMjetoO",
+	"yj86e/hnn04scuVkUdptxMaEzXx/KTbSb/AiRMUL8GS4FlDSCUViWMW6YgOruTveAxqWyb8kq8v/Qb/c",
+	"VT5t46toc0FO1jsE69usZYSgwY3CLHDTtxP94ydXMCyZh3PlZibHKkGSEjSxuKBTlUZzsVFyLPo7lBWK",
+	"PmuWA4q+wJ1q85XQ0bU7SwJEsUWvKxwVYdihfsSwxmWlRz6IPmKSGcUHup8D4rd+xDCrMPOEiKxNKvwI",
+	"/OHd1JhdAvuZWjEjYqGNZUG0WdWiEHjW5eXT2iESF+RDw+7ewrotQeSFvwUHZRX8hlA1WJgsDCRdrff4",
+	"/BpCO9SGMi/0UGTN7orWMZvGxxKfSeZrFKJfAv1B7E4KifQcJpWYO/ZPJa6Vs2ih82ypaUItDzHm4IXi",
+	"Dj/S7w6v4/f3Xsgm5cpjXVzPXLnuq9cLU7nOTr39DyzQ7xL5HyqP0eI+ZSJATcO/MhvAc6JX+5i3j8pu",
+	"Y3r3x8Von+6MjA3uH8XaGfq+47r/ehd/A2bd6tv3wd57+fYPcuHHp+4D6rUHf5+vPRzle/TeHYAlom3a",
+	"BBMlYqmjNHMkT0mK+QGS83csjP4QJ//u0NL4hr83fGm4/O/oLL0DVkQRadusRBwW4itrnou6HqeqUHTa",
+	"0K+KfaJ115XhwSlFH7ncyoVlCbBR3+yzKWFy38oQXte5lw91oyrEr3ap3q2i/Ij2zvuh7EuMA6+88eXN",
+	"o6hWQU3dhRVFXt6bgO+/wBe8vA0dTLVly4eryQoY1p6CRxOOca8E6GJReRVfJFQXelIusdGZHJtb5X1w",
+	"LCKB7FeqwjZvtBtKY/861kKQEd+qXXbknv0+xD17H8PtVyl6VIxjW917Rw2N/Ef71bMAHf71etldCtJL",
+	"djbfKLVoAJAlKO0jIWsFKlSjP1A3s/vakjVb+PiWjQiKk2vfutHW+IFdAOurvWF6P4aX4LGNtlHN3Bnx",
+	"iyl0gjuBjQ2UzuMd2dvy7L1Kfd+fqLnEXyXz8UWP0R072o4a1QHfgywvfh0YYG3mV3Tud6SdRp2YeAp7",
+	"Zv8t1wJpTv5dcxgi1K7vG1kFPxqQQB8vwFEI2XB9mN6BxH9TUL16H0ZgwFXNErY820nndR+e7t/KCjkY",
+	"/Cxa+/eFJlxTsvnpi/qlb5POQukc3redG6jcZuPQKPYTd+/kWuJ2R2jY2xF3cd44xxD05Jgf/qpKNri5",
+	"0Tz2UE27t+JdOGnAo37YOxJd+zsBQTGl1kXhPYr8GozWA8l1L7ozqrx+P3TnzvseONnGWje8Ubtztnl7",
+	"v1dq8X6jJUHdI4OeQyXJZnqORDnim+I0Iym12AEVnfufetjXewii8MoX76ku025MEVfEotLFMueSW926",
+	"I67m5j9YxYKAAr3zxj5RJ1dMBDjYsXfH1TkA4LXDT7QL08TrbMDqVwr7HAUo5Ye+9O9DXzjQx1tnFO7E",
+	"U/FC3v/V2mgjS2Bsa6K7dHTeNHp9G4tg8rYams6VWe9d7lcjbEsTb98QFyOUmwvDNu8nX/h+iIe0QAQt",
+	"A0UkwdJTjR/3GErrN4C6e2IfGmlFti0pE/9RqfJrVWWDVGNpdWr0XkluqiJBVy0LW8N30YElrf8TGzEi",
+	"LoT7NFOZ34Zja5/E3phH06dydvrgUaNb4INkR2fEweg46b/67/9qY1PUC+dwpBA9/4JC79twobiN4h0d",
+	"IluMByk2evNQ3wJB7a/AcCbjoDcQT1yjuulWBMn3/z0g+bAx53Z4VWPVrVD6Vu7TbFG0vR/PTVkSFqlO",
+	"FWd/eah46JvPWsE5yC1XlYt4gr6iFbqKT8W8wKqmvrrloY5/qW/uOLdFKScqovClSsQQ7hYwGziwwZ0O",
+	"+bswYAGNzw1UDsXj71HEApnf0bM0pCFYhdW+vYXOrT4PysOsW5jCbm6Rwdb62zjj/8py+Y6+5D2pP946",
+	"AVWMS+buKZ58LrK0k3ayOu33gLq4G1tCk9m5wtZEjQOMz4bR2bjxrG/49OfCisLesxLLQYd8V04yKiaT",
+	"ZVW49QvgnVy0FdviXCypEBz99Y2f2XcvLztb7VbFdy8vuciver1oRoF8SvlqZqLq/L63V2Ex5xVED+fg",
+	"y7gUtK+wwD2sNbANkGigVsGO1p3vrksztqLrBSWm/rqy/yf4z5+yHmqyqZ4vrfNtQWaYTVnGZS/qvkco",
+	"63Dl9SnMnFtQx52iNTv5rwWcxngJ0p6w8lim+9vLy+dInXamylLQL2wCxNr/m/HIJUuwSaz+XCHzmC41",
+	"lqO2g1SnmpGZPlWXKyr/8OJSYFzOHr8Jy3hL/3/LgFffipfAv6mWeqMXfddLN5iKZ5oNHAOLuAjOAAeG",
+	"DK/HvRU2gnlkOdh9JYlSvasmkbgIuXlc8wMDcLhLRodEI07vs6kG5RDdF2AEb6ZEX/hQJyYpcBgUCaFS",
+	"WL1jVRWOWxMQ5nSNeXXx5UVvN2lTWKGdcgplWSmZr4VVWEg59UozqFiFIm/7dy9+eCZWM+nQgZh9TV2g",
+	"+pfrhW9G07WGx84my6oU/VwcvUlZI007o4fD4fDtUSZWprqhWuLrhcp751jFYr5wa9Lo5kpqS7Frlqd2",
+	"ICiRC5sgw25muzpPZb7BhHVyXCpuloNr+gG7WiBXhxNYmAIrri+dLXJmXhOjXSUnbsRB47mCc7dZqrvP",
+	"KzNXbqaWlq8wPmAWSstFMVjLeYlsAjQHM1mCMOvF5A43Gog86+FmWjlVRIVYp5d6Drc0KSZ6TTUGsqkR",
+	"ZSXnyqnKt7AXhGO13ImDcomJytG+x972onCjVPumrQlWa8/CMjKsEy+0ETdqzWkGhADIaQnibPgwSsNf",
+	"SDcDY4YHLrTILrA1yEBk3z6++Ks4nmH1zX96BDV9iCT2T98ylixs1PH4yhSV4DLxdYtYIAiew1StQiMH",
+	"bNiFfo2/GRSw7hh4mq+pEiMLKzBGlKX6KtfYMQUm7NRrd7woZaGzhokR0xIZdtjhksiR+4IURo9Edvbg",
+	"RPhr8i1t+DeFKnMrLo0RiLaMMpR5OqlGXAK8l7uECfV6Arv/xZn4vvjLucjOhkPxF5n7d2fN/tSpBi58",
+	"fDI4EROJNV8WsrIKTLF53Reu7vecfWusA1lTf5Zqpg+YSu9cZA+HD4m3/6+q0OHxzDjxYrlYmMqp3E/g",
+	"lr/EXizYaEULnstr0cX/nWJrDGD8OUmMy6cvsEAM4zDLYqI0gXW4b/vfn4AQxjZOKJXs6BjvFDG3gamu",
+	"j/lHx/PCRQjojj/OTtLhmYEROxgOhhhMp3vZGXUeDIaDBwggdzNUCu5AgmCGWpvyShyI0SlY0oZMzIDt",
+	"byQtJRvwFfoyaqhEqa9E+VZxEUYuiZiITJbXmcBSionIboo8wx9h9cNUt5Q/TETm1ouMECqwoj7O479/",
+	"WTmsGFQLDETIUNF8EdpEYQuHG+wshfKuRqKIDSBKqhtIFLb9gQwtNoKl/hvwig05CqYWQpCZdoLuX7i6",
+	"ixCWwiKQTbeJsuFufVY5L/4JfQEsy2uksZWGy+/DtmZiWpRq5L9mXyBicWgX4Guq4mhnAcCBvk5EwwEn",
+	"Co+ha6PR7YXPVPqZsFBPxFzmiBWxTlaOumfX0CXuzeEViAi+A8N+DTxL+GCtx3RZkeEXfZC9lSlJ7CbE",
+	"ZKfKUSc4snApjw4Jp3B1Y90b7LVwNjwjztTsk5PqbmPj4LOMr67xwvNJ3hlRRf3v1ZrMK9LK8HKdDod7",
+	"WkT+srrpW+Xu2SKSS5vu6BAJE8Wu1mfDs4/ZnRK3YGMDBw1DpDP6+VXSscv5XFbrrVqhngyLa9+hKyHQ",
+	"GxdqRftXXmMAjb7vvIK3e9m6k09ti2CSmTVho9DdkrJbh/wtD3S/I77X/nKV7pbt/WlxwGZWZkKNu8Ry",
+	"Ee8XrZ33C7gJUB17PkrlWsx1zla2UZ5pXS8AgZexFQHCiwrCoMWSoX4WAu1g8uPnvYF4uiujGdMXfSFA",
+	"blvGXTskNTohRTEqPnNttMrO61ognAGpVSiBFDXFgk05Gz5qNHQkMbDZwZ9cJammlvZMLKfDITMSVIEQ",
+	"2lqnW7ZwBN5AXw4C5C0rqnanl7N+xGcmk5PzjmfhQTwIzA78YLS5mcfeQqT+O+Y/w12vDHM8fkKJeN7V",
+	"hD87uftnjVbD+KMHd/+o7u+Pv3h09y9COi/+4vSAX2z2ZX+bdB4eMre4pTBuK9p5d//uMRiAxBgCK+BT",
+	"iFOlOTm0wURrPoAAA9MWBLnE7tPNF/EdF10fIaEOTZsBkiTVLSESjoVE3h3qgel7rjCMA25xqrG/a0+w",
+	"+28UhY58Y0K681LY5Rj1hMeBW4W0KLPS3jUX1TIB/aABHEG4SOAtEd/obtdG6bGKAazGu1o8HNsqMJaf",
+	"/8TeG9zgYzyPjDRkr5/4ZjX1Y5kPzcAuNbYctBgKHKHtR5o3MFDqDo4YLmSsBXkxaK7dsMvcjQD+7iWp",
+	"Dk6Lel31uWLDXbcy8H7LKXl19r2czLgd7Ehkb2Qixm/Zbn4zToSEP8CaJ5MHdm5Zac6hiPraS6ANR3AU",
+	"eCoIGWqe4P36ZBKAbev/Ty8Gi5VFBM4+QTooopJ61jtyCBpT+LH8KWn12p1H3ehwgcHPBP/38o+q3ek8",
+	"6pn4aCB+0LiGQl+XipJD6H6RDhO0S6oYRVnV0pl5MWEnYUKNirmhHrW5I0GGIrEpbXEdBC3Elrw03tfl",
+	"0jpVJb7OFC27pPaWIi+mU4XBC21y5fNzAsXgqqjVEXcm9DmQlXeUhB1YIVqEGi4JrgwyXVpZDsRFnQLD",
+	"XkGzsGJe5H34iPsjNc4EX0KtgYuKQf2Wd8ND8FVp48Jz3sneJmXZmVRLWfYK/MXk6/cv+FhGNV3yrlqq",
+	"t1ti9+R9j94mbluLOYW6Z4TexWZ7UanMrQDW5yKp36sds6PbfMseX+zc366MWvBPK6XEchGUx8DseiPf",
+	"n7ywcUPyRGRR53zvGNwonQD2rHeZSec55M4CFINUPzO75vv+GvcnnbOTAw7xOVUouDQGfX+flQrlYzLL",
+	"RYwC8ULYi2cStSE22aZYNQwu0gMw4rh0rVBOG+Wdmen9jK9Ue83MmRovGIHdqg0L17do90UCrHKp3i4S",
+	"4GM2XM7Qd4CFMan9atOoSjV6yVBHoECJx9qCiuWNbmpq6+mztgMxbgeqownl1Xzm5KZ9pdXqU1hX71++",
+	"NMpDvGXx8mGNOC601u5BCkhJ+/u0437vzOvxa+edLzUnOdwW9CyrEXjeHQWQ6GVVcwp5orJIocCdwWt6",
+	"kjgahaGSAL1FKzIbiG9MWZqVyKLanlnQaJDxYL7nCNTwhbxWdWriVIWArs9sYgifukX9WqskjouV0roE",
+	"dfkJe7PxfajDA5+krGI5N0uC46xMdZPUcV9UVnEhHO4nzdV7ujAwV5Dp5Y2VLTQgGUipDlnmOINKSdaA",
+	"wxaGdghmWvdzDuozdej2Tn2MfXNSFznpqaWaD9NEOv4oLhMOhlVlltcoKMbr0OSde6eyYKwUWHahFCDX",
+	"G7EOE23lYqFkZRMUkGBw6Ah3mIt8iUDGwuGhYXRujUpU1yqV6hcX3zy+/H8G8zwRz08e9Nh6lKElR4Ux",
+	"S96kiaEieXV8M1jm2Goi1L0vQH0yN3CUrfLkaWFZJtxXmHxNlWcPESWYLvbBnXRUznCbt/+gFW2aR2TQ",
+	"eX0GTP6js1DYQkYOlAHyA3wzcqkwBUqHLc7ninGi8Bdi5jf5K/vZ7kVbz/xwBATdyVP3ufIDhgK4Ze3m",
+	"xuVw9JbRLuGG1l7vM/J6pxoDbwSFpJTfqIF2KBDa4htntltMQaebK7iYG/Y9Xk9y/2mGNtS13XmGM2mF",
+	"hd2VpS/FX5cnlloU+ahZMDzVZqWxP2fEHdmVIEuYBe4hQVfgT2AUoU90F7FHtAt1186ByEJbad+uXVLc",
+	"4Tyo1lRxKWxzqkMWfJgbBW4x1EvJ9FwopVKRtwRbWwOb9O2lOWGDe5mHM9vYbtHFFtU+qM6R4VJNXQ8d",
+	"e9IDWWpCIKolvxCWRTAsxIRcyfUdsY17c8tInU7aoJUbjb55b7qytYvqVttV7iSPugEmeMBrEQffSTzE",
+	"AtuPJxE/jTClD04bmPaTBqa9+9X/RbD2/qv/7rVg2j8od6fWmztYO+0XSluJbcvXZskJgM2+4b4JCvZa",
+	"QO5/SqHi9mAOox48ufK2U6URadFHaurC6r551B8BoE8fAGKtLnRv7xpPJhhT4GzZjUYa2yKrVe/3QJAM",
+	"FdIsIfc+lXK5QPTKSCCmDNsB9a2rlJxnSdy2JtXarJDj/+lPT42+7i9MWf7pT6Kb/Q++9KtnWSLMghCK",
+	"5Vpk6XI4PP0CxvnqwRBda1GcBrMxsPeTNUZvgI1Jay7IK/8MuyyA4h1ix/QNcMhUIzyFYbg0j2HWI/dJ",
+	"I1xA+QBouLDdIwUC6FJNIEIvRYEl4+/PhmfsKlHAv2o23ZylJk0enTyIXHqCW8wAuVFdQta/AMuf5Oq1",
+	"d9X4V2HJG7yZ2IHNg3G0WoGiTI25qCJQWTewgrUOOW5CYbjCihs8Ty7vghKnkQbcldrz4QRFTNAHuGhj",
+	"kmpfEesWTCAO6cN/4mQAb5z0xNzcYmBLGMwjMVoxoWBrLEHkhLSym9h6I1ISaKGxvYlJUr4xIeFMMnxq",
+	"JIDGHkxuCp3j/7BMEWgX9Dlta/gil06Osui4cHYZQoPhMCZlAUM76qbCaElGSmdPpXV9/EEfFIquqVLt",
+	"KT/rUQCT61HiAnwLvFrXoCq5HNvBNacawYI0AoYnrZNOZfSKhExsD57z6S04ZEJ4a1xSJrI3KXX2Szsj",
+	"8SwRaWdeWKty+JOyPkSKVS/gA1ct1f+FT7HrUWeUat/s620mur5OVAhzwW/BtPM3ihuX1TolbV3d/69S",
+	"wC68mxDokUtRNbrABUmV9fuzmp7xgGiHyPlgjYdFNzaIjdyMFkstu6ql4ojttVGIUkeXKuy8wjM2c8zU",
+	"QRwrndfJQ2F937XKvC6Uxd+kelIaRKSixlr6Q0PKfomFeC0hj+OFdaOlcMWWIZGAGMKDa+YzqT4bDhHZ",
+	"iDV9Q2g8xug2wXqqgjvGjohUh+o+VBE4895u0X04fCCyrZLBmRirtalhkI14BoXIaUBvuHuXBxAhog3R",
+	"neLL0sA6+clQZQhGORdnp494KKAYGB32kCx/ioWS/S/zVIMazwwK/strTcTMrFDNxTIwuII2xfZJ3VZy",
+	"W7HdKPDkBRZc3KRm5SriT4molF3OVS/QdcH0vEs3pW6asXJ6z6JKO0s+SfyHZlzHwqXfLD4bsBDzJe0I",
+	"HAmI2URkJ3OUt+iricCuAh4YDofYotHbhifzuh9dqh+KeaGXTtmB+GuoF2UH4hmCPVl54C5nLfsBM92n",
+	"q2/lSu3sQ8pHgqU/6ishMOmBOCjyRS/VZBCQlZqo4pbzxeGVJIbrOTb4+K7Jng4/rqVQNw9+m3S2RGPz",
+	"PZtRqOpWVX2spkdceSQi2WYJ7RFzTUtKBPKmtjZj7VGGRo+ubkSeRzaodB5JvqEJ9c5THS7dndom831W",
+	"fmjGXFn+t26hfFQA7zNCX2w23Iui17Xqei7udWCDz8p8+mvcHHSrKemmm48sA8lgc2Kn79n1lxz0MDqW",
+	"22F8WYrd4EBZS7lhYdrJwJDwYoB7g3ZBivZw0aO4v6lN9cSo11hsYLsvGEPo2OjU+WZRJoJPpbpu/Ufm",
+	"KOyvzxCnvoB5QBti/BjEPWoBhAjDIDfWbcVKBtR1tYayFZWAVY7q5fiYwFjNCsxlBHmCIYp6KlSdDJbS",
+	"DcV2PHiDTUPEO3E4nKPsfA/Qp4aRlsqK3KB5CfbjrfKJH2pjLhZbvPqkNC9vaHmgEnk8pDPXCrOwmk0N",
+	"0UlICiPrrzEUAInUq/VEuUmw7yN3paqOLGPPRKGtg5nULjbJPw51JRAlD1vbG4nYvZhq/Ia9qpvnHjfc",
+	"TbjWJcfQPFR7dU5bQZTjKyoEVWILxOCtbbqBdmYqp7TKzyO8TQ2+A2a5ZkhocHaSmzP4QchR1qwvG3W4",
+	"FRf2BtbjYYOGEgxNrrz54HeTlpxqsISXi+tK5pyPx6fvTN34EjnGWE5uenuJa5Dqi+bx0j1qyYrkzLcx",
+	"bPF8XGi4yWANjKj0Bzl8g3d7ZZbsKaxbssM6arKqdxPP8Hmlpqoacb5x3pd2rSf+TGVZBk8HkDaYDEAm",
+	"J9vtOLFLSEL+/9Phqd9DrjERqNOmGp5sKfUQ1y/eFQo5ptfZ4zf0n7dZL6Hwha9iiwPxlvmenrARuJRu",
+	"W552b5Dqv4XAKnMJMj04nxTTQHGbFJhM2I00ahcKr051Vxu/mfBU/wLEuSJrXIPptvdssZwMHS5zXzrk",
+	"BjfYqH9I+2UWSoem8klUrCCAQVO9UcMnsAUzJZhTyONqdrSm5edJqmWzsOKRjcuYEfJZFA7s05imExQM",
+	"26s21S6yayF2zjiLNmQfUPTeIQvyANdBizsej9byvVof8gta6CFPfmcKf5IfDI7U7CT3oQFJ1DWmNZck",
+	"xAC7m8w2pqDeeQho1A3KawnD8Y2TDz/hy01Ox3iVNvTt2iy54AJdCcR9RsmwKFe3b8W1Rwji98R12Qxa",
+	"YZ2BtpbNlN7NV9ZXVfcTYkPodHj63jaIazq17BDJlvZrPdpq3Mx6oxcPrZIBeBJJBt7rILg8mH8gsMwR",
+	"ZlCQkxbXlNUemyyuwJTtKQSVBGiMkHod/GgmUpI8gsdrMJzNmjVr8GSjelmYKmzKknN9GedLGZRccmkL",
+	"uesXsa+gUCKye4jIQcNvsV2BZltotRgZzQPd+8a3v0Xjmxlrmw1+V5Qw8ORPDVff8qwgOYcEjWBkoSvS",
+	"m0cxkj3VTSi7OADJTtj1TTi72Idm3yyuxT0esPQVacyI0wuxAv60Rwp6Ma2DdhH4vc0kaibkNALhSb2e",
+	"VMcQ5sgS3FgCu7U92KKosdIeptaiwo329UwERafR+7CtsslO/Y6xnFy+lFzr6GOnvCIYOe68l/02kgBO",
+	"D7j3DSXq776R4OeYQyCZ2KJINrshkONjUpTPH2lzHO3DfR1jGBUzCj6Zc+kbU2Hlrnxe6MK6Srqo137I",
+	"8+zKujSYtlf4dEYtZhKsOiVBDBaTtaiWpYKn8JGr8AabnQu4GrmZ2OMXj7/+6ccniBIFI1evfRUWX5PM",
+	"u+18s4OEdKez4QORhd6eWahnkeoMd/JqoarC5MitVFTfJA52U0kvnwnCtqN1ajEiZ0bDtYS2Pr2p5msM",
+	"AMMexsDgMLBIIJpUc9wLRoi9REHToaoI3KuhgbzzGBzv2cFCVlxjZLP6SGTrby48ieDCYbFem3SNngFH",
+	"FvFtZFLSG5q+GqlDM0Uc5sh6OBfjzPBTODbt3TnUi6EweeL7QWIIBXEavYH4yXfoIOWPzjnVVELL6JEH",
+	"ERDimD0edjmZKJXbRIyXxCSDQsy1PT2SicsOcOku7/4Fm1M4VZY9r5SG5BSLBqyp8kLLKkAoB+LC1S+r",
+	"DW7aTstlletjw6C5juggBlMJzGPFnamdVGA1+GP2LT6kp54aLIjqJSh5WAZuuRBr5RoU3PCgYvy0MOQJ",
+	"uoyC0FTDD8gpo6n7gDkGWeuUIB+TGa8zjrrjAaPR5sPAXSYnGoooIvG+IPoQw9g0EBPzkT9qqulvOSWa",
+	"4CyvHbuhAnpA6TxQQgJmERNCDUOP83kb+Uu8Aup3PeJZZKnuArOmXjfiwk+mqV3QJBCZEz7D6YrCsYdk",
+	"LteMyRtj0BXodtTs44UF7KhtV8OfajHf9uHwQV0QDgwcyjAAYxMrOEV2FKZEyFslxkppXsh5qn2npMJ5",
+	"8D6eEeISYO7IssBAhd+riK9suo7b/Cx/gVexl+VDOCfw/R/JNfEXapK+Q8v29cVVpTztY4ZdicX0Ilrk",
+	"K/WJ4o0fK3p4GeDVtQOeNQKPfIiw81S0EB7y8Y7CiW4kmXuD33wE1BsB3Odw8O+RW6bzTcXI67cg80EV",
+	"ZNUEmUoQ5auZiQp2YEOWWF+0XBXvvuovy6ed2WkvSQ4uFkqTiPSnOhKZt9wyUEfYH04160mJ7CWpzki4",
+	"XplbNAubwGeSuXVLUIKSrqStEylAsQ3aErGJXgLC5Yp9mxn+hQYs/Zd+iEVu0UuH0/PRqboqUpTKy785",
+	"J71GOoKtee8fyVdci5fc3S1tnV4Z1JRzFOA+oc+MBOZlkaIIvD3jip+08it2U2VRs2rOFfZIM4cPpPpG",
+	"qQWnfmFcACzby7pQ3R4Qn0eaNJKiu5zgl2qc6ozbfJ2L4ShoLlSILGHHJ74ENwjrq/YSDn/ncp3qmmXj",
+	"6KDWd7N+f4pur0oBC8IICgZqCNdKATyubzxekwFQKySmjn+d173ldEL8kEET2LGwJT6OShPDZ1Fv1dS3",
+	"MpgRR7Y1ka2G8nY+MMDID7NDHNBuJx5vzI2Af/uwm8+FF182gGq2wYujLf/AeWkH+w/2MvK6MsLH8GMc",
+	"UH3h3WooMLy8rYgCswyVi2A50rmMMaRANbp3VzrA/fkVyVa/h9oFBxUt+KNmwe+lZsFG+tK9lcPNKFcz",
+	"SbZ5yb4ujVWXvnPG/W4Z/WxnBcazfWE66sEWAVyitPyoGVnCIY+ZRMnfG3w26NU7SA834Zlx35ilzj8r",
+	"in2q5K2Ku9BEJxfFsqdxGx2QC+yuK9w9ku2+D3qx78cTg6JQhaWifGIz0gyqJsqXVO+NWQ/Ey9BEshE/",
+	"HLNr3SbidDiMIAqhb01WSX2Tie5w02UdZtg7J1dj7emkIvR59KKEIGP+7Uz1ZEc0m1oUjFjysDFsJlt7",
+	"1ONCf5Kcn/3lggppb2wOlyq6bzMj3xzJT+EocicXU/ZjV1xzsSVFttCYLIT9K0zDbeknu1WimPP00bXY",
+	"3YJ6BAvT53iXBgthMCZbo6/R3jDEAN+CHt4AxcCUymdZDem226mVG3C+0EYgPsJg/j8TIUXEZ/08GPY4",
+	"FR+1nsKyQdCi8Tw3Zfk+ePHhyKsPmYrR7Fm2rb28CK2oC3197q9TYZu3bBsM+dtHNo38nQ2JqPGdJY9R",
+	"3LU2aqP2OSVo/G5FHDWIC7cbBBxwKKyKFzoAA2MvfFuRmKN/IjszOZBHPMnvsklDJ7NPZpP+HfG5GU6E",
+	"cnapsZiZ4j2MQs1BXhaTmfDp5zlJKe8KszOzYkQwv9FXOg4lNMCk7YXGa5NSycpSAT7gARSUomYWjSZS",
+	"TYe5D2r61MIKI+Gp9hVwnVqwnKLVcJhXchOouEzMEeu/KN+9F9R3LqYk7sKOAsOBj5Z2iaVp4/SVGKGP",
+	"OAApzoZDDEPXD4XsJW1oYr3QyJSLgeGnqcZOLnXDOtI9aCnBqC/N9bVH7jWFG9cexP5zv0GDvtH576BS",
+	"t8P3O/ae1hZhj61y5w3J0QiU/uEB+Bw9AF8Tt2gwuQM9ANRI664GIM12W+/Q/+NHGuaTtP/AsQfvdjB3",
+	"dA2h+ltcvJA3Z2fzkNB/6O4qZK01o1743/9q1neXj8WXLzqPuktRdAqdKVKvkxpPv1DVvHAD0aiVhmiY",
+	"eV0Mvi66tVUfTWyVR/tMFNjfbQ2kv4FWhG0vJZ9uKxup6Tn2vrRWhYhJ94NxgDAIJ+9v1yP3RMZF6+ZF",
+	"XeH7j5T2fYCOQAftgI7fS456oOgjywu2PgJIOdIEJuvtuQWfDkv8E9Zb93V7fcImperWK4vqsNdFIP3p",
+	"milBLhAL5zPUGx7EOFN9ExbrE87RTgj7V2Bj4jrt3LdfpQkSYq9ueCXnKtW8hhFX0pJ67ZOOLRUMqEuw",
+	"0ChJ7cP1qIaN7GD+4mrOaPgscqvWe1NYrC3E8MuARaC8Od5YvHRguVxsIkHmMhT4onBmQXva2P5Ci6VV",
+	"oottbgaDwTG9luuxIfhWK/Zgac7wxvc4g9uE1ll9mAiobVS5B60MKyZj2aelrlQpncr3ZLomkRiv01rF",
+	"ZlYrVRj20B/CsuxJF313beX+SaAfI7UzrOcT9TIJ4+91NdZS7Z5plJTrvhb3S6P0148S8FdUq23bt85g",
+	"bSQtbbg+xW9UyfvtZrI9x80+IJGNGGxNCljY1GdfaYUJM3lbmlqqu3WXVMp66o3EPbLTuBOsMVpZFzdb",
+	"ac06Ez9UWww41cwhuTwxsXVigd1NJt5LxHWBJZJDwXqsilEDxFZIithkfGNhIemsJYV+JA5POtvRT/vw",
+	"pLNUx1ln4o+ks0+GCfNVPXbpgjvz0LBWf2siWkM7vNMJ8PuBcjHzef9griAG/0B1RTrBH/Cufzd416F+",
+	"mQN4DnbW+JQ8B7NgOQMGI2R19ovdTIUFWZt2LhoJEGkHq5ttZbee19mtO1JY/fWIzUbySE6CpYw1RmQB",
+	"liSpITPp2xLAT72de0cOalSpLEp/3bCML1JdmhXWbWGjz6vMfNzAGkcNv8WNUgtyTvjmqPXThQ0pQmQH",
+	"RP19/PR5Sb6E1WXjY0YecJNL2pUAxd+2m7FKU+Q18rZ6b+SFgG9UTu7yDZN9rqQmi/9aOcot3ND3gBAo",
+	"BwKDoFTn2IopNTzCel22+KcS4zUOEbqa0mJ4Bed13on3SePB5HR2GEdd6lxVzT0aiB8wXI/+gdiip8QL",
+	"bdjgb+YTR/FhdhxgDjIXDgzv4Examn5+jhFernNM1bV82SZ+QnTPhme9gfgRO3Bzqwte/GZXi7mp1Iib",
+	"V6xDitHD4QOMBsqpape18K6m2/aD2tQw3MeOmYbhX4TBW8A7SDzarAIB0Qn7jBn2sPmiZcGrFPMGWSmP",
+	"XTT63zCbkTPEthMZW/IdU72Vzph+cv93q9dRdCMX+Mhf2FRvswYiovM9XMGv8d8oUr3XPbqZ4bhZEmMr",
+	"5bFF6UEzGplGu8P8Ihji2IwzKFfs+PaOat+2LUguy+X+vaHeKH61Ye+TLU41mrFXX4yawc4O23Zmb48T",
+	"Niot6B313Esd26b7RR+/4f+99Z3T20py8DOcXh+aqre8xMN2t+ZTLbXGorBm6RJy9UT9XXGYeRxqoGrz",
+	"m1tNmxNQTtwf4HFdSoMuUjMiQTymWziG6YIA9Kmj2j/bC90R4YdNqIuoCWCsSqOvbarZjuXgBLX1pgRY",
+	"vO+F9XXg7HKc9c79C4jFY8EIbLDfaB5fVD7hXVYqqu3vCQuojxg2xsltqmscFs+Po3AMB24Ar7H5AD+H",
+	"xf+5oB8P2T0ZDmMA9kAQhA+7BrSXk+t5feMXgzTNL29TE36oq2N+MBUB3/7JnO7s0W0Xc/54yuJW7fO1",
+	"Y8sNzNr9+ML/9y5RgARrIqW+mcRfpoZ7VtBVaEoLFg5NWVFzvH1NAR978y/y41KzD22YX8HNsWimaLNd",
+	"yxVVHJgYqOa9OPlli00Xbgf3TPUm+xQx9zznsOCR3apDQx13Qra8794S4j6BwxdYAc+LuYxqbYK9AaZS",
+	"qArNMQRqaxiwPUPG9jTWxhYJ2rmclYF2CCJSlzX7RjESqqT7CFLN/KKKu21M6bHOY570wYwHHOIxaPWt",
+	"QRj44jwqS4A9Q20NvbQigkcNPoug1udUaSNiCbTJIPi3btcOprADzeSRIx+PvHZBmSLp8wfpvO/CAJtK",
+	"LjAxr07diQaKaOi+jfXpxPNDHKr8cB3KaHWstiyGU+uii3Bkk9A+YCvWk+oub+doQzpcXj4V0lIRBatA",
+	"sfwbbVFUaMVQQLioUErV/r1uYPVe7PAjnNxE1VZ6BGEBtqlIFF0brbKoOwTL36mpPCxhPhDfK7UgZSuU",
+	"EEaxW4erQ9XoQ71h8MqPoubCQB8tdsQjLlrBJN9/QpX1I7Kl37t2TJeh1lRL7KGB96FVHsb9HHYpzE1M",
+	"/JvOWMlKVRdLN+uMfn4FzIj6QLS1fruIChvJygV03rUR1VKLwfFknh/7R/r9XN1m59RoLHj7pSNsE0xv",
+	"WZWdUWfm3GJ0fHxy+ufBcDAcnIy+HH45RK7I09+ahe+3yfX8eEcaaeissxqNXiduZD6oW5dREsV217Sv",
+	"DdiB+rp27NgkpIMvF1T3Kvi+PEyzFZW55ZGqR4/cXdtT+GGXCSS6OOuk0Z4o8W7qnm9Y4QvBMk6HPBbU",
+	"ORv7vzTmwXSxPQvCo558wS3gqbtyRF5J7CmqEJnUHLJOHdgcFd7Yt8q1DfuUs8/5FTIv8K9FZcbKnoM9",
+	"Ro4jrVROnel8b2tOIGntg3ej1j52VVxr3s4kNLfxBSitR2MuKuOwX6kzIfVPzYWZTstCq33ToFd33r56",
+	"+/8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

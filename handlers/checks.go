@@ -309,6 +309,7 @@ var patternRules = map[string]string{
 	`^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$`: "must be " + idempotencyKeyRule,
 	"^(=|[A-Za-z0-9_-]+)$": `must be "=" (the acquire's own hold) or the "hold" of a re-entry's answer`,
 	"^[A-Za-z0-9_-]{22}$":  "must be a ticket id: the 22 characters after /tickets/ in the Location of the 202",
+	"^[A-Za-z0-9_.:/,-]+$": "must be 1 to 16 locks, namespace/name separated by commas",
 }
 
 // checkValue decodes the body readBody left (one JSON value, no repeated

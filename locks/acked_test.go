@@ -35,6 +35,13 @@ func TestScriptsAreAcked(t *testing.T) {
 			_, err := r.Acquire(ctx, key, req)
 			return err
 		},
+		"set_acquire": func(t *testing.T, key locks.Key) error { // every lock of a set, none kept
+			other := locktest.UniqueKey(t)
+			_, err := r.AcquireSet(ctx, []locks.Key{key, other}, req)
+			locktest.WaitUntilFree(t, s, key)
+			locktest.WaitUntilFree(t, s, other)
+			return err
+		},
 		"leave": func(t *testing.T, key locks.Key) error {
 			g := locktest.MustAcquire(t, s, key, req)
 			id, token, err := s.QueueUnserved(ctx, key, 0)

@@ -51,6 +51,7 @@ func TestRedisClusterConformance(t *testing.T) {
 		})
 	})
 	t.Run("Sessions", func(t *testing.T) { locktest.RunSessions(t, withHistory) })
+	t.Run("LockSets", func(t *testing.T) { locktest.RunLockSets(t, withHistory) })
 	t.Run("Watches", func(t *testing.T) {
 		locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
 			return withHistory(t), withHistory(t)

@@ -359,6 +359,7 @@ type Backend interface {
 	Breaker
 	Valuer
 	Sessions
+	LockSets
 	Watcher
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error

@@ -39,6 +39,7 @@ type Memory struct {
 	// tickets are the tickets by id (ticket_memory.go).
 	tickets map[string]*memTicket
 	*sessions
+	*lockSets
 	// watched are closed, and dropped, at the next event of their lock:
 	// its watchers look again (see Watch).
 	watched map[Key]chan struct{}
@@ -152,6 +153,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		sems: make(map[Key]*memSemaphore), delayed: make(map[Key]time.Time), records: make(map[tokenSum]memRecord),
 		histories: make(map[Key]*memHistory), watched: make(map[Key]chan struct{})}
 	m.sessions = &sessions{store: &memSessions{}, grants: m, maxHolds: opts.SessionMaxHolds}
+	m.lockSets = &lockSets{grants: m, all: m}
 	return m
 }
 

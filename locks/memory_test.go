@@ -57,6 +57,12 @@ func TestMemorySessions(t *testing.T) {
 	})
 }
 
+func TestMemoryLockSets(t *testing.T) {
+	locktest.RunLockSets(t, func(t *testing.T) locks.Backend {
+		return locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})
+	})
+}
+
 func TestMemoryWatches(t *testing.T) {
 	locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
 		m := locks.NewMemory(locks.MemoryOptions{History: locktest.HistoryLen})

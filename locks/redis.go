@@ -135,6 +135,7 @@ type Redis struct {
 	cleanups sync.WaitGroup
 
 	*sessions
+	*lockSets
 }
 
 var _ Backend = (*Redis)(nil)
@@ -165,6 +166,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) (*Redis, error) {
 	r.waiters.pickUp = opts.TicketLiveness
 	r.arg.channel = r.waiters.channel
 	r.sessions = &sessions{store: redisSessions{r}, grants: r, maxHolds: opts.SessionMaxHolds}
+	r.lockSets = &lockSets{grants: r, all: r}
 	r.watches = newWatchHub(r)
 	r.waiters.hint, r.waiters.resubscribed = r.watches.hint, r.watches.resubscribed
 	return r, nil

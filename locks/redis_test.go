@@ -528,6 +528,15 @@ func TestRedisSessions(t *testing.T) {
 	})
 }
 
+// TestRedisLockSets runs the lock set cases on one Redis, where a set
+// that does not wait is one script.
+func TestRedisLockSets(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunLockSets(t, func(t *testing.T) locks.Backend {
+		return newRedis(t, srv, locks.RedisOptions{History: locktest.HistoryLen})
+	})
+}
+
 // TestRedisWatches runs the watch cases on two gateways of one Redis: the
 // changes through one, the watches through the other.
 func TestRedisWatches(t *testing.T) {

@@ -77,4 +77,7 @@ func TestRedisDeliveredTwice(t *testing.T) {
 	t.Run("Sessions", func(t *testing.T) {
 		locktest.RunSessions(t, func(t *testing.T) locks.Backend { return open(t) })
 	})
+	t.Run("LockSets", func(t *testing.T) {
+		locktest.RunLockSets(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
 }

@@ -75,6 +75,18 @@
 -- hand-off message says "look again" and nothing else; the waiter's own
 -- acquire script then finds, and picks up, what was handed to it.
 
+-- lock_keys_at is lock_keys for a script that takes several locks (a
+-- lock set, see set_acquire.lua): the ten keys of one lock start after
+-- KEYS[base].
+local function lock_keys_at(opts, base)
+  local delay, hist, keep, readers, inline = string.match(opts or '', '^(%d+):(%d+):(%d+):(%d+):?(%d?)$')
+  return {lock = KEYS[base + 1], fence = KEYS[base + 2], queue = KEYS[base + 3], alive = KEYS[base + 4],
+    waiters = KEYS[base + 5], readers = KEYS[base + 6], delay = KEYS[base + 7], history = KEYS[base + 8],
+    held = KEYS[base + 9], record = KEYS[base + 10],
+    delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0,
+    max_readers = tonumber(readers) or 0, index = inline == '1'}
+end
+
 -- lock_keys is K for the lock scripts' KEYS[1..10] (lock, fence, queue,
 -- alive, waiters, readers, delay, history, held, record), with the lock's
 -- options, 'delay:history:keep:readers:index': the lock delay, ms; how many
@@ -83,9 +95,5 @@
 -- (0: no cap; see shared_full); '1' when the lock scripts keep the index
 -- themselves (see lib_index.lua).
 local function lock_keys(opts)
-  local delay, hist, keep, readers, inline = string.match(opts or '', '^(%d+):(%d+):(%d+):(%d+):?(%d?)$')
-  return {lock = KEYS[1], fence = KEYS[2], queue = KEYS[3], alive = KEYS[4], waiters = KEYS[5],
-    readers = KEYS[6], delay = KEYS[7], history = KEYS[8], held = KEYS[9], record = KEYS[10],
-    delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0,
-    max_readers = tonumber(readers) or 0, index = inline == '1'}
+  return lock_keys_at(opts, 0)
 end

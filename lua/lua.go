@@ -71,6 +71,8 @@ var (
 	historySrc string
 	//go:embed ticket.lua
 	ticketSrc string
+	//go:embed set_acquire.lua
+	setAcquireSrc string
 	//go:embed index.lua
 	indexSrc string
 	//go:embed list.lua
@@ -248,6 +250,7 @@ var scripts = []Script{
 	writes("reenter", true, reenterSrc, lockLib),
 	writes("value", false, valueSrc, lockLib), // answers no grant nor lease: nothing for the replicas to confirm first
 	writes("ticket", true, ticketSrc, lockLib),
+	writes("set_acquire", true, setAcquireSrc, lockLib), // every lock of a set, or none
 	reads("inspect", inspectSrc, describeLibs),
 	reads("history", historySrc),
 	writesIdempotent("index", indexSrc), // listing's index, advisory

@@ -488,6 +488,77 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/lock-sets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Acquire up to 16 locks at once, every one or none.
+         * @description Takes every lock of `locks` (1 to 16 names `namespace/name`,
+         *     separated by commas, each namespace granted by the token, none
+         *     twice) or none: the caller
+         *     never holds a subset. Each lock gets its own grant with its own
+         *     fencing token, all listed in the answer (in the order asked), and
+         *     one `token` for the set: `PUT /lock-sets/lease` renews, and
+         *     `DELETE /lock-sets` releases, every lock of it at once.
+         *
+         *     Every set takes its locks in one order (namespace, then name),
+         *     whatever the order of `locks`, so two sets never wait for each
+         *     other: `{a, b}` and `{b, a}` are served in turn. With `wait_ms`, a
+         *     set waits in each lock's own queue, first come, first served, in
+         *     that order, holding the locks it has while it waits for the next;
+         *     when the wait runs out it releases them and answers 409. On a
+         *     single Redis a set that does not wait is one atomic script, which
+         *     grants only when no lock of the set has waiters; on Redis Cluster,
+         *     whose locks live on different nodes, the set takes them one by
+         *     one in that order and releases what it took on a refusal. A
+         *     gateway that stops mid-way leaves the locks it took to their
+         *     leases, which nobody else holds the token of.
+         */
+        post: operations["acquireLockSet"];
+        /**
+         * Release every lock of a set.
+         * @description Releases each lock of the set of `Lock-Token` named in `locks`
+         *     (send the set's locks). Locks the set no longer holds (a lease
+         *     that ended, a break) are listed in `gone`; when it holds none of
+         *     them the answer is 409 `not_holder`. A repeated `DELETE` within
+         *     60 s answers 200 again and changes nothing.
+         */
+        delete: operations["releaseLockSet"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/lock-sets/lease": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Extend the lease of every lock of a set.
+         * @description Sets the lease of each lock of the set of `Lock-Token` named in
+         *     `locks` to `ttl_ms` from now, or without a body to the TTL the set
+         *     was acquired with. A lock whose grant ended is a 409 `not_holder`
+         *     (the others are renewed all the same): the set is no longer whole,
+         *     so release it.
+         */
+        put: operations["renewLockSet"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1043,6 +1114,67 @@ export interface components {
             /** @description The grants that had ended (released on their own, broken); the session forgot them. */
             gone: components["schemas"]["SessionHold"][];
         };
+        /**
+         * @description 1 to 16 locks, `namespace/name` separated by commas (a name has no
+         *     comma), each at most once, such as `billing/invoice-42,billing/ledger`.
+         *     One string rather than a list, in the body as in the query of a
+         *     renewal or release.
+         * @example billing/invoice-42,billing/ledger
+         */
+        SetLockList: string;
+        LockSetRequest: {
+            locks: components["schemas"]["SetLockList"];
+            /**
+             * Format: int64
+             * @description Lease length of every lock; default 30000, at most the configured max TTL.
+             */
+            ttl_ms?: number;
+            /**
+             * Format: int64
+             * @description How long to wait for every lock to be free; default 0, at most the gateway's `--max-wait`.
+             */
+            wait_ms?: number;
+            /** @description A free-form label that inspect shows on each lock. */
+            owner?: string;
+            /** @description `true` insists on a `signed_grant` for each lock (see `AcquireRequest`). */
+            signed?: boolean;
+        };
+        LockSet: {
+            /** @description The set's token; send it in `Lock-Token` to renew or release the set. */
+            token: string;
+            /** @description Every lock of the set, in the order asked, each with its own fencing token. */
+            locks: components["schemas"]["Lease"][];
+            /**
+             * Format: int64
+             * @description The lease that ends first.
+             */
+            ttl_ms: number;
+            /**
+             * Format: int64
+             * @description A third of `ttl_ms`, rounded down.
+             */
+            renew_after_ms: number;
+            /**
+             * Format: date-time
+             * @description When the first lease ends, unless renewed.
+             */
+            expires_at: string;
+        };
+        LockSetLease: {
+            locks: components["schemas"]["Lease"][];
+            /** Format: int64 */
+            ttl_ms: number;
+            /** Format: int64 */
+            renew_after_ms: number;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        LockSetReleased: {
+            /** @description The locks released (on a repeated release, released before). */
+            released: string[];
+            /** @description The locks the set no longer held. */
+            gone: string[];
+        };
         SessionEnded: {
             session: string;
             released: components["schemas"]["SessionHold"][];
@@ -1325,6 +1457,8 @@ export interface components {
         /** @description The unit of authorisation. */
         Namespace: string;
         Name: string;
+        /** @description The set's locks, as acquired, `namespace/name` separated by commas. */
+        SetLocks: components["schemas"]["SetLockList"];
         /** @description The owner `token` of the grant. Never put it in a URL. */
         LockToken: string;
         /**
@@ -2305,6 +2439,123 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["SessionForbidden"];
             404: components["responses"]["NoSession"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    acquireLockSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LockSetRequest"];
+            };
+        };
+        responses: {
+            /** @description Every lock of the set is held until its `expires_at` unless renewed. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSet"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /**
+             * @description A lock of the set is held (and did not free up within
+             *     `wait_ms`): `code` is `lock_held`, `Retry-After` and
+             *     `retry_after_ms` say when that lock's lease ends unless renewed.
+             *     No lock of the set is held.
+             */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["AcquireConflictProblem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    releaseLockSet: {
+        parameters: {
+            query: {
+                /** @description The set's locks, as acquired, `namespace/name` separated by commas. */
+                locks: components["parameters"]["SetLocks"];
+            };
+            header: {
+                /** @description The owner `token` of the grant. Never put it in a URL. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Released. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSetReleased"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["NotHolder"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    renewLockSet: {
+        parameters: {
+            query: {
+                /** @description The set's locks, as acquired, `namespace/name` separated by commas. */
+                locks: components["parameters"]["SetLocks"];
+            };
+            header: {
+                /** @description The owner `token` of the grant. Never put it in a URL. */
+                "Lock-Token": components["parameters"]["LockToken"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RenewRequest"];
+            };
+        };
+        responses: {
+            /** @description The new leases. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LockSetLease"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["NotHolder"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];

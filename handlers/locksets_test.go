@@ -1,0 +1,159 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// TestLockSets: a set is granted whole, with a fencing token per lock and
+// one token; a set that cannot be whole holds nothing; one PUT renews and
+// one DELETE releases every lock; bad input gets problems, never a token.
+func TestLockSets(t *testing.T) {
+	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{}))
+	alice := signed(t, "alice")
+
+	st, set := call(t, ts.URL, "POST", "/lock-sets", alice, `{"locks":"team/b,team/a,ops/c","ttl_ms":60000,"owner":"batch"}`)
+	if st != http.StatusCreated || set["token"] == "" || set["ttl_ms"] != 60000.0 || set["renew_after_ms"] != 20000.0 {
+		t.Fatalf("acquire: got %d %v, want 201 with a token", st, set)
+	}
+	token := set["token"].(string)
+	ls := set["locks"].([]any)
+	for i, want := range []string{"team/b", "team/a", "ops/c"} {
+		l := ls[i].(map[string]any)
+		if l["lock"] != want || l["fencing_token"].(float64) <= 0 {
+			t.Fatalf("lock %d: got %v, want %s with a fencing token", i, l, want)
+		}
+		st, info := call(t, ts.URL, "GET", "/locks/"+want, alice, "")
+		if st != http.StatusOK || info["fencing_token"] != l["fencing_token"] || info["owner"] != "batch" {
+			t.Fatalf("%s: got %d %v, want held by the set", want, st, info)
+		}
+	}
+
+	// All or nothing: team/a is the set's, so {team/a, team/d} gets none.
+	st, p := call(t, ts.URL, "POST", "/lock-sets", alice, `{"locks":"team/d,team/a"}`)
+	if st != http.StatusConflict || p["code"] != "lock_held" || p["retry_after_ms"] == nil {
+		t.Fatalf("a set with a held lock: got %d %v, want 409 lock_held", st, p)
+	}
+	if st, _ := call(t, ts.URL, "GET", "/locks/team/d", alice, ""); st != http.StatusNotFound {
+		t.Fatalf("team/d after the refused set: got %d, want 404 (free)", st)
+	}
+
+	query := "?locks=team/b,team/a,ops/c"
+	st, r := call(t, ts.URL, "PUT", "/lock-sets/lease"+query, alice, `{"ttl_ms":120000}`, "Lock-Token", token)
+	if st != http.StatusOK || r["ttl_ms"].(float64) < 110000 || len(r["locks"].([]any)) != 3 {
+		t.Fatalf("renew: got %d %v, want 200 with 3 leases of 120 s", st, r)
+	}
+	st, r = call(t, ts.URL, "PUT", "/lock-sets/lease"+query, alice, "", "Lock-Token", token)
+	if st != http.StatusOK || r["ttl_ms"].(float64) > 60000 {
+		t.Fatalf("renew without a ttl: got %d %v, want the set's 60 s", st, r)
+	}
+	if st, p := call(t, ts.URL, "DELETE", "/lock-sets"+query, alice, "", "Lock-Token", "x"+token); st != http.StatusConflict || p["code"] != "not_holder" {
+		t.Fatalf("release with another token: got %d %v, want 409 not_holder", st, p)
+	}
+	st, rel := call(t, ts.URL, "DELETE", "/lock-sets"+query, alice, "", "Lock-Token", token)
+	if st != http.StatusOK || len(rel["released"].([]any)) != 3 || len(rel["gone"].([]any)) != 0 {
+		t.Fatalf("release: got %d %v, want 3 released", st, rel)
+	}
+	for _, l := range []string{"team/a", "team/b", "ops/c"} {
+		if st, _ := call(t, ts.URL, "GET", "/locks/"+l, alice, ""); st != http.StatusNotFound {
+			t.Fatalf("%s after the release: got %d, want 404", l, st)
+		}
+	}
+
+	many := make([]string, locks.MaxSetLocks+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("team/l%d", i)
+	}
+	teamOnly := nsToken(t, "carol", "team")
+	for name, c := range map[string]struct {
+		method, path, bearer, body string
+		status                     int
+		code                       string
+	}{
+		"17 locks":           {"POST", "/lock-sets", alice, `{"locks":"` + strings.Join(many, ",") + `"}`, 400, "invalid_request"},
+		"16 locks":           {"POST", "/lock-sets", alice, `{"locks":"` + strings.Join(many[:16], ",") + `"}`, 201, ""},
+		"a duplicate":        {"POST", "/lock-sets", alice, `{"locks":"team/x,team/x"}`, 400, "invalid_request"},
+		"no locks":           {"POST", "/lock-sets", alice, `{"locks":""}`, 400, "invalid_request"},
+		"no body":            {"POST", "/lock-sets", alice, ``, 400, "invalid_request"},
+		"a name with no ns":  {"POST", "/lock-sets", alice, `{"locks":"xyz"}`, 400, "invalid_request"},
+		"another namespace":  {"POST", "/lock-sets", teamOnly, `{"locks":"team/y,ops/y"}`, 403, "forbidden"},
+		"release another ns": {"DELETE", "/lock-sets?locks=ops/y", teamOnly, "", 403, "forbidden"},
+		"17 to release":      {"DELETE", "/lock-sets?locks=" + strings.Join(many, ","), alice, "", 400, "invalid_request"},
+		"a wait too long":    {"POST", "/lock-sets", alice, `{"locks":"team/z","wait_ms":999999999}`, 400, "invalid_request"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var headers []string
+			if c.method != "POST" {
+				headers = []string{"Lock-Token", token}
+			}
+			st, p := call(t, ts.URL, c.method, c.path, c.bearer, c.body, headers...)
+			if st != c.status || (c.code != "" && p["code"] != c.code) {
+				t.Fatalf("got %d %v, want %d %s", st, p, c.status, c.code)
+			}
+			if c.code == "forbidden" && !strings.Contains(p["detail"].(string), `"ops"`) {
+				t.Fatalf("got detail %q, want it to name namespace ops", p["detail"])
+			}
+			if strings.Contains(fmt.Sprint(p), token) {
+				t.Fatalf("the answer %v shows the set's token", p)
+			}
+		})
+	}
+}
+
+// TestLockSetWaits: two sets naming the same locks in opposite orders,
+// both waiting, are served one after the other.
+func TestLockSetWaits(t *testing.T) {
+	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{}))
+	alice := signed(t, "alice")
+	st, first := call(t, ts.URL, "POST", "/lock-sets", alice, `{"locks":"team/a,team/b","ttl_ms":60000}`)
+	if st != http.StatusCreated {
+		t.Fatalf("first: got %d %v", st, first)
+	}
+	done := make(chan map[string]any, 1)
+	go func() {
+		st, second := call(t, ts.URL, "POST", "/lock-sets", alice, `{"locks":"team/b,team/a","ttl_ms":60000,"wait_ms":20000}`)
+		if st != http.StatusCreated {
+			second = map[string]any{"status": st, "body": second}
+		}
+		done <- second
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, info := call(t, ts.URL, "GET", "/locks/team/a", alice, "")
+		if info["waiters"] == 1.0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second set never queued on team/a: %v", info)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the waiter to queue
+	}
+	if st, _ := call(t, ts.URL, "DELETE", "/lock-sets?locks=team/a,team/b", alice, "", "Lock-Token", first["token"].(string)); st != http.StatusOK {
+		t.Fatalf("release the first: got %d", st)
+	}
+	second := <-done
+	if second["token"] == nil {
+		t.Fatalf("the second set: got %v, want 201", second)
+	}
+	ls := second["locks"].([]any)
+	if ls[0].(map[string]any)["lock"] != "team/b" || ls[1].(map[string]any)["lock"] != "team/a" {
+		t.Fatalf("got locks %v, want them in the order asked", ls)
+	}
+}
+
+// nsToken is a token of subject sub granted only the namespaces ns.
+func nsToken(t *testing.T, sub string, ns ...string) string {
+	t.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "ns": ns, "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}

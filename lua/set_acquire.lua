@@ -1,0 +1,52 @@
+-- set_acquire: take every lock of a lock set, or none of them, on one
+-- Redis (or one Cluster slot): the uncontended case, and the first try of
+-- a set that waits (see locks/lockset.go).
+--
+-- KEYS[10i-9..10i]  the lock, fence, queue, alive, waiters, readers,
+--             delay, history and held keys of the set's i-th lock, then the
+--             record of its owner token (see lib_keys.lua), i = 1..n
+-- ARGV[1]     lease TTL, ms
+-- ARGV[2]     subject (who acquires)
+-- ARGV[3]     owner label (may be empty)
+-- ARGV[4]     how long the fencing counter outlives its last use, ms
+-- ARGV[5]     '1' to drop a waiter whose gateway does not hear the hand-off
+--             (see acquire.lua)
+-- ARGV[6]     the locks' options (see lock_keys)
+-- ARGV[7..6+n] SHA-256 of each lock's owner token, in the order of KEYS
+--
+-- Returns  {GRANTED, ttl_ms, now_ms, fence_1, at_1, ..., fence_n, at_n}
+--              every lock granted, each with its own fencing token and
+--              the time it was acquired, ms
+--          {NOT_GRANTED, retry_ms, now_ms, i}
+--              none granted: the i-th lock is held, kept by the lock delay,
+--              or free with waiters alive in its queue (whom it goes to
+--              first: FIFO); retry_ms is when it may be free
+--
+-- Atomic because Redis runs one script at a time: every lock is looked at
+-- before any is granted, so nobody, the caller included, ever sees the set
+-- held in part. A lock with waiters is theirs, so this never overtakes a
+-- queue; a set that must wait takes its locks one by one, in the set's
+-- order, with acquire.lua.
+
+local opts, ttl, sub, own, retention = ARGV[6], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local n = #KEYS / 10
+local now, t = clock()
+local Ks = {}
+for i = 1, n do
+  local K = lock_keys_at(opts, (i - 1) * 10)
+  Ks[i] = K
+  -- A free lock goes to its queue first, as acquire.lua gives it.
+  local h = handoff(K, t, now, current(K, now), retention, ARGV[5], nil)
+  if h.holder or delayed(K) then
+    return {NOT_GRANTED, math.max(retry_ms(K), 0), now, i}
+  end
+end
+local rp = {GRANTED, tonumber(ttl), now}
+for i, K in ipairs(Ks) do
+  local fence, at = grant(K, t, ARGV[6 + i], ttl, ttl, sub, own, retention, false)
+  event(K, 'acquired', now, sub, own, fence)
+  settle(K, fresh(fence, ttl, now, at))
+  rp[#rp + 1] = tonumber(fence)
+  rp[#rp + 1] = tonumber(at)
+end
+return rp
