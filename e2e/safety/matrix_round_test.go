@@ -12,24 +12,9 @@ type roundState struct {
 	locks, sems         *history
 	clients             []func() *client
 	watches             watchLog
-	// slotsMove: the topology migrates slots (Cluster), see observe.
-	slotsMove bool
 
-	mu       sync.Mutex
-	notes    []roundNote
-	observed []string
-}
-
-// observe records what a round saw that the checks do not count yet, to
-// be logged: on Cluster, a session keep-alive that listed a grant gone
-// within the lease it was told happened once in a round whose slot
-// migration moved that lock (seed 17391847389806256615), and did not come
-// back on replay. Until it is explained, it is logged there rather than
-// failing the cell; the single and failover topologies count it.
-func (rs *roundState) observe(msg string) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	rs.observed = append(rs.observed, msg)
+	mu    sync.Mutex
+	notes []roundNote
 }
 
 // roundNote is a broken promise a client saw; unlessLost: excused when a

@@ -335,13 +335,9 @@ func (sr *sessionRun) keep(ctx context.Context) {
 				e.status = http.StatusConflict
 				g.done = true
 				if ret.Before(g.rec.known) {
-					msg := fmt.Sprintf("%s: grant %d (session): a keep-alive answered at %s listed it gone, within the lease it was last told (until %s)",
-						g.name, g.rec.fence, stamp(ret), stamp(g.rec.known))
-					if w.round.slotsMove {
-						w.round.observe(msg)
-					} else {
-						w.round.note(finding{kind: answerWrong, lock: g.name, prim: w.prim, unlessBroken: true, from: g.rec.acquired.ret, to: ret, msg: msg}, true)
-					}
+					w.round.note(finding{kind: answerWrong, lock: g.name, prim: w.prim, unlessBroken: true, from: g.rec.acquired.ret, to: ret, msg: fmt.Sprintf(
+						"%s: grant %d (session): a keep-alive answered at %s listed it gone, within the lease it was last told (until %s)",
+						g.name, g.rec.fence, stamp(ret), stamp(g.rec.known))}, true)
 				}
 			default:
 				e.status = http.StatusConflict // not renewed
