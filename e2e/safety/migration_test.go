@@ -38,7 +38,7 @@ import (
 func TestClusterSlotMigration(t *testing.T) {
 	seed := faultSeed(t)
 	pc := startProxiedCluster(t, 3)
-	f := &faulty{proxies: pc.proxies}
+	f := &faulty{name: "cluster", proxies: pc.proxies}
 	for range 2 {
 		f.gateways = append(f.gateways, startSlot(t, pc.gatewayArgs()...))
 	}
