@@ -65,10 +65,13 @@ func (h *history) breakFindings(trusted func(time.Time) bool) []finding {
 		}
 		// A grant received before a break was called, and not released
 		// before it answered 200 and its period ran out, was ended by it
-		// (or had ended): nothing it calls after that may succeed.
+		// (or had ended): nothing it calls after that may succeed. A break,
+		// like a release, is not acknowledged by the replicas: a failover
+		// soon after its answer may lose it, and the grant then runs on
+		// (not trusted at the answer).
 		for _, b := range breaks[g.lock] {
 			end := b.ret.Add(b.ttl)
-			if b.status != http.StatusOK || !trusted(end) || !g.acquired.ret.Before(b.call) ||
+			if b.status != http.StatusOK || !trusted(b.ret) || !trusted(end) || !g.acquired.ret.Before(b.call) ||
 				(!g.releaseCall.IsZero() && g.releaseCall.Before(end)) {
 				continue
 			}

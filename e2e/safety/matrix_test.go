@@ -317,19 +317,14 @@ func anyScriptCall(args [][]byte) bool {
 }
 
 // notYet says why a primitive's row does not run on a topology yet, or "".
-// The session row found two things on the topologies that lose or move
-// writes that are not explained yet, each once and not on replay: on
-// Cluster, a keep-alive that listed a live grant gone in a round whose
-// slot migration moved the lock (seed 17391847389806256615); with a
-// failover, a session grant's renewal and release that succeeded after a
-// break's answer and period (seed 7234814305846876039, "renew called at
-// 06:52:14.432281 answered 200, after a break called at 06:52:12.921669
-// answered 200 at 06:52:13.199551"). Until they are, the row runs on the
-// single Redis only, where it found nothing, and the cells say why.
+// On Cluster the session row once found a keep-alive that listed a live
+// grant gone, in a round whose slot migration moved the lock (seed
+// 17391847389806256615), not seen again in 9 rounds nor on replay, and not
+// explained yet; until it is, the row does not run there, and the cell
+// says why.
 func notYet(prim, topology string) string {
-	if prim == "session" && topology != "single" {
-		return "the session row runs on the single Redis only until two findings on " + topology +
-			" topologies are explained (see notYet in matrix_test.go)"
+	if prim == "session" && topology == "cluster" {
+		return "the session row does not run on Cluster until a finding there is explained (see notYet in matrix_test.go)"
 	}
 	return ""
 }
