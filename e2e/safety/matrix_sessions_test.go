@@ -335,7 +335,10 @@ func (sr *sessionRun) keep(ctx context.Context) {
 				e.status = http.StatusConflict
 				g.done = true
 				if ret.Before(g.rec.known) {
-					w.round.note(finding{kind: answerWrong, lock: g.name, prim: w.prim, unlessBroken: true, from: g.rec.acquired.ret, to: ret, msg: fmt.Sprintf(
+					// A break may end the grant from its making, which
+					// is before its 201 (the acquire confirms its place
+					// in the session after the grant): from its call.
+					w.round.note(finding{kind: answerWrong, lock: g.name, prim: w.prim, unlessBroken: true, from: g.rec.acquired.call, to: ret, msg: fmt.Sprintf(
 						"%s: grant %d (session): a keep-alive answered at %s listed it gone, within the lease it was last told (until %s)",
 						g.name, g.rec.fence, stamp(ret), stamp(g.rec.known))}, true)
 				}

@@ -317,18 +317,8 @@ func anyScriptCall(args [][]byte) bool {
 }
 
 // notYet says why a primitive's row does not run on a topology yet, or "".
-// The session row found, now and then, a keep-alive that listed a grant
-// gone within the lease the checker knew of: on Cluster in a round whose
-// slot migration moved the lock (seed 17391847389806256615), and on the
-// single Redis (seed 4240806550545292974, "m1/lock-c: grant
-// 1796197986109320 (session): a keep-alive answered at 07:53:06.289662
-// listed it gone, within the lease it was last told (until
-// 07:53:08.460000)"). Not explained yet: the engine may end a session's
-// grant early, or the row may know its lease wrong. Until it is, the row
-// does not run, and its cells say why.
+// Every row runs on every topology now; a row that has to wait again
+// says why here.
 func notYet(prim, topology string) string {
-	if prim == "session" {
-		return "the session row does not run until a finding is explained (see notYet in matrix_test.go)"
-	}
 	return ""
 }
