@@ -204,22 +204,33 @@ func childEnv(environ []string, noToken bool) []string {
 // when a forwarded signal arrives first. A grant that races the signal is
 // released.
 func acquireOrSignal(ctx context.Context, cl *client, l lockName, af *acquireFlags, sigs <-chan os.Signal) (grant, time.Time, error) {
+	return orSignal(ctx, sigs, "acquire "+l.String(),
+		func(ctx context.Context) (grant, time.Time, error) { return acquireWaiting(ctx, cl, l, af) },
+		func(ctx context.Context, g grant) { cl.release(ctx, l, g.Token) })
+}
+
+// orSignal runs acquire, which takes what is named what, and gives up as
+// a shell would (128+N) when a forwarded signal arrives first. What
+// acquire took while the signal came is given back with release.
+func orSignal[G any](ctx context.Context, sigs <-chan os.Signal, what string,
+	acquire func(context.Context) (G, time.Time, error), release func(context.Context, G)) (G, time.Time, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
-		g    grant
+		g    G
 		sent time.Time
 		err  error
 	}
 	got := make(chan result, 1)
 	go func() {
-		g, sent, err := acquireWaiting(actx, cl, l, af)
+		g, sent, err := acquire(actx)
 		got <- result{g, sent, err}
 	}()
+	var none G
 	select {
 	case r := <-got:
 		if r.err != nil {
-			return grant{}, time.Time{}, fmt.Errorf("acquire %s: %w", l, r.err)
+			return none, time.Time{}, fmt.Errorf("%s: %w", what, r.err)
 		}
 		return r.g, r.sent, nil
 	case sig := <-sigs:
@@ -227,9 +238,9 @@ func acquireOrSignal(ctx context.Context, cl *client, l lockName, af *acquireFla
 		if r := <-got; r.err == nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			defer rcancel()
-			cl.release(rctx, l, r.g.Token)
+			release(rctx, r.g)
 		}
-		return grant{}, time.Time{}, exitStatus(exitSignalBase + signalNumber(sig))
+		return none, time.Time{}, exitStatus(exitSignalBase + signalNumber(sig))
 	}
 }
 
