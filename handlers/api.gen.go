@@ -572,6 +572,21 @@ func (e SessionHoldKind) Valid() bool {
 	}
 }
 
+// Defines values for TicketGrantedType.
+const (
+	TicketGrantedTypeTicketGranted TicketGrantedType = "ticket.granted"
+)
+
+// Valid indicates whether the value is a known member of the TicketGrantedType enum.
+func (e TicketGrantedType) Valid() bool {
+	switch e {
+	case TicketGrantedTypeTicketGranted:
+		return true
+	default:
+		return false
+	}
+}
+
 // AcquireConflictProblem The 409 of a lock's acquire. One schema, not a `oneOf` of the
 // specific problems: each of them is also a `Problem`, so a `oneOf`
 // would match twice. `code` says which it is: `lock_held` and
@@ -1287,6 +1302,31 @@ type Ticket struct {
 	TicketToken string `json:"ticket_token"`
 }
 
+// TicketGranted The body of a ticket's callback (Standard Webhooks' shape): the
+// lock was handed to the ticket, which a poll picks up.
+type TicketGranted struct {
+	Data struct {
+		// Lock The lock, `namespace/name`.
+		Lock string `json:"lock"`
+
+		// PickUpWithinMs How long the grant waits for a poll to pick it up before it passes to the next in line.
+		PickUpWithinMs int64 `json:"pick_up_within_ms"`
+
+		// PollUrl The ticket's path on the gateway, `/locks/{namespace}/{name}/tickets/{ticket}`; poll it with the ticket token.
+		PollUrl string `json:"poll_url"`
+
+		// Ticket The ticket's id; never its token.
+		Ticket string `json:"ticket"`
+	} `json:"data"`
+
+	// Timestamp When this attempt was sent (a retry has its own; `webhook-id` stays).
+	Timestamp time.Time         `json:"timestamp"`
+	Type      TicketGrantedType `json:"type"`
+}
+
+// TicketGrantedType defines model for TicketGranted.Type.
+type TicketGrantedType string
+
 // TicketStatus defines model for TicketStatus.
 type TicketStatus struct {
 	Lock string `json:"lock"`
@@ -1602,6 +1642,22 @@ type KeepSessionParams struct {
 	SessionToken SessionToken `json:"Session-Token"`
 }
 
+// TicketGrantedParams defines parameters for TicketGranted.
+type TicketGrantedParams struct {
+	// WebhookId The notification's id, the same on each attempt to deliver it.
+	WebhookId string `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was sent, in seconds since the epoch; refuse one far from your clock (5 minutes, say), so that an old notification sent again fails.
+	WebhookTimestamp string `json:"webhook-timestamp"`
+
+	// WebhookSignature `v1,` and base64 of HMAC-SHA256 over
+	// `webhook-id.webhook-timestamp.body` (the body as sent, byte
+	// for byte), keyed with the base64-decoded part of the secret
+	// after `whsec_`. Several may come, separated by spaces: one
+	// that matches suffices.
+	WebhookSignature string `json:"webhook-signature"`
+}
+
 // AcquireLockSetJSONRequestBody defines body for AcquireLockSet for application/json ContentType.
 type AcquireLockSetJSONRequestBody = LockSetRequest
 
@@ -1634,6 +1690,9 @@ type OpenSessionJSONRequestBody = SessionRequest
 
 // KeepSessionJSONRequestBody defines body for KeepSession for application/json ContentType.
 type KeepSessionJSONRequestBody = SessionKeepRequest
+
+// TicketGrantedJSONRequestBody defines body for TicketGranted for application/json ContentType.
+type TicketGrantedJSONRequestBody = TicketGranted
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -3380,6 +3439,113 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 
 	return r
+}
+
+// CallbackReceiverInterface represents handlers for receiving inbound
+// callback requests. Each callback becomes a Handle*Callback
+// method that the implementation fills in. The caller mounts the per-
+// callback http.Handler returned by {Op}CallbackHandler at
+// whatever URL path they advertise to senders.
+type CallbackReceiverInterface interface {
+	// The lock was handed to the ticket; poll it to pick the grant up.
+	// HandleTicketGrantedCallback handles the POST callback for ticketGranted.
+	HandleTicketGrantedCallback(w http.ResponseWriter, r *http.Request, params TicketGrantedParams)
+}
+
+// CallbackReceiverMiddlewareFunc wraps an http.Handler with cross-
+// cutting behavior (signature verification, logging, rate limiting, ...).
+type CallbackReceiverMiddlewareFunc func(http.Handler) http.Handler
+
+// TicketGrantedCallbackHandler returns the http.Handler for the ticketGranted callback.
+// Mount this at the URL path advertised to callback senders. errHandler
+// may be nil; if so, parameter-binding errors return 400 with the error
+// message. Middlewares are applied in the order provided -- the last
+// argument becomes the outermost wrapper.
+func TicketGrantedCallbackHandler(si CallbackReceiverInterface, errHandler func(w http.ResponseWriter, r *http.Request, err error), middlewares ...CallbackReceiverMiddlewareFunc) http.Handler {
+	if errHandler == nil {
+		errHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	}
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the request.
+		var params TicketGrantedParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId string
+			n := len(valueList)
+			if n != 1 {
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "webhook-id", Count: n})
+				return
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "webhook-id", Err: err})
+				return
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			err := fmt.Errorf("Header parameter webhook-id is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "webhook-id", Err: err})
+			return
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp string
+			n := len(valueList)
+			if n != 1 {
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "webhook-timestamp", Count: n})
+				return
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "webhook-timestamp", Err: err})
+				return
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			err := fmt.Errorf("Header parameter webhook-timestamp is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "webhook-timestamp", Err: err})
+			return
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature string
+			n := len(valueList)
+			if n != 1 {
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "webhook-signature", Count: n})
+				return
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "webhook-signature", Err: err})
+				return
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			err := fmt.Errorf("Header parameter webhook-signature is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "webhook-signature", Err: err})
+			return
+		}
+
+		si.HandleTicketGrantedCallback(w, r, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
 }
 
 type ErrorApplicationProblemPlusJSONResponse Problem
@@ -7978,300 +8144,314 @@ func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, ses
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9tGlgf6VXq5WyVyFqQoWc7EVKW2NBln4sSxXbGyrnsDX6FJNEWMwG4Ouima4/V89lvn0Y0GCVKU",
-	"YztxJn/ZIkH06/R5/s45bzsTM18YrbSzndHbzkzJXFX43x+Vq9YXU6cq+CtXdlIVC1cY3Rl1Xs1MqYRV",
-	"E6Nzm4jKLHWucrFcDDpJx05mai7hR/NCF/PlvDMaJh23XqjOqFNop65V1Xn37l3SWchKzpXjAb9eVta0",
-	"DHY5UyLT6o27muATmTBT4WZKLCp1W5ilFQt5rc6FHFulnZiaCr+dFpV1+BVMqoA3/WOpqnUn6Wg5h7nQ",
-	"65ozlm+eKn3tZp3Rw5PTBFbg/z4Ja7CuKvR1B1bwrSlzVV2aG6XbJ25WWlUic/BEmPhkWVUw1Rn+OhHO",
-	"iEr1lXaqEoWz4rqS2g3EM3WrqlQvlk4UThRaSPHTj08HqfbrodOqF/TUTG76NJkdizp9+MXdi3qSq/nC",
-	"OKUn6+/VentdP8gbZXEhcvKPZVEpYeVU0SpctRbdJ48vvxEz5xZyUYjobf3v1TrVeSWnrjcSJ/CL04cP",
-	"xW1hi3GpxMXLr588EZOZrOQEiEJ0s//I4KHsX1kvEXi6Y1mpVHezjbeOxJdq+ODRn79U/bNh/rB/9kB9",
-	"2R9PHj3of/HlozP58M/TRw9Oz7KeMJWQVshUW1ctJ25Zqbw/LVSZC9oA0fLqtBNePhgM0k6WiFXhZqnO",
-	"0jTtZELqXMB/00woO5ELZc+FxJmKG7UWE6m1ccI6WTn8ocjSTtYbiJ+sgplMK2VnopI6N3P8QVeKn356",
-	"8ldxe9ZDalZyMgtbvTZLMVdSj/AAkLxSjeQlKmWdBTr5UeWFFUpPqvXCwb3UuaqExJfnqipuVS6mlZmL",
-	"wg1SneoLPjicHLzWyjnOPaHHwkcTWZaqEt2ssJbXbZdjOBxn4KlU42ML6WbJxtvGJl+LbuZceTW3WSKy",
-	"lSwc/xdXkSWpzspiXrgsEbmaymXprJCLRVmoHEaYVWZ5PRNSr8W1dGol18LoegBc9CjVfbGaFaXCL/Ai",
-	"ibK4VXZUP3k6PEnqv/zdlDpPtRDZVOlJoa+v6ONE+CnTctWbRVEpeyVdJqxcA8WsZtKJSs1loe15c3zi",
-	"QbBrwrqiLEW11FZ0YemFvk7gDb2ROBs+wpGLmvCuCn21qMx1pWCjiWiQIfeRI/Nk8NSuJHwCMzyHt8iw",
-	"OQ7mlRcqF/Mi7+MkSiVv8epKJ6S2K1UhgS0Xwhmcgj8UsSiXVsixWTpx8oWgdRk9ibd1Ja2oVKmkVTnc",
-	"K+Bc+JdQIA3qdeHjV/hhdh4IGRclhVYroDTaOPxIGzdTFRLMSJydnjY35katr+aFnUs3mWUDoF1cGS4J",
-	"ZgRXDQdUuehmpZncXM1UmcNBWjWXi5mp1NV0WZZZApfPFXNllo7ogcn72mjV83sFsyn09QiXR9cED1Hi",
-	"tR2Ii1TDtSrgy7maj1WFF84VpfhiKOC5Blc/ivbIiq60opTWpbpSWq1Ungh1q7RYzfA6894qWZWFqvAO",
-	"KA0ndm2cU3okJM8IPk8176wVUqvVQFz4c5oZi0QvJmZZ5rhDYyVyBfcCZltYcaMWKDlTDfuAL03wQT+J",
-	"PVJng1/eQ54upHOqgnf+f93/Gf38H//Z/9frn/+j/6/Xb4fJ6cOzd/+XdvjzNP05TV/3//X6/4DP/px2",
-	"4J/XvbcnyenDh+/STu+/Om2S7DtT6JfKWpRbrXqFpW+vagEtBX8mulYpkZmF8u/IeqOa/lPtghzkX/jD",
-	"ZdEtDpfcPMAHEN5PgYO2L3ZurBNwI6yQqBihAmJF92Q4JJIjFaq3S2FC7rw5O9LwTobDYVIrfCctCl+C",
-	"+sl9daVYF9ra0IMUoUrhtcg7I1ct1S/Z22f49rc0Jgi5ekT8Z99YEa3/fNH/f2X/n8P+o9f1f68Goz7Q",
-	"/cmjR+/aiRlGtws5Ue27t9SFQ/pdupmpCivhu7BD27OlVx06ZT9fnixO9YvTHTN9Ualpm9nw4zdfiz+f",
-	"ng1Bc5+qSumJsomYmPlc9q0Ca8ABCyy0MFoJOtRRqrNK2YXReV/atZ5komu0kLopSILkGnnBJh0KLK+r",
-	"SeGKyY1yoiC6gnsAnA+EQ4/EKbziq2f8fn78yIqFKctRqkujr/vwfxKX4llt/0hHd+vBsDcQz0F6WQHa",
-	"X3GtTbWXd/JO7SPK7e1lZvEkbyeEmhkVOck1z+XwUoEoOh2e7KAMfvL+pAwkcbqLIHjGe+5+CyNuMlaY",
-	"8j25wCZT/XCM4KVywGLsrgNAMQ8PJGhtEKHmicjCxTuG/2UiUL0Yr+ki2J3MFwfct4r/qtS0M+r853Ft",
-	"0x/Tt/aYZ/y0sA5XcInUvYuEAu0DBQUTIHtqJshVIjo63UFH9IYPTEY06X1URMNuEFFYDUz3njREQ35w",
-	"EnoHrwKmZhUS0eOqItfHxGinNApwNH1ow48XlRmXav7ff7ekyRx26C/oVzRec7cu9FqQnq1g6EHnXdL5",
-	"xlTjIs9pcz/VRJDc0HzNjYrUd+FmhRXhvohuNvXTy3o43aab4ge2CT713DfdBRlaIUvQ28G0Ag39H0tl",
-	"3bZxk+rubsumNxDPyPLA93kWAqIElq5vZVnkP9KrP/WS/YoKK+aynJpqjrZWQZO64q/5lJ6ZSAH/VLN8",
-	"ZtDoD5o8MoLCiqwhEjLRDWKHrNMemHmw4anGD5LIqK2kFmgpoqkrNLKRlbQD8cQbdyT1vcmUavJEFhW9",
-	"wYqZvGXjmKihcOcCzAs2g3kufMbPjCPv4gffuPDm+11LMBZq1ambaeOuyIOZ9RLvkJAWxIOVa5vq1Ww9",
-	"gs9oOzLRDVZww3dwjpdkoVAMZn99/PTx5eOMtTib6tPhmSi0dUrmvcQ7YPzbIn8DbqlZOnwbfj4S1syV",
-	"0SrVqrRKzOV6YxHarOCd44rJAbTKHIwY6yrpTCXwG/JswQ8SgSbhuFLyBsRpFoYQzRGAQMwK3Y3ZUt9o",
-	"s9JZqrtENOyeQEqiqc9NBaNIzT6Da9NjKngh16WR+aUxT2V1rT71VUevXWGFgXmffCG+L/4iutmCJnXl",
-	"jLkqYVp81/l2fT5yJGGnJbMJoEq4j6SOeV4dnJ6eVwDhr82ysvACuuOp3mQtBc3BhWk1NVrQPDCGIcE4",
-	"6TbV351iYDKT+jpIAdJNnhn3jVnq/BPzV7uczLxJRbxgCrMgFmoF2FI1yyxq3xxYUMAb4bYWWmTw9xX9",
-	"Qd5gfnZSGusZMB0kc+Sw4bFqFvYbHqf97mKAgmzBQBJWrsVqVkxm/n5dGvOD1GuWpPZTbmIG12cu9dpL",
-	"TJude3dj47TF4wIJMXJRdnELcKFHlp3w4Z7CHtgZiCIv99glzE5M6eCbVPthRRfY0pocqROz1M72Eu/R",
-	"Zc2joiOFqbFhDVRb+/DZraRzEbyscBDXCmbeO+dTC77pwgrpUo0svJiT4yK834+YUPQD5ma0Ggh0gJND",
-	"NdVNdzib4qJrqiAHotnBe+AvVdkeumxpG49ACE2XVpZWTGRVrUX2o3QKXWj9F6YsJmv2tIePgYtjAKtf",
-	"KDftc5CrD3uKC+lzBLV/ctIDrgMLwnuOb0OTw6YajmkksrQDv0s7GcqJtMNTTDsZuQziaKyfQFswVqIu",
-	"VqqpI8MsevV59dXw3H11komuNlrRVrjadVEHbaRthhiIBOJZwbt4ZjXxb1tpm1vYbqrxhkQ0zeQbT/4f",
-	"X50Mh+crnP4/vN5pU70A1csvgnyy4yUbeeNlZR3pI2T8zRVsOztrDZD9tChLMmvVfOHWLSuFgc//sfwq",
-	"BW7A4dp+GL9zyC7UW7mLR/DxHkeRdmQTP2n24f1TfVKu/kNhLdAr3HzS5cVYyQo4D3HUbBnNLEM3cUSi",
-	"r1696l8s3UxpB1NUzTltWcC00FtZlHJcfnLFBtW/sZzcKJ2LvKCoCEsLEM3FXCUtTMvOlg6YVKpzs4Id",
-	"4VdcLeulgNBGd/bSTcxchaA/cNfCClYHt2/4+xLMO0+I+JoL4p5fGz0ti4nz2wB7WpbPp53RzwfuW/K2",
-	"s6jMQlWuIB8FKffbtzk2BEZiNVtHSg8FGFioAb0ovZx3Rj93vPIPH5FG30k6pId3kg7vUef1luck6TSD",
-	"ni3TqWN+I4pqoLpfB92WulQWOD9G3M53x139z42Q9kbIa1mgPx0MXukotPHFWac10sEfmfHf1cR13r1u",
-	"I8Gz4SOKN8GEj4KkHYjnWgk6DorBSZEZrZ5PvUMr1XahJsW0mAi+G3ZEIAH6fo7itbQGfsnnmSWC/qY3",
-	"pXqFsUDUMoVbFRM1ENnE5IqMN1KSSFyNRLSlFCbfHapmMboZmRYxkYiuTHVWx2gyit42aKWHbyqUDUbl",
-	"eTOQDDKcHtAK1SNW6Jj+I9eIzPMCtl2WLyJ6nsrSqmSDxOGOwo2+WlblNmV9g/4c1nmNLtei1oBITSB3",
-	"/kg0AxbnAgMW65QNCh+4wN0VUpwNh72YVH1kQqJtSMgK8Y+lWoLeTMMnDcb04vnLS3iRNg6oAtmmmKlK",
-	"JcIW12DOSCteOqlzWeWpfqXGM2NuLH4Ja6C/+wVGyf1fwAKtk/MFAjP8p/AT6ZaVGonbkyRdDocPJmNp",
-	"1Rdn4tsfLr7uv/z24vThF0CIaafIB+ElA/R4dfAHKiP1nxAsC4WmNqix/b4/gL5Vk0o5UELCk+Qzy96m",
-	"eLvSzihlL/OADeq0k8BHPCI+gHidJO3k0sm0M3qbohudH4Tf4n/RBllWJf1RwPkvapsk7bx7l40oMt5w",
-	"jJM1HywOUlAL79yBZZjplOwQ0LCiXSzyrMcgASlO37wJkoYhAjCH/nJBygswrXNQW/KiUhN2MgFfmJqy",
-	"NCswEC7ErNBEk1GEGogI/tDqjUs1LPLIRvvJhIxzJ30JWBHoTqV0Kql9MqZK9dRU1ypvUhj7vDx3F8/h",
-	"SmSgEttM/PTjUwaaII+h7dtx2BLWkQkOCNAC5WSiFgTigDdmqcYbtwKyxvA1PkvMyhpPJ1JMSiU1mtW4",
-	"JG3E0oK9UOipgW2eVvJ6rrQ7RyARXUh/C8WWDxO31lgH00eUjzUlImgMbpZZwPwTURb6pl+aiSxhiEVV",
-	"3IKNJfMcmCJq/EQrE6O1mji61SyH6rWgk4LBOfRTUhLi0MLw7MsWmTg3eUtUOFNvJuXSFrcqE11kL2Qi",
-	"LF1vRBFW5MfnIkNrMcfY6Vro5XysKrjC9DE/ZhO/oeG18JJYqIcvQDfG37ZKcIzzb0/3QkwrpfogXkUp",
-	"x4pBPQVKOyfszKwwOBZtx8lp224Qz2vZD1ctVQYvLMDqxShvRg9fIS1n3itDiuAoAlMhiCbV8DSoyGCr",
-	"TKfeSdlOO95riUJep3qpmRkzpOEpH0YCw/j7yo8EYeDHh8+ZHHi9Y2OA1GHBhFDbXvBTVHpK3Kxzj6kT",
-	"D4bD4bAOWqNuavS0uF7CYc/lG3F5+VR0/eMnYtZrVXv2gT2Szq0sl6rtkPGLiEmxGK8ndDI8PRPjtVOw",
-	"x+Kny2/6X4ou3DZ9DRcZCHf3hUXkpcnXsccSNvjs5AGBd8iRe2R5Hh6rV3gvE2khhUuQ4LQYr0X2t8eX",
-	"mTcoUz0rrDPVOvH+GXgElkPXhOEIL366FIPB4BhHyRLElIVTTXXwaFngMGR3HpH7okYe9HiOYwV2hA3K",
-	"wRH61ndqC4UbiMfhijKTJtFAcwNuMUo1X/pYDfHR0dJco+PpFUUpElCfYW2qVBNk/VqpHLgae6vGSye+",
-	"vbx8MRITOV9IUCvGa9Zz0JvVgGjgVq7Nskq1Z5GSVofrTUCrnZSymOPmb+6kGVtV3SoPwYWzAVlleVAy",
-	"LEAebfJOoKsWbsGz2ibVb80KiQ72FN2ZFM8DNRh3vb5Rw4G4iG4T31k4pqzfn8s3ffh5Vl+pL4bC9jyv",
-	"ASl47qmmVX9MNQlnr/r5iwKaBw9AX22Og1dXXMDJptpLFyWmpeTd2X2nh4eYNUnnL5WSN++na2MQ5Wqh",
-	"qsLkd+z/LJDxHFihR9ImAgyfIWlYvOYe2XhgBQF5bsEg0Q5Ey15qD6wUOJWEfmmN0QrjMhZ1Fv3BdsrD",
-	"Ft53G0hfxDsvrQu2nkI/3tyeCw/iK0sOK8H6DzFYg+XdOvgcEde0/7UPflXQMAxwRR8nLkJ0T+im6EhR",
-	"8JkOrOfuUjFQ0GzPDm7b9tyaWBp0JMj5okTZWJRloa+PC31rionqn5224klqNMfPNEbkgtg8l9ctZ/o3",
-	"2JTtI60x4vBX2P1cOoVWVaeFCzVQ542f7T402LQ2CUu5JNX6yHqPVm0YFLn3R/k4pTPmZiAea/iD7TIO",
-	"wgLb/R947Ksnf0VN2L+Y7xK/fCUt2g2p7j4cPuiRjysHeceCkfnhuSAZSGjkYfidR1rLVOOc1mYpJlKL",
-	"aQFz0iR+wWKAb6+K3GYNPajeQxTde2gYTUN8/UYo+6T2CVEWjsqREvdrOJ4qD9TGYRpbY7+H9ox+qz3+",
-	"rwvQZio85jrbwmdo5WalR+T6IqUHOUu4wiBpCDxZVcUtKGVwNhjDWBl6r/X0Qx41uOkVmr32PRil19VJ",
-	"/W4PFBD3lqChTMx8ISdOfPfqZUjzApNsWXFiAh7nojIO7WRnUj2ZqckN6OploRUjuv/2+FIcD1aqLPvo",
-	"ZjyGnwGRHv99dWMHf7eE9EYVBGR4YTFLxS7HGcka4la9hBxjFL0JYS94dCOHJNWoc2WiG5lkSTC78PcL",
-	"Vc0LdHhkhXR1tknGsb7gwGRLdw4sjiMgIOQp+W3TbjgiiwI91mSzYEAZQe6TSjnEu5QKrXhUm4k08FAJ",
-	"yt5+1dxdKG584FxYhXwFr3HD4We2R2odJ1g2h3hdW/i5Y3be5K/hxVvXKYm5dxvP/1bJ0s22mb510i2Z",
-	"/XsxZG7uFDv8s9aRAvqnOZLHgt1LvnxKmQQ8uo0v4e2ku3Nk2dAar0EkdbOvsnCjeX1HFkiJc17Qux3J",
-	"NZQFWa+R9CkF3SHEcjpFZLNNUfSBrCq5PlxoIK9kA48mvld6nAtZruTaipPGzA4QKsE3su3VWBJltF46",
-	"DqGS74jpo9abyVv83atLjxWgDL7/xP8GlsERG+C0WiDT691xJ1vi0JwH1xASB+qguzwGsR7ZJCH8RaAB",
-	"XEjhcAV1rFs2VUzkq5vUcscV5Y33h7OHmUS3LGnc0133225f77sIksiP9pkFWlCMgrp0J6VtrJEGbZvl",
-	"d6++f6ncjlyOhyd/Ft+9+l68VGiPPM5PHz48eSQWy3FZTMSNWlvRhQe/HD74M06puVR4APNp/G3dYHTl",
-	"NfJT1o8e5399edGqEk2q2+aDOI3WR2+KHZD3GwV8BVf1xYMvhZst5+NFVWjXegdu3Doe8fn3L1pHW1oV",
-	"P2aL69bH3uyASIRtTATFWJZVeTe9wtxoT+DNtOQEN5Mm1HbKTa64+UI4prZfoX/xLvtnm2wePHjwKBE/",
-	"XX59ziGUUpL+KYkRcUz9yAp807rBP+4nsZqDv3RVMXHlWhR6UhEkF3Upgj/hfbXovgjsi1X0A7jXR7FR",
-	"/9D2/9D2fwva/i/Vwj+Y9v20sE7lT/muHYZogaef6KlpgbRoTuhsxwcdEW5YMFQVHVf+Pt/NhvHd22t4",
-	"zXmwj29Vm+9ItgL8vGKzQHBy4use1IxyQqqopHt6ZIl04NYEwHzvcDY6bsHsBZA8RxJmpgbHC8LGo/Ie",
-	"w+eBHkl5ihTOdqVS+e3wstJrT52kQ6GNK3OLylelrljL9vTD/9sHKKIIy1VemcUCv0HV8YojOK1C+Q5Z",
-	"chmF6/lRb/QOWcGkQQ+UH4XO1Q49APcGiBG9phS6rTMG6qgQPSjGamoIXdKN4104QChHwJkMHFzFXIaa",
-	"r1B+LQlfDPKISk1MBSJlrdwOzn8vW2ZXTn6ULdLmswxAfXQiKp3XRRLqgCKxfaXzkLXfSnF77Sl/sl2W",
-	"Oz5C12NL68NaVDssn0sfEcOX0eFey9s4eNrN/D0BCRNdFBRDDSLfsJY1QqphCI5nihulFhbIRpKikGqO",
-	"yuHIraJhg+XRJU46aP7cZTa1snczufmWptOiVt76KlXBXriL7ROTbbH6y3YodTCyaKxGBJ62Z4HRUeC1",
-	"HG3xu0fy9o4AxkEhCF9lgde7a59QpLXSDAdTanDhYHdVm6RR0gaIJjJbWQ+CUesyPaSroMGYCRp8zBTq",
-	"tR1y5KtKmCppwbVhtSVUhrgMT8NAZ6RFBNgspXWjug4PoZq0mMXxQXy5dXLN75cu1XMEMzXhngOauqps",
-	"JkqEgdQqXgODMMQUCTdT81G9kfHcxXiNXJjWQCU0QoQRBTBO/DzVfsQrZ5wsM06xoOidLEu6WZ+Tj09R",
-	"3GkbiMIL3aFS+UCg5WM3RisK/1isHgZbhhWTfKQoIhxUaHH3A5WV6zrsfjIcgqyA/W89BS7BcAjfYLfr",
-	"O8QOPKFfnAyH7Z7DcKp7eEm97ppSZxKsLVRm0WcTaBI5s7vbT3io21Ldw2v5cWJem1f/lwDGPpBTtFZX",
-	"P1Of6GXMbYOyQroCqT+Elgl4tuBSB7Ovd57qnT5T4O77WPYOE5FTZ/ZQZDORzM+MlVNENzPeCAu5JUF/",
-	"TjXdaC+HsaIZs1APoQXFp2+mUwEKPuowXc/JpZiqVaqD7RxP/w6rFfkck3bN2zYv/vu4g9u0I7+Du+Q9",
-	"lu7YUopKX4bkMJ2oNp9blKKoxuaOC4XfeTqGx5ulN9ksRXiKL7x5t8qze8nseD7cu/jKEy4V3qt1iC01",
-	"4GBbuGyv8/IYXYZ4P4Jt4hJP1WArVULaG6zoJiczn++PMa2mvTg4VDCRt7Xl3H6xj3Bwf0/eHquYyt/c",
-	"PwDsd/FeDPYy+CaRzaO+iId/aKZOTI3+AvtSO+/vpiLiPcg/fk8y/NCkct9z/0WuwA+xqT96R8/Wvl4b",
-	"vceb5yv1OaENg4mDPnJ4uLiKRt81TvBJUCGxkEfBnyf1A+Sq6d1nChu7Grm9cPl7N+59YJqB8A6uLvWL",
-	"AP4gQ5Bh+tDLx0T7h+K6pBKj4tTMH2uoe/dE3AO/VUFM3BN//x6I+/sBmeuZwcdjhWcTQZqbE6wDDDGi",
-	"efAewNjDpP9WiZqPmL/66uNmrG5dWJxFe2DgBYaFPkLu7g5/F9VbrsuNkL+VKjIUWGm2EemIiO3OLNyN",
-	"YrtRfmPT7v9tpuSG2dd5uU3+sHFGGRXPXc24xAM6MOhYeoOtysPvnUS7cVx1DiwXzt7Ikd1IjY3oaTso",
-	"/+js4Z99OrHIlZNFabcRGxM28/2l2Ei/wYsQFS/Ak+FaQEknFIlhFeuKDazm7ngPaFgm/5KsLv8H/XJX",
-	"+bSNr6LNBTlZ7xCsb7OWEYIGNwqzwE3fTvSPn1zBsGQezpWbmRyrBElK0MTigk5VGs3FRsmx6O9QVij6",
-	"rFkOKPoCd6rNV0JH1+4sCRDFFr2ucFSEYYf6EcMal5Ue+SD6iElmFB/ofg6I3/oRw6zCzBMisjap8CPw",
-	"h/dTY3YJ7GdqxYyIhTaWBdFmVYtC4FmXl09rh0hckA8Nu3sL67YEkZf+FhyUVfAbQtVgYbIwkHS13uPz",
-	"awjtUBvKvNBDkTW7K1rHbBofS3wmma9RiH4J9AexOykk0nOYVGLu2D+VuFbOooXOs6WmCbU8xJiDF4o7",
-	"/Ei/O7yO3997IZuUK491cT1z5bqv3ixM5To79fY/sEC/S+R/qDxGi/s1EwFqGv6F2QCeE73ex7x9VHYb",
-	"07s/Lkb7dGdkbHD/KNbO0Pcd1/2Xu/gbMOtW374P9t7Lt3+QCz8+dR9Qrz34+3zt4Sg/oPfuACwRbdMm",
-	"mCgRSx2lmSN5SlLMD5Ccv2Nh9Ic4+XeHlsY3/IPhS8Plf09n6R2wIopI22Yl4rAQX1nzXNT1OFWFotOG",
-	"flXsE627rgwPTin6xOVWLixLgI36Zp9NCZP7Vobwus69fKgbVSF+sUv1bhXlR7R3PgxlX2IceOWNL28e",
-	"RbUKauourCjy8t4EfP8FvuTlbehgqi1bPlxNVsCw9hQ8mnCMeyVAF4vKq/giobrQk3KJjc7k2Nwq74Nj",
-	"EQlkv1IVtnmj3VAa+9exFoKM+FbtsiP37Pch7tn7GG6/SNGjYhzb6t57amjkP9qvngXo8C/Xy+5SkF6x",
-	"s/lGqUUDgCxBaR8JWStQoRr9gbqZ3deWrNnCx7dsRFCcXPvWjbbGD+wCWF/tDdP7MbwEj220jWrmzoi/",
-	"m0InuBPY2EDpPN6RvS3PPqjU9/2Jmkv8RTIfX/QY3bGj7ahRHfA9yPLi14EB1mZ+Red+R9pp1ImJp7Bn",
-	"9t9yLZDm5N83hyFC7fq+kVXwowEJ9PECHIWQDdeH6R1I/DcF1av3YQQGXNUsYcuznXTe9OHp/q2skIPB",
-	"z6K1f19owjUlm5++rF/6LukslM7hfdu5gcptNg6NYj9x906uJW53hIa9HXEX541zDEFPjvnhL6pkg5sb",
-	"zWMP1bR7K96HkwY86se9I9G1vxMQFFNqXRTeo8ivwWg9kFz3ojujyuv3Q3fuvO+Bk22sdcMbtTtnm7f3",
-	"e6UWHzZaEtQ9Mug5VJJspudIlCO+KU4zklKLHVDRuf+ph319gCAKr3zxgeoy7cYUcUUsKl0scy651a07",
-	"4mpu/oNVLAgo0Dtv7BN1csVEgIMde3dcnQMAXjv8RLswTbzOBqx+pbDPUYBSfuxL/yH0hQN9vHVG4U48",
-	"FS/kw1+tjTayBMa2JrpLR+dNo9e3sQgmb6uh6VyZ9d7nfjXCtjTx9g1xMUK5uTBs837yhe+HeEgLRNAy",
-	"UEQSLD3V+HGPobR+A6i7J/ahkVZk25Iy8R+VKr9WVTZINZZWp0bvleSmKhJ01bKwNXwXHVjS+j+xESPi",
-	"QrhPM5X5bTi29knsjXk0fSpnpw8eNboFPkh2dEYcjI6T/uv//q82NkW9cA5HCtHzLyn0vg0Xitso3tEh",
-	"ssV4kGKjNw/1LRDU/goMZzIOegPxxDWqm25FkHz/3wOSDxtzbodXNVbdCqVv5T7NFkXb+/HClCVhkepU",
-	"cfaXh4qHvvmsFZyD3HJVuYgn6Ctaoav4VMwLrGrqq1se6viX+uaOc1uUcqIiCl+qRAzhbgGzgQMb3OmQ",
-	"vwsDFtD43EDlUDz+HkUskPkdPUtDGoJVWO3bW+jc6vOgPMy6hSns5hYZbK2/jTP+ryyX7+lL3pP6460T",
-	"UMW4ZO6e4snnIks7aSer034PqIu7sSU0mZ0rbE3UOMD4bBidjRvP+oZPfy6sKOw9K7EcdMh35yS/mpmL",
-	"+ZOWSg35vNBXQZrt0pZD47nr0oxtBDT1lRJUZUUXq416EcmAlLqRVu9+GPX3nxPrel0vTDE92JX9P8F/",
-	"/oQZ5PgbLlWvDfqk6vc5g4L0ftM9IIcvoZz0yY3FuATWL6iz9boUUZMlTIa8kLScYPTtStzbWekr2sJk",
-	"+6S3yQT118myKtz6JYhYru2L3ZMullQvkP76xhPwd68uO1tdecV3ry65FrR6s2gGC/1WrGYmauLgW8DB",
-	"ErHTQCjVIOOK4b4QB7c61yBdQPGBQ4CLt0kTO0kADZ5Uz5fW+e4xM0y6LePqKHV7LFSJcOX19s+cW1Bj",
-	"pqI1if2vBRzQeAlKIZ06VnP/9vLyBZ6vnamyFPQLmwBP6//NeICbJXQtFgmvUMZMlxqrlttBqlPNAF6f",
-	"0c2Ft5+/vBQYvrXHb8My3tH/3zEu2ndsJox4qqVmhSXjftNdrwTBVLxsbcBdWBOKUC9wYCgXe9yCYyPm",
-	"Swam3Ve5KtW7SleJi5DCyaVhME6Lu2R0yEfjLFCbarAh0MsF12Yzc/7CR8Qxl4Wj5UgIlcIiL6uqcNzB",
-	"gqDJa0y/jHk8BkVI6cZC/pR6KstKyXwtrMJ626m3rUATLxQFZb57+fyZWM2kQz9z9jU1C+tfrhe+Z1HX",
-	"Gh47myyrUvRzcfQ2ZcMl7YweDofDd0eZWJnqhkrOrxcqB6amqREcKf5zJbUliAOrXXYgKN8Pe2XDbma7",
-	"GpRlvg+JdXJcKu6phGt6js1PUPjDCSxMgYX5l84WOcu4idGukhM3YmzBXMG52yzV3ReVmSs3U0vbS/hb",
-	"s1BaLorBWs5L5BGgXZrJEhSeXt0BL5d2Njayyo9sqhfyWhGhWasQZQP0mB0vi2OeetbvLwturwtHBGwn",
-	"oUL7Ah6Ti+J4NTNyXmQJ6rNcAiLHjkO9+I4BG4GblfXwBK2cKiJ9rCFN/bBbGmjTJUk1giyoSWol58qp",
-	"qjcQz9FqI4y15S4xlOdOVwt9T9eaKuCMUu0bCifYSYDhENjQQSsskS5u1JpTYAidktMSxNnwYVQiYiHd",
-	"DAxtHrjQIrvAtjUDkX37+OKv4niGlWH/6dH99CHS9T99O2Py/qD9wfe0qAS3MKjbFwMV8hymahWajGAz",
-	"OfS5/c2g8ueOgZH6ej8x6rUCQ1lZqv1zjd18YMJOvXHHi1IWOmuYvzEBE91g91W6A9yzpjB6JLKzByfC",
-	"381vacO/KVSZW3FpjEAkcJQ9z9NJNWJm4L3cwU6oNxPY/S/OxPfFX85FdjYcir/I3L87a/ZOTzWw/uOT",
-	"wYmYSKxHtJCVVaIrxbzuWVj3Is++NdaBgKs/SzXTB0yldy6yh8OHJFD+V1XojHtmnHi5XCxM5VTuJ3DL",
-	"X2KfIGwCpAXP5Y3o4v9OsW0LSJucxNTl05dYvIgxwmUxUZqAZFRurPPDE5D82GIMRaEdHeNdJo46MNX1",
-	"Mf/oeF64CJ3f8cfZSTo8s86oczIYDoYI9CB+0Bl1HgyGgweY3OBmqIncgVLC7Mk2w4rYHiOnsNwSuT9C",
-	"3kkjoS7ZgFbRl1GzL0rLJsq3iguEcrnORGSyvM4ElvlMRHZT5Bn+CCtzprqlNGciMrdeZISeghX1cR7/",
-	"/feVw2pWtZRC9BY1dBChhRm2F7nBrmcoZGuUlNgASaW6gZJivxSQocUmxcRq4RUbwruwApNKPO0Eu7Rw",
-	"dYcrLNNGALBuEwHGnSStcl7nIGQQsCxvLcUeBFx+H7Y1E9OiVCP/NfupESdGuwBfU4VROwvgIvTDI1IT",
-	"OFF4DN1ujU5EfKbSz4Q1iUTMZY44Jutk5aizew2r474xXmuJoGUw7NfAs4QHEni8oRUZftEHgV+ZkmR9",
-	"Qkx2qhx1KSTvC+V4IuEUrm76fIN9QM6GZ8SZmj2cUt1tbBx8lvHVNV5iP8k7I+r28L1ak+lPqiBertPh",
-	"cE/70r+vbvpWuXu2L+Wyuzu6l8JEseP62fDsU3ZOxS3Y2MBBw/rpjH5+DSbdfC6r9VYdW0+GxbW3NRMC",
-	"ZHIRYTTR5DUGd+n7zmt4u5etO/nUtggmmVkTNgrdLSm7dcjf8kD3O+J77S9XkG/Z3p8WB2xmZSbUVE4s",
-	"F/F+0dp5v4CbANWxB6BUrsWVxJn0NsqBrmtZICg4Nl1AeFGxIjSTMtTPAgjEHbGB3huIp7uy7TG11hep",
-	"5JZ63FFGUhMeUhSjwkjXRqvsvK5Tw9m5WoXyXFHDNtiUs+GjRrNREgOcge+VQfbTpvqLobCBWE6HQ2Yk",
-	"qAIh7LpOBW7hCLyBvlQJyFtWVO1OD3z9iM+aJwf8Hc/Cg3gQmLn60Whzs8ZCC5H675j/DHe9Mszx+Akl",
-	"iXo3KP7s5O6fNdpg448e3P2jb0K+Kf7i0d2/CKnm+IvTA35xacwPUq9/9Mmh75LOw0PmFre7xm1F4/Lu",
-	"3z0Gq5MYQ2AFfApxGj8nLjeYaM0HEPxi2gJ0l9gZvfkivuOi66N35PDbDN4lqW4J33GcLnIpUX9W3w+I",
-	"IUZwi1ONvYd7gl3Toyis6Ztm0p2Xwi7HqCc8DtwqpOyZlfZu46jODugHDVATQpkCb4n4Rne7bk+PVQxg",
-	"Nd6/41MFrAIL/cVP7DLCDT7G88hIQ/b6iW+kVD+W+bAh7FJjy0GLoaAm2n6keQMDpc71iC9ExlqQ64Tm",
-	"2g27zJ0y4O9ekurgKanXVZ8rNoN2KyPQB0DbXFeGkJMZtyoeieytTMT4HdvNb8eJkPAHWPNk8sDOLSvN",
-	"+T2hx18iJNCGI6gUPBWEDDX28DEnMgnAtvX/pxeDxcoiAmefIB0UUblH671HBNsq/Fj+lLR6486jTom4",
-	"wODcgv97+UeVGHUe9fN8NBDPNa6h0NelosQlul+kwwTtkqqZka9EOjMvJuyZTKiJNjd7pBaMJMhQJDal",
-	"La6DYK/YLprG+7pcWqeqxNdAo2WX1HpV5MV0qjCwpk2ufO5YoBhcFbXh4q6ZPj+38o6SsAMrRDJRMzDB",
-	"VWumSyvLgbio07PYFWkWVsyLvA8fce+uxpngS6htdVFxwonl3fDpIaq0cVFEHwBqk7LsTKqlLHsF/mLy",
-	"9YcXfCyjmqEBVy3Vuy2xe/KhR28Tt62FxkJNPkKWYyPIqIzrVnD1c5HUH9SOaa/U0bbHFzv3twu3JC9y",
-	"6rddKSWWi6A8BmbXG/ne+YWNm+UnIvtRuWrdv5g6rpyb6s2yHmDPepeZdJ5D7iyOMkj1M7NrvnR92MkG",
-	"+xMNv2u7+OljfJSexC06OzngEF9Q9YxLY9D391mpUD4QtFzECCUvhL14JlEb4uZtilXD4CI9AMPFS9cK",
-	"M7ZRTqSZ3s/4SrXXzJypsawRELPasHCZD4cCFla5VG8XsPCBIi616bsTw5jUGrhpVKUavWSoI1B0xuPA",
-	"QcXyRjc1XPb0WduBGCwE1dGE0n8+q3fTvtJq9WtYVx9evjRKl7xj8fJxjTguAtjuQQooXvv7tON+78zr",
-	"8RvnnS81JzncFvQsqxHt3h0FkOhlVXOKs6KySPHAnRFzepI4GoWhkgALRysyG4hvTFmalciiurNZ0GiQ",
-	"8WAu8gjUcIxbhrTZqQpRZJ91x9gZdYv6tVZJHBcrpXUJ6vIT9mbj+1CHBz5JGe9ybpYEFVuZ6iapg82o",
-	"rOJCGGNAmqv3dGFgriDTyxsrW0hVMpBSHSog4AwqJVkDDlsYWnWYad1rPKjP1D3eO/Ux4M4Jh+Skp3Z/",
-	"PkwT6fijuIQ9GFaVWV6joBivhWyArnzSS6XAsgtlKrkWjnWYBC4XCyUrm6CABINDR5jYXORLBNkWDg8N",
-	"o3NrVKK6VqlUv7z45vHl/zOY54l4cfKgx9ajDO1iKoxZ8iZNjOVYtI9vBssc26CEngwFqE/mBo6yVZ48",
-	"LSzLhPsKk6+pKvIhogRTGT+6k45KbW7z9uda0aZ5GAid12fA5D85C4UtZORAGXBGwDcjlwpToHTYfn+u",
-	"GMPsEWa9Tf7KfrZ70dYzPxyBlHfy1H2u/IChAG5Zu7lxORy9ZYhNuKG11/uMvN6pxsAbwXQpHT1q7h6K",
-	"17b4xpntFlPQ6eYKLuaGfY/Xk9x/mqENdd8BnuFMWmFhd2Xp20TUpbOlFkU+ahazT7VZaewdG3FHj64s",
-	"AzKRgFXwJzCK0MO8i4An2oW6o+xAZKHlueDCC5LiDudBtaZqYGGbUx0qNIS5UeAWQ71U6IGL+FQq8pZg",
-	"23Vgk771OScTcZ/9cGYb2y262D7dB9U5MlyqqeuhY096IEtNCES15BfCkh2GhZiQK7m+I7Zxb24ZqdNJ",
-	"G6hzowk9701Xtnb43WoJTMYy6QaINIXXYo4GAzc7I2qNn0T8NMI7Pzht5FucNPItul/9X5Ry0X/9372W",
-	"fIuPyt2pLewO1k77hdJWYkv9tVlycmqzp71v0IN9QJD7n1KouD2Yw6gHT6687VQFR1r0kZq66L9vbPZH",
-	"AOjXDwCxVgd0gBTQNZ5MMKbAmdwbTV62RVar3v8q4KdBIc0Scu9TmaELRK+MBGLKsFVV37pKyXmWxC2V",
-	"Uq3NCjn+n/701Ojr/sKU5Z/+JLrZ/+BLv3qWJcIsCBZZrkWWLofD0y9gnK8eDNG1FsVpMFMI+5JZY/QG",
-	"wpm05oK88s+wAwgo3iF2TN8Ah0w1wlMY70jzGGY9cp80wgWUq4KGC9s9UiCAjgCRNdAAWDL+/mx4xq4S",
-	"BfyrZtPNWWrS5NHJg8ilJ7jFDJAb1eWN/QuwNE+u3nhXjX8VlmPCm4ndAT0YR6sVKMrUNI6qVZV1czVY",
-	"65DjJhSGK6y4wfPk0kMocRop6l2pPR9OUMQEfYALiiap9tXabhGyTyF9+E+cqOKNk56Ym1sMbAmDOU5G",
-	"KyYUbNsmiJyQVnYTW29ESgItNLY3MYHPN80knEmGT40E0NiDyU2hc/wfltAC7YI+p20NX+TSyVEWHRfO",
-	"LkM8MhzGpCxgaEedfhgtyfDs7Km0ro8/6INC0TVVqj3lZz0KYHKtVFyAb89Y6xpUwZljO7jmVCNYkEbA",
-	"8KR10qmMXpGQie3Bcz71CodMCOSNS8pE9jalrpNpZySeJSLtzAtrVQ5/UkaSSLEiC3zgqqX6v/ApduTq",
-	"jFLtG9G9y0TX1zALYS74LZh2/kZxU71ap6Stq3tTVgrYhXcTAj1ymbRGh8IgqbJ+f1bTMx4Q7RA5H6zx",
-	"WOzGBrGRm9FiqZ1ctVQcsb02CqHx6FKFnVd4xmaOWWSIY6XzOnkorO8JWJk3hbL4m1RPSoOIVNRYS39o",
-	"SNmvsEi0JeRxvLButBSuJjQkEhBDeHDNfCbVZ8MhIhux3nQIjccY3SZYT1Vwx9gRkepQeYqqVWfe2y26",
-	"D4cPRLZVzjoTY7U2NQyyEc9gjDkO6A137/IAIkS0IbpTfMkkWCc/GSpgwSjn4uz0EQ8FFAOjwx6S5U+x",
-	"ULL/ZZ5qUOOZQcF/ea2JmJkVqrlYoghX0KbYPqlbnm4rthvFx7zAgoub1KxcRfwJ07WWc9ULdF0wPe/S",
-	"TanTa6yc3rPg185yZBL/oRnXsXDpN4vPBizEfEk7AkcCYjYR2ckc5S36aiKwq4AHhsMhJn952/BkXvdK",
-	"TPVDMS/00ik7EH8NtczsQDxDsCcrD9yBr2U/YKb7dPWtnK2dPXL5SLAsTX0lBGZaEAdFvuilmgwCslIT",
-	"VdxyLQN4JYnheo4NPr5rsqfDT2sp1I2t3yWdLdHYfM9mFKq6VVUfKz0SVx6JSLZZQnvEXNOSEoG8qTWT",
-	"rjXK0Ogf143I88gGlc4jyTc0od55qsOlu1PbZL7Pyg/NmLse/NYtlE8K4H1G6IvNZpBR9LpWXc/FvQ5s",
-	"8FmZT3+NG9duNczddPORZSAZbE7s9AO7/pKDHkbHcjuML0uxUyEoayk300w7GRgSXgxw39ouSNEeLnoU",
-	"9961qZ4Y9QYLYWz3rGMIHRudOt8sGEbwqVTXbSnJHMUMNK5eQD0r84A2xPgxiHvUAggRhkFurCmMVTao",
-	"I3ANZSsqAasc1cvxMYGxmhWYQAnyBEMU9VSoch4spRtygj14g01DxDtxOJyj7HwP0KeGkZbKitygeQn2",
-	"462qc+yac7HYftgnpXl5Q8sDlcjjIZ25VpiF1Wy4iU5CUhhZf42hAEikXq0nyk2CfR+5K1V1ZBl7Jgpt",
-	"HcykdrFJ/nGoeYIoedja3kjE7sVU4zfsVd0897gZdMJ1WDmG5qHaq3PaCqIcX+0jqBJbIAZvbdMNtDNT",
-	"OaVVfh7hbWrwHTDLNUNCg7OT3JzBD0KOsmbt46j7sriwN7AeDxs0lGBocuXNB7+btORUgyW8XFxXMud8",
-	"PD59Z+qmrMgxxnJy09tLXINUXzSPl+5RS1YkZ76NYYvn40LDTQZrYERlacjhG7zbK7NkT6EIcTJYR01W",
-	"9W7iGb6o1FRVI05yzvvSrvXEn6ksy+DpANIGkwHI5GS7VSx2sEnI/386PPV7yPVPAnXaVMOTLWVI4tra",
-	"u0Ihx/Q6e/yW/vMu6yUUvvAVlnEg3jLfb9Zns8II28nhvUGq/xYCq8wlyPTgfFJMA8VtUmAyYafcqJUt",
-	"vDrVXW38ZsJT/QsQ54qscQ2m296zxVJHdLjMfemQG9xgozYn7ZdZKM1fsDXMYZUABk31Rn2pwBbMlGBO",
-	"IY+r2W2dlp8nqZbNop9HNi6xR8hnUTiwT2OaTlAwbK/aVLvIroXYOeMs2pB9QNF7hyzIA1wHLe54PFrL",
-	"92p9yC9ooYc8+Z0p/El+NDhSs8vhxwYkUUej1lySEAPsbjLbmIJ65yGgUTfPryUMxzdOPv6ELzc5HeNV",
-	"2tC3a7PkKg90JRD3GSXDolzdvhXXHiGI3xPXZTNohcUN2tqJU3o3X1lf8d9PiA2h0+HpB9sgrjfWskMk",
-	"W9qv9WirqTjrjV48tEoG4EkkGXivg+DyYP6BwBJcmEFBTlpcU1Z7bLK4Oli2p0hZEqAxQup18KOZSEny",
-	"CB6vwXA2a9asD5WN6mVhqrApS871ZZwvZVByObAt5K5fxL5iV4nI7iEiBw2/xXYlnG2h1WJkNA907xvf",
-	"/RaNb2asbTb4XVHCwJN/bbj6lmcFyTkkaAQjC12R3jyKkeypbkLZxQFIdsKub8LZxT40+2bhN+4/gmXZ",
-	"SGNGnF6IFfCnPVLQi2kdtIvA720mUTMhpxEIT+r1pDqGMEeW4MYS2K3twRZFjZX2MLUWFW60r58nKDqN",
-	"vpxtlU126neM5eTSuuRaRx875RXByHFXyOy3kQRwesC9byhRP/gml59jDoFkYosi2eyGQI6PSVE+f6TN",
-	"cbQP93WMYVTMKPjVnEvfmArLhXHNuko6U3kFpM7z7Mq6Hpm2V/h0Ru2PEix1JUEMFpO1qJalgqc2S6tl",
-	"5wKuRm4m9vjl469/+vEJokTByNVrX4XFF0LzbjvfiCMh3els+EBkoe9sFupZpDrDnbxaqKowOXIrFdU3",
-	"iYPdVEfMZ4Kw7WidWozImdFwLaGtT2+q+RoDwLC/NjA4DCwSiCbVHPeCEWIvUdB0qCoC9xFpIO88Bsd7",
-	"drB6FtcY2aw+Etn6mwtPIrhwWKzXJl2jn8WRRXwbmZT0hqavRurQ6BOHObIezsU4M/wUjk17dw71CSlM",
-	"nvhepRhCQZxGbyB+8t1jSPmjc0411e0yeuRBBIQ4Zo+HXU4mSuU2EeMlMcmgEHPdWY9k4rIDXC/Mu3/B",
-	"5hROlWXPK6UhOcWiAWuqvNCyChDKgbhw9ctqg5u203LJ7/rYMGiuIzqIwVQC81hxZ2onFVgN/ph9+xnp",
-	"qacGC6J6CUoe1p5bLsRauQYFNzyoGD8tDHmCLqMgNBUOBHLKaOo+YI5B1jolyMdkxuuMo+54wGi0+TBw",
-	"l8mJhiKKSLwviD7EMDYNxMR85I+a+k1YTokmOMsbx26ogB5QOg+UkIBZxIRQw9DjfN5G/hKvgHqxj3gW",
-	"Waq7wKypD5O48JNpahc0CUTmhM9wuqJw7CGZyzVj8sYYdAW6HTV7zGHVPGop1/CnWsy3fTh8UFehAwOH",
-	"MgzA2MQKTpEdhSkR8laJsVKaF3Keat/Fq3AevI9nhLgEmDuyLDBQ4fcq4iubruM2P8tf4FXsZfkYzgl8",
-	"/ydyTfyFGvjv0LJ97XtVKU/7mGFXYgW/iBb5Sv1K8cZPFT28DPDq2gEfqtiSuRFh56lSIjzk4x2FE91I",
-	"MvcGv/kIqDcCuAfn4N8jt0znm4qR129B5oMqyKoJlS32onw1M1HBDmwWFOuLlqvi3Vf9Zfm0MzvtFcnB",
-	"xUJpEpH+VEci85ZbBuoI+8OpnwIpkb0k1RkJ1ytzi2ZhE/hMMrduV0tQ0pW0dSIFKLZBWyI20UtAuFyx",
-	"bzPDv9CApf/SD7GyLnrpcHo+OlVXRYpSefk356TXSEewNe/9I/mKa/GSu7ulrdMrg5pyjgLcJ/SZkcC8",
-	"LFIUgbdnXCmYVn7FbqosaqTOucIeaebwgVTfKLXg1C+MC4Ble1kXqtsD4vNIk0ZSdJcT/FKNU51xC7pz",
-	"MRwFzYUKkSXs+MSX4AZhUddewuHvXK5TXbNsHB3U+m7W70/R7VUpYEEYQcFADeFaKYDHRZXHazIAaoXE",
-	"1PGv87rvoU6IHzJoArtptsTHUWli+CzqrZp6qgYz4si2JrLVUN7ORwYY+WF2iAPa7cTjjblJ9W8fdvO5",
-	"8OLLBlDNNnhxtOUfOS/tYP/BXkZeV0b4FH6MA6ovvF8NBYaXtxVRYJahchEsRzqXMYYUqDD47koHuD+/",
-	"INnq91C74KCiBX/ULPi91CzYSF+6t3K4GeVqJsk2L9nXpbHq0nd1ud8to5/trMB4ti9MR/0BI4BLlJYf",
-	"NcpLOOQxkyj5e4PPBr16B+nhJjwz7huz1PlnRbFPlbxVcYek6OSiWPY0bvEEcoHddYW7R7Ld90Ev9r2i",
-	"YlAUqrBUlE9sRppB1UT5kuq9MeuBeBUanDbih2N2rdtEnA6HEUQh9FTKKqlvMtEdbrqswwx75+RqrD2d",
-	"VIQ+j16UEGTMv52pnuyIZieNghFLHjaGjY5rj3pc6E+S87O/XFAh7Y3N4VJF92205Rt3+SkcRe7kYsp+",
-	"7IprLrakyBYak4WwaYZpuC39ZLdKFHOeProWu1tQj2Bh+hzv0mAhDMZka/Q12huGGOBb0MMboBiYUvks",
-	"qyHddju1cgPOF9oIxEcYzP9nIqSI+KyfB8Mep+Kj1lNYNghaNJ4Xpiw/BC8+HHn1MVMxmv30trWXl6FN",
-	"eqGvz/11Kmzzlm2DIX/7yKaRv7MhETW+s+QxijsqRy3+PqcEjd+tiKPmheF2g4ADDoVV8UJ3amDshW8r",
-	"EnP0X8nOTA7kEU/yu2zS0GXvV7NJf0B8boYToZxdanpnpngPo1BzkJfFZCZ8+nlOUsq7wrA9GiGC+Y2+",
-	"0nEooQEmbS80BZyUSlaWCvBhwzUMSlEzi0bnqqbD3Ac1fWphhZHwVPsKuE4tWE7RajjMK7nzVFwm5oj1",
-	"X5Tv3gvqu2pTEndhR4HhwEdLu8TStHH6SozQRxyAFGfDIYah64dC9pI2NLFeaLLLxcDw01RjJ5e6mSLp",
-	"HrSUYNSX5vraI/eawo1rD2JvxN+gQd/oSnlQqdvhhx17T2uLsMdWufOG5GgESv/wAHyOHoCviVs0mNyB",
-	"HgBqpHVXA5Bmu6336P/xIw3zq7T/wLEH73cwd3QNofpbXLyQN2dn85C68eidVchaa0a99L//xazvLh+L",
-	"L190HnWXougUOlOkXic1nn6hqnnhBqJRKw3RMPO6GHxddGurPprYKo/2mSiwv9saSH8DrQh7bUo+3VY2",
-	"UtNz7H1prQoRk+5H4wBhEE7e365H7omMi9bNi7rC9x8p7fsAHYEO2gEdv5cc9UDRR5YXbH0EkHKkCUzW",
-	"23MLfj0s8U9Yb93X7fUJm5SqW68sqsNeF4H0p2umBLlALJzPUG94EONM9U1YrE84Rzsh7F+B3ZDrtHPf",
-	"85UmSIi9uuGVnKtU8xpGXElL6rVPOrZUMKAuwUKjJLUP16MaNrKD+YurOaPhs8itWu9NYbG2EMMvAxaB",
-	"8uZ4Y/HSgeVysYkEmctQ4IvCmQXtaWP7Cy2WVokutrkZDAbH9Fqux4bgW63Yg6U5wxvf4wxuE1pn9WEi",
-	"oLZR5R60MqyYjGWflrpSpXQq35PpmkRivE5rFZtZrVRh2EN/CMuyJ130/bWV+yeBforUzrCeX6mXSRh/",
-	"r6uxlmr3TKOkXPe1uF8apb9+lIC/olpt2751BmsjaWnD9Sl+o0rebzeT7QVu9gGJbMRga1LAwqY++0or",
-	"TJjJ29LUUt2tu6RS1lNvJO6RncadYI3Ryrq42Upr1pl4Xm0x4FQzh+TyxMTWiQV2N5l4LxHXBZZIDgXr",
-	"sSpGDRBbISliZ/ONhYWks5YU+pE4POlsRz/tw5POUh1nnYk/ks5+NUyYr+qxSxfcmYeGtfpbE9Ea2uGd",
-	"ToDfD5SLmc+HB3MFMfgHqivSCf6Ad/27wbsO9cscwHOws8avyXMwC5YzYDBCVme/2M1UWJC1aeeikQCR",
-	"drC62VZ263md3bojhdVfj9hsJI/kJFjKWGNEFmBJkhoyk74tAfzU27l35KBGlcqi9NcNy/gi1aVZYd0W",
-	"Nvq8yszHDaxx1PBb3Ci1IOeEb45aP13YkCJEdkDU38dPn5fkS1hdNj5m5AE3uaRdCVD8bbsZqzRFXiNv",
-	"q/dGXgj4RuXkLt8w2edKarL4r5Wj3MINfQ8IgXIgMAhKdY6tmFLDI6zXZYt/KjFe4xChqykthldwXued",
-	"eJ80HkxOZ4dx1KXOVdXco4F4juF69A/EFj0lXmjDBn8znziKD7PjAHOQuXBgeAdn0tL083OM8HKdY6qu",
-	"5cs28ROiezY86w3Ej9iBm1td8OI3u1rMTaVG3LxiHVKMHg4fYDRQTlW7rIV3Nd22H9WmhuE+dcw0DP8y",
-	"DN4C3kHi0WYVCIhO2GfMsIfNFy0LXqWYN8hKeeyi0f+G2YycIbadyNiS75jqrXTG9Ff3f7d6HUU3coGP",
-	"/IVN9TZrICI638MV/Br/jSLVe92jmxmOmyUxtlIeW5QeNKORabQ7zC+CIY7NOINyxY5v76j2bduC5LJc",
-	"7t8b6o3iVxv2PtniVKMZe/XFqBns7LBtZ/b2OGGj0oLeUc+91LFtul/08Vv+3zvfOb2tJAc/w+n1oal6",
-	"y0s8bHdrPtVSaywKa5YuIVdP1N8Vh5nHoQaqNr+51bQ5AeXE/QEe16U06CI1IxLEY7qFY5guCECfOqr9",
-	"s73QHRF+2IS6iJoAxqo0+tqmmu1YDk5QW29KgMX7XlhfB84ux1nv3L+AWDwWjMAG+43m8UXlE95lpaLa",
-	"/p6wgPqIYWOc3Ka6xmHx/DgKx3DgBvAamw/wc1j8nwv68ZDdk+EwBmAPBEH4sGtAezm5ntc3/m6Qpvnl",
-	"bWrC87o65kdTEfDtv5rTnT267WLOH09Z3Kp9vnZsuYFZu59e+P/eJQqQYE2k1DeT+MvUcM8KugpNacHC",
-	"oSkrao63ryngY2/+RX5cavahDfMruDkWzRRttmu5oooDEwPVvBcnv2yx6cLt4J6p3mSfIuae5xwWPLJb",
-	"dWio407IlvfdW0LcJ3D4AivgeTGXUa1NsDfAVApVoTmGQG0NA7ZnyNiextrYIkE7l7My0A5BROqyZt8o",
-	"RkKVdB9BqplfVHG3jSk91nnMkz6a8YBDPAatvjUIA1+cR2UJsGeoraGXVkTwqMFnEdT6nCptRCyBNhkE",
-	"/9bt2sEUdqCZPHLk05HXLihTJH3+IJ0PXRhgU8kFJubVqTvRQBEN3bexPp14fohDlR+uQxmtjtWWxXBq",
-	"XXQRjmwS2gdsxXpS3eXtHG1Ih8vLp0JaKqJgFSiWf6MtigqtGAoIFxVKqdq/1w2s3osdfoSTm6jaSo8g",
-	"LMA2FYmia6NVFnWHYPk7NZWHJcwH4nulFqRshRLCKHbrcHWoGn2oNwxe+UnUXBjok8WOeMRFK5jk+19R",
-	"Zf2EbOn3rh3TZag11RJ7aOB9aJWHcT+HPQrzsjiWi+J4NTNyXnRGbzdw8m87YyUrVV0s3awz+vk1MCjq",
-	"DdHWDu4iKnYkKxcQe9dGVEstBseTeX7sH+n3c3WbnVPzsRABkI7wTjDlZVV2Rp2Zc4vR8fHJ6Z8Hw8Fw",
-	"cDL6cvjlEDklL2lrFr4HJ9f4411qpKazHms0eqK4ufmgbmdGiRXbndS+NmAb6uva2WOTkCK+XFAtrOAP",
-	"89DNVqTmlpeqHj1ygW1P4fkus0h0cdZJo2VR4l3XPd/EwheHZewOeTGomzb2hGnMg2llexaEUT35gtvC",
-	"U8fliOSS2HtUIVqpOWSdTrA5Kryxb5VrGxZLmVGhSJn3sZNmLu1sbGSVY52qZZH1qKVT5FsRY2WLnJyV",
-	"Fy+enFPXx5w7cSKJ4i+jSYS3tkziKafF8zpkXuBfi8qMlT0HQ5E8WlqpnFrm+abbnNnS2qDvRq19UK24",
-	"1nymSei64ytjWg8TXVTGYSNVZ0JOopoLM52WhVb7pkGv7rx7/e7/DwAA//8=",
+	"7L19cxs3ljf6VbDcrRI526QoWfYkZKW2NImTOHEcV6w8fu5N+6ohNij2qAlwGqBojtfz2W+dF6DRZJOi",
+	"HNuJM/nLFtlE4+XgvJ/fedOZmPnCaKWd7YzedGZK5qrC//6kXLU+nzpVwV+5spOqWLjC6M6o83JmSiWs",
+	"mhid20RUZqlzlYvlYtBJOnYyU3MJP5oXupgv553RMOm49UJ1Rp1CO3Wtqs7bt2+TzkJWcq4cv/DLZWVN",
+	"y8suZkpkWr12lxN8IhNmKtxMiUWlbguztGIhr9VYyCurtBNTU+G306KyDr+CSRUw0j+Wqlp3ko6Wc5gL",
+	"DdecsXz9VOlrN+uMHp6cJrAC//dJWIN1VaGvO7CCb02Zq+rC3CjdPnGz0qoSmYMnwsQny6qCqc7w14lw",
+	"RlSqr7RTlSicFdeV1G4gnqlbVaV6sXSicKLQQoqff3o6SLVfD51WvaCnZnLTp8nsWNTpw0d3L+pJruYL",
+	"45SerL9X6+11/SBvlMWFyMk/lkWlhJVTRatw1Vp0nzy++FrMnFvIRSGi0frfq3Wq80pOXW8kTuAXpw8f",
+	"itvCFlelEucvvnzyRExmspITIArRzf4jg4eyf2W9RODpXslKpbqbbYw6Ep+p4YPP//qZ6p8N84f9swfq",
+	"s/7V5PMH/UeffX4mH/51+vmD07OsJ0wlpBUy1dZVy4lbVirvTwtV5oI2QLQMnXbC4IPBIO1kiVgVbpbq",
+	"LE3TTiakzgX8N82EshO5UHYsJM5U3Ki1mEitjRPWycrhD0WWdrLeQPxsFcxkWik7E5XUuZnjD7pS/Pzz",
+	"k6/E7VkPqVnJySxs9dosxVxJPcIDQPJKNZKXqJR1FujkJ5UXVig9qdYLB/dS56oSEgfPVVXcqlxMKzMX",
+	"hRukOtXnfHA4ORjWyjnOPaHHwkcTWZaqEt2ssJbXbZdXcDjOwFOpxscW0s2SjdGuTL4W3cy58nJus0Rk",
+	"K1k4/i+uIktSnZXFvHBZInI1lcvSWSEXi7JQObxhVpnl9UxIvRbX0qmVXAuj6xfgokep7ovVrCgVfoEX",
+	"SZTFrbKj+snT4UlS/+XvptR5qoXIpkpPCn19SR8nwk+ZlqteL4pK2UvpMmHlGihmNZNOVGouC23HzfcT",
+	"D4JdE9YVZSmqpbaiC0sv9HUCI/RG4mz4Ob65qAnvstCXi8pcVwo2mogGGXIfOTJPBk/tUsInMMMxjCLD",
+	"5jiYV16oXMyLvI+TKJW8xasrnZDarlSFBLZcCGdwCv5QxKJcWiGvzNKJk0eC1mX0JN7WlbSiUqWSVuVw",
+	"r4Bz4V9CgTSo14WPX+KH2TgQMi5KCq1WQGm0cfiRNm6mKiSYkTg7PW1uzI1aX84LO5duMssGQLu4MlwS",
+	"zAiuGr5Q5aKblWZyczlTZQ4HadVcLmamUpfTZVlmCVw+V8yVWTqiBybva6NVz+8VzKbQ1yNcHl0TPESJ",
+	"13YgzlMN16qAL+dqfqUqvHCuKMWjoYDnGlz9KNojK7rSilJal+pKabVSeSLUrdJiNcPrzHurZFUWqsI7",
+	"oDSc2LVxTumRkDwj+DzVvLNWSK1WA3Huz2lmLBK9mJhlmeMOXSmRK7gXMNvCihu1QMmZatgHHDTBB/0k",
+	"9kidDX55D3m6kM6pCsb8/7r/M/rlP/6z/69Xv/xH/1+v3gyT04dnb/837fDnafpLmr7q/+vV/wKf/SXt",
+	"wD+vem9OktOHD9+mnd5/ddok2Xem0C+UtSi3WvUKS99e1gJaCv5MdK1SIjML5cfIeqOa/lPtghzkX/jD",
+	"ZdEtDpfc/IL3ILyfAgdtX+zcWCfgRlghUTFCBcSK7slwSCRHKlRvl8KE3HlzdqThnQyHw6RW+E5aFL4E",
+	"9ZP76kqxLrS1oQcpQpXCa5F3Rq5aql+zt89w9Df0ThBy9Rvxn33vimj9l/P+/yv7/xz2P39V//dyMOoD",
+	"3Z98/vnbdmKGt9uFnKj23VvqwiH9Lt3MVIWV8F3Yoe3Z0lCHTtnPlyeLU310umOmzys1bTMbfvr6S/HX",
+	"07MhaO5TVSk9UTYREzOfy75VYA04YIGFFkYrQYc6SnVWKbswOu9Lu9aTTHSNFlI3BUmQXCMv2KRDgeV1",
+	"NSlcMblRThREV3APgPOBcOiROIUhvnjG4/PjR1YsTFmOUl0afd2H/5O4FM9q+0c6ulsPhr2B+BGklxWg",
+	"/RXX2lR7eSfv1D6i3N5eZhZP8nZCqJlRkZNc81wOLxWIotPhyQ7K4CfvT8pAEqe7CIJnvOfutzDiJmOF",
+	"Kd+TC2wy1ffHCF4oByzG7joAFPPwQILWBhFqnogsXLxj+F8mAtWLqzVdBLuT+eIL963ivyo17Yw6/3lc",
+	"2/TH9K095hk/LazDFVwgde8ioUD7QEHBBMiemglylYiOTnfQEY3wnsmIJr2Piui1G0QUVgPTvScN0Svf",
+	"Owm9haGAqVmFRPS4qsj1MTHaKY0CHE0f2vDjRWWuSjX/779b0mQOO/Tn9Ct6X3O3zvVakJ6t4NWDztuk",
+	"87Wproo8p839WBNBckPzNTcqUt+FmxVWhPsiutnUTy/r4XSbboof2Cb42HPfdBdkaIUsQW8H0wo09H8s",
+	"lXXbxk2qu7stm95APCPLA8fzLARECSxd38qyyH+ioT/2kv2KCivmspyaao62VkGTuuSv+ZSemUgB/1iz",
+	"fGbQ6A+aPDKCwoqsIRIy0Q1ih6zTHph5sOGpxg+SyKitpBZoKaKpKzSykZW0A/HEG3ck9b3JlGryRBYV",
+	"jWDFTN6ycUzUULixAPOCzWCeC5/xM+PIu/jeNy6MfL9rCcZCrTp1M23cJXkws17iHRLSgniwcm1TvZqt",
+	"R/AZbUcmusEKbvgOxnhJFgrFYPbV46ePLx5nrMXZVJ8Oz0ShrVMy7yXeAeNHi/wNuKVm6XA0/HwkrJkr",
+	"o1WqVWmVmMv1xiK0WcGYVxWTA2iVORgx1lXSmUrgN+TZgh8kAk3Cq0rJGxCnWXiFaL4BCMSs0N2YLfWN",
+	"NiudpbpLRMPuCaQkmvrcVPAWqdlncG16TAXP5bo0Mr8w5qmsrtXHvurotSusMDDvk0fi++JvopstaFKX",
+	"zpjLEqbFd51v16cjRxJ2WjKbAKqE+0jqmOfVwenpeQUQ/tosKwsD0B1P9SZrKWgOLkyrqdGC5oExDAnG",
+	"Sbep/u4UA5OZ1NdBCpBu8sy4r81S5x+Zv9rlZOZNKuIFU5gFsVArwJaqWWZR++bAggLeCLe10CKDvy/p",
+	"D/IG87OT0ljPgOkgmSOHDY9Vs7Df8DjtdxcDFGQLBpKwci1Ws2Iy8/frwpgfpF6zJLUfcxMzuD5zqdde",
+	"Ytps7N2NjdMWjwskxMhF2cUtwIUeWXbCh3sKe2BnIIq83GOXMDsxpYNvUu1fK7rAltbkSJ2YpXa2l3iP",
+	"LmseFR0pTI0Na6Da2ofPbiWdi+BlhYO4VjDz3phPLfimCyukSzWy8GJOjoswvn9jQtEPmJvRaiDQAU4O",
+	"1VQ33eFsiouuqYIciGYH48BfqrI9dNnSNh6BEJourSytmMiqWovsJ+kUutD6z01ZTNbsaQ8fAxfHAFa/",
+	"UG7a5yBXH/YUF9LnCGr/5KQHXAcWhPccR0OTw6YajmkksrQDv0s7GcqJtMNTTDsZuQziaKyfQFswVqIu",
+	"VqqpI8MsGnpcfTEcuy9OMtHVRivaCle7LuqgjbTNEAORQDwrGItnVhP/tpW2uYXtphpvSETTTL7x5P/x",
+	"xclwOF7h9P/h9U6b6gWoXn4R5JO9WrKRd7WsrCN9hIy/uYJtZ2etAbKfFmVJZq2aL9y6ZaXw4vE/ll+k",
+	"wA04XNsP7+8csgv1Vu7iEXy8x1GkHdnEz5p9eP9UH5Wr/1BYC/QKN590eXGlZAWchzhqtoxmlqGbOCLR",
+	"ly9f9s+Xbqa0gymq5py2LGBa6K0sSnlVfnTFBtW/Kzm5UToXeUFREZYWIJqLuUpamJadLR0wqVTnZgU7",
+	"wkNcLuulgNBGd/bSTcxchaA/cNfCClYHt2/4uxLMW0+IOMw5cc8vjZ6WxcT5bYA9Lcsfp53RLwfuW/Km",
+	"s6jMQlWuIB8FKffbtzk2BEZiNVtHSg8FGFioAb0ovZx3Rr90vPIPH5FG30k6pId3kg7vUefVluck6TSD",
+	"ni3TqWN+I4pqoLpfB92WulQWOD9G3Ma7467+50ZIeyPktSzQnw4Gr3QU2nh01mmNdPBH5urvauI6b1+1",
+	"keDZ8HOKN8GEj4KkHYgftRJ0HBSDkyIzWv049Q6tVNuFmhTTYiL4btgRJQnQ93MUr6U18Es+zywR9DeN",
+	"lOoVxgJRyxRuVUzUQGQTkysy3khJInE1EtGWUph8d6iaxehmZFrERCK6MtVZHaPJKHrboJUejlQoG4zK",
+	"cTOQDDKcHtAK1SNW6Jj+I9eIzPMCtl2WzyN6nsrSqmSDxOGOwo2+XFblNmV9jf4c1nmNLtei1oBITSB3",
+	"/kg0AxZjgQGLdcoGhQ9c4O4KKc6Gw15Mqj4yIdE2pMwK8Y+lWoLeTK9PGozp+Y8vLmAgbRxQBbJNMVOV",
+	"SoQtrsGckVa8cFLnsspT/VJdzYy5sfglrIH+7hcYJfd/AQu0Ts4XmJjhP4WfSLes1EjcniTpcjh8MLmS",
+	"Vj06E9/+cP5l/8W356cPHwEhpp0iH4RBBujx6uAPVEbqP2WwLBSa2qDG9vv+APpWTSrlQAkJT5LPLHuT",
+	"4u1KO6OUvcwDNqjTTgIf8RvxAczXSdJOLp1MO6M3KbrR+UH4Lf4XbZBlVdIfBZz/orZJ0s7bt9mIIuMN",
+	"xzhZ88HiIAW18M4dWIaZTskOAQ0r2sUiz3qcJCDF6evXQdJwigDMob9ckPICTGsMakteVGrCTibgC1NT",
+	"lmYFBsK5mBWaaDKKUAMRwR9avXaphkUe2Wg/mZBx7qQvASsC3amUTiW1T8ZUqZ6a6lrlTQpjn5fn7uJH",
+	"uBIZqMQ2Ez//9JQTTZDH0PbtOGwJ68gEBwRogXIyUQtK4oARs1TjjVsBWWP4Gp8lZmWNpxMpJqWSGs1q",
+	"XJI2YmnBXij01MA2Tyt5PVfajTGRiC6kv4Viy4eJW2usg+ljlo81JWbQGNwss4D5J6Is9E2/NBNZwisW",
+	"VXELNpbMc2CKqPETrUyM1mri6FazHKrXgk4KTs6hn5KSEIcWhmeftcjEuclbosKZej0pl7a4VZnoInsh",
+	"E2HpeiOKsCI/HosMrcUcY6droZfzK1XBFaaP+TGb+A0Nw8IgsVAPX4BujL9tleAY59+e7rmYVkr1QbyK",
+	"Ul4pTuopUNo5YWdmhcGxaDtOTtt2g3hey364aqkyGLAAqxejvBk9fIm0nHmvDCmCoyiZCpNoUg1Pg4oM",
+	"tsp06p2U7bTjvZYo5HWql5qZMac0POXDSOA1/r7yI0EY+PfD50wOvN4rY4DUYcGUoba94Keo9JS4WWOf",
+	"UyceDIfDYR20Rt3U6GlxvYTDnsvX4uLiqej6x0/ErNeq9uxL9kg6t7JcqrZDxi8iJsVivJ7QyfD0TFyt",
+	"nYI9Fj9ffN3/THThtulruMhAuLsvLGZemnwdeyxhg89OHlDyDjlyjyzPw+fqFd7LRFpI4RIkOC2u1iL7",
+	"5vFF5g3KVM8K60y1Trx/Bh6B5dA14XSE5z9fiMFgcIxvyRLMKQunmurg0bLAYcjuPCL3RZ150OM5Ximw",
+	"I2xQDo7Qt75TWyjcQDwOV5SZNIkGmhtwi1Gq+dLHaoiPjpbmGh1PLylKkYD6DGtTpZog69dK5cDV2Ft1",
+	"tXTi24uL5yMxkfOFBLXias16DnqzGikauJVrs6xS7VmkpNXhehPQaielLOa4+Zs7aa6sqm6VT8GFswFZ",
+	"ZfmlZFiAPNrknUBXLdyCZ7VNqt+aFRId7Cm6MymeB2ow7np9o4YDcR7dJr6zcExZvz+Xr/vw86y+Uo+G",
+	"wvY8rwEpOPZU06o/ppqEs1f9/EUBzYNfQF9tvgevrjiHk021ly5KTEvJu7P7Tg8PMWuSzt8qJW/eTdfG",
+	"IMrlQlWFye/Y/1kg4zmwQp9JmwgwfIakYfGae2TjgRUE5LmVBol2IFr2UvvESoFTSeiX1hitMC5jUWfR",
+	"722nfNrCu24D6Yt456V1wdZT6Meb27HwSXxlyWElWP8hBmuwvFtfPseMa9r/2ge/Kug1nOCKPk5chOie",
+	"0E3RkaLgKx1Yz92lYqCg2Z4d3LbtuTVzadCRIOeLEmVjUZaFvj4u9K0pJqp/dtqaT1Jnc/xC74hcEJvn",
+	"8qrlTL+BTdk+0jpHHP4Ku59Lp9Cq6rRwoUbWeeNnuw8NNq1NwlItSbU+st6jVRsGRe79UT5O6Yy5GYjH",
+	"Gv5gu4yDsMB2/wce++LJV6gJ+4H5LvHgK2nRbkh19+HwQY98XDnIOxaMzA/HgmQgZSMPw+98prVMNc5p",
+	"bZZiIrWYFjAnTeIXLAb49rLIbdbQg+o9RNG9h4bRNMThN0LZJ7VPiKpwVI6UuF/D8VR5oDYO09h69zto",
+	"z+i32uP/OgdtpsJjrqstfIVWblZ6RK4vUnqQs4QrDJKGkierqrgFpQzOBmMYK0PjWk8/5FGDm16h2Wvf",
+	"gVF6XZ3U7/ZAAXFvCRrKxMwXcuLEdy9fhDIvMMmWFRcm4HEuKuPQTnYm1ZOZmtyArl4WWnFG9zePL8Tx",
+	"YKXKso9uxmP4GRDp8d9XN3bwd0uZ3qiCgAwvLFap2OVVRrKGuFUvIccYRW9C2Ase3aghSTXqXJnoRiZZ",
+	"Eswu/P1CVfMCHR5ZIV1dbZJxrC84MNnSnQOL4wgICHkqftu0G47IokCPNdksGFDGJPdJpRzmu5QKrXhU",
+	"m4k08FAplb39qrm7srjxgbGwCvkKXuOGw89sv6n1PcGyOcTr2sLPHbPzJn8NA29dpyTm3m08/1slSzfb",
+	"ZvrWSbdk9u/FkLm5U+zwz1rfFLJ/mm/yuWD3ki8fUyYBj27jS3g76e4cWTa0rtYgkrrZF1m40by+Iwuk",
+	"xDUv6N2O5BrKgqzXKPqUgu4Q5nI6RWSzTVH0gawquT5caCCvZAOPJr5XeoyFLFdybcVJY2YHCJXgG9n2",
+	"aiyJMlovHYdQyXfE9FHrzeQt/u7lhc8VoAq+/8T/BpbBERvgtFog0+vdcSdb4tBcB9cQEgfqoLs8BrEe",
+	"2SQh/EWgAVxI4XAFdaxbNlVM5Kub1HLHFeWN94ezh5lEtyxp3NNd99tuX++7CJLIj/aZBVpQjIK6dCel",
+	"bayRXto2y+9efv9CuR21HA9P/iq+e/m9eKHQHnmcnz58ePK5WCyvymIibtTaii48+NnwwV9xSs2lwgNY",
+	"T+Nv6wajK6+Rn7J+9Dj/6sV5q0o0qW6bD+I0Wh+9KXakvN8o4Cu4qkcPPhNutpxfLapCu9Y7cOPW8Rt/",
+	"/P5569uWVsWP2eK69bHXO1IkwjYmgmIsy6q8m15hbrQnMDItOcHNpAm1nXKTK24OCMfU9iv0L95l/2yT",
+	"zYMHDz5PxM8XX445hFJK0j8lMSKOqR9ZgSOtG/zjfhKr+fIXriomrlyLQk8qSslFXYrSn/C+WnRfBPbF",
+	"KvoB3OuD2Kh/avt/avu/B23/12rh7037flpYp/KnfNcOy2iBp5/oqWlJadFc0NmeH3REecOCU1XRceXv",
+	"891sGMfeXsMrroN9fKvafEeyNcHPKzYLTE5OPO5BzSgnpIpKuqdHlkgHbk1ImO8dzkavWnL2QpI8RxJm",
+	"pk6OF5Qbj8p7nD4P9EjKU6RwtiuVym+Hl5Vee+okHQptXJpbVL4qdclatqcf/t++hCKKsFzmlVks8BtU",
+	"HS85gtMqlO+QJRdRuJ4f9UbvkBVMeumB8qPQudqhB+DeADGi15RCt3XFQB0VogfFlZoayi7pxvEufEGA",
+	"I+BKBg6uYi1DzVeovpaELwZ5RKUmpgKRslZuB+e/ly2zqyY/qhZp81mGRH10Iiqd1yAJdUCR2L7Seaja",
+	"b6W4vfaUP9kuyx0foeuxpfV+Laodls+Fj4jhYHS41/I2Dp52M39PQMJEFwXFUIPIN6xljSnV8AqOZ4ob",
+	"pRYWyEaSopBqjsrhm1tFwwbLo0ucdND8uctsamXvZnLzLU2nRa289ShVwV64i+0Tk22x+sv2VOpgZNG7",
+	"GhF42p4FRkeB13K0xe8eyds7AhgHhSA8ygKvd9c+oUhrpRkOptTJhYPdqDZJA9IGiCYyW1kPgrfWMD2k",
+	"q6DBmAl6+RVTqNd2yJGvKmGqpCWvDdGWUBliGJ6Ggc6ZFlHCZimtG9U4PJTVpMUsjg/i4NbJNY8vXarn",
+	"mMzUTPcc0NRVZTNRYhpIreI1chCGWCLhZmo+qjcynru4WiMXpjUQhEaIMKIAxomPU+3feOmMk2XGJRYU",
+	"vZNlSTfrU/LxKYo7bSei8EJ3qFQ+EGj52I3RisI/FtHDYMsQMclHiiLCQYUWdz9QWbmuw+4nwyHICtj/",
+	"1lNgCIZD+Aa7Xd9i7sAT+sXJcNjuOQynuoeX1OuuKXUmwdpCZRZ9NoEmkTO7u/2Eh7ot1T28lh8m5rV5",
+	"9X9Nwth7corW6uon6hO9iLltUFZIVyD1h7JlQj5bcKmD2dcbp3qnzxS4+z6WvcNE5NKZPRTZLCTzM2Pl",
+	"FLObOd8IgdySoD+nmm60l8OIaMYs1KfQguLTN9OpAAUfdZiu5+RSTNUq1cF2jqd/h9WKfI5Ju+Ztmxf/",
+	"XdzBbdqR38Fd8h6hO7aUotLDkBymE9Xmc4tSFGFs7rhQ+J2nY3i8Cb3JZimmp3jgzbtVnt1LZsfz4d7F",
+	"l55wCXiv1iG21ICDbeGyHeflMboM8X4E28QlnqrBVqqEtDeI6CYnM1/vjzGtpr04OFQwkbe15dx+tY9w",
+	"cH9P3h6rmOBv7h8A9rt4LwZ7EXyTyOZRX8TDP7RSJ6ZGf4E91M67u6mIeA/yj9+TDN83qdz33H+VK/B9",
+	"bOpP3tGzta/XRu/x5nmkPie04WTioI8cHi6uorfvek/wSRCQWKij4M+T+gFy1fTuM4WNXY3cXrj8vRv3",
+	"LmmagfAORpf6VQn+IEOQYfrQy4fM9g/guqQSo+LUrB9rqHv3zLgHfquCmLhn/v07ZNzfL5G5nhl8fKXw",
+	"bKKU5uYE6wBDnNE8eIfE2MOk/xZEzQesX335YStWty4szqI9MPAcw0IfoHZ3h7+L8JZruBHytxIiQ4FI",
+	"s41IR0Rsd1bhboDtRvWNTbv/91mSG2Zf1+U2+cPGGWUEnruaMcQDOjDoWHqDLeThdy6i3TiuugaWgbM3",
+	"amQ3SmMjetoOyn9+9vCvvpxY5MrJorTbGRsTNvP9pdgov8GLEIEX4MkwFlDSCSAxrGJdsoHV3B3vAQ3L",
+	"5F+S1eX/oF/ugk/b+CraXJCT9Q7B+jaxjDBpcAOYBW76dqF//OQKXkvm4Vy5mckRJUhSgSaCCzpVaTQX",
+	"G5Bj0d8BVij6rAkHFH2BO9XmK6Gja3eWhBTFFr2ucATCsEP9iNMal5Ue+SD6iElmFB/ofg6I3/o3hlmF",
+	"mSdEZG1S4SfgD++mxuwS2M/UihkRC22EBdFmVYtC4FkXF09rh0gMyIeG3b2FdVuByAt/Cw6qKvgdZdUg",
+	"MFl4kXS13uPrayjboTaUeaGHZtbsRrSO2TQ+lvhKMo9RiH4J9AexOykU0nOYVGLt2D+VuFbOooXOs6Wm",
+	"CbU8xJiDF4o7/Eh/uHwdv7/3ymxSrjzWxfXMleu+er0wlevs1Nv/zAX6Q2b+B+QxWtxvWQhQ0/CvrAbw",
+	"nOjVPubto7LbOb3742K0T3dGxgb3j2LtDH3fcd1/vYu/kWbd6tv3wd57+fYPcuHHp+4D6rUHf5+vPRzl",
+	"e/TeHZBLRNu0mUyUiKWOysyRPCUp5gdIzj+wMPpTnPy7p5bGN/y95ZeGy/+OztI70oooIm2bSMRhIR5Z",
+	"cyxqPE5Voei0oV8V+0TrrivDg0uKPjLcyrllCbCBb/bJQJjcFxnC6zr38qFuoEL8apfq3SrKT2jvvB/K",
+	"vsA48MobX948irAKauourCjy8t4EfP8FvuDlbehgqq1aPlxNVsAQewoeTTjGvRKgi0XwKh4kVBd6Ui6x",
+	"0Zm8MrfK++BYRALZr1SFbd5oN5TG/nWshSAjvlW77Mg9+32Ie/Y+htuvUvQIjGNb3XtHDY38R/vVs5A6",
+	"/Ov1srsUpJfsbL5RatFIQJagtI+ErBWogEZ/oG5m97Ula7bw8S0bMSlOrn3rRlvnD+xKsL7cG6b37/AS",
+	"PLbRNtDMnRF/N4VOcCewsYHSebwje1uevVep7/sTNZf4q2Q+DvQY3bGj7ahRHfA9yPLi4cAAazO/onO/",
+	"o+w06sTEU9gz+28ZC6Q5+XetYYiydn3fyCr40YAE+ngBjkLIhvFhegcS/01BePU+jMAJVzVL2PJsJ53X",
+	"fXi6fysr5GDws2jt3xea8pqSzU9f1IO+TToLpXMYb7s2ULnNxqFR7Cfu3slY4nZHaNjbEXdx3rjGEPTk",
+	"mB/+KiQb3NxoHnuopt1b8S6cNOSjftg7El37OxOCYkqtQeF9Fvk1GK0Hkuve7M4Ief1+2Z0773vgZBtr",
+	"3fBG7a7Z5u39XqnF+42WBHWPDHoOlSSb5TkS5YhvitOMpNRiB1R07n/q077eQxCFV754T7hMu3OKGBGL",
+	"oItlzpBb3bojrubmP4hiQYkCvXFjn6iTKxYCHOzYu+PqHJDgtcNPtCunidfZSKtfKexzFFIpP/Slfx/6",
+	"woE+3rqicGc+FS/k/V+tjTaylIxtTXSXjsZNo9e3sQgmb6uh6VyZ9d7lfjXCtjTx9g1xcYZyc2HY5v3k",
+	"ke+HeEgLRNAyUERSWnqq8eMep9L6DaDuntiHRlqRbUvKxH9UqvxaVdkg1QitTo3eK8lNVSToqmVh6/Rd",
+	"dGBJ6//ERoyYF8J9mgnmt+HY2iexN+bR9KmcnT74vNEt8EGyozPiYHSc9F/993+1sSnqhXN4phA9/4JC",
+	"79vpQnEbxTs6RLYYD1Js9OahvgWC2l+B4UzGQW8gnrgGuulWBMn3/z2g+LAx5/b0KprVN4QW3r4uwo6d",
+	"xv1fPUy16HoIdeER1I+EncmFipFlMTugCd3ucTsJU19iCySE+LZiuWir/sqlk+2p/rvTTrdvVqthuIVu",
+	"fgjuJum73sCH2TuDC4ADXy6iiuOFtJbgsUOFQKFFWWj1DjnmHpb9DgpErG/T8FYnIkNfvD1+EzblLf3/",
+	"7TH90B6/of+8zca0psK1Y6O3xyPDhdvbPXW8BRJ/KBBlaKAadqHt8FqxXDwC/s76COy+5NR8Qa220OHf",
+	"9b3kgedyocJYxIj1VF55DxiBkDnEVl4Trf/uVMmQKOTXk9DNaFt0g6HtvDrb16HRfWx7w54DYWCaYY0C",
+	"waGwAGbq+0pbwfACLVKY8XnBFNEKo0CnYl4gYLEHrj00pif1zV0XopQTFQmvpUrEEMQmHCvw4sGdV++u",
+	"9M5QaMO9kQ4ttdljYx12oZK6wsgqBPL3zjfu4nu/y4W7uUUGW+tvo7j/I8vlO4aJ9lT1eccDWFmMhr0H",
+	"F30ssrSTdrK6ov8AyOuNLaHJ7Fxhaw3WAX6lhj+pIczZlPDIBoUVhb0nyNJBh3w33MDLmTmfP2kBYcnn",
+	"hb4MkmOXIRx6Sl6X5spGOeQeBEVVVnQRSNhrv5xrVvfI692v/OTd58RmXNfryVj578r+X+A/f0FwCPwN",
+	"d6HQBt3N9XjOoI58v+keUJ6bENwEKEN2ZlYITVIX4nYpWC5LmAzpH7Sc4M/ZVZO7E8Qv2sJk+6S3yQRN",
+	"08myKtz6BWjPDNuNjdHOlwQFSn997Qn4u5cXna2G2+K7lxcM865eL5p5AH4rVjMT6SC+uyMsEZuIBBQW",
+	"GTcD8Bg7PQr1a5AuYNPAIcDF26SJnSSAvoxUz5fW+cZQM6ynL2Pgo7rzHVo7uPJ6+2fOLajnWtGKT/FV",
+	"AQd0tQR7j04dGzV8e3HxHM/XzlRZCvqFTYCn9b8xPnfVUuI84v9XKGOmS40NCewg1anm3HwP1sCY+j++",
+	"uBA7tUEuefDN2Kn8I9VSsy2ScSv5rrdv0BJg2drIZGMjJ0pogwNDudjj7job6RzkO7L7QOlSvQuVTpyH",
+	"6mxGfcIUDNwlo0OpKRd421RfXDwlBzZcm01QjHOf7IJlapwIg4RQKcRvWlWF4+Y0VHWwxsrqmMdjvJPs",
+	"aezRQVXlsqyUzNfCKoTST73bBCytQlG89bsXPz4Tq5l0qCtnX1IfwP7FeuHbkXWt4Xdnk2VVin4ujt6k",
+	"7JNIO6OHw+Hw7VEmVqa6oW4S64XKgalp6vFIht1cSW3JVmO1yw4ElfJiG3zYzWxX78HMtxiyTl6Vitul",
+	"4Zp+xL5GKPzhBBamwJ4bS2eLnGXcxGhXyYkbcdrQXMG52yzV3eeVmSs3U0vbS/hbs1BaLorBWs5L5BGg",
+	"XZrJEhSeXt3cMpd2dmVklR/ZVC/ktSJCs1ZhAh3QY3a8LI556lm/vyy4czYcEbCdhHpoCHhMLorj1czI",
+	"eZElqM8yukuOzcR68R0DNgI3K+vhCVo5VUT6CA9Pre5beuPTJUk15k9R/+NKzpVTVW8gfkSHDJVPWG4A",
+	"RRAWdLXQrXytydQcpdr3Ck+wSQhnOmGvFq2w+4G4UWuubqPEs5yWIM6GDyP0FzAgj2x4caFFdo4dqQYi",
+	"+/bx+VfieIagz//0hTv0IdL1P32ncnLsov3B97SoBHcnqTuTAxXyHKZqFfoHYZ9IdKd/Y1D5c8fASL1h",
+	"HSe0V0pOZsqSs+EaG3XBhJ167Y4XpSx01vBsxQRMdIONlekOcDuqwuiRyM4enAh/N7+lDf+6UGVuxYUx",
+	"ApP8I2AMnk6qMR0OxuXmlEK9nsDuPzoT3xd/G4vsbDgUf5O5HztjMR4GANZ/fDI4EROJUGMLWVkF5ui8",
+	"bkc6lyVohyoX2bfGOhBw9WepZvqAqfTGIns4fEgC5f+oCv3sz4wTL5aLhamcyv0EbvlLbAGG/b204Lm8",
+	"Fl383yl2ZAJpk5OYunj6AnHJOP2/LCZKU44oIQl2fngCkh99FigK7egY7zJx1IGpro/5R8fzwkWFNx1/",
+	"nJ2kwzPrjDong+FgiDlcxA86o86DwXDwAOuW3Aw1kTsSELEwus2wIrbHSZGIpEaezVBS1qiVTTayJunL",
+	"qI8fIS4Q5VvF2L+MxJuITJbXmUAE30RkN0We4Y8QdDfVLai7icjcepFRYiSsqI/z+O+/rxwC1dVSChMz",
+	"qVeLCN0JsXPQDTY0RCFbJ0CKjfzHVDcSINnlzJ6s3LNaGGJDeBdWYL2Yp51glxaubl6HCIyU29ltJndy",
+	"k1irnNc5KOkPWJa3lmIPAi6/D9uaiWlRqpH/mkNQmAJKuwBfE3iwnYW8QQyxYRI2cKLwGHrUG03G+Eyl",
+	"nwlrEomYyxxTFK2TlRtT4UzImOWWUF5ribJG4bVfAs8SPkfIpxJbkeEXfRD4lSlJ1ifEZKfKUQNS8r5Q",
+	"+TYSTuHqfu432OLnbHhGnKnZni3V3cbGwWcZX13jJfaTvDOiRi7fqzWZ/qQK4uU6HQ73dCb+++qmb5W7",
+	"Z2diRtTe0ZgYJjqAK382PPuYTZFxCzY2cNCwfjqjX16BSTefy2q9BVHtybC49rZmQrnWjA+OJpq8xrwN",
+	"+r7zCkb3snUnn9oWwSQza8JGobslZbcO+Vt+0f2O+F77y80hWrb358UBm1mZCfWLFMtFvF+0dt4v4CZA",
+	"dewBKJVrcSUxSIaN4A1qmBrM949NFxBehEOGZlKG+lnI73JHbKD3BuLpLiANrJr3+LPcLZObRUnqr0WK",
+	"YoR5dm20ysY1BBUX3msVkPeiXoywKWfDzxt9hEkMMLiGVwbZT5vqR0NhA7GcDofMSFAFwoqKusq/hSPw",
+	"BnoUIpC3rKjancG1+hEPiEGxtTuehQfxILAo/YPR5iZ8SguR+u+Y/wx3DRnmePyE6r+9GxR/dnL3zxod",
+	"7vFHD+7+0dehlBx/8fndvwgoEviL0wN+cWHMD1Kvf/J132+TzsND5hZ3ssdtRePy7t89BquTGENgBXwK",
+	"MUIHYxI0mGjNBzCvzbTF3i/kjbIbA/EdF10fmCeH32b0MEl1S2SeQ/CRS4mCOb7VF2cPwi1ONbYV7wl2",
+	"TY+ijAXfD5fuvBR2eYV6wuPArUI1rllp7zaOILRAP2jkK2KWYuAtEd/obkNy9VjFAFbj/Tu+CsgqsNCf",
+	"/8wuI9zgYzyPjDRkr5/4Hmn1Y5nPCIBdamw5aDGUr4C2H2newEAdng+mDiNjLch1QnPthl3mJjjwdy9J",
+	"dfCU1OuqzxX7vLuVEegDoG2uQV/kZMZdyEcieyMTcfWW7eY3V4mQ8AdY82TywM4tK82le6F9ZyIk0IaP",
+	"ChcRYA/17PExJzIJwLb1/6eBwWJlEYGzT5AOigjJ1XrvEWVkFnEE2geWx1ETVFxgcG7B/738I5BVnUet",
+	"ej8fiB81rqHQ16WimkS6X6TDBO2SgArJVyKdmRcT9kxyLJ/7uFJ3VRJkKBKb0hbXQRnt2Ame3vdlubRO",
+	"VYmHN6Rll9RVWeTFdKowsKZNrnxZaKAYXBV12OOGuL70vvKOkrADK0xSpD5/ggGppksry4E4rysv2RVp",
+	"FlbMi7wPH3FbvsaZ4CAU3S8qriWzPrOBK79UaWO8Ux8AapOy7EyqpSx7Bf5m8vX7F3wso5qhAVct1dst",
+	"sXvyvt/eJm5bMQQD3CYVjWCP1wiheSu4+qlI6vdqx7SD8LTt8fnO/e3CLcmLnFrpV0qJ5SIoj4HZ9Ubs",
+	"50XXcAA5yRKR/aRcte6fTx2DYqd6E7EH7FnvMpPOc8iduEeDVD8zu+ZL14edbLA/0et3bRc/fYyP0pO4",
+	"RWcnBxzicwLGuTAGfX+flArlA0HLRZx86IWwF88kakPcvE2xahhcpAdguHjpWisIbFTubKb3M75S7TUz",
+	"Z+o09SjHutqwcH2WlcemscqlehubxgeKGEXXNx6Hd1LX76ZRlWr0kqGOQNEZX+IBKpY3uinjzdNnbQdi",
+	"sBBURxNQPX3B/qZ9pdXqt7Cu3r98aaASvWXx8mGNOMb3bPcghQR9+8e04/7ozOvxa+edLzUnOdwW9Cyr",
+	"Ee3eHQWQ6GVVc4qzorJI8cCdEXN6kjgahaGSUPGRUeap+NqUpVmJLIKUzoJGg4wHYQZGoIZj3DJUxE9V",
+	"iCL7glrOnVG3qF9rlcRxsVJal6AuP2FvNo6HOjzwSQKzkHOzpFSxlalukjrYjMoqLoRzDEhz9Z4uDMwV",
+	"ZHp5Y2UrCZ0MpFQHcBOcQaUka8BhC0MXHjMlHYRXRuozziI49THgzrXE5KSnTp4+TBPp+KO4OwUYVpVZ",
+	"XqOguFoL2Ui68vVslQLLLiDQMsyVdYjvIBcLJSuboIAEg0NH6e65yJeYP184PDSMzq1RiepapVL94vzr",
+	"xxf/z2CeJ+L5yYMeW48ydIKqMGbJmzQxlmPRPr4ZLHPscBTarRSgPpkbOMpWefK0sCwT7itMviTA80NE",
+	"CVYpf3AnHaHobvP2H7WiTfNpIHRenwCT/+gsFLaQMwfKkGcEfDNyqTAFSoe5/nPF5Qk+w6y3yV/Zz3Yv",
+	"2nrmX0f1Bzt56j5XfsihAG5Zu7lxORy95RSbcENrr/cZeb1TjYE3StMlpIkayafGpW7xjTPbLaag080V",
+	"XMwN+x6vJ7n/NKc21C1FeIYzzDK/VZUsfQeYGhVfalHko2afilSblca20BF39NmVZchMpMQq+BMYhe8P",
+	"jQkuHp+obhY9ENn/wP++ePJVJhhTRVLcYRxUawL6C9uc6gC+EuZGgVsM9RKGC+NzVSrylgzEYyw0BgHH",
+	"SC+S9oF0b39mG9stuqfDYZ0CyJHhUk1dDx170iey1IRAVEt+IUTjMSzEhFzJ9R2xjXtzy0idTtqSOute",
+	"bfHeYHHBdvPurW7fZCyTboCZpjAsll9x4mZnhGWvPgMR+WmU7/zgtFFKddIopep+8b9RNVX/1X/3Wkqp",
+	"Pih3p47PO1g77RdKWzi4sVibJdedB6ggvGu+9xbWRSD3P6VQcXswh7MePLnythPA1Xa1ju9Z+GcA6LcP",
+	"ALFWB3SAFNA1nkwwpsAgDRv9m7ZFVqve/zLkT4NCmiXk3icEsXPMXhkJzCnDLnR96yol51kSd0tLtTYr",
+	"5Ph/+ctTo6/7C1OWf/mL6Gb/g4N+8SxLhFlQWmS5Flm6HA5PH8F7vngwRNdaFKfBIkBsOWiN0RsZzqQ1",
+	"F+SVf4bNfUDxDrFj+gY4ZKoxPYXzHWkew6xH7pNGuIBqVdBwYbtHCkygo4TIOtEAWDL+/mx4xq4SBfyr",
+	"ZtPNWWrS5NHJg5lLT3CLOUFuVCOX+wEQdStXr72rxg+FSGt4M7Hxp0/G0WoFijL1gyQgurLumwhrHXLc",
+	"hMJwhRU3eJ6MKoYSp4E+0ZXa8+EERUzQBxgrOEm1B2K8xZR9CunDf+JCFW+c9MTc3GJgSxiscTJaMaFg",
+	"R0ZB5IS0spvYeiNSEmihsb2Jtbm+Hy7lmWT41EgAjT2Y3BQ6x/8hOh5oF/Q5bWv4IpdOjrLouHB2GeYj",
+	"w2FMygJe7aiJF2dLcnp29lRa18cf9EGh6Joq1Z7ysx4FMBkGGRfgO6/WugaBs3NsB9ecakwWpDdgeNI6",
+	"6VRGQyRkYvvkOV96ha9MKMkbl5SJ7E1KDWXTzkg8S0TamRfWqhz+pIokkSLYEnzgqqX63/ApNtvrjFLt",
+	"e0y+zUTXwxOGMBf8Fkw7f6O4X2atU9LW1W1nKwXswrsJgR4ZAbHRfDRIqqzfn9X0jAdEO0TOB2t8LnZj",
+	"g9jIzWix1CmyWiqO2F4bhanx6FKFnVd4xmaOVWSYx0rndfJQWN/uszKvC2XxN6melAYzUlFjLf2hIWW/",
+	"RPx3S5nH8cK60VIYKGxIJCCG8OCa+Uyqz4ZDzGxEKPkQGo9zdJvJeqqCO8aOiFQHUDkCos+8t1t0Hw4f",
+	"iGwLqT4TV2pt6jTIRjyDc8zxhd5w9y4PIELMNkR3ikdDg3XykwHcDt4yFmenn/OrgGLg7bCHZPlTLJTs",
+	"f5mnGtR4ZlDw31DOOzMrVHMRfQxX0KbYPqm7GW8rthu4gl5gwcVNalauIv6E5VrLueoFui6YnnfpptTE",
+	"OVZO74nlt7MWW+I/NOO4Gps3i88GLMR8STsCRwJiNhHZyRzlLfpqomRXAQ8Mh0Ms/vK24cm8boOa6odi",
+	"XuilU3YgvgowhXYgnmGyJysP3FyzZT9gpvt09a2arZ3tr/lIEHGqvhICKy2IgyJf9FJNBgFZqYkqbhmm",
+	"BIYkMVzPscHHd032dPhxLYW6Z/3bpLMlGpvjbEahqltV9bGmm7jySESyzVK2R8w1LSkRyJtaK+laowyN",
+	"1pDdiDyPbFDpfCb5hibUG6c6XLo7tU3m+6z80Iy5ocnv3UL5qAm8zyj7YrPPaxS9rlXXsbjXgQ0+KfPp",
+	"q7gn9VYv7E03H1kGkpPNiZ2+Z9dfctDD6Fj2aXwecyRCY4lgS978F3vLB3Dk/3nsn75cViX6EtuzAV8A",
+	"T+BEvUbeDyidKg+YJ3wx41GzhMoCCt2UILEVcaVArrdCn6QaU7BqowfGNdMp6YCYxR0jTfQC+Pvp69cB",
+	"aJxzv3yF/KKY3PSXC/LdgjE3FpXKiwpVdNBOtHGpnhpqwTMQL7BiBWyFLRgXzFqvlQDUwivpTEWlF34j",
+	"+oR1A/rwambV5JJS566kVY/OgoFyo9a9kbhVVTFd16sKlSmZD7nIicPqJo2mPCajVGaRaspotljBEu0J",
+	"u1ZnBfZZLddY7UmpmzHGzAbcCA1MWWqggFO+s0BYiwi7opt5lJEsaQdBSfXaLFFv7wXwl7qif7kgjmJd",
+	"gm1nkjovG8yiqamusSDPFVPmf4fkYDfp/g6FDiPf0QsitAikL99X0AOfOCNyVRa0WzuVg/oAOptJY7Gm",
+	"cKcesxt4Bcv3/HWiKCbqoQszmY0pVU+hgjyVFZkua7OsxIR4WdDPEjCMyEdM/a61MOXGlqNOQJdw6tt7",
+	"7V11jLzyKxaf3Z4km1fl2x/Ov+y/+Pb89OEjLK1LdUTsg60JIKPjAi6PzkW7d7V2isIb8L9eIm7UmlNf",
+	"uO0RvLKfK5CDuVjIKmpEBNc51aTd+zs9EC84UjGXa85ebWRCE1LASFCOM2z2nI0/u5xOi4lvb7B3awM/",
+	"uNfWfqAMliYu1iEJkv/3/7Y5nEnTHjcEjEevJxddTYzaYISXVIv24YD0c9G1YAAWLuTqEWvtDcTT4kYJ",
+	"hKMmAXG1dEKm+vT166Qp41Cp4fIPBudmAZTUSOWp3pIoqGbeUbSzF/OrRpZq45ltakaLYpel2II87YxE",
+	"yl3y004mpL3xRiB9KLpgQ/dQ5Rn5zziCNDHqNSLcbTejZjnBLmedbyIBU/J0qut+8+SMxvpzxi6iZvR5",
+	"qDXA7DEw9tEHQPngmOKGzUIQPi/HbLE6kb2oBKxyVC/HZwRcqVmB8AlgTWKCQj0VgsSGpXQDIohP3WTH",
+	"cMV0xF6OOoWTuCXmWVRW5AaJyzpZ3aq6wr45F2DfVGMJ99rzEVoeqBy+GsKZa4U12M1O+hgiJHcRe6/i",
+	"REBUUb1Tj/TWJHj3o2Clqo4sZ56LQlsHM6kDbJJ/HMAMUfrB1vZGIg4uphq/4Zjq5rmTmUiRpoQbLHAG",
+	"jS/UWo1pK4hyPIxfcCRspTB6XzupKHZmKgdq5zjKtq1T74GZrbkgJIQ6KcgZoiAUJms2NfEZ/2U5EOf2",
+	"BtbjiwYMwQuYXHnnod9Nr+J0pRbLxXUlc67G59N3RgSSQ3sBuEdvL3ENQFlrHC/doxZMBK57v4Itnl8V",
+	"oKR2z4bD3ojwJincG2LbK7PkOKEIWTKwjpqs6t3EM3xeqamqRgxxkvelXeuJP1NZliHOAaRt9EQBmZxs",
+	"UG5hUe2wCUX/T4enfg+9kuip06KmWLWAkMVNcw4H5+slJN196xR8EW8Z1WfogGUBb9iGhukNUv1NSKti",
+	"LkGOR0aTQBAI3CYF+hdsmx/a71Kqu9r4zYSn+ucgbhX54nVvIM73ni1imNLhMvelQ25wgw3QfdovMM74",
+	"C/aFswAJpSCp3gCODWzBTCnJOVRxj+prGZafs3nWRGeOsLOp7gnUZNGk6QQFw/aqTbWL7FqInevNow3Z",
+	"VyZy74QFiv/WKQt3PB6t5Xu1PuQXtNBDnvzOFP4kP1gycrN9+YdOR6ZWpa2VpCEDqLvJbGMK6o1DOgO3",
+	"fQtpLyAyOLvh5MNP+GKT07Fi2FZ7A5YwYTzRlcCqjwgKg/wZW7fi2tcH4PfEddnaXiG0UaXmstAbXdMQ",
+	"3IWvrG/l5SfEbtDT4el7NgXadohkS/u1HjUkBbXPIcgrFg+tkgF4EkkG3usguHwpH3sqsH6SQrS4pqw2",
+	"77IY9jfbgz6chMRYNBm8bWAiJcnn73oNhrEssiY6ZDaql4VAIaYsGemDq3wIP4HBQLfqdvwi9kFd3g+/",
+	"dtDZa453toVWC8pC80D3jvj29+h6Z8ba5oG/K0co8OTfulhtK66C5BzctMHIQmvam0dxHVuqm4Vs4oA6",
+	"Nqpc2yxmE/tq2TZhX7mxIIKyksaMWfohU4A/7ZGCXkzrlJ2o9K3NJGqW4zbS4JJ6PamOC5giS3BjCRzU",
+	"9qmWRV0p5ZPUW1S40b5G/aDoNBrut+Ga7dTvuJKDe2ZQYB0j7OSvhTfH7d6z30cJ4OkB976hRP3gu9d/",
+	"ihWEkoktymNjNwRyfPLs8KVr9efsyfo+xiQqjNd8xNBSk+V8bSoEC2XEWox6eAWkRnnoyhqNVNtLfDqj",
+	"vqYJevgRFr6YrEW1LBU8tQmsmo0FXI3cTOzxi8df/vzTE6wRASNXrz0Gm4dB9UE732EvId3pbPhAZFPP",
+	"4LOAZpXqDHfycqGqwuTIrVSEbhYHqQhF1NeBsu1onVqMyJnRcC2hrU8j1XyN078NOfO0wLQi8vqlmrNe",
+	"4A2xlyhoOoSJxD7IRt69z8D1nh3EzmSEsU3sscjW31x4EhULhcV6bdI1GtUdWcxuJ5OSRmj6aqQOHfzx",
+	"NUfWJ3Nzljl+CsemvTuHGgAWJveRKOrciVmavYH42TtbSfmjc041oXYaPfIphFRvxB4Pu5xMlMptgg5e",
+	"TIHzCjE3lPB5zAw6xGihPvgLNqdwqix7XikNpakWDVhT5YWWVSigGIhzVw9WG9y0nZZ7+dTHhilzOqKD",
+	"OJVaIIoF7kztpAKrwR+z9xpLTz11qQCql6Dk5dxoYa1cg4IbHlTMnioMeYIuohQ0gg0Gcspo6j5dDlOs",
+	"6oJgn5Fxtc445w4PGI02nwTWZXKiVxFFJN4XRB9iEhu9iIn5yB81NZKzDIhCyayvHbuhQu6g0nmghATM",
+	"IiaEuggtRvNoVC/zCiolLZATLzfVXWDW1GBVnPvJNLULmgQGCcJnOF1R+AD2XK45I/8KU66AbkfN5tGI",
+	"mUu9ohv+VItoGw+HD2oMWjBwqL4QjE3Eb4zsKCyIlLdKXCmleSHjVPv2vIXzcWQ8I8xKhLkjywIDFX6v",
+	"Ir6y6Tpu87P8DYZiL8uHcE7g+B/JNfG3ilw+7Vq2b2qlKuVpH+vrS8TvjWiRr9RvlG30sXKHLkJxVe2A",
+	"Dxj2HLyrK+cIJxke8vGOwoluJJl7g999/pM3Ari5/uDfo7Jc55uKkddvQeaDKujDo9i0wIvy1cxEcF3Y",
+	"BTTWFy1j4t5X/WX5tLM2/SXJwQVlJ7FohdFGIvOWWwbqCPvDqVEaKZG9JNUZCddLc4tmYbPsiWSuF9K+",
+	"kGQlbV1GCYpt0JaITfQSEC6X7NvM8C80YOm/9EPE1UcvHU7PR6dqTMQIyIN/Mya9RjpKWvfeP5KvuBYv",
+	"ubtb2joNGdSUMQpwX85vRgKrsklRBN6ecZ8AWvklu6lwH8NmIFKID+A7fCDVN0otuPAb4wJg2V5EYfbd",
+	"Kfw+z7QBidLl8v5U41Rn3Ft6LIajoLkQDGnCjk8cBDcIId17CYe/c7n2SRzh7aDWd7N+f4pur0oBC8II",
+	"CgZqqKqFAnjcUuFqTQZArZCYOv41rtMEdMJ5PJRzgG3yW+LjqDRx8QzqrchTIzPiyLaWsdeFPJ0PnF7s",
+	"X7NDHNBuJ77aCPHbPoWywE+FF1800tRtgxdHW/6Bq9IP9h/sZeQ1LtLH8GMcgL30bghKUQO/TQglZhkq",
+	"F8FypHO5wpACtQXZjXOE+/MrSq3/CMhFB0EW/YlY9EdBLNooXr63crgZ5WpCZDQv2ZelseoiNEy81y2j",
+	"n+3EXz7bF6ajxt9RgksEyhN1wE445DGTKPl7g0+mduUO0sNNeGbc12ap80+KYp8qeavi/ojRyUWx7Gmc",
+	"Bx8leRbuHqX23we92HeKjJOiUIUlSF6xGWkGVRPlS6r3xqwH4iXWe28G4bH0GoH8EnE6HEYpCqGjYlZJ",
+	"fZOJ7nDTZR1m2BuTq7H2dFILmrxRd4ApY350pnqyI5p9tArOWGo0WBVRIm0N8ytdqPHANhobm8NAhfdt",
+	"s+nbdvopHEXu5GLKfuyKEZf3tLMV55TbG7mKeLJbDQoYpQddi92tVI9gYXqEl9IgDBZXZGn0NdobTjHA",
+	"UdDDG1IxEFDhWVYXdNltYIWNdL7QRCg+wmD+Pwv1CF1f8/tg2GMgHqovsWwQtGg8z01Zvg9efHjm1Ycs",
+	"xGw2yt7WXl6gO5hDgmN/nQrbvGXbyZC//8ymkb+zAYYivrPkMYrrsaLe3Z9SeeYfVsRR6+Jwu0HAYQXC",
+	"clHzAWTshW8qFnP038jOTA7kEU/yu2zS0GP3N7NJf8D83AwnQogd1PLWTKmEq3YYBXlZTGbCg8/kJKW8",
+	"Kwybo1JGMI/o+xwEAC0waXuhJfCkVLKyBL+L7VYxKEWtrBp9K5sOcx/U9MAClaJCJ49/79SC5RSthsO8",
+	"kvtOxiBxR6z/onz3XtDCktZMEC6FHQWGAx8t7RKB6ePylThDH/MApDgbDjEMXT8Uape1oYlxsNcaDwWK",
+	"n6Ya+7jVrZRJ96ClBKO+NNfXPnOvKdwYeRg7I/8ODfpGT+qDgO6H7/fdexpbhT22yo0bkqMRKP3TA/Ap",
+	"egC+JG7RYHIHegCojeZd7b+azTbfofvXT/Sa36T5F7578G4Hc0j5oYcu5s3Z2Tqsbjt+JwZpK2LkC//7",
+	"X8367vKxePDCcdRbkqJT6EyRep3U+fQLVc0LNxANpFTMhpnXrWBqyM0tdFSxBY76iSiwf1gExG9AK8JO",
+	"25JPt5WN1PQce19aMaFi0v1gHCC8hKF7truReCJjyNp5Uff3+BPQZl9CR6CD9oSOPwpCTaDoI8sLtj4C",
+	"SDXSlEzW23MLfrtc4p+x24pH7fcFm1SqW68s6sJSQ0D70zVTSrnAXDhfod7wIMaV6ptpsb7gHO2EsH+F",
+	"Fo2yc9/xnSZIGXt1u0s5V6nmNYwYR1PqtS86tgQXVAOw0VuS2ofrsxo2qoP5i8s5Z8NnkVu13pvCIrIg",
+	"p1+GXASqm+ONxUsHlsv5ZiYIAlYETSzV+IMNwoLtWFolutjkbjAYHNOwjMaKybdasQdLc4U3juMMbhNa",
+	"Z/VhYkJto8cNaGXYLwFBH5e6UqV0Kt9T6ZpEYrwuaxWbVa3UX8Cn/lAuy55y0XfXVu5fBPoxSjvDen6j",
+	"Tmbh/XtdjbVUu2cZJdW6r8X9yij99aMC/BUhtW771jlZG0lLG8an+J0qeb/fSrbnuNkHFLIRg61JAWHN",
+	"ffWVVlgwk7eVqaW6W/dIp6qn3kjcozqN+8Abo5V1cau11qoz8WO1xYBTzRySmxMQWycW2N1k4r1EXBfY",
+	"ICG0q0FUjDpBbIWkCAJ8c2Gh6KylhH4kDi86w27NW1Vn4vCis1THVWfiz6Kz3ywnzKN67NIFd9ahYaee",
+	"1kK0hnZ4pxPgj5PKxczn/SdzBTH4Z1ZXpBP8md7175bedahf5gCeg321fkueg1WwXAFD8Imh+sVulsKC",
+	"rE07540CiLSD6GZb1a3jurp1Rwmrvx6x2UgeyUmwlBFjRBZgSZIaMpO+KRH81Nu5d9SgRkhlUfnrhmV8",
+	"nurSrBC3hY0+rzLzcQNrHDX8FjdKLcg54Vuj108XNpQIkR0Qdffz0+cleQiri8bHnHnALa5pV0Iq/rbd",
+	"jChNkdfI2+q9kRcCXCVqyV2+YbLPldRk8V8rR7WFG/oeEALVQGAQlLocWEEos4TXZYt/KoSJVLruaU6L",
+	"4RWM67oT75PGg8np7DCOutS5qpp7NBA/Yrge/QOxRU+FF9qwwd+sJ47iw+w4wBpkBg4MY3AlLU0/H2OE",
+	"l7scELqWh23iJ0T3bHjWG4ifEOeVG13x4jd7Ws1NpUbcumodSoweDh9gNFBOVbushbGabtsPalPD6z52",
+	"zDS8/kV4eUvyDhKPNqtAQHTCvmKGPWwetCx4lWLeICvlcxeN/jesZuQKse1CxpZ6x1RvlTOmv7n/u9Xr",
+	"KLqRC3zkL2yqt1kDEdF4D1fwa/w3ilTvdY9uVjhuQmJslTy2KD1oRtvdgOznwRDHVtxBuWLHt3dU+6at",
+	"QXJZbvbjDfUG+NWGvU+2OHVowE69cdYM9nXatjN7e5ywEbSgd9RTv1b0J4dFH7/h/73NPH5gCyQHP8Pl",
+	"9Yzz2TqIT9vdmk+11BpBYc3SJeTqibq742vmcaiBes1sbjVtTshy4u5Aj2soDbpIzYgE8Zhu4ThNFwSg",
+	"Lx3V/tle6I0MP2ymuoiaAK5UafS1TTXbsRyciOH58b4X1uPA2eVV1hv7AQLkPRxhqiMmR3EjLniXlYo6",
+	"+3jCAuojho1xcpvqOg+L58dROE4HbiReY+shfg5b/zCgH7+yezIcxgnYA0EpfNgzqB1Oruf1jb8bpGke",
+	"vE1N+LFGx/xgKgKO/ps53dmj2y7m/PGUxa3a52vHhltYtfvxhf8fXaIACdZESl2zib9MDXesoqvQlBYs",
+	"HJqyouZ4+1oCP/bmX+THpVZf2jC/gptj0UzRZhvLFVUcmBio5r24+GWLTRduB/dM9Sb7FDH3HHNY8Mhu",
+	"4dBQv71QLe97t4W4T+DwBSLgeTGXEdYm9ZVIdUCF5hgCNTUOuT1DD/gery00wDj3MEtkh2BG6rJm3yhG",
+	"Akq6jyDVzC9C3G1jSo91HvOkD2Y84Cseg1bfGoSBL8YRLAF2DLd16qUVUXrU4JMIan1KSBsRS6BNBsG/",
+	"dbt2MIUd2Uw+c+TjkdeuVKZI+vxJOu8bGGBTya2b+ByQDRTR0P0cqv7E80McqvxwHcpoday2LIZL66KL",
+	"cGST0D5gK9aT6i5v52hDOlxcPBXSEoiCVaBYfkNbFAGtGAoIFxVKqdq/1w2s3osdfoSLmwhtpUcpLMA2",
+	"FYmia6NVFnWHYPmLDY6Itc4H4nulFqRsBQhhFLt1uDqgRh/qDYMhP4qaCy/6aLEjfuOiNZnk+99QZf2I",
+	"bOmPrh3TZag11RJ7aOB9aJWHcT+HPQrzsjiWi+J4NTNyXnRGbzby5N90rpSsVHW+dLPO6JdXwKCoN0Rb",
+	"77DzCOxIVi5k7F0bUS21GBxP5vmxf6Tfz9VtNqbWoyECIB3lO8GUl1XZGXVmzi1Gx8cnp38dDAfDwcno",
+	"s+FnQ+SUvKStWfgO3Izxx7vUKE1nPdZo9ETlqGHjO7m9FBVWbLfg+tKAbaiva2ePTUKJ+HJBWFjBH+ZT",
+	"N1szNbe8VPXbIxfY9hR+3GUWiS7OOmm0LEq867rnm1h4cFjO3SEvBjJ5iT1hGvNgWtmeBeWonjyinaPE",
+	"pJjkkth7VGG2UvOVdTnB5lthxL5Vru21CGVGQJEy72Mf7Vza2ZWRVY44Vcsi61FLp7hz1ZWyRU7OyvPn",
+	"T8bU8znnPtxIovjLaBJh1JZJPOWyeF6HzAv8a1GZK2XHYCiSR0srlVPDXB6Ui0ja2/PeqLUPqhXXms80",
+	"CV13PDKm9Wmii8o47NHoTKhJVHNhptOy0GrfNGjozttXb///AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1202,6 +1202,32 @@ export interface components {
             /** @description The locks the set no longer held. */
             gone: string[];
         };
+        /**
+         * @description The body of a ticket's callback (Standard Webhooks' shape): the
+         *     lock was handed to the ticket, which a poll picks up.
+         */
+        TicketGranted: {
+            /** @enum {string} */
+            type: "ticket.granted";
+            /**
+             * Format: date-time
+             * @description When this attempt was sent (a retry has its own; `webhook-id` stays).
+             */
+            timestamp: string;
+            data: {
+                /** @description The lock, `namespace/name`. */
+                lock: string;
+                /** @description The ticket's id; never its token. */
+                ticket: string;
+                /** @description The ticket's path on the gateway, `/locks/{namespace}/{name}/tickets/{ticket}`; poll it with the ticket token. */
+                poll_url: string;
+                /**
+                 * Format: int64
+                 * @description How long the grant waits for a poll to pick it up before it passes to the next in line.
+                 */
+                pick_up_within_ms: number;
+            };
+        };
         WhoAmI: {
             /** @description The caller, as locks show it, `iss#sub` (`sub` alone for a token without `iss`). */
             subject: string;
