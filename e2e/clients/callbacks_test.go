@@ -69,6 +69,58 @@ mine = "its token the ticket token" if g["token"] == ticket["ticket_token"] else
 print(f"acquired {g['lock']} with the ticket fencing_token={g['fencing_token']}, {mine}")
 print("released", c.release("clients/deploy", g["token"]))`)
 	},
+	"node": func(t *testing.T) *exec.Cmd {
+		return nodeSnippet(t, `import { createServer } from "node:http";
+import { BadSignature, verifyCallback } from "./dist/callbacks.js";
+const secret = process.env.LOCKGATE_CALLBACK_SECRET;
+let deliver;
+const got = new Promise((resolve) => { deliver = resolve; });
+const srv = createServer((req, res) => {
+  const chunks = [];
+  req.on("data", (chunk) => chunks.push(chunk));
+  req.on("end", () => {
+    const body = Buffer.concat(chunks);
+    let note;
+    try {
+      note = verifyCallback(secret, req.headers, body);
+    } catch (err) {
+      if (!(err instanceof BadSignature)) throw err;
+      console.log("refused a notification:", err.message);
+      res.writeHead(400).end();
+      return;
+    }
+    res.writeHead(204).end();
+    deliver({ headers: req.headers, body, note });
+  });
+});
+await new Promise((resolve) => srv.listen(0, "127.0.0.1", resolve));
+const hook = "http://127.0.0.1:" + srv.address().port + "/hooks/deploy";
+
+const ticket = await lg.openTicket(c, "clients/deploy", 60000, { ttlMs: 60000, callbackUrl: hook });
+console.log("ticket rank", ticket.rank);
+const { headers, body, note } = await got;
+console.log("notified", note.type, note.data.lock, note.data.ticket === ticket.ticket ? "the same ticket" : "another ticket");
+const check = (what, h, b, opts) => {
+  try {
+    verifyCallback(secret, h, b, opts);
+    console.log(what + ": accepted");
+  } catch (err) {
+    if (!(err instanceof BadSignature)) throw err;
+    console.log(what + ": refused");
+  }
+};
+check("tampered", headers, Buffer.from(body.toString().replace("clients/deploy", "clients/other")));
+const { ["webhook-signature"]: _, ...unsigned } = headers;
+check("unsigned", unsigned, body);
+check("replayed", headers, body, { nowS: Number(headers["webhook-timestamp"]) + 3600 });
+const g = await lg.pollTicket(c, "clients/deploy", ticket);
+const mine = g.token === ticket.ticket_token ? "its token the ticket token" : "another token";
+console.log("acquired " + g.lock + " with the ticket fencing_token=" + g.fencing_token + ", " + mine);
+const { response } = await c.DELETE("/locks/{namespace}/{name}", { params: { path: lg.lockPath("clients/deploy"), header: { "Lock-Token": g.token } } });
+console.log("released", response.status);
+srv.closeAllConnections();
+srv.close();`)
+	},
 }
 
 var callbackAcquiredRE = regexp.MustCompile(`acquired clients/deploy with the ticket fencing_token=(\d+), its token the ticket token\n`)

@@ -27,6 +27,19 @@ with c.holding_set(["clients/set-a", "clients/set-b"], ttl_ms=600, wait_ms=30000
     print("renewed", held.renewals, "times")
 print("lost: " + held.why if held.lost.is_set() else "released")`)
 	},
+	"node": func(t *testing.T) *exec.Cmd {
+		return nodeSnippet(t, `const refused = await lg.acquireSet(c, ["clients/set-c", "clients/set-b"]);
+console.log(refused ? "granted, wrongly" : "refused lock_held");
+await lg.withLockSet(c, ["clients/set-a", "clients/set-b"], { ttlMs: 600, waitMs: 30000 }, async (set, lost, renewals) => {
+  console.log("acquired", set.locks.map((l) => l.lock + "=" + l.fencing_token).join(" "));
+  await new Promise((resolve) => {
+    const timer = setTimeout(resolve, 2000);
+    lost.addEventListener("abort", () => { clearTimeout(timer); resolve(); });
+  });
+  console.log("renewed", renewals(), "times");
+});
+console.log("released");`)
+	},
 }
 
 var setAcquiredRE = regexp.MustCompile(`acquired clients/set-a=(\d+) clients/set-b=(\d+)\n`)
