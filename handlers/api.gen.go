@@ -572,6 +572,21 @@ func (e SessionHoldKind) Valid() bool {
 	}
 }
 
+// Defines values for TicketGrantedType.
+const (
+	TicketGrantedTypeTicketGranted TicketGrantedType = "ticket.granted"
+)
+
+// Valid indicates whether the value is a known member of the TicketGrantedType enum.
+func (e TicketGrantedType) Valid() bool {
+	switch e {
+	case TicketGrantedTypeTicketGranted:
+		return true
+	default:
+		return false
+	}
+}
+
 // AcquireConflictProblem The 409 of a lock's acquire. One schema, not a `oneOf` of the
 // specific problems: each of them is also a `Problem`, so a `oneOf`
 // would match twice. `code` says which it is: `lock_held` and
@@ -1287,6 +1302,31 @@ type Ticket struct {
 	TicketToken string `json:"ticket_token"`
 }
 
+// TicketGranted The body of a ticket's callback (Standard Webhooks' shape): the
+// lock was handed to the ticket, which a poll picks up.
+type TicketGranted struct {
+	Data struct {
+		// Lock The lock, `namespace/name`.
+		Lock string `json:"lock"`
+
+		// PickUpWithinMs How long the grant waits for a poll to pick it up before it passes to the next in line.
+		PickUpWithinMs int64 `json:"pick_up_within_ms"`
+
+		// PollUrl The ticket's path on the gateway, `/locks/{namespace}/{name}/tickets/{ticket}`; poll it with the ticket token.
+		PollUrl string `json:"poll_url"`
+
+		// Ticket The ticket's id; never its token.
+		Ticket string `json:"ticket"`
+	} `json:"data"`
+
+	// Timestamp When this attempt was sent (a retry has its own; `webhook-id` stays).
+	Timestamp time.Time         `json:"timestamp"`
+	Type      TicketGrantedType `json:"type"`
+}
+
+// TicketGrantedType defines model for TicketGranted.Type.
+type TicketGrantedType string
+
 // TicketStatus defines model for TicketStatus.
 type TicketStatus struct {
 	Lock string `json:"lock"`
@@ -1315,6 +1355,18 @@ type ValueSet struct {
 	// FencingToken The fencing token of the grant whose value this is.
 	FencingToken int64  `json:"fencing_token"`
 	Lock         string `json:"lock"`
+}
+
+// WhoAmI defines model for WhoAmI.
+type WhoAmI struct {
+	// AdminNamespaces The namespace globs the token administers (break locks, resize semaphores).
+	AdminNamespaces []string `json:"admin_namespaces"`
+
+	// Namespaces The namespace globs the token grants (`billing`, `etl-*`, `*`); a glob names no one namespace to list.
+	Namespaces []string `json:"namespaces"`
+
+	// Subject The caller, as locks show it, `iss#sub` (`sub` alone for a token without `iss`).
+	Subject string `json:"subject"`
 }
 
 // Cursor defines model for Cursor.
@@ -1590,6 +1642,22 @@ type KeepSessionParams struct {
 	SessionToken SessionToken `json:"Session-Token"`
 }
 
+// TicketGrantedParams defines parameters for TicketGranted.
+type TicketGrantedParams struct {
+	// WebhookId The notification's id, the same on each attempt to deliver it.
+	WebhookId string `json:"webhook-id"`
+
+	// WebhookTimestamp When this attempt was sent, in seconds since the epoch; refuse one far from your clock (5 minutes, say), so that an old notification sent again fails.
+	WebhookTimestamp string `json:"webhook-timestamp"`
+
+	// WebhookSignature `v1,` and base64 of HMAC-SHA256 over
+	// `webhook-id.webhook-timestamp.body` (the body as sent, byte
+	// for byte), keyed with the base64-decoded part of the secret
+	// after `whsec_`. Several may come, separated by spaces: one
+	// that matches suffices.
+	WebhookSignature string `json:"webhook-signature"`
+}
+
 // AcquireLockSetJSONRequestBody defines body for AcquireLockSet for application/json ContentType.
 type AcquireLockSetJSONRequestBody = LockSetRequest
 
@@ -1622,6 +1690,9 @@ type OpenSessionJSONRequestBody = SessionRequest
 
 // KeepSessionJSONRequestBody defines body for KeepSession for application/json ContentType.
 type KeepSessionJSONRequestBody = SessionKeepRequest
+
+// TicketGrantedJSONRequestBody defines body for TicketGranted for application/json ContentType.
+type TicketGrantedJSONRequestBody = TicketGranted
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -3368,6 +3439,113 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 
 	return r
+}
+
+// CallbackReceiverInterface represents handlers for receiving inbound
+// callback requests. Each callback becomes a Handle*Callback
+// method that the implementation fills in. The caller mounts the per-
+// callback http.Handler returned by {Op}CallbackHandler at
+// whatever URL path they advertise to senders.
+type CallbackReceiverInterface interface {
+	// The lock was handed to the ticket; poll it to pick the grant up.
+	// HandleTicketGrantedCallback handles the POST callback for ticketGranted.
+	HandleTicketGrantedCallback(w http.ResponseWriter, r *http.Request, params TicketGrantedParams)
+}
+
+// CallbackReceiverMiddlewareFunc wraps an http.Handler with cross-
+// cutting behavior (signature verification, logging, rate limiting, ...).
+type CallbackReceiverMiddlewareFunc func(http.Handler) http.Handler
+
+// TicketGrantedCallbackHandler returns the http.Handler for the ticketGranted callback.
+// Mount this at the URL path advertised to callback senders. errHandler
+// may be nil; if so, parameter-binding errors return 400 with the error
+// message. Middlewares are applied in the order provided -- the last
+// argument becomes the outermost wrapper.
+func TicketGrantedCallbackHandler(si CallbackReceiverInterface, errHandler func(w http.ResponseWriter, r *http.Request, err error), middlewares ...CallbackReceiverMiddlewareFunc) http.Handler {
+	if errHandler == nil {
+		errHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	}
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the request.
+		var params TicketGrantedParams
+
+		// ------------- Required header parameter "webhook-id" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("webhook-id")]; found {
+			var WebhookId string
+			n := len(valueList)
+			if n != 1 {
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "webhook-id", Count: n})
+				return
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-id", valueList[0], &WebhookId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "webhook-id", Err: err})
+				return
+			}
+			params.WebhookId = WebhookId
+
+		} else {
+			err := fmt.Errorf("Header parameter webhook-id is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "webhook-id", Err: err})
+			return
+		}
+
+		// ------------- Required header parameter "webhook-timestamp" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("webhook-timestamp")]; found {
+			var WebhookTimestamp string
+			n := len(valueList)
+			if n != 1 {
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "webhook-timestamp", Count: n})
+				return
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-timestamp", valueList[0], &WebhookTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "webhook-timestamp", Err: err})
+				return
+			}
+			params.WebhookTimestamp = WebhookTimestamp
+
+		} else {
+			err := fmt.Errorf("Header parameter webhook-timestamp is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "webhook-timestamp", Err: err})
+			return
+		}
+
+		// ------------- Required header parameter "webhook-signature" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("webhook-signature")]; found {
+			var WebhookSignature string
+			n := len(valueList)
+			if n != 1 {
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "webhook-signature", Count: n})
+				return
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "webhook-signature", valueList[0], &WebhookSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "webhook-signature", Err: err})
+				return
+			}
+			params.WebhookSignature = WebhookSignature
+
+		} else {
+			err := fmt.Errorf("Header parameter webhook-signature is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "webhook-signature", Err: err})
+			return
+		}
+
+		si.HandleTicketGrantedCallback(w, r, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
 }
 
 type ErrorApplicationProblemPlusJSONResponse Problem
@@ -7966,296 +8144,314 @@ func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, ses
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9tGlgf6VXq5WyVyFqQoWc7EVKW2NBln4sTjuGJlXfcGvkKTaIqIwG4Ouima4/V89lvn0Y0GCVKU",
-	"40ecyV+2SBD9On2ev3POm87EzBdGK+1sZ/SmM1MyVxX+90flqvXF1KkK/sqVnVTFwhVGd0adlzNTKmHV",
-	"xOjcJqIyS52rXCwXg07SsZOZmkv40bzQxXw574yGScetF6oz6hTaqWtVdd6+fZt0FrKSc+V4wK+XlTUt",
-	"g13OlMi0eu2uJvhEJsxUuJkSi0rdFmZpxUJeq3Mhx1ZpJ6amwm+nRWUdfgWTKuBN/1iqat1JOlrOYS70",
-	"uuaM5eunSl+7WWf08OQ0gRX4v0/CGqyrCn3dgRV8a8pcVZfmRun2iZuVVpXIHDwRJj5ZVhVMdYa/ToQz",
-	"olJ9pZ2qROGsuK6kdgPxTN2qKtWLpROFE4UWUvz049NBqv166LTqBT01k5s+TWbHok4ffnH3op7kar4w",
-	"TunJ+nu13l7X3+WNsrgQOfnHsqiUsHKqaBWuWovuk8eX34iZcwu5KET0tv73ap3qvJJT1xuJE/jF6cOH",
-	"4rawxbhU4uLF10+eiMlMVnICRCG62X9k8FD2r6yXCDzdsaxUqrvZxltH4ks1fPDoz1+q/tkwf9g/e6C+",
-	"7I8njx70v/jy0Zl8+OfpowenZ1lPmEpIK2SqrauWE7esVN6fFqrMBW2AaHl12gkvHwwGaSdLxKpws1Rn",
-	"aZp2MiF1LuC/aSaUnciFsudC4kzFjVqLidTaOGGdrBz+UGRpJ+sNxE9WwUymlbIzUUmdmzn+oCvFTz89",
-	"+au4PeshNSs5mYWtXpulmCupR3gASF6pRvISlbLOAp38qPLCCqUn1Xrh4F7qXFVC4stzVRW3KhfTysxF",
-	"4QapTvUFHxxODl5r5RznntBj4aOJLEtViW5WWMvrtssxHI4z8FSq8bGFdLNk421jk69FN3OuvJrbLBHZ",
-	"ShaO/4uryJJUZ2UxL1yWiFxN5bJ0VsjFoixUDiPMKrO8ngmp1+JaOrWSa2F0PQAuepTqvljNilLhF3iR",
-	"RFncKjuqnzwdniT1X/5uSp2nWohsqvSk0NdX9HEi/JRpuer1oqiUvZIuE1augWJWM+lEpeay0Pa8OT7x",
-	"INg1YV1RlqJaaiu6sPRCXyfwht5InA0f4chFTXhXhb5aVOa6UrDRRDTIkPvIkXkyeGpXEj6BGZ7DW2TY",
-	"HAfzyguVi3mR93ESpZK3eHWlE1LblaqQwJYL4QxOwR+KWJRLK+TYLJ04+ULQuoyexNu6klZUqlTSqhzu",
-	"FXAu/EsokAb1uvDxK/wwOw+EjIuSQqsVUBptHH6kjZupCglmJM5OT5sbc6PWV/PCzqWbzLIB0C6uDJcE",
-	"M4KrhgOqXHSz0kxurmaqzOEgrZrLxcxU6mq6LMssgcvnirkyS0f0wOR9bbTq+b2C2RT6eoTLo2uChyjx",
-	"2g7ERarhWhXw5VzNx6rCC+eKUnwxFPBcg6sfRXtkRVdaUUrrUl0prVYqT4S6VVqsZnideW+VrMpCVXgH",
-	"lIYTuzbOKT0SkmcEn6ead9YKqdVqIC78Oc2MRaIXE7Msc9yhsRK5gnsBsy2suFELlJyphn3Alyb4oJ/E",
-	"HqmzwS/vIU8X0jlVwTv/v+7/jH7+j//s/+vVz//R/9erN8Pk9OHZ2/9LO/x5mv6cpq/6/3r1f8Bnf047",
-	"8M+r3puT5PThw7dpp/dfnTZJ9p0p9AtlLcqtVr3C0rdXtYCWgj8TXauUyMxC+XdkvVFN/6l2QQ7yL/zh",
-	"sugWh0tuHuA9CO+nwEHbFzs31gm4EVZIVIxQAbGiezIcEsmRCtXbpTAhd96cHWl4J8PhMKkVvpMWhS9B",
-	"/eS+ulKsC21t6EGKUKXwWuSdkauW6tfs7TN8+xsaE4RcPSL+s2+siNZ/vuj/v7L/z2H/0av6v1eDUR/o",
-	"/uTRo7ftxAyj24WcqPbdW+rCIf0u3cxUhZXwXdih7dnSqw6dsp8vTxan+sXpjpk+r9S0zWz48ZuvxZ9P",
-	"z4aguU9VpfRE2URMzHwu+1aBNeCABRZaGK0EHeoo1Vml7MLovC/tWk8y0TVaSN0UJEFyjbxgkw4FltfV",
-	"pHDF5EY5URBdwT0AzgfCoUfiFF7x1TN+Pz9+ZMXClOUo1aXR1334P4lL8ay2f6Sju/Vg2BuIH0B6WQHa",
-	"X3GtTbWXd/JO7SPK7e1lZvEkbyeEmhkVOck1z+XwUoEoOh2e7KAMfvL+pAwkcbqLIHjGe+5+CyNuMlaY",
-	"8j25wCZTfX+M4IVywGLsrgNAMQ8PJGhtEKHmicjCxTuG/2UiUL0Yr+ki2J3MFwfct4r/qtS0M+r853Ft",
-	"0x/Tt/aYZ/y0sA5XcInUvYuEAu0DBQUTIHtqJshVIjo63UFH9Ib3TEY06X1URMNuEFFYDUz3njREQ753",
-	"EnoLrwKmZhUS0eOqItfHxGinNApwNH1ow48XlRmXav7fv1jSZA479Of0KxqvuVsXei1Iz1Yw9KDzNul8",
-	"Y6pxkee0uR9rIkhuaL7mRkXqu3CzwopwX0Q3m/rpZT2cbtNN8Xe2CT723DfdBRlaIUvQ28G0Ag39H0tl",
-	"3bZxk+rubsumNxDPyPLA93kWAqIElq5vZVnkP9KrP/aS/YoKK+aynJpqjrZWQZO64q/5lJ6ZSAH/WLN8",
-	"ZtDoD5o8MoLCiqwhEjLRDWKHrNMemHmw4anGD5LIqK2kFmgpoqkrNLKRlbQD8cQbdyT1vcmUavJEFhW9",
-	"wYqZvGXjmKihcOcCzAs2g3kufMbPjCPv4nvfuPDm+11LMBZq1ambaeOuyIOZ9RLvkJAWxIOVa5vq1Ww9",
-	"gs9oOzLRDVZww3dwjpdkoVAMZn99/PTx5eOMtTib6tPhmSi0dUrmvcQ7YPzbIn8DbqlZOnwbfj4S1syV",
-	"0SrVqrRKzOV6YxHarOCd44rJAbTKHIwY6yrpTCXwG/JswQ8SgSbhuFLyBsRpFoYQzRGAQMwK3Y3ZUt9o",
-	"s9JZqrtENOyeQEqiqc9NBaNIzT6Da9NjKngu16WR+aUxT2V1rT72VUevXWGFgXmffCG+L/4iutmCJnXl",
-	"jLkqYVp81/l2fT5yJGGnJbMJoEq4j6SOeV4dnJ6eVwDhr82ysvACuuOp3mQtBc3BhWk1NVrQPDCGIcE4",
-	"6TbV351iYDKT+jpIAdJNnhn3jVnq/CPzV7uczLxJRbxgCrMgFmoF2FI1yyxq3xxYUMAb4bYWWmTw9xX9",
-	"Qd5gfnZSGusZMB0kc+Sw4bFqFvYbHqf97mKAgmzBQBJWrsVqVkxm/n5dGvN3qdcsSe3H3MQMrs9c6rWX",
-	"mDY79+7GxmmLxwUSYuSi7OIW4EKPLDvhwz2FPbAzEEVe7rFLmJ2Y0sE3qfbDii6wpTU5UidmqZ3tJd6j",
-	"y5pHRUcKU2PDGqi29uGzW0nnInhZ4SCuFcy8d86nFnzThRXSpRpZeDEnx0V4vx8xoegHzM1oNRDoACeH",
-	"aqqb7nA2xUXXVEEORLOD98BfqrI9dNnSNh6BEJourSytmMiqWovsR+kUutD6z01ZTNbsaQ8fAxfHAFa/",
-	"UG7a5yBXH/YUF9LnCGr/5KQHXAcWhPcc34Ymh001HNNIZGkHfpd2MpQTaYenmHYychnE0Vg/gbZgrERd",
-	"rFRTR4ZZ9Orz6qvhufvqJBNdbbSirXC166IO2kjbDDEQCcSzgnfxzGri37bSNrew3VTjDYlomsk3nvw/",
-	"vjoZDs9XOP1/eL3TpnoBqpdfBPlkx0s28sbLyjrSR8j4myvYdnbWGiD7aVGWZNaq+cKtW1YKA5//Y/lV",
-	"CtyAw7X9MH7nkF2ot3IXj+DjPY4i7cgmftLsw/un+qhc/e+FtUCvcPNJlxdjJSvgPMRRs2U0swzdxBGJ",
-	"vnz5sn+xdDOlHUxRNee0ZQHTQm9lUcpx+dEVG1T/xnJyo3Qu8oKiIiwtQDQXc5W0MC07WzpgUqnOzQp2",
-	"hF9xtayXAkIb3dlLNzFzFYL+wF0LK1gd3L7h70owbz0h4msuiHt+bfS0LCbObwPsaVn+MO2Mfj5w35I3",
-	"nUVlFqpyBfkoSLnfvs2xITASq9k6UnoowMBCDehF6eW8M/q545V/+Ig0+k7SIT28k3R4jzqvtjwnSacZ",
-	"9GyZTh3zG1FUA9X9Oui21KWywPkx4na+O+7qf26EtDdCXssC/elg8EpHoY0vzjqtkQ7+yIx/URPXefuq",
-	"jQTPho8o3gQTPgqSdiB+0ErQcVAMTorMaPXD1Du0Um0XalJMi4ngu2FHBBKg7+coXktr4Jd8nlki6G96",
-	"U6pXGAtELVO4VTFRA5FNTK7IeCMlicTVSERbSmHy3aFqFqObkWkRE4noylRndYwmo+htg1Z6+KZC2WBU",
-	"njcDySDD6QGtUD1ihY7pP3KNyDwvYNtl+Tyi56ksrUo2SBzuKNzoq2VVblPWN+jPYZ3X6HItag2I1ARy",
-	"549EM2BxLjBgsU7ZoPCBC9xdIcXZcNiLSdVHJiTahoSsEP9YqiXozTR80mBMz394cQkv0sYBVSDbFDNV",
-	"qUTY4hrMGWnFCyd1Lqs81S/VeGbMjcUvYQ30d7/AKLn/C1igdXK+QGCG/xR+It2yUiNxe5Kky+HwwWQs",
-	"rfriTHz794uv+y++vTh9+AUQYtop8kF4yQA9Xh38gcpI/ScEy0KhqQ1qbL/vD6Bv1aRSDpSQ8CT5zLI3",
-	"Kd6utDNK2cs8YIM67STwEY+IDyBeJ0k7uXQy7YzepOhG5wfht/hftEGWVUl/FHD+i9omSTtv32Yjiow3",
-	"HONkzQeLgxTUwjt3YBlmOiU7BDSsaBeLPOsxSECK09evg6RhiADMob9ckPICTOsc1Ja8qNSEnUzAF6am",
-	"LM0KDIQLMSs00WQUoQYigj+0eu1SDYs8stF+MiHj3ElfAlYEulMpnUpqn4ypUj011bXKmxTGPi/P3cUP",
-	"cCUyUIltJn768SkDTZDH0PbtOGwJ68gEBwRogXIyUQsCccAbs1TjjVsBWWP4Gp8lZmWNpxMpJqWSGs1q",
-	"XJI2YmnBXij01MA2Tyt5PVfanSOQiC6kv4Viy4eJW2usg+kjyseaEhE0BjfLLGD+iSgLfdMvzUSWMMSi",
-	"Km7BxpJ5DkwRNX6ilYnRWk0c3WqWQ/Va0EnB4Bz6KSkJcWhhePZli0ycm7wlKpyp15NyaYtblYkushcy",
-	"EZauN6IIK/Ljc5GhtZhj7HQt9HI+VhVcYfqYH7OJ39DwWnhJLNTDF6Ab429bJTjG+beneyGmlVJ9EK+i",
-	"lGPFoJ4CpZ0TdmZWGByLtuPktG03iOe17IerliqDFxZg9WKUN6OHr5CWM++VIUVwFIGpEESTangaVGSw",
-	"VaZT76Rspx3vtUQhr1O91MyMGdLwlA8jgWH8feVHgjDw48PnTA683rExQOqwYEKobS/4KSo9JW7WucfU",
-	"iQfD4XBYB61RNzV6Wlwv4bDn8rW4vHwquv7xEzHrtao9+8AeSedWlkvVdsj4RcSkWIzXEzoZnp6J8dop",
-	"2GPx0+U3/S9FF26bvoaLDIS7+8Ii8tLk69hjCRt8dvKAwDvkyD2yPA+P1Su8l4m0kMIlSHBajNci+9vj",
-	"y8wblKmeFdaZap14/ww8Asuha8JwhOc/XYrBYHCMo2QJYsrCqaY6eLQscBiyO4/IfVEjD3o8x7ECO8IG",
-	"5eAIfes7tYXCDcTjcEWZSZNooLkBtxilmi99rIb46GhprtHx9JKiFAmoz7A2VaoJsn6tVA5cjb1V46UT",
-	"315ePh+JiZwvJKgV4zXrOejNakA0cCvXZlml2rNISavD9Sag1U5KWcxx8zd30oytqm6Vh+DC2YCssjwo",
-	"GRYgjzZ5J9BVC7fgWW2T6rdmhUQHe4ruTIrngRqMu17fqOFAXES3ie8sHFPW78/l6z78PKuv1BdDYXue",
-	"14AUPPdU06o/ppqEs1f9/EUBzYMHoK82x8GrKy7gZFPtpYsS01Ly7uy+08NDzJqk85dKyZt307UxiHK1",
-	"UFVh8jv2fxbIeA6s0CNpEwGGz5A0LF5zj2w8sIKAPLdgkGgHomUvtQdWCpxKQr+0xmiFcRmLOot+bzvl",
-	"YQvvug2kL+Kdl9YFW0+hH29uz4UH8ZUlh5Vg/YcYrMHybh18johr2v/aB78qaBgGuKKPExchuid0U3Sk",
-	"KPhMB9Zzd6kYKGi2Zwe3bXtuTSwNOhLkfFGibCzKstDXx4W+NcVE9c9OW/EkNZrjZxojckFsnsurljP9",
-	"G2zK9pHWGHH4K+x+Lp1Cq6rTwoUaqPPGz3YfGmxam4SlXJJqfWS9R6s2DIrc+6N8nNIZczMQjzX8wXYZ",
-	"B2GB7f4PPPbVk7+iJuxfzHeJX76SFu2GVHcfDh/0yMeVg7xjwcj88FyQDCQ08jD8ziOtZapxTmuzFBOp",
-	"xbSAOWkSv2AxwLdXRW6zhh5U7yGK7j00jKYhvn4jlH1S+4QoC0flSIn7NRxPlQdq4zCNrbHfQXtGv9Ue",
-	"/9cFaDMVHnOdbeEztHKz0iNyfZHSg5wlXGGQNASerKriFpQyOBuMYawMvdd6+iGPGtz0Cs1e+w6M0uvq",
-	"pH63BwqIe0vQUCZmvpATJ757+SKkeYFJtqw4MQGPc1EZh3ayM6mezNTkBnT1stCKEd1/e3wpjgcrVZZ9",
-	"dDMew8+ASI9/Wd3YwS+WkN6ogoAMLyxmqdjlOCNZQ9yql5BjjKI3IewFj27kkKQada5MdCOTLAlmF/5+",
-	"oap5gQ6PrJCuzjbJONYXHJhs6c6BxXEEBIQ8Jb9t2g1HZFGgx5psFgwoI8h9UimHeJdSoRWPajORBh4q",
-	"Qdnbr5q7C8WND5wLq5Cv4DVuOPzM9kit4wTL5hCvaws/d8zOm/w1vHjrOiUx927j+d8qWbrZNtO3Trol",
-	"s38vhszNnWKHf9Y6UkD/NEfyWLB7yZePKZOAR7fxJbyddHeOLBta4zWIpG72VRZuNK/vyAIpcc4Lercj",
-	"uYayIOs1kj6loDuEWE6niGy2KYo+kFUl14cLDeSVbODRxPdKj3Mhy5VcW3HSmNkBQiX4Rra9GkuijNZL",
-	"xyFU8h0xfdR6M3mLv3t56bEClMH3n/jfwDI4YgOcVgtker077mRLHJrz4BpC4kAddJfHINYjmySEvwg0",
-	"gAspHK6gjnXLpoqJfHWTWu64orzx/nD2MJPoliWNe7rrftvt630XQRL50T6zQAuKUVCX7qS0jTXSoG2z",
-	"/O7l9y+U25HL8fDkz+K7l9+LFwrtkcf56cOHJ4/EYjkui4m4UWsruvDgl8MHf8YpNZcKD2A+jb+tG4yu",
-	"vEZ+yvrR4/yvLy5aVaJJddt8EKfR+uhNsQPyfqOAr+CqvnjwpXCz5Xy8qArtWu/AjVvHI/7w/fPW0ZZW",
-	"xY/Z4rr1sdc7IBJhGxNBMZZlVd5NrzA32hN4My05wc2kCbWdcpMrbr4QjqntV+hfvMv+2SabBw8ePErE",
-	"T5dfn3MIpZSkf0piRBxTP7IC37Ru8I/7Sazm4C9cVUxcuRaFnlQEyUVdiuBPeF8tui8C+2IV/QDu9UFs",
-	"1D+0/T+0/d+Ctv9rtfD3pn0/LaxT+VO+a4chWuDpJ3pqWiAtmhM62/FBR4QbFgxVRceVv893s2F89/Ya",
-	"XnEe7ONb1eY7kq0AP6/YLBCcnPi6BzWjnJAqKumeHlkiHbg1ATDfO5yNjlswewEkz5GEmanB8YKw8ai8",
-	"x/B5oEdSniKFs12pVH47vKz02lMn6VBo48rcovJVqSvWsj398P/2AYoownKVV2axwG9QdbziCE6rUL5D",
-	"llxG4Xp+1Bu9Q1YwadAD5Uehc7VDD8C9AWJErymFbuuMgToqRA+KsZoaQpd043gXDhDKEXAmAwdXMZeh",
-	"5iuUX0vCF4M8olITU4FIWSu3g/Pfy5bZlZMfZYu0+SwDUB+diErndZGEOqBIbF/pPGTtt1LcXnvKn2yX",
-	"5Y6P0PXY0nq/FtUOy+fSR8TwZXS41/I2Dp52M39PQMJEFwXFUIPIN6xljZBqGILjmeJGqYUFspGkKKSa",
-	"o3I4cqto2GB5dImTDpo/d5lNrezdTG6+pem0qJW3vkpVsBfuYvvEZFus/rIdSh2MLBqrEYGn7VlgdBR4",
-	"LUdb/O6RvL0jgHFQCMJXWeD17tonFGmtNMPBlBpcONhd1SZplLQBoonMVtaDYNS6TA/pKmgwZoIGHzOF",
-	"em2HHPmqEqZKWnBtWG0JlSEuw9Mw0BlpEQE2S2ndqK7DQ6gmLWZxfBBfbp1c8/ulS/UcwUxNuOeApq4q",
-	"m4kSYSC1itfAIAwxRcLN1HxUb2Q8dzFeIxemNVAJjRBhRAGMEz9PtR/xyhkny4xTLCh6J8uSbtbn5ONT",
-	"FHfaBqLwQneoVD4QaPnYjdGKwj8Wq4fBlmHFJB8piggHFVrc/UBl5boOu58MhyArYP9bT4FLMBzCN9jt",
-	"+haxA0/oFyfDYbvnMJzqHl5Sr7um1JkEawuVWfTZBJpEzuzu9hMe6rZU9/BafpiY1+bV/zWAsffkFK3V",
-	"1c/UJ3oZc9ugrJCuQOoPoWUCni241MHs652neqfPFLj7Ppa9w0Tk1Jk9FNlMJPMzY+UU0c2MN8JCbknQ",
-	"n1NNN9rLYaxoxizUQ2hB8emb6VSAgo86TNdzcimmapXqYDvH07/DakU+x6Rd87bNi/8u7uA27cjv4C55",
-	"j6U7tpSi0pchOUwnqs3nFqUoqrG540Lhd56O4fFm6U02SxGe4gtv3q3y7F4yO54P9y6+9IRLhfdqHWJL",
-	"DTjYFi7b67w8Rpch3o9gm7jEUzXYSpWQ9gYrusnJzOf7Y0yraS8ODhVM5G1tObdf7SMc3N+Tt8cqpvI3",
-	"9w8A+128F4O9DL5JZPOoL+LhH5qpE1Ojv8C+1M67u6mIeA/yj9+TDN83qdz33H+VK/B9bOqP3tGzta/X",
-	"Ru/x5vlKfU5ow2DioI8cHi6uotF3jRN8ElRILORR8OdJ/QC5anr3mcLGrkZuL1z+3o17F5hmILyDq0v9",
-	"KoA/yBBkmD708iHR/qG4LqnEqDg188ca6t49EffAb1UQE/fE378D4v5+QOZ6ZvDxWOHZRJDm5gTrAEOM",
-	"aB68AzD2MOm/VaLmA+avvvywGatbFxZn0R4YeI5hoQ+Qu7vD30X1lutyI+RvpYoMBVaabUQ6ImK7Mwt3",
-	"o9hulN/YtPt/mym5YfZ1Xm6TP2ycUUbFc1czLvGADgw6lt5gq/LwOyfRbhxXnQPLhbM3cmQ3UmMjetoO",
-	"yj86e/hnn04scuVkUdptxMaEzXx/KTbSb/AiRMUL8GS4FlDSCUViWMW6YgOruTveAxqWyb8kq8v/Qb/c",
-	"VT5t46toc0FO1jsE69usZYSgwY3CLHDTtxP94ydXMCyZh3PlZibHKkGSEjSxuKBTlUZzsVFyLPo7lBWK",
-	"PmuWA4q+wJ1q85XQ0bU7SwJEsUWvKxwVYdihfsSwxmWlRz6IPmKSGcUHup8D4rd+xDCrMPOEiKxNKvwI",
-	"/OHd1JhdAvuZWjEjYqGNZUG0WdWiEHjW5eXT2iESF+RDw+7ewrotQeSFvwUHZRX8hlA1WJgsDCRdrff4",
-	"/BpCO9SGMi/0UGTN7orWMZvGxxKfSeZrFKJfAv1B7E4KifQcJpWYO/ZPJa6Vs2ih82ypaUItDzHm4IXi",
-	"Dj/S7w6v4/f3Xsgm5cpjXVzPXLnuq9cLU7nOTr39DyzQ7xL5HyqP0eI+ZSJATcO/MhvAc6JX+5i3j8pu",
-	"Y3r3x8Von+6MjA3uH8XaGfq+47r/ehd/A2bd6tv3wd57+fYPcuHHp+4D6rUHf5+vPRzle/TeHYAlom3a",
-	"BBMlYqmjNHMkT0mK+QGS83csjP4QJ//u0NL4hr83fGm4/O/oLL0DVkQRadusRBwW4itrnou6HqeqUHTa",
-	"0K+KfaJ115XhwSlFH7ncyoVlCbBR3+yzKWFy38oQXte5lw91oyrEr3ap3q2i/Ij2zvuh7EuMA6+88eXN",
-	"o6hWQU3dhRVFXt6bgO+/wBe8vA0dTLVly4eryQoY1p6CRxOOca8E6GJReRVfJFQXelIusdGZHJtb5X1w",
-	"LCKB7FeqwjZvtBtKY/861kKQEd+qXXbknv0+xD17H8PtVyl6VIxjW917Rw2N/Ef71bMAHf71etldCtJL",
-	"djbfKLVoAJAlKO0jIWsFKlSjP1A3s/vakjVb+PiWjQiKk2vfutHW+IFdAOurvWF6P4aX4LGNtlHN3Bnx",
-	"iyl0gjuBjQ2UzuMd2dvy7L1Kfd+fqLnEXyXz8UWP0R072o4a1QHfgywvfh0YYG3mV3Tud6SdRp2YeAp7",
-	"Zv8t1wJpTv5dcxgi1K7vG1kFPxqQQB8vwFEI2XB9mN6BxH9TUL16H0ZgwFXNErY820nndR+e7t/KCjkY",
-	"/Cxa+/eFJlxTsvnpi/qlb5POQukc3redG6jcZuPQKPYTd+/kWuJ2R2jY2xF3cd44xxD05Jgf/qpKNri5",
-	"0Tz2UE27t+JdOGnAo37YOxJd+zsBQTGl1kXhPYr8GozWA8l1L7ozqrx+P3TnzvseONnGWje8Ubtztnl7",
-	"v1dq8X6jJUHdI4OeQyXJZnqORDnim+I0Iym12AEVnfufetjXewii8MoX76ku025MEVfEotLFMueSW926",
-	"I67m5j9YxYKAAr3zxj5RJ1dMBDjYsXfH1TkA4LXDT7QL08TrbMDqVwr7HAUo5Ye+9O9DXzjQx1tnFO7E",
-	"U/FC3v/V2mgjS2Bsa6K7dHTeNHp9G4tg8rYams6VWe9d7lcjbEsTb98QFyOUmwvDNu8nX/h+iIe0QAQt",
-	"A0UkwdJTjR/3GErrN4C6e2IfGmlFti0pE/9RqfJrVWWDVGNpdWr0XkluqiJBVy0LW8N30YElrf8TGzEi",
-	"LoT7NFOZ34Zja5/E3phH06dydvrgUaNb4INkR2fEweg46b/67/9qY1PUC+dwpBA9/4JC79twobiN4h0d",
-	"IluMByk2evNQ3wJB7a/AcCbjoDcQT1yjuulWBMn3/z0g+bAx53Z4VWPVrVD6Vu7TbFG0vR/PTVkSFqlO",
-	"FWd/eah46JvPWsE5yC1XlYt4gr6iFbqKT8W8wKqmvrrloY5/qW/uOLdFKScqovClSsQQ7hYwGziwwZ0O",
-	"+bswYAGNzw1UDsXj71HEApnf0bM0pCFYhdW+vYXOrT4PysOsW5jCbm6Rwdb62zjj/8py+Y6+5D2pP946",
-	"AVWMS+buKZ58LrK0k3ayOu33gLq4G1tCk9m5wtZEjQOMz4bR2bjxrG/49OfCisLesxLLQYd8V04yKiaT",
-	"ZVW49QvgnVy0FdviXCypEBz99Y2f2XcvLztb7VbFdy8vuciver1oRoF8SvlqZqLq/L63V2Ex5xVED+fg",
-	"y7gUtK+wwD2sNbANkGigVsGO1p3vrksztqLrBSWm/rqy/yf4z5+yHmqyqZ4vrfNtQWaYTVnGZS/qvkco",
-	"63Dl9SnMnFtQx52iNTv5rwWcxngJ0p6w8lim+9vLy+dInXamylLQL2wCxNr/m/HIJUuwSaz+XCHzmC41",
-	"lqO2g1SnmpGZPlWXKyr/8OJSYFzOHr8Jy3hL/3/LgFffipfAv6mWeqMXfddLN5iKZ5oNHAOLuAjOAAeG",
-	"DK/HvRU2gnlkOdh9JYlSvasmkbgIuXlc8wMDcLhLRodEI07vs6kG5RDdF2AEb6ZEX/hQJyYpcBgUCaFS",
-	"WL1jVRWOWxMQ5nSNeXXx5UVvN2lTWKGdcgplWSmZr4VVWEg59UozqFiFIm/7dy9+eCZWM+nQgZh9TV2g",
-	"+pfrhW9G07WGx84my6oU/VwcvUlZI007o4fD4fDtUSZWprqhWuLrhcp751jFYr5wa9Lo5kpqS7Frlqd2",
-	"ICiRC5sgw25muzpPZb7BhHVyXCpuloNr+gG7WiBXhxNYmAIrri+dLXJmXhOjXSUnbsRB47mCc7dZqrvP",
-	"KzNXbqaWlq8wPmAWSstFMVjLeYlsAjQHM1mCMOvF5A43Gog86+FmWjlVRIVYp5d6Drc0KSZ6TTUGsqkR",
-	"ZSXnyqnKt7AXhGO13ImDcomJytG+x972onCjVPumrQlWa8/CMjKsEy+0ETdqzWkGhADIaQnibPgwSsNf",
-	"SDcDY4YHLrTILrA1yEBk3z6++Ks4nmH1zX96BDV9iCT2T98ylixs1PH4yhSV4DLxdYtYIAiew1StQiMH",
-	"bNiFfo2/GRSw7hh4mq+pEiMLKzBGlKX6KtfYMQUm7NRrd7woZaGzhokR0xIZdtjhksiR+4IURo9Edvbg",
-	"RPhr8i1t+DeFKnMrLo0RiLaMMpR5OqlGXAK8l7uECfV6Arv/xZn4vvjLucjOhkPxF5n7d2fN/tSpBi58",
-	"fDI4EROJNV8WsrIKTLF53Reu7vecfWusA1lTf5Zqpg+YSu9cZA+HD4m3/6+q0OHxzDjxYrlYmMqp3E/g",
-	"lr/EXizYaEULnstr0cX/nWJrDGD8OUmMy6cvsEAM4zDLYqI0gXW4b/vfn4AQxjZOKJXs6BjvFDG3gamu",
-	"j/lHx/PCRQjojj/OTtLhmYEROxgOhhhMp3vZGXUeDIaDBwggdzNUCu5AgmCGWpvyShyI0SlY0oZMzIDt",
-	"byQtJRvwFfoyaqhEqa9E+VZxEUYuiZiITJbXmcBSionIboo8wx9h9cNUt5Q/TETm1ouMECqwoj7O479/",
-	"WTmsGFQLDETIUNF8EdpEYQuHG+wshfKuRqKIDSBKqhtIFLb9gQwtNoKl/hvwig05CqYWQpCZdoLuX7i6",
-	"ixCWwiKQTbeJsuFufVY5L/4JfQEsy2uksZWGy+/DtmZiWpRq5L9mXyBicWgX4Guq4mhnAcCBvk5EwwEn",
-	"Co+ha6PR7YXPVPqZsFBPxFzmiBWxTlaOumfX0CXuzeEViAi+A8N+DTxL+GCtx3RZkeEXfZC9lSlJ7CbE",
-	"ZKfKUSc4snApjw4Jp3B1Y90b7LVwNjwjztTsk5PqbmPj4LOMr67xwvNJ3hlRRf3v1ZrMK9LK8HKdDod7",
-	"WkT+srrpW+Xu2SKSS5vu6BAJE8Wu1mfDs4/ZnRK3YGMDBw1DpDP6+VXSscv5XFbrrVqhngyLa9+hKyHQ",
-	"GxdqRftXXmMAjb7vvIK3e9m6k09ti2CSmTVho9DdkrJbh/wtD3S/I77X/nKV7pbt/WlxwGZWZkKNu8Ry",
-	"Ee8XrZ33C7gJUB17PkrlWsx1zla2UZ5pXS8AgZexFQHCiwrCoMWSoX4WAu1g8uPnvYF4uiujGdMXfSFA",
-	"blvGXTskNTohRTEqPnNttMrO61ognAGpVSiBFDXFgk05Gz5qNHQkMbDZwZ9cJammlvZMLKfDITMSVIEQ",
-	"2lqnW7ZwBN5AXw4C5C0rqnanl7N+xGcmk5PzjmfhQTwIzA78YLS5mcfeQqT+O+Y/w12vDHM8fkKJeN7V",
-	"hD87uftnjVbD+KMHd/+o7u+Pv3h09y9COi/+4vSAX2z2ZX+bdB4eMre4pTBuK9p5d//uMRiAxBgCK+BT",
-	"iFOlOTm0wURrPoAAA9MWBLnE7tPNF/EdF10fIaEOTZsBkiTVLSESjoVE3h3qgel7rjCMA25xqrG/a0+w",
-	"+28UhY58Y0K681LY5Rj1hMeBW4W0KLPS3jUX1TIB/aABHEG4SOAtEd/obtdG6bGKAazGu1o8HNsqMJaf",
-	"/8TeG9zgYzyPjDRkr5/4ZjX1Y5kPzcAuNbYctBgKHKHtR5o3MFDqDo4YLmSsBXkxaK7dsMvcjQD+7iWp",
-	"Dk6Lel31uWLDXbcy8H7LKXl19r2czLgd7Ehkb2Qixm/Zbn4zToSEP8CaJ5MHdm5Zac6hiPraS6ANR3AU",
-	"eCoIGWqe4P36ZBKAbev/Ty8Gi5VFBM4+QTooopJ61jtyCBpT+LH8KWn12p1H3ehwgcHPBP/38o+q3ek8",
-	"6pn4aCB+0LiGQl+XipJD6H6RDhO0S6oYRVnV0pl5MWEnYUKNirmhHrW5I0GGIrEpbXEdBC3Elrw03tfl",
-	"0jpVJb7OFC27pPaWIi+mU4XBC21y5fNzAsXgqqjVEXcm9DmQlXeUhB1YIVqEGi4JrgwyXVpZDsRFnQLD",
-	"XkGzsGJe5H34iPsjNc4EX0KtgYuKQf2Wd8ND8FVp48Jz3sneJmXZmVRLWfYK/MXk6/cv+FhGNV3yrlqq",
-	"t1ti9+R9j94mbluLOYW6Z4TexWZ7UanMrQDW5yKp36sds6PbfMseX+zc366MWvBPK6XEchGUx8DseiPf",
-	"n7ywcUPyRGRR53zvGNwonQD2rHeZSec55M4CFINUPzO75vv+GvcnnbOTAw7xOVUouDQGfX+flQrlYzLL",
-	"RYwC8ULYi2cStSE22aZYNQwu0gMw4rh0rVBOG+Wdmen9jK9Ue83MmRovGIHdqg0L17do90UCrHKp3i4S",
-	"4GM2XM7Qd4CFMan9atOoSjV6yVBHoECJx9qCiuWNbmpq6+mztgMxbgeqownl1Xzm5KZ9pdXqU1hX71++",
-	"NMpDvGXx8mGNOC601u5BCkhJ+/u0437vzOvxa+edLzUnOdwW9CyrEXjeHQWQ6GVVcwp5orJIocCdwWt6",
-	"kjgahaGSAL1FKzIbiG9MWZqVyKLanlnQaJDxYL7nCNTwhbxWdWriVIWArs9sYgifukX9WqskjouV0roE",
-	"dfkJe7PxfajDA5+krGI5N0uC46xMdZPUcV9UVnEhHO4nzdV7ujAwV5Dp5Y2VLTQgGUipDlnmOINKSdaA",
-	"wxaGdghmWvdzDuozdej2Tn2MfXNSFznpqaWaD9NEOv4oLhMOhlVlltcoKMbr0OSde6eyYKwUWHahFCDX",
-	"G7EOE23lYqFkZRMUkGBw6Ah3mIt8iUDGwuGhYXRujUpU1yqV6hcX3zy+/H8G8zwRz08e9Nh6lKElR4Ux",
-	"S96kiaEieXV8M1jm2Goi1L0vQH0yN3CUrfLkaWFZJtxXmHxNlWcPESWYLvbBnXRUznCbt/+gFW2aR2TQ",
-	"eX0GTP6js1DYQkYOlAHyA3wzcqkwBUqHLc7ninGi8Bdi5jf5K/vZ7kVbz/xwBATdyVP3ufIDhgK4Ze3m",
-	"xuVw9JbRLuGG1l7vM/J6pxoDbwSFpJTfqIF2KBDa4htntltMQaebK7iYG/Y9Xk9y/2mGNtS13XmGM2mF",
-	"hd2VpS/FX5cnlloU+ahZMDzVZqWxP2fEHdmVIEuYBe4hQVfgT2AUoU90F7FHtAt1186ByEJbad+uXVLc",
-	"4Tyo1lRxKWxzqkMWfJgbBW4x1EvJ9FwopVKRtwRbWwOb9O2lOWGDe5mHM9vYbtHFFtU+qM6R4VJNXQ8d",
-	"e9IDWWpCIKolvxCWRTAsxIRcyfUdsY17c8tInU7aoJUbjb55b7qytYvqVttV7iSPugEmeMBrEQffSTzE",
-	"AtuPJxE/jTClD04bmPaTBqa9+9X/RbD2/qv/7rVg2j8od6fWmztYO+0XSluJbcvXZskJgM2+4b4JCvZa",
-	"QO5/SqHi9mAOox48ufK2U6URadFHaurC6r551B8BoE8fAGKtLnRv7xpPJhhT4GzZjUYa2yKrVe/3QJAM",
-	"FdIsIfc+lXK5QPTKSCCmDNsB9a2rlJxnSdy2JtXarJDj/+lPT42+7i9MWf7pT6Kb/Q++9KtnWSLMghCK",
-	"5Vpk6XI4PP0CxvnqwRBda1GcBrMxsPeTNUZvgI1Jay7IK/8MuyyA4h1ix/QNcMhUIzyFYbg0j2HWI/dJ",
-	"I1xA+QBouLDdIwUC6FJNIEIvRYEl4+/PhmfsKlHAv2o23ZylJk0enTyIXHqCW8wAuVFdQta/AMuf5Oq1",
-	"d9X4V2HJG7yZ2IHNg3G0WoGiTI25qCJQWTewgrUOOW5CYbjCihs8Ty7vghKnkQbcldrz4QRFTNAHuGhj",
-	"kmpfEesWTCAO6cN/4mQAb5z0xNzcYmBLGMwjMVoxoWBrLEHkhLSym9h6I1ISaKGxvYlJUr4xIeFMMnxq",
-	"JIDGHkxuCp3j/7BMEWgX9Dlta/gil06Osui4cHYZQoPhMCZlAUM76qbCaElGSmdPpXV9/EEfFIquqVLt",
-	"KT/rUQCT61HiAnwLvFrXoCq5HNvBNacawYI0AoYnrZNOZfSKhExsD57z6S04ZEJ4a1xSJrI3KXX2Szsj",
-	"8SwRaWdeWKty+JOyPkSKVS/gA1ct1f+FT7HrUWeUat/s620mur5OVAhzwW/BtPM3ihuX1TolbV3d/69S",
-	"wC68mxDokUtRNbrABUmV9fuzmp7xgGiHyPlgjYdFNzaIjdyMFkstu6ql4ojttVGIUkeXKuy8wjM2c8zU",
-	"QRwrndfJQ2F937XKvC6Uxd+kelIaRKSixlr6Q0PKfomFeC0hj+OFdaOlcMWWIZGAGMKDa+YzqT4bDhHZ",
-	"iDV9Q2g8xug2wXqqgjvGjohUh+o+VBE4895u0X04fCCyrZLBmRirtalhkI14BoXIaUBvuHuXBxAhog3R",
-	"neLL0sA6+clQZQhGORdnp494KKAYGB32kCx/ioWS/S/zVIMazwwK/strTcTMrFDNxTIwuII2xfZJ3VZy",
-	"W7HdKPDkBRZc3KRm5SriT4molF3OVS/QdcH0vEs3pW6asXJ6z6JKO0s+SfyHZlzHwqXfLD4bsBDzJe0I",
-	"HAmI2URkJ3OUt+iricCuAh4YDofYotHbhifzuh9dqh+KeaGXTtmB+GuoF2UH4hmCPVl54C5nLfsBM92n",
-	"q2/lSu3sQ8pHgqU/6ishMOmBOCjyRS/VZBCQlZqo4pbzxeGVJIbrOTb4+K7Jng4/rqVQNw9+m3S2RGPz",
-	"PZtRqOpWVX2spkdceSQi2WYJ7RFzTUtKBPKmtjZj7VGGRo+ubkSeRzaodB5JvqEJ9c5THS7dndom831W",
-	"fmjGXFn+t26hfFQA7zNCX2w23Iui17Xqei7udWCDz8p8+mvcHHSrKemmm48sA8lgc2Kn79n1lxz0MDqW",
-	"22F8WYrd4EBZS7lhYdrJwJDwYoB7g3ZBivZw0aO4v6lN9cSo11hsYLsvGEPo2OjU+WZRJoJPpbpu/Ufm",
-	"KOyvzxCnvoB5QBti/BjEPWoBhAjDIDfWbcVKBtR1tYayFZWAVY7q5fiYwFjNCsxlBHmCIYp6KlSdDJbS",
-	"DcV2PHiDTUPEO3E4nKPsfA/Qp4aRlsqK3KB5CfbjrfKJH2pjLhZbvPqkNC9vaHmgEnk8pDPXCrOwmk0N",
-	"0UlICiPrrzEUAInUq/VEuUmw7yN3paqOLGPPRKGtg5nULjbJPw51JRAlD1vbG4nYvZhq/Ia9qpvnHjfc",
-	"TbjWJcfQPFR7dU5bQZTjKyoEVWILxOCtbbqBdmYqp7TKzyO8TQ2+A2a5ZkhocHaSmzP4QchR1qwvG3W4",
-	"FRf2BtbjYYOGEgxNrrz54HeTlpxqsISXi+tK5pyPx6fvTN34EjnGWE5uenuJa5Dqi+bx0j1qyYrkzLcx",
-	"bPF8XGi4yWANjKj0Bzl8g3d7ZZbsKaxbssM6arKqdxPP8Hmlpqoacb5x3pd2rSf+TGVZBk8HkDaYDEAm",
-	"J9vtOLFLSEL+/9Phqd9DrjERqNOmGp5sKfUQ1y/eFQo5ptfZ4zf0n7dZL6Hwha9iiwPxlvmenrARuJRu",
-	"W552b5Dqv4XAKnMJMj04nxTTQHGbFJhM2I00ahcKr051Vxu/mfBU/wLEuSJrXIPptvdssZwMHS5zXzrk",
-	"BjfYqH9I+2UWSoem8klUrCCAQVO9UcMnsAUzJZhTyONqdrSm5edJqmWzsOKRjcuYEfJZFA7s05imExQM",
-	"26s21S6yayF2zjiLNmQfUPTeIQvyANdBizsej9byvVof8gta6CFPfmcKf5IfDI7U7CT3oQFJ1DWmNZck",
-	"xAC7m8w2pqDeeQho1A3KawnD8Y2TDz/hy01Ox3iVNvTt2iy54AJdCcR9RsmwKFe3b8W1Rwji98R12Qxa",
-	"YZ2BtpbNlN7NV9ZXVfcTYkPodHj63jaIazq17BDJlvZrPdpq3Mx6oxcPrZIBeBJJBt7rILg8mH8gsMwR",
-	"ZlCQkxbXlNUemyyuwJTtKQSVBGiMkHod/GgmUpI8gsdrMJzNmjVr8GSjelmYKmzKknN9GedLGZRccmkL",
-	"uesXsa+gUCKye4jIQcNvsV2BZltotRgZzQPd+8a3v0Xjmxlrmw1+V5Qw8ORPDVff8qwgOYcEjWBkoSvS",
-	"m0cxkj3VTSi7OADJTtj1TTi72Idm3yyuxT0esPQVacyI0wuxAv60Rwp6Ma2DdhH4vc0kaibkNALhSb2e",
-	"VMcQ5sgS3FgCu7U92KKosdIeptaiwo329UwERafR+7CtsslO/Y6xnFy+lFzr6GOnvCIYOe68l/02kgBO",
-	"D7j3DSXq776R4OeYQyCZ2KJINrshkONjUpTPH2lzHO3DfR1jGBUzCj6Zc+kbU2Hlrnxe6MK6Srqo137I",
-	"8+zKujSYtlf4dEYtZhKsOiVBDBaTtaiWpYKn8JGr8AabnQu4GrmZ2OMXj7/+6ccniBIFI1evfRUWX5PM",
-	"u+18s4OEdKez4QORhd6eWahnkeoMd/JqoarC5MitVFTfJA52U0kvnwnCtqN1ajEiZ0bDtYS2Pr2p5msM",
-	"AMMexsDgMLBIIJpUc9wLRoi9REHToaoI3KuhgbzzGBzv2cFCVlxjZLP6SGTrby48ieDCYbFem3SNngFH",
-	"FvFtZFLSG5q+GqlDM0Uc5sh6OBfjzPBTODbt3TnUi6EweeL7QWIIBXEavYH4yXfoIOWPzjnVVELL6JEH",
-	"ERDimD0edjmZKJXbRIyXxCSDQsy1PT2SicsOcOku7/4Fm1M4VZY9r5SG5BSLBqyp8kLLKkAoB+LC1S+r",
-	"DW7aTstlletjw6C5juggBlMJzGPFnamdVGA1+GP2LT6kp54aLIjqJSh5WAZuuRBr5RoU3PCgYvy0MOQJ",
-	"uoyC0FTDD8gpo6n7gDkGWeuUIB+TGa8zjrrjAaPR5sPAXSYnGoooIvG+IPoQw9g0EBPzkT9qqulvOSWa",
-	"4CyvHbuhAnpA6TxQQgJmERNCDUOP83kb+Uu8Aup3PeJZZKnuArOmXjfiwk+mqV3QJBCZEz7D6YrCsYdk",
-	"LteMyRtj0BXodtTs44UF7KhtV8OfajHf9uHwQV0QDgwcyjAAYxMrOEV2FKZEyFslxkppXsh5qn2npMJ5",
-	"8D6eEeISYO7IssBAhd+riK9suo7b/Cx/gVexl+VDOCfw/R/JNfEXapK+Q8v29cVVpTztY4ZdicX0Ilrk",
-	"K/WJ4o0fK3p4GeDVtQOeNQKPfIiw81S0EB7y8Y7CiW4kmXuD33wE1BsB3Odw8O+RW6bzTcXI67cg80EV",
-	"ZNUEmUoQ5auZiQp2YEOWWF+0XBXvvuovy6ed2WkvSQ4uFkqTiPSnOhKZt9wyUEfYH04160mJ7CWpzki4",
-	"XplbNAubwGeSuXVLUIKSrqStEylAsQ3aErGJXgLC5Yp9mxn+hQYs/Zd+iEVu0UuH0/PRqboqUpTKy785",
-	"J71GOoKtee8fyVdci5fc3S1tnV4Z1JRzFOA+oc+MBOZlkaIIvD3jip+08it2U2VRs2rOFfZIM4cPpPpG",
-	"qQWnfmFcACzby7pQ3R4Qn0eaNJKiu5zgl2qc6ozbfJ2L4ShoLlSILGHHJ74ENwjrq/YSDn/ncp3qmmXj",
-	"6KDWd7N+f4pur0oBC8IICgZqCNdKATyubzxekwFQKySmjn+d173ldEL8kEET2LGwJT6OShPDZ1Fv1dS3",
-	"MpgRR7Y1ka2G8nY+MMDID7NDHNBuJx5vzI2Af/uwm8+FF182gGq2wYujLf/AeWkH+w/2MvK6MsLH8GMc",
-	"UH3h3WooMLy8rYgCswyVi2A50rmMMaRANbp3VzrA/fkVyVa/h9oFBxUt+KNmwe+lZsFG+tK9lcPNKFcz",
-	"SbZ5yb4ujVWXvnPG/W4Z/WxnBcazfWE66sEWAVyitPyoGVnCIY+ZRMnfG3w26NU7SA834Zlx35ilzj8r",
-	"in2q5K2Ku9BEJxfFsqdxGx2QC+yuK9w9ku2+D3qx78cTg6JQhaWifGIz0gyqJsqXVO+NWQ/Ey9BEshE/",
-	"HLNr3SbidDiMIAqhb01WSX2Tie5w02UdZtg7J1dj7emkIvR59KKEIGP+7Uz1ZEc0m1oUjFjysDFsJlt7",
-	"1ONCf5Kcn/3lggppb2wOlyq6bzMj3xzJT+EocicXU/ZjV1xzsSVFttCYLIT9K0zDbeknu1WimPP00bXY",
-	"3YJ6BAvT53iXBgthMCZbo6/R3jDEAN+CHt4AxcCUymdZDem226mVG3C+0EYgPsJg/j8TIUXEZ/08GPY4",
-	"FR+1nsKyQdCi8Tw3Zfk+ePHhyKsPmYrR7Fm2rb28CK2oC3197q9TYZu3bBsM+dtHNo38nQ2JqPGdJY9R",
-	"3LU2aqP2OSVo/G5FHDWIC7cbBBxwKKyKFzoAA2MvfFuRmKN/IjszOZBHPMnvsklDJ7NPZpP+HfG5GU6E",
-	"cnapsZiZ4j2MQs1BXhaTmfDp5zlJKe8KszOzYkQwv9FXOg4lNMCk7YXGa5NSycpSAT7gARSUomYWjSZS",
-	"TYe5D2r61MIKI+Gp9hVwnVqwnKLVcJhXchOouEzMEeu/KN+9F9R3LqYk7sKOAsOBj5Z2iaVp4/SVGKGP",
-	"OAApzoZDDEPXD4XsJW1oYr3QyJSLgeGnqcZOLnXDOtI9aCnBqC/N9bVH7jWFG9cexP5zv0GDvtH576BS",
-	"t8P3O/ae1hZhj61y5w3J0QiU/uEB+Bw9AF8Tt2gwuQM9ANRI664GIM12W+/Q/+NHGuaTtP/AsQfvdjB3",
-	"dA2h+ltcvJA3Z2fzkNB/6O4qZK01o1743/9q1neXj8WXLzqPuktRdAqdKVKvkxpPv1DVvHAD0aiVhmiY",
-	"eV0Mvi66tVUfTWyVR/tMFNjfbQ2kv4FWhG0vJZ9uKxup6Tn2vrRWhYhJ94NxgDAIJ+9v1yP3RMZF6+ZF",
-	"XeH7j5T2fYCOQAftgI7fS456oOgjywu2PgJIOdIEJuvtuQWfDkv8E9Zb93V7fcImperWK4vqsNdFIP3p",
-	"milBLhAL5zPUGx7EOFN9ExbrE87RTgj7V2Bj4jrt3LdfpQkSYq9ueCXnKtW8hhFX0pJ67ZOOLRUMqEuw",
-	"0ChJ7cP1qIaN7GD+4mrOaPgscqvWe1NYrC3E8MuARaC8Od5YvHRguVxsIkHmMhT4onBmQXva2P5Ci6VV",
-	"oottbgaDwTG9luuxIfhWK/Zgac7wxvc4g9uE1ll9mAiobVS5B60MKyZj2aelrlQpncr3ZLomkRiv01rF",
-	"ZlYrVRj20B/CsuxJF313beX+SaAfI7UzrOcT9TIJ4+91NdZS7Z5plJTrvhb3S6P0148S8FdUq23bt85g",
-	"bSQtbbg+xW9UyfvtZrI9x80+IJGNGGxNCljY1GdfaYUJM3lbmlqqu3WXVMp66o3EPbLTuBOsMVpZFzdb",
-	"ac06Ez9UWww41cwhuTwxsXVigd1NJt5LxHWBJZJDwXqsilEDxFZIithkfGNhIemsJYV+JA5POtvRT/vw",
-	"pLNUx1ln4o+ks0+GCfNVPXbpgjvz0LBWf2siWkM7vNMJ8PuBcjHzef9griAG/0B1RTrBH/Cufzd416F+",
-	"mQN4DnbW+JQ8B7NgOQMGI2R19ovdTIUFWZt2LhoJEGkHq5ttZbee19mtO1JY/fWIzUbySE6CpYw1RmQB",
-	"liSpITPp2xLAT72de0cOalSpLEp/3bCML1JdmhXWbWGjz6vMfNzAGkcNv8WNUgtyTvjmqPXThQ0pQmQH",
-	"RP19/PR5Sb6E1WXjY0YecJNL2pUAxd+2m7FKU+Q18rZ6b+SFgG9UTu7yDZN9rqQmi/9aOcot3ND3gBAo",
-	"BwKDoFTn2IopNTzCel22+KcS4zUOEbqa0mJ4Bed13on3SePB5HR2GEdd6lxVzT0aiB8wXI/+gdiip8QL",
-	"bdjgb+YTR/FhdhxgDjIXDgzv4Examn5+jhFernNM1bV82SZ+QnTPhme9gfgRO3Bzqwte/GZXi7mp1Iib",
-	"V6xDitHD4QOMBsqpape18K6m2/aD2tQw3MeOmYbhX4TBW8A7SDzarAIB0Qn7jBn2sPmiZcGrFPMGWSmP",
-	"XTT63zCbkTPEthMZW/IdU72Vzph+cv93q9dRdCMX+Mhf2FRvswYiovM9XMGv8d8oUr3XPbqZ4bhZEmMr",
-	"5bFF6UEzGplGu8P8Ihji2IwzKFfs+PaOat+2LUguy+X+vaHeKH61Ye+TLU41mrFXX4yawc4O23Zmb48T",
-	"Niot6B313Esd26b7RR+/4f+99Z3T20py8DOcXh+aqre8xMN2t+ZTLbXGorBm6RJy9UT9XXGYeRxqoGrz",
-	"m1tNmxNQTtwf4HFdSoMuUjMiQTymWziG6YIA9Kmj2j/bC90R4YdNqIuoCWCsSqOvbarZjuXgBLX1pgRY",
-	"vO+F9XXg7HKc9c79C4jFY8EIbLDfaB5fVD7hXVYqqu3vCQuojxg2xsltqmscFs+Po3AMB24Ar7H5AD+H",
-	"xf+5oB8P2T0ZDmMA9kAQhA+7BrSXk+t5feMXgzTNL29TE36oq2N+MBUB3/7JnO7s0W0Xc/54yuJW7fO1",
-	"Y8sNzNr9+ML/9y5RgARrIqW+mcRfpoZ7VtBVaEoLFg5NWVFzvH1NAR978y/y41KzD22YX8HNsWimaLNd",
-	"yxVVHJgYqOa9OPlli00Xbgf3TPUm+xQx9zznsOCR3apDQx13Qra8794S4j6BwxdYAc+LuYxqbYK9AaZS",
-	"qArNMQRqaxiwPUPG9jTWxhYJ2rmclYF2CCJSlzX7RjESqqT7CFLN/KKKu21M6bHOY570wYwHHOIxaPWt",
-	"QRj44jwqS4A9Q20NvbQigkcNPoug1udUaSNiCbTJIPi3btcOprADzeSRIx+PvHZBmSLp8wfpvO/CAJtK",
-	"LjAxr07diQaKaOi+jfXpxPNDHKr8cB3KaHWstiyGU+uii3Bkk9A+YCvWk+oub+doQzpcXj4V0lIRBatA",
-	"sfwbbVFUaMVQQLioUErV/r1uYPVe7PAjnNxE1VZ6BGEBtqlIFF0brbKoOwTL36mpPCxhPhDfK7UgZSuU",
-	"EEaxW4erQ9XoQ71h8MqPoubCQB8tdsQjLlrBJN9/QpX1I7Kl37t2TJeh1lRL7KGB96FVHsb9HHYpzE1M",
-	"/JvOWMlKVRdLN+uMfn4FzIj6QLS1fruIChvJygV03rUR1VKLwfFknh/7R/r9XN1m59RoLHj7pSNsE0xv",
-	"WZWdUWfm3GJ0fHxy+ufBcDAcnIy+HH45RK7I09+ahe+3yfX8eEcaaeissxqNXiduZD6oW5dREsV217Sv",
-	"DdiB+rp27NgkpIMvF1T3Kvi+PEyzFZW55ZGqR4/cXdtT+GGXCSS6OOuk0Z4o8W7qnm9Y4QvBMk6HPBbU",
-	"ORv7vzTmwXSxPQvCo558wS3gqbtyRF5J7CmqEJnUHLJOHdgcFd7Yt8q1DfuUs8/5FTIv8K9FZcbKnoM9",
-	"Ro4jrVROnel8b2tOIGntg3ej1j52VVxr3s4kNLfxBSitR2MuKuOwX6kzIfVPzYWZTstCq33ToFd33r56",
-	"+/8HAAD//w==",
+	"7L19cxs3ljf6VbDcrRI526QoWfYkZKW2NImTOHEcV6w8fu5N+6ohNij2qAlwGqBojtfz2W+dF6DRZJOi",
+	"HNuJM/nLFtlE4+XgvJ/fedOZmPnCaKWd7YzedGZK5qrC//6kXLU+nzpVwV+5spOqWLjC6M6o83JmSiWs",
+	"mhid20RUZqlzlYvlYtBJOnYyU3MJP5oXupgv553RMOm49UJ1Rp1CO3Wtqs7bt2+TzkJWcq4cv/DLZWVN",
+	"y8suZkpkWr12lxN8IhNmKtxMiUWlbguztGIhr9VYyCurtBNTU+G306KyDr+CSRUw0j+Wqlp3ko6Wc5gL",
+	"DdecsXz9VOlrN+uMHp6cJrAC//dJWIN1VaGvO7CCb02Zq+rC3CjdPnGz0qoSmYMnwsQny6qCqc7w14lw",
+	"RlSqr7RTlSicFdeV1G4gnqlbVaV6sXSicKLQQoqff3o6SLVfD51WvaCnZnLTp8nsWNTpw0d3L+pJruYL",
+	"45SerL9X6+11/SBvlMWFyMk/lkWlhJVTRatw1Vp0nzy++FrMnFvIRSGi0frfq3Wq80pOXW8kTuAXpw8f",
+	"itvCFlelEucvvnzyRExmspITIArRzf4jg4eyf2W9RODpXslKpbqbbYw6Ep+p4YPP//qZ6p8N84f9swfq",
+	"s/7V5PMH/UeffX4mH/51+vmD07OsJ0wlpBUy1dZVy4lbVirvTwtV5oI2QLQMnXbC4IPBIO1kiVgVbpbq",
+	"LE3TTiakzgX8N82EshO5UHYsJM5U3Ki1mEitjRPWycrhD0WWdrLeQPxsFcxkWik7E5XUuZnjD7pS/Pzz",
+	"k6/E7VkPqVnJySxs9dosxVxJPcIDQPJKNZKXqJR1FujkJ5UXVig9qdYLB/dS56oSEgfPVVXcqlxMKzMX",
+	"hRukOtXnfHA4ORjWyjnOPaHHwkcTWZaqEt2ssJbXbZdXcDjOwFOpxscW0s2SjdGuTL4W3cy58nJus0Rk",
+	"K1k4/i+uIktSnZXFvHBZInI1lcvSWSEXi7JQObxhVpnl9UxIvRbX0qmVXAuj6xfgokep7ovVrCgVfoEX",
+	"SZTFrbKj+snT4UlS/+XvptR5qoXIpkpPCn19SR8nwk+ZlqteL4pK2UvpMmHlGihmNZNOVGouC23HzfcT",
+	"D4JdE9YVZSmqpbaiC0sv9HUCI/RG4mz4Ob65qAnvstCXi8pcVwo2mogGGXIfOTJPBk/tUsInMMMxjCLD",
+	"5jiYV16oXMyLvI+TKJW8xasrnZDarlSFBLZcCGdwCv5QxKJcWiGvzNKJk0eC1mX0JN7WlbSiUqWSVuVw",
+	"r4Bz4V9CgTSo14WPX+KH2TgQMi5KCq1WQGm0cfiRNm6mKiSYkTg7PW1uzI1aX84LO5duMssGQLu4MlwS",
+	"zAiuGr5Q5aKblWZyczlTZQ4HadVcLmamUpfTZVlmCVw+V8yVWTqiBybva6NVz+8VzKbQ1yNcHl0TPESJ",
+	"13YgzlMN16qAL+dqfqUqvHCuKMWjoYDnGlz9KNojK7rSilJal+pKabVSeSLUrdJiNcPrzHurZFUWqsI7",
+	"oDSc2LVxTumRkDwj+DzVvLNWSK1WA3Huz2lmLBK9mJhlmeMOXSmRK7gXMNvCihu1QMmZatgHHDTBB/0k",
+	"9kidDX55D3m6kM6pCsb8/7r/M/rlP/6z/69Xv/xH/1+v3gyT04dnb/837fDnafpLmr7q/+vV/wKf/SXt",
+	"wD+vem9OktOHD9+mnd5/ddok2Xem0C+UtSi3WvUKS99e1gJaCv5MdK1SIjML5cfIeqOa/lPtghzkX/jD",
+	"ZdEtDpfc/IL3ILyfAgdtX+zcWCfgRlghUTFCBcSK7slwSCRHKlRvl8KE3HlzdqThnQyHw6RW+E5aFL4E",
+	"9ZP76kqxLrS1oQcpQpXCa5F3Rq5aql+zt89w9Df0ThBy9Rvxn33vimj9l/P+/yv7/xz2P39V//dyMOoD",
+	"3Z98/vnbdmKGt9uFnKj23VvqwiH9Lt3MVIWV8F3Yoe3Z0lCHTtnPlyeLU310umOmzys1bTMbfvr6S/HX",
+	"07MhaO5TVSk9UTYREzOfy75VYA04YIGFFkYrQYc6SnVWKbswOu9Lu9aTTHSNFlI3BUmQXCMv2KRDgeV1",
+	"NSlcMblRThREV3APgPOBcOiROIUhvnjG4/PjR1YsTFmOUl0afd2H/5O4FM9q+0c6ulsPhr2B+BGklxWg",
+	"/RXX2lR7eSfv1D6i3N5eZhZP8nZCqJlRkZNc81wOLxWIotPhyQ7K4CfvT8pAEqe7CIJnvOfutzDiJmOF",
+	"Kd+TC2wy1ffHCF4oByzG7joAFPPwQILWBhFqnogsXLxj+F8mAtWLqzVdBLuT+eIL963ivyo17Yw6/3lc",
+	"2/TH9K095hk/LazDFVwgde8ioUD7QEHBBMiemglylYiOTnfQEY3wnsmIJr2Piui1G0QUVgPTvScN0Svf",
+	"Owm9haGAqVmFRPS4qsj1MTHaKY0CHE0f2vDjRWWuSjX/779b0mQOO/Tn9Ct6X3O3zvVakJ6t4NWDztuk",
+	"87Wproo8p839WBNBckPzNTcqUt+FmxVWhPsiutnUTy/r4XSbboof2Cb42HPfdBdkaIUsQW8H0wo09H8s",
+	"lXXbxk2qu7stm95APCPLA8fzLARECSxd38qyyH+ioT/2kv2KCivmspyaao62VkGTuuSv+ZSemUgB/1iz",
+	"fGbQ6A+aPDKCwoqsIRIy0Q1ih6zTHph5sOGpxg+SyKitpBZoKaKpKzSykZW0A/HEG3ck9b3JlGryRBYV",
+	"jWDFTN6ycUzUULixAPOCzWCeC5/xM+PIu/jeNy6MfL9rCcZCrTp1M23cJXkws17iHRLSgniwcm1TvZqt",
+	"R/AZbUcmusEKbvgOxnhJFgrFYPbV46ePLx5nrMXZVJ8Oz0ShrVMy7yXeAeNHi/wNuKVm6XA0/HwkrJkr",
+	"o1WqVWmVmMv1xiK0WcGYVxWTA2iVORgx1lXSmUrgN+TZgh8kAk3Cq0rJGxCnWXiFaL4BCMSs0N2YLfWN",
+	"NiudpbpLRMPuCaQkmvrcVPAWqdlncG16TAXP5bo0Mr8w5qmsrtXHvurotSusMDDvk0fi++JvopstaFKX",
+	"zpjLEqbFd51v16cjRxJ2WjKbAKqE+0jqmOfVwenpeQUQ/tosKwsD0B1P9SZrKWgOLkyrqdGC5oExDAnG",
+	"Sbep/u4UA5OZ1NdBCpBu8sy4r81S5x+Zv9rlZOZNKuIFU5gFsVArwJaqWWZR++bAggLeCLe10CKDvy/p",
+	"D/IG87OT0ljPgOkgmSOHDY9Vs7Df8DjtdxcDFGQLBpKwci1Ws2Iy8/frwpgfpF6zJLUfcxMzuD5zqdde",
+	"Ytps7N2NjdMWjwskxMhF2cUtwIUeWXbCh3sKe2BnIIq83GOXMDsxpYNvUu1fK7rAltbkSJ2YpXa2l3iP",
+	"LmseFR0pTI0Na6Da2ofPbiWdi+BlhYO4VjDz3phPLfimCyukSzWy8GJOjoswvn9jQtEPmJvRaiDQAU4O",
+	"1VQ33eFsiouuqYIciGYH48BfqrI9dNnSNh6BEJourSytmMiqWovsJ+kUutD6z01ZTNbsaQ8fAxfHAFa/",
+	"UG7a5yBXH/YUF9LnCGr/5KQHXAcWhPccR0OTw6YajmkksrQDv0s7GcqJtMNTTDsZuQziaKyfQFswVqIu",
+	"VqqpI8MsGnpcfTEcuy9OMtHVRivaCle7LuqgjbTNEAORQDwrGItnVhP/tpW2uYXtphpvSETTTL7x5P/x",
+	"xclwOF7h9P/h9U6b6gWoXn4R5JO9WrKRd7WsrCN9hIy/uYJtZ2etAbKfFmVJZq2aL9y6ZaXw4vE/ll+k",
+	"wA04XNsP7+8csgv1Vu7iEXy8x1GkHdnEz5p9eP9UH5Wr/1BYC/QKN590eXGlZAWchzhqtoxmlqGbOCLR",
+	"ly9f9s+Xbqa0gymq5py2LGBa6K0sSnlVfnTFBtW/Kzm5UToXeUFREZYWIJqLuUpamJadLR0wqVTnZgU7",
+	"wkNcLuulgNBGd/bSTcxchaA/cNfCClYHt2/4uxLMW0+IOMw5cc8vjZ6WxcT5bYA9Lcsfp53RLwfuW/Km",
+	"s6jMQlWuIB8FKffbtzk2BEZiNVtHSg8FGFioAb0ovZx3Rr90vPIPH5FG30k6pId3kg7vUefVluck6TSD",
+	"ni3TqWN+I4pqoLpfB92WulQWOD9G3Ma7467+50ZIeyPktSzQnw4Gr3QU2nh01mmNdPBH5urvauI6b1+1",
+	"keDZ8HOKN8GEj4KkHYgftRJ0HBSDkyIzWv049Q6tVNuFmhTTYiL4btgRJQnQ93MUr6U18Es+zywR9DeN",
+	"lOoVxgJRyxRuVUzUQGQTkysy3khJInE1EtGWUph8d6iaxehmZFrERCK6MtVZHaPJKHrboJUejlQoG4zK",
+	"cTOQDDKcHtAK1SNW6Jj+I9eIzPMCtl2WzyN6nsrSqmSDxOGOwo2+XFblNmV9jf4c1nmNLtei1oBITSB3",
+	"/kg0AxZjgQGLdcoGhQ9c4O4KKc6Gw15Mqj4yIdE2pMwK8Y+lWoLeTK9PGozp+Y8vLmAgbRxQBbJNMVOV",
+	"SoQtrsGckVa8cFLnsspT/VJdzYy5sfglrIH+7hcYJfd/AQu0Ts4XmJjhP4WfSLes1EjcniTpcjh8MLmS",
+	"Vj06E9/+cP5l/8W356cPHwEhpp0iH4RBBujx6uAPVEbqP2WwLBSa2qDG9vv+APpWTSrlQAkJT5LPLHuT",
+	"4u1KO6OUvcwDNqjTTgIf8RvxAczXSdJOLp1MO6M3KbrR+UH4Lf4XbZBlVdIfBZz/orZJ0s7bt9mIIuMN",
+	"xzhZ88HiIAW18M4dWIaZTskOAQ0r2sUiz3qcJCDF6evXQdJwigDMob9ckPICTGsMakteVGrCTibgC1NT",
+	"lmYFBsK5mBWaaDKKUAMRwR9avXaphkUe2Wg/mZBx7qQvASsC3amUTiW1T8ZUqZ6a6lrlTQpjn5fn7uJH",
+	"uBIZqMQ2Ez//9JQTTZDH0PbtOGwJ68gEBwRogXIyUQtK4oARs1TjjVsBWWP4Gp8lZmWNpxMpJqWSGs1q",
+	"XJI2YmnBXij01MA2Tyt5PVfajTGRiC6kv4Viy4eJW2usg+ljlo81JWbQGNwss4D5J6Is9E2/NBNZwisW",
+	"VXELNpbMc2CKqPETrUyM1mri6FazHKrXgk4KTs6hn5KSEIcWhmeftcjEuclbosKZej0pl7a4VZnoInsh",
+	"E2HpeiOKsCI/HosMrcUcY6droZfzK1XBFaaP+TGb+A0Nw8IgsVAPX4BujL9tleAY59+e7rmYVkr1QbyK",
+	"Ul4pTuopUNo5YWdmhcGxaDtOTtt2g3hey364aqkyGLAAqxejvBk9fIm0nHmvDCmCoyiZCpNoUg1Pg4oM",
+	"tsp06p2U7bTjvZYo5HWql5qZMac0POXDSOA1/r7yI0EY+PfD50wOvN4rY4DUYcGUoba94Keo9JS4WWOf",
+	"UyceDIfDYR20Rt3U6GlxvYTDnsvX4uLiqej6x0/ErNeq9uxL9kg6t7JcqrZDxi8iJsVivJ7QyfD0TFyt",
+	"nYI9Fj9ffN3/THThtulruMhAuLsvLGZemnwdeyxhg89OHlDyDjlyjyzPw+fqFd7LRFpI4RIkOC2u1iL7",
+	"5vFF5g3KVM8K60y1Trx/Bh6B5dA14XSE5z9fiMFgcIxvyRLMKQunmurg0bLAYcjuPCL3RZ150OM5Ximw",
+	"I2xQDo7Qt75TWyjcQDwOV5SZNIkGmhtwi1Gq+dLHaoiPjpbmGh1PLylKkYD6DGtTpZog69dK5cDV2Ft1",
+	"tXTi24uL5yMxkfOFBLXias16DnqzGikauJVrs6xS7VmkpNXhehPQaielLOa4+Zs7aa6sqm6VT8GFswFZ",
+	"ZfmlZFiAPNrknUBXLdyCZ7VNqt+aFRId7Cm6MymeB2ow7np9o4YDcR7dJr6zcExZvz+Xr/vw86y+Uo+G",
+	"wvY8rwEpOPZU06o/ppqEs1f9/EUBzYNfQF9tvgevrjiHk021ly5KTEvJu7P7Tg8PMWuSzt8qJW/eTdfG",
+	"IMrlQlWFye/Y/1kg4zmwQp9JmwgwfIakYfGae2TjgRUE5LmVBol2IFr2UvvESoFTSeiX1hitMC5jUWfR",
+	"722nfNrCu24D6Yt456V1wdZT6Meb27HwSXxlyWElWP8hBmuwvFtfPseMa9r/2ge/Kug1nOCKPk5chOie",
+	"0E3RkaLgKx1Yz92lYqCg2Z4d3LbtuTVzadCRIOeLEmVjUZaFvj4u9K0pJqp/dtqaT1Jnc/xC74hcEJvn",
+	"8qrlTL+BTdk+0jpHHP4Ku59Lp9Cq6rRwoUbWeeNnuw8NNq1NwlItSbU+st6jVRsGRe79UT5O6Yy5GYjH",
+	"Gv5gu4yDsMB2/wce++LJV6gJ+4H5LvHgK2nRbkh19+HwQY98XDnIOxaMzA/HgmQgZSMPw+98prVMNc5p",
+	"bZZiIrWYFjAnTeIXLAb49rLIbdbQg+o9RNG9h4bRNMThN0LZJ7VPiKpwVI6UuF/D8VR5oDYO09h69zto",
+	"z+i32uP/OgdtpsJjrqstfIVWblZ6RK4vUnqQs4QrDJKGkierqrgFpQzOBmMYK0PjWk8/5FGDm16h2Wvf",
+	"gVF6XZ3U7/ZAAXFvCRrKxMwXcuLEdy9fhDIvMMmWFRcm4HEuKuPQTnYm1ZOZmtyArl4WWnFG9zePL8Tx",
+	"YKXKso9uxmP4GRDp8d9XN3bwd0uZ3qiCgAwvLFap2OVVRrKGuFUvIccYRW9C2Ase3aghSTXqXJnoRiZZ",
+	"Eswu/P1CVfMCHR5ZIV1dbZJxrC84MNnSnQOL4wgICHkqftu0G47IokCPNdksGFDGJPdJpRzmu5QKrXhU",
+	"m4k08FAplb39qrm7srjxgbGwCvkKXuOGw89sv6n1PcGyOcTr2sLPHbPzJn8NA29dpyTm3m08/1slSzfb",
+	"ZvrWSbdk9u/FkLm5U+zwz1rfFLJ/mm/yuWD3ki8fUyYBj27jS3g76e4cWTa0rtYgkrrZF1m40by+Iwuk",
+	"xDUv6N2O5BrKgqzXKPqUgu4Q5nI6RWSzTVH0gawquT5caCCvZAOPJr5XeoyFLFdybcVJY2YHCJXgG9n2",
+	"aiyJMlovHYdQyXfE9FHrzeQt/u7lhc8VoAq+/8T/BpbBERvgtFog0+vdcSdb4tBcB9cQEgfqoLs8BrEe",
+	"2SQh/EWgAVxI4XAFdaxbNlVM5Kub1HLHFeWN94ezh5lEtyxp3NNd99tuX++7CJLIj/aZBVpQjIK6dCel",
+	"bayRXto2y+9efv9CuR21HA9P/iq+e/m9eKHQHnmcnz58ePK5WCyvymIibtTaii48+NnwwV9xSs2lwgNY",
+	"T+Nv6wajK6+Rn7J+9Dj/6sV5q0o0qW6bD+I0Wh+9KXakvN8o4Cu4qkcPPhNutpxfLapCu9Y7cOPW8Rt/",
+	"/P5569uWVsWP2eK69bHXO1IkwjYmgmIsy6q8m15hbrQnMDItOcHNpAm1nXKTK24OCMfU9iv0L95l/2yT",
+	"zYMHDz5PxM8XX445hFJK0j8lMSKOqR9ZgSOtG/zjfhKr+fIXriomrlyLQk8qSslFXYrSn/C+WnRfBPbF",
+	"KvoB3OuD2Kh/avt/avu/B23/12rh7037flpYp/KnfNcOy2iBp5/oqWlJadFc0NmeH3REecOCU1XRceXv",
+	"891sGMfeXsMrroN9fKvafEeyNcHPKzYLTE5OPO5BzSgnpIpKuqdHlkgHbk1ImO8dzkavWnL2QpI8RxJm",
+	"pk6OF5Qbj8p7nD4P9EjKU6RwtiuVym+Hl5Vee+okHQptXJpbVL4qdclatqcf/t++hCKKsFzmlVks8BtU",
+	"HS85gtMqlO+QJRdRuJ4f9UbvkBVMeumB8qPQudqhB+DeADGi15RCt3XFQB0VogfFlZoayi7pxvEufEGA",
+	"I+BKBg6uYi1DzVeovpaELwZ5RKUmpgKRslZuB+e/ly2zqyY/qhZp81mGRH10Iiqd1yAJdUCR2L7Seaja",
+	"b6W4vfaUP9kuyx0foeuxpfV+Laodls+Fj4jhYHS41/I2Dp52M39PQMJEFwXFUIPIN6xljSnV8AqOZ4ob",
+	"pRYWyEaSopBqjsrhm1tFwwbLo0ucdND8uctsamXvZnLzLU2nRa289ShVwV64i+0Tk22x+sv2VOpgZNG7",
+	"GhF42p4FRkeB13K0xe8eyds7AhgHhSA8ygKvd9c+oUhrpRkOptTJhYPdqDZJA9IGiCYyW1kPgrfWMD2k",
+	"q6DBmAl6+RVTqNd2yJGvKmGqpCWvDdGWUBliGJ6Ggc6ZFlHCZimtG9U4PJTVpMUsjg/i4NbJNY8vXarn",
+	"mMzUTPcc0NRVZTNRYhpIreI1chCGWCLhZmo+qjcynru4WiMXpjUQhEaIMKIAxomPU+3feOmMk2XGJRYU",
+	"vZNlSTfrU/LxKYo7bSei8EJ3qFQ+EGj52I3RisI/FtHDYMsQMclHiiLCQYUWdz9QWbmuw+4nwyHICtj/",
+	"1lNgCIZD+Aa7Xd9i7sAT+sXJcNjuOQynuoeX1OuuKXUmwdpCZRZ9NoEmkTO7u/2Eh7ot1T28lh8m5rV5",
+	"9X9Nwth7corW6uon6hO9iLltUFZIVyD1h7JlQj5bcKmD2dcbp3qnzxS4+z6WvcNE5NKZPRTZLCTzM2Pl",
+	"FLObOd8IgdySoD+nmm60l8OIaMYs1KfQguLTN9OpAAUfdZiu5+RSTNUq1cF2jqd/h9WKfI5Ju+Ztmxf/",
+	"XdzBbdqR38Fd8h6hO7aUotLDkBymE9Xmc4tSFGFs7rhQ+J2nY3i8Cb3JZimmp3jgzbtVnt1LZsfz4d7F",
+	"l55wCXiv1iG21ICDbeGyHeflMboM8X4E28QlnqrBVqqEtDeI6CYnM1/vjzGtpr04OFQwkbe15dx+tY9w",
+	"cH9P3h6rmOBv7h8A9rt4LwZ7EXyTyOZRX8TDP7RSJ6ZGf4E91M67u6mIeA/yj9+TDN83qdz33H+VK/B9",
+	"bOpP3tGzta/XRu/x5nmkPie04WTioI8cHi6uorfvek/wSRCQWKij4M+T+gFy1fTuM4WNXY3cXrj8vRv3",
+	"LmmagfAORpf6VQn+IEOQYfrQy4fM9g/guqQSo+LUrB9rqHv3zLgHfquCmLhn/v07ZNzfL5G5nhl8fKXw",
+	"bKKU5uYE6wBDnNE8eIfE2MOk/xZEzQesX335YStWty4szqI9MPAcw0IfoHZ3h7+L8JZruBHytxIiQ4FI",
+	"s41IR0Rsd1bhboDtRvWNTbv/91mSG2Zf1+U2+cPGGWUEnruaMcQDOjDoWHqDLeThdy6i3TiuugaWgbM3",
+	"amQ3SmMjetoOyn9+9vCvvpxY5MrJorTbGRsTNvP9pdgov8GLEIEX4MkwFlDSCSAxrGJdsoHV3B3vAQ3L",
+	"5F+S1eX/oF/ugk/b+CraXJCT9Q7B+jaxjDBpcAOYBW76dqF//OQKXkvm4Vy5mckRJUhSgSaCCzpVaTQX",
+	"G5Bj0d8BVij6rAkHFH2BO9XmK6Gja3eWhBTFFr2ucATCsEP9iNMal5Ue+SD6iElmFB/ofg6I3/o3hlmF",
+	"mSdEZG1S4SfgD++mxuwS2M/UihkRC22EBdFmVYtC4FkXF09rh0gMyIeG3b2FdVuByAt/Cw6qKvgdZdUg",
+	"MFl4kXS13uPrayjboTaUeaGHZtbsRrSO2TQ+lvhKMo9RiH4J9AexOykU0nOYVGLt2D+VuFbOooXOs6Wm",
+	"CbU8xJiDF4o7/Eh/uHwdv7/3ymxSrjzWxfXMleu+er0wlevs1Nv/zAX6Q2b+B+QxWtxvWQhQ0/CvrAbw",
+	"nOjVPubto7LbOb3742K0T3dGxgb3j2LtDH3fcd1/vYu/kWbd6tv3wd57+fYPcuHHp+4D6rUHf5+vPRzl",
+	"e/TeHZBLRNu0mUyUiKWOysyRPCUp5gdIzj+wMPpTnPy7p5bGN/y95ZeGy/+OztI70oooIm2bSMRhIR5Z",
+	"cyxqPE5Voei0oV8V+0TrrivDg0uKPjLcyrllCbCBb/bJQJjcFxnC6zr38qFuoEL8apfq3SrKT2jvvB/K",
+	"vsA48MobX948irAKauourCjy8t4EfP8FvuDlbehgqq1aPlxNVsAQewoeTTjGvRKgi0XwKh4kVBd6Ui6x",
+	"0Zm8MrfK++BYRALZr1SFbd5oN5TG/nWshSAjvlW77Mg9+32Ie/Y+htuvUvQIjGNb3XtHDY38R/vVs5A6",
+	"/Ov1srsUpJfsbL5RatFIQJagtI+ErBWogEZ/oG5m97Ula7bw8S0bMSlOrn3rRlvnD+xKsL7cG6b37/AS",
+	"PLbRNtDMnRF/N4VOcCewsYHSebwje1uevVep7/sTNZf4q2Q+DvQY3bGj7ahRHfA9yPLi4cAAazO/onO/",
+	"o+w06sTEU9gz+28ZC6Q5+XetYYiydn3fyCr40YAE+ngBjkLIhvFhegcS/01BePU+jMAJVzVL2PJsJ53X",
+	"fXi6fysr5GDws2jt3xea8pqSzU9f1IO+TToLpXMYb7s2ULnNxqFR7Cfu3slY4nZHaNjbEXdx3rjGEPTk",
+	"mB/+KiQb3NxoHnuopt1b8S6cNOSjftg7El37OxOCYkqtQeF9Fvk1GK0Hkuve7M4Ief1+2Z0773vgZBtr",
+	"3fBG7a7Z5u39XqnF+42WBHWPDHoOlSSb5TkS5YhvitOMpNRiB1R07n/q077eQxCFV754T7hMu3OKGBGL",
+	"oItlzpBb3bojrubmP4hiQYkCvXFjn6iTKxYCHOzYu+PqHJDgtcNPtCunidfZSKtfKexzFFIpP/Slfx/6",
+	"woE+3rqicGc+FS/k/V+tjTaylIxtTXSXjsZNo9e3sQgmb6uh6VyZ9d7lfjXCtjTx9g1xcYZyc2HY5v3k",
+	"ke+HeEgLRNAyUERSWnqq8eMep9L6DaDuntiHRlqRbUvKxH9UqvxaVdkg1QitTo3eK8lNVSToqmVh6/Rd",
+	"dGBJ6//ERoyYF8J9mgnmt+HY2iexN+bR9KmcnT74vNEt8EGyozPiYHSc9F/993+1sSnqhXN4phA9/4JC",
+	"79vpQnEbxTs6RLYYD1Js9OahvgWC2l+B4UzGQW8gnrgGuulWBMn3/z2g+LAx5/b0KprVN4QW3r4uwo6d",
+	"xv1fPUy16HoIdeER1I+EncmFipFlMTugCd3ucTsJU19iCySE+LZiuWir/sqlk+2p/rvTTrdvVqthuIVu",
+	"fgjuJum73sCH2TuDC4ADXy6iiuOFtJbgsUOFQKFFWWj1DjnmHpb9DgpErG/T8FYnIkNfvD1+EzblLf3/",
+	"7TH90B6/of+8zca0psK1Y6O3xyPDhdvbPXW8BRJ/KBBlaKAadqHt8FqxXDwC/s76COy+5NR8Qa220OHf",
+	"9b3kgedyocJYxIj1VF55DxiBkDnEVl4Trf/uVMmQKOTXk9DNaFt0g6HtvDrb16HRfWx7w54DYWCaYY0C",
+	"waGwAGbq+0pbwfACLVKY8XnBFNEKo0CnYl4gYLEHrj00pif1zV0XopQTFQmvpUrEEMQmHCvw4sGdV++u",
+	"9M5QaMO9kQ4ttdljYx12oZK6wsgqBPL3zjfu4nu/y4W7uUUGW+tvo7j/I8vlO4aJ9lT1eccDWFmMhr0H",
+	"F30ssrSTdrK6ov8AyOuNLaHJ7Fxhaw3WAX6lhj+pIczZlPDIBoUVhb0nyNJBh3w33MDLmTmfP2kBYcnn",
+	"hb4MkmOXIRx6Sl6X5spGOeQeBEVVVnQRSNhrv5xrVvfI692v/OTd58RmXNfryVj578r+X+A/f0FwCPwN",
+	"d6HQBt3N9XjOoI58v+keUJ6bENwEKEN2ZlYITVIX4nYpWC5LmAzpH7Sc4M/ZVZO7E8Qv2sJk+6S3yQRN",
+	"08myKtz6BWjPDNuNjdHOlwQFSn997Qn4u5cXna2G2+K7lxcM865eL5p5AH4rVjMT6SC+uyMsEZuIBBQW",
+	"GTcD8Bg7PQr1a5AuYNPAIcDF26SJnSSAvoxUz5fW+cZQM6ynL2Pgo7rzHVo7uPJ6+2fOLajnWtGKT/FV",
+	"AQd0tQR7j04dGzV8e3HxHM/XzlRZCvqFTYCn9b8xPnfVUuI84v9XKGOmS40NCewg1anm3HwP1sCY+j++",
+	"uBA7tUEuefDN2Kn8I9VSsy2ScSv5rrdv0BJg2drIZGMjJ0pogwNDudjj7job6RzkO7L7QOlSvQuVTpyH",
+	"6mxGfcIUDNwlo0OpKRd421RfXDwlBzZcm01QjHOf7IJlapwIg4RQKcRvWlWF4+Y0VHWwxsrqmMdjvJPs",
+	"aezRQVXlsqyUzNfCKoTST73bBCytQlG89bsXPz4Tq5l0qCtnX1IfwP7FeuHbkXWt4Xdnk2VVin4ujt6k",
+	"7JNIO6OHw+Hw7VEmVqa6oW4S64XKgalp6vFIht1cSW3JVmO1yw4ElfJiG3zYzWxX78HMtxiyTl6Vitul",
+	"4Zp+xL5GKPzhBBamwJ4bS2eLnGXcxGhXyYkbcdrQXMG52yzV3eeVmSs3U0vbS/hbs1BaLorBWs5L5BGg",
+	"XZrJEhSeXt3cMpd2dmVklR/ZVC/ktSJCs1ZhAh3QY3a8LI556lm/vyy4czYcEbCdhHpoCHhMLorj1czI",
+	"eZElqM8yukuOzcR68R0DNgI3K+vhCVo5VUT6CA9Pre5beuPTJUk15k9R/+NKzpVTVW8gfkSHDJVPWG4A",
+	"RRAWdLXQrXytydQcpdr3Ck+wSQhnOmGvFq2w+4G4UWuubqPEs5yWIM6GDyP0FzAgj2x4caFFdo4dqQYi",
+	"+/bx+VfieIagz//0hTv0IdL1P32ncnLsov3B97SoBHcnqTuTAxXyHKZqFfoHYZ9IdKd/Y1D5c8fASL1h",
+	"HSe0V0pOZsqSs+EaG3XBhJ167Y4XpSx01vBsxQRMdIONlekOcDuqwuiRyM4enAh/N7+lDf+6UGVuxYUx",
+	"ApP8I2AMnk6qMR0OxuXmlEK9nsDuPzoT3xd/G4vsbDgUf5O5HztjMR4GANZ/fDI4EROJUGMLWVkF5ui8",
+	"bkc6lyVohyoX2bfGOhBw9WepZvqAqfTGIns4fEgC5f+oCv3sz4wTL5aLhamcyv0EbvlLbAGG/b204Lm8",
+	"Fl383yl2ZAJpk5OYunj6AnHJOP2/LCZKU44oIQl2fngCkh99FigK7egY7zJx1IGpro/5R8fzwkWFNx1/",
+	"nJ2kwzPrjDong+FgiDlcxA86o86DwXDwAOuW3Aw1kTsSELEwus2wIrbHSZGIpEaezVBS1qiVTTayJunL",
+	"qI8fIS4Q5VvF2L+MxJuITJbXmUAE30RkN0We4Y8QdDfVLai7icjcepFRYiSsqI/z+O+/rxwC1dVSChMz",
+	"qVeLCN0JsXPQDTY0RCFbJ0CKjfzHVDcSINnlzJ6s3LNaGGJDeBdWYL2Yp51glxaubl6HCIyU29ltJndy",
+	"k1irnNc5KOkPWJa3lmIPAi6/D9uaiWlRqpH/mkNQmAJKuwBfE3iwnYW8QQyxYRI2cKLwGHrUG03G+Eyl",
+	"nwlrEomYyxxTFK2TlRtT4UzImOWWUF5ribJG4bVfAs8SPkfIpxJbkeEXfRD4lSlJ1ifEZKfKUQNS8r5Q",
+	"+TYSTuHqfu432OLnbHhGnKnZni3V3cbGwWcZX13jJfaTvDOiRi7fqzWZ/qQK4uU6HQ73dCb+++qmb5W7",
+	"Z2diRtTe0ZgYJjqAK382PPuYTZFxCzY2cNCwfjqjX16BSTefy2q9BVHtybC49rZmQrnWjA+OJpq8xrwN",
+	"+r7zCkb3snUnn9oWwSQza8JGobslZbcO+Vt+0f2O+F77y80hWrb358UBm1mZCfWLFMtFvF+0dt4v4CZA",
+	"dewBKJVrcSUxSIaN4A1qmBrM949NFxBehEOGZlKG+lnI73JHbKD3BuLpLiANrJr3+LPcLZObRUnqr0WK",
+	"YoR5dm20ysY1BBUX3msVkPeiXoywKWfDzxt9hEkMMLiGVwbZT5vqR0NhA7GcDofMSFAFwoqKusq/hSPw",
+	"BnoUIpC3rKjancG1+hEPiEGxtTuehQfxILAo/YPR5iZ8SguR+u+Y/wx3DRnmePyE6r+9GxR/dnL3zxod",
+	"7vFHD+7+0dehlBx/8fndvwgoEviL0wN+cWHMD1Kvf/J132+TzsND5hZ3ssdtRePy7t89BquTGENgBXwK",
+	"MUIHYxI0mGjNBzCvzbTF3i/kjbIbA/EdF10fmCeH32b0MEl1S2SeQ/CRS4mCOb7VF2cPwi1ONbYV7wl2",
+	"TY+ijAXfD5fuvBR2eYV6wuPArUI1rllp7zaOILRAP2jkK2KWYuAtEd/obkNy9VjFAFbj/Tu+CsgqsNCf",
+	"/8wuI9zgYzyPjDRkr5/4Hmn1Y5nPCIBdamw5aDGUr4C2H2newEAdng+mDiNjLch1QnPthl3mJjjwdy9J",
+	"dfCU1OuqzxX7vLuVEegDoG2uQV/kZMZdyEcieyMTcfWW7eY3V4mQ8AdY82TywM4tK82le6F9ZyIk0IaP",
+	"ChcRYA/17PExJzIJwLb1/6eBwWJlEYGzT5AOigjJ1XrvEWVkFnEE2geWx1ETVFxgcG7B/738I5BVnUet",
+	"ej8fiB81rqHQ16WimkS6X6TDBO2SgArJVyKdmRcT9kxyLJ/7uFJ3VRJkKBKb0hbXQRnt2Ame3vdlubRO",
+	"VYmHN6Rll9RVWeTFdKowsKZNrnxZaKAYXBV12OOGuL70vvKOkrADK0xSpD5/ggGppksry4E4rysv2RVp",
+	"FlbMi7wPH3FbvsaZ4CAU3S8qriWzPrOBK79UaWO8Ux8AapOy7EyqpSx7Bf5m8vX7F3wso5qhAVct1dst",
+	"sXvyvt/eJm5bMQQD3CYVjWCP1wiheSu4+qlI6vdqx7SD8LTt8fnO/e3CLcmLnFrpV0qJ5SIoj4HZ9Ubs",
+	"50XXcAA5yRKR/aRcte6fTx2DYqd6E7EH7FnvMpPOc8iduEeDVD8zu+ZL14edbLA/0et3bRc/fYyP0pO4",
+	"RWcnBxzicwLGuTAGfX+flArlA0HLRZx86IWwF88kakPcvE2xahhcpAdguHjpWisIbFTubKb3M75S7TUz",
+	"Z+o09SjHutqwcH2WlcemscqlehubxgeKGEXXNx6Hd1LX76ZRlWr0kqGOQNEZX+IBKpY3uinjzdNnbQdi",
+	"sBBURxNQPX3B/qZ9pdXqt7Cu3r98aaASvWXx8mGNOMb3bPcghQR9+8e04/7ozOvxa+edLzUnOdwW9Cyr",
+	"Ee3eHQWQ6GVVc4qzorJI8cCdEXN6kjgahaGSUPGRUeap+NqUpVmJLIKUzoJGg4wHYQZGoIZj3DJUxE9V",
+	"iCL7glrOnVG3qF9rlcRxsVJal6AuP2FvNo6HOjzwSQKzkHOzpFSxlalukjrYjMoqLoRzDEhz9Z4uDMwV",
+	"ZHp5Y2UrCZ0MpFQHcBOcQaUka8BhC0MXHjMlHYRXRuozziI49THgzrXE5KSnTp4+TBPp+KO4OwUYVpVZ",
+	"XqOguFoL2Ui68vVslQLLLiDQMsyVdYjvIBcLJSuboIAEg0NH6e65yJeYP184PDSMzq1RiepapVL94vzr",
+	"xxf/z2CeJ+L5yYMeW48ydIKqMGbJmzQxlmPRPr4ZLHPscBTarRSgPpkbOMpWefK0sCwT7itMviTA80NE",
+	"CVYpf3AnHaHobvP2H7WiTfNpIHRenwCT/+gsFLaQMwfKkGcEfDNyqTAFSoe5/nPF5Qk+w6y3yV/Zz3Yv",
+	"2nrmX0f1Bzt56j5XfsihAG5Zu7lxORy95RSbcENrr/cZeb1TjYE3StMlpIkayafGpW7xjTPbLaag080V",
+	"XMwN+x6vJ7n/NKc21C1FeIYzzDK/VZUsfQeYGhVfalHko2afilSblca20BF39NmVZchMpMQq+BMYhe8P",
+	"jQkuHp+obhY9ENn/wP++ePJVJhhTRVLcYRxUawL6C9uc6gC+EuZGgVsM9RKGC+NzVSrylgzEYyw0BgHH",
+	"SC+S9oF0b39mG9stuqfDYZ0CyJHhUk1dDx170iey1IRAVEt+IUTjMSzEhFzJ9R2xjXtzy0idTtqSOute",
+	"bfHeYHHBdvPurW7fZCyTboCZpjAsll9x4mZnhGWvPgMR+WmU7/zgtFFKddIopep+8b9RNVX/1X/3Wkqp",
+	"Pih3p47PO1g77RdKWzi4sVibJdedB6ggvGu+9xbWRSD3P6VQcXswh7MePLnythPA1Xa1ju9Z+GcA6LcP",
+	"ALFWB3SAFNA1nkwwpsAgDRv9m7ZFVqve/zLkT4NCmiXk3icEsXPMXhkJzCnDLnR96yol51kSd0tLtTYr",
+	"5Ph/+ctTo6/7C1OWf/mL6Gb/g4N+8SxLhFlQWmS5Flm6HA5PH8F7vngwRNdaFKfBIkBsOWiN0RsZzqQ1",
+	"F+SVf4bNfUDxDrFj+gY4ZKoxPYXzHWkew6xH7pNGuIBqVdBwYbtHCkygo4TIOtEAWDL+/mx4xq4SBfyr",
+	"ZtPNWWrS5NHJg5lLT3CLOUFuVCOX+wEQdStXr72rxg+FSGt4M7Hxp0/G0WoFijL1gyQgurLumwhrHXLc",
+	"hMJwhRU3eJ6MKoYSp4E+0ZXa8+EERUzQBxgrOEm1B2K8xZR9CunDf+JCFW+c9MTc3GJgSxiscTJaMaFg",
+	"R0ZB5IS0spvYeiNSEmihsb2Jtbm+Hy7lmWT41EgAjT2Y3BQ6x/8hOh5oF/Q5bWv4IpdOjrLouHB2GeYj",
+	"w2FMygJe7aiJF2dLcnp29lRa18cf9EGh6Joq1Z7ysx4FMBkGGRfgO6/WugaBs3NsB9ecakwWpDdgeNI6",
+	"6VRGQyRkYvvkOV96ha9MKMkbl5SJ7E1KDWXTzkg8S0TamRfWqhz+pIokkSLYEnzgqqX63/ApNtvrjFLt",
+	"e0y+zUTXwxOGMBf8Fkw7f6O4X2atU9LW1W1nKwXswrsJgR4ZAbHRfDRIqqzfn9X0jAdEO0TOB2t8LnZj",
+	"g9jIzWix1CmyWiqO2F4bhanx6FKFnVd4xmaOVWSYx0rndfJQWN/uszKvC2XxN6melAYzUlFjLf2hIWW/",
+	"RPx3S5nH8cK60VIYKGxIJCCG8OCa+Uyqz4ZDzGxEKPkQGo9zdJvJeqqCO8aOiFQHUDkCos+8t1t0Hw4f",
+	"iGwLqT4TV2pt6jTIRjyDc8zxhd5w9y4PIELMNkR3ikdDg3XykwHcDt4yFmenn/OrgGLg7bCHZPlTLJTs",
+	"f5mnGtR4ZlDw31DOOzMrVHMRfQxX0KbYPqm7GW8rthu4gl5gwcVNalauIv6E5VrLueoFui6YnnfpptTE",
+	"OVZO74nlt7MWW+I/NOO4Gps3i88GLMR8STsCRwJiNhHZyRzlLfpqomRXAQ8Mh0Ms/vK24cm8boOa6odi",
+	"XuilU3YgvgowhXYgnmGyJysP3FyzZT9gpvt09a2arZ3tr/lIEHGqvhICKy2IgyJf9FJNBgFZqYkqbhmm",
+	"BIYkMVzPscHHd032dPhxLYW6Z/3bpLMlGpvjbEahqltV9bGmm7jySESyzVK2R8w1LSkRyJtaK+laowyN",
+	"1pDdiDyPbFDpfCb5hibUG6c6XLo7tU3m+6z80Iy5ocnv3UL5qAm8zyj7YrPPaxS9rlXXsbjXgQ0+KfPp",
+	"q7gn9VYv7E03H1kGkpPNiZ2+Z9dfctDD6Fj2aXwecyRCY4lgS978F3vLB3Dk/3nsn75cViX6EtuzAV8A",
+	"T+BEvUbeDyidKg+YJ3wx41GzhMoCCt2UILEVcaVArrdCn6QaU7BqowfGNdMp6YCYxR0jTfQC+Pvp69cB",
+	"aJxzv3yF/KKY3PSXC/LdgjE3FpXKiwpVdNBOtHGpnhpqwTMQL7BiBWyFLRgXzFqvlQDUwivpTEWlF34j",
+	"+oR1A/rwambV5JJS566kVY/OgoFyo9a9kbhVVTFd16sKlSmZD7nIicPqJo2mPCajVGaRaspotljBEu0J",
+	"u1ZnBfZZLddY7UmpmzHGzAbcCA1MWWqggFO+s0BYiwi7opt5lJEsaQdBSfXaLFFv7wXwl7qif7kgjmJd",
+	"gm1nkjovG8yiqamusSDPFVPmf4fkYDfp/g6FDiPf0QsitAikL99X0AOfOCNyVRa0WzuVg/oAOptJY7Gm",
+	"cKcesxt4Bcv3/HWiKCbqoQszmY0pVU+hgjyVFZkua7OsxIR4WdDPEjCMyEdM/a61MOXGlqNOQJdw6tt7",
+	"7V11jLzyKxaf3Z4km1fl2x/Ov+y/+Pb89OEjLK1LdUTsg60JIKPjAi6PzkW7d7V2isIb8L9eIm7UmlNf",
+	"uO0RvLKfK5CDuVjIKmpEBNc51aTd+zs9EC84UjGXa85ebWRCE1LASFCOM2z2nI0/u5xOi4lvb7B3awM/",
+	"uNfWfqAMliYu1iEJkv/3/7Y5nEnTHjcEjEevJxddTYzaYISXVIv24YD0c9G1YAAWLuTqEWvtDcTT4kYJ",
+	"hKMmAXG1dEKm+vT166Qp41Cp4fIPBudmAZTUSOWp3pIoqGbeUbSzF/OrRpZq45ltakaLYpel2II87YxE",
+	"yl3y004mpL3xRiB9KLpgQ/dQ5Rn5zziCNDHqNSLcbTejZjnBLmedbyIBU/J0qut+8+SMxvpzxi6iZvR5",
+	"qDXA7DEw9tEHQPngmOKGzUIQPi/HbLE6kb2oBKxyVC/HZwRcqVmB8AlgTWKCQj0VgsSGpXQDIohP3WTH",
+	"cMV0xF6OOoWTuCXmWVRW5AaJyzpZ3aq6wr45F2DfVGMJ99rzEVoeqBy+GsKZa4U12M1O+hgiJHcRe6/i",
+	"REBUUb1Tj/TWJHj3o2Clqo4sZ56LQlsHM6kDbJJ/HMAMUfrB1vZGIg4uphq/4Zjq5rmTmUiRpoQbLHAG",
+	"jS/UWo1pK4hyPIxfcCRspTB6XzupKHZmKgdq5zjKtq1T74GZrbkgJIQ6KcgZoiAUJms2NfEZ/2U5EOf2",
+	"BtbjiwYMwQuYXHnnod9Nr+J0pRbLxXUlc67G59N3RgSSQ3sBuEdvL3ENQFlrHC/doxZMBK57v4Itnl8V",
+	"oKR2z4bD3ojwJincG2LbK7PkOKEIWTKwjpqs6t3EM3xeqamqRgxxkvelXeuJP1NZliHOAaRt9EQBmZxs",
+	"UG5hUe2wCUX/T4enfg+9kuip06KmWLWAkMVNcw4H5+slJN196xR8EW8Z1WfogGUBb9iGhukNUv1NSKti",
+	"LkGOR0aTQBAI3CYF+hdsmx/a71Kqu9r4zYSn+ucgbhX54nVvIM73ni1imNLhMvelQ25wgw3QfdovMM74",
+	"C/aFswAJpSCp3gCODWzBTCnJOVRxj+prGZafs3nWRGeOsLOp7gnUZNGk6QQFw/aqTbWL7FqInevNow3Z",
+	"VyZy74QFiv/WKQt3PB6t5Xu1PuQXtNBDnvzOFP4kP1gycrN9+YdOR6ZWpa2VpCEDqLvJbGMK6o1DOgO3",
+	"fQtpLyAyOLvh5MNP+GKT07Fi2FZ7A5YwYTzRlcCqjwgKg/wZW7fi2tcH4PfEddnaXiG0UaXmstAbXdMQ",
+	"3IWvrG/l5SfEbtDT4el7NgXadohkS/u1HjUkBbXPIcgrFg+tkgF4EkkG3usguHwpH3sqsH6SQrS4pqw2",
+	"77IY9jfbgz6chMRYNBm8bWAiJcnn73oNhrEssiY6ZDaql4VAIaYsGemDq3wIP4HBQLfqdvwi9kFd3g+/",
+	"dtDZa453toVWC8pC80D3jvj29+h6Z8ba5oG/K0co8OTfulhtK66C5BzctMHIQmvam0dxHVuqm4Vs4oA6",
+	"Nqpc2yxmE/tq2TZhX7mxIIKyksaMWfohU4A/7ZGCXkzrlJ2o9K3NJGqW4zbS4JJ6PamOC5giS3BjCRzU",
+	"9qmWRV0p5ZPUW1S40b5G/aDoNBrut+Ga7dTvuJKDe2ZQYB0j7OSvhTfH7d6z30cJ4OkB976hRP3gu9d/",
+	"ihWEkoktymNjNwRyfPLs8KVr9efsyfo+xiQqjNd8xNBSk+V8bSoEC2XEWox6eAWkRnnoyhqNVNtLfDqj",
+	"vqYJevgRFr6YrEW1LBU8tQmsmo0FXI3cTOzxi8df/vzTE6wRASNXrz0Gm4dB9UE732EvId3pbPhAZFPP",
+	"4LOAZpXqDHfycqGqwuTIrVSEbhYHqQhF1NeBsu1onVqMyJnRcC2hrU8j1XyN078NOfO0wLQi8vqlmrNe",
+	"4A2xlyhoOoSJxD7IRt69z8D1nh3EzmSEsU3sscjW31x4EhULhcV6bdI1GtUdWcxuJ5OSRmj6aqQOHfzx",
+	"NUfWJ3Nzljl+CsemvTuHGgAWJveRKOrciVmavYH42TtbSfmjc041oXYaPfIphFRvxB4Pu5xMlMptgg5e",
+	"TIHzCjE3lPB5zAw6xGihPvgLNqdwqix7XikNpakWDVhT5YWWVSigGIhzVw9WG9y0nZZ7+dTHhilzOqKD",
+	"OJVaIIoF7kztpAKrwR+z9xpLTz11qQCql6Dk5dxoYa1cg4IbHlTMnioMeYIuohQ0gg0Gcspo6j5dDlOs",
+	"6oJgn5Fxtc445w4PGI02nwTWZXKiVxFFJN4XRB9iEhu9iIn5yB81NZKzDIhCyayvHbuhQu6g0nmghATM",
+	"IiaEuggtRvNoVC/zCiolLZATLzfVXWDW1GBVnPvJNLULmgQGCcJnOF1R+AD2XK45I/8KU66AbkfN5tGI",
+	"mUu9ohv+VItoGw+HD2oMWjBwqL4QjE3Eb4zsKCyIlLdKXCmleSHjVPv2vIXzcWQ8I8xKhLkjywIDFX6v",
+	"Ir6y6Tpu87P8DYZiL8uHcE7g+B/JNfG3ilw+7Vq2b2qlKuVpH+vrS8TvjWiRr9RvlG30sXKHLkJxVe2A",
+	"Dxj2HLyrK+cIJxke8vGOwoluJJl7g999/pM3Ari5/uDfo7Jc55uKkddvQeaDKujDo9i0wIvy1cxEcF3Y",
+	"BTTWFy1j4t5X/WX5tLM2/SXJwQVlJ7FohdFGIvOWWwbqCPvDqVEaKZG9JNUZCddLc4tmYbPsiWSuF9K+",
+	"kGQlbV1GCYpt0JaITfQSEC6X7NvM8C80YOm/9EPE1UcvHU7PR6dqTMQIyIN/Mya9RjpKWvfeP5KvuBYv",
+	"ubtb2joNGdSUMQpwX85vRgKrsklRBN6ecZ8AWvklu6lwH8NmIFKID+A7fCDVN0otuPAb4wJg2V5EYfbd",
+	"Kfw+z7QBidLl8v5U41Rn3Ft6LIajoLkQDGnCjk8cBDcIId17CYe/c7n2SRzh7aDWd7N+f4pur0oBC8II",
+	"CgZqqKqFAnjcUuFqTQZArZCYOv41rtMEdMJ5PJRzgG3yW+LjqDRx8QzqrchTIzPiyLaWsdeFPJ0PnF7s",
+	"X7NDHNBuJ77aCPHbPoWywE+FF1800tRtgxdHW/6Bq9IP9h/sZeQ1LtLH8GMcgL30bghKUQO/TQglZhkq",
+	"F8FypHO5wpACtQXZjXOE+/MrSq3/CMhFB0EW/YlY9EdBLNooXr63crgZ5WpCZDQv2ZelseoiNEy81y2j",
+	"n+3EXz7bF6ajxt9RgksEyhN1wE445DGTKPl7g0+mduUO0sNNeGbc12ap80+KYp8qeavi/ojRyUWx7Gmc",
+	"Bx8leRbuHqX23we92HeKjJOiUIUlSF6xGWkGVRPlS6r3xqwH4iXWe28G4bH0GoH8EnE6HEYpCqGjYlZJ",
+	"fZOJ7nDTZR1m2BuTq7H2dFILmrxRd4ApY350pnqyI5p9tArOWGo0WBVRIm0N8ytdqPHANhobm8NAhfdt",
+	"s+nbdvopHEXu5GLKfuyKEZf3tLMV55TbG7mKeLJbDQoYpQddi92tVI9gYXqEl9IgDBZXZGn0NdobTjHA",
+	"UdDDG1IxEFDhWVYXdNltYIWNdL7QRCg+wmD+Pwv1CF1f8/tg2GMgHqovsWwQtGg8z01Zvg9efHjm1Ycs",
+	"xGw2yt7WXl6gO5hDgmN/nQrbvGXbyZC//8ymkb+zAYYivrPkMYrrsaLe3Z9SeeYfVsRR6+Jwu0HAYQXC",
+	"clHzAWTshW8qFnP038jOTA7kEU/yu2zS0GP3N7NJf8D83AwnQogd1PLWTKmEq3YYBXlZTGbCg8/kJKW8",
+	"Kwybo1JGMI/o+xwEAC0waXuhJfCkVLKyBL+L7VYxKEWtrBp9K5sOcx/U9MAClaJCJ49/79SC5RSthsO8",
+	"kvtOxiBxR6z/onz3XtDCktZMEC6FHQWGAx8t7RKB6ePylThDH/MApDgbDjEMXT8Uape1oYlxsNcaDwWK",
+	"n6Ya+7jVrZRJ96ClBKO+NNfXPnOvKdwYeRg7I/8ODfpGT+qDgO6H7/fdexpbhT22yo0bkqMRKP3TA/Ap",
+	"egC+JG7RYHIHegCojeZd7b+azTbfofvXT/Sa36T5F7578G4Hc0j5oYcu5s3Z2Tqsbjt+JwZpK2LkC//7",
+	"X8367vKxePDCcdRbkqJT6EyRep3U+fQLVc0LNxANpFTMhpnXrWBqyM0tdFSxBY76iSiwf1gExG9AK8JO",
+	"25JPt5WN1PQce19aMaFi0v1gHCC8hKF7truReCJjyNp5Uff3+BPQZl9CR6CD9oSOPwpCTaDoI8sLtj4C",
+	"SDXSlEzW23MLfrtc4p+x24pH7fcFm1SqW68s6sJSQ0D70zVTSrnAXDhfod7wIMaV6ptpsb7gHO2EsH+F",
+	"Fo2yc9/xnSZIGXt1u0s5V6nmNYwYR1PqtS86tgQXVAOw0VuS2ofrsxo2qoP5i8s5Z8NnkVu13pvCIrIg",
+	"p1+GXASqm+ONxUsHlsv5ZiYIAlYETSzV+IMNwoLtWFolutjkbjAYHNOwjMaKybdasQdLc4U3juMMbhNa",
+	"Z/VhYkJto8cNaGXYLwFBH5e6UqV0Kt9T6ZpEYrwuaxWbVa3UX8Cn/lAuy55y0XfXVu5fBPoxSjvDen6j",
+	"Tmbh/XtdjbVUu2cZJdW6r8X9yij99aMC/BUhtW771jlZG0lLG8an+J0qeb/fSrbnuNkHFLIRg61JAWHN",
+	"ffWVVlgwk7eVqaW6W/dIp6qn3kjcozqN+8Abo5V1cau11qoz8WO1xYBTzRySmxMQWycW2N1k4r1EXBfY",
+	"ICG0q0FUjDpBbIWkCAJ8c2Gh6KylhH4kDi86w27NW1Vn4vCis1THVWfiz6Kz3ywnzKN67NIFd9ahYaee",
+	"1kK0hnZ4pxPgj5PKxczn/SdzBTH4Z1ZXpBP8md7175bedahf5gCeg321fkueg1WwXAFD8Imh+sVulsKC",
+	"rE07540CiLSD6GZb1a3jurp1Rwmrvx6x2UgeyUmwlBFjRBZgSZIaMpO+KRH81Nu5d9SgRkhlUfnrhmV8",
+	"nurSrBC3hY0+rzLzcQNrHDX8FjdKLcg54Vuj108XNpQIkR0Qdffz0+cleQiri8bHnHnALa5pV0Iq/rbd",
+	"jChNkdfI2+q9kRcCXCVqyV2+YbLPldRk8V8rR7WFG/oeEALVQGAQlLocWEEos4TXZYt/KoSJVLruaU6L",
+	"4RWM67oT75PGg8np7DCOutS5qpp7NBA/Yrge/QOxRU+FF9qwwd+sJ47iw+w4wBpkBg4MY3AlLU0/H2OE",
+	"l7scELqWh23iJ0T3bHjWG4ifEOeVG13x4jd7Ws1NpUbcumodSoweDh9gNFBOVbushbGabtsPalPD6z52",
+	"zDS8/kV4eUvyDhKPNqtAQHTCvmKGPWwetCx4lWLeICvlcxeN/jesZuQKse1CxpZ6x1RvlTOmv7n/u9Xr",
+	"KLqRC3zkL2yqt1kDEdF4D1fwa/w3ilTvdY9uVjhuQmJslTy2KD1oRtvdgOznwRDHVtxBuWLHt3dU+6at",
+	"QXJZbvbjDfUG+NWGvU+2OHVowE69cdYM9nXatjN7e5ywEbSgd9RTv1b0J4dFH7/h/73NPH5gCyQHP8Pl",
+	"9Yzz2TqIT9vdmk+11BpBYc3SJeTqibq742vmcaiBes1sbjVtTshy4u5Aj2soDbpIzYgE8Zhu4ThNFwSg",
+	"Lx3V/tle6I0MP2ymuoiaAK5UafS1TTXbsRyciOH58b4X1uPA2eVV1hv7AQLkPRxhqiMmR3EjLniXlYo6",
+	"+3jCAuojho1xcpvqOg+L58dROE4HbiReY+shfg5b/zCgH7+yezIcxgnYA0EpfNgzqB1Oruf1jb8bpGke",
+	"vE1N+LFGx/xgKgKO/ps53dmj2y7m/PGUxa3a52vHhltYtfvxhf8fXaIACdZESl2zib9MDXesoqvQlBYs",
+	"HJqyouZ4+1oCP/bmX+THpVZf2jC/gptj0UzRZhvLFVUcmBio5r24+GWLTRduB/dM9Sb7FDH3HHNY8Mhu",
+	"4dBQv71QLe97t4W4T+DwBSLgeTGXEdYm9ZVIdUCF5hgCNTUOuT1DD/gery00wDj3MEtkh2BG6rJm3yhG",
+	"Akq6jyDVzC9C3G1jSo91HvOkD2Y84Cseg1bfGoSBL8YRLAF2DLd16qUVUXrU4JMIan1KSBsRS6BNBsG/",
+	"dbt2MIUd2Uw+c+TjkdeuVKZI+vxJOu8bGGBTya2b+ByQDRTR0P0cqv7E80McqvxwHcpoday2LIZL66KL",
+	"cGST0D5gK9aT6i5v52hDOlxcPBXSEoiCVaBYfkNbFAGtGAoIFxVKqdq/1w2s3osdfoSLmwhtpUcpLMA2",
+	"FYmia6NVFnWHYPmLDY6Itc4H4nulFqRsBQhhFLt1uDqgRh/qDYMhP4qaCy/6aLEjfuOiNZnk+99QZf2I",
+	"bOmPrh3TZag11RJ7aOB9aJWHcT+HPQrzsjiWi+J4NTNyXnRGbzby5N90rpSsVHW+dLPO6JdXwKCoN0Rb",
+	"77DzCOxIVi5k7F0bUS21GBxP5vmxf6Tfz9VtNqbWoyECIB3lO8GUl1XZGXVmzi1Gx8cnp38dDAfDwcno",
+	"s+FnQ+SUvKStWfgO3Izxx7vUKE1nPdZo9ETlqGHjO7m9FBVWbLfg+tKAbaiva2ePTUKJ+HJBWFjBH+ZT",
+	"N1szNbe8VPXbIxfY9hR+3GUWiS7OOmm0LEq867rnm1h4cFjO3SEvBjJ5iT1hGvNgWtmeBeWonjyinaPE",
+	"pJjkkth7VGG2UvOVdTnB5lthxL5Vru21CGVGQJEy72Mf7Vza2ZWRVY44Vcsi61FLp7hz1ZWyRU7OyvPn",
+	"T8bU8znnPtxIovjLaBJh1JZJPOWyeF6HzAv8a1GZK2XHYCiSR0srlVPDXB6Ui0ja2/PeqLUPqhXXms80",
+	"CV13PDKm9Wmii8o47NHoTKhJVHNhptOy0GrfNGjozttXb///AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

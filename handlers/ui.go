@@ -6,21 +6,13 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// whoAmI is what GET /ui/api/whoami answers: who the bearer is and the
-// namespace globs the token grants, for the dashboard to offer. Never
-// the token, nor any other claim.
-type whoAmI struct {
-	Subject         string   `json:"subject"`
-	Namespaces      []string `json:"namespaces"`
-	AdminNamespaces []string `json:"admin_namespaces"`
-}
-
-// mountUI serves the dashboard (Config.UI) under /ui/, and beside it the
-// one call the API has no operation for: what the bearer's token grants,
-// which the dashboard cannot read from the token itself (the claim's name
-// is configurable, and a policy may grant namespaces by other claims).
-// It is no operation of openapi.yaml: it exists only with the dashboard,
-// and answers for it alone.
+// mountUI serves the dashboard (Config.UI) under /ui/, and beside it its
+// one call, GET /ui/api/whoami: what the bearer's token grants, which the
+// dashboard cannot read from the token itself (the claim's name is
+// configurable, and a policy may grant namespaces by other claims).
+// openapi.yaml describes it (operation whoAmI), but the strict server
+// does not serve it (oapi-codegen.yaml leaves it out): it exists only
+// with the dashboard, and a generated route would answer without it.
 func (s *Server) mountUI(r chi.Router) {
 	r.Get("/ui/api/whoami", s.whoAmI)
 	r.Handle("/ui", s.cfg.UI)
@@ -38,7 +30,9 @@ func (s *Server) whoAmI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	who := whoAmI{Subject: claims.Identity.String(), Namespaces: claims.Namespaces, AdminNamespaces: claims.AdminNamespaces}
+	// Who the bearer is and the namespace globs it is granted, for the
+	// dashboard to offer: never the token, nor any other claim.
+	who := WhoAmI{Subject: claims.Identity.String(), Namespaces: claims.Namespaces, AdminNamespaces: claims.AdminNamespaces}
 	if who.Namespaces == nil {
 		who.Namespaces = []string{}
 	}

@@ -36,6 +36,11 @@
 // With --shared, run (and acquire) take a shared (read) hold of the lock:
 // shared runs run side by side, an exclusive run alone.
 //
+// With several locks, run holds them in one session; with --set, as one
+// lock set instead, taken in one call, every one or none, so that runs
+// naming the same locks in any order never deadlock. lockset acquire,
+// renew and release are a set's single calls.
+//
 // list prints the held locks of a namespace.
 //
 // watch prints the events of a lock as they happen, from the gateway's

@@ -23,6 +23,16 @@ Usage:
       acquire --session joins it; one keep renews every grant of it; end
       releases them all. --session - reads it from stdin; $LOCKGATE_SESSION
       also works.
+  lockctl lockset acquire namespace/name... [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]
+  lockctl lockset renew namespace/name... --token T [--ttl D] [--json]
+  lockctl lockset release namespace/name... --token T [--json]
+      A lock set: up to 16 locks (arguments, or separated by commas) taken in
+      one call, every one or none, each with its own fencing token. acquire
+      prints the set's token (a secret); renew and release take it with the
+      same locks, and renew or release them all in one call. Sets take their
+      locks in one order, so two that name the same locks never deadlock.
+      release exits 81 when the set no longer held some of its locks (it
+      releases the others).
   lockctl release namespace/name [--semaphore] --token T
   lockctl renew namespace/name [--semaphore] --token T [--ttl D] [--json]
       --token - reads the owner token from stdin; $LOCKGATE_LOCK_TOKEN also works.
@@ -51,7 +61,7 @@ Usage:
       permits to waiters at once; a lowered one takes none back. Acquires
       must then send the new --limit until the semaphore is idle. Exit 1
       when it is idle (nobody holds or waits): the next acquire's limit applies.
-  lockctl run namespace/name [namespace/name...] [--session] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]
+  lockctl run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
       token is readable by processes of the same user), and lockctl's own
@@ -85,6 +95,12 @@ Usage:
       the command gets LOCKGATE_SESSION (the id, never the token) and
       LOCKGATE_FENCING_TOKENS ("ns/a=12 ns/b=7"), LOCKGATE_FENCING_TOKEN the
       first lock's; losing any of them is losing the lease.
+      With --set, it holds the locks as one lock set instead (see lockset):
+      every one or none, so runs that name the same locks in any order never
+      deadlock; one renewal every third of --ttl for all, one release when
+      the command exits. The command gets LOCKGATE_LOCK_SET ("ns/a,ns/b"),
+      LOCKGATE_FENCING_TOKENS and LOCKGATE_FENCING_TOKEN as above; losing any
+      lock of the set is losing the lease.
       A command may exit 80-85 itself: when the code is lockctl's own, a line
       "lockctl: ..." on stderr says why (acquire failed, lease lost); the
       command's own code passes through without one.

@@ -26,6 +26,7 @@ var commands = map[string]func(context.Context, cli, []string) error{
 	"run":     cmdRun,
 	"token":   cmdToken,
 	"session": cmdSession,
+	"lockset": cmdLockSet,
 }
 
 // run is lockctl with its arguments (args[0] is the program name),

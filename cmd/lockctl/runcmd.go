@@ -25,13 +25,14 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [namespace/name...] [--session] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]"
+	const usage = "run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--kill-after 10s] [--no-token-env] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
 	killAfter := fset.Duration("kill-after", 10*time.Second, "how long the command has between SIGTERM and SIGKILL, when lockctl stops it: after a lost lease, or after SIGINT or SIGTERM to lockctl")
 	noToken := fset.Bool("no-token-env", false, "do not pass LOCKGATE_TOKEN on to the command (a nested lockctl in it then needs a token of its own)")
 	inSession := fset.Bool("session", false, "hold the lock in a session, as run does with several locks: one keep-alive for all, one end")
+	asSet := fset.Bool("set", false, "hold the locks (up to 16, also separated by commas) as one lock set: every one or none, taken in one call, so runs that name them in any order never deadlock")
 	pos, argv, dashes, err := parseArgs(fset, args)
 	if err != nil {
 		return err
@@ -44,16 +45,26 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	case *killAfter < 0:
 		return usagef("--kill-after must not be negative")
 	}
-	ls := make([]lockName, len(pos))
-	for i, p := range pos {
-		if ls[i], err = parseLockName(p); err != nil {
+	var ls []lockName
+	if *asSet {
+		if ls, err = parseSetLocks(pos); err != nil {
 			return err
 		}
-		ls[i].semaphore = af.limit > 0
+	} else {
+		ls = make([]lockName, len(pos))
+		for i, p := range pos {
+			if ls[i], err = parseLockName(p); err != nil {
+				return err
+			}
+			ls[i].semaphore = af.limit > 0
+		}
 	}
 	l := ls[0]
 	if err := af.check(); err != nil {
 		return err
+	}
+	if *asSet && (*inSession || af.shared || af.limit > 0 || af.value != "") {
+		return usagef("--set takes exclusive locks of their own lease: not with --session, --shared, --limit or --value")
 	}
 	if af.ttl < 3*time.Millisecond {
 		return usagef("run needs --ttl of at least 3ms: it renews every third of it")
@@ -68,6 +79,10 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
+
+	if *asSet {
+		return runLockSet(ctx, c, cl, ls, af, argv, childEnv(os.Environ(), *noToken), sigs, *killAfter)
+	}
 
 	// Inside a run of the same lock, re-enter the outer run's grant rather
 	// than wait on ourselves. The outer run keeps renewing the lease while
@@ -204,22 +219,33 @@ func childEnv(environ []string, noToken bool) []string {
 // when a forwarded signal arrives first. A grant that races the signal is
 // released.
 func acquireOrSignal(ctx context.Context, cl *client, l lockName, af *acquireFlags, sigs <-chan os.Signal) (grant, time.Time, error) {
+	return orSignal(ctx, sigs, "acquire "+l.String(),
+		func(ctx context.Context) (grant, time.Time, error) { return acquireWaiting(ctx, cl, l, af) },
+		func(ctx context.Context, g grant) { cl.release(ctx, l, g.Token) })
+}
+
+// orSignal runs acquire, which takes what is named what, and gives up as
+// a shell would (128+N) when a forwarded signal arrives first. What
+// acquire took while the signal came is given back with release.
+func orSignal[G any](ctx context.Context, sigs <-chan os.Signal, what string,
+	acquire func(context.Context) (G, time.Time, error), release func(context.Context, G)) (G, time.Time, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
-		g    grant
+		g    G
 		sent time.Time
 		err  error
 	}
 	got := make(chan result, 1)
 	go func() {
-		g, sent, err := acquireWaiting(actx, cl, l, af)
+		g, sent, err := acquire(actx)
 		got <- result{g, sent, err}
 	}()
+	var none G
 	select {
 	case r := <-got:
 		if r.err != nil {
-			return grant{}, time.Time{}, fmt.Errorf("acquire %s: %w", l, r.err)
+			return none, time.Time{}, fmt.Errorf("%s: %w", what, r.err)
 		}
 		return r.g, r.sent, nil
 	case sig := <-sigs:
@@ -227,9 +253,9 @@ func acquireOrSignal(ctx context.Context, cl *client, l lockName, af *acquireFla
 		if r := <-got; r.err == nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			defer rcancel()
-			cl.release(rctx, l, r.g.Token)
+			release(rctx, r.g)
 		}
-		return grant{}, time.Time{}, exitStatus(exitSignalBase + signalNumber(sig))
+		return none, time.Time{}, exitStatus(exitSignalBase + signalNumber(sig))
 	}
 }
 

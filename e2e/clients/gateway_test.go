@@ -34,8 +34,18 @@ type gateway struct {
 // when the test ends.
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
+	return startGatewayEnv(t, nil)
+}
+
+// startGatewayEnv is startGateway with more environment: the flags of
+// callbacks, say.
+func startGatewayEnv(t *testing.T, more map[string]string) *gateway {
+	t.Helper()
 	rs := redistest.Start(t)
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
+	for k, v := range more {
+		env[k] = v
+	}
 	g := gatewaytest.Start(t, env, "--log-level", "warn", "--redis-url", rs.URL())
 	return &gateway{URL: g.URL, Redis: rs}
 }

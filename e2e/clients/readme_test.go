@@ -116,6 +116,7 @@ var readmeSpecs = map[string]readmeSpec{
 	"Re-entrant holds#0": {want: []string{"204\n"}},
 	"Sessions: one lease for many locks#0": {want: []string{`{"lock":"demo/shard-3","fencing_token":`,
 		`{"renewed":3,"gone":[]}`, `{"released":3}`, `{"event":"released","session":"`}},
+	"Lock sets: every lock or none#1": {want: []string{"holding demo/acct-1,demo/ledger: demo/acct-1=", " demo/ledger=", "released\n"}},
 	"One leader among N replicas#0": {want: []string{`"lock":"demo/leader"`, "204\n"}, check: func(t *testing.T, out string) {
 		if n := strings.Count(out, "204\n"); n != 2 {
 			t.Errorf("One leader among N replicas: %d releases answered 204, want 2:\n%s", n, out)

@@ -4,6 +4,10 @@ answer was lost with the same Idempotency-Key; keeps the lease alive while
 working; writes to a fenced resource with the lock's fencing token; and
 releases. The standard library only (urllib, json, threading).
 
+The Client also takes lock sets (every lock or none: acquire_set,
+holding_set), tickets that wait longer than one call (open_ticket,
+poll_ticket, optionally with a callback_url), sessions, and watches.
+
 Configure with LOCKGATE_URL and LOCKGATE_TOKEN (a JWT); LOCK, TTL_MS,
 WAIT_MS and WORK_MS are optional.
 
@@ -11,6 +15,7 @@ Exit codes: 0 done, 1 the lock stayed held, 2 any other error, 3 the lease
 was lost while working.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -60,10 +65,11 @@ class Client:
         self.opener = urllib.request.build_opener(NoRedirect)
 
     def call(self, method, lock, suffix="", body=None, lock_token=None, wait_ms=0, idempotency_key=None,
-             session_token=None, kind="locks"):
+             session_token=None, kind="locks", ticket_token=None, prefer=None):
         namespace, name = lock_path(lock)
         path = f"/{kind}/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{suffix}"
-        headers = {"Lock-Token": lock_token, "Idempotency-Key": idempotency_key, "Session-Token": session_token}
+        headers = {"Lock-Token": lock_token, "Idempotency-Key": idempotency_key, "Session-Token": session_token,
+                   "Ticket-Token": ticket_token, "Prefer": prefer}
         return self.send(method, path, body, headers, wait_ms)
 
     def send(self, method, path, body=None, headers=None, wait_ms=0):
@@ -166,6 +172,97 @@ class Client:
         """Ends the session, releasing every grant of it."""
         return self.send("DELETE", "/sessions/" + session["session"], headers={"Session-Token": session["session_token"]})[1]
 
+    def acquire_set(self, locks, ttl_ms=None, wait_ms=0, owner=None):
+        """Takes every lock of locks (up to 16 "namespace/name") or none,
+        waiting up to wait_ms (at most the gateway's --max-wait) for all of
+        them. Returns the set: its token (a secret) and each lock with its
+        own fencing token, in the order asked ({"token", "locks": [{"lock",
+        "fencing_token", ...}], "ttl_ms", "renew_after_ms", ...}). Raises
+        Problem lock_held (409) when a lock stayed held: then none is held.
+        Every set takes its locks in one order, so two sets that name the
+        same locks, in any order, never deadlock."""
+        body = {"locks": ",".join(locks), "wait_ms": wait_ms}
+        if ttl_ms:
+            body["ttl_ms"] = ttl_ms
+        if owner:
+            body["owner"] = owner
+        return self.send("POST", "/lock-sets", body, wait_ms=wait_ms)[1]
+
+    def renew_set(self, lock_set):
+        """Renews every lock of the set (acquire_set's answer) to the TTL it
+        was acquired with, in one call. Raises Problem not_holder (409) when
+        one of them ended (its lease, a break): the set is no longer whole,
+        so stop the work and release it."""
+        return self.send("PUT", "/lock-sets/lease?" + set_query(lock_set), headers={"Lock-Token": lock_set["token"]})[1]
+
+    def release_set(self, lock_set):
+        """Releases every lock of the set in one call. Returns {"released":
+        [...], "gone": [...]}: gone names the locks the set no longer held
+        (a lease that ended, a break)."""
+        return self.send("DELETE", "/lock-sets?" + set_query(lock_set), headers={"Lock-Token": lock_set["token"]})[1]
+
+    @contextlib.contextmanager
+    def holding_set(self, locks, ttl_ms=None, wait_ms=0, owner=None):
+        """For a with block: takes every lock of locks or none (raising
+        Problem lock_held), renews them all from a thread while the block
+        runs, and releases them all after it. Yields the SetKeepAlive: its
+        lock_set has each lock's fencing token, and its lost event says the
+        set is no longer whole (stop the work: someone else may hold one of
+        its locks now). lost is also set when the release finds a lock gone."""
+        keeper = SetKeepAlive(self, self.acquire_set(locks, ttl_ms, wait_ms, owner))
+        keeper.start()
+        try:
+            yield keeper
+        finally:
+            keeper.stop()
+            try:
+                gone = self.release_set(keeper.lock_set)["gone"]
+                if gone and not keeper.lost.is_set():
+                    keeper.why = "the set no longer held " + ", ".join(gone)
+                    keeper.lost.set()
+            except Problem as p:
+                if not keeper.lost.is_set():
+                    keeper.why = str(p)
+                    keeper.lost.set()
+            except OSError as e:
+                print(f"release set {keeper.lock}: {e}; its locks are left to expire", file=sys.stderr)
+
+    def open_ticket(self, lock, ttl_ms, wait_ms, owner=None, callback_url=None):
+        """Acquires with Prefer: respond-async: the grant (a dict with
+        "token") when the lock is free, else a ticket that keeps a place in
+        the lock's queue for up to wait_ms (at most the gateway's
+        --max-ticket-wait) with no connection held open: {"ticket",
+        "ticket_token" (a secret), "rank", "poll_within_ms", ...}. Poll it
+        with poll_ticket at least every poll_within_ms, or it is dropped.
+
+        With callback_url (an address the gateway's --callback-allow
+        lists), the gateway POSTs a signed notification there when the lock
+        is handed to the ticket: check it with verify_callback.py's
+        verify_callback, then poll. It is a hint only: the grant is the
+        poll's, and polling within poll_within_ms is still needed."""
+        body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms}
+        if owner:
+            body["owner"] = owner
+        if callback_url:
+            body["callback_url"] = callback_url
+        return self.call("POST", lock, body=body, prefer="respond-async")[1]
+
+    def poll_ticket(self, lock, ticket, wait_s=0):
+        """Polls the ticket (open_ticket's answer): the grant once the lock
+        reached it (its token is the ticket token: renew and release with
+        it), else where it stands ({"rank", "poll_within_ms", ...}). With
+        wait_s (at most 30) it long-polls: it answers when the lock reaches
+        the ticket, or when wait_s ends. Raises Problem not_found (404) when
+        the ticket is gone (its wait ran out, or it was not polled in time)."""
+        prefer = f"wait={int(wait_s)}" if wait_s else None
+        return self.call("GET", lock, "/tickets/" + urllib.parse.quote(ticket["ticket"]),
+                         ticket_token=ticket["ticket_token"], prefer=prefer, wait_ms=wait_s * 1000)[1]
+
+    def close_ticket(self, lock, ticket):
+        """Leaves the queue, and releases the grant the ticket was handed, if any."""
+        return self.call("DELETE", lock, "/tickets/" + urllib.parse.quote(ticket["ticket"]),
+                         ticket_token=ticket["ticket_token"])[0]
+
     def inspect(self, lock):
         """Who holds the lock (its value, fencing token, ...), or None when nobody does."""
         try:
@@ -238,6 +335,16 @@ class Client:
                 time.sleep(0.2 * failures)
 
 
+def is_grant(answer):
+    """Tells a grant from a ticket or a ticket's status."""
+    return "token" in answer
+
+
+def set_query(lock_set):
+    """The query that names a set's locks in its renewal and release."""
+    return urllib.parse.urlencode({"locks": ",".join(lock["lock"] for lock in lock_set["locks"])})
+
+
 def lock_path(lock):
     parts = lock.split("/")
     if len(parts) != 2 or not all(parts):
@@ -260,10 +367,13 @@ class KeepAlive(threading.Thread):
         self.why = ""
         self.renewals = 0
 
+    def renew_once(self):
+        self.client.renew(self.lock, self.token)
+
     def run(self):
         while not self.stopped.wait(self.interval):
             try:
-                self.client.renew(self.lock, self.token)
+                self.renew_once()
                 self.renewals += 1
             except Problem as p:
                 if p.status in (404, 409):
@@ -278,6 +388,19 @@ class KeepAlive(threading.Thread):
         """Stops renewing, after any renewal in flight, so none races the release."""
         self.stopped.set()
         self.join()
+
+
+class SetKeepAlive(KeepAlive):
+    """KeepAlive for a lock set: one call renews every lock of it, and
+    `lost` is set when one of them ended: the set is no longer whole."""
+
+    def __init__(self, client, lock_set):
+        names = ", ".join(lock["lock"] for lock in lock_set["locks"])
+        super().__init__(client, names, lock_set["token"], lock_set["renew_after_ms"])
+        self.lock_set = lock_set
+
+    def renew_once(self):
+        self.client.renew_set(self.lock_set)
 
 
 class StaleFence(Exception):

@@ -75,32 +75,30 @@ export async function resizeSemaphore(client: Client, semaphore: string, limit: 
   return data;
 }
 
+/** A renewal's outcome: renewed, lost (the work must stop), or failed for now (try again). */
+type Renewal = { renewed: true } | { renewed: false; lost: boolean; why: string };
+
 /**
- * Renews the lease every renewAfterMs (the grant's renew_after_ms, a third
- * of its TTL; a renew without a body keeps the TTL) until stopped. onLost
- * is called once when the gateway says the token no longer holds the lock:
- * the work must stop, since someone else may hold it now.
+ * Calls renew every renewAfterMs until stopped, or until it says the lease
+ * is lost: then onLost is called once.
  */
-export function keepAlive(client: Client, lock: string, token: string, renewAfterMs: number, onLost: (why: string) => void) {
-  const path = lockPath(lock);
+function renewEvery(what: string, renewAfterMs: number, renew: () => Promise<Renewal>, onLost: (why: string) => void) {
   let renewals = 0;
   let inFlight: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
     inFlight = (async () => {
       try {
-        const { data, error, response } = await client.PUT("/locks/{namespace}/{name}/lease", {
-          params: { path, header: { "Lock-Token": token } },
-        });
-        if (data) {
+        const r = await renew();
+        if (r.renewed) {
           renewals++;
-        } else if (response.status === 409) {
+        } else if (r.lost) {
           clearInterval(timer);
-          onLost(describe(error, response.status));
+          onLost(r.why);
         } else {
-          console.error(`renew ${lock}: ${describe(error, response.status)}; retrying`);
+          console.error(`renew ${what}: ${r.why}; retrying`);
         }
       } catch (err) {
-        console.error(`renew ${lock}: ${(err as Error).message}; retrying`);
+        console.error(`renew ${what}: ${(err as Error).message}; retrying`);
       }
     })();
   }, renewAfterMs);
@@ -114,6 +112,22 @@ export function keepAlive(client: Client, lock: string, token: string, renewAfte
       await inFlight;
     },
   };
+}
+
+/**
+ * Renews the lease every renewAfterMs (the grant's renew_after_ms, a third
+ * of its TTL; a renew without a body keeps the TTL) until stopped. onLost
+ * is called once when the gateway says the token no longer holds the lock:
+ * the work must stop, since someone else may hold it now.
+ */
+export function keepAlive(client: Client, lock: string, token: string, renewAfterMs: number, onLost: (why: string) => void) {
+  const path = lockPath(lock);
+  return renewEvery(lock, renewAfterMs, async () => {
+    const { data, error, response } = await client.PUT("/locks/{namespace}/{name}/lease", {
+      params: { path, header: { "Lock-Token": token } },
+    });
+    return data ? { renewed: true } : { renewed: false, lost: response.status === 409, why: describe(error, response.status) };
+  }, onLost);
 }
 
 /**
@@ -256,4 +270,186 @@ export async function* watchLock(baseUrl: string, jwt: string, lock: string, sig
       console.error(`watch ${lock}: ${(err as Error).message}; reconnecting`);
     }
   }
+}
+
+export type LockSet = components["schemas"]["LockSet"];
+export type LockSetLease = components["schemas"]["LockSetLease"];
+export type LockSetReleased = components["schemas"]["LockSetReleased"];
+
+/** What a lock set asks for besides its locks; the gateway's defaults for what is left out. */
+export interface SetOptions {
+  /** Lease of every lock (default 30 s). */
+  ttlMs?: number;
+  /** How long to wait for every lock to be free, at most the gateway's --max-wait (default 0). */
+  waitMs?: number;
+  /** A label inspect shows on each lock. */
+  owner?: string;
+}
+
+/** The query that names a set's locks in its renewal and release. */
+function setLocks(set: LockSet): { locks: string } {
+  return { locks: set.locks.map((l) => l.lock).join(",") };
+}
+
+/**
+ * Takes every lock of locks (up to 16 "namespace/name") or none. Resolves
+ * to the set: its token (a secret) and each lock with its own fencing
+ * token, in the order asked; or to undefined when a lock stayed held (409
+ * lock_held): then none of them is held. Every set takes its locks in one
+ * order, so two sets that name the same locks, in any order, never
+ * deadlock. Rejects on any other error.
+ */
+export async function acquireSet(client: Client, locks: string[], opts: SetOptions = {}): Promise<LockSet | undefined> {
+  const { data, error, response } = await client.POST("/lock-sets", {
+    body: { locks: locks.join(","), ttl_ms: opts.ttlMs, wait_ms: opts.waitMs, owner: opts.owner },
+  });
+  if (data) {
+    return data;
+  }
+  if (response.status === 409) {
+    return undefined;
+  }
+  throw new Error(`acquire set ${locks.join(", ")}: ${describe(error, response.status)}`);
+}
+
+/**
+ * Renews every lock of the set in one call, to the TTL it was acquired
+ * with. Resolves to the new leases, or to undefined when one of its locks
+ * ended (409 not_holder: its lease, a break): the set is no longer whole,
+ * so stop the work and release it. Rejects on any other error.
+ */
+export async function renewSet(client: Client, set: LockSet): Promise<LockSetLease | undefined> {
+  const { data, error, response } = await client.PUT("/lock-sets/lease", {
+    params: { query: setLocks(set), header: { "Lock-Token": set.token } },
+  });
+  if (data) {
+    return data;
+  }
+  if (response.status === 409) {
+    return undefined;
+  }
+  throw new Error(`renew set: ${describe(error, response.status)}`);
+}
+
+/**
+ * Releases every lock of the set in one call. Resolves to the locks
+ * released and those the set no longer held (gone: a lease that ended, a
+ * break). Rejects on an error answer (409 not_holder when it held none).
+ */
+export async function releaseSet(client: Client, set: LockSet): Promise<LockSetReleased> {
+  const { data, error, response } = await client.DELETE("/lock-sets", {
+    params: { query: setLocks(set), header: { "Lock-Token": set.token } },
+  });
+  if (!data) {
+    throw new Error(`release set: ${describe(error, response.status)}`);
+  }
+  return data;
+}
+
+/** keepAlive for a lock set: one call every renewAfterMs renews all its locks; onLost when one of them ended. */
+export function keepSetAlive(client: Client, set: LockSet, onLost: (why: string) => void) {
+  const what = `set ${set.locks.map((l) => l.lock).join(", ")}`;
+  return renewEvery(what, set.renew_after_ms, async () => {
+    const { data, error, response } = await client.PUT("/lock-sets/lease", {
+      params: { query: setLocks(set), header: { "Lock-Token": set.token } },
+    });
+    return data ? { renewed: true } : { renewed: false, lost: response.status === 409, why: describe(error, response.status) };
+  }, onLost);
+}
+
+/**
+ * Runs work while holding every lock of locks: takes the set (or rejects,
+ * holding none, when a lock stays held), renews it while work runs, and
+ * releases it after, whatever work does. work gets the set (each lock's
+ * fencing token) and a signal that aborts when the set is no longer whole:
+ * stop then, since someone else may hold one of its locks. Resolves to
+ * what work resolves to, and rejects when the set was lost meanwhile
+ * (a renewal, or the release, found a lock gone), even if work succeeded.
+ */
+export async function withLockSet<T>(client: Client, locks: string[], opts: SetOptions,
+  work: (set: LockSet, lost: AbortSignal, renewals: () => number) => Promise<T>): Promise<T> {
+  const set = await acquireSet(client, locks, opts);
+  if (!set) {
+    throw new Error(`acquire set ${locks.join(", ")}: a lock is held (lock_held); none was taken`);
+  }
+  const lost = new AbortController();
+  const keeper = keepSetAlive(client, set, (why) => lost.abort(why));
+  let result: T;
+  try {
+    result = await work(set, lost.signal, () => keeper.renewals);
+  } finally {
+    await keeper.stop();
+    try {
+      const { gone } = await releaseSet(client, set);
+      if (gone.length > 0 && !lost.signal.aborted) {
+        lost.abort(`the set no longer held ${gone.join(", ")}`);
+      }
+    } catch (err) {
+      if (!lost.signal.aborted) {
+        lost.abort((err as Error).message);
+      }
+    }
+  }
+  if (lost.signal.aborted) {
+    throw new Error(`lease on set ${locks.join(", ")} lost: ${String(lost.signal.reason)}`);
+  }
+  return result;
+}
+
+export type TicketGranted = components["schemas"]["TicketGranted"];
+
+/** What a ticket asks for besides its lock and wait; the gateway's defaults for what is left out. */
+export interface TicketOptions {
+  /** The grant's lease, from its pick-up (default 30 s). */
+  ttlMs?: number;
+  /** A label inspect shows. */
+  owner?: string;
+  /**
+   * Where the gateway POSTs a signed notification (TicketGranted) when the
+   * lock is handed to the ticket; the gateway's --callback-allow must list
+   * it. Check it with verifyCallback (callbacks.ts), then poll.
+   */
+  callbackUrl?: string;
+}
+
+/**
+ * Acquires with Prefer: respond-async: resolves to the grant when the lock
+ * is free, else to a ticket that keeps a place in the lock's queue for up
+ * to waitMs (at most the gateway's --max-ticket-wait) with no connection
+ * held open. Poll it with pollTicket at least every poll_within_ms, or it
+ * is dropped. A callback (opts.callbackUrl) is a hint only: the grant is
+ * the poll's. Rejects on an error answer (409 lock_held without a wait).
+ */
+export async function openTicket(client: Client, lock: string, waitMs: number, opts: TicketOptions = {}): Promise<Grant | Ticket> {
+  const { data, error, response } = await client.POST("/locks/{namespace}/{name}", {
+    params: { path: lockPath(lock), header: { Prefer: "respond-async" } },
+    body: { ttl_ms: opts.ttlMs, wait_ms: waitMs, owner: opts.owner, callback_url: opts.callbackUrl },
+  });
+  if (!data) {
+    throw new Error(`open a ticket for ${lock}: ${describe(error, response.status)}`);
+  }
+  return data;
+}
+
+/**
+ * Polls the ticket: resolves to the grant once the lock reached it (its
+ * token is the ticket token: renew and release with it), else to where the
+ * ticket stands (rank, poll_within_ms); to undefined when the ticket is gone
+ * (404: its wait ran out, or it was not polled in time). With waitS (at
+ * most 30) it long-polls. Rejects on any other error.
+ */
+export async function pollTicket(client: Client, lock: string, ticket: { ticket: string; ticket_token: string }, waitS = 0): Promise<Grant | TicketStatus | undefined> {
+  const { data, error, response } = await client.GET("/locks/{namespace}/{name}/tickets/{ticket}", {
+    params: {
+      path: { ...lockPath(lock), ticket: ticket.ticket },
+      header: { "Ticket-Token": ticket.ticket_token, Prefer: waitS > 0 ? `wait=${Math.floor(waitS)}` : undefined },
+    },
+  });
+  if (data) {
+    return data;
+  }
+  if (response.status === 404) {
+    return undefined;
+  }
+  throw new Error(`poll the ticket for ${lock}: ${describe(error, response.status)}`);
 }

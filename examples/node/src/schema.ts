@@ -559,6 +559,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/ui/api/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the bearer is, and the namespaces its token grants.
+         * @description For the dashboard, which cannot read this from the token itself
+         *     (the claim is `--jwt-ns-claim`'s, and a `--policy` may grant
+         *     namespaces by other claims): the bearer's subject and the namespace
+         *     globs its token grants and administers. Never the token, nor any
+         *     other claim. Served beside the dashboard, only by a gateway started
+         *     with `--ui`: without it, this path is a 404 `not_found` like any
+         *     other unknown path. Like any call, it counts against the subject's
+         *     rate.
+         */
+        get: operations["whoAmI"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1174,6 +1201,40 @@ export interface components {
             released: string[];
             /** @description The locks the set no longer held. */
             gone: string[];
+        };
+        /**
+         * @description The body of a ticket's callback (Standard Webhooks' shape): the
+         *     lock was handed to the ticket, which a poll picks up.
+         */
+        TicketGranted: {
+            /** @enum {string} */
+            type: "ticket.granted";
+            /**
+             * Format: date-time
+             * @description When this attempt was sent (a retry has its own; `webhook-id` stays).
+             */
+            timestamp: string;
+            data: {
+                /** @description The lock, `namespace/name`. */
+                lock: string;
+                /** @description The ticket's id; never its token. */
+                ticket: string;
+                /** @description The ticket's path on the gateway, `/locks/{namespace}/{name}/tickets/{ticket}`; poll it with the ticket token. */
+                poll_url: string;
+                /**
+                 * Format: int64
+                 * @description How long the grant waits for a poll to pick it up before it passes to the next in line.
+                 */
+                pick_up_within_ms: number;
+            };
+        };
+        WhoAmI: {
+            /** @description The caller, as locks show it, `iss#sub` (`sub` alone for a token without `iss`). */
+            subject: string;
+            /** @description The namespace globs the token grants (`billing`, `etl-*`, `*`); a glob names no one namespace to list. */
+            namespaces: string[];
+            /** @description The namespace globs the token administers (break locks, resize semaphores). */
+            admin_namespaces: string[];
         };
         SessionEnded: {
             session: string;
@@ -2558,6 +2619,41 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    whoAmI: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The bearer. */
+            200: {
+                headers: {
+                    /** @description `no-store` */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhoAmI"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description The gateway runs without `--ui`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
             default: components["responses"]["Error"];
         };
     };
