@@ -54,7 +54,13 @@ type op struct {
 	code string
 	// limit is the limit a semaphore's acquire sent, or a resize set.
 	limit int
+	// also are the other names one call acted on, recorded once per name
+	// (a session's keep-alive or end): its answer is theirs too.
+	also []string
 }
+
+// names are every name o's call acted on.
+func (o op) names() []string { return append([]string{o.lock}, o.also...) }
 
 // grantRec is everything a client did with one grant.
 type grantRec struct {

@@ -317,7 +317,7 @@ func (sr *sessionRun) keep(ctx context.Context) {
 	}
 	for _, g := range live {
 		e := o
-		e.lock = g.name
+		e.lock, e.also = g.name, sr.others(live, g)
 		if g.rec != nil {
 			e.fence = g.rec.fence
 		}
@@ -494,6 +494,17 @@ func (sr *sessionRun) freed(ctx context.Context, from time.Time, counts func(*se
 			time.Sleep(50 * time.Millisecond) // poll interval
 		}
 	}
+}
+
+// others are the names of gs but g's: what one keep-alive acts on beside g.
+func (sr *sessionRun) others(gs []*sessGrant, g *sessGrant) []string {
+	var ns []string
+	for _, o := range gs {
+		if o != g {
+			ns = append(ns, o.name)
+		}
+	}
+	return ns
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,7 +95,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	ops := append(append([]op(nil), out.locks.ops...), out.sems.ops...)
 	total503 := 0
 	for _, m := range migs {
-		s := m.seen(ops)
+		s := m.seen(ops, migs)
 		total503 += s.unavailable
 		t.Logf("%s: slot %d, %d keys from node %d to %d in %v: %d calls during it, answered %v; after it, %d answered 503, the last %v after it closed; first success %v after",
 			m.name, m.Slot, m.Keys, m.From, m.To, m.Closed.Sub(m.Opened).Round(time.Millisecond),
@@ -156,10 +157,15 @@ type migrationSeen struct {
 	firstOK     time.Duration // from the close to the first 2xx of a call made after it
 }
 
-func (m nameMigration) seen(ops []op) migrationSeen {
+func (m nameMigration) seen(ops []op, migs []nameMigration) migrationSeen {
 	s := migrationSeen{byStatus: make(map[int]int), firstOK: -1}
 	for _, o := range ops {
 		if o.lock != m.name {
+			continue
+		}
+		if o.status == http.StatusServiceUnavailable && len(o.also) > 0 && nearMigration(o, migs) {
+			// A call on several names (a session's keep-alive) is
+			// unavailable while any of them moves: not this one's fault.
 			continue
 		}
 		if o.call.Before(m.Closed) && o.ret.After(m.Opened) {
@@ -196,17 +202,22 @@ func outside503(ops []op, migs []nameMigration) int {
 		if o.status != http.StatusServiceUnavailable {
 			continue
 		}
-		near := false
-		for _, m := range migs {
-			if m.name == o.lock && o.ret.After(m.Opened) && o.call.Before(m.Closed.Add(migrationSettle)) {
-				near = true
-			}
-		}
-		if !near {
+		if !nearMigration(o, migs) {
 			n++
 		}
 	}
 	return n
+}
+
+// nearMigration says whether a name o's call acted on was moving, or had
+// just moved, while it ran.
+func nearMigration(o op, migs []nameMigration) bool {
+	for _, m := range migs {
+		if slices.Contains(o.names(), m.name) && o.ret.After(m.Opened) && o.call.Before(m.Closed.Add(migrationSettle)) {
+			return true
+		}
+	}
+	return false
 }
 
 // onNewOwner checks, once the round is over (every name free), that m's
