@@ -163,11 +163,6 @@ func (m nameMigration) seen(ops []op, migs []nameMigration) migrationSeen {
 		if o.lock != m.name {
 			continue
 		}
-		if o.status == http.StatusServiceUnavailable && len(o.also) > 0 && nearMigration(o, migs) {
-			// A call on several names (a session's keep-alive) is
-			// unavailable while any of them moves: not this one's fault.
-			continue
-		}
 		if o.call.Before(m.Closed) && o.ret.After(m.Opened) {
 			s.during++
 			s.byStatus[o.status]++
@@ -180,6 +175,11 @@ func (m nameMigration) seen(ops []op, migs []nameMigration) migrationSeen {
 			continue
 		}
 		since := o.ret.Sub(m.Closed)
+		if o.status == http.StatusServiceUnavailable && nearMigration(o, migs, m.name) {
+			// A call on several names (a session's keep-alive) is
+			// unavailable while any of them moves: not this one's fault.
+			continue
+		}
 		switch {
 		case o.status == http.StatusServiceUnavailable:
 			s.after503++
@@ -202,18 +202,18 @@ func outside503(ops []op, migs []nameMigration) int {
 		if o.status != http.StatusServiceUnavailable {
 			continue
 		}
-		if !nearMigration(o, migs) {
+		if !nearMigration(o, migs, "") {
 			n++
 		}
 	}
 	return n
 }
 
-// nearMigration says whether a name o's call acted on was moving, or had
-// just moved, while it ran.
-func nearMigration(o op, migs []nameMigration) bool {
+// nearMigration says whether a name o's call acted on, but except, was
+// moving, or had just moved, while it ran.
+func nearMigration(o op, migs []nameMigration, except string) bool {
 	for _, m := range migs {
-		if slices.Contains(o.names(), m.name) && o.ret.After(m.Opened) && o.call.Before(m.Closed.Add(migrationSettle)) {
+		if m.name != except && slices.Contains(o.names(), m.name) && o.ret.After(m.Opened) && o.call.Before(m.Closed.Add(migrationSettle)) {
 			return true
 		}
 	}
