@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +30,10 @@ import (
 //   - each migration ran under load (calls on its name while the slot was
 //     half moved) and moved keys;
 //   - from migrationSettle after a migration closed, no call on its name
-//     answers 503, and afterwards the name's keys are all on the new owner
-//     and each gateway grants it there.
+//     answers 503 (a lock set's call is on every lock of its set: a 503
+//     that another of them was migrating for counts against that one),
+//     and afterwards the name's keys are all on the new owner and each
+//     gateway grants it there.
 //
 // It logs what callers saw during each migration: the answers, by status,
 // and the error replies Redis sent (counted by the proxies).
@@ -92,9 +95,10 @@ func TestClusterSlotMigration(t *testing.T) {
 		problems = append(problems, fmt.Sprintf("only %d of the round's 6 slots migrated under load: lengthen migrationRound", len(migs)))
 	}
 	ops := append(append([]op(nil), out.locks.ops...), out.sems.ops...)
+	sets := setsOf(ops)
 	total503 := 0
 	for _, m := range migs {
-		s := m.seen(ops)
+		s := m.seen(ops, func(o op) bool { return nearOther(o, m.name, sets, migs) })
 		total503 += s.unavailable
 		t.Logf("%s: slot %d, %d keys from node %d to %d in %v: %d calls during it, answered %v; after it, %d answered 503, the last %v after it closed; first success %v after",
 			m.name, m.Slot, m.Keys, m.From, m.To, m.Closed.Sub(m.Opened).Round(time.Millisecond),
@@ -111,8 +115,8 @@ func TestClusterSlotMigration(t *testing.T) {
 		problems = append(problems, f.onNewOwner(t, pc.cluster, m)...)
 	}
 	t.Logf("%d calls, %d answered 503 during or just after a migration, %d outside; Redis's error replies to the gateways: %v",
-		len(ops), total503, outside503(ops, migs), errs)
-	if n := outside503(ops, migs); n > 0 {
+		len(ops), total503, outside503(ops, sets, migs), errs)
+	if n := outside503(ops, sets, migs); n > 0 {
 		problems = append(problems, fmt.Sprintf("%d calls answered 503 away from every migration, with nothing else faulted", n))
 	}
 	if len(problems) > 0 {
@@ -156,7 +160,10 @@ type migrationSeen struct {
 	firstOK     time.Duration // from the close to the first 2xx of a call made after it
 }
 
-func (m nameMigration) seen(ops []op) migrationSeen {
+// A 503 of a call made after it closed does not count against it when
+// elsewhere says another migration explains it (a lock set's call, on a
+// lock whose slot was moving).
+func (m nameMigration) seen(ops []op, elsewhere func(op) bool) migrationSeen {
 	s := migrationSeen{byStatus: make(map[int]int), firstOK: -1}
 	for _, o := range ops {
 		if o.lock != m.name {
@@ -175,6 +182,7 @@ func (m nameMigration) seen(ops []op) migrationSeen {
 		}
 		since := o.ret.Sub(m.Closed)
 		switch {
+		case o.status == http.StatusServiceUnavailable && elsewhere(o):
 		case o.status == http.StatusServiceUnavailable:
 			s.after503++
 			s.last503 = max(s.last503, since)
@@ -189,24 +197,29 @@ func (m nameMigration) seen(ops []op) migrationSeen {
 }
 
 // outside503 counts the 503s of calls on names that were not migrating
-// then, nor had just migrated.
-func outside503(ops []op, migs []nameMigration) int {
+// then, nor had just migrated: for a lock set's call, none of its set's.
+func outside503(ops []op, sets map[setCall][]string, migs []nameMigration) int {
 	n := 0
 	for _, o := range ops {
-		if o.status != http.StatusServiceUnavailable {
-			continue
-		}
-		near := false
-		for _, m := range migs {
-			if m.name == o.lock && o.ret.After(m.Opened) && o.call.Before(m.Closed.Add(migrationSettle)) {
-				near = true
-			}
-		}
-		if !near {
+		if o.status == http.StatusServiceUnavailable && !slices.ContainsFunc(namesOf(o, sets), func(name string) bool { return nearMigration(o, name, migs) }) {
 			n++
 		}
 	}
 	return n
+}
+
+// nearMigration reports whether o was called while name's slot was
+// moving, or within migrationSettle after.
+func nearMigration(o op, name string, migs []nameMigration) bool {
+	return slices.ContainsFunc(migs, func(m nameMigration) bool {
+		return m.name == name && o.ret.After(m.Opened) && o.call.Before(m.Closed.Add(migrationSettle))
+	})
+}
+
+// nearOther reports whether o is a lock set's call, recorded on name, that
+// another lock of its set was migrating for.
+func nearOther(o op, name string, sets map[setCall][]string, migs []nameMigration) bool {
+	return slices.ContainsFunc(namesOf(o, sets), func(n string) bool { return n != name && nearMigration(o, n, migs) })
 }
 
 // onNewOwner checks, once the round is over (every name free), that m's
