@@ -26,10 +26,13 @@ const (
 	opClose   // a ticket's DELETE
 	opResize  // a semaphore's PUT .../limit, by a holder (fault matrix)
 	opBreak   // an administrator's break (the fault matrix's breaker)
+	// opSetAcquire is a lock set's acquire, recorded once per lock of the
+	// set (the fault matrix's lock-set row).
+	opSetAcquire
 )
 
 func (k opKind) String() string {
-	return [...]string{"acquire", "renew", "release", "reenter", "poll", "close", "resize", "break"}[k]
+	return [...]string{"acquire", "renew", "release", "reenter", "poll", "close", "resize", "break", "set acquire"}[k]
 }
 
 // op is one call as a client saw it: when it was made and when its answer

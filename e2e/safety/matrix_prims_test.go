@@ -23,6 +23,7 @@ var primitives = []primitive{
 	{name: "breaker", cycle: breakerCycle}, // counted by its breaks answered 200
 	{name: "session", cycle: sessionCycle}, // matrix_sessions_test.go
 	{name: "watch", cycle: watchCycle},     // counted by what it saw; matrix_watches_test.go
+	{name: "lockset", cycle: lockSetCycle}, // matrix_locksets_test.go
 }
 
 // primitive is one row of the matrix.

@@ -15,6 +15,8 @@ type roundState struct {
 
 	mu    sync.Mutex
 	notes []roundNote
+	// setRefusals are the lock-set row's renewals that answered 409.
+	setRefusals []setRefusal
 }
 
 // roundNote is a broken promise a client saw; unlessLost: excused when a
@@ -31,6 +33,14 @@ func (rs *roundState) note(f finding, unlessLost bool) {
 	rs.notes = append(rs.notes, roundNote{f: f, unlessLost: unlessLost})
 }
 
+// refusedRenewal records a renewal of a lock set that answered 409, for
+// renewalFindings.
+func (rs *roundState) refusedRenewal(r setRefusal) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.setRefusals = append(rs.setRefusals, r)
+}
+
 // calm reports whether no failover may have lost writes made between from
 // and to (see trusted).
 func (f *faulty) calm(from, to time.Time) bool {
@@ -44,8 +54,8 @@ func (f *faulty) calm(from, to time.Time) bool {
 	return true
 }
 
-// findings returns what the session and watch rows found in the round,
-// once every other check ran (breakFindings cut the broken grants).
+// findings returns what the session, watch and lock-set rows found in the
+// round, once every other check ran (breakFindings cut the broken grants).
 func (rs *roundState) findings(f *faulty) []finding {
 	var fs []finding
 	add := func(n roundNote) {
@@ -62,7 +72,8 @@ func (rs *roundState) findings(f *faulty) []finding {
 		add(n)
 	}
 	rs.watchFindings(f, add)
-	return fs
+	fs = append(fs, rs.locks.renewalFindings(rs.setRefusals)...)
+	return append(fs, rs.locks.setFindings(f.trusted)...)
 }
 
 // counts adds what the rows beyond one history did to a round's counts.

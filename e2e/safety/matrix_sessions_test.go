@@ -315,9 +315,13 @@ func (sr *sessionRun) keep(ctx context.Context) {
 	case unknown(status):
 		sr.lastEnd = maxTime(sr.lastEnd, ret.Add(sr.ttl))
 	}
+	var names []string
+	for _, g := range live {
+		names = append(names, g.name)
+	}
 	for _, g := range live {
 		e := o
-		e.lock, e.also = g.name, sr.others(live, g)
+		e.lock, e.also = g.name, othersThan(names, g.name)
 		if g.rec != nil {
 			e.fence = g.rec.fence
 		}
@@ -494,17 +498,6 @@ func (sr *sessionRun) freed(ctx context.Context, from time.Time, counts func(*se
 			time.Sleep(50 * time.Millisecond) // poll interval
 		}
 	}
-}
-
-// others are the names of gs but g's: what one keep-alive acts on beside g.
-func (sr *sessionRun) others(gs []*sessGrant, g *sessGrant) []string {
-	var ns []string
-	for _, o := range gs {
-		if o != g {
-			ns = append(ns, o.name)
-		}
-	}
-	return ns
 }
 
 func maxTime(a, b time.Time) time.Time {
