@@ -33,7 +33,10 @@ type LockSets interface {
 	// req.Wait for them, or none. Exclusive grants only, without a value.
 	// It refuses (ErrInvalid) an empty set, more than MaxSetLocks locks,
 	// and a lock named twice. A set that cannot have every lock in time
-	// gets the error of the lock it could not have (a *HeldError).
+	// gets the error of the lock it could not have (a *HeldError): one
+	// held, or one it took while it waited for the next and lost (a
+	// break, or its lease ran out) before it was whole, whose RetryAfter
+	// is then what is left of its holder's lease (0 when it is free).
 	AcquireSet(ctx context.Context, keys []Key, req AcquireRequest) (SetGrant, error)
 	// RenewSet extends the lease of every lock of the set of token to
 	// ttl from now (0: the TTL the set was acquired with). The first lock
@@ -211,11 +214,36 @@ func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req
 	fanOut(len(keys)-1, func(i int) {
 		leases[i], errs[i] = s.grants.Renew(ctx, keys[i], owners[i], req.TTL)
 	})
-	if err := errors.Join(errs...); err != nil {
+	lost := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotHolder):
+			lost = i
+		default:
+			s.rollback(ctx, keys, owners)
+			return nil, fmt.Errorf("acquire set: %w", err)
+		}
+	}
+	if lost >= 0 {
+		// A lock taken while the set waited for the next was broken, or
+		// its lease ran out: the set never held it whole, so it is refused
+		// as any set is, by that lock, which someone else may hold now.
 		s.rollback(ctx, keys, owners)
-		return nil, fmt.Errorf("acquire set: %w", err)
+		return nil, fmt.Errorf("acquire set: %s was lost while the set waited: %w", keys[lost], s.heldNow(ctx, keys[lost]))
 	}
 	return leases, nil
+}
+
+// heldNow is the refusal of a set by key, a lock it had and lost: when
+// its holder's lease ends, if it has one (0 if the lock is free, or the
+// backend does not say: the set may be retried at once).
+func (s *lockSets) heldNow(ctx context.Context, key Key) *HeldError {
+	info, err := s.grants.Inspect(ctx, key)
+	if err != nil {
+		return &HeldError{}
+	}
+	return &HeldError{RetryAfter: max(info.TTL, 0)}
 }
 
 // rollback releases the set's grants of keys, whoever waits for the
