@@ -202,8 +202,7 @@ func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req
 		}
 		g, err := s.grants.Acquire(ctx, k, r)
 		if err != nil {
-			s.rollback(ctx, keys[:i], owners)
-			return nil, fmt.Errorf("acquire set: %s: %w", k, err)
+			return nil, s.rollback(ctx, keys[:i], owners, fmt.Errorf("acquire set: %s: %w", k, err))
 		}
 		leases = append(leases, g.Lease)
 	}
@@ -221,16 +220,15 @@ func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req
 		case errors.Is(err, ErrNotHolder):
 			lost = i
 		default:
-			s.rollback(ctx, keys, owners)
-			return nil, fmt.Errorf("acquire set: %w", err)
+			return nil, s.rollback(ctx, keys, owners, fmt.Errorf("acquire set: %w", err))
 		}
 	}
 	if lost >= 0 {
 		// A lock taken while the set waited for the next was broken, or
 		// its lease ran out: the set never held it whole, so it is refused
 		// as any set is, by that lock, which someone else may hold now.
-		s.rollback(ctx, keys, owners)
-		return nil, fmt.Errorf("acquire set: %s was lost while the set waited: %w", keys[lost], s.heldNow(ctx, keys[lost]))
+		held := s.heldNow(ctx, keys[lost])
+		return nil, s.rollback(ctx, keys, owners, fmt.Errorf("acquire set: %s was lost while the set waited: %w", keys[lost], held))
 	}
 	return leases, nil
 }
@@ -247,11 +245,28 @@ func (s *lockSets) heldNow(ctx context.Context, key Key) *HeldError {
 }
 
 // rollback releases the set's grants of keys, whoever waits for the
-// answer: the caller gets none of them.
-func (s *lockSets) rollback(ctx context.Context, keys []Key, owners []string) {
+// answer: the caller gets none of them. It returns why, the set's answer,
+// unless a release failed: then a lock of the set may stay held until its
+// lease ends, so the outcome is unknown (ErrUnavailable), whatever why
+// says. A grant that had ended already (ErrNotHolder) is given back.
+func (s *lockSets) rollback(ctx context.Context, keys []Key, owners []string, why error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	fanOut(len(keys), func(i int) { s.grants.Release(ctx, keys[i], owners[i]) })
+	errs := make([]error, len(keys))
+	fanOut(len(keys), func(i int) {
+		if _, err := s.grants.Release(ctx, keys[i], owners[i]); !errors.Is(err, ErrNotHolder) {
+			errs[i] = err
+		}
+	})
+	err := errors.Join(errs...)
+	switch {
+	case err == nil:
+		return why
+	case !errors.Is(err, ErrUnavailable):
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	// why only in words: its code (a refusal's) is not the answer.
+	return fmt.Errorf("%v; giving back the locks taken: %w", why, err)
 }
 
 // RenewSet implements LockSets.
