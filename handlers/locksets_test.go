@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +147,59 @@ func TestLockSetWaits(t *testing.T) {
 	ls := second["locks"].([]any)
 	if ls[0].(map[string]any)["lock"] != "team/b" || ls[1].(map[string]any)["lock"] != "team/a" {
 		t.Fatalf("got locks %v, want them in the order asked", ls)
+	}
+}
+
+// TestLockSetLosesALockWhileWaiting: a set whose lock, taken while it
+// waited for the next, is broken and taken by another caller is refused
+// as a set is, 409 lock_held, with a Retry-After for that caller's lease,
+// and holds nothing.
+func TestLockSetLosesALockWhileWaiting(t *testing.T) {
+	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{History: 10}))
+	alice, bob, admin := signed(t, "alice"), signed(t, "bob"), signed(t, "root", "team")
+	st, b := call(t, ts.URL, "POST", "/locks/team/b", alice, `{"ttl_ms":60000}`)
+	if st != http.StatusCreated {
+		t.Fatalf("acquire team/b: got %d %v", st, b)
+	}
+	type answer struct {
+		status     int
+		retryAfter string
+		p          Problem
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/lock-sets", strings.NewReader(`{"locks":"team/a,team/b","ttl_ms":60000,"wait_ms":20000}`))
+		req.Header.Set("Authorization", "Bearer "+alice)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- answer{}
+			return
+		}
+		defer resp.Body.Close()
+		a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+		json.NewDecoder(resp.Body).Decode(&a.p)
+		done <- a
+	}()
+	waitFor(t, func() bool {
+		_, info := call(t, ts.URL, "GET", "/locks/team/b", alice, "")
+		return info["waiters"] == 1.0 // the set holds team/a, and waits
+	})
+	if st, p := call(t, ts.URL, "POST", "/locks/team/a/break", admin, ""); st != http.StatusOK {
+		t.Fatalf("break team/a: got %d %v", st, p)
+	}
+	if st, p := call(t, ts.URL, "POST", "/locks/team/a", bob, `{"ttl_ms":30000}`); st != http.StatusCreated {
+		t.Fatalf("bob's acquire of team/a: got %d %v", st, p)
+	}
+	if st, p := call(t, ts.URL, "DELETE", "/locks/team/b", alice, "", "Lock-Token", b["token"].(string)); st != http.StatusNoContent {
+		t.Fatalf("release team/b: got %d %v", st, p)
+	}
+	a := <-done
+	if ra, err := strconv.Atoi(a.retryAfter); a.status != http.StatusConflict || a.p.Code != ProblemCodeLockHeld || err != nil || ra < 1 || ra > 30 {
+		t.Fatalf("the set: got %d %q, Retry-After %q; want 409 lock_held, Retry-After within bob's 30 s", a.status, a.p.Code, a.retryAfter)
+	}
+	if st, _ := call(t, ts.URL, "GET", "/locks/team/b", alice, ""); st != http.StatusNotFound {
+		t.Fatalf("team/b after the refused set: got %d, want 404 (free)", st)
 	}
 }
 

@@ -33,7 +33,10 @@ type LockSets interface {
 	// req.Wait for them, or none. Exclusive grants only, without a value.
 	// It refuses (ErrInvalid) an empty set, more than MaxSetLocks locks,
 	// and a lock named twice. A set that cannot have every lock in time
-	// gets the error of the lock it could not have (a *HeldError).
+	// gets the error of the lock it could not have (a *HeldError): one
+	// held, or one it took while it waited for the next and lost (a
+	// break, or its lease ran out) before it was whole, whose RetryAfter
+	// is then what is left of its holder's lease (0 when it is free).
 	AcquireSet(ctx context.Context, keys []Key, req AcquireRequest) (SetGrant, error)
 	// RenewSet extends the lease of every lock of the set of token to
 	// ttl from now (0: the TTL the set was acquired with). The first lock
@@ -199,8 +202,7 @@ func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req
 		}
 		g, err := s.grants.Acquire(ctx, k, r)
 		if err != nil {
-			s.rollback(ctx, keys[:i], owners)
-			return nil, fmt.Errorf("acquire set: %s: %w", k, err)
+			return nil, s.rollback(ctx, keys[:i], owners, fmt.Errorf("acquire set: %s: %w", k, err))
 		}
 		leases = append(leases, g.Lease)
 	}
@@ -211,19 +213,60 @@ func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req
 	fanOut(len(keys)-1, func(i int) {
 		leases[i], errs[i] = s.grants.Renew(ctx, keys[i], owners[i], req.TTL)
 	})
-	if err := errors.Join(errs...); err != nil {
-		s.rollback(ctx, keys, owners)
-		return nil, fmt.Errorf("acquire set: %w", err)
+	lost := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotHolder):
+			lost = i
+		default:
+			return nil, s.rollback(ctx, keys, owners, fmt.Errorf("acquire set: %w", err))
+		}
+	}
+	if lost >= 0 {
+		// A lock taken while the set waited for the next was broken, or
+		// its lease ran out: the set never held it whole, so it is refused
+		// as any set is, by that lock, which someone else may hold now.
+		held := s.heldNow(ctx, keys[lost])
+		return nil, s.rollback(ctx, keys, owners, fmt.Errorf("acquire set: %s was lost while the set waited: %w", keys[lost], held))
 	}
 	return leases, nil
 }
 
+// heldNow is the refusal of a set by key, a lock it had and lost: when
+// its holder's lease ends, if it has one (0 if the lock is free, or the
+// backend does not say: the set may be retried at once).
+func (s *lockSets) heldNow(ctx context.Context, key Key) *HeldError {
+	info, err := s.grants.Inspect(ctx, key)
+	if err != nil {
+		return &HeldError{}
+	}
+	return &HeldError{RetryAfter: max(info.TTL, 0)}
+}
+
 // rollback releases the set's grants of keys, whoever waits for the
-// answer: the caller gets none of them.
-func (s *lockSets) rollback(ctx context.Context, keys []Key, owners []string) {
+// answer: the caller gets none of them. It returns why, the set's answer,
+// unless a release failed: then a lock of the set may stay held until its
+// lease ends, so the outcome is unknown (ErrUnavailable), whatever why
+// says. A grant that had ended already (ErrNotHolder) is given back.
+func (s *lockSets) rollback(ctx context.Context, keys []Key, owners []string, why error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	fanOut(len(keys), func(i int) { s.grants.Release(ctx, keys[i], owners[i]) })
+	errs := make([]error, len(keys))
+	fanOut(len(keys), func(i int) {
+		if _, err := s.grants.Release(ctx, keys[i], owners[i]); !errors.Is(err, ErrNotHolder) {
+			errs[i] = err
+		}
+	})
+	err := errors.Join(errs...)
+	switch {
+	case err == nil:
+		return why
+	case !errors.Is(err, ErrUnavailable):
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	// why only in words: its code (a refusal's) is not the answer.
+	return fmt.Errorf("%v; giving back the locks taken: %w", why, err)
 }
 
 // RenewSet implements LockSets.

@@ -24,6 +24,7 @@ func RunLockSets(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"CrossedOrdersNeverDeadlock", testSetCrossedOrders},
 		{"FIFOPerLockBehindAPlainWaiter", testSetFIFO},
 		{"AWaitThatRunsOutRollsBack", testSetRollback},
+		{"ALockLostWhileWaitingIsHeld", testSetLostWhileWaiting},
 		{"LeasesAfterAWaitAreTheTTL", testSetLeaseAfterWait},
 		{"OneReleaseEndsThemAll", testSetRelease},
 		{"RenewExtendsThemAll", testSetRenew},
@@ -210,6 +211,37 @@ func testSetRollback(t *testing.T, b locks.Backend) {
 	wantFree(t, b, keys[1], "after the wait ran out")
 	if info, err := b.Inspect(context.Background(), keys[2]); err != nil || info.FencingToken != other.FencingToken {
 		t.Fatalf("the other holder: got %+v, %v; want still its grant", info, err)
+	}
+}
+
+// testSetLostWhileWaiting: a set that loses a lock it took (broken here)
+// while it waits for the next never held the set, so it is refused as a
+// set is, with the lock it lost as the one in the way: a HeldError that
+// says when its holder now is done, and nothing held.
+func testSetLostWhileWaiting(t *testing.T, b locks.Backend) {
+	keys := UniqueKeys(t, 2)
+	other := MustAcquire(t, b, keys[1], req(time.Minute))
+	set := make(chan error, 1)
+	go func() {
+		_, err := b.AcquireSet(context.Background(), keys, locks.AcquireRequest{TTL: time.Minute, Wait: 20 * time.Second, Subject: "tester"})
+		set <- err
+	}()
+	WaitUntilQueued(t, b, keys[1], 1) // the set holds keys[0], and waits
+	if _, err := b.Break(context.Background(), keys[0], "admin", 0); err != nil {
+		t.Fatalf("break %s: %v", keys[0], err)
+	}
+	taker := MustAcquire(t, b, keys[0], req(30*time.Second))
+	if _, err := b.Release(context.Background(), keys[1], other.Token); err != nil {
+		t.Fatal(err)
+	}
+	err := <-set
+	var held *locks.HeldError
+	if !errors.As(err, &held) || held.RetryAfter <= 0 || held.RetryAfter > 30*time.Second {
+		t.Fatalf("a set that lost a lock while it waited: got %v, want a HeldError with a retry within the new holder's 30s", err)
+	}
+	wantFree(t, b, keys[1], "after the set that lost a lock")
+	if info, err := b.Inspect(context.Background(), keys[0]); err != nil || info.FencingToken != taker.FencingToken {
+		t.Fatalf("%s: got %+v, %v; want held by the caller that took it after the break", keys[0], info, err)
 	}
 }
 

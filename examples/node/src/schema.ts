@@ -512,13 +512,18 @@ export interface paths {
          *     other: `{a, b}` and `{b, a}` are served in turn. With `wait_ms`, a
          *     set waits in each lock's own queue, first come, first served, in
          *     that order, holding the locks it has while it waits for the next;
-         *     when the wait runs out it releases them and answers 409. On a
-         *     single Redis a set that does not wait is one atomic script, which
-         *     grants only when no lock of the set has waiters; on Redis Cluster,
-         *     whose locks live on different nodes, the set takes them one by
-         *     one in that order and releases what it took on a refusal. A
-         *     gateway that stops mid-way leaves the locks it took to their
-         *     leases, which nobody else holds the token of.
+         *     when the wait runs out it releases them and answers 409. A lock it
+         *     took that it loses before it has them all (an administrator broke
+         *     it, or its lease ran out) refuses the set too, with that lock's
+         *     409, whatever is left of the wait. On a single Redis a set that
+         *     does not wait is one atomic script, which grants only when no lock
+         *     of the set has waiters; on Redis Cluster, whose locks live on
+         *     different nodes, the set takes them one by one in that order and
+         *     releases what it took on a refusal. A set that could not release a
+         *     lock it took (the backend did not answer) answers 503, not 409:
+         *     that lock may stay held until its lease ends. A gateway that stops
+         *     mid-way leaves the locks it took to their leases, which nobody
+         *     else holds the token of.
          */
         post: operations["acquireLockSet"];
         /**
@@ -2532,9 +2537,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             /**
              * @description A lock of the set is held (and did not free up within
-             *     `wait_ms`): `code` is `lock_held`, `Retry-After` and
-             *     `retry_after_ms` say when that lock's lease ends unless renewed.
-             *     No lock of the set is held.
+             *     `wait_ms`), or the set took it while it waited and lost it
+             *     before it was whole: `code` is `lock_held`, `Retry-After` and
+             *     `retry_after_ms` say when that lock's lease ends unless renewed
+             *     (0 for a lost lock that is free now). No lock of the set is held.
              */
             409: {
                 headers: {

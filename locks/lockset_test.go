@@ -1,0 +1,87 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// releaseFails is a backend whose releases of one lock fail, as they do
+// when the Redis node of that lock does not answer.
+type releaseFails struct {
+	Locker
+	key Key
+}
+
+func (r releaseFails) Release(ctx context.Context, key Key, token string) (Released, error) {
+	if key == r.key {
+		return Released{}, unavailable("release", key, errors.New("i/o timeout"))
+	}
+	return r.Locker.Release(ctx, key, token)
+}
+
+// TestSetRollbackThatFails: a set that cannot be whole, and could not give
+// back a lock it took, leaves that lock held until its lease ends; so its
+// answer is that the outcome is unknown (ErrUnavailable), never the
+// refusal that made it give the locks back.
+func TestSetRollbackThatFails(t *testing.T) {
+	for name, tc := range map[string]struct {
+		wait time.Duration
+		lose bool // a is broken while the set waits for b
+	}{
+		"refused":                   {0, false},
+		"a wait that runs out":      {50 * time.Millisecond, false},
+		"a lock lost while waiting": {20 * time.Second, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			m := NewMemory(MemoryOptions{})
+			a, b := Key{Namespace: "test", Name: "a"}, Key{Namespace: "test", Name: "b"}
+			other, err := m.Acquire(ctx, b, AcquireRequest{TTL: time.Minute, Subject: "other"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := a // the set takes a, then meets b held
+			if tc.lose {
+				kept = b // a is gone: b is what the set gives back
+			}
+			s := &lockSets{grants: releaseFails{Locker: m, key: kept}}
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.AcquireSet(ctx, []Key{a, b}, AcquireRequest{TTL: time.Minute, Wait: tc.wait, Subject: "set"})
+				done <- err
+			}()
+			if tc.lose {
+				waitQueued(t, m, b)
+				if _, err := m.Break(ctx, a, "admin", 0); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := m.Release(ctx, b, other.Token); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = <-done
+			if code := ErrorCode(err); code != CodeUnavailable {
+				t.Fatalf("got %v (%q), want %q: %s may still be held", err, code, CodeUnavailable, kept)
+			}
+			if _, err := m.Inspect(ctx, kept); err != nil {
+				t.Fatalf("%s: got %v, want it still held by the set, whose release failed", kept, err)
+			}
+		})
+	}
+}
+
+// waitQueued waits until someone waits in key's queue.
+func waitQueued(t *testing.T, m *Memory, key Key) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if info, err := m.Inspect(t.Context(), key); err == nil && info.Waiters > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nobody queued on %s within 10s", key)
+		}
+		time.Sleep(time.Millisecond) // polling for the waiter to queue
+	}
+}
