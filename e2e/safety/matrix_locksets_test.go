@@ -32,10 +32,8 @@ import (
 //     must itself have met a lock that some other call could hold;
 //   - every set call is answered by the end of its wait plus setSlack,
 //     however the sets and the other rows' waiters cross: no deadlock;
-//   - a set refused with not_holder (a lock it took while it waited for
-//     the rest was gone when it brought the leases back to its TTL) needs
-//     a break that may have ended that lock, or a lease that may have run
-//     out;
+//   - a set is never refused not_holder: one that lost a lock it took
+//     while it waited for the rest is refused lock_held;
 //   - a renewal and a release answer for every lock of the set; a lock
 //     they say the set no longer holds, within the lease it was last
 //     told, needs a break that may have ended it.
