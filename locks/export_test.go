@@ -74,6 +74,34 @@ func (r *Redis) LateHandOver(ctx context.Context, key Key, id string) {
 	r.cleanups.Wait() // and whatever it started in the background
 }
 
+// ReleaseSlowly releases key's grant of token as r does, but keeps back
+// what the release script handed in full to a waiter of r until deliver is
+// called, as a reply that comes late would.
+func (r *Redis) ReleaseSlowly(ctx context.Context, key Key, token string) (deliver func(), err error) {
+	start := time.Now()
+	rp, _, err := lockKind.callRelease(ctx, r, key, newCallID(), "", releaseArgs{tokHash: tokenHash(token)})
+	if err != nil {
+		return nil, err
+	}
+	if rp.near == nil {
+		return nil, errors.New("the release handed nothing in full to a waiter of r")
+	}
+	near := *rp.near
+	return func() { r.handOver(ctx, resource{lockKind, key}, near, start, nil) }, nil
+}
+
+// WakeWaiters has r's waiters on key run their script again, as a
+// heartbeat that found them no longer queued does.
+func (r *Redis) WakeWaiters(key Key) {
+	r.waiters.mu.Lock()
+	defer r.waiters.mu.Unlock()
+	for _, w := range r.waiters.byID {
+		if w.res.key == key {
+			w.poke()
+		}
+	}
+}
+
 // QueuePermitGhost queues a waiter for a permit of key's semaphore on a
 // channel nobody listens on, as a gateway that froze would leave it, and
 // returns its token: PickUpPermit then plays that gateway's late pick-up.

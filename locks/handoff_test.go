@@ -194,6 +194,62 @@ func TestRedisLateFullHandOver(t *testing.T) {
 	})
 }
 
+// TestRedisFullHandOverBrokenBeforeDelivery: a release hands the lock in
+// full to a waiter of its own gateway, and before the gateway gives the
+// waiter that grant (its reply is slow), a break ends it and the waiter's
+// own script, run again, finds nothing and queues it again. The waiter must
+// not then take the grant that ended and leave its place in the queue
+// behind: the next hand-off would go to its owner token, and its holder's
+// calls would act on a grant it was never told of.
+func TestRedisFullHandOverBrokenBeforeDelivery(t *testing.T) {
+	srv := redistest.Start(t)
+	l := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Minute})
+	other := newRedis(t, srv, locks.RedisOptions{WaiterLease: time.Minute}) // another gateway
+	// A waiter on another lock first: the heartbeat round that l's new
+	// subscription asks for takes l's waiters before the waiter below
+	// exists, which it would wake at a moment of its own.
+	busy := locktest.UniqueKey(t)
+	busyHolder := locktest.MustAcquire(t, l, busy, locks.AcquireRequest{TTL: time.Minute})
+	busyWaiter := locktest.QueueBehind(t, l, busy, 0)
+	defer func() {
+		if _, err := l.Release(t.Context(), busy, busyHolder.Token); err != nil {
+			t.Error(err)
+		}
+		locktest.Within(t, 10*time.Second, "the waiter on the other lock", busyWaiter)
+	}()
+
+	key := locktest.UniqueKey(t)
+	holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+	waiter := locktest.QueueBehind(t, l, key, 0)
+	next := locktest.QueueBehind(t, other, key, 1)
+	deliver, err := l.ReleaseSlowly(t.Context(), key, holder.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Break(t.Context(), key, "admin", 0); err != nil {
+		t.Fatal(err)
+	}
+	second := locktest.Within(t, 10*time.Second, "the waiter after the break", next)
+	if second.Err != nil {
+		t.Fatalf("the waiter after the break: %v", second.Err)
+	}
+	l.WakeWaiters(key)
+	locktest.WaitUntilQueued(t, l, key, 1) // its script queued it again
+	deliver()
+	if _, err := other.Release(t.Context(), key, second.Grant.Token); err != nil {
+		t.Fatal(err)
+	}
+	res := locktest.Within(t, 10*time.Second, "the waiter", waiter)
+	if res.Err != nil {
+		t.Fatalf("the waiter: %v", res.Err)
+	}
+	// Its owner token holds the grant it was answered, or nothing.
+	lease, err := l.Renew(t.Context(), key, res.Grant.Token, time.Minute)
+	if err == nil && lease.FencingToken != res.Grant.FencingToken {
+		t.Fatalf("renew of the waiter's grant: renewed fencing token %d, want %d, the one its acquire answered", lease.FencingToken, res.Grant.FencingToken)
+	}
+}
+
 // TestRedisNearHandOverIsNoted: a grant the release script hands in full
 // to a waiter of its own gateway leaves the same record and lock delay as
 // one the waiter's own script takes: once its lease ends unreleased, its

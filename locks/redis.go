@@ -316,6 +316,7 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, l
 			granted = err == nil
 			return g, err
 		}
+		asked := time.Now() // the script ran before this
 		w.arrival = rp.arrival
 		// The end of a lease publishes nothing: the first in line looks
 		// again when the (soonest) holder's lease ends. Failing that, the
@@ -332,6 +333,15 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, l
 			if h.err != nil { // and the replicas did not acknowledge it
 				r.abandon(ctx, res, w.id, tokenHash(token), "")
 				return Grant{}, unavailable("acquire", res, h.err)
+			}
+			// Unless our script answered before that release was sent, it
+			// may have run after it, found the grant ended already (a
+			// break ends a full grant at once) and queued us again: taking
+			// the grant would leave that place in the queue to our token,
+			// for a later hand-off to give it a grant nobody was told of.
+			// Only the script can say: ask it again.
+			if !asked.Before(h.start) {
+				continue
 			}
 			g, err := r.deliver(ctx, res, token, h.rp.lease(h.start), time.Since(h.start))
 			granted = err == nil

@@ -7,18 +7,41 @@ import (
 )
 
 // The fault matrix's checks of breaks (the breaker row): a break ends
-// every grant of its lock at some moment between its call and its answer,
-// or, with a break period (op.ttl), by the period after that moment at the
-// latest. So a grant counts as certainly held only until the call of the
-// first break that may have ended it (a grant a period lets run on may end
-// sooner, with its lease); a grant whose call said "broken" must have had a
-// break that could have ended it; and a grant certainly live when a break
-// answered 200 must never succeed at a call made after that answer and its
-// period.
+// every grant of its lock at some moment between its call and the latest
+// it may have run (ranBy), or, with a break period (op.ttl), by the period
+// after that moment at the latest. So a grant counts as certainly held
+// only until the call of the first break that may have ended it, or its
+// own last call that found it live if that came later (a grant a period
+// lets run on may end sooner, with its lease); a grant whose call said
+// "broken" must have had a break that could have ended it; and a grant
+// certainly live when a break answered 200 must never succeed at a call
+// made after that answer and its period.
 
 // mayHaveRun reports whether break b may have changed the lock: it answered
 // 200, or its outcome is unknown.
 func mayHaveRun(b op) bool { return b.status == http.StatusOK || unknown(b.status) }
+
+// lateRun bounds how long after its call a call whose outcome is unknown
+// may still run: its gateway stopped waiting (after --redis-timeout, a
+// 503) or died, but the command may still be on its way, held back by a
+// proxy (up to 900 ms a chunk, and as long again behind another chunk of
+// the same write) and by a Redis pause (up to 600 ms); and a second of
+// slack.
+const lateRun = 2*900*time.Millisecond + 600*time.Millisecond + time.Second
+
+// ranBy is the latest moment break b may have run: its answer when it
+// answered, lateRun after its call when its outcome is unknown. Taking the
+// answer for that moment whatever it said was wrong: a 503 says only that
+// the gateway stopped waiting, and a break still on its way ends the
+// grants live when it arrives, those asked for after the 503 included
+// (seen on Cluster as a release answered broken with no break to explain
+// it, seed 14306642767817282549).
+func ranBy(b op) time.Time {
+	if unknown(b.status) && b.call.Add(lateRun).After(b.ret) {
+		return b.call.Add(lateRun)
+	}
+	return b.ret
+}
 
 // breaksOf returns the breaks of h, per lock.
 func (h *history) breaksOf() map[string][]op {
@@ -31,15 +54,21 @@ func (h *history) breaksOf() map[string][]op {
 	return by
 }
 
-// succeededAfter reports whether a call of g made after t succeeded: g was
-// live after t.
-func (g *grantRec) succeededAfter(t time.Time) bool {
+// heldAt is the call of g's last call that found it live (a renew or
+// re-entry answered 200, its release 204), or zero: whatever the breaks
+// did, g certainly held its lock until then, as nothing brings an ended
+// grant back.
+func (g *grantRec) heldAt() time.Time {
+	var at time.Time
 	for _, e := range g.extends {
-		if e.status == http.StatusOK && e.call.After(t) {
-			return true
+		if e.status == http.StatusOK && e.call.After(at) {
+			at = e.call
 		}
 	}
-	return g.released != nil && g.released.call.After(t)
+	if g.released != nil && g.released.call.After(at) {
+		at = g.released.call
+	}
+	return at
 }
 
 // breakFindings cuts each grant's certain interval at the first break that
@@ -50,12 +79,19 @@ func (h *history) breakFindings(trusted func(time.Time) bool) []finding {
 	breaks := h.breaksOf()
 	var fs []finding
 	for _, g := range h.grants {
+		held := g.heldAt()
 		for _, b := range breaks[g.lock] {
-			if !mayHaveRun(b) || !b.ret.After(g.acquired.call) || g.succeededAfter(b.ret.Add(b.ttl)) {
+			if last := ranBy(b); !mayHaveRun(b) || !last.After(g.acquired.call) || held.After(last.Add(b.ttl)) {
 				continue // ran before the grant was made, or the grant outlived it and its period
 			}
-			if g.cut.IsZero() || b.call.Before(g.cut) {
-				g.cut = b.call
+			// If it ended g, it did after g's last call that found g live:
+			// a break of unknown outcome may run long after its call.
+			cut := b.call
+			if held.After(cut) {
+				cut = held
+			}
+			if g.cut.IsZero() || cut.Before(g.cut) {
+				g.cut = cut
 			}
 		}
 		if g.broken != nil && (g.cut.IsZero() || !g.cut.Before(g.broken.ret)) {
@@ -98,7 +134,7 @@ func opOf(o *op) []op {
 // ended a grant between from and to.
 func (h *history) mayBreak(lock string, from, to time.Time) bool {
 	for _, b := range h.breaksOf()[lock] {
-		if mayHaveRun(b) && b.call.Before(to) && b.ret.Add(b.ttl).After(from) {
+		if mayHaveRun(b) && b.call.Before(to) && ranBy(b).Add(b.ttl).After(from) {
 			return true
 		}
 	}
