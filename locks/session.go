@@ -264,9 +264,14 @@ func (s *sessions) acquire(ctx context.Context, token string, h SessionHold, sub
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		s.release(cctx, h, owner)
+		rerr := s.release(cctx, h, owner)
 		if !errors.Is(err, ErrSessionEnded) {
 			forget()
+		}
+		if rerr != nil && !errors.Is(rerr, ErrNotHolder) {
+			// The grant may be held until its lease ends: the outcome is
+			// unknown, whatever made the acquire give it back.
+			return Grant{}, fmt.Errorf("acquire %s in session %s: %v; giving the grant back: %w", h.Key, c.id, err, rerr)
 		}
 		return Grant{}, fmt.Errorf("acquire %s in session %s: %w", h.Key, c.id, err)
 	}
