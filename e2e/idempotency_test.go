@@ -86,7 +86,11 @@ func idempotencyAcross(t *testing.T, args1, args2 []string) {
 		holder := acquire(t, gw2.URL+path, `{"ttl_ms":60000}`)
 		const key, body = "in-progress", `{"ttl_ms":60000,"wait_ms":30000}`
 		first := callAsync(t, "POST", gw1.URL+path, body, idem(key)...)
-		waitForWaiters(t, gw1, 1)
+		// Queued in the lock, not counted in gw1's waiters gauge: the gauge
+		// counts the call before its pending record is written, and a
+		// retry that overtakes the record owns the key. The call queues
+		// only after it wrote the record.
+		waitForQueued(t, gw1.URL+path, 1)
 
 		r := call(t, "POST", gw2.URL+path, body, idem(key)...)
 		p := wantProblem(t, r, http.StatusConflict, "idempotency_in_progress")

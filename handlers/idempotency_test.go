@@ -69,8 +69,10 @@ func FuzzIdempotencyKeyPattern(f *testing.F) {
 	})
 }
 
-// lateOnceGranter grants its first acquire with an idempotency key only
-// once the caller has gone; later ones go straight to memory.
+// lateOnceGranter runs its first acquire with an idempotency key only once
+// the caller has gone, with the caller's context, done by then: as the
+// engine sees a caller that left while the grant was being made. Later
+// ones go straight to memory.
 type lateOnceGranter struct {
 	*locks.Memory
 	first   atomic.Bool
@@ -85,7 +87,7 @@ func (l *lateOnceGranter) AcquireOnce(ctx context.Context, key locks.Key, req lo
 	close(l.waiting)
 	<-ctx.Done()
 	defer close(l.granted)
-	return l.Memory.AcquireOnce(context.WithoutCancel(ctx), key, req, k)
+	return l.Memory.AcquireOnce(ctx, key, req, k)
 }
 
 // TestIdempotentGrantAfterClientLeftIsKept: unlike a grant without a key

@@ -28,8 +28,11 @@ import (
 // what remains of its lease, until that lease ends; then ErrGrantEnded,
 // until the key is forgotten, IdempotencyGrace after the lease (as last
 // renewed) would have ended. A call that was not granted (held, full, cut
-// off) leaves no trace: a retry runs afresh. The same key with another
-// request (TTL, wait, owner label or limit) gets ErrIdempotencyMismatch.
+// off) leaves no trace: a retry runs afresh. A call granted as its caller
+// left (ctx done by then, say a client that timed out) still records and
+// returns its grant, which Acquire would release: the caller's retry gets
+// it. The same key with another request (TTL, wait, owner label or limit)
+// gets ErrIdempotencyMismatch.
 //
 // The store never holds a usable owner token: a record keeps the token
 // encrypted with a key derived from the idempotency key, the subject and

@@ -46,6 +46,7 @@ func (m *Memory) AcquireOnce(ctx context.Context, key Key, req AcquireRequest, i
 	if err != nil {
 		return Grant{}, err
 	}
+	req.keep = true // the record leads a retry to a grant made as the caller left
 	return acquireOnce(ctx, "lock "+key.String(), memIdemStore{m, false, key}, c, req.Wait+idemPendingSlack,
 		func(ctx context.Context) (Grant, error) { return m.Acquire(ctx, key, req) },
 		func(ctx context.Context, token string) { m.Release(ctx, key, token) })
@@ -60,6 +61,7 @@ func (m *Memory) AcquirePermitOnce(ctx context.Context, key Key, req SemaphoreRe
 	if err != nil {
 		return Grant{}, err
 	}
+	req.keep = true
 	return acquireOnce(ctx, "semaphore "+key.String(), memIdemStore{m, true, key}, c, req.Wait+idemPendingSlack,
 		func(ctx context.Context) (Grant, error) { return m.AcquirePermit(ctx, key, req) },
 		func(ctx context.Context, token string) { m.ReleasePermit(ctx, key, token) })

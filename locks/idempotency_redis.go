@@ -23,6 +23,7 @@ func (r *Redis) AcquireOnce(ctx context.Context, key Key, req AcquireRequest, id
 	if err != nil {
 		return Grant{}, err
 	}
+	req.keep = true // the record leads a retry to a grant made as the caller left
 	res := resource{lockKind, key}
 	return acquireOnce(ctx, res.String(), redisIdem{r, res}, c, r.idemPending(req.Wait),
 		func(ctx context.Context) (Grant, error) { return r.acquire(ctx, res, req, 0) },
@@ -38,6 +39,7 @@ func (r *Redis) AcquirePermitOnce(ctx context.Context, key Key, req SemaphoreReq
 	if err != nil {
 		return Grant{}, err
 	}
+	req.keep = true
 	res := resource{semaphoreKind, key}
 	return acquireOnce(ctx, res.String(), redisIdem{r, res}, c, r.idemPending(req.Wait),
 		func(ctx context.Context) (Grant, error) { return r.acquire(ctx, res, req.AcquireRequest, req.Limit) },

@@ -141,6 +141,10 @@ type AcquireRequest struct {
 	// token is the owner token to grant under: "" for a new one; a
 	// session's grants have tokens derived from the session's.
 	token string
+	// keep returns a grant made as the caller left (its context done)
+	// instead of releasing it: set for a call with an idempotency key,
+	// whose record leads the caller's retry to the grant.
+	keep bool
 	// Handed, for a ticket (OpenTicket) that is queued, is called once, in
 	// a goroutine of its own, when the lock is handed to the ticket: its
 	// grant now waits for a poll to pick it up. A hint for telling the

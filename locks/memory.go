@@ -254,19 +254,19 @@ func (m *Memory) await(ctx context.Context, q memQueue, key Key, req AcquireRequ
 			return Grant{}, err
 		}
 		if !queued {
-			return deliver(ctx, q, key, g)
+			return deliver(ctx, q, key, g, req.keep)
 		}
 		select {
 		case g := <-w.handed:
 			if g = handedOver(g); g.TTL > 0 {
-				return deliver(ctx, q, key, g)
+				return deliver(ctx, q, key, g, req.keep)
 			}
 			// The lease ran out before this goroutine ran: never hand out a
 			// dead lease; queue again.
 		case <-deadline.C:
 			if g, handed := q.leave(key, w); handed {
 				if g = handedOver(g); g.TTL > 0 {
-					return deliver(ctx, q, key, g) // handed over as the wait ran out
+					return deliver(ctx, q, key, g, req.keep) // handed over as the wait ran out
 				}
 			}
 			return Grant{}, q.refusal(key)
@@ -289,9 +289,11 @@ func handedOver(g Grant) Grant {
 }
 
 // deliver hands g to the caller, unless the caller has left: then nobody
-// would ever release it, so it is released at once.
-func deliver(ctx context.Context, q memQueue, key Key, g Grant) (Grant, error) {
-	if ctx.Err() != nil {
+// would ever release it, so it is released at once; with keep (a call with
+// an idempotency key) it is handed over even so, for the retry the key's
+// record leads to it.
+func deliver(ctx context.Context, q memQueue, key Key, g Grant, keep bool) (Grant, error) {
+	if ctx.Err() != nil && !keep {
 		q.release(context.WithoutCancel(ctx), key, g.Token)
 		return Grant{}, fmt.Errorf("acquire %s%s: %w", q.what(), key, ctx.Err())
 	}

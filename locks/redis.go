@@ -280,7 +280,7 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, l
 		if !rp.granted {
 			return Grant{}, res.kind.held(rp.ttl)
 		}
-		return r.deliver(ctx, res, token, rp.lease(start), 0)
+		return r.deliver(ctx, res, token, rp.lease(start), 0, req.keep)
 	}
 
 	w := r.waiters.register(res, tokenHash(token))
@@ -299,7 +299,7 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, l
 		// The deadline comes first: select picks at random among ready
 		// cases, and each further script run may take a Redis timeout.
 		if !time.Now().Before(deadline) {
-			g, err := r.giveUp(ctx, res, w, token)
+			g, err := r.giveUp(ctx, res, w, token, req.keep)
 			granted = err == nil
 			return g, err
 		}
@@ -312,7 +312,7 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, l
 			return Grant{}, err
 		}
 		if rp.granted {
-			g, err := r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
+			g, err := r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start), req.keep)
 			granted = err == nil
 			return g, err
 		}
@@ -343,7 +343,7 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, l
 			if !asked.Before(h.start) {
 				continue
 			}
-			g, err := r.deliver(ctx, res, token, h.rp.lease(h.start), time.Since(h.start))
+			g, err := r.deliver(ctx, res, token, h.rp.lease(h.start), time.Since(h.start), req.keep)
 			granted = err == nil
 			return g, err
 		case <-w.wake:
@@ -357,15 +357,15 @@ func (r *Redis) acquire(ctx context.Context, res resource, req AcquireRequest, l
 }
 
 // giveUp ends a wait whose time is up: it leaves the queue, and takes the
-// grant if one was handed over as the wait ran out.
-func (r *Redis) giveUp(ctx context.Context, res resource, w *waiter, token string) (Grant, error) {
+// grant if one was handed over as the wait ran out (keep: see deliver).
+func (r *Redis) giveUp(ctx context.Context, res resource, w *waiter, token string, keep bool) (Grant, error) {
 	start := time.Now()
 	rp, err := r.leave(ctx, res, w.id, token, false)
 	if err != nil {
 		return Grant{}, err
 	}
 	if rp.granted {
-		return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start))
+		return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start), keep)
 	}
 	return Grant{}, res.kind.held(rp.ttl)
 }
@@ -438,12 +438,14 @@ func (r *Redis) background(ctx context.Context, cleanup func(context.Context)) {
 }
 
 // deliver returns the grant, unless the caller has left: then nobody would
-// ever release it, so it is released at once. Every grant of a lock that
-// reaches its caller passes here (but a ticket's: see ticketState), so
-// here it gets its entry in the namespace's index, before the caller
-// learns of it: a listing that starts after the acquire returned finds it.
-func (r *Redis) deliver(ctx context.Context, res resource, token string, lease Lease, handoffDelay time.Duration) (Grant, error) {
-	if ctx.Err() != nil {
+// ever release it, so it is released at once; with keep (a call with an
+// idempotency key) it is returned even so, for the retry the key's record
+// leads to it. Every grant of a lock that reaches its caller passes here
+// (but a ticket's: see ticketState), so here it gets its entry in the
+// namespace's index, before the caller learns of it: a listing that starts
+// after the acquire returned finds it.
+func (r *Redis) deliver(ctx context.Context, res resource, token string, lease Lease, handoffDelay time.Duration, keep bool) (Grant, error) {
+	if ctx.Err() != nil && !keep {
 		r.release(ctx, res, token, "")
 		return Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
 	}

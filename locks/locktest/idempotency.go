@@ -24,6 +24,7 @@ func RunIdempotency(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"RetryWhileTheFirstWaitsIsInProgress", testIdemInProgress},
 		{"CallNotGrantedLeavesNoTrace", testIdemNotGrantedNoTrace},
 		{"CancelledWaiterLeavesNoTrace", testIdemCancelledNoTrace},
+		{"GrantWhoseCallerLeftIsKeptForTheRetry", testIdemCallerLeftKept},
 		{"RetryAfterReleaseIsGrantEnded", testIdemReleasedEnded},
 		{"RetryAfterExpiryIsGrantEnded", testIdemExpiredEnded},
 		{"ConcurrentRetriesShareOneGrant", testIdemConcurrent},
@@ -178,6 +179,40 @@ func testIdemCancelledNoTrace(t *testing.T, b locks.Backend, key locks.Key) {
 	}
 	if g := mustOnce(t, b, key, r, k); g.Replayed {
 		t.Fatal("the retry after a cancelled call was a replay")
+	}
+}
+
+// testIdemCallerLeftKept: a call whose caller is gone by the time it is
+// granted (a client that timed out, or whose connection dropped, as the
+// script ran) keeps its grant for the retry, as a lost 201's retry gets the
+// lost grant. A context done before the call is one done as it was
+// granted: an acquire that does not wait looks at it only after the grant.
+func testIdemCallerLeftKept(t *testing.T, b locks.Backend, key locks.Key) {
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	k, sk := IdemKey(t), UniqueKey(t)
+	for _, kind := range []struct {
+		name    string
+		acquire func(ctx context.Context) (locks.Grant, error)
+	}{
+		{"lock", func(ctx context.Context) (locks.Grant, error) { return b.AcquireOnce(ctx, key, req(time.Minute), k) }},
+		{"permit", func(ctx context.Context) (locks.Grant, error) {
+			return b.AcquirePermitOnce(ctx, sk, permitReq(2, time.Minute, 0), k)
+		}},
+	} {
+		first, firstErr := kind.acquire(gone)
+		retry, err := kind.acquire(context.Background())
+		if err != nil {
+			t.Fatalf("%s: the retry: %v", kind.name, err)
+		}
+		if !retry.Replayed {
+			t.Fatalf("%s: the retry after a call granted as its caller left got a new grant (fencing token %d), want that call's, kept for it",
+				kind.name, retry.FencingToken)
+		}
+		if firstErr != nil {
+			t.Fatalf("%s: the call granted as its caller left: got %v, want its grant", kind.name, firstErr)
+		}
+		sameGrant(t, first, retry)
 	}
 }
 
