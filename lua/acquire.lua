@@ -85,7 +85,7 @@ if me == '' then
     return settle(K, fresh(fence, ttl, now, at))
   end
   if shared and holder == '' and shared_full(K) then
-    local soonest = redis.call('ZRANGE', K.readers, 0, 0, 'WITHSCORES')[2]
+    local soonest = redis.call('ZRANGE', K.readers, '0', '0', 'WITHSCORES')[2]
     return {SHARED_FULL, math.max(tonumber(soonest) - now, 0)}
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then

@@ -22,7 +22,7 @@
 -- a namespace's index costs what its live grants cost, plus what one
 -- write can clean per call. Both keys live as long as their last lease.
 
-local STALE_PER_CALL = 16
+local STALE_PER_CALL = '16'
 local op, member = ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -33,7 +33,7 @@ else
   local left = tonumber(ARGV[3])
   local ends = string.format('%d', now + left)
   if op == INDEX_ADD then
-    redis.call('ZADD', KEYS[1], 0, member)
+    redis.call('ZADD', KEYS[1], '0', member)
     redis.call('ZADD', KEYS[2], ends, member)
   elseif redis.call('ZADD', KEYS[2], 'XX', 'GT', 'CH', ends, member) == 0 then
     left = 0 -- gone (released meanwhile), or already later
@@ -43,7 +43,7 @@ else
     redis.call('PEXPIRE', KEYS[2], left)
   end
 end
-local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, STALE_PER_CALL)
+local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', '0', STALE_PER_CALL)
 if #stale > 0 then
   redis.call('ZREM', KEYS[1], unpack(stale))
   redis.call('ZREM', KEYS[2], unpack(stale))

@@ -14,7 +14,7 @@
 -- Then each gateway that watches the lock (K.lock .. ':w', see lib_keys.lua)
 -- hears one hint with the new index: "read again", nothing more.
 local function push_events(K, evs, extends)
-  local head = redis.call('LINDEX', K.history, 0)
+  local head = redis.call('LINDEX', K.history, '0')
   local i = tonumber(head and string.match(head, '"i":"(%d+)"')) or 0
   local enc = {}
   for n, ev in ipairs(evs) do
@@ -23,13 +23,13 @@ local function push_events(K, evs, extends)
   end
   local n = redis.call('LPUSH', K.history, unpack(enc))
   if n > K.hist_n then
-    redis.call('LTRIM', K.history, 0, K.hist_n - 1)
+    redis.call('LTRIM', K.history, '0', K.hist_last)
   end
   if extends or n == #evs then
-    redis.call('PEXPIRE', K.history, K.keep_ms)
+    redis.call('PEXPIRE', K.history, K.keep_px)
   end
   local hint = WATCH_HINT .. ' ' .. K.lock .. ' ' .. string.format('%d', i + #evs)
-  for _, g in ipairs(redis.call('ZRANGE', K.lock .. ':w', 0, -1)) do
+  for _, g in ipairs(redis.call('ZRANGE', K.lock .. ':w', '0', '-1')) do
     redis.call('PUBLISH', g, hint)
   end
 end
@@ -79,7 +79,7 @@ local function hold_note(K, until_ms, f, by)
     return
   end
   redis.call('SET', K.held, cjson.encode({f = f[1], s = f[2], o = f[3], u = string.format('%d', until_ms), b = by}),
-    'PX', K.keep_ms)
+    'PX', K.keep_px)
 end
 
 -- check_expired records, once, that the noted exclusive grant's lease

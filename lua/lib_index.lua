@@ -20,7 +20,7 @@ end
 local function index_add(K, tok, left)
   local names, ends, member = index_of(K, tok)
   local at = CLOCK.now + tonumber(left)
-  redis.call('ZADD', names, 0, member)
+  redis.call('ZADD', names, '0', member)
   redis.call('ZADD', ends, string.format('%d', at), member)
   -- The index outlives its last lease by up to a minute: a stream of
   -- grants moves its expiry about once a minute, not at every grant (an
@@ -37,7 +37,7 @@ local function index_del(K, tok, now)
   local names, ends, member = index_of(K, tok)
   redis.call('ZREM', names, member)
   redis.call('ZREM', ends, member)
-  local stale = redis.call('ZRANGEBYSCORE', ends, '-inf', now, 'LIMIT', 0, 16)
+  local stale = redis.call('ZRANGEBYSCORE', ends, '-inf', now, 'LIMIT', '0', '16')
   if #stale > 0 then
     redis.call('ZREM', names, unpack(stale))
     redis.call('ZREM', ends, unpack(stale))

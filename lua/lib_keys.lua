@@ -75,16 +75,35 @@
 -- hand-off message says "look again" and nothing else; the waiter's own
 -- acquire script then finds, and picks up, what was handed to it.
 
+-- OPTIONS are the lock options (see lock_keys) as parsed, by their text,
+-- and OPTIONS_N how many. A function library's top-level locals outlive a
+-- call, so a gateway's options, the same in every call, are parsed once
+-- per library and not once per call (a tonumber costs about half a
+-- microsecond in Redis's Lua); the gateways of one Redis send a few texts.
+-- The numbers that go to Redis commands are kept as text too (keep_px,
+-- hist_last): Redis turns a number argument into text with snprintf, which
+-- costs as much as the tonumber.
+local OPTIONS, OPTIONS_N = {}, 0
+
 -- lock_keys_at is lock_keys for a script that takes several locks (a
 -- lock set, see set_acquire.lua): the ten keys of one lock start after
 -- KEYS[base].
 local function lock_keys_at(opts, base)
-  local delay, hist, keep, readers, inline = string.match(opts or '', '^(%d+):(%d+):(%d+):(%d+):?(%d?)$')
+  opts = opts or ''
+  local o = OPTIONS[opts]
+  if not o then
+    local delay, hist, keep, readers, inline = string.match(opts, '^(%d+):(%d+):(%d+):(%d+):?(%d?)$')
+    o = {tonumber(delay) or 0, tonumber(hist) or 0, tonumber(keep) or 0, tonumber(readers) or 0, inline == '1', keep or '0'}
+    o[7] = string.format('%d', o[2] - 1)
+    if OPTIONS_N >= 16 then
+      OPTIONS, OPTIONS_N = {}, 0
+    end
+    OPTIONS[opts], OPTIONS_N = o, OPTIONS_N + 1
+  end
   return {lock = KEYS[base + 1], fence = KEYS[base + 2], queue = KEYS[base + 3], alive = KEYS[base + 4],
     waiters = KEYS[base + 5], readers = KEYS[base + 6], delay = KEYS[base + 7], history = KEYS[base + 8],
     held = KEYS[base + 9], record = KEYS[base + 10],
-    delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0,
-    max_readers = tonumber(readers) or 0, index = inline == '1'}
+    delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6], hist_last = o[7]}
 end
 
 -- lock_keys is K for the lock scripts' KEYS[1..10] (lock, fence, queue,

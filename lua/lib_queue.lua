@@ -71,7 +71,7 @@ end
 -- Returns nil when nobody alive waits.
 local function first_alive(K, now)
   while true do
-    local id = redis.call('ZRANGE', K.queue, 0, 0)[1]
+    local id = redis.call('ZRANGE', K.queue, '0', '0')[1]
     if not id then
       return nil
     end

@@ -3,6 +3,10 @@
 -- reasons (UNKNOWN, RELEASED, EXPIRED, BROKEN), are in protocol.lua. A library,
 -- not a script on its own.
 
+-- RECORD_PX is RECORD_MS as text, as a command takes it (see OPTIONS in
+-- lib_keys.lua).
+local RECORD_PX = RECORD_MS .. ''
+
 -- why says why the caller's token holds nothing.
 local function why(K)
   local r = K.record and redis.call('GET', K.record)
@@ -18,7 +22,7 @@ end
 
 -- released notes that the caller's grant was released.
 local function released(K)
-  redis.call('SET', K.record, 'r', 'PX', RECORD_MS)
+  redis.call('SET', K.record, 'r', 'PX', RECORD_PX)
 end
 
 -- broken notes that the grant of token hash tok was ended by a break

@@ -17,7 +17,7 @@ end
 -- after it (purge_ended), which finds it only if both keys are still
 -- there: they live on as long as the history would.
 local function keep_shared(K, now)
-  local last = redis.call('ZRANGE', K.readers, -1, -1, 'WITHSCORES')[2]
+  local last = redis.call('ZRANGE', K.readers, '-1', '-1', 'WITHSCORES')[2]
   if not last or tonumber(last) <= now then
     redis.call('DEL', K.lock, K.readers)
     return

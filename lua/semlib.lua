@@ -36,7 +36,7 @@ end
 -- (the limit in force lives in S.holders), and no more.
 local function keep_keys(S, now)
   local ms = redis.call('PTTL', S.queue)
-  local last = redis.call('ZRANGE', S.leases, -1, -1, 'WITHSCORES')[2]
+  local last = redis.call('ZRANGE', S.leases, '-1', '-1', 'WITHSCORES')[2]
   if last then
     ms = math.max(ms, tonumber(last) - now)
   end
@@ -104,7 +104,7 @@ end
 
 -- soonest is how long until the first lease ends, ms (0 when none).
 local function soonest(S, now)
-  local first = redis.call('ZRANGE', S.leases, 0, 0, 'WITHSCORES')[2]
+  local first = redis.call('ZRANGE', S.leases, '0', '0', 'WITHSCORES')[2]
   if not first then
     return 0
   end

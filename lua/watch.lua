@@ -25,7 +25,7 @@ local K = lock_keys(ARGV[1])
 local now = clock()
 current(K, now)
 local after = tonumber(ARGV[2])
-local kept = redis.call('LRANGE', K.history, 0, -1)
+local kept = redis.call('LRANGE', K.history, '0', '-1')
 local index = tonumber(kept[1] and string.match(kept[1], '"i":"(%d+)"')) or 0
 local evs = {}
 for _, e in ipairs(kept) do

@@ -24,7 +24,7 @@ else
   redis.call('ZREM', KEYS[1], ARGV[1])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+local last = redis.call('ZRANGE', KEYS[1], '-1', '-1', 'WITHSCORES')[2]
 if last then
   redis.call('PEXPIRE', KEYS[1], tonumber(last) - now)
 end
