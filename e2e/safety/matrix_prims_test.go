@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -20,10 +21,10 @@ var primitives = []primitive{
 	{name: "semaphore", sem: true, cycle: semaphoreCycle},
 	{name: "ticket", cycle: ticketCycle},
 	{name: "idempotent", cycle: idempotentCycle},
-	{name: "breaker", cycle: breakerCycle}, // counted by its breaks answered 200
-	{name: "session", cycle: sessionCycle}, // matrix_sessions_test.go
-	{name: "watch", cycle: watchCycle},     // counted by what it saw; matrix_watches_test.go
-	{name: "lockset", cycle: lockSetCycle}, // matrix_locksets_test.go
+	{name: "breaker", cycle: breakerCycle},             // counted by its breaks answered 200
+	{name: "session", cycle: sessionCycle, workers: 6}, // matrix_sessions_test.go
+	{name: "watch", cycle: watchCycle},                 // counted by what it saw; matrix_watches_test.go
+	{name: "lockset", cycle: lockSetCycle},             // matrix_locksets_test.go
 }
 
 // primitive is one row of the matrix.
@@ -34,7 +35,15 @@ type primitive struct {
 	sem bool
 	// cycle is one attempt at a critical section on name.
 	cycle func(ctx context.Context, w *worker, name string)
+	// workers is how many clients run the row in a round, on the
+	// gateways in turn; 3 (one per gateway) when zero. A row whose
+	// cycle is long (a session's lasts seconds) has more, so that a
+	// faulted round still makes enough grants to show anything.
+	workers int
 }
+
+// clients is how many workers run p in a round.
+func (p primitive) clients() int { return cmp.Or(p.workers, 3) }
 
 // semLimit is the limit of the round's semaphores: the one their
 // acquires send, and the most any resize sets (see resizeLimits).

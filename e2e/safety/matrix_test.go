@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,9 +104,14 @@ const (
 	matrixRound = 8 * time.Second
 )
 
-// matrixWorkers clients per round, spread over the primitives and the
-// gateways: three each, one per gateway.
-var matrixWorkers = 3 * len(primitives)
+// rowClients is each row's number of workers.
+func rowClients() []int {
+	var n []int
+	for _, p := range primitives {
+		n = append(n, p.clients())
+	}
+	return n
+}
 
 // injector applies faults to a round from seed until done is closed (the
 // load has stopped), and says what it did and how many of the topology's
@@ -139,22 +145,32 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	defer cancel()
 	end := time.Now().Add(length)
 	var wg sync.WaitGroup
-	for i := range matrixWorkers {
-		p := primitives[i%len(primitives)]
-		slot := f.gateways[(i/len(primitives))%len(f.gateways)] // each primitive on every gateway
-		if notYet(p.name, f.name) != "" {
-			continue
-		}
-		w := &worker{id: i, prim: p.name, rng: rand.New(rand.NewPCG(seed, uint64(100+i))), client: slot.client, h: locks, res: res, round: rs}
-		names := lockNames
-		if p.sem {
-			w.h, names = sems, semNames
-		}
-		wg.Go(func() {
-			for time.Now().Before(end) && ctx.Err() == nil {
-				p.cycle(ctx, w, names[w.rng.IntN(len(names))])
+	// The workers, row by row in turn: the k-th of each row before any
+	// row's k+1-th, so that adding a row's workers leaves the others'
+	// seeds (and a replayed round) as they were.
+	id := 0
+	for k := 0; k < slices.Max(rowClients()); k++ {
+		for _, p := range primitives {
+			if k >= p.clients() {
+				continue
 			}
-		})
+			i := id
+			id++
+			slot := f.gateways[k%len(f.gateways)] // each primitive on every gateway
+			if notYet(p.name, f.name) != "" {
+				continue
+			}
+			w := &worker{id: i, prim: p.name, rng: rand.New(rand.NewPCG(seed, uint64(100+i))), client: slot.client, h: locks, res: res, round: rs}
+			names := lockNames
+			if p.sem {
+				w.h, names = sems, semNames
+			}
+			wg.Go(func() {
+				for time.Now().Before(end) && ctx.Err() == nil {
+					p.cycle(ctx, w, names[w.rng.IntN(len(names))])
+				}
+			})
+		}
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
