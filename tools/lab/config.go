@@ -88,7 +88,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.etcd, "etcd", "etcd", "--processes: the etcd binary to compare with (skipped when not found)")
 	fs.StringVar(&c.pprofDir, "pprof-dir", "", "--processes: write CPU and allocation profiles of each gateway process during its first uncontended run here")
 	fs.IntVar(&c.repeat, "repeat", 1, "--processes: rounds of each scenario, each round over every target in the same order; the report gives the medians of the rounds and the spread of the ratio to the ceiling")
-	fs.IntVar(&c.releasedNames, "released-names", 2000, "--processes: lock names to acquire and release once each through every Redis gateway, for the Redis memory a released name keeps (0: skip)")
+	fs.IntVar(&c.releasedNames, "released-names", 20000, "--processes: lock names to acquire and release once each through every Redis gateway, for the Redis memory a released name keeps (0: skip)")
 	fs.IntVar(&c.semaphoreLimit, "semaphore-limit", 4, "the semaphore's permits")
 	fs.IntVar(&c.semaphoreClients, "semaphore-clients", 64, "clients of the semaphore run (0: skip)")
 	fs.Float64Var(&c.sharedRatio, "shared-ratio", 0.8, "the share of acquires that ask for a shared grant in the shared/exclusive run")

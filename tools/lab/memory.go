@@ -121,6 +121,70 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
+// notNamesMemory is the memory that is none of the names' own, which
+// measureReleasedNames leaves out: the keyspace's hash tables (MEMORY STATS
+// db.0 overhead.hashtable.main and .expires): their buckets, which grow
+// in steps (the table doubles) with every key there is, records included,
+// and shrink only when a tenth of them are in use.
+//
+// It also counts the clients' buffers (INFO memory mem_clients_normal),
+// which come and go with the calls in flight and the rate of the last
+// second, and are no name's.
+func notNamesMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
+	v, err := loadgen.InfoField(ctx, rdb, "memory", "mem_clients_normal")
+	if err != nil {
+		return 0, err
+	}
+	clients, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	tables, err := hashTables(ctx, rdb)
+	return clients + tables, err
+}
+
+// hashTables is the memory of the keyspace's hash tables (see
+// notNamesMemory).
+func hashTables(ctx context.Context, rdb *redis.Client) (int64, error) {
+	v, err := rdb.Do(ctx, "MEMORY", "STATS").Result()
+	if err != nil {
+		return 0, err
+	}
+	db, ok := statsField(v, "db.0")
+	if !ok {
+		return 0, nil // an empty keyspace
+	}
+	var sum int64
+	for _, f := range []string{"overhead.hashtable.main", "overhead.hashtable.expires"} {
+		n, _ := statsField(db, f)
+		i, _ := n.(int64)
+		sum += i
+	}
+	return sum, nil
+}
+
+// statsField is the value of name in a reply of MEMORY STATS: a list of
+// names and values (RESP2), or a map (RESP3).
+func statsField(v any, name string) (any, bool) {
+	switch v := v.(type) {
+	case []any:
+		for i := 0; i+1 < len(v); i += 2 {
+			if v[i] == name {
+				return v[i+1], true
+			}
+		}
+	case map[any]any:
+		f, ok := v[name]
+		return f, ok
+	}
+	return nil, false
+}
+
+// bucketBytes is what a key adds to the keyspace's hash tables at a load
+// factor of 1: a bucket (a pointer) in the table of keys and one in that of
+// expiries, for a key that expires.
+const bucketBytes = 2 * 8
+
 // keyUsage counts the keys matching pattern and sums their MEMORY USAGE,
 // the calls' records (KEYS[1]:c:<call id>, see lua/once.lua) apart.
 func keyUsage(ctx context.Context, rdb *redis.Client, pattern string) (keys, bytes, callBytes int64, err error) {
@@ -167,8 +231,12 @@ type ReleasedNameMemory struct {
 	UsedMemoryPerName float64 `json:"used_memory_per_name"`
 	// KeptPerName is the growth of used_memory per name once the keys that
 	// expire within two minutes are deleted: what a name keeps through its
-	// retention, the keyspace's overhead (dict and expires entries)
-	// included.
+	// retention, the keyspace's overhead included (its entries in the dict
+	// of keys and in that of expiries). Of the hash tables, which grew for
+	// the records too and do not shrink with them, it counts a bucket in
+	// each table per key kept (bucketBytes, as at a load factor of 1; up
+	// to twice that just after a table doubled) instead of their growth,
+	// which depends on where in its doubling the keyspace was.
 	KeptPerName float64 `json:"kept_per_name"`
 	// Kinds are the keys left behind, by kind.
 	Kinds []KeyKind `json:"kinds"`
@@ -199,6 +267,10 @@ func measureReleasedNames(ctx context.Context, target string, gw *loadgen.HTTPTa
 	if err != nil {
 		return m, err
 	}
+	tablesBefore, err := notNamesMemory(ctx, rdb)
+	if err != nil {
+		return m, err
+	}
 	if err := forEach(n, 16, func(i int) error {
 		s := gw.NewSession(ctx, fmt.Sprintf("released-%s-%d", tag, i))
 		token, _, err := s.Acquire(0)
@@ -217,6 +289,7 @@ func measureReleasedNames(ctx context.Context, target string, gw *loadgen.HTTPTa
 
 	kinds := map[string]*KeyKind{}
 	var short []string
+	var kept int64
 	pattern := globEscape(prefix+"{"+gw.Namespace()+"/released-"+tag+"-") + "*"
 	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {
@@ -240,6 +313,8 @@ func measureReleasedNames(ctx context.Context, target string, gw *loadgen.HTTPTa
 		k.TTLS = max(k.TTLS, ttl.Seconds())
 		if ttl > 0 && ttl <= keptAfter {
 			short = append(short, key)
+		} else {
+			kept++
 		}
 	}
 	if err := iter.Err(); err != nil {
@@ -257,11 +332,15 @@ func measureReleasedNames(ctx context.Context, target string, gw *loadgen.HTTPTa
 			return m, fmt.Errorf("DEL: %w", err)
 		}
 	}
-	kept, err := usedMemory(ctx, rdb)
+	after, err = usedMemory(ctx, rdb)
 	if err != nil {
 		return m, err
 	}
-	m.KeptPerName = float64(kept-before) / float64(n)
+	tablesAfter, err := notNamesMemory(ctx, rdb)
+	if err != nil {
+		return m, err
+	}
+	m.KeptPerName = float64(after-before-(tablesAfter-tablesBefore)+kept*bucketBytes) / float64(n)
 	return m, nil
 }
 
