@@ -1,6 +1,7 @@
 package locks_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,10 +13,16 @@ import (
 // TestRedisFencingSurvivesCounterGoingBack: the fencing counter is behind
 // the tokens already handed out, as on a replica promoted before it got the
 // last grants, or after a restart from stale persistence. The next token is
-// still larger than every one before.
+// still larger than every one before. With a history the counter shares
+// the name record with the events (lua/lib_fence.lua), and a counter alone,
+// as a gateway without one writes it, reads as well.
 func TestRedisFencingSurvivesCounterGoingBack(t *testing.T) {
+	forHistories(t, testFencingSurvivesCounterGoingBack)
+}
+
+func testFencingSurvivesCounterGoingBack(t *testing.T, history int) {
 	srv := redistest.Start(t)
-	l := newRedis(t, srv, locks.RedisOptions{})
+	l := newRedis(t, srv, locks.RedisOptions{History: history})
 	admin := srv.Client(t)
 	key := locktest.UniqueKey(t)
 	fenceKey := "lockgate:{" + key.String() + "}:fence"
@@ -41,8 +48,12 @@ func TestRedisFencingSurvivesCounterGoingBack(t *testing.T) {
 // microsecond. Each token is the counter plus one, and the counter keeps
 // its expiry.
 func TestRedisFencingCounterAheadOfClock(t *testing.T) {
+	forHistories(t, testFencingCounterAheadOfClock)
+}
+
+func testFencingCounterAheadOfClock(t *testing.T, history int) {
 	srv := redistest.Start(t)
-	l := newRedis(t, srv, locks.RedisOptions{})
+	l := newRedis(t, srv, locks.RedisOptions{History: history})
 	admin := srv.Client(t)
 	key := locktest.UniqueKey(t)
 	fenceKey := "lockgate:{" + key.String() + "}:fence"
@@ -61,5 +72,13 @@ func TestRedisFencingCounterAheadOfClock(t *testing.T) {
 		if _, err := l.Release(t.Context(), key, g.Token); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// forHistories runs test without a history and with one: the fencing
+// counter alone, and in a name record with the events.
+func forHistories(t *testing.T, test func(t *testing.T, history int)) {
+	for _, history := range []int{0, 10} {
+		t.Run(fmt.Sprintf("history=%d", history), func(t *testing.T) { test(t, history) })
 	}
 }

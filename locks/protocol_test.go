@@ -3,6 +3,7 @@ package locks
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -77,5 +78,26 @@ func TestProtocolAgrees(t *testing.T) {
 		if _, ok := want[name]; !ok {
 			t.Errorf("%s: named by the scripts, unknown to this test: give it a Go twin", name)
 		}
+	}
+}
+
+// TestEventKindsAgree: lua/lib_history.lua stores an event's kind as its
+// number in EVENT_KINDS, which must list EventKinds in the same order (a
+// new kind goes at the end of both: the numbers are in Redis already).
+func TestEventKindsAgree(t *testing.T) {
+	src, err := os.ReadFile("../lua/lib_history.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)local EVENT_KINDS = \{(.*?)\}`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("lib_history.lua has no EVENT_KINDS")
+	}
+	var got []string
+	for _, q := range regexp.MustCompile(`'([a-z_]+)'`).FindAllSubmatch(m[1], -1) {
+		got = append(got, string(q[1]))
+	}
+	if !slices.Equal(got, EventKinds) {
+		t.Errorf("lib_history.lua EVENT_KINDS %q, EventKinds %q", got, EventKinds)
 	}
 }

@@ -466,10 +466,11 @@ func TestRedisEveryKeyExpires(t *testing.T) {
 	}
 }
 
-// TestRedisHistoryExpiry: a lock's history lives --fence-retention after
-// the last grant or renewal it records, and a history that begins anew
-// with an event that does not move its expiry (a release, once the old
-// history has gone) gets one all the same.
+// TestRedisHistoryExpiry: a lock's name record, its fencing counter and
+// history, lives --fence-retention after the last grant or renewal it
+// records, and a record that begins anew with an event that does not move
+// its expiry (a release, once the old record has gone) gets one all the
+// same.
 func TestRedisHistoryExpiry(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
@@ -477,10 +478,10 @@ func TestRedisHistoryExpiry(t *testing.T) {
 	const retention = time.Hour
 	l := newRedis(t, srv, locks.RedisOptions{History: 10, FenceRetention: retention})
 	key := locktest.UniqueKey(t)
-	history := "lockgate:{" + key.String() + "}:history"
+	record := "lockgate:{" + key.String() + "}:fence"
 	pttl := func() time.Duration {
 		t.Helper()
-		d, err := admin.PTTL(ctx, history).Result()
+		d, err := admin.PTTL(ctx, record).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -491,7 +492,7 @@ func TestRedisHistoryExpiry(t *testing.T) {
 	if d := pttl(); d < retention-time.Minute {
 		t.Fatalf("after a grant the history expires in %v, want about %v", d, retention)
 	}
-	admin.PExpire(ctx, history, time.Second) // as if most of the retention had passed
+	admin.PExpire(ctx, record, time.Second) // as if most of the retention had passed
 	if _, err := l.Renew(ctx, key, g.Token, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -499,12 +500,12 @@ func TestRedisHistoryExpiry(t *testing.T) {
 		t.Fatalf("after a renewal the history expires in %v, want about %v", d, retention)
 	}
 
-	admin.Del(ctx, history) // gone, as an idle lock's history goes
+	admin.Del(ctx, record) // gone, as an idle lock's record goes
 	if _, err := l.Release(ctx, key, g.Token); err != nil {
 		t.Fatal(err)
 	}
-	if n := admin.LLen(ctx, history).Val(); n != 1 {
-		t.Fatalf("the release's history has %d events, want 1", n)
+	if evs, err := l.History(ctx, key); err != nil || len(evs) != 1 || evs[0].Kind != "released" {
+		t.Fatalf("the release's history is %+v (%v), want one release", evs, err)
 	}
 	if d := pttl(); d < 0 {
 		t.Fatalf("a history begun by a release has no expiry (PTTL %v)", d)

@@ -4,8 +4,8 @@
 -- administrator's step: the gateway decides who may; the script needs no
 -- owner token.
 --
--- KEYS[1..9]  the lock, fence, queue, alive, waiters, readers, delay,
---             history and held keys (see lib_keys.lua); no record: the
+-- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay
+--             and held keys (see lib_keys.lua); no record: the
 --             breaker does not know whose grants it ends (see broken)
 -- ARGV[1]     how long the fencing counter outlives its last use, ms
 -- ARGV[2]     '1' to drop a waiter whose gateway does not hear the hand-off

@@ -12,6 +12,77 @@ local function clock()
   return CLOCK.now, t
 end
 
+-- A lock's name record, K.fence: one string per name, which outlives the
+-- name's last grant (or the last event that began or extended a lease) by
+-- the retention: the last fencing token handed out, in digits, and with
+-- --history, after one space, the lock's index and its last events packed
+-- with cmsgpack (see lib_history.lua), so that a name that was released
+-- keeps one key (and about 200 bytes) where it kept two. A semaphore's, and
+-- a lock's without a history, is the digits alone.
+--
+-- With a history, a call reads the record once (record) and writes it once,
+-- when its main part has run (flush_records, which once.lua calls, and
+-- watch.lua, the one script with a history that once.lua does not wrap):
+-- one GET and one SET for the fencing token and every event of the call.
+-- RECORDS holds the records the running call read, by key; KEYS is new on
+-- each call, which tells a call's records from those an earlier call
+-- that failed left behind (a function library's locals outlive a call).
+local RECORDS = {}
+
+-- record returns K's name record as the running call has it: {K, n: the
+-- last fencing token, i: the index, evs: the events, packed, newest first,
+-- new: true when the key did not exist, dirty: to be written, extend: to
+-- live the retention from now}.
+local function record(K)
+  if RECORDS.keys ~= KEYS then
+    RECORDS = {keys = KEYS, list = {}}
+  end
+  local rec = RECORDS[K.fence]
+  if rec then
+    return rec
+  end
+  rec = {K = K, n = 0, i = 0, evs = ''}
+  local v = redis.call('GET', K.fence)
+  if v then
+    local sp = string.find(v, ' ', 1, true)
+    rec.n = tonumber(string.sub(v, 1, (sp or 0) - 1)) or 0
+    if sp then
+      local off, i = cmsgpack.unpack_limit(v, 1, sp)
+      rec.i = tonumber(i) or 0
+      if off ~= -1 then
+        rec.evs = string.sub(v, off + 1)
+      end
+    end
+  else
+    rec.new = true
+  end
+  RECORDS[K.fence] = rec
+  rec.at = #RECORDS.list + 1
+  RECORDS.list[rec.at] = rec
+  return rec
+end
+
+-- flush_records writes every record the running call changed: one SET
+-- each, which moves its expiry only when the call began or extended a
+-- lease (or made the key): the retention from now.
+local function flush_records()
+  if RECORDS.keys ~= KEYS then
+    return
+  end
+  for _, rec in ipairs(RECORDS.list) do
+    if rec.dirty then
+      local v = string.format('%d', rec.n) .. ' ' .. cmsgpack.pack(rec.i) .. rec.evs
+      if rec.extend or rec.new then
+        redis.call('SET', rec.K.fence, v, 'PX', rec.K.keep_px)
+      else
+        redis.call('SET', rec.K.fence, v, 'KEEPTTL')
+      end
+    end
+  end
+  RECORDS = {}
+end
+AFTER_MAIN[#AFTER_MAIN + 1] = flush_records
+
 -- next_fence returns a fencing token larger than every one handed out
 -- before, as a string: the larger of the counter plus one and the Redis
 -- clock in microseconds. The counter covers many grants within one
@@ -23,13 +94,21 @@ end
 -- grants. Microseconds since 1970 stay below 2^53 until the year 2255, so
 -- Lua's doubles hold them exactly.
 --
--- One SET ... GET writes the clock and reads the counter; only when the
--- counter is not behind the clock (many grants in one microsecond, or a
--- clock that stepped back) does a second SET put the counter plus one.
+-- Without a history, one SET ... GET writes the clock and reads the
+-- counter; only when the counter is not behind the clock (many grants in
+-- one microsecond, or a clock that stepped back) does a second SET put the
+-- counter plus one. With one, the record (read once a call) takes it.
 local function next_fence(K, t, retention)
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if K.hist_n and K.hist_n > 0 then
+    local rec = record(K)
+    rec.n = math.max(rec.n + 1, us)
+    rec.dirty, rec.extend = true, true
+    return string.format('%d', rec.n)
+  end
   local fence = string.format('%d', us)
-  local last = tonumber(redis.call('SET', K.fence, fence, 'PX', retention, 'GET') or '0') or 0
+  local last = redis.call('SET', K.fence, fence, 'PX', retention, 'GET')
+  last = last and tonumber(string.match(last, '^%d+')) or 0
   if last >= us then
     fence = string.format('%d', last + 1)
     redis.call('SET', K.fence, fence, 'PX', retention)

@@ -1,34 +1,105 @@
--- lib_history: a lock's history of events (K.history, with --history) and
+-- lib_history: a lock's history of events (in its name record, K.fence,
+-- with --history: see lib_fence.lua) and
 -- the note of its exclusive grant's lease end (K.held), from which the
 -- first script to run after that lease ended unreleased records that it
 -- expired (see lib_keys.lua). A library, not a script on its own.
 
+-- An event, as the record packs it (pack_event), and as history.lua and
+-- watch.lua hand it to the engine (event_json).
+local EVENT_FIELDS = {'e', 't', 'f', 's', 'o', 'v', 'b', 'ss'}
+
+-- EVENT_KINDS are the events' kinds (locks.EventKinds, in its order: a new
+-- one goes at the end of both), which the record
+-- packs as their number here; KIND_CODES the reverse.
+local EVENT_KINDS = {'acquired', 'handed_over', 're_entered', 'renewed', 'released', 'expired', 'broken',
+  'waiter_dropped', 'value_changed'}
+local KIND_CODES = {}
+for code = 1, #EVENT_KINDS do -- a library's top level has no ipairs
+  KIND_CODES[EVENT_KINDS[code]] = code
+end
+
+-- pack_event packs ev as an array in EVENT_FIELDS' order, its kind as its
+-- code, false for a field it lacks, the trailing ones left out: about 25
+-- bytes for an acquire, where its JSON took 90.
+local function pack_event(ev)
+  local a, n = {}, 0
+  for k, f in ipairs(EVENT_FIELDS) do
+    a[k] = ev[f] or false
+    if ev[f] then
+      n = k
+    end
+  end
+  a[1] = KIND_CODES[ev.e]
+  for k = #EVENT_FIELDS, n + 1, -1 do
+    a[k] = nil
+  end
+  return cmsgpack.pack(a)
+end
+
+-- event_json is the packed event a, numbered i, as JSON whose numbers are
+-- strings (cjson keeps 14 digits of a number, a fencing token has 16).
+local function event_json(a, i)
+  local ev = {i = string.format('%d', i), e = EVENT_KINDS[a[1]]}
+  for k = 2, #EVENT_FIELDS do
+    local f = EVENT_FIELDS[k]
+    local v = a[k]
+    if v then
+      if type(v) == 'number' then
+        v = string.format('%d', v)
+      end
+      ev[f] = v
+    end
+  end
+  return cjson.encode(ev)
+end
+
+-- history_of returns the events of the name record value v (see
+-- lib_fence.lua) as JSON (event_json), newest first, and the index: what
+-- history.lua and watch.lua read.
+local function history_of(v)
+  local sp = v and string.find(v, ' ', 1, true)
+  if not sp then
+    return {}, 0
+  end
+  local all = {cmsgpack.unpack(string.sub(v, sp + 1))}
+  local index = tonumber(all[1]) or 0
+  local out = {}
+  for k = 2, #all do
+    out[k - 1] = event_json(all[k], index - k + 2)
+  end
+  return out, index
+end
+
 -- push_events adds the events evs (tables, see event), oldest first, to
--- the lock's history: one LPUSH, then the cap. Each event gets its number
--- i, one more than the one before it (the head's, read with one LINDEX):
--- the lock's index, which watches resume from. The history lives
--- K.keep_ms after the last event that began or extended a lease (extends),
--- and a new one gets that expiry whatever its first event: an event that
--- ends a lease or drops a waiter comes within one lease of such an event,
--- so it need not move the expiry, which saves a PEXPIRE per release.
--- Then each gateway that watches the lock (K.lock .. ':w', see lib_keys.lua)
--- hears one hint with the new index: "read again", nothing more.
+-- the lock's history in its name record (lib_fence.lua record), and keeps
+-- its last K.hist_n. Each event gets its number, one more than the one
+-- before it: the lock's index, which watches resume from. The record lives
+-- the retention after the last event that began or extended a lease
+-- (extends), and a new one gets that expiry whatever its first event: an
+-- event that ends a lease or drops a waiter comes within one lease of such
+-- an event, so it need not move the expiry. Then each gateway that watches
+-- the lock (K.lock .. ':w', see lib_keys.lua) hears one hint with the new
+-- index: "read again", nothing more.
 local function push_events(K, evs, extends)
-  local head = redis.call('LINDEX', K.history, '0')
-  local i = tonumber(head and string.match(head, '"i":"(%d+)"')) or 0
-  local enc = {}
-  for n, ev in ipairs(evs) do
-    ev.i = string.format('%d', i + n)
-    enc[n] = cjson.encode(ev)
+  local rec = record(K)
+  local packed = {}
+  local first = math.max(1, #evs - K.hist_n + 1)
+  for n = #evs, first, -1 do
+    packed[#packed + 1] = pack_event(evs[n])
   end
-  local n = redis.call('LPUSH', K.history, unpack(enc))
-  if n > K.hist_n then
-    redis.call('LTRIM', K.history, '0', K.hist_last)
+  local keep = K.hist_n - #packed
+  if keep > 0 and rec.evs ~= '' then
+    local off = cmsgpack.unpack_limit(rec.evs, keep, 0)
+    if off ~= -1 then
+      rec.evs = string.sub(rec.evs, 1, off)
+    end
+    packed[#packed + 1] = rec.evs
   end
-  if extends or n == #evs then
-    redis.call('PEXPIRE', K.history, K.keep_px)
-  end
-  local hint = WATCH_HINT .. ' ' .. K.lock .. ' ' .. string.format('%d', i + #evs)
+  rec.i = rec.i + #evs
+  rec.evs = table.concat(packed)
+  rec.dirty = true
+  rec.extend = rec.extend or extends
+  local hint = WATCH_HINT .. ' ' .. K.lock .. ' ' .. string.format('%d', rec.i)
   for _, g in ipairs(redis.call('ZRANGE', K.lock .. ':w', '0', '-1')) do
     redis.call('PUBLISH', g, hint)
   end
@@ -50,8 +121,7 @@ local function event(K, what, ms, sub, own, fence, value, by, session)
   if not K.hist_n or K.hist_n == 0 then
     return
   end
-  local ev = {e = what, t = string.format('%d', ms), s = sub, o = own,
-    f = string.format('%d', tonumber(fence) or 0), b = by}
+  local ev = {e = what, t = tonumber(ms), s = sub, o = own, f = tonumber(fence) or 0, b = by}
   if session and session ~= '' then
     ev.ss = session
   end

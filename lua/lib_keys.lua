@@ -13,7 +13,17 @@
 --              holds, when it was re-entered: see holds.lua), v (the
 --              grant's value, absent for none: it goes with the hash when
 --              the grant ends); its PEXPIRE is the lease
---   K.fence    the last fencing token handed out
+--   K.fence    the name record (lib_fence.lua): the last fencing token
+--              handed out, in digits, and with --history N, after a
+--              space, the lock's index (its newest event's number) and its
+--              last N events, newest first, each an array {event, ms on
+--              the Redis clock, fencing token, subject, owner label,
+--              value, on the events that set one, who broke it, for
+--              'broken', the session whose end released it, for
+--              'released' (lib_session.lua)} in cmsgpack (see
+--              lib_history.lua pack_event); it lives the retention after
+--              the last grant or event that began or extended a lease,
+--              and is all a released name keeps
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
 --   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token
@@ -30,17 +40,6 @@
 --              the delay after its lease), 'x:<ms>' once a shared holder's
 --              lease was seen to end unreleased: the delay after that lasts
 --              until ms on the Redis clock, whoever releases
---   K.history  list, with --history N: the lock's last N events, newest
---              first, each JSON {e: event, t: ms on the Redis clock, s:
---              subject, o: owner label, f: fencing token, v: the grant's
---              value, on the events that set one, b: who broke it, for
---              'broken', ss: the session whose end released it, for
---              'released' (lib_session.lua), i: the event's number, one
---              more than the one before it: the lock's index is its
---              head's}, the numbers as
---              strings (cjson keeps 14 digits of a number, a fencing token
---              has 16); it lives as long as the fencing counter after the
---              last event that began or extended a lease (push_events)
 --   K.held     string, with --history: JSON {f, s, o, u: ms when its lease
 --              ends} of the exclusive grant, so that the first script to
 --              run after its lease ended unreleased records that it expired
@@ -86,7 +85,7 @@
 local OPTIONS, OPTIONS_N = {}, 0
 
 -- lock_keys_at is lock_keys for a script that takes several locks (a
--- lock set, see set_acquire.lua): the ten keys of one lock start after
+-- lock set, see set_acquire.lua): the nine keys of one lock start after
 -- KEYS[base].
 local function lock_keys_at(opts, base)
   opts = opts or ''
@@ -101,13 +100,13 @@ local function lock_keys_at(opts, base)
     OPTIONS[opts], OPTIONS_N = o, OPTIONS_N + 1
   end
   return {lock = KEYS[base + 1], fence = KEYS[base + 2], queue = KEYS[base + 3], alive = KEYS[base + 4],
-    waiters = KEYS[base + 5], readers = KEYS[base + 6], delay = KEYS[base + 7], history = KEYS[base + 8],
-    held = KEYS[base + 9], record = KEYS[base + 10],
+    waiters = KEYS[base + 5], readers = KEYS[base + 6], delay = KEYS[base + 7], held = KEYS[base + 8],
+    record = KEYS[base + 9],
     delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6], hist_last = o[7]}
 end
 
--- lock_keys is K for the lock scripts' KEYS[1..10] (lock, fence, queue,
--- alive, waiters, readers, delay, history, held, record), with the lock's
+-- lock_keys is K for the lock scripts' KEYS[1..9] (lock, fence, queue,
+-- alive, waiters, readers, delay, held, record), with the lock's
 -- options, 'delay:history:keep:readers:index': the lock delay, ms; how many
 -- events the history keeps (0: none); how long it outlives the last grant
 -- or renewal it records, ms; how many shared holders it may have at once

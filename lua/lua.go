@@ -252,7 +252,7 @@ var scripts = []Script{
 	writes("ticket", true, ticketSrc, lockLib),
 	writes("set_acquire", true, setAcquireSrc, lockLib), // every lock of a set, or none
 	reads("inspect", inspectSrc, describeLibs),
-	reads("history", historySrc),
+	reads("history", historySrc, lockLib),
 	writesIdempotent("index", indexSrc), // listing's index, advisory
 	reads("list", listSrc),
 	writesIdempotent("watch", watchSrc, describeLibs), // records an expiry, as every lock script does first

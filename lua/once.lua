@@ -35,5 +35,8 @@ if kept then
   return cmsgpack.unpack(kept)
 end
 local reply = main()
+for _, f in ipairs(AFTER_MAIN) do
+  f()
+end
 redis.call('SET', record, cmsgpack.pack(reply), 'PX', call_ms)
 return reply

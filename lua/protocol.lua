@@ -37,6 +37,11 @@ local INDEX_ADD, INDEX_EXTEND, INDEX_DEL = 'add', 'extend', 'del'
 -- push_events): 'watch <lock key> <index>', which no waiter id matches.
 local WATCH_HINT = 'watch'
 
+-- What a library needs done once a script's main part has run, before
+-- once.lua records its reply: functions, called in order (lib_fence.lua
+-- writes the name records the call changed).
+local AFTER_MAIN = {}
+
 -- How long a grant's record outlives its lease, or its release, ms: a
 -- repeated release within it succeeds again, and a renew or release that
 -- fails says why (released, expired). locks.RecordTTL.

@@ -2,9 +2,10 @@
 -- Redis (or one Cluster slot): the uncontended case, and the first try of
 -- a set that waits (see locks/lockset.go).
 --
--- KEYS[10i-9..10i]  the lock, fence, queue, alive, waiters, readers,
---             delay, history and held keys of the set's i-th lock, then the
---             record of its owner token (see lib_keys.lua), i = 1..n
+-- KEYS[1..9n] nine keys a lock: KEYS[9i-8..9i] are the lock, fence,
+--             queue, alive, waiters, readers, delay and held keys of the
+--             set's i-th lock, then the record of its owner token (see
+--             lib_keys.lua), i = 1..n
 -- ARGV[1]     lease TTL, ms
 -- ARGV[2]     subject (who acquires)
 -- ARGV[3]     owner label (may be empty)
@@ -29,11 +30,11 @@
 -- order, with acquire.lua.
 
 local opts, ttl, sub, own, retention = ARGV[6], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local n = #KEYS / 10
+local n = #KEYS / 9
 local now, t = clock()
 local Ks = {}
 for i = 1, n do
-  local K = lock_keys_at(opts, (i - 1) * 10)
+  local K = lock_keys_at(opts, (i - 1) * 9)
   Ks[i] = K
   -- A free lock goes to its queue first, as acquire.lua gives it.
   local h = handoff(K, t, now, current(K, now), retention, ARGV[5], nil)

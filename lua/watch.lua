@@ -2,8 +2,8 @@
 -- events after it and the lock's holders now, one read that the gateway
 -- hands to all its watchers of the lock (see locks/watch_redis.go).
 --
--- KEYS[1..9]  the lock, fence, queue, alive, waiters, readers, delay,
---             history and held keys (see lib_keys.lua)
+-- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay
+--             and held keys (see lib_keys.lua)
 -- ARGV[1]     the lock's options (see lock_keys)
 -- ARGV[2]     the index the gateway has seen (0: none)
 -- ARGV[3]     how many holders to describe at most (see describe)
@@ -25,11 +25,11 @@ local K = lock_keys(ARGV[1])
 local now = clock()
 current(K, now)
 local after = tonumber(ARGV[2])
-local kept = redis.call('LRANGE', K.history, '0', '-1')
-local index = tonumber(kept[1] and string.match(kept[1], '"i":"(%d+)"')) or 0
+flush_records()
+local kept, index = history_of(redis.call('GET', K.fence))
 local evs = {}
-for _, e in ipairs(kept) do
-  if index >= after and (tonumber(string.match(e, '"i":"(%d+)"')) or 0) <= after then
+for n, e in ipairs(kept) do
+  if index >= after and index - n + 1 <= after then
     break
   end
   evs[#evs + 1] = e
