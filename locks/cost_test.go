@@ -29,7 +29,7 @@ func TestRedisCycleCommands(t *testing.T) {
 		want    map[string]int
 	}{
 		{10, map[string]int{
-			"fcall": 2, "time": 2, "get": 5, "set": 7, "hget": 1, "hset": 1, "hmget": 1, "pexpire": 1, "del": 1,
+			"fcall": 2, "time": 2, "get": 4, "set": 6, "hget": 1, "hset": 1, "hmget": 1, "pexpire": 1, "del": 1,
 			"zrange": 4, "zadd": 2, "pttl": 1, "zrem": 2, "zrangebyscore": 1,
 		}},
 		{0, map[string]int{

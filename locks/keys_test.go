@@ -13,7 +13,7 @@ func TestLockKeys(t *testing.T) {
 	got := r.lockKeys(Key{Namespace: "ns", Name: "a:b"}).withToken("H").all()
 	want := []string{"lockgate:{ns/a:b}", "lockgate:{ns/a:b}:fence", "lockgate:{ns/a:b}:queue",
 		"lockgate:{ns/a:b}:alive", "lockgate:{ns/a:b}:waiters", "lockgate:{ns/a:b}:readers",
-		"lockgate:{ns/a:b}:delay", "lockgate:{ns/a:b}:held",
+		"lockgate:{ns/a:b}:delay",
 		"lockgate:{ns/a:b}:t:H"}
 	if !slices.Equal(got, want) {
 		t.Errorf("keys\n got %q\nwant %q", got, want)

@@ -16,7 +16,7 @@ import (
 // hash tag {ns/name}, so that one script can touch them all on Redis
 // Cluster.
 type lockKeys struct {
-	lock, fence, queue, alive, waiters, readers, delay, held string
+	lock, fence, queue, alive, waiters, readers, delay string
 	// record is the key of the record of the grant of the caller's token
 	// (see withToken); "" for a call without a token.
 	record string
@@ -24,18 +24,18 @@ type lockKeys struct {
 
 func (r *Redis) lockKeys(key Key) lockKeys {
 	lock := r.opts.Prefix + "{" + key.Namespace + "/" + key.Name + "}"
-	// One string holds the other seven, each key a slice of it: two
+	// One string holds the other six, each key a slice of it: two
 	// allocations per call where there were ten (they were a sixth of the
 	// gateway's allocations per call).
 	all := lock + ":fence" + lock + ":queue" + lock + ":alive" + lock + ":waiters" + lock + ":readers" +
-		lock + ":delay" + lock + ":held"
+		lock + ":delay"
 	next := func(suffix string) string {
 		k := all[:len(lock)+len(suffix)]
 		all = all[len(k):]
 		return k
 	}
 	return lockKeys{lock: lock, fence: next(":fence"), queue: next(":queue"), alive: next(":alive"),
-		waiters: next(":waiters"), readers: next(":readers"), delay: next(":delay"), held: next(":held")}
+		waiters: next(":waiters"), readers: next(":readers"), delay: next(":delay")}
 }
 
 // withToken is k with the record of the grant of the token whose hash is
@@ -45,10 +45,10 @@ func (k lockKeys) withToken(tokHash string) lockKeys {
 	return k
 }
 
-// all is KEYS[1..8] of the lock scripts that take a lock's keys (see
-// lua/lib_keys.lua lock_keys), then the record, KEYS[9], if k has one.
+// all is KEYS[1..7] of the lock scripts that take a lock's keys (see
+// lua/lib_keys.lua lock_keys), then the record, KEYS[8], if k has one.
 func (k lockKeys) all() []string {
-	keys := append(make([]string, 0, 9), k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay, k.held)
+	keys := append(make([]string, 0, 8), k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay)
 	if k.record != "" {
 		keys = append(keys, k.record)
 	}
@@ -315,7 +315,7 @@ func parseHolders(res []any, start time.Time) (info Info, held bool) {
 // as the backend keeps, newest first.
 func (r *Redis) callHistory(ctx context.Context, key Key) ([]Event, error) {
 	k := r.lockKeys(key)
-	cmd, _ := r.run(ctx, historyScript, []string{k.fence, k.held}, r.opts.History)
+	cmd, _ := r.run(ctx, historyScript, []string{k.fence}, r.opts.History)
 	out, err := cmd.StringSlice()
 	if err != nil {
 		return nil, err

@@ -4,8 +4,8 @@
 -- administrator's step: the gateway decides who may; the script needs no
 -- owner token.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers, delay
---             and held keys (see lib_keys.lua); no record: the
+-- KEYS[1..7]  the lock, fence, queue, alive, waiters, readers and delay
+--             keys (see lib_keys.lua); no record: the
 --             breaker does not know whose grants it ends (see broken)
 -- ARGV[1]     how long the fencing counter outlives its last use, ms
 -- ARGV[2]     '1' to drop a waiter whose gateway does not hear the hand-off
@@ -100,11 +100,8 @@ else
   if ends <= now then
     ended[1] = tok
     event(K, 'broken', now, f[2], f[3], f[1], nil, by)
-    if K.hist_n > 0 then
-      redis.call('DEL', K.lock, K.held)
-    else
-      redis.call('DEL', K.lock)
-    end
+    redis.call('DEL', K.lock)
+    drop_note(K)
   else
     local bb = f[6]
     if not be or ends < be then

@@ -2,7 +2,6 @@
 -- EVALSHA_RO).
 --
 -- KEYS[1]  the lock's name record (see lib_keys.lua)
--- KEYS[2]  its held key: the exclusive grant's lease end
 -- ARGV[1]  how many events, at most
 --
 -- Returns  the events, each JSON {i, e, t, s, o, f, ...}, the numbers as
@@ -11,13 +10,12 @@
 --          (nothing has run on the lock since), comes first, as the next
 --          script will record it.
 
-local out, index = history_of(redis.call('GET', KEYS[1]))
-local h = redis.call('GET', KEYS[2])
-if h then
-  h = cjson.decode(h)
+local out, index, note = history_of(redis.call('GET', KEYS[1]))
+if note then
   local t = redis.call('TIME')
-  if tonumber(h.u) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
-    table.insert(out, 1, cjson.encode({i = string.format('%d', index + 1), e = 'expired', t = h.u, s = h.s, o = h.o, f = h.f}))
+  if note[1] <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+    local e = note[5] and 'broken' or 'expired'
+    table.insert(out, 1, event_json({KIND_CODES[e], note[1], note[2], note[3], note[4], false, note[5] or false}, index + 1))
   end
 end
 while #out > tonumber(ARGV[1]) do

@@ -15,24 +15,27 @@ end
 -- A lock's name record, K.fence: one string per name, which outlives the
 -- name's last grant (or the last event that began or extended a lease) by
 -- the retention: the last fencing token handed out, in digits, and with
--- --history, after one space, the lock's index and its last events packed
--- with cmsgpack (see lib_history.lua), so that a name that was released
--- keeps one key (and about 200 bytes) where it kept two. A semaphore's, and
--- a lock's without a history, is the digits alone.
+-- --history, after one space, the lock's index, the note of its exclusive
+-- grant's lease (or false) and its last events, packed with cmsgpack (see
+-- lib_history.lua), so that a name that was released keeps one key (and
+-- about 200 bytes) where it kept two. A semaphore's, and a lock's without
+-- a history, is the digits alone.
 --
 -- With a history, a call reads the record once (record) and writes it once,
 -- when its main part has run (flush_records, which once.lua calls, and
 -- watch.lua, the one script with a history that once.lua does not wrap):
--- one GET and one SET for the fencing token and every event of the call.
+-- one GET and one SET for the fencing token, the note and every event of
+-- the call.
 -- RECORDS holds the records the running call read, by key; KEYS is new on
 -- each call, which tells a call's records from those an earlier call
 -- that failed left behind (a function library's locals outlive a call).
 local RECORDS = {}
 
 -- record returns K's name record as the running call has it: {K, n: the
--- last fencing token, i: the index, evs: the events, packed, newest first,
--- new: true when the key did not exist, dirty: to be written, extend: to
--- live the retention from now}.
+-- last fencing token, i: the index, note: the packed note of the exclusive
+-- grant's lease (lib_history.lua hold_note), false for none, evs: the
+-- events, packed, newest first, new: true when the key did not exist,
+-- dirty: to be written, extend: to live the retention from now}.
 local function record(K)
   if RECORDS.keys ~= KEYS then
     RECORDS = {keys = KEYS, list = {}}
@@ -41,14 +44,14 @@ local function record(K)
   if rec then
     return rec
   end
-  rec = {K = K, n = 0, i = 0, evs = ''}
+  rec = {K = K, n = 0, i = 0, note = false, evs = ''}
   local v = redis.call('GET', K.fence)
   if v then
     local sp = string.find(v, ' ', 1, true)
     rec.n = tonumber(string.sub(v, 1, (sp or 0) - 1)) or 0
     if sp then
-      local off, i = cmsgpack.unpack_limit(v, 1, sp)
-      rec.i = tonumber(i) or 0
+      local off, i, note = cmsgpack.unpack_limit(v, 2, sp)
+      rec.i, rec.note = tonumber(i) or 0, note or false
       if off ~= -1 then
         rec.evs = string.sub(v, off + 1)
       end
@@ -57,8 +60,7 @@ local function record(K)
     rec.new = true
   end
   RECORDS[K.fence] = rec
-  rec.at = #RECORDS.list + 1
-  RECORDS.list[rec.at] = rec
+  RECORDS.list[#RECORDS.list + 1] = rec
   return rec
 end
 
@@ -71,7 +73,7 @@ local function flush_records()
   end
   for _, rec in ipairs(RECORDS.list) do
     if rec.dirty then
-      local v = string.format('%d', rec.n) .. ' ' .. cmsgpack.pack(rec.i) .. rec.evs
+      local v = string.format('%d', rec.n) .. ' ' .. cmsgpack.pack(rec.i, rec.note) .. rec.evs
       if rec.extend or rec.new then
         redis.call('SET', rec.K.fence, v, 'PX', rec.K.keep_px)
       else

@@ -97,7 +97,7 @@ end
 -- the exclusive holder, which needs neither of its checks). Unless the
 -- lock is held exclusively, it first records an exclusive lease that ended
 -- unreleased (check_expired) and drops the shared holds that ended
--- (purge_ended): a live exclusive grant has neither, for the held note is
+-- (purge_ended): a live exclusive grant has neither, for the lease note is
 -- its own, and no shared hold lives beside it (K.readers lives and dies
 -- with K.lock).
 local function current(K, now)

@@ -65,9 +65,7 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
         holder = redis.call('HGET', K.lock, 'tok')
       else
         redis.call('DEL', K.lock)
-        if K.hist_n > 0 then
-          redis.call('DEL', K.held)
-        end
+        drop_note(K)
         holder = nil
       end
       event(K, 'waiter_dropped', now, e.s, e.o, 0)
@@ -115,11 +113,8 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     f = f or redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence')
     at = f[1]
     event(K, 'released', now, f[2], f[3], f[4], nil, nil, K.session)
-    if K.hist_n > 0 then
-      redis.call('DEL', K.lock, K.held)
-    else
-      redis.call('DEL', K.lock)
-    end
+    redis.call('DEL', K.lock)
+    drop_note(K)
   end
   released(K)
   if K.index then

@@ -1,8 +1,8 @@
--- lib_history: a lock's history of events (in its name record, K.fence,
--- with --history: see lib_fence.lua) and
--- the note of its exclusive grant's lease end (K.held), from which the
--- first script to run after that lease ended unreleased records that it
--- expired (see lib_keys.lua). A library, not a script on its own.
+-- lib_history: a lock's history of events and the note of its exclusive
+-- grant's lease end, from which the first script to run after that lease
+-- ended unreleased records that it expired; both in the lock's name record
+-- (K.fence, with --history: see lib_fence.lua and lib_keys.lua). A
+-- library, not a script on its own.
 
 -- An event, as the record packs it (pack_event), and as history.lua and
 -- watch.lua hand it to the engine (event_json).
@@ -54,20 +54,21 @@ local function event_json(a, i)
 end
 
 -- history_of returns the events of the name record value v (see
--- lib_fence.lua) as JSON (event_json), newest first, and the index: what
--- history.lua and watch.lua read.
+-- lib_fence.lua) as JSON (event_json), newest first, the index, and the
+-- note of the exclusive grant's lease (see hold_note; false for none):
+-- what history.lua and watch.lua read.
 local function history_of(v)
   local sp = v and string.find(v, ' ', 1, true)
   if not sp then
-    return {}, 0
+    return {}, 0, false
   end
   local all = {cmsgpack.unpack(string.sub(v, sp + 1))}
   local index = tonumber(all[1]) or 0
   local out = {}
-  for k = 2, #all do
-    out[k - 1] = event_json(all[k], index - k + 2)
+  for k = 3, #all do
+    out[k - 2] = event_json(all[k], index - k + 3)
   end
-  return out, index
+  return out, index, all[2] or false
 end
 
 -- push_events adds the events evs (tables, see event), oldest first, to
@@ -142,14 +143,30 @@ local function holder_of(K)
 end
 
 -- hold_note notes the exclusive grant f (see holder_of), whose lease ends
--- at until ms, for check_expired; nothing without a history. by, for a
--- grant being broken with a period (break.lua), is who breaks it.
+-- at until ms, in the name record, for check_expired; nothing without a
+-- history. by, for a grant being broken with a period (break.lua), is who
+-- breaks it. The note is {lease end, fencing token, subject, owner, by},
+-- and as it begins or extends a lease, the record lives the retention from
+-- now.
 local function hold_note(K, until_ms, f, by)
   if K.hist_n == 0 then
     return
   end
-  redis.call('SET', K.held, cjson.encode({f = f[1], s = f[2], o = f[3], u = string.format('%d', until_ms), b = by}),
-    'PX', K.keep_px)
+  local rec = record(K)
+  rec.note = {tonumber(until_ms), tonumber(f[1]), f[2], f[3], by}
+  rec.dirty, rec.extend = true, true
+end
+
+-- drop_note ends the note of the exclusive grant, which ended (released,
+-- broken, or dropped with its waiter).
+local function drop_note(K)
+  if K.hist_n == 0 then
+    return
+  end
+  local rec = record(K)
+  if rec.note then
+    rec.note, rec.dirty = false, true
+  end
 end
 
 -- check_expired records, once, that the noted exclusive grant's lease
@@ -159,16 +176,13 @@ local function check_expired(K, now)
   if K.hist_n == 0 then
     return
   end
-  local h = redis.call('GET', K.held)
-  if h then
-    h = cjson.decode(h)
-    if tonumber(h.u) <= now then
-      redis.call('DEL', K.held)
-      if h.b then
-        event(K, 'broken', tonumber(h.u), h.s, h.o, h.f, nil, h.b)
-      else
-        event(K, 'expired', tonumber(h.u), h.s, h.o, h.f)
-      end
+  local h = record(K).note
+  if h and h[1] <= now then
+    drop_note(K)
+    if h[5] then
+      event(K, 'broken', h[1], h[3], h[4], h[2], nil, h[5])
+    else
+      event(K, 'expired', h[1], h[3], h[4], h[2])
     end
   end
 end

@@ -15,8 +15,13 @@
 --              the grant ends); its PEXPIRE is the lease
 --   K.fence    the name record (lib_fence.lua): the last fencing token
 --              handed out, in digits, and with --history N, after a
---              space, the lock's index (its newest event's number) and its
---              last N events, newest first, each an array {event, ms on
+--              space, the lock's index (its newest event's number), the
+--              note of the exclusive grant's lease, {ms when it ends,
+--              fencing token, subject, owner label, who breaks it, when
+--              a break period ends it} (false for none), from which the
+--              first script to run after that lease ended unreleased
+--              records that it expired, and its last N events, newest
+--              first, each an array {event, ms on
 --              the Redis clock, fencing token, subject, owner label,
 --              value, on the events that set one, who broke it, for
 --              'broken', the session whose end released it, for
@@ -40,9 +45,6 @@
 --              the delay after its lease), 'x:<ms>' once a shared holder's
 --              lease was seen to end unreleased: the delay after that lasts
 --              until ms on the Redis clock, whoever releases
---   K.held     string, with --history: JSON {f, s, o, u: ms when its lease
---              ends} of the exclusive grant, so that the first script to
---              run after its lease ended unreleased records that it expired
 --   K.record   string, K.lock .. ':t:' .. token hash, one per owner token
 --              (so the key of the caller's token, among KEYS; absent for
 --              scripts without one): 'h' while the grant may be held,
@@ -85,7 +87,7 @@
 local OPTIONS, OPTIONS_N = {}, 0
 
 -- lock_keys_at is lock_keys for a script that takes several locks (a
--- lock set, see set_acquire.lua): the nine keys of one lock start after
+-- lock set, see set_acquire.lua): the eight keys of one lock start after
 -- KEYS[base].
 local function lock_keys_at(opts, base)
   opts = opts or ''
@@ -100,13 +102,12 @@ local function lock_keys_at(opts, base)
     OPTIONS[opts], OPTIONS_N = o, OPTIONS_N + 1
   end
   return {lock = KEYS[base + 1], fence = KEYS[base + 2], queue = KEYS[base + 3], alive = KEYS[base + 4],
-    waiters = KEYS[base + 5], readers = KEYS[base + 6], delay = KEYS[base + 7], held = KEYS[base + 8],
-    record = KEYS[base + 9],
+    waiters = KEYS[base + 5], readers = KEYS[base + 6], delay = KEYS[base + 7], record = KEYS[base + 8],
     delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6], hist_last = o[7]}
 end
 
--- lock_keys is K for the lock scripts' KEYS[1..9] (lock, fence, queue,
--- alive, waiters, readers, delay, held, record), with the lock's
+-- lock_keys is K for the lock scripts' KEYS[1..8] (lock, fence, queue,
+-- alive, waiters, readers, delay, record), with the lock's
 -- options, 'delay:history:keep:readers:index': the lock delay, ms; how many
 -- events the history keeps (0: none); how long it outlives the last grant
 -- or renewal it records, ms; how many shared holders it may have at once
