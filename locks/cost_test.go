@@ -30,7 +30,7 @@ func TestRedisCycleCommands(t *testing.T) {
 	}{
 		{10, map[string]int{
 			"fcall": 2, "time": 2, "get": 4, "set": 6, "hget": 1, "hset": 1, "hmget": 1, "pexpire": 1, "del": 1,
-			"zrange": 4, "zadd": 2, "pttl": 1, "zrem": 2, "zrangebyscore": 1,
+			"zrange": 2, "zadd": 2, "pttl": 1, "zrem": 2, "zrangebyscore": 1,
 		}},
 		{0, map[string]int{
 			"fcall": 2, "time": 2, "get": 2, "set": 5, "hget": 1, "hset": 1, "hmget": 1, "pexpire": 1, "del": 1,

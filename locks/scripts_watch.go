@@ -51,6 +51,6 @@ func (r *Redis) callWatch(ctx context.Context, key Key, after int64, start time.
 // callWatching runs lua/watching.lua: this gateway watches key's lock for
 // keep from now, or, with keep 0, no longer.
 func (r *Redis) callWatching(ctx context.Context, key Key, keep time.Duration) error {
-	cmd, _ := r.run(ctx, watchingScript, []string{r.lockKeys(key).lock + ":w"}, r.arg.channel, keep.Milliseconds())
+	cmd, _ := r.run(ctx, watchingScript, r.lockKeys(key).all(), r.arg.channel, keep.Milliseconds(), r.arg.opts)
 	return cmd.Err()
 }

@@ -16,7 +16,8 @@ end
 -- name's last grant (or the last event that began or extended a lease) by
 -- the retention: the last fencing token handed out, in digits, and with
 -- --history, after one space, the lock's index, the note of its exclusive
--- grant's lease (or false) and its last events, packed with cmsgpack (see
+-- grant's lease (or false), until when a gateway watches it (0: none; see
+-- watching.lua) and its last events, packed with cmsgpack (see
 -- lib_history.lua), so that a name that was released keeps one key (and
 -- about 200 bytes) where it kept two. A semaphore's, and a lock's without
 -- a history, is the digits alone.
@@ -33,7 +34,8 @@ local RECORDS = {}
 
 -- record returns K's name record as the running call has it: {K, n: the
 -- last fencing token, i: the index, note: the packed note of the exclusive
--- grant's lease (lib_history.lua hold_note), false for none, evs: the
+-- grant's lease (lib_history.lua hold_note), false for none, w: ms until
+-- which a gateway watches the lock (watching.lua), evs: the
 -- events, packed, newest first, new: true when the key did not exist,
 -- dirty: to be written, extend: to live the retention from now}.
 local function record(K)
@@ -44,14 +46,14 @@ local function record(K)
   if rec then
     return rec
   end
-  rec = {K = K, n = 0, i = 0, note = false, evs = ''}
+  rec = {K = K, n = 0, i = 0, note = false, w = 0, evs = ''}
   local v = redis.call('GET', K.fence)
   if v then
     local sp = string.find(v, ' ', 1, true)
     rec.n = tonumber(string.sub(v, 1, (sp or 0) - 1)) or 0
     if sp then
-      local off, i, note = cmsgpack.unpack_limit(v, 2, sp)
-      rec.i, rec.note = tonumber(i) or 0, note or false
+      local off, i, note, w = cmsgpack.unpack_limit(v, 3, sp)
+      rec.i, rec.note, rec.w = tonumber(i) or 0, note or false, tonumber(w) or 0
       if off ~= -1 then
         rec.evs = string.sub(v, off + 1)
       end
@@ -73,7 +75,7 @@ local function flush_records()
   end
   for _, rec in ipairs(RECORDS.list) do
     if rec.dirty then
-      local v = string.format('%d', rec.n) .. ' ' .. cmsgpack.pack(rec.i, rec.note) .. rec.evs
+      local v = string.format('%d', rec.n) .. ' ' .. cmsgpack.pack(rec.i, rec.note, rec.w) .. rec.evs
       if rec.extend or rec.new then
         redis.call('SET', rec.K.fence, v, 'PX', rec.K.keep_px)
       else

@@ -65,8 +65,8 @@ local function history_of(v)
   local all = {cmsgpack.unpack(string.sub(v, sp + 1))}
   local index = tonumber(all[1]) or 0
   local out = {}
-  for k = 3, #all do
-    out[k - 2] = event_json(all[k], index - k + 3)
+  for k = 4, #all do
+    out[k - 3] = event_json(all[k], index - k + 4)
   end
   return out, index, all[2] or false
 end
@@ -79,8 +79,8 @@ end
 -- (extends), and a new one gets that expiry whatever its first event: an
 -- event that ends a lease or drops a waiter comes within one lease of such
 -- an event, so it need not move the expiry. Then each gateway that watches
--- the lock (K.lock .. ':w', see lib_keys.lua) hears one hint with the new
--- index: "read again", nothing more.
+-- the lock (K.lock .. ':w', see lib_keys.lua, while the record says one
+-- does) hears one hint with the new index: "read again", nothing more.
 local function push_events(K, evs, extends)
   local rec = record(K)
   local packed = {}
@@ -100,6 +100,9 @@ local function push_events(K, evs, extends)
   rec.evs = table.concat(packed)
   rec.dirty = true
   rec.extend = rec.extend or extends
+  if CLOCK.now and rec.w < CLOCK.now then
+    return -- nobody watches: the registry is not read
+  end
   local hint = WATCH_HINT .. ' ' .. K.lock .. ' ' .. string.format('%d', rec.i)
   for _, g in ipairs(redis.call('ZRANGE', K.lock .. ':w', '0', '-1')) do
     redis.call('PUBLISH', g, hint)

@@ -20,7 +20,10 @@
 --              fencing token, subject, owner label, who breaks it, when
 --              a break period ends it} (false for none), from which the
 --              first script to run after that lease ended unreleased
---              records that it expired, and its last N events, newest
+--              records that it expired, until when a gateway watches
+--              the lock (ms, 0: none; watching.lua), so that a script
+--              that records an event reads the registry (K.lock .. ':w')
+--              only then, and its last N events, newest
 --              first, each an array {event, ms on
 --              the Redis clock, fencing token, subject, owner label,
 --              value, on the events that set one, who broke it, for

@@ -255,8 +255,8 @@ var scripts = []Script{
 	reads("history", historySrc, lockLib),
 	writesIdempotent("index", indexSrc), // listing's index, advisory
 	reads("list", listSrc),
-	writesIdempotent("watch", watchSrc, describeLibs), // records an expiry, as every lock script does first
-	writesIdempotent("watching", watchingSrc),         // the watch registry, advisory
+	writesIdempotent("watch", watchSrc, describeLibs),  // records an expiry, as every lock script does first
+	writesIdempotent("watching", watchingSrc, lockLib), // the watch registry, advisory
 
 	writes("sem_acquire", true, semAcquireSrc, semLibs),
 	writes("sem_release", false, semReleaseSrc, semLibs),

@@ -4,28 +4,41 @@
 -- push_events). Advisory: no script that grants or ends a lock reads it;
 -- a hint only makes a gateway read again (watch.lua).
 --
--- KEYS[1]  the lock's watch registry
--- ARGV[1]  the gateway's channel
--- ARGV[2]  how long from now it watches, ms (its next call renews it);
---          0: it stops watching
+-- KEYS[1..7] the lock, fence, queue, alive, waiters, readers and delay
+--             keys (see lib_keys.lua); the registry is K.lock .. ':w'
+-- ARGV[1]     the gateway's channel
+-- ARGV[2]     how long from now it watches, ms (its next call renews it);
+--             0: it stops watching
+-- ARGV[3]     the lock's options (see lock_keys)
 --
 -- Returns  how many gateways watch the lock now
 --
 -- Each call drops the entries whose time has passed (a gateway that died),
 -- and the registry lives as long as its latest entry: a lock nobody
--- watches keeps none. Running it twice changes nothing more.
+-- watches keeps none. The lock's name record notes when that is (w, see
+-- lib_fence.lua), so that a script that records an event of a lock nobody
+-- watches does not read the registry. Running it twice changes nothing
+-- more.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local K = lock_keys(ARGV[3])
+local registry = K.lock .. ':w'
+local now = clock()
 local ms = tonumber(ARGV[2])
 if ms > 0 then
-  redis.call('ZADD', KEYS[1], string.format('%d', now + ms), ARGV[1])
+  redis.call('ZADD', registry, string.format('%d', now + ms), ARGV[1])
 else
-  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('ZREM', registry, ARGV[1])
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local last = redis.call('ZRANGE', KEYS[1], '-1', '-1', 'WITHSCORES')[2]
+redis.call('ZREMRANGEBYSCORE', registry, '-inf', now)
+local last = tonumber(redis.call('ZRANGE', registry, '-1', '-1', 'WITHSCORES')[2])
 if last then
-  redis.call('PEXPIRE', KEYS[1], tonumber(last) - now)
+  redis.call('PEXPIRE', registry, last - now)
 end
-return redis.call('ZCARD', KEYS[1])
+if K.hist_n > 0 then
+  local rec = record(K)
+  if rec.w ~= (last or 0) then
+    rec.w, rec.dirty = last or 0, true
+  end
+  flush_records()
+end
+return redis.call('ZCARD', registry)

@@ -24,7 +24,7 @@ var primitives = []primitive{
 	{name: "breaker", cycle: breakerCycle},             // counted by its breaks answered 200
 	{name: "session", cycle: sessionCycle, workers: 6}, // matrix_sessions_test.go
 	{name: "watch", cycle: watchCycle},                 // counted by what it saw; matrix_watches_test.go
-	{name: "lockset", cycle: lockSetCycle},             // matrix_locksets_test.go
+	{name: "lockset", cycle: lockSetCycle, workers: 6}, // matrix_locksets_test.go
 }
 
 // primitive is one row of the matrix.
@@ -37,7 +37,8 @@ type primitive struct {
 	cycle func(ctx context.Context, w *worker, name string)
 	// workers is how many clients run the row in a round, on the
 	// gateways in turn; 3 (one per gateway) when zero. A row whose
-	// cycle is long (a session's lasts seconds) has more, so that a
+	// cycle is long (a session's lasts seconds) or seldom granted (a lock
+	// set needs each of its locks free at once) has more, so that a
 	// faulted round still makes enough grants to show anything.
 	workers int
 }
