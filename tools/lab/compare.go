@@ -32,6 +32,8 @@ type Comparison struct {
 	// Repeat is the rounds of each scenario (--repeat), when more than one:
 	// then each of Runs summarises its Rounds (see combineRounds).
 	Repeat int `json:"repeat,omitempty"`
+	// Goals are the targets of issue #25 against the runs (see goals.go).
+	Goals []GoalCheck `json:"goals_of_25,omitempty"`
 }
 
 // TargetRun is one scenario against one target.
@@ -320,6 +322,7 @@ func runProcesses(ctx context.Context, cfg config, progress io.Writer) (*Report,
 		cmp.Runs = append(cmp.Runs, mergeRounds(rounds)...)
 	}
 	rep.Machine.LoadEnd = loadgen.LoadAvg()
+	cmp.Goals = checkGoals(cmp)
 	return rep, nil
 }
 

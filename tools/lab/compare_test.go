@@ -84,6 +84,9 @@ func TestProcessesSmoke(t *testing.T) {
 			t.Errorf("a run of %s: that target has no such calls", k)
 		}
 	}
+	if len(c.Goals) != 10 {
+		t.Errorf("%d goals of #25 in the JSON, want 10: %+v", len(c.Goals), c.Goals)
+	}
 	if len(c.Notes) == 0 || !strings.Contains(c.Notes[0], "etcd not measured") {
 		t.Errorf("notes = %q, want one saying etcd was skipped", c.Notes)
 	}
@@ -97,7 +100,7 @@ func TestProcessesSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| HTTP ceiling", "| HTTP ceiling + plain Redis lock (SET NX PX / compare-and-delete) |", "| redis-ceiling | 2 |", "| lockgate, Redis backend |", "| lockgate, embedded backend |",
-		"### Uncontended", "### Contended", "| redis | 3 |", "etcd not measured",
+		"### Against the targets of #25", "### Uncontended", "### Contended", "| redis | 3 |", "etcd not measured",
 		"### Semaphore", "| embedded | 5 | 2 |", "### Shared and exclusive", "| redis | 6 | 50 % |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the markdown report lacks %q:\n%s", want, &md)

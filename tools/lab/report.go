@@ -144,6 +144,7 @@ func writeComparison(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", label, dash(cps), dash(ratio), dash(ccps), dash(cpu))
 	}
+	writeGoals(&b, r)
 
 	b.WriteString("\n### Uncontended: each client its own lock, acquire + release\n\n")
 	b.WriteString("| target | clients | cycles/s | x ceiling | acquire p50 / p99 (ms) | release p50 / p99 (ms) | CPU µs per cycle: server / Redis / lockbench | server syscalls per cycle | errors |\n")

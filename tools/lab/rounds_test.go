@@ -95,7 +95,8 @@ func golden(t *testing.T, name string, got []byte) {
 
 // TestOneRoundReport: one round of each scenario is reported as before
 // --repeat existed, markdown and JSON alike (testdata/one-round.* were
-// written by the code before it).
+// written by the code before it, but for the section against the targets
+// of #25, added since).
 func TestOneRoundReport(t *testing.T) {
 	rep := fakeReport(fakeComparison(1, 1))
 	var md bytes.Buffer
