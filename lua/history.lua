@@ -10,7 +10,7 @@
 --          (nothing has run on the lock since), comes first, as the next
 --          script will record it.
 
-local out, index, note = history_of(redis.call('GET', KEYS[1]))
+local out, index, note = history_of(redis.call('GET', KEYS[1]), tonumber(ARGV[1]))
 if note then
   local t = redis.call('TIME')
   if note[1] <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then

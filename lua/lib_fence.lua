@@ -14,13 +14,14 @@ end
 
 -- A lock's name record, K.fence: one string per name, which outlives the
 -- name's last grant (or the last event that began or extended a lease) by
--- the retention: the last fencing token handed out, in digits, and with
--- --history, after one space, the lock's index, the note of its exclusive
--- grant's lease (or false), until when a gateway watches it (0: none; see
--- watching.lua) and its last events, packed with cmsgpack (see
--- lib_history.lua), so that a name that was released keeps one key (and
--- about 200 bytes) where it kept two. A semaphore's, and a lock's without
--- a history, is the digits alone.
+-- the retention, so that a name that was released keeps one key (about
+-- 240 bytes). Without a history (a semaphore's, a lock's with --history
+-- 0) it is the last fencing token handed out, in digits. With one it is
+-- packed with cmsgpack: that token, the lock's index, the note of its
+-- exclusive grant's lease (or false), until when a gateway watches it (0:
+-- none; see watching.lua), how many events it keeps, and those events
+-- (see lib_history.lua). A gateway that expects digits reads the packed
+-- record as no counter, and takes the clock (see next_fence).
 --
 -- With a history, a call reads the record once (record) and writes it once,
 -- when its main part has run (flush_records, which once.lua calls, and
@@ -35,7 +36,8 @@ local RECORDS = {}
 -- record returns K's name record as the running call has it: {K, n: the
 -- last fencing token, i: the index, note: the packed note of the exclusive
 -- grant's lease (lib_history.lua hold_note), false for none, w: ms until
--- which a gateway watches the lock (watching.lua), evs: the
+-- which a gateway watches the lock (watching.lua), c: how many events it
+-- keeps, evs: the
 -- events, packed, newest first, new: true when the key did not exist,
 -- dirty: to be written, extend: to live the retention from now}.
 local function record(K)
@@ -46,17 +48,17 @@ local function record(K)
   if rec then
     return rec
   end
-  rec = {K = K, n = 0, i = 0, note = false, w = 0, evs = ''}
+  rec = {K = K, n = 0, i = 0, note = false, w = 0, c = 0, evs = ''}
   local v = redis.call('GET', K.fence)
-  if v then
-    local sp = string.find(v, ' ', 1, true)
-    rec.n = tonumber(string.sub(v, 1, (sp or 0) - 1)) or 0
-    if sp then
-      local off, i, note, w = cmsgpack.unpack_limit(v, 3, sp)
-      rec.i, rec.note, rec.w = tonumber(i) or 0, note or false, tonumber(w) or 0
-      if off ~= -1 then
-        rec.evs = string.sub(v, off + 1)
-      end
+  local n = v and tonumber(v)
+  if n then
+    rec.n = n -- the counter alone: a semaphore's, or a lock's without a history
+  elseif v then
+    local off, n, i, note, w, c = cmsgpack.unpack_limit(v, 5, 0)
+    rec.n, rec.i, rec.note, rec.w, rec.c = tonumber(n) or 0, tonumber(i) or 0, note or false, tonumber(w) or 0,
+      tonumber(c) or 0
+    if off ~= -1 then
+      rec.evs = string.sub(v, off + 1)
     end
   else
     rec.new = true
@@ -75,7 +77,7 @@ local function flush_records()
   end
   for _, rec in ipairs(RECORDS.list) do
     if rec.dirty then
-      local v = string.format('%d', rec.n) .. ' ' .. cmsgpack.pack(rec.i, rec.note, rec.w) .. rec.evs
+      local v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, rec.c) .. rec.evs
       if rec.extend or rec.new then
         redis.call('SET', rec.K.fence, v, 'PX', rec.K.keep_px)
       else

@@ -4,8 +4,8 @@
 -- (K.fence, with --history: see lib_fence.lua and lib_keys.lua). A
 -- library, not a script on its own.
 
--- An event, as the record packs it (pack_event), and as history.lua and
--- watch.lua hand it to the engine (event_json).
+-- An event's fields, in the order the record keeps them (see event), by
+-- the names history.lua and watch.lua give them (event_json).
 local EVENT_FIELDS = {'e', 't', 'f', 's', 'o', 'v', 'b', 'ss'}
 
 -- EVENT_KINDS are the events' kinds (locks.EventKinds, in its order: a new
@@ -16,24 +16,6 @@ local EVENT_KINDS = {'acquired', 'handed_over', 're_entered', 'renewed', 'releas
 local KIND_CODES = {}
 for code = 1, #EVENT_KINDS do -- a library's top level has no ipairs
   KIND_CODES[EVENT_KINDS[code]] = code
-end
-
--- pack_event packs ev as an array in EVENT_FIELDS' order, its kind as its
--- code, false for a field it lacks, the trailing ones left out: about 25
--- bytes for an acquire, where its JSON took 90.
-local function pack_event(ev)
-  local a, n = {}, 0
-  for k, f in ipairs(EVENT_FIELDS) do
-    a[k] = ev[f] or false
-    if ev[f] then
-      n = k
-    end
-  end
-  a[1] = KIND_CODES[ev.e]
-  for k = #EVENT_FIELDS, n + 1, -1 do
-    a[k] = nil
-  end
-  return cmsgpack.pack(a)
 end
 
 -- event_json is the packed event a, numbered i, as JSON whose numbers are
@@ -53,27 +35,29 @@ local function event_json(a, i)
   return cjson.encode(ev)
 end
 
--- history_of returns the events of the name record value v (see
--- lib_fence.lua) as JSON (event_json), newest first, the index, and the
--- note of the exclusive grant's lease (see hold_note; false for none):
--- what history.lua and watch.lua read.
-local function history_of(v)
-  local sp = v and string.find(v, ' ', 1, true)
-  if not sp then
+-- history_of returns the newest max events of the name record value v
+-- (see lib_fence.lua) as JSON (event_json), newest first, the index, and
+-- the note of the exclusive grant's lease (see hold_note; false for
+-- none): what history.lua and watch.lua read.
+local function history_of(v, max)
+  if not v or tonumber(v) then -- none, or the counter alone
     return {}, 0, false
   end
-  local all = {cmsgpack.unpack(string.sub(v, sp + 1))}
-  local index = tonumber(all[1]) or 0
+  local all = {cmsgpack.unpack_limit(v, 5 + max, 0)}
+  local index = tonumber(all[3]) or 0
   local out = {}
-  for k = 4, #all do
-    out[k - 3] = event_json(all[k], index - k + 4)
+  for k = 7, #all do
+    out[k - 6] = event_json(all[k], index - k + 7)
   end
-  return out, index, all[2] or false
+  return out, index, all[4] or false
 end
 
 -- push_events adds the events evs (tables, see event), oldest first, to
 -- the lock's history in its name record (lib_fence.lua record), and keeps
--- its last K.hist_n. Each event gets its number, one more than the one
+-- its last K.hist_n: when it holds twice as many, it drops all but those.
+-- The events are packed one after the other, so that finding where the
+-- last K.hist_n end means decoding them: once every K.hist_n events, not
+-- at each. Each event gets its number, one more than the one
 -- before it: the lock's index, which watches resume from. The record lives
 -- the retention after the last event that began or extended a lease
 -- (extends), and a new one gets that expiry whatever its first event: an
@@ -84,20 +68,19 @@ end
 local function push_events(K, evs, extends)
   local rec = record(K)
   local packed = {}
-  local first = math.max(1, #evs - K.hist_n + 1)
-  for n = #evs, first, -1 do
-    packed[#packed + 1] = pack_event(evs[n])
+  for n = #evs, 1, -1 do
+    packed[#evs - n + 1] = cmsgpack.pack(evs[n])
   end
-  local keep = K.hist_n - #packed
-  if keep > 0 and rec.evs ~= '' then
-    local off = cmsgpack.unpack_limit(rec.evs, keep, 0)
+  packed[#evs + 1] = rec.evs
+  rec.evs, rec.c = table.concat(packed), rec.c + #evs
+  if rec.c > 2 * K.hist_n then
+    local off = cmsgpack.unpack_limit(rec.evs, K.hist_n, 0)
     if off ~= -1 then
       rec.evs = string.sub(rec.evs, 1, off)
     end
-    packed[#packed + 1] = rec.evs
+    rec.c = K.hist_n
   end
   rec.i = rec.i + #evs
-  rec.evs = table.concat(packed)
   rec.dirty = true
   rec.extend = rec.extend or extends
   if CLOCK.now and rec.w < CLOCK.now then
@@ -125,12 +108,15 @@ local function event(K, what, ms, sub, own, fence, value, by, session)
   if not K.hist_n or K.hist_n == 0 then
     return
   end
-  local ev = {e = what, t = tonumber(ms), s = sub, o = own, f = tonumber(fence) or 0, b = by}
-  if session and session ~= '' then
-    ev.ss = session
-  end
-  if value and value ~= '' then
-    ev.v = value
+  -- As the record keeps it: {kind, ms, fencing token, subject, owner},
+  -- and, only when it has one of them, the value, who broke it and the
+  -- session (false for those it lacks): about 30 bytes packed, for an
+  -- acquire, where its JSON took 90.
+  local ev = {KIND_CODES[what], tonumber(ms), tonumber(fence) or 0, sub, own}
+  value = value ~= '' and value
+  session = session ~= '' and session
+  if value or by or session then
+    ev[6], ev[7], ev[8] = value or false, by or false, session or false
   end
   if K.ev then
     K.ev[#K.ev + 1] = ev

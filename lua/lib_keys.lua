@@ -13,25 +13,25 @@
 --              holds, when it was re-entered: see holds.lua), v (the
 --              grant's value, absent for none: it goes with the hash when
 --              the grant ends); its PEXPIRE is the lease
---   K.fence    the name record (lib_fence.lua): the last fencing token
---              handed out, in digits, and with --history N, after a
---              space, the lock's index (its newest event's number), the
---              note of the exclusive grant's lease, {ms when it ends,
---              fencing token, subject, owner label, who breaks it, when
---              a break period ends it} (false for none), from which the
---              first script to run after that lease ended unreleased
---              records that it expired, until when a gateway watches
---              the lock (ms, 0: none; watching.lua), so that a script
---              that records an event reads the registry (K.lock .. ':w')
---              only then, and its last N events, newest
---              first, each an array {event, ms on
---              the Redis clock, fencing token, subject, owner label,
---              value, on the events that set one, who broke it, for
---              'broken', the session whose end released it, for
---              'released' (lib_session.lua)} in cmsgpack (see
---              lib_history.lua pack_event); it lives the retention after
---              the last grant or event that began or extended a lease,
---              and is all a released name keeps
+--   K.fence    the name record (lib_fence.lua), all a released name
+--              keeps, living the retention after the last grant or event
+--              that began or extended a lease. Without a history: the
+--              last fencing token handed out, in digits. With --history N:
+--              packed with cmsgpack, that token; the lock's index (its
+--              newest event's number); the note of the exclusive grant's
+--              lease, {ms when it ends, fencing token, subject, owner
+--              label, who breaks it, when a break period ends it} (false
+--              for none), from which the first script to run after that
+--              lease ended unreleased records that it expired; until when
+--              a gateway watches the lock (ms, 0: none; watching.lua), so
+--              that a script that records an event reads the registry
+--              (K.lock .. ':w') only then; how many events it keeps; and
+--              its last N to 2N events, newest first, each an array
+--              {event kind (its place in EVENT_KINDS), ms on the Redis
+--              clock, fencing token, subject, owner label, and only on
+--              the events that have one: value, who broke it, the session
+--              whose end released it (lib_session.lua)} (see
+--              lib_history.lua event)
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
 --   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token

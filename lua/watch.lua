@@ -26,7 +26,7 @@ local now = clock()
 current(K, now)
 local after = tonumber(ARGV[2])
 flush_records()
-local kept, index = history_of(redis.call('GET', K.fence))
+local kept, index = history_of(redis.call('GET', K.fence), K.hist_n)
 local evs = {}
 for n, e in ipairs(kept) do
   if index >= after and index - n + 1 <= after then
