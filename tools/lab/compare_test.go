@@ -31,7 +31,7 @@ func TestProcessesSmoke(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"lockbench", "--processes", "--json", "--duration", "300ms",
 		"--uncontended-clients", "2", "--contended-clients", "3", "--semaphore-clients", "5", "--semaphore-limit", "2",
-		"--mixed-clients", "6", "--shared-ratio", "0.5", "--gateway-bin", exe, "--etcd", "", "--pprof-dir", dir}
+		"--mixed-clients", "6", "--shared-ratio", "0.5", "--released-names", "200", "--gateway-bin", exe, "--etcd", "", "--pprof-dir", dir}
 	var out, progress bytes.Buffer
 	if err := run(t.Context(), args, &out, &progress); err != nil {
 		t.Fatalf("lockbench --processes: %v\nprogress:\n%s", err, &progress)
