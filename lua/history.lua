@@ -10,12 +10,13 @@
 --          (nothing has run on the lock since), comes first, as the next
 --          script will record it.
 
-local out, index, note = history_of(redis.call('GET', KEYS[1]), tonumber(ARGV[1]))
+local rec = parse_record(redis.call('GET', KEYS[1]))
+local out, note = history_of(rec, tonumber(ARGV[1])), rec.note
 if note then
   local t = redis.call('TIME')
   if note[1] <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
     local e = note[5] and 'broken' or 'expired'
-    table.insert(out, 1, event_json({KIND_CODES[e], note[1], note[2], note[3], note[4], false, note[5] or false}, index + 1))
+    table.insert(out, 1, event_json({KIND_CODES[e], note[1], note[2], note[3], note[4], false, note[5] or false}, rec.i + 1))
   end
 end
 while #out > tonumber(ARGV[1]) do

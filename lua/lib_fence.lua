@@ -33,6 +33,26 @@ end
 -- that failed left behind (a function library's locals outlive a call).
 local RECORDS = {}
 
+-- parse_record reads the value v of a name record (nil: none) as record
+-- returns it, but K.
+local function parse_record(v)
+  local rec = {n = 0, i = 0, note = false, w = 0, c = 0, evs = ''}
+  local n = v and tonumber(v)
+  if n then
+    rec.n = n -- the counter alone: a semaphore's, or a lock's without a history
+  elseif v then
+    local off, n, i, note, w, c = cmsgpack.unpack_limit(v, 5, 0)
+    rec.n, rec.i, rec.note, rec.w, rec.c = tonumber(n) or 0, tonumber(i) or 0, note or false, tonumber(w) or 0,
+      tonumber(c) or 0
+    if off ~= -1 then
+      rec.evs = string.sub(v, off + 1)
+    end
+  else
+    rec.new = true
+  end
+  return rec
+end
+
 -- record returns K's name record as the running call has it: {K, n: the
 -- last fencing token, i: the index, note: the packed note of the exclusive
 -- grant's lease (lib_history.lua hold_note), false for none, w: ms until
@@ -48,21 +68,8 @@ local function record(K)
   if rec then
     return rec
   end
-  rec = {K = K, n = 0, i = 0, note = false, w = 0, c = 0, evs = ''}
-  local v = redis.call('GET', K.fence)
-  local n = v and tonumber(v)
-  if n then
-    rec.n = n -- the counter alone: a semaphore's, or a lock's without a history
-  elseif v then
-    local off, n, i, note, w, c = cmsgpack.unpack_limit(v, 5, 0)
-    rec.n, rec.i, rec.note, rec.w, rec.c = tonumber(n) or 0, tonumber(i) or 0, note or false, tonumber(w) or 0,
-      tonumber(c) or 0
-    if off ~= -1 then
-      rec.evs = string.sub(v, off + 1)
-    end
-  else
-    rec.new = true
-  end
+  rec = parse_record(redis.call('GET', K.fence))
+  rec.K = K
   RECORDS[K.fence] = rec
   RECORDS.list[#RECORDS.list + 1] = rec
   return rec

@@ -35,21 +35,19 @@ local function event_json(a, i)
   return cjson.encode(ev)
 end
 
--- history_of returns the newest max events of the name record value v
--- (see lib_fence.lua) as JSON (event_json), newest first, the index, and
--- the note of the exclusive grant's lease (see hold_note; false for
--- none): what history.lua and watch.lua read.
-local function history_of(v, max)
-  if not v or tonumber(v) then -- none, or the counter alone
-    return {}, 0, false
-  end
-  local all = {cmsgpack.unpack_limit(v, 5 + max, 0)}
-  local index = tonumber(all[3]) or 0
+-- history_of returns the newest max events of the name record rec (see
+-- lib_fence.lua record) as JSON (event_json), newest first: what
+-- history.lua and watch.lua answer.
+local function history_of(rec, max)
   local out = {}
-  for k = 7, #all do
-    out[k - 6] = event_json(all[k], index - k + 7)
+  if rec.evs == '' then
+    return out
   end
-  return out, index, all[4] or false
+  local evs = {cmsgpack.unpack_limit(rec.evs, max, 0)}
+  for k = 2, #evs do
+    out[k - 1] = event_json(evs[k], rec.i - k + 2)
+  end
+  return out
 end
 
 -- push_events adds the events evs (tables, see event), oldest first, to

@@ -84,8 +84,8 @@
 -- call, so a gateway's options, the same in every call, are parsed once
 -- per library and not once per call (a tonumber costs about half a
 -- microsecond in Redis's Lua); the gateways of one Redis send a few texts.
--- The numbers that go to Redis commands are kept as text too (keep_px,
--- hist_last): Redis turns a number argument into text with snprintf, which
+-- The number that goes to Redis commands is kept as text too (keep_px):
+-- Redis turns a number argument into text with snprintf, which
 -- costs as much as the tonumber.
 local OPTIONS, OPTIONS_N = {}, 0
 
@@ -98,7 +98,6 @@ local function lock_keys_at(opts, base)
   if not o then
     local delay, hist, keep, readers, inline = string.match(opts, '^(%d+):(%d+):(%d+):(%d+):?(%d?)$')
     o = {tonumber(delay) or 0, tonumber(hist) or 0, tonumber(keep) or 0, tonumber(readers) or 0, inline == '1', keep or '0'}
-    o[7] = string.format('%d', o[2] - 1)
     if OPTIONS_N >= 16 then
       OPTIONS, OPTIONS_N = {}, 0
     end
@@ -106,7 +105,7 @@ local function lock_keys_at(opts, base)
   end
   return {lock = KEYS[base + 1], fence = KEYS[base + 2], queue = KEYS[base + 3], alive = KEYS[base + 4],
     waiters = KEYS[base + 5], readers = KEYS[base + 6], delay = KEYS[base + 7], record = KEYS[base + 8],
-    delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6], hist_last = o[7]}
+    delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6]}
 end
 
 -- lock_keys is K for the lock scripts' KEYS[1..8] (lock, fence, queue,

@@ -25,8 +25,9 @@ local K = lock_keys(ARGV[1])
 local now = clock()
 current(K, now)
 local after = tonumber(ARGV[2])
+local rec = record(K) -- as current left it: the expiry it may have recorded included
 flush_records()
-local kept, index = history_of(redis.call('GET', K.fence), K.hist_n)
+local kept, index = history_of(rec, K.hist_n), rec.i
 local evs = {}
 for n, e in ipairs(kept) do
   if index >= after and index - n + 1 <= after then
