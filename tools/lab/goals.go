@@ -58,6 +58,24 @@ func checkGoals(c *Comparison) []GoalCheck {
 	}
 	unc, con := loadgen.ModeUncontended, loadgen.ModeContended
 	var goals []GoalCheck
+	// throughput checks the redis target's cycles/s in mode over ref's, of
+	// the same round, at each of goalClients, against least.
+	throughput := func(what, mode, ref string, least float64) {
+		for _, n := range goalClients {
+			gc := GoalCheck{What: what, Clients: []int{n}, Goal: fmt.Sprintf("≥ %g", least)}
+			run, other := find("redis", mode, n), find(ref, mode, n)
+			switch {
+			case run == nil:
+				gc.Verdict = missing("redis", mode, n)
+			case other == nil:
+				gc.Verdict = missing(ref, mode, n)
+			default:
+				gc.ratio(roundRatios(*run, *other))
+				gc.verdict(gc.Value >= least)
+			}
+			goals = append(goals, gc)
+		}
+	}
 
 	// Redis's main-thread CPU per uncontended cycle, over the plain lock's
 	// in the same round: what the lock scripts cost Redis beyond a lock.
@@ -87,20 +105,7 @@ func checkGoals(c *Comparison) []GoalCheck {
 	// Uncontended throughput against the HTTP ceiling with a plain Redis
 	// lock behind it: how near a Redis-backed gateway comes to one plain
 	// round trip per call.
-	for _, n := range goalClients {
-		gc := GoalCheck{What: "uncontended cycles/s, redis / redis-ceiling", Clients: []int{n}, Goal: "≥ 0.85"}
-		run, ceiling := find("redis", unc, n), find("redis-ceiling", unc, n)
-		switch {
-		case run == nil:
-			gc.Verdict = missing("redis", unc, n)
-		case ceiling == nil:
-			gc.Verdict = missing("redis-ceiling", unc, n)
-		default:
-			gc.ratio(roundRatios(*run, *ceiling))
-			gc.verdict(gc.Value >= 0.85)
-		}
-		goals = append(goals, gc)
-	}
+	throughput("uncontended cycles/s, redis / redis-ceiling", unc, "redis-ceiling", 0.85)
 
 	released := GoalCheck{What: "Redis memory a released lock name keeps (redis, kept per name)", Goal: "≤ 300 B"}
 	if i := slices.IndexFunc(c.Released, func(m ReleasedNameMemory) bool { return m.Target == "redis" }); i >= 0 {
@@ -116,20 +121,7 @@ func checkGoals(c *Comparison) []GoalCheck {
 
 	// Contended throughput against the embedded backend's: what the queue
 	// in Redis costs a hand-off beyond the one in the gateway's memory.
-	for _, n := range goalClients {
-		gc := GoalCheck{What: "contended cycles/s, redis / embedded", Clients: []int{n}, Goal: "≥ 0.6"}
-		run, embedded := find("redis", con, n), find("embedded", con, n)
-		switch {
-		case run == nil:
-			gc.Verdict = missing("redis", con, n)
-		case embedded == nil:
-			gc.Verdict = missing("embedded", con, n)
-		default:
-			gc.ratio(roundRatios(*run, *embedded))
-			gc.verdict(gc.Value >= 0.6)
-		}
-		goals = append(goals, gc)
-	}
+	throughput("contended cycles/s, redis / embedded", con, "embedded", 0.6)
 
 	goals = append(goals, checkHandoffCost(find("redis", con, handoffFrom), find("redis", con, handoffTo),
 		slices.ContainsFunc(c.Runs, func(r TargetRun) bool { return r.Target == "redis" })))
