@@ -28,6 +28,7 @@ func RunBreak(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.Bac
 		{"BreakPeriodShortensNeverLengthens", testBreakPeriodShortens},
 		{"BreakPeriodEndsAtAShorterLease", testBreakPeriodShortLease},
 		{"BreakPeriodEndsEverySharedHold", testBreakPeriodShared},
+		{"BreakPeriodEndedUnseenReadsBroken", testBreakPeriodEndedUnseen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -303,5 +304,29 @@ func testBreakPeriodShared(t *testing.T, a, b locks.Backend, key locks.Key) {
 	}
 	if e := events[1]; e.By != "admin" || e.FencingToken != r2.FencingToken {
 		t.Fatalf("the broken event: got %+v, want by admin, of the grant %d", e, r2.FencingToken)
+	}
+}
+
+// testBreakPeriodEndedUnseen: once a break period has ended a grant, the
+// history says broken, by the breaker, even before any call on the lock
+// has recorded it (on Redis the next script does: until then the history
+// reads the lease's note), not expired.
+func testBreakPeriodEndedUnseen(t *testing.T, a, b locks.Backend, key locks.Key) {
+	g := MustAcquire(t, a, key, locks.AcquireRequest{TTL: time.Minute, Subject: "alice"})
+	const period = 300 * time.Millisecond
+	breakWithin(t, b, key, "admin", period, period)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, events := kinds(t, a, key)
+		if got != "acquired" {
+			if want := "broken,acquired"; got != want || events[0].By != "admin" || events[0].FencingToken != g.FencingToken {
+				t.Fatalf("history after the break period: got %q %+v, want %q, by admin, of grant %d", got, events, want, g.FencingToken)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history: still %q 5 s after a break period of %s", got, period)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
 	}
 }
