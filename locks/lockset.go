@@ -307,10 +307,20 @@ func (s *lockSets) RenewSet(ctx context.Context, keys []Key, token string, ttl t
 		out[i].Key = keys[i]
 		out[i].Lease, errs[i] = s.grants.Renew(ctx, keys[i], setOwner(token, keys[i]), ttl)
 	})
+	// A lock that is gone (ErrNotHolder) ends the set, whatever another
+	// lock's renewal answered: that answer, which is certain, goes before
+	// one whose outcome is unknown, in whatever order the set names them.
+	var first error
 	for _, err := range errs {
-		if err != nil {
+		if errors.Is(err, ErrNotHolder) {
 			return out, fmt.Errorf("renew set: %w", err)
 		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return out, fmt.Errorf("renew set: %w", first)
 	}
 	return out, nil
 }

@@ -85,3 +85,43 @@ func waitQueued(t *testing.T, m *Memory, key Key) {
 		time.Sleep(time.Millisecond) // polling for the waiter to queue
 	}
 }
+
+// renewFails is a backend whose renewals of one lock fail, as they do
+// when the Redis node of that lock does not answer.
+type renewFails struct {
+	Locker
+	key Key
+}
+
+func (r renewFails) Renew(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error) {
+	if key == r.key {
+		return Lease{}, unavailable("renew", key, errors.New("i/o timeout"))
+	}
+	return r.Locker.Renew(ctx, key, token, ttl)
+}
+
+// TestRenewSetLostLockWins: a set one of whose locks is gone is lost,
+// whatever the renewal of another lock answered; so its renewal says so
+// (ErrNotHolder) rather than that the outcome is unknown, and says the
+// same whichever of the two comes first in the set.
+func TestRenewSetLostLockWins(t *testing.T) {
+	a, b := Key{Namespace: "test", Name: "a"}, Key{Namespace: "test", Name: "b"}
+	for _, tc := range []struct{ failing, lost Key }{{a, b}, {b, a}} {
+		t.Run("renewal of "+tc.failing.Name+" fails, "+tc.lost.Name+" lost", func(t *testing.T) {
+			ctx := t.Context()
+			m := NewMemory(MemoryOptions{})
+			s := &lockSets{grants: renewFails{Locker: m, key: tc.failing}}
+			set, err := s.AcquireSet(ctx, []Key{a, b}, AcquireRequest{TTL: time.Minute, Subject: "set"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Break(ctx, tc.lost, "admin", 0); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.RenewSet(ctx, []Key{a, b}, set.Token, time.Minute)
+			if code := ErrorCode(err); code != ErrorCode(ErrNotHolder) {
+				t.Fatalf("got %v (%q), want %q: %s is gone, so the set is", err, code, ErrorCode(ErrNotHolder), tc.lost)
+			}
+		})
+	}
+}
