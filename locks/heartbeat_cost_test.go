@@ -2,6 +2,7 @@ package locks_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,45 @@ import (
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/locks/locktest"
 )
+
+// What one heartbeat costs Redis does not grow with the waiters it keeps
+// alive: a gateway sends one for all its waiters on a lock, and hundreds
+// of them on one contended lock would otherwise make it the longest script
+// that lock runs (see TestRedisCycleCommands for why commands are what is
+// counted).
+func TestRedisHeartbeatCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	for _, semaphore := range []bool{false, true} {
+		t.Run(kindName(semaphore), func(t *testing.T) {
+			l := newRedis(t, srv, locks.RedisOptions{})
+			var small map[string]int
+			for _, n := range []int{4, 64} {
+				key := locktest.UniqueKey(t)
+				key.Name += fmt.Sprint("-", n)
+				ids := queueUnserved(t, l, key, semaphore, n)
+				// The first heartbeat loads the function, and takes the
+				// waiters' alive times from their own lease to l's.
+				if wake := l.Heartbeat(t.Context(), key, semaphore, ids); len(wake) != 0 {
+					t.Fatalf("a heartbeat of %d queued waiters wakes %d of them, want none", n, len(wake))
+				}
+				if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if wake := l.Heartbeat(t.Context(), key, semaphore, ids); len(wake) != 0 {
+					t.Fatalf("a heartbeat of %d queued waiters wakes %d of them, want none", n, len(wake))
+				}
+				got := commandCounts(t, admin)
+				if small == nil {
+					small = got
+				} else if !maps.Equal(got, small) {
+					t.Errorf("commands of one heartbeat of %d waiters: got %s (%d), want those of 4 waiters: %s (%d)",
+						n, formatCounts(got), sumCounts(got), formatCounts(small), sumCounts(small))
+				}
+			}
+		})
+	}
+}
 
 // TestRedisHeartbeatManyWaiters: a heartbeat of more waiters than the
 // scripts take in one command (lua/lib_queue.lua) keeps alive every one
