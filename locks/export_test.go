@@ -149,3 +149,14 @@ func (r *Redis) LeaveAndPickUp(ctx context.Context, key Key, limit int, id, toke
 	_, err := r.leave(ctx, res, id, token, false)
 	return err
 }
+
+// Heartbeat runs one heartbeat of r now for waiter ids on key's lock, or
+// on key's semaphore when semaphore is set, and returns the ids it would
+// wake: those no longer queued, or all of them when the script failed.
+func (r *Redis) Heartbeat(ctx context.Context, key Key, semaphore bool, ids []string) []string {
+	res := resource{lockKind, key}
+	if semaphore {
+		res.kind = semaphoreKind
+	}
+	return r.heartbeat(ctx, map[resource][]string{res: ids})
+}

@@ -44,14 +44,32 @@ local function enqueue(K, now, me, arrival, wait, lease, req)
   return seq
 end
 
+-- IDS_PER_CALL is how many waiter ids keep_alive and still_queued put in
+-- one command. A heartbeat names every waiter its gateway has on the lock,
+-- hundreds on a busy one: a command or two per waiter made it the longest
+-- script such a lock runs, with most of its time in redis.call itself.
+-- Chunks, not one command for all, since unpack fails past about 8000
+-- values, and a gateway may have more waiters than that.
+local IDS_PER_CALL = 500
+
 -- keep_alive moves the alive time of each waiter id in ids[first..] still
 -- queued to lease ms from now, but never past its deadline.
 local function keep_alive(K, now, lease, ids, first)
-  for i = first, #ids do
-    local w = redis.call('HGET', K.waiters, ids[i])
-    if w then
-      local until_ms = math.min(tonumber(cjson.decode(w).d), now + tonumber(lease))
-      redis.call('ZADD', K.alive, 'XX', string.format('%d', until_ms), ids[i])
+  local lease_end = now + tonumber(lease)
+  for from = first, #ids, IDS_PER_CALL do
+    local to = math.min(from + IDS_PER_CALL - 1, #ids)
+    local ws = redis.call('HMGET', K.waiters, unpack(ids, from, to))
+    local alive = {}
+    for i = from, to do
+      local w = ws[i - from + 1]
+      if w then
+        local until_ms = math.min(tonumber(cjson.decode(w).d), lease_end)
+        alive[#alive + 1] = string.format('%d', until_ms)
+        alive[#alive + 1] = ids[i]
+      end
+    end
+    if #alive > 0 then
+      redis.call('ZADD', K.alive, 'XX', unpack(alive))
     end
   end
 end
@@ -60,8 +78,12 @@ end
 -- queued and 0 when it is not (handed what it waited for, or dropped).
 local function still_queued(K, ids, first)
   local queued = {}
-  for i = first, #ids do
-    queued[i - first + 1] = redis.call('HEXISTS', K.waiters, ids[i])
+  for from = first, #ids, IDS_PER_CALL do
+    local to = math.min(from + IDS_PER_CALL - 1, #ids)
+    local ws = redis.call('HMGET', K.waiters, unpack(ids, from, to))
+    for i = from, to do
+      queued[i - first + 1] = ws[i - from + 1] and 1 or 0
+    end
   end
   return queued
 end
