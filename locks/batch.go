@@ -370,14 +370,19 @@ func refused(err error) bool {
 // loadFunctions loads the libraries of the calls' scripts on every master,
 // and says whether they are there now. A refusal turns functions off.
 func (b *batcher) loadFunctions(ctx context.Context, calls []*call) bool {
-	if b.noFunctions.Load() {
-		return false
-	}
 	var libs []string
 	for _, c := range calls {
 		if !slices.Contains(libs, c.script.library) {
 			libs = append(libs, c.script.library)
 		}
+	}
+	return b.loadLibraries(ctx, libs) == nil
+}
+
+// loadLibraries loads libs on every master. A refusal turns functions off.
+func (b *batcher) loadLibraries(ctx context.Context, libs []string) error {
+	if b.noFunctions.Load() {
+		return errFunctionsOff
 	}
 	load := func(ctx context.Context, node redis.Cmdable) error {
 		pipe := node.Pipeline()
@@ -402,8 +407,11 @@ func (b *batcher) loadFunctions(ctx context.Context, calls []*call) bool {
 	if err != nil && refused(err) {
 		b.noFunctions.Store(true)
 	}
-	return err == nil
+	return err
 }
+
+// errFunctionsOff: Redis refused functions before, and calls go as EVALSHA.
+var errFunctionsOff = errors.New("functions refused by Redis: scripts go as EVALSHA")
 
 // pipeline sends calls in one pipeline, how says as what, and a WAIT
 // after them when one has ack. Errors stay with each call's command.

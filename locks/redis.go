@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -170,6 +171,23 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) (*Redis, error) {
 	r.watches = newWatchHub(r)
 	r.waiters.hint, r.waiters.resubscribed = r.watches.hint, r.watches.resubscribed
 	return r, nil
+}
+
+// LoadFunctions loads every script's function library on every master,
+// as the first call of each script would, so that no call has to: a
+// gateway does it as it starts, where the first calls of a new Redis, all
+// at once, loaded the same libraries side by side and ran past their
+// timeout (503) on a busy machine. A node that lacks them later (restarted
+// without persistence, flushed, newly promoted) still gets them from its
+// first call. An error leaves that to the calls too.
+func (r *Redis) LoadFunctions(ctx context.Context) error {
+	var libs []string
+	for _, s := range wrapped {
+		if !slices.Contains(libs, s.library) {
+			libs = append(libs, s.library)
+		}
+	}
+	return r.batch.loadLibraries(ctx, libs)
 }
 
 // checkClient refuses a client that could deliver a command twice on its

@@ -353,6 +353,15 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 	case err != nil:
 		// Not fatal: Redis may come up after us, and /readyz tells.
 		logger.Warn().Err(err).Msg("Redis does not answer yet; /readyz reports 503 until it does")
+		return b, closeFn, nil
+	}
+	// Before the first request: else the first calls of each script, all
+	// at once, load its library side by side and may run past their
+	// timeout on a busy Redis.
+	loadCtx, cancelLoad := context.WithTimeout(ctx, max(5*time.Second, cfg.redisTimeout))
+	defer cancelLoad()
+	if err := b.LoadFunctions(loadCtx); err != nil {
+		logger.Warn().Err(err).Msg("could not load the scripts' functions into Redis; each script's first call will")
 	}
 	return b, closeFn, nil
 }
