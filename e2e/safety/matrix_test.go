@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,13 +103,12 @@ const (
 	matrixRound = 8 * time.Second
 )
 
-// rowClients is each row's number of workers.
-func rowClients() []int {
-	var n []int
-	for _, p := range primitives {
-		n = append(n, p.clients())
+// workers is how many workers run p in f's rounds.
+func (f *faulty) workers(p primitive) int {
+	if n := f.rowWorkers[p.name]; n > 0 {
+		return n
 	}
-	return n
+	return p.clients()
 }
 
 // injector applies faults to a round from seed until done is closed (the
@@ -149,9 +147,13 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	// row's k+1-th, so that adding a row's workers leaves the others'
 	// seeds (and a replayed round) as they were.
 	id := 0
-	for k := 0; k < slices.Max(rowClients()); k++ {
+	most := 0
+	for _, p := range primitives {
+		most = max(most, f.workers(p))
+	}
+	for k := 0; k < most; k++ {
 		for _, p := range primitives {
-			if k >= p.clients() {
+			if k >= f.workers(p) {
 				continue
 			}
 			i := id

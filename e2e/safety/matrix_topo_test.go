@@ -36,6 +36,9 @@ type faulty struct {
 	name     string // the topology's
 	gateways []*gatewaySlot
 	proxies  []*proxy
+	// rowWorkers gives rows more workers than their own (primitive
+	// workers), by row name, in this test's rounds.
+	rowWorkers map[string]int
 	// pause stops a Redis node (SIGSTOP) and returns what resumes it.
 	pause func(t *testing.T, rng *rand.Rand) func()
 	// own are the topology's own faults (a failover, a slot migration),
