@@ -217,6 +217,35 @@ func TestRedisCallsFunctions(t *testing.T) {
 	}
 }
 
+// LoadFunctions, which a gateway runs as it starts, leaves the first cycle
+// nothing to load; on a Redis that refuses functions it says so, and the
+// first calls go as EVALSHA at once.
+func TestRedisLoadFunctions(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	l := newRedis(t, srv, locks.RedisOptions{})
+	if err := l.LoadFunctions(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cycleCommands(t, l, admin), map[string]int{"fcall": 2}; !maps.Equal(got, want) {
+		t.Errorf("first cycle after LoadFunctions: got %v, want %v", got, want)
+	}
+
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "nofunctions", "on", ">pw", "~*", "&*", "+@all", "-fcall", "-fcall_ro", "-function").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "nofunctions", Password: "pw", MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	refused := openRedis(t, c, locks.RedisOptions{})
+	t.Cleanup(func() { refused.Close() })
+	if err := refused.LoadFunctions(t.Context()); err == nil {
+		t.Fatal("LoadFunctions on a Redis that refuses functions: no error")
+	}
+	if got, want := cycleCommands(t, refused, admin), map[string]int{"evalsha": 2, "eval": 2}; !maps.Equal(got, want) {
+		t.Errorf("first cycle where functions are refused: got %v, want %v: no FCALL, each EVALSHA without its script, then its EVAL", got, want)
+	}
+}
+
 // A Redis that refuses functions (here an ACL; Redis 6 does not know them)
 // gets EVALSHA, after one refused FCALL.
 func TestRedisFallsBackToScripts(t *testing.T) {

@@ -361,7 +361,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 	loadCtx, cancelLoad := context.WithTimeout(ctx, max(5*time.Second, cfg.redisTimeout))
 	defer cancelLoad()
 	if err := b.LoadFunctions(loadCtx); err != nil {
-		logger.Warn().Err(err).Msg("could not load the scripts' functions into Redis; each script's first call will")
+		logger.Warn().Err(err).Msg("could not load the scripts' functions into Redis; each script's first call loads its own, or goes as EVALSHA where functions are refused")
 	}
 	return b, closeFn, nil
 }
