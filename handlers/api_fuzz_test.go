@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // fuzzMaxTTL is the max TTL of the gateway under fuzzing.
@@ -20,9 +21,9 @@ const fuzzMaxTTL = time.Minute
 
 // fuzzGateway is the whole HTTP surface on the embedded backend, served
 // without a network so that each input costs microseconds.
-func fuzzGateway(f *testing.F) (http.Handler, *locks.Memory, string) {
+func fuzzGateway(f *testing.F) (http.Handler, *embedded.Backend, string) {
 	f.Helper()
-	mem := locks.NewMemory(locks.MemoryOptions{})
+	mem := embedded.New(embedded.Options{})
 	_, h := newTestHandler(f, Config{Backend: mem, MaxTTL: fuzzMaxTTL, MaxWait: time.Second})
 	tok := "Bearer " + testToken(&testing.T{})
 	return h, mem, tok

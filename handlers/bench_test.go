@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/grantsig"
-	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // BenchmarkAcquireRelease is one uncontended cycle, an acquire and its
@@ -30,7 +30,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 func benchAcquireRelease(b *testing.B, signer *grantsig.Signer) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
+	mem := embedded.New(embedded.Options{})
 	b.Cleanup(func() { mem.Close() })
 	_, h := newTestHandler(b, Config{Backend: mem, Logger: zerolog.New(io.Discard).Level(zerolog.WarnLevel), Signer: signer})
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{

@@ -10,7 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // signed is a token of subject sub, granted every namespace, that
@@ -64,7 +64,7 @@ func call(t *testing.T, url, method, path, bearer, body string, headers ...strin
 // TestBreakLock: only an administrator of the namespace breaks a lock; the
 // holder's next calls say broken; the history says who broke it.
 func TestBreakLock(t *testing.T) {
-	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{History: 10}))
+	_, ts := newTestServer(t, embedded.New(embedded.Options{History: 10}))
 	holder, admin, other := signed(t, "alice"), signed(t, "root", "team"), signed(t, "root2", "elsewhere")
 
 	st, g := call(t, ts.URL, "POST", "/locks/team/job", holder, `{"ttl_ms":60000}`)
@@ -117,7 +117,7 @@ func TestBreakLock(t *testing.T) {
 // has left; meanwhile the holder renews up to that end only, and a second
 // break cannot lengthen it; then the grant ends broken, by the breaker.
 func TestBreakLockPeriod(t *testing.T) {
-	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{History: 10}))
+	_, ts := newTestServer(t, embedded.New(embedded.Options{History: 10}))
 	holder, admin := signed(t, "alice"), signed(t, "root", "team")
 	st, g := call(t, ts.URL, "POST", "/locks/team/job", holder, `{"ttl_ms":60000}`)
 	if st != http.StatusCreated {

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // TestMaxWaiters: past MaxWaiters, one more waiting acquirer gets 429
 // too_many_requests with Retry-After and changes nothing; acquirers that
 // do not wait are not counted; a freed slot is usable again.
 func TestMaxWaiters(t *testing.T) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
+	mem := embedded.New(embedded.Options{})
 	s, h := newTestHandler(t, Config{Backend: mem, MaxWaiters: 2})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 func TestIdempotencyKeyForms(t *testing.T) {
@@ -74,7 +75,7 @@ func FuzzIdempotencyKeyPattern(f *testing.F) {
 // engine sees a caller that left while the grant was being made. Later
 // ones go straight to memory.
 type lateOnceGranter struct {
-	*locks.Memory
+	*embedded.Backend
 	first   atomic.Bool
 	waiting chan struct{} // closed when the first AcquireOnce is called
 	granted chan struct{} // closed when it has granted
@@ -82,19 +83,19 @@ type lateOnceGranter struct {
 
 func (l *lateOnceGranter) AcquireOnce(ctx context.Context, key locks.Key, req locks.AcquireRequest, k string) (locks.Grant, error) {
 	if l.first.Swap(true) {
-		return l.Memory.AcquireOnce(ctx, key, req, k)
+		return l.Backend.AcquireOnce(ctx, key, req, k)
 	}
 	close(l.waiting)
 	<-ctx.Done()
 	defer close(l.granted)
-	return l.Memory.AcquireOnce(ctx, key, req, k)
+	return l.Backend.AcquireOnce(ctx, key, req, k)
 }
 
 // TestIdempotentGrantAfterClientLeftIsKept: unlike a grant without a key
 // (TestGrantAfterClientLeftIsReleased), one the caller left before
 // receiving is kept, and the caller's retry with the key receives it.
 func TestIdempotentGrantAfterClientLeftIsKept(t *testing.T) {
-	b := &lateOnceGranter{Memory: locks.NewMemory(locks.MemoryOptions{}), waiting: make(chan struct{}), granted: make(chan struct{})}
+	b := &lateOnceGranter{Backend: embedded.New(embedded.Options{}), waiting: make(chan struct{}), granted: make(chan struct{})}
 	_, ts := newTestServer(t, b)
 	post := func(ctx context.Context) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/locks/a/b", strings.NewReader(`{"ttl_ms":60000,"wait_ms":60000}`))

@@ -9,12 +9,13 @@ import (
 
 	"github.com/lockgate/lockgate/internal/jsonkeys"
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // TestDuplicateJSONKeysRefused: a body that names a field twice is a 400
 // and takes no lock, on acquire and on renew.
 func TestDuplicateJSONKeysRefused(t *testing.T) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
+	mem := embedded.New(embedded.Options{})
 	_, ts := newTestServer(t, mem)
 	auth := "Bearer " + testToken(t)
 	for _, tc := range []struct{ method, path, body string }{

@@ -12,13 +12,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // TestLockSets: a set is granted whole, with a fencing token per lock and
 // one token; a set that cannot be whole holds nothing; one PUT renews and
 // one DELETE releases every lock; bad input gets problems, never a token.
 func TestLockSets(t *testing.T) {
-	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{}))
+	_, ts := newTestServer(t, embedded.New(embedded.Options{}))
 	alice := signed(t, "alice")
 
 	st, set := call(t, ts.URL, "POST", "/lock-sets", alice, `{"locks":"team/b,team/a,ops/c","ttl_ms":60000,"owner":"batch"}`)
@@ -112,7 +113,7 @@ func TestLockSets(t *testing.T) {
 // TestLockSetWaits: two sets naming the same locks in opposite orders,
 // both waiting, are served one after the other.
 func TestLockSetWaits(t *testing.T) {
-	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{}))
+	_, ts := newTestServer(t, embedded.New(embedded.Options{}))
 	alice := signed(t, "alice")
 	st, first := call(t, ts.URL, "POST", "/lock-sets", alice, `{"locks":"team/a,team/b","ttl_ms":60000}`)
 	if st != http.StatusCreated {
@@ -155,7 +156,7 @@ func TestLockSetWaits(t *testing.T) {
 // as a set is, 409 lock_held, with a Retry-After for that caller's lease,
 // and holds nothing.
 func TestLockSetLosesALockWhileWaiting(t *testing.T) {
-	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{History: 10}))
+	_, ts := newTestServer(t, embedded.New(embedded.Options{History: 10}))
 	alice, bob, admin := signed(t, "alice"), signed(t, "bob"), signed(t, "root", "team")
 	st, b := call(t, ts.URL, "POST", "/locks/team/b", alice, `{"ttl_ms":60000}`)
 	if st != http.StatusCreated {

@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // adminToken is a token granted every namespace that administers those of
@@ -29,7 +30,7 @@ func adminToken(t *testing.T, admin ...string) string {
 // TestResizeSemaphore: only an administrator of the namespace resizes, a
 // semaphore in use, to a limit in range; the answer is the limit in force.
 func TestResizeSemaphore(t *testing.T) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
+	mem := embedded.New(embedded.Options{})
 	_, ts := newTestServer(t, mem)
 	g, err := mem.AcquirePermit(t.Context(), locks.Key{Namespace: "a", Name: "held"},
 		locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Subject: "t"}, Limit: 1})

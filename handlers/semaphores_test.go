@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // TestSemaphoreProblems: the two semaphore refusals carry their data in the
@@ -60,7 +61,7 @@ func TestSemaphoreProblems(t *testing.T) {
 
 // latePermit grants a permit only once its caller has gone.
 type latePermit struct {
-	*locks.Memory
+	*embedded.Backend
 	waiting chan struct{}
 	granted chan struct{}
 }
@@ -70,14 +71,14 @@ func (l *latePermit) AcquirePermit(ctx context.Context, key locks.Key, req locks
 	<-ctx.Done()
 	req.Wait = 0
 	defer close(l.granted)
-	return l.Memory.AcquirePermit(context.WithoutCancel(ctx), key, req)
+	return l.Backend.AcquirePermit(context.WithoutCancel(ctx), key, req)
 }
 
 // TestPermitAfterClientLeftIsReleased: a permit granted as its caller hung
 // up is given back, not left to block others until its lease ends.
 func TestPermitAfterClientLeftIsReleased(t *testing.T) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
-	b := &latePermit{Memory: mem, waiting: make(chan struct{}), granted: make(chan struct{})}
+	mem := embedded.New(embedded.Options{})
+	b := &latePermit{Backend: mem, waiting: make(chan struct{}), granted: make(chan struct{})}
 	_, ts := newTestServer(t, b)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -111,7 +112,7 @@ func TestPermitAfterClientLeftIsReleased(t *testing.T) {
 // TestSemaphoreWaitersShareTheCaps: --max-waiters counts waiters of locks
 // and semaphores together, and Drain turns semaphore waiters away too.
 func TestSemaphoreWaitersShareTheCaps(t *testing.T) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
+	mem := embedded.New(embedded.Options{})
 	s, h := newTestHandler(t, Config{Backend: mem, MaxWaiters: 2})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockgate/lockgate/auth"
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 	"github.com/lockgate/lockgate/locks/locktest"
 )
 
@@ -24,7 +25,7 @@ const testSecret = "handlers-test-secret-32-bytes-long!!"
 // lateGranter is an engine that grants only once its caller has gone: the
 // race the handler must clean up after.
 type lateGranter struct {
-	*locks.Memory
+	*embedded.Backend
 	waiting chan struct{} // closed when Acquire is called
 	granted chan struct{} // closed when it has granted
 }
@@ -34,7 +35,7 @@ func (l *lateGranter) Acquire(ctx context.Context, key locks.Key, req locks.Acqu
 	<-ctx.Done()
 	req.Wait = 0
 	defer close(l.granted)
-	return l.Memory.Acquire(context.WithoutCancel(ctx), key, req)
+	return l.Backend.Acquire(context.WithoutCancel(ctx), key, req)
 }
 
 func newTestServer(t *testing.T, b locks.Backend) (*Server, *httptest.Server) {
@@ -82,8 +83,8 @@ func testToken(t *testing.T) string {
 // caller hung up, the handler releases the grant instead of leaving the
 // lock held for a lease nobody knows about.
 func TestGrantAfterClientLeftIsReleased(t *testing.T) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
-	b := &lateGranter{Memory: mem, waiting: make(chan struct{}), granted: make(chan struct{})}
+	mem := embedded.New(embedded.Options{})
+	b := &lateGranter{Backend: mem, waiting: make(chan struct{}), granted: make(chan struct{})}
 	_, ts := newTestServer(t, b)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -114,7 +115,7 @@ func TestGrantAfterClientLeftIsReleased(t *testing.T) {
 
 // TestDrainTurnsWaitersAway: Drain answers a waiting acquire with 503.
 func TestDrainTurnsWaitersAway(t *testing.T) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
+	mem := embedded.New(embedded.Options{})
 	s, ts := newTestServer(t, mem)
 	key := locks.Key{Namespace: "a", Name: "b"}
 	if _, err := mem.Acquire(t.Context(), key, locks.AcquireRequest{TTL: time.Minute}); err != nil {
@@ -164,7 +165,7 @@ func gaugeValue(t *testing.T, s *Server) int {
 // written to the caller's connection, the handler releases the grant: the
 // caller never learnt its token, so nobody else could.
 func TestGrantNotWrittenIsReleased(t *testing.T) {
-	mem := locks.NewMemory(locks.MemoryOptions{})
+	mem := embedded.New(embedded.Options{})
 	_, h := newTestHandler(t, Config{Backend: mem})
 	ts := httptest.NewUnstartedServer(h)
 	ts.Listener = &grantDroppingListener{Listener: ts.Listener}

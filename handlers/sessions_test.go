@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // TestSessions: a session's grants take its lease; one PUT renews them
 // all; a DELETE releases them all, and the history says which session
 // ended; bad input gets problems with their own codes, and no secret.
 func TestSessions(t *testing.T) {
-	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{History: 10}))
+	_, ts := newTestServer(t, embedded.New(embedded.Options{History: 10}))
 	alice, bob := signed(t, "alice"), signed(t, "bob")
 
 	st, ss := call(t, ts.URL, "POST", "/sessions", alice, `{"ttl_ms":60000}`)

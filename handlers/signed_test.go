@@ -14,7 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/grantsig"
-	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // TestSignedGrants: with a signer, every answer that tells of a lease
@@ -24,7 +24,7 @@ import (
 func TestSignedGrants(t *testing.T) {
 	k, _ := grantsig.Generate()
 	signer, _ := grantsig.NewSigner("test-gateway", []grantsig.Key{k})
-	_, h := newTestHandler(t, Config{Backend: locks.NewMemory(locks.MemoryOptions{}), Signer: signer})
+	_, h := newTestHandler(t, Config{Backend: embedded.New(embedded.Options{}), Signer: signer})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 
@@ -124,7 +124,7 @@ func mustDecodePayload(t *testing.T, jws string) []byte {
 // acquire that insists on one gets a 400 that says why, and the key set
 // is a 404 problem.
 func TestSigningOff(t *testing.T) {
-	_, ts := newTestServer(t, locks.NewMemory(locks.MemoryOptions{}))
+	_, ts := newTestServer(t, embedded.New(embedded.Options{}))
 	alice := signed(t, "alice")
 	st, g := call(t, ts.URL, "POST", "/locks/team/job", alice, `{"ttl_ms":60000}`)
 	if st != http.StatusCreated || g["signed_grant"] != nil {

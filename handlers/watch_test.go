@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 // failingWatcher is a backend whose watches fail as a Redis call that ran
 // past its bound does: unavailable, and (the bound being a context's
 // deadline) context.DeadlineExceeded as well. The first ok watches answer.
 type failingWatcher struct {
-	*locks.Memory
+	*embedded.Backend
 	ok    int32
 	calls atomic.Int32
 }
@@ -35,7 +36,7 @@ func (f *failingWatcher) Watch(ctx context.Context, key locks.Key, after int64) 
 // 0), and a stream ends, for its caller to resume, rather than go on from
 // index 0.
 func TestWatchBackendTimeout(t *testing.T) {
-	b := &failingWatcher{Memory: locks.NewMemory(locks.MemoryOptions{History: 10}), ok: 1}
+	b := &failingWatcher{Backend: embedded.New(embedded.Options{History: 10}), ok: 1}
 	_, h := newTestHandler(t, Config{Backend: b, History: 10})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)

@@ -172,9 +172,9 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
-// unavailable wraps a backend failure so that it matches ErrUnavailable and
+// Unavailable wraps a backend failure so that it matches ErrUnavailable and
 // still unwraps to its cause.
-func unavailable(op string, what fmt.Stringer, cause error) error {
+func Unavailable(op string, what fmt.Stringer, cause error) error {
 	return fmt.Errorf("%s %s: %w: %w", op, what, ErrUnavailable, cause)
 }
 
@@ -262,8 +262,8 @@ func (e *ReplicaError) Detail() string {
 	return "the replicas did not acknowledge the grant (" + acked + "); it was released and nothing is held: retry"
 }
 
-// renewed marks a ReplicaError as a renew's.
-func renewed(err error) error {
+// Renewed marks a ReplicaError as a renew's.
+func Renewed(err error) error {
 	if re, ok := err.(*ReplicaError); ok {
 		c := *re
 		c.Renew = true
@@ -272,8 +272,8 @@ func renewed(err error) error {
 	return err
 }
 
-// resized marks a ReplicaError as a resize's.
-func resized(err error) error {
+// Resized marks a ReplicaError as a resize's.
+func Resized(err error) error {
 	if re, ok := err.(*ReplicaError); ok {
 		c := *re
 		c.Resize = true
@@ -298,7 +298,7 @@ func (e *EvictionError) Error() string {
 
 // Detail is the message without the node's address, safe to show a caller.
 func (e *EvictionError) Detail() string {
-	return "Redis maxmemory-policy is " + e.Policy + ": it may evict live locks; set maxmemory-policy " + safePolicy
+	return "Redis maxmemory-policy is " + e.Policy + ": it may evict live locks; set maxmemory-policy " + SafePolicy
 }
 
 // PolicyUnknownError means a Redis node refused to say its maxmemory-policy,
@@ -314,7 +314,7 @@ type PolicyUnknownError struct {
 func (e *PolicyUnknownError) Error() string {
 	return fmt.Sprintf("Redis %s refused CONFIG GET maxmemory-policy (%v): lockgate cannot tell whether it may evict live locks; "+
 		"make sure maxmemory-policy is %s (on a managed service, in its parameter group or settings), "+
-		"or allow CONFIG GET to the gateway's user", e.Addr, e.Err, safePolicy)
+		"or allow CONFIG GET to the gateway's user", e.Addr, e.Err, SafePolicy)
 }
 
 func (e *PolicyUnknownError) Unwrap() error { return e.Err }

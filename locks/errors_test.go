@@ -25,13 +25,13 @@ func TestErrorCode(t *testing.T) {
 		"ticket not found":       {ErrTicketNotFound, CodeTicketNotFound},
 		"not held":               {ErrNotHeld, CodeNotHeld},
 		"invalid":                {fmt.Errorf("%w: ttl", ErrInvalid), CodeInvalid},
-		"unavailable":            {unavailable("release", Key{}, errors.New("EOF")), CodeUnavailable},
-		"replicas":               {unavailable("acquire", Key{}, &ReplicaError{Acked: 0, Want: 1}), CodeUnavailable},
-		"unavailable, timed out": {unavailable("acquire", Key{}, context.DeadlineExceeded), CodeUnavailable},
+		"unavailable":            {Unavailable("release", Key{}, errors.New("EOF")), CodeUnavailable},
+		"replicas":               {Unavailable("acquire", Key{}, &ReplicaError{Acked: 0, Want: 1}), CodeUnavailable},
+		"unavailable, timed out": {Unavailable("acquire", Key{}, context.DeadlineExceeded), CodeUnavailable},
 		"cancelled":              {fmt.Errorf("wait: %w", context.Canceled), CodeCancelled},
 		// A caller that hangs up during a Redis call: the client's error
 		// is the context's, wrapped as the engine wraps every failed call.
-		"unavailable, caller left": {unavailable("acquire", Key{}, context.Canceled), CodeCancelled},
+		"unavailable, caller left": {Unavailable("acquire", Key{}, context.Canceled), CodeCancelled},
 		"deadline":                 {context.DeadlineExceeded, CodeCancelled},
 		"someone else's":           {errors.New("boom"), CodeInternal},
 	}

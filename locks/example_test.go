@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
 )
 
 func Example() {
 	ctx := context.Background()
-	var l locks.Locker = locks.NewMemory(locks.MemoryOptions{}) // or locks.NewRedis(client, locks.RedisOptions{})
+	var l locks.Locker = embedded.New(embedded.Options{}) // or redisbackend.New(client, redisbackend.Options{})
 
 	key, err := locks.ParseKey("billing", "invoice-42")
 	if err != nil {

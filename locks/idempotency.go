@@ -73,23 +73,23 @@ func ValidIdempotencyKey(k string) bool {
 // after it is known.
 const idemRetry = time.Second
 
-// idemPendingSlack is how much longer than its wait a pending record lives,
+// IdemPendingSlack is how much longer than its wait a pending record lives,
 // besides the backend's own time bounds.
-const idemPendingSlack = 10 * time.Second
+const IdemPendingSlack = 10 * time.Second
 
-// idemCall is one acquire with an idempotency key.
-type idemCall struct {
-	id          string // the record's id: from the key and the subject
-	fingerprint string // of the request
-	nonce       string // this attempt's
+// IdemCall is one acquire with an idempotency key.
+type IdemCall struct {
+	ID          string // the record's id: from the key and the subject
+	Fingerprint string // of the request
+	Nonce       string // this attempt's
 	aead        cipher.AEAD
 	aad         []byte // binds a ciphertext to its record
-	// unknown is the call id of the step whose outcome is unknown, for
+	// Unknown is the call id of the step whose outcome is unknown, for
 	// abort to fence off (see lua/once.lua); "" when none is.
-	unknown string
-	// gaveBack is the token hash of the grant this call made and gave
+	Unknown string
+	// GaveBack is the token hash of the grant this call made and gave
 	// back, for abort to forget a record of it; "" when none.
-	gaveBack string
+	GaveBack string
 }
 
 // Labels of the values derived from an idempotency key; each is used for
@@ -99,9 +99,9 @@ const (
 	idemKeyLabel = "lockgate idempotency token key v1"
 )
 
-// newIdemCall derives what an acquire of key with idemKey needs. path is
+// NewIdemCall derives what an acquire of key with idemKey needs. path is
 // the resource's path in the API ("/locks/ns/name"); limit is 0 for a lock.
-func newIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*idemCall, error) {
+func NewIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*IdemCall, error) {
 	if !ValidIdempotencyKey(idemKey) {
 		return nil, fmt.Errorf("%w: the idempotency key must be 1 to %d visible ASCII characters", ErrInvalid, MaxIdempotencyKeyLen)
 	}
@@ -121,8 +121,8 @@ func newIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*i
 	if err != nil {
 		return nil, err
 	}
-	c := &idemCall{id: base64.RawURLEncoding.EncodeToString(id), nonce: newToken(), aead: aead}
-	c.aad = fields(path, c.id)
+	c := &IdemCall{ID: base64.RawURLEncoding.EncodeToString(id), Nonce: NewToken(), aead: aead}
+	c.aad = fields(path, c.ID)
 	parts := []string{"POST", path,
 		strconv.FormatInt(req.TTL.Milliseconds(), 10), strconv.FormatInt(req.Wait.Milliseconds(), 10),
 		req.Owner, strconv.Itoa(limit), req.Mode.String()}
@@ -132,7 +132,7 @@ func newIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*i
 		parts = append(parts, req.Value)
 	}
 	sum := sha256.Sum256(fields(parts...))
-	c.fingerprint = base64.RawURLEncoding.EncodeToString(sum[:])
+	c.Fingerprint = base64.RawURLEncoding.EncodeToString(sum[:])
 	return c, nil
 }
 
@@ -147,15 +147,15 @@ func fields(ss ...string) []byte {
 	return b
 }
 
-// seal encrypts an owner token for the record.
-func (c *idemCall) seal(token string) string {
+// Seal encrypts an owner token for the record.
+func (c *IdemCall) Seal(token string) string {
 	nonce := make([]byte, c.aead.NonceSize())
 	rand.Read(nonce)
 	return base64.RawURLEncoding.EncodeToString(c.aead.Seal(nonce, nonce, []byte(token), c.aad))
 }
 
-// open decrypts what seal made.
-func (c *idemCall) open(sealed string) (string, error) {
+// Open decrypts what seal made.
+func (c *IdemCall) open(sealed string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(sealed)
 	if err != nil || len(b) < c.aead.NonceSize() {
 		return "", errors.New("idempotency record: malformed ciphertext")
@@ -172,94 +172,94 @@ func (c *idemCall) open(sealed string) (string, error) {
 type idemOutcome int
 
 const (
-	idemBegun      idemOutcome = iota // no record: this call is pending now
-	idemLive                          // the key's grant is live
-	idemInProgress                    // another call with the key runs
-	idemMismatch                      // the key was used for another request
-	idemEnded                         // the key's grant has ended
+	IdemBegun      idemOutcome = iota // no record: this call is pending now
+	IdemLive                          // the key's grant is live
+	IdemInProgress                    // another call with the key runs
+	IdemMismatch                      // the key was used for another request
+	IdemEnded                         // the key's grant has ended
 )
 
-// idemFound is the outcome of idemStore.begin.
-type idemFound struct {
-	outcome idemOutcome
-	sealed  string        // idemLive: the encrypted owner token
-	fence   int64         // idemLive
-	ttl     time.Duration // idemLive: what remains of the lease; idemInProgress: of the pending record
-	holds   int           // idemLive
+// IdemFound is the outcome of idemStore.begin.
+type IdemFound struct {
+	Outcome idemOutcome
+	Sealed  string        // idemLive: the encrypted owner token
+	Fence   int64         // idemLive
+	TTL     time.Duration // idemLive: what remains of the lease; idemInProgress: of the pending record
+	Holds   int           // idemLive
 }
 
 // idemStore is how a backend keeps the records of idempotency keys, for
 // the locks (sem false) or the semaphores (sem true).
 type idemStore interface {
-	// begin finds the record of c, or makes it, pending, for c; the
+	// Begin finds the record of c, or makes it, pending, for c; the
 	// pending record lives for pending at most.
-	begin(ctx context.Context, c *idemCall, pending time.Duration) (idemFound, error)
-	// done records g, the grant of c, and attaches the record to it. It
+	Begin(ctx context.Context, c *IdemCall, pending time.Duration) (IdemFound, error)
+	// Done records g, the grant of c, and attaches the record to it. It
 	// returns errIdemTaken when another call holds the record.
-	done(ctx context.Context, c *idemCall, g Grant) error
-	// abort forgets c's pending record, if it is still c's; in the
+	Done(ctx context.Context, c *IdemCall, g Grant) error
+	// Abort forgets c's pending record, if it is still c's; in the
 	// background unless wait is set.
-	abort(ctx context.Context, c *idemCall, wait bool)
+	Abort(ctx context.Context, c *IdemCall, wait bool)
 }
 
-// errIdemTaken: a call outlived its pending record and another call with
+// ErrIdemTaken: a call outlived its pending record and another call with
 // the key began meanwhile.
-var errIdemTaken = errors.New("idempotency record taken by another call")
+var ErrIdemTaken = errors.New("idempotency record taken by another call")
 
-// acquireOnce runs acquire under the idempotency record of c. release gives
+// AcquireOnce runs acquire under the idempotency record of c. release gives
 // back a grant that could not be recorded.
-func acquireOnce(ctx context.Context, what string, st idemStore, c *idemCall, pending time.Duration,
+func AcquireOnce(ctx context.Context, what string, st idemStore, c *IdemCall, pending time.Duration,
 	acquire func(context.Context) (Grant, error), release func(context.Context, string)) (Grant, error) {
 	start := time.Now()
-	found, err := st.begin(ctx, c, pending)
+	found, err := st.Begin(ctx, c, pending)
 	if err != nil {
-		st.abort(context.WithoutCancel(ctx), c, false) // it may have begun
+		st.Abort(context.WithoutCancel(ctx), c, false) // it may have begun
 		return Grant{}, err
 	}
-	switch found.outcome {
-	case idemLive:
-		token, err := c.open(found.sealed)
+	switch found.Outcome {
+	case IdemLive:
+		token, err := c.open(found.Sealed)
 		if err != nil {
 			return Grant{}, fmt.Errorf("acquire %s: %w", what, err)
 		}
-		return Grant{Token: token, Holds: found.holds, Replayed: true,
-			Lease: Lease{FencingToken: found.fence, TTL: found.ttl, ExpiresAt: start.Add(found.ttl)}}, nil
-	case idemInProgress:
+		return Grant{Token: token, Holds: found.Holds, Replayed: true,
+			Lease: Lease{FencingToken: found.Fence, TTL: found.TTL, ExpiresAt: start.Add(found.TTL)}}, nil
+	case IdemInProgress:
 		return Grant{}, fmt.Errorf("acquire %s: %w", what,
-			&InProgressError{RetryAfter: min(max(found.ttl, time.Millisecond), idemRetry)})
-	case idemMismatch:
+			&InProgressError{RetryAfter: min(max(found.TTL, time.Millisecond), idemRetry)})
+	case IdemMismatch:
 		return Grant{}, fmt.Errorf("acquire %s: %w", what, ErrIdempotencyMismatch)
-	case idemEnded:
+	case IdemEnded:
 		return Grant{}, fmt.Errorf("acquire %s: %w", what, ErrGrantEnded)
 	}
 	g, err := acquire(ctx)
 	if err != nil {
 		// Done before the answer, so that a retry right after it runs
 		// afresh; unless the store is in trouble.
-		st.abort(context.WithoutCancel(ctx), c, !errors.Is(err, ErrUnavailable))
+		st.Abort(context.WithoutCancel(ctx), c, !errors.Is(err, ErrUnavailable))
 		return Grant{}, err
 	}
-	if err := st.done(ctx, c, g); err != nil {
+	if err := st.Done(ctx, c, g); err != nil {
 		// Unrecorded, the grant would be out of reach of the retries the
 		// key promises: give it back, and say the outcome is unknown.
 		ctx := context.WithoutCancel(ctx)
 		release(ctx, g.Token)
-		if errors.Is(err, errIdemTaken) {
+		if errors.Is(err, ErrIdemTaken) {
 			return Grant{}, fmt.Errorf("acquire %s: %w", what, &InProgressError{RetryAfter: idemRetry})
 		}
 		// The record may have been written after all (the reply lost):
 		// it must not tell the retry that the key's grant ended.
 		// Before the answer, so that a retry right after it finds no such
 		// record.
-		c.gaveBack = tokenHash(g.Token)
-		st.abort(ctx, c, true)
+		c.GaveBack = TokenHash(g.Token)
+		st.Abort(ctx, c, true)
 		return Grant{}, err
 	}
 	return g, nil
 }
 
-// apiPath is the path of res in the API, which the records are bound to.
-func apiPath(sem bool, key Key) string {
+// APIPath is the path of res in the API, which the records are bound to.
+func APIPath(sem bool, key Key) string {
 	if sem {
 		return "/semaphores/" + key.String()
 	}

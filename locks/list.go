@@ -51,27 +51,27 @@ const MaxCursorLen = 512
 // after a tag that says whose they are, so that one backend refuses the
 // other's.
 const (
-	cursorMemory = "m1"
-	cursorRedis  = "r2"
+	CursorMemory = "m1"
+	CursorRedis  = "r2"
 )
 
-func encodeCursor(tag string, fields ...string) string {
+func EncodeCursor(tag string, fields ...string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(tag + "\x00" + strings.Join(fields, "\x00")))
 }
 
-// decodeCursor returns the n fields of a cursor with the given tag.
-func decodeCursor(cursor, tag string, n int) ([]string, error) {
+// DecodeCursor returns the n fields of a cursor with the given tag.
+func DecodeCursor(cursor, tag string, n int) ([]string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(cursor)
 	parts := strings.Split(string(raw), "\x00")
 	if err != nil || len(cursor) > MaxCursorLen || len(parts) != n+1 || parts[0] != tag {
-		return nil, errBadCursor
+		return nil, ErrBadCursor
 	}
 	return parts[1:], nil
 }
 
-var errBadCursor = fmt.Errorf("%w: the cursor is not one a listing returned", ErrInvalid)
+var ErrBadCursor = fmt.Errorf("%w: the cursor is not one a listing returned", ErrInvalid)
 
-func checkList(namespace string, limit int) error {
+func CheckList(namespace string, limit int) error {
 	if !ValidNamespace(namespace) {
 		return fmt.Errorf("%w: namespace must match %s", ErrInvalid, NamespacePattern)
 	}

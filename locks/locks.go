@@ -87,11 +87,11 @@ func ValidNamespace(s string) bool {
 
 // ValidName reports whether s matches NamePattern.
 func ValidName(s string) bool {
-	if len(s) < 1 || len(s) > 200 || !alnum(s[0]) {
+	if len(s) < 1 || len(s) > 200 || !Alnum(s[0]) {
 		return false
 	}
 	for i := 1; i < len(s); i++ {
-		if c := s[i]; !alnum(c) && c != '_' && c != '.' && c != ':' && c != '-' {
+		if c := s[i]; !Alnum(c) && c != '_' && c != '.' && c != ':' && c != '-' {
 			return false
 		}
 	}
@@ -100,7 +100,7 @@ func ValidName(s string) bool {
 
 func lowerOrDigit(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 
-func alnum(c byte) bool { return lowerOrDigit(c) || 'A' <= c && c <= 'Z' }
+func Alnum(c byte) bool { return lowerOrDigit(c) || 'A' <= c && c <= 'Z' }
 
 // ParseKey checks namespace and name against the patterns of the public API.
 // Neither may contain '/', '{' or '}', so "namespace/name" is unambiguous and
@@ -138,13 +138,13 @@ type AcquireRequest struct {
 	// value becomes the lock's when the lock is handed to it. Exclusive
 	// grants only: a shared hold carries none.
 	Value string
-	// token is the owner token to grant under: "" for a new one; a
+	// OwnerToken is the owner token to grant under: "" for a new one; a
 	// session's grants have tokens derived from the session's.
-	token string
-	// keep returns a grant made as the caller left (its context done)
+	OwnerToken string
+	// Keep returns a grant made as the caller left (its context done)
 	// instead of releasing it: set for a call with an idempotency key,
 	// whose record leads the caller's retry to the grant.
-	keep bool
+	Keep bool
 	// Handed, for a ticket (OpenTicket) that is queued, is called once, in
 	// a goroutine of its own, when the lock is handed to the ticket: its
 	// grant now waits for a poll to pick it up. A hint for telling the
@@ -196,7 +196,7 @@ const MaxValueLen = 1024
 // Durations reach Redis in whole milliseconds: a TTL under 1 ms would
 // become 0, which Redis refuses for a lease and which renew reads as "the
 // original TTL". So the engine refuses them rather than round them.
-func (r AcquireRequest) validate() error {
+func (r AcquireRequest) Validate() error {
 	switch {
 	case r.TTL < time.Millisecond:
 		return fmt.Errorf("%w: ttl must be at least 1ms", ErrInvalid)
@@ -209,27 +209,27 @@ func (r AcquireRequest) validate() error {
 	case r.Mode > Shared:
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, r.Mode)
 	}
-	return validateValue(r.Value, r.Mode)
+	return ValidateValue(r.Value, r.Mode)
 }
 
-// validateValue checks a grant's value (see AcquireRequest.Value).
-func validateValue(v string, m Mode) error {
+// ValidateValue checks a grant's value (see AcquireRequest.Value).
+func ValidateValue(v string, m Mode) error {
 	switch {
 	case len(v) > MaxValueLen:
 		return fmt.Errorf("%w: value longer than %d bytes", ErrInvalid, MaxValueLen)
 	case v != "" && m == Shared:
-		return errSharedValue
+		return ErrSharedValue
 	}
 	return nil
 }
 
-// errSharedValue refuses a value for a shared hold: of many holders, none
+// ErrSharedValue refuses a value for a shared hold: of many holders, none
 // would be the one whose value the lock shows.
-var errSharedValue = fmt.Errorf("%w: a shared hold carries no value; values belong to exclusive grants", ErrInvalid)
+var ErrSharedValue = fmt.Errorf("%w: a shared hold carries no value; values belong to exclusive grants", ErrInvalid)
 
-// validateRenewTTL checks the TTL of a renew: 0 (the TTL the grant was
+// ValidateRenewTTL checks the TTL of a renew: 0 (the TTL the grant was
 // acquired with) or at least 1 ms.
-func validateRenewTTL(ttl time.Duration) error {
+func ValidateRenewTTL(ttl time.Duration) error {
 	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
 		return fmt.Errorf("%w: ttl must be 0 or at least 1ms", ErrInvalid)
 	}
@@ -282,9 +282,9 @@ type Released struct {
 	Held time.Duration
 }
 
-// endedAfter is a release that ended a grant held for held. Clocks can
+// EndedAfter is a release that ended a grant held for held. Clocks can
 // step back; a hold is never shorter than nothing.
-func endedAfter(held time.Duration) Released {
+func EndedAfter(held time.Duration) Released {
 	return Released{Ended: true, Held: max(held, 0)}
 }
 
@@ -340,9 +340,9 @@ const DefaultMaxSharedHolders = 1000
 // reply, however many share it.
 const MaxHoldersShown = 100
 
-// describe fills the Info's own fields from its last holder: the one whose
+// Describe fills the Info's own fields from its last holder: the one whose
 // lease ends last (see Info).
-func (info *Info) describe() {
+func (info *Info) Describe() {
 	h := info.Holders[len(info.Holders)-1]
 	info.Lease, info.Subject, info.Owner, info.AcquiredAt, info.Holds, info.HoldIDs, info.Value = h.Lease, h.Subject, h.Owner, h.AcquiredAt, h.Holds, h.HoldIDs, h.Value
 }

@@ -120,18 +120,18 @@ func setOwner(token string, key Key) string { return memberToken(token, "set:"+k
 // refusal is a *HeldError of the lock that stood in the way, wrapped; an
 // unknown outcome is undone by acquireAll itself.
 type allAtOnce interface {
-	acquireAll(ctx context.Context, keys []Key, owners []string, req AcquireRequest) (leases []Lease, tried bool, err error)
+	AcquireAll(ctx context.Context, keys []Key, owners []string, req AcquireRequest) (leases []Lease, tried bool, err error)
 }
 
-// lockSets is the one implementation of LockSets, on a backend's grants.
-type lockSets struct {
-	grants Locker
-	all    allAtOnce // or nil
+// SetEngine is the one implementation of LockSets, on a backend's grants.
+type SetEngine struct {
+	Grants Locker
+	All    allAtOnce // or nil
 }
 
 // AcquireSet implements LockSets.
-func (s *lockSets) AcquireSet(ctx context.Context, keys []Key, req AcquireRequest) (SetGrant, error) {
-	if err := req.validate(); err != nil {
+func (s *SetEngine) AcquireSet(ctx context.Context, keys []Key, req AcquireRequest) (SetGrant, error) {
+	if err := req.Validate(); err != nil {
 		return SetGrant{}, err
 	}
 	switch {
@@ -146,7 +146,7 @@ func (s *lockSets) AcquireSet(ctx context.Context, keys []Key, req AcquireReques
 	deadline := time.Now().Add(req.Wait)
 	sorted := slices.Clone(keys)
 	SortSet(sorted)
-	token := newToken()
+	token := NewToken()
 	owners := make([]string, len(sorted))
 	for i, k := range sorted {
 		owners[i] = setOwner(token, k)
@@ -156,8 +156,8 @@ func (s *lockSets) AcquireSet(ctx context.Context, keys []Key, req AcquireReques
 		err    error
 		tried  bool
 	)
-	if s.all != nil {
-		leases, tried, err = s.all.acquireAll(ctx, sorted, owners, req)
+	if s.All != nil {
+		leases, tried, err = s.All.AcquireAll(ctx, sorted, owners, req)
 		var held *HeldError
 		if tried && errors.As(err, &held) && req.Wait > 0 {
 			tried = false // wait in the queues, in order
@@ -185,12 +185,12 @@ func (s *lockSets) AcquireSet(ctx context.Context, keys []Key, req AcquireReques
 // lock taken before the last one is held while the set waits for the
 // rest, so its lease covers that wait too, and is brought back to req.TTL
 // once the set is complete. Any failure releases what was taken.
-func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req AcquireRequest, deadline time.Time) ([]Lease, error) {
+func (s *SetEngine) inOrder(ctx context.Context, keys []Key, owners []string, req AcquireRequest, deadline time.Time) ([]Lease, error) {
 	leases := make([]Lease, 0, len(keys))
 	extended := false
 	for i, k := range keys {
 		r := req
-		r.token = owners[i]
+		r.OwnerToken = owners[i]
 		if req.Wait > 0 {
 			if r.Wait = time.Until(deadline); r.Wait < time.Millisecond {
 				r.Wait = time.Millisecond // one last look, in the queue's order
@@ -200,7 +200,7 @@ func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req
 				extended = true
 			}
 		}
-		g, err := s.grants.Acquire(ctx, k, r)
+		g, err := s.Grants.Acquire(ctx, k, r)
 		if err != nil {
 			return nil, s.rollback(ctx, keys[:i], owners, fmt.Errorf("acquire set: %s: %w", k, err))
 		}
@@ -211,7 +211,7 @@ func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req
 	}
 	errs := make([]error, len(keys)-1)
 	fanOut(len(keys)-1, func(i int) {
-		leases[i], errs[i] = s.grants.Renew(ctx, keys[i], owners[i], req.TTL)
+		leases[i], errs[i] = s.Grants.Renew(ctx, keys[i], owners[i], req.TTL)
 	})
 	lost := -1
 	for i, err := range errs {
@@ -236,8 +236,8 @@ func (s *lockSets) inOrder(ctx context.Context, keys []Key, owners []string, req
 // heldNow is the refusal of a set by key, a lock it had and lost: when
 // its holder's lease ends, if it has one (0 if the lock is free, or the
 // backend does not say: the set may be retried at once).
-func (s *lockSets) heldNow(ctx context.Context, key Key) *HeldError {
-	info, err := s.grants.Inspect(ctx, key)
+func (s *SetEngine) heldNow(ctx context.Context, key Key) *HeldError {
+	info, err := s.Grants.Inspect(ctx, key)
 	if err != nil {
 		return &HeldError{}
 	}
@@ -249,12 +249,12 @@ func (s *lockSets) heldNow(ctx context.Context, key Key) *HeldError {
 // unless a release failed: then a lock of the set may stay held until its
 // lease ends, so the outcome is unknown (ErrUnavailable), whatever why
 // says. A grant that had ended already (ErrNotHolder) is given back.
-func (s *lockSets) rollback(ctx context.Context, keys []Key, owners []string, why error) error {
+func (s *SetEngine) rollback(ctx context.Context, keys []Key, owners []string, why error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	errs := make([]error, len(keys))
 	fanOut(len(keys), func(i int) {
-		if _, err := s.grants.Release(ctx, keys[i], owners[i]); !errors.Is(err, ErrNotHolder) {
+		if _, err := s.Grants.Release(ctx, keys[i], owners[i]); !errors.Is(err, ErrNotHolder) {
 			errs[i] = err
 		}
 	})
@@ -270,8 +270,8 @@ func (s *lockSets) rollback(ctx context.Context, keys []Key, owners []string, wh
 }
 
 // RenewSet implements LockSets.
-func (s *lockSets) RenewSet(ctx context.Context, keys []Key, token string, ttl time.Duration) ([]SetLock, error) {
-	if err := validateRenewTTL(ttl); err != nil {
+func (s *SetEngine) RenewSet(ctx context.Context, keys []Key, token string, ttl time.Duration) ([]SetLock, error) {
+	if err := ValidateRenewTTL(ttl); err != nil {
 		return nil, err
 	}
 	if err := CheckSet(keys); err != nil {
@@ -287,7 +287,7 @@ func (s *lockSets) RenewSet(ctx context.Context, keys []Key, token string, ttl t
 		// last one goes first, and its TTL is the others'.
 		last := lastInOrder(keys)
 		out[last].Key = keys[last]
-		out[last].Lease, errs[last] = s.grants.Renew(ctx, keys[last], setOwner(token, keys[last]), 0)
+		out[last].Lease, errs[last] = s.Grants.Renew(ctx, keys[last], setOwner(token, keys[last]), 0)
 		if errs[last] != nil {
 			return out, fmt.Errorf("renew set: %w", errs[last])
 		}
@@ -305,7 +305,7 @@ func (s *lockSets) RenewSet(ctx context.Context, keys []Key, token string, ttl t
 	fanOut(len(todo), func(j int) {
 		i := todo[j]
 		out[i].Key = keys[i]
-		out[i].Lease, errs[i] = s.grants.Renew(ctx, keys[i], setOwner(token, keys[i]), ttl)
+		out[i].Lease, errs[i] = s.Grants.Renew(ctx, keys[i], setOwner(token, keys[i]), ttl)
 	})
 	// A lock that is gone (ErrNotHolder) ends the set, whatever another
 	// lock's renewal answered: that answer, which is certain, goes before
@@ -337,13 +337,13 @@ func lastInOrder(keys []Key) int {
 }
 
 // ReleaseSet implements LockSets.
-func (s *lockSets) ReleaseSet(ctx context.Context, keys []Key, token string) (SetReleased, error) {
+func (s *SetEngine) ReleaseSet(ctx context.Context, keys []Key, token string) (SetReleased, error) {
 	if err := CheckSet(keys); err != nil {
 		return SetReleased{}, err
 	}
 	errs := make([]error, len(keys))
 	fanOut(len(keys), func(i int) {
-		_, errs[i] = s.grants.Release(ctx, keys[i], setOwner(token, keys[i]))
+		_, errs[i] = s.Grants.Release(ctx, keys[i], setOwner(token, keys[i]))
 	})
 	var (
 		rel      SetReleased

@@ -54,8 +54,8 @@ type SemaphoreRequest struct {
 // MaxLimit is the largest semaphore limit.
 const MaxLimit = 10000
 
-func (r SemaphoreRequest) validate() error {
-	if err := validateLimit(r.Limit); err != nil {
+func (r SemaphoreRequest) Validate() error {
+	if err := ValidateLimit(r.Limit); err != nil {
 		return err
 	}
 	if r.Mode != Exclusive {
@@ -64,10 +64,10 @@ func (r SemaphoreRequest) validate() error {
 	if r.Value != "" {
 		return fmt.Errorf("%w: a semaphore permit carries no value", ErrInvalid)
 	}
-	return r.AcquireRequest.validate()
+	return r.AcquireRequest.Validate()
 }
 
-func validateLimit(limit int) error {
+func ValidateLimit(limit int) error {
 	if limit < 1 || limit > MaxLimit {
 		return fmt.Errorf("%w: limit must be 1 to %d", ErrInvalid, MaxLimit)
 	}

@@ -98,7 +98,7 @@ type SessionInfo struct {
 }
 
 // SessionID is the id of the session of token, as OpenSession made it.
-func SessionID(token string) string { return tokenHash("session:" + token)[:22] }
+func SessionID(token string) string { return TokenHash("session:" + token)[:22] }
 
 // memberToken is the owner token of the grant nonce names in the session
 // of token: whoever shows the session's token can renew and release it,
@@ -109,16 +109,16 @@ func memberToken(token, nonce string) string {
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
 }
 
-// sessionMember is what a session keeps of one of its grants: its kind,
+// SessionMember is what a session keeps of one of its grants: its kind,
 // key, and whether its acquire still runs. encode is the form the stores
 // keep: 'l' or 's', then "ns/name".
-type sessionMember struct {
-	nonce   string
-	hold    SessionHold
-	pending bool
+type SessionMember struct {
+	Nonce   string
+	Hold    SessionHold
+	Pending bool
 }
 
-func encodeHold(h SessionHold) string {
+func EncodeHold(h SessionHold) string {
 	kind := "l"
 	if h.Semaphore {
 		kind = "s"
@@ -126,7 +126,7 @@ func encodeHold(h SessionHold) string {
 	return kind + h.Key.String()
 }
 
-func decodeHold(s string) (SessionHold, bool) {
+func DecodeHold(s string) (SessionHold, bool) {
 	if len(s) < 2 {
 		return SessionHold{}, false
 	}
@@ -134,55 +134,55 @@ func decodeHold(s string) (SessionHold, bool) {
 	return SessionHold{Semaphore: s[0] == 's', Key: Key{Namespace: ns, Name: name}}, ok
 }
 
-// sessionCaller is who calls: the hash of the session token shown, and
+// SessionCaller is who calls: the hash of the session token shown, and
 // the subject.
-type sessionCaller struct {
-	id, tokHash, subject string
+type SessionCaller struct {
+	ID, TokHash, Subject string
 }
 
-func callerOf(token, subject string) sessionCaller {
-	return sessionCaller{id: SessionID(token), tokHash: tokenHash(token), subject: subject}
+func callerOf(token, subject string) SessionCaller {
+	return SessionCaller{ID: SessionID(token), TokHash: TokenHash(token), Subject: subject}
 }
 
-// sessionStore keeps sessions: one per backend, each step atomic in it.
+// SessionStore keeps sessions: one per backend, each step atomic in it.
 // Every step but open checks the caller (ErrSessionEnded,
 // ErrSessionNotYours).
-type sessionStore interface {
-	open(ctx context.Context, c sessionCaller, ttl time.Duration) error
-	// join adds a pending member unless the session has maxHolds, and
+type SessionStore interface {
+	Open(ctx context.Context, c SessionCaller, ttl time.Duration) error
+	// Join adds a pending member unless the session has maxHolds, and
 	// returns what is left of the session's lease.
-	join(ctx context.Context, c sessionCaller, m sessionMember, maxHolds int) (time.Duration, error)
-	// confirm marks a member granted (adding it again if it was dropped)
+	Join(ctx context.Context, c SessionCaller, m SessionMember, maxHolds int) (time.Duration, error)
+	// Confirm marks a member granted (adding it again if it was dropped)
 	// and returns what is left of the lease.
-	confirm(ctx context.Context, c sessionCaller, m sessionMember) (time.Duration, error)
-	// keep sets the lease to ttl (0: the TTL as last set) and returns it,
+	Confirm(ctx context.Context, c SessionCaller, m SessionMember) (time.Duration, error)
+	// Keep sets the lease to ttl (0: the TTL as last set) and returns it,
 	// with the granted members.
-	keep(ctx context.Context, c sessionCaller, ttl time.Duration) (time.Duration, []sessionMember, error)
-	// drop forgets members of a live session, by nonce.
-	drop(ctx context.Context, c sessionCaller, nonces []string) error
-	// end ends the session and returns every member; a session ended
+	Keep(ctx context.Context, c SessionCaller, ttl time.Duration) (time.Duration, []SessionMember, error)
+	// Drop forgets members of a live session, by nonce.
+	Drop(ctx context.Context, c SessionCaller, nonces []string) error
+	// End ends the session and returns every member; a session ended
 	// already returns none.
-	end(ctx context.Context, c sessionCaller) ([]sessionMember, error)
-	// describe returns what is left of the lease, the TTL as last set,
+	End(ctx context.Context, c SessionCaller) ([]SessionMember, error)
+	// Describe returns what is left of the lease, the TTL as last set,
 	// and every member.
-	describe(ctx context.Context, c sessionCaller) (left, ttl time.Duration, ms []sessionMember, err error)
+	Describe(ctx context.Context, c SessionCaller) (left, ttl time.Duration, ms []SessionMember, err error)
 }
 
 // sessionGrants are the backend's own grants, as the sessions use them.
 type sessionGrants interface {
 	Locker
 	Semaphores
-	// releaseEnded releases a member's grant (its base hold) at its
+	// ReleaseEnded releases a member's grant (its base hold) at its
 	// session's end; the lock's history says which session ended.
-	releaseEnded(ctx context.Context, h SessionHold, token, sessionID string) (Released, error)
+	ReleaseEnded(ctx context.Context, h SessionHold, token, sessionID string) (Released, error)
 }
 
-// sessions is the one implementation of Sessions, on a backend's store
+// SessionEngine is the one implementation of Sessions, on a backend's store
 // and grants.
-type sessions struct {
-	store    sessionStore
-	grants   sessionGrants
-	maxHolds int
+type SessionEngine struct {
+	Store    SessionStore
+	Grants   sessionGrants
+	MaxHolds int
 }
 
 // leaseSlack is how much longer than its session's a grant's lease may
@@ -191,39 +191,39 @@ type sessions struct {
 const leaseSlack = 50 * time.Millisecond
 
 // OpenSession implements Sessions.
-func (s *sessions) OpenSession(ctx context.Context, subject string, ttl time.Duration) (Session, error) {
+func (s *SessionEngine) OpenSession(ctx context.Context, subject string, ttl time.Duration) (Session, error) {
 	if ttl < time.Millisecond {
 		return Session{}, fmt.Errorf("%w: ttl must be at least 1ms", ErrInvalid)
 	}
-	token := newToken()
+	token := NewToken()
 	start := time.Now()
-	if err := s.store.open(ctx, callerOf(token, subject), ttl); err != nil {
+	if err := s.Store.Open(ctx, callerOf(token, subject), ttl); err != nil {
 		return Session{}, err
 	}
 	return Session{ID: SessionID(token), Token: token, Lease: Lease{TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
 }
 
 // AcquireInSession implements Sessions.
-func (s *sessions) AcquireInSession(ctx context.Context, token string, key Key, req AcquireRequest) (Grant, error) {
+func (s *SessionEngine) AcquireInSession(ctx context.Context, token string, key Key, req AcquireRequest) (Grant, error) {
 	req.TTL = time.Millisecond // checked below, set by the session
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return Grant{}, err
 	}
 	return s.acquire(ctx, token, SessionHold{Key: key}, req.Subject, func(ttl time.Duration, owner string) (Grant, error) {
-		req.TTL, req.token = ttl, owner
-		return s.grants.Acquire(ctx, key, req)
+		req.TTL, req.OwnerToken = ttl, owner
+		return s.Grants.Acquire(ctx, key, req)
 	})
 }
 
 // AcquirePermitInSession implements Sessions.
-func (s *sessions) AcquirePermitInSession(ctx context.Context, token string, key Key, req SemaphoreRequest) (Grant, error) {
+func (s *SessionEngine) AcquirePermitInSession(ctx context.Context, token string, key Key, req SemaphoreRequest) (Grant, error) {
 	req.TTL = time.Millisecond
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return Grant{}, err
 	}
 	return s.acquire(ctx, token, SessionHold{Semaphore: true, Key: key}, req.Subject, func(ttl time.Duration, owner string) (Grant, error) {
-		req.TTL, req.token = ttl, owner
-		return s.grants.AcquirePermit(ctx, key, req)
+		req.TTL, req.OwnerToken = ttl, owner
+		return s.Grants.AcquirePermit(ctx, key, req)
 	})
 }
 
@@ -232,29 +232,29 @@ func (s *sessions) AcquirePermitInSession(ctx context.Context, token string, key
 // left of the session's lease; then checks that the session is still
 // alive, and brings the grant's lease back to the session's when it is
 // longer. A grant outlives its session by at most about leaseSlack.
-func (s *sessions) acquire(ctx context.Context, token string, h SessionHold, subject string, grant func(ttl time.Duration, owner string) (Grant, error)) (Grant, error) {
+func (s *SessionEngine) acquire(ctx context.Context, token string, h SessionHold, subject string, grant func(ttl time.Duration, owner string) (Grant, error)) (Grant, error) {
 	c := callerOf(token, subject)
-	m := sessionMember{nonce: newToken(), hold: h, pending: true}
+	m := SessionMember{Nonce: NewToken(), Hold: h, Pending: true}
 	forget := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		s.store.drop(cctx, c, []string{m.nonce})
+		s.Store.Drop(cctx, c, []string{m.Nonce})
 	}
-	left, err := s.store.join(ctx, c, m, s.maxHolds)
+	left, err := s.Store.Join(ctx, c, m, s.MaxHolds)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) { // it may have been noted
 			forget()
 		}
 		return Grant{}, err
 	}
-	owner := memberToken(token, m.nonce)
+	owner := memberToken(token, m.Nonce)
 	g, err := grant(max(left, time.Millisecond), owner)
 	if err != nil {
 		forget()
 		return Grant{}, err
 	}
 	start := time.Now()
-	left, err = s.store.confirm(ctx, c, m)
+	left, err = s.Store.Confirm(ctx, c, m)
 	if err == nil && g.ExpiresAt.After(start.Add(left+leaseSlack)) {
 		var lease Lease
 		if lease, err = s.renew(ctx, h, owner, max(left, time.Millisecond)); err == nil {
@@ -271,26 +271,26 @@ func (s *sessions) acquire(ctx context.Context, token string, h SessionHold, sub
 		if rerr != nil && !errors.Is(rerr, ErrNotHolder) {
 			// The grant may be held until its lease ends: the outcome is
 			// unknown, whatever made the acquire give it back.
-			return Grant{}, fmt.Errorf("acquire %s in session %s: %v; giving the grant back: %w", h.Key, c.id, err, rerr)
+			return Grant{}, fmt.Errorf("acquire %s in session %s: %v; giving the grant back: %w", h.Key, c.ID, err, rerr)
 		}
-		return Grant{}, fmt.Errorf("acquire %s in session %s: %w", h.Key, c.id, err)
+		return Grant{}, fmt.Errorf("acquire %s in session %s: %w", h.Key, c.ID, err)
 	}
 	return g, nil
 }
 
-func (s *sessions) renew(ctx context.Context, h SessionHold, owner string, ttl time.Duration) (Lease, error) {
+func (s *SessionEngine) renew(ctx context.Context, h SessionHold, owner string, ttl time.Duration) (Lease, error) {
 	if h.Semaphore {
-		return s.grants.RenewPermit(ctx, h.Key, owner, ttl)
+		return s.Grants.RenewPermit(ctx, h.Key, owner, ttl)
 	}
-	return s.grants.Renew(ctx, h.Key, owner, ttl)
+	return s.Grants.Renew(ctx, h.Key, owner, ttl)
 }
 
-func (s *sessions) release(ctx context.Context, h SessionHold, owner string) error {
+func (s *SessionEngine) release(ctx context.Context, h SessionHold, owner string) error {
 	var err error
 	if h.Semaphore {
-		_, err = s.grants.ReleasePermit(ctx, h.Key, owner)
+		_, err = s.Grants.ReleasePermit(ctx, h.Key, owner)
 	} else {
-		_, err = s.grants.Release(ctx, h.Key, owner)
+		_, err = s.Grants.Release(ctx, h.Key, owner)
 	}
 	return err
 }
@@ -298,13 +298,13 @@ func (s *sessions) release(ctx context.Context, h SessionHold, owner string) err
 // KeepSession implements Sessions. The session's lease moves first, then
 // every grant's, all at once: the backend groups the renewals that arrive
 // together.
-func (s *sessions) KeepSession(ctx context.Context, token, subject string, ttl time.Duration) (SessionKept, error) {
-	if err := validateRenewTTL(ttl); err != nil {
+func (s *SessionEngine) KeepSession(ctx context.Context, token, subject string, ttl time.Duration) (SessionKept, error) {
+	if err := ValidateRenewTTL(ttl); err != nil {
 		return SessionKept{}, err
 	}
 	c := callerOf(token, subject)
 	start := time.Now()
-	ttl, ms, err := s.store.keep(ctx, c, ttl)
+	ttl, ms, err := s.Store.Keep(ctx, c, ttl)
 	if err != nil {
 		return SessionKept{}, err
 	}
@@ -312,24 +312,24 @@ func (s *sessions) KeepSession(ctx context.Context, token, subject string, ttl t
 	leases := make([]Lease, len(ms))
 	errs := make([]error, len(ms))
 	fanOut(len(ms), func(i int) {
-		leases[i], errs[i] = s.renew(ctx, ms[i].hold, memberToken(token, ms[i].nonce), ttl)
+		leases[i], errs[i] = s.renew(ctx, ms[i].Hold, memberToken(token, ms[i].Nonce), ttl)
 	})
 	var gone []string
 	for i, m := range ms {
-		h := m.hold
+		h := m.Hold
 		switch {
 		case errs[i] == nil:
 			h.FencingToken = leases[i].FencingToken
 			kept.Renewed = append(kept.Renewed, h)
 		case errors.Is(errs[i], ErrNotHolder):
 			kept.Gone = append(kept.Gone, h)
-			gone = append(gone, m.nonce)
+			gone = append(gone, m.Nonce)
 		default:
-			return kept, fmt.Errorf("keep session %s: %w", c.id, errs[i])
+			return kept, fmt.Errorf("keep session %s: %w", c.ID, errs[i])
 		}
 	}
 	if len(gone) > 0 {
-		if err := s.store.drop(ctx, c, gone); err != nil {
+		if err := s.Store.Drop(ctx, c, gone); err != nil {
 			return kept, err
 		}
 	}
@@ -337,45 +337,45 @@ func (s *sessions) KeepSession(ctx context.Context, token, subject string, ttl t
 }
 
 // EndSession implements Sessions.
-func (s *sessions) EndSession(ctx context.Context, token, subject string) (SessionEnded, error) {
+func (s *SessionEngine) EndSession(ctx context.Context, token, subject string) (SessionEnded, error) {
 	c := callerOf(token, subject)
-	ms, err := s.store.end(ctx, c)
+	ms, err := s.Store.End(ctx, c)
 	if err != nil {
 		return SessionEnded{}, err
 	}
 	rels := make([]Released, len(ms))
 	errs := make([]error, len(ms))
 	fanOut(len(ms), func(i int) {
-		rels[i], errs[i] = s.grants.releaseEnded(ctx, ms[i].hold, memberToken(token, ms[i].nonce), c.id)
+		rels[i], errs[i] = s.Grants.ReleaseEnded(ctx, ms[i].Hold, memberToken(token, ms[i].Nonce), c.ID)
 	})
 	var ended SessionEnded
 	for i, m := range ms {
 		switch {
 		case errs[i] == nil:
 			if rels[i].Ended || rels[i].Holds > 0 {
-				ended.Released = append(ended.Released, m.hold)
+				ended.Released = append(ended.Released, m.Hold)
 			}
 		case errors.Is(errs[i], ErrNotHolder): // ended on its own, or never granted
 		default:
 			// Its lease ends it within the session's TTL: the session is
 			// gone, so nobody renews it.
-			return ended, fmt.Errorf("end session %s: %w", c.id, errs[i])
+			return ended, fmt.Errorf("end session %s: %w", c.ID, errs[i])
 		}
 	}
 	return ended, nil
 }
 
 // DescribeSession implements Sessions.
-func (s *sessions) DescribeSession(ctx context.Context, token, subject string) (SessionInfo, error) {
+func (s *SessionEngine) DescribeSession(ctx context.Context, token, subject string) (SessionInfo, error) {
 	start := time.Now()
-	left, ttl, ms, err := s.store.describe(ctx, callerOf(token, subject))
+	left, ttl, ms, err := s.Store.Describe(ctx, callerOf(token, subject))
 	if err != nil {
 		return SessionInfo{}, err
 	}
 	info := SessionInfo{Lease: Lease{TTL: left, ExpiresAt: start.Add(left)}, SessionTTL: ttl, Holds: make([]SessionHold, len(ms))}
 	for i, m := range ms {
-		info.Holds[i] = m.hold
-		info.Holds[i].Pending = m.pending
+		info.Holds[i] = m.Hold
+		info.Holds[i].Pending = m.Pending
 	}
 	return info, nil
 }
@@ -393,7 +393,7 @@ func fanOut(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// sessionError is what a store's check of the caller found.
-func sessionError(op string, c sessionCaller, err error) error {
-	return fmt.Errorf("%s session %s: %w", op, c.id, err)
+// SessionError is what a store's check of the caller found.
+func SessionError(op string, c SessionCaller, err error) error {
+	return fmt.Errorf("%s session %s: %w", op, c.ID, err)
 }

@@ -58,15 +58,21 @@ type TicketState struct {
 // ticketIDLabel keeps ticket ids apart from every other use of a token.
 const ticketIDLabel = "lockgate ticket id v1\x00"
 
-// ticketID is the id of the ticket whose token is token: public (it is in
+// TicketID is the id of the ticket whose token is token: public (it is in
 // the ticket's URL), and tied to its token, so that a token opens its own
 // ticket only.
-func ticketID(token string) string {
+func TicketID(token string) string {
 	sum := sha256.Sum256([]byte(ticketIDLabel + token))
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// ticketOf reports whether token is the token of ticket id.
-func ticketOf(id, token string) bool {
-	return subtle.ConstantTimeCompare([]byte(ticketID(token)), []byte(id)) == 1
+// TicketOf reports whether token is the token of ticket id.
+func TicketOf(id, token string) bool {
+	return subtle.ConstantTimeCompare([]byte(TicketID(token)), []byte(id)) == 1
 }
+
+// DefaultTicketLiveness is the ticket liveness unless configured: twice
+// the minute between two invocations of a function that a scheduler runs
+// every minute, so that a late invocation or a cold start still finds its
+// ticket (a liveness of 10 s lost it between any two).
+const DefaultTicketLiveness = 2 * time.Minute

@@ -6,18 +6,18 @@ import (
 	"encoding/base64"
 )
 
-// newToken returns a fresh owner token: 128 random bits, URL-safe base64.
-func newToken() string {
+// NewToken returns a fresh owner token: 128 random bits, URL-safe base64.
+func NewToken() string {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails: see crypto/rand.Read.
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// tokenHash is what backends store instead of the token itself, so that
+// TokenHash is what backends store instead of the token itself, so that
 // whoever can read the store (a dump, MONITOR, SLOWLOG) cannot act as the
 // holder. Equal hashes mean equal tokens; comparing hashes in variable time
 // leaks nothing useful about the token.
-func tokenHash(token string) string {
+func TokenHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	var s [43]byte // 32 bytes in base64 without padding
 	base64.RawURLEncoding.Encode(s[:], sum[:])

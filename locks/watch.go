@@ -3,7 +3,6 @@ package locks
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // Watcher is what a backend offers for watching locks. A lock's index is
@@ -37,12 +36,12 @@ type Change struct {
 	Info Info
 }
 
-// errWatchesOff refuses a watch on a backend that keeps no history.
-var errWatchesOff = fmt.Errorf("%w: watches need the history of locks (History above 0)", ErrInvalid)
+// ErrWatchesOff refuses a watch on a backend that keeps no history.
+var ErrWatchesOff = fmt.Errorf("%w: watches need the history of locks (History above 0)", ErrInvalid)
 
-// changeAfter is the change from index after to a lock whose last events
+// ChangeAfter is the change from index after to a lock whose last events
 // are kept (oldest first, numbered up to index), held as info says.
-func changeAfter(after, index int64, kept []Event, held bool, info Info) Change {
+func ChangeAfter(after, index int64, kept []Event, held bool, info Info) Change {
 	c := Change{Index: index, Held: held, Info: info}
 	if index == after || after < 0 {
 		return c
@@ -57,43 +56,4 @@ func changeAfter(after, index int64, kept []Event, held bool, info Info) Change 
 	c.Missed = after > index || (len(c.Events) > 0 && c.Events[0].Index != after+1) ||
 		(len(c.Events) == 0 && index > after)
 	return c
-}
-
-// Watch implements Watcher: each event the history records wakes the
-// watchers of its lock (see recordLocked).
-func (m *Memory) Watch(ctx context.Context, key Key, after int64) (Change, error) {
-	if m.opts.History <= 0 {
-		return Change{}, errWatchesOff
-	}
-	for {
-		m.mu.Lock()
-		now := time.Now()
-		m.expireLocked(key, now)
-		var index int64
-		var kept []Event
-		if h := m.histories[key]; h != nil {
-			index, kept = h.index, h.events
-		}
-		var info Info
-		l := m.locks[key]
-		if l != nil {
-			info = m.infoLocked(key, l, now)
-		}
-		c := changeAfter(after, index, kept, l != nil, info)
-		c.Events = append([]Event(nil), c.Events...)
-		if index != after || after < 0 || ctx.Err() != nil {
-			m.mu.Unlock()
-			return c, ctx.Err()
-		}
-		changed := m.watched[key]
-		if changed == nil {
-			changed = make(chan struct{})
-			m.watched[key] = changed
-		}
-		m.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-		}
-	}
 }

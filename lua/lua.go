@@ -150,7 +150,7 @@ type Script struct {
 	// the caller of a grant (made by it, or made earlier and picked up or
 	// replayed by it), of a lease it extended, or of a semaphore's limit
 	// now in force. The engine runs such a
-	// script only through its one replica barrier (locks.Redis.exec).
+	// script only through its one replica barrier (redisbackend.Backend.exec).
 	Acked bool
 	// Function names the script as a Redis function (FCALL), and Library
 	// is the function library that defines it, for FUNCTION LOAD: the same

@@ -1,4 +1,4 @@
--- protocol: the numbers the scripts and the engine (locks/protocol.go) must
+-- protocol: the numbers the scripts and the engine (locks/redisbackend/protocol.go) must
 -- agree on, put in front of every script. TestProtocolAgrees (locks) reads
 -- this file and fails when a value here and its Go twin differ.
 --

@@ -1,6 +1,6 @@
 -- watch: what changed on a lock since the index a gateway last saw: the
 -- events after it and the lock's holders now, one read that the gateway
--- hands to all its watchers of the lock (see locks/watch_redis.go).
+-- hands to all its watchers of the lock (see locks/redisbackend/watch.go).
 --
 -- KEYS[1..7]  the lock, fence, queue, alive, waiters, readers and delay
 --             keys (see lib_keys.lua)

@@ -23,6 +23,8 @@ import (
 	"github.com/lockgate/lockgate/handlers"
 	"github.com/lockgate/lockgate/internal/tracing"
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
+	"github.com/lockgate/lockgate/locks/redisbackend"
 	"github.com/lockgate/lockgate/ratelimit"
 	"github.com/lockgate/lockgate/ui"
 )
@@ -317,12 +319,12 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 	if cfg.redisURL == "" {
 		logger.Warn().Msg("using the embedded in-memory backend: locks live in this process only and vanish when it stops; " +
 			"run a single gateway, or set --redis-url to share locks between gateways")
-		m := locks.NewMemory(locks.MemoryOptions{LockDelay: cfg.lockDelay, History: cfg.history, TicketLiveness: cfg.ticketLiveness,
+		m := embedded.New(embedded.Options{LockDelay: cfg.lockDelay, History: cfg.history, TicketLiveness: cfg.ticketLiveness,
 			MaxSharedHolders: cfg.maxSharedHolders, SessionMaxHolds: cfg.sessionMaxHolds})
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
-	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisSentinel, locks.RedisOptions{
+	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisSentinel, redisbackend.Options{
 		Prefix:           cfg.redisPrefix,
 		Timeout:          cfg.redisTimeout,
 		FenceRetention:   cfg.fenceRetention,

@@ -5,14 +5,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/redisbackend"
 )
 
 // newRedisBackend connects the Redis backend, with opts, to rawURL: one
 // Redis; with cluster the seed nodes of a Redis Cluster; with sentinel (a
 // master name) or a redis+sentinel:// URL the Redis Sentinels that follow
 // a master.
-func newRedisBackend(rawURL string, cluster bool, sentinel string, opts locks.RedisOptions) (*locks.Redis, func() error, error) {
+func newRedisBackend(rawURL string, cluster bool, sentinel string, opts redisbackend.Options) (*redisbackend.Backend, func() error, error) {
 	var client redis.UniversalClient
 	switch {
 	case sentinel != "" || isSentinelURL(rawURL):
@@ -56,7 +56,7 @@ func newRedisBackend(rawURL string, cluster bool, sentinel string, opts locks.Re
 		opts.MaxRetries, opts.ContextTimeoutEnabled, opts.Protocol = -1, true, 2
 		client = redis.NewClient(opts)
 	}
-	b, err := locks.NewRedis(client, opts)
+	b, err := redisbackend.New(client, opts)
 	if err != nil {
 		client.Close()
 		return nil, nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/redisbackend"
 )
 
 // FloorPrefix keeps the floor's keys and wake-up channel apart from the
@@ -20,7 +21,7 @@ const FloorPrefix = "lockbench:"
 // client settings the gateway uses: the floor under any HTTP gateway.
 type EngineTarget struct {
 	client    *redis.Client
-	backend   *locks.Redis
+	backend   *redisbackend.Backend
 	namespace string
 	ttl       time.Duration
 	// Permits, when not 0, makes every lock name a semaphore of that many
@@ -40,7 +41,7 @@ func NewEngineTarget(redisURL, namespace string, ttl time.Duration) (*EngineTarg
 	opts.MaxRetries = -1
 	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
-	backend, err := locks.NewRedis(client, locks.RedisOptions{Prefix: FloorPrefix})
+	backend, err := redisbackend.New(client, redisbackend.Options{Prefix: FloorPrefix})
 	if err != nil {
 		client.Close()
 		return nil, err
@@ -71,7 +72,7 @@ func (t *EngineTarget) NewSession(ctx context.Context, name string) Session {
 
 type engineSession struct {
 	ctx     context.Context
-	backend *locks.Redis
+	backend *redisbackend.Backend
 	key     locks.Key
 	req     locks.AcquireRequest
 	permits int

@@ -104,7 +104,7 @@ func WriteMarkdown(w io.Writer, r *Report, target string) error {
 	fmt.Fprintf(&b, "\n- each run: %gs of new cycles, lease %d ms, contended acquires wait up to %d ms server-side\n",
 		r.Settings.DurationS, r.Settings.TTLMS, r.Settings.WaitMS)
 	if slices.ContainsFunc(r.Scenarios, func(s ScenarioReport) bool { return s.Floor != nil }) {
-		b.WriteString("- floor: the same calls to the lock engine in-process (`locks.NewRedis`) against the same Redis, no HTTP\n\n")
+		b.WriteString("- floor: the same calls to the lock engine in-process (`redisbackend.New`) against the same Redis, no HTTP\n\n")
 	} else {
 		b.WriteString("- floor: not measured (give --redis-url to measure it, and Redis commands per handoff)\n\n")
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/redisbackend"
 )
 
 // SemaphoreStats describes a semaphore run: how many held at once, as the
@@ -191,7 +192,7 @@ func semFailure(status int, data []byte) error {
 // semEngineSession takes permits from the engine in-process: the floor.
 type semEngineSession struct {
 	ctx     context.Context
-	backend *locks.Redis
+	backend *redisbackend.Backend
 	key     locks.Key
 	req     locks.SemaphoreRequest
 }

@@ -1,0 +1,165 @@
+package embedded
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// memSessions is the embedded backend's store of sessions: the same
+// steps as lua/session_*.lua, under one mutex of its own (a step never
+// touches a lock, as on Redis Cluster, where a session and a lock live on
+// different slots).
+type memSessions struct {
+	mu   sync.Mutex
+	byID map[string]*memSession
+	// pruneAt is the size at which the next open sweeps out the sessions
+	// that ended.
+	pruneAt int
+}
+
+// memSession is one session, live or ended.
+type memSession struct {
+	tokHash, subject string
+	ttl              time.Duration
+	expiresAt        time.Time
+	// ended: EndSession ended it; it is kept until expiresAt, for a
+	// repeated end.
+	ended   bool
+	members map[string]locks.SessionMember
+}
+
+var _ locks.SessionStore = (*memSessions)(nil)
+
+// checkLocked finds the caller's live session. s.mu must be held.
+func (s *memSessions) checkLocked(c locks.SessionCaller, now time.Time) (*memSession, error) {
+	ss := s.byID[c.ID]
+	switch {
+	case ss == nil || !now.Before(ss.expiresAt):
+		return nil, locks.ErrSessionEnded
+	case ss.tokHash != c.TokHash || ss.subject != c.Subject:
+		return nil, locks.ErrSessionNotYours
+	case ss.ended:
+		return ss, locks.ErrSessionEnded
+	}
+	return ss, nil
+}
+
+func (s *memSessions) Open(_ context.Context, c locks.SessionCaller, ttl time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID == nil {
+		s.byID = map[string]*memSession{}
+	}
+	now := time.Now()
+	if len(s.byID) >= s.pruneAt {
+		for id, ss := range s.byID {
+			if !now.Before(ss.expiresAt) {
+				delete(s.byID, id)
+			}
+		}
+		s.pruneAt = 2*len(s.byID) + 64
+	}
+	s.byID[c.ID] = &memSession{tokHash: c.TokHash, subject: c.Subject, ttl: ttl,
+		expiresAt: now.Add(ttl), members: map[string]locks.SessionMember{}}
+	return nil
+}
+
+func (s *memSessions) Join(_ context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int) (time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	ss, err := s.checkLocked(c, now)
+	if err != nil {
+		return 0, locks.SessionError("join", c, err)
+	}
+	if len(ss.members) >= maxHolds {
+		return 0, locks.SessionError("join", c, locks.ErrSessionFull)
+	}
+	ss.members[m.Nonce] = m
+	return ss.expiresAt.Sub(now), nil
+}
+
+func (s *memSessions) Confirm(_ context.Context, c locks.SessionCaller, m locks.SessionMember) (time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	ss, err := s.checkLocked(c, now)
+	if err != nil {
+		return 0, locks.SessionError("join", c, err)
+	}
+	m.Pending = false
+	ss.members[m.Nonce] = m
+	return ss.expiresAt.Sub(now), nil
+}
+
+func (s *memSessions) Keep(_ context.Context, c locks.SessionCaller, ttl time.Duration) (time.Duration, []locks.SessionMember, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	ss, err := s.checkLocked(c, now)
+	if err != nil {
+		return 0, nil, locks.SessionError("keep", c, err)
+	}
+	if ttl > 0 {
+		ss.ttl = ttl
+	}
+	ss.expiresAt = now.Add(ss.ttl)
+	var ms []locks.SessionMember
+	for _, m := range ss.members {
+		if !m.Pending {
+			ms = append(ms, m)
+		}
+	}
+	return ss.ttl, ms, nil
+}
+
+func (s *memSessions) Drop(_ context.Context, c locks.SessionCaller, nonces []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss, err := s.checkLocked(c, time.Now()); err == nil {
+		for _, n := range nonces {
+			delete(ss.members, n)
+		}
+	}
+	return nil
+}
+
+func (s *memSessions) End(_ context.Context, c locks.SessionCaller) ([]locks.SessionMember, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	ss, err := s.checkLocked(c, now)
+	if ss != nil && ss.ended {
+		return nil, nil // a repeated end
+	}
+	if err != nil {
+		return nil, locks.SessionError("end", c, err)
+	}
+	ms := slices.Collect(maps.Values(ss.members))
+	ss.ended, ss.members, ss.expiresAt = true, nil, now.Add(locks.RecordTTL)
+	return ms, nil
+}
+
+func (s *memSessions) Describe(_ context.Context, c locks.SessionCaller) (time.Duration, time.Duration, []locks.SessionMember, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	ss, err := s.checkLocked(c, now)
+	if err != nil {
+		return 0, 0, nil, locks.SessionError("describe", c, err)
+	}
+	return ss.expiresAt.Sub(now), ss.ttl, slices.Collect(maps.Values(ss.members)), nil
+}
+
+// ReleaseEnded implements sessionGrants.
+func (m *Backend) ReleaseEnded(ctx context.Context, h locks.SessionHold, token, sessionID string) (locks.Released, error) {
+	if h.Semaphore {
+		return m.ReleasePermit(ctx, h.Key, token)
+	}
+	return m.releaseHold(h.Key, token, locks.BaseHold, sessionID)
+}

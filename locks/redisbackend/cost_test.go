@@ -1,0 +1,139 @@
+package redisbackend_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/locktest"
+	"github.com/lockgate/lockgate/locks/redisbackend"
+)
+
+// What one uncontended lock cycle, an acquire and its release, costs
+// Redis: the commands it runs, by name, those run inside the scripts
+// included. Redis's time per cycle follows the commands (about 1 to 3 µs
+// each, see docs/PERFORMANCE.md), and unlike time they can be counted
+// exactly, so a change that adds one fails here and says so.
+func TestRedisCycleCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	for _, tc := range []struct {
+		history int
+		want    map[string]int
+	}{
+		{10, map[string]int{
+			"fcall": 2, "time": 2, "get": 4, "set": 6, "hget": 1, "hset": 1, "hmget": 1, "pexpire": 1, "del": 1,
+			"zrange": 2, "zadd": 2, "pttl": 1, "zrem": 2, "zrangebyscore": 1,
+		}},
+		{0, map[string]int{
+			"fcall": 2, "time": 2, "get": 2, "set": 5, "hget": 1, "hset": 1, "hmget": 1, "pexpire": 1, "del": 1,
+			"zrange": 2, "zadd": 2, "pttl": 1, "zrem": 2, "zrangebyscore": 1,
+		}},
+	} {
+		t.Run(fmt.Sprintf("history=%d", tc.history), func(t *testing.T) {
+			l := newRedis(t, srv, redisbackend.Options{History: tc.history})
+			key := locktest.UniqueKey(t)
+			// Another lock of the namespace held, as in any busy namespace:
+			// the index's keys live on, and a cycle does not set their
+			// expiry anew.
+			locktest.MustAcquire(t, l, locks.Key{Namespace: key.Namespace, Name: key.Name + "-other"}, locks.AcquireRequest{TTL: time.Hour})
+			// The functions loaded, and the lock's history full, as that of
+			// a lock taken again and again.
+			for range tc.history/2 + 2 {
+				cycle(t, l, key)
+			}
+			if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			cycle(t, l, key)
+			got := commandCounts(t, admin)
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("commands per cycle: got %s (%d), want %s (%d)", formatCounts(got), sumCounts(got), formatCounts(tc.want), sumCounts(tc.want))
+			}
+		})
+	}
+}
+
+// cycle acquires key and releases it.
+func cycle(t *testing.T, l *redisbackend.Backend, key locks.Key) {
+	t.Helper()
+	g := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute, Subject: "s"})
+	if _, err := l.Release(t.Context(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commandCounts reads INFO commandstats: the calls of each command since
+// CONFIG RESETSTAT, but those of the test's own connection.
+func commandCounts(t *testing.T, admin *redis.Client) map[string]int {
+	t.Helper()
+	info, err := admin.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for line := range strings.Lines(info) {
+		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
+		name, ok := strings.CutPrefix(name, "cmdstat_")
+		if !ok || name == "info" || name == "config|resetstat" {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		if n, _ := strconv.Atoi(calls); n > 0 {
+			got[name] = n
+		}
+	}
+	return got
+}
+
+func formatCounts(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestRedisReleasedNameKeepsOneKey: what a lock name keeps in Redis once
+// its grant was released, through --fence-retention, is one key, its name
+// record: the fencing counter and the history (lua/lib_fence.lua). The
+// grant's and the calls' records go within minutes.
+func TestRedisReleasedNameKeepsOneKey(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	l := newRedis(t, srv, redisbackend.Options{History: 10, FenceRetention: time.Hour})
+	key := locktest.UniqueKey(t)
+	cycle(t, l, key)
+	var kept []string
+	iter := admin.Scan(t.Context(), 0, "lockgate:{"+key.String()+"}*", 100).Iterator()
+	for iter.Next(t.Context()) {
+		if ttl := admin.PTTL(t.Context(), iter.Val()).Val(); ttl < 0 || ttl > 2*locks.RecordTTL {
+			kept = append(kept, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"lockgate:{" + key.String() + "}:fence"}; !slices.Equal(kept, want) {
+		t.Errorf("a released name keeps %q, want %q", kept, want)
+	}
+	if evs, err := l.History(t.Context(), key); err != nil || len(evs) != 2 {
+		t.Errorf("its history: %+v (%v), want the acquire and the release", evs, err)
+	}
+}

@@ -1,0 +1,36 @@
+package redisbackend
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// TestLockKeys pins the names of a lock's keys, which lockKeys cuts out of
+// one string: the scripts, the Cluster hash tag and every gateway already
+// running depend on them.
+func TestLockKeys(t *testing.T) {
+	r := &Backend{opts: Options{Prefix: "lockgate:"}}
+	got := r.lockKeys(locks.Key{Namespace: "ns", Name: "a:b"}).withToken("H").all()
+	want := []string{"lockgate:{ns/a:b}", "lockgate:{ns/a:b}:fence", "lockgate:{ns/a:b}:queue",
+		"lockgate:{ns/a:b}:alive", "lockgate:{ns/a:b}:waiters", "lockgate:{ns/a:b}:readers",
+		"lockgate:{ns/a:b}:delay",
+		"lockgate:{ns/a:b}:t:H"}
+	if !slices.Equal(got, want) {
+		t.Errorf("keys\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestSemaphoreKeys pins the names of a semaphore's keys, as TestLockKeys
+// does a lock's.
+func TestSemaphoreKeys(t *testing.T) {
+	r := &Backend{opts: Options{Prefix: "lockgate:"}}
+	got := r.semKeys(locks.Key{Namespace: "ns", Name: "a:b"}).withToken("H").all()
+	want := []string{"lockgate:sem:{ns/a:b}", "lockgate:sem:{ns/a:b}:leases", "lockgate:sem:{ns/a:b}:fence",
+		"lockgate:sem:{ns/a:b}:queue", "lockgate:sem:{ns/a:b}:alive", "lockgate:sem:{ns/a:b}:waiters",
+		"lockgate:sem:{ns/a:b}:t:H"}
+	if !slices.Equal(got, want) {
+		t.Errorf("keys\n got %q\nwant %q", got, want)
+	}
+}

@@ -1,0 +1,150 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A namespace's index of held locks (lua/index.lua): two sorted sets under
+// the namespace's own hash tag, whose members are 'name hold', hold being
+// the first indexHoldLen characters of the grant's token hash, so that the
+// grant's own release can remove exactly its entry.
+//
+// The gateway writes an entry after the script that made a grant, renewed
+// or ended it has answered: on Redis Cluster the index's slot is not the
+// lock's, and a script may touch one slot only. So the index is advisory
+// and may lag: see List, and docs/SAFETY.md ("Listing").
+const indexHoldLen = 16
+
+// listStale is how many entries of leases that ended a page may pass over
+// beyond twice its limit, before it returns short (see lua/list.lua).
+const listStale = 64
+
+// inlineIndex is 1 when the lock scripts keep the index themselves, in the
+// script that grants or ends (lua/lib_index.lua index_add, index_del): on a single
+// Redis, where a script may touch any key, this saves two script calls per
+// lock cycle. On Cluster it is 0: the index is on the namespace's slot, not
+// the lock's, and the gateway writes it (index).
+func inlineIndex(client any) int {
+	if _, cluster := client.(*redis.ClusterClient); cluster {
+		return 0
+	}
+	return 1
+}
+
+// index runs lua/index.lua for the grant of key whose token hash is
+// tokHash, with left of its lease to go (add, extend). Its errors are
+// dropped: a lock whose entry is missing is not listed, an entry whose
+// lock is free is passed over; neither changes who holds what.
+func (r *Backend) index(ctx context.Context, key locks.Key, tokHash, op string, left time.Duration) {
+	if r.inlineIndex {
+		return // the lock scripts keep it (see inlineIndex)
+	}
+	r.callIndex(ctx, key.Namespace, indexArgs{op: op, member: key.Name + " " + tokHash[:indexHoldLen], left: left})
+}
+
+// redisListPos is where a Redis listing stands: past every entry of name,
+// or, with hold, past the entry 'name hold' (see lua/list.lua).
+type redisListPos struct{ name, hold string }
+
+func parseRedisListPos(cursor string) (redisListPos, error) {
+	f, err := locks.DecodeCursor(cursor, locks.CursorRedis, 2)
+	if err != nil || !locks.ValidName(f[0]) || !validIndexHold(f[1]) {
+		return redisListPos{}, locks.ErrBadCursor
+	}
+	return redisListPos{name: f[0], hold: f[1]}, nil
+}
+
+// validIndexHold: "" or indexHoldLen characters of a token hash.
+func validIndexHold(h string) bool {
+	if h == "" {
+		return true
+	}
+	if len(h) != indexHoldLen {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !locks.Alnum(c) && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// bound is the position as lua/list.lua takes it.
+func (p redisListPos) bound() string {
+	if p.hold == "" {
+		return "(" + p.name + "!"
+	}
+	return "(" + p.name + " " + p.hold
+}
+
+// posOfBound reads a bound that lua/list.lua returned.
+func posOfBound(b string) (redisListPos, bool) {
+	s, ok := strings.CutPrefix(b, "(")
+	if name, ok2 := strings.CutSuffix(s, "!"); ok && ok2 && locks.ValidName(name) {
+		return redisListPos{name: name}, true
+	}
+	name, hold, ok2 := strings.Cut(s, " ")
+	if ok && ok2 && locks.ValidName(name) && validIndexHold(hold) && hold != "" {
+		return redisListPos{name: name, hold: hold}, true
+	}
+	return redisListPos{}, false
+}
+
+// List implements Lister. One read of the namespace's index (lua/list.lua)
+// names up to limit locks, in name order, after the cursor; each is then
+// inspected, all at once through the batcher. Its Redis work is bounded by
+// limit, whatever else the keyspace holds.
+func (r *Backend) List(ctx context.Context, namespace, cursor string, limit int) (locks.Page, error) {
+	if err := locks.CheckList(namespace, limit); err != nil {
+		return locks.Page{}, err
+	}
+	start := ""
+	if cursor != "" {
+		pos, err := parseRedisListPos(cursor)
+		if err != nil {
+			return locks.Page{}, err
+		}
+		start = pos.bound()
+	}
+	what := nsString(namespace)
+	rp, err := r.callList(ctx, namespace, listArgs{start: start, limit: limit, budget: 2*limit + listStale})
+	if err != nil {
+		return locks.Page{}, locks.Unavailable("list", what, err)
+	}
+	names := rp.names
+	page := locks.Page{Locks: make([]locks.Listed, 0, len(names)), Examined: len(names)}
+	if rp.hasNext {
+		page.Next = locks.EncodeCursor(locks.CursorRedis, rp.next.name, rp.next.hold)
+	}
+	infos := make([]locks.Info, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for j, name := range names {
+		wg.Go(func() { infos[j], errs[j] = r.Inspect(ctx, locks.Key{Namespace: namespace, Name: name}) })
+	}
+	wg.Wait()
+	for j, name := range names {
+		switch {
+		case errors.Is(errs[j], locks.ErrNotHeld): // freed since its entry was written
+		case errs[j] != nil:
+			return locks.Page{}, errs[j]
+		default:
+			page.Locks = append(page.Locks, locks.Listed{Key: locks.Key{Namespace: namespace, Name: name}, Info: infos[j]})
+		}
+	}
+	return page, nil
+}
+
+// nsString names a namespace in errors.
+type nsString string
+
+func (n nsString) String() string { return "namespace " + string(n) }

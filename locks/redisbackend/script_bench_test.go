@@ -1,0 +1,155 @@
+package redisbackend_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/redisbackend"
+)
+
+// BenchmarkRedisScripts measures what the lock scripts cost Redis: the
+// time Redis spends running EVALSHA (INFO commandstats, so neither the
+// network nor the client counts) per uncontended cycle, an acquire and its
+// release, next to the plainest lock there is, SET NX PX and a
+// compare-and-delete script, measured the same way in the same run.
+//
+//	go test ./locks -run '^$' -bench RedisScripts
+//
+// The uncontended cycles go round 16 lock names, as a lock is usually taken
+// again and again (so its history is full); the contended ones share one
+// lock. redis-µs/cycle is Redis's time, calls/cycle the commands the
+// scripts run inside Redis; x-plain divides the first by the plain lock's.
+func BenchmarkRedisScripts(b *testing.B) {
+	srv := redistest.Start(b)
+	client := newClient(b, srv)
+	ctx := context.Background()
+
+	const names = 16
+	var plain float64
+	b.Run("plain", func(b *testing.B) {
+		cad := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+		plain = measureScripts(b, client, func(n int) {
+			for i := range n {
+				key, tok := "plain:"+strconv.Itoa(i%names), "t"+strconv.Itoa(i)
+				if err := client.SetNX(ctx, key, tok, 30*time.Second).Err(); err != nil {
+					b.Fatal(err)
+				}
+				if err := cad.Run(ctx, client, []string{key}, tok).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}, 0)
+	})
+	for _, history := range []int{0, 10} {
+		b.Run(fmt.Sprintf("lock/history=%d", history), func(b *testing.B) {
+			r := newRedis(b, srv, redisbackend.Options{History: history})
+			measureScripts(b, client, func(n int) {
+				for i := range n {
+					key := locks.Key{Namespace: "bench", Name: "l" + strconv.Itoa(i%names)}
+					g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Subject: "bench"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := r.Release(ctx, key, g.Token); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}, plain)
+		})
+	}
+	// contended: clients on one lock, each acquiring with a wait and
+	// releasing at once, so that nearly every release hands the lock to a
+	// waiter and nearly every acquire joins the queue: the path of one
+	// contended lock at the gateway.
+	for _, history := range []int{0, 10} {
+		b.Run(fmt.Sprintf("contended/history=%d", history), func(b *testing.B) {
+			r := newRedis(b, srv, redisbackend.Options{History: history})
+			key := locks.Key{Namespace: "bench", Name: "contended"}
+			const clients = 4
+			measureScripts(b, client, func(n int) {
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range clients {
+					wg.Go(func() {
+						for next.Add(1) <= int64(n) {
+							g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Wait: 30 * time.Second, Subject: "bench"})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							if _, err := r.Release(ctx, key, g.Token); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}, plain)
+		})
+	}
+}
+
+// measureScripts runs b.N cycles and reports Redis's time in scripts
+// per cycle, the commands run per cycle, and that time over plain's; plain
+// 0 measures the plain lock itself, whose SET NX PX is not in a script.
+func measureScripts(b *testing.B, client *redis.Client, cycles func(n int), plain float64) float64 {
+	ctx := context.Background()
+	if err := client.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	cycles(b.N)
+	b.StopTimer()
+	stats, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var usec, calls float64
+	for _, line := range strings.Split(stats, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		var n, u float64
+		for _, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			switch k {
+			case "calls":
+				n, _ = strconv.ParseFloat(v, 64)
+			case "usec":
+				u, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		switch name {
+		case "evalsha", "eval", "fcall", "fcall_ro":
+			usec += u // a script's time includes the commands it runs
+		case "set":
+			if plain == 0 {
+				usec += u // the plain lock's SET NX PX, sent on its own
+			}
+			calls += n
+		case "script|load", "function|load", "info", "config|resetstat", "ping", "hello", "client|setinfo", "subscribe":
+		default:
+			calls += n
+		}
+	}
+	perCycle := usec / float64(b.N)
+	b.ReportMetric(perCycle, "redis-µs/cycle")
+	b.ReportMetric(calls/float64(b.N), "calls/cycle")
+	if plain > 0 {
+		b.ReportMetric(perCycle/plain, "x-plain")
+	}
+	return perCycle
+}

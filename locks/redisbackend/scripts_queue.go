@@ -1,0 +1,183 @@
+package redisbackend
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// kind is a kind of resource the Redis backend keeps: lockKind or
+// semaphoreKind. Locks and semaphores have keys and scripts of their own,
+// and share the way waiters queue, wait, and are handed what they wait for
+// (Redis.acquire): each kind has its own acquire, leave, release and
+// heartbeat script, and the scripts of both take the same arguments for
+// those steps (acquireArgs, leaveArgs, releaseArgs) and give the same
+// replies. The methods are the typed calls of those scripts.
+type kind interface {
+	// String names the kind in errors: "lock" or "semaphore".
+	String() string
+	// held is the error for "taken, try again in retry".
+	held(retry time.Duration) error
+	// callAcquire runs the kind's acquire script on key as call id.
+	// ackErr says the replicas did not acknowledge it (see exec): a grant
+	// in its reply must not be answered.
+	callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error)
+	// callLeave runs the kind's leave script on key as call id, fencing
+	// off the call fence ("" for none).
+	callLeave(ctx context.Context, r *Backend, key locks.Key, id, fence string, a leaveArgs) (rp reply, ackErr, err error)
+	// callRelease runs the kind's release script on key as call id,
+	// fencing off the call fence ("" for none).
+	callRelease(ctx context.Context, r *Backend, key locks.Key, id, fence string, a releaseArgs) (rp releaseReply, ackErr, err error)
+	// beat is the call of the kind's heartbeat script on key for the
+	// waiters ids, to send in the heartbeat's pipeline.
+	beat(r *Backend, key locks.Key, ids []string) beatCall
+}
+
+var (
+	lockKind      kind = lockType{}
+	semaphoreKind kind = semaphoreType{}
+)
+
+// resource is one lock or one semaphore.
+type resource struct {
+	kind kind
+	key  locks.Key
+}
+
+func (res resource) String() string { return res.kind.String() + " " + res.key.String() }
+
+// acquireArgs are ARGV of the acquire scripts (lua/acquire.lua,
+// lua/sem_acquire.lua), which take the same but for their last ones.
+type acquireArgs struct {
+	tokHash        string
+	ttl            time.Duration
+	subject, owner string
+	waiterID       string        // "" for an acquire that does not wait
+	wait           time.Duration // how much longer the waiter waits
+	arrival        int64         // its arrival number from an earlier call; 0 for a new arrival
+	mode           locks.Mode    // a lock's
+	value          string        // a lock's: the grant's value
+	limit          int           // a semaphore's
+}
+
+// argv is ARGV[1..11], which both acquire scripts take, with room for the
+// rest.
+func (a acquireArgs) argv(r *Backend) []any {
+	return append(make([]any, 0, 13), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.retention,
+		a.waiterID, r.arg.channel, a.wait.Milliseconds(), r.arg.lease, r.arg.checkHeard, a.arrival)
+}
+
+// leaveArgs are ARGV of the leave scripts (lua/leave.lua, lua/sem_leave.lua).
+type leaveArgs struct {
+	waiterID string // "" for an acquire that did not wait: only release
+	tokHash  string
+	// release: release a grant the token holds; otherwise pick it up.
+	release bool
+}
+
+// argv is ARGV[1..5], which both leave scripts take, with room for a lock's
+// options.
+func (a leaveArgs) argv(r *Backend) []any {
+	release := "0"
+	if a.release {
+		release = "1"
+	}
+	return append(make([]any, 0, 6), a.waiterID, a.tokHash, release, r.arg.retention, r.arg.checkHeard)
+}
+
+// parseLeave reads a leave script's reply: {GAVE_BACK}, or one of
+// parseReply's.
+func parseLeave(out []int64, err error) (reply, error) {
+	if err != nil {
+		return reply{}, err
+	}
+	if len(out) >= 1 && out[0] == codeGaveBack {
+		return reply{rank: -1}, nil
+	}
+	return parseReply(out)
+}
+
+// releaseArgs are ARGV of the release scripts (lua/release.lua,
+// lua/sem_release.lua) that come from the call.
+type releaseArgs struct {
+	tokHash string
+	hold    string // a lock's: the hold to end, "" for the base hold
+	session string // a lock's: the session whose end releases it, or ""
+}
+
+// releaseReply is a release script's reply.
+type releaseReply struct {
+	notHolder *locks.NotHolderError // the token holds nothing; nil: released
+	holds     int                   // the holds the token still has
+	// ended: the grant ended, after it was held for held.
+	ended bool
+	held  time.Duration
+	// near is the waiter of the caller's gateway that the lock was handed
+	// to in full, if any (a lock's).
+	near *nearGrant
+}
+
+// nearGrant is a grant a release handed in full to a waiter of the
+// releasing gateway.
+type nearGrant struct {
+	waiterID string
+	rp       reply
+}
+
+// parseRelease reads {GRANTED, holds, [held, [waiter id, fence, ttl, now,
+// at]]} or {NOT_GRANTED, why}.
+func parseRelease(out []any, err error) (releaseReply, error) {
+	if err != nil {
+		return releaseReply{}, err
+	}
+	if len(out) == 0 {
+		return releaseReply{}, unexpectedReply(out)
+	}
+	code, _ := out[0].(int64)
+	if code != codeGranted || len(out) < 2 {
+		why := int64(whyUnknown)
+		if len(out) > 1 {
+			why, _ = out[1].(int64)
+		}
+		return releaseReply{notHolder: notHolder([]int64{code, why})}, nil
+	}
+	holds, _ := out[1].(int64)
+	rp := releaseReply{holds: int(holds)}
+	if len(out) >= 3 {
+		held, _ := out[2].(int64)
+		rp.ended, rp.held = true, millis(held)
+	}
+	if len(out) == releasedHandingOver {
+		id, _ := out[3].(string)
+		var n [4]int64
+		for i := range n {
+			n[i], _ = out[4+i].(int64)
+		}
+		rp.near = &nearGrant{waiterID: id,
+			rp: reply{granted: true, fence: n[0], ttl: millis(n[1]), now: n[2], at: n[3], handed: true, rank: -1}}
+	}
+	return rp, nil
+}
+
+// beatCall is one call of a heartbeat script, sent in the heartbeat's own
+// pipeline (see Redis.heartbeat, batcher.runAll), not through exec, and so
+// with once.lua's arguments already in args.
+type beatCall struct {
+	script *script
+	keys   []string
+	args   []any
+}
+
+// beatArgs are ARGV of a heartbeat script (lua/heartbeat.lua,
+// lua/sem_heartbeat.lua): the common ones, tail (a lock's options), the
+// waiter ids, then once.lua's (one call id per beat, sent once).
+func (r *Backend) beatArgs(ids []string, tail ...any) []any {
+	args := make([]any, 0, len(ids)+7)
+	args = append(args, r.arg.lease, r.arg.retention, r.arg.checkHeard)
+	args = append(args, tail...)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return r.onceArgs(args, newCallID(), "")
+}

@@ -1,0 +1,142 @@
+package redisbackend
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// The typed calls of the semaphore scripts (see scripts_lock.go).
+
+// semKeys are the keys of one semaphore (see lua/semlib.lua): the same hash
+// tag as a lock of the same name, under a prefix of their own ("sem:"), so
+// the two never meet.
+type semKeys struct {
+	holders, leases, fence, queue, alive, waiters string
+	// record is the key of the record of the permit of the caller's token
+	// (see withToken); "" for a call without a token.
+	record string
+}
+
+func (r *Backend) semKeys(key locks.Key) semKeys {
+	s := r.opts.Prefix + "sem:{" + key.String() + "}"
+	return semKeys{holders: s, leases: s + ":leases", fence: s + ":fence", queue: s + ":queue", alive: s + ":alive", waiters: s + ":waiters"}
+}
+
+// withToken is k with the record of the permit of the token whose hash is
+// tokHash.
+func (k semKeys) withToken(tokHash string) semKeys {
+	k.record = k.holders + ":t:" + tokHash
+	return k
+}
+
+// All is KEYS[1..6] of the semaphore scripts that take a semaphore's keys,
+// then the record, KEYS[7], if k has one.
+func (k semKeys) all() []string {
+	keys := append(make([]string, 0, 7), k.holders, k.leases, k.fence, k.queue, k.alive, k.waiters)
+	if k.record != "" {
+		keys = append(keys, k.record)
+	}
+	return keys
+}
+
+// semaphoreType is the kind of a semaphore (semaphoreKind): its typed calls
+// of the steps locks and semaphores share (see kind).
+type semaphoreType struct{}
+
+func (semaphoreType) String() string { return "semaphore" }
+
+func (semaphoreType) held(retry time.Duration) error { return &locks.FullError{RetryAfter: retry} }
+
+// callAcquire runs lua/sem_acquire.lua.
+func (semaphoreType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
+	k := r.semKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, semAcquireScript, id, "", k.all(), append(a.argv(r), a.limit)...)
+	out, err := cmd.Int64Slice()
+	if err != nil {
+		return reply{}, ackErr, err
+	}
+	if len(out) >= 2 && out[0] == codeNotFound { // in use with another limit
+		return reply{refused: &locks.LimitMismatchError{Limit: int(out[1])}}, ackErr, nil
+	}
+	rp, err = parseReply(out)
+	return rp, ackErr, err
+}
+
+// callLeave runs lua/sem_leave.lua.
+func (semaphoreType) callLeave(ctx context.Context, r *Backend, key locks.Key, id, fence string, a leaveArgs) (rp reply, ackErr, err error) {
+	k := r.semKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, semLeaveScript, id, fence, k.all(), a.argv(r)...)
+	rp, err = parseLeave(cmd.Int64Slice())
+	return rp, ackErr, err
+}
+
+// callRelease runs lua/sem_release.lua.
+func (semaphoreType) callRelease(ctx context.Context, r *Backend, key locks.Key, id, fence string, a releaseArgs) (rp releaseReply, ackErr, err error) {
+	k := r.semKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.exec(ctx, semReleaseScript, id, fence, k.all(), a.tokHash, r.arg.retention, r.arg.checkHeard)
+	rp, err = parseRelease(cmd.Slice())
+	return rp, ackErr, err
+}
+
+// beat is the call of lua/sem_heartbeat.lua.
+func (semaphoreType) beat(r *Backend, key locks.Key, ids []string) beatCall {
+	return beatCall{script: semHeartbeatScript, keys: r.semKeys(key).all(), args: r.beatArgs(ids)}
+}
+
+// callSemRenew runs lua/sem_renew.lua on key's semaphore. ackErr says the
+// replicas did not acknowledge it (see exec).
+func (r *Backend) callSemRenew(ctx context.Context, key locks.Key, a renewArgs) (rp renewReply, ackErr, err error) {
+	k := r.semKeys(key).withToken(a.tokHash)
+	cmd, ackErr := r.run(ctx, semRenewScript, []string{k.holders, k.leases, k.record}, a.tokHash, a.ttl.Milliseconds())
+	rp, err = parseRenew(cmd.Int64Slice())
+	return rp, ackErr, err
+}
+
+// callSemInspect runs lua/sem_inspect.lua on key's semaphore: its holders,
+// counted from start; held is false when nobody holds a permit.
+func (r *Backend) callSemInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.SemaphoreInfo, held bool, err error) {
+	k := r.semKeys(key)
+	cmd, _ := r.run(ctx, semInspectScript, []string{k.holders, k.leases, k.queue})
+	out, err := cmd.Slice()
+	if err != nil {
+		return locks.SemaphoreInfo{}, false, err
+	}
+	if len(out) < 3 {
+		return locks.SemaphoreInfo{}, false, nil
+	}
+	limit, _ := out[0].(int64)
+	waiting, _ := out[1].(int64)
+	info = locks.SemaphoreInfo{Limit: int(limit), Waiters: int(waiting)}
+	for h := out[3:]; len(h) >= 5; h = h[5:] {
+		fence, _ := h[0].(int64)
+		pttl, _ := h[1].(int64)
+		subject, _ := h[2].(string)
+		owner, _ := h[3].(string)
+		at, _ := h[4].(int64)
+		ttl := millis(pttl)
+		info.Holders = append(info.Holders, locks.Holder{Holds: 1,
+			Lease:   locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
+			Subject: subject, Owner: owner, AcquiredAt: time.UnixMilli(at).UTC(),
+		})
+	}
+	return info, len(info.Holders) > 0, nil
+}
+
+// callSemResize runs lua/sem_resize.lua on key's semaphore; inUse is false
+// when nobody holds or waits (and nothing changed). ackErr says the
+// replicas did not acknowledge it (see exec).
+func (r *Backend) callSemResize(ctx context.Context, key locks.Key, limit int) (size locks.SemaphoreSize, inUse bool, ackErr, err error) {
+	cmd, ackErr := r.run(ctx, semResizeScript, r.semKeys(key).all(), limit, r.arg.retention, r.arg.checkHeard)
+	out, err := cmd.Int64Slice()
+	switch {
+	case err != nil:
+		return locks.SemaphoreSize{}, false, ackErr, err
+	case len(out) == 4 && out[0] == codeGranted:
+		return locks.SemaphoreSize{Limit: int(out[1]), Holders: int(out[2]), Waiters: int(out[3])}, true, ackErr, nil
+	case len(out) == 1 && out[0] == codeNotGranted:
+		return locks.SemaphoreSize{}, false, ackErr, nil
+	}
+	return locks.SemaphoreSize{}, false, ackErr, unexpectedReply(out)
+}

@@ -1,0 +1,74 @@
+package redisbackend
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// AcquirePermit implements Semaphores.
+func (r *Backend) AcquirePermit(ctx context.Context, key locks.Key, req locks.SemaphoreRequest) (locks.Grant, error) {
+	if err := req.Validate(); err != nil {
+		return locks.Grant{}, err
+	}
+	return r.acquire(ctx, resource{semaphoreKind, key}, req.AcquireRequest, req.Limit)
+}
+
+// ReleasePermit implements Semaphores.
+func (r *Backend) ReleasePermit(ctx context.Context, key locks.Key, token string) (locks.Released, error) {
+	return r.release(ctx, resource{semaphoreKind, key}, token, "")
+}
+
+// RenewPermit implements Semaphores.
+func (r *Backend) RenewPermit(ctx context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+	if err := locks.ValidateRenewTTL(ttl); err != nil {
+		return locks.Lease{}, err
+	}
+	res := resource{semaphoreKind, key}
+	start := time.Now()
+	rp, ackErr, err := r.callSemRenew(ctx, key, renewArgs{tokHash: locks.TokenHash(token), ttl: ttl})
+	if err != nil {
+		return locks.Lease{}, locks.Unavailable("renew", res, err)
+	}
+	if rp.notHolder != nil {
+		return locks.Lease{}, fmt.Errorf("renew %s: %w", res, rp.notHolder)
+	}
+	if ackErr != nil {
+		return locks.Lease{}, locks.Unavailable("renew", res, locks.Renewed(ackErr))
+	}
+	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}, nil
+}
+
+// InspectSemaphore implements Semaphores.
+func (r *Backend) InspectSemaphore(ctx context.Context, key locks.Key) (locks.SemaphoreInfo, error) {
+	res := resource{semaphoreKind, key}
+	info, held, err := r.callSemInspect(ctx, key, time.Now())
+	if err != nil {
+		return locks.SemaphoreInfo{}, locks.Unavailable("inspect", res, err)
+	}
+	if !held {
+		return locks.SemaphoreInfo{}, fmt.Errorf("inspect %s: %w", res, locks.ErrNotHeld)
+	}
+	return info, nil
+}
+
+// ResizeSemaphore implements Semaphores.
+func (r *Backend) ResizeSemaphore(ctx context.Context, key locks.Key, limit int) (locks.SemaphoreSize, error) {
+	if err := locks.ValidateLimit(limit); err != nil {
+		return locks.SemaphoreSize{}, err
+	}
+	res := resource{semaphoreKind, key}
+	size, inUse, ackErr, err := r.callSemResize(ctx, key, limit)
+	if err != nil {
+		return locks.SemaphoreSize{}, locks.Unavailable("resize", res, err)
+	}
+	if !inUse {
+		return locks.SemaphoreSize{}, fmt.Errorf("resize %s: %w", res, locks.ErrNotHeld)
+	}
+	if ackErr != nil {
+		return locks.SemaphoreSize{}, locks.Unavailable("resize", res, locks.Resized(ackErr))
+	}
+	return size, nil
+}

@@ -1,0 +1,164 @@
+package redisbackend
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The session scripts (lua/session_*.lua, lua/lib_session.lua for the
+// layout), and their typed calls: each builds its script's KEYS and ARGV
+// in the order the script's header states, and reads its reply.
+var (
+	sessionOpenScript    = newScript("session_open")
+	sessionJoinScript    = newScript("session_join")
+	sessionConfirmScript = newScript("session_confirm")
+	sessionKeepScript    = newScript("session_keep")
+	sessionDropScript    = newScript("session_drop")
+	sessionEndScript     = newScript("session_end")
+	sessionGetScript     = newScript("session_get")
+)
+
+// redisSessions is the Redis backend's store of sessions.
+type redisSessions struct{ r *Backend }
+
+var _ locks.SessionStore = redisSessions{}
+
+// sessionKey is the session's record: a hash tag of its own, so that on
+// Redis Cluster it lives wherever its id hashes, apart from its locks.
+func (s redisSessions) sessionKey(c locks.SessionCaller) []string {
+	return []string{s.r.opts.Prefix + "session:{" + c.ID + "}"}
+}
+
+// sessionReply reads {GRANTED, ...} or {code}: the rest of a grant, or
+// the refusal as an error.
+func sessionReply(op string, c locks.SessionCaller, cmd *redis.Cmd) ([]any, error) {
+	out, err := cmd.Slice()
+	if err != nil {
+		return nil, locks.Unavailable(op+" session", stringer(c.ID), err)
+	}
+	if len(out) == 0 {
+		return nil, unexpectedReply(out)
+	}
+	code, _ := out[0].(int64)
+	switch code {
+	case codeGranted:
+		return out[1:], nil
+	case codeSessionEnded:
+		return nil, locks.SessionError(op, c, locks.ErrSessionEnded)
+	case codeSessionNotYour:
+		return nil, locks.SessionError(op, c, locks.ErrSessionNotYours)
+	case codeSessionFull:
+		return nil, locks.SessionError(op, c, locks.ErrSessionFull)
+	}
+	return nil, unexpectedReply(out)
+}
+
+// stringer names a session in errors.
+type stringer string
+
+func (s stringer) String() string { return string(s) }
+
+// membersOf reads {nonce, 'p'|'c' .. member, ...}.
+func membersOf(out []any) []locks.SessionMember {
+	ms := make([]locks.SessionMember, 0, len(out)/2)
+	for i := 0; i+1 < len(out); i += 2 {
+		nonce, _ := out[i].(string)
+		v, _ := out[i+1].(string)
+		if len(v) < 1 {
+			continue
+		}
+		h, ok := locks.DecodeHold(v[1:])
+		if !ok {
+			continue
+		}
+		ms = append(ms, locks.SessionMember{Nonce: nonce, Hold: h, Pending: v[0] == 'p'})
+	}
+	return ms
+}
+
+func leftOf(out []any) time.Duration {
+	if len(out) == 0 {
+		return 0
+	}
+	ms, _ := out[0].(int64)
+	return millis(max(ms, 0))
+}
+
+func (s redisSessions) Open(ctx context.Context, c locks.SessionCaller, ttl time.Duration) error {
+	cmd, ackErr := s.r.run(ctx, sessionOpenScript, s.sessionKey(c), c.TokHash, c.Subject, ttl.Milliseconds())
+	if _, err := sessionReply("open", c, cmd); err != nil {
+		return err
+	}
+	if ackErr != nil {
+		return locks.Unavailable("open session", stringer(c.ID), ackErr)
+	}
+	return nil
+}
+
+func (s redisSessions) Join(ctx context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int) (time.Duration, error) {
+	cmd, _ := s.r.run(ctx, sessionJoinScript, s.sessionKey(c), c.TokHash, c.Subject, m.Nonce, locks.EncodeHold(m.Hold), maxHolds)
+	out, err := sessionReply("join", c, cmd)
+	return leftOf(out), err
+}
+
+func (s redisSessions) Confirm(ctx context.Context, c locks.SessionCaller, m locks.SessionMember) (time.Duration, error) {
+	cmd, _ := s.r.run(ctx, sessionConfirmScript, s.sessionKey(c), c.TokHash, c.Subject, m.Nonce, locks.EncodeHold(m.Hold))
+	out, err := sessionReply("join", c, cmd)
+	return leftOf(out), err
+}
+
+func (s redisSessions) Keep(ctx context.Context, c locks.SessionCaller, ttl time.Duration) (time.Duration, []locks.SessionMember, error) {
+	cmd, ackErr := s.r.run(ctx, sessionKeepScript, s.sessionKey(c), c.TokHash, c.Subject, ttl.Milliseconds())
+	out, err := sessionReply("keep", c, cmd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if ackErr != nil {
+		return 0, nil, locks.Unavailable("keep session", stringer(c.ID), locks.Renewed(ackErr))
+	}
+	return leftOf(out), membersOf(out[1:]), nil
+}
+
+func (s redisSessions) Drop(ctx context.Context, c locks.SessionCaller, nonces []string) error {
+	args := make([]any, 0, 1+len(nonces))
+	args = append(args, c.TokHash)
+	for _, n := range nonces {
+		args = append(args, n)
+	}
+	cmd, _ := s.r.run(ctx, sessionDropScript, s.sessionKey(c), args...)
+	if err := cmd.Err(); err != nil {
+		return locks.Unavailable("drop from session", stringer(c.ID), err)
+	}
+	return nil
+}
+
+func (s redisSessions) End(ctx context.Context, c locks.SessionCaller) ([]locks.SessionMember, error) {
+	cmd, _ := s.r.run(ctx, sessionEndScript, s.sessionKey(c), c.TokHash, c.Subject)
+	out, err := sessionReply("end", c, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return membersOf(out), nil
+}
+
+func (s redisSessions) Describe(ctx context.Context, c locks.SessionCaller) (time.Duration, time.Duration, []locks.SessionMember, error) {
+	cmd, _ := s.r.run(ctx, sessionGetScript, s.sessionKey(c), c.TokHash, c.Subject)
+	out, err := sessionReply("describe", c, cmd)
+	if err != nil || len(out) < 2 {
+		return 0, 0, nil, err
+	}
+	ttl, _ := out[1].(int64)
+	return leftOf(out), millis(ttl), membersOf(out[2:]), nil
+}
+
+// ReleaseEnded implements sessionGrants.
+func (r *Backend) ReleaseEnded(ctx context.Context, h locks.SessionHold, token, sessionID string) (locks.Released, error) {
+	if h.Semaphore {
+		return r.ReleasePermit(ctx, h.Key, token)
+	}
+	return r.releaseFor(ctx, resource{lockKind, h.Key}, token, "", sessionID)
+}

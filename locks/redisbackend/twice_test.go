@@ -1,0 +1,84 @@
+package redisbackend_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/locktest"
+	"github.com/lockgate/lockgate/locks/redisbackend"
+)
+
+// deliverTwice is a go-redis hook that sends every script call twice, as
+// a client does that lost the first reply and sent the command again (a
+// ClusterClient re-sending a pipeline on a broken connection): Redis runs
+// both deliveries, and the caller sees the second reply.
+type deliverTwice struct{}
+
+func (deliverTwice) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (deliverTwice) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd) {
+			next(ctx, cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (deliverTwice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if isScript(c) {
+				next(ctx, cmds)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func isScript(cmd redis.Cmder) bool {
+	name := strings.ToLower(cmd.Name())
+	return strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall")
+}
+
+// TestRedisDeliveredTwice: the conformance suites, on a client that
+// delivers every script call twice. Each call must have one effect (see
+// lua/once.lua): before the exactly-once change a re-entered lock's inner
+// release took two holds away and freed the lock under its outer holder.
+func TestRedisDeliveredTwice(t *testing.T) {
+	srv := redistest.Start(t)
+	open := func(t *testing.T) *redisbackend.Backend {
+		c := newClient(t, srv)
+		c.AddHook(deliverTwice{})
+		r := openRedis(t, c, redisbackend.Options{History: locktest.HistoryLen})
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	t.Run("Locks", func(t *testing.T) {
+		locktest.Run(t, func(t *testing.T) locks.Locker { return open(t) })
+	})
+	t.Run("Semaphores", func(t *testing.T) {
+		locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
+	t.Run("Idempotency", func(t *testing.T) {
+		locktest.RunIdempotency(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
+	t.Run("History", func(t *testing.T) {
+		locktest.RunHistory(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
+	t.Run("Values", func(t *testing.T) {
+		locktest.RunValues(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
+	t.Run("Sessions", func(t *testing.T) {
+		locktest.RunSessions(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
+	t.Run("LockSets", func(t *testing.T) {
+		locktest.RunLockSets(t, func(t *testing.T) locks.Backend { return open(t) })
+	})
+}
