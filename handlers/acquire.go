@@ -13,12 +13,11 @@ import (
 )
 
 // grantor is one kind of grant the gateway hands out (a lock, a
-// semaphore's permit): how to ask the engine for one, and how to give one
-// back.
+// semaphore's permit): its name, and how to give one back. What to ask the
+// engine for is the call's (locks.Obtain).
 type grantor interface {
 	// noun names the kind in errors and logs: "lock", "semaphore".
 	noun() string
-	acquire(ctx context.Context, c grantCall) (locks.Grant, error)
 	release(ctx context.Context, key locks.Key, token string) error
 }
 
@@ -26,16 +25,6 @@ type grantor interface {
 type lockGrantor struct{ backend locks.Backend }
 
 func (lockGrantor) noun() string { return "lock" }
-
-func (g lockGrantor) acquire(ctx context.Context, c grantCall) (locks.Grant, error) {
-	if c.session != "" {
-		return g.backend.AcquireInSession(ctx, c.session, c.key, c.req)
-	}
-	if c.idemKey != "" {
-		return g.backend.AcquireOnce(ctx, c.key, c.req, c.idemKey)
-	}
-	return g.backend.Acquire(ctx, c.key, c.req)
-}
 
 func (g lockGrantor) release(ctx context.Context, key locks.Key, token string) error {
 	_, err := g.backend.Release(ctx, key, token)
@@ -47,43 +36,24 @@ type permitGrantor struct{ backend locks.Backend }
 
 func (permitGrantor) noun() string { return "semaphore" }
 
-func (g permitGrantor) acquire(ctx context.Context, c grantCall) (locks.Grant, error) {
-	sr := locks.SemaphoreRequest{AcquireRequest: c.req, Limit: c.limit}
-	if c.session != "" {
-		return g.backend.AcquirePermitInSession(ctx, c.session, c.key, sr)
-	}
-	if c.idemKey != "" {
-		return g.backend.AcquirePermitOnce(ctx, c.key, sr, c.idemKey)
-	}
-	return g.backend.AcquirePermit(ctx, c.key, sr)
-}
-
 func (g permitGrantor) release(ctx context.Context, key locks.Key, token string) error {
 	_, err := g.backend.ReleasePermit(ctx, key, token)
 	return err
 }
 
-// grantCall is one request for a grant: what to ask of which grantor, and
-// where to count its outcome.
+// grantCall is one request for a grant: the engine's call, which grantor
+// gives its grant back, and where to count its outcome.
 type grantCall struct {
-	grantor grantor // s.locks or s.permits: set once, so a call allocates none
-	key     locks.Key
-	wait    time.Duration
-	// req, limit and idemKey are what acquire asks for: limit is a
-	// semaphore's, idemKey the call's Idempotency-Key or "".
-	req     locks.AcquireRequest
-	limit   int
-	idemKey string
-	// session is the Session-Token of a grant that takes its session's
-	// lease, or "".
-	session  string
+	grantor  grantor // s.locks or s.permits: set once, so a call allocates none
+	call     locks.Call
 	outcomes *outcomeVec
-	// keep keeps a grant whose caller left before receiving it, instead of
-	// releasing it: a retry with its Idempotency-Key will receive it.
-	keep bool
 }
 
-// obtain runs c.grantor.acquire with the gateway's rules around waiting: the
+// keep keeps a grant whose caller left before receiving it, instead of
+// releasing it: a retry with its Idempotency-Key will receive it.
+func (c grantCall) keep() bool { return c.call.IdempotencyKey != "" }
+
+// obtain makes c's call (locks.Obtain) with the gateway's rules around waiting: the
 // subject's and the gateway's caps on waiters (--subject-max-waiters,
 // --max-waiters), the end of waits when the gateway drains, and the
 // release of a grant whose caller left before receiving it.
@@ -92,8 +62,9 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 	// 503 and retries elsewhere, instead of holding up the shutdown. An
 	// acquire that does not wait needs no such hook: it costs a context
 	// and a registration on the gateway-wide draining context per call.
+	key, wait := c.call.Key, c.call.Req.Wait
 	waitCtx := ctx
-	if c.wait > 0 {
+	if wait > 0 {
 		var cancel context.CancelCauseFunc
 		waitCtx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -101,34 +72,35 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		defer stop()
 	}
 
-	if c.wait > 0 {
+	if wait > 0 {
 		// The subject's share first: a subject over it is told so, even
 		// when the gateway is full too.
 		claims, _ := middleware.ClaimsFromContext(ctx)
 		w, err := s.cfg.Subjects.StartWait(claims)
 		if err != nil {
 			c.outcomes.WithLabelValues(outcomeRefused).Inc()
-			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), c.key, err)
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), key, err)
 		}
 		defer w.Done()
 		if s.waiting.Add(1) > int64(s.cfg.MaxWaiters) {
 			s.waiting.Add(-1)
 			c.outcomes.WithLabelValues(outcomeRefused).Inc()
-			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), c.key, errTooManyWaiters)
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), key, errTooManyWaiters)
 		}
 		defer s.waiting.Add(-1)
 		s.metrics.waiters.Inc()
 	}
 	start := time.Now()
-	grant, err := c.grantor.acquire(waitCtx, c)
-	if c.wait > 0 {
+	o, err := locks.Obtain(waitCtx, s.cfg.Backend, c.call)
+	grant := o.Grant
+	if wait > 0 {
 		s.metrics.waiters.Dec()
 		s.metrics.wait.Observe(time.Since(start).Seconds())
 	}
 	if err != nil {
 		c.outcomes.WithLabelValues(acquireOutcome(err)).Inc()
 		if ctx.Err() == nil && errors.Is(context.Cause(waitCtx), errDraining) {
-			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), c.key, errDraining)
+			return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), key, errDraining)
 		}
 		return locks.Grant{}, err
 	}
@@ -138,7 +110,7 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		// until its lease ends.
 		s.undelivered(ctx, c, grant.Token)
 		c.outcomes.WithLabelValues(outcomeCancelled).Inc()
-		return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), c.key, ctx.Err())
+		return locks.Grant{}, fmt.Errorf("acquire %s %s: %w", c.grantor.noun(), key, ctx.Err())
 	}
 	if grant.Replayed {
 		c.outcomes.WithLabelValues(outcomeReplayed).Inc()
@@ -155,12 +127,12 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 // it is released, unless a retry with the call's Idempotency-Key can still
 // receive it.
 func (s *Server) undelivered(ctx context.Context, c grantCall, token string) {
-	if c.keep {
-		zerolog.Ctx(ctx).Info().Str(c.grantor.noun(), c.key.String()).
+	if c.keep() {
+		zerolog.Ctx(ctx).Info().Str(c.grantor.noun(), c.call.Key.String()).
 			Msg("kept a grant whose caller left before receiving it, for a retry with its Idempotency-Key")
 		return
 	}
-	s.giveBack(ctx, c.grantor, c.key, token)
+	s.giveBack(ctx, c.grantor, c.call.Key, token)
 }
 
 // giveBack frees a grant its caller never received. It runs when the

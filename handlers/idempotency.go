@@ -45,16 +45,16 @@ const idempotencyKeyRule = `1 to 255 visible ASCII characters ("!" to "~"), bare
 
 var errBadIdempotencyKey = invalid("Idempotency-Key must be " + idempotencyKeyRule)
 
-var errIdempotentReentry = invalid("an Idempotency-Key cannot come with a Lock-Token: a retried re-entry would take one more hold")
-
 // idempotencyKey returns the key of an acquire's Idempotency-Key header,
-// "" when there is none. reenter is set when the acquire re-enters a hold.
-func (s *Server) idempotencyKey(header *string, reenter bool) (string, error) {
+// "" when there is none. A key that cannot go with the rest of the call is
+// refused for that first (locks.Call.Check), whatever its form.
+func (s *Server) idempotencyKey(c locks.Call, header *string) (string, error) {
 	if header == nil {
 		return "", nil
 	}
-	if reenter {
-		return "", errIdempotentReentry
+	c.IdempotencyKey = *header
+	if err := c.Check(); err != nil {
+		return "", err
 	}
 	return idempotencyKey(*header)
 }

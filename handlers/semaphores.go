@@ -32,27 +32,12 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
-	idemKey, err := s.idempotencyKey(req.Params.IdempotencyKey, false)
-	if err != nil {
+	call := locks.Call{Key: key, Req: ar, Limit: b.Limit, Session: deref(req.Params.SessionToken)}
+	if call.IdempotencyKey, err = s.idempotencyKey(call, req.Params.IdempotencyKey); err != nil {
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
-	session, err := sessionOf(req.Params.SessionToken, false, idemKey != "", false)
-	if err != nil {
-		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
-		return nil, err
-	}
-	c := grantCall{
-		grantor:  s.permits,
-		key:      key,
-		wait:     ar.Wait,
-		req:      ar,
-		limit:    b.Limit,
-		idemKey:  idemKey,
-		session:  session,
-		keep:     idemKey != "",
-		outcomes: s.metrics.semAcquires,
-	}
+	c := grantCall{grantor: s.permits, call: call, outcomes: s.metrics.semAcquires}
 	grant, err := s.obtain(ctx, c)
 	if err != nil {
 		return nil, err
@@ -66,7 +51,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		TtlMs:        grant.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(grant.TTL),
 		ExpiresAt:    timestamp(grant.ExpiresAt),
-		Limit:        c.limit,
+		Limit:        b.Limit,
 		SignedGrant:  s.signedGrant(ctx, "", semaphore, grant.FencingToken, grantsig.ModePermit, grant.ExpiresAt),
 	}
 	return g, nil

@@ -144,63 +144,72 @@ func (s *Server) Readyz(ctx context.Context, _ ReadyzRequestObject) (ReadyzRespo
 	return Readyz200JSONResponse{Status: "ok"}, nil
 }
 
-// AcquireLock implements StrictServerInterface.
+// AcquireLock implements StrictServerInterface: it builds the one engine
+// call the request asks for (lockCall), and makes it with the gateway's
+// rules: a re-entry answers at once, a ticket counts against its subject's
+// waiters, any other wait against the gateway's too (obtain).
 func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) (AcquireLockResponseObject, error) {
-	// A ticket's wait has its own limit: only a fresh acquire with the
-	// preference, on a backend with tickets, gets one.
-	wk := lockWait
-	if req.Params.LockToken == nil && s.cfg.Tickets != nil && parsePrefer(req.Params.Prefer).respondAsync {
-		wk = ticketWait
-	}
-	key, ar, err := s.acquireRequest(ctx, req, wk)
+	c, err := s.lockCall(ctx, req)
 	if err != nil {
 		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
-	idemKey, err := s.idempotencyKey(req.Params.IdempotencyKey, req.Params.LockToken != nil)
-	if err != nil {
-		return nil, err
-	}
-	session, err := sessionOf(req.Params.SessionToken, req.Params.LockToken != nil, idemKey != "",
-		ar.Wait > 0 && parsePrefer(req.Params.Prefer).respondAsync)
-	if err != nil {
-		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
-		return nil, err
-	}
-	dest, err := s.callback(req, ar)
-	if err != nil {
-		s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
-		return nil, err
-	}
-	if req.Params.LockToken != nil {
-		return s.reenter(ctx, key, *req.Params.LockToken, ar.TTL, ar.Mode)
-	}
-	if ar.Wait > 0 && parsePrefer(req.Params.Prefer).respondAsync {
-		if idemKey != "" {
-			s.metrics.acquires.WithLabelValues(outcomeInvalid).Inc()
-			return nil, invalid("an Idempotency-Key cannot be combined with Prefer: respond-async: poll the ticket again instead of retrying the acquire")
-		}
-		if s.cfg.Tickets != nil {
-			return s.openTicket(ctx, key, ar, dest)
-		}
-	}
-	c := grantCall{
-		grantor:  s.locks,
-		key:      key,
-		wait:     ar.Wait,
-		req:      ar,
-		idemKey:  idemKey,
-		session:  session,
-		keep:     idemKey != "",
-		outcomes: s.metrics.acquires,
+	switch {
+	case c.call.Reenter != "":
+		return s.reenter(ctx, c)
+	case c.call.TicketApplies():
+		return s.openTicket(ctx, c)
 	}
 	grant, err := s.obtain(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	g := &granted{s: s, ctx: ctx, c: c, grant: grant}
-	g.lock = s.grantBody(ctx, key, &g.grant, ar.Mode)
+	g.lock = s.grantBody(ctx, c.call.Key, &g.grant, c.call.Req.Mode)
 	return g, nil
+}
+
+// lockCall is the engine's call for an acquire of a lock: each header and
+// field of the request is a field of it, and locks.Call.Check refuses what
+// does not go together.
+func (s *Server) lockCall(ctx context.Context, req AcquireLockRequestObject) (grantCall, error) {
+	p := req.Params
+	// A ticket's wait has its own limit: only a fresh acquire with the
+	// preference, on a backend with tickets, gets one.
+	ticket := p.LockToken == nil && s.cfg.Tickets != nil && parsePrefer(p.Prefer).respondAsync
+	wk := lockWait
+	if ticket {
+		wk = ticketWait
+	}
+	key, ar, err := s.acquireRequest(ctx, req, wk)
+	if err != nil {
+		return grantCall{}, err
+	}
+	call := locks.Call{Key: key, Req: ar, Reenter: deref(p.LockToken), Session: deref(p.SessionToken), Ticket: ticket}
+	var dest callbacks.Destination
+	if req.Body != nil && req.Body.CallbackUrl != nil {
+		notifier := s.cfg.Callbacks
+		call.Req.Handed = func(h locks.TicketHanded) {
+			notifier.Notify(callbacks.Handed{Dest: dest, Lock: key.String(), Ticket: h.ID, PollURL: ticketPath(key, h.ID), PickUpBy: h.PickUpBy})
+		}
+	}
+	if call.IdempotencyKey, err = s.idempotencyKey(call, p.IdempotencyKey); err != nil {
+		return grantCall{}, err
+	}
+	if call.Req.Handed != nil {
+		if dest, err = s.callback(*req.Body.CallbackUrl); err != nil {
+			return grantCall{}, err
+		}
+	}
+	return grantCall{grantor: s.locks, call: call, outcomes: s.metrics.acquires}, nil
+}
+
+// deref is *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // grantBody is the body that tells the caller of grant g of key.
@@ -219,10 +228,10 @@ func (s *Server) grantBody(ctx context.Context, key locks.Key, g *locks.Grant, m
 	}
 }
 
-// reenter takes the lock once more for the holder of token: a 200 with
-// the grant and its count of holds, never a wait.
-func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl time.Duration, mode locks.Mode) (AcquireLockResponseObject, error) {
-	grant, err := s.cfg.Backend.Reenter(ctx, key, token, ttl, mode)
+// reenter takes the lock once more for the holder of the call's token: a
+// 200 with the grant and its count of holds, never a wait.
+func (s *Server) reenter(ctx context.Context, c grantCall) (AcquireLockResponseObject, error) {
+	o, err := locks.Obtain(ctx, s.cfg.Backend, c.call)
 	if err != nil {
 		outcome := acquireOutcome(err)
 		if errors.Is(err, locks.ErrNotHolder) {
@@ -232,8 +241,8 @@ func (s *Server) reenter(ctx context.Context, key locks.Key, token string, ttl t
 		return nil, err
 	}
 	s.metrics.acquires.WithLabelValues(outcomeReentered).Inc()
-	body := s.grantBody(ctx, key, &grant, mode)
-	body.Hold = &grant.Hold
+	body := s.grantBody(ctx, c.call.Key, &o.Grant, c.call.Req.Mode)
+	body.Hold = &o.Grant.Hold
 	return AcquireLock200JSONResponse(body), nil
 }
 

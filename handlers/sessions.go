@@ -14,25 +14,6 @@ import (
 // A session is not per namespace; each grant is, and its acquire passes
 // the gate's namespace check as any other.
 
-// sessionOf checks the Session-Token of an acquire: it cannot be combined
-// with a Lock-Token (a re-entry keeps its grant's lease), an
-// Idempotency-Key, or a ticket (whose grant would outlive any keep-alive
-// its caller sends while it waits elsewhere).
-func sessionOf(token *string, reentry, idempotent, ticket bool) (string, error) {
-	if token == nil {
-		return "", nil
-	}
-	switch {
-	case reentry:
-		return "", invalid("a Session-Token cannot be combined with a Lock-Token: a re-entry keeps its grant's lease")
-	case idempotent:
-		return "", invalid("a Session-Token cannot be combined with an Idempotency-Key")
-	case ticket:
-		return "", invalid("a Session-Token cannot be combined with Prefer: respond-async: tickets cannot join a session")
-	}
-	return *token, nil
-}
-
 // errSessionTokenMismatch answers a Session-Token that is not the token of
 // the session in the path.
 var errSessionTokenMismatch = errors.New("session token mismatch")

@@ -82,37 +82,32 @@ func newTicketMetrics(reg prometheus.Registerer) *ticketMetrics {
 // openTicket answers an acquire with Prefer: respond-async: 201 with the
 // grant when the lock is free for the caller, else 202 with a ticket. A
 // ticket waits as an acquirer does: it counts against the subject's cap
-// on waiters (see ticketWaiters), and past it the acquire is a 429.
-func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.AcquireRequest, dest *callbacks.Destination) (AcquireLockResponseObject, error) {
-	if dest != nil {
-		d, notifier := *dest, s.cfg.Callbacks
-		ar.Handed = func(h locks.TicketHanded) {
-			notifier.Notify(callbacks.Handed{Dest: d, Lock: key.String(), Ticket: h.ID, PollURL: ticketPath(key, h.ID), PickUpBy: h.PickUpBy})
-		}
-	}
+// openTicket makes a call that a ticket answers: a grant at once on a
+// free lock, else a 202 with the queued ticket, which counts against its
+// subject's waiters until it ends.
+func (s *Server) openTicket(ctx context.Context, c grantCall) (AcquireLockResponseObject, error) {
+	key := c.call.Key
 	claims, _ := middleware.ClaimsFromContext(ctx)
 	w, err := s.cfg.Subjects.StartWait(claims)
 	if err != nil {
 		s.metrics.acquires.WithLabelValues(outcomeRefused).Inc()
 		return nil, fmt.Errorf("open ticket for lock %s: %w", key, err)
 	}
-	st, err := s.cfg.Tickets.OpenTicket(ctx, key, ar)
+	o, err := locks.Obtain(ctx, s.cfg.Backend, c.call)
 	if err != nil {
 		w.Done()
 		s.metrics.acquires.WithLabelValues(acquireOutcome(err)).Inc()
 		return nil, err
 	}
+	st := *o.Ticket
 	if st.Grant != nil {
 		w.Done()
-	} else {
-		s.ticketWaiters.add(st.ID, st.Token, w, ar.Wait)
-	}
-	if g := st.Grant; g != nil {
 		s.metrics.acquires.granted.Inc()
-		gr := &granted{s: s, ctx: ctx, c: grantCall{grantor: s.locks, key: key}, grant: *g}
-		gr.lock = s.grantBody(ctx, key, &gr.grant, ar.Mode)
+		gr := &granted{s: s, ctx: ctx, c: c, grant: o.Grant}
+		gr.lock = s.grantBody(ctx, key, &gr.grant, c.call.Req.Mode)
 		return gr, nil
 	}
+	s.ticketWaiters.add(st.ID, st.Token, w, c.call.Req.Wait)
 	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()
 	return ticketQueued{
 		location: ticketPath(key, st.ID),
@@ -132,23 +127,18 @@ func ticketPath(key locks.Key, id string) string {
 	return "/locks/" + url.PathEscape(key.Namespace) + "/" + url.PathEscape(key.Name) + "/tickets/" + id
 }
 
-// callback checks an acquire's callback_url: only a ticket may name one,
-// on the allow-list. Its destination, or nil for none.
-func (s *Server) callback(req AcquireLockRequestObject, ar locks.AcquireRequest) (*callbacks.Destination, error) {
-	if req.Body == nil || req.Body.CallbackUrl == nil {
-		return nil, nil
-	}
-	if req.Params.LockToken != nil || ar.Wait <= 0 || !parsePrefer(req.Params.Prefer).respondAsync || s.cfg.Tickets == nil {
-		return nil, invalid("callback_url is for tickets only: an acquire with wait_ms and Prefer: respond-async")
-	}
+// callback checks a callback_url against the gateway's allowed
+// destinations: where a ticket's notification may go. Whether the call may
+// have one at all is locks.Call.Check's to say.
+func (s *Server) callback(url string) (callbacks.Destination, error) {
 	if s.cfg.Callbacks == nil {
-		return nil, invalid("this gateway allows no callback destinations (its operator sets them with --callback-allow)")
+		return callbacks.Destination{}, invalid("this gateway allows no callback destinations (its operator sets them with --callback-allow)")
 	}
-	d, err := s.cfg.Callbacks.Check(*req.Body.CallbackUrl)
+	d, err := s.cfg.Callbacks.Check(url)
 	if err != nil {
-		return nil, invalid("callback_url: " + err.Error())
+		return callbacks.Destination{}, invalid("callback_url: " + err.Error())
 	}
-	return &d, nil
+	return d, nil
 }
 
 // ticketQueued is the 202 of an acquire answered with a ticket. Its body

@@ -365,6 +365,7 @@ type Backend interface {
 	Sessions
 	LockSets
 	Watcher
+	Tickets
 	// Check reports whether the backend's store answers (for readiness).
 	Check(ctx context.Context) error
 	// Close releases the backend's connections and background work. It does

@@ -190,6 +190,20 @@ type tracedTickets struct {
 	tracer trace.Tracer
 }
 
+// The tickets of a traced backend are traced as Tickets traces them.
+
+func (tb *tracedBackend) OpenTicket(ctx context.Context, key locks.Key, req locks.AcquireRequest) (locks.TicketState, error) {
+	return (&tracedTickets{tb.Backend, tb.tracer}).OpenTicket(ctx, key, req)
+}
+
+func (tb *tracedBackend) PollTicket(ctx context.Context, key locks.Key, id, token string, wait time.Duration) (locks.TicketState, error) {
+	return (&tracedTickets{tb.Backend, tb.tracer}).PollTicket(ctx, key, id, token, wait)
+}
+
+func (tb *tracedBackend) CloseTicket(ctx context.Context, key locks.Key, id, token string) error {
+	return (&tracedTickets{tb.Backend, tb.tracer}).CloseTicket(ctx, key, id, token)
+}
+
 func (tt *tracedTickets) OpenTicket(ctx context.Context, key locks.Key, req locks.AcquireRequest) (locks.TicketState, error) {
 	ctx, span := startSpan(ctx, tt.tracer, "ticket.open", key)
 	st, err := tt.Tickets.OpenTicket(ctx, key, req)

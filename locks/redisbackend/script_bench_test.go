@@ -23,7 +23,7 @@ import (
 // release, next to the plainest lock there is, SET NX PX and a
 // compare-and-delete script, measured the same way in the same run.
 //
-//	go test ./locks -run '^$' -bench RedisScripts
+//	go test ./locks/redisbackend -run '^$' -bench RedisScripts
 //
 // The uncontended cycles go round 16 lock names, as a lock is usually taken
 // again and again (so its history is full); the contended ones share one
