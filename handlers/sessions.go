@@ -123,6 +123,10 @@ func sessionHolds(hs []locks.SessionHold) []SessionHold {
 		if h.FencingToken != 0 {
 			out[i].FencingToken = &hs[i].FencingToken
 		}
+		if !h.ExpiresAt.IsZero() {
+			ttl, at := h.TTL.Milliseconds(), timestamp(h.ExpiresAt)
+			out[i].TtlMs, out[i].ExpiresAt = &ttl, &at
+		}
 		if h.Pending {
 			out[i].Pending = &hs[i].Pending
 		}

@@ -111,7 +111,7 @@ func CheckSet(keys []Key) error {
 // setOwner is the owner token of key's grant in the set of token: whoever
 // shows the set's token can renew and release it, and no owner token is
 // kept anywhere.
-func setOwner(token string, key Key) string { return memberToken(token, "set:"+key.String()) }
+func setOwner(token string, key Key) string { return derivedToken(token, "set:"+key.String()) }
 
 // allAtOnce is what a backend that can look at every lock of a set at
 // once offers: acquireAll grants lock i of keys (sorted) to owners[i] for

@@ -71,6 +71,11 @@ type SessionHold struct {
 	Key       Key
 	// FencingToken is the grant's, when the call learnt it (a renewal).
 	FencingToken int64
+	// TTL and ExpiresAt are the grant's own lease, when the call learnt it
+	// (a renewal): never later than the backend's. It is the session's,
+	// unless something shortened it (a break's period, see Breaker).
+	TTL       time.Duration
+	ExpiresAt time.Time
 	// Pending is set for a grant whose acquire still runs.
 	Pending bool
 }
@@ -102,12 +107,35 @@ func SessionID(token string) string { return TokenHash("session:" + token)[:22] 
 
 // memberToken is the owner token of the grant nonce names in the session
 // of token: whoever shows the session's token can renew and release it,
-// and no owner token is kept anywhere.
+// and no owner token is kept anywhere. It starts with sessionGrantMark,
+// which no other owner token has (they are base64url alone), so that a
+// backend knows a session's grant by its token (IsSessionGrant); a token
+// with the mark taken off is another token, which holds nothing.
 func memberToken(token, nonce string) string {
+	return sessionGrantMark + derivedToken(token, nonce)
+}
+
+// derivedToken is the owner token that the holder of token has for nonce:
+// a lock set's locks have theirs (see setOwner), a session's grants theirs.
+func derivedToken(token, nonce string) string {
 	mac := hmac.New(sha256.New, []byte(token))
 	mac.Write([]byte(nonce))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
 }
+
+// sessionGrantMark starts the owner token of every session's grant.
+const sessionGrantMark = "s."
+
+// IsSessionGrant reports whether token is the owner token of a session's
+// grant. Such a grant takes its session's lease, and only the session moves
+// it (SessionEngine.KeepSession): a backend refuses to renew it by its own
+// token (ErrSessionGrantRenew), and takes a re-entry of it without a
+// longer lease, so that nothing carries it past its session.
+func IsSessionGrant(token string) bool { return strings.HasPrefix(token, sessionGrantMark) }
+
+// ErrSessionGrantRenew refuses to renew a session's grant by its own token:
+// keeping the session alive renews it.
+var ErrSessionGrantRenew = fmt.Errorf("%w: a session's grant takes its session's lease: keep the session alive instead of renewing the grant", ErrInvalid)
 
 // SessionMember is what a session keeps of one of its grants: its kind,
 // key, and whether its acquire still runs. encode is the form the stores
@@ -172,9 +200,12 @@ type SessionStore interface {
 type sessionGrants interface {
 	Locker
 	Semaphores
-	// ReleaseEnded releases a member's grant (its base hold) at its
+	// ReleaseEnded ends a member's grant, every hold of it, at its
 	// session's end; the lock's history says which session ended.
 	ReleaseEnded(ctx context.Context, h SessionHold, token, sessionID string) (Released, error)
+	// RenewMember renews a member's grant for its session, which its own
+	// token may not (see IsSessionGrant).
+	RenewMember(ctx context.Context, h SessionHold, token string, ttl time.Duration) (Lease, error)
 }
 
 // SessionEngine is the one implementation of Sessions, on a backend's store
@@ -279,10 +310,7 @@ func (s *SessionEngine) acquire(ctx context.Context, token string, h SessionHold
 }
 
 func (s *SessionEngine) renew(ctx context.Context, h SessionHold, owner string, ttl time.Duration) (Lease, error) {
-	if h.Semaphore {
-		return s.Grants.RenewPermit(ctx, h.Key, owner, ttl)
-	}
-	return s.Grants.Renew(ctx, h.Key, owner, ttl)
+	return s.Grants.RenewMember(ctx, h, owner, ttl)
 }
 
 func (s *SessionEngine) release(ctx context.Context, h SessionHold, owner string) error {
@@ -319,7 +347,7 @@ func (s *SessionEngine) KeepSession(ctx context.Context, token, subject string, 
 		h := m.Hold
 		switch {
 		case errs[i] == nil:
-			h.FencingToken = leases[i].FencingToken
+			h.FencingToken, h.TTL, h.ExpiresAt = leases[i].FencingToken, leases[i].TTL, leases[i].ExpiresAt
 			kept.Renewed = append(kept.Renewed, h)
 		case errors.Is(errs[i], ErrNotHolder):
 			kept.Gone = append(kept.Gone, h)
@@ -352,7 +380,7 @@ func (s *SessionEngine) EndSession(ctx context.Context, token, subject string) (
 	for i, m := range ms {
 		switch {
 		case errs[i] == nil:
-			if rels[i].Ended || rels[i].Holds > 0 {
+			if rels[i].Ended { // not one that had ended before
 				ended.Released = append(ended.Released, m.Hold)
 			}
 		case errors.Is(errs[i], ErrNotHolder): // ended on its own, or never granted

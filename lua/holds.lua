@@ -14,6 +14,9 @@
 -- held, changes nothing.
 
 local BASE_HOLD = '='
+-- ALL_HOLDS, as the hold a release ends, ends every hold of the grant: a
+-- session's end does. No hold has it as its id.
+local ALL_HOLDS = '*'
 
 local function hold_list(hs)
   return hs or (' ' .. BASE_HOLD .. ' ')

@@ -13,7 +13,7 @@
 --             it waits on that gateway for an exclusive hold, gets a full
 --             grant, told in the reply instead of by a message
 -- ARGV[6]     the id of the hold to end; '' for the base hold, the one the
---             acquire made
+--             acquire made; ALL_HOLDS for every hold (a session's end)
 -- ARGV[7]     the id of the session whose end releases the grant, for
 --             the history ('' or absent: none)
 --
@@ -59,11 +59,14 @@ end
 if hold == '' then
   hold = BASE_HOLD
 end
-if not has_hold(hs, hold) then
-  return {GRANTED, hold_count(hs)} -- ended before: a repeated release
+local holds = 0
+if hold ~= ALL_HOLDS then
+  if not has_hold(hs, hold) then
+    return {GRANTED, hold_count(hs)} -- ended before: a repeated release
+  end
+  hs = without_hold(hs, hold)
+  holds = hold_count(hs)
 end
-hs = without_hold(hs, hold)
-local holds = hold_count(hs)
 if holds > 0 then
   if r then
     r.hs = hs

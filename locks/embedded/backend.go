@@ -601,8 +601,12 @@ func (m *Backend) ReleaseHold(_ context.Context, key locks.Key, token, hold stri
 	return m.releaseHold(key, token, hold, "")
 }
 
-// releaseHold ends a hold; session, when set, is the session whose end
-// released it, for the history.
+// allHolds, as the hold to release, ends every hold of the grant: a
+// session's end does (ReleaseEnded). No caller's hold id is it.
+const allHolds = "*"
+
+// releaseHold ends a hold (allHolds: every one); session, when set, is the
+// session whose end released it, for the history.
 func (m *Backend) releaseHold(key locks.Key, token, hold, session string) (locks.Released, error) {
 	hold = cmp.Or(hold, locks.BaseHold)
 	m.mu.Lock()
@@ -615,13 +619,15 @@ func (m *Backend) releaseHold(key locks.Key, token, hold, session string) (locks
 		}
 		return locks.Released{}, fmt.Errorf("release %s: %w", key, &locks.NotHolderError{Reason: reason})
 	}
-	i := slices.Index(g.holdList(), hold)
-	if i < 0 {
-		return locks.Released{Holds: g.holdCount()}, nil // ended before: a repeated release
-	}
-	if g.holdCount() > 1 {
-		g.holds = slices.Delete(slices.Clone(g.holdList()), i, i+1)
-		return locks.Released{Holds: len(g.holds)}, nil
+	if hold != allHolds {
+		i := slices.Index(g.holdList(), hold)
+		if i < 0 {
+			return locks.Released{Holds: g.holdCount()}, nil // ended before: a repeated release
+		}
+		if g.holdCount() > 1 {
+			g.holds = slices.Delete(slices.Clone(g.holdList()), i, i+1)
+			return locks.Released{Holds: len(g.holds)}, nil
+		}
 	}
 	now := time.Now()
 	m.endLocked(key, g, now, session)
@@ -632,6 +638,9 @@ func (m *Backend) releaseHold(key locks.Key, token, hold, session string) (locks
 func (m *Backend) Reenter(_ context.Context, key locks.Key, token string, ttl time.Duration, mode locks.Mode) (locks.Grant, error) {
 	if ttl < time.Millisecond {
 		return locks.Grant{}, fmt.Errorf("%w: ttl must be at least 1ms", locks.ErrInvalid)
+	}
+	if locks.IsSessionGrant(token) {
+		ttl = time.Millisecond // a hold more, never a lease past the session's
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -658,6 +667,14 @@ func (m *Backend) Reenter(_ context.Context, key locks.Key, token string, ttl ti
 
 // Renew implements Locker.
 func (m *Backend) Renew(_ context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+	if locks.IsSessionGrant(token) {
+		return locks.Lease{}, fmt.Errorf("renew %s: %w", key, locks.ErrSessionGrantRenew)
+	}
+	return m.renew(key, token, ttl)
+}
+
+// renew is Renew, for a session's grant too (RenewMember).
+func (m *Backend) renew(key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
 	if err := locks.ValidateRenewTTL(ttl); err != nil {
 		return locks.Lease{}, err
 	}

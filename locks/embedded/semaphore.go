@@ -183,6 +183,14 @@ func (m *Backend) ReleasePermit(_ context.Context, key locks.Key, token string) 
 
 // RenewPermit implements Semaphores.
 func (m *Backend) RenewPermit(_ context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+	if locks.IsSessionGrant(token) {
+		return locks.Lease{}, fmt.Errorf("renew semaphore %s: %w", key, locks.ErrSessionGrantRenew)
+	}
+	return m.renewPermit(key, token, ttl)
+}
+
+// renewPermit is RenewPermit, for a session's permit too (RenewMember).
+func (m *Backend) renewPermit(key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
 	if err := locks.ValidateRenewTTL(ttl); err != nil {
 		return locks.Lease{}, err
 	}

@@ -161,5 +161,13 @@ func (m *Backend) ReleaseEnded(ctx context.Context, h locks.SessionHold, token, 
 	if h.Semaphore {
 		return m.ReleasePermit(ctx, h.Key, token)
 	}
-	return m.releaseHold(h.Key, token, locks.BaseHold, sessionID)
+	return m.releaseHold(h.Key, token, allHolds, sessionID)
+}
+
+// RenewMember implements the session engine's grants.
+func (m *Backend) RenewMember(_ context.Context, h locks.SessionHold, token string, ttl time.Duration) (locks.Lease, error) {
+	if h.Semaphore {
+		return m.renewPermit(h.Key, token, ttl)
+	}
+	return m.renew(h.Key, token, ttl)
 }

@@ -27,6 +27,8 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"ARefusedAcquireLeavesNothing", testSessionHeld},
 		{"AWaiterInASessionGetsTheSessionsLease", testSessionWaiter},
 		{"CapOfGrants", testSessionFull},
+		{"AGrantNeverOutlivesItsSession", testSessionGrantBound},
+		{"AKeepAliveStatesEachGrantsOwnLease", testSessionKeepBroken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -139,7 +141,9 @@ func testSessionEnd(t *testing.T, b locks.Backend) {
 		if e := events[0]; e.Kind != "released" || e.Session != ss.ID || e.FencingToken != grants[i].FencingToken {
 			t.Fatalf("%s's last event: got %+v, want released by session %s", key, e, ss.ID)
 		}
-		_, err = b.Renew(ctx, key, grants[i].Token, 0)
+		// A session's grant is not renewed by its own token; a re-entry
+		// says why it holds nothing.
+		_, err = b.Reenter(ctx, key, grants[i].Token, time.Second, []locks.Mode{locks.Exclusive, locks.Shared}[i])
 		wantReason(t, err, locks.ReasonReleased)
 	}
 	if _, err := b.InspectSemaphore(ctx, keys[2]); !errors.Is(err, locks.ErrNotHeld) {
@@ -305,5 +309,85 @@ func testSessionFull(t *testing.T, b locks.Backend) {
 	ended, err := b.EndSession(ctx, ss.Token, sessionSubject)
 	if err != nil || len(ended.Released) != locks.DefaultSessionMaxHolds {
 		t.Fatalf("end: got %d released, %v", len(ended.Released), err)
+	}
+}
+
+// testSessionGrantBound: a session's grant takes the session's lease, and
+// nothing its holder does with the grant's own token carries it past the
+// session (#36, finding 1): a renew is refused, a re-entry takes a hold
+// but no longer lease, and the session's end ends every hold, so that the
+// lock is free and the end's answer lists it.
+func testSessionGrantBound(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	ss := MustOpenSession(t, b, time.Minute)
+	key, sem := UniqueKey(t), UniqueKey(t)
+	g := MustAcquireInSession(t, b, ss.Token, key, locks.Exclusive)
+	if l, err := b.Renew(ctx, key, g.Token, time.Hour); !errors.Is(err, locks.ErrInvalid) {
+		t.Fatalf("renew a session's grant for an hour: got %+v, %v, want ErrInvalid", l, err)
+	}
+	re, err := b.Reenter(ctx, key, g.Token, time.Hour, locks.Exclusive)
+	if err != nil {
+		t.Fatalf("re-enter a session's grant: %v", err)
+	}
+	if re.TTL > time.Minute || re.Holds != 2 {
+		t.Fatalf("re-entry of a session's grant: got ttl %v, holds %d, want at most the session's minute, 2 holds", re.TTL, re.Holds)
+	}
+	if info, err := b.Inspect(ctx, key); err != nil || info.TTL > time.Minute {
+		t.Fatalf("after the re-entry: got ttl %v (%v), want at most the session's minute", info.TTL, err)
+	}
+	p, err := b.AcquirePermitInSession(ctx, ss.Token, sem,
+		locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{Subject: sessionSubject}, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.RenewPermit(ctx, sem, p.Token, time.Hour); !errors.Is(err, locks.ErrInvalid) {
+		t.Fatalf("renew a session's permit for an hour: got %+v, %v, want ErrInvalid", l, err)
+	}
+	ended, err := b.EndSession(ctx, ss.Token, sessionSubject)
+	if err != nil {
+		t.Fatalf("end session: %v", err)
+	}
+	if len(ended.Released) != 2 {
+		t.Fatalf("end released %+v, want the lock and the permit", ended.Released)
+	}
+	if info, err := b.Inspect(ctx, key); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("the re-entered lock after its session's end: got %+v, %v, want ErrNotHeld", info, err)
+	}
+	if _, err := b.InspectSemaphore(ctx, sem); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("the permit after its session's end: got %v, want ErrNotHeld", err)
+	}
+}
+
+// testSessionKeepBroken: a keep-alive answers each grant's own lease, so
+// that one an administrator broke with a period is never told the
+// session's longer lease (#36, finding 2).
+func testSessionKeepBroken(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	ss := MustOpenSession(t, b, time.Minute)
+	broken, other := UniqueKey(t), UniqueKey(t)
+	MustAcquireInSession(t, b, ss.Token, broken, locks.Exclusive)
+	MustAcquireInSession(t, b, ss.Token, other, locks.Exclusive)
+	const period = 1500 * time.Millisecond
+	if _, err := b.Break(ctx, broken, "admin", period); err != nil {
+		t.Fatalf("break: %v", err)
+	}
+	breakEnd := time.Now().Add(period) // at the latest
+	kept, err := b.KeepSession(ctx, ss.Token, sessionSubject, 0)
+	if err != nil {
+		t.Fatalf("keep: %v", err)
+	}
+	if len(kept.Renewed) != 2 {
+		t.Fatalf("keep renewed %+v, want both grants", kept.Renewed)
+	}
+	for _, h := range kept.Renewed {
+		switch {
+		case h.ExpiresAt.IsZero() || h.TTL <= 0:
+			t.Errorf("keep-alive states no lease of %s: %+v", h.Key, h)
+		case h.Key == broken && h.ExpiresAt.After(breakEnd):
+			t.Errorf("keep-alive states %s, broken with a %v period, until %v: %v past the break's end",
+				h.Key, period, h.ExpiresAt, h.ExpiresAt.Sub(breakEnd))
+		case h.Key == other && h.TTL < time.Minute-10*time.Second:
+			t.Errorf("keep-alive states %s, not broken, for %v, want the session's minute", h.Key, h.TTL)
+		}
 	}
 }

@@ -567,6 +567,9 @@ func (r *Backend) Reenter(ctx context.Context, key locks.Key, token string, ttl 
 	if ttl < time.Millisecond {
 		return locks.Grant{}, fmt.Errorf("%w: ttl must be at least 1ms", locks.ErrInvalid)
 	}
+	if locks.IsSessionGrant(token) {
+		ttl = time.Millisecond // a hold more, never a lease past the session's
+	}
 	res := resource{lockKind, key}
 	start := time.Now()
 	h := locks.TokenHash(token)
@@ -598,6 +601,14 @@ func (r *Backend) Reenter(ctx context.Context, key locks.Key, token string, ttl 
 
 // Renew implements Locker.
 func (r *Backend) Renew(ctx context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+	if locks.IsSessionGrant(token) {
+		return locks.Lease{}, fmt.Errorf("renew %s: %w", key, locks.ErrSessionGrantRenew)
+	}
+	return r.renew(ctx, key, token, ttl)
+}
+
+// renew is Renew, for a session's grant too (RenewMember).
+func (r *Backend) renew(ctx context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
 	if err := locks.ValidateRenewTTL(ttl); err != nil {
 		return locks.Lease{}, err
 	}

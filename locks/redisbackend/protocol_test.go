@@ -32,6 +32,7 @@ func TestProtocolAgrees(t *testing.T) {
 		"RECORD_MS":         strconv.FormatInt(locks.RecordTTL.Milliseconds(), 10),
 		"IDEM_GRACE_MS":     strconv.FormatInt(locks.IdempotencyGrace.Milliseconds(), 10),
 		"BASE_HOLD":         strconv.Quote(locks.BaseHold),
+		"ALL_HOLDS":         strconv.Quote(allHolds),
 		"INDEX_HOLD_LEN":    strconv.Itoa(indexHoldLen),
 
 		"IDEM_BEGUN":         strconv.Itoa(idemCodeBegun),

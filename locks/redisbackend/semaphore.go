@@ -23,6 +23,14 @@ func (r *Backend) ReleasePermit(ctx context.Context, key locks.Key, token string
 
 // RenewPermit implements Semaphores.
 func (r *Backend) RenewPermit(ctx context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+	if locks.IsSessionGrant(token) {
+		return locks.Lease{}, fmt.Errorf("renew semaphore %s: %w", key, locks.ErrSessionGrantRenew)
+	}
+	return r.renewPermit(ctx, key, token, ttl)
+}
+
+// renewPermit is RenewPermit, for a session's permit too (RenewMember).
+func (r *Backend) renewPermit(ctx context.Context, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
 	if err := locks.ValidateRenewTTL(ttl); err != nil {
 		return locks.Lease{}, err
 	}

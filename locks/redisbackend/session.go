@@ -160,5 +160,18 @@ func (r *Backend) ReleaseEnded(ctx context.Context, h locks.SessionHold, token, 
 	if h.Semaphore {
 		return r.ReleasePermit(ctx, h.Key, token)
 	}
-	return r.releaseFor(ctx, resource{lockKind, h.Key}, token, "", sessionID)
+	return r.releaseFor(ctx, resource{lockKind, h.Key}, token, allHolds, sessionID)
+}
+
+// allHolds, as the hold to release, ends every hold of the grant
+// (ALL_HOLDS in lua/holds.lua): a session's end does. No caller's hold id
+// is it.
+const allHolds = "*"
+
+// RenewMember implements the session engine's grants.
+func (r *Backend) RenewMember(ctx context.Context, h locks.SessionHold, token string, ttl time.Duration) (locks.Lease, error) {
+	if h.Semaphore {
+		return r.renewPermit(ctx, h.Key, token, ttl)
+	}
+	return r.renew(ctx, h.Key, token, ttl)
 }
