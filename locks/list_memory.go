@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -44,4 +45,21 @@ func (m *Memory) List(_ context.Context, namespace, cursor string, limit int) (P
 		}
 	}
 	return page, nil
+}
+
+// Namespaces implements NamespaceLister.
+func (m *Memory) Namespaces(_ context.Context, limit int) ([]string, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit must be at least 1", ErrInvalid)
+	}
+	m.mu.Lock()
+	var names []string
+	for ns, held := range m.held {
+		if len(held) > 0 {
+			names = append(names, ns)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(names)
+	return names[:min(limit, len(names))], nil
 }
