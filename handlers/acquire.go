@@ -120,10 +120,15 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		s.metrics.waiters.Inc()
 	}
 	start := time.Now()
+	if c.wait > 0 {
+		s.contention.waitStarted(c.grantor.noun(), c.key, start)
+	}
 	grant, err := c.grantor.acquire(waitCtx, c)
 	if c.wait > 0 {
+		end := time.Now()
 		s.metrics.waiters.Dec()
-		s.metrics.wait.Observe(time.Since(start).Seconds())
+		s.metrics.wait.Observe(end.Sub(start).Seconds())
+		s.contention.waitEnded(c.grantor.noun(), c.key, end, end.Sub(start))
 	}
 	if err != nil {
 		c.outcomes.WithLabelValues(acquireOutcome(err)).Inc()
