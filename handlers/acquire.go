@@ -91,11 +91,16 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		s.metrics.waiters.Inc()
 	}
 	start := time.Now()
+	if wait > 0 {
+		s.contention.waitStarted(c.grantor.noun(), key, start)
+	}
 	o, err := locks.Obtain(waitCtx, s.cfg.Backend, c.call)
 	grant := o.Grant
 	if wait > 0 {
+		end := time.Now()
 		s.metrics.waiters.Dec()
-		s.metrics.wait.Observe(time.Since(start).Seconds())
+		s.metrics.wait.Observe(end.Sub(start).Seconds())
+		s.contention.waitEnded(c.grantor.noun(), key, end, end.Sub(start))
 	}
 	if err != nil {
 		c.outcomes.WithLabelValues(acquireOutcome(err)).Inc()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -92,7 +93,8 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		value, err := op.checks.checkValue(r, body, rc.URLParam)
+		param := pathParams(r, rc)
+		value, err := op.checks.checkValue(r, body, param)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -101,12 +103,35 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			cb.value = value
 			r.Body = cb
 		}
-		if ns := rc.URLParam("namespace"); ns != "" && authenticated && !claims.Allows(ns) {
+		if ns := param("namespace"); ns != "" && authenticated && !claims.Allows(ns) {
 			writeError(w, r, &forbiddenError{namespace: ns})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// pathParams returns the path parameters of r as the operation receives
+// them: percent-decoded. When the URL has escapes, chi routes on the raw
+// path (so that %2F stays inside its segment) and keeps the parameters
+// encoded, while the generated wrapper decodes them before the operation
+// sees them. So the gate checks, and grants, the decoded value, the one
+// the operation acts on: /locks/demo/a%3Ab is lock demo/a:b, which
+// openapi-fetch sends that way, and a%2Fb decodes to a name with a '/',
+// which the pattern refuses.
+func pathParams(r *http.Request, rc *chi.Context) func(string) string {
+	if r.URL.RawPath == "" {
+		return rc.URLParam // nothing was escaped: chi's values are decoded
+	}
+	return func(name string) string {
+		v := rc.URLParam(name)
+		if d, err := url.PathUnescape(v); err == nil {
+			return d
+		}
+		// net/http parsed the path, so its escapes are valid; if one is
+		// not, the '%' left in v fails the parameter's pattern.
+		return v
+	}
 }
 
 // secured reports whether the spec asks for a token for op.

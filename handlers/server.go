@@ -120,6 +120,10 @@ type Server struct {
 	ticketWaiters ticketWaiters
 	// locks and permits are the grantors of grantCalls.
 	locks, permits grantor
+	// contention and namespaces are what the dashboard shows beside the
+	// API (ui_api.go).
+	contention contention
+	namespaces namespaceCache
 }
 
 var _ StrictServerInterface = (*Server)(nil)

@@ -15,6 +15,8 @@ import (
 // with the dashboard, and a generated route would answer without it.
 func (s *Server) mountUI(r chi.Router) {
 	r.Get("/ui/api/whoami", s.whoAmI)
+	r.Get("/ui/api/namespaces", s.uiNamespaces)
+	r.Get("/ui/api/contention", s.uiContention)
 	r.Handle("/ui", s.cfg.UI)
 	r.Handle("/ui/*", s.cfg.UI)
 }

@@ -80,3 +80,16 @@ func CheckList(namespace string, limit int) error {
 	}
 	return nil
 }
+
+// NamespaceLister names the namespaces that have held locks, so that a
+// viewer granted a glob (etl-*, *) can be offered the namespaces it
+// matches. The dashboard uses it; the API does not.
+type NamespaceLister interface {
+	// Namespaces returns, in order, up to limit namespaces (limit at
+	// least 1) in which a lock is held. Like List, it may name a
+	// namespace whose last lease ended lately: the Redis backend names the
+	// namespaces whose index of held locks exists, which outlives its last
+	// lease by up to a minute. It reads every key name of the Redis, a page
+	// at a time: callers cache the answer, not call it per request.
+	Namespaces(ctx context.Context, limit int) ([]string, error)
+}

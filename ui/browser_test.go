@@ -226,19 +226,19 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("the page says viewer, grants, namespace shown: got %q, want %q", seen, want)
 	}
 
-	status, grant := call(t, http.MethodPost, gw.URL+"/locks/team-a/ui-lock", tokA, nil, `{"ttl_ms":60000,"owner":"build-7"}`)
+	status, grant := call(t, http.MethodPost, gw.URL+"/locks/team-a/ui-lock", tokA, nil, `{"ttl_ms":60000,"owner":"build-7","value":"10.0.0.7:8080"}`)
 	if status != http.StatusCreated {
 		t.Fatalf("acquire: got %d, want 201: %v", status, grant)
 	}
 	a.run(t, "see the lock appear", wait, chromedp.WaitVisible(css(row)))
 	cells := value(t, a, "read the lock's row", wait, chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll('`+row+` td')].map(td => td.textContent)`))
-	want := []string{"ui-lock", "viewer-a", "build-7", "≈ N s", fmt.Sprint(grant["fencing_token"]), "exclusive", "0", "History"}
+	want := []string{"ui-lock", "viewer-a", "build-7", "10.0.0.7:8080", "≈ N s", fmt.Sprint(grant["fencing_token"]), "exclusive", "0", "History"}
 	if len(cells) != len(want) {
 		t.Fatalf("the lock's row: got %q, want %q", cells, want)
 	}
 	for i := range want {
-		if i == 3 {
+		if i == 4 {
 			if !strings.HasPrefix(cells[i], "≈ ") || !strings.HasSuffix(cells[i], " s") {
 				t.Errorf("lease left: got %q, want ≈ N s", cells[i])
 			}
@@ -249,7 +249,7 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	a.run(t, "see the countdown move", wait,
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('%s td.left').textContent !== %q`, row, cells[3]),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('%s td.left').textContent !== %q`, row, cells[4]),
 			chromedp.WithPollingTimeout(5*time.Second)))
 
 	a.run(t, "show the lock's history", wait,
@@ -367,5 +367,98 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Fatalf("no CSP violation reported for the inline script; the page reported: %s", a.reported())
 		}
 		time.Sleep(50 * time.Millisecond) // polling the collected events, with a deadline
+	}
+}
+
+// TestDashboardContentionInChromium: a token granted "*" is offered the
+// namespaces that have held locks, without typing one; a lock shows its
+// value; and the contention picture, an SVG, shows waiters as they come
+// and their waits once they go.
+func TestDashboardContentionInChromium(t *testing.T) {
+	gw := startGateway(t, "--ui")
+	browserCtx := newBrowser(t)
+	const wait = 30 * time.Second // a bound, not a pace
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	until := func(expr string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(wait))
+	}
+	star := token(t, "ops", "*")
+	lock := gw.URL + "/locks/team-c/busy"
+	status, held := call(t, http.MethodPost, lock, star, nil, `{"ttl_ms":60000,"value":"leader-10.0.0.3"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("acquire: got %d, want 201: %v", status, held)
+	}
+
+	a := newTab(t, browserCtx)
+	a.run(t, "open the dashboard with a * token and pick the namespace it is offered", wait,
+		chromedp.Navigate(gw.URL+"/ui/"),
+		chromedp.WaitVisible(css(`#token`)),
+		chromedp.SendKeys(css(`#token`), star),
+		chromedp.Click(css(`#use-token`)),
+		chromedp.WaitVisible(css(`#grants button[data-ns="team-c"]`)),
+		chromedp.Click(css(`#grants button[data-ns="team-c"]`)),
+		chromedp.WaitVisible(css(`tr[data-lock="busy"]`)),
+		until(`document.getElementById('contention-status').textContent.startsWith('no waits')`),
+	)
+	value := value(t, a, "read the lock's value", wait, chromedp.Evaluate[string](
+		`document.querySelector('tr[data-lock="busy"] td.value').textContent`))
+	if value != "leader-10.0.0.3" {
+		t.Errorf("the lock's value: got %q, want leader-10.0.0.3", value)
+	}
+
+	// Two callers wait for the lock.
+	type result struct {
+		status int
+		token  string
+	}
+	waiters := make(chan result, 2)
+	for range 2 {
+		go func() {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, lock, strings.NewReader(`{"ttl_ms":60000,"wait_ms":30000}`))
+			req.Header.Set("Authorization", "Bearer "+star)
+			var r result
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				var g struct{ Token string }
+				json.NewDecoder(resp.Body).Decode(&g)
+				resp.Body.Close()
+				r = result{resp.StatusCode, g.Token}
+			}
+			waiters <- r
+		}()
+	}
+	const series = `#contention g[data-lock="busy"]`
+	a.run(t, "see two waiters in the picture", wait, until(`(() => {
+		const g = document.querySelector('`+series+`');
+		return g !== null && g.dataset.waiting === '2' &&
+			[...g.querySelectorAll('rect.bar')].some(r => r.dataset.waiters === '2' && Number(r.getAttribute('height')) > 0);
+	})()`))
+
+	// The holder releases; each waiter in turn gets the lock and releases it.
+	release := func(tok string) {
+		t.Helper()
+		if status, _ := call(t, http.MethodDelete, lock, star, http.Header{"Lock-Token": {tok}}, ""); status != http.StatusNoContent {
+			t.Fatalf("release: got %d, want 204", status)
+		}
+	}
+	release(held["token"].(string))
+	for range 2 {
+		r := <-waiters
+		if r.status != http.StatusCreated {
+			t.Fatalf("a waiter: got %d, want 201", r.status)
+		}
+		release(r.token)
+	}
+	a.run(t, "see the waiters gone, and their waits drawn", wait, until(`(() => {
+		const g = document.querySelector('`+series+`');
+		return g !== null && g.dataset.waiting === '0' && g.querySelector('path.wait') !== null &&
+			[...g.querySelectorAll('rect.bar')].reduce((n, r) => n + Number(r.dataset.waits), 0) === 2;
+	})()`))
+	problems, _ := a.snapshot()
+	for _, p := range problems {
+		// The page reads the lock after each event; between grants it is
+		// free, a 404 the browser logs.
+		if !strings.Contains(p, lock+": ") || !strings.Contains(p, "404") {
+			t.Errorf("the page reported: %s", p)
+		}
 	}
 }

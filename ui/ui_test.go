@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/lockgate/lockgate/internal/gatewaytest"
+	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/ui"
 )
 
@@ -169,5 +170,59 @@ func TestWhoAmI(t *testing.T) {
 	}
 	if got := resp.Header.Get("Cache-Control"); got != "no-store" {
 		t.Errorf("Cache-Control: got %q, want no-store", got)
+	}
+}
+
+// TestUINamespaces: /ui/api/namespaces names, on both backends, the
+// namespaces a token grants by name and those with held locks that its
+// globs match, never one it is not granted; without a token, a 401.
+func TestUINamespaces(t *testing.T) {
+	for name, args := range map[string]func(t *testing.T) []string{
+		"memory": func(*testing.T) []string { return nil },
+		"redis":  func(t *testing.T) []string { return []string{"--redis-url", redistest.Start(t).URL()} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			gw := startGateway(t, append(args(t), "--ui")...)
+			star := token(t, "ops", "*")
+			for _, ns := range []string{"etl-a", "etl-b", "team-x"} {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, gw.URL+"/locks/"+ns+"/l", nil)
+				req.Header.Set("Authorization", "Bearer "+star)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil || resp.StatusCode != http.StatusCreated {
+					t.Fatalf("acquire in %s: %v %v", ns, resp, err)
+				}
+				resp.Body.Close()
+			}
+			for _, tc := range []struct {
+				grants []string
+				want   string
+			}{
+				{[]string{"*"}, "etl-a,etl-b,team-x"},
+				{[]string{"etl-*", "quiet"}, "etl-a,etl-b,quiet"},
+				{[]string{"other"}, "other"},
+			} {
+				resp, body := get(t, gw.URL+"/ui/api/namespaces", http.Header{"Authorization": {"Bearer " + token(t, "v", tc.grants...)}})
+				var got struct{ Namespaces []string }
+				if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("grants %q: got %d %s", tc.grants, resp.StatusCode, body)
+				}
+				if strings.Join(got.Namespaces, ",") != tc.want {
+					t.Errorf("grants %q: got %q, want %s", tc.grants, got.Namespaces, tc.want)
+				}
+			}
+			if resp, _ := get(t, gw.URL+"/ui/api/namespaces", nil); resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("without a token: got %d, want 401", resp.StatusCode)
+			}
+			for path, status := range map[string]int{
+				"/ui/api/contention?namespace=etl-a":  http.StatusForbidden,
+				"/ui/api/contention?namespace=Bad%2F": http.StatusBadRequest,
+				"/ui/api/contention?namespace=other":  http.StatusOK,
+			} {
+				resp, body := get(t, gw.URL+path, http.Header{"Authorization": {"Bearer " + token(t, "v", "other")}})
+				if resp.StatusCode != status {
+					t.Errorf("GET %s: got %d %s, want %d", path, resp.StatusCode, body, status)
+				}
+			}
+		})
 	}
 }

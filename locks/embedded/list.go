@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -46,4 +47,21 @@ func (m *Backend) List(_ context.Context, namespace, cursor string, limit int) (
 		}
 	}
 	return page, nil
+}
+
+// Namespaces implements locks.NamespaceLister.
+func (m *Backend) Namespaces(_ context.Context, limit int) ([]string, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit must be at least 1", locks.ErrInvalid)
+	}
+	m.mu.Lock()
+	var names []string
+	for ns, held := range m.held {
+		if len(held) > 0 {
+			names = append(names, ns)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(names)
+	return names[:min(limit, len(names))], nil
 }

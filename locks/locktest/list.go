@@ -30,6 +30,7 @@ func RunList(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"RenewedAndReenteredLocksStayListed", testListExtended},
 		{"HandedOverLockListed", testListHandedOver},
 		{"PageCountsWhatItExamined", testListExamined},
+		{"NamespacesNameHeldOnes", testNamespaces},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -316,5 +317,34 @@ func testListExamined(t *testing.T, b locks.Backend, ns string) {
 	}
 	if page.Examined < len(page.Locks) || page.Examined > 2 {
 		t.Errorf("got %d examined for %d listed, limit 2: want from %d to 2", page.Examined, len(page.Locks), len(page.Locks))
+	}
+}
+
+// testNamespaces: a backend that names its namespaces (NamespaceLister)
+// names one once a lock is held in it, in order, and honours the limit.
+func testNamespaces(t *testing.T, b locks.Backend, ns string) {
+	nl, ok := b.(locks.NamespaceLister)
+	if !ok {
+		t.Skip("the backend does not name its namespaces")
+	}
+	other := ns + "-b"
+	for _, n := range []string{other, ns} {
+		if _, err := b.Acquire(context.Background(), locks.Key{Namespace: n, Name: "x"}, locks.AcquireRequest{TTL: time.Minute}); err != nil {
+			t.Fatalf("acquire in %s: %v", n, err)
+		}
+	}
+	got, err := nl.Namespaces(context.Background(), 100000)
+	if err != nil {
+		t.Fatalf("Namespaces: %v", err)
+	}
+	i, j := slices.Index(got, ns), slices.Index(got, other)
+	if i < 0 || j < i || !slices.IsSorted(got) {
+		t.Fatalf("Namespaces: got %q, want %s then %s, in order", got, ns, other)
+	}
+	if got, err := nl.Namespaces(context.Background(), 1); err != nil || len(got) != 1 {
+		t.Fatalf("Namespaces with limit 1: got %q, %v; want one", got, err)
+	}
+	if _, err := nl.Namespaces(context.Background(), 0); !errors.Is(err, locks.ErrInvalid) {
+		t.Fatalf("Namespaces with limit 0: got %v, want ErrInvalid", err)
 	}
 }

@@ -3,6 +3,9 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -148,3 +151,55 @@ func (r *Backend) List(ctx context.Context, namespace, cursor string, limit int)
 type nsString string
 
 func (n nsString) String() string { return "namespace " + string(n) }
+
+// Namespaces implements locks.NamespaceLister: the namespaces whose index of
+// held locks exists, found by SCAN on every master (the indexes of a
+// Cluster are spread over its slots). It costs a pass over the key
+// space, a thousand names per call: for the dashboard's list of
+// namespaces, which the gateway caches.
+func (r *Backend) Namespaces(ctx context.Context, limit int) ([]string, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit must be at least 1", locks.ErrInvalid)
+	}
+	prefix := r.opts.Prefix + "index:{"
+	match := globEscape(prefix) + "*}" // not the ':ends' keys
+	var (
+		mu    sync.Mutex
+		found = map[string]bool{}
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			ns := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), prefix), "}")
+			if locks.ValidNamespace(ns) {
+				mu.Lock()
+				found[ns] = true
+				mu.Unlock()
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, r.client)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces: %w: %w", locks.ErrUnavailable, err)
+	}
+	names := slices.Sorted(maps.Keys(found))
+	return names[:min(limit, len(names))], nil
+}
+
+// globEscape quotes the characters of s that a Redis glob pattern reads.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

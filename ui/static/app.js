@@ -101,7 +101,7 @@
     const who = await r.json();
     sessionStorage.setItem(TOKEN_KEY, t);
     text($('login-error'), '');
-    showGrants(who);
+    showGrants(who, await namespaces());
     text($('who'), who.subject);
     $('who').hidden = false;
     $('forget').hidden = false;
@@ -111,7 +111,19 @@
     if (exact.length === 1) pick(exact[0]);
   }
 
-  function showGrants(who) {
+  // namespaces asks the gateway which namespaces the token may read: those
+  // it grants by name, and those with held locks that a glob matches.
+  async function namespaces() {
+    try {
+      const r = await api('ui/api/namespaces');
+      if (r.ok) return (await r.json()).namespaces;
+    } catch {
+      // The grants by name are still offered.
+    }
+    return null;
+  }
+
+  function showGrants(who, named) {
     const grants = $('grants');
     const list = $('ns-list');
     grants.replaceChildren();
@@ -119,11 +131,10 @@
     const globs = who.namespaces || [];
     if (globs.length === 0) grants.append(el('span', 'none', 'grant'));
     for (const g of globs) {
-      if (g.includes('*')) {
-        // A glob names no namespace to list: the viewer types one.
-        grants.append(el('span', g, 'grant'));
-        continue;
-      }
+      if (g.includes('*')) grants.append(el('span', g, 'grant glob'));
+    }
+    const offered = named || globs.filter((g) => !g.includes('*'));
+    for (const g of offered) {
       const b = el('button', g, 'grant');
       b.type = 'button';
       b.dataset.ns = g;
@@ -158,6 +169,8 @@
     gone.clear();
     hideSemaphore();
     $('history').hidden = true;
+    $('contention').replaceChildren();
+    text($('contention-status'), '');
   }
 
   function pick(name) {
@@ -218,6 +231,89 @@
     text($('locks-status'), rows.size === 0 ? 'no held lock' : rows.size === 1 ? '1 held lock' : rows.size + ' held locks');
     watchFirst();
     if (sem) showSemaphore(sem.name);
+    contention(gen);
+  }
+
+  // Contention
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  const MAX_SERIES = 12;
+  const ROW_H = 36;
+  const LABEL_W = 160;
+  const STEP_W = 8;
+
+  function svg(tag, attrs, s) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    if (s !== undefined) e.textContent = s;
+    return e;
+  }
+
+  // contention draws what the gateway saw of the waits in the namespace
+  // over the last minutes: per lock or semaphore, a bar per step as high
+  // as the most callers waiting at once, and a line of the longest wait
+  // that ended in it. The gateway counts them in memory: reading them
+  // costs the backend nothing.
+  async function contention(gen) {
+    let c;
+    try {
+      const r = await api('ui/api/contention?namespace=' + seg(ns));
+      if (gen !== generation) return;
+      if (!r.ok) {
+        text($('contention-status'), await problem(r));
+        return;
+      }
+      c = await r.json();
+    } catch (e) {
+      if (gen === generation) text($('contention-status'), 'the gateway did not answer: ' + e.message);
+      return;
+    }
+    if (gen !== generation) return;
+    const series = c.series.slice(0, MAX_SERIES);
+    const steps = series.length ? series[0].points.length : 0;
+    const width = LABEL_W + steps * STEP_W + 60;
+    const pic = $('contention');
+    pic.setAttribute('viewBox', '0 0 ' + width + ' ' + Math.max(ROW_H, series.length * ROW_H));
+    pic.setAttribute('width', String(width));
+    pic.setAttribute('height', String(Math.max(ROW_H, series.length * ROW_H)));
+    pic.replaceChildren();
+    let maxWaiters = 1;
+    let maxWait = 1;
+    for (const s of series) {
+      for (const p of s.points) {
+        maxWaiters = Math.max(maxWaiters, p.waiters);
+        maxWait = Math.max(maxWait, p.wait_ms_max);
+      }
+    }
+    series.forEach((s, i) => {
+      const g = svg('g', {transform: 'translate(0,' + i * ROW_H + ')', 'data-lock': s.name, 'data-kind': s.kind,
+        'data-waiting': s.waiting});
+      const label = s.name + (s.kind === 'semaphore' ? ' (semaphore)' : '');
+      g.append(svg('text', {x: 0, y: ROW_H / 2 + 4, class: 'label'}, label));
+      g.append(svg('line', {x1: LABEL_W, x2: LABEL_W + steps * STEP_W, y1: ROW_H - 2, y2: ROW_H - 2, class: 'axis'}));
+      const h = ROW_H - 8;
+      let line = '';
+      s.points.forEach((p, j) => {
+        const x = LABEL_W + j * STEP_W;
+        const bh = p.waiters === 0 ? 0 : Math.max(2, Math.round(h * p.waiters / maxWaiters));
+        const bar = svg('rect', {x, y: ROW_H - 2 - bh, width: STEP_W - 1, height: bh, class: 'bar',
+          'data-waiters': p.waiters, 'data-waits': p.waits, 'data-wait-max': p.wait_ms_max});
+        bar.append(svg('title', {}, new Date(p.at).toLocaleTimeString() + ': ' + p.waiters + ' waiting at most, ' +
+          p.waits + ' waits ended' + (p.waits ? ', longest ' + p.wait_ms_max + ' ms, mean ' + p.wait_ms_avg + ' ms' : '')));
+        g.append(bar);
+        if (p.waits > 0) {
+          const y = ROW_H - 2 - Math.round(h * p.wait_ms_max / maxWait);
+          line += (line ? ' L' : 'M') + (x + STEP_W / 2) + ' ' + y;
+        }
+      });
+      if (line) g.append(svg('path', {d: line, class: 'wait'}));
+      g.append(svg('text', {x: LABEL_W + steps * STEP_W + 6, y: ROW_H / 2 + 4, class: 'now'}, s.waiting + ' now'));
+      pic.append(g);
+    });
+    text($('contention-status'), series.length === 0 ? 'no waits on this gateway in the last ' +
+      Math.round(steps * c.step_ms / 60000 || 5) + ' minutes' :
+      'bars: callers of this gateway waiting, at most, per ' + c.step_ms / 1000 + ' s (tallest ' + maxWaiters +
+      '); line: the longest wait that ended (longest ' + maxWait + ' ms)');
   }
 
   // Locks
@@ -228,7 +324,7 @@
       const tr = document.createElement('tr');
       tr.dataset.lock = name;
       const cells = {};
-      for (const k of ['name', 'subject', 'owner', 'left', 'fence', 'mode', 'waiters']) {
+      for (const k of ['name', 'subject', 'owner', 'value', 'left', 'fence', 'mode', 'waiters']) {
         cells[k] = el('td', '', k);
         tr.append(cells[k]);
       }
@@ -250,6 +346,7 @@
     text(c.name, name);
     text(c.subject, info.subject);
     text(c.owner, info.owner || '');
+    text(c.value, info.value || '');
     text(c.fence, String(info.fencing_token));
     text(c.mode, info.mode + (info.holders_total > 1 ? ' (' + info.holders_total + ' holders)' : ''));
     text(c.waiters, String(info.waiters));

@@ -9,7 +9,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
             };
             cookie?: never;
@@ -42,8 +45,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -143,8 +154,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -168,8 +187,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -198,8 +225,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
                 /** @description The ticket's id, from the `Location` of its 202. */
                 ticket: components["parameters"]["TicketId"];
@@ -235,8 +270,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -270,8 +313,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -320,8 +371,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -357,8 +416,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -382,8 +449,16 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -1520,8 +1595,16 @@ export interface components {
         };
     };
     parameters: {
-        /** @description The unit of authorisation. */
+        /**
+         * @description The unit of authorisation. Matched, and checked against the token's
+         *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+         */
         Namespace: string;
+        /**
+         * @description Matched after percent-decoding, so a client may escape any
+         *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+         *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+         */
         Name: string;
         /** @description The set's locks, as acquired, `namespace/name` separated by commas. */
         SetLocks: components["schemas"]["SetLockList"];
@@ -1605,7 +1688,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
             };
             cookie?: never;
@@ -1645,8 +1731,16 @@ export interface operations {
                 "Last-Event-ID"?: string;
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -1735,8 +1829,16 @@ export interface operations {
                 "Session-Token"?: components["parameters"]["JoinSession"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -1830,8 +1932,16 @@ export interface operations {
                 "Lock-Token": components["parameters"]["LockToken"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -1871,8 +1981,16 @@ export interface operations {
                 "Lock-Token": components["parameters"]["LockToken"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -1910,8 +2028,16 @@ export interface operations {
                 "Lock-Token": components["parameters"]["LockToken"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -1956,8 +2082,16 @@ export interface operations {
                 Prefer?: components["parameters"]["Prefer"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
                 /** @description The ticket's id, from the `Location` of its 202. */
                 ticket: components["parameters"]["TicketId"];
@@ -2004,8 +2138,16 @@ export interface operations {
                 "Ticket-Token": components["parameters"]["TicketToken"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
                 /** @description The ticket's id, from the `Location` of its 202. */
                 ticket: components["parameters"]["TicketId"];
@@ -2035,8 +2177,16 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -2065,8 +2215,16 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -2117,8 +2275,16 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -2191,8 +2357,16 @@ export interface operations {
                 "Session-Token"?: components["parameters"]["JoinSession"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -2254,8 +2428,16 @@ export interface operations {
                 "Lock-Token": components["parameters"]["LockToken"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -2289,8 +2471,16 @@ export interface operations {
                 "Lock-Token": components["parameters"]["LockToken"];
             };
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
@@ -2325,8 +2515,16 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The unit of authorisation. */
+                /**
+                 * @description The unit of authorisation. Matched, and checked against the token's
+                 *     `ns` globs, after percent-decoding: `d%65mo` is `demo`.
+                 */
                 namespace: components["parameters"]["Namespace"];
+                /**
+                 * @description Matched after percent-decoding, so a client may escape any
+                 *     character: `a%3Ab` is the lock `a:b`. What decodes to a character
+                 *     the pattern refuses (`%2F` is a `/`, `%25` a `%`) is a 400.
+                 */
                 name: components["parameters"]["Name"];
             };
             cookie?: never;
