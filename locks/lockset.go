@@ -200,7 +200,13 @@ func (s *SetEngine) inOrder(ctx context.Context, keys []Key, owners []string, re
 				extended = true
 			}
 		}
-		g, err := s.Grants.Acquire(ctx, k, r)
+		var g Grant
+		var err error
+		if r.Wait > 0 && i > 0 {
+			g, err = s.acquireWatching(ctx, k, r, keys[:i], leases)
+		} else {
+			g, err = s.Grants.Acquire(ctx, k, r)
+		}
 		if err != nil {
 			return nil, s.rollback(ctx, keys[:i], owners, fmt.Errorf("acquire set: %s: %w", k, err))
 		}
@@ -233,15 +239,62 @@ func (s *SetEngine) inOrder(ctx context.Context, keys []Key, owners []string, re
 	return leases, nil
 }
 
+// lossCheck is how often a set that waits for a lock looks whether it
+// still holds those it took: the next lock's wait ends once it lost one (a
+// break), and the set is refused then rather than at the end of its wait.
+// One inspect of each lock taken per check, for as long as the set waits.
+const lossCheck = 500 * time.Millisecond
+
+// errSetLost ends the wait of a set that lost a lock it had taken.
+var errSetLost = errors.New("the set lost a lock it had taken")
+
+// acquireWatching acquires key for a set that took took already, whose
+// leases are leases, and ends the wait as soon as one of them is lost:
+// then the error says which, as a HeldError.
+func (s *SetEngine) acquireWatching(ctx context.Context, key Key, req AcquireRequest, took []Key, leases []Lease) (Grant, error) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lost := make(chan Key, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(lossCheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+			for i, k := range took {
+				info, err := s.Grants.Inspect(wctx, k)
+				if errors.Is(err, ErrNotHeld) || (err == nil && info.FencingToken != leases[i].FencingToken) {
+					lost <- k
+					cancel(errSetLost)
+					return
+				}
+			}
+		}
+	}()
+	g, err := s.Grants.Acquire(wctx, key, req)
+	if err != nil && errors.Is(context.Cause(wctx), errSetLost) {
+		k := <-lost
+		return Grant{}, fmt.Errorf("%s was lost while the set waited: %w", k, s.heldNow(ctx, k))
+	}
+	return g, err
+}
+
 // heldNow is the refusal of a set by key, a lock it had and lost: when
-// its holder's lease ends, if it has one (0 if the lock is free, or the
-// backend does not say: the set may be retried at once).
+// its holder's lease ends, if it has one (a millisecond if the lock is
+// free, or the backend does not say: the set may be retried at once).
 func (s *SetEngine) heldNow(ctx context.Context, key Key) *HeldError {
 	info, err := s.Grants.Inspect(ctx, key)
 	if err != nil {
-		return &HeldError{}
+		return &HeldError{RetryAfter: time.Millisecond} // free now, or unknown: retry at once
 	}
-	return &HeldError{RetryAfter: max(info.TTL, 0)}
+	return &HeldError{RetryAfter: max(info.TTL, time.Millisecond)}
 }
 
 // rollback releases the set's grants of keys, whoever waits for the

@@ -25,6 +25,7 @@ func RunLockSets(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"FIFOPerLockBehindAPlainWaiter", testSetFIFO},
 		{"AWaitThatRunsOutRollsBack", testSetRollback},
 		{"ALockLostWhileWaitingIsHeld", testSetLostWhileWaiting},
+		{"ALockLostWhileWaitingEndsTheWait", testSetLossEndsWait},
 		{"LeasesAfterAWaitAreTheTTL", testSetLeaseAfterWait},
 		{"OneReleaseEndsThemAll", testSetRelease},
 		{"RenewExtendsThemAll", testSetRenew},
@@ -386,4 +387,33 @@ func testSetInvalid(t *testing.T, b locks.Backend) {
 	for _, k := range keys {
 		wantFree(t, b, k, fmt.Sprintf("after the refused sets (%s)", k))
 	}
+}
+
+// testSetLossEndsWait: a set that waits for one lock and loses one it took
+// is refused when the loss is seen, not when its wait runs out (#36,
+// finding 6): its other locks go back to the queues at once.
+func testSetLossEndsWait(t *testing.T, b locks.Backend) {
+	keys := UniqueKeys(t, 2)
+	MustAcquire(t, b, keys[1], req(5*time.Minute)) // never released here
+	set := make(chan error, 1)
+	go func() {
+		_, err := b.AcquireSet(context.Background(), keys, locks.AcquireRequest{TTL: time.Minute, Wait: 2 * time.Minute, Subject: "tester"})
+		set <- err
+	}()
+	WaitUntilQueued(t, b, keys[1], 1) // the set holds keys[0], and waits
+	if _, err := b.Break(context.Background(), keys[0], "admin", 0); err != nil {
+		t.Fatalf("break %s: %v", keys[0], err)
+	}
+	// The loss is seen within a second or so; the wait runs two minutes.
+	// A minute is a bound no busy machine reaches, and far from the wait.
+	select {
+	case err := <-set:
+		var held *locks.HeldError
+		if !errors.As(err, &held) {
+			t.Fatalf("a set that lost a lock while it waited: got %v, want a HeldError", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the set still waits a minute after it lost %s; its wait is two", keys[0])
+	}
+	WaitUntilQueued(t, b, keys[1], 0)
 }
