@@ -614,7 +614,7 @@ func (r *Backend) renew(ctx context.Context, key locks.Key, token string, ttl ti
 	}
 	start := time.Now()
 	h := locks.TokenHash(token)
-	rp, ackErr, err := r.callRenew(ctx, key, renewArgs{tokHash: h, ttl: ttl})
+	rp, ackErr, err := r.renewFencing(ctx, key, renewArgs{tokHash: h, ttl: ttl}, r.callRenew)
 	if err != nil {
 		return locks.Lease{}, locks.Unavailable("renew", resource{lockKind, key}, err)
 	}
@@ -626,6 +626,24 @@ func (r *Backend) renew(ctx context.Context, key locks.Key, token string, ttl ti
 	}
 	r.index(ctx, key, h, indexExtend, rp.ttl)
 	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), Mode: rp.mode}, nil
+}
+
+// renewFencing runs a renew (call), and when Redis's answer is lost, runs
+// it once more as a new call that fences the first off (lua/once.lua): a
+// renew that reached Redis only after a later renew of the grant was
+// answered would cut that answered lease short (#36, finding 5). So a
+// renew has either run before its caller is answered, or never runs. Only
+// when the second answer is lost too is the caller told that the outcome
+// is unknown; then either call may still arrive late (docs/SAFETY.md).
+func (r *Backend) renewFencing(ctx context.Context, key locks.Key, a renewArgs,
+	call func(context.Context, locks.Key, renewArgs) (renewReply, error, error)) (renewReply, error, error) {
+	a.callID = newCallID()
+	rp, ackErr, err := call(ctx, key, a)
+	if err == nil {
+		return rp, ackErr, nil
+	}
+	a.fence, a.callID = a.callID, newCallID()
+	return call(context.WithoutCancel(ctx), key, a)
 }
 
 // SetValue implements Valuer.

@@ -316,9 +316,16 @@ func TestRedisUnavailable(t *testing.T) {
 					t.Errorf("%s: got %v, want ErrUnavailable", name, err)
 				}
 				// A bound, not a benchmark: the answer comes within the one
-				// timeout, not after a second call (clean-ups run behind it).
-				if elapsed > timeout+timeout/2 {
-					t.Errorf("%s: took %v, want about the %v timeout", name, elapsed, timeout)
+				// timeout, not after a second call (clean-ups run behind it);
+				// but a renew, whose outcome must be known before its caller
+				// is answered, runs once more to fence itself off
+				// (renewFencing): two timeouts.
+				bound := timeout + timeout/2
+				if name == "renew" {
+					bound = 2*timeout + timeout/2
+				}
+				if elapsed > bound {
+					t.Errorf("%s: took %v, want within %v", name, elapsed, bound)
 				}
 			}
 		})

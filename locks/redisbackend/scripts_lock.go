@@ -115,6 +115,10 @@ func modeArg(m locks.Mode) string {
 type renewArgs struct {
 	tokHash string
 	ttl     time.Duration // 0: the TTL the grant was acquired with
+	// callID is the call's id, and fence the id of an earlier renew of
+	// the grant whose outcome is unknown, to fence off ("" for none): see
+	// renewFencing.
+	callID, fence string
 }
 
 // renewReply is a renew script's reply: the lease it set, or why the token
@@ -148,7 +152,7 @@ func parseRenew(out []int64, err error) (renewReply, error) {
 // not acknowledge it (see exec).
 func (r *Backend) callRenew(ctx context.Context, key locks.Key, a renewArgs) (rp renewReply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.run(ctx, renewScript, k.all(), a.tokHash, a.ttl.Milliseconds(), r.arg.opts)
+	cmd, ackErr := r.exec(ctx, renewScript, a.callID, a.fence, k.all(), a.tokHash, a.ttl.Milliseconds(), r.arg.opts)
 	rp, err = parseRenew(cmd.Int64Slice())
 	return rp, ackErr, err
 }

@@ -89,7 +89,7 @@ func (semaphoreType) beat(r *Backend, key locks.Key, ids []string) beatCall {
 // replicas did not acknowledge it (see exec).
 func (r *Backend) callSemRenew(ctx context.Context, key locks.Key, a renewArgs) (rp renewReply, ackErr, err error) {
 	k := r.semKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.run(ctx, semRenewScript, []string{k.holders, k.leases, k.record}, a.tokHash, a.ttl.Milliseconds())
+	cmd, ackErr := r.exec(ctx, semRenewScript, a.callID, a.fence, []string{k.holders, k.leases, k.record}, a.tokHash, a.ttl.Milliseconds())
 	rp, err = parseRenew(cmd.Int64Slice())
 	return rp, ackErr, err
 }

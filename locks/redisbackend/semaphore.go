@@ -36,7 +36,7 @@ func (r *Backend) renewPermit(ctx context.Context, key locks.Key, token string, 
 	}
 	res := resource{semaphoreKind, key}
 	start := time.Now()
-	rp, ackErr, err := r.callSemRenew(ctx, key, renewArgs{tokHash: locks.TokenHash(token), ttl: ttl})
+	rp, ackErr, err := r.renewFencing(ctx, key, renewArgs{tokHash: locks.TokenHash(token), ttl: ttl}, r.callSemRenew)
 	if err != nil {
 		return locks.Lease{}, locks.Unavailable("renew", res, err)
 	}

@@ -1,0 +1,155 @@
+package redisbackend_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/redisbackend"
+)
+
+// holdBack is a go-redis hook that keeps the next call of one script from
+// Redis, answers its caller with a timeout, as a connection that stalls
+// does, and delivers it only when told: a command that a proxy or a
+// congested link holds, which arrives after its caller gave up.
+type holdBack struct {
+	script string // the start of the function's name, "lockgate_renew_"
+	mu     sync.Mutex
+	armed  bool
+	held   []any // the held call's arguments
+}
+
+func (h *holdBack) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdBack) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.take(cmd) {
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdBack) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var rest []redis.Cmder
+		for _, c := range cmds {
+			if !h.take(c) {
+				rest = append(rest, c)
+			}
+		}
+		if len(rest) == 0 {
+			return errStalled
+		}
+		return next(ctx, rest)
+	}
+}
+
+var errStalled = errors.New("i/o timeout (held back by the test)")
+
+// take holds cmd back if it is the armed call.
+func (h *holdBack) take(cmd redis.Cmder) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	args := cmd.Args()
+	if !h.armed || len(args) < 2 || !strings.EqualFold(cmd.Name(), "fcall") {
+		return false
+	}
+	if fn, _ := args[1].(string); !strings.HasPrefix(fn, h.script) {
+		return false
+	}
+	h.armed, h.held = false, args
+	cmd.SetErr(errStalled)
+	return true
+}
+
+// deliver sends the held call to Redis now, on client.
+func (h *holdBack) deliver(t *testing.T, client *redis.Client) {
+	t.Helper()
+	h.mu.Lock()
+	args := h.held
+	h.mu.Unlock()
+	if args == nil {
+		t.Fatal("no call was held back")
+	}
+	if err := client.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("deliver the held call: %v", err)
+	}
+}
+
+// TestRedisLateRenewShortensNothing: a renew whose caller was told its
+// outcome is unknown, and which reaches Redis only after a later renew of
+// the same grant was answered, must not cut that answered lease short
+// (#36, finding 5: a lock renewed for 949 ms had 530 ms left moments
+// later, and the history said nothing).
+func TestRedisLateRenewShortensNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, key string
+		acquire           func(r *redisbackend.Backend, key locks.Key) (locks.Grant, error)
+		renew             func(r *redisbackend.Backend, key locks.Key, token string, ttl time.Duration) (locks.Lease, error)
+	}{
+		{"Lock", "lockgate_renew_", "lockgate:{late/lock}",
+			func(r *redisbackend.Backend, key locks.Key) (locks.Grant, error) {
+				return r.Acquire(context.Background(), key, locks.AcquireRequest{TTL: 10 * time.Second, Subject: "t"})
+			},
+			func(r *redisbackend.Backend, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+				return r.Renew(context.Background(), key, token, ttl)
+			}},
+		{"Permit", "lockgate_sem_renew_", "",
+			func(r *redisbackend.Backend, key locks.Key) (locks.Grant, error) {
+				return r.AcquirePermit(context.Background(), key, locks.SemaphoreRequest{
+					AcquireRequest: locks.AcquireRequest{TTL: 10 * time.Second, Subject: "t"}, Limit: 2})
+			},
+			func(r *redisbackend.Backend, key locks.Key, token string, ttl time.Duration) (locks.Lease, error) {
+				return r.RenewPermit(context.Background(), key, token, ttl)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := newClient(t, srv)
+			hook := &holdBack{script: tc.script}
+			client.AddHook(hook)
+			r := openRedis(t, client, redisbackend.Options{})
+			t.Cleanup(func() { r.Close() })
+			key := locks.Key{Namespace: "late", Name: "lock"}
+			g, err := tc.acquire(r, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hook.mu.Lock()
+			hook.armed = true
+			hook.mu.Unlock()
+			// Its answer is lost; what it answers is the gateway's to decide.
+			if _, err := tc.renew(r, key, g.Token, 2*time.Second); err != nil && !errors.Is(err, locks.ErrUnavailable) {
+				t.Fatalf("the held renew: got %v, want a lease or ErrUnavailable", err)
+			}
+			l, err := tc.renew(r, key, g.Token, time.Minute)
+			if err != nil {
+				t.Fatalf("the renew after it: %v", err)
+			}
+			hook.deliver(t, newClient(t, srv))
+			// What is left of the lease in Redis: the lock's key, or the
+			// permit's score among the semaphore's leases.
+			admin := newClient(t, srv)
+			var left time.Duration
+			if tc.key != "" {
+				left = admin.PTTL(context.Background(), tc.key).Val()
+			} else {
+				end := admin.ZScore(context.Background(), "lockgate:sem:{late/lock}:leases", locks.TokenHash(g.Token)).Val()
+				now := admin.Time(context.Background()).Val()
+				left = time.UnixMilli(int64(end)).Sub(now)
+			}
+			if end := time.Now().Add(left + time.Millisecond); l.ExpiresAt.After(end) {
+				t.Fatalf("a renew answered until %v; after a late renew, Redis holds it until %v at the latest: %v short",
+					l.ExpiresAt.Format("15:04:05.000"), end.Format("15:04:05.000"), l.ExpiresAt.Sub(end))
+			}
+		})
+	}
+}
