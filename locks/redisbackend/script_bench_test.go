@@ -67,6 +67,58 @@ func BenchmarkRedisScripts(b *testing.B) {
 			}, plain)
 		})
 	}
+	// semaphore, shared and session: the other kinds of grant, each an
+	// uncontended acquire and release with history 0, to hold against
+	// lock/history=0 (#36: each at most 1.5x it).
+	others := []struct {
+		name  string
+		cycle func(r *redisbackend.Backend, key locks.Key, session string) error
+	}{
+		{"semaphore", func(r *redisbackend.Backend, key locks.Key, _ string) error {
+			g, err := r.AcquirePermit(ctx, key, locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{TTL: 30 * time.Second, Subject: "bench"}, Limit: 4})
+			if err == nil {
+				_, err = r.ReleasePermit(ctx, key, g.Token)
+			}
+			return err
+		}},
+		{"shared", func(r *redisbackend.Backend, key locks.Key, _ string) error {
+			g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Subject: "bench", Mode: locks.Shared})
+			if err == nil {
+				_, err = r.Release(ctx, key, g.Token)
+			}
+			return err
+		}},
+		{"session", func(r *redisbackend.Backend, key locks.Key, session string) error {
+			g, err := r.AcquireInSession(ctx, session, key, locks.AcquireRequest{Subject: "bench"})
+			if err == nil {
+				_, err = r.Release(ctx, key, g.Token)
+			}
+			return err
+		}},
+		// A grant released on its own stays a member of its session until
+		// the next keep-alive: one every names cycles, counted in.
+	}
+	for _, o := range others {
+		b.Run(o.name, func(b *testing.B) {
+			r := newRedis(b, srv, redisbackend.Options{})
+			ss, err := r.OpenSession(ctx, "bench", time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			measureScripts(b, client, func(n int) {
+				for i := range n {
+					if err := o.cycle(r, locks.Key{Namespace: "bench", Name: o.name + strconv.Itoa(i%names)}, ss.Token); err != nil {
+						b.Fatal(err)
+					}
+					if o.name == "session" && i%names == names-1 {
+						if _, err := r.KeepSession(ctx, ss.Token, "bench", 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}, plain)
+		})
+	}
 	// contended: clients on one lock, each acquiring with a wait and
 	// releasing at once, so that nearly every release hands the lock to a
 	// waiter and nearly every acquire joins the queue: the path of one
