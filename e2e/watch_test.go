@@ -127,15 +127,18 @@ func TestWatchLongPoll(t *testing.T) {
 			Owner        string `json:"owner"`
 		}
 		wantJSON(t, r, http.StatusOK, &info)
-		if info.FencingToken != g.FencingToken || r.header.Get("Lockgate-Index") != "1" {
-			t.Fatalf("long-poll across an acquire: got %+v, index %q; want fencing token %d, index 1", info, r.header.Get("Lockgate-Index"), g.FencingToken)
+		// The history's first event is numbered from the clock, in
+		// microseconds: an index never repeats.
+		first, err := strconv.ParseInt(r.header.Get("Lockgate-Index"), 10, 64)
+		if info.FencingToken != g.FencingToken || err != nil || first < time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro() {
+			t.Fatalf("long-poll across an acquire: got %+v, index %q; want fencing token %d, an index from the clock", info, r.header.Get("Lockgate-Index"), g.FencingToken)
 		}
 		// Behind: at once.
 		call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...)
-		r = call(t, "GET", url+"?index=1&wait=5m", "", auth...)
+		r = call(t, "GET", url+"?index="+strconv.FormatInt(first, 10)+"&wait=5m", "", auth...)
 		wantProblem(t, r, http.StatusNotFound, "not_held")
-		if got := r.header.Get("Lockgate-Index"); got != "2" {
-			t.Fatalf("after the release: got Lockgate-Index %q, want 2", got)
+		if got, want := r.header.Get("Lockgate-Index"), strconv.FormatInt(first+1, 10); got != want {
+			t.Fatalf("after the release: got Lockgate-Index %q, want %s", got, want)
 		}
 
 		for name, q := range map[string]string{
@@ -222,9 +225,16 @@ func TestWatchStreams(t *testing.T) {
 	g := acquire(t, url, `{"ttl_ms":60000,"value":"v1"}`)
 	call(t, "PUT", url+"/value", `{"value":"v2"}`, with(auth, []string{"Lock-Token", g.Token})...)
 	call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...)
+	// The history's first event is numbered from the clock (see
+	// locks.Watcher), each next one more.
+	var first int64
 	for i := range 3 {
-		if e := next(t, leaver); e.kind != want[i] || e.id != int64(i+1) {
-			t.Fatalf("the leaving watcher: got %+v, want %s %d", e, want[i], i+1)
+		e := next(t, leaver)
+		if i == 0 {
+			first = e.id
+		}
+		if e.kind != want[i] || e.id != first+int64(i) || first < time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro() {
+			t.Fatalf("the leaving watcher: got %+v, want %s %d (the first from the clock)", e, want[i], first+int64(i))
 		}
 	}
 	leave()
@@ -245,8 +255,8 @@ func TestWatchStreams(t *testing.T) {
 		for i := from; i < len(want); i++ {
 			select {
 			case e := <-events:
-				if e.kind != want[i] || e.id != int64(i+1) {
-					errs <- fmt.Errorf("%s: event %d: got %s %d, want %s %d", name, i+1, e.kind, e.id, want[i], i+1)
+				if e.kind != want[i] || e.id != first+int64(i) {
+					errs <- fmt.Errorf("%s: event %d: got %s %d, want %s %d", name, i+1, e.kind, e.id, want[i], first+int64(i))
 					return
 				}
 				if strings.Contains(e.data, g.Token) || strings.Contains(e.data, w.Token) {
@@ -265,7 +275,7 @@ func TestWatchStreams(t *testing.T) {
 	}
 	// The watcher that left resumes from the last event it got.
 	wg.Add(1)
-	go check("the watcher that came back", openStream(ctx, t, gws[0].URL+path, "3", auth...), 3)
+	go check("the watcher that came back", openStream(ctx, t, gws[0].URL+path, strconv.FormatInt(first+2, 10), auth...), 3)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -8,7 +8,16 @@ import (
 // Watcher is what a backend offers for watching locks. A lock's index is
 // the number of its newest event (Event.Index), 0 while its history keeps
 // none: it grows by one with every event, so a watcher that has seen index
-// N has seen every event up to N, and asks for those after it.
+// N has seen every event up to N, and asks for those after it. A history
+// that begins (the lock's first event, or the first after the backend lost
+// or dropped its history: Redis restarted empty, the name record expired,
+// an idle history pruned) starts its index from the backend's clock in
+// microseconds, as fencing tokens do: an index never repeats, as long as a
+// lock's events came fewer than one per microsecond on average, so a
+// watcher with an index of a lost history learns that it missed events,
+// and does not take the new ones for those it saw. Index 0 is a watcher
+// that has seen no event: it misses none while the history still keeps
+// its first.
 type Watcher interface {
 	// Watch returns what changed on key's lock after index after: at once
 	// when the lock's index is not after, else as soon as it changes. When
@@ -27,8 +36,9 @@ type Change struct {
 	// Events are the events after the watcher's index, oldest first.
 	Events []Event
 	// Missed says that events after the watcher's index are lost: the
-	// history keeps fewer than happened since (or began again, after it
-	// expired). Events are those it keeps, and the state is the lock's now.
+	// history keeps fewer than happened since, or it was lost and began
+	// again (see Watcher). Events are those it keeps, and the state is the
+	// lock's now.
 	Missed bool
 	// Held says whether anyone holds the lock; Info describes the holders
 	// then, as Inspect does.
@@ -40,20 +50,32 @@ type Change struct {
 var ErrWatchesOff = fmt.Errorf("%w: watches need the history of locks (History above 0)", ErrInvalid)
 
 // ChangeAfter is the change from index after to a lock whose last events
-// are kept (oldest first, numbered up to index), held as info says.
-func ChangeAfter(after, index int64, kept []Event, held bool, info Info) Change {
+// are kept (oldest first, numbered up to index), held as info says. first
+// says that kept begins with the first event of the lock's history (or is
+// empty): a watcher that has seen no event (index 0) then missed none.
+func ChangeAfter(after, index int64, kept []Event, first, held bool, info Info) Change {
 	c := Change{Index: index, Held: held, Info: info}
 	if index == after || after < 0 {
 		return c
 	}
-	first := 0
-	for first < len(kept) && kept[first].Index <= after {
-		first++
+	n := 0
+	for n < len(kept) && kept[n].Index <= after {
+		n++
 	}
-	c.Events = kept[first:]
-	// Lost: the oldest event kept after the watcher's is not the next one,
-	// or the index went back (the history expired and began again).
-	c.Missed = after > index || (len(c.Events) > 0 && c.Events[0].Index != after+1) ||
-		(len(c.Events) == 0 && index > after)
+	c.Events = kept[n:]
+	switch {
+	case after > index:
+		// The index went back: the history was lost, and began again
+		// before the clock passed the watcher's index.
+		c.Missed = true
+	case after == 0:
+		c.Missed = !first
+	default:
+		// Lost: the oldest event kept after the watcher's is not the next
+		// one. A history that began again numbers its events above every
+		// index of the one before (see Watcher): an index of that one is
+		// never followed by the next.
+		c.Missed = len(c.Events) == 0 || c.Events[0].Index != after+1
+	}
 	return c
 }

@@ -2,13 +2,17 @@
 -- and fencing tokens (K.fence: see lib_keys.lua). A library, not a script
 -- on its own.
 
--- CLOCK.now is the Redis time in ms as clock last read it.
+-- CLOCK.now is the Redis time in ms as clock last read it; CLOCK.t is
+-- TIME's answer then, and CLOCK.keys the KEYS of the call that read it
+-- (see RECORDS below): a call that did not read the clock does not take an
+-- earlier call's.
 local CLOCK = {}
 
 -- clock returns the Redis time in ms, and as TIME's {seconds, microseconds}.
 local function clock()
   local t = redis.call('TIME')
   CLOCK.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  CLOCK.t, CLOCK.keys = t, KEYS
   return CLOCK.now, t
 end
 

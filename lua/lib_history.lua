@@ -37,17 +37,22 @@ end
 
 -- history_of returns the newest max events of the name record rec (see
 -- lib_fence.lua record) as JSON (event_json), newest first: what
--- history.lua and watch.lua answer.
+-- history.lua and watch.lua answer; and whether the oldest of them is the
+-- first event of the record's history (see push_events), or there are
+-- none, so that a watcher that has seen none of its events missed none.
 local function history_of(rec, max)
   local out = {}
   if rec.evs == '' then
-    return out
+    return out, true
   end
   local evs = {cmsgpack.unpack_limit(rec.evs, max, 0)}
   for k = 2, #evs do
     out[k - 1] = event_json(evs[k], rec.i - k + 2)
   end
-  return out
+  -- A history begun before the index started from the clock numbered its
+  -- first event 1, and marked none.
+  local oldest = rec.i - #evs + 2
+  return out, evs[#evs][9] == true or oldest == 1
 end
 
 -- push_events adds the events evs (tables, see event), oldest first, to
@@ -56,7 +61,16 @@ end
 -- The events are packed one after the other, so that finding where the
 -- last K.hist_n end means decoding them: once every K.hist_n events, not
 -- at each. Each event gets its number, one more than the one
--- before it: the lock's index, which watches resume from. The record lives
+-- before it: the lock's index, which watches resume from. A history
+-- begins (the record has no index yet: it is new, or it was lost, expired
+-- or flushed, since) at the Redis clock in microseconds, as a fencing token
+-- does (lib_fence.lua next_fence), and marks its first event: so an index
+-- never repeats (as long as a lock's events came fewer than one per
+-- microsecond on average, and the clock did not step back), and a watcher
+-- that has an index of an earlier history learns that it missed events
+-- (locks.ChangeAfter), where it would have taken the new events for those
+-- it saw. Microseconds since 1970 stay below 2^53 (Lua's doubles, and
+-- JavaScript's numbers) until the year 2255. The record lives
 -- the retention after the last event that began or extended a lease
 -- (extends), and a new one gets that expiry whatever its first event: an
 -- event that ends a lease or drops a waiter comes within one lease of such
@@ -65,6 +79,17 @@ end
 -- does) hears one hint with the new index: "read again", nothing more.
 local function push_events(K, evs, extends)
   local rec = record(K)
+  if rec.i == 0 then
+    local t = CLOCK.keys == KEYS and CLOCK.t or redis.call('TIME')
+    rec.i = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local first = evs[1]
+    for k = 4, 8 do
+      if first[k] == nil then
+        first[k] = false
+      end
+    end
+    first[9] = true -- the history's first event (see history_of)
+  end
   local packed = {}
   for n = #evs, 1, -1 do
     packed[#evs - n + 1] = cmsgpack.pack(evs[n])

@@ -8,12 +8,14 @@
 -- ARGV[2]     the index the gateway has seen (0: none)
 -- ARGV[3]     how many holders to describe at most (see describe)
 --
--- Returns  {index, events, holders}: the lock's index (its newest event's
---          number i, 0 while it keeps none); the events numbered above
---          ARGV[2], newest first, as the history holds them (JSON, see
---          lib_history.lua event), or every event kept when the index is
---          below ARGV[2] (the history expired and began again); and the
---          holders as inspect.lua describes them ({} when free)
+-- Returns  {index, events, holders, first}: the lock's index (its newest
+--          event's number i, 0 while it keeps none); the events numbered
+--          above ARGV[2], newest first, as the history holds them (JSON,
+--          see lib_history.lua event), or every event kept when the index
+--          is below ARGV[2] (the history was lost and began again); the
+--          holders as inspect.lua describes them ({} when free); and 1 when
+--          the oldest event kept is the first of the lock's history (or
+--          none is kept), else 0 (see lib_history.lua history_of)
 --
 -- It writes what any lock script writes first (current): a lease that
 -- ended unreleased is recorded as expired, and that record's hint wakes
@@ -27,7 +29,8 @@ current(K, now)
 local after = tonumber(ARGV[2])
 local rec = record(K) -- as current left it: the expiry it may have recorded included
 flush_records()
-local kept, index = history_of(rec, K.hist_n), rec.i
+local kept, first = history_of(rec, K.hist_n)
+local index = rec.i
 local evs = {}
 for n, e in ipairs(kept) do
   if index >= after and index - n + 1 <= after then
@@ -35,4 +38,4 @@ for n, e in ipairs(kept) do
   end
   evs[#evs + 1] = e
 end
-return {index, evs, describe(K.lock, K.queue, K.readers, now, ARGV[3])}
+return {index, evs, describe(K.lock, K.queue, K.readers, now, ARGV[3]), first and 1 or 0}

@@ -36,8 +36,10 @@ type Backend struct {
 	// a pointer, so the garbage collector never scans them.
 	records map[tokenSum]memRecord
 	pruneAt int
-	// histories are the locks' histories (see Historian).
+	// histories are the locks' histories (see Historian); forgotten is
+	// the highest index of those forgotten, below which no history begins.
 	histories map[locks.Key]*memHistory
+	forgotten int64
 	// tickets are the tickets by id (ticket_memory.go).
 	tickets map[string]*memTicket
 	*locks.SessionEngine

@@ -69,6 +69,8 @@ func TestMemoryWatches(t *testing.T) {
 	locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
 		m := embedded.New(embedded.Options{History: locktest.HistoryLen})
 		return m, m
+	}, func(t *testing.T, b locks.Backend, key locks.Key) {
+		b.(*embedded.Backend).ForgetHistory(key)
 	})
 	locktest.RunNoWatches(t, embedded.New(embedded.Options{}))
 }

@@ -17,6 +17,13 @@ type memHistory struct {
 	events []locks.Event // oldest first
 	last   time.Time
 	index  int64 // the newest event's Index
+	begin  int64 // the index before its first event
+}
+
+// first reports whether h still keeps its first event (see
+// locks.ChangeAfter).
+func (h *memHistory) first() bool {
+	return len(h.events) == 0 || h.events[0].Index == h.begin+1
 }
 
 // eventLocked records what happened to key. m.mu must be held.
@@ -35,7 +42,11 @@ func (m *Backend) recordLocked(key locks.Key, e locks.Event) {
 	}
 	h := m.histories[key]
 	if h == nil {
-		h = &memHistory{}
+		// Its index starts from the clock (see locks.Watcher): above every
+		// index of a backend that ran before this one, and of the histories
+		// this one forgot, whatever the clock did.
+		begin := max(time.Now().UnixMicro(), m.forgotten)
+		h = &memHistory{index: begin, begin: begin}
 		m.histories[key] = h
 	}
 	if len(h.events) == m.opts.History {
@@ -73,7 +84,16 @@ func (m *Backend) History(_ context.Context, key locks.Key) ([]locks.Event, erro
 func (m *Backend) pruneHistoriesLocked(now time.Time) {
 	for key, h := range m.histories {
 		if now.Sub(h.last) > historyKeep {
-			delete(m.histories, key)
+			m.forgetHistoryLocked(key)
 		}
+	}
+}
+
+// forgetHistoryLocked forgets key's history: the next begins above its
+// index. m.mu must be held.
+func (m *Backend) forgetHistoryLocked(key locks.Key) {
+	if h := m.histories[key]; h != nil {
+		m.forgotten = max(m.forgotten, h.index)
+		delete(m.histories, key)
 	}
 }

@@ -19,15 +19,16 @@ func (m *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 		m.expireLocked(key, now)
 		var index int64
 		var kept []locks.Event
+		first := true
 		if h := m.histories[key]; h != nil {
-			index, kept = h.index, h.events
+			index, kept, first = h.index, h.events, h.first()
 		}
 		var info locks.Info
 		l := m.locks[key]
 		if l != nil {
 			info = m.infoLocked(key, l, now)
 		}
-		c := locks.ChangeAfter(after, index, kept, l != nil, info)
+		c := locks.ChangeAfter(after, index, kept, first, l != nil, info)
 		c.Events = append([]locks.Event(nil), c.Events...)
 		if index != after || after < 0 || ctx.Err() != nil {
 			m.mu.Unlock()

@@ -13,7 +13,10 @@ import (
 // RunWatches runs the watch cases. newPair returns two backends on one
 // store, with a history of HistoryLen events: the changes are made through
 // the first, the watches through the second (two gateways, for Redis).
-func RunWatches(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.Backend)) {
+// forget makes the store lose key's history and index, through the first
+// backend, as the store would lose them on its own (Redis: the name record
+// expired, or Redis restarted empty; embedded: an idle history pruned).
+func RunWatches(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.Backend), forget func(t *testing.T, b locks.Backend, key locks.Key)) {
 	for _, tc := range []struct {
 		name string
 		test func(t *testing.T, a, b locks.Backend, key locks.Key)
@@ -22,6 +25,9 @@ func RunWatches(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.B
 		{"LongPollEndsOnChangeOrAtItsEnd", testWatchLongPoll},
 		{"ResumesFromAnIndex", testWatchResume},
 		{"SaysWhenEventsWereLost", testWatchMissed},
+		{"SaysMissedAfterTheHistoryWasLost", func(t *testing.T, a, b locks.Backend, key locks.Key) {
+			testWatchLostHistory(t, a, b, key, forget)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -75,7 +81,9 @@ func collect(ctx context.Context, w locks.Watcher, key locks.Key, after int64, n
 }
 
 // wantEvents checks the kinds of events, in order, and that their indexes
-// follow each other from first.
+// follow each other from first; first 0 is a history's first event, whose
+// index is the backend's clock in microseconds (see locks.Watcher): any
+// above the year 2020's.
 func wantEvents(t testing.TB, got []locks.Event, first int64, kinds ...string) {
 	t.Helper()
 	var ks []string
@@ -85,11 +93,28 @@ func wantEvents(t testing.TB, got []locks.Event, first int64, kinds ...string) {
 	if strings.Join(ks, ",") != strings.Join(kinds, ",") {
 		t.Fatalf("got events %v, want %v", ks, kinds)
 	}
+	if first == 0 && len(got) > 0 {
+		if first = got[0].Index; first < clock2020 {
+			t.Fatalf("the history's first event: got index %d, want the clock in microseconds", first)
+		}
+	}
 	for i, e := range got {
 		if e.Index != first+int64(i) {
 			t.Fatalf("event %d (%s): got index %d, want %d", i, e.Kind, e.Index, first+int64(i))
 		}
 	}
+}
+
+// clock2020 is 2020-01-01 in microseconds since 1970.
+const clock2020 = 1577836800 * 1000000
+
+// nextIndex is the index of the event after index i: 0 (the first of a
+// history, see wantEvents) when i is 0.
+func nextIndex(i int64) int64 {
+	if i == 0 {
+		return 0
+	}
+	return i + 1
 }
 
 func testWatchEveryChange(t *testing.T, a, b locks.Backend, key locks.Key) {
@@ -120,12 +145,12 @@ func testWatchEveryChange(t *testing.T, a, b locks.Backend, key locks.Key) {
 	MustAcquire(t, a, key, locks.AcquireRequest{TTL: 150 * time.Millisecond, Subject: "three"})
 
 	got := <-events
-	wantEvents(t, got, 1, kinds...)
+	wantEvents(t, got, 0, kinds...)
 	if got[1].Value != "v2" || got[3].Subject != "two" || got[4].By != "admin" {
 		t.Fatalf("got events %+v; want the value v2, a hand-over to two, a break by admin", got)
 	}
-	if end := watchNow(t, b, key); end.Index != int64(len(kinds)) || end.Held {
-		t.Fatalf("at the end: got index %d, held %t; want %d, free", end.Index, end.Held, len(kinds))
+	if end, last := watchNow(t, b, key), got[len(got)-1].Index; end.Index != last || end.Held {
+		t.Fatalf("at the end: got index %d, held %t; want %d, free", end.Index, end.Held, last)
 	}
 }
 
@@ -152,9 +177,9 @@ func testWatchLongPoll(t *testing.T, a, b locks.Backend, key locks.Key) {
 	if r.err != nil || !r.c.Held || r.c.Info.FencingToken != g.FencingToken {
 		t.Fatalf("a long-poll across an acquire: got %+v, %v; want the lock held by fencing token %d", r.c, r.err, g.FencingToken)
 	}
-	wantEvents(t, r.c.Events, start.Index+1, "acquired")
-	if r.c.Index != start.Index+1 {
-		t.Fatalf("got index %d, want %d", r.c.Index, start.Index+1)
+	wantEvents(t, r.c.Events, nextIndex(start.Index), "acquired")
+	if r.c.Index != r.c.Events[0].Index || r.c.Missed {
+		t.Fatalf("got index %d, missed %t; want %d, none missed", r.c.Index, r.c.Missed, r.c.Events[0].Index)
 	}
 }
 
@@ -176,19 +201,65 @@ func testWatchResume(t *testing.T, a, b locks.Backend, key locks.Key) {
 
 func testWatchMissed(t *testing.T, a, b locks.Backend, key locks.Key) {
 	ctx := t.Context()
+	var first int64 // the index of the first event
 	for range HistoryLen/2 + 1 {
 		g := MustAcquire(t, a, key, req(time.Minute))
+		if first == 0 {
+			first = watchNow(t, a, key).Index
+		}
 		a.Release(ctx, key, g.Token)
 	}
 	// The first event is no longer kept: a watcher that saw none of them
 	// learns that it missed some, and gets those kept.
 	c, err := b.Watch(ctx, key, 0)
-	if err != nil || !c.Missed || len(c.Events) != HistoryLen || c.Index != HistoryLen+2 {
-		t.Fatalf("got %d events, index %d, missed %t, %v; want %d, %d, missed", len(c.Events), c.Index, c.Missed, err, HistoryLen, HistoryLen+2)
+	if last := first + HistoryLen + 1; err != nil || !c.Missed || len(c.Events) != HistoryLen || c.Index != last {
+		t.Fatalf("got %d events, index %d, missed %t, %v; want %d, %d, missed", len(c.Events), c.Index, c.Missed, err, HistoryLen, last)
 	}
-	wantEvents(t, c.Events[:2], 3, "acquired", "released")
+	wantEvents(t, c.Events[:2], first+2, "acquired", "released")
 	// One that saw the second misses nothing.
-	if c, err := b.Watch(ctx, key, 2); err != nil || c.Missed || len(c.Events) != HistoryLen {
-		t.Fatalf("from index 2: got %d events, missed %t, %v; want %d", len(c.Events), c.Missed, err, HistoryLen)
+	if c, err := b.Watch(ctx, key, first+1); err != nil || c.Missed || len(c.Events) != HistoryLen {
+		t.Fatalf("from the second event: got %d events, missed %t, %v; want %d", len(c.Events), c.Missed, err, HistoryLen)
+	}
+}
+
+// testWatchLostHistory: a lock's history and index are lost (see
+// RunWatches), and as many events follow as there were before. A watcher
+// that resumes from the index it had learns at once that it missed
+// events: the index never repeats, so it cannot mistake the new events for
+// those it saw, nor see nothing at all (finding 3 of issue 36).
+func testWatchLostHistory(t *testing.T, a, b locks.Backend, key locks.Key, forget func(t *testing.T, b locks.Backend, key locks.Key)) {
+	ctx := t.Context()
+	g := MustAcquire(t, a, key, locks.AcquireRequest{TTL: time.Minute, Subject: "one", Value: "v1"})
+	if _, err := a.Release(ctx, key, g.Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	// The watcher's gateway has seen both events (it went away since: it
+	// comes back through another).
+	seen := watchNow(t, a, key).Index
+	forget(t, a, key)
+	// Someone else takes the lock and sets its value: two events, as
+	// many as before the loss.
+	g = MustAcquire(t, a, key, locks.AcquireRequest{TTL: time.Minute, Subject: "two", Value: "v2"})
+	if _, err := a.SetValue(ctx, key, g.Token, "v3"); err != nil {
+		t.Fatalf("set value: %v", err)
+	}
+	// A watch that has changes to report answers after one read: the
+	// deadline only stops one that would wait for ever.
+	poll, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := b.Watch(poll, key, seen)
+	if err != nil || !c.Missed || !c.Held || c.Index <= seen || c.Info.FencingToken != g.FencingToken {
+		t.Fatalf("resumed from index %d after the history was lost: got index %d, %d events, missed %t, held %t (fencing token %d), %v; want an index above %d, missed, held by fencing token %d",
+			seen, c.Index, len(c.Events), c.Missed, c.Held, c.Info.FencingToken, err, seen, g.FencingToken)
+	}
+	var kinds []string
+	for _, e := range c.Events {
+		kinds = append(kinds, e.Kind)
+		if e.Index <= seen {
+			t.Fatalf("event %s: got index %d, want above %d (the index before the loss)", e.Kind, e.Index, seen)
+		}
+	}
+	if strings.Join(kinds, ",") != "acquired,value_changed" || c.Events[1].Value != "v3" {
+		t.Fatalf("got events %v (%+v), want acquired,value_changed to v3", kinds, c.Events)
 	}
 }

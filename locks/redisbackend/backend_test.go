@@ -582,6 +582,14 @@ func TestRedisWatches(t *testing.T) {
 	locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
 		opts := redisbackend.Options{History: locktest.HistoryLen}
 		return newRedis(t, srv, opts), newRedis(t, srv, opts)
-	})
+	}, dropNameRecord)
 	locktest.RunNoWatches(t, newRedis(t, srv, redisbackend.Options{}))
+}
+
+// dropNameRecord loses key's name record, as its expiry or a Redis
+// restarted empty would (see locktest.RunWatches).
+func dropNameRecord(t *testing.T, b locks.Backend, key locks.Key) {
+	if err := b.(*redisbackend.Backend).DropNameRecord(t.Context(), key); err != nil {
+		t.Fatalf("drop the name record: %v", err)
+	}
 }

@@ -162,3 +162,10 @@ func (r *Backend) Heartbeat(ctx context.Context, key locks.Key, semaphore bool, 
 	}
 	return r.heartbeat(ctx, map[resource][]string{res: ids})
 }
+
+// DropNameRecord deletes key's name record, as its expiry after the
+// retention, or a Redis restarted empty, would: its fencing counter, its
+// history and its index.
+func (r *Backend) DropNameRecord(ctx context.Context, key locks.Key) error {
+	return r.client.Del(ctx, r.lockKeys(key).fence).Err()
+}

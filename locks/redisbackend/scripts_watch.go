@@ -13,6 +13,7 @@ import (
 type watchReply struct {
 	index  int64
 	events []locks.Event // after the index asked for, oldest first
+	first  bool          // the oldest event kept is the history's first (see locks.ChangeAfter)
 	held   bool
 	info   locks.Info
 }
@@ -26,13 +27,14 @@ func (r *Backend) callWatch(ctx context.Context, key locks.Key, after int64, sta
 	if err != nil {
 		return watchReply{}, err
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return watchReply{}, unexpectedReply(res)
 	}
 	index, ok := res[0].(int64)
 	raw, ok2 := res[1].([]any)
 	holders, ok3 := res[2].([]any)
-	if !ok || !ok2 || !ok3 {
+	first, ok4 := res[3].(int64)
+	if !ok || !ok2 || !ok3 || !ok4 {
 		return watchReply{}, unexpectedReply(res)
 	}
 	newest := make([]string, len(raw))
@@ -47,7 +49,7 @@ func (r *Backend) callWatch(ctx context.Context, key locks.Key, after int64, sta
 	if held {
 		info.Describe()
 	}
-	return watchReply{index: index, events: events, held: held, info: info}, nil
+	return watchReply{index: index, events: events, first: first == 1, held: held, info: info}, nil
 }
 
 // callWatching runs lua/watching.lua: this gateway watches key's lock for

@@ -73,6 +73,7 @@ type watchedLock struct {
 	read   bool // a read has answered
 	index  int64
 	kept   []locks.Event // the last events, oldest first, as many as the history keeps
+	first  bool          // kept begins with the history's first event (see locks.ChangeAfter)
 	held   bool
 	info   locks.Info
 	err    error         // the last read failed
@@ -116,7 +117,7 @@ func (r *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 			if err == nil && w.gone && w.index == after {
 				err = locks.Unavailable("watch", resource{lockKind, key}, errors.New("the backend is closing"))
 			}
-			c := locks.ChangeAfter(after, w.index, w.kept, w.held, aged(w.info, time.Now()))
+			c := locks.ChangeAfter(after, w.index, w.kept, w.first, w.held, aged(w.info, time.Now()))
 			c.Events = slices.Clone(c.Events)
 			h.mu.Unlock()
 			return c, err
@@ -278,7 +279,9 @@ func (h *watchHub) merge(w *watchedLock, rp watchReply, err error, took time.Dur
 	}
 	w.err = nil
 	if !w.read || rp.index < w.index || (len(rp.events) > 0 && rp.events[0].Index != w.index+1) {
-		w.kept = rp.events // the first read, a history begun again, or more events than it keeps
+		// The first read, a history begun again (its index below, or its
+		// events above the next), or more events than it keeps.
+		w.kept = rp.events
 	} else {
 		w.kept = append(w.kept, rp.events...)
 	}
@@ -286,7 +289,9 @@ func (h *watchHub) merge(w *watchedLock, rp watchReply, err error, took time.Dur
 		w.kept = slices.Clone(w.kept[len(w.kept)-n:])
 	}
 	changed := !w.read || rp.index != w.index
-	w.read, w.index, w.held, w.info = true, rp.index, rp.held, rp.info
+	// Redis kept the same last events as w.kept now: whether the oldest
+	// is the first is its to say.
+	w.read, w.index, w.first, w.held, w.info = true, rp.index, rp.first, rp.held, rp.info
 	w.leaseEnd = time.Time{}
 	if rp.held {
 		// The soonest lease's end: a read then records its expiry, and

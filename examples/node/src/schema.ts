@@ -71,7 +71,13 @@ export interface paths {
          *     `Lockgate-Index` header: ask again with that index. A lock's index
          *     is the number of its newest event (see `lockHistory`), 0 while none
          *     is kept: every change of the lock (an acquire, a release, an expiry,
-         *     a hand-over, a break, a new value, a renewal) moves it on by one.
+         *     a hand-over, a break, a new value, a renewal) moves it on by one. A
+         *     history's first event is numbered from the clock, in microseconds
+         *     since 1970 (below 2^53), so that an index never repeats, even after
+         *     the lock's history was lost (Redis restarted empty, or the name's
+         *     record expired): a client that resumes from an index of a lost
+         *     history is told that it missed events. Index 0 is a client that has
+         *     seen no event.
          *
          *     **Event stream** (`Accept: text/event-stream`): each event of the
          *     lock as it happens, as `event: <kind>`, `id: <index>`, `data:` the

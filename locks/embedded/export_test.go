@@ -1,0 +1,10 @@
+package embedded
+
+import "github.com/lockgate/lockgate/locks"
+
+// ForgetHistory forgets key's history, as pruning forgets an idle one.
+func (m *Backend) ForgetHistory(key locks.Key) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgetHistoryLocked(key)
+}
