@@ -1195,6 +1195,16 @@ export interface components {
              * @description The grant's fencing token, when the call learnt it (a keep-alive's renewed grants).
              */
             fencing_token?: number;
+            /**
+             * Format: int64
+             * @description The grant's own lease, when the call learnt it (a keep-alive's renewed grants): the session's, unless a break's period shortened it. Never longer than the backend holds.
+             */
+            ttl_ms?: number;
+            /**
+             * Format: date-time
+             * @description When the grant's own lease ends (see `ttl_ms`).
+             */
+            expires_at?: string;
             /** @description Set while the grant's acquire still runs (or waits). */
             pending?: boolean;
         };
