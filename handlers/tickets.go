@@ -85,9 +85,9 @@ func newTicketMetrics(reg prometheus.Registerer) *ticketMetrics {
 // on waiters (see ticketWaiters), and past it the acquire is a 429.
 func (s *Server) openTicket(ctx context.Context, key locks.Key, ar locks.AcquireRequest, dest *callbacks.Destination) (AcquireLockResponseObject, error) {
 	if dest != nil {
-		d, notifier := *dest, s.cfg.Callbacks
+		d, notifier, subject := *dest, s.cfg.Callbacks, ar.Subject
 		ar.Handed = func(h locks.TicketHanded) {
-			notifier.Notify(callbacks.Handed{Dest: d, Lock: key.String(), Ticket: h.ID, PollURL: ticketPath(key, h.ID), PickUpBy: h.PickUpBy})
+			notifier.Notify(callbacks.Handed{Dest: d, Subject: subject, Lock: key.String(), Ticket: h.ID, PollURL: ticketPath(key, h.ID), PickUpBy: h.PickUpBy})
 		}
 	}
 	claims, _ := middleware.ClaimsFromContext(ctx)

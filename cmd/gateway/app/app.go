@@ -206,6 +206,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// ones wait in the kernel's accept queue.
 		l = netutil.LimitListener(l, cfg.maxConnections)
 	}
+	if notifier != nil {
+		notifier.RefuseHouse(ctx, houseAddresses(cfg, l.Addr().String())...)
+	}
 	baseURL := scheme + "://" + l.Addr().String()
 	if cfg.dev {
 		// Before the listening line, so whoever waits for it has the token.

@@ -137,7 +137,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.grantKeys, "grant-keys", "", "PEM file of Ed25519 keys that sign grants (signed_grant): the first, a private key, signs; every key in it is published at /.well-known/lockgate/jwks.json. Gateways that share the file publish the same keys. Empty: a key made at start; off: grants are not signed")
 	fs.StringVar(&c.grantIssuer, "grant-issuer", "lockgate", "the iss of signed grants: what a resource checks to know they are this deployment's")
-	fs.Func("callback-allow", "a destination tickets' callback_url may name: https://host[:port]/path, with * for any host (or *.example.com), any port, or any rest of the path; http only where a pattern says http://; a loopback, link-local or private address only where a pattern names it (http://127.0.0.1:*/*); repeatable, or several separated by spaces. None: callbacks are refused", func(v string) error {
+	fs.Func("callback-allow", "a destination tickets' callback_url may name: https://host[:port]/path, with * for any host (or *.example.com), any port, or any rest of the path; http only where a pattern says http://; a loopback, link-local or private address only where a pattern names it with its port (http://127.0.0.1:9000/*); the gateway's own listeners, its pprof listener and its Redis never, whatever the patterns; when several match, the most specific decides; repeatable, or several separated by spaces. None: callbacks are refused", func(v string) error {
 		c.callbackAllow = append(c.callbackAllow, strings.Fields(v)...)
 		return nil
 	})
