@@ -86,6 +86,9 @@ type Claims struct {
 	// may act on grants that are not its own (break a lock, resize a
 	// semaphore); see Administers.
 	AdminNamespaces []string
+	// ExpiresAt is the token's exp: nothing its bearer opens (a watch, a
+	// long-poll) outlives it. Zero when the token has none.
+	ExpiresAt time.Time
 	// MaxTTL, when not 0, is the longest lease the policy lets this
 	// token ask for (handlers enforce it with their own maximum).
 	MaxTTL time.Duration

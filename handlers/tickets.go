@@ -208,6 +208,10 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 		return nil, err
 	}
 	wait := parsePrefer(req.Params.Prefer).wait
+	if c, _ := middleware.ClaimsFromContext(ctx); wait > 0 && !c.ExpiresAt.IsZero() {
+		// A long-poll never outlives its token.
+		wait = max(min(wait, time.Until(c.ExpiresAt)), time.Millisecond)
+	}
 	if wait > 0 {
 		// A long-poll holds a connection as a waiter does: the same caps.
 		done, err := s.startLongPoll(ctx, req.Ticket, req.Params.TicketToken)
