@@ -113,6 +113,22 @@ func (c Claims) Administers(namespace string) bool {
 	return false
 }
 
+// AdminGrants are the globs of AdminNamespaces that administer some
+// namespace the token is granted: the others grant nothing (see
+// Administers), and are not worth showing.
+func (c Claims) AdminGrants() []string {
+	var out []string
+	for _, a := range c.AdminNamespaces {
+		for _, g := range c.Namespaces {
+			if globsOverlap(a, g) {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // Allows reports whether one of the namespace globs matches namespace whole.
 func (c Claims) Allows(namespace string) bool {
 	for _, g := range c.Namespaces {

@@ -14,7 +14,15 @@ import (
 // does not serve it (oapi-codegen.yaml leaves it out): it exists only
 // with the dashboard, and a generated route would answer without it.
 func (s *Server) mountUI(r chi.Router) {
-	r.Get("/ui/api/whoami", s.whoAmI)
+	r.HandleFunc("/ui/api/whoami", func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet {
+			// Not the dashboard's text 404 for another method: the API's 405.
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, req, errMethodNotAllowed)
+			return
+		}
+		s.whoAmI(w, req)
+	})
 	r.Handle("/ui", s.cfg.UI)
 	r.Handle("/ui/*", s.cfg.UI)
 }
@@ -32,7 +40,7 @@ func (s *Server) whoAmI(w http.ResponseWriter, r *http.Request) {
 	}
 	// Who the bearer is and the namespace globs it is granted, for the
 	// dashboard to offer: never the token, nor any other claim.
-	who := WhoAmI{Subject: claims.Identity.String(), Namespaces: claims.Namespaces, AdminNamespaces: claims.AdminNamespaces}
+	who := WhoAmI{Subject: claims.Identity.String(), Namespaces: claims.Namespaces, AdminNamespaces: claims.AdminGrants()}
 	if who.Namespaces == nil {
 		who.Namespaces = []string{}
 	}

@@ -189,4 +189,3 @@ func TestClientsCallback(t *testing.T) {
 		})
 	}
 }
-

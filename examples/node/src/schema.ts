@@ -1246,7 +1246,7 @@ export interface components {
             subject: string;
             /** @description The namespace globs the token grants (`billing`, `etl-*`, `*`); a glob names no one namespace to list. */
             namespaces: string[];
-            /** @description The namespace globs the token administers (break locks, resize semaphores). */
+            /** @description The namespace globs the token administers (break locks, resize semaphores), only those that match a namespace it is granted. */
             admin_namespaces: string[];
         };
         SessionEnded: {
