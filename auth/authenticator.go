@@ -182,6 +182,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 		return Claims{}, &Error{Reason: "the token has no sub claim", Presented: true}
 	}
 	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns, AdminNamespaces: c.admin}
+	if c.ExpiresAt != nil {
+		claims.ExpiresAt = c.ExpiresAt.Time
+	}
 	if !c.hasNS && a.policy != nil {
 		g := a.policy.grant(c.all)
 		claims.Namespaces, claims.AdminNamespaces, claims.MaxTTL, claims.Limits = g.namespaces, g.admin, g.maxTTL, g.limits

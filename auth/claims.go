@@ -86,6 +86,9 @@ type Claims struct {
 	// may act on grants that are not its own (break a lock, resize a
 	// semaphore); see Administers.
 	AdminNamespaces []string
+	// ExpiresAt is the token's exp: nothing its bearer opens (a watch, a
+	// long-poll) outlives it. Zero when the token has none.
+	ExpiresAt time.Time
 	// MaxTTL, when not 0, is the longest lease the policy lets this
 	// token ask for (handlers enforce it with their own maximum).
 	MaxTTL time.Duration
@@ -108,6 +111,22 @@ func (c Claims) Administers(namespace string) bool {
 		}
 	}
 	return false
+}
+
+// AdminGrants are the globs of AdminNamespaces that administer some
+// namespace the token is granted: the others grant nothing (see
+// Administers), and are not worth showing.
+func (c Claims) AdminGrants() []string {
+	var out []string
+	for _, a := range c.AdminNamespaces {
+		for _, g := range c.Namespaces {
+			if globsOverlap(a, g) {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Allows reports whether one of the namespace globs matches namespace whole.

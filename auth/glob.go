@@ -31,3 +31,30 @@ func matchNamespace(glob, namespace string) bool {
 	}
 	return g == len(glob)
 }
+
+// globsOverlap reports whether some namespace matches both globs, whose
+// only wildcard is '*' (any run of characters).
+func globsOverlap(a, b string) bool {
+	seen := make(map[[2]int]bool)
+	var overlap func(i, j int) bool
+	overlap = func(i, j int) bool {
+		if seen[[2]int{i, j}] {
+			return false // tried already, and it failed
+		}
+		seen[[2]int{i, j}] = true
+		switch {
+		case i == len(a) && j == len(b):
+			return true
+		case i < len(a) && a[i] == '*':
+			// a's star matches nothing more, or takes b's next character
+			// (or all b's star makes).
+			return overlap(i+1, j) || j < len(b) && overlap(i, j+1)
+		case j < len(b) && b[j] == '*':
+			return overlap(i, j+1) || i < len(a) && overlap(i+1, j)
+		case i < len(a) && j < len(b) && a[i] == b[j]:
+			return overlap(i+1, j+1)
+		}
+		return false
+	}
+	return overlap(0, 0)
+}

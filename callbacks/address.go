@@ -18,7 +18,9 @@ var ErrRefusedAddress = errors.New("callback destination address refused")
 // nonPublic are ranges beyond those netip names (loopback, private,
 // link-local, multicast, unspecified) that must not be reached by name:
 // shared address space, IETF protocol assignments, benchmarking, reserved,
-// and the IPv6 prefixes that embed an IPv4 address (NAT64, 6to4, Teredo).
+// the IPv6 prefixes that embed an IPv4 address (NAT64, 6to4, Teredo), the
+// deprecated site-local prefix, and the documentation networks, which no
+// receiver on the internet has.
 var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
@@ -29,6 +31,11 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("64:ff9b:1::/48"),
 	netip.MustParsePrefix("2002::/16"),
 	netip.MustParsePrefix("2001::/32"),
+	netip.MustParsePrefix("fec0::/10"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("2001:db8::/32"),
 }
 
 // public reports whether ip may be called without a pattern naming it.
@@ -55,7 +62,10 @@ type allowedAddress struct{}
 // request's pattern named. The check runs on the address the connection
 // is made to, after DNS, so a name that resolves differently at connect
 // time (DNS rebinding) is checked on what it resolved to then.
-func dialer(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+//
+// The gateway's own addresses (house) are refused whatever the patterns
+// say. timeout bounds the connection alone.
+func dialer(timeout time.Duration, house func() *house) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		allow, _ := ctx.Value(allowedAddress{}).(netip.Addr)
 		d := net.Dialer{Timeout: timeout, Control: func(_, address string, _ syscall.RawConn) error {
@@ -65,6 +75,9 @@ func dialer(timeout time.Duration) func(ctx context.Context, network, addr strin
 			}
 			if ip := ap.Addr().Unmap(); !public(ip) && ip != allow {
 				return fmt.Errorf("%w: %s is not public", ErrRefusedAddress, ip)
+			}
+			if house().refuses(ap) {
+				return fmt.Errorf("%w: %s is the gateway's own", ErrRefusedAddress, ap)
 			}
 			return nil
 		}}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -25,8 +26,13 @@ const MaxURLLen = 2048
 // characters, "/" included.
 //
 // A pattern whose host is an IP address allows that address even when it
-// is loopback, link-local or private: the one way to allow one. A
-// pattern with a name never does, whatever the name resolves to.
+// is loopback, link-local or private: the one way to allow one. Such a
+// pattern must name its port, so that it opens one service of that
+// address, not all of them. A pattern with a name never does, whatever
+// the name resolves to.
+//
+// When several patterns match a URL, the most specific decides (see
+// moreSpecific), whatever their order.
 type Pattern struct {
 	raw    string
 	scheme string
@@ -65,15 +71,33 @@ func ParsePattern(s string) (Pattern, error) {
 	if ip, err := netip.ParseAddr(p.host); err == nil {
 		p.ip = ip.Unmap()
 		p.host = p.ip.String()
+		if port == "" || port == "*" {
+			return p, fmt.Errorf("callback pattern %q: a pattern with an IP address must name its port (such as http://127.0.0.1:9000/*): "+
+				"it would allow every service of that address", s)
+		}
 	}
 	if port == "" {
 		port = defaultPort(scheme)
+	} else if port != "*" {
+		if _, err := checkPort(port); err != nil {
+			return p, fmt.Errorf("callback pattern %q: %v", s, err)
+		}
 	}
 	p.port = port
 	return p, nil
 }
 
 func (p Pattern) String() string { return p.raw }
+
+// checkPort returns a port from 1 to 65535 in its plain decimal form
+// (no sign, no leading zero), or an error.
+func checkPort(s string) (string, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != s {
+		return "", fmt.Errorf("port %q is not a number from 1 to 65535", s)
+	}
+	return s, nil
+}
 
 func defaultPort(scheme string) string {
 	if scheme == "http" {
@@ -103,6 +127,44 @@ func (p Pattern) matches(scheme, host, port, escapedPath string) bool {
 		return false
 	}
 	return glob(p.path, escapedPath)
+}
+
+// moreSpecific reports whether p is more specific than q, so that it
+// decides for a URL both match: an IP address before a name, a name
+// before "*.suffix", a longer suffix before a shorter one, any of them
+// before "*"; then a port before "*"; then the path with more characters
+// before its first "*" (a path with no "*" before any with one).
+func moreSpecific(p, q Pattern) bool {
+	if a, b := hostRank(p), hostRank(q); a != b {
+		return a > b
+	}
+	if a, b := p.port != "*", q.port != "*"; a != b {
+		return a
+	}
+	return pathRank(p.path) > pathRank(q.path)
+}
+
+// hostRank orders hosts by how much they name: "*" 0, "*.suffix" 1 plus
+// its length, a name 1<<16, an IP address 1<<17.
+func hostRank(p Pattern) int {
+	switch {
+	case p.ip.IsValid():
+		return 1 << 17
+	case p.host == "*":
+		return 0
+	case strings.HasPrefix(p.host, "*."):
+		return 1 + len(p.host)
+	}
+	return 1 << 16
+}
+
+// pathRank orders paths by the literal characters before the first "*";
+// one without "*" names a single path and ranks above all.
+func pathRank(path string) int {
+	if i := strings.IndexByte(path, '*'); i >= 0 {
+		return i
+	}
+	return 1 << 20
 }
 
 // glob reports whether s matches pattern, whose "*" matches any run of
@@ -147,9 +209,11 @@ func (a *AllowList) Empty() bool { return a == nil || len(a.patterns) == 0 }
 // Destination is a callback URL the allow-list accepted, with the address
 // its pattern allows although it is not public, if any.
 type Destination struct {
-	url     string
-	host    string     // for logs: never the path or query, which may hold the receiver's secrets
-	allowIP netip.Addr // valid: this address is allowed, private or not
+	url      string
+	host     string // for logs: never the path or query, which may hold the receiver's secrets
+	hostname string // lower case, an IP address unmapped
+	port     string
+	allowIP  netip.Addr // valid: this address is allowed, private or not
 }
 
 // Host is the destination's host, for logs.
@@ -191,18 +255,24 @@ func (a *AllowList) Check(raw string) (Destination, error) {
 	port := u.Port()
 	if port == "" {
 		port = defaultPort(scheme)
+	} else if port, err = checkPort(port); err != nil {
+		return Destination{}, fmt.Errorf("%w: %v", ErrNotAllowed, err)
 	}
 	escaped := u.EscapedPath()
 	if escaped == "" {
 		escaped = "/"
 	}
 	httpAllowed := false
-	for _, pt := range a.patterns {
+	var best *Pattern
+	for i, pt := range a.patterns {
 		httpAllowed = httpAllowed || pt.scheme == "http"
-		if pt.matches(scheme, host, port, escaped) {
-			u.Scheme = scheme
-			return Destination{url: u.String(), host: u.Host, allowIP: pt.ip}, nil
+		if pt.matches(scheme, host, port, escaped) && (best == nil || moreSpecific(pt, *best)) {
+			best = &a.patterns[i]
 		}
+	}
+	if best != nil {
+		u.Scheme = scheme
+		return Destination{url: u.String(), host: u.Host, hostname: host, port: port, allowIP: best.ip}, nil
 	}
 	if scheme == "http" && !httpAllowed {
 		return Destination{}, fmt.Errorf("%w: must be https (no --callback-allow pattern allows http)", ErrNotAllowed)

@@ -12,7 +12,8 @@ func TestAllowListCheck(t *testing.T) {
 		"https://*.example.com/hooks/*",
 		"https://api.example.org/lockgate",
 		"https://exact.example.net:8443/*",
-		"http://127.0.0.1:*/*",
+		"https://anyport.example.org:*/*",
+		"http://127.0.0.1:8080/*",
 		"http://[::1]:9000/cb/*",
 	})
 	if err != nil {
@@ -39,6 +40,7 @@ func TestAllowListCheck(t *testing.T) {
 		{"https://exact.example.net/", false, "", "allow-list"},
 		{"http://127.0.0.1:8080/any/path", true, "127.0.0.1", ""},
 		{"http://127.0.0.2:8080/any/path", false, "", "allow-list"},
+		{"http://127.0.0.1:8081/any/path", false, "", "allow-list"},
 		{"http://[::1]:9000/cb/1", true, "::1", ""},
 		{"https://a.example.com/hooks/../admin", false, "", "clean"},
 		{"https://a.example.com/hooks/%2e%2e/admin", false, "", "clean"},
@@ -48,6 +50,10 @@ func TestAllowListCheck(t *testing.T) {
 		{"ftp://a.example.com/hooks/x", false, "", "https"},
 		{"/hooks/x", false, "", "absolute"},
 		{"https://" + strings.Repeat("a", MaxURLLen) + ".example.com/hooks/x", false, "", "longer"},
+		{"https://anyport.example.org:8443/x", true, "", ""},
+		{"https://anyport.example.org:99999/x", false, "", "port"},
+		{"https://anyport.example.org:0/x", false, "", "port"},
+		{"https://anyport.example.org:065535/x", false, "", "port"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			d, err := a.Check(tc.url)
@@ -81,7 +87,8 @@ func TestAllowListHTTPNeedsAPattern(t *testing.T) {
 }
 
 func TestParsePatternRefuses(t *testing.T) {
-	for _, p := range []string{"", "example.com/*", "ftp://x/*", "https://x", "https:///*", "https://a*.example.com/*", "https://*.*.com/*"} {
+	for _, p := range []string{"", "example.com/*", "ftp://x/*", "https://x", "https:///*", "https://a*.example.com/*", "https://*.*.com/*",
+		"https://x:99999/*", "https://x:0/*", "http://127.0.0.1:*/*", "http://127.0.0.1/*", "http://[::1]:*/*", "http://10.0.0.1/*"} {
 		if _, err := ParsePattern(p); err == nil {
 			t.Errorf("ParsePattern(%q): got nil, want an error", p)
 		}
@@ -107,9 +114,49 @@ func TestPublic(t *testing.T) {
 		"100.64.0.1":           false,
 		"64:ff9b::a00:1":       false, // NAT64 of 10.0.0.1
 		"2002:a00:1::":         false, // 6to4 of 10.0.0.1
+		"fec0::1":              false, // site-local, deprecated but routed by some
+		"192.0.2.1":            false, // TEST-NET-1
+		"198.51.100.7":         false, // TEST-NET-2
+		"203.0.113.9":          false, // TEST-NET-3
+		"2001:db8::1":          false, // IPv6 documentation
 	} {
 		if got := public(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("public(%s): got %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestAllowListMostSpecificDecides: when several patterns match, the most
+// specific one decides, whatever their order: the pattern naming an IP
+// address and port allows that address, though a broad pattern comes
+// first.
+func TestAllowListMostSpecificDecides(t *testing.T) {
+	for _, order := range [][]string{
+		{"http://*:*/*", "http://127.0.0.1:9000/*"},
+		{"http://127.0.0.1:9000/*", "http://*:*/*"},
+	} {
+		a, err := ParseAllowList(order)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := a.Check("http://127.0.0.1:9000/hook")
+		if err != nil || d.allowIP != netip.MustParseAddr("127.0.0.1") {
+			t.Errorf("%v: got %v allowing %v, want 127.0.0.1 allowed", order, err, d.allowIP)
+		}
+	}
+	for _, tc := range []struct{ more, less string }{
+		{"https://a.example.com/*", "https://*.example.com/*"},
+		{"https://x.a.example.com/*", "https://*.a.example.com/*"},
+		{"https://*.a.example.com/*", "https://*.example.com/*"},
+		{"https://*.example.com/*", "https://*/*"},
+		{"https://a.example.com:443/*", "https://a.example.com:*/*"},
+		{"https://a.example.com/hooks/*", "https://a.example.com/*"},
+		{"https://a.example.com/hooks/x", "https://a.example.com/hooks/*"},
+	} {
+		m, _ := ParsePattern(tc.more)
+		l, _ := ParsePattern(tc.less)
+		if !moreSpecific(m, l) || moreSpecific(l, m) {
+			t.Errorf("%s should be more specific than %s", tc.more, tc.less)
 		}
 	}
 }

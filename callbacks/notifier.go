@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,11 +26,22 @@ type Config struct {
 	Allow *AllowList
 	// Secret signs the notifications. Required when Allow allows any.
 	Secret Secret
-	// Workers is how many notifications are sent at once. Default 4.
+	// Workers is how many notifications are sent at once. Default 16.
 	Workers int
+	// PerHost is how many attempts to one destination (host and port) run
+	// at once. Default 2.
+	PerHost int
+	// PerSubject is how many attempts for one subject's tickets run at
+	// once, to all its destinations. Default 4.
+	PerSubject int
 	// Queue is how many notifications wait for a worker (first attempts
-	// and retries alike); one more is dropped, counted failed. Default 1000.
+	// and retries alike); one more is dropped, counted failed. Default
+	// 10000.
 	Queue int
+	// SubjectQueue is how many of them may be one subject's. Default 1000.
+	SubjectQueue int
+	// ConnectTimeout bounds connecting to a destination. Default 2s.
+	ConnectTimeout time.Duration
 	// AttemptTimeout bounds one attempt, connection included. Default 5s.
 	AttemptTimeout time.Duration
 	// Logger receives failed deliveries (the destination's host, never its
@@ -56,25 +68,41 @@ const (
 )
 
 // Notifier sends notifications of grants handed to tickets, from its own
-// pool of workers, so that a slow receiver never holds up a lock.
+// pool of workers, so that a slow receiver never holds up a lock, and
+// serves its queues in turn (see queue.go), so that it holds up no other
+// tenant's notifications either.
 type Notifier struct {
 	cfg      Config
 	client   *http.Client
-	queue    chan *notification
 	total    *prometheus.CounterVec
 	attempts *prometheus.CounterVec
+	depthD   *prometheus.Desc
+	oldestD  *prometheus.Desc
+	openD    *prometheus.Desc
+	house    atomic.Pointer[house]
 
-	mu      sync.Mutex
-	closed  bool
-	timers  map[*notification]*time.Timer // retries waiting out their backoff
-	ctx     context.Context               // cancelled by Close: ends attempts in flight
-	cancel  context.CancelFunc
-	workers sync.WaitGroup
+	mu         sync.Mutex
+	cond       *sync.Cond // signalled when a notification may be picked
+	closed     bool
+	queues     map[queueKey]*queue
+	ring       []*queue // the queues with notifications, served in turn
+	next       int      // where in ring the next pick starts
+	depth      int
+	perSubject map[string]int // notifications queued, by subject
+	hosts      map[string]*host
+	subjects   map[string]int                // attempts in flight, by subject
+	timers     map[*notification]*time.Timer // retries waiting out their backoff
+	ctx        context.Context               // cancelled by Close: ends attempts in flight
+	cancel     context.CancelFunc
+	workers    sync.WaitGroup
 }
 
 // Handed is one grant handed to a ticket, to tell its caller about.
 type Handed struct {
 	Dest Destination
+	// Subject is the identity that opened the ticket: its notifications
+	// share its part of the notifier.
+	Subject string
 	// Lock and Ticket name the ticket; PollURL is its path on the gateway.
 	Lock, Ticket, PollURL string
 	// PickUpBy is when the grant passes on unless a poll picks it up: no
@@ -88,6 +116,7 @@ type notification struct {
 	Handed
 	id      string
 	attempt int
+	queued  time.Time // when it last joined its queue
 }
 
 // New returns a Notifier whose workers run until Close.
@@ -95,30 +124,22 @@ func New(cfg Config) (*Notifier, error) {
 	if !cfg.Allow.Empty() && cfg.Secret.IsZero() {
 		return nil, errors.New("callbacks: a secret is required to sign notifications")
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{{&cfg.Workers, 16}, {&cfg.PerHost, 2}, {&cfg.PerSubject, 4}, {&cfg.Queue, 10000}, {&cfg.SubjectQueue, 1000}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
-	if cfg.Queue <= 0 {
-		cfg.Queue = 1000
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 2 * time.Second
 	}
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = 5 * time.Second
 	}
 	n := &Notifier{
-		cfg:   cfg,
-		queue: make(chan *notification, cfg.Queue),
-		client: &http.Client{
-			Transport: &http.Transport{
-				Proxy:                  nil, // a proxy would connect where the address checks cannot see
-				DialContext:            dialer(cfg.AttemptTimeout),
-				DisableKeepAlives:      true, // every attempt connects, and is checked, anew
-				TLSHandshakeTimeout:    cfg.AttemptTimeout,
-				ResponseHeaderTimeout:  cfg.AttemptTimeout,
-				MaxResponseHeaderBytes: 16 << 10,
-				ForceAttemptHTTP2:      true,
-			},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		cfg: cfg,
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockgate_callbacks_total",
 			Help: "Notifications of grants handed to tickets, by outcome: delivered, refused (the destination's address is not allowed), expired (the pick-up time ended first), failed (dropped: queue full, shutdown).",
@@ -127,7 +148,30 @@ func New(cfg Config) (*Notifier, error) {
 			Name: "lockgate_callback_attempts_total",
 			Help: "Attempts to deliver notifications, by outcome: ok (2xx), status (any other status, redirects included), error (no answer), refused (not connected).",
 		}, []string{"outcome"}),
-		timers: make(map[*notification]*time.Timer),
+		depthD: prometheus.NewDesc("lockgate_callback_queue_depth",
+			"Notifications waiting for an attempt (retries waiting out their backoff not included).", nil, nil),
+		oldestD: prometheus.NewDesc("lockgate_callback_queue_oldest_seconds",
+			"How long the notification that has waited longest for an attempt has waited; 0 when none waits.", nil, nil),
+		openD: prometheus.NewDesc("lockgate_callback_breakers_open",
+			"Destinations whose circuit breaker is open: after 5 failed attempts in a row they get none for a while.", nil, nil),
+		queues:     make(map[queueKey]*queue),
+		perSubject: make(map[string]int),
+		hosts:      make(map[string]*host),
+		subjects:   make(map[string]int),
+		timers:     make(map[*notification]*time.Timer),
+	}
+	n.cond = sync.NewCond(&n.mu)
+	n.client = &http.Client{
+		Transport: &http.Transport{
+			Proxy:                  nil, // a proxy would connect where the address checks cannot see
+			DialContext:            dialer(cfg.ConnectTimeout, n.house.Load),
+			DisableKeepAlives:      true, // every attempt connects, and is checked, anew
+			TLSHandshakeTimeout:    cfg.AttemptTimeout,
+			ResponseHeaderTimeout:  cfg.AttemptTimeout,
+			MaxResponseHeaderBytes: 16 << 10,
+			ForceAttemptHTTP2:      true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	for _, o := range []string{OutcomeDelivered, OutcomeRefused, OutcomeExpired, OutcomeFailed} {
 		n.total.WithLabelValues(o)
@@ -142,21 +186,55 @@ func New(cfg Config) (*Notifier, error) {
 	return n, nil
 }
 
+// RefuseHouse names the addresses no callback may reach, whatever the
+// allow-list says: host:port of the gateway's own listeners, its pprof
+// listener and its Redis (an empty host: every address of this machine).
+// Names are resolved now; a callback URL naming one is refused too.
+func (n *Notifier) RefuseHouse(ctx context.Context, hostports ...string) {
+	n.house.Store(newHouse(ctx, hostports))
+}
+
 // Describe implements prometheus.Collector: the notifier's metrics,
 // lockgate_callbacks_total and lockgate_callback_attempts_total.
 func (n *Notifier) Describe(ch chan<- *prometheus.Desc) {
 	n.total.Describe(ch)
 	n.attempts.Describe(ch)
+	ch <- n.depthD
+	ch <- n.oldestD
+	ch <- n.openD
 }
 
 // Collect implements prometheus.Collector.
 func (n *Notifier) Collect(ch chan<- prometheus.Metric) {
 	n.total.Collect(ch)
 	n.attempts.Collect(ch)
+	now := time.Now()
+	n.mu.Lock()
+	depth, oldest, open := n.depth, n.oldest(), 0
+	for _, h := range n.hosts {
+		if h.open(now) {
+			open++
+		}
+	}
+	n.mu.Unlock()
+	wait := 0.0
+	if !oldest.IsZero() {
+		wait = now.Sub(oldest).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(n.depthD, prometheus.GaugeValue, float64(depth))
+	ch <- prometheus.MustNewConstMetric(n.oldestD, prometheus.GaugeValue, wait)
+	ch <- prometheus.MustNewConstMetric(n.openD, prometheus.GaugeValue, float64(open))
 }
 
-// Check accepts a callback URL the allow-list allows (see AllowList.Check).
-func (n *Notifier) Check(raw string) (Destination, error) { return n.cfg.Allow.Check(raw) }
+// Check accepts a callback URL the allow-list allows (see AllowList.Check),
+// unless it names one of the addresses RefuseHouse named.
+func (n *Notifier) Check(raw string) (Destination, error) {
+	d, err := n.cfg.Allow.Check(raw)
+	if err == nil && n.house.Load().refusesURL(d.hostname, d.port) {
+		return Destination{}, fmt.Errorf("%w: %s is this gateway's own listener, its pprof listener or its Redis, which callbacks never reach", ErrNotAllowed, d.host)
+	}
+	return d, err
+}
 
 // Notify queues h for delivery; it never blocks.
 func (n *Notifier) Notify(h Handed) {
@@ -168,51 +246,82 @@ func (n *Notifier) Notify(h Handed) {
 func (n *Notifier) enqueue(nt *notification) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed {
+	switch {
+	case n.closed:
 		n.total.WithLabelValues(OutcomeFailed).Inc()
 		return
-	}
-	select {
-	case n.queue <- nt:
-	default:
+	case n.depth >= n.cfg.Queue:
 		n.total.WithLabelValues(OutcomeFailed).Inc()
 		n.cfg.Logger.Warn().Str("callback_host", nt.Dest.host).Msg("callback dropped: the queue is full")
+		return
+	case n.perSubject[nt.Subject] >= n.cfg.SubjectQueue:
+		n.total.WithLabelValues(OutcomeFailed).Inc()
+		n.cfg.Logger.Warn().Str("callback_host", nt.Dest.host).Msg("callback dropped: its subject's share of the queue is full")
+		return
 	}
+	key := queueKey{subject: nt.Subject, dest: nt.Dest.host}
+	q := n.queues[key]
+	if q == nil {
+		q = &queue{key: key}
+		n.queues[key] = q
+		n.ring = append(n.ring, q)
+	}
+	if n.hosts[key.dest] == nil {
+		n.hosts[key.dest] = &host{}
+	}
+	nt.queued = time.Now()
+	q.items = append(q.items, nt)
+	n.depth++
+	n.perSubject[nt.Subject]++
+	n.cond.Signal()
 }
 
 func (n *Notifier) work() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case nt := <-n.queue:
-			n.deliver(nt)
+		nt, ok := n.pick(time.Now())
+		for !ok && !n.closed {
+			n.cond.Wait()
+			nt, ok = n.pick(time.Now())
 		}
+		if n.closed {
+			if ok {
+				n.total.WithLabelValues(OutcomeFailed).Inc()
+			}
+			return
+		}
+		n.mu.Unlock()
+		failed := n.deliver(nt)
+		n.mu.Lock()
+		n.finished(nt, failed, time.Now())
 	}
 }
 
 // deliver makes one attempt, and schedules the next after a backoff
 // unless it succeeded, was refused, or the next would come after the
-// pick-up time.
-func (n *Notifier) deliver(nt *notification) {
+// pick-up time. It reports whether the destination failed to answer, for
+// its circuit breaker.
+func (n *Notifier) deliver(nt *notification) (failed bool) {
 	if !time.Now().Before(nt.PickUpBy) {
 		n.total.WithLabelValues(OutcomeExpired).Inc()
-		return
+		return false
 	}
 	outcome, status := n.attempt(nt)
 	n.attempts.WithLabelValues(outcome).Inc()
 	switch outcome {
 	case attemptOK:
 		n.total.WithLabelValues(OutcomeDelivered).Inc()
-		return
+		return false
 	case attemptRefused:
 		n.total.WithLabelValues(OutcomeRefused).Inc()
-		n.cfg.Logger.Warn().Str("callback_host", nt.Dest.host).Msg("callback refused: its host resolves to an address that is not public, and no --callback-allow pattern names that address")
-		return
+		n.cfg.Logger.Warn().Str("callback_host", nt.Dest.host).Msg("callback refused: its host resolves to an address that is not public, and no --callback-allow pattern names that address, or to one of the gateway's own")
+		return false
 	}
+	failed = outcome == attemptError || status >= 500
 	if n.ctx.Err() != nil {
 		n.total.WithLabelValues(OutcomeFailed).Inc()
-		return
+		return failed
 	}
 	nt.attempt++
 	wait := backoff(nt.attempt)
@@ -220,7 +329,7 @@ func (n *Notifier) deliver(nt *notification) {
 		n.total.WithLabelValues(OutcomeExpired).Inc()
 		n.cfg.Logger.Warn().Str("callback_host", nt.Dest.host).Int("attempts", nt.attempt).Int("status", status).
 			Msg("callback not delivered within the grant's pick-up time")
-		return
+		return failed
 	}
 	n.cfg.Logger.Debug().Str("callback_host", nt.Dest.host).Int("attempt", nt.attempt).Int("status", status).
 		Dur("retry_in", wait).Msg("callback attempt failed")
@@ -228,7 +337,7 @@ func (n *Notifier) deliver(nt *notification) {
 	defer n.mu.Unlock()
 	if n.closed {
 		n.total.WithLabelValues(OutcomeFailed).Inc()
-		return
+		return failed
 	}
 	n.timers[nt] = time.AfterFunc(wait, func() {
 		n.mu.Lock()
@@ -239,6 +348,7 @@ func (n *Notifier) deliver(nt *notification) {
 			n.enqueue(nt)
 		}
 	})
+	return failed
 }
 
 // backoff is the wait before attempt n (1 for the first retry): doubling
@@ -328,15 +438,11 @@ func (n *Notifier) Close() {
 		}
 		delete(n.timers, nt)
 	}
+	n.total.WithLabelValues(OutcomeFailed).Add(float64(n.depth))
+	n.ring, n.queues, n.depth = nil, map[queueKey]*queue{}, 0
+	n.perSubject = map[string]int{}
+	n.cond.Broadcast()
 	n.mu.Unlock()
 	n.cancel()
 	n.workers.Wait()
-	for {
-		select {
-		case <-n.queue:
-			n.total.WithLabelValues(OutcomeFailed).Inc()
-		default:
-			return
-		}
-	}
 }

@@ -121,7 +121,7 @@ func value(v *prometheus.CounterVec, label string) float64 {
 func TestNotifyDeliversSigned(t *testing.T) {
 	srv, _, got := receiver(t, func(int) int { return http.StatusNoContent })
 	var logs bytes.Buffer
-	n, secret := newNotifier(t, []string{"http://127.0.0.1:*/*"}, &logs)
+	n, secret := newNotifier(t, []string{srv.URL + "/*"}, &logs)
 	handed(t, n, srv.URL+"/hook?key=receiver-secret", time.Minute)
 	r := waitFor(t, got, 5*time.Second)
 	if err := Verify(secret, r.header, r.body, time.Now(), 5*time.Minute); err != nil {
@@ -163,7 +163,7 @@ func TestNotifyRetriesWithTheSameID(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	n, secret := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
+	n, secret := newNotifier(t, []string{srv.URL + "/*"}, nil)
 	handed(t, n, srv.URL+"/hook", time.Minute)
 	var ids []string
 	for range 3 {
@@ -210,7 +210,7 @@ func TestNotifyDoesNotFollowRedirects(t *testing.T) {
 		http.Redirect(w, r, target.URL+"/stolen", http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(srv.Close)
-	n, _ := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
+	n, _ := newNotifier(t, []string{srv.URL + "/*"}, nil)
 	handed(t, n, srv.URL+"/hook", 600*time.Millisecond)
 	eventually(t, "expired counted", func() bool { return counted(n, OutcomeExpired) == 1 })
 	select {
@@ -227,7 +227,7 @@ func TestNotifyDoesNotFollowRedirects(t *testing.T) {
 // retry, counted failed, and a Notify after it is failed too.
 func TestCloseDropsWaitingRetries(t *testing.T) {
 	srv, _, got := receiver(t, func(int) int { return http.StatusServiceUnavailable })
-	n, _ := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
+	n, _ := newNotifier(t, []string{srv.URL + "/*"}, nil)
 	handed(t, n, srv.URL+"/hook", time.Minute)
 	waitFor(t, got, 5*time.Second)
 	eventually(t, "a retry waiting", func() bool { n.mu.Lock(); defer n.mu.Unlock(); return len(n.timers) == 1 })

@@ -34,7 +34,7 @@ func TestNotificationIsTheSpecs(t *testing.T) {
 	}
 
 	srv, _, got := receiver(t, func(int) int { return http.StatusNoContent })
-	n, _ := newNotifier(t, []string{"http://127.0.0.1:*/*"}, nil)
+	n, _ := newNotifier(t, []string{srv.URL + "/*"}, nil)
 	handed(t, n, srv.URL+"/hook", time.Minute)
 	r := waitFor(t, got, 5*time.Second)
 

@@ -96,10 +96,20 @@ func metricValue(t *testing.T, base, series string) float64 {
 func TestCallbacks(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		whsec := callbacks.NewSecret()
+		// An IP pattern names its port: the receivers start first.
+		delivered := startHook(t, func(int) int { return http.StatusNoContent })
+		refused := startHook(t, func(int) int { return http.StatusNoContent })
+		retried := startHook(t, func(n int) int {
+			if n == 1 {
+				return http.StatusInternalServerError
+			}
+			return http.StatusOK
+		})
 		env := map[string]string{
 			"LOCKGATE_JWT_SECRET":      secret,
 			"LOCKGATE_CALLBACK_SECRET": whsec.Encode(),
-			"LOCKGATE_CALLBACK_ALLOW":  "http://127.0.0.1:*/hooks/* http://localhost:*/*",
+			"LOCKGATE_CALLBACK_ALLOW": fmt.Sprintf("%s/hooks/* %s/hooks/* http://127.0.0.1:1/hooks/* http://localhost:*/*",
+				delivered.URL, retried.URL),
 		}
 		gw := startGatewayEnv(t, env, append(b.args(t), "--ticket-liveness", "10s")...)
 		auth := bearer(token(t, nil))
@@ -117,7 +127,7 @@ func TestCallbacks(t *testing.T) {
 		var tokens []string
 
 		t.Run("Delivered", func(t *testing.T) {
-			h := startHook(t, func(int) int { return http.StatusNoContent })
+			h := delivered
 			path := "/locks/callbacks/delivered"
 			holder := acquire(t, gw.URL+path, `{"ttl_ms":60000}`)
 			tk := openTicket(t, gw.URL+path, waitBody(h.URL+"/hooks/lock"), auth)
@@ -169,7 +179,7 @@ func TestCallbacks(t *testing.T) {
 		})
 
 		t.Run("RefusedByAddress", func(t *testing.T) {
-			h := startHook(t, func(int) int { return http.StatusNoContent })
+			h := refused
 			path := "/locks/callbacks/refused"
 			holder := acquire(t, gw.URL+path, `{"ttl_ms":60000}`)
 			// Allowed by http://localhost:*/*, but localhost is loopback,
@@ -193,12 +203,7 @@ func TestCallbacks(t *testing.T) {
 		})
 
 		t.Run("RetriedUntilDelivered", func(t *testing.T) {
-			h := startHook(t, func(n int) int {
-				if n == 1 {
-					return http.StatusInternalServerError
-				}
-				return http.StatusOK
-			})
+			h := retried
 			path := "/locks/callbacks/retried"
 			holder := acquire(t, gw.URL+path, `{"ttl_ms":60000}`)
 			tk := openTicket(t, gw.URL+path, waitBody(h.URL+"/hooks/lock"), auth)

@@ -94,6 +94,8 @@ var gatewayProblems = []struct {
 		detail: "the gateway is at its limit of waiting acquirers; nothing was changed: retry later, or without wait_ms", header: retryAfter1}},
 	{errTooManyWatchers, problem{status: http.StatusServiceUnavailable, code: ProblemCodeTooManyWatchers, title: "Too many watchers",
 		detail: "the gateway serves its most watches at once (--max-watchers); retry later, perhaps through another gateway", header: retryAfter1}},
+	{errTooManySubjectWatchers, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many watchers",
+		detail: "this subject holds its most watches at once on this gateway (--subject-max-watchers); close one, or retry later", header: retryAfter1}},
 	{ratelimit.ErrTooManyRequests, problem{status: http.StatusTooManyRequests, code: ProblemCodeTooManyRequests, title: "Too many requests",
 		detail: "this subject is over its share of the gateway; retry later", header: rateLimitHeaders}},
 	{auth.ErrUnauthenticated, problem{status: http.StatusUnauthorized, code: ProblemCodeUnauthorized, title: "Unauthorized",

@@ -48,6 +48,15 @@ type Config struct {
 	// too_many_watchers. Each holds a connection and a goroutine. Default
 	// 10000.
 	MaxWatchers int
+	// MaxSubjectWatchers bounds the watches one subject holds open at once
+	// on this process; one more is refused with 429 too_many_requests.
+	// Default a tenth of MaxWatchers (at least 1), so that no caller holds
+	// them all.
+	MaxSubjectWatchers int
+	// MaxWatchLifetime bounds how long a watch (an event stream or a
+	// long-poll) stays open, whatever its token's exp, which bounds it too.
+	// Default 1h.
+	MaxWatchLifetime time.Duration
 	// Subjects keeps each subject to its share of the gateway: requests
 	// per second and waiters at once (429 too_many_requests past them).
 	// Default nil: no per-subject limits.
@@ -98,6 +107,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxWatchers <= 0 {
 		c.MaxWatchers = 10000
 	}
+	if c.MaxSubjectWatchers <= 0 {
+		c.MaxSubjectWatchers = max(c.MaxWatchers/10, 1)
+	}
+	if c.MaxWatchLifetime <= 0 {
+		c.MaxWatchLifetime = time.Hour
+	}
 	if c.ReleaseTimeout <= 0 {
 		c.ReleaseTimeout = 5 * time.Second
 	}
@@ -116,6 +131,8 @@ type Server struct {
 	waiting atomic.Int64
 	// watchers counts the watches open now, against MaxWatchers.
 	watchers atomic.Int64
+	// subjectWatchers counts them by subject, against MaxSubjectWatchers.
+	subjectWatchers counts
 	// ticketWaiters counts open tickets against their subjects' caps.
 	ticketWaiters ticketWaiters
 	// locks and permits are the grantors of grantCalls.
@@ -192,9 +209,9 @@ func (s *Server) lockCall(ctx context.Context, req AcquireLockRequestObject) (gr
 	call := locks.Call{Key: key, Req: ar, Reenter: deref(p.LockToken), Session: deref(p.SessionToken), Ticket: ticket}
 	var dest callbacks.Destination
 	if req.Body != nil && req.Body.CallbackUrl != nil {
-		notifier := s.cfg.Callbacks
+		notifier, subject := s.cfg.Callbacks, ar.Subject
 		call.Req.Handed = func(h locks.TicketHanded) {
-			notifier.Notify(callbacks.Handed{Dest: dest, Lock: key.String(), Ticket: h.ID, PollURL: ticketPath(key, h.ID), PickUpBy: h.PickUpBy})
+			notifier.Notify(callbacks.Handed{Dest: dest, Subject: subject, Lock: key.String(), Ticket: h.ID, PollURL: ticketPath(key, h.ID), PickUpBy: h.PickUpBy})
 		}
 	}
 	if call.IdempotencyKey, err = s.idempotencyKey(call, p.IdempotencyKey); err != nil {

@@ -79,12 +79,9 @@ func newTicketMetrics(reg prometheus.Registerer) *ticketMetrics {
 	return m
 }
 
-// openTicket answers an acquire with Prefer: respond-async: 201 with the
-// grant when the lock is free for the caller, else 202 with a ticket. A
-// ticket waits as an acquirer does: it counts against the subject's cap
 // openTicket makes a call that a ticket answers: a grant at once on a
 // free lock, else a 202 with the queued ticket, which counts against its
-// subject's waiters until it ends.
+// subject's waiters until it ends (see ticketWaiters; past them, a 429).
 func (s *Server) openTicket(ctx context.Context, c grantCall) (AcquireLockResponseObject, error) {
 	key := c.call.Key
 	claims, _ := middleware.ClaimsFromContext(ctx)
@@ -198,6 +195,10 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 		return nil, err
 	}
 	wait := parsePrefer(req.Params.Prefer).wait
+	if c, _ := middleware.ClaimsFromContext(ctx); wait > 0 && !c.ExpiresAt.IsZero() {
+		// A long-poll never outlives its token.
+		wait = max(min(wait, time.Until(c.ExpiresAt)), time.Millisecond)
+	}
 	if wait > 0 {
 		// A long-poll holds a connection as a waiter does: the same caps.
 		done, err := s.startLongPoll(ctx, req.Ticket, req.Params.TicketToken)

@@ -14,9 +14,10 @@ import (
 // does not serve it (oapi-codegen.yaml leaves it out): it exists only
 // with the dashboard, and a generated route would answer without it.
 func (s *Server) mountUI(r chi.Router) {
-	r.Get("/ui/api/whoami", s.whoAmI)
-	r.Get("/ui/api/namespaces", s.uiNamespaces)
-	r.Get("/ui/api/contention", s.uiContention)
+	// Not the dashboard's text 404 for another method: the API's 405.
+	r.HandleFunc("/ui/api/whoami", getOnly(s.whoAmI))
+	r.HandleFunc("/ui/api/namespaces", getOnly(s.uiNamespaces))
+	r.HandleFunc("/ui/api/contention", getOnly(s.uiContention))
 	r.Handle("/ui", s.cfg.UI)
 	r.Handle("/ui/*", s.cfg.UI)
 }
@@ -34,7 +35,7 @@ func (s *Server) whoAmI(w http.ResponseWriter, r *http.Request) {
 	}
 	// Who the bearer is and the namespace globs it is granted, for the
 	// dashboard to offer: never the token, nor any other claim.
-	who := WhoAmI{Subject: claims.Identity.String(), Namespaces: claims.Namespaces, AdminNamespaces: claims.AdminNamespaces}
+	who := WhoAmI{Subject: claims.Identity.String(), Namespaces: claims.Namespaces, AdminNamespaces: claims.AdminGrants()}
 	if who.Namespaces == nil {
 		who.Namespaces = []string{}
 	}
@@ -42,4 +43,17 @@ func (s *Server) whoAmI(w http.ResponseWriter, r *http.Request) {
 		who.AdminNamespaces = []string{}
 	}
 	writeJSON(w, http.StatusOK, who)
+}
+
+// getOnly serves h to GETs, and a 405 problem naming GET to any other
+// method.
+func getOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, req, errMethodNotAllowed)
+			return
+		}
+		h(w, req)
+	}
 }

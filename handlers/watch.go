@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
@@ -29,7 +30,38 @@ const (
 	watchWriteTimeout = 30 * time.Second
 )
 
-var errTooManyWatchers = errors.New("too many watchers")
+var (
+	errTooManyWatchers        = errors.New("too many watchers")
+	errTooManySubjectWatchers = errors.New("too many watchers of one subject")
+)
+
+// counts counts what each key holds, against a bound.
+type counts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// add counts one more for key unless it holds max already.
+func (c *counts) add(key string, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = make(map[string]int)
+	}
+	if c.n[key] >= max {
+		return false
+	}
+	c.n[key]++
+	return true
+}
+
+func (c *counts) done(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[key]--; c.n[key] <= 0 {
+		delete(c.n, key)
+	}
+}
 
 // eventStreamKey marks, in a request's context, a request that accepts an
 // event stream (see acceptsEventStream).
@@ -61,14 +93,30 @@ type lockWatch struct {
 	wait   time.Duration
 	stream bool
 	done   func() // ends the watcher's count
+	// end is when the watch ends at the latest: its token's exp, or the
+	// gateway's longest lifetime; endReason says which, in the stream's
+	// last event.
+	end       time.Time
+	endReason string
 }
+
+// Why a stream ended, the reason of its end event.
+const (
+	endTokenExpired = "token_expired"
+	endMaxLifetime  = "max_lifetime"
+)
 
 // watchLock checks a watch's parameters and limits, and returns the watch.
 func (s *Server) watchLock(ctx context.Context, key locks.Key, p InspectLockParams, stream bool) (InspectLockResponseObject, error) {
 	if s.cfg.History <= 0 {
 		return nil, invalid("this gateway keeps no history of locks (--history 0), which watches need")
 	}
-	w := &lockWatch{s: s, ctx: ctx, key: key, after: -1, wait: DefaultWatchWait, stream: stream}
+	claims, _ := middleware.ClaimsFromContext(ctx)
+	w := &lockWatch{s: s, ctx: ctx, key: key, after: -1, wait: DefaultWatchWait, stream: stream,
+		end: time.Now().Add(s.cfg.MaxWatchLifetime), endReason: endMaxLifetime}
+	if exp := claims.ExpiresAt; !exp.IsZero() && exp.Before(w.end) {
+		w.end, w.endReason = exp, endTokenExpired
+	}
 	if p.Index != nil {
 		if *p.Index < 0 {
 			return nil, invalid("index must be 0 or more")
@@ -94,13 +142,18 @@ func (s *Server) watchLock(ctx context.Context, key locks.Key, p InspectLockPara
 	}
 	// The subject's share first, as for a waiter: a watch holds a
 	// connection as long.
-	claims, _ := middleware.ClaimsFromContext(ctx)
 	sw, err := s.cfg.Subjects.StartWait(claims)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", key, err)
 	}
+	who := claims.Identity.String()
+	if !s.subjectWatchers.add(who, s.cfg.MaxSubjectWatchers) {
+		sw.Done()
+		return nil, fmt.Errorf("watch %s: %w", key, errTooManySubjectWatchers)
+	}
 	if s.watchers.Add(1) > int64(s.cfg.MaxWatchers) {
 		s.watchers.Add(-1)
+		s.subjectWatchers.done(who)
 		sw.Done()
 		return nil, fmt.Errorf("watch %s: %w", key, errTooManyWatchers)
 	}
@@ -108,6 +161,7 @@ func (s *Server) watchLock(ctx context.Context, key locks.Key, p InspectLockPara
 	w.done = func() {
 		s.metrics.watchers.Dec()
 		s.watchers.Add(-1)
+		s.subjectWatchers.done(who)
 		sw.Done()
 	}
 	return w, nil
@@ -138,9 +192,10 @@ func (w *lockWatch) VisitInspectLockResponse(rw http.ResponseWriter) error {
 // the wait's end, or when the gateway begins to shut down: what a plain
 // GET answers, with the index.
 func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
+	wait := max(min(w.wait, time.Until(w.end)), 0) // never past its token's exp
 	rc := http.NewResponseController(rw)
-	rc.SetWriteDeadline(time.Now().Add(w.wait + watchWriteTimeout))
-	ctx, cancel := context.WithTimeout(w.ctx, w.wait)
+	rc.SetWriteDeadline(time.Now().Add(wait + watchWriteTimeout))
+	ctx, cancel := context.WithTimeout(w.ctx, wait)
 	defer cancel()
 	stop := context.AfterFunc(w.s.draining, cancel)
 	defer stop()
@@ -156,10 +211,12 @@ func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
 }
 
 // streamEvents sends the lock's events as server-sent events, until the
-// caller leaves, the gateway shuts down or the backend fails; the caller
-// reconnects with the last id it got.
+// caller leaves, the gateway shuts down, the backend fails, or the watch's
+// end (its token's exp, or the longest lifetime), when an end event says
+// why; the caller reconnects with the last id it got, and a token still
+// valid.
 func (w *lockWatch) streamEvents(rw http.ResponseWriter) error {
-	ctx, cancel := context.WithCancel(w.ctx)
+	ctx, cancel := context.WithDeadline(w.ctx, w.end)
 	defer cancel()
 	stop := context.AfterFunc(w.s.draining, cancel)
 	defer stop()
@@ -201,15 +258,28 @@ func (w *lockWatch) streamEvents(rw http.ResponseWriter) error {
 			buf = append(buf, ": keep-alive\n\n"...)
 		}
 		if err := send(); err != nil || ctx.Err() != nil {
-			return nil // the caller left, or the gateway stops: it reconnects
+			return w.ended(ctx, send, &buf) // the caller left, the gateway stops, or the watch ends: it reconnects
 		}
 		idle, cancelIdle := context.WithTimeout(ctx, streamKeepAlive)
 		c, err = w.s.cfg.Backend.Watch(idle, w.key, after)
 		cancelIdle()
 		if ctx.Err() != nil || err != nil && !waitEnded(err) {
-			return nil // the caller left, the gateway stops, or the backend failed: it reconnects
+			return w.ended(ctx, send, &buf) // the caller left, the gateway stops, the watch ends, or the backend failed: it reconnects
 		}
 	}
+}
+
+// ended sends the stream's end event when its end came (not when the
+// caller left, or the gateway stops, or the backend failed).
+func (w *lockWatch) ended(ctx context.Context, send func() error, buf *[]byte) error {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && w.ctx.Err() == nil {
+		b, _ := json.Marshal(struct {
+			Reason string `json:"reason"`
+		}{w.endReason})
+		*buf = append(append(append((*buf)[:0], "event: end\ndata: "...), b...), "\n\n"...)
+		send()
+	}
+	return nil
 }
 
 // waitEnded reports whether a watch's error says only that its own wait

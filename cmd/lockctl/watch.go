@@ -48,6 +48,9 @@ func cmdWatch(ctx context.Context, c cli, args []string) error {
 	last, seen, failures := "", 0, 0
 	for {
 		err := cl.stream(ctx, l, last, func(kind, id, data string) error {
+			if kind == "end" { // the token expired, or the gateway's longest lifetime: reopen
+				return nil
+			}
 			last = id
 			if kind == "state" { // the start, or events lost: the state now
 				return nil

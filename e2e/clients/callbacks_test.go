@@ -43,7 +43,7 @@ class Receiver(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-srv = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+srv = ThreadingHTTPServer(("127.0.0.1", int(os.environ["HOOK_PORT"])), Receiver)
 threading.Thread(target=srv.serve_forever, daemon=True).start()
 hook = f"http://127.0.0.1:{srv.server_address[1]}/hooks/deploy"
 
@@ -93,7 +93,7 @@ const srv = createServer((req, res) => {
     deliver({ headers: req.headers, body, note });
   });
 });
-await new Promise((resolve) => srv.listen(0, "127.0.0.1", resolve));
+await new Promise((resolve) => srv.listen(Number(process.env.HOOK_PORT), "127.0.0.1", resolve));
 const hook = "http://127.0.0.1:" + srv.address().port + "/hooks/deploy";
 
 const ticket = await lg.openTicket(c, "clients/deploy", 60000, { ttlMs: 60000, callbackUrl: hook });
@@ -135,15 +135,17 @@ func TestClientsCallback(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cmd := run(t) // skips early without the runtime
 			whsec := callbacks.NewSecret().Encode()
+			// An IP pattern names its port: the receiver's is chosen here.
+			hookPort := freePort(t)
 			gw := startGatewayEnv(t, map[string]string{
 				"LOCKGATE_CALLBACK_SECRET": whsec,
-				"LOCKGATE_CALLBACK_ALLOW":  "http://127.0.0.1:*/hooks/*",
+				"LOCKGATE_CALLBACK_ALLOW":  "http://127.0.0.1:" + hookPort + "/hooks/*",
 			})
 			status, held := gw.acquire(t, "clients/deploy", time.Minute)
 			if status != http.StatusCreated {
 				t.Fatalf("acquire: %d", status)
 			}
-			p := start(t, gw, cmd, "LOCKGATE_CALLBACK_SECRET="+whsec)
+			p := start(t, gw, cmd, "LOCKGATE_CALLBACK_SECRET="+whsec, "HOOK_PORT="+hookPort)
 			p.waitOutput(t, "ticket rank 0")
 			if status, _ := gw.call(t, "DELETE", "clients/deploy", "", held.Token); status != http.StatusNoContent {
 				t.Fatalf("release: %d", status)

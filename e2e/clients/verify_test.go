@@ -51,8 +51,9 @@ func verifiers(t *testing.T) []verifier {
 // TestVerifyGrantOffline: each verifier example accepts a live grant of a
 // real gateway, checked against the gateway's JWK Set with no other call,
 // and rejects a grant whose lease has ended, one signed by another
-// gateway's key, one of another lock, a shared hold, and a fencing token
-// that is not larger than the last accepted.
+// gateway's key, one of another deployment that shares the key file (its
+// iss), one of another lock, a shared hold, and a fencing token that is
+// not larger than the last accepted.
 func TestVerifyGrantOffline(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "grant-keys.pem")
 	k, err := grantsig.Generate()
@@ -66,6 +67,9 @@ func TestVerifyGrantOffline(t *testing.T) {
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
 	a := &gateway{URL: gatewaytest.Start(t, env, "--log-level", "warn", "--grant-keys", keyFile).URL}
 	other := &gateway{URL: gatewaytest.Start(t, env, "--log-level", "warn").URL} // a key of its own
+	// Another deployment that shares the key file: its grants verify with
+	// the same keys, and only their iss tells them apart.
+	staging := &gateway{URL: gatewaytest.Start(t, env, "--log-level", "warn", "--grant-keys", keyFile, "--grant-issuer", "staging").URL}
 	jwks := a.URL + "/.well-known/lockgate/jwks.json"
 
 	signed := func(g *gateway, lock, body string) (string, int64, time.Time) {
@@ -85,6 +89,7 @@ func TestVerifyGrantOffline(t *testing.T) {
 	ended, _, endedAt := signed(a, "verify/ended", `{"ttl_ms":300}`)
 	foreign, foreignFence, _ := signed(other, "verify/live", `{"ttl_ms":600000}`)
 	shared, sharedFence, _ := signed(a, "verify/shared", `{"ttl_ms":600000,"mode":"shared"}`)
+	staged, stagedFence, _ := signed(staging, "verify/live", `{"ttl_ms":600000}`)
 	// The short lease ends: wait for the clock, not for an event.
 	for time.Now().Before(endedAt.Add(50 * time.Millisecond)) {
 		time.Sleep(time.Until(endedAt.Add(50 * time.Millisecond)))
@@ -100,11 +105,12 @@ func TestVerifyGrantOffline(t *testing.T) {
 		{"another lock", live, "verify/other", last, "rejected: a grant of"},
 		{"a shared hold", shared, "verify/shared", strconv.FormatInt(sharedFence-1, 10), "rejected: a shared hold"},
 		{"tampered", tamper(live), "verify/live", last, "rejected:"},
+		{"another deployment's iss", staged, "verify/live", strconv.FormatInt(stagedFence-1, 10), `rejected: issued by "staging" (iss)`},
 	}
 	for _, v := range verifiers(t) {
 		t.Run(v.name, func(t *testing.T) {
 			for _, c := range cases {
-				cmd := v.cmd(t, jwks, c.lock, c.last)
+				cmd := v.cmd(t, jwks, "lockgate", c.lock, c.last)
 				cmd.Stdin = strings.NewReader(c.jws + "\n")
 				out, err := cmd.Output()
 				code := 0

@@ -3,10 +3,12 @@
 receives: it checks the grant that came with it, offline, before it acts.
 Needs the `cryptography` package (Debian: python3-cryptography) for Ed25519.
 
-  verify_grant.py JWKS_URL LOCK LAST_FENCING_TOKEN < signed_grant
+  verify_grant.py JWKS_URL ISSUER LOCK LAST_FENCING_TOKEN < signed_grant
 
 Accepts (exit 0, "accepted fencing_token=N") a grant signed by a key of the
-gateway's JWK Set, of the exclusive lock LOCK, whose lease has not ended,
+gateway's JWK Set, issued by ISSUER (the gateways' --grant-issuer: a grant
+of another deployment sharing the key file is refused), of the exclusive
+lock LOCK, whose lease has not ended,
 whose fencing token is larger than LAST_FENCING_TOKEN (the largest the
 resource has accepted for LOCK); rejects anything else (exit 1, "rejected:
 why"). A real resource fetches the set once and again only for a kid it
@@ -43,7 +45,7 @@ def fetch_keys(url):
     return keys
 
 
-def verify(signed, keys, lock, last):
+def verify(signed, keys, issuer, lock, last):
     """Checks a signed grant; returns its fencing token or raises Rejected."""
     try:
         header_b64, payload_b64, sig_b64 = signed.split(".")
@@ -63,6 +65,10 @@ def verify(signed, keys, lock, last):
         raise Rejected("bad signature")
     if not isinstance(claims.get("exp"), (int, float)) or claims["exp"] <= time.time():
         raise Rejected("the lease has ended")
+    if claims.get("iss") != issuer:
+        raise Rejected(f"issued by {json.dumps(claims.get('iss'))} (iss), not {json.dumps(issuer)}: a grant of another deployment")
+    if "aud" in claims:
+        raise Rejected(f"names an audience (aud {claims['aud']!r}), which lockgate grants do not")
     if claims.get("lock") != lock:
         raise Rejected(f"a grant of {claims.get('lock')!r}, not of {lock!r}")
     if claims.get("mode") != "exclusive":
@@ -74,12 +80,12 @@ def verify(signed, keys, lock, last):
 
 
 def main():
-    if len(sys.argv) != 4:
-        print("usage: verify_grant.py JWKS_URL LOCK LAST_FENCING_TOKEN < signed_grant", file=sys.stderr)
+    if len(sys.argv) != 5:
+        print("usage: verify_grant.py JWKS_URL ISSUER LOCK LAST_FENCING_TOKEN < signed_grant", file=sys.stderr)
         sys.exit(2)
     keys = fetch_keys(sys.argv[1])
     try:
-        fence = verify(sys.stdin.read().strip(), keys, sys.argv[2], int(sys.argv[3]))
+        fence = verify(sys.stdin.read().strip(), keys, sys.argv[2], sys.argv[3], int(sys.argv[4]))
     except Rejected as r:
         print(f"rejected: {r}")
         sys.exit(1)

@@ -115,18 +115,20 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dashboard = ui.Handler()
 	}
 	srv, err := handlers.NewServer(handlers.Config{
-		Callbacks:     notifier,
-		Signer:        signer,
-		Tickets:       tracer.Tickets(tickets),
-		Backend:       tracer.Backend(backend),
-		Auth:          authn,
-		DefaultTTL:    cfg.defaultTTL,
-		MaxTTL:        cfg.maxTTL,
-		MaxWait:       cfg.maxWait,
-		MaxTicketWait: cfg.maxTicketWait,
-		MaxWaiters:    cfg.maxWaiters,
-		MaxWatchers:   cfg.maxWatchers,
-		History:       cfg.history,
+		Callbacks:          notifier,
+		Signer:             signer,
+		Tickets:            tracer.Tickets(tickets),
+		Backend:            tracer.Backend(backend),
+		Auth:               authn,
+		DefaultTTL:         cfg.defaultTTL,
+		MaxTTL:             cfg.maxTTL,
+		MaxWait:            cfg.maxWait,
+		MaxTicketWait:      cfg.maxTicketWait,
+		MaxWaiters:         cfg.maxWaiters,
+		MaxWatchers:        cfg.maxWatchers,
+		MaxWatchLifetime:   cfg.maxWatchLife,
+		MaxSubjectWatchers: cfg.subjectWatchers,
+		History:            cfg.history,
 		Subjects: ratelimit.NewSubjectLimiter(auth.Limits{
 			Rate: cfg.subjectRate, Burst: cfg.subjectBurst, MaxWaiters: cfg.subjectWaiters,
 		}, authCfg.Policy),
@@ -207,6 +209,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// Past the limit, Accept waits for a connection to close: the new
 		// ones wait in the kernel's accept queue.
 		l = netutil.LimitListener(l, cfg.maxConnections)
+	}
+	if notifier != nil {
+		notifier.RefuseHouse(ctx, houseAddresses(cfg, l.Addr().String())...)
 	}
 	baseURL := scheme + "://" + l.Addr().String()
 	if cfg.dev {

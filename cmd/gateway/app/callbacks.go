@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/lockgate/lockgate/callbacks"
@@ -30,4 +31,32 @@ func callbackNotifier(cfg config, logger zerolog.Logger) (*callbacks.Notifier, e
 		return nil, fmt.Errorf("--callback-secret: %w", err)
 	}
 	return callbacks.New(callbacks.Config{Allow: allow, Secret: secret, Logger: logger})
+}
+
+// houseAddresses are the addresses no callback may reach, whatever
+// --callback-allow says: the gateway's listener (as configured and as
+// bound), the pprof listener and the Redis addresses the URL names (a
+// cluster's or a sentinel's other nodes, learnt later, are not known
+// here: keep them off the allow-list).
+func houseAddresses(cfg config, listening string) []string {
+	addrs := []string{cfg.addr, listening}
+	if cfg.pprofAddr != "" {
+		addrs = append(addrs, cfg.pprofAddr)
+	}
+	switch {
+	case cfg.redisURL == "":
+	case cfg.redisSentinel != "" || isSentinelURL(cfg.redisURL):
+		if fo, err := parseSentinelURL(cfg.redisURL, cfg.redisSentinel); err == nil {
+			addrs = append(addrs, fo.SentinelAddrs...)
+		}
+	case cfg.redisCluster:
+		if o, err := redis.ParseClusterURL(cfg.redisURL); err == nil {
+			addrs = append(addrs, o.Addrs...)
+		}
+	default:
+		if o, err := redis.ParseURL(cfg.redisURL); err == nil {
+			addrs = append(addrs, o.Addr)
+		}
+	}
+	return addrs
 }

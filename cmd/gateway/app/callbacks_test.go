@@ -23,10 +23,11 @@ func TestCallbackFlags(t *testing.T) {
 		err     string // a word of the error; "" for none
 	}{
 		{"Neither", nil, false, ""},
-		{"Both", map[string]string{"LOCKGATE_CALLBACK_ALLOW": "https://*.example.com/* http://127.0.0.1:*/*", "LOCKGATE_CALLBACK_SECRET": good}, true, ""},
+		{"Both", map[string]string{"LOCKGATE_CALLBACK_ALLOW": "https://*.example.com/* http://127.0.0.1:9000/*", "LOCKGATE_CALLBACK_SECRET": good}, true, ""},
 		{"AllowWithoutSecret", map[string]string{"LOCKGATE_CALLBACK_ALLOW": "https://*/*"}, false, "--callback-secret"},
 		{"SecretWithoutAllow", map[string]string{"LOCKGATE_CALLBACK_SECRET": good}, false, "--callback-allow"},
 		{"BadPattern", map[string]string{"LOCKGATE_CALLBACK_ALLOW": "ftp://x/*", "LOCKGATE_CALLBACK_SECRET": good}, false, "--callback-allow"},
+		{"IPWithoutPort", map[string]string{"LOCKGATE_CALLBACK_ALLOW": "http://127.0.0.1:*/*", "LOCKGATE_CALLBACK_SECRET": good}, false, "must name its port"},
 		{"BadSecret", map[string]string{"LOCKGATE_CALLBACK_ALLOW": "https://*/*", "LOCKGATE_CALLBACK_SECRET": badSecret}, false, "--callback-secret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

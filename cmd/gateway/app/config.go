@@ -51,6 +51,8 @@ type config struct {
 	shutdownTimeout  time.Duration
 	maxWaiters       int
 	maxWatchers      int
+	maxWatchLife     time.Duration
+	subjectWatchers  int
 	subjectRate      float64
 	subjectBurst     int
 	subjectWaiters   int
@@ -128,6 +130,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.maxTicketWait, "max-ticket-wait", time.Hour, "largest wait_ms accepted of an acquire answered with a ticket (Prefer: respond-async), which holds no connection while it waits")
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")
 	fs.IntVar(&c.maxWatchers, "max-watchers", 10000, "most watches of locks (long-polls and event streams, each a connection, a file descriptor and about 40 KiB of memory) open at once in this process; more get 503 too_many_watchers")
+	fs.IntVar(&c.subjectWatchers, "subject-max-watchers", 0, "most watches of locks one subject holds open at once on this gateway; more get 429 too_many_requests (0: a tenth of --max-watchers)")
+	fs.DurationVar(&c.maxWatchLife, "max-watch-lifetime", time.Hour, "longest a watch (event stream or long-poll) stays open, whatever its token's exp, which also ends it; a stream's last event says which")
 	fs.Float64Var(&c.subjectRate, "subject-rate", 0, "requests per second each subject (a token's sub) may make on this gateway, as a token bucket; more get 429 too_many_requests (0: no limit); policy rules may set their own")
 	fs.IntVar(&c.subjectBurst, "subject-burst", 0, "requests a subject may make at once, the size of its --subject-rate bucket (0: the rate, rounded up)")
 	fs.IntVar(&c.subjectWaiters, "subject-max-waiters", 0, "most acquirers of one subject waiting at once on this gateway, locks and semaphores together, open tickets included; more get 429 too_many_requests (0: only --max-waiters)")
@@ -137,7 +141,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.grantKeys, "grant-keys", "", "PEM file of Ed25519 keys that sign grants (signed_grant): the first, a private key, signs; every key in it is published at /.well-known/lockgate/jwks.json. Gateways that share the file publish the same keys. Empty: a key made at start; off: grants are not signed")
 	fs.StringVar(&c.grantIssuer, "grant-issuer", "lockgate", "the iss of signed grants: what a resource checks to know they are this deployment's")
-	fs.Func("callback-allow", "a destination tickets' callback_url may name: https://host[:port]/path, with * for any host (or *.example.com), any port, or any rest of the path; http only where a pattern says http://; a loopback, link-local or private address only where a pattern names it (http://127.0.0.1:*/*); repeatable, or several separated by spaces. None: callbacks are refused", func(v string) error {
+	fs.Func("callback-allow", "a destination tickets' callback_url may name: https://host[:port]/path, with * for any host (or *.example.com), any port, or any rest of the path; http only where a pattern says http://; a loopback, link-local or private address only where a pattern names it with its port (http://127.0.0.1:9000/*); the gateway's own listeners, its pprof listener and its Redis never, whatever the patterns; when several match, the most specific decides; repeatable, or several separated by spaces. None: callbacks are refused", func(v string) error {
 		c.callbackAllow = append(c.callbackAllow, strings.Fields(v)...)
 		return nil
 	})
@@ -280,10 +284,12 @@ func (c config) check() error {
 		return errors.New("--max-waiters must be at least 1")
 	case c.maxWatchers < 1:
 		return errors.New("--max-watchers must be at least 1")
+	case c.maxWatchLife < time.Second:
+		return errors.New("--max-watch-lifetime must be at least 1s")
 	case c.subjectRate < 0 || math.IsNaN(c.subjectRate) || math.IsInf(c.subjectRate, 0):
 		return errors.New("--subject-rate must be 0 (no limit) or a positive number of requests per second")
-	case c.subjectBurst < 0 || c.subjectWaiters < 0:
-		return errors.New("--subject-burst and --subject-max-waiters must be 0 (the default) or positive")
+	case c.subjectBurst < 0 || c.subjectWaiters < 0 || c.subjectWatchers < 0:
+		return errors.New("--subject-burst, --subject-max-waiters and --subject-max-watchers must be 0 (the default) or positive")
 	case c.subjectBurst > 0 && c.subjectRate == 0:
 		return errors.New("--subject-burst is the size of the --subject-rate bucket: set --subject-rate too")
 	case (c.tlsCert == "") != (c.tlsKey == ""):

@@ -2,10 +2,12 @@
 // does with the work it receives: it checks the grant that came with it,
 // offline, before it acts. The standard library and golang-jwt only.
 //
-//	verifygrant JWKS_URL LOCK LAST_FENCING_TOKEN < signed_grant
+//	verifygrant JWKS_URL ISSUER LOCK LAST_FENCING_TOKEN < signed_grant
 //
 // It accepts (exit 0, "accepted fencing_token=N") a grant signed by a key
-// of the gateway's JWK Set, of the exclusive lock LOCK, whose lease has not
+// of the gateway's JWK Set, issued by ISSUER (the gateways' --grant-issuer:
+// a grant of another deployment sharing the key file is refused, since its
+// fencing tokens say nothing of this one's), of the exclusive lock LOCK, whose lease has not
 // ended, whose fencing token is larger than LAST_FENCING_TOKEN (the largest
 // the resource has accepted for LOCK), and rejects anything else (exit 1,
 // "rejected: why"). A real resource fetches the set once and again only
@@ -38,11 +40,11 @@ type grantClaims struct {
 }
 
 func main() {
-	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: verifygrant JWKS_URL LOCK LAST_FENCING_TOKEN < signed_grant")
+	if len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: verifygrant JWKS_URL ISSUER LOCK LAST_FENCING_TOKEN < signed_grant")
 		os.Exit(2)
 	}
-	last, err := strconv.ParseInt(os.Args[3], 10, 64)
+	last, err := strconv.ParseInt(os.Args[4], 10, 64)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "LAST_FENCING_TOKEN:", err)
 		os.Exit(2)
@@ -53,7 +55,7 @@ func main() {
 		os.Exit(2)
 	}
 	in, _ := io.ReadAll(os.Stdin)
-	fence, err := verify(strings.TrimSpace(string(in)), keys, os.Args[2], last)
+	fence, err := verify(strings.TrimSpace(string(in)), keys, os.Args[2], os.Args[3], last)
 	if err != nil {
 		fmt.Println("rejected:", err)
 		os.Exit(1)
@@ -62,7 +64,7 @@ func main() {
 }
 
 // verify checks a signed grant and returns its fencing token.
-func verify(signed string, keys map[string]ed25519.PublicKey, lock string, last int64) (int64, error) {
+func verify(signed string, keys map[string]ed25519.PublicKey, issuer, lock string, last int64) (int64, error) {
 	jwt.TimePrecision = time.Millisecond // a lease ends to the millisecond
 	var c grantClaims
 	var keyErr error // why keyfunc found no key, said as is
@@ -86,6 +88,12 @@ func verify(signed string, keys map[string]ed25519.PublicKey, lock string, last 
 		return 0, errors.New("the lease has ended")
 	case err != nil:
 		return 0, err
+	case c.Issuer != issuer:
+		return 0, fmt.Errorf("issued by %q (iss), not %q: a grant of another deployment", c.Issuer, issuer)
+	case len(c.Audience) > 0:
+		// lockgate grants name no audience: one that does is not a grant
+		// this resource was meant to take.
+		return 0, fmt.Errorf("names an audience (aud %q), which lockgate grants do not", c.Audience)
 	case c.Lock != lock:
 		return 0, fmt.Errorf("a grant of %q, not of %q", c.Lock, lock)
 	case c.Mode != "exclusive":

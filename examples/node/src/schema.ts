@@ -91,11 +91,19 @@ export interface paths {
          *     goes on from there. A comment line every 15 s keeps proxies from
          *     closing an idle stream.
          *
+         *     Nothing outlives its token: a stream ends at the bearer token's
+         *     `exp`, or after the gateway's `--max-watch-lifetime` (1h by
+         *     default), whichever comes first, with a last event `event: end`,
+         *     `data: {"reason": "token_expired"}` (or `"max_lifetime"`), no `id`:
+         *     reconnect with a valid token and `Last-Event-ID`. A long-poll
+         *     answers by its token's `exp` at the latest, as when its wait ends.
+         *
          *     Watches need the history (`--history` above 0; with 0 they answer
          *     400). A watch holds a connection: each gateway serves at most
          *     `--max-watchers` at once (503 `too_many_watchers` beyond, with
-         *     `Retry-After`), and each subject at most its share of waiters
-         *     (`--subject-max-waiters`; 429 beyond). Watching costs Redis one read
+         *     `Retry-After`), and each subject at most its share of them
+         *     (`--subject-max-watchers`, a tenth by default) and of waiters
+         *     (`--subject-max-waiters`; 429 `too_many_requests` beyond). Watching costs Redis one read
          *     per change per gateway, however many watch.
          */
         get: operations["inspectLock"];
@@ -1329,7 +1337,7 @@ export interface components {
             subject: string;
             /** @description The namespace globs the token grants (`billing`, `etl-*`, `*`); a glob names no one namespace to list. */
             namespaces: string[];
-            /** @description The namespace globs the token administers (break locks, resize semaphores). */
+            /** @description The namespace globs the token administers (break locks, resize semaphores), only those that match a namespace it is granted. */
             admin_namespaces: string[];
         };
         SessionEnded: {

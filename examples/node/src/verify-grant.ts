@@ -3,10 +3,12 @@
  * receives: it checks the grant that came with it, offline, before it acts.
  * Node's own crypto only.
  *
- *   node dist/verify-grant.js JWKS_URL LOCK LAST_FENCING_TOKEN < signed_grant
+ *   node dist/verify-grant.js JWKS_URL ISSUER LOCK LAST_FENCING_TOKEN < signed_grant
  *
  * Accepts (exit 0, "accepted fencing_token=N") a grant signed by a key of
- * the gateway's JWK Set, of the exclusive lock LOCK, whose lease has not
+ * the gateway's JWK Set, issued by ISSUER (the gateways' --grant-issuer: a
+ * grant of another deployment sharing the key file is refused), of the
+ * exclusive lock LOCK, whose lease has not
  * ended, whose fencing token is larger than LAST_FENCING_TOKEN (the largest
  * the resource has accepted for LOCK); rejects anything else (exit 1,
  * "rejected: why"). A real resource fetches the set once and again only for
@@ -18,6 +20,8 @@ import { createPublicKey, verify as verifySignature, type KeyObject } from "node
 export class Rejected extends Error {}
 
 interface GrantClaims {
+  iss?: string;
+  aud?: unknown;
   lock?: string;
   mode?: string;
   fencing_token?: number;
@@ -39,7 +43,7 @@ export async function fetchKeys(url: string): Promise<Map<string, KeyObject>> {
 }
 
 /** Checks a signed grant; returns its fencing token or throws Rejected. */
-export function verifyGrant(signed: string, keys: Map<string, KeyObject>, lock: string, last: number): number {
+export function verifyGrant(signed: string, keys: Map<string, KeyObject>, issuer: string, lock: string, last: number): number {
   const parts = signed.split(".");
   if (parts.length !== 3) throw new Rejected("not a compact JWS");
   const [headerB64, payloadB64, sigB64] = parts as [string, string, string];
@@ -59,6 +63,10 @@ export function verifyGrant(signed: string, keys: Map<string, KeyObject>, lock: 
   const ok = verifySignature(null, Buffer.from(`${headerB64}.${payloadB64}`), key, Buffer.from(sigB64, "base64url"));
   if (!ok) throw new Rejected("bad signature");
   if (typeof claims.exp !== "number" || claims.exp * 1000 <= Date.now()) throw new Rejected("the lease has ended");
+  if (claims.iss !== issuer) {
+    throw new Rejected(`issued by ${JSON.stringify(claims.iss)} (iss), not ${JSON.stringify(issuer)}: a grant of another deployment`);
+  }
+  if (claims.aud !== undefined) throw new Rejected(`names an audience (aud ${JSON.stringify(claims.aud)}), which lockgate grants do not`);
   if (claims.lock !== lock) throw new Rejected(`a grant of ${JSON.stringify(claims.lock)}, not of ${JSON.stringify(lock)}`);
   if (claims.mode !== "exclusive") throw new Rejected(`a ${claims.mode} hold, not the exclusive one`);
   const fence = claims.fencing_token;
@@ -69,16 +77,16 @@ export function verifyGrant(signed: string, keys: Map<string, KeyObject>, lock: 
 }
 
 async function main(): Promise<void> {
-  const [url, lock, last] = process.argv.slice(2);
-  if (url === undefined || lock === undefined || last === undefined) {
-    console.error("usage: node dist/verify-grant.js JWKS_URL LOCK LAST_FENCING_TOKEN < signed_grant");
+  const [url, issuer, lock, last] = process.argv.slice(2);
+  if (url === undefined || issuer === undefined || lock === undefined || last === undefined) {
+    console.error("usage: node dist/verify-grant.js JWKS_URL ISSUER LOCK LAST_FENCING_TOKEN < signed_grant");
     process.exit(2);
   }
   const keys = await fetchKeys(url);
   let input = "";
   for await (const chunk of process.stdin) input += chunk;
   try {
-    const fence = verifyGrant(input.trim(), keys, lock, Number(last));
+    const fence = verifyGrant(input.trim(), keys, issuer, lock, Number(last));
     console.log(`accepted fencing_token=${fence}`);
   } catch (e) {
     if (!(e instanceof Rejected)) throw e;
