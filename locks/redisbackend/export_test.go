@@ -162,3 +162,7 @@ func (r *Backend) Heartbeat(ctx context.Context, key locks.Key, semaphore bool, 
 	}
 	return r.heartbeat(ctx, map[resource][]string{res: ids})
 }
+
+// SessionStore hands out r's session store to the conformance suite
+// (locktest.SessionStores).
+func (r *Backend) SessionStore() locks.SessionStore { return r.SessionEngine.Store }
