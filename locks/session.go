@@ -178,13 +178,20 @@ func callerOf(token, subject string) SessionCaller {
 type SessionStore interface {
 	Open(ctx context.Context, c SessionCaller, ttl time.Duration) error
 	// Join adds a pending member unless the session has maxHolds, and
-	// returns what is left of the session's lease.
-	Join(ctx context.Context, c SessionCaller, m SessionMember, maxHolds int) (time.Duration, error)
-	// Confirm marks a member granted (adding it again if it was dropped)
-	// and returns what is left of the lease.
+	// returns what is left of the session's lease. The member is pending
+	// for pendingFor at most: an acquire that has not confirmed it by then
+	// is taken for one whose gateway died. Such a member no longer counts
+	// against maxHolds, and the next Join that finds the session full, or
+	// Keep, forgets it; Describe no longer lists it.
+	Join(ctx context.Context, c SessionCaller, m SessionMember, maxHolds int, pendingFor time.Duration) (time.Duration, error)
+	// Confirm marks a member granted (adding it again if it was dropped,
+	// or forgotten past its pending deadline: its grant exists now, and
+	// the session's end must find it) and returns what is left of the
+	// lease.
 	Confirm(ctx context.Context, c SessionCaller, m SessionMember) (time.Duration, error)
 	// Keep sets the lease to ttl (0: the TTL as last set) and returns it,
-	// with the granted members.
+	// with the granted members; it forgets pending ones past their
+	// deadline.
 	Keep(ctx context.Context, c SessionCaller, ttl time.Duration) (time.Duration, []SessionMember, error)
 	// Drop forgets members of a live session, by nonce.
 	Drop(ctx context.Context, c SessionCaller, nonces []string) error
@@ -192,7 +199,7 @@ type SessionStore interface {
 	// already returns none.
 	End(ctx context.Context, c SessionCaller) ([]SessionMember, error)
 	// Describe returns what is left of the lease, the TTL as last set,
-	// and every member.
+	// and every member but pending ones past their deadline.
 	Describe(ctx context.Context, c SessionCaller) (left, ttl time.Duration, ms []SessionMember, err error)
 }
 
@@ -214,7 +221,15 @@ type SessionEngine struct {
 	Store    SessionStore
 	Grants   sessionGrants
 	MaxHolds int
+	// PendingSlack is how much longer than its wait an acquire in a
+	// session may run, the backend's calls around the wait included: its
+	// member is pending that long at most (see SessionStore.Join).
+	// Default DefaultPendingSlack.
+	PendingSlack time.Duration
 }
+
+// DefaultPendingSlack is SessionEngine.PendingSlack unless set.
+const DefaultPendingSlack = 10 * time.Second
 
 // leaseSlack is how much longer than its session's a grant's lease may
 // be found after its acquire before it is brought back to the session's:
@@ -240,7 +255,7 @@ func (s *SessionEngine) AcquireInSession(ctx context.Context, token string, key 
 	if err := req.Validate(); err != nil {
 		return Grant{}, err
 	}
-	return s.acquire(ctx, token, SessionHold{Key: key}, req.Subject, func(ttl time.Duration, owner string) (Grant, error) {
+	return s.acquire(ctx, token, SessionHold{Key: key}, req.Subject, req.Wait, func(ttl time.Duration, owner string) (Grant, error) {
 		req.TTL, req.OwnerToken = ttl, owner
 		return s.Grants.Acquire(ctx, key, req)
 	})
@@ -252,7 +267,7 @@ func (s *SessionEngine) AcquirePermitInSession(ctx context.Context, token string
 	if err := req.Validate(); err != nil {
 		return Grant{}, err
 	}
-	return s.acquire(ctx, token, SessionHold{Semaphore: true, Key: key}, req.Subject, func(ttl time.Duration, owner string) (Grant, error) {
+	return s.acquire(ctx, token, SessionHold{Semaphore: true, Key: key}, req.Subject, req.Wait, func(ttl time.Duration, owner string) (Grant, error) {
 		req.TTL, req.OwnerToken = ttl, owner
 		return s.Grants.AcquirePermit(ctx, key, req)
 	})
@@ -262,8 +277,10 @@ func (s *SessionEngine) AcquirePermitInSession(ctx context.Context, token string
 // the session that runs meanwhile finds it; takes the grant with what is
 // left of the session's lease; then checks that the session is still
 // alive, and brings the grant's lease back to the session's when it is
-// longer. A grant outlives its session by at most about leaseSlack.
-func (s *SessionEngine) acquire(ctx context.Context, token string, h SessionHold, subject string, grant func(ttl time.Duration, owner string) (Grant, error)) (Grant, error) {
+// longer. A grant outlives its session by at most about leaseSlack. Its
+// member is pending for wait and PendingSlack: one that a killed gateway
+// left does not fill the session for good.
+func (s *SessionEngine) acquire(ctx context.Context, token string, h SessionHold, subject string, wait time.Duration, grant func(ttl time.Duration, owner string) (Grant, error)) (Grant, error) {
 	c := callerOf(token, subject)
 	m := SessionMember{Nonce: NewToken(), Hold: h, Pending: true}
 	forget := func() {
@@ -271,7 +288,11 @@ func (s *SessionEngine) acquire(ctx context.Context, token string, h SessionHold
 		defer cancel()
 		s.Store.Drop(cctx, c, []string{m.Nonce})
 	}
-	left, err := s.Store.Join(ctx, c, m, s.MaxHolds)
+	slack := s.PendingSlack
+	if slack <= 0 {
+		slack = DefaultPendingSlack
+	}
+	left, err := s.Store.Join(ctx, c, m, s.MaxHolds, wait+slack)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) { // it may have been noted
 			forget()

@@ -17,6 +17,16 @@
 --              which the engine derives its owner token: 'p' while its
 --              acquire runs, or 'c' once granted, then 'l' (a lock's
 --              hold) or 's' (a semaphore's permit), then ns/name
+--   'd:' .. n  one per pending member (session_join.lua): its deadline, ms
+--              on the Redis clock. Past it, its acquire is taken for one
+--              whose gateway died (killed while it waited): the member
+--              no longer counts against the cap, is not listed, and the
+--              next join that finds the session full, or keep-alive,
+--              forgets it. session_confirm.lua deletes it; a late confirm
+--              notes its member again. A member's value is what it was
+--              before deadlines, so that a gateway of the previous version
+--              reads members as they are (it counts this field against the
+--              cap, as one more member, and never forgets a member).
 -- Its PEXPIRE is the session's lease; beside it, under the same hash tag,
 -- the records of once.lua.
 --
@@ -42,17 +52,51 @@ local function session_check(tok, sub)
   return f
 end
 
--- session_members returns {nonce, 'p'|'c' .. member, ...} of the session;
--- granted only when granted is set.
-local function session_members(granted)
-  local out = {}
+-- session_now returns the Redis time in ms.
+local function session_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- session_members returns {nonce, 'p'|'c' .. member, ...} of the session
+-- (granted ones only when granted is set), and the nonces of the pending
+-- members whose deadline is before now. Those are not in the list; with
+-- now nil, none is dead, and every member is.
+local function session_members(granted, now)
   local all = redis.call('HGETALL', KEYS[1])
-  for i = 1, #all, 2 do
-    local f, v = all[i], all[i + 1]
-    if string.sub(f, 1, 2) == 'm:' and (not granted or string.sub(v, 1, 1) == 'c') then
-      out[#out + 1] = string.sub(f, 3)
-      out[#out + 1] = v
+  local dead = {}
+  if now then
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == 'd:' and tonumber(all[i + 1]) <= now then
+        dead[string.sub(all[i], 3)] = true
+      end
     end
   end
-  return out
+  local out, gone = {}, {}
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    if string.sub(f, 1, 2) == 'm:' then
+      local n, state = string.sub(f, 3), string.sub(v, 1, 1)
+      if state == 'p' and dead[n] then
+        gone[#gone + 1] = n
+      elseif not granted or state == 'c' then
+        out[#out + 1] = n
+        out[#out + 1] = v
+      end
+    end
+  end
+  return out, gone
+end
+
+-- session_forget forgets the members of nonces, and their deadlines.
+local function session_forget(nonces)
+  if #nonces == 0 then
+    return
+  end
+  local fields = {}
+  for _, n in ipairs(nonces) do
+    fields[#fields + 1] = 'm:' .. n
+    fields[#fields + 1] = 'd:' .. n
+  end
+  redis.call('HDEL', KEYS[1], unpack(fields))
 end

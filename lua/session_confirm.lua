@@ -13,12 +13,15 @@
 --          {SESSION_ENDED}, {SESSION_NOT_YOURS}: the engine releases the
 --                              grant
 --
--- A grant whose note a keep-alive dropped meanwhile is noted again: it
--- exists now, and the session's end must find it.
+-- A grant whose note a keep-alive dropped meanwhile, or forgot past its
+-- pending deadline (an acquire that ran late), is noted again: it exists
+-- now, and the session's end must find it. It may take the session past
+-- its cap until such grants end.
 
 local f, why = session_check(ARGV[1], ARGV[2])
 if not f then
   return {why}
 end
 redis.call('HSET', KEYS[1], 'm:' .. ARGV[3], 'c' .. ARGV[4])
+redis.call('HDEL', KEYS[1], 'd:' .. ARGV[3])
 return {GRANTED, redis.call('PTTL', KEYS[1])}

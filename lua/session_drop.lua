@@ -5,7 +5,8 @@
 -- ARGV[1]     SHA-256 of the session token
 -- ARGV[2..n]  the grants' nonces
 --
--- Returns  how many it forgot
+-- Returns  how many fields it deleted: a member, and its pending
+--          deadline if it had one
 --
 -- Not wrapped by once.lua: an HDEL of unique nonces has one effect
 -- however often it runs, and a session that ended keeps no grants.
@@ -17,5 +18,6 @@ end
 local fields = {}
 for i = 2, #ARGV do
   fields[#fields + 1] = 'm:' .. ARGV[i]
+  fields[#fields + 1] = 'd:' .. ARGV[i]
 end
 return redis.call('HDEL', KEYS[1], unpack(fields))

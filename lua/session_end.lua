@@ -7,7 +7,9 @@
 --
 -- Returns  {GRANTED, nonce, member, ...}  ended now; every member, pending
 --                              ones too (their acquire's confirm finds the
---                              session ended, and releases its grant)
+--                              session ended, and releases its grant),
+--                              and those past their pending deadline (a
+--                              killed gateway may have got the grant)
 --          {GRANTED}           ended before, within RECORD_MS: a repeated
 --                              end succeeds again, and names nothing
 --          {SESSION_ENDED}, {SESSION_NOT_YOURS}

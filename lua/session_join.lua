@@ -8,6 +8,8 @@
 -- ARGV[3]  the grant's nonce
 -- ARGV[4]  the grant: 'l' or 's', then ns/name
 -- ARGV[5]  how many grants the session may hold at most
+-- ARGV[6]  how long the grant's acquire may run, ms: its member's pending
+--          deadline is that much from now
 --
 -- Returns  {GRANTED, left_ms}  noted as pending; left_ms is what is left of
 --                              the session's lease, the grant's lease
@@ -15,14 +17,22 @@
 --                              changed
 --
 -- The count and the note are one step, so the cap holds under any number
--- of concurrent acquires.
+-- of concurrent acquires. The count is the hash's length, which a pending
+-- member counts twice in (its deadline); only a session that looks full
+-- is read whole, and its pending members past their deadline forgotten.
 
 local f, why = session_check(ARGV[1], ARGV[2])
 if not f then
   return {why}
 end
-if redis.call('HLEN', KEYS[1]) - SESSION_FIELDS >= tonumber(ARGV[5]) then
-  return {SESSION_FULL}
+local most = tonumber(ARGV[5])
+local now = session_now()
+if redis.call('HLEN', KEYS[1]) - SESSION_FIELDS >= most then
+  local live, dead = session_members(false, now)
+  session_forget(dead)
+  if #live / 2 >= most then
+    return {SESSION_FULL}
+  end
 end
-redis.call('HSET', KEYS[1], 'm:' .. ARGV[3], 'p' .. ARGV[4])
+redis.call('HSET', KEYS[1], 'm:' .. ARGV[3], 'p' .. ARGV[4], 'd:' .. ARGV[3], now + tonumber(ARGV[6]))
 return {GRANTED, redis.call('PTTL', KEYS[1])}

@@ -9,6 +9,8 @@
 -- Returns  {GRANTED, ttl_ms, nonce, member, ...}  the lease set, and each
 --                              granted member ('c' .. kind .. ns/name);
 --                              at most the session's cap of them
+--
+-- Pending members past their deadline are forgotten (see lib_session.lua).
 --          {SESSION_ENDED}, {SESSION_NOT_YOURS}: nothing changed
 
 local f, why = session_check(ARGV[1], ARGV[2])
@@ -23,7 +25,9 @@ else
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 local out = {GRANTED, ttl}
-for _, v in ipairs(session_members(true)) do
+local granted, dead = session_members(true, session_now())
+session_forget(dead)
+for _, v in ipairs(granted) do
   out[#out + 1] = v
 end
 return out

@@ -8,3 +8,7 @@ func (m *Backend) ForgetHistory(key locks.Key) {
 	defer m.mu.Unlock()
 	m.forgetHistoryLocked(key)
 }
+
+// SessionStore hands out m's session store to the conformance suite
+// (locktest.SessionStores).
+func (m *Backend) SessionStore() locks.SessionStore { return m.SessionEngine.Store }

@@ -31,6 +31,23 @@ type memSession struct {
 	// repeated end.
 	ended   bool
 	members map[string]locks.SessionMember
+	// pendingUntil is each pending member's deadline, by nonce: past it,
+	// its acquire is taken for dead (see locks.SessionStore.Join).
+	pendingUntil map[string]time.Time
+}
+
+// forgetDeadLocked forgets the pending members past their deadline. The
+// store's mutex must be held.
+func (ss *memSession) forgetDeadLocked(now time.Time) {
+	for n, until := range ss.pendingUntil {
+		if now.Before(until) {
+			continue
+		}
+		delete(ss.pendingUntil, n)
+		if ss.members[n].Pending {
+			delete(ss.members, n)
+		}
+	}
 }
 
 var _ locks.SessionStore = (*memSessions)(nil)
@@ -65,11 +82,11 @@ func (s *memSessions) Open(_ context.Context, c locks.SessionCaller, ttl time.Du
 		s.pruneAt = 2*len(s.byID) + 64
 	}
 	s.byID[c.ID] = &memSession{tokHash: c.TokHash, subject: c.Subject, ttl: ttl,
-		expiresAt: now.Add(ttl), members: map[string]locks.SessionMember{}}
+		expiresAt: now.Add(ttl), members: map[string]locks.SessionMember{}, pendingUntil: map[string]time.Time{}}
 	return nil
 }
 
-func (s *memSessions) Join(_ context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int) (time.Duration, error) {
+func (s *memSessions) Join(_ context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int, pendingFor time.Duration) (time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -78,9 +95,13 @@ func (s *memSessions) Join(_ context.Context, c locks.SessionCaller, m locks.Ses
 		return 0, locks.SessionError("join", c, err)
 	}
 	if len(ss.members) >= maxHolds {
-		return 0, locks.SessionError("join", c, locks.ErrSessionFull)
+		ss.forgetDeadLocked(now)
+		if len(ss.members) >= maxHolds {
+			return 0, locks.SessionError("join", c, locks.ErrSessionFull)
+		}
 	}
 	ss.members[m.Nonce] = m
+	ss.pendingUntil[m.Nonce] = now.Add(pendingFor)
 	return ss.expiresAt.Sub(now), nil
 }
 
@@ -94,6 +115,7 @@ func (s *memSessions) Confirm(_ context.Context, c locks.SessionCaller, m locks.
 	}
 	m.Pending = false
 	ss.members[m.Nonce] = m
+	delete(ss.pendingUntil, m.Nonce)
 	return ss.expiresAt.Sub(now), nil
 }
 
@@ -109,6 +131,7 @@ func (s *memSessions) Keep(_ context.Context, c locks.SessionCaller, ttl time.Du
 		ss.ttl = ttl
 	}
 	ss.expiresAt = now.Add(ss.ttl)
+	ss.forgetDeadLocked(now)
 	var ms []locks.SessionMember
 	for _, m := range ss.members {
 		if !m.Pending {
@@ -124,6 +147,7 @@ func (s *memSessions) Drop(_ context.Context, c locks.SessionCaller, nonces []st
 	if ss, err := s.checkLocked(c, time.Now()); err == nil {
 		for _, n := range nonces {
 			delete(ss.members, n)
+			delete(ss.pendingUntil, n)
 		}
 	}
 	return nil
@@ -141,7 +165,7 @@ func (s *memSessions) End(_ context.Context, c locks.SessionCaller) ([]locks.Ses
 		return nil, locks.SessionError("end", c, err)
 	}
 	ms := slices.Collect(maps.Values(ss.members))
-	ss.ended, ss.members, ss.expiresAt = true, nil, now.Add(locks.RecordTTL)
+	ss.ended, ss.members, ss.pendingUntil, ss.expiresAt = true, nil, nil, now.Add(locks.RecordTTL)
 	return ms, nil
 }
 
@@ -153,6 +177,7 @@ func (s *memSessions) Describe(_ context.Context, c locks.SessionCaller) (time.D
 	if err != nil {
 		return 0, 0, nil, locks.SessionError("describe", c, err)
 	}
+	ss.forgetDeadLocked(now)
 	return ss.expiresAt.Sub(now), ss.ttl, slices.Collect(maps.Values(ss.members)), nil
 }
 

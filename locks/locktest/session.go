@@ -29,6 +29,7 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"CapOfGrants", testSessionFull},
 		{"AGrantNeverOutlivesItsSession", testSessionGrantBound},
 		{"AKeepAliveStatesEachGrantsOwnLease", testSessionKeepBroken},
+		{"AKilledAcquireLeavesNoPendingGrantPastItsDeadline", testSessionDeadPending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -391,3 +392,99 @@ func testSessionKeepBroken(t *testing.T, b locks.Backend) {
 		}
 	}
 }
+
+// SessionStores is a backend whose session store a test can reach (each
+// backend's export_test.go hands it out): a gateway killed during an
+// acquire in a session leaves a Join that no Confirm nor Drop follows.
+type SessionStores interface {
+	SessionStore() locks.SessionStore
+}
+
+func sessionStoreOf(t testing.TB, b locks.Backend) locks.SessionStore {
+	t.Helper()
+	s, ok := b.(SessionStores)
+	if !ok {
+		t.Fatalf("%T does not hand out its session store (SessionStores)", b)
+	}
+	return s.SessionStore()
+}
+
+// joinPending does what an acquire in the session of token does before
+// its grant: it notes a pending member, whose acquire may run for
+// pendingFor.
+func joinPending(t testing.TB, store locks.SessionStore, token string, pendingFor time.Duration) locks.SessionMember {
+	t.Helper()
+	c := locks.SessionCaller{ID: locks.SessionID(token), TokHash: locks.TokenHash(token), Subject: sessionSubject}
+	m := locks.SessionMember{Nonce: locks.NewToken(), Hold: locks.SessionHold{Key: UniqueKey(t)}, Pending: true}
+	if _, err := store.Join(context.Background(), c, m, locks.DefaultSessionMaxHolds, pendingFor); err != nil {
+		t.Fatalf("join a pending member: %v", err)
+	}
+	return m
+}
+
+// clockSlack is how far the store's clock (Redis TIME) may be behind the
+// test's.
+const clockSlack = 20 * time.Millisecond
+
+func testSessionDeadPending(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	store := sessionStoreOf(t, b)
+	ss := MustOpenSession(t, b, time.Minute)
+	c := locks.SessionCaller{ID: ss.ID, TokHash: locks.TokenHash(ss.Token), Subject: sessionSubject}
+	// The members' deadlines are one instant, so that they all fill the
+	// session until then (a join that finds the session full forgets the
+	// members past their deadline).
+	deadline := time.Now().Add(200 * time.Millisecond)
+	dead := make([]locks.SessionMember, locks.DefaultSessionMaxHolds)
+	lastDeadline := deadline
+	for i := range dead {
+		pendingFor := max(time.Until(deadline), time.Millisecond)
+		dead[i] = joinPending(t, store, ss.Token, pendingFor)
+		if d := time.Now().Add(pendingFor); d.After(lastDeadline) { // joined late
+			lastDeadline = d
+		}
+	}
+	if time.Until(deadline) > clockSlack { // not on a machine too busy to fill it in time
+		_, err := b.AcquireInSession(ctx, ss.Token, UniqueKey(t), locks.AcquireRequest{Subject: sessionSubject})
+		wantErr(t, err, locks.ErrSessionFull)
+	}
+	for time.Until(lastDeadline) > -clockSlack {
+		time.Sleep(time.Millisecond) // polling the clock past every member's deadline
+	}
+	info, err := b.DescribeSession(ctx, ss.Token, sessionSubject)
+	if err != nil || len(info.Holds) != 0 {
+		t.Fatalf("describe: got %d holds (%+v), %v; want none of the pending members past their deadline", len(info.Holds), first(info.Holds), err)
+	}
+	key := UniqueKey(t)
+	if _, err := b.AcquireInSession(ctx, ss.Token, key, locks.AcquireRequest{Subject: sessionSubject}); err != nil {
+		t.Fatalf("acquire in a session full of pending members past their deadline: got %v, want a grant", err)
+	}
+	info, err = b.DescribeSession(ctx, ss.Token, sessionSubject)
+	if err != nil || len(info.Holds) != 1 || info.Holds[0].Key != key || info.Holds[0].Pending {
+		t.Fatalf("describe: got %d holds (%+v), %v; want the one grant, none of the dead pending members", len(info.Holds), first(info.Holds), err)
+	}
+
+	// An acquire that ran past its deadline and got its grant after all
+	// confirms it: the session must find it at its end.
+	if _, err := store.Confirm(ctx, c, dead[0]); err != nil {
+		t.Fatalf("confirm a member past its pending deadline: %v", err)
+	}
+	info, err = b.DescribeSession(ctx, ss.Token, sessionSubject)
+	if err != nil || len(info.Holds) != 2 {
+		t.Fatalf("describe after a late confirm: got %d holds, %v; want 2", len(info.Holds), err)
+	}
+	for _, h := range info.Holds {
+		if h.Pending || (h.Key != key && h.Key != dead[0].Hold.Key) {
+			t.Fatalf("describe after a late confirm: got %+v, want %s and %s granted", info.Holds, key, dead[0].Hold.Key)
+		}
+	}
+
+	// Pending members within their deadline still count.
+	for range locks.DefaultSessionMaxHolds - 2 {
+		joinPending(t, store, ss.Token, time.Minute)
+	}
+	_, err = b.AcquireInSession(ctx, ss.Token, UniqueKey(t), locks.AcquireRequest{Subject: sessionSubject})
+	wantErr(t, err, locks.ErrSessionFull)
+}
+
+func first[T any](s []T) []T { return s[:min(len(s), 1)] }

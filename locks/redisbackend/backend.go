@@ -162,7 +162,10 @@ func New(client redis.UniversalClient, opts Options) (*Backend, error) {
 	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
 	r.waiters.pickUp = opts.TicketLiveness
 	r.arg.channel = r.waiters.channel
-	r.SessionEngine = &locks.SessionEngine{Store: redisSessions{r}, Grants: r, MaxHolds: opts.SessionMaxHolds}
+	// An acquire in a session runs its wait and, around it, a few calls
+	// of up to Timeout each: readiness, the last script run, a leave.
+	r.SessionEngine = &locks.SessionEngine{Store: redisSessions{r}, Grants: r, MaxHolds: opts.SessionMaxHolds,
+		PendingSlack: 3 * opts.Timeout}
 	r.SetEngine = &locks.SetEngine{Grants: r, All: r}
 	r.watches = newWatchHub(r)
 	r.waiters.hint, r.waiters.resubscribed = r.watches.hint, r.watches.resubscribed

@@ -169,3 +169,7 @@ func (r *Backend) Heartbeat(ctx context.Context, key locks.Key, semaphore bool, 
 func (r *Backend) DropNameRecord(ctx context.Context, key locks.Key) error {
 	return r.client.Del(ctx, r.lockKeys(key).fence).Err()
 }
+
+// SessionStore hands out r's session store to the conformance suite
+// (locktest.SessionStores).
+func (r *Backend) SessionStore() locks.SessionStore { return r.SessionEngine.Store }

@@ -99,8 +99,9 @@ func (s redisSessions) Open(ctx context.Context, c locks.SessionCaller, ttl time
 	return nil
 }
 
-func (s redisSessions) Join(ctx context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int) (time.Duration, error) {
-	cmd, _ := s.r.run(ctx, sessionJoinScript, s.sessionKey(c), c.TokHash, c.Subject, m.Nonce, locks.EncodeHold(m.Hold), maxHolds)
+func (s redisSessions) Join(ctx context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int, pendingFor time.Duration) (time.Duration, error) {
+	cmd, _ := s.r.run(ctx, sessionJoinScript, s.sessionKey(c), c.TokHash, c.Subject, m.Nonce, locks.EncodeHold(m.Hold), maxHolds,
+		max(pendingFor.Milliseconds(), 1))
 	out, err := sessionReply("join", c, cmd)
 	return leftOf(out), err
 }
