@@ -88,3 +88,36 @@ func TestSessions(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionsPerCallerBounded: one caller holds at most
+// --subject-max-sessions live sessions across the gateways of one store
+// (#37, finding 6); the next gets a 429 problem with the stable code
+// too_many_sessions, another caller has its own share, and an ended
+// session makes room.
+func TestSessionsPerCallerBounded(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		args := append(b.args(t), "--subject-max-sessions", "3")
+		a := startGateway(t, args...)
+		other := a
+		if len(b.args(t)) > 0 {
+			other = startGateway(t, args...)
+		}
+		greedy := bearer(token(t, map[string]any{"sub": "greedy"}))
+		type session struct {
+			Session      string `json:"session"`
+			SessionToken string `json:"session_token"`
+		}
+		var first session
+		for i := range 3 {
+			var s session
+			wantJSON(t, call(t, "POST", []*gateway{a, other}[i%2].URL+"/sessions", `{"ttl_ms":60000}`, greedy...), http.StatusCreated, &s)
+			if i == 0 {
+				first = s
+			}
+		}
+		wantProblem(t, call(t, "POST", other.URL+"/sessions", `{"ttl_ms":60000}`, greedy...), http.StatusTooManyRequests, "too_many_sessions")
+		wantJSON(t, call(t, "POST", a.URL+"/sessions", `{"ttl_ms":60000}`, bearer(token(t, map[string]any{"sub": "modest"}))...), http.StatusCreated, &session{})
+		wantJSON(t, call(t, "DELETE", a.URL+"/sessions/"+first.Session, "", with(greedy, []string{"Session-Token", first.SessionToken})...), http.StatusOK, &session{})
+		wantJSON(t, call(t, "POST", other.URL+"/sessions", `{"ttl_ms":60000}`, greedy...), http.StatusCreated, &session{})
+	})
+}

@@ -63,6 +63,8 @@ var engineProblems = map[locks.Code]problem{
 		detail: "no live session of this Session-Token: it was ended, its lease ran out, or it never was; its grants ended with it: open a new session"},
 	locks.CodeSessionNotYours: {status: http.StatusForbidden, code: ProblemCodeSessionNotYours, title: "Not your session",
 		detail: "the session was opened by another caller; nothing was changed"},
+	locks.CodeTooManySessions: {status: http.StatusTooManyRequests, code: ProblemCodeTooManySessions, title: "Too many sessions",
+		detail: "the caller holds its most live sessions (the gateway's --subject-max-sessions); end one, or let one expire, before opening another"},
 	locks.CodeSessionFull: {status: http.StatusConflict, code: ProblemCodeSessionFull, title: "Session full",
 		detail: "the session holds its most grants (the gateway's --session-max-holds); nothing was acquired: release one, or open another session"},
 	locks.CodeInvalid: {status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",

@@ -28,6 +28,7 @@ const (
 	CodeSessionEnded          Code = "session_ended"            // ErrSessionEnded
 	CodeSessionNotYours       Code = "session_not_yours"        // ErrSessionNotYours
 	CodeSessionFull           Code = "session_full"             // ErrSessionFull
+	CodeTooManySessions       Code = "too_many_sessions"        // ErrTooManySessions
 	CodeNotHeld               Code = "not_held"                 // ErrNotHeld
 	CodeInvalid               Code = "invalid"                  // ErrInvalid: the arguments were refused
 	CodeUnavailable           Code = "unavailable"              // ErrUnavailable: the outcome is unknown
@@ -56,6 +57,7 @@ var codes = []struct {
 	{ErrSessionEnded, CodeSessionEnded},
 	{ErrSessionNotYours, CodeSessionNotYours},
 	{ErrSessionFull, CodeSessionFull},
+	{ErrTooManySessions, CodeTooManySessions},
 	{ErrNotHeld, CodeNotHeld},
 	{ErrInvalid, CodeInvalid},
 	{context.Canceled, CodeCancelled},
@@ -122,6 +124,9 @@ var (
 	// ErrSessionFull means the session holds its most grants
 	// (DefaultSessionMaxHolds, or the backend's SessionMaxHolds).
 	ErrSessionFull = errors.New("the session holds its most grants")
+	// ErrTooManySessions means the subject has its most live sessions
+	// (SessionEngine.MaxPerSubject): another is opened once one ends.
+	ErrTooManySessions = errors.New("the caller has its most live sessions")
 )
 
 // Reason says why a token holds nothing (see NotHolderError).

@@ -221,11 +221,45 @@ type SessionEngine struct {
 	Store    SessionStore
 	Grants   sessionGrants
 	MaxHolds int
+	// Counter counts each subject's live sessions, and MaxPerSubject is
+	// how many one subject may hold at once (ErrTooManySessions past it);
+	// without a Counter, or with MaxPerSubject 0, they are not bounded.
+	Counter       SessionCounter
+	MaxPerSubject int
 	// PendingSlack is how much longer than its wait an acquire in a
 	// session may run, the backend's calls around the wait included: its
 	// member is pending that long at most (see SessionStore.Join).
 	// Default DefaultPendingSlack.
 	PendingSlack time.Duration
+}
+
+// SessionCounter counts each subject's live sessions, for
+// SessionEngine.MaxPerSubject: a record per subject, apart from the
+// sessions' own (on Cluster, on another slot), which opening a session,
+// keeping it alive and ending it each move with one call more. Each
+// method is idempotent: a call delivered twice counts once.
+type SessionCounter interface {
+	// Add counts session id of subject, live until ttl from now, unless
+	// the subject has max live sessions (ErrTooManySessions). Sessions
+	// whose lease ended unended stop counting then.
+	Add(ctx context.Context, subject, id string, ttl time.Duration, max int) error
+	// Extend moves the end of a counted session to ttl from now.
+	Extend(ctx context.Context, subject, id string, ttl time.Duration) error
+	// Remove stops counting id.
+	Remove(ctx context.Context, subject, id string) error
+}
+
+// DefaultSessionsPerSubject is how many live sessions one subject may
+// hold, unless the backend's options say otherwise: a few per worker of a
+// caller, and at about 430 bytes of Redis each, 43 KB per caller at most.
+const DefaultSessionsPerSubject = 100
+
+// forget stops counting session id, even when ctx has ended: a count that
+// stays counts against its subject until the session's lease would end.
+func (s *SessionEngine) forget(ctx context.Context, subject, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.Counter.Remove(ctx, subject, id)
 }
 
 // DefaultPendingSlack is SessionEngine.PendingSlack unless set.
@@ -243,7 +277,16 @@ func (s *SessionEngine) OpenSession(ctx context.Context, subject string, ttl tim
 	}
 	token := NewToken()
 	start := time.Now()
+	bounded := s.Counter != nil && s.MaxPerSubject > 0
+	if bounded {
+		if err := s.Counter.Add(ctx, subject, SessionID(token), ttl, s.MaxPerSubject); err != nil {
+			return Session{}, fmt.Errorf("open session: %w", err)
+		}
+	}
 	if err := s.Store.Open(ctx, callerOf(token, subject), ttl); err != nil {
+		if bounded {
+			s.forget(ctx, subject, SessionID(token))
+		}
 		return Session{}, err
 	}
 	return Session{ID: SessionID(token), Token: token, Lease: Lease{TTL: ttl, ExpiresAt: start.Add(ttl)}}, nil
@@ -357,6 +400,11 @@ func (s *SessionEngine) KeepSession(ctx context.Context, token, subject string, 
 	if err != nil {
 		return SessionKept{}, err
 	}
+	if s.Counter != nil && s.MaxPerSubject > 0 {
+		// A count that lags (this call failed) only lets the subject open
+		// more sessions than its bound until the next keep-alive.
+		s.Counter.Extend(ctx, subject, c.ID, ttl)
+	}
 	kept := SessionKept{Lease: Lease{TTL: ttl, ExpiresAt: start.Add(ttl)}}
 	leases := make([]Lease, len(ms))
 	errs := make([]error, len(ms))
@@ -391,6 +439,9 @@ func (s *SessionEngine) EndSession(ctx context.Context, token, subject string) (
 	ms, err := s.Store.End(ctx, c)
 	if err != nil {
 		return SessionEnded{}, err
+	}
+	if s.Counter != nil && s.MaxPerSubject > 0 {
+		s.forget(ctx, subject, c.ID)
 	}
 	rels := make([]Released, len(ms))
 	errs := make([]error, len(ms))

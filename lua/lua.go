@@ -113,6 +113,8 @@ var (
 	sessionDropSrc string
 	//go:embed session_end.lua
 	sessionEndSrc string
+	//go:embed sessions_of.lua
+	sessionsOfSrc string
 	//go:embed session_get.lua
 	sessionGetSrc string
 
@@ -277,6 +279,7 @@ var scripts = []Script{
 	writesIdempotent("session_drop", sessionDropSrc),
 	writes("session_end", false, sessionEndSrc, libSession),
 	reads("session_get", sessionGetSrc, libSession),
+	writesIdempotent("sessions_of", sessionsOfSrc),
 }
 
 // Scripts returns every script.

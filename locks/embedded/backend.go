@@ -61,6 +61,8 @@ type Options struct {
 	MaxSharedHolders int
 	// SessionMaxHolds is as RedisOptions.SessionMaxHolds.
 	SessionMaxHolds int
+	// SessionsPerSubject is as the Redis backend's Options.SessionsPerSubject.
+	SessionsPerSubject int
 }
 
 // memRecord is what the backend remembers of a grant.
@@ -153,10 +155,14 @@ func New(opts Options) *Backend {
 	if opts.SessionMaxHolds <= 0 {
 		opts.SessionMaxHolds = locks.DefaultSessionMaxHolds
 	}
+	if opts.SessionsPerSubject <= 0 {
+		opts.SessionsPerSubject = locks.DefaultSessionsPerSubject
+	}
 	m := &Backend{opts: opts, locks: make(map[locks.Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[locks.Key][]*memWaiter),
 		sems: make(map[locks.Key]*memSemaphore), delayed: make(map[locks.Key]time.Time), records: make(map[tokenSum]memRecord),
 		histories: make(map[locks.Key]*memHistory), watched: make(map[locks.Key]chan struct{})}
-	m.SessionEngine = &locks.SessionEngine{Store: &memSessions{}, Grants: m, MaxHolds: opts.SessionMaxHolds}
+	m.SessionEngine = &locks.SessionEngine{Store: &memSessions{}, Grants: m, MaxHolds: opts.SessionMaxHolds,
+		Counter: &memSessionCount{}, MaxPerSubject: opts.SessionsPerSubject}
 	m.SetEngine = &locks.SetEngine{Grants: m, All: m}
 	return m
 }

@@ -52,6 +52,62 @@ func (ss *memSession) forgetDeadLocked(now time.Time) {
 
 var _ locks.SessionStore = (*memSessions)(nil)
 
+// memSessionCount counts each subject's live sessions (locks.SessionCounter):
+// their ends, by session id.
+type memSessionCount struct {
+	mu        sync.Mutex
+	bySubject map[string]map[string]time.Time
+}
+
+var _ locks.SessionCounter = (*memSessionCount)(nil)
+
+func (n *memSessionCount) Add(_ context.Context, subject, id string, ttl time.Duration, max int) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	ends := n.bySubject[subject]
+	for other, end := range ends {
+		if !now.Before(end) {
+			delete(ends, other)
+		}
+	}
+	if _, ok := ends[id]; !ok && len(ends) >= max {
+		return locks.ErrTooManySessions
+	}
+	if ends == nil {
+		if n.bySubject == nil {
+			n.bySubject = map[string]map[string]time.Time{}
+		}
+		ends = map[string]time.Time{}
+		n.bySubject[subject] = ends
+	}
+	ends[id] = now.Add(ttl)
+	return nil
+}
+
+func (n *memSessionCount) Extend(_ context.Context, subject, id string, ttl time.Duration) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ends := n.bySubject[subject]; ends != nil {
+		if _, ok := ends[id]; ok {
+			ends[id] = time.Now().Add(ttl)
+		}
+	}
+	return nil
+}
+
+func (n *memSessionCount) Remove(_ context.Context, subject, id string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ends := n.bySubject[subject]; ends != nil {
+		delete(ends, id)
+		if len(ends) == 0 {
+			delete(n.bySubject, subject)
+		}
+	}
+	return nil
+}
+
 // checkLocked finds the caller's live session. s.mu must be held.
 func (s *memSessions) checkLocked(c locks.SessionCaller, now time.Time) (*memSession, error) {
 	ss := s.byID[c.ID]

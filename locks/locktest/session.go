@@ -28,6 +28,7 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"AWaiterInASessionGetsTheSessionsLease", testSessionWaiter},
 		{"CapOfGrants", testSessionFull},
 		{"AGrantNeverOutlivesItsSession", testSessionGrantBound},
+		{"SessionsPerSubjectAreBounded", testSessionsPerSubject},
 		{"AKeepAliveStatesEachGrantsOwnLease", testSessionKeepBroken},
 		{"AKilledAcquireLeavesNoPendingGrantPastItsDeadline", testSessionDeadPending},
 	} {
@@ -488,3 +489,34 @@ func testSessionDeadPending(t *testing.T, b locks.Backend) {
 }
 
 func first[T any](s []T) []T { return s[:min(len(s), 1)] }
+
+// testSessionsPerSubject: one subject holds at most the default bound of live
+// sessions (#37, finding 6): the next is refused with ErrTooManySessions,
+// and an ended session makes room. Another subject has its own share.
+func testSessionsPerSubject(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	subject := "iss#" + UniqueKey(t).Name
+	var opened []locks.Session
+	for range locks.DefaultSessionsPerSubject {
+		ss, err := b.OpenSession(ctx, subject, time.Minute)
+		if err != nil {
+			t.Fatalf("session %d of %d: %v", len(opened)+1, locks.DefaultSessionsPerSubject, err)
+		}
+		opened = append(opened, ss)
+	}
+	if _, err := b.OpenSession(ctx, subject, time.Minute); !errors.Is(err, locks.ErrTooManySessions) {
+		t.Fatalf("session %d of a subject bound to %d: got %v, want ErrTooManySessions", locks.DefaultSessionsPerSubject+1, locks.DefaultSessionsPerSubject, err)
+	}
+	if _, err := b.OpenSession(ctx, subject+"-other", time.Minute); err != nil {
+		t.Fatalf("another subject's session: %v", err)
+	}
+	if _, err := b.KeepSession(ctx, opened[1].Token, subject, 0); err != nil {
+		t.Fatalf("keep: %v", err)
+	}
+	if _, err := b.EndSession(ctx, opened[0].Token, subject); err != nil {
+		t.Fatalf("end: %v", err)
+	}
+	if _, err := b.OpenSession(ctx, subject, time.Minute); err != nil {
+		t.Fatalf("a session after one ended: %v", err)
+	}
+}

@@ -53,6 +53,10 @@ type Options struct {
 	// SessionMaxHolds is how many grants one session may hold at once
 	// (see Sessions). Default DefaultSessionMaxHolds.
 	SessionMaxHolds int
+	// SessionsPerSubject is how many live sessions one subject may hold
+	// at once (locks.SessionEngine.MaxPerSubject). Default
+	// locks.DefaultSessionsPerSubject.
+	SessionsPerSubject int
 	// TicketLiveness is how long a ticket stays in its lock's queue after
 	// each poll, and how long a grant handed to a ticket waits for a poll
 	// to pick it up (see Tickets). Default locks.DefaultTicketLiveness.
@@ -83,6 +87,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SessionMaxHolds <= 0 {
 		o.SessionMaxHolds = locks.DefaultSessionMaxHolds
+	}
+	if o.SessionsPerSubject <= 0 {
+		o.SessionsPerSubject = locks.DefaultSessionsPerSubject
 	}
 	return o
 }
@@ -165,6 +172,7 @@ func New(client redis.UniversalClient, opts Options) (*Backend, error) {
 	// An acquire in a session runs its wait and, around it, a few calls
 	// of up to Timeout each: readiness, the last script run, a leave.
 	r.SessionEngine = &locks.SessionEngine{Store: redisSessions{r}, Grants: r, MaxHolds: opts.SessionMaxHolds,
+		Counter: redisSessionCount{r}, MaxPerSubject: opts.SessionsPerSubject,
 		PendingSlack: 3 * opts.Timeout}
 	r.SetEngine = &locks.SetEngine{Grants: r, All: r}
 	r.watches = newWatchHub(r)

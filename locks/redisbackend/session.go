@@ -20,7 +20,44 @@ var (
 	sessionDropScript    = newScript("session_drop")
 	sessionEndScript     = newScript("session_end")
 	sessionGetScript     = newScript("session_get")
+	sessionsOfScript     = newScript("sessions_of")
 )
+
+// redisSessionCount counts each subject's live sessions
+// (locks.SessionCounter, lua/sessions_of.lua).
+type redisSessionCount struct{ r *Backend }
+
+var _ locks.SessionCounter = redisSessionCount{}
+
+// key is the subject's count: the subject's hash names it, so that no
+// subject's text reaches a key name.
+func (n redisSessionCount) key(subject string) []string {
+	return []string{n.r.opts.Prefix + "sessions-of:{" + locks.TokenHash("subject:" + subject)[:22] + "}"}
+}
+
+func (n redisSessionCount) call(ctx context.Context, subject string, args ...any) error {
+	cmd, _ := n.r.run(ctx, sessionsOfScript, n.key(subject), args...)
+	code, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return locks.Unavailable("count sessions", stringer("of a subject"), err)
+	case code == codeSessionFull:
+		return locks.ErrTooManySessions
+	}
+	return nil
+}
+
+func (n redisSessionCount) Add(ctx context.Context, subject, id string, ttl time.Duration, max int) error {
+	return n.call(ctx, subject, "add", id, ttl.Milliseconds(), max)
+}
+
+func (n redisSessionCount) Extend(ctx context.Context, subject, id string, ttl time.Duration) error {
+	return n.call(ctx, subject, "extend", id, ttl.Milliseconds())
+}
+
+func (n redisSessionCount) Remove(ctx context.Context, subject, id string) error {
+	return n.call(ctx, subject, "remove", id)
+}
 
 // redisSessions is the Redis backend's store of sessions.
 type redisSessions struct{ r *Backend }

@@ -325,21 +325,22 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		logger.Warn().Msg("using the embedded in-memory backend: locks live in this process only and vanish when it stops; " +
 			"run a single gateway, or set --redis-url to share locks between gateways")
 		m := embedded.New(embedded.Options{LockDelay: cfg.lockDelay, History: cfg.history, TicketLiveness: cfg.ticketLiveness,
-			MaxSharedHolders: cfg.maxSharedHolders, SessionMaxHolds: cfg.sessionMaxHolds})
+			MaxSharedHolders: cfg.maxSharedHolders, SessionMaxHolds: cfg.sessionMaxHolds, SessionsPerSubject: cfg.subjectSessions})
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
 	b, closeFn, err := newRedisBackend(cfg.redisURL, cfg.redisCluster, cfg.redisSentinel, redisbackend.Options{
-		Prefix:           cfg.redisPrefix,
-		Timeout:          cfg.redisTimeout,
-		FenceRetention:   cfg.fenceRetention,
-		LockDelay:        cfg.lockDelay,
-		History:          cfg.history,
-		MinReplicas:      cfg.minReplicas,
-		ReplicaTimeout:   cfg.replicaTimeout,
-		TicketLiveness:   cfg.ticketLiveness,
-		MaxSharedHolders: cfg.maxSharedHolders,
-		SessionMaxHolds:  cfg.sessionMaxHolds,
+		Prefix:             cfg.redisPrefix,
+		Timeout:            cfg.redisTimeout,
+		FenceRetention:     cfg.fenceRetention,
+		LockDelay:          cfg.lockDelay,
+		History:            cfg.history,
+		MinReplicas:        cfg.minReplicas,
+		ReplicaTimeout:     cfg.replicaTimeout,
+		TicketLiveness:     cfg.ticketLiveness,
+		MaxSharedHolders:   cfg.maxSharedHolders,
+		SessionMaxHolds:    cfg.sessionMaxHolds,
+		SessionsPerSubject: cfg.subjectSessions,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -31,6 +31,7 @@ type config struct {
 	lockDelay        time.Duration
 	maxSharedHolders int
 	sessionMaxHolds  int
+	subjectSessions  int
 	history          int
 	ticketLiveness   time.Duration
 	jwtSecret        string
@@ -102,6 +103,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.lockDelay, "lock-delay", 0, "after a lease ends without a release (the holder vanished), keep the lock from new holders this long: for resources that cannot check fencing tokens (a release frees it at once)")
 	fs.IntVar(&c.maxSharedHolders, "max-shared-holders", locks.DefaultMaxSharedHolders, "most shared holders one lock may have at once; past it a shared acquire waits for a place (wait_ms) or gets 409 lock_held, which says so")
 	fs.IntVar(&c.sessionMaxHolds, "session-max-holds", locks.DefaultSessionMaxHolds, "most grants one session may hold at once (bounds the work of one keep-alive or end); past it an acquire in the session gets 409 session_full")
+	fs.IntVar(&c.subjectSessions, "subject-max-sessions", locks.DefaultSessionsPerSubject, "most live sessions one subject (iss and sub) may hold at once, across gateways; past it opening one gets 429 too_many_sessions")
 	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter (and history) stays in Redis after its last grant: about 100 bytes of Redis memory per released lock name, 240 with the default --history; it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
 	fs.StringVar(&c.jwtPublicKeyFile, "jwt-public-key-file", "", "PEM file of public keys for RS256, ES256 or EdDSA tokens")
@@ -312,6 +314,8 @@ func (c config) check() error {
 		return errors.New("--max-shared-holders must be from 1 to 100000")
 	case c.sessionMaxHolds < 1 || c.sessionMaxHolds > 10000:
 		return errors.New("--session-max-holds must be from 1 to 10000")
+	case c.subjectSessions < 1 || c.subjectSessions > 100000:
+		return errors.New("--subject-max-sessions must be from 1 to 100000")
 	case c.history < 0 || c.history > 1000:
 		return errors.New("--history must be 0 (off) to 1000 events")
 	case c.ticketLiveness < minTicketLiveness || c.ticketLiveness > 10*time.Minute:

@@ -1,0 +1,39 @@
+-- sessions_of: a subject's live sessions, counted for its bound (see
+-- locks.SessionCounter): a zset of session ids scored by when each
+-- session's lease ends, on the Redis clock. A key of its own per subject,
+-- apart from the sessions' records (on Cluster, another slot), which the
+-- gateway moves with one call more when it opens, keeps alive or ends a
+-- session. Idempotent: a call delivered twice counts once.
+--
+-- KEYS[1]  the subject's sessions (zset: session id -> lease end, ms)
+-- ARGV[1]  'add', 'extend' or 'remove'
+-- ARGV[2]  the session id
+-- ARGV[3]  its lease from now, ms ('add', 'extend')
+-- ARGV[4]  how many live sessions the subject may have ('add')
+--
+-- Returns  GRANTED, or SESSION_FULL for an 'add' past the bound (nothing
+--          changed)
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local op, id = ARGV[1], ARGV[2]
+if op == 'remove' then
+  redis.call('ZREM', KEYS[1], id)
+  return GRANTED
+end
+local ends = now + tonumber(ARGV[3])
+if op == 'extend' then
+  redis.call('ZADD', KEYS[1], 'XX', string.format('%d', ends), id)
+else
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  if not redis.call('ZSCORE', KEYS[1], id) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+    return SESSION_FULL
+  end
+  redis.call('ZADD', KEYS[1], string.format('%d', ends), id)
+end
+-- The key lives as long as its longest session.
+local last = redis.call('ZRANGE', KEYS[1], '-1', '-1', 'WITHSCORES')[2]
+if last and tonumber(last) > now then
+  redis.call('PEXPIRE', KEYS[1], tonumber(last) - now)
+end
+return GRANTED
