@@ -54,13 +54,16 @@ export interface paths {
          *     now.
          *
          *     **Long-poll** (`?index=N`, optionally `&wait=30s`): the answer comes
-         *     as soon as the lock's index is not N (at once when it is not, so
-         *     start with `index=0`), or when the wait ends, and is what a plain
+         *     as soon as the lock's index is not N (at once when it is not), or
+         *     when the wait ends, and is what a plain
          *     `GET` answers (200, or 404 `not_held`) with the lock's index in the
          *     `Lockgate-Index` header: ask again with that index. A lock's index
          *     is the number of its newest event (see `lockHistory`), 0 while none
          *     is kept: every change of the lock (an acquire, a release, an expiry,
          *     a hand-over, a break, a new value, a renewal) moves it on by one.
+         *     `index=0` means "nothing seen yet": it answers at once, even for a
+         *     lock never taken, whose index is 0 too; start with it (to wait for
+         *     such a lock's first event, open its event stream).
          *
          *     **Event stream** (`Accept: text/event-stream`): each event of the
          *     lock as it happens, as `event: <kind>`, `id: <index>`, `data:` the
