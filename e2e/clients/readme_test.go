@@ -31,7 +31,7 @@ import (
 //   - a gateway started in the foreground runs in "a terminal of its own":
 //     the test starts that line in the background and waits until it
 //     listens; the next gateway on its address stops it, as Ctrl-C would;
-//     the export line a --dev gateway prints is pasted into the shell;
+//     the export lines a --dev gateway prints are pasted into the shell;
 //   - the block that waits "from a second shell" runs in the background
 //     until the gateway counts its waiter;
 //   - make build and go run ./cmd/... use binaries the test built (the same
@@ -45,6 +45,42 @@ import (
 func TestREADME(t *testing.T) {
 	lookPaths(t, "bash", "curl", "jq", "openssl", "redis-server")
 	blocks := readmeShBlocks(t)
+	seen := runREADME(t, blocks)
+	for id := range readmeSpecs {
+		if !seen[id] {
+			t.Errorf("readmeSpecs has %s, which the README no longer has", id)
+		}
+	}
+}
+
+// devSections are the README's sections that say they work on the --dev
+// gateway of "Set up", administrators' steps included.
+var devSections = []string{"Set up", "A walk through with curl", "Semaphores"}
+
+// TestREADMEOnDev runs the sections that say "--dev works" on the --dev
+// gateway that "Set up" starts, as a reader who skips "Tokens for your
+// gateway" would: with the tokens it printed, the break and the resize
+// answer 200 (the samples of their blocks say so).
+func TestREADMEOnDev(t *testing.T) {
+	lookPaths(t, "bash", "curl", "jq")
+	var blocks []readmeBlock
+	for _, b := range readmeShBlocks(t) {
+		if slices.Contains(devSections, b.section) {
+			blocks = append(blocks, b)
+		}
+	}
+	seen := runREADME(t, blocks)
+	for _, want := range []string{"A walk through with curl#3", "Semaphores#0"} {
+		if !seen[want] {
+			t.Errorf("the README has no block %s, which breaks a lock or resizes a semaphore on --dev", want)
+		}
+	}
+}
+
+// runREADME runs blocks, in order, in one shell, and returns the ids of
+// the blocks it ran.
+func runREADME(t *testing.T, blocks []readmeBlock) map[string]bool {
+	t.Helper()
 	r := newREADMERun(t)
 	seen := map[string]bool{}
 	for _, b := range blocks {
@@ -69,14 +105,10 @@ func TestREADME(t *testing.T) {
 			t.Fatalf("stopped at %s; the shell's stderr so far:\n%s", id, r.stderr)
 		}
 	}
-	for id := range readmeSpecs {
-		if !seen[id] {
-			t.Errorf("readmeSpecs has %s, which the README no longer has", id)
-		}
-	}
 	if s := r.stderr.String(); s != "" {
 		t.Errorf("the shell wrote to stderr:\n%s", s)
 	}
+	return seen
 }
 
 // readmeSpec is what the test knows of one block beyond its text.
@@ -483,21 +515,24 @@ func (r *readmeRun) chunk(t *testing.T, text string) string {
 	}
 }
 
-// devExport is the export line the --dev gateway printed.
+// devExport is the export lines the --dev gateway printed.
 func (r *readmeRun) devExport(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.dir, "foreground.err"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "export LOCKGATE_TOKEN=") {
-			return line
+		if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "export LOCKGATE_") {
+			lines = append(lines, line)
 		}
 	}
-	t.Fatalf("the --dev gateway printed no export line:\n%s", b)
-	return ""
+	if len(lines) == 0 {
+		t.Fatalf("the --dev gateway printed no export line:\n%s", b)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // waitHealthy polls the gateway at addr until it answers /healthz.
