@@ -1177,7 +1177,11 @@ export interface components {
         LockSet: {
             /** @description The set's token; send it in `Lock-Token` to renew or release the set. */
             token: string;
-            /** @description Every lock of the set, in the order asked, each with its own fencing token. */
+            /**
+             * @description Every lock of the set, in the order asked, each with a fencing
+             *     token larger than that of every earlier grant of that lock. The
+             *     tokens of one set's locks may be equal (on one Redis they are).
+             */
             locks: components["schemas"]["Lease"][];
             /**
              * Format: int64
@@ -1475,7 +1479,8 @@ export interface components {
         };
         /**
          * @description No live session of this `Session-Token` (`session_ended`): it was
-         *     ended, its lease ran out, or it never was. Its grants are released
+         *     ended, or its lease ran out (a session that never was has no token:
+         *     its id gets 403 `session_token_mismatch`). Its grants are released
          *     or their leases have ended with it; open a new session.
          */
         NoSession: {
@@ -1627,6 +1632,7 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -2435,6 +2441,7 @@ export interface operations {
                     "application/json": components["schemas"]["SessionInfo"];
                 };
             };
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["SessionForbidden"];
             404: components["responses"]["NoSession"];
@@ -2505,6 +2512,7 @@ export interface operations {
                     "application/json": components["schemas"]["SessionEnded"];
                 };
             };
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["SessionForbidden"];
             404: components["responses"]["NoSession"];
