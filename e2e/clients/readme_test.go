@@ -36,8 +36,8 @@ import (
 //     until the gateway counts its waiter;
 //   - make build and go run ./cmd/... use binaries the test built (the same
 //     go build), and make test is this very suite, so it is not run again;
-//   - the README's ports (8080, 8081, 8082, and Redis's 6379) are mapped to
-//     free loopback ports.
+//   - the README's ports (gateways' 8080 to 8084, Redis's 6379, 7001 to
+//     7003 and 26379) are mapped to free loopback ports.
 //
 // A sample output in a block (a comment "# {...}" that is JSON) must match
 // an object the block printed: the same fields, and the same values but
@@ -132,6 +132,10 @@ var readmeSpecs = map[string]readmeSpec{
 	"Running with Redis#0":                    {},
 	"Running with Redis#1":                    {},
 	"Running with Redis#2":                    {want: []string{"204\n"}},
+	"Redis Cluster#0":                         {},
+	"Redis Cluster#1":                         {want: []string{`{"lock":"demo/clustered","holds":1}`}},
+	"Redis Sentinel#0":                        {},
+	"Redis Sentinel#1":                        {want: []string{`{"lock":"demo/sentineled","holds":1}`}},
 	"Waiting longer than one call: tickets#0": {want: []string{"deploying with fencing token 1", "204\n{\"lock\":\"demo/deploy\""}},
 	"Callbacks instead of polling#0":          {want: []string{`{"status":400,"code":"invalid_request"}`}},
 	"Semaphores#0": {want: []string{`"code": "semaphore_full"`, `"code": "limit_mismatch"`, `"limit": 2`,
@@ -154,7 +158,7 @@ var readmeSpecs = map[string]readmeSpec{
 			t.Errorf("One leader among N replicas: %d releases answered 204, want 2:\n%s", n, out)
 		}
 	}},
-	"Watching a lock#0": {want: []string{"Lockgate-Index: 1", "204\n", `{"event":"acquired","index":1}`, `{"event":"released","index":2}`}},
+	"Watching a lock#0": {want: []string{"Lockgate-Index: 1", "204\n", "HTTP/1.1 404 Not Found\nLockgate-Index: 2\n", `{"event":"acquired","index":1}`, `{"event":"released","index":2}`}},
 }
 
 // readmeBlock is one sh block of README.md.
@@ -353,8 +357,12 @@ esac`)
 	}
 	r := &readmeRun{dir: dir, stdout: &gatewaytest.Buffer{}, stderr: &gatewaytest.Buffer{}, port: map[string]string{}}
 	var pairs []string
-	for _, p := range []string{"8080", "8081", "8082", "6379"} {
+	for _, p := range []string{"8080", "8081", "8082", "8083", "8084", "6379", "26379"} {
 		r.port[p] = freePort(t)
+		pairs = append(pairs, p, r.port[p])
+	}
+	for _, p := range []string{"7001", "7002", "7003"} {
+		r.port[p] = clusterPort(t)
 		pairs = append(pairs, p, r.port[p])
 	}
 	r.ports = strings.NewReplacer(pairs...)
@@ -402,6 +410,25 @@ func freePort(t *testing.T) string {
 	}
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// clusterPort returns a free loopback port P whose cluster bus port,
+// P+10000, is free too.
+func clusterPort(t *testing.T) string {
+	t.Helper()
+	for range 100 {
+		p := freePort(t)
+		n, _ := strconv.Atoi(p)
+		if n+10000 > 65535 {
+			continue
+		}
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(n+10000)); err == nil {
+			ln.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port P with P+10000 free, for a cluster node and its bus")
+	return ""
 }
 
 // gatewayLine matches a line that starts a gateway, and addrFlag its
@@ -548,8 +575,13 @@ func (r *readmeRun) waitHealthy(t *testing.T, addr string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			logs, _ := os.ReadFile(filepath.Join(r.dir, "foreground.err"))
-			t.Fatalf("no gateway answers at %s within 30s (%v)\nstderr: %s\nforeground.err: %s", addr, err, r.stderr, logs)
+			var logs strings.Builder
+			names, _ := filepath.Glob(filepath.Join(r.dir, "*.log"))
+			for _, n := range append(names, filepath.Join(r.dir, "foreground.err")) {
+				b, _ := os.ReadFile(n)
+				fmt.Fprintf(&logs, "%s:\n%s\n", filepath.Base(n), b)
+			}
+			t.Fatalf("no gateway answers at %s within 30s (%v)\nstderr: %s\nthe logs:\n%s", addr, err, r.stderr, &logs)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
 	}
