@@ -162,6 +162,10 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	if header == "" {
 		return Claims{}, &Error{Reason: "missing Authorization: Bearer token"}
 	}
+	if strings.EqualFold(strings.TrimSpace(header), "Bearer") || ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) == "" {
+		// Authorization: Bearer $TOKEN, with $TOKEN unset.
+		return Claims{}, &Error{Reason: "the Authorization header says Bearer but carries no token: is the variable that holds it empty?", Presented: true}
+	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Claims{}, &Error{Reason: "the Authorization header must be \"Bearer <JWT>\"", Presented: true}
 	}
@@ -181,13 +185,15 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	if c.Subject == "" {
 		return Claims{}, &Error{Reason: "the token has no sub claim", Presented: true}
 	}
-	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns, AdminNamespaces: c.admin}
+	claims := Claims{Identity: Identity{Issuer: c.Issuer, Subject: c.Subject}, Namespaces: c.ns, AdminNamespaces: c.admin,
+		grants: grants{claim: a.nsClaim, hasClaim: c.hasNS}}
 	if c.ExpiresAt != nil {
 		claims.ExpiresAt = c.ExpiresAt.Time
 	}
 	if !c.hasNS && a.policy != nil {
 		g := a.policy.grant(c.all)
 		claims.Namespaces, claims.AdminNamespaces, claims.MaxTTL, claims.Limits = g.namespaces, g.admin, g.maxTTL, g.limits
+		claims.grants.policy = true
 	}
 	// Only a token already valid is cached (a future nbf verifies later);
 	// exp is required, so every entry ends.

@@ -81,7 +81,8 @@ func TestAuthenticate(t *testing.T) {
 		"long":        {"Bearer a." + strings.Repeat("b", MaxTokenLen) + ".c", "not a JWT"},
 		"bad scheme":  {"Token " + good, "Bearer"},
 		"bad sig":     {"Bearer " + good[:len(good)-4] + "AAAA", "signature"},
-		"ns a string": {"Bearer " + sign(jwt.MapClaims{"sub": "s", "ns": "a", "exp": exp, "iss": "iss", "aud": "aud"}), "malformed"},
+		"ns a string": {"Bearer " + sign(jwt.MapClaims{"sub": "s", "ns": "a", "exp": exp, "iss": "iss", "aud": "aud"}), "ns claim must be an array"},
+		"not JSON":    {"Bearer " + good[:strings.IndexByte(good, '.')] + ".bm90IGpzb24." + "c2ln", "malformed"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/", nil)

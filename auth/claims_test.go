@@ -70,3 +70,26 @@ func TestClaimNamesExact(t *testing.T) {
 		})
 	}
 }
+
+// TestNotGranted: a 403's detail says where the token's namespaces come
+// from, and lists them.
+func TestNotGranted(t *testing.T) {
+	for name, tc := range map[string]struct {
+		c    Claims
+		want string
+	}{
+		"ns claim":          {Claims{Namespaces: []string{"a", "b-*"}, grants: grants{claim: "ns", hasClaim: true}}, `the token grants namespaces "a", "b-*" (its ns claim), not namespace "demo"`},
+		"empty ns claim":    {Claims{grants: grants{claim: "ns", hasClaim: true}}, `the token's ns claim is empty: it grants no namespace, so not namespace "demo"`},
+		"no ns claim":       {Claims{grants: grants{claim: "ns"}}, `the token has no ns claim, so it grants no namespace`},
+		"policy grants":     {Claims{Namespaces: []string{"ci"}, grants: grants{claim: "ns", policy: true}}, `the gateway's policy grants this token namespaces "ci", not namespace "demo"`},
+		"policy, no rule":   {Claims{grants: grants{claim: "ns", policy: true}}, `no rule of the gateway's policy grants it a namespace`},
+		"made by hand":      {Claims{Namespaces: []string{"x"}}, `the token grants namespaces "x", not namespace "demo"`},
+		"other claim named": {Claims{grants: grants{claim: "lockgate_ns"}}, `the claim must be named exactly lockgate_ns`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.c.NotGranted("demo"); !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, want it to contain %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -39,9 +39,13 @@ var errCritHeader = errors.New("the token's header has a crit parameter")
 
 // reason turns a golang-jwt error into our own words.
 func reason(err error) string {
+	var typeErr *claimTypeError
 	switch {
+	case errors.As(err, &typeErr):
+		return typeErr.Error()
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return "the token has expired"
+		return "the token has expired: get a new token from whoever issued this one " +
+			"(lockctl token mints one with the gateway's LOCKGATE_JWT_SECRET; a --dev gateway prints one as it starts)"
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
 		return "the token lacks a required claim (exp)"
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):

@@ -101,6 +101,42 @@ func TestAbsurdAuthorizationHeader(t *testing.T) {
 	}
 }
 
+// TestAuthSaysWhatIsWrong: a refused token's problem names what to fix: a
+// claim of the wrong type by its name and the type it must have; a token
+// without the ns claim (a misnamed one, say) that it has none; an expired
+// one where a new one comes from; a namespace not granted, the namespaces
+// that are.
+func TestAuthSaysWhatIsWrong(t *testing.T) {
+	gw := startGateway(t)
+	url := gw.URL + "/locks/demo/x"
+	for name, tc := range map[string]struct {
+		header string
+		status int
+		want   []string
+	}{
+		"ns a string":       {"Bearer " + token(t, map[string]any{"ns": "demo"}), 401, []string{"ns claim", "an array of namespace globs", "a string"}},
+		"ns of numbers":     {"Bearer " + token(t, map[string]any{"ns": []int{1}}), 401, []string{"ns claim", "an array of namespace globs"}},
+		"sub a number":      {"Bearer " + token(t, map[string]any{"sub": 42}), 401, []string{"sub claim", "a string", "a number"}},
+		"ns_admin a string": {"Bearer " + token(t, map[string]any{"ns_admin": "demo"}), 401, []string{"ns_admin claim", "an array of namespace globs"}},
+		"exp a string":      {"Bearer " + token(t, map[string]any{"exp": "tomorrow"}), 401, []string{"exp claim", "a number"}},
+		"misnamed ns":       {"Bearer " + token(t, map[string]any{"ns": nil, "namespaces": []string{"demo"}}), 403, []string{"no ns claim", `["demo"]`}},
+		"other namespaces":  {"Bearer " + token(t, map[string]any{"ns": []string{"billing", "etl-*"}}), 403, []string{`"demo"`, `"billing", "etl-*"`}},
+		"expired":           {"Bearer " + token(t, map[string]any{"exp": time.Now().Add(-time.Minute).Unix()}), 401, []string{"expired", "new token", "lockctl token"}},
+		"empty bearer":      {"Bearer ", 401, []string{"no token"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := call(t, "POST", url, "", "Authorization", tc.header)
+			code := map[int]string{401: "unauthorized", 403: "forbidden"}[tc.status]
+			p := wantProblem(t, r, tc.status, code)
+			for _, w := range tc.want {
+				if !strings.Contains(p.Detail, w) {
+					t.Errorf("detail %q lacks %q", p.Detail, w)
+				}
+			}
+		})
+	}
+}
+
 // TestNamespaceGrants: a token's ns globs must match the whole namespace.
 func TestNamespaceGrants(t *testing.T) {
 	gw := startGateway(t)

@@ -65,6 +65,18 @@ func TestSessions(t *testing.T) {
 			wantProblem(t, call(t, "GET", a.URL+l, "", auth...), http.StatusNotFound, "not_held")
 		}
 		wantProblem(t, call(t, "PUT", a.URL+"/sessions/"+s.Session, "", ss...), http.StatusNotFound, "session_ended")
+		// A session that never was: no token is its, so 403, as the README says.
+		never := "AAAAAAAAAAAAAAAAAAAAAA"
+		wantProblem(t, call(t, "GET", a.URL+"/sessions/"+never, "", ss...), http.StatusForbidden, "session_token_mismatch")
+		// Without its Session-Token: a 400 that openapi.yaml declares (send
+		// checks every answer against it).
+		for _, m := range []string{"GET", "PUT", "DELETE"} {
+			wantProblem(t, call(t, m, a.URL+"/sessions/"+s.Session, "", auth...), http.StatusBadRequest, "invalid_request")
+		}
+		// A malformed id is called a session id.
+		if p := wantProblem(t, call(t, "GET", a.URL+"/sessions/not-an-id", "", ss...), http.StatusBadRequest, "invalid_request"); !strings.Contains(p.Detail, "session id") || strings.Contains(p.Detail, "ticket") {
+			t.Fatalf("a malformed session id: detail %q, want it to say session id", p.Detail)
+		}
 
 		// Left alone, a session's locks end with its lease.
 		s = open("500")

@@ -114,13 +114,38 @@ func TestWatchLongPoll(t *testing.T) {
 		auth := bearer(token(t, nil))
 		url := gw.URL + "/locks/watch/poll"
 
-		r := call(t, "GET", url+"?index=0&wait=50ms", "", auth...)
+		// A lock never taken has index 0, and a long-poll from 0 (nothing
+		// seen yet) answers at once, however long its wait: a watcher's
+		// first look never waits out a wait.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		r, err := send(ctx, "GET", url+"?index=0&wait=5m", "", auth...)
+		cancel()
+		if err != nil {
+			t.Fatalf("a long-poll from index 0 on a lock never taken, wait 5m: no answer within 30s (%v), want one at once", err)
+		}
 		wantProblem(t, r, http.StatusNotFound, "not_held")
 		if got := r.header.Get("Lockgate-Index"); got != "0" {
 			t.Fatalf("a lock never taken: got Lockgate-Index %q, want 0", got)
 		}
-		polled := callAsync(t, "GET", url+"?index=0&wait=30s", "", auth...)
+		// From 0, at once whatever the index: poll until the answers
+		// show the acquire and the release (a gateway learns of changes a
+		// moment after they happen).
 		g := acquire(t, url, `{"ttl_ms":60000,"owner":"poller"}`)
+		call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...)
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			r = call(t, "GET", url+"?index=0&wait=5m", "", auth...)
+			wantProblem(t, r, http.StatusNotFound, "not_held")
+			if r.header.Get("Lockgate-Index") == "2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after an acquire and a release: Lockgate-Index %q 30s on, want 2", r.header.Get("Lockgate-Index"))
+			}
+			time.Sleep(5 * time.Millisecond) // poll interval, not synchronisation
+		}
+		// At the lock's index: at its next change.
+		polled := callAsync(t, "GET", url+"?index=2&wait=30s", "", auth...)
+		g = acquire(t, url, `{"ttl_ms":60000,"owner":"poller"}`)
 		r = <-polled
 		var info struct {
 			FencingToken int64  `json:"fencing_token"`
@@ -133,6 +158,9 @@ func TestWatchLongPoll(t *testing.T) {
 		if info.FencingToken != g.FencingToken || err != nil || first < time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro() {
 			t.Fatalf("long-poll across an acquire: got %+v, index %q; want fencing token %d, an index from the clock", info, r.header.Get("Lockgate-Index"), g.FencingToken)
 		}
+		if got := r.header.Get("Cache-Control"); got != "no-store" {
+			t.Fatalf("a long-poll's 200: Cache-Control %q, want no-store", got)
+		}
 		// Behind: at once.
 		call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...)
 		r = call(t, "GET", url+"?index="+strconv.FormatInt(first, 10)+"&wait=5m", "", auth...)
@@ -140,6 +168,12 @@ func TestWatchLongPoll(t *testing.T) {
 		if got, want := r.header.Get("Lockgate-Index"), strconv.FormatInt(first+1, 10); got != want {
 			t.Fatalf("after the release: got Lockgate-Index %q, want %s", got, want)
 		}
+		g = acquire(t, url, `{"ttl_ms":60000,"owner":"poller"}`)
+		// A plain GET's 200 is as fresh as its 404 and the long-poll's.
+		if r := call(t, "GET", url, "", auth...); r.status != http.StatusOK || r.header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("a plain GET of a held lock: got %d, Cache-Control %q; want 200 with no-store", r.status, r.header.Get("Cache-Control"))
+		}
+		call(t, "DELETE", url, "", with(auth, []string{"Lock-Token", g.Token})...)
 
 		for name, q := range map[string]string{
 			"index not a number": "?index=abc",
@@ -300,9 +334,10 @@ func TestWatchEndsAtShutdown(t *testing.T) {
 	gw := startGateway(t, "--history", "10", "--shutdown-timeout", "30s")
 	auth := bearer(token(t, nil))
 	url := gw.URL + "/locks/watch/shutdown"
+	acquire(t, url, `{"ttl_ms":60000}`) // index 1: a long-poll from 0 would answer at once
 	events := openStream(t.Context(), t, url, "", auth...)
 	next(t, events)
-	polled := callAsync(t, "GET", url+"?index=0&wait=5m", "", auth...)
+	polled := callAsync(t, "GET", url+"?index=1&wait=5m", "", auth...)
 	waitUntil(t, "two watchers", func() bool {
 		return strings.Contains(string(call(t, "GET", gw.URL+"/metrics", "").body), "lockgate_active_watchers 2")
 	})
@@ -313,8 +348,8 @@ func TestWatchEndsAtShutdown(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the shutdown took %v with a watch open", d)
 	}
-	if r := <-polled; r.status != http.StatusNotFound || r.header.Get("Lockgate-Index") != "0" {
-		t.Fatalf("the long-poll at shutdown: got %d %q, want 404 with Lockgate-Index 0", r.status, r.header.Get("Lockgate-Index"))
+	if r := <-polled; r.status != http.StatusOK || r.header.Get("Lockgate-Index") != "1" {
+		t.Fatalf("the long-poll at shutdown: got %d %q, want 200 with Lockgate-Index 1", r.status, r.header.Get("Lockgate-Index"))
 	}
 	for range events {
 	} // the stream ends

@@ -238,6 +238,9 @@ func (c *opChecks) checkValue(r *http.Request, body []byte, pathValue func(strin
 			v = vs[0]
 		}
 		if msg := p.value.checkParam(v); msg != "" {
+			if words, ok := idRules[p.name]; ok && p.value.match != nil && !p.value.match(v) {
+				msg = words // ids share a pattern: say which id
+			}
 			return nil, invalid(p.what() + " " + msg)
 		}
 	}
@@ -310,6 +313,13 @@ var patternRules = map[string]string{
 	"^(=|[A-Za-z0-9_-]+)$": `must be "=" (the acquire's own hold) or the "hold" of a re-entry's answer`,
 	"^[A-Za-z0-9_-]{22}$":  "must be a ticket id: the 22 characters after /tickets/ in the Location of the 202",
 	"^[A-Za-z0-9_.:/,-]+$": "must be 1 to 16 locks, namespace/name separated by commas",
+}
+
+// idRules say, by parameter name, what an id that does not match its
+// pattern must be: ticket and session ids share one pattern.
+var idRules = map[string]string{
+	"ticket":  patternRules["^[A-Za-z0-9_-]{22}$"],
+	"session": "must be a session id: the session of the 201 of POST /sessions (22 characters)",
 }
 
 // checkValue decodes the body readBody left (one JSON value, no repeated

@@ -104,7 +104,7 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			r.Body = cb
 		}
 		if ns := param("namespace"); ns != "" && authenticated && !claims.Allows(ns) {
-			writeError(w, r, &forbiddenError{namespace: ns})
+			writeError(w, r, &forbiddenError{namespace: ns, claims: claims})
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -37,7 +37,7 @@ func setKeys(ctx context.Context, list SetLockList) ([]locks.Key, error) {
 	}
 	for _, k := range keys {
 		if !claims.Allows(k.Namespace) {
-			return nil, &forbiddenError{namespace: k.Namespace}
+			return nil, &forbiddenError{namespace: k.Namespace, claims: claims}
 		}
 	}
 	return keys, nil

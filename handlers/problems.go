@@ -135,13 +135,15 @@ func (e *requestError) Is(target error) bool { return target == errInvalidReques
 
 func invalid(detail string) error { return &requestError{detail: detail} }
 
-// forbiddenError names the namespace a token does not grant.
-type forbiddenError struct{ namespace string }
-
-func (e *forbiddenError) Error() string { return "forbidden: namespace " + e.namespace }
-func (e *forbiddenError) Detail() string {
-	return "the token does not grant namespace " + strconv.Quote(e.namespace)
+// forbiddenError names the namespace a token does not grant, and those it
+// does.
+type forbiddenError struct {
+	namespace string
+	claims    auth.Claims
 }
+
+func (e *forbiddenError) Error() string        { return "forbidden: namespace " + e.namespace }
+func (e *forbiddenError) Detail() string       { return e.claims.NotGranted(e.namespace) }
 func (e *forbiddenError) Is(target error) bool { return target == auth.ErrForbidden }
 
 // lookup is the one place that decides what an error answers.

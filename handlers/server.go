@@ -511,7 +511,17 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	return InspectLock200JSONResponse(lockInfo(key, info)), nil
+	return freshInspect{InspectLock200JSONResponse(lockInfo(key, info))}, nil
+}
+
+// freshInspect is a plain GET's 200: no cache may keep it, as none keeps
+// its 404 (a problem) or a watch's answers, which say the same.
+type freshInspect struct{ InspectLock200JSONResponse }
+
+// VisitInspectLockResponse implements InspectLockResponseObject.
+func (r freshInspect) VisitInspectLockResponse(w http.ResponseWriter) error {
+	w.Header()["Cache-Control"] = noStore
+	return r.InspectLock200JSONResponse.VisitInspectLockResponse(w)
 }
 
 // lockInfo describes the holders of a held lock.

@@ -188,8 +188,8 @@ func (w *lockWatch) VisitInspectLockResponse(rw http.ResponseWriter) error {
 	return w.longPoll(rw)
 }
 
-// longPoll answers as soon as the lock's index is not the caller's, or at
-// the wait's end, or when the gateway begins to shut down: what a plain
+// longPoll answers as soon as the lock's index is not the caller's (at
+// once for index 0), or at the wait's end, or when the gateway begins to shut down: what a plain
 // GET answers, with the index.
 func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
 	wait := max(min(w.wait, time.Until(w.end)), 0) // never past its token's exp
@@ -199,7 +199,13 @@ func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
 	defer cancel()
 	stop := context.AfterFunc(w.s.draining, cancel)
 	defer stop()
-	c, err := w.s.cfg.Backend.Watch(ctx, w.key, w.after)
+	after := w.after
+	if after == 0 {
+		// 0 is "nothing seen yet", a watcher's first look: the state now,
+		// at once, even of a lock never taken, whose index is 0 too.
+		after = -1
+	}
+	c, err := w.s.cfg.Backend.Watch(ctx, w.key, after)
 	if err != nil && (w.ctx.Err() != nil || !waitEnded(err)) {
 		return err
 	}

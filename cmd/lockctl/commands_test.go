@@ -239,6 +239,21 @@ func TestToken(t *testing.T) {
 	lockctl(t, gw, env, "status", "etl/x").want(t, exitAuth)
 }
 
+// TestTokenWithoutSecret: with no key, token prints no token (a shell's
+// $(lockctl token ...) must not become "Bearer "), exits 2, and says on
+// stderr where a key comes from, and what a --dev gateway offers instead.
+func TestTokenWithoutSecret(t *testing.T) {
+	r := lockctl(t, nil, map[string]string{"LOCKGATE_JWT_SECRET": ""}, "token", "--sub", "ops", "--ns", "demo", "--admin", "demo").want(t, exitUsage)
+	if r.stdout != "" {
+		t.Fatalf("stdout %q, want nothing", r.stdout)
+	}
+	for _, want := range []string{"LOCKGATE_JWT_SECRET", "--secret", "--dev", "LOCKGATE_ADMIN_TOKEN"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q lacks %q", r.stderr, want)
+		}
+	}
+}
+
 // TestList: list prints every held lock of the namespace, across pages,
 // once each, with its subject and owner and never a token; --json prints
 // one object a line.

@@ -47,7 +47,10 @@ func cmdToken(_ context.Context, c cli, args []string) error {
 	}
 	switch {
 	case key == "":
-		return usagef("no secret: set LOCKGATE_JWT_SECRET or pass --secret")
+		return usagef("no secret: a token is signed with the gateway's key; export LOCKGATE_JWT_SECRET " +
+			"(the value the gateway runs with) or pass --secret. A gateway started with --dev has a random key " +
+			"that it never shows: use the tokens it printed, LOCKGATE_TOKEN and LOCKGATE_ADMIN_TOKEN (which " +
+			"administers every namespace), or restart it without --dev and with LOCKGATE_JWT_SECRET set")
 	case jwtsecret.CheckText(key) != nil:
 		// The gateway refuses such a key: its tokens would be of no use.
 		return usagef("%v", jwtsecret.CheckText(key))

@@ -113,3 +113,22 @@ func TestPythonLeaderElection(t *testing.T) {
 		p.noSecrets(t)
 	}
 }
+
+// TestPythonLeaderLeadsAFreshLockAtOnce: a replica of
+// examples/python/leader.py alone on a lock never taken leads on its
+// first look, not after a long-poll's wait (its TTL, two minutes here,
+// longer than the test waits for the line).
+func TestPythonLeaderLeadsAFreshLockAtOnce(t *testing.T) {
+	lookPaths(t, "python3")
+	gw := startGateway(t)
+	cmd := exec.Command("python3", "-B", filepath.Join(examples, "python", "leader.py"))
+	p := start(t, gw, cmd, "LOCK=python/fresh", "ME=10.0.0.1:8080", "TTL_MS=120000")
+	p.waitOutput(t, "leading 10.0.0.1:8080 fencing_token=")
+	syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("the leader exited %d\nstderr: %s", code, p.stderr)
+	}
+	if gw.held(t, "python/fresh") {
+		t.Fatal("the lock is still held after the leader resigned")
+	}
+}

@@ -31,13 +31,13 @@ import (
 //   - a gateway started in the foreground runs in "a terminal of its own":
 //     the test starts that line in the background and waits until it
 //     listens; the next gateway on its address stops it, as Ctrl-C would;
-//     the export line a --dev gateway prints is pasted into the shell;
+//     the export lines a --dev gateway prints are pasted into the shell;
 //   - the block that waits "from a second shell" runs in the background
 //     until the gateway counts its waiter;
 //   - make build and go run ./cmd/... use binaries the test built (the same
 //     go build), and make test is this very suite, so it is not run again;
-//   - the README's ports (8080, 8081, 8082, and Redis's 6379) are mapped to
-//     free loopback ports.
+//   - the README's ports (gateways' 8080 to 8084, Redis's 6379, 7001 to
+//     7003 and 26379) are mapped to free loopback ports.
 //
 // A sample output in a block (a comment "# {...}" that is JSON) must match
 // an object the block printed: the same fields, and the same values but
@@ -45,6 +45,42 @@ import (
 func TestREADME(t *testing.T) {
 	lookPaths(t, "bash", "curl", "jq", "openssl", "redis-server")
 	blocks := readmeShBlocks(t)
+	seen := runREADME(t, blocks)
+	for id := range readmeSpecs {
+		if !seen[id] {
+			t.Errorf("readmeSpecs has %s, which the README no longer has", id)
+		}
+	}
+}
+
+// devSections are the README's sections that say they work on the --dev
+// gateway of "Set up", administrators' steps included.
+var devSections = []string{"Set up", "A walk through with curl", "Semaphores"}
+
+// TestREADMEOnDev runs the sections that say "--dev works" on the --dev
+// gateway that "Set up" starts, as a reader who skips "Tokens for your
+// gateway" would: with the tokens it printed, the break and the resize
+// answer 200 (the samples of their blocks say so).
+func TestREADMEOnDev(t *testing.T) {
+	lookPaths(t, "bash", "curl", "jq")
+	var blocks []readmeBlock
+	for _, b := range readmeShBlocks(t) {
+		if slices.Contains(devSections, b.section) {
+			blocks = append(blocks, b)
+		}
+	}
+	seen := runREADME(t, blocks)
+	for _, want := range []string{"A walk through with curl#3", "Semaphores#0"} {
+		if !seen[want] {
+			t.Errorf("the README has no block %s, which breaks a lock or resizes a semaphore on --dev", want)
+		}
+	}
+}
+
+// runREADME runs blocks, in order, in one shell, and returns the ids of
+// the blocks it ran.
+func runREADME(t *testing.T, blocks []readmeBlock) map[string]bool {
+	t.Helper()
 	r := newREADMERun(t)
 	seen := map[string]bool{}
 	for _, b := range blocks {
@@ -69,14 +105,10 @@ func TestREADME(t *testing.T) {
 			t.Fatalf("stopped at %s; the shell's stderr so far:\n%s", id, r.stderr)
 		}
 	}
-	for id := range readmeSpecs {
-		if !seen[id] {
-			t.Errorf("readmeSpecs has %s, which the README no longer has", id)
-		}
-	}
 	if s := r.stderr.String(); s != "" {
 		t.Errorf("the shell wrote to stderr:\n%s", s)
 	}
+	return seen
 }
 
 // readmeSpec is what the test knows of one block beyond its text.
@@ -100,6 +132,10 @@ var readmeSpecs = map[string]readmeSpec{
 	"Running with Redis#0":                    {},
 	"Running with Redis#1":                    {},
 	"Running with Redis#2":                    {want: []string{"204\n"}},
+	"Redis Cluster#0":                         {},
+	"Redis Cluster#1":                         {want: []string{`{"lock":"demo/clustered","holds":1}`}},
+	"Redis Sentinel#0":                        {},
+	"Redis Sentinel#1":                        {want: []string{`{"lock":"demo/sentineled","holds":1}`}},
 	"Waiting longer than one call: tickets#0": {want: []string{"deploying with fencing token 1", "204\n{\"lock\":\"demo/deploy\""}},
 	"Callbacks instead of polling#0":          {want: []string{`{"status":400,"code":"invalid_request"}`}},
 	"Semaphores#0": {want: []string{`"code": "semaphore_full"`, `"code": "limit_mismatch"`, `"limit": 2`,
@@ -122,17 +158,18 @@ var readmeSpecs = map[string]readmeSpec{
 			t.Errorf("One leader among N replicas: %d releases answered 204, want 2:\n%s", n, out)
 		}
 	}},
-	"Watching a lock#0": {want: []string{"Lockgate-Index: ", "204\n"}, check: func(t *testing.T, out string) {
+	"Watching a lock#0": {want: []string{"Lockgate-Index: ", "204\n", "HTTP/1.1 404 Not Found\nLockgate-Index: "}, check: func(t *testing.T, out string) {
 		// The history's first event is numbered from the clock: the
-		// long-poll answers the acquire's index, the stream that and the
-		// release's, one more.
+		// long-poll answers the acquire's index, the 404 after the release
+		// and the stream the release's, one more.
 		var index int64
 		if i := strings.Index(out, "Lockgate-Index: "); i >= 0 {
 			fmt.Sscan(out[i+len("Lockgate-Index: "):], &index)
 		}
 		want := fmt.Sprintf("{\"event\":\"acquired\",\"index\":%d}\n{\"event\":\"released\",\"index\":%d}\n", index, index+1)
-		if index < time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro() || !strings.Contains(out, want) {
-			t.Errorf("Watching a lock: got %q, want an index from the clock and the events %q", out, want)
+		released := fmt.Sprintf("HTTP/1.1 404 Not Found\nLockgate-Index: %d\n", index+1)
+		if index < time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro() || !strings.Contains(out, want) || !strings.Contains(out, released) {
+			t.Errorf("Watching a lock: got %q, want an index from the clock, %q and the events %q", out, released, want)
 		}
 	}},
 }
@@ -333,8 +370,12 @@ esac`)
 	}
 	r := &readmeRun{dir: dir, stdout: &gatewaytest.Buffer{}, stderr: &gatewaytest.Buffer{}, port: map[string]string{}}
 	var pairs []string
-	for _, p := range []string{"8080", "8081", "8082", "6379"} {
+	for _, p := range []string{"8080", "8081", "8082", "8083", "8084", "6379", "26379"} {
 		r.port[p] = freePort(t)
+		pairs = append(pairs, p, r.port[p])
+	}
+	for _, p := range []string{"7001", "7002", "7003"} {
+		r.port[p] = clusterPort(t)
 		pairs = append(pairs, p, r.port[p])
 	}
 	r.ports = strings.NewReplacer(pairs...)
@@ -382,6 +423,25 @@ func freePort(t *testing.T) string {
 	}
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// clusterPort returns a free loopback port P whose cluster bus port,
+// P+10000, is free too.
+func clusterPort(t *testing.T) string {
+	t.Helper()
+	for range 100 {
+		p := freePort(t)
+		n, _ := strconv.Atoi(p)
+		if n+10000 > 65535 {
+			continue
+		}
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(n+10000)); err == nil {
+			ln.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port P with P+10000 free, for a cluster node and its bus")
+	return ""
 }
 
 // gatewayLine matches a line that starts a gateway, and addrFlag its
@@ -495,21 +555,24 @@ func (r *readmeRun) chunk(t *testing.T, text string) string {
 	}
 }
 
-// devExport is the export line the --dev gateway printed.
+// devExport is the export lines the --dev gateway printed.
 func (r *readmeRun) devExport(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.dir, "foreground.err"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "export LOCKGATE_TOKEN=") {
-			return line
+		if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "export LOCKGATE_") {
+			lines = append(lines, line)
 		}
 	}
-	t.Fatalf("the --dev gateway printed no export line:\n%s", b)
-	return ""
+	if len(lines) == 0 {
+		t.Fatalf("the --dev gateway printed no export line:\n%s", b)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // waitHealthy polls the gateway at addr until it answers /healthz.
@@ -525,8 +588,13 @@ func (r *readmeRun) waitHealthy(t *testing.T, addr string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			logs, _ := os.ReadFile(filepath.Join(r.dir, "foreground.err"))
-			t.Fatalf("no gateway answers at %s within 30s (%v)\nstderr: %s\nforeground.err: %s", addr, err, r.stderr, logs)
+			var logs strings.Builder
+			names, _ := filepath.Glob(filepath.Join(r.dir, "*.log"))
+			for _, n := range append(names, filepath.Join(r.dir, "foreground.err")) {
+				b, _ := os.ReadFile(n)
+				fmt.Fprintf(&logs, "%s:\n%s\n", filepath.Base(n), b)
+			}
+			t.Fatalf("no gateway answers at %s within 30s (%v)\nstderr: %s\nthe logs:\n%s", addr, err, r.stderr, &logs)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
 	}

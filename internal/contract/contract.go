@@ -32,6 +32,8 @@ var contract struct {
 // contractRouter loads openapi.yaml once, from the module's root.
 func contractRouter() (routers.Router, error) {
 	contract.once.Do(func() {
+		// The JWK Set of /.well-known/lockgate/jwks.json is JSON by another name.
+		openapi3filter.RegisterBodyDecoder("application/jwk-set+json", openapi3filter.JSONBodyDecoder)
 		_, here, _, _ := runtime.Caller(0)
 		loader := openapi3.NewLoader()
 		spec, err := loader.LoadFromFile(filepath.Join(filepath.Dir(here), "..", "..", "openapi.yaml"))

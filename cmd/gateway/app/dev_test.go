@@ -165,3 +165,56 @@ func hasIPv6Loopback() bool {
 	l.Close()
 	return true
 }
+
+// TestDevPrintsAnAdminToken: --dev prints a second token, which
+// administers every namespace: with it a break and a semaphore resize
+// answer 200, where the first token gets 403. lockctl token cannot sign
+// for a --dev gateway (its key is never shown), so the walk-through's
+// administrator steps need it.
+func TestDevPrintsAnAdminToken(t *testing.T) {
+	var stderr syncWriter
+	g, err := Start(t.Context(), []string{"gateway", "--dev", "--addr", "127.0.0.1:0", "--log-level", "warn"}, func(string) string { return "" }, &stderr)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer g.Stop()
+	exports := map[string]string{}
+	for l := range strings.Lines(stderr.String()) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "export "); ok {
+			k, v, _ := strings.Cut(rest, "=")
+			exports[k] = v
+		}
+	}
+	user, admin := exports["LOCKGATE_TOKEN"], exports["LOCKGATE_ADMIN_TOKEN"]
+	if user == "" || admin == "" {
+		t.Fatalf("got exports %v, want LOCKGATE_TOKEN and LOCKGATE_ADMIN_TOKEN:\n%s", exports, stderr.String())
+	}
+	do := func(method, path, token, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, g.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := do("POST", "/locks/demo/report", user, `{"ttl_ms":60000}`); st != http.StatusCreated {
+		t.Fatalf("acquire: got %d, want 201", st)
+	}
+	if st := do("POST", "/semaphores/demo/encoder", user, `{"limit":2,"ttl_ms":60000}`); st != http.StatusCreated {
+		t.Fatalf("take a permit: got %d, want 201", st)
+	}
+	for name, tc := range map[string]struct{ method, path, body string }{
+		"break":  {"POST", "/locks/demo/report/break", ""},
+		"resize": {"PUT", "/semaphores/demo/encoder/limit", `{"limit":3}`},
+	} {
+		if st := do(tc.method, tc.path, user, tc.body); st != http.StatusForbidden {
+			t.Errorf("%s with LOCKGATE_TOKEN: got %d, want 403", name, st)
+		}
+		if st := do(tc.method, tc.path, admin, tc.body); st != http.StatusOK {
+			t.Errorf("%s with LOCKGATE_ADMIN_TOKEN: got %d, want 200", name, st)
+		}
+	}
+}

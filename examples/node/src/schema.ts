@@ -65,8 +65,8 @@ export interface paths {
          *     now.
          *
          *     **Long-poll** (`?index=N`, optionally `&wait=30s`): the answer comes
-         *     as soon as the lock's index is not N (at once when it is not, so
-         *     start with `index=0`), or when the wait ends, and is what a plain
+         *     as soon as the lock's index is not N (at once when it is not), or
+         *     when the wait ends, and is what a plain
          *     `GET` answers (200, or 404 `not_held`) with the lock's index in the
          *     `Lockgate-Index` header: ask again with that index. A lock's index
          *     is the number of its newest event (see `lockHistory`), 0 while none
@@ -78,6 +78,9 @@ export interface paths {
          *     record expired): a client that resumes from an index of a lost
          *     history is told that it missed events. Index 0 is a client that has
          *     seen no event.
+         *     `index=0` means "nothing seen yet": it answers at once, even for a
+         *     lock never taken, whose index is 0 too; start with it (to wait for
+         *     such a lock's first event, open its event stream).
          *
          *     **Event stream** (`Accept: text/event-stream`): each event of the
          *     lock as it happens, as `event: <kind>`, `id: <index>`, `data:` the
@@ -1273,7 +1276,11 @@ export interface components {
         LockSet: {
             /** @description The set's token; send it in `Lock-Token` to renew or release the set. */
             token: string;
-            /** @description Every lock of the set, in the order asked, each with its own fencing token. */
+            /**
+             * @description Every lock of the set, in the order asked, each with a fencing
+             *     token larger than that of every earlier grant of that lock. The
+             *     tokens of one set's locks may be equal (on one Redis they are).
+             */
             locks: components["schemas"]["Lease"][];
             /**
              * Format: int64
@@ -1413,7 +1420,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "too_many_watchers" | "method_not_allowed" | "internal" | "session_ended" | "session_not_yours" | "session_token_mismatch" | "session_full";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "too_many_watchers" | "method_not_allowed" | "internal" | "session_ended" | "session_not_yours" | "session_token_mismatch" | "session_full" | "too_many_sessions";
         };
         NotHolderProblem: components["schemas"]["Problem"] & {
             /**
@@ -1571,7 +1578,8 @@ export interface components {
         };
         /**
          * @description No live session of this `Session-Token` (`session_ended`): it was
-         *     ended, its lease ran out, or it never was. Its grants are released
+         *     ended, or its lease ran out (a session that never was has no token:
+         *     its id gets 403 `session_token_mismatch`). Its grants are released
          *     or their leases have ended with it; open a new session.
          */
         NoSession: {
@@ -1734,6 +1742,7 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -2654,6 +2663,7 @@ export interface operations {
                     "application/json": components["schemas"]["SessionInfo"];
                 };
             };
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["SessionForbidden"];
             404: components["responses"]["NoSession"];
@@ -2724,6 +2734,7 @@ export interface operations {
                     "application/json": components["schemas"]["SessionEnded"];
                 };
             };
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["SessionForbidden"];
             404: components["responses"]["NoSession"];
