@@ -21,6 +21,12 @@ test: ## the whole suite (tools/lab too), against real redis-servers it starts i
 	@scripts/ensure-tools
 	@GO=$(GO) scripts/test
 
+# make test runs every randomized fault test too, at a size a busy 2-core
+# machine runs in minutes; LOCKGATE_SOAK=1 makes them long.
+soak: ## the randomized fault tests of e2e/safety, long: more rounds, calls and seeds than make test; about 15 minutes
+	@scripts/ensure-tools
+	LOCKGATE_SOAK=1 $(GO) run ./scripts/gotest -race -count=1 -timeout 60m -run '^(TestFaultMatrix|TestRandomFaults|TestSemaphoreRandomFaults)$$' ./e2e/safety/
+
 check: ## formatting, vet, staticcheck (tools/lab too), and generated code in sync
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	$(GO) vet ./...

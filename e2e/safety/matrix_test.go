@@ -143,11 +143,15 @@ func TestFaultMatrix(t *testing.T) {
 	}
 }
 
+// matrixSeeds rounds per topology, each of matrixRound: about 25 s a
+// topology with its start and the rounds' drains, in make test; make soak
+// runs more rounds, longer.
+var (
+	matrixSeeds = bySoak(2, 8)
+	matrixRound = bySoak(6*time.Second, 10*time.Second)
+)
+
 const (
-	// matrixSeeds rounds per topology, each of matrixRound: about 35 s a
-	// topology with its start and the rounds' drains.
-	matrixSeeds = 3
-	matrixRound = 8 * time.Second
 	// A round in which a row made fewer than minRoundGrants runs on, up
 	// to matrixStretch times matrixRound; a row still short draws again:
 	// up to matrixRedraws rounds more per topology.
