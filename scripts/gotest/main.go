@@ -16,7 +16,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,14 +26,25 @@ import (
 )
 
 func main() {
-	dir := flag.String("C", "", "run go test in `dir`")
-	failed := flag.String("failed", "", "append the FAIL line of each failed package to `file`")
-	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: gotest [-C dir] [-failed file] [go test flags] [packages]")
-		flag.PrintDefaults()
+	dir, failed, args := ownFlags(os.Args[1:])
+	os.Exit(run(dir, failed, args))
+}
+
+// ownFlags takes -C and -failed, with their values, from the front of
+// args; the rest are go test's.
+func ownFlags(args []string) (dir, failed string, rest []string) {
+	for len(args) >= 2 {
+		switch args[0] {
+		case "-C":
+			dir = args[1]
+		case "-failed":
+			failed = args[1]
+		default:
+			return dir, failed, args
+		}
+		args = args[2:]
 	}
-	flag.Parse()
-	os.Exit(run(*dir, *failed, flag.Args()))
+	return dir, failed, args
 }
 
 // The progress it prints: a passed top-level test that took slow or more,

@@ -170,3 +170,14 @@ func TestPrinterQuiet(t *testing.T) {
 		t.Errorf("got %q right after, want it once", got)
 	}
 }
+
+func TestOwnFlags(t *testing.T) {
+	dir, failed, rest := ownFlags([]string{"-C", "tools/lab", "-failed", "f", "-race", "-count=1", "./..."})
+	if dir != "tools/lab" || failed != "f" || !slices.Equal(rest, []string{"-race", "-count=1", "./..."}) {
+		t.Errorf("got %q, %q, %q; want tools/lab, f, and go test's flags", dir, failed, rest)
+	}
+	dir, failed, rest = ownFlags([]string{"-race", "./..."})
+	if dir != "" || failed != "" || !slices.Equal(rest, []string{"-race", "./..."}) {
+		t.Errorf("got %q, %q, %q; want go test's flags alone", dir, failed, rest)
+	}
+}
