@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,7 @@ func run(dir, failedFile string, args []string) int {
 	}
 
 	p := newPrinter(os.Stdout, time.Now)
+	p.module = modulePath(filepath.Join(dir, "go.mod"))
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -129,6 +131,20 @@ func run(dir, failedFile string, args []string) int {
 	return code
 }
 
+// modulePath is the module path that file (a go.mod) declares, or "".
+func modulePath(file string) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	for l := range strings.Lines(string(data)) {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
+			return strings.Trim(strings.TrimSpace(m), `"`)
+		}
+	}
+	return ""
+}
+
 // event is one line of go test -json (cmd/test2json).
 type event struct {
 	Action  string
@@ -141,9 +157,12 @@ type event struct {
 // printer turns go test -json's events into go test's own lines and the
 // progress between them.
 type printer struct {
-	w    io.Writer
-	now  func() time.Time
-	last time.Time // when it last printed a line
+	// module, when set, is left out of the package paths in progress
+	// lines (never in go test's own).
+	module string
+	w      io.Writer
+	now    func() time.Time
+	last   time.Time // when it last printed a line
 	// running are the top-level tests running, by package and name, with
 	// the time they started; output is every line each test printed so
 	// far (subtests under their own names), order the tests of a tree in
@@ -160,6 +179,20 @@ type testID struct{ pkg, test string }
 func newPrinter(w io.Writer, now func() time.Time) *printer {
 	return &printer{w: w, now: now, last: now(),
 		running: make(map[testID]time.Time), output: make(map[testID][]string), order: make(map[testID][]string)}
+}
+
+// short is pkg's path within the module, for progress lines.
+func (p *printer) short(pkg string) string {
+	if p.module == "" {
+		return pkg
+	}
+	if pkg == p.module {
+		return "."
+	}
+	if rest, ok := strings.CutPrefix(pkg, p.module+"/"); ok {
+		return rest
+	}
+	return pkg
 }
 
 func (p *printer) print(s string) {
@@ -223,16 +256,21 @@ func (p *printer) testEvent(e event) {
 		sub := testID{e.Package, e.Test}
 		p.output[sub] = append(p.output[sub], e.Output)
 	case "skip":
-		p.print(fmt.Sprintf("    skip %s %s: %s\n", e.Package, e.Test, p.skipReason(testID{e.Package, e.Test})))
+		p.print(fmt.Sprintf("    skip %s %s: %s\n", p.short(e.Package), e.Test, p.skipReason(testID{e.Package, e.Test})))
 		if e.Test == top {
 			p.forget(id)
+		} else {
+			delete(p.output, testID{e.Package, e.Test})
 		}
 	case "pass":
 		if e.Test != top {
+			// A failed test shows what its failed subtests said, as go
+			// test does without -v.
+			delete(p.output, testID{e.Package, e.Test})
 			return
 		}
 		if d := time.Duration(e.Elapsed * float64(time.Second)); d >= slow {
-			p.print(fmt.Sprintf("    pass %s %s (%s)\n", e.Package, e.Test, d.Round(100*time.Millisecond)))
+			p.print(fmt.Sprintf("    pass %s %s (%s)\n", p.short(e.Package), e.Test, d.Round(100*time.Millisecond)))
 		}
 		p.forget(id)
 	case "fail":
@@ -294,7 +332,7 @@ func (p *printer) tick() {
 	slices.SortFunc(ids, func(a, b testID) int { return p.running[a].Compare(p.running[b]) })
 	var names []string
 	for _, id := range ids[:min(len(ids), 3)] {
-		names = append(names, fmt.Sprintf("%s %s (%s)", id.pkg, id.test, now.Sub(p.running[id]).Round(time.Second)))
+		names = append(names, fmt.Sprintf("%s %s (%s)", p.short(id.pkg), id.test, now.Sub(p.running[id]).Round(time.Second)))
 	}
 	more := ""
 	if len(ids) > 3 {
