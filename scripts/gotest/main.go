@@ -162,6 +162,7 @@ type printer struct {
 	module string
 	w      io.Writer
 	now    func() time.Time
+	start  time.Time
 	last   time.Time // when it last printed a line
 	// running are the top-level tests running, by package and name, with
 	// the time they started; output is every line each test printed so
@@ -177,7 +178,7 @@ type printer struct {
 type testID struct{ pkg, test string }
 
 func newPrinter(w io.Writer, now func() time.Time) *printer {
-	return &printer{w: w, now: now, last: now(),
+	return &printer{w: w, now: now, start: now(), last: now(),
 		running: make(map[testID]time.Time), output: make(map[testID][]string), order: make(map[testID][]string)}
 }
 
@@ -322,7 +323,7 @@ func (p *printer) tick() {
 		return
 	}
 	if len(p.running) == 0 {
-		p.print("    building and starting test binaries ...\n")
+		p.print(fmt.Sprintf("    building test binaries (%s so far) ...\n", now.Sub(p.start).Round(time.Second)))
 		return
 	}
 	ids := make([]testID, 0, len(p.running))

@@ -147,7 +147,7 @@ func TestPrinterQuiet(t *testing.T) {
 	}
 	now = now.Add(quiet)
 	p.tick()
-	if got, want := out.String(), "    building and starting test binaries ...\n"; got != want {
+	if got, want := out.String(), "    building test binaries (30s so far) ...\n"; got != want {
 		t.Fatalf("got %q with nothing running, want %q", got, want)
 	}
 	out.Reset()
