@@ -97,9 +97,9 @@ func TestRandomFaults(t *testing.T) {
 	tooFew(t, granted, minGrants, runStretch*maxRun)
 }
 
-// tooFew skips a randomized test whose run made fewer than want grants,
-// even run on to for (a busy machine): too few to show anything is no
-// finding, and the checks that ran still counted.
+// tooFew skips a randomized test whose run made fewer than want grants
+// although it ran on, up to ranFor (a busy machine): too few to show
+// anything is no finding, and the checks that ran still count.
 func tooFew(t *testing.T, granted, want int, ranFor time.Duration) {
 	t.Helper()
 	if granted < want && !t.Failed() {
