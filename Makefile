@@ -3,7 +3,7 @@
 GO ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test check check-spec bench bench-self
+.PHONY: help build run test soak check check-spec bench bench-self
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -15,11 +15,17 @@ run: ## start a development gateway: embedded backend, loopback, printed token
 	$(GO) run ./cmd/gateway --dev
 
 # tools/lab is a module of its own, which ./... leaves out: test, vet and
-# staticcheck (the one go.mod pins) run there too.
-test: ## the whole suite (tools/lab too), against real redis-servers it starts itself (e2e/clients needs the npm registry once, when node is installed)
+# staticcheck (the one go.mod pins) run there too. scripts/test runs both
+# halves whatever the other did, and prints progress as it goes.
+test: ## the whole suite (tools/lab too), against real redis-servers it starts itself (e2e/clients needs the npm registry once, when node is installed); a few minutes
 	@scripts/ensure-tools
-	$(GO) test -race -count=1 -timeout 10m ./...
-	$(GO) -C tools/lab test -race -count=1 -timeout 10m ./...
+	@GO=$(GO) scripts/test
+
+# make test runs every randomized fault test too, at a size a busy 2-core
+# machine runs in minutes; LOCKGATE_SOAK=1 makes them long.
+soak: ## the randomized fault tests of e2e/safety, long: more rounds, calls and seeds than make test; about 15 minutes
+	@scripts/ensure-tools
+	LOCKGATE_SOAK=1 $(GO) run ./scripts/gotest -race -count=1 -timeout 60m -run '^(TestFaultMatrix|TestRandomFaults|TestSemaphoreRandomFaults)$$' ./e2e/safety/
 
 check: ## formatting, vet, staticcheck (tools/lab too), and generated code in sync
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }

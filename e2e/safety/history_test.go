@@ -120,12 +120,24 @@ type history struct {
 	// notes are broken promises a client saw that belong to no grant it
 	// holds (the fault matrix's idempotent retries).
 	notes []finding
+	// created counts the acquires that answered 201.
+	created int
 }
 
 func (h *history) record(o op) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ops = append(h.ops, o)
+	if o.kind == opAcquire && o.status == http.StatusCreated {
+		h.created++
+	}
+}
+
+// acquired is the number of acquires that answered 201 so far.
+func (h *history) acquired() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.created
 }
 
 // calls is the number of calls recorded so far.

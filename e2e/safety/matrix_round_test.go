@@ -1,7 +1,9 @@
 package safety
 
 import (
+	"math/rand/v2"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -81,4 +83,20 @@ func (rs *roundState) counts(by map[string]int) {
 	rs.watches.mu.Lock()
 	defer rs.watches.mu.Unlock()
 	by["watch"] += rs.watches.events
+}
+
+// TestShortRoundIsNoFinding: a round too short for its rows to make
+// enough grants to show anything (as a busy machine makes them) reports
+// them short, and finds nothing, as nothing went wrong.
+func TestShortRoundIsNoFinding(t *testing.T) {
+	f := startSingle(t)
+	f.name = "single"
+	nothing := func(_ *testing.T, _ uint64, done <-chan struct{}, _ string, _ []string) ([]string, int) {
+		<-done
+		return nil, 0
+	}
+	out := f.round(t, rand.Uint64(), "short", time.Millisecond, nothing)
+	for _, fd := range out.findings {
+		t.Errorf("got finding %q, want none: the round faulted nothing", fd.msg)
+	}
 }
