@@ -98,13 +98,17 @@ func TestRunRenews(t *testing.T) {
 	gw := startGateway(t, "--redis-url", rs.URL())
 	dir := t.TempDir()
 	ready, stop := filepath.Join(dir, "ready"), filepath.Join(dir, "stop")
-	const ttl = 500 * time.Millisecond
+	// A lease that a renewal every third of it keeps on a machine busy
+	// with other work: at 500 ms it was lost under a load of 20.
+	const ttl = 3 * time.Second
 	done := lockctlAsync(t, gw, nil, "run", "renew/x", "--ttl", ttl.String(), "--",
 		"sh", "-c", `echo "$LOCKGATE_FENCING_TOKEN" > `+shq(ready)+`; while [ ! -e `+shq(stop)+` ]; do sleep 0.05; done`)
 	fence := waitFile(t, ready)
 	start := time.Now()
 	attempts := 0
-	for time.Since(start) < 5*ttl {
+	// Probes over two leases, so that the lock outlives its first only by
+	// run's renewals.
+	for range 8 {
 		lockctl(t, gw, nil, "acquire", "renew/x", "--no-wait").want(t, exitHeld)
 		var info lockInfo
 		json.Unmarshal([]byte(lockctl(t, gw, nil, "status", "renew/x", "--json").want(t, exitOK).stdout), &info)
@@ -112,7 +116,7 @@ func TestRunRenews(t *testing.T) {
 			t.Fatalf("fencing token %d while the command runs with %s: the lock changed hands", info.FencingToken, fence)
 		}
 		attempts++
-		time.Sleep(ttl / 10) // pace the probes; not synchronisation
+		time.Sleep(ttl / 4) // pace the probes; not synchronisation
 	}
 	touch(t, stop)
 	select {
