@@ -2,7 +2,8 @@
 // named, that the lock was handed to its ticket: a signed notification
 // (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature)
 // that names the ticket, never its token, retried with backoff until the
-// grant's pick-up time ends.
+// grant's pick-up time ends. Each ticket's notifications are signed with a
+// secret of its own (Secret.ForTicket), its caller's alone.
 //
 // A notification is a hint and grants nothing: the grant is only ever
 // the ticket's poll's, with the ticket token. So what a callback may

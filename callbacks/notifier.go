@@ -24,7 +24,9 @@ type Config struct {
 	// Allow is the allow-list. Default: none, and every callback URL is
 	// refused.
 	Allow *AllowList
-	// Secret signs the notifications. Required when Allow allows any.
+	// Secret is the operator's secret, from which each ticket's own, that
+	// signs its notifications, is derived (Secret.ForTicket). Required
+	// when Allow allows any.
 	Secret Secret
 	// Workers is how many notifications are sent at once. Default 16.
 	Workers int
@@ -236,6 +238,12 @@ func (n *Notifier) Check(raw string) (Destination, error) {
 	return d, err
 }
 
+// TicketSecret is the secret that signs the notifications of ticket of
+// lock (see Secret.ForTicket): its caller's to verify them with.
+func (n *Notifier) TicketSecret(lock, ticket string) Secret {
+	return n.cfg.Secret.ForTicket(lock, ticket)
+}
+
 // Notify queues h for delivery; it never blocks.
 func (n *Notifier) Notify(h Handed) {
 	id := make([]byte, 16)
@@ -406,7 +414,7 @@ func (n *Notifier) attempt(nt *notification) (outcome string, status int) {
 	req.Header.Set("User-Agent", "lockgate-callbacks")
 	req.Header.Set(HeaderID, nt.id)
 	req.Header.Set(HeaderTimestamp, fmt.Sprint(ts))
-	req.Header.Set(HeaderSignature, n.cfg.Secret.sign(nt.id, ts, b))
+	req.Header.Set(HeaderSignature, n.TicketSecret(nt.Lock, nt.Ticket).sign(nt.id, ts, b))
 	resp, err := n.client.Do(req)
 	if err != nil {
 		if errors.Is(err, ErrRefusedAddress) {

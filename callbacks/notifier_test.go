@@ -121,14 +121,22 @@ func value(v *prometheus.CounterVec, label string) float64 {
 func TestNotifyDeliversSigned(t *testing.T) {
 	srv, _, got := receiver(t, func(int) int { return http.StatusNoContent })
 	var logs bytes.Buffer
-	n, secret := newNotifier(t, []string{srv.URL + "/*"}, &logs)
+	n, operator := newNotifier(t, []string{srv.URL + "/*"}, &logs)
 	handed(t, n, srv.URL+"/hook?key=receiver-secret", time.Minute)
 	r := waitFor(t, got, 5*time.Second)
+	secret := n.TicketSecret("ns/name", "tkt1")
 	if err := Verify(secret, r.header, r.body, time.Now(), 5*time.Minute); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	if err := Verify(NewSecret(), r.header, r.body, time.Now(), 5*time.Minute); err == nil {
-		t.Fatal("verify with another secret: got nil, want an error")
+	for name, other := range map[string]Secret{
+		"another secret":          NewSecret(),
+		"the operator's secret":   operator,
+		"another ticket's secret": n.TicketSecret("ns/name", "tkt2"),
+		"another lock's secret":   n.TicketSecret("ns/other", "tkt1"),
+	} {
+		if err := Verify(other, r.header, r.body, time.Now(), 5*time.Minute); err == nil {
+			t.Errorf("verify with %s: got nil, want an error", name)
+		}
 	}
 	tampered := bytes.Replace(r.body, []byte("tkt1"), []byte("tkt2"), 1)
 	if err := Verify(secret, r.header, tampered, time.Now(), 5*time.Minute); err == nil {
@@ -147,7 +155,7 @@ func TestNotifyDeliversSigned(t *testing.T) {
 	}
 	eventually(t, "delivered counted", func() bool { return counted(n, OutcomeDelivered) == 1 })
 	n.Close()
-	for _, secretText := range []string{secret.Encode(), "receiver-secret"} {
+	for _, secretText := range []string{operator.Encode(), secret.Encode(), "receiver-secret"} {
 		if strings.Contains(logs.String(), secretText) {
 			t.Fatalf("logs hold a secret: %s", logs.String())
 		}
@@ -163,8 +171,9 @@ func TestNotifyRetriesWithTheSameID(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	n, secret := newNotifier(t, []string{srv.URL + "/*"}, nil)
+	n, _ := newNotifier(t, []string{srv.URL + "/*"}, nil)
 	handed(t, n, srv.URL+"/hook", time.Minute)
+	secret := n.TicketSecret("ns/name", "tkt1")
 	var ids []string
 	for range 3 {
 		r := waitFor(t, got, 5*time.Second)
@@ -258,6 +267,10 @@ func TestSecretParse(t *testing.T) {
 	}
 	if fmt.Sprint(s) == s.Encode() || strings.Contains(fmt.Sprintf("%v %+v", s, s), s.Encode()[6:]) {
 		t.Fatal("a printed secret shows its key")
+	}
+	// A ticket's secret is one a receiver parses as it parses any.
+	if got, err := ParseSecret(s.ForTicket("ns/name", "tkt1").Encode()); err != nil || !bytes.Equal(got.key, s.ForTicket("ns/name", "tkt1").key) {
+		t.Fatalf("a ticket's secret, round trip: %v", err)
 	}
 	for _, bad := range []string{"", "abc", "whsec_!!", "whsec_c2hvcnQ="} {
 		if _, err := ParseSecret(bad); err == nil {

@@ -53,6 +53,26 @@ func (s Secret) String() string { return "whsec_[hidden]" }
 // IsZero reports whether s holds no key.
 func (s Secret) IsZero() bool { return len(s.key) == 0 }
 
+// ticketSecretLabel keeps a ticket's secret apart from every other use of
+// the operator's.
+const ticketSecretLabel = "lockgate callback secret v1\x00"
+
+// ForTicket returns the secret of one ticket, ticket of lock, that its
+// notifications are signed with: HMAC-SHA256 keyed with s over both
+// names. The gateway hands it to the ticket's caller alone (the 202 that
+// opens the ticket), so a receiver holds its own ticket's secret and
+// never s: it can verify, and so forge, its own ticket's notifications
+// and no other's, whoever opened them. Per ticket rather than per
+// subject, as the caller keeps what it got for the ticket anyway (its
+// token and id), and one secret that leaks from a receiver forges
+// nothing of any other ticket, of its subject's or another's. Any gateway
+// sharing s derives the same secret, without storing it.
+func (s Secret) ForTicket(lock, ticket string) Secret {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte(ticketSecretLabel + lock + "\x00" + ticket))
+	return Secret{key: mac.Sum(nil)}
+}
+
 // sign returns the webhook-signature value for a message: v1, and base64
 // of HMAC-SHA256 over "id.timestamp.body".
 func (s Secret) sign(id string, ts int64, body []byte) string {

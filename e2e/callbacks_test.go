@@ -72,6 +72,17 @@ type notification struct {
 	} `json:"data"`
 }
 
+// ticketSecret is the secret of tk's notifications, its 202's
+// callback_secret.
+func ticketSecret(t *testing.T, tk ticket) callbacks.Secret {
+	t.Helper()
+	s, err := callbacks.ParseSecret(tk.CallbackSecret)
+	if err != nil {
+		t.Fatalf("ticket %s: callback_secret: %v", tk.Ticket, err)
+	}
+	return s
+}
+
 // metricValue is the value /metrics shows for series, or -1.
 func metricValue(t *testing.T, base, series string) float64 {
 	t.Helper()
@@ -87,12 +98,12 @@ func metricValue(t *testing.T, base, series string) float64 {
 
 // TestCallbacks: a ticket with a callback_url: when a release hands the
 // lock to it, the receiver gets a notification within 1 s that verifies
-// with the operator's secret and names the ticket, not its token; the
+// with the ticket's callback_secret and names the ticket, not its token; the
 // pick-up with the ticket token gets the grant. A name that resolves to
 // loopback, though its pattern matches, is never connected to, and the
 // metric says refused. A receiver that fails at first gets the same
-// notification again. Bad callback URLs are 400s. Neither the secret nor
-// a ticket token is logged.
+// notification again. Bad callback URLs are 400s. No secret (the
+// operator's, a ticket's) nor a ticket token is logged.
 func TestCallbacks(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		whsec := callbacks.NewSecret()
@@ -131,7 +142,7 @@ func TestCallbacks(t *testing.T) {
 			path := "/locks/callbacks/delivered"
 			holder := acquire(t, gw.URL+path, `{"ttl_ms":60000}`)
 			tk := openTicket(t, gw.URL+path, waitBody(h.URL+"/hooks/lock"), auth)
-			tokens = append(tokens, tk.TicketToken)
+			tokens = append(tokens, tk.TicketToken, strings.TrimPrefix(tk.CallbackSecret, "whsec_"))
 			released := release(t, path, holder.Token)
 			var c hookCall
 			select {
@@ -144,7 +155,7 @@ func TestCallbacks(t *testing.T) {
 			if took > time.Second {
 				t.Errorf("the callback came %v after the release, want within 1s", took)
 			}
-			if err := callbacks.Verify(whsec, c.header, c.body, time.Now(), 5*time.Minute); err != nil {
+			if err := callbacks.Verify(ticketSecret(t, tk), c.header, c.body, time.Now(), 5*time.Minute); err != nil {
 				t.Fatalf("verify: %v", err)
 			}
 			var n notification
@@ -185,7 +196,7 @@ func TestCallbacks(t *testing.T) {
 			// Allowed by http://localhost:*/*, but localhost is loopback,
 			// which only a pattern naming the address allows.
 			tk := openTicket(t, gw.URL+path, waitBody("http://localhost:"+h.port+"/hooks/lock"), auth)
-			tokens = append(tokens, tk.TicketToken)
+			tokens = append(tokens, tk.TicketToken, strings.TrimPrefix(tk.CallbackSecret, "whsec_"))
 			release(t, path, holder.Token)
 			deadline := time.Now().Add(5 * time.Second)
 			for metricValue(t, gw.URL, `lockgate_callbacks_total{outcome="refused"}`) != 1 {
@@ -207,13 +218,13 @@ func TestCallbacks(t *testing.T) {
 			path := "/locks/callbacks/retried"
 			holder := acquire(t, gw.URL+path, `{"ttl_ms":60000}`)
 			tk := openTicket(t, gw.URL+path, waitBody(h.URL+"/hooks/lock"), auth)
-			tokens = append(tokens, tk.TicketToken)
+			tokens = append(tokens, tk.TicketToken, strings.TrimPrefix(tk.CallbackSecret, "whsec_"))
 			release(t, path, holder.Token)
 			var ids []string
 			for range 2 {
 				select {
 				case c := <-h.got:
-					if err := callbacks.Verify(whsec, c.header, c.body, time.Now(), 5*time.Minute); err != nil {
+					if err := callbacks.Verify(ticketSecret(t, tk), c.header, c.body, time.Now(), 5*time.Minute); err != nil {
 						t.Fatalf("verify: %v", err)
 					}
 					ids = append(ids, c.header.Get("webhook-id"))

@@ -17,7 +17,10 @@ type ticket struct {
 	TicketToken  string `json:"ticket_token"`
 	Rank         int    `json:"rank"`
 	PollWithinMs int64  `json:"poll_within_ms"`
-	location     string
+	// CallbackSecret is the ticket's own key for its notifications (with
+	// callback_url only).
+	CallbackSecret string `json:"callback_secret"`
+	location       string
 }
 
 var respondAsync = []string{"Prefer", "respond-async"}

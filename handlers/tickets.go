@@ -106,7 +106,7 @@ func (s *Server) openTicket(ctx context.Context, c grantCall) (AcquireLockRespon
 	}
 	s.ticketWaiters.add(st.ID, st.Token, w, c.call.Req.Wait)
 	s.metrics.acquires.WithLabelValues(outcomeTicket).Inc()
-	return ticketQueued{
+	q := ticketQueued{
 		location: ticketPath(key, st.ID),
 		body: Ticket{
 			Lock:         key.String(),
@@ -116,7 +116,14 @@ func (s *Server) openTicket(ctx context.Context, c grantCall) (AcquireLockRespon
 			PollWithinMs: st.Liveness.Milliseconds(),
 			RetryAfterMs: st.RetryAfter.Milliseconds(),
 		},
-	}, nil
+	}
+	if c.call.Req.Handed != nil {
+		// The ticket's notifications are signed with a secret of its own,
+		// its caller's alone (see callbacks.Secret.ForTicket).
+		secret := s.cfg.Callbacks.TicketSecret(key.String(), st.ID).Encode()
+		q.body.CallbackSecret = &secret
+	}
+	return q, nil
 }
 
 // ticketPath is the path of ticket id of key, for its polls.
@@ -139,7 +146,8 @@ func (s *Server) callback(url string) (callbacks.Destination, error) {
 }
 
 // ticketQueued is the 202 of an acquire answered with a ticket. Its body
-// holds the ticket's secret: no cache may keep it.
+// holds the ticket's secrets (its token, its callback secret): no cache
+// may keep it.
 type ticketQueued struct {
 	location string
 	body     Ticket

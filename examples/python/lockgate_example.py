@@ -237,9 +237,11 @@ class Client:
 
         With callback_url (an address the gateway's --callback-allow
         lists), the gateway POSTs a signed notification there when the lock
-        is handed to the ticket: check it with verify_callback.py's
-        verify_callback, then poll. It is a hint only: the grant is the
-        poll's, and polling within poll_within_ms is still needed."""
+        is handed to the ticket, and the ticket has "callback_secret" (a
+        secret: never log it): check the notification with
+        verify_callback.py's verify_callback and that secret, then poll this
+        ticket (never poll_url from the body). It is a hint only: the grant
+        is the poll's, and polling within poll_within_ms is still needed."""
         body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms}
         if owner:
             body["owner"] = owner

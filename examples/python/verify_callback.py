@@ -2,19 +2,23 @@
 Standard Webhooks receivers do, with the standard library only.
 
     from verify_callback import verify_callback, BadSignature
-    note = verify_callback(os.environ["LOCKGATE_CALLBACK_SECRET"], headers, body)
+    note = verify_callback(ticket["callback_secret"], headers, body)
     # {"type": "ticket.granted", "data": {"lock", "ticket", "poll_url", "pick_up_within_ms"}}
 
-The gateway signs with its --callback-secret ("whsec_" and base64 of the
-key): webhook-signature is "v1," and base64 of HMAC-SHA256 over
-"webhook-id.webhook-timestamp.body", keyed with the decoded key. Give the
-receiver the same secret, and check every notification before acting on it:
-anyone can POST to the receiver's URL.
+The gateway signs each ticket's notifications with the ticket's own secret,
+the callback_secret open_ticket answered ("whsec_" and base64 of the key;
+derived from the operator's --callback-secret, which receivers never hold):
+webhook-signature is "v1," and base64 of HMAC-SHA256 over
+"webhook-id.webhook-timestamp.body", keyed with the decoded key. Check every
+notification with its ticket's secret before acting on it: anyone can POST
+to the receiver's URL, and one ticket's secret verifies no other ticket's
+notification.
 
 A notification is a hint even when it verifies: it names the ticket, never
-its token, and grants nothing. The grant is the next poll of the ticket
-(poll_url, with the ticket token the caller kept). The same notification
-may come more than once (a retry has the same webhook-id).
+its token, and grants nothing. The grant is the next poll of the ticket the
+caller opened (poll_ticket, with the ticket token it kept); never follow
+poll_url from the body. The same notification may come more than once (a
+retry has the same webhook-id).
 """
 
 import base64

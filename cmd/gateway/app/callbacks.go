@@ -24,7 +24,7 @@ func callbackNotifier(cfg config, logger zerolog.Logger) (*callbacks.Notifier, e
 	}
 	if cfg.callbackSecret == "" {
 		return nil, fmt.Errorf("--callback-allow needs --callback-secret (%s), whsec_ and base64 of 24 to 64 random bytes "+
-			"(for example: echo whsec_$(openssl rand -base64 32)), that receivers verify callbacks with", envName("callback-secret"))
+			"(for example: echo whsec_$(openssl rand -base64 32)), from which each ticket's callback secret is derived", envName("callback-secret"))
 	}
 	secret, err := callbacks.ParseSecret(cfg.callbackSecret)
 	if err != nil {

@@ -2,19 +2,23 @@
  * Checks a notification that lockgate POSTs to a ticket's callback_url, as
  * Standard Webhooks receivers do, with Node's own crypto:
  *
- *   const note = verifyCallback(process.env.LOCKGATE_CALLBACK_SECRET!, req.headers, rawBody);
+ *   const note = verifyCallback(ticket.callback_secret!, req.headers, rawBody);
  *   // note.data: { lock, ticket, poll_url, pick_up_within_ms }
  *
- * The gateway signs with its --callback-secret ("whsec_" and base64 of the
- * key): webhook-signature is "v1," and base64 of HMAC-SHA256 over
- * "webhook-id.webhook-timestamp.body", keyed with the decoded key. Give the
- * receiver the same secret, and check every notification before acting on
- * it: anyone can POST to the receiver's URL.
+ * The gateway signs each ticket's notifications with the ticket's own
+ * secret, the callback_secret openTicket answered ("whsec_" and base64 of
+ * the key; derived from the operator's --callback-secret, which receivers
+ * never hold): webhook-signature is "v1," and base64 of HMAC-SHA256 over
+ * "webhook-id.webhook-timestamp.body", keyed with the decoded key. Check
+ * every notification with its ticket's secret before acting on it: anyone
+ * can POST to the receiver's URL, and one ticket's secret verifies no
+ * other ticket's notification.
  *
  * A notification is a hint even when it verifies: it names the ticket,
  * never its token, and grants nothing. The grant is the next poll of the
- * ticket (pollTicket, with the ticket token the caller kept). The same
- * notification may come more than once (a retry has the same webhook-id).
+ * ticket the caller opened (pollTicket, with the ticket token it kept);
+ * never follow poll_url from the body. The same notification may come
+ * more than once (a retry has the same webhook-id).
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { TicketGranted } from "./lockgate.js";

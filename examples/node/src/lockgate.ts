@@ -407,7 +407,8 @@ export interface TicketOptions {
   /**
    * Where the gateway POSTs a signed notification (TicketGranted) when the
    * lock is handed to the ticket; the gateway's --callback-allow must list
-   * it. Check it with verifyCallback (callbacks.ts), then poll.
+   * it. Check it with verifyCallback (callbacks.ts) and the ticket's
+   * callback_secret, then poll the ticket (never poll_url from the body).
    */
   callbackUrl?: string;
 }

@@ -804,7 +804,7 @@ export interface components {
              *     ticket, the gateway POSTs a notification here, signed as Standard
              *     Webhooks sign (`webhook-id`, `webhook-timestamp`,
              *     `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`
-             *     with the operator's `--callback-secret`), with the body
+             *     with the ticket's own secret, the 202's `callback_secret`), with the body
              *     `{"type":"ticket.granted","timestamp":"...","data":{"lock","ticket","poll_url","pick_up_within_ms"}}`:
              *     the ticket's id, never its token. Retried with backoff (the same
              *     `webhook-id`) until a 2xx or the grant's pick-up time ends;
@@ -923,6 +923,17 @@ export interface components {
              *     in a URL). It becomes the owner token of the grant.
              */
             ticket_token: string;
+            /**
+             * @description With `callback_url` only: the secret of this ticket's
+             *     notifications (`whsec_` and base64 of the key), which the
+             *     gateway signs them with. Keep it with the ticket token and
+             *     verify the ticket's notifications with it; it verifies no
+             *     other ticket's, and no other ticket's secret verifies this
+             *     one's. Derived per ticket from the operator's
+             *     `--callback-secret`, which receivers never hold. A secret:
+             *     never log it.
+             */
+            callback_secret?: string;
         };
         Holds: {
             /** @description How many holds remain (see `hold_ids` in `GET`). */
@@ -1330,7 +1341,12 @@ export interface components {
                 lock: string;
                 /** @description The ticket's id; never its token. */
                 ticket: string;
-                /** @description The ticket's path on the gateway, `/locks/{namespace}/{name}/tickets/{ticket}`; poll it with the ticket token. */
+                /**
+                 * @description The ticket's path on the gateway,
+                 *     `/locks/{namespace}/{name}/tickets/{ticket}`. For logs and
+                 *     matching only: a receiver polls the ticket it opened (the
+                 *     202's `Location`), never a URL from a notification.
+                 */
                 poll_url: string;
                 /**
                  * Format: int64
