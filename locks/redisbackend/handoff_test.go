@@ -305,7 +305,10 @@ func TestRedisLatePermitPickUpKeepsItsLease(t *testing.T) {
 	l := newRedis(t, srv, redisbackend.Options{})
 	l.PretendCluster() // a hand-off nobody hears stays handed, as on Cluster
 	key := locktest.UniqueKey(t)
-	const ttl = 600 * time.Millisecond
+	// Seconds, not hundreds of milliseconds: the renew must land between
+	// the hand-off's expiry and the pick-up's, and a machine busy with
+	// other work stalls a test for more than 150 ms (it did, at 600 ms).
+	const ttl = 4 * time.Second
 	holder := locktest.MustAcquirePermit(t, l, key, locks.SemaphoreRequest{Limit: 1, AcquireRequest: locks.AcquireRequest{TTL: time.Minute}})
 	ghost, err := l.QueuePermitGhost(t.Context(), key, 1, ttl)
 	if err != nil {
