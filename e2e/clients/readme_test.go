@@ -36,14 +36,15 @@ import (
 //     until the gateway counts its waiter;
 //   - make build and go run ./cmd/... use binaries the test built (the same
 //     go build), and make test is this very suite, so it is not run again;
-//   - the README's ports (gateways' 8080 to 8084, Redis's 6379, 7001 to
-//     7003 and 26379) are mapped to free loopback ports.
+//   - the README's ports (gateways' 8080 to 8084, a callback receiver's
+//     8090, Redis's 6379, 7001 to 7003 and 26379) are mapped to free
+//     loopback ports.
 //
 // A sample output in a block (a comment "# {...}" that is JSON) must match
 // an object the block printed: the same fields, and the same values but
 // for those that differ on every run (tokens, times, fencing tokens).
 func TestREADME(t *testing.T) {
-	lookPaths(t, "bash", "curl", "jq", "openssl", "redis-server")
+	lookPaths(t, "bash", "curl", "jq", "openssl", "python3", "redis-server")
 	blocks := readmeShBlocks(t)
 	seen := runREADME(t, blocks)
 	for id := range readmeSpecs {
@@ -138,6 +139,17 @@ var readmeSpecs = map[string]readmeSpec{
 	"Redis Sentinel#1":                        {want: []string{`{"lock":"demo/sentineled","holds":1}`}},
 	"Waiting longer than one call: tickets#0": {want: []string{"deploying with fencing token 1", "204\n{\"lock\":\"demo/deploy\""}},
 	"Callbacks instead of polling#0":          {want: []string{`{"status":400,"code":"invalid_request"}`}},
+	"Callbacks instead of polling#1":          {},
+	"Callbacks instead of polling#2": {want: []string{"204\n"}, check: func(t *testing.T, out string) {
+		// The ticket's id, then the release's 204, then the id the
+		// receiver printed from the notification it verified (the
+		// gateway started in the background may print before them).
+		lines := strings.Split(out, "\n")
+		i := slices.Index(lines, "204")
+		if i < 1 || i+1 >= len(lines) || lines[i-1] == "" || lines[i+1] != lines[i-1] {
+			t.Errorf("Callbacks instead of polling: got %q, want the ticket's id, 204, and the receiver printing the same id", out)
+		}
+	}},
 	"Semaphores#0": {want: []string{`"code": "semaphore_full"`, `"code": "limit_mismatch"`, `"limit": 2`,
 		`"holders": [`, `"semaphore": "demo/encoder"`, "204\n"}},
 	"Protect the resource, not just the lock#0": {want: []string{"stored written by the new holder\n",
@@ -370,7 +382,7 @@ esac`)
 	}
 	r := &readmeRun{dir: dir, stdout: &gatewaytest.Buffer{}, stderr: &gatewaytest.Buffer{}, port: map[string]string{}}
 	var pairs []string
-	for _, p := range []string{"8080", "8081", "8082", "8083", "8084", "6379", "26379"} {
+	for _, p := range []string{"8080", "8081", "8082", "8083", "8084", "8090", "6379", "26379"} {
 		r.port[p] = freePort(t)
 		pairs = append(pairs, p, r.port[p])
 	}
