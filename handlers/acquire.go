@@ -91,6 +91,9 @@ func (s *Server) obtain(ctx context.Context, c grantCall) (locks.Grant, error) {
 		s.metrics.waiters.Inc()
 	}
 	start := time.Now()
+	if c.grantor.noun() == "semaphore" {
+		s.contention.semaphoreServed(key, start)
+	}
 	if wait > 0 {
 		s.contention.waitStarted(c.grantor.noun(), key, start)
 	}

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,77 @@ const (
 type contention struct {
 	mu    sync.Mutex
 	byKey map[contentionKey]*contentionSeries
+	// semaphores are those this gateway served an acquire of (waiting or
+	// not), by namespace and name, with when it last did: the dashboard's
+	// list of semaphores, which no backend can list. At most
+	// contentionKeys in all, as the series.
+	semaphores map[string]map[string]time.Time
+	nSems      int
+}
+
+// contentionWindow is how far back the dashboard is shown.
+const contentionWindow = contentionBuckets * contentionStep
+
+// semaphoreServed records an acquire of the semaphore key at now.
+func (c *contention) semaphoreServed(key locks.Key, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := c.semaphores[key.Namespace]
+	if _, ok := names[key.Name]; !ok {
+		if c.nSems >= contentionKeys && !c.pruneSemsLocked(now) {
+			return
+		}
+		if c.semaphores == nil {
+			c.semaphores = make(map[string]map[string]time.Time)
+		}
+		names = c.semaphores[key.Namespace] // the pruning may have dropped it
+		if names == nil {
+			names = make(map[string]time.Time)
+			c.semaphores[key.Namespace] = names
+		}
+		c.nSems++
+	}
+	names[key.Name] = now
+}
+
+// pruneSemsLocked forgets the semaphores not served within the window,
+// and reports whether it forgot any.
+func (c *contention) pruneSemsLocked(now time.Time) bool {
+	n := c.nSems
+	for ns, names := range c.semaphores {
+		for name, at := range names {
+			if now.Sub(at) > contentionWindow {
+				delete(names, name)
+				c.nSems--
+			}
+		}
+		if len(names) == 0 {
+			delete(c.semaphores, ns)
+		}
+	}
+	return c.nSems < n
+}
+
+// ServedSemaphore is a semaphore this gateway served an acquire of.
+type ServedSemaphore struct {
+	Name string `json:"name"`
+	// LastSeen is when, ms since the epoch.
+	LastSeen int64 `json:"last_seen"`
+}
+
+// servedSemaphores returns the semaphores of namespace served within the
+// window, by name.
+func (c *contention) servedSemaphores(namespace string, now time.Time) []ServedSemaphore {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := []ServedSemaphore{}
+	for name, at := range c.semaphores[namespace] {
+		if now.Sub(at) <= contentionWindow {
+			out = append(out, ServedSemaphore{Name: name, LastSeen: at.UnixMilli()})
+		}
+	}
+	slices.SortFunc(out, func(a, b ServedSemaphore) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 type contentionKey struct {
@@ -140,12 +212,16 @@ type Contention struct {
 	StepMs    int64              `json:"step_ms"`
 	Now       int64              `json:"now"`
 	Series    []ContentionSeries `json:"series"`
+	// Semaphores are those of the namespace this gateway served an
+	// acquire of within the window, waiting or not.
+	Semaphores []ServedSemaphore `json:"semaphores"`
 }
 
 // snapshot returns the series of namespace that saw a wait within the
 // window, by name, each with a point for every step of the window.
 func (c *contention) snapshot(namespace string, now time.Time) Contention {
-	out := Contention{Namespace: namespace, StepMs: contentionStep.Milliseconds(), Now: now.UnixMilli(), Series: []ContentionSeries{}}
+	out := Contention{Namespace: namespace, StepMs: contentionStep.Milliseconds(), Now: now.UnixMilli(), Series: []ContentionSeries{},
+		Semaphores: c.servedSemaphores(namespace, now)}
 	cur := bucketOf(now)
 	first := cur - contentionBuckets + 1
 	c.mu.Lock()

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,5 +44,40 @@ func TestContentionSnapshot(t *testing.T) {
 	}
 	if pts[0].Waiters != 0 {
 		t.Errorf("before the first wait: got %+v, want no waiters", pts[0])
+	}
+}
+
+// TestServedSemaphores: every semaphore acquire is remembered by
+// namespace, waiting or not, for the window and no longer; past the cap a
+// new one is followed only once an old one has left the window.
+func TestServedSemaphores(t *testing.T) {
+	var c contention
+	t0 := time.Now()
+	c.semaphoreServed(locks.Key{Namespace: "ns", Name: "b"}, t0)
+	c.semaphoreServed(locks.Key{Namespace: "ns", Name: "a"}, t0)
+	c.semaphoreServed(locks.Key{Namespace: "ns", Name: "b"}, t0.Add(time.Minute))
+	c.semaphoreServed(locks.Key{Namespace: "other", Name: "x"}, t0)
+
+	got := c.snapshot("ns", t0.Add(time.Minute)).Semaphores
+	want := []ServedSemaphore{{"a", t0.UnixMilli()}, {"b", t0.Add(time.Minute).UnixMilli()}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("served in ns: got %+v, want %+v", got, want)
+	}
+	if got := c.servedSemaphores("ns", t0.Add(contentionWindow+time.Second)); len(got) != 1 || got[0].Name != "b" {
+		t.Fatalf("past a's window: got %+v, want b alone", got)
+	}
+
+	var full contention
+	for i := range contentionKeys {
+		full.semaphoreServed(locks.Key{Namespace: "ns", Name: fmt.Sprint("s", i)}, t0)
+	}
+	full.semaphoreServed(locks.Key{Namespace: "ns", Name: "late"}, t0.Add(time.Second))
+	if n := len(full.servedSemaphores("ns", t0.Add(time.Second))); n != contentionKeys {
+		t.Fatalf("past the cap: got %d followed, want %d (the new one not followed)", n, contentionKeys)
+	}
+	later := t0.Add(contentionWindow + time.Minute)
+	full.semaphoreServed(locks.Key{Namespace: "ns", Name: "late"}, later)
+	if got := full.servedSemaphores("ns", later); len(got) != 1 || got[0].Name != "late" || full.nSems != 1 {
+		t.Fatalf("once the old ones left the window: got %d followed (%d counted), want late alone", len(got), full.nSems)
 	}
 }

@@ -18,6 +18,7 @@ func (s *Server) mountUI(r chi.Router) {
 	r.HandleFunc("/ui/api/whoami", getOnly(s.whoAmI))
 	r.HandleFunc("/ui/api/namespaces", getOnly(s.uiNamespaces))
 	r.HandleFunc("/ui/api/contention", getOnly(s.uiContention))
+	r.HandleFunc("/ui/api/sessions", getOnly(s.uiSessions))
 	r.Handle("/ui", s.cfg.UI)
 	r.Handle("/ui/*", s.cfg.UI)
 }

@@ -112,3 +112,39 @@ func (s *Server) uiContention(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.contention.snapshot(ns, time.Now()))
 	}
 }
+
+// UISession is one live session of the viewer: its id, never its token.
+type UISession struct {
+	ID string `json:"id"`
+	// TTLMs is what is left of its lease; ExpiresAt when it ends, ms
+	// since the epoch.
+	TTLMs     int64 `json:"ttl_ms"`
+	ExpiresAt int64 `json:"expires_at"`
+}
+
+// UISessions is the answer of GET /ui/api/sessions.
+type UISessions struct {
+	Sessions []UISession `json:"sessions"`
+}
+
+// uiSessions lists the live sessions of the token's own subject, and no
+// one else's: one read of the backend's count of that subject's sessions.
+func (s *Server) uiSessions(w http.ResponseWriter, r *http.Request) {
+	claims, ok := s.uiClaims(w, r)
+	if !ok {
+		return
+	}
+	out := UISessions{Sessions: []UISession{}}
+	if sl, ok := s.cfg.Backend.(locks.SessionLister); ok {
+		list, err := sl.SessionsOf(r.Context(), claims.Identity.String())
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		now := time.Now()
+		for _, ss := range list {
+			out.Sessions = append(out.Sessions, UISession{ID: ss.ID, TTLMs: max(ss.ExpiresAt.Sub(now).Milliseconds(), 0), ExpiresAt: ss.ExpiresAt.UnixMilli()})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

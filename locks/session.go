@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -247,6 +248,42 @@ type SessionCounter interface {
 	Extend(ctx context.Context, subject, id string, ttl time.Duration) error
 	// Remove stops counting id.
 	Remove(ctx context.Context, subject, id string) error
+	// Live lists the subject's counted sessions whose lease has not ended.
+	Live(ctx context.Context, subject string) ([]SessionSummary, error)
+}
+
+// SessionSummary is one live session of a subject, as SessionLister
+// tells it: never its token.
+type SessionSummary struct {
+	ID        string
+	ExpiresAt time.Time
+}
+
+// SessionLister lists a subject's live sessions (for the dashboard, which
+// shows a viewer its own). Both backends offer it, through SessionEngine.
+type SessionLister interface {
+	SessionsOf(ctx context.Context, subject string) ([]SessionSummary, error)
+}
+
+var _ SessionLister = (*SessionEngine)(nil)
+
+// SessionsOf implements SessionLister: the sessions the engine's Counter
+// counts for subject, soonest to end first; none without a Counter.
+func (s *SessionEngine) SessionsOf(ctx context.Context, subject string) ([]SessionSummary, error) {
+	if s.Counter == nil || s.MaxPerSubject <= 0 {
+		return []SessionSummary{}, nil
+	}
+	out, err := s.Counter.Live(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b SessionSummary) int {
+		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
 }
 
 // DefaultSessionsPerSubject is how many live sessions one subject may

@@ -372,8 +372,10 @@ func TestDashboardInChromium(t *testing.T) {
 
 // TestDashboardContentionInChromium: a token granted "*" is offered the
 // namespaces that have held locks, without typing one; a lock shows its
-// value; and the contention picture, an SVG, shows waiters as they come
-// and their waits once they go.
+// value; the contention picture, an SVG, shows waiters as they come and
+// their waits once they go; a semaphore the viewer took is listed among
+// those the gateway served, and the viewer's own session among its
+// sessions.
 func TestDashboardContentionInChromium(t *testing.T) {
 	gw := startGateway(t, "--ui")
 	browserCtx := newBrowser(t)
@@ -453,6 +455,40 @@ func TestDashboardContentionInChromium(t *testing.T) {
 		return g !== null && g.dataset.waiting === '0' && g.querySelector('path.wait') !== null &&
 			[...g.querySelectorAll('rect.bar')].reduce((n, r) => n + Number(r.dataset.waits), 0) === 2;
 	})()`))
+
+	// A semaphore the viewer takes appears in the list of those this
+	// gateway served, and shows its permits when picked; a session the
+	// viewer opens appears among its sessions, and one of another subject
+	// does not.
+	if status, p := call(t, http.MethodPost, gw.URL+"/semaphores/team-c/pool-c", star, nil, `{"limit":2,"ttl_ms":60000,"owner":"w-9"}`); status != http.StatusCreated {
+		t.Fatalf("take a permit: got %d, want 201: %v", status, p)
+	}
+	status, opened := call(t, http.MethodPost, gw.URL+"/sessions", star, nil, `{"ttl_ms":60000}`)
+	if status != http.StatusCreated {
+		t.Fatalf("open a session: got %d, want 201: %v", status, opened)
+	}
+	if status, p := call(t, http.MethodPost, gw.URL+"/sessions", token(t, "someone-else", "*"), nil, `{"ttl_ms":60000}`); status != http.StatusCreated {
+		t.Fatalf("open another subject's session: got %d, want 201: %v", status, p)
+	}
+	mine := opened["session"].(string)
+	a.run(t, "see the semaphore listed, and its permits when picked", wait,
+		chromedp.WaitVisible(css(`#sem-list button[data-semaphore="pool-c"]`)),
+		chromedp.Click(css(`#sem-list button[data-semaphore="pool-c"]`)),
+		until(`document.getElementById('sem-summary').textContent === 'pool-c: 1 of 2 permits held, 0 waiting' &&
+			document.querySelector('#sem-holders tr') !== null &&
+			document.querySelector('#sem-holders tr').textContent.includes('w-9')`))
+	a.run(t, "see the viewer's session, and only it", wait, until(fmt.Sprintf(`(() => {
+		const rows = [...document.querySelectorAll('#sessions tr[data-session]')];
+		return rows.length === 1 && rows[0].dataset.session === %q &&
+			rows[0].querySelector('td.left').textContent.startsWith('≈ ') &&
+			document.getElementById('sessions-status').textContent === '1 live session';
+	})()`, mine)))
+	for _, m := range []string{http.MethodPost, http.MethodDelete} {
+		if status, _ := call(t, m, gw.URL+"/ui/api/sessions", star, nil, ""); status != http.StatusMethodNotAllowed {
+			t.Errorf("%s /ui/api/sessions: got %d, want 405", m, status)
+		}
+	}
+
 	problems, _ := a.snapshot()
 	for _, p := range problems {
 		// The page reads the lock after each event; between grants it is

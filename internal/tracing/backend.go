@@ -224,3 +224,13 @@ func (tt *tracedTickets) CloseTicket(ctx context.Context, key locks.Key, id, tok
 	end(span, err)
 	return err
 }
+
+// SessionsOf passes locks.SessionLister through, for the dashboard: a
+// backend without it lists none.
+func (tb *tracedBackend) SessionsOf(ctx context.Context, subject string) ([]locks.SessionSummary, error) {
+	sl, ok := tb.Backend.(locks.SessionLister)
+	if !ok {
+		return []locks.SessionSummary{}, nil
+	}
+	return sl.SessionsOf(ctx, subject)
+}

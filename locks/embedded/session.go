@@ -108,6 +108,19 @@ func (n *memSessionCount) Remove(_ context.Context, subject, id string) error {
 	return nil
 }
 
+func (n *memSessionCount) Live(_ context.Context, subject string) ([]locks.SessionSummary, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	out := []locks.SessionSummary{}
+	for id, end := range n.bySubject[subject] {
+		if now.Before(end) {
+			out = append(out, locks.SessionSummary{ID: id, ExpiresAt: end})
+		}
+	}
+	return out, nil
+}
+
 // checkLocked finds the caller's live session. s.mu must be held.
 func (s *memSessions) checkLocked(c locks.SessionCaller, now time.Time) (*memSession, error) {
 	ss := s.byID[c.ID]

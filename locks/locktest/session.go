@@ -29,6 +29,7 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"CapOfGrants", testSessionFull},
 		{"AGrantNeverOutlivesItsSession", testSessionGrantBound},
 		{"SessionsPerSubjectAreBounded", testSessionsPerSubject},
+		{"ASubjectsLiveSessionsAreListed", testSessionsOf},
 		{"AKeepAliveStatesEachGrantsOwnLease", testSessionKeepBroken},
 		{"AKilledAcquireLeavesNoPendingGrantPastItsDeadline", testSessionDeadPending},
 	} {
@@ -518,5 +519,50 @@ func testSessionsPerSubject(t *testing.T, b locks.Backend) {
 	}
 	if _, err := b.OpenSession(ctx, subject, time.Minute); err != nil {
 		t.Fatalf("a session after one ended: %v", err)
+	}
+}
+
+func testSessionsOf(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	sl, ok := b.(locks.SessionLister)
+	if !ok {
+		t.Fatalf("%T does not implement locks.SessionLister", b)
+	}
+	subject := "iss#" + UniqueKey(t).Name
+	if got, err := sl.SessionsOf(ctx, subject); err != nil || len(got) != 0 {
+		t.Fatalf("sessions of a subject that opened none: got %+v, %v; want none", got, err)
+	}
+	short, err := b.OpenSession(ctx, subject, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := b.OpenSession(ctx, subject, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := b.OpenSession(ctx, subject, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.EndSession(ctx, ended.Token, subject); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.OpenSession(ctx, subject+"-other", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, err := sl.SessionsOf(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != short.ID || got[1].ID != long.ID {
+		t.Fatalf("sessions of the subject: got %+v; want %s then %s (soonest to end first), not the ended one nor another subject's", got, short.ID, long.ID)
+	}
+	// Each end is its lease's, from about now: never past it, and not far
+	// before it (bounds, not a pace: a busy machine stays inside them).
+	for i, ttl := range []time.Duration{time.Minute, time.Hour} {
+		if e := got[i].ExpiresAt; e.After(time.Now().Add(ttl)) || e.Before(start.Add(ttl-30*time.Second)) {
+			t.Errorf("session %s ends at %v; want about %v from %v", got[i].ID, e, ttl, start)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
@@ -57,6 +58,29 @@ func (n redisSessionCount) Extend(ctx context.Context, subject, id string, ttl t
 
 func (n redisSessionCount) Remove(ctx context.Context, subject, id string) error {
 	return n.call(ctx, subject, "remove", id)
+}
+
+// Live reads the subject's zset with two plain reads, no script: the
+// Redis clock (the scores are on it), then the sessions that end after it.
+// One key, so one slot on Cluster.
+func (n redisSessionCount) Live(ctx context.Context, subject string) ([]locks.SessionSummary, error) {
+	redisNow, err := n.r.client.Time(ctx).Result()
+	if err != nil {
+		return nil, locks.Unavailable("list sessions", stringer("of a subject"), err)
+	}
+	now := time.Now()
+	zs, err := n.r.client.ZRangeByScoreWithScores(ctx, n.key(subject)[0], &redis.ZRangeBy{
+		Min: "(" + strconv.FormatInt(redisNow.UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, locks.Unavailable("list sessions", stringer("of a subject"), err)
+	}
+	out := make([]locks.SessionSummary, 0, len(zs))
+	for _, z := range zs {
+		id, _ := z.Member.(string)
+		left := time.Duration(int64(z.Score)-redisNow.UnixMilli()) * time.Millisecond
+		out = append(out, locks.SessionSummary{ID: id, ExpiresAt: now.Add(left)})
+	}
+	return out, nil
 }
 
 // redisSessions is the Redis backend's store of sessions.

@@ -32,6 +32,11 @@
   const rows = new Map(); // lock name -> {tr, cells, deadline, stream}
   const gone = new Map(); // lock name -> when a stream saw it end
   let sem = null; // {name, holders: [{tr, cells, deadline}]}
+  let sessionRows = []; // [{cells, deadline}]
+  let listings = 0;
+  // Sessions are read from the lock store (one read of the viewer's own
+  // count), so less often than the listing.
+  const SESSIONS_EVERY = 3;
 
   function api(path, opts = {}) {
     const headers = Object.assign({Authorization: 'Bearer ' + token}, opts.headers || {});
@@ -107,6 +112,7 @@
     $('forget').hidden = false;
     $('login').hidden = true;
     $('view').hidden = false;
+    sessions();
     const exact = (who.namespaces || []).filter((g) => !g.includes('*'));
     if (exact.length === 1) pick(exact[0]);
   }
@@ -157,6 +163,9 @@
     $('login').hidden = false;
     $('namespace').hidden = true;
     text($('error'), '');
+    $('sessions').replaceChildren();
+    sessionRows = [];
+    text($('sessions-status'), '');
   }
 
   // Namespace
@@ -171,6 +180,8 @@
     $('history').hidden = true;
     $('contention').replaceChildren();
     text($('contention-status'), '');
+    $('sem-list').replaceChildren();
+    text($('sem-list-status'), '');
   }
 
   function pick(name) {
@@ -232,6 +243,42 @@
     watchFirst();
     if (sem) showSemaphore(sem.name);
     contention(gen);
+    if (listings++ % SESSIONS_EVERY === 0) sessions();
+  }
+
+  // Sessions
+
+  // sessions shows the viewer's own live sessions: ids and leases.
+  async function sessions() {
+    const tok = token;
+    let r;
+    try {
+      r = await api('ui/api/sessions');
+    } catch (e) {
+      text($('sessions-status'), 'the gateway did not answer: ' + e.message);
+      return;
+    }
+    if (tok !== token) return;
+    if (!r.ok) {
+      text($('sessions-status'), await problem(r));
+      return;
+    }
+    const body = await r.json();
+    if (tok !== token) return;
+    const tbody = $('sessions');
+    tbody.replaceChildren();
+    sessionRows = [];
+    for (const ss of body.sessions) {
+      const deadline = performance.now() + ss.ttl_ms;
+      const tr = document.createElement('tr');
+      tr.dataset.session = ss.id;
+      const cells = {left: el('td', left(deadline), 'num left')};
+      tr.append(el('td', ss.id, 'id'), cells.left, el('td', new Date(ss.expires_at).toLocaleString(), 'ends'));
+      tbody.append(tr);
+      sessionRows.push({cells, deadline});
+    }
+    const n = body.sessions.length;
+    text($('sessions-status'), n === 0 ? 'no live session' : n === 1 ? '1 live session' : n + ' live sessions');
   }
 
   // Contention
@@ -269,6 +316,7 @@
       return;
     }
     if (gen !== generation) return;
+    showServed(c.semaphores || []);
     const series = c.series.slice(0, MAX_SERIES);
     const steps = series.length ? series[0].points.length : 0;
     const width = LABEL_W + steps * STEP_W + 60;
@@ -538,6 +586,23 @@
 
   // Semaphores
 
+  // showServed lists the semaphores this gateway served in the namespace,
+  // each a button that shows its permits.
+  function showServed(list) {
+    const p = $('sem-list');
+    p.replaceChildren();
+    for (const s of list) {
+      const b = el('button', s.name, 'sem');
+      b.type = 'button';
+      b.dataset.semaphore = s.name;
+      b.title = 'last served ' + new Date(s.last_seen).toLocaleTimeString();
+      b.addEventListener('click', () => showSemaphore(s.name));
+      p.append(b);
+    }
+    text($('sem-list-status'), list.length === 0 ? 'none served by this gateway in the last five minutes' :
+      list.length + ' served by this gateway in the last five minutes');
+  }
+
   function hideSemaphore() {
     sem = null;
     $('sem').hidden = true;
@@ -582,6 +647,7 @@
   function tick() {
     for (const row of rows.values()) text(row.cells.left, left(row.deadline));
     if (sem) for (const h of sem.holders) text(h.cells.left, left(h.deadline));
+    for (const r of sessionRows) text(r.cells.left, left(r.deadline));
   }
 
   function onEnter(input, f) {
