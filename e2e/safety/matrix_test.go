@@ -53,7 +53,6 @@ import (
 // it (with -run 'TestFaultMatrix/<topology>'); the goroutines' interleaving
 // differs from run to run.
 func TestFaultMatrix(t *testing.T) {
-	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	var seeds []uint64
 	for range matrixSeeds {
 		seeds = append(seeds, rand.Uint64())
