@@ -42,11 +42,22 @@
 
 local K = lock_keys(ARGV[13])
 local tok_hash, ttl, me, shared, value = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == MODE_SHARED, ARGV[14]
+-- The token's record (lib_record.lua): nil for a new token, and so the
+-- read that stops the script while its slot migrates (see once.lua).
+local rec = redis.call('GET', K.record)
 local now, t = clock()
 local holder = current(K, now)
 if holder == tok_hash then
   if me ~= '' then
     dequeue(K, me)
+  end
+  local handed, by = string.match(rec or '', '^h(%d):(.*)$')
+  if by == CALL_ID then
+    -- This call, delivered again: it answers the grant it made or picked
+    -- up, as it did (Redis's lease of it began no earlier than the
+    -- gateway sent the call).
+    local f = redis.call('HMGET', K.lock, 'fence', 'ttl', 'at')
+    return settle(K, {GRANTED, tonumber(f[1]), tonumber(f[2]), now, tonumber(f[3]), tonumber(handed)})
   end
   pick_up(K, now)
   return settle(K, held_by(K, now))
@@ -57,6 +68,18 @@ if r then
     dequeue(K, me)
   end
   return settle(K, reader_reply(K, now, tok_hash, r, 1))
+end
+
+-- The token's record exists once it was granted (until RECORD_MS after
+-- that grant's end) or its wait ended (leave.lua fenced). Then this is a
+-- late or repeated delivery of a call whose grant, or whose end, has been
+-- answered, and it takes nothing: an acquire has one effect however often
+-- it is delivered, with no record of the call (see once.lua). But a
+-- waiter whose hand-off ended before it picked it up (a break, 'b'; a
+-- lease that ran out, 'h:') still waits, and its calls go on.
+local c = rec and string.sub(rec, 1, 1)
+if c and (me == '' or (c ~= 'b' and c ~= 'h')) then
+  return FENCED
 end
 
 local seq = 0

@@ -40,5 +40,8 @@ if tok == ARGV[2] or r then
   pick_up(K, now)
   return settle(K, held_by(K, now))
 end
+-- The token's wait is over for good: a call of it that Redis receives only
+-- now (one whose outcome was unknown, or a late re-send) takes nothing.
+fenced(K)
 handoff(K, t, now, tok, ARGV[4], ARGV[5], nil)
 return {0, retry_ms(K), now}

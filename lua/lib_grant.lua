@@ -4,10 +4,12 @@
 -- that writes starts with. A library, not a script on its own.
 
 -- note_grant notes a full grant with left ms of lease, whose record is
--- the key record: the record, and with a lock delay, that the lock stays
+-- the key record: the record ('h', handed: '1' when the call picked up
+-- a grant handed over before, else '0', ':' and the id of that call, see
+-- acquire.lua), and with a lock delay, that the lock stays
 -- unavailable until the delay after the lease unless released.
-local function note_grant(K, record, left)
-  redis.call('SET', record, 'h', 'PX', left + RECORD_MS)
+local function note_grant(K, record, left, handed)
+  redis.call('SET', record, 'h' .. (handed or 0) .. ':' .. CALL_ID, 'PX', left + RECORD_MS)
   if K.index then
     index_add(K, string.sub(record, #K.lock + 4), left)
   end
@@ -28,7 +30,7 @@ local function settle(K, rp, breaking)
     end
     return rp
   end
-  note_grant(K, K.record, rp[3])
+  note_grant(K, K.record, rp[3], rp[6])
   return rp
 end
 

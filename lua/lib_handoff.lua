@@ -116,7 +116,8 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     redis.call('DEL', K.lock)
     drop_note(K)
   end
-  released(K)
+  local held = now - (tonumber(at) or now)
+  released(K, held)
   if K.index then
     index_del(K, tok, now)
   end
@@ -129,5 +130,5 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   if #ev > 0 then
     push_events(K, ev, K.ev_extends)
   end
-  return now - (tonumber(at) or now), h.near, h.near_reply
+  return held, h.near, h.near_reply
 end

@@ -50,11 +50,17 @@
 --              until ms on the Redis clock, whoever releases
 --   K.record   string, K.lock .. ':t:' .. token hash, one per owner token
 --              (so the key of the caller's token, among KEYS; absent for
---              scripts without one): 'h' while the grant may be held,
---              until RECORD_MS after its lease (renewals push that on),
---              'r' for RECORD_MS after its release, 'b' for RECORD_MS
---              after a break ended it (break.lua); a call whose token
---              holds nothing learns why from it (lib_record.lua)
+--              scripts without one): 'h<handed>:<call id>' while the
+--              grant may be held, until RECORD_MS after its lease
+--              (renewals push that on), naming the call that made (handed
+--              0) or picked up (1) the grant;
+--              'r<held ms>:<call id>' for RECORD_MS after its release, by
+--              that call; 'b' for RECORD_MS after a break ended it
+--              (break.lua); 'f' for RECORD_MS after its wait ended without
+--              a grant (leave.lua). A call whose token holds nothing
+--              learns why from it (lib_record.lua), and a call delivered
+--              again finds its own effect in it, so that the acquire and
+--              the release keep no call record (lua.go Keyed)
 --
 -- A lock held shared has tok = '' in K.lock, which no token hash matches
 -- (so scripts that know only exclusive holders see it as held by another),

@@ -7,22 +7,50 @@
 -- lib_keys.lua).
 local RECORD_PX = RECORD_MS .. ''
 
--- why says why the caller's token holds nothing.
-local function why(K)
-  local r = K.record and redis.call('GET', K.record)
-  if r == 'r' then
-    return RELEASED
-  elseif r == 'h' then
-    return EXPIRED -- it was granted and not released: its lease ended
-  elseif r == 'b' then
-    return BROKEN -- an administrator ended it (break.lua)
-  end
-  return UNKNOWN
+-- guard_migrating is the first command of a keyed script (see once.lua) that
+-- has no read of its own of a key that may not exist: it reads one that
+-- never does, so that on Cluster, while the lock's slot migrates, Redis
+-- stops the script here, before it writes anything.
+local function guard_migrating(K)
+  redis.call('EXISTS', K.lock .. ':c:')
 end
 
--- released notes that the caller's grant was released.
-local function released(K)
-  redis.call('SET', K.record, 'r', 'PX', RECORD_PX)
+-- why_released says why the caller's token holds nothing and, when its
+-- grant was released, how long that grant was held (ms) and the id of the
+-- call that released it (see released), so that a release re-sent answers
+-- again what it did.
+local function why_released(K)
+  local r = K.record and redis.call('GET', K.record)
+  local c = r and string.sub(r, 1, 1)
+  if c == 'r' then
+    local held, by = string.match(r, '^r(%d+):(.*)$')
+    return RELEASED, tonumber(held) or 0, by
+  elseif c == 'h' then
+    return EXPIRED -- it was granted and not released: its lease ended
+  elseif c == 'b' then
+    return BROKEN -- an administrator ended it (break.lua)
+  end
+  return UNKNOWN -- never granted; 'f': fenced off before it was (fenced)
+end
+
+-- why says why the caller's token holds nothing: why_released's first
+-- value alone, for a reply's last element ({NOT_GRANTED, why(K)}) takes
+-- every value a call returns.
+local function why(K)
+  return (why_released(K))
+end
+
+-- released notes that the caller's grant was released after it was held
+-- for held ms, by the call that runs: 'r<held>:<CALL_ID>'.
+local function released(K, held)
+  redis.call('SET', K.record, 'r' .. held .. ':' .. CALL_ID, 'PX', RECORD_PX)
+end
+
+-- fenced notes that the caller's token is given up before it was ever
+-- granted (leave.lua, for a call whose outcome is unknown): an acquire
+-- with it that Redis receives only now finds the record, and takes nothing.
+local function fenced(K)
+  redis.call('SET', K.record, 'f', 'NX', 'PX', RECORD_PX)
 end
 
 -- broken notes that the grant of token hash tok was ended by a break

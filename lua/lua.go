@@ -147,6 +147,16 @@ type Script struct {
 	// entry, have one effect however often they run, and what they keep
 	// is advisory) and watch.lua (it records an expiry, once).
 	Once bool
+	// Keyed: a call of the script keeps no call record (once.lua sees
+	// KEYED). Each of its writes is keyed by an id the gateway chose before
+	// sending (the owner token, the hold id, the call id), so that a
+	// re-sent call finds its own effect in the lock's state and does
+	// nothing more: an acquire finds its token holding, or the token's
+	// record (lib_record.lua); a release finds its hold gone, or its
+	// record saying released, and by which call. once.lua still wraps it,
+	// to fence off another call and run what the libraries need done
+	// after it.
+	Keyed bool
 	// Acked: the replicas must acknowledge what the script did before the
 	// engine answers (with --redis-min-replicas): a reply of it can tell
 	// the caller of a grant (made by it, or made earlier and picked up or
@@ -171,7 +181,19 @@ func writes(name string, acked bool, body string, libs ...string) Script {
 	for _, l := range libs {
 		src += l
 	}
-	return withFunction(Script{Name: name, Writes: true, Once: true, Acked: acked}, src, "local function main()\n"+body+"\nend\n"+once)
+	return withFunction(Script{Name: name, Writes: true, Once: true, Acked: acked}, src,
+		"local function main()\n"+body+"\nend\nlocal KEYED = false\n"+once)
+}
+
+// keyed builds a script that changes state and is exactly-once by
+// construction (see Script.Keyed): writes, but once.lua keeps no record.
+func keyed(name string, acked bool, body string, libs ...string) Script {
+	src := protocol
+	for _, l := range libs {
+		src += l
+	}
+	return withFunction(Script{Name: name, Writes: true, Once: true, Keyed: true, Acked: acked}, src,
+		"local function main()\n"+body+"\nend\nlocal KEYED = true\n"+once)
 }
 
 // writesIdempotent builds a script that changes state in a way that
@@ -243,8 +265,8 @@ var (
 
 // scripts are the scripts, built once.
 var scripts = []Script{
-	writes("acquire", true, acquireSrc, lockLib),
-	writes("release", true, releaseSrc, lockLib), // hands the lock on, in full to a waiter of the caller's gateway
+	keyed("acquire", true, acquireSrc, lockLib),
+	keyed("release", true, releaseSrc, lockLib), // hands the lock on, in full to a waiter of the caller's gateway
 	writes("leave", true, leaveSrc, lockLib),
 	writes("break", true, breakSrc, lockLib), // ends every grant, hands the lock on as release does
 	writes("heartbeat", false, heartbeatSrc, lockLib),

@@ -15,6 +15,17 @@
 -- Returns  what main returned the first time this call id ran; FENCED when
 --          the call was fenced off before it ran
 --
+-- A keyed script (KEYED, see lua.go Script.Keyed) keeps no record: each of
+-- its writes is keyed by an id the gateway chose before sending (an owner
+-- token, a hold id, CALL_ID), so a re-sent call finds its own effect in
+-- the lock's state and does nothing more (see the script). It still
+-- fences off other calls and runs AFTER_MAIN here. The first command of
+-- every other script here reads a key that does not exist (its record),
+-- the one Redis refuses while its slot migrates on Cluster ("non local
+-- key"): so such a script stops before it writes, not half way. A keyed
+-- script makes such a read its own first command (guard_migrating in
+-- lib_record.lua).
+--
 -- The three arguments are taken off ARGV before main runs, so each script
 -- sees only its own. The record is the reply, packed with cmsgpack (cjson
 -- would round a fencing token to 14 digits).
@@ -26,17 +37,22 @@ local base = KEYS[1] .. ':c:'
 if fence_id ~= '' then
   redis.call('SET', base .. fence_id, cmsgpack.pack(FENCED), 'NX', 'PX', call_ms)
 end
-local record = base .. call_id
-local kept = redis.call('GET', record)
-if kept then
-  -- A write of its own, so that a WAIT after this delivery covers what the
-  -- first delivery wrote, whichever connection brought that one.
-  redis.call('PEXPIRE', record, call_ms)
-  return cmsgpack.unpack(kept)
+CALL_ID = call_id
+local record = not KEYED and base .. call_id
+if record then
+  local kept = redis.call('GET', record)
+  if kept then
+    -- A write of its own, so that a WAIT after this delivery covers what the
+    -- first delivery wrote, whichever connection brought that one.
+    redis.call('PEXPIRE', record, call_ms)
+    return cmsgpack.unpack(kept)
+  end
 end
 local reply = main()
 for _, f in ipairs(AFTER_MAIN) do
   f()
 end
-redis.call('SET', record, cmsgpack.pack(reply), 'PX', call_ms)
+if record then
+  redis.call('SET', record, cmsgpack.pack(reply), 'PX', call_ms)
+end
 return reply

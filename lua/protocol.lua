@@ -17,6 +17,8 @@ local SESSION_ENDED = -5   -- no live session of the token (lib_session.lua)
 local SESSION_NOT_YOURS = -6 -- the session is another subject's
 local SESSION_FULL = -7    -- the session holds its most grants
 local FENCED = {FENCED_OFF}
+-- The last element of a release's reply that repeats an earlier one.
+local REPEATED = 0
 
 -- Why a token holds nothing, in {NOT_GRANTED, why}.
 local UNKNOWN, RELEASED, EXPIRED, BROKEN = 0, 1, 2, 3
@@ -41,6 +43,10 @@ local WATCH_HINT = 'watch'
 -- once.lua records its reply: functions, called in order (lib_fence.lua
 -- writes the name records the call changed).
 local AFTER_MAIN = {}
+
+-- The id of the call that runs (once.lua sets it before the script's main
+-- part runs): a keyed script keys its writes by it (see lua.go Keyed).
+local CALL_ID
 
 -- How long a grant's record outlives its lease, or its release, ms: a
 -- repeated release within it succeeds again, and a renew or release that

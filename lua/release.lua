@@ -24,6 +24,11 @@
 --                      caller's gateway, which delivers it
 --          {1, 0}      released within RECORD_MS before: a repeated release
 --                      succeeds again, and changes nothing
+--          {1, 0, held, REPEATED}
+--                      this call, delivered again: it released the grant,
+--                      held that long, and changes nothing now (a waiter of
+--                      the caller's gateway that it handed the lock to in
+--                      full learns of it from a heartbeat round)
 --          {1, holds}  that hold ended now, or had ended before (then
 --                      nothing changed); the caller still holds the lock
 --                      that many times (see reenter.lua)
@@ -36,6 +41,7 @@
 
 local K = lock_keys(ARGV[4])
 K.session = ARGV[7]
+guard_migrating(K)
 local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
 -- once; anything else looks again with current.
@@ -46,8 +52,14 @@ if tok ~= ARGV[1] then
 end
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
-  local reason = why(K)
-  if reason == RELEASED then
+  local reason, held, by = why_released(K)
+  if reason == RELEASED and by == CALL_ID then
+    -- This call, delivered again: it answers what it did. A write of its
+    -- own, so that a WAIT after it covers what the first delivery wrote,
+    -- whichever connection brought that.
+    redis.call('PEXPIRE', K.record, RECORD_PX)
+    return {GRANTED, 0, held, REPEATED}
+  elseif reason == RELEASED then
     return {GRANTED, 0}
   end
   return {NOT_GRANTED, reason}

@@ -27,9 +27,10 @@ if not h then
 end
 redis.call('HDEL', S.holders, ARGV[1])
 redis.call('ZREM', S.leases, ARGV[1])
-released(S)
+local held = now - (tonumber(cjson.decode(h).a) or now)
+released(S, held)
 local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
 if limit then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
 end
-return {1, 0, now - (tonumber(cjson.decode(h).a) or now)}
+return {1, 0, held}

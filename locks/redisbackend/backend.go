@@ -247,7 +247,9 @@ const (
 // A script that changes state gets once.lua's arguments: the call id, the
 // id of an earlier call to fence off (fence, or ”), and how long Redis
 // keeps the call's reply. A re-send of the same id (by the engine, to learn
-// an outcome it lost) answers what the first run did.
+// an outcome it lost) answers what the first run did. A keyed script
+// keeps no record: a re-sent call finds its own effect by the ids it
+// carries (lua.Script.Keyed).
 //
 // It is also the one replica barrier. A script that must be acknowledged
 // (script.acked: every reply that can tell of a grant, and renewals) is
@@ -405,7 +407,12 @@ func (r *Backend) runAcquire(ctx context.Context, res resource, req locks.Acquir
 	id := newCallID()
 	rp, ackErr, err := res.kind.callAcquire(ctx, r, res.key, id, a)
 	if err != nil {
-		r.abandon(ctx, res, a.waiterID, a.tokHash, id) // the script may have run
+		// The script may have run. A lock's acquire is keyed by its token,
+		// which the leave fences off; a semaphore's, by its call id.
+		if res.kind == lockKind {
+			id = ""
+		}
+		r.abandon(ctx, res, a.waiterID, a.tokHash, id)
 		return reply{}, locks.Unavailable("acquire", res, err)
 	}
 	if rp.refused != nil { // nothing changed
@@ -528,8 +535,12 @@ func (r *Backend) releaseFor(ctx context.Context, res resource, token, hold, ses
 	// The release script may hand the lock in full to a waiter of this
 	// gateway, which exec's barrier covers like any grant.
 	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold, session: session})
-	if err != nil {
+	if err != nil || rp.repeated {
+		// The lock may have gone in full to a waiter here, told in a reply
+		// this call did not get: a heartbeat round makes it look.
 		r.waiters.requestBeat()
+	}
+	if err != nil {
 		return locks.Released{}, locks.Unavailable("release", res, err)
 	}
 	if rp.notHolder != nil {

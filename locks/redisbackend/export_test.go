@@ -55,6 +55,9 @@ func (r *Backend) WaitingIDs(key locks.Key) []string {
 // RequeueGone queues again, on r's channel, waiter id of r that ended
 // without the lock: what a call of it whose outcome was unknown does when
 // it runs in Redis after the waiter's leave.
+// ErrFencedOff is errFencedOff.
+var ErrFencedOff = errFencedOff
+
 func (r *Backend) RequeueGone(ctx context.Context, key locks.Key, id string, req locks.AcquireRequest) error {
 	r.waiters.mu.Lock()
 	g, ok := r.waiters.gone[id]

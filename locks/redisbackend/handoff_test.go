@@ -128,13 +128,14 @@ func TestRedisWaiterLearnsOfOutage(t *testing.T) {
 
 // TestRedisLateFullHandOver: a release on a waiter's own gateway hands the
 // lock to it in full, and says so in its reply, which the gateway passes
-// to the waiter. When that reply finds the waiter gone, what the gateway
-// does depends on how it ended. One that ended without the lock will never
-// take it (here: it gave up, and a call of it whose outcome was unknown
-// queued it again behind its leave): the gateway releases the grant, and
-// the next waiter has the lock long before the ghost's one-minute TTL. One
-// that has the lock (its own script picked the grant up before the reply
-// came) keeps it.
+// to the waiter. A waiter that ended without the lock can never be handed
+// it: a call of it that Redis receives after its leave (one whose outcome
+// was unknown) is fenced off by its token and queues nothing, so the next
+// waiter has the lock long before the ghost's one-minute TTL. (Until the
+// acquire was keyed by its token, such a call queued the waiter again, and
+// the gateway had to release what the late reply handed it.) One that has
+// the lock (its own script picked the grant up before the reply came)
+// keeps it.
 func TestRedisLateFullHandOver(t *testing.T) {
 	t.Run("waiter gave up", func(t *testing.T) {
 		srv := redistest.Start(t)
@@ -156,10 +157,10 @@ func TestRedisLateFullHandOver(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled acquire: got %v, want context.Canceled", err)
 		}
-		if err := l.RequeueGone(t.Context(), key, ids[0], locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}); err != nil {
-			t.Fatal(err)
+		if err := l.RequeueGone(t.Context(), key, ids[0], locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}); !errors.Is(err, redisbackend.ErrFencedOff) {
+			t.Fatalf("a late call of the waiter that gave up: got %v, want it fenced off", err)
 		}
-		next := locktest.QueueBehind(t, l, key, 1)
+		next := locktest.QueueBehind(t, l, key, 0) // the ghost is not queued
 		if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
 			t.Fatal(err)
 		}

@@ -153,3 +153,45 @@ func TestRedisLateRenewShortensNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisLateAcquireTakesNothing: an acquire whose caller was told its
+// outcome is unknown, and which reaches Redis only after the gateway gave
+// its token up, takes nothing, whether it waits or not: nobody would ever
+// release what it took. No call record says so (an acquire keeps none,
+// lua.Script.Keyed): its token's record does, written by the give-up.
+func TestRedisLateAcquireTakesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wait time.Duration
+	}{{"NoWait", 0}, {"Waiting", time.Minute}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := newClient(t, srv)
+			hook := &holdBack{script: "lockgate_acquire_"}
+			client.AddHook(hook)
+			r := openRedis(t, client, redisbackend.Options{})
+			key := locks.Key{Namespace: "late", Name: "lock"}
+			req := locks.AcquireRequest{TTL: time.Minute, Subject: "t", Wait: tc.wait}
+			// Loads the functions, so that the held call names one Redis has.
+			warm := locks.Key{Namespace: "late", Name: "warm"}
+			if _, err := r.Acquire(context.Background(), warm, req); err != nil {
+				t.Fatal(err)
+			}
+			hook.mu.Lock()
+			hook.armed = true
+			hook.mu.Unlock()
+			if g, err := r.Acquire(context.Background(), key, req); !errors.Is(err, locks.ErrUnavailable) {
+				t.Fatalf("the held acquire: got %+v, %v; want ErrUnavailable", g, err)
+			}
+			r.Close() // waits for the give-up that the unknown outcome started
+			hook.deliver(t, newClient(t, srv))
+			other := newRedis(t, srv, redisbackend.Options{})
+			if info, err := other.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
+				t.Fatalf("after the late acquire: got %+v, %v; want the lock free", info, err)
+			}
+			if n := newClient(t, srv).ZCard(context.Background(), "lockgate:{late/lock}:queue").Val(); n != 0 {
+				t.Fatalf("after the late acquire: %d waiters queued, want none", n)
+			}
+		})
+	}
+}

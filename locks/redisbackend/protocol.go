@@ -57,6 +57,10 @@ const (
 	queuedFields = 5
 	// holderFields is the length of each holder in inspect's reply.
 	holderFields = 8
+	// repeatedMark ends a release's reply that repeats an earlier release:
+	// {GRANTED, 0, held, REPEATED}; releasedAgain is its length.
+	repeatedMark  = 0 // REPEATED
+	releasedAgain = 4
 	// releasedHandingOver is the length of a release's reply that hands
 	// the lock in full to a waiter of the caller's gateway: {GRANTED, 0,
 	// held, waiter id, fencing token, ttl, now, acquired at}.

@@ -34,6 +34,7 @@ func TestProtocolAgrees(t *testing.T) {
 		"BASE_HOLD":         strconv.Quote(locks.BaseHold),
 		"ALL_HOLDS":         strconv.Quote(allHolds),
 		"INDEX_HOLD_LEN":    strconv.Itoa(indexHoldLen),
+		"REPEATED":          strconv.Itoa(repeatedMark),
 
 		"IDEM_BEGUN":         strconv.Itoa(idemCodeBegun),
 		"IDEM_LIVE":          strconv.Itoa(idemCodeLive),

@@ -1,6 +1,7 @@
 package redisbackend
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 // builds its KEYS and ARGV.
 type script struct {
 	*redis.Script
-	// writes, once and acked are lua.Script's Writes, Once and Acked.
-	writes, once, acked bool
+	// writes, once, keyed and acked are lua.Script's Writes, Once, Keyed
+	// and Acked.
+	writes, once, keyed, acked bool
 	// function and library are lua.Script's Function and Library: the
 	// engine calls the function, and loads the library where Redis lacks it.
 	function, library string
@@ -33,7 +35,7 @@ func newScript(name string) *script {
 	if !ok {
 		panic("locks: package lua has no script " + name)
 	}
-	w := &script{Script: redis.NewScript(s.Source), writes: s.Writes, once: s.Once, acked: s.Acked,
+	w := &script{Script: redis.NewScript(s.Source), writes: s.Writes, once: s.Once, keyed: s.Keyed, acked: s.Acked,
 		function: s.Function, library: s.Library}
 	wrapped[name] = w
 	return w
@@ -92,6 +94,8 @@ func parseReply(res []int64) (reply, error) {
 	switch {
 	case len(res) >= grantFields && res[0] == codeGranted:
 		return reply{granted: true, fence: res[1], ttl: millis(res[2]), now: res[3], at: res[4], handed: res[5] == 1}, nil
+	case len(res) == 1 && res[0] == codeFencedOff:
+		return reply{}, errFencedOff
 	case len(res) >= 3 && res[0] == codeNotGranted:
 		rp := reply{ttl: millis(max(res[1], 0)), now: res[2], rank: -1}
 		if len(res) == queuedFields {
@@ -101,6 +105,11 @@ func parseReply(res []int64) (reply, error) {
 	}
 	return reply{}, unexpectedReply(res)
 }
+
+// errFencedOff is an acquire's reply when Redis received the call only
+// after its token's wait ended, or after its grant ended (lua/acquire.lua):
+// it took nothing. Only a late delivery, which nobody waits for, gets it.
+var errFencedOff = errors.New("fenced off: a late delivery of an acquire took nothing")
 
 // lease is the granted lease, counted from start, when the call was sent:
 // never later than the lease Redis keeps.

@@ -113,6 +113,9 @@ type releaseReply struct {
 	// ended: the grant ended, after it was held for held.
 	ended bool
 	held  time.Duration
+	// repeated: the grant was released before, by this call delivered
+	// before or by another; nothing changed now.
+	repeated bool
 	// near is the waiter of the caller's gateway that the lock was handed
 	// to in full, if any (a lock's).
 	near *nearGrant
@@ -148,6 +151,7 @@ func parseRelease(out []any, err error) (releaseReply, error) {
 		held, _ := out[2].(int64)
 		rp.ended, rp.held = true, millis(held)
 	}
+	rp.repeated = len(out) == releasedAgain
 	if len(out) == releasedHandingOver {
 		id, _ := out[3].(string)
 		var n [4]int64
