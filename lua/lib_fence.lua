@@ -125,7 +125,7 @@ local function next_fence(K, t, retention)
   end
   local fence = string.format('%d', us)
   local last = redis.call('SET', K.fence, fence, 'PX', retention, 'GET')
-  last = last and tonumber(string.match(last, '^%d+')) or 0
+  last = last and (tonumber(last) or tonumber(string.match(last, '^%d+'))) or 0
   if last >= us then
     fence = string.format('%d', last + 1)
     redis.call('SET', K.fence, fence, 'PX', retention)

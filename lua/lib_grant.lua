@@ -63,7 +63,9 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, va
     redis.call('HSET', K.lock, 'v', value)
   end
   redis.call('PEXPIRE', K.lock, lease)
-  hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own})
+  if K.hist_n > 0 then
+    hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own})
+  end
   return fence, at
 end
 

@@ -72,7 +72,10 @@ if hold == '' then
   hold = BASE_HOLD
 end
 local holds = 0
-if hold ~= ALL_HOLDS then
+if not hs and hold == BASE_HOLD then
+  -- A grant never re-entered, its base hold released: the usual case,
+  -- which needs none of the list's string work.
+elseif hold ~= ALL_HOLDS then
   if not has_hold(hs, hold) then
     return {GRANTED, hold_count(hs)} -- ended before: a repeated release
   end
