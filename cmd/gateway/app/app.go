@@ -363,6 +363,14 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		logger.Warn().Err(err).Msg("Redis does not answer yet; /readyz reports 503 until it does")
 		return b, closeFn, nil
 	}
+	// A Redis written by a newer gateway may hold locks this one cannot
+	// see: refuse to start beside it (see redisbackend.CheckLayout).
+	if err := b.CheckLayout(checkCtx); err != nil {
+		if le := new(redisbackend.LayoutError); errors.As(err, &le) {
+			return nil, nil, errors.Join(err, closeFn())
+		}
+		logger.Warn().Err(err).Msg("could not check the Redis layout")
+	}
 	// Before the first request: else the first calls of each script, all
 	// at once, load its library side by side and may run past their
 	// timeout on a busy Redis.

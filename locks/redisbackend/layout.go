@@ -1,0 +1,67 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// layoutVersion names the Redis layout this gateway reads and writes
+// (lua/lib_keys.lua), kept under Options.Prefix + "layout". A gateway that
+// starts on a Redis whose layout it does not know must not run beside the
+// gateways that wrote it: it could ignore their live locks. It goes up when
+// a change means that; a change that an older gateway's data still reads
+// right (it carries the old state over) moves it too, with a step in
+// CheckLayout that carries it.
+//
+//	1  until #36: no layout key. Call records for every script.
+//	2  #36: the acquire and the release keyed by their ids, no call
+//	   records ('h<handed>:<call id>', 'r<held>:<call id>', 'f' records).
+//	   A lock's hash, its name record and its queue are as in 1, so a live
+//	   lock of 1 is read as it was: 2 carries 1 over with nothing to do.
+const layoutVersion = 2
+
+// LayoutError says that Redis holds a layout this gateway does not know.
+type LayoutError struct {
+	Found string // as Redis holds it
+	Want  int
+}
+
+func (e *LayoutError) Error() string {
+	return fmt.Sprintf("Redis holds lockgate's layout %q, not one this gateway knows (it reads layout %d, and carries older ones over): "+
+		"a newer gateway wrote it, and this one would not see all of its locks; run the newer version, or give this gateway its own --redis-prefix",
+		e.Found, e.Want)
+}
+
+// CheckLayout makes sure that Redis holds this gateway's layout: it writes
+// it on a Redis that has none (a new one, or one that gateways of layout 1
+// used), carries an older one over, and refuses (a *LayoutError) one that
+// is newer. Call it once at start, before the first request.
+func (r *Backend) CheckLayout(ctx context.Context) error {
+	key := r.opts.Prefix + "layout"
+	want := strconv.Itoa(layoutVersion)
+	found, err := r.client.SetArgs(ctx, key, want, redis.SetArgs{Mode: "NX", Get: true}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil // written
+	case err != nil:
+		return fmt.Errorf("%w: read the layout: %w", locks.ErrUnavailable, err)
+	case found == want:
+		return nil
+	}
+	n, err := strconv.Atoi(found)
+	if err != nil || n > layoutVersion {
+		return &LayoutError{Found: found, Want: layoutVersion}
+	}
+	// Older: each layout up to this one carries the one before it over with
+	// nothing to do (see layoutVersion), so only the key moves.
+	if err := r.client.Set(ctx, key, want, 0).Err(); err != nil {
+		return fmt.Errorf("%w: write the layout: %w", locks.ErrUnavailable, err)
+	}
+	return nil
+}
