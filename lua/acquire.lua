@@ -1,8 +1,7 @@
 -- acquire: take the lock, pick up a grant handed to the caller, or join
 -- the lock's queue of waiters.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers and delay
---             keys, and the caller's record (see lib_keys.lua)
+-- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the new owner token (the token never reaches Redis)
 -- ARGV[2]     lease TTL, ms
 -- ARGV[3]     subject (who acquires)

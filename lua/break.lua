@@ -4,8 +4,7 @@
 -- administrator's step: the gateway decides who may; the script needs no
 -- owner token.
 --
--- KEYS[1..7]  the lock, fence, queue, alive, waiters, readers and delay
---             keys (see lib_keys.lua); no record: the
+-- KEYS[1]     the lock (see lib_keys.lua); no record: the
 --             breaker does not know whose grants it ends (see broken)
 -- ARGV[1]     how long the fencing counter outlives its last use, ms
 -- ARGV[2]     '1' to drop a waiter whose gateway does not hear the hand-off

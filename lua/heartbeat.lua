@@ -2,8 +2,7 @@
 -- which of them are no longer queued, and hands on a lock whose lease ran
 -- out.
 --
--- KEYS[1..7]  the lock, fence, queue, alive, waiters, readers and delay
---             keys (see lib_keys.lua)
+-- KEYS[1]     the lock (see lib_keys.lua)
 -- ARGV[1]     how long a waiter counts as alive without a heartbeat, ms
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off

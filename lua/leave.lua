@@ -1,8 +1,7 @@
 -- leave: a waiter gives up (its wait ran out, its caller went away, or the
 -- outcome of its last call is unknown).
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers and delay
---             keys, and the waiter's record (see lib_keys.lua)
+-- KEYS[1..2]  the lock, and the waiter's record (see lib_keys.lua)
 -- ARGV[1]     the waiter id; may be empty (an acquire that did not wait)
 -- ARGV[2]     SHA-256 of the waiter's owner token
 -- ARGV[3]     '1' to release a grant this token holds (nobody will receive

@@ -96,8 +96,15 @@
 local OPTIONS, OPTIONS_N = {}, 0
 
 -- lock_keys_at is lock_keys for a script that takes several locks (a
--- lock set, see set_acquire.lua): the eight keys of one lock start after
+-- lock set, see set_acquire.lua): the two keys of one lock start after
 -- KEYS[base].
+--
+-- A call passes a lock's key and its caller's record, and the script names
+-- the lock's other keys from the first: each key Redis takes as an
+-- argument costs it more (about 1 400 instructions: parsed, then pushed
+-- into KEYS) than a concatenation in Lua, and most calls touch few of
+-- them. All of them share the lock's hash tag, so they are on the slot of
+-- KEYS[1] on Cluster too, where Redis checks each key a command touches.
 local function lock_keys_at(opts, base)
   opts = opts or ''
   local o = OPTIONS[opts]
@@ -109,13 +116,14 @@ local function lock_keys_at(opts, base)
     end
     OPTIONS[opts], OPTIONS_N = o, OPTIONS_N + 1
   end
-  return {lock = KEYS[base + 1], fence = KEYS[base + 2], queue = KEYS[base + 3], alive = KEYS[base + 4],
-    waiters = KEYS[base + 5], readers = KEYS[base + 6], delay = KEYS[base + 7], record = KEYS[base + 8],
+  local lock = KEYS[base + 1]
+  return {lock = lock, fence = lock .. ':fence', queue = lock .. ':queue', alive = lock .. ':alive',
+    waiters = lock .. ':waiters', readers = lock .. ':readers', delay = lock .. ':delay', record = KEYS[base + 2],
     delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6]}
 end
 
--- lock_keys is K for the lock scripts' KEYS[1..8] (lock, fence, queue,
--- alive, waiters, readers, delay, record), with the lock's
+-- lock_keys is K for the lock scripts' KEYS[1..2] (lock, record), with
+-- the lock's
 -- options, 'delay:history:keep:readers:index': the lock delay, ms; how many
 -- events the history keeps (0: none); how long it outlives the last grant
 -- or renewal it records, ms; how many shared holders it may have at once

@@ -1,8 +1,7 @@
 -- reenter: the holder of a lock takes it once more (a re-entrant hold), in
 -- the mode it holds it.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers and delay
---             keys, and the caller's record (see lib_keys.lua)
+-- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     the TTL asked for, ms: the lease becomes at least this long
 --             from now, and is never shortened

@@ -3,8 +3,7 @@
 -- share of it) and hands it straight to the waiters at the head of the
 -- queue.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers and delay
---             keys, and the caller's record (see lib_keys.lua)
+-- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off

@@ -1,7 +1,6 @@
 -- renew: extend the caller's lease. Never recreates a lock that is gone.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers and delay
---             keys, and the caller's record (see lib_keys.lua)
+-- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     the new TTL in milliseconds; "0" restores the TTL it was
 --             acquired with

@@ -2,10 +2,9 @@
 -- Redis (or one Cluster slot): the uncontended case, and the first try of
 -- a set that waits (see locks/lockset.go).
 --
--- KEYS[1..8n] eight keys a lock: KEYS[8i-7..8i] are the lock, fence,
---             queue, alive, waiters, readers and delay keys of the set's
---             i-th lock, then the record of its owner token (see
---             lib_keys.lua), i = 1..n
+-- KEYS[1..2n] two keys a lock: KEYS[2i-1..2i] are the set's i-th lock
+--             and the record of its owner token (see lib_keys.lua),
+--             i = 1..n
 -- ARGV[1]     lease TTL, ms
 -- ARGV[2]     subject (who acquires)
 -- ARGV[3]     owner label (may be empty)
@@ -30,11 +29,11 @@
 -- order, with acquire.lua.
 
 local opts, ttl, sub, own, retention = ARGV[6], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local n = #KEYS / 8
+local n = #KEYS / 2
 local now, t = clock()
 local Ks = {}
 for i = 1, n do
-  local K = lock_keys_at(opts, (i - 1) * 8)
+  local K = lock_keys_at(opts, (i - 1) * 2)
   Ks[i] = K
   -- A free lock goes to its queue first, as acquire.lua gives it.
   local h = handoff(K, t, now, current(K, now), retention, ARGV[5], nil)

@@ -8,8 +8,7 @@
 -- reaches it) nor given in full to a releasing gateway (the grant stays
 -- provisional until a poll picks it up, within the ticket liveness).
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers and delay
---             keys, and the record of the ticket token
+-- KEYS[1..2]  the lock, and the record of the ticket token
 --             (see lib_keys.lua)
 -- ARGV[1]     'new' (queue a ticket), 'poll' (look at it, and pick up a
 --             grant handed to it) or 'cancel' (leave the queue, and release

@@ -2,8 +2,7 @@
 -- field v in lib_keys.lua). Never recreates a lock that is gone, and
 -- leaves the lease as it is.
 --
--- KEYS[1..8]  the lock, fence, queue, alive, waiters, readers and delay
---             keys, and the caller's record (see lib_keys.lua)
+-- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     the new value; '' for none
 -- ARGV[3]     the lock's options (see lock_keys)

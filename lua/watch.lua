@@ -2,8 +2,7 @@
 -- events after it and the lock's holders now, one read that the gateway
 -- hands to all its watchers of the lock (see locks/redisbackend/watch.go).
 --
--- KEYS[1..7]  the lock, fence, queue, alive, waiters, readers and delay
---             keys (see lib_keys.lua)
+-- KEYS[1]     the lock (see lib_keys.lua)
 -- ARGV[1]     the lock's options (see lock_keys)
 -- ARGV[2]     the index the gateway has seen (0: none)
 -- ARGV[3]     how many holders to describe at most (see describe)

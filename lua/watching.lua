@@ -4,8 +4,7 @@
 -- push_events). Advisory: no script that grants or ends a lock reads it;
 -- a hint only makes a gateway read again (watch.lua).
 --
--- KEYS[1..7] the lock, fence, queue, alive, waiters, readers and delay
---             keys (see lib_keys.lua); the registry is K.lock .. ':w'
+-- KEYS[1]    the lock (see lib_keys.lua); the registry is K.lock .. ':w'
 -- ARGV[1]     the gateway's channel
 -- ARGV[2]     how long from now it watches, ms (its next call renews it);
 --             0: it stops watching

@@ -8,17 +8,22 @@ import (
 )
 
 // TestLockKeys pins the names of a lock's keys, which lockKeys cuts out of
-// one string: the scripts, the Cluster hash tag and every gateway already
-// running depend on them.
+// one string: the scripts (lua/lib_keys.lua names the same ones from the
+// lock's key), the Cluster hash tag and every gateway already running
+// depend on them. A script gets the lock's key and the record.
 func TestLockKeys(t *testing.T) {
 	r := &Backend{opts: Options{Prefix: "lockgate:"}}
-	got := r.lockKeys(locks.Key{Namespace: "ns", Name: "a:b"}).withToken("H").all()
+	k := r.lockKeys(locks.Key{Namespace: "ns", Name: "a:b"}).withToken("H")
+	got := []string{k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay, k.record}
 	want := []string{"lockgate:{ns/a:b}", "lockgate:{ns/a:b}:fence", "lockgate:{ns/a:b}:queue",
 		"lockgate:{ns/a:b}:alive", "lockgate:{ns/a:b}:waiters", "lockgate:{ns/a:b}:readers",
 		"lockgate:{ns/a:b}:delay",
 		"lockgate:{ns/a:b}:t:H"}
 	if !slices.Equal(got, want) {
 		t.Errorf("keys\n got %q\nwant %q", got, want)
+	}
+	if got, want := k.all(), []string{"lockgate:{ns/a:b}", "lockgate:{ns/a:b}:t:H"}; !slices.Equal(got, want) {
+		t.Errorf("a script's KEYS: got %q, want %q", got, want)
 	}
 }
 

@@ -47,14 +47,14 @@ func (k lockKeys) withToken(tokHash string) lockKeys {
 	return k
 }
 
-// All is KEYS[1..7] of the lock scripts that take a lock's keys (see
-// lua/lib_keys.lua lock_keys), then the record, KEYS[8], if k has one.
+// All is KEYS of the lock scripts that take a lock's keys: the lock, and
+// the record, if k has one. The scripts name the lock's other keys from
+// the first (lua/lib_keys.lua lock_keys), each as k names it here.
 func (k lockKeys) all() []string {
-	keys := append(make([]string, 0, 8), k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay)
 	if k.record != "" {
-		keys = append(keys, k.record)
+		return []string{k.lock, k.record}
 	}
-	return keys
+	return []string{k.lock}
 }
 
 // lockType is the kind of a lock (lockKind): its typed calls of the steps
