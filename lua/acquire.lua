@@ -6,20 +6,15 @@
 -- ARGV[2]     lease TTL, ms
 -- ARGV[3]     subject (who acquires)
 -- ARGV[4]     owner label (may be empty)
--- ARGV[5]     how long the fencing counter outlives its last use, ms
--- ARGV[6]     waiter id; empty for an acquire that does not wait
--- ARGV[7]     the waiting gateway's channel, for the hand-off message
--- ARGV[8]     how much longer the caller waits, ms
--- ARGV[9]     how long a waiter counts as alive without a heartbeat, ms;
---             also how long a grant handed to it waits to be picked up
--- ARGV[10]    '1' to drop a waiter whose gateway does not hear the hand-off
---             (exact on a single Redis; on Cluster PUBLISH counts one node)
--- ARGV[11]    the waiter's arrival number from an earlier call, to keep its
---             place when it rejoins; '0' for a new arrival
--- ARGV[12]    's' for a shared hold, 'x' for an exclusive one
--- ARGV[13]    the lock's options (see lock_keys)
--- ARGV[14]    the grant's value ('' for none; exclusive holds only): the
+-- ARGV[5]     the lock's and the gateway's options (see lock_keys)
+-- ARGV[6]     's' for a shared hold, 'x' for an exclusive one
+-- ARGV[7]     the grant's value ('' for none; exclusive holds only): the
 --             lock's value while this grant holds it, a waiter's too
+-- ARGV[8..10] only for an acquire that waits: its waiter id; how much
+--             longer the caller waits, ms; the waiter's arrival number
+--             from an earlier call, to keep its place when it rejoins, '0'
+--             for a new arrival. (A call pays for the arguments it sends:
+--             one that does not wait sends none of these.)
 --
 -- Returns  {SHARED_FULL, retry_ms}
 --              a shared request that does not wait, when the lock has its
@@ -39,8 +34,8 @@
 -- the shared holders at once only when nobody alive waits: behind a
 -- waiting exclusive request it waits (or is refused) too.
 
-local K = lock_keys(ARGV[13])
-local tok_hash, ttl, me, shared, value = ARGV[1], ARGV[2], ARGV[6], ARGV[12] == MODE_SHARED, ARGV[14]
+local K = lock_keys(ARGV[5])
+local tok_hash, ttl, me, shared, value = ARGV[1], ARGV[2], ARGV[8] or '', ARGV[6] == MODE_SHARED, ARGV[7]
 -- The token's record (lib_record.lua): nil for a new token, and so the
 -- read that stops the script while its slot migrates (see once.lua).
 local rec = redis.call('GET', K.record)
@@ -83,17 +78,17 @@ end
 
 local seq = 0
 if me ~= '' then
-  local req = {g = ARGV[7], t = tok_hash, ttl = ttl, s = ARGV[3], o = ARGV[4]}
+  local req = {g = K.channel, t = tok_hash, ttl = ttl, s = ARGV[3], o = ARGV[4]}
   if shared then
     req.m = 's'
   end
   if value and value ~= '' then
     req.v = value
   end
-  seq = enqueue(K, now, me, ARGV[11], ARGV[8], ARGV[9], req)
+  seq = enqueue(K, now, me, ARGV[10], ARGV[9], K.alive_ms, req)
 end
 
-local h = handoff(K, t, now, holder, ARGV[5], ARGV[10], me)
+local h = handoff(K, t, now, holder, K.retention, K.check_heard, me)
 if h.mine then
   return settle(K, h.mine)
 end
@@ -102,7 +97,7 @@ if me == '' then
   holder = h.holder
   local free = not holder and not delayed(K)
   if free and not shared then
-    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, value)
+    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
     return settle(K, fresh(fence, ttl, now, at))
   end
@@ -111,7 +106,7 @@ if me == '' then
     return {SHARED_FULL, math.max(tonumber(soonest) - now, 0)}
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
-    local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+    local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
     return settle(K, fresh(fence, ttl, now, at))
   end

@@ -109,8 +109,10 @@ local function lock_keys_at(opts, base)
   opts = opts or ''
   local o = OPTIONS[opts]
   if not o then
-    local delay, hist, keep, readers, inline = string.match(opts, '^(%d+):(%d+):(%d+):(%d+):?(%d?)$')
-    o = {tonumber(delay) or 0, tonumber(hist) or 0, tonumber(keep) or 0, tonumber(readers) or 0, inline == '1', keep or '0'}
+    local delay, hist, keep, readers, inline, retention, lease, heard, channel =
+      string.match(opts, '^(%d+):(%d+):(%d+):(%d+):(%d?):(%d+):(%d+):(%d):(.*)$')
+    o = {tonumber(delay) or 0, tonumber(hist) or 0, tonumber(keep) or 0, tonumber(readers) or 0, inline == '1', keep or '0',
+      retention or '0', lease or '0', heard or '0', channel}
     if OPTIONS_N >= 16 then
       OPTIONS, OPTIONS_N = {}, 0
     end
@@ -119,16 +121,24 @@ local function lock_keys_at(opts, base)
   local lock = KEYS[base + 1]
   return {lock = lock, fence = lock .. ':fence', queue = lock .. ':queue', alive = lock .. ':alive',
     waiters = lock .. ':waiters', readers = lock .. ':readers', delay = lock .. ':delay', record = KEYS[base + 2],
-    delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6]}
+    delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6],
+    retention = o[7], alive_ms = o[8], check_heard = o[9], channel = o[10]}
 end
 
 -- lock_keys is K for the lock scripts' KEYS[1..2] (lock, record), with
--- the lock's
--- options, 'delay:history:keep:readers:index': the lock delay, ms; how many
--- events the history keeps (0: none); how long it outlives the last grant
--- or renewal it records, ms; how many shared holders it may have at once
--- (0: no cap; see shared_full); '1' when the lock scripts keep the index
--- themselves (see lib_index.lua).
+-- the lock's options and the calling gateway's, all the same on each of
+-- its calls, 'delay:history:keep:readers:index:retention:lease:heard:
+-- channel': the lock delay, ms; how many events the history keeps (0:
+-- none); how long it outlives the last grant or renewal it records, ms;
+-- how many shared holders it may have at once (0: no cap; see
+-- shared_full); '1' when the lock scripts keep the index themselves (see
+-- lib_index.lua); how long the fencing counter outlives its last use, ms
+-- (K.retention); how long a waiter counts as alive without a heartbeat,
+-- and a grant handed to it waits for its pick-up, ms (K.alive_ms); '1' to
+-- drop a waiter whose gateway does not hear the hand-off (K.check_heard:
+-- exact on a single Redis; on Cluster PUBLISH counts one node); and the
+-- gateway's channel, for hand-off messages to its waiters (K.channel). As
+-- one argument they cost a call one argument, parsed once per gateway.
 local function lock_keys(opts)
   return lock_keys_at(opts, 0)
 end

@@ -5,16 +5,14 @@
 --
 -- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua)
 -- ARGV[1]     SHA-256 of the caller's owner token
--- ARGV[2]     how long the fencing counter outlives its last use, ms
--- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
--- ARGV[4]     the lock's options (see lock_keys)
--- ARGV[5]     the caller's gateway channel (optional): the next waiter, if
---             it waits on that gateway for an exclusive hold, gets a full
---             grant, told in the reply instead of by a message
--- ARGV[6]     the id of the hold to end; '' for the base hold, the one the
+-- ARGV[2]     the lock's and the gateway's options (see lock_keys); the
+--             next waiter, if it waits on this gateway (K.channel) for an
+--             exclusive hold, gets a full grant, told in the reply instead
+--             of by a message
+-- ARGV[3]     the id of the hold to end; '' for the base hold, the one the
 --             acquire made; ALL_HOLDS for every hold (a session's end)
--- ARGV[7]     the id of the session whose end releases the grant, for
---             the history ('' or absent: none)
+-- ARGV[4]     the id of the session whose end releases the grant, for
+--             the history (absent: none)
 --
 -- Returns  {1, 0, held}  released (and handed on, if anyone waits); held
 --                      is how long the grant was held, ms
@@ -38,8 +36,8 @@
 -- be taken by someone else between the GET and the DEL. The hand-off costs
 -- one PUBLISH to one gateway however many wait.
 
-local K = lock_keys(ARGV[4])
-K.session = ARGV[7]
+local K = lock_keys(ARGV[2])
+K.session = ARGV[4]
 guard_migrating(K)
 local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
@@ -63,7 +61,7 @@ if tok ~= ARGV[1] and not r then
   end
   return {NOT_GRANTED, reason}
 end
-local hs, hold = f[6], ARGV[6]
+local hs, hold = f[6], ARGV[3]
 if r then
   hs = r.hs
 end
@@ -90,7 +88,7 @@ if holds > 0 then
   end
   return {GRANTED, holds}
 end
-local held, near, g = release_all(K, t, now, ARGV[1], r, not r and f, ARGV[2], ARGV[3], ARGV[5])
+local held, near, g = release_all(K, t, now, ARGV[1], r, not r and f, K.retention, K.check_heard, K.channel)
 if near then
   return {GRANTED, 0, held, near, g[2], g[3], g[4], g[5]}
 end

@@ -111,8 +111,8 @@ func (o Options) withDefaults() Options {
 type Backend struct {
 	client redis.UniversalClient
 	opts   Options
-	// lockOpts is the lock scripts' options argument:
-	// "delay:history:keep:readers:index" (see lua/lib_keys.lua lock_keys).
+	// lockOpts is the start of the lock scripts' options argument:
+	// "delay:history:keep:readers:index" (see scriptOpts).
 	lockOpts string
 	// inlineIndex: the lock scripts keep the namespaces' index of held
 	// locks themselves (see inlineIndex).
@@ -122,7 +122,7 @@ type Backend struct {
 	// arg are the script arguments that every call sends alike, boxed once
 	// (an interface that holds a string or a large integer allocates):
 	// retention is FenceRetention and lease WaiterLease in ms, channel the
-	// waiters' channel, opts lockOpts, checkHeard "1" when PUBLISH's
+	// waiters' channel, opts scriptOpts, checkHeard "1" when PUBLISH's
 	// count of receivers is exact (a single Redis), so that a hand-off
 	// nobody hears can skip a dead gateway at once, else "0", and callTTL
 	// how long Redis keeps a call's reply, ms (see exec).
@@ -156,8 +156,8 @@ func New(client redis.UniversalClient, opts Options) (*Backend, error) {
 	rand.Read(id)
 	r := &Backend{client: client, opts: opts, batch: newBatcher(client, batchSenders, batchMax),
 		lockOpts: fmt.Sprintf("%d:%d:%d:%d:%d", opts.LockDelay.Milliseconds(), max(opts.History, 0), opts.FenceRetention.Milliseconds(), opts.MaxSharedHolders, inlineIndex(client))}
-	r.arg.retention, r.arg.lease, r.arg.opts, r.arg.checkHeard, r.arg.callTTL =
-		opts.FenceRetention.Milliseconds(), opts.WaiterLease.Milliseconds(), r.lockOpts, "1",
+	r.arg.retention, r.arg.lease, r.arg.checkHeard, r.arg.callTTL =
+		opts.FenceRetention.Milliseconds(), opts.WaiterLease.Milliseconds(), "1",
 		callRecordTTL(opts.Timeout).Milliseconds()
 	if _, cluster := client.(*redis.ClusterClient); cluster {
 		r.arg.checkHeard = "0"
@@ -169,6 +169,7 @@ func New(client redis.UniversalClient, opts Options) (*Backend, error) {
 	r.waiters = newWaiters(client, opts.Prefix+"gateway:"+hex.EncodeToString(id), opts.Timeout, opts.WaiterLease, r.heartbeat)
 	r.waiters.pickUp = opts.TicketLiveness
 	r.arg.channel = r.waiters.channel
+	r.arg.opts = r.scriptOpts()
 	// An acquire in a session runs its wait and, around it, a few calls
 	// of up to Timeout each: readiness, the last script run, a leave.
 	r.SessionEngine = &locks.SessionEngine{Store: redisSessions{r}, Grants: r, MaxHolds: opts.SessionMaxHolds,
@@ -276,6 +277,13 @@ func (r *Backend) exec(ctx context.Context, script *script, id, fence string, ke
 // earlier call to fence off, and how long Redis keeps the call's reply.
 func (r *Backend) onceArgs(args []any, id, fence string) []any {
 	return append(args, id, fence, r.arg.callTTL)
+}
+
+// scriptOpts is the lock scripts' options argument (lua/lib_keys.lua
+// lock_keys): lockOpts, then what this gateway's calls send alike, the
+// retention, the waiter lease, checkHeard and the waiters' channel.
+func (r *Backend) scriptOpts() string {
+	return fmt.Sprintf("%s:%v:%v:%v:%v", r.lockOpts, r.arg.retention, r.arg.lease, r.arg.checkHeard, r.arg.channel)
 }
 
 // run is exec of a new call.

@@ -28,6 +28,7 @@ func (r *Backend) QueueGhost(ctx context.Context, key locks.Key, req locks.Acqui
 func (r *Backend) elsewhere(channel string, lease, checkHeard any) *Backend {
 	o := &Backend{client: r.client, opts: r.opts, lockOpts: r.lockOpts, inlineIndex: r.inlineIndex, waiters: r.waiters, arg: r.arg, batch: r.batch}
 	o.arg.channel, o.arg.lease, o.arg.checkHeard = channel, lease, checkHeard
+	o.arg.opts = o.scriptOpts()
 	return o
 }
 
@@ -37,7 +38,7 @@ func (r *Backend) Channel() string { return r.waiters.channel }
 
 // PretendCluster makes r trust no PUBLISH receiver count, as on Redis
 // Cluster, where it counts the receivers of one node only.
-func (r *Backend) PretendCluster() { r.arg.checkHeard = "0" }
+func (r *Backend) PretendCluster() { r.arg.checkHeard = "0"; r.arg.opts = r.scriptOpts() }
 
 // WaitingIDs returns the ids of r's waiters on key.
 func (r *Backend) WaitingIDs(key locks.Key) []string {

@@ -68,7 +68,11 @@ func (lockType) held(retry time.Duration) error { return &locks.HeldError{RetryA
 // callAcquire runs lua/acquire.lua.
 func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), append(a.argv(r), modeArg(a.mode), r.arg.opts, a.value)...)
+	args := append(make([]any, 0, 13), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
+	if a.waiterID != "" { // a call that does not wait sends no waiter's arguments
+		args = append(args, a.waiterID, a.wait.Milliseconds(), a.arrival)
+	}
+	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, ackErr, err
@@ -92,8 +96,11 @@ func (lockType) callLeave(ctx context.Context, r *Backend, key locks.Key, id, fe
 // waiter of this gateway if one is next (see releaseReply.near).
 func (lockType) callRelease(ctx context.Context, r *Backend, key locks.Key, id, fence string, a releaseArgs) (rp releaseReply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.exec(ctx, releaseScript, id, fence, k.all(),
-		a.tokHash, r.arg.retention, r.arg.checkHeard, r.arg.opts, r.arg.channel, a.hold, a.session)
+	args := append(make([]any, 0, 7), a.tokHash, r.arg.opts, a.hold)
+	if a.session != "" {
+		args = append(args, a.session)
+	}
+	cmd, ackErr := r.exec(ctx, releaseScript, id, fence, k.all(), args...)
 	rp, err = parseRelease(cmd.Slice())
 	return rp, ackErr, err
 }
