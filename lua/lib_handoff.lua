@@ -117,9 +117,6 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     drop_note(K)
   end
   released(K)
-  if K.index then
-    index_del(K, tok, now)
-  end
   if not holder then
     lift_delay(K, now)
   end

@@ -36,7 +36,7 @@ if kept then
 end
 local reply = main()
 for _, f in ipairs(AFTER_MAIN) do
-  f()
+  f(reply)
 end
 redis.call('SET', record, cmsgpack.pack(reply), 'PX', call_ms)
 return reply
