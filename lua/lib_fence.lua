@@ -145,28 +145,44 @@ local function next_fence(K, t, retention)
     rec.dirty, rec.extend = true, true
     return string.format('%d', rec.n)
   end
-  local fence, now = string.format('%d', us), math.floor(us / 1000)
-  local stamp = K.index ~= nil and index_until(K, now) -- a lock: a semaphore has no index
-  local v = stamp and fence .. ' ' .. string.format('%d', stamp) or fence
-  local last = redis.call('SET', K.fence, v, 'PX', retention, 'GET')
-  local n, x = string.match(last or '', '^(%d+) ?(%d*)$')
-  n, x = tonumber(n) or 0, tonumber(x) or 0
+  local fence = string.format('%d', us)
+  if K.index == nil then -- a semaphore: no index, the counter alone
+    local last = redis.call('SET', K.fence, fence, 'PX', retention, 'GET')
+    last = last and tonumber(string.match(last, '^%d+')) or 0
+    if last >= us then
+      fence = string.format('%d', last + 1)
+      redis.call('SET', K.fence, fence, 'PX', retention)
+    end
+    return fence
+  end
+  local now = math.floor(us / 1000)
+  local stamp, text = index_stamp(K, now)
+  local last = redis.call('SET', K.fence, fence .. text, 'PX', retention, 'GET')
+  local n, x = 0, 0
+  if last then
+    -- The usual record ends with this period's stamp: found in place, no
+    -- string made.
+    n = tonumber(string.match(last, '^%d+')) or 0
+    if string.find(last, text, -#text, true) then
+      x = stamp
+    else
+      x = tonumber(string.match(last, '^%d+ (%d+)$')) or 0
+    end
+  end
   local again = n >= us
   if again then
     fence = string.format('%d', n + 1)
   end
-  if stamp then
-    K.ix = stamp
-    if x < stamp then
-      if K.index then
-        index_write(K, now, stamp)
-      else
-        K.ix, again = x, true
-      end
+  K.ix = stamp
+  if x < stamp then
+    if K.index then
+      index_write(K, now, stamp)
+    else
+      K.ix, again = x, true
     end
   end
   if again then
-    redis.call('SET', K.fence, stamp and fence .. ' ' .. string.format('%d', K.ix) or fence, 'PX', retention)
+    redis.call('SET', K.fence, fence .. ' ' .. string.format('%d', K.ix), 'PX', retention)
   end
   return fence
 end
@@ -195,7 +211,7 @@ local function note_indexed(K, x, keep_px)
 end
 
 -- index_keep makes the namespace's index list K's name until at least
--- index_margin after a lease that ends in left ms: every grant,
+-- its margin (INDEX_MARGIN_MS) after a lease that ends in left ms: every grant,
 -- renewal, re-entry and pick-up that answers a lock's lease calls it. It
 -- reads x (K.ix, when next_fence ran; the record, read once a call, with
 -- a history; else one GET) and writes only when x is short: the entry
@@ -207,7 +223,7 @@ local function index_keep(K, left)
     return -- a semaphore: no index
   end
   local now = CLOCK.now
-  local need = now + tonumber(left) + index_margin(K)
+  local need = now + tonumber(left) + index_period(K).m
   local rec = K.hist_n > 0 and record(K)
   local x = rec and rec.x or K.ix
   if not x then

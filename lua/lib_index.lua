@@ -2,8 +2,8 @@
 -- list.lua), which listing reads. It lists names, not grants: an entry,
 -- the name, says that the name may be held until a time (its score in
 -- the second set), and a grant or a renewal rewrites it only when its
--- lease would end past that time, less a margin (index_margin). So a name in
--- steady use is written once per index period (about half the fence
+-- lease would end past that time, less a margin (INDEX_MARGIN_MS). So a
+-- name in steady use is written once per index period (half the fence
 -- retention), not once per grant, and a release writes nothing: an entry
 -- outlives its lock, and listing passes over the names nobody holds.
 -- Until when the index has a name is kept in the name's record
@@ -30,20 +30,48 @@ local INDEX_MARGIN_MS = 60000
 -- call has found (Cluster), by KEYS as RECORDS does (lib_fence.lua).
 local INDEX_CALL = {}
 
+-- INDEX_PERIODS holds, by retention (K.keep_ms), the index period (p,
+-- ms: half the retention), the margin (m, see INDEX_MARGIN_MS: at most a
+-- quarter of the retention) and the latest stamp (b: the period's
+-- number, u: index_until of it, s: u as text, after a space). A function
+-- library's top-level locals outlive a call (see OPTIONS in lib_keys.lua):
+-- a stamp is made once per period, not once per grant.
+local INDEX_PERIODS, INDEX_PERIODS_N = {}, 0
+
+-- index_period returns K's entry of INDEX_PERIODS.
+local function index_period(K)
+  local q = INDEX_PERIODS[K.keep_ms]
+  if not q then
+    if INDEX_PERIODS_N >= 16 then
+      INDEX_PERIODS, INDEX_PERIODS_N = {}, 0
+    end
+    q = {p = math.max(math.floor(K.keep_ms / 2), 1), b = -1,
+      m = math.min(INDEX_MARGIN_MS, math.floor(K.keep_ms / 4))}
+    INDEX_PERIODS[K.keep_ms], INDEX_PERIODS_N = q, INDEX_PERIODS_N + 1
+  end
+  return q
+end
+
 -- index_until is the time an entry written for a lease that ends at ms
 -- gets: the end of the index period after the one ms is in. It is the
 -- same for every lease that ends in one period, which is what lets a
 -- grant without a history stamp its name record without reading it first
 -- (next_fence), and at least one period later than ms.
 local function index_until(K, ms)
-  local p = math.max(math.floor(K.keep_ms / 2), 1)
+  local p = index_period(K).p
   return (math.floor(ms / p) + 2) * p
 end
 
--- index_margin is how much earlier than the index's time a lease must end
--- for a grant to write nothing (see INDEX_MARGIN_MS).
-local function index_margin(K)
-  return math.min(INDEX_MARGIN_MS, math.floor(K.keep_ms / 4))
+-- index_stamp is index_until of now, as a number and as text after a
+-- space, as the name record keeps it (lib_fence.lua next_fence).
+local function index_stamp(K, now)
+  local q = index_period(K)
+  local b = math.floor(now / q.p)
+  if b ~= q.b then
+    q.b, q.u = b, (b + 2) * q.p
+    q.s = ' ' .. string.format('%d', q.u)
+  end
+  return q.u, q.s
 end
 
 -- index_of returns the index's two keys and K's name: K.lock is
@@ -88,7 +116,10 @@ end
 -- reads the reply (once.lua keeps it, so that a repeated call writes them
 -- too).
 local function index_trailer(rp)
-  if INDEX_CALL.keys == KEYS and #INDEX_CALL > 0 and type(rp) == 'table' then
+  if INDEX_CALL.keys ~= KEYS then
+    return -- the usual call: nothing due
+  end
+  if type(rp) == 'table' then
     local t = {INDEX_DUE}
     for _, v in ipairs(INDEX_CALL) do
       t[#t + 1] = v

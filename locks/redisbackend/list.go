@@ -68,6 +68,7 @@ func (r *Backend) indexDue(ctx context.Context, cmd *redis.Cmd) {
 		return
 	}
 	cmd.SetVal(out[:len(out)-1])
+	ctx = context.WithoutCancel(ctx) // the grant may be kept (an idempotency key) when its caller left
 	for i := 1; i+2 < len(due); i += 3 {
 		tag, _ := due[i].(string)
 		until, _ := due[i+1].(int64)

@@ -211,3 +211,33 @@ func testHeldPastIndexKeep(t *testing.T, r *redisbackend.Backend, client redis.C
 		t.Errorf("the index's entry of %s: got time %.0f, want later than the first, %.0f", renewed, later, first)
 	}
 }
+
+// TestRedisClusterFailedIndexWriteIsRetried: on Cluster the gateway writes
+// a name's entry when the lock script asks for it, and the name record
+// says the name is listed only once that write succeeded (lua/indexed.lua).
+// So a write that fails (here the index's key is of the wrong type) is
+// not taken for done: the name's next grant asks again, and is listed.
+func TestRedisClusterFailedIndexWriteIsRetried(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := cluster.Client(t)
+	r := openRedis(t, client, redisbackend.Options{})
+	t.Cleanup(func() { r.Close() })
+	ctx := t.Context()
+	ns := locktest.UniqueNamespace(t)
+	key := locks.Key{Namespace: ns, Name: "job"}
+	names := "lockgate:index:{" + ns + "}"
+	if err := client.Set(ctx, names, "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := locktest.MustAcquire(t, r, key, locks.AcquireRequest{TTL: time.Minute})
+	if _, err := r.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Del(ctx, names).Err(); err != nil {
+		t.Fatal(err)
+	}
+	locktest.MustAcquire(t, r, key, locks.AcquireRequest{TTL: time.Minute})
+	if got, _ := locktest.ListAll(t, r, ns, 10); len(got) != 1 {
+		t.Errorf("the name's next grant: got %v listed, want %s", slices.Sorted(maps.Keys(got)), key.Name)
+	}
+}
