@@ -18,10 +18,11 @@ type Lister interface {
 	// Locks come in name order, each at most once in a listing. A page
 	// may hold fewer than limit locks, even none, while Next is set: each
 	// page does a bounded amount of work (the Redis backend reads an index
-	// of held locks, which may name locks freed since). A lock held
-	// throughout the listing by one grant appears, once the call that
-	// made the grant has returned; with Redis, unless that gateway failed
-	// to write the grant's index entry (see docs/SAFETY.md, "Listing").
+	// of the names in use lately, which names free locks too, passed
+	// over). A lock held throughout the listing by one grant appears, once
+	// the call that made the grant has returned; with Redis Cluster,
+	// unless the index's entry could not be written (see docs/SAFETY.md,
+	// "Listing").
 	// A lock taken or freed during the listing may or may not appear.
 	List(ctx context.Context, namespace, cursor string, limit int) (Page, error)
 }
@@ -88,8 +89,8 @@ type NamespaceLister interface {
 	// Namespaces returns, in order, up to limit namespaces (limit at
 	// least 1) in which a lock is held. Like List, it may name a
 	// namespace whose last lease ended lately: the Redis backend names the
-	// namespaces whose index of held locks exists, which outlives its last
-	// lease by up to a minute. It reads every key name of the Redis, a page
+	// namespaces whose index of lock names exists, which outlives its last
+	// lease by up to a fence retention. It reads every key name of the Redis, a page
 	// at a time: callers cache the answer, not call it per request.
 	Namespaces(ctx context.Context, limit int) ([]string, error)
 }

@@ -81,9 +81,6 @@ if tok == '' then
       redis.call('ZADD', K.readers, string.format('%d', ends), r)
       keep_idem(h.ik, ends - now)
       broken(K, r, ends - now)
-      if K.index then
-        index_add(K, r, ends - now)
-      end
       left = math.max(left, ends - now)
     end
   end
@@ -112,9 +109,6 @@ else
     keep_idem(f[7] or nil, left)
     hold_note(K, ends, f, bb)
     broken(K, tok, left)
-    if K.index then
-      index_add(K, tok, left)
-    end
     -- The lock delay guards against a holder whose lease ended unnoticed;
     -- this one is told when its grant ends, and the lock is the next
     -- holder's then.
@@ -125,9 +119,6 @@ else
 end
 for _, h in ipairs(ended) do
   broken(K, h)
-  if K.index then
-    index_del(K, h, now)
-  end
 end
 local h = {}
 if left == 0 then

@@ -1,47 +1,37 @@
--- index: keep a namespace's index of held locks, which listing reads
--- (list.lua). The index is advisory: no script that grants or ends a lock
--- reads it, so it can never change who holds what. The gateway runs this
--- after a grant, renewal or release that it made, since on Redis Cluster
--- the index (one per namespace) and the lock (one slot per lock) are on
--- different slots, which no one script may touch together.
+-- index: make a namespace's index of lock names, which listing reads
+-- (list.lua), list a name until a time. The index is advisory: no script
+-- that grants or ends a lock reads it, so it can never change who holds
+-- what. On Redis Cluster the gateway runs this when a lock script's reply
+-- says the name's entry is due (lib_index.lua index_trailer), before it
+-- answers the grant, since the index (one per namespace) and the lock (one
+-- slot per lock) are on different slots, which no one script may touch
+-- together; then it notes the entry in the name's record (indexed.lua).
+-- On a single Redis the lock scripts write the same entries themselves
+-- (lib_index.lua index_write).
 --
--- KEYS[1]  the namespace's entries by name: zset, every score 0, of
---          members 'name hold' (hold: a prefix of the grant's token
---          hash), so that ZRANGEBYLEX pages in name order
--- KEYS[2]  the same members, scored by when the grant's lease ends, ms
---          on this node's clock
--- ARGV[1]  'add' (a grant), 'extend' (a renewal: only an entry still
---          there, and only later) or 'del' (a release)
--- ARGV[2]  the member, 'name hold'
--- ARGV[3]  what is left of the lease, ms (add, extend)
+-- KEYS[1]  the namespace's names: zset, every score 0, of lock names, so
+--          that ZRANGEBYLEX pages in name order
+-- KEYS[2]  the same names, scored by until when the index lists each (ms
+--          on this node's clock)
+-- ARGV[1]  the name
+-- ARGV[2]  for how long from now the index lists it, ms: an entry only
+--          ever moves later (ZADD GT)
 --
--- Returns  how many entries whose lease had ended it dropped
+-- Returns  how many entries past their time it dropped
 --
--- Each call also drops up to STALE_PER_CALL entries whose lease ended
--- (expired without a release, or released by a gateway that died first):
--- a namespace's index costs what its live grants cost, plus what one
--- write can clean per call. Both keys live as long as their last lease.
+-- Each call also drops up to STALE_PER_CALL entries past their time:
+-- names whose last lease ended an index period or two before. Both keys
+-- live as long as their latest entry.
 
 local STALE_PER_CALL = '16'
-local op, member = ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if op == INDEX_DEL then
-  redis.call('ZREM', KEYS[1], member)
-  redis.call('ZREM', KEYS[2], member)
-else
-  local left = tonumber(ARGV[3])
-  local ends = string.format('%d', now + left)
-  if op == INDEX_ADD then
-    redis.call('ZADD', KEYS[1], '0', member)
-    redis.call('ZADD', KEYS[2], ends, member)
-  elseif redis.call('ZADD', KEYS[2], 'XX', 'GT', 'CH', ends, member) == 0 then
-    left = 0 -- gone (released meanwhile), or already later
-  end
-  if left > 0 and redis.call('PTTL', KEYS[2]) < left then
-    redis.call('PEXPIRE', KEYS[1], left)
-    redis.call('PEXPIRE', KEYS[2], left)
-  end
+local left = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], '0', ARGV[1])
+redis.call('ZADD', KEYS[2], 'GT', string.format('%d', now + left), ARGV[1])
+if redis.call('PTTL', KEYS[2]) < left then
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[2], left)
 end
 local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', '0', STALE_PER_CALL)
 if #stale > 0 then

@@ -20,12 +20,20 @@ end
 -- name's last grant (or the last event that began or extended a lease) by
 -- the retention, so that a name that was released keeps one key (about
 -- 240 bytes). Without a history (a semaphore's, a lock's with --history
--- 0) it is the last fencing token handed out, in digits. With one it is
--- packed with cmsgpack: that token, the lock's index, the note of its
--- exclusive grant's lease (or false), until when a gateway watches it (0:
--- none; see watching.lua), how many events it keeps, and those events
--- (see lib_history.lua). A gateway that expects digits reads the packed
--- record as no counter, and takes the clock (see next_fence).
+-- 0) it is the last fencing token handed out, in digits, then, for a
+-- lock, a space and until when the namespace's index lists the name (ms;
+-- see x below). With one it is packed with cmsgpack: that token, the
+-- lock's index, the note of its exclusive grant's lease (or false), until
+-- when a gateway watches it (0: none; see watching.lua), how many events
+-- it keeps, until when the namespace's index lists the name (x), and
+-- those events (see lib_history.lua). A gateway that expects digits reads
+-- the packed record as no counter, and takes the clock (see next_fence).
+--
+-- x, until when the namespace's index lists the name (lib_index.lua), is
+-- at most what the index has: a script raises it only once the entry is
+-- written (at once on a single Redis; on Cluster once the gateway has
+-- written it, indexed.lua), and may lower it. So a grant whose lease ends
+-- before x (less a margin) writes nothing to the index (index_keep).
 --
 -- With a history, a call reads the record once (record) and writes it once,
 -- when its main part has run (flush_records, which once.lua calls, and
@@ -40,14 +48,19 @@ local RECORDS = {}
 -- parse_record reads the value v of a name record (nil: none) as record
 -- returns it, but K.
 local function parse_record(v)
-  local rec = {n = 0, i = 0, note = false, w = 0, c = 0, evs = ''}
-  local n = v and tonumber(v)
+  local rec = {n = 0, i = 0, note = false, w = 0, c = 0, x = 0, evs = ''}
+  local n, x = string.match(v or '', '^(%d+) ?(%d*)$')
   if n then
-    rec.n = n -- the counter alone: a semaphore's, or a lock's without a history
+    -- the counter alone (a semaphore's, or a lock's without a history),
+    -- and a lock's x
+    rec.n, rec.x = tonumber(n), tonumber(x) or 0
   elseif v then
-    local off, n, i, note, w, c = cmsgpack.unpack_limit(v, 5, 0)
-    rec.n, rec.i, rec.note, rec.w, rec.c = tonumber(n) or 0, tonumber(i) or 0, note or false, tonumber(w) or 0,
-      tonumber(c) or 0
+    local off, n, i, note, w, c, x = cmsgpack.unpack_limit(v, 6, 0)
+    if type(x) == 'table' then -- a record of five fields: x is the first event
+      off, x = cmsgpack.unpack_limit(v, 5, 0), 0
+    end
+    rec.n, rec.i, rec.note, rec.w, rec.c, rec.x = tonumber(n) or 0, tonumber(i) or 0, note or false,
+      tonumber(w) or 0, tonumber(c) or 0, tonumber(x) or 0
     if off ~= -1 then
       rec.evs = string.sub(v, off + 1)
     end
@@ -61,7 +74,7 @@ end
 -- last fencing token, i: the index, note: the packed note of the exclusive
 -- grant's lease (lib_history.lua hold_note), false for none, w: ms until
 -- which a gateway watches the lock (watching.lua), c: how many events it
--- keeps, evs: the
+-- keeps, x: until when the namespace's index lists the name, evs: the
 -- events, packed, newest first, new: true when the key did not exist,
 -- dirty: to be written, extend: to live the retention from now}.
 local function record(K)
@@ -88,7 +101,7 @@ local function flush_records()
   end
   for _, rec in ipairs(RECORDS.list) do
     if rec.dirty then
-      local v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, rec.c) .. rec.evs
+      local v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, rec.c, rec.x) .. rec.evs
       if rec.extend or rec.new then
         redis.call('SET', rec.K.fence, v, 'PX', rec.K.keep_px)
       else
@@ -115,6 +128,15 @@ AFTER_MAIN[#AFTER_MAIN + 1] = flush_records
 -- counter; only when the counter is not behind the clock (many grants in
 -- one microsecond, or a clock that stepped back) does a second SET put the
 -- counter plus one. With one, the record (read once a call) takes it.
+--
+-- A lock's record without a history also carries x, which the SET writes
+-- before it reads the old one: so it writes the stamp, index_until of
+-- now, the same for every grant of an index period, and when the old x
+-- was less (the period's first grant, or a record that was lost), makes
+-- the index list the name until the stamp: at once on a single Redis; on
+-- Cluster it puts the old x back (the gateway writes the entry once the
+-- grant is answered, see index_keep), as x never says more than the index
+-- has. K.ix is then the record's x, for index_keep.
 local function next_fence(K, t, retention)
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if K.hist_n and K.hist_n > 0 then
@@ -124,13 +146,103 @@ local function next_fence(K, t, retention)
     return string.format('%d', rec.n)
   end
   local fence = string.format('%d', us)
-  local last = redis.call('SET', K.fence, fence, 'PX', retention, 'GET')
-  last = last and (tonumber(last) or tonumber(string.match(last, '^%d+'))) or 0
-  if last >= us then
-    fence = string.format('%d', last + 1)
-    redis.call('SET', K.fence, fence, 'PX', retention)
+  if K.index == nil then -- a semaphore: no index, the counter alone
+    local last = redis.call('SET', K.fence, fence, 'PX', retention, 'GET')
+    last = last and tonumber(string.match(last, '^%d+')) or 0
+    if last >= us then
+      fence = string.format('%d', last + 1)
+      redis.call('SET', K.fence, fence, 'PX', retention)
+    end
+    return fence
+  end
+  local now = math.floor(us / 1000)
+  local stamp, text = index_stamp(K, now)
+  local last = redis.call('SET', K.fence, fence .. text, 'PX', retention, 'GET')
+  local n, x = 0, 0
+  if last then
+    -- The usual record ends with this period's stamp: found in place, no
+    -- string made.
+    n = tonumber(string.match(last, '^%d+')) or 0
+    if string.find(last, text, -#text, true) then
+      x = stamp
+    else
+      x = tonumber(string.match(last, '^%d+ (%d+)$')) or 0
+    end
+  end
+  local again = n >= us
+  if again then
+    fence = string.format('%d', n + 1)
+  end
+  K.ix = stamp
+  if x < stamp then
+    if K.index then
+      index_write(K, now, stamp)
+    else
+      K.ix, again = x, true
+    end
+  end
+  if again then
+    redis.call('SET', K.fence, fence .. ' ' .. string.format('%d', K.ix), 'PX', retention)
   end
   return fence
+end
+
+-- note_indexed makes K's name record say that the namespace's index
+-- lists the name until x (ms), unless it says so until later already: for
+-- a record that this call does not keep in RECORDS (a lock without a
+-- history, or indexed.lua's), whatever its form. A record that is gone
+-- begins again as '0 x', living keep_px ms, as next_fence reads it.
+local function note_indexed(K, x, keep_px)
+  local v = redis.call('GET', K.fence)
+  local n, old = string.match(v or '', '^(%d+) ?(%d*)$')
+  if n then
+    if (tonumber(old) or 0) < x then
+      redis.call('SET', K.fence, n .. ' ' .. string.format('%d', x), 'KEEPTTL')
+    end
+  elseif v then
+    local rec = parse_record(v)
+    if rec.x < x then
+      v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, rec.c, x) .. rec.evs
+      redis.call('SET', K.fence, v, 'KEEPTTL')
+    end
+  else
+    redis.call('SET', K.fence, '0 ' .. string.format('%d', x), 'PX', keep_px)
+  end
+end
+
+-- index_keep makes the namespace's index list K's name until at least
+-- its margin (INDEX_MARGIN_MS) after a lease that ends in left ms: every grant,
+-- renewal, re-entry and pick-up that answers a lock's lease calls it. It
+-- reads x (K.ix, when next_fence ran; the record, read once a call, with
+-- a history; else one GET) and writes only when x is short: the entry
+-- (lib_index.lua index_write), until index_until of the lease's end, and
+-- on a single Redis x (on Cluster indexed.lua does, once the gateway has
+-- written the entry).
+local function index_keep(K, left)
+  if K.index == nil then
+    return -- a semaphore: no index
+  end
+  local now = CLOCK.now
+  local need = now + tonumber(left) + index_period(K).m
+  local rec = K.hist_n > 0 and record(K)
+  local x = rec and rec.x or K.ix
+  if not x then
+    x = tonumber(string.match(redis.call('GET', K.fence) or '', '^%d+ (%d+)$')) or 0
+    K.ix = x
+  end
+  if x >= need then
+    return
+  end
+  local upto = index_until(K, need)
+  index_write(K, now, upto)
+  if K.index then
+    K.ix = upto
+    if rec then
+      rec.x, rec.dirty = upto, true
+    else
+      note_indexed(K, upto, K.keep_px)
+    end
+  end
 end
 
 -- at_ms is TIME's {seconds, microseconds} as ms, a string.

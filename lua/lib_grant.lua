@@ -1,5 +1,5 @@
 -- lib_grant: exclusive grants (K.lock, see lib_keys.lua): making one,
--- noting it (its record, the lock delay, the index), picking up one handed
+-- noting it (its record, the lock delay, the index's entry of its name), picking up one handed
 -- over, the replies that tell of one, and current, which every lock script
 -- that writes starts with. A library, not a script on its own.
 
@@ -10,9 +10,7 @@
 -- unavailable until the delay after the lease unless released.
 local function note_grant(K, record, left, handed)
   redis.call('SET', record, 'h' .. (handed or 0) .. ':' .. CALL_ID, 'PX', left + RECORD_MS)
-  if K.index then
-    index_add(K, string.sub(record, #K.lock + 4), left)
-  end
+  index_keep(K, left)
   if K.delay_ms > 0 and redis.call('PTTL', K.delay) < left + K.delay_ms then
     redis.call('SET', K.delay, redis.call('GET', K.delay) or 'g', 'PX', left + K.delay_ms)
   end
@@ -25,9 +23,7 @@ end
 local function settle(K, rp, breaking)
   if breaking then
     redis.call('SET', K.record, 'b', 'PX', rp[3] + RECORD_MS)
-    if K.index then
-      index_add(K, string.sub(K.record, #K.lock + 4), rp[3])
-    end
+    index_keep(K, rp[3])
     return rp
   end
   note_grant(K, K.record, rp[3], rp[6])

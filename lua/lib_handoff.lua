@@ -118,9 +118,6 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   end
   local held = now - (tonumber(at) or now)
   released(K, held)
-  if K.index then
-    index_del(K, tok, now)
-  end
   if not holder then
     lift_delay(K, now)
   end

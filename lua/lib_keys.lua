@@ -16,7 +16,8 @@
 --   K.fence    the name record (lib_fence.lua), all a released name
 --              keeps, living the retention after the last grant or event
 --              that began or extended a lease. Without a history: the
---              last fencing token handed out, in digits. With --history N:
+--              last fencing token handed out, in digits, a space, and x
+--              (below). With --history N:
 --              packed with cmsgpack, that token; the lock's index (its
 --              newest event's number); the note of the exclusive grant's
 --              lease, {ms when it ends, fencing token, subject, owner
@@ -25,13 +26,16 @@
 --              lease ended unreleased records that it expired; until when
 --              a gateway watches the lock (ms, 0: none; watching.lua), so
 --              that a script that records an event reads the registry
---              (K.lock .. ':w') only then; how many events it keeps; and
---              its last N to 2N events, newest first, each an array
+--              (K.lock .. ':w') only then; how many events it keeps; x;
+--              and its last N to 2N events, newest first, each an array
 --              {event kind (its place in EVENT_KINDS), ms on the Redis
 --              clock, fencing token, subject, owner label, and only on
 --              the events that have one: value, who broke it, the session
 --              whose end released it (lib_session.lua)} (see
---              lib_history.lua event)
+--              lib_history.lua event). x is until when the namespace's
+--              index lists the name (ms; never later than the index
+--              has it), which lets a grant whose lease ends before then
+--              write nothing to the index (lib_index.lua)
 --   K.queue    zset: waiter id -> arrival number (FIFO order)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
 --   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token
@@ -76,8 +80,11 @@
 -- idempotency record (idem_lib.lua), and K.lock .. ':w', while a gateway
 -- watches the lock: zset, gateway channel -> ms until which it watches
 -- (watching.lua), whom push_events sends its hint (lib_history.lua). Elsewhere: a semaphore's keys
--- (semlib.lua), a namespace's index of held locks (lib_index.lua,
--- index.lua), one pub/sub channel per gateway process, the prefix ..
+-- (semlib.lua), a namespace's index of lock names, prefix ..
+-- 'index:{ns}' and that .. ':ends', written when a name is new to it or a
+-- lease would outlast its entry, not by every grant, and never by a
+-- release (lib_index.lua, index.lua, list.lua), one pub/sub channel per
+-- gateway process, the prefix ..
 -- 'gateway:' .. id (lib_queue.lua wake), and a session's record, whose
 -- grants are ordinary grants of their locks (lib_session.lua).
 --
@@ -131,8 +138,9 @@ end
 -- channel': the lock delay, ms; how many events the history keeps (0:
 -- none); how long it outlives the last grant or renewal it records, ms;
 -- how many shared holders it may have at once (0: no cap; see
--- shared_full); '1' when the lock scripts keep the index themselves (see
--- lib_index.lua); how long the fencing counter outlives its last use, ms
+-- shared_full); '1' when the lock scripts write the index themselves, '0'
+-- when the gateway does (Cluster; see lib_index.lua; the retention also
+-- sets the index's period: half of it); how long the fencing counter outlives its last use, ms
 -- (K.retention); how long a waiter counts as alive without a heartbeat,
 -- and a grant handed to it waits for its pick-up, ms (K.alive_ms); '1' to
 -- drop a waiter whose gateway does not hear the hand-off (K.check_heard:

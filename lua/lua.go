@@ -75,6 +75,8 @@ var (
 	setAcquireSrc string
 	//go:embed index.lua
 	indexSrc string
+	//go:embed indexed.lua
+	indexedSrc string
 	//go:embed list.lua
 	listSrc string
 	//go:embed watch.lua
@@ -143,9 +145,10 @@ type Script struct {
 	Writes bool
 	// Once: the script is wrapped by once.lua, and every call of it takes
 	// once.lua's three trailing arguments. Every script that writes is,
-	// but index.lua, watching.lua (their writes, a ZADD, a ZREM of one
-	// entry, have one effect however often they run, and what they keep
-	// is advisory) and watch.lua (it records an expiry, once).
+	// but index.lua, indexed.lua, watching.lua (their writes, a ZADD, a
+	// ZREM of one entry, a time moved later, have one effect however
+	// often they run, and what they keep is advisory) and watch.lua (it
+	// records an expiry, once).
 	Once bool
 	// Keyed: a call of the script keeps no call record (once.lua sees
 	// KEYED). Each of its writes is keyed by an id the gateway chose before
@@ -255,7 +258,7 @@ func withFunction(s Script, prelude, call string) Script {
 // Redis refuses when the line runs (TestLibrariesDefineBeforeUse checks
 // the order).
 var (
-	lockLib = holds + libKeys + libFence + libIndex + libHistory + libRecord + libDelay +
+	lockLib = holds + libKeys + libIndex + libFence + libHistory + libRecord + libDelay +
 		libShared + libGrant + libQueue + libHandoff
 	// describeLibs are for the scripts that describe a lock's holders.
 	describeLibs = lockLib + libDescribe
@@ -277,7 +280,8 @@ var scripts = []Script{
 	writes("set_acquire", true, setAcquireSrc, lockLib), // every lock of a set, or none
 	reads("inspect", inspectSrc, describeLibs),
 	reads("history", historySrc, lockLib),
-	writesIdempotent("index", indexSrc), // listing's index, advisory
+	writesIdempotent("index", indexSrc),              // listing's index, advisory
+	writesIdempotent("indexed", indexedSrc, lockLib), // notes the index's entry in the name record, only ever later
 	reads("list", listSrc),
 	writesIdempotent("watch", watchSrc, describeLibs),  // records an expiry, as every lock script does first
 	writesIdempotent("watching", watchingSrc, lockLib), // the watch registry, advisory

@@ -52,7 +52,7 @@ if record then
 end
 local reply = main()
 for _, f in ipairs(AFTER_MAIN) do
-  f()
+  f(reply)
 end
 if record then
   redis.call('SET', record, cmsgpack.pack(reply), 'PX', call_ms)

@@ -29,19 +29,23 @@ local UNKNOWN, RELEASED, EXPIRED, BROKEN = 0, 1, 2, 3
 local IDEM_BEGUN, IDEM_LIVE, IDEM_RUNNING, IDEM_OTHER_REQUEST, IDEM_ENDED = 0, 1, 2, 3, 4
 
 -- The words the engine sends, and inspect.lua answers: a hold's mode; an
--- operation of ticket.lua; one of index.lua. (A waiter's request keeps its
--- mode as m = 's' in K.waiters: that is the layout, see lib_keys.lua.)
+-- operation of ticket.lua. (A waiter's request keeps its mode as m = 's'
+-- in K.waiters: that is the layout, see lib_keys.lua.)
 local MODE_SHARED, MODE_EXCLUSIVE = 's', 'x'
 local TICKET_NEW, TICKET_POLL, TICKET_CANCEL = 'new', 'poll', 'cancel'
-local INDEX_ADD, INDEX_EXTEND, INDEX_DEL = 'add', 'extend', 'del'
+
+-- The first element of the list a script appends to its reply on Cluster
+-- when the namespace's index is due a write (lib_index.lua index_trailer).
+local INDEX_DUE = 'index'
 
 -- The first word of a watch's hint on a gateway's channel (lib_history.lua
 -- push_events): 'watch <lock key> <index>', which no waiter id matches.
 local WATCH_HINT = 'watch'
 
 -- What a library needs done once a script's main part has run, before
--- once.lua records its reply: functions, called in order (lib_fence.lua
--- writes the name records the call changed).
+-- once.lua records its reply: functions, called in order with the reply
+-- (lib_fence.lua writes the name records the call changed, lib_index.lua
+-- appends the index's entries due on Cluster).
 local AFTER_MAIN = {}
 
 -- The id of the call that runs (once.lua sets it before the script's main
@@ -52,10 +56,6 @@ local CALL_ID
 -- repeated release within it succeeds again, and a renew or release that
 -- fails says why (released, expired). locks.RecordTTL.
 local RECORD_MS = 60000
-
--- How many characters of a grant's token hash its entry in the namespace's
--- index of held locks carries (lib_index.lua index_of). locks.indexHoldLen.
-local INDEX_HOLD_LEN = 16
 
 -- How long an idempotency record outlives its grant's lease, ms.
 -- locks.IdempotencyGrace.

@@ -268,9 +268,14 @@ func (r *Backend) exec(ctx context.Context, script *script, id, fence string, ke
 		return r.batch.run(ctx, r.opts.Timeout, script, true, keys, args...), nil
 	}
 	if script.acked {
-		return r.batch.runAck(ctx, r.opts.Timeout, script, keys, args...)
+		cmd, ackErr = r.batch.runAck(ctx, r.opts.Timeout, script, keys, args...)
+	} else {
+		cmd = r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...)
 	}
-	return r.batch.run(ctx, r.opts.Timeout, script, false, keys, args...), nil
+	if !r.inlineIndex {
+		r.indexDue(ctx, cmd)
+	}
+	return cmd, ackErr
 }
 
 // onceArgs appends once.lua's arguments to args: the call id, the id of an
@@ -480,17 +485,11 @@ func (r *Backend) background(ctx context.Context, cleanup func(context.Context))
 // deliver returns the grant, unless the caller has left: then nobody would
 // ever release it, so it is released at once; with keep (a call with an
 // idempotency key) it is returned even so, for the retry the key's record
-// leads to it. Every grant of a lock that reaches its caller passes here
-// (but a ticket's: see ticketState), so here it gets its entry in the
-// namespace's index, before the caller learns of it: a listing that starts
-// after the acquire returned finds it.
+// leads to it.
 func (r *Backend) deliver(ctx context.Context, res resource, token string, lease locks.Lease, handoffDelay time.Duration, keep bool) (locks.Grant, error) {
 	if ctx.Err() != nil && !keep {
 		r.release(ctx, res, token, "")
 		return locks.Grant{}, fmt.Errorf("acquire %s: %w", res, ctx.Err())
-	}
-	if res.kind == lockKind {
-		r.index(ctx, res.key, locks.TokenHash(token), indexAdd, lease.TTL)
 	}
 	return locks.Grant{Token: token, Lease: lease, HandoffDelay: handoffDelay, Holds: 1}, nil
 }
@@ -557,9 +556,6 @@ func (r *Backend) releaseFor(ctx context.Context, res resource, token, hold, ses
 	rel := locks.Released{Holds: rp.holds}
 	if rp.ended {
 		rel = locks.EndedAfter(rp.held)
-		if res.kind == lockKind {
-			r.index(ctx, res.key, h, indexDel, 0)
-		}
 	}
 	if rp.near != nil {
 		r.handOver(ctx, res, *rp.near, start, ackErr)
@@ -624,7 +620,6 @@ func (r *Backend) Reenter(ctx context.Context, key locks.Key, token string, ttl 
 	case rp.notHolder != nil:
 		return locks.Grant{}, fmt.Errorf("re-enter %s: %w", res, rp.notHolder)
 	}
-	r.index(ctx, key, h, indexExtend, rp.ttl)
 	return locks.Grant{Token: token, Holds: rp.holds, Hold: hold,
 		Lease: locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}}, nil
 }
@@ -654,7 +649,6 @@ func (r *Backend) renew(ctx context.Context, key locks.Key, token string, ttl ti
 	if ackErr != nil {
 		return locks.Lease{}, locks.Unavailable("renew", resource{lockKind, key}, locks.Renewed(ackErr))
 	}
-	r.index(ctx, key, h, indexExtend, rp.ttl)
 	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), Mode: rp.mode}, nil
 }
 

@@ -21,9 +21,11 @@ import (
 //
 //	1  until #36: no layout key. Call records for every script.
 //	2  #36: the acquire and the release keyed by their ids, no call
-//	   records ('h<handed>:<call id>', 'r<held>:<call id>', 'f' records).
-//	   A lock's hash, its name record and its queue are as in 1, so a live
-//	   lock of 1 is read as it was: 2 carries 1 over with nothing to do.
+//	   records ('h<handed>:<call id>', 'r<held>:<call id>', 'f' records);
+//	   the namespace index lists names, and the name record carries
+//	   until when its name is listed. A lock's hash and its queue are as
+//	   in 1, and 2 reads a name record or index entry of 1, so a live lock
+//	   of 1 is read as it was: 2 carries 1 over with nothing to do.
 const layoutVersion = 2
 
 // LayoutError says that Redis holds a layout this gateway does not know.

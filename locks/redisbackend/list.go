@@ -8,33 +8,38 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/lockgate/lockgate/locks"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// A namespace's index of held locks (lua/index.lua): two sorted sets under
-// the namespace's own hash tag, whose members are 'name hold', hold being
-// the first indexHoldLen characters of the grant's token hash, so that the
-// grant's own release can remove exactly its entry.
+// A namespace's index of lock names (lua/lib_index.lua, index.lua): two
+// sorted sets under the namespace's own hash tag, of names, one scored 0
+// for pages in name order, one by until when the index lists each name.
+// An entry is written when a name is new to the index, or a lease would
+// end past its time: once per index period (half the fence retention) for
+// a name in steady use, and never by a release. Until when it lists a
+// name is kept in the name's record, which every grant reads and writes
+// anyway, so a grant of a name that is indexed costs the index nothing.
+// The index is advisory: no script reads it to decide who holds what; it
+// names free locks too, which List passes over. See docs/SAFETY.md
+// ("Listing").
 //
-// The gateway writes an entry after the script that made a grant, renewed
-// or ended it has answered: on Redis Cluster the index's slot is not the
-// lock's, and a script may touch one slot only. So the index is advisory
-// and may lag: see List, and docs/SAFETY.md ("Listing").
+// Cursors of older gateways, whose entries were 'name hold' per grant,
+// name a hold too: indexHoldLen characters of a token hash.
 const indexHoldLen = 16
 
-// listStale is how many entries of leases that ended a page may pass over
-// beyond twice its limit, before it returns short (see lua/list.lua).
+// listStale is how many entries of free names or names past their time
+// a page may pass over beyond twice its limit, before it returns short
+// (see lua/list.lua).
 const listStale = 64
 
-// inlineIndex is 1 when the lock scripts keep the index themselves, in the
-// script that grants or ends (lua/lib_index.lua index_add, index_del): on a single
-// Redis, where a script may touch any key, this saves two script calls per
-// lock cycle. On Cluster it is 0: the index is on the namespace's slot, not
-// the lock's, and the gateway writes it (index).
+// inlineIndex is 1 when the lock scripts write the index themselves
+// (lua/lib_index.lua index_write): on a single Redis, where a script may
+// touch any key. On Cluster it is 0: the index is on the namespace's slot,
+// not the lock's, and the gateway writes an entry when a script's reply
+// asks for it (indexDue).
 func inlineIndex(client any) int {
 	if _, cluster := client.(*redis.ClusterClient); cluster {
 		return 0
@@ -42,15 +47,41 @@ func inlineIndex(client any) int {
 	return 1
 }
 
-// index runs lua/index.lua for the grant of key whose token hash is
-// tokHash, with left of its lease to go (add, extend). Its errors are
-// dropped: a lock whose entry is missing is not listed, an entry whose
-// lock is free is passed over; neither changes who holds what.
-func (r *Backend) index(ctx context.Context, key locks.Key, tokHash, op string, left time.Duration) {
-	if r.inlineIndex {
-		return // the lock scripts keep it (see inlineIndex)
+// indexDue writes the index's entries that a lock script's reply asks for
+// on Cluster, and takes them off the reply: a last element
+// {INDEX_DUE, "ns/name", until, left, ...} (lua/lib_index.lua
+// index_trailer). A script asks only when a lease it answers would end
+// past until when the index lists the name: the name's first grant in an
+// index period, mostly. Each entry is written (lua/index.lua) before the
+// caller learns of the grant, and then noted in the name's record
+// (lua/indexed.lua), so that the name's next grants ask for nothing; if
+// either fails, the record does not say so, and the next grant asks
+// again. The errors are dropped: a lock whose entry is missing is not
+// listed, but who holds what does not change.
+func (r *Backend) indexDue(ctx context.Context, cmd *redis.Cmd) {
+	out, ok := cmd.Val().([]any)
+	if !ok || len(out) == 0 {
+		return
 	}
-	r.callIndex(ctx, key.Namespace, indexArgs{op: op, member: key.Name + " " + tokHash[:indexHoldLen], left: left})
+	due, ok := out[len(out)-1].([]any)
+	if !ok || len(due) == 0 || due[0] != indexDue {
+		return
+	}
+	cmd.SetVal(out[:len(out)-1])
+	ctx = context.WithoutCancel(ctx) // the grant may be kept (an idempotency key) when its caller left
+	for i := 1; i+2 < len(due); i += 3 {
+		tag, _ := due[i].(string)
+		until, _ := due[i+1].(int64)
+		left, _ := due[i+2].(int64)
+		ns, name, ok := strings.Cut(tag, "/")
+		if !ok {
+			continue
+		}
+		key := locks.Key{Namespace: ns, Name: name}
+		if r.callIndex(ctx, key, millis(left)) == nil {
+			r.callIndexed(ctx, key, until)
+		}
+	}
 }
 
 // redisListPos is where a Redis listing stands: past every entry of name,
@@ -103,9 +134,10 @@ func posOfBound(b string) (redisListPos, bool) {
 }
 
 // List implements Lister. One read of the namespace's index (lua/list.lua)
-// names up to limit locks, in name order, after the cursor; each is then
-// inspected, all at once through the batcher. Its Redis work is bounded by
-// limit, whatever else the keyspace holds.
+// names up to limit locks, in name order, after the cursor (on a single
+// Redis, only those whose lock has a key); each is then inspected, all at
+// once through the batcher, and those found free are passed over. Its
+// Redis work is bounded by limit, whatever else the keyspace holds.
 func (r *Backend) List(ctx context.Context, namespace, cursor string, limit int) (locks.Page, error) {
 	if err := locks.CheckList(namespace, limit); err != nil {
 		return locks.Page{}, err
@@ -119,7 +151,11 @@ func (r *Backend) List(ctx context.Context, namespace, cursor string, limit int)
 		start = pos.bound()
 	}
 	what := nsString(namespace)
-	rp, err := r.callList(ctx, namespace, listArgs{start: start, limit: limit, budget: 2*limit + listStale})
+	a := listArgs{start: start, limit: limit, budget: 2*limit + listStale}
+	if r.inlineIndex {
+		a.keys = r.opts.Prefix + "{" + namespace + "/"
+	}
+	rp, err := r.callList(ctx, namespace, a)
 	if err != nil {
 		return locks.Page{}, locks.Unavailable("list", what, err)
 	}
@@ -153,7 +189,8 @@ type nsString string
 func (n nsString) String() string { return "namespace " + string(n) }
 
 // Namespaces implements locks.NamespaceLister: the namespaces whose index of
-// held locks exists, found by SCAN on every master (the indexes of a
+// lock names exists (it lives as long as its latest entry, up to two index
+// periods after the namespace's last lease), found by SCAN on every master (the indexes of a
 // Cluster are spread over its slots). It costs a pass over the key
 // space, a thousand names per call: for the dashboard's list of
 // namespaces, which the gateway caches.

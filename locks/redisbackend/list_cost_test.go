@@ -3,6 +3,8 @@ package redisbackend_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,5 +146,98 @@ func fill(t *testing.T, client redis.Cmdable, n int) {
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatalf("fill: %v", err)
 		}
+	}
+}
+
+// The index lists a name until a time it keeps in the name record, and a
+// grant or renewal writes it again only when its lease would end past
+// that time (lua/lib_index.lua). These tests hold a lock far longer than
+// the index's first entry for it lasts (an index period of 200 ms, from a
+// fence retention of 400 ms), by renewals and by one long lease, and want
+// it listed throughout.
+func TestRedisLockHeldPastIndexKeepIsListed(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, history := range []int{0, 10} {
+		t.Run(fmt.Sprintf("history=%d", history), func(t *testing.T) {
+			r := newRedis(t, srv, redisbackend.Options{History: history, FenceRetention: 400 * time.Millisecond})
+			testHeldPastIndexKeep(t, r, srv.Client(t))
+		})
+	}
+}
+
+func TestRedisClusterLockHeldPastIndexKeepIsListed(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := cluster.Client(t)
+	r := openRedis(t, client, redisbackend.Options{FenceRetention: 400 * time.Millisecond})
+	t.Cleanup(func() { r.Close() })
+	testHeldPastIndexKeep(t, r, client)
+}
+
+func testHeldPastIndexKeep(t *testing.T, r *redisbackend.Backend, client redis.Cmdable) {
+	ctx := t.Context()
+	ns := locktest.UniqueNamespace(t)
+	renewed := locks.Key{Namespace: ns, Name: "renewed"}
+	long := locks.Key{Namespace: ns, Name: "long"}
+	g := locktest.MustAcquire(t, r, renewed, locks.AcquireRequest{TTL: time.Second})
+	locktest.MustAcquire(t, r, long, locks.AcquireRequest{TTL: time.Minute})
+	ends := "lockgate:index:{" + ns + "}:ends"
+	first, err := client.ZScore(ctx, ends, renewed.Name).Result()
+	if err != nil {
+		t.Fatalf("the index's entry of %s: %v", renewed, err)
+	}
+	// Renew and list until the Redis clock is well past the first entry's
+	// time (the index's node's): about 2 s, of rounds of about a ms.
+	for round := 0; ; round++ {
+		if round == 1_000_000 {
+			t.Fatalf("the Redis clock did not pass %.0f within %d rounds", first, round)
+		}
+		if _, err := r.Renew(ctx, renewed, g.Token, time.Second); err != nil {
+			t.Fatalf("round %d: renew: %v", round, err)
+		}
+		got, _ := locktest.ListAll(t, r, ns, 10)
+		if len(got) != 2 {
+			t.Fatalf("round %d: got %v listed, want %s and %s, both held", round, slices.Sorted(maps.Keys(got)), long.Name, renewed.Name)
+		}
+		now, err := client.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if float64(now.UnixMilli()) > first+400 {
+			t.Logf("listed throughout %d rounds", round+1)
+			break
+		}
+	}
+	if later := client.ZScore(ctx, ends, renewed.Name).Val(); later <= first {
+		t.Errorf("the index's entry of %s: got time %.0f, want later than the first, %.0f", renewed, later, first)
+	}
+}
+
+// TestRedisClusterFailedIndexWriteIsRetried: on Cluster the gateway writes
+// a name's entry when the lock script asks for it, and the name record
+// says the name is listed only once that write succeeded (lua/indexed.lua).
+// So a write that fails (here the index's key is of the wrong type) is
+// not taken for done: the name's next grant asks again, and is listed.
+func TestRedisClusterFailedIndexWriteIsRetried(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := cluster.Client(t)
+	r := openRedis(t, client, redisbackend.Options{})
+	t.Cleanup(func() { r.Close() })
+	ctx := t.Context()
+	ns := locktest.UniqueNamespace(t)
+	key := locks.Key{Namespace: ns, Name: "job"}
+	names := "lockgate:index:{" + ns + "}"
+	if err := client.Set(ctx, names, "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := locktest.MustAcquire(t, r, key, locks.AcquireRequest{TTL: time.Minute})
+	if _, err := r.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Del(ctx, names).Err(); err != nil {
+		t.Fatal(err)
+	}
+	locktest.MustAcquire(t, r, key, locks.AcquireRequest{TTL: time.Minute})
+	if got, _ := locktest.ListAll(t, r, ns, 10); len(got) != 1 {
+		t.Errorf("the name's next grant: got %v listed, want %s", slices.Sorted(maps.Keys(got)), key.Name)
 	}
 }

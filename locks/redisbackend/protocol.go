@@ -44,9 +44,7 @@ const (
 	ticketNew     = "new"    // TICKET_NEW: queue a ticket
 	ticketPoll    = "poll"   // TICKET_POLL: look at it, pick up its grant
 	ticketCancel  = "cancel" // TICKET_CANCEL: leave, release its grant
-	indexAdd      = "add"    // INDEX_ADD: a grant
-	indexExtend   = "extend" // INDEX_EXTEND: a renewal
-	indexDel      = "del"    // INDEX_DEL: a release
+	indexDue      = "index"  // INDEX_DUE: the index's entries a reply asks for (see indexDue)
 	watchHint     = "watch"  // WATCH_HINT: the first word of a watch's hint
 
 	// grantFields is the length of a grant's reply: code, fencing token,

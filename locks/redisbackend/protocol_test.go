@@ -33,7 +33,6 @@ func TestProtocolAgrees(t *testing.T) {
 		"IDEM_GRACE_MS":     strconv.FormatInt(locks.IdempotencyGrace.Milliseconds(), 10),
 		"BASE_HOLD":         strconv.Quote(locks.BaseHold),
 		"ALL_HOLDS":         strconv.Quote(allHolds),
-		"INDEX_HOLD_LEN":    strconv.Itoa(indexHoldLen),
 		"REPEATED":          strconv.Itoa(repeatedMark),
 
 		"IDEM_BEGUN":         strconv.Itoa(idemCodeBegun),
@@ -46,9 +45,7 @@ func TestProtocolAgrees(t *testing.T) {
 		"TICKET_NEW":         strconv.Quote(ticketNew),
 		"TICKET_POLL":        strconv.Quote(ticketPoll),
 		"TICKET_CANCEL":      strconv.Quote(ticketCancel),
-		"INDEX_ADD":          strconv.Quote(indexAdd),
-		"INDEX_EXTEND":       strconv.Quote(indexExtend),
-		"INDEX_DEL":          strconv.Quote(indexDel),
+		"INDEX_DUE":          strconv.Quote(indexDue),
 		"WATCH_HINT":         strconv.Quote(watchHint),
 	}
 	got := map[string]string{}

@@ -55,6 +55,7 @@ var (
 	inspectScript   = newScript("inspect")
 	historyScript   = newScript("history")
 	indexScript     = newScript("index")
+	indexedScript   = newScript("indexed")
 	listScript      = newScript("list")
 	watchScript     = newScript("watch")
 	watchingScript  = newScript("watching")

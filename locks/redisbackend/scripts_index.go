@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/lockgate/lockgate/locks"
 )
 
-// The typed calls of a namespace's index of held locks (see
-// scripts_lock.go, and list_redis.go for the index itself).
+// The typed calls of a namespace's index of lock names (see list.go for
+// the index itself).
 
 // indexKeys are the keys of one namespace's index (see lua/index.lua).
 type indexKeys struct {
-	names string // entries by name, every score 0
-	ends  string // the same entries, by when their lease ends
+	names string // the names, every score 0
+	ends  string // the same names, by until when the index lists each
 }
 
 func (r *Backend) indexKeys(namespace string) indexKeys {
@@ -20,17 +22,18 @@ func (r *Backend) indexKeys(namespace string) indexKeys {
 	return indexKeys{names: names, ends: names + ":ends"}
 }
 
-// indexArgs are ARGV of lua/index.lua.
-type indexArgs struct {
-	op     string // indexAdd, indexExtend or indexDel
-	member string // 'name hold' (see indexHoldLen)
-	left   time.Duration
+// callIndex runs lua/index.lua: the index of key's namespace lists its
+// name for left from now, at least.
+func (r *Backend) callIndex(ctx context.Context, key locks.Key, left time.Duration) error {
+	k := r.indexKeys(key.Namespace)
+	cmd, _ := r.run(ctx, indexScript, []string{k.names, k.ends}, key.Name, left.Milliseconds())
+	return cmd.Err()
 }
 
-// callIndex runs lua/index.lua on namespace's index.
-func (r *Backend) callIndex(ctx context.Context, namespace string, a indexArgs) error {
-	k := r.indexKeys(namespace)
-	cmd, _ := r.run(ctx, indexScript, []string{k.names, k.ends}, a.op, a.member, a.left.Milliseconds())
+// callIndexed runs lua/indexed.lua: key's name record notes that the index
+// lists the name until until, ms on the lock's node's clock.
+func (r *Backend) callIndexed(ctx context.Context, key locks.Key, until int64) error {
+	cmd, _ := r.run(ctx, indexedScript, []string{r.lockKeys(key).fence}, until, r.arg.retention)
 	return cmd.Err()
 }
 
@@ -39,6 +42,10 @@ type listArgs struct {
 	start  string // where the previous page stopped, as a bound (redisListPos.bound); "" for the first
 	limit  int    // names, at most
 	budget int    // entries looked at, at most
+	// keys is the namespace's lock keys up to the name, on a single Redis,
+	// where the script passes over a name whose lock has no key; "" on
+	// Cluster.
+	keys string
 }
 
 // listReply is lua/list.lua's reply.
@@ -52,7 +59,7 @@ type listReply struct {
 // callList runs lua/list.lua on namespace's index.
 func (r *Backend) callList(ctx context.Context, namespace string, a listArgs) (listReply, error) {
 	k := r.indexKeys(namespace)
-	cmd, _ := r.run(ctx, listScript, []string{k.names, k.ends}, a.start, a.limit, a.budget)
+	cmd, _ := r.run(ctx, listScript, []string{k.names, k.ends}, a.start, a.limit, a.budget, a.keys)
 	out, err := cmd.StringSlice()
 	if err != nil {
 		return listReply{}, err

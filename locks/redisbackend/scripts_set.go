@@ -86,9 +86,8 @@ func (r *Backend) AcquireAll(ctx context.Context, keys []locks.Key, owners []str
 		return nil, true, fmt.Errorf("acquire set: %s: %w", keys[rp.blocked], lockKind.held(rp.ttl))
 	}
 	leases := make([]locks.Lease, len(keys))
-	for i, k := range keys {
+	for i := range keys {
 		leases[i] = locks.Lease{FencingToken: rp.fences[i], TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}
-		r.index(ctx, k, hashes[i], indexAdd, rp.ttl)
 	}
 	if ctx.Err() != nil { // the caller left: nobody would release them
 		r.background(ctx, func(ctx context.Context) {

@@ -62,12 +62,9 @@ func (r *Backend) OpenTicket(ctx context.Context, key locks.Key, req locks.Acqui
 }
 
 // ticketState is what a reply of the ticket script says about the ticket
-// of res whose token is token, sent at start. A grant gets its index entry
-// here, as deliver gives an acquire's (a poll that repeats a grant writes
-// the same entry again).
+// of res whose token is token, sent at start.
 func (r *Backend) ticketState(ctx context.Context, res resource, rp ticketReply, token string, start time.Time) locks.TicketState {
 	if rp.granted {
-		r.index(ctx, res.key, locks.TokenHash(token), indexAdd, rp.ttl)
 		g := locks.Grant{Token: token, Lease: rp.lease(start), HandoffDelay: rp.handoffDelay(start), Holds: 1}
 		st := locks.TicketState{Grant: &g}
 		if rp.shared {
