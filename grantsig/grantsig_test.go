@@ -41,6 +41,9 @@ func TestSignVerifies(t *testing.T) {
 	at := time.UnixMilli(1_764_652_800_123)
 	jws := s.Sign(Grant{Lock: "team/job", Subject: `https://idp#ci "bot"`, FencingToken: 1_764_652_800_000_042,
 		Mode: ModeExclusive, IssuedAt: at, LeaseEnd: at.Add(30*time.Second + 7*time.Millisecond)})
+	if n := s.Signed(); n != 1 {
+		t.Fatalf("Signed: got %d, want 1", n)
+	}
 
 	var set struct {
 		Keys []struct{ Kty, Crv, X, Kid, Alg, Use string }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -59,6 +60,7 @@ type Signer struct {
 	keys   []Key
 	header string // the signing key's encoded JWS header, and the dot
 	jwks   []byte
+	signed atomic.Uint64 // grants signed since NewSigner
 }
 
 // NewSigner returns a Signer that signs with keys[0], a private key, and
@@ -81,8 +83,13 @@ func (s *Signer) Keys() []Key { return s.keys }
 // JWKS returns the published keys as a JWK Set document.
 func (s *Signer) JWKS() []byte { return s.jwks }
 
+// Signed returns how many grants s has signed: what signing has cost,
+// in Ed25519 signatures.
+func (s *Signer) Signed() uint64 { return s.signed.Load() }
+
 // Sign returns g as a compact JWS.
 func (s *Signer) Sign(g Grant) string {
+	s.signed.Add(1)
 	p, _ := json.Marshal(payload{Iss: s.issuer, Sub: g.Subject, Lock: g.Lock, Semaphore: g.Semaphore,
 		FencingToken: g.FencingToken, Mode: g.Mode, Iat: numericDate(g.IssuedAt), Exp: numericDate(g.LeaseEnd)})
 	n := len(s.header) + base64.RawURLEncoding.EncodedLen(len(p))

@@ -47,6 +47,7 @@ type grantCall struct {
 	grantor  grantor // s.locks or s.permits: set once, so a call allocates none
 	call     locks.Call
 	outcomes *outcomeVec
+	signed   bool // the grant's answer carries a signed grant (see signs)
 }
 
 // keep keeps a grant whose caller left before receiving it, instead of

@@ -22,17 +22,29 @@ import (
 // share of the allocations per cycle, the steadier signal on a busy box.
 // It logs as lockbench runs the gateway (LOCKGATE_LOG_LEVEL=warn), to a
 // writer that discards.
+//
+// Its sub-benchmarks are the ways a grant is signed or not: with no
+// signer (--grant-keys off); with one, the default (--sign-grants
+// on-request) for a call that does not ask; the same for a call that asks
+// ("signed": true); and every grant (always), as every grant was before
+// signing became a call's choice.
 func BenchmarkAcquireRelease(b *testing.B) {
-	b.Run("unsigned", func(b *testing.B) { benchAcquireRelease(b, nil) })
+	const plain, asked = `{"ttl_ms":30000,"wait_ms":0,"owner":"lockbench"}`, `{"ttl_ms":30000,"wait_ms":0,"owner":"lockbench","signed":true}`
 	k, _ := grantsig.Generate()
 	signer, _ := grantsig.NewSigner("bench", []grantsig.Key{k})
-	b.Run("signed", func(b *testing.B) { benchAcquireRelease(b, signer) })
+	b.Run("signing=off", func(b *testing.B) { benchAcquireRelease(b, Config{}, plain) })
+	b.Run("signing=on-request", func(b *testing.B) { benchAcquireRelease(b, Config{Signer: signer}, plain) })
+	b.Run("signing=on-request,asked", func(b *testing.B) { benchAcquireRelease(b, Config{Signer: signer}, asked) })
+	b.Run("signing=always", func(b *testing.B) { benchAcquireRelease(b, Config{Signer: signer, SignAll: true}, plain) })
 }
 
-func benchAcquireRelease(b *testing.B, signer *grantsig.Signer) {
+// benchAcquireRelease runs cycles through the handler of cfg, on the
+// embedded backend, each acquire with body.
+func benchAcquireRelease(b *testing.B, cfg Config, acquireBody string) {
 	mem := embedded.New(embedded.Options{})
 	b.Cleanup(func() { mem.Close() })
-	_, h := newTestHandler(b, Config{Backend: mem, Logger: zerolog.New(io.Discard).Level(zerolog.WarnLevel), Signer: signer})
+	cfg.Backend, cfg.Logger = mem, zerolog.New(io.Discard).Level(zerolog.WarnLevel)
+	_, h := newTestHandler(b, cfg)
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"sub": "bench", "ns": []string{"*"}, "exp": time.Now().Add(time.Hour).Unix(),
 	}).SignedString([]byte(testSecret))
@@ -41,7 +53,7 @@ func benchAcquireRelease(b *testing.B, signer *grantsig.Signer) {
 	}
 	auth := []string{"Bearer " + tok}
 	u := &url.URL{Path: "/locks/bench/cycle"}
-	body := []byte(`{"ttl_ms":30000,"wait_ms":0,"owner":"lockbench"}`)
+	body := []byte(acquireBody)
 	var (
 		w      benchWriter
 		reader bytes.Reader

@@ -97,9 +97,6 @@ func newChecks(path *openapi3.PathItem, op *openapi3.Operation) (*opChecks, erro
 			if err != nil {
 				return nil, fmt.Errorf("parameter %s: %w", p.Name, err)
 			}
-			if vc.typ == openapi3.TypeBoolean {
-				return nil, fmt.Errorf("parameter %s: the gate checks booleans in bodies only", p.Name)
-			}
 			c.params = append(c.params, paramCheck{in: p.In, name: p.Name, header: http.CanonicalHeaderKey(p.Name),
 				required: p.Required, value: *vc})
 		}
@@ -263,8 +260,15 @@ func (p *paramCheck) what() string {
 }
 
 // checkParam returns what is wrong with a parameter's value v, or "": an
-// integer's is its decimal digits.
+// integer's is its decimal digits, a boolean's what strconv.ParseBool
+// reads (as kin-openapi and the generated code read it).
 func (vc *valueCheck) checkParam(v string) string {
+	if vc.typ == openapi3.TypeBoolean {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return "is invalid"
+		}
+		return ""
+	}
 	if vc.typ != openapi3.TypeInteger {
 		return vc.checkString(v)
 	}

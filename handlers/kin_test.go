@@ -184,3 +184,44 @@ func FuzzChecksMatchKinOpenAPI(f *testing.F) {
 		}
 	})
 }
+
+// TestQueryBooleanMatchesKinOpenAPI: a boolean query parameter (a ticket
+// poll's signed) gets the same verdict, in the same words, from the gate
+// as from kin-openapi, for what strconv.ParseBool reads and what it
+// does not; FuzzChecksMatchKinOpenAPI sends no query.
+func TestQueryBooleanMatchesKinOpenAPI(t *testing.T) {
+	spec, err := GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := newGate(spec, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const path = "/locks/{namespace}/{name}/tickets/{ticket}"
+	item := spec.Paths.Find(path)
+	route := &routers.Route{Spec: spec, Path: path, PathItem: item, Method: http.MethodGet, Operation: item.Get}
+	params := map[string]string{"namespace": "a", "name": "b", "ticket": "AAAAAAAAAAAAAAAAAAAAAA"}
+	noAuth := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, SkipSettingDefaults: true}
+	for q, ok := range map[string]bool{"": true, "?signed=true": true, "?signed=false": true, "?signed=1": true,
+		"?signed=0": true, "?signed=TRUE": true, "?signed=true&signed=x": true, "?signed=": false, "?signed=yes": false,
+		"?signed=truee": false, "?signed=%20true": false} {
+		newReq := func() *http.Request {
+			r := httptest.NewRequest(http.MethodGet, "/x"+q, nil)
+			r.Header.Set("Ticket-Token", "tok")
+			return r
+		}
+		got := g.ops["GET "+path].checks.check(newReq(), nil, func(k string) string { return params[k] })
+		var want error
+		if err := openapi3filter.ValidateRequest(t.Context(), &openapi3filter.RequestValidationInput{
+			Request: newReq(), PathParams: params, Route: route, Options: noAuth}); err != nil {
+			want = kinError(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("query %q: got %v, want %v", q, got, want)
+		}
+		if (got == nil) != ok {
+			t.Errorf("query %q: got %v, want it refused: %v", q, got, !ok)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -53,7 +52,8 @@ func (s *Server) AcquireLockSet(ctx context.Context, req AcquireLockSetRequestOb
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSigned(b.Signed); err != nil {
+	sign, err := s.signs(b.Signed)
+	if err != nil {
 		return nil, err
 	}
 	ar := locks.AcquireRequest{TTL: min(s.cfg.DefaultTTL, s.maxTTL(ctx)), Subject: subjectOf(ctx)}
@@ -75,7 +75,7 @@ func (s *Server) AcquireLockSet(ctx context.Context, req AcquireLockSetRequestOb
 	if err != nil {
 		return nil, err
 	}
-	out := AcquireLockSet201JSONResponse{Token: g.Token, Locks: s.setLeases(ctx, g.Locks),
+	out := AcquireLockSet201JSONResponse{Token: g.Token, Locks: s.setLeases(ctx, g.Locks, sign),
 		TtlMs: g.TTL.Milliseconds(), RenewAfterMs: renewAfterMs(g.TTL), ExpiresAt: timestamp(g.ExpiresAt)}
 	return out, nil
 }
@@ -124,14 +124,14 @@ func (s *Server) acquireSet(ctx context.Context, keys []locks.Key, ar locks.Acqu
 	return g, nil
 }
 
-// setLeases describes each lock of a set, signed when the gateway signs.
-func (s *Server) setLeases(ctx context.Context, ls []locks.SetLock) []Lease {
+// setLeases describes each lock of a set, signed when sign.
+func (s *Server) setLeases(ctx context.Context, ls []locks.SetLock, sign bool) []Lease {
 	out := make([]Lease, len(ls))
 	for i, l := range ls {
 		lock := l.Key.String()
 		out[i] = Lease{Lock: lock, FencingToken: l.FencingToken, TtlMs: l.TTL.Milliseconds(),
 			RenewAfterMs: renewAfterMs(l.TTL), ExpiresAt: timestamp(l.ExpiresAt),
-			SignedGrant: s.signedGrant(ctx, lock, "", l.FencingToken, grantsig.ModeExclusive, l.ExpiresAt)}
+			SignedGrant: s.signedGrant(ctx, sign, lock, "", l.FencingToken, grantsig.ModeExclusive, l.ExpiresAt)}
 	}
 	return out
 }
@@ -142,11 +142,9 @@ func (s *Server) RenewLockSet(ctx context.Context, req RenewLockSetRequestObject
 	if err != nil {
 		return nil, err
 	}
-	var ttl time.Duration // 0: the set's TTL
-	if req.Body != nil && req.Body.TtlMs != nil {
-		if ttl, err = s.ttl(ctx, *req.Body.TtlMs); err != nil {
-			return nil, err
-		}
+	ttl, sign, err := s.renewRequest(ctx, req.Body) // ttl 0: the set's TTL
+	if err != nil {
+		return nil, err
 	}
 	renewed, err := s.cfg.Backend.RenewSet(ctx, keys, req.Params.LockToken, ttl)
 	if err != nil {
@@ -158,7 +156,7 @@ func (s *Server) RenewLockSet(ctx context.Context, req RenewLockSetRequestObject
 			first = l.Lease
 		}
 	}
-	return RenewLockSet200JSONResponse{Locks: s.setLeases(ctx, renewed), TtlMs: first.TTL.Milliseconds(),
+	return RenewLockSet200JSONResponse{Locks: s.setLeases(ctx, renewed, sign), TtlMs: first.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(first.TTL), ExpiresAt: timestamp(first.ExpiresAt)}, nil
 }
 

@@ -59,6 +59,12 @@ func (s *Server) Handler() (http.Handler, error) {
 			Help: "Reads of watched locks from Redis: one per change of a watched lock, whatever the number of its watchers.",
 		}, func() float64 { return float64(b.WatchReads()) }))
 	}
+	if sig := s.cfg.Signer; sig != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "lockgate_grants_signed_total",
+			Help: "Grants and renewals signed (signed_grant), each an Ed25519 signature: those whose calls asked, or every one with --sign-grants always.",
+		}, func() float64 { return float64(sig.Signed()) }))
+	}
 	if s.cfg.Callbacks != nil {
 		reg.MustRegister(s.cfg.Callbacks)
 	}

@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/lockgate/lockgate/grantsig"
 	"github.com/lockgate/lockgate/locks"
@@ -26,8 +25,13 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 	// The lock's rules for ttl_ms, wait_ms and owner, in one place.
 	key, ar, err := s.acquireRequest(ctx, AcquireLockRequestObject{
 		Namespace: req.Namespace, Name: req.Name,
-		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner, Signed: b.Signed},
+		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner},
 	}, permitWait)
+	if err != nil {
+		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
+		return nil, err
+	}
+	sign, err := s.signs(b.Signed)
 	if err != nil {
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
@@ -37,7 +41,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
 		return nil, err
 	}
-	c := grantCall{grantor: s.permits, call: call, outcomes: s.metrics.semAcquires}
+	c := grantCall{grantor: s.permits, call: call, outcomes: s.metrics.semAcquires, signed: sign}
 	grant, err := s.obtain(ctx, c)
 	if err != nil {
 		return nil, err
@@ -52,7 +56,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		RenewAfterMs: renewAfterMs(grant.TTL),
 		ExpiresAt:    timestamp(grant.ExpiresAt),
 		Limit:        b.Limit,
-		SignedGrant:  s.signedGrant(ctx, "", semaphore, grant.FencingToken, grantsig.ModePermit, grant.ExpiresAt),
+		SignedGrant:  s.signedGrant(ctx, sign, "", semaphore, grant.FencingToken, grantsig.ModePermit, grant.ExpiresAt),
 	}
 	return g, nil
 }
@@ -83,11 +87,9 @@ func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeas
 	if err != nil {
 		return nil, err
 	}
-	var ttl time.Duration // 0: the TTL the permit was acquired with
-	if req.Body != nil && req.Body.TtlMs != nil {
-		if ttl, err = s.ttl(ctx, *req.Body.TtlMs); err != nil {
-			return nil, err
-		}
+	ttl, sign, err := s.renewRequest(ctx, req.Body) // ttl 0: the TTL the permit was acquired with
+	if err != nil {
+		return nil, err
 	}
 	lease, err := s.cfg.Backend.RenewPermit(ctx, key, req.Params.LockToken, ttl)
 	if err != nil {
@@ -101,7 +103,7 @@ func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeas
 		TtlMs:        lease.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
-		SignedGrant:  s.signedGrant(ctx, "", semaphore, lease.FencingToken, grantsig.ModePermit, lease.ExpiresAt),
+		SignedGrant:  s.signedGrant(ctx, sign, "", semaphore, lease.FencingToken, grantsig.ModePermit, lease.ExpiresAt),
 	}, nil
 }
 

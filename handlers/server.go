@@ -76,9 +76,14 @@ type Config struct {
 	// Tracing, when set, traces each request (see internal/tracing).
 	// Default: none, at no cost per request.
 	Tracing *tracing.Tracing
-	// Signer, when set, signs every grant and renewal (signed_grant) and
-	// serves its keys. Default: none, and no signed grants.
+	// Signer, when set, signs the grants and renewals whose calls ask
+	// (signed_grant) and serves its keys. Default: none, no signed grants,
+	// and a call that asks for one is a 400.
 	Signer *grantsig.Signer
+	// SignAll, with a Signer, signs the grant or renewal of every call
+	// that does not say "signed": false (--sign-grants always). Default
+	// false: only those that say "signed": true (on-request).
+	SignAll bool
 	// Callbacks, when set, accepts a ticket's callback_url on its
 	// allow-list and sends the notification when the lock is handed to the
 	// ticket. Default nil: every callback_url is a 400.
@@ -186,7 +191,7 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 		return nil, err
 	}
 	g := &granted{s: s, ctx: ctx, c: c, grant: grant}
-	g.lock = s.grantBody(ctx, c.call.Key, &g.grant, c.call.Req.Mode)
+	g.lock = s.grantBody(ctx, c.call.Key, &g.grant, c.call.Req.Mode, c.signed)
 	return g, nil
 }
 
@@ -206,6 +211,14 @@ func (s *Server) lockCall(ctx context.Context, req AcquireLockRequestObject) (gr
 	if err != nil {
 		return grantCall{}, err
 	}
+	var asked *bool
+	if req.Body != nil {
+		asked = req.Body.Signed
+	}
+	sign, err := s.signs(asked)
+	if err != nil {
+		return grantCall{}, err
+	}
 	call := locks.Call{Key: key, Req: ar, Reenter: deref(p.LockToken), Session: deref(p.SessionToken), Ticket: ticket}
 	var dest callbacks.Destination
 	if req.Body != nil && req.Body.CallbackUrl != nil {
@@ -222,7 +235,7 @@ func (s *Server) lockCall(ctx context.Context, req AcquireLockRequestObject) (gr
 			return grantCall{}, err
 		}
 	}
-	return grantCall{grantor: s.locks, call: call, outcomes: s.metrics.acquires}, nil
+	return grantCall{grantor: s.locks, call: call, outcomes: s.metrics.acquires, signed: sign}, nil
 }
 
 // deref is *p, or "" for nil.
@@ -233,8 +246,9 @@ func deref(p *string) string {
 	return *p
 }
 
-// grantBody is the body that tells the caller of grant g of key.
-func (s *Server) grantBody(ctx context.Context, key locks.Key, g *locks.Grant, mode locks.Mode) Grant {
+// grantBody is the body that tells the caller of grant g of key, with a
+// signed grant when sign.
+func (s *Server) grantBody(ctx context.Context, key locks.Key, g *locks.Grant, mode locks.Mode, sign bool) Grant {
 	lock := key.String()
 	return Grant{
 		Lock:         lock,
@@ -245,7 +259,7 @@ func (s *Server) grantBody(ctx context.Context, key locks.Key, g *locks.Grant, m
 		ExpiresAt:    timestamp(g.ExpiresAt),
 		Holds:        &g.Holds,
 		Mode:         grantMode(mode),
-		SignedGrant:  s.signedGrant(ctx, lock, "", g.FencingToken, signedMode(mode), g.ExpiresAt),
+		SignedGrant:  s.signedGrant(ctx, sign, lock, "", g.FencingToken, signedMode(mode), g.ExpiresAt),
 	}
 }
 
@@ -262,7 +276,7 @@ func (s *Server) reenter(ctx context.Context, c grantCall) (AcquireLockResponseO
 		return nil, err
 	}
 	s.metrics.acquires.WithLabelValues(outcomeReentered).Inc()
-	body := s.grantBody(ctx, c.call.Key, &o.Grant, c.call.Req.Mode)
+	body := s.grantBody(ctx, c.call.Key, &o.Grant, c.call.Req.Mode, c.signed)
 	body.Hold = &o.Grant.Hold
 	return AcquireLock200JSONResponse(body), nil
 }
@@ -337,9 +351,6 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		}
 		if b.Value != nil {
 			ar.Value = *b.Value
-		}
-		if err := s.checkSigned(b.Signed); err != nil {
-			return key, ar, err
 		}
 	}
 	return key, ar, nil
@@ -476,11 +487,9 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 	if err != nil {
 		return nil, err
 	}
-	var ttl time.Duration // 0: the TTL the grant was acquired with
-	if req.Body != nil && req.Body.TtlMs != nil {
-		if ttl, err = s.ttl(ctx, *req.Body.TtlMs); err != nil {
-			return nil, err
-		}
+	ttl, sign, err := s.renewRequest(ctx, req.Body)
+	if err != nil {
+		return nil, err
 	}
 	lease, err := s.cfg.Backend.Renew(ctx, key, req.Params.LockToken, ttl)
 	if err != nil {
@@ -494,8 +503,26 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 		TtlMs:        lease.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
-		SignedGrant:  s.signedGrant(ctx, lock, "", lease.FencingToken, signedMode(lease.Mode), lease.ExpiresAt),
+		SignedGrant:  s.signedGrant(ctx, sign, lock, "", lease.FencingToken, signedMode(lease.Mode), lease.ExpiresAt),
 	}, nil
+}
+
+// renewRequest is what a renewal's body asks for: the new lease's length
+// (0: the TTL the grant was acquired with), and whether its answer is
+// signed (see signs). A body that asks for what the gateway will not give
+// renews nothing.
+func (s *Server) renewRequest(ctx context.Context, b *RenewRequest) (ttl time.Duration, sign bool, err error) {
+	if b == nil {
+		sign, _ = s.signs(nil)
+		return 0, sign, nil
+	}
+	if b.TtlMs != nil {
+		if ttl, err = s.ttl(ctx, *b.TtlMs); err != nil {
+			return 0, false, err
+		}
+	}
+	sign, err = s.signs(b.Signed)
+	return ttl, sign, err
 }
 
 // InspectLock implements StrictServerInterface.

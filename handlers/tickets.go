@@ -101,7 +101,7 @@ func (s *Server) openTicket(ctx context.Context, c grantCall) (AcquireLockRespon
 		w.Done()
 		s.metrics.acquires.granted.Inc()
 		gr := &granted{s: s, ctx: ctx, c: c, grant: o.Grant}
-		gr.lock = s.grantBody(ctx, key, &gr.grant, c.call.Req.Mode)
+		gr.lock = s.grantBody(ctx, key, &gr.grant, c.call.Req.Mode, c.signed)
 		return gr, nil
 	}
 	s.ticketWaiters.add(st.ID, st.Token, w, c.call.Req.Wait)
@@ -202,6 +202,11 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 		s.metrics.tickets.polls.WithLabelValues(outcomeNotFound).Inc()
 		return nil, err
 	}
+	sign, err := s.signs(req.Params.Signed)
+	if err != nil {
+		s.metrics.tickets.polls.WithLabelValues(outcomeRefused).Inc()
+		return nil, err
+	}
 	wait := parsePrefer(req.Params.Prefer).wait
 	if c, _ := middleware.ClaimsFromContext(ctx); wait > 0 && !c.ExpiresAt.IsZero() {
 		// A long-poll never outlives its token.
@@ -235,7 +240,7 @@ func (s *Server) PollTicket(ctx context.Context, req PollTicketRequestObject) (P
 		return nil, err
 	case st.Grant != nil:
 		s.metrics.tickets.polls.WithLabelValues(outcomeGranted).Inc()
-		return ticketGranted{body: s.grantBody(ctx, key, st.Grant, st.Mode)}, nil
+		return ticketGranted{body: s.grantBody(ctx, key, st.Grant, st.Mode, sign)}, nil
 	}
 	s.metrics.tickets.polls.WithLabelValues(outcomeWaiting).Inc()
 	return PollTicket200JSONResponse{

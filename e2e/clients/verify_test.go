@@ -85,11 +85,11 @@ func TestVerifyGrantOffline(t *testing.T) {
 		}
 		return gr.SignedGrant, gr.FencingToken, gr.ExpiresAt
 	}
-	live, fence, _ := signed(a, "verify/live", `{"ttl_ms":600000}`)
-	ended, _, endedAt := signed(a, "verify/ended", `{"ttl_ms":300}`)
-	foreign, foreignFence, _ := signed(other, "verify/live", `{"ttl_ms":600000}`)
-	shared, sharedFence, _ := signed(a, "verify/shared", `{"ttl_ms":600000,"mode":"shared"}`)
-	staged, stagedFence, _ := signed(staging, "verify/live", `{"ttl_ms":600000}`)
+	live, fence, _ := signed(a, "verify/live", `{"ttl_ms":600000,"signed":true}`)
+	ended, _, endedAt := signed(a, "verify/ended", `{"ttl_ms":300,"signed":true}`)
+	foreign, foreignFence, _ := signed(other, "verify/live", `{"ttl_ms":600000,"signed":true}`)
+	shared, sharedFence, _ := signed(a, "verify/shared", `{"ttl_ms":600000,"mode":"shared","signed":true}`)
+	staged, stagedFence, _ := signed(staging, "verify/live", `{"ttl_ms":600000,"signed":true}`)
 	// The short lease ends: wait for the clock, not for an event.
 	for time.Now().Before(endedAt.Add(50 * time.Millisecond)) {
 		time.Sleep(time.Until(endedAt.Add(50 * time.Millisecond)))

@@ -117,6 +117,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	srv, err := handlers.NewServer(handlers.Config{
 		Callbacks:          notifier,
 		Signer:             signer,
+		SignAll:            cfg.signGrants == signAlways,
 		Tickets:            tracer.Tickets(tickets),
 		Backend:            tracer.Backend(backend),
 		Auth:               authn,

@@ -65,6 +65,7 @@ type config struct {
 	pprofAddr        string // from LOCKGATE_PPROF_ADDR only; see pprof.go
 	grantKeys        string // a PEM file, "" for a key made at start, "off"
 	grantIssuer      string
+	signGrants       string   // "on-request" or "always"
 	callbackAllow    []string // --callback-allow patterns (see callbacks.go)
 	callbackSecret   string
 	ui               bool
@@ -142,6 +143,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS (and HTTP/2) with it and --tls-key; both files are read again on SIGHUP")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.grantKeys, "grant-keys", "", "PEM file of Ed25519 keys that sign grants (signed_grant): the first, a private key, signs; every key in it is published at /.well-known/lockgate/jwks.json. Gateways that share the file publish the same keys. Empty: a key made at start; off: grants are not signed")
+	fs.StringVar(&c.signGrants, "sign-grants", signOnRequest, "which grants are signed (signed_grant): on-request, those whose call says \"signed\": true; always, every one whose call does not say \"signed\": false (each signature costs the gateway CPU: about a seventh of an uncontended acquire and release on Redis)")
 	fs.StringVar(&c.grantIssuer, "grant-issuer", "lockgate", "the iss of signed grants: what a resource checks to know they are this deployment's")
 	fs.Func("callback-allow", "a destination tickets' callback_url may name: https://host[:port]/path, with * for any host (or *.example.com), any port, or any rest of the path; http only where a pattern says http://; a loopback, link-local or private address only where a pattern names it with its port (http://127.0.0.1:9000/*); the gateway's own listeners, its pprof listener and its Redis never, whatever the patterns; when several match, the most specific decides; repeatable, or several separated by spaces. None: callbacks are refused", func(v string) error {
 		c.callbackAllow = append(c.callbackAllow, strings.Fields(v)...)
@@ -321,6 +323,10 @@ func (c config) check() error {
 	case c.ticketLiveness < minTicketLiveness || c.ticketLiveness > 10*time.Minute:
 		// A long poll keeps its ticket alive once a second at most.
 		return fmt.Errorf("--ticket-liveness must be between %s (twice a long poll's keep-alive, once a second) and 10m", minTicketLiveness)
+	case c.signGrants != signOnRequest && c.signGrants != signAlways:
+		return fmt.Errorf("--sign-grants %q: want %s or %s", c.signGrants, signOnRequest, signAlways)
+	case c.signGrants == signAlways && c.grantKeys == "off":
+		return errors.New("--sign-grants always signs every grant, and --grant-keys off signs none: set one of them otherwise")
 	case c.lockDelay > time.Hour:
 		return errors.New("--lock-delay must be at most 1h: longer keeps a lock nobody holds from everyone")
 	}

@@ -17,3 +17,40 @@ func TestTicketLivenessFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestSignGrants: --sign-grants takes on-request (the default) or always,
+// from the flag or its variable; always with --grant-keys off, which
+// signs nothing, is refused.
+func TestSignGrants(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		env   string
+		want  string // the config's value, or "" for refused
+		words string // what the refusal names
+	}{
+		{"default", nil, "", signOnRequest, ""},
+		{"flag", []string{"--sign-grants", "always"}, "", signAlways, ""},
+		{"variable", nil, "always", signAlways, ""},
+		{"flag over variable", []string{"--sign-grants", "on-request"}, "always", signOnRequest, ""},
+		{"unknown", []string{"--sign-grants", "yes"}, "", "", "--sign-grants \"yes\": want on-request or always"},
+		{"always, keys off", []string{"--sign-grants", "always", "--grant-keys", "off"}, "", "", "--grant-keys off"},
+		{"on-request, keys off", []string{"--grant-keys", "off"}, "", signOnRequest, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := func(k string) string {
+				if k == "LOCKGATE_SIGN_GRANTS" {
+					return tc.env
+				}
+				return startEnv(k)
+			}
+			c, err := parseConfig(append(append([]string{}, startArgs...), tc.args...), env, io.Discard)
+			switch {
+			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), tc.words)):
+				t.Fatalf("got %v, want an error naming %s", err, tc.words)
+			case tc.want != "" && (err != nil || c.signGrants != tc.want):
+				t.Fatalf("got %q, %v; want %q", c.signGrants, err, tc.want)
+			}
+		})
+	}
+}

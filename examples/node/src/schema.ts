@@ -24,11 +24,11 @@ export interface paths {
          *     page may hold fewer than `limit` locks, even none, before the last,
          *     since each page does a bounded amount of work, whatever else the
          *     backend holds. Locks come in name order, each at most once. With
-         *     Redis, a page reads the namespace's index of held locks, which the
-         *     gateways write after each grant, renewal and release: a lock held
-         *     throughout by a grant whose acquire returned before the listing
-         *     appears, one taken or released during it may or may not (see
-         *     SAFETY.md, P13). With a subject rate, a page costs one request and
+         *     Redis, a page reads the namespace's index of lock names, written
+         *     when a name is new to it (or a lease would outlast its entry), and
+         *     passes over the free ones: a lock held throughout by a grant whose
+         *     acquire returned before the listing appears, one taken or released
+         *     during it may or may not (see SAFETY.md, P15). With a subject rate, a page costs one request and
          *     one more per lock it looked at.
          */
         get: operations["listLocks"];
@@ -732,8 +732,9 @@ export interface paths {
         };
         /**
          * The public keys that sign grants, as a JWK Set.
-         * @description Every grant and renewal carries `signed_grant`, a compact JWS signed
-         *     with the first of these keys (Ed25519, `alg` EdDSA, `kid` the key's
+         * @description A grant or renewal that asks for it (`signed: true`, or every one
+         *     with `--sign-grants always`) carries `signed_grant`, a compact JWS
+         *     signed with the first of these keys (Ed25519, `alg` EdDSA, `kid` the key's
          *     RFC 7638 thumbprint, `typ` `lockgate-grant+jwt`). A resource checks
          *     the signature by `kid`, that `exp` (the lease end, with
          *     milliseconds) has not passed, and that `fencing_token` is larger
@@ -780,9 +781,13 @@ export interface components {
              */
             mode?: "exclusive" | "shared";
             /**
-             * @description `true` insists on a `signed_grant` in the answer: a gateway whose
-             *     signing is off answers 400 `invalid_request` instead of an
-             *     unsigned grant. Left out, a grant is signed when the gateway signs.
+             * @description `true` asks for a `signed_grant` in the answer (a gateway whose
+             *     signing is off, `--grant-keys off`, answers 400 `invalid_request`
+             *     instead of an unsigned grant); `false`, for none. Left out, the
+             *     grant is signed only when the gateway's operator signs every
+             *     grant (`--sign-grants always`; the default, `on-request`, signs
+             *     none unasked). Signing costs the gateway CPU: ask only when the
+             *     resource checks it.
              */
             signed?: boolean;
             /**
@@ -825,6 +830,14 @@ export interface components {
              * @description New lease length from now; default the TTL the lock was acquired with.
              */
             ttl_ms?: number;
+            /**
+             * @description As in an acquire: `true` asks for a fresh `signed_grant` of the
+             *     new lease (of each lock, for a set), `false` for none, left out
+             *     as the gateway's `--sign-grants` says. A renewal does not recall
+             *     how its grant was acquired: a holder that hands signed grants to
+             *     its resource asks on every renewal.
+             */
+            signed?: boolean;
         };
         Lease: {
             /**
@@ -855,8 +868,10 @@ export interface components {
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
              *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
              *     `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
-             *     lease end, with milliseconds). Absent when the gateway's signing
-             *     is off. Not a secret: it lets nobody renew or release.
+             *     lease end, with milliseconds). Present only when the call asked
+             *     for it (`signed: true`), or left `signed` out on a gateway that
+             *     signs every grant (`--sign-grants always`). Not a secret: it lets
+             *     nobody renew or release.
              */
             signed_grant?: string;
         };
@@ -881,8 +896,10 @@ export interface components {
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
              *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
              *     `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
-             *     lease end, with milliseconds). Absent when the gateway's signing
-             *     is off. Not a secret: it lets nobody renew or release.
+             *     lease end, with milliseconds). Present only when the call asked
+             *     for it (`signed: true`), or left `signed` out on a gateway that
+             *     signs every grant (`--sign-grants always`). Not a secret: it lets
+             *     nobody renew or release.
              */
             signed_grant?: string;
             /** @description How many times you hold the lock (1 unless re-entered). */
@@ -1124,8 +1141,10 @@ export interface components {
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
              *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
              *     `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
-             *     lease end, with milliseconds). Absent when the gateway's signing
-             *     is off. Not a secret: it lets nobody renew or release.
+             *     lease end, with milliseconds). Present only when the call asked
+             *     for it (`signed: true`), or left `signed` out on a gateway that
+             *     signs every grant (`--sign-grants always`). Not a secret: it lets
+             *     nobody renew or release.
              */
             signed_grant?: string;
             /**
@@ -1156,8 +1175,10 @@ export interface components {
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
              *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
              *     `mode` (`exclusive`, `shared` or `permit`), `iat` and `exp` (the
-             *     lease end, with milliseconds). Absent when the gateway's signing
-             *     is off. Not a secret: it lets nobody renew or release.
+             *     lease end, with milliseconds). Present only when the call asked
+             *     for it (`signed: true`), or left `signed` out on a gateway that
+             *     signs every grant (`--sign-grants always`). Not a secret: it lets
+             *     nobody renew or release.
              */
             signed_grant?: string;
         };
@@ -1281,7 +1302,7 @@ export interface components {
             wait_ms?: number;
             /** @description A free-form label that inspect shows on each lock. */
             owner?: string;
-            /** @description `true` insists on a `signed_grant` for each lock (see `AcquireRequest`). */
+            /** @description `true` asks for a `signed_grant` for each lock, `false` for none (see `AcquireRequest`). */
             signed?: boolean;
         };
         LockSet: {
@@ -2118,7 +2139,15 @@ export interface operations {
     };
     pollTicket: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description `true` asks for a `signed_grant` in the 201, `false` for none; left
+                 *     out, as the gateway's `--sign-grants` says (see `signed` of
+                 *     `AcquireRequest`). The acquire that opened the ticket asked for
+                 *     its own answer only: a poll asks for its own.
+                 */
+                signed?: boolean;
+            };
             header: {
                 /** @description The `ticket_token` of the ticket's 202. Never put it in a URL. */
                 "Ticket-Token": components["parameters"]["TicketToken"];
