@@ -149,6 +149,9 @@ func lockSetCycle(ctx context.Context, w *worker, _ string) {
 		time.Sleep(time.Duration(20+w.rng.IntN(30)) * time.Millisecond) // no gateway there: a client backs off
 	}
 	if status == http.StatusCreated {
+		for _, l := range s.Locks {
+			sg.leased(ctx, "set acquire", call, ret, l)
+		}
 		sg.hold(ctx)
 	}
 }
@@ -215,6 +218,13 @@ func (sg *setGrant) hold(ctx context.Context) {
 	sg.release(ctx, refused)
 }
 
+// leased checks that Redis holds the lease on l's lock that a set call
+// (called at call, answered at ret) answered (matrix_leases_test.go).
+func (sg *setGrant) leased(ctx context.Context, what string, call, ret time.Time, l grant) {
+	sg.w.checkLease(ctx, leaseAnswer{what: what, name: l.Lock, kind: exclusiveHold, token: setOwnerToken(sg.tok, l.Lock),
+		fence: l.FencingToken, call: call, ret: ret, expires: l.ExpiresAt})
+}
+
 func (sg *setGrant) write() {
 	for _, n := range sg.names {
 		rec := sg.recs[n]
@@ -279,6 +289,7 @@ func (sg *setGrant) renew(ctx context.Context, ttl time.Duration) *op {
 					n, rec.fence, w.prim, stamp(o.ret), g.FencingToken))
 			default:
 				rec.known = g.ExpiresAt
+				sg.leased(ctx, "set renewal", o.call, o.ret, g)
 			}
 		}
 		sg.ops(o, func(n string) int {

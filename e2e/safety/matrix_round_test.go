@@ -14,6 +14,10 @@ type roundState struct {
 	locks, sems         *history
 	clients             []func() *client
 	watches             watchLog
+	// redis reads what Redis holds, for the lease check
+	// (matrix_leases_test.go); leases is what it found.
+	redis  redisNodes
+	leases leaseLog
 
 	mu    sync.Mutex
 	notes []roundNote
@@ -75,6 +79,7 @@ func (rs *roundState) findings(f *faulty) []finding {
 	}
 	rs.watchFindings(f, add)
 	fs = append(fs, rs.locks.renewalFindings(rs.setRefusals)...)
+	fs = append(fs, rs.leaseFindings(f)...)
 	return append(fs, rs.locks.setFindings(f.trusted)...)
 }
 

@@ -38,7 +38,9 @@ import (
 // name; no permit granted while as many hold as a lowered limit certainly in
 // force (the semaphore row's holders resize, matrix_resize_test.go); and
 // once the load stops, every name frees by the end of the last lease any
-// call may have made. The breaker row breaks the round's locks at random:
+// call may have made. Every answer that states a lease is read back from
+// Redis at once: Redis holds at least that (matrix_leases_test.go). The
+// breaker row breaks the round's locks at random:
 // a grant counts as held only until the call of the first break that may
 // have ended it, a "broken" answer needs such a break, and no call of a
 // grant live when a break answered 200 succeeds after that answer
@@ -193,7 +195,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 		semNames = append(semNames, prefix+"/sem-"+s)
 	}
 	locks, sems, res := &history{}, &history{}, newResource()
-	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems}
+	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems, redis: f.redis}
 	for _, g := range f.gateways {
 		rs.clients = append(rs.clients, g.client)
 	}
@@ -277,11 +279,13 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	fs = append(fs, sems.matrixFindings(semLimit, f.trusted)...)
 	lowered, checked := sems.loweredFindings()
 	fs = append(fs, lowered...)
-	fs = append(fs, rs.findings(f)...)
 
 	grants, unknowns := rs.grantCounts()
-	t.Logf("round %s: %v of load, %d calls; grants by primitive %v, unknown outcomes %v; %d permits granted under a lowered limit checked; faults: %s",
-		prefix, loaded.Round(100*time.Millisecond), len(locks.ops)+len(sems.ops), grants, unknowns, checked, strings.Join(did, ", "))
+	fs = append(fs, rs.findings(f)...)
+	leases, unread, shorts := rs.leases.counts()
+	t.Logf("round %s: %v of load, %d calls; grants by primitive %v, unknown outcomes %v; %d permits granted under a lowered limit checked; "+
+		"%d answered leases read back from Redis (%d shorter there, a break or a failover may excuse them; %d unread); faults: %s",
+		prefix, loaded.Round(100*time.Millisecond), len(locks.ops)+len(sems.ops), grants, unknowns, checked, leases, shorts, unread, strings.Join(did, ", "))
 	short := f.short(grants)
 	if len(short) > 0 {
 		t.Logf("round %s: too few grants to show anything (fewer than %d) for %s, with the load run on to %d times the round's %v (a busy machine): not counted for those rows; every check still ran",
