@@ -89,6 +89,8 @@ type leaseLog struct {
 	checked int // answers read back from Redis
 	unread  int // answers whose read failed (a paused, dead or moving node)
 	shorts  []leaseShort
+	// byBreak and byFailover count the shorts excused (leaseFindings).
+	byBreak, byFailover int
 }
 
 // checkLease reads a from Redis at once and records it if Redis's lease
@@ -151,7 +153,12 @@ func (rs *roundState) leaseFindings(f *faulty) []finding {
 	defer rs.leases.mu.Unlock()
 	for _, s := range rs.leases.shorts {
 		a := s.a
-		if !f.calm(a.call, s.read) || (a.kind != permitHold && rs.locks.mayCut(a.name, a.call, s.read)) {
+		switch {
+		case !f.calm(a.call, s.read):
+			rs.leases.byFailover++
+			continue
+		case a.kind != permitHold && rs.locks.mayCut(a.name, a.call, s.read):
+			rs.leases.byBreak++
 			continue
 		}
 		period := rs.locks.breakPeriodEnding(a.name, a.call, s.h)
@@ -161,6 +168,8 @@ func (rs *roundState) leaseFindings(f *faulty) []finding {
 			held = "no longer held it: " + s.h.other
 		case s.h.fence != a.fence:
 			held = fmt.Sprintf("held the token with fencing token %d", s.h.fence)
+		case s.h.provisional:
+			held += ", a hand-off not picked up yet"
 		}
 		if period != nil {
 			held += fmt.Sprintf(", the end of the period of a break called at %s, answered %d at %s, before the call", stamp(period.call), period.status, stamp(period.ret))
@@ -198,10 +207,11 @@ func (h *history) breakPeriodEnding(lock string, from time.Time, held redisHold)
 }
 
 // counts are the round's lease checks, for its log line.
-func (l *leaseLog) counts() (checked, unread, shorts int) {
+func (l *leaseLog) counts() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.checked, l.unread, len(l.shorts)
+	return fmt.Sprintf("%d answered leases read back from Redis (%d unread): %d shorter there, of which %d after a break that may have cut them, %d around a failover",
+		l.checked, l.unread, len(l.shorts), l.byBreak, l.byFailover)
 }
 
 // TestLeaseCheckSeesAShortLease: the lease check finds a lease that Redis
@@ -255,14 +265,14 @@ func TestLeaseCheckSeesAShortLease(t *testing.T) {
 				round := &roundState{redis: func() []*redis.Client { return direct }, locks: &history{}}
 				w := &worker{prim: name, round: round}
 				w.checkLease(ctx, got.a)
-				if checked, unread, shorts := round.leases.counts(); checked != 1 || unread != 0 || shorts != 0 {
-					t.Fatalf("as answered: got %d checked, %d unread, %d short, want 1, 0, 0", checked, unread, shorts)
+				if l := &round.leases; l.checked != 1 || l.unread != 0 || len(l.shorts) != 0 {
+					t.Fatalf("as answered: got %d checked, %d unread, %d short, want 1, 0, 0", l.checked, l.unread, len(l.shorts))
 				}
 				if err := shortenHold(ctx, direct[0], got.a.kind, lock, tokenHash(got.a.token), ttl/2); err != nil {
 					t.Fatal(err)
 				}
 				if broken { // an administrator's break, called after the answer's call
-					round.locks.ops = append(round.locks.ops, op{lock: lock, kind: opBreak, call: got.a.call.Add(time.Millisecond), ret: time.Now(), status: http.StatusOK})
+					round.locks.ops = append(round.locks.ops, op{lock: lock, kind: opBreak, call: got.a.ret, ret: time.Now(), status: http.StatusOK})
 				}
 				w.checkLease(ctx, got.a)
 				fs := round.leaseFindings(&faulty{})

@@ -62,6 +62,9 @@ type redisHold struct {
 	end time.Time
 	// other says what Redis held instead, when not held.
 	other string
+	// provisional: the grant is still a hand-off's, which its waiter has
+	// not picked up (its lease is the pick-up's window, not its TTL).
+	provisional bool
 }
 
 // redisKeys are the keys of name's grants of kind (see above).
@@ -89,7 +92,7 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 		now = p.Time(ctx)
 		switch kind {
 		case exclusiveHold:
-			fields = p.HMGet(ctx, main, "tok", "fence")
+			fields = p.HMGet(ctx, main, "tok", "fence", "p")
 		case sharedHold:
 			member = p.HGet(ctx, main, "r:"+tokHash)
 			score = p.ZScore(ctx, leases, tokHash)
@@ -130,6 +133,7 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 		}
 		h.held, h.end = true, expiry(mainTTL.Val())
 		h.fence, _ = strconv.ParseInt(fence, 10, 64)
+		h.provisional = v[2] != nil
 		return h, nil
 	}
 	if member.Err() != nil || score.Err() != nil {
@@ -138,11 +142,12 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 	}
 	var rec struct {
 		F json.RawMessage `json:"f"` // a number, or its digits in a string
+		P any             `json:"p"`
 	}
 	if err := json.Unmarshal([]byte(member.Val()), &rec); err != nil {
 		return redisHold{}, fmt.Errorf("%s hold of %s: %w", kind, name, err)
 	}
-	h.held = true
+	h.held, h.provisional = true, rec.P != nil
 	h.fence, _ = strconv.ParseInt(strings.Trim(string(rec.F), `"`), 10, 64)
 	h.end = time.UnixMilli(int64(score.Val()))
 	for _, d := range []time.Duration{mainTTL.Val(), lessTTL.Val()} {
