@@ -189,6 +189,15 @@ func (r result) code() string {
 	return p.Code
 }
 
+// detail is the detail of an error answer.
+func (r result) detail() string {
+	var p struct {
+		Detail string `json:"detail"`
+	}
+	json.Unmarshal(r.body, &p)
+	return p.Detail
+}
+
 // reason is the reason of a not_holder answer.
 func (r result) reason() string {
 	var p struct {

@@ -90,6 +90,9 @@ func (w *worker) finish(o op, r result, g grant) op {
 	if o.status >= 400 {
 		o.code = r.code()
 	}
+	if o.status == http.StatusServiceUnavailable {
+		o.detail = r.detail()
+	}
 	if o.status == http.StatusCreated || o.status == http.StatusOK {
 		if o.fence == 0 {
 			o.fence = g.FencingToken

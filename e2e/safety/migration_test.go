@@ -238,8 +238,8 @@ func outside503(ops []op, migs []nameMigration) []op {
 func describe503s(os []op, migs []nameMigration) string {
 	var b strings.Builder
 	for _, o := range os[:min(len(os), 8)] {
-		fmt.Fprintf(&b, "\n  %s %v of %v by worker %d (%s), called %s, answered %s in %v",
-			o.prim, o.kind, o.names(), o.client, o.code, stamp(o.call), stamp(o.ret), o.ret.Sub(o.call).Round(time.Millisecond))
+		fmt.Fprintf(&b, "\n  %s %v of %v by worker %d (%s: %s), called %s, answered %s in %v",
+			o.prim, o.kind, o.names(), o.client, o.code, o.detail, stamp(o.call), stamp(o.ret), o.ret.Sub(o.call).Round(time.Millisecond))
 	}
 	for _, m := range migs {
 		fmt.Fprintf(&b, "\n  migration of %s: %s to %s", m.name, stamp(m.Opened), stamp(m.Closed))
