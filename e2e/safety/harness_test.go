@@ -189,8 +189,12 @@ func (r result) code() string {
 	return p.Code
 }
 
-// detail is the detail of an error answer.
-func (r result) detail() string {
+// detailOf is the problem detail of r when status (r's, as the caller
+// read it) is 503: what the gateway knows of the outcome; else "".
+func (r result) detailOf(status int) string {
+	if status != http.StatusServiceUnavailable {
+		return ""
+	}
 	var p struct {
 		Detail string `json:"detail"`
 	}

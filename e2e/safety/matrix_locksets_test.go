@@ -138,7 +138,7 @@ func lockSetCycle(ctx context.Context, w *worker, _ string) {
 	for _, n := range names {
 		// A lock the set took while it waited for the next has a lease
 		// of its TTL plus what was left of its wait.
-		o := op{client: w.id, lock: n, also: othersThan(names, n), kind: opSetAcquire, prim: w.prim, ttl: ttl + wait, wait: wait, call: call, ret: ret, status: status, code: code}
+		o := op{client: w.id, lock: n, also: othersThan(names, n), kind: opSetAcquire, prim: w.prim, ttl: ttl + wait, wait: wait, call: call, ret: ret, status: status, code: code, detail: r.detailOf(status)}
 		if g, ok := byName[n]; ok && status == http.StatusCreated {
 			o.fence, o.expires = g.FencingToken, g.ExpiresAt
 			sg.recs[n] = &grantRec{lock: n, fence: g.FencingToken, acquired: o, known: g.ExpiresAt, prim: w.prim}
@@ -270,6 +270,7 @@ func (sg *setGrant) renew(ctx context.Context, ttl time.Duration) *op {
 	if o.status >= 400 {
 		o.code = r.code()
 	}
+	o.detail = r.detailOf(o.status)
 	byName := make(map[string]grant)
 	for _, g := range l.Locks {
 		byName[g.Lock] = g
@@ -328,6 +329,7 @@ func (sg *setGrant) release(ctx context.Context, refused *op) {
 	if o.status >= 400 {
 		o.code = r.code()
 	}
+	o.detail = r.detailOf(o.status)
 	var gone []string
 	switch o.status {
 	case http.StatusOK:

@@ -90,9 +90,7 @@ func (w *worker) finish(o op, r result, g grant) op {
 	if o.status >= 400 {
 		o.code = r.code()
 	}
-	if o.status == http.StatusServiceUnavailable {
-		o.detail = r.detail()
-	}
+	o.detail = r.detailOf(o.status)
 	if o.status == http.StatusCreated || o.status == http.StatusOK {
 		if o.fence == 0 {
 			o.fence = g.FencingToken

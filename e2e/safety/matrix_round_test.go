@@ -13,7 +13,10 @@ type roundState struct {
 	lockNames, semNames []string
 	locks, sems         *history
 	clients             []func() *client
-	watches             watchLog
+	// gatewayOf is the index, in the round's gateways, of the gateway
+	// each worker (by its id, op.client) calls.
+	gatewayOf map[int]int
+	watches   watchLog
 	// redis reads what Redis holds, for the lease check
 	// (matrix_leases_test.go); leases is what it found.
 	redis  redisNodes

@@ -330,7 +330,7 @@ func (sr *sessionRun) keep(ctx context.Context) {
 	if r.err != nil {
 		status = 0
 	}
-	o := op{client: w.id, kind: opRenew, prim: w.prim, ttl: sr.ttl, call: call, ret: ret, status: status, code: r.code()}
+	o := op{client: w.id, kind: opRenew, prim: w.prim, ttl: sr.ttl, call: call, ret: ret, status: status, code: r.code(), detail: r.detailOf(status)}
 	w.serverError("keep-alive", o, r)
 	switch {
 	case status == http.StatusOK:
@@ -427,7 +427,7 @@ func (sr *sessionRun) end(ctx context.Context, raced *sessGrant, wait chan struc
 	if r.err != nil {
 		status = 0
 	}
-	o := op{client: w.id, kind: opRelease, prim: w.prim, call: call, ret: ret, status: status, code: r.code()}
+	o := op{client: w.id, kind: opRelease, prim: w.prim, call: call, ret: ret, status: status, code: r.code(), detail: r.detailOf(status)}
 	w.serverError("end", o, r)
 	if wait != nil {
 		<-wait

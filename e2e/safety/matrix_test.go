@@ -187,6 +187,8 @@ type roundOutcome struct {
 	// short are the rows that made too few grants to show anything,
 	// however long the round ran (see minRoundGrants).
 	short []string
+	// gatewayOf is the gateway each worker called (roundState.gatewayOf).
+	gatewayOf map[int]int
 }
 
 // round runs one seeded round of length on fresh names (prefix), faulted
@@ -200,7 +202,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 		semNames = append(semNames, prefix+"/sem-"+s)
 	}
 	locks, sems, res := &history{}, &history{}, newResource()
-	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems, redis: f.redis}
+	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems, redis: f.redis, gatewayOf: make(map[int]int)}
 	for _, g := range f.gateways {
 		rs.clients = append(rs.clients, g.client)
 	}
@@ -221,7 +223,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 			case <-ctx.Done():
 				return
 			case now := <-poll.C:
-				if now.Sub(start) < length {
+				if now.Sub(start) < length || (f.holdLoad != nil && !closed(f.holdLoad)) {
 					continue
 				}
 				if g, _ := rs.grantCounts(); len(f.short(g)) == 0 || now.Sub(start) >= matrixStretch*length {
@@ -247,6 +249,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 			i := id
 			id++
 			slot := f.gateways[k%len(f.gateways)] // each primitive on every gateway
+			rs.gatewayOf[i] = k % len(f.gateways)
 			if notYet(p.name, f.name) != "" {
 				continue
 			}
@@ -294,7 +297,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 		t.Logf("round %s: too few grants to show anything (fewer than %d) for %s, with the load run on to %d times the round's %v (a busy machine): not counted for those rows; every check still ran",
 			prefix, minRoundGrants, strings.Join(short, ", "), matrixStretch, length)
 	}
-	return roundOutcome{findings: fs, locks: locks, sems: sems, bit: bit, short: short}
+	return roundOutcome{findings: fs, locks: locks, sems: sems, bit: bit, short: short, gatewayOf: rs.gatewayOf}
 }
 
 // minRoundGrants is how many grants a row makes in a round that shows

@@ -40,6 +40,11 @@ type faulty struct {
 	// rowWorkers gives rows more workers than their own (primitive
 	// workers), by row name, in this test's rounds.
 	rowWorkers map[string]int
+	// holdLoad, when set, keeps a round's load going past its length
+	// until it is closed: an injector whose faults need the load (each of
+	// the migrations of TestClusterSlotMigration) closes it once they
+	// are done, however long a busy machine made them take.
+	holdLoad chan struct{}
 	// redis are direct clients of the nodes that hold the data now, for
 	// the lease check (matrix_leases_test.go).
 	redis redisNodes
