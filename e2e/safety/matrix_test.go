@@ -56,6 +56,7 @@ import (
 // gives it the names of round m1 (on Cluster, where they are decides which
 // node each is on); the goroutines' interleaving differs from run to run.
 func TestFaultMatrix(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	var seeds []uint64
 	for range matrixSeeds {
 		seeds = append(seeds, rand.Uint64())

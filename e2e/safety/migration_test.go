@@ -49,6 +49,7 @@ import (
 // and the error replies Redis sent (counted by the proxies).
 // LOCKGATE_FAULT_SEED=<seed> replays the order and the targets.
 func TestClusterSlotMigration(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	seed := faultSeed(t)
 	pc := startProxiedCluster(t, 3)
 	// Six semaphore workers, not the row's three: only they call on the
