@@ -82,7 +82,7 @@ func (rs *roundState) findings(f *faulty) []finding {
 	}
 	rs.watchFindings(f, add)
 	fs = append(fs, rs.locks.renewalFindings(rs.setRefusals)...)
-	fs = append(fs, rs.leaseFindings(f)...)
+	fs = append(fs, rs.leaseFindings()...)
 	return append(fs, rs.locks.setFindings(f.trusted)...)
 }
 
