@@ -129,6 +129,7 @@ func testLostReentry(t *testing.T, c *client, arm func(lock string) []*fault) {
 // same key must get the grant (the same one, when the first call said 201)
 // that holds the lock.
 func TestExactlyOnceClusterIdempotent(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	for _, name := range []string{"idem_begin", "idem_done"} {
 		t.Run(name, func(t *testing.T) {
 			pc := startProxiedCluster(t, 3)

@@ -17,6 +17,7 @@ import (
 // goroutines; after the storm nothing is held or waiting and the goroutines
 // are back down.
 func TestWaiterStorm(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	rs := redistest.Start(t)
 	gw := startGatewayProcess(t, "--redis-url", rs.URL(), "--max-waiters", "1500")
 	c := newClient(t, gw)
@@ -97,6 +98,7 @@ func TestWaiterStorm(t *testing.T) {
 // clients at once. The gateway keeps answering, its memory and goroutines
 // stay bounded, and afterwards no lock is held.
 func TestLockNameFlood(t *testing.T) {
+	t.Parallel() // long: it runs beside the other long ones, which mostly wait
 	rs := redistest.Start(t)
 	gw := startGatewayProcess(t, "--redis-url", rs.URL())
 	c := newClient(t, gw)

@@ -163,6 +163,7 @@ func TestDroppedWaiterRejoins(t *testing.T) {
 // waiter lease (3 s), and the queue move on within about one heartbeat
 // more: a waiter on a live gateway gets the lock within 10 s.
 func TestUnpickedGrantEndsWithinWaiterLease(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	t.Run("redis", func(t *testing.T) {
 		rs := redistest.Start(t)
 		doomed := startGatewayProcess(t, "--redis-url", rs.URL())

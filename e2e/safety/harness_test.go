@@ -189,6 +189,19 @@ func (r result) code() string {
 	return p.Code
 }
 
+// detailOf is the problem detail of r when status (r's, as the caller
+// read it) is 503: what the gateway knows of the outcome; else "".
+func (r result) detailOf(status int) string {
+	if status != http.StatusServiceUnavailable {
+		return ""
+	}
+	var p struct {
+		Detail string `json:"detail"`
+	}
+	json.Unmarshal(r.body, &p)
+	return p.Detail
+}
+
 // reason is the reason of a not_holder answer.
 func (r result) reason() string {
 	var p struct {

@@ -55,6 +55,9 @@ type op struct {
 	prim string
 	ttl  time.Duration
 	code string
+	// detail is a 503's problem detail: what the gateway knows of the
+	// outcome (no answer in time, or an error from Redis).
+	detail string
 	// limit is the limit a semaphore's acquire sent, or a resize set.
 	limit int
 	// also are the other names one call acted on, recorded once per name

@@ -138,7 +138,7 @@ func lockSetCycle(ctx context.Context, w *worker, _ string) {
 	for _, n := range names {
 		// A lock the set took while it waited for the next has a lease
 		// of its TTL plus what was left of its wait.
-		o := op{client: w.id, lock: n, also: othersThan(names, n), kind: opSetAcquire, prim: w.prim, ttl: ttl + wait, wait: wait, call: call, ret: ret, status: status, code: code}
+		o := op{client: w.id, lock: n, also: othersThan(names, n), kind: opSetAcquire, prim: w.prim, ttl: ttl + wait, wait: wait, call: call, ret: ret, status: status, code: code, detail: r.detailOf(status)}
 		if g, ok := byName[n]; ok && status == http.StatusCreated {
 			o.fence, o.expires = g.FencingToken, g.ExpiresAt
 			sg.recs[n] = &grantRec{lock: n, fence: g.FencingToken, acquired: o, known: g.ExpiresAt, prim: w.prim}
@@ -149,6 +149,9 @@ func lockSetCycle(ctx context.Context, w *worker, _ string) {
 		time.Sleep(time.Duration(20+w.rng.IntN(30)) * time.Millisecond) // no gateway there: a client backs off
 	}
 	if status == http.StatusCreated {
+		for _, l := range s.Locks {
+			sg.leased(ctx, "set acquire", call, ret, l)
+		}
 		sg.hold(ctx)
 	}
 }
@@ -215,6 +218,13 @@ func (sg *setGrant) hold(ctx context.Context) {
 	sg.release(ctx, refused)
 }
 
+// leased checks that Redis holds the lease on l's lock that a set call
+// (called at call, answered at ret) answered (matrix_leases_test.go).
+func (sg *setGrant) leased(ctx context.Context, what string, call, ret time.Time, l grant) {
+	sg.w.checkLease(ctx, leaseAnswer{what: what, name: l.Lock, kind: exclusiveHold, token: setOwnerToken(sg.tok, l.Lock),
+		fence: l.FencingToken, call: call, ret: ret, expires: l.ExpiresAt})
+}
+
 func (sg *setGrant) write() {
 	for _, n := range sg.names {
 		rec := sg.recs[n]
@@ -260,6 +270,7 @@ func (sg *setGrant) renew(ctx context.Context, ttl time.Duration) *op {
 	if o.status >= 400 {
 		o.code = r.code()
 	}
+	o.detail = r.detailOf(o.status)
 	byName := make(map[string]grant)
 	for _, g := range l.Locks {
 		byName[g.Lock] = g
@@ -279,6 +290,7 @@ func (sg *setGrant) renew(ctx context.Context, ttl time.Duration) *op {
 					n, rec.fence, w.prim, stamp(o.ret), g.FencingToken))
 			default:
 				rec.known = g.ExpiresAt
+				sg.leased(ctx, "set renewal", o.call, o.ret, g)
 			}
 		}
 		sg.ops(o, func(n string) int {
@@ -317,6 +329,7 @@ func (sg *setGrant) release(ctx context.Context, refused *op) {
 	if o.status >= 400 {
 		o.code = r.code()
 	}
+	o.detail = r.detailOf(o.status)
 	var gone []string
 	switch o.status {
 	case http.StatusOK:

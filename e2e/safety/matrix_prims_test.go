@@ -90,6 +90,7 @@ func (w *worker) finish(o op, r result, g grant) op {
 	if o.status >= 400 {
 		o.code = r.code()
 	}
+	o.detail = r.detailOf(o.status)
 	if o.status == http.StatusCreated || o.status == http.StatusOK {
 		if o.fence == 0 {
 			o.fence = g.FencingToken
@@ -308,6 +309,17 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 	if hd.g.Holds > 1 {
 		wrong("a new grant answered %d holds", hd.g.Holds)
 	}
+	kind := exclusiveHold
+	switch {
+	case hd.limit > 0:
+		kind = permitHold
+	case hd.shared:
+		kind = sharedHold
+	}
+	leased := func(what string, o op, expires time.Time) { // Redis holds what o answered
+		w.checkLease(ctx, leaseAnswer{what: what, name: hd.lock, kind: kind, token: hd.g.Token, fence: rec.fence, call: o.call, ret: o.ret, expires: expires})
+	}
+	leased("acquire", hd.got, hd.g.ExpiresAt)
 	write()
 	for range hd.reenter {
 		o := w.op(opReenter, hd.lock, hd.ttl, 0)
@@ -319,6 +331,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		case o.status == http.StatusOK:
 			holds++
 			ids = append(ids, re.Hold)
+			leased("re-entry", o, re.ExpiresAt)
 			if sure && re.Holds != holds {
 				wrong("re-entry answered %d holds at %s, want %d", re.Holds, stamp(o.ret), holds)
 			}
@@ -341,6 +354,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		switch {
 		case o.status == http.StatusOK:
 			rec.known = l.ExpiresAt
+			leased("renew", o, l.ExpiresAt)
 		case o.status == http.StatusConflict:
 			gone(o, r)
 			return

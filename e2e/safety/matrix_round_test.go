@@ -13,7 +13,14 @@ type roundState struct {
 	lockNames, semNames []string
 	locks, sems         *history
 	clients             []func() *client
-	watches             watchLog
+	// gatewayOf is the index, in the round's gateways, of the gateway
+	// each worker (by its id, op.client) calls.
+	gatewayOf map[int]int
+	watches   watchLog
+	// redis reads what Redis holds, for the lease check
+	// (matrix_leases_test.go); leases is what it found.
+	redis  redisNodes
+	leases leaseLog
 
 	mu    sync.Mutex
 	notes []roundNote
@@ -75,6 +82,7 @@ func (rs *roundState) findings(f *faulty) []finding {
 	}
 	rs.watchFindings(f, add)
 	fs = append(fs, rs.locks.renewalFindings(rs.setRefusals)...)
+	fs = append(fs, rs.leaseFindings()...)
 	return append(fs, rs.locks.setFindings(f.trusted)...)
 }
 

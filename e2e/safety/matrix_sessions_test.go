@@ -50,6 +50,9 @@ type sessionHold struct {
 	Kind         string `json:"kind"`
 	Resource     string `json:"resource"`
 	FencingToken int64  `json:"fencing_token"`
+	// ExpiresAt is a renewed grant's own lease: the session's, unless a
+	// break's period shortened it.
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // sessionAnswer is the 200 of a keep-alive or an end.
@@ -133,6 +136,22 @@ type sessGrant struct {
 	rec   *grantRec // when answered 201
 	tok   string
 	done  bool // released on its own (whatever the answer) or gone
+	// racing: the acquire runs beside its session's end, which may end
+	// its grant at any moment: no lease check (matrix_leases_test.go).
+	racing bool
+	shared bool
+}
+
+// leaseAnswer is a lease answered for g's grant, for the lease check.
+func (g *sessGrant) leaseAnswer(what string, call, ret, expires time.Time) leaseAnswer {
+	kind := exclusiveHold
+	switch {
+	case g.sem:
+		kind = permitHold
+	case g.shared:
+		kind = sharedHold
+	}
+	return leaseAnswer{what: what, name: g.name, kind: kind, token: g.tok, fence: g.rec.fence, call: call, ret: ret, expires: expires}
 }
 
 // sessionRun is one session as its client saw it.
@@ -207,7 +226,7 @@ func sessionCycle(ctx context.Context, w *worker, _ string) {
 		if i := slices.IndexFunc(names, func(n string) bool {
 			return !slices.ContainsFunc(sr.grants, func(g *sessGrant) bool { return g.name == n })
 		}); i >= 0 {
-			raced = &sessGrant{name: names[i]}
+			raced = &sessGrant{name: names[i], racing: true}
 			v := w.view(w.h)
 			v.rng = rand.New(rand.NewPCG(w.rng.Uint64(), 1)) // its own: it runs beside w
 			shared, patience := w.rng.IntN(4) == 0, time.Duration(100+w.rng.IntN(400))*time.Millisecond
@@ -250,6 +269,7 @@ func (sr *sessionRun) take(ctx context.Context, w *worker, g *sessGrant, shared 
 		g.h = w.round.sems
 	}
 	g.label = fmt.Sprintf("s%d-%d", w.id, w.rng.Uint64())
+	g.shared = shared
 	c := sr.c
 	o := w.op(opAcquire, g.name, sr.ttl, wait)
 	if g.sem {
@@ -261,6 +281,9 @@ func (sr *sessionRun) take(ctx context.Context, w *worker, g *sessGrant, shared 
 	case g.got.status == http.StatusCreated:
 		g.tok = gr.Token
 		g.rec = &grantRec{lock: g.name, fence: gr.FencingToken, shared: shared, acquired: g.got, known: gr.ExpiresAt, prim: w.prim}
+		if !g.racing {
+			w.checkLease(ctx, g.leaseAnswer("acquire", g.got.call, g.got.ret, gr.ExpiresAt))
+		}
 	case g.got.code == "session_ended" && !g.sem:
 		// The acquire released what it took before it answered.
 		if labels, ok := c.holderLabels(ctx, g.name); ok && slices.Contains(labels, g.label) {
@@ -307,7 +330,7 @@ func (sr *sessionRun) keep(ctx context.Context) {
 	if r.err != nil {
 		status = 0
 	}
-	o := op{client: w.id, kind: opRenew, prim: w.prim, ttl: sr.ttl, call: call, ret: ret, status: status, code: r.code()}
+	o := op{client: w.id, kind: opRenew, prim: w.prim, ttl: sr.ttl, call: call, ret: ret, status: status, code: r.code(), detail: r.detailOf(status)}
 	w.serverError("keep-alive", o, r)
 	switch {
 	case status == http.StatusOK:
@@ -326,14 +349,22 @@ func (sr *sessionRun) keep(ctx context.Context) {
 			e.fence = g.rec.fence
 		}
 		if status == http.StatusOK {
-			listed := func(hs []sessionHold) bool {
-				return slices.ContainsFunc(hs, func(h sessionHold) bool { return h.Resource == g.name && (h.Kind == "semaphore") == g.sem })
+			at := func(hs []sessionHold) int {
+				return slices.IndexFunc(hs, func(h sessionHold) bool { return h.Resource == g.name && (h.Kind == "semaphore") == g.sem })
 			}
+			listed := func(hs []sessionHold) bool { return at(hs) >= 0 }
 			switch {
 			case listed(a.Renewed):
-				e.expires = a.ExpiresAt
-				if g.rec != nil && a.ExpiresAt.After(g.rec.known) {
-					g.rec.known = a.ExpiresAt
+				ends := a.Renewed[at(a.Renewed)].ExpiresAt // the grant's own lease
+				if ends.IsZero() {
+					ends = a.ExpiresAt
+				}
+				e.expires = ends
+				if g.rec != nil && ends.After(g.rec.known) {
+					g.rec.known = ends
+				}
+				if g.rec != nil {
+					w.checkLease(ctx, g.leaseAnswer("keep-alive", call, ret, ends))
 				}
 			case listed(a.Gone) && g.rec != nil:
 				e.status = http.StatusConflict
@@ -396,7 +427,7 @@ func (sr *sessionRun) end(ctx context.Context, raced *sessGrant, wait chan struc
 	if r.err != nil {
 		status = 0
 	}
-	o := op{client: w.id, kind: opRelease, prim: w.prim, call: call, ret: ret, status: status, code: r.code()}
+	o := op{client: w.id, kind: opRelease, prim: w.prim, call: call, ret: ret, status: status, code: r.code(), detail: r.detailOf(status)}
 	w.serverError("end", o, r)
 	if wait != nil {
 		<-wait
@@ -432,7 +463,7 @@ func (sr *sessionRun) end(ctx context.Context, raced *sessGrant, wait chan struc
 	}
 	// Nothing joins an ended session.
 	if w.rng.IntN(3) == 0 {
-		probe := &sessGrant{name: sr.w.round.lockNames[w.rng.IntN(len(sr.w.round.lockNames))]}
+		probe := &sessGrant{name: sr.w.round.lockNames[w.rng.IntN(len(sr.w.round.lockNames))], racing: true} // a 201 is the finding
 		sr.take(ctx, w, probe, false, 0)
 		if probe.rec != nil {
 			w.round.note(finding{kind: answerWrong, lock: probe.name, prim: w.prim, from: call, to: probe.got.ret, msg: fmt.Sprintf(

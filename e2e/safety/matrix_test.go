@@ -38,7 +38,9 @@ import (
 // name; no permit granted while as many hold as a lowered limit certainly in
 // force (the semaphore row's holders resize, matrix_resize_test.go); and
 // once the load stops, every name frees by the end of the last lease any
-// call may have made. The breaker row breaks the round's locks at random:
+// call may have made. Every answer that states a lease is read back from
+// Redis at once: Redis holds at least that (matrix_leases_test.go). The
+// breaker row breaks the round's locks at random:
 // a grant counts as held only until the call of the first break that may
 // have ended it, a "broken" answer needs such a break, and no call of a
 // grant live when a break answered 200 succeeds after that answer
@@ -50,9 +52,11 @@ import (
 // finding. A cell whose row was short in every round is skipped, saying so.
 //
 // The seeds are logged: LOCKGATE_FAULT_SEED=<seed> replays one round with
-// it (with -run 'TestFaultMatrix/<topology>'); the goroutines' interleaving
-// differs from run to run.
+// it (with -run 'TestFaultMatrix/<topology>'), and LOCKGATE_FAULT_ROUND=m1
+// gives it the names of round m1 (on Cluster, where they are decides which
+// node each is on); the goroutines' interleaving differs from run to run.
 func TestFaultMatrix(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	var seeds []uint64
 	for range matrixSeeds {
 		seeds = append(seeds, rand.Uint64())
@@ -93,7 +97,11 @@ func TestFaultMatrix(t *testing.T) {
 					t.Logf("round %d: a redraw, as a row made too few grants in a round", i)
 				}
 				t.Logf("round %d: seed %d", i, seed)
-				out := f.round(t, seed, fmt.Sprintf("m%d", i), matrixRound, f.inject)
+				prefix := fmt.Sprintf("m%d", i)
+				if r := os.Getenv("LOCKGATE_FAULT_ROUND"); r != "" && redraws == 0 {
+					prefix = r // the replayed round's names: on Cluster, its slots
+				}
+				out := f.round(t, seed, prefix, matrixRound, f.inject)
 				rounds++
 				bit += out.bit
 				for _, p := range primitives {
@@ -180,6 +188,8 @@ type roundOutcome struct {
 	// short are the rows that made too few grants to show anything,
 	// however long the round ran (see minRoundGrants).
 	short []string
+	// gatewayOf is the gateway each worker called (roundState.gatewayOf).
+	gatewayOf map[int]int
 }
 
 // round runs one seeded round of length on fresh names (prefix), faulted
@@ -193,7 +203,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 		semNames = append(semNames, prefix+"/sem-"+s)
 	}
 	locks, sems, res := &history{}, &history{}, newResource()
-	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems}
+	rs := &roundState{lockNames: lockNames, semNames: semNames, locks: locks, sems: sems, redis: f.redis, gatewayOf: make(map[int]int)}
 	for _, g := range f.gateways {
 		rs.clients = append(rs.clients, g.client)
 	}
@@ -214,7 +224,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 			case <-ctx.Done():
 				return
 			case now := <-poll.C:
-				if now.Sub(start) < length {
+				if now.Sub(start) < length || (f.holdLoad != nil && !closed(f.holdLoad)) {
 					continue
 				}
 				if g, _ := rs.grantCounts(); len(f.short(g)) == 0 || now.Sub(start) >= matrixStretch*length {
@@ -240,6 +250,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 			i := id
 			id++
 			slot := f.gateways[k%len(f.gateways)] // each primitive on every gateway
+			rs.gatewayOf[i] = k % len(f.gateways)
 			if notYet(p.name, f.name) != "" {
 				continue
 			}
@@ -277,17 +288,17 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	fs = append(fs, sems.matrixFindings(semLimit, f.trusted)...)
 	lowered, checked := sems.loweredFindings()
 	fs = append(fs, lowered...)
-	fs = append(fs, rs.findings(f)...)
 
 	grants, unknowns := rs.grantCounts()
-	t.Logf("round %s: %v of load, %d calls; grants by primitive %v, unknown outcomes %v; %d permits granted under a lowered limit checked; faults: %s",
-		prefix, loaded.Round(100*time.Millisecond), len(locks.ops)+len(sems.ops), grants, unknowns, checked, strings.Join(did, ", "))
+	fs = append(fs, rs.findings(f)...)
+	t.Logf("round %s: %v of load, %d calls; grants by primitive %v, unknown outcomes %v; %d permits granted under a lowered limit checked; %s; faults: %s",
+		prefix, loaded.Round(100*time.Millisecond), len(locks.ops)+len(sems.ops), grants, unknowns, checked, rs.leases.counts(), strings.Join(did, ", "))
 	short := f.short(grants)
 	if len(short) > 0 {
 		t.Logf("round %s: too few grants to show anything (fewer than %d) for %s, with the load run on to %d times the round's %v (a busy machine): not counted for those rows; every check still ran",
 			prefix, minRoundGrants, strings.Join(short, ", "), matrixStretch, length)
 	}
-	return roundOutcome{findings: fs, locks: locks, sems: sems, bit: bit, short: short}
+	return roundOutcome{findings: fs, locks: locks, sems: sems, bit: bit, short: short, gatewayOf: rs.gatewayOf}
 }
 
 // minRoundGrants is how many grants a row makes in a round that shows

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,14 @@ type faulty struct {
 	// rowWorkers gives rows more workers than their own (primitive
 	// workers), by row name, in this test's rounds.
 	rowWorkers map[string]int
+	// holdLoad, when set, keeps a round's load going past its length
+	// until it is closed: an injector whose faults need the load (each of
+	// the migrations of TestClusterSlotMigration) closes it once they
+	// are done, however long a busy machine made them take.
+	holdLoad chan struct{}
+	// redis are direct clients of the nodes that hold the data now, for
+	// the lease check (matrix_leases_test.go).
+	redis redisNodes
 	// pause stops a Redis node (SIGSTOP) and returns what resumes it.
 	pause func(t *testing.T, rng *rand.Rand) func()
 	// own are the topology's own faults (a failover, a slot migration),
@@ -112,6 +121,8 @@ func (s *gatewaySlot) restart(t *testing.T) {
 func startSingle(t *testing.T) *faulty {
 	rs := redistest.Start(t)
 	f := &faulty{pause: func(t *testing.T, _ *rand.Rand) func() { rs.Pause(t); return func() { rs.Resume(t) } }}
+	direct := []*redis.Client{directClient(t, rs.Addr)}
+	f.redis = func() []*redis.Client { return direct }
 	for range 3 {
 		p := startProxy(t, rs.Addr)
 		f.proxies = append(f.proxies, p)
@@ -126,6 +137,11 @@ func startSingle(t *testing.T) *faulty {
 func startClusterTopology(t *testing.T) *faulty {
 	pc := startProxiedCluster(t, 3)
 	f := &faulty{proxies: pc.proxies}
+	var direct []*redis.Client
+	for _, n := range pc.cluster.Nodes {
+		direct = append(direct, directClient(t, n.Addr))
+	}
+	f.redis = func() []*redis.Client { return direct }
 	f.pause = func(t *testing.T, rng *rand.Rand) func() {
 		n := pc.cluster.Nodes[rng.IntN(len(pc.cluster.Nodes))]
 		n.Pause(t)
@@ -155,6 +171,14 @@ func startFailoverTopology(t *testing.T) *faulty {
 	primary := redistest.Start(t)
 	replica := redistest.StartReplica(t, primary)
 	f := &faulty{}
+	var direct atomic.Pointer[redis.Client] // the failover holds mu a while
+	direct.Store(directClient(t, primary.Addr))
+	f.redis = func() []*redis.Client {
+		if c := direct.Load(); c != nil {
+			return []*redis.Client{c}
+		}
+		return nil
+	}
 	f.pause = func(t *testing.T, _ *rand.Rand) func() {
 		mu.Lock()
 		p := primary
@@ -171,12 +195,14 @@ func startFailoverTopology(t *testing.T) *faulty {
 		f.lost = append(f.lost, time.Now())
 		f.mu.Unlock()
 		missing, state, checked := unreplicated(t, primary, replica)
+		direct.Store(nil) // no lease check reads until the replica is the primary
 		primary.Stop()
 		replica.Promote(t)
 		for _, p := range f.proxies {
 			p.setUpstream(replica.Addr)
 		}
 		primary, replica = replica, redistest.StartReplica(t, replica)
+		direct.Store(directClient(t, primary.Addr))
 		return fmt.Sprintf("failed over to %s, losing %d of the old primary's %d keys (%d besides call records)", primary.Addr, missing, checked, state), missing > 0
 	})
 	for range 3 {

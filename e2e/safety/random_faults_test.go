@@ -31,6 +31,7 @@ import (
 // logged on failure: LOCKGATE_FAULT_SEED=<seed> replays them (the
 // goroutines' interleaving differs from run to run).
 func TestRandomFaults(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	seed := faultSeed(t)
 
 	const (

@@ -191,6 +191,7 @@ func TestSemaphoreHistoryTwoGateways(t *testing.T) {
 // grants certainly hold the semaphore, and tokens must be unique and
 // increase in real-time order. LOCKGATE_FAULT_SEED replays the faults.
 func TestSemaphoreRandomFaults(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	seed := faultSeed(t)
 	const (
 		limit        = 3

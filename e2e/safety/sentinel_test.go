@@ -44,6 +44,7 @@ import (
 //
 // LOCKGATE_FAULT_SEED=<seed> replays the clients' choices.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // long, and much of it waiting: it runs beside the other long ones
 	seed := rand.Uint64()
 	if s := os.Getenv("LOCKGATE_FAULT_SEED"); s != "" {
 		var err error

@@ -1,0 +1,186 @@
+package safety
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockgate/lockgate/locks"
+)
+
+// The one place in this package that knows how the Redis backend keeps a
+// grant (lua/lib_keys.lua for a lock, lua/semlib.lua for a semaphore):
+// the lease check (matrix_leases_test.go) reads Redis through readHold
+// alone, and its own test shortens a lease through shortenHold. When the
+// layout changes, these two functions change, and nothing else.
+//
+// Today, for a lock ns/name, with the gateway's default prefix:
+//   - lockgate:{ns/name} is a hash: 'tok' is the SHA-256 (hex) of the
+//     exclusive holder's owner token, 'fence' its fencing token; the key's
+//     PEXPIRE is its lease. Held shared, 'tok' is empty and each holder
+//     has a field 'r:<token hash>', JSON {f: fencing token, ...};
+//   - lockgate:{ns/name}:readers is a zset, token hash of a shared holder
+//     -> ms (Redis clock) when its lease ends;
+//   - lockgate:sem:{ns/name} is a semaphore's hash, token hash -> JSON
+//     {f: fencing token, ...}, and lockgate:sem:{ns/name}:leases its zset
+//     of lease ends, as for shared holders.
+//
+// A lock set's locks, and a session's grants, are ordinary grants of their
+// locks; a set's owner token of each lock is derived from the set's token
+// (setOwnerToken).
+
+// holdKind is how a grant holds its name.
+type holdKind int
+
+const (
+	exclusiveHold holdKind = iota // a lock, exclusively
+	sharedHold                    // a lock, shared
+	permitHold                    // a permit of a semaphore
+)
+
+func (k holdKind) String() string {
+	return [...]string{"exclusive", "shared", "permit"}[k]
+}
+
+// redisHold is what Redis held for one owner token of a name, at one
+// moment on Redis's clock.
+type redisHold struct {
+	at    time.Time // Redis's clock (TIME) when it was read
+	held  bool      // the token held the name
+	fence int64     // its fencing token, when held
+	// end is when its lease ends on Redis's clock, when held: the
+	// earliest of the expiries that would drop it.
+	end time.Time
+	// other says what Redis held instead, when not held.
+	other string
+	// provisional: the grant is still a hand-off's, which its waiter has
+	// not picked up (its lease is the pick-up's window, not its TTL).
+	provisional bool
+}
+
+// redisKeys are the keys of name's grants of kind (see above).
+func redisKeys(kind holdKind, name string) (main, leases string) {
+	if kind == permitHold {
+		s := "lockgate:sem:{" + name + "}"
+		return s, s + ":leases"
+	}
+	k := "lockgate:{" + name + "}"
+	return k, k + ":readers"
+}
+
+// readHold reads, in one transaction on c (the node that serves name),
+// what Redis holds for the owner token whose hash is tokHash.
+func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash string) (redisHold, error) {
+	main, leases := redisKeys(kind, name)
+	var (
+		now              *redis.TimeCmd
+		fields           *redis.SliceCmd
+		member           *redis.StringCmd
+		score            *redis.FloatCmd
+		mainTTL, lessTTL *redis.DurationCmd
+	)
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		switch kind {
+		case exclusiveHold:
+			fields = p.HMGet(ctx, main, "tok", "fence", "p")
+		case sharedHold:
+			member = p.HGet(ctx, main, "r:"+tokHash)
+			score = p.ZScore(ctx, leases, tokHash)
+			lessTTL = p.PTTL(ctx, leases)
+		case permitHold:
+			member = p.HGet(ctx, main, tokHash)
+			score = p.ZScore(ctx, leases, tokHash)
+			lessTTL = p.PTTL(ctx, leases)
+		}
+		mainTTL = p.PTTL(ctx, main)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return redisHold{}, err
+	}
+	h := redisHold{at: now.Val()}
+	// expiry is when a key with PTTL d (its value read in the same
+	// transaction as TIME) goes: never for -1, already for -2.
+	expiry := func(d time.Duration) time.Time {
+		switch {
+		case d == -1:
+			return h.at.Add(time.Hour)
+		case d < 0:
+			return h.at
+		}
+		return h.at.Add(d)
+	}
+	if kind == exclusiveHold {
+		v := fields.Val()
+		tok, _ := v[0].(string)
+		fence, _ := v[1].(string)
+		if tok != tokHash {
+			h.other = fmt.Sprintf("holder %.12s..., fencing token %s", tok, fence)
+			if tok == "" {
+				h.other = fmt.Sprintf("no exclusive holder (PTTL %v)", mainTTL.Val())
+			}
+			return h, nil
+		}
+		h.held, h.end = true, expiry(mainTTL.Val())
+		h.fence, _ = strconv.ParseInt(fence, 10, 64)
+		h.provisional = v[2] != nil
+		return h, nil
+	}
+	if member.Err() != nil || score.Err() != nil {
+		h.other = fmt.Sprintf("no %s hold of the token", kind)
+		return h, nil
+	}
+	var rec struct {
+		F json.RawMessage `json:"f"` // a number, or its digits in a string
+		P any             `json:"p"`
+	}
+	if err := json.Unmarshal([]byte(member.Val()), &rec); err != nil {
+		return redisHold{}, fmt.Errorf("%s hold of %s: %w", kind, name, err)
+	}
+	h.held, h.provisional = true, rec.P != nil
+	h.fence, _ = strconv.ParseInt(strings.Trim(string(rec.F), `"`), 10, 64)
+	h.end = time.UnixMilli(int64(score.Val()))
+	for _, d := range []time.Duration{mainTTL.Val(), lessTTL.Val()} {
+		if e := expiry(d); e.Before(h.end) {
+			h.end = e
+		}
+	}
+	return h, nil
+}
+
+// shortenHold makes the lease of tokHash's grant of name end in d, as
+// Redis keeps it: TestLeaseCheckSeesAShortLease's stand-in for a script
+// that cuts a lease short.
+func shortenHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash string, d time.Duration) error {
+	main, leases := redisKeys(kind, name)
+	if kind == exclusiveHold {
+		return c.PExpire(ctx, main, d).Err()
+	}
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	return c.ZAddXX(ctx, leases, redis.Z{Score: float64(now.Add(d).UnixMilli()), Member: tokHash}).Err()
+}
+
+// tokenHash is what Redis keeps of an owner token.
+func tokenHash(token string) string { return locks.TokenHash(token) }
+
+// setOwnerToken is the owner token of lock name's grant in the lock set
+// whose token is setToken (locks.setOwner): an HMAC of the lock's name
+// under the set's token.
+func setOwnerToken(setToken, name string) string {
+	mac := hmac.New(sha256.New, []byte(setToken))
+	mac.Write([]byte("set:" + name))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+}
