@@ -3,10 +3,12 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/locks"
@@ -195,38 +197,26 @@ func TestRedisClusterMinReplicasWithoutReplicas(t *testing.T) {
 func TestRedisMinReplicasReleaseWaits(t *testing.T) {
 	primary := redistest.Start(t)
 	redistest.StartReplica(t, primary)
-	admin := primary.Client(t)
-	// WAITs are counted server-wide: a heartbeat round (every third of the
-	// waiter lease) that ran between the release script and the hand-off
-	// reaching the waiter told the gateway the waiter was no longer queued,
-	// and its acquire ran again to pick the grant up, with a WAIT of its
-	// own ("sent 2 WAITs, want 1" under load). A waiter lease of a minute
-	// keeps heartbeats out of the test.
-	r := newRedis(t, primary, redisbackend.Options{MinReplicas: 1, ReplicaTimeout: replicaTimeout, Timeout: redisTimeout,
+	// The WAITs are counted where the gateway sends them, in the pipelines
+	// that carry a release: counted server-wide, a waiter's own calls (it
+	// may ask its script once more before it takes a grant handed to it,
+	// and a heartbeat round may wake it) were counted too ("sent 2 WAITs,
+	// want 1" under load).
+	hook := &releaseWaits{}
+	client := newClient(t, primary)
+	client.AddHook(hook)
+	r := openRedis(t, client, redisbackend.Options{MinReplicas: 1, ReplicaTimeout: replicaTimeout, Timeout: redisTimeout,
 		WaiterLease: time.Minute})
+	t.Cleanup(func() { r.Close() })
 	ctx := context.Background()
 	req := locks.AcquireRequest{TTL: time.Minute, Subject: "tester"}
-	waits := func() int64 {
+	release := func(key locks.Key, token string) (sentWaits int) {
 		t.Helper()
-		stats, err := admin.Info(ctx, "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(stats, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:calls="); ok {
-				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				return n
-			}
-		}
-		return 0
-	}
-	release := func(key locks.Key, token string) (sentWaits int64) {
-		t.Helper()
-		before := waits()
+		before := hook.count()
 		if _, err := r.Release(ctx, key, token); err != nil {
 			t.Fatal(err)
 		}
-		return waits() - before
+		return hook.count() - before
 	}
 
 	key := locktest.UniqueKey(t)
@@ -242,20 +232,11 @@ func TestRedisMinReplicasReleaseWaits(t *testing.T) {
 	key = locktest.UniqueKey(t)
 	g = locktest.MustAcquire(t, r, key, req)
 	got := make(chan error, 1)
-	queuedWait := waits() + 1 // the waiter's acquire's
 	go func() {
 		_, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute, Subject: "waiter", Wait: time.Minute})
 		got <- err
 	}()
 	waitQueued(t, r, key, 1)
-	// The waiter's acquire sends its WAIT after its script, so the queue can
-	// be seen before that WAIT is counted: count it before the release.
-	for deadline := time.Now().Add(10 * time.Second); waits() < queuedWait; {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter's acquire sent no WAIT within 10s")
-		}
-		time.Sleep(time.Millisecond) // polling for the WAIT to be counted
-	}
 	if n := release(key, g.Token); n != 1 {
 		t.Errorf("a release handing its own waiter the lock sent %d WAITs, want 1", n)
 	}
@@ -270,5 +251,42 @@ func TestRedisMinReplicasReleaseWaits(t *testing.T) {
 	}
 	if n := release(key, g.Token); n != 1 {
 		t.Errorf("a release handing the lock to a waiter it did not know of sent %d WAITs, want 1", n)
+	}
+}
+
+// releaseWaits is a go-redis hook that counts the WAITs sent in pipelines
+// that carry a call of the release function.
+type releaseWaits struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (h *releaseWaits) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+func (h *releaseWaits) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *releaseWaits) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *releaseWaits) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		release, waits := false, 0
+		for _, c := range cmds {
+			args := c.Args()
+			if fn, _ := args[min(1, len(args)-1)].(string); strings.EqualFold(c.Name(), "fcall") && strings.HasPrefix(fn, "lockgate_release_") {
+				release = true
+			}
+			if strings.EqualFold(c.Name(), "wait") {
+				waits++
+			}
+		}
+		if release {
+			h.mu.Lock()
+			h.n += waits
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
 	}
 }
