@@ -20,9 +20,10 @@ if ARGV[1] ~= '' then
 end
 if redis.call('HEXISTS', S.holders, ARGV[2]) == 1 then
   if ARGV[3] == '1' then
+    local h = cjson.decode(redis.call('HGET', S.holders, ARGV[2]))
     redis.call('HDEL', S.holders, ARGV[2])
     redis.call('ZREM', S.leases, ARGV[2])
-    released(S)
+    released(S, now - (tonumber(h.a) or now))
     local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
     if limit then
       sem_handoff(S, t, now, limit, ARGV[4], ARGV[5], nil)

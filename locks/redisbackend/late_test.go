@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -194,4 +195,115 @@ func TestRedisLateAcquireTakesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loseReply is a go-redis hook that sends the next call of one script to
+// Redis, which runs it, and answers its caller with a timeout: a reply
+// lost on the way back.
+type loseReply struct {
+	script string
+	mu     sync.Mutex
+	armed  bool
+}
+
+func (h *loseReply) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *loseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *loseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, c := range cmds {
+			args := c.Args()
+			if !h.armed || len(args) < 2 || !strings.EqualFold(c.Name(), "fcall") {
+				continue
+			}
+			if fn, _ := args[1].(string); strings.HasPrefix(fn, h.script) && c.Err() == nil {
+				h.armed = false
+				c.SetErr(errStalled)
+			}
+		}
+		return err
+	}
+}
+
+// TestRedisLostGrantIsGivenBack: an acquire that Redis ran, but whose reply
+// was lost, is given back by the gateway's clean-up, a lock's and a
+// permit's alike: nobody holds what no caller was told of. (The permit's
+// clean-up, sem_leave, failed on a release record it could not write once
+// that record carried how long the grant was held: the permit stayed held
+// for its whole lease.)
+func TestRedisLostGrantIsGivenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		acquire      func(r *redisbackend.Backend, key locks.Key) error
+		held         func(r *redisbackend.Backend, key locks.Key) bool
+	}{
+		{"Lock", "lockgate_acquire_",
+			func(r *redisbackend.Backend, key locks.Key) error {
+				_, err := r.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Subject: "t"})
+				return err
+			},
+			func(r *redisbackend.Backend, key locks.Key) bool {
+				_, err := r.Inspect(context.Background(), key)
+				return !errors.Is(err, locks.ErrNotHeld)
+			}},
+		{"Permit", "lockgate_sem_acquire_",
+			func(r *redisbackend.Backend, key locks.Key) error {
+				_, err := r.AcquirePermit(context.Background(), key, locks.SemaphoreRequest{
+					AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Subject: "t"}, Limit: 1})
+				return err
+			},
+			func(r *redisbackend.Backend, key locks.Key) bool {
+				info, err := r.InspectSemaphore(context.Background(), key)
+				return err == nil && len(info.Holders) > 0
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := newClient(t, srv)
+			hook := &loseReply{script: tc.script}
+			client.AddHook(hook)
+			r := openRedis(t, client, redisbackend.Options{})
+			// Loads the functions first, so that the lost call is the one
+			// that runs, and no first call of one fails for want of it.
+			if err := r.LoadFunctions(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			key := locks.Key{Namespace: "lost", Name: "grant"}
+			admin := newClient(t, srv)
+			failedBefore := failedScriptCalls(t, admin)
+			hook.mu.Lock()
+			hook.armed = true
+			hook.mu.Unlock()
+			if err := tc.acquire(r, key); !errors.Is(err, locks.ErrUnavailable) {
+				t.Fatalf("the acquire whose reply was lost: got %v, want ErrUnavailable", err)
+			}
+			r.Close() // waits for the clean-up
+			if tc.held(newRedis(t, srv, redisbackend.Options{}), key) {
+				t.Fatalf("after the clean-up of an acquire whose reply was lost, it is still held: nobody was told of that grant")
+			}
+			if n := failedScriptCalls(t, admin) - failedBefore; n != 0 {
+				t.Fatalf("%d script calls failed in Redis during the clean-up, want none: it must run to its end (the hand-off to the next waiter comes last)", n)
+			}
+		})
+	}
+}
+
+// failedScriptCalls is how many FCALLs Redis answered with an error.
+func failedScriptCalls(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	stats, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(stats, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_fcall:"); ok {
+			_, f, _ := strings.Cut(rest, "failed_calls=")
+			n, _ := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
