@@ -11,8 +11,8 @@ local RECORD_PX = RECORD_MS .. ''
 -- has no read of its own of a key that may not exist: it reads one that
 -- never does, so that on Cluster, while the lock's slot migrates, Redis
 -- stops the script here, before it writes anything.
-local function guard_migrating(K)
-  redis.call('EXISTS', K.lock .. ':c:')
+local function guard_migrating()
+  redis.call('EXISTS', KEYS[1] .. ':c:')
 end
 
 -- why_released says why the caller's token holds nothing and, when its

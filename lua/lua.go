@@ -286,8 +286,8 @@ var scripts = []Script{
 	writesIdempotent("watch", watchSrc, describeLibs),  // records an expiry, as every lock script does first
 	writesIdempotent("watching", watchingSrc, lockLib), // the watch registry, advisory
 
-	writes("sem_acquire", true, semAcquireSrc, semLibs),
-	writes("sem_release", false, semReleaseSrc, semLibs),
+	keyed("sem_acquire", true, semAcquireSrc, semLibs),
+	keyed("sem_release", false, semReleaseSrc, semLibs),
 	writes("sem_leave", true, semLeaveSrc, semLibs),
 	writes("sem_heartbeat", false, semHeartbeatSrc, semLibs),
 	writes("sem_renew", true, semRenewSrc, lockLib),

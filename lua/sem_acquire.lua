@@ -25,14 +25,32 @@
 
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 local tok, ttl, me, limit = ARGV[1], ARGV[2], ARGV[6], tonumber(ARGV[12])
+-- The token's record: nil for a new token, and so the read that stops the
+-- script while its slot migrates (keyed, as acquire.lua is).
+local rec = redis.call('GET', S.record)
 local now, t = clock()
 purge(S, now)
 
-if redis.call('HEXISTS', S.holders, tok) == 1 then
+local mine = redis.call('HGET', S.holders, tok)
+if mine then
   if me ~= '' then
     dequeue(S, me)
   end
+  local handed, by = string.match(rec or '', '^h(%d):(.*)$')
+  if by == CALL_ID then
+    -- This call, delivered again: it answers the permit it took or picked
+    -- up, as it did (see acquire.lua).
+    local h = cjson.decode(mine)
+    return settle(S, {GRANTED, tonumber(h.f), tonumber(h.t), now, tonumber(h.a), tonumber(handed)})
+  end
   return settle(S, holder_reply(S, now, tok, 1))
+end
+
+-- A token whose record exists took a permit before, or gave its wait up:
+-- a late or repeated delivery, which takes nothing (see acquire.lua).
+local c = rec and string.sub(rec, 1, 1)
+if c and (me == '' or (c ~= 'b' and c ~= 'h')) then
+  return FENCED
 end
 
 local current = tonumber(redis.call('HGET', S.holders, '#limit'))

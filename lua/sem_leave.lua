@@ -32,6 +32,7 @@ if redis.call('HEXISTS', S.holders, ARGV[2]) == 1 then
   end
   return settle(S, holder_reply(S, now, ARGV[2], 1))
 end
+fenced(S) -- its acquire, should Redis receive it only now, takes nothing
 local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
 if limit then -- our place may have been what held the others back
   sem_handoff(S, t, now, limit, ARGV[4], ARGV[5], nil)

@@ -11,16 +11,23 @@
 --                     is how long the permit was held, ms
 --          {1, 0}     released within RECORD_MS before (see lib_record.lua): a
 --                     repeated release succeeds again, and changes nothing.
+--          {1, 0, held, REPEATED}
+--                     this call, delivered again (see release.lua).
 --                     Permits are not re-entrant, so never more holds
 --          {0, why}   not a holder: why is EXPIRED or UNKNOWN
 
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+guard_migrating()
 local now, t = clock()
 purge(S, now)
 local h = redis.call('HGET', S.holders, ARGV[1])
 if not h then
-  local reason = why(S)
-  if reason == RELEASED then
+  local reason, held, by = why_released(S)
+  if reason == RELEASED and by == CALL_ID then
+    -- This call, delivered again (see release.lua).
+    redis.call('PEXPIRE', S.record, RECORD_PX)
+    return {1, 0, held, REPEATED}
+  elseif reason == RELEASED then
     return {1, 0}
   end
   return {0, reason}

@@ -420,12 +420,9 @@ func (r *Backend) runAcquire(ctx context.Context, res resource, req locks.Acquir
 	id := newCallID()
 	rp, ackErr, err := res.kind.callAcquire(ctx, r, res.key, id, a)
 	if err != nil {
-		// The script may have run. A lock's acquire is keyed by its token,
-		// which the leave fences off; a semaphore's, by its call id.
-		if res.kind == lockKind {
-			id = ""
-		}
-		r.abandon(ctx, res, a.waiterID, a.tokHash, id)
+		// The script may have run. An acquire is keyed by its token, which
+		// the leave fences off.
+		r.abandon(ctx, res, a.waiterID, a.tokHash, "")
 		return reply{}, locks.Unavailable("acquire", res, err)
 	}
 	if rp.refused != nil { // nothing changed

@@ -162,39 +162,64 @@ func TestRedisLateRenewShortensNothing(t *testing.T) {
 // lua.Script.Keyed): its token's record does, written by the give-up.
 func TestRedisLateAcquireTakesNothing(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		wait time.Duration
-	}{{"NoWait", 0}, {"Waiting", time.Minute}} {
+		name, script, queue string
+		wait                time.Duration
+		acquire             func(r *redisbackend.Backend, key locks.Key, wait time.Duration) error
+		held                func(r *redisbackend.Backend, key locks.Key) bool
+	}{
+		{"Lock/NoWait", "lockgate_acquire_", "lockgate:{late/lock}:queue", 0, lateLock, lockHeld},
+		{"Lock/Waiting", "lockgate_acquire_", "lockgate:{late/lock}:queue", time.Minute, lateLock, lockHeld},
+		{"Permit/NoWait", "lockgate_sem_acquire_", "lockgate:sem:{late/lock}:queue", 0, latePermit, permitHeld},
+		{"Permit/Waiting", "lockgate_sem_acquire_", "lockgate:sem:{late/lock}:queue", time.Minute, latePermit, permitHeld},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			client := newClient(t, srv)
-			hook := &holdBack{script: "lockgate_acquire_"}
+			hook := &holdBack{script: tc.script}
 			client.AddHook(hook)
 			r := openRedis(t, client, redisbackend.Options{})
 			key := locks.Key{Namespace: "late", Name: "lock"}
-			req := locks.AcquireRequest{TTL: time.Minute, Subject: "t", Wait: tc.wait}
 			// Loads the functions, so that the held call names one Redis has.
-			warm := locks.Key{Namespace: "late", Name: "warm"}
-			if _, err := r.Acquire(context.Background(), warm, req); err != nil {
+			if err := r.LoadFunctions(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			hook.mu.Lock()
 			hook.armed = true
 			hook.mu.Unlock()
-			if g, err := r.Acquire(context.Background(), key, req); !errors.Is(err, locks.ErrUnavailable) {
-				t.Fatalf("the held acquire: got %+v, %v; want ErrUnavailable", g, err)
+			if err := tc.acquire(r, key, tc.wait); !errors.Is(err, locks.ErrUnavailable) {
+				t.Fatalf("the held acquire: got %v; want ErrUnavailable", err)
 			}
 			r.Close() // waits for the give-up that the unknown outcome started
 			hook.deliver(t, newClient(t, srv))
-			other := newRedis(t, srv, redisbackend.Options{})
-			if info, err := other.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
-				t.Fatalf("after the late acquire: got %+v, %v; want the lock free", info, err)
+			if tc.held(newRedis(t, srv, redisbackend.Options{}), key) {
+				t.Fatalf("after the late acquire: held, want free")
 			}
-			if n := newClient(t, srv).ZCard(context.Background(), "lockgate:{late/lock}:queue").Val(); n != 0 {
+			if n := newClient(t, srv).ZCard(context.Background(), tc.queue).Val(); n != 0 {
 				t.Fatalf("after the late acquire: %d waiters queued, want none", n)
 			}
 		})
 	}
+}
+
+func lateLock(r *redisbackend.Backend, key locks.Key, wait time.Duration) error {
+	_, err := r.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Subject: "t", Wait: wait})
+	return err
+}
+
+func latePermit(r *redisbackend.Backend, key locks.Key, wait time.Duration) error {
+	_, err := r.AcquirePermit(context.Background(), key, locks.SemaphoreRequest{
+		AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Subject: "t", Wait: wait}, Limit: 1})
+	return err
+}
+
+func lockHeld(r *redisbackend.Backend, key locks.Key) bool {
+	_, err := r.Inspect(context.Background(), key)
+	return !errors.Is(err, locks.ErrNotHeld)
+}
+
+func permitHeld(r *redisbackend.Backend, key locks.Key) bool {
+	info, err := r.InspectSemaphore(context.Background(), key)
+	return err == nil && len(info.Holders) > 0
 }
 
 // loseReply is a go-redis hook that sends the next call of one script to
@@ -245,20 +270,14 @@ func TestRedisLostGrantIsGivenBack(t *testing.T) {
 				_, err := r.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Subject: "t"})
 				return err
 			},
-			func(r *redisbackend.Backend, key locks.Key) bool {
-				_, err := r.Inspect(context.Background(), key)
-				return !errors.Is(err, locks.ErrNotHeld)
-			}},
+			lockHeld},
 		{"Permit", "lockgate_sem_acquire_",
 			func(r *redisbackend.Backend, key locks.Key) error {
 				_, err := r.AcquirePermit(context.Background(), key, locks.SemaphoreRequest{
 					AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Subject: "t"}, Limit: 1})
 				return err
 			},
-			func(r *redisbackend.Backend, key locks.Key) bool {
-				info, err := r.InspectSemaphore(context.Background(), key)
-				return err == nil && len(info.Holders) > 0
-			}},
+			permitHeld},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
