@@ -299,8 +299,8 @@ var scripts = []Script{
 	writes("idem_abort", false, idemAbortSrc),
 
 	writes("session_open", true, sessionOpenSrc), // answers a lease
-	writes("session_join", false, sessionJoinSrc, libSession),
-	writes("session_confirm", false, sessionConfirmSrc, libSession),
+	keyed("session_join", false, sessionJoinSrc, libSession),       // by the grant's nonce
+	keyed("session_confirm", false, sessionConfirmSrc, libSession), // by the grant's nonce
 	writes("session_keep", true, sessionKeepSrc, libSession), // answers a lease
 	writesIdempotent("session_drop", sessionDropSrc),
 	writes("session_end", false, sessionEndSrc, libSession),

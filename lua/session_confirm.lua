@@ -18,6 +18,10 @@
 -- now, and the session's end must find it. It may take the session past
 -- its cap until such grants end.
 
+-- Keyed by the grant's nonce (lua.go Keyed): its writes, delivered again,
+-- write the same. The first command reads a key that never exists, which
+-- stops the script on a migrating slot before it writes.
+redis.call('EXISTS', KEYS[1] .. ':c:')
 local f, why = session_check(ARGV[1], ARGV[2])
 if not f then
   return {why}

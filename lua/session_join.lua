@@ -21,9 +21,17 @@
 -- member counts twice in (its deadline); only a session that looks full
 -- is read whole, and its pending members past their deadline forgotten.
 
+-- Keyed by the grant's nonce (lua.go Keyed): the first command reads a
+-- key that never exists, which stops the script on a migrating slot
+-- before it writes; a join whose member is noted already (this call
+-- delivered again, or late, after its confirm) changes nothing.
+redis.call('EXISTS', KEYS[1] .. ':c:')
 local f, why = session_check(ARGV[1], ARGV[2])
 if not f then
   return {why}
+end
+if redis.call('HEXISTS', KEYS[1], 'm:' .. ARGV[3]) == 1 then
+  return {GRANTED, redis.call('PTTL', KEYS[1])}
 end
 local most = tonumber(ARGV[5])
 local now = session_now()
