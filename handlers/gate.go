@@ -77,16 +77,11 @@ func (g *gate) handler(next http.Handler) http.Handler {
 		claims, authenticated := auth.Claims{}, false
 		if op.secured {
 			var err error
-			if claims, err = g.authn.Authenticate(r); err != nil {
+			if r, claims, err = g.admit(r); err != nil {
 				writeError(w, r, err)
 				return
 			}
 			authenticated = true
-			if err := g.subjects.Allow(claims); err != nil {
-				writeError(w, r, err)
-				return
-			}
-			r = middleware.SetClaims(r, claims)
 		}
 		body, cb, err := readBody(w, r)
 		if err != nil {
@@ -103,12 +98,37 @@ func (g *gate) handler(next http.Handler) http.Handler {
 			cb.value = value
 			r.Body = cb
 		}
-		if ns := param("namespace"); ns != "" && authenticated && !claims.Allows(ns) {
-			writeError(w, r, &forbiddenError{namespace: ns, claims: claims})
-			return
+		if ns := param("namespace"); ns != "" && authenticated {
+			if err := grants(claims, ns); err != nil {
+				writeError(w, r, err)
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// admit verifies r's bearer token (401) and charges its subject's rate
+// (429), and returns r with the token's claims in its context: the first
+// steps of the gate, and of every call to /mcp.
+func (g *gate) admit(r *http.Request) (*http.Request, auth.Claims, error) {
+	claims, err := g.authn.Authenticate(r)
+	if err != nil {
+		return r, claims, err
+	}
+	if err := g.subjects.Allow(claims); err != nil {
+		return r, claims, err
+	}
+	return middleware.SetClaims(r, claims), claims, nil
+}
+
+// grants is the one check that a token may touch a namespace: a 403
+// forbidden that names the namespace, and those the token grants, if not.
+func grants(claims auth.Claims, namespace string) error {
+	if !claims.Allows(namespace) {
+		return &forbiddenError{namespace: namespace, claims: claims}
+	}
+	return nil
 }
 
 // pathParams returns the path parameters of r as the operation receives

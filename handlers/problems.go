@@ -195,6 +195,20 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.WriteHeader(statusClientClosedRequest)
 		return
 	}
+	p, body := problemOf(err)
+	if p.header != nil {
+		p.header(w.Header(), err)
+	}
+	logProblem(r.Context(), p, err)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.status)
+	json.NewEncoder(w).Encode(body) // a failed write means the client left
+}
+
+// problemOf is the problem that err maps to (lookup), and the body that
+// tells the caller of it.
+func problemOf(err error) (problem, problemBody) {
 	p := lookup(err)
 	body := problemBody{Problem: Problem{
 		Type:   "urn:lockgate:problem:" + string(p.code),
@@ -217,10 +231,12 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if p.extend != nil {
 		p.extend(&body, err)
 	}
-	if p.header != nil {
-		p.header(w.Header(), err)
-	}
-	log := zerolog.Ctx(r.Context())
+	return p, body
+}
+
+// logProblem logs a request's failure p, caused by err.
+func logProblem(ctx context.Context, p problem, err error) {
+	log := zerolog.Ctx(ctx)
 	if p.status >= 500 {
 		// The error text goes to the log only: it may name a Redis address
 		// or carry a library's words. It never carries a token.
@@ -228,10 +244,6 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		log.Debug().Str("code", string(p.code)).Msg("request refused")
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(p.status)
-	json.NewEncoder(w).Encode(body) // a failed write means the client left
 }
 
 // ceilDiv returns d/unit rounded up, never negative.

@@ -105,6 +105,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the spec's checks: %w", err)
 	}
+	if s.cfg.MCP {
+		r.Post(MCPPath, s.mcpHandler(g, spec.Info.Version).ServeHTTP)
+	}
 	api := NewStrictHandlerWithOptions(s, []StrictMiddlewareFunc{acceptsEventStream}, StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			// The gate validated the body already; what is left is JSON the

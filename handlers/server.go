@@ -91,6 +91,10 @@ type Config struct {
 	// UI, when set, is the dashboard (package ui), served under /ui/ with
 	// GET /ui/api/whoami beside it. Default nil: no /ui.
 	UI http.Handler
+	// MCP serves the lock calls as tools of the Model Context Protocol at
+	// POST /mcp (MCPPath), for AI agents, with the same tokens. Default
+	// false: no /mcp.
+	MCP bool
 }
 
 func (c Config) withDefaults() Config {

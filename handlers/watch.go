@@ -192,10 +192,29 @@ func (w *lockWatch) VisitInspectLockResponse(rw http.ResponseWriter) error {
 // once for index 0), or at the wait's end, or when the gateway begins to shut down: what a plain
 // GET answers, with the index.
 func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
-	wait := max(min(w.wait, time.Until(w.end)), 0) // never past its token's exp
 	rc := http.NewResponseController(rw)
-	rc.SetWriteDeadline(time.Now().Add(wait + watchWriteTimeout))
-	ctx, cancel := context.WithTimeout(w.ctx, wait)
+	rc.SetWriteDeadline(time.Now().Add(w.pollWait() + watchWriteTimeout))
+	c, err := w.poll()
+	if err != nil {
+		return err
+	}
+	rw.Header().Set("Lockgate-Index", strconv.FormatInt(c.Index, 10))
+	if !c.Held {
+		return fmt.Errorf("watch %s: %w", w.key, locks.ErrNotHeld)
+	}
+	return writeJSON(rw, http.StatusOK, lockInfo(w.key, c.Info))
+}
+
+// pollWait is how long a long-poll waits: its wait, never past its
+// token's exp.
+func (w *lockWatch) pollWait() time.Duration { return max(min(w.wait, time.Until(w.end)), 0) }
+
+// poll is a long-poll's wait: the lock's state as soon as its index is not
+// the caller's (at once for index 0), or at the wait's end, or when the
+// gateway begins to shut down. Its error is the backend's, or the
+// caller's leaving, never the wait's end.
+func (w *lockWatch) poll() (locks.Change, error) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.pollWait())
 	defer cancel()
 	stop := context.AfterFunc(w.s.draining, cancel)
 	defer stop()
@@ -207,13 +226,9 @@ func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
 	}
 	c, err := w.s.cfg.Backend.Watch(ctx, w.key, after)
 	if err != nil && (w.ctx.Err() != nil || !waitEnded(err)) {
-		return err
+		return c, err
 	}
-	rw.Header().Set("Lockgate-Index", strconv.FormatInt(c.Index, 10))
-	if !c.Held {
-		return fmt.Errorf("watch %s: %w", w.key, locks.ErrNotHeld)
-	}
-	return writeJSON(rw, http.StatusOK, lockInfo(w.key, c.Info))
+	return c, nil
 }
 
 // streamEvents sends the lock's events as server-sent events, until the

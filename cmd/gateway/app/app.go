@@ -137,6 +137,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Logger:         logger,
 		Tracing:        tracer,
 		UI:             dashboard,
+		MCP:            cfg.mcp,
 	})
 	if err != nil {
 		return err

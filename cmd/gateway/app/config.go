@@ -69,6 +69,7 @@ type config struct {
 	callbackAllow    []string // --callback-allow patterns (see callbacks.go)
 	callbackSecret   string
 	ui               bool
+	mcp              bool
 }
 
 // minTicketLiveness is the shortest --ticket-liveness: a long poll keeps
@@ -152,6 +153,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.callbackSecret, "callback-secret", "", "whsec_ and base64 of 24 to 64 random bytes: the secret each ticket's callback secret (Standard Webhooks) is derived from; receivers never hold it, they verify with their ticket's callback_secret; required with --callback-allow (prefer the environment variable: flags show in ps)")
 	fs.IntVar(&c.maxConnections, "max-connections", 0, "most connections open at once; more wait in the kernel's accept queue until one closes (0: no limit but the process's file descriptors); must exceed --max-waiters")
 	fs.BoolVar(&c.ui, "ui", false, "serve the read-only dashboard at /ui/ (the viewer pastes a token; it sees what the token may read); on with --dev unless set to false")
+	fs.BoolVar(&c.mcp, "mcp", true, "serve the lock calls as Model Context Protocol tools at POST /mcp, for AI agents, with the same tokens and namespaces; false: no /mcp")
 	fs.BoolVar(&c.dev, "dev", false, "try lockgate locally: embedded backend, loopback, a random key and ready-made tokens (user and admin) on stderr; refuses keys, --redis-url and public addresses")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: gateway [flags]\n\nEvery flag can also be set with its environment variable, e.g. --max-ttl as %s.\n\n", envName("max-ttl"))
