@@ -125,7 +125,9 @@ func TestNodeExample(t *testing.T) {
 	}
 	cmd := nodeProgram(t)
 	cmd.Dir = nodeDir
-	p := start(t, gw, cmd, "LOCK=node/example", "TTL_MS=600", "WAIT_MS=20000", "WORK_MS=1500")
+	// Renewals every second (a third of the TTL), each with 2 s to spare
+	// on a busy machine.
+	p := start(t, gw, cmd, "LOCK=node/example", "TTL_MS=3000", "WAIT_MS=20000", "WORK_MS=4000")
 	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("node example: exit %d, want 0\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
 	}
@@ -148,7 +150,7 @@ func TestNodeExample(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	// 1.5 s of work on a 600 ms lease cannot end well without renewals.
+	// 4 s of work on a 3 s lease cannot end well without renewals.
 	if r := regexp.MustCompile(`renewed (\d+) times`).FindStringSubmatch(out); r == nil || r[1] == "0" {
 		t.Errorf("stdout %q, want renewals while working", out)
 	}
