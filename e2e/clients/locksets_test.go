@@ -46,8 +46,11 @@ var setAcquiredRE = regexp.MustCompile(`acquired clients/set-a=(\d+) clients/set
 // TestClientsLockSet: each client's lock-set helpers take every lock or
 // none, wait for a held one, renew the set while it works, and release it.
 func TestClientsLockSet(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
 	for name, run := range lockSetClients {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			cmd := run(t) // skips early without the runtime
 			gw := startGateway(t)
 			status, held := gw.acquire(t, "clients/set-b", time.Minute)

@@ -23,6 +23,7 @@ func pythonProgram(t *testing.T) *exec.Cmd {
 // renews it from a thread while working, writes with the fencing token to
 // a resource that refuses a stale one, and releases.
 func TestPythonExample(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	status, held := gw.acquire(t, "python/example", 500*time.Millisecond)
 	if status != 201 {
@@ -65,6 +66,7 @@ func TestPythonExample(t *testing.T) {
 // TestPythonExampleHeld: a lock that stays held ends the example with 1
 // and the gateway's reason.
 func TestPythonExampleHeld(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	if status, _ := gw.acquire(t, "python/busy", time.Minute); status != 201 {
 		t.Fatalf("acquire: %d", status)
@@ -83,6 +85,7 @@ func TestPythonExampleHeld(t *testing.T) {
 // next renewal fails and the example stops with 3, well before its work
 // would have ended.
 func TestPythonExampleLeaseLost(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	p := start(t, gw, pythonProgram(t), "LOCK=python/lost", "TTL_MS=900", "WORK_MS=60000")
 	p.waitOutput(t, "acquired python/lost")
