@@ -79,6 +79,8 @@ func (g *gateway) acquirePermit(ctx context.Context, t *testing.T, sem string, l
 // semaphore in use, which hands the waiter its permit at once, then lowers
 // it; a JWT that does not administer the namespace gets forbidden.
 func TestClientsResizeSemaphore(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
 	for name, run := range map[string]func(*testing.T, string) *exec.Cmd{
 		"python": func(t *testing.T, limit string) *exec.Cmd {
 			return pythonSnippet(t, `s = c.resize_semaphore("clients/pool", `+limit+`)
@@ -90,6 +92,7 @@ console.log("limit", s.limit, "held", s.held, "waiters", s.waiters);`)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			run(t, "1") // skips early without the runtime
 			gw := startGateway(t)
 			if st := gw.acquirePermit(t.Context(), t, "clients/pool", 1, 0); st != http.StatusCreated {
@@ -138,6 +141,8 @@ console.log("limit", s.limit, "held", s.held, "waiters", s.waiters);`)
 // after it: with 700 ms, a Node start on a loaded machine took longer, and
 // the renew rightly found the grant broken.
 func TestClientsBreakWithPeriod(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
 	for name, run := range map[string]func(*testing.T) *exec.Cmd{
 		"python": func(t *testing.T) *exec.Cmd {
 			return pythonSnippet(t, `print("broken", c.break_lock("clients/slow", 4000))`)
@@ -147,6 +152,7 @@ func TestClientsBreakWithPeriod(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			run(t) // skips early without the runtime
 			gw := startGateway(t)
 			status, g := gw.acquire(t, "clients/slow", time.Minute)

@@ -135,8 +135,11 @@ var callbackAcquiredRE = regexp.MustCompile(`acquired clients/deploy with the ti
 // callback_secret and that names the ticket; the verifier refuses it
 // tampered, unsigned or old; the ticket's poll gets the grant.
 func TestClientsCallback(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
 	for name, run := range callbackClients {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			cmd := run(t) // skips early without the runtime
 			whsec := callbacks.NewSecret().Encode()
 			// An IP pattern names its port: the receiver's is chosen here.

@@ -31,6 +31,7 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 // prints the grant; the second exits 1 and says so; inspect shows the
 // holder, then, after a release, that the lock is free.
 func TestCurlAcquireOrExitAndInspect(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	first := start(t, gw, script(t, "acquire-or-exit.sh", "curl/once", "60000"))
 	if code := first.wait(t, 30*time.Second); code != 0 {
@@ -74,6 +75,7 @@ func TestCurlAcquireOrExitAndInspect(t *testing.T) {
 // renewing it, hands the command its fencing token, exits with the
 // command's code and releases.
 func TestCurlRunWithLock(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	dir := t.TempDir()
 	ready, stop := filepath.Join(dir, "ready"), filepath.Join(dir, "stop")
@@ -111,6 +113,7 @@ func TestCurlRunWithLock(t *testing.T) {
 // TestCurlRunWithLockSignal: SIGTERM to the recipe reaches the command, and
 // the trap releases the lock.
 func TestCurlRunWithLockSignal(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "term")
@@ -137,6 +140,7 @@ func TestCurlRunWithLockSignal(t *testing.T) {
 // TestCurlRunWithLockLeaseLost: when a renewal answers 409, the recipe
 // stops the command.
 func TestCurlRunWithLockLeaseLost(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "term")
@@ -200,6 +204,7 @@ func waitForWaiters(t *testing.T, gw *gateway, n int) {
 // Two MODE=shared runs run together; the exclusive run waits for them; a
 // reader that comes after it waits behind it; and each runs in turn.
 func TestCurlReadersAndMigrator(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	dir := t.TempDir()
 	readersGo, migratorGo := filepath.Join(dir, "readers-go"), filepath.Join(dir, "migrator-go")
@@ -244,6 +249,7 @@ func TestCurlReadersAndMigrator(t *testing.T) {
 // runs: still waiting while the lock is held, then the grant, whose owner
 // token is the ticket token; a closed ticket is gone.
 func TestCurlTicket(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	status, held := gw.acquire(t, "curl/ticket", time.Minute)
 	if status != 201 {

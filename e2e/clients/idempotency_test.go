@@ -16,6 +16,7 @@ import (
 // gets that very grant, works under it and releases it: one grant, one
 // replay, and no lock left behind.
 func TestPythonExampleRetriesLostAcquire(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	cmd := pythonProgram(t)
 	proxy := dropFirstAnswer(t, gw.URL)

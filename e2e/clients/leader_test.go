@@ -36,6 +36,7 @@ func termsOf(out string) []term {
 // agree with each other and with the fencing order: terms only increase,
 // and each term (fencing token) has one leader, the one that says it leads.
 func TestPythonLeaderElection(t *testing.T) {
+	t.Parallel()
 	lookPaths(t, "python3")
 	gw := startGateway(t)
 	const ttl = 2 * time.Second
@@ -119,6 +120,7 @@ func TestPythonLeaderElection(t *testing.T) {
 // first look, not after a long-poll's wait (its TTL, two minutes here,
 // longer than the test waits for the line).
 func TestPythonLeaderLeadsAFreshLockAtOnce(t *testing.T) {
+	t.Parallel()
 	lookPaths(t, "python3")
 	gw := startGateway(t)
 	cmd := exec.Command("python3", "-B", filepath.Join(examples, "python", "leader.py"))

@@ -20,6 +20,8 @@ import (
 // refuses, gets a 400 invalid_request that names the parameter, in every
 // operation, and not a 5xx or a lock under another name.
 func TestNodeClientNames(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
 	code, err := os.ReadFile("testdata/names.mjs")
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +39,7 @@ func TestNodeClientNames(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			gw := startGW(t)
 			got := runNames(t, gw, string(code), ns, append(append([]string{}, good...), bad...))
 			for _, n := range good {

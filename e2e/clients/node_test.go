@@ -22,6 +22,20 @@ var nodeBuild struct {
 	err  error
 }
 
+// startNodeBuild starts what nodeProgram does first, if node and npm are
+// installed and no test did yet, and returns at once: a test calls it
+// before t.Parallel, so that the build runs while tests before it do.
+func startNodeBuild() {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return
+		}
+	}
+	go nodeBuild.once.Do(buildNode)
+}
+
+func buildNode() { nodeBuild.skip, nodeBuild.err = nodeSetup(nodeDir, nil) }
+
 // nodeProgram installs the example's locked dependencies when they are
 // missing (npm ci), compiles it once with tsc, and returns a command that
 // runs it. It skips the test when node or npm is not installed, or when
@@ -29,7 +43,7 @@ var nodeBuild struct {
 func nodeProgram(t *testing.T) *exec.Cmd {
 	t.Helper()
 	lookPaths(t, "node", "npm")
-	nodeBuild.once.Do(func() { nodeBuild.skip, nodeBuild.err = nodeSetup(nodeDir, nil) })
+	nodeBuild.once.Do(buildNode)
 	if nodeBuild.skip != "" {
 		t.Skip(nodeBuild.skip)
 	}
@@ -87,6 +101,7 @@ func (e *npmError) Error() string {
 // registry that does not answer, the Node tests are skipped with a reason,
 // not failed.
 func TestNodeSetupSkipsWithoutRegistry(t *testing.T) {
+	t.Parallel()
 	lookPaths(t, "npm")
 	dir := t.TempDir()
 	for _, f := range []string{"package.json", "package-lock.json"} {
@@ -117,15 +132,19 @@ var acquiredRE = regexp.MustCompile(`acquired (\S+) fencing_token=(\d+)`)
 // renews it while working, writes with the fencing token to a resource that
 // refuses a stale one, and releases.
 func TestNodeExample(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
+	cmd := nodeProgram(t) // built before the lock is taken
+	cmd.Dir = nodeDir
 	gw := startGateway(t)
 	// Someone else holds the lock for a moment; the example waits it out.
 	status, held := gw.acquire(t, "node/example", 500*time.Millisecond)
 	if status != 201 {
 		t.Fatalf("acquire: %d", status)
 	}
-	cmd := nodeProgram(t)
-	cmd.Dir = nodeDir
-	p := start(t, gw, cmd, "LOCK=node/example", "TTL_MS=600", "WAIT_MS=20000", "WORK_MS=1500")
+	// Renewals every second (a third of the TTL), each with 2 s to spare
+	// on a busy machine.
+	p := start(t, gw, cmd, "LOCK=node/example", "TTL_MS=3000", "WAIT_MS=20000", "WORK_MS=4000")
 	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("node example: exit %d, want 0\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
 	}
@@ -148,7 +167,7 @@ func TestNodeExample(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	// 1.5 s of work on a 600 ms lease cannot end well without renewals.
+	// 4 s of work on a 3 s lease cannot end well without renewals.
 	if r := regexp.MustCompile(`renewed (\d+) times`).FindStringSubmatch(out); r == nil || r[1] == "0" {
 		t.Errorf("stdout %q, want renewals while working", out)
 	}
@@ -161,12 +180,14 @@ func TestNodeExample(t *testing.T) {
 // TestNodeExampleHeld: a lock that stays held ends the example with 1 and
 // the gateway's reason.
 func TestNodeExampleHeld(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
+	cmd := nodeProgram(t) // built before the minute's lease starts
+	cmd.Dir = nodeDir
 	gw := startGateway(t)
 	if status, _ := gw.acquire(t, "node/busy", time.Minute); status != 201 {
 		t.Fatalf("acquire: %d", status)
 	}
-	cmd := nodeProgram(t)
-	cmd.Dir = nodeDir
 	p := start(t, gw, cmd, "LOCK=node/busy", "WAIT_MS=100")
 	if code := p.wait(t, 60*time.Second); code != 1 {
 		t.Fatalf("node example on a held lock: exit %d, want 1\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
@@ -180,6 +201,8 @@ func TestNodeExampleHeld(t *testing.T) {
 // TestNodeExampleLeaseLost: when Redis forgets the lock mid-work, the next
 // renewal answers 409 and the example stops with 3.
 func TestNodeExampleLeaseLost(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
 	gw := startGateway(t)
 	cmd := nodeProgram(t)
 	cmd.Dir = nodeDir

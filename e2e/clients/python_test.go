@@ -23,12 +23,15 @@ func pythonProgram(t *testing.T) *exec.Cmd {
 // renews it from a thread while working, writes with the fencing token to
 // a resource that refuses a stale one, and releases.
 func TestPythonExample(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	status, held := gw.acquire(t, "python/example", 500*time.Millisecond)
 	if status != 201 {
 		t.Fatalf("acquire: %d", status)
 	}
-	p := start(t, gw, pythonProgram(t), "LOCK=python/example", "TTL_MS=600", "WAIT_MS=20000", "WORK_MS=1500")
+	// Renewals every second (a third of the TTL), each with 2 s to spare
+	// on a busy machine.
+	p := start(t, gw, pythonProgram(t), "LOCK=python/example", "TTL_MS=3000", "WAIT_MS=20000", "WORK_MS=4000")
 	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("python example: exit %d, want 0\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
 	}
@@ -50,7 +53,7 @@ func TestPythonExample(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	// 1.5 s of work on a 600 ms lease cannot end well without renewals.
+	// 4 s of work on a 3 s lease cannot end well without renewals.
 	if r := regexp.MustCompile(`renewed (\d+) times`).FindStringSubmatch(out); r == nil || r[1] == "0" {
 		t.Errorf("stdout %q, want renewals while working", out)
 	}
@@ -63,6 +66,7 @@ func TestPythonExample(t *testing.T) {
 // TestPythonExampleHeld: a lock that stays held ends the example with 1
 // and the gateway's reason.
 func TestPythonExampleHeld(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	if status, _ := gw.acquire(t, "python/busy", time.Minute); status != 201 {
 		t.Fatalf("acquire: %d", status)
@@ -81,6 +85,7 @@ func TestPythonExampleHeld(t *testing.T) {
 // next renewal fails and the example stops with 3, well before its work
 // would have ended.
 func TestPythonExampleLeaseLost(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	p := start(t, gw, pythonProgram(t), "LOCK=python/lost", "TTL_MS=900", "WORK_MS=60000")
 	p.waitOutput(t, "acquired python/lost")

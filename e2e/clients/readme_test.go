@@ -45,6 +45,8 @@ import (
 // for those that differ on every run (tokens, times, fencing tokens).
 func TestREADME(t *testing.T) {
 	lookPaths(t, "bash", "curl", "jq", "openssl", "python3", "redis-server")
+	startBuild()
+	t.Parallel()
 	blocks := readmeShBlocks(t)
 	seen := runREADME(t, blocks)
 	for id := range readmeSpecs {
@@ -64,6 +66,8 @@ var devSections = []string{"Set up", "A walk through with curl", "Semaphores"}
 // answer 200 (the samples of their blocks say so).
 func TestREADMEOnDev(t *testing.T) {
 	lookPaths(t, "bash", "curl", "jq")
+	startBuild()
+	t.Parallel()
 	var blocks []readmeBlock
 	for _, b := range readmeShBlocks(t) {
 		if slices.Contains(devSections, b.section) {
@@ -339,16 +343,11 @@ type readmeRun struct {
 	readOff int    // how much of stdout the chunks have read
 }
 
-// newREADMERun builds the binaries and starts the shell.
+// newREADMERun starts the shell, with the package's build of the binaries.
 func newREADMERun(t *testing.T) *readmeRun {
 	t.Helper()
 	dir := t.TempDir()
-	bin, shims := filepath.Join(dir, "built"), filepath.Join(dir, "shims")
-	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/gateway", "./cmd/lockctl", "./examples/go/verifygrant")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin, shims := programs(t), filepath.Join(dir, "shims")
 	realGo, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal(err)

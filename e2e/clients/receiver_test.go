@@ -34,6 +34,7 @@ const receiverBlock = "Callbacks instead of polling#2"
 // receiver exits 0 without following poll_url, which points at a listener
 // that must see no request.
 func TestREADMEReceiver(t *testing.T) {
+	t.Parallel()
 	lookPaths(t, "python3")
 	port := freePort(t)
 	script := filepath.Join(t.TempDir(), "receiver.py")

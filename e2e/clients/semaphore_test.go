@@ -41,6 +41,7 @@ func (g *gateway) semaphoreHolders(t *testing.T, sem string) (holders, waiters i
 // two wait for a permit, and all four run once permits free up; a
 // different N is refused (exit 2), and a wait that runs out exits 1.
 func TestCurlRunAtMostN(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	dir := t.TempDir()
 	goOn := filepath.Join(dir, "go-on")

@@ -24,12 +24,15 @@ func serverlessProgram(t *testing.T) *exec.Cmd {
 // handler takes a ticket, polls it across invocations, gets the lock with
 // it, works and releases.
 func TestNodeServerlessTicket(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
+	cmd := serverlessProgram(t) // built before the minute's lease starts
 	gw := startGateway(t)
 	status, held := gw.acquire(t, "node/serverless", time.Minute)
 	if status != 201 {
 		t.Fatalf("acquire: %d", status)
 	}
-	p := start(t, gw, serverlessProgram(t), "LOCK=node/serverless", "INVOCATION_MS=2500", "WORK_MS=100")
+	p := start(t, gw, cmd, "LOCK=node/serverless", "INVOCATION_MS=2500", "WORK_MS=100")
 	p.waitOutput(t, "ticket for node/serverless: rank=0")
 	p.waitOutput(t, "still waiting for node/serverless")
 	if status, _ := gw.call(t, "DELETE", "node/serverless", "", held.Token); status != http.StatusNoContent {
@@ -54,6 +57,8 @@ func TestNodeServerlessTicket(t *testing.T) {
 // never arrives; the platform retries the invocation with the same input,
 // whose Idempotency-Key gets the grant the first call made: one grant.
 func TestNodeServerlessRetriesLostAcquire(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
 	gw := startGateway(t)
 	proxy := dropFirstAnswer(t, gw.URL)
 	p := start(t, &gateway{URL: proxy, Redis: gw.Redis}, serverlessProgram(t), "LOCK=node/serverless-retry", "WORK_MS=100")

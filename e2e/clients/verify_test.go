@@ -18,34 +18,34 @@ import (
 
 // verifier is one of the examples that check a signed grant offline, as
 // the protected resource would: a command line, the JWS on its stdin.
+// cmd skips the test when the verifier's runtime is missing.
 type verifier struct {
 	name string
-	cmd  func(t *testing.T, args ...string) *exec.Cmd
+	cmd  func(t *testing.T) func(args ...string) *exec.Cmd
 }
 
-func verifiers(t *testing.T) []verifier {
-	goBin := filepath.Join(t.TempDir(), "verifygrant")
-	build := exec.Command("go", "build", "-o", goBin, "./examples/go/verifygrant")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build examples/go/verifygrant: %v\n%s", err, out)
-	}
-	return []verifier{
-		{"go", func(t *testing.T, args ...string) *exec.Cmd { return exec.Command(goBin, args...) }},
-		{"python", func(t *testing.T, args ...string) *exec.Cmd {
-			lookPaths(t, "python3")
-			if exec.Command("python3", "-c", "import cryptography").Run() != nil {
-				t.Skip("python3 has no cryptography package (Debian: python3-cryptography); the Python verifier needs it")
-			}
+var verifiers = []verifier{
+	{"go", func(t *testing.T) func(args ...string) *exec.Cmd {
+		bin := filepath.Join(programs(t), "verifygrant")
+		return func(args ...string) *exec.Cmd { return exec.Command(bin, args...) }
+	}},
+	{"python", func(t *testing.T) func(args ...string) *exec.Cmd {
+		lookPaths(t, "python3")
+		if exec.Command("python3", "-c", "import cryptography").Run() != nil {
+			t.Skip("python3 has no cryptography package (Debian: python3-cryptography); the Python verifier needs it")
+		}
+		return func(args ...string) *exec.Cmd {
 			return exec.Command("python3", append([]string{"-B", filepath.Join(examples, "python", "verify_grant.py")}, args...)...)
-		}},
-		{"node", func(t *testing.T, args ...string) *exec.Cmd {
-			cmd := nodeProgram(t)
-			cmd.Args = append([]string{"node", filepath.Join("dist", "verify-grant.js")}, args...)
+		}
+	}},
+	{"node", func(t *testing.T) func(args ...string) *exec.Cmd {
+		nodeProgram(t) // builds dist, or skips
+		return func(args ...string) *exec.Cmd {
+			cmd := exec.Command("node", append([]string{filepath.Join("dist", "verify-grant.js")}, args...)...)
 			cmd.Dir = nodeDir
 			return cmd
-		}},
-	}
+		}
+	}},
 }
 
 // TestVerifyGrantOffline: each verifier example accepts a live grant of a
@@ -55,6 +55,9 @@ func verifiers(t *testing.T) []verifier {
 // iss), one of another lock, a shared hold, and a fencing token that is
 // not larger than the last accepted.
 func TestVerifyGrantOffline(t *testing.T) {
+	startBuild()
+	startNodeBuild()
+	t.Parallel()
 	keyFile := filepath.Join(t.TempDir(), "grant-keys.pem")
 	k, err := grantsig.Generate()
 	if err != nil {
@@ -107,25 +110,32 @@ func TestVerifyGrantOffline(t *testing.T) {
 		{"tampered", tamper(live), "verify/live", last, "rejected:"},
 		{"another deployment's iss", staged, "verify/live", strconv.FormatInt(stagedFence-1, 10), `rejected: issued by "staging" (iss)`},
 	}
-	for _, v := range verifiers(t) {
+	for _, v := range verifiers {
 		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			verify := v.cmd(t)
 			for _, c := range cases {
-				cmd := v.cmd(t, jwks, "lockgate", c.lock, c.last)
-				cmd.Stdin = strings.NewReader(c.jws + "\n")
-				out, err := cmd.Output()
-				code := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				} else if err != nil {
-					t.Fatalf("%s: %v", c.name, err)
-				}
-				wantCode := 1
-				if strings.HasPrefix(c.want, "accepted") {
-					wantCode = 0
-				}
-				if code != wantCode || !strings.HasPrefix(strings.TrimSpace(string(out)), c.want) {
-					t.Errorf("%s: exit %d, %q; want exit %d, %q...", c.name, code, out, wantCode, c.want)
-				}
+				// Each case is a process of its own, with nothing to share
+				// but the gateways' keys.
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					cmd := verify(jwks, "lockgate", c.lock, c.last)
+					cmd.Stdin = strings.NewReader(c.jws + "\n")
+					out, err := cmd.Output()
+					code := 0
+					if ee, ok := err.(*exec.ExitError); ok {
+						code = ee.ExitCode()
+					} else if err != nil {
+						t.Fatal(err)
+					}
+					wantCode := 1
+					if strings.HasPrefix(c.want, "accepted") {
+						wantCode = 0
+					}
+					if code != wantCode || !strings.HasPrefix(strings.TrimSpace(string(out)), c.want) {
+						t.Errorf("exit %d, %q; want exit %d, %q...", code, out, wantCode, c.want)
+					}
+				})
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 // when it has moved on, and its watch, resumed after index 0, yields every
 // event since, in order.
 func TestPythonWatch(t *testing.T) {
+	t.Parallel()
 	lookPaths(t, "python3")
 	gw := startGateway(t)
 	_, g := gw.acquire(t, "python/watched", time.Minute)

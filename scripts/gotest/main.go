@@ -5,10 +5,13 @@
 // test that ran a while, as it passes, each skip with its reason, and after
 // a quiet spell, the tests still running. It exits as go test did.
 //
-//	go run ./scripts/gotest [-C dir] [-failed file] [go test flags] [packages]
+//	go run ./scripts/gotest [-C dir] [-failed file] [-started file] [go test flags] [packages]
 //
 // -C runs go test in dir (go -C dir test ...); -failed appends the FAIL line
-// of each package that failed to file, for a summary after several runs.
+// of each package that failed to file, for a summary after several runs;
+// -started creates file when the first test binary starts, its build done
+// (what else builds from the same packages can start then, and find them
+// in the build cache).
 package main
 
 import (
@@ -27,25 +30,32 @@ import (
 )
 
 func main() {
-	dir, failed, args := ownFlags(os.Args[1:])
-	os.Exit(run(dir, failed, args))
+	o, args := ownFlags(os.Args[1:])
+	os.Exit(run(o, args))
 }
 
-// ownFlags takes -C and -failed, with their values, from the front of
-// args; the rest are go test's.
-func ownFlags(args []string) (dir, failed string, rest []string) {
+// options are gotest's own flags.
+type options struct {
+	dir, failed, started string
+}
+
+// ownFlags takes -C, -failed and -started, with their values, from the
+// front of args; the rest are go test's.
+func ownFlags(args []string) (o options, rest []string) {
 	for len(args) >= 2 {
 		switch args[0] {
 		case "-C":
-			dir = args[1]
+			o.dir = args[1]
 		case "-failed":
-			failed = args[1]
+			o.failed = args[1]
+		case "-started":
+			o.started = args[1]
 		default:
-			return dir, failed, args
+			return o, args
 		}
 		args = args[2:]
 	}
-	return dir, failed, args
+	return o, args
 }
 
 // The progress it prints: a passed top-level test that took slow or more,
@@ -55,10 +65,10 @@ const (
 	quiet = 30 * time.Second
 )
 
-func run(dir, failedFile string, args []string) int {
+func run(o options, args []string) int {
 	var goArgs []string
-	if dir != "" {
-		goArgs = append(goArgs, "-C", dir)
+	if o.dir != "" {
+		goArgs = append(goArgs, "-C", o.dir)
 	}
 	goArgs = append(goArgs, "test", "-json")
 	goArgs = append(goArgs, args...)
@@ -75,7 +85,14 @@ func run(dir, failedFile string, args []string) int {
 	}
 
 	p := newPrinter(os.Stdout, time.Now)
-	p.module = modulePath(filepath.Join(dir, "go.mod"))
+	p.module = modulePath(filepath.Join(o.dir, "go.mod"))
+	if o.started != "" {
+		p.started = func() {
+			if err := os.WriteFile(o.started, nil, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "gotest:", err)
+			}
+		}
+	}
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -118,8 +135,8 @@ func run(dir, failedFile string, args []string) int {
 	if code == 0 && len(fails) > 0 {
 		code = 1
 	}
-	if failedFile != "" && len(fails) > 0 {
-		f, err := os.OpenFile(failedFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if o.failed != "" && len(fails) > 0 {
+		f, err := os.OpenFile(o.failed, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {
 			_, err = fmt.Fprintln(f, strings.Join(fails, "\n"))
 			err = errors.Join(err, f.Close())
@@ -173,6 +190,9 @@ type printer struct {
 	order   map[testID][]string
 	// failedPackages are the FAIL lines of the packages that failed.
 	failedPackages []string
+	// started, when set, is called once, at the first event of a test
+	// binary that runs.
+	started func()
 }
 
 type testID struct{ pkg, test string }
@@ -207,6 +227,10 @@ func (p *printer) line(l string) {
 	if !strings.HasPrefix(l, "{") || json.Unmarshal([]byte(l), &e) != nil {
 		p.print(l + "\n") // not an event: go test's own words
 		return
+	}
+	if p.started != nil && (e.Action == "start" || e.Action == "run") {
+		p.started()
+		p.started = nil
 	}
 	switch {
 	case e.Action == "build-output":

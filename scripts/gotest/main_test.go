@@ -172,12 +172,31 @@ func TestPrinterQuiet(t *testing.T) {
 }
 
 func TestOwnFlags(t *testing.T) {
-	dir, failed, rest := ownFlags([]string{"-C", "tools/lab", "-failed", "f", "-race", "-count=1", "./..."})
-	if dir != "tools/lab" || failed != "f" || !slices.Equal(rest, []string{"-race", "-count=1", "./..."}) {
-		t.Errorf("got %q, %q, %q; want tools/lab, f, and go test's flags", dir, failed, rest)
+	o, rest := ownFlags([]string{"-C", "tools/lab", "-failed", "f", "-started", "s", "-race", "-count=1", "./..."})
+	if want := (options{dir: "tools/lab", failed: "f", started: "s"}); o != want || !slices.Equal(rest, []string{"-race", "-count=1", "./..."}) {
+		t.Errorf("got %+v, %q; want %+v, and go test's flags", o, rest, want)
 	}
-	dir, failed, rest = ownFlags([]string{"-race", "./..."})
-	if dir != "" || failed != "" || !slices.Equal(rest, []string{"-race", "./..."}) {
-		t.Errorf("got %q, %q, %q; want go test's flags alone", dir, failed, rest)
+	o, rest = ownFlags([]string{"-race", "./..."})
+	if o != (options{}) || !slices.Equal(rest, []string{"-race", "./..."}) {
+		t.Errorf("got %+v, %q; want go test's flags alone", o, rest)
+	}
+}
+
+// TestPrinterStarted: started is called once, at the first event of a
+// test binary that runs, not at build output before it.
+func TestPrinterStarted(t *testing.T) {
+	var b strings.Builder
+	p := newPrinter(&b, time.Now)
+	calls := 0
+	p.started = func() { calls++ }
+	p.line(`{"Action":"build-output","ImportPath":"example.com/m/p","Output":"# example.com/m/p\n"}`)
+	if calls != 0 {
+		t.Fatalf("started was called %d times on build output, want 0", calls)
+	}
+	for _, l := range []string{ev(t, "start", "", "", 0), ev(t, "run", "TestA", "", 0), ev(t, "start", "", "", 0)} {
+		p.line(l)
+	}
+	if calls != 1 {
+		t.Fatalf("started was called %d times, want once", calls)
 	}
 }

@@ -31,7 +31,9 @@ for (const name of names) {
 
   r = await c.GET("/locks/{namespace}/{name}", { params: { path } });
   report("inspectLock", name, r, r.data?.value === "v1" ? r.data.lock : "");
-  r = await c.GET("/locks/{namespace}/{name}", { params: { path, query: { index: 1, wait: "10ms" } } });
+  // Index 1 is never the lock's (indexes come from the clock): the
+  // long-poll answers at once, without waiting out its wait.
+  r = await c.GET("/locks/{namespace}/{name}", { params: { path, query: { index: 1, wait: "30s" } } });
   report("inspectLock?index", name, r, r.data?.lock);
   r = await c.PUT("/locks/{namespace}/{name}/lease", { params: { path, header: holder }, body: { ttl_ms: 30000 } });
   report("renewLease", name, r, r.data?.lock);
