@@ -298,10 +298,10 @@ var scripts = []Script{
 	writes("idem_done", false, idemDoneSrc, idemLibs),
 	writes("idem_abort", false, idemAbortSrc),
 
-	writes("session_open", true, sessionOpenSrc), // answers a lease
+	writes("session_open", true, sessionOpenSrc),                   // answers a lease
 	keyed("session_join", false, sessionJoinSrc, libSession),       // by the grant's nonce
 	keyed("session_confirm", false, sessionConfirmSrc, libSession), // by the grant's nonce
-	writes("session_keep", true, sessionKeepSrc, libSession), // answers a lease
+	writes("session_keep", true, sessionKeepSrc, libSession),       // answers a lease
 	writesIdempotent("session_drop", sessionDropSrc),
 	writes("session_end", false, sessionEndSrc, libSession),
 	reads("session_get", sessionGetSrc, libSession),
