@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -191,11 +192,20 @@ func testHeldPastIndexKeep(t *testing.T, r *redisbackend.Backend, client redis.C
 		if round == 1_000_000 {
 			t.Fatalf("the Redis clock did not pass %.0f within %d rounds", first, round)
 		}
-		if _, err := r.Renew(ctx, renewed, g.Token, time.Second); err != nil {
+		// A busy machine may let the 1 s lease run out between two rounds
+		// (CI at load 27: "round 33: got [long] listed"): a lock that is
+		// not held need not be listed, so take it again and go on. A lock
+		// that is held must be.
+		if _, err := r.Renew(ctx, renewed, g.Token, time.Second); errors.Is(err, locks.ErrNotHolder) {
+			g = locktest.MustAcquire(t, r, renewed, locks.AcquireRequest{TTL: time.Second})
+		} else if err != nil {
 			t.Fatalf("round %d: renew: %v", round, err)
 		}
 		got, _ := locktest.ListAll(t, r, ns, 10)
 		if len(got) != 2 {
+			if _, err := r.Inspect(ctx, renewed); errors.Is(err, locks.ErrNotHeld) {
+				continue
+			}
 			t.Fatalf("round %d: got %v listed, want %s and %s, both held", round, slices.Sorted(maps.Keys(got)), long.Name, renewed.Name)
 		}
 		now, err := client.Time(ctx).Result()
