@@ -79,23 +79,26 @@ func TestCurlRunWithLock(t *testing.T) {
 	gw := startGateway(t)
 	dir := t.TempDir()
 	ready, stop := filepath.Join(dir, "ready"), filepath.Join(dir, "stop")
-	// Each renewal starts a subshell, a sleep and a curl: up to a second or
-	// more on a machine busy with other work (it failed at 1.5 s under a
-	// load of 20 on two cores), so a TTL a shell keeps up with there too.
-	const ttl = 4 * time.Second
+	// Each renewal starts a subshell, a sleep and a curl: up to seconds
+	// on a machine busy with other work (it failed at 1.5 s under a load
+	// of 20 on two cores, and at 4 s beside make test's other packages
+	// there), so renewals every 3 s, each with 6 s to spare.
+	const ttl = 9 * time.Second
 	cmd := `echo "lock=$LOCKGATE_LOCK fence=$LOCKGATE_FENCING_TOKEN"; touch ` + shq(ready) +
 		`; while [ ! -e ` + shq(stop) + ` ]; do sleep 0.05; done; exit 3`
 	p := start(t, gw, script(t, "run-with-lock.sh", "curl/job", "sh", "-c", cmd),
 		"TTL_MS="+strconv.Itoa(int(ttl.Milliseconds())))
 	p.waitOutput(t, "lock=curl/job fence=")
+	granted := time.Now() // the grant came before: its first lease ends before granted+ttl
 	waitFile(t, ready)
-	// Probes over two TTLs, so that the lock outlives its first lease only
-	// by the recipe's renewals.
-	for range 8 {
+	// Probes until one past the first lease's end: the lock outlives it
+	// only by the recipe's renewals.
+	for past := false; !past; {
+		past = time.Since(granted) > ttl
 		if status, _ := gw.acquire(t, "curl/job", time.Minute); status != http.StatusConflict {
 			t.Fatalf("acquire while the recipe runs: got %d, want 409; recipe stderr: %s", status, p.stderr)
 		}
-		time.Sleep(ttl / 4) // pace the probes; not synchronisation
+		time.Sleep(ttl / 8) // pace the probes; not synchronisation
 	}
 	touch(t, stop)
 	if code := p.wait(t, 30*time.Second); code != 3 {
