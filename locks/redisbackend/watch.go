@@ -127,7 +127,10 @@ func (r *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 		select {
 		case <-change:
 		case <-ctx.Done():
-			if !w.read {
+			h.mu.Lock() // w's fields are h.mu's
+			read := w.read
+			h.mu.Unlock()
+			if !read {
 				// No read answered: nothing is known of the lock, not
 				// even its state at after.
 				return locks.Change{}, locks.Unavailable("watch", resource{lockKind, key}, ctx.Err())
