@@ -268,6 +268,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	f.live = rs
 	did, bit := inject(t, seed, done, prefix, append(append([]string{}, lockNames...), semNames...))
 	loaded := time.Since(start) // inject returns once the load stopped
 	f.quiet()

@@ -45,6 +45,9 @@ type faulty struct {
 	// the migrations of TestClusterSlotMigration) closes it once they
 	// are done, however long a busy machine made them take.
 	holdLoad chan struct{}
+	// live is the round under way, for an injector that asks what its
+	// calls met.
+	live *roundState
 	// redis are direct clients of the nodes that hold the data now, for
 	// the lease check (matrix_leases_test.go).
 	redis redisNodes
