@@ -108,6 +108,7 @@ func watchReads(t *testing.T, url string) int {
 // moved past it, else at its first change or at the wait's end, with the
 // index in Lockgate-Index; bad input is a 400 problem.
 func TestWatchLongPoll(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		args := b.args(t)
 		gw := startGateway(t, append(args, "--history", "10")...)
@@ -213,6 +214,7 @@ func TestWatchLongPoll(t *testing.T) {
 // TestWatchLimits: past --max-watchers a watch gets 503 too_many_watchers
 // with Retry-After, past its subject's share of waiters 429.
 func TestWatchLimits(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--history", "10", "--max-watchers", "1", "--subject-max-waiters", "1")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -233,6 +235,7 @@ func TestWatchLimits(t *testing.T) {
 // at most one Redis read per change per gateway; a stream that reconnects
 // with Last-Event-ID loses none.
 func TestWatchStreams(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	gws := []*gateway{
 		startGateway(t, "--redis-url", srv.URL(), "--history", "20"),
@@ -336,6 +339,7 @@ func TestWatchStreams(t *testing.T) {
 // streams and long-polls at once (a long-poll answers the state it has),
 // so they do not hold the shutdown up.
 func TestWatchEndsAtShutdown(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--history", "10", "--shutdown-timeout", "30s")
 	auth := bearer(token(t, nil))
 	url := gw.URL + "/locks/watch/shutdown"
