@@ -156,6 +156,19 @@ func (e *NotHolderError) Error() string { return "not the holder (" + string(e.R
 // Is makes errors.Is(err, ErrNotHolder) true.
 func (e *NotHolderError) Is(target error) bool { return target == ErrNotHolder }
 
+// NotHeldError is ErrNotHeld from Inspect: nobody holds the lock, whose
+// index (see Watcher) was Index, as Watch with an index below 0 reports
+// it: a watch from it returns at the next change.
+type NotHeldError struct {
+	Key   Key
+	Index int64
+}
+
+func (e *NotHeldError) Error() string { return "inspect " + e.Key.String() + ": " + ErrNotHeld.Error() }
+
+// Is makes errors.Is(err, ErrNotHeld) true.
+func (e *NotHeldError) Is(target error) bool { return target == ErrNotHeld }
+
 // HeldError is returned by Acquire when the lock is held.
 type HeldError struct {
 	// RetryAfter is the remaining TTL of the current holder.

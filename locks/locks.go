@@ -46,8 +46,9 @@ type Locker interface {
 	// token does not hold the lock; it never brings back an expired lease.
 	Renew(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error)
 
-	// Inspect describes the current holders, or returns ErrNotHeld. It
-	// never reveals an owner token.
+	// Inspect describes the current holders, and the lock's index
+	// (Info.Index), or returns ErrNotHeld, as a *NotHeldError with the
+	// index. It never reveals an owner token.
 	Inspect(ctx context.Context, key Key) (Info, error)
 }
 
@@ -316,6 +317,11 @@ type Info struct {
 	// Value is the exclusive grant's value ("" for none, and when held
 	// shared).
 	Value string
+	// Index is the lock's index (see Watcher) in the state described, as
+	// Watch with an index below 0 reports it: a watch from it returns at
+	// the next change. Inspect sets it (0 when the backend keeps no
+	// history); List leaves it 0.
+	Index int64
 }
 
 // Valuer is what a backend offers for the values of grants (see

@@ -1,6 +1,7 @@
 -- lib_describe: describe, the holders of a lock as inspect.lua and
--- watch.lua answer them (the keys: see lib_keys.lua). A library, not a
--- script on its own; read-only.
+-- watch.lua answer them, and index_at, the lock's index as inspect.lua
+-- answers it (the keys: see lib_keys.lua). A library, not a script on its
+-- own; read-only.
 
 -- describe returns, for the lock hash lock, its queue and its readers,
 -- {mode, waiters, now_ms, holders, [fencing_token, ttl_ms, subject,
@@ -37,4 +38,27 @@ local function describe(lock, queue, readers, now, most)
     return {}
   end
   return out
+end
+
+-- index_at returns the index (lib_history.lua push_events) of the lock
+-- whose name record is fence and whose readers are readers, as the first
+-- script to write to it now would find it: the record's, plus the events
+-- that script records before anything else (lib_grant.lua current) unless
+-- the lock is held exclusively (exclusive): the exclusive lease that ended
+-- unreleased (check_expired), and each shared lease that ended
+-- (purge_ended). So a watch from the index that inspect.lua answers waits
+-- for the next change, where it would answer at once with an expiry that
+-- happened before the read. 0 while the record keeps no history (the
+-- first event numbers it from the clock). Read-only: one GET, and a
+-- ZCOUNT when the lock is not held exclusively.
+local function index_at(fence, readers, exclusive, now)
+  local rec = parse_record(redis.call('GET', fence))
+  local index = rec.i
+  if index == 0 or exclusive then
+    return index
+  end
+  if rec.note and rec.note[1] <= now then
+    index = index + 1
+  end
+  return index + redis.call('ZCOUNT', readers, '-inf', now)
 end

@@ -747,11 +747,17 @@ func (m *Backend) Inspect(_ context.Context, key locks.Key) (locks.Info, error) 
 	defer m.mu.Unlock()
 	now := time.Now()
 	m.expireLocked(key, now)
+	var index int64
+	if h := m.histories[key]; h != nil {
+		index = h.index
+	}
 	l := m.locks[key]
 	if l == nil {
-		return locks.Info{}, fmt.Errorf("inspect %s: %w", key, locks.ErrNotHeld)
+		return locks.Info{}, &locks.NotHeldError{Key: key, Index: index}
 	}
-	return m.infoLocked(key, l, now), nil
+	info := m.infoLocked(key, l, now)
+	info.Index = index
+	return info, nil
 }
 
 // infoLocked describes l, the held lock key, for Inspect and List. m.mu

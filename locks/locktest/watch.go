@@ -25,6 +25,7 @@ func RunWatches(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.B
 		{"LongPollEndsOnChangeOrAtItsEnd", testWatchLongPoll},
 		{"ResumesFromAnIndex", testWatchResume},
 		{"SaysWhenEventsWereLost", testWatchMissed},
+		{"InspectTellsTheIndex", testInspectIndex},
 		{"SaysMissedAfterTheHistoryWasLost", func(t *testing.T, a, b locks.Backend, key locks.Key) {
 			testWatchLostHistory(t, a, b, key, forget)
 		}},
@@ -37,11 +38,23 @@ func RunWatches(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.B
 	}
 }
 
-// RunNoWatches checks that a backend without a history refuses watches.
+// RunNoWatches checks that a backend without a history refuses watches,
+// and that Inspect answers index 0, held or not.
 func RunNoWatches(t *testing.T, b locks.Backend) {
-	_, err := b.Watch(t.Context(), UniqueKey(t), -1)
+	key := UniqueKey(t)
+	_, err := b.Watch(t.Context(), key, -1)
 	if !errors.Is(err, locks.ErrInvalid) {
 		t.Fatalf("watch without a history: got %v, want ErrInvalid", err)
+	}
+	g := MustAcquire(t, b, key, req(time.Minute))
+	if i, held := inspectIndex(t, b, key); i != 0 || !held {
+		t.Fatalf("inspect without a history, held: got index %d, held %t; want 0, held", i, held)
+	}
+	if _, err := b.Release(t.Context(), key, g.Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if i, held := inspectIndex(t, b, key); i != 0 || held {
+		t.Fatalf("inspect without a history, free: got index %d, held %t; want 0, free", i, held)
 	}
 }
 

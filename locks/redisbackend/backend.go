@@ -691,7 +691,7 @@ func (r *Backend) Inspect(ctx context.Context, key locks.Key) (locks.Info, error
 		return locks.Info{}, locks.Unavailable("inspect", resource{lockKind, key}, err)
 	}
 	if !held {
-		return locks.Info{}, fmt.Errorf("inspect %s: %w", key, locks.ErrNotHeld)
+		return locks.Info{}, &locks.NotHeldError{Key: key, Index: info.Index}
 	}
 	info.Describe()
 	return info, nil

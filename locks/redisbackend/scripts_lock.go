@@ -274,15 +274,28 @@ func (r *Backend) callTicket(ctx context.Context, key locks.Key, id string, a ti
 }
 
 // callInspect runs lua/inspect.lua on key's lock: its holders, as many as
-// MaxHoldersShown, counted from start; held is false when nobody holds it.
+// MaxHoldersShown, counted from start, and its index (Info.Index, also
+// when nobody holds it); held is false when nobody holds it.
 func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.Info, held bool, err error) {
 	k := r.lockKeys(key)
-	cmd, _ := r.run(ctx, inspectScript, []string{k.lock, k.queue, k.readers}, locks.MaxHoldersShown)
+	history := "0"
+	if r.opts.History > 0 {
+		history = "1"
+	}
+	cmd, _ := r.run(ctx, inspectScript, []string{k.lock, k.queue, k.readers, k.fence}, locks.MaxHoldersShown, history)
 	res, err := cmd.Slice()
 	if err != nil {
 		return locks.Info{}, false, err
 	}
-	info, held = parseHolders(res, start)
+	if len(res) == 0 {
+		return locks.Info{}, false, fmt.Errorf("inspect: an empty reply, where the index comes first")
+	}
+	index, ok := res[0].(int64)
+	if !ok {
+		return locks.Info{}, false, fmt.Errorf("inspect: index %v (%T), want an integer", res[0], res[0])
+	}
+	info, held = parseHolders(res[1:], start)
+	info.Index = index
 	return info, held, nil
 }
 
