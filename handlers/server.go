@@ -539,19 +539,35 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		return s.watchLock(ctx, key, req.Params, stream)
 	}
 	info, err := s.cfg.Backend.Inspect(ctx, key)
+	var free *locks.NotHeldError
+	if errors.As(err, &free) {
+		return freshInspect{index: free.Index, free: err}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return freshInspect{InspectLock200JSONResponse(lockInfo(key, info))}, nil
+	return freshInspect{InspectLock200JSONResponse: InspectLock200JSONResponse{Body: lockInfo(key, info)}, index: info.Index}, nil
 }
 
-// freshInspect is a plain GET's 200: no cache may keep it, as none keeps
-// its 404 (a problem) or a watch's answers, which say the same.
-type freshInspect struct{ InspectLock200JSONResponse }
+// freshInspect is a plain GET's answer: its 200, or, when free is set
+// (ErrNotHeld), its 404 problem, which the one error table writes; both
+// with the lock's index in Lockgate-Index, set here for both, which a
+// long-poll starts from (#39). No cache may keep the 200, as none keeps
+// the 404 (a problem) or a watch's answers, which say the same.
+type freshInspect struct {
+	InspectLock200JSONResponse
+	index int64
+	free  error
+}
 
 // VisitInspectLockResponse implements InspectLockResponseObject.
 func (r freshInspect) VisitInspectLockResponse(w http.ResponseWriter) error {
-	w.Header()["Cache-Control"] = noStore
+	h := w.Header()
+	h["Lockgate-Index"] = []string{strconv.FormatInt(r.index, 10)}
+	if r.free != nil {
+		return r.free
+	}
+	h["Cache-Control"] = noStore
 	return r.InspectLock200JSONResponse.VisitInspectLockResponse(w)
 }
 

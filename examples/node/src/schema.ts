@@ -62,7 +62,11 @@ export interface paths {
         /**
          * Describe the holders of a lock (never a token), or watch it change.
          * @description Without `index`, `wait` or `Accept: text/event-stream`, the holders
-         *     now.
+         *     now, and the lock's index in the `Lockgate-Index` header, on the 200
+         *     and on the 404 `not_held` alike: the index of the state it
+         *     describes, so that a long-poll from it answers at the next change.
+         *     Any read can start a watch. With `--history 0` (no watches) the
+         *     index is 0.
          *
          *     **Long-poll** (`?index=N`, optionally `&wait=30s`): the answer comes
          *     as soon as the lock's index is not N (at once when it is not), or
@@ -1742,6 +1746,14 @@ export interface components {
     headers: {
         /** @description Whole seconds, rounded up. */
         RetryAfter: number;
+        /**
+         * @description The lock's index (see `inspectLock`) in the state the answer
+         *     describes: ask with `?index=` this value to long-poll for the next
+         *     change. A lease that ended with nothing run on the lock since counts
+         *     as ended. 0 while the lock keeps no history, and always on a gateway
+         *     with `--history 0`. On a stream, the index it opened at.
+         */
+        LockgateIndex: number;
     };
     pathItems: never;
 }
@@ -1818,11 +1830,12 @@ export interface operations {
         requestBody?: never;
         responses: {
             /**
-             * @description The lock is held (a long-poll's answer carries `Lockgate-Index`);
-             *     or, with `Accept: text/event-stream`, the stream of its events.
+             * @description The lock is held; or, with `Accept: text/event-stream`, the
+             *     stream of its events.
              */
             200: {
                 headers: {
+                    "Lockgate-Index": components["headers"]["LockgateIndex"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1833,9 +1846,10 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description Nobody holds the lock (`code` is `not_held`); a long-poll's answer carries `Lockgate-Index`. */
+            /** @description Nobody holds the lock (`code` is `not_held`). */
             404: {
                 headers: {
+                    "Lockgate-Index": components["headers"]["LockgateIndex"];
                     [name: string]: unknown;
                 };
                 content: {
