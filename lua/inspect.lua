@@ -13,16 +13,16 @@
 --          numbers the lock's events; '0' when it keeps none: the index
 --          is 0, and the record is not read
 --
--- Returns  {index, mode, waiters, now_ms, holders, [fencing_token, ttl_ms,
+-- Returns  {mode, waiters, now_ms, holders, [fencing_token, ttl_ms,
 --          subject, owner, acquired_at_ms, holds, hold ids, value] for
---          each holder described, the soonest lease to end first; hold ids
---          separated by spaces (holds.lua); value '' for none (a shared
---          hold has none)}
---                index is the lock's index as a watch would find it now
---                (see index_at); mode is 'x' (one holder) or 's'; waiters
---                counts queue entries, dead ones included until a hand-off
---                drops them; holders counts the live holders, described or
---                not
+--          each holder described, the soonest lease to end first, index;
+--          hold ids separated by spaces (holds.lua); value '' for none (a
+--          shared hold has none)}
+--                mode is 'x' (one holder) or 's'; waiters counts queue
+--                entries, dead ones included until a hand-off drops them;
+--                holders counts the live holders, described or not; index
+--                is the lock's index as a watch would find it now (see
+--                index_at), last, so that the reply is built in place
 --          {index}  not held
 --
 -- Token hashes are never returned (see lib_describe.lua). One call reads
@@ -35,5 +35,5 @@ local index = 0
 if ARGV[2] == '1' then
   index = index_at(KEYS[4], KEYS[3], out[1] == MODE_EXCLUSIVE, now)
 end
-table.insert(out, 1, index)
+out[#out + 1] = index
 return out

@@ -52,12 +52,11 @@ end
 -- first event numbers it from the clock). Read-only: one GET, and a
 -- ZCOUNT when the lock is not held exclusively.
 local function index_at(fence, readers, exclusive, now)
-  local rec = parse_record(redis.call('GET', fence))
-  local index = rec.i
+  local index, note = record_index(redis.call('GET', fence), not exclusive)
   if index == 0 or exclusive then
     return index
   end
-  if rec.note and rec.note[1] <= now then
+  if note and note[1] <= now then
     index = index + 1
   end
   return index + redis.call('ZCOUNT', readers, '-inf', now)

@@ -288,13 +288,14 @@ func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Tim
 		return locks.Info{}, false, err
 	}
 	if len(res) == 0 {
-		return locks.Info{}, false, fmt.Errorf("inspect: an empty reply, where the index comes first")
+		return locks.Info{}, false, fmt.Errorf("inspect: an empty reply, where the index comes last")
 	}
-	index, ok := res[0].(int64)
+	last := res[len(res)-1]
+	index, ok := last.(int64)
 	if !ok {
-		return locks.Info{}, false, fmt.Errorf("inspect: index %v (%T), want an integer", res[0], res[0])
+		return locks.Info{}, false, fmt.Errorf("inspect: index %v (%T), want an integer", last, last)
 	}
-	info, held = parseHolders(res[1:], start)
+	info, held = parseHolders(res[:len(res)-1], start)
 	info.Index = index
 	return info, held, nil
 }
