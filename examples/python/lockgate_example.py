@@ -275,14 +275,24 @@ class Client:
             raise
 
 
+    def inspect_index(self, lock):
+        """What inspect answers (None when free), with the lock's index:
+        (index, holders). A poll from that index answers at the lock's next
+        change, so a read can start a watch. The index is 0 on a gateway
+        without a history (--history 0)."""
+        return self._indexed(lock, "", 0)
+
     def poll(self, lock, index, wait_ms):
         """Long-polls the lock: answers as soon as its index is not index
-        (at once when it is not; start with 0), or when wait_ms ends.
-        Returns (index, holders): the index to ask again with, and what
-        inspect answers (None when free)."""
+        (at once when it is not; start with 0, or with inspect_index's), or
+        when wait_ms ends. Returns (index, holders): the index to ask again
+        with, and what inspect answers (None when free)."""
+        return self._indexed(lock, f"?index={int(index)}&wait={int(wait_ms)}", wait_ms)
+
+    def _indexed(self, lock, query, wait_ms):
+        """A GET of the lock that returns (Lockgate-Index, holders or None)."""
         namespace, name = lock_path(lock)
-        url = (f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}"
-               f"?index={int(index)}&wait={int(wait_ms)}")
+        url = f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{query}"
         req = urllib.request.Request(url)
         req.add_header("Authorization", "Bearer " + self.jwt)
         try:
