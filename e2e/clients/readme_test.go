@@ -188,6 +188,8 @@ var readmeSpecs = map[string]readmeSpec{
 			t.Errorf("Watching a lock: got %q, want an index from the clock, %q and the events %q", out, released, want)
 		}
 	}},
+	// The long-poll's answer is the README's sample; the release ran.
+	"Watching a lock#1": {want: []string{"204\n"}},
 }
 
 // readmeBlock is one sh block of README.md.
