@@ -387,6 +387,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // never taken; at the wait's end when it is current. One whose index is
 // current waits its wait out.
 func TestWatchShortWait(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		args := append(b.args(t), "--history", "10")
 		gw := startGateway(t, args...)
