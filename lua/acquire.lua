@@ -70,9 +70,11 @@ end
 -- answered, and it takes nothing: an acquire has one effect however often
 -- it is delivered, with no record of the call (see once.lua). But a
 -- waiter whose hand-off ended before it picked it up (a break, 'b'; a
--- lease that ran out, 'h:') still waits, and its calls go on.
+-- lease that ran out, 'h:' and the id of the hand-off's call) still
+-- waits, and its calls go on; a copy of the call that was granted (its
+-- own id after 'h') does not.
 local c = rec and string.sub(rec, 1, 1)
-if c and (me == '' or (c ~= 'b' and c ~= 'h')) then
+if c and (me == '' or (c ~= 'b' and c ~= 'h') or string.match(rec, ':(.*)$') == CALL_ID) then
   return FENCED
 end
 
