@@ -174,8 +174,8 @@ func (rs *roundState) leaseFindings() []finding {
 			held += fmt.Sprintf(", the end of the period of a break called at %s, answered %d at %s, before the call", stamp(period.call), period.status, stamp(period.ret))
 		}
 		fs = append(fs, finding{kind: endedEarly, lock: a.name, prim: s.prim, msg: fmt.Sprintf(
-			"%s: %s %s (fencing token %d) called at %s answered at %s a lease until %s; Redis, read at %s, %s, and no break could have cut it since the call",
-			a.name, s.prim, a.what, a.fence, stamp(a.call), stamp(a.ret), stamp(a.expires), stamp(s.h.at), held)})
+			"%s: %s %s (fencing token %d) called at %s answered at %s a lease until %s; Redis, read at %s, %s, and no break could have cut it since the call (Redis had: %s)",
+			a.name, s.prim, a.what, a.fence, stamp(a.call), stamp(a.ret), stamp(a.expires), stamp(s.h.at), held, s.h.raw)})
 	}
 	return fs
 }

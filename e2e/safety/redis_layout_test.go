@@ -65,6 +65,10 @@ type redisHold struct {
 	// provisional: the grant is still a hand-off's, which its waiter has
 	// not picked up (its lease is the pick-up's window, not its TTL).
 	provisional bool
+	// raw is what the read found, as Redis keeps it, for a finding's
+	// message: the grant's fields, its lease's score, the keys' PTTLs and
+	// the token's record (see lib_record.lua).
+	raw string
 }
 
 // redisKeys are the keys of name's grants of kind (see above).
@@ -87,6 +91,9 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 		member           *redis.StringCmd
 		score            *redis.FloatCmd
 		mainTTL, lessTTL *redis.DurationCmd
+		record           *redis.StringCmd
+		recTTL           *redis.DurationCmd
+		all              *redis.ZSliceCmd // every lease of the name, for raw
 	)
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		now = p.Time(ctx)
@@ -97,18 +104,22 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 			member = p.HGet(ctx, main, "r:"+tokHash)
 			score = p.ZScore(ctx, leases, tokHash)
 			lessTTL = p.PTTL(ctx, leases)
+			all = p.ZRangeWithScores(ctx, leases, 0, -1)
 		case permitHold:
 			member = p.HGet(ctx, main, tokHash)
 			score = p.ZScore(ctx, leases, tokHash)
 			lessTTL = p.PTTL(ctx, leases)
+			all = p.ZRangeWithScores(ctx, leases, 0, -1)
 		}
 		mainTTL = p.PTTL(ctx, main)
+		record, recTTL = p.Get(ctx, main+":t:"+tokHash), p.PTTL(ctx, main+":t:"+tokHash)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return redisHold{}, err
 	}
 	h := redisHold{at: now.Val()}
+	h.raw = fmt.Sprintf("PTTL %s %v, token record %q (PTTL %v)", main, mainTTL.Val(), record.Val(), recTTL.Val())
 	// expiry is when a key with PTTL d (its value read in the same
 	// transaction as TIME) goes: never for -1, already for -2.
 	expiry := func(d time.Duration) time.Time {
@@ -122,6 +133,7 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 	}
 	if kind == exclusiveHold {
 		v := fields.Val()
+		h.raw = fmt.Sprintf("tok %.12v..., fence %v, provisional %v; ", v[0], v[1], v[2] != nil) + h.raw
 		tok, _ := v[0].(string)
 		fence, _ := v[1].(string)
 		if tok != tokHash {
@@ -136,6 +148,12 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 		h.provisional = v[2] != nil
 		return h, nil
 	}
+	var others []string
+	for _, z := range all.Val() {
+		m, _ := z.Member.(string)
+		others = append(others, fmt.Sprintf("%.8s=%.0f", m, z.Score))
+	}
+	h.raw = fmt.Sprintf("hold %q, lease score %.0f, PTTL %s %v (its leases: %s); ", member.Val(), score.Val(), leases, lessTTL.Val(), strings.Join(others, " ")) + h.raw
 	if member.Err() != nil || score.Err() != nil {
 		h.other = fmt.Sprintf("no %s hold of the token", kind)
 		return h, nil
