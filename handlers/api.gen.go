@@ -299,6 +299,87 @@ func (e LockInfoMode) Valid() bool {
 	}
 }
 
+// Defines values for NotHeldProblemCode.
+const (
+	NotHeldProblemCodeBackendUnavailable     NotHeldProblemCode = "backend_unavailable"
+	NotHeldProblemCodeForbidden              NotHeldProblemCode = "forbidden"
+	NotHeldProblemCodeGrantEnded             NotHeldProblemCode = "grant_ended"
+	NotHeldProblemCodeIdempotencyInProgress  NotHeldProblemCode = "idempotency_in_progress"
+	NotHeldProblemCodeIdempotencyKeyMismatch NotHeldProblemCode = "idempotency_key_mismatch"
+	NotHeldProblemCodeInternal               NotHeldProblemCode = "internal"
+	NotHeldProblemCodeInvalidRequest         NotHeldProblemCode = "invalid_request"
+	NotHeldProblemCodeLimitMismatch          NotHeldProblemCode = "limit_mismatch"
+	NotHeldProblemCodeLockHeld               NotHeldProblemCode = "lock_held"
+	NotHeldProblemCodeMethodNotAllowed       NotHeldProblemCode = "method_not_allowed"
+	NotHeldProblemCodeNotFound               NotHeldProblemCode = "not_found"
+	NotHeldProblemCodeNotHeld                NotHeldProblemCode = "not_held"
+	NotHeldProblemCodeNotHolder              NotHeldProblemCode = "not_holder"
+	NotHeldProblemCodePayloadTooLarge        NotHeldProblemCode = "payload_too_large"
+	NotHeldProblemCodeSemaphoreFull          NotHeldProblemCode = "semaphore_full"
+	NotHeldProblemCodeSessionEnded           NotHeldProblemCode = "session_ended"
+	NotHeldProblemCodeSessionFull            NotHeldProblemCode = "session_full"
+	NotHeldProblemCodeSessionNotYours        NotHeldProblemCode = "session_not_yours"
+	NotHeldProblemCodeSessionTokenMismatch   NotHeldProblemCode = "session_token_mismatch"
+	NotHeldProblemCodeTooManyRequests        NotHeldProblemCode = "too_many_requests"
+	NotHeldProblemCodeTooManySessions        NotHeldProblemCode = "too_many_sessions"
+	NotHeldProblemCodeTooManyWatchers        NotHeldProblemCode = "too_many_watchers"
+	NotHeldProblemCodeUnauthorized           NotHeldProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the NotHeldProblemCode enum.
+func (e NotHeldProblemCode) Valid() bool {
+	switch e {
+	case NotHeldProblemCodeBackendUnavailable:
+		return true
+	case NotHeldProblemCodeForbidden:
+		return true
+	case NotHeldProblemCodeGrantEnded:
+		return true
+	case NotHeldProblemCodeIdempotencyInProgress:
+		return true
+	case NotHeldProblemCodeIdempotencyKeyMismatch:
+		return true
+	case NotHeldProblemCodeInternal:
+		return true
+	case NotHeldProblemCodeInvalidRequest:
+		return true
+	case NotHeldProblemCodeLimitMismatch:
+		return true
+	case NotHeldProblemCodeLockHeld:
+		return true
+	case NotHeldProblemCodeMethodNotAllowed:
+		return true
+	case NotHeldProblemCodeNotFound:
+		return true
+	case NotHeldProblemCodeNotHeld:
+		return true
+	case NotHeldProblemCodeNotHolder:
+		return true
+	case NotHeldProblemCodePayloadTooLarge:
+		return true
+	case NotHeldProblemCodeSemaphoreFull:
+		return true
+	case NotHeldProblemCodeSessionEnded:
+		return true
+	case NotHeldProblemCodeSessionFull:
+		return true
+	case NotHeldProblemCodeSessionNotYours:
+		return true
+	case NotHeldProblemCodeSessionTokenMismatch:
+		return true
+	case NotHeldProblemCodeTooManyRequests:
+		return true
+	case NotHeldProblemCodeTooManySessions:
+		return true
+	case NotHeldProblemCodeTooManyWatchers:
+		return true
+	case NotHeldProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NotHolderProblemCode.
 const (
 	NotHolderProblemCodeBackendUnavailable     NotHolderProblemCode = "backend_unavailable"
@@ -647,6 +728,22 @@ type AcquireRequest struct {
 	// that resolves to a loopback, link-local or private address is
 	// never connected to unless a pattern names that address.
 	CallbackUrl *string `json:"callback_url,omitempty"`
+
+	// MinHoldMs Keeps the lock from everyone else until `min_hold_ms` after the
+	// grant, even once it is released: at most once per window (a job
+	// on several hosts that runs once per period, however fast it
+	// is). A release before then answers 204 as ever; until then
+	// every acquire, the holder's own included, gets 409 `lock_held`
+	// with `Retry-After` up to then, and `GET` answers 404 `not_held`
+	// with `min_hold_until`; the first waiter (`wait_ms`) gets the lock
+	// then, by the usual hand-off. A lease that ends unreleased frees
+	// the lock at its end, as ever: pick a `ttl_ms` (renewed) that
+	// outlasts the work. At most the gateway's `--max-ttl` (or the
+	// policy's `max_ttl`), else a 400 `invalid_request`; exclusive
+	// holds only, and not with a `Lock-Token` (re-entry) or a ticket
+	// (`Prefer: respond-async`). Measured on the Redis clock (or the
+	// embedded backend's). Default 0: none.
+	MinHoldMs *int64 `json:"min_hold_ms,omitempty"`
 
 	// Mode `exclusive` (when left out): one holder; `shared`: any number of shared holders, and no exclusive one.
 	Mode *AcquireRequestMode `json:"mode,omitempty"`
@@ -1043,6 +1140,28 @@ type LockSetRequest struct {
 	// WaitMs How long to wait for every lock to be free; default 0, at most the gateway's `--max-wait`.
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
+
+// NotHeldProblem The 404 of a lock's `GET`: nobody holds it. `min_hold_until` and
+// `retry_after_ms` are there while a released grant's `min_hold_ms`
+// keeps it from new holders.
+type NotHeldProblem struct {
+	Code   NotHeldProblemCode `json:"code"`
+	Detail string             `json:"detail"`
+
+	// MinHoldUntil Until when the last grant's `min_hold_ms` keeps the lock from new holders (on the Redis clock).
+	MinHoldUntil *time.Time `json:"min_hold_until,omitempty"`
+
+	// RetryAfterMs How long until `min_hold_until`.
+	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
+	Status       int    `json:"status"`
+	Title        string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// NotHeldProblemCode defines model for NotHeldProblem.Code.
+type NotHeldProblemCode string
 
 // NotHolderProblem defines model for NotHolderProblem.
 type NotHolderProblem struct {
@@ -4625,15 +4744,25 @@ func (response InspectLock403ApplicationProblemPlusJSONResponse) VisitInspectLoc
 	return err
 }
 
-type InspectLock404ApplicationProblemPlusJSONResponse Problem
+type InspectLock404ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type InspectLock404ApplicationProblemPlusJSONResponse struct {
+	Body    NotHeldProblem
+	Headers InspectLock404ResponseHeaders
+}
 
 func (response InspectLock404ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8271,342 +8400,351 @@ func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, ses
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxs3ljf8VbDcnTI506QoWfbEZKW2NIkzceI4rlhZP++bzqMG2aDYoybAaYCiOVnvZ3/qXIBGk02K",
-	"cmznsvlLItkXXA7O/fzOT52pWSyNVtrZzuinzlzJXFX473fKVZuLmVMVfMqVnVbF0hVGd0ad13NTKmHV",
-	"1OjcJqIyK52rXKyWg07SsdO5Wki4aVHoYrFadEbDpOM2S9UZdQrt1LWqOm/fvk06S1nJhXL8ws9WlTUt",
-	"L7ucK5Fp9cZdTfGKTJiZcHMllpW6LczKiqW8VmMhJ1ZpJ2amwl9nRWUd/gSDKuBJ/1ypatNJOlouYCz0",
-	"uOaI5ZvnSl+7eWf06PQsgRn4z6dhDtZVhb7uwAy+NGWuqktzo3T7wM1aq0pkDq4IA5+uqgqGOse7E+GM",
-	"qFRfaacqUTgrriup3UC8ULeqSvVy5UThRKGFFN9/93yQaj8f2q16Qs/N9KZPg9kzqbNHj++e1LNcLZbG",
-	"KT3dfK02u/P6Rt4oixOR03+uikoJK2eKZuGqjeg+e3r5hZg7t5TLQkRP63+tNqnOKzlzvZE4hTvOHj0S",
-	"t4UtJqUSF68+e/ZMTOeyklMgCtHN/i2Di7L/yXqJwN2dyEqlupttPXUkPlHDh0/++onqnw/zR/3zh+qT",
-	"/mT65GH/8SdPzuWjv86ePDw7z3rCVEJaIVNtXbWaulWl8v6sUGUuaAFEy6PTTnj4YDBIO1ki1oWbpzpL",
-	"07STCalzAf+mmVB2KpfKjoXEkYobtRFTqbVxwjpZObxRZGkn6w3E91bBSGaVsnNRSZ2bBd7QleL77599",
-	"Lm7Pe0jNSk7nYak3ZiUWSuoRbgCSV6qRvESlrLNAJ9+pvLBC6Wm1WTo4lzpXlZD48FxVxa3KxawyC1G4",
+	"7L17cxs3ljf8VbDc3TI506QoWfbEZKW2NIkz8cRxXLG8ft43nUcNskGxR02A0wBFc7Lez/7UuQCNJpsU",
+	"5djOJJO/RJF9weXg3M/v/NSZmsXSaKWd7Yx+6syVzFWFH79XrtpczJyq4L9c2WlVLF1hdGfUeTM3pRJW",
+	"TY3ObSIqs9K5ysVqOegkHTudq4WEmxaFLharRWc0TDpus1SdUafQTl2rqvPu3buks5SVXCjHL/xiVVnT",
+	"8rLLuRKZVm/d1RSvyISZCTdXYlmp28KsrFjKazUWcmKVdmJmKvx1VlTW4U8wqAKe9PeVqjadpKPlAsZC",
+	"j2uOWL59rvS1m3dGj07PEpiB//80zMG6qtDXHZjB16bMVXVpbpRuH7hZa1WJzMEVYeDTVVXBUOd4dyKc",
+	"EZXqK+1UJQpnxXUltRuIF+pWValerpwonCi0kOL1988Hqfbzod2qJ/TcTG/6NJg9kzp79PjuST3L1WJp",
+	"nNLTzTdqszuvb+WNsjgROf37qqiUsHKmaBau2ojus6eXX4m5c0u5LET0tP43apPqvJIz1xuJU7jj7NEj",
+	"cVvYYlIqcfHqi2fPxHQuKzkFohDd7N8yuCj736yXCNzdiaxUqrvZ1lNH4jM1fPjkT5+p/vkwf9Q/f6g+",
+	"60+mTx72H3/25Fw++tPsycOz86wnTCWkFTLV1lWrqVtVKu/PClXmghZAtDw67YSHDwaDtJMlYl24eaqz",
+	"NE07mZA6F/AxzYSyU7lUdiwkjlTcqI2YSq2NE9bJyuGNIks7WW8gXlsFI5lVys5FJXVuFnhDV4rXr599",
+	"KW7Pe0jNSk7nYak3ZiUWSuoRbgCSV6qRvESlrLNAJ9+rvLBC6Wm1WTo4lzpXlZD48FxVxa3KxawyC1G4",
 	"QapTfcEbh4ODx1q5wLEndFn4airLUlWimxXW8rztagKb4wxclWq8bCndPNl62sTkG9HNnCuvFjZLRLaW",
-	"heN/cRZZkuqsLBaFyxKRq5lclc4KuVyWhcrhDfPKrK7nQuqNuJZOreVGGF2/ACc9SnVfrOdFqfAHPEii",
-	"LG6VHdVXng1Pk/qTP5tS56kWIpspPS309RV9nQg/ZJquerMsKmWvpMuElRugmPVcOlGphSy0HTffTzwI",
+	"heOPOIssSXVWFovCZYnI1UyuSmeFXC7LQuXwhnllVtdzIfVGXEun1nIjjK5fgJMepbov1vOiVPgDHiRR",
+	"FrfKjuorz4anSf2fP5tS56kWIpspPS309RV9nQg/ZJquerssKmWvpMuElRugmPVcOlGphSy0HTffTzwI",
 	"Vk1YV5SlqFbaii5MvdDXCTyhNxLnwyf45qImvKtCXy0rc10pWGgiGmTIfeTIPBjctSsJ38AIx/AUGRbH",
 	"wbjyQuViUeR9HESp5C0eXemE1HatKiSw1VI4g0PwmyKW5coKOTErJ04fC5qX0dN4WdfSikqVSlqVw7kC",
-	"zoWfhAJpUM8LL7/CL7NxIGSclBRarYHSaOHwK23cXFVIMCNxfnbWXJgbtblaFHYh3XSeDYB2cWY4JRgR",
-	"HDV8ocpFNyvN9OZqrsocNtKqhVzOTaWuZquyzBI4fK5YKLNyRA9M3tdGq55fKxhNoa9HOD06JriJEo/t",
-	"QFykGo5VAT8u1GKiKjxwrijF46GA6xpc/UG0RlZ0pRWltC7VldJqrfJEqFulxXqOx5nXVsmqLFSFZ0Bp",
-	"2LFr45zSIyF5RPB9qnllrZBarQfiwu/T3FgkejE1qzLHFZookSs4FzDawoobtUTJmWpYB3xoghf6QRyQ",
-	"Olv88h7ydCmdUxU88/92/3P0w7/9e/9/fvzh3/r/8+NPw+Ts0fnb/047/H2a/pCmP/b/58f/Bj77Q9qB",
-	"Pz/2fjpNzh49ept2ev/RaZNkX5lCv1LWotxq1Sss/XpVC2gp+DvRtUqJzCyVf0bWG9X0n2oX5CDf4TeX",
-	"Rbc4XnLzC96D8H4OHLR9sgtjnYATYYVExQgVECu6p8MhkRypUL19ChNy5+3RkYZ3OhwOk1rhO21R+BLU",
-	"T+6rK8W60M6CHqUIVQqPRd4ZuWqlfs7avsCn76pDbjpXOZ/0paqmSrt+rqYmJyZvhBTTsgD1ZSE3rCOA",
-	"HEt1UHZGIpN/engxyeA0wrxhn0QmR5NsIF4jJ4cHAr3h4/x9dGD5IIlKzVZWgeL0p7Mv8FFSZCfA+/50",
-	"9iiDD3/KevT1+XAY0SNI7Hr58M+hhYsO7g8X/f9f9v817D/5sf73ajDqwyE+ffLkbfvJhKW0SzlV7aSw",
-	"0oXDw7hyc1MVVsJvA8FLnaD4m87V9AbW/Rokr8NVQ9p5YFOdaZuJ69JMbLJnY0Yiy//0+NHC4DpluVqY",
-	"7OCK0HCPXRa/JrwguByPz/asxstKzdrsrO+++Ez89ex8CKbOTFVKT5VNxNQsFrJvFZhPDlaj0MJoJegU",
-	"jFKdVcoujc770m70NBNdo4XUTckbRP3IawLSoYT3yq0UrpjeKCeKWU2QhRUgTXukf8AjPn3Bz+fLH1ix",
-	"NGU5SnVp9HUf/if9QryoDUbpiBk9HPYG4lsQ91aAulxca1MdFDa8UodO8e7yMnd9lrcTW829i5wUAS8W",
-	"kAuB7D4bng7aKYOvvP9xAZI420cQPOIDzLJFcjUlEQz5nmxzWwq9P875SjngyXbfBqBeBBckaJ4RoeaJ",
-	"yMLBO4H/MhGoXkw2dBDsXmmFLzw0i/+o1Kwz6vz7Se0EOaFf7QmP+HlhHc7gEql7HwkF2gcKCjZT9txM",
-	"kXNFdHS2h47oCe+ZjGjQh6iIXrtFRGE2MNx70hC98r2T0Ft4FDA1q5CInlYV+YqmRjulUeNBW5EW/GRZ",
-	"mUmpFn/5hyXV77hNf0l30fuaq3WhN4IMEwWvHnTeJp0vTDUp8pwW92MN5NKLOZEbFdk7ws0LK8J5Ed1s",
-	"5oeX9XC4Tb/ON2xEfeyxb/tXMjTbVmDogC0KJs0/V8q6XWsw1d39pmBvIF6QqYbP8ywERAlMXd/Kssi/",
-	"o0d/7Cn7GRVWLGQ5M9UCjdOCBnXFP/MuvTCRxfKxRvnCoJckmD7ICEAtaoiETHSD2CFzvgd2MSx4qvGL",
-	"pOkIqKQWZuVEtzaq0FDXyFJgn+ZoshNBj1INtxa5uFbOivPhwy0p19jtZ96kJtXBG6qpJv9vUdEY4BW3",
-	"7JIgkircWIBRx84HfgMTygvjyKf73lc/PPl+ZxtMtFr/6mbauCvyG2e9xLuBpAUZY+XGpno934zgO1qO",
-	"THSD76HhsRnjSVsqlKXZ50+fP718mrEqaFN9NjwXoFUrmfcS7/byT4u8PLiksMXSP3kkrFkoo1WqVWkV",
-	"mjzNSWizhmdOKqYpUE1zMB2tq6QzlcBfyJ8INyQCDfFJpeQNyOQsvEI031A4fDbQYLbSN9qsdZbqLlEb",
-	"O4WQQmnoC1PBW6RmT8216TEVvJSb0sj80pjnsrpWH5tfoK+0sMLAuE8fi6+Lv4lutqRBXTljrkoYFjMM",
-	"PqK/HWGUsKuYOQJQJZxH0uk8ww+uZs8BgPA3ZlVZeACd8VRv86eCxhBMwS21GNQXtpfnIE32c5dYlkzn",
-	"Ul8HUUIKzgvjvjArnX9kJm1X07m3y4gXzGAUxIetAIPMM92EOTMuCJhhwBvhtBZaZPD5ij6QD56vnZbG",
-	"okUZeEbN1mnBY/0urDdcTuvdxbAQGZSBJKzciPW8mM79+bo05hupNyyO7cdcxAyOz0LqjRe7Nht7J29j",
-	"t8XTAgkxcgx3cQnYx8Chj3BOYQ3sHESRF57siGfXsXTwS6r9a0UX2NKG3NdTs9LO9oL4ZPWloi2FobF1",
-	"DlRbR07YmadzEXzbsBHXCkbeG/OuhYhAYYV0JGTRlQcjDc/3b0wo5gRjM1oNBIYdyIeS6mYQgu150TVV",
-	"kAPR6OA58ElVtoeOclrGB5b8VLK0YiqraiOy76RT6LjsvzRlMd1wfCN8DVwcw4b9QrlZn0OLfVhTnEif",
-	"49b909MecB2YEJ5zfBraLTbVsE0jkaUduC/tZCgn0g4PMe2w+yeOgfsBtIXAJSp0pZo5su6iR4+rT4dj",
-	"9+lpJrraaEVL4Wr/Rx0qk7YZ2CESiEcFz+KR1cS/a+ptL2G7vccLEtE0k288+H9+ejocjtc4/H965dWm",
-	"egk6m58EecInK7YUJ6vKOtJHyIJcKFh2dpEbIPtZUZZkG6vF0m1aZgovHv9z9WkK3ICD5P3w/s4xq1Av",
-	"5T4ewdt7EuU3IJv4XrOz8V/qo3L1bwprgV7h5JNBICZKVsB5iKNmq2hkGTrnIxJ9/fp1/2Ll5ko7GKJq",
-	"jmnHjKaJ3sqilJPyoys2qP5N5PRG6VzkBcWiWFqAaC4WKmlhWna+csCkUp2bNawIP+JqVU8FhDYGEVZu",
-	"ahYqpFoAdy2sYHVw94S/K8G89YSIj7kg7vmZ0bOymDq/DLCmZfntrDP64ch1S37qLCuzVJUryNFByv3u",
-	"aY4NgZFYzzeR0kNhHRZqQC9Krxad0Q8dr/zDV6TRd5IO6eGdpMNr1Plxx/2SdJqh5pbh1JHWEcWSUN2v",
-	"Q50rXSoLnB/jnOP90W5/uxHS3pBzH6YAVrN0FFB6fN5pjS/xV2byDzV1nbc/tpHg+fAJRflgwA+CpB2I",
-	"b7UStB0U+ZQiM1p9O/NesVTbpZoWs2Iq+GzYEaVm0O8LFK8lRnsy3s+Moz/8pFSvMQKLWqZw62KqBiKb",
-	"mlyR8UZKEomrkYiWlJIT9icIsBjdzgcQMZGIrkx1VkfGMjLFG7TSwycVygajctwM34MMpwu0QvWIFTqm",
-	"/8i/IvO8gGWX5cuInmeytCrZInE4o3Cir1ZVuUtZX6BTiHVeo8uNqDUgUhMoJjASzajHWGDUY5OyQeGj",
-	"H7i6FADrxaTqwxsSbUPKZxH/XKkV6M30+qTBmF5+++oSHqSNA6pAtinmqlKJsMU1mDPSildO6lxWeapf",
-	"q8ncmBuLP8Ic6HO/wNwE/wlYoHVyscR0GP8t3CLdqlIjcXuapKvh8OF0Iq16fC6+/Obis/6rLy/OHj0G",
-	"Qkw7RT4IDxmg26yDN6iM1P+mhxf4qVXTyk/ubHgGqm3YEvoN1JJwL7nisp9SPG9pZ5Sy83rAJnbaSeAr",
-	"HgNegHlTSdrJpZNpZ/RTit55vhDuxX/RKllVJX0ogCKWtZWSdt6+zUYU8Gz428m+DzYIqayFd/fANMxs",
-	"RpYJ6FzRuhZ51uNkDSnO3rwJsodTNWAM/dWS1BlgY2NQZPKiUlN2OwGnmJmyNGswGS7EvNBEpVGmgA/p",
-	"avXGpRom+cBG68mkjWMnDQqYE2hTpXQqqb00pkr1zFTXKm/SHHvBPL8X38IhyUBJtpn4/rvnnPCDXIeW",
-	"D06fdAZU8azf95vdlzCPzEeTaYJyOlVLSqaBJ2apxjO4BkLHNAKKPCP7ssbTiRTTUkmNhjZOSRuxsmBB",
-	"FHpmYJlnlbxeKO3GmNBFR9SfS7HjGsWlNdbB8DHbypry1gfDS2OWMP5ElIW+6ZdmKkt4xbIqbsHqknkO",
-	"bBJtAKKVqdFaTR2dc5ZM9VzQbcFJUnQrqQ1xxGJ4/kmLlFyYvCWgnak303Jli1uViS4yHDIaVq43osAt",
-	"cuixyNB+zDEkuxF6tZioCg41fc2X2cQvaHgsPCQW8+EH0Jbx3laZjvkWu8O9ELNKqT4IXFHKieLkqgLl",
-	"nxN2btYYc4uW4/SsbTWIC7ash6tWKgPxbtnln9GlV0jJmffSsGLYrVPaMJUp1XA1qMxgu8xmCdAw3tm/",
-	"URv8Kku8J7OdnIAM0beJqoAWK80cGx/TG4sMBRXbsBrt4Oe8Z2y9hZPNd/pToWMZ8cCGo4bXWbKr/d3d",
-	"rI+sve/92OVabkBuwyM4BTIB5cEbQRmJFqBjoJuVlvZG5b2BeMUrMjXW2YaU+uzl9yPUpBoDBDZmzaqa",
-	"KkqjsJQKWqtVE2PgAMM2Uv7j7jY+R+WuRBIY++GKh8PhcFhH+FEHN3pWXK+AhBfyjbi8fC66/vJTMe+1",
-	"qneHUomSzq0sV6qNdPGHiPWyulIP6HR4di4mG6eAUMT3l1/0PwEKK42+BvYEy7qfDWFer8k3sWc2gYtP",
-	"H1JqGDmsH1geh88ELbw3jbStwiV4jLSYbET296eXmTecUz0vrDPVJvF+KLgEpkOHn3M3Xn5/KQaDwQm+",
-	"JUswYzHa2+C5s8A3yb5+QG6aOk2jx2OcKLCX6qSjBxhD2KsVFW4gngbGw4RLAo/GBjxwlGpmZbG65UPJ",
-	"pblGB9trisYkYCbA3FSppijQtFI50jh55SYrJ768vHw5ElO5WEpQnyYb1ufQa9fIZ8Gl3JhVlWrP+CXN",
-	"DuebgPY+LWWxwMXfXkkzsaq6VT7BG/YGJLDll5IBBVJ2WyIAXbXwQB7VLql+adZIdLCm6LYlTgjqPq56",
-	"faKGA3ERnabAWlKd9fsL+aYPt2f1kXo8FLbneSjI9rGnmlY9OdWkcngV1x8U0Kf4BfTT9nvw6IoL2NlU",
-	"e5mpxKyUvDr7z/TwGPMt6fytUvLm3WwKDBZdLVVVmPyO9Z8HMl7ITZ2nnQgw8IakN/Kce2TLgrUH5LmT",
-	"ZIv2LnowpPZpuwKHktCd1hitMP5kURPT722lfI7Huy4DacF45qV1waZV6K9c2LHwKaJlyeEzmP8xhnnw",
-	"MLS+fIH5/LT+daxhXdBrOHcPfbk4CdE9pZOiI/XH19Gw9r5PcUJBszs6OG27Y2smHqHDRC6WJcrGoiwL",
-	"fX1S6FtTTFX//Kw1+aZOffmB3hG5Wrb35ceWPf07LMrultYVCPAprH4unULrsdPChRo1DY3b9m8aLFqb",
-	"hKVKpQp0G1bQanOnyL3fzcdjnTE3A/FUwwe2PznYDGz3P+GyT599jvq9fzCfJX74Wlq0hlLdfTR82CNf",
-	"Xg7yjgUj88OxIBlIue7DcJ/P45epxjFtzEpMpRazAsakSfyCHQS/XhW5zRp6UL2GKLoP0DAavPj4rZD9",
-	"ae37ohov0Nju1HA8VR5pY8Awdt79DjYB+ucO+PkuQJupcJvrWh5f/5ebtR6Ri4+UHuQs4QiDpKFM06oq",
-	"bkEpg73BWM3a0HOtpx/yHMJJr9CYt+/AKL0FQmZFe0CEuLcEDWVqFks5deKr169CEWHQksN2Livj0Pp3",
-	"JtWoO4PBURZacb3A359eipPBWpVlH92pJ3AbEOnJP9Y3dvAPS3UEqIKADC8s1kDZ1SQjWUPcqpeQA5Ci",
-	"VCG8B5duVSilGnWuTHQjQzMJxiTev1TVokA3TlZIV9cyZRzTDI5att8XwOI40tMbiJeVwuq7ppGDvnW0",
-	"QNAvAce9y5bcSKCNRzEetHb5hwzzgTBfOK5TIpuOzSNx0Dqi4DyWaUwr5TABqVQO9UXUzYn+kHKoGqP9",
-	"PLu7ChHwgrGwCpkX8oqG99Tsvqn1PcF8OsaF3SI0HMuMJhMPD945s0ksItoEy5dKlm6+K1msk27FMsbL",
-	"OnNzp2zj21rfFFKpmm/y2Xn3EmIfU/CBIGhjfsgC6IA+sGzNTTYg97rZp1lgGzw/8q9y2RaGCiLhiQIn",
-	"6zXqlqWgg4rZtU4R2exSFH0hq0pujpdMyJDZiqSBHxRRYz5v4rQxsiMkV3Ar7TqEVkQZrYeO49HkdmP6",
-	"qJVz8k5/9frSJ15QEeq/47+BI3H4C9i5FshZe3ecyZagPpdyNiTRkYruPrdErKw2SQjvCDSAEykcZ0X6",
-	"xAHZ1GOReW9Tyx1HlBfeb84BZhKdsqRxTvedb7t7vO8iSCI/WmeWmkH7CjrZnZS2NUd6adsov3r99Svl",
-	"9lTXPDr9q/jq9dfilUKj52l+9ujR6ROxXE3KYirQodiFCz8ZPvwrDqk5VbgA/obTusXoymvkp6yEPc0/",
-	"f3XRqndNq9vmhTiM1ktvij1FCDcK+ArO6vHDT4SbrxaTZVVo13oGbtwmfuO3X79sfdvKqvgyW1y3XvZm",
-	"T75JWMZEUMBqVZV30yuMjdYEnkxTTnAxaUBtu9zkitsPhG1quwudmHcZWbtk8/DhwyeJ+P7yszFHn0pJ",
-	"Sq4kRsQJCg+swCdtGvzjfhKr+fJXriqmrtyIQk8rym9GhY0UJzyvFn0kgX2xHXAE9/oghvAfJsUfJsX/",
-	"GpPi56r6703Ff15Yp/LnfKCPy0GCq5/pmWlJQtKthc+XIWKAIVPBycXogvNM425ej8/encOPXC/+9Fa1",
-	"ecFka0qm156WmE6eeHyQmhtPSd+VxAweWKJPoLRQ4tA7nldPWrIsQ1kDx0Tmpi5nEFTNgBZCXPDwwArW",
-	"0CKttl1zVX45vED2Klon6VCQ5srcooZXqStW5T398H+HUsAoVnSVV2a5xF9QP73iWFSr5L9DYF1G6RR8",
-	"qbesh6zF0kuPFFKFztUeZQPXBogR/b8UWq9rPOr4Fl0oJmpmKB+oG0fu8AUBtoNrTzj4jdUnvYG4mDDv",
-	"Ij80SHgMV4lKTU0Fcmuj3B7xci+DaR92RVTf0+Z9DaUV6A5VOq/BROrQKMkWpfOAbtFKcQeNNr+zXRZu",
-	"PtbYY3Pu/Zpte8yrSx/bw4fR5l7L2zgM3M38OQExFh0UlHUNIt8yySn4D6/gyKy4UWppgWwkaSOp5vgi",
-	"vrlVNGyxPDrESQdtrLtss1b2bqY3X9JwWnTXW4/mFoySu9g+MdkW10LZnvweLDl6VyPhgJZniXFe4LUc",
-	"N/KrRzkbd4RijgqmeDQSnu++dUKR1kozHBaq00EH+9Gfkgb0ExBNZBuzsgVvreGsSCFCqzQT9PIJU6hX",
-	"qSgkoSphqqQlExFRyVDjYriqhheAc2GiFNtSWjeq8aoo60yLeRzpxIdbJzf8fNCTFphs1kzQHdDQVWUz",
-	"URY+qaTOQArZFEMsanFztRjVCxmPXUw2yIVpDgQ1E2KlKIBx4ONU+zdeOeNkmXFRDMUhZVnSyfotORIV",
-	"RdB2U2p4ontUKh/StLztxmhFgSyLKHuwZIgs5mNeEeGk2lNOoLJyUycQnA6HICtg/Vt3gZE3juEb7Nt9",
-	"i1kQz+iO0+Gw3T0ZdvUAL6nnXVPqXIJJh8osOoYCTSJndnc7I4/1jap7uEY/TPRu++j/nIS+9+R5rdXV",
-	"36jj9TLmtkFZIV2B1B/K+wkZh8FvD2Zfb5zqvY5Z4O6HWPYeE5GLnQ5QZLP0z4+MlVPMR+fMKQQ8TIL+",
-	"nGo60V4OI/Ifs1Cf4gyKT9/MZgIUfNRhup6TSzFT61QHAz0e/h1WK/I5Ju2at20f/HfxObdpR34F98l7",
-	"RGzZUYpKjz5znE5Um88tSlGERbvnQOFvno7h8iZELZulmGjjAWrvVnn2T5m928e7MF97wiWAylqH2FED",
-	"jraFy3Z4n6fofcHzEWwTl3iqBlupIn9PQgEyzh5nUvHIpljuHtyrEj315NfxSVak5uMrpGNl7jJU6yJP",
-	"AVkZIQ1httdECfXPlSwRwgouIOhUN1cbISvVu4c8JE9yC7n8bP/n4P5eygPGOC3B/YPbfvPuxdcvg98V",
-	"9wXVVKS5Y0u64kPg+YYHdnp37xidmaN8//ek/vdNKvfd95/lgXwfi/qd9y/trOu10QeciB5I0wltOBs7",
-	"qEHHh8Kr6O373hNcIQRbF8pr+PukvoA8RL37DGFrVSNvG07/4MK9S55rILyjscx+Vt0HiC7k0z6s9OGK",
-	"QALyNWmhXJERfDKsvzULDxta5z1LGGqZ0ky/Pqqg4R1KGO6XGV6PDL6eKNyrKEe8OcC6/CROER+8Q6bx",
-	"cUrIDrbRByx8fv1hS513DjCOoj0+8RJDYB+g6HuP243g0WucGnL7EpRHgcDQjYBLRGx3lm9vYWNHhbFN",
-	"98Ovs5Y7jL4u6G7yh609ygjrej1nbBDSDXFbeoMdoPB3rr7e2q66eJpx7reKq7dqqiN62k1AeHL+6K++",
-	"Dl3kysmitLvZKVP2NvhDsVXPhAchQr3AnWEQqaQT0IVY5bpiO6+5Ot4RG6bJd5Lx5z/QnfvA+7Z+ihYX",
-	"5Ga9QjC/bRAsTJDcQvSBk76LEBFfuUYgYbRSF8rNTY7wUpLqeBHa0qlKo9XaALyLPgc8qui7Jo5U9AOv",
-	"VHg/f29b3Ti0ne1+nJCi2aL7FY4QPfaoKHFa56rSI59EMGIyGsWbfJgr4q/+jWFUYeQJEV6bpPgOeMa7",
-	"qTr7NIkL7HlR4xuPxK5uQT02tjQMj+sAdg5xty7oALXOwcl3yvV29Y8kFPGG+E9D6kZpBgTuQCUOWq1l",
-	"WSNjVWoqyzLVc7MWTZw+7wYZCeldk4TXILGOKCpXpbwRak/AqSU4c1DVUGvgt963vvNFWBZWkBC7R5t1",
-	"rXbArC8vn9c+sHjkaMvfWzFqq2565TnOUSUxv6Jsred3+i0oi6b2jfBEj83Y2g/2H4tEvCzxZZAejRRd",
-	"UegCZA9iQLvgyLjEwsd/KYLjBALj0VI/mVr3wDCTV0D2uA5/d3lgfn3vlTGnXHmii+u5Kzd99WZpKtfZ",
-	"azP9kWP2R47Zu5atBAxCWsFfsoqlPig/s5TFs7sfD0kIH+3fTUg/HG+ldboz4jq4f3R0b0rFHTzl54eO",
-	"GjUCrTEjn0Rwr5jRUaGheNd9okYdGToUwwlb+R7ds0fkqNEybSepJWKlIyAG1qTskeL5dyzx/pBZf8is",
-	"j5AXHbOR95YcHTjMO7rc78iJo3QK2wQ+DxPxQL5jUcP/qgrlsw1NCdmzXrfWGh5ddPeRsZwuvIW9Baf4",
-	"m0ESui9Ai1eo7uV53wJn+dmO+Lv1oO/Qcns/lH2JSQxrb0Z6Qy+CDKmpu7CiyMt7E/D9J/iKp7el6Kk2",
-	"0IpwNFnLQ2A7uDThBI21AIUvQjnymMS60NNyhd0s5cTcKu+5ZTkMZL9WFbZ5o9VQGpuUsqqD3P5W7bOI",
-	"D6z3MU79+5igP0ubJEycXZ3yHdVA8jAe1gFD3vvPV/7u0sJec4jiRqllI3tegmUwErLW0kLziyMVQHuo",
-	"92Sz7Zjvy4sZnXLj+/N6TMtWN0Hsdb7rHV6Ex4bgVvMEZ8Q/TKETXAnso6J0Hq/Iwb6W71Xq+55qzSn+",
-	"LJmPD3qKTvzRbqyxThs4yrzjx4GV12bjRft+R2F21D2Oh3Bg9F8yJM87JHr53Eez1o0GtKhHs+3Re29+",
-	"z71FP8mWSlsqWQUvJJBdHw/dgxBcZBd378gDd1NQSw4f8OIMxZoN7cRbks6bPlzdv5UVck24LVrvrwtN",
-	"iYDJ9rev6oe+TTpLpXN43m7FrnLbHamjKGXcFprbJdg9SQzeQLqL28eVv6Cbxzz4vrW7h/K6dkjqnTd3",
-	"1GxdmNSQrIiT9cB68C87N5XDTjGFq9EE9XWLM58yA94lzQxpKFruAwey3dv0LkIq5Kl/WPYTcdQ7M/bi",
-	"Pavbe/jqkuviVh3rBzmY9R310Lhf1vdeVhqExNZct7yJ+wEjeHm/Vmr5bibiocWto40+npZsl+1JFNG+",
-	"vVkz3FZLdLB+uH+4z8t8D5E2nvnyPSHP7U/687FLCmrmDCrYrTvKa27jhhA6lLnTGzfWiTqhY4HQ0Y7Z",
-	"O47OERmYe/x8+5IOeZ6Ncpu1wo51IcX6Qx/696GKHemjryuN9yY88kTe/9HaasNORRrWRGfpwbjpT/AN",
-	"iYI3odWGd67Meu9yvho5EzTw9gVxceVCc2KnoJefPvbtcY/piAvyFjUBKldJNX7d4xR7vwDU7Bk7ikkr",
-	"sl2FIPFflSq/VlU2SDU2yUCyEpXk9lgSzICysHVaP/oGpfUfsS8vJmql2mdAbPsMDykmW+NouqvOzx4+",
-	"aTSPfZjsaZQ7GJ0k/R//8h9tbIq6mh2fukfXv6K8l938va32CS2SD4Ew48YXcSE33RVieB6xGUvMA+y/",
-	"Fd1sPbdqekU+Zu4HwaLkRm16CfcTIUxodgGT8xdrKjE/Q4CUw/Zvbf0IKPXtVlXFbNNsHNEcSmisWTiB",
-	"V2OLEON7b/i7AnR982s/4XAnTBuxuB/YgficLeNluKPusFw3MkA05NDJgNtW+BWo1FQVt6qynP8Bon8g",
-	"LrxR7NsClOZ6O74V8dCoU/IdTaBbbG0ptjrnUVchQc0pU+1taWxs2sDk3onqskg5ptC8Meb2HFYa1d+p",
-	"c0f7vAjxfBa3ePcLLbq+wYnw/U0eCDuXSxXjoXOn17ixikebpv2R2KAQ221YsVq2Vfrm0sn2sq79uf67",
-	"3LLVj7LTaeQYtGgy1bw/DEbvDE4ANny1jNAlltJaalURqsEKLcpCq3co7PEtUu6gQOy7YRq9CJJUZxgg",
-	"syc/hVV5S/+/PaE77clP9M/bbCC+MHgiLPEAzGjEPmXIpmQ4Uzh5G3OOwvl+nhTx4p4yoRl6z7dsQYqn",
-	"w9xso3PwCN7ZgX280xHmWHzm0IQ9LHMbdbSij/l2N3t9MNh80anFkvL7MMjXlRiR3aCghuGatR6LuD0N",
-	"1erfwzMTcj3ZA9JszXN3wntI7fTzSejotU26IQX3ns3d89ZoPrq7YC/hNGGyeA0pxPHvgPHtSc0Kxqpp",
-	"Ud0Yth7sV60w9HsmFgXi+Hs892MD+VLf3HXiSjlVkcazUokYgq4F2wrMfnDn2b4rST8487g14rF1mwcM",
-	"8+MOVFKXq1qFXXu8M/z7757f/3Dhau6Qwc782yjuv2S5esew7YESce/JAtOcm0QcaBcyFlnaSTt1KvDg",
-	"iE4QW0tCg9k7w9aC3iN8rg1fa0NbYPvTw+QUVhT2nrCAR23y3dg1r+fmYvGsBdErXxT6Kkimfd6T0FL6",
-	"ujQTG1UCeUQt0PK66Df0JhNnsdYtcnsJpVcQEEbdHEvI6PlUGMJ8835ViO8+CXYWdL01hrgzruz/Gf75",
-	"M0IT4T3cowo0aR0/zxm0xO433CPAIRICOwL1zFKueiJqGIgupdTIEgZDGhFNJ3gN9yFC7MWpjZYw2SWN",
-	"XbpCB8h0VRVu8wpsNG5/gY1UL1aEdk2fvvAU/9Xry06yky/x1etLbpei3iyb2UJ+KdZzE1lLvhs0TBFb",
-	"jAUMMBk31fEIbz1KCNIWe1QJ3AQ4qds0sZcEOIlnsbKeahF4a27KGHav7pSLNjXOvF7+uXNL6tFatKIj",
-	"fV7ABk1WTuW869jw6MvLy5e4v3auylLQHTYBJtj/u/Ged1YYsY9OhUJpttLY2McOUp1qLsnyUEHcm+bb",
-	"V5dir3rKlW7UuMYySkyqpWbrKKP8LNH1FhfaJiyMG/mubHZFaa+wYShIe9x7byvpi/iDPYS7mup9wKvi",
-	"ImCDMOYgJlHhKhntVT4PL2JTfXn5nKJBcGy2IZkufEocVitzuhwSQqUQPXBdFY5b11Gx2abGUuAjiQkL",
-	"5LXBXleEaSLLSsl8I6zCljSpd86B7QcGuayU+OrVty/Eei4dKtfZZ9Q3uH+5Wfr2pV1r+N3ZdFWVop+L",
-	"Bz+l7PlKO6NHw+Hw7YNMrE11Q12ZNkuVA1PT1BOaTM2FkuSiSDXraXYgCEhCVZXBPoHZvl7FmYeQsE5O",
-	"SsXtVXFO36KzALUF2IGlKbB31crZImehODXaVXLqRpxcuFCw7zZLdfdlZRbKzdUKxAf9ClaOXBaDjVyU",
-	"yCNAHTXTFWhIvboZdi7tfGJklT+wqV7Ka0WEZq3CNFugx+xkVZzw0LN+f1VkogvEQdVB9LZVcSKXxcl6",
-	"buSiQHgvjyqWY9vRsWhcV7NLzFuMf+KWz2CLETeKf/SlaRluOnbekdceyp6aRS3khtuTecdPDxeYT/Fi",
-	"uswEHv8ISAlmQntuTBkyU78xuSoFktIbJ15WxpmpKVPdfeUqJRe4g8B1EthOp+A49Kgu6+KZkNdKu1r1",
-	"zfr9xXT5KdVpjaIe63E7beqWX68N75IxJdEWByTo7Li5sirVvt3vQHzz2cuw6F5sw2wKZ1U5E90MP56A",
-	"CAZZbZWiYXz39OLzb54+sCLFan/bnEHaifkisH5Yx6yHG2DlTBG7wtY4SNtaZM/qesn+12rjGVuqu/xS",
-	"sZSVXCinqt5AfIvuNqp0tNzSk0CviB1iwOlak8NilGpu0QMS5+X3lzWRZNiaDdSOG7XhQnRKKc5pCuJ8",
-	"+CjCi1tKN39gw4sLLbIL7DE6ENmXTy8+Fydz7EXxL19jS18iL8Lv7JoLjajEkMmmqAR3ZvMKBrXl4zHM",
-	"1Dq0f8Re4Ohh+LtBDd+dgPDz7pm4HqpScjpXllxW19h6FQYMlHmyLGWhs4bPO2Y6REXTktRJlWpuMFoY",
-	"PRLZ+cNT4fnpl7TgXxSqzK24NEZgjVgEpcXDSTUmOsNzuQG5UG+msPqPz8XXxd/GIjsfDsXfZO6fnbHq",
-	"FR4AB+fkdHAqphLBSZeyskp0pVjULecXsgQTQOUi+9Jgg0lZf5dqpg8YSm8sskfDR6QE/JeqMAL3wjjx",
-	"arVcmsqp3A/gln9EJy92bNWCx/JGdPG/M+ycCSwiJ9Xi8vkr1Mm5eqwspkpT9j9hD3e+eQbaGnq+UH2x",
-	"oxPkvyQFB6a6PuGbThaFi+phO347O0mHR9YZdU4Hw8EQE2eJh3dGnYeD4eAhlhi7OWqPd6SWI6ZJm/Xs",
-	"e8JhjIPCHYSt5utRd7O30a9BCcFGK98oqz0pu+7R3ShnTZp59alvaRo0VcJ6ohNkFbc24EYDichkeZ0J",
-	"bFCQiOymyDMfRwCp1dJUIBGZ2ywzSp2HlaFx/uUfa4cQuWKrwyh1Hg6drLH74g02v8bFqVPkxVaGfKob",
-	"KfIc1GK/au7FLDxiS3ErLANHMQ0GJ0bh6rbGiP1M2f/dZvp/j2BfrXJe36QNAtbnTevY3VS3oM3ErCjV",
-	"yP/MMgWLBGgV4GfqjWDnIekbg/hYpgMcLVyGMbtG9IbJQ/qRsBaZiIXMMb/cOlm5MdVvhpoKbqsZOtCG",
-	"oeNrPwPeJ3yCpy82sSLDH/ogoStTkp6XELOeKUfN6slVh4UGRDiFqyucb7BN4vnwnDhcs3Vvqru7vXuZ",
-	"BRivrT3LOyNqhve12pCfiMwAPKRnwyEhHaBKg46ESDP8x/qmb5X7iz+vFL+7K9LODUPQQGpts2EHwDrO",
-	"h+cHXh3Lh+NfHTBBdt+NS7C1gIOG5dsZ/fAjmPOLhaw2Ox04PBkW197PkFA1Drc/QfNcXmMCHP3e+RGe",
-	"7mX0Xn63K8pJ9taEjcJ7R1rvbPKX/KL7bfG91pd7X7Us7/fLIxazMlPqJC5Wy3i9aO68XsBNgOrY+1Mq",
-	"1+J3ZJwsW+MNRAB5WBEWm60gBAkBFU3kDPW8kJwbMO16A/F8H5YWAuV45Hvuo84NNznPjhTOCG312miV",
-	"jWvwS8ba0Spg/sZ9uguLgCxZjf7BbR0ZX8srlezUT/XjobCBWM6GQ2YkqEqhdVED+7RwBF5Aj38IcpsV",
-	"Xrs3fF9f4jGxKHp/x7VwIW4E4tB8MNrcRlBrIVL/G/Of4b5HhjGePCPIF+8zx9tO777t+xgXBm96ePdN",
-	"XwT0GLzjyd13BOAovOPsiDsujflG6s13HurlbdJ5dMzYvo+AYHBZ0bFw931PwSokxhBYAe9CDMrFMEQN",
-	"JlrzAUwQNm3ZPZfyRtmtB/EZF12f+kPO3u1YdpLqltwfTvKJ3InkwfbtUjkNW6Oa6dbFVPUExzFGUU6U",
-	"T4mgMy+FXU1QT3gauFUAhTBr7WMM5AzAr0A/aCR+Y0Zw4C1xf/9dMNAeqxjAarxvz9eJWuVG1Le7ZrQn",
-	"uB8ZqdteP/F9ZuvLMp9zBKvUWHLQYigjCm1IcjYBA3W4P1j3gYy1ILcZjbUbVpl7/MHnXpLq4CWr51Xv",
-	"ayKswSJd9P/QMtc4b3I656yZkch+komYvGX7+6dJIuRbcsuw6QQrt6o0F3eHFuiJkEAbPkehiDD7OF+b",
-	"A5RkEoCN7P+nB4PlyyICR58gHRQRhrz1nkNKbS/ifAif5jCOGsnjBINjE/738o/g3XUeJMH58EntN3Wp",
-	"dsbccNmiE2Bi2yi5Yi5rgHjRlbrZWIXSRlNdODSwQvmOqKSGgfREpWYrHgXttzGJN5kYSBbsn/Phk6T2",
-	"fW6lLMPcBuJb0H/BrC49iqykJ6JDNOjDBOpMiGPSmUUxZT+6z4WJWuqT5EUZPr1JdaQf4MpTAdUYNG96",
-	"4WflyjqOUFi/T5i+bXSq82I2Uxg31iZXHuog0DiuIvdVRs+wh6yp2EMUHOUWV8J3dxaMojlbWVlSUpVj",
-	"J5pZlTnDHHFKOecD+Vu7ccJ+XtDFRAe9QA+Phg8T/OF8+GTEVIlPoXbtckOw21R/V2+x0jliLsW1z8I6",
-	"s7RgUOZ9+I57QzeImsjNsJ/JswvaGyp7TrUqbQxV78OtbWoKe/VqNYXdM38z+eb9aw4s5JtxNVet1Nsd",
-	"veX0fb+9TV9phX8OSOn1lsXNNXZSGX4rqs57NQTbgQvb1vhi7/p2ZXSsZpVSYrUM2neQFr2QVMMMEM9n",
-	"g6+rHDk09lMHllzz3zWKAFOqEUdaMDgTkOSyRGTfKVdt+hczx01RUr0NlSisDFgHgenuB5xMdXcYqs4t",
-	"MwPHtSQ4TW3WiF2wb2XooLJfFXYiGuO+jeGrT/BSuhI34/z0CHJ5SbCFl8agu/c3pe36eO1qGWeie30p",
-	"qd2WIsqHadOBG7YxqWyYBrJyrVVzNsIuiXH5jrGTU+2VaGfqmqWo4Kbackb49EyPZmeVS/Uump3XS7jV",
-	"Amq9VLiC8n7b/k01SjhU5yiI6ivfQF3x/pFQ/4b0WZvseK5AyzdBgPrs5G1TWKv1L2EIv39J1sCHfMuC",
-	"7MPa24zG3u7sC9Va9vdpcv/emdfTN877yWpOcrzZ7llWIyllryMUjePCqQWlQ6CWTLH1vYktdKVHIqWk",
-	"dV/+l1HKuvjClKVZiyzqO5IF3QkZD7YVGYF6jekFAXlmpkKyhweu4Jw4dYuWhVZJHAotpXXAcAo95cAD",
-	"Pg+NF+CThEwlF2ZFKaBrU91EdhGqxTiRZhEuOyUxFluQleztyp2KJLJlUx2QynAElZKsa4clDK0azYz2",
-	"En9JMAfGKc22JxdCFZTc6QzG3kh1QHJYo41iVo4DQ1Zgf37vgODcfeNtedQujFZ21Oh05uaVWV2jOJls",
-	"hIxTLjk3CFk/2OqhrQDjZ1oHZrVcLpWsbIJiFOwxHVVI5anOV1hzVTjcW4zbblCrw3D/q4svnl7+f4NF",
-	"noiXp4967A6QoalohcFsXsqpsY7MTx/4Dq4WbJYZOvehtW1uYMNbpc7zwrLkuK/I+Yx65xwjcBAz5IN7",
-	"Xakzwq4E+FZT9kvI6aLt+i2Igt8Kg4al51SUMiQbzuJM3EC50mEJ0kJx1ZRPM+1tc292uN6LJl/411FZ",
-	"1F6OfSimE5JygBfX8Q6cDqPfcZ5dqHKuwx/nFP4gfDdJyf2EF1WD/tU9SlqCJMzUixlojAsFB3rLT4HH",
-	"mvzAmnNl6q52PMI51qbcqkqWvglh1JhJiyIfNVulpdqstehmn2ZRvaHPyS5DejJlV8JHYDD02mqDWW4e",
-	"yvCBpQZ/WW8gsv+E/z599nkmGBlNUgBqHBR3Ah4Oy5zqAKEWxkYRfGTthMTGUJ6Virw+A/EUoTtAfDJe",
-	"m6R1IM3e79nWcovu2XBYZ1dwikCpZq6HHl7pM6NqQiCqJXcbguoZFpFCruXmjiDXvblspKwnbZnddbvg",
-	"eG2wJIk2p96P8VZ3vJCzSpoHppvDY7HSl7O3OyNEWPBpyMiHoyqJh2eNqt3TRtVu99P/jgp3+z/+pddS",
-	"tftBpcKXCA6xRyTQeqGUho0bi41ZMZJLAPzDs+bbv2I1FUqNM8oZaI/qcfqLJ1dedsLC3C0i9G2z/4gE",
-	"/vKRQFYGgQ6QArrGkwkGlxgZZ6uF6K7Iut5XK05FFKDuZgnFeQhs9ALTmEYCkxSxEXLfYuZslsQNe1Ot",
-	"zRo5/p///Nzo6/7SlOWf/yy62X/iQz99kSXCLCk3utyILF0Nh2eP4T2fPhzajD0UHLDD2mTsemCN0Vtl",
-	"DqSTFxTseIH9JUGtD0kE9Av6HLfDQ1TIhtYPG09SYOIlpS/XiSXAedGHcz48Z3+LAjZVc+PmYDQZJegp",
-	"wky1Z7iSnFg5qpvTRJEfvNX7e/yjsLsuHkBsMe+Tr7Ragx5NnccJUqusO3RnvUQM2Z9KYdfCihvcNoYA",
-	"pVTqGLapW7ezSFCSBLHPLQqSVHto5lssz6EUDvgnrmLzCYg9sTC3GMgURnOEZyAuUs1tuR9wWz6eQ+Gb",
-	"6Ku8rrWfknVaaLEoppXhfDxvLZ4++etQdCcKLNWz//voIQlBynvUvBEk/yghxNugqNtQVhyvtO8UvsY0",
-	"NOtEl6JblcK8NpVTrUDwWoOweRDqbgR3e+qBCjYtC5iOo+6ydrVQlsuNdW08khc5LAX2zQ5qAFhchQXe",
-	"TG3GBwJpRwzJ4Re/YC5hMRRF7HwveDq0nw4zrmpIO159wCs3yqUdLAnxtB27VTV5uTloVmsP2kf4wmEb",
-	"CmfMmBL/fBhedCPk0lQT0Idf5Gi3E6zWJtsXd584SI/5xdPoO2QZ+3lOb0S6Ij0mdmogGggs0XKpNOWd",
-	"ZXjVSACreTi9KXSO/yGeMiiZ9D0du/BDLp0cZdFxxtFlWJsCh7W54ZyFzaU62XNpXR9v6INe2YVV8Qww",
-	"61FCA3fnwAmQ2l24WuWk/kwcOcU5pxqTkOkNmK6AhQqZX1r04/hkWl+3i69MqOAHp5SJ7Ke0Q3PtjMSL",
-	"RKQdIjv4SOWsIkXkTPjCVSv13+FbDA53Rqn23e7fZqLrAa1DFBnu7Q1EqCHmzv21aUFLF5gm5qrWvmjg",
-	"V4yZzceE+vwHhSXr9+c1v6PiC1wh8nBZ4+tyGgvEdJzRZKlnfbVS7H25NgrLpDwLqhTusVlgCTLmx9N+",
-	"nT4Slge0rMybgo95qqelwUx3NFxKv2lI2S/4HJqVK4tbTvJAs2WE1UM4dipnI0MjLiNBvBEqEIQTGhax",
-	"Bf7XTef9spgp0AEz0T2di8kmFDZ5jBY82oT5gScz8auFa0tL5Q+M0jlW9OBZED+l3KMOCCOlDgtXzAPT",
-	"zlvOak5B9b7yw0g7iMFgkDJHxDnxpPi3oqJYI8BsHx0Si6xGeOvNglgJa/jAckY3L14pnbLUg8YXu9VC",
-	"H/fjNbbkslRhEhNaNyItRuEd0pEEtoedenEAqT4fDjHzHBc9pC7FtRjNZGoqUWLvIwLIhC3DJvNed+k+",
-	"Gj4U2U7zsExM1MbUaeqNSCfXf+ELvR/O+zlh8pgNzjxyQXnQfFlzECDEwZyZx7AFZEvPapji3dvxh2ws",
-	"zs+eREP3HdL80IEjeGAPcgySrCX3oMxTDdY6KyjwrwcTEXOzRqJFqGAcbZv9+oyAxtvt1y0QcE9QQLFJ",
-	"rcrFMilhKd4LR65gfrXPBMUfGzboPYG39yLByPoINLBgeLF4r4GX5CtaEdgm0KYTkZ0uUK1GT25U3CDg",
-	"guFwiIXe3gV0urBJTaSPxKLQK6cQGMljituBeIHJ/WwjcNvqlvWAkR4yyXfqs1tb6kdbgmie9RETWFVJ",
-	"EhLlntdqaz7GwDF52DJSw+sxNpjNvsGeDT+uQ8ALV8JN3FZ9ms/ZDmVXt6rqI+ALSd2RiHQXqkhsSEXG",
-	"5UVe11o13xqq9IXGnPpRk+cDGyw3Xzm0ZQn1xqkOh+5Oo5JlIxs/rBen+rfgiPioBRsvqEnGlv+1G+XJ",
-	"1KbrWNxrwwa/KS/J51wyG7skvOUFK9L05lN2huTiImKn79nDnxx1McadfNq2RzwjSI1t0LSf/oMl6wC2",
-	"/N9PYmQ/DBm0Z3+/Ap7AidmNPEXGz/KIa3wwG3iBCZWBoTkeSZDYizBRINdbgdeokDtyesBzzWxGOj5W",
-	"7cQwVL3QDurszZvQeogNcA+fsyymN/3VkkI0oNeNRaXyokITDLQdbVyqZ4a6rA7EKypQlFbsgMhhlVKt",
-	"BKQ6oBGZtWZ8PRYyW1iLQeKcDc8495YXE6suDyMmjgiCcJPqMPlQsJgFu9q3R5w6wkNDBx+m2lVmCdo0",
-	"+jewwDFaQs6d5w2NAL/QUYJ+oQCpNpXaNwPmEQltKsS7VUJugSpuwUJyYGdecBMh9C5QBUEMvLcFkUYT",
-	"oNxjfCCW3QiE4orwtjZmFbDd0LQNoG67m8X2A9wC1mMvAOTVoESrpcdqI6pIdeaR19C/CbolTTYAxXl8",
-	"UXaQsDHBGJWFsmSbgKlRYtQ7lB/59csbSHOpPqLUqHnc79BjMWsoekOEoIXHynfQ92BwzohclQXtxl6d",
-	"qCakznZqb6wg3am+7QejQ8+e5yLk00P1e2mm8zHnyaNdMJMVbcXGrCryCopuUEsTsPebzj9TNtecsO+I",
-	"98x84+qDs47R6H7G5LPb02T76H/5zcVn/VdfXpw9eoxpHtHRL/LBzgCQv3Odsoe5pdWbbJyi4C3810uA",
-	"ocTl1/TKfq5A/OdiKauo7StwrlSTUeN51EC84jgs4m1gkUaj4IcQLEbEO2oUK2WFXc1mxdT3eTu4tIG/",
-	"3WtpP1D2XxOM9Jg09v/zf9rCaWRgjBty1XfYKprYtUIbzHshjar9cUD6uehasHsLFzKqiTP3BuJ5caOQ",
-	"V7FcnKyckKk+e/MmaYp21OW4ypEbCLHcTepuSqneEaSoXd9Rm3oQaHVMEKVY3rDLhNu0qxZ9Nks7C5Mr",
-	"cjRRy7u002izTV+KbqVk3kNNb+S/4/j41Kg3CBVdJxX4GjKWQxxQ0/l25xCqEUp16LzHoTaE2PGOEfwx",
-	"DyV1KDwG4jW5Q6jsCdODsWsi4lDnmGlb12sVlYBZjurp+DypiZoXiBAFRnShr+OhUNsemEo3gJ75BHsO",
-	"e1VMR+wsqnPkiVsidlNlRW6QuKyT1a2qQYSaYwH2TUETONeej9D0QNPyRX/OXCuUnyHShmSCCRDkdWOn",
-	"bJxEjZq591WTup6E2GWUiqEQdpmIqNDWwUjq9AHJNwdUcJR+sLS9kYhTJxilp/Y2NgGr0DqmOHrCTeA4",
-	"+9DXI6/HHD9CyvHYycF/spP+7UOMpHmEniLjqCaixi8AZrZh3S0kclAKR4jxUhJAs7tjXZY2EBf2Bubj",
-	"a+NIo4GV8P5Wv5o05VR3pRar5XUlcwav4d13RgSSQzMJuEfvIHENQBlsbC+doxYIIYaJmcASLyYFKnnn",
-	"w2FvRMDtlMwSMncocxJWQoTcQcTVDmRVrybu4ctKzVQ1YhS3vC/tRk/9nmJ/yxACS7XRUwVkcrpFuYVF",
-	"tcMmlNsESj6voVc6PXXaVKOCsgvMGncPPR4QuZeQdPftHRknStdFfVQailPptqHf9Qap/ruHBPFcgvyt",
-	"DL6EmEm4TAr0L1g2/2i/SqnuauMXE67qX4C4VRRi0r2BuDi4t9gMgDY3xAnRbx5zg63GYLReoPfzDxzi",
-	"YQES6gdTvdWBIbAFM6MCkQBWMqqPZZh+zlZps81J1ISGynux90+TphMUDLuzNtU+smshdoZViRbkUDHf",
-	"vdOxKLulTsi64/JoLl+rzTF30ESPufIrU/id/GCFHLxUH6mUA1XGdsCEkN/Y3Wa2MQX1xiFZi/tfh6Q+",
-	"EBmcu3X64Qd8uc3pWDFsq5AE05pgLOlIYFkdk3Htxtk5Fde+tgp/J67L5vsaHSaVWshCb7WPRiw0PrK+",
-	"p7EfEHt/z4Zn79kUaFshki3tx3rUkBTU4pNQPb3fpU0yAE8iycBrHQSXr1hnTwjCBFDmAXk9avMui3st",
-	"ZAdaPiSgrGC5AJoM3jYwkZLkax+8BsOQTVkTMTsb1dNCPCxTlgxoxWWUBBPEAOk7NY9+EofgvxNxr54B",
-	"nYPmeGdXaLWACTU39OAT3/4aIw7MWNsCD3dlQAae/EuXFO+Ek5Ccg3c6GFloTXvzKK42TnWz3Lg+Ur29",
-	"hcJUGrxdLSwOFQtvQ+Fzh3UEqieNGSucQgIMf9sjBb2Y1QmJodq83STCaQeboJHkm9TzSXVc/BlZgltT",
-	"6Pk+OJSBUtRVpr50p0WFG6U6K+rvrgp9tazMdaWsJUUHlbErzFlnlW0LBnSvfsdVcNx8jvITMFGB/MHw",
-	"Zt9Kb7Yqy+zXUT59dsS5byhR3xQWHWS/yeprycQWZemyG8JDSjrja/xb/TkHalpOMHcUw1QfMaLWZDlf",
-	"oLt/C76FFZAazKgr6/Qiba/w6kxMS1ksKKMYe/EU042oVqWCq7ax4zOC5c3N1J68evrZ9989w8o5MHJ9",
-	"sCHVHundxyp9F/CEdKfz4UORzTyDzwJoY6ozXMkraleK3Ir8UAwIGsXmfGYZJXuy7WidWo7ImdFwLUXw",
-	"oDVf4+IWAj9QWmC2HHn9Us0JQD79ynuJgqZD0H/sg2xUFfn6Au/ZQXhwBtLchtiMbP3tibOHL5TIh6GQ",
-	"ShM3035gsXaHTEru9Nrw1UgtlKzKQlWhISyXqnANDX4L26a9O4ealBcm95GuEvNGMFjUG4jvvbOVlD/a",
-	"51QTMLnRI585TVWY7PGwq+lUqdwm6ODF8JdXiLmLl6/SYGw9BkT3MW8M6zlVlj2vlIayfosGrKnyQssq",
-	"lIcNxIWrH1Yb3LSclpti1ttGMEERHcSFIiH1Tm4D5PA2e6+x9NRTF0KheglKXs7drTbKNSi44UHFpLHC",
-	"kCfoMsrkowxtIKeMhu6zQDGzrAZT8Ikok03GqaS4wWi0+Vy6LpMTvYooImRN0peYC0gvYmJ+4LeaehNb",
-	"xv2iHP43jt1QIZtT6TxQQgJmERNCXZobg1Y1kB94BpSaOeJRZKnuArN+PBQWB8eDaWoXNAgMEoTvcLii",
-	"cBEAO9UbTTDTDOg2tEiI2gIg8m7Tn2ox7f/R8GENsw8GDtVmg7GJcMeRHYXF5PJWiYlSmicyTnVBmX1R",
-	"PBz3CJNtYezIssBAhftVxFe2Xcdtfpa/waPYy/IhnBP4/I/kmvhbRS6fdi3bd4dVlfK0j9gkJbYoiGiR",
-	"j9QvlGT1sVKmLkPpaO2AD319OHhX1wVTKwi4yMc7MMejlsy9wa8+7csbAZSGwBv8u0fl0Pm2YuT1W5D5",
-	"IaWeq5qCKF/PTYRKiY3lY33RMoT8fdVflk97cT1ekxxcUuILi1Z42khk3nLLQB1hfzh1HCYlspekOiPh",
-	"emVu0SxsFnWSzPVC2pfJraWti8RBsW0A2yFCZlapK/ZtZvgJDVj6l27E1kFUCgDD89GpGvo3AkHie8ak",
-	"10hHtRje+0fyFefiJfcu2CI9MqgpYxTgHgrFjEDv9hoy8PaMWyHRzK/YTYXrGBYDUZZ8AN/hBam+UWrJ",
-	"aBgYFwDL9jIKs++vTPHptQ04qS5Do6Qahzo3a0xqH4vhSEQ1YRikJ8cnPgQXCCvRuCOJFLnc+CSO8HZQ",
-	"67tZvz9Dt1elfOMVCtRQMR8F8Lhr1GRDBkCtkJg6/jWu0wR0wnk8lHNg52ZtW+LjqDRxzSDqrchTIzPi",
-	"gW0F96jrFzsfOKvav2aPOKDVTnyRJZbH/AHA8f548WUjO982eHG05B8Yc+No/8FBRl5jyn0MP8YRuHXv",
-	"hj4XdU3ehp/Tvr5VBMuR9mWCIQXqfLYfIw7X52cASfweUN+Ognv7A+3t94L2tgXNcG/lcDvK1QQAah6y",
-	"z0pj1WVoIn2vU0a37W0zcH4oTEdw1FGCC+gpQX0EjQ41soRDHnOJkr83+M2U7NxBergIL4z7wqx0/tuC",
-	"v1LyVsU9o6Odi2LZszgJP0ryLNw9gES+Dnqx754dJ0WhCsulBduR5sQj3KX6YMx6IF4jzMV2EB4RJxAE",
-	"NRFnw2GUohDqOrJK6ptMdIfbLuswwt6YXI21p5M6tuWNugZMGfNPZ6onO6LZKrSwu7UKkUc9RrOXLpS2",
-	"YLeorcVhkNf7th73+BVRbUudEjVjP3bFjQVa4H8KjRXw2BXUNNyWfrA7fXgYgwxdi92dVI9gYXr8KgTf",
-	"CIVoGn2N9oZTDPAp3PWRUzEQLuZFVtex2V3YmK10vtBzL97CYP6/CPUIXV86/XDYKJkvuF6+TeN5acry",
-	"ffDie2VebSUzYHO3OEO62bPNn8Cz4WkiMupcGdqKj5Grp9qsqG5+h8ii5nChAatS/hUZNunJmnlYvqmZ",
-	"x6SMi80ixhC2mfwOZq39JlJFkWSSqxva4UX7y45pSG3JHBNjSiX1B67epQ19hX2o2nS/V+hM54Dq2DOj",
-	"wjZ51G4q6a8/L2zkOV7ALoo5Hvnb4iI+4pLEDn9DNb2/WwUB885k4I2gHmD9xmpZc1EUi4XvYBqf5F/I",
-	"Sk+O5LDP8rssegSy+kUt+m8wuznDgRCMD/4LEhOzCGt3W9A2iulceMSynGS8dyRi93xi0/xE3wwpgCtO",
-	"TL7pjUWWdtJOJqalkpUl4Hfsx48hPep32Whs3gw3+JCwR6OoFJWJ+ZYzTi1ZytNsOEguuTF5DCD6gK0H",
-	"lBzeh+xb4BCuU2FHgeHAVyu74l4wdfFPXN+AWRRSnA+HGMSvLwoF79rQwDhUbo0HocZvU42IzKfDs3Os",
-	"tmOgT5pKcImU5vra5z02VQPGvP8vJK5fnzsEx3WvZi7D9/vuA90vwxpb5cYNydEIM//hP/kt+k8+I27R",
-	"YHJH+k+oZ/ddPUKbnb3foUXod/SaX6RDKL578G4bc0zxpgfN58XZ2180tCi+G5+6FU34lb//Z7O+uzxU",
-	"Hth2HDWgptgeuqKk3iR1NcJSVYvCDUQDRRtziRZ1v7gajnkHOVvsAGf/RhTY3y067t9BKwKqppQs2MY2",
-	"NlLTc+y7agUSi0n3g3GA8BLGe9rtuOWJjOHMF0XdWeoPFKRD6TCBDtrTYX4vsEaBoh9YnrD18VOqMKdU",
-	"vN6BU/DLZWJ/j32+fL8YX+5Khc71zCKg2ro9gN9dMwuOo1Go72/4X+M6/+2kYl+uj3ZCWL9Ci0bR/kBQ",
-	"c0EaIOU71j2x5UKlmucwYvBlqTe+ZNsSxlSN2kdvSWoPuM8J2aqt5h+uFlxLkEVO6XptCotwo5y8GjI5",
-	"qOqQFxYPHeLVbOfRINxH0MRSjTdsERYsx8oq0cVOuIPB4IQey0jdmLqsFXuwNNfH43OcwWWiTp1hMzEd",
-	"udFdDbQy7J2DSLArXalSOpUfqBNOIjFeFwWL7ZrgLuUBybqWNjtUbPvu2sr9S2g/RmFsmM8v1K0zvP+g",
-	"q7GWavcsQiWkgI24XxGqP34EX7Am+ObdyASnuiNpacPoHr9SJe/XWwf4Ehf7iDJAYrA1KTD2ONWuaeqG",
-	"lbcV+aW6mwXmQjVjvZG4R20fMSxrjFbWxZ1AW2v2xLfVDgNONXNIblxDbJ1YYHebifcScV1g85zQKA0x",
-	"Rer0ujWSIgjw7YmFkr0WAIKROL5kL9VtNXvi+JK9VMc1e+KPkr1fLKPOY6Ls0wX3VvFh97fWMr6Gdnin",
-	"E+D3kwjHzOf9p8IFMfhHTlykE/yRHPe/LTnuWL/METwHezX+kjwHa4i5fojAJ0PtkN0uJAZZm3YuGuUj",
-	"aQex4XZqg8cREGl7AbA/HrHZSB7JabCUEaFFFmBJkhoyl75hHdzq7dw7KngjnLeoeHjLMr5IdWnWiHrD",
-	"Rp9XmXm7gTWOGn6LG6WW5JywDMVQX13YUGBFdkDUV9YPn6fkAcAuG19z5gFapH5VQiHDrt2MGFeR18jb",
-	"6r2RFwJcY2vJXb5lsi+U1GTxXytHlZlb+h4QAlWQYBCUWp9YBqEltDNb/EshyKai5oC1Ae1nMK6rdrxP",
-	"Gjcmp73DOOpK55yUFRZjIL7FcD36B2KLnspWtGGDv1mNHcWH2XGAOUEMuxiewXXINPx8jBFebn1C2GQe",
-	"9IqvEN3z4XlvIL5DlFxugsiT3+53uDCVGnFbw00o0Ho0fIjRQDlT7bIWntV0235Qmxpe97FjpuH1r8LL",
-	"W5J3kHi0WQcCoh329UbsYfOQb8GrFPMGWSmf+Wn0/8JaUK6v2y0DbakWTfVOMWj6i/u/W72Oohu5wEf+",
-	"wKZ6lzUQEY0PcAU/x/9FkeqD7tHt+tBtQJGdgtEWpQfNaLsfxf8iGOLYEy4oVz4rkh3VjZxLQiOmDmDe",
-	"UG9Ah23Z+2SLU1sP7BEfZ81gM8BdO7N3wAkbATN6Rz31AEd/cpj0yU/839vMoy+2AJrwNQxOwCiprQ8J",
-	"Tfu2x1OttEZIXcx2xcVhBF8duiTFoQZqULS91LQ4IcuJW4Y9rYFI6CA1IxLEY7qF4yRnEIC+8Fb7a3uh",
-	"Kz/c2Ex1ETUBTFRp9LVNNduxHJyI02zxvBfWo+jZ1STrjf0DQp8E2MJUR0yO4kYMFyArFbWX8oQF1EcM",
-	"G+PkNtV1HhaPj6NwnEzdyCjG/ld8HfaQYjhEfmX3dDiM09cHglL4sPlUOxhfz+sb/zBI0/zwNjXh2xpb",
-	"9IOpCPj0X8zpzh7ddjHnt4ca0e33tWMXPqx5/vjC//cuUYAEayJNkMMQf5kZbnNGR6EpLVg4NGVFzfEO",
-	"tYt/6s2/yI9L/ea0YX4FJ8eimaLNLhIuqjgwMFDNe3Hp0A6bLtwe7pnqbfYpYu45rluGbqP4UBPOgDXg",
-	"GzqGuE/g8AXiB3oxlxFSKXXlSHXA1OYYAjW8D7k9Qw+XH88ttCe58CBVZIdgRuqqZt8oRgLGvI8g1cwv",
-	"wituY0pPdR7zpA9mPOArnoJW3xqEgR/GEaiDKAvLvlXmzVF61OD3HAv7LcGbRJyE9gb0hZ1DuYeX7EmC",
-	"8gknH48q92VARULrD4r7lYA4bKvUdUOnI3KPItK7n/vWE0p+jPuWL64DJ61u3JbJcBlkdH4e2CS0etiJ",
-	"LKW6y8s52pJFl5fPhbQEeGEVqLF/pyWKQHEMhZ+LCmVi7U3sBsHihRxfwqVUhIzTo4QZYNKKBN+10SqL",
-	"OnmwtMduVMTIFwPxtVJLUu0C3DMK+To4HhC+j/W9wSM/ilINL/pokSp+47I1deXrX1BB/ohs6feui9Nh",
-	"qPXiEvud4HloFaNx740D6vmqOJHL4mQ9N3JRdEY/bWXl/9ShFt8XKzfvjH74ERgU9fFo6/N2EQFTycqF",
-	"/MBrI6qVFoOT6SI/8Zf0+7m6zcbUHTfEG6Sj7CoY8qoqO6PO3Lnl6OTk9Oyvg+FgODgdfTL8ZIickqe0",
-	"Mwqy/RPBeIy8Sg0YAdaajUa/V476PL6Ti3OpjGO3evkzA5aovq5dSzYJ5fyrJeGWBe+bTxRtzQvd8YlF",
-	"pcG1w213CN/uM8JEF0edNNpLJd5R3vMNRzyQL2cKkc8EmbzE/j2NcTCt7I6CMmJPH9PKURpUTHJJ7Kui",
-	"4u3mK+vihe23whP7Vrm21yLsHIF6yryPrfxzaecTI6scMcVWRdajIuy4y9hE2SIn1+jFy2djanOeo6eT",
-	"SRTvjAYRntoyiOcMYcDzkHmBn5aVmSg7BrOU/GdaqZx6OvNDuWSlvYP0jdr4EF5xrXlPk9AhyaOYWp+U",
-	"uqyMwzaizoQKSLUQZjYrC60ODYMe3Xn749v/FwAA//8=",
+	"zoX/CQXSoJ4XXn6FX2bjQMg4KSm0WgOl0cLhV9q4uaqQYEbi/OysuTA3anO1KOxCuuk8GwDt4sxwSjAi",
+	"OGr4QpWLblaa6c3VXJU5bKRVC7mcm0pdzVZlmSVw+FyxUGbliB6YvK+NVj2/VjCaQl+PcHp0THATJR7b",
+	"gbhINRyrAn5cqMVEVXjgXFGKx0MB1zW4+oNojazoSitKaV2qK6XVWuWJULdKi/UcjzOvrZJVWagKz4DS",
+	"sGPXxjmlR0LyiOD7VPPKWiG1Wg/Ehd+nubFI9GJqVmWOKzRRIldwLmC0hRU3aomSM9WwDvjQBC/0gzgg",
+	"dbb45T3k6VI6pyp45v/t/tfoh3/79/7//vjDv/X/98efhsnZo/N3/5N2+Ps0/SFNf+z/74//A3z2h7QD",
+	"f37s/XSanD169C7t9P6j0ybJ/moK/UpZi3KrVa+w9OtVLaCl4O9E1yolMrNU/hlZb1TTf6pdkIN8h99c",
+	"Ft3ieMnNL/gAwvs5cND2yS6MdQJOhBUSFSNUQKzong6HRHKkQvX2KUzInbdHRxre6XA4TGqF77RF4UtQ",
+	"P7mvrhTrQjsLepQiVCk8Fnln5KqV+jlr+wKfvqsOuelc5XzSl6qaKu36uZqanJi8EVJMywLUl4XcsI4A",
+	"cizVQdkZiUz+58OLSQanEeYN+yQyOZpkA/EGOTk8EOgNH+fvowPLB0lUarayChSn/zz7Ch8lRXYCvO8/",
+	"zx5l8M9/Zj36+nw4jOgRJHa9fPjn0MJFB/eHi/7/L/v/GPaf/Fh/vBqM+nCIT588edd+MmEp7VJOVTsp",
+	"rHTh8DCu3NxUhZXw20DwUico/qZzNb2Bdb8Gyetw1ZB2HthUZ9pm4ro0E5vs2ZiRyPL/fPxoYXCdslwt",
+	"THZwRWi4xy6LXxNeEFyOx2d7VuNlpWZtdtb3X30h/nR2PgRTZ6YqpafKJmJqFgvZtwrMJwerUWhhtBJ0",
+	"Ckapzipll0bnfWk3epqJrtFC6qbkDaJ+5DUB6VDCe+VWCldMb5QTxawmyMIKkKY90j/gEZ+/4Ofz5Q+s",
+	"WJqyHKW6NPq6D59JvxAvaoNROmJGD4e9gfgOxL0VoC4X19pUB4UNr9ShU7y7vMxdn+XtxFZz7yInRcCL",
+	"BeRCILvPhqeDdsrgK+9/XIAkzvYRBI/4ALNskVxNSQRDvifb3JZCH45zvlIOeLLdtwGoF8EFCZpnRKh5",
+	"IrJw8E7gUyYC1YvJhg6C3Sut8IWHZvEflZp1Rp1/P6mdICf0qz3hET8vrMMZXCJ17yOhQPtAQcFmyp6b",
+	"KXKuiI7O9tARPeEDkxEN+hAV0Wu3iCjMBoZ7TxqiV35wEnoHjwKmZhUS0dOqIl/R1GinNGo8aCvSgp8s",
+	"KzMp1eKPf7Ok+h236S/pLnpfc7Uu9EaQYaLg1YPOu6TzlakmRZ7T4n6qgVx6MSdyoyJ7R7h5YUU4L6Kb",
+	"zfzwsh4Ot+nX+ZaNqE899m3/SoZm2woMHbBFwaT5+0pZt2sNprq73xTsDcQLMtXweZ6FgCiBqetbWRb5",
+	"9/ToTz1lP6PCioUsZ6ZaoHFa0KCu+GfepRcmslg+1ShfGPSSBNMHGQGoRQ2RkIluEDtkzvfALoYFTzV+",
+	"kTQdAZXUwqyc6NZGFRrqGlkK7NMcTXYi6FGq4dYiF9fKWXE+fLgl5Rq7/cyb1KQ6eEM11eT/LSoaA7zi",
+	"ll0SRFKFGwsw6tj5wG9gQnlhHPl0P/jqhyff72yDiVbrX91MG3dFfuOsl3g3kLQgY6zc2FSv55sRfEfL",
+	"kYlu8D00PDZjPGlLhbI0+/Lp86eXTzNWBW2qz4bnArRqJfNe4t1e/mmRlweXFLZY+iePhDULZbRKtSqt",
+	"QpOnOQlt1vDMScU0BappDqajdZV0phL4C/kT4YZEoCE+qZS8AZmchVeI5hsKh88GGsxW+kabtc5S3SVq",
+	"Y6cQUigNfWEqeIvU7Km5Nj2mgpdyUxqZXxrzXFbX6lPzC/SVFlYYGPfpY/FN8WfRzZY0qCtnzFUJw2KG",
+	"wUf01yOMEnYVM0cAqoTzSDqdZ/jB1ew5ABD+xqwqCw+gM57qbf5U0BiCKbilFoP6wvbyHKTJfu4Sy5Lp",
+	"XOrrIEpIwXlh3FdmpfNPzKTtajr3dhnxghmMgviwFWCQeaabMGfGBQEzDHgjnNZCiwz+v6J/yAfP105L",
+	"Y9GiDDyjZuu04LF+F9YbLqf17mJYiAzKQBJWbsR6Xkzn/nxdGvOt1BsWx/ZTLmIGx2ch9caLXZuNvZO3",
+	"sdviaYGEGDmGu7gE7GPg0Ec4p7AGdg6iyAtPdsSz61g6+CXV/rWiC2xpQ+7rqVlpZ3tBfLL6UtGWwtDY",
+	"OgeqrSMn7MzTuQi+bdiIawUj741510JEoLBCOhKy6MqDkYbn+zcmFHOCsRmtBgLDDuRDSXUzCMH2vOia",
+	"KsiBaHTwHPhPVbaHjnJaxgeW/FSytGIqq2ojsu+lU+i47L80ZTHdcHwjfA1cHMOG/UK5WZ9Di31YU5xI",
+	"n+PW/dPTHnAdmBCec3wa2i021bBNI5GlHbgv7WQoJ9IODzHtsPsnjoH7AbSFwCUqdKWaObLuokePq8+H",
+	"Y/f5aSa62mhFS+Fq/0cdKpO2GdghEohHBc/ikdXEv2vqbS9hu73HCxLRNJNvPPi/f346HI7XOPy/e+XV",
+	"pnoJOpufBHnCJyu2FCeryjrSR8iCXChYdnaRGyD7WVGWZBurxdJtWmYKLx7/ffV5CtyAg+T98P7OMatQ",
+	"L+U+HsHbexLlNyCbeK3Z2fgP9Um5+reFtUCvcPLJIBATJSvgPMRRs1U0sgyd8xGJvnnzpn+xcnOlHQxR",
+	"Nce0Y0bTRG9lUcpJ+ckVG1T/JnJ6o3Qu8oJiUSwtQDQXC5W0MC07XzlgUqnOzRpWhB9xtaqnAkIbgwgr",
+	"NzULFVItgLsWVrA6uHvC35dg3nlCxMdcEPf8wuhZWUydXwZY07L8btYZ/XDkuiU/dZaVWarKFeToIOV+",
+	"9zTHhsBIrOebSOmhsA4LNaAXpVeLzuiHjlf+4SvS6DtJh/TwTtLhNer8uON+STrNUHPLcOpI64hiSaju",
+	"16HOlS6VBc6Pcc7x/mi3v90IaW/IuQ9TAKtZOgooPT7vtMaX+Csz+Zuaus67H9tI8Hz4hKJ8MOAHQdIO",
+	"xHdaCdoOinxKkRmtvpt5r1iq7VJNi1kxFXw27IhSM+j3BYrXEqM9Ge9nxtEfflKq1xiBRS1TuHUxVQOR",
+	"TU2uyHgjJYnE1UhES0rJCfsTBFiMbucDiJhIRFemOqsjYxmZ4g1a6eGTCmWDUTluhu9BhtMFWqF6xAod",
+	"03/kX5F5XsCyy/JlRM8zWVqVbJE4nFE40VerqtylrK/QKcQ6r9HlRtQaEKkJFBMYiWbUYyww6rFJ2aDw",
+	"0Q9cXQqA9WJS9eENibYh5bOIv6/UCvRmen3SYEwvv3t1CQ/SxgFVINsUc1WpRNjiGswZacUrJ3UuqzzV",
+	"b9RkbsyNxR9hDvR/v8DcBP8fsEDr5GKJ6TD+W7hFulWlRuL2NElXw+HD6URa9fhcfP3txRf9V19fnD16",
+	"DISYdop8EB4yQLdZB29QGan/TQ8v8FOrppWf3NnwDFTbsCX0G6gl4V5yxWU/pXje0s4oZef1gE3stJPA",
+	"VzwGvADzppK0k0sn087opxS983wh3Isf0SpZVSX9UwBFLGsrJe28e5eNKODZ8LeTfR9sEFJZC+/ugWmY",
+	"2YwsE9C5onUt8qzHyRpSnL19G2QPp2rAGPqrJakzwMbGoMjkRaWm7HYCTjEzZWnWYDJciHmhiUqjTAEf",
+	"0tXqrUs1TPKBjdaTSRvHThoUMCfQpkrpVFJ7aUyV6pmprlXepDn2gnl+L76DQ5KBkmwz8fr755zwg1yH",
+	"lg9On3QGVPGs3/eb3Zcwj8xHk2mCcjpVS0qmgSdmqcYzuAZCxzQCijwj+7LG04kU01JJjYY2TkkbsbJg",
+	"QRR6ZmCZZ5W8XijtxpjQRUfUn0ux4xrFpTXWwfAx28qa8tYHw0tjljD+RJSFvumXZipLeMWyKm7B6pJ5",
+	"DmwSbQCilanRWk0dnXOWTPVc0G3BSVJ0K6kNccRieP5Zi5RcFBrZbauI/EapZRTbJ02YzSxyZBElZtFT",
+	"Mg5eo/zBfeYMIczFIlbmhfoohFXxR9TWC9CYRFeKv5kJ7Jyw8EZZ4mLyHDGdKdyyVFVh8kTMzRqXaiYt",
+	"2PepLtCI828TEzUj95nS3msozobnwPPgvjFPhjKTyNJlDkyMhqQSc6BCT8sV+hnY8/skln7Mt5q2J8WU",
+	"4fHsBf3L08vgvxTnw3MWfvEDwsLi2LJxlKNHRkgkWno0FL9deG50IiakZ63sChZR6rxvZjNYF1oVXFDW",
+	"d0L+1qxSytLBw52X5DBROk/8co2Q1YCm4LMNu6wp9fCZqTYrV0rLI1qb6mYgLni7I6FEB3oh3/adKzM0",
+	"zJF0yO6DXxfy7RX81kuI5vYcuLFQb6flyha3KtWkI8C5T/gw++iMaCgUXcpirjaUZ8ucLdXdPSK6NxDf",
+	"KmlXFTA3EsOUujolZ7cfvVpMVA5SmfX+B0CKX1KKqBiOBNjYdER3tMRDKehJZ2HylgSULEw9E11UEMjI",
+	"X7neiBItkHbHIkN/T44pFBuhV4uJqkAI09d8mfVrVq8oPCRWy8MPYN3iva06OOZH7Q73AgmsD1MXpZwo",
+	"ToYsUF91ws7NGmPkEfs6PWvjXqS1tKyHq1YqA3Xccoguo0uvkCNl3qvKhly3TkHF1MNUw9Vg4hZWmNks",
+	"ARLFO/s3aoNfZUl0cluoEcQGxiJQdddipVnDwsf0xiJDxZJ9TkgO4jnvWRIxTzQm6U4vxfTW8fGiEa+j",
+	"w7nxd3ezPqpifR93KtdyY5mPcMpyAsq+d1pkpAqC3AG6WWlpb1TeG4hXvCJT44+0X7IvXr4eoeXTGCCo",
+	"HdasqqmitCdLqdu1GTQxBgQubCNxkN1tfI4cqkQSGPvhiofD4XBYZ+SgzWz0rLjGU7mQb8Xl5XPR9Zef",
+	"inlvcPCgnbYdtFtZrlQb6eIPkarE5kU9oNPh2bmYbJwCQhGvL7/qfwYUVhp9DeoELOt+tQHz8E2+iSMp",
+	"CVx8+pBSOSnA9MDyOHzmduG938T5CpfgMdLA/r2gyen+eWGdqTaJ9xt7CUGHn3OtXr6+FIPB4ATfkiWY",
+	"YRztbfC0W5AkJIoekFu1Tqvq8RgnamoWqpZMDzDmt9eKKdxAPA2MhwmXFFQWiiZXo1QzK4vNI5/6UZpr",
+	"dIi/oehpArIO5qZKNUUFVCuVI42TF32ycuLry8uXIzGVi6UEc2fipT962Rv5Z7iUG7OqUu0VNUmzw/km",
+	"YG1PS1kscPG3V9JMrKpulS/IgL0BjdnyS0kGg1a8rcEBXbXwQB7VLql+bdZIdLCmGGYhTgj6Ba56faKG",
+	"eyRzqlk0w+1ZfaQeD4XteR4KuvjYU02r0Ew1mQjeJPUHBVQKL/spRrP1Hjy64gJ2NtVex1ViVsrr9xCe",
+	"u+6WpPPnSsmb9/MBYHD3ipTPO9Z/Hsh4ITd1XUUiFnYkhmTn8Zx7pIu5uVoAee4kxaOChh5HqX2avcCh",
+	"JHSnNUYrjBeTAqc/2Er5nKz3XYagXmMBQfBBKYwvLOxY+JTusuRwN8z/GEda8Ai2vnyB9Te0/nVscF3Q",
+	"a2pzhQ0J0T2lk6Ij9cfXvbG1vU9xQkGzOzo4bbtjayYKooNTLpYlysaiLAt9fVLoW1NMVf/8rDVZrk5V",
+	"+4HeEblGt/flx5Y9/Qssyu6W1hVD8F9Y/Vw6hd6eTgsXatQgNW7bv2mwaG0S1uvkD6xX0Gr3RJF7P7nP",
+	"n3DG3AzEU52jzUd8iJJDgO3+F1z2+bMvM7IE6cF8lvjha2nRe5Hq7qPhwx753nOQdywYmR+OBclAqk0Z",
+	"hvt83Y0kswPr3aZSi1kBY9IkfsGQQUOuyG3W0IPqNUTRfYCG0UGFj99KsTmtfdVUkwka250ajqfKXZ9A",
+	"q40Bw9h593vYBGglHvDLX4A2U+E217V3vl43N2s9Ipc8KT3IWSKPg88Mr6riFpQy2BuMra4NPdd6+iHz",
+	"F056hc43+172WGxWtAcwiXtL0FCmZrGUUyf++uZVKPoNWnLYzmVlHHrrnEk16s5gcJSFVlzf85enl+Jk",
+	"sFZl2cfwxwncBkR68rf1jR38zVLdD6ogIMMLizWLdjXJSNYQt+ol5LKgqHIIx8OlWxWFqUadKxPdyNBM",
+	"gjGJ9y9VtSjQ7ZoV0tW1hxnnIITACvvbFsDiODLbG4iXlcJq2aaRg7EwtEDQjwjHvcuW3EigjUcxWbR2",
+	"+YcM8/cwvz+uKySbjs0jcdA6omQaLKuaVsphwmCpHOqLqJsT/SHlUPVU+3l2dxUO4QVjYRUyL+QVjWiH",
+	"2X1T63uC+XRMyKlFaDiWGU0mHh68c2aTWES0CZavlSzdfFeyWCfdimWMl3Xm5k7Zxre1vimkPjbf5LNp",
+	"7yXEPqXgA0HQxvyQBQRXI1lzkw3IvW72eRbYBs+PvJFcZomhvUh4osDJeg2cASnooGI2vFNENrsURV/I",
+	"qpKb4yUTMmS2ImngB0XUmM+bOG2M7AjJFdxKuw6hFVFG66Hj/BFykzN91Mo5OXn/+ubSJ0pR0fi/48fA",
+	"kThcDexcC+SsvTvOZEsSDpdeNyTRkYruPrdErKw2SQjvCDSAEykcZzH7RB/Z1GOReW9Tyx1HlBfeb84B",
+	"ZhKdsqRxTvedb7t7vO8iSCI/WmeWmkH7CjrZnZS2NUd6adso//rmm1fK7amGe3T6J/HXN9+IVwqNnqf5",
+	"2aNHp0/EcjUpi6lAh2IXLvxs+PBPOKTmVOEC+BtO6xajK6+Rn7IS9jT/8tVFq941rW6bF+IwWi+9KfYU",
+	"Dd0o4Cs4q8cPPxNuvlpMllWhXesZuHGb+I3fffOy9W0rq+LLbHHdetnbPflhYRkTQQHmVVXeTa8wNloT",
+	"eDJNOcHFpAG17XKTK24/ELap7S50Yt5lZO2SzcOHD58k4vXlF2OOFpeSlFxJjCgEFgQ+adPgH/eTWM2X",
+	"v3JVMXXlRhR6WlE9AipsUUTMoo8ksC+2A47gXh/FEP7dpPjdpPiXMSl+rqr/wVT854V1Kn/OB/q4nEG4",
+	"+pmemZakQd0KVHAZIgaY4iC4GABdcJ5p3M3r8dm7c/iR8R2e3qo2L5hsTaH22tMSyz8SHwSuuTEHgiUx",
+	"gwccNAdKCyVJveN59aQlKzqUIXFMZG7q8iNB1UdoIcQFSg+sYA0t0mrbNVfll8MLZK+idZIOBWmuzC1q",
+	"eJW6YlXe0w9/OpSySbGiq7wyyyX+gvrpFceiWiX/HQLrMkp/4ku9ZT1kLZZeeqSQKnSu9igbuDZAjOj/",
+	"pdB6XZNVx7foQp9xAiwmjtzhCwLMDteKcfAbq8V6A3ExYd5FfmiQ8BiuEpWamgrk1ka5PeLlXgbTPqyZ",
+	"qB6vzfsaSqHQHap0XoP/1KFRki1K5wGNppXiDhptfmc5tSLEGntszn1Ys22PeXXpY3v4MNrca3kbh4G7",
+	"mT8nIMaig4KyrkHkWyY5Bf/hFRyZFTeYd1WgiAdtJNUcX8Q3t4qGLZZHhzjpoI11l23Wyt7N9OZrGk6L",
+	"7nrr0ReDUXIX2ycm2+JaKNuLVYIlR+9qJBzQ8iwxzgu8luNGfvUoZ+OOUMxRwRSPHsTz3bdOKNJaaYbD",
+	"QnX69mA/WlvSgGoDoolsY1a24K01/BwpRGiVZoJePmEKbWZCqUqYKmnJHEYUQdS4GF6u4QXgXJgoJb6U",
+	"1o3qjC/KEtViHkc68eHWyQ0/H/SkBSaHNhPqBzR0VdlMlIVPKqkzkEI2xRCL0NxcLUb1QsZjF5MNcmGa",
+	"A0FDhVgpCmAc+DjV/o1XzjhZZlzERnFIWZZ0sn5NjkRFEbTdlBqe6B6Vyoc0LW+7MVpRIMsiKiYsGWYZ",
+	"+phXRDip9pQTqKzc1AkEp8MhyApY/9ZdYKScY/gG+3bfYRbEM7rjdDhsd0+GXT3AS+p515Q6l2DSoTKL",
+	"jqFAk8iZ3d3OyGN9o+oertGPE73bPvo/J6HvA3lea3X1V+p4vYy5bVBWSFcg9YfyfkLGYfDbg9nXG6d6",
+	"r2MWuPshlr3HROTixAMU2SzV9SNj5RTrRzhzClNbk6A/p5pOtJfDiNTJLNSXJPgEYwEKPuowXc/JpZip",
+	"daqDgR4P/w6rFfkck3bN27YP/vv4nNu0I7+C++Q9IiztKEWlR4s6TieqzecWpSjCjt5zoPA3T8dweRNS",
+	"ms1STLTxgNJ3qzz7p8ze7eNdmG884VKyeq1D7KgBR9vCZTsc11P0vuD5CLaJSzxVg61Ukb8noQAZp4Ez",
+	"qXgkYoSnCO5ViZ568uv4JCtS8/EV0rEydxmq65GngKyMkMEw22uihPr7SpYIOQcXUL64m6uNkJXq3UMe",
+	"kie5hVx+tv9zcH8v5QFjnJbg/sFtv3n34uuXwe9aVzIgzR1bghkfAs83PBDb+3vH6Mwc5fu/J/V/aFK5",
+	"777/LA/kh1jU771/aWddr40+4ET0wLdOaMPZ2EENOj4UXkVv3/ee4AohmMlQDsffJ/UF5CHq3WcIW6sa",
+	"edtw+gcX7n3yXAPhHY09+LPqPkB0IZ/2YaWPVwQSkOpJC+WKjOCTYf2tWSjc0DrvWcJQy5Rm+vVRBQ3v",
+	"UcJwv8zwemTw9UThXkU54s0B7lRvYer24D0yjY9TQl4Y97Uq8w8IU9AsrdtdpNeo0dYKOKhSXr9vFjze",
+	"tJRJgmTz3p/ubqXYPUIAd+EYbOVXb5cMflgkgvMGEgFmUYwEh7B85clgZwwMBrBV7I/Fug6rcqmKRdZ8",
+	"sXWhUx0co9trvI2F9wngLN58XACLHTaPo2iPYr3EQOlHgPLY45ylphc1+hgFBwigqUC4/0ZYLmJJd4Jy",
+	"bHU8iOAOmk6qf06EjjD6GqajKUW29iijDgbrOSM+kQWB29Ib7LR/eG9Mja3tqiExuHvJFmTGFlJGRE+7",
+	"aSpPzh/9yaOLiFw5WZR2N4dpyj4pfyi2qt7wIERYRrgzDA2YdAJmHCvmV+wNaK6Od9eHafKdxCD8P3Tn",
+	"PkjWrZ+ixQXtql4hmN82tCGm0W7htMFJ38X9ia9cIzw8+jIWys1NjqCBktAZELDYqUqjb6MBYxr9H1AG",
+	"o++a6IDRD7xS4f38vW119tF2tnv7QiJvi4VQOMJp2qPIxsm/q0qPfKrJiMloFG/yYa6Iv/o3hlGFkSdE",
+	"eG36xPfAM95PId6nb15gJ6MatX4kdjVQ6py0pYd6tB6QZ8TduqAp1popp2gq19vVUpNQ6h2ihA3dLEpG",
+	"IcgeKoTRai3LGu+wUlNZlqmem7Vooq96Z9lISO/AJhQeidVmUVEzZRdR0xlOQMKZg0KPuiW/9b5VwC/C",
+	"srAaTcLfrGvlFGZ9efm81sHikaPH597qc1sN3CvPcY4qnPonyul7fqd3i3Ktag8aT/TYvL79LVxikYiX",
+	"Jb5Y1mNMo8MSHcUe08JjGHH+hMTy2H8owrcAAuPRUpewWvfAYKRXQPY4mH9z2YJ+fe+VV6lceaKL67kr",
+	"N331dmkq19lrWf+eifh7JuL7FjcFZFlawV+y1qk+KD+z4Mmzux8PSQifE7JbtnA4Kk/rdGdcfnD/GPre",
+	"xJs7eMrPDzA2KklaI4s+1eRekcWjAojxrvt0njp+eCjSF7byAzrxj8hkpGXaTmVMxEpHcB2sSdkjxfNv",
+	"WOL9LrN+l1mfIHs+ZiMfLIU+cJj3DMzckTlJSTe22c4iTMTDs49FDequKpTPNrSa5fhL3TBxeHRp5idG",
+	"/LrwFvYWSO6vBm/qvjA+XqG6V3xmC8LnZ4dr7taDvkfL7cNQ9iWmuqy9GekNvQhYpqbuwooiL+9NwPef",
+	"4Cue3paip9qgTcLRZC0PIyBwacJpPGsBCl+EheWR5rXHmxwJOTG3yntuWQ4D2a9Vhc07aTWUxtbTrOog",
+	"t79V+yziA+t9jFP/Piboz9ImCTlpV6d8TzWQPIyHdcBQHfHzlb+7tLA3HKK4UWrZqLGQYBmMhKy1tNDS",
+	"6EgF0B7qKNxsJum7rWPer9z4ruseqbjVTRB7ne96hxfhsSG41RLHGfE3U+gEVwK7YymdxytysFvxB5X6",
+	"vlNmc4o/S+bjg56iE3+0G2usk0uOMu/4cWDltdl40b7fUb4f9QTlIRwY/dcM3PQe6YA+sGvWutFWHPVo",
+	"tj16H8zvubc0LNlSaUslq+CFBLLr46F7EIKL7OLuHXngbgpqtOQDXpzHWrOhnXhL0nnbh6v7t7JCrgm3",
+	"Rev9TaEpXTTZ/vZV/dB3SWepdA7P263rVi7q8+9XxUcp42b/3ATH7kl18QbSXdw+rg8H3Tzmwfet8D6U",
+	"/bdDUu+9uaNmQ9qkBtpGNLUH1kPE2bmpHPb/KlyNOamvW5z5lBnwPsmISEPRch84kO3epvcRUqGa4eOy",
+	"n4ij3pnXGe9Z3bTJ1yBdF7fqWD/IwdqAqDPS/WoD9rLSICS25rrlTdwPK8LL+41Sy/czEQ8tbh1t9PG0",
+	"ZLu4U6KI9k0rm+G2WqKD9SOpNsxn736ASBvPfPmB8An3p4b62CUFNXOGnuyGVCRK3ioqAlqizJ3euLFO",
+	"M1NdUw+/xdGO2TuOzhF5unv8fPtSU3mejaKstcI+pCER/2Mf+g+hih3po6/r0femxfJEPvzRqs8GyyPs",
+	"d2eis/Rg3PQn+DZzwZuwFyG/9z7nq5EzQQNvXxAX17c0J3YKevnpY9/0/Jg+5yBvUROgoqZU49c9LsSI",
+	"ez8k1CdSWpHtKgSJ/6pU+bWqskGqsfURkpWoJDc9lGAGlIWtiz/QNyit/xe7rWOiVqp9BsS2z/CQYrI1",
+	"jqa76vzs4ZNGS/CHyZ7254PRSdL/8Y//0camqFfl8al7dP0rynvZzd/baorTIvkQLjVuZxSX+9NdIYbn",
+	"cb0RiCA0c7Gim63nVk2vyMfMXX5YlNyoTS/hLlGEHM4uYHL+YuUt5mcIkHLY1LOtywylvt2qqphtmu2A",
+	"mkMJ7ZILJ/BqbPxkfEclf1docND82k843AnTRsT2B3YgvmTLeBnuqPvm1+1pEDM79KfhZkR+BSo1VcWt",
+	"qiznf4DoH4gLbxT7Zi+lud6Ob0U8NOp/f0dr/xZbW4qtfqjUK05Qy+FUe1sa21U3kNt3orosUo6BI2iM",
+	"uT2HlUb1F+rH1D4vwsWfRQjzwi+06Pq2VcJ3rXog7FwuVYyaz/2743ZZHpOc9kdi21nsbGLFatlWD55L",
+	"J9uL//ZXhOxyy1Y/yk7/qGMwxclU8/4wGL0z1JqlcGK1jDBIltJaakAUagYLLcpCq/co//KNr+6gQOym",
+	"ZBodK5JUZxggsyc/hVV5R5/fndCd9uQn+vAuG4ivDJ4ISzwAMxqx+ySyKRnOFE7expyjcL5LM0W8uFPY",
+	"c0PcIuv5RlxI8XSYm83RDh7BO6Ze5OOdPl/HonjzC6JlbqOOVow638Rsrw8GW+o6tVhSfh8G+boSI7Ib",
+	"FNQwXLPWYxE3HSNEh3t4ZkKuJ3tAmg3X7k54D6mdfj4JHb22STek4N6zuXveGi2ldxfsJZwmTBavgac4",
+	"/h2Q4D2pWcGIRi2qGzc3APtVKwz9nolFgd0ePOr/sYF8qW/uOnGlnKpI41mpRAx9Aydg9oM7z/ZdSfrB",
+	"mccNb4+t7j1gmB93oJK6Escq7MXmneGvv39+/8OFq7lDBjvzb6O4/5bl6j3DtgeABLwnC0xzbiVyoKnM",
+	"WGRpJ+3UqcCDI/qFbC0JDWbvDFvLvo/wuTZ8rQ1tge1PD6ZUWFHYe4JHHrXJdyMcvZmbi8WzFty3fFHo",
+	"qyCZ9nlP/O/iujQTG1UCedw1rPxCv6E3mTiLtW583ksovYLgUuqWh0JGz6fCEOab96tVff9JsLOg660x",
+	"RCdyZf8P8OEPCGCF93DnQdCkdfw8Z9ASu99wj4AQSQgSC9QzS7nqiajBQrqUUiNLGAxpRDSd4DXchxuy",
+	"F804WsJklzR26QodINNVVbjNK7DRuEkKtse+WBEmOv33laf4v7657CQ7+RJ/fXPJTXXU22UzW8gvxXpu",
+	"ImvJ9/iHKWLjyIAUJ+PWSx4HsEcJQdpiJzOBmwAndZsm9pIAJ/EsVtZTLcKzzU0ZgzPW/c/RpsaZ18s/",
+	"d25JnbeLVgytLwvYoMnKqZx3HdtifX15+RL3185VWQq6wybABPt/Md7zzgojdluqUCjNVhrbP9lBqlPN",
+	"JVkeUIo7GH336lLsVU+50o3aG1nGEkq11GwdZY7bCnqLC20TFsaNfFc2u6K019S3X+xxR9WtpC/iD/YQ",
+	"Om+q98HziouAIMPIlJhEhatktFf5PAiNTfXl5XNus7lyO8BdFz4lDmvaOV0OCaFSiDG5rgrHDUmp2GxT",
+	"I27wkcSEBfLaYEc0Qr6RZaVkvhFWYeOi1DvnwPYDg1xWSvz11XcvxHouHSrX2RfUDb5/uVn6ptRda/jd",
+	"2XRVlaKfiwc/pez5SjujR8Ph8N2DDJtSUu+uzVLlwNQ0dfonU3OhJLkoUs16mh0IghtRVWWw+2u2rwN9",
+	"5oFGrJOTUnHTbJzTd+gsQG0BdmBpCuxwtnK2yFkoTo12lZy6EScXLhTsu81S3X1ZmYVyc7UC8UG/gpUj",
+	"l8VgIxcl8ghQR810BRpSL/Gd30Qu7XxiZJU/sKleymtFhGatwjRboMfsZFWc8NCzfn9VZKILxEHVQfS2",
+	"VXEil8XJem7kokAQOI89l2Mz6bFoXFezS8xbjH/iRv5gi4WOqOFHX5oW6oQRyIYbHlBLsYXccBM77/jp",
+	"4QLzKV5Ml5nA4x9VZ8NMaM+NKUNm6rcmV6VAUnrrxMvKODM1Zaq7r1yl5AJ3ELhOAtvpFByHHtVlXTwT",
+	"8lppV6u+Wb+/mC4/pzot9j5YuVCCuJ9gvBj0QIW14V0ypiTa4oAEnR03V1al2jdxH4hvv3gZFt2LbZhN",
+	"4awqZ6Kb4b8nIIJBVlulaBjfP7348tunD6xIERPCNmeQdmK+CKwf1jHr4QZYOVPErrCBEtK2Ftmzul6y",
+	"/43aeMaW6i6/VCxlJRfKqao3EN+hu40qHS03aiZoNGKHGHC61uSwGKWaGzmBxHn5+jKL2uZqhf3BxI3a",
+	"MFwBpRTnNAVxPnwUoQoupZs/sOHFhRbZBXaOHojs66cXX4qTOXYs+YevsaUvkRf9w/foJZcoGplMNkUl",
+	"uH+fVzCoeSOPYabWoUno1Cw40PYXgxq+OwHhFzUlDvVQlZLTubLksrrGhtowYKDMk2UpC501fN4x0yEq",
+	"mpakTqpUc9vowuiRyM4fngrPT7+mBf+qUGVuxaUxAmvEIsA1Hk6qMdEZnkubZIV6O4XVf3wuvin+PBbZ",
+	"+XAo/ixz/+yMVa/wADg4J6eDUzGVCGG7lJVVoivForAWXTmVWMgSTACVi+xrg21IZf1dqpk+YCi9scge",
+	"DR+REvDfqsII3AvjxKvVcmkqp3I/gFv+EZ282IdbCx7LW9HFT2fYXxVYRE6qxeXzV6iTc/VYWUyVpux/",
+	"QqjufPsMtDX0fKH6YkcnyH9JCg5MdX3CN50sChfVw3b8dnaSDo+sM+qcDoaDISbOEg/vjDoPB8PBQywx",
+	"dnPUHu9ILUfkmzbr2XcOxBgHhTsIgc/Xo+5mb6NfgxKCjVa+nVp7UrYIVeSNctakmVef+sa3QVMlRDA6",
+	"QVZxAwxuR5GITJbXmcA2FonIboo883EEkFotrScSkbnNMqPUeVgZGucf/7Z2Gff/bvShpbbWMCjpVhU2",
+	"ecPXJLQ4dYq82MqQT3UjRZ6DWuxXzb2YhUdsKW6FZXgxpsHgxChc3aweEcIp+7/bTP/vETiwVc7rm7RB",
+	"wPq8aR27m+pGxZmYFaUa+Z9ZpmCRAK0C/EwdNOw8JH1jEB/LdICjhcswZteI3jB5SD8S1iITsZA55pdb",
+	"Jys3pvrNUFPBzVdDn+IwdHztF8D7hE/w9MUmVmT4Qx8kdGVK0vMSYtYzBcYHrCW66rDQgAincHWF8w02",
+	"0zwfnhOHazZ4TnV3t8MzswDjtbVneWdELRO/URvyE5EZgIf0bDgkpANUadCREGmGf1vf9K1yf/TnleJ3",
+	"d0Xaua0MGkitzVjsAFjH+fD8wKtj+XD8qwMmyO67cQm2FnDQsHw7ox9+BHN+sZDVZqdPiyfD4tr7GRKq",
+	"xuEmOWiey2tMgKPfOz/C072M3svvdkU5yd6asFF470jrnU3+ml90vy2+1/pyh7SW5X29PGIxKzMFVbPA",
+	"KFW0XjR3Xi/gJkB17P0plWvxOzKamq3xBiIYRawIi81WEIKEk4smcoZ6XkjODciHvYF4vg9xDYFyfH8E",
+	"5IjOt2XlPDtSOCNM3mujVTauIVIZa0ergAwdd3MvLAKyZDX6Bzf/ZBQ2r1SyUz/Vj4fCBmI5Gw6ZkaAq",
+	"hdZFDezTwhF4AT1KJshtVnjt3vB9fYlHTqPo/R3XwoW4EYhD89Focxtnr4VI/W/Mf4b7HhnGePKMIF+8",
+	"zxxvO737ttcxLgze9PDum74K6DF4x5O77wjAUXjH2RF3XBrzrdSb7z3Uy7uk8+iYsb2OgGBwWdGxcPd9",
+	"T8EqJMYQWAHvQgzdxjBEDSZa8wFMEDZt2T2X8kbZrQfxGRddn/pDzt7tWHaS6pbcH07yidyJ5MH2TXU5",
+	"DVujmunWxVT1BMcxRlFOlE+JoDMvhV1NUE94GrhVAIUwa+1jDOQMwK9AP2gkfmNGcOAtEd/o7kLG9ljF",
+	"AFbjfXu+TtQqN6Lu7jWjPcH9yEjd9vqJ70ZcX5b5nCNYpcaSgxZDGVFoQ5KzCRiow/3Bug9krAW5zWis",
+	"3bDK3AkS/u8lqQ5esnpe9b4mwhos0kX/Dy1zjQYop3POmhmJ7CeZiMk7tr9/miRCviO3DJtOsHKrSnNx",
+	"d2iUnwgJtOFzFIoI2ZHztTlASSYB2Mj+Mz0YLF8WETj6BOmgiDoNWO85pNT2Is6H8GkOY1gItmpxgsGx",
+	"CZ+9/KMmADoPkuB8+KT2m7pUO2NuuGzRCTCxbZRcMZd1GwHRlbrZfofSRlNdODSwQvmOqKSGgfREpWYr",
+	"HgXttzGJN5kYbhjsn/Phk6T2fW6lLMPcBuI70H/BrC494qCkJ6JDNOjDBP1NiGPSmUUxZT+6z4Vha6+u",
+	"/0UZPr1JdaQf4MpTAdUYNG964RflyjqOUFi/T5i+bXSq82I2Uxg31iZXHuog0DiuInffRs+wh6yp2EMU",
+	"HOUWV8L3ABeMtTpbWVlSUpVjJ5pZlTnDHHFKOecD+Vu7ccJ+XtDFRAe9QA+Phg8T/OF8+GTEVIlPoab+",
+	"ckPg7FR/V2+x0jliLsW1z8I6s7RgUOZ9+I47iDeImsjNsJ/JswvaGyp7TrUqbdzQwIdb29QU9urVagq7",
+	"Z/5s8s2H1xxYyDfjaq5aqXc7esvph357m77SChIe8PTrLYtbsOykMvxaVJ0Pagi2Axe2rfHF3vXtyuhY",
+	"zSqlxGoZtO8gLXohqYYZIJ7PBl9XOXJo7LoPLLnmv2sUAaZUI460YHAmIMllici+V67a9C9mjlvntCCS",
+	"WhmwDgLT3Q84meruMFSdW2YGjmtJcJrarBG7YN/K0EFlvyrsRDTGfRvDV5/gpXQlbsb56RHk8pJgCy+N",
+	"QXfvr0rb9fHa1TLORPf6UlK7LUWUD9OmAzdsY1LZMA1k5Vqr5myEXRLj8h1jJ6faK9HO1DVLUcFNteWM",
+	"8OmZHs3OKpfqXTQ7r5dwQw7UeqlwBeX9tv2bapRwqM5RENVXvoG64v0jof4N6bM22fFcgZZvggD12cnb",
+	"prBW61/CEP7wkqyBD/mOBdnHtbcZs7/d2Reqtexv0+T+rTOvp2+d95PVnOR4s92zrEZSyl5HKBrHhVML",
+	"SodALZli63sTW+hKj0RKSeu+/C+jlHXxlSlLsxZZ1J0mC7oTMh5sPjMC9RrTCwLyzEyFZA8PXME5ceoW",
+	"LQutkjgUWkrrgOEUesqBB3weGi/AJwmZSi7MilJA16a6iewiVItxIs0iXHZKYiy2ICvZ25U7FUlky6Y6",
+	"IJXhCColWdcOSxgaepoZ7SX+kmAOjFOabU8uhCooudMZjL2R6oDksEYbxawcB4asUNpVG++A4Nx94215",
+	"1C6MVnbU6Ifn5pVZXaM4mWyEjFMuOTcIWT/Y6qH5BONnWgdmtVwulaxsgmIU7DEdVUjlqc5XWHNVONxb",
+	"jNtuUKvDcP+ri6+eXv5/g0WeiJenj3rsDpCh9WyFwWxeyqmxjsxPH/gOrhZsqRr6O6K1bW5gw1ulzvPC",
+	"suS4r8j5gjosHSNwEDPko3tdqX/GrgT4TlP2S8jpou36NYiCXwuDhqXnVJQyJBvO4kzcQLnSYQnSQnHV",
+	"lE8z7W1zb3a43osmX/jXUVnUXo59KKYTknKAF9fxDpwOo99xnl2ocq7DH+cU/iB8N0nJ/YQXVYP+1Z1s",
+	"WoIkzNSLGWiMCwUHestPgcea/MCac2Xq3oc8wjnWptyqSpa+VWXUvkuLIh81G+ql2qy16GafZ1G9oc/J",
+	"LkN6MmVXwr/AYOi11Qaz3DyU4QNLbSCz3kBk/wWfPn/2ZSYYGU1SAGocFHcCHg7LnOoAoRbGRhF8ZO2E",
+	"xMZQnpWKvD4D8RShO0B8Ml6bpHUgzd7v2dZyi+7ZcFhnV3CKQKlmroceXukzo2pCIKoldxuC6hkWkUKu",
+	"5eaOINe9uWykrCdtmd11U+l4bbAkiTan3o/xVg/FkLNKmgemm8NjsdKXs7c7I0RY8GnIyIejKomHZ42q",
+	"3dNG1W738/+JCnf7P/6x11K1+1GlwtcIDrFHJNB6oZSGjRuLjVkxkksA/MOz5psEYzUVSo0zyhloj+px",
+	"+osnV152wsLcLSL0zdV/jwT+8pFAVgaBDpACusaTCQaXGBlnq9Hsrsi63lcrTkUUoO5mCcV5CGz0AtOY",
+	"RgKTFLFddt9i5myWxG2dU63NGjn+H/7w3Ojr/tKU5R/+ILrZf+FDP3+RJcIsKTe63IgsXQ2HZ4/hPZ8/",
+	"HNqMPRQcsMPaZOx6YI3RW2UOpJMXFOx4gV1IQa0PSQT0C/oct8NDVMiG1g8bT1Jg4iWlL9eJJcB50Ydz",
+	"Pjxnf4sCNlVz4+ZgNBkl6CnCTLVnuJKcWDmqm9NEkR+81ft7/KOwBzMewNViQkG9AmN4a9CjqT89QWqV",
+	"dR/3rJeIIftTKexaWHGD28YQoJRKHcM2det2FkndnwkrRqhFQZJqD818i+U5lMIBH+IqNp+A2BMLc4uB",
+	"TGE0R3gG4iLV3Lz9ATdv5DnAJuEMVV7X2k/JOi20WBTTynA+nrcWT5/8aSi6EwWW6tn/ffSQhCDlPWre",
+	"CJJ/lBDibVDUbSgrjlfa95NfYxqadaJL0a1KYV6byqlWIHitQdg8CHU3grs99UAFm5YFTMdRD2K7WijL",
+	"5ca6Nh7JixyWArurBzUALK7CAm+mZvQDgbQjhuTwi18wl7AYiiJ2ePUg1XRoPx9mXNWQdrz6gFdulEs7",
+	"WBLiaTt2q2rycnPQrNYetI/whcM2FM6YMSX++TC86EbIpakmoA+/yNFuJ1itTbYv7j5xkB7zi6fRd8gy",
+	"9vOc3oh0RXpM7NRANBBYouVSaco7y/CqkQBW83B6U+gcPyGeMiiZ9D0du/BDLp0cZdFxxtFlWJsCh7W5",
+	"4ZyFzaU62XNpXR9v6INe2YVV8Qww61FCA3fnwAmQ2l24WuWk/kwcOcU5pxqTkOkNmK6AhQqZX1r04/hk",
+	"Wl+3i69MqOAHp5SJ7Ke0Q3PtjMSLRKQdIjv4l8pZRYrImfCFq1bqf8K3GBzujFIN6/FMz8y7THQ9oHWI",
+	"IsO9vYEINcREzpFpQUsXmCbmqta+aOBXjJnNxyTqvgcKS9bvz2t+R8UXuELk4bLG1+U0FojpOKPJYvAI",
+	"Jsfel2ujsEzKs6BK4R6bBZYgY3487dfpI2F5QMvKvC34mKd6WhrMdEfDpfSbhpT9gs+hWbmyuOUkDzRb",
+	"Rlg9hGOncjYyNOIyEsQboQJBOKFhEVvgf9103i+LmQIdMBPd07mYbEJhk8dowaNNmB94MhO/Wri2tFT+",
+	"wCidY0UPngXxU8o96oAwUuqwcMU8MO2846zmFFTvKz+MtIMYDAYpc0ScE0+KfysqijUCzPbRIbHIaoS3",
+	"3iyIlbCGDyxndPPildIpSz1ofLFbLfRxP95gSy5LFSYxoXUj0mIU3iEdSWB72M8ZB5Dq8+EQM89x0UPq",
+	"UlyL0UymphIl9j4igEzYMlXZzPNi0X00fCiyneZhmZiojanT1BuRTq7/whd6P5z3c8LkMRuceeSC8qD5",
+	"suYgQIiDOTOPYQvIlp7VMMW7t+MP2Vicnz2Jhu47pPmhA0fwwB7kGCRZS+5BmacarHVWUOCjBxMRc7NG",
+	"okWoYBxtm/36jIDG2+3XLRBwT1BAsUmtysUyKWEp3gtHrmB+tc8ExR8bNug9gbf3IsHI+gg0sGB4sXiv",
+	"gZfkK1oR2CbQphORnS5QrUZPblTcIOCC4XCIhd7eBXS6sElNpI/EotArpxAYyWOK24F4gcn9bCNwc/OW",
+	"9YCRHjLJd+qz2zwH8ZYgmmd9xARWVZKERLnntdqajzFwTB62jNTweowNZrNvsGfDT+sQ8MKVcBO3VZ/m",
+	"c7ZD2dWtqvoI+EJSdyQi3YUqEhtSkXF5kde1Vs23hip9oTGnftTk+cAGy81XDm1ZQr1xqsOhu9OoZNnI",
+	"xg/rxan+NTgiPnzBxlaD5Ja9eRG36a0tvChdprZgx6Jt36LGoVsbxwrdsR189/ZKTnZ7B6Pahp/JTid5",
+	"tpPNs9P3FCSDx8rClJwPmmzza3EMfclVwrEXpu7hvB3AoIQUyfVUJEE+cFAjOepiDLX5THUP8kYoIts4",
+	"cT/9BysTAyDvfz+JwQwxStKe8P4K2CDnojdSMxkyzIPMMS9qQCQmVPmGHohIaMaOk4kCVaYVa45q1yM/",
+	"DzzXzGZk1mChUoy81QsdsM7evg3dltjn4E/Zspje9FdLikqBKjsWlcqLCq1OUPC0cameGWosOxCvqCZT",
+	"WrGDm4eFWbXek+oAwGTWmiEFWa5uwUsGIXs2PON0Y15MLDQ9DBI5ItTFTarD5EONZhZcCb4j5NQRBBz6",
+	"NDG7sDJLMCDQpYM1ndEScrkAb2iEcYa+IXSFBRS5qdS+/zGPSGhTIcSvEnILR3ILCZNjWfOC+yahQ4WK",
+	"JmKswS1UOJoApVvjA7HSSCD6WAQxtjGrAGeH1nzAsdvdLDaZ4BYwmHsBE7DGYVotPTwdUUWqMw82hy5d",
+	"UKdpsgEbz0Oqsk+I7SeG5SyUJXMMrKsSA/2h4sqvX94A10v1EdVVzeN+h+qOiVLRGyLQMDxWRvs8D8K/",
+	"c0bkqixoN/aqgTUhdbazmWOd8E6NdT/+HjozPRchNyZaHEsznY+5NABNoZmsaCs2ZlWRI1R0gyaegKxs",
+	"+jtN2Vxzgvsj3jPzvboPzjoG4PsZk89uT5Pto//1txdf9F99fXH26DFmtkRHv8gHOwNA/s6l2R7Zl1Zv",
+	"snGK4tXwqZcAQ4krzumV/VyBqpOLpayiTrfAuVJNdpznUQPxikPPCDGCdSmNGicC7RgR76iBu5QVdjWb",
+	"FVPf2u7g0gb+dq+l/UgJj0381WMy9//P/2mLIJJNNW7IVd9UrGjC9QptMNWHQoftjwPSz0XXgqlfuJBE",
+	"Tpy5NxDPixuFvIrl4mTlhEz12du3SVO0o9rKhZ3cM4nlblI3kEr1jiBFg+KOctyD2LJjQmXFio5dJtym",
+	"XbXo7lnaWZhckW+NuvylnUZncfpSdCsl8x5qeiP/HacETI16i+jYdR6FL5tjOcQxRJ1vN0uhsqhUh2aD",
+	"HF1EVCHvC8If81BFiMJjIN6QB4gqvTAjGhtFIvR2jsnFdYlaUQmY5aiejk8Nm6h5gaBYa1mA6I+HQp2K",
+	"YCrdgPPmawo40lcxHbF/rC4LIG6JcFWVFblB4rJOVreqxk1qjgXYN8WJ4Fx7PkLTA03L1zk6c61Qfobg",
+	"Ils8SrGjkf3Qcd44aubePU/qehLCtVH2iUKkaSKiQlsHI6kzJiTfHIDQUfrB0vZGIs4WYWCi2sHaxOhC",
+	"s4pSBxLue8cJl74Eez3mkBlSjoeLDi6jnYx3H1UlzSO0URlHZSA1ZAMwsw3rbiF3hbJWQlib8h6aDS3r",
+	"SryBuLA3MB9fDkgaDayEdzH71aQpp7ortVgtryuZM14P774zIpAcmknAPXoHiWsAymBje+kctaAmMTLO",
+	"BJZ4MSlQyTsfDnsjwqqn/J2QrETJorASIqRLIpR4IKt6NXEPX1ZqpqoRA9flfWk3eur3FFt6hqhfqo2e",
+	"KiCT0y3KLSyqHTahdC5Q8nkNvdLpqdOmGhWUXSzauGHq8RjQvYSku+9oydBYuq5jpGpYnEq3DfCvN0j1",
+	"XzwKiucS5GJmvCmEicJlUqB/wbL5R/tVSnVXG7+YcFX/AsStoqia7g3ExcG9xf4HtLkhNIqhgpgbbPVC",
+	"o/UCvZ9/4KgWC5BQMpnqraYTgS2YGdXEBHyWUX0sw/RztkqbnV2ivjtU0Yztjpo0naBg2J21qfaRXQux",
+	"M5JMtCCH6hfvnYFGCT11Dtodl0dz+UZtjrmDJnrMlX81hd/Jj1a7wkv1iapXUGVsx4gIKZ3dbWYbU1Bv",
+	"HPLTuOV3yGMEkcHpaqcff8CX25yOFcO2olAwrQm5k44EOh+ZjGs3zs6puPblZPg7cV0239foMKnUQhZ6",
+	"q2M2wr/xkfVtnP2A2OF9Njz7wKZA2wqRbGk/1qOGpKCupgRk6v0ubZIBeBJJBl7rILh8kT57QhAZgZIt",
+	"yOtRm3dZ3F4iO9DlIgFlBSsk0GTwtoGJlCRf7uE1GEapypog4dmonhZCgJmyZAwvrhwlZCTGhN/xPPtJ",
+	"HEI8T8S92iR0DprjnV2h1YKf1NzQg098988YZGHG2hZruSvpM/DkX7qKeieChuQcvNPByEJr2ptHcYF1",
+	"qpsV1vWR6u2tjaZq6LtDKlF99Db6PzeVR2x+0pixqCvk/PC3PVLQi1mdg+lrUUGrTrwnRtalppphcVV7",
+	"TCmJKrbZYG+zrPD3YFo00qOTellSHZfNRgbl1kr0fAchyt0p6vpcX/TUogmOUp0V9XdXhb5aVua6UtaS",
+	"voTzu8Jsf9b8tgBU96qJXD/IbfsoswNTPMitDG/2TQhnq7LM/jkKz8+OYB8NXezbwqKf7VdZty6Z2KL8",
+	"ZvZmeDBOZzw6Qqtb6EA10Alm3WK06xMG5pqc6yuMGmwB37AeU8NAdWWdmKXtFV6diWkpiwXlYmMXo2K6",
+	"EdWqVHDVNup+RoDGuZnak1dPv3j9/TOsOQRb2ccsUu0x8n3I0/dPT0gFOx8+FNnMy4kswF2mOsOVvKJG",
+	"r8j0yJ3FUKpRiM/n5FGaLJug1qnliHwiDQ9VBKxas0cuCyLYCKUF5hmS8zDVnDrlE9e8sykoTASa2GSW",
+	"tc9Kq7fOO4gQWJ0hSLfBSSOXwfbE2VEYwAXCUEgzituQP7BY9USWKffIbbh8pBZKVmWhqtBKl4t8uPoI",
+	"v4Vt094rRO3dC5P7gFmJGTcYc+oNxGvvsyUdkvY51QTpbvTI55xT/So7TuxqOlUqtwn6iTGK5vVq7n/m",
+	"61tYmjCUvA+dY3TQqbLsed02SCmLdrCp8kLLKhTWDcSFqx9W2+20nJbbidbbRgBLER3EJTYhaVFuQwvx",
+	"Nnvns/TUU5eQoZYKumLOfcE2yjUouOGIxXS7wpBD6TLKgaTcdiCnjIbu82cxJ6+GofApPJNNxkm4uMFo",
+	"+/ksxC6TE72KKCLkm9KXmEVJL2JifuC3mro6W0ZMo+qHt469WSEPVuk8UEIC1hUTQl3UHMN9NTAzeAaU",
+	"1DriUWSp7gKzfjwUFgfHg2lqFzQIjDWE73C4onARdD1Vak0wRw/oNjSXiBoqIGZx0y1rsWDi0fBh3aAA",
+	"7CSqagebFYGiI3MMy/DlrRITpTRPZJzqgnIio7A67hGmKcPYkWWBnQv3q4ivbHug29w1f4ZHsbPmY/g4",
+	"8PmfyMPx54o8R+3Kuu+rqyrlaR9RXUps7hDRIh+pXyg97VOhA1+Gotvajx86InEMsK6opiYacJEPm2Cq",
+	"SC2Ze78EwvH9MuW8EUDZDLzBv3k8E51vK0ZevwWZH4oRuB4siPL13ER4ntiSP9YXLYPv31f9Zfm0FxHl",
+	"DcnBJeXPsGiFp41E5i23DNQRdqtTr2ZSIntJqjMSrlfmFs3CZjksyVwvpH2B4VraOhsSFNsGJCBii2aV",
+	"umIXaYb/oR1MH+lGbLpERRQwPB/kqkGTI/govmdMeo10VMXinYgkX3EuXnLvwlTSI4OaMkYB7kFkzAj0",
+	"bq8hA2/PuIkUzfyKvV24jmExEJ/K5wE4vICyQBlHBMMLYNleRtH6/TU9PjG5AcTVZVCZVONQ52aN5QBj",
+	"MRyJqJoOY/3kP8WH4AJhDR/3cpEilxvvgQhvB7W+m/X7M/SeVcq3rKF4D5VBUhyQ+21NNmQA1AqJqcNo",
+	"4zrbQCecDkSpC3Zu1rYlzI5KE1dbot6KPDUyIx7YVliUuvKz85Hz0f1r9ogDWu3El6diYdHv0CUfjhdf",
+	"NuoabIMXR0v+kdFKjvYfHGTkNRrfp/BjHIH49364fVG/6W3gPu0rg0WwHGlfJhiZoJ5x+9H1cH1+BgTH",
+	"bwEv7yigvN9x8n4rOHlboBb3Vg63g2VN6KTmIfuiNFZdhvbb9zpldNveBg3nh6J9BOQd5cmAnhLUR9Do",
+	"UCNLOHIylyj5e4NfTbHTHaSHi/DCuK/MSue/LuAwJW9V3G072rkoJD6Lc/mjXNHC3QOC5ZugF/u+43Fu",
+	"FaqwXKGwHbBOPDZgqg+GvgfiDQKEbMfyEasD4WMTcTYcRpkOoTwkq6S+yUR3uO2yDiPsjcnVWHs6qddd",
+	"3iiPwMwz/3SmerIjmk1WC7tb8hB51OM+ANKFChnss7W1OAyPe9+m7R75IyqRqTOrZuzHrrglQwtwUqER",
+	"OwD7qZqG29IPdqeDEaO3oWuxu5MxEixMj/yFsCWh5lKjr9HecKYCPoX7ZXJGBwLtvMjq0j+7C7izlRUY",
+	"uhXGWxjM/xehrKHri84fDhtgAwUjDbRpPC9NWX4IXnyvBK6tnAhsixcnWje73fkTeDY8TURGPT9DQ/Yx",
+	"cvVUmxUhDuwQWdRWL7SuVcq/IsP2Rlkzncu3g/NonnHNWsQYwjaT38Gstd9EKkySTHJ1K0C8aH/BNg2p",
+	"LSdkYkyppP7Idc+0oa+wg1eb7vcKnekcUB17ZlTYJo/azUj9508vG3mOF1CfYo5H/rY4O4K4JLHDX1E1",
+	"9G9WQcD0NRl4I6gHWAayWtZcFMVi4Xu/xif5F7LSkyM57LP8LoseIcB+UYv+W0ySznAgBICEH0FiYjJi",
+	"7W4L2kYxnQuP9ZaTjPeORDs3a2bT/ETfRirAUk5MvumNRZZ20k4mpqWSlSXIfOABFNKjTqGNlvDNcIMP",
+	"CXscj0pRtZlv1uPUkqU8zYaD5JJbusfQqw/YekDJ4X3IvnkQIWIVdhQYDny1sivuolPXEMVlEphFIcX5",
+	"cIhB/PqigO2gDQ2MQ+XWePhu/DbViGV9Ojw7x6I9hkilqQSXSGmur336ZFM14G4B/43E9c/nDsFx3asN",
+	"zvDDvvtA39Cwxla5cUNyNMLMv/tPfo3+ky+IWzSY3JH+E+p2fld31WZP9Pdorvo9veYX6a2K7x6838Yc",
+	"UwPq2w3w4uztzBqaO9+N7N2Kw/zK3/+zWd9dHioPCTyOWndTbA9dUVJvkrqoYamqReEGooE/jrlEi7rT",
+	"Xg1kvYM5LnYgx38lCuxvFlf4L6AVAVVTShZsYxsbqek59l21QrDFpPvROEB4CSNl7fYq80TGQPCLou7J",
+	"9a+JH3VsOkygg/Z0mEHnt4GOFCj6geUJWx8/pUJ1SsXrHTgFv1wm9mvskOY77fiqWaqXrmcWQfzWjRX8",
+	"7ppZcByNAkxAw/8awwVsJxX7qn+0E8L6FVo0av8Hgtoy0gAp37HuJi4XKtU8hxHDVku98ZXflqCqarxD",
+	"ektSe8B9TshWiTb/cLXgWoIsckrXa1NYBGrl5NWQyUHFi7yweOgQ9mY7jwZRQ4Imlmq8YYuwYDlWVoku",
+	"9hAeDAYn9FjGOMfUZa3Yg6W5zB6f4wwuE/U4DZuJ6ciNvnSglWHXIcTQXelKldKp/EC5cRKJ8bq2WGyX",
+	"FncpD0jWJbnZoZrd99dW7l+J+ynqa8N8fqE+p+H9B12NtVS7Zy0rAQ5sxP1qWf3xIxSENQFf70YmONUd",
+	"SUsbBgn5J1Xy/nnLCV/iYh9RTUgMtiYFRm2n2jVNfcTytlrBVHezwFyoZqw3EvcoESSGZY3Ryrq4h2pb",
+	"6d9AfFftMOBUM4fklj/E1okFdreZeC8R1wW2HQot5hCapE6vWyMpggDfnlgo2WvBMRiJ40v2Ut1WsyeO",
+	"L9lLdVyzJ34v2fvFMuo8tMo+XXBvFR/2zWst42toh3c6AX47iXDMfD58KlwQg7/nxEU6we/Jcf9qyXHH",
+	"+mWO4DnY5fKX5DlYQ8z1Q4RhGWqH7HYhMcjatHPRKB9JOwgxt1MbPI7wTNsLgP3xiM1G8khOg6WMQC+y",
+	"AEuS1JC59K3+4FZv595RwRvBxUXFw1uW8UWqS7NG8Bw2+rzKzNsNrHHU8FvcKLUk54RlRIf66sKGAiuy",
+	"A6KOvH74PCWPI3bZ+JozD9Ai9asSChl27WaEyoq8Rt5W7428EOAaW0vu8i2TfaGkJov/WjmqzNzS94AQ",
+	"qIIEg6DUNMYyli2BptniHwqxOhW1VawNaD+DcV21433SuDE57R3GUVc656SssBgD8R2G69E/EFv0VLai",
+	"DRv8zWrsKD7MjgPMCWL0xvAMrkOm4edjjPBy0xiCOPPYWXyF6J4Pz3sD8T2C7XL7SJ78dqfIhanUiBtC",
+	"bkKB1qPhQ4wGyplql7XwrKbb9qPa1PC6Tx0zDa9/FV7ekryDxKPNOhAQ7bCvN2IPm0eOC16lmDfISvnM",
+	"T6P/BWtBub5utwy0pVo01TvFoOkv7v9u9TqKbuQCH/kDm+pd1kBEND7AFfwc/4Ui1Qfdo9v1oduAIjsF",
+	"oy1KD5rRdn8zgItgiGM3vaBc+axIdlQ3ci4J1Jh6p3lDvYFAtmXvky1ODVGwu36cNYNtFHftzN4BJ2yE",
+	"7+gd9dQ9Hf3JYdInP/Gnd5kHcWwBNOFrGJyAwVZbHxLaHW6Pp1ppjci8mO2Ki8NAwDr0l4pDDdTaaXup",
+	"aXFClhM3W3taA5HQQWpGJIjHdAvHSc4gAH3hrfbXUq2qv7GZ6iJqApio0uhrm2q2Yzk4EafZ4nkvrAfj",
+	"s6tJ1hv7B4R2C7CFqY6YHMWNGC5AVipqzOUJC6iPGDbGyW2q6zwsHh9H4TiZupFRjJ3D+DrsvsWoivzK",
+	"7ulwGKevDwSl8GHbrnZMv57XN/5mkKb54W1qwnc1ROlHUxHw6b+Y0509uu1izm8PtfDb72vH/oVY8/zp",
+	"hf9vXaIACdZEmiCHIf4yM9wgjo5CU1qwcGjKiprjHWq0/9Sbf5Eflzr1acP8Ck6ORTNFm11AXVRxYGCg",
+	"mvfi0qEdNl24Pdwz1dvsU8Tcc1w3W91G8aH2pQFrwLfCDHGfwOELhCH0Yi4jwFNq7pHqAM3NMYTHQ2Gj",
+	"3J6hR92P5xa6nFx4kCqyQzAjdVWzbxQjAareR5Bq5hfBHrcxpac6j3nSRzMe8BVPQatvDcLAD+MI1EGU",
+	"hWXfKvPmKD1q8FuOhf2a4E0iTkJ7A/rCzqHcw0v2JEH5hJNPR5X7MqAiofU7xf2TgDhsq9R1X6gjco8i",
+	"0ruf+9YTSn6M+5YvrgMnrW7clslwGWR0fh7YJHSM2IkspbrLyznakkWXl8+FtAR4YRWosX+hJYpAcQyF",
+	"n4sKZWLtTewGweKFHF/CpVSEjNOjhBlg0ooE37XRKosagrC0x6ZWxMgXA/GNUktS7QJqNAr5OjgegMKP",
+	"9b3BIz+JUg0v+mSRKn7jsjV15ZtfUEH+hGzpt66L02Go9eIS26bgeWgVo3ELjwPq+ao4kcviZD03clF0",
+	"Rj9tZeX/1KHm6BcrN++MfvgRGBS1A2lrF3cRAVPJyoX8wGsjqpUWg5PpIj/xl/T7ubrNxtRXOMQbpKPs",
+	"Khjyqio7o87cueXo5OT07E+D4WA4OB19NvxsiJySp7QzCrL9E8F4jLxKDRgB1pqNRr9Xjvo8vpOLc6mM",
+	"Y7d6+QsDlqi+rl1LNgnl/Ksl4ZYF75tPFG3NC93xiUWlwbXDbXcI3+0zwkQXR500ulQl3lHe831LPJAv",
+	"ZwqRzwSZvMQ2QI1xMK3sjoIyYk8f08pRGlRMcknsq6Li7eYr6+KF7bfCE/tWubbXIuwcgXrKvG90uRG5",
+	"tPOJkVWOmGKrIutREXbcrGyiAuT5xctnY2oQn6Onk0kU74wGEZ7aMojnDGHA85B5gf8tKzNRdgxmKfnP",
+	"tFI5dcPmh3LJSnvv7Ru18SG84lrzniah0ZJHMbU+KXVZGYfdSJ0JFZBqIcxsVhZaHRoGPbrz7sd3/y8A",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -177,6 +177,19 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// NotHeldError is ErrNotHeld for a lock that nobody holds and that a
+// released grant's MinHold keeps from new holders until FreeAt.
+type NotHeldError struct {
+	FreeAt time.Time
+}
+
+func (e *NotHeldError) Error() string {
+	return "lock not held, kept by its last grant's min hold until " + e.FreeAt.UTC().Format(time.RFC3339Nano)
+}
+
+// Is makes errors.Is(err, ErrNotHeld) true.
+func (e *NotHeldError) Is(target error) bool { return target == ErrNotHeld }
+
 // Unavailable wraps a backend failure so that it matches ErrUnavailable and
 // still unwraps to its cause.
 func Unavailable(op string, what fmt.Stringer, cause error) error {

@@ -16,6 +16,9 @@
 --                entries, dead ones included until a hand-off drops them;
 --                holders counts the live holders, described or not
 --          {}    not held
+--          {MODE_RESTING, until_ms}
+--                not held, and kept from new holders until then by a
+--                released grant's min hold
 --
 -- Token hashes are never returned (see lib_describe.lua).
 

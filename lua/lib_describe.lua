@@ -9,10 +9,14 @@
 -- Of a lock held shared by more than most holders, those whose leases end
 -- last, so that the reply's size and cost are bounded. Shared holders
 -- whose lease ended are left out, not dropped; token hashes never appear.
+-- A lock that a released grant's min hold keeps from others (see
+-- lib_handoff.lua rest) is {MODE_RESTING, until ms}.
 local function describe(lock, queue, readers, now, most)
   local tok = redis.call('HGET', lock, 'tok')
   if not tok then
     return {}
+  elseif tok == RESTING then
+    return {MODE_RESTING, tonumber(redis.call('HGET', lock, 'mh'))}
   end
   local waiters = redis.call('ZCARD', queue)
   if tok ~= '' then

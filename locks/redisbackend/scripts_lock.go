@@ -72,6 +72,12 @@ func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id s
 	if a.waiterID != "" { // a call that does not wait sends no waiter's arguments
 		args = append(args, a.waiterID, a.wait.Milliseconds(), a.arrival)
 	}
+	if a.minHold > 0 { // nor one without a min hold its own
+		if a.waiterID == "" {
+			args = append(args, "", 0, 0)
+		}
+		args = append(args, a.minHold.Milliseconds())
+	}
 	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()
 	if err != nil {
@@ -274,16 +280,22 @@ func (r *Backend) callTicket(ctx context.Context, key locks.Key, id string, a ti
 }
 
 // callInspect runs lua/inspect.lua on key's lock: its holders, as many as
-// MaxHoldersShown, counted from start; held is false when nobody holds it.
-func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.Info, held bool, err error) {
+// MaxHoldersShown, counted from start; held is false when nobody holds it,
+// and freeAt, then, until when a released grant's min hold keeps it from
+// others (zero for none).
+func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.Info, held bool, freeAt time.Time, err error) {
 	k := r.lockKeys(key)
 	cmd, _ := r.run(ctx, inspectScript, []string{k.lock, k.queue, k.readers}, locks.MaxHoldersShown)
 	res, err := cmd.Slice()
 	if err != nil {
-		return locks.Info{}, false, err
+		return locks.Info{}, false, time.Time{}, err
+	}
+	if len(res) == 2 && res[0] == modeResting {
+		until, _ := res[1].(int64)
+		return locks.Info{}, false, time.UnixMilli(until).UTC(), nil
 	}
 	info, held = parseHolders(res, start)
-	return info, held, nil
+	return info, held, time.Time{}, nil
 }
 
 // parseHolders reads the holders of a lock as lua/lib_describe.lua
