@@ -356,6 +356,11 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		if b.Value != nil {
 			ar.Value = *b.Value
 		}
+		if b.MinHoldMs != nil {
+			if ar.MinHold, err = s.minHold(ctx, *b.MinHoldMs); err != nil {
+				return key, ar, err
+			}
+		}
 	}
 	return key, ar, nil
 }
@@ -389,6 +394,15 @@ func (s *Server) ttl(ctx context.Context, ms int64) (time.Duration, error) {
 			by = "the max_ttl of the policy rules that grant this token"
 		}
 		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d (%s)", maxTTL.Milliseconds(), by))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// minHold checks a min_hold_ms against the caller's TTL cap before
+// converting it: a min hold is a lease the holder cannot end early.
+func (s *Server) minHold(ctx context.Context, ms int64) (time.Duration, error) {
+	if maxTTL := s.maxTTL(ctx); ms < 0 || ms > maxTTL.Milliseconds() {
+		return 0, invalid(fmt.Sprintf("min_hold_ms must be between 0 and %d (the longest ttl_ms this caller may ask for)", maxTTL.Milliseconds()))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

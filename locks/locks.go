@@ -139,6 +139,13 @@ type AcquireRequest struct {
 	// value becomes the lock's when the lock is handed to it. Exclusive
 	// grants only: a shared hold carries none.
 	Value string
+	// MinHold keeps the lock from everyone else until the grant's
+	// acquisition plus MinHold, even once it is released: a release before
+	// then answers as ever, and the lock stays unavailable (ErrHeld, its
+	// RetryAfter up to then; Inspect's NotHeldError says until when) and
+	// goes to the first waiter then. 0 for none. Exclusive grants only.
+	// A lease that ends unreleased frees the lock at its end, as ever.
+	MinHold time.Duration
 	// OwnerToken is the owner token to grant under: "" for a new one; a
 	// session's grants have tokens derived from the session's.
 	OwnerToken string
@@ -209,6 +216,10 @@ func (r AcquireRequest) Validate() error {
 		return fmt.Errorf("%w: owner label longer than %d bytes", ErrInvalid, MaxOwnerLen)
 	case r.Mode > Shared:
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, r.Mode)
+	case r.MinHold < 0:
+		return fmt.Errorf("%w: min hold must not be negative", ErrInvalid)
+	case r.MinHold > 0 && r.Mode == Shared:
+		return fmt.Errorf("%w: min hold applies to exclusive holds only", ErrInvalid)
 	}
 	return ValidateValue(r.Value, r.Mode)
 }

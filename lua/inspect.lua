@@ -23,6 +23,9 @@
 --                holders counts the live holders, described or not; index
 --                is the lock's index as a watch would find it now (see
 --                index_at), last, so that the reply is built in place
+--          {MODE_RESTING, until_ms, index}
+--                not held, and kept from new holders until then by a
+--                released grant's min hold
 --          {index}  not held
 --
 -- Token hashes are never returned (see lib_describe.lua). One call reads
@@ -33,7 +36,9 @@ local now = clock()
 local out = describe(KEYS[1], KEYS[2], KEYS[3], now, ARGV[1])
 local index = 0
 if ARGV[2] == '1' then
-  index = index_at(KEYS[4], KEYS[3], out[1] == MODE_EXCLUSIVE, now)
+  -- An exclusive holder, or a min hold: the lock hash names one, and the
+  -- first script to write records nothing before it reads it (current).
+  index = index_at(KEYS[4], KEYS[3], out[1] == MODE_EXCLUSIVE or out[1] == MODE_RESTING, now)
 end
 out[#out + 1] = index
 return out

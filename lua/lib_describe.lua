@@ -10,10 +10,14 @@
 -- Of a lock held shared by more than most holders, those whose leases end
 -- last, so that the reply's size and cost are bounded. Shared holders
 -- whose lease ended are left out, not dropped; token hashes never appear.
+-- A lock that a released grant's min hold keeps from others (see
+-- lib_handoff.lua rest) is {MODE_RESTING, until ms}.
 local function describe(lock, queue, readers, now, most)
   local tok = redis.call('HGET', lock, 'tok')
   if not tok then
     return {}
+  elseif tok == RESTING then
+    return {MODE_RESTING, tonumber(redis.call('HGET', lock, 'mh'))}
   end
   local waiters = redis.call('ZCARD', queue)
   if tok ~= '' then
@@ -44,16 +48,16 @@ end
 -- whose name record is fence and whose readers are readers, as the first
 -- script to write to it now would find it: the record's, plus the events
 -- that script records before anything else (lib_grant.lua current) unless
--- the lock is held exclusively (exclusive): the exclusive lease that ended
--- unreleased (check_expired), and each shared lease that ended
--- (purge_ended). So a watch from the index that inspect.lua answers waits
+-- the lock hash names an exclusive holder or a min hold (owned): the
+-- exclusive lease that ended unreleased (check_expired), and each shared
+-- lease that ended (purge_ended). So a watch from the index that inspect.lua answers waits
 -- for the next change, where it would answer at once with an expiry that
 -- happened before the read. 0 while the record keeps no history (the
 -- first event numbers it from the clock). Read-only: one GET, and a
--- ZCOUNT when the lock is not held exclusively.
-local function index_at(fence, readers, exclusive, now)
-  local index, note = record_index(redis.call('GET', fence), not exclusive)
-  if index == 0 or exclusive then
+-- ZCOUNT when the lock hash names neither.
+local function index_at(fence, readers, owned, now)
+  local index, note = record_index(redis.call('GET', fence), not owned)
+  if index == 0 or owned then
     return index
   end
   if note and note[1] <= now then

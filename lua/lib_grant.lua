@@ -44,10 +44,11 @@ end
 -- both strings. ttl is the lease asked for: what a pick-up, or a renew
 -- without a TTL, gives. A provisional grant is one handed to a waiter that
 -- has not picked it up yet. value is the grant's value (nil or '': none),
--- which lives in K.lock and so ends with the grant. A free lock has no
--- hash to clear: every script writes to K.lock only after finding it held
--- (tok set), or here.
-local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value)
+-- which lives in K.lock and so ends with the grant. min_hold (ms, nil or
+-- 0: none) keeps the lock from others until that long after now, even
+-- once released (see rest). A free lock has no hash to clear: every
+-- script writes to K.lock only after finding it held (tok set), or here.
+local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, min_hold)
   local fence = next_fence(K, t, retention)
   local at = at_ms(t)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
@@ -57,6 +58,9 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, va
   end
   if value and value ~= '' then
     redis.call('HSET', K.lock, 'v', value)
+  end
+  if min_hold and tonumber(min_hold) > 0 then
+    redis.call('HSET', K.lock, 'mh', tonumber(at) + tonumber(min_hold))
   end
   redis.call('PEXPIRE', K.lock, lease)
   if K.hist_n > 0 then

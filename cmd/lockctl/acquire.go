@@ -25,6 +25,9 @@ type acquireFlags struct {
 	// session is the token of the session the grant joins, taking its
 	// lease ("" for none).
 	session string
+	// minHold keeps the lock from others until that long after the grant,
+	// released or not (min_hold_ms; run --once-per); 0 for none.
+	minHold time.Duration
 }
 
 func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {

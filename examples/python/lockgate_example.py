@@ -89,17 +89,22 @@ class Client:
         except urllib.error.HTTPError as e:
             raise Problem(e.code, e.read(), e.headers.get("Retry-After")) from None
 
-    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None):
+    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None, min_hold_ms=None):
         """Acquires, retrying what may have been lost on the way (a timeout,
         a dropped connection, a 503) with one Idempotency-Key for all the
         attempts: a retry gets the grant a lost attempt made, never a second
         one. The key is as secret as a token: it is never printed. value,
         if given, is the grant's value (at most 1024 bytes), which inspect
-        shows while the grant holds the lock."""
+        shows while the grant holds the lock. min_hold_ms, if given, keeps
+        the lock from everyone else until that long after the grant, even
+        once released (at most once per window: a release answers as ever,
+        and others get 409 lock_held with Retry-After until then)."""
         key = str(uuid.uuid4())
         body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms, "owner": owner}
         if value is not None:
             body["value"] = value
+        if min_hold_ms is not None:
+            body["min_hold_ms"] = min_hold_ms
         for attempt in range(1, attempts + 1):
             try:
                 return self.call("POST", lock, body=body, wait_ms=wait_ms, idempotency_key=key)[1]

@@ -139,4 +139,20 @@ func testInspectIndex(t *testing.T, a, b locks.Backend, key locks.Key) {
 	}
 	c = <-polled
 	wantEvents(t, c.Events, shared+1, "released")
+
+	// A released grant whose min hold keeps the lock: free, with the
+	// release's index, and until when.
+	g = MustAcquire(t, a, key, locks.AcquireRequest{TTL: time.Minute, Subject: "cron", MinHold: time.Minute})
+	if _, err := a.Release(ctx, key, g.Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	resting := wantInspectIndex(t, a, b, key, false, "released under a min hold")
+	if resting != shared+3 {
+		t.Fatalf("released under a min hold: got index %d, want %d (an acquire and its release)", resting, shared+3)
+	}
+	var nh *locks.NotHeldError
+	if _, err := b.Inspect(ctx, key); !errors.As(err, &nh) || nh.FreeAt.IsZero() || nh.Index != resting {
+		t.Fatalf("released under a min hold: inspect got %v, want a NotHeldError with index %d and until when", err, resting)
+	}
+	wantNoChange(t, b, key, resting, "released under a min hold")
 }

@@ -72,6 +72,12 @@ func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id s
 	if a.waiterID != "" { // a call that does not wait sends no waiter's arguments
 		args = append(args, a.waiterID, a.wait.Milliseconds(), a.arrival)
 	}
+	if a.minHold > 0 { // nor one without a min hold its own
+		if a.waiterID == "" {
+			args = append(args, "", 0, 0)
+		}
+		args = append(args, a.minHold.Milliseconds())
+	}
 	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()
 	if err != nil {
@@ -275,8 +281,10 @@ func (r *Backend) callTicket(ctx context.Context, key locks.Key, id string, a ti
 
 // callInspect runs lua/inspect.lua on key's lock: its holders, as many as
 // MaxHoldersShown, counted from start, and its index (Info.Index, also
-// when nobody holds it); held is false when nobody holds it.
-func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.Info, held bool, err error) {
+// when nobody holds it); held is false when nobody holds it, and freeAt,
+// then, until when a released grant's min hold keeps it from others (zero
+// for none).
+func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.Info, held bool, freeAt time.Time, err error) {
 	k := r.lockKeys(key)
 	history := "0"
 	if r.opts.History > 0 {
@@ -285,19 +293,24 @@ func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Tim
 	cmd, _ := r.run(ctx, inspectScript, []string{k.lock, k.queue, k.readers, k.fence}, locks.MaxHoldersShown, history)
 	res, err := cmd.Slice()
 	if err != nil {
-		return locks.Info{}, false, err
+		return locks.Info{}, false, time.Time{}, err
 	}
 	if len(res) == 0 {
-		return locks.Info{}, false, fmt.Errorf("inspect: an empty reply, where the index comes last")
+		return locks.Info{}, false, time.Time{}, fmt.Errorf("inspect: an empty reply, where the index comes last")
 	}
 	last := res[len(res)-1]
 	index, ok := last.(int64)
 	if !ok {
-		return locks.Info{}, false, fmt.Errorf("inspect: index %v (%T), want an integer", last, last)
+		return locks.Info{}, false, time.Time{}, fmt.Errorf("inspect: index %v (%T), want an integer", last, last)
 	}
-	info, held = parseHolders(res[:len(res)-1], start)
+	res = res[:len(res)-1]
+	if len(res) == 2 && res[0] == modeResting {
+		until, _ := res[1].(int64)
+		return locks.Info{Index: index}, false, time.UnixMilli(until).UTC(), nil
+	}
+	info, held = parseHolders(res, start)
 	info.Index = index
-	return info, held, nil
+	return info, held, time.Time{}, nil
 }
 
 // parseHolders reads the holders of a lock as lua/lib_describe.lua

@@ -153,17 +153,22 @@ func aged(info locks.Info, now time.Time) locks.Info {
 }
 
 // Join adds a watcher of key: the lock is watched, registered and read,
-// if it was not yet.
+// if it was not yet. Joining a watched lock needs no call: a watcher whose
+// ctx has ended (a long-poll's wait of a millisecond) still gets the state
+// the hub knows.
 func (h *watchHub) join(ctx context.Context, key locks.Key) (*watchedLock, error) {
 	if err := h.start(); err != nil {
 		return nil, err
 	}
+	rkey := h.r.lockKeys(key).lock
+	if w := h.joinWatched(rkey); w != nil {
+		return w, nil
+	}
 	if err := h.r.waiters.ready(ctx); err != nil {
 		return nil, err
 	}
-	rkey := h.r.lockKeys(key).lock
 	h.mu.Lock()
-	if w := h.locks[rkey]; w != nil {
+	if w := h.locks[rkey]; w != nil { // another joined it meanwhile
 		w.users++
 		h.mu.Unlock()
 		return w, nil
@@ -182,6 +187,17 @@ func (h *watchHub) join(ctx context.Context, key locks.Key) (*watchedLock, error
 	}
 	h.refresh(w)
 	return w, nil
+}
+
+// joinWatched adds a watcher of the lock rkey names, if it is watched.
+func (h *watchHub) joinWatched(rkey string) *watchedLock {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.locks[rkey]
+	if w != nil {
+		w.users++
+	}
+	return w
 }
 
 // leave ends a watcher of w.
