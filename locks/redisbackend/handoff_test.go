@@ -86,23 +86,38 @@ func TestRedisUnpickedHandoffEnds(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			key := locktest.UniqueKey(t)
-			holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
-			if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}, channel); err != nil {
-				t.Fatal(err)
-			}
-			live := locktest.QueueBehind(t, l, key, 1)
-			if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
-				t.Fatal(err)
-			}
-			info, err := l.Inspect(t.Context(), key)
-			if err != nil || info.Subject != "ghost" || info.TTL > lease {
-				t.Fatalf("got %+v, %v; want the lock handed to the ghost for at most %v", info, err, lease)
-			}
-			// Far below the ghost's one-minute TTL.
-			res := locktest.Within(t, 10*time.Second, "the live waiter", live)
-			if res.Err != nil {
-				t.Fatalf("the live waiter: %v", res.Err)
+			// A busy machine may take longer than the ghost's waiter lease
+			// from its queueing to the release: then the ghost is dead,
+			// the live waiter gets the lock, rightly, and nothing is
+			// shown; that round is drawn again (seen at load 13).
+			for round := 1; ; round++ {
+				key := locktest.UniqueKey(t)
+				holder := locktest.MustAcquire(t, l, key, locks.AcquireRequest{TTL: time.Minute})
+				queued := time.Now()
+				if err := l.QueueGhost(t.Context(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute}, channel); err != nil {
+					t.Fatal(err)
+				}
+				live := locktest.QueueBehind(t, l, key, 1)
+				if _, err := l.Release(t.Context(), key, holder.Token); err != nil {
+					t.Fatal(err)
+				}
+				lapsed := time.Since(queued) > lease
+				info, err := l.Inspect(t.Context(), key)
+				if err == nil && info.Subject != "ghost" && lapsed && round < 10 {
+					if res := locktest.Within(t, 10*time.Second, "the live waiter", live); res.Err == nil {
+						l.Release(t.Context(), key, res.Grant.Token)
+					}
+					continue
+				}
+				if err != nil || info.Subject != "ghost" || info.TTL > lease {
+					t.Fatalf("round %d: got %+v, %v; want the lock handed to the ghost for at most %v", round, info, err, lease)
+				}
+				// Far below the ghost's one-minute TTL.
+				res := locktest.Within(t, 10*time.Second, "the live waiter", live)
+				if res.Err != nil {
+					t.Fatalf("the live waiter: %v", res.Err)
+				}
+				break
 			}
 		})
 	}
