@@ -22,6 +22,7 @@ import (
 // case here fails the test: a new grant path is not done until it is
 // listed.
 func TestScriptsAreAcked(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	r := openRedis(t, newClient(t, srv), redisbackend.Options{MinReplicas: 1, ReplicaTimeout: 20 * time.Millisecond})
 	s := openRedis(t, newClient(t, srv), redisbackend.Options{})

@@ -48,11 +48,13 @@ func newRedis(t testing.TB, srv *redistest.Server, opts redisbackend.Options) *r
 }
 
 func TestRedisConformance(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.Run(t, func(t *testing.T) locks.Locker { return newRedis(t, srv, redisbackend.Options{}) })
 }
 
 func TestRedisHistory(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunHistory(t, func(t *testing.T) locks.Backend {
 		return newRedis(t, srv, redisbackend.Options{History: locktest.HistoryLen})
@@ -61,6 +63,7 @@ func TestRedisHistory(t *testing.T) {
 }
 
 func TestRedisValues(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunValues(t, func(t *testing.T) locks.Backend {
 		return newRedis(t, srv, redisbackend.Options{History: locktest.HistoryLen})
@@ -68,6 +71,7 @@ func TestRedisValues(t *testing.T) {
 }
 
 func TestRedisLockDelay(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunLockDelay(t, func(t *testing.T) locks.Locker {
 		return newRedis(t, srv, redisbackend.Options{LockDelay: locktest.LockDelay})
@@ -75,6 +79,7 @@ func TestRedisLockDelay(t *testing.T) {
 }
 
 func TestRedisSharedCap(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunSharedCap(t, func(t *testing.T) locks.Locker {
 		return newRedis(t, srv, redisbackend.Options{MaxSharedHolders: locktest.SharedCap})
@@ -82,16 +87,19 @@ func TestRedisSharedCap(t *testing.T) {
 }
 
 func TestRedisListConformance(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunList(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, redisbackend.Options{}) })
 }
 
 func TestRedisSemaphoreConformance(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunSemaphores(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, redisbackend.Options{}) })
 }
 
 func TestRedisFencingSurvivesFlushAll(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, redisbackend.Options{})
 	key := locktest.UniqueKey(t)
@@ -114,6 +122,7 @@ func TestRedisFencingSurvivesFlushAll(t *testing.T) {
 }
 
 func TestRedisSurvivesScriptFlush(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, redisbackend.Options{})
 	admin := srv.Client(t)
@@ -145,6 +154,7 @@ func TestRedisSurvivesScriptFlush(t *testing.T) {
 
 // A Redis past its maxmemory refuses new grants, and still takes releases.
 func TestRedisFullTakesReleases(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	l := newRedis(t, srv, redisbackend.Options{History: 10})
@@ -206,6 +216,7 @@ func cycleCommands(t *testing.T, l *redisbackend.Backend, admin *redis.Client) m
 // first call of each on a new Redis finds none and loads it, every call
 // after is one FCALL.
 func TestRedisCallsFunctions(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	l := newRedis(t, srv, redisbackend.Options{})
@@ -222,6 +233,7 @@ func TestRedisCallsFunctions(t *testing.T) {
 // nothing to load; on a Redis that refuses functions it says so, and the
 // first calls go as EVALSHA at once.
 func TestRedisLoadFunctions(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	l := newRedis(t, srv, redisbackend.Options{})
@@ -250,6 +262,7 @@ func TestRedisLoadFunctions(t *testing.T) {
 // A Redis that refuses functions (here an ACL; Redis 6 does not know them)
 // gets EVALSHA, after one refused FCALL.
 func TestRedisFallsBackToScripts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	if err := admin.Do(t.Context(), "ACL", "SETUSER", "nofunctions", "on", ">pw", "~*", "&*", "+@all", "-fcall", "-fcall_ro", "-function").Err(); err != nil {
@@ -268,6 +281,7 @@ func TestRedisFallsBackToScripts(t *testing.T) {
 }
 
 func TestRedisUnavailable(t *testing.T) {
+	t.Parallel()
 	const timeout = 800 * time.Millisecond
 	for _, tc := range []struct {
 		name   string
@@ -336,6 +350,7 @@ func TestRedisUnavailable(t *testing.T) {
 // (keys, values, the slow log of every command with its arguments) and
 // looks for the owner token.
 func TestRedisStoresNoPlaintextToken(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := t.Context()
@@ -390,6 +405,7 @@ func TestRedisStoresNoPlaintextToken(t *testing.T) {
 // and subscriptions, as two gateway processes have; a release on one wakes
 // a waiter on the other long before the holder's lease would end.
 func TestRedisWakeUpAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	one := newRedis(t, srv, redisbackend.Options{})
 	two := newRedis(t, srv, redisbackend.Options{})
@@ -414,6 +430,7 @@ func TestRedisWakeUpAcrossProcesses(t *testing.T) {
 // Cluster slot, so the scripts run unchanged on a cluster; so does every
 // key of its namespace's index of held locks, under the namespace's tag.
 func TestRedisKeysShareHashTag(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, redisbackend.Options{Prefix: "p:"})
 	key := locktest.UniqueKey(t)
@@ -442,6 +459,7 @@ func TestRedisKeysShareHashTag(t *testing.T) {
 // grants, waits, shared holds, give-ups and permits, then every key Redis
 // holds must have one.
 func TestRedisEveryKeyExpires(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := t.Context()
@@ -509,6 +527,7 @@ func TestRedisEveryKeyExpires(t *testing.T) {
 // its expiry (a release, once the old record has gone) gets one all the
 // same.
 func TestRedisHistoryExpiry(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := t.Context()
@@ -551,6 +570,7 @@ func TestRedisHistoryExpiry(t *testing.T) {
 
 // TestRedisBreak runs the break cases on two gateways of one Redis.
 func TestRedisBreak(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunBreak(t, func(t *testing.T) (locks.Backend, locks.Backend) {
 		opts := redisbackend.Options{History: locktest.HistoryLen}
@@ -560,6 +580,7 @@ func TestRedisBreak(t *testing.T) {
 
 // TestRedisSessions runs the session cases on one Redis.
 func TestRedisSessions(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunSessions(t, func(t *testing.T) locks.Backend {
 		return newRedis(t, srv, redisbackend.Options{History: locktest.HistoryLen})
@@ -569,6 +590,7 @@ func TestRedisSessions(t *testing.T) {
 // TestRedisLockSets runs the lock set cases on one Redis, where a set
 // that does not wait is one script.
 func TestRedisLockSets(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunLockSets(t, func(t *testing.T) locks.Backend {
 		return newRedis(t, srv, redisbackend.Options{History: locktest.HistoryLen})
@@ -578,6 +600,7 @@ func TestRedisLockSets(t *testing.T) {
 // TestRedisWatches runs the watch cases on two gateways of one Redis: the
 // changes through one, the watches through the other.
 func TestRedisWatches(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunWatches(t, func(t *testing.T) (locks.Backend, locks.Backend) {
 		opts := redisbackend.Options{History: locktest.HistoryLen}

@@ -16,6 +16,7 @@ import (
 // its own timeout when Redis stops answering, those queued behind stalled
 // pipelines included.
 func TestRedisConcurrentCallsBoundedWhenPaused(t *testing.T) {
+	t.Parallel()
 	const timeout = 800 * time.Millisecond
 	const n = 64 // well over the number of pipelines in flight
 	srv := redistest.Start(t)
@@ -53,6 +54,7 @@ func TestRedisConcurrentCallsBoundedWhenPaused(t *testing.T) {
 // and every one is sent again once it is loaded (after SCRIPT FLUSH too,
 // which drops what EVAL loaded): each runs exactly once.
 func TestRedisConcurrentCallsSurviveScriptFlush(t *testing.T) {
+	t.Parallel()
 	const n = 64
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
@@ -92,6 +94,7 @@ func TestRedisConcurrentCallsSurviveScriptFlush(t *testing.T) {
 // A call after Close fails at once; it does not wait for senders that are
 // gone.
 func TestRedisCallAfterClose(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := openRedis(t, newClient(t, srv), redisbackend.Options{})
 	key := locktest.UniqueKey(t)

@@ -18,6 +18,7 @@ import (
 // Cluster: every key a script touches shares the lock's hash tag, and
 // hand-offs reach the waiter's gateway whichever node it subscribed on.
 func TestRedisClusterConformance(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	newBackend := func(t *testing.T) locks.Backend {
 		r := openRedis(t, cluster.Client(t), redisbackend.Options{})
@@ -67,6 +68,7 @@ func TestRedisClusterConformance(t *testing.T) {
 // TestRedisClusterFIFOAcrossGateways: waiters on three backends, each with
 // its own cluster client and subscription, get the lock in queue order.
 func TestRedisClusterFIFOAcrossGateways(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	backends := make([]locks.Locker, 3)
 	for i := range backends {
@@ -92,6 +94,7 @@ func TestRedisClusterFIFOAcrossGateways(t *testing.T) {
 // 200 ms before it reloads again). Each round moves a slot under a map
 // that knew the old owner, and checks that the call did meet MOVED.
 func TestRedisClusterFollowsMoved(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	moved := &movedCounter{}

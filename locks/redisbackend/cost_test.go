@@ -28,6 +28,7 @@ import (
 // it lists this one is in the name record, which the grant writes anyway
 // (lua/lib_index.lua).
 func TestRedisCycleCommands(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	for _, tc := range []struct {
@@ -76,6 +77,7 @@ func TestRedisCycleCommands(t *testing.T) {
 // the same commands as on a single Redis: no index.lua, no indexed.lua.
 // The name's first grant runs both (the script's reply asks for them).
 func TestRedisClusterCycleCommands(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	l := openRedis(t, cluster.Client(t), redisbackend.Options{History: 0})
 	t.Cleanup(func() { l.Close() })
@@ -183,6 +185,7 @@ func sumCounts(m map[string]int) int {
 // record: the fencing counter and the history (lua/lib_fence.lua). The
 // grant's and the calls' records go within minutes.
 func TestRedisReleasedNameKeepsOneKey(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	l := newRedis(t, srv, redisbackend.Options{History: 10, FenceRetention: time.Hour})

@@ -15,6 +15,7 @@ import (
 // TestCheckRefusesEvictingPolicy: Check fails, naming the setting, while
 // Redis may evict keys, and passes again once the policy is noeviction.
 func TestCheckRefusesEvictingPolicy(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartWith(t, "--maxmemory-policy", "allkeys-lru")
 	r := newRedis(t, srv, redisbackend.Options{})
 	wantEviction(t, r.Check(t.Context()), "allkeys-lru")
@@ -39,6 +40,7 @@ func TestCheckRefusesEvictingPolicy(t *testing.T) {
 // (CONFIG renamed away, or a user without +config) still passes Check;
 // CheckEviction says what to check.
 func TestCheckServesWhenConfigIsRefused(t *testing.T) {
+	t.Parallel()
 	renamed := redistest.StartWith(t, "--rename-command", "CONFIG", "")
 	limited := redistest.Start(t)
 	err := limited.Client(t).Do(t.Context(), "ACL", "SETUSER", "gw", "on", ">gw-password", "~*", "&*", "+@all", "-config").Err()
@@ -69,6 +71,7 @@ func TestCheckServesWhenConfigIsRefused(t *testing.T) {
 // TestCheckAsksEveryClusterMaster: one master of three that may evict is
 // enough to fail Check.
 func TestCheckAsksEveryClusterMaster(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	r := openRedis(t, cluster.Client(t), redisbackend.Options{})
 	t.Cleanup(func() { r.Close() })

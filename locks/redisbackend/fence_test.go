@@ -18,6 +18,7 @@ import (
 // the name record with the events (lua/lib_fence.lua), and a counter alone,
 // as a gateway without one writes it, reads as well.
 func TestRedisFencingSurvivesCounterGoingBack(t *testing.T) {
+	t.Parallel()
 	forHistories(t, testFencingSurvivesCounterGoingBack)
 }
 
@@ -49,6 +50,7 @@ func testFencingSurvivesCounterGoingBack(t *testing.T, history int) {
 // microsecond. Each token is the counter plus one, and the counter keeps
 // its expiry.
 func TestRedisFencingCounterAheadOfClock(t *testing.T) {
+	t.Parallel()
 	forHistories(t, testFencingCounterAheadOfClock)
 }
 

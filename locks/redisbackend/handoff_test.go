@@ -22,6 +22,7 @@ import (
 // next heartbeat and rejoins in its old place: it gets the lock before a
 // waiter that arrived after it, instead of sleeping to its deadline.
 func TestRedisDroppedWaiterRejoins(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, redisbackend.Options{WaiterLease: 300 * time.Millisecond})
 	admin := srv.Client(t)
@@ -70,6 +71,7 @@ func TestRedisDroppedWaiterRejoins(t *testing.T) {
 // asked for a one-minute TTL, but the grant was provisional: it ends within
 // the waiter lease, and the next waiter gets the lock.
 func TestRedisUnpickedHandoffEnds(t *testing.T) {
+	t.Parallel()
 	for _, cluster := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cluster=%v", cluster), func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -128,6 +130,7 @@ func TestRedisUnpickedHandoffEnds(t *testing.T) {
 // ErrUnavailable within about a heartbeat and a timeout, not at the end of
 // its 30 s wait.
 func TestRedisWaiterLearnsOfOutage(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := openRedis(t, newClient(t, srv), redisbackend.Options{WaiterLease: 300 * time.Millisecond, Timeout: 300 * time.Millisecond})
 	t.Cleanup(func() { l.Close() })
@@ -152,6 +155,7 @@ func TestRedisWaiterLearnsOfOutage(t *testing.T) {
 // the lock (its own script picked the grant up before the reply came)
 // keeps it.
 func TestRedisLateFullHandOver(t *testing.T) {
+	t.Parallel()
 	t.Run("waiter gave up", func(t *testing.T) {
 		srv := redistest.Start(t)
 		l := newRedis(t, srv, redisbackend.Options{WaiterLease: time.Minute})
@@ -219,6 +223,7 @@ func TestRedisLateFullHandOver(t *testing.T) {
 // behind: the next hand-off would go to its owner token, and its holder's
 // calls would act on a grant it was never told of.
 func TestRedisFullHandOverBrokenBeforeDelivery(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, redisbackend.Options{WaiterLease: time.Minute})
 	other := newRedis(t, srv, redisbackend.Options{WaiterLease: time.Minute}) // another gateway
@@ -273,6 +278,7 @@ func TestRedisFullHandOverBrokenBeforeDelivery(t *testing.T) {
 // token's release says "expired", and the lock stays unavailable for the
 // delay.
 func TestRedisNearHandOverIsNoted(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, redisbackend.Options{LockDelay: 2 * time.Second})
 	key := locktest.UniqueKey(t)
@@ -317,6 +323,7 @@ func TestRedisNearHandOverIsNoted(t *testing.T) {
 // (TestSemaphoreRandomFaults: "release answered 409 ... before its
 // expires_at").
 func TestRedisLatePermitPickUpKeepsItsLease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, redisbackend.Options{})
 	l.PretendCluster() // a hand-off nobody hears stays handed, as on Cluster

@@ -19,6 +19,7 @@ import (
 // that lock runs (see TestRedisCycleCommands for why commands are what is
 // counted).
 func TestRedisHeartbeatCommands(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	for _, semaphore := range []bool{false, true} {
@@ -56,6 +57,7 @@ func TestRedisHeartbeatCommands(t *testing.T) {
 // scripts take in one command (lua/lib_queue.lua) keeps alive every one
 // still queued, wherever it is in the list, and names every other.
 func TestRedisHeartbeatManyWaiters(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	for _, semaphore := range []bool{false, true} {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestRedisIdempotencyConformance(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunIdempotency(t, func(t *testing.T) locks.Backend { return newRedis(t, srv, redisbackend.Options{}) })
 }
@@ -21,6 +22,7 @@ func TestRedisIdempotencyConformance(t *testing.T) {
 // (semaphore's) hash tag, so its scripts, and the renew that reaches the
 // record from the grant, run on Cluster.
 func TestRedisClusterIdempotencyConformance(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	locktest.RunIdempotency(t, func(t *testing.T) locks.Backend {
 		r := openRedis(t, cluster.Client(t), redisbackend.Options{})
@@ -33,6 +35,7 @@ func TestRedisClusterIdempotencyConformance(t *testing.T) {
 // it (no token, no key), and it is remembered for IdempotencyGrace past the
 // lease as renewals, re-entries and permit renewals move it.
 func TestRedisIdempotencyRecord(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	r := newRedis(t, srv, redisbackend.Options{})
 	c := srv.Client(t)

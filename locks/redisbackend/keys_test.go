@@ -12,6 +12,7 @@ import (
 // lock's key), the Cluster hash tag and every gateway already running
 // depend on them. A script gets the lock's key and the record.
 func TestLockKeys(t *testing.T) {
+	t.Parallel()
 	r := &Backend{opts: Options{Prefix: "lockgate:"}}
 	k := r.lockKeys(locks.Key{Namespace: "ns", Name: "a:b"}).withToken("H")
 	got := []string{k.lock, k.fence, k.queue, k.alive, k.waiters, k.readers, k.delay, k.record}
@@ -30,6 +31,7 @@ func TestLockKeys(t *testing.T) {
 // TestSemaphoreKeys pins the names of a semaphore's keys, as TestLockKeys
 // does a lock's.
 func TestSemaphoreKeys(t *testing.T) {
+	t.Parallel()
 	r := &Backend{opts: Options{Prefix: "lockgate:"}}
 	got := r.semKeys(locks.Key{Namespace: "ns", Name: "a:b"}).withToken("H").all()
 	want := []string{"lockgate:sem:{ns/a:b}", "lockgate:sem:{ns/a:b}:leases", "lockgate:sem:{ns/a:b}:fence",

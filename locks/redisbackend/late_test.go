@@ -97,6 +97,7 @@ func (h *holdBack) deliver(t *testing.T, client *redis.Client) {
 // (#36, finding 5: a lock renewed for 949 ms had 530 ms left moments
 // later, and the history said nothing).
 func TestRedisLateRenewShortensNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, script, key string
 		acquire           func(r *redisbackend.Backend, key locks.Key) (locks.Grant, error)
@@ -167,6 +168,7 @@ func TestRedisLateRenewShortensNothing(t *testing.T) {
 // release what it took. No call record says so (an acquire keeps none,
 // lua.Script.Keyed): its token's record does, written by the give-up.
 func TestRedisLateAcquireTakesNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, script, queue string
 		wait                time.Duration
@@ -215,6 +217,7 @@ func TestRedisLateAcquireTakesNothing(t *testing.T) {
 // not picked it up, goes on waiting with that record. Before, the copy
 // joined the queue as a waiter nobody waits for, and got the lock.
 func TestRedisLateCopyOfAGrantTakesNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, script, queue string
 		acquire             func(r *redisbackend.Backend, key locks.Key, ttl, wait time.Duration) error
@@ -324,6 +327,7 @@ func (h *loseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // that record carried how long the grant was held: the permit stayed held
 // for its whole lease.)
 func TestRedisLostGrantIsGivenBack(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, script string
 		acquire      func(r *redisbackend.Backend, key locks.Key) error

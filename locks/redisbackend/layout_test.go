@@ -13,6 +13,7 @@ import (
 // carries an older one over, and refuses to start on a newer one, whose
 // locks it might not see (#36, upgrade).
 func TestRedisLayout(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	ctx := context.Background()

@@ -26,6 +26,7 @@ import (
 // but the holder ends a grant here, so the holder's own check, made
 // before its next call, sees what Redis holds for it.
 func TestRedisAnsweredLeaseIsHeld(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	admin := newClient(t, srv)
 	const gateways, workers, rounds = 3, 3, 40

@@ -29,6 +29,7 @@ import (
 const listCostKeys = 100_000
 
 func TestRedisListCostIsBoundedByThePage(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	r := newRedis(t, srv, redisbackend.Options{})
 	admin := srv.Client(t)
@@ -36,6 +37,7 @@ func TestRedisListCostIsBoundedByThePage(t *testing.T) {
 }
 
 func TestRedisClusterListCostIsBoundedByThePage(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	r := openRedis(t, client, redisbackend.Options{})
@@ -157,6 +159,7 @@ func fill(t *testing.T, client redis.Cmdable, n int) {
 // fence retention of 400 ms), by renewals and by one long lease, and want
 // it listed throughout.
 func TestRedisLockHeldPastIndexKeepIsListed(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for _, history := range []int{0, 10} {
 		t.Run(fmt.Sprintf("history=%d", history), func(t *testing.T) {
@@ -167,6 +170,7 @@ func TestRedisLockHeldPastIndexKeepIsListed(t *testing.T) {
 }
 
 func TestRedisClusterLockHeldPastIndexKeepIsListed(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	r := openRedis(t, client, redisbackend.Options{FenceRetention: 400 * time.Millisecond})
@@ -228,6 +232,7 @@ func testHeldPastIndexKeep(t *testing.T, r *redisbackend.Backend, client redis.C
 // So a write that fails (here the index's key is of the wrong type) is
 // not taken for done: the name's next grant asks again, and is listed.
 func TestRedisClusterFailedIndexWriteIsRetried(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
 	r := openRedis(t, client, redisbackend.Options{})

@@ -14,6 +14,7 @@ import (
 // names has its twin here, equal to it. Renumber a reply code, or change
 // how long a record lives, on one side only and this fails.
 func TestProtocolAgrees(t *testing.T) {
+	t.Parallel()
 	want := map[string]string{
 		"GRANTED":           strconv.Itoa(codeGranted),
 		"NOT_GRANTED":       strconv.Itoa(codeNotGranted),
@@ -87,6 +88,7 @@ func TestProtocolAgrees(t *testing.T) {
 // number in EVENT_KINDS, which must list EventKinds in the same order (a
 // new kind goes at the end of both: the numbers are in Redis already).
 func TestEventKindsAgree(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../lua/lib_history.lua")
 	if err != nil {
 		t.Fatal(err)

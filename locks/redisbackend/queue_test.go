@@ -18,6 +18,7 @@ import (
 // TestRedisFIFOAcrossGateways: waiters on three backends, as on three
 // gateway processes, get the lock in the order they queued.
 func TestRedisFIFOAcrossGateways(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	one := newRedis(t, srv, redisbackend.Options{})
 	two := newRedis(t, srv, redisbackend.Options{})
@@ -34,6 +35,7 @@ func TestRedisFIFOAcrossGateways(t *testing.T) {
 // (Cluster), the dead waiter's missing heartbeats drop it after the waiter
 // lease.
 func TestRedisDeadWaiterSkipped(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		cluster bool
@@ -86,6 +88,7 @@ func TestRedisDeadWaiterSkipped(t *testing.T) {
 // grant's lease ends, nobody releases and nobody publishes, yet the next
 // waiter gets the lock: the heartbeats of its gateway hand it on.
 func TestRedisGrantToFrozenGatewayExpires(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l := newRedis(t, srv, redisbackend.Options{WaiterLease: 300 * time.Millisecond})
 	key := locktest.UniqueKey(t)
@@ -127,6 +130,7 @@ func TestRedisGrantToFrozenGatewayExpires(t *testing.T) {
 // same scripts keep the namespace's index of held locks: no call of
 // index.lua.)
 func TestRedisHandoffScriptCalls(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		sameGW bool

@@ -28,6 +28,7 @@ const (
 // TestRedisMinReplicasConformance: with a replica connected, asking for
 // its acknowledgement changes nothing a caller sees.
 func TestRedisMinReplicasConformance(t *testing.T) {
+	t.Parallel()
 	primary := redistest.Start(t)
 	redistest.StartReplica(t, primary)
 	opts := redisbackend.Options{MinReplicas: 1, ReplicaTimeout: replicaTimeout, Timeout: redisTimeout}
@@ -77,6 +78,7 @@ func waitFree(t *testing.T, r *redisbackend.Backend, key locks.Key) {
 // grant is given (and none is left held), a renew is a 503; once it
 // resumes, grants are given again.
 func TestRedisMinReplicasStoppedReplica(t *testing.T) {
+	t.Parallel()
 	primary := redistest.Start(t)
 	replica := redistest.StartReplica(t, primary)
 	r := newRedis(t, primary, redisbackend.Options{MinReplicas: 1, ReplicaTimeout: replicaTimeout, Timeout: redisTimeout})
@@ -172,6 +174,7 @@ func waitQueued(t *testing.T, r *redisbackend.Backend, key locks.Key, n int) {
 // (It does not show that WAIT follows the right master: that needs a
 // cluster with replicas, which redistest does not start yet.)
 func TestRedisClusterMinReplicasWithoutReplicas(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
 	r := openRedis(t, cluster.Client(t), redisbackend.Options{MinReplicas: 1, ReplicaTimeout: 50 * time.Millisecond})
 	t.Cleanup(func() { r.Close() })
@@ -195,6 +198,7 @@ func TestRedisClusterMinReplicasWithoutReplicas(t *testing.T) {
 // waiting here sent none, and a late waiter got a barrier of its own: two
 // paths, where the issue asks for one.)
 func TestRedisMinReplicasReleaseWaits(t *testing.T) {
+	t.Parallel()
 	primary := redistest.Start(t)
 	redistest.StartReplica(t, primary)
 	// The WAITs are counted where the gateway sends them, in the pipelines

@@ -10,6 +10,7 @@ import (
 // script of package lua, with the flags package lua gives it (once.lua's
 // arguments, read-only, the replica barrier).
 func TestEveryScriptIsWrapped(t *testing.T) {
+	t.Parallel()
 	for _, s := range lua.Scripts() {
 		w, ok := wrapped[s.Name]
 		if !ok {

@@ -16,6 +16,7 @@ import (
 // The ticket cases of the conformance suite, on both backends: two Redis
 // backends on one Redis stand for two gateways.
 func TestRedisTickets(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locktest.RunTickets(t, func(t *testing.T, liveness time.Duration) (a, b locktest.TicketBackend) {
 		return newRedis(t, srv, redisbackend.Options{TicketLiveness: liveness}), newRedis(t, srv, redisbackend.Options{TicketLiveness: liveness})
@@ -25,6 +26,7 @@ func TestRedisTickets(t *testing.T) {
 // TestTicketTokenNotInRedis: Redis holds the ticket token's hash, never
 // the token.
 func TestTicketTokenNotInRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	b := newRedis(t, srv, redisbackend.Options{})
 	admin := srv.Client(t)
@@ -54,6 +56,7 @@ func TestTicketTokenNotInRedis(t *testing.T) {
 // short the liveness (a third of it, 30 runs a second at 100 ms, was each
 // long poll's cost before; 8 runs in this test).
 func TestRedisTicketLongPollRunsOncePerSecond(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const liveness, poll = 1500 * time.Millisecond, 4 * time.Second
 	b := newRedis(t, srv, redisbackend.Options{TicketLiveness: liveness})

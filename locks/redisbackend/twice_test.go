@@ -52,6 +52,7 @@ func isScript(cmd redis.Cmder) bool {
 // lua/once.lua): before the exactly-once change a re-entered lock's inner
 // release took two holds away and freed the lock under its outer holder.
 func TestRedisDeliveredTwice(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	open := func(t *testing.T) *redisbackend.Backend {
 		c := newClient(t, srv)

@@ -16,6 +16,7 @@ import (
 // value in no key (without a history, which keeps events on purpose), so a
 // lock's value costs Redis memory only while it is held.
 func TestRedisValueGoesWithTheGrant(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	r := newRedis(t, srv, redisbackend.Options{})

@@ -20,6 +20,7 @@ import (
 // of the few milliseconds by which a hint follows a change. Before, the
 // watch answered at once with the older state, index and holder.
 func TestRedisWatchAheadOfTheHubReadsAgain(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	a := newRedis(t, srv, redisbackend.Options{History: 10})
