@@ -132,6 +132,13 @@ type AcquireRequest struct {
 	Owner string
 	// Mode is Exclusive (the zero value) or Shared.
 	Mode Mode
+	// MaxHold, when not 0, is a hard cap on the grant: no renewal,
+	// re-entry or session keep-alive carries its lease past its
+	// acquisition plus MaxHold (Lease.HoldUntil), and at that moment it
+	// ends as an expired lease does, with a history event max_hold. At
+	// least TTL: a cap below the first lease would cut the grant short
+	// before it began.
+	MaxHold time.Duration
 	// Value is the grant's value, at most MaxValueLen bytes ("" for none):
 	// shown by Inspect and the history while the grant holds the lock,
 	// changed by its holder with SetValue, gone with the grant. A waiter's
@@ -208,6 +215,10 @@ func (r AcquireRequest) Validate() error {
 		return fmt.Errorf("%w: owner label longer than %d bytes", ErrInvalid, MaxOwnerLen)
 	case r.Mode > Shared:
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, r.Mode)
+	case r.MaxHold < 0:
+		return fmt.Errorf("%w: max_hold must not be negative", ErrInvalid)
+	case r.MaxHold > 0 && r.MaxHold < r.TTL:
+		return fmt.Errorf("%w: max_hold (%s) must be at least the ttl (%s)", ErrInvalid, r.MaxHold, r.TTL)
 	}
 	return ValidateValue(r.Value, r.Mode)
 }
@@ -226,6 +237,10 @@ func ValidateValue(v string, m Mode) error {
 // ErrSharedValue refuses a value for a shared hold: of many holders, none
 // would be the one whose value the lock shows.
 var ErrSharedValue = fmt.Errorf("%w: a shared hold carries no value; values belong to exclusive grants", ErrInvalid)
+
+// ErrMaxHoldPermit refuses a hard cap (AcquireRequest.MaxHold) on a
+// semaphore's permit: only locks' grants carry one so far.
+var ErrMaxHoldPermit = fmt.Errorf("%w: max_hold applies to locks; a semaphore's permit takes none", ErrInvalid)
 
 // ValidateRenewTTL checks the TTL of a renew: 0 (the TTL the grant was
 // acquired with) or at least 1 ms.
@@ -248,6 +263,10 @@ type Lease struct {
 	// Mode is how the grant holds the lock, as Renew found it (a signed
 	// renewal says it). Unset elsewhere, and for a permit.
 	Mode Mode
+	// HoldUntil is when the grant's hard cap (AcquireRequest.MaxHold)
+	// ends it, counted as ExpiresAt is: never later than the backend's.
+	// No lease passes it. Zero for a grant without a cap.
+	HoldUntil time.Time
 }
 
 // Grant is a successful acquisition.

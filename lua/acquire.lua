@@ -15,6 +15,9 @@
 --             from an earlier call, to keep its place when it rejoins, '0'
 --             for a new arrival. (A call pays for the arguments it sends:
 --             one that does not wait sends none of these.)
+-- ARGV[11]    only for a grant with a hard cap: its max hold, ms (at
+--             least ARGV[2]; see lib_grant.lua grant). A call with one
+--             that does not wait sends '' and two '0's as ARGV[8..10].
 --
 -- Returns  {SHARED_FULL, retry_ms}
 --              a shared request that does not wait, when the lock has its
@@ -36,6 +39,7 @@
 
 local K = lock_keys(ARGV[5])
 local tok_hash, ttl, me, shared, value = ARGV[1], ARGV[2], ARGV[8] or '', ARGV[6] == MODE_SHARED, ARGV[7]
+local max_hold = ARGV[11]
 -- The token's record (lib_record.lua): nil for a new token, and so the
 -- read that stops the script while its slot migrates (see once.lua).
 local rec = redis.call('GET', K.record)
@@ -85,6 +89,7 @@ if me ~= '' then
   if value and value ~= '' then
     req.v = value
   end
+  req.mh = max_hold
   seq = enqueue(K, now, me, ARGV[10], ARGV[9], K.alive_ms, req)
 end
 
@@ -97,7 +102,7 @@ if me == '' then
   holder = h.holder
   local free = not holder and not delayed(K)
   if free and not shared then
-    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value)
+    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
     return settle(K, fresh(fence, ttl, now, at))
   end
@@ -106,7 +111,7 @@ if me == '' then
     return {SHARED_FULL, math.max(tonumber(soonest) - now, 0)}
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
-    local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false)
+    local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
     return settle(K, fresh(fence, ttl, now, at))
   end

@@ -44,10 +44,12 @@ end
 -- both strings. ttl is the lease asked for: what a pick-up, or a renew
 -- without a TTL, gives. A provisional grant is one handed to a waiter that
 -- has not picked it up yet. value is the grant's value (nil or '': none),
--- which lives in K.lock and so ends with the grant. A free lock has no
--- hash to clear: every script writes to K.lock only after finding it held
--- (tok set), or here.
-local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value)
+-- which lives in K.lock and so ends with the grant. max_hold, ms (nil: none),
+-- is the grant's hard cap: K.lock's 'mh' says until when (acquired at
+-- plus max_hold), which no lease passes; at least ttl, so that the first
+-- lease needs no cut. A free lock has no hash to clear: every script
+-- writes to K.lock only after finding it held (tok set), or here.
+local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, max_hold)
   local fence = next_fence(K, t, retention)
   local at = at_ms(t)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
@@ -58,9 +60,14 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, va
   if value and value ~= '' then
     redis.call('HSET', K.lock, 'v', value)
   end
+  local mh
+  if max_hold then
+    mh = tonumber(at) + tonumber(max_hold)
+    redis.call('HSET', K.lock, 'mh', string.format('%d', mh))
+  end
   redis.call('PEXPIRE', K.lock, lease)
   if K.hist_n > 0 then
-    hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own})
+    hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own}, nil, mh)
   end
   return fence, at
 end
@@ -73,12 +80,13 @@ local function fresh(fence, ttl, now, at)
 end
 
 -- pick_up makes a provisional grant a full one: its lease becomes the TTL
--- asked for, from now.
+-- asked for, from now, up to its hard cap (see grant).
 local function pick_up(K, now)
   if redis.call('HDEL', K.lock, 'p') == 1 then
-    local ttl = redis.call('HGET', K.lock, 'ttl')
+    local g = redis.call('HMGET', K.lock, 'ttl', 'mh')
+    local ttl = capped(g[1], g[2], now)
     redis.call('PEXPIRE', K.lock, ttl)
-    hold_note(K, now + tonumber(ttl), holder_of(K))
+    hold_note(K, now + ttl, holder_of(K), nil, g[2])
   end
 end
 
