@@ -131,6 +131,11 @@ func NewIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*I
 		// fingerprint gateways of the release before gave it.
 		parts = append(parts, req.Value)
 	}
+	if req.MaxHold > 0 {
+		// As the value: only when set. A retry that asks for another cap
+		// is another request.
+		parts = append(parts, "max_hold", strconv.FormatInt(req.MaxHold.Milliseconds(), 10))
+	}
 	sum := sha256.Sum256(fields(parts...))
 	c.Fingerprint = base64.RawURLEncoding.EncodeToString(sum[:])
 	return c, nil
