@@ -80,6 +80,18 @@ func TestMaxHold(t *testing.T) {
 		t.Fatalf("a re-entry with max_hold_ms: %d %v, want 400", code, p)
 	}
 
+	code, p := do("POST", "/semaphores/cap/pool", `{"limit":2,"ttl_ms":1000,"max_hold_ms":3000}`, "")
+	if code != http.StatusCreated || p["hold_until"] == nil {
+		t.Fatalf("a permit with max_hold_ms: %d %v, want hold_until", code, p)
+	}
+	code, r = do("PUT", "/semaphores/cap/pool/lease", `{"ttl_ms":60000}`, p["token"].(string))
+	if code != http.StatusOK || r["hold_until"] == nil || r["expires_at"] != r["hold_until"] {
+		t.Fatalf("renew a permit past its cap: %d %v, want the lease up to hold_until", code, r)
+	}
+	if code, p := do("POST", "/semaphores/cap/pool", `{"limit":2,"ttl_ms":1000,"max_hold_ms":999}`, ""); code != http.StatusBadRequest {
+		t.Fatalf("a permit's cap below its ttl: %d %v, want 400", code, p)
+	}
+
 	// The gateway's bound: an acquire without max_hold_ms gets it, and
 	// the default TTL (30s) is cut to it.
 	start = time.Now()

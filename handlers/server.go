@@ -32,8 +32,9 @@ type Config struct {
 	DefaultTTL time.Duration
 	// MaxTTL bounds ttl_ms on acquire and renew. Default 1h.
 	MaxTTL time.Duration
-	// MaxHold, when not 0, is the operator's hard cap on every lock's
-	// grant (locks.AcquireRequest.MaxHold): an acquire without max_hold_ms
+	// MaxHold, when not 0, is the operator's hard cap on every grant of a
+	// lock or a permit (locks.AcquireRequest.MaxHold; not a lock set's):
+	// an acquire without max_hold_ms
 	// gets it, and one with more is refused. Default 0: none.
 	MaxHold time.Duration
 	// MaxWait bounds wait_ms of an acquire that waits in the call. Default
@@ -366,10 +367,8 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 			ar.Value = *b.Value
 		}
 	}
-	if wk != permitWait { // a permit takes no cap (locks.ErrMaxHoldPermit)
-		if err := s.capHold(ctx, req.Body, &ar); err != nil {
-			return key, ar, err
-		}
+	if err := s.capHold(ctx, req.Body, &ar); err != nil {
+		return key, ar, err
 	}
 	return key, ar, nil
 }

@@ -238,10 +238,6 @@ func ValidateValue(v string, m Mode) error {
 // would be the one whose value the lock shows.
 var ErrSharedValue = fmt.Errorf("%w: a shared hold carries no value; values belong to exclusive grants", ErrInvalid)
 
-// ErrMaxHoldPermit refuses a hard cap (AcquireRequest.MaxHold) on a
-// semaphore's permit: only locks' grants carry one so far.
-var ErrMaxHoldPermit = fmt.Errorf("%w: max_hold applies to locks; a semaphore's permit takes none", ErrInvalid)
-
 // ValidateRenewTTL checks the TTL of a renew: 0 (the TTL the grant was
 // acquired with) or at least 1 ms.
 func ValidateRenewTTL(ttl time.Duration) error {

@@ -64,9 +64,6 @@ func (r SemaphoreRequest) Validate() error {
 	if r.Value != "" {
 		return fmt.Errorf("%w: a semaphore permit carries no value", ErrInvalid)
 	}
-	if r.MaxHold != 0 {
-		return ErrMaxHoldPermit
-	}
 	return r.AcquireRequest.Validate()
 }
 

@@ -354,6 +354,9 @@ func (s *SessionEngine) AcquirePermitInSession(ctx context.Context, token string
 	}
 	return s.acquire(ctx, token, SessionHold{Semaphore: true, Key: key}, req.Subject, req.Wait, func(ttl time.Duration, owner string) (Grant, error) {
 		req.TTL, req.OwnerToken = ttl, owner
+		if req.MaxHold > 0 {
+			req.TTL = min(ttl, req.MaxHold) // as a lock's (AcquireInSession)
+		}
 		return s.Grants.AcquirePermit(ctx, key, req)
 	})
 }

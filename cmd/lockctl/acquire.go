@@ -40,7 +40,7 @@ func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags 
 		"the gateway's --max-wait: a longer --wait is made of several server-side waits of at most this")
 	fs.IntVar(&af.limit, "limit", 0, "take one of this many permits of the semaphore namespace/name instead of the lock (1 to 10000)")
 	fs.BoolVar(&af.shared, "shared", false, "take a shared (read) hold: shared holders hold the lock together, an exclusive one alone")
-	fs.DurationVar(&af.maxHold, "max-hold", 0, "a hard cap on the grant: no renewal carries it past its acquisition plus this (at least --ttl; 0: none, or the gateway's --max-hold)")
+	fs.DurationVar(&af.maxHold, "max-hold", 0, "a hard cap on the grant (or permit): no renewal carries it past its acquisition plus this (at least --ttl; 0: none, or the gateway's --max-hold)")
 	fs.StringVar(&af.value, "value", "", "a value the grant carries, shown by status (an address, say; at most 1024 bytes; exclusive holds only; visible to anyone who may read the namespace)")
 	return af
 }
@@ -61,8 +61,6 @@ func (af *acquireFlags) check() error {
 		return usagef("--shared is for locks; a semaphore permit has no mode")
 	case af.maxHold < 0 || af.maxHold > 0 && af.maxHold < af.ttl:
 		return usagef("--max-hold must be 0 (none) or at least --ttl")
-	case af.maxHold > 0 && af.limit > 0:
-		return usagef("--max-hold is for locks; a semaphore permit takes none")
 	case len(af.value) > 1024:
 		return usagef("--value is longer than 1024 bytes")
 	case af.value != "" && (af.shared || af.limit > 0):

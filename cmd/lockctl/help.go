@@ -18,7 +18,7 @@ Usage:
       With --limit N, take one of the N permits of the semaphore namespace/name
       instead: up to N holders at once, each with a token and lease of its own.
       --session ID.TOKEN: the grant joins the session and takes its lease.
-      --max-hold D: a hard cap on the grant; no renewal (nor run's, nor a
+      --max-hold D: a hard cap on the grant (or permit); no renewal (nor run's, nor a
       session's keep-alive) carries it past its acquisition plus D, at least
       --ttl. Under run, the command is stopped at the cap as on a lost lease
       (exit 84): the lock is the next waiter's then.

@@ -22,7 +22,10 @@ func TestMaxHold(t *testing.T) {
 		t.Fatalf("hold_until %v, want about a minute after %v", g.HoldUntil, start)
 	}
 	lockctl(t, gw, nil, "acquire", "maxhold/bad", "--ttl", "2s", "--max-hold", "1s").want(t, exitUsage)
-	lockctl(t, gw, nil, "acquire", "maxhold/bad", "--limit", "2", "--max-hold", "1m").want(t, exitUsage)
+	r = lockctl(t, gw, nil, "acquire", "maxhold/permit", "--limit", "2", "--max-hold", "1m", "--json").want(t, 0)
+	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil || g.HoldUntil == nil {
+		t.Fatalf("a permit with --max-hold: %s, %v; want hold_until", r.stdout, err)
+	}
 
 	// The command would run for a minute; the cap ends it after a second.
 	lockctl(t, gw, nil, "run", "maxhold/run", "--ttl", "300ms", "--max-hold", "1s", "--kill-after", "1s", "--", "sleep", "60").want(t, exitLeaseLost)

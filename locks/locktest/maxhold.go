@@ -28,6 +28,7 @@ func RunMaxHold(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"InspectShowsTheCap", testMaxHoldInspect},
 		{"BadCapsRefused", testMaxHoldInvalid},
 		{"SessionKeepAlivesStopAtTheCap", testMaxHoldSession},
+		{"PermitIsCapped", testMaxHoldPermit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -45,9 +46,17 @@ func RunMaxHold(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 // were answered and the refusal.
 func renewUntilRefused(t testing.TB, l locks.Locker, key locks.Key, g locks.Grant, ask time.Duration, latest time.Time) (int, error) {
 	t.Helper()
+	return renewWithUntilRefused(t, l.Renew, key, g, ask, latest)
+}
+
+// renewWithUntilRefused is renewUntilRefused with renew (a lock's, or a
+// permit's).
+func renewWithUntilRefused(t testing.TB, renew func(context.Context, locks.Key, string, time.Duration) (locks.Lease, error),
+	key locks.Key, g locks.Grant, ask time.Duration, latest time.Time) (int, error) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for n := 0; ; n++ {
-		lease, err := l.Renew(context.Background(), key, g.Token, ask)
+		lease, err := renew(context.Background(), key, g.Token, ask)
 		if err != nil {
 			return n, err
 		}
@@ -211,9 +220,9 @@ func testMaxHoldInvalid(t *testing.T, b locks.Backend, key locks.Key) {
 		}
 	}
 	_, err := b.AcquirePermit(context.Background(), key, locks.SemaphoreRequest{Limit: 2,
-		AcquireRequest: locks.AcquireRequest{TTL: time.Second, MaxHold: time.Minute}})
+		AcquireRequest: locks.AcquireRequest{TTL: time.Second, MaxHold: time.Millisecond}})
 	if !errors.Is(err, locks.ErrInvalid) {
-		t.Errorf("a permit with a cap: got %v, want ErrInvalid", err)
+		t.Errorf("a permit with a cap below its ttl: got %v, want ErrInvalid", err)
 	}
 	if _, err := b.Inspect(context.Background(), key); !errors.Is(err, locks.ErrNotHeld) {
 		t.Fatalf("after refusals: inspect %v, want ErrNotHeld", err)
@@ -259,5 +268,44 @@ func testMaxHoldSession(t *testing.T, b locks.Backend, key locks.Key) {
 	WaitUntilFree(t, b, key)
 	if _, err := b.KeepSession(ctx, ss.Token, "agent", 0); err != nil {
 		t.Fatalf("the session after its grant's cap: %v, want it alive", err)
+	}
+}
+
+// testMaxHoldPermit: a semaphore's permit takes a cap as a lock's grant
+// does; at the cap its place goes to the waiter.
+func testMaxHoldPermit(t *testing.T, b locks.Backend, key locks.Key) {
+	const maxHold = 600 * time.Millisecond
+	ctx := context.Background()
+	permit := func(r locks.AcquireRequest) locks.SemaphoreRequest {
+		return locks.SemaphoreRequest{AcquireRequest: r, Limit: 1}
+	}
+	g, err := b.AcquirePermit(ctx, key, permit(locks.AcquireRequest{TTL: 200 * time.Millisecond, MaxHold: maxHold, Subject: "worker"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := capEnd(maxHold)
+	if g.HoldUntil.IsZero() || g.HoldUntil.After(latest) {
+		t.Fatalf("permit %+v: want hold_until, no later than %v", g.Lease, latest)
+	}
+	info, err := b.InspectSemaphore(ctx, key)
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].HoldUntil.IsZero() {
+		t.Fatalf("inspect: %+v, %v; want the holder's hold_until", info, err)
+	}
+	waiter := make(chan error, 1)
+	go func() {
+		w, err := b.AcquirePermit(ctx, key, permit(locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second, Subject: "next"}))
+		if err == nil && w.FencingToken <= g.FencingToken {
+			err = errors.New("the waiter's permit has an older fencing token")
+		}
+		if err == nil {
+			_, err = b.ReleasePermit(ctx, key, w.Token)
+		}
+		waiter <- err
+	}()
+	if _, err := renewWithUntilRefused(t, b.RenewPermit, key, g, time.Minute, latest); !errors.Is(err, locks.ErrNotHolder) {
+		t.Fatalf("the permit's last renewal: got %v, want ErrNotHolder", err)
+	}
+	if err := <-waiter; err != nil {
+		t.Fatalf("the waiter: %v", err)
 	}
 }

@@ -142,7 +142,7 @@ type renewReply struct {
 }
 
 // parseRenew reads {GRANTED, fence, ttl[, shared[, cap]]} or {NOT_GRANTED,
-// why}. A semaphore's renewal has no shared, and no cap.
+// why}. A semaphore's renewal says shared 0, and only with a cap.
 func parseRenew(out []int64, err error) (renewReply, error) {
 	switch {
 	case err != nil:

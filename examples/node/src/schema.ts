@@ -793,7 +793,8 @@ export interface components {
              *     the history says `max_hold`. At least `ttl_ms` (a 400 otherwise),
              *     and at most the gateway's `--max-hold` when it sets one (and the
              *     `max_hold` of the policy rules that grant the token), which also
-             *     caps every grant that leaves this out. Not for a lock set.
+             *     caps every grant that leaves this out. Not for a lock set; a
+             *     semaphore's permit takes its own (`max_hold_ms` of its acquire).
              */
             max_hold_ms?: number;
             /**
@@ -1149,6 +1150,13 @@ export interface components {
             wait_ms?: number;
             /** @description A free-form label that inspect shows. */
             owner?: string;
+            /**
+             * Format: int64
+             * @description A hard cap on the permit, as for a lock's acquire: no renewal or
+             *     session keep-alive carries it past its acquisition plus this; at
+             *     least `ttl_ms`, at most the gateway's `--max-hold`.
+             */
+            max_hold_ms?: number;
             /** @description As for a lock's acquire. */
             signed?: boolean;
         };
@@ -1178,6 +1186,12 @@ export interface components {
              * @description RFC 3339, UTC; never later than the backend's expiry.
              */
             expires_at: string;
+            /**
+             * Format: date-time
+             * @description With a hard cap (`max_hold_ms`, or the gateway's `--max-hold`)
+             *     only: when it ends the permit, RFC 3339, UTC. No lease passes it.
+             */
+            hold_until?: string;
             /**
              * @description The grant as a compact JWS for the resource the lock protects to
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
@@ -1212,6 +1226,12 @@ export interface components {
             renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
+            /**
+             * Format: date-time
+             * @description With a hard cap (`max_hold_ms`, or the gateway's `--max-hold`)
+             *     only: when it ends the permit, RFC 3339, UTC. No lease passes it.
+             */
+            hold_until?: string;
             /**
              * @description The grant as a compact JWS for the resource the lock protects to
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
