@@ -89,7 +89,7 @@ if me ~= '' then
   if value and value ~= '' then
     req.v = value
   end
-  req.mh = max_hold
+  req.cap = max_hold
   seq = enqueue(K, now, me, ARGV[10], ARGV[9], K.alive_ms, req)
 end
 

@@ -9,7 +9,7 @@
 -- Of a lock held shared by more than most holders, those whose leases end
 -- last, so that the reply's size and cost are bounded. Shared holders
 -- whose lease ended are left out, not dropped; token hashes never appear.
--- A holder's hard cap is its mh (lib_grant.lua grant), ms on the Redis
+-- A holder's hard cap is its cap (lib_grant.lua grant), ms on the Redis
 -- clock, or 0 for none.
 local function describe(lock, queue, readers, now, most)
   local tok = redis.call('HGET', lock, 'tok')
@@ -18,7 +18,7 @@ local function describe(lock, queue, readers, now, most)
   end
   local waiters = redis.call('ZCARD', queue)
   if tok ~= '' then
-    local f = redis.call('HMGET', lock, 'fence', 'sub', 'own', 'at', 'hs', 'v', 'mh')
+    local f = redis.call('HMGET', lock, 'fence', 'sub', 'own', 'at', 'hs', 'v', 'cap')
     return {MODE_EXCLUSIVE, waiters, now, 1, tonumber(f[1]), redis.call('PTTL', lock), f[2], f[3],
       tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil), f[6] or '', tonumber(f[7]) or 0}
   end
@@ -30,7 +30,7 @@ local function describe(lock, queue, readers, now, most)
     if r then
       r = cjson.decode(r)
       for _, v in ipairs({tonumber(r.f), tonumber(live[i + 1]) - now, r.s, r.o,
-          tonumber(r.a), hold_count(r.hs), hold_ids(r.hs), '', tonumber(r.mh) or 0}) do
+          tonumber(r.a), hold_count(r.hs), hold_ids(r.hs), '', tonumber(r.cap) or 0}) do
         out[#out + 1] = v
       end
     end

@@ -45,7 +45,7 @@ end
 -- without a TTL, gives. A provisional grant is one handed to a waiter that
 -- has not picked it up yet. value is the grant's value (nil or '': none),
 -- which lives in K.lock and so ends with the grant. max_hold, ms (nil: none),
--- is the grant's hard cap: K.lock's 'mh' says until when (acquired at
+-- is the grant's hard cap: K.lock's 'cap' says until when (acquired at
 -- plus max_hold), which no lease passes; at least ttl, so that the first
 -- lease needs no cut. A free lock has no hash to clear: every script
 -- writes to K.lock only after finding it held (tok set), or here.
@@ -60,14 +60,14 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, va
   if value and value ~= '' then
     redis.call('HSET', K.lock, 'v', value)
   end
-  local mh
+  local cap
   if max_hold then
-    mh = tonumber(at) + tonumber(max_hold)
-    redis.call('HSET', K.lock, 'mh', string.format('%d', mh))
+    cap = tonumber(at) + tonumber(max_hold)
+    redis.call('HSET', K.lock, 'cap', string.format('%d', cap))
   end
   redis.call('PEXPIRE', K.lock, lease)
   if K.hist_n > 0 then
-    hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own}, nil, mh)
+    hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own}, nil, cap)
   end
   return fence, at
 end
@@ -83,7 +83,7 @@ end
 -- asked for, from now, up to its hard cap (see grant).
 local function pick_up(K, now)
   if redis.call('HDEL', K.lock, 'p') == 1 then
-    local g = redis.call('HMGET', K.lock, 'ttl', 'mh')
+    local g = redis.call('HMGET', K.lock, 'ttl', 'cap')
     local ttl = capped(g[1], g[2], now)
     redis.call('PEXPIRE', K.lock, ttl)
     hold_note(K, now + ttl, holder_of(K), nil, g[2])

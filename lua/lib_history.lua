@@ -157,21 +157,21 @@ end
 -- hold_note notes the exclusive grant f (see holder_of), whose lease ends
 -- at until ms, in the name record, for check_expired; nothing without a
 -- history. by, for a grant being broken with a period (break.lua), is who
--- breaks it; mh, for a grant with a hard cap (K.lock's 'mh', see
+-- breaks it; cap, for a grant with a hard cap (K.lock's 'cap', see
 -- lib_grant.lua), when the cap ends it, ms: given by the grant, and
 -- carried on from the grant's earlier note by the scripts that extend its
--- lease. The note is {lease end, fencing token, subject, owner, by[, mh]},
+-- lease. The note is {lease end, fencing token, subject, owner, by[, cap]},
 -- and as it begins or extends a lease, the record lives the retention from
 -- now.
-local function hold_note(K, until_ms, f, by, mh)
+local function hold_note(K, until_ms, f, by, cap)
   if K.hist_n == 0 then
     return
   end
   local rec = record(K)
   local fence, old = tonumber(f[1]), rec.note
-  mh = mh or (old and old[2] == fence and old[6])
-  if mh then
-    rec.note = {tonumber(until_ms), fence, f[2], f[3], by or false, tonumber(mh)}
+  cap = cap or (old and old[2] == fence and old[6])
+  if cap then
+    rec.note = {tonumber(until_ms), fence, f[2], f[3], by or false, tonumber(cap)}
   else
     rec.note = {tonumber(until_ms), fence, f[2], f[3], by}
   end

@@ -12,7 +12,7 @@
 --              whose gateway has not picked it up yet), hs (the ids of its
 --              holds, when it was re-entered: see holds.lua), v (the
 --              grant's value, absent for none: it goes with the hash when
---              the grant ends), mh (only for a grant with a hard cap: ms on
+--              the grant ends), cap (only for a grant with a hard cap: ms on
 --              the Redis clock, at plus its max hold, which no lease
 --              passes; see lib_grant.lua grant); its PEXPIRE is the lease
 --   K.fence    the name record (lib_fence.lua), all a released name
@@ -44,7 +44,7 @@
 --              hash, ttl, l: how long a grant handed to it waits for its
 --              pick-up (ms), s: subject, o: owner label, d: wait deadline
 --              ms, m: 's' when it asks for a shared hold, v: the value
---              its grant will carry, absent for none, mh: its max hold,
+--              its grant will carry, absent for none, cap: its max hold,
 --              ms, absent for none}; field '#seq'
 --              numbers arrivals
 --   K.readers  zset: token hash of a shared holder -> ms on the Redis clock
@@ -73,7 +73,7 @@
 -- (so scripts that know only exclusive holders see it as held by another),
 -- and one field 'r:<token hash>' per shared holder: JSON {f: fencing
 -- token, s, o, a: acquired at ms, t: ttl asked for, p: 1 while provisional,
--- hs: its hold ids when re-entered (holds.lua), mh: its hard cap, as K.lock's
+-- hs: its hold ids when re-entered (holds.lua), cap: its hard cap, as K.lock's
 -- (absent for none)}. K.lock and K.readers
 -- then live as long as the longest shared lease, and every script first
 -- drops the shared holders whose lease has ended (lib_shared.lua

@@ -2,14 +2,14 @@
 -- K.lock, their leases in K.readers (see lib_keys.lua). A library, not a
 -- script on its own.
 
--- capped is ms of lease from now, or less: what is left until mh, a
--- grant's hard cap (lib_grant.lua grant; a shared hold's mh, add_reader) (ms on the Redis clock; nil for none), at least 1 ms
+-- capped is ms of lease from now, or less: what is left until cap, a
+-- grant's hard cap (lib_grant.lua grant; a shared hold's cap, add_reader) (ms on the Redis clock; nil for none), at least 1 ms
 -- (a lease past its cap has ended already, so a script that finds the
 -- grant finds a millisecond of it at most).
-local function capped(ms, mh, now)
-  mh = tonumber(mh)
-  if mh then
-    return math.max(math.min(tonumber(ms), mh - now), 1)
+local function capped(ms, cap, now)
+  cap = tonumber(cap)
+  if cap then
+    return math.max(math.min(tonumber(ms), cap - now), 1)
   end
   return tonumber(ms)
 end
@@ -61,7 +61,7 @@ local function purge_ended(K, now)
       r = cjson.decode(r)
       if r.bb then
         event(K, 'broken', tonumber(ended[i + 1]), r.s, r.o, r.f, nil, r.bb)
-      elseif r.mh and tonumber(ended[i + 1]) >= tonumber(r.mh) then
+      elseif r.cap and tonumber(ended[i + 1]) >= tonumber(r.cap) then
         lapsed = true
         event(K, 'max_hold', tonumber(ended[i + 1]), r.s, r.o, r.f)
       else
@@ -83,7 +83,7 @@ end
 -- add_reader gives token hash tok a shared hold of the lock (free, or
 -- held shared) with a lease of lease ms, and returns its fencing token and
 -- when it was acquired (ms), as grant does; max_hold (ms, nil for none) is
--- its hard cap, kept as the hold's mh: until when, as grant's.
+-- its hard cap, kept as the hold's cap: until when, as grant's.
 local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provisional, max_hold)
   local fence = next_fence(K, t, retention)
   local r = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t)}
@@ -91,7 +91,7 @@ local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provi
     r.p = 1
   end
   if max_hold then
-    r.mh = string.format('%d', tonumber(r.a) + tonumber(max_hold))
+    r.cap = string.format('%d', tonumber(r.a) + tonumber(max_hold))
   end
   redis.call('HSET', K.lock, 'tok', '', 'r:' .. tok, cjson.encode(r))
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(lease)), tok)
@@ -119,7 +119,7 @@ local function reader_reply(K, now, tok, r, handed)
   if r.p then
     r.p = nil
     redis.call('HSET', K.lock, 'r:' .. tok, cjson.encode(r))
-    redis.call('ZADD', K.readers, string.format('%d', now + capped(r.t, r.mh, now)), tok)
+    redis.call('ZADD', K.readers, string.format('%d', now + capped(r.t, r.cap, now)), tok)
     keep_shared(K, now)
   end
   local ttl = tonumber(r.t)

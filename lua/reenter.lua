@@ -48,19 +48,19 @@ if r then
   r.p = nil -- a hold of a provisional grant picks it up
   redis.call('HSET', K.lock, 'r:' .. ARGV[1], cjson.encode(r))
   local ends = math.max(tonumber(redis.call('ZSCORE', K.readers, ARGV[1])), now + tonumber(ARGV[2]))
-  local be, mh = tonumber(r.be), tonumber(r.mh)
+  local be, cap = tonumber(r.be), tonumber(r.cap)
   if be then
     ends = math.min(ends, be)
   end
-  if mh then
-    ends = math.min(ends, mh)
+  if cap then
+    ends = math.min(ends, cap)
   end
   redis.call('ZADD', K.readers, string.format('%d', ends), ARGV[1])
   keep_shared(K, now)
   keep_idem(r.ik, ends - now)
   event(K, 're_entered', now, r.s, r.o, r.f)
-  if mh then
-    return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs), mh - now}, be)
+  if cap then
+    return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs), cap - now}, be)
   end
   return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs)}, be)
 end
@@ -72,23 +72,23 @@ hs = with_hold(hs, hold)
 redis.call('HSET', K.lock, 'hs', hs)
 redis.call('HDEL', K.lock, 'p') -- a hold of a provisional grant picks it up
 local f = holder_of(K)
-local b = redis.call('HMGET', K.lock, 'be', 'bb', 'mh')
-local be, mh, want = tonumber(b[1]), tonumber(b[3]), tonumber(ARGV[2])
+local b = redis.call('HMGET', K.lock, 'be', 'bb', 'cap')
+local be, cap, want = tonumber(b[1]), tonumber(b[3]), tonumber(ARGV[2])
 if be then
   want = math.min(want, be - now)
 end
-if mh then
-  want = math.min(want, mh - now)
+if cap then
+  want = math.min(want, cap - now)
 end
 local ttl = redis.call('PTTL', K.lock)
 if ttl < want then
   ttl = want
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
-  hold_note(K, now + ttl, f, b[2] or nil, mh)
+  hold_note(K, now + ttl, f, b[2] or nil, cap)
 end
 event(K, 're_entered', now, f[2], f[3], f[1])
-if mh then
-  return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs), mh - now}, be)
+if cap then
+  return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs), cap - now}, be)
 end
 return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs)}, be)

@@ -31,7 +31,7 @@ local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   return {0, why(K)}
 end
-local ttl, fence, be, shared, mh = ARGV[2], nil, nil, 0, nil
+local ttl, fence, be, shared, cap = ARGV[2], nil, nil, 0, nil
 if r then -- held shared: the caller's lease is its own
   if ttl == '0' then
     ttl = r.t
@@ -40,12 +40,12 @@ if r then -- held shared: the caller's lease is its own
   if be then
     ttl = math.min(tonumber(ttl), be - now)
   end
-  mh = tonumber(r.mh)
-  if mh then
-    if mh <= now then -- its last millisecond: too late to renew
+  cap = tonumber(r.cap)
+  if cap then
+    if cap <= now then -- its last millisecond: too late to renew
       return {0, why(K)}
     end
-    ttl = math.min(tonumber(ttl), mh - now)
+    ttl = math.min(tonumber(ttl), cap - now)
   end
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(ttl)), ARGV[1])
   keep_shared(K, now)
@@ -53,7 +53,7 @@ if r then -- held shared: the caller's lease is its own
   fence, shared = r.f, 1
   event(K, 'renewed', now, r.s, r.o, fence)
 else
-  local g = redis.call('HMGET', K.lock, 'ttl', 'be', 'bb', 'mh')
+  local g = redis.call('HMGET', K.lock, 'ttl', 'be', 'bb', 'cap')
   if ttl == '0' then
     ttl = g[1]
   end
@@ -64,21 +64,21 @@ else
     end
     ttl = math.min(tonumber(ttl), be - now)
   end
-  mh = tonumber(g[4])
-  if mh then
-    if mh <= now then
+  cap = tonumber(g[4])
+  if cap then
+    if cap <= now then
       return {0, why(K)}
     end
-    ttl = math.min(tonumber(ttl), mh - now)
+    ttl = math.min(tonumber(ttl), cap - now)
   end
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
   local f = holder_of(K)
-  hold_note(K, now + tonumber(ttl), f, g[3] or nil, mh)
+  hold_note(K, now + tonumber(ttl), f, g[3] or nil, cap)
   fence = f[1]
   event(K, 'renewed', now, f[2], f[3], fence)
 end
-if mh then
-  return settle(K, {1, tonumber(fence), tonumber(ttl), shared, mh - now}, be)
+if cap then
+  return settle(K, {1, tonumber(fence), tonumber(ttl), shared, cap - now}, be)
 end
 return settle(K, {1, tonumber(fence), tonumber(ttl), shared}, be)

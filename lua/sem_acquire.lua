@@ -70,7 +70,7 @@ end
 local seq = 0
 if me ~= '' then
   seq = enqueue(S, now, me, ARGV[11], ARGV[8], ARGV[9],
-    {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4], mh = ARGV[13]})
+    {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4], cap = ARGV[13]})
 end
 if sem_handoff(S, t, now, limit, ARGV[5], ARGV[10], me) then
   return settle(S, holder_reply(S, now, tok, 0))

@@ -23,7 +23,7 @@ for i = 1, #live, 2 do
   local h = redis.call('HGET', KEYS[1], live[i])
   if h then
     h = cjson.decode(h)
-    for _, v in ipairs({tonumber(h.f), tonumber(live[i + 1]) - now, h.s, h.o, tonumber(h.a), tonumber(h.mh) or 0}) do
+    for _, v in ipairs({tonumber(h.f), tonumber(live[i + 1]) - now, h.s, h.o, tonumber(h.a), tonumber(h.cap) or 0}) do
       out[#out + 1] = v
     end
   end

@@ -26,19 +26,19 @@ local ttl = tonumber(ARGV[2])
 if ttl == 0 then
   ttl = tonumber(h.t)
 end
-local mh = tonumber(h.mh)
-if mh then
-  if mh <= now then -- its last millisecond: too late to renew
+local cap = tonumber(h.cap)
+if cap then
+  if cap <= now then -- its last millisecond: too late to renew
     return {0, why(S)}
   end
-  ttl = math.min(ttl, mh - now)
+  ttl = math.min(ttl, cap - now)
 end
 redis.call('ZADD', KEYS[2], string.format('%d', now + ttl), ARGV[1])
 local keep = math.max(redis.call('PTTL', KEYS[1]), ttl)
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('PEXPIRE', KEYS[2], keep)
 keep_idem(h.ik, ttl) -- its idempotency record (idem_lib.lua)
-if mh then
-  return settle(S, {1, tonumber(h.f), ttl, 0, mh - now})
+if cap then
+  return settle(S, {1, tonumber(h.f), ttl, 0, cap - now})
 end
 return settle(S, {1, tonumber(h.f), ttl})

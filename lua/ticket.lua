@@ -94,7 +94,7 @@ if op == TICKET_NEW then
   if ARGV[14] and ARGV[14] ~= '' then
     req.v = ARGV[14]
   end
-  req.mh = ARGV[15]
+  req.cap = ARGV[15]
   enqueue(K, now, id, '0', ARGV[9], liveness, req)
 else
   if not e then

@@ -115,7 +115,7 @@ var errFencedOff = errors.New("fenced off: a late delivery of an acquire took no
 // lease is the granted lease, counted from start, when the call was sent:
 // never later than the lease Redis keeps. maxHold is the grant's hard cap
 // (0: none), which ends it at its acquisition plus maxHold, as Redis keeps
-// it (K.lock's mh): counted from start, as the lease is.
+// it (K.lock's cap): counted from start, as the lease is.
 func (rp reply) lease(start time.Time, maxHold time.Duration) locks.Lease {
 	l := locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}
 	if maxHold > 0 {

@@ -327,11 +327,11 @@ func parseHolders(res []any, start time.Time) (info locks.Info, held bool) {
 		holds, _ := res[i+5].(int64)
 		ids, _ := res[i+6].(string)
 		value, _ := res[i+7].(string)
-		mh, _ := res[i+8].(int64)
+		capAt, _ := res[i+8].(int64)
 		ttl := millis(max(pttl, 0))
 		lease := locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)}
-		if mh > 0 {
-			lease.HoldUntil = start.Add(millis(max(mh-now, 0)))
+		if capAt > 0 {
+			lease.HoldUntil = start.Add(millis(max(capAt-now, 0)))
 		}
 		info.Holders = append(info.Holders, locks.Holder{
 			Lease:      lease,

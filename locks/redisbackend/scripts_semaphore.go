@@ -120,11 +120,11 @@ func (r *Backend) callSemInspect(ctx context.Context, key locks.Key, start time.
 		subject, _ := h[2].(string)
 		owner, _ := h[3].(string)
 		at, _ := h[4].(int64)
-		mh, _ := h[5].(int64)
+		capAt, _ := h[5].(int64)
 		ttl := millis(pttl)
 		lease := locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)}
-		if mh > 0 {
-			lease.HoldUntil = start.Add(millis(max(mh-now, 0)))
+		if capAt > 0 {
+			lease.HoldUntil = start.Add(millis(max(capAt-now, 0)))
 		}
 		info.Holders = append(info.Holders, locks.Holder{Holds: 1,
 			Lease:   lease,
