@@ -22,6 +22,7 @@ import (
 // TestAuthHS256 covers the bearer token cases on a gateway with an HS256
 // secret, an issuer and an audience.
 func TestAuthHS256(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--jwt-issuer", "https://issuer.example", "--jwt-audience", "lockgate")
 	good := map[string]any{"iss": "https://issuer.example", "aud": "lockgate"}
 	claims := func(extra map[string]any) map[string]any {
@@ -94,6 +95,7 @@ func TestAuthHS256(t *testing.T) {
 // TestAbsurdAuthorizationHeader: a header past the 64 KiB cap is refused by
 // the server before any handler runs.
 func TestAbsurdAuthorizationHeader(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	r := call(t, "POST", gw.URL+"/locks/a/b", "", "Authorization", "Bearer "+strings.Repeat("a.", 40<<10))
 	if r.status != http.StatusRequestHeaderFieldsTooLarge {
@@ -107,6 +109,7 @@ func TestAbsurdAuthorizationHeader(t *testing.T) {
 // one where a new one comes from; a namespace not granted, the namespaces
 // that are.
 func TestAuthSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	url := gw.URL + "/locks/demo/x"
 	for name, tc := range map[string]struct {
@@ -139,6 +142,7 @@ func TestAuthSaysWhatIsWrong(t *testing.T) {
 
 // TestNamespaceGrants: a token's ns globs must match the whole namespace.
 func TestNamespaceGrants(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	for name, tc := range map[string]struct {
 		globs   []string
@@ -188,6 +192,7 @@ func TestNamespaceGrants(t *testing.T) {
 // keys accepts RS256, ES256 and EdDSA tokens, and refuses an HS256 token
 // whose "secret" is the public key file (the algorithm confusion attack).
 func TestAuthPublicKeys(t *testing.T) {
+	t.Parallel()
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)

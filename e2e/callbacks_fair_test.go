@@ -58,6 +58,7 @@ func startSilentReceiver(t *testing.T) *silentReceiver {
 // notification for it; bob's callback, to a healthy receiver, still
 // arrives within 2 s of his grant, and /metrics shows alice's waiting.
 func TestCallbacksFairBetweenTenants(t *testing.T) {
+	t.Parallel()
 	silent := startSilentReceiver(t)
 	bobHook := startHook(t, func(int) int { return http.StatusNoContent })
 	env := map[string]string{

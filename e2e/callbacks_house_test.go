@@ -32,6 +32,7 @@ func loopbackPort(t *testing.T) string {
 // each of them outright, and no attempt is made. A pattern that would
 // allow every loopback port is refused at start.
 func TestCallbacksNeverReachTheHouse(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	gwPort, pprofPort := loopbackPort(t), loopbackPort(t)
 	_, redisPort, _ := net.SplitHostPort(rs.Addr)

@@ -19,6 +19,7 @@ import (
 // operator's, a ticket without a callback_url gets none, and the logs
 // hold none of them.
 func TestCallbacksSecretPerTicket(t *testing.T) {
+	t.Parallel()
 	whsec := callbacks.NewSecret()
 	aliceHook := startHook(t, func(int) int { return http.StatusNoContent })
 	bobHook := startHook(t, func(int) int { return http.StatusNoContent })

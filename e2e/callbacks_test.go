@@ -105,6 +105,7 @@ func metricValue(t *testing.T, base, series string) float64 {
 // notification again. Bad callback URLs are 400s. No secret (the
 // operator's, a ticket's) nor a ticket token is logged.
 func TestCallbacks(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		whsec := callbacks.NewSecret()
 		// An IP pattern names its port: the receivers start first.
@@ -277,6 +278,7 @@ func TestCallbacks(t *testing.T) {
 // TestCallbacksNotAllowed: a gateway without --callback-allow refuses
 // every callback_url with a 400 that says how to allow one.
 func TestCallbacksNotAllowed(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	auth := bearer(token(t, nil))
 	r := call(t, "POST", gw.URL+"/locks/callbacks/none", `{"wait_ms":1000,"callback_url":"https://hooks.example.com/x"}`, with(auth, respondAsync)...)

@@ -12,6 +12,7 @@ import (
 // outcome "cancelled" in the metrics, no 503 and no warning anywhere. Any
 // token holder can do this at will; it must not page anyone.
 func TestClientHangsUpWhileWaiting(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/locks/hangup/x"

@@ -10,6 +10,7 @@ import (
 
 // TestLockLifecycle walks one lock through acquire, inspect, renew, release.
 func TestLockLifecycle(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/locks/billing/invoice-42"
@@ -79,6 +80,7 @@ func TestLockLifecycle(t *testing.T) {
 }
 
 func TestHeldLockIs409WithRetryAfter(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/locks/jobs/nightly"
@@ -109,6 +111,7 @@ func TestHeldLockIs409WithRetryAfter(t *testing.T) {
 // TestWaiterWokenByRelease: a waiting acquire gets the lock when the holder
 // releases it, long before its wait runs out.
 func TestWaiterWokenByRelease(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/locks/etl/load"
@@ -134,6 +137,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 }
 
 func TestWaitRunsOut(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/locks/etl/load"

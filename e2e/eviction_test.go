@@ -17,6 +17,7 @@ const evictionAdvice = ": it may evict live locks; set maxmemory-policy noevicti
 // TestRefusesEvictingRedis: on a Redis that may evict keys, live locks
 // included, the gateway does not start, and says which setting to change.
 func TestRefusesEvictingRedis(t *testing.T) {
+	t.Parallel()
 	rs := redistest.StartWith(t, "--maxmemory-policy", "allkeys-lru")
 	var out, logs gatewaytest.Buffer
 	args := []string{"gateway", "--addr", "127.0.0.1:0", "--redis-url", rs.URL()}
@@ -35,6 +36,7 @@ func TestRefusesEvictingRedis(t *testing.T) {
 // TestReadyzRefusesEvictingRedis: a policy changed at runtime to one that
 // evicts makes /readyz 503, with a detail that names the setting.
 func TestReadyzRefusesEvictingRedis(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	var h struct{ Status string }
@@ -63,6 +65,7 @@ func TestReadyzRefusesEvictingRedis(t *testing.T) {
 // managed services that rename CONFIG) is served, with one warning at
 // start that says what to check.
 func TestServesWhenConfigIsRefused(t *testing.T) {
+	t.Parallel()
 	rs := redistest.StartWith(t, "--rename-command", "CONFIG", "")
 	gw := startGateway(t, "--redis-url", rs.URL())
 	var h struct{ Status string }

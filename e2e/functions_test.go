@@ -18,6 +18,7 @@ import (
 // past the Redis timeout under load: 503s at the start of
 // TestClusterSlotMigration, seed 786933036933525586).
 func TestGatewayLoadsFunctionsAtStart(t *testing.T) {
+	t.Parallel()
 	var want []string
 	for _, s := range lua.Scripts() {
 		want = append(want, s.Function)

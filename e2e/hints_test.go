@@ -14,6 +14,7 @@ import (
 // limit, the flag that sets it, or the fix (issue 23): never only "invalid"
 // or a regexp.
 func TestErrorsSayWhatToDo(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--redis-url", redistest.Start(t).URL(), "--max-ttl", "1m", "--max-wait", "10s", "--max-ticket-wait", "20m")
 	auth := bearer(token(t, nil))
 	otherKey, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{

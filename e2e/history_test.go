@@ -12,6 +12,7 @@ import (
 // expired), with who and which fencing token, and never a token; with
 // --history 0 it keeps none.
 func TestLockHistory(t *testing.T) {
+	t.Parallel()
 	type event struct {
 		Event        string    `json:"event"`
 		At           time.Time `json:"at"`

@@ -36,6 +36,7 @@ func raw(t *testing.T, baseURL, request string) string {
 // TestHeadProbes: HEAD /healthz and /readyz answer the status of their GET
 // (load balancers probe with HEAD) and no body.
 func TestHeadProbes(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -73,6 +74,7 @@ func TestHeadProbes(t *testing.T) {
 // the path has, also for a path with an escaped slash, which the router
 // matches on its raw form.
 func TestMethodNotAllowedNamesMethods(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	for _, path := range []string{"/locks/a/b%2Fc", "/locks/a%2Fb/c", "/locks/a/b%2F..%2Flease/lease"} {
 		r := call(t, "PATCH", gw.URL+path, "")
@@ -89,6 +91,7 @@ func TestMethodNotAllowedNamesMethods(t *testing.T) {
 // TestAnswersBeforeRouting pins down what net/http answers itself, in
 // text/plain, before lockgate sees the request: openapi.yaml documents it.
 func TestAnswersBeforeRouting(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	for name, tc := range map[string]struct {
 		request string
@@ -117,6 +120,7 @@ func TestAnswersBeforeRouting(t *testing.T) {
 // served while N are open (it waits in the kernel's accept queue), and is
 // served as soon as one of them closes.
 func TestMaxConnections(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--max-connections", "2", "--max-waiters", "1")
 	addr := strings.TrimPrefix(gw.URL, "http://")
 	get := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -162,6 +166,7 @@ func TestMaxConnections(t *testing.T) {
 // TestMaxConnectionsRefused: a limit the waiters alone could fill is
 // refused at start.
 func TestMaxConnectionsRefused(t *testing.T) {
+	t.Parallel()
 	var out, logs strings.Builder
 	err := app.Run(t.Context(), []string{"gateway", "--addr", "127.0.0.1:0", "--max-connections", "100"},
 		func(k string) string { return map[string]string{"LOCKGATE_JWT_SECRET": secret}[k] }, &out, &logs)

@@ -18,6 +18,7 @@ import (
 // waits is a 409 idempotency_in_progress; a retry after the release is a
 // 409 grant_ended. Permits as locks.
 func TestIdempotencyKeyAcrossGateways(t *testing.T) {
+	t.Parallel()
 	t.Run("redis", func(t *testing.T) {
 		u := redistest.Start(t).URL()
 		idempotencyAcross(t, []string{"--redis-url", u}, []string{"--redis-url", u})
@@ -180,6 +181,7 @@ func lose201(t *testing.T, target, body string, headers []string) {
 // TestIdempotencyKeyHeader: the header's forms, what is refused (without
 // repeating the key), and that other methods ignore it.
 func TestIdempotencyKeyHeader(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		auth := bearer(token(t, nil))

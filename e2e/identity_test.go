@@ -34,6 +34,7 @@ func rawToken(payload string) string {
 // TestClaimNamesExact: only a claim spelled "ns" grants namespaces and
 // only "exp" is the expiry; a payload that names a key twice is refused.
 func TestClaimNamesExact(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	exp := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
 	for name, tc := range map[string]struct {
@@ -96,6 +97,7 @@ func oidcClaims(extra jwt.MapClaims) jwt.MapClaims {
 // does not vouch for. It is configured with the old --jwt-jwks-url and one
 // --jwt-issuer, which says whose the set is.
 func TestJWKS(t *testing.T) {
+	t.Parallel()
 	r1, e1, r2 := jwkstest.RSA(t, "r1"), jwkstest.ES256(t, "e1"), jwkstest.RSA(t, "r2")
 	idp := jwkstest.Start(t)
 	idp.Set(r1.JWK(t), e1.JWK(t))
@@ -162,6 +164,7 @@ func TestJWKS(t *testing.T) {
 // says so on /readyz (503) and refuses the set's tokens, until a later
 // fetch succeeds.
 func TestJWKSDownAtStart(t *testing.T) {
+	t.Parallel()
 	k := jwkstest.ES256(t, "k")
 	idp := jwkstest.Start(t)
 	idp.Set(k.JWK(t))
@@ -197,6 +200,7 @@ func writePolicy(t *testing.T, policy string) string {
 // rule their claims match, under the smallest max_ttl of those rules; a
 // token that matches no rule gets 403 on every lock.
 func TestPolicy(t *testing.T) {
+	t.Parallel()
 	k := jwkstest.RSA(t, "ci")
 	idp := jwkstest.Start(t)
 	idp.Set(k.JWK(t))
@@ -279,6 +283,7 @@ func TestPolicy(t *testing.T) {
 // TestIdentityRefusesToStart: flags of this kind that cannot work stop the
 // gateway before it listens, with a one-line error that says why.
 func TestIdentityRefusesToStart(t *testing.T) {
+	t.Parallel()
 	badRule := writePolicy(t, `{"rules": [
 		{"match": {"iss": "https://issuer.example"}, "namespaces": ["a"]},
 		{"match": {"iss": "https://issuer.example"}, "namespaces": ["a"], "max_ttl": "ten minutes"}

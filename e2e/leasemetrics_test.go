@@ -15,6 +15,7 @@ import (
 // or release whose lease ended under it counts in
 // lockgate_leases_expired_total, and failed renewals count by reason.
 func TestLeaseMetrics(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		auth := bearer(token(t, nil))

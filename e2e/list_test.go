@@ -67,6 +67,7 @@ func listAll(t *testing.T, gw *gateway, ns string, limit int, auth []string) (ma
 // each lock describes it, never with a token; it needs a token that grants
 // the namespace, and refuses a bad cursor or limit with a 400.
 func TestListLocks(t *testing.T) {
+	t.Parallel()
 	cases := append(backends, backend{name: "cluster", args: func(t *testing.T) []string {
 		return []string{"--redis-cluster", "--redis-url", "redis://" + redistest.StartCluster(t, 3).Nodes[0].Addr}
 	}})
@@ -118,6 +119,7 @@ func TestListLocks(t *testing.T) {
 // caller's rate bucket one request, and one more per lock it looked at,
 // as a GET of each would: a listing costs Redis far more than one request.
 func TestListChargedByItsCost(t *testing.T) {
+	t.Parallel()
 	for _, b := range []struct {
 		name string
 		args func(t *testing.T) []string

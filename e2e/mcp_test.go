@@ -56,6 +56,7 @@ func mcpCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]a
 // API's problems (lock_held, not_holder); a namespace the token does not
 // grant is refused with forbidden; and no token reaches the logs.
 func TestMCP(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		tok := token(t, jwt.MapClaims{"sub": "agent-1", "ns": []string{"agents"}})
@@ -188,6 +189,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // for AI agents", its URL pointed at a gateway and its ${LOCKGATE_TOKEN}
 // expanded as clients expand it, connects and takes a lock.
 func TestMCPReadmeConfig(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)

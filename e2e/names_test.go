@@ -14,6 +14,7 @@ import (
 // grammar refuses (a '/', a '%', a space, a non-ASCII letter, bytes that
 // are no UTF-8) is a 400 problem naming the parameter, as before.
 func TestPercentEncodedNames(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		auth := bearer(token(t, nil))

@@ -17,6 +17,7 @@ import (
 )
 
 func TestOperationalEndpoints(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	var h struct{ Status string }
 	wantJSON(t, call(t, "GET", gw.URL+"/healthz", ""), http.StatusOK, &h)
@@ -52,6 +53,7 @@ func TestOperationalEndpoints(t *testing.T) {
 // TestLogsHoldNoSecrets: after a full session, the logs hold no JWT, no
 // owner token and no Lock-Token, whatever the outcome of each call.
 func TestLogsHoldNoSecrets(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--log-level", "debug")
 	tok := token(t, nil)
 	url := gw.URL + "/locks/secrets/x"
@@ -85,6 +87,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 // TestShutdownTurnsWaitersAway: on shutdown a waiting acquirer gets a 503
 // at once, the holder's lock is untouched, and Run returns cleanly.
 func TestShutdownTurnsWaitersAway(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/locks/drain/x"
@@ -115,6 +118,7 @@ func TestShutdownTurnsWaitersAway(t *testing.T) {
 }
 
 func TestRefusesToStart(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		args []string
 		env  map[string]string
@@ -155,6 +159,7 @@ func TestRefusesToStart(t *testing.T) {
 // TestBinaryDevModeAndSIGTERM builds the gateway, runs it with --dev, uses
 // the token it prints on stderr, and stops it with SIGTERM.
 func TestBinaryDevModeAndSIGTERM(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -269,6 +274,7 @@ func TestBinaryDevModeAndSIGTERM(t *testing.T) {
 // TestHandoffMetric: a grant handed over from the queue shows in the
 // hand-off histogram; a grant taken directly does not.
 func TestHandoffMetric(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/locks/m/handoff"

@@ -39,6 +39,7 @@ func wantRateLimited(t *testing.T, r response, q, w int) int {
 // names is never created, so a subject flooding new lock names leaves
 // Redis as it was.
 func TestSubjectRate(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Start(t)
 	// 0.01/s: no token comes back during the test, however slow the machine.
 	gw := startGateway(t, "--redis-url", rdb.URL(), "--subject-rate", "0.01", "--subject-burst", "5")
@@ -89,6 +90,7 @@ func TestSubjectRate(t *testing.T) {
 // subjects they match, lower or higher than the gateway's, and the
 // gateway's apply to everyone else, tokens with an ns claim included.
 func TestSubjectRatePerRule(t *testing.T) {
+	t.Parallel()
 	policy := writePolicy(t, `{"rules": [
 		{"match": {"sub": "slow-*"}, "namespaces": ["rl"], "subject_rate": 0.01, "subject_burst": 2},
 		{"match": {"sub": "fast-*"}, "namespaces": ["rl"], "subject_rate": 1000, "subject_burst": 1000},
@@ -139,6 +141,7 @@ func TestSubjectRatePerRule(t *testing.T) {
 // queued; calls that do not wait still go through, and other subjects
 // still wait. A policy rule sets its own cap.
 func TestSubjectMaxWaiters(t *testing.T) {
+	t.Parallel()
 	policy := writePolicy(t, `{"rules": [
 		{"match": {"sub": "solo"}, "namespaces": ["w"], "subject_max_waiters": 1},
 		{"match": {"sub": "*"}, "namespaces": ["w"]}
@@ -225,6 +228,7 @@ func TestSubjectMaxWaiters(t *testing.T) {
 // TestSubjectLimitsRefused: limits that make no sense stop the gateway at
 // start, with an error that names the flag or the rule.
 func TestSubjectLimitsRefused(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"LOCKGATE_JWT_SECRET": secret}
 	for name, tc := range map[string]struct {
 		args []string

@@ -11,6 +11,7 @@ import (
 // renew or release whose token holds nothing is 409 not_holder with the
 // reason: released, expired or unknown. Semaphore permits alike.
 func TestReleaseIsIdempotentAndSaysWhy(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		auth := bearer(token(t, nil))
@@ -58,6 +59,7 @@ func TestReleaseIsIdempotentAndSaysWhy(t *testing.T) {
 // stays unavailable for the delay (409 lock_held, with Retry-After), a
 // waiter gets it when the delay ends, and a released lock is free at once.
 func TestLockDelay(t *testing.T) {
+	t.Parallel()
 	const delay = 800 * time.Millisecond
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, append(b.args(t), "--lock-delay", delay.String())...)

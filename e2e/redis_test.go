@@ -12,6 +12,7 @@ import (
 // TestTwoGatewaysOneRedis: a waiter on gateway 1 is woken by a release on
 // gateway 2, and both see the same holder.
 func TestTwoGatewaysOneRedis(t *testing.T) {
+	t.Parallel()
 	url := redistest.Start(t).URL()
 	twoGateways(t, []string{"--redis-url", url}, []string{"--redis-url", url})
 }
@@ -19,6 +20,7 @@ func TestTwoGatewaysOneRedis(t *testing.T) {
 // TestTwoGatewaysOneRedisCluster: the same on a three-master Redis
 // Cluster, each gateway given a different seed node.
 func TestTwoGatewaysOneRedisCluster(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartCluster(t, 3)
 	twoGateways(t,
 		[]string{"--redis-cluster", "--redis-url", "redis://" + c.Nodes[0].Addr},
@@ -58,6 +60,7 @@ func twoGateways(t *testing.T, args1, args2 []string) {
 // TestRedisDown: with Redis unresponsive, calls fail with 503 and
 // Retry-After within a bound tied to --redis-timeout, and /readyz says so.
 func TestRedisDown(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL(), "--redis-timeout", "200ms")
 	acquire(t, gw.URL+"/locks/down/warmup", "")
@@ -88,6 +91,7 @@ func TestRedisDown(t *testing.T) {
 // TestFenceRetentionFlag: LOCKGATE_FENCE_RETENTION sets how long a lock's
 // fencing counter outlives its last grant in Redis.
 func TestFenceRetentionFlag(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGatewayEnv(t, map[string]string{"LOCKGATE_JWT_SECRET": secret, "LOCKGATE_FENCE_RETENTION": "90s"},
 		"--redis-url", rs.URL())
@@ -105,6 +109,7 @@ func TestFenceRetentionFlag(t *testing.T) {
 // connection was refused) or the outcome is unknown (Redis did not answer
 // in time), with Retry-After either way.
 func TestRedisRefusedOrSilent(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		// timeout is --redis-timeout. go-redis dials up to 5 times, 100 ms
 		// apart, before it reports a refused connection: a shorter timeout

@@ -12,6 +12,7 @@ import (
 // last one frees the lock (204) and hands it to the waiter; a Lock-Token
 // that does not hold the lock is 409 not_holder and acquires nothing.
 func TestReentrantHolds(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		auth := bearer(token(t, nil))

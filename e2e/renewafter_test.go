@@ -9,6 +9,7 @@ import (
 // a third of the ttl_ms in the same answer, rounded down: the 201 of an
 // acquire (lock and semaphore), the 200 of a re-entry and of a renew.
 func TestRenewAfter(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		auth := bearer(token(t, nil))

@@ -16,6 +16,7 @@ import (
 // leaves nothing held on the primary; a renew is a 503 that says the lease
 // may or may not be extended; once the replica resumes, grants come again.
 func TestMinReplicas(t *testing.T) {
+	t.Parallel()
 	// Long enough for a healthy replica on a loaded 2-core machine (at
 	// 200 ms, the first acquire failed under -race -count=4: 0 of 1
 	// acknowledged), short enough for the test.

@@ -9,6 +9,7 @@ import (
 // TestCurlStyleBodies: curl -d sends JSON labelled as a form, and users do
 // not add a Content-Type; an empty or absent body means the defaults.
 func TestCurlStyleBodies(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	for name, tc := range map[string]struct {
 		body, contentType string
@@ -40,6 +41,7 @@ func TestCurlStyleBodies(t *testing.T) {
 // TestInvalidRequests: bad input is a 400 invalid_request in our own words,
 // never a 500 and never a library's message.
 func TestInvalidRequests(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--max-ttl", "1m", "--max-wait", "10s")
 	auth := bearer(token(t, nil))
 	lockToken := []string{"Lock-Token", "whatever"}
@@ -91,6 +93,7 @@ func TestInvalidRequests(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	auth := bearer(token(t, nil))
 	// 16 KiB is accepted (and then judged on its content)...
@@ -105,6 +108,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestUnknownRoutesAndMethods(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	for _, path := range []string{"/", "/locks", "/locks/a/b/c", "/locks/a/b/lease/x", "/healthz/x"} {
 		wantProblem(t, call(t, "GET", gw.URL+path, ""), http.StatusNotFound, "not_found")
@@ -127,6 +131,7 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 }
 
 func TestTokenNeverAcceptedInURL(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	url := gw.URL + "/locks/a/b"
 	g := acquire(t, url, "")
@@ -141,6 +146,7 @@ func TestTokenNeverAcceptedInURL(t *testing.T) {
 }
 
 func TestRequestID(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	if got := call(t, "GET", gw.URL+"/healthz", "", "Request-Id", "trace-abc.123").header.Get("Request-Id"); got != "trace-abc.123" {
 		t.Fatalf("Request-Id: got %q, want the caller's trace-abc.123", got)

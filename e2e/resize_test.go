@@ -23,6 +23,7 @@ type semaphoreSize struct {
 // until fewer than the new limit hold; only an administrator may resize,
 // only to 1..10000, and only a semaphore in use.
 func TestResizeSemaphore(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--redis-url", redistest.Start(t).URL())
 	url := gw.URL + "/semaphores/e2e/pool"
 	auth := bearer(token(t, nil))

@@ -70,6 +70,7 @@ func limitOf(t *testing.T, r response) int {
 // TestSemaphoreLifecycle walks a semaphore of limit 2 through every call
 // and every answer of its contract.
 func TestSemaphoreLifecycle(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/semaphores/etl/export"
@@ -171,6 +172,7 @@ func TestSemaphoreLifecycle(t *testing.T) {
 // is 409 limit_mismatch with the limit in force, even when the semaphore
 // is also full; once it is idle, the new limit applies.
 func TestSemaphoreLimitMismatch(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/semaphores/jobs/render"
@@ -209,6 +211,7 @@ func TestSemaphoreLimitMismatch(t *testing.T) {
 // TestSemaphoreWaiters: a waiter gets the permit a release frees, and the
 // permit of a holder that stopped renewing (crashed) when its lease ends.
 func TestSemaphoreWaiters(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		url := gw.URL + "/semaphores/etl/load"
@@ -253,6 +256,7 @@ func TestSemaphoreWaiters(t *testing.T) {
 // separate: neither blocks the other, and neither's token works on the
 // other.
 func TestSemaphoreAndLockApart(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		lockURL, semURL := gw.URL+"/locks/a/b", gw.URL+"/semaphores/a/b"
@@ -282,6 +286,7 @@ func TestSemaphoreAndLockApart(t *testing.T) {
 // TestSemaphoreRequests: bad semaphore input is a 400 in our own words,
 // and the namespace grant applies as for locks.
 func TestSemaphoreRequests(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--max-ttl", "1m", "--max-wait", "10s")
 	auth := bearer(token(t, nil))
 	lockToken := []string{"Lock-Token", "whatever"}
@@ -330,6 +335,7 @@ func TestSemaphoreRequests(t *testing.T) {
 // never hold more permits at once than the limit, and all of them get
 // their turns.
 func TestSemaphoreLimitAcrossGateways(t *testing.T) {
+	t.Parallel()
 	url := redistest.Start(t).URL()
 	gws := []*gateway{startGateway(t, "--redis-url", url), startGateway(t, "--redis-url", url)}
 	const limit, clients, rounds = 3, 12, 5
@@ -383,6 +389,7 @@ func TestSemaphoreLimitAcrossGateways(t *testing.T) {
 // TestSemaphoreFIFOAcrossGateways: waiters on two gateways get permits in
 // the order they arrived, whichever gateway they wait on.
 func TestSemaphoreFIFOAcrossGateways(t *testing.T) {
+	t.Parallel()
 	url := redistest.Start(t).URL()
 	gws := []*gateway{startGateway(t, "--redis-url", url), startGateway(t, "--redis-url", url)}
 	auth := bearer(token(t, nil))

@@ -33,6 +33,7 @@ const scheduleGap = time.Minute
 // ticket script compares with its clock. Each must leave a minute and a
 // cold start's margin.
 func TestServerlessRecipeDefaults(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	rdb := rs.Client(t)
@@ -125,6 +126,7 @@ func TestServerlessRecipeDefaults(t *testing.T) {
 // --max-ticket-wait (1 h by default), far past --max-wait; an acquire that
 // waits in the call may not.
 func TestTicketWaitsLongerThanMaxWait(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--redis-url", redistest.Start(t).URL())
 	auth := bearer(token(t, nil))
 	path := "/locks/tickets/long"

@@ -13,6 +13,7 @@ import (
 // locks within a second of its lease's end; and the session token reaches
 // neither the logs nor an error body.
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	type session struct {
 		Session      string    `json:"session"`
 		SessionToken string    `json:"session_token"`
@@ -107,6 +108,7 @@ func TestSessions(t *testing.T) {
 // too_many_sessions, another caller has its own share, and an ended
 // session makes room.
 func TestSessionsPerCallerBounded(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		args := append(b.args(t), "--subject-max-sessions", "3")
 		a := startGateway(t, args...)

@@ -11,6 +11,7 @@ import (
 // the lock when the last shared holder leaves; a mode the API does not
 // know is a 400.
 func TestSharedLocks(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		gw := startGateway(t, b.args(t)...)
 		auth := bearer(token(t, nil))

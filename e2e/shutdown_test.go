@@ -18,6 +18,7 @@ import (
 // return before it closes the backend (which the handler still uses) and
 // returns.
 func TestShutdownWaitsForHandlers(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	p := startHoldProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.addr, "--redis-timeout", "2s", "--shutdown-timeout", "1ms")

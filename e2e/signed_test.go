@@ -44,6 +44,7 @@ func grantsSigned(t *testing.T, url string) int {
 // that does not say false. The metric counts the signatures made, and no
 // other: an unasked call costs none.
 func TestGrantsSignedOnRequest(t *testing.T) {
+	t.Parallel()
 	u := redistest.Start(t).URL()
 	auth := bearer(token(t, nil))
 	for _, tc := range []struct {

@@ -17,6 +17,7 @@ import (
 // callers: one's Idempotency-Key never returns the other's grant, they
 // have a rate bucket each, and a lock's subject names the issuer too.
 func TestIdentityIsIssuerAndSubject(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--redis-url", redistest.Start(t).URL(),
 		"--subject-rate", "0.01", "--subject-burst", "2")
 	a := bearer(token(t, jwt.MapClaims{"iss": "https://a.example", "sub": "deployer"}))
@@ -62,6 +63,7 @@ func TestIdentityIsIssuerAndSubject(t *testing.T) {
 // flag, which cannot say whose set is whose, either refuses to start with
 // two sets or keeps them apart all the same.
 func TestJWKSKeysBelongToTheirIssuer(t *testing.T) {
+	t.Parallel()
 	ka, kb := jwkstest.RSA(t, "a1"), jwkstest.RSA(t, "b1")
 	idpA, idpB := jwkstest.Start(t), jwkstest.Start(t)
 	idpA.Set(ka.JWK(t))
@@ -126,6 +128,7 @@ func TestJWKSKeysBelongToTheirIssuer(t *testing.T) {
 // --jwt-jwks-max-stale shows in /readyz (503) and in the metrics, until a
 // fetch succeeds again; its keys stay in use meanwhile.
 func TestJWKSStaleSet(t *testing.T) {
+	t.Parallel()
 	k := jwkstest.ES256(t, "k")
 	idp := jwkstest.Start(t)
 	idp.Set(k.JWK(t))

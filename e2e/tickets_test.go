@@ -64,6 +64,7 @@ func pollTicket(t *testing.T, base string, tk ticket, auth []string, extra ...st
 // and changes nothing; DELETE leaves the queue; tokens stay out of URLs
 // and logs.
 func TestTicketsAcrossGateways(t *testing.T) {
+	t.Parallel()
 	u := redistest.Start(t).URL()
 	const liveness = 2 * time.Second
 	gw1 := startGateway(t, "--redis-url", u, "--ticket-liveness", liveness.String())
@@ -306,6 +307,7 @@ func TestTicketsAcrossGateways(t *testing.T) {
 // answered 409 lock_held): a ticket queued behind a holder is handed the
 // lock on release, and a poll picks the grant up.
 func TestTicketsEmbeddedBackend(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	auth := bearer(token(t, nil))
 	path := "/locks/tickets/embedded"

@@ -15,6 +15,7 @@ import (
 // (closed, or granted) makes room. A long poll of a ticket counted already
 // does not count it twice.
 func TestTicketsCountAsWaiters(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--redis-url", redistest.Start(t).URL(), "--subject-max-waiters", "2")
 	alice, bob := bearer(token(t, jwt.MapClaims{"sub": "alice"})), bearer(token(t, jwt.MapClaims{"sub": "bob"}))
 	url := gw.URL + "/locks/tickets/capped"

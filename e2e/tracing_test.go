@@ -47,6 +47,7 @@ func (c *collector) received() ([]string, []byte) {
 // (traceparent); probes are not traced; no span carries a JWT or an owner
 // token.
 func TestTracesExportedWhenAsked(t *testing.T) {
+	t.Parallel()
 	for _, b := range []backend{backends[0], backends[1]} {
 		t.Run(b.name, func(t *testing.T) {
 			col, endpoint := startCollector(t)
@@ -99,6 +100,7 @@ func TestTracesExportedWhenAsked(t *testing.T) {
 // TestNoTracesUnlessAsked: OTEL_TRACES_EXPORTER=none wins over an
 // endpoint, and nothing reaches it.
 func TestNoTracesUnlessAsked(t *testing.T) {
+	t.Parallel()
 	col, endpoint := startCollector(t)
 	gw := startGatewayEnv(t, map[string]string{"LOCKGATE_JWT_SECRET": secret,
 		"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_EXPORTER": "none"}, "--redis-url", redistest.Start(t).URL())
@@ -114,6 +116,7 @@ func TestNoTracesUnlessAsked(t *testing.T) {
 // TestTicketsTraced: a ticket's calls into the engine are traced as the
 // lock's are, and no span carries the ticket token.
 func TestTicketsTraced(t *testing.T) {
+	t.Parallel()
 	col, endpoint := startCollector(t)
 	gw := startGatewayEnv(t, map[string]string{"LOCKGATE_JWT_SECRET": secret, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
 		"--redis-url", redistest.Start(t).URL())

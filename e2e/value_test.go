@@ -11,6 +11,7 @@ import (
 // hand-off; bad values and strangers' tokens are refused with a problem
 // and change nothing; and no value ever reaches the logs or an error body.
 func TestLockValue(t *testing.T) {
+	t.Parallel()
 	type info struct {
 		FencingToken int64   `json:"fencing_token"`
 		Value        *string `json:"value"`

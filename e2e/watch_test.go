@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -108,6 +110,7 @@ func watchReads(t *testing.T, url string) int {
 // moved past it, else at its first change or at the wait's end, with the
 // index in Lockgate-Index; bad input is a 400 problem.
 func TestWatchLongPoll(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		args := b.args(t)
 		gw := startGateway(t, append(args, "--history", "10")...)
@@ -213,6 +216,7 @@ func TestWatchLongPoll(t *testing.T) {
 // TestWatchLimits: past --max-watchers a watch gets 503 too_many_watchers
 // with Retry-After, past its subject's share of waiters 429.
 func TestWatchLimits(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--history", "10", "--max-watchers", "1", "--subject-max-waiters", "1")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -233,6 +237,7 @@ func TestWatchLimits(t *testing.T) {
 // at most one Redis read per change per gateway; a stream that reconnects
 // with Last-Event-ID loses none.
 func TestWatchStreams(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	gws := []*gateway{
 		startGateway(t, "--redis-url", srv.URL(), "--history", "20"),
@@ -336,6 +341,7 @@ func TestWatchStreams(t *testing.T) {
 // streams and long-polls at once (a long-poll answers the state it has),
 // so they do not hold the shutdown up.
 func TestWatchEndsAtShutdown(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, "--history", "10", "--shutdown-timeout", "30s")
 	auth := bearer(token(t, nil))
 	url := gw.URL + "/locks/watch/shutdown"
@@ -371,4 +377,100 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestWatchShortWait: a long-poll's wait bounds only its wait for a
+// change, not the read of the lock's state. Long-polls with wait=1ms on
+// locks this gateway watches for the first time (each needs its first
+// read, bounded by the Redis timeout as a plain GET's is) answer that
+// state, never 503: at once when their index is behind, or 0 on a lock
+// never taken; at the wait's end when it is current. One whose index is
+// current waits its wait out.
+func TestWatchShortWait(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		args := append(b.args(t), "--history", "10")
+		gw := startGateway(t, args...)
+		// The indexes are learnt from another gateway, so that gw reads
+		// each lock for the first time in its long-poll (the embedded
+		// backend has no other to ask, and no first read).
+		probe := gw
+		if b.name == "redis" {
+			probe = startGateway(t, args...)
+		}
+		// The client dials a connection for each concurrent long-poll, and
+		// keeps those a request did not need: unused, they would hold the
+		// gateway's shutdown up for 5 s (net/http's grace for a new one).
+		t.Cleanup(http.DefaultClient.CloseIdleConnections)
+		auth := bearer(token(t, nil))
+		const polls = 50 // of each kind
+		type lock struct {
+			path  string
+			token int64  // its fencing token; 0: never taken
+			index string // its index now
+			after string // the long-poll's
+		}
+		locksOf := make([]lock, 3*polls)
+		for i := range locksOf {
+			l := &locksOf[i]
+			l.path = fmt.Sprintf("/locks/watch/short-%d", i)
+			if i%3 == 2 {
+				l.index, l.after = "0", "0" // never taken
+				continue
+			}
+			l.token = acquire(t, probe.URL+l.path, `{"ttl_ms":600000,"owner":"short"}`).FencingToken
+			r := call(t, "GET", probe.URL+l.path+"?index=0", "", auth...)
+			if r.status != http.StatusOK {
+				t.Fatalf("%s after its acquire: got %d, want 200", l.path, r.status)
+			}
+			l.index = r.header.Get("Lockgate-Index")
+			l.after = "1" // behind: the history's first index is from the clock
+			if i%3 == 1 {
+				l.after = l.index // current
+			}
+		}
+		answers := make([]<-chan response, len(locksOf))
+		for i, l := range locksOf {
+			answers[i] = callAsync(t, "GET", gw.URL+l.path+"?index="+l.after+"&wait=1ms", "", auth...)
+		}
+		failed := 0
+		for i, l := range locksOf {
+			r := <-answers[i]
+			var got struct {
+				FencingToken int64  `json:"fencing_token"`
+				Code         string `json:"code"`
+			}
+			err := json.Unmarshal(r.body, &got)
+			ok := err == nil && r.header.Get("Lockgate-Index") == l.index
+			if l.token == 0 {
+				ok = ok && r.status == http.StatusNotFound && got.Code == "not_held"
+			} else {
+				ok = ok && r.status == http.StatusOK && got.FencingToken == l.token
+			}
+			if !ok {
+				if failed++; failed <= 3 {
+					t.Errorf("long-poll of %s from index %s, wait=1ms: got %d, Lockgate-Index %q, body %s; want Lockgate-Index %s and 200 with fencing token %d (404 not_held if 0)",
+						l.path, l.after, r.status, r.header.Get("Lockgate-Index"), bytes.TrimSpace(r.body), l.index, l.token)
+				}
+			}
+		}
+		if failed > 0 {
+			t.Fatalf("%d of %d long-polls with wait=1ms did not answer the lock's state", failed, len(locksOf))
+		}
+
+		// At the current index, the wait is waited out, and answered with
+		// the state at that index.
+		l := locksOf[1]
+		const wait = 300 * time.Millisecond
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		r, err := send(ctx, "GET", gw.URL+l.path+"?index="+l.index+"&wait=300ms", "", auth...)
+		cancel()
+		if err != nil {
+			t.Fatalf("a long-poll at the current index, wait=300ms: no answer within 30s (%v)", err)
+		}
+		if took := time.Since(start); r.status != http.StatusOK || r.header.Get("Lockgate-Index") != l.index || took < wait {
+			t.Fatalf("a long-poll at the current index, wait=300ms: got %d, Lockgate-Index %q after %v; want 200, %s after the wait", r.status, r.header.Get("Lockgate-Index"), took, l.index)
+		}
+	})
 }

@@ -302,6 +302,87 @@ func (e LockInfoMode) Valid() bool {
 	}
 }
 
+// Defines values for NotHeldProblemCode.
+const (
+	NotHeldProblemCodeBackendUnavailable     NotHeldProblemCode = "backend_unavailable"
+	NotHeldProblemCodeForbidden              NotHeldProblemCode = "forbidden"
+	NotHeldProblemCodeGrantEnded             NotHeldProblemCode = "grant_ended"
+	NotHeldProblemCodeIdempotencyInProgress  NotHeldProblemCode = "idempotency_in_progress"
+	NotHeldProblemCodeIdempotencyKeyMismatch NotHeldProblemCode = "idempotency_key_mismatch"
+	NotHeldProblemCodeInternal               NotHeldProblemCode = "internal"
+	NotHeldProblemCodeInvalidRequest         NotHeldProblemCode = "invalid_request"
+	NotHeldProblemCodeLimitMismatch          NotHeldProblemCode = "limit_mismatch"
+	NotHeldProblemCodeLockHeld               NotHeldProblemCode = "lock_held"
+	NotHeldProblemCodeMethodNotAllowed       NotHeldProblemCode = "method_not_allowed"
+	NotHeldProblemCodeNotFound               NotHeldProblemCode = "not_found"
+	NotHeldProblemCodeNotHeld                NotHeldProblemCode = "not_held"
+	NotHeldProblemCodeNotHolder              NotHeldProblemCode = "not_holder"
+	NotHeldProblemCodePayloadTooLarge        NotHeldProblemCode = "payload_too_large"
+	NotHeldProblemCodeSemaphoreFull          NotHeldProblemCode = "semaphore_full"
+	NotHeldProblemCodeSessionEnded           NotHeldProblemCode = "session_ended"
+	NotHeldProblemCodeSessionFull            NotHeldProblemCode = "session_full"
+	NotHeldProblemCodeSessionNotYours        NotHeldProblemCode = "session_not_yours"
+	NotHeldProblemCodeSessionTokenMismatch   NotHeldProblemCode = "session_token_mismatch"
+	NotHeldProblemCodeTooManyRequests        NotHeldProblemCode = "too_many_requests"
+	NotHeldProblemCodeTooManySessions        NotHeldProblemCode = "too_many_sessions"
+	NotHeldProblemCodeTooManyWatchers        NotHeldProblemCode = "too_many_watchers"
+	NotHeldProblemCodeUnauthorized           NotHeldProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the NotHeldProblemCode enum.
+func (e NotHeldProblemCode) Valid() bool {
+	switch e {
+	case NotHeldProblemCodeBackendUnavailable:
+		return true
+	case NotHeldProblemCodeForbidden:
+		return true
+	case NotHeldProblemCodeGrantEnded:
+		return true
+	case NotHeldProblemCodeIdempotencyInProgress:
+		return true
+	case NotHeldProblemCodeIdempotencyKeyMismatch:
+		return true
+	case NotHeldProblemCodeInternal:
+		return true
+	case NotHeldProblemCodeInvalidRequest:
+		return true
+	case NotHeldProblemCodeLimitMismatch:
+		return true
+	case NotHeldProblemCodeLockHeld:
+		return true
+	case NotHeldProblemCodeMethodNotAllowed:
+		return true
+	case NotHeldProblemCodeNotFound:
+		return true
+	case NotHeldProblemCodeNotHeld:
+		return true
+	case NotHeldProblemCodeNotHolder:
+		return true
+	case NotHeldProblemCodePayloadTooLarge:
+		return true
+	case NotHeldProblemCodeSemaphoreFull:
+		return true
+	case NotHeldProblemCodeSessionEnded:
+		return true
+	case NotHeldProblemCodeSessionFull:
+		return true
+	case NotHeldProblemCodeSessionNotYours:
+		return true
+	case NotHeldProblemCodeSessionTokenMismatch:
+		return true
+	case NotHeldProblemCodeTooManyRequests:
+		return true
+	case NotHeldProblemCodeTooManySessions:
+		return true
+	case NotHeldProblemCodeTooManyWatchers:
+		return true
+	case NotHeldProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NotHolderProblemCode.
 const (
 	NotHolderProblemCodeBackendUnavailable     NotHolderProblemCode = "backend_unavailable"
@@ -662,6 +743,22 @@ type AcquireRequest struct {
 	// caps every grant that leaves this out. Not for a lock set; a
 	// semaphore's permit takes its own (`max_hold_ms` of its acquire).
 	MaxHoldMs *int64 `json:"max_hold_ms,omitempty"`
+
+	// MinHoldMs Keeps the lock from everyone else until `min_hold_ms` after the
+	// grant, even once it is released: at most once per window (a job
+	// on several hosts that runs once per period, however fast it
+	// is). A release before then answers 204 as ever; until then
+	// every acquire, the holder's own included, gets 409 `lock_held`
+	// with `Retry-After` up to then, and `GET` answers 404 `not_held`
+	// with `min_hold_until`; the first waiter (`wait_ms`) gets the lock
+	// then, by the usual hand-off. A lease that ends unreleased frees
+	// the lock at its end, as ever: pick a `ttl_ms` (renewed) that
+	// outlasts the work. At most the gateway's `--max-ttl` (or the
+	// policy's `max_ttl`), else a 400 `invalid_request`; exclusive
+	// holds only, and not with a `Lock-Token` (re-entry) or a ticket
+	// (`Prefer: respond-async`). Measured on the Redis clock (or the
+	// embedded backend's). Default 0: none.
+	MinHoldMs *int64 `json:"min_hold_ms,omitempty"`
 
 	// Mode `exclusive` (when left out): one holder; `shared`: any number of shared holders, and no exclusive one.
 	Mode *AcquireRequestMode `json:"mode,omitempty"`
@@ -1089,6 +1186,28 @@ type LockSetRequest struct {
 	// WaitMs How long to wait for every lock to be free; default 0, at most the gateway's `--max-wait`.
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
+
+// NotHeldProblem The 404 of a lock's `GET`: nobody holds it. `min_hold_until` and
+// `retry_after_ms` are there while a released grant's `min_hold_ms`
+// keeps it from new holders.
+type NotHeldProblem struct {
+	Code   NotHeldProblemCode `json:"code"`
+	Detail string             `json:"detail"`
+
+	// MinHoldUntil Until when the last grant's `min_hold_ms` keeps the lock from new holders (on the Redis clock).
+	MinHoldUntil *time.Time `json:"min_hold_until,omitempty"`
+
+	// RetryAfterMs How long until `min_hold_until`.
+	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
+	Status       int    `json:"status"`
+	Title        string `json:"title"`
+
+	// Type Example: urn:lockgate:problem:lock_held
+	Type string `json:"type"`
+}
+
+// NotHeldProblemCode defines model for NotHeldProblem.Code.
+type NotHeldProblemCode string
 
 // NotHolderProblem defines model for NotHolderProblem.
 type NotHolderProblem struct {
@@ -4576,15 +4695,25 @@ type InspectLockResponseObject interface {
 	VisitInspectLockResponse(w http.ResponseWriter) error
 }
 
-type InspectLock200JSONResponse LockInfo
+type InspectLock200ResponseHeaders struct {
+	LockgateIndex *int64
+}
+
+type InspectLock200JSONResponse struct {
+	Body    LockInfo
+	Headers InspectLock200ResponseHeaders
+}
 
 func (response InspectLock200JSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.LockgateIndex != nil {
+		w.Header().Set("Lockgate-Index", fmt.Sprint(*response.Headers.LockgateIndex))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4592,6 +4721,7 @@ func (response InspectLock200JSONResponse) VisitInspectLockResponse(w http.Respo
 
 type InspectLock200TexteventStreamResponse struct {
 	Body          io.Reader
+	Headers       InspectLock200ResponseHeaders
 	ContentLength int64
 }
 
@@ -4600,6 +4730,9 @@ func (response InspectLock200TexteventStreamResponse) VisitInspectLockResponse(w
 	w.Header().Set("Content-Type", "text/event-stream")
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.LockgateIndex != nil {
+		w.Header().Set("Lockgate-Index", fmt.Sprint(*response.Headers.LockgateIndex))
 	}
 	w.WriteHeader(200)
 
@@ -4684,15 +4817,29 @@ func (response InspectLock403ApplicationProblemPlusJSONResponse) VisitInspectLoc
 	return err
 }
 
-type InspectLock404ApplicationProblemPlusJSONResponse Problem
+type InspectLock404ResponseHeaders struct {
+	LockgateIndex *int64
+	RetryAfter    *int
+}
+
+type InspectLock404ApplicationProblemPlusJSONResponse struct {
+	Body    NotHeldProblem
+	Headers InspectLock404ResponseHeaders
+}
 
 func (response InspectLock404ApplicationProblemPlusJSONResponse) VisitInspectLockResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.LockgateIndex != nil {
+		w.Header().Set("Lockgate-Index", fmt.Sprint(*response.Headers.LockgateIndex))
+	}
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8330,352 +8477,364 @@ func (sh *strictHandler) KeepSession(w http.ResponseWriter, r *http.Request, ses
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1rcxs3lj/8VbDcnTI506QoWfbEZKW2NIkz8cRxXLGy/j+bzqpBNij2qAlwGqBoTtb72Z86F6DRZJOi",
-	"HNu5TF5JJPuCy8G5n9/5sTM1i6XRSjvbGf3YmSuZqwr//Va5anMxc6qCT7my06pYusLozqjzem5KJaya",
-	"Gp3bRFRmpXOVi9Vy0Ek6djpXCwk3LQpdLFaLzmiYdNxmqTqjTqGdulZV5+3bt0lnKSu5UI5f+Nmqsqbl",
-	"ZZdzJTKt3rirKV6RCTMTbq7EslK3hVlZsZTXaizkxCrtxMxU+OusqKzDn2BQBTzpHytVbTpJR8sFjIUe",
-	"1xyxfPNc6Ws374wenZ4lMAP/+TTMwbqq0NcdmMGXpsxVdWlulG4fuFlrVYnMwRVh4NNVVcFQ53h3IpwR",
-	"leor7VQlCmfFdSW1G4gX6lZVqV6unCicKLSQ4rtvnw9S7edDu1VP6LmZ3vRpMHsmdfbo8d2TeparxdI4",
-	"paebr9Rmd15fyxtlcSJy+o9VUSlh5UzRLFy1Ed1nTy+/EHPnlnJZiOhp/a/UJtV5JWeuNxKncMfZo0fi",
-	"trDFpFTi4tVnz56J6VxWcgpEIbrZv2VwUfZ/WS8RuLsTWalUd7Otp47EJ2r48MmfP1H982H+qH/+UH3S",
-	"n0yfPOw//uTJuXz059mTh2fnWU+YSkgrZKqtq1ZTt6pU3p8VqswFLYBoeXTaCQ8fDAZpJ0vEunDzVGdp",
-	"mnYyIXUu4N80E8pO5VLZsZA4UnGjNmIqtTZOWCcrhzeKLO1kvYH4zioYyaxSdi4qqXOzwBu6Unz33bPP",
-	"xe15D6lZyek8LPXGrMRCST3CDUDySjWSl6iUdRbo5FuVF1YoPa02SwfnUueqEhIfnququFW5mFVmIQo3",
-	"SHWqL3jjcHDwWCsXOPaELgtfTWVZqkp0s8JanrddTWBznIGrUo2XLaWbJ1tPm5h8I7qZc+XVwmaJyNay",
-	"cPwvziJLUp2VxaJwWSJyNZOr0lkhl8uyUDm8YV6Z1fVcSL0R19KptdwIo+sX4KRHqe6L9bwoFf6AB0mU",
-	"xa2yo/rKs+FpUn/yZ1PqPNVCZDOlp4W+vqKvE+GHTNNVb5ZFpeyVdJmwcgMUs55LJyq1kIW24+b7iQfB",
-	"qgnrirIU1Upb0YWpF/o6gSf0RuJ8+ATfXNSEd1Xoq2VlrisFC01Egwy5jxyZB4O7diXhGxjhGJ4iw+I4",
-	"GFdeqFwsiryPgyiVvMWjK52Q2q5VhQS2WgpncAh+U8SyXFkhJ2blxOljQfMyehov61paUalSSatyOFfA",
-	"ufCTUCAN6nnh5Vf4ZTYOhIyTkkKrNVAaLRx+pY2bqwoJZiTOz86aC3OjNleLwi6km86zAdAuzgynBCOC",
-	"o4YvVLnoZqWZ3lzNVZnDRlq1kMu5qdTVbFWWWQKHzxULZVaO6IHJ+9po1fNrBaMp9PUIp0fHBDdR4rEd",
-	"iItUw7Eq4MeFWkxUhQfOFaV4PBRwXYOrP4jWyIqutKKU1qW6UlqtVZ4Idau0WM/xOPPaKlmVharwDCgN",
-	"O3ZtnFN6JCSPCL5PNa+sFVKr9UBc+H2aG4tEL6ZmVea4QhMlcgXnAkZbWHGjlig5Uw3rgA9N8EI/iANS",
-	"Z4tf3kOeLqVzqoJn/k/3P0ff/9u/9//vh+//rf9/P/w4TM4enb/937TD36fp92n6Q///fvhf4LPfpx34",
-	"80Pvx9Pk7NGjt2mn9x+dNkn2N1PoV8palFuteoWlX69qAS0Ffye6VimRmaXyz8h6o5r+U+2CHOQ7/Oay",
-	"6BbHS25+wXsQ3s+Bg7ZPdmGsE3AirJCoGKECYkX3dDgkkiMVqrdPYULuvD060vBOh8NhUit8py0KX4L6",
-	"yX11pVgX2lnQoxShSuGxyDsjV63UT1nbF/j0XXXITecq55O+VNVUadfP1dTkxOSNkGJaFqC+LOSGdQSQ",
-	"Y6kOys5IZPIPDy8mGZxGmDfsk8jkaJINxGvk5PBAoDd8nL+PDiwfJFGp2coqUJz+cPYFPkqK7AR43x/O",
-	"HmXw4Q9Zj74+Hw4jegSJXS8f/jm0cNHB/f6i/9+y/89h/8kP9b9Xg1EfDvHpkydv208mLKVdyqlqJ4WV",
-	"LhwexpWbm6qwEn4bCF7qBMXfdK6mN7Du1yB5Ha4a0s4Dm+pM20xcl2Zikz0bMxJZ/ofHjxYG1ynL1cJk",
-	"B1eEhnvssvg14QXB5Xh8tmc1XlZq1mZnffvFZ+LPZ+dDMHVmqlJ6qmwipmaxkH2rwHxysBqFFkYrQadg",
-	"lOqsUnZpdN6XdqOnmegaLaRuSt4g6kdeE5AOJbxXbqVwxfRGOVHMaoIsrABp2iP9Ax7x6Qt+Pl/+wIql",
-	"KctRqkujr/vwP+kX4kVtMEpHzOjhsDcQ34C4twLU5eJam+qgsOGVOnSKd5eXueuzvJ3Yau5d5KQIeLGA",
-	"XAhk99nwdNBOGXzl/Y8LkMTZPoLgER9gli2SqymJYMj3ZJvbUuj9cc5XygFPtvs2APUiuCBB84wINU9E",
-	"Fg7eCfyXiUD1YrKhg2D3Sit84aFZ/EelZp1R599PaifICf1qT3jEzwvrcAaXSN37SCjQPlBQsJmy52aK",
-	"nCuio7M9dERPeM9kRIM+REX02i0iCrOB4d6ThuiV752E3sKjgKlZhUT0tKrIVzQ12imNGg/airTgJ8vK",
-	"TEq1+NPfLal+x236S7qL3tdcrQu9EWSYKHj1oPM26XxhqkmR57S4H2sgl17MidyoyN4Rbl5YEc6L6GYz",
-	"P7ysh8Nt+nW+ZiPqY49927+Sodm2AkMHbFEwaf6xUtbtWoOp7u43BXsD8YJMNXyeZyEgSmDq+laWRf4t",
-	"PfpjT9nPqLBiIcuZqRZonBY0qCv+mXfphYkslo81yhcGvSTB9EFGAGpRQyRkohvEDpnzPbCLYcFTjV8k",
-	"TUdAJbUwKye6tVGFhrpGlgL7NEeTnQh6lGq4tcjFtXJWnA8fbkm5xm4/8yY1qQ7eUE01+X+LisYAr7hl",
-	"lwSRVOHGAow6dj7wG5hQXhhHPt33vvrhyfc722Ci1fpXN9PGXZHfOOsl3g0kLcgYKzc21ev5ZgTf0XJk",
-	"oht8Dw2PzRhP2lKhLM0+f/r86eXTjFVBm+qz4bkArVrJvJd4t5d/WuTlwSWFLZb+ySNhzUIZrVKtSqvQ",
-	"5GlOQps1PHNSMU2BapqD6WhdJZ2pBP5C/kS4IRFoiE8qJW9AJmfhFaL5hsLhs4EGs5W+0Wats1R3idrY",
-	"KYQUSkNfmAreIjV7aq5Nj6ngpdyURuaXxjyX1bX62PwCfaWFFQbGffpYfFX8RXSzJQ3qyhlzVcKwmGHw",
-	"Ef31CKOEXcXMEYAq4TySTucZfnA1ew4AhL8xq8rCA+iMp3qbPxU0hmAKbqnFoL6wvTwHabKfu8SyZDqX",
-	"+jqIElJwXhj3hVnp/CMzabuazr1dRrxgBqMgPmwFGGSe6SbMmXFBwAwD3gintdAig89X9IF88HzttDQW",
-	"LcrAM2q2Tgse63dhveFyWu8uhoXIoAwkYeVGrOfFdO7P16UxX0u9YXFsP+YiZnB8FlJvvNi12dg7eRu7",
-	"LZ4WSIiRY7iLS8A+Bg59hHMKa2DnIIq88GRHPLuOpYNfUu1fK7rAljbkvp6alXa2F8Qnqy8VbSkMja1z",
-	"oNo6csLOPJ2L4NuGjbhWMPLemHctRAQKK6QjIYuuPBhpeL5/Y0IxJxib0WogMOxAPpRUN4MQbM+LrqmC",
-	"HIhGB8+BT6qyPXSU0zI+sOSnkqUVU1lVG5F9K51Cx2X/pSmL6YbjG+Fr4OIYNuwXys36HFrsw5riRPoc",
-	"t+6fnvaA68CE8Jzj09BusamGbRqJLO3AfWknQzmRdniIaYfdP3EM3A+gLQQuUaEr1cyRdRc9elx9Ohy7",
-	"T08z0dVGK1oKV/s/6lCZtM3ADpFAPCp4Fo+sJv5dU297CdvtPV6QiKaZfOPB/+PT0+FwvMbh/8MrrzbV",
-	"S9DZ/CTIEz5ZsaU4WVXWkT5CFuRCwbKzi9wA2c+KsiTbWC2WbtMyU3jx+B+rT1PgBhwk74f3d45ZhXop",
-	"9/EI3t6TKL8B2cR3mp2N/1Qflat/XVgL9AonnwwCMVGyAs5DHDVbRSPL0Dkfkejr16/7Fys3V9rBEFVz",
-	"TDtmNE30VhalnJQfXbFB9W8ipzdK5yIvKBbF0gJEc7FQSQvTsvOVAyaV6tysYUX4EVereiogtDGIsHJT",
-	"s1Ah1QK4a2EFq4O7J/xdCeatJ0R8zAVxz8+MnpXF1PllgDUty29mndH3R65b8mNnWZmlqlxBjg5S7ndP",
-	"c2wIjMR6vomUHgrrsFADelF6teiMvu945R++Io2+k3RID+8kHV6jzg877pek0ww1twynjrSOKJaE6n4d",
-	"6lzpUlng/BjnHO+PdvvbjZD2hpz7MAWwmqWjgNLj805rfIm/MpO/q6nrvP2hjQTPh08oygcDfhAk7UB8",
-	"o5Wg7aDIpxSZ0eqbmfeKpdou1bSYFVPBZ8OOKDWDfl+geC0x2pPxfmYc/eEnpXqNEVjUMoVbF1M1ENnU",
-	"5IqMN1KSSFyNRLSklJywP0GAxeh2PoCIiUR0ZaqzOjKWkSneoJUePqlQNhiV42b4HmQ4XaAVqkes0DH9",
-	"R/4VmecFLLssX0b0PJOlVckWicMZhRN9tarKXcr6Ap1CrPMaXW5ErQGRmkAxgZFoRj3GAqMem5QNCh/9",
-	"wNWlAFgvJlUf3pBoG1I+i/jHSq1Ab6bXJw3G9PKbV5fwIG0cUAWyTTFXlUqELa7BnJFWvHJS57LKU/1a",
-	"TebG3Fj8EeZAn/sF5ib4T8ACrZOLJabD+G/hFulWlRqJ29MkXQ2HD6cTadXjc/Hl1xef9V99eXH26DEQ",
-	"Ytop8kF4yADdZh28QWWk/jc9vMBPrZpWfnJnwzNQbcOW0G+gloR7yRWX/ZjieUs7o5Sd1wM2sdNOAl/x",
-	"GPACzJtK0k4unUw7ox9T9M7zhXAv/otWyaoq6UMBFLGsrZS08/ZtNqKAZ8PfTvZ9sEFIZS28uwemYWYz",
-	"skxA54rWtcizHidrSHH25k2QPZyqAWPor5akzgAbG4MikxeVmrLbCTjFzJSlWYPJcCHmhSYqjTIFfEhX",
-	"qzcu1TDJBzZaTyZtHDtpUMCcQJsqpVNJ7aUxVapnprpWeZPm2Avm+b34Bg5JBkqyzcR33z7nhB/kOrR8",
-	"cPqkM6CKZ/2+3+y+hHlkPppME5TTqVpSMg08MUs1nsE1EDqmEVDkGdmXNZ5OpJiWSmo0tHFK2oiVBQui",
-	"0DMDyzyr5PVCaTfGhC46ov5cih3XKC6tsQ6Gj9lW1pS3PhheGrOE8SeiLPRNvzRTWcIrllVxC1aXzHNg",
-	"k2gDEK1MjdZq6uics2Sq54JuC06SoltJbYgjFsPzT1qk5EK+QXbbKiIvxFxWuZjKpc9bw40bwdqgWJRl",
-	"wnmg1QbGz96JVN8otexLdNB69lu74ZbSOpF5fzcmpmHyFpigaHXxs3lC9saiNYLOL/Sz1oKa4rSkNi0T",
-	"EjpkpLKOxkJKaeai3QxniycIFLAL5++O82RQ/kuwUwVrHRiuzo3PyoODwZZiNCT0/OEY4OO8sM5UGxpC",
-	"5hc6w3fC6F2dqNclIkKaWhdW9ZJU47HiqHPExOkALOSbPj4tzM3CKGCQXbZoUl2/M+QfkzFVrUpPLt73",
-	"xYoYnAaU6KAWgOhcWjKsw4XS1Tl5YImtHLqeOBKCMskqOCOpDhY+8CVVLYJ1BaRAanFEfiHiyITRIxLe",
-	"0aIOZewknYXJWxI0MvVmWq5scasy0cUVIyN45XojSkRAjWMsMvSH5JhisBF6tZioCsZFX/NlNvEMIjwW",
-	"HhKrreEHsP7w3lYdFfOH2s7drFKqD1MXpZwoPgkF6nNO2LlZYww5Ot6nZ22nm6R6y3q4aqWy+mhJkdGl",
-	"V7jNmfc68iHq1imamJqXargaTECggNksAZLEO/s3aoNfZYn3zLezR2Cr6KtH1VaLlWYNBB/TG4sMFS/2",
-	"yWj06zznPWNvRJBUfKfn8nrruHjRgdcxOfu7u1kfVZW+j8uUa7kBPRQewSm9CSjD3qjPSFUCvgx0s9LS",
-	"3qi8NxCveEWmxjI78Ev22cvvRmgZNAYIXM6aVTVVlBZkKbW5NhMmxoBAgm0kNrG7jc+RB5ZIAmM/XPFw",
-	"OBwOkwbvmBo9K65XQMIL+UZcXj4XXX/5qZj3Bvc/aLeyXKk20sUfIlWC+X89oNPh2bmYbJwCQhHfXX7R",
-	"/wQorDT6GsQtLOt+sYp56ibfxJGGBC4+fUipjhSAeWB5HD6zufDeYbIeCpfgMdJishHZX59eZiKwTebb",
-	"iferwiXIz/Hwcy7Sy+8uxWAwOMG3ZAlm4EZ7GzzRINBYUDwgt2OddtTjMU4U2P+1DHmAMbG9Wn7hBuJp",
-	"YDxMuKTA0diAB45SzawsNh98akRprtFh/JqiiwmwdJibKtUUFTStVI40Tl7mycqJLy8vX47EVC6WEsyB",
-	"yYYZNXqhG/lZuJQbs6pS7RUZSbPD+SZgjU5LWSxw8bdX0kysqm6VL1iAvQElw/JLySEAWuO2hgN01cID",
-	"eVS7pPqlWSPRwZpiGII4IZivuOr1iRqizN6VxKlmUQy3Z/WRejwUtud5KOiqY081rXYfy3rhTTZ/UEAY",
-	"8gvop+334NEVF7CzqfY6oBKzUl7fJTyHx7gjks5fKiVv3s1GxuDn1VJVhcnvWP95IOOF3NR1B4lY2JEY",
-	"kh3Ec+6Rb8bN1QLIcydpHNVC9MiB7kZp6AKHktCd1hitMJ5qUU3T722lfM7Suy4DWXV45kE59D4ahf73",
-	"hR0Ln/JclhwOhvkf42gKHrPWly+wPoXWv46drQt6DeeiovaIkxDdUzopOlJ/fF0YW6P7FCcUNLujg9O2",
-	"O7ZmIh06AOViWaJsLMqy0Ncnhb41xVT1z89ak8nqVK7v6R2R63B7X35o2dO/wqLsbmldUQOfwurn0in0",
-	"hnRauFCjRqdx2/5Ng0Vrk7De4npgvYJWm+9F7nV9n1/gjLkZiKcaPrA/hZMngO3+J1z26bPP0V4Nphyd",
-	"JX74Wlq07lPdfTR82CPfdA7yjgUj88OxIBlItRvDcJ+3F2SqcUwbsxJTqcWsgDFpEr9g1qAhUOQ2a+hB",
-	"9RrWlltLcIts+GCvNk2LbRf9lhHVIxfBKBhTnsfQsUjEt198Jh4+fPgkEd9dfgb2Tm3JWrRnxt5OLyWd",
-	"FknMn93+D+wWlzlIK6iiHDir6KjCZdxKtTmtfdZUmwma6Z2anD99u76BVlsKhrHz7newfdDIP+CfvwCt",
-	"rUJyrmvwfN1ubtZ6RD4IUu6QgwZWBRKVMsSrqrgF5RNoEGOsa0PPtf6c0E4CR6vQCWffQSB4S4vMp/ZA",
-	"JkkpCZrY1CyWcurE316/CsW/wRoI27msjEOvnQNLHGwEMKzKAmx8TC/669NLcTJYq7LsYxjkBG4DCj/5",
-	"+/rGDv5uqf4HVS3QVQqLtYt2NclIphJX7iXkuKfocjDa4dKtysJUo26ZiW5kUCfBaMb7ydDP4KGFdHUN",
-	"Ysa5CCHAwn63BbByjtD2BuJlpbBqtmnMYUwMLS30J8IR7bLFOhJoy1JsFq16/iHDPD7M84/rC8l2bXo1",
-	"9liBlFSD5VXTSjlMHCyVQ70YbRCiP6QcqqJq51vurgIivGAsrEImjTyxEfUwu29qfU8wE48JPbUIR8ey",
-	"sSmswoN3zmwSi8I2AfqlkqWb70pQ66RbsSz1Mt3c3CnD+bbWN4UUyOabIi/j8cL6Ywp4EHhtzA9ZAB3Q",
-	"B5at1skG5Hs3+zQLbIPnR3ERLrfEEF+kJGQk5Bp4A5I9cpgV7xSRzS5F0ReyquTmLgm8NeTgVv8XEsko",
-	"idhNQDt2UDaPmdGI08aWHCGyg99w1+O3oiPRym04gYbc6nww4jWFf//2+tJnilHV/L/jv4EVc7yenOMo",
-	"Unp3MKOWLCSuPW+I4CMtmX1+p9gaaZ4dvCMQv6cnSuP2mU6yaaig1No+JnfwJl54vzkHuGjEXpIGg9rH",
-	"2OwuX7uLIIn8aJ1ZXQjqdVC676S0rTnSS9tG+bfXX71Sbk854KPTP4u/vf5KvFJo1T7Nzx49On0ilqtJ",
-	"WUwFeoy7cOEnw4d/xiE1pwoXwN/AprY4fHmNgoS1z6f5568uWhXOaXXbvBCH0XrpTbGnaupGAaPCWT1+",
-	"+Ilw89VisqwK7VrPwI3bxG/85quXrW9bWRVfZovr1sve7EmQC8uYCIqwr6rybnqFsdGawJNpygkuJg2o",
-	"bZeb4mD7gbBNbXehl/ouK3qXbAJzH4vDfJxCdJvB0cx8R1Q3X/7KVcXUlRtR6GlFBRkoyjiuCOfVohMs",
-	"sC82gI6V+P8CJuwH8ej8bjP+bjP+y9iMP9WWe2823PPCOpU/5wN9XHIoXP1Mz0xLdqhuRaS4DKEvzGUR",
-	"XPWBvmTPNO6Wafjs3Tn8wEAeT29VmztXtubKey1xiXU+iU+AqaXOlPR6SczggSX6BEqra8+QkEMWRu94",
-	"ETVpyYYP5Wee0Zu67IxzT9AijAvTHljBimmkzLcr7MqvTou+7pdhEM2GgopRWkjhbBBeqd6WXg1h5eMM",
-	"PieLDjg+BX9J9UTNDKY+WpSFlEPj15XOjNeXvAbdSToUJL0yt6iAV+qKLS1P9vzfoZRiitVe5ZVZLvEX",
-	"NB+uOBbcqTOmWnW0O1SLyyhTjy/1zp8h2xv0/iPViULnao9aiNsJxwlDMZTlUpcP1qFmulCE9fYsl37E",
-	"FwREKC5r5DwULGzsDcTFhLlvSJfaYORYVGpqKpC8G+X2CMh7mbb7YJGi0tG2QEio2sPIhNJ5jVNVZymQ",
-	"dFQ6D8BJrYfkoHntd7bL4tmH/XtseL9fA3uPIXzpw+z4MNrca3kbZ2R0Q+4dnMvozKC0btD7lteI8nAu",
-	"o+S2G6WWoD0KSfpUqjnUj29uFW5bTJv4TtJBa/guK7pVQJnpzZc0nBYr49YDhQbz8S7BRWKixftVttdV",
-	"BZub3tXI/aHlWWLKBUgLDuH61aP0qTuiokfFNT3QFc933zqhUG6lGY7Q1pUGg/3AgkkDVRCIJk7mJHUR",
-	"3lojJZIkRP9BJujlE6ZQrxRSdFBVwlRJS5I7Al6izshIiA1/DaelRdUbpbRuVGdYUkKzFvM46YCyFR3I",
-	"Fnw+aHoLzGNu1n4MaOiqspkoC5/fVScDhsSmIdZLurlajOqFjMcuJhvkwjQHQjELaQuoQuDAx6n2b7xy",
-	"xsky43pLSgmQZUkn69fk61YUzN7Nbvu5bOJAhznXQHx8lzKXdLXowj6pwjK1G6MVhdIt4tYCpSBWp4+6",
-	"R+cl1f7AhMNVbuoUptPhEEQkkF0r8TGW1THskqMulEf+jO44HQ7bAweBmA+w0Hre9QGdS7DF0QpBz2U4",
-	"iiiQ3N3e8mOd9+oevvsPE1ff5ng/JaX4PYUGasPiVxoZuIyFTNDRSEUirY8yD0POc4iogb3eG6d6b+QA",
-	"hNohSbXHtufy4QMU2Sym9yNjnRwrvDh3EyGEk2A2pJpOtFc/EEuXJYcvGgJ9r29mMwEmDqpuXS/ApJip",
-	"daqDZyUe/h3uBmTvTNo1b9s++O8SFGlTCv0K7lNzEANtRxcsPZ7bcapg7fdo0QUjdPc9Bwp/83SM9SIN",
-	"0Hf2J2Cqn4d8v1vT2z9lDr8c72N/7QmXIJ9r1WlH+7mX17eFrJ+i2wzPRzDJXOKpGkzEihx1CYWuOXDM",
-	"pOKxwhFAJghdiaEkcsj5NE+S6vgK6ViHvQz4F8hTQFZG2H2YbzpRQv1jJUsEhYQLCIzczdVGyFCHchzN",
-	"YKijhVx+suN6cH/38gEfBC3B/dNO/Obdi69fBoe5d/BYorlji6TjQ+D5hodKfHe3Jp2Zo4JT96T+900q",
-	"9933n+Q6fh+L+q33sO2s67XRB7y/HpraCW24HiSoQccnqVTR2/e9J3iACAg2FKzy90l9ATnGevcZwtaq",
-	"Rv5GnP7BhXuXTPtAeEejg/6kyjMQXcinfdzzw5WhhV4SpIVyTVhwRbH+1izlb2id9yyiqmVKswDkqJKq",
-	"dyiiul9tSj0y+HqicK+iKpXkcL0oFo8M3qHW4TglZAct8ANCibz+sOAhOwcYR9EeWHqJscsPAKOyx9tI",
-	"DUdq5DfydhM4VoGtFhqRsojY7gRE2eo2EUFNNN0Pv0x0lLja2CNnNPjD1h5l1D1iPWe0LdINcVt6g53W",
-	"G++MZ7K1XTUcCXeO2YIr2UIpiehpN0PmyfmjP3tkF5ErJ4vS7qZPTdnb4A/FVkUlHoQIRwp3hmEZk07A",
-	"62OV64rtvObqeP9zmCbfScaf/0B37oPD3fopWlyQm/UKwfy2YSUxdXkLIw9O+i7mUnzlGqH50UpdKDc3",
-	"OQI2SkLGQLBopyqNVmsDQjb6HBAeo++ayIzRD7xS4f38vW1149B2tvtxQvJ0i+5XOMLI2qOixAnXq0qP",
-	"fPbHiMloFG/yYa6Iv/o3hlGFkSdEeG2S4lvgGe+m6uzTJC6wi1TdMWAkdnUL6lq1pWF4pCSwc4i7dUEH",
-	"qHUOzg5VrrerfyQBRiCEvRpSN8oPIbgkKrIicIuANVmpqSzLVM/NWjSRb70bZCSkd00SApLESsaoYJ4S",
-	"fqjhD+cE4cxBVUOtgd963wrzF2FZWEFCNDxt1rXaAbO+vHxe+8DikaMtf2/FqK2+8pXnOEcV5f2C0gmf",
-	"3+m3YGyM4Bvhif5yUwppwEcETO6VMri/DVAs2vGyxBeUe5xydKmhK9OjsngcLE5skFhC/k8GkIGDwqtO",
-	"neZqHQqjhF6R2uMC/c0lIvr1vVfKpnLliS6u567c9NWbpalcZ6/t93uS4+9Jju9aGBfQiWkFf846ufqg",
-	"/MRiOc/ufjgk6Xyyxm7lx+G4Ma3TnZHjwf2jvHszYu7gKT89BNYoxmmNffkckHvFvo4KccW77vNs6gjX",
-	"oVhU2Mr36GY+IsWQlmk7xzARKx1B2rBGaP/F1IzfsOT+Xfb+Lns/QoFBzA7fW5VB4JTvGAK5IzWT0lts",
-	"s7VLmIhvVTAWdYMDVaGeYUPbZY501M1Dh3diEd4PW9OzO2kjMMXamRmjbiKwqs9rbsXaJJDNAKfIBWsB",
-	"ZnOMuY5NFMrkCLjJd8Jk/LlQDi/aF3Lwq8HYuy90mVeQ7xUR2oIt+8kBorv12m/REn8/J/wSk2vW3i3g",
-	"DfcITKs+5YUVRV7e+yDff4KveHpbirtqg3MKLIq1doQwhksTThxaC1DgI/w/331CF3parrBvuZyYW+Uj",
-	"CqyPANmvVYUNfWk1lMZ29Ky64vG/Vfs8HAfW+5hg031cCj/JOiC0uF0b4R3VevJ8H9bpQxnKT1fm79JG",
-	"X3PoDHh8o5gF+f1IyFpbDfjKRyr09lCX8WaD2VyBOksYyKCyoBO4Ri9vdfvE0ZC73uFVmdiw32qT5Yz4",
-	"uyl0giuBHfOUzuMVOdjB/L1qP757bnOKP0n3wQc9xeDSaDcGXqezHGWu8+PAam+z2aN9vwPRIuoTzEM4",
-	"MPovGazuHRIQfU6uWes4wkz2BCsnvffmj99bg5dsqfalklXwKtdK1oMQ9ObQS+/IA3dTUPM1H4jlzNma",
-	"De3EAZPOmz5c3b+VFXJNuC1a768KTQmqyfa3r+qHvk06S6VzeN4u1IFyASG3XhUfPQ9AnNwvSxbO7kmu",
-	"8YbiXdw+hkwgwPiaB98XDOBQvuEOSb3z5o6aTaqTGnwfESQJ2rwwOeirlcOegIWrcXb1dUuQiTJW3iX9",
-	"EWkoWu4DB7Lde/guQirUT3xY9hNx1DszSeM9qxu5+WKv6+JWHevXOliNEHVLu181wl5WGoTE1ly3vMP7",
-	"kXZ4eb9SavlupvKhxa2j4D7Om2xX0UoU0b6RbTMMXEt0sH4kFeH5fOH3EAHmmS/fEybr/mRUH1OnYHvO",
-	"cLvdkBRKFntREegaZZT1xo11mpnqmvp6Lo52tN9xdI7IDN4TqdyXDMvzbJSBrRX2Jg6p/x/60L8PVezI",
-	"mEuNAbA3EZcn8v6PVn02WB5hD0wTnaUH46Y/wbeeDN6EVhveuTLrvcv5auTy0MDbF8TFFTXNiZ2CXn76",
-	"mJKqE5E1hX0mrFrKChOrJxsxNYuFtCBvUROgMqpU49c9Lv3wC2D0VCXUO1Zake0qBIn/qlT5taqyQaqx",
-	"HRqSlagkN0KVYAaUha3LTdBHKq3/+I+VqjaYQFi3ndn2nR5STLbG0XRXnZ89fIL74L94mHS4ZU9n1Pmf",
-	"7y/6/y37/xz2n1wNRidJ/4c//Ucbm6L+tcenlNL1rygfazevdKtR1p5oTha3OItxFeiuEJP1vQwQ8SE0",
-	"eLKim63nVk2vyNfOnb9YlNyoTegzQ90S2BVOTnAscca8IQFSDhv9tnWeopTMW1UVs02zRVhzKKGFeuEE",
-	"Xo3N4IzvsubvCk1dml/7CYc7YdrYpeKBHYjP2TJehjtIcjZbVmGfgNCzihuU+RWo1FQVt6qynJcEon8g",
-	"LrxRHEqOzfV2vDLiofjqQxbP1nQatrYUWz2SqX+koDbkqfa2NLawb3Sr2InSs0g5BvehMeb23Goa1V+p",
-	"R1v7vKgXyCzqqiH8Qouub2UnfCe7B8LO5VLFnUK4p3/cQs/3YeBOSNiKGhurWbFathXe59LJ9nLD/TUo",
-	"u9yy1Y+y01PumD4KZKp5fxiM3hmcAGz4ahmBvXAIlSeOVYqFFmWh1TsUnPlmeHdQIHZYM40uPUmqMwwU",
-	"2pMfw6q8pf/fntCd9uRH+udtNhBfGDwRlngAZtpiR1pkUzKcKZy8jTlH4Xzndor8cffA54a4RdbzzfmQ",
-	"4ukwNxsmHjyCd0y9yMc7vf+O7VzAL4iWuY06WmEbfWPDvT4YbLPt1GJJeacY7OxKjExvUFBzx66xiBsR",
-	"EnTGPTwzIQeZPSDNJox3F2KElGM/n4SOXtukG1Jw79ncPW+NNvO7C/YSThMWMdQYZZwHEPIcPKlZwShS",
-	"LaobN3QB+1UrDIGfiUWBHW58p5MjDdhK6pu7TlwppyrSeFYqEUPhIbuUzAd3nu27ikeCM4+bYB9bT3zA",
-	"MD/uQCV1GbVV2J/RO8O/+/b5/Q8XruYOGezMv43i/kuWq3cMXx+ALvCeLDDNuX3SgUZaY5GlnbRTp6gP",
-	"juiRtLUkNJi9M2wtND/C59rwtTa0BbY/PWpVYUVxrPfmXhhJd0NJvZ6bi8WzFojAfFHoqyCZ9nlP/O/i",
-	"ujQTG1WoeUw+0PK66Df0JhNnJQc/qO0llGZCAC11G1Qho+dTwRLzzftVx777JNhZ0PXWGMJAubL/R/jn",
-	"j4gUhvdwN1LQpHX8PGfQErvfcI8ALUkIewzUM0s1FImo4Um6lFokSxgMaUQ0neA13IdUshfgO1rCZJc0",
-	"dukKHSDTVVW4zSuw0bgxFLbMv1hRfwT69IWn+L+9vuwkO/kSf3t9yY3E1JtlM2vKL8V6biJrCSYK8gam",
-	"iM1kAySfjNvNeYzIHiVGacwF0QI3AU7qNk3sJQFOZlqsrKdaxMGbmzLG8UQFCq1VtKlx5vXyz51bUjf+",
-	"ohWs7PMCNmiycirnXcdWgF9eXr7E/bVzVZaC7rAJMMH+X433vLPCiB3mKhRKs5XGlnd2kOpUc6mgR+7i",
-	"rm3fvLoUe9VTrsCklm6W0YtSLTVbRxnlqYmut7jQNmFh3MhfZrMrSmOGDUNB2uMuy1vJb8Qf7CHA6lTv",
-	"Q6wWFwGzhhE4RyH90ujQpJXTMm2qLy+fUzQIjs02QtqFTw3EKnpOG0RCqBTij66rwnHXWSqC3NQYH3wk",
-	"MWGBvDbYBZKwdmRZKZlvhFXYrC31zjmw/cAgl5USf3v1zQuxnkuHynX2mdFOade/3Cx9o/quNfzubLqq",
-	"StHPxYMfU/Z8pZ3Ro+Fw+PZBJtamuqF+hZulyoGpaQGK8YZMzYWS5KJINetpdiAI4ERVlcGO0JlcLku2",
-	"Fk64sO5PmPjooU2sk5NScSN9nNM36CxAbQF2YGkK7Oq4crbIWShOjXaVnLoRJ1kuFOy7zVLdfVmZhXJz",
-	"tQLxQb+ClSOXxWAjFyXyCFBHzXQFGlIv8d0uRS7tfGJklT+wqV7Ka0WEZrGdMNXGZCer4oSHnvX7qyIT",
-	"XcJlLUtq0CjgCrksTtZzIxcFou01wdXGonFdzS4xfzP+aUpbB7YYcaP4R18ymeGmY9KcvPbNT6iN4kJu",
-	"uHGnd/z0cIH5FC+my0zg8Y8AvmAmtOfGlCFD92uTq1IgKb1x4mVlnJmaMtXdV65ScoE7CFwnge10Co5D",
-	"j+oFL54Jea20q1XfrN9fTJefUv0gex+sXChB3E8wQg16oMLa8C4ZUxJtcUCCzo6bK6tSzeRlB+Lrz16G",
-	"RfdiG2ZTOKvKmehm+PEERDDIaqsUDePbpxeff/30gRUpolDY5gzSTswXgfXDOmY93AArZ4rYFTaNQ9rW",
-	"IntW1/H2v1Ibz9hS3eWXiqWs5EI5VfUG4ht0t1EFruXm7QTGRuwQA07XmhwWo1Rz8zqQOC+/u6yJJMOm",
-	"paB23KgNAyRQanVOUxDnw0cRfONSuvkDG15caJFdYDf5gci+fHrxuTiZY/eif/rab/oSeRF+Z9dcOEal",
-	"r0w2RSW4Z6lXMKhhLY9hptahMfLULDjQ9leDGr47AeHn3TNxfVul5HSuLLmsrrHJPgwYKPNkWcpCZw2f",
-	"d8x0iIqmJamTKtXcSr4weiSy84enwvPTL2nBvyhUmVtxaYzA2sUI4o2Hk2pM+Ibn0iZZod5MYfUfn4uv",
-	"ir+MRXY+HIq/yNw/O2PVKzwADs7J6eBUTCViBS9lZZXoSrEorEVXTiUWsgQTQOUi+9Jg62VZf5dqpg8Y",
-	"Sm8sskfDR6QE/JeqMAL3wjjxarVcmsqp3A/gln9EJy/25teCx/JGdPG/M+wpDSwiJ9Xi8vkr1Mm5GrAs",
-	"pkpTNQeBmXe+fgbaGnq+UH2xoxPkvyQFB6a6PuGbThaFi+q0O347O0mHR9YZdU4Hw8EQE2eJh3dGnYeD",
-	"4eAhlr67OWqPd6TYI9ZOm/Xsu6VijKOty/5uFjv6NSgx2mjlW0i2J6eHDORmmXXSrC9IfbPvoKkSBhmd",
-	"IKu4Jwx3aElEJsvrTGBnl0RkN0We+TgCSK2WbiyJyNxmmVEJAawMjfNPf187RKwWW723qWE/DEq6VYWN",
-	"LfE1CS1OXSogtioFUt0oFeCgFvtVcy9m4RFbilthGdCMaTA4MQrHPFBRByKugug2yyB6hMJslfP6Jm0Q",
-	"sD5vWsfupro5eyZmRalG/meWKVgsQasAP1NTGTsPye8YxMeyK+Bo4TKM2TWiN0we0o+EtchELGSOefbW",
-	"ycqNqR431JZww+nQmz0MHV/7GfA+4RM8fdGNFRn+0AcJXZmS9LyEmPVMgfEBa4muOiy4IMIpXF15f4MN",
-	"hM+H58Thmk3tU93d7WrPLMB4be1Z3hlRm9iv1Ib8RGQG4CE9Gw4JgQNVGnQkRJrh39c3favcn/x5pfjd",
-	"XZF27rSEBlJrfyI7ANZxPjw/8OpYPhz/6oBVs/tuXIKtBRw0LN/O6PsfwJxfLGS12Wld5MmwuPZ+hoSq",
-	"krhvFJrn8hoT4Oj3zg/wdC+j9/K7XVFOsrcmbBTeO9J6Z5O/5Bfdb4vvtb7cLbFleb9bHrGYlZmCqllg",
-	"lCpaL5o7rxdwE6A69v6UyrX4HRm/zdY4GBFwI1bGxWYrCEFC5kUTOUM9LyTnBqzF3kA834fxhgBOvpUG",
-	"ckTnW0Rwnh0pnBEK8LXRKhvXoKyMAaVVgOAmNFdS0wqLQEFZjUrDDY8Z980rlezUT/XjobCBWM6GQ2Yk",
-	"qEqhdVEDTrVwBF5Aj8sJcpsVXrs3fF9f4rHaKHp/x7VwIW4E4iN9MNrcRvZrIVL/G/Of4b5HhjGePCMo",
-	"Iu8zx9tO777tuxivCG96ePdNXwRUI7zjyd13BEAzvOPsiDsujfla6s23HoLobdJ5dMzYvosAinBZ0bFw",
-	"931PwSokxhBYAe9CDBbH8FgNJlrzAUwQNm3ZPZfyRtmtB/EZF12f+kPO3u1YdpLqltwfTvKJ3InkwfaN",
-	"xDkNW6Oa6dbFVPUExzFGUU6UT4mgMy+FXU1QT3gauFUA+TBr7WMM5AzAr0A/aCR+Y0Zw4C0R3+jugtT2",
-	"WMUAVuN9e75e1io3QrNU1Iz2BPcjI3Xb6ye+A3t9WeZzjmCVGksOWgxlRKENSc4mYKAO9wfrPpCxFuQ2",
-	"o7F2wypzV1j43EtSHbxk9bzqfU2ENVisjP4fWuYaf1BO55w1MxLZjzIRk7dsf/84SYR8S24ZNp1g5VaV",
-	"5mL9jGvZwBQA2vA5CkWEJcn52hygJJMAbGT/Pz0YLF8WETj6BOmgiFo6WO85pNT2Is6H8GkOY1gItmpx",
-	"gsGxCf97+UfdFnQeJMH58EntN3Wpdsbc+O5HAkxsGyVXzGXdr0F0pW62ZqK00VQXDg2sUL4jKqlhID1R",
-	"qdmKR0H7bUziTSYGOAb753z4JKl9n1spyzC3gfgG9F8wq0uPbizpiegQDfowgY0TEp50ZlFM2Y/uc2HY",
-	"2qvroFGGT29SHekHuPJUQDUGzZte+Fm5so4jFNbvE6ZvG53qvJjNFMaNtcmVh64INI6rCKOabMgz7KGU",
-	"KvYQBUe5xZWA1cetYXTX2crKkpKquFnV1KzKnOG3OKWc84H8rd04YT8v6GKig16gh0fDhwn+cD58MmKq",
-	"xKcswCByckNw8FR/V2+x0jligcU14MI6s7RgUOZ9+A6r82yTqIncDPuZPLugvaHy71Sr0sYtFHy4tU1N",
-	"Ya9eraawe+YvJt+8f82BhXwzruaqlXq7o7ecvu+3t+krrbDkAcG/3rK4181OKsOvRdV5r4ZgO6Bm2xpf",
-	"7F3froyO1axSSqyWQfsO0qIXkmqYAeL5bPB1lSOHLg06T6LOcZjKhLHHEUdaMDgTEA6zRGTfKldt+hcz",
-	"xz2KUr0N4SmsDJgPgenuB0JNdXcYqs4tMwPHtSQ4TW3WPQIxaV8ZOqjsV4WdiMa4b2P46hO8lK7EzTg/",
-	"PYJcXhKc5qUx6O79VWm7Pl67WsaZ6F5fSmq3pYjyYdp04IZtTCobpoGsXGvVnI0wXGK8yGPs5FR7JdqZ",
-	"umYpKriptpwRPj3Toyxa5VK9i7Lo9RJuAYJaLxWuoLzftn9TjRIO1TkKovrKN1BXvH8k1L8hfdYmO54r",
-	"0PJNEKA+O3nbFNZq/XMYwu9fkjVwS9+yIPuw9jZ3CWh39oVqLfvbNLl/68zr6Rvn/WQ1JznebPcsq5GU",
-	"stcRisZx4dSC0iFQS6bY+t7EFrrSI+RS0rov/8soZV18YcrSrEUW9cPJgu6EjAfb3YxAvcb0goDAM1Mh",
-	"2cMDV3BOnLpFy0KrJA6FltI6YDiFnnLgAZ+HxgvwSULokguzohTQtaluIrsI1WKcSLMIl52SGIstyEr2",
-	"duVORRLZsqkOyHM4gkpJ1rXDEobOqWZGe4m/JJgD45Rm25MLoQpK7nQGY2+kOiA5rNFGMStXeiwfpV21",
-	"8Q4Izt033pZH7cJoZUeNxoNuXpnVNYqTySZ07GWwPF/qXSmw1UO7C8ZDtQ7MarlcKlnZBMUo2GM6qpDK",
-	"U52vsOaqcLi3GLfdoFaH4f5XF188vfz/Bos8ES9PH/XYHSBDW+IKg9m8lFNjHZmfPvAdXC3YuzY00kRr",
-	"29zAhrdKneeFZclxX5HzGfV0OkbgIGbIB/e6UseOXQnwjabsl5DTRdv1axAFvxYGDUvPqShlSDacxZm4",
-	"gXKlwxKkheKqKZ9m2tvm3uxwvRdNvvCvo7KovRz7UEwnJOUAL67jHTgdRgHkPLtQ5VyHP84p/EE4d5KS",
-	"+wkvqgY/rHvntARJmKkXM9AYFwoO9JafAo81+YE158rU3RZ5hHOsTblVlSx9c8yoYZgWRT5qtvBLtVlr",
-	"0c0+zaJ6Q5+TXYb0ZMquhI/AYOi11Qaz3Dyk4wNLjSez3kBk/wn/ffrs88xjVUoKQI2D4k5A0mGZUx2g",
-	"5MLYKIKPrJ0Q6RiatVKR12cgniJ0B4hPxq2TtA6k2fs921pu0T0bDuvsCk4RKNXM9dDDK31mVE0IRLXk",
-	"bkNwQcMiUsi13NwR5Lo3l42U9aQts7vu3h2vDZYk0ebU+zHe6toYclZJ88B0c3gsVvpy9nZnhAgLPg0Z",
-	"+XBUJfHwrFG1e9qo2u1++r9R4W7/hz/1Wqp2P6hU+BLBIfaIBFovlNKwcWOxMStGcgnAh3jWfDdmrKZC",
-	"qXFGOQPtUT1Of/HkystOmKC7RYS+i/3vkcCfPxLIyiDQAVJA13gyweASI+NstbbdFVnX+2rFqYgC1N0s",
-	"oTgPga5eYBrTSGCSIvYl71vMnM2SuH92qrVZI8f/4x+fG33dX5qy/OMfRTf7T3zopy+yRJgl5UaXG5Gl",
-	"q+Hw7DG859OHQ5uxh4IDdlibjN04rDF6q8yBdPKCgh0vsO8pqPUhiYB+QZ/jdniICtnQ+mHjSQpMvKT0",
-	"5TqxBDgv+nDOh+fsb1HApmpu3ByMJqMEPUWYqfYMV5ITK0d106Qo8oO3en+PfxR2fcYDuFpMKKhXYAxv",
-	"DXo0rj9DapV1w/ysl4gh+1Mp7FpYcYPbxlColEodwzZ16zYrCUqSIPa5dUaSag+1fYvlOZTCAf/EVWw+",
-	"AbEnFuaWQEuN5gjPQFykmrvkP+B2kTwH2CScocrrWvspWaeFFotiWhnOx/PW4umTPw9Fd6LAUj37n0cP",
-	"SQhS3qPmjSD5Rwkh3gZF3Yay4nilfeP+NaahWSe6FN2qFOa1qZxqBYLXGoTNg1B3I7gLWQ9UsGlZwHQc",
-	"dT22q4WyXG6sa+ORvMhhKbCNfVADwOIqLPBm6vo/EEg7YkgOv/gFcwmLoShih1cPUk2H9tNhxlUNacer",
-	"D3jlRrm0gyUhnrZjt6omLzcHzWrtQfsIXzhsQ+GMGVPinw/Di26EXJpqAvrwixztdoLV2mT74u4TB+kx",
-	"v3gafYcsYz/P6Y1IV6THxE4NRAOBJVoulaa8swyvGglgNQ+nN4XO8T/ElQYlk76nYxd+yKWToyw6zji6",
-	"DGtT4LA2N5yzsLlUJ3surevjDX3QK7uwKp4BZj1KaOCuMTgBUrsLV6uc1DeMI6c451RjEjK9AdMVsFAh",
-	"80uLfhyfTOvrdvGVCRX84JQykf2YdmiunZF4kYi0Q2QHH6mcVaSInAlfuGql/jd8i8HhzijVsB7P9My8",
-	"zUTXA3uHKDLc2xuIUENM5ByZFrR0gWlirmrtiwZ+xdjhfExulFraOqc26/fnNb+j4gtcIfJwWePrchoL",
-	"xHSc0WQxeASTY+/LtVFYJuVZUKVwj80CS5AxP5726/SRsDygZWXeFHzMUz0tDWa6o+FS+k1Dyn7B59Cs",
-	"XFnccpIHmi0jrB7CsVM5GxkacRkJ4o1QgSCc0LCILfC/bjrvl8VMgQ6Yie7pXEw2obDJY7Tg0SbMDzyZ",
-	"iV8tXFtaKn9glM6xogfPgvgx5d6JQBgpdcy4Yh6Ydt5yVnOKQNl+GGkHMRgMUuaIOCeeFP9WVBRrBJjt",
-	"o0NikdUIb71ZECthDR9YzujmxSulU5aAt32xWy30cT9eY6s4SxUmMaF1I9JiFN4hHUlge9hBGgeQ6vPh",
-	"EDPPcdFD6lJci9FMpqYSJfY+IoBM2DJV2czzYtF9NHwosp2mdpmYqI2p09QbkU6u/8IXej+c93PC5DEb",
-	"nHnkgvKg+bLmIECIgzkzj2ELyJae1TDFu7fjD9lYnJ89iYbuO/f5oQNH8MAe5BgkWUvuQZmnGqx1VlDg",
-	"Xw8mIuZmjUSLUME42jb79RkBjbfbr1sg4J6ggGKTWpWLZVLCUrwXjlzB/GqfCYo/NmzQewJv70WCkfUR",
-	"aGDB8GLxXgMvyVe0IrBNoE0nIjtdoFqNntyouEHABcPhEAu9vQvodGGTmkgfiUWhV04hMJLHFLcD8QKT",
-	"+9lG4HbqLesBIz1kku/UZ7d5DuItQTTP+ogJrKokCYlyz2u1NR9j4Jg8bBmp4fUYG8xm32DPhh/XIeCF",
-	"K+Embqs+zedsh7KrW1X1EfCFpO5IRLoLVSQ2pCLj8iKva62abw1V+kJjTv2oyfOBDZabrxzasoR641SH",
-	"Q3enUcmykY0f1otT/WtwRHzUgo0X1Cxky//ajfJkatN1LO61YYNflZfkcy6ZjV0S3vKCFWl68yk7Q3Jx",
-	"EbHT9+zhT466GONOPm3bI54RpMY2aNqP/8GSdQBb/u8nMbIfhgzas79fAU/gxOxGniLjZ3nENT6YDbzA",
-	"hMrA0ByPJEjsRZgokOutwGtUyB05PeC5ZjYjHR+rdmIYql5o73X25k1oweR7TjF8zrKY3vRXSwrRgF43",
-	"FpXKiwpNMNB2tHGpnhnq/jsQr6hAUVqxAyKHVUq1EpDqgEZk1prx9VjIbGEtBolzNjzj3FteTKy6PIyY",
-	"OCIIwk2qw+RDwWIW7Grf7nLqCA8NHXyYaleZJWjT6N/AAsdoCTl3njc0AvxCRwn6hQKk2lRq36SaRyS0",
-	"qRDvVgm5Baq4BQvJgZ15wc2U0LtAFQQx8N4WRBpNgHKP8YFYdiMQiivC29qYVcB2Q9M2gLrtbhbbD3AL",
-	"WI+9AJBXgxKtlh6rjagi1ZlHXkP/JuiWNNkAFOfxRdlBwsYEY1QWypJtAqZGiVHvUH7k1y9vIM2l+ohS",
-	"o+Zxv0OPxayh6A0RghYeK6N90gOBwTkjclUWtBt7daKakDrbqb2xgnSn+rYfjA49e56LkE8P1e+lmc7H",
-	"nCePdsFMVrQVG7OqyCsoukEtTcDebzr/TNlcc8K+I94z8w3VD846RqP7CZPPbk+T7aP/5dcXn/VffXlx",
-	"9ugxpnlER7/IBzsDQP7Odcoe5pZWb7JxioK38F8vAYYSl1/TK/u5AvGfi6WsonbEwLlSTUaN51ED8Yrj",
-	"sIi3gUUajYIfQrAYEe+oUayUFXY1mxVT3+/u4NIG/navpf1A2X9NMNJj0tj/3/9rC6eRgTFuyFXfaaxo",
-	"YtcKbTDvhTSq9scB6eeia8HuLVzIqCbO3BuI58WNQl7FcnGyckKm+uzNm6Qp2lGX4ypHbiDEcjepuyml",
-	"ekeQonZ9R23qQaDVMUGUYnnDLhNu065a9Nks7SxMrsjRRK3/0k6j/Tt9KbqVknkPNb2R/47j41Oj3iBU",
-	"dJ1U4GvIWA5xQE3n251DqEYo1aEDIYfaEGLHO0bwxzyU1KHwGIjX5A6hsidMD8bukYhDnWOmbV2vVVQC",
-	"Zjmqp+PzpCZqXiBCFBjRhb6Oh0Jte2Aq3QB65hPsOexVMR2xs6jOkSduidhNlRW5QeKyTla3qgYRao7F",
-	"Ym85j+Di+QhNDzQtX/TnzLVC+RkibUgmmABBXjd2ysZJ1KiZe181qetJiF1GqRgKYZeJiAptHYykTh+Q",
-	"fHNABUfpB0vbG4k4dYJRempvYxOwCq1jiqMn3ASOsw99PfJ6zPEjpByPnRz8Jzvp3z7ESJpH6Ckyjmoi",
-	"avwCYGYb1t1CIgelcIQYLyUBNLtc1mVpA3Fhb2A+vjaONBpYCe9v9atJU051V2qxWl5XMmfwGt59Z0Qg",
-	"OTSTgHv0DhLXAJTBxvbSOWqBEGKYmAks8WJSoJJ3Phz2RgTcTsksIXOHMidhJUTIHURc7UBW9WriHr6s",
-	"1ExVI0Zxy/vSbvTU7yn2+QwhsFQbPVVAJqdblFtYVDtsQrlNoOTzGnql01OnTTUqKLvArHEX1eMBkXsJ",
-	"SXff5pJxonRd1EeloTiVbhv6XW+Q6r96SBDPJcjfyuBLiJmEy6RA/4Jl84/2q5TqrjZ+MeGq/gWIW0Uh",
-	"Jt0biIuDe4vNAGhzQ5wQ/eYxN9hqDEbrBXo//8AhHhYgoX4w9MsM1TueLZgZFYgEsJJRfSzD9HO2Sptt",
-	"TqImNFTei71/mjSdoGDYnbWp9pFdC7EzrEq0IIeK+e6djkXZLXVC1h2XR3P5Sm2OuYMmesyVfzOF38kP",
-	"VsjBS/WRSjlQZWwHTAj5jd1tZhtTUG8ckrW4n3lI6gORwblbpx9+wJfbnI4Vw7YKSTCtCcaSjgSW1TEZ",
-	"126cnVNx7Wur8Hfiumy+r9FhUqmFLPRWG23EQuMj63s7+wGx9/dsePaeTYG2FSLZ0n6sRw1JQS0+CdXT",
-	"+13aJAPwJJIMvNZBcPmKdfaEIEwAZR6Q16M277K410J2oOVDAsoKlgugyeBtAxMpSb72wWswDNmUNRGz",
-	"s1E9LcTDMmXJgFZcRkkwQQyQvlPz6CdxCP47EffqGdA5aI53doVWC5hQc0MPPvHtLzHiwIy1LfBwVwZk",
-	"4Mk/d0nxTjgJyTl4p4ORhda0N4/iauNUN8uN6yPV21soTKXB29XC4lCx8DYUPneaR6B60pixwikkwPC3",
-	"PVLQi1mdkBiqzdtNIpx2sAkaSb5JPZ9Ux8WfkSW4NYWe74NDGShFXWXqS3daVLhRqrOi/u6q0FfLylxX",
-	"ylpSdFAZu8KcdVbZtmBA9+p3XAXHzecoPwETFcgfDG/2rfRmq7LMfhnl02dHnPuGEvV1YdFB9qusvpZM",
-	"bFGWLrshPKSkM77Gv9Wfc6Cm5QRzRzFM9REjak2W8wW6+7fgW1gBqcGMurJOL9L2Cq/OxLSUxYIyirEX",
-	"TzHdiGpVKrhqGzs+I1je3Eztyaunn3337TOsnAMj1wcbUu2R3n2s0ncBT0h3Oh8+FNnMM/gsgDamOsOV",
-	"vKJ2pcityA/FgKBRbM5nllGyJ9uO1qnliJwZDddSBA9a8zUubiHwA6UFZsuR1y/VnADk06+8lyhoOgT9",
-	"xz7IRlWRry/wnh2EB2cgzW2IzcjW3544e/hCiXwYCqk0cTPtBxZrd8ik5E6vDV+N1ELJqixUFRrCcqkK",
-	"19Dgt7Bt2rtzqEl5YXIf6SoxbwSDRb2B+M47W0n5o31ONQGTGz3ymdNUhckeD7uaTpXKbYIOXgx/eYWY",
-	"u3j5Kg3G1mNAdB/zxrCeU2XZ80ppKOu3aMCaKi+0rEJ52EBcuPphtcFNy2m5KWa9bQQTFNFBXCgSUu/k",
-	"NkAOb7P3GktPPXUhFKqXoOTl3N1qo1yDghseVEwaKwx5gi6jTD7K0AZyymjoPgsUM8tqMAWfiDLZZJxK",
-	"ihuMRpvPpesyOdGriCJC1iR9ibmA9CIm5gd+q6k3sWXcL8rhf+PYDRWyOZXOAyUkYBYxIdSluTFoVQP5",
-	"gWdAqZkjHkWW6i4w68dDYXFwPJimdkGDwCBB+A6HKwoXAbBTvdEEM82AbkOLhKgtACLvNv2pFtP+Hw0f",
-	"1jD7YOBQbTYYmwh3HNlRWEwub5WYKKV5IuNUF5TZF8XDcY8w2RbGjiwLDFS4X0V8Zdt13OZn+Qs8ir0s",
-	"H8I5gc//SK6Jv1Tk8mnXsn13WFUpT/uITVJii4KIFvlI/UxJVh8rZeoylI7WDvjQ14eDd3VdMLWCgIt8",
-	"vANzPGrJ3Bv84tO+vBFAaQi8wb95VA6dbytGXr8FmR9S6rmqKYjy9dxEqJTYWD7WFy1DyN9X/WX5tBfX",
-	"4zXJwSUlvrBohaeNROYttwzUEfaHU8dhUiJ7SaozEq5X5hbNwmZRJ8lcL6R9mdxa2rpIHBTbBrAdImRm",
-	"lbpi32aGn9CApX/pRmwdRKUAMDwfnaqhfyMQJL5nTHqNdFSL4b1/JF9xLl5y74It0iODmjJGAe6hUMwI",
-	"9G6vIQNvz7gVEs38it1UuI5hMRBlyQfwHV6Q6hulloyGgXEBsGwvozD7/soUn17bgJPqMjRKqnGoc7PG",
-	"pPaxGI5EVBOGQXpyfOJDcIGwEo07kkiRy41P4ghvB7W+m/X7M3R7Vco3XqFADRXzUQCPu0ZNNmQA1AqJ",
-	"qeNf4zpNQCecx0M5B3Zu1rYlPo5KE9cMot6KPDUyIx7YVnCPun6x84Gzqv1r9ogDWu3EF1lieczvABzv",
-	"jxdfNrLzbYMXR0v+gTE3jvYfHGTkNabcx/BjHIFb927oc1HX5G34Oe3rW0WwHGlfJhhSoM5nqOJHkMxS",
-	"zGWVi6lcim62kG/QSCEjnWueCOaB+BAB1CHaH4kduI/rT2KIjyZoxxUypoz6NNkxyDYP0RF7EkhGdLfN",
-	"pUSQpVTLq95+oDvc5J+AhvFbgK47CrPud8i63wpk3Ra+xL013O1QXRPFqHnIPiuNVZehE/a9ThndtrdX",
-	"wvmhWCNhakdZOqBsBR0YGBGykYTjNnOJ6ktv8KupO7qD9HARXhj3hVnp/NeF4aXkrYobX0c7FwXkZ3El",
-	"QZSpWrh7oKF8FZR73wI8zuxCPZzrI7bD5YmH6Uv1wcD7QLxGrI7tTAKEzUAk10ScDYdRnkUoTskqqW8y",
-	"0R1u+93DCHtj8pfW7lpqO5c3ijMw780/namejKFmv9PC7hZcRGGBGJJfulCfgy2vthaHkWrv2z/dg3BE",
-	"BTp1XteMnfEVd0dowTAqNJbxY2tT0/C9+sHuNBNiIDX0j3Z38lWCmexBuBBBJFTTaXSY2hvOk8CncOtK",
-	"zidBzJsXWV2MZ3exb7ZyEkPjwHgLgw/jRSiq6Pr674fDRt1/wUX/bRrPS1OW74MX3yt9bCsjAzvUxWne",
-	"zcZz/gSeDU8TkVH7zdAbfYxcPdVmRcX/O0QWdbgLXWSV8q/IsNNQ1kwm853ZPLBmXDEXMYawzaTFmrX2",
-	"m0hlUZJJru7Khxftr52mIbVlpEyMKZXUH7gEmTb0FTbTatP9XmFEgKPCY8+MCtvkUbv5sL/85LaR53gB",
-	"gCnmeOQ0jCsRiUsSO/wVFSb/ZhUETJ6TgTeCeoBFKGBkepJAsVj4NqzxSf6ZXA3JkRz2WX6XWwLRuH5W",
-	"t8TXmKKd4UAIiwj/BYmJqZC1zzBoG2Dme9i1nGS894bauVkzm+Yn+o5OASFyYvJNbyyytJN2MjEtlaws",
-	"odcDD6C4JDXtbHRnb8ZMfFzbQ2pUimrdfN8cp5Ys5Wk2HOmX3F09RkF9wNYDSg7vCPd9fAicqrCjwHDg",
-	"q5VdcUObuoIpLtLAVBApzodDzESoLwpV+9rQwDjeb41H0sZvU42w0qfDs3MsGWS0UppK8OuU5vraJ282",
-	"VQMG7v8vJK5fnjsEx3WvjjTD9/vuAy08wxpb5cYNydGIlf/uP/k1+k8+I27RYHJH+k+o8fhdjU6b7cnf",
-	"oc/pt/San6XNKb578G4bc0wFqkf+58XZ2yQ19Fm+G2S7FRL5lb//J7O+uzxUHp13HHXRpgAluqKk3iR1",
-	"ScVSVYvCDUQDChwTohZ107saU3oH/lvsoH//ShTY3yzE719BKwKqprwy2MY2NlLTc+y7akVDi0n3g3GA",
-	"8BIGrdptG+aJjDHZF0XdHut3KKdDOT2BDtpzen4r2EyBoh9YnrD1QWAqk6d8wt6BU/DzpZN/h83KfNMb",
-	"X7NL1dr1zCK03brHgd9dMwuOo1EAKWj4X2Owgu3MaI85gHZCWL9CiwbywEBQh0QaICVt1o295UKlmucw",
-	"YgRpqTe+7twSUFYNPUhvSWoPuE9s2SoQ5x+uFlwQkUVO6XptCouYqZyBG9JRKOTLC4uHDkF3tpOBELMk",
-	"aGKpxhu2CAuWY2WV6GI738FgcEKPZbhxzL/Wij1Ymov88TnO4DJRu9GwmZhT3WgRB1oZNgBCONuVrlQp",
-	"ncoPFDsnkRivK5vFdmFzl5KZZF0QnB2qGH53beX+dcAfo7o3zOdnajka3n/Q1VhLtXtW0hLcwUbcr5LW",
-	"Hz/CYFgTBvVuZILz9ZG0tGGIkl+okvfLLWZ8iYt9RC0jMdiaFBhAnQrwNLX0ytsqFVPdzQJzocK33kjc",
-	"o0CRGJY1Rivr4namrYWH4ptqhwGnmjkkd98htk4ssLvNxHuJuC6wA1Do9obAKHWO4BpJEQT49sRC3WEL",
-	"isJIHF93mOq2wkNxfN1hquPCQ/F73eHPlhbogV326YJ7SxGxhV1rLWJDO7zTCfDbyeZj5vPu+Xz7UuGC",
-	"GPw9Jy7SCX5PjvtXS4471i9zBM/BhpM/J8/BQmgugiIEzVAAZberoUHWpp2LRg1M2kGAu50C53GEptpe",
-	"xeyPR2w2kkdyGixlhJmRBViSpIbMpe+6B7d6O/eOMuQIrC6qgN6yjC9SXZo1Qvew0edVZt5uYI2jht/i",
-	"RqklOScs40nUVxc2VImRHRA1x/XD5yl5FLPLxteceYAWqV+VUI2xazcjUFfkNfK2em/khQAXCltyl2+Z",
-	"7AslNVn818pReemWvgeEQGUwGASl/i2WkXQJss0W/1SIFKqow2FtQPsZjOvSI++Txo3Jae8wjrrSOSdl",
-	"hcUYiG8wXI/+gdiip9obbdjgb5aUR/FhdhxgThBjR4ZncDE1DT8fY4SX+7cQwJpH7uIrRPd8eN4biG8R",
-	"6pc7OfLkt5s2LkylRtybcROqzB4NH2I0UM5Uu6yFZzXdth/UpobXfeyYaXj9q/DyluQdJB5t1oGAaId9",
-	"0RR72DxuXfAqxbxBVspnfhr9L1jQykWCu7WsLSWvqd6paE1/dv93q9dRdCMX+Mgf2FTvsgYiovEBruDn",
-	"+C8UqT7oHt0uct1GRdmpem1RetCMtvtbEVwEQxwb2wXlymdFsqO6kXNJkMrUxswb6g38sy17n2xx6k2C",
-	"je7jrBnsaLhrZ/YOOGEjdEnvqKdG5uhPDpM++ZH/e5t5CMkWVBa+hhEWGOq19SGh8+D2eKqV1ogLjNmu",
-	"uDgMQ6xDq6c41EBdlraXmhYnZDlx37OnNZoKHaRmRIJ4TLdwnOQMAtBXD2t/LRXc+hubqS6iJoCJKo2+",
-	"tqlmO5aDE3GaLZ73wnooQLuaZL2xf0Bo9gBbmOqIyVHciDEPZKWiHlmesID6iGFjnNymus7D4vFxFI6T",
-	"qRsZxdjEi68LhW0286/sng6Hcfr6QFAKH3bQakcU7Hl94+8GaZof3qYmfFMDpH4wFQGf/rM53dmj2y7m",
-	"/PZQN739vnZsJYiF2x9f+P/WJQqQYE2kCXIY4i8zw73a6Cg0pQULh6asqDneoZ73T735F/lxqWmeNsyv",
-	"4ORYNFO02YXzRRUHBgaqeS8uHdph04Xbwz1Tvc0+Rcw9x3Xf020oIuokGgATfFfKEPcJHL5AEEQv5jKC",
-	"W6XWIqkOwOAcQ6Cu/SG3Z+gx/+O5hR4roVaX7BDMSF3V7BvFSADK9xGkmvlFoMttTOmpzmOe9MGMB3zF",
-	"U9DqW4Mw8MM4QqYQZWHZt8q8OUqPGvyWY2G/JoyWiJPQ3oC+sHMo9/CSPUlQPuHk41HlvgyoSGj9TnG/",
-	"ECSKbZW67kp1RO5RRHr3c996QsmPcd/yxXXgpNWN2zIZLoOMzs8Dm4R+FTuRpVR3eTlHW7Lo8vK5kJZQ",
-	"O6wCNfavtEQRso+h8HNRoUysvYndIFi8kONLuJSK4H16lDADTFqR4Ls2WmVROxKW9thSixj5YiC+UmpJ",
-	"ql3ArEYhXwfHA0z5sb43eORHUarhRR8tUsVvXLamrnz1MyrIH5Et/dZ1cToMtV5cYtMWPA+tYjRuIHJA",
-	"PV8VJ3JZnKznRi6KzujHraz8HzvUp/xi5ead0fc/AIOiZiRtzeouInQtWbmQH3htRLXSYnAyXeQn/pJ+",
-	"P1e32Zha/IZ4g3SUXQVDXlVlZ9SZO7ccnZycnv15MBwMB6ejT4afDJFT8pR2RkG2fyIYVJJXqQEjwFqz",
-	"0ej3ylGfx3dycS6VcexWL39mwBLV17VrySahnB9BbsA48N43nyjamhe64xOLSoNrh9vuEL7ZZ4SJLo46",
-	"afTISryjvOe7png0Yg/Ngz4TZPISmxA1xsG0sjsKyog9fUwrR2lQMcklsa+Kirebr6yLF7bfCk/sW+Xa",
-	"XovYeYRMKvO+0eVG5NLOJ0ZWOQKjrYqsR0XYcau0ibJFTq7Ri5fPxtSrPUdPJ5Mo3hkNIjy1ZRDPGcKA",
-	"5yHzAj8tKzNRdgxmKfnPtFI5Nabmh3LJSnsb7Bu18SG84lrzniahzZOHYrU+KXVZGYe9UJ0JFZBqIcxs",
-	"VhZaHRoGPbrz9oe3/38AAAD//w==",
+	"7L17c9tGljf8Vfrh7pbJGZCiZDkzJiu1pUmciSeO44qV9fM+QdZoEk0RI7Cbg26K5mS9n/2tc+lGAwQl",
+	"yrGdy+QvUSQufTl97ud3fuzNzWpttNLO9iY/9pZK5qrCj8/M/PpKOvVU5+oNfJErO6+KtSuM7k16l0sl",
+	"SjO/fmBFAVeIvlVKZIW2azV3cHM2EIUWbqmEddIp/CS13aoq1fSsmbITIe212BZuKbL/xAd9mgm3LKy4",
+	"keVGCWdEafTVcG3KUixMhU/R6o1L9Xwp9ZUaiQtRKmnh+dIJpXOV0/O0cctCX4lqo4WhgcCAhS30XIm5",
+	"2WhnUy0t3TMSY7FdFqWqL7xWam2FNmJZWGeqXSKkzoUst3Jn4YlSwPps5S7VNIHhkK8U42wkvoErrKuU",
+	"XCX4UFqnwgmzVlrlQrpRqntJz86XaiVhiRemWknXm/QK7T457yW9VaGL1WbVm4yTntutFf2krlTVe/s2",
+	"6X2rXLW7WDhV7W/Qq6UplbBqbnRuE1GZDS7NZj1qvPLWN7xNemtZyZVyTBSfbSprqm5qyGBbXs/xikyY",
+	"Bc55XambwmysWMsrNRVyZpV2YSMXRWUd/gSDKuBJ/9ioatdLelquYCz0uOaI5ZtnSl+5ZW/y6PQM18j/",
+	"fxrmYF1V6CtcpC9Nmavq0lwr3T1ws9WqEpmDK8LA55uqgqEu8e4ECLFSQ6WdqkThrLiqpHYj8VzdAD2v",
+	"Nw42toAt/+7bZ7SvOB86UfWE4GQMaTAHJnX26JO7J/U0V6u1cUrPd1+p3f68vpbXytKRm/9jU1RKWLlQ",
+	"NAtX7UT/6ZPLL8TSubVcFyJ62vArtUt1XsmFG0zEKdxx9uiRuClsMSuVuHj52dOnYr6UlZwDUYh+9n8y",
+	"uCj732yQCNzdmaxUqvtZ66kT8Wc1fvj4T39Ww/Nx/mh4/lD9eTibP344/OTPj8/loz8tHj88O88GwlRC",
+	"WiFTbV21mbtNpfLholBlLmgBRMej0154+Gg0SntZgkwg1Vmapr0MTy58TDOh7FyulZ0KiSMV12on5lJr",
+	"44BRVY65UdrLBiPxnVUwkkWl7FJUUudmhTf0pfjuu6efi5vzAVKzkvNlWOqd2YiVknqCG4DklWokL1Ep",
+	"64Bjim9VXgDrmVe7tYNzqXNVCYkPz1VV3KhcLCqzEgVwiVRf8Mbh4JCpyhWOPaHLwldzWZaqEv2ssJbn",
+	"bTcz2Bxn4KpU42Vr6ZZJ62kzk+9EP3OufL2yWSKyrSwcf8RZZEmqs7JYFS5LRK4WclM6K+R6XRYqhzcs",
+	"K7O5Wgqpd543etaLL8BJT1I9jFgtHiRRFjcgDMKVZ+PTpP7Pn02p81QLkS2Unhf66jV9nQg/ZJquerMu",
+	"KmVfS5cJK3dAMVuQDZVayULbafP9xINg1YR1RVmCvLCiD1Mv9FUCTxhMxPn4Mb65qAnvdaFfrytzVSlY",
+	"aCIaZMhD5Mg8GNy11xK+gRFO4SlBcJDMyguVi1WRD3EQpZI3eHSlY3GJBLZZC2dwCH5TxLrcWCFnZuPE",
+	"6SeC5mVAttXLupVWVArlYw7nCjgXSUsUevW88PLX+GU2DYSMk5JCqy1QGi0cfgWyVVVIMBNxfnbWXJhr",
+	"tXu9KuxKuvkyGwHt4sxwSjAiOGr4QpWLfgay9vVSlTlspFUruV6aSr1ebMoyS+DwuWKlzMYRPTB5Xxmt",
+	"Bn6tWNJPcHp0THATJR7bkbhINRyrAn5cqdVMVXjgXFGKT8YCrmtw9QfRGlnRl1aU0rpUV0qrrcoToW6U",
+	"FtslHmdeWyWrslAVngGlYceujHNKT4TkEcH3qeaVtUJqtQXdhfdpaSwSPeglZY4rNFMiV3AuYLSFFddq",
+	"jZIz1bAO+NAEL/SDuEXqtPjlPeTpWjqnKnjmf/f/c/L9//m34f/+8P3/Gf7vDz+Ok7NH52//J+3x92n6",
+	"fZr+MPzfH/4H+Oz3aQ/+/DD48TQ5e/Tobdob/HuvS5L9zRT6pbIW5VanXmHp19e1gJaCv2OtExQqfkY2",
+	"mNT0n2oX5CDf4TeXRbc4XnLzC96D8H4GHLR7sitjHWqfVkhUjFABsaJ/Oh4TyZEKNTikMCF3bo+ONLzT",
+	"8XgcqZSnnSol6Cf31ZViXWhvQY9ShCqFxyLvTVy1UT9lbZ/j0/fVITdfgsqNJ32tqrnSbpirucmJyRsh",
+	"xbwsQH1ZyR3rCCDH0M4gZWciMvkfDy9mGZzGYCVkcjLLRuIVcnJ4INAbPs7fRweWD5Ko1GJjFShO/3H2",
+	"BT5KiuwEeN9/nD3K4J//AMsJvj4fjyN6BIldLx/+uW3hooP7/cXw/8nhP8fDxz/UH1+PJkM4xKePH7/t",
+	"PpmwlHYt56qbFDYaTJmFkBu3NFVhJfw2ErzUZCzNl2p+Det+BZLX4aoh7Tywqc60zcRVaWY2ObAxE5Hl",
+	"//HJo5XBdcpytTLZrStCwz12Wfya8ILgcnxydmA1XlRq0WVnffvFZ+JPZ+djMHUWqlJ6rmwi5ma1kkOr",
+	"wHxysBoFGKFK0CmYpDqrlF0bnQ+l3el5JvpgUOqm5A2ifuI1AelQwnvlVgpXzK+VE8WiJsjCCpCmA9I/",
+	"4BGfPufn8+UPrAB7epLq2rZG/UI8rw1G6YgZPRwPRuIbEPdWgLpcXGlT3SpseKVuO8X7y8vc9WneTWw1",
+	"9y5yUgS8WEAuBLL7bHw66qYMvvL+xwVI4uwQQfCIb2GWHZKrKYlgyPdkm20p9P4450uFbht7aANQL4IL",
+	"EjTPiFDzRGTh4J3Ap0wEqhezHR0Ee1Ba4Qtvm8W/V2rRm/T+7aR2VJ3Qr/aER/yssA5ncInUfYiEAu0D",
+	"BQWbKXtm5si5Ijo6O0BH9IT3TEY06NuoiF7bIqIwGxjuPWmIXvneSegtPAqYmlVIRE+qinxFc6Od0qjx",
+	"oK1IC36yrsysVKs//t2S6nfcpr+gu+h9zdW60DtBhomCV496b5PeF6aaFXlOi/uxBnLpxZzIjYrsHfJs",
+	"hvMi+tnCDy8b4HCbfp2v2Yj62GNv+1cyNNs2YOiALQomzT82yrp9azDV/cOm4GAknrNTdhuxEBAlMHV9",
+	"I8si/5Ye/bGn7GdUWLGS5cJUKzROCxrUa/6Zd+m5iSyWjzXK5wa9JMH0QUYAalFDJGSiH8QOmfMDsIth",
+	"wVONXyRNR0AltTAbJ/q1UYWGukaWAvu0RJOdCHqSari1yMWVclacjx+2pFxjt596k5pUB2+oppr8v0VF",
+	"Y4BX3KjYd1+4KXrJ2fnAb2BCeW4c+XTf++qHJ9/vbIOJVutf/Uwb95r8xtkg8W4gaUHGWLmzqd4udxP4",
+	"jpYjE/3ge2h4bKZ40tYKZWn2+ZNnTy6fZKwK2lSfjc8FaNVK5oPEu7380yIvDy4pbLH0T54Ia1bKaJVq",
+	"VVqFJk9zEtps4ZmzimkKVNMcTEfrKulMJfAX8ifCDYlAQ3xWKXmNwZ/wCtF8Q+Hw2UCD2UZfa7PVWar7",
+	"RG3sFEIKpaGvTIWRHc2emiszYCp4IXelkfmlMc9kdaU+Nr9AX2lhhYFxn34ivir+IvrZmgb12hnzuoRh",
+	"McPgI/rrEUYJu4qZIwBVctRqtgsMP7iaPQcAwt+ZTWXhAXTGU93mTwWNIZiCLbXYBw1B9QJpcpi7xLKE",
+	"goFelJCC89y4L8xG5x+ZSdvNfOntMuIFCxgF8WErwCDzTDdhzowLAmYY8EY4rYUWGfz/mv4hHzxfOy+N",
+	"RYsy8IyardOCx/pdWG+4nNa7X0dia5Kwcie2y2K+9Ofr0pivpd6xOLYfcxEzOD4rqXde7NpsGsK58W6L",
+	"JwUSYuQY7uMSsI+BQx/hnMIa2CWIIi882RHPrmPp4JdU+9eKPrClHbmvKWI8COKT1ZeKthSGxtY5UG0d",
+	"OWFnns5F8G3DRlwpGPlgyrsWIgKFFdKRkEVXHow0PN+/MaGYE4zNaDUSGHYgH0qqm0EItudF31RBDkSj",
+	"g+fAf6qyA3SU0zI+sOSnkqUVc1lVO5F9K51Cx+XwhSmL+Y7jG+Fr4OIYNhwWyi2GHFocwpriRIacWzA8",
+	"PR0A14EJ4TnHp6HdYlMN2zQRWdqD+9JehnIi7fEQ0x67f6I8hTCArhC4RIWuVAtH1l306Gn16XjqPj3N",
+	"RF8brWgpXO3/qENl0jYDO0QC8ajgWVk7mL9v6rWXsNve4wWJaJrJNx78Pz49HY+nWxz+P7zyalO9Bp3N",
+	"T4I84bMNW4qzTWUd6SNkQa4ULDu7yA2Q/aIoS7KN1Wrtdh0zhRdP/7H5NAVuwEHyYXh/75hVqJfyEI/g",
+	"7T2J8huQTXyn2dn4T/VRufrXhbVAr3DyySAQMyUr4DzEUbNNNLIMnfMRib569Wp4sXFLpR0MUTXHtGdG",
+	"00RvZFHKWfnRFRtU/2Zyfq10LvKCYlEsLUA0FyuVdDAtu9w4YFKpzs0WVoQf8XpTTwWENgYRNm5uViqk",
+	"WgB3LaxgdXD/hL8rwbz1hIiPuSDu+ZnRi7KYO78MsKZl+c2iN/n+yHVLfuytK7NWlSvI0UHK/f5pjg2B",
+	"idgud5HSQ2EdFmpAL0pvVr3J9z2v/MNXpNH3kh7p4b2kx2vU+2HP/ZL0mqHmjuHUkdYJxZJQ3a9DnRtd",
+	"KgucH+Oc08PRbn+7wewtdO7DFPbSlzriS/yVmf1dzV3v7Q9dJHg+fkxRPk4wY7k3Et9oJWg7KPIpRWa0",
+	"+mbhvWIpZp8Vi2Iu+GzYCaVm0O8rFK8lRnsy3s+Moz/8pFRvMQKLWqZw22KuRiKbm1yR8UZKEomriYiW",
+	"lJITDicIsBht5wOImEhEX6Y6qyNjGZniDVoZ4JMKZYNROW2G70GG0wVaoXrECh3Tf+RfkXlewLLL8kVE",
+	"zwtZWpW0SBzOKJzo15uq3KesL9ApxDqv0eVO1BoQqQkUE5iIZtRjiml0epeyQeGjH7i6FAAbxKTqwxsS",
+	"bUPKZxH/2KgN6M30+qTBmF588/ISHqSNA6pAtimWqlKJsMUVJuFZ8dJJncsqT/UrNVsac23xR5gD/T8s",
+	"MDfB/wcs0Dq5WmM6jP8WbpFuU6mJuDlN0s14/HA+k1Z9ci6+/Pris+HLLy/OHn0ChJj2inwUHjJCt1kP",
+	"b1AZpxI2PLzAT62aV35yZ+MzUG3DltBvoJaEe8kVl/2Y4nlLe5OUndcjNrHTXgJf8RjwAsybStJeLp1M",
+	"e5MfU/TO84VwL35Eq2RTlfRPARSxrq2UtPf2bTahgGfD3072fbBBSGUtvLsHpmEWC7JMQOeK1rXIswEn",
+	"a0hx9uZNkD2cqgFjGG7WpM4AG5uCIpMXlZqz2wk4xcKUpdmCyXAhloUmKo0yBXxIl1JLYZIPbLSeTNo4",
+	"dk4DFaUBbaqUTiW1l8ZUqV6Y6krlTZpjL5jn9+IbOCQZKMk2E999+4wTfpDr0PLB6ZPOgCqeDYd+s4cS",
+	"5pH5aDJNUM7nak3JNPDELNV4BrdA6JhGQJFnZF/WeDqRYl4qqdHQxilpIzYWLIhCLwws86KSVyul3RQT",
+	"uuiI+nMp9lyjuLTGOhg+ZltZU974YHhpzBrGn4iy0NfD0sxlCa9YV8UNWF0yz4FNog1AtDI3Wqu5o3PO",
+	"kqmeC7otOEmKbiW1IY5YjM//3CElV/INsttOEXkhlrLKxVyufd4abtwE1gbFoiwTzgOtdjB+9k6k+lqp",
+	"9VCig9az39oNt5bWicz7uzExDZO3wARFq4ufzROy1xatEXR+oZ+1FtQUpyW1aZ2Q0CEjlXU0FlJKMxft",
+	"ZzhbPEGggF04f3ecJ4PyX4KdKljrwHB1bnxWHhwMthSjIaHnD8cA//rsZxxC5hc6w3fC6F2dqNcnIkKa",
+	"2hZWDZJU47HiqHPExOkArOSbIT4tzM3CKGCQfbZoUl2/M+QfkzFVbUpPLt73xYoYnAaU6KAWgOhcWzKs",
+	"w4XS1Tl5YIltHLqeOBJCKeUKzkiqg4UPfElVq2BdASmQWhyRX4g4MmEMiIQPJ4F3ZOzgr4fp+StMYQ+y",
+	"kyw7dhuQY5Y4axY9JeNkDFxRXATOeMPcQiIqr6ROwobhj2h9FmABwAb/3cyAEwkLb5QlMgfeBEzPC7es",
+	"VVWYPBFLs8WjvwBSKVyqC3RK+LeJmVqQO1hp7wUXZ+NzoFu4b8qToUw7PhS0tCQ4SctiiVroeblBvxlH",
+	"Mh7H2pxP6W/4UsLZYxmQ/fXJZfDHi/PxOStz8QPCwtIBnEY5p3yaalVp0DxZeKh0ImZkN2zsBhZR6nxo",
+	"Fov9ugfQ30M+4qJSytKpxJ2X5ABUOk/8ck1QdILmGw4la/4DfGaqzcaV0vKItqa6xpN8+Hw6V2boaELS",
+	"oaP3gDkB/DZIiOYOCJCpUG/m5cYWNyrVpPOCHEtYOPloo2goyH3PjSlvnCV1qvsHVM7BSHytpN0Qh8N5",
+	"UCr2nII3fvRqNVM5aJlsxz4AUvycUp7FGASCVned13HneTV5R0JVFqaeiT5yOHJabdxgQolDSLtTkaH/",
+	"MseUoJ3Qm9VMVcBH6Gu+zPo1q1cUHhKbmeGHXtKjezttSsz365KTQGBDmLoo5Uyx5OLqH2GXZos5H5E4",
+	"Pj3rksakhXesh6s2KqtFoRQZXfoaOVLmowQs9Pp1SjWm0qYari70FfrOFosESBTvHF6rHX6VJdHJ7aBG",
+	"UIMwtoamqBYbzRYDPmYwFRkaSuxDRXIQz3jPkoh5onOE7vRamW4dH6/q4XUsfvzd/WyIpsXQx1Gx/Ij5",
+	"CKfgJ2C8eidcRqYN6FFANxst7bXKByPxkldkbvyR9kv22YvvqA6rMUDQSqzZVHNFaXyWShFqs35mDCiQ",
+	"sI3EQfa38RlyqBJJYOqHKx6Ox+Nx0pD1c6MXxRWeypV8Iy4vn4m+v/xULAej+wtGLCDrIl2uLAuqP+tr",
+	"9YBOx2fnYrZzCghFfHf5xfDPQGGl0VegHsOyHlaDsa7E5Ls4MpjAxacPKTWZAqYPfIWbr0QofDSHOF/h",
+	"EjxGGti/FzSs5oR6NI6DeAlBh59zB198dylGo9EJviVLMGM+2tsQOQIFlEXRAwoT1GmCAx7jTM3NStWS",
+	"6QHGsA9a5YUbiSeB8TDhksHFQtHkapJqZmWxue9TmUpzhQGeV5QNkICsg7mpUs3RoNJK5UjjFBWabZz4",
+	"8vLyxUTM5WotwXyfeemPUaNGPiUu5c5sqlR7w0PS7HC+iVhXZl7KYoWL315JM7OqulG+wAj2BowCyy8l",
+	"GQxWXtsiAbrq4IE8qn1S/dJskehgTTFsSJwQ9Atc9fpEjQ9I5lSzaIbbs/pIfTIWNpRngm059VTTKTRZ",
+	"NxfexeIPCqgUXvZTzLH1Hjy64gJ2NtXeZlNiUcqrdxCe++7DpPeXSsnrd/NpYbLCa1I+71j/ZSDjldzV",
+	"dUKJWNmJGJPfguc8IF3MLdUKyHOvyAMVNPSgg61FZSMCh5LQndYYrTD/gRQ4/d5WyucYvusyBPUaC2KC",
+	"T1VhvGxlp8KXKJQlp2/A/I9xDAcPd+fLV1hPRutfx7q3Bb2mNlfYkBD9UzopOlJ/fB2nLyE+oDihoNkf",
+	"HZy2/bE1E1/RYS9X6xJlY1GWhb46KfSNKeZqeH7WmfxZp15+T++IXP3tffmhY0//Couyv6V1BVyjqjiX",
+	"TqH3stfBhRo1dZ3FyPvLAovWJWG9Tv7AegWtdrcVubfNfT6QM+Z6JJ7oHG0+4kOU7ARs9z/hsk+ffp6R",
+	"JciuFzpL/PCttOiNS3X/0fjhgGJJOcg7FozMD6eCZCDVWo3Dfd6+l2R2YP3mXGqxKGBMmsQvGDJoyBW5",
+	"zRp6UL2GtaHXEYwm4yX4l5qugHZIreX0GJBLbxKcH57HCDbQv/3iM/Hw4cPHifju8rOReG5qz5NF/8PU",
+	"+9VKSadFEvMP5k2Ly9xKK6ii3HJW0bGMy9hKjTutY0xUSw2a6Z2anD99+768TlsKhrH37newfdAaviWe",
+	"dgFaW4XkXNfM+jr73Gz1hHyGpNwhB408K76io6qKG1A+gQYxJ2Jr6LnWnxPaSeBoFTrN7TvZnbH51J14",
+	"QFJKgiY2N6u1nDvxt1cvQ7F+sAbCdq4r49DL7kyq0UYAw6ostOK6vL8+uRQno60qyyGGLU9KBpU4+fv2",
+	"2o7+bqleD1Ut0FUKi7XGdjPLSKYSVx4k5JqhbJDgZINLW5XAqUbdMhP9yKBOgtGM95NjLoOHFtLVNcMZ",
+	"5w6FgCj7yVfAyjmjYjASLyqFVe5NYw5j2Ghpof8fjmifLdaJQFuWcinQqucfMsy7jYEk2O8SmYHiViuQ",
+	"kuCwHHJeKYeJvqVyqBejDUL0h5RDVY/dfMvdVfCHF0yFVcikkSc2opRm/02d7wlm4jGh4g7h6Fg2NoVV",
+	"ePDemU1iUdglQL9UsnTLfQlqnXQblqVeppvrO2U439b5ppCy3HxTFBU4Xlh/TAEPAq+L+SELCC5Vslpn",
+	"O5Dv/ezTLLANnh95Xbk8GkPykZKQkZBr4INI9qBjFYtTRDb7FEVfyKqSu7skcGvIIQz2LySSURKxm4B2",
+	"7FbZPPVoN6eNLTlCZAe/4b7Hb0NHopPbcMIbhcH4YMRrCh//9urSZ3YSysW/4cfAijm/hoJZKFIGdzCj",
+	"jqxBxopoiOAjLZlDfqfYGmmeHbwjEL+nJyq78JmJsmmooNRqH5M7eBMvvN+cW7hoxF6SBoM6xNjsPl+7",
+	"iyCJ/GidWV0I6nVQuu+ktNYc6aVdo/zbq69eKnegfPfR6Z/E3159JV4qtGqf5GePHp0+FuvNrCzmAj3G",
+	"fbjwz+OHf8IhNacKF8DfwKZaHL68QkHC2ueT/POXF50K57y6aV6Iw+i89Lo4UOV4rYBR4aw+efhn4Zab",
+	"1WxdFdp1noFrt4vf+M1XLzrftrEqvswWV52XHYAJq5cxEZQRs6nKu+kVxkZrAk+mKSe4mDSgrl1uioP2",
+	"A2Gbuu5CL/VdVvQ+2QTmPhW383EKqe9GRzPzPVHdfPlLVxVzV+5EoecVFVChKItCnhadYIF9sQF0rMT/",
+	"FzBhP4hH53eb8Xeb8V/GZvypttx7s+GeFdap/Bkf6OOSueHqp3phOrK5dSeCTIR3CRcIrtJCX7JnGnfL",
+	"NHz2/hx+YOCdJzeqy50rO2tbvJa4xrq8xGcz1FKHMxokMYMHnP0BlFbXiiIhh6ypwfEiatZRvRLKRT2j",
+	"N3WZKOeKoUUYF5I+sIIV00iZ71bYlV+dDn3dL8Momg0FFaM0rsLZILxS3ZZeDWHl4ww+h7INMZpqTkaC",
+	"Z4IspJw3v650Zry+5DXoXtKjIOlrc4MKeKVes6XlyZ4/3VYCQLHa13ll1mv8Bc2H1xwL7tUZjp062h2q",
+	"xWWUWcuXeufPmO0Nev+R6kRxGD0WtxOOE4ZiKMulLvetQ810oQjr7VluDD7rEdy4DLmBQjsSFzPmviG9",
+	"cYeRY1GpualA8u6UOyAg72XaHoIxi0q9uwIhocoWIxNK5zWuXJ2lQNJR6TwAnXUeklvNa7+znOUUwv4D",
+	"Nrzfr4F9wBC+9GF2fBht7pW8iTMy+iFXFs5ldGZQWjfoveU1ojycyygZlVB8C1RSQJ9CyN/w5k7h1mLa",
+	"xHeSHlrDd1nRnQLKzK+/pOF0WBk3Hnw5mI93CS4SEx3er7K7DjLY3PSuRu4PLc8aUy5AWnAI168epU/d",
+	"ERU9Kq7pgel4vofWCYVyJ81whLauDBodBgJNGiigQDRx8jWpi/DWGtmUJCH6DzLh4amJTppJiaoSpko6",
+	"ilIQoBZ1RkYubfhrOC0tqrYqpXWTOvmSChC0WMZJB5Rd7EC24PNB01th3UGzVmtEQ1eVzURZ+PyuOhkw",
+	"JDaNsb7ZLdVqUi9kPHYx2yEXpjkQ6mBIW0AVAgc+TbV/42tnnCwzro+mlABZlnSyfk2+bkXB7P3stp/L",
+	"Jg50mHPN0sd3KXMJZocu7JMqLFO7MVpRKN0izjRQCuY5+6h7dF5S7Q9MOFzlrk5hOh2PQUQC2XUSH2PP",
+	"HcMuOepCdR9P6Y7T8bg7cBCI+RYWWs+7PqBLCbY4WiHouQxHEQWSu9tbfqzzXt3Dd/9h4uptjvdTUorf",
+	"U2igNix+pZGBy1jIBB2NVCTS+ijzMOQ8h4ga2OuDaaoPRg5AqN0mqQ7Y9lzufwtFNsEv/MhYJ8eKTM7d",
+	"xOT6JJgNqaYT7dUPxL5myeGL/HyJgwATB1W3vhdgUizUNtXBsxIP/w53A7J3Ju2at7UP/rsERbqUQr+C",
+	"h9QcxCzc0wVLj794nCpY+z06dMGoG8OBA4W/eTrG+q5GkwbfM0NGLRru1vQOT5nDL8f72F95wqVymVp1",
+	"2tN+7uX17SDrJ+g2w/MRTDKXeKoGE7EiR11CoWsOHDOpeGx/BHwKQldiKIkccj7Nk6Q6vkI61mEvA14N",
+	"8hSQlRHWJuabzpRQ/9jIEkFc4QKqWHFLtRMy1I0dRzMY6uggl5/suB7d3718iw+CluD+aSd+8+7F1y+D",
+	"w7yupUKaOxbUID4Enm94aNN3d2vSmTkqOHVP6n/fpHLfff9JruP3sajfeg/b3rpeGX2L99dDyTuhDdeD",
+	"BDXo+CSVKnr7ofcEDxABN4cCc/4+qS8gx9jgPkNorWrkb8Tp37pw75JpHwjvaDTfn1R5BqIL+bSPe364",
+	"MrTQ+4W0UK4JC64o1t+a0BsNrfOeRVS1TGkWgBxVUvUORVT3q02pRwZfzxTuVVSlktxe343FI6N3qHU4",
+	"Tgl5btyXqszfI/BPs7h3f5G+Q422VsBBlfL6fbPk+rqjUBskm3d69fdrVe8RrLkLGahV4dEuWn6/2D7n",
+	"DWwfTPOZCI49+tq30d4YGF6nBZ+D8BcOYzRURydrvti50ATUgEZFe43b6LIfASDq1YeFhNpj8ziK7vDj",
+	"C4xwfwBwrAM+aWojVeN5UkyEIA8LbKDTiKdGLOlOmKtWD6EIQKjppPplYl7FGBIeD6khRVp7lFFPoO2S",
+	"MRTJgsBtGYz2Giq9M0pVa7tqkCnuB9YCoWphT0X0tJ9H9fj80Z88XpfIlZNFafeT7Obsk/KHolV3iwch",
+	"QgfEnWGw3aQXUFhZMX/N3oDm6vgoRZgm30kMwv9Ddx4COW/9FC0uaFf1CsH82mDBmODeQj6Fk76PpBdf",
+	"ucWGK+jLWCm3NDnC8ErCO8IWAE5VGn0bDWDw6P+A2xt918TbjX7glQrv5+9tp7OPtrPb2xdS7DsshMIR",
+	"8uEBRTZOy99UeuJzhCZMRpN4k2/nivirf2MYVRh5QoTXpU98Czzj3RTiQ/rmBfYGrPvATMS+Bkq9CFt6",
+	"qMe/A3lG3K0PmmKtmXIOsXKDfS01CWATITja0M2iLCICwaNSPIIsCgjClZrLskz10mxFE8/cO8smQnoH",
+	"NuHaSax3jWAVKC2M2rhx5hjOHBR61C35rffFIXgeloXVaBL+ZlsrpzDry8tntQ4Wjxw9PvdWn7uqcF96",
+	"jnNU6eYvKOn02Z3eLUY8Ch40nugvN/GUBnxEWO1eiaWHm7vFoh0vSzzsgO8+gY5XdHh7dCCPbsjpLxKB",
+	"Bv7JsGBwUHjVqX9orUNhLNkrUgcc5b+5dFW/vvdK7FWuPNHF1dKVu6F6szaV6x30EPyeCvt7Kuy7lk8G",
+	"zHlawZ+zmrI+KD+xpNKzux9uk3Q+pWe/Puj27AJapzvzC0b3zwU4mDd1B0/56YHSRslWZ4TUZwrdK0J6",
+	"VCA03nWfjVXHQW+LWIatfI/BiCMSUWmZ2pmoidjoCPiINUL7L6Zm/IYl9++y93fZ+xHKUGJ2+N5qUQKn",
+	"fMdA2R0JvJQEZZsNu8JEfAOaqajb1qgK9QwbmulzPKxuCT2+E2H2fojJnt1JG0Hk1s7MGEsZ4bJ99nsn",
+	"gjJBJweQXC5rDODJU8yIbWILJ0eACL8T0u7PhYV50b2Qo18NEuN9Ae68gnyvuGEL3O4nhxHv1mu/RUv8",
+	"/ZzwS0zB2nq3gDfcI8i1+pQXVhR5ee+DfP8JvuTptRR31QX6FVgUa+0YmYNLE04v2wpQ4COUSN9TSHsk",
+	"5omQM3OjfESB9REg+62qsE07rYbSZnO19GE7PP436pCH45b1PibYdB+Xwk+yDghTcN9GeEe1njzft+v0",
+	"oVjppyvzd2mjrzh0Bjy+UfKE/H4iZK2tBtT8IxX6g0VX+23DcwXqLCHbg8qCTuC6J0Wn2yeOhtz1Dq/K",
+	"xIZ9q/mhM+LvptAJrgT2QVU6j1fkUC/n96/9+J7ozSn+JN0HH/QEg0uT/Rh4nfR0lLnOjwOrvctmj/b9",
+	"DtyTqPs7D+GW0X/JkIbvkKbqEw7MVscRZrInWDkZvDd//MFKzaSl2pdKVsGrXCtZD0LQm0MvgyMP3HVB",
+	"LTV9IJbzq2s2tBcHTHpvhnD18EZWyDXhtmi9vyo0pTEn7W9f1g99m/TWSufwvH1ADOUCjnK9Kj56HuBa",
+	"uQuiLJw9kILlDcW7uH0MrEFtQGoefF/IiNuyUvdI6p03dxIzmQd1CrUk7FlqWFGYHPTVymGn18LVaMz6",
+	"qiPIRBkr75IkizQULfctB7Lbe/guQipU2XxY9hNx1DvzjeM9q9tz+pLAq+JGHevXurVmJeqBeb+alYOs",
+	"NAiJ1lxb3uHDeEy8vF8ptX43U/m2xa2j4D7Om7RrrSWKaN+evBkGriU6WD+SSjV9Vvl7iADzzNfvCbn3",
+	"cMqyj6lTsD1nUOZ+SJEji72oCJqPMsoG08Y6LUx1Rd2aV0c72u84Okfkjx+IVB5KmeZ5NooFtwo7zocC",
+	"kQ996N+HKnZkzKVGijiYrs0Tef9Hqz4bLI+ws7GJztKDadOf4BsKB2/Cwd4xg3c5X41cHhp494K4uO6q",
+	"ObFT0MtPP6HU+0RkTWGfCavWssL0+9lOzM1qJS3IW9QEqNgu1fj1gAuE4q5ICXUEl1Zk+wpB4r8qVX6l",
+	"qmyUamxyiWQlKsntrSWYAWVh66Ik9JFK6//9x0ZVO0wgrJuJtX2ntykmrXE03VXnZw8f4z74Lx4mPW7E",
+	"1pv0/vv7i+H/k8N/joePX48mJ8nwhz/+exeboq7kx6eU0vUvKR9rP6+01f7wQDQnixtXxugbdFeIyfqO",
+	"F4gLEtr2WdHPtkur5q/J1879HFmUXKtd6B5GPTXYFU5OcCyEx7whAVIO27d39ROklMwbVRWLXbPxY3Mo",
+	"W2qFMYUH4dXY4tP43pn+rtD6p/m1n3C4E6aNvUwe2JH4nC3jdbiDJGezESF2kwidCLntpF+BSs1VcaMq",
+	"y3lJIPpH4sIbxaEw3Vy145URD8VX32bxtKbTsLWlaHW+p67Aoo9vTrW3pQcj8dQ1eprsRelZpByDDtIY",
+	"c3duNY3qr9R5s3te1DFmEfVeEX6hRd83KBW+P+kDYZdyreJ+Mpiu1myM6rt1cH87sTZliT2/rNisu+AZ",
+	"culkd1Hq4UqlfW7Z6UfZ6xR6TLcNMtW8PwxG7ww1LSuc2KwjSCAOofLEsZa10KIstHqHskTf4vQOCsS+",
+	"mabRyylJdYaBQnvyY1iVt/T57QndaU9+pA9vs5H4wuCJsMQDMNMW+4wjm5LhTOHkbcw5CgfnEqw0ivxx",
+	"T9hnhrhFNvAtV5Hi6TA32+DeegTvmHqRT/c6uh7b34JfEC1zF3V0gnv6drUHfTCFFSCWVmvKO8VgZ19i",
+	"ZHqHgpr7ME5F3F6WAFbu4ZkJOcjsAWm21r27ECOkHPv5JHT0uibdkIIHz+b+eYPFveWwvYDThEUMNZId",
+	"5wGEPAdPalYw1liH6sZtf8B+1QpD4GdiVWAfJN8P50gDtpL6+q4TV8q5ijSejUrE2Lc2BGY/uvNs31U8",
+	"Epx5801VAfkcWXV+i2F+3IFK6goxq7DrrneGf/fts/sfLlzNPTLYm38Xxf2XLDfvGL6+BeDCe7LANOcm",
+	"W7e0W5uKLO2lvTpFfXREJ63WktBgDs6wE47gCJ9rw9fa0BbY/vTYZoUVxbHem3shad0NOPZqaS5WTzuA",
+	"JPNVoV8HyXTIe+J/F1elmdmoQs0jN2JFIvoNvcnEWcnBD2oHCaWZEIxP3dxayOj5VLDEfPN+NdTvPgl2",
+	"FvS9NYZgYa4c/gE+/AHx5PAe7jENmrSOn+cMWmL3G+4R0DYJIdSBemaphiIRNYhNn1KLZAmDIY2IphO8",
+	"hofwbA7CwEdLmOyTxj5doQNkvqkKt3sJNhq3D1OyUtXFhrpo0H9feIr/26vLXrKXL/G3V5fcbk69WTez",
+	"pvxSbJcmspZgoiBvYIrYIjwAN8q4KaFHEh1QYpTGXBAtcBPgpLZp4iAJcDLTamM91SJa4tKUMdorKlBo",
+	"raJNjTOvl3/p3Lr39i1iYHZB2n1ewAbNNk7lvOvYMPLLy8sXuL92qcpS0B02ASY4/KvxnndWGLEPYYVC",
+	"abHR2BjRjlKdai4V9Phu3Nvvm5eX4qB6yhWY1PjPMsZVqqVm6yhz3HDXW1xom7AwbuQvs9kVpTGnvjHx",
+	"gHvnt5LfiD/Y22DNU30I11xcBGQjxmmdhPRLo0PrbU7LtKm+vHzGDag3bg9H78KnBiLWAqcNIiFUClFq",
+	"t1XhuJc4FUHuaiQYPpKYsEBeG+wVSohMsqyUzHfCKmzpl3rnHNh+YJDLSom/vfzmudgupUPlOvvMaKe0",
+	"G17u1ooqr0TfGn53Nt9UpRjm4sGPKXu+0t7k0Xg8fvsgw3bN1NVyt1Y5MDUtQDHekam5UpJcFKlmPc2O",
+	"BMHgqKoy2Oc/k+t1ydbCCRfW/RETHz0AjnVyViqRzU2uMpzTN+gsQG0BdmBtCuz9uXG2yFkozo12lZy7",
+	"CSdZrhTsu81S3X9RmZVyS7UB8UG/gpUj18VoJ1cl8ghQR818AxrSIPE9UUUu7XJmZJU/sKleyytFhGax",
+	"STzVxmQnm+KEh54Nh5siE31C7y1LauMp4Aq5Lk62SyNXBWIyNiH4pqJxXc0uMX8z/mlOWwe2WOgVHn70",
+	"JZOhfh0BlrhFDjXbXMkdt3f1jp8BLjCf4tV8nQk8/hFqAMyE9tyYMmTofm1yVQokpTdOvKiMM3NTprr/",
+	"0lVKrnAHgesksJ1OwXEYUL3gxVMhr5R2teqbDYer+fpTqh9k74OVKyWI+wnGMUIPVFgb3iVjSqItDkjQ",
+	"2XFLZVWqmbzsSHz92Yuw6F5sw2wKZ1W5EP0M/z0BEQyy2ipFw/j2ycXnXz95YEWKWCW2OYO0F/NFYP2w",
+	"jtkAN8DKhSJ2ha0Fkba1yJ7WdbzDr9TOM7ZU9/mlYi0ruVJOVYOR+AbdbVSBa4Wcz9WaHODMDjHgdKXJ",
+	"YTFJNbc4BInz4rvLLGoorxV2zhTXascwGpRandMUxPn4UQTyuZZu+cCGFxdaZBdlabbZSGRfPrn4XJws",
+	"scfVP33tN32JvOifvns9uUTRyGSyKSrBnW29gkFtjXkMC7UN7bPnZsWBtr8a1PDdCQi/qF1/qG+rlJwv",
+	"lSWXFRiS6M/OgDJP1qUsdNbwecdMh6hoXpI6qVI9N1pTM+CJyM4fngrPT7+kBf+iUGVuxaUxAmsXIyBA",
+	"Hk6qMeEbnkubZIV6M4fV/+RcfFX8ZSqy8/FY/EXm/tkZq17hAXBwTk5Hp2IuEVF6LSurRF+KVWEtunIq",
+	"sZIlmAAqF9mXBht0y/q7VDN9wFAGU5E9Gj8iJeC/VIURuOfGiZeb9dpUTuV+ADf8Izp5U42rxWN5I/r4",
+	"6Qw7jwOLyEm1uHz2EnVyrgYsi7nSVM1BkPe9r5+CtoaeL1Rf7OQE+S9JwZGprk74ppNV4aI67Z7fzl7S",
+	"45H1Jr3T0Xg0xsRZ4uG9Se/haDx6iKXvbona4x0p9ojI1GU9+566GOOgcAchQ/o66f0sdvRrUGK00co3",
+	"Gu1OTg8ZyM0y66RZX5D6lvBBUyWkOjpBVnHnIO7jk4hMlleZwP4/iciuizzzcQSQWh09exKRud06oxIC",
+	"WBka5x//vnWIay5aHdoR2RfDD9JtKmx/iq9JaHHqUgHRqhRIdaNUgINa7FfNvZiFR7QUt8Iy7B3TYHBi",
+	"FI55oKI+VVwF0W+WQQwIq9sq5/VN2iBgfd60jt1NdQv/TCyKUk38zyxTsFiCVgF+ptZDdhmS3zGIj2VX",
+	"wNHCZRiza0RvmDykHwlrkYlYyRzz7K2TlZtSPW6oLeG25KGDfxg6vvYz4H3CJ3j6ohsrMvxhCBK6MiXp",
+	"eQkx64UC4wPWEl11WHBBhFO4uvL+GttMn4/PicNZbvRP2N2p7jcWDr7LmAUYr609zXsTaib8ldqRn4jM",
+	"ADykZ+MxIXCgSoOOhEgz/Pv2emiV+6M/rxS/uyvSzv240EDq7GJlR8A6zsfnt7w6lg/Hvzpg1ey/G5eg",
+	"tYCjhuXbm3z/A5jzq5WsdnsNrjwZFlfez5BQVRJ3F0PzXF5hAhz93vsBnu5l9EF+ty/KSfbWhI3Ce09a",
+	"723yl/yi+23xvdaXe2p2LO936yMWszJzUDULjFJF60Vz5/UCbgJUx96fUrkOvyOj/NkaByOC98TKuNhs",
+	"BSFI+M1oImeo54Xk3IDIORiJZ4eQABHAyTdcQY7ofCMRzrMjhTPCir4yWmXTGrqXMaC0CkDthPlLalph",
+	"ESgoq1FpuC02owN6pZKd+qn+ZCxsIJaz8ZgZCapSaF3UgFMdHIEX0KO3gtxmhdceDN/Xl3hEP4re33Et",
+	"XIgbgfhIH4w22/iPHUTqf2P+Mz70yDDGk6cEReR95njb6d23fRfjFeFND+++6YuAaoR3PL77jgBohnec",
+	"HXHHpTFfS7371kMQvU16j44Z23cRQBEuKzoW7r7vCViFxBgCK+BdiCEFGR6rwURrPoAJwqYru+dSXivb",
+	"ehCfcdH3qT/k7G3HspNUd+T+cJJP5E4kD7ZvN89p2BrVTLct5mogOI4xiXKifEoEnXkp7GaGesKTwK0C",
+	"yIfZah9jIGcAfgX6QSPxGzOCA2+J+EZ/H8p4wCoGsBrv2/P1sla5CZqloma0J7gfGanbXj/xffrryzKf",
+	"cwSr1Fhy0GIoIwptSHI2AQN1uD9Y94GMtSC3GY21H1aZewfD/4Mk1cFLVs+r3tdEWIPFyuj/oWWuUSrl",
+	"fMlZMxOR/SgTMXvL9vePs0TIt+SWYdMJVm5TaS7Wz7iWDUwBoA2fo1BEiKOcr80BSjIJwEb2n+nBYPmy",
+	"iMDRJ0gHRdT4w3rPIaW2F3E+hE9zmMJCsFWLEwyOTfjs5R/15NB5kATn48e139Sl2hlz7XtkCTCxbZRc",
+	"sZR1Vw/Rl7rZwIvSRlNdODSwQvmOqKSGgQxEpRYbHgXttzGJN5kYBhvsn/Px46T2fbZSlmFuI/EN6L9g",
+	"VpceCVPSE9EhGvRhgqQnJDzpzKqYsx/d58KwtVfXQaMMn1+nOtIPcOWpgGoKmje98LNyYx1HKKzfJ0zf",
+	"NjrVebFYKIwba5MrD10RaBxXEUY125Fn2EMpVewhCo5yiysBq49bwxjAi42VJSVVcUuzudmUOcNvcUo5",
+	"5wP5W/txwn5e0MVEB4NAD4/GDxP84Xz8eMJUiU9ZgUHk5I6aBlD9Xb3FSueIBRbXgAvrzNqCQZkP4Tus",
+	"zrNNoiZyM+xn8uyC9obKv1OtShs32vDh1i41hb16tZrC7pm/mHz3/jUHFvLNuJqrNurtnt5y+r7f3qWv",
+	"dILXhz4P9ZbFHZH2Uhl+LarOezUEuwE1u9b44uD69mV0rBaVUmKzDtp3kBaDkFTDDBDPZ4Ovqxw5dGnQ",
+	"eRL1F8RUJow9TjjSgsGZgHCYJSL7VrlqN7xYOO5k1YGUa2XAfAhM9zAQaqr741B1bpkZOK4lwWlqsx0Q",
+	"iEn3ytBBZb8q7EQ0xkMbw1ef4KV0JW7G+ekR5PKC4DQvjUF3769K2/Xx2s06zkT3+lJSuy1FlA/TpQM3",
+	"bGNS2TANZOM6q+ZshOES40UeYyen2ivRztQ1S1HBTdVyRvj0TI+yaJVL9T7KotdLuFEMar1UuILyvm3/",
+	"pholHKpzFET1lW+grnj/SKh/Q/qsTXY8V6DlmyBAfXZy2xTWavtzGMLvX5I1cEvfsiD7sPY295LodvaF",
+	"ai372zS5f+vM68kb5/1kNSc53mz3LKuRlHLQEYrGceHUitIhUEum2PrBxBa60iPkUtK6L//LKGVdfGHK",
+	"0mxFFnVNyoLuhIwHmyJNQL3G9IKAwLNQIdnDA1dwTpy6QctCqyQOhZbSOmA4hZ5z4AGfh8YL8ElC6JIr",
+	"s6EU0K2priO7CNVinEizCJedkhiLLchK9nblXkUS2bKpDshzOIJKSda1wxKG/rpmQXuJvySYA+OUZtuT",
+	"C6EKSu50BmNvpDogOWzRRjEbV3osH6VdtfMOCM7dN96WR+3CaGUnjfaUblmZzRWKk9ku9HVmsDxf6l0p",
+	"sNVDUxTGQ7UOzGq5XitZ2QTFKNhjOqqQylOdb7DmqnC4txi33aFWh+H+lxdfPLn8/0arPBEvTh8N2B0g",
+	"Q/PqCoPZvJRzYx2Znz7wHVwt2OE4tFtFa9tcw4Z3Sp1nhWXJcV+R8xl1/jpG4CBmyAf3ulJfl30J8I2m",
+	"7JeQ00Xb9WsQBb8WBg1Lz6koZUg2XMSZuIFypcMSpJXiqimfZjpoc292uN6LJp/711FZ1EGOfVtMJyTl",
+	"AC+u4x04HUYB5Dy7UOVchz/OKfxBOHeSkvsJL6oGP6w7LHUESZipFwvQGFcKDnTLT4HHmvzAmnNl6p6c",
+	"PMIl1qbcqEqWvoVq1FZOiyKfNBs9ptpstehnn2ZRvaHPyS5DejJlV8K/wGDotdUOs9w8pOMDS+1Js8FI",
+	"ZP8Jnz59+nnmsSolBaCmQXEnIOmwzKkOUHJhbBTBR9ZOiHQMzVqpyOszEk8QugPEJ+PWSVoH0uz9nrWW",
+	"W/TPxuM6u4JTBEq1cAP08EqfGVUTAlEtudsQXNCwiBRyK3d3BLnuzWUjZT3pyuyue7zHa4MlSbQ59X5M",
+	"W709Q84qaR6Ybg6PxUpfzt7uTRBhwachIx+OqiQenjWqdk8bVbv9T/8nKtwd/vDHQUfV7geVCl8iOMQB",
+	"kUDrhVIaNm4qdmbDSC4B+BDPmu/ZjdVUKDXOKGegO6rH6S+eXHnZCRN0v4iQ/L+/RwJ/CZFAVgaBDpAC",
+	"+saTCQaXGBmn1QB5X2RdHaoVpyIKUHezhOI8BLp6gWlME4FJiti9fmgxczZL4i7rqUavh09IZgcbqc9x",
+	"ljymcT3F13DWYeKrSM/GY0r+5f/Px+fs6lBlnglZFtccQAxauc/bVOgzDHmzFP/ChDj0dAyxepbxzoJA",
+	"lK6mdOK8o1Rf6B2aAmIuNWU5ITS1my99CGw4XBbWmWonxpnoa0O/gvhBu4SnbMUY5d8f/vDMD+APfxD9",
+	"7D/x90+fZ4kwa8oUL3ciSzfj8dknsOqfPhzbjP01HL7ESm3sTWKN0a2ij/A+0NWfY69gMHJCSgX9gh7Y",
+	"drCMyvrQFmRTUgpMQ6Vk7jrNBuQQerSaWzKoZVPHfqf6wIZP6hZSURwMb/XeL/8o7JSOm7RZzSjEWWBE",
+	"cwtWBVIjA4zBXV/SvmSDRIzZu0xB6MKKayRiBoalxPIYxKpfN51J6i5qWD9DjUSSVHvg8RssVqKEFvgQ",
+	"1/T5dMyBWJkbgnA1muNdI3GRaqadB9xilecAm4QzVHmNPDAnW73QYlXMK8PZid52Pn38p7HozxTY7Wf/",
+	"/ejhICJ6zRtB2gClx3iLHDU9yhHklfbkvMWkPOtEn2J9lUL6VzlVTgQfPojeB6EKSXBPtgEopPOygOk4",
+	"6hRuNytlufha14eWfOphKWDyLihFYH8WFiQVrowdCaQdMSb3Z/yCpYTFUBS/xKtHqSYW9uk44xqPtOeV",
+	"Kbxyp1zam7S4QHAya/L5cwix1qW0j3fWh1s4Y6bMIDgpQfQjHNdUE+yJX+RotxOsXSdPAO4+8dMB84sn",
+	"0XfIMg5z4MGENGd6TOziQWwUWKL1WmnKwsvwqokAVvNwfl3oHD8hyjao3PQ9HbvwQy6dnGTRccbRZVip",
+	"A4e1ueGck86FS9kzad0QbxiClt2HVfEMMBtQegf30MEJkBFSuFoBpy5qHEfGOacaU7LpDZi8gfw/80uL",
+	"Xi2fWuyrmPGVCZU/4ZQykf2Y9miuvYl4noi0R2QH/1Jxr0gRRxS+cNVG/U/4FkPlvUmqYT2e6oV5m4m+",
+	"hzkPMXW4dzASoaKayDkytGjpAtPEzN3aMw/8ipHU+ZhEPTIR7znIIeB3VIqCK0T+Pmt8lVJjgZiOM5os",
+	"htJgcuyLujIKi8Y8C6oU7rFZYUE2VgvQfp0+EpYHtK7Mm4KPearnpcG8fzTjSr9pSNnP+RyajSuLG055",
+	"QSNugrVUOHYq7iPBHBfVIPoKlUvCCQ2L2AGG7ObLYVksFGjEmeifLsVsF8q8PGINHm1CQMGTmfjVwrWl",
+	"pfIHRukc65vwLIgfU+4kCYSRUv+Q18wD095bzvFOETbcDyPtISKFQcqcEOfEk+LfimpzjYfTPjokFlmN",
+	"8LasBbES1vCB5fx2XrxSOmUJhtyX/tVCH/fjFaktVG8TE1o/Ii3GJB7TkQS2h13XcQCpPh+PMQ8fFz0k",
+	"csWVKc3UcirYYl8swumELVOVzTwvFv1H44ci22vxl4mZ2pk6ab8R9+VqOHyh90p6ry9MHnPjmUeuKCuc",
+	"L2sOAoQ4GHfLGMSBPAuLGrR5/3b8IZuK87PH0dB9H0M/dOAIHuaE3KQka8lZKvNUr4EwSUGBjx5aRSzN",
+	"FokWgZNJIe2w5p8S7Hq3Nd+CRA+Kcd9USa3KxTIpYSk+CEeuYH51yCDHHxsW+T1hyA/i4sSqfIyMw4vF",
+	"ew28JN/QisA2gTadiOx0hWo1+rWjUg8BF4zHYyx79w6x05VNaiJ9JFaF3jiFMFEeYd2OxHMsdWCLibai",
+	"az1gpLc5KPaq1bv8KPGWILZpfcQE1piShES557Xamo8xjE4etozU8HqMDWZzaLBn44/rHvHClVAk26pP",
+	"8zntwH51o6ohwt+Q1J2ISHeh+syGVGSUYuR1nRgCnYFbX3YNkn4qwhm6y2IOcpqNGdZz2/kiTdvprpQR",
+	"fzVdTFkjv3CPzfuvbGl1OO/Ytudxn+3a+IvyimrjlnU3GcXI3ql5Oba2aXXzRhVtE9qjk+g6Jo1pWaOE",
+	"YTLS+yWb5CdlKf1aPGqfs5sodl/VTdnbkR/K5JFciMZ+ovcbDUqOuhhjlD7F36PjEfxKG2Dvx39nvWME",
+	"5P5vJzEKJIaXuisFXgLH5CT+Rk4rY615dD7mcw1syYRKBtFZEcnX2McyU6D1dIL0kd8vcgnBc81iQRYQ",
+	"VnjFkGWD0Aru7M2b0K7L9yfjQ7ou5tfDzZrCeaD1TkWl8qJCAxV0QW1cqheGOkWPxEsqZpVW7AEOYkVb",
+	"rSKlOiBXma1mLEYWwS1cziCPz8ZnnKfNi4kVureja04IrnKX6jD5UNyaBa+Db406d4Sdh85gTMuszBps",
+	"DfT+YDFstIRcZ8EbGoHDoRsJvWYBfm8utW9oziMS2lSIjayEbAFwtiBEOQi4LLjxFvpeqNokBmlswenR",
+	"BChPHR+IJVoCYdsibLad2QQcQDT8AwDg/maxdQW3gG09CGCKNYDVZu1x/YgqUp15lD70hYPmTZMNoIIe",
+	"i5bdR2xqMZ5poSxZbmCIlZghEUrV/PrlDVTCVB9RltY87ndo+ZhhFr0hQlvDY2W0T5Ah4EBnRK7Kgnbj",
+	"oMZYE1KvnQYeq493KreHgQvR7+m5CHk80ThZm/lyyjUVaDUtZEVbsTObinymoh+U9gREbdM1asrmmhNO",
+	"IvGehW++f+usY+TCnzD57OY0aR/9L7+++Gz48suLs0efYEpQdPSLfLQ3AOTvXNPuIZFp9WY7pyjQD58G",
+	"CTCUuFSfXjnMFag+uVjLKmpdDZwr1WTyeR41Ei85Zo/YLFjQ0ygOI7STCfGOGvFMWWE3i0Ux970Rb13a",
+	"wN/utbQfKFO0CVx7TMnD//2/XaFXMr+mDbnqu9IVTZxjoQ3mSFHMtftxQPq56Fu5S7AOnrPviTMPRuJZ",
+	"ca2QV7FcnG2ckKk+e/MmaYp2hHjgilhuNsVyN6k7b6V6T5DCPt5Vx3wrKO+U4GyxFGafCXdpVx26fJb2",
+	"ViZX5IajNpFpL6shMCS5fBDwX+YD1PQm/jvOpZgb9QZhxesEFF9vyHKIg686b3eZoXqyVIdulRyWRTgm",
+	"7zbCH/NQfonCYyRekbOISuQwlRw7jSJmeY5Z2XVtX1EJmOWkno7PqZupZYFoYltZgOiPh0ItnmAq/QCQ",
+	"54sxOChYMR2xK62upyBuiThflRW5QeKyTlY3qo7vNsdisQ+hR/vxfISmB5qWLxB15kqh/AxxSLaYlGKf",
+	"JLus44R71My9J5/U9STEuaO0HYUQ3UREhbYORlKnmki+OSDIo/SDpR1MRJxmw4hOtS+2CW6GhhrlXCTc",
+	"MJAzVX3t+nbK0TWkHI+zHbxLe6UCPgBLmkfoPzON6mdqrAtgZjvW3ULSD6X7hHwAShhpdkStSxhH4sJe",
+	"w3x8HSVpNLAS3hvtV5OmnOq+1GKzvqpkzkBHvPvOiEByaCYB9xjcSlwjUAYb20vnqANuiiGFZrDEq1mB",
+	"St75eDyYEMg/JT6FLC/KsoWVECHPFDHYA1nVq4l7+KJSC1VNGPEvH0q703O/p9gTNgQIU230XAGZnLYo",
+	"t7CodtiE8uBAyec19Eqnp06balRQ9kF84467x4NnDxKS7r4lKmOK6boAlMqIcSr9LqTEwSjVf/XwMZ5L",
+	"kDeagboQXwuXSYH+BcvmH+1XKdV9bfxiwlXDCxC3igJwejASF7fuLTaOoM0NUVSMKsTcoNVEjtYL9H7+",
+	"gQNgLEBCrWnorRoqvTxbMAsqJgrANpP6WIbp52yVNlviRA2LqBQc+0Q1aTpBwbA/a1MdIrsOYmcInmhB",
+	"biv8vHfqHmVC1cl7d1wezeUrtTvmDproMVf+zRR+Jz9Y0Q8v1Ucq+0GVsRtcI+TC9tvMNqagwTQk9nHv",
+	"+5AACiKD8/xOP/yAL9ucjhXDrmpaMK0J8pSOBPoumYxrN87eqbjydXj4O3FdNt+36DCp1EoWutVyHXHz",
+	"+Mj6PuB+QKifwgKdvWdToGuFSLZ0H+tJQ1JQO1hCgPV+ly7JADyJJAOvdRBcHt2APSEIKUF5GeT1qM27",
+	"LO7Lkd3SHiQBZQVLS9Bk8LaBiZQkXyfjNRiG98qa6OrZpJ4WYqeZsmTwMy65JUgpBtPvclxLd7CTqfcT",
+	"3au/RO9Wc7y3L7Q6gKeaG3rrE3+RQRdmrF2xl7uyZQNP/rnLz9vBNiLn4J0ORhZa0948iivTU90sTa+P",
+	"1OBgUTnFX9ohGXFbYXm7bQL1JqGmBqQxYzVcSA/ibwekoBeLOl3TF/GCVp14T4ysa3Q14wnX3u5GSCqJ",
+	"St3ZYO+yrPD3YFo08sqTellSHdcbRwZlayUGvvUSpfkUdWGzrxbr0AQnqc6K+rvXhX69rsxVpawlfQnn",
+	"9xrLJFjzayHPHlQTufCS+x1SEghmg5BbGd7suzcuNmWZ/TIq9s+OYB8NXezrwqKf7VdZ8C+Z2KJUaPZm",
+	"eBRTZzysRKdb6JYyqhNM0MVo10cMzDU51xcYNWghBrEeU+Nn9WWdw6Xta7w6E/NSFitK28b2T8V8J6pN",
+	"qeCqdruCjJCgczO3Jy+ffPbdt0+xWBNsZR+zSLVvLuBDnr7xfEIq2Pn4ocgWXk5kASc01Rmu5GvqkItM",
+	"j9xZjEEbhfh8+h5l1LIJap1aT8gn0vBQRYi0NXvkeirC21BaYEoiOQ9TzVlWPsfNO5uCwkRok01mWfus",
+	"tHrjvIMIEekZu7WN6hq5DNoTZ0dhQGUIQyHNKO7f/sBiuRhZptxcuOHykVooWZWFqkIPYq6O4rIt/Ba2",
+	"TXuvEPXFL0zuA2YlJudgzGkwEt95ny3pkLTPqSYsfKMnPj2dCn/ZcWI387lSuU3QT4xRNK9Xc+M4XxjE",
+	"0oQx+H3oHKODTpXlwOu2QUpZtINNlRdaVqEicSQuXP2w2m6n5bTch7VZSsKpqfu1SSG/UbYxmXibvfNZ",
+	"euqpa+9QSwVdMeeGajvlGhTccMRiZl5hyKF0GaVLUho8kFNGQ/eptpi+V+N3+PSg2c7nAeEGo+3nExb7",
+	"TE70KqKIkJpKX2LCJb2oTkjhrcB22Jah5qhQ4o1jb1ZImVU6D5SQgHXFhFBXg8c4aQ2wEZ4B5b9OeBRZ",
+	"qvvArD8ZC4uD48E0tQsaBMYawnc4XFG4CPOfStxmmM4HdBu6ckSdKBDsuemWtVhb8Wj8sO7sAHYSwQGA",
+	"zYoI25E5hvgF8kaJmVKaJzJNdUHpk1FYHfcIM5ph7MiywM6F+1XEV9oe6C53zV/gUeys+RA+Dnz+R/Jw",
+	"/KUiz1G3su4bEqtKedpHOJwSu2JEtMhH6mcqMPxYsMqXoVq59uOHVlIcA6xL0an7CFzkwyaYKlJL5sHP",
+	"AQ19n8y5aTACKJuBN/g3DwSj87Zi5PVbkPmhboFLx4Io3y5NBIQKm93QFy13Lbiv+svy6SCUzCuSg2vK",
+	"n2HRCk+biMxbbhmoI+xWpybXpEQOklRnJFxfmxs0C5t1xCRzvZD2tYhbaWtcAlBsG1iKCMqaVeo1u0gz",
+	"/A/tYPpIN2K3Kqq3gOH5IFeNNh3hbvE9U9JrpKOCF+9EJPmKc/GSex/fkx4Z1JQpCnCPvmMmoHd7DRl4",
+	"e8bdt2jmr9nbhesYFgOBvXwegMMLUn2t1JoBWDC8AJbtZRStP1z+43OYGwhmfUbjSTUOdWm2WDkwFeOJ",
+	"iArvMNZP/lN8CC4QlvtxExwpcrnzHojwdlDr+9lwuEDvWaV8rx+K91DFJMUBuVHZbEcGQK2QmDqMNq2z",
+	"DXTC6UCUumCXZms7wuyoNHFhJuqtyFMjM+KB7cSTqYtEex84dd2/5oA4oNVOfCUr1iD9jvny/njxZaME",
+	"wjZ4cbTkHxjm5Wj/wa2MvIYx/Bh+jCOgEt8N8DBq1N1GPNS+iFgEy5H2ZYaRCWq2hyp+hAIuxVJWuZjL",
+	"tehnK/km8n5yYRkhixAfIkxEBJgksQP3cZFPjCrTxIkJ+fpOOmWnINs8KkzsSSAZ0W+bS4kgS6mWV4PD",
+	"2Iq4yT8BgOW3gJZ4FEzi7yiJvxWUxBakyb013HbErwmc1Txkn5XGqsvQfP1ep4xuO9ie4/y2kCXBuEfJ",
+	"PqBsBR0YGBGykYTDP0uJ6svgV0HkR0QRaemeG/eF2ej81wUbp+SNinutRzsXxfUXcUFClPBauHsA8HwV",
+	"lHvfdT5OEEM9nMss2lH3xCNDpvrW+P1IvEJAlHZCAmKTIHhwQgA8ddthX+OSVVJfZ6I/bvvdwwgHU/KX",
+	"1u5a6nSYN2o8MH3OP52pnoyhZovdwu7XbURhgbgLhHShzAe7rLUWh8GR79uy3yOdRHU+dXrYgp3xFTfk",
+	"6IDNKjRiJWA3XdPwvfrB7vWvYuw+9I/299Jegpnscd8QpsWjA0mNDlN7zekW+BTulsppKQgs9DyrK6jt",
+	"PsBQK7Ux9KqMtzD4MJ6H2oy+L7J/OG6AKxSMrNCl8bwwZfk+ePG9stBaiR3YFDHOFm/2OvQn8Gx8moiM",
+	"Or6GdvxT5OqpNhtCWNgjsqipYmhcrJR/RYbNrbJmTppvBuixXOPCu4gxhG0mLdZstd9Eqq6STHJ1I0i8",
+	"6HCBOg2pK7FlZkyppP7Add60oS+xf1uX7vcSIwIcFZ56ZlTYJo/aT6v95efITTzHCyhXMccjp2Gc4kFc",
+	"kthhqn9XEH5uBQFz8GTgjaAeYC0LGJmeJFAsFr7zb3ySfyZXQ3Ikh32a3+WWQMizn9Ut8TVmemc4EAJ8",
+	"wo8gMTGjsvYZBm0DzHyPbZeTjPfeULs0W2bT/ETfRCyAks5MvhtMRZb20l4m5qWSlaWGCcADKC5JfWLj",
+	"NKtWzMTHtT1uSaWoZM63anJqzVKeZsORfskN/WPg3QdsPaDk8I5w3zqKEMAKOwkMB77a2A33UKoLoeJa",
+	"D0wFkeJ8PMZMhPqi0BNYGxoYx/ut8eDt+G2qEcn8dHx2jpWHDJBLUwl+ndJcXfkc0KZqwL0i/guJ65fn",
+	"DsFx3asJ0vj9vvuWrrFhja1y04bkaMTKf/ef/Br9J58Rt2gwuSP9J9Tr/q7eus2O+O/QWvdbes3P0lkX",
+	"3z16t405ppDVN5vgxTnYlze09r4b170Thfulv/8ns767PFQeEHoaNW6nACW6oqTeJXVlxlpVq8KNRAN9",
+	"HhOiVnWfxRrGfA9xXuwBzv9KFNjfLKr0X0ErAqqmvDLYxi42UtNz7LvqhJyLSfeDcYDwEkYG2+9U54mM",
+	"2wCsirojW+9fEhTr2JyeQAcH0LB6vw2Ip0DRDyxP2PogMFXbUz7h4JZT8POlk3+H/fF8nyVf+ktF3/XM",
+	"Ikjjuq2G312zCI6jScA6aPhfY8yDdma0hy5AOyGsX6FFA8BgJKgpJw2QkjbrXvJypVLNc5gwTLfUO1++",
+	"bglvq8Z3pLcktQfcJ7a06sz5h9crLojIIqd0vTaFRWBazsAN6SgU8uWFxUOH2D3tZCCEPgmaWKrxhhZh",
+	"wXJsrBJ97CA9Go1O6LGM6Y7511qxB0szVgA+xxlcJupwGzYTc6obXQlBK8OeU4gZvNGVKqVT+S0100kk",
+	"xusCadGuj+5TMpOs64qz2wqP311buX858ccoEg7z+Zm63Ib33+pqrKXaPQtyCTVhJ+5XkOuPH0E5bAno",
+	"ez8ywfn6SFraMNLJL1TJ++XWRL7AxT6iJJIYbE0KjFJPBXiausjlXQWPqe5ngblQ4dtgIu5R50gMyxqj",
+	"lXVxB92u+sWR+KbaY8CpZg7JDZ+IrRML7LeZ+CARVwU2nQoNBhFfpc4R3CIpggBvTyzUHXaAMUzE8XWH",
+	"qe4qPBTH1x2mOi48FL/XHf5saYEeH+aQLniwFBG7JnbWIja0wzudAL+dbD5mPu+ez3coFS6Iwd9z4iKd",
+	"4PfkuH+15Lhj/TJH8Bzscfpz8hwshOYiKALiDAVQtl0NDbI27V00amDSHuLk7RU4TyNQ1u4qZn88YrOR",
+	"PJLzYCkjWo0swJIkNWQpfaNHuNXbuXeUIUeYd1EFdMsyvkh1abaIAMRGn1eZebuBNU4afotrpdbknLAM",
+	"S1FfXdhQJUZ2QNSP2Q+fp+TB0C4bX3PmAVqkflVCNca+3Yx4X5HXyNvqg4kXAlwobMld3jLZV0pqsviv",
+	"lKPy0pa+B4RAZTAYBKUmOZYBeQn5zRb/VAg4qqipZm1A+xlM69Ij75PGjclp7zCOutE5J2WFxRiJbzBc",
+	"j/6B2KKn2htt2OBvlpRH8WF2HGBOEENQhmdwMTUNP59ihJeb5BBOmwcA4ytE/3x8PhiJbxExmJuH8uTb",
+	"fUJXplITbge6C1Vmj8YPMRooF6pb1sKzmm7bD2pTw+s+dsw0vP5leHlH8g4SjzbbQEC0w75oij1sHv4u",
+	"eJVi3iAr5TM/jf4XLGjlIsH9WtaOktdU71W0pj+7/7vT6yj6kQt84g9sqvdZAxHR9Bau4Of4LxSpvtU9",
+	"2i5ybaOi7FW9dig9aEbbwx0NLoIhjt0Dg3LlsyLZUd3IuSRkZuoV5w31Boxay94nW1z0fX1ZI2sG20bu",
+	"25mDW5ywEUild9RT73z0J4dJn/zIn95mHomyA5WFr2GEBUaM7XxIaO/YHk+10RrhhTHbFReH0Yx16KcV",
+	"hxqolVV7qWlxQpYTN5d7UqOp0EFqRiSIx/QLx0nOIAB99bD211LBrb+xmeoiagKYqdLoK5tqtmM5OBGn",
+	"2eJ5L6xHFLSbWTaY+geEnhGwhamOmBzFjRjzQFYqakTmCQuojxg2xsltqus8LB4fR+E4mbqRUYyd0vi6",
+	"UNhmM//K/ul4HKevjwSl8GGbsm5gwoHXN/5ukKb54V1qwjc1zuoHUxHw6T+b0509ut1izm8PtSw87GvH",
+	"fo1YuP3xhf9vXaIACdZEmiCHIf6yMNwQj45CU1qwcGjKiprjNdNxWu51b/5FflzqTKgN8ys4ORbNFG32",
+	"UYFRxYGBgWo+iEuH9th04Q5wz1S32aeIuee0bi7bhiKidq0BMMG3/gxxn8DhC8RS9GIuI9RW6lCS6oAv",
+	"zjGET8bCRrk9Y986IJ5baNUSanXJDsGM1E3NvlGMBLx9H0GqmV+E3dzFlJ7oPOZJH8x4wFc8Aa2+MwgD",
+	"P0wjZApRFpZ9q8ybo/So0W85FvZrwmiJOAntDegLe4fyAC85kATlE04+HlUeyoCKhNbvFPcLQaJoq9R1",
+	"c6sjco8i0ruf+9YTSn6M+5YvrgMnnW7cjslwGWR0fh7YJLS92IsspbrPyzlpyaLLy2dCWkLtsArU2L/S",
+	"EkXIPobCz0WFMrH2JvaDYPFCji/hUiqC9xlQwgwwaUWC78polUVdTVjaY2cuYuSrkfhKqTWpdgH6GoV8",
+	"HRwPaOfH+t7gkR9FqYYXfbRIFb9x3Zm68tXPqCB/RLb0W9fF6TDUenGJvV/wPHSK0bgPyS3q+aY4kevi",
+	"ZLs0clX0Jj+2svJ/7FEz+IuNW/Ym3/8ADIp6mnT1vLuI0LVk5UJ+4JUR1UaL0cl8lZ/4S4bDXN1kU+qj",
+	"HOIN0lF2FQx5U5W9SW/p3HpycnJ69qfReDQenU7+PP7zGDklT2lvFGT7J4JBJXmVGjACrDUbjX6vHPV5",
+	"fCcX51IZx3718mcGLFF9VbuWbBLK+RHkBowD733ziaKdeaF7PrGoNLh2uO0P4ZtDRpjo46iTRqutxDvK",
+	"B775ikcj9tA86DNBJi+xl1FjHEwr+6OgjNjTT2jlKA0qJrkk9lVR8XbzlXXxQvut8MShVa7rtYidR8ik",
+	"Mh8aXe5ELu1yZmSVIzDapsgGVIQdd1ybqYDbfvHi6ZQa4ufo6WQSxTujQYSndgziGUMY8DxkXuB/68rM",
+	"lJ2CWUr+M61UTt2/+aFcstLda/xa7XwIr7jSvKdJ6BbloVitT0pdV8ZhS1VnQgWkWgmzWJSFVrcNgx7d",
+	"e/vD2/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

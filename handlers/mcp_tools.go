@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -211,10 +210,6 @@ func (s *Server) mcpInspect(ctx context.Context, in lockArgs) (mcpLock, error) {
 		return mcpLock{}, err
 	}
 	resp, err := s.InspectLock(ctx, InspectLockRequestObject{Namespace: in.Namespace, Name: in.Name})
-	if errors.Is(err, locks.ErrNotHeld) {
-		// The API's 404 not_held; to a tool, a free lock is an answer.
-		return mcpLock{Lock: key.String()}, nil
-	}
 	if err != nil {
 		return mcpLock{}, err
 	}
@@ -222,7 +217,11 @@ func (s *Server) mcpInspect(ctx context.Context, in lockArgs) (mcpLock, error) {
 	if !ok {
 		return mcpLock{}, fmt.Errorf("inspect_lock: unexpected answer %T", resp)
 	}
-	return mcpLockOf(LockInfo(r.InspectLock200JSONResponse)), nil
+	if r.free != nil {
+		// The API's 404 not_held; to a tool, a free lock is an answer.
+		return mcpLock{Lock: key.String()}, nil
+	}
+	return mcpLockOf(r.Body), nil
 }
 
 func (s *Server) mcpList(ctx context.Context, in listArgs) (mcpList, error) {

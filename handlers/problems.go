@@ -58,7 +58,7 @@ var engineProblems = map[locks.Code]problem{
 	locks.CodeTicketNotFound: {status: http.StatusNotFound, code: ProblemCodeNotFound, title: "Ticket not found",
 		detail: "no such ticket: its wait ran out, it was not polled in time, it was closed, its grant ended, or the Ticket-Token is not its token"},
 	locks.CodeNotHeld: {status: http.StatusNotFound, code: ProblemCodeNotHeld, title: "Lock not held",
-		detail: "nobody holds this lock"},
+		detail: "nobody holds this lock", header: retryAfterNotHeld, extend: notHeld},
 	locks.CodeSessionEnded: {status: http.StatusNotFound, code: ProblemCodeSessionEnded, title: "No live session",
 		detail: "no live session of this Session-Token: it was ended, its lease ran out, or it never was; its grants ended with it: open a new session"},
 	locks.CodeSessionNotYours: {status: http.StatusForbidden, code: ProblemCodeSessionNotYours, title: "Not your session",
@@ -169,6 +169,7 @@ type problemBody struct {
 	RetryAfterMs *int64       `json:"retry_after_ms,omitempty"`
 	Limit        *int         `json:"limit,omitempty"`
 	Reason       locks.Reason `json:"reason,omitempty"`
+	MinHoldUntil *time.Time   `json:"min_hold_until,omitempty"`
 }
 
 // statusClientClosedRequest is the status of a request whose caller hung up
@@ -271,6 +272,25 @@ func lockHeld(b *problemBody, err error) {
 			b.Detail = "the lock has " + strconv.Itoa(held.SharedFull) + " shared holders, the most it may have (--max-shared-holders); " +
 				"the soonest of their leases ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed: retry then, or wait (wait_ms) for a place"
 		}
+	}
+}
+
+// retryAfterNotHeld and notHeld tell, of a lock nobody holds, until when a
+// released grant's min hold keeps it from new holders, if one does.
+func retryAfterNotHeld(h http.Header, err error) {
+	var nh *locks.NotHeldError
+	if errors.As(err, &nh) && !nh.FreeAt.IsZero() {
+		h.Set("Retry-After", strconv.FormatInt(ceilDiv(time.Until(nh.FreeAt), time.Second), 10))
+	}
+}
+
+func notHeld(b *problemBody, err error) {
+	var nh *locks.NotHeldError
+	if errors.As(err, &nh) && !nh.FreeAt.IsZero() {
+		ms := ceilDiv(time.Until(nh.FreeAt), time.Millisecond)
+		b.RetryAfterMs, b.MinHoldUntil = &ms, &nh.FreeAt
+		b.Detail = "nobody holds this lock, and the last grant's min_hold_ms keeps it from new holders for " +
+			strconv.FormatInt(ms, 10) + " ms more"
 	}
 }
 

@@ -366,6 +366,11 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		if b.Value != nil {
 			ar.Value = *b.Value
 		}
+		if b.MinHoldMs != nil {
+			if ar.MinHold, err = s.minHold(ctx, *b.MinHoldMs); err != nil {
+				return key, ar, err
+			}
+		}
 	}
 	if err := s.capHold(ctx, req.Body, &ar); err != nil {
 		return key, ar, err
@@ -451,6 +456,15 @@ func (s *Server) ttl(ctx context.Context, ms int64) (time.Duration, error) {
 			by = "the max_ttl of the policy rules that grant this token"
 		}
 		return 0, invalid(fmt.Sprintf("ttl_ms must be between 1 and %d (%s)", maxTTL.Milliseconds(), by))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// minHold checks a min_hold_ms against the caller's TTL cap before
+// converting it: a min hold is a lease the holder cannot end early.
+func (s *Server) minHold(ctx context.Context, ms int64) (time.Duration, error) {
+	if maxTTL := s.maxTTL(ctx); ms < 0 || ms > maxTTL.Milliseconds() {
+		return 0, invalid(fmt.Sprintf("min_hold_ms must be between 0 and %d (the longest ttl_ms this caller may ask for)", maxTTL.Milliseconds()))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
@@ -602,19 +616,35 @@ func (s *Server) InspectLock(ctx context.Context, req InspectLockRequestObject) 
 		return s.watchLock(ctx, key, req.Params, stream)
 	}
 	info, err := s.cfg.Backend.Inspect(ctx, key)
+	var free *locks.NotHeldError
+	if errors.As(err, &free) {
+		return freshInspect{index: free.Index, free: err}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return freshInspect{InspectLock200JSONResponse(lockInfo(key, info))}, nil
+	return freshInspect{InspectLock200JSONResponse: InspectLock200JSONResponse{Body: lockInfo(key, info)}, index: info.Index}, nil
 }
 
-// freshInspect is a plain GET's 200: no cache may keep it, as none keeps
-// its 404 (a problem) or a watch's answers, which say the same.
-type freshInspect struct{ InspectLock200JSONResponse }
+// freshInspect is a plain GET's answer: its 200, or, when free is set
+// (ErrNotHeld), its 404 problem, which the one error table writes; both
+// with the lock's index in Lockgate-Index, set here for both, which a
+// long-poll starts from (#39). No cache may keep the 200, as none keeps
+// the 404 (a problem) or a watch's answers, which say the same.
+type freshInspect struct {
+	InspectLock200JSONResponse
+	index int64
+	free  error
+}
 
 // VisitInspectLockResponse implements InspectLockResponseObject.
 func (r freshInspect) VisitInspectLockResponse(w http.ResponseWriter) error {
-	w.Header()["Cache-Control"] = noStore
+	h := w.Header()
+	h["Lockgate-Index"] = []string{strconv.FormatInt(r.index, 10)}
+	if r.free != nil {
+		return r.free
+	}
+	h["Cache-Control"] = noStore
 	return r.InspectLock200JSONResponse.VisitInspectLockResponse(w)
 }
 

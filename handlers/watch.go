@@ -213,18 +213,25 @@ func (w *lockWatch) pollWait() time.Duration { return max(min(w.wait, time.Until
 // the caller's (at once for index 0), or at the wait's end, or when the
 // gateway begins to shut down. Its error is the backend's, or the
 // caller's leaving, never the wait's end.
+//
+// The wait bounds only the wait for a change. The state it answers is
+// read first, bounded as a plain GET's read is (by the backend's own
+// timeout, and the caller's leaving): a backend that reads a lock nobody
+// watched yet (Redis) cannot answer its state at the caller's index
+// before that read, and a wait of a millisecond must not make that read
+// a 503.
 func (w *lockWatch) poll() (locks.Change, error) {
+	// 0 is "nothing seen yet", a watcher's first look: the state now, at
+	// once, even of a lock never taken, whose index is 0 too.
+	now, err := w.s.cfg.Backend.Watch(w.ctx, w.key, -1)
+	if err != nil || w.after <= 0 || now.Index != w.after {
+		return now, err
+	}
 	ctx, cancel := context.WithTimeout(w.ctx, w.pollWait())
 	defer cancel()
 	stop := context.AfterFunc(w.s.draining, cancel)
 	defer stop()
-	after := w.after
-	if after == 0 {
-		// 0 is "nothing seen yet", a watcher's first look: the state now,
-		// at once, even of a lock never taken, whose index is 0 too.
-		after = -1
-	}
-	c, err := w.s.cfg.Backend.Watch(ctx, w.key, after)
+	c, err := w.s.cfg.Backend.Watch(ctx, w.key, w.after)
 	if err != nil && (w.ctx.Err() != nil || !waitEnded(err)) {
 		return c, err
 	}

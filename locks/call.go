@@ -66,6 +66,10 @@ func (c Call) Check() error {
 		return &CallError{"a Session-Token cannot be combined with Prefer: respond-async: tickets cannot join a session"}
 	case c.IdempotencyKey != "" && c.Ticket && c.Req.Wait > 0 && c.Reenter == "":
 		return &CallError{"an Idempotency-Key cannot be combined with Prefer: respond-async: poll the ticket again instead of retrying the acquire"}
+	case c.Req.MinHold > 0 && c.Reenter != "":
+		return &CallError{"min_hold_ms cannot come with a Lock-Token: a re-entry keeps its grant's"}
+	case c.Req.MinHold > 0 && c.TicketApplies():
+		return &CallError{"min_hold_ms cannot be combined with Prefer: respond-async: tickets carry no min hold"}
 	case c.Req.Handed != nil && !c.TicketApplies():
 		return &CallError{"callback_url is for tickets only: an acquire with wait_ms and Prefer: respond-async"}
 	}

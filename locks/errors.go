@@ -177,6 +177,28 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// NotHeldError is ErrNotHeld from Inspect: nobody holds the lock, whose
+// index (see Watcher) was Index, as Watch with an index below 0 reports
+// it: a watch from it returns at the next change. FreeAt, when not zero,
+// is until when a released grant's MinHold keeps the lock from new
+// holders.
+type NotHeldError struct {
+	Key    Key
+	Index  int64
+	FreeAt time.Time
+}
+
+func (e *NotHeldError) Error() string {
+	msg := "inspect " + e.Key.String() + ": " + ErrNotHeld.Error()
+	if !e.FreeAt.IsZero() {
+		msg += ", kept by its last grant's min hold until " + e.FreeAt.UTC().Format(time.RFC3339Nano)
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrNotHeld) true.
+func (e *NotHeldError) Is(target error) bool { return target == ErrNotHeld }
+
 // Unavailable wraps a backend failure so that it matches ErrUnavailable and
 // still unwraps to its cause.
 func Unavailable(op string, what fmt.Stringer, cause error) error {

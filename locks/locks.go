@@ -46,8 +46,9 @@ type Locker interface {
 	// token does not hold the lock; it never brings back an expired lease.
 	Renew(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error)
 
-	// Inspect describes the current holders, or returns ErrNotHeld. It
-	// never reveals an owner token.
+	// Inspect describes the current holders, and the lock's index
+	// (Info.Index), or returns ErrNotHeld, as a *NotHeldError with the
+	// index. It never reveals an owner token.
 	Inspect(ctx context.Context, key Key) (Info, error)
 }
 
@@ -145,6 +146,13 @@ type AcquireRequest struct {
 	// value becomes the lock's when the lock is handed to it. Exclusive
 	// grants only: a shared hold carries none.
 	Value string
+	// MinHold keeps the lock from everyone else until the grant's
+	// acquisition plus MinHold, even once it is released: a release before
+	// then answers as ever, and the lock stays unavailable (ErrHeld, its
+	// RetryAfter up to then; Inspect's NotHeldError says until when) and
+	// goes to the first waiter then. 0 for none. Exclusive grants only.
+	// A lease that ends unreleased frees the lock at its end, as ever.
+	MinHold time.Duration
 	// OwnerToken is the owner token to grant under: "" for a new one; a
 	// session's grants have tokens derived from the session's.
 	OwnerToken string
@@ -219,6 +227,12 @@ func (r AcquireRequest) Validate() error {
 		return fmt.Errorf("%w: max_hold must not be negative", ErrInvalid)
 	case r.MaxHold > 0 && r.MaxHold < r.TTL:
 		return fmt.Errorf("%w: max_hold (%s) must be at least the ttl (%s)", ErrInvalid, r.MaxHold, r.TTL)
+	case r.MinHold < 0:
+		return fmt.Errorf("%w: min hold must not be negative", ErrInvalid)
+	case r.MinHold > 0 && r.Mode == Shared:
+		return fmt.Errorf("%w: min hold applies to exclusive holds only", ErrInvalid)
+	case r.MinHold > 0 && r.MaxHold > 0 && r.MinHold > r.MaxHold:
+		return fmt.Errorf("%w: min hold (%s) must not be longer than max_hold (%s)", ErrInvalid, r.MinHold, r.MaxHold)
 	}
 	return ValidateValue(r.Value, r.Mode)
 }
@@ -331,6 +345,11 @@ type Info struct {
 	// Value is the exclusive grant's value ("" for none, and when held
 	// shared).
 	Value string
+	// Index is the lock's index (see Watcher) in the state described, as
+	// Watch with an index below 0 reports it: a watch from it returns at
+	// the next change. Inspect sets it (0 when the backend keeps no
+	// history); List leaves it 0.
+	Index int64
 }
 
 // Valuer is what a backend offers for the values of grants (see

@@ -22,9 +22,12 @@ type Watcher interface {
 	// Watch returns what changed on key's lock after index after: at once
 	// when the lock's index is not after, else as soon as it changes. When
 	// ctx ends first it returns the lock's state at after, with ctx's
-	// error. An index below 0 asks for the lock's index and state now, at
-	// once, with no events. A backend that keeps no history (History 0)
-	// cannot number events, and answers ErrInvalid.
+	// error; a backend that had not read the lock yet has no state to
+	// return then, and fails with ErrUnavailable, so a caller whose ctx
+	// bounds a short wait looks first (below). An index below 0 asks for
+	// the lock's index and state now, at once, with no events. A backend
+	// that keeps no history (History 0) cannot number events, and answers
+	// ErrInvalid.
 	Watch(ctx context.Context, key Key, after int64) (Change, error)
 }
 

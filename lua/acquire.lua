@@ -15,9 +15,14 @@
 --             from an earlier call, to keep its place when it rejoins, '0'
 --             for a new arrival. (A call pays for the arguments it sends:
 --             one that does not wait sends none of these.)
--- ARGV[11]    only for a grant with a hard cap: its max hold, ms (at
---             least ARGV[2]; see lib_grant.lua grant). A call with one
---             that does not wait sends '' and two '0's as ARGV[8..10].
+-- ARGV[11]    only with a min hold: ms from the grant until which the
+--             lock stays from others, released or not (see grant; the
+--             caller sends ARGV[8..10] as '', '0', '0' if it does not
+--             wait); a waiter's grant carries it too; '' for none
+-- ARGV[12]    only for a grant with a hard cap: its max hold, ms (at
+--             least ARGV[2] and the min hold; see lib_grant.lua grant). A
+--             call with one sends ARGV[8..11] as '', '0', '0', '' if it
+--             neither waits nor has a min hold
 --
 -- Returns  {SHARED_FULL, retry_ms}
 --              a shared request that does not wait, when the lock has its
@@ -39,7 +44,13 @@
 
 local K = lock_keys(ARGV[5])
 local tok_hash, ttl, me, shared, value = ARGV[1], ARGV[2], ARGV[8] or '', ARGV[6] == MODE_SHARED, ARGV[7]
-local max_hold = ARGV[11]
+local min_hold, max_hold = ARGV[11], ARGV[12]
+if min_hold == '' then
+  min_hold = nil
+end
+if max_hold == '' then
+  max_hold = nil
+end
 -- The token's record (lib_record.lua): nil for a new token, and so the
 -- read that stops the script while its slot migrates (see once.lua).
 local rec = redis.call('GET', K.record)
@@ -74,9 +85,11 @@ end
 -- answered, and it takes nothing: an acquire has one effect however often
 -- it is delivered, with no record of the call (see once.lua). But a
 -- waiter whose hand-off ended before it picked it up (a break, 'b'; a
--- lease that ran out, 'h:') still waits, and its calls go on.
+-- lease that ran out, 'h:' and the id of the hand-off's call) still
+-- waits, and its calls go on; a copy of the call that was granted (its
+-- own id after 'h') does not.
 local c = rec and string.sub(rec, 1, 1)
-if c and (me == '' or (c ~= 'b' and c ~= 'h')) then
+if c and (me == '' or (c ~= 'b' and c ~= 'h') or string.match(rec, ':(.*)$') == CALL_ID) then
   return FENCED
 end
 
@@ -88,6 +101,9 @@ if me ~= '' then
   end
   if value and value ~= '' then
     req.v = value
+  end
+  if min_hold then
+    req.mh = min_hold
   end
   req.cap = max_hold
   seq = enqueue(K, now, me, ARGV[10], ARGV[9], K.alive_ms, req)
@@ -102,7 +118,7 @@ if me == '' then
   holder = h.holder
   local free = not holder and not delayed(K)
   if free and not shared then
-    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, max_hold)
+    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
     return settle(K, fresh(fence, ttl, now, at))
   end

@@ -44,6 +44,10 @@ local now, t = clock()
 local tok = current(K, now)
 if not tok then
   return {0}
+elseif tok == RESTING then
+  -- No grant, but a released one's min hold (lib_handoff.lua rest): the
+  -- break ends it, and the lock goes on.
+  redis.call('DEL', K.lock)
 end
 local by, period = ARGV[5], tonumber(ARGV[6]) or 0
 K.ev = {}
@@ -88,7 +92,7 @@ if tok == '' then
     redis.call('HSET', K.lock, 'bk', string.format('%d', now + left))
   end
   keep_shared(K, now)
-else
+elseif tok ~= RESTING then
   n = 1
   local f = redis.call('HMGET', K.lock, 'fence', 'sub', 'own', 'p', 'be', 'bb', 'ik')
   local be = tonumber(f[5])

@@ -1,6 +1,7 @@
 -- lib_describe: describe, the holders of a lock as inspect.lua and
--- watch.lua answer them (the keys: see lib_keys.lua). A library, not a
--- script on its own; read-only.
+-- watch.lua answer them, and index_at, the lock's index as inspect.lua
+-- answers it (the keys: see lib_keys.lua). A library, not a script on its
+-- own; read-only.
 
 -- describe returns, for the lock hash lock, its queue and its readers,
 -- {mode, waiters, now_ms, holders, [fencing_token, ttl_ms, subject,
@@ -10,11 +11,14 @@
 -- last, so that the reply's size and cost are bounded. Shared holders
 -- whose lease ended are left out, not dropped; token hashes never appear.
 -- A holder's hard cap is its cap (lib_grant.lua grant), ms on the Redis
--- clock, or 0 for none.
+-- clock, or 0 for none. A lock that a released grant's min hold keeps
+-- from others (see lib_handoff.lua rest) is {MODE_RESTING, until ms}.
 local function describe(lock, queue, readers, now, most)
   local tok = redis.call('HGET', lock, 'tok')
   if not tok then
     return {}
+  elseif tok == RESTING then
+    return {MODE_RESTING, tonumber(redis.call('HGET', lock, 'mh'))}
   end
   local waiters = redis.call('ZCARD', queue)
   if tok ~= '' then
@@ -39,4 +43,26 @@ local function describe(lock, queue, readers, now, most)
     return {}
   end
   return out
+end
+
+-- index_at returns the index (lib_history.lua push_events) of the lock
+-- whose name record is fence and whose readers are readers, as the first
+-- script to write to it now would find it: the record's, plus the events
+-- that script records before anything else (lib_grant.lua current) unless
+-- the lock hash names an exclusive holder or a min hold (owned): the
+-- exclusive lease that ended unreleased (check_expired), and each shared
+-- lease that ended (purge_ended). So a watch from the index that inspect.lua answers waits
+-- for the next change, where it would answer at once with an expiry that
+-- happened before the read. 0 while the record keeps no history (the
+-- first event numbers it from the clock). Read-only: one GET, and a
+-- ZCOUNT when the lock hash names neither.
+local function index_at(fence, readers, owned, now)
+  local index, note = record_index(redis.call('GET', fence), not owned)
+  if index == 0 or owned then
+    return index
+  end
+  if note and note[1] <= now then
+    index = index + 1
+  end
+  return index + redis.call('ZCOUNT', readers, '-inf', now)
 end

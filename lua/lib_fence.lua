@@ -70,6 +70,19 @@ local function parse_record(v)
   return rec
 end
 
+-- record_index returns the index of a name record's value v (false or
+-- nil: none) as parse_record reads it, and with note, the note of its
+-- exclusive grant's lease too (false for none), decoding nothing more: for
+-- inspect.lua, which reads the record and writes nothing. A record of
+-- digits (no history) has index 0.
+local function record_index(v, note)
+  if not v or string.match(v, '^%d+ ?%d*$') then
+    return 0, false
+  end
+  local _, _, i, h = cmsgpack.unpack_limit(v, note and 3 or 2, 0)
+  return tonumber(i) or 0, h or false
+end
+
 -- record returns K's name record as the running call has it: {K, n: the
 -- last fencing token, i: the index, note: the packed note of the exclusive
 -- grant's lease (lib_history.lua hold_note), false for none, w: ms until

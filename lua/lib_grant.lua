@@ -44,12 +44,14 @@ end
 -- both strings. ttl is the lease asked for: what a pick-up, or a renew
 -- without a TTL, gives. A provisional grant is one handed to a waiter that
 -- has not picked it up yet. value is the grant's value (nil or '': none),
--- which lives in K.lock and so ends with the grant. max_hold, ms (nil: none),
--- is the grant's hard cap: K.lock's 'cap' says until when (acquired at
--- plus max_hold), which no lease passes; at least ttl, so that the first
--- lease needs no cut. A free lock has no hash to clear: every script
--- writes to K.lock only after finding it held (tok set), or here.
-local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, max_hold)
+-- which lives in K.lock and so ends with the grant. min_hold (ms, nil or
+-- 0: none) keeps the lock from others until that long after now, even
+-- once released (see rest). max_hold, ms (nil: none), is the grant's hard
+-- cap: K.lock's 'cap' says until when (acquired at plus max_hold), which
+-- no lease passes; at least ttl and min_hold, so that the first lease
+-- needs no cut. A free lock has no hash to clear: every script writes to
+-- K.lock only after finding it held (tok set), or here.
+local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, min_hold, max_hold)
   local fence = next_fence(K, t, retention)
   local at = at_ms(t)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
@@ -60,8 +62,11 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, va
   if value and value ~= '' then
     redis.call('HSET', K.lock, 'v', value)
   end
+  if min_hold and tonumber(min_hold) > 0 then
+    redis.call('HSET', K.lock, 'mh', tonumber(at) + tonumber(min_hold))
+  end
   local cap
-  if max_hold then
+  if max_hold and max_hold ~= '' then
     cap = tonumber(at) + tonumber(max_hold)
     redis.call('HSET', K.lock, 'cap', string.format('%d', cap))
   end

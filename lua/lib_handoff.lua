@@ -47,7 +47,7 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
       fence, at = add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.cap)
       holder = ''
     else
-      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.v, e.cap)
+      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.v, e.mh, e.cap)
       holder = e.t
     end
     event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, fence, e.v)
@@ -92,10 +92,33 @@ local function lift_delay(K, now)
   end
 end
 
+-- rest ends the exclusive grant of K.lock, released before mh (ms, its
+-- min hold's end, a string), and keeps the lock from others until mh:
+-- K.lock becomes {tok = RESTING, mh}, which lives until then, and which
+-- every script takes for a lock held by another. Its head waiter is told
+-- to look again: it waited for the lease, and now waits for mh, when it
+-- takes the lock as it takes one whose lease ended. Returns true, or false
+-- when mh has passed (the caller frees the lock as ever).
+local function rest(K, now, mh)
+  local left = tonumber(mh) - now
+  if left <= 0 then
+    return false
+  end
+  redis.call('DEL', K.lock)
+  redis.call('HSET', K.lock, 'tok', RESTING, 'mh', mh)
+  redis.call('PEXPIRE', K.lock, left)
+  local id, e = first_alive(K, now)
+  if id then
+    wake(e, id, '0')
+  end
+  return true
+end
+
 -- release_all ends the caller's hold (the exclusive grant, or its shared
 -- hold r), notes it, and hands the lock on (see handoff for here). f is
--- the exclusive grant's HMGET of at, sub, own and fence, if the caller has
--- read them already. Returns how long the hold was held, ms, and the near
+-- the exclusive grant's HMGET of at, sub, own, fence, tok, hs and mh, if
+-- the caller has read them already; a grant whose min hold lasts rests
+-- (see rest) instead of freeing the lock. Returns how long the hold was held, ms, and the near
 -- id and reply handoff returns. When the lock is free then, the lock delay
 -- ends, but for what remains of one after a shared holder's lease that
 -- ended unreleased ('x:<ms>').
@@ -110,10 +133,14 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     drop_reader(K, now, tok)
     holder = redis.call('HGET', K.lock, 'tok')
   else
-    f = f or redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence')
+    f = f or redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence', 'tok', 'hs', 'mh')
     at = f[1]
     event(K, 'released', now, f[2], f[3], f[4], nil, nil, K.session)
-    redis.call('DEL', K.lock)
+    if f[7] and rest(K, now, f[7]) then
+      holder = RESTING
+    else
+      redis.call('DEL', K.lock)
+    end
     drop_note(K)
   end
   local held = now - (tonumber(at) or now)

@@ -12,9 +12,14 @@
 --              whose gateway has not picked it up yet), hs (the ids of its
 --              holds, when it was re-entered: see holds.lua), v (the
 --              grant's value, absent for none: it goes with the hash when
---              the grant ends), cap (only for a grant with a hard cap: ms on
---              the Redis clock, at plus its max hold, which no lease
---              passes; see lib_grant.lua grant); its PEXPIRE is the lease
+--              the grant ends), mh (with a min hold: ms on the Redis clock
+--              until which the name stays from others, released or not),
+--              cap (only for a grant with a hard cap: ms on the Redis
+--              clock, at plus its max hold, which no lease passes; see
+--              lib_grant.lua grant); its PEXPIRE is the lease. A grant
+--              released before its mh leaves the hash {tok = RESTING, mh},
+--              living until mh: held by no token, so that every script
+--              sees the lock held by another until then (lib_grant.lua rest)
 --   K.fence    the name record (lib_fence.lua), all a released name
 --              keeps, living the retention after the last grant or event
 --              that began or extended a lease. Without a history: the
@@ -44,9 +49,9 @@
 --              hash, ttl, l: how long a grant handed to it waits for its
 --              pick-up (ms), s: subject, o: owner label, d: wait deadline
 --              ms, m: 's' when it asks for a shared hold, v: the value
---              its grant will carry, absent for none, cap: its max hold,
---              ms, absent for none}; field '#seq'
---              numbers arrivals
+--              its grant will carry, absent for none, mh: its min hold,
+--              ms, absent for none, cap: its max hold, ms, absent for
+--              none}; field '#seq' numbers arrivals
 --   K.readers  zset: token hash of a shared holder -> ms on the Redis clock
 --              when its lease ends
 --   K.delay    string, with --lock-delay: while it exists, a lock nobody
@@ -105,6 +110,10 @@
 -- Redis turns a number argument into text with snprintf, which
 -- costs as much as the tonumber.
 local OPTIONS, OPTIONS_N = {}, 0
+
+-- RESTING is K.lock's tok while a released grant's min hold keeps the
+-- lock from others: no token hash (hex) nor '' (shared) is it.
+local RESTING = '-'
 
 -- lock_keys_at is lock_keys for a script that takes several locks (a
 -- lock set, see set_acquire.lua): the two keys of one lock start after

@@ -32,6 +32,9 @@ local IDEM_BEGUN, IDEM_LIVE, IDEM_RUNNING, IDEM_OTHER_REQUEST, IDEM_ENDED = 0, 1
 -- operation of ticket.lua. (A waiter's request keeps its mode as m = 's'
 -- in K.waiters: that is the layout, see lib_keys.lua.)
 local MODE_SHARED, MODE_EXCLUSIVE = 's', 'x'
+-- inspect.lua's first word for a lock that nobody holds and that a
+-- released grant's min hold keeps from others: {MODE_RESTING, until ms}.
+local MODE_RESTING = '-'
 local TICKET_NEW, TICKET_POLL, TICKET_CANCEL = 'new', 'poll', 'cancel'
 
 -- The first element of the list a script appends to its reply on Cluster

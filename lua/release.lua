@@ -42,7 +42,7 @@ guard_migrating()
 local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
 -- once; anything else looks again with current.
-local f = redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence', 'tok', 'hs')
+local f = redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence', 'tok', 'hs', 'mh')
 local tok = f[5]
 if tok ~= ARGV[1] then
   tok = current(K, now)

@@ -51,7 +51,7 @@ end
 -- A token whose record exists took a permit before, or gave its wait up:
 -- a late or repeated delivery, which takes nothing (see acquire.lua).
 local c = rec and string.sub(rec, 1, 1)
-if c and (me == '' or (c ~= 'b' and c ~= 'h')) then
+if c and (me == '' or (c ~= 'b' and c ~= 'h') or string.match(rec, ':(.*)$') == CALL_ID) then
   return FENCED
 end
 

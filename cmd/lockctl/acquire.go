@@ -28,6 +28,9 @@ type acquireFlags struct {
 	// maxHold is the grant's hard cap (max_hold_ms; 0 for none): no
 	// renewal carries it past its acquisition plus this.
 	maxHold time.Duration
+	// minHold keeps the lock from others until that long after the grant,
+	// released or not (min_hold_ms; run --once-per); 0 for none.
+	minHold time.Duration
 }
 
 func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {

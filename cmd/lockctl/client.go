@@ -145,6 +145,9 @@ func (c *client) acquire(ctx context.Context, l lockName, af *acquireFlags, wait
 	if af.maxHold > 0 {
 		body["max_hold_ms"] = af.maxHold.Milliseconds()
 	}
+	if af.minHold > 0 {
+		body["min_hold_ms"] = af.minHold.Milliseconds()
+	}
 	var g grant
 	err := c.doIn(ctx, http.MethodPost, l.path(), body, "", af.session, c.timeout+wait, http.StatusCreated, &g)
 	return g, err

@@ -27,6 +27,14 @@
 // A command may exit 80 to 85 itself. When run exits with a code of its
 // own, a line starting "lockctl:" on stderr says why (the acquire failed,
 // the lease was lost); the command's own code passes through without one.
+// The one exception is run --once-per's 80, which is no failure and says
+// nothing.
+//
+// With --once-per D, run runs the command at most once per D across every
+// host that runs it on the lock (cron on several hosts): it does not wait,
+// and its grant keeps the lock from every run for D from when it was
+// taken (min_hold_ms), released or not; a run that finds it taken exits 80
+// at once without running the command.
 //
 // With --limit N, run (and acquire) take one of the N permits of the
 // semaphore namespace/name instead of the lock, so that at most N commands
@@ -62,7 +70,8 @@
 //	2      usage error: bad flags or arguments, or the gateway refused them (400, or 409 limit_mismatch:
 //	       the semaphore is in use with another --limit)
 //	80     held by someone else (409 lock_held), or every permit taken (409 semaphore_full):
-//	       at once, or when --wait ran out
+//	       at once, or when --wait ran out; run --once-per: the command ran within the period
+//	       (or runs now), here or elsewhere, and did not run this time (no message)
 //	81     not the holder (409 not_holder): released, expired, or someone else holds it now;
 //	       or the session ended (404 session_ended)
 //	82     auth failure: no token, an invalid or expired one (401), or the namespace is not granted (403)

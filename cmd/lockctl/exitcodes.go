@@ -32,7 +32,8 @@ const exitCodeTable = `Exit codes:
   2      usage error: bad flags or arguments, or the gateway refused them (400, or 409 limit_mismatch:
          the semaphore is in use with another --limit)
   80     held by someone else (409 lock_held), or every permit taken (409 semaphore_full):
-         at once, or when --wait ran out
+         at once, or when --wait ran out; run --once-per: the command ran within the period
+         (or runs now), here or elsewhere, and did not run this time (no message)
   81     not the holder (409 not_holder): released, expired, or someone else holds it now;
        or the session ended (404 session_ended)
   82     auth failure: no token, an invalid or expired one (401), or the namespace is not granted (403)

@@ -65,7 +65,7 @@ Usage:
       permits to waiters at once; a lowered one takes none back. Acquires
       must then send the new --limit until the semaphore is idle. Exit 1
       when it is idle (nobody holds or waits): the next acquire's limit applies.
-  lockctl run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--kill-after 10s] [--no-token-env] -- command [args...]
+  lockctl run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
       token is readable by processes of the same user), and lockctl's own
@@ -84,6 +84,12 @@ Usage:
       exit 80).
       With --shared, the command runs beside other --shared runs of the lock,
       never beside an exclusive one.
+      With --once-per D (cron on several hosts), the command runs at most once
+      per D on all of them: run does not wait, and the grant (min_hold_ms D)
+      keeps the lock from every run for D from when it was taken, released or
+      not. A run that finds it taken exits 80 without a word and without
+      running the command. Its lease (--ttl, renewed) still ends the grant
+      of a run whose host dies, so keep it short.
       The command runs in a process group of its own. When lockctl runs in the
       foreground of the terminal on its stdin, the command gets the terminal:
       it can read it (prompts work), and Ctrl-C and Ctrl-Z reach it as if

@@ -25,13 +25,16 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--kill-after 10s] [--no-token-env] -- command [args...]"
+	const usage = "run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
 	killAfter := fset.Duration("kill-after", 10*time.Second, "how long the command has between SIGTERM and SIGKILL, when lockctl stops it: after a lost lease, or after SIGINT or SIGTERM to lockctl")
 	noToken := fset.Bool("no-token-env", false, "do not pass LOCKGATE_TOKEN on to the command (a nested lockctl in it then needs a token of its own)")
 	inSession := fset.Bool("session", false, "hold the lock in a session, as run does with several locks: one keep-alive for all, one end")
+	oncePer := fset.Duration("once-per", 0, "run the command at most once per this period, however many hosts run lockctl on the lock: "+
+		"no wait, and the lock stays taken for the period from the grant, released or not; when the command ran within the period, "+
+		"exit 80 quietly without running it")
 	asSet := fset.Bool("set", false, "hold the locks (up to 16, also separated by commas) as one lock set: every one or none, taken in one call, so runs that name them in any order never deadlock")
 	pos, argv, dashes, err := parseArgs(fset, args)
 	if err != nil {
@@ -62,6 +65,15 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 	l := ls[0]
 	if err := af.check(); err != nil {
 		return err
+	}
+	if *oncePer != 0 {
+		if *oncePer < time.Millisecond || *asSet || *inSession || len(ls) > 1 || af.shared || af.limit > 0 {
+			return usagef("--once-per takes a period of at least 1ms, and one exclusive lock: not with --set, --session, --shared or --limit")
+		}
+		if af.maxHold > 0 && af.maxHold < *oncePer {
+			return usagef("--max-hold must be at least --once-per: the period is the grant's min hold")
+		}
+		af.wait, af.minHold = 0, *oncePer
 	}
 	if *asSet && (*inSession || af.shared || af.limit > 0 || af.value != "" || af.maxHold > 0) {
 		return usagef("--set takes exclusive locks of their own lease: not with --session, --shared, --limit, --value or --max-hold")
@@ -98,6 +110,11 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 
 	g, sent, err := acquireOrSignal(ctx, cl, l, af, sigs)
 	if err != nil {
+		if af.minHold > 0 && isCode(err, "lock_held") {
+			// Run within the period, here or elsewhere (or running now):
+			// not this time, and nothing to say about it.
+			return exitStatus(exitHeld)
+		}
 		return err
 	}
 	// A new grant has one hold, the acquire's: any other answer is not one

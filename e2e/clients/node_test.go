@@ -167,6 +167,10 @@ func TestNodeExample(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
+	// inspectLock reads the value with the lock's index (#39).
+	if r := regexp.MustCompile(`others read value "report written" at index ([1-9]\d*)\n`).FindStringSubmatch(out); r == nil {
+		t.Errorf("stdout %q, want the value others read, and the lock's index", out)
+	}
 	// 4 s of work on a 3 s lease cannot end well without renewals.
 	if r := regexp.MustCompile(`renewed (\d+) times`).FindStringSubmatch(out); r == nil || r[1] == "0" {
 		t.Errorf("stdout %q, want renewals while working", out)

@@ -134,6 +134,7 @@ var readmeSpecs = map[string]readmeSpec{
 	"A walk through with curl#1":              {secondShell: true},
 	"A walk through with curl#2":              {want: []string{"204\n", `"lock": "demo/report"`, `"token": "`}},
 	"Clients#0":                               {want: []string{"nightly job, fencing token 1", "billing/nightly is free\n", "no lock of namespace billing is held\n", "\neyJ"}},
+	"Once per period: cron on three hosts#0":  {want: []string{"report ran\nexit 0\nexit 80\n"}},
 	"Running with Redis#0":                    {},
 	"Running with Redis#1":                    {},
 	"Running with Redis#2":                    {want: []string{"204\n"}},
@@ -188,6 +189,8 @@ var readmeSpecs = map[string]readmeSpec{
 			t.Errorf("Watching a lock: got %q, want an index from the clock, %q and the events %q", out, released, want)
 		}
 	}},
+	// The long-poll's answer is the README's sample; the release ran.
+	"Watching a lock#1": {want: []string{"204\n"}},
 }
 
 // readmeBlock is one sh block of README.md.

@@ -136,6 +136,18 @@ func (h *history) record(o op) {
 	}
 }
 
+// answeredSince says whether a call on lock answered after since.
+func (h *history) answeredSince(lock string, since time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.ops) - 1; i >= 0; i-- {
+		if h.ops[i].lock == lock && h.ops[i].ret.After(since) {
+			return true
+		}
+	}
+	return false
+}
+
 // acquired is the number of acquires that answered 201 so far.
 func (h *history) acquired() int {
 	h.mu.Lock()

@@ -46,10 +46,12 @@ import (
 // time.Now, Redis's gettimeofday), and the gateway takes the time it adds
 // a lease to before it sends the script, which adds it to Redis's own
 // later time; so the answer is never later, except by the rounding of
-// the two: expires_at is truncated to the millisecond, Redis keeps leases
-// and reports PTTL in whole milliseconds, and the TIME read beside PTTL
-// is a few microseconds from the moment PTTL was computed. A few
-// milliseconds cover that; anything more is a lease cut short.
+// the two: expires_at is truncated to the millisecond, and Redis keeps
+// leases, and reports them (a score, PEXPIRETIME), in whole milliseconds.
+// A few milliseconds cover that; anything more is a lease cut short. (The
+// check reads only absolute ends: a PTTL counts from whenever Redis ran
+// it, which a pause of Redis inside the check's transaction moves by up
+// to the pause, see readHold.)
 const leaseTolerance = 5 * time.Millisecond
 
 // redisNodes are direct clients (no proxy, no faults) of the Redis nodes
@@ -125,8 +127,8 @@ func (w *worker) checkLease(ctx context.Context, a leaseAnswer) {
 // (another token or fencing token, or none), or holds it until earlier.
 func short(a leaseAnswer, h redisHold) bool {
 	due := a.expires.Add(-leaseTolerance)
-	if !h.at.Before(due) {
-		return false // the lease has run out as answered: nothing to hold
+	if !h.after.Before(due) {
+		return false // the lease may have run out as answered during the read: nothing to hold
 	}
 	if !h.held || h.fence != a.fence {
 		return true
@@ -174,8 +176,8 @@ func (rs *roundState) leaseFindings() []finding {
 			held += fmt.Sprintf(", the end of the period of a break called at %s, answered %d at %s, before the call", stamp(period.call), period.status, stamp(period.ret))
 		}
 		fs = append(fs, finding{kind: endedEarly, lock: a.name, prim: s.prim, msg: fmt.Sprintf(
-			"%s: %s %s (fencing token %d) called at %s answered at %s a lease until %s; Redis, read at %s, %s, and no break could have cut it since the call",
-			a.name, s.prim, a.what, a.fence, stamp(a.call), stamp(a.ret), stamp(a.expires), stamp(s.h.at), held)})
+			"%s: %s %s (fencing token %d) called at %s answered at %s a lease until %s; Redis, read at %s, %s, and no break could have cut it since the call (Redis had: %s)",
+			a.name, s.prim, a.what, a.fence, stamp(a.call), stamp(a.ret), stamp(a.expires), stamp(s.h.at), held, s.h.raw)})
 	}
 	return fs
 }
@@ -285,6 +287,72 @@ func TestLeaseCheckSeesAShortLease(t *testing.T) {
 				if want > 0 {
 					t.Logf("found: %s", fs[0].msg)
 				}
+			}
+		})
+	}
+}
+
+// stallAfterTime is a go-redis hook that makes Redis stall inside the
+// lease check's transaction, right after its TIME: a Lua loop queued
+// there keeps Redis busy (about a tenth of a second, more on a busy
+// machine) before the transaction's reads run, as a Redis stopped
+// (SIGSTOP, the matrix's pauses) or taken off the CPU at that moment does.
+type stallAfterTime struct{}
+
+func (stallAfterTime) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (stallAfterTime) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (stallAfterTime) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for i, c := range cmds {
+			if c.Name() == "time" {
+				busy := redis.NewCmd(ctx, "eval", "local x = 0 for i = 1, 10000000 do x = x + i end return 0", 0)
+				cmds = append(cmds[:i+1], append([]redis.Cmder{busy}, cmds[i+1:]...)...)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestLeaseCheckSurvivesAStalledRead: a lease Redis holds as answered is
+// not found short when Redis stalls in the middle of the check's read (the
+// finding "Redis held until 32.006 (600 ms short)": a Redis pause landed
+// between the read's TIME and its PTTLs, and the check added the PTTLs,
+// counted from after the pause, to the TIME from before it).
+func TestLeaseCheckSurvivesAStalledRead(t *testing.T) {
+	rs := redistest.Start(t)
+	c := newClient(t, startGateway(t, "--redis-url", rs.URL()))
+	stalled := directClient(t, rs.Addr)
+	stalled.AddHook(stallAfterTime{})
+	ctx := t.Context()
+	const ttl = time.Minute
+	for name, take := range map[string]func(name string) (grant, holdKind, result){
+		"exclusive": func(n string) (grant, holdKind, result) {
+			g, r := c.acquire(ctx, n, ttl, 0)
+			return g, exclusiveHold, r
+		},
+		"shared": func(n string) (grant, holdKind, result) {
+			g, r := c.acquireShared(ctx, n, ttl, 0)
+			return g, sharedHold, r
+		},
+		"permit": func(n string) (grant, holdKind, result) {
+			g, r := c.acquireAny(ctx, semLimit, n, ttl, 0)
+			return g, permitHold, r
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			lock := "stall/" + name
+			call := time.Now()
+			g, kind, r := take(lock)
+			if r.status != http.StatusCreated {
+				t.Fatalf("acquire %s: got %s, want 201", lock, r)
+			}
+			round := &roundState{redis: func() []*redis.Client { return []*redis.Client{stalled} }, locks: &history{}}
+			w := &worker{prim: name, round: round}
+			w.checkLease(ctx, leaseAnswer{what: "acquire", name: lock, kind: kind, token: g.Token, fence: g.FencingToken, call: call, ret: time.Now(), expires: g.ExpiresAt})
+			if l := &round.leases; l.checked != 1 || l.unread != 0 || len(l.shorts) != 0 {
+				t.Fatalf("as answered, read with a stall: got %d checked, %d unread, %d short %v, want 1, 0, 0", l.checked, l.unread, len(l.shorts), round.leaseFindings())
 			}
 		})
 	}

@@ -108,3 +108,9 @@ func TestShortRoundIsNoFinding(t *testing.T) {
 		t.Errorf("got finding %q, want none: the round faulted nothing", fd.msg)
 	}
 }
+
+// answeredSince says whether a call on name, in either of the round's
+// histories, answered after since.
+func (rs *roundState) answeredSince(name string, since time.Time) bool {
+	return rs.locks.answeredSince(name, since) || rs.sems.answeredSince(name, since)
+}

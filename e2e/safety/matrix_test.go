@@ -268,6 +268,7 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	f.live = rs
 	did, bit := inject(t, seed, done, prefix, append(append([]string{}, lockNames...), semNames...))
 	loaded := time.Since(start) // inject returns once the load stopped
 	f.quiet()
@@ -379,7 +380,9 @@ func (f *faulty) inject(t *testing.T, seed uint64, done <-chan struct{}, prefix 
 	var own []string
 	bit := 0
 	ownFault := func() {
+		from := time.Now()
 		did, ok := f.own[rng.IntN(len(f.own))](t, rng, names)
+		f.noteFault(from, did)
 		own = append(own, did)
 		if ok {
 			bit++
@@ -400,25 +403,34 @@ func (f *faulty) inject(t *testing.T, seed uint64, done <-chan struct{}, prefix 
 			ownFault()
 			continue
 		}
-		p := f.proxies[rng.IntN(len(f.proxies))]
+		pi := rng.IntN(len(f.proxies))
+		p, from := f.proxies[pi], time.Now()
 		switch n := rng.IntN(20); {
 		case n < 6:
-			p.addFault(loseReply, ours, 1+rng.IntN(3))
+			k := 1 + rng.IntN(3)
+			p.addFault(loseReply, ours, k)
 			count["lost reply"]++
+			f.noteFault(from, fmt.Sprintf("the next %d replies of the round's script calls lost at proxy %d (armed)", k, pi))
 		case n < 10:
-			p.addFault(sendTwice, ours, 1+rng.IntN(3))
+			k := 1 + rng.IntN(3)
+			p.addFault(sendTwice, ours, k)
 			count["sent twice"]++
+			f.noteFault(from, fmt.Sprintf("the next %d of the round's script calls sent twice at proxy %d (armed)", k, pi))
 		case n < 13:
 			p.drop()
 			count["links cut"]++
+			f.noteFault(from, fmt.Sprintf("links of proxy %d cut", pi))
 		case n < 15:
 			resume := f.pause(t, rng)
 			time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond) // the pause
 			resume()
 			count["Redis paused"]++
+			f.noteFault(from, "Redis paused")
 		case n < 16:
-			f.gateways[rng.IntN(len(f.gateways))].restart(t)
+			gi := rng.IntN(len(f.gateways))
+			f.gateways[gi].restart(t)
 			count["gateway killed"]++
+			f.noteFault(from, fmt.Sprintf("gateway %d killed and started again", gi))
 		case n < 17 && len(f.own) > 0 && len(own) < 2:
 			ownFault()
 		}

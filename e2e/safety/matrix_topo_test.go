@@ -45,6 +45,9 @@ type faulty struct {
 	// the migrations of TestClusterSlotMigration) closes it once they
 	// are done, however long a busy machine made them take.
 	holdLoad chan struct{}
+	// live is the round under way, for an injector that asks what its
+	// calls met.
+	live *roundState
 	// redis are direct clients of the nodes that hold the data now, for
 	// the lease check (matrix_leases_test.go).
 	redis redisNodes
@@ -58,6 +61,44 @@ type faulty struct {
 	// failover that lost the releases): a 204 then is not trusted.
 	mu   sync.Mutex
 	lost []time.Time
+	// timeline is every fault injected, in order, so that a finding can
+	// say which ones came near it (see faultsBetween).
+	timeline []faultNote
+}
+
+// faultNote is one fault injected: what, from when to when.
+type faultNote struct {
+	from, to time.Time
+	what     string
+}
+
+// noteFault adds a fault that ran from from until now to the timeline.
+func (f *faulty) noteFault(from time.Time, what string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.timeline = append(f.timeline, faultNote{from: from, to: time.Now(), what: what})
+}
+
+// faultsBetween describes the faults that overlapped [from, to], or says
+// there were none.
+func (f *faulty) faultsBetween(from, to time.Time) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, n := range f.timeline {
+		if n.to.Before(from) || n.from.After(to) {
+			continue
+		}
+		if n.to.Sub(n.from) < time.Millisecond {
+			out = append(out, stamp(n.from)+" "+n.what)
+		} else {
+			out = append(out, stamp(n.from)+"-"+stamp(n.to)+" "+n.what)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }
 
 // trusted says whether a 204 answered at freed ended its grant for good:

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -57,11 +58,29 @@ type watchLog struct {
 
 // watchConn is one event stream.
 type watchConn struct {
-	lock   string
-	after  int64 // the Last-Event-ID it sent; -1: none
-	call   time.Time
-	status int
-	events []watchEvent
+	lock    string
+	gateway int    // the index of the round's gateway it called
+	base    string // that gateway's URL then (a restarted one has another)
+	after   int64  // the Last-Event-ID it sent; -1: none
+	call    time.Time
+	status  int
+	events  []watchEvent
+}
+
+// before describes the events c got before its i-th (from 0), the last
+// few of them.
+func (c *watchConn) before(i int) string {
+	if i == 0 {
+		return "nothing"
+	}
+	var out []string
+	for _, e := range c.events[max(0, i-4):i] {
+		out = append(out, fmt.Sprintf("%s %d (%s)", e.kind, e.id, stamp(e.recv)))
+	}
+	if i > 4 {
+		return fmt.Sprintf("%d events, the last %s", i, strings.Join(out, ", "))
+	}
+	return strings.Join(out, ", ")
 }
 
 // watchEvent is one server-sent event, as received.
@@ -82,11 +101,28 @@ type watchData struct {
 	Lock         *holders  `json:"lock"`
 }
 
-// holders is what a LockInfo says of its holders' tokens.
+// holders is what a LockInfo says of its holders.
 type holders struct {
 	Holders []struct {
-		FencingToken int64 `json:"fencing_token"`
+		FencingToken int64     `json:"fencing_token"`
+		ExpiresAt    time.Time `json:"expires_at"`
+		TTLMs        int64     `json:"ttl_ms"`
 	} `json:"holders"`
+}
+
+// lease says what h says of the lease of the grant of fence: when a
+// watcher's state was read, if it came from a read before that lease's
+// end (its TTL counted down to 0 since).
+func (h *holders) lease(fence int64) string {
+	if h == nil {
+		return "no holders"
+	}
+	for _, x := range h.Holders {
+		if x.FencingToken == fence {
+			return fmt.Sprintf("a lease to %s (ttl_ms %d)", stamp(x.ExpiresAt), x.TTLMs)
+		}
+	}
+	return "no such holder"
 }
 
 func (h *holders) fences() []int64 {
@@ -119,8 +155,10 @@ func watchCycle(ctx context.Context, w *worker, lock string) {
 	}
 	last := int64(-1)
 	for time.Now().Before(until) && ctx.Err() == nil {
-		c := w.round.clients[w.rng.IntN(len(w.round.clients))]() // resumes anywhere
+		gi := w.rng.IntN(len(w.round.clients))
+		c := w.round.clients[gi]() // resumes anywhere
 		conn := c.stream(ctx, lock, last, time.Duration(200+w.rng.IntN(1000))*time.Millisecond)
+		conn.gateway, conn.base = gi, c.base
 		w.round.watches.mu.Lock()
 		w.round.watches.conns = append(w.round.watches.conns, conn)
 		w.round.watches.events += len(conn.events)
@@ -244,7 +282,17 @@ func (rs *roundState) watchFindings(f *faulty, add func(roundNote)) {
 				}
 				for _, fence := range e.data.Lock.fences() {
 					if g, ok := freedBefore(c.lock, fence, c.call.Add(-watchLag)); ok {
-						watchNote(c.lock, g.freed, e.recv, "a stream called at %s showed grant %d held (state %d), which a 204 freed at %s, more than %v before", stamp(c.call), fence, e.id, stamp(g.freed), watchLag)
+						// What explains it, next time: where the state
+						// came from (a gateway's read before the lease's
+						// end shows that lease, its TTL counted down to
+						// 0), what the stream got before it, and the
+						// faults since the 204.
+						watchNote(c.lock, g.freed, e.recv, "a stream called at %s showed grant %d held (state %d), which a 204 freed at %s, more than %v before; "+
+							"the stream (gateway %d at %s, Last-Event-ID %d) got it as its event %d of %d, at %s, after %s; it gave the grant %s; "+
+							"the grant (%s) was answered 201 at %s, its release called at %s; faults from 2 s before the 204 to the event: %s",
+							stamp(c.call), fence, e.id, stamp(g.freed), watchLag,
+							c.gateway, c.base, c.after, i+1, len(c.events), stamp(e.recv), c.before(i), e.data.Lock.lease(fence),
+							g.prim, stamp(g.acquired.ret), stamp(g.releaseCall), f.faultsBetween(g.freed.Add(-2*time.Second), e.recv))
 					}
 				}
 				prev = e.id
@@ -297,5 +345,50 @@ func (rs *roundState) watchFindings(f *faulty, add func(roundNote)) {
 				}
 			}
 		}
+	}
+}
+
+// TestWatchFindingSaysWhereTheStateCameFrom: the finding of a state that
+// shows a grant a 204 freed long before says what explains it: the
+// stream's gateway, what it got before, the lease the state gave the
+// grant (a gateway's read from before that lease's end shows it counted
+// down to 0) and the faults since the 204.
+func TestWatchFindingSaysWhereTheStateCameFrom(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 20, 17, 41, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	g := &grantRec{lock: "m0/lock-a", fence: 7, prim: "exclusive", acquired: op{ret: at(450)}, releaseCall: at(1000), freed: at(1030)}
+	rs := &roundState{locks: &history{grants: []*grantRec{g}}}
+	var state watchData
+	if err := json.Unmarshal([]byte(`{"index":5,"missed":false,"held":true,"lock":{"holders":[{"fencing_token":7,"expires_at":"2026-12-06T20:17:42.500Z","ttl_ms":0}]}}`), &state); err != nil {
+		t.Fatal(err)
+	}
+	call := at(4790)
+	rs.watches.conns = []*watchConn{{lock: g.lock, gateway: 2, base: "http://127.0.0.1:1", after: -1, call: call, status: http.StatusOK,
+		events: []watchEvent{{kind: "state", id: 5, recv: at(4800), data: state}}}}
+	f := &faulty{}
+	f.timeline = []faultNote{
+		{from: at(-5000), to: at(-5000), what: "long before"},
+		{from: at(1100), to: at(1600), what: "migrated the slot of m0/lock-a"},
+	}
+	var got []string
+	rs.watchFindings(f, func(n roundNote) { got = append(got, n.f.msg) })
+	if len(got) != 1 {
+		t.Fatalf("got %d findings %q, want 1", len(got), got)
+	}
+	for _, want := range []string{
+		"showed grant 7 held (state 5), which a 204 freed at 20:17:42.030000",
+		"gateway 2 at http://127.0.0.1:1",
+		"its event 1 of 1",
+		"after nothing",
+		"a lease to 20:17:42.500000 (ttl_ms 0)",
+		"the grant (exclusive) was answered 201 at 20:17:41.450000",
+		"20:17:42.100000-20:17:42.600000 migrated the slot of m0/lock-a",
+	} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("got finding %q, want it to say %q", got[0], want)
+		}
+	}
+	if strings.Contains(got[0], "long before") {
+		t.Errorf("got finding %q, want no fault from before the 204's 2 s", got[0])
 	}
 }

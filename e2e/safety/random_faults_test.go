@@ -84,7 +84,9 @@ func TestRandomFaults(t *testing.T) {
 	h.check(t, res)
 	eventually(t, 15*time.Second, "nothing held or waiting once the faults stop", func() bool {
 		for _, l := range locks {
-			if clients[0].holder(t, l) != 0 {
+			// Anything but 404 is "not yet": a 503 saying that Redis did
+			// not answer in time is a busy machine's (load 27), asked again.
+			if r := clients[0].do(t.Context(), "GET", "/locks/"+l, ""); r.status != http.StatusNotFound {
 				return false
 			}
 		}

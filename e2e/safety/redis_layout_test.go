@@ -54,9 +54,13 @@ func (k holdKind) String() string {
 // redisHold is what Redis held for one owner token of a name, at one
 // moment on Redis's clock.
 type redisHold struct {
-	at    time.Time // Redis's clock (TIME) when it was read
-	held  bool      // the token held the name
-	fence int64     // its fencing token, when held
+	// at and after are Redis's clock (TIME) before and after the read's
+	// other commands: one transaction, but Redis may stall inside it (a
+	// pause, the machine's scheduler), so its reads happened some time
+	// between the two.
+	at, after time.Time
+	held      bool  // the token held the name
+	fence     int64 // its fencing token, when held
 	// end is when its lease ends on Redis's clock, when held: the
 	// earliest of the expiries that would drop it.
 	end time.Time
@@ -65,6 +69,10 @@ type redisHold struct {
 	// provisional: the grant is still a hand-off's, which its waiter has
 	// not picked up (its lease is the pick-up's window, not its TTL).
 	provisional bool
+	// raw is what the read found, as Redis keeps it, for a finding's
+	// message: the grant's fields, its lease's score, the keys' expiries
+	// and the token's record (see lib_record.lua).
+	raw string
 }
 
 // redisKeys are the keys of name's grants of kind (see above).
@@ -78,15 +86,22 @@ func redisKeys(kind holdKind, name string) (main, leases string) {
 }
 
 // readHold reads, in one transaction on c (the node that serves name),
-// what Redis holds for the owner token whose hash is tokHash.
+// what Redis holds for the owner token whose hash is tokHash. Every end
+// it reads is absolute (a lease's score, a key's PEXPIRETIME): a PTTL
+// counts from the moment Redis runs it, which a stall inside the
+// transaction moves away from its TIME, and TIME plus PTTL then reads a
+// lease as ending early by the stall.
 func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash string) (redisHold, error) {
 	main, leases := redisKeys(kind, name)
 	var (
-		now              *redis.TimeCmd
-		fields           *redis.SliceCmd
-		member           *redis.StringCmd
-		score            *redis.FloatCmd
-		mainTTL, lessTTL *redis.DurationCmd
+		now, after         *redis.TimeCmd
+		fields             *redis.SliceCmd
+		member             *redis.StringCmd
+		score              *redis.FloatCmd
+		mainEnd, leasesEnd *redis.DurationCmd // PEXPIRETIME
+		record             *redis.StringCmd
+		recordEnd          *redis.DurationCmd
+		all                *redis.ZSliceCmd // every lease of the name, for raw
 	)
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		now = p.Time(ctx)
@@ -96,46 +111,58 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 		case sharedHold:
 			member = p.HGet(ctx, main, "r:"+tokHash)
 			score = p.ZScore(ctx, leases, tokHash)
-			lessTTL = p.PTTL(ctx, leases)
+			leasesEnd = p.PExpireTime(ctx, leases)
+			all = p.ZRangeWithScores(ctx, leases, 0, -1)
 		case permitHold:
 			member = p.HGet(ctx, main, tokHash)
 			score = p.ZScore(ctx, leases, tokHash)
-			lessTTL = p.PTTL(ctx, leases)
+			leasesEnd = p.PExpireTime(ctx, leases)
+			all = p.ZRangeWithScores(ctx, leases, 0, -1)
 		}
-		mainTTL = p.PTTL(ctx, main)
+		mainEnd = p.PExpireTime(ctx, main)
+		record, recordEnd = p.Get(ctx, main+":t:"+tokHash), p.PExpireTime(ctx, main+":t:"+tokHash)
+		after = p.Time(ctx)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return redisHold{}, err
 	}
-	h := redisHold{at: now.Val()}
-	// expiry is when a key with PTTL d (its value read in the same
-	// transaction as TIME) goes: never for -1, already for -2.
+	h := redisHold{at: now.Val(), after: after.Val()}
+	// expiry is when a key whose PEXPIRETIME is d goes: never for -1,
+	// already for -2 (no key).
 	expiry := func(d time.Duration) time.Time {
 		switch {
 		case d == -1:
-			return h.at.Add(time.Hour)
+			return h.after.Add(time.Hour)
 		case d < 0:
 			return h.at
 		}
-		return h.at.Add(d)
+		return time.UnixMilli(d.Milliseconds())
 	}
+	h.raw = fmt.Sprintf("%s ends %s, token record %q (ends %s)", main, stamp(expiry(mainEnd.Val())), record.Val(), stamp(expiry(recordEnd.Val())))
 	if kind == exclusiveHold {
 		v := fields.Val()
+		h.raw = fmt.Sprintf("tok %.12v..., fence %v, provisional %v; ", v[0], v[1], v[2] != nil) + h.raw
 		tok, _ := v[0].(string)
 		fence, _ := v[1].(string)
 		if tok != tokHash {
 			h.other = fmt.Sprintf("holder %.12s..., fencing token %s", tok, fence)
 			if tok == "" {
-				h.other = fmt.Sprintf("no exclusive holder (PTTL %v)", mainTTL.Val())
+				h.other = fmt.Sprintf("no exclusive holder (key ends %s)", stamp(expiry(mainEnd.Val())))
 			}
 			return h, nil
 		}
-		h.held, h.end = true, expiry(mainTTL.Val())
+		h.held, h.end = true, expiry(mainEnd.Val())
 		h.fence, _ = strconv.ParseInt(fence, 10, 64)
 		h.provisional = v[2] != nil
 		return h, nil
 	}
+	var others []string
+	for _, z := range all.Val() {
+		m, _ := z.Member.(string)
+		others = append(others, fmt.Sprintf("%.8s=%.0f", m, z.Score))
+	}
+	h.raw = fmt.Sprintf("hold %q, lease score %.0f, %s ends %s (its leases: %s); ", member.Val(), score.Val(), leases, stamp(expiry(leasesEnd.Val())), strings.Join(others, " ")) + h.raw
 	if member.Err() != nil || score.Err() != nil {
 		h.other = fmt.Sprintf("no %s hold of the token", kind)
 		return h, nil
@@ -150,7 +177,7 @@ func readHold(ctx context.Context, c redis.Cmdable, kind holdKind, name, tokHash
 	h.held, h.provisional = true, rec.P != nil
 	h.fence, _ = strconv.ParseInt(strings.Trim(string(rec.F), `"`), 10, 64)
 	h.end = time.UnixMilli(int64(score.Val()))
-	for _, d := range []time.Duration{mainTTL.Val(), lessTTL.Val()} {
+	for _, d := range []time.Duration{mainEnd.Val(), leasesEnd.Val()} {
 		if e := expiry(d); e.Before(h.end) {
 			h.end = e
 		}

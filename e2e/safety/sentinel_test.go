@@ -144,8 +144,12 @@ func TestSentinelFailover(t *testing.T) {
 	wg.Go(func() {
 		workload{res: res, hold: plantedTTL}.cycle(plantedCtx, h, clients[0], 100, plantedLock, plantedTTL, 0, false, false)
 	})
-	eventually(t, lagBeforeKill, "the planted grant", func() bool { return h.grantsOf(plantedLock) == 1 })
-	time.Sleep(time.Until(cut.Add(lagBeforeKill))) // grants made now are lost with the primary
+	// The primary dies once the planted grant is made, however long a
+	// busy machine takes (it took over 1 s at load 25), and no sooner
+	// than lagBeforeKill after the cut: grants made meanwhile are lost
+	// with it.
+	eventually(t, 30*time.Second, "the planted grant", func() bool { return h.grantsOf(plantedLock) == 1 })
+	time.Sleep(time.Until(cut.Add(lagBeforeKill)))
 	killed := ss.KillPrimary(t)
 	to, switched := ss.WaitFailover(t, from, 30*time.Second)
 	if to != ss.Replica.Addr {

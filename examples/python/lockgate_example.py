@@ -89,20 +89,25 @@ class Client:
         except urllib.error.HTTPError as e:
             raise Problem(e.code, e.read(), e.headers.get("Retry-After")) from None
 
-    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None, max_hold_ms=None):
+    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None, min_hold_ms=None, max_hold_ms=None):
         """Acquires, retrying what may have been lost on the way (a timeout,
         a dropped connection, a 503) with one Idempotency-Key for all the
         attempts: a retry gets the grant a lost attempt made, never a second
         one. The key is as secret as a token: it is never printed. value,
         if given, is the grant's value (at most 1024 bytes), which inspect
-        shows while the grant holds the lock. max_hold_ms, if given, is a
+        shows while the grant holds the lock. min_hold_ms, if given, keeps
+        the lock from everyone else until that long after the grant, even
+        once released (at most once per window: a release answers as ever,
+        and others get 409 lock_held with Retry-After until then). max_hold_ms, if given, is a
         hard cap on the grant: no renewal carries it past its acquisition
-        plus this (at least ttl_ms); the grant and every renewal then say
-        when, as hold_until."""
+        plus this (at least ttl_ms and min_hold_ms); the grant and every
+        renewal then say when, as hold_until."""
         key = str(uuid.uuid4())
         body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms, "owner": owner}
         if value is not None:
             body["value"] = value
+        if min_hold_ms is not None:
+            body["min_hold_ms"] = min_hold_ms
         if max_hold_ms is not None:
             body["max_hold_ms"] = max_hold_ms
         for attempt in range(1, attempts + 1):
@@ -284,14 +289,24 @@ class Client:
             raise
 
 
+    def inspect_index(self, lock):
+        """What inspect answers (None when free), with the lock's index:
+        (index, holders). A poll from that index answers at the lock's next
+        change, so a read can start a watch. The index is 0 on a gateway
+        without a history (--history 0)."""
+        return self._indexed(lock, "", 0)
+
     def poll(self, lock, index, wait_ms):
         """Long-polls the lock: answers as soon as its index is not index
-        (at once when it is not; start with 0), or when wait_ms ends.
-        Returns (index, holders): the index to ask again with, and what
-        inspect answers (None when free)."""
+        (at once when it is not; start with 0, or with inspect_index's), or
+        when wait_ms ends. Returns (index, holders): the index to ask again
+        with, and what inspect answers (None when free)."""
+        return self._indexed(lock, f"?index={int(index)}&wait={int(wait_ms)}", wait_ms)
+
+    def _indexed(self, lock, query, wait_ms):
+        """A GET of the lock that returns (Lockgate-Index, holders or None)."""
         namespace, name = lock_path(lock)
-        url = (f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}"
-               f"?index={int(index)}&wait={int(wait_ms)}")
+        url = f"{self.base}/locks/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}{query}"
         req = urllib.request.Request(url)
         req.add_header("Authorization", "Bearer " + self.jwt)
         try:

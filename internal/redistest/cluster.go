@@ -178,7 +178,7 @@ func (c *Cluster) KeySlot(t testing.TB, key string) int {
 // moved), then MOVED. It does nothing when the slot is on to already.
 func (c *Cluster) MigrateSlot(t testing.TB, slot, to int) Migration {
 	t.Helper()
-	return c.MigrateSlotPaced(t, slot, to, 100, 0)
+	return c.MigrateSlotPaced(t, slot, to, 100, 0, nil)
 }
 
 // Migration is what MigrateSlotPaced did.
@@ -196,8 +196,12 @@ type Migration struct {
 // MigrateSlotPaced is MigrateSlot moving batch keys per MIGRATE and waiting
 // gap after each, as a reshard of a slot that holds many keys takes its
 // time: the slot stays half moved (importing on the target, migrating on
-// the owner) that long.
-func (c *Cluster) MigrateSlotPaced(t testing.TB, slot, to, batch int, gap time.Duration) Migration {
+// the owner) that long. loaded, when not nil, keeps the slot half moved
+// after its keys went over until it says that callers met the slot half
+// moved (asked every gap, up to maxHalfMoved): a test's load, whatever
+// the machine's speed, then meets every migration, which time alone did
+// not promise.
+func (c *Cluster) MigrateSlotPaced(t testing.TB, slot, to, batch int, gap time.Duration, loaded func(opened time.Time) bool) Migration {
 	t.Helper()
 	ctx := context.Background()
 	ids := make([]string, len(c.Nodes))
@@ -236,6 +240,9 @@ func (c *Cluster) MigrateSlotPaced(t testing.TB, slot, to, batch int, gap time.D
 		m.Keys += len(keys)
 		time.Sleep(gap) // the pace of the reshard
 	}
+	for give := time.Now().Add(maxHalfMoved); loaded != nil && !loaded(m.Opened) && time.Now().Before(give); {
+		time.Sleep(max(gap, time.Millisecond))
+	}
 	// The target first, then the owner, then the rest: the order
 	// redis-cli uses, so that no node sends clients back to the owner.
 	for _, i := range append([]int{to, m.From}, others(len(c.Nodes), to, m.From)...) {
@@ -244,6 +251,9 @@ func (c *Cluster) MigrateSlotPaced(t testing.TB, slot, to, batch int, gap time.D
 	m.Closed = time.Now()
 	return m
 }
+
+// maxHalfMoved bounds how long MigrateSlotPaced waits for its callers.
+const maxHalfMoved = 30 * time.Second
 
 // Owner returns the index of the node that serves slot, by its own view.
 func (c *Cluster) Owner(t testing.TB, slot int) int {

@@ -29,6 +29,10 @@ type Backend struct {
 	// delayed holds, for a lock whose lease ended unreleased, when the lock
 	// delay after it ends.
 	delayed map[locks.Key]time.Time
+	// resting holds, for a lock whose grant was released inside its min
+	// hold (AcquireRequest.MinHold), when that ends: delayed keeps it
+	// from new holders until then too, and Inspect says so.
+	resting map[locks.Key]time.Time
 	// records remember grants by token hash, until RecordTTL after their
 	// lease or release (see Reason); pruneAt is the size at which the next
 	// grant sweeps out the forgotten ones. A busy gateway remembers a
@@ -140,6 +144,10 @@ type memGrant struct {
 
 	// idem is the record of its idempotency key, if any.
 	idem *memIdemRecord
+
+	// minHold is until when its release keeps the lock from others
+	// (AcquireRequest.MinHold); zero for none.
+	minHold time.Time
 }
 
 // memWaiter is a caller waiting in a lock's queue.
@@ -163,7 +171,7 @@ func New(opts Options) *Backend {
 		opts.SessionsPerSubject = locks.DefaultSessionsPerSubject
 	}
 	m := &Backend{opts: opts, locks: make(map[locks.Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[locks.Key][]*memWaiter),
-		sems: make(map[locks.Key]*memSemaphore), delayed: make(map[locks.Key]time.Time), records: make(map[tokenSum]memRecord),
+		sems: make(map[locks.Key]*memSemaphore), delayed: make(map[locks.Key]time.Time), resting: make(map[locks.Key]time.Time), records: make(map[tokenSum]memRecord),
 		histories: make(map[locks.Key]*memHistory), watched: make(map[locks.Key]chan struct{})}
 	m.SessionEngine = &locks.SessionEngine{Store: &memSessions{}, Grants: m, MaxHolds: opts.SessionMaxHolds,
 		Counter: &memSessionCount{}, MaxPerSubject: opts.SessionsPerSubject}
@@ -400,6 +408,9 @@ func (m *Backend) newGrantLocked(w *memWaiter, now time.Time, expire func()) *me
 	if w.req.MaxHold > 0 {
 		g.holdEnd = now.Add(w.req.MaxHold)
 	}
+	if w.req.MinHold > 0 {
+		g.minHold = now.Add(w.req.MinHold)
+	}
 	g.expiry = time.AfterFunc(w.req.TTL, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -483,7 +494,35 @@ func (m *Backend) endLocked(key locks.Key, g *memGrant, now time.Time, session s
 	m.recordLocked(key, locks.Event{Kind: "released", At: now.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence, Session: session})
 	l := m.locks[key]
 	delete(l.holders, g.tokenSum)
+	if now.Before(g.minHold) {
+		m.restLocked(key, g.minHold, now)
+	}
 	m.freedLocked(key, l, now)
+}
+
+// restLocked keeps key, whose grant was released inside its min hold, from
+// new holders until until, and hands it on then. m.mu must be held.
+func (m *Backend) restLocked(key locks.Key, until, now time.Time) {
+	m.resting[key] = until
+	if until.After(m.delayed[key]) {
+		m.delayed[key] = until
+	}
+	time.AfterFunc(until.Sub(now), func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.handOnLocked(key, time.Now())
+	})
+}
+
+// restingLocked reports until when a released grant's min hold keeps
+// the free lock key from new holders (see restLocked). m.mu must be held.
+func (m *Backend) restingLocked(key locks.Key, now time.Time) (time.Time, bool) {
+	until, ok := m.resting[key]
+	if ok && !now.Before(until) {
+		delete(m.resting, key)
+		ok = false
+	}
+	return until, ok
 }
 
 // freedLocked follows the end of one or more of l's grants: the lock is
@@ -766,11 +805,21 @@ func (m *Backend) Inspect(_ context.Context, key locks.Key) (locks.Info, error) 
 	defer m.mu.Unlock()
 	now := time.Now()
 	m.expireLocked(key, now)
+	var index int64
+	if h := m.histories[key]; h != nil {
+		index = h.index
+	}
 	l := m.locks[key]
 	if l == nil {
-		return locks.Info{}, fmt.Errorf("inspect %s: %w", key, locks.ErrNotHeld)
+		nh := &locks.NotHeldError{Key: key, Index: index}
+		if until, ok := m.restingLocked(key, now); ok {
+			nh.FreeAt = until.UTC()
+		}
+		return locks.Info{}, nh
 	}
-	return m.infoLocked(key, l, now), nil
+	info := m.infoLocked(key, l, now)
+	info.Index = index
+	return info, nil
 }
 
 // infoLocked describes l, the held lock key, for Inspect and List. m.mu

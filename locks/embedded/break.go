@@ -18,6 +18,14 @@ func (m *Backend) Break(_ context.Context, key locks.Key, by string, period time
 	now := time.Now()
 	m.expireLocked(key, now)
 	l := m.locks[key]
+	if _, ok := m.restingLocked(key, now); ok && l == nil {
+		// No grant, but a released one's min hold: the break ends it, and
+		// the lock goes on.
+		delete(m.resting, key)
+		delete(m.delayed, key)
+		m.handOnLocked(key, now)
+		return locks.Broken{}, nil
+	}
 	if l == nil {
 		return locks.Broken{}, fmt.Errorf("break %s: %w", key, locks.ErrNotHeld)
 	}

@@ -121,8 +121,11 @@ func testHistoryHandOver(t *testing.T, b locks.Backend, key locks.Key) {
 }
 
 func testHistorySharedExpired(t *testing.T, b locks.Backend, key locks.Key) {
-	gone := MustAcquire(t, b, key, locks.AcquireRequest{TTL: 100 * time.Millisecond, Subject: "erin", Mode: locks.Shared})
+	// frank first: the lock is held shared for his minute whenever erin's
+	// lease ends. Taken after hers, his acquire came when her 100 ms had
+	// run out already on a busy machine (load 25), and found a free lock.
 	stays := MustAcquire(t, b, key, locks.AcquireRequest{TTL: time.Minute, Subject: "frank", Mode: locks.Shared})
+	gone := MustAcquire(t, b, key, locks.AcquireRequest{TTL: 100 * time.Millisecond, Subject: "erin", Mode: locks.Shared})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info, err := b.Inspect(context.Background(), key)

@@ -51,7 +51,7 @@ func Run(t *testing.T, newLocker func(t *testing.T) locks.Locker) {
 		{"LastHoldHandsOn", testLastHoldHandsOn},
 		{"ReleaseSaysWhatItEnded", testReleaseSaysWhatItEnded},
 		{"SharedReleaseSaysWhatItEnded", testSharedReleaseSaysWhatItEnded},
-	}, sharedCases...) {
+	}, append(sharedCases, minHoldCases...)...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.test(t, newLocker(t), UniqueKey(t))

@@ -23,8 +23,10 @@ func RunWatches(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.B
 	}{
 		{"EveryChangeInOrder", testWatchEveryChange},
 		{"LongPollEndsOnChangeOrAtItsEnd", testWatchLongPoll},
+		{"AnEndedWaitAnswersTheStateKnown", testWatchEndedWait},
 		{"ResumesFromAnIndex", testWatchResume},
 		{"SaysWhenEventsWereLost", testWatchMissed},
+		{"InspectTellsTheIndex", testInspectIndex},
 		{"SaysMissedAfterTheHistoryWasLost", func(t *testing.T, a, b locks.Backend, key locks.Key) {
 			testWatchLostHistory(t, a, b, key, forget)
 		}},
@@ -37,11 +39,23 @@ func RunWatches(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.B
 	}
 }
 
-// RunNoWatches checks that a backend without a history refuses watches.
+// RunNoWatches checks that a backend without a history refuses watches,
+// and that Inspect answers index 0, held or not.
 func RunNoWatches(t *testing.T, b locks.Backend) {
-	_, err := b.Watch(t.Context(), UniqueKey(t), -1)
+	key := UniqueKey(t)
+	_, err := b.Watch(t.Context(), key, -1)
 	if !errors.Is(err, locks.ErrInvalid) {
 		t.Fatalf("watch without a history: got %v, want ErrInvalid", err)
+	}
+	g := MustAcquire(t, b, key, req(time.Minute))
+	if i, held := inspectIndex(t, b, key); i != 0 || !held {
+		t.Fatalf("inspect without a history, held: got index %d, held %t; want 0, held", i, held)
+	}
+	if _, err := b.Release(t.Context(), key, g.Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if i, held := inspectIndex(t, b, key); i != 0 || held {
+		t.Fatalf("inspect without a history, free: got index %d, held %t; want 0, free", i, held)
 	}
 }
 
@@ -180,6 +194,28 @@ func testWatchLongPoll(t *testing.T, a, b locks.Backend, key locks.Key) {
 	wantEvents(t, r.c.Events, nextIndex(start.Index), "acquired")
 	if r.c.Index != r.c.Events[0].Index || r.c.Missed {
 		t.Fatalf("got index %d, missed %t; want %d, none missed", r.c.Index, r.c.Missed, r.c.Events[0].Index)
+	}
+}
+
+// testWatchEndedWait: a watch whose ctx ended before it began (a
+// long-poll's wait of a millisecond on a busy machine), on a lock whose
+// state the backend knows (a first look read it), answers that state with
+// ctx's error, never ErrUnavailable: the wait ended, the backend did not
+// fail. Count-based: each of the rounds must.
+func testWatchEndedWait(t *testing.T, a, b locks.Backend, key locks.Key) {
+	g := MustAcquire(t, a, key, locks.AcquireRequest{TTL: time.Minute, Subject: "watched"})
+	now := watchNow(t, b, key)
+	ended, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	const rounds = 50
+	for i := range rounds {
+		for _, after := range []int64{now.Index, 1} { // current, behind
+			c, err := b.Watch(ended, key, after)
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locks.ErrUnavailable) || c.Index != now.Index || !c.Held || c.Info.FencingToken != g.FencingToken {
+				t.Fatalf("round %d of %d, a watch from index %d whose ctx had ended: got index %d, held %t (fencing token %d), %v; want index %d, held by fencing token %d, the deadline alone",
+					i+1, rounds, after, c.Index, c.Held, c.Info.FencingToken, err, now.Index, g.FencingToken)
+			}
+		}
 	}
 }
 

@@ -413,7 +413,7 @@ func (r *Backend) giveUp(ctx context.Context, res resource, w *waiter, token str
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
 // does not wait, and wait is how much longer it waits.
 func (r *Backend) runAcquire(ctx context.Context, res resource, req locks.AcquireRequest, limit int, token string, w *waiter, wait time.Duration) (reply, error) {
-	a := acquireArgs{tokHash: locks.TokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, maxHold: req.MaxHold, limit: limit}
+	a := acquireArgs{tokHash: locks.TokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold, maxHold: req.MaxHold, limit: limit}
 	if w != nil {
 		a.waiterID, a.arrival, a.wait = w.id, w.arrival, max(wait, time.Millisecond)
 	}
@@ -695,12 +695,12 @@ func (r *Backend) SetValue(ctx context.Context, key locks.Key, token, value stri
 
 // Inspect implements Locker.
 func (r *Backend) Inspect(ctx context.Context, key locks.Key) (locks.Info, error) {
-	info, held, err := r.callInspect(ctx, key, time.Now())
+	info, held, freeAt, err := r.callInspect(ctx, key, time.Now())
 	if err != nil {
 		return locks.Info{}, locks.Unavailable("inspect", resource{lockKind, key}, err)
 	}
 	if !held {
-		return locks.Info{}, fmt.Errorf("inspect %s: %w", key, locks.ErrNotHeld)
+		return locks.Info{}, &locks.NotHeldError{Key: key, Index: info.Index, FreeAt: freeAt}
 	}
 	info.Describe()
 	return info, nil

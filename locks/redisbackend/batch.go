@@ -53,8 +53,8 @@ import (
 // call in the pipeline (see acked). On Redis Cluster a keyless WAIT would go
 // to any master, so there the calls are grouped by their key's master and
 // each group goes down that node's connection, its WAIT after it: a call
-// whose slot moved meanwhile gets its MOVED reply as an error (the script
-// did not run), and the next calls find the new owner.
+// whose slot moved meanwhile gets its MOVED reply (the script did not run),
+// and goes once more to the node it names (see followMoved).
 //
 // go-redis's AutoPipeliner (v9.23, experimental) does the same grouping,
 // but a command's context no longer bounds it once queued, it has retry
@@ -418,11 +418,56 @@ var errFunctionsOff = errors.New("functions refused by Redis: scripts go as EVAL
 // pipeline sends calls in one pipeline, how says as what, and a WAIT
 // after them when one has ack. Errors stay with each call's command.
 func (b *batcher) pipeline(ctx context.Context, calls []*call, how via) {
-	if cc, ok := b.client.(*redis.ClusterClient); ok && b.replicas > 0 {
+	cc, cluster := b.client.(*redis.ClusterClient)
+	if cluster && b.replicas > 0 {
 		b.pipelineByNode(ctx, cc, calls, how)
+	} else {
+		b.pipelineOn(ctx, b.client, calls, how)
+	}
+	if cluster {
+		b.followMoved(ctx, cc, calls, how)
+	}
+}
+
+// followMoved sends each call that Redis answered MOVED once more, to the
+// node the reply names. A node answers MOVED before it runs anything (the
+// slot is not its own), so this is the script's first run, never its
+// second. It spares callers a 503 while the client's slot map is behind
+// the cluster's after a reshard: go-redis reloads the map from one node,
+// which may not have heard of the move yet, and then waits 200 ms before
+// it reloads again. An ASK is not followed: the slot is half moved, and a
+// script, which names the lock's other keys itself, may find some on each
+// side (it stops before it writes, and the caller gets a 503).
+func (b *batcher) followMoved(ctx context.Context, cc *redis.ClusterClient, calls []*call, how via) {
+	var byAddr map[string][]*call
+	for _, c := range calls {
+		if addr, moved := redis.IsMovedError(c.cmd.Err()); moved {
+			if byAddr == nil {
+				byAddr = make(map[string][]*call)
+			}
+			byAddr[addr] = append(byAddr[addr], c)
+		}
+	}
+	if byAddr == nil {
 		return
 	}
-	b.pipelineOn(ctx, b.client, calls, how)
+	var mu sync.Mutex
+	nodes := make(map[string]*redis.Client, len(byAddr))
+	// The node named is one of the masters the client knows: only the
+	// slot's owner changed.
+	_ = cc.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
+		if addr := node.Options().Addr; byAddr[addr] != nil {
+			mu.Lock()
+			nodes[addr] = node
+			mu.Unlock()
+		}
+		return nil
+	})
+	for addr, group := range byAddr {
+		if node := nodes[addr]; node != nil {
+			b.pipelineOn(ctx, node, group, how)
+		}
+	}
 }
 
 // pipelineByNode sends each master's calls down that master's connection

@@ -1,8 +1,12 @@
 package redisbackend_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/locks"
@@ -75,5 +79,57 @@ func TestRedisClusterFIFOAcrossGateways(t *testing.T) {
 		holder := locktest.MustAcquire(t, backends[0], key, locks.AcquireRequest{TTL: time.Minute})
 		lockers := []locks.Locker{backends[1], backends[2], backends[0], backends[2]}
 		locktest.CheckFIFO(t, backends[0], key, holder, lockers, locktest.QueueInOrder(t, key, lockers...))
+	}
+}
+
+// TestRedisClusterFollowsMoved: a backend whose slot map is behind the
+// cluster's (the slot of a lock moved since the map was loaded) is sent
+// MOVED for that lock. Redis refuses with MOVED before it runs anything,
+// so the backend sends the call once more, to the node the reply names,
+// and the call succeeds: a reshard costs its callers no 503 once it is
+// over, however late the client's map follows (go-redis reloads it from
+// one node, which may not have heard of the move yet, and then waits
+// 200 ms before it reloads again). Each round moves a slot under a map
+// that knew the old owner, and checks that the call did meet MOVED.
+func TestRedisClusterFollowsMoved(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := cluster.Client(t)
+	moved := &movedCounter{}
+	client.AddHook(moved)
+	r := openRedis(t, client, redisbackend.Options{})
+	t.Cleanup(func() { r.Close() })
+	ctx := t.Context()
+	for round := range 3 {
+		key := locktest.UniqueKey(t)
+		g := locktest.MustAcquire(t, r, key, locks.AcquireRequest{TTL: time.Minute}) // the map knows the owner
+		slot := cluster.KeySlot(t, "{"+key.Namespace+"/"+key.Name+"}")
+		cluster.MigrateSlot(t, slot, (cluster.Owner(t, slot)+1)%len(cluster.Nodes))
+		before := moved.n.Load()
+		if _, err := r.Release(ctx, key, g.Token); err != nil {
+			t.Fatalf("round %d: release after the slot moved: %v", round, err)
+		}
+		if moved.n.Load() == before {
+			t.Fatalf("round %d: the release met no MOVED: the map followed the move before the test could show anything", round)
+		}
+		if _, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute}); err != nil {
+			t.Fatalf("round %d: acquire after the release: %v", round, err)
+		}
+	}
+}
+
+// movedCounter counts the MOVED replies a client's pipelines met.
+type movedCounter struct{ n atomic.Int64 }
+
+func (*movedCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*movedCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (m *movedCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if _, ok := redis.IsMovedError(c.Err()); ok {
+				m.n.Add(1)
+			}
+		}
+		return err
 	}
 }

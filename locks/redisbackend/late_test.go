@@ -22,9 +22,12 @@ import (
 // congested link holds, which arrives after its caller gave up.
 type holdBack struct {
 	script string // the start of the function's name, "lockgate_renew_"
-	mu     sync.Mutex
-	armed  bool
-	held   []any // the held call's arguments
+	// copy lets the armed call through, and keeps a copy to deliver
+	// again: a call that a proxy sent twice, the second time late.
+	copy  bool
+	mu    sync.Mutex
+	armed bool
+	held  []any // the held call's arguments
 }
 
 func (h *holdBack) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -67,6 +70,9 @@ func (h *holdBack) take(cmd redis.Cmder) bool {
 		return false
 	}
 	h.armed, h.held = false, args
+	if h.copy {
+		return false
+	}
 	cmd.SetErr(errStalled)
 	return true
 }
@@ -199,6 +205,64 @@ func TestRedisLateAcquireTakesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedisLateCopyOfAGrantTakesNothing: an acquire that waits, granted
+// at once, and delivered again after its lease ended (a proxy that sent it
+// twice, the second time late) takes nothing and queues nothing. Its
+// token's record says that this very call was granted ('h', handed, and
+// its call id): only a waiter whose grant a hand-off made, and which has
+// not picked it up, goes on waiting with that record. Before, the copy
+// joined the queue as a waiter nobody waits for, and got the lock.
+func TestRedisLateCopyOfAGrantTakesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, queue string
+		acquire             func(r *redisbackend.Backend, key locks.Key, ttl, wait time.Duration) error
+		held                func(r *redisbackend.Backend, key locks.Key) bool
+	}{
+		{"Lock", "lockgate_acquire_", "lockgate:{late/lock}:queue", acquireLock, lockHeld},
+		{"Permit", "lockgate_sem_acquire_", "lockgate:sem:{late/lock}:queue", acquirePermit, permitHeld},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := newClient(t, srv)
+			hook := &holdBack{script: tc.script, copy: true}
+			client.AddHook(hook)
+			r := openRedis(t, client, redisbackend.Options{})
+			t.Cleanup(func() { r.Close() })
+			key := locks.Key{Namespace: "late", Name: "lock"}
+			if err := r.LoadFunctions(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			hook.mu.Lock()
+			hook.armed = true
+			hook.mu.Unlock()
+			if err := tc.acquire(r, key, 100*time.Millisecond, time.Minute); err != nil {
+				t.Fatalf("the acquire: %v", err)
+			}
+			for tc.held(r, key) { // its lease ends, unreleased
+				time.Sleep(10 * time.Millisecond)
+			}
+			hook.deliver(t, newClient(t, srv))
+			if tc.held(r, key) {
+				t.Fatalf("after the late copy: held, want free")
+			}
+			if n := newClient(t, srv).ZCard(context.Background(), tc.queue).Val(); n != 0 {
+				t.Fatalf("after the late copy: %d waiters queued, want none", n)
+			}
+		})
+	}
+}
+
+func acquireLock(r *redisbackend.Backend, key locks.Key, ttl, wait time.Duration) error {
+	_, err := r.Acquire(context.Background(), key, locks.AcquireRequest{TTL: ttl, Subject: "t", Wait: wait})
+	return err
+}
+
+func acquirePermit(r *redisbackend.Backend, key locks.Key, ttl, wait time.Duration) error {
+	_, err := r.AcquirePermit(context.Background(), key, locks.SemaphoreRequest{
+		AcquireRequest: locks.AcquireRequest{TTL: ttl, Subject: "t", Wait: wait}, Limit: 1})
+	return err
 }
 
 func lateLock(r *redisbackend.Backend, key locks.Key, wait time.Duration) error {

@@ -41,6 +41,7 @@ const (
 	// The words the engine sends, and inspect answers.
 	modeShared    = "s"      // MODE_SHARED
 	modeExclusive = "x"      // MODE_EXCLUSIVE
+	modeResting   = "-"      // MODE_RESTING: {mode, until ms}, a lock a min hold keeps
 	ticketNew     = "new"    // TICKET_NEW: queue a ticket
 	ticketPoll    = "poll"   // TICKET_POLL: look at it, pick up its grant
 	ticketCancel  = "cancel" // TICKET_CANCEL: leave, release its grant

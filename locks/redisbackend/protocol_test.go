@@ -42,6 +42,7 @@ func TestProtocolAgrees(t *testing.T) {
 		"IDEM_ENDED":         strconv.Itoa(idemCodeEnded),
 		"MODE_SHARED":        strconv.Quote(modeShared),
 		"MODE_EXCLUSIVE":     strconv.Quote(modeExclusive),
+		"MODE_RESTING":       strconv.Quote(modeResting),
 		"TICKET_NEW":         strconv.Quote(ticketNew),
 		"TICKET_POLL":        strconv.Quote(ticketPoll),
 		"TICKET_CANCEL":      strconv.Quote(ticketCancel),

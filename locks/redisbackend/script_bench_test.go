@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -61,6 +62,41 @@ func BenchmarkRedisScripts(b *testing.B) {
 						b.Fatal(err)
 					}
 					if _, err := r.Release(ctx, key, g.Token); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}, plain)
+		})
+	}
+	// inspect: a plain GET of a lock, one held and one free, each with a
+	// history of a few grants: what a GET costs, the index it answers (#39)
+	// included. Two locks, so that their setting up, which
+	// scripts/redis-instructions counts in both of its runs, costs little:
+	// an acquire's cost moves with the clock (the namespace's index).
+	runs := 0
+	for _, history := range []int{0, 10} {
+		b.Run(fmt.Sprintf("inspect/history=%d", history), func(b *testing.B) {
+			r := newRedis(b, srv, redisbackend.Options{History: history})
+			runs++ // each run of the sub-benchmark has locks of its own
+			prefix := fmt.Sprintf("i%d.%d.", history, runs)
+			key := func(i int) locks.Key { return locks.Key{Namespace: "bench", Name: prefix + strconv.Itoa(i%2)} }
+			for i := range 2 {
+				for range 3 {
+					g, err := r.Acquire(ctx, key(i), locks.AcquireRequest{TTL: time.Hour, Subject: "bench"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := r.Release(ctx, key(i), g.Token); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if _, err := r.Acquire(ctx, key(0), locks.AcquireRequest{TTL: time.Hour, Subject: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+			measureScripts(b, client, func(n int) {
+				for i := range n {
+					if _, err := r.Inspect(ctx, key(i)); err != nil && !errors.Is(err, locks.ErrNotHeld) {
 						b.Fatal(err)
 					}
 				}

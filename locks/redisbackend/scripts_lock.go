@@ -69,10 +69,19 @@ func (lockType) held(retry time.Duration) error { return &locks.HeldError{RetryA
 func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
 	args := append(make([]any, 0, 13), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
-	if a.waiterID != "" || a.maxHold > 0 { // a call that does not wait sends no waiter's arguments
+	// A call pays for the arguments it sends: one that does not wait sends
+	// no waiter's arguments, nor one without a min hold or a hard cap those.
+	if a.waiterID != "" || a.minHold > 0 || a.maxHold > 0 {
 		args = append(args, a.waiterID, a.wait.Milliseconds(), a.arrival)
 	}
-	if a.maxHold > 0 { // nor one without a hard cap its max hold
+	if a.minHold > 0 || a.maxHold > 0 {
+		var minHold any = ""
+		if a.minHold > 0 {
+			minHold = a.minHold.Milliseconds()
+		}
+		args = append(args, minHold)
+	}
+	if a.maxHold > 0 {
 		args = append(args, a.maxHold.Milliseconds())
 	}
 	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), args...)
@@ -290,16 +299,37 @@ func (r *Backend) callTicket(ctx context.Context, key locks.Key, id string, a ti
 }
 
 // callInspect runs lua/inspect.lua on key's lock: its holders, as many as
-// MaxHoldersShown, counted from start; held is false when nobody holds it.
-func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.Info, held bool, err error) {
+// MaxHoldersShown, counted from start, and its index (Info.Index, also
+// when nobody holds it); held is false when nobody holds it, and freeAt,
+// then, until when a released grant's min hold keeps it from others (zero
+// for none).
+func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.Info, held bool, freeAt time.Time, err error) {
 	k := r.lockKeys(key)
-	cmd, _ := r.run(ctx, inspectScript, []string{k.lock, k.queue, k.readers}, locks.MaxHoldersShown)
+	history := "0"
+	if r.opts.History > 0 {
+		history = "1"
+	}
+	cmd, _ := r.run(ctx, inspectScript, []string{k.lock, k.queue, k.readers, k.fence}, locks.MaxHoldersShown, history)
 	res, err := cmd.Slice()
 	if err != nil {
-		return locks.Info{}, false, err
+		return locks.Info{}, false, time.Time{}, err
+	}
+	if len(res) == 0 {
+		return locks.Info{}, false, time.Time{}, fmt.Errorf("inspect: an empty reply, where the index comes last")
+	}
+	last := res[len(res)-1]
+	index, ok := last.(int64)
+	if !ok {
+		return locks.Info{}, false, time.Time{}, fmt.Errorf("inspect: index %v (%T), want an integer", last, last)
+	}
+	res = res[:len(res)-1]
+	if len(res) == 2 && res[0] == modeResting {
+		until, _ := res[1].(int64)
+		return locks.Info{Index: index}, false, time.UnixMilli(until).UTC(), nil
 	}
 	info, held = parseHolders(res, start)
-	return info, held, nil
+	info.Index = index
+	return info, held, time.Time{}, nil
 }
 
 // parseHolders reads the holders of a lock as lua/lib_describe.lua

@@ -58,6 +58,7 @@ type acquireArgs struct {
 	arrival        int64         // its arrival number from an earlier call; 0 for a new arrival
 	mode           locks.Mode    // a lock's
 	value          string        // a lock's: the grant's value
+	minHold        time.Duration // a lock's: see locks.AcquireRequest.MinHold
 	maxHold        time.Duration // a lock's: the grant's hard cap, 0 for none
 	limit          int           // a semaphore's
 }

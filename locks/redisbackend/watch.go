@@ -78,6 +78,11 @@ type watchedLock struct {
 	info   locks.Info
 	err    error         // the last read failed
 	change chan struct{} // closed, and replaced, when a read changes the index
+	// readAt is when the last read taken in was sent; merged is closed,
+	// and replaced, when a read is taken in, whatever it found: a watcher
+	// ahead of this gateway waits for a read sent after it came.
+	readAt time.Time
+	merged chan struct{}
 
 	// reading: a read runs; again: read once more after it, whatever it
 	// finds; hinted: the highest index a hint named, read after it unless
@@ -105,6 +110,7 @@ func (r *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 		return locks.Change{}, locks.Unavailable("watch", resource{lockKind, key}, err)
 	}
 	defer h.leave(w)
+	called := time.Now()
 	for {
 		h.mu.Lock()
 		if !w.read && w.err != nil {
@@ -112,7 +118,16 @@ func (r *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 			h.mu.Unlock()
 			return locks.Change{}, locks.Unavailable("watch", resource{lockKind, key}, err)
 		}
-		if w.read && (w.index != after || after < 0 || ctx.Err() != nil || w.gone) {
+		// A watcher that has seen an index this gateway has not (another
+		// gateway's answer, a plain GET's Lockgate-Index) is answered from
+		// a read sent after it came, not from an older one: the hint of
+		// the change may not have reached this gateway yet, or been lost.
+		ahead := w.read && after > w.index && !w.readAt.After(called) && ctx.Err() == nil && !w.gone
+		if ahead {
+			w.again = true
+			h.readLocked(w)
+		}
+		if !ahead && w.read && (w.index != after || after < 0 || ctx.Err() != nil || w.gone) {
 			err := ctx.Err()
 			if err == nil && w.gone && w.index == after {
 				err = locks.Unavailable("watch", resource{lockKind, key}, errors.New("the backend is closing"))
@@ -122,10 +137,14 @@ func (r *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 			h.mu.Unlock()
 			return c, err
 		}
-		change := w.change
+		change, merged := w.change, w.merged
 		h.mu.Unlock()
+		if !ahead {
+			merged = nil // any read, for a watcher ahead; a change, for the others
+		}
 		select {
 		case <-change:
+		case <-merged:
 		case <-ctx.Done():
 			h.mu.Lock() // w's fields are h.mu's
 			read := w.read
@@ -153,22 +172,27 @@ func aged(info locks.Info, now time.Time) locks.Info {
 }
 
 // Join adds a watcher of key: the lock is watched, registered and read,
-// if it was not yet.
+// if it was not yet. Joining a watched lock needs no call: a watcher whose
+// ctx has ended (a long-poll's wait of a millisecond) still gets the state
+// the hub knows.
 func (h *watchHub) join(ctx context.Context, key locks.Key) (*watchedLock, error) {
 	if err := h.start(); err != nil {
 		return nil, err
 	}
+	rkey := h.r.lockKeys(key).lock
+	if w := h.joinWatched(rkey); w != nil {
+		return w, nil
+	}
 	if err := h.r.waiters.ready(ctx); err != nil {
 		return nil, err
 	}
-	rkey := h.r.lockKeys(key).lock
 	h.mu.Lock()
-	if w := h.locks[rkey]; w != nil {
+	if w := h.locks[rkey]; w != nil { // another joined it meanwhile
 		w.users++
 		h.mu.Unlock()
 		return w, nil
 	}
-	w := &watchedLock{key: key, rkey: rkey, users: 1, change: make(chan struct{})}
+	w := &watchedLock{key: key, rkey: rkey, users: 1, change: make(chan struct{}), merged: make(chan struct{})}
 	h.locks[rkey] = w
 	h.mu.Unlock()
 	// Registered before the first read: an event after that read sends
@@ -182,6 +206,17 @@ func (h *watchHub) join(ctx context.Context, key locks.Key) (*watchedLock, error
 	}
 	h.refresh(w)
 	return w, nil
+}
+
+// joinWatched adds a watcher of the lock rkey names, if it is watched.
+func (h *watchHub) joinWatched(rkey string) *watchedLock {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.locks[rkey]
+	if w != nil {
+		w.users++
+	}
+	return w
 }
 
 // leave ends a watcher of w.
@@ -271,6 +306,9 @@ func (h *watchHub) merge(w *watchedLock, rp watchReply, err error, took time.Dur
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+	w.readAt = w.readFrom
+	close(w.merged)
+	w.merged = make(chan struct{})
 	if err != nil {
 		w.err = err
 		if !w.read {

@@ -34,9 +34,10 @@ func newRedisBackend(rawURL string, cluster bool, sentinel string, opts redisbac
 		// See below.
 		// MaxRedirects too: a ClusterClient re-sends a pipeline whose
 		// connection broke (io.EOF, a reset, a read timeout) up to
-		// MaxRedirects times, which would run a script again. A MOVED or
-		// ASK during a slot migration then fails the call (503) instead of
-		// following it; the batcher reloads the slots for the next calls.
+		// MaxRedirects times, which would run a script again. An ASK or
+		// TRYAGAIN during a slot migration then fails the call (503)
+		// instead of following it; a MOVED, which Redis answers before it
+		// runs anything, the backend follows once itself.
 		opts.MaxRetries, opts.MaxRedirects, opts.ContextTimeoutEnabled, opts.Protocol = -1, -1, true, 2
 		client = redis.NewClusterClient(opts)
 	default:

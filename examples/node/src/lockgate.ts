@@ -199,22 +199,40 @@ export async function endSession(client: Client, s: Session): Promise<number> {
 export type LockEvent = components["schemas"]["LockEvent"];
 
 /**
+ * The lock's holders (undefined when free) and its index: a pollLock from
+ * that index answers at the lock's next change, so a read can start a
+ * watch. The index is 0 on a gateway without a history (--history 0).
+ */
+export async function inspectLock(client: Client, lock: string): Promise<{ index: number; info?: LockInfo }> {
+  const { data, error, response } = await client.GET("/locks/{namespace}/{name}", {
+    params: { path: lockPath(lock) },
+  });
+  return indexed(`inspect ${lock}`, data, error, response);
+}
+
+/**
  * Long-polls the lock: answers as soon as its index is not `index` (at once
- * when it is not; start with 0), or when waitMs ends, with the lock's
- * holders (undefined when free) and its index, to ask again with.
+ * when it is not; start with 0, or with inspectLock's), or when waitMs
+ * ends, with the lock's holders (undefined when free) and its index, to
+ * ask again with.
  */
 export async function pollLock(client: Client, lock: string, index: number, waitMs: number): Promise<{ index: number; info?: LockInfo }> {
   const { data, error, response } = await client.GET("/locks/{namespace}/{name}", {
     params: { path: lockPath(lock), query: { index, wait: String(waitMs) } },
   });
-  const next = Number(response.headers.get("Lockgate-Index"));
+  return indexed(`watch ${lock}`, data, error, response);
+}
+
+/** A GET of a lock's answer: its holders, if held, and its Lockgate-Index. */
+function indexed(what: string, data: LockInfo | string | undefined, error: unknown, response: Response): { index: number; info?: LockInfo } {
+  const index = Number(response.headers.get("Lockgate-Index"));
   if (data && typeof data !== "string") {
-    return { index: next, info: data };
+    return { index, info: data };
   }
   if (response.status === 404 && response.headers.has("Lockgate-Index")) {
-    return { index: next };
+    return { index };
   }
-  throw new Error(`watch ${lock}: ${describe(error, response.status)}`);
+  throw new Error(`${what}: ${describe(error, response.status)}`);
 }
 
 /**

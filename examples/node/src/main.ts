@@ -7,7 +7,7 @@
 // lease was lost while working.
 import { setTimeout as sleep } from "node:timers/promises";
 import { FencedStore, StaleFenceError } from "./fenced-store.js";
-import { describe, isGrant, keepAlive, lockPath, newClient, setValue } from "./lockgate.js";
+import { describe, inspectLock, isGrant, keepAlive, lockPath, newClient, setValue } from "./lockgate.js";
 
 function env(name: string, fallback?: string): string {
   const v = process.env[name] ?? fallback;
@@ -81,6 +81,10 @@ async function main(): Promise<number> {
     work.abort();
   } else {
     console.log(`value set with fencing_token=${valueFence}`);
+    // What others read, and the lock's index: a pollLock from it answers
+    // at the lock's next change (the release, here).
+    const seen = await inspectLock(client, lock);
+    console.log(`others read value ${JSON.stringify(seen.info?.value)} at index ${seen.index}`);
   }
   try {
     await sleep(workMs, undefined, { signal: work.signal });

@@ -62,7 +62,11 @@ export interface paths {
         /**
          * Describe the holders of a lock (never a token), or watch it change.
          * @description Without `index`, `wait` or `Accept: text/event-stream`, the holders
-         *     now.
+         *     now, and the lock's index in the `Lockgate-Index` header, on the 200
+         *     and on the 404 `not_held` alike: the index of the state it
+         *     describes, so that a long-poll from it answers at the next change.
+         *     Any read can start a watch. With `--history 0` (no watches) the
+         *     index is 0.
          *
          *     **Long-poll** (`?index=N`, optionally `&wait=30s`): the answer comes
          *     as soon as the lock's index is not N (at once when it is not), or
@@ -821,6 +825,24 @@ export interface components {
              */
             value?: string;
             /**
+             * Format: int64
+             * @description Keeps the lock from everyone else until `min_hold_ms` after the
+             *     grant, even once it is released: at most once per window (a job
+             *     on several hosts that runs once per period, however fast it
+             *     is). A release before then answers 204 as ever; until then
+             *     every acquire, the holder's own included, gets 409 `lock_held`
+             *     with `Retry-After` up to then, and `GET` answers 404 `not_held`
+             *     with `min_hold_until`; the first waiter (`wait_ms`) gets the lock
+             *     then, by the usual hand-off. A lease that ends unreleased frees
+             *     the lock at its end, as ever: pick a `ttl_ms` (renewed) that
+             *     outlasts the work. At most the gateway's `--max-ttl` (or the
+             *     policy's `max_ttl`), else a 400 `invalid_request`; exclusive
+             *     holds only, and not with a `Lock-Token` (re-entry) or a ticket
+             *     (`Prefer: respond-async`). Measured on the Redis clock (or the
+             *     embedded backend's). Default 0: none.
+             */
+            min_hold_ms?: number;
+            /**
              * @description For a ticket only (`wait_ms` and `Prefer: respond-async`; on any
              *     other acquire it is a 400): when the lock is handed to the queued
              *     ticket, the gateway POSTs a notification here, signed as Standard
@@ -1556,6 +1578,23 @@ export interface components {
             reason?: "released" | "expired" | "broken" | "unknown";
         };
         /**
+         * @description The 404 of a lock's `GET`: nobody holds it. `min_hold_until` and
+         *     `retry_after_ms` are there while a released grant's `min_hold_ms`
+         *     keeps it from new holders.
+         */
+        NotHeldProblem: components["schemas"]["Problem"] & {
+            /**
+             * Format: date-time
+             * @description Until when the last grant's `min_hold_ms` keeps the lock from new holders (on the Redis clock).
+             */
+            min_hold_until?: string;
+            /**
+             * Format: int64
+             * @description How long until `min_hold_until`.
+             */
+            retry_after_ms?: number;
+        };
+        /**
          * @description The 409 of a semaphore's acquire (see `AcquireConflictProblem` for
          *     why it is one schema). `semaphore_full` and
          *     `idempotency_in_progress` carry `retry_after_ms`; `limit_mismatch`
@@ -1811,6 +1850,14 @@ export interface components {
     headers: {
         /** @description Whole seconds, rounded up. */
         RetryAfter: number;
+        /**
+         * @description The lock's index (see `inspectLock`) in the state the answer
+         *     describes: ask with `?index=` this value to long-poll for the next
+         *     change. A lease that ended with nothing run on the lock since counts
+         *     as ended. 0 while the lock keeps no history, and always on a gateway
+         *     with `--history 0`. On a stream, the index it opened at.
+         */
+        LockgateIndex: number;
     };
     pathItems: never;
 }
@@ -1887,11 +1934,12 @@ export interface operations {
         requestBody?: never;
         responses: {
             /**
-             * @description The lock is held (a long-poll's answer carries `Lockgate-Index`);
-             *     or, with `Accept: text/event-stream`, the stream of its events.
+             * @description The lock is held; or, with `Accept: text/event-stream`, the
+             *     stream of its events.
              */
             200: {
                 headers: {
+                    "Lockgate-Index": components["headers"]["LockgateIndex"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1902,13 +1950,20 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description Nobody holds the lock (`code` is `not_held`); a long-poll's answer carries `Lockgate-Index`. */
+            /**
+             * @description Nobody holds the lock (`code` is `not_held`). When a released
+             *     grant's `min_hold_ms` keeps the lock from new holders,
+             *     `min_hold_until` says until when, and `Retry-After` and
+             *     `retry_after_ms` how long that is.
+             */
             404: {
                 headers: {
+                    "Lockgate-Index": components["headers"]["LockgateIndex"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["NotHeldProblem"];
                 };
             };
             429: components["responses"]["TooManyRequests"];
@@ -2037,7 +2092,8 @@ export interface operations {
              * @description The lock is held in a way that excludes this request (and did not
              *     free up within `wait_ms`): `code` is `lock_held`, and
              *     `Retry-After` and `retry_after_ms` say when the current lease (the
-             *     last shared one, when held shared) ends if it is not renewed.
+             *     last shared one, when held shared) ends if it is not renewed, or,
+             *     after a release inside the grant's `min_hold_ms`, when that ends.
              *     With a `Lock-Token` that does not hold the lock, `code` is
              *     `not_holder` (without `retry_after_ms`), and nothing is acquired. With an `Idempotency-Key`:
              *     `idempotency_in_progress` or `grant_ended` (see the parameter).
