@@ -29,6 +29,8 @@ func RunMaxHold(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"BadCapsRefused", testMaxHoldInvalid},
 		{"SessionKeepAlivesStopAtTheCap", testMaxHoldSession},
 		{"PermitIsCapped", testMaxHoldPermit},
+		{"WithAMinHold", testMaxHoldWithMinHold},
+		{"MinHoldLongerThanTheCapRefused", testMaxHoldBelowMinHold},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
