@@ -192,7 +192,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Claims, error) {
 	}
 	if !c.hasNS && a.policy != nil {
 		g := a.policy.grant(c.all)
-		claims.Namespaces, claims.AdminNamespaces, claims.MaxTTL, claims.Limits = g.namespaces, g.admin, g.maxTTL, g.limits
+		claims.Namespaces, claims.AdminNamespaces, claims.MaxTTL, claims.MaxHold, claims.Limits = g.namespaces, g.admin, g.maxTTL, g.maxHold, g.limits
 		claims.grants.policy = true
 	}
 	// Only a token already valid is cached (a future nbf verifies later);

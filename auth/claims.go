@@ -136,6 +136,9 @@ type Claims struct {
 	// MaxTTL, when not 0, is the longest lease the policy lets this
 	// token ask for (handlers enforce it with their own maximum).
 	MaxTTL time.Duration
+	// MaxHold, when not 0, is the longest hard cap on a hold the policy
+	// lets this token's grants have (handlers enforce it with their own).
+	MaxHold time.Duration
 	// Limits are the subject limits the policy rules that granted this
 	// token set; zero fields leave the gateway's (see
 	// ratelimit.SubjectLimiter).

@@ -25,6 +25,7 @@ type rule struct {
 	namespaces []string
 	admin      []string      // admin_namespaces: globs of namespaces its tokens administer
 	maxTTL     time.Duration // 0: no cap of its own
+	maxHold    time.Duration // 0: no cap of its own
 	limits     Limits        // zero fields: the gateway's
 }
 
@@ -38,7 +39,7 @@ type condition struct {
 // "Namespaces" or "NAMESPACES" for "namespaces").
 var (
 	policyFields = []string{"rules"}
-	ruleFields   = []string{"match", "namespaces", "admin_namespaces", "max_ttl", "subject_rate", "subject_burst", "subject_max_waiters"}
+	ruleFields   = []string{"match", "namespaces", "admin_namespaces", "max_ttl", "max_hold", "subject_rate", "subject_burst", "subject_max_waiters"}
 )
 
 // ParsePolicy reads a policy file:
@@ -55,7 +56,10 @@ var (
 // elements. The namespaces of every rule that applies add up, and so do
 // its admin_namespaces (those its tokens administer, within the namespaces
 // they are granted: see Claims.Administers); the
-// smallest max_ttl among them caps the lease. subject_rate (requests per
+// smallest max_ttl among them caps the lease, and the smallest max_hold
+// the hard cap on a lock's grant (as the gateway's --max-hold; it is the
+// token's, so a cap for some namespaces is a rule that grants those).
+// subject_rate (requests per
 // second), subject_burst and subject_max_waiters set each matching
 // subject's own limits on a gateway, as --subject-rate, --subject-burst
 // and --subject-max-waiters do for every other subject (see
@@ -137,6 +141,17 @@ func parseRule(data []byte) (rule, error) {
 		}
 		r.maxTTL = d
 	}
+	if raw, ok := fields["max_hold"]; ok {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return r, fmt.Errorf(`max_hold: want a duration such as "10m", got %s`, shorten(raw))
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Millisecond {
+			return r, fmt.Errorf(`max_hold %s: want a duration of at least 1ms, such as "10m"`, strconv.Quote(s))
+		}
+		r.maxHold = d
+	}
 	if raw, ok := fields["subject_rate"]; ok {
 		if err := json.Unmarshal(raw, &r.limits.Rate); err != nil || r.limits.Rate <= 0 || r.limits.Rate > maxRuleLimit {
 			return r, fmt.Errorf("subject_rate: want requests per second, more than 0 and at most %d, got %s", maxRuleLimit, shorten(raw))
@@ -214,12 +229,13 @@ func shorten(raw json.RawMessage) string {
 // policyGrant is what the rules that match a token grant it.
 type policyGrant struct {
 	namespaces, admin []string
-	maxTTL            time.Duration
+	maxTTL, maxHold   time.Duration
 	limits            Limits
 }
 
 // grant adds up what the rules that match claims grant: their namespaces
-// and admin namespaces, the smallest max_ttl and the smallest limits.
+// and admin namespaces, the smallest max_ttl and max_hold, and the
+// smallest limits.
 func (p *Policy) grant(claims map[string]json.RawMessage) policyGrant {
 	var g policyGrant
 	for _, r := range p.rules {
@@ -239,6 +255,7 @@ func (p *Policy) grant(claims map[string]json.RawMessage) policyGrant {
 		if r.maxTTL > 0 && (g.maxTTL == 0 || r.maxTTL < g.maxTTL) {
 			g.maxTTL = r.maxTTL
 		}
+		g.maxHold = smallestSet(g.maxHold, r.maxHold)
 		g.limits.Rate = smallestSet(g.limits.Rate, r.limits.Rate)
 		g.limits.Burst = smallestSet(g.limits.Burst, r.limits.Burst)
 		g.limits.MaxWaiters = smallestSet(g.limits.MaxWaiters, r.limits.MaxWaiters)
@@ -247,7 +264,7 @@ func (p *Policy) grant(claims map[string]json.RawMessage) policyGrant {
 }
 
 // smallestSet is the smaller of a and b, where 0 means unset.
-func smallestSet[T int | float64](a, b T) T {
+func smallestSet[T int | float64 | time.Duration](a, b T) T {
 	switch {
 	case a == 0:
 		return b

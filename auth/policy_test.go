@@ -39,6 +39,8 @@ func TestParsePolicyRefuses(t *testing.T) {
 		"negative duration":  {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":"-1m"}]}`, `rule 1: max_ttl "-1m"`},
 		"zero duration":      {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":"0s"}]}`, `rule 1: max_ttl "0s"`},
 		"numeric duration":   {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_ttl":600}]}`, "rule 1: max_ttl: want a duration"},
+		"bad max_hold":       {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_hold":"0s"}]}`, `rule 1: max_hold "0s"`},
+		"numeric max_hold":   {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"max_hold":600}]}`, "rule 1: max_hold: want a duration"},
 		"zero rate":          {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"subject_rate":0}]}`, "rule 1: subject_rate: want requests per second"},
 		"rate as string":     {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"subject_rate":"5/s"}]}`, "rule 1: subject_rate"},
 		"huge rate":          {`{"rules":[{"match":{"iss":"x"},"namespaces":["a"],"subject_rate":1e7}]}`, "rule 1: subject_rate"},
@@ -222,5 +224,34 @@ func TestAuthenticateWithPolicy(t *testing.T) {
 				t.Fatalf("got %q, %s; want %q, %s", c.Namespaces, c.MaxTTL, tc.ns, tc.maxTTL)
 			}
 		})
+	}
+}
+
+// TestPolicyMaxHold: a token's max_hold is the smallest of the rules that
+// match it, and none when none sets one.
+func TestPolicyMaxHold(t *testing.T) {
+	p, err := ParsePolicy([]byte(`{"rules": [
+	{"match": {"iss": "x"}, "namespaces": ["jobs"], "max_hold": "10m"},
+	{"match": {"iss": "x", "team": "batch"}, "namespaces": ["batch"], "max_hold": "2m"},
+	{"match": {"iss": "y"}, "namespaces": ["free"]}
+]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		claims string
+		want   time.Duration
+	}{
+		"one rule": {`{"iss":"x"}`, 10 * time.Minute},
+		"smallest": {`{"iss":"x","team":"batch"}`, 2 * time.Minute},
+		"no max":   {`{"iss":"y"}`, 0},
+	} {
+		var claims map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(tc.claims), &claims); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.grant(claims).maxHold; got != tc.want {
+			t.Errorf("%s: got max_hold %v, want %v", name, got, tc.want)
+		}
 	}
 }

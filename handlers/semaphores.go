@@ -25,7 +25,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 	// The lock's rules for ttl_ms, wait_ms and owner, in one place.
 	key, ar, err := s.acquireRequest(ctx, AcquireLockRequestObject{
 		Namespace: req.Namespace, Name: req.Name,
-		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner},
+		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner, MaxHoldMs: b.MaxHoldMs},
 	}, permitWait)
 	if err != nil {
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()
@@ -55,6 +55,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 		TtlMs:        grant.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(grant.TTL),
 		ExpiresAt:    timestamp(grant.ExpiresAt),
+		HoldUntil:    holdUntil(grant.HoldUntil),
 		Limit:        b.Limit,
 		SignedGrant:  s.signedGrant(ctx, sign, "", semaphore, grant.FencingToken, grantsig.ModePermit, grant.ExpiresAt),
 	}
@@ -103,6 +104,7 @@ func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeas
 		TtlMs:        lease.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
+		HoldUntil:    holdUntil(lease.HoldUntil),
 		SignedGrant:  s.signedGrant(ctx, sign, "", semaphore, lease.FencingToken, grantsig.ModePermit, lease.ExpiresAt),
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -31,6 +32,11 @@ type Config struct {
 	DefaultTTL time.Duration
 	// MaxTTL bounds ttl_ms on acquire and renew. Default 1h.
 	MaxTTL time.Duration
+	// MaxHold, when not 0, is the operator's hard cap on every grant of a
+	// lock or a permit (locks.AcquireRequest.MaxHold; not a lock set's):
+	// an acquire without max_hold_ms
+	// gets it, and one with more is refused. Default 0: none.
+	MaxHold time.Duration
 	// MaxWait bounds wait_ms of an acquire that waits in the call. Default
 	// 60s.
 	MaxWait time.Duration
@@ -215,6 +221,9 @@ func (s *Server) lockCall(ctx context.Context, req AcquireLockRequestObject) (gr
 	if err != nil {
 		return grantCall{}, err
 	}
+	if p.LockToken != nil && req.Body != nil && req.Body.MaxHoldMs != nil {
+		return grantCall{}, invalid("max_hold_ms is the acquire's: a re-entry keeps the grant's cap")
+	}
 	var asked *bool
 	if req.Body != nil {
 		asked = req.Body.Signed
@@ -261,6 +270,7 @@ func (s *Server) grantBody(ctx context.Context, key locks.Key, g *locks.Grant, m
 		TtlMs:        g.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(g.TTL),
 		ExpiresAt:    timestamp(g.ExpiresAt),
+		HoldUntil:    holdUntil(g.HoldUntil),
 		Holds:        &g.Holds,
 		Mode:         grantMode(mode),
 		SignedGrant:  s.signedGrant(ctx, sign, lock, "", g.FencingToken, signedMode(mode), g.ExpiresAt),
@@ -362,7 +372,59 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 			}
 		}
 	}
+	if err := s.capHold(ctx, req.Body, &ar); err != nil {
+		return key, ar, err
+	}
 	return key, ar, nil
+}
+
+// capHold sets ar's hard cap: the body's max_hold_ms, or the caller's
+// bound (see maxHold) when the body has none. A ttl_ms past the cap, or a
+// max_hold_ms past the bound, is refused; without a ttl_ms, the default
+// TTL is cut to the cap.
+func (s *Server) capHold(ctx context.Context, b *AcquireLockJSONRequestBody, ar *locks.AcquireRequest) error {
+	bound, by := s.maxHold(ctx)
+	capped := bound
+	if b != nil && b.MaxHoldMs != nil {
+		ms := *b.MaxHoldMs
+		switch {
+		case ms < 1:
+			return invalid("max_hold_ms must be at least 1")
+		case bound > 0 && ms > bound.Milliseconds():
+			return invalid(fmt.Sprintf("max_hold_ms must be at most %d (%s)", bound.Milliseconds(), by))
+		case ms > maxHoldMs:
+			return invalid(fmt.Sprintf("max_hold_ms must be at most %d", int64(maxHoldMs)))
+		}
+		capped = time.Duration(ms) * time.Millisecond
+	}
+	if capped == 0 {
+		return nil
+	}
+	if b == nil || b.TtlMs == nil {
+		ar.TTL = min(ar.TTL, capped)
+	} else if ar.TTL > capped {
+		if b.MaxHoldMs != nil {
+			return invalid(fmt.Sprintf("max_hold_ms (%d) must be at least ttl_ms (%d)", capped.Milliseconds(), ar.TTL.Milliseconds()))
+		}
+		return invalid(fmt.Sprintf("ttl_ms must be at most %d: %s caps every grant", capped.Milliseconds(), by))
+	}
+	ar.MaxHold = capped
+	return nil
+}
+
+// maxHoldMs is the longest max_hold_ms a gateway without a bound takes:
+// about 292 years, as long as a time.Duration lasts.
+const maxHoldMs = math.MaxInt64 / int64(time.Millisecond)
+
+// maxHold is the caller's bound on a grant's hard cap, and what sets it:
+// the gateway's MaxHold, or less when the policy rules that granted its
+// token say so; 0 for none.
+func (s *Server) maxHold(ctx context.Context) (time.Duration, string) {
+	bound, by := s.cfg.MaxHold, "the gateway's --max-hold"
+	if c, _ := middleware.ClaimsFromContext(ctx); c.MaxHold > 0 && (bound == 0 || c.MaxHold < bound) {
+		bound, by = c.MaxHold, "the max_hold of the policy rules that grant this token"
+	}
+	return bound, by
 }
 
 // wait checks a wait_ms against its limit before converting it, so that
@@ -521,6 +583,7 @@ func (s *Server) RenewLease(ctx context.Context, req RenewLeaseRequestObject) (R
 		TtlMs:        lease.TTL.Milliseconds(),
 		RenewAfterMs: renewAfterMs(lease.TTL),
 		ExpiresAt:    timestamp(lease.ExpiresAt),
+		HoldUntil:    holdUntil(lease.HoldUntil),
 		SignedGrant:  s.signedGrant(ctx, sign, lock, "", lease.FencingToken, signedMode(lease.Mode), lease.ExpiresAt),
 	}, nil
 }
@@ -593,6 +656,7 @@ func lockInfo(key locks.Key, info locks.Info) LockInfo {
 		TtlMs:        info.TTL.Milliseconds(),
 		ExpiresAt:    timestamp(info.ExpiresAt),
 		AcquiredAt:   timestamp(info.AcquiredAt),
+		HoldUntil:    holdUntil(info.HoldUntil),
 		Subject:      info.Subject,
 		Owner:        info.Owner,
 		Waiters:      info.Waiters,
@@ -615,6 +679,7 @@ func holdersOf(hs []locks.Holder) []Holder {
 			TtlMs:        h.TTL.Milliseconds(),
 			ExpiresAt:    timestamp(h.ExpiresAt),
 			AcquiredAt:   timestamp(h.AcquiredAt),
+			HoldUntil:    holdUntil(h.HoldUntil),
 			Holds:        &hs[i].Holds,
 			Value:        valueOf(h.Value),
 		}
@@ -629,6 +694,16 @@ func holdersOf(hs []locks.Holder) []Holder {
 // the lease, which leaves two thirds for a renew that fails and its
 // retries. The ttl_ms of the same answer, divided by 3, rounded down.
 func renewAfterMs(ttl time.Duration) int64 { return ttl.Milliseconds() / 3 }
+
+// holdUntil is a grant's hard cap as an answer states it (see timestamp),
+// or nil for a grant without one.
+func holdUntil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = timestamp(t)
+	return &t
+}
 
 // timestamp is t in UTC, cut to the millisecond: RFC 3339 as clients parse
 // it. Cutting down keeps "expires_at is never later than the real expiry".

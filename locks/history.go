@@ -36,10 +36,12 @@ type Event struct {
 // lease that ended unreleased (expired, at the lease's end), a grant ended
 // by an administrator (broken, see Breaker), a waiter dropped from the
 // queue because its gateway stopped keeping it alive, and a holder's
-// change of its grant's value (see Valuer). Redis keeps a kind as its
+// change of its grant's value (see Valuer), and a grant whose hard cap
+// (AcquireRequest.MaxHold) ended it (max_hold, where a lease that ended
+// before its cap says expired). Redis keeps a kind as its
 // place in this list (lua/lib_history.lua EVENT_KINDS): a new kind goes
 // at the end.
-var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "broken", "waiter_dropped", "value_changed"}
+var EventKinds = []string{"acquired", "handed_over", "re_entered", "renewed", "released", "expired", "broken", "waiter_dropped", "value_changed", "max_hold"}
 
 // Historian is what a backend offers for lock histories.
 type Historian interface {

@@ -131,6 +131,11 @@ func NewIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*I
 		// fingerprint gateways of the release before gave it.
 		parts = append(parts, req.Value)
 	}
+	if req.MaxHold > 0 {
+		// As the value: only when set. A retry that asks for another cap
+		// is another request.
+		parts = append(parts, "max_hold", strconv.FormatInt(req.MaxHold.Milliseconds(), 10))
+	}
 	if req.MinHold > 0 { // only when set, as the value
 		parts = append(parts, "min_hold_ms", strconv.FormatInt(req.MinHold.Milliseconds(), 10))
 	}

@@ -133,6 +133,13 @@ type AcquireRequest struct {
 	Owner string
 	// Mode is Exclusive (the zero value) or Shared.
 	Mode Mode
+	// MaxHold, when not 0, is a hard cap on the grant: no renewal,
+	// re-entry or session keep-alive carries its lease past its
+	// acquisition plus MaxHold (Lease.HoldUntil), and at that moment it
+	// ends as an expired lease does, with a history event max_hold. At
+	// least TTL: a cap below the first lease would cut the grant short
+	// before it began.
+	MaxHold time.Duration
 	// Value is the grant's value, at most MaxValueLen bytes ("" for none):
 	// shown by Inspect and the history while the grant holds the lock,
 	// changed by its holder with SetValue, gone with the grant. A waiter's
@@ -216,10 +223,16 @@ func (r AcquireRequest) Validate() error {
 		return fmt.Errorf("%w: owner label longer than %d bytes", ErrInvalid, MaxOwnerLen)
 	case r.Mode > Shared:
 		return fmt.Errorf("%w: unknown mode %d", ErrInvalid, r.Mode)
+	case r.MaxHold < 0:
+		return fmt.Errorf("%w: max_hold must not be negative", ErrInvalid)
+	case r.MaxHold > 0 && r.MaxHold < r.TTL:
+		return fmt.Errorf("%w: max_hold (%s) must be at least the ttl (%s)", ErrInvalid, r.MaxHold, r.TTL)
 	case r.MinHold < 0:
 		return fmt.Errorf("%w: min hold must not be negative", ErrInvalid)
 	case r.MinHold > 0 && r.Mode == Shared:
 		return fmt.Errorf("%w: min hold applies to exclusive holds only", ErrInvalid)
+	case r.MinHold > 0 && r.MaxHold > 0 && r.MinHold > r.MaxHold:
+		return fmt.Errorf("%w: min hold (%s) must not be longer than max_hold (%s)", ErrInvalid, r.MinHold, r.MaxHold)
 	}
 	return ValidateValue(r.Value, r.Mode)
 }
@@ -260,6 +273,10 @@ type Lease struct {
 	// Mode is how the grant holds the lock, as Renew found it (a signed
 	// renewal says it). Unset elsewhere, and for a permit.
 	Mode Mode
+	// HoldUntil is when the grant's hard cap (AcquireRequest.MaxHold)
+	// ends it, counted as ExpiresAt is: never later than the backend's.
+	// No lease passes it. Zero for a grant without a cap.
+	HoldUntil time.Time
 }
 
 // Grant is a successful acquisition.

@@ -337,6 +337,11 @@ func (s *SessionEngine) AcquireInSession(ctx context.Context, token string, key 
 	}
 	return s.acquire(ctx, token, SessionHold{Key: key}, req.Subject, req.Wait, func(ttl time.Duration, owner string) (Grant, error) {
 		req.TTL, req.OwnerToken = ttl, owner
+		if req.MaxHold > 0 {
+			// The session's lease may be longer than the cap: the grant's
+			// first lease ends at the cap, as the keep-alives' renewals do.
+			req.TTL = min(ttl, req.MaxHold)
+		}
 		return s.Grants.Acquire(ctx, key, req)
 	})
 }
@@ -349,6 +354,9 @@ func (s *SessionEngine) AcquirePermitInSession(ctx context.Context, token string
 	}
 	return s.acquire(ctx, token, SessionHold{Semaphore: true, Key: key}, req.Subject, req.Wait, func(ttl time.Duration, owner string) (Grant, error) {
 		req.TTL, req.OwnerToken = ttl, owner
+		if req.MaxHold > 0 {
+			req.TTL = min(ttl, req.MaxHold) // as a lock's (AcquireInSession)
+		}
 		return s.Grants.AcquirePermit(ctx, key, req)
 	})
 }

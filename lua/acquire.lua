@@ -18,7 +18,11 @@
 -- ARGV[11]    only with a min hold: ms from the grant until which the
 --             lock stays from others, released or not (see grant; the
 --             caller sends ARGV[8..10] as '', '0', '0' if it does not
---             wait); a waiter's grant carries it too
+--             wait); a waiter's grant carries it too; '' for none
+-- ARGV[12]    only for a grant with a hard cap: its max hold, ms (at
+--             least ARGV[2] and the min hold; see lib_grant.lua grant). A
+--             call with one sends ARGV[8..11] as '', '0', '0', '' if it
+--             neither waits nor has a min hold
 --
 -- Returns  {SHARED_FULL, retry_ms}
 --              a shared request that does not wait, when the lock has its
@@ -40,7 +44,13 @@
 
 local K = lock_keys(ARGV[5])
 local tok_hash, ttl, me, shared, value = ARGV[1], ARGV[2], ARGV[8] or '', ARGV[6] == MODE_SHARED, ARGV[7]
-local min_hold = ARGV[11]
+local min_hold, max_hold = ARGV[11], ARGV[12]
+if min_hold == '' then
+  min_hold = nil
+end
+if max_hold == '' then
+  max_hold = nil
+end
 -- The token's record (lib_record.lua): nil for a new token, and so the
 -- read that stops the script while its slot migrates (see once.lua).
 local rec = redis.call('GET', K.record)
@@ -95,6 +105,7 @@ if me ~= '' then
   if min_hold then
     req.mh = min_hold
   end
+  req.cap = max_hold
   seq = enqueue(K, now, me, ARGV[10], ARGV[9], K.alive_ms, req)
 end
 
@@ -107,7 +118,7 @@ if me == '' then
   holder = h.holder
   local free = not holder and not delayed(K)
   if free and not shared then
-    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold)
+    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
     return settle(K, fresh(fence, ttl, now, at))
   end
@@ -116,7 +127,7 @@ if me == '' then
     return {SHARED_FULL, math.max(tonumber(soonest) - now, 0)}
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
-    local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false)
+    local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
     return settle(K, fresh(fence, ttl, now, at))
   end

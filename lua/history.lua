@@ -15,7 +15,12 @@ local out, note = history_of(rec, tonumber(ARGV[1])), rec.note
 if note then
   local t = redis.call('TIME')
   if note[1] <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
-    local e = note[5] and 'broken' or 'expired'
+    local e = 'expired'
+    if note[5] then
+      e = 'broken'
+    elseif note[6] and note[1] >= note[6] then
+      e = 'max_hold' -- its hard cap ended it (lib_history.lua check_expired)
+    end
     table.insert(out, 1, event_json({KIND_CODES[e], note[1], note[2], note[3], note[4], false, note[5] or false}, rec.i + 1))
   end
 end

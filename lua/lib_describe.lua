@@ -5,13 +5,14 @@
 
 -- describe returns, for the lock hash lock, its queue and its readers,
 -- {mode, waiters, now_ms, holders, [fencing_token, ttl_ms, subject,
--- owner, acquired_at_ms, holds, hold ids, value] for each holder
+-- owner, acquired_at_ms, holds, hold ids, value, hard cap] for each holder
 -- described, the soonest lease to end first}, or {} when nobody holds it.
 -- Of a lock held shared by more than most holders, those whose leases end
 -- last, so that the reply's size and cost are bounded. Shared holders
 -- whose lease ended are left out, not dropped; token hashes never appear.
--- A lock that a released grant's min hold keeps from others (see
--- lib_handoff.lua rest) is {MODE_RESTING, until ms}.
+-- A holder's hard cap is its cap (lib_grant.lua grant), ms on the Redis
+-- clock, or 0 for none. A lock that a released grant's min hold keeps
+-- from others (see lib_handoff.lua rest) is {MODE_RESTING, until ms}.
 local function describe(lock, queue, readers, now, most)
   local tok = redis.call('HGET', lock, 'tok')
   if not tok then
@@ -21,9 +22,9 @@ local function describe(lock, queue, readers, now, most)
   end
   local waiters = redis.call('ZCARD', queue)
   if tok ~= '' then
-    local f = redis.call('HMGET', lock, 'fence', 'sub', 'own', 'at', 'hs', 'v')
+    local f = redis.call('HMGET', lock, 'fence', 'sub', 'own', 'at', 'hs', 'v', 'cap')
     return {MODE_EXCLUSIVE, waiters, now, 1, tonumber(f[1]), redis.call('PTTL', lock), f[2], f[3],
-      tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil), f[6] or ''}
+      tonumber(f[4]), hold_count(f[5] or nil), hold_ids(f[5] or nil), f[6] or '', tonumber(f[7]) or 0}
   end
   local out = {MODE_SHARED, waiters, now, redis.call('ZCOUNT', readers, '(' .. now, '+inf')}
   local live = redis.call('ZREVRANGEBYSCORE', readers, '+inf', '(' .. now, 'WITHSCORES',
@@ -33,7 +34,7 @@ local function describe(lock, queue, readers, now, most)
     if r then
       r = cjson.decode(r)
       for _, v in ipairs({tonumber(r.f), tonumber(live[i + 1]) - now, r.s, r.o,
-          tonumber(r.a), hold_count(r.hs), hold_ids(r.hs), ''}) do
+          tonumber(r.a), hold_count(r.hs), hold_ids(r.hs), '', tonumber(r.cap) or 0}) do
         out[#out + 1] = v
       end
     end

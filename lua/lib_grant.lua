@@ -46,9 +46,12 @@ end
 -- has not picked it up yet. value is the grant's value (nil or '': none),
 -- which lives in K.lock and so ends with the grant. min_hold (ms, nil or
 -- 0: none) keeps the lock from others until that long after now, even
--- once released (see rest). A free lock has no hash to clear: every
--- script writes to K.lock only after finding it held (tok set), or here.
-local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, min_hold)
+-- once released (see rest). max_hold, ms (nil: none), is the grant's hard
+-- cap: K.lock's 'cap' says until when (acquired at plus max_hold), which
+-- no lease passes; at least ttl and min_hold, so that the first lease
+-- needs no cut. A free lock has no hash to clear: every script writes to
+-- K.lock only after finding it held (tok set), or here.
+local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, min_hold, max_hold)
   local fence = next_fence(K, t, retention)
   local at = at_ms(t)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
@@ -62,9 +65,14 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, va
   if min_hold and tonumber(min_hold) > 0 then
     redis.call('HSET', K.lock, 'mh', tonumber(at) + tonumber(min_hold))
   end
+  local cap
+  if max_hold and max_hold ~= '' then
+    cap = tonumber(at) + tonumber(max_hold)
+    redis.call('HSET', K.lock, 'cap', string.format('%d', cap))
+  end
   redis.call('PEXPIRE', K.lock, lease)
   if K.hist_n > 0 then
-    hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own})
+    hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own}, nil, cap)
   end
   return fence, at
 end
@@ -77,12 +85,13 @@ local function fresh(fence, ttl, now, at)
 end
 
 -- pick_up makes a provisional grant a full one: its lease becomes the TTL
--- asked for, from now.
+-- asked for, from now, up to its hard cap (see grant).
 local function pick_up(K, now)
   if redis.call('HDEL', K.lock, 'p') == 1 then
-    local ttl = redis.call('HGET', K.lock, 'ttl')
+    local g = redis.call('HMGET', K.lock, 'ttl', 'cap')
+    local ttl = capped(g[1], g[2], now)
     redis.call('PEXPIRE', K.lock, ttl)
-    hold_note(K, now + tonumber(ttl), holder_of(K))
+    hold_note(K, now + ttl, holder_of(K), nil, g[2])
   end
 end
 

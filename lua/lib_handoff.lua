@@ -44,10 +44,10 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
     end
     local fence, at
     if e.m == 's' then
-      fence, at = add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full)
+      fence, at = add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.cap)
       holder = ''
     else
-      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.v, e.mh)
+      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.v, e.mh, e.cap)
       holder = e.t
     end
     event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, fence, e.v)

@@ -12,7 +12,7 @@ local EVENT_FIELDS = {'e', 't', 'f', 's', 'o', 'v', 'b', 'ss'}
 -- one goes at the end of both), which the record
 -- packs as their number here; KIND_CODES the reverse.
 local EVENT_KINDS = {'acquired', 'handed_over', 're_entered', 'renewed', 'released', 'expired', 'broken',
-  'waiter_dropped', 'value_changed'}
+  'waiter_dropped', 'value_changed', 'max_hold'}
 local KIND_CODES = {}
 for code = 1, #EVENT_KINDS do -- a library's top level has no ipairs
   KIND_CODES[EVENT_KINDS[code]] = code
@@ -117,7 +117,7 @@ end
 
 -- The events that leave the history's expiry where it is (see
 -- push_events).
-local ENDS = {released = true, expired = true, broken = true, waiter_dropped = true}
+local ENDS = {released = true, expired = true, broken = true, waiter_dropped = true, max_hold = true}
 
 -- event adds an event to the lock's history (when it keeps one: never for
 -- a semaphore's S): what happened at ms on the Redis clock, to the grant
@@ -157,15 +157,24 @@ end
 -- hold_note notes the exclusive grant f (see holder_of), whose lease ends
 -- at until ms, in the name record, for check_expired; nothing without a
 -- history. by, for a grant being broken with a period (break.lua), is who
--- breaks it. The note is {lease end, fencing token, subject, owner, by},
+-- breaks it; cap, for a grant with a hard cap (K.lock's 'cap', see
+-- lib_grant.lua), when the cap ends it, ms: given by the grant, and
+-- carried on from the grant's earlier note by the scripts that extend its
+-- lease. The note is {lease end, fencing token, subject, owner, by[, cap]},
 -- and as it begins or extends a lease, the record lives the retention from
 -- now.
-local function hold_note(K, until_ms, f, by)
+local function hold_note(K, until_ms, f, by, cap)
   if K.hist_n == 0 then
     return
   end
   local rec = record(K)
-  rec.note = {tonumber(until_ms), tonumber(f[1]), f[2], f[3], by}
+  local fence, old = tonumber(f[1]), rec.note
+  cap = cap or (old and old[2] == fence and old[6])
+  if cap then
+    rec.note = {tonumber(until_ms), fence, f[2], f[3], by or false, tonumber(cap)}
+  else
+    rec.note = {tonumber(until_ms), fence, f[2], f[3], by}
+  end
   rec.dirty, rec.extend = true, true
 end
 
@@ -183,7 +192,8 @@ end
 
 -- check_expired records, once, that the noted exclusive grant's lease
 -- ended unreleased: at its end, whichever script runs first after it. A
--- grant whose break period ended it was broken, by the noted breaker.
+-- grant whose break period ended it was broken, by the noted breaker; one
+-- whose lease reached its hard cap ended max_hold.
 local function check_expired(K, now)
   if K.hist_n == 0 then
     return
@@ -193,6 +203,8 @@ local function check_expired(K, now)
     drop_note(K)
     if h[5] then
       event(K, 'broken', h[1], h[3], h[4], h[2], nil, h[5])
+    elseif h[6] and h[1] >= h[6] then
+      event(K, 'max_hold', h[1], h[3], h[4], h[2])
     else
       event(K, 'expired', h[1], h[3], h[4], h[2])
     end

@@ -13,11 +13,13 @@
 --              holds, when it was re-entered: see holds.lua), v (the
 --              grant's value, absent for none: it goes with the hash when
 --              the grant ends), mh (with a min hold: ms on the Redis clock
---              until which the name stays from others, released or not);
---              its PEXPIRE is the lease. A grant released before its mh
---              leaves the hash {tok = RESTING, mh}, living until mh: held
---              by no token, so that every script sees the lock held by
---              another until then (lib_grant.lua rest)
+--              until which the name stays from others, released or not),
+--              cap (only for a grant with a hard cap: ms on the Redis
+--              clock, at plus its max hold, which no lease passes; see
+--              lib_grant.lua grant); its PEXPIRE is the lease. A grant
+--              released before its mh leaves the hash {tok = RESTING, mh},
+--              living until mh: held by no token, so that every script
+--              sees the lock held by another until then (lib_grant.lua rest)
 --   K.fence    the name record (lib_fence.lua), all a released name
 --              keeps, living the retention after the last grant or event
 --              that began or extended a lease. Without a history: the
@@ -48,8 +50,8 @@
 --              pick-up (ms), s: subject, o: owner label, d: wait deadline
 --              ms, m: 's' when it asks for a shared hold, v: the value
 --              its grant will carry, absent for none, mh: its min hold,
---              ms, absent for none}; field '#seq'
---              numbers arrivals
+--              ms, absent for none, cap: its max hold, ms, absent for
+--              none}; field '#seq' numbers arrivals
 --   K.readers  zset: token hash of a shared holder -> ms on the Redis clock
 --              when its lease ends
 --   K.delay    string, with --lock-delay: while it exists, a lock nobody
@@ -76,7 +78,8 @@
 -- (so scripts that know only exclusive holders see it as held by another),
 -- and one field 'r:<token hash>' per shared holder: JSON {f: fencing
 -- token, s, o, a: acquired at ms, t: ttl asked for, p: 1 while provisional,
--- hs: its hold ids when re-entered (holds.lua)}. K.lock and K.readers
+-- hs: its hold ids when re-entered (holds.lua), cap: its hard cap, as K.lock's
+-- (absent for none)}. K.lock and K.readers
 -- then live as long as the longest shared lease, and every script first
 -- drops the shared holders whose lease has ended (lib_shared.lua
 -- purge_ended).

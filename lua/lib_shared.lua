@@ -2,6 +2,18 @@
 -- K.lock, their leases in K.readers (see lib_keys.lua). A library, not a
 -- script on its own.
 
+-- capped is ms of lease from now, or less: what is left until cap, a
+-- grant's hard cap (lib_grant.lua grant; a shared hold's cap, add_reader) (ms on the Redis clock; nil for none), at least 1 ms
+-- (a lease past its cap has ended already, so a script that finds the
+-- grant finds a millisecond of it at most).
+local function capped(ms, cap, now)
+  cap = tonumber(cap)
+  if cap then
+    return math.max(math.min(tonumber(ms), cap - now), 1)
+  end
+  return tonumber(ms)
+end
+
 -- shared_full reports whether the lock, held shared, has as many shared
 -- holders as it may (K.max_readers): another one waits, or is refused. The
 -- cap bounds what a lock costs to keep and to describe, and what one
@@ -49,6 +61,9 @@ local function purge_ended(K, now)
       r = cjson.decode(r)
       if r.bb then
         event(K, 'broken', tonumber(ended[i + 1]), r.s, r.o, r.f, nil, r.bb)
+      elseif r.cap and tonumber(ended[i + 1]) >= tonumber(r.cap) then
+        lapsed = true
+        event(K, 'max_hold', tonumber(ended[i + 1]), r.s, r.o, r.f)
       else
         lapsed = true
         event(K, 'expired', tonumber(ended[i + 1]), r.s, r.o, r.f)
@@ -67,12 +82,16 @@ end
 
 -- add_reader gives token hash tok a shared hold of the lock (free, or
 -- held shared) with a lease of lease ms, and returns its fencing token and
--- when it was acquired (ms), as grant does.
-local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provisional)
+-- when it was acquired (ms), as grant does; max_hold (ms, nil for none) is
+-- its hard cap, kept as the hold's cap: until when, as grant's.
+local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provisional, max_hold)
   local fence = next_fence(K, t, retention)
   local r = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t)}
   if provisional then
     r.p = 1
+  end
+  if max_hold then
+    r.cap = string.format('%d', tonumber(r.a) + tonumber(max_hold))
   end
   redis.call('HSET', K.lock, 'tok', '', 'r:' .. tok, cjson.encode(r))
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(lease)), tok)
@@ -94,12 +113,13 @@ local function drop_reader(K, now, tok)
 end
 
 -- reader_reply is held_by for the shared hold r of token hash tok; a
--- provisional one is picked up: its lease becomes the TTL asked for.
+-- provisional one is picked up: its lease becomes the TTL asked for, up to
+-- its hard cap.
 local function reader_reply(K, now, tok, r, handed)
   if r.p then
     r.p = nil
     redis.call('HSET', K.lock, 'r:' .. tok, cjson.encode(r))
-    redis.call('ZADD', K.readers, string.format('%d', now + tonumber(r.t)), tok)
+    redis.call('ZADD', K.readers, string.format('%d', now + capped(r.t, r.cap, now)), tok)
     keep_shared(K, now)
   end
   local ttl = tonumber(r.t)

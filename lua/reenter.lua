@@ -9,10 +9,14 @@
 -- ARGV[4]     the lock's options (see lock_keys)
 -- ARGV[5]     the new hold's id (see holds.lua), made by the gateway
 --
--- Returns  {1, fencing_token, ttl_ms, holds}  re-entered, now or by an
+-- Returns  {1, fencing_token, ttl_ms, holds[, cap_ms]}
+--                                            re-entered, now or by an
 --                                            earlier call with this hold
 --                                            id (then nothing changed);
---                                            holds counts the holds now
+--                                            holds counts the holds now;
+--                                            cap_ms, for a grant with a
+--                                            hard cap, how long until it
+--                                            ends it (see renew.lua)
 --          {0, why}                         the token holds nothing: why
 --                                            is RELEASED, EXPIRED or
 --                                            UNKNOWN (see lib_record.lua)
@@ -23,7 +27,7 @@
 -- its holds at once. A release ends one hold, by its id; the last one frees
 -- the lock (or, when shared, the caller's share of it). A grant being
 -- broken with a period (break.lua) is re-entered, but its lease never
--- passes the period's end (as renew.lua).
+-- passes the period's end (as renew.lua), nor a hard cap.
 
 local K = lock_keys(ARGV[4])
 local now = clock()
@@ -44,14 +48,20 @@ if r then
   r.p = nil -- a hold of a provisional grant picks it up
   redis.call('HSET', K.lock, 'r:' .. ARGV[1], cjson.encode(r))
   local ends = math.max(tonumber(redis.call('ZSCORE', K.readers, ARGV[1])), now + tonumber(ARGV[2]))
-  local be = tonumber(r.be)
+  local be, cap = tonumber(r.be), tonumber(r.cap)
   if be then
     ends = math.min(ends, be)
+  end
+  if cap then
+    ends = math.min(ends, cap)
   end
   redis.call('ZADD', K.readers, string.format('%d', ends), ARGV[1])
   keep_shared(K, now)
   keep_idem(r.ik, ends - now)
   event(K, 're_entered', now, r.s, r.o, r.f)
+  if cap then
+    return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs), cap - now}, be)
+  end
   return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs)}, be)
 end
 local hs = redis.call('HGET', K.lock, 'hs')
@@ -62,17 +72,23 @@ hs = with_hold(hs, hold)
 redis.call('HSET', K.lock, 'hs', hs)
 redis.call('HDEL', K.lock, 'p') -- a hold of a provisional grant picks it up
 local f = holder_of(K)
-local b = redis.call('HMGET', K.lock, 'be', 'bb')
-local be, want = tonumber(b[1]), tonumber(ARGV[2])
+local b = redis.call('HMGET', K.lock, 'be', 'bb', 'cap')
+local be, cap, want = tonumber(b[1]), tonumber(b[3]), tonumber(ARGV[2])
 if be then
   want = math.min(want, be - now)
+end
+if cap then
+  want = math.min(want, cap - now)
 end
 local ttl = redis.call('PTTL', K.lock)
 if ttl < want then
   ttl = want
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
-  hold_note(K, now + ttl, f, b[2] or nil)
+  hold_note(K, now + ttl, f, b[2] or nil, cap)
 end
 event(K, 're_entered', now, f[2], f[3], f[1])
+if cap then
+  return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs), cap - now}, be)
+end
 return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs)}, be)

@@ -6,9 +6,12 @@
 --             acquired with
 -- ARGV[3]     the lock's options (see lock_keys)
 --
--- Returns  {1, fencing_token, ttl_ms, shared}
+-- Returns  {1, fencing_token, ttl_ms, shared[, cap_ms]}
 --                                     renewed; shared is 1 for a shared
---                                     hold, 0 for the exclusive grant
+--                                     hold, 0 for the exclusive grant;
+--                                     cap_ms, for a grant with a hard cap
+--                                     (lib_grant.lua grant), is how long
+--                                     until the cap ends it
 --          {0, why}                   the token holds nothing: why is
 --                                     RELEASED, EXPIRED, BROKEN or
 --                                     UNKNOWN (see lib_record.lua)
@@ -17,7 +20,9 @@
 -- period's end: the reply's ttl_ms says when it ends, and then it ends
 -- broken. A renewal is a holder saying it is still at work, which the
 -- period lets it be; refusing it would tell a holder it lost a lock it
--- still holds.
+-- still holds. A grant with a hard cap is renewed up to the cap alone, for
+-- the same reason, and cap_ms tells its holder when it ends; at the cap, it
+-- ends as a lease that runs out does.
 
 local K = lock_keys(ARGV[3])
 local now = clock()
@@ -26,7 +31,7 @@ local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
   return {0, why(K)}
 end
-local ttl, fence, be, shared = ARGV[2], nil, nil, 0
+local ttl, fence, be, shared, cap = ARGV[2], nil, nil, 0, nil
 if r then -- held shared: the caller's lease is its own
   if ttl == '0' then
     ttl = r.t
@@ -35,13 +40,20 @@ if r then -- held shared: the caller's lease is its own
   if be then
     ttl = math.min(tonumber(ttl), be - now)
   end
+  cap = tonumber(r.cap)
+  if cap then
+    if cap <= now then -- its last millisecond: too late to renew
+      return {0, why(K)}
+    end
+    ttl = math.min(tonumber(ttl), cap - now)
+  end
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(ttl)), ARGV[1])
   keep_shared(K, now)
   keep_idem(r.ik, ttl)
   fence, shared = r.f, 1
   event(K, 'renewed', now, r.s, r.o, fence)
 else
-  local g = redis.call('HMGET', K.lock, 'ttl', 'be', 'bb')
+  local g = redis.call('HMGET', K.lock, 'ttl', 'be', 'bb', 'cap')
   if ttl == '0' then
     ttl = g[1]
   end
@@ -52,11 +64,21 @@ else
     end
     ttl = math.min(tonumber(ttl), be - now)
   end
+  cap = tonumber(g[4])
+  if cap then
+    if cap <= now then
+      return {0, why(K)}
+    end
+    ttl = math.min(tonumber(ttl), cap - now)
+  end
   redis.call('PEXPIRE', K.lock, ttl)
   keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
   local f = holder_of(K)
-  hold_note(K, now + tonumber(ttl), f, g[3] or nil)
+  hold_note(K, now + tonumber(ttl), f, g[3] or nil, cap)
   fence = f[1]
   event(K, 'renewed', now, f[2], f[3], fence)
+end
+if cap then
+  return settle(K, {1, tonumber(fence), tonumber(ttl), shared, cap - now}, be)
 end
 return settle(K, {1, tonumber(fence), tonumber(ttl), shared}, be)

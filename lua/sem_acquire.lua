@@ -8,6 +8,8 @@
 --             gateway's channel, remaining wait ms, waiter lease ms,
 --             check_heard, arrival number
 -- ARGV[12]    the limit: how many permits the semaphore has
+-- ARGV[13]    only for a permit with a hard cap: its max hold, ms (see
+--             acquire.lua ARGV[11])
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted (handed: it was handed over earlier, picked up now)
@@ -68,13 +70,13 @@ end
 local seq = 0
 if me ~= '' then
   seq = enqueue(S, now, me, ARGV[11], ARGV[8], ARGV[9],
-    {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4]})
+    {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4], cap = ARGV[13]})
 end
 if sem_handoff(S, t, now, limit, ARGV[5], ARGV[10], me) then
   return settle(S, holder_reply(S, now, tok, 0))
 end
 if me == '' and redis.call('ZCARD', S.leases) < limit and not first_alive(S, now) then
-  add_holder(S, t, now, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false)
+  add_holder(S, t, now, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, ARGV[13])
   keep_keys(S, now)
   return settle(S, holder_reply(S, now, tok, 0))
 end

@@ -6,7 +6,8 @@
 -- KEYS[3]  its queue of waiters
 --
 -- Returns  {limit, waiters, now_ms, [fencing_token, ttl_ms, subject, owner,
---          acquired_at_ms] for each live holder, in lease order}
+--          acquired_at_ms, hard cap (ms on the Redis clock, 0 for none)]
+--          for each live holder, in lease order}
 --          {}  nobody holds a permit
 --
 -- Token hashes are never returned.
@@ -22,7 +23,7 @@ for i = 1, #live, 2 do
   local h = redis.call('HGET', KEYS[1], live[i])
   if h then
     h = cjson.decode(h)
-    for _, v in ipairs({tonumber(h.f), tonumber(live[i + 1]) - now, h.s, h.o, tonumber(h.a)}) do
+    for _, v in ipairs({tonumber(h.f), tonumber(live[i + 1]) - now, h.s, h.o, tonumber(h.a), tonumber(h.cap) or 0}) do
       out[#out + 1] = v
     end
   end

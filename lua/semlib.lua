@@ -6,7 +6,8 @@
 -- name never meet (S below; the queue keys are as for a lock, see lib_keys.lua):
 --   S.holders  hash: SHA-256 of an owner token -> JSON {f: fencing token,
 --              s: subject, o: owner label, a: acquired at ms, t: ttl asked
---              for, p: 1 while provisional}; field '#limit' is the limit
+--              for, p: 1 while provisional, cap: its hard cap, as K.lock's
+--              (lib_keys.lua; absent for none)}; field '#limit' is the limit
 --              in force while anyone holds or waits
 --   S.leases   zset: token hash -> ms on the Redis clock when its lease ends
 --   S.fence, S.queue, S.alive, S.waiters   as K.fence ... K.waiters
@@ -47,13 +48,17 @@ local function keep_keys(S, now)
 end
 
 -- add_holder gives a permit to token hash tok, with a lease of lease ms,
--- and returns its fencing token (a string).
-local function add_holder(S, t, now, tok, ttl, lease, sub, own, retention, provisional)
+-- and returns its fencing token (a string); max_hold (ms, nil for none) is
+-- its hard cap, kept as its cap (see lib_grant.lua grant).
+local function add_holder(S, t, now, tok, ttl, lease, sub, own, retention, provisional, max_hold)
   local fence = next_fence(S, t, retention)
   local h = {f = fence, s = sub, o = own, t = ttl,
     a = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))}
   if provisional then
     h.p = 1
+  end
+  if max_hold then
+    h.cap = string.format('%d', tonumber(h.a) + tonumber(max_hold))
   end
   redis.call('HSET', S.holders, tok, cjson.encode(h))
   redis.call('ZADD', S.leases, string.format('%d', now + tonumber(lease)), tok)
@@ -68,7 +73,7 @@ local function holder_reply(S, now, tok, handed)
   if h.p then
     h.p = nil
     redis.call('HSET', S.holders, tok, cjson.encode(h))
-    redis.call('ZADD', S.leases, string.format('%d', now + tonumber(h.t)), tok)
+    redis.call('ZADD', S.leases, string.format('%d', now + capped(h.t, h.cap, now)), tok)
     keep_keys(S, now) -- the keys kept the hand-off's shorter lease
   end
   local ends = tonumber(redis.call('ZSCORE', S.leases, tok))
@@ -88,10 +93,10 @@ local function sem_handoff(S, t, now, limit, retention, check_heard, me)
     end
     dequeue(S, id)
     if id == me then
-      add_holder(S, t, now, e.t, e.ttl, e.ttl, e.s, e.o, retention, false)
+      add_holder(S, t, now, e.t, e.ttl, e.ttl, e.s, e.o, retention, false, e.cap)
       mine = true
     else
-      add_holder(S, t, now, e.t, e.ttl, math.min(tonumber(e.ttl), tonumber(e.l)), e.s, e.o, retention, true)
+      add_holder(S, t, now, e.t, e.ttl, math.min(tonumber(e.ttl), tonumber(e.l)), e.s, e.o, retention, true, e.cap)
       if not wake(e, id, check_heard) then -- its gateway is gone
         redis.call('HDEL', S.holders, e.t)
         redis.call('ZREM', S.leases, e.t)

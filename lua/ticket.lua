@@ -27,6 +27,8 @@
 -- ARGV[9..14] for 'new' only: how long the ticket waits, ms; the lease TTL,
 --             ms; the subject; the owner label; 's' for a shared hold, 'x'
 --             for an exclusive one; the grant's value ('' for none)
+-- ARGV[15]    for 'new' only, and only for a grant with a hard cap: its
+--             max hold, ms (see acquire.lua)
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed, shared}
 --              granted ('new', 'poll'): at once, or handed over and picked
@@ -92,6 +94,7 @@ if op == TICKET_NEW then
   if ARGV[14] and ARGV[14] ~= '' then
     req.v = ARGV[14]
   end
+  req.cap = ARGV[15]
   enqueue(K, now, id, '0', ARGV[9], liveness, req)
 else
   if not e then

@@ -25,6 +25,9 @@ type acquireFlags struct {
 	// session is the token of the session the grant joins, taking its
 	// lease ("" for none).
 	session string
+	// maxHold is the grant's hard cap (max_hold_ms; 0 for none): no
+	// renewal carries it past its acquisition plus this.
+	maxHold time.Duration
 	// minHold keeps the lock from others until that long after the grant,
 	// released or not (min_hold_ms; run --once-per); 0 for none.
 	minHold time.Duration
@@ -40,6 +43,7 @@ func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags 
 		"the gateway's --max-wait: a longer --wait is made of several server-side waits of at most this")
 	fs.IntVar(&af.limit, "limit", 0, "take one of this many permits of the semaphore namespace/name instead of the lock (1 to 10000)")
 	fs.BoolVar(&af.shared, "shared", false, "take a shared (read) hold: shared holders hold the lock together, an exclusive one alone")
+	fs.DurationVar(&af.maxHold, "max-hold", 0, "a hard cap on the grant (or permit): no renewal carries it past its acquisition plus this (at least --ttl; 0: none, or the gateway's --max-hold)")
 	fs.StringVar(&af.value, "value", "", "a value the grant carries, shown by status (an address, say; at most 1024 bytes; exclusive holds only; visible to anyone who may read the namespace)")
 	return af
 }
@@ -58,6 +62,8 @@ func (af *acquireFlags) check() error {
 		return usagef("--limit must be 1 to %d (or 0: the lock)", maxLimit)
 	case af.shared && af.limit > 0:
 		return usagef("--shared is for locks; a semaphore permit has no mode")
+	case af.maxHold < 0 || af.maxHold > 0 && af.maxHold < af.ttl:
+		return usagef("--max-hold must be 0 (none) or at least --ttl")
 	case len(af.value) > 1024:
 		return usagef("--value is longer than 1024 bytes")
 	case af.value != "" && (af.shared || af.limit > 0):
@@ -85,7 +91,7 @@ func acquireWaiting(ctx context.Context, c *client, l lockName, af *acquireFlags
 }
 
 func cmdAcquire(ctx context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--json]")
+	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--max-hold D] [--json]")
 	cf := addClientFlags(fs)
 	af := addAcquireFlags(fs, 0)
 	asJSON := fs.Bool("json", false, "print the whole grant as JSON instead of the token alone")

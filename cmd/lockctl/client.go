@@ -34,16 +34,20 @@ type grant struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	Holds        int       `json:"holds,omitempty"` // a lock's: how many holds its grant has
 	Hold         string    `json:"hold,omitempty"`  // a re-entry's: the id of the hold it took
+	// HoldUntil is when the grant's hard cap ends it (max_hold_ms, or the
+	// gateway's --max-hold); nil for none.
+	HoldUntil *time.Time `json:"hold_until,omitempty"`
 }
 
 // lease is the 200 answer of a renew.
 type lease struct {
-	Lock         string    `json:"lock,omitempty"`
-	Semaphore    string    `json:"semaphore,omitempty"`
-	FencingToken int64     `json:"fencing_token"`
-	TTLMs        int64     `json:"ttl_ms"`
-	RenewAfterMs *int64    `json:"renew_after_ms,omitempty"`
-	ExpiresAt    time.Time `json:"expires_at"`
+	Lock         string     `json:"lock,omitempty"`
+	Semaphore    string     `json:"semaphore,omitempty"`
+	FencingToken int64      `json:"fencing_token"`
+	TTLMs        int64      `json:"ttl_ms"`
+	RenewAfterMs *int64     `json:"renew_after_ms,omitempty"`
+	ExpiresAt    time.Time  `json:"expires_at"`
+	HoldUntil    *time.Time `json:"hold_until,omitempty"` // see grant
 }
 
 // renewAfter is how long after an answer to renew: the gateway's
@@ -137,6 +141,9 @@ func (c *client) acquire(ctx context.Context, l lockName, af *acquireFlags, wait
 	}
 	if af.value != "" {
 		body["value"] = af.value
+	}
+	if af.maxHold > 0 {
+		body["max_hold_ms"] = af.maxHold.Milliseconds()
 	}
 	if af.minHold > 0 {
 		body["min_hold_ms"] = af.minHold.Milliseconds()

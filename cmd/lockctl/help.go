@@ -8,7 +8,7 @@ import (
 const helpText = `lockctl: distributed locks from the shell, over lockgate's HTTP API.
 
 Usage:
-  lockctl acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--json]
+  lockctl acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--max-hold D] [--json]
       Take the lock; print its owner token (the whole grant with --json).
       --value V: the grant carries V (an address, say), which status shows
       while it holds the lock: with run, a way to elect one leader among many.
@@ -18,6 +18,10 @@ Usage:
       With --limit N, take one of the N permits of the semaphore namespace/name
       instead: up to N holders at once, each with a token and lease of its own.
       --session ID.TOKEN: the grant joins the session and takes its lease.
+      --max-hold D: a hard cap on the grant (or permit); no renewal (nor run's, nor a
+      session's keep-alive) carries it past its acquisition plus D, at least
+      --ttl. Under run, the command is stopped at the cap as on a lost lease
+      (exit 84): the lock is the next waiter's then.
   lockctl session open [--ttl 30s] | keep [--ttl D] | end | show  [--session ID.TOKEN] [--json]
       One lease for many grants: open prints the session (ID.TOKEN, a secret);
       acquire --session joins it; one keep renews every grant of it; end
@@ -61,7 +65,7 @@ Usage:
       permits to waiters at once; a lowered one takes none back. Acquires
       must then send the new --limit until the semaphore is idle. Exit 1
       when it is idle (nobody holds or waits): the next acquire's limit applies.
-  lockctl run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]
+  lockctl run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
       token is readable by processes of the same user), and lockctl's own

@@ -25,7 +25,7 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]"
+	const usage = "run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
@@ -70,10 +70,13 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 		if *oncePer < time.Millisecond || *asSet || *inSession || len(ls) > 1 || af.shared || af.limit > 0 {
 			return usagef("--once-per takes a period of at least 1ms, and one exclusive lock: not with --set, --session, --shared or --limit")
 		}
+		if af.maxHold > 0 && af.maxHold < *oncePer {
+			return usagef("--max-hold must be at least --once-per: the period is the grant's min hold")
+		}
 		af.wait, af.minHold = 0, *oncePer
 	}
-	if *asSet && (*inSession || af.shared || af.limit > 0 || af.value != "") {
-		return usagef("--set takes exclusive locks of their own lease: not with --session, --shared, --limit or --value")
+	if *asSet && (*inSession || af.shared || af.limit > 0 || af.value != "" || af.maxHold > 0) {
+		return usagef("--set takes exclusive locks of their own lease: not with --session, --shared, --limit, --value or --max-hold")
 	}
 	if af.ttl < 3*time.Millisecond {
 		return usagef("run needs --ttl of at least 3ms: it renews every third of it")

@@ -89,7 +89,7 @@ class Client:
         except urllib.error.HTTPError as e:
             raise Problem(e.code, e.read(), e.headers.get("Retry-After")) from None
 
-    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None, min_hold_ms=None):
+    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None, min_hold_ms=None, max_hold_ms=None):
         """Acquires, retrying what may have been lost on the way (a timeout,
         a dropped connection, a 503) with one Idempotency-Key for all the
         attempts: a retry gets the grant a lost attempt made, never a second
@@ -98,13 +98,18 @@ class Client:
         shows while the grant holds the lock. min_hold_ms, if given, keeps
         the lock from everyone else until that long after the grant, even
         once released (at most once per window: a release answers as ever,
-        and others get 409 lock_held with Retry-After until then)."""
+        and others get 409 lock_held with Retry-After until then). max_hold_ms, if given, is a
+        hard cap on the grant: no renewal carries it past its acquisition
+        plus this (at least ttl_ms and min_hold_ms); the grant and every
+        renewal then say when, as hold_until."""
         key = str(uuid.uuid4())
         body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms, "owner": owner}
         if value is not None:
             body["value"] = value
         if min_hold_ms is not None:
             body["min_hold_ms"] = min_hold_ms
+        if max_hold_ms is not None:
+            body["max_hold_ms"] = max_hold_ms
         for attempt in range(1, attempts + 1):
             try:
                 return self.call("POST", lock, body=body, wait_ms=wait_ms, idempotency_key=key)[1]
@@ -157,12 +162,16 @@ class Client:
         end_session releases them all. The session_token is a secret."""
         return self.send("POST", "/sessions", {"ttl_ms": ttl_ms})[1]
 
-    def acquire_in_session(self, session, lock, wait_ms=0, owner=None, limit=None):
+    def acquire_in_session(self, session, lock, wait_ms=0, owner=None, limit=None, max_hold_ms=None):
         """Takes the lock (or, with limit, a permit of the semaphore) with
-        the session's lease; the grant keeps its own token and fencing token."""
+        the session's lease; the grant keeps its own token and fencing token.
+        max_hold_ms caps a lock's grant as in acquire: the session's
+        keep-alives renew it up to its cap, then list it as gone."""
         body = {"wait_ms": wait_ms}
         if owner:
             body["owner"] = owner
+        if max_hold_ms is not None:
+            body["max_hold_ms"] = max_hold_ms
         if limit:
             body["limit"] = limit
         return self.call("POST", lock, body=body, wait_ms=wait_ms, session_token=session["session_token"],
@@ -383,9 +392,12 @@ class KeepAlive(threading.Thread):
         self.lost = threading.Event()
         self.why = ""
         self.renewals = 0
+        # hold_until: when the grant's hard cap ends it (RFC 3339), as the
+        # last renewal said; None for a grant without one.
+        self.hold_until = None
 
     def renew_once(self):
-        self.client.renew(self.lock, self.token)
+        self.hold_until = self.client.renew(self.lock, self.token).get("hold_until")
 
     def run(self):
         while not self.stopped.wait(self.interval):

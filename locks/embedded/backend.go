@@ -138,6 +138,10 @@ type memGrant struct {
 	breakBy  string
 	breakEnd time.Time
 
+	// holdEnd, when set, is the grant's hard cap (AcquireRequest.MaxHold):
+	// its lease never passes it, and ends max_hold there.
+	holdEnd time.Time
+
 	// idem is the record of its idempotency key, if any.
 	idem *memIdemRecord
 
@@ -401,6 +405,9 @@ func (m *Backend) newGrantLocked(w *memWaiter, now time.Time, expire func()) *me
 		expiresAt:  now.Add(w.req.TTL),
 		value:      w.req.Value,
 	}
+	if w.req.MaxHold > 0 {
+		g.holdEnd = now.Add(w.req.MaxHold)
+	}
 	if w.req.MinHold > 0 {
 		g.minHold = now.Add(w.req.MinHold)
 	}
@@ -416,7 +423,12 @@ func (m *Backend) newGrantLocked(w *memWaiter, now time.Time, expire func()) *me
 
 // grant describes g to its holder.
 func (g *memGrant) grant(token string) locks.Grant {
-	return locks.Grant{Token: token, Holds: g.holdCount(), Lease: locks.Lease{FencingToken: g.fence, TTL: g.ttl, ExpiresAt: g.expiresAt}}
+	return locks.Grant{Token: token, Holds: g.holdCount(), Lease: g.lease(g.ttl)}
+}
+
+// lease describes g's lease, ttl long, to its holder.
+func (g *memGrant) lease(ttl time.Duration) locks.Lease {
+	return locks.Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt, HoldUntil: g.holdEnd}
 }
 
 // nextFence keeps fencing tokens increasing across restarts: a new process
@@ -446,7 +458,11 @@ func (m *Backend) expireLocked(key locks.Key, now time.Time) {
 				m.recordLocked(key, locks.Event{Kind: "broken", At: g.expiresAt.UTC(), Subject: g.subject, Owner: g.owner, FencingToken: g.fence, By: g.breakBy})
 				continue
 			}
-			m.eventLocked(key, "expired", g.expiresAt, g)
+			if !g.holdEnd.IsZero() && !g.expiresAt.Before(g.holdEnd) {
+				m.eventLocked(key, "max_hold", g.expiresAt, g)
+			} else {
+				m.eventLocked(key, "expired", g.expiresAt, g)
+			}
 			m.delayLocked(key, g.expiresAt.Add(m.opts.LockDelay), now)
 		}
 	}
@@ -708,8 +724,7 @@ func (m *Backend) Reenter(_ context.Context, key locks.Key, token string, ttl ti
 		g.keepIdem()
 	}
 	m.eventLocked(key, "re_entered", now, g)
-	return locks.Grant{Token: token, Holds: len(g.holds), Hold: hold,
-		Lease: locks.Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt}}, nil
+	return locks.Grant{Token: token, Holds: len(g.holds), Hold: hold, Lease: g.lease(g.expiresAt.Sub(now))}, nil
 }
 
 // Renew implements Locker.
@@ -750,13 +765,17 @@ func (m *Backend) renewLocked(g *memGrant, ttl time.Duration, now time.Time) loc
 	g.expiry.Reset(ttl)
 	m.noteLocked(g, false, now)
 	g.keepIdem()
-	return locks.Lease{FencingToken: g.fence, TTL: ttl, ExpiresAt: g.expiresAt}
+	return g.lease(ttl)
 }
 
-// capped is until, or the end of g's break period if that is sooner.
+// capped is until, or the end of g's break period or its hard cap if that
+// is sooner.
 func (g *memGrant) capped(until time.Time) time.Time {
 	if g.breakBy != "" && g.breakEnd.Before(until) {
-		return g.breakEnd
+		until = g.breakEnd
+	}
+	if !g.holdEnd.IsZero() && g.holdEnd.Before(until) {
+		until = g.holdEnd
 	}
 	return until
 }
@@ -809,7 +828,7 @@ func (m *Backend) infoLocked(key locks.Key, l *memLock, now time.Time) locks.Inf
 	info := locks.Info{Mode: l.mode, Waiters: len(m.queues[key])}
 	for _, g := range l.holders {
 		info.Holders = append(info.Holders, locks.Holder{
-			Lease:      locks.Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt},
+			Lease:      g.lease(g.expiresAt.Sub(now)),
 			Subject:    g.subject,
 			Owner:      g.owner,
 			AcquiredAt: g.acquiredAt,

@@ -85,3 +85,9 @@ func TestMemoryTickets(t *testing.T) {
 func TestMemoryIdempotencyConformance(t *testing.T) {
 	locktest.RunIdempotency(t, func(t *testing.T) locks.Backend { return embedded.New(embedded.Options{}) })
 }
+
+func TestMemoryMaxHold(t *testing.T) {
+	locktest.RunMaxHold(t, func(t *testing.T) locks.Backend {
+		return embedded.New(embedded.Options{History: locktest.HistoryLen})
+	})
+}

@@ -219,7 +219,7 @@ func (m *Backend) InspectSemaphore(_ context.Context, key locks.Key) (locks.Sema
 	info := locks.SemaphoreInfo{Limit: s.limit, Waiters: len(s.queue)}
 	for _, g := range s.holders {
 		info.Holders = append(info.Holders, locks.Holder{Holds: 1,
-			Lease:   locks.Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt},
+			Lease:   g.lease(g.expiresAt.Sub(now)),
 			Subject: g.subject, Owner: g.owner, AcquiredAt: g.acquiredAt,
 		})
 	}

@@ -320,7 +320,7 @@ func (r *Backend) acquire(ctx context.Context, res resource, req locks.AcquireRe
 		if !rp.granted {
 			return locks.Grant{}, res.kind.held(rp.ttl)
 		}
-		return r.deliver(ctx, res, token, rp.lease(start), 0, req.Keep)
+		return r.deliver(ctx, res, token, rp.lease(start, req.MaxHold), 0, req.Keep)
 	}
 
 	w := r.waiters.register(res, locks.TokenHash(token))
@@ -339,7 +339,7 @@ func (r *Backend) acquire(ctx context.Context, res resource, req locks.AcquireRe
 		// The deadline comes first: select picks at random among ready
 		// cases, and each further script run may take a Redis timeout.
 		if !time.Now().Before(deadline) {
-			g, err := r.giveUp(ctx, res, w, token, req.Keep)
+			g, err := r.giveUp(ctx, res, w, token, req)
 			granted = err == nil
 			return g, err
 		}
@@ -352,7 +352,7 @@ func (r *Backend) acquire(ctx context.Context, res resource, req locks.AcquireRe
 			return locks.Grant{}, err
 		}
 		if rp.granted {
-			g, err := r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start), req.Keep)
+			g, err := r.deliver(ctx, res, token, rp.lease(start, req.MaxHold), rp.handoffDelay(start), req.Keep)
 			granted = err == nil
 			return g, err
 		}
@@ -383,7 +383,7 @@ func (r *Backend) acquire(ctx context.Context, res resource, req locks.AcquireRe
 			if !asked.Before(h.start) {
 				continue
 			}
-			g, err := r.deliver(ctx, res, token, h.rp.lease(h.start), time.Since(h.start), req.Keep)
+			g, err := r.deliver(ctx, res, token, h.rp.lease(h.start, req.MaxHold), time.Since(h.start), req.Keep)
 			granted = err == nil
 			return g, err
 		case <-w.wake:
@@ -398,14 +398,14 @@ func (r *Backend) acquire(ctx context.Context, res resource, req locks.AcquireRe
 
 // giveUp ends a wait whose time is up: it leaves the queue, and takes the
 // grant if one was handed over as the wait ran out (keep: see deliver).
-func (r *Backend) giveUp(ctx context.Context, res resource, w *waiter, token string, keep bool) (locks.Grant, error) {
+func (r *Backend) giveUp(ctx context.Context, res resource, w *waiter, token string, req locks.AcquireRequest) (locks.Grant, error) {
 	start := time.Now()
 	rp, err := r.leave(ctx, res, w.id, token, false)
 	if err != nil {
 		return locks.Grant{}, err
 	}
 	if rp.granted {
-		return r.deliver(ctx, res, token, rp.lease(start), rp.handoffDelay(start), keep)
+		return r.deliver(ctx, res, token, rp.lease(start, req.MaxHold), rp.handoffDelay(start), req.Keep)
 	}
 	return locks.Grant{}, res.kind.held(rp.ttl)
 }
@@ -413,7 +413,7 @@ func (r *Backend) giveUp(ctx context.Context, res resource, w *waiter, token str
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
 // does not wait, and wait is how much longer it waits.
 func (r *Backend) runAcquire(ctx context.Context, res resource, req locks.AcquireRequest, limit int, token string, w *waiter, wait time.Duration) (reply, error) {
-	a := acquireArgs{tokHash: locks.TokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold, limit: limit}
+	a := acquireArgs{tokHash: locks.TokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold, maxHold: req.MaxHold, limit: limit}
 	if w != nil {
 		a.waiterID, a.arrival, a.wait = w.id, w.arrival, max(wait, time.Millisecond)
 	}
@@ -618,7 +618,16 @@ func (r *Backend) Reenter(ctx context.Context, key locks.Key, token string, ttl 
 		return locks.Grant{}, fmt.Errorf("re-enter %s: %w", res, rp.notHolder)
 	}
 	return locks.Grant{Token: token, Holds: rp.holds, Hold: hold,
-		Lease: locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}}, nil
+		Lease: locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), HoldUntil: holdUntil(start, rp.capLeft)}}, nil
+}
+
+// holdUntil is when a grant's hard cap ends it, capLeft after start (see
+// locks.Lease.HoldUntil); zero for a grant without one (capLeft -1).
+func holdUntil(start time.Time, capLeft time.Duration) time.Time {
+	if capLeft < 0 {
+		return time.Time{}
+	}
+	return start.Add(capLeft)
 }
 
 // Renew implements Locker.
@@ -646,7 +655,7 @@ func (r *Backend) renew(ctx context.Context, key locks.Key, token string, ttl ti
 	if ackErr != nil {
 		return locks.Lease{}, locks.Unavailable("renew", resource{lockKind, key}, locks.Renewed(ackErr))
 	}
-	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), Mode: rp.mode}, nil
+	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), Mode: rp.mode, HoldUntil: holdUntil(start, rp.capLeft)}, nil
 }
 
 // renewFencing runs a renew (call), and when Redis's answer is lost, runs

@@ -616,3 +616,10 @@ func dropNameRecord(t *testing.T, b locks.Backend, key locks.Key) {
 		t.Fatalf("drop the name record: %v", err)
 	}
 }
+
+func TestRedisMaxHold(t *testing.T) {
+	srv := redistest.Start(t)
+	locktest.RunMaxHold(t, func(t *testing.T) locks.Backend {
+		return newRedis(t, srv, redisbackend.Options{History: locktest.HistoryLen})
+	})
+}

@@ -55,7 +55,7 @@ const (
 	// waiter's place: code, retry, now, rank, arrival.
 	queuedFields = 5
 	// holderFields is the length of each holder in inspect's reply.
-	holderFields = 8
+	holderFields = 9
 	// repeatedMark ends a release's reply that repeats an earlier release:
 	// {GRANTED, 0, held, REPEATED}; releasedAgain is its length.
 	repeatedMark  = 0 // REPEATED

@@ -113,9 +113,15 @@ func parseReply(res []int64) (reply, error) {
 var errFencedOff = errors.New("fenced off: a late delivery of an acquire took nothing")
 
 // lease is the granted lease, counted from start, when the call was sent:
-// never later than the lease Redis keeps.
-func (rp reply) lease(start time.Time) locks.Lease {
-	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}
+// never later than the lease Redis keeps. maxHold is the grant's hard cap
+// (0: none), which ends it at its acquisition plus maxHold, as Redis keeps
+// it (K.lock's cap): counted from start, as the lease is.
+func (rp reply) lease(start time.Time, maxHold time.Duration) locks.Lease {
+	l := locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}
+	if maxHold > 0 {
+		l.HoldUntil = start.Add(millis(max(rp.at+maxHold.Milliseconds()-rp.now, 0)))
+	}
+	return l
 }
 
 // handoffDelay is, for a grant handed over before this call picked it up,

@@ -69,14 +69,20 @@ func (lockType) held(retry time.Duration) error { return &locks.HeldError{RetryA
 func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
 	args := append(make([]any, 0, 13), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
-	if a.waiterID != "" { // a call that does not wait sends no waiter's arguments
+	// A call pays for the arguments it sends: one that does not wait sends
+	// no waiter's arguments, nor one without a min hold or a hard cap those.
+	if a.waiterID != "" || a.minHold > 0 || a.maxHold > 0 {
 		args = append(args, a.waiterID, a.wait.Milliseconds(), a.arrival)
 	}
-	if a.minHold > 0 { // nor one without a min hold its own
-		if a.waiterID == "" {
-			args = append(args, "", 0, 0)
+	if a.minHold > 0 || a.maxHold > 0 {
+		var minHold any = ""
+		if a.minHold > 0 {
+			minHold = a.minHold.Milliseconds()
 		}
-		args = append(args, a.minHold.Milliseconds())
+		args = append(args, minHold)
+	}
+	if a.maxHold > 0 {
+		args = append(args, a.maxHold.Milliseconds())
 	}
 	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()
@@ -140,19 +146,23 @@ type renewReply struct {
 	fence     int64
 	ttl       time.Duration
 	mode      locks.Mode
+	capLeft   time.Duration         // how long until the grant's hard cap; -1: none
 	notHolder *locks.NotHolderError // nil when renewed
 }
 
-// parseRenew reads {GRANTED, fence, ttl[, shared]} or {NOT_GRANTED, why}.
-// A semaphore's renewal has no shared.
+// parseRenew reads {GRANTED, fence, ttl[, shared[, cap]]} or {NOT_GRANTED,
+// why}. A semaphore's renewal says shared 0, and only with a cap.
 func parseRenew(out []int64, err error) (renewReply, error) {
 	switch {
 	case err != nil:
 		return renewReply{}, err
 	case len(out) >= 3 && out[0] == codeGranted:
-		rp := renewReply{fence: out[1], ttl: millis(out[2])}
+		rp := renewReply{fence: out[1], ttl: millis(out[2]), capLeft: -1}
 		if len(out) >= 4 && out[3] == 1 {
 			rp.mode = locks.Shared
+		}
+		if len(out) >= 5 {
+			rp.capLeft = millis(max(out[4], 0))
 		}
 		return rp, nil
 	case len(out) >= 1 && out[0] != codeGranted:
@@ -210,6 +220,7 @@ type reenterReply struct {
 	fence     int64
 	ttl       time.Duration
 	holds     int
+	capLeft   time.Duration         // how long until the grant's hard cap; -1: none
 	notHolder *locks.NotHolderError // the token holds nothing
 	// otherMode: the caller holds the lock in the other mode, whose lease
 	// ends in retry.
@@ -226,7 +237,11 @@ func (r *Backend) callReenter(ctx context.Context, key locks.Key, id string, a r
 	case err != nil:
 		return reenterReply{}, ackErr, err
 	case len(out) >= 4 && out[0] == codeGranted:
-		return reenterReply{granted: true, fence: out[1], ttl: millis(out[2]), holds: int(out[3])}, ackErr, nil
+		rp := reenterReply{granted: true, fence: out[1], ttl: millis(out[2]), holds: int(out[3]), capLeft: -1}
+		if len(out) >= 5 {
+			rp.capLeft = millis(max(out[4], 0))
+		}
+		return rp, ackErr, nil
 	case len(out) >= 2 && out[0] == codeOtherMode:
 		return reenterReply{otherMode: true, retry: millis(max(out[1], 0))}, ackErr, nil
 	case len(out) >= 1 && out[0] == codeNotGranted:
@@ -245,6 +260,7 @@ type ticketArgs struct {
 	subject, owner string
 	mode           locks.Mode
 	value          string
+	maxHold        time.Duration // the grant's hard cap, 0 for none
 }
 
 // ticketReply is lua/ticket.lua's reply.
@@ -263,6 +279,9 @@ func (r *Backend) callTicket(ctx context.Context, key locks.Key, id string, a ti
 		r.arg.retention, r.arg.checkHeard, r.arg.opts)
 	if a.op == ticketNew {
 		args = append(args, a.wait.Milliseconds(), a.ttl.Milliseconds(), a.subject, a.owner, modeArg(a.mode), a.value)
+		if a.maxHold > 0 {
+			args = append(args, a.maxHold.Milliseconds())
+		}
 	}
 	cmd, ackErr := r.exec(ctx, ticketScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()
@@ -326,6 +345,7 @@ func parseHolders(res []any, start time.Time) (info locks.Info, held bool) {
 		info.Mode = locks.Shared
 	}
 	waiting, _ := res[1].(int64)
+	now, _ := res[2].(int64)
 	total, _ := res[3].(int64)
 	info.Waiters, info.HoldersTotal = int(waiting), int(total)
 	for i := 4; i+fields <= len(res); i += fields {
@@ -337,9 +357,14 @@ func parseHolders(res []any, start time.Time) (info locks.Info, held bool) {
 		holds, _ := res[i+5].(int64)
 		ids, _ := res[i+6].(string)
 		value, _ := res[i+7].(string)
+		capAt, _ := res[i+8].(int64)
 		ttl := millis(max(pttl, 0))
+		lease := locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)}
+		if capAt > 0 {
+			lease.HoldUntil = start.Add(millis(max(capAt-now, 0)))
+		}
 		info.Holders = append(info.Holders, locks.Holder{
-			Lease:      locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
+			Lease:      lease,
 			Subject:    subject,
 			Owner:      owner,
 			AcquiredAt: time.UnixMilli(at).UTC(),

@@ -59,6 +59,7 @@ type acquireArgs struct {
 	mode           locks.Mode    // a lock's
 	value          string        // a lock's: the grant's value
 	minHold        time.Duration // a lock's: see locks.AcquireRequest.MinHold
+	maxHold        time.Duration // a lock's: the grant's hard cap, 0 for none
 	limit          int           // a semaphore's
 }
 

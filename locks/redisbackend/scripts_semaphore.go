@@ -52,7 +52,11 @@ func (semaphoreType) held(retry time.Duration) error { return &locks.FullError{R
 // callAcquire runs lua/sem_acquire.lua.
 func (semaphoreType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	k := r.semKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.exec(ctx, semAcquireScript, id, "", k.all(), append(a.argv(r), a.limit)...)
+	args := append(a.argv(r), a.limit)
+	if a.maxHold > 0 { // a permit without a cap sends no max hold
+		args = append(args, a.maxHold.Milliseconds())
+	}
+	cmd, ackErr := r.exec(ctx, semAcquireScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, ackErr, err
@@ -108,16 +112,22 @@ func (r *Backend) callSemInspect(ctx context.Context, key locks.Key, start time.
 	}
 	limit, _ := out[0].(int64)
 	waiting, _ := out[1].(int64)
+	now, _ := out[2].(int64)
 	info = locks.SemaphoreInfo{Limit: int(limit), Waiters: int(waiting)}
-	for h := out[3:]; len(h) >= 5; h = h[5:] {
+	for h := out[3:]; len(h) >= 6; h = h[6:] {
 		fence, _ := h[0].(int64)
 		pttl, _ := h[1].(int64)
 		subject, _ := h[2].(string)
 		owner, _ := h[3].(string)
 		at, _ := h[4].(int64)
+		capAt, _ := h[5].(int64)
 		ttl := millis(pttl)
+		lease := locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)}
+		if capAt > 0 {
+			lease.HoldUntil = start.Add(millis(max(capAt-now, 0)))
+		}
 		info.Holders = append(info.Holders, locks.Holder{Holds: 1,
-			Lease:   locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)},
+			Lease:   lease,
 			Subject: subject, Owner: owner, AcquiredAt: time.UnixMilli(at).UTC(),
 		})
 	}

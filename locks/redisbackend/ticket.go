@@ -41,7 +41,7 @@ func (r *Backend) OpenTicket(ctx context.Context, key locks.Key, req locks.Acqui
 	start := time.Now()
 	call := newCallID()
 	rp, ackErr, err := r.callTicket(ctx, key, call, ticketArgs{op: ticketNew, id: id, tokHash: h,
-		wait: req.Wait, ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value})
+		wait: req.Wait, ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, maxHold: req.MaxHold})
 	if err != nil {
 		r.waiters.unwatchTicket(id)
 		r.abandon(ctx, res, id, h, call) // the script may have queued it, or granted
@@ -52,7 +52,7 @@ func (r *Backend) OpenTicket(ctx context.Context, key locks.Key, req locks.Acqui
 		r.abandon(ctx, res, id, h, "") // as for an unknown outcome: leave, release
 		return locks.TicketState{}, locks.Unavailable("open ticket for", res, ackErr)
 	}
-	st := r.ticketState(ctx, res, rp, token, start)
+	st := r.ticketState(ctx, res, rp, token, start, req.MaxHold)
 	if st.Grant == nil {
 		st.ID, st.Token = id, token
 	} else {
@@ -62,10 +62,12 @@ func (r *Backend) OpenTicket(ctx context.Context, key locks.Key, req locks.Acqui
 }
 
 // ticketState is what a reply of the ticket script says about the ticket
-// of res whose token is token, sent at start.
-func (r *Backend) ticketState(ctx context.Context, res resource, rp ticketReply, token string, start time.Time) locks.TicketState {
+// of res whose token is token, sent at start; maxHold is the grant's hard
+// cap when the caller knows it (0 on a poll, which does not: its grant's
+// renewals say it).
+func (r *Backend) ticketState(ctx context.Context, res resource, rp ticketReply, token string, start time.Time, maxHold time.Duration) locks.TicketState {
 	if rp.granted {
-		g := locks.Grant{Token: token, Lease: rp.lease(start), HandoffDelay: rp.handoffDelay(start), Holds: 1}
+		g := locks.Grant{Token: token, Lease: rp.lease(start, maxHold), HandoffDelay: rp.handoffDelay(start), Holds: 1}
 		st := locks.TicketState{Grant: &g}
 		if rp.shared {
 			st.Mode = locks.Shared
@@ -139,7 +141,7 @@ func (r *Backend) poll(ctx context.Context, res resource, id, token string) (loc
 	if !rp.found {
 		return locks.TicketState{}, fmt.Errorf("poll ticket of %s: %w", res, locks.ErrTicketNotFound)
 	}
-	return r.ticketState(ctx, res, rp, token, start), nil
+	return r.ticketState(ctx, res, rp, token, start, 0), nil
 }
 
 // CloseTicket implements Tickets.

@@ -193,7 +193,10 @@ export interface paths {
         /**
          * Extend the lease of a lock you hold.
          * @description Sets the lease to `ttl_ms` from now, or without a body to the TTL the
-         *     lock was acquired with. An expired lease is never brought back.
+         *     lock was acquired with. An expired lease is never brought back. A
+         *     grant with a hard cap (`max_hold_ms`, `--max-hold`) is renewed up to
+         *     its cap at most, which the answer's `hold_until` states; past it the
+         *     grant has ended (409 `not_holder`, reason `expired`).
          */
         put: operations["renewLease"];
         post?: never;
@@ -785,6 +788,20 @@ export interface components {
              */
             mode?: "exclusive" | "shared";
             /**
+             * Format: int64
+             * @description A hard cap on the grant: no renewal, re-entry or session
+             *     keep-alive carries its lease past `acquired_at` plus this. A
+             *     renewal that asks for more gets the lease up to the cap, and
+             *     every answer says when it is (`hold_until`). At the cap the grant
+             *     ends as an expired one does: the next waiter gets the lock, and
+             *     the history says `max_hold`. At least `ttl_ms` (a 400 otherwise),
+             *     and at most the gateway's `--max-hold` when it sets one (and the
+             *     `max_hold` of the policy rules that grant the token), which also
+             *     caps every grant that leaves this out. Not for a lock set; a
+             *     semaphore's permit takes its own (`max_hold_ms` of its acquire).
+             */
+            max_hold_ms?: number;
+            /**
              * @description `true` asks for a `signed_grant` in the answer (a gateway whose
              *     signing is off, `--grant-keys off`, answers 400 `invalid_request`
              *     instead of an unsigned grant); `false`, for none. Left out, the
@@ -886,6 +903,13 @@ export interface components {
              */
             expires_at: string;
             /**
+             * Format: date-time
+             * @description With a hard cap (`max_hold_ms`, or the gateway's `--max-hold`)
+             *     only: when it ends the grant, RFC 3339, UTC. No lease passes it;
+             *     never later than the backend's.
+             */
+            hold_until?: string;
+            /**
              * @description The grant as a compact JWS for the resource the lock protects to
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
              *     `iss`, `sub` (the holder), `lock` or `semaphore`, `fencing_token`,
@@ -913,6 +937,13 @@ export interface components {
             renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
+            /**
+             * Format: date-time
+             * @description With a hard cap (`max_hold_ms`, or the gateway's `--max-hold`)
+             *     only: when it ends the grant, RFC 3339, UTC. No lease passes it;
+             *     never later than the backend's.
+             */
+            hold_until?: string;
             /**
              * @description The grant as a compact JWS for the resource the lock protects to
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
@@ -1007,6 +1038,13 @@ export interface components {
             expires_at: string;
             /** Format: date-time */
             acquired_at: string;
+            /**
+             * Format: date-time
+             * @description With a hard cap (`max_hold_ms`, or the gateway's `--max-hold`)
+             *     only: when it ends the grant described here, RFC 3339, UTC. No lease passes it;
+             *     never later than the backend's.
+             */
+            hold_until?: string;
             /** @description The caller that acquired the lock, the JWT's `sub` (`iss#sub` when the token has an `iss`). */
             subject: string;
             owner: string;
@@ -1069,11 +1107,16 @@ export interface components {
             break_period_ms: number;
         };
         LockEvent: {
-            /** @enum {string} */
-            event: "acquired" | "handed_over" | "re_entered" | "renewed" | "released" | "expired" | "broken" | "waiter_dropped" | "value_changed";
+            /**
+             * @description What happened. `max_hold` is a grant that its hard cap
+             *     (`max_hold_ms`, `--max-hold`) ended, where a lease that ended
+             *     before its cap says `expired`.
+             * @enum {string}
+             */
+            event: "acquired" | "handed_over" | "re_entered" | "renewed" | "released" | "expired" | "broken" | "waiter_dropped" | "value_changed" | "max_hold";
             /**
              * Format: date-time
-             * @description When it happened, on the backend's clock (a lease's end, for `expired`).
+             * @description When it happened, on the backend's clock (a lease's end, for `expired` and `max_hold`).
              */
             at: string;
             /** @description The grant's (or the waiter's) caller, the JWT's `sub` (`iss#sub` when the token has an `iss`). */
@@ -1129,6 +1172,13 @@ export interface components {
             wait_ms?: number;
             /** @description A free-form label that inspect shows. */
             owner?: string;
+            /**
+             * Format: int64
+             * @description A hard cap on the permit, as for a lock's acquire: no renewal or
+             *     session keep-alive carries it past its acquisition plus this; at
+             *     least `ttl_ms`, at most the gateway's `--max-hold`.
+             */
+            max_hold_ms?: number;
             /** @description As for a lock's acquire. */
             signed?: boolean;
         };
@@ -1158,6 +1208,12 @@ export interface components {
              * @description RFC 3339, UTC; never later than the backend's expiry.
              */
             expires_at: string;
+            /**
+             * Format: date-time
+             * @description With a hard cap (`max_hold_ms`, or the gateway's `--max-hold`)
+             *     only: when it ends the permit, RFC 3339, UTC. No lease passes it.
+             */
+            hold_until?: string;
             /**
              * @description The grant as a compact JWS for the resource the lock protects to
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
@@ -1192,6 +1248,12 @@ export interface components {
             renew_after_ms: number;
             /** Format: date-time */
             expires_at: string;
+            /**
+             * Format: date-time
+             * @description With a hard cap (`max_hold_ms`, or the gateway's `--max-hold`)
+             *     only: when it ends the permit, RFC 3339, UTC. No lease passes it.
+             */
+            hold_until?: string;
             /**
              * @description The grant as a compact JWS for the resource the lock protects to
              *     check offline (see `GET /.well-known/lockgate/jwks.json`): claims
@@ -1443,6 +1505,13 @@ export interface components {
             expires_at: string;
             /** Format: date-time */
             acquired_at: string;
+            /**
+             * Format: date-time
+             * @description A lock holder's, with a hard cap (`max_hold_ms`, or the gateway's `--max-hold`)
+             *     only: when it ends the grant, RFC 3339, UTC. No lease passes it;
+             *     never later than the backend's.
+             */
+            hold_until?: string;
             /** @description How many times this holder holds the lock (1 unless re-entered; always 1 for a permit). */
             holds?: number;
             /** @description A lock holder's holds by id (`=` for the acquire's own, then each re-entry's `hold`); absent for a permit. */

@@ -1,0 +1,40 @@
+package clients
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientsMaxHold: each client passes max_hold_ms on an acquire, and
+// reads hold_until from the grant and from a renewal, which asked for
+// more than the cap leaves and got the lease up to it.
+func TestClientsMaxHold(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
+	for name, run := range map[string]func(*testing.T) *exec.Cmd{
+		"python": func(t *testing.T) *exec.Cmd {
+			return pythonSnippet(t, `g = c.acquire("clients/capped", 1000, 0, "py", max_hold_ms=60000)
+r = c.call("PUT", "clients/capped", "/lease", body={"ttl_ms": 3600000}, lock_token=g["token"])[1]
+print("capped", str(g["hold_until"] is not None and r["hold_until"] == r["expires_at"] and r["ttl_ms"] <= 60000).lower())`)
+		},
+		"node": func(t *testing.T) *exec.Cmd {
+			return nodeSnippet(t, `const path = lg.lockPath("clients/capped");
+const { data: g } = await c.POST("/locks/{namespace}/{name}", { params: { path }, body: { ttl_ms: 1000, max_hold_ms: 60000 } });
+const { data: r } = await c.PUT("/locks/{namespace}/{name}/lease", { params: { path, header: { "Lock-Token": g.token } }, body: { ttl_ms: 3600000 } });
+console.log("capped", g.hold_until !== undefined && r.hold_until === r.expires_at && r.ttl_ms <= 60000);`)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cmd := run(t) // skips early without the runtime
+			gw := startGateway(t)
+			p := start(t, gw, cmd)
+			if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stdout.String(), "capped true") {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want capped true", code, p.stdout, p.stderr)
+			}
+			p.noSecrets(t)
+		})
+	}
+}
