@@ -119,12 +119,17 @@ func (r *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 			return locks.Change{}, locks.Unavailable("watch", resource{lockKind, key}, err)
 		}
 		// A watcher that has seen an index this gateway has not (another
-		// gateway's answer, a plain GET's Lockgate-Index) is answered from
-		// a read sent after it came, not from an older one: the hint of
-		// the change may not have reached this gateway yet, or been lost.
-		ahead := w.read && after > w.index && !w.readAt.After(called) && ctx.Err() == nil && !w.gone
-		if ahead {
-			w.again = true
+		// gateway's answer, a plain GET's Lockgate-Index), or that comes
+		// after the soonest lease the gateway knows of has ended, is
+		// answered from a read sent after it came, not from an older one:
+		// the hint of the change may not have reached this gateway yet, or
+		// been lost, and the read at the lease's end may have failed (a
+		// stream showed a lease that had ended 5 s before, held, with a
+		// Redis paused and replies lost meanwhile).
+		ahead := w.read && !w.readAt.After(called) && ctx.Err() == nil && !w.gone &&
+			(after > w.index || !w.leaseEnd.IsZero() && called.After(w.leaseEnd))
+		if ahead && !(w.reading && !w.readFrom.Before(called)) {
+			w.again = true // a read sent after the watcher came
 			h.readLocked(w)
 		}
 		if !ahead && w.read && (w.index != after || after < 0 || ctx.Err() != nil || w.gone) {

@@ -2,8 +2,12 @@ package redisbackend_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockgate/lockgate/internal/redistest"
 	"github.com/lockgate/lockgate/locks"
@@ -52,5 +56,72 @@ func TestRedisWatchAheadOfTheHubReadsAgain(t *testing.T) {
 				round, now.Index, got.Index, got.Held, got.Info.FencingToken, err, g2.FencingToken)
 		}
 		b.Release(ctx, key, g2.Token)
+	}
+}
+
+// TestRedisWatchAfterTheLeaseEndReadsAgain: a watcher that comes after the
+// soonest lease this gateway knows of has ended is answered from a read
+// sent after it came, not from the state read before that end: the
+// gateway's reads of the lock failed meanwhile (a Redis paused, replies
+// lost), and so did the one at the lease's end. Before, a fresh watch got
+// the old state at once, the lease ended and the grant released since
+// (the fault matrix's stream finding: a grant shown held 5 s after its
+// release).
+func TestRedisWatchAfterTheLeaseEndReadsAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	client := newClient(t, srv)
+	fail := &failReads{script: "lockgate_watch_"}
+	client.AddHook(fail)
+	a := openRedis(t, client, redisbackend.Options{History: 10})
+	t.Cleanup(func() { a.Close() })
+	b := newRedis(t, srv, redisbackend.Options{History: 10})
+	key := locktest.UniqueKey(t)
+	g := locktest.MustAcquire(t, b, key, locks.AcquireRequest{TTL: 300 * time.Millisecond, Subject: "t"})
+	if c, err := a.Watch(ctx, key, -1); err != nil || !c.Held {
+		t.Fatalf("a's first watch: got %+v, %v; want held", c, err)
+	}
+	fail.on.Store(true)
+	if _, err := b.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	// a's reads fail: the one its hint of the release asked for, and the
+	// one at the lease's end, or its retry after it.
+	for fail.failed.Load() < 2 || !time.Now().After(g.ExpiresAt) {
+		time.Sleep(10 * time.Millisecond) // polling for the failed reads
+	}
+	fail.on.Store(false)
+	c, err := a.Watch(ctx, key, -1)
+	if err != nil || c.Held {
+		t.Fatalf("a watch after the lease's end and the release: got held %v (%+v), %v; want free", c.Held, c.Info.Lease, err)
+	}
+}
+
+// failReads is a go-redis hook that fails every call of one script while
+// on, as a Redis that does not answer in time does, and counts them.
+type failReads struct {
+	script string
+	on     atomic.Bool
+	failed atomic.Int64
+}
+
+func (*failReads) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*failReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (f *failReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var rest []redis.Cmder
+		for _, c := range cmds {
+			args := c.Args()
+			if fn, _ := args[min(1, len(args)-1)].(string); f.on.Load() && strings.EqualFold(c.Name(), "fcall") && strings.HasPrefix(fn, f.script) {
+				c.SetErr(errStalled)
+				f.failed.Add(1)
+				continue
+			}
+			rest = append(rest, c)
+		}
+		if len(rest) == 0 {
+			return errStalled
+		}
+		return next(ctx, rest)
 	}
 }
