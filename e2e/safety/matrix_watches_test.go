@@ -24,7 +24,8 @@ import (
 //     with a state event, a resumed one never sends one that does not say
 //     missed;
 //   - a long-poll's index never goes back, and a long-poll does not answer
-//     its own index before its wait ran out;
+//     its own index before its wait ran out, but for index 0, which
+//     answers at once;
 //   - no event contradicts a grant's own calls: an acquired or handed_over
 //     event of a grant not after its 201, no event of a grant's lease
 //     after a 204 freed it, no released, expired or broken event while the
@@ -336,7 +337,12 @@ func (rs *roundState) watchFindings(f *faulty, add func(roundNote)) {
 			if i > 0 && p.got < seq[i-1].got {
 				watchNote(p.lock, seq[i-1].call, p.ret, "a long-poll called at %s answered index %d, below the %d of the one before it", stamp(p.call), p.got, seq[i-1].got)
 			}
-			if p.got == p.index && p.ret.Before(p.call.Add(p.wait-10*time.Millisecond)) {
+			// Index 0 ("nothing seen yet") answers at once, even for a lock
+			// no event was recorded for yet, whose index is 0 too (the
+			// spec; #38): the round's first polls of a lock nobody has
+			// taken yet found it so ("a long-poll with index 0 ... answered
+			// that index ..., before its wait ran out", 13 in a row).
+			if p.got == p.index && p.index != 0 && p.ret.Before(p.call.Add(p.wait-10*time.Millisecond)) {
 				watchNote(p.lock, p.call, p.ret, "a long-poll with index %d called at %s answered that index at %s, before its wait (%v) ran out", p.index, stamp(p.call), stamp(p.ret), p.wait)
 			}
 			for _, fence := range p.held {
