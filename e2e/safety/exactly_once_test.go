@@ -26,7 +26,6 @@ const lostReplyWithin = 10 * time.Second
 // and re-entered (2 holds); the reply of the release of the inner hold is
 // lost. The outer hold must still hold the lock: another caller is refused.
 func TestExactlyOnceClusterInnerRelease(t *testing.T) {
-	t.Parallel()
 	pc := startProxiedCluster(t, 3)
 	gw := startGateway(t, pc.gatewayArgs()...)
 	c, other := newClient(t, gw), newClient(t, gw)
@@ -62,7 +61,6 @@ func TestExactlyOnceClusterInnerRelease(t *testing.T) {
 // undone): after the holder releases the holds it was told of, the lock is
 // free, long before its lease ends.
 func TestExactlyOnceClusterReentry(t *testing.T) {
-	t.Parallel()
 	pc := startProxiedCluster(t, 3)
 	gw := startGateway(t, pc.gatewayArgs()...)
 	testLostReentry(t, newClient(t, gw), func(lock string) []*fault {
@@ -75,7 +73,6 @@ func TestExactlyOnceClusterReentry(t *testing.T) {
 // hold it may have taken must be undone as an acquire's grant is: after the
 // holder's one release, the lock is free long before its lease ends.
 func TestExactlyOnceReentryLost(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	p := startProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.Addr)
@@ -147,7 +144,6 @@ func TestExactlyOnceClusterIdempotent(t *testing.T) {
 // reply of idem_done (the grant made and recorded) is lost. The retry with
 // the same key must get that grant, not grant_ended.
 func TestExactlyOnceIdempotentDoneLost(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	p := startProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.Addr)
@@ -200,7 +196,6 @@ func testLostIdempotentStep(t *testing.T, c *client, lock string, fs []*fault, w
 // issue 21 under one more lost reply). Found by TestFaultMatrix/failover,
 // seed 7736752500235021699.
 func TestExactlyOnceIdempotentDoneLostTwice(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	p := startProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.Addr)

@@ -35,7 +35,6 @@ func wantStatus(t *testing.T, what string, r result, status int) {
 // token, the old holder's renew fails, and the resource refuses its late
 // write.
 func TestRedisPausedPastTTL(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL(), "--redis-timeout", "300ms")
 	c := newClient(t, gw)
@@ -87,7 +86,6 @@ func TestRedisPausedPastTTL(t *testing.T) {
 // but the next fencing token is still larger, so the resource refuses the
 // old holder.
 func TestRedisRestartedEmpty(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL(), "--redis-timeout", "300ms")
 	c := newClient(t, gw)
@@ -156,7 +154,6 @@ func waiters(t *testing.T, gw *gateway) float64 {
 // gateway, queued behind them, still gets the lock when it is released,
 // and afterwards nothing is held or waiting.
 func TestGatewayKilledWithWaiters(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	doomed := startGatewayProcess(t, "--redis-url", rs.URL())
 	survivor := startGateway(t, "--redis-url", rs.URL())
@@ -205,7 +202,6 @@ func TestGatewayKilledWithWaiters(t *testing.T) {
 // at the latest when that lease (2 s) ends. When the stopped gateway runs
 // again, nothing is left held or waiting.
 func TestGatewayStoppedWithWaiters(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	frozen := startGatewayProcess(t, "--redis-url", rs.URL())
 	live := startGateway(t, "--redis-url", rs.URL())
@@ -254,7 +250,6 @@ func TestGatewayStoppedWithWaiters(t *testing.T) {
 // queue and no lock behind (TTL 60 s, so only a release, not the lease,
 // can free the lock in time).
 func TestClientLeavesMidWait(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	c := newClient(t, gw)
@@ -283,7 +278,6 @@ func TestClientLeavesMidWait(t *testing.T) {
 // waiter's own, ends with its lease (1 s here), and no later. Either way
 // the lock is free again within the waiter's TTL, never the holder's 60 s.
 func TestClientLeavesAsLockHandedOver(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	c := newClient(t, gw)
@@ -315,7 +309,6 @@ func TestClientLeavesAsLockHandedOver(t *testing.T) {
 // at once still releases the lock (TTL 60 s: only the release frees it in
 // time).
 func TestClientLeavesMidRelease(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	c := newClient(t, gw)
@@ -336,7 +329,6 @@ func TestClientLeavesMidRelease(t *testing.T) {
 // TestScriptFlush: FUNCTION FLUSH and SCRIPT FLUSH every few ms under a
 // concurrent workload cost nothing: no call fails, and the history holds.
 func TestScriptFlush(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	rc := rs.Client(t)
@@ -373,7 +365,6 @@ func TestScriptFlush(t *testing.T) {
 // may have landed unseen blocks the lock for at most its lease. Latency
 // under the timeout changes nothing.
 func TestRedisLinkLatency(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	p := startProxy(t, rs.Addr)
 	gw := startGateway(t, "--redis-url", "redis://"+p.Addr, "--redis-timeout", "300ms")
@@ -413,7 +404,6 @@ func TestRedisLinkLatency(t *testing.T) {
 // history holds, and once the link is stable nothing is left held or
 // waiting beyond the leases.
 func TestRedisLinkDropped(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	p := startProxy(t, rs.Addr)
 	gw1 := startGateway(t, "--redis-url", "redis://"+p.Addr, "--redis-timeout", "500ms")
@@ -464,7 +454,6 @@ func TestRedisLinkDropped(t *testing.T) {
 // resource refuses the stalled holder's late write; its renew and release
 // fail and change nothing.
 func TestHolderPausedPastLease(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	c := newClient(t, gw)

@@ -17,7 +17,6 @@ import (
 //   - stale-snapshot: Redis is killed and restarts from an RDB snapshot
 //     saved before the last grants.
 func TestFencingAfterFailoverWithLostWrites(t *testing.T) {
-	t.Parallel()
 	const lock = "fence/x"
 	// grants takes and releases the lock n times on c, and returns the
 	// largest fencing token handed out.

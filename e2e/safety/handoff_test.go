@@ -24,7 +24,6 @@ import (
 // is not live in Redis: every 201 is checked against Redis as it arrives,
 // Y's release must answer 204, and the history shows no two holders.
 func TestLateHandoffMessage(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	p := startProxy(t, rs.Addr)
 	// W waits on gateway A, whose hand-off messages the proxy holds back;
@@ -101,7 +100,6 @@ func TestLateHandoffMessage(t *testing.T) {
 // when Z releases, W gets the lock within a few seconds, ahead of Z2, who
 // queued after W; not a 409 at its deadline while the lock is free.
 func TestDroppedWaiterRejoins(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL())
 	c := newClient(t, gw)

@@ -12,7 +12,6 @@ import (
 // grants of a lock overlapping, tokens increasing in real-time order, the
 // resource never taking a stale token, and is linearizable.
 func TestHistoryTwoGateways(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw1 := startGateway(t, "--redis-url", rs.URL())
 	gw2 := startGateway(t, "--redis-url", rs.URL())

@@ -15,7 +15,6 @@ import (
 // or a hang, and changes no lock: the lock held before is held by the same
 // grant after, and no other lock appears.
 func TestHostileInput(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw := startGateway(t, "--redis-url", rs.URL(), "--max-ttl", "1m", "--max-wait", "10s")
 	c := newClient(t, gw)

@@ -10,7 +10,6 @@ import (
 // the grant was answered around a failover, which may have lost it
 // (releases are not acknowledged by the replicas).
 func TestHoldsLeftAfterALostRelease(t *testing.T) {
-	t.Parallel()
 	at := func(ms int) time.Time { return time.UnixMilli(int64(1e12 + ms)) }
 	failover := at(1000)
 	trusted := func(t time.Time) bool { return t.Before(failover.Add(-2*time.Second)) || t.After(failover) }

@@ -17,7 +17,6 @@ import (
 // still findings. So is a write refused before a renew that found the
 // grant live: whatever ended it did so after that renew.
 func TestBreakOfUnknownOutcomeRunsLate(t *testing.T) {
-	t.Parallel()
 	at := func(d time.Duration) time.Time { return time.UnixMilli(1e12).Add(d) }
 	const ms = time.Millisecond
 	always := func(time.Time) bool { return true }
@@ -62,7 +61,6 @@ func TestBreakOfUnknownOutcomeRunsLate(t *testing.T) {
 // rests on: a break that reaches Redis after its gateway stopped waiting
 // (503) ends the grant live then, one asked for after the 503.
 func TestBreakRunsAfterItsUnknownAnswer(t *testing.T) {
-	t.Parallel()
 	const lock = "late/break"
 	rs := redistest.Start(t)
 	slow := startProxy(t, rs.Addr)

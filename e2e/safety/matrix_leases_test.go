@@ -221,7 +221,6 @@ func (l *leaseLog) counts() string {
 // nothing while Redis holds what was answered, nor when a break called
 // after the answer's call may have cut it.
 func TestLeaseCheckSeesAShortLease(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	c := newClient(t, startGateway(t, "--redis-url", rs.URL()))
 	direct := []*redis.Client{directClient(t, rs.Addr)}
@@ -322,7 +321,6 @@ func (stallAfterTime) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // between the read's TIME and its PTTLs, and the check added the PTTLs,
 // counted from after the pause, to the TIME from before it).
 func TestLeaseCheckSurvivesAStalledRead(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	c := newClient(t, startGateway(t, "--redis-url", rs.URL()))
 	stalled := directClient(t, rs.Addr)

@@ -115,7 +115,6 @@ func (h *history) setFindings(trusted func(time.Time) bool) []finding {
 // TestLockSetChecks: the lock-set row's own checks find what they are for,
 // and nothing where a break, another call or a lease explains the answer.
 func TestLockSetChecks(t *testing.T) {
-	t.Parallel()
 	at := func(ms int) time.Time { return time.UnixMilli(int64(1e12 + ms)) }
 	set := func(call, ret int, wait time.Duration, status int, code string, locks ...string) []op {
 		var os []op

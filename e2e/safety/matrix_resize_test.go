@@ -136,7 +136,6 @@ func (h *history) loweredFindings() (fs []finding, checked int) {
 // limit certainly in force, while as many held as that limit, and nothing
 // when a resize that may have run later sets the bound back to semLimit.
 func TestLoweredFindings(t *testing.T) {
-	t.Parallel()
 	at := func(ms int) time.Time { return time.UnixMilli(int64(1e12 + ms)) }
 	grant := func(fence int64, call, ret, end int) *grantRec {
 		return &grantRec{lock: "s", fence: fence, acquired: op{call: at(call), ret: at(ret)}, known: at(end), prim: "semaphore"}

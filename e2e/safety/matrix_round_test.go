@@ -97,7 +97,6 @@ func (rs *roundState) counts(by map[string]int) {
 // enough grants to show anything (as a busy machine makes them) reports
 // them short, and finds nothing, as nothing went wrong.
 func TestShortRoundIsNoFinding(t *testing.T) {
-	t.Parallel()
 	f := startSingle(t)
 	f.name = "single"
 	nothing := func(_ *testing.T, _ uint64, done <-chan struct{}, _ string, _ []string) ([]string, int) {

@@ -360,7 +360,6 @@ func (rs *roundState) watchFindings(f *faulty, add func(roundNote)) {
 // grant (a gateway's read from before that lease's end shows it counted
 // down to 0) and the faults since the 204.
 func TestWatchFindingSaysWhereTheStateCameFrom(t *testing.T) {
-	t.Parallel()
 	t0 := time.Date(2026, 12, 6, 20, 17, 41, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	g := &grantRec{lock: "m0/lock-a", fence: 7, prim: "exclusive", acquired: op{ret: at(450)}, releaseCall: at(1000), freed: at(1030)}

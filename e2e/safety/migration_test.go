@@ -383,7 +383,6 @@ func (f *faulty) onNewOwner(t *testing.T, c *redistest.Cluster, m nameMigration)
 // after the gateway followed, or on a name that is not moving, is a
 // finding; a Redis timeout is the machine's, wherever it is.
 func TestMigrationView503s(t *testing.T) {
-	t.Parallel()
 	at := func(ms int) time.Time { return time.UnixMilli(int64(1e12 + ms)) }
 	const failed, late = "the lock backend failed; the outcome of the call is unknown", "the lock backend did not answer in time; the outcome of the call is unknown"
 	m := nameMigration{name: "mig/a", Migration: redistest.Migration{Opened: at(0), Closed: at(500)}}

@@ -33,7 +33,6 @@ func startBarrier(t *testing.T) (replica *redistest.Server, c *client) {
 // acquire is refused (503), and so must be a ticket on a free lock: 503,
 // or a 202 that holds no grant yet, never a 201.
 func TestReplicaBarrierTicketOpen(t *testing.T) {
-	t.Parallel()
 	replica, c := startBarrier(t)
 
 	replica.Pause(t)
@@ -52,7 +51,6 @@ func TestReplicaBarrierTicketOpen(t *testing.T) {
 // ticket. The poll that picks the grant up must answer 503 and keep the
 // ticket; once the replica runs again, a poll answers the grant.
 func TestReplicaBarrierTicketPoll(t *testing.T) {
-	t.Parallel()
 	replica, c := startBarrier(t)
 	const lock = "barrier/poll"
 	holder := c.mustAcquire(t, lock, time.Minute)
@@ -96,7 +94,6 @@ func TestReplicaBarrierTicketPoll(t *testing.T) {
 // caller (through a gateway that waits for no replica, since the new
 // primary has none) must not get the lock.
 func TestReplicaBarrierTicketFailover(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	replica := redistest.StartReplica(t, rs)
 	replica.WaitSynced(t, rs)

@@ -21,7 +21,6 @@ import (
 // reads. Without the flag, the grants of the last stretch are lost
 // (TestSentinelFailover lists them).
 func TestSentinelMinReplicasLosesNoAcknowledgedGrant(t *testing.T) {
-	t.Parallel()
 	const (
 		clients = 4
 		lag     = time.Second

@@ -163,7 +163,6 @@ func semaphoreModel(limit int) porcupine.Model {
 // holding it at any moment, tokens unique and increasing in real-time
 // order, and is linearizable against a model of the semaphore.
 func TestSemaphoreHistoryTwoGateways(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw1 := startGateway(t, "--redis-url", rs.URL())
 	gw2 := startGateway(t, "--redis-url", rs.URL())

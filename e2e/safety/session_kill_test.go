@@ -14,7 +14,6 @@ import (
 // wait and the slack after it have passed, the session takes a grant
 // through the surviving gateway, and does not list the dead acquire.
 func TestGatewayKilledInSession(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	args := []string{"--redis-url", rs.URL(), "--redis-timeout", "500ms", "--session-max-holds", "1"}
 	doomed := startGatewayProcess(t, args...)

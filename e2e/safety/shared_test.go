@@ -27,7 +27,6 @@ func (c *client) acquireShared(ctx context.Context, lock string, ttl, wait time.
 // two shared grants may overlap; a shared and an exclusive one, or two
 // exclusive ones, may not.
 func TestCheckerSharedOverlap(t *testing.T) {
-	t.Parallel()
 	at := func(ms int) time.Time { return time.Unix(1000, 0).Add(time.Duration(ms) * time.Millisecond) }
 	rec := func(fence int64, shared bool, from, to int) *grantRec {
 		return &grantRec{lock: "l", fence: fence, shared: shared, known: at(to),
@@ -64,7 +63,6 @@ func TestCheckerSharedOverlap(t *testing.T) {
 // holders only) never takes a stale token, and shared grants did overlap:
 // the run tested what it meant to.
 func TestSharedHistoryTwoGateways(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	gw1 := startGateway(t, "--redis-url", rs.URL())
 	gw2 := startGateway(t, "--redis-url", rs.URL())
