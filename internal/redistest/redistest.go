@@ -5,9 +5,12 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -111,7 +114,33 @@ func (s *Server) start() error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	// The server that answered may be another's that took the port first
+	// (a test of another package, all starting servers at once): ours then
+	// failed to bind. TestUnpickedGrantEndsWithinWaiterLease's cluster node
+	// got "ERR This instance has cluster support disabled" from one.
+	if pid, err := serverPID(s.Addr); err != nil || pid != cmd.Process.Pid {
+		s.Stop()
+		return fmt.Errorf("the server on %s is not the one started (process %d, ours %d: %v)", s.Addr, pid, cmd.Process.Pid, err)
+	}
 	return nil
+}
+
+// serverPID returns the process id of the server on addr.
+func serverPID(addr string) (int, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server names no process_id")
 }
 
 func ping(addr string) error {
