@@ -189,7 +189,15 @@ type workload struct {
 	// mixed makes about half the acquires ask for a shared hold of the
 	// lock. Shared holders read: they write nothing to the resource.
 	mixed bool
+	// enough, when set, runs the workload on past duration until the
+	// history shows what the test needs, up to workloadStretch times
+	// duration: a busy machine makes fewer grants in the same time.
+	enough func(*history) bool
 }
+
+// workloadStretch bounds how far past its duration a workload with
+// enough runs on.
+const workloadStretch = 10
 
 // holdStep is the work between two writes of a holder that holds.
 const holdStep = 50 * time.Millisecond
@@ -198,15 +206,28 @@ const holdStep = 50 * time.Millisecond
 func (w workload) run(t *testing.T) *history {
 	t.Helper()
 	h := &history{}
-	ctx, cancel := context.WithTimeout(t.Context(), w.duration+2*w.wait+time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), workloadStretch*w.duration+2*w.wait+time.Minute)
 	defer cancel()
-	deadline := time.Now().Add(w.duration)
+	start := time.Now()
+	goOn := func() bool {
+		switch since := time.Since(start); {
+		case ctx.Err() != nil:
+			return false
+		case since < w.duration:
+			return true
+		case w.enough == nil || since >= workloadStretch*w.duration:
+			return false
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return !w.enough(h)
+	}
 	var wg sync.WaitGroup
 	for i := range w.workers {
 		wg.Go(func() {
 			c := w.clients[i%len(w.clients)]
 			rng := rand.New(rand.NewPCG(uint64(i), 42))
-			for time.Now().Before(deadline) && ctx.Err() == nil {
+			for goOn() {
 				renew, shared := rng.IntN(2) == 0, w.mixed && rng.IntN(2) == 0
 				w.cycle(ctx, h, c, i, w.locks[rng.IntN(len(w.locks))], w.ttl, w.wait, renew, shared)
 			}
