@@ -130,27 +130,11 @@ func parseRule(data []byte) (rule, error) {
 			}
 		}
 	}
-	if raw, ok := fields["max_ttl"]; ok {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return r, fmt.Errorf(`max_ttl: want a duration such as "10m", got %s`, shorten(raw))
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil || d < time.Millisecond {
-			return r, fmt.Errorf(`max_ttl %s: want a duration of at least 1ms, such as "10m"`, strconv.Quote(s))
-		}
-		r.maxTTL = d
+	if r.maxTTL, err = ruleDuration(fields, "max_ttl"); err != nil {
+		return r, err
 	}
-	if raw, ok := fields["max_hold"]; ok {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return r, fmt.Errorf(`max_hold: want a duration such as "10m", got %s`, shorten(raw))
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil || d < time.Millisecond {
-			return r, fmt.Errorf(`max_hold %s: want a duration of at least 1ms, such as "10m"`, strconv.Quote(s))
-		}
-		r.maxHold = d
+	if r.maxHold, err = ruleDuration(fields, "max_hold"); err != nil {
+		return r, err
 	}
 	if raw, ok := fields["subject_rate"]; ok {
 		if err := json.Unmarshal(raw, &r.limits.Rate); err != nil || r.limits.Rate <= 0 || r.limits.Rate > maxRuleLimit {
@@ -308,4 +292,22 @@ func claimMatches(raw json.RawMessage, glob string) bool {
 		}
 	}
 	return false
+}
+
+// ruleDuration reads a rule's duration field name ("10m", at least 1ms),
+// 0 when the rule has none.
+func ruleDuration(fields map[string]json.RawMessage, name string) (time.Duration, error) {
+	raw, ok := fields[name]
+	if !ok {
+		return 0, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, fmt.Errorf(`%s: want a duration such as "10m", got %s`, name, shorten(raw))
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Millisecond {
+		return 0, fmt.Errorf(`%s %s: want a duration of at least 1ms, such as "10m"`, name, strconv.Quote(s))
+	}
+	return d, nil
 }
