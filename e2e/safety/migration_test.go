@@ -172,8 +172,25 @@ func TestClusterSlotMigration(t *testing.T) {
 			len(outside), describe503s(outside, migs)))
 	}
 	if len(problems) > 0 {
-		t.Errorf("%d problems:\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+		t.Errorf("%d problems:\n%s\nthe gateways' failed requests that were not Redis timeouts:%s",
+			len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"), failedRequests(f))
 	}
+}
+
+// failedRequests returns the gateways' log lines of requests that failed
+// with an error other than a Redis timeout: the error from Redis behind a
+// 503 "the lock backend failed", which the answer does not carry.
+func failedRequests(f *faulty) string {
+	var b strings.Builder
+	for i, s := range f.gateways {
+		for line := range strings.Lines(s.gateway().logs.String()) {
+			if strings.Contains(line, "request failed") && !strings.Contains(line, "i/o timeout") &&
+				!strings.Contains(line, "context deadline exceeded") {
+				fmt.Fprintf(&b, "\n  gateway %d: %s", i, strings.TrimSpace(line))
+			}
+		}
+	}
+	return b.String()
 }
 
 const (
