@@ -93,6 +93,12 @@ var (
 	// ErrUnavailable means the backend failed or did not answer in time. The
 	// outcome of the operation is unknown to the caller.
 	ErrUnavailable = errors.New("lock backend unavailable")
+	// ErrTookNothing comes wrapped in an ErrUnavailable: an acquire reached
+	// the backend after its owner token's wait or grant had ended, and took
+	// nothing. Only a late delivery should meet it; a call still waited for
+	// meets it when another party ended the grant before its pick-up (a
+	// session's end, see SessionEngine).
+	ErrTookNothing = errors.New("a late delivery of an acquire took nothing")
 
 	// ErrFull means every permit of the semaphore is taken; errors.As it
 	// into a *FullError for when the soonest lease ends.

@@ -389,6 +389,12 @@ func (s *SessionEngine) acquire(ctx context.Context, token string, h SessionHold
 	}
 	owner := memberToken(token, m.Nonce)
 	g, err := grant(max(left, time.Millisecond), owner)
+	if errors.Is(err, ErrTookNothing) && s.ended(ctx, c) {
+		// The session's end released the grant handed to this waiter
+		// before its pick-up, which then took nothing: the session ended
+		// (TestRedisSessionEndedBeforeThePickUp).
+		return Grant{}, ErrSessionEnded
+	}
 	if err != nil {
 		forget()
 		return Grant{}, err
@@ -416,6 +422,13 @@ func (s *SessionEngine) acquire(ctx context.Context, token string, h SessionHold
 		return Grant{}, fmt.Errorf("acquire %s in session %s: %w", h.Key, c.ID, err)
 	}
 	return g, nil
+}
+
+// ended says whether c's session has ended (or lapsed): false when the
+// store does not answer.
+func (s *SessionEngine) ended(ctx context.Context, c SessionCaller) bool {
+	_, _, _, err := s.Store.Describe(ctx, c)
+	return errors.Is(err, ErrSessionEnded)
 }
 
 func (s *SessionEngine) renew(ctx context.Context, h SessionHold, owner string, ttl time.Duration) (Lease, error) {

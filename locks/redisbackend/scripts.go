@@ -1,7 +1,6 @@
 package redisbackend
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -110,7 +109,7 @@ func parseReply(res []int64) (reply, error) {
 // errFencedOff is an acquire's reply when Redis received the call only
 // after its token's wait ended, or after its grant ended (lua/acquire.lua):
 // it took nothing. Only a late delivery, which nobody waits for, gets it.
-var errFencedOff = errors.New("fenced off: a late delivery of an acquire took nothing")
+var errFencedOff = fmt.Errorf("fenced off: %w", locks.ErrTookNothing)
 
 // lease is the granted lease, counted from start, when the call was sent:
 // never later than the lease Redis keeps. maxHold is the grant's hard cap
