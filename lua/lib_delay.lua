@@ -11,9 +11,16 @@ local function delayed(K)
 end
 
 -- retry_ms is how long until the lock may be free: the lease, or the lock
--- delay after one.
+-- delay after one. With a history, a lock held shared keeps its hash past
+-- the leases (lib_shared.lua keep_shared): the last lease's end says.
 local function retry_ms(K)
   local ms = redis.call('PTTL', K.lock)
+  if ms > 0 and K.hist_n > 0 then
+    local last = redis.call('ZRANGE', K.readers, '-1', '-1', 'WITHSCORES')[2]
+    if last then
+      ms = math.max(tonumber(last) - CLOCK.now, 0)
+    end
+  end
   if K.delay_ms > 0 then
     ms = math.max(ms, redis.call('PTTL', K.delay))
   end

@@ -24,10 +24,12 @@ end
 
 -- keep_shared makes K.lock and K.readers live as long as the longest
 -- shared lease, and deletes both when no shared holder is left. With a
--- history, a shared hold that a break period ends (K.lock's 'bk': the
+-- history, they live on as long as the history would after it: a shared
+-- lease that ends unreleased (or by a break period, K.lock's 'bk': the
 -- latest such end, see break.lua) is recorded by the first script to run
 -- after it (purge_ended), which finds it only if both keys are still
--- there: they live on as long as the history would.
+-- there, the last holder's too (a lease's end writes nothing by itself).
+-- So K.lock's PTTL is no shared lease's end: shared_retry says that.
 local function keep_shared(K, now)
   local last = redis.call('ZRANGE', K.readers, '-1', '-1', 'WITHSCORES')[2]
   if not last or tonumber(last) <= now then
@@ -35,9 +37,12 @@ local function keep_shared(K, now)
     return
   end
   local ms = tonumber(last) - now
-  local bk = K.hist_n > 0 and tonumber(redis.call('HGET', K.lock, 'bk'))
-  if bk then
-    ms = math.max(ms, bk - now + K.keep_ms)
+  if K.hist_n > 0 then
+    ms = ms + K.keep_ms
+    local bk = tonumber(redis.call('HGET', K.lock, 'bk'))
+    if bk then
+      ms = math.max(ms, bk - now + K.keep_ms)
+    end
   end
   redis.call('PEXPIRE', K.lock, ms)
   redis.call('PEXPIRE', K.readers, ms)

@@ -2,6 +2,7 @@ package locktest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ func RunHistory(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"AnUnreleasedLeaseIsRecordedExpiredOnce", testHistoryExpired},
 		{"AHandOverIsRecorded", testHistoryHandOver},
 		{"ASharedLeaseEndingIsRecorded", testHistorySharedExpired},
+		{"TheLastSharedLeaseEndingIsRecorded", testHistoryLastSharedExpired},
 		{"TheHistoryIsCapped", testHistoryCapped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,6 +151,34 @@ func testHistorySharedExpired(t *testing.T, b locks.Backend, key locks.Key) {
 		t.Fatalf("got %q %+v, want erin's grant %d expired between the acquires and the renew", got, events, gone.FencingToken)
 	}
 	b.Release(context.Background(), key, stays.Token)
+}
+
+// testHistoryLastSharedExpired: the lease of a lock's last shared holder
+// ends unreleased, and nobody calls on the lock until it is free (on
+// Redis, until its keys would have expired with that lease): the next
+// call still records it.
+func testHistoryLastSharedExpired(t *testing.T, b locks.Backend, key locks.Key) {
+	gone := MustAcquire(t, b, key, locks.AcquireRequest{TTL: 100 * time.Millisecond, Subject: "erin", Mode: locks.Shared})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := b.Inspect(context.Background(), key)
+		if errors.Is(err, locks.ErrNotHeld) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the 100ms shared lease did not end within 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling for an expiry
+	}
+	next := MustAcquire(t, b, key, req(time.Minute))
+	got, events := kinds(t, b, key)
+	if got != "acquired,expired,acquired" || events[1].Subject != "erin" || events[1].FencingToken != gone.FencingToken {
+		t.Fatalf("got %q %+v, want erin's shared grant %d expired between the two acquires", got, events, gone.FencingToken)
+	}
+	b.Release(context.Background(), key, next.Token)
 }
 
 func testHistoryCapped(t *testing.T, b locks.Backend, key locks.Key) {
