@@ -89,10 +89,12 @@
 -- idempotency record (idem_lib.lua), and K.lock .. ':w', while a gateway
 -- watches the lock: zset, gateway channel -> ms until which it watches
 -- (watching.lua), whom push_events sends its hint (lib_history.lua). Elsewhere: a semaphore's keys
--- (semlib.lua), a namespace's index of lock names, prefix ..
--- 'index:{ns}' and that .. ':ends', written when a name is new to it or a
--- lease would outlast its entry, not by every grant, and never by a
--- release (lib_index.lua, index.lua, list.lua), one pub/sub channel per
+-- (semlib.lua), a namespace's index of lock names, a directory prefix ..
+-- 'names:{ns}' of packed buckets, that .. ':' .. the bucket's first name,
+-- of entries 'name until' (one per name, about 35 bytes; lib_index.lua),
+-- written when a name is new to it or a lease would outlast its entry,
+-- not by every grant, and never by a release (lib_index.lua, index.lua,
+-- list.lua), one pub/sub channel per
 -- gateway process, the prefix ..
 -- 'gateway:' .. id (lib_queue.lua wake), and a session's record, whose
 -- grants are ordinary grants of their locks (lib_session.lua).

@@ -1,22 +1,21 @@
--- list: one page of a namespace's index of lock names (see index.lua):
--- the names, in name order, of up to limit locks that the index lists
--- still. Read-only (EVALSHA_RO): entries past their time are passed over,
--- and left for the index's writes to drop. The index lists a name from
--- its grant on until an index period or two after its last lease, so it
--- names free locks too: on a single Redis this script passes over a name
--- whose lock has no key, and the engine then inspects each name it
--- returns, and passes over those it finds free. It never leaves out a name
--- whose grant was answered while its lease lasts (lib_index.lua).
+-- list: one page of a namespace's index of lock names (lib_index.lua): the
+-- names, in name order, of up to limit locks that the index lists still.
+-- Read-only (FCALL_RO): entries past their time are passed over, and left
+-- for the index's writes to drop. The index lists a name from its grant on
+-- until an index period or two after its last lease, so it names free
+-- locks too: on a single Redis this script passes over a name whose lock
+-- has no key, and the engine then inspects each name it returns, and
+-- passes over those it finds free. It never leaves out a name whose grant
+-- was answered while its lease lasts (lib_index.lua).
 --
--- KEYS[1]  the namespace's names (zset, score 0)
--- KEYS[2]  the same, scored by until when the index lists each (ms on
---          this node's clock)
--- ARGV[1]  where the previous page stopped: '' for the start, else a
---          ZRANGEBYLEX bound, '(' and an entry, or '(name!' (past every
---          entry of name: '!' sorts after ' ' and before every byte a name
---          may hold)
+-- KEYS[1]  the namespace's directory (its buckets are named from it)
+-- ARGV[1]  where the previous page stopped: '' for the start, else '(' and
+--          the last name it looked at, then '!' (or, from a gateway of
+--          layout 2 or older, a space and a hold): the page starts after
+--          that name
 -- ARGV[2]  limit: how many names at most
--- ARGV[3]  budget: how many entries at most this page may look at
+-- ARGV[3]  budget: how many entries (and buckets) at most this page may
+--          look at
 -- ARGV[4]  on a single Redis, the namespace's lock keys up to the name
 --          ('prefix{ns/'): a name whose key (that, the name, '}') does not
 --          exist is free, and passed over; '' on Cluster, where the lock
@@ -26,44 +25,47 @@
 --          the next page), '' when the index has no more entries
 --
 -- The work is bounded by the budget, whatever the size of the keyspace or
--- of the index: each entry looked at costs one ZSCORE, an EXISTS on a
--- single Redis, and a share of one ZRANGEBYLEX. (An index written by an
--- older gateway has entries 'name hold', one per grant: a name taken
--- skips its other entries with one jump.)
+-- of the index: each entry looked at costs a share of one ZRANGEBYLEX,
+-- and an EXISTS on a single Redis; each bucket one ZRANGEBYLEX of the
+-- directory.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local start, limit, budget, keys = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] or ''
-if start == '' then
-  start = '-'
+local dir, limit, budget, keys = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] or ''
+local after = string.match(ARGV[1], '^%(([^ !]+)')
+local lo, from
+if after then
+  lo = redis.call('ZREVRANGEBYLEX', dir, '[' .. after, '-', 'LIMIT', '0', '1')[1]
+  from = '(' .. after .. '!'
 end
-local out = {''}
-local looked, last = 0, nil
-while #out - 1 < limit and looked < budget do
-  local batch = redis.call('ZRANGEBYLEX', KEYS[1], start, '+', 'LIMIT', 0,
-    math.min(limit - (#out - 1), budget - looked))
-  if #batch == 0 then
-    return out -- the end: next stays ''
+if not lo then
+  lo = redis.call('ZRANGEBYLEX', dir, '-', '+', 'LIMIT', '0', '1')[1]
+end
+local out, looked = {''}, 0
+while lo do
+  looked = looked + 1
+  local want = math.min(limit - (#out - 1), budget - looked)
+  if want <= 0 then
+    out[1] = from or ''
+    return out
   end
-  for _, m in ipairs(batch) do
+  local batch = redis.call('ZRANGEBYLEX', dir .. ':' .. lo, from or '-', '+', 'LIMIT', '0', want)
+  for _, e in ipairs(batch) do
     looked = looked + 1
-    local name = string.match(m, '^(%S+)')
-    if name and name ~= last then
-      local ends = tonumber(redis.call('ZSCORE', KEYS[2], m))
-      if ends and ends > now and (keys == '' or redis.call('EXISTS', keys .. name .. '}') == 1) then
-        out[#out + 1] = name
-        last = name
-      end
+    local name = string.sub(e, 1, -6)
+    local a, b, c, d = string.byte(e, -4, -1)
+    if (((a * 256 + b) * 256 + c) * 256 + d) * 1000 > now and (keys == '' or redis.call('EXISTS', keys .. name .. '}') == 1) then
+      out[#out + 1] = name
     end
-    start = '(' .. m
-    if m == name then
-      start = start .. '!' -- past an older gateway's entries of name too
-    end
+    from = '(' .. name .. '!'
   end
-  local tail = string.match(batch[#batch], '^(%S+)')
-  if last and tail == last then
-    start = '(' .. last .. '!' -- past the rest of this lock's entries
+  if #batch == want then
+    if #out - 1 >= limit or looked >= budget then
+      out[1] = from
+      return out
+    end
+  else
+    lo = redis.call('ZRANGEBYLEX', dir, '(' .. lo, '+', 'LIMIT', '0', '1')[1]
   end
 end
-out[1] = start
-return out
+return out -- the end: next stays ''

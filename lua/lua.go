@@ -280,7 +280,7 @@ var scripts = []Script{
 	writes("set_acquire", true, setAcquireSrc, lockLib), // every lock of a set, or none
 	reads("inspect", inspectSrc, describeLibs),
 	reads("history", historySrc, lockLib),
-	writesIdempotent("index", indexSrc),              // listing's index, advisory
+	writesIdempotent("index", indexSrc, libIndex),    // listing's index, advisory
 	writesIdempotent("indexed", indexedSrc, lockLib), // notes the index's entry in the name record, only ever later
 	reads("list", listSrc),
 	writesIdempotent("watch", watchSrc, describeLibs),  // records an expiry, as every lock script does first

@@ -440,7 +440,7 @@ func TestRedisKeysShareHashTag(t *testing.T) {
 		switch {
 		case strings.HasPrefix(k, "p:{"+key.String()+"}"):
 			lockKeys = append(lockKeys, k)
-		case strings.HasPrefix(k, "p:index:{"+key.Namespace+"}"):
+		case strings.HasPrefix(k, "p:names:{"+key.Namespace+"}"):
 			indexKeys = append(indexKeys, k)
 		default:
 			t.Errorf("key %q does not start with the prefix and the lock's or its namespace's hash tag", k)
@@ -450,7 +450,7 @@ func TestRedisKeysShareHashTag(t *testing.T) {
 		t.Errorf("got lock keys %v, want the lock, its fencing counter and the grant's record (an acquire keeps no call record)", lockKeys)
 	}
 	if len(indexKeys) != 2 {
-		t.Errorf("got index keys %v, want its two sets (the acquire's script writes them: no call of index.lua)", indexKeys)
+		t.Errorf("got index keys %v, want its directory and its bucket (the acquire's script writes them: no call of index.lua)", indexKeys)
 	}
 }
 

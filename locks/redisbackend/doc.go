@@ -49,9 +49,10 @@
 // 7.0, measured with 20 000 locks). Each waiter costs about 300 bytes more
 // while it waits; the queue's keys expire a minute after the last waiter's
 // deadline. A released name leaves its fence key behind, 90 to 120 bytes of
-// MEMORY USAGE and 180 to 230 bytes of used_memory (a million distinct names
-// a day keep about 200 MB), for Options.FenceRetention (24 h by
-// default, the gateway's --fence-retention), and then it expires.
+// MEMORY USAGE and 180 to 230 bytes of used_memory without a history, for
+// Options.FenceRetention (24 h by default, the gateway's --fence-retention),
+// and then it expires; and its entry in the namespace's index, about 35
+// bytes, for one to two index periods (see list.go).
 //
 // # Fencing tokens
 //

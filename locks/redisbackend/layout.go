@@ -26,7 +26,11 @@ import (
 //	   until when its name is listed. A lock's hash and its queue are as
 //	   in 1, and 2 reads a name record or index entry of 1, so a live lock
 //	   of 1 is read as it was: 2 carries 1 over with nothing to do.
-const layoutVersion = 2
+//	3  #36: the namespace index is a directory of packed buckets of
+//	   names (lua/lib_index.lua), not two sorted sets; every live entry
+//	   of 1 and 2 is carried over into it (carryIndexes) before the key
+//	   moves. The locks and name records are as in 2.
+const layoutVersion = 3
 
 // LayoutError says that Redis holds a layout this gateway does not know.
 type LayoutError struct {
@@ -47,10 +51,23 @@ func (e *LayoutError) Error() string {
 func (r *Backend) CheckLayout(ctx context.Context) error {
 	key := r.opts.Prefix + "layout"
 	want := strconv.Itoa(layoutVersion)
-	found, err := r.client.SetArgs(ctx, key, want, redis.SetArgs{Mode: "NX", Get: true}).Result()
+	found, err := r.client.Get(ctx, key).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return nil // written
+		// None: a new Redis, or one of layout 1, whose indexes to carry over.
+		if err := r.carryIndexes(ctx); err != nil {
+			return err
+		}
+		found, err = r.client.SetArgs(ctx, key, want, redis.SetArgs{Mode: "NX", Get: true}).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil // written
+		}
+		if err != nil {
+			return fmt.Errorf("%w: write the layout: %w", locks.ErrUnavailable, err)
+		}
+		if found == want {
+			return nil
+		}
 	case err != nil:
 		return fmt.Errorf("%w: read the layout: %w", locks.ErrUnavailable, err)
 	case found == want:
@@ -60,10 +77,36 @@ func (r *Backend) CheckLayout(ctx context.Context) error {
 	if err != nil || n > layoutVersion {
 		return &LayoutError{Found: found, Want: layoutVersion}
 	}
-	// Older: each layout up to this one carries the one before it over with
-	// nothing to do (see layoutVersion), so only the key moves.
+	// Older: the indexes move (see layoutVersion), then the key.
+	if err := r.carryIndexes(ctx); err != nil {
+		return err
+	}
 	if err := r.client.Set(ctx, key, want, 0).Err(); err != nil {
 		return fmt.Errorf("%w: write the layout: %w", locks.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// carryIndexes moves every namespace index of layouts 1 and 2 (two sorted
+// sets, prefix index:{ns} and that :ends) into the index of layout 3, a
+// batch of entries a call (lua/index.lua), and deletes them. It finds them
+// by SCAN on every master: once, at the start of the first gateway of
+// layout 3 on that Redis.
+func (r *Backend) carryIndexes(ctx context.Context) error {
+	namespaces, err := r.scanNamespaces(ctx, r.opts.Prefix+"index:{")
+	if err != nil {
+		return fmt.Errorf("%w: find the indexes to carry over: %w", locks.ErrUnavailable, err)
+	}
+	for _, ns := range namespaces {
+		for {
+			left, err := r.callCarryIndex(ctx, ns)
+			if err != nil {
+				return fmt.Errorf("%w: carry the index of namespace %s over: %w", locks.ErrUnavailable, ns, err)
+			}
+			if left == 0 {
+				break
+			}
+		}
 	}
 	return nil
 }

@@ -23,9 +23,10 @@ func TestRedisLayout(t *testing.T) {
 		wantErr      bool
 	}{
 		{"none", "", false},
-		{"same", "2", false},
-		{"older", "1", false},
-		{"newer", "3", true},
+		{"same", "3", false},
+		{"older", "2", false},
+		{"oldest", "1", false},
+		{"newer", "4", true},
 		{"garbage", "x", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,8 +48,8 @@ func TestRedisLayout(t *testing.T) {
 			if err != nil {
 				t.Fatalf("layout %q: %v", tc.before, err)
 			}
-			if got := admin.Get(ctx, "lockgate:layout").Val(); got != "2" {
-				t.Fatalf("layout %q: Redis holds %q after the check, want 2", tc.before, got)
+			if got := admin.Get(ctx, "lockgate:layout").Val(); got != "3" {
+				t.Fatalf("layout %q: Redis holds %q after the check, want 3", tc.before, got)
 			}
 		})
 	}

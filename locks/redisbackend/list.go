@@ -14,20 +14,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A namespace's index of lock names (lua/lib_index.lua, index.lua): two
-// sorted sets under the namespace's own hash tag, of names, one scored 0
-// for pages in name order, one by until when the index lists each name.
-// An entry is written when a name is new to the index, or a lease would
-// end past its time: once per index period (half the fence retention) for
-// a name in steady use, and never by a release. Until when it lists a
-// name is kept in the name's record, which every grant reads and writes
-// anyway, so a grant of a name that is indexed costs the index nothing.
-// The index is advisory: no script reads it to decide who holds what; it
-// names free locks too, which List passes over. See docs/SAFETY.md
-// ("Listing").
+// A namespace's index of lock names (lua/lib_index.lua, index.lua): a
+// directory under the namespace's own hash tag, and buckets of up to 120
+// entries each, in name order, each entry a name and until when the index
+// lists it, so that Redis keeps each bucket packed (about 35 bytes a
+// name). An entry is written when a name is new to the index, or a lease
+// would end past its time: once per index period (half the fence
+// retention) for a name in steady use, and never by a release. Until when
+// it lists a name is kept in the name's record, which every grant reads
+// and writes anyway, so a grant of a name that is indexed costs the index
+// nothing. The index is advisory: no script reads it to decide who holds
+// what; it names free locks too, which List passes over. See
+// docs/SAFETY.md ("Listing").
 //
-// Cursors of older gateways, whose entries were 'name hold' per grant,
-// name a hold too: indexHoldLen characters of a token hash.
+// Cursors of gateways before layout 2, whose entries were 'name hold' per
+// grant, name a hold too: indexHoldLen characters of a token hash.
 const indexHoldLen = 16
 
 // listStale is how many entries of free names or names past their time
@@ -198,8 +199,18 @@ func (r *Backend) Namespaces(ctx context.Context, limit int) ([]string, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: limit must be at least 1", locks.ErrInvalid)
 	}
-	prefix := r.opts.Prefix + "index:{"
-	match := globEscape(prefix) + "*}" // not the ':ends' keys
+	found, err := r.scanNamespaces(ctx, r.opts.Prefix+"names:{")
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces: %w: %w", locks.ErrUnavailable, err)
+	}
+	return found[:min(limit, len(found))], nil
+}
+
+// scanNamespaces returns, in order, the namespaces that have a key prefix
+// .. ns .. '}' (an index's directory, not its buckets), found by SCAN on
+// every master.
+func (r *Backend) scanNamespaces(ctx context.Context, prefix string) ([]string, error) {
+	match := globEscape(prefix) + "*}" // not the buckets
 	var (
 		mu    sync.Mutex
 		found = map[string]bool{}
@@ -223,10 +234,9 @@ func (r *Backend) Namespaces(ctx context.Context, limit int) ([]string, error) {
 		err = scan(ctx, r.client)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list namespaces: %w: %w", locks.ErrUnavailable, err)
+		return nil, err
 	}
-	names := slices.Sorted(maps.Keys(found))
-	return names[:min(limit, len(names))], nil
+	return slices.Sorted(maps.Keys(found)), nil
 }
 
 // globEscape quotes the characters of s that a Redis glob pattern reads.

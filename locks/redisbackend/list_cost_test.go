@@ -185,10 +185,9 @@ func testHeldPastIndexKeep(t *testing.T, r *redisbackend.Backend, client redis.C
 	long := locks.Key{Namespace: ns, Name: "long"}
 	g := locktest.MustAcquire(t, r, renewed, locks.AcquireRequest{TTL: time.Second})
 	locktest.MustAcquire(t, r, long, locks.AcquireRequest{TTL: time.Minute})
-	ends := "lockgate:index:{" + ns + "}:ends"
-	first, err := client.ZScore(ctx, ends, renewed.Name).Result()
-	if err != nil {
-		t.Fatalf("the index's entry of %s: %v", renewed, err)
+	first, ok := indexUntil(t, client, renewed)
+	if !ok {
+		t.Fatalf("the index has no entry of %s", renewed)
 	}
 	// Renew and list until the Redis clock is well past the first entry's
 	// time (the index's node's): about 2 s, of rounds of about a ms.
@@ -221,7 +220,7 @@ func testHeldPastIndexKeep(t *testing.T, r *redisbackend.Backend, client redis.C
 			break
 		}
 	}
-	if later := client.ZScore(ctx, ends, renewed.Name).Val(); later <= first {
+	if later, _ := indexUntil(t, client, renewed); later <= first {
 		t.Errorf("the index's entry of %s: got time %.0f, want later than the first, %.0f", renewed, later, first)
 	}
 }
@@ -240,7 +239,7 @@ func TestRedisClusterFailedIndexWriteIsRetried(t *testing.T) {
 	ctx := t.Context()
 	ns := locktest.UniqueNamespace(t)
 	key := locks.Key{Namespace: ns, Name: "job"}
-	names := "lockgate:index:{" + ns + "}"
+	names := "lockgate:names:{" + ns + "}"
 	if err := client.Set(ctx, names, "not a sorted set", 0).Err(); err != nil {
 		t.Fatal(err)
 	}

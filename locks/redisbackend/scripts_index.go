@@ -11,23 +11,26 @@ import (
 // The typed calls of a namespace's index of lock names (see list.go for
 // the index itself).
 
-// indexKeys are the keys of one namespace's index (see lua/index.lua).
-type indexKeys struct {
-	names string // the names, every score 0
-	ends  string // the same names, by until when the index lists each
-}
-
-func (r *Backend) indexKeys(namespace string) indexKeys {
-	names := r.opts.Prefix + "index:{" + namespace + "}"
-	return indexKeys{names: names, ends: names + ":ends"}
+// indexDir is the directory of namespace's index (lua/lib_index.lua),
+// which names its buckets.
+func (r *Backend) indexDir(namespace string) string {
+	return r.opts.Prefix + "names:{" + namespace + "}"
 }
 
 // callIndex runs lua/index.lua: the index of key's namespace lists its
 // name for left from now, at least.
 func (r *Backend) callIndex(ctx context.Context, key locks.Key, left time.Duration) error {
-	k := r.indexKeys(key.Namespace)
-	cmd, _ := r.run(ctx, indexScript, []string{k.names, k.ends}, key.Name, left.Milliseconds())
+	cmd, _ := r.run(ctx, indexScript, []string{r.indexDir(key.Namespace)}, key.Name, left.Milliseconds())
 	return cmd.Err()
+}
+
+// callCarryIndex runs lua/index.lua without a name: it moves up to 256
+// entries of namespace's index of layout 2 (two sorted sets, prefix
+// index:{ns} and that :ends) into its index, and answers how many are left.
+func (r *Backend) callCarryIndex(ctx context.Context, namespace string) (int64, error) {
+	old := r.opts.Prefix + "index:{" + namespace + "}"
+	cmd, _ := r.run(ctx, indexScript, []string{r.indexDir(namespace), old, old + ":ends"}, "", 0)
+	return cmd.Int64()
 }
 
 // callIndexed runs lua/indexed.lua: key's name record notes that the index
@@ -58,8 +61,7 @@ type listReply struct {
 
 // callList runs lua/list.lua on namespace's index.
 func (r *Backend) callList(ctx context.Context, namespace string, a listArgs) (listReply, error) {
-	k := r.indexKeys(namespace)
-	cmd, _ := r.run(ctx, listScript, []string{k.names, k.ends}, a.start, a.limit, a.budget, a.keys)
+	cmd, _ := r.run(ctx, listScript, []string{r.indexDir(namespace)}, a.start, a.limit, a.budget, a.keys)
 	out, err := cmd.StringSlice()
 	if err != nil {
 		return listReply{}, err

@@ -107,7 +107,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.maxSharedHolders, "max-shared-holders", locks.DefaultMaxSharedHolders, "most shared holders one lock may have at once; past it a shared acquire waits for a place (wait_ms) or gets 409 lock_held, which says so")
 	fs.IntVar(&c.sessionMaxHolds, "session-max-holds", locks.DefaultSessionMaxHolds, "most grants one session may hold at once (bounds the work of one keep-alive or end); past it an acquire in the session gets 409 session_full")
 	fs.IntVar(&c.subjectSessions, "subject-max-sessions", locks.DefaultSessionsPerSubject, "most live sessions one subject (iss and sub) may hold at once, across gateways; past it opening one gets 429 too_many_sessions")
-	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter (and history) stays in Redis after its last grant: about 100 bytes of Redis memory per released lock name, 240 with the default --history; it guards tokens against the Redis clock stepping back")
+	fs.DurationVar(&c.fenceRetention, "fence-retention", 24*time.Hour, "how long a lock's fencing counter (and history) stays in Redis after its last grant: about 190 bytes of Redis memory per released lock name, its index entry included, 290 with the default --history; it guards tokens against the Redis clock stepping back")
 	fs.StringVar(&c.jwtSecret, "jwt-secret", "", "HS256 secret, at least 32 bytes (prefer the environment variable: flags show in ps)")
 	fs.StringVar(&c.jwtPublicKeyFile, "jwt-public-key-file", "", "PEM file of public keys for RS256, ES256 or EdDSA tokens")
 	// Values are checked after parsing (see jwksSets): the flag package
