@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -118,11 +119,29 @@ func (s *Server) start() error {
 	// (a test of another package, all starting servers at once): ours then
 	// failed to bind. TestUnpickedGrantEndsWithinWaiterLease's cluster node
 	// got "ERR This instance has cluster support disabled" from one.
-	if pid, err := serverPID(s.Addr); err != nil || pid != cmd.Process.Pid {
+	if pid, err := serverPID(s.Addr); err != nil || (pid != cmd.Process.Pid && parentPID(pid) != cmd.Process.Pid) {
 		s.Stop()
 		return fmt.Errorf("the server on %s is not the one started (process %d, ours %d: %v)", s.Addr, pid, cmd.Process.Pid, err)
 	}
 	return nil
+}
+
+// parentPID returns the parent's process id of process pid, or 0 when it
+// cannot tell. A "redis-server" on PATH may be a wrapper that runs the
+// real one as its child: scripts/redis-instructions puts Redis under
+// callgrind that way.
+func parentPID(pid int) int {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, so after its last ')'.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }
 
 // serverPID returns the process id of the server on addr.
