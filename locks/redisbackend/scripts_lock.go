@@ -63,7 +63,9 @@ type lockType struct{}
 
 func (lockType) String() string { return "lock" }
 
-func (lockType) held(retry time.Duration) error { return &locks.HeldError{RetryAfter: retry} }
+func (lockType) held(rp reply) error {
+	return &locks.HeldError{RetryAfter: rp.ttl, MinHold: rp.resting}
+}
 
 // callAcquire runs lua/acquire.lua.
 func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {

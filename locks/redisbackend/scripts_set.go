@@ -89,7 +89,7 @@ func (r *Backend) AcquireAll(ctx context.Context, keys []locks.Key, owners []str
 		return nil, true, locks.Unavailable("acquire set at", keys[0], cause)
 	}
 	if !rp.granted {
-		return nil, true, fmt.Errorf("acquire set: %s: %w", keys[rp.blocked], lockKind.held(rp.ttl))
+		return nil, true, fmt.Errorf("acquire set: %s: %w", keys[rp.blocked], lockKind.held(reply{ttl: rp.ttl}))
 	}
 	leases := make([]locks.Lease, len(keys))
 	for i := range keys {
