@@ -16,6 +16,7 @@ var minHoldCases = []struct {
 }{
 	{"MinHoldKeepsAReleasedLockUntilItEnds", testMinHoldKeeps},
 	{"MinHoldHandsTheLockToTheWaiterWhenItEnds", testMinHoldWaiter},
+	{"MinHoldWakesWaitersThatCameAfterTheRelease", testMinHoldWakesLaterWaiters},
 	{"MinHoldPassedReleaseFreesAtOnce", testMinHoldPassed},
 	{"MinHoldOfAWaitersGrant", testMinHoldHandedOver},
 	{"MinHoldInvalid", testMinHoldInvalid},
