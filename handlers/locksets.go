@@ -71,6 +71,9 @@ func (s *Server) AcquireLockSet(ctx context.Context, req AcquireLockSetRequestOb
 	if b.Owner != nil {
 		ar.Owner = *b.Owner
 	}
+	if err := s.capHold(ctx, b.TtlMs, b.MaxHoldMs, &ar); err != nil {
+		return nil, err
+	}
 	g, err := s.acquireSet(ctx, keys, ar)
 	if err != nil {
 		return nil, err
@@ -130,7 +133,7 @@ func (s *Server) setLeases(ctx context.Context, ls []locks.SetLock, sign bool) [
 	for i, l := range ls {
 		lock := l.Key.String()
 		out[i] = Lease{Lock: lock, FencingToken: l.FencingToken, TtlMs: l.TTL.Milliseconds(),
-			RenewAfterMs: renewAfterMs(l.TTL), ExpiresAt: timestamp(l.ExpiresAt),
+			RenewAfterMs: renewAfterMs(l.TTL), ExpiresAt: timestamp(l.ExpiresAt), HoldUntil: holdUntil(l.HoldUntil),
 			SignedGrant: s.signedGrant(ctx, sign, lock, "", l.FencingToken, grantsig.ModeExclusive, l.ExpiresAt)}
 	}
 	return out

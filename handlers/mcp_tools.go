@@ -33,6 +33,8 @@ type (
 		TTLMs     *int64  `json:"ttl_ms,omitempty" jsonschema:"lease length in milliseconds: the lock is freed this long after the grant unless renewed (renew_lease); the gateway's default when left out"`
 		WaitMs    *int64  `json:"wait_ms,omitempty" jsonschema:"how long to wait for a held lock, in milliseconds; 0 or left out: fail at once with lock_held"`
 		Owner     *string `json:"owner,omitempty" jsonschema:"a free-form label that others see when they inspect the lock: who you are and what for"`
+		MaxHoldMs *int64  `json:"max_hold_ms,omitempty" jsonschema:"a hard cap on the grant in milliseconds, from the grant: no renewal carries the lease past it (hold_until says when); at least ttl_ms; the gateway's own cap when left out"`
+		MinHoldMs *int64  `json:"min_hold_ms,omitempty" jsonschema:"keep the lock from everyone else, you included, until this many milliseconds after the grant, even once released: a job that runs at most once per window; 0 or left out: none"`
 	}
 	tokenArgs struct {
 		Namespace string `json:"namespace"`
@@ -65,12 +67,13 @@ type (
 // The tools' results.
 type (
 	mcpGrant struct {
-		Lock         string    `json:"lock" jsonschema:"namespace/name"`
-		Token        string    `json:"token" jsonschema:"the grant's secret: pass it to renew_lease and release_lock, and to nobody else"`
-		FencingToken int64     `json:"fencing_token" jsonschema:"grows with every grant of the lock: give it to the resource the lock protects, which refuses a lower one than it has seen"`
-		TTLMs        int64     `json:"ttl_ms" jsonschema:"the lease's length in milliseconds"`
-		RenewAfterMs int64     `json:"renew_after_ms" jsonschema:"renew after this many milliseconds to keep the lock"`
-		ExpiresAt    time.Time `json:"expires_at" jsonschema:"when the lease ends unless renewed (RFC 3339)"`
+		Lock         string     `json:"lock" jsonschema:"namespace/name"`
+		Token        string     `json:"token" jsonschema:"the grant's secret: pass it to renew_lease and release_lock, and to nobody else"`
+		FencingToken int64      `json:"fencing_token" jsonschema:"grows with every grant of the lock: give it to the resource the lock protects, which refuses a lower one than it has seen"`
+		TTLMs        int64      `json:"ttl_ms" jsonschema:"the lease's length in milliseconds"`
+		RenewAfterMs int64      `json:"renew_after_ms" jsonschema:"renew after this many milliseconds to keep the lock"`
+		ExpiresAt    time.Time  `json:"expires_at" jsonschema:"when the lease ends unless renewed (RFC 3339)"`
+		HoldUntil    *time.Time `json:"hold_until,omitempty" jsonschema:"with a hard cap (max_hold_ms, or the gateway's): when it ends the grant, which no renewal passes (RFC 3339)"`
 	}
 	mcpRelease struct {
 		Lock     string `json:"lock" jsonschema:"namespace/name"`
@@ -78,11 +81,12 @@ type (
 		Holds    int    `json:"holds" jsonschema:"holds of the token's grant left (re-entered through the HTTP API); 0: the lock is free of it"`
 	}
 	mcpLease struct {
-		Lock         string    `json:"lock" jsonschema:"namespace/name"`
-		FencingToken int64     `json:"fencing_token" jsonschema:"the grant's fencing token, unchanged by renewing"`
-		TTLMs        int64     `json:"ttl_ms" jsonschema:"the new lease's length in milliseconds"`
-		RenewAfterMs int64     `json:"renew_after_ms" jsonschema:"renew again after this many milliseconds"`
-		ExpiresAt    time.Time `json:"expires_at" jsonschema:"when the lease ends unless renewed (RFC 3339)"`
+		Lock         string     `json:"lock" jsonschema:"namespace/name"`
+		FencingToken int64      `json:"fencing_token" jsonschema:"the grant's fencing token, unchanged by renewing"`
+		TTLMs        int64      `json:"ttl_ms" jsonschema:"the new lease's length in milliseconds"`
+		RenewAfterMs int64      `json:"renew_after_ms" jsonschema:"renew again after this many milliseconds"`
+		ExpiresAt    time.Time  `json:"expires_at" jsonschema:"when the lease ends unless renewed (RFC 3339)"`
+		HoldUntil    *time.Time `json:"hold_until,omitempty" jsonschema:"with a hard cap: when it ends the grant; a renewal that asks for more ends there (RFC 3339)"`
 	}
 	mcpLock struct {
 		Lock         string    `json:"lock" jsonschema:"namespace/name"`
@@ -119,7 +123,7 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 			"(keep it secret: it renews and releases the grant) and the fencing_token. Fails with lock_held when the lock " +
 			"stays held; its detail says when the holder's lease ends.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
-	}, describeTTL("ttl_ms", "wait_ms"), s.mcpAcquire)
+	}, describeTTL("ttl_ms", "wait_ms", "max_hold_ms", "min_hold_ms"), s.mcpAcquire)
 	addMCPTool(srv, &mcp.Tool{Name: "release_lock", Title: "Release a lock",
 		Description: "Give back the grant of token on namespace/name, so that the next waiter gets the lock at once. " +
 			"Releasing again is harmless for a minute; a token that no longer holds the lock fails with not_holder, " +
@@ -152,23 +156,18 @@ func (s *Server) mcpAcquire(ctx context.Context, in acquireArgs) (mcpGrant, erro
 		return mcpGrant{}, err
 	}
 	resp, err := s.AcquireLock(ctx, AcquireLockRequestObject{Namespace: in.Namespace, Name: in.Name,
-		Body: &AcquireRequest{TtlMs: in.TTLMs, WaitMs: in.WaitMs, Owner: in.Owner}})
+		Body: &AcquireRequest{TtlMs: in.TTLMs, WaitMs: in.WaitMs, Owner: in.Owner, MaxHoldMs: in.MaxHoldMs, MinHoldMs: in.MinHoldMs}})
+	// Not a re-entry or a ticket, which these arguments cannot ask for.
+	g, err := mcpAnswer[*granted]("acquire_lock", resp, err)
 	if err != nil {
 		return mcpGrant{}, err
 	}
-	g, ok := resp.(*granted)
-	if !ok { // a re-entry or a ticket, which these arguments cannot ask for
-		return mcpGrant{}, fmt.Errorf("acquire_lock: unexpected answer %T", resp)
-	}
 	return mcpGrant{Lock: g.lock.Lock, Token: g.lock.Token, FencingToken: g.lock.FencingToken,
-		TTLMs: g.lock.TtlMs, RenewAfterMs: g.lock.RenewAfterMs, ExpiresAt: g.lock.ExpiresAt}, nil
+		TTLMs: g.lock.TtlMs, RenewAfterMs: g.lock.RenewAfterMs, ExpiresAt: g.lock.ExpiresAt, HoldUntil: g.lock.HoldUntil}, nil
 }
 
 func (s *Server) mcpRelease(ctx context.Context, in tokenArgs) (mcpRelease, error) {
-	key, err := mcpKey(ctx, in.Namespace, in.Name)
-	if err == nil {
-		err = checkToken(in.Token)
-	}
+	key, err := mcpTokenKey(ctx, in.Namespace, in.Name, in.Token)
 	if err != nil {
 		return mcpRelease{}, err
 	}
@@ -185,23 +184,16 @@ func (s *Server) mcpRelease(ctx context.Context, in tokenArgs) (mcpRelease, erro
 }
 
 func (s *Server) mcpRenew(ctx context.Context, in renewArgs) (mcpLease, error) {
-	_, err := mcpKey(ctx, in.Namespace, in.Name)
-	if err == nil {
-		err = checkToken(in.Token)
-	}
-	if err != nil {
+	if _, err := mcpTokenKey(ctx, in.Namespace, in.Name, in.Token); err != nil {
 		return mcpLease{}, err
 	}
 	resp, err := s.RenewLease(ctx, RenewLeaseRequestObject{Namespace: in.Namespace, Name: in.Name,
 		Params: RenewLeaseParams{LockToken: in.Token}, Body: &RenewRequest{TtlMs: in.TTLMs}})
+	r, err := mcpAnswer[RenewLease200JSONResponse]("renew_lease", resp, err)
 	if err != nil {
 		return mcpLease{}, err
 	}
-	r, ok := resp.(RenewLease200JSONResponse)
-	if !ok {
-		return mcpLease{}, fmt.Errorf("renew_lease: unexpected answer %T", resp)
-	}
-	return mcpLease{Lock: r.Lock, FencingToken: r.FencingToken, TTLMs: r.TtlMs, RenewAfterMs: r.RenewAfterMs, ExpiresAt: r.ExpiresAt}, nil
+	return mcpLease{Lock: r.Lock, FencingToken: r.FencingToken, TTLMs: r.TtlMs, RenewAfterMs: r.RenewAfterMs, ExpiresAt: r.ExpiresAt, HoldUntil: r.HoldUntil}, nil
 }
 
 func (s *Server) mcpInspect(ctx context.Context, in lockArgs) (mcpLock, error) {
@@ -210,12 +202,9 @@ func (s *Server) mcpInspect(ctx context.Context, in lockArgs) (mcpLock, error) {
 		return mcpLock{}, err
 	}
 	resp, err := s.InspectLock(ctx, InspectLockRequestObject{Namespace: in.Namespace, Name: in.Name})
+	r, err := mcpAnswer[freshInspect]("inspect_lock", resp, err)
 	if err != nil {
 		return mcpLock{}, err
-	}
-	r, ok := resp.(freshInspect)
-	if !ok {
-		return mcpLock{}, fmt.Errorf("inspect_lock: unexpected answer %T", resp)
 	}
 	if r.free != nil {
 		// The API's 404 not_held; to a tool, a free lock is an answer.
@@ -238,12 +227,9 @@ func (s *Server) mcpList(ctx context.Context, in listArgs) (mcpList, error) {
 		return mcpList{}, invalid("cursor must be the next_cursor of a listing")
 	}
 	resp, err := s.ListLocks(ctx, ListLocksRequestObject{Namespace: in.Namespace, Params: ListLocksParams{Limit: in.Limit, Cursor: in.Cursor}})
+	r, err := mcpAnswer[ListLocks200JSONResponse]("list_locks", resp, err)
 	if err != nil {
 		return mcpList{}, err
-	}
-	r, ok := resp.(ListLocks200JSONResponse)
-	if !ok {
-		return mcpList{}, fmt.Errorf("list_locks: unexpected answer %T", resp)
 	}
 	out := mcpList{Locks: make([]mcpLock, len(r.Locks))}
 	for i, l := range r.Locks {
@@ -273,12 +259,9 @@ func (s *Server) mcpWatch(ctx context.Context, in watchArgs) (mcpChange, error) 
 	waitParam := strconv.FormatInt(wait.Milliseconds(), 10)
 	resp, err := s.InspectLock(ctx, InspectLockRequestObject{Namespace: in.Namespace, Name: in.Name,
 		Params: InspectLockParams{Index: &in.Index, Wait: &waitParam}})
+	w, err := mcpAnswer[*lockWatch]("wait_for_change", resp, err)
 	if err != nil {
 		return mcpChange{}, err
-	}
-	w, ok := resp.(*lockWatch)
-	if !ok {
-		return mcpChange{}, fmt.Errorf("wait_for_change: unexpected answer %T", resp)
 	}
 	defer w.done()
 	c, err := w.poll()
@@ -300,6 +283,30 @@ func mcpLockOf(l LockInfo) mcpLock {
 		out.Value = *l.Value
 	}
 	return out
+}
+
+// mcpAnswer is the answer resp of the API's handler that tool calls, or
+// its error: err, or that the handler answered something else than T.
+func mcpAnswer[T any](tool string, resp any, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	r, ok := resp.(T)
+	if !ok {
+		return zero, fmt.Errorf("%s: unexpected answer %T", tool, resp)
+	}
+	return r, nil
+}
+
+// mcpTokenKey is mcpKey for a tool that also takes a grant's token, which
+// it bounds (checkToken).
+func mcpTokenKey(ctx context.Context, namespace, name, token string) (locks.Key, error) {
+	key, err := mcpKey(ctx, namespace, name)
+	if err == nil {
+		err = checkToken(token)
+	}
+	return key, err
 }
 
 // checkToken bounds a token as the spec bounds the Lock-Token header.
@@ -337,7 +344,7 @@ func describeTTL(names ...string) func(*jsonschema.Schema) {
 		for _, n := range names {
 			if p := in.Properties[n]; p != nil {
 				minimum := 1.0
-				if n == "wait_ms" {
+				if n == "wait_ms" || n == "min_hold_ms" {
 					minimum = 0
 				}
 				p.Minimum = &minimum

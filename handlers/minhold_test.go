@@ -68,6 +68,15 @@ func TestMinHold(t *testing.T) {
 		t.Fatalf("acquire after the release: got %d %v, Retry-After %q; want 409 lock_held, Retry-After about 600",
 			resp.StatusCode, p, resp.Header.Get("Retry-After"))
 	}
+	// The detail says what keeps the lock, and until when: not a lease,
+	// which nobody holds.
+	d, _ := p["detail"].(string)
+	_, after, _ := strings.Cut(d, "kept until ")
+	kept, err := time.Parse(time.RFC3339Nano, strings.SplitN(after, " ", 2)[0])
+	if lo, hi := start.Add(10*time.Minute-time.Millisecond), time.Now().Add(10*time.Minute+time.Millisecond); err != nil ||
+		kept.Before(lo) || kept.After(hi) || !strings.Contains(d, "by a min hold") || strings.Contains(d, "lease ends") {
+		t.Errorf("acquire after the release: detail %q, want the name kept until a time within [%v, %v] by a min hold, and no lease that ends", d, lo, hi)
+	}
 	resp, p = do("GET", ``)
 	s, _ := p["min_hold_until"].(string)
 	until, err := time.Parse(time.RFC3339Nano, s)

@@ -268,6 +268,13 @@ func lockHeld(b *problemBody, err error) {
 		ms := ceilDiv(held.RetryAfter, time.Millisecond)
 		b.RetryAfterMs = &ms
 		b.Detail = "someone else holds the lock; its lease ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed"
+		if held.MinHold {
+			// No lease: the released grant's min hold keeps the name, and
+			// nothing renews or shortens that.
+			b.Detail = "nobody holds the lock, but the name is kept until " +
+				time.Now().Add(held.RetryAfter).UTC().Format(time.RFC3339Nano) + " (" + strconv.FormatInt(ms, 10) +
+				" ms from now) by a min hold: the min_hold_ms of the grant released last"
+		}
 		if held.SharedFull > 0 {
 			b.Detail = "the lock has " + strconv.Itoa(held.SharedFull) + " shared holders, the most it may have (--max-shared-holders); " +
 				"the soonest of their leases ends in " + strconv.FormatInt(ms, 10) + " ms unless renewed: retry then, or wait (wait_ms) for a place"

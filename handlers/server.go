@@ -33,9 +33,9 @@ type Config struct {
 	// MaxTTL bounds ttl_ms on acquire and renew. Default 1h.
 	MaxTTL time.Duration
 	// MaxHold, when not 0, is the operator's hard cap on every grant of a
-	// lock or a permit (locks.AcquireRequest.MaxHold; not a lock set's):
-	// an acquire without max_hold_ms
-	// gets it, and one with more is refused. Default 0: none.
+	// lock, a lock set or a permit (locks.AcquireRequest.MaxHold): an
+	// acquire without max_hold_ms gets it, and one with more is refused.
+	// Default 0: none.
 	MaxHold time.Duration
 	// MaxWait bounds wait_ms of an acquire that waits in the call. Default
 	// 60s.
@@ -372,21 +372,26 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 			}
 		}
 	}
-	if err := s.capHold(ctx, req.Body, &ar); err != nil {
+	var ttlMs, maxHoldMs *int64
+	if b := req.Body; b != nil {
+		ttlMs, maxHoldMs = b.TtlMs, b.MaxHoldMs
+	}
+	if err := s.capHold(ctx, ttlMs, maxHoldMs, &ar); err != nil {
 		return key, ar, err
 	}
 	return key, ar, nil
 }
 
-// capHold sets ar's hard cap: the body's max_hold_ms, or the caller's
-// bound (see maxHold) when the body has none. A ttl_ms past the cap, or a
-// max_hold_ms past the bound, is refused; without a ttl_ms, the default
-// TTL is cut to the cap.
-func (s *Server) capHold(ctx context.Context, b *AcquireLockJSONRequestBody, ar *locks.AcquireRequest) error {
+// capHold sets ar's hard cap: the body's max_hold_ms (askedMs), or the
+// caller's bound (see maxHold) when the body has none. A ttl_ms (ttlMs)
+// past the cap, or a max_hold_ms past the bound, is refused; without a
+// ttl_ms, the default TTL is cut to the cap. A lock's acquire and a lock
+// set's share it.
+func (s *Server) capHold(ctx context.Context, ttlMs, askedMs *int64, ar *locks.AcquireRequest) error {
 	bound, by := s.maxHold(ctx)
 	capped := bound
-	if b != nil && b.MaxHoldMs != nil {
-		ms := *b.MaxHoldMs
+	if askedMs != nil {
+		ms := *askedMs
 		switch {
 		case ms < 1:
 			return invalid("max_hold_ms must be at least 1")
@@ -400,10 +405,10 @@ func (s *Server) capHold(ctx context.Context, b *AcquireLockJSONRequestBody, ar 
 	if capped == 0 {
 		return nil
 	}
-	if b == nil || b.TtlMs == nil {
+	if ttlMs == nil {
 		ar.TTL = min(ar.TTL, capped)
 	} else if ar.TTL > capped {
-		if b.MaxHoldMs != nil {
+		if askedMs != nil {
 			return invalid(fmt.Sprintf("max_hold_ms (%d) must be at least ttl_ms (%d)", capped.Milliseconds(), ar.TTL.Milliseconds()))
 		}
 		return invalid(fmt.Sprintf("ttl_ms must be at most %d: %s caps every grant", capped.Milliseconds(), by))

@@ -166,6 +166,10 @@ func (e *NotHolderError) Is(target error) bool { return target == ErrNotHolder }
 type HeldError struct {
 	// RetryAfter is the remaining TTL of the current holder.
 	RetryAfter time.Duration
+	// MinHold is set when nobody holds the lock, and a released grant's
+	// min hold (AcquireRequest.MinHold) keeps it from others: RetryAfter
+	// is then when that ends.
+	MinHold bool
 	// SharedFull, when above 0, says that the lock is held shared by
 	// SharedFull holders, the most it may have (MaxSharedHolders), and that
 	// this is why a shared request that does not wait was refused;

@@ -194,6 +194,11 @@ type IdemFound struct {
 	Fence   int64         // idemLive
 	TTL     time.Duration // idemLive: what remains of the lease; idemInProgress: of the pending record
 	Holds   int           // idemLive
+	// Capped is set for a live grant with a hard cap (AcquireRequest.MaxHold),
+	// which ends it HoldLeft from now: a replay states it as the first
+	// answer did.
+	Capped   bool
+	HoldLeft time.Duration
 }
 
 // idemStore is how a backend keeps the records of idempotency keys, for
@@ -230,8 +235,12 @@ func AcquireOnce(ctx context.Context, what string, st idemStore, c *IdemCall, pe
 		if err != nil {
 			return Grant{}, fmt.Errorf("acquire %s: %w", what, err)
 		}
-		return Grant{Token: token, Holds: found.Holds, Replayed: true,
-			Lease: Lease{FencingToken: found.Fence, TTL: found.TTL, ExpiresAt: start.Add(found.TTL)}}, nil
+		g := Grant{Token: token, Holds: found.Holds, Replayed: true,
+			Lease: Lease{FencingToken: found.Fence, TTL: found.TTL, ExpiresAt: start.Add(found.TTL)}}
+		if found.Capped {
+			g.HoldUntil = start.Add(found.HoldLeft)
+		}
+		return g, nil
 	case IdemInProgress:
 		return Grant{}, fmt.Errorf("acquire %s: %w", what,
 			&InProgressError{RetryAfter: min(max(found.TTL, time.Millisecond), idemRetry)})

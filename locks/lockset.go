@@ -30,7 +30,9 @@ import (
 // set is stored beside its locks. Each lock keeps its own fencing token.
 type LockSets interface {
 	// AcquireSet takes every lock of keys for req.TTL, waiting up to
-	// req.Wait for them, or none. Exclusive grants only, without a value.
+	// req.Wait for them, or none. Exclusive grants only, without a value
+	// or a min hold; req.MaxHold caps each lock's grant as any grant's,
+	// from that lock's acquisition (each Lease states its HoldUntil).
 	// It refuses (ErrInvalid) an empty set, more than MaxSetLocks locks,
 	// and a lock named twice. A set that cannot have every lock in time
 	// gets the error of the lock it could not have (a *HeldError): one
@@ -139,6 +141,8 @@ func (s *SetEngine) AcquireSet(ctx context.Context, keys []Key, req AcquireReque
 		return SetGrant{}, fmt.Errorf("%w: a lock set takes exclusive grants", ErrInvalid)
 	case req.Value != "":
 		return SetGrant{}, fmt.Errorf("%w: a lock set's grants carry no value", ErrInvalid)
+	case req.MinHold > 0:
+		return SetGrant{}, fmt.Errorf("%w: a lock set's grants take no min hold", ErrInvalid)
 	}
 	if err := CheckSet(keys); err != nil {
 		return SetGrant{}, err
@@ -197,6 +201,11 @@ func (s *SetEngine) inOrder(ctx context.Context, keys []Key, owners []string, re
 			}
 			if i < len(keys)-1 {
 				r.TTL += r.Wait
+				if req.MaxHold > 0 {
+					// The cap counts from this lock's grant, the wait
+					// included: no lease of the set passes it.
+					r.TTL = min(r.TTL, req.MaxHold)
+				}
 				extended = true
 			}
 		}

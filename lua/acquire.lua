@@ -31,11 +31,13 @@
 --          {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted; handed is 1 when this token already held the lock
 --              (a retried call, or a hand-off, which this call picks up)
---          {0, retry_ms, now_ms, rank, arrival}
+--          {0, retry_ms, now_ms, rank, arrival, resting}
 --              held by another, or kept by the lock delay for retry_ms; a
 --              waiter is queued at 0-based rank (-1: not queued) with that
 --              arrival number, and behind the head of the queue gets
---              retry_ms 0: it waits for a hand-off, not for the lease
+--              retry_ms 0: it waits for a hand-off, not for the lease;
+--              resting is 1 when nobody holds it and a released grant's
+--              min hold keeps it (see lib_handoff.lua rest), else 0
 --
 -- A free lock goes to the queue first: nobody who just arrived, or just
 -- released, gets ahead of those already waiting. A shared request joins
@@ -144,4 +146,4 @@ local retry = 0
 if rank <= 0 then
   retry = retry_ms(K)
 end
-return {0, retry, now, rank, seq}
+return {0, retry, now, rank, seq, holder == RESTING and 1 or 0}

@@ -10,8 +10,10 @@
 --
 -- Returns  {IDEM_BEGUN}              begun: the record is pending for
 --                                   this attempt
---          {IDEM_LIVE, ciphertext, fence, ttl_ms, holds}
---                                   the key's grant is live
+--          {IDEM_LIVE, ciphertext, fence, ttl_ms, holds[, cap_ms]}
+--                                   the key's grant is live; cap_ms, for
+--                                   a grant with a hard cap only, how long
+--                                   until it ends the grant
 --          {IDEM_RUNNING, pttl_ms}  an attempt with the key still runs
 --          {IDEM_OTHER_REQUEST}     the key was used for another request
 --          {IDEM_ENDED}             the key's grant ended
@@ -33,8 +35,12 @@ end
 if rec[1] == 'p' then
   return {IDEM_RUNNING, redis.call('PTTL', R.record)}
 end
-local ttl, holds = idem_live(R, idem_now(), rec[4])
+local now = idem_now()
+local ttl, holds, cap = idem_live(R, now, rec[4])
 if not ttl then
   return {IDEM_ENDED}
+end
+if cap then
+  return {IDEM_LIVE, rec[3], tonumber(rec[5]), ttl, holds, math.max(cap - now, 0)}
 end
 return {IDEM_LIVE, rec[3], tonumber(rec[5]), ttl, holds}

@@ -32,7 +32,8 @@ local function idem_now()
 end
 
 -- idem_live returns what remains of the lease of the grant whose token
--- hash is th (ms) and its holds, or nil when that grant has ended.
+-- hash is th (ms), its holds and its hard cap (ms on the Redis clock, nil
+-- for none: see lib_grant.lua grant), or nil when that grant has ended.
 local function idem_live(R, now, th)
   if R.lock then
     local tok = redis.call('HGET', R.lock, 'tok')
@@ -43,18 +44,21 @@ local function idem_live(R, now, th)
       if not r or not ends or ends <= now then
         return nil
       end
-      return ends - now, hold_count(cjson.decode(r).hs)
+      r = cjson.decode(r)
+      return ends - now, hold_count(r.hs), tonumber(r.cap)
     end
     if tok ~= th then
       return nil
     end
-    return redis.call('PTTL', R.lock), hold_count(redis.call('HGET', R.lock, 'hs') or nil)
+    local g = redis.call('HMGET', R.lock, 'hs', 'cap')
+    return redis.call('PTTL', R.lock), hold_count(g[1] or nil), tonumber(g[2])
   end
   local ends = tonumber(redis.call('ZSCORE', R.leases, th))
-  if not ends or ends <= now or redis.call('HEXISTS', R.holders, th) == 0 then
+  local h = ends and ends > now and redis.call('HGET', R.holders, th)
+  if not h then
     return nil
   end
-  return ends - now, 1
+  return ends - now, 1, tonumber(cjson.decode(h).cap)
 end
 
 -- idem_attach marks the live grant th with its record's key.

@@ -15,7 +15,10 @@
 --              now picked up: the caller has it
 --          {2}                  it had the lock, and released it (handing
 --                               it to the next waiter)
---          {0, retry_ms, now_ms}  it left the queue without the lock
+--          {0, retry_ms, now_ms, -1, 0, resting}
+--                               it left the queue without the lock;
+--                               resting is 1 when a released grant's
+--                               min hold keeps it (see acquire.lua)
 --
 -- Leaving and checking happen in one script: a hand-off cannot slip in
 -- between, and nothing is released on the strength of a message. A waiter
@@ -43,4 +46,4 @@ end
 -- now (one whose outcome was unknown, or a late re-send) takes nothing.
 fenced(K)
 handoff(K, t, now, tok, ARGV[4], ARGV[5], nil)
-return {0, retry_ms(K), now}
+return {0, retry_ms(K), now, -1, 0, tok == RESTING and 1 or 0}

@@ -12,7 +12,9 @@
 -- ARGV[5]     '1' to drop a waiter whose gateway does not hear the hand-off
 --             (see acquire.lua)
 -- ARGV[6]     the locks' options (see lock_keys)
--- ARGV[7..6+n] SHA-256 of each lock's owner token, in the order of KEYS
+-- ARGV[7]     each grant's hard cap, its max hold, ms ('' for none; see
+--             grant in lib_grant.lua)
+-- ARGV[8..7+n] SHA-256 of each lock's owner token, in the order of KEYS
 --
 -- Returns  {GRANTED, ttl_ms, now_ms, fence_1, at_1, ..., fence_n, at_n}
 --              every lock granted, each with its own fencing token and
@@ -29,6 +31,10 @@
 -- order, with acquire.lua.
 
 local opts, ttl, sub, own, retention = ARGV[6], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local max_hold = ARGV[7]
+if max_hold == '' then
+  max_hold = nil
+end
 local n = #KEYS / 2
 local now, t = clock()
 local Ks = {}
@@ -43,7 +49,7 @@ for i = 1, n do
 end
 local rp = {GRANTED, tonumber(ttl), now}
 for i, K in ipairs(Ks) do
-  local fence, at = grant(K, t, ARGV[6 + i], ttl, ttl, sub, own, retention, false)
+  local fence, at = grant(K, t, ARGV[7 + i], ttl, ttl, sub, own, retention, false, nil, nil, max_hold)
   event(K, 'acquired', now, sub, own, fence)
   settle(K, fresh(fence, ttl, now, at))
   rp[#rp + 1] = tonumber(fence)

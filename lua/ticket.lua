@@ -30,11 +30,13 @@
 -- ARGV[15]    for 'new' only, and only for a grant with a hard cap: its
 --             max hold, ms (see acquire.lua)
 --
--- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed, shared}
+-- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed, shared[, cap_ms]}
 --              granted ('new', 'poll'): at once, or handed over and picked
 --              up now; a poll after the pick-up answers the same (handed 1,
 --              what remains of the lease), so a lost answer can be asked for
---              again; shared is 1 for a shared hold, else 0
+--              again; shared is 1 for a shared hold, else 0; cap_ms, for a
+--              grant with a hard cap only, how long until it ends the grant
+--              (as renew.lua's): a poll does not know the ticket's request
 --          {0, retry_ms, now_ms, rank, arrival}
 --              queued ('new', 'poll') at 0-based rank; 'cancel': left
 --          {2}   'cancel': the ticket's grant was released (and handed on)
@@ -47,15 +49,25 @@
 -- alive time) removes it, whatever a later hand-off would have done.
 
 local K = lock_keys(ARGV[8])
+local op, id, tok, liveness = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 
 -- granted settles the ticket's grant, whose reply is rp (see held_by), and
--- returns it with shared at its end: 1 for a shared hold, else 0.
+-- returns it with shared at its end: 1 for a shared hold, else 0; and
+-- then, for a grant with a hard cap, how long until it (see Returns).
 local function granted(rp, is_shared)
   rp[7] = is_shared and 1 or 0
+  local cap
+  if is_shared then
+    cap = reader(K, tok).cap
+  else
+    cap = redis.call('HGET', K.lock, 'cap')
+  end
+  if cap then
+    rp[8] = math.max(tonumber(cap) - rp[4], 0)
+  end
   return settle(K, rp)
 end
 
-local op, id, tok, liveness = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local now, t = clock()
 local holder = current(K, now)
 

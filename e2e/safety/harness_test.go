@@ -271,6 +271,9 @@ type grant struct {
 	ExpiresAt    time.Time `json:"expires_at"`
 	Holds        int       `json:"holds"` // of a re-entrant grant; 0 when not said
 	Hold         string    `json:"hold"`  // a re-entry's hold id
+	// HoldUntil is a capped grant's hold_until (max_hold_ms); nil when
+	// not said.
+	HoldUntil *time.Time `json:"hold_until"`
 }
 
 func (c *client) acquire(ctx context.Context, lock string, ttl, wait time.Duration) (grant, result) {

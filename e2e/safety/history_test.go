@@ -63,6 +63,8 @@ type op struct {
 	// also are the other names one call acted on, recorded once per name
 	// (a session's keep-alive or end): its answer is theirs too.
 	also []string
+	// minHold is the min_hold_ms an acquire sent (the minhold row).
+	minHold time.Duration
 }
 
 // names are every name o's call acted on.

@@ -55,6 +55,9 @@ func (h *history) windows(trusted func(time.Time) bool) map[string][]window {
 		if f, ok := freed[o.lock][o.fence]; ok && o.fence != 0 && f.Before(w.to) {
 			w.to = f
 		}
+		if end := o.ret.Add(o.minHold + heldSlack); o.minHold > 0 && end.After(w.to) {
+			w.to = end // a release inside the min hold keeps the name until it ends
+		}
 		by[o.lock] = append(by[o.lock], w)
 	}
 	return by

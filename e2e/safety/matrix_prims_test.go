@@ -25,6 +25,8 @@ var primitives = []primitive{
 	{name: "session", cycle: sessionCycle, workers: 6}, // matrix_sessions_test.go
 	{name: "watch", cycle: watchCycle},                 // counted by what it saw; matrix_watches_test.go
 	{name: "lockset", cycle: lockSetCycle, workers: 6}, // matrix_locksets_test.go
+	{name: "minhold", cycle: minHoldCycle},             // matrix_caps_test.go
+	{name: "maxhold", cycle: maxHoldCycle},             // matrix_caps_test.go
 }
 
 // primitive is one row of the matrix.
@@ -273,6 +275,9 @@ type heldGrant struct {
 	// resize: a permit's holder lowers the semaphore's limit, works, and
 	// sets it back to semLimit before it releases (see resizeLimits).
 	resize bool
+	// maxHold is the grant's hard cap (the maxhold row): its renewal asks
+	// for capRenewal, and every answer is held to it (capChecks).
+	maxHold time.Duration
 }
 
 // hold is what a client does with a grant: write to the resource (when it
@@ -319,7 +324,15 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 	leased := func(what string, o op, expires time.Time) { // Redis holds what o answered
 		w.checkLease(ctx, leaseAnswer{what: what, name: hd.lock, kind: kind, token: hd.g.Token, fence: rec.fence, call: o.call, ret: o.ret, expires: expires})
 	}
+	capped := func(what string, o op, g grant) {
+		if hd.maxHold > 0 {
+			if msg := capChecks(hd, what, o, g); msg != "" {
+				wrong("%s", msg)
+			}
+		}
+	}
 	leased("acquire", hd.got, hd.g.ExpiresAt)
+	capped("the acquire", hd.got, hd.g)
 	write()
 	for range hd.reenter {
 		o := w.op(opReenter, hd.lock, hd.ttl, 0)
@@ -332,6 +345,7 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 			holds++
 			ids = append(ids, re.Hold)
 			leased("re-entry", o, re.ExpiresAt)
+			capped("a re-entry", o, re)
 			if sure && re.Holds != holds {
 				wrong("re-entry answered %d holds at %s, want %d", re.Holds, stamp(o.ret), holds)
 			}
@@ -346,15 +360,20 @@ func (w *worker) hold(ctx context.Context, hd heldGrant) {
 		}
 	}
 	if hd.renew {
-		o := w.op(opRenew, hd.lock, hd.ttl, 0)
+		ttl := hd.ttl
+		if hd.maxHold > 0 {
+			ttl = capRenewal
+		}
+		o := w.op(opRenew, hd.lock, ttl, 0)
 		o.fence = rec.fence
-		l, r := c.renewAny(ctx, hd.limit, hd.lock, hd.g.Token, hd.ttl)
+		l, r := c.renewAny(ctx, hd.limit, hd.lock, hd.g.Token, ttl)
 		o = w.finish(o, r, l)
 		rec.extends = append(rec.extends, o)
 		switch {
 		case o.status == http.StatusOK:
 			rec.known = l.ExpiresAt
 			leased("renew", o, l.ExpiresAt)
+			capped("a renewal", o, l)
 		case o.status == http.StatusConflict:
 			gone(o, r)
 			return

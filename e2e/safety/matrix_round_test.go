@@ -83,6 +83,7 @@ func (rs *roundState) findings(f *faulty) []finding {
 	rs.watchFindings(f, add)
 	fs = append(fs, rs.locks.renewalFindings(rs.setRefusals)...)
 	fs = append(fs, rs.leaseFindings()...)
+	fs = append(fs, rs.locks.minHoldFindings(f.trusted)...)
 	return append(fs, rs.locks.setFindings(f.trusted)...)
 }
 

@@ -369,7 +369,8 @@ func (m *Backend) tryAcquire(key locks.Key, w *memWaiter) (g locks.Grant, held *
 		return locks.Grant{}, nil, true
 	}
 	if l == nil {
-		return locks.Grant{}, &locks.HeldError{RetryAfter: delayedUntil.Sub(now)}, false
+		_, resting := m.restingLocked(key, now)
+		return locks.Grant{}, &locks.HeldError{RetryAfter: delayedUntil.Sub(now), MinHold: resting}, false
 	}
 	return locks.Grant{}, &locks.HeldError{RetryAfter: l.until().Sub(now)}, false
 }
@@ -617,13 +618,17 @@ func (m *Backend) unqueueLocked(key locks.Key, w *memWaiter) {
 func (m *Backend) heldError(key locks.Key) (locks.Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var remaining time.Duration
+	var (
+		remaining time.Duration
+		resting   bool
+	)
 	if l := m.locks[key]; l != nil {
 		remaining = max(time.Until(l.until()), 0)
 	} else if until, delayed := m.delayedLocked(key, time.Now()); delayed {
 		remaining = time.Until(until)
+		_, resting = m.restingLocked(key, time.Now())
 	}
-	return locks.Grant{}, &locks.HeldError{RetryAfter: remaining}
+	return locks.Grant{}, &locks.HeldError{RetryAfter: remaining, MinHold: resting}
 }
 
 // holder returns the live grant that token holds and its lock, or nil.

@@ -125,7 +125,11 @@ func (s memIdemStore) Begin(_ context.Context, c *locks.IdemCall, pending time.D
 	if g == nil {
 		return locks.IdemFound{Outcome: locks.IdemEnded}, nil
 	}
-	return locks.IdemFound{Outcome: locks.IdemLive, Sealed: rec.sealed, Fence: rec.fence, TTL: g.expiresAt.Sub(now), Holds: g.holdCount()}, nil
+	found := locks.IdemFound{Outcome: locks.IdemLive, Sealed: rec.sealed, Fence: rec.fence, TTL: g.expiresAt.Sub(now), Holds: g.holdCount()}
+	if !g.holdEnd.IsZero() {
+		found.Capped, found.HoldLeft = true, max(g.holdEnd.Sub(now), 0)
+	}
+	return found, nil
 }
 
 func (s memIdemStore) Done(_ context.Context, c *locks.IdemCall, grant locks.Grant) error {

@@ -189,7 +189,7 @@ func (m *Backend) pickUpLocked(tk *memTicket, now time.Time) locks.TicketState {
 		m.renewLocked(g, tk.w.req.TTL, now)
 	}
 	grant := locks.Grant{Token: tk.w.token, Holds: g.holdCount(), HandoffDelay: now.Sub(g.acquiredAt),
-		Lease: locks.Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt}}
+		Lease: locks.Lease{FencingToken: g.fence, TTL: g.expiresAt.Sub(now), ExpiresAt: g.expiresAt, HoldUntil: g.holdEnd}}
 	return locks.TicketState{Grant: &grant, Mode: tk.w.req.Mode}
 }
 

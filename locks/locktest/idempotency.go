@@ -32,6 +32,7 @@ func RunIdempotency(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"PermitRetryTakesNoSecondPermit", testIdemPermit},
 		{"PermitRetryWithAnotherLimitIsAMismatch", testIdemPermitMismatch},
 		{"InvalidKeysRefused", testIdemInvalid},
+		{"ReplayStatesTheCap", testIdemReplayStatesTheCap},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

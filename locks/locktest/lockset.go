@@ -31,6 +31,8 @@ func RunLockSets(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"RenewExtendsThemAll", testSetRenew},
 		{"FencingStaysPerLock", testSetFencing},
 		{"SizeAndDuplicates", testSetInvalid},
+		{"MaxHoldCapsEveryLock", testSetMaxHold},
+		{"MaxHoldCapsASetThatWaited", testSetMaxHoldAfterAWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -16,6 +16,7 @@ var minHoldCases = []struct {
 }{
 	{"MinHoldKeepsAReleasedLockUntilItEnds", testMinHoldKeeps},
 	{"MinHoldHandsTheLockToTheWaiterWhenItEnds", testMinHoldWaiter},
+	{"MinHoldWakesWaitersThatCameAfterTheRelease", testMinHoldWakesLaterWaiters},
 	{"MinHoldPassedReleaseFreesAtOnce", testMinHoldPassed},
 	{"MinHoldOfAWaitersGrant", testMinHoldHandedOver},
 	{"MinHoldInvalid", testMinHoldInvalid},
@@ -60,6 +61,14 @@ func wantRestingUntil(t *testing.T, l locks.Locker, key locks.Key, from, to time
 	if held.RetryAfter <= 0 || held.RetryAfter > nh.FreeAt.Sub(before)+10*time.Millisecond {
 		t.Fatalf("acquire inside the min hold: retry after %v, want above 0 and at most %v, until %v",
 			held.RetryAfter, nh.FreeAt.Sub(before)+10*time.Millisecond, nh.FreeAt)
+	}
+	if !held.MinHold {
+		t.Fatalf("acquire inside the min hold: got %+v, want it to say a min hold keeps the lock", held)
+	}
+	// A wait that runs out inside it says so too.
+	_, err = l.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Millisecond})
+	if !errors.As(err, &held) || !held.MinHold {
+		t.Fatalf("a wait that ran out inside the min hold: got %v, want a HeldError that says a min hold keeps the lock", err)
 	}
 }
 
@@ -111,6 +120,11 @@ func testMinHoldWaiter(t *testing.T, l locks.Locker, key locks.Key) {
 	r := <-waiter
 	if r.Err != nil {
 		t.Fatalf("waiter: %v", r.Err)
+	}
+	// A lock held is not kept by a min hold.
+	_, err := l.Acquire(context.Background(), key, req(time.Minute))
+	if held := (*locks.HeldError)(nil); !errors.As(err, &held) || held.MinHold {
+		t.Fatalf("acquire of a held lock: got %v, want a HeldError without MinHold", err)
 	}
 	if now := time.Now(); now.Before(start.Add(minHold)) {
 		t.Fatalf("waiter granted %v after the first grant began, inside its min hold of %v", now.Sub(start), minHold)

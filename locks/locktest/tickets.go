@@ -37,6 +37,7 @@ func RunTickets(t *testing.T, newPair TicketPair) {
 		{"WaitRunsOut", ticketWaitRunsOut},
 		{"PickUpWindowIsTheLiveness", ticketPickUpWindowIsTheLiveness},
 		{"HandedCalledOnHandOff", ticketHandedCalledOnHandOff},
+		{"PollStatesTheCap", ticketPollStatesTheCap},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

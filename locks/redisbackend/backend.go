@@ -318,7 +318,7 @@ func (r *Backend) acquire(ctx context.Context, res resource, req locks.AcquireRe
 			return locks.Grant{}, err
 		}
 		if !rp.granted {
-			return locks.Grant{}, res.kind.held(rp.ttl)
+			return locks.Grant{}, res.kind.held(rp)
 		}
 		return r.deliver(ctx, res, token, rp.lease(start, req.MaxHold), 0, req.Keep)
 	}
@@ -407,7 +407,7 @@ func (r *Backend) giveUp(ctx context.Context, res resource, w *waiter, token str
 	if rp.granted {
 		return r.deliver(ctx, res, token, rp.lease(start, req.MaxHold), rp.handoffDelay(start), req.Keep)
 	}
-	return locks.Grant{}, res.kind.held(rp.ttl)
+	return locks.Grant{}, res.kind.held(rp)
 }
 
 // runAcquire runs the kind's acquire script; w is nil for an acquire that

@@ -52,7 +52,8 @@ const (
 	// ttl, now, acquired at, handed.
 	grantFields = 6
 	// queuedFields is the length of a refusal's reply that tells the
-	// waiter's place: code, retry, now, rank, arrival.
+	// waiter's place: code, retry, now, rank, arrival (a lock's then
+	// says whether a min hold keeps it).
 	queuedFields = 5
 	// holderFields is the length of each holder in inspect's reply.
 	holderFields = 9

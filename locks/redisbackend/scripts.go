@@ -82,6 +82,7 @@ type reply struct {
 	handed  bool          // the grant was made before the call: handed over
 	rank    int64         // the waiter's place in the queue, -1 if not queued
 	arrival int64         // the waiter's arrival number
+	resting bool          // refused: nobody holds it, a released grant's min hold keeps it
 	// refused is why an acquire script refused the request without
 	// changing anything (a semaphore's other limit, a lock's most shared
 	// holders), or nil.
@@ -98,9 +99,10 @@ func parseReply(res []int64) (reply, error) {
 		return reply{}, errFencedOff
 	case len(res) >= 3 && res[0] == codeNotGranted:
 		rp := reply{ttl: millis(max(res[1], 0)), now: res[2], rank: -1}
-		if len(res) == queuedFields {
+		if len(res) >= queuedFields {
 			rp.rank, rp.arrival = res[3], res[4]
 		}
+		rp.resting = len(res) > queuedFields && res[queuedFields] == 1
 		return rp, nil
 	}
 	return reply{}, unexpectedReply(res)

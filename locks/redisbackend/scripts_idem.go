@@ -65,7 +65,11 @@ func (r *Backend) callIdemBegin(ctx context.Context, k idemKeys, id string, a id
 		return locks.IdemFound{Outcome: locks.IdemBegun}, ackErr, nil
 	case idemCodeLive:
 		sealed, _ := out[1].(string)
-		return locks.IdemFound{Outcome: locks.IdemLive, Sealed: sealed, Fence: n(2), TTL: millis(max(n(3), 0)), Holds: int(n(4))}, ackErr, nil
+		found := locks.IdemFound{Outcome: locks.IdemLive, Sealed: sealed, Fence: n(2), TTL: millis(max(n(3), 0)), Holds: int(n(4))}
+		if len(out) > 5 {
+			found.Capped, found.HoldLeft = true, millis(max(n(5), 0))
+		}
+		return found, ackErr, nil
 	case idemCodeRunning:
 		return locks.IdemFound{Outcome: locks.IdemInProgress, TTL: millis(max(n(1), 0))}, ackErr, nil
 	case idemCodeOtherRequest:

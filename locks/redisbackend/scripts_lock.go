@@ -63,7 +63,9 @@ type lockType struct{}
 
 func (lockType) String() string { return "lock" }
 
-func (lockType) held(retry time.Duration) error { return &locks.HeldError{RetryAfter: retry} }
+func (lockType) held(rp reply) error {
+	return &locks.HeldError{RetryAfter: rp.ttl, MinHold: rp.resting}
+}
 
 // callAcquire runs lua/acquire.lua.
 func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
@@ -266,8 +268,9 @@ type ticketArgs struct {
 // ticketReply is lua/ticket.lua's reply.
 type ticketReply struct {
 	reply
-	found  bool // false: no such ticket with this token
-	shared bool // the grant is of a shared hold
+	found   bool          // false: no such ticket with this token
+	shared  bool          // the grant is of a shared hold
+	capLeft time.Duration // how long until the grant's hard cap; -1: none
 }
 
 // callTicket runs lua/ticket.lua on key's lock as call id. ackErr says the
@@ -294,7 +297,10 @@ func (r *Backend) callTicket(ctx context.Context, key locks.Key, id string, a ti
 		return ticketReply{reply: reply{rank: -1}, found: true}, ackErr, nil
 	}
 	rp.reply, err = parseReply(out)
-	rp.found, rp.shared = true, len(out) > grantFields && out[grantFields] == 1
+	rp.found, rp.shared, rp.capLeft = true, len(out) > grantFields && out[grantFields] == 1, -1
+	if len(out) > grantFields+1 {
+		rp.capLeft = millis(max(out[grantFields+1], 0))
+	}
 	return rp, ackErr, err
 }
 

@@ -17,8 +17,9 @@ import (
 type kind interface {
 	// String names the kind in errors: "lock" or "semaphore".
 	String() string
-	// held is the error for "taken, try again in retry".
-	held(retry time.Duration) error
+	// held is the error for a refusal whose reply is rp: "taken, try
+	// again in rp.ttl".
+	held(rp reply) error
 	// callAcquire runs the kind's acquire script on key as call id.
 	// ackErr says the replicas did not acknowledge it (see exec): a grant
 	// in its reply must not be answered.

@@ -47,7 +47,7 @@ type semaphoreType struct{}
 
 func (semaphoreType) String() string { return "semaphore" }
 
-func (semaphoreType) held(retry time.Duration) error { return &locks.FullError{RetryAfter: retry} }
+func (semaphoreType) held(rp reply) error { return &locks.FullError{RetryAfter: rp.ttl} }
 
 // callAcquire runs lua/sem_acquire.lua.
 func (semaphoreType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {

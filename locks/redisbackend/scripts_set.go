@@ -18,6 +18,8 @@ type setAcquireReply struct {
 	granted bool
 	ttl     time.Duration // the leases granted; or when the lock in the way may be free
 	fences  []int64       // one per lock, in the order of the keys
+	ats     []int64       // when each was acquired, ms on the Redis clock
+	now     int64         // the Redis clock when the script ran, ms
 	blocked int           // the index of the lock in the way, when refused
 }
 
@@ -28,8 +30,12 @@ func (r *Backend) callSetAcquire(ctx context.Context, id string, keys []locks.Ke
 	for i, k := range keys {
 		ks = append(ks, r.lockKeys(k).withToken(tokHashes[i]).all()...)
 	}
-	args := make([]any, 0, 6+len(keys))
-	args = append(args, req.TTL.Milliseconds(), req.Subject, req.Owner, r.arg.retention, r.arg.checkHeard, r.arg.opts)
+	var maxHold any = ""
+	if req.MaxHold > 0 {
+		maxHold = req.MaxHold.Milliseconds()
+	}
+	args := make([]any, 0, 7+len(keys))
+	args = append(args, req.TTL.Milliseconds(), req.Subject, req.Owner, r.arg.retention, r.arg.checkHeard, r.arg.opts, maxHold)
 	for _, h := range tokHashes {
 		args = append(args, h)
 	}
@@ -40,9 +46,9 @@ func (r *Backend) callSetAcquire(ctx context.Context, id string, keys []locks.Ke
 	case err != nil:
 		return rp, ackErr, err
 	case len(out) == 3+2*len(keys) && out[0] == codeGranted:
-		rp = setAcquireReply{granted: true, ttl: millis(out[1]), fences: make([]int64, len(keys))}
+		rp = setAcquireReply{granted: true, ttl: millis(out[1]), now: out[2], fences: make([]int64, len(keys)), ats: make([]int64, len(keys))}
 		for i := range keys {
-			rp.fences[i] = out[3+2*i]
+			rp.fences[i], rp.ats[i] = out[3+2*i], out[4+2*i]
 		}
 		return rp, ackErr, nil
 	case len(out) == 4 && out[0] == codeNotGranted && out[3] >= 1 && int(out[3]) <= len(keys):
@@ -83,11 +89,12 @@ func (r *Backend) AcquireAll(ctx context.Context, keys []locks.Key, owners []str
 		return nil, true, locks.Unavailable("acquire set at", keys[0], cause)
 	}
 	if !rp.granted {
-		return nil, true, fmt.Errorf("acquire set: %s: %w", keys[rp.blocked], lockKind.held(rp.ttl))
+		return nil, true, fmt.Errorf("acquire set: %s: %w", keys[rp.blocked], lockKind.held(reply{ttl: rp.ttl}))
 	}
 	leases := make([]locks.Lease, len(keys))
 	for i := range keys {
-		leases[i] = locks.Lease{FencingToken: rp.fences[i], TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl)}
+		// As reply.lease counts a grant's: from the call's start.
+		leases[i] = reply{fence: rp.fences[i], ttl: rp.ttl, at: rp.ats[i], now: rp.now}.lease(start, req.MaxHold)
 	}
 	if ctx.Err() != nil { // the caller left: nobody would release them
 		r.background(ctx, func(ctx context.Context) {

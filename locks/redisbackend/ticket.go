@@ -52,7 +52,7 @@ func (r *Backend) OpenTicket(ctx context.Context, key locks.Key, req locks.Acqui
 		r.abandon(ctx, res, id, h, "") // as for an unknown outcome: leave, release
 		return locks.TicketState{}, locks.Unavailable("open ticket for", res, ackErr)
 	}
-	st := r.ticketState(ctx, res, rp, token, start, req.MaxHold)
+	st := r.ticketState(ctx, res, rp, token, start)
 	if st.Grant == nil {
 		st.ID, st.Token = id, token
 	} else {
@@ -62,12 +62,14 @@ func (r *Backend) OpenTicket(ctx context.Context, key locks.Key, req locks.Acqui
 }
 
 // ticketState is what a reply of the ticket script says about the ticket
-// of res whose token is token, sent at start; maxHold is the grant's hard
-// cap when the caller knows it (0 on a poll, which does not: its grant's
-// renewals say it).
-func (r *Backend) ticketState(ctx context.Context, res resource, rp ticketReply, token string, start time.Time, maxHold time.Duration) locks.TicketState {
+// of res whose token is token, sent at start. A grant's hard cap is the
+// script's to say, counted from start as the lease is: a poll does not
+// know the ticket's request.
+func (r *Backend) ticketState(ctx context.Context, res resource, rp ticketReply, token string, start time.Time) locks.TicketState {
 	if rp.granted {
-		g := locks.Grant{Token: token, Lease: rp.lease(start, maxHold), HandoffDelay: rp.handoffDelay(start), Holds: 1}
+		lease := rp.lease(start, 0)
+		lease.HoldUntil = holdUntil(start, rp.capLeft)
+		g := locks.Grant{Token: token, Lease: lease, HandoffDelay: rp.handoffDelay(start), Holds: 1}
 		st := locks.TicketState{Grant: &g}
 		if rp.shared {
 			st.Mode = locks.Shared
@@ -141,7 +143,7 @@ func (r *Backend) poll(ctx context.Context, res resource, id, token string) (loc
 	if !rp.found {
 		return locks.TicketState{}, fmt.Errorf("poll ticket of %s: %w", res, locks.ErrTicketNotFound)
 	}
-	return r.ticketState(ctx, res, rp, token, start, 0), nil
+	return r.ticketState(ctx, res, rp, token, start), nil
 }
 
 // CloseTicket implements Tickets.

@@ -131,7 +131,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "required aud of tokens, when set; required with --jwt-jwks")
 	fs.DurationVar(&c.defaultTTL, "default-ttl", 30*time.Second, "lease of an acquire without ttl_ms")
 	fs.DurationVar(&c.maxTTL, "max-ttl", time.Hour, "largest ttl_ms accepted")
-	fs.DurationVar(&c.maxHold, "max-hold", 0, "hard cap on every lock's grant: no renewal carries it past acquired_at plus this (0: none; an acquire's max_hold_ms may ask for less)")
+	fs.DurationVar(&c.maxHold, "max-hold", 0, "hard cap on every grant (a lock's, a lock set's, a permit's): no renewal carries it past acquired_at plus this (0: none; an acquire's max_hold_ms may ask for less)")
 	fs.DurationVar(&c.maxWait, "max-wait", time.Minute, "largest wait_ms accepted of an acquire that waits in the call (it holds a connection)")
 	fs.DurationVar(&c.maxTicketWait, "max-ticket-wait", time.Hour, "largest wait_ms accepted of an acquire answered with a ticket (Prefer: respond-async), which holds no connection while it waits")
 	fs.IntVar(&c.maxWaiters, "max-waiters", 10000, "most acquirers waiting at once in this process; more get 429 too_many_requests")

@@ -797,8 +797,9 @@ export interface components {
              *     the history says `max_hold`. At least `ttl_ms` (a 400 otherwise),
              *     and at most the gateway's `--max-hold` when it sets one (and the
              *     `max_hold` of the policy rules that grant the token), which also
-             *     caps every grant that leaves this out. Not for a lock set; a
-             *     semaphore's permit takes its own (`max_hold_ms` of its acquire).
+             *     caps every grant that leaves this out. A lock set and a
+             *     semaphore's permit take their own (`max_hold_ms` of their
+             *     acquire).
              */
             max_hold_ms?: number;
             /**
@@ -1386,6 +1387,16 @@ export interface components {
             wait_ms?: number;
             /** @description A free-form label that inspect shows on each lock. */
             owner?: string;
+            /**
+             * Format: int64
+             * @description A hard cap on each lock's grant, as `max_hold_ms` of a lock's
+             *     acquire: counted from that lock's acquisition, no renewal of the
+             *     set carries its lease past it, and each lock's lease states it
+             *     (`hold_until`). At least `ttl_ms`, at most the gateway's
+             *     `--max-hold` (and the policy's `max_hold`), which also caps a set
+             *     that leaves this out.
+             */
+            max_hold_ms?: number;
             /** @description `true` asks for a `signed_grant` for each lock, `false` for none (see `AcquireRequest`). */
             signed?: boolean;
         };

@@ -1,0 +1,85 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/embedded"
+)
+
+// TestMCPHolds: acquire_lock takes max_hold_ms and min_hold_ms, declared
+// in its input schema with the API's minimums, and passes them on: a
+// capped grant (and its renewal) states hold_until, and a min hold keeps
+// the lock after release_lock.
+func TestMCPHolds(t *testing.T) {
+	mem := embedded.New(embedded.Options{})
+	_, ts := mcpTestServer(t, mem)
+	cs := mcpSession(t, ts, nsToken(t, "agent", "agents"))
+
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name != "acquire_lock" {
+			continue
+		}
+		data, _ := json.Marshal(tool.InputSchema)
+		var in struct {
+			Properties map[string]struct {
+				Type    any      `json:"type"`
+				Minimum *float64 `json:"minimum"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(data, &in); err != nil {
+			t.Fatal(err)
+		}
+		for name, minimum := range map[string]float64{"max_hold_ms": 1, "min_hold_ms": 0} {
+			p, ok := in.Properties[name]
+			if !ok || p.Type != "integer" || p.Minimum == nil || *p.Minimum != minimum {
+				t.Errorf("acquire_lock's %s: got %+v (declared %v), want an integer of at least %v", name, p, ok, minimum)
+			}
+		}
+	}
+
+	var g struct {
+		Token     string     `json:"token"`
+		ExpiresAt time.Time  `json:"expires_at"`
+		HoldUntil *time.Time `json:"hold_until"`
+	}
+	start := time.Now()
+	callTool(t, cs, "acquire_lock", map[string]any{"namespace": "agents", "name": "capped", "ttl_ms": 1000, "max_hold_ms": 3000}, &g)
+	answered := time.Now()
+	if g.HoldUntil == nil || g.HoldUntil.After(answered.Add(3*time.Second+time.Millisecond)) || g.HoldUntil.Before(start.Add(3*time.Second-time.Millisecond)) {
+		t.Fatalf("acquire_lock with max_hold_ms 3000: hold_until %v, want about 3s after %v", g.HoldUntil, start)
+	}
+	var r struct {
+		ExpiresAt time.Time  `json:"expires_at"`
+		HoldUntil *time.Time `json:"hold_until"`
+	}
+	callTool(t, cs, "renew_lease", map[string]any{"namespace": "agents", "name": "capped", "token": g.Token, "ttl_ms": 60000}, &r)
+	if r.HoldUntil == nil || !r.ExpiresAt.Equal(*r.HoldUntil) {
+		t.Fatalf("renew_lease for 60s under a 3s cap: %+v, want its lease up to hold_until", r)
+	}
+	if p := toolProblem(t, cs, "acquire_lock", map[string]any{"namespace": "agents", "name": "x", "ttl_ms": 5000, "max_hold_ms": 4999}); p.Code != "invalid_request" {
+		t.Errorf("max_hold_ms below ttl_ms: code %q, want invalid_request", p.Code)
+	}
+
+	g.HoldUntil = nil // a field the answer leaves out keeps its value
+	callTool(t, cs, "acquire_lock", map[string]any{"namespace": "agents", "name": "rests", "ttl_ms": 60000, "min_hold_ms": 60000}, &g)
+	if g.HoldUntil != nil {
+		t.Fatalf("a grant without a cap stated hold_until %v", g.HoldUntil)
+	}
+	var rel struct{ Released bool }
+	callTool(t, cs, "release_lock", map[string]any{"namespace": "agents", "name": "rests", "token": g.Token}, &rel)
+	key := locks.Key{Namespace: "agents", Name: "rests"}
+	if _, err := mem.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Second}); err == nil || locks.ErrorCode(err) != locks.CodeHeld {
+		t.Fatalf("acquire after release_lock inside the min hold: got %v, want lock_held", err)
+	}
+	if p := toolProblem(t, cs, "acquire_lock", map[string]any{"namespace": "agents", "name": "rests"}); p.Code != "lock_held" {
+		t.Errorf("acquire_lock inside the min hold: code %q, want lock_held", p.Code)
+	}
+}
