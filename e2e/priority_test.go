@@ -16,8 +16,8 @@ import (
 // than 5 agings after it. The stream is count-based (one more waiter and
 // one hand-off a round, the holder working about 50 ms), and the check is
 // the order against the arrival times the test saw, not a wall-clock
-// bound. A priority out of 0 to 9 is a 400 invalid_priority, and a
-// semaphore's body refuses the field.
+// bound. A priority out of 0 to 9 is a 400 invalid_priority, for a lock
+// or a semaphore, whose permits take one too.
 func TestPriorityAging(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
@@ -118,6 +118,8 @@ func TestPriorityAging(t *testing.T) {
 		for _, body := range []string{`{"wait_ms":1000,"priority":10}`, `{"wait_ms":1000,"priority":-1}`} {
 			wantProblem(t, call(t, "POST", url+"-bad", body, auth...), http.StatusBadRequest, "invalid_priority")
 		}
-		wantProblem(t, call(t, "POST", gw.URL+"/semaphores/prio/sem", `{"limit":2,"priority":1}`, auth...), http.StatusBadRequest, "invalid_request")
+		wantProblem(t, call(t, "POST", gw.URL+"/semaphores/prio/sem", `{"limit":2,"priority":10}`, auth...), http.StatusBadRequest, "invalid_priority")
+		var permit grant
+		wantJSON(t, call(t, "POST", gw.URL+"/semaphores/prio/sem", `{"limit":2,"priority":3}`, auth...), http.StatusCreated, &permit)
 	})
 }

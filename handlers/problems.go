@@ -68,7 +68,7 @@ var engineProblems = map[locks.Code]problem{
 	locks.CodeSessionFull: {status: http.StatusConflict, code: ProblemCodeSessionFull, title: "Session full",
 		detail: "the session holds its most grants (the gateway's --session-max-holds); nothing was acquired: release one, or open another session"},
 	locks.CodeInvalidPriority: {status: http.StatusBadRequest, code: ProblemCodeInvalidPriority, title: "Invalid priority",
-		detail: "priority must be an integer from 0 to 9, for a lock's waiter or ticket; a semaphore's permit takes none"},
+		detail: "priority must be an integer from 0 to 9"},
 	locks.CodeInvalid: {status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
 		detail: "the request is invalid"},
 	locks.CodeUnavailable: {status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Backend unavailable",

@@ -93,9 +93,8 @@ var (
 	// ErrInvalid means the arguments were invalid.
 	ErrInvalid = errors.New("invalid argument")
 	// ErrInvalidPriority means a priority out of range (see
-	// AcquireRequest.Priority), or one asked for a permit. It matches
-	// ErrInvalid too.
-	ErrInvalidPriority = fmt.Errorf("%w: a priority is 0 to %d, for a lock's waiter or ticket", ErrInvalid, MaxPriority)
+	// AcquireRequest.Priority). It matches ErrInvalid too.
+	ErrInvalidPriority = fmt.Errorf("%w: a priority is 0 to %d", ErrInvalid, MaxPriority)
 	// ErrUnavailable means the backend failed or did not answer in time. The
 	// outcome of the operation is unknown to the caller.
 	ErrUnavailable = errors.New("lock backend unavailable")

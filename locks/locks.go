@@ -159,7 +159,7 @@ type AcquireRequest struct {
 	// waiter waits raises it one level against those who came later, so
 	// that none waits forever. A waiter of priority p ranks as one of
 	// priority 0 that came p aging periods earlier. Only a waiting acquire
-	// (Wait > 0) or a ticket has a place to rank; a permit takes none.
+	// (Wait > 0, of a lock or a permit) or a ticket has a place to rank.
 	Priority int
 	// OwnerToken is the owner token to grant under: "" for a new one; a
 	// session's grants have tokens derived from the session's.

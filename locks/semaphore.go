@@ -64,9 +64,6 @@ func (r SemaphoreRequest) Validate() error {
 	if r.Value != "" {
 		return fmt.Errorf("%w: a semaphore permit carries no value", ErrInvalid)
 	}
-	if r.Priority != 0 {
-		return fmt.Errorf("%w: a permit's waiters are served in arrival order", ErrInvalidPriority)
-	}
 	return r.AcquireRequest.Validate()
 }
 

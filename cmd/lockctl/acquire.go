@@ -47,7 +47,7 @@ func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags 
 	fs.IntVar(&af.limit, "limit", 0, "take one of this many permits of the semaphore namespace/name instead of the lock (1 to 10000)")
 	fs.BoolVar(&af.shared, "shared", false, "take a shared (read) hold: shared holders hold the lock together, an exclusive one alone")
 	fs.DurationVar(&af.maxHold, "max-hold", 0, "a hard cap on the grant (or permit): no renewal carries it past its acquisition plus this (at least --ttl; 0: none, or the gateway's --max-hold)")
-	fs.IntVar(&af.priority, "priority", 0, "the waiter's priority, 0 to 9: a higher one is served first, and every --priority-aging of the gateway's (30s) of waiting raises a waiter one level, so none waits forever (locks only)")
+	fs.IntVar(&af.priority, "priority", 0, "the waiter's priority, 0 to 9: a higher one is served first, and every --priority-aging of the gateway's (30s) of waiting raises a waiter one level, so none waits forever")
 	fs.StringVar(&af.value, "value", "", "a value the grant carries, shown by status (an address, say; at most 1024 bytes; exclusive holds only; visible to anyone who may read the namespace)")
 	return af
 }
@@ -70,8 +70,6 @@ func (af *acquireFlags) check() error {
 		return usagef("--max-hold must be 0 (none) or at least --ttl")
 	case af.priority < 0 || af.priority > 9:
 		return usagef("--priority must be 0 to 9")
-	case af.priority > 0 && af.limit > 0:
-		return usagef("--priority is for locks: a semaphore's waiters are served in arrival order")
 	case len(af.value) > 1024:
 		return usagef("--value is longer than 1024 bytes")
 	case af.value != "" && (af.shared || af.limit > 0):

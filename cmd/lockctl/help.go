@@ -22,8 +22,8 @@ Usage:
       session's keep-alive) carries it past its acquisition plus D, at least
       --ttl. Under run, the command is stopped at the cap as on a lost lease
       (exit 84): the lock is the next waiter's then.
-      --priority N: the waiter's priority, 0 to 9 (locks only): a higher one
-      is served first, first come, first served within one; every
+      --priority N: the waiter's priority, 0 to 9 (a lock's or a permit's): a
+      higher one is served first, first come, first served within one; every
       --priority-aging of the gateway's (30s) of waiting raises a waiter one
       level, so none waits forever.
   lockctl session open [--ttl 30s] | keep [--ttl D] | end | show  [--session ID.TOKEN] [--json]

@@ -9,8 +9,8 @@ import (
 
 // TestPriority: acquire --priority 9 goes before a waiter that queued
 // first at the default priority, status shows the queue's priorities, and
-// a priority out of 0 to 9, or one for a permit or a lock set, is a usage
-// error.
+// a permit takes one; a priority out of 0 to 9, or one for a lock set, is a
+// usage error.
 func TestPriority(t *testing.T) {
 	gw := startGateway(t)
 	holder := strings.TrimSpace(lockctl(t, gw, nil, "acquire", "prio/x", "--ttl", "1m").want(t, exitOK).stdout)
@@ -38,10 +38,10 @@ func TestPriority(t *testing.T) {
 	lockctl(t, gw, nil, "release", "prio/x", "--token", strings.TrimSpace(r.stdout)).want(t, exitOK)
 
 	lockctl(t, gw, nil, "run", "prio/run", "--priority", "3", "--", "true").want(t, exitOK)
+	lockctl(t, gw, nil, "run", "prio/sem", "--limit", "2", "--priority", "3", "--", "true").want(t, exitOK)
 	for _, args := range [][]string{
 		{"acquire", "prio/bad", "--priority", "10"},
 		{"acquire", "prio/bad", "--priority", "-1"},
-		{"acquire", "prio/bad", "--limit", "2", "--priority", "1"},
 		{"run", "prio/a", "prio/b", "--set", "--priority", "1", "--", "true"},
 	} {
 		lockctl(t, gw, nil, args...).want(t, exitUsage)

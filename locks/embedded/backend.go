@@ -171,16 +171,21 @@ func (m *Backend) rankOf(req locks.AcquireRequest, now time.Time) time.Time {
 	return now.Add(-time.Duration(req.Priority) * m.opts.PriorityAging)
 }
 
-// enqueueLocked puts w in key's queue by its rank: after every waiter of
-// an earlier or the same rank, so that equals are served in arrival
-// order. m.mu must be held.
+// enqueueLocked puts w in key's queue by its rank (see byRank). m.mu
+// must be held.
 func (m *Backend) enqueueLocked(key locks.Key, w *memWaiter) {
-	q := m.queues[key]
+	m.queues[key] = byRank(m.queues[key], w)
+}
+
+// byRank returns queue q with w in its place by rank: after every waiter
+// of an earlier or the same rank, so that equals are served in arrival
+// order.
+func byRank(q []*memWaiter, w *memWaiter) []*memWaiter {
 	i := len(q)
 	for i > 0 && q[i-1].rank.After(w.rank) {
 		i--
 	}
-	m.queues[key] = slices.Insert(q, i, w)
+	return slices.Insert(q, i, w)
 }
 
 // New returns an empty embedded backend.

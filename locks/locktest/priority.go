@@ -13,7 +13,7 @@ import (
 
 // RunPriority runs the suite of priority waiting (AcquireRequest.Priority,
 // #39): a higher priority is served first, arrival order within one
-// priority, tickets and shared waiters included, and every aging period of
+// priority, tickets, shared waiters and permits included, and every aging period of
 // waiting raises a waiter one level, so that none waits forever. newBackend
 // returns a backend whose PriorityAging is aging.
 func RunPriority(t *testing.T, newBackend func(t *testing.T, aging time.Duration) locks.Backend) {
@@ -26,6 +26,7 @@ func RunPriority(t *testing.T, newBackend func(t *testing.T, aging time.Duration
 		{"HigherFirstFIFOWithinOne", time.Hour, testPriorityOrder},
 		{"TicketRanksByItsPriority", time.Hour, testPriorityTicket},
 		{"SharedWaiterRanksByItsPriority", time.Hour, testPriorityShared},
+		{"PermitWaiterRanksByItsPriority", time.Hour, testPriorityPermit},
 		{"BadPrioritiesRefused", time.Hour, testPriorityInvalid},
 		{"AgingServesALowPriorityWaiter", time.Second, testPriorityAging},
 	} {
@@ -163,9 +164,71 @@ func testPriorityShared(t *testing.T, b locks.Backend, key locks.Key, _ time.Dur
 	}
 }
 
+// testPriorityPermit: a semaphore's waiters rank as a lock's: of two
+// waiting for the one permit, the second, at a higher priority, gets it
+// first.
+func testPriorityPermit(t *testing.T, b locks.Backend, key locks.Key, _ time.Duration) {
+	ctx := context.Background()
+	sem := func(p int, wait time.Duration) locks.SemaphoreRequest {
+		return locks.SemaphoreRequest{Limit: 1, AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Wait: wait, Subject: "tester", Priority: p}}
+	}
+	holder, err := b.AcquirePermit(ctx, key, sem(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		g   locks.Grant
+		err error
+	}
+	async := func(p int) <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			g, err := b.AcquirePermit(t.Context(), key, sem(p, 20*time.Second))
+			out <- result{g, err}
+		}()
+		return out
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			info, err := b.InspectSemaphore(ctx, key)
+			if err == nil && info.Waiters == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("got %+v, %v; want %d waiters", info, err, n)
+			}
+			time.Sleep(5 * time.Millisecond) // polling for a waiter to queue
+		}
+	}
+	low := async(0)
+	waitFor(1)
+	high := async(7)
+	waitFor(2)
+	if _, err := b.ReleasePermit(ctx, key, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	h := <-high
+	if h.err != nil {
+		t.Fatalf("the priority-7 waiter: %v", h.err)
+	}
+	select {
+	case l := <-low:
+		t.Fatalf("the priority-0 waiter got %+v, %v while the priority-7 one holds the only permit", l.g, l.err)
+	default:
+	}
+	if _, err := b.ReleasePermit(ctx, key, h.g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if l := <-low; l.err != nil {
+		t.Fatalf("the priority-0 waiter: %v", l.err)
+	}
+}
+
 // testPriorityInvalid: a priority out of 0..9 is refused with
-// ErrInvalidPriority (which is an ErrInvalid), as is one for a permit,
-// and nothing is queued.
+// ErrInvalidPriority (which is an ErrInvalid), for a lock, a ticket or a
+// permit, and nothing is queued.
 func testPriorityInvalid(t *testing.T, b locks.Backend, key locks.Key, _ time.Duration) {
 	ctx := context.Background()
 	for _, p := range []int{-1, 10, 1000} {
@@ -177,9 +240,9 @@ func testPriorityInvalid(t *testing.T, b locks.Backend, key locks.Key, _ time.Du
 			t.Fatalf("ticket with priority %d: got %v, want ErrInvalidPriority", p, err)
 		}
 	}
-	_, err := b.AcquirePermit(ctx, key, locks.SemaphoreRequest{Limit: 2, AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Wait: time.Second, Priority: 1}})
+	_, err := b.AcquirePermit(ctx, key, locks.SemaphoreRequest{Limit: 2, AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Wait: time.Second, Priority: 10}})
 	if !errors.Is(err, locks.ErrInvalidPriority) {
-		t.Fatalf("permit with priority 1: got %v, want ErrInvalidPriority", err)
+		t.Fatalf("permit with priority 10: got %v, want ErrInvalidPriority", err)
 	}
 	if _, err := b.Inspect(ctx, key); !errors.Is(err, locks.ErrNotHeld) {
 		t.Fatalf("got %v, want the lock untouched", err)

@@ -61,7 +61,7 @@ type acquireArgs struct {
 	minHold        time.Duration // a lock's: see locks.AcquireRequest.MinHold
 	maxHold        time.Duration // a lock's: the grant's hard cap, 0 for none
 	limit          int           // a semaphore's
-	priority       int           // a lock's waiter's: see locks.AcquireRequest.Priority
+	priority       int           // a waiter's: see locks.AcquireRequest.Priority
 }
 
 // headStart is the head start in the queue, ms, of a waiter of priority

@@ -852,8 +852,7 @@ export interface components {
              *     agings earlier. The hand-off is the same direct one. Out of 0 to
              *     9 it is a 400 `invalid_priority` (its own code, so the schema
              *     states no bounds the generic check would answer first). A
-             *     semaphore's permit takes none (its waiters are served in arrival
-             *     order).
+             *     semaphore's permit takes one too (`priority` of its acquire).
              */
             priority?: number;
             /**
@@ -1200,6 +1199,13 @@ export interface components {
              *     least `ttl_ms`, at most the gateway's `--max-hold`.
              */
             max_hold_ms?: number;
+            /**
+             * @description A waiter's priority, 0 (the default) to 9, as for a lock's
+             *     acquire: a higher one is served first, and every
+             *     `--priority-aging` of waiting raises a waiter one level. Out of
+             *     0 to 9 it is a 400 `invalid_priority`.
+             */
+            priority?: number;
             /** @description As for a lock's acquire. */
             signed?: boolean;
         };
