@@ -67,6 +67,8 @@ var engineProblems = map[locks.Code]problem{
 		detail: "the caller holds its most live sessions (the gateway's --subject-max-sessions); end one, or let one expire, before opening another"},
 	locks.CodeSessionFull: {status: http.StatusConflict, code: ProblemCodeSessionFull, title: "Session full",
 		detail: "the session holds its most grants (the gateway's --session-max-holds); nothing was acquired: release one, or open another session"},
+	locks.CodeInvalidPriority: {status: http.StatusBadRequest, code: ProblemCodeInvalidPriority, title: "Invalid priority",
+		detail: "priority must be an integer from 0 to 9"},
 	locks.CodeInvalid: {status: http.StatusBadRequest, code: ProblemCodeInvalidRequest, title: "Invalid request",
 		detail: "the request is invalid"},
 	locks.CodeUnavailable: {status: http.StatusServiceUnavailable, code: ProblemCodeBackendUnavailable, title: "Backend unavailable",

@@ -25,7 +25,7 @@ func (s *Server) AcquireSemaphore(ctx context.Context, req AcquireSemaphoreReque
 	// The lock's rules for ttl_ms, wait_ms and owner, in one place.
 	key, ar, err := s.acquireRequest(ctx, AcquireLockRequestObject{
 		Namespace: req.Namespace, Name: req.Name,
-		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner, MaxHoldMs: b.MaxHoldMs},
+		Body: &AcquireLockJSONRequestBody{TtlMs: b.TtlMs, WaitMs: b.WaitMs, Owner: b.Owner, MaxHoldMs: b.MaxHoldMs, Priority: b.Priority},
 	}, permitWait)
 	if err != nil {
 		s.metrics.semAcquires.WithLabelValues(outcomeInvalid).Inc()

@@ -371,6 +371,12 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 				return key, ar, err
 			}
 		}
+		if b.Priority != nil {
+			if p := *b.Priority; p < 0 || p > locks.MaxPriority {
+				return key, ar, fmt.Errorf("%w: got %d", locks.ErrInvalidPriority, p)
+			}
+			ar.Priority = *b.Priority
+		}
 	}
 	var ttlMs, maxHoldMs *int64
 	if b := req.Body; b != nil {
@@ -656,21 +662,31 @@ func (r freshInspect) VisitInspectLockResponse(w http.ResponseWriter) error {
 // lockInfo describes the holders of a held lock.
 func lockInfo(key locks.Key, info locks.Info) LockInfo {
 	return LockInfo{Lock: key.String(),
-		Held:         true,
-		FencingToken: info.FencingToken,
-		TtlMs:        info.TTL.Milliseconds(),
-		ExpiresAt:    timestamp(info.ExpiresAt),
-		AcquiredAt:   timestamp(info.AcquiredAt),
-		HoldUntil:    holdUntil(info.HoldUntil),
-		Subject:      info.Subject,
-		Owner:        info.Owner,
-		Waiters:      info.Waiters,
-		Holds:        &info.Holds,
-		Mode:         LockInfoMode(info.Mode.String()),
-		Holders:      holdersOf(info.Holders),
-		HoldersTotal: info.HoldersTotal,
-		Value:        valueOf(info.Value),
+		Held:            true,
+		FencingToken:    info.FencingToken,
+		TtlMs:           info.TTL.Milliseconds(),
+		ExpiresAt:       timestamp(info.ExpiresAt),
+		AcquiredAt:      timestamp(info.AcquiredAt),
+		HoldUntil:       holdUntil(info.HoldUntil),
+		Subject:         info.Subject,
+		Owner:           info.Owner,
+		Waiters:         info.Waiters,
+		Holds:           &info.Holds,
+		Mode:            LockInfoMode(info.Mode.String()),
+		Holders:         holdersOf(info.Holders),
+		HoldersTotal:    info.HoldersTotal,
+		Value:           valueOf(info.Value),
+		QueuePriorities: queuePriorities(info.QueuePriorities),
 	}
+}
+
+// queuePriorities is a lock's queue's priorities as an answer states them:
+// nil (absent) when nobody waits.
+func queuePriorities(ps []int) *[]int {
+	if len(ps) == 0 {
+		return nil
+	}
+	return &ps
 }
 
 // holdersOf describes the holders of a lock or a semaphore.

@@ -30,6 +30,7 @@ const (
 	CodeSessionFull           Code = "session_full"             // ErrSessionFull
 	CodeTooManySessions       Code = "too_many_sessions"        // ErrTooManySessions
 	CodeNotHeld               Code = "not_held"                 // ErrNotHeld
+	CodeInvalidPriority       Code = "invalid_priority"         // ErrInvalidPriority
 	CodeInvalid               Code = "invalid"                  // ErrInvalid: the arguments were refused
 	CodeUnavailable           Code = "unavailable"              // ErrUnavailable: the outcome is unknown
 	CodeCancelled             Code = "cancelled"                // the call's context ended
@@ -59,6 +60,7 @@ var codes = []struct {
 	{ErrSessionFull, CodeSessionFull},
 	{ErrTooManySessions, CodeTooManySessions},
 	{ErrNotHeld, CodeNotHeld},
+	{ErrInvalidPriority, CodeInvalidPriority},
 	{ErrInvalid, CodeInvalid},
 	{context.Canceled, CodeCancelled},
 	{ErrUnavailable, CodeUnavailable},
@@ -90,6 +92,9 @@ var (
 	ErrNotHeld = errors.New("lock not held")
 	// ErrInvalid means the arguments were invalid.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrInvalidPriority means a priority out of range (see
+	// AcquireRequest.Priority). It matches ErrInvalid too.
+	ErrInvalidPriority = fmt.Errorf("%w: a priority is 0 to %d", ErrInvalid, MaxPriority)
 	// ErrUnavailable means the backend failed or did not answer in time. The
 	// outcome of the operation is unknown to the caller.
 	ErrUnavailable = errors.New("lock backend unavailable")

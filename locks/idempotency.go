@@ -139,6 +139,9 @@ func NewIdemCall(path string, req AcquireRequest, limit int, idemKey string) (*I
 	if req.MinHold > 0 { // only when set, as the value
 		parts = append(parts, "min_hold_ms", strconv.FormatInt(req.MinHold.Milliseconds(), 10))
 	}
+	if req.Priority > 0 { // only when set, as the value
+		parts = append(parts, "priority", strconv.Itoa(req.Priority))
+	}
 	sum := sha256.Sum256(fields(parts...))
 	c.Fingerprint = base64.RawURLEncoding.EncodeToString(sum[:])
 	return c, nil

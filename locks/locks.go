@@ -153,6 +153,14 @@ type AcquireRequest struct {
 	// goes to the first waiter then. 0 for none. Exclusive grants only.
 	// A lease that ends unreleased frees the lock at its end, as ever.
 	MinHold time.Duration
+	// Priority is a waiter's priority, 0 (the default) to MaxPriority:
+	// a higher one is served first, in arrival order within one priority,
+	// and every aging period of the backend's (PriorityAging) that a
+	// waiter waits raises it one level against those who came later, so
+	// that none waits forever. A waiter of priority p ranks as one of
+	// priority 0 that came p aging periods earlier. Only a waiting acquire
+	// (Wait > 0, of a lock or a permit) or a ticket has a place to rank.
+	Priority int
 	// OwnerToken is the owner token to grant under: "" for a new one; a
 	// session's grants have tokens derived from the session's.
 	OwnerToken string
@@ -200,6 +208,14 @@ func (m Mode) String() string {
 	return "exclusive"
 }
 
+// MaxPriority is the highest AcquireRequest.Priority.
+const MaxPriority = 9
+
+// DefaultPriorityAging is how long a waiter waits for each level its
+// priority rises (AcquireRequest.Priority), unless the backend's options
+// say otherwise.
+const DefaultPriorityAging = 30 * time.Second
+
 // MaxOwnerLen is the longest owner label Acquire accepts.
 const MaxOwnerLen = 128
 
@@ -227,6 +243,8 @@ func (r AcquireRequest) Validate() error {
 		return fmt.Errorf("%w: max_hold must not be negative", ErrInvalid)
 	case r.MaxHold > 0 && r.MaxHold < r.TTL:
 		return fmt.Errorf("%w: max_hold (%s) must be at least the ttl (%s)", ErrInvalid, r.MaxHold, r.TTL)
+	case r.Priority < 0 || r.Priority > MaxPriority:
+		return fmt.Errorf("%w: got %d", ErrInvalidPriority, r.Priority)
 	case r.MinHold < 0:
 		return fmt.Errorf("%w: min hold must not be negative", ErrInvalid)
 	case r.MinHold > 0 && r.Mode == Shared:
@@ -338,6 +356,11 @@ type Info struct {
 	// Waiters is how many callers wait in the lock's queue. The Redis
 	// backend counts a waiter whose gateway died until a hand-off drops it.
 	Waiters int
+	// QueuePriorities are the priorities the waiters asked for
+	// (AcquireRequest.Priority), in the order they are served, at most
+	// MaxQueueShown of them; nil when nobody waits. Inspect sets it; List
+	// leaves it nil.
+	QueuePriorities []int
 	// Holds is how many times the holder holds the lock (see Reenter).
 	Holds int
 	// HoldIDs names those holds (see Grant.Hold).
@@ -373,6 +396,10 @@ const DefaultMaxSharedHolders = 1000
 // most, so that describing a lock costs a bounded amount of work and
 // reply, however many share it.
 const MaxHoldersShown = 100
+
+// MaxQueueShown is how many waiters' priorities Inspect shows at most
+// (Info.QueuePriorities).
+const MaxQueueShown = 100
 
 // Describe fills the Info's own fields from its last holder: the one whose
 // lease ends last (see Info).

@@ -23,6 +23,10 @@
 --             least ARGV[2] and the min hold; see lib_grant.lua grant). A
 --             call with one sends ARGV[8..11] as '', '0', '0', '' if it
 --             neither waits nor has a min hold
+-- ARGV[13..14] only for a waiter with a priority (1 to 9): the priority,
+--             and its head start in the queue, ms: the priority times the
+--             gateway's priority aging (see lib_queue.lua enqueue). A call
+--             with them sends ARGV[11..12] as '' for none
 --
 -- Returns  {SHARED_FULL, retry_ms}
 --              a shared request that does not wait, when the lock has its
@@ -108,7 +112,8 @@ if me ~= '' then
     req.mh = min_hold
   end
   req.cap = max_hold
-  seq = enqueue(K, now, me, ARGV[10], ARGV[9], K.alive_ms, req)
+  req.pr = ARGV[13]
+  seq = enqueue(K, now, me, ARGV[10], ARGV[9], K.alive_ms, req, ARGV[14])
 end
 
 local h = handoff(K, t, now, holder, K.retention, K.check_heard, me)

@@ -23,6 +23,9 @@
 --                holders counts the live holders, described or not; index
 --                is the lock's index as a watch would find it now (see
 --                index_at), last, so that the reply is built in place
+--          ... as above, then the queue's priorities, then index, when
+--                anyone waits: one digit per waiter, the priority it asked
+--                for (0 to 9), in serving order, the first 100 at most
 --          {MODE_RESTING, until_ms, index}
 --                not held, and kept from new holders until then by a
 --                released grant's min hold
@@ -34,6 +37,19 @@
 
 local now = clock()
 local out = describe(KEYS[1], KEYS[2], KEYS[3], now, ARGV[1])
+-- The queue's priorities, only when anyone waits: a lock nobody waits
+-- for costs what it did.
+if (out[1] == MODE_EXCLUSIVE or out[1] == MODE_SHARED) and out[2] > 0 then
+  local ids = redis.call('ZRANGE', KEYS[2], 0, 99)
+  local prios = {}
+  if #ids > 0 then
+    local ws = redis.call('HMGET', KEYS[1] .. ':waiters', unpack(ids)) -- K.waiters
+    for i = 1, #ids do
+      prios[i] = ws[i] and string.match(ws[i], '"pr":"(%d)"') or '0'
+    end
+  end
+  out[#out + 1] = table.concat(prios)
+end
 local index = 0
 if ARGV[2] == '1' then
   -- An exclusive holder, or a min hold: the lock hash names one, and the

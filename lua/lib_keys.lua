@@ -43,7 +43,9 @@
 --              index lists the name (ms; never later than the index
 --              has it), which lets a grant whose lease ends before then
 --              write nothing to the index (lib_index.lua)
---   K.queue    zset: waiter id -> arrival number (FIFO order)
+--   K.queue    zset: waiter id -> arrival number: the Redis clock in ms at
+--              its arrival less its priority's head start (serving order:
+--              by priority, aged, then FIFO; lib_queue.lua enqueue)
 --   K.alive    zset: waiter id -> ms until which the waiter counts as alive
 --   K.waiters  hash: waiter id -> JSON {g: its gateway's channel, t: token
 --              hash, ttl, l: how long a grant handed to it waits for its
@@ -51,7 +53,9 @@
 --              ms, m: 's' when it asks for a shared hold, v: the value
 --              its grant will carry, absent for none, mh: its min hold,
 --              ms, absent for none, cap: its max hold, ms, absent for
---              none}; field '#seq' numbers arrivals
+--              none, pr: the priority it asked for, 1 to 9, absent for
+--              0}; field '#seq' is the last arrival number drawn, before
+--              any head start (strictly increasing per lock)
 --   K.readers  zset: token hash of a shared holder -> ms on the Redis clock
 --              when its lease ends
 --   K.delay    string, with --lock-delay: while it exists, a lock nobody

@@ -11,17 +11,38 @@ local function dequeue(K, id)
 end
 
 -- enqueue puts waiter me in the queue, unless it is there already, and
--- returns its arrival number. arrival is its number from an earlier call
--- ('0' for a new arrival), so that a waiter that rejoins keeps its place;
--- req is what a hand-off needs to grant to it (see K.waiters in lib_keys.lua).
-local function enqueue(K, now, me, arrival, wait, lease, req)
-  local seq = tonumber(arrival)
+-- returns its arrival number: its score in K.queue. arrival is its number
+-- from an earlier call ('0' for a new arrival), so that a waiter that
+-- rejoins keeps its place; req is what a hand-off needs to grant to it
+-- (see K.waiters in lib_keys.lua); head, only for a waiter with a
+-- priority (nil for none), is its head start, ms: its priority times the
+-- gateway's priority aging.
+--
+-- A new arrival's number is the Redis clock in ms (now), made strictly
+-- increasing per lock by '#seq' (the last one drawn, written with the
+-- waiter: a clock that steps back, a failover to a replica whose clock is
+-- behind, or more than one arrival in a millisecond keep FIFO order), less
+-- the head start. So a waiter of priority p ranks as one of priority 0
+-- that came p agings earlier: every aging of waiting raises it one level
+-- against those who came later, and the order is a static score that no
+-- script need revisit. An old script's HINCRBY of '#seq' carries on from
+-- the clock's number, and the small numbers it drew rank first, as the
+-- older arrivals they are.
+local function enqueue(K, now, me, arrival, wait, lease, req, head)
+  -- drawn: a new arrival's number, as text; score: its place, as text.
+  local seq, drawn, score = tonumber(arrival), nil, arrival
   if seq == 0 then
-    seq = redis.call('HINCRBY', K.waiters, '#seq', 1)
+    seq = math.max(now, (tonumber(redis.call('HGET', K.waiters, '#seq')) or 0) + 1)
+    drawn = string.format('%d', seq)
+    score = drawn
+    if head then
+      seq = seq - tonumber(head)
+      score = string.format('%d', seq)
+    end
   end
   -- NX: a waiter already queued keeps its place (and a number drawn for
-  -- it in vain leaves a gap, which FIFO order does not mind).
-  if redis.call('ZADD', K.queue, 'NX', seq, me) == 0 then
+  -- it in vain is not kept).
+  if redis.call('ZADD', K.queue, 'NX', score, me) == 0 then
     return tonumber(redis.call('ZSCORE', K.queue, me))
   end
   local deadline = now + tonumber(wait)
@@ -29,7 +50,11 @@ local function enqueue(K, now, me, arrival, wait, lease, req)
     string.format('%d', math.min(deadline, now + tonumber(lease))), me)
   req.d = string.format('%d', deadline)
   req.l = lease
-  redis.call('HSET', K.waiters, me, cjson.encode(req))
+  if drawn then
+    redis.call('HSET', K.waiters, me, cjson.encode(req), '#seq', drawn)
+  else
+    redis.call('HSET', K.waiters, me, cjson.encode(req))
+  end
   -- The queue's keys outlive their last waiter by half a minute to a
   -- minute, then go: they are given a minute past this waiter's deadline
   -- when less than half a minute past it is left, so that a stream of

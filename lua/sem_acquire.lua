@@ -9,7 +9,9 @@
 --             check_heard, arrival number
 -- ARGV[12]    the limit: how many permits the semaphore has
 -- ARGV[13]    only for a permit with a hard cap: its max hold, ms (see
---             acquire.lua ARGV[11])
+--             acquire.lua ARGV[11]); '' for none when ARGV[14..15] follow
+-- ARGV[14..15] only for a waiter with a priority (1 to 9): the priority,
+--             and its head start, ms (see acquire.lua ARGV[13..14])
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted (handed: it was handed over earlier, picked up now)
@@ -27,6 +29,10 @@
 
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 local tok, ttl, me, limit = ARGV[1], ARGV[2], ARGV[6], tonumber(ARGV[12])
+local max_hold = ARGV[13]
+if max_hold == '' then
+  max_hold = nil
+end
 -- The token's record: nil for a new token, and so the read that stops the
 -- script while its slot migrates (keyed, as acquire.lua is).
 local rec = redis.call('GET', S.record)
@@ -70,13 +76,13 @@ end
 local seq = 0
 if me ~= '' then
   seq = enqueue(S, now, me, ARGV[11], ARGV[8], ARGV[9],
-    {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4], cap = ARGV[13]})
+    {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4], cap = max_hold, pr = ARGV[14]}, ARGV[15])
 end
 if sem_handoff(S, t, now, limit, ARGV[5], ARGV[10], me) then
   return settle(S, holder_reply(S, now, tok, 0))
 end
 if me == '' and redis.call('ZCARD', S.leases) < limit and not first_alive(S, now) then
-  add_holder(S, t, now, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, ARGV[13])
+  add_holder(S, t, now, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, max_hold)
   keep_keys(S, now)
   return settle(S, holder_reply(S, now, tok, 0))
 end

@@ -28,7 +28,10 @@
 --             ms; the subject; the owner label; 's' for a shared hold, 'x'
 --             for an exclusive one; the grant's value ('' for none)
 -- ARGV[15]    for 'new' only, and only for a grant with a hard cap: its
---             max hold, ms (see acquire.lua)
+--             max hold, ms (see acquire.lua); '' for none when ARGV[16..17]
+--             follow
+-- ARGV[16..17] for 'new' only, and only for a ticket with a priority (1 to
+--             9): the priority, and its head start, ms (see acquire.lua)
 --
 -- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed, shared[, cap_ms]}
 --              granted ('new', 'poll'): at once, or handed over and picked
@@ -106,8 +109,11 @@ if op == TICKET_NEW then
   if ARGV[14] and ARGV[14] ~= '' then
     req.v = ARGV[14]
   end
-  req.cap = ARGV[15]
-  enqueue(K, now, id, '0', ARGV[9], liveness, req)
+  if ARGV[15] and ARGV[15] ~= '' then
+    req.cap = ARGV[15]
+  end
+  req.pr = ARGV[16]
+  enqueue(K, now, id, '0', ARGV[9], liveness, req, ARGV[17])
 else
   if not e then
     return {-1}

@@ -31,6 +31,9 @@ type acquireFlags struct {
 	// minHold keeps the lock from others until that long after the grant,
 	// released or not (min_hold_ms; run --once-per); 0 for none.
 	minHold time.Duration
+	// priority is the waiter's priority, 0 to 9 (0: the default): a
+	// higher one is served first.
+	priority int
 }
 
 func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {
@@ -44,6 +47,7 @@ func addAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags 
 	fs.IntVar(&af.limit, "limit", 0, "take one of this many permits of the semaphore namespace/name instead of the lock (1 to 10000)")
 	fs.BoolVar(&af.shared, "shared", false, "take a shared (read) hold: shared holders hold the lock together, an exclusive one alone")
 	fs.DurationVar(&af.maxHold, "max-hold", 0, "a hard cap on the grant (or permit): no renewal carries it past its acquisition plus this (at least --ttl; 0: none, or the gateway's --max-hold)")
+	fs.IntVar(&af.priority, "priority", 0, "the waiter's priority, 0 to 9: a higher one is served first, and every --priority-aging of the gateway's (30s) of waiting raises a waiter one level, so none waits forever")
 	fs.StringVar(&af.value, "value", "", "a value the grant carries, shown by status (an address, say; at most 1024 bytes; exclusive holds only; visible to anyone who may read the namespace)")
 	return af
 }
@@ -64,6 +68,8 @@ func (af *acquireFlags) check() error {
 		return usagef("--shared is for locks; a semaphore permit has no mode")
 	case af.maxHold < 0 || af.maxHold > 0 && af.maxHold < af.ttl:
 		return usagef("--max-hold must be 0 (none) or at least --ttl")
+	case af.priority < 0 || af.priority > 9:
+		return usagef("--priority must be 0 to 9")
 	case len(af.value) > 1024:
 		return usagef("--value is longer than 1024 bytes")
 	case af.value != "" && (af.shared || af.limit > 0):
@@ -91,7 +97,7 @@ func acquireWaiting(ctx context.Context, c *client, l lockName, af *acquireFlags
 }
 
 func cmdAcquire(ctx context.Context, c cli, args []string) error {
-	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--max-hold D] [--json]")
+	fs := c.newFlagSet("acquire", "acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--max-hold D] [--priority N] [--json]")
 	cf := addClientFlags(fs)
 	af := addAcquireFlags(fs, 0)
 	asJSON := fs.Bool("json", false, "print the whole grant as JSON instead of the token alone")

@@ -75,6 +75,8 @@ type lockInfo struct {
 	Holders      []holder  `json:"holders,omitempty"`
 	Waiters      int       `json:"waiters"`
 	Value        string    `json:"value,omitempty"`
+	// QueuePriorities are the waiters' priorities, in serving order.
+	QueuePriorities []int `json:"queue_priorities,omitempty"`
 }
 
 // apiError is an error answer from the gateway, usually an RFC 9457
@@ -147,6 +149,9 @@ func (c *client) acquire(ctx context.Context, l lockName, af *acquireFlags, wait
 	}
 	if af.minHold > 0 {
 		body["min_hold_ms"] = af.minHold.Milliseconds()
+	}
+	if af.priority > 0 && wait > 0 {
+		body["priority"] = af.priority
 	}
 	var g grant
 	err := c.doIn(ctx, http.MethodPost, l.path(), body, "", af.session, c.timeout+wait, http.StatusCreated, &g)

@@ -8,7 +8,7 @@ import (
 const helpText = `lockctl: distributed locks from the shell, over lockgate's HTTP API.
 
 Usage:
-  lockctl acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--max-hold D] [--json]
+  lockctl acquire namespace/name [--shared | --limit N] [--session ID.TOKEN] [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--value V] [--max-hold D] [--priority N] [--json]
       Take the lock; print its owner token (the whole grant with --json).
       --value V: the grant carries V (an address, say), which status shows
       while it holds the lock: with run, a way to elect one leader among many.
@@ -22,6 +22,10 @@ Usage:
       session's keep-alive) carries it past its acquisition plus D, at least
       --ttl. Under run, the command is stopped at the cap as on a lost lease
       (exit 84): the lock is the next waiter's then.
+      --priority N: the waiter's priority, 0 to 9 (a lock's or a permit's): a
+      higher one is served first, first come, first served within one; every
+      --priority-aging of the gateway's (30s) of waiting raises a waiter one
+      level, so none waits forever.
   lockctl session open [--ttl 30s] | keep [--ttl D] | end | show  [--session ID.TOKEN] [--json]
       One lease for many grants: open prints the session (ID.TOKEN, a secret);
       acquire --session joins it; one keep renews every grant of it; end
@@ -65,7 +69,7 @@ Usage:
       permits to waiters at once; a lowered one takes none back. Acquires
       must then send the new --limit until the semaphore is idle. Exit 1
       when it is idle (nobody holds or waits): the next acquire's limit applies.
-  lockctl run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]
+  lockctl run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--priority N] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]
       Take the lock (waiting server-side), run the command with LOCKGATE_LOCK,
       LOCKGATE_LOCK_TOKEN and LOCKGATE_FENCING_TOKEN in its environment (so the
       token is readable by processes of the same user), and lockctl's own

@@ -25,7 +25,7 @@ const releaseTimeout = 10 * time.Second
 // cmdRun is the watchdog for scripts: it holds the lock while a command
 // runs, and makes sure the command does not run on without it.
 func cmdRun(ctx context.Context, c cli, args []string) error {
-	const usage = "run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]"
+	const usage = "run namespace/name [namespace/name...] [--session | --set] [--shared | --limit N] [--ttl 30s] [--wait 5m | --no-wait] [--value V] [--max-hold D] [--priority N] [--once-per 10m] [--kill-after 10s] [--no-token-env] -- command [args...]"
 	fset := c.newFlagSet("run", usage)
 	cf := addClientFlags(fset)
 	af := addAcquireFlags(fset, 5*time.Minute)
@@ -75,8 +75,8 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 		}
 		af.wait, af.minHold = 0, *oncePer
 	}
-	if *asSet && (*inSession || af.shared || af.limit > 0 || af.value != "" || af.maxHold > 0) {
-		return usagef("--set takes exclusive locks of their own lease: not with --session, --shared, --limit, --value or --max-hold")
+	if *asSet && (*inSession || af.shared || af.limit > 0 || af.value != "" || af.maxHold > 0 || af.priority > 0) {
+		return usagef("--set takes exclusive locks of their own lease: not with --session, --shared, --limit, --value, --max-hold or --priority")
 	}
 	if af.ttl < 3*time.Millisecond {
 		return usagef("run needs --ttl of at least 3ms: it renews every third of it")

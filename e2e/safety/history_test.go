@@ -191,6 +191,12 @@ type workload struct {
 	// mixed makes about half the acquires ask for a shared hold of the
 	// lock. Shared holders read: they write nothing to the resource.
 	mixed bool
+	// priorities, where the workload's runner supports it (faultyGateways
+	// run), gives the waiting lock acquires of every other worker a
+	// random priority (#39), so that the checks run with a reordered
+	// queue; priority is the one cycle sends (0: none).
+	priorities bool
+	priority   int
 	// enough, when set, runs the workload on past duration until the
 	// history shows what the test needs, up to workloadStretch times
 	// duration: a busy machine makes fewer grants in the same time.
@@ -246,7 +252,9 @@ func (w workload) cycle(ctx context.Context, h *history, c *client, id int, lock
 	o := op{client: id, lock: lock, kind: opAcquire, wait: wait, call: time.Now()}
 	var g grant
 	var r result
-	if shared {
+	if w.priority > 0 && w.limit == 0 {
+		g, r = c.acquirePriority(ctx, lock, ttl, wait, shared, w.priority)
+	} else if shared {
 		g, r = c.acquireShared(ctx, lock, ttl, wait)
 	} else {
 		g, r = c.acquireAny(ctx, w.limit, lock, ttl, wait)

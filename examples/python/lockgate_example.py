@@ -89,7 +89,7 @@ class Client:
         except urllib.error.HTTPError as e:
             raise Problem(e.code, e.read(), e.headers.get("Retry-After")) from None
 
-    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None, min_hold_ms=None, max_hold_ms=None):
+    def acquire(self, lock, ttl_ms, wait_ms, owner, attempts=3, value=None, min_hold_ms=None, max_hold_ms=None, priority=None):
         """Acquires, retrying what may have been lost on the way (a timeout,
         a dropped connection, a 503) with one Idempotency-Key for all the
         attempts: a retry gets the grant a lost attempt made, never a second
@@ -101,7 +101,9 @@ class Client:
         and others get 409 lock_held with Retry-After until then). max_hold_ms, if given, is a
         hard cap on the grant: no renewal carries it past its acquisition
         plus this (at least ttl_ms and min_hold_ms); the grant and every
-        renewal then say when, as hold_until."""
+        renewal then say when, as hold_until. priority, if given (0 to 9),
+        is the waiter's: a higher one is served first, and every
+        --priority-aging of waiting raises it one level, so none starves."""
         key = str(uuid.uuid4())
         body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms, "owner": owner}
         if value is not None:
@@ -110,6 +112,8 @@ class Client:
             body["min_hold_ms"] = min_hold_ms
         if max_hold_ms is not None:
             body["max_hold_ms"] = max_hold_ms
+        if priority is not None:
+            body["priority"] = priority
         for attempt in range(1, attempts + 1):
             try:
                 return self.call("POST", lock, body=body, wait_ms=wait_ms, idempotency_key=key)[1]
@@ -241,7 +245,7 @@ class Client:
             except OSError as e:
                 print(f"release set {keeper.lock}: {e}; its locks are left to expire", file=sys.stderr)
 
-    def open_ticket(self, lock, ttl_ms, wait_ms, owner=None, callback_url=None):
+    def open_ticket(self, lock, ttl_ms, wait_ms, owner=None, callback_url=None, priority=None):
         """Acquires with Prefer: respond-async: the grant (a dict with
         "token") when the lock is free, else a ticket that keeps a place in
         the lock's queue for up to wait_ms (at most the gateway's
@@ -255,10 +259,13 @@ class Client:
         secret: never log it): check the notification with
         verify_callback.py's verify_callback and that secret, then poll this
         ticket (never poll_url from the body). It is a hint only: the grant
-        is the poll's, and polling within poll_within_ms is still needed."""
+        is the poll's, and polling within poll_within_ms is still needed.
+        priority (0 to 9) ranks the ticket as acquire's does."""
         body = {"ttl_ms": ttl_ms, "wait_ms": wait_ms}
         if owner:
             body["owner"] = owner
+        if priority is not None:
+            body["priority"] = priority
         if callback_url:
             body["callback_url"] = callback_url
         return self.call("POST", lock, body=body, prefer="respond-async")[1]

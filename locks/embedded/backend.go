@@ -67,6 +67,8 @@ type Options struct {
 	SessionMaxHolds int
 	// SessionsPerSubject is as the Redis backend's Options.SessionsPerSubject.
 	SessionsPerSubject int
+	// PriorityAging is as the Redis backend's Options.PriorityAging.
+	PriorityAging time.Duration
 }
 
 // memRecord is what the backend remembers of a grant.
@@ -157,6 +159,33 @@ type memWaiter struct {
 	handed chan locks.Grant // receives the grant when the lock is handed over
 	grant  *locks.Grant     // set, under mu, when handed over
 	ticket *memTicket       // set for a ticket's entry (ticket_memory.go)
+	// rank is its place in a lock's queue: when it arrived, less its
+	// head start (see rankOf). A waiter that queues again keeps it.
+	rank time.Time
+}
+
+// rankOf is the rank of a waiter with req that arrives at now: a waiter of
+// priority p ranks as one of priority 0 that came p agings earlier (as
+// the Redis backend's queue scores its waiters, lua/lib_queue.lua enqueue).
+func (m *Backend) rankOf(req locks.AcquireRequest, now time.Time) time.Time {
+	return now.Add(-time.Duration(req.Priority) * m.opts.PriorityAging)
+}
+
+// enqueueLocked puts w in key's queue by its rank (see byRank). m.mu
+// must be held.
+func (m *Backend) enqueueLocked(key locks.Key, w *memWaiter) {
+	m.queues[key] = byRank(m.queues[key], w)
+}
+
+// byRank returns queue q with w in its place by rank: after every waiter
+// of an earlier or the same rank, so that equals are served in arrival
+// order.
+func byRank(q []*memWaiter, w *memWaiter) []*memWaiter {
+	i := len(q)
+	for i > 0 && q[i-1].rank.After(w.rank) {
+		i--
+	}
+	return slices.Insert(q, i, w)
 }
 
 // New returns an empty embedded backend.
@@ -169,6 +198,9 @@ func New(opts Options) *Backend {
 	}
 	if opts.SessionsPerSubject <= 0 {
 		opts.SessionsPerSubject = locks.DefaultSessionsPerSubject
+	}
+	if opts.PriorityAging <= 0 {
+		opts.PriorityAging = locks.DefaultPriorityAging
 	}
 	m := &Backend{opts: opts, locks: make(map[locks.Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[locks.Key][]*memWaiter),
 		sems: make(map[locks.Key]*memSemaphore), delayed: make(map[locks.Key]time.Time), resting: make(map[locks.Key]time.Time), records: make(map[tokenSum]memRecord),
@@ -269,8 +301,9 @@ func (m *Backend) await(ctx context.Context, q memQueue, key locks.Key, req lock
 	}
 	deadline := time.NewTimer(req.Wait)
 	defer deadline.Stop()
+	rank := m.rankOf(req, time.Now())
 	for {
-		w := &memWaiter{token: token, req: req, handed: make(chan locks.Grant, 1)}
+		w := &memWaiter{token: token, req: req, handed: make(chan locks.Grant, 1), rank: rank}
 		g, queued, err := q.try(key, w)
 		if err != nil {
 			return locks.Grant{}, err
@@ -365,7 +398,7 @@ func (m *Backend) tryAcquire(key locks.Key, w *memWaiter) (g locks.Grant, held *
 		return m.grantLocked(key, w, now, "acquired"), nil, false
 	}
 	if w.req.Wait > 0 {
-		m.queues[key] = append(m.queues[key], w)
+		m.enqueueLocked(key, w)
 		return locks.Grant{}, nil, true
 	}
 	if l == nil {
@@ -824,6 +857,9 @@ func (m *Backend) Inspect(_ context.Context, key locks.Key) (locks.Info, error) 
 	}
 	info := m.infoLocked(key, l, now)
 	info.Index = index
+	for _, w := range m.queues[key][:min(len(m.queues[key]), locks.MaxQueueShown)] {
+		info.QueuePriorities = append(info.QueuePriorities, w.req.Priority)
+	}
 	return info, nil
 }
 

@@ -91,3 +91,9 @@ func TestMemoryMaxHold(t *testing.T) {
 		return embedded.New(embedded.Options{History: locktest.HistoryLen})
 	})
 }
+
+func TestMemoryPriority(t *testing.T) {
+	locktest.RunPriority(t, func(t *testing.T, aging time.Duration) locks.Backend {
+		return embedded.New(embedded.Options{PriorityAging: aging})
+	})
+}

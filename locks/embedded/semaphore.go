@@ -13,7 +13,7 @@ import (
 type memSemaphore struct {
 	limit   int
 	holders map[tokenSum]*memGrant
-	queue   []*memWaiter // FIFO
+	queue   []*memWaiter // by rank (see byRank)
 }
 
 var _ locks.Semaphores = (*Backend)(nil)
@@ -80,7 +80,7 @@ func (m *Backend) tryPermit(key locks.Key, w *memWaiter, limit int) (g locks.Gra
 	if w.req.Wait == 0 {
 		return locks.Grant{}, false, &locks.FullError{RetryAfter: s.soonest(now)}
 	}
-	s.queue = append(s.queue, w)
+	s.queue = byRank(s.queue, w)
 	return locks.Grant{}, true, nil
 }
 

@@ -49,7 +49,7 @@ func (m *Backend) OpenTicket(ctx context.Context, key locks.Key, req locks.Acqui
 	}
 	token := locks.NewToken()
 	now := time.Now()
-	w := &memWaiter{token: token, req: req, handed: make(chan locks.Grant, 1)}
+	w := &memWaiter{token: token, req: req, handed: make(chan locks.Grant, 1), rank: m.rankOf(req, now)}
 	tk := &memTicket{key: key, w: w, ends: now.Add(req.Wait)}
 	tk.alive = minTime(tk.ends, now.Add(m.liveness()))
 	w.ticket = tk

@@ -61,6 +61,10 @@ type Options struct {
 	// each poll, and how long a grant handed to a ticket waits for a poll
 	// to pick it up (see Tickets). Default locks.DefaultTicketLiveness.
 	TicketLiveness time.Duration
+	// PriorityAging is how long a waiter waits for each level its
+	// priority rises (locks.AcquireRequest.Priority). Default
+	// locks.DefaultPriorityAging.
+	PriorityAging time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -81,6 +85,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TicketLiveness <= 0 {
 		o.TicketLiveness = locks.DefaultTicketLiveness
+	}
+	if o.PriorityAging <= 0 {
+		o.PriorityAging = locks.DefaultPriorityAging
 	}
 	if o.MaxSharedHolders <= 0 {
 		o.MaxSharedHolders = locks.DefaultMaxSharedHolders
@@ -413,7 +420,7 @@ func (r *Backend) giveUp(ctx context.Context, res resource, w *waiter, token str
 // runAcquire runs the kind's acquire script; w is nil for an acquire that
 // does not wait, and wait is how much longer it waits.
 func (r *Backend) runAcquire(ctx context.Context, res resource, req locks.AcquireRequest, limit int, token string, w *waiter, wait time.Duration) (reply, error) {
-	a := acquireArgs{tokHash: locks.TokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold, maxHold: req.MaxHold, limit: limit}
+	a := acquireArgs{tokHash: locks.TokenHash(token), ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold, maxHold: req.MaxHold, limit: limit, priority: req.Priority}
 	if w != nil {
 		a.waiterID, a.arrival, a.wait = w.id, w.arrival, max(wait, time.Millisecond)
 	}

@@ -623,3 +623,11 @@ func TestRedisMaxHold(t *testing.T) {
 		return newRedis(t, srv, redisbackend.Options{History: locktest.HistoryLen})
 	})
 }
+
+func TestRedisPriority(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	locktest.RunPriority(t, func(t *testing.T, aging time.Duration) locks.Backend {
+		return newRedis(t, srv, redisbackend.Options{PriorityAging: aging})
+	})
+}

@@ -208,6 +208,37 @@ func BenchmarkRedisScripts(b *testing.B) {
 			}, plain)
 		})
 	}
+	for _, p := range []int{0, 9} {
+		b.Run(fmt.Sprintf("queued/priority=%d", p), func(b *testing.B) { benchQueued(b, srv, client, plain, p) })
+	}
+}
+
+// benchQueued is the sub-benchmark queued: behind a holder, a ticket
+// opened and closed, one after the other, so that each cycle joins the
+// lock's queue once and leaves it. Unlike contended, whose share of
+// acquires that queue moves with the scheduling of its clients, its count
+// of Redis instructions is the same from run to run: the cost of a
+// waiter's arrival (lua/lib_queue.lua enqueue) that a change to the queue
+// quotes (#39's priorities), without a priority and with one.
+func benchQueued(b *testing.B, srv *redistest.Server, client *redis.Client, plain float64, priority int) {
+	ctx := context.Background()
+	r := newRedis(b, srv, redisbackend.Options{})
+	key := locks.Key{Namespace: "bench", Name: "queued"}
+	// Held by the run before, for the hour: this run's tickets queue too.
+	if _, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Hour, Subject: "bench"}); err != nil && !errors.Is(err, locks.ErrHeld) {
+		b.Fatal(err)
+	}
+	measureScripts(b, client, func(n int) {
+		for range n {
+			st, err := r.OpenTicket(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Wait: 30 * time.Second, Subject: "bench", Priority: priority})
+			if err != nil || st.Grant != nil {
+				b.Fatalf("open a ticket: %+v, %v; want it queued", st, err)
+			}
+			if err := r.CloseTicket(ctx, key, st.ID, st.Token); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}, plain)
 }
 
 // measureScripts runs b.N cycles and reports Redis's time in scripts

@@ -70,21 +70,30 @@ func (lockType) held(rp reply) error {
 // callAcquire runs lua/acquire.lua.
 func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
-	args := append(make([]any, 0, 13), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
+	args := append(make([]any, 0, 14), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
 	// A call pays for the arguments it sends: one that does not wait sends
-	// no waiter's arguments, nor one without a min hold or a hard cap those.
+	// no waiter's arguments, nor one without a min hold, a hard cap or a
+	// priority those.
+	prio := a.priority > 0 && a.waiterID != ""
 	if a.waiterID != "" || a.minHold > 0 || a.maxHold > 0 {
 		args = append(args, a.waiterID, a.wait.Milliseconds(), a.arrival)
 	}
-	if a.minHold > 0 || a.maxHold > 0 {
+	if a.minHold > 0 || a.maxHold > 0 || prio {
 		var minHold any = ""
 		if a.minHold > 0 {
 			minHold = a.minHold.Milliseconds()
 		}
 		args = append(args, minHold)
 	}
-	if a.maxHold > 0 {
-		args = append(args, a.maxHold.Milliseconds())
+	if a.maxHold > 0 || prio {
+		var maxHold any = ""
+		if a.maxHold > 0 {
+			maxHold = a.maxHold.Milliseconds()
+		}
+		args = append(args, maxHold)
+	}
+	if prio {
+		args = append(args, a.priority, r.headStart(a.priority))
 	}
 	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()
@@ -263,6 +272,7 @@ type ticketArgs struct {
 	mode           locks.Mode
 	value          string
 	maxHold        time.Duration // the grant's hard cap, 0 for none
+	priority       int           // see locks.AcquireRequest.Priority
 }
 
 // ticketReply is lua/ticket.lua's reply.
@@ -282,8 +292,15 @@ func (r *Backend) callTicket(ctx context.Context, key locks.Key, id string, a ti
 		r.arg.retention, r.arg.checkHeard, r.arg.opts)
 	if a.op == ticketNew {
 		args = append(args, a.wait.Milliseconds(), a.ttl.Milliseconds(), a.subject, a.owner, modeArg(a.mode), a.value)
-		if a.maxHold > 0 {
-			args = append(args, a.maxHold.Milliseconds())
+		if a.maxHold > 0 || a.priority > 0 {
+			var maxHold any = ""
+			if a.maxHold > 0 {
+				maxHold = a.maxHold.Milliseconds()
+			}
+			args = append(args, maxHold)
+		}
+		if a.priority > 0 {
+			args = append(args, a.priority, r.headStart(a.priority))
 		}
 	}
 	cmd, ackErr := r.exec(ctx, ticketScript, id, "", k.all(), args...)
@@ -329,12 +346,21 @@ func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Tim
 		return locks.Info{}, false, time.Time{}, fmt.Errorf("inspect: index %v (%T), want an integer", last, last)
 	}
 	res = res[:len(res)-1]
+	var prios []int
+	if n := len(res); n >= 4 && (n-4)%holderFields == 1 {
+		// The queue's priorities, after the holders, when anyone waits.
+		digits, _ := res[n-1].(string)
+		for _, d := range digits {
+			prios = append(prios, int(d-'0'))
+		}
+		res = res[:n-1]
+	}
 	if len(res) == 2 && res[0] == modeResting {
 		until, _ := res[1].(int64)
 		return locks.Info{Index: index}, false, time.UnixMilli(until).UTC(), nil
 	}
 	info, held = parseHolders(res, start)
-	info.Index = index
+	info.Index, info.QueuePriorities = index, prios
 	return info, held, time.Time{}, nil
 }
 

@@ -62,6 +62,13 @@ type acquireArgs struct {
 	minHold        time.Duration // a lock's: see locks.AcquireRequest.MinHold
 	maxHold        time.Duration // a lock's: the grant's hard cap, 0 for none
 	limit          int           // a semaphore's
+	priority       int           // a waiter's: see locks.AcquireRequest.Priority
+}
+
+// headStart is the head start in the queue, ms, of a waiter of priority
+// p: p agings (see lua/lib_queue.lua enqueue).
+func (r *Backend) headStart(p int) int64 {
+	return int64(p) * r.opts.PriorityAging.Milliseconds()
 }
 
 // argv is ARGV[1..11], which both acquire scripts take, with room for the

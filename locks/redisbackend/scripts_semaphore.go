@@ -53,8 +53,17 @@ func (semaphoreType) held(rp reply) error { return &locks.FullError{RetryAfter: 
 func (semaphoreType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	k := r.semKeys(key).withToken(a.tokHash)
 	args := append(a.argv(r), a.limit)
-	if a.maxHold > 0 { // a permit without a cap sends no max hold
-		args = append(args, a.maxHold.Milliseconds())
+	// A permit without a cap or a priority sends neither.
+	prio := a.priority > 0 && a.waiterID != ""
+	if a.maxHold > 0 || prio {
+		var maxHold any = ""
+		if a.maxHold > 0 {
+			maxHold = a.maxHold.Milliseconds()
+		}
+		args = append(args, maxHold)
+	}
+	if prio {
+		args = append(args, a.priority, r.headStart(a.priority))
 	}
 	cmd, ackErr := r.exec(ctx, semAcquireScript, id, "", k.all(), args...)
 	out, err := cmd.Int64Slice()

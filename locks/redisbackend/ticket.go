@@ -41,7 +41,7 @@ func (r *Backend) OpenTicket(ctx context.Context, key locks.Key, req locks.Acqui
 	start := time.Now()
 	call := newCallID()
 	rp, ackErr, err := r.callTicket(ctx, key, call, ticketArgs{op: ticketNew, id: id, tokHash: h,
-		wait: req.Wait, ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, maxHold: req.MaxHold})
+		wait: req.Wait, ttl: req.TTL, subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, maxHold: req.MaxHold, priority: req.Priority})
 	if err != nil {
 		r.waiters.unwatchTicket(id)
 		r.abandon(ctx, res, id, h, call) // the script may have queued it, or granted

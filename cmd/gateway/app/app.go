@@ -328,7 +328,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		logger.Warn().Msg("using the embedded in-memory backend: locks live in this process only and vanish when it stops; " +
 			"run a single gateway, or set --redis-url to share locks between gateways")
 		m := embedded.New(embedded.Options{LockDelay: cfg.lockDelay, History: cfg.history, TicketLiveness: cfg.ticketLiveness,
-			MaxSharedHolders: cfg.maxSharedHolders, SessionMaxHolds: cfg.sessionMaxHolds, SessionsPerSubject: cfg.subjectSessions})
+			PriorityAging: cfg.priorityAging, MaxSharedHolders: cfg.maxSharedHolders, SessionMaxHolds: cfg.sessionMaxHolds, SessionsPerSubject: cfg.subjectSessions})
 		return m, m.Close, nil
 	}
 	useRedisLogger(logger)
@@ -341,6 +341,7 @@ func openBackend(ctx context.Context, cfg config, logger zerolog.Logger) (locks.
 		MinReplicas:        cfg.minReplicas,
 		ReplicaTimeout:     cfg.replicaTimeout,
 		TicketLiveness:     cfg.ticketLiveness,
+		PriorityAging:      cfg.priorityAging,
 		MaxSharedHolders:   cfg.maxSharedHolders,
 		SessionMaxHolds:    cfg.sessionMaxHolds,
 		SessionsPerSubject: cfg.subjectSessions,

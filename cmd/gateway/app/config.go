@@ -34,6 +34,7 @@ type config struct {
 	subjectSessions  int
 	history          int
 	ticketLiveness   time.Duration
+	priorityAging    time.Duration
 	jwtSecret        string
 	jwtPublicKeyFile string
 	jwtIssuers       []string
@@ -102,6 +103,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.history, "history", 10, "how many events of each lock GET /locks/{ns}/{name}/history shows (0: keep none); each costs about 30 bytes of Redis memory per lock name (more with long subjects, owner labels and values), for --fence-retention after its last event")
 	fs.IntVar(&c.minReplicas, "redis-min-replicas", 0, "replicas that must acknowledge (WAIT) each grant, re-entry and renew before the caller hears of it; fewer: the grant is released and the call fails with 503 (0: none asked)")
 	fs.DurationVar(&c.replicaTimeout, "redis-replica-timeout", 100*time.Millisecond, "how long each WAIT for --redis-min-replicas waits; shorter than --redis-timeout")
+	fs.DurationVar(&c.priorityAging, "priority-aging", locks.DefaultPriorityAging, "how long a waiter waits for each level its priority rises against those who came later (an acquire's \"priority\"), so that none waits forever: a waiter of priority p ranks as one of priority 0 that came p agings earlier")
 	fs.DurationVar(&c.ticketLiveness, "ticket-liveness", locks.DefaultTicketLiveness, "how long a ticket (an acquire with Prefer: respond-async) stays queued without a poll, and how long a grant handed to it waits for a poll to pick it up (each poll starts it again); the default fits a function invoked every minute")
 	fs.DurationVar(&c.lockDelay, "lock-delay", 0, "after a lease ends without a release (the holder vanished), keep the lock from new holders this long: for resources that cannot check fencing tokens (a release frees it at once)")
 	fs.IntVar(&c.maxSharedHolders, "max-shared-holders", locks.DefaultMaxSharedHolders, "most shared holders one lock may have at once; past it a shared acquire waits for a place (wait_ms) or gets 409 lock_held, which says so")
@@ -326,6 +328,8 @@ func (c config) check() error {
 		return errors.New("--subject-max-sessions must be from 1 to 100000")
 	case c.history < 0 || c.history > 1000:
 		return errors.New("--history must be 0 (off) to 1000 events")
+	case c.priorityAging < time.Millisecond || c.priorityAging > 24*time.Hour:
+		return errors.New("--priority-aging must be between 1ms and 24h")
 	case c.ticketLiveness < minTicketLiveness || c.ticketLiveness > 10*time.Minute:
 		// A long poll keeps its ticket alive once a second at most.
 		return fmt.Errorf("--ticket-liveness must be between %s (twice a long poll's keep-alive, once a second) and 10m", minTicketLiveness)

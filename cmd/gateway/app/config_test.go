@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTicketLivenessFloor: a liveness under 2 s is refused: a long poll
@@ -15,6 +16,26 @@ func TestTicketLivenessFloor(t *testing.T) {
 		if ok != (err == nil) || !ok && !strings.Contains(err.Error(), "--ticket-liveness") {
 			t.Errorf("--ticket-liveness %s: got %v, want accepted %v", value, err, ok)
 		}
+	}
+}
+
+// TestPriorityAging: --priority-aging, from the flag or its variable, is
+// 1ms to 24h.
+func TestPriorityAging(t *testing.T) {
+	for value, ok := range map[string]bool{"0s": false, "1ms": true, "30s": true, "24h": true, "25h": false} {
+		_, err := parseConfig(append(append([]string{}, startArgs...), "--priority-aging", value), startEnv, io.Discard)
+		if ok != (err == nil) || !ok && !strings.Contains(err.Error(), "--priority-aging") {
+			t.Errorf("--priority-aging %s: got %v, want accepted %v", value, err, ok)
+		}
+	}
+	env := func(k string) string {
+		if k == "LOCKGATE_PRIORITY_AGING" {
+			return "2s"
+		}
+		return startEnv(k)
+	}
+	if c, err := parseConfig(startArgs, env, io.Discard); err != nil || c.priorityAging != 2*time.Second {
+		t.Errorf("LOCKGATE_PRIORITY_AGING=2s: got %v, %v; want 2s", c.priorityAging, err)
 	}
 }
 

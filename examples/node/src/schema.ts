@@ -844,6 +844,19 @@ export interface components {
              */
             min_hold_ms?: number;
             /**
+             * @description A waiter's priority, 0 (the default) to 9, for an acquire with
+             *     `wait_ms` and for a ticket: a higher priority is served first,
+             *     first come, first served within one priority. Every
+             *     `--priority-aging` (30 s) of waiting raises a waiter one level
+             *     against those who came later, so that none waits forever: a
+             *     waiter of priority p ranks as one of priority 0 that came p
+             *     agings earlier. The hand-off is the same direct one. Out of 0 to
+             *     9 it is a 400 `invalid_priority` (its own code, so the schema
+             *     states no bounds the generic check would answer first). A
+             *     semaphore's permit takes one too (`priority` of its acquire).
+             */
+            priority?: number;
+            /**
              * @description For a ticket only (`wait_ms` and `Prefer: respond-async`; on any
              *     other acquire it is a 400): when the lock is handed to the queued
              *     ticket, the gateway POSTs a notification here, signed as Standard
@@ -1068,6 +1081,13 @@ export interface components {
              *     absent when it has none, and when the lock is held shared.
              */
             value?: string;
+            /**
+             * @description The priorities the waiters asked for (`priority` in the
+             *     acquire's body, 0 when left out), in the order they will be
+             *     served (aging included), the first 100 at most; absent when
+             *     nobody waits. Not in a long-poll's answer (`index`).
+             */
+            queue_priorities?: number[];
         };
         LockList: {
             locks: components["schemas"]["ListedLock"][];
@@ -1180,6 +1200,13 @@ export interface components {
              *     least `ttl_ms`, at most the gateway's `--max-hold`.
              */
             max_hold_ms?: number;
+            /**
+             * @description A waiter's priority, 0 (the default) to 9, as for a lock's
+             *     acquire: a higher one is served first, and every
+             *     `--priority-aging` of waiting raises a waiter one level. Out of
+             *     0 to 9 it is a 400 `invalid_priority`.
+             */
+            priority?: number;
             /** @description As for a lock's acquire. */
             signed?: boolean;
         };
@@ -1559,7 +1586,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "too_many_watchers" | "method_not_allowed" | "internal" | "session_ended" | "session_not_yours" | "session_token_mismatch" | "session_full" | "too_many_sessions";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "lock_held" | "semaphore_full" | "limit_mismatch" | "not_holder" | "not_held" | "idempotency_key_mismatch" | "idempotency_in_progress" | "grant_ended" | "payload_too_large" | "too_many_requests" | "backend_unavailable" | "too_many_watchers" | "method_not_allowed" | "internal" | "session_ended" | "session_not_yours" | "session_token_mismatch" | "session_full" | "too_many_sessions" | "invalid_priority";
         };
         NotHolderProblem: components["schemas"]["Problem"] & {
             /**
@@ -1622,7 +1649,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description The request is malformed (`invalid_request`). */
+        /** @description The request is malformed (`invalid_request`; `invalid_priority` for a `priority` out of 0 to 9). */
         InvalidRequest: {
             headers: {
                 [name: string]: unknown;
