@@ -80,7 +80,7 @@ func TestRedisStaleNamesLeaveTheIndex(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	r := newRedis(t, srv, redisbackend.Options{FenceRetention: 400 * time.Millisecond})
-	testStaleNamesLeave(t, r, srv.Client(t))
+	testStaleNamesLeave(t, r, newRedis(t, srv, redisbackend.Options{}), srv.Client(t))
 }
 
 func TestRedisClusterStaleNamesLeaveTheIndex(t *testing.T) {
@@ -89,18 +89,26 @@ func TestRedisClusterStaleNamesLeaveTheIndex(t *testing.T) {
 	client := cluster.Client(t)
 	r := openRedis(t, client, redisbackend.Options{FenceRetention: 400 * time.Millisecond})
 	t.Cleanup(func() { r.Close() })
-	testStaleNamesLeave(t, r, client)
+	fresh := openRedis(t, client, redisbackend.Options{})
+	t.Cleanup(func() { fresh.Close() })
+	testStaleNamesLeave(t, r, fresh, client)
 }
 
 // staleNames is how many names each step writes: past a bucket's 120
 // entries, so that buckets split and fill again.
 const staleNames = 300
 
-func testStaleNamesLeave(t *testing.T, r *redisbackend.Backend, client redis.Cmdable) {
+// testStaleNamesLeave writes the old names through r, whose short
+// retention makes them stale soon, and the new ones through fresh, with
+// the default retention, so that none of the new ones is past its time
+// however slow the machine (TestRedisStaleNamesLeaveTheIndex found 237 of
+// 300 entries left when one backend wrote both at load 7: the first ones
+// were stale, and swept, before the last were written).
+func testStaleNamesLeave(t *testing.T, r, fresh *redisbackend.Backend, client redis.Cmdable) {
 	ctx := t.Context()
 	ns := locktest.UniqueNamespace(t)
 	entries := indexEntries(t, client)
-	cycleNames := func(prefix string) {
+	cycleNames := func(r *redisbackend.Backend, prefix string) {
 		for i := range staleNames {
 			key := locks.Key{Namespace: ns, Name: fmt.Sprintf("%s-%03d", prefix, i)}
 			g := locktest.MustAcquire(t, r, key, locks.AcquireRequest{TTL: time.Second})
@@ -111,10 +119,12 @@ func testStaleNamesLeave(t *testing.T, r *redisbackend.Backend, client redis.Cmd
 			}
 		}
 	}
-	cycleNames("old")
+	cycleNames(r, "old")
 	old, _ := entries(ns)
-	if len(old) != staleNames {
-		t.Fatalf("after %d released names: the index has %d entries, want %d", staleNames, len(old), staleNames)
+	// On a busy machine the first may be past their time, and swept, by
+	// the time the last are written: the index lists no more than those.
+	if len(old) == 0 || len(old) > staleNames {
+		t.Fatalf("after %d released names: the index has %d entries, want 1 to %d", staleNames, len(old), staleNames)
 	}
 	last := slices.Max(slices.Collect(maps.Values(old)))
 	for round := 0; ; round++ {
@@ -131,7 +141,7 @@ func testStaleNamesLeave(t *testing.T, r *redisbackend.Backend, client redis.Cmd
 	}
 	// Names that sort before, among and after the old ones.
 	for _, prefix := range []string{"a", "old-1", "z"} {
-		cycleNames(prefix)
+		cycleNames(fresh, prefix)
 	}
 	got, gone := entries(ns)
 	var stale []string
