@@ -325,13 +325,18 @@ func TestWatchStreams(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	// Each change was read once per gateway at most: a release and the
-	// hand-over it makes are one change (one script).
+	// Each change was read once per gateway, whatever its number of
+	// watchers: a release and the hand-over it makes are one change (one
+	// script). One read more is allowed: the expiry, which no call makes,
+	// is read at each gateway's timer, and a hint from the other gateway
+	// that arrives while that read is on its way starts another (under
+	// load, once in a full make test: "9 Redis reads for 8 changes").
+	// Fifty watchers reading on their own would be fifty a change.
 	changes := len(want) - 1
 	for i, gw := range gws {
 		reads := watchReads(t, gw.URL) - before[i]
 		t.Logf("gateway %d: %d Redis reads for %d changes, %d watchers", i, reads, changes, watchers/2)
-		if reads > changes {
+		if reads > changes+1 {
 			t.Errorf("gateway %d: %d Redis reads for %d changes (%d watchers), want at most one per change", i, reads, changes, watchers/2)
 		}
 	}
