@@ -78,9 +78,10 @@ type watchedLock struct {
 	info   locks.Info
 	err    error         // the last read failed
 	change chan struct{} // closed, and replaced, when a read changes the index
-	// readAt is when the last read taken in was sent; merged is closed,
-	// and replaced, when a read is taken in, whatever it found: a watcher
-	// ahead of this gateway waits for a read sent after it came.
+	// readAt is when the last read that answered was sent; merged is
+	// closed, and replaced, when a read ends, whatever it found or
+	// whether it failed: a watcher ahead of this gateway waits for a read
+	// sent after it came.
 	readAt time.Time
 	merged chan struct{}
 
@@ -90,6 +91,7 @@ type watchedLock struct {
 	reading, again bool
 	hinted         int64
 	readFrom       time.Time   // when the running read was sent
+	errFrom        time.Time   // when the read that failed, err, was sent
 	leaseEnd       time.Time   // of the soonest lease, when held
 	timer          *time.Timer // reads again at leaseEnd, or after a failed read
 	gone           bool        // dropped from the hub
@@ -128,6 +130,14 @@ func (r *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 		// Redis paused and replies lost meanwhile).
 		ahead := w.read && !w.readAt.After(called) && ctx.Err() == nil && !w.gone &&
 			(after > w.index || !w.leaseEnd.IsZero() && called.After(w.leaseEnd))
+		if ahead && w.err != nil && !w.errFrom.Before(called) {
+			// The read sent for it failed: what it knows is older than it,
+			// and it is answered that the state is unknown, not that
+			// (TestRedisWatchAfterTheLeaseEndIsNotAnsweredByAFailedRead).
+			err := w.err
+			h.mu.Unlock()
+			return locks.Change{}, locks.Unavailable("watch", resource{lockKind, key}, err)
+		}
 		if ahead && !(w.reading && !w.readFrom.Before(called)) {
 			w.again = true // a read sent after the watcher came
 			h.readLocked(w)
@@ -311,11 +321,12 @@ func (h *watchHub) merge(w *watchedLock, rp watchReply, err error, took time.Dur
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-	w.readAt = w.readFrom
 	close(w.merged)
 	w.merged = make(chan struct{})
 	if err != nil {
-		w.err = err
+		// Not a read: readAt stays the last that answered, and a watcher
+		// that came before this one was sent learns it failed (Watch).
+		w.err, w.errFrom = err, w.readFrom
 		if !w.read {
 			close(w.change) // its watchers learn of the failure
 			w.change = make(chan struct{})
@@ -323,7 +334,7 @@ func (h *watchHub) merge(w *watchedLock, rp watchReply, err error, took time.Dur
 		w.timer = time.AfterFunc(watchRetry, func() { h.refresh(w) })
 		return
 	}
-	w.err = nil
+	w.err, w.readAt = nil, w.readFrom
 	if !w.read || rp.index < w.index || (len(rp.events) > 0 && rp.events[0].Index != w.index+1) {
 		// The first read, a history begun again (its index below, or its
 		// events above the next), or more events than it keeps.

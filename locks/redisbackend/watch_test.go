@@ -2,6 +2,7 @@ package redisbackend_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -94,6 +95,43 @@ func TestRedisWatchAfterTheLeaseEndReadsAgain(t *testing.T) {
 	c, err := a.Watch(ctx, key, -1)
 	if err != nil || c.Held {
 		t.Fatalf("a watch after the lease's end and the release: got held %v (%+v), %v; want free", c.Held, c.Info.Lease, err)
+	}
+}
+
+// TestRedisWatchAfterTheLeaseEndIsNotAnsweredByAFailedRead: as above, but
+// the read sent for the watcher that came after the lease's end fails
+// too. It must not be answered the state from before (the fault matrix's
+// stream showed a grant released 3.4 s before as held, ttl_ms 0, after a
+// Redis pause and a lost reply): a failed read is no read after it came.
+func TestRedisWatchAfterTheLeaseEndIsNotAnsweredByAFailedRead(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	client := newClient(t, srv)
+	fail := &failReads{script: "lockgate_watch_"}
+	client.AddHook(fail)
+	a := openRedis(t, client, redisbackend.Options{History: 10})
+	t.Cleanup(func() { a.Close() })
+	b := newRedis(t, srv, redisbackend.Options{History: 10})
+	key := locktest.UniqueKey(t)
+	g := locktest.MustAcquire(t, b, key, locks.AcquireRequest{TTL: 300 * time.Millisecond, Subject: "t"})
+	if c, err := a.Watch(ctx, key, -1); err != nil || !c.Held {
+		t.Fatalf("a's first watch: got %+v, %v; want held", c, err)
+	}
+	fail.on.Store(true)
+	if _, err := b.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	for fail.failed.Load() < 2 || !time.Now().After(g.ExpiresAt) {
+		time.Sleep(10 * time.Millisecond) // polling for the failed reads
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := a.Watch(wctx, key, -1)
+	if err == nil && c.Held {
+		t.Fatalf("a watch after the lease's end, whose read failed: got held (%+v); want ErrUnavailable, or free", c.Info.Lease)
+	}
+	if err != nil && !errors.Is(err, locks.ErrUnavailable) {
+		t.Fatalf("a watch after the lease's end, whose read failed: got %v; want ErrUnavailable, or free", err)
 	}
 }
 
