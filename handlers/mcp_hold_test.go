@@ -3,8 +3,11 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/locks/embedded"
@@ -81,5 +84,76 @@ func TestMCPHolds(t *testing.T) {
 	}
 	if p := toolProblem(t, cs, "acquire_lock", map[string]any{"namespace": "agents", "name": "rests"}); p.Code != "lock_held" {
 		t.Errorf("acquire_lock inside the min hold: code %q, want lock_held", p.Code)
+	}
+}
+
+// TestMCPPriority: acquire_lock's priority is the API's: declared 0 to 9,
+// carried to the waiter's place in the queue, and refused out of range.
+func TestMCPPriority(t *testing.T) {
+	mem := embedded.New(embedded.Options{})
+	_, ts := mcpTestServer(t, mem)
+	cs := mcpSession(t, ts, nsToken(t, "agent", "agents"))
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name != "acquire_lock" {
+			continue
+		}
+		data, _ := json.Marshal(tool.InputSchema)
+		var in struct {
+			Properties map[string]struct {
+				Type    any      `json:"type"`
+				Minimum *float64 `json:"minimum"`
+				Maximum *float64 `json:"maximum"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(data, &in); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := in.Properties["priority"]; !ok || p.Type != "integer" || p.Minimum == nil || *p.Minimum != 0 ||
+			p.Maximum == nil || *p.Maximum != locks.MaxPriority {
+			t.Errorf("acquire_lock's priority: got %+v (declared %v), want an integer from 0 to %d", p, ok, locks.MaxPriority)
+		}
+	}
+	ctx := context.Background()
+	key := locks.Key{Namespace: "agents", Name: "queued"}
+	held, err := mem.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "acquire_lock",
+			Arguments: map[string]any{"namespace": "agents", "name": "queued", "wait_ms": 30000, "priority": 7}})
+		got <- res // nil when the call failed
+	}()
+	for {
+		info, err := mem.Inspect(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case res := <-got:
+			t.Fatalf("acquire_lock with priority 7 answered before it waited: %v", res)
+		default:
+		}
+		if info.Waiters == 1 {
+			if !slices.Equal(info.QueuePriorities, []int{7}) {
+				t.Fatalf("the queue after acquire_lock with priority 7: priorities %v, want [7]", info.QueuePriorities)
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the waiter to queue
+	}
+	if _, err := mem.Release(ctx, key, held.Token); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-got; res == nil || res.IsError {
+		t.Fatalf("the waiting acquire_lock: got %v, want its grant", res)
+	}
+	if p := toolProblem(t, cs, "acquire_lock", map[string]any{"namespace": "agents", "name": "x", "wait_ms": 10, "priority": 10}); p.Code == "" {
+		t.Errorf("priority 10: got %+v, want a refusal", p)
 	}
 }

@@ -35,6 +35,7 @@ type (
 		Owner     *string `json:"owner,omitempty" jsonschema:"a free-form label that others see when they inspect the lock: who you are and what for"`
 		MaxHoldMs *int64  `json:"max_hold_ms,omitempty" jsonschema:"a hard cap on the grant in milliseconds, from the grant: no renewal carries the lease past it (hold_until says when); at least ttl_ms; the gateway's own cap when left out"`
 		MinHoldMs *int64  `json:"min_hold_ms,omitempty" jsonschema:"keep the lock from everyone else, you included, until this many milliseconds after the grant, even once released: a job that runs at most once per window; 0 or left out: none"`
+		Priority  *int    `json:"priority,omitempty" jsonschema:"for a wait (wait_ms): 0 (the default) to 9; a higher priority is served first, first come first served within one, and a waiter's priority rises by one every aging period of the gateway's, so none waits forever"`
 	}
 	tokenArgs struct {
 		Namespace string `json:"namespace"`
@@ -123,7 +124,10 @@ func (s *Server) addMCPTools(srv *mcp.Server) {
 			"(keep it secret: it renews and releases the grant) and the fencing_token. Fails with lock_held when the lock " +
 			"stays held; its detail says when the holder's lease ends.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
-	}, describeTTL("ttl_ms", "wait_ms", "max_hold_ms", "min_hold_ms"), s.mcpAcquire)
+	}, func(in *jsonschema.Schema) {
+		describeTTL("ttl_ms", "wait_ms", "max_hold_ms", "min_hold_ms")(in)
+		describePriority(in)
+	}, s.mcpAcquire)
 	addMCPTool(srv, &mcp.Tool{Name: "release_lock", Title: "Release a lock",
 		Description: "Give back the grant of token on namespace/name, so that the next waiter gets the lock at once. " +
 			"Releasing again is harmless for a minute; a token that no longer holds the lock fails with not_holder, " +
@@ -156,7 +160,8 @@ func (s *Server) mcpAcquire(ctx context.Context, in acquireArgs) (mcpGrant, erro
 		return mcpGrant{}, err
 	}
 	resp, err := s.AcquireLock(ctx, AcquireLockRequestObject{Namespace: in.Namespace, Name: in.Name,
-		Body: &AcquireRequest{TtlMs: in.TTLMs, WaitMs: in.WaitMs, Owner: in.Owner, MaxHoldMs: in.MaxHoldMs, MinHoldMs: in.MinHoldMs}})
+		Body: &AcquireRequest{TtlMs: in.TTLMs, WaitMs: in.WaitMs, Owner: in.Owner, MaxHoldMs: in.MaxHoldMs, MinHoldMs: in.MinHoldMs,
+			Priority: in.Priority}})
 	// Not a re-entry or a ticket, which these arguments cannot ask for.
 	g, err := mcpAnswer[*granted]("acquire_lock", resp, err)
 	if err != nil {
@@ -350,6 +355,14 @@ func describeTTL(names ...string) func(*jsonschema.Schema) {
 				p.Minimum = &minimum
 			}
 		}
+	}
+}
+
+// describePriority bounds priority as locks.AcquireRequest does.
+func describePriority(in *jsonschema.Schema) {
+	if p := in.Properties["priority"]; p != nil {
+		lo, hi := 0.0, float64(locks.MaxPriority)
+		p.Minimum, p.Maximum = &lo, &hi
 	}
 }
 
