@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -429,33 +431,64 @@ func writeScript(t *testing.T, path, body string) {
 	}
 }
 
+// The README's ports are mapped to ports below the kernel's ephemeral
+// range (32768 and up on Linux): a port that listening on :0 found free
+// was taken, a minute later, before the README's gateway bound it ("bind:
+// address already in use"), by another test's listener or by the source
+// port of one of the many connections the other packages make, all drawn
+// from that range. Ports below it are drawn by nothing else here.
+const (
+	readmePortLow  = 20000 // freePort's, to 29999
+	clusterPortLow = 10000 // clusterPort's, to 19999: their buses 20000 to 29999
+)
+
+var (
+	pickedMu sync.Mutex
+	picked   = map[int]bool{} // handed out by this process: not again
+)
+
+// portFree says whether port n is free on the loopback now.
+func portFree(n int) bool {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(n))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
+// pickPort returns a port from low to low+9999 that this process has not
+// handed out, and that is free, with bus (a cluster node's bus port, its
+// port plus 10000) too when asked.
+func pickPort(t *testing.T, low int, bus bool) string {
+	t.Helper()
+	pickedMu.Lock()
+	defer pickedMu.Unlock()
+	for range 1000 {
+		n := low + rand.IntN(10000)
+		if picked[n] || bus && picked[n+10000] || !portFree(n) || bus && !portFree(n+10000) {
+			continue
+		}
+		picked[n] = true
+		if bus {
+			picked[n+10000] = true
+		}
+		return strconv.Itoa(n)
+	}
+	t.Fatalf("no free port from %d to %d", low, low+9999)
+	return ""
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return pickPort(t, readmePortLow, false)
 }
 
 // clusterPort returns a free loopback port P whose cluster bus port,
 // P+10000, is free too.
 func clusterPort(t *testing.T) string {
 	t.Helper()
-	for range 100 {
-		p := freePort(t)
-		n, _ := strconv.Atoi(p)
-		if n+10000 > 65535 {
-			continue
-		}
-		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(n+10000)); err == nil {
-			ln.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port P with P+10000 free, for a cluster node and its bus")
-	return ""
+	return pickPort(t, clusterPortLow, true)
 }
 
 // gatewayLine matches a line that starts a gateway, and addrFlag its
