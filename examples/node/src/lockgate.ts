@@ -429,6 +429,12 @@ export interface TicketOptions {
    * callback_secret, then poll the ticket (never poll_url from the body).
    */
   callbackUrl?: string;
+  /**
+   * 0 (the default) to 9: a higher priority is served first, first come
+   * first served within one; every --priority-aging of waiting raises it by
+   * one, so none waits forever.
+   */
+  priority?: number;
 }
 
 /**
@@ -442,7 +448,7 @@ export interface TicketOptions {
 export async function openTicket(client: Client, lock: string, waitMs: number, opts: TicketOptions = {}): Promise<Grant | Ticket> {
   const { data, error, response } = await client.POST("/locks/{namespace}/{name}", {
     params: { path: lockPath(lock), header: { Prefer: "respond-async" } },
-    body: { ttl_ms: opts.ttlMs, wait_ms: waitMs, owner: opts.owner, callback_url: opts.callbackUrl },
+    body: { ttl_ms: opts.ttlMs, wait_ms: waitMs, owner: opts.owner, callback_url: opts.callbackUrl, priority: opts.priority },
   });
   if (!data) {
     throw new Error(`open a ticket for ${lock}: ${describe(error, response.status)}`);
