@@ -242,6 +242,7 @@ func AcquireOnce(ctx context.Context, what string, st idemStore, c *IdemCall, pe
 			Lease: Lease{FencingToken: found.Fence, TTL: found.TTL, ExpiresAt: start.Add(found.TTL)}}
 		if found.Capped {
 			g.HoldUntil = start.Add(found.HoldLeft)
+			g.Lease = g.Lease.WithinHold()
 		}
 		return g, nil
 	case IdemInProgress:

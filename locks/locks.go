@@ -297,6 +297,18 @@ type Lease struct {
 	HoldUntil time.Time
 }
 
+// WithinHold is l with its lease cut to its hold_until, when it states
+// one that ends first: the backend reads the two from different clocks
+// (Redis's PTTL counts from when the script began, its TIME from when the
+// script read it), and an answer never states a lease past the cap.
+func (l Lease) WithinHold() Lease {
+	if !l.HoldUntil.IsZero() && l.ExpiresAt.After(l.HoldUntil) {
+		l.TTL -= l.ExpiresAt.Sub(l.HoldUntil)
+		l.ExpiresAt = l.HoldUntil
+	}
+	return l
+}
+
 // Grant is a successful acquisition.
 type Grant struct {
 	Lease

@@ -64,9 +64,18 @@ if r then
   end
   return settle(K, {GRANTED, tonumber(r.f), ends - now, hold_count(r.hs)}, be)
 end
+-- PTTL counts from the time Redis took when the script began, which may
+-- be a millisecond before now: a lease that ends at the cap would read a
+-- millisecond past cap - now, so an answer's lease is cut to the cap's end
+-- (the reply's cap_ms), as read with now.
 local hs = redis.call('HGET', K.lock, 'hs')
 if has_hold(hs, hold) then
-  return {GRANTED, tonumber(redis.call('HGET', K.lock, 'fence')), redis.call('PTTL', K.lock), hold_count(hs)}
+  local g = redis.call('HMGET', K.lock, 'fence', 'cap')
+  local ttl, cap = redis.call('PTTL', K.lock), tonumber(g[2])
+  if cap then
+    return {GRANTED, tonumber(g[1]), math.min(ttl, cap - now), hold_count(hs), cap - now}
+  end
+  return {GRANTED, tonumber(g[1]), ttl, hold_count(hs)}
 end
 hs = with_hold(hs, hold)
 redis.call('HSET', K.lock, 'hs', hs)
@@ -89,6 +98,6 @@ if ttl < want then
 end
 event(K, 're_entered', now, f[2], f[3], f[1])
 if cap then
-  return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs), cap - now}, be)
+  return settle(K, {GRANTED, tonumber(f[1]), math.min(ttl, cap - now), hold_count(hs), cap - now}, be)
 end
 return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs)}, be)

@@ -24,6 +24,7 @@ func RunMaxHold(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"RenewalsStopAtTheCap", testMaxHoldRenewals},
 		{"WaiterGetsTheLockAtTheCap", testMaxHoldHandsOn},
 		{"ReentryStopsAtTheCap", testMaxHoldReentry},
+		{"ReentryAtTheCapStatesNoLongerLease", testMaxHoldReentryAtTheCap},
 		{"SharedHoldIsCapped", testMaxHoldShared},
 		{"InspectShowsTheCap", testMaxHoldInspect},
 		{"BadCapsRefused", testMaxHoldInvalid},
@@ -164,6 +165,35 @@ func testMaxHoldReentry(t *testing.T, b locks.Backend, key locks.Key) {
 	WaitUntilFree(t, b, key)
 	if _, err := b.Renew(context.Background(), key, g.Token, 0); !errors.Is(err, locks.ErrNotHolder) {
 		t.Fatalf("renew after the cap: got %v, want ErrNotHolder", err)
+	}
+}
+
+// reentriesAtTheCap is how many re-entries testMaxHoldReentryAtTheCap
+// makes: the fault matrix found one answer in a few hundred 1 ms long.
+const reentriesAtTheCap = 300
+
+// testMaxHoldReentryAtTheCap: a grant whose lease already ends at its cap
+// is re-entered again and again; no answer states a lease past its own
+// hold_until (the fault matrix's maxhold row: "a re-entry answered ... a
+// lease to 01:00:50.689000, past its hold_until 01:00:50.688000").
+func testMaxHoldReentryAtTheCap(t *testing.T, b locks.Backend, key locks.Key) {
+	ctx := context.Background()
+	g := MustAcquire(t, b, key, locks.AcquireRequest{TTL: time.Minute, MaxHold: time.Minute})
+	for i := range reentriesAtTheCap {
+		again, err := b.Reenter(ctx, key, g.Token, time.Minute, locks.Exclusive)
+		if err != nil {
+			t.Fatalf("re-entry %d: %v", i, err)
+		}
+		if again.HoldUntil.IsZero() || again.ExpiresAt.After(again.HoldUntil) {
+			t.Fatalf("re-entry %d of a grant whose lease ends at its cap: lease to %v, past its hold_until %v",
+				i, again.ExpiresAt.Format("15:04:05.000000"), again.HoldUntil.Format("15:04:05.000000"))
+		}
+		if _, err := b.ReleaseHold(ctx, key, g.Token, again.Hold); err != nil {
+			t.Fatalf("release re-entry %d: %v", i, err)
+		}
+	}
+	if _, err := b.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -625,7 +625,7 @@ func (r *Backend) Reenter(ctx context.Context, key locks.Key, token string, ttl 
 		return locks.Grant{}, fmt.Errorf("re-enter %s: %w", res, rp.notHolder)
 	}
 	return locks.Grant{Token: token, Holds: rp.holds, Hold: hold,
-		Lease: locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), HoldUntil: holdUntil(start, rp.capLeft)}}, nil
+		Lease: locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), HoldUntil: holdUntil(start, rp.capLeft)}.WithinHold()}, nil
 }
 
 // holdUntil is when a grant's hard cap ends it, capLeft after start (see
@@ -662,7 +662,7 @@ func (r *Backend) renew(ctx context.Context, key locks.Key, token string, ttl ti
 	if ackErr != nil {
 		return locks.Lease{}, locks.Unavailable("renew", resource{lockKind, key}, locks.Renewed(ackErr))
 	}
-	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), Mode: rp.mode, HoldUntil: holdUntil(start, rp.capLeft)}, nil
+	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), Mode: rp.mode, HoldUntil: holdUntil(start, rp.capLeft)}.WithinHold(), nil
 }
 
 // renewFencing runs a renew (call), and when Redis's answer is lost, runs

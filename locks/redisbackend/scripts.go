@@ -122,7 +122,7 @@ func (rp reply) lease(start time.Time, maxHold time.Duration) locks.Lease {
 	if maxHold > 0 {
 		l.HoldUntil = start.Add(millis(max(rp.at+maxHold.Milliseconds()-rp.now, 0)))
 	}
-	return l
+	return l.WithinHold()
 }
 
 // handoffDelay is, for a grant handed over before this call picked it up,

@@ -394,6 +394,7 @@ func parseHolders(res []any, start time.Time) (info locks.Info, held bool) {
 		lease := locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)}
 		if capAt > 0 {
 			lease.HoldUntil = start.Add(millis(max(capAt-now, 0)))
+			lease = lease.WithinHold()
 		}
 		info.Holders = append(info.Holders, locks.Holder{
 			Lease:      lease,

@@ -134,6 +134,7 @@ func (r *Backend) callSemInspect(ctx context.Context, key locks.Key, start time.
 		lease := locks.Lease{FencingToken: fence, TTL: ttl, ExpiresAt: start.Add(ttl)}
 		if capAt > 0 {
 			lease.HoldUntil = start.Add(millis(max(capAt-now, 0)))
+			lease = lease.WithinHold()
 		}
 		info.Holders = append(info.Holders, locks.Holder{Holds: 1,
 			Lease:   lease,

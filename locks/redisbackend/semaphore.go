@@ -46,7 +46,7 @@ func (r *Backend) renewPermit(ctx context.Context, key locks.Key, token string, 
 	if ackErr != nil {
 		return locks.Lease{}, locks.Unavailable("renew", res, locks.Renewed(ackErr))
 	}
-	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), HoldUntil: holdUntil(start, rp.capLeft)}, nil
+	return locks.Lease{FencingToken: rp.fence, TTL: rp.ttl, ExpiresAt: start.Add(rp.ttl), HoldUntil: holdUntil(start, rp.capLeft)}.WithinHold(), nil
 }
 
 // InspectSemaphore implements Semaphores.

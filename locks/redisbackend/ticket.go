@@ -69,7 +69,7 @@ func (r *Backend) ticketState(ctx context.Context, res resource, rp ticketReply,
 	if rp.granted {
 		lease := rp.lease(start, 0)
 		lease.HoldUntil = holdUntil(start, rp.capLeft)
-		g := locks.Grant{Token: token, Lease: lease, HandoffDelay: rp.handoffDelay(start), Holds: 1}
+		g := locks.Grant{Token: token, Lease: lease.WithinHold(), HandoffDelay: rp.handoffDelay(start), Holds: 1}
 		st := locks.TicketState{Grant: &g}
 		if rp.shared {
 			st.Mode = locks.Shared
