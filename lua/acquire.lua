@@ -149,6 +149,6 @@ end
 -- for a hand-off.
 local retry = 0
 if rank <= 0 then
-  retry = retry_ms(K)
+  retry = retry_ms(K, h.holder)
 end
 return {0, retry, now, rank, seq, holder == RESTING and 1 or 0}

@@ -46,4 +46,4 @@ end
 -- now (one whose outcome was unknown, or a late re-send) takes nothing.
 fenced(K)
 handoff(K, t, now, tok, ARGV[4], ARGV[5], nil)
-return {0, retry_ms(K), now, -1, 0, tok == RESTING and 1 or 0}
+return {0, retry_ms(K, tok), now, -1, 0, tok == RESTING and 1 or 0}

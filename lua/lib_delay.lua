@@ -13,9 +13,12 @@ end
 -- retry_ms is how long until the lock may be free: the lease, or the lock
 -- delay after one. With a history, a lock held shared keeps its hash past
 -- the leases (lib_shared.lua keep_shared): the last lease's end says.
-local function retry_ms(K)
+-- holder is the holder as the caller found it (current, or handoff's),
+-- nil when it did not look: only a lock held shared ('') or one whose
+-- holder is not known pays for that read.
+local function retry_ms(K, holder)
   local ms = redis.call('PTTL', K.lock)
-  if ms > 0 and K.hist_n > 0 then
+  if ms > 0 and K.hist_n > 0 and (holder == nil or holder == '') then
     local last = redis.call('ZRANGE', K.readers, '-1', '-1', 'WITHSCORES')[2]
     if last then
       ms = math.max(tonumber(last) - CLOCK.now, 0)

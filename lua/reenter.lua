@@ -37,7 +37,7 @@ if tok ~= ARGV[1] and not r then
   return {NOT_GRANTED, why(K)}
 end
 if (r and ARGV[3] ~= MODE_SHARED) or (not r and ARGV[3] == MODE_SHARED) then
-  return {OTHER_MODE, retry_ms(K)}
+  return {OTHER_MODE, retry_ms(K, tok)}
 end
 local hold = ARGV[5]
 if r then

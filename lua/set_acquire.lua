@@ -44,7 +44,7 @@ for i = 1, n do
   -- A free lock goes to its queue first, as acquire.lua gives it.
   local h = handoff(K, t, now, current(K, now), retention, ARGV[5], nil)
   if h.holder or delayed(K) then
-    return {NOT_GRANTED, math.max(retry_ms(K), 0), now, i}
+    return {NOT_GRANTED, math.max(retry_ms(K, h.holder), 0), now, i}
   end
 end
 local rp = {GRANTED, tonumber(ttl), now}

@@ -25,6 +25,7 @@ func RunHistory(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"AHandOverIsRecorded", testHistoryHandOver},
 		{"ASharedLeaseEndingIsRecorded", testHistorySharedExpired},
 		{"TheLastSharedLeaseEndingIsRecorded", testHistoryLastSharedExpired},
+		{"ASharedLockSaysWhenItsLeaseEnds", testHistorySharedRetry},
 		{"TheHistoryIsCapped", testHistoryCapped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,6 +180,20 @@ func testHistoryLastSharedExpired(t *testing.T, b locks.Backend, key locks.Key) 
 		t.Fatalf("got %q %+v, want erin's shared grant %d expired between the two acquires", got, events, gone.FencingToken)
 	}
 	b.Release(context.Background(), key, next.Token)
+}
+
+// testHistorySharedRetry: a lock held shared, with a history, refuses an
+// exclusive acquire with the shared lease's end as its Retry-After, not
+// the end of the history's keep (on Redis the lock's keys outlive the
+// shared leases by it: see testHistoryLastSharedExpired).
+func testHistorySharedRetry(t *testing.T, b locks.Backend, key locks.Key) {
+	g := MustAcquire(t, b, key, locks.AcquireRequest{TTL: time.Minute, Subject: "reader", Mode: locks.Shared})
+	_, err := b.Acquire(context.Background(), key, req(time.Minute))
+	var held *locks.HeldError
+	if !errors.As(err, &held) || held.RetryAfter > time.Minute {
+		t.Fatalf("an exclusive acquire beside a shared lease of a minute: got %v, want held, retry within a minute", err)
+	}
+	b.Release(context.Background(), key, g.Token)
 }
 
 func testHistoryCapped(t *testing.T, b locks.Backend, key locks.Key) {
