@@ -154,3 +154,13 @@ func notHolder(out []int64) *locks.NotHolderError {
 func unexpectedReply(out any) error {
 	return fmt.Errorf("unexpected reply of a script: %v", out)
 }
+
+// optionalMs is an optional duration as a script argument: in ms, or the
+// empty string for none (0), as the scripts read an argument they may go
+// without.
+func optionalMs(d time.Duration) any {
+	if d > 0 {
+		return d.Milliseconds()
+	}
+	return ""
+}

@@ -79,18 +79,10 @@ func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id s
 		args = append(args, a.waiterID, a.wait.Milliseconds(), a.arrival)
 	}
 	if a.minHold > 0 || a.maxHold > 0 || prio {
-		var minHold any = ""
-		if a.minHold > 0 {
-			minHold = a.minHold.Milliseconds()
-		}
-		args = append(args, minHold)
+		args = append(args, optionalMs(a.minHold))
 	}
 	if a.maxHold > 0 || prio {
-		var maxHold any = ""
-		if a.maxHold > 0 {
-			maxHold = a.maxHold.Milliseconds()
-		}
-		args = append(args, maxHold)
+		args = append(args, optionalMs(a.maxHold))
 	}
 	if prio {
 		args = append(args, a.priority, r.headStart(a.priority))
@@ -293,11 +285,7 @@ func (r *Backend) callTicket(ctx context.Context, key locks.Key, id string, a ti
 	if a.op == ticketNew {
 		args = append(args, a.wait.Milliseconds(), a.ttl.Milliseconds(), a.subject, a.owner, modeArg(a.mode), a.value)
 		if a.maxHold > 0 || a.priority > 0 {
-			var maxHold any = ""
-			if a.maxHold > 0 {
-				maxHold = a.maxHold.Milliseconds()
-			}
-			args = append(args, maxHold)
+			args = append(args, optionalMs(a.maxHold))
 		}
 		if a.priority > 0 {
 			args = append(args, a.priority, r.headStart(a.priority))

@@ -56,11 +56,7 @@ func (semaphoreType) callAcquire(ctx context.Context, r *Backend, key locks.Key,
 	// A permit without a cap or a priority sends neither.
 	prio := a.priority > 0 && a.waiterID != ""
 	if a.maxHold > 0 || prio {
-		var maxHold any = ""
-		if a.maxHold > 0 {
-			maxHold = a.maxHold.Milliseconds()
-		}
-		args = append(args, maxHold)
+		args = append(args, optionalMs(a.maxHold))
 	}
 	if prio {
 		args = append(args, a.priority, r.headStart(a.priority))

@@ -30,12 +30,8 @@ func (r *Backend) callSetAcquire(ctx context.Context, id string, keys []locks.Ke
 	for i, k := range keys {
 		ks = append(ks, r.lockKeys(k).withToken(tokHashes[i]).all()...)
 	}
-	var maxHold any = ""
-	if req.MaxHold > 0 {
-		maxHold = req.MaxHold.Milliseconds()
-	}
 	args := make([]any, 0, 7+len(keys))
-	args = append(args, req.TTL.Milliseconds(), req.Subject, req.Owner, r.arg.retention, r.arg.checkHeard, r.arg.opts, maxHold)
+	args = append(args, req.TTL.Milliseconds(), req.Subject, req.Owner, r.arg.retention, r.arg.checkHeard, r.arg.opts, optionalMs(req.MaxHold))
 	for _, h := range tokHashes {
 		args = append(args, h)
 	}
