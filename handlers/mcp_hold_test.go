@@ -22,29 +22,11 @@ func TestMCPHolds(t *testing.T) {
 	_, ts := mcpTestServer(t, mem)
 	cs := mcpSession(t, ts, nsToken(t, "agent", "agents"))
 
-	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tool := range tools.Tools {
-		if tool.Name != "acquire_lock" {
-			continue
-		}
-		data, _ := json.Marshal(tool.InputSchema)
-		var in struct {
-			Properties map[string]struct {
-				Type    any      `json:"type"`
-				Minimum *float64 `json:"minimum"`
-			} `json:"properties"`
-		}
-		if err := json.Unmarshal(data, &in); err != nil {
-			t.Fatal(err)
-		}
-		for name, minimum := range map[string]float64{"max_hold_ms": 1, "min_hold_ms": 0} {
-			p, ok := in.Properties[name]
-			if !ok || p.Type != "integer" || p.Minimum == nil || *p.Minimum != minimum {
-				t.Errorf("acquire_lock's %s: got %+v (declared %v), want an integer of at least %v", name, p, ok, minimum)
-			}
+	args := toolArgs(t, cs, "acquire_lock")
+	for name, minimum := range map[string]float64{"max_hold_ms": 1, "min_hold_ms": 0} {
+		p, ok := args[name]
+		if !ok || p.Type != "integer" || p.Minimum == nil || *p.Minimum != minimum {
+			t.Errorf("acquire_lock's %s: got %+v (declared %v), want an integer of at least %v", name, p, ok, minimum)
 		}
 	}
 
@@ -93,29 +75,9 @@ func TestMCPPriority(t *testing.T) {
 	mem := embedded.New(embedded.Options{})
 	_, ts := mcpTestServer(t, mem)
 	cs := mcpSession(t, ts, nsToken(t, "agent", "agents"))
-	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tool := range tools.Tools {
-		if tool.Name != "acquire_lock" {
-			continue
-		}
-		data, _ := json.Marshal(tool.InputSchema)
-		var in struct {
-			Properties map[string]struct {
-				Type    any      `json:"type"`
-				Minimum *float64 `json:"minimum"`
-				Maximum *float64 `json:"maximum"`
-			} `json:"properties"`
-		}
-		if err := json.Unmarshal(data, &in); err != nil {
-			t.Fatal(err)
-		}
-		if p, ok := in.Properties["priority"]; !ok || p.Type != "integer" || p.Minimum == nil || *p.Minimum != 0 ||
-			p.Maximum == nil || *p.Maximum != locks.MaxPriority {
-			t.Errorf("acquire_lock's priority: got %+v (declared %v), want an integer from 0 to %d", p, ok, locks.MaxPriority)
-		}
+	if p, ok := toolArgs(t, cs, "acquire_lock")["priority"]; !ok || p.Type != "integer" || p.Minimum == nil || *p.Minimum != 0 ||
+		p.Maximum == nil || *p.Maximum != locks.MaxPriority {
+		t.Errorf("acquire_lock's priority: got %+v (declared %v), want an integer from 0 to %d", p, ok, locks.MaxPriority)
 	}
 	ctx := context.Background()
 	key := locks.Key{Namespace: "agents", Name: "queued"}
@@ -156,4 +118,35 @@ func TestMCPPriority(t *testing.T) {
 	if p := toolProblem(t, cs, "acquire_lock", map[string]any{"namespace": "agents", "name": "x", "wait_ms": 10, "priority": 10}); p.Code == "" {
 		t.Errorf("priority 10: got %+v, want a refusal", p)
 	}
+}
+
+// toolArg is one argument of a tool's input schema, as the tests read it.
+type toolArg struct {
+	Type    any      `json:"type"`
+	Minimum *float64 `json:"minimum"`
+	Maximum *float64 `json:"maximum"`
+}
+
+// toolArgs returns the arguments of tool name, as the server lists it.
+func toolArgs(t *testing.T, cs *mcp.ClientSession, name string) map[string]toolArg {
+	t.Helper()
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name != name {
+			continue
+		}
+		data, _ := json.Marshal(tool.InputSchema)
+		var in struct {
+			Properties map[string]toolArg `json:"properties"`
+		}
+		if err := json.Unmarshal(data, &in); err != nil {
+			t.Fatal(err)
+		}
+		return in.Properties
+	}
+	t.Fatalf("no tool %s listed", name)
+	return nil
 }

@@ -30,6 +30,13 @@ type holdBack struct {
 	held  []any // the held call's arguments
 }
 
+// arm makes the next call of the script the one held back.
+func (h *holdBack) arm() {
+	h.mu.Lock()
+	h.armed = true
+	h.mu.Unlock()
+}
+
 func (h *holdBack) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *holdBack) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -131,9 +138,7 @@ func TestRedisLateRenewShortensNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hook.mu.Lock()
-			hook.armed = true
-			hook.mu.Unlock()
+			hook.arm()
 			// Its answer is lost; what it answers is the gateway's to decide.
 			if _, err := tc.renew(r, key, g.Token, 2*time.Second); err != nil && !errors.Is(err, locks.ErrUnavailable) {
 				t.Fatalf("the held renew: got %v, want a lease or ErrUnavailable", err)
@@ -191,9 +196,7 @@ func TestRedisLateAcquireTakesNothing(t *testing.T) {
 			if err := r.LoadFunctions(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			hook.mu.Lock()
-			hook.armed = true
-			hook.mu.Unlock()
+			hook.arm()
 			if err := tc.acquire(r, key, tc.wait); !errors.Is(err, locks.ErrUnavailable) {
 				t.Fatalf("the held acquire: got %v; want ErrUnavailable", err)
 			}
@@ -237,9 +240,7 @@ func TestRedisLateCopyOfAGrantTakesNothing(t *testing.T) {
 			if err := r.LoadFunctions(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			hook.mu.Lock()
-			hook.armed = true
-			hook.mu.Unlock()
+			hook.arm()
 			if err := tc.acquire(r, key, 100*time.Millisecond, time.Minute); err != nil {
 				t.Fatalf("the acquire: %v", err)
 			}

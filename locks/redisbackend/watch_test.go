@@ -69,30 +69,9 @@ func TestRedisWatchAheadOfTheHubReadsAgain(t *testing.T) {
 // (the fault matrix's stream finding: a grant shown held 5 s after its
 // release).
 func TestRedisWatchAfterTheLeaseEndReadsAgain(t *testing.T) {
-	srv := redistest.Start(t)
-	ctx := context.Background()
-	client := newClient(t, srv)
-	fail := &failReads{script: "lockgate_watch_"}
-	client.AddHook(fail)
-	a := openRedis(t, client, redisbackend.Options{History: 10})
-	t.Cleanup(func() { a.Close() })
-	b := newRedis(t, srv, redisbackend.Options{History: 10})
-	key := locktest.UniqueKey(t)
-	g := locktest.MustAcquire(t, b, key, locks.AcquireRequest{TTL: 300 * time.Millisecond, Subject: "t"})
-	if c, err := a.Watch(ctx, key, -1); err != nil || !c.Held {
-		t.Fatalf("a's first watch: got %+v, %v; want held", c, err)
-	}
-	fail.on.Store(true)
-	if _, err := b.Release(ctx, key, g.Token); err != nil {
-		t.Fatal(err)
-	}
-	// a's reads fail: the one its hint of the release asked for, and the
-	// one at the lease's end, or its retry after it.
-	for fail.failed.Load() < 2 || !time.Now().After(g.ExpiresAt) {
-		time.Sleep(10 * time.Millisecond) // polling for the failed reads
-	}
+	a, fail, key := releasedWhileReadsFail(t)
 	fail.on.Store(false)
-	c, err := a.Watch(ctx, key, -1)
+	c, err := a.Watch(context.Background(), key, -1)
 	if err != nil || c.Held {
 		t.Fatalf("a watch after the lease's end and the release: got held %v (%+v), %v; want free", c.Held, c.Info.Lease, err)
 	}
@@ -104,6 +83,25 @@ func TestRedisWatchAfterTheLeaseEndReadsAgain(t *testing.T) {
 // stream showed a grant released 3.4 s before as held, ttl_ms 0, after a
 // Redis pause and a lost reply): a failed read is no read after it came.
 func TestRedisWatchAfterTheLeaseEndIsNotAnsweredByAFailedRead(t *testing.T) {
+	a, _, key := releasedWhileReadsFail(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := a.Watch(ctx, key, -1)
+	if err == nil && c.Held {
+		t.Fatalf("a watch after the lease's end, whose read failed: got held (%+v); want ErrUnavailable, or free", c.Info.Lease)
+	}
+	if err != nil && !errors.Is(err, locks.ErrUnavailable) {
+		t.Fatalf("a watch after the lease's end, whose read failed: got %v; want ErrUnavailable, or free", err)
+	}
+}
+
+// releasedWhileReadsFail makes gateway a watch a lock held through
+// gateway b with a 300 ms lease, then fails a's watch reads while b
+// releases the lock: the one its hint of the release asked for, and the
+// one at the lease's end, or its retry after it. It returns a, whose
+// reads still fail, and the lock.
+func releasedWhileReadsFail(t *testing.T) (*redisbackend.Backend, *failReads, locks.Key) {
+	t.Helper()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	client := newClient(t, srv)
@@ -124,15 +122,7 @@ func TestRedisWatchAfterTheLeaseEndIsNotAnsweredByAFailedRead(t *testing.T) {
 	for fail.failed.Load() < 2 || !time.Now().After(g.ExpiresAt) {
 		time.Sleep(10 * time.Millisecond) // polling for the failed reads
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := a.Watch(wctx, key, -1)
-	if err == nil && c.Held {
-		t.Fatalf("a watch after the lease's end, whose read failed: got held (%+v); want ErrUnavailable, or free", c.Info.Lease)
-	}
-	if err != nil && !errors.Is(err, locks.ErrUnavailable) {
-		t.Fatalf("a watch after the lease's end, whose read failed: got %v; want ErrUnavailable, or free", err)
-	}
+	return a, fail, key
 }
 
 // failReads is a go-redis hook that fails every call of one script while
