@@ -42,8 +42,8 @@ func watchStalls(t *testing.T) *stalls {
 			select {
 			case <-done:
 				return
-			case now := <-tick.C:
-				now = time.Now() // the tick's own time is when it was due, not when it ran
+			case <-tick.C:
+				now := time.Now() // not the tick's time, which is when it was due, not when it ran
 				if now.Sub(last) > stallGap {
 					s.mu.Lock()
 					s.gaps = append(s.gaps, [2]time.Time{last, now})
