@@ -13,10 +13,18 @@ import (
 // on a channel the test listens to, it is heard but never taken, as when a
 // gateway froze.
 func (r *Backend) QueueGhost(ctx context.Context, key locks.Key, req locks.AcquireRequest, channel string) error {
+	return r.QueueGhostAlive(ctx, key, req, channel, time.Duration(r.arg.lease.(int64))*time.Millisecond)
+}
+
+// QueueGhostAlive is QueueGhost for a ghost that counts as alive, and
+// whose grant waits for its pick-up, for alive (r's waiter lease for
+// QueueGhost): a test whose ghost must be alive when the lock frees,
+// however busy the machine, gives it longer than its own waiters.
+func (r *Backend) QueueGhostAlive(ctx context.Context, key locks.Key, req locks.AcquireRequest, channel string, alive time.Duration) error {
 	if channel == "" {
 		channel = r.opts.Prefix + "gateway:gone"
 	}
-	_, _, err := lockKind.callAcquire(ctx, r.elsewhere(channel, r.arg.lease, r.arg.checkHeard), key, newCallID(), acquireArgs{
+	_, _, err := lockKind.callAcquire(ctx, r.elsewhere(channel, alive.Milliseconds(), r.arg.checkHeard), key, newCallID(), acquireArgs{
 		tokHash: locks.TokenHash(locks.NewToken()), ttl: req.TTL, subject: "ghost", owner: "ghost", waiterID: "ghost-" + locks.NewToken(), wait: req.Wait})
 	return err
 }
