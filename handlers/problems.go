@@ -392,6 +392,8 @@ func unavailableDetail(err error) string {
 	switch {
 	case errors.As(err, &replicas): // the call ran; its grant did not stand
 		return replicas.Detail()
+	case errors.Is(err, locks.ErrNotSent):
+		return "the lock backend did not answer in time; nothing was done"
 	case errors.As(err, &op) && op.Op == "dial",
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "could not reach the lock backend (connection refused or unreachable); nothing was done"

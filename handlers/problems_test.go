@@ -42,6 +42,7 @@ func TestErrorTable(t *testing.T) {
 		"refused":      {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), 503, ProblemCodeBackendUnavailable, "Retry-After", "nothing was done"},
 		"timed out":    {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), 503, ProblemCodeBackendUnavailable, "Retry-After", "did not answer in time; the outcome of the call is unknown"},
 		"deadline":     {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, context.DeadlineExceeded), 503, ProblemCodeBackendUnavailable, "Retry-After", "did not answer in time; the outcome of the call is unknown"},
+		"not sent":     {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, fmt.Errorf("subscribe to hand-offs: %w", locks.ErrNotSent)), 503, ProblemCodeBackendUnavailable, "Retry-After", "did not answer in time; nothing was done"},
 		"failed":       {fmt.Errorf("acquire a/b: %w: %w", locks.ErrUnavailable, errors.New("OOM command not allowed")), 503, ProblemCodeBackendUnavailable, "Retry-After", "failed; the outcome of the call is unknown"},
 		"other":        {errors.New("password=hunter2 leaked by a library"), 500, ProblemCodeInternal, "", ""},
 	} {

@@ -104,6 +104,11 @@ var (
 	// meets it when another party ended the grant before its pick-up (a
 	// session's end, see SessionEngine).
 	ErrTookNothing = errors.New("a late delivery of an acquire took nothing")
+	// ErrNotSent comes wrapped in an ErrUnavailable: the backend was not
+	// ready for the call within its timeout (the Redis backend's
+	// subscription to hand-offs, which a waiting acquire needs before it
+	// queues), and never sent it. Nothing was done; a retry is safe.
+	ErrNotSent = errors.New("the backend was not ready in time, and the call was not sent")
 
 	// ErrFull means every permit of the semaphore is taken; errors.As it
 	// into a *FullError for when the soonest lease ends.

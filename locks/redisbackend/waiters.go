@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -245,7 +246,7 @@ func (ws *waiters) ready(ctx context.Context) error {
 	case <-ws.subscribed:
 		return nil
 	case <-t.C:
-		return errors.New("subscribe to hand-offs: timed out")
+		return fmt.Errorf("subscribe to hand-offs: %w", locks.ErrNotSent)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
