@@ -857,10 +857,19 @@ func (m *Backend) Inspect(_ context.Context, key locks.Key) (locks.Info, error) 
 	}
 	info := m.infoLocked(key, l, now)
 	info.Index = index
-	for _, w := range m.queues[key][:min(len(m.queues[key]), locks.MaxQueueShown)] {
-		info.QueuePriorities = append(info.QueuePriorities, w.req.Priority)
-	}
+	info.QueuePriorities = queuePriorities(m.queues[key])
 	return info, nil
+}
+
+// queuePriorities are the priorities of queue q's waiters, in the order
+// they are served, at most MaxQueueShown of them; nil when nobody waits
+// (Info.QueuePriorities).
+func queuePriorities(q []*memWaiter) []int {
+	var ps []int
+	for _, w := range q[:min(len(q), locks.MaxQueueShown)] {
+		ps = append(ps, w.req.Priority)
+	}
+	return ps
 }
 
 // infoLocked describes l, the held lock key, for Inspect and List. m.mu

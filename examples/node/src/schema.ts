@@ -1304,6 +1304,13 @@ export interface components {
              *     gateway died counts until a hand-off drops it.
              */
             waiters: number;
+            /**
+             * @description The priorities the waiters asked for (`priority` in the
+             *     acquire's body, 0 when left out), in the order they will be
+             *     served (aging included), the first 100 at most; absent when
+             *     nobody waits. As a lock's `queue_priorities`.
+             */
+            queue_priorities?: number[];
         };
         SessionRequest: {
             /**
