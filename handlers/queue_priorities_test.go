@@ -3,13 +3,16 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/locks/embedded"
+	"github.com/lockgate/lockgate/locks/locktest"
 )
 
 // TestSemaphoreGetShowsQueuePriorities: a semaphore's GET states its
@@ -58,23 +61,93 @@ func TestSemaphoreGetShowsQueuePriorities(t *testing.T) {
 	}
 }
 
-// getJSON GETs url with a test token, and decodes its 200.
-func getJSON(t *testing.T, url string, v any) http.Header {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
-	req.Header.Set("Authorization", "Bearer "+testToken(t))
-	resp, err := http.DefaultClient.Do(req)
+// TestLongPollShowsQueuePriorities: a long-poll's answer (GET with index)
+// states the queue's priorities as the plain GET does: at once (index 0),
+// and in the answer to a change (the hand-off to the first waiter).
+func TestLongPollShowsQueuePriorities(t *testing.T) {
+	mem := embedded.New(embedded.Options{History: 10})
+	_, h := newTestHandler(t, Config{Backend: mem, History: 10})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	ctx := context.Background()
+	key := locks.Key{Namespace: "prio", Name: "job"}
+	g, err := mem.Acquire(ctx, key, locks.AcquireRequest{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
+	waiting, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var waiters []<-chan locktest.Result
+	for i, p := range []int{0, 6, 3} {
+		waiters = append(waiters, locktest.AcquireAsync(waiting, mem, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute, Priority: p}))
+		locktest.WaitUntilQueued(t, mem, key, i+1)
+	}
+	type lockState struct {
+		QueuePriorities *[]int `json:"queue_priorities"`
+	}
+	var plain, polled lockState
+	getJSON(t, ts.URL+"/locks/prio/job", &plain)
+	hdr := getJSON(t, ts.URL+"/locks/prio/job?index=0", &polled)
+	if want := []int{6, 3, 0}; plain.QueuePriorities == nil || !slices.Equal(*plain.QueuePriorities, want) ||
+		polled.QueuePriorities == nil || !slices.Equal(*polled.QueuePriorities, want) {
+		t.Fatalf("GET: queue_priorities %v; long-poll from index 0: %v; want %v in both", plain.QueuePriorities, polled.QueuePriorities, want)
+	}
+	answer := make(chan lockState, 1)
+	failed := make(chan error, 1)
+	go func() {
+		var st lockState
+		if _, err := fetchJSON(t.Context(), ts.URL+"/locks/prio/job?wait=30s&index="+hdr.Get("Lockgate-Index"), testToken(t), &st); err != nil {
+			failed <- err
+			return
+		}
+		answer <- st
+	}()
+	if _, err := mem.Release(ctx, key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-waiters[1]; res.Err != nil {
+		t.Fatalf("the priority-6 waiter: %v", res.Err)
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("the long-poll: %v", err)
+	case st := <-answer:
+		if st.QueuePriorities == nil || !slices.Equal(*st.QueuePriorities, []int{3, 0}) {
+			t.Fatalf("the long-poll's answer to the hand-off: queue_priorities %v, want [3 0]", st.QueuePriorities)
+		}
+	}
+}
+
+// getJSON GETs url with a test token, and decodes its 200.
+func getJSON(t *testing.T, url string, v any) http.Header {
+	t.Helper()
+	h, err := fetchJSON(t.Context(), url, testToken(t), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// fetchJSON GETs url with token, and decodes its 200; any other status is
+// an error.
+func fetchJSON(ctx context.Context, url, token string, v any) (http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: status %d, want 200", url, resp.StatusCode)
+		return nil, fmt.Errorf("GET %s: status %d, want 200", url, resp.StatusCode)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
-	return resp.Header
+	return resp.Header, nil
 }
 
 // pollUntil polls cond until it holds, for at most 10 seconds.

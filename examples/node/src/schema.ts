@@ -1085,7 +1085,9 @@ export interface components {
              * @description The priorities the waiters asked for (`priority` in the
              *     acquire's body, 0 when left out), in the order they will be
              *     served (aging included), the first 100 at most; absent when
-             *     nobody waits. Not in a long-poll's answer (`index`).
+             *     nobody waits. A long-poll's answer (`index`) and a stream's
+             *     `state` event state them too, as of the read they answer
+             *     from, as `waiters`.
              */
             queue_priorities?: number[];
         };
