@@ -64,7 +64,14 @@ type lockType struct{}
 func (lockType) String() string { return "lock" }
 
 func (lockType) held(rp reply) error {
-	return &locks.HeldError{RetryAfter: rp.ttl, MinHold: rp.resting}
+	held := &locks.HeldError{RetryAfter: rp.ttl, MinHold: rp.resting}
+	if rp.resting && rp.ttl > 0 {
+		// The kept name's end, on the Redis clock (as inspect's); a
+		// waiter behind the head of the queue is told no retry, and so
+		// no end.
+		held.FreeAt = time.UnixMilli(rp.now + rp.ttl.Milliseconds()).UTC()
+	}
+	return held
 }
 
 // callAcquire runs lua/acquire.lua.

@@ -1608,16 +1608,24 @@ export interface components {
          * @description The 409 of a lock's acquire. One schema, not a `oneOf` of the
          *     specific problems: each of them is also a `Problem`, so a `oneOf`
          *     would match twice. `code` says which it is: `lock_held` and
-         *     `idempotency_in_progress` carry `retry_after_ms`; `not_holder` (a
+         *     `idempotency_in_progress` carry `retry_after_ms`, and `lock_held`
+         *     kept by a min hold `min_hold_until` too; `not_holder` (a
          *     `Lock-Token` that holds nothing) carries `reason`; `grant_ended`
          *     carries neither.
          */
         AcquireConflictProblem: components["schemas"]["Problem"] & {
             /**
              * Format: int64
-             * @description `lock_held`: when the lease ends unless renewed; `idempotency_in_progress`: when to ask again.
+             * @description `lock_held`: when the lease ends unless renewed (or the min hold, see `min_hold_until`); `idempotency_in_progress`: when to ask again.
              */
             retry_after_ms?: number;
+            /**
+             * Format: date-time
+             * @description `lock_held` when nobody holds the lock, but a released
+             *     grant's `min_hold_ms` keeps it from new holders: until when
+             *     (on the Redis clock), as the 404 of its `GET` states it.
+             */
+            min_hold_until?: string;
             /**
              * @description `not_holder`: why the token holds nothing.
              * @enum {string}
@@ -2140,7 +2148,8 @@ export interface operations {
              *     free up within `wait_ms`): `code` is `lock_held`, and
              *     `Retry-After` and `retry_after_ms` say when the current lease (the
              *     last shared one, when held shared) ends if it is not renewed, or,
-             *     after a release inside the grant's `min_hold_ms`, when that ends.
+             *     after a release inside the grant's `min_hold_ms`, when that ends,
+             *     which `min_hold_until` then states as a time.
              *     With a `Lock-Token` that does not hold the lock, `code` is
              *     `not_holder` (without `retry_after_ms`), and nothing is acquired. With an `Idempotency-Key`:
              *     `idempotency_in_progress` or `grant_ended` (see the parameter).
