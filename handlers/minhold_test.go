@@ -14,8 +14,9 @@ import (
 
 // TestMinHold: a grant with min_hold_ms, released, keeps the lock: the
 // next acquire gets 409 lock_held with Retry-After up to the min hold's
-// end, and GET 404 not_held with min_hold_until. A min_hold_ms above the
-// TTL cap, negative, with shared, with a Lock-Token is a 400.
+// end and min_hold_until, and GET 404 not_held with the same
+// min_hold_until. A min_hold_ms above the TTL cap, negative, with shared,
+// with a Lock-Token is a 400.
 func TestMinHold(t *testing.T) {
 	_, h := newTestHandler(t, Config{Backend: embedded.New(embedded.Options{}), MaxTTL: time.Hour})
 	ts := httptest.NewServer(h)
@@ -77,6 +78,7 @@ func TestMinHold(t *testing.T) {
 		kept.Before(lo) || kept.After(hi) || !strings.Contains(d, "by a min hold") || strings.Contains(d, "lease ends") {
 		t.Errorf("acquire after the release: detail %q, want the name kept until a time within [%v, %v] by a min hold, and no lease that ends", d, lo, hi)
 	}
+	held, _ := p["min_hold_until"].(string)
 	resp, p = do("GET", ``)
 	s, _ := p["min_hold_until"].(string)
 	until, err := time.Parse(time.RFC3339Nano, s)
@@ -88,5 +90,9 @@ func TestMinHold(t *testing.T) {
 	}
 	if ms, _ := p["retry_after_ms"].(float64); ms <= 0 || ms > 600000 {
 		t.Fatalf("retry_after_ms %v, want in (0, 600000]", p["retry_after_ms"])
+	}
+	// The 409 states the min hold's end as a field, as the 404 does.
+	if got, err := time.Parse(time.RFC3339Nano, held); err != nil || !got.Equal(until) {
+		t.Fatalf("acquire after the release: min_hold_until %q, want the 404's, %s", held, s)
 	}
 }

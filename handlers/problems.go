@@ -273,8 +273,14 @@ func lockHeld(b *problemBody, err error) {
 		if held.MinHold {
 			// No lease: the released grant's min hold keeps the name, and
 			// nothing renews or shortens that.
+			until := held.FreeAt
+			if until.IsZero() {
+				until = time.Now().Add(held.RetryAfter).UTC()
+			} else {
+				b.MinHoldUntil = &until
+			}
 			b.Detail = "nobody holds the lock, but the name is kept until " +
-				time.Now().Add(held.RetryAfter).UTC().Format(time.RFC3339Nano) + " (" + strconv.FormatInt(ms, 10) +
+				until.Format(time.RFC3339Nano) + " (" + strconv.FormatInt(ms, 10) +
 				" ms from now) by a min hold: the min_hold_ms of the grant released last"
 		}
 		if held.SharedFull > 0 {

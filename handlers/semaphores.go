@@ -120,10 +120,11 @@ func (s *Server) InspectSemaphore(ctx context.Context, req InspectSemaphoreReque
 		return nil, semaphoreDetail(err)
 	}
 	return InspectSemaphore200JSONResponse{
-		Semaphore: key.String(),
-		Limit:     info.Limit,
-		Holders:   holdersOf(info.Holders),
-		Waiters:   info.Waiters,
+		Semaphore:       key.String(),
+		Limit:           info.Limit,
+		Holders:         holdersOf(info.Holders),
+		Waiters:         info.Waiters,
+		QueuePriorities: queuePriorities(info.QueuePriorities),
 	}, nil
 }
 

@@ -180,6 +180,11 @@ type HeldError struct {
 	// min hold (AcquireRequest.MinHold) keeps it from others: RetryAfter
 	// is then when that ends.
 	MinHold bool
+	// FreeAt, with MinHold, is until when the lock is kept from others,
+	// on the backend's clock: RetryAfter from the backend's now, the min
+	// hold's end (NotHeldError.FreeAt) unless a longer lock delay follows
+	// it. Zero when the backend does not know it.
+	FreeAt time.Time
 	// SharedFull, when above 0, says that the lock is held shared by
 	// SharedFull holders, the most it may have (MaxSharedHolders), and that
 	// this is why a shared request that does not wait was refused;

@@ -370,8 +370,8 @@ type Info struct {
 	Waiters int
 	// QueuePriorities are the priorities the waiters asked for
 	// (AcquireRequest.Priority), in the order they are served, at most
-	// MaxQueueShown of them; nil when nobody waits. Inspect sets it; List
-	// leaves it nil.
+	// MaxQueueShown of them; nil when nobody waits. Inspect and Watch set
+	// it; List leaves it nil.
 	QueuePriorities []int
 	// Holds is how many times the holder holds the lock (see Reenter).
 	Holds int

@@ -81,6 +81,10 @@ type SemaphoreInfo struct {
 	Holders []Holder
 	// Waiters is how many callers wait for a permit.
 	Waiters int
+	// QueuePriorities are the priorities the waiters asked for, in the
+	// order they are served, at most MaxQueueShown of them; nil when
+	// nobody waits (as Info.QueuePriorities).
+	QueuePriorities []int
 }
 
 // Holder describes one live grant, without its owner token.

@@ -40,15 +40,7 @@ local out = describe(KEYS[1], KEYS[2], KEYS[3], now, ARGV[1])
 -- The queue's priorities, only when anyone waits: a lock nobody waits
 -- for costs what it did.
 if (out[1] == MODE_EXCLUSIVE or out[1] == MODE_SHARED) and out[2] > 0 then
-  local ids = redis.call('ZRANGE', KEYS[2], 0, 99)
-  local prios = {}
-  if #ids > 0 then
-    local ws = redis.call('HMGET', KEYS[1] .. ':waiters', unpack(ids)) -- K.waiters
-    for i = 1, #ids do
-      prios[i] = ws[i] and string.match(ws[i], '"pr":"(%d)"') or '0'
-    end
-  end
-  out[#out + 1] = table.concat(prios)
+  out[#out + 1] = queue_priorities(KEYS[2], KEYS[1] .. ':waiters') -- K.waiters
 end
 local index = 0
 if ARGV[2] == '1' then

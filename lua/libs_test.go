@@ -12,7 +12,7 @@ import (
 // Redis refuses a global only when that line runs: a library moved below
 // one that uses it would fail on some path, not when the script loads.
 func TestLibrariesDefineBeforeUse(t *testing.T) {
-	for name, libs := range map[string]string{"lock": lockLib, "describe": describeLibs, "semaphore": semLibs, "idempotency": idemLibs, "session": libSession} {
+	for name, libs := range map[string]string{"lock": lockLib, "describe": describeLibs, "semaphore describe": semDescribeLibs, "semaphore": semLibs, "idempotency": idemLibs, "session": libSession} {
 		code := luaCode(protocol + libs)
 		def := regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)`)
 		for _, m := range def.FindAllStringSubmatchIndex(code, -1) {

@@ -2,9 +2,9 @@
 // atomic step, embedded here because go:embed cannot reach a parent folder.
 // Each script states its KEYS, ARGV and return values at its top;
 // protocol.lua names the values the scripts and the engine share, the
-// libraries (holds.lua, lib_*.lua, semlib.lua, idem_lib.lua) hold the
-// functions several of them share, and both are put in front of them, in
-// the order lockLib lists. lib_keys.lua describes the Redis layout. Every
+// libraries (holds.lua, lib_*.lua, prios.lua, semlib.lua, idem_lib.lua)
+// hold the functions several of them share, and both are put in front of
+// them, in the order lockLib lists. lib_keys.lua describes the Redis layout. Every
 // script that changes state is wrapped by once.lua, which makes each call
 // have one effect however often Redis receives it.
 //
@@ -49,6 +49,8 @@ var (
 	libHandoff string
 	//go:embed lib_describe.lua
 	libDescribe string
+	//go:embed prios.lua
+	prios string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed release.lua
@@ -260,10 +262,13 @@ func withFunction(s Script, prelude, call string) Script {
 var (
 	lockLib = holds + libKeys + libIndex + libFence + libHistory + libRecord + libDelay +
 		libShared + libGrant + libQueue + libHandoff
-	// describeLibs are for the scripts that describe a lock's holders.
-	describeLibs = lockLib + libDescribe
-	semLibs      = lockLib + semLib
-	idemLibs     = holds + idemLib
+	// describeLibs are for the scripts that describe a lock's holders and
+	// its queue.
+	describeLibs = lockLib + libDescribe + prios
+	// semDescribeLibs are for the script that describes a semaphore's.
+	semDescribeLibs = lockLib + prios
+	semLibs         = lockLib + semLib
+	idemLibs        = holds + idemLib
 )
 
 // scripts are the scripts, built once.
@@ -291,7 +296,7 @@ var scripts = []Script{
 	writes("sem_leave", true, semLeaveSrc, semLibs),
 	writes("sem_heartbeat", false, semHeartbeatSrc, semLibs),
 	writes("sem_renew", true, semRenewSrc, lockLib),
-	reads("sem_inspect", semInspectSrc, lockLib),
+	reads("sem_inspect", semInspectSrc, semDescribeLibs),
 	writes("sem_resize", true, semResizeSrc, semLibs), // its answer names the limit in force; it hands permits on
 
 	writes("idem_begin", true, idemBeginSrc, idemLibs), // replays a live grant

@@ -4,10 +4,13 @@
 -- KEYS[1]  the semaphore's holders key (see semlib.lua)
 -- KEYS[2]  its leases key
 -- KEYS[3]  its queue of waiters
+-- KEYS[4]  its waiters' requests (S.waiters)
 --
 -- Returns  {limit, waiters, now_ms, [fencing_token, ttl_ms, subject, owner,
 --          acquired_at_ms, hard cap (ms on the Redis clock, 0 for none)]
 --          for each live holder, in lease order}
+--          ... as above, then the queue's priorities, when anyone waits:
+--                one digit per waiter, as inspect.lua answers a lock's
 --          {}  nobody holds a permit
 --
 -- Token hashes are never returned.
@@ -27,5 +30,9 @@ for i = 1, #live, 2 do
       out[#out + 1] = v
     end
   end
+end
+-- Only when anyone waits: a semaphore nobody waits for costs what it did.
+if out[2] > 0 then
+  out[#out + 1] = queue_priorities(KEYS[3], KEYS[4])
 end
 return out

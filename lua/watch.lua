@@ -12,7 +12,8 @@
 --          above ARGV[2], newest first, as the history holds them (JSON,
 --          see lib_history.lua event), or every event kept when the index
 --          is below ARGV[2] (the history was lost and began again); the
---          holders as inspect.lua describes them ({} when free); and 1 when
+--          holders as inspect.lua describes them ({} when free), the
+--          queue's priorities after them when anyone waits; and 1 when
 --          the oldest event kept is the first of the lock's history (or
 --          none is kept), else 0 (see lib_history.lua history_of)
 --
@@ -37,4 +38,8 @@ for n, e in ipairs(kept) do
   end
   evs[#evs + 1] = e
 end
-return {index, evs, describe(K.lock, K.queue, K.readers, now, ARGV[3]), first and 1 or 0}
+local holders = describe(K.lock, K.queue, K.readers, now, ARGV[3])
+if (holders[1] == MODE_EXCLUSIVE or holders[1] == MODE_SHARED) and holders[2] > 0 then
+  holders[#holders + 1] = queue_priorities(K.queue, K.waiters)
+end
+return {index, evs, holders, first and 1 or 0}

@@ -31,7 +31,7 @@ Usage:
       acquire --session joins it; one keep renews every grant of it; end
       releases them all. --session - reads it from stdin; $LOCKGATE_SESSION
       also works.
-  lockctl lockset acquire namespace/name... [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--json]
+  lockctl lockset acquire namespace/name... [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--max-hold D] [--json]
   lockctl lockset renew namespace/name... --token T [--ttl D] [--json]
   lockctl lockset release namespace/name... --token T [--json]
       A lock set: up to 16 locks (arguments, or separated by commas) taken in
@@ -40,7 +40,8 @@ Usage:
       same locks, and renew or release them all in one call. Sets take their
       locks in one order, so two that name the same locks never deadlock.
       release exits 81 when the set no longer held some of its locks (it
-      releases the others).
+      releases the others). --max-hold D caps each lock's grant as acquire's
+      does.
   lockctl release namespace/name [--semaphore] --token T
   lockctl renew namespace/name [--semaphore] --token T [--ttl D] [--json]
       --token - reads the owner token from stdin; $LOCKGATE_LOCK_TOKEN also works.

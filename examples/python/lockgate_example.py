@@ -190,7 +190,7 @@ class Client:
         """Ends the session, releasing every grant of it."""
         return self.send("DELETE", "/sessions/" + session["session"], headers={"Session-Token": session["session_token"]})[1]
 
-    def acquire_set(self, locks, ttl_ms=None, wait_ms=0, owner=None):
+    def acquire_set(self, locks, ttl_ms=None, wait_ms=0, owner=None, max_hold_ms=None):
         """Takes every lock of locks (up to 16 "namespace/name") or none,
         waiting up to wait_ms (at most the gateway's --max-wait) for all of
         them. Returns the set: its token (a secret) and each lock with its
@@ -198,12 +198,17 @@ class Client:
         "fencing_token", ...}], "ttl_ms", "renew_after_ms", ...}). Raises
         Problem lock_held (409) when a lock stayed held: then none is held.
         Every set takes its locks in one order, so two sets that name the
-        same locks, in any order, never deadlock."""
+        same locks, in any order, never deadlock. max_hold_ms, if given,
+        caps each lock's grant as in acquire: no renewal of the set carries
+        a lock's lease past its acquisition plus this (each lock states its
+        hold_until); at least ttl_ms."""
         body = {"locks": ",".join(locks), "wait_ms": wait_ms}
         if ttl_ms:
             body["ttl_ms"] = ttl_ms
         if owner:
             body["owner"] = owner
+        if max_hold_ms is not None:
+            body["max_hold_ms"] = max_hold_ms
         return self.send("POST", "/lock-sets", body, wait_ms=wait_ms)[1]
 
     def renew_set(self, lock_set):
@@ -220,14 +225,16 @@ class Client:
         return self.send("DELETE", "/lock-sets?" + set_query(lock_set), headers={"Lock-Token": lock_set["token"]})[1]
 
     @contextlib.contextmanager
-    def holding_set(self, locks, ttl_ms=None, wait_ms=0, owner=None):
+    def holding_set(self, locks, ttl_ms=None, wait_ms=0, owner=None, max_hold_ms=None):
         """For a with block: takes every lock of locks or none (raising
         Problem lock_held), renews them all from a thread while the block
         runs, and releases them all after it. Yields the SetKeepAlive: its
         lock_set has each lock's fencing token, and its lost event says the
         set is no longer whole (stop the work: someone else may hold one of
-        its locks now). lost is also set when the release finds a lock gone."""
-        keeper = SetKeepAlive(self, self.acquire_set(locks, ttl_ms, wait_ms, owner))
+        its locks now). lost is also set when the release finds a lock gone.
+        max_hold_ms caps each lock's grant as in acquire_set: the first
+        renewal after the cap finds the set no longer whole, and sets lost."""
+        keeper = SetKeepAlive(self, self.acquire_set(locks, ttl_ms, wait_ms, owner, max_hold_ms))
         keeper.start()
         try:
             yield keeper

@@ -402,8 +402,11 @@ func (m *Backend) tryAcquire(key locks.Key, w *memWaiter) (g locks.Grant, held *
 		return locks.Grant{}, nil, true
 	}
 	if l == nil {
-		_, resting := m.restingLocked(key, now)
-		return locks.Grant{}, &locks.HeldError{RetryAfter: delayedUntil.Sub(now), MinHold: resting}, false
+		held := &locks.HeldError{RetryAfter: delayedUntil.Sub(now)}
+		if _, held.MinHold = m.restingLocked(key, now); held.MinHold {
+			held.FreeAt = delayedUntil.UTC()
+		}
+		return locks.Grant{}, held, false
 	}
 	return locks.Grant{}, &locks.HeldError{RetryAfter: l.until().Sub(now)}, false
 }
@@ -651,17 +654,17 @@ func (m *Backend) unqueueLocked(key locks.Key, w *memWaiter) {
 func (m *Backend) heldError(key locks.Key) (locks.Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var (
-		remaining time.Duration
-		resting   bool
-	)
+	held := &locks.HeldError{}
+	now := time.Now()
 	if l := m.locks[key]; l != nil {
-		remaining = max(time.Until(l.until()), 0)
-	} else if until, delayed := m.delayedLocked(key, time.Now()); delayed {
-		remaining = time.Until(until)
-		_, resting = m.restingLocked(key, time.Now())
+		held.RetryAfter = max(l.until().Sub(now), 0)
+	} else if until, delayed := m.delayedLocked(key, now); delayed {
+		held.RetryAfter = until.Sub(now)
+		if _, held.MinHold = m.restingLocked(key, now); held.MinHold {
+			held.FreeAt = until.UTC()
+		}
 	}
-	return locks.Grant{}, &locks.HeldError{RetryAfter: remaining, MinHold: resting}
+	return locks.Grant{}, held
 }
 
 // holder returns the live grant that token holds and its lock, or nil.
@@ -857,10 +860,19 @@ func (m *Backend) Inspect(_ context.Context, key locks.Key) (locks.Info, error) 
 	}
 	info := m.infoLocked(key, l, now)
 	info.Index = index
-	for _, w := range m.queues[key][:min(len(m.queues[key]), locks.MaxQueueShown)] {
-		info.QueuePriorities = append(info.QueuePriorities, w.req.Priority)
-	}
+	info.QueuePriorities = queuePriorities(m.queues[key])
 	return info, nil
+}
+
+// queuePriorities are the priorities of queue q's waiters, in the order
+// they are served, at most MaxQueueShown of them; nil when nobody waits
+// (Info.QueuePriorities).
+func queuePriorities(q []*memWaiter) []int {
+	var ps []int
+	for _, w := range q[:min(len(q), locks.MaxQueueShown)] {
+		ps = append(ps, w.req.Priority)
+	}
+	return ps
 }
 
 // infoLocked describes l, the held lock key, for Inspect and List. m.mu

@@ -216,7 +216,7 @@ func (m *Backend) InspectSemaphore(_ context.Context, key locks.Key) (locks.Sema
 	if s == nil || len(s.holders) == 0 {
 		return locks.SemaphoreInfo{}, fmt.Errorf("inspect semaphore %s: %w", key, locks.ErrNotHeld)
 	}
-	info := locks.SemaphoreInfo{Limit: s.limit, Waiters: len(s.queue)}
+	info := locks.SemaphoreInfo{Limit: s.limit, Waiters: len(s.queue), QueuePriorities: queuePriorities(s.queue)}
 	for _, g := range s.holders {
 		info.Holders = append(info.Holders, locks.Holder{Holds: 1,
 			Lease:   g.lease(g.expiresAt.Sub(now)),

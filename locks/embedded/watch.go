@@ -27,6 +27,7 @@ func (m *Backend) Watch(ctx context.Context, key locks.Key, after int64) (locks.
 		l := m.locks[key]
 		if l != nil {
 			info = m.infoLocked(key, l, now)
+			info.QueuePriorities = queuePriorities(m.queues[key])
 		}
 		c := locks.ChangeAfter(after, index, kept, first, l != nil, info)
 		c.Events = append([]locks.Event(nil), c.Events...)

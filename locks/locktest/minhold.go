@@ -65,10 +65,18 @@ func wantRestingUntil(t *testing.T, l locks.Locker, key locks.Key, from, to time
 	if !held.MinHold {
 		t.Fatalf("acquire inside the min hold: got %+v, want it to say a min hold keeps the lock", held)
 	}
+	// Until when, as Inspect says (the Redis backend reads it as the
+	// clock plus what is left of the kept name: a millisecond apart).
+	if d := held.FreeAt.Sub(nh.FreeAt); d < -10*time.Millisecond || d > 10*time.Millisecond {
+		t.Fatalf("acquire inside the min hold: free at %v, want the end of the min hold Inspect states, %v", held.FreeAt, nh.FreeAt)
+	}
 	// A wait that runs out inside it says so too.
 	_, err = l.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Millisecond})
 	if !errors.As(err, &held) || !held.MinHold {
 		t.Fatalf("a wait that ran out inside the min hold: got %v, want a HeldError that says a min hold keeps the lock", err)
+	}
+	if d := held.FreeAt.Sub(nh.FreeAt); d < -10*time.Millisecond || d > 10*time.Millisecond {
+		t.Fatalf("a wait that ran out inside the min hold: free at %v, want the end of the min hold Inspect states, %v", held.FreeAt, nh.FreeAt)
 	}
 }
 

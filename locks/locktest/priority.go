@@ -27,6 +27,7 @@ func RunPriority(t *testing.T, newBackend func(t *testing.T, aging time.Duration
 		{"TicketRanksByItsPriority", time.Hour, testPriorityTicket},
 		{"SharedWaiterRanksByItsPriority", time.Hour, testPriorityShared},
 		{"PermitWaiterRanksByItsPriority", time.Hour, testPriorityPermit},
+		{"PermitQueueShowsPriorities", time.Hour, testPriorityPermitQueue},
 		{"BadPrioritiesRefused", time.Hour, testPriorityInvalid},
 		{"AgingServesALowPriorityWaiter", time.Second, testPriorityAging},
 	} {
@@ -188,24 +189,10 @@ func testPriorityPermit(t *testing.T, b locks.Backend, key locks.Key, _ time.Dur
 		}()
 		return out
 	}
-	waitFor := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			info, err := b.InspectSemaphore(ctx, key)
-			if err == nil && info.Waiters == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("got %+v, %v; want %d waiters", info, err, n)
-			}
-			time.Sleep(5 * time.Millisecond) // polling for a waiter to queue
-		}
-	}
 	low := async(0)
-	waitFor(1)
+	waitForPermitWaiters(t, b, key, 1)
 	high := async(7)
-	waitFor(2)
+	waitForPermitWaiters(t, b, key, 2)
 	if _, err := b.ReleasePermit(ctx, key, holder.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +210,59 @@ func testPriorityPermit(t *testing.T, b locks.Backend, key locks.Key, _ time.Dur
 	}
 	if l := <-low; l.err != nil {
 		t.Fatalf("the priority-0 waiter: %v", l.err)
+	}
+}
+
+// waitForPermitWaiters polls until n callers wait for a permit of key's
+// semaphore.
+func waitForPermitWaiters(t testing.TB, b locks.Semaphores, key locks.Key, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := b.InspectSemaphore(context.Background(), key)
+		if err == nil && info.Waiters == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %+v, %v; want %d waiters", info, err, n)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for a waiter to queue
+	}
+}
+
+// testPriorityPermitQueue: a semaphore's InspectSemaphore shows its
+// queue's priorities in serving order, as a lock's Inspect does, and none
+// when nobody waits.
+func testPriorityPermitQueue(t *testing.T, b locks.Backend, key locks.Key, _ time.Duration) {
+	ctx := context.Background()
+	sem := func(p int, wait time.Duration) locks.SemaphoreRequest {
+		return locks.SemaphoreRequest{Limit: 1, AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Wait: wait, Subject: "tester", Priority: p}}
+	}
+	if _, err := b.AcquirePermit(ctx, key, sem(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.InspectSemaphore(ctx, key)
+	if err != nil || info.QueuePriorities != nil {
+		t.Fatalf("nobody waits: got queue priorities %v (%v), want none", info.QueuePriorities, err)
+	}
+	waiting, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan struct{})
+	prios := []int{0, 3, 0, 5, 3}
+	for i, p := range prios {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			b.AcquirePermit(waiting, key, sem(p, time.Minute))
+		}()
+		waitForPermitWaiters(t, b, key, i+1)
+	}
+	info, err = b.InspectSemaphore(ctx, key)
+	if want := []int{5, 3, 3, 0, 0}; err != nil || !slices.Equal(info.QueuePriorities, want) {
+		t.Fatalf("got queue priorities %v (%v), want %v", info.QueuePriorities, err, want)
+	}
+	cancel()
+	for range prios {
+		<-done
 	}
 }
 

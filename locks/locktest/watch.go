@@ -3,6 +3,7 @@ package locktest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ func RunWatches(t *testing.T, newPair func(t *testing.T) (locks.Backend, locks.B
 		{"ResumesFromAnIndex", testWatchResume},
 		{"SaysWhenEventsWereLost", testWatchMissed},
 		{"InspectTellsTheIndex", testInspectIndex},
+		{"StatesTheQueuesPriorities", testWatchQueuePriorities},
 		{"SaysMissedAfterTheHistoryWasLost", func(t *testing.T, a, b locks.Backend, key locks.Key) {
 			testWatchLostHistory(t, a, b, key, forget)
 		}},
@@ -297,5 +299,33 @@ func testWatchLostHistory(t *testing.T, a, b locks.Backend, key locks.Key, forge
 	}
 	if strings.Join(kinds, ",") != "acquired,value_changed" || c.Events[1].Value != "v3" {
 		t.Fatalf("got events %v (%+v), want acquired,value_changed to v3", kinds, c.Events)
+	}
+}
+
+// testWatchQueuePriorities: a watch's state describes the queue's
+// priorities as Inspect does: in serving order when anyone waits, both at
+// once (index -1) and in the answer to a change.
+func testWatchQueuePriorities(t *testing.T, a, b locks.Backend, key locks.Key) {
+	g := MustAcquire(t, a, key, req(time.Minute))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var waiters []<-chan Result
+	for i, p := range []int{0, 4, 2} {
+		waiters = append(waiters, AcquireAsync(ctx, a, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute, Subject: "tester", Priority: p}))
+		WaitUntilQueued(t, a, key, i+1)
+	}
+	c := watchNow(t, b, key)
+	if want := []int{4, 2, 0}; !c.Held || !slices.Equal(c.Info.QueuePriorities, want) {
+		t.Fatalf("watch now: held %t, queue priorities %v; want held, %v", c.Held, c.Info.QueuePriorities, want)
+	}
+	if _, err := a.Release(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	next, err := b.Watch(ctx, key, c.Index)
+	if want := []int{2, 0}; err != nil || !next.Held || !slices.Equal(next.Info.QueuePriorities, want) {
+		t.Fatalf("the change of the hand-off: %+v, %v; want held, queue priorities %v", next, err, want)
+	}
+	if res := <-waiters[1]; res.Err != nil {
+		t.Fatalf("the priority-4 waiter: %v", res.Err)
 	}
 }

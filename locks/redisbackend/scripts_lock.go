@@ -64,7 +64,14 @@ type lockType struct{}
 func (lockType) String() string { return "lock" }
 
 func (lockType) held(rp reply) error {
-	return &locks.HeldError{RetryAfter: rp.ttl, MinHold: rp.resting}
+	held := &locks.HeldError{RetryAfter: rp.ttl, MinHold: rp.resting}
+	if rp.resting && rp.ttl > 0 {
+		// The kept name's end, on the Redis clock (as inspect's); a
+		// waiter behind the head of the queue is told no retry, and so
+		// no end.
+		held.FreeAt = time.UnixMilli(rp.now + rp.ttl.Milliseconds()).UTC()
+	}
+	return held
 }
 
 // callAcquire runs lua/acquire.lua.
@@ -335,14 +342,7 @@ func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Tim
 	}
 	res = res[:len(res)-1]
 	var prios []int
-	if n := len(res); n >= 4 && (n-4)%holderFields == 1 {
-		// The queue's priorities, after the holders, when anyone waits.
-		digits, _ := res[n-1].(string)
-		for _, d := range digits {
-			prios = append(prios, int(d-'0'))
-		}
-		res = res[:n-1]
-	}
+	res, prios = splitPriorities(res)
 	if len(res) == 2 && res[0] == modeResting {
 		until, _ := res[1].(int64)
 		return locks.Info{Index: index}, false, time.UnixMilli(until).UTC(), nil
@@ -350,6 +350,27 @@ func (r *Backend) callInspect(ctx context.Context, key locks.Key, start time.Tim
 	info, held = parseHolders(res, start)
 	info.Index, info.QueuePriorities = index, prios
 	return info, held, time.Time{}, nil
+}
+
+// splitPriorities splits the queue's priorities off a lock's holders as
+// lua/inspect.lua and lua/watch.lua describe them: the digits after the
+// holders, when anyone waits (nil when nobody does).
+func splitPriorities(res []any) (holders []any, prios []int) {
+	if n := len(res); n >= 4 && (n-4)%holderFields == 1 {
+		return res[:n-1], parsePriorities(res[n-1])
+	}
+	return res, nil
+}
+
+// parsePriorities reads a queue's priorities as lua/prios.lua answers
+// them: one digit per waiter.
+func parsePriorities(v any) []int {
+	digits, _ := v.(string)
+	var prios []int
+	for _, d := range digits {
+		prios = append(prios, int(d-'0'))
+	}
+	return prios
 }
 
 // parseHolders reads the holders of a lock as lua/lib_describe.lua

@@ -104,10 +104,12 @@ func (r *Backend) callSemRenew(ctx context.Context, key locks.Key, a renewArgs) 
 }
 
 // callSemInspect runs lua/sem_inspect.lua on key's semaphore: its holders,
-// counted from start; held is false when nobody holds a permit.
+// counted from start, and its queue's priorities; held is false when
+// nobody holds a permit.
 func (r *Backend) callSemInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.SemaphoreInfo, held bool, err error) {
+	const fields = 6 // per holder, after limit, waiters and now
 	k := r.semKeys(key)
-	cmd, _ := r.run(ctx, semInspectScript, []string{k.holders, k.leases, k.queue})
+	cmd, _ := r.run(ctx, semInspectScript, []string{k.holders, k.leases, k.queue, k.waiters})
 	out, err := cmd.Slice()
 	if err != nil {
 		return locks.SemaphoreInfo{}, false, err
@@ -119,7 +121,11 @@ func (r *Backend) callSemInspect(ctx context.Context, key locks.Key, start time.
 	waiting, _ := out[1].(int64)
 	now, _ := out[2].(int64)
 	info = locks.SemaphoreInfo{Limit: int(limit), Waiters: int(waiting)}
-	for h := out[3:]; len(h) >= 6; h = h[6:] {
+	if (len(out)-3)%fields == 1 {
+		info.QueuePriorities = parsePriorities(out[len(out)-1])
+		out = out[:len(out)-1]
+	}
+	for h := out[3:]; len(h) >= fields; h = h[fields:] {
 		fence, _ := h[0].(int64)
 		pttl, _ := h[1].(int64)
 		subject, _ := h[2].(string)

@@ -18,8 +18,8 @@ type watchReply struct {
 	info   locks.Info
 }
 
-// callWatch runs lua/watch.lua on key's lock: its events after index after
-// and its holders, their leases counted from start.
+// callWatch runs lua/watch.lua on key's lock: its events after index after,
+// its holders, their leases counted from start, and its queue's priorities.
 func (r *Backend) callWatch(ctx context.Context, key locks.Key, after int64, start time.Time) (watchReply, error) {
 	k := r.lockKeys(key)
 	cmd, _ := r.run(ctx, watchScript, k.all(), r.arg.opts, after, locks.MaxHoldersShown)
@@ -45,9 +45,11 @@ func (r *Backend) callWatch(ctx context.Context, key locks.Key, after int64, sta
 	if err != nil {
 		return watchReply{}, err
 	}
+	holders, prios := splitPriorities(holders)
 	info, held := parseHolders(holders, start)
 	if held {
 		info.Describe()
+		info.QueuePriorities = prios
 	}
 	return watchReply{index: index, events: events, first: first == 1, held: held, info: info}, nil
 }

@@ -1085,7 +1085,9 @@ export interface components {
              * @description The priorities the waiters asked for (`priority` in the
              *     acquire's body, 0 when left out), in the order they will be
              *     served (aging included), the first 100 at most; absent when
-             *     nobody waits. Not in a long-poll's answer (`index`).
+             *     nobody waits. A long-poll's answer (`index`) and a stream's
+             *     `state` event state them too, as of the read they answer
+             *     from, as `waiters`.
              */
             queue_priorities?: number[];
         };
@@ -1304,6 +1306,13 @@ export interface components {
              *     gateway died counts until a hand-off drops it.
              */
             waiters: number;
+            /**
+             * @description The priorities the waiters asked for (`priority` in the
+             *     acquire's body, 0 when left out), in the order they will be
+             *     served (aging included), the first 100 at most; absent when
+             *     nobody waits. As a lock's `queue_priorities`.
+             */
+            queue_priorities?: number[];
         };
         SessionRequest: {
             /**
@@ -1599,16 +1608,24 @@ export interface components {
          * @description The 409 of a lock's acquire. One schema, not a `oneOf` of the
          *     specific problems: each of them is also a `Problem`, so a `oneOf`
          *     would match twice. `code` says which it is: `lock_held` and
-         *     `idempotency_in_progress` carry `retry_after_ms`; `not_holder` (a
+         *     `idempotency_in_progress` carry `retry_after_ms`, and `lock_held`
+         *     kept by a min hold `min_hold_until` too; `not_holder` (a
          *     `Lock-Token` that holds nothing) carries `reason`; `grant_ended`
          *     carries neither.
          */
         AcquireConflictProblem: components["schemas"]["Problem"] & {
             /**
              * Format: int64
-             * @description `lock_held`: when the lease ends unless renewed; `idempotency_in_progress`: when to ask again.
+             * @description `lock_held`: when the lease ends unless renewed (or the min hold, see `min_hold_until`); `idempotency_in_progress`: when to ask again.
              */
             retry_after_ms?: number;
+            /**
+             * Format: date-time
+             * @description `lock_held` when nobody holds the lock, but a released
+             *     grant's `min_hold_ms` keeps it from new holders: until when
+             *     (on the Redis clock), as the 404 of its `GET` states it.
+             */
+            min_hold_until?: string;
             /**
              * @description `not_holder`: why the token holds nothing.
              * @enum {string}
@@ -2131,7 +2148,8 @@ export interface operations {
              *     free up within `wait_ms`): `code` is `lock_held`, and
              *     `Retry-After` and `retry_after_ms` say when the current lease (the
              *     last shared one, when held shared) ends if it is not renewed, or,
-             *     after a release inside the grant's `min_hold_ms`, when that ends.
+             *     after a release inside the grant's `min_hold_ms`, when that ends,
+             *     which `min_hold_until` then states as a time.
              *     With a `Lock-Token` that does not hold the lock, `code` is
              *     `not_holder` (without `retry_after_ms`), and nothing is acquired. With an `Idempotency-Key`:
              *     `idempotency_in_progress` or `grant_ended` (see the parameter).
