@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/lockgate/lockgate/locks"
 	"github.com/lockgate/lockgate/locks/embedded"
+	"github.com/lockgate/lockgate/locks/locktest"
 )
 
 // TestLockSets: a set is granted whole, with a fencing token per lock and
@@ -212,4 +215,65 @@ func nsToken(t *testing.T, sub string, ns ...string) string {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// TestLockSetPriority: a set's priority is a lock's (#39): a set that
+// waits at priority 9 ranks before a priority-0 waiter that queued first,
+// and gets the lock when it frees; out of 0 to 9 it is a 400
+// invalid_priority, with nothing taken.
+func TestLockSetPriority(t *testing.T) {
+	mem := embedded.New(embedded.Options{})
+	_, ts := newTestServer(t, mem)
+	alice := signed(t, "alice")
+	for _, p := range []string{"10", "-1"} {
+		st, pr := call(t, ts.URL, "POST", "/lock-sets", alice, `{"locks":"team/p,team/q","wait_ms":1000,"priority":`+p+`}`)
+		if st != http.StatusBadRequest || pr["code"] != "invalid_priority" {
+			t.Fatalf("priority %s: got %d %v, want 400 invalid_priority", p, st, pr)
+		}
+	}
+	for _, l := range []string{"team/p", "team/q"} {
+		if st, _ := call(t, ts.URL, "GET", "/locks/"+l, alice, ""); st != http.StatusNotFound {
+			t.Fatalf("%s after the refused sets: got %d, want 404 (free)", l, st)
+		}
+	}
+
+	held := locks.Key{Namespace: "team", Name: "p"}
+	holder, err := mem.Acquire(context.Background(), held, locks.AcquireRequest{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := locktest.AcquireAsync(t.Context(), mem, held, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute, Owner: "zero"})
+	locktest.WaitUntilQueued(t, mem, held, 1)
+	done := make(chan map[string]any, 1)
+	go func() {
+		st, set := call(t, ts.URL, "POST", "/lock-sets", alice, `{"locks":"team/q,team/p","ttl_ms":60000,"wait_ms":20000,"owner":"set","priority":9}`)
+		if st != http.StatusCreated {
+			set = map[string]any{"status": st, "body": set}
+		}
+		done <- set
+	}()
+	locktest.WaitUntilQueued(t, mem, held, 2)
+	var info struct {
+		QueuePriorities []int `json:"queue_priorities"`
+	}
+	getJSON(t, ts.URL+"/locks/team/p", &info)
+	if !slices.Equal(info.QueuePriorities, []int{9, 0}) {
+		t.Fatalf("got queue_priorities %v, want [9 0]: the set's waiter first", info.QueuePriorities)
+	}
+	if _, err := mem.Release(context.Background(), held, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	set := <-done
+	if set["token"] == nil {
+		t.Fatalf("the set at priority 9: got %v, want 201 before the waiter ahead of it", set)
+	}
+	if st, l := call(t, ts.URL, "GET", "/locks/team/p", alice, ""); st != http.StatusOK || l["owner"] != "set" || l["waiters"] != 1.0 {
+		t.Fatalf("team/p after the set's grant: got %d %v, want the set holding it, the priority-0 waiter waiting", st, l)
+	}
+	if st, _ := call(t, ts.URL, "DELETE", "/lock-sets?locks=team/q,team/p", alice, "", "Lock-Token", set["token"].(string)); st != http.StatusOK {
+		t.Fatalf("release the set: got %d", st)
+	}
+	if res := <-zero; res.Err != nil {
+		t.Fatalf("the priority-0 waiter after the set: %v", res.Err)
+	}
 }

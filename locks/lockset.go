@@ -19,7 +19,10 @@ import (
 // the other waits for. A set that waits queues in each lock's own FIFO
 // queue in that order, holding the locks it has while it waits for the
 // next, with what is left of its wait; so waiting stays first come, first
-// served per lock. Where the backend can look at every lock at once (the
+// served per lock. Its request's Priority is that of each of those waits:
+// it ranks in each queue as a waiter of that priority that arrived when
+// the set reached that lock. The order of the locks, not the queues', is
+// what keeps sets from deadlocking, so a priority cannot undo it. Where the backend can look at every lock at once (the
 // embedded backend; one script on a single Redis), a set first tries to
 // take them all in one step, which grants only when no lock has waiters
 // ahead of it.

@@ -22,7 +22,8 @@ Usage:
       session's keep-alive) carries it past its acquisition plus D, at least
       --ttl. Under run, the command is stopped at the cap as on a lost lease
       (exit 84): the lock is the next waiter's then.
-      --priority N: the waiter's priority, 0 to 9 (a lock's or a permit's): a
+      --priority N: the waiter's priority, 0 to 9 (a lock's, a permit's or,
+      with lockset acquire and run --set, a lock set's in each lock's queue): a
       higher one is served first, first come, first served within one; every
       --priority-aging of the gateway's (30s) of waiting raises a waiter one
       level, so none waits forever.
@@ -31,7 +32,7 @@ Usage:
       acquire --session joins it; one keep renews every grant of it; end
       releases them all. --session - reads it from stdin; $LOCKGATE_SESSION
       also works.
-  lockctl lockset acquire namespace/name... [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--max-hold D] [--json]
+  lockctl lockset acquire namespace/name... [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--max-hold D] [--priority N] [--json]
   lockctl lockset renew namespace/name... --token T [--ttl D] [--json]
   lockctl lockset release namespace/name... --token T [--json]
       A lock set: up to 16 locks (arguments, or separated by commas) taken in

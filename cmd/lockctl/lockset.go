@@ -75,6 +75,9 @@ func (c *client) acquireSet(ctx context.Context, ls []lockName, af *acquireFlags
 	if af.maxHold > 0 {
 		body["max_hold_ms"] = af.maxHold.Milliseconds()
 	}
+	if af.priority > 0 && wait > 0 {
+		body["priority"] = af.priority
+	}
 	var s lockSet
 	err := c.do(ctx, http.MethodPost, "/lock-sets", body, "", c.timeout+wait, http.StatusCreated, &s)
 	return s, err
@@ -117,7 +120,7 @@ func acquireSetWaiting(ctx context.Context, c *client, ls []lockName, af *acquir
 }
 
 // addSetAcquireFlags are acquire's flags that a lock set takes: its locks
-// are exclusive, without a value or a priority, and in no session.
+// are exclusive, without a value, and in no session.
 func addSetAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFlags {
 	af := &acquireFlags{}
 	fs.DurationVar(&af.ttl, "ttl", 30*time.Second, "lease length of every lock")
@@ -127,13 +130,14 @@ func addSetAcquireFlags(fs *flag.FlagSet, defaultWait time.Duration) *acquireFla
 	fs.DurationVar(&af.serverWaitMax, "server-wait-max", time.Minute,
 		"the gateway's --max-wait: a longer --wait is made of several server-side waits of at most this")
 	fs.DurationVar(&af.maxHold, "max-hold", 0, "a hard cap on each lock's grant: no renewal of the set carries it past its acquisition plus this (at least --ttl; 0: none, or the gateway's --max-hold)")
+	fs.IntVar(&af.priority, "priority", 0, "the set's priority as a waiter in each lock's queue, 0 to 9: a higher one is served first, and every --priority-aging of the gateway's (30s) of waiting raises a waiter one level")
 	return af
 }
 
 // cmdLockSet acquires, renews and releases lock sets: up to 16 locks
 // taken in one call, every one or none, with one token for all.
 func cmdLockSet(ctx context.Context, c cli, args []string) error {
-	const usage = "lockset acquire namespace/name... [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--max-hold D] [--json] | " +
+	const usage = "lockset acquire namespace/name... [--ttl 30s] [--wait 0 | --no-wait] [--owner label] [--max-hold D] [--priority N] [--json] | " +
 		"lockset renew namespace/name... --token T [--ttl D] [--json] | lockset release namespace/name... --token T [--json]"
 	if len(args) == 0 {
 		return usagef("lockset needs acquire, renew or release: lockctl %s", usage)

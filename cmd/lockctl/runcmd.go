@@ -75,8 +75,8 @@ func cmdRun(ctx context.Context, c cli, args []string) error {
 		}
 		af.wait, af.minHold = 0, *oncePer
 	}
-	if *asSet && (*inSession || af.shared || af.limit > 0 || af.value != "" || af.priority > 0) {
-		return usagef("--set takes exclusive locks of their own lease: not with --session, --shared, --limit, --value or --priority")
+	if *asSet && (*inSession || af.shared || af.limit > 0 || af.value != "") {
+		return usagef("--set takes exclusive locks of their own lease: not with --session, --shared, --limit or --value")
 	}
 	if af.ttl < 3*time.Millisecond {
 		return usagef("run needs --ttl of at least 3ms: it renews every third of it")

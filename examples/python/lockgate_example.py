@@ -190,7 +190,7 @@ class Client:
         """Ends the session, releasing every grant of it."""
         return self.send("DELETE", "/sessions/" + session["session"], headers={"Session-Token": session["session_token"]})[1]
 
-    def acquire_set(self, locks, ttl_ms=None, wait_ms=0, owner=None, max_hold_ms=None):
+    def acquire_set(self, locks, ttl_ms=None, wait_ms=0, owner=None, max_hold_ms=None, priority=None):
         """Takes every lock of locks (up to 16 "namespace/name") or none,
         waiting up to wait_ms (at most the gateway's --max-wait) for all of
         them. Returns the set: its token (a secret) and each lock with its
@@ -201,7 +201,8 @@ class Client:
         same locks, in any order, never deadlock. max_hold_ms, if given,
         caps each lock's grant as in acquire: no renewal of the set carries
         a lock's lease past its acquisition plus this (each lock states its
-        hold_until); at least ttl_ms."""
+        hold_until); at least ttl_ms. priority, if given (0 to 9), ranks the
+        set in each lock's queue it waits in, as acquire's does."""
         body = {"locks": ",".join(locks), "wait_ms": wait_ms}
         if ttl_ms:
             body["ttl_ms"] = ttl_ms
@@ -209,6 +210,8 @@ class Client:
             body["owner"] = owner
         if max_hold_ms is not None:
             body["max_hold_ms"] = max_hold_ms
+        if priority is not None:
+            body["priority"] = priority
         return self.send("POST", "/lock-sets", body, wait_ms=wait_ms)[1]
 
     def renew_set(self, lock_set):
@@ -225,7 +228,7 @@ class Client:
         return self.send("DELETE", "/lock-sets?" + set_query(lock_set), headers={"Lock-Token": lock_set["token"]})[1]
 
     @contextlib.contextmanager
-    def holding_set(self, locks, ttl_ms=None, wait_ms=0, owner=None, max_hold_ms=None):
+    def holding_set(self, locks, ttl_ms=None, wait_ms=0, owner=None, max_hold_ms=None, priority=None):
         """For a with block: takes every lock of locks or none (raising
         Problem lock_held), renews them all from a thread while the block
         runs, and releases them all after it. Yields the SetKeepAlive: its
@@ -233,8 +236,9 @@ class Client:
         set is no longer whole (stop the work: someone else may hold one of
         its locks now). lost is also set when the release finds a lock gone.
         max_hold_ms caps each lock's grant as in acquire_set: the first
-        renewal after the cap finds the set no longer whole, and sets lost."""
-        keeper = SetKeepAlive(self, self.acquire_set(locks, ttl_ms, wait_ms, owner, max_hold_ms))
+        renewal after the cap finds the set no longer whole, and sets lost.
+        priority ranks its wait as in acquire_set."""
+        keeper = SetKeepAlive(self, self.acquire_set(locks, ttl_ms, wait_ms, owner, max_hold_ms, priority))
         keeper.start()
         try:
             yield keeper

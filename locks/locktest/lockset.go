@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ func RunLockSets(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"OneWinner", testSetOneWinner},
 		{"CrossedOrdersNeverDeadlock", testSetCrossedOrders},
 		{"FIFOPerLockBehindAPlainWaiter", testSetFIFO},
+		{"PriorityNineServedBeforeTenEarlierZeros", testSetPriority},
 		{"AWaitThatRunsOutRollsBack", testSetRollback},
 		{"ALockLostWhileWaitingIsHeld", testSetLostWhileWaiting},
 		{"ALockLostWhileWaitingEndsTheWait", testSetLossEndsWait},
@@ -196,6 +198,56 @@ func testSetFIFO(t *testing.T, b locks.Backend) {
 	checkSetGrant(t, b, keys, sg)
 	if sg.Locks[1].FencingToken <= res.Grant.FencingToken {
 		t.Fatalf("got fencing token %d for the set, want above the waiter's %d", sg.Locks[1].FencingToken, res.Grant.FencingToken)
+	}
+}
+
+// testSetPriority is #39's acceptance for a set: ten waiters at priority
+// 0 queue on a held lock, then a set naming it waits at priority 9. A set
+// waits in each lock's own queue with its request's priority, so it ranks
+// first there and is served when the lock frees, before the ten; they
+// follow in their order once the set is released. The set takes its first
+// lock (free) before it queues on the held one, so the priority is that of
+// a set that waits holding a lock, not only of its first wait.
+func testSetPriority(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	keys := UniqueKeys(t, 3)
+	locks.SortSet(keys)
+	held := keys[1]
+	holder := MustAcquire(t, b, held, req(time.Minute))
+	zeros := queueWaiters(t, b, held, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	set := make(chan error, 1)
+	var sg locks.SetGrant
+	go func() {
+		var err error
+		sg, err = b.AcquireSet(ctx, []locks.Key{keys[2], held, keys[0]},
+			locks.AcquireRequest{TTL: time.Minute, Wait: 30 * time.Second, Subject: "tester", Owner: "set", Priority: 9})
+		set <- err
+	}()
+	WaitUntilQueued(t, b, held, 11)
+	info, err := b.Inspect(ctx, held)
+	if want := []int{9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; err != nil || !slices.Equal(info.QueuePriorities, want) {
+		t.Fatalf("got queue priorities %v (%v), want %v: the set's waiter first", info.QueuePriorities, err, want)
+	}
+	if _, err := b.Release(ctx, held, holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-set; err != nil {
+		t.Fatalf("the set at priority 9: got %v, want it served first", err)
+	}
+	checkSetGrant(t, b, []locks.Key{keys[2], held, keys[0]}, sg)
+	if info, err := b.Inspect(ctx, held); err != nil || info.Owner != "set" || info.Waiters != 10 {
+		t.Fatalf("after the set's grant: got %+v, %v; want the set holding %s and the ten still waiting", info, err, held)
+	}
+	if _, err := b.ReleaseSet(ctx, keys, sg.Token); err != nil {
+		t.Fatal(err)
+	}
+	res := <-zeros[0]
+	if res.Err != nil {
+		t.Fatalf("the first priority-0 waiter after the set: %v", res.Err)
+	}
+	if info, err := b.Inspect(ctx, held); err != nil || info.Owner != "w0" || res.Grant.FencingToken <= sg.Locks[1].FencingToken {
+		t.Fatalf("after the set's release: got %+v, %v (w0's fencing token %d, the set's %d); want w0 next",
+			info, err, res.Grant.FencingToken, sg.Locks[1].FencingToken)
 	}
 }
 
@@ -384,6 +436,12 @@ func testSetInvalid(t *testing.T, b locks.Backend) {
 	} {
 		if _, err := b.AcquireSet(context.Background(), tc.keys, tc.r); !errors.Is(err, locks.ErrInvalid) {
 			t.Fatalf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	for _, p := range []int{-1, locks.MaxPriority + 1} {
+		_, err := b.AcquireSet(context.Background(), keys[:2], locks.AcquireRequest{TTL: time.Minute, Wait: time.Second, Priority: p})
+		if !errors.Is(err, locks.ErrInvalidPriority) {
+			t.Fatalf("priority %d: got %v, want ErrInvalidPriority", p, err)
 		}
 	}
 	for _, k := range keys {

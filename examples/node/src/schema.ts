@@ -609,8 +609,9 @@ export interface paths {
          *     Every set takes its locks in one order (namespace, then name),
          *     whatever the order of `locks`, so two sets never wait for each
          *     other: `{a, b}` and `{b, a}` are served in turn. With `wait_ms`, a
-         *     set waits in each lock's own queue, first come, first served, in
-         *     that order, holding the locks it has while it waits for the next;
+         *     set waits in each lock's own queue, first come, first served within
+         *     its `priority`, in that order, holding the locks it has while it
+         *     waits for the next;
          *     when the wait runs out it releases them and answers 409. A lock it
          *     took that it loses before it has them all (an administrator broke
          *     it, or its lease ran out) refuses the set too, with that lock's
@@ -853,7 +854,8 @@ export interface components {
              *     agings earlier. The hand-off is the same direct one. Out of 0 to
              *     9 it is a 400 `invalid_priority` (its own code, so the schema
              *     states no bounds the generic check would answer first). A
-             *     semaphore's permit takes one too (`priority` of its acquire).
+             *     semaphore's permit and a lock set take one too (`priority` of
+             *     their acquire).
              */
             priority?: number;
             /**
@@ -1433,6 +1435,14 @@ export interface components {
              *     that leaves this out.
              */
             max_hold_ms?: number;
+            /**
+             * @description The set's priority as a waiter, 0 (the default) to 9, as for a
+             *     lock's acquire with `wait_ms`: in each lock's queue the set joins
+             *     it ranks as a waiter of this priority that arrived when the set
+             *     reached that lock, and every `--priority-aging` of waiting raises
+             *     it one level. Out of 0 to 9 it is a 400 `invalid_priority`.
+             */
+            priority?: number;
             /** @description `true` asks for a `signed_grant` for each lock, `false` for none (see `AcquireRequest`). */
             signed?: boolean;
         };
