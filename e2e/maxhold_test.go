@@ -96,7 +96,9 @@ func TestMaxHoldGatewayBound(t *testing.T) {
 		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "--max-hold") {
 			t.Fatalf("max_hold_ms past --max-hold: %d %s, want 400 naming the flag", r.status, r.body)
 		}
-		g := acquire(t, url, `{"ttl_ms":500}`)
+		// A lease as long as the bound allows: the renewal must come
+		// within it, however busy the machine.
+		g := acquire(t, url, `{"ttl_ms":1000}`)
 		var lease struct {
 			HoldUntil time.Time `json:"hold_until"`
 		}
