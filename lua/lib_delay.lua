@@ -17,6 +17,15 @@ end
 -- nil when it did not look: only a lock held shared ('') or one whose
 -- holder is not known pays for that read.
 local function retry_ms(K, holder)
+  if holder == RESTING then
+    -- Until the min hold's end, on TIME's clock, as the reply's now is
+    -- (a PTTL counts from the time Redis took when the script began).
+    local ms = math.max((tonumber(redis.call('HGET', K.lock, 'mh')) or CLOCK.now) - CLOCK.now, 0)
+    if K.delay_ms > 0 then
+      ms = math.max(ms, redis.call('PTTL', K.delay))
+    end
+    return ms
+  end
   local ms = redis.call('PTTL', K.lock)
   if ms > 0 and K.hist_n > 0 and (holder == nil or holder == '') then
     local last = redis.call('ZRANGE', K.readers, '-1', '-1', 'WITHSCORES')[2]

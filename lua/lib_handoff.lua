@@ -106,7 +106,10 @@ local function rest(K, now, mh)
   end
   redis.call('DEL', K.lock)
   redis.call('HSET', K.lock, 'tok', RESTING, 'mh', mh)
-  redis.call('PEXPIRE', K.lock, left)
+  -- At mh itself, not left ms after the time Redis took when the script
+  -- began: TIME (now) may read later than that (Redis descheduled in
+  -- between, 12 ms in a CI run), and the name then came free that early.
+  redis.call('PEXPIREAT', K.lock, mh)
   local id, e = first_alive(K, now)
   if id then
     wake(e, id, '0')
