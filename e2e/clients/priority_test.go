@@ -3,24 +3,55 @@ package clients
 import (
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestClientsLockSetPriority: the Python client passes a lock set's
-// priority (acquire_set, and holding_set here): the set waits at it in the held lock's queue, and one out of
-// 0 to 9 is refused with invalid_priority before anything is taken.
-func TestClientsLockSetPriority(t *testing.T) {
-	t.Parallel()
-	cmd := pythonSnippet(t, `try:
+// lockSetPriorityClients run, in each client, a lock set at priority 10,
+// refused with invalid_priority before anything is taken, then one at 9
+// that waits for the held lock and gets both.
+var lockSetPriorityClients = map[string]func(t *testing.T) *exec.Cmd{
+	"python": func(t *testing.T) *exec.Cmd {
+		return pythonSnippet(t, `try:
     c.acquire_set(["clients/prio-a", "clients/prio-b"], wait_ms=1000, priority=10)
     print("granted, wrongly")
 except Problem as p:
     print("refused", p.code, flush=True)
 with c.holding_set(["clients/prio-a", "clients/prio-b"], ttl_ms=60000, wait_ms=30000, priority=9) as held:
-    print("acquired", len(held.lock_set["locks"]), flush=True)`) // skips early without python3
+    print("acquired", len(held.lock_set["locks"]), flush=True)`)
+	},
+	"node": func(t *testing.T) *exec.Cmd {
+		return nodeSnippet(t, `try {
+  await lg.acquireSet(c, ["clients/prio-a", "clients/prio-b"], { waitMs: 1000, priority: 10 });
+  console.log("granted, wrongly");
+} catch (e) {
+  console.log(String(e).includes("invalid_priority") ? "refused invalid_priority" : "refused otherwise: " + e);
+}
+await lg.withLockSet(c, ["clients/prio-a", "clients/prio-b"], { ttlMs: 60000, waitMs: 30000, priority: 9 }, async (set) => {
+  console.log("acquired", set.locks.length);
+});`)
+	},
+}
+
+// TestClientsLockSetPriority: each client passes a lock set's priority
+// (Python's acquire_set and holding_set, Node's acquireSet and
+// withLockSet): the set waits at it in the held lock's queue, and one out
+// of 0 to 9 is refused with invalid_priority before anything is taken.
+func TestClientsLockSetPriority(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
+	for name, run := range lockSetPriorityClients {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testLockSetPriority(t, run(t)) // skips early without the runtime
+		})
+	}
+}
+
+func testLockSetPriority(t *testing.T, cmd *exec.Cmd) {
 	gw := startGateway(t)
 	status, held := gw.acquire(t, "clients/prio-b", time.Minute)
 	if status != http.StatusCreated {

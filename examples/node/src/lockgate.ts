@@ -302,6 +302,13 @@ export interface SetOptions {
   waitMs?: number;
   /** A label inspect shows on each lock. */
   owner?: string;
+  /**
+   * 0 (the default) to 9: with waitMs, the set's priority as a waiter in
+   * each lock's queue, as for a lock's acquire (see TicketOptions.priority).
+   */
+  priority?: number;
+  /** The set's hard cap: no renewal carries a lock past acquired + maxHoldMs. */
+  maxHoldMs?: number;
 }
 
 /** The query that names a set's locks in its renewal and release. */
@@ -319,7 +326,14 @@ function setLocks(set: LockSet): { locks: string } {
  */
 export async function acquireSet(client: Client, locks: string[], opts: SetOptions = {}): Promise<LockSet | undefined> {
   const { data, error, response } = await client.POST("/lock-sets", {
-    body: { locks: locks.join(","), ttl_ms: opts.ttlMs, wait_ms: opts.waitMs, owner: opts.owner },
+    body: {
+      locks: locks.join(","),
+      ttl_ms: opts.ttlMs,
+      wait_ms: opts.waitMs,
+      owner: opts.owner,
+      priority: opts.priority,
+      max_hold_ms: opts.maxHoldMs,
+    },
   });
   if (data) {
     return data;
