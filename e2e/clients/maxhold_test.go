@@ -39,21 +39,45 @@ console.log("capped", g.hold_until !== undefined && r.hold_until === r.expires_a
 	}
 }
 
-// TestClientsLockSetMaxHold: the Python client passes a lock set's
-// max_hold_ms, through acquire_set and holding_set, and each lock of the
-// set states its hold_until.
-func TestClientsLockSetMaxHold(t *testing.T) {
-	t.Parallel()
-	cmd := pythonSnippet(t, `s = c.acquire_set(["clients/set-a", "clients/set-b"], ttl_ms=1000, max_hold_ms=60000)
+// lockSetMaxHoldClients pass a lock set's max_hold_ms, through a plain
+// acquire of a set and the helper that holds one, and print whether each
+// lock of the set states its hold_until.
+var lockSetMaxHoldClients = map[string]func(t *testing.T) *exec.Cmd{
+	"python": func(t *testing.T) *exec.Cmd {
+		return pythonSnippet(t, `s = c.acquire_set(["clients/set-a", "clients/set-b"], ttl_ms=1000, max_hold_ms=60000)
 capped = len(s["locks"]) == 2 and all(l.get("hold_until") is not None for l in s["locks"])
 c.release_set(s)
 with c.holding_set(["clients/set-c"], ttl_ms=1000, max_hold_ms=60000) as k:
     capped = capped and k.lock_set["locks"][0].get("hold_until") is not None
-print("capped", str(capped).lower())`) // skips early without python3
-	gw := startGateway(t)
-	p := start(t, gw, cmd)
-	if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stdout.String(), "capped true") {
-		t.Fatalf("exit %d, stdout %q, stderr %q; want capped true", code, p.stdout, p.stderr)
+print("capped", str(capped).lower())`)
+	},
+	"node": func(t *testing.T) *exec.Cmd {
+		return nodeSnippet(t, `const s = await lg.acquireSet(c, ["clients/set-a", "clients/set-b"], { ttlMs: 1000, maxHoldMs: 60000 });
+let capped = s !== undefined && s.locks.length === 2 && s.locks.every((l) => l.hold_until !== undefined);
+if (s) await lg.releaseSet(c, s);
+await lg.withLockSet(c, ["clients/set-c"], { ttlMs: 1000, maxHoldMs: 60000 }, async (k) => {
+  capped = capped && k.locks[0].hold_until !== undefined;
+});
+console.log("capped", capped);`)
+	},
+}
+
+// TestClientsLockSetMaxHold: each client passes a lock set's max_hold_ms
+// (Python's acquire_set and holding_set, Node's acquireSet and
+// withLockSet), and each lock of the set states its hold_until.
+func TestClientsLockSetMaxHold(t *testing.T) {
+	startNodeBuild()
+	t.Parallel()
+	for name, run := range lockSetMaxHoldClients {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cmd := run(t) // skips early without the runtime
+			gw := startGateway(t)
+			p := start(t, gw, cmd)
+			if code := p.wait(t, 60*time.Second); code != 0 || !strings.Contains(p.stdout.String(), "capped true") {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want capped true", code, p.stdout, p.stderr)
+			}
+			p.noSecrets(t)
+		})
 	}
-	p.noSecrets(t)
 }
