@@ -71,12 +71,8 @@ func (s *Server) AcquireLockSet(ctx context.Context, req AcquireLockSetRequestOb
 	if b.Owner != nil {
 		ar.Owner = *b.Owner
 	}
-	if b.Priority != nil {
-		// a lock's rule: its own code, never the generic invalid_request
-		if p := *b.Priority; p < 0 || p > locks.MaxPriority {
-			return nil, fmt.Errorf("%w: got %d", locks.ErrInvalidPriority, p)
-		}
-		ar.Priority = *b.Priority
+	if ar.Priority, err = priority(b.Priority); err != nil {
+		return nil, err
 	}
 	if err := s.capHold(ctx, b.TtlMs, b.MaxHoldMs, &ar); err != nil {
 		return nil, err

@@ -371,11 +371,8 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 				return key, ar, err
 			}
 		}
-		if b.Priority != nil {
-			if p := *b.Priority; p < 0 || p > locks.MaxPriority {
-				return key, ar, fmt.Errorf("%w: got %d", locks.ErrInvalidPriority, p)
-			}
-			ar.Priority = *b.Priority
+		if ar.Priority, err = priority(b.Priority); err != nil {
+			return key, ar, err
 		}
 	}
 	var ttlMs, maxHoldMs *int64
@@ -386,6 +383,19 @@ func (s *Server) acquireRequest(ctx context.Context, req AcquireLockRequestObjec
 		return key, ar, err
 	}
 	return key, ar, nil
+}
+
+// priority is a body's priority (nil: 0), refused out of range with its
+// own code (invalid_priority), never the generic invalid_request: a lock's
+// acquire and a lock set's share it.
+func priority(p *int) (int, error) {
+	if p == nil {
+		return 0, nil
+	}
+	if *p < 0 || *p > locks.MaxPriority {
+		return 0, fmt.Errorf("%w: got %d", locks.ErrInvalidPriority, *p)
+	}
+	return *p, nil
 }
 
 // capHold sets ar's hard cap: the body's max_hold_ms (askedMs), or the
