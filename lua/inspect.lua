@@ -37,11 +37,7 @@
 
 local now = clock()
 local out = describe(KEYS[1], KEYS[2], KEYS[3], now, ARGV[1])
--- The queue's priorities, only when anyone waits: a lock nobody waits
--- for costs what it did.
-if (out[1] == MODE_EXCLUSIVE or out[1] == MODE_SHARED) and out[2] > 0 then
-  out[#out + 1] = queue_priorities(KEYS[2], KEYS[1] .. ':waiters') -- K.waiters
-end
+with_priorities(out, KEYS[2], KEYS[1] .. ':waiters') -- K.waiters
 local index = 0
 if ARGV[2] == '1' then
   -- An exclusive holder, or a min hold: the lock hash names one, and the

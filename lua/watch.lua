@@ -38,8 +38,4 @@ for n, e in ipairs(kept) do
   end
   evs[#evs + 1] = e
 end
-local holders = describe(K.lock, K.queue, K.readers, now, ARGV[3])
-if (holders[1] == MODE_EXCLUSIVE or holders[1] == MODE_SHARED) and holders[2] > 0 then
-  holders[#holders + 1] = queue_priorities(K.queue, K.waiters)
-end
-return {index, evs, holders, first and 1 or 0}
+return {index, evs, with_priorities(describe(K.lock, K.queue, K.readers, now, ARGV[3]), K.queue, K.waiters), first and 1 or 0}
