@@ -100,6 +100,11 @@ local function index_entry(name, ms)
     math.floor(s / 256) % 256, s % 256)
 end
 
+-- index_entry_name is the name entry e lists.
+local function index_entry_name(e)
+  return string.sub(e, 1, -6)
+end
+
 -- index_entry_until is until when entry e lists its name, ms.
 local function index_entry_until(e)
   local a, b, c, d = string.byte(e, -4, -1)
@@ -143,7 +148,7 @@ local function index_split(dir, bucket, now)
   end
   if #live > INDEX_KEEP then
     local half = math.floor(#live / 2)
-    local lo = string.sub(live[half + 1], 1, -6)
+    local lo = index_entry_name(live[half + 1])
     local upper, moved = dir .. ':' .. lo, {}
     for i = half + 1, #live do
       moved[#moved + 1], moved[#moved + 2] = '0', live[i]

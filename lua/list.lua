@@ -52,9 +52,8 @@ while lo do
   local batch = redis.call('ZRANGEBYLEX', dir .. ':' .. lo, from or '-', '+', 'LIMIT', '0', want)
   for _, e in ipairs(batch) do
     looked = looked + 1
-    local name = string.sub(e, 1, -6)
-    local a, b, c, d = string.byte(e, -4, -1)
-    if (((a * 256 + b) * 256 + c) * 256 + d) * 1000 > now and (keys == '' or redis.call('EXISTS', keys .. name .. '}') == 1) then
+    local name = index_entry_name(e)
+    if index_entry_until(e) > now and (keys == '' or redis.call('EXISTS', keys .. name .. '}') == 1) then
       out[#out + 1] = name
     end
     from = '(' .. name .. '!'

@@ -285,9 +285,9 @@ var scripts = []Script{
 	writes("set_acquire", true, setAcquireSrc, lockLib), // every lock of a set, or none
 	reads("inspect", inspectSrc, describeLibs),
 	reads("history", historySrc, lockLib),
-	writesIdempotent("index", indexSrc, libIndex),    // listing's index, advisory
-	writesIdempotent("indexed", indexedSrc, lockLib), // notes the index's entry in the name record, only ever later
-	reads("list", listSrc),
+	writesIdempotent("index", indexSrc, libIndex),      // listing's index, advisory
+	writesIdempotent("indexed", indexedSrc, lockLib),   // notes the index's entry in the name record, only ever later
+	reads("list", listSrc, libIndex),                   // reads the entries as lib_index.lua writes them
 	writesIdempotent("watch", watchSrc, describeLibs),  // records an expiry, as every lock script does first
 	writesIdempotent("watching", watchingSrc, lockLib), // the watch registry, advisory
 
