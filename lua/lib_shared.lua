@@ -29,7 +29,8 @@ end
 -- latest such end, see break.lua) is recorded by the first script to run
 -- after it (purge_ended), which finds it only if both keys are still
 -- there, the last holder's too (a lease's end writes nothing by itself).
--- So K.lock's PTTL is no shared lease's end: shared_retry says that.
+-- So K.lock's PTTL is no shared lease's end: retry_ms (lib_delay.lua)
+-- reads the last lease's.
 local function keep_shared(K, now)
   local last = redis.call('ZRANGE', K.readers, '-1', '-1', 'WITHSCORES')[2]
   if not last or tonumber(last) <= now then
