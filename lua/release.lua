@@ -38,7 +38,7 @@
 
 local K = lock_keys(ARGV[2])
 K.session = ARGV[4]
-guard_migrating()
+guard_migrating(K)
 local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
 -- once; anything else looks again with current.
