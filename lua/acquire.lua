@@ -125,18 +125,18 @@ if me == '' then
   holder = h.holder
   local free = not holder and not delayed(K)
   if free and not shared then
-    local fence, at = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold)
+    local fence, _, fence_n = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
-    return settle(K, fresh(fence, ttl, now, at))
+    return settle(K, fresh(fence_n, ttl, now))
   end
   if shared and holder == '' and shared_full(K) then
     local soonest = redis.call('ZRANGE', K.readers, '0', '0', 'WITHSCORES')[2]
     return {SHARED_FULL, math.max(tonumber(soonest) - now, 0)}
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
-    local fence, at = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold)
+    local fence, _, fence_n = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
-    return settle(K, fresh(fence, ttl, now, at))
+    return settle(K, fresh(fence_n, ttl, now))
   end
 end
 

@@ -138,7 +138,7 @@ end
 AFTER_MAIN[#AFTER_MAIN + 1] = flush_records
 
 -- next_fence returns a fencing token larger than every one handed out
--- before, as a string: the larger of the counter plus one and the Redis
+-- before, as a string and as a number: the larger of the counter plus one and the Redis
 -- clock in microseconds. The counter covers many grants within one
 -- microsecond and a clock that steps back; the clock covers a counter that
 -- is missing or behind: evicted, flushed, restored from stale persistence,
@@ -167,35 +167,43 @@ local function next_fence(K, t, retention)
     local rec = record(K)
     rec.n = math.max(rec.n + 1, us)
     rec.dirty, rec.extend = true, true
-    return string.format('%d', rec.n)
+    return string.format('%d', rec.n), rec.n
   end
   local fence = string.format('%d', us)
   if K.index == nil then -- a semaphore: no index, the counter alone
     local last = redis.call('SET', K.fence, fence, 'PX', retention, 'GET')
     last = last and tonumber(string.match(last, '^%d+')) or 0
     if last >= us then
-      fence = string.format('%d', last + 1)
+      us = last + 1
+      fence = string.format('%d', us)
       redis.call('SET', K.fence, fence, 'PX', retention)
     end
-    return fence
+    return fence, us
   end
   local now = math.floor(us / 1000)
   local stamp, text = index_stamp(K, now)
   local last = redis.call('SET', K.fence, fence .. text, 'PX', retention, 'GET')
   local n, x = 0, 0
   if last then
-    -- The usual record ends with this period's stamp: found in place, no
-    -- string made.
-    n = tonumber(string.match(last, '^%d+')) or 0
     if string.find(last, text, -#text, true) then
+      -- The usual record: the counter, then this period's stamp, found in
+      -- place. The counter is compared as text (digits of one length
+      -- compare as their numbers do): a number is made of it only when it
+      -- is not below us, which a clock that did not go back makes rare.
       x = stamp
+      local old = string.sub(last, 1, #last - #text)
+      if #old > #fence or (#old == #fence and old >= fence) then
+        n = tonumber(old) or 0
+      end
     else
+      n = tonumber(string.match(last, '^%d+')) or 0
       x = tonumber(string.match(last, '^%d+ (%d+)$')) or 0
     end
   end
   local again = n >= us
   if again then
-    fence = string.format('%d', n + 1)
+    us = n + 1
+    fence = string.format('%d', us)
   end
   K.ix = stamp
   if x < stamp then
@@ -208,7 +216,7 @@ local function next_fence(K, t, retention)
   if again then
     redis.call('SET', K.fence, fence .. ' ' .. string.format('%d', K.ix), 'PX', retention)
   end
-  return fence
+  return fence, us
 end
 
 -- note_indexed makes K's name record say that the namespace's index

@@ -41,7 +41,7 @@ end
 
 -- grant makes the free lock held by the token hash tok with a lease of
 -- lease ms, and returns the new fencing token and when it was acquired (ms),
--- both strings. ttl is the lease asked for: what a pick-up, or a renew
+-- both strings, and the fencing token as a number (for fresh). ttl is the lease asked for: what a pick-up, or a renew
 -- without a TTL, gives. A provisional grant is one handed to a waiter that
 -- has not picked it up yet. value is the grant's value (nil or '': none),
 -- which lives in K.lock and so ends with the grant. min_hold (ms, nil or
@@ -52,7 +52,7 @@ end
 -- needs no cut. A free lock has no hash to clear: every script writes to
 -- K.lock only after finding it held (tok set), or here.
 local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, min_hold, max_hold)
-  local fence = next_fence(K, t, retention)
+  local fence, fence_n = next_fence(K, t, retention)
   local at = at_ms(t)
   redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
     'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
@@ -74,14 +74,15 @@ local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, va
   if K.hist_n > 0 then
     hold_note(K, tonumber(at) + tonumber(lease), {fence, sub, own}, nil, cap)
   end
-  return fence, at
+  return fence, at, fence_n
 end
 
--- fresh is the reply of a grant made now (see held_by): it reports the
--- TTL it was given, for PTTL may read a millisecond short, as Redis's
--- clock moves during a script.
-local function fresh(fence, ttl, now, at)
-  return {1, tonumber(fence), tonumber(ttl), now, tonumber(at), 0}
+-- fresh is the reply of a grant made now, at now ms, with fencing token
+-- fence_n (a number; see held_by): it reports the TTL it was given, for
+-- PTTL may read a millisecond short, as Redis's clock moves during a
+-- script.
+local function fresh(fence_n, ttl, now)
+  return {1, fence_n, tonumber(ttl), now, now, 0}
 end
 
 -- pick_up makes a provisional grant a full one: its lease becomes the TTL

@@ -42,19 +42,19 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
     elseif not full then
       lease = math.min(tonumber(e.ttl), tonumber(e.l))
     end
-    local fence, at
+    local fence, fence_n, _
     if e.m == 's' then
-      fence, at = add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.cap)
+      fence, _, fence_n = add_reader(K, t, now, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.cap)
       holder = ''
     else
-      fence, at = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.v, e.mh, e.cap)
+      fence, _, fence_n = grant(K, t, e.t, e.ttl, lease, e.s, e.o, retention, not full, e.v, e.mh, e.cap)
       holder = e.t
     end
     event(K, id == me and 'acquired' or 'handed_over', now, e.s, e.o, fence, e.v)
     if id == me then
-      h.mine = fresh(fence, e.ttl, now, at)
+      h.mine = fresh(fence_n, e.ttl, now)
     elseif full then
-      h.near, h.near_reply = id, fresh(fence, e.ttl, now, at)
+      h.near, h.near_reply = id, fresh(fence_n, e.ttl, now)
       -- The record's key shares the lock's hash tag, so it is on this
       -- script's slot; it is not among KEYS, as the caller did not know
       -- whose grant this would be.

@@ -91,7 +91,7 @@ end
 -- when it was acquired (ms), as grant does; max_hold (ms, nil for none) is
 -- its hard cap, kept as the hold's cap: until when, as grant's.
 local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provisional, max_hold)
-  local fence = next_fence(K, t, retention)
+  local fence, fence_n = next_fence(K, t, retention)
   local r = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t)}
   if provisional then
     r.p = 1
@@ -102,7 +102,7 @@ local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provi
   redis.call('HSET', K.lock, 'tok', '', 'r:' .. tok, cjson.encode(r))
   redis.call('ZADD', K.readers, string.format('%d', now + tonumber(lease)), tok)
   keep_shared(K, now)
-  return fence, r.a
+  return fence, r.a, fence_n
 end
 
 -- reader returns the shared hold of token hash tok, decoded, or nil.

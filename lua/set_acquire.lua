@@ -49,10 +49,10 @@ for i = 1, n do
 end
 local rp = {GRANTED, tonumber(ttl), now}
 for i, K in ipairs(Ks) do
-  local fence, at = grant(K, t, ARGV[7 + i], ttl, ttl, sub, own, retention, false, nil, nil, max_hold)
+  local fence, _, fence_n = grant(K, t, ARGV[7 + i], ttl, ttl, sub, own, retention, false, nil, nil, max_hold)
   event(K, 'acquired', now, sub, own, fence)
-  settle(K, fresh(fence, ttl, now, at))
-  rp[#rp + 1] = tonumber(fence)
-  rp[#rp + 1] = tonumber(at)
+  settle(K, fresh(fence_n, ttl, now))
+  rp[#rp + 1] = fence_n
+  rp[#rp + 1] = now
 end
 return rp
