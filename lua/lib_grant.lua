@@ -9,7 +9,9 @@
 -- acquire.lua), and with a lock delay, that the lock stays
 -- unavailable until the delay after the lease unless released.
 local function note_grant(K, record, left, handed)
-  redis.call('SET', record, 'h' .. (handed or 0) .. ':' .. CALL_ID, 'PX', left + RECORD_MS)
+  -- Numbers made text with string.format: Lua's own conversion, for a
+  -- concatenation or a command's argument, costs Redis about twice as much.
+  redis.call('SET', record, (handed == 1 and 'h1:' or 'h0:') .. CALL_ID, 'PX', string.format('%d', left + RECORD_MS))
   index_keep(K, left)
   if K.delay_ms > 0 and redis.call('PTTL', K.delay) < left + K.delay_ms then
     redis.call('SET', K.delay, redis.call('GET', K.delay) or 'g', 'PX', left + K.delay_ms)

@@ -48,7 +48,7 @@ end
 -- released notes that the caller's grant was released after it was held
 -- for held ms, by the call that runs: 'r<held>:<CALL_ID>'.
 local function released(K, held)
-  redis.call('SET', K.record, 'r' .. held .. ':' .. CALL_ID, 'PX', RECORD_PX)
+  redis.call('SET', K.record, 'r' .. string.format('%d', held) .. ':' .. CALL_ID, 'PX', RECORD_PX)
 end
 
 -- fenced notes that the caller's token is given up before it was ever
