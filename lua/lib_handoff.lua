@@ -129,7 +129,9 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   local at, holder
   -- The release and the hand-off that follows it (a grant, waiters
   -- dropped) go into the history together, with one LPUSH.
-  K.ev = {}
+  if K.hist_n > 0 then
+    K.ev = {}
+  end
   if r then
     at = r.a
     event(K, 'released', now, r.s, r.o, r.f, nil, nil, K.session)
@@ -154,7 +156,7 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   local h = handoff(K, t, now, holder, retention, check_heard, nil, here)
   local ev = K.ev
   K.ev = nil
-  if #ev > 0 then
+  if ev and #ev > 0 then
     push_events(K, ev, K.ev_extends)
   end
   return held, h.near, h.near_reply

@@ -35,12 +35,11 @@
 local n = #ARGV
 local call_ms, fence_id, call_id = ARGV[n], ARGV[n - 1], ARGV[n - 2]
 ARGV[n], ARGV[n - 1], ARGV[n - 2] = nil, nil, nil
-local base = KEYS[1] .. ':c:'
 if fence_id ~= '' then
-  redis.call('SET', base .. fence_id, cmsgpack.pack(FENCED), 'NX', 'PX', call_ms)
+  redis.call('SET', KEYS[1] .. ':c:' .. fence_id, cmsgpack.pack(FENCED), 'NX', 'PX', call_ms)
 end
 CALL_ID = call_id
-local record = not KEYED and base .. call_id
+local record = not KEYED and KEYS[1] .. ':c:' .. call_id
 if record then
   local kept = redis.call('GET', record)
   if kept then
@@ -51,8 +50,8 @@ if record then
   end
 end
 local reply = main()
-for _, f in ipairs(AFTER_MAIN) do
-  f(reply)
+for i = 1, #AFTER_MAIN do
+  AFTER_MAIN[i](reply)
 end
 if record then
   redis.call('SET', record, cmsgpack.pack(reply), 'PX', call_ms)
