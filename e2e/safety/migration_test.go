@@ -99,6 +99,14 @@ func TestClusterSlotMigration(t *testing.T) {
 			}
 			slot := pc.cluster.KeySlot(t, hashTag(name))
 			from := pc.cluster.Owner(t, slot)
+			// The warm-up is a time, and on a busy machine the load may not
+			// have taken the name by then ("the migration of slot 6685
+			// moved no key", load 15, the gateways' first calls not sent
+			// in time): the slot moves once it holds a key, or after
+			// migrationKeysWait, when the check below says so.
+			for wait := time.Now().Add(migrationKeysWait); pc.cluster.CountKeysInSlot(t, from, slot) == 0 && time.Now().Before(wait); {
+				time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
+			}
 			batch := max(10, pc.cluster.CountKeysInSlot(t, from, slot)/migrationSteps)
 			// The slot stays half moved until a call on the name
 			// answered meanwhile: "no call while slot 6997 was half
@@ -197,9 +205,12 @@ const (
 	// migrationRound is how long the load runs at least; it runs on
 	// until the six migrations are done (faulty.holdLoad), and
 	// migrationReserve after the last.
-	migrationRound   = 5 * time.Second
-	migrationWarmUp  = time.Second
-	migrationReserve = 3 * time.Second
+	migrationRound  = 5 * time.Second
+	migrationWarmUp = time.Second
+	// migrationKeysWait: how long a name's slot may wait for its first key
+	// before it moves anyway (and the round fails: it moved no key).
+	migrationKeysWait = 30 * time.Second
+	migrationReserve  = 3 * time.Second
 	// A slot's keys go over in migrationSteps MIGRATEs (of 10 keys at
 	// least), the reshard waiting migrationGap after each, so that a slot
 	// stays half moved for half a second or so, whatever its keys: a busy
