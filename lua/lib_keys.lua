@@ -121,6 +121,10 @@ local OPTIONS, OPTIONS_N = {}, 0
 -- lock from others: no token hash (hex) nor '' (shared) is it.
 local RESTING = '-'
 
+-- LOCK_NAMES_MAX bounds how many locks' names each options text keeps
+-- (lock_keys_at): past it, the table starts again.
+local LOCK_NAMES_MAX = 256
+
 -- lock_keys_at is lock_keys for a script that takes several locks (a
 -- lock set, see set_acquire.lua): the two keys of one lock start after
 -- KEYS[base].
@@ -131,24 +135,45 @@ local RESTING = '-'
 -- into KEYS) than a concatenation in Lua, and most calls touch few of
 -- them. All of them share the lock's hash tag, so they are on the slot of
 -- KEYS[1] on Cluster too, where Redis checks each key a command touches.
+--
+-- K itself holds only the record and what the call sets on it; the lock's
+-- key names and the options are read through its metatable, made once
+-- per lock name and options text, and kept by the library for the calls
+-- after (up to LOCK_NAMES_MAX names per text): a table of twenty fields
+-- and six concatenations cost a call about 14 000 instructions, where a
+-- look-up and a table of one field cost about 4 000. Nothing writes those
+-- fields of K (a write would go to K, and shadow the shared one for that
+-- call only).
 local function lock_keys_at(opts, base)
   opts = opts or ''
   local o = OPTIONS[opts]
   if not o then
     local delay, hist, keep, readers, inline, retention, lease, heard, channel =
       string.match(opts, '^(%d+):(%d+):(%d+):(%d+):(%d?):(%d+):(%d+):(%d):(.*)$')
-    o = {tonumber(delay) or 0, tonumber(hist) or 0, tonumber(keep) or 0, tonumber(readers) or 0, inline == '1', keep or '0',
-      retention or '0', lease or '0', heard or '0', channel}
+    o = {options = {delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0,
+      max_readers = tonumber(readers) or 0, index = inline == '1', keep_px = keep or '0',
+      retention = retention or '0', alive_ms = lease or '0', check_heard = heard or '0', channel = channel},
+      names = {}, n = 0}
     if OPTIONS_N >= 16 then
       OPTIONS, OPTIONS_N = {}, 0
     end
     OPTIONS[opts], OPTIONS_N = o, OPTIONS_N + 1
   end
   local lock = KEYS[base + 1]
-  return {lock = lock, fence = lock .. ':fence', queue = lock .. ':queue', alive = lock .. ':alive',
-    waiters = lock .. ':waiters', readers = lock .. ':readers', delay = lock .. ':delay', record = KEYS[base + 2],
-    delay_ms = o[1], hist_n = o[2], keep_ms = o[3], max_readers = o[4], index = o[5], keep_px = o[6],
-    retention = o[7], alive_ms = o[8], check_heard = o[9], channel = o[10]}
+  local m = o.names[lock]
+  if not m then
+    local k = {lock = lock, fence = lock .. ':fence', queue = lock .. ':queue', alive = lock .. ':alive',
+      waiters = lock .. ':waiters', readers = lock .. ':readers', delay = lock .. ':delay'}
+    for f, v in pairs(o.options) do
+      k[f] = v
+    end
+    m = {__index = k}
+    if o.n >= LOCK_NAMES_MAX then
+      o.names, o.n = {}, 0
+    end
+    o.names[lock], o.n = m, o.n + 1
+  end
+  return setmetatable({record = KEYS[base + 2]}, m)
 end
 
 -- lock_keys is K for the lock scripts' KEYS[1..2] (lock, record), with
