@@ -41,9 +41,10 @@ K.session = ARGV[4]
 guard_migrating(K)
 local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
--- once; anything else looks again with current.
-local f = redis.call('HMGET', K.lock, 'at', 'sub', 'own', 'fence', 'tok', 'hs', 'mh')
-local tok = f[5]
+-- once (see release_all: the grant's subject, owner and fence only for a
+-- history); anything else looks again with current.
+local f = release_fields(K)
+local tok = f[1]
 if tok ~= ARGV[1] then
   tok = current(K, now)
 end
@@ -61,7 +62,7 @@ if tok ~= ARGV[1] and not r then
   end
   return {NOT_GRANTED, reason}
 end
-local hs, hold = f[6], ARGV[3]
+local hs, hold = f[3], ARGV[3]
 if r then
   hs = r.hs
 end
