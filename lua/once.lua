@@ -26,15 +26,28 @@
 -- script makes such a read its own first command (guard_migrating in
 -- lib_record.lua).
 --
--- The three arguments are taken off ARGV before main runs, so each script
--- sees only its own. The record is the reply, packed with cmsgpack (cjson
+-- A keyed script takes one argument instead of the three: the call id, or
+-- the call id, the id to fence off and how long the fence lives, with a
+-- space between (locks/redisbackend keyedArgs): it needs no record's
+-- lifetime, and a call rarely fences another off.
+--
+-- The arguments are taken off ARGV before main runs, so each script sees
+-- only its own. The record is the reply, packed with cmsgpack (cjson
 -- would round a fencing token to 14 digits).
 
 -- (Indexing, not table.remove: a call of Lua's library costs more than a
 -- few of its own instructions, and this runs on every call.)
 local n = #ARGV
-local call_ms, fence_id, call_id = ARGV[n], ARGV[n - 1], ARGV[n - 2]
-ARGV[n], ARGV[n - 1], ARGV[n - 2] = nil, nil, nil
+local call_ms, fence_id, call_id
+if KEYED then
+  call_id, fence_id, ARGV[n] = ARGV[n], '', nil
+  if string.find(call_id, ' ', 1, true) then
+    call_id, fence_id, call_ms = string.match(call_id, '^(%S+) (%S+) (%d+)$')
+  end
+else
+  call_ms, fence_id, call_id = ARGV[n], ARGV[n - 1], ARGV[n - 2]
+  ARGV[n], ARGV[n - 1], ARGV[n - 2] = nil, nil, nil
+end
 if fence_id ~= '' then
   redis.call('SET', KEYS[1] .. ':c:' .. fence_id, cmsgpack.pack(FENCED), 'NX', 'PX', call_ms)
 end
