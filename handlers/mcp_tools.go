@@ -269,13 +269,13 @@ func (s *Server) mcpWatch(ctx context.Context, in watchArgs) (mcpChange, error) 
 		return mcpChange{}, err
 	}
 	defer w.done()
-	c, err := w.poll()
+	c, err := w.poll(w.look)
 	if err != nil {
 		return mcpChange{}, err
 	}
-	out := mcpChange{Index: c.Index, Changed: c.Index != in.Index, mcpLock: mcpLock{Lock: key.String()}}
-	if c.Held {
-		out.mcpLock = mcpLockOf(lockInfo(key, c.Info))
+	out := mcpChange{Index: c.index, Changed: c.index != in.Index, mcpLock: mcpLock{Lock: key.String()}}
+	if info, held := c.body.(LockInfo); held {
+		out.mcpLock = mcpLockOf(info)
 	}
 	return out, nil
 }

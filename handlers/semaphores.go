@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/lockgate/lockgate/grantsig"
 	"github.com/lockgate/lockgate/locks"
@@ -109,23 +110,69 @@ func (s *Server) RenewSemaphoreLease(ctx context.Context, req RenewSemaphoreLeas
 	}, nil
 }
 
-// InspectSemaphore implements StrictServerInterface.
+// InspectSemaphore implements StrictServerInterface: the holders with the
+// semaphore's index, or, with index or wait, a long-poll (#39), as
+// InspectLock answers them for a lock.
 func (s *Server) InspectSemaphore(ctx context.Context, req InspectSemaphoreRequestObject) (InspectSemaphoreResponseObject, error) {
 	key, err := locks.ParseKey(req.Namespace, req.Name)
 	if err != nil {
 		return nil, err
 	}
-	info, err := s.cfg.Backend.InspectSemaphore(ctx, key)
-	if err != nil {
-		return nil, semaphoreDetail(err)
+	if p := req.Params; p.Index != nil || p.Wait != nil {
+		w, err := s.startWatch(ctx, key, watchParams{index: p.Index, wait: p.Wait}, false)
+		if err != nil {
+			return nil, err
+		}
+		return semaphoreWatch{w}, nil
 	}
-	return InspectSemaphore200JSONResponse{
+	info, err := s.cfg.Backend.InspectSemaphore(ctx, key)
+	var free *locks.NotHeldError
+	if errors.As(err, &free) {
+		return freshSemaphore{index: free.Index, free: semaphoreDetail(err)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return freshSemaphore{index: info.Index, info: semaphoreInfo(key, info)}, nil
+}
+
+// semaphoreInfo describes the holders of a semaphore in use.
+func semaphoreInfo(key locks.Key, info locks.SemaphoreInfo) SemaphoreInfo {
+	return SemaphoreInfo{
 		Semaphore:       key.String(),
 		Limit:           info.Limit,
 		Holders:         holdersOf(info.Holders),
 		Waiters:         info.Waiters,
 		QueuePriorities: queuePriorities(info.QueuePriorities),
-	}, nil
+	}
+}
+
+// freshSemaphore is a plain GET's answer, as freshInspect is a lock's.
+type freshSemaphore struct {
+	info  SemaphoreInfo
+	index int64
+	free  error
+}
+
+// VisitInspectSemaphoreResponse implements InspectSemaphoreResponseObject.
+func (r freshSemaphore) VisitInspectSemaphoreResponse(w http.ResponseWriter) error {
+	return writeIndexed(w, r.index, r.free, InspectSemaphore200JSONResponse{Body: r.info}.VisitInspectSemaphoreResponse)
+}
+
+// semaphoreWatch is a long-poll of a semaphore (see watch.longPoll).
+type semaphoreWatch struct{ *watch }
+
+// VisitInspectSemaphoreResponse implements InspectSemaphoreResponseObject.
+func (w semaphoreWatch) VisitInspectSemaphoreResponse(rw http.ResponseWriter) error {
+	defer w.done()
+	return w.longPoll(rw, func(ctx context.Context, after int64) (polled, error) {
+		c, err := w.s.cfg.Backend.WatchSemaphore(ctx, w.key, after)
+		p := polled{index: c.Index, held: c.Held}
+		if c.Held {
+			p.body = semaphoreInfo(w.key, c.Info)
+		}
+		return p, err
+	}, semaphoreDetail)
 }
 
 // ResizeSemaphore implements StrictServerInterface.

@@ -660,13 +660,20 @@ type freshInspect struct {
 
 // VisitInspectLockResponse implements InspectLockResponseObject.
 func (r freshInspect) VisitInspectLockResponse(w http.ResponseWriter) error {
+	return writeIndexed(w, r.index, r.free, r.InspectLock200JSONResponse.VisitInspectLockResponse)
+}
+
+// writeIndexed writes a plain GET's answer with its index in
+// Lockgate-Index: the problem free (which the one error table writes),
+// or the 200 that ok writes, which no cache may keep.
+func writeIndexed(w http.ResponseWriter, index int64, free error, ok func(http.ResponseWriter) error) error {
 	h := w.Header()
-	h["Lockgate-Index"] = []string{strconv.FormatInt(r.index, 10)}
-	if r.free != nil {
-		return r.free
+	h["Lockgate-Index"] = []string{strconv.FormatInt(index, 10)}
+	if free != nil {
+		return free
 	}
 	h["Cache-Control"] = noStore
-	return r.InspectLock200JSONResponse.VisitInspectLockResponse(w)
+	return ok(w)
 }
 
 // lockInfo describes the holders of a held lock.

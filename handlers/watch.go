@@ -82,22 +82,36 @@ func acceptsEventStream(f StrictHandlerFunc, operationID string) StrictHandlerFu
 	}
 }
 
-// lockWatch is a watch of a lock, as InspectLock returns it: the answer
-// waits for changes, so it is written, and flushed, by the response
-// itself, with write deadlines of its own.
-type lockWatch struct {
-	s      *Server
-	ctx    context.Context
-	key    locks.Key
-	after  int64 // the caller's index; -1: none
-	wait   time.Duration
-	stream bool
-	done   func() // ends the watcher's count
+// watch is what the watches of locks and of semaphores share: the
+// caller's index and wait, when the watch ends, and its count among the
+// watchers. Its answer waits for changes, so it is written, and flushed,
+// by the response itself, with write deadlines of its own.
+type watch struct {
+	s     *Server
+	ctx   context.Context
+	key   locks.Key
+	after int64 // the caller's index; -1: none
+	wait  time.Duration
+	done  func() // ends the watcher's count
 	// end is when the watch ends at the latest: its token's exp, or the
 	// gateway's longest lifetime; endReason says which, in the stream's
 	// last event.
 	end       time.Time
 	endReason string
+}
+
+// lockWatch is a watch of a lock, as InspectLock returns it.
+type lockWatch struct {
+	*watch
+	stream bool
+}
+
+// watchParams are a watch's query parameters (see inspectLock in
+// openapi.yaml); lastEventID only for an event stream.
+type watchParams struct {
+	index       *int64
+	wait        *string
+	lastEventID *string
 }
 
 // Why a stream ended, the reason of its end event.
@@ -111,30 +125,40 @@ func (s *Server) watchLock(ctx context.Context, key locks.Key, p InspectLockPara
 	if s.cfg.History <= 0 {
 		return nil, invalid("this gateway keeps no history of locks (--history 0), which watches need")
 	}
+	w, err := s.startWatch(ctx, key, watchParams{index: p.Index, wait: p.Wait, lastEventID: p.LastEventID}, stream)
+	if err != nil {
+		return nil, err
+	}
+	return &lockWatch{watch: w, stream: stream}, nil
+}
+
+// startWatch checks a watch's parameters and limits, and counts it among
+// the watchers until its done.
+func (s *Server) startWatch(ctx context.Context, key locks.Key, p watchParams, stream bool) (*watch, error) {
 	claims, _ := middleware.ClaimsFromContext(ctx)
-	w := &lockWatch{s: s, ctx: ctx, key: key, after: -1, wait: DefaultWatchWait, stream: stream,
+	w := &watch{s: s, ctx: ctx, key: key, after: -1, wait: DefaultWatchWait,
 		end: time.Now().Add(s.cfg.MaxWatchLifetime), endReason: endMaxLifetime}
 	if exp := claims.ExpiresAt; !exp.IsZero() && exp.Before(w.end) {
 		w.end, w.endReason = exp, endTokenExpired
 	}
-	if p.Index != nil {
-		if *p.Index < 0 {
+	if p.index != nil {
+		if *p.index < 0 {
 			return nil, invalid("index must be 0 or more")
 		}
-		w.after = *p.Index
+		w.after = *p.index
 	}
-	if stream && p.LastEventID != nil {
-		id, err := strconv.ParseInt(*p.LastEventID, 10, 64)
+	if stream && p.lastEventID != nil {
+		id, err := strconv.ParseInt(*p.lastEventID, 10, 64)
 		if err != nil || id < 0 {
 			return nil, invalid("Last-Event-ID must be an index this stream sent: a number, 0 or more")
 		}
 		w.after = id
 	}
-	if p.Wait != nil {
-		if stream || p.Index == nil {
+	if p.wait != nil {
+		if stream || p.index == nil {
 			return nil, invalid("wait is for a long-poll, with index")
 		}
-		d, err := parseWait(*p.Wait)
+		d, err := parseWait(*p.wait)
 		if err != nil {
 			return nil, err
 		}
@@ -188,31 +212,57 @@ func (w *lockWatch) VisitInspectLockResponse(rw http.ResponseWriter) error {
 	return w.longPoll(rw)
 }
 
-// longPoll answers as soon as the lock's index is not the caller's (at
-// once for index 0), or at the wait's end, or when the gateway begins to shut down: what a plain
-// GET answers, with the index.
+// longPoll answers a lock's long-poll (see watch.longPoll).
 func (w *lockWatch) longPoll(rw http.ResponseWriter) error {
+	return w.watch.longPoll(rw, w.look, func(err error) error { return err })
+}
+
+// look is a lock's long-poll's look (see watch.poll); its body is a
+// LockInfo.
+func (w *lockWatch) look(ctx context.Context, after int64) (polled, error) {
+	c, err := w.s.cfg.Backend.Watch(ctx, w.key, after)
+	p := polled{index: c.Index, held: c.Held}
+	if c.Held {
+		p.body = lockInfo(w.key, c.Info)
+	}
+	return p, err
+}
+
+// polled is what a long-poll's look found: the index, whether anyone
+// holds, and then the 200's body.
+type polled struct {
+	index int64
+	held  bool
+	body  any
+}
+
+// longPoll answers as soon as the index of what look reads is not the
+// caller's (at once for index 0), or at the wait's end, or when the
+// gateway begins to shut down: what a plain GET answers, with the index;
+// free words its 404.
+func (w *watch) longPoll(rw http.ResponseWriter, look func(ctx context.Context, after int64) (polled, error), free func(error) error) error {
 	rc := http.NewResponseController(rw)
 	rc.SetWriteDeadline(time.Now().Add(w.pollWait() + watchWriteTimeout))
-	c, err := w.poll()
+	p, err := w.poll(look)
 	if err != nil {
 		return err
 	}
-	rw.Header().Set("Lockgate-Index", strconv.FormatInt(c.Index, 10))
-	if !c.Held {
-		return fmt.Errorf("watch %s: %w", w.key, locks.ErrNotHeld)
+	rw.Header().Set("Lockgate-Index", strconv.FormatInt(p.index, 10))
+	if !p.held {
+		return free(fmt.Errorf("watch %s: %w", w.key, locks.ErrNotHeld))
 	}
-	return writeJSON(rw, http.StatusOK, lockInfo(w.key, c.Info))
+	return writeJSON(rw, http.StatusOK, p.body)
 }
 
 // pollWait is how long a long-poll waits: its wait, never past its
 // token's exp.
-func (w *lockWatch) pollWait() time.Duration { return max(min(w.wait, time.Until(w.end)), 0) }
+func (w *watch) pollWait() time.Duration { return max(min(w.wait, time.Until(w.end)), 0) }
 
-// poll is a long-poll's wait: the lock's state as soon as its index is not
+// poll is a long-poll's wait: what look reads as soon as its index is not
 // the caller's (at once for index 0), or at the wait's end, or when the
 // gateway begins to shut down. Its error is the backend's, or the
-// caller's leaving, never the wait's end.
+// caller's leaving, never the wait's end. look(ctx, after) reads as the
+// backend's watches do (see locks.Watcher): at once for after below 0.
 //
 // The wait bounds only the wait for a change. The state it answers is
 // read first, bounded as a plain GET's read is (by the backend's own
@@ -220,18 +270,18 @@ func (w *lockWatch) pollWait() time.Duration { return max(min(w.wait, time.Until
 // watched yet (Redis) cannot answer its state at the caller's index
 // before that read, and a wait of a millisecond must not make that read
 // a 503.
-func (w *lockWatch) poll() (locks.Change, error) {
+func (w *watch) poll(look func(ctx context.Context, after int64) (polled, error)) (polled, error) {
 	// 0 is "nothing seen yet", a watcher's first look: the state now, at
 	// once, even of a lock never taken, whose index is 0 too.
-	now, err := w.s.cfg.Backend.Watch(w.ctx, w.key, -1)
-	if err != nil || w.after <= 0 || now.Index != w.after {
+	now, err := look(w.ctx, -1)
+	if err != nil || w.after <= 0 || now.index != w.after {
 		return now, err
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, w.pollWait())
 	defer cancel()
 	stop := context.AfterFunc(w.s.draining, cancel)
 	defer stop()
-	c, err := w.s.cfg.Backend.Watch(ctx, w.key, w.after)
+	c, err := look(ctx, w.after)
 	if err != nil && (w.ctx.Err() != nil || !waitEnded(err)) {
 		return c, err
 	}
@@ -299,7 +349,7 @@ func (w *lockWatch) streamEvents(rw http.ResponseWriter) error {
 
 // ended sends the stream's end event when its end came (not when the
 // caller left, or the gateway stops, or the backend failed).
-func (w *lockWatch) ended(ctx context.Context, send func() error, buf *[]byte) error {
+func (w *watch) ended(ctx context.Context, send func() error, buf *[]byte) error {
 	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && w.ctx.Err() == nil {
 		b, _ := json.Marshal(struct {
 			Reason string `json:"reason"`

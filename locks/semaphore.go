@@ -25,9 +25,15 @@ type Semaphores interface {
 	// RenewPermit extends the lease of the permit token holds, as Renew does
 	// for a lock.
 	RenewPermit(ctx context.Context, key Key, token string, ttl time.Duration) (Lease, error)
-	// InspectSemaphore describes the holders, or returns ErrNotHeld when
-	// nobody holds a permit.
+	// InspectSemaphore describes the holders, and the semaphore's index
+	// (see SemaphoreWatch), or returns a *NotHeldError with that index
+	// when nobody holds a permit.
 	InspectSemaphore(ctx context.Context, key Key) (SemaphoreInfo, error)
+	// WatchSemaphore returns the semaphore's state as soon as its index
+	// is not after: at once when it is not, else at its next change. When
+	// ctx ends first it returns the state at after, with ctx's error. An
+	// index below 0 asks for the state now, at once.
+	WatchSemaphore(ctx context.Context, key Key, after int64) (SemaphoreWatch, error)
 	// ResizeSemaphore makes limit, 1 to MaxLimit, the limit in force of a
 	// semaphore in use: a raised limit hands the new permits to waiters at
 	// once; a lowered one takes no permit back, and grants nothing until
@@ -74,8 +80,30 @@ func ValidateLimit(limit int) error {
 	return nil
 }
 
+// SemaphoreWatch is a semaphore's state, as WatchSemaphore returns it.
+//
+// A semaphore's index moves on with every change of what InspectSemaphore
+// describes (a permit taken, picked up, renewed, released or expired, a
+// waiter that joins or leaves, the limit changed), and never repeats or
+// goes back, as a lock's (see Watcher): it lives in the semaphore's own
+// record, which outlives its last use by the fence retention; a record
+// that begins (the first use, or the first after the record was lost)
+// starts it from the backend's clock in microseconds. It is 0 while the
+// semaphore has no record. A lease that ended with no call on the
+// semaphore since counts as ended.
+type SemaphoreWatch struct {
+	// Index is the semaphore's index in the state Info describes.
+	Index int64
+	// Held says whether anyone holds a permit; Info describes the holders
+	// then.
+	Held bool
+	Info SemaphoreInfo
+}
+
 // SemaphoreInfo describes a semaphore in use.
 type SemaphoreInfo struct {
+	// Index is the semaphore's index (see SemaphoreWatch).
+	Index int64
 	Limit int
 	// Holders are the live permits, the soonest to end first.
 	Holders []Holder

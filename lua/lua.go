@@ -266,7 +266,7 @@ var (
 	// its queue.
 	describeLibs = lockLib + libDescribe + prios
 	// semDescribeLibs are for the script that describes a semaphore's.
-	semDescribeLibs = lockLib + prios
+	semDescribeLibs = lockLib + semLib + prios
 	semLibs         = lockLib + semLib
 	idemLibs        = holds + idemLib
 )
@@ -295,7 +295,7 @@ var scripts = []Script{
 	keyed("sem_release", false, semReleaseSrc, semLibs),
 	writes("sem_leave", true, semLeaveSrc, semLibs),
 	writes("sem_heartbeat", false, semHeartbeatSrc, semLibs),
-	writes("sem_renew", true, semRenewSrc, lockLib),
+	writes("sem_renew", true, semRenewSrc, semLibs),
 	reads("sem_inspect", semInspectSrc, semDescribeLibs),
 	writes("sem_resize", true, semResizeSrc, semLibs), // its answer names the limit in force; it hands permits on
 

@@ -23,11 +23,14 @@
 --              already queued waits on under the limit in force: a resize
 --              does not turn it away)
 --
+-- Each change it makes moves the semaphore's index on (see semlib.lua).
+--
 -- A permit that frees goes to the queue first: nobody who just arrived
 -- gets ahead of those waiting, and a waiter at the head blocks later
 -- arrivals, so nobody starves.
 
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+S.keep = ARGV[5]
 local tok, ttl, me, limit = ARGV[1], ARGV[2], ARGV[6], tonumber(ARGV[12])
 local max_hold = ARGV[13]
 if max_hold == '' then
@@ -39,19 +42,26 @@ local rec = redis.call('GET', S.record)
 local now, t = clock()
 purge(S, now)
 
-local mine = redis.call('HGET', S.holders, tok)
+-- One read: the caller's permit, the limit in force and the index.
+local f = redis.call('HMGET', S.holders, tok, '#limit', '#i')
+found(S, f[3], t)
+local mine = f[1]
 if mine then
   if me ~= '' then
+    local queued = redis.call('ZSCORE', S.queue, me)
     dequeue(S, me)
+    if queued then
+      bump(S, redis.call('ZCARD', S.leases))
+    end
   end
   local handed, by = string.match(rec or '', '^h(%d):(.*)$')
   if by == CALL_ID then
     -- This call, delivered again: it answers the permit it took or picked
     -- up, as it did (see acquire.lua).
     local h = cjson.decode(mine)
-    return settle(S, {GRANTED, tonumber(h.f), tonumber(h.t), now, tonumber(h.a), tonumber(handed)})
+    return sem_done(S, settle(S, {GRANTED, tonumber(h.f), tonumber(h.t), now, tonumber(h.a), tonumber(handed)}))
   end
-  return settle(S, holder_reply(S, now, tok, 1))
+  return sem_done(S, settle(S, holder_reply(S, now, tok, 1)))
 end
 
 -- A token whose record exists took a permit before, or gave its wait up:
@@ -61,13 +71,14 @@ if c and (me == '' or (c ~= 'b' and c ~= 'h') or string.match(rec, ':(.*)$') == 
   return FENCED
 end
 
-local current = tonumber(redis.call('HGET', S.holders, '#limit'))
+local current = tonumber(f[2])
 if current ~= limit then
-  local queued = redis.call('ZCARD', S.queue) > 0 and first_alive(S, now)
+  local live = redis.call('ZCARD', S.leases)
+  local queued = sem_first(S, now, live)
   if current and me ~= '' and redis.call('ZSCORE', S.queue, me) then
     limit = current -- resized while it waited (sem_resize.lua): it waits on
-  elseif redis.call('ZCARD', S.leases) > 0 or queued then
-    return {-1, current or limit}
+  elseif live > 0 or queued then
+    return sem_done(S, {-1, current or limit})
   else
     redis.call('HSET', S.holders, '#limit', limit) -- idle: the new limit applies
   end
@@ -78,18 +89,20 @@ if me ~= '' then
   seq = enqueue(S, now, me, ARGV[11], ARGV[8], ARGV[9],
     {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4], cap = max_hold, pr = ARGV[14]}, ARGV[15])
 end
-if sem_handoff(S, t, now, limit, ARGV[5], ARGV[10], me) then
-  return settle(S, holder_reply(S, now, tok, 0))
+local got, free, live = sem_handoff(S, t, now, limit, ARGV[5], ARGV[10], me)
+if got then
+  return sem_done(S, settle(S, holder_reply(S, now, tok, 0, live)))
 end
-if me == '' and redis.call('ZCARD', S.leases) < limit and not first_alive(S, now) then
-  add_holder(S, t, now, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, max_hold)
+if me == '' and free then
+  add_holder(S, t, now, live, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, max_hold)
   keep_keys(S, now)
-  return settle(S, holder_reply(S, now, tok, 0))
+  return sem_done(S, settle(S, holder_reply(S, now, tok, 0, live + 1)))
 end
 
 local rank = -1
 if me ~= '' then
+  bump(S, live) -- a waiter more (or one that rejoins: the index moves in vain)
   rank = redis.call('ZRANK', S.queue, me) or -1
   keep_keys(S, now)
 end
-return {0, soonest(S, now), now, rank, seq}
+return sem_done(S, {0, soonest(S, now), now, rank, seq})

@@ -11,11 +11,14 @@
 --          a permit, or dropped): its gateway runs its acquire again
 
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+S.keep = ARGV[2]
 local now, t = clock()
 purge(S, now)
 keep_alive(S, now, ARGV[1], ARGV, 4)
-local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
+local f = redis.call('HMGET', S.holders, '#limit', '#i')
+found(S, f[2], t)
+local limit = tonumber(f[1])
 if limit then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
 end
-return still_queued(S, ARGV, 4)
+return sem_done(S, still_queued(S, ARGV, 4))

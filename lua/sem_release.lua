@@ -15,12 +15,19 @@
 --                     this call, delivered again (see release.lua).
 --                     Permits are not re-entrant, so never more holds
 --          {0, why}   not a holder: why is EXPIRED or UNKNOWN
+--
+-- A release moves the semaphore's index on, and writes nothing for it: its
+-- lease is no longer live (see semlib.lua).
 
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+S.keep = ARGV[2]
 guard_migrating()
 local now, t = clock()
 purge(S, now)
-local h = redis.call('HGET', S.holders, ARGV[1])
+-- One read: the caller's permit, the limit in force and the index.
+local f = redis.call('HMGET', S.holders, ARGV[1], '#limit', '#i')
+found(S, f[3], t)
+local h = f[1]
 if not h then
   local reason, held, by = why_released(S)
   if reason == RELEASED and by == CALL_ID then
@@ -33,11 +40,11 @@ if not h then
   return {0, reason}
 end
 redis.call('HDEL', S.holders, ARGV[1])
-redis.call('ZREM', S.leases, ARGV[1])
+redis.call('ZREM', S.leases, ARGV[1]) -- a lease less: the index moves on (see semlib.lua)
 local held = now - (tonumber(cjson.decode(h).a) or now)
 released(S, held)
-local limit = tonumber(redis.call('HGET', S.holders, '#limit'))
+local limit = tonumber(f[2])
 if limit then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
 end
-return {1, 0, held}
+return sem_done(S, {1, 0, held})

@@ -19,12 +19,19 @@
 -- the hand-off it allows are seen together, never one without the other.
 
 local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+S.keep = ARGV[2]
 local limit = tonumber(ARGV[1])
 local now, t = clock()
 purge(S, now)
-if redis.call('ZCARD', S.leases) == 0 and not first_alive(S, now) then
-  return {NOT_GRANTED}
+local f = redis.call('HMGET', S.holders, '#limit', '#i')
+found(S, f[2], t)
+local live = redis.call('ZCARD', S.leases)
+if live == 0 and not sem_first(S, now, live) then
+  return sem_done(S, {NOT_GRANTED})
 end
-redis.call('HSET', S.holders, '#limit', limit)
+if tonumber(f[1]) ~= limit then -- a new limit: a change the index tells
+  redis.call('HSET', S.holders, '#limit', limit, '#i', bump(S, live))
+  S.dirty = false
+end
 sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
-return {GRANTED, limit, redis.call('ZCARD', S.leases), redis.call('ZCARD', S.queue)}
+return sem_done(S, {GRANTED, limit, redis.call('ZCARD', S.leases), redis.call('ZCARD', S.queue)})

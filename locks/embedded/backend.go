@@ -49,8 +49,12 @@ type Backend struct {
 	*locks.SessionEngine
 	*locks.SetEngine
 	// watched are closed, and dropped, at the next event of their lock:
-	// its watchers look again (see Watch).
-	watched map[locks.Key]chan struct{}
+	// its watchers look again (see Watch); semWatched at the next change
+	// of their semaphore (see WatchSemaphore). semForgotten is the highest
+	// index of the semaphores forgotten.
+	watched      map[locks.Key]chan struct{}
+	semWatched   map[locks.Key]chan struct{}
+	semForgotten int64
 }
 
 // Options configures the embedded backend. The zero value is usable.
@@ -204,7 +208,8 @@ func New(opts Options) *Backend {
 	}
 	m := &Backend{opts: opts, locks: make(map[locks.Key]*memLock), held: make(map[string]map[string]struct{}), queues: make(map[locks.Key][]*memWaiter),
 		sems: make(map[locks.Key]*memSemaphore), delayed: make(map[locks.Key]time.Time), resting: make(map[locks.Key]time.Time), records: make(map[tokenSum]memRecord),
-		histories: make(map[locks.Key]*memHistory), watched: make(map[locks.Key]chan struct{})}
+		histories: make(map[locks.Key]*memHistory), watched: make(map[locks.Key]chan struct{}),
+		semWatched: make(map[locks.Key]chan struct{})}
 	m.SessionEngine = &locks.SessionEngine{Store: &memSessions{}, Grants: m, MaxHolds: opts.SessionMaxHolds,
 		Counter: &memSessionCount{}, MaxPerSubject: opts.SessionsPerSubject}
 	m.SetEngine = &locks.SetEngine{Grants: m, All: m}
@@ -248,6 +253,7 @@ func (m *Backend) pruneLocked(now time.Time) {
 		}
 	}
 	m.pruneHistoriesLocked(now)
+	m.pruneSemaphoresLocked(now)
 	for id, tk := range m.tickets { // handed a grant that ended unpolled
 		if tk.w.grant != nil && m.liveGrantLocked(tk) == nil {
 			delete(m.tickets, id)

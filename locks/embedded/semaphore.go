@@ -9,11 +9,50 @@ import (
 	"github.com/lockgate/lockgate/locks"
 )
 
-// memSemaphore is one semaphore of the embedded backend.
+// memSemaphore is one semaphore of the embedded backend. It outlives its
+// last use by historyKeep, idle (no holder, no waiter), for its index.
 type memSemaphore struct {
 	limit   int
 	holders map[tokenSum]*memGrant
 	queue   []*memWaiter // by rank (see byRank)
+	// index is its index (see locks.SemaphoreWatch), 0 before its first
+	// change; last is when that was.
+	index int64
+	last  time.Time
+}
+
+// idle reports whether nobody holds or waits for a permit of s: it keeps
+// no limit then (the next acquire's applies).
+func (s *memSemaphore) idle() bool { return len(s.holders) == 0 && len(s.queue) == 0 }
+
+// changedLocked moves the index of key's semaphore s on by n changes (its
+// first from the clock, above every index of a semaphore forgotten), and
+// wakes its watchers. m.mu must be held.
+func (m *Backend) changedLocked(key locks.Key, s *memSemaphore, n int, now time.Time) {
+	if n == 0 {
+		return
+	}
+	if s.index == 0 {
+		s.index = max(now.UnixMicro(), m.semForgotten+1) - 1
+	}
+	s.index += int64(n)
+	s.last = now
+	if w := m.semWatched[key]; w != nil {
+		close(w)
+		delete(m.semWatched, key)
+	}
+}
+
+// pruneSemaphoresLocked forgets the semaphores idle for historyKeep, as
+// the Redis backend's record of one lives the fence retention. m.mu must
+// be held.
+func (m *Backend) pruneSemaphoresLocked(now time.Time) {
+	for key, s := range m.sems {
+		if s.idle() && now.Sub(s.last) >= historyKeep {
+			m.semForgotten = max(m.semForgotten, s.index)
+			delete(m.sems, key)
+		}
+	}
 }
 
 var _ locks.Semaphores = (*Backend)(nil)
@@ -63,13 +102,12 @@ func (m *Backend) tryPermit(key locks.Key, w *memWaiter, limit int) (g locks.Gra
 	now := time.Now()
 	s := m.sems[key]
 	if s == nil {
-		s = &memSemaphore{limit: limit, holders: make(map[tokenSum]*memGrant)}
+		s = &memSemaphore{limit: limit, holders: make(map[tokenSum]*memGrant), last: now}
 		m.sems[key] = s
 	}
 	m.expirePermitsLocked(key, s, now)
-	m.sems[key] = s // the expiry forgets a semaphore that became idle
 	if s.limit != limit {
-		if len(s.holders) > 0 || len(s.queue) > 0 {
+		if !s.idle() {
 			return locks.Grant{}, false, fmt.Errorf("acquire semaphore %s: %w", key, &locks.LimitMismatchError{Limit: s.limit})
 		}
 		s.limit = limit // idle: the new limit applies
@@ -81,6 +119,7 @@ func (m *Backend) tryPermit(key locks.Key, w *memWaiter, limit int) (g locks.Gra
 		return locks.Grant{}, false, &locks.FullError{RetryAfter: s.soonest(now)}
 	}
 	s.queue = byRank(s.queue, w)
+	m.changedLocked(key, s, 1, now)
 	return locks.Grant{}, true, nil
 }
 
@@ -91,6 +130,7 @@ func (m *Backend) grantPermitLocked(key locks.Key, s *memSemaphore, w *memWaiter
 		}
 	})
 	s.holders[g.tokenSum] = g
+	m.changedLocked(key, s, 1, now)
 	return g.grant(w.token)
 }
 
@@ -108,17 +148,20 @@ func (s *memSemaphore) soonest(now time.Time) time.Duration {
 // expirePermitsLocked ends the permits of s whose lease ran out, and hands
 // them on. m.mu must be held.
 func (m *Backend) expirePermitsLocked(key locks.Key, s *memSemaphore, now time.Time) {
+	ended := 0
 	for hash, g := range s.holders {
 		if !now.Before(g.expiresAt) {
 			g.expiry.Stop()
 			delete(s.holders, hash)
+			ended++
 		}
 	}
+	m.changedLocked(key, s, ended, now)
 	m.handoffPermitsLocked(key, s, now)
 }
 
 // handoffPermitsLocked gives free permits to the waiters at the head of
-// the queue, and forgets a semaphore nobody uses. m.mu must be held.
+// the queue. m.mu must be held.
 func (m *Backend) handoffPermitsLocked(key locks.Key, s *memSemaphore, now time.Time) {
 	for len(s.holders) < s.limit && len(s.queue) > 0 {
 		w := s.queue[0]
@@ -127,9 +170,6 @@ func (m *Backend) handoffPermitsLocked(key locks.Key, s *memSemaphore, now time.
 		g := m.grantPermitLocked(key, s, w, now)
 		w.grant = &g
 		w.handed <- g
-	}
-	if len(s.holders) == 0 && len(s.queue) == 0 && m.sems[key] == s {
-		delete(m.sems, key)
 	}
 }
 
@@ -145,8 +185,11 @@ func (m *Backend) leavePermit(key locks.Key, w *memWaiter) (locks.Grant, bool) {
 	if s == nil {
 		return locks.Grant{}, false
 	}
+	now := time.Now()
+	n := len(s.queue)
 	s.queue = slices.DeleteFunc(s.queue, func(x *memWaiter) bool { return x == w })
-	m.handoffPermitsLocked(key, s, time.Now()) // our place may have held others back
+	m.changedLocked(key, s, n-len(s.queue), now)
+	m.handoffPermitsLocked(key, s, now) // our place may have held others back
 	return locks.Grant{}, false
 }
 
@@ -177,6 +220,7 @@ func (m *Backend) ReleasePermit(_ context.Context, key locks.Key, token string) 
 	g.expiry.Stop()
 	m.noteLocked(g, true, now)
 	delete(s.holders, g.tokenSum)
+	m.changedLocked(key, s, 1, now)
 	m.handoffPermitsLocked(key, s, now)
 	return locks.EndedAfter(now.Sub(g.acquiredAt)), nil
 }
@@ -196,11 +240,12 @@ func (m *Backend) renewPermit(key locks.Key, token string, ttl time.Duration) (l
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, g := m.permitLocked(key, token)
+	s, g := m.permitLocked(key, token)
 	now := time.Now()
 	if g == nil {
 		return locks.Lease{}, fmt.Errorf("renew semaphore %s: %w", key, &locks.NotHolderError{Reason: m.whyLocked(token, now)})
 	}
+	m.changedLocked(key, s, 1, now) // a new end of its lease
 	return m.renewLocked(g, ttl, now), nil
 }
 
@@ -208,15 +253,48 @@ func (m *Backend) renewPermit(key locks.Key, token string, ttl time.Duration) (l
 func (m *Backend) InspectSemaphore(_ context.Context, key locks.Key) (locks.SemaphoreInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := time.Now()
+	w := m.semaphoreLocked(key, time.Now())
+	if !w.Held {
+		return locks.SemaphoreInfo{}, fmt.Errorf("inspect semaphore %s: %w", key, &locks.NotHeldError{Key: key, Index: w.Index})
+	}
+	return w.Info, nil
+}
+
+// WatchSemaphore implements Semaphores: each change of the semaphore wakes
+// its watchers (see changedLocked).
+func (m *Backend) WatchSemaphore(ctx context.Context, key locks.Key, after int64) (locks.SemaphoreWatch, error) {
+	for {
+		m.mu.Lock()
+		w := m.semaphoreLocked(key, time.Now())
+		if w.Index != after || after < 0 || ctx.Err() != nil {
+			m.mu.Unlock()
+			return w, ctx.Err()
+		}
+		changed := m.semWatched[key]
+		if changed == nil {
+			changed = make(chan struct{})
+			m.semWatched[key] = changed
+		}
+		m.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// semaphoreLocked is key's semaphore now, its expired permits ended.
+// m.mu must be held.
+func (m *Backend) semaphoreLocked(key locks.Key, now time.Time) locks.SemaphoreWatch {
 	s := m.sems[key]
-	if s != nil {
-		m.expirePermitsLocked(key, s, now)
+	if s == nil {
+		return locks.SemaphoreWatch{}
 	}
-	if s == nil || len(s.holders) == 0 {
-		return locks.SemaphoreInfo{}, fmt.Errorf("inspect semaphore %s: %w", key, locks.ErrNotHeld)
+	m.expirePermitsLocked(key, s, now)
+	if len(s.holders) == 0 {
+		return locks.SemaphoreWatch{Index: s.index, Info: locks.SemaphoreInfo{Index: s.index}}
 	}
-	info := locks.SemaphoreInfo{Limit: s.limit, Waiters: len(s.queue), QueuePriorities: queuePriorities(s.queue)}
+	info := locks.SemaphoreInfo{Index: s.index, Limit: s.limit, Waiters: len(s.queue), QueuePriorities: queuePriorities(s.queue)}
 	for _, g := range s.holders {
 		info.Holders = append(info.Holders, locks.Holder{Holds: 1,
 			Lease:   g.lease(g.expiresAt.Sub(now)),
@@ -224,7 +302,7 @@ func (m *Backend) InspectSemaphore(_ context.Context, key locks.Key) (locks.Sema
 		})
 	}
 	slices.SortFunc(info.Holders, func(a, b locks.Holder) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
-	return info, nil
+	return locks.SemaphoreWatch{Index: s.index, Held: true, Info: info}
 }
 
 // ResizeSemaphore implements Semaphores.
@@ -237,12 +315,15 @@ func (m *Backend) ResizeSemaphore(_ context.Context, key locks.Key, limit int) (
 	now := time.Now()
 	s := m.sems[key]
 	if s != nil {
-		m.expirePermitsLocked(key, s, now) // forgets s if it became idle
+		m.expirePermitsLocked(key, s, now)
 	}
-	if s == nil || m.sems[key] != s {
+	if s == nil || s.idle() {
 		return locks.SemaphoreSize{}, fmt.Errorf("resize semaphore %s: %w", key, locks.ErrNotHeld)
 	}
-	s.limit = limit
+	if s.limit != limit {
+		s.limit = limit
+		m.changedLocked(key, s, 1, now)
+	}
 	m.handoffPermitsLocked(key, s, now)
 	return locks.SemaphoreSize{Limit: s.limit, Holders: len(s.holders), Waiters: len(s.queue)}, nil
 }

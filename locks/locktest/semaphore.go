@@ -32,6 +32,7 @@ func RunSemaphores(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"RaisedLimitHandsPermitsToWaiters", testResizeUp},
 		{"LoweredLimitRevokesNothingAndGrantsNothingUntilBelow", testResizeDown},
 		{"ResizeOfIdleOrInvalid", testResizeIdle},
+		{"IndexMovesWithEveryChangeAndWatchesWait", testSemaphoreIndex},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

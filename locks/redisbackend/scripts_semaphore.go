@@ -98,34 +98,38 @@ func (semaphoreType) beat(r *Backend, key locks.Key, ids []string) beatCall {
 // replicas did not acknowledge it (see exec).
 func (r *Backend) callSemRenew(ctx context.Context, key locks.Key, a renewArgs) (rp renewReply, ackErr, err error) {
 	k := r.semKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.exec(ctx, semRenewScript, a.callID, a.fence, []string{k.holders, k.leases, k.record}, a.tokHash, a.ttl.Milliseconds())
+	cmd, ackErr := r.exec(ctx, semRenewScript, a.callID, a.fence, []string{k.holders, k.leases, k.record}, a.tokHash, a.ttl.Milliseconds(), r.arg.retention)
 	rp, err = parseRenew(cmd.Int64Slice())
 	return rp, ackErr, err
 }
 
-// callSemInspect runs lua/sem_inspect.lua on key's semaphore: its holders,
-// counted from start, and its queue's priorities; held is false when
-// nobody holds a permit.
+// callSemInspect runs lua/sem_inspect.lua on key's semaphore: its index,
+// its holders, counted from start, and its queue's priorities; held is
+// false when nobody holds a permit (info has the index alone then).
 func (r *Backend) callSemInspect(ctx context.Context, key locks.Key, start time.Time) (info locks.SemaphoreInfo, held bool, err error) {
-	const fields = 6 // per holder, after limit, waiters and now
+	const fields = 6 // per holder, after index, limit, waiters and now
 	k := r.semKeys(key)
 	cmd, _ := r.run(ctx, semInspectScript, []string{k.holders, k.leases, k.queue, k.waiters})
 	out, err := cmd.Slice()
 	if err != nil {
 		return locks.SemaphoreInfo{}, false, err
 	}
-	if len(out) < 3 {
-		return locks.SemaphoreInfo{}, false, nil
+	if len(out) == 0 {
+		return locks.SemaphoreInfo{}, false, unexpectedReply(out)
 	}
-	limit, _ := out[0].(int64)
-	waiting, _ := out[1].(int64)
-	now, _ := out[2].(int64)
-	info = locks.SemaphoreInfo{Limit: int(limit), Waiters: int(waiting)}
-	if (len(out)-3)%fields == 1 {
+	index, _ := out[0].(int64)
+	if len(out) < 4 {
+		return locks.SemaphoreInfo{Index: index}, false, nil
+	}
+	limit, _ := out[1].(int64)
+	waiting, _ := out[2].(int64)
+	now, _ := out[3].(int64)
+	info = locks.SemaphoreInfo{Index: index, Limit: int(limit), Waiters: int(waiting)}
+	if (len(out)-4)%fields == 1 {
 		info.QueuePriorities = parsePriorities(out[len(out)-1])
 		out = out[:len(out)-1]
 	}
-	for h := out[3:]; len(h) >= fields; h = h[fields:] {
+	for h := out[4:]; len(h) >= fields; h = h[fields:] {
 		fence, _ := h[0].(int64)
 		pttl, _ := h[1].(int64)
 		subject, _ := h[2].(string)

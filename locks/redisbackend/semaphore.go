@@ -57,9 +57,43 @@ func (r *Backend) InspectSemaphore(ctx context.Context, key locks.Key) (locks.Se
 		return locks.SemaphoreInfo{}, locks.Unavailable("inspect", res, err)
 	}
 	if !held {
-		return locks.SemaphoreInfo{}, fmt.Errorf("inspect %s: %w", res, locks.ErrNotHeld)
+		return locks.SemaphoreInfo{}, fmt.Errorf("inspect %s: %w", res, &locks.NotHeldError{Key: key, Index: info.Index})
 	}
 	return info, nil
+}
+
+// semWatchPoll is how often a watch of a semaphore reads it while its
+// index stays the watcher's: the semaphore scripts send no hint, so that a
+// semaphore nobody watches costs nothing more to use.
+const semWatchPoll = 200 * time.Millisecond
+
+// WatchSemaphore implements Semaphores: it reads the semaphore (one
+// sem_inspect.lua) every semWatchPoll until its index is not after.
+func (r *Backend) WatchSemaphore(ctx context.Context, key locks.Key, after int64) (locks.SemaphoreWatch, error) {
+	res := resource{semaphoreKind, key}
+	var tick *time.Ticker
+	for {
+		// The read is bounded by the backend's own timeout, not by ctx's
+		// wait (see locks.Watcher): a wait that ends during it answers
+		// the state read.
+		info, held, err := r.callSemInspect(context.WithoutCancel(ctx), key, time.Now())
+		if err != nil {
+			return locks.SemaphoreWatch{}, locks.Unavailable("watch", res, err)
+		}
+		w := locks.SemaphoreWatch{Index: info.Index, Held: held, Info: info}
+		if after < 0 || w.Index != after || ctx.Err() != nil {
+			return w, ctx.Err()
+		}
+		if tick == nil {
+			tick = time.NewTicker(semWatchPoll)
+			defer tick.Stop()
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return w, ctx.Err()
+		}
+	}
 }
 
 // ResizeSemaphore implements Semaphores.

@@ -409,7 +409,39 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Describe the holders of a semaphore's permits (never their tokens). */
+        /**
+         * Describe the holders of a semaphore's permits (never their tokens), or wait for a change.
+         * @description Without `index` or `wait`, the holders now, and the semaphore's
+         *     index in the `Lockgate-Index` header, on the 200 and on the 404
+         *     `not_held` alike: the index of the state it describes, so that a
+         *     long-poll from it answers at the next change. Any read can start a
+         *     watch.
+         *
+         *     A semaphore's index moves on with every change of what this
+         *     answer describes: a permit taken, picked up, renewed, released or
+         *     expired, a waiter that joins or leaves, the limit changed (a
+         *     waiter's rejoining may move it too, with nothing new to see). It
+         *     never repeats or goes back: it starts from the clock, in
+         *     microseconds since 1970, when the semaphore is first used, and
+         *     the semaphore keeps it for the fence retention (24 h by default)
+         *     after its last use; one used again after that, or after Redis lost
+         *     it, starts again from the clock, above every index it had. A lease
+         *     that ended with nothing run on the semaphore since counts as
+         *     ended. 0 is a semaphore never used (or not for that long), and a
+         *     client that has seen nothing.
+         *
+         *     **Long-poll** (`?index=N`, optionally `&wait=30s`), as for a lock
+         *     (see `inspectLock`): the answer comes as soon as the semaphore's
+         *     index is not N (at once when it is not, and for `index=0`), or when
+         *     the wait ends, or by the bearer token's `exp`, and is what a plain
+         *     `GET` answers (200, or 404 `not_held`) with the index in
+         *     `Lockgate-Index`: ask again with that index. A long-poll counts as
+         *     a watcher, with the same limits (`--max-watchers`,
+         *     `--subject-max-watchers`, `--subject-max-waiters`). It does not
+         *     need the history of locks. The gateway reads the semaphore about
+         *     every 200 ms while it waits on Redis, so it hears of a change that
+         *     much later at most. Semaphores have no event stream.
+         */
         get: operations["inspectSemaphore"];
         put?: never;
         /**
@@ -1923,6 +1955,13 @@ export interface components {
          *     with `--history 0`. On a stream, the index it opened at.
          */
         LockgateIndex: number;
+        /**
+         * @description The semaphore's index (see `inspectSemaphore`) in the state the
+         *     answer describes: ask with `?index=` this value to long-poll for
+         *     the next change. A lease that ended with nothing run on the
+         *     semaphore since counts as ended. 0 for a semaphore never used.
+         */
+        SemaphoreIndex: number;
     };
     pathItems: never;
 }
@@ -2541,7 +2580,16 @@ export interface operations {
     };
     inspectSemaphore: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Long-poll after this index. */
+                index?: number;
+                /**
+                 * @description How long a long-poll waits for a change at most: a duration
+                 *     (`30s`, `1m30s`) or milliseconds (`30000`); at least 1ms, at most
+                 *     5 minutes. Default 60s. Needs `index`.
+                 */
+                wait?: string;
+            };
             header?: never;
             path: {
                 /**
@@ -2563,6 +2611,7 @@ export interface operations {
             /** @description At least one permit is held. */
             200: {
                 headers: {
+                    "Lockgate-Index": components["headers"]["SemaphoreIndex"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2575,6 +2624,7 @@ export interface operations {
             /** @description Nobody holds a permit (`code` is `not_held`). */
             404: {
                 headers: {
+                    "Lockgate-Index": components["headers"]["SemaphoreIndex"];
                     [name: string]: unknown;
                 };
                 content: {
