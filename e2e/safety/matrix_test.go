@@ -159,9 +159,9 @@ func TestFaultMatrix(t *testing.T) {
 // setsAsked fails the lockset cell whose sets, granted in enough
 // numbers to show anything (minAskedSets), count none granted at a
 // priority above 0 or none capped: the checks would have run without
-// what the row asks (one set in two is capped, and more than half of
-// those granted wait at a priority above 0, so twenty without one is a
-// chance below one in a million).
+// what the row asks (of the sets granted, about four in five waited at a
+// priority above 0 and two in five were capped: twenty without one is a
+// chance below one in ten thousand).
 func setsAsked(t *testing.T, sets setCounts) {
 	t.Helper()
 	t.Logf("%s", sets)
