@@ -65,6 +65,9 @@ type op struct {
 	also []string
 	// minHold is the min_hold_ms an acquire sent (the minhold row).
 	minHold time.Duration
+	// priority is the priority a waiting set's acquire sent (the lockset
+	// row; 0 also when it sent none).
+	priority int
 }
 
 // names are every name o's call acted on.

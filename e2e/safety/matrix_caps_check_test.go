@@ -73,3 +73,30 @@ func TestCapChecker(t *testing.T) {
 		})
 	}
 }
+
+// TestSetCapChecker: a capped set's locks are held to the cap from the
+// set's 201, each on its own grant; an uncapped set's are not.
+func TestSetCapChecker(t *testing.T) {
+	at := func(ms int) time.Time { return time.UnixMilli(int64(1e12 + ms)) }
+	ptr := func(t time.Time) *time.Time { return &t }
+	for name, tc := range map[string]struct {
+		maxHold time.Duration
+		g       grant
+		want    int // findings on lock a
+	}{
+		"within the cap":          {time.Second, grant{Lock: "a", ExpiresAt: at(900), HoldUntil: ptr(at(1010))}, 0},
+		"hold_until past it":      {time.Second, grant{Lock: "a", ExpiresAt: at(900), HoldUntil: ptr(at(1012))}, 1},
+		"no hold_until":           {time.Second, grant{Lock: "a", ExpiresAt: at(900)}, 1},
+		"uncapped, no hold_until": {0, grant{Lock: "a", ExpiresAt: at(900)}, 0},
+		"a lock not of the set":   {time.Second, grant{Lock: "z", ExpiresAt: at(900)}, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := &grantRec{lock: "a", fence: 3}
+			sg := &setGrant{w: &worker{prim: "lockset"}, names: []string{"a", "b"}, recs: map[string]*grantRec{"a": rec}, maxHold: tc.maxHold, answered: at(10)}
+			sg.capped("the set's acquire", at(10), tc.g)
+			if len(rec.wrong) != tc.want {
+				t.Fatalf("got %d findings %q, want %d", len(rec.wrong), rec.wrong, tc.want)
+			}
+		})
+	}
+}

@@ -88,8 +88,8 @@ func (h *history) setFindings(trusted func(time.Time) bool) []finding {
 		}
 		if over > setSlack {
 			fs = append(fs, finding{kind: answerWrong, lock: o.lock, prim: o.prim, msg: fmt.Sprintf(
-				"a set of %s (wait %v) called at %s answered %d %s at %s, %v after its wait: more than %v",
-				strings.Join(names, ","), o.wait, stamp(o.call), o.status, o.code, stamp(o.ret), over.Round(time.Millisecond), setSlack)})
+				"a set of %s (wait %v, priority %d) called at %s answered %d %s at %s, %v after its wait: more than %v",
+				strings.Join(names, ","), o.wait, o.priority, stamp(o.call), o.status, o.code, stamp(o.ret), over.Round(time.Millisecond), setSlack)})
 		}
 		if o.wait != 0 || o.status != http.StatusConflict {
 			continue

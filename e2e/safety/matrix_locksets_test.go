@@ -13,9 +13,10 @@ import (
 
 // The fault matrix's lock-set row (TestFaultMatrix): a client takes a set
 // of two to four of the round's locks, named in a random order, waiting a
-// random while (not at all one time in eight), writes to the resource
-// with each lock, renews the set one time in two (to a TTL of its own, or
-// to the set's), writes again, and releases it. Each lock of an answered
+// random while (not at all one time in eight) at a random priority, capped
+// one time in two (setAsks), writes to the resource with each lock, renews
+// the set one time in two (to a TTL of its own, or to the set's), writes
+// again, and releases it. Each lock of an answered
 // set enters the round's lock history as an exclusive grant of its own,
 // with that lock's fencing token: so every check of the other rows holds
 // each of them (no overlap with any grant of the lock, fencing tokens in
@@ -36,7 +37,13 @@ import (
 //     while it waited for the rest is refused lock_held;
 //   - a renewal and a release answer for every lock of the set; a lock
 //     they say the set no longer holds, within the lease it was last
-//     told, needs a break that may have ended it.
+//     told, needs a break that may have ended it;
+//   - each lock of a capped set states hold_until in every answer, no
+//     later than the set's 201 plus the cap, and no lease past it (P23).
+//
+// Who is served next is not checked (docs/SAFETY.md, P24): under faults
+// no order of the waiters is wrong that a dropped and rejoined waiter
+// could have made.
 
 // setSlack is how late a set may be answered after its wait. A set waits
 // in its locks' queues one by one (on a single Redis after its one script
@@ -61,7 +68,29 @@ type setReleased struct {
 }
 
 func (c *client) acquireSet(ctx context.Context, locks []string, ttl, wait time.Duration) (lockSet, result) {
-	r := c.do(ctx, "POST", "/lock-sets", fmt.Sprintf(`{"locks":%q,"ttl_ms":%d,"wait_ms":%d}`, strings.Join(locks, ","), ttl.Milliseconds(), wait.Milliseconds()))
+	return c.acquireSetWith(ctx, locks, ttl, wait, setOptions{})
+}
+
+// setOptions is what a set's acquire asks beyond its locks, TTL and wait.
+type setOptions struct {
+	// priority is the set's priority as a waiter (#39), sent when
+	// prioritized: 0 to 9.
+	priority    int
+	prioritized bool
+	// maxHold is the set's max_hold_ms (0: none sent), a cap on each of
+	// its locks' grants counted from that lock's acquisition (P23).
+	maxHold time.Duration
+}
+
+func (c *client) acquireSetWith(ctx context.Context, locks []string, ttl, wait time.Duration, opt setOptions) (lockSet, result) {
+	body := fmt.Sprintf(`{"locks":%q,"ttl_ms":%d,"wait_ms":%d`, strings.Join(locks, ","), ttl.Milliseconds(), wait.Milliseconds())
+	if opt.prioritized {
+		body += fmt.Sprintf(`,"priority":%d`, opt.priority)
+	}
+	if opt.maxHold > 0 {
+		body += fmt.Sprintf(`,"max_hold_ms":%d`, opt.maxHold.Milliseconds())
+	}
+	r := c.do(ctx, "POST", "/lock-sets", body+"}")
 	return decodeAs[lockSet](&r, http.StatusCreated), r
 }
 
@@ -99,6 +128,11 @@ type setGrant struct {
 	tok   string
 	ttl   time.Duration
 	recs  map[string]*grantRec
+	// maxHold is the cap the set asked for (0: none), and answered
+	// when its 201 came: no lock's hold_until may pass answered plus
+	// the cap, as each lock was taken before it (capChecks).
+	maxHold  time.Duration
+	answered time.Time
 }
 
 func lockSetCycle(ctx context.Context, w *worker, _ string) {
@@ -113,8 +147,9 @@ func lockSetCycle(ctx context.Context, w *worker, _ string) {
 	}
 	names = names[:n]
 	ttl, wait := w.lease(), w.setPatience()
+	opt := w.setAsks(ttl, wait)
 	call := time.Now()
-	s, r := w.client().acquireSet(ctx, names, ttl, wait)
+	s, r := w.client().acquireSetWith(ctx, names, ttl, wait, opt)
 	ret := time.Now()
 	status := r.status
 	if r.err != nil {
@@ -134,11 +169,12 @@ func lockSetCycle(ctx context.Context, w *worker, _ string) {
 				"a set of %s called at %s answered 201 at %s with %s: %s", strings.Join(names, ","), stamp(call), stamp(ret), lockList(s.Locks), missing)})
 		}
 	}
-	sg := &setGrant{w: w, names: names, tok: s.Token, ttl: ttl, recs: make(map[string]*grantRec)}
+	sg := &setGrant{w: w, names: names, tok: s.Token, ttl: ttl, recs: make(map[string]*grantRec), maxHold: opt.maxHold, answered: ret}
 	for _, n := range names {
 		// A lock the set took while it waited for the next has a lease
-		// of its TTL plus what was left of its wait.
-		o := op{client: w.id, lock: n, also: othersThan(names, n), kind: opSetAcquire, prim: w.prim, ttl: ttl + wait, wait: wait, call: call, ret: ret, status: status, code: code, detail: r.detailOf(status)}
+		// of its TTL plus what was left of its wait (or less: a cap
+		// counts the wait).
+		o := op{client: w.id, lock: n, also: othersThan(names, n), kind: opSetAcquire, prim: w.prim, ttl: ttl + wait, wait: wait, call: call, ret: ret, status: status, code: code, detail: r.detailOf(status), priority: opt.priority}
 		if g, ok := byName[n]; ok && status == http.StatusCreated {
 			o.fence, o.expires = g.FencingToken, g.ExpiresAt
 			sg.recs[n] = &grantRec{lock: n, fence: g.FencingToken, acquired: o, known: g.ExpiresAt, prim: w.prim}
@@ -149,11 +185,30 @@ func lockSetCycle(ctx context.Context, w *worker, _ string) {
 		time.Sleep(time.Duration(20+w.rng.IntN(30)) * time.Millisecond) // no gateway there: a client backs off
 	}
 	if status == http.StatusCreated {
+		w.round.setGranted(opt)
 		for _, l := range s.Locks {
 			sg.leased(ctx, "set acquire", call, ret, l)
+			sg.capped("the set's acquire", ret, l)
 		}
 		sg.hold(ctx)
 	}
+}
+
+// setAsks draws what a set asks beyond its locks, TTL and wait: a
+// priority, 0 to 9, on four waiting sets in five (it ranks so in each
+// lock's queue it joins, P24), and a cap on one set in two, of its TTL
+// and up to its wait and a second more, so that a set that waits long
+// may lose its first locks to the cap before it has them all (a set
+// takes them on a lease the cap cuts, P23).
+func (w *worker) setAsks(ttl, wait time.Duration) setOptions {
+	var opt setOptions
+	if wait > 0 && w.rng.IntN(5) > 0 {
+		opt.priority, opt.prioritized = w.rng.IntN(10), true
+	}
+	if w.rng.IntN(2) == 0 {
+		opt.maxHold = ttl + time.Duration(w.rng.IntN(int(wait.Milliseconds())+1000))*time.Millisecond
+	}
+	return opt
 }
 
 // setPatience draws a set's wait: none one time in eight, else up to 2.5 s.
@@ -207,7 +262,11 @@ func (sg *setGrant) hold(ctx context.Context) {
 	var refused *op // a renewal that said the set is no longer whole
 	if w.rng.IntN(2) == 0 {
 		ttl := time.Duration(0) // the set's own
-		if w.rng.IntN(2) == 0 {
+		switch n := w.rng.IntN(4); {
+		case n >= 2:
+		case sg.maxHold > 0 && n == 0:
+			ttl = capRenewal // more than the cap leaves: the answer ends at hold_until
+		default:
 			ttl = w.lease()
 		}
 		refused = sg.renew(ctx, ttl)
@@ -223,6 +282,19 @@ func (sg *setGrant) hold(ctx context.Context) {
 func (sg *setGrant) leased(ctx context.Context, what string, call, ret time.Time, l grant) {
 	sg.w.checkLease(ctx, leaseAnswer{what: what, name: l.Lock, kind: exclusiveHold, token: setOwnerToken(sg.tok, l.Lock),
 		fence: l.FencingToken, call: call, ret: ret, expires: l.ExpiresAt})
+}
+
+// capped holds l, a lock of the set answered at ret in what, to the
+// set's cap: it states hold_until, no later than the set's 201 plus the
+// cap, and a lease that ends no later than that (capChecks).
+func (sg *setGrant) capped(what string, ret time.Time, l grant) {
+	rec := sg.recs[l.Lock]
+	if sg.maxHold == 0 || rec == nil {
+		return
+	}
+	if msg := capChecks(heldGrant{got: op{ret: sg.answered}, maxHold: sg.maxHold}, what, op{ret: ret}, l); msg != "" {
+		rec.wrong = append(rec.wrong, fmt.Sprintf("%s: grant %d (%s, a set's lock): %s", l.Lock, rec.fence, sg.w.prim, msg))
+	}
 }
 
 func (sg *setGrant) write() {
@@ -291,6 +363,7 @@ func (sg *setGrant) renew(ctx context.Context, ttl time.Duration) *op {
 			default:
 				rec.known = g.ExpiresAt
 				sg.leased(ctx, "set renewal", o.call, o.ret, g)
+				sg.capped("a renewal of the set", o.ret, g)
 			}
 		}
 		sg.ops(o, func(n string) int {

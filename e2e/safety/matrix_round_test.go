@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -26,6 +27,43 @@ type roundState struct {
 	notes []roundNote
 	// setRefusals are the lock-set row's renewals that answered 409.
 	setRefusals []setRefusal
+	// sets counts the lock-set row's sets answered 201, by what they
+	// asked: what shows that its priorities and caps ran.
+	sets setCounts
+}
+
+// setCounts counts a round's lock sets answered 201: all of them, those
+// that asked for a priority above 0, and those that asked for a cap.
+type setCounts struct {
+	granted, prioritized, capped int
+}
+
+func (c setCounts) String() string {
+	return fmt.Sprintf("%d lock sets granted, %d of them at a priority above 0, %d capped", c.granted, c.prioritized, c.capped)
+}
+
+func (c *setCounts) add(d setCounts) {
+	c.granted, c.prioritized, c.capped = c.granted+d.granted, c.prioritized+d.prioritized, c.capped+d.capped
+}
+
+// setGranted counts a set answered 201 that asked opt.
+func (rs *roundState) setGranted(opt setOptions) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.sets.granted++
+	if opt.prioritized && opt.priority > 0 {
+		rs.sets.prioritized++
+	}
+	if opt.maxHold > 0 {
+		rs.sets.capped++
+	}
+}
+
+// setCounts are the round's set counts so far.
+func (rs *roundState) setCounts() setCounts {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.sets
 }
 
 // roundNote is a broken promise a client saw; unlessLost: excused when a

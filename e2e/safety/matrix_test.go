@@ -89,6 +89,7 @@ func TestFaultMatrix(t *testing.T) {
 				return false
 			}
 			rounds := 0
+			var sets setCounts // the lock sets granted in every round, by what they asked
 			for i := 0; i < len(seeds) || (i < len(seeds)+redraws && lacking()); i++ {
 				seed := rand.Uint64() // a redraw
 				if i < len(seeds) {
@@ -104,6 +105,7 @@ func TestFaultMatrix(t *testing.T) {
 				out := f.round(t, seed, prefix, matrixRound, f.inject)
 				rounds++
 				bit += out.bit
+				sets.add(out.sets)
 				for _, p := range primitives {
 					if !slices.Contains(out.short, p.name) {
 						full[p.name]++
@@ -145,11 +147,37 @@ func TestFaultMatrix(t *testing.T) {
 						t.Logf("%d of the %d rounds made enough %s grants to show anything (%d wanted); the others made too few (a busy machine)",
 							n, rounds, p.name, len(seeds))
 					}
+					if p.name == "lockset" {
+						setsAsked(t, sets)
+					}
 				})
 			}
 		})
 	}
 }
+
+// setsAsked fails the lockset cell whose sets, granted in enough
+// numbers to show anything (minAskedSets), count none granted at a
+// priority above 0 or none capped: the checks would have run without
+// what the row asks (of the sets granted, about four in five waited at a
+// priority above 0 and two in five were capped: twenty without one is a
+// chance below one in ten thousand).
+func setsAsked(t *testing.T, sets setCounts) {
+	t.Helper()
+	t.Logf("%s", sets)
+	switch {
+	case sets.granted < minAskedSets:
+		t.Logf("fewer than %d lock sets granted (a busy machine): too few to ask that some were prioritized and some capped", minAskedSets)
+	case sets.prioritized == 0:
+		t.Errorf("none of the %d lock sets granted asked for a priority above 0: the row's priorities did not run", sets.granted)
+	case sets.capped == 0:
+		t.Errorf("none of the %d lock sets granted asked for a cap: the row's max_hold_ms did not run", sets.granted)
+	}
+}
+
+// minAskedSets is how many lock sets a topology's rounds grant before
+// setsAsked asks what they asked for.
+const minAskedSets = 20
 
 // matrixSeeds rounds per topology, each of matrixRound: about 25 s a
 // topology with its start and the rounds' drains, in make test; make soak
@@ -190,6 +218,8 @@ type roundOutcome struct {
 	short []string
 	// gatewayOf is the gateway each worker called (roundState.gatewayOf).
 	gatewayOf map[int]int
+	// sets counts the lock sets granted, by what they asked.
+	sets setCounts
 }
 
 // round runs one seeded round of length on fresh names (prefix), faulted
@@ -292,14 +322,15 @@ func (f *faulty) round(t *testing.T, seed uint64, prefix string, length time.Dur
 
 	grants, unknowns := rs.grantCounts()
 	fs = append(fs, rs.findings(f)...)
-	t.Logf("round %s: %v of load, %d calls; grants by primitive %v, unknown outcomes %v; %d permits granted under a lowered limit checked; %s; faults: %s",
-		prefix, loaded.Round(100*time.Millisecond), len(locks.ops)+len(sems.ops), grants, unknowns, checked, rs.leases.counts(), strings.Join(did, ", "))
+	sets := rs.setCounts()
+	t.Logf("round %s: %v of load, %d calls; grants by primitive %v, unknown outcomes %v; %d permits granted under a lowered limit checked; %s; %s; faults: %s",
+		prefix, loaded.Round(100*time.Millisecond), len(locks.ops)+len(sems.ops), grants, unknowns, checked, rs.leases.counts(), sets, strings.Join(did, ", "))
 	short := f.short(grants)
 	if len(short) > 0 {
 		t.Logf("round %s: too few grants to show anything (fewer than %d) for %s, with the load run on to %d times the round's %v (a busy machine): not counted for those rows; every check still ran",
 			prefix, minRoundGrants, strings.Join(short, ", "), matrixStretch, length)
 	}
-	return roundOutcome{findings: fs, locks: locks, sems: sems, bit: bit, short: short, gatewayOf: rs.gatewayOf}
+	return roundOutcome{findings: fs, locks: locks, sems: sems, bit: bit, short: short, gatewayOf: rs.gatewayOf, sets: sets}
 }
 
 // minRoundGrants is how many grants a row makes in a round that shows
