@@ -1,8 +1,8 @@
 -- sem_acquire: take a permit of a semaphore, pick up one handed to the
 -- caller, or join the semaphore's queue of waiters.
 --
--- KEYS[1..7]  the holders, leases, fence, queue, alive and waiters keys,
---             and the caller's record (see semlib.lua)
+-- KEYS[1..2]  the holders key, and the caller's record (see semlib.lua
+--             sem_keys_of: the other keys are named from the first)
 -- ARGV[1..11] as for acquire.lua: token hash, ttl ms, subject, owner,
 --             fence retention ms, waiter id ('' when not waiting), the
 --             gateway's channel, remaining wait ms, waiter lease ms,
@@ -29,7 +29,7 @@
 -- gets ahead of those waiting, and a waiter at the head blocks later
 -- arrivals, so nobody starves.
 
-local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+local S = sem_keys_of(KEYS[1], KEYS[2])
 S.keep = ARGV[5]
 local tok, ttl, me, limit = ARGV[1], ARGV[2], ARGV[6], tonumber(ARGV[12])
 local max_hold = ARGV[13]

@@ -2,15 +2,15 @@
 -- there, learns which of them are no longer queued, and hands on permits
 -- whose lease ended.
 --
--- KEYS[1..6]  the holders, leases, fence, queue, alive and waiters keys
---             (see semlib.lua)
+-- KEYS[1]     the holders key (see semlib.lua sem_keys_of: the other
+--             keys are named from it)
 -- ARGV[1..3]  waiter lease ms, fence retention ms, check_heard
 -- ARGV[4..]   the waiter ids
 --
 -- Returns  one number per waiter id: 1 still queued, 0 not queued (handed
 --          a permit, or dropped): its gateway runs its acquire again
 
-local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local S = sem_keys_of(KEYS[1])
 S.keep = ARGV[2]
 local now, t = clock()
 purge(S, now)

@@ -1,8 +1,8 @@
 -- sem_leave: a semaphore waiter gives up (its wait ran out, its caller went
 -- away, or the outcome of its last call is unknown).
 --
--- KEYS[1..7]  the holders, leases, fence, queue, alive and waiters keys,
---             and the waiter's record (see semlib.lua)
+-- KEYS[1..2]  the holders key, and the waiter's record (see semlib.lua
+--             sem_keys_of: the other keys are named from the first)
 -- ARGV[1..5]  as for leave.lua: waiter id (may be empty), token hash,
 --             '1' to release a permit it holds ('0' to pick it up), fence
 --             retention ms, check_heard
@@ -14,7 +14,7 @@
 --
 -- Each change it makes moves the semaphore's index on (see semlib.lua).
 
-local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+local S = sem_keys_of(KEYS[1], KEYS[2])
 S.keep = ARGV[4]
 local now, t = clock()
 purge(S, now)

@@ -1,8 +1,8 @@
 -- sem_release: give back the caller's permit, and hand free permits to the
 -- waiters at the head of the queue.
 --
--- KEYS[1..7]  the holders, leases, fence, queue, alive and waiters keys,
---             and the caller's record (see semlib.lua)
+-- KEYS[1..2]  the holders key, and the caller's record (see semlib.lua
+--             sem_keys_of: the other keys are named from the first)
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
@@ -19,7 +19,7 @@
 -- A release moves the semaphore's index on, and writes nothing for it: its
 -- lease is no longer live (see semlib.lua).
 
-local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+local S = sem_keys_of(KEYS[1], KEYS[2])
 S.keep = ARGV[2]
 guard_migrating()
 local now, t = clock()

@@ -3,8 +3,8 @@
 -- the queue at once (as sem_release.lua hands on a freed one); a lowered
 -- one takes no permit back, and grants nothing until fewer hold than it.
 --
--- KEYS[1..6]  the holders, leases, fence, queue, alive and waiters keys
---             (see semlib.lua)
+-- KEYS[1]     the holders key (see semlib.lua sem_keys_of: the other
+--             keys are named from it)
 -- ARGV[1]     the new limit, 1 to locks.MaxLimit
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
@@ -18,7 +18,7 @@
 -- use, so a resize lasts until it is idle. One script: the new limit and
 -- the hand-off it allows are seen together, never one without the other.
 
-local S = sem_keys(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local S = sem_keys_of(KEYS[1])
 S.keep = ARGV[2]
 local limit = tonumber(ARGV[1])
 local now, t = clock()

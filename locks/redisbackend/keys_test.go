@@ -33,11 +33,16 @@ func TestLockKeys(t *testing.T) {
 func TestSemaphoreKeys(t *testing.T) {
 	t.Parallel()
 	r := &Backend{opts: Options{Prefix: "lockgate:"}}
-	got := r.semKeys(locks.Key{Namespace: "ns", Name: "a:b"}).withToken("H").all()
+	k := r.semKeys(locks.Key{Namespace: "ns", Name: "a:b"}).withToken("H")
+	got := []string{k.holders, k.leases, k.fence, k.queue, k.alive, k.waiters, k.record}
+	// The names lua/semlib.lua sem_keys_of makes from the holders key.
 	want := []string{"lockgate:sem:{ns/a:b}", "lockgate:sem:{ns/a:b}:leases", "lockgate:sem:{ns/a:b}:fence",
 		"lockgate:sem:{ns/a:b}:queue", "lockgate:sem:{ns/a:b}:alive", "lockgate:sem:{ns/a:b}:waiters",
 		"lockgate:sem:{ns/a:b}:t:H"}
 	if !slices.Equal(got, want) {
 		t.Errorf("keys\n got %q\nwant %q", got, want)
+	}
+	if got, want := k.all(), []string{"lockgate:sem:{ns/a:b}", "lockgate:sem:{ns/a:b}:t:H"}; !slices.Equal(got, want) {
+		t.Errorf("a script's KEYS: got %q, want %q", got, want)
 	}
 }

@@ -31,14 +31,15 @@ func (k semKeys) withToken(tokHash string) semKeys {
 	return k
 }
 
-// All is KEYS[1..6] of the semaphore scripts that take a semaphore's keys,
-// then the record, KEYS[7], if k has one.
+// all is KEYS of the semaphore scripts that take a semaphore's keys: the
+// holders key, then the record, if k has one. The scripts name the other
+// keys from the first (lua/semlib.lua sem_keys_of): each key Redis takes
+// as an argument costs it more than a concatenation in Lua.
 func (k semKeys) all() []string {
-	keys := append(make([]string, 0, 7), k.holders, k.leases, k.fence, k.queue, k.alive, k.waiters)
 	if k.record != "" {
-		keys = append(keys, k.record)
+		return []string{k.holders, k.record}
 	}
-	return keys
+	return []string{k.holders}
 }
 
 // semaphoreType is the kind of a semaphore (semaphoreKind): its typed calls
