@@ -144,12 +144,11 @@ end
 
 -- add_holder gives a permit to token hash tok, with a lease of lease ms,
 -- live leases being live before it, and returns its fencing token (a
--- string); max_hold (ms, nil for none) is its hard cap, kept as its cap
+-- string, and as a number); max_hold (ms, nil for none) is its hard cap, kept as its cap
 -- (see lib_grant.lua grant). The write of the holder writes the index.
 local function add_holder(S, t, now, live, tok, ttl, lease, sub, own, retention, provisional, max_hold)
-  local fence = next_fence(S, t, retention)
-  local h = {f = fence, s = sub, o = own, t = ttl,
-    a = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))}
+  local fence, fence_n = next_fence(S, t, retention)
+  local h = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t)}
   if provisional then
     h.p = 1
   end
@@ -159,7 +158,7 @@ local function add_holder(S, t, now, live, tok, ttl, lease, sub, own, retention,
   redis.call('HSET', S.holders, tok, cjson.encode(h), '#i', bump(S, live, live + 1))
   S.dirty = false
   redis.call('ZADD', S.leases, string.format('%d', now + tonumber(lease)), tok)
-  return fence
+  return fence, fence_n
 end
 
 -- holder_reply is the reply for a permit tok holds: {1, fencing token,
