@@ -121,9 +121,12 @@ local OPTIONS, OPTIONS_N = {}, 0
 -- lock from others: no token hash (hex) nor '' (shared) is it.
 local RESTING = '-'
 
--- LOCK_NAMES_MAX bounds how many locks' names each options text keeps
--- (lock_keys_at): past it, the table starts again.
-local LOCK_NAMES_MAX = 256
+-- LOCK_NAMES_MAX bounds how many locks' names a library keeps, over all
+-- options texts (lock_keys_at), and LOCK_NAMES_N counts them: past it,
+-- every text's table starts again. Each costs the library's Lua about
+-- 1.5 KB (measured: used_memory_vm_functions), so the lock libraries keep
+-- at most about 4.6 MB between them, outside maxmemory.
+local LOCK_NAMES_MAX, LOCK_NAMES_N = 256, 0
 
 -- lock_keys_at is lock_keys for a script that takes several locks (a
 -- lock set, see set_acquire.lua): the two keys of one lock start after
@@ -139,7 +142,7 @@ local LOCK_NAMES_MAX = 256
 -- K itself holds only the record and what the call sets on it; the lock's
 -- key names and the options are read through its metatable, made once
 -- per lock name and options text, and kept by the library for the calls
--- after (up to LOCK_NAMES_MAX names per text): a table of twenty fields
+-- after (up to LOCK_NAMES_MAX names): a table of twenty fields
 -- and six concatenations cost a call about 14 000 instructions, where a
 -- look-up and a table of one field cost about 4 000. Nothing writes those
 -- fields of K (a write would go to K, and shadow the shared one for that
@@ -153,7 +156,7 @@ local function lock_keys_at(opts, base)
     o = {options = {delay_ms = tonumber(delay) or 0, hist_n = tonumber(hist) or 0, keep_ms = tonumber(keep) or 0,
       max_readers = tonumber(readers) or 0, index = inline == '1', keep_px = keep or '0',
       retention = retention or '0', alive_ms = lease or '0', check_heard = heard or '0', channel = channel},
-      names = {}, n = 0}
+      names = {}}
     if OPTIONS_N >= 16 then
       OPTIONS, OPTIONS_N = {}, 0
     end
@@ -168,10 +171,13 @@ local function lock_keys_at(opts, base)
       k[f] = v
     end
     m = {__index = k}
-    if o.n >= LOCK_NAMES_MAX then
-      o.names, o.n = {}, 0
+    if LOCK_NAMES_N >= LOCK_NAMES_MAX then
+      for _, each in pairs(OPTIONS) do
+        each.names = {}
+      end
+      LOCK_NAMES_N = 0
     end
-    o.names[lock], o.n = m, o.n + 1
+    o.names[lock], LOCK_NAMES_N = m, LOCK_NAMES_N + 1
   end
   return setmetatable({record = KEYS[base + 2]}, m)
 end

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,43 @@ func TestRedisReleasedNameKeepsOneKey(t *testing.T) {
 	}
 	if evs, err := l.History(t.Context(), key); err != nil || len(evs) != 2 {
 		t.Errorf("its history: %+v (%v), want the acquire and the release", evs, err)
+	}
+}
+
+// TestRedisLockNamesKeptAreBounded: the lock libraries keep each lock's
+// key names for the calls after (lua/lib_keys.lua lock_keys_at), in Lua's
+// memory, outside maxmemory: at most LOCK_NAMES_MAX (256) names, about
+// 1.5 KB each per library. 3 000 names, acquired and released, would keep
+// about 9 MB in the acquire and release libraries without the bound.
+func TestRedisLockNamesKeptAreBounded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	l := newRedis(t, srv, redisbackend.Options{History: 0})
+	functionsMemory := func() int {
+		info, err := admin.Info(t.Context(), "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory_vm_functions:"); ok {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatal("INFO memory has no used_memory_vm_functions")
+		return 0
+	}
+	ns := locktest.UniqueKey(t).Name
+	cycle(t, l, locks.Key{Namespace: ns, Name: "first"})
+	before := functionsMemory()
+	for i := range 3000 {
+		cycle(t, l, locks.Key{Namespace: ns, Name: "n" + strconv.Itoa(i)})
+	}
+	if grew := functionsMemory() - before; grew > 3<<20 {
+		t.Errorf("after 3 000 names the functions' Lua memory grew by %d bytes, want at most 3 MiB", grew)
 	}
 }
