@@ -11,7 +11,8 @@ local function dequeue(K, id)
 end
 
 -- enqueue puts waiter me in the queue, unless it is there already, and
--- returns its arrival number: its score in K.queue. arrival is its number
+-- returns its arrival number (its score in K.queue), and whether it joined
+-- now (false: it was queued already, and nothing changed). arrival is its number
 -- from an earlier call ('0' for a new arrival), so that a waiter that
 -- rejoins keeps its place; req is what a hand-off needs to grant to it
 -- (see K.waiters in lib_keys.lua); head, only for a waiter with a
@@ -43,7 +44,7 @@ local function enqueue(K, now, me, arrival, wait, lease, req, head)
   -- NX: a waiter already queued keeps its place (and a number drawn for
   -- it in vain is not kept).
   if redis.call('ZADD', K.queue, 'NX', score, me) == 0 then
-    return tonumber(redis.call('ZSCORE', K.queue, me))
+    return tonumber(redis.call('ZSCORE', K.queue, me)), false
   end
   local deadline = now + tonumber(wait)
   redis.call('ZADD', K.alive,
@@ -66,7 +67,7 @@ local function enqueue(K, now, me, arrival, wait, lease, req, head)
       redis.call('PEXPIRE', k, keep)
     end
   end
-  return seq
+  return seq, true
 end
 
 -- IDS_PER_CALL is how many waiter ids keep_alive and still_queued put in

@@ -84,9 +84,9 @@ if current ~= limit then
   end
 end
 
-local seq = 0
+local seq, joined = 0, false
 if me ~= '' then
-  seq = enqueue(S, now, me, ARGV[11], ARGV[8], ARGV[9],
+  seq, joined = enqueue(S, now, me, ARGV[11], ARGV[8], ARGV[9],
     {g = ARGV[7], t = tok, ttl = ttl, s = ARGV[3], o = ARGV[4], cap = max_hold, pr = ARGV[14]}, ARGV[15])
 end
 local got, free, live = sem_handoff(S, t, now, limit, ARGV[5], ARGV[10], me)
@@ -102,7 +102,11 @@ end
 
 local rank = -1
 if me ~= '' then
-  bump(S, live) -- a waiter more (or one that rejoins: the index moves in vain)
+  if joined then
+    -- A waiter more. One queued already (its acquire again: a reply lost)
+    -- changes nothing a GET shows, and the index stays.
+    bump(S, live)
+  end
   rank = redis.call('ZRANK', S.queue, me) or -1
   keep_keys(S, now)
 end

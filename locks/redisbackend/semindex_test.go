@@ -65,3 +65,32 @@ func TestRedisSemaphoreIndexOutlivesItsRecord(t *testing.T) {
 		t.Fatalf("the first change after the record was lost: got index %d, want above %d, the last before", i, last)
 	}
 }
+
+// TestRedisSemaphoreRejoinMovesNoIndex: a waiter's acquire that Redis gets
+// again while the waiter is still queued (its gateway sent it again: a
+// reply lost, a replica's acknowledgement late) changes nothing a GET
+// shows, so it does not move the index either. CI saw a watch from the
+// index a GET had just answered find the next one ("watch semaphore from
+// -1: got index …137 …; want index …136 as inspect says", with
+// --redis-min-replicas): a waiter's acquire delivered again.
+func TestRedisSemaphoreRejoinMovesNoIndex(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	r := newRedis(t, srv, redisbackend.Options{})
+	key := locktest.UniqueKey(t)
+	ctx := t.Context()
+	if _, err := r.AcquirePermit(ctx, key, locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{TTL: time.Minute, Subject: "holder"}, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	token, err := r.QueuePermitGhost(ctx, key, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := semIndexOf(t, r, key)
+	if err := r.PickUpPermit(ctx, key, token, 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := semIndexOf(t, r, key); got != queued {
+		t.Fatalf("the waiter's acquire again, still queued: index %d, want %d as before", got, queued)
+	}
+}
