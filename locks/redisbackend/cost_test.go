@@ -214,10 +214,12 @@ func TestRedisReleasedNameKeepsOneKey(t *testing.T) {
 // TestRedisLockNamesKeptAreBounded: the lock libraries keep each lock's
 // key names for the calls after (lua/lib_keys.lua lock_keys_at), in Lua's
 // memory, outside maxmemory: at most LOCK_NAMES_MAX (256) names, about
-// 1.5 KB each per library. 3 000 names, acquired and released, would keep
-// about 9 MB in the acquire and release libraries without the bound.
+// 1.5 KB each per library. 1 200 names, acquired and released, kept about
+// 4.6 MB in the acquire and release libraries without the bound, 0.6 MB
+// with it. Not parallel: its cycles, as fast as they go, ran beside the
+// Cluster tests (18 s under -race with 3 000 names), which CI then saw
+// fail (TestRedisClusterFollowsMoved, twice).
 func TestRedisLockNamesKeptAreBounded(t *testing.T) {
-	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	l := newRedis(t, srv, redisbackend.Options{History: 0})
@@ -241,10 +243,12 @@ func TestRedisLockNamesKeptAreBounded(t *testing.T) {
 	ns := locktest.UniqueKey(t).Name
 	cycle(t, l, locks.Key{Namespace: ns, Name: "first"})
 	before := functionsMemory()
-	for i := range 3000 {
+	for i := range 1200 {
 		cycle(t, l, locks.Key{Namespace: ns, Name: "n" + strconv.Itoa(i)})
 	}
-	if grew := functionsMemory() - before; grew > 3<<20 {
-		t.Errorf("after 3 000 names the functions' Lua memory grew by %d bytes, want at most 3 MiB", grew)
+	grew := functionsMemory() - before
+	t.Logf("the functions' Lua memory grew by %d bytes", grew)
+	if grew > 2<<20 {
+		t.Errorf("after 1 200 names the functions' Lua memory grew by %d bytes, want at most 2 MiB", grew)
 	}
 }
