@@ -180,14 +180,17 @@ type Script struct {
 }
 
 // writes builds a script that changes state: protocol, the libraries and
-// the body as the function main, then once.lua.
+// the body as the function main, then once.lua. main is defined in the
+// prelude, once per library, not in the code each call runs: a closure
+// made per call (with its upvalues, the libraries' functions it uses)
+// cost the lock's cycle about 3 000 Redis instructions.
 func writes(name string, acked bool, body string, libs ...string) Script {
 	src := protocol
 	for _, l := range libs {
 		src += l
 	}
-	return withFunction(Script{Name: name, Writes: true, Once: true, Acked: acked}, src,
-		"local function main()\n"+body+"\nend\nlocal KEYED = false\n"+once)
+	return withFunction(Script{Name: name, Writes: true, Once: true, Acked: acked}, src+
+		"local function main()\n"+body+"\nend\nlocal KEYED = false\n", once)
 }
 
 // keyed builds a script that changes state and is exactly-once by
@@ -197,8 +200,8 @@ func keyed(name string, acked bool, body string, libs ...string) Script {
 	for _, l := range libs {
 		src += l
 	}
-	return withFunction(Script{Name: name, Writes: true, Once: true, Keyed: true, Acked: acked}, src,
-		"local function main()\n"+body+"\nend\nlocal KEYED = true\n"+once)
+	return withFunction(Script{Name: name, Writes: true, Once: true, Keyed: true, Acked: acked}, src+
+		"local function main()\n"+body+"\nend\nlocal KEYED = true\n", once)
 }
 
 // writesIdempotent builds a script that changes state in a way that
