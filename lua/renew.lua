@@ -53,7 +53,7 @@ if r then -- held shared: the caller's lease is its own
   fence, shared = r.f, 1
   event(K, 'renewed', now, r.s, r.o, fence)
 else
-  local g = redis.call('HMGET', K.lock, 'ttl', 'be', 'bb', 'cap')
+  local g = redis.call('HMGET', K.lock, 'ttl', 'be', 'bb', 'cap', 'ik', 'fence')
   if ttl == '0' then
     ttl = g[1]
   end
@@ -72,11 +72,13 @@ else
     ttl = math.min(tonumber(ttl), cap - now)
   end
   redis.call('PEXPIRE', K.lock, ttl)
-  keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
-  local f = holder_of(K)
-  hold_note(K, now + tonumber(ttl), f, g[3] or nil, cap)
-  fence = f[1]
-  event(K, 'renewed', now, f[2], f[3], fence)
+  keep_idem(g[5], ttl)
+  fence = g[6]
+  if K.hist_n > 0 then
+    local f = holder_of(K)
+    hold_note(K, now + tonumber(ttl), f, g[3] or nil, cap)
+    event(K, 'renewed', now, f[2], f[3], fence)
+  end
 end
 if cap then
   return settle(K, {1, tonumber(fence), tonumber(ttl), shared, cap - now}, be)
