@@ -45,6 +45,20 @@ local function why(K)
   return (why_released(K))
 end
 
+-- refused is the reply {code, why(K)} of a call whose token holds nothing.
+-- A token whose grant ended (released, expired, broken) never holds again,
+-- so the refusal is final: once.lua keeps no record of it (unchanged in
+-- protocol.lua). A token never granted may be a waiter's, to be handed
+-- the lock later: its refusal keeps its record, so that a copy of the call
+-- delivered after that grant changes nothing.
+local function refused(K, code)
+  local reason = why(K)
+  if reason == UNKNOWN then
+    return {code, reason}
+  end
+  return unchanged({code, reason})
+end
+
 -- released notes that the caller's grant was released after it was held
 -- for held ms, by the call that runs: 'r<held>:<CALL_ID>'.
 local function released(K, held)

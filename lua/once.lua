@@ -31,6 +31,10 @@
 -- space between (locks/redisbackend keyedArgs): it needs no record's
 -- lifetime, and a call rarely fences another off.
 --
+-- A refusal that changed nothing, and never will (main returned it through
+-- unchanged, see protocol.lua), keeps no record either: there is no effect
+-- to repeat, and its SET was most of what a refused renewal cost.
+--
 -- The arguments are taken off ARGV before main runs, so each script sees
 -- only its own. The record is the reply, packed with cmsgpack (cjson
 -- would round a fencing token to 14 digits).
@@ -62,11 +66,12 @@ if record then
     return cmsgpack.unpack(kept)
   end
 end
+UNCHANGED = false
 local reply = main()
 for i = 1, #AFTER_MAIN do
   AFTER_MAIN[i](reply)
 end
-if record then
+if record and not UNCHANGED then
   redis.call('SET', record, cmsgpack.pack(reply), 'PX', call_ms)
 end
 return reply

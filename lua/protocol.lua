@@ -55,6 +55,20 @@ local AFTER_MAIN = {}
 -- part runs): a keyed script keys its writes by it (see lua.go Keyed).
 local CALL_ID
 
+-- UNCHANGED is set by a script whose reply is a refusal that changed
+-- nothing (see unchanged); once.lua clears it before each call.
+local UNCHANGED
+
+-- unchanged returns reply, a refusal that changed nothing, and tells
+-- once.lua to keep no record of it: a call with no effect has none to
+-- repeat, and the record's SET cost a refused call about 12 000 Redis
+-- instructions. A copy of the call delivered later runs again, and its
+-- answer is as true as this one was when given.
+local function unchanged(reply)
+  UNCHANGED = true
+  return reply
+end
+
 -- How long a grant's record outlives its lease, or its release, ms: a
 -- repeated release within it succeeds again, and a renew or release that
 -- fails says why (released, expired). locks.RecordTTL.

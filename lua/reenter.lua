@@ -34,10 +34,10 @@ local now = clock()
 local tok = current(K, now)
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
-  return {NOT_GRANTED, why(K)}
+  return refused(K, NOT_GRANTED)
 end
 if (r and ARGV[3] ~= MODE_SHARED) or (not r and ARGV[3] == MODE_SHARED) then
-  return {OTHER_MODE, retry_ms(K, tok)}
+  return unchanged({OTHER_MODE, retry_ms(K, tok)})
 end
 local hold = ARGV[5]
 if r then

@@ -29,7 +29,7 @@ local now = clock()
 local tok = current(K, now)
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
-  return {0, why(K)}
+  return refused(K, 0)
 end
 local ttl, fence, be, shared, cap = ARGV[2], nil, nil, 0, nil
 if r then -- held shared: the caller's lease is its own
@@ -43,7 +43,7 @@ if r then -- held shared: the caller's lease is its own
   cap = tonumber(r.cap)
   if cap then
     if cap <= now then -- its last millisecond: too late to renew
-      return {0, why(K)}
+      return refused(K, 0)
     end
     ttl = math.min(tonumber(ttl), cap - now)
   end
@@ -60,14 +60,14 @@ else
   be = tonumber(g[2])
   if be then
     if be <= now then -- its last millisecond: too late to renew
-      return {0, why(K)}
+      return refused(K, 0)
     end
     ttl = math.min(tonumber(ttl), be - now)
   end
   cap = tonumber(g[4])
   if cap then
     if cap <= now then
-      return {0, why(K)}
+      return refused(K, 0)
     end
     ttl = math.min(tonumber(ttl), cap - now)
   end

@@ -25,7 +25,7 @@ local f = redis.call('HMGET', KEYS[1], ARGV[1], '#i')
 local h = f[1]
 local now, t = clock()
 if not ends or not h or ends <= now then
-  return {0, why(S)}
+  return refused(S, 0)
 end
 found(S, f[2], t)
 h = cjson.decode(h)

@@ -15,7 +15,7 @@
 
 local f, why = session_check(ARGV[1], ARGV[2])
 if not f then
-  return {why}
+  return unchanged({why})
 end
 local ttl = tonumber(ARGV[3])
 if ttl > 0 then

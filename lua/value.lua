@@ -20,10 +20,10 @@ local K = lock_keys(ARGV[3])
 local now = clock()
 local tok = current(K, now)
 if tok == '' and reader(K, ARGV[1]) then
-  return {OTHER_MODE}
+  return unchanged({OTHER_MODE})
 end
 if tok ~= ARGV[1] then
-  return {0, why(K)}
+  return refused(K, 0)
 end
 if ARGV[2] == '' then
   redis.call('HDEL', K.lock, 'v')

@@ -2,8 +2,10 @@ package redisbackend_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -107,5 +109,48 @@ func TestDeliverTwiceDelivers(t *testing.T) {
 	}
 	if n, _ := incr.Int(); n != 2 || get.Val() != "2" {
 		t.Fatalf("a script call sent once through the hook: its reply %d, the key %q; want 2 and 2 (two deliveries, the second's reply)", n, get.Val())
+	}
+}
+
+// TestRedisRefusalKeepsNoRecord: a renewal refused because its grant ended
+// keeps no call record, as its refusal is final (SAFETY P13); one refused
+// for a token never granted, which may be a waiter's, keeps its record, as
+// does a renewal that extended a lease.
+func TestRedisRefusalKeepsNoRecord(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	r := newRedis(t, srv, redisbackend.Options{})
+	c := srv.Client(t)
+	ctx := t.Context()
+	key := locktest.UniqueKey(t)
+	records := func(t *testing.T) int {
+		t.Helper()
+		keys, err := c.Keys(ctx, "*{"+key.Namespace+"/"+key.Name+"}:c:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
+	g := locktest.MustAcquire(t, r, key, locks.AcquireRequest{TTL: time.Minute})
+	if _, err := r.Renew(ctx, key, g.Token, 0); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	if n := records(t); n != 1 {
+		t.Fatalf("after a renewal: %d call records, want 1", n)
+	}
+	if _, err := r.Release(ctx, key, g.Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, err := r.Renew(ctx, key, g.Token, 0); !errors.Is(err, locks.ErrNotHolder) {
+		t.Fatalf("renew after the release: got %v, want ErrNotHolder", err)
+	}
+	if n := records(t); n != 1 {
+		t.Fatalf("after a renewal refused as released: %d call records, want still 1", n)
+	}
+	if _, err := r.Renew(ctx, key, locks.NewToken(), 0); !errors.Is(err, locks.ErrNotHolder) {
+		t.Fatalf("renew of a token never granted: got %v, want ErrNotHolder", err)
+	}
+	if n := records(t); n != 2 {
+		t.Fatalf("after a renewal of a token never granted: %d call records, want 2", n)
 	}
 }
