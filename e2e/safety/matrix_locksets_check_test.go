@@ -86,10 +86,10 @@ func (h *history) setFindings(trusted func(time.Time) bool) []finding {
 				"a set of %s (wait %v) called at %s answered 409 not_holder at %s: a set's refusal is lock_held",
 				strings.Join(names, ","), o.wait, stamp(o.call), stamp(o.ret))})
 		}
-		if over > setSlack {
+		if slack := setSlack(len(calls)); over > slack {
 			fs = append(fs, finding{kind: answerWrong, lock: o.lock, prim: o.prim, msg: fmt.Sprintf(
 				"a set of %s (wait %v, priority %d) called at %s answered %d %s at %s, %v after its wait: more than %v",
-				strings.Join(names, ","), o.wait, o.priority, stamp(o.call), o.status, o.code, stamp(o.ret), over.Round(time.Millisecond), setSlack)})
+				strings.Join(names, ","), o.wait, o.priority, stamp(o.call), o.status, o.code, stamp(o.ret), over.Round(time.Millisecond), slack)})
 		}
 		if o.wait != 0 || o.status != http.StatusConflict {
 			continue
@@ -134,7 +134,9 @@ func TestLockSetChecks(t *testing.T) {
 		"a set refused while another call held one":       {append(set(0, 10, 0, http.StatusConflict, "lock_held", "a", "b"), held), 0},
 		"a waiting set refused":                           {set(0, 1010, time.Second, http.StatusConflict, "lock_held", "a", "b"), 0},
 		"a set answered past its wait and the slack": {
-			set(0, int((time.Second+setSlack)/time.Millisecond)+1, time.Second, http.StatusCreated, "", "a", "b"), 1},
+			set(0, int((time.Second+setSlack(2))/time.Millisecond)+1, time.Second, http.StatusCreated, "", "a", "b"), 1},
+		"a set answered within its wait and the slack": {
+			set(0, int((time.Second+setSlack(2))/time.Millisecond)-1, time.Second, http.StatusCreated, "", "a", "b"), 0},
 		"a set told not_holder with no break":   {set(0, 1010, time.Second, http.StatusConflict, "not_holder", "a", "b"), 1},
 		"a set told not_holder after a break":   {append(set(0, 1010, time.Second, http.StatusConflict, "not_holder", "a", "b"), brk), 1},
 		"a set told not_holder past its lease":  {set(0, 1600, time.Second, http.StatusConflict, "not_holder", "a", "b"), 1},
