@@ -68,21 +68,24 @@ end
 -- be a millisecond before now: a lease that ends at the cap would read a
 -- millisecond past cap - now, so an answer's lease is cut to the cap's end
 -- (the reply's cap_ms), as read with now.
-local hs = redis.call('HGET', K.lock, 'hs')
+-- One read of what the exclusive re-entry needs (the subject and owner
+-- only for a history, below).
+local g = redis.call('HMGET', K.lock, 'hs', 'fence', 'cap', 'be', 'bb', 'ik', 'p')
+local hs, fence = g[1], tonumber(g[2])
 if has_hold(hs, hold) then
-  local g = redis.call('HMGET', K.lock, 'fence', 'cap')
-  local ttl, cap = redis.call('PTTL', K.lock), tonumber(g[2])
+  local ttl, cap = redis.call('PTTL', K.lock), tonumber(g[3])
   if cap then
-    return {GRANTED, tonumber(g[1]), math.min(ttl, cap - now), hold_count(hs), cap - now}
+    return {GRANTED, fence, math.min(ttl, cap - now), hold_count(hs), cap - now}
   end
-  return {GRANTED, tonumber(g[1]), ttl, hold_count(hs)}
+  return {GRANTED, fence, ttl, hold_count(hs)}
 end
 hs = with_hold(hs, hold)
 redis.call('HSET', K.lock, 'hs', hs)
-redis.call('HDEL', K.lock, 'p') -- a hold of a provisional grant picks it up
-local f = holder_of(K)
-local b = redis.call('HMGET', K.lock, 'be', 'bb', 'cap')
-local be, cap, want = tonumber(b[1]), tonumber(b[3]), tonumber(ARGV[2])
+if g[7] then
+  redis.call('HDEL', K.lock, 'p') -- a hold of a provisional grant picks it up
+end
+local f = K.hist_n > 0 and holder_of(K)
+local be, cap, want = tonumber(g[4]), tonumber(g[3]), tonumber(ARGV[2])
 if be then
   want = math.min(want, be - now)
 end
@@ -93,11 +96,15 @@ local ttl = redis.call('PTTL', K.lock)
 if ttl < want then
   ttl = want
   redis.call('PEXPIRE', K.lock, ttl)
-  keep_idem(redis.call('HGET', K.lock, 'ik'), ttl)
-  hold_note(K, now + ttl, f, b[2] or nil, cap)
+  keep_idem(g[6], ttl)
+  if f then
+    hold_note(K, now + ttl, f, g[5] or nil, cap)
+  end
 end
-event(K, 're_entered', now, f[2], f[3], f[1])
+if f then
+  event(K, 're_entered', now, f[2], f[3], f[1])
+end
 if cap then
-  return settle(K, {GRANTED, tonumber(f[1]), math.min(ttl, cap - now), hold_count(hs), cap - now}, be)
+  return settle(K, {GRANTED, fence, math.min(ttl, cap - now), hold_count(hs), cap - now}, be)
 end
-return settle(K, {GRANTED, tonumber(f[1]), ttl, hold_count(hs)}, be)
+return settle(K, {GRANTED, fence, ttl, hold_count(hs)}, be)

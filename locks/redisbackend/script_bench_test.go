@@ -131,6 +131,21 @@ func BenchmarkRedisScripts(b *testing.B) {
 			}
 			return err
 		}},
+		// reenter: a grant re-entered once, both holds released.
+		{"reenter", func(r *redisbackend.Backend, key locks.Key, _ string) error {
+			g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Subject: "bench"})
+			if err != nil {
+				return err
+			}
+			again, err := r.Reenter(ctx, key, g.Token, 30*time.Second, locks.Exclusive)
+			if err == nil {
+				_, err = r.ReleaseHold(ctx, key, g.Token, again.Hold)
+			}
+			if err == nil {
+				_, err = r.Release(ctx, key, g.Token)
+			}
+			return err
+		}},
 		{"renew", func(r *redisbackend.Backend, key locks.Key, _ string) error {
 			g, err := r.Acquire(ctx, key, locks.AcquireRequest{TTL: 30 * time.Second, Subject: "bench"})
 			if err == nil {
