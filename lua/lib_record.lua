@@ -46,14 +46,15 @@ local function why(K)
 end
 
 -- refused is the reply {code, why(K)} of a call whose token holds nothing.
--- A token whose grant ended (released, expired, broken) never holds again,
--- so the refusal is final: once.lua keeps no record of it (unchanged in
--- protocol.lua). A token never granted may be a waiter's, to be handed
--- the lock later: its refusal keeps its record, so that a copy of the call
--- delivered after that grant changes nothing.
+-- A token whose grant was released never holds again, so that refusal is
+-- final: once.lua keeps no record of it (unchanged in protocol.lua). Any
+-- other refusal keeps its record: a token never granted, or whose grant
+-- expired or was broken before its waiter picked it up, may be a waiter's,
+-- to be handed the lock later, and a copy of the call delivered after that
+-- grant must change nothing.
 local function refused(K, code)
   local reason = why(K)
-  if reason == UNKNOWN then
+  if reason ~= RELEASED then
     return {code, reason}
   end
   return unchanged({code, reason})

@@ -112,10 +112,11 @@ func TestDeliverTwiceDelivers(t *testing.T) {
 	}
 }
 
-// TestRedisRefusalKeepsNoRecord: a renewal refused because its grant ended
-// keeps no call record, as its refusal is final (SAFETY P13); one refused
-// for a token never granted, which may be a waiter's, keeps its record, as
-// does a renewal that extended a lease.
+// TestRedisRefusalKeepsNoRecord: a renewal refused because its grant was
+// released keeps no call record, as its refusal is final (SAFETY P13); one
+// refused for a token never granted, or whose lease ran out, keeps its
+// record (either may be a waiter's, whose hand-off may come later), as does
+// a renewal that extended a lease.
 func TestRedisRefusalKeepsNoRecord(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -154,5 +155,22 @@ func TestRedisRefusalKeepsNoRecord(t *testing.T) {
 	}
 	if n := records(t); n != 2 {
 		t.Fatalf("after a renewal of a token never granted: %d call records, want 2", n)
+	}
+	short := locktest.MustAcquire(t, r, key, locks.AcquireRequest{TTL: 50 * time.Millisecond})
+	deadline := time.Now().Add(10 * time.Second)
+	for { // its lease ends unreleased
+		if _, err := r.Inspect(ctx, key); errors.Is(err, locks.ErrNotHeld) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a 50ms lease did not end within 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling for an expiry
+	}
+	if _, err := r.Renew(ctx, key, short.Token, 0); !errors.Is(err, locks.ErrNotHolder) {
+		t.Fatalf("renew after the lease ran out: got %v, want ErrNotHolder", err)
+	}
+	if n := records(t); n != 3 {
+		t.Fatalf("after a renewal refused as expired: %d call records, want 3", n)
 	}
 }
