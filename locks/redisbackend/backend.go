@@ -126,6 +126,8 @@ type Backend struct {
 	inlineIndex bool
 	waiters     *waiters
 	watches     *watchHub
+	// semPolls are the reads that watches of a semaphore share.
+	semPolls *semPolls
 	// arg are the script arguments that every call sends alike, boxed once
 	// (an interface that holds a string or a large integer allocates):
 	// retention is FenceRetention and lease WaiterLease in ms, channel the
@@ -184,6 +186,9 @@ func New(client redis.UniversalClient, opts Options) (*Backend, error) {
 		PendingSlack: 3 * opts.Timeout}
 	r.SetEngine = &locks.SetEngine{Grants: r, All: r}
 	r.watches = newWatchHub(r)
+	r.semPolls = newSemPolls(semWatchPoll, func(key locks.Key) (locks.SemaphoreWatch, error) {
+		return r.readSemaphore(context.Background(), key)
+	})
 	r.waiters.hint, r.waiters.resubscribed = r.watches.hint, r.watches.resubscribed
 	return r, nil
 }
@@ -744,6 +749,7 @@ func (r *Backend) Check(ctx context.Context) error {
 // are dropped by the next hand-off.
 func (r *Backend) Close() error {
 	r.watches.close()
+	r.semPolls.close()
 	r.waiters.close()
 	r.mu.Lock()
 	r.closed = true

@@ -185,3 +185,8 @@ func (r *Backend) DropNameRecord(ctx context.Context, key locks.Key) error {
 // SessionStore hands out r's session store to the conformance suite
 // (locktest.SessionStores).
 func (r *Backend) SessionStore() locks.SessionStore { return r.SessionEngine.Store }
+
+// OnSemaphoreRead sets f to see each read that watches of a semaphore
+// share, before it is sent, with how many watches wait on it. Set it
+// before any watch.
+func (r *Backend) OnSemaphoreRead(f func(key locks.Key, watches int)) { r.semPolls.onRound = f }

@@ -62,38 +62,40 @@ func (r *Backend) InspectSemaphore(ctx context.Context, key locks.Key) (locks.Se
 	return info, nil
 }
 
-// semWatchPoll is how often a watch of a semaphore reads it while its
-// index stays the watcher's: the semaphore scripts send no hint, so that a
+// semWatchPoll is how often a gateway reads a semaphore that its watches
+// wait on (see semPolls): the semaphore scripts send no hint, so that a
 // semaphore nobody watches costs nothing more to use.
 const semWatchPoll = 200 * time.Millisecond
 
 // WatchSemaphore implements Semaphores: it reads the semaphore (one
-// sem_inspect.lua) every semWatchPoll until its index is not after.
+// sem_inspect.lua), and while its index is after, waits on the reads
+// that this gateway's watches of it share (semPolls).
 func (r *Backend) WatchSemaphore(ctx context.Context, key locks.Key, after int64) (locks.SemaphoreWatch, error) {
 	res := resource{semaphoreKind, key}
-	var tick *time.Ticker
-	for {
-		// The read is bounded by the backend's own timeout, not by ctx's
-		// wait (see locks.Watcher): a wait that ends during it answers
-		// the state read.
-		info, held, err := r.callSemInspect(context.WithoutCancel(ctx), key, time.Now())
-		if err != nil {
-			return locks.SemaphoreWatch{}, locks.Unavailable("watch", res, err)
-		}
-		w := locks.SemaphoreWatch{Index: info.Index, Held: held, Info: info}
-		if after < 0 || w.Index != after || ctx.Err() != nil {
-			return w, ctx.Err()
-		}
-		if tick == nil {
-			tick = time.NewTicker(semWatchPoll)
-			defer tick.Stop()
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return w, ctx.Err()
-		}
+	// The read is bounded by the backend's own timeout, not by ctx's
+	// wait (see locks.Watcher): a wait that ends during it answers the
+	// state read.
+	w, err := r.readSemaphore(context.WithoutCancel(ctx), key)
+	if err != nil {
+		return locks.SemaphoreWatch{}, locks.Unavailable("watch", res, err)
 	}
+	if after < 0 || w.Index != after || ctx.Err() != nil {
+		return w, ctx.Err()
+	}
+	w, err = r.semPolls.wait(ctx, key, after, w)
+	if ctx.Err() != nil {
+		return w, ctx.Err()
+	}
+	if err != nil {
+		return locks.SemaphoreWatch{}, locks.Unavailable("watch", res, err)
+	}
+	return w, nil
+}
+
+// readSemaphore reads a semaphore's state for a watch.
+func (r *Backend) readSemaphore(ctx context.Context, key locks.Key) (locks.SemaphoreWatch, error) {
+	info, held, err := r.callSemInspect(ctx, key, time.Now())
+	return locks.SemaphoreWatch{Index: info.Index, Held: held, Info: info}, err
 }
 
 // ResizeSemaphore implements Semaphores.
