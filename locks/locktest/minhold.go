@@ -21,6 +21,7 @@ var minHoldCases = []struct {
 	{"MinHoldOfAWaitersGrant", testMinHoldHandedOver},
 	{"MinHoldInvalid", testMinHoldInvalid},
 	{"BreakEndsAMinHold", testMinHoldBreak},
+	{"MinHoldUntilBehindAWaiter", testMinHoldBehindAWaiter},
 }
 
 // minHold is the min hold of the cases that look at a lock inside it:
@@ -210,4 +211,35 @@ func testMinHoldBreak(t *testing.T, l locks.Locker, key locks.Key) {
 		t.Fatalf("break inside a min hold: %v", err)
 	}
 	MustAcquire(t, l, key, req(time.Minute))
+}
+
+// testMinHoldBehindAWaiter: a wait that runs out inside a released grant's
+// min hold, queued behind another waiter, is told until when the min hold
+// keeps the lock, as the head of the queue is. On Redis a queued waiter
+// behind the head is told no retry, and so no end (scripts_lock.go held):
+// the answer at the wait's end must come from a look that is told it.
+func testMinHoldBehindAWaiter(t *testing.T, l locks.Locker, key locks.Key) {
+	g, _ := acquireMinHold(t, l, key, minHold)
+	head := queueAs(t, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute, Subject: "head"}, 1)
+	if _, err := l.Release(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Inspect(context.Background(), key)
+	var nh *locks.NotHeldError
+	if !errors.As(err, &nh) || nh.FreeAt.IsZero() {
+		t.Fatalf("inspect after an early release: got %v, want a NotHeldError with the min hold's end", err)
+	}
+	_, err = l.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 50 * time.Millisecond, Subject: "behind"})
+	var held *locks.HeldError
+	if !errors.As(err, &held) || !held.MinHold {
+		t.Fatalf("a wait behind the head that ran out inside the min hold: got %v, want a HeldError that says a min hold keeps the lock", err)
+	}
+	if d := held.FreeAt.Sub(nh.FreeAt); d < -10*time.Millisecond || d > 10*time.Millisecond {
+		t.Fatalf("a wait behind the head that ran out inside the min hold: free at %v, want the end of the min hold Inspect states, %v", held.FreeAt, nh.FreeAt)
+	}
+	// The head still gets the lock, at the min hold's end.
+	got := granted(t, "the head of the queue", head)
+	if _, err := l.Release(context.Background(), key, got.Token); err != nil {
+		t.Fatal(err)
+	}
 }
