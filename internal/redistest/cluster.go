@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,13 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	per := 16384 / n
 	for i, node := range c.Nodes {
 		cl := node.Client(t)
+		// An epoch of its own, as redis-cli --cluster create gives each
+		// master: left to gossip, the masters start at 0 and settle their
+		// collisions a bump at a time, and a slot moved meanwhile can go
+		// back to its old owner (TestStartClusterEpochsAreSettled).
+		if err := cl.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
+			t.Fatalf("cluster set-config-epoch on %s: %v", node.Addr, err)
+		}
 		last := (i+1)*per - 1
 		if i == n-1 {
 			last = 16383
@@ -71,16 +79,46 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// ready reports whether every node knows all the others and says ok.
+// ready reports whether every node knows all the others, and the highest
+// config epoch among them, and says ok.
 func ready(clients []*redis.Client) bool {
 	for _, cl := range clients {
 		info, err := cl.ClusterInfo(context.Background()).Result()
 		if err != nil || !strings.Contains(info, "cluster_state:ok") ||
-			!strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(clients))) {
+			!strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(clients))) ||
+			infoField(info, "cluster_current_epoch") < len(clients) {
 			return false
 		}
 	}
 	return true
+}
+
+// infoField is the number field name of an INFO or CLUSTER INFO text, -1
+// when it has none.
+func infoField(info, name string) int {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// maxEpoch returns the highest config epoch of the cluster's nodes, each by
+// its own CLUSTER INFO.
+func (c *Cluster) maxEpoch(t testing.TB) int {
+	t.Helper()
+	most := 0
+	for _, n := range c.Nodes {
+		info, err := n.Client(t).ClusterInfo(context.Background()).Result()
+		if err != nil {
+			t.Fatalf("cluster info on %s: %v", n.Addr, err)
+		}
+		most = max(most, infoField(info, "cluster_my_epoch"))
+	}
+	return most
 }
 
 // Addrs returns the nodes' host:port addresses.
@@ -243,13 +281,63 @@ func (c *Cluster) MigrateSlotPaced(t testing.TB, slot, to, batch int, gap time.D
 	for give := time.Now().Add(maxHalfMoved); loaded != nil && !loaded(m.Opened) && time.Now().Before(give); {
 		time.Sleep(max(gap, time.Millisecond))
 	}
+	// The target takes the slot with an epoch above every other master's,
+	// which it bumps to only if it has heard of the highest: else a
+	// message of the owner sent before it let the slot go, with the
+	// higher epoch, gives the slot back to the owner on the target, and
+	// each node then sends the slot's callers to the other for good.
+	most := c.maxEpoch(t)
+	c.waitFor(t, fmt.Sprintf("%s to hear of config epoch %d", c.Nodes[to].Addr, most), func() bool {
+		info, err := dst.ClusterInfo(ctx).Result()
+		return err == nil && infoField(info, "cluster_current_epoch") >= most
+	})
 	// The target first, then the owner, then the rest: the order
 	// redis-cli uses, so that no node sends clients back to the owner.
 	for _, i := range append([]int{to, m.From}, others(len(c.Nodes), to, m.From)...) {
 		must(c.Nodes[i].Client(t).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err(), "setslot node")
 	}
 	m.Closed = time.Now()
+	c.waitFor(t, fmt.Sprintf("every node to say that %s serves slot %d", c.Nodes[to].Addr, slot), func() bool {
+		for _, n := range c.Nodes {
+			if viewOwner(ctx, n.Client(t), slot) != ids[to] {
+				return false
+			}
+		}
+		return true
+	})
 	return m
+}
+
+// waitFor polls cond until it holds, and fails the test, with every
+// node's CLUSTER NODES, if it does not within 30 s.
+func (c *Cluster) waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			var views strings.Builder
+			for _, n := range c.Nodes {
+				out, _ := n.Client(t).ClusterNodes(context.Background()).Result()
+				fmt.Fprintf(&views, "view of %s:\n%s", n.Addr, out)
+			}
+			t.Fatalf("waited 30s for %s:\n%s", what, views.String())
+		}
+	}
+}
+
+// viewOwner is the id of the node that serves slot by the view of the
+// node behind cl, "" when it names none.
+func viewOwner(ctx context.Context, cl *redis.Client, slot int) string {
+	//lint:ignore SA1019 go-redis's ClusterClient reads CLUSTER SLOTS: check what it reads
+	slots, err := cl.ClusterSlots(ctx).Result()
+	if err != nil {
+		return ""
+	}
+	for _, s := range slots {
+		if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
+			return s.Nodes[0].ID
+		}
+	}
+	return ""
 }
 
 // maxHalfMoved bounds how long MigrateSlotPaced waits for its callers.
