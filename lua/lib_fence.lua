@@ -99,8 +99,10 @@ end
 -- grant's lease (lib_history.lua hold_note), false for none, w: ms until
 -- which a gateway watches the lock (watching.lua), c: how many events it
 -- keeps, x: until when the namespace's index lists the name, evs: the
--- events, packed, newest first, new: true when the key did not exist,
--- dirty: to be written, extend: to live the retention from now}.
+-- events, packed, newest first, pre: the events this call added, packed,
+-- newest first, to go in front of evs (nil: none; see push_events), new:
+-- true when the key did not exist, dirty: to be written, extend: to live
+-- the retention from now}.
 local function record(K)
   if RECORDS.keys ~= KEYS then
     RECORDS = {keys = KEYS, list = {}}
@@ -125,7 +127,7 @@ local function flush_records()
   end
   for _, rec in ipairs(RECORDS.list) do
     if rec.dirty then
-      local v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, rec.c, rec.x) .. rec.evs
+      local v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, rec.c, rec.x) .. (rec.pre or '') .. rec.evs
       if rec.extend or rec.new then
         redis.call('SET', rec.K.fence, v, 'PX', rec.K.keep_px)
       else
