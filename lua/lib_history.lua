@@ -93,16 +93,23 @@ local function push_events(K, evs, extends)
     end
     first[9] = true -- the history's first event (see history_of)
   end
-  local packed = {}
-  for n = #evs, 1, -1 do
-    packed[#evs - n + 1] = cmsgpack.pack(evs[n])
+  -- One event, what most calls add, needs no table to join.
+  local new
+  if #evs == 1 then
+    new = cmsgpack.pack(evs[1])
+  else
+    local packed = {}
+    for n = #evs, 1, -1 do
+      packed[#evs - n + 1] = cmsgpack.pack(evs[n])
+    end
+    new = table.concat(packed)
   end
   -- The new events wait in front of the old ones (rec.pre) until the
   -- record is written, and are joined to them there, in the one
   -- concatenation that writes the head too: the old events, a few
   -- hundred bytes, are copied once less a call (lock/history=10 445 753 ->
-  -- 435 005 Redis instructions a cycle).
-  rec.pre, rec.c = table.concat(packed) .. (rec.pre or ''), rec.c + #evs
+  -- 434 865 Redis instructions a cycle).
+  rec.pre, rec.c = new .. (rec.pre or ''), rec.c + #evs
   if rec.c > 2 * K.hist_n then
     rec.evs, rec.pre = rec.pre .. rec.evs, nil
     local off = cmsgpack.unpack_limit(rec.evs, K.hist_n, 0)
