@@ -195,12 +195,18 @@ func BenchmarkRedisScripts(b *testing.B) {
 	// contended: clients on one lock, each acquiring with a wait and
 	// releasing at once, so that nearly every release hands the lock to a
 	// waiter and nearly every acquire joins the queue: the path of one
-	// contended lock at the gateway.
-	for _, history := range []int{0, 10} {
-		b.Run(fmt.Sprintf("contended/history=%d", history), func(b *testing.B) {
-			r := newRedis(b, srv, redisbackend.Options{History: history})
-			key := locks.Key{Namespace: "bench", Name: "contended"}
-			const clients = 4
+	// contended lock at the gateway. history=0 and 10 with 4 clients;
+	// clients=256 (history 0) with a queue past Redis's packed sizes, for
+	// #36's hand-off cost from 16 to 256 waiters.
+	contended := []struct {
+		name, lock       string
+		history, clients int
+	}{{"history=0", "contended", 0, 4}, {"history=10", "contended", 10, 4}, {"clients=256", "contended256", 0, 256}}
+	for _, c := range contended {
+		b.Run("contended/"+c.name, func(b *testing.B) {
+			r := newRedis(b, srv, redisbackend.Options{History: c.history})
+			key := locks.Key{Namespace: "bench", Name: c.lock}
+			clients := c.clients
 			measureScripts(b, client, func(n int) {
 				var next atomic.Int64
 				var wg sync.WaitGroup
