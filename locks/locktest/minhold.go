@@ -221,15 +221,8 @@ func testMinHoldBreak(t *testing.T, l locks.Locker, key locks.Key) {
 func testMinHoldBehindAWaiter(t *testing.T, l locks.Locker, key locks.Key) {
 	g, _ := acquireMinHold(t, l, key, minHold)
 	head := queueAs(t, l, key, locks.AcquireRequest{TTL: time.Minute, Wait: time.Minute, Subject: "head"}, 1)
-	if _, err := l.Release(context.Background(), key, g.Token); err != nil {
-		t.Fatal(err)
-	}
-	_, err := l.Inspect(context.Background(), key)
-	var nh *locks.NotHeldError
-	if !errors.As(err, &nh) || nh.FreeAt.IsZero() {
-		t.Fatalf("inspect after an early release: got %v, want a NotHeldError with the min hold's end", err)
-	}
-	_, err = l.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 50 * time.Millisecond, Subject: "behind"})
+	nh := releaseInsideMinHold(t, l, key, g)
+	_, err := l.Acquire(context.Background(), key, locks.AcquireRequest{TTL: time.Minute, Wait: 50 * time.Millisecond, Subject: "behind"})
 	var held *locks.HeldError
 	if !errors.As(err, &held) || !held.MinHold {
 		t.Fatalf("a wait behind the head that ran out inside the min hold: got %v, want a HeldError that says a min hold keeps the lock", err)
@@ -242,4 +235,20 @@ func testMinHoldBehindAWaiter(t *testing.T, l locks.Locker, key locks.Key) {
 	if _, err := l.Release(context.Background(), key, got.Token); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// releaseInsideMinHold releases g, a grant with a min hold, before its min
+// hold ends, and returns what Inspect then says: nobody holds the lock, and
+// the min hold keeps it until nh.FreeAt.
+func releaseInsideMinHold(t *testing.T, l locks.Locker, key locks.Key, g locks.Grant) *locks.NotHeldError {
+	t.Helper()
+	if _, err := l.Release(context.Background(), key, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Inspect(context.Background(), key)
+	var nh *locks.NotHeldError
+	if !errors.As(err, &nh) || nh.FreeAt.IsZero() {
+		t.Fatalf("inspect after an early release: got %v, want a NotHeldError with the min hold's end", err)
+	}
+	return nh
 }
