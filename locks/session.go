@@ -145,6 +145,9 @@ type SessionMember struct {
 	Nonce   string
 	Hold    SessionHold
 	Pending bool
+	// Released: its holder released the grant (on its own), and the
+	// store forgot the member as it listed it (SessionStore.Keep).
+	Released bool
 }
 
 func EncodeHold(h SessionHold) string {
@@ -191,7 +194,8 @@ type SessionStore interface {
 	// lease.
 	Confirm(ctx context.Context, c SessionCaller, m SessionMember) (time.Duration, error)
 	// Keep sets the lease to ttl (0: the TTL as last set) and returns it,
-	// with the granted members; it forgets pending ones past their
+	// with the granted members, and those it knows were released (which it
+	// forgets as it lists them); it forgets pending ones past their
 	// deadline.
 	Keep(ctx context.Context, c SessionCaller, ttl time.Duration) (time.Duration, []SessionMember, error)
 	// Drop forgets members of a live session, by nonce.
@@ -216,12 +220,28 @@ type sessionGrants interface {
 	RenewMember(ctx context.Context, h SessionHold, token string, ttl time.Duration) (Lease, error)
 }
 
+// SessionAcquirer takes a lock in a session in one step: it joins the
+// session, acquires and confirms at once, for an acquire that does not
+// wait and has no hard cap. The grant's lease is what is left of the
+// session's, and the grant and its member exist together or not at all
+// (with SessionStore, a member is pending between its join and its
+// confirm). m is the member, owner its grant's token; req.TTL is not used.
+// The Redis backend is one on a single Redis, where a session and its
+// locks live together (lua/session_acquire.lua).
+type SessionAcquirer interface {
+	AcquireInSessionAtOnce(ctx context.Context, c SessionCaller, m SessionMember, maxHolds int, owner string, req AcquireRequest) (Grant, error)
+}
+
 // SessionEngine is the one implementation of Sessions, on a backend's store
 // and grants.
 type SessionEngine struct {
 	Store    SessionStore
 	Grants   sessionGrants
 	MaxHolds int
+	// AtOnce, when set, takes the locks of acquires that neither wait
+	// nor have a hard cap in one step (see SessionAcquirer); nil: every
+	// acquire joins, acquires and confirms, three calls.
+	AtOnce SessionAcquirer
 	// Counter counts each subject's live sessions, and MaxPerSubject is
 	// how many one subject may hold at once (ErrTooManySessions past it);
 	// without a Counter, or with MaxPerSubject 0, they are not bounded.
@@ -334,6 +354,14 @@ func (s *SessionEngine) AcquireInSession(ctx context.Context, token string, key 
 	req.TTL = time.Millisecond // checked below, set by the session
 	if err := req.Validate(); err != nil {
 		return Grant{}, err
+	}
+	if s.AtOnce != nil && req.Wait == 0 && req.MaxHold == 0 {
+		// The member exists only with its grant, so nothing is pending, and
+		// an outcome that is unknown leaves nothing to forget: a member
+		// whose grant the backend gave back is dropped by the next
+		// keep-alive, as a released one is.
+		m := SessionMember{Nonce: NewToken(), Hold: SessionHold{Key: key}}
+		return s.AtOnce.AcquireInSessionAtOnce(ctx, callerOf(token, req.Subject), m, s.MaxHolds, memberToken(token, m.Nonce), req)
 	}
 	return s.acquire(ctx, token, SessionHold{Key: key}, req.Subject, req.Wait, func(ttl time.Duration, owner string) (Grant, error) {
 		req.TTL, req.OwnerToken = ttl, owner
@@ -467,12 +495,16 @@ func (s *SessionEngine) KeepSession(ctx context.Context, token, subject string, 
 	leases := make([]Lease, len(ms))
 	errs := make([]error, len(ms))
 	fanOut(len(ms), func(i int) {
-		leases[i], errs[i] = s.renew(ctx, ms[i].Hold, memberToken(token, ms[i].Nonce), ttl)
+		if !ms[i].Released {
+			leases[i], errs[i] = s.renew(ctx, ms[i].Hold, memberToken(token, ms[i].Nonce), ttl)
+		}
 	})
 	var gone []string
 	for i, m := range ms {
 		h := m.Hold
 		switch {
+		case m.Released: // forgotten already
+			kept.Gone = append(kept.Gone, h)
 		case errs[i] == nil:
 			h.FencingToken, h.TTL, h.ExpiresAt = leases[i].FencingToken, leases[i].TTL, leases[i].ExpiresAt
 			kept.Renewed = append(kept.Renewed, h)

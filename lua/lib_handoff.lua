@@ -121,9 +121,16 @@ end
 -- needs: {tok, at, hs, mh}, and with a history its subject, owner and
 -- fence after them, for the event (each field read costs Redis about 1 500
 -- instructions, and without a history nothing reads those three).
-local function release_fields(K)
+-- With more set (a field's name), its value comes last, at 8 with a
+-- history, else at 5.
+local function release_fields(K, more)
   if K.hist_n > 0 then
+    if more then
+      return redis.call('HMGET', K.lock, 'tok', 'at', 'hs', 'mh', 'sub', 'own', 'fence', more)
+    end
     return redis.call('HMGET', K.lock, 'tok', 'at', 'hs', 'mh', 'sub', 'own', 'fence')
+  elseif more then
+    return redis.call('HMGET', K.lock, 'tok', 'at', 'hs', 'mh', more)
   end
   return redis.call('HMGET', K.lock, 'tok', 'at', 'hs', 'mh')
 end

@@ -16,7 +16,10 @@
 --              until which the name stays from others, released or not),
 --              cap (only for a grant with a hard cap: ms on the Redis
 --              clock, at plus its max hold, which no lease passes; see
---              lib_grant.lua grant); its PEXPIRE is the lease. A grant
+--              lib_grant.lua grant), sm (only for a session's grant
+--              taken by session_acquire.lua: its session's key, a space
+--              and its member's field, which its release drops); its
+--              PEXPIRE is the lease. A grant
 --              released before its mh leaves the hash {tok = RESTING, mh},
 --              living until mh: held by no token, so that every script
 --              sees the lock held by another until then (lib_grant.lua rest)

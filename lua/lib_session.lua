@@ -15,8 +15,11 @@
 --              lives RECORD_MS more, so that a repeated end succeeds again
 --   'm:' .. n  one per grant acquired in it, n the grant's nonce, from
 --              which the engine derives its owner token: 'p' while its
---              acquire runs, or 'c' once granted, then 'l' (a lock's
---              hold) or 's' (a semaphore's permit), then ns/name
+--              acquire runs, or 'c' once granted, or 'g' once its holder
+--              released it (release.lua, for a grant that
+--              session_acquire.lua took: the next keep-alive lists it
+--              gone, renewing nothing, and forgets it), then 'l' (a
+--              lock's hold) or 's' (a semaphore's permit), then ns/name
 --   'd:' .. n  one per pending member (session_join.lua): its deadline, ms
 --              on the Redis clock. Past it, its acquire is taken for one
 --              whose gateway died (killed while it waited): the member
@@ -59,9 +62,10 @@ local function session_now()
 end
 
 -- session_members returns {nonce, 'p'|'c' .. member, ...} of the session
--- (granted ones only when granted is set), and the nonces of the pending
--- members whose deadline is before now. Those are not in the list; with
--- now nil, none is dead, and every member is.
+-- (granted ones only when granted is set), the nonces of the pending
+-- members whose deadline is before now, and {nonce, 'g' .. member, ...}
+-- of the members whose grant its holder released (release.lua). Neither
+-- of the last two is in the list; with now nil, none is dead.
 local function session_members(granted, now)
   local all = redis.call('HGETALL', KEYS[1])
   local dead = {}
@@ -72,20 +76,23 @@ local function session_members(granted, now)
       end
     end
   end
-  local out, gone = {}, {}
+  local out, gone, released = {}, {}, {}
   for i = 1, #all, 2 do
     local f, v = all[i], all[i + 1]
     if string.sub(f, 1, 2) == 'm:' then
       local n, state = string.sub(f, 3), string.sub(v, 1, 1)
       if state == 'p' and dead[n] then
         gone[#gone + 1] = n
+      elseif state == 'g' then
+        released[#released + 1] = n
+        released[#released + 1] = v
       elseif not granted or state == 'c' then
         out[#out + 1] = n
         out[#out + 1] = v
       end
     end
   end
-  return out, gone
+  return out, gone, released
 end
 
 -- session_forget forgets the members of nonces, and their deadlines.

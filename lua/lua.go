@@ -111,6 +111,8 @@ var (
 	sessionJoinSrc string
 	//go:embed session_confirm.lua
 	sessionConfirmSrc string
+	//go:embed session_acquire.lua
+	sessionAcquireSrc string
 	//go:embed session_keep.lua
 	sessionKeepSrc string
 	//go:embed session_drop.lua
@@ -309,7 +311,10 @@ var scripts = []Script{
 	writes("session_open", true, sessionOpenSrc),                   // answers a lease
 	keyed("session_join", false, sessionJoinSrc, libSession),       // by the grant's nonce
 	keyed("session_confirm", false, sessionConfirmSrc, libSession), // by the grant's nonce
-	writes("session_keep", true, sessionKeepSrc, libSession),       // answers a lease
+	// join, acquire and confirm in one step on a single Redis: acquire's
+	// body, as a function, after the libraries of both
+	keyed("session_acquire", true, sessionAcquireSrc, lockLib, libSession, "local function acquire_main()\n"+acquireSrc+"\nend\n"),
+	writes("session_keep", true, sessionKeepSrc, libSession), // answers a lease
 	writesIdempotent("session_drop", sessionDropSrc),
 	writes("session_end", false, sessionEndSrc, libSession),
 	reads("session_get", sessionGetSrc, libSession),

@@ -12,7 +12,11 @@
 -- ARGV[3]     the id of the hold to end; '' for the base hold, the one the
 --             acquire made; ALL_HOLDS for every hold (a session's end)
 -- ARGV[4]     the id of the session whose end releases the grant, for
---             the history (absent: none)
+--             the history (absent: none; '' when ARGV[5] follows)
+-- ARGV[5]     '1' when the token is a session's grant's, released by its
+--             holder on a single Redis: the session marks its member
+--             released when the grant ends (see session_acquire.lua;
+--             absent: not)
 --
 -- Returns  {1, 0, held}  released (and handed on, if anyone waits); held
 --                      is how long the grant was held, ms
@@ -37,13 +41,15 @@
 -- one PUBLISH to one gateway however many wait.
 
 local K = lock_keys(ARGV[2])
-K.session = ARGV[4]
+K.session = ARGV[4] ~= '' and ARGV[4] or nil
 guard_migrating(K)
 local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
 -- once (see release_all: the grant's subject, owner and fence only for a
 -- history); anything else looks again with current.
-local f = release_fields(K)
+-- A session's grant (ARGV[5]) reads its member too (see below).
+local session_grant = ARGV[5] == '1'
+local f = release_fields(K, session_grant and 'sm' or nil)
 local tok = f[1]
 if tok ~= ARGV[1] then
   tok = current(K, now)
@@ -89,7 +95,19 @@ if holds > 0 then
   end
   return {GRANTED, holds}
 end
+-- The grant's session, if session_acquire.lua noted it, marks its member
+-- released ('g'): the next keep-alive lists it gone and renews nothing,
+-- where it would renew it, be refused, and drop it in one call more. Only
+-- while the session still has the member: a session gone has no hash to
+-- write to, and one HSET would make it anew, with no lease.
+local member = session_grant and not r and tok == ARGV[1] and f[K.hist_n > 0 and 8 or 5]
 local held, near, g = release_all(K, t, now, ARGV[1], r, not r and f, K.retention, K.check_heard, K.channel)
+if member then
+  local field, hold, session = string.match(member, '^(%S+) (%S+) (.*)$')
+  if redis.call('HEXISTS', session, field) == 1 then
+    redis.call('HSET', session, field, 'g' .. hold)
+  end
+end
 if near then
   return {GRANTED, 0, held, near, g[2], g[3], g[4], g[5]}
 end

@@ -8,9 +8,12 @@
 --
 -- Returns  {GRANTED, ttl_ms, nonce, member, ...}  the lease set, and each
 --                              granted member ('c' .. kind .. ns/name);
---                              at most the session's cap of them
+--                              at most the session's cap of them; and each
+--                              member whose holder released its grant
+--                              ('g' .. kind .. ns/name)
 --
--- Pending members past their deadline are forgotten (see lib_session.lua).
+-- Pending members past their deadline are forgotten (see lib_session.lua),
+-- and so are released ones, which this call lists for the last time.
 --          {SESSION_ENDED}, {SESSION_NOT_YOURS}: nothing changed
 
 local f, why = session_check(ARGV[1], ARGV[2])
@@ -25,9 +28,15 @@ else
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 local out = {GRANTED, ttl}
-local granted, dead = session_members(true, session_now())
+local granted, dead, released = session_members(true, session_now())
+for i = 1, #released, 2 do
+  dead[#dead + 1] = released[i]
+end
 session_forget(dead)
 for _, v in ipairs(granted) do
+  out[#out + 1] = v
+end
+for _, v in ipairs(released) do
   out[#out + 1] = v
 end
 return out

@@ -155,6 +155,15 @@ func TestScriptsAreAcked(t *testing.T) {
 			_, err = r.KeepSession(ctx, ss.Token, "tester", 0)
 			return err
 		},
+		"session_acquire": func(t *testing.T, key locks.Key) error { // a lock taken in a session in one call
+			ss, err := s.OpenSession(ctx, "tester", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.AcquireInSession(ctx, ss.Token, key, locks.AcquireRequest{Subject: "tester"})
+			locktest.WaitUntilFree(t, s, key) // given back
+			return err
+		},
 		"idem_begin": func(t *testing.T, key locks.Key) error { // a replay of a live grant
 			g, err := s.AcquireOnce(ctx, key, req, "replayed-"+key.Name)
 			if err != nil {

@@ -184,6 +184,12 @@ func New(client redis.UniversalClient, opts Options) (*Backend, error) {
 	r.SessionEngine = &locks.SessionEngine{Store: redisSessions{r}, Grants: r, MaxHolds: opts.SessionMaxHolds,
 		Counter: redisSessionCount{r}, MaxPerSubject: opts.SessionsPerSubject,
 		PendingSlack: 3 * opts.Timeout}
+	if r.inlineIndex {
+		// A session and its locks are on one Redis: one script can take a
+		// lock and note it in its session (on Cluster they live on
+		// different slots).
+		r.SessionEngine.AtOnce = r
+	}
 	r.SetEngine = &locks.SetEngine{Grants: r, All: r}
 	r.watches = newWatchHub(r)
 	r.semPolls = newSemPolls(semWatchPoll, func(key locks.Key) (locks.SemaphoreWatch, error) {
@@ -565,7 +571,8 @@ func (r *Backend) releaseFor(ctx context.Context, res resource, token, hold, ses
 	h := locks.TokenHash(token)
 	// The release script may hand the lock in full to a waiter of this
 	// gateway, which exec's barrier covers like any grant.
-	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold, session: session})
+	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold, session: session,
+		member: r.SessionEngine.AtOnce != nil && session == "" && res.kind == lockKind && locks.IsSessionGrant(token)})
 	if err != nil || rp.repeated {
 		// The lock may have gone in full to a waiter here, told in a reply
 		// this call did not get: a heartbeat round makes it look.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/redis/go-redis/v9"
 )
 
 // The typed calls of the lock scripts: each builds its script's KEYS and
@@ -77,7 +78,15 @@ func (lockType) held(rp reply) error {
 // callAcquire runs lua/acquire.lua.
 func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
-	args := append(make([]any, 0, 14), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
+	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), r.acquireArgv(a, 0)...)
+	rp, err = r.acquireReply(cmd)
+	return rp, ackErr, err
+}
+
+// acquireArgv is lua/acquire.lua's ARGV for a, with room for more
+// arguments after them.
+func (r *Backend) acquireArgv(a acquireArgs, more int) []any {
+	args := append(make([]any, 0, 14+more), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
 	// A call pays for the arguments it sends: one that does not wait sends
 	// no waiter's arguments, nor one without a min hold, a hard cap or a
 	// priority those.
@@ -94,16 +103,19 @@ func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id s
 	if prio {
 		args = append(args, a.priority, r.headStart(a.priority))
 	}
-	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), args...)
+	return args
+}
+
+// acquireReply reads lua/acquire.lua's reply.
+func (r *Backend) acquireReply(cmd *redis.Cmd) (reply, error) {
 	out, err := cmd.Int64Slice()
 	if err != nil {
-		return reply{}, ackErr, err
+		return reply{}, err
 	}
 	if len(out) >= 2 && out[0] == codeSharedFull {
-		return reply{refused: &locks.HeldError{RetryAfter: millis(out[1]), SharedFull: r.opts.MaxSharedHolders}}, ackErr, nil
+		return reply{refused: &locks.HeldError{RetryAfter: millis(out[1]), SharedFull: r.opts.MaxSharedHolders}}, nil
 	}
-	rp, err = parseReply(out)
-	return rp, ackErr, err
+	return parseReply(out)
 }
 
 // callLeave runs lua/leave.lua.
@@ -119,8 +131,11 @@ func (lockType) callLeave(ctx context.Context, r *Backend, key locks.Key, id, fe
 func (lockType) callRelease(ctx context.Context, r *Backend, key locks.Key, id, fence string, a releaseArgs) (rp releaseReply, ackErr, err error) {
 	k := r.lockKeys(key).withToken(a.tokHash)
 	args := append(make([]any, 0, 7), a.tokHash, r.arg.opts, a.hold)
-	if a.session != "" {
+	if a.session != "" || a.member {
 		args = append(args, a.session)
+	}
+	if a.member {
+		args = append(args, "1")
 	}
 	cmd, ackErr := r.exec(ctx, releaseScript, id, fence, k.all(), args...)
 	rp, err = parseRelease(cmd.Slice())

@@ -1,7 +1,9 @@
 package redisbackend
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -19,6 +21,7 @@ var (
 	sessionConfirmScript = newScript("session_confirm")
 	sessionKeepScript    = newScript("session_keep")
 	sessionDropScript    = newScript("session_drop")
+	sessionAcquireScript = newScript("session_acquire")
 	sessionEndScript     = newScript("session_end")
 	sessionGetScript     = newScript("session_get")
 	sessionsOfScript     = newScript("sessions_of")
@@ -136,7 +139,7 @@ func membersOf(out []any) []locks.SessionMember {
 		if !ok {
 			continue
 		}
-		ms = append(ms, locks.SessionMember{Nonce: nonce, Hold: h, Pending: v[0] == 'p'})
+		ms = append(ms, locks.SessionMember{Nonce: nonce, Hold: h, Pending: v[0] == 'p', Released: v[0] == 'g'})
 	}
 	return ms
 }
@@ -236,4 +239,41 @@ func (r *Backend) RenewMember(ctx context.Context, h locks.SessionHold, token st
 		return r.renewPermit(ctx, h.Key, token, ttl)
 	}
 	return r.renew(ctx, h.Key, token, ttl)
+}
+
+// AcquireInSessionAtOnce implements locks.SessionAcquirer: it runs
+// lua/session_acquire.lua, on a single Redis only (New sets it as the
+// session engine's AtOnce there). Its grant is delivered, and an outcome
+// that is unknown cleaned up, as an acquire's that does not wait.
+func (r *Backend) AcquireInSessionAtOnce(ctx context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int, owner string, req locks.AcquireRequest) (locks.Grant, error) {
+	res := resource{lockKind, m.Hold.Key}
+	a := acquireArgs{tokHash: locks.TokenHash(owner), subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold}
+	args := append(r.acquireArgv(a, 5), c.TokHash, c.Subject, m.Nonce, locks.EncodeHold(m.Hold), maxHolds)
+	keys := append(r.lockKeys(res.key).withToken(a.tokHash).all(), redisSessions{r}.sessionKey(c)...)
+	start := time.Now()
+	cmd, ackErr := r.exec(ctx, sessionAcquireScript, newCallID(), "", keys, args...)
+	if out, err := cmd.Int64Slice(); err == nil && len(out) == 1 {
+		switch out[0] {
+		case codeSessionEnded:
+			return locks.Grant{}, locks.SessionError("join", c, locks.ErrSessionEnded)
+		case codeSessionNotYour:
+			return locks.Grant{}, locks.SessionError("join", c, locks.ErrSessionNotYours)
+		case codeSessionFull:
+			return locks.Grant{}, locks.SessionError("join", c, locks.ErrSessionFull)
+		}
+	}
+	rp, err := r.acquireReply(cmd)
+	if err != nil || (rp.granted && ackErr != nil) {
+		// The script may have run: the leave fences the token off, and
+		// gives back what it holds.
+		r.abandon(ctx, res, "", a.tokHash, "")
+		return locks.Grant{}, locks.Unavailable("acquire", res, cmp.Or(ackErr, err))
+	}
+	if rp.refused != nil {
+		return locks.Grant{}, fmt.Errorf("acquire %s: %w", res, rp.refused)
+	}
+	if !rp.granted {
+		return locks.Grant{}, res.kind.held(rp)
+	}
+	return r.deliver(ctx, res, owner, rp.lease(start, 0), 0, req.Keep)
 }

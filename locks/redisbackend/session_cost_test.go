@@ -1,0 +1,92 @@
+package redisbackend_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lockgate/lockgate/internal/redistest"
+	"github.com/lockgate/lockgate/locks"
+	"github.com/lockgate/lockgate/locks/locktest"
+	"github.com/lockgate/lockgate/locks/redisbackend"
+)
+
+// TestRedisSessionCycleIsFourCalls: on a single Redis, a lock taken in a
+// session, released by its own token, and the keep-alive after that cost
+// four script calls: the acquire joins the session and confirms its
+// member in its own call (lua/session_acquire.lua), and the release marks
+// the member released, so that the keep-alive lists it gone without a
+// renewal that is refused, and forgets it without a call of its own; the
+// fourth moves the subject's count of sessions (SessionCounter.Extend).
+// (Each step a call of its own: join, acquire, confirm, release,
+// keep-alive, the count, a refused renewal and the drop, eight.)
+func TestRedisSessionCycleIsFourCalls(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	l := newRedis(t, srv, redisbackend.Options{})
+	ss, err := l.OpenSession(t.Context(), "s", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := locktest.UniqueKey(t)
+	cycle := func() locks.SessionKept {
+		t.Helper()
+		g, err := l.AcquireInSession(t.Context(), ss.Token, key, locks.AcquireRequest{Subject: "s"})
+		if err != nil {
+			t.Fatalf("acquire in the session: %v", err)
+		}
+		if _, err := l.Release(t.Context(), key, g.Token); err != nil {
+			t.Fatalf("release by the grant's own token: %v", err)
+		}
+		k, err := l.KeepSession(t.Context(), ss.Token, "s", 0)
+		if err != nil {
+			t.Fatalf("keep-alive: %v", err)
+		}
+		return k
+	}
+	cycle() // the functions loaded, the name in the index
+	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	k := cycle()
+	if got := commandCounts(t, admin)["fcall"]; got != 4 {
+		t.Errorf("a session's cycle: got %d script calls, want 4 (acquire in the session, release, keep-alive, the count)", got)
+	}
+	if len(k.Renewed) != 0 || len(k.Gone) != 1 || k.Gone[0].Key != key {
+		t.Errorf("the keep-alive after the release: got %+v, want %s gone and nothing renewed", k, key)
+	}
+	if k, err := l.KeepSession(t.Context(), ss.Token, "s", 0); err != nil || len(k.Gone) != 0 || len(k.Renewed) != 0 {
+		t.Errorf("the next keep-alive: got %+v, %v; want the member forgotten", k, err)
+	}
+}
+
+// TestRedisReleaseMakesNoSessionAnew: the release of a session's grant
+// marks its member released only in a session that still has it. With the
+// session's record gone (lost, or ended and expired) while its grant is
+// still held, the release writes nothing there: one HSET would make the
+// record anew, with no lease, and it would stay for good.
+func TestRedisReleaseMakesNoSessionAnew(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	l := newRedis(t, srv, redisbackend.Options{})
+	ss, err := l.OpenSession(t.Context(), "s", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := locktest.UniqueKey(t)
+	g, err := l.AcquireInSession(t.Context(), ss.Token, key, locks.AcquireRequest{Subject: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := "lockgate:session:{" + ss.ID + "}"
+	if n, err := admin.Del(t.Context(), session).Result(); err != nil || n != 1 {
+		t.Fatalf("DEL %s: %d, %v; want the session's record deleted", session, n, err)
+	}
+	if _, err := l.Release(t.Context(), key, g.Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if n, err := admin.Exists(t.Context(), session).Result(); err != nil || n != 0 {
+		t.Errorf("after the release: %s exists (%d, %v), want it gone", session, n, err)
+	}
+}

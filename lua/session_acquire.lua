@@ -1,0 +1,76 @@
+-- session_acquire: take a lock in a session and note it there, in one
+-- step: session_join, acquire and session_confirm at once, for an acquire
+-- that does not wait, where the session and the lock are on one Redis
+-- (not on Cluster, where they live on different slots; see
+-- lib_session.lua). One call where three ran, and nothing pending between
+-- them: the grant and its member exist together or not at all, so an end
+-- of the session finds every grant it has, and a killed gateway leaves no
+-- pending member behind.
+--
+-- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua)
+-- KEYS[3]     the session (see lib_session.lua)
+-- ARGV[1..]   acquire.lua's arguments, for an acquire that does not wait
+--             (ARGV[2], the lease, is set here: what is left of the
+--             session's)
+-- ARGV[n-4]   SHA-256 of the session token
+-- ARGV[n-3]   the caller's subject
+-- ARGV[n-2]   the grant's nonce
+-- ARGV[n-1]   the grant: 'l', then ns/name
+-- ARGV[n]     how many grants the session may hold at most
+--
+-- Returns  acquire.lua's reply; its lease is what is left of the
+--          session's, to the millisecond, as Redis holds it
+--          {SESSION_ENDED}, {SESSION_NOT_YOURS}, {SESSION_FULL}: nothing
+--          changed
+--
+-- Keyed, as acquire.lua and session_join.lua are: by the owner token, and
+-- by the nonce, whose member a call delivered again finds noted (it then
+-- counts against no cap: it is this grant's). lib_session.lua's functions
+-- read the session as KEYS[1], so KEYS is the session's while they run,
+-- and the lock's while acquire's body (acquire_main) runs and after.
+
+local lock_keys_of_call = KEYS
+local n = #ARGV
+local tok, sub, nonce, hold, most = ARGV[n - 4], ARGV[n - 3], ARGV[n - 2], ARGV[n - 1], tonumber(ARGV[n])
+for i = n - 4, n do
+  ARGV[i] = nil
+end
+local member = 'm:' .. nonce
+
+-- The first command reads a key that never exists: on a migrating slot
+-- Redis stops the script here, before it writes (see once.lua). (The
+-- lock's record, which acquire reads first, is that key for the lock.)
+KEYS = {lock_keys_of_call[3]}
+local f, why = session_check(tok, sub)
+if not f then
+  KEYS = lock_keys_of_call
+  return {why}
+end
+-- (A member noted already is this call's own, delivered again: it counts
+-- against no cap. Looked for only in a session that looks full.)
+if redis.call('HLEN', KEYS[1]) - SESSION_FIELDS >= most and redis.call('HEXISTS', KEYS[1], member) == 0 then
+  local live, dead = session_members(false, session_now())
+  session_forget(dead)
+  if #live / 2 >= most then
+    KEYS = lock_keys_of_call
+    return {SESSION_FULL}
+  end
+end
+local left = redis.call('PTTL', KEYS[1])
+KEYS = lock_keys_of_call
+if left < 1 then
+  return {SESSION_ENDED}
+end
+ARGV[2] = string.format('%d', left)
+local reply = acquire_main()
+if reply[1] == GRANTED then
+  redis.call('HSET', lock_keys_of_call[3], member, 'c' .. hold)
+  if ARGV[6] == MODE_EXCLUSIVE then
+    -- The grant names its member, so that its release by its holder marks
+    -- the member released (release.lua), and the next keep-alive lists it
+    -- gone without renewing it; the lock's hash goes when the grant ends. (A shared grant's member waits for a keep-alive to
+    -- learn that it ended, as one of Cluster does.)
+    redis.call('HSET', lock_keys_of_call[1], 'sm', member .. ' ' .. hold .. ' ' .. lock_keys_of_call[3])
+  end
+end
+return reply
