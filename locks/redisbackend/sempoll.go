@@ -29,6 +29,9 @@ type semPolls struct {
 	polls  map[locks.Key]*semPoll
 	closed bool
 	done   chan struct{}
+	// running counts the polls' goroutines, for close to wait for a read
+	// in flight.
+	running sync.WaitGroup
 }
 
 // semPoll is the poll of one semaphore, its fields semPolls.mu's.
@@ -65,7 +68,7 @@ func (s *semPolls) wait(ctx context.Context, key locks.Key, after int64, w locks
 	if p == nil {
 		p = &semPoll{next: make(chan struct{})}
 		s.polls[key] = p
-		go s.run(key, p)
+		s.running.Go(func() { s.run(key, p) })
 	}
 	p.watches++
 	joined := p.sent
@@ -136,12 +139,14 @@ func (s *semPolls) run(key locks.Key, p *semPoll) {
 }
 
 // close ends every poll: the watches waiting on one are answered
-// errSemPollsClosed, and none starts after.
+// errSemPollsClosed, and none starts after. It returns once no read of a
+// poll is in flight (each ends within the Redis timeout).
 func (s *semPolls) close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.closed {
 		s.closed = true
 		close(s.done)
 	}
+	s.mu.Unlock()
+	s.running.Wait()
 }
