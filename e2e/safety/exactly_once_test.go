@@ -202,3 +202,47 @@ func TestExactlyOnceIdempotentDoneLostTwice(t *testing.T) {
 	const lock = "once/idem-done-twice"
 	testLostIdempotentStep(t, newClient(t, gw), lock, []*fault{p.addFault(loseReply, scriptCall("idem_done", hashTag(lock)), 2)}, 2)
 }
+
+// TestExactlyOnceSessionAcquireLost: on a single Redis, a lock taken in a
+// session in one script (session_acquire), its reply lost. The answer is
+// 503 (the outcome unknown), the grant is given back (the lock is free long
+// before the session's lease ends), and the session does not keep it: the
+// next keep-alive renews nothing, and the end releases nothing.
+func TestExactlyOnceSessionAcquireLost(t *testing.T) {
+	rs := redistest.Start(t)
+	p := startProxy(t, rs.Addr)
+	gw := startGateway(t, "--redis-url", "redis://"+p.Addr)
+	c := newClient(t, gw)
+	const lock = "once/session"
+	s, r := c.openSession(t.Context(), time.Minute)
+	if r.status != http.StatusCreated {
+		t.Fatalf("open a session: got %s", r)
+	}
+	fs := []*fault{p.addFault(loseReply, scriptCall("session_acquire", hashTag(lock)), 1)}
+	_, r = c.acquireInSession(t.Context(), s, lock, false, false, 0, "lost")
+	if fired(fs) != 1 {
+		t.Fatalf("the acquire's reply was not lost (faults fired %d times)", fired(fs))
+	}
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("acquire in a session, its reply lost: got %s, want 503", r)
+	}
+	deadline := time.Now().Add(lostReplyWithin)
+	for {
+		info, r, ok := c.inspect(t.Context(), lock)
+		if ok && info.FencingToken == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the acquire answered 503: the lock is still held (%s) %v later, its lease ends in a minute: held by nobody", r, lostReplyWithin)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+	a, r := c.sessionCall(t.Context(), "PUT", s)
+	if r.status != http.StatusOK || len(a.Renewed) != 0 {
+		t.Fatalf("the keep-alive after: got %s %+v, want 200 renewing nothing", r, a)
+	}
+	a, r = c.sessionCall(t.Context(), "DELETE", s)
+	if r.status != http.StatusOK || len(a.Released) != 0 {
+		t.Fatalf("the end: got %s %+v, want 200 releasing nothing", r, a)
+	}
+}
