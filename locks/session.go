@@ -220,7 +220,7 @@ type sessionGrants interface {
 	RenewMember(ctx context.Context, h SessionHold, token string, ttl time.Duration) (Lease, error)
 }
 
-// SessionAcquirer takes a lock in a session in one step: it joins the
+// SessionAcquirer takes a lock (or a permit) in a session in one step: it joins the
 // session, acquires and confirms at once, for an acquire that does not
 // wait and has no hard cap. The grant's lease is what is left of the
 // session's, and the grant and its member exist together or not at all
@@ -230,6 +230,7 @@ type sessionGrants interface {
 // locks live together (lua/session_acquire.lua).
 type SessionAcquirer interface {
 	AcquireInSessionAtOnce(ctx context.Context, c SessionCaller, m SessionMember, maxHolds int, owner string, req AcquireRequest) (Grant, error)
+	AcquirePermitInSessionAtOnce(ctx context.Context, c SessionCaller, m SessionMember, maxHolds int, owner string, req SemaphoreRequest) (Grant, error)
 }
 
 // SessionEngine is the one implementation of Sessions, on a backend's store
@@ -379,6 +380,10 @@ func (s *SessionEngine) AcquirePermitInSession(ctx context.Context, token string
 	req.TTL = time.Millisecond
 	if err := req.Validate(); err != nil {
 		return Grant{}, err
+	}
+	if s.AtOnce != nil && req.Wait == 0 && req.MaxHold == 0 { // as AcquireInSession's
+		m := SessionMember{Nonce: NewToken(), Hold: SessionHold{Semaphore: true, Key: key}}
+		return s.AtOnce.AcquirePermitInSessionAtOnce(ctx, callerOf(token, req.Subject), m, s.MaxHolds, memberToken(token, m.Nonce), req)
 	}
 	return s.acquire(ctx, token, SessionHold{Semaphore: true, Key: key}, req.Subject, req.Wait, func(ttl time.Duration, owner string) (Grant, error) {
 		req.TTL, req.OwnerToken = ttl, owner

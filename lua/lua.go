@@ -311,14 +311,27 @@ var scripts = []Script{
 	writes("session_open", true, sessionOpenSrc),                   // answers a lease
 	keyed("session_join", false, sessionJoinSrc, libSession),       // by the grant's nonce
 	keyed("session_confirm", false, sessionConfirmSrc, libSession), // by the grant's nonce
-	// join, acquire and confirm in one step on a single Redis: acquire's
-	// body, as a function, after the libraries of both
-	keyed("session_acquire", true, sessionAcquireSrc, lockLib, libSession, "local function acquire_main()\n"+acquireSrc+"\nend\n"),
+	// join, acquire and confirm in one step on a single Redis: the kind's
+	// acquire's body, as a function, after the libraries of both
+	keyed("session_acquire", true, sessionAcquireSrc, lockLib, libSession, inSession(acquireSrc, true)),
+	keyed("session_sem_acquire", true, sessionAcquireSrc, semLibs, libSession, inSession(semAcquireSrc, false)),
 	writes("session_keep", true, sessionKeepSrc, libSession), // answers a lease
 	writesIdempotent("session_drop", sessionDropSrc),
 	writes("session_end", false, sessionEndSrc, libSession),
 	reads("session_get", sessionGetSrc, libSession),
 	writesIdempotent("sessions_of", sessionsOfSrc),
+}
+
+// inSession is the library of session_acquire.lua that makes acquire, the
+// body of a kind's acquire script, its function acquire_main; marks says
+// whether the kind's grant names its session's member (locks: see
+// release.lua).
+func inSession(acquire string, marks bool) string {
+	m := "false"
+	if marks {
+		m = "true"
+	}
+	return "local function acquire_main()\n" + acquire + "\nend\nlocal MARKS_ITS_MEMBER = " + m + "\n"
 }
 
 // Scripts returns every script.

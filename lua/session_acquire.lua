@@ -1,5 +1,6 @@
--- session_acquire: take a lock in a session and note it there, in one
--- step: session_join, acquire and session_confirm at once, for an acquire
+-- session_acquire: take a lock (or, as session_sem_acquire, a permit) in a
+-- session and note it there, in one step: session_join, the kind's
+-- acquire and session_confirm at once, for an acquire
 -- that does not wait, where the session and the lock are on one Redis
 -- (not on Cluster, where they live on different slots; see
 -- lib_session.lua). One call where three ran, and nothing pending between
@@ -7,18 +8,19 @@
 -- of the session finds every grant it has, and a killed gateway leaves no
 -- pending member behind.
 --
--- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua)
+-- KEYS[1..2]  the lock, and the caller's record (see lib_keys.lua); or the
+--             semaphore's keys, as sem_acquire.lua takes them
 -- KEYS[3]     the session (see lib_session.lua)
--- ARGV[1..]   acquire.lua's arguments, for an acquire that does not wait
---             (ARGV[2], the lease, is set here: what is left of the
---             session's)
+-- ARGV[1..]   acquire.lua's (sem_acquire.lua's) arguments, for an acquire
+--             that does not wait (ARGV[2], the lease, is set here: what is
+--             left of the session's)
 -- ARGV[n-4]   SHA-256 of the session token
 -- ARGV[n-3]   the caller's subject
 -- ARGV[n-2]   the grant's nonce
--- ARGV[n-1]   the grant: 'l', then ns/name
+-- ARGV[n-1]   the grant: 'l' (a lock's) or 's' (a permit), then ns/name
 -- ARGV[n]     how many grants the session may hold at most
 --
--- Returns  acquire.lua's reply; its lease is what is left of the
+-- Returns  the acquire's reply; its lease is what is left of the
 --          session's, to the millisecond, as Redis holds it
 --          {SESSION_ENDED}, {SESSION_NOT_YOURS}, {SESSION_FULL}: nothing
 --          changed
@@ -65,10 +67,11 @@ ARGV[2] = string.format('%d', left)
 local reply = acquire_main()
 if reply[1] == GRANTED then
   redis.call('HSET', lock_keys_of_call[3], member, 'c' .. hold)
-  if ARGV[6] == MODE_EXCLUSIVE then
+  if MARKS_ITS_MEMBER and ARGV[6] == MODE_EXCLUSIVE then
     -- The grant names its member, so that its release by its holder marks
     -- the member released (release.lua), and the next keep-alive lists it
-    -- gone without renewing it; the lock's hash goes when the grant ends. (A shared grant's member waits for a keep-alive to
+    -- gone without renewing it; the lock's hash goes when the grant ends.
+    -- (A shared grant's member, and a permit's, wait for a keep-alive to
     -- learn that it ended, as one of Cluster does.)
     redis.call('HSET', lock_keys_of_call[1], 'sm', member .. ' ' .. hold .. ' ' .. lock_keys_of_call[3])
   end

@@ -164,6 +164,14 @@ func TestScriptsAreAcked(t *testing.T) {
 			locktest.WaitUntilFree(t, s, key) // given back
 			return err
 		},
+		"session_sem_acquire": func(t *testing.T, key locks.Key) error { // a permit taken in a session in one call
+			ss, err := s.OpenSession(ctx, "tester", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.AcquirePermitInSession(ctx, ss.Token, key, locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{Subject: "tester"}, Limit: 1})
+			return err
+		},
 		"idem_begin": func(t *testing.T, key locks.Key) error { // a replay of a live grant
 			g, err := s.AcquireOnce(ctx, key, req, "replayed-"+key.Name)
 			if err != nil {

@@ -451,7 +451,7 @@ func (r *Backend) runAcquire(ctx context.Context, res resource, req locks.Acquir
 		a.waiterID, a.arrival, a.wait = w.id, w.arrival, max(wait, time.Millisecond)
 	}
 	id := newCallID()
-	rp, ackErr, err := res.kind.callAcquire(ctx, r, res.key, id, a)
+	rp, ackErr, err := r.callAcquire(ctx, res, id, a)
 	if err != nil {
 		// The script may have run. An acquire is keyed by its token, which
 		// the leave fences off.

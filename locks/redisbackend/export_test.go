@@ -24,7 +24,7 @@ func (r *Backend) QueueGhostAlive(ctx context.Context, key locks.Key, req locks.
 	if channel == "" {
 		channel = r.opts.Prefix + "gateway:gone"
 	}
-	_, _, err := lockKind.callAcquire(ctx, r.elsewhere(channel, alive.Milliseconds(), r.arg.checkHeard), key, newCallID(), acquireArgs{
+	_, _, err := r.elsewhere(channel, alive.Milliseconds(), r.arg.checkHeard).callAcquire(ctx, resource{lockKind, key}, newCallID(), acquireArgs{
 		tokHash: locks.TokenHash(locks.NewToken()), ttl: req.TTL, subject: "ghost", owner: "ghost", waiterID: "ghost-" + locks.NewToken(), wait: req.Wait})
 	return err
 }
@@ -74,7 +74,7 @@ func (r *Backend) RequeueGone(ctx context.Context, key locks.Key, id string, req
 	if !ok {
 		return errors.New("not a waiter that ended without the lock: " + id)
 	}
-	_, _, err := lockKind.callAcquire(ctx, r, key, newCallID(), acquireArgs{
+	_, _, err := r.callAcquire(ctx, resource{lockKind, key}, newCallID(), acquireArgs{
 		tokHash: g.tokHash, ttl: req.TTL, subject: "ghost", owner: "ghost", waiterID: id, wait: req.Wait})
 	return err
 }
@@ -131,7 +131,7 @@ func (r *Backend) PickUpPermit(ctx context.Context, key locks.Key, token string,
 }
 
 func (r *Backend) permitScript(ctx context.Context, key locks.Key, token string, limit int, ttl time.Duration) error {
-	_, _, err := semaphoreKind.callAcquire(ctx, r.elsewhere(r.opts.Prefix+"gateway:gone", r.arg.lease, "0"), key, newCallID(), acquireArgs{
+	_, _, err := r.elsewhere(r.opts.Prefix+"gateway:gone", r.arg.lease, "0").callAcquire(ctx, resource{semaphoreKind, key}, newCallID(), acquireArgs{
 		tokHash: locks.TokenHash(token), ttl: ttl, subject: "ghost", owner: "ghost", waiterID: "ghost-" + token[:8], wait: time.Minute, limit: limit})
 	return err
 }
@@ -148,7 +148,7 @@ func (r *Backend) QueueUnserved(ctx context.Context, key locks.Key, limit int) (
 	if limit > 0 {
 		res.kind = semaphoreKind
 	}
-	_, _, err = res.kind.callAcquire(ctx, r.elsewhere(r.opts.Prefix+"gateway:gone", time.Minute.Milliseconds(), "0"), key, newCallID(), acquireArgs{
+	_, _, err = r.elsewhere(r.opts.Prefix+"gateway:gone", time.Minute.Milliseconds(), "0").callAcquire(ctx, res, newCallID(), acquireArgs{
 		tokHash: locks.TokenHash(token), ttl: time.Minute, subject: "ghost", owner: "ghost", waiterID: id, wait: time.Minute, limit: limit})
 	return id, token, err
 }

@@ -75,18 +75,9 @@ func (lockType) held(rp reply) error {
 	return held
 }
 
-// callAcquire runs lua/acquire.lua.
-func (lockType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
-	k := r.lockKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.exec(ctx, acquireScript, id, "", k.all(), r.acquireArgv(a, 0)...)
-	rp, err = r.acquireReply(cmd)
-	return rp, ackErr, err
-}
-
-// acquireArgv is lua/acquire.lua's ARGV for a, with room for more
-// arguments after them.
-func (r *Backend) acquireArgv(a acquireArgs, more int) []any {
-	args := append(make([]any, 0, 14+more), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
+// acquireCall is lua/acquire.lua's call.
+func (lockType) acquireCall(r *Backend, key locks.Key, a acquireArgs) (*script, []string, []any) {
+	args := append(make([]any, 0, 19), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
 	// A call pays for the arguments it sends: one that does not wait sends
 	// no waiter's arguments, nor one without a min hold, a hard cap or a
 	// priority those.
@@ -103,11 +94,13 @@ func (r *Backend) acquireArgv(a acquireArgs, more int) []any {
 	if prio {
 		args = append(args, a.priority, r.headStart(a.priority))
 	}
-	return args
+	return acquireScript, r.lockKeys(key).withToken(a.tokHash).all(), args
 }
 
+func (lockType) sessionAcquire() *script { return sessionAcquireScript }
+
 // acquireReply reads lua/acquire.lua's reply.
-func (r *Backend) acquireReply(cmd *redis.Cmd) (reply, error) {
+func (lockType) acquireReply(r *Backend, cmd *redis.Cmd) (reply, error) {
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, err

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/redis/go-redis/v9"
 )
 
 // kind is a kind of resource the Redis backend keeps: lockKind or
@@ -20,10 +21,15 @@ type kind interface {
 	// held is the error for a refusal whose reply is rp: "taken, try
 	// again in rp.ttl".
 	held(rp reply) error
-	// callAcquire runs the kind's acquire script on key as call id.
-	// ackErr says the replicas did not acknowledge it (see exec): a grant
-	// in its reply must not be answered.
-	callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error)
+	// acquireCall is the kind's acquire script, and its KEYS and ARGV for
+	// a on key (see callAcquire).
+	acquireCall(r *Backend, key locks.Key, a acquireArgs) (s *script, keys []string, args []any)
+	// sessionAcquire is the kind's script that takes a grant in a session
+	// in one step: its acquire script's KEYS and ARGV, then the session's
+	// (lua/session_acquire.lua).
+	sessionAcquire() *script
+	// acquireReply reads a reply of the kind's acquire script.
+	acquireReply(r *Backend, cmd *redis.Cmd) (reply, error)
 	// callLeave runs the kind's leave script on key as call id, fencing
 	// off the call fence ("" for none).
 	callLeave(ctx context.Context, r *Backend, key locks.Key, id, fence string, a leaveArgs) (rp reply, ackErr, err error)
@@ -39,6 +45,16 @@ var (
 	lockKind      kind = lockType{}
 	semaphoreKind kind = semaphoreType{}
 )
+
+// callAcquire runs the acquire script of res's kind as call id. ackErr says
+// the replicas did not acknowledge it (see exec): a grant in its reply must
+// not be answered.
+func (r *Backend) callAcquire(ctx context.Context, res resource, id string, a acquireArgs) (rp reply, ackErr, err error) {
+	s, keys, args := res.kind.acquireCall(r, res.key, a)
+	cmd, ackErr := r.exec(ctx, s, id, "", keys, args...)
+	rp, err = res.kind.acquireReply(r, cmd)
+	return rp, ackErr, err
+}
 
 // resource is one lock or one semaphore.
 type resource struct {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lockgate/lockgate/locks"
+	"github.com/redis/go-redis/v9"
 )
 
 // The typed calls of the semaphore scripts (see scripts_lock.go).
@@ -50,9 +51,8 @@ func (semaphoreType) String() string { return "semaphore" }
 
 func (semaphoreType) held(rp reply) error { return &locks.FullError{RetryAfter: rp.ttl} }
 
-// callAcquire runs lua/sem_acquire.lua.
-func (semaphoreType) callAcquire(ctx context.Context, r *Backend, key locks.Key, id string, a acquireArgs) (rp reply, ackErr, err error) {
-	k := r.semKeys(key).withToken(a.tokHash)
+// acquireCall is lua/sem_acquire.lua's call.
+func (semaphoreType) acquireCall(r *Backend, key locks.Key, a acquireArgs) (*script, []string, []any) {
 	args := append(a.argv(r), a.limit)
 	// A permit without a cap or a priority sends neither.
 	prio := a.priority > 0 && a.waiterID != ""
@@ -62,16 +62,21 @@ func (semaphoreType) callAcquire(ctx context.Context, r *Backend, key locks.Key,
 	if prio {
 		args = append(args, a.priority, r.headStart(a.priority))
 	}
-	cmd, ackErr := r.exec(ctx, semAcquireScript, id, "", k.all(), args...)
+	return semAcquireScript, r.semKeys(key).withToken(a.tokHash).all(), args
+}
+
+func (semaphoreType) sessionAcquire() *script { return sessionSemAcquireScript }
+
+// acquireReply reads lua/sem_acquire.lua's reply.
+func (semaphoreType) acquireReply(_ *Backend, cmd *redis.Cmd) (reply, error) {
 	out, err := cmd.Int64Slice()
 	if err != nil {
-		return reply{}, ackErr, err
+		return reply{}, err
 	}
 	if len(out) >= 2 && out[0] == codeNotFound { // in use with another limit
-		return reply{refused: &locks.LimitMismatchError{Limit: int(out[1])}}, ackErr, nil
+		return reply{refused: &locks.LimitMismatchError{Limit: int(out[1])}}, nil
 	}
-	rp, err = parseReply(out)
-	return rp, ackErr, err
+	return parseReply(out)
 }
 
 // callLeave runs lua/sem_leave.lua.

@@ -22,9 +22,11 @@ var (
 	sessionKeepScript    = newScript("session_keep")
 	sessionDropScript    = newScript("session_drop")
 	sessionAcquireScript = newScript("session_acquire")
-	sessionEndScript     = newScript("session_end")
-	sessionGetScript     = newScript("session_get")
-	sessionsOfScript     = newScript("sessions_of")
+	// sessionSemAcquireScript is session_acquire.lua around sem_acquire.lua.
+	sessionSemAcquireScript = newScript("session_sem_acquire")
+	sessionEndScript        = newScript("session_end")
+	sessionGetScript        = newScript("session_get")
+	sessionsOfScript        = newScript("sessions_of")
 )
 
 // redisSessionCount counts each subject's live sessions
@@ -243,15 +245,27 @@ func (r *Backend) RenewMember(ctx context.Context, h locks.SessionHold, token st
 
 // AcquireInSessionAtOnce implements locks.SessionAcquirer: it runs
 // lua/session_acquire.lua, on a single Redis only (New sets it as the
-// session engine's AtOnce there). Its grant is delivered, and an outcome
-// that is unknown cleaned up, as an acquire's that does not wait.
+// session engine's AtOnce there).
 func (r *Backend) AcquireInSessionAtOnce(ctx context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int, owner string, req locks.AcquireRequest) (locks.Grant, error) {
-	res := resource{lockKind, m.Hold.Key}
-	a := acquireArgs{tokHash: locks.TokenHash(owner), subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold}
-	args := append(r.acquireArgv(a, 5), c.TokHash, c.Subject, m.Nonce, locks.EncodeHold(m.Hold), maxHolds)
-	keys := append(r.lockKeys(res.key).withToken(a.tokHash).all(), redisSessions{r}.sessionKey(c)...)
+	return r.acquireInSession(ctx, resource{lockKind, m.Hold.Key}, c, m, maxHolds, owner, req, 0)
+}
+
+// AcquirePermitInSessionAtOnce implements locks.SessionAcquirer: a
+// permit, as AcquireInSessionAtOnce takes a lock.
+func (r *Backend) AcquirePermitInSessionAtOnce(ctx context.Context, c locks.SessionCaller, m locks.SessionMember, maxHolds int, owner string, req locks.SemaphoreRequest) (locks.Grant, error) {
+	return r.acquireInSession(ctx, resource{semaphoreKind, m.Hold.Key}, c, m, maxHolds, owner, req.AcquireRequest, req.Limit)
+}
+
+// acquireInSession takes res in c's session as member m in one script
+// (the kind's sessionAcquire). Its grant is delivered, and an outcome that
+// is unknown cleaned up, as an acquire's that does not wait.
+func (r *Backend) acquireInSession(ctx context.Context, res resource, c locks.SessionCaller, m locks.SessionMember, maxHolds int, owner string, req locks.AcquireRequest, limit int) (locks.Grant, error) {
+	a := acquireArgs{tokHash: locks.TokenHash(owner), subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold, limit: limit}
+	_, keys, args := res.kind.acquireCall(r, res.key, a)
+	keys = append(keys, redisSessions{r}.sessionKey(c)...)
+	args = append(args, c.TokHash, c.Subject, m.Nonce, locks.EncodeHold(m.Hold), maxHolds)
 	start := time.Now()
-	cmd, ackErr := r.exec(ctx, sessionAcquireScript, newCallID(), "", keys, args...)
+	cmd, ackErr := r.exec(ctx, res.kind.sessionAcquire(), newCallID(), "", keys, args...)
 	if out, err := cmd.Int64Slice(); err == nil && len(out) == 1 {
 		switch out[0] {
 		case codeSessionEnded:
@@ -262,7 +276,7 @@ func (r *Backend) AcquireInSessionAtOnce(ctx context.Context, c locks.SessionCal
 			return locks.Grant{}, locks.SessionError("join", c, locks.ErrSessionFull)
 		}
 	}
-	rp, err := r.acquireReply(cmd)
+	rp, err := res.kind.acquireReply(r, cmd)
 	if err != nil || (rp.granted && ackErr != nil) {
 		// The script may have run: the leave fences the token off, and
 		// gives back what it holds.
