@@ -243,6 +243,10 @@ type SessionEngine struct {
 	// nor have a hard cap in one step (see SessionAcquirer); nil: every
 	// acquire joins, acquires and confirms, three calls.
 	AtOnce SessionAcquirer
+	// KeepMovesCount: the Store's Keep moves the session's end in the
+	// Counter too, in its own call (the Redis backend on a single Redis),
+	// so a keep-alive makes no Counter.Extend.
+	KeepMovesCount bool
 	// Counter counts each subject's live sessions, and MaxPerSubject is
 	// how many one subject may hold at once (ErrTooManySessions past it);
 	// without a Counter, or with MaxPerSubject 0, they are not bounded.
@@ -491,7 +495,7 @@ func (s *SessionEngine) KeepSession(ctx context.Context, token, subject string, 
 	if err != nil {
 		return SessionKept{}, err
 	}
-	if s.Counter != nil && s.MaxPerSubject > 0 {
+	if s.Counter != nil && s.MaxPerSubject > 0 && !s.KeepMovesCount {
 		// A count that lags (this call failed) only lets the subject open
 		// more sessions than its bound until the next keep-alive.
 		s.Counter.Extend(ctx, subject, c.ID, ttl)

@@ -6,8 +6,9 @@
 --
 -- KEYS[1] of every session script is the session, the prefix ..
 -- 'session:{' .. id .. '}' (its own hash tag: on Redis Cluster it lives on
--- another slot than the locks its grants hold, so no script touches both;
--- the engine runs one after the other, see locks/session.go). A hash:
+-- another slot than the locks its grants hold, so no script touches both
+-- there, and the engine runs one after the other, see locks/session.go;
+-- on a single Redis session_acquire.lua does both at once). A hash:
 --   tok        SHA-256 of the session token (the id is derived from it)
 --   sub        the subject that opened it
 --   ttl        its lease as last set, ms

@@ -121,6 +121,8 @@ var (
 	sessionEndSrc string
 	//go:embed sessions_of.lua
 	sessionsOfSrc string
+	//go:embed lib_count.lua
+	libCount string
 	//go:embed session_get.lua
 	sessionGetSrc string
 
@@ -315,11 +317,11 @@ var scripts = []Script{
 	// acquire's body, as a function, after the libraries of both
 	keyed("session_acquire", true, sessionAcquireSrc, lockLib, libSession, inSession(acquireSrc, true)),
 	keyed("session_sem_acquire", true, sessionAcquireSrc, semLibs, libSession, inSession(semAcquireSrc, false)),
-	writes("session_keep", true, sessionKeepSrc, libSession), // answers a lease
+	writes("session_keep", true, sessionKeepSrc, libSession, libCount), // answers a lease
 	writesIdempotent("session_drop", sessionDropSrc),
 	writes("session_end", false, sessionEndSrc, libSession),
 	reads("session_get", sessionGetSrc, libSession),
-	writesIdempotent("sessions_of", sessionsOfSrc),
+	writesIdempotent("sessions_of", sessionsOfSrc, libCount),
 }
 
 // inSession is the library of session_acquire.lua that makes acquire, the

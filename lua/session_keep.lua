@@ -2,9 +2,13 @@
 -- leases the engine extends after it (see lib_session.lua).
 --
 -- KEYS[1]  the session
+-- KEYS[2]  on a single Redis, when the subject's sessions are counted: the
+--          count (sessions_of.lua), whose end of this session moves with
+--          its lease here, where it would take a call of its own
 -- ARGV[1]  SHA-256 of the session token
 -- ARGV[2]  the caller's subject
 -- ARGV[3]  the new lease, ms; '0' for the one last set
+-- ARGV[4]  with KEYS[2]: the session's id, as the count names it
 --
 -- Returns  {GRANTED, ttl_ms, nonce, member, ...}  the lease set, and each
 --                              granted member ('c' .. kind .. ns/name);
@@ -28,7 +32,11 @@ else
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 local out = {GRANTED, ttl}
-local granted, dead, released = session_members(true, session_now())
+local now = session_now()
+if KEYS[2] then
+  count_extend(KEYS[2], ARGV[4], now + ttl, now)
+end
+local granted, dead, released = session_members(true, now)
 for i = 1, #released, 2 do
   dead[#dead + 1] = released[i]
 end

@@ -23,17 +23,13 @@ if op == 'remove' then
 end
 local ends = now + tonumber(ARGV[3])
 if op == 'extend' then
-  redis.call('ZADD', KEYS[1], 'XX', string.format('%d', ends), id)
-else
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  if not redis.call('ZSCORE', KEYS[1], id) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
-    return SESSION_FULL
-  end
-  redis.call('ZADD', KEYS[1], string.format('%d', ends), id)
+  count_extend(KEYS[1], id, ends, now)
+  return GRANTED
 end
--- The key lives as long as its longest session.
-local last = redis.call('ZRANGE', KEYS[1], '-1', '-1', 'WITHSCORES')[2]
-if last and tonumber(last) > now then
-  redis.call('PEXPIRE', KEYS[1], tonumber(last) - now)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], id) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+  return SESSION_FULL
 end
+redis.call('ZADD', KEYS[1], string.format('%d', ends), id)
+count_expire(KEYS[1], now)
 return GRANTED

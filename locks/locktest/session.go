@@ -30,6 +30,7 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"AGrantNeverOutlivesItsSession", testSessionGrantBound},
 		{"SessionsPerSubjectAreBounded", testSessionsPerSubject},
 		{"ASubjectsLiveSessionsAreListed", testSessionsOf},
+		{"AKeepAliveMovesTheSessionsEndInItsList", testSessionsOfKept},
 		{"AKeepAliveStatesEachGrantsOwnLease", testSessionKeepBroken},
 		{"AKilledAcquireLeavesNoPendingGrantPastItsDeadline", testSessionDeadPending},
 	} {
@@ -591,5 +592,31 @@ func testSessionsOf(t *testing.T, b locks.Backend) {
 		if e := got[i].ExpiresAt; e.After(time.Now().Add(ttl)) || e.Before(start.Add(ttl-30*time.Second)) {
 			t.Errorf("session %s ends at %v; want about %v from %v", got[i].ID, e, ttl, start)
 		}
+	}
+}
+
+// testSessionsOfKept: a keep-alive with a longer TTL moves the session's
+// end in its subject's list (and in the count that bounds the subject's
+// sessions, which the list reads), whether the keep-alive moves it in a
+// call of its own or in the session's.
+func testSessionsOfKept(t *testing.T, b locks.Backend) {
+	ctx := context.Background()
+	sl := b.(locks.SessionLister)
+	subject := "iss#" + UniqueKey(t).Name
+	ss, err := b.OpenSession(ctx, subject, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := b.KeepSession(ctx, ss.Token, subject, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sl.SessionsOf(ctx, subject)
+	if err != nil || len(got) != 1 || got[0].ID != ss.ID {
+		t.Fatalf("sessions of the subject: got %+v, %v; want %s", got, err, ss.ID)
+	}
+	// Bounds, not a pace: a busy machine stays inside them.
+	if e := got[0].ExpiresAt; e.After(time.Now().Add(time.Hour)) || e.Before(start.Add(time.Hour-30*time.Second)) {
+		t.Errorf("after a keep-alive of an hour, the session ends at %v in its list; want about an hour from %v", e, start)
 	}
 }

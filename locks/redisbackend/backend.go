@@ -189,6 +189,8 @@ func New(client redis.UniversalClient, opts Options) (*Backend, error) {
 		// lock and note it in its session (on Cluster they live on
 		// different slots).
 		r.SessionEngine.AtOnce = r
+		// and a keep-alive moves the subject's count of sessions itself
+		r.SessionEngine.KeepMovesCount = opts.SessionsPerSubject > 0
 	}
 	r.SetEngine = &locks.SetEngine{Grants: r, All: r}
 	r.watches = newWatchHub(r)

@@ -179,7 +179,14 @@ func (s redisSessions) Confirm(ctx context.Context, c locks.SessionCaller, m loc
 }
 
 func (s redisSessions) Keep(ctx context.Context, c locks.SessionCaller, ttl time.Duration) (time.Duration, []locks.SessionMember, error) {
-	cmd, ackErr := s.r.run(ctx, sessionKeepScript, s.sessionKey(c), c.TokHash, c.Subject, ttl.Milliseconds())
+	keys, args := s.sessionKey(c), []any{c.TokHash, c.Subject, ttl.Milliseconds()}
+	if s.r.SessionEngine.KeepMovesCount {
+		// The subject's count moves in the same call (SessionEngine
+		// KeepMovesCount).
+		keys = append(keys, redisSessionCount(s).key(c.Subject)...)
+		args = append(args, c.ID)
+	}
+	cmd, ackErr := s.r.run(ctx, sessionKeepScript, keys, args...)
 	out, err := sessionReply("keep", c, cmd)
 	if err != nil {
 		return 0, nil, err

@@ -10,16 +10,16 @@ import (
 	"github.com/lockgate/lockgate/locks/redisbackend"
 )
 
-// TestRedisSessionCycleIsFourCalls: on a single Redis, a lock taken in a
+// TestRedisSessionCycleIsThreeCalls: on a single Redis, a lock taken in a
 // session, released by its own token, and the keep-alive after that cost
-// four script calls: the acquire joins the session and confirms its
-// member in its own call (lua/session_acquire.lua), and the release marks
+// three script calls: the acquire joins the session and confirms its
+// member in its own call (lua/session_acquire.lua); the release marks
 // the member released, so that the keep-alive lists it gone without a
-// renewal that is refused, and forgets it without a call of its own; the
-// fourth moves the subject's count of sessions (SessionCounter.Extend).
-// (Each step a call of its own: join, acquire, confirm, release,
-// keep-alive, the count, a refused renewal and the drop, eight.)
-func TestRedisSessionCycleIsFourCalls(t *testing.T) {
+// renewal that is refused, and forgets it without a call of its own; and
+// the keep-alive moves the subject's count of sessions itself. (Each step
+// a call of its own: join, acquire, confirm, release, keep-alive, the
+// count, a refused renewal and the drop, eight.)
+func TestRedisSessionCycleIsThreeCalls(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
@@ -49,8 +49,8 @@ func TestRedisSessionCycleIsFourCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := cycle()
-	if got := commandCounts(t, admin)["fcall"]; got != 4 {
-		t.Errorf("a session's cycle: got %d script calls, want 4 (acquire in the session, release, keep-alive, the count)", got)
+	if got := commandCounts(t, admin)["fcall"]; got != 3 {
+		t.Errorf("a session's cycle: got %d script calls, want 3 (acquire in the session, release, keep-alive)", got)
 	}
 	if len(k.Renewed) != 0 || len(k.Gone) != 1 || k.Gone[0].Key != key {
 		t.Errorf("the keep-alive after the release: got %+v, want %s gone and nothing renewed", k, key)

@@ -1,0 +1,23 @@
+-- lib_count: a subject's count of live sessions, moved by sessions_of.lua
+-- (which describes the key, as lib_keys.lua does a lock's) and, on a
+-- single Redis, by session_keep.lua in the same call as the session's
+-- lease. A library, not a script on its own.
+--
+-- KEYS[1]  none: the functions take the count's key
+-- Returns  nothing: a library
+
+-- count_expire makes the count at key live as long as its longest session.
+local function count_expire(key, now)
+  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2]
+  if last and tonumber(last) > now then
+    redis.call('PEXPIRE', key, tonumber(last) - now)
+  end
+end
+
+-- count_extend moves session id's end in the count at key to ends (ms on
+-- the Redis clock, now ms now), if the count has it, and makes the key
+-- live as long as its longest session.
+local function count_extend(key, id, ends, now)
+  redis.call('ZADD', key, 'XX', string.format('%d', ends), id)
+  count_expire(key, now)
+end
