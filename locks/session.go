@@ -262,7 +262,8 @@ type SessionEngine struct {
 // SessionCounter counts each subject's live sessions, for
 // SessionEngine.MaxPerSubject: a record per subject, apart from the
 // sessions' own (on Cluster, on another slot), which opening a session,
-// keeping it alive and ending it each move with one call more. Each
+// keeping it alive and ending it each move with one call more (but a
+// keep-alive whose store moves it itself: SessionEngine.KeepMovesCount). Each
 // method is idempotent: a call delivered twice counts once.
 type SessionCounter interface {
 	// Add counts session id of subject, live until ttl from now, unless

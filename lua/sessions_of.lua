@@ -3,7 +3,9 @@
 -- session's lease ends, on the Redis clock. A key of its own per subject,
 -- apart from the sessions' records (on Cluster, another slot), which the
 -- gateway moves with one call more when it opens, keeps alive or ends a
--- session. Idempotent: a call delivered twice counts once.
+-- session (a keep-alive on a single Redis moves it in its own script:
+-- session_keep.lua, lib_count.lua). Idempotent: a call delivered twice
+-- counts once.
 --
 -- KEYS[1]  the subject's sessions (zset: session id -> lease end, ms)
 -- ARGV[1]  'add', 'extend' or 'remove'
