@@ -103,6 +103,7 @@ func BenchmarkRedisScripts(b *testing.B) {
 			}, plain)
 		})
 	}
+	kept := map[string]bool{} // keepalive's sessions that hold their lock
 	// semaphore, shared and session: the other kinds of grant, each an
 	// uncontended acquire and release with history 0, to hold against
 	// lock/history=0 (#36: each at most 1.5x it).
@@ -138,6 +139,19 @@ func BenchmarkRedisScripts(b *testing.B) {
 			if err == nil {
 				_, err = r.ReleasePermit(ctx, key, g.Token)
 			}
+			return err
+		}},
+		// keepalive: a keep-alive of a session that holds one lock (taken
+		// once, by the first cycle): the session's lease, its count, the
+		// lock's renewal.
+		{"keepalive", func(r *redisbackend.Backend, _ locks.Key, session string) error {
+			if !kept[session] {
+				kept[session] = true
+				if _, err := r.AcquireInSession(ctx, session, locks.Key{Namespace: "bench", Name: "kept-" + session[:12]}, locks.AcquireRequest{Subject: "bench"}); err != nil {
+					return err
+				}
+			}
+			_, err := r.KeepSession(ctx, session, "bench", 0)
 			return err
 		}},
 		// reenter: a grant re-entered once, both holds released.
