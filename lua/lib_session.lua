@@ -108,3 +108,21 @@ local function session_forget(nonces)
   end
   redis.call('HDEL', KEYS[1], unpack(fields))
 end
+
+-- session_full says whether the session holds most grants, with its
+-- pending members past their deadline (now, or the Redis clock when nil)
+-- not counted, and forgotten. Only a session whose length says it may be
+-- full is read whole (a pending member counts twice in the length: its
+-- deadline). member, when set, is the caller's own, noted already by this
+-- call delivered before: it counts against no cap.
+local function session_full(most, member, now)
+  if redis.call('HLEN', KEYS[1]) - SESSION_FIELDS < most then
+    return false
+  end
+  if member and redis.call('HEXISTS', KEYS[1], member) == 1 then
+    return false
+  end
+  local live, dead = session_members(false, now or session_now())
+  session_forget(dead)
+  return #live / 2 >= most
+end

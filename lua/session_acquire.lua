@@ -39,24 +39,17 @@ for i = n - 4, n do
 end
 local member = 'm:' .. nonce
 
--- The first command reads a key that never exists: on a migrating slot
--- Redis stops the script here, before it writes (see once.lua). (The
--- lock's record, which acquire reads first, is that key for the lock.)
+-- It runs only on a single Redis, where no slot migrates: no first read of
+-- a key that never exists guards its writes (see once.lua).
 KEYS = {lock_keys_of_call[3]}
 local f, why = session_check(tok, sub)
 if not f then
   KEYS = lock_keys_of_call
   return {why}
 end
--- (A member noted already is this call's own, delivered again: it counts
--- against no cap. Looked for only in a session that looks full.)
-if redis.call('HLEN', KEYS[1]) - SESSION_FIELDS >= most and redis.call('HEXISTS', KEYS[1], member) == 0 then
-  local live, dead = session_members(false, session_now())
-  session_forget(dead)
-  if #live / 2 >= most then
-    KEYS = lock_keys_of_call
-    return {SESSION_FULL}
-  end
+if session_full(most, member) then
+  KEYS = lock_keys_of_call
+  return {SESSION_FULL}
 end
 local left = redis.call('PTTL', KEYS[1])
 KEYS = lock_keys_of_call

@@ -33,14 +33,9 @@ end
 if redis.call('HEXISTS', KEYS[1], 'm:' .. ARGV[3]) == 1 then
   return {GRANTED, redis.call('PTTL', KEYS[1])}
 end
-local most = tonumber(ARGV[5])
 local now = session_now()
-if redis.call('HLEN', KEYS[1]) - SESSION_FIELDS >= most then
-  local live, dead = session_members(false, now)
-  session_forget(dead)
-  if #live / 2 >= most then
-    return {SESSION_FULL}
-  end
+if session_full(tonumber(ARGV[5]), nil, now) then
+  return {SESSION_FULL}
 end
 redis.call('HSET', KEYS[1], 'm:' .. ARGV[3], 'p' .. ARGV[4], 'd:' .. ARGV[3], now + tonumber(ARGV[6]))
 return {GRANTED, redis.call('PTTL', KEYS[1])}
