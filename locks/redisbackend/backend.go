@@ -452,19 +452,25 @@ func (r *Backend) runAcquire(ctx context.Context, res resource, req locks.Acquir
 	if w != nil {
 		a.waiterID, a.arrival, a.wait = w.id, w.arrival, max(wait, time.Millisecond)
 	}
-	id := newCallID()
-	rp, ackErr, err := r.callAcquire(ctx, res, id, a)
+	rp, ackErr, err := r.callAcquire(ctx, res, newCallID(), a)
+	return r.acquired(ctx, res, a.waiterID, a.tokHash, rp, ackErr, err)
+}
+
+// acquired is the outcome of an acquire script's call (rp, ackErr and err
+// as callAcquire returns them) of the token whose hash is tokHash, waiting
+// as waiterID ("" for none): its reply, or the error to answer.
+func (r *Backend) acquired(ctx context.Context, res resource, waiterID, tokHash string, rp reply, ackErr, err error) (reply, error) {
 	if err != nil {
 		// The script may have run. An acquire is keyed by its token, which
 		// the leave fences off.
-		r.abandon(ctx, res, a.waiterID, a.tokHash, "")
+		r.abandon(ctx, res, waiterID, tokHash, "")
 		return reply{}, locks.Unavailable("acquire", res, err)
 	}
 	if rp.refused != nil { // nothing changed
 		return reply{}, fmt.Errorf("acquire %s: %w", res, rp.refused)
 	}
 	if rp.granted && ackErr != nil {
-		r.abandon(ctx, res, a.waiterID, a.tokHash, "") // as for an unknown outcome: leave, release
+		r.abandon(ctx, res, waiterID, tokHash, "") // as for an unknown outcome: leave, release
 		return reply{}, locks.Unavailable("acquire", res, ackErr)
 	}
 	return rp, nil

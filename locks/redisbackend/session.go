@@ -1,9 +1,7 @@
 package redisbackend
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -110,17 +108,27 @@ func sessionReply(op string, c locks.SessionCaller, cmd *redis.Cmd) ([]any, erro
 		return nil, unexpectedReply(out)
 	}
 	code, _ := out[0].(int64)
-	switch code {
-	case codeGranted:
+	if code == codeGranted {
 		return out[1:], nil
-	case codeSessionEnded:
-		return nil, locks.SessionError(op, c, locks.ErrSessionEnded)
-	case codeSessionNotYour:
-		return nil, locks.SessionError(op, c, locks.ErrSessionNotYours)
-	case codeSessionFull:
-		return nil, locks.SessionError(op, c, locks.ErrSessionFull)
+	}
+	if err := sessionRefusal(op, c, code); err != nil {
+		return nil, err
 	}
 	return nil, unexpectedReply(out)
+}
+
+// sessionRefusal is the error of a session script's refusal code, nil for
+// any other code.
+func sessionRefusal(op string, c locks.SessionCaller, code int64) error {
+	switch code {
+	case codeSessionEnded:
+		return locks.SessionError(op, c, locks.ErrSessionEnded)
+	case codeSessionNotYour:
+		return locks.SessionError(op, c, locks.ErrSessionNotYours)
+	case codeSessionFull:
+		return locks.SessionError(op, c, locks.ErrSessionFull)
+	}
+	return nil
 }
 
 // stringer names a session in errors.
@@ -274,24 +282,13 @@ func (r *Backend) acquireInSession(ctx context.Context, res resource, c locks.Se
 	start := time.Now()
 	cmd, ackErr := r.exec(ctx, res.kind.sessionAcquire(), newCallID(), "", keys, args...)
 	if out, err := cmd.Int64Slice(); err == nil && len(out) == 1 {
-		switch out[0] {
-		case codeSessionEnded:
-			return locks.Grant{}, locks.SessionError("join", c, locks.ErrSessionEnded)
-		case codeSessionNotYour:
-			return locks.Grant{}, locks.SessionError("join", c, locks.ErrSessionNotYours)
-		case codeSessionFull:
-			return locks.Grant{}, locks.SessionError("join", c, locks.ErrSessionFull)
+		if err := sessionRefusal("join", c, out[0]); err != nil {
+			return locks.Grant{}, err
 		}
 	}
 	rp, err := res.kind.acquireReply(r, cmd)
-	if err != nil || (rp.granted && ackErr != nil) {
-		// The script may have run: the leave fences the token off, and
-		// gives back what it holds.
-		r.abandon(ctx, res, "", a.tokHash, "")
-		return locks.Grant{}, locks.Unavailable("acquire", res, cmp.Or(ackErr, err))
-	}
-	if rp.refused != nil {
-		return locks.Grant{}, fmt.Errorf("acquire %s: %w", res, rp.refused)
+	if rp, err = r.acquired(ctx, res, "", a.tokHash, rp, ackErr, err); err != nil {
+		return locks.Grant{}, err
 	}
 	if !rp.granted {
 		return locks.Grant{}, res.kind.held(rp)
