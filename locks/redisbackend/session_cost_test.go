@@ -23,11 +23,7 @@ func TestRedisSessionCycleIsThreeCalls(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
-	l := newRedis(t, srv, redisbackend.Options{})
-	ss, err := l.OpenSession(t.Context(), "s", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, ss := openSession(t, srv)
 	key := locktest.UniqueKey(t)
 	cycle := func() locks.SessionKept {
 		t.Helper()
@@ -69,11 +65,7 @@ func TestRedisReleaseMakesNoSessionAnew(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
-	l := newRedis(t, srv, redisbackend.Options{})
-	ss, err := l.OpenSession(t.Context(), "s", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, ss := openSession(t, srv)
 	key := locktest.UniqueKey(t)
 	g, err := l.AcquireInSession(t.Context(), ss.Token, key, locks.AcquireRequest{Subject: "s"})
 	if err != nil {
@@ -89,4 +81,16 @@ func TestRedisReleaseMakesNoSessionAnew(t *testing.T) {
 	if n, err := admin.Exists(t.Context(), session).Result(); err != nil || n != 0 {
 		t.Errorf("after the release: %s exists (%d, %v), want it gone", session, n, err)
 	}
+}
+
+// openSession opens a backend on srv, and a session of subject "s" for a
+// minute in it.
+func openSession(t *testing.T, srv *redistest.Server) (*redisbackend.Backend, locks.Session) {
+	t.Helper()
+	l := newRedis(t, srv, redisbackend.Options{})
+	ss, err := l.OpenSession(t.Context(), "s", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, ss
 }
