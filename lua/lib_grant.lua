@@ -14,7 +14,12 @@ local function note_grant(K, record, left, handed)
   redis.call('SET', record, (handed == 1 and 'h1:' or 'h0:') .. CALL_ID, 'PX', string.format('%d', left + RECORD_MS))
   index_keep(K, left)
   if K.delay_ms > 0 and redis.call('PTTL', K.delay) < left + K.delay_ms then
-    redis.call('SET', K.delay, redis.call('GET', K.delay) or 'g', 'PX', left + K.delay_ms)
+    -- At a time on the clock the lease was answered on, not relative to
+    -- when this command runs: a script that the machine paused between
+    -- its TIME and here would make the delay outlast the lease's end by
+    -- the pause (an inspect then answered 803 ms of an 800 ms delay).
+    local now = CLOCK.keys == KEYS and CLOCK.now or clock()
+    redis.call('SET', K.delay, redis.call('GET', K.delay) or 'g', 'PXAT', string.format('%d', now + left + K.delay_ms))
   end
 end
 
