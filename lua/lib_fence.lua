@@ -58,8 +58,10 @@ local RECORDS = {}
 
 -- parse_record reads the value v of a name record (nil: none) as record
 -- returns it, but K.
+local COUNT_UNIT, CUT_UNIT = 4096, 16777216 -- see counts
+
 local function parse_record(v)
-  local rec = {n = 0, i = 0, note = false, w = 0, c = 0, x = 0, evs = ''}
+  local rec = {n = 0, i = 0, note = false, w = 0, c = 0, b = 0, cb = 0, x = 0, evs = ''}
   local n, x = string.match(v or '', '^(%d+) ?(%d*)$')
   if n then
     -- the counter alone (a semaphore's, or a lock's without a history),
@@ -70,8 +72,18 @@ local function parse_record(v)
     if type(x) == 'table' then -- a record of five fields: x is the first event
       off, x = cmsgpack.unpack_limit(v, 5, 0), 0
     end
-    rec.n, rec.i, rec.note, rec.w, rec.c, rec.x = tonumber(n) or 0, tonumber(i) or 0, note or false,
-      tonumber(w) or 0, tonumber(c) or 0, tonumber(x) or 0
+    rec.n, rec.i, rec.note, rec.w, rec.x = tonumber(n) or 0, tonumber(i) or 0, note or false,
+      tonumber(w) or 0, tonumber(x) or 0
+    c = tonumber(c) or 0
+    if c >= CUT_UNIT then
+      rec.b = math.floor(c / CUT_UNIT) - 1
+      c = c % CUT_UNIT
+      rec.cb, rec.c = math.floor(c / COUNT_UNIT), c % COUNT_UNIT
+    else
+      -- The count alone, as gateways before layout 3's end wrote it:
+      -- where the events were last cut is not known.
+      rec.c, rec.b = c, -1
+    end
     if off ~= -1 then
       rec.evs = string.sub(v, off + 1)
     end
@@ -94,11 +106,28 @@ local function record_index(v, note)
   return tonumber(i) or 0, h or false
 end
 
+-- counts is the record's field of its events' counts, as parse_record
+-- reads it: c, cb and b + 1 in one number (c and cb stay below
+-- COUNT_UNIT, as --history is at most 1 000; b below 2^28, so the number
+-- below 2^53), or c alone while b is not known. One number, not three
+-- fields or a table: a table costs each call more than the cut saves, and
+-- gateways that know only the count read this one as more events than
+-- they keep, and cut them the way they know (they read a record of more
+-- fields wrong).
+local function counts(rec)
+  if rec.b < 0 then
+    return rec.c
+  end
+  return rec.c + COUNT_UNIT * rec.cb + CUT_UNIT * (rec.b + 1)
+end
+
 -- record returns K's name record as the running call has it: {K, n: the
 -- last fencing token, i: the index, note: the packed note of the exclusive
 -- grant's lease (lib_history.lua hold_note), false for none, w: ms until
 -- which a gateway watches the lock (watching.lua), c: how many events it
--- keeps, x: until when the namespace's index lists the name, evs: the
+-- keeps, b and cb: how many bytes and events at the end of evs were there
+-- when they were last cut (b -1: not known; see push_events), x: until
+-- when the namespace's index lists the name, evs: the
 -- events, packed, newest first, pre: the events this call added, packed,
 -- newest first, to go in front of evs (nil: none; see push_events), new:
 -- true when the key did not exist, dirty: to be written, extend: to live
@@ -127,7 +156,7 @@ local function flush_records()
   end
   for _, rec in ipairs(RECORDS.list) do
     if rec.dirty then
-      local v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, rec.c, rec.x) .. (rec.pre or '') .. rec.evs
+      local v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, counts(rec), rec.x) .. (rec.pre or '') .. rec.evs
       if rec.extend or rec.new then
         redis.call('SET', rec.K.fence, v, 'PX', rec.K.keep_px)
       else
@@ -236,7 +265,7 @@ local function note_indexed(K, x, keep_px)
   elseif v then
     local rec = parse_record(v)
     if rec.x < x then
-      v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, rec.c, x) .. rec.evs
+      v = cmsgpack.pack(rec.n, rec.i, rec.note, rec.w, counts(rec), x) .. rec.evs
       redis.call('SET', K.fence, v, 'KEEPTTL')
     end
   else

@@ -110,13 +110,32 @@ local function push_events(K, evs, extends)
   -- hundred bytes, are copied once less a call (lock/history=10 445 753 ->
   -- 434 865 Redis instructions a cycle).
   rec.pre, rec.c = new .. (rec.pre or ''), rec.c + #evs
-  if rec.c > 2 * K.hist_n then
+  if rec.b >= 0 and rec.c - rec.cb >= K.hist_n then
+    -- The events that came since the last cut, K.hist_n or more, are all
+    -- the record keeps: the bytes in front of the b that were there then.
+    -- Finding where they end takes no decoding (which cost lock/history=10
+    -- about 25 000 Redis instructions a cycle).
+    local keep = #rec.pre + #rec.evs - rec.b
+    if rec.b > 0 then
+      if keep <= #rec.pre then
+        rec.evs = string.sub(rec.pre, 1, keep)
+      else
+        rec.evs = rec.pre .. string.sub(rec.evs, 1, keep - #rec.pre)
+      end
+      rec.pre = nil
+    end
+    rec.c = rec.c - rec.cb
+    rec.b, rec.cb = keep, rec.c
+  elseif rec.c > 2 * K.hist_n then
+    -- Where the last cut was is not known (a record of layout 3): the
+    -- newest K.hist_n are found by decoding them.
     rec.evs, rec.pre = rec.pre .. rec.evs, nil
     local off = cmsgpack.unpack_limit(rec.evs, K.hist_n, 0)
     if off ~= -1 then
       rec.evs = string.sub(rec.evs, 1, off)
     end
     rec.c = K.hist_n
+    rec.b, rec.cb = #rec.evs, rec.c
   end
   rec.i = rec.i + #evs
   rec.dirty = true

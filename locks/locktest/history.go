@@ -27,6 +27,7 @@ func RunHistory(t *testing.T, newBackend func(t *testing.T) locks.Backend) {
 		{"TheLastSharedLeaseEndingIsRecorded", testHistoryLastSharedExpired},
 		{"ASharedLockSaysWhenItsLeaseEnds", testHistorySharedRetry},
 		{"TheHistoryIsCapped", testHistoryCapped},
+		{"TheHistoryKeepsItsLastEventsCutAfterCut", testHistoryCuts},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -208,6 +209,45 @@ func testHistoryCapped(t *testing.T, b locks.Backend, key locks.Key) {
 		t.Fatalf("got %d events (%q), want the last %d", len(events), got, HistoryLen)
 	}
 	b.Release(context.Background(), key, g.Token)
+}
+
+// testHistoryCuts: through many cuts of a history that keeps the last
+// HistoryLen events (a renewal adds one event, a release and an acquire
+// one each), the history always shows exactly its newest HistoryLen
+// events, their indexes one apart, and the newest the latest call's.
+func testHistoryCuts(t *testing.T, b locks.Backend, key locks.Key) {
+	ctx := context.Background()
+	g := MustAcquire(t, b, key, req(time.Minute))
+	events := 1
+	_, evs := kinds(t, b, key)
+	first := evs[0].Index
+	for round := range 6 * HistoryLen {
+		want := "renewed"
+		if round%3 == 2 {
+			if _, err := b.Release(ctx, key, g.Token); err != nil {
+				t.Fatal(err)
+			}
+			g = MustAcquire(t, b, key, req(time.Minute))
+			events += 2
+			want = "acquired"
+		} else {
+			if _, err := b.Renew(ctx, key, g.Token, 0); err != nil {
+				t.Fatal(err)
+			}
+			events++
+		}
+		got, evs := kinds(t, b, key)
+		if len(evs) != min(events, HistoryLen) || evs[0].Kind != want || evs[0].FencingToken != g.FencingToken {
+			t.Fatalf("round %d, %d events so far: got %d (%q), want the newest %d, the newest %s with fencing token %d",
+				round, events, len(evs), got, min(events, HistoryLen), want, g.FencingToken)
+		}
+		for k, e := range evs {
+			if e.Index != first+int64(events-1-k) {
+				t.Fatalf("round %d: event %d (%s) has index %d, want %d", round, k, e.Kind, e.Index, first+int64(events-1-k))
+			}
+		}
+	}
+	b.Release(ctx, key, g.Token)
 }
 
 // RunNoHistory checks that a backend made without a history keeps none.
