@@ -219,12 +219,13 @@ func BenchmarkRedisScripts(b *testing.B) {
 	// releasing at once, so that nearly every release hands the lock to a
 	// waiter and nearly every acquire joins the queue: the path of one
 	// contended lock at the gateway. history=0 and 10 with 4 clients;
-	// clients=256 (history 0) with a queue past Redis's packed sizes, for
-	// #36's hand-off cost from 16 to 256 waiters.
+	// clients=16 and clients=256 (history 0), the ends of #36's hand-off
+	// cost from 16 to 256 waiters: 256 is a queue past Redis's packed
+	// sizes (128 entries), 16 within them.
 	contended := []struct {
 		name, lock       string
 		history, clients int
-	}{{"history=0", "contended", 0, 4}, {"history=10", "contended", 10, 4}, {"clients=256", "contended256", 0, 256}}
+	}{{"history=0", "contended", 0, 4}, {"history=10", "contended", 10, 4}, {"clients=16", "contended16", 0, 16}, {"clients=256", "contended256", 0, 256}}
 	for _, c := range contended {
 		b.Run("contended/"+c.name, func(b *testing.B) {
 			r := newRedis(b, srv, redisbackend.Options{History: c.history})
