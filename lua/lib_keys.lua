@@ -86,7 +86,8 @@
 -- and one field 'r:<token hash>' per shared holder: JSON {f: fencing
 -- token, s, o, a: acquired at ms, t: ttl asked for, p: 1 while provisional,
 -- hs: its hold ids when re-entered (holds.lua), cap: its hard cap, as K.lock's
--- (absent for none)}. K.lock and K.readers
+-- (absent for none), sm: its session's member, as K.lock's 'sm', for a
+-- shared grant that session_acquire.lua made}. K.lock and K.readers
 -- then live as long as the longest shared lease, and every script first
 -- drops the shared holders whose lease has ended (lib_shared.lua
 -- purge_ended).

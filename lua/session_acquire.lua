@@ -60,13 +60,23 @@ ARGV[2] = string.format('%d', left)
 local reply = acquire_main()
 if reply[1] == GRANTED then
   redis.call('HSET', lock_keys_of_call[3], member, 'c' .. hold)
+  -- The grant names its member, so that its release by its holder marks
+  -- the member released (release.lua), and the next keep-alive lists it
+  -- gone without renewing it: an exclusive grant in the lock's hash, which
+  -- goes when the grant ends, a shared one in its own hold ('r:'), which
+  -- goes with the hold. (A permit's member waits for a keep-alive to learn
+  -- that it ended, as one of Cluster does.)
+  local sm = member .. ' ' .. hold .. ' ' .. lock_keys_of_call[3]
   if MARKS_ITS_MEMBER and ARGV[6] == MODE_EXCLUSIVE then
-    -- The grant names its member, so that its release by its holder marks
-    -- the member released (release.lua), and the next keep-alive lists it
-    -- gone without renewing it; the lock's hash goes when the grant ends.
-    -- (A shared grant's member, and a permit's, wait for a keep-alive to
-    -- learn that it ended, as one of Cluster does.)
-    redis.call('HSET', lock_keys_of_call[1], 'sm', member .. ' ' .. hold .. ' ' .. lock_keys_of_call[3])
+    redis.call('HSET', lock_keys_of_call[1], 'sm', sm)
+  elseif MARKS_ITS_MEMBER then
+    local field = 'r:' .. ARGV[1]
+    local r = redis.call('HGET', lock_keys_of_call[1], field)
+    if r then
+      r = cjson.decode(r)
+      r.sm = sm
+      redis.call('HSET', lock_keys_of_call[1], field, cjson.encode(r))
+    end
   end
 end
 return reply

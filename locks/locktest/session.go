@@ -241,20 +241,26 @@ func testSessionFencing(t *testing.T, b locks.Backend) {
 
 func testSessionHoldReleasedAlone(t *testing.T, b locks.Backend) {
 	ctx := context.Background()
-	ss := MustOpenSession(t, b, time.Minute)
-	key, kept := UniqueKey(t), UniqueKey(t)
-	g := MustAcquireInSession(t, b, ss.Token, key, locks.Exclusive)
-	MustAcquireInSession(t, b, ss.Token, kept, locks.Exclusive)
-	if _, err := b.Release(ctx, key, g.Token); err != nil {
-		t.Fatalf("release a session's hold with its own token: %v", err)
-	}
-	k, err := b.KeepSession(ctx, ss.Token, sessionSubject, 0)
-	if err != nil || len(k.Renewed) != 1 || len(k.Gone) != 1 || k.Gone[0].Key != key {
-		t.Fatalf("keep: got %+v, %v; want 1 renewed, %s gone", k, err, key)
-	}
-	k, err = b.KeepSession(ctx, ss.Token, sessionSubject, 0)
-	if err != nil || len(k.Renewed) != 1 || len(k.Gone) != 0 {
-		t.Fatalf("the next keep: got %+v, %v; want 1 renewed, none gone", k, err)
+	for _, mode := range []locks.Mode{locks.Exclusive, locks.Shared} {
+		ss := MustOpenSession(t, b, time.Minute)
+		key, kept := UniqueKey(t), UniqueKey(t)
+		if mode == locks.Shared {
+			// Another shared holder, outside the session: the lock stays held.
+			MustAcquire(t, b, key, locks.AcquireRequest{TTL: time.Minute, Mode: locks.Shared})
+		}
+		g := MustAcquireInSession(t, b, ss.Token, key, mode)
+		MustAcquireInSession(t, b, ss.Token, kept, locks.Exclusive)
+		if _, err := b.Release(ctx, key, g.Token); err != nil {
+			t.Fatalf("%s: release a session's hold with its own token: %v", mode, err)
+		}
+		k, err := b.KeepSession(ctx, ss.Token, sessionSubject, 0)
+		if err != nil || len(k.Renewed) != 1 || len(k.Gone) != 1 || k.Gone[0].Key != key {
+			t.Fatalf("%s: keep: got %+v, %v; want 1 renewed, %s gone", mode, k, err, key)
+		}
+		k, err = b.KeepSession(ctx, ss.Token, sessionSubject, 0)
+		if err != nil || len(k.Renewed) != 1 || len(k.Gone) != 0 {
+			t.Fatalf("%s: the next keep: got %+v, %v; want 1 renewed, none gone", mode, k, err)
+		}
 	}
 }
 

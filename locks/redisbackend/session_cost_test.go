@@ -23,36 +23,42 @@ func TestRedisSessionCycleIsThreeCalls(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
-	l, ss := openSession(t, srv)
-	key := locktest.UniqueKey(t)
-	cycle := func() locks.SessionKept {
-		t.Helper()
-		g, err := l.AcquireInSession(t.Context(), ss.Token, key, locks.AcquireRequest{Subject: "s"})
-		if err != nil {
-			t.Fatalf("acquire in the session: %v", err)
-		}
-		if _, err := l.Release(t.Context(), key, g.Token); err != nil {
-			t.Fatalf("release by the grant's own token: %v", err)
-		}
-		k, err := l.KeepSession(t.Context(), ss.Token, "s", 0)
-		if err != nil {
-			t.Fatalf("keep-alive: %v", err)
-		}
-		return k
-	}
-	cycle() // the functions loaded, the name in the index
-	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	k := cycle()
-	if got := commandCounts(t, admin)["fcall"]; got != 3 {
-		t.Errorf("a session's cycle: got %d script calls, want 3 (acquire in the session, release, keep-alive)", got)
-	}
-	if len(k.Renewed) != 0 || len(k.Gone) != 1 || k.Gone[0].Key != key {
-		t.Errorf("the keep-alive after the release: got %+v, want %s gone and nothing renewed", k, key)
-	}
-	if k, err := l.KeepSession(t.Context(), ss.Token, "s", 0); err != nil || len(k.Gone) != 0 || len(k.Renewed) != 0 {
-		t.Errorf("the next keep-alive: got %+v, %v; want the member forgotten", k, err)
+	for _, mode := range []locks.Mode{locks.Exclusive, locks.Shared} {
+		t.Run(mode.String(), func(t *testing.T) {
+			l, ss := openSession(t, srv)
+			key := locktest.UniqueKey(t)
+			cycle := func() locks.SessionKept {
+				t.Helper()
+				g, err := l.AcquireInSession(t.Context(), ss.Token, key, locks.AcquireRequest{Subject: "s", Mode: mode})
+				if err != nil {
+					t.Fatalf("acquire in the session: %v", err)
+				}
+				if _, err := l.Release(t.Context(), key, g.Token); err != nil {
+					t.Fatalf("release by the grant's own token: %v", err)
+				}
+				k, err := l.KeepSession(t.Context(), ss.Token, "s", 0)
+				if err != nil {
+					t.Fatalf("keep-alive: %v", err)
+				}
+				return k
+			}
+			cycle() // the functions loaded, the name in the index
+			// One Redis for both modes, one mode at a time: the counts are
+			// this subtest's.
+			if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			k := cycle()
+			if got := commandCounts(t, admin)["fcall"]; got != 3 {
+				t.Errorf("a session's cycle: got %d script calls, want 3 (acquire in the session, release, keep-alive)", got)
+			}
+			if len(k.Renewed) != 0 || len(k.Gone) != 1 || k.Gone[0].Key != key {
+				t.Errorf("the keep-alive after the release: got %+v, want %s gone and nothing renewed", k, key)
+			}
+			if k, err := l.KeepSession(t.Context(), ss.Token, "s", 0); err != nil || len(k.Gone) != 0 || len(k.Renewed) != 0 {
+				t.Errorf("the next keep-alive: got %+v, %v; want the member forgotten", k, err)
+			}
+		})
 	}
 }
 
