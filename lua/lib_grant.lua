@@ -23,6 +23,23 @@ local function note_grant(K, record, left, handed)
   end
 end
 
+-- member_released marks the member of a session's grant released ('g'),
+-- sm naming it as session_acquire.lua wrote it ('<field> <hold> <session
+-- key>'; false or nil: none), so that the next keep-alive lists it gone
+-- and renews nothing, where it would renew it, be refused, and drop it in
+-- one call more. Only while the session still has the member: a session
+-- gone has no hash to write to, and one HSET would make it anew, with no
+-- lease.
+local function member_released(sm)
+  if not sm then
+    return
+  end
+  local field, hold, session = string.match(sm, '^(%S+) (%S+) (.*)$')
+  if redis.call('HEXISTS', session, field) == 1 then
+    redis.call('HSET', session, field, 'g' .. hold)
+  end
+end
+
 -- settle notes a grant the caller gets, whose reply is rp (see held_by),
 -- and returns rp. A grant being broken with a period (breaking, see
 -- break.lua) keeps its record saying 'b' and moves no lock delay: at the

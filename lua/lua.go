@@ -315,8 +315,8 @@ var scripts = []Script{
 	keyed("session_confirm", false, sessionConfirmSrc, libSession), // by the grant's nonce
 	// join, acquire and confirm in one step on a single Redis: the kind's
 	// acquire's body, as a function, after the libraries of both
-	keyed("session_acquire", true, sessionAcquireSrc, lockLib, libSession, inSession(acquireSrc, true)),
-	keyed("session_sem_acquire", true, sessionAcquireSrc, semLibs, libSession, inSession(semAcquireSrc, false)),
+	keyed("session_acquire", true, sessionAcquireSrc, lockLib, libSession, inSession(acquireSrc, "'r:'")),
+	keyed("session_sem_acquire", true, sessionAcquireSrc, semLibs, libSession, inSession(semAcquireSrc, "''")),
 	writes("session_keep", true, sessionKeepSrc, libSession, libCount), // answers a lease
 	writesIdempotent("session_drop", sessionDropSrc),
 	writes("session_end", false, sessionEndSrc, libSession),
@@ -325,15 +325,12 @@ var scripts = []Script{
 }
 
 // inSession is the library of session_acquire.lua that makes acquire, the
-// body of a kind's acquire script, its function acquire_main; marks says
-// whether the kind's grant names its session's member (locks: see
-// release.lua).
-func inSession(acquire string, marks bool) string {
-	m := "false"
-	if marks {
-		m = "true"
-	}
-	return "local function acquire_main()\n" + acquire + "\nend\nlocal MARKS_ITS_MEMBER = " + m + "\n"
+// body of a kind's acquire script, its function acquire_main; holdField is
+// the Lua text of what goes before the token hash in the field of a hold
+// kept as JSON in KEYS[1] (a lock's shared hold: 'r:'; a permit: none), where
+// its grant names its session's member (see session_acquire.lua).
+func inSession(acquire, holdField string) string {
+	return "local function acquire_main()\n" + acquire + "\nend\nlocal HOLD_FIELD = " + holdField + "\n"
 }
 
 // Scripts returns every script.

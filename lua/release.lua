@@ -96,19 +96,10 @@ if holds > 0 then
   return {GRANTED, holds}
 end
 -- The grant's session, if session_acquire.lua noted it (the exclusive
--- grant's 'sm', or the shared hold's), marks its member
--- released ('g'): the next keep-alive lists it gone and renews nothing,
--- where it would renew it, be refused, and drop it in one call more. Only
--- while the session still has the member: a session gone has no hash to
--- write to, and one HSET would make it anew, with no lease.
+-- grant's 'sm', or the shared hold's), learns that it was released.
 local member = session_grant and (r and r.sm or not r and tok == ARGV[1] and f[K.hist_n > 0 and 8 or 5])
 local held, near, g = release_all(K, t, now, ARGV[1], r, not r and f, K.retention, K.check_heard, K.channel)
-if member then
-  local field, hold, session = string.match(member, '^(%S+) (%S+) (.*)$')
-  if redis.call('HEXISTS', session, field) == 1 then
-    redis.call('HSET', session, field, 'g' .. hold)
-  end
-end
+member_released(member)
 if near then
   return {GRANTED, 0, held, near, g[2], g[3], g[4], g[5]}
 end

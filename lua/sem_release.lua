@@ -6,6 +6,8 @@
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
+-- ARGV[4]     '1' for a permit that a session's one-step acquire may have
+--             noted (session_acquire.lua): its member is marked released
 --
 -- Returns  {1, 0, held} released (and handed on, if anyone waits); held
 --                     is how long the permit was held, ms
@@ -41,8 +43,12 @@ if not h then
 end
 redis.call('HDEL', S.holders, ARGV[1])
 redis.call('ZREM', S.leases, ARGV[1]) -- a lease less: the index moves on (see semlib.lua)
-local held = now - (tonumber(cjson.decode(h).a) or now)
+h = cjson.decode(h)
+local held = now - (tonumber(h.a) or now)
 released(S, held)
+if ARGV[4] == '1' then
+  member_released(h.sm) -- a permit taken in a session in one step: it tells the session
+end
 local limit = tonumber(f[2])
 if limit then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)

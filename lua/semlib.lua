@@ -7,7 +7,9 @@
 --   S.holders  hash: SHA-256 of an owner token -> JSON {f: fencing token,
 --              s: subject, o: owner label, a: acquired at ms, t: ttl asked
 --              for, p: 1 while provisional, cap: its hard cap, as K.lock's
---              (lib_keys.lua; absent for none)}; field '#limit' is the limit
+--              (lib_keys.lua; absent for none), sm: its session's member,
+--              for a permit that session_sem_acquire made (lib_keys.lua
+--              'sm')}; field '#limit' is the limit
 --              in force while anyone holds or waits, field '#i' holds the
 --              semaphore's index (see below)
 --   S.leases   zset: token hash -> ms on the Redis clock when its lease ends

@@ -61,16 +61,16 @@ local reply = acquire_main()
 if reply[1] == GRANTED then
   redis.call('HSET', lock_keys_of_call[3], member, 'c' .. hold)
   -- The grant names its member, so that its release by its holder marks
-  -- the member released (release.lua), and the next keep-alive lists it
-  -- gone without renewing it: an exclusive grant in the lock's hash, which
-  -- goes when the grant ends, a shared one in its own hold ('r:'), which
-  -- goes with the hold. (A permit's member waits for a keep-alive to learn
-  -- that it ended, as one of Cluster does.)
+  -- the member released (lib_grant.lua member_released), and the next
+  -- keep-alive lists it gone without renewing it: an exclusive grant in
+  -- the lock's hash, which goes when the grant ends; a shared one, and a
+  -- permit, in its hold's JSON (HOLD_FIELD, see lua.go inSession), which
+  -- goes with the hold.
   local sm = member .. ' ' .. hold .. ' ' .. lock_keys_of_call[3]
-  if MARKS_ITS_MEMBER and ARGV[6] == MODE_EXCLUSIVE then
+  if HOLD_FIELD == 'r:' and ARGV[6] == MODE_EXCLUSIVE then
     redis.call('HSET', lock_keys_of_call[1], 'sm', sm)
-  elseif MARKS_ITS_MEMBER then
-    local field = 'r:' .. ARGV[1]
+  else
+    local field = HOLD_FIELD .. ARGV[1]
     local r = redis.call('HGET', lock_keys_of_call[1], field)
     if r then
       r = cjson.decode(r)

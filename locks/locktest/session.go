@@ -262,6 +262,25 @@ func testSessionHoldReleasedAlone(t *testing.T, b locks.Backend) {
 			t.Fatalf("%s: the next keep: got %+v, %v; want 1 renewed, none gone", mode, k, err)
 		}
 	}
+	// A permit, the same.
+	ss := MustOpenSession(t, b, time.Minute)
+	sem, kept := UniqueKey(t), UniqueKey(t)
+	p, err := b.AcquirePermitInSession(ctx, ss.Token, sem, locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{Subject: sessionSubject}, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	MustAcquireInSession(t, b, ss.Token, kept, locks.Exclusive)
+	if _, err := b.ReleasePermit(ctx, sem, p.Token); err != nil {
+		t.Fatalf("release a session's permit with its own token: %v", err)
+	}
+	k, err := b.KeepSession(ctx, ss.Token, sessionSubject, 0)
+	if err != nil || len(k.Renewed) != 1 || len(k.Gone) != 1 || k.Gone[0].Key != sem {
+		t.Fatalf("permit: keep: got %+v, %v; want 1 renewed, %s gone", k, err, sem)
+	}
+	k, err = b.KeepSession(ctx, ss.Token, sessionSubject, 0)
+	if err != nil || len(k.Renewed) != 1 || len(k.Gone) != 0 {
+		t.Fatalf("permit: the next keep: got %+v, %v; want 1 renewed, none gone", k, err)
+	}
 }
 
 func testSessionNotYours(t *testing.T, b locks.Backend) {

@@ -580,7 +580,7 @@ func (r *Backend) releaseFor(ctx context.Context, res resource, token, hold, ses
 	// The release script may hand the lock in full to a waiter of this
 	// gateway, which exec's barrier covers like any grant.
 	rp, ackErr, err := res.kind.callRelease(ctx, r, res.key, newCallID(), "", releaseArgs{tokHash: h, hold: hold, session: session,
-		member: r.SessionEngine.AtOnce != nil && session == "" && res.kind == lockKind && locks.IsSessionGrant(token)})
+		member: r.SessionEngine.AtOnce != nil && session == "" && locks.IsSessionGrant(token)})
 	if err != nil || rp.repeated {
 		// The lock may have gone in full to a waiter here, told in a reply
 		// this call did not get: a heartbeat round makes it look.

@@ -130,7 +130,7 @@ type releaseArgs struct {
 	tokHash string
 	hold    string // a lock's: the hold to end, "" for the base hold
 	session string // a lock's: the session whose end releases it, or ""
-	// member: a lock's grant of a session (locks.IsSessionGrant), on a
+	// member: a grant or permit of a session (locks.IsSessionGrant), on a
 	// single Redis: its release leaves the session too (see
 	// lua/session_acquire.lua)
 	member bool

@@ -90,7 +90,11 @@ func (semaphoreType) callLeave(ctx context.Context, r *Backend, key locks.Key, i
 // callRelease runs lua/sem_release.lua.
 func (semaphoreType) callRelease(ctx context.Context, r *Backend, key locks.Key, id, fence string, a releaseArgs) (rp releaseReply, ackErr, err error) {
 	k := r.semKeys(key).withToken(a.tokHash)
-	cmd, ackErr := r.exec(ctx, semReleaseScript, id, fence, k.all(), a.tokHash, r.arg.retention, r.arg.checkHeard)
+	args := []any{a.tokHash, r.arg.retention, r.arg.checkHeard}
+	if a.member {
+		args = append(args, "1")
+	}
+	cmd, ackErr := r.exec(ctx, semReleaseScript, id, fence, k.all(), args...)
 	rp, err = parseRelease(cmd.Slice())
 	return rp, ackErr, err
 }

@@ -23,18 +23,32 @@ func TestRedisSessionCycleIsThreeCalls(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
-	for _, mode := range []locks.Mode{locks.Exclusive, locks.Shared} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, kind := range []string{"exclusive", "shared", "permit"} {
+		t.Run(kind, func(t *testing.T) {
 			l, ss := openSession(t, srv)
 			key := locktest.UniqueKey(t)
+			take := func() error {
+				if kind == "permit" {
+					p, err := l.AcquirePermitInSession(t.Context(), ss.Token, key, locks.SemaphoreRequest{AcquireRequest: locks.AcquireRequest{Subject: "s"}, Limit: 2})
+					if err == nil {
+						_, err = l.ReleasePermit(t.Context(), key, p.Token)
+					}
+					return err
+				}
+				mode := locks.Exclusive
+				if kind == "shared" {
+					mode = locks.Shared
+				}
+				g, err := l.AcquireInSession(t.Context(), ss.Token, key, locks.AcquireRequest{Subject: "s", Mode: mode})
+				if err == nil {
+					_, err = l.Release(t.Context(), key, g.Token)
+				}
+				return err
+			}
 			cycle := func() locks.SessionKept {
 				t.Helper()
-				g, err := l.AcquireInSession(t.Context(), ss.Token, key, locks.AcquireRequest{Subject: "s", Mode: mode})
-				if err != nil {
-					t.Fatalf("acquire in the session: %v", err)
-				}
-				if _, err := l.Release(t.Context(), key, g.Token); err != nil {
-					t.Fatalf("release by the grant's own token: %v", err)
+				if err := take(); err != nil {
+					t.Fatalf("take and release in the session: %v", err)
 				}
 				k, err := l.KeepSession(t.Context(), ss.Token, "s", 0)
 				if err != nil {
