@@ -243,10 +243,12 @@ type SessionEngine struct {
 	// nor have a hard cap in one step (see SessionAcquirer); nil: every
 	// acquire joins, acquires and confirms, three calls.
 	AtOnce SessionAcquirer
-	// KeepMovesCount: the Store's Keep moves the session's end in the
-	// Counter too, in its own call (the Redis backend on a single Redis),
-	// so a keep-alive makes no Counter.Extend.
-	KeepMovesCount bool
+	// StoreCounts: the Store's Open, Keep and End move the session in the
+	// Counter too, in their own call (the Redis backend on a single
+	// Redis): its Open adds it, up to MaxPerSubject (ErrTooManySessions
+	// past it), its Keep moves its end, its End removes it, and the
+	// engine makes no call of the Counter's for them.
+	StoreCounts bool
 	// Counter counts each subject's live sessions, and MaxPerSubject is
 	// how many one subject may hold at once (ErrTooManySessions past it);
 	// without a Counter, or with MaxPerSubject 0, they are not bounded.
@@ -263,7 +265,7 @@ type SessionEngine struct {
 // SessionEngine.MaxPerSubject: a record per subject, apart from the
 // sessions' own (on Cluster, on another slot), which opening a session,
 // keeping it alive and ending it each move with one call more (but a
-// keep-alive whose store moves it itself: SessionEngine.KeepMovesCount). Each
+// store that moves it itself: SessionEngine.StoreCounts). Each
 // method is idempotent: a call delivered twice counts once.
 type SessionCounter interface {
 	// Add counts session id of subject, live until ttl from now, unless
@@ -340,7 +342,7 @@ func (s *SessionEngine) OpenSession(ctx context.Context, subject string, ttl tim
 	}
 	token := NewToken()
 	start := time.Now()
-	bounded := s.Counter != nil && s.MaxPerSubject > 0
+	bounded := s.Counter != nil && s.MaxPerSubject > 0 && !s.StoreCounts
 	if bounded {
 		if err := s.Counter.Add(ctx, subject, SessionID(token), ttl, s.MaxPerSubject); err != nil {
 			return Session{}, fmt.Errorf("open session: %w", err)
@@ -496,7 +498,7 @@ func (s *SessionEngine) KeepSession(ctx context.Context, token, subject string, 
 	if err != nil {
 		return SessionKept{}, err
 	}
-	if s.Counter != nil && s.MaxPerSubject > 0 && !s.KeepMovesCount {
+	if s.Counter != nil && s.MaxPerSubject > 0 && !s.StoreCounts {
 		// A count that lags (this call failed) only lets the subject open
 		// more sessions than its bound until the next keep-alive.
 		s.Counter.Extend(ctx, subject, c.ID, ttl)
@@ -540,7 +542,7 @@ func (s *SessionEngine) EndSession(ctx context.Context, token, subject string) (
 	if err != nil {
 		return SessionEnded{}, err
 	}
-	if s.Counter != nil && s.MaxPerSubject > 0 {
+	if s.Counter != nil && s.MaxPerSubject > 0 && !s.StoreCounts {
 		s.forget(ctx, subject, c.ID)
 	}
 	rels := make([]Released, len(ms))

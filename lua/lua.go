@@ -310,7 +310,7 @@ var scripts = []Script{
 	writes("idem_done", false, idemDoneSrc, idemLibs),
 	writes("idem_abort", false, idemAbortSrc),
 
-	writes("session_open", true, sessionOpenSrc),                   // answers a lease
+	writes("session_open", true, sessionOpenSrc, libCount),         // answers a lease
 	keyed("session_join", false, sessionJoinSrc, libSession),       // by the grant's nonce
 	keyed("session_confirm", false, sessionConfirmSrc, libSession), // by the grant's nonce
 	// join, acquire and confirm in one step on a single Redis: the kind's
@@ -319,7 +319,7 @@ var scripts = []Script{
 	keyed("session_sem_acquire", true, sessionAcquireSrc, semLibs, libSession, inSession(semAcquireSrc, "''")),
 	writes("session_keep", true, sessionKeepSrc, libSession, libCount), // answers a lease
 	writesIdempotent("session_drop", sessionDropSrc),
-	writes("session_end", false, sessionEndSrc, libSession),
+	writes("session_end", false, sessionEndSrc, libSession, libCount),
 	reads("session_get", sessionGetSrc, libSession),
 	writesIdempotent("sessions_of", sessionsOfSrc, libCount),
 }

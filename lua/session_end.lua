@@ -2,8 +2,11 @@
 -- releases, one release script per lock (see lib_session.lua).
 --
 -- KEYS[1]  the session
+-- KEYS[2]  on a single Redis, with a bound: the subject's count of live
+--          sessions (see sessions_of.lua), which stops counting it
 -- ARGV[1]  SHA-256 of the session token
 -- ARGV[2]  the caller's subject
+-- ARGV[3]  with KEYS[2]: the session's id
 --
 -- Returns  {GRANTED, nonce, member, ...}  ended now; every member, pending
 --                              ones too (their acquire's confirm finds the
@@ -23,6 +26,9 @@ if not f[1] then
 end
 if f[1] ~= ARGV[1] or f[2] ~= ARGV[2] then
   return {SESSION_NOT_YOURS}
+end
+if KEYS[2] then
+  redis.call('ZREM', KEYS[2], ARGV[3])
 end
 if f[3] then
   return {GRANTED}

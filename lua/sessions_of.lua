@@ -3,9 +3,9 @@
 -- session's lease ends, on the Redis clock. A key of its own per subject,
 -- apart from the sessions' records (on Cluster, another slot), which the
 -- gateway moves with one call more when it opens, keeps alive or ends a
--- session (a keep-alive on a single Redis moves it in its own script:
--- session_keep.lua, lib_count.lua). Idempotent: a call delivered twice
--- counts once.
+-- session on Cluster (on a single Redis the session's own scripts move it:
+-- session_open.lua, session_keep.lua, session_end.lua, lib_count.lua).
+-- Idempotent: a call delivered twice counts once.
 --
 -- KEYS[1]  the subject's sessions (zset: session id -> lease end, ms)
 -- ARGV[1]  'add', 'extend' or 'remove'
@@ -28,10 +28,7 @@ if op == 'extend' then
   count_extend(KEYS[1], id, ends, now)
   return GRANTED
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if not redis.call('ZSCORE', KEYS[1], id) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+if not count_add(KEYS[1], id, ends, now, tonumber(ARGV[4])) then
   return SESSION_FULL
 end
-redis.call('ZADD', KEYS[1], string.format('%d', ends), id)
-count_expire(KEYS[1], now)
 return GRANTED

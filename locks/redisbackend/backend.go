@@ -189,8 +189,9 @@ func New(client redis.UniversalClient, opts Options) (*Backend, error) {
 		// lock and note it in its session (on Cluster they live on
 		// different slots).
 		r.SessionEngine.AtOnce = r
-		// and a keep-alive moves the subject's count of sessions itself
-		r.SessionEngine.KeepMovesCount = opts.SessionsPerSubject > 0
+		// and opening, keeping and ending a session move the subject's
+		// count of sessions in the same call
+		r.SessionEngine.StoreCounts = opts.SessionsPerSubject > 0
 	}
 	r.SetEngine = &locks.SetEngine{Grants: r, All: r}
 	r.watches = newWatchHub(r)

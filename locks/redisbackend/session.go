@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -163,7 +164,14 @@ func leftOf(out []any) time.Duration {
 }
 
 func (s redisSessions) Open(ctx context.Context, c locks.SessionCaller, ttl time.Duration) error {
-	cmd, ackErr := s.r.run(ctx, sessionOpenScript, s.sessionKey(c), c.TokHash, c.Subject, ttl.Milliseconds())
+	keys, args := s.counted(c, s.sessionKey(c), c.TokHash, c.Subject, ttl.Milliseconds())
+	if s.r.SessionEngine.StoreCounts {
+		args = append(args, s.r.SessionEngine.MaxPerSubject)
+	}
+	cmd, ackErr := s.r.run(ctx, sessionOpenScript, keys, args...)
+	if code, _ := cmd.Slice(); len(code) == 1 && code[0] == int64(codeSessionFull) {
+		return fmt.Errorf("open session: %w", locks.ErrTooManySessions)
+	}
 	if _, err := sessionReply("open", c, cmd); err != nil {
 		return err
 	}
@@ -187,13 +195,7 @@ func (s redisSessions) Confirm(ctx context.Context, c locks.SessionCaller, m loc
 }
 
 func (s redisSessions) Keep(ctx context.Context, c locks.SessionCaller, ttl time.Duration) (time.Duration, []locks.SessionMember, error) {
-	keys, args := s.sessionKey(c), []any{c.TokHash, c.Subject, ttl.Milliseconds()}
-	if s.r.SessionEngine.KeepMovesCount {
-		// The subject's count moves in the same call (SessionEngine
-		// KeepMovesCount).
-		keys = append(keys, redisSessionCount(s).key(c.Subject)...)
-		args = append(args, c.ID)
-	}
+	keys, args := s.counted(c, s.sessionKey(c), c.TokHash, c.Subject, ttl.Milliseconds())
 	cmd, ackErr := s.r.run(ctx, sessionKeepScript, keys, args...)
 	out, err := sessionReply("keep", c, cmd)
 	if err != nil {
@@ -203,6 +205,18 @@ func (s redisSessions) Keep(ctx context.Context, c locks.SessionCaller, ttl time
 		return 0, nil, locks.Unavailable("keep session", stringer(c.ID), locks.Renewed(ackErr))
 	}
 	return leftOf(out), membersOf(out[1:]), nil
+}
+
+// counted is a session script's keys and arguments, and when the script
+// moves the subject's count of sessions in the same call
+// (SessionEngine.StoreCounts), the count's key after the keys and the
+// session's id after the arguments.
+func (s redisSessions) counted(c locks.SessionCaller, keys []string, args ...any) ([]string, []any) {
+	if s.r.SessionEngine.StoreCounts {
+		keys = append(keys, redisSessionCount(s).key(c.Subject)...)
+		args = append(args, c.ID)
+	}
+	return keys, args
 }
 
 func (s redisSessions) Drop(ctx context.Context, c locks.SessionCaller, nonces []string) error {
@@ -219,7 +233,8 @@ func (s redisSessions) Drop(ctx context.Context, c locks.SessionCaller, nonces [
 }
 
 func (s redisSessions) End(ctx context.Context, c locks.SessionCaller) ([]locks.SessionMember, error) {
-	cmd, _ := s.r.run(ctx, sessionEndScript, s.sessionKey(c), c.TokHash, c.Subject)
+	keys, args := s.counted(c, s.sessionKey(c), c.TokHash, c.Subject)
+	cmd, _ := s.r.run(ctx, sessionEndScript, keys, args...)
 	out, err := sessionReply("end", c, cmd)
 	if err != nil {
 		return nil, err

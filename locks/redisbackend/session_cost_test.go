@@ -1,6 +1,7 @@
 package redisbackend_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -113,4 +114,55 @@ func openSession(t *testing.T, srv *redistest.Server) (*redisbackend.Backend, lo
 		t.Fatal(err)
 	}
 	return l, ss
+}
+
+// TestRedisSessionOpenAndEndAreOneCallEach: on a single Redis, opening a
+// session counts it among its subject's live sessions in the same call,
+// and ending it stops counting it there too (lua/session_open.lua,
+// lua/session_end.lua): one script call each, where the count took one
+// more. The bound holds all the same: past it an open is refused and makes
+// no session, and an end makes room.
+func TestRedisSessionOpenAndEndAreOneCallEach(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	l := newRedis(t, srv, redisbackend.Options{SessionsPerSubject: 2})
+	if _, err := l.OpenSession(t.Context(), "warm", time.Minute); err != nil { // the functions loaded
+		t.Fatal(err)
+	}
+	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := l.OpenSession(t.Context(), "s", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := commandCounts(t, admin)["fcall"]; got != 1 {
+		t.Errorf("open a session: got %d script calls, want 1", got)
+	}
+	if _, err := l.OpenSession(t.Context(), "s", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// The sessions' records (a call's record, which the refusal keeps as
+	// every call of session_open does, ends in ":c:<call id>").
+	sessions := func() int { return len(admin.Keys(t.Context(), "lockgate:session:{*}").Val()) }
+	before := sessions()
+	if _, err := l.OpenSession(t.Context(), "s", time.Minute); !errors.Is(err, locks.ErrTooManySessions) {
+		t.Fatalf("a third session of a subject bounded to 2: got %v, want ErrTooManySessions", err)
+	}
+	if got := sessions(); got != before {
+		t.Fatalf("the refused open left %d sessions, where there were %d", got, before)
+	}
+	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.EndSession(t.Context(), first.Token, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if got := commandCounts(t, admin)["fcall"]; got != 1 {
+		t.Errorf("end a session that holds nothing: got %d script calls, want 1", got)
+	}
+	if _, err := l.OpenSession(t.Context(), "s", time.Minute); err != nil {
+		t.Fatalf("after an end made room: %v", err)
+	}
 }
