@@ -56,10 +56,10 @@ end
 -- that failed left behind (a function library's locals outlive a call).
 local RECORDS = {}
 
--- parse_record reads the value v of a name record (nil: none) as record
--- returns it, but K.
 local COUNT_UNIT, CUT_UNIT = 4096, 16777216 -- see counts
 
+-- parse_record reads the value v of a name record (nil: none) as record
+-- returns it, but K.
 local function parse_record(v)
   local rec = {n = 0, i = 0, note = false, w = 0, c = 0, b = 0, cb = 0, x = 0, evs = ''}
   local n, x = string.match(v or '', '^(%d+) ?(%d*)$')
@@ -80,8 +80,8 @@ local function parse_record(v)
       c = c % CUT_UNIT
       rec.cb, rec.c = math.floor(c / COUNT_UNIT), c % COUNT_UNIT
     else
-      -- The count alone, as gateways before layout 3's end wrote it:
-      -- where the events were last cut is not known.
+      -- The count alone, as gateways that do not keep the cut write it
+      -- (before bd6b244): where the events were last cut is not known.
       rec.c, rec.b = c, -1
     end
     if off ~= -1 then

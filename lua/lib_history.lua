@@ -127,8 +127,8 @@ local function push_events(K, evs, extends)
     rec.c = rec.c - rec.cb
     rec.b, rec.cb = keep, rec.c
   elseif rec.c > 2 * K.hist_n then
-    -- Where the last cut was is not known (a record of layout 3): the
-    -- newest K.hist_n are found by decoding them.
+    -- Where the last cut was is not known (a record an older gateway
+    -- wrote): the newest K.hist_n are found by decoding them.
     rec.evs, rec.pre = rec.pre .. rec.evs, nil
     local off = cmsgpack.unpack_limit(rec.evs, K.hist_n, 0)
     if off ~= -1 then

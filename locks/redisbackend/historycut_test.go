@@ -15,8 +15,7 @@ import (
 // events cut after cut without decoding them (lua/lib_history.lua
 // push_events), and its name record stays as small as the 2N events it may
 // hold, also when the record came from a gateway that kept no cut (its
-// count alone, as layout 3 wrote it): the first cut decodes, the next
-// ones do not.
+// count alone): the first cut decodes, the next ones do not.
 func TestRedisHistoryCutKeepsTheRecordSmall(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -53,7 +52,7 @@ func TestRedisHistoryCutKeepsTheRecordSmall(t *testing.T) {
 	if got, bound := size(); got > bound {
 		t.Fatalf("after %d events the record is %d bytes, want at most %d", 10*n+1, got, bound)
 	}
-	// As layout 3 wrote it: the count alone, no cut known.
+	// As an older gateway writes it: the count alone, no cut known.
 	if err := admin.Eval(ctx, `
 local v = redis.call('GET', KEYS[1])
 local off, a, b, c, d, counts, f = cmsgpack.unpack_limit(v, 6, 0)
@@ -64,7 +63,7 @@ return 1`, []string{record}).Err(); err != nil {
 	renew(1)
 	renew(10 * n)
 	if got, bound := size(); got > bound {
-		t.Fatalf("after a record of layout 3 and %d events more, the record is %d bytes, want at most %d", 10*n+1, got, bound)
+		t.Fatalf("after a record an older gateway wrote and %d events more, the record is %d bytes, want at most %d", 10*n+1, got, bound)
 	}
 	if _, err := r.Release(ctx, key, g.Token); err != nil {
 		t.Fatal(err)
