@@ -7,9 +7,11 @@
 -- ARGV[3]     subject (who acquires)
 -- ARGV[4]     owner label (may be empty)
 -- ARGV[5]     the lock's and the gateway's options (see lock_keys)
--- ARGV[6]     's' for a shared hold, 'x' for an exclusive one
--- ARGV[7]     the grant's value ('' for none; exclusive holds only): the
---             lock's value while this grant holds it, a waiter's too
+-- ARGV[6]     's' for a shared hold, 'x' for an exclusive one; absent
+--             ('x') when nothing follows it and ARGV[7] would be ''
+-- ARGV[7]     the grant's value ('' or absent for none; exclusive holds
+--             only): the lock's value while this grant holds it, a
+--             waiter's too
 -- ARGV[8..10] only for an acquire that waits: its waiter id; how much
 --             longer the caller waits, ms; the waiter's arrival number
 --             from an earlier call, to keep its place when it rejoins, '0'

@@ -77,11 +77,17 @@ func (lockType) held(rp reply) error {
 
 // acquireCall is lua/acquire.lua's call.
 func (lockType) acquireCall(r *Backend, key locks.Key, a acquireArgs) (*script, []string, []any) {
-	args := append(make([]any, 0, 19), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts, modeArg(a.mode), a.value)
-	// A call pays for the arguments it sends: one that does not wait sends
-	// no waiter's arguments, nor one without a min hold, a hard cap or a
-	// priority those.
+	args := append(make([]any, 0, 19), a.tokHash, a.ttl.Milliseconds(), a.subject, a.owner, r.arg.opts)
+	// A call pays for the arguments it sends (about 1 300 Redis
+	// instructions each): one that does not wait sends no waiter's
+	// arguments, nor one without a min hold, a hard cap or a priority
+	// those, and an exclusive one without a value, with none of those
+	// after it, neither mode nor value (the script reads their absence as
+	// 'x' and no value).
 	prio := a.priority > 0 && a.waiterID != ""
+	if a.mode == locks.Shared || a.value != "" || a.positional || a.waiterID != "" || a.minHold > 0 || a.maxHold > 0 {
+		args = append(args, modeArg(a.mode), a.value)
+	}
 	if a.waiterID != "" || a.minHold > 0 || a.maxHold > 0 {
 		args = append(args, a.waiterID, a.wait.Milliseconds(), a.arrival)
 	}

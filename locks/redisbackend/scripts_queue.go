@@ -79,6 +79,10 @@ type acquireArgs struct {
 	maxHold        time.Duration // a lock's: the grant's hard cap, 0 for none
 	limit          int           // a semaphore's
 	priority       int           // a waiter's: see locks.AcquireRequest.Priority
+	// positional: the caller appends arguments of its own after the
+	// acquire's, so a lock's mode and value go whatever they are (see
+	// lockType.acquireCall).
+	positional bool
 }
 
 // headStart is the head start in the queue, ms, of a waiter of priority

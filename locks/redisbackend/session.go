@@ -290,7 +290,7 @@ func (r *Backend) AcquirePermitInSessionAtOnce(ctx context.Context, c locks.Sess
 // (the kind's sessionAcquire). Its grant is delivered, and an outcome that
 // is unknown cleaned up, as an acquire's that does not wait.
 func (r *Backend) acquireInSession(ctx context.Context, res resource, c locks.SessionCaller, m locks.SessionMember, maxHolds int, owner string, req locks.AcquireRequest, limit int) (locks.Grant, error) {
-	a := acquireArgs{tokHash: locks.TokenHash(owner), subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold, limit: limit}
+	a := acquireArgs{tokHash: locks.TokenHash(owner), subject: req.Subject, owner: req.Owner, mode: req.Mode, value: req.Value, minHold: req.MinHold, limit: limit, positional: true}
 	_, keys, args := res.kind.acquireCall(r, res.key, a)
 	keys = append(keys, redisSessions{r}.sessionKey(c)...)
 	args = append(args, c.TokHash, c.Subject, m.Nonce, locks.EncodeHold(m.Hold), maxHolds)
