@@ -310,9 +310,9 @@ var scripts = []Script{
 	writes("idem_done", false, idemDoneSrc, idemLibs),
 	writes("idem_abort", false, idemAbortSrc),
 
-	writes("session_open", true, sessionOpenSrc, libCount),         // answers a lease
-	keyed("session_join", false, sessionJoinSrc, libSession),       // by the grant's nonce
-	keyed("session_confirm", false, sessionConfirmSrc, libSession), // by the grant's nonce
+	writes("session_open", true, sessionOpenSrc, libSession, libCount), // answers a lease
+	keyed("session_join", false, sessionJoinSrc, libSession),           // by the grant's nonce
+	keyed("session_confirm", false, sessionConfirmSrc, libSession),     // by the grant's nonce
 	// join, acquire and confirm in one step on a single Redis: the kind's
 	// acquire's body, as a function, after the libraries of both
 	keyed("session_acquire", true, sessionAcquireSrc, lockLib, libSession, inSession(acquireSrc, "'r:'")),

@@ -19,8 +19,7 @@
 -- finds its session counted already, which counts once.
 
 if KEYS[2] then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = session_now()
   if not count_add(KEYS[2], ARGV[4], now + tonumber(ARGV[3]), now, tonumber(ARGV[5])) then
     return {SESSION_FULL}
   end
