@@ -2,8 +2,11 @@ package redisbackend_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +71,32 @@ func BenchmarkRedisScripts(b *testing.B) {
 			}, plain)
 		})
 	}
+	// layout4-prototype: the one-record lock's common path as priced for
+	// #36 (testdata/layout4_prototype.lua), driven as the gateway would:
+	// an acquire and its release by the token's hash, round 16 names.
+	b.Run("layout4-prototype", func(b *testing.B) {
+		src, err := os.ReadFile("testdata/layout4_prototype.lua")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := client.FunctionLoadReplace(ctx, string(src)).Err(); err != nil {
+			b.Fatal(err)
+		}
+		measureScripts(b, client, func(n int) {
+			for i := range n {
+				key := []string{"lockgate:{bench/p" + strconv.Itoa(i%names) + "}:lock"}
+				h := sha256.Sum256([]byte(locks.NewToken()))
+				tok := hex.EncodeToString(h[:])
+				got, err := client.FCall(ctx, "lean_acquire", key, tok, "30000", "bench", "").Slice()
+				if err != nil || len(got) == 0 || got[0] != int64(1) {
+					b.Fatalf("acquire: got %v, %v; want granted", got, err)
+				}
+				if n, err := client.FCall(ctx, "lean_release", key, tok).Int(); err != nil || n != 1 {
+					b.Fatalf("release: got %v, %v; want released", n, err)
+				}
+			}
+		}, plain)
+	})
 	// inspect: a plain GET of a lock, one held and one free, each with a
 	// history of a few grants: what a GET costs, the index it answers (#39)
 	// included. Two locks, so that their setting up, which
