@@ -9,8 +9,9 @@
 -- ARGV[4]     '1' for a permit that a session's one-step acquire may have
 --             noted (session_acquire.lua): its member is marked released
 --
--- Returns  {1, 0, held} released (and handed on, if anyone waits); held
---                     is how long the permit was held, ms
+-- Returns  held       released (and handed on, if anyone waits), as a bare
+--                     integer: how long the permit was held, ms (the usual
+--                     reply, and so the cheapest, as release.lua's)
 --          {1, 0}     released within RECORD_MS before (see lib_record.lua): a
 --                     repeated release succeeds again, and changes nothing.
 --          {1, 0, held, REPEATED}
@@ -53,4 +54,4 @@ local limit = tonumber(f[2])
 if limit then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
 end
-return sem_done(S, {1, 0, held})
+return sem_done(S, held)

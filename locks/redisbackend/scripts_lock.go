@@ -137,7 +137,7 @@ func (lockType) callRelease(ctx context.Context, r *Backend, key locks.Key, id, 
 		args = append(args, "1")
 	}
 	cmd, ackErr := r.exec(ctx, releaseScript, id, fence, k.all(), args...)
-	rp, err = parseRelease(cmd.Slice())
+	rp, err = parseRelease(cmd.Result())
 	return rp, ackErr, err
 }
 

@@ -162,11 +162,20 @@ type nearGrant struct {
 	rp       reply
 }
 
-// parseRelease reads {GRANTED, holds, [held, [waiter id, fence, ttl, now,
-// at]]} or {NOT_GRANTED, why}.
-func parseRelease(out []any, err error) (releaseReply, error) {
+// parseRelease reads a release script's reply (cmd.Result()): the usual
+// one, a grant released and handed to nobody here, as a bare integer, how
+// long it was held (ms), or {GRANTED, holds, [held, [waiter id, fence, ttl,
+// now, at]]} or {NOT_GRANTED, why}.
+func parseRelease(v any, err error) (releaseReply, error) {
 	if err != nil {
 		return releaseReply{}, err
+	}
+	if held, ok := v.(int64); ok {
+		return releaseReply{ended: true, held: millis(held)}, nil
+	}
+	out, ok := v.([]any)
+	if !ok {
+		return releaseReply{}, unexpectedReply(v)
 	}
 	if len(out) == 0 {
 		return releaseReply{}, unexpectedReply(out)

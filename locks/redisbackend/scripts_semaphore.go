@@ -95,7 +95,7 @@ func (semaphoreType) callRelease(ctx context.Context, r *Backend, key locks.Key,
 		args = append(args, "1")
 	}
 	cmd, ackErr := r.exec(ctx, semReleaseScript, id, fence, k.all(), args...)
-	rp, err = parseRelease(cmd.Slice())
+	rp, err = parseRelease(cmd.Result())
 	return rp, ackErr, err
 }
 
