@@ -34,6 +34,11 @@
 --              a shared request that does not wait, when the lock has its
 --              most shared holders (see shared_full); retry_ms is when the
 --              soonest of their leases ends
+--          fencing_token
+--              granted now, with the TTL asked for, as a bare integer, on a
+--              single Redis (see lib_grant.lua granted_now): the usual
+--              reply, and so the cheapest; its acquired at is its now, and
+--              it was not handed over
 --          {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted; handed is 1 when this token already held the lock
 --              (a retried call, or a hand-off, which this call picks up)
@@ -129,7 +134,7 @@ if me == '' then
   if free and not shared then
     local fence, _, fence_n = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
-    return settle(K, fresh(fence_n, ttl, now))
+    return granted_now(K, settle(K, fresh(fence_n, ttl, now)))
   end
   if shared and holder == '' and shared_full(K) then
     local soonest = redis.call('ZRANGE', K.readers, '0', '0', 'WITHSCORES')[2]
@@ -138,7 +143,7 @@ if me == '' then
   if shared and (free or (holder == '' and not first_alive(K, now))) then
     local fence, _, fence_n = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold)
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
-    return settle(K, fresh(fence_n, ttl, now))
+    return granted_now(K, settle(K, fresh(fence_n, ttl, now)))
   end
 end
 

@@ -328,9 +328,11 @@ var scripts = []Script{
 // body of a kind's acquire script, its function acquire_main; holdField is
 // the Lua text of what goes before the token hash in the field of a hold
 // kept as JSON in KEYS[1] (a lock's shared hold: 'r:'; a permit: none), where
-// its grant names its session's member (see session_acquire.lua).
+// its grant names its session's member (see session_acquire.lua). A grant
+// made now answers its whole reply there, not its bare fencing token
+// (lib_grant.lua granted_now): the session may have cut its lease.
 func inSession(acquire, holdField string) string {
-	return "local function acquire_main()\n" + acquire + "\nend\nlocal HOLD_FIELD = " + holdField + "\n"
+	return "BARE_GRANT = false\nlocal function acquire_main()\n" + acquire + "\nend\nlocal HOLD_FIELD = " + holdField + "\n"
 }
 
 // Scripts returns every script.

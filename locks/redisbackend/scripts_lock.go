@@ -105,8 +105,12 @@ func (lockType) acquireCall(r *Backend, key locks.Key, a acquireArgs) (*script, 
 
 func (lockType) sessionAcquire() *script { return sessionAcquireScript }
 
-// acquireReply reads lua/acquire.lua's reply.
-func (lockType) acquireReply(r *Backend, cmd *redis.Cmd) (reply, error) {
+// acquireReply reads lua/acquire.lua's reply: a bare fencing token is a
+// grant made now with the TTL asked for, ttl.
+func (lockType) acquireReply(r *Backend, cmd *redis.Cmd, ttl time.Duration) (reply, error) {
+	if fence, err := cmd.Int64(); err == nil {
+		return reply{granted: true, fence: fence, ttl: millis(ttl.Milliseconds())}, nil
+	}
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, err

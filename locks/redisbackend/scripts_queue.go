@@ -28,8 +28,9 @@ type kind interface {
 	// in one step: its acquire script's KEYS and ARGV, then the session's
 	// (lua/session_acquire.lua).
 	sessionAcquire() *script
-	// acquireReply reads a reply of the kind's acquire script.
-	acquireReply(r *Backend, cmd *redis.Cmd) (reply, error)
+	// acquireReply reads a reply of the kind's acquire script, called
+	// with the TTL ttl.
+	acquireReply(r *Backend, cmd *redis.Cmd, ttl time.Duration) (reply, error)
 	// callLeave runs the kind's leave script on key as call id, fencing
 	// off the call fence ("" for none).
 	callLeave(ctx context.Context, r *Backend, key locks.Key, id, fence string, a leaveArgs) (rp reply, ackErr, err error)
@@ -52,7 +53,7 @@ var (
 func (r *Backend) callAcquire(ctx context.Context, res resource, id string, a acquireArgs) (rp reply, ackErr, err error) {
 	s, keys, args := res.kind.acquireCall(r, res.key, a)
 	cmd, ackErr := r.exec(ctx, s, id, "", keys, args...)
-	rp, err = res.kind.acquireReply(r, cmd)
+	rp, err = res.kind.acquireReply(r, cmd, a.ttl)
 	return rp, ackErr, err
 }
 

@@ -68,7 +68,7 @@ func (semaphoreType) acquireCall(r *Backend, key locks.Key, a acquireArgs) (*scr
 func (semaphoreType) sessionAcquire() *script { return sessionSemAcquireScript }
 
 // acquireReply reads lua/sem_acquire.lua's reply.
-func (semaphoreType) acquireReply(_ *Backend, cmd *redis.Cmd) (reply, error) {
+func (semaphoreType) acquireReply(_ *Backend, cmd *redis.Cmd, _ time.Duration) (reply, error) {
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, err

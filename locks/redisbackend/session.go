@@ -301,7 +301,7 @@ func (r *Backend) acquireInSession(ctx context.Context, res resource, c locks.Se
 			return locks.Grant{}, err
 		}
 	}
-	rp, err := res.kind.acquireReply(r, cmd)
+	rp, err := res.kind.acquireReply(r, cmd, req.TTL)
 	if rp, err = r.acquired(ctx, res, "", a.tokHash, rp, ackErr, err); err != nil {
 		return locks.Grant{}, err
 	}
