@@ -109,17 +109,18 @@ local function fresh(fence_n, ttl, now)
   return {1, fence_n, tonumber(ttl), now, now, 0}
 end
 
--- granted_now is the acquire's reply rp of a grant made now with the TTL
--- asked for (fresh's): its bare fencing token, the usual reply, and so the
--- cheapest (a table of six costs Redis about 6 000 instructions more than a
--- number); on Cluster rp itself, to which the index's entries due are
--- appended (lib_index.lua index_trailer), and in the library of
--- session_acquire.lua, which reads the table and whose lease the session
--- may cut (lua.go inSession sets BARE_GRANT false there: each script is a
--- library of its own).
+-- granted_now is the acquire's reply rp of a grant or permit made now
+-- with the TTL asked for (fresh's): its bare fencing token, the usual
+-- reply, and so the cheapest (a table of six costs Redis about 6 000
+-- instructions more than a number). But rp itself for a lock on Cluster
+-- (K.index false), to which the index's entries due are appended
+-- (lib_index.lua index_trailer; a semaphore has no index), and in the
+-- library of session_acquire.lua, which reads the table and whose lease
+-- the session may cut (lua.go inSession sets BARE_GRANT false there: each
+-- script is a library of its own).
 local BARE_GRANT = true
 local function granted_now(K, rp)
-  if K.index and BARE_GRANT then
+  if K.index ~= false and BARE_GRANT then
     return rp[2]
   end
   return rp

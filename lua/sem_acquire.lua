@@ -13,7 +13,10 @@
 -- ARGV[14..15] only for a waiter with a priority (1 to 9): the priority,
 --             and its head start, ms (see acquire.lua ARGV[13..14])
 --
--- Returns  {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
+-- Returns  fencing_token
+--              a permit taken now, with the TTL asked for, as a bare
+--              integer (see lib_grant.lua granted_now)
+--          {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted (handed: it was handed over earlier, picked up now)
 --          {0, retry_ms, now_ms, rank, arrival}
 --              all permits taken; retry_ms is when the soonest lease ends;
@@ -97,7 +100,7 @@ if me == '' and free then
   local _, fence_n = add_holder(S, t, now, live, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, max_hold)
   keep_keys(S, now)
   -- A permit taken now, not provisional: its reply needs no read back.
-  return sem_done(S, settle(S, fresh(fence_n, ttl, now)))
+  return sem_done(S, granted_now(S, settle(S, fresh(fence_n, ttl, now))))
 end
 
 local rank = -1

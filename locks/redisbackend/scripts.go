@@ -108,6 +108,18 @@ func parseReply(res []int64) (reply, error) {
 	return reply{}, unexpectedReply(res)
 }
 
+// grantedNow reads an acquire script's reply that is a bare fencing
+// token: a grant made now with the TTL asked for, ttl, which the script
+// answers with nothing more (lua/lib_grant.lua granted_now). ok is false
+// for any other reply.
+func grantedNow(cmd *redis.Cmd, ttl time.Duration) (rp reply, ok bool) {
+	fence, err := cmd.Int64()
+	if err != nil {
+		return reply{}, false
+	}
+	return reply{granted: true, fence: fence, ttl: millis(ttl.Milliseconds())}, true
+}
+
 // errFencedOff is an acquire's reply when Redis received the call only
 // after its token's wait ended, or after its grant ended (lua/acquire.lua):
 // it took nothing. Only a late delivery, which nobody waits for, gets it.

@@ -108,8 +108,8 @@ func (lockType) sessionAcquire() *script { return sessionAcquireScript }
 // acquireReply reads lua/acquire.lua's reply: a bare fencing token is a
 // grant made now with the TTL asked for, ttl.
 func (lockType) acquireReply(r *Backend, cmd *redis.Cmd, ttl time.Duration) (reply, error) {
-	if fence, err := cmd.Int64(); err == nil {
-		return reply{granted: true, fence: fence, ttl: millis(ttl.Milliseconds())}, nil
+	if rp, ok := grantedNow(cmd, ttl); ok {
+		return rp, nil
 	}
 	out, err := cmd.Int64Slice()
 	if err != nil {

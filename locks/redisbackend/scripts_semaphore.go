@@ -67,8 +67,12 @@ func (semaphoreType) acquireCall(r *Backend, key locks.Key, a acquireArgs) (*scr
 
 func (semaphoreType) sessionAcquire() *script { return sessionSemAcquireScript }
 
-// acquireReply reads lua/sem_acquire.lua's reply.
-func (semaphoreType) acquireReply(_ *Backend, cmd *redis.Cmd, _ time.Duration) (reply, error) {
+// acquireReply reads lua/sem_acquire.lua's reply: a bare fencing token
+// is a permit taken now with the TTL asked for, ttl.
+func (semaphoreType) acquireReply(_ *Backend, cmd *redis.Cmd, ttl time.Duration) (reply, error) {
+	if rp, ok := grantedNow(cmd, ttl); ok {
+		return rp, nil
+	}
 	out, err := cmd.Int64Slice()
 	if err != nil {
 		return reply{}, err
