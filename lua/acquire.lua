@@ -132,7 +132,11 @@ if me == '' then
   holder = h.holder
   local free = not holder and not delayed(K)
   if free and not shared then
-    local fence, _, fence_n = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold)
+    local fence, _, fence_n = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold,
+      SESSION_MEMBER)
+    if SESSION_MEMBER then
+      SESSION_MEMBER = false
+    end
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
     return granted_now(K, settle(K, fresh(fence_n, ttl, now)))
   end

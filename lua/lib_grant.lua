@@ -75,11 +75,20 @@ end
 -- no lease passes; at least ttl and min_hold, so that the first lease
 -- needs no cut. A free lock has no hash to clear: every script writes to
 -- K.lock only after finding it held (tok set), or here.
-local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, min_hold, max_hold)
+--
+-- sm, when set, is the grant's session member, as session_acquire.lua
+-- names it (see member_released): written with the other fields, one HSET
+-- where the session's acquire made two.
+local function grant(K, t, tok, ttl, lease, sub, own, retention, provisional, value, min_hold, max_hold, sm)
   local fence, fence_n = next_fence(K, t, retention)
   local at = at_ms(t)
-  redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
-    'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
+  if sm then
+    redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
+      'sub', sub, 'own', own, 'at', at, 'ttl', ttl, 'sm', sm)
+  else
+    redis.call('HSET', K.lock, 'tok', tok, 'fence', fence,
+      'sub', sub, 'own', own, 'at', at, 'ttl', ttl)
+  end
   if provisional then
     redis.call('HSET', K.lock, 'p', '1')
   end
@@ -119,6 +128,13 @@ end
 -- the session may cut (lua.go inSession sets BARE_GRANT false there: each
 -- script is a library of its own).
 local BARE_GRANT = true
+
+-- SESSION_MEMBER is, while session_acquire.lua runs acquire.lua's body,
+-- the session member its exclusive grant names ('sm', see member_released),
+-- which acquire.lua's own grant writes with its other fields, and then
+-- sets to false: written. nil in every other call, and in every other
+-- script's library.
+local SESSION_MEMBER
 local function granted_now(K, rp)
   if K.index ~= false and BARE_GRANT then
     return rp[2]

@@ -57,18 +57,25 @@ if left < 1 then
   return {SESSION_ENDED}
 end
 ARGV[2] = string.format('%d', left)
+-- The grant names its member, so that its release by its holder marks
+-- the member released (lib_grant.lua member_released), and the next
+-- keep-alive lists it gone without renewing it: an exclusive grant in
+-- the lock's hash, which goes when the grant ends (a grant made now writes
+-- it with its other fields: SESSION_MEMBER); a shared one, and a permit,
+-- in its hold's JSON (HOLD_FIELD, see lua.go inSession), which goes with
+-- the hold.
+local sm = member .. ' ' .. hold .. ' ' .. lock_keys_of_call[3]
+local exclusive = HOLD_FIELD == 'r:' and ARGV[6] == MODE_EXCLUSIVE
+SESSION_MEMBER = exclusive and sm or nil
 local reply = acquire_main()
+local written = SESSION_MEMBER == false
+SESSION_MEMBER = nil
 if reply[1] == GRANTED then
   redis.call('HSET', lock_keys_of_call[3], member, 'c' .. hold)
-  -- The grant names its member, so that its release by its holder marks
-  -- the member released (lib_grant.lua member_released), and the next
-  -- keep-alive lists it gone without renewing it: an exclusive grant in
-  -- the lock's hash, which goes when the grant ends; a shared one, and a
-  -- permit, in its hold's JSON (HOLD_FIELD, see lua.go inSession), which
-  -- goes with the hold.
-  local sm = member .. ' ' .. hold .. ' ' .. lock_keys_of_call[3]
-  if HOLD_FIELD == 'r:' and ARGV[6] == MODE_EXCLUSIVE then
-    redis.call('HSET', lock_keys_of_call[1], 'sm', sm)
+  if exclusive then
+    if not written then
+      redis.call('HSET', lock_keys_of_call[1], 'sm', sm)
+    end
   else
     local field = HOLD_FIELD .. ARGV[1]
     local r = redis.call('HGET', lock_keys_of_call[1], field)
