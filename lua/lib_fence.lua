@@ -8,13 +8,19 @@
 -- does not take an earlier call's. The fencing token and the grant's time
 -- take the numbers from here: a tonumber of TIME's text costs Redis about
 -- 1 800 instructions, and a call would read it four times.
+--
+-- On the common path the scripts turn text into numbers, and round them,
+-- with Lua's own arithmetic ('t[1] * 1000000', 'us - us % 1000'), not
+-- with a call of its library (tonumber, math.floor): the same conversion,
+-- without the call, which costs Redis about 1 000 instructions each
+-- (clock's three: lock/history=0 about 247 600 -> 244 300).
 local CLOCK = {now = 0, us = 0}
 
 -- clock returns the Redis time in ms, and as TIME's {seconds, microseconds}.
 local function clock()
   local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  CLOCK.now, CLOCK.us = math.floor(us / 1000), us
+  local us = t[1] * 1000000 + t[2]
+  CLOCK.now, CLOCK.us = (us - us % 1000) / 1000, us
   CLOCK.t, CLOCK.keys = t, KEYS
   return CLOCK.now, t
 end
@@ -24,7 +30,7 @@ local function time_us(t)
   if CLOCK.t == t then
     return CLOCK.us
   end
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return t[1] * 1000000 + t[2]
 end
 
 -- A lock's name record, K.fence: one string per name, which outlives the
@@ -211,7 +217,7 @@ local function next_fence(K, t, retention)
     end
     return fence, us
   end
-  local now = math.floor(us / 1000)
+  local now = (us - us % 1000) / 1000
   local stamp, text = index_stamp(K, now)
   local last = redis.call('SET', K.fence, fence .. text, 'PX', retention, 'GET')
   local n, x = 0, 0
@@ -286,7 +292,7 @@ local function index_keep(K, left)
     return -- a semaphore: no index
   end
   local now = CLOCK.now
-  local need = now + tonumber(left) + index_period(K).m
+  local need = now + left + index_period(K).m
   local rec = K.hist_n > 0 and record(K)
   local x = rec and rec.x or K.ix
   if not x then
@@ -310,5 +316,6 @@ end
 
 -- at_ms is TIME's {seconds, microseconds} as ms, a string.
 local function at_ms(t)
-  return string.format('%d', math.floor(time_us(t) / 1000))
+  local us = time_us(t)
+  return string.format('%d', (us - us % 1000) / 1000)
 end

@@ -166,7 +166,7 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     end
     drop_note(K)
   end
-  local held = now - (tonumber(at) or now)
+  local held = at and now - at or 0
   released(K, held)
   if not holder then
     lift_delay(K, now)

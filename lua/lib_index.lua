@@ -67,7 +67,7 @@ end
 -- space, as the name record keeps it (lib_fence.lua next_fence).
 local function index_stamp(K, now)
   local q = index_period(K)
-  local b = math.floor(now / q.p)
+  local b = (now - now % q.p) / q.p
   if b ~= q.b then
     q.b, q.u = b, (b + 2) * q.p
     q.s = ' ' .. string.format('%d', q.u)
