@@ -145,7 +145,11 @@ if me == '' then
     return {SHARED_FULL, math.max(tonumber(soonest) - now, 0)}
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
-    local fence, _, fence_n = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold)
+    local fence, _, fence_n = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold,
+      SESSION_MEMBER)
+    if SESSION_MEMBER then
+      SESSION_MEMBER = false
+    end
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
     return granted_now(K, settle(K, fresh(fence_n, ttl, now)))
   end

@@ -129,11 +129,11 @@ end
 -- script is a library of its own).
 local BARE_GRANT = true
 
--- SESSION_MEMBER is, while session_acquire.lua runs acquire.lua's body,
--- the session member its exclusive grant names ('sm', see member_released),
--- which acquire.lua's own grant writes with its other fields, and then
--- sets to false: written. nil in every other call, and in every other
--- script's library.
+-- SESSION_MEMBER is, while session_acquire.lua runs acquire.lua's (or
+-- sem_acquire.lua's) body, the session member its grant names ('sm', see
+-- member_released), which the body's own grant writes with its other
+-- fields (grant, add_reader, add_holder), and then sets to false:
+-- written. nil in every other call, and in every other script's library.
 local SESSION_MEMBER
 local function granted_now(K, rp)
   if K.index ~= false and BARE_GRANT then

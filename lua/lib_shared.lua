@@ -89,10 +89,11 @@ end
 -- add_reader gives token hash tok a shared hold of the lock (free, or
 -- held shared) with a lease of lease ms, and returns its fencing token and
 -- when it was acquired (ms), as grant does; max_hold (ms, nil for none) is
--- its hard cap, kept as the hold's cap: until when, as grant's.
-local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provisional, max_hold)
+-- its hard cap, kept as the hold's cap: until when, as grant's. sm, when
+-- set, is the hold's session member, kept in its JSON (see grant).
+local function add_reader(K, t, now, tok, ttl, lease, sub, own, retention, provisional, max_hold, sm)
   local fence, fence_n = next_fence(K, t, retention)
-  local r = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t)}
+  local r = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t), sm = sm or nil}
   if provisional then
     r.p = 1
   end

@@ -97,7 +97,11 @@ if got then
   return sem_done(S, settle(S, holder_reply(S, now, tok, 0, live)))
 end
 if me == '' and free then
-  local _, fence_n = add_holder(S, t, now, live, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, max_hold)
+  local _, fence_n = add_holder(S, t, now, live, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, max_hold,
+    SESSION_MEMBER)
+  if SESSION_MEMBER then
+    SESSION_MEMBER = false
+  end
   keep_keys(S, now)
   -- A permit taken now, not provisional: its reply needs no read back.
   return sem_done(S, granted_now(S, settle(S, fresh(fence_n, ttl, now))))

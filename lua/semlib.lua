@@ -148,9 +148,9 @@ end
 -- live leases being live before it, and returns its fencing token (a
 -- string, and as a number); max_hold (ms, nil for none) is its hard cap, kept as its cap
 -- (see lib_grant.lua grant). The write of the holder writes the index.
-local function add_holder(S, t, now, live, tok, ttl, lease, sub, own, retention, provisional, max_hold)
+local function add_holder(S, t, now, live, tok, ttl, lease, sub, own, retention, provisional, max_hold, sm)
   local fence, fence_n = next_fence(S, t, retention)
-  local h = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t)}
+  local h = {f = fence, s = sub, o = own, t = ttl, a = at_ms(t), sm = sm or nil}
   if provisional then
     h.p = 1
   end

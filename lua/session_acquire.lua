@@ -60,22 +60,22 @@ ARGV[2] = string.format('%d', left)
 -- The grant names its member, so that its release by its holder marks
 -- the member released (lib_grant.lua member_released), and the next
 -- keep-alive lists it gone without renewing it: an exclusive grant in
--- the lock's hash, which goes when the grant ends (a grant made now writes
--- it with its other fields: SESSION_MEMBER); a shared one, and a permit,
--- in its hold's JSON (HOLD_FIELD, see lua.go inSession), which goes with
--- the hold.
+-- the lock's hash, which goes when the grant ends; a shared one, and a
+-- permit, in its hold's JSON (HOLD_FIELD, see lua.go inSession), which
+-- goes with the hold. A grant made now writes it with its other fields
+-- (SESSION_MEMBER); a call delivered again, which makes none, here.
 local sm = member .. ' ' .. hold .. ' ' .. lock_keys_of_call[3]
 local exclusive = HOLD_FIELD == 'r:' and ARGV[6] == MODE_EXCLUSIVE
-SESSION_MEMBER = exclusive and sm or nil
+SESSION_MEMBER = sm
 local reply = acquire_main()
 local written = SESSION_MEMBER == false
 SESSION_MEMBER = nil
 if reply[1] == GRANTED then
   redis.call('HSET', lock_keys_of_call[3], member, 'c' .. hold)
-  if exclusive then
-    if not written then
-      redis.call('HSET', lock_keys_of_call[1], 'sm', sm)
-    end
+  if written then
+    -- the grant wrote it
+  elseif exclusive then
+    redis.call('HSET', lock_keys_of_call[1], 'sm', sm)
   else
     local field = HOLD_FIELD .. ARGV[1]
     local r = redis.call('HGET', lock_keys_of_call[1], field)
