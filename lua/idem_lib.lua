@@ -28,7 +28,7 @@ end
 
 local function idem_now()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 end
 
 -- idem_live returns what remains of the lease of the grant whose token

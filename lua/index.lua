@@ -27,7 +27,7 @@
 
 local CARRY = 256
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 if ARGV[1] ~= '' then
   index_add(KEYS[1], ARGV[1], now + tonumber(ARGV[2]), now)
   return 0

@@ -84,7 +84,7 @@ local function push_events(K, evs, extends)
   local rec = record(K)
   if rec.i == 0 then
     local t = CLOCK.keys == KEYS and CLOCK.t or redis.call('TIME')
-    rec.i = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    rec.i = t[1] * 1000000 + t[2]
     local first = evs[1]
     for k = 4, 8 do
       if first[k] == nil then

@@ -56,10 +56,11 @@ local function session_check(tok, sub)
   return f
 end
 
--- session_now returns the Redis time in ms.
+-- session_now returns the Redis time in ms (by Lua's arithmetic, not its
+-- library: see lib_fence.lua CLOCK).
 local function session_now()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 end
 
 -- session_members returns {nonce, 'p'|'c' .. member, ...} of the session

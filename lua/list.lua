@@ -30,7 +30,7 @@
 -- directory.
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 local dir, limit, budget, keys = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] or ''
 local after = string.match(ARGV[1], '^%(([^ !]+)')
 local lo, from

@@ -17,7 +17,7 @@
 --          changed)
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 local op, id = ARGV[1], ARGV[2]
 if op == 'remove' then
   redis.call('ZREM', KEYS[1], id)
