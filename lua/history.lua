@@ -13,8 +13,7 @@
 local rec = parse_record(redis.call('GET', KEYS[1]))
 local out, note = history_of(rec, tonumber(ARGV[1])), rec.note
 if note then
-  local t = redis.call('TIME')
-  if note[1] <= t[1] * 1000 + (t[2] - t[2] % 1000) / 1000 then
+  if note[1] <= now_ms() then
     local e = 'expired'
     if note[5] then
       e = 'broken'

@@ -35,7 +35,7 @@ end
 if rec[1] == 'p' then
   return {IDEM_RUNNING, redis.call('PTTL', R.record)}
 end
-local now = idem_now()
+local now = now_ms()
 local ttl, holds, cap = idem_live(R, now, rec[4])
 if not ttl then
   return {IDEM_ENDED}

@@ -24,7 +24,7 @@ local st = redis.call('HMGET', R.record, 'st', 'n')
 if st[1] and (st[1] ~= 'p' or st[2] ~= ARGV[2]) then
   return {0}
 end
-local ttl = idem_live(R, idem_now(), ARGV[3])
+local ttl = idem_live(R, now_ms(), ARGV[3])
 if ttl then
   idem_attach(R, ARGV[3])
 else

@@ -26,11 +26,6 @@ local function idem_keys()
   return {record = KEYS[1], holders = KEYS[2], leases = KEYS[3]}
 end
 
-local function idem_now()
-  local t = redis.call('TIME')
-  return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
-end
-
 -- idem_live returns what remains of the lease of the grant whose token
 -- hash is th (ms), its holds and its hard cap (ms on the Redis clock, nil
 -- for none: see lib_grant.lua grant), or nil when that grant has ended.

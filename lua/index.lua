@@ -26,8 +26,7 @@
 --          carry over (KEYS[2] and KEYS[3] are deleted once none are)
 
 local CARRY = 256
-local t = redis.call('TIME')
-local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+local now = now_ms()
 if ARGV[1] ~= '' then
   index_add(KEYS[1], ARGV[1], now + tonumber(ARGV[2]), now)
   return 0

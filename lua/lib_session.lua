@@ -56,13 +56,6 @@ local function session_check(tok, sub)
   return f
 end
 
--- session_now returns the Redis time in ms (by Lua's arithmetic, not its
--- library: see lib_fence.lua CLOCK).
-local function session_now()
-  local t = redis.call('TIME')
-  return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
-end
-
 -- session_members returns {nonce, 'p'|'c' .. member, ...} of the session
 -- (granted ones only when granted is set), the nonces of the pending
 -- members whose deadline is before now, and {nonce, 'g' .. member, ...}
@@ -123,7 +116,7 @@ local function session_full(most, member, now)
   if member and redis.call('HEXISTS', KEYS[1], member) == 1 then
     return false
   end
-  local live, dead = session_members(false, now or session_now())
+  local live, dead = session_members(false, now or now_ms())
   session_forget(dead)
   return #live / 2 >= most
 end

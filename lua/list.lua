@@ -29,8 +29,7 @@
 -- and an EXISTS on a single Redis; each bucket one ZRANGEBYLEX of the
 -- directory.
 
-local t = redis.call('TIME')
-local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+local now = now_ms()
 local dir, limit, budget, keys = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] or ''
 local after = string.match(ARGV[1], '^%(([^ !]+)')
 local lo, from

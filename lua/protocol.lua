@@ -1,6 +1,8 @@
 -- protocol: the numbers the scripts and the engine (locks/redisbackend/protocol.go) must
--- agree on, put in front of every script. TestProtocolAgrees (locks) reads
--- this file and fails when a value here and its Go twin differ.
+-- agree on, put in front of every script, and now_ms, the one reading of
+-- Redis's clock in ms that every script shares (the lock scripts' clock,
+-- lib_fence.lua, keeps µs too). TestProtocolAgrees (locks) reads this file
+-- and fails when a value here and its Go twin differ.
 --
 -- KEYS[1]  none: this file only names values
 -- Returns  nothing: not a script on its own
@@ -77,3 +79,12 @@ local RECORD_MS = 60000
 -- How long an idempotency record outlives its grant's lease, ms.
 -- locks.IdempotencyGrace.
 local IDEM_GRACE_MS = 60000
+
+-- now_ms returns the Redis time in ms. TIME's text turns into numbers by
+-- Lua's arithmetic, not its library (tonumber, math.floor): the same
+-- conversion without a call, which costs Redis about 1 000 instructions
+-- each (see lib_fence.lua CLOCK).
+local function now_ms()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+end

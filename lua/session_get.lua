@@ -16,7 +16,7 @@ if not f then
   return {why}
 end
 local out = {GRANTED, redis.call('PTTL', KEYS[1]), tonumber(f[3])}
-for _, v in ipairs((session_members(false, session_now()))) do
+for _, v in ipairs((session_members(false, now_ms()))) do
   out[#out + 1] = v
 end
 return out

@@ -33,7 +33,7 @@ end
 if redis.call('HEXISTS', KEYS[1], 'm:' .. ARGV[3]) == 1 then
   return {GRANTED, redis.call('PTTL', KEYS[1])}
 end
-local now = session_now()
+local now = now_ms()
 if session_full(tonumber(ARGV[5]), nil, now) then
   return {SESSION_FULL}
 end

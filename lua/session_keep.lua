@@ -32,7 +32,7 @@ else
 end
 redis.call('PEXPIRE', KEYS[1], ttl)
 local out = {GRANTED, ttl}
-local now = session_now()
+local now = now_ms()
 if KEYS[2] then
   count_extend(KEYS[2], ARGV[4], now + ttl, now)
 end

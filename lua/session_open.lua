@@ -19,7 +19,7 @@
 -- finds its session counted already, which counts once.
 
 if KEYS[2] then
-  local now = session_now()
+  local now = now_ms()
   if not count_add(KEYS[2], ARGV[4], now + tonumber(ARGV[3]), now, tonumber(ARGV[5])) then
     return {SESSION_FULL}
   end

@@ -16,8 +16,7 @@
 -- Returns  GRANTED, or SESSION_FULL for an 'add' past the bound (nothing
 --          changed)
 
-local t = redis.call('TIME')
-local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+local now = now_ms()
 local op, id = ARGV[1], ARGV[2]
 if op == 'remove' then
   redis.call('ZREM', KEYS[1], id)
