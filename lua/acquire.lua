@@ -133,10 +133,7 @@ if me == '' then
   local free = not holder and not delayed(K)
   if free and not shared then
     local fence, _, fence_n = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold,
-      SESSION_MEMBER)
-    if SESSION_MEMBER then
-      SESSION_MEMBER = false
-    end
+      session_member())
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
     return granted_now(K, settle(K, fresh(fence_n, ttl, now)))
   end
@@ -146,10 +143,7 @@ if me == '' then
   end
   if shared and (free or (holder == '' and not first_alive(K, now))) then
     local fence, _, fence_n = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold,
-      SESSION_MEMBER)
-    if SESSION_MEMBER then
-      SESSION_MEMBER = false
-    end
+      session_member())
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
     return granted_now(K, settle(K, fresh(fence_n, ttl, now)))
   end

@@ -128,18 +128,26 @@ end
 -- the session may cut (lua.go inSession sets BARE_GRANT false there: each
 -- script is a library of its own).
 local BARE_GRANT = true
-
--- SESSION_MEMBER is, while session_acquire.lua runs acquire.lua's (or
--- sem_acquire.lua's) body, the session member its grant names ('sm', see
--- member_released), which the body's own grant writes with its other
--- fields (grant, add_reader, add_holder), and then sets to false:
--- written. nil in every other call, and in every other script's library.
-local SESSION_MEMBER
 local function granted_now(K, rp)
   if K.index ~= false and BARE_GRANT then
     return rp[2]
   end
   return rp
+end
+
+-- SESSION_MEMBER is, while session_acquire.lua runs acquire.lua's (or
+-- sem_acquire.lua's) body, the session member its grant names ('sm', see
+-- member_released), which the body's own grant writes with its other
+-- fields (grant, add_reader, add_holder): nil in every other call, and in
+-- every other script's library. session_member hands it to that grant,
+-- once, and leaves false: written.
+local SESSION_MEMBER
+local function session_member()
+  local sm = SESSION_MEMBER
+  if sm then
+    SESSION_MEMBER = false
+  end
+  return sm
 end
 
 -- pick_up makes a provisional grant a full one: its lease becomes the TTL

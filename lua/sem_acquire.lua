@@ -98,10 +98,7 @@ if got then
 end
 if me == '' and free then
   local _, fence_n = add_holder(S, t, now, live, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, max_hold,
-    SESSION_MEMBER)
-  if SESSION_MEMBER then
-    SESSION_MEMBER = false
-  end
+    session_member())
   keep_keys(S, now)
   -- A permit taken now, not provisional: its reply needs no read back.
   return sem_done(S, granted_now(S, settle(S, fresh(fence_n, ttl, now))))
