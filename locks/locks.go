@@ -336,8 +336,10 @@ type Released struct {
 	// Ended is set when this release ended the grant (its last hold, or a
 	// permit). A repeated release, which changes nothing, has it unset.
 	Ended bool
-	// Held is how long the grant was held, from the grant to this release,
-	// on the backend's clock; 0 unless Ended.
+	// Held is how long the grant was held, from the grant to this release;
+	// 0 unless Ended. The embedded backend counts it on its clock; Redis's
+	// counts from the grant's time on Redis's clock to the reply on the
+	// gateway's, so a skew between the two clocks moves it.
 	Held time.Duration
 }
 

@@ -29,6 +29,9 @@ local function handoff(K, t, now, holder, retention, check_heard, me, here)
       break
     end
     local id, e = first_alive(K, now)
+    if id and not now then
+      now, t = CLOCK.now, CLOCK.t -- first_alive read the clock
+    end
     if not id or (holder and e.m ~= 's') or (holder == '' and shared_full(K)) then
       break -- the shared ones wait for a holder to leave
     end
@@ -139,11 +142,18 @@ end
 -- hold r), notes it, and hands the lock on (see handoff for here). f is
 -- the exclusive grant's release_fields, if the caller has read them
 -- already; a grant whose min hold lasts rests (see rest) instead of
--- freeing the lock. Returns how long the hold was held, ms, and the near
--- id and reply handoff returns. When the lock is free then, the lock delay
--- ends, but for what remains of one after a shared holder's lease that
--- ended unreleased ('x:<ms>').
+-- freeing the lock. now and t are the clock as the caller read it, or nil
+-- when it did not: the usual release (an exclusive grant without a min
+-- hold, a history or a lock delay, that nobody waits for) needs no clock,
+-- and reads none. Returns when the hold was made (ms on Redis's clock, as
+-- text), and the near id and reply handoff returns. When the lock is free
+-- then, the lock delay ends, but for what remains of one after a shared
+-- holder's lease that ended unreleased ('x:<ms>').
 local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
+  f = not r and (f or release_fields(K))
+  if not now and (r or K.hist_n > 0 or K.delay_ms > 0 or f[4]) then
+    now, t = clock()
+  end
   local at, holder
   -- The release and the hand-off that follows it (a grant, waiters
   -- dropped) go into the history together, with one LPUSH.
@@ -156,7 +166,6 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     drop_reader(K, now, tok)
     holder = redis.call('HGET', K.lock, 'tok')
   else
-    f = f or release_fields(K)
     at = f[2]
     event(K, 'released', now, f[5], f[6], f[7], nil, nil, K.session)
     if f[4] and rest(K, now, f[4]) then
@@ -166,8 +175,8 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
     end
     drop_note(K)
   end
-  local held = at and now - at or 0
-  released(K, held)
+  at = at or '0'
+  released(K, at)
   if not holder then
     lift_delay(K, now)
   end
@@ -177,5 +186,5 @@ local function release_all(K, t, now, tok, r, f, retention, check_heard, here)
   if ev and #ev > 0 then
     push_events(K, ev, K.ev_extends)
   end
-  return held, h.near, h.near_reply
+  return at, h.near, h.near_reply
 end

@@ -73,8 +73,8 @@
 --              grant may be held, until RECORD_MS after its lease
 --              (renewals push that on), naming the call that made (handed
 --              0) or picked up (1) the grant;
---              'r<held ms>:<call id>' for RECORD_MS after its release, by
---              that call; 'b' for RECORD_MS after a break ended it
+--              'r<made at, ms>:<call id>' for RECORD_MS after its release,
+--              by that call; 'b' for RECORD_MS after a break ended it
 --              (break.lua); 'f' for RECORD_MS after its wait ended without
 --              a grant (leave.lua). A call whose token holds nothing
 --              learns why from it (lib_record.lua), and a call delivered

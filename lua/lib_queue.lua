@@ -116,13 +116,15 @@ end
 
 -- first_alive returns the first waiter still alive and its request, and
 -- drops the dead ones met on the way (past their deadline or heartbeat).
--- Returns nil when nobody alive waits.
+-- Returns nil when nobody alive waits. now nil: it reads the clock (see
+-- clock) only when someone waits, for a release that needs none else.
 local function first_alive(K, now)
   while true do
     local id = redis.call('ZRANGE', K.queue, '0', '0')[1]
     if not id then
       return nil
     end
+    now = now or clock()
     local alive = tonumber(redis.call('ZSCORE', K.alive, id))
     local w = redis.call('HGET', K.waiters, id)
     if w and alive and alive > now then

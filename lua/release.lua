@@ -18,18 +18,20 @@
 --             released when the grant ends (see session_acquire.lua;
 --             absent: not)
 --
--- Returns  held         released (and handed on, if anyone waits), as a bare
---                      integer: how long the grant was held, ms. The usual
---                      reply, and so the cheapest: a table of three costs
---                      Redis about 5 000 instructions more than a number
---          {1, 0, held, waiter id, fencing_token, ttl_ms, now_ms, acquired_at_ms}
+-- Returns  at           released (and handed on, if anyone waits), as a bare
+--                      integer: when the grant was made, ms on Redis's
+--                      clock (the gateway counts how long it was held from
+--                      it). The usual reply, and so the cheapest: a table
+--                      of three costs Redis about 5 000 instructions more
+--                      than a number
+--          {1, 0, at, waiter id, fencing_token, ttl_ms, now_ms, acquired_at_ms}
 --                      released, and handed in full to that waiter of the
 --                      caller's gateway, which delivers it
 --          {1, 0}      released within RECORD_MS before: a repeated release
 --                      succeeds again, and changes nothing
---          {1, 0, held, REPEATED}
+--          {1, 0, at, REPEATED}
 --                      this call, delivered again: it released the grant,
---                      held that long, and changes nothing now (a waiter of
+--                      made at at, and changes nothing now (a waiter of
 --                      the caller's gateway that it handed the lock to in
 --                      full learns of it from a heartbeat round)
 --          {1, holds}  that hold ended now, or had ended before (then
@@ -45,26 +47,28 @@
 local K = lock_keys(ARGV[2])
 K.session = ARGV[4] ~= '' and ARGV[4] or nil
 guard_migrating(K)
-local now, t = clock()
 -- The exclusive holder's release, the usual case, reads all it needs at
 -- once (see release_all: the grant's subject, owner and fence only for a
--- history); anything else looks again with current.
+-- history), and no clock unless it needs one (see release_all); anything
+-- else looks again with current.
 -- A session's grant (ARGV[5]) reads its member too (see below).
 local session_grant = ARGV[5] == '1'
 local f = release_fields(K, session_grant and 'sm' or nil)
 local tok = f[1]
+local now, t
 if tok ~= ARGV[1] then
+  now, t = clock()
   tok = current(K, now)
 end
 local r = tok == '' and reader(K, ARGV[1])
 if tok ~= ARGV[1] and not r then
-  local reason, held, by = why_released(K)
+  local reason, at, by = why_released(K)
   if reason == RELEASED and by == CALL_ID then
     -- This call, delivered again: it answers what it did. A write of its
     -- own, so that a WAIT after it covers what the first delivery wrote,
     -- whichever connection brought that.
     redis.call('PEXPIRE', K.record, RECORD_PX)
-    return {GRANTED, 0, held, REPEATED}
+    return {GRANTED, 0, at, REPEATED}
   elseif reason == RELEASED then
     return {GRANTED, 0}
   end
@@ -100,9 +104,9 @@ end
 -- The grant's session, if session_acquire.lua noted it (the exclusive
 -- grant's 'sm', or the shared hold's), learns that it was released.
 local member = session_grant and (r and r.sm or not r and tok == ARGV[1] and f[K.hist_n > 0 and 8 or 5])
-local held, near, g = release_all(K, t, now, ARGV[1], r, not r and f, K.retention, K.check_heard, K.channel)
+local at, near, g = release_all(K, t, now, ARGV[1], r, not r and f, K.retention, K.check_heard, K.channel)
 member_released(member)
 if near then
-  return {GRANTED, 0, held, near, g[2], g[3], g[4], g[5]}
+  return {GRANTED, 0, at + 0, near, g[2], g[3], g[4], g[5]}
 end
-return held
+return at + 0

@@ -9,12 +9,13 @@
 -- ARGV[4]     '1' for a permit that a session's one-step acquire may have
 --             noted (session_acquire.lua): its member is marked released
 --
--- Returns  held       released (and handed on, if anyone waits), as a bare
---                     integer: how long the permit was held, ms (the usual
---                     reply, and so the cheapest, as release.lua's)
+-- Returns  at         released (and handed on, if anyone waits), as a bare
+--                     integer: when the permit was granted, ms on Redis's
+--                     clock (the usual reply, and so the cheapest, as
+--                     release.lua's)
 --          {1, 0}     released within RECORD_MS before (see lib_record.lua): a
 --                     repeated release succeeds again, and changes nothing.
---          {1, 0, held, REPEATED}
+--          {1, 0, at, REPEATED}
 --                     this call, delivered again (see release.lua).
 --                     Permits are not re-entrant, so never more holds
 --          {0, why}   not a holder: why is EXPIRED or UNKNOWN
@@ -32,11 +33,11 @@ local f = redis.call('HMGET', S.holders, ARGV[1], '#limit', '#i')
 found(S, f[3], t)
 local h = f[1]
 if not h then
-  local reason, held, by = why_released(S)
+  local reason, at, by = why_released(S)
   if reason == RELEASED and by == CALL_ID then
     -- This call, delivered again (see release.lua).
     redis.call('PEXPIRE', S.record, RECORD_PX)
-    return {1, 0, held, REPEATED}
+    return {1, 0, at, REPEATED}
   elseif reason == RELEASED then
     return {1, 0}
   end
@@ -45,8 +46,8 @@ end
 redis.call('HDEL', S.holders, ARGV[1])
 redis.call('ZREM', S.leases, ARGV[1]) -- a lease less: the index moves on (see semlib.lua)
 h = cjson.decode(h)
-local held = now - (tonumber(h.a) or now)
-released(S, held)
+local at = h.a or string.format('%d', now)
+released(S, at)
 if ARGV[4] == '1' then
   member_released(h.sm) -- a permit taken in a session in one step: it tells the session
 end
@@ -54,4 +55,4 @@ local limit = tonumber(f[2])
 if limit then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
 end
-return sem_done(S, held)
+return sem_done(S, at + 0)

@@ -21,7 +21,10 @@ import (
 //
 //	1  until #36: no layout key. Call records for every script.
 //	2  #36: the acquire and the release keyed by their ids, no call
-//	   records ('h<handed>:<call id>', 'r<held>:<call id>', 'f' records);
+//	   records ('h<handed>:<call id>', 'r<held>:<call id>', 'f' records;
+//	   later 'r<made at>:<call id>', as the release reads no clock; an
+//	   older gateway of 3 reads that as a time held, so a re-sent
+//	   release it answers has a wrong Held, a metric, and nothing else);
 //	   the namespace index lists names, and the name record carries
 //	   until when its name is listed. A lock's hash and its queue are as
 //	   in 1, and 2 reads a name record or index entry of 1, so a live lock

@@ -58,12 +58,12 @@ const (
 	// holderFields is the length of each holder in inspect's reply.
 	holderFields = 9
 	// repeatedMark ends a release's reply that repeats an earlier release:
-	// {GRANTED, 0, held, REPEATED}; releasedAgain is its length.
+	// {GRANTED, 0, made at, REPEATED}; releasedAgain is its length.
 	repeatedMark  = 0 // REPEATED
 	releasedAgain = 4
 	// releasedHandingOver is the length of a release's reply that hands
 	// the lock in full to a waiter of the caller's gateway: {GRANTED, 0,
-	// held, waiter id, fencing token, ttl, now, acquired at}.
+	// made at, waiter id, fencing token, ttl, now, acquired at}.
 	releasedHandingOver = 8
 )
 

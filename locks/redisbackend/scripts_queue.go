@@ -141,6 +141,15 @@ type releaseArgs struct {
 	member bool
 }
 
+// heldSince is how long a grant made at at (ms on Redis's clock) has been
+// held now: the release scripts answer when the grant was made, not how
+// long it was held, so that the usual release reads no clock in Redis. It
+// counts on the gateway's clock, so a skew between it and Redis's moves it
+// (Released.Held, a metric, is clamped at nothing).
+func heldSince(at int64) time.Duration {
+	return time.Since(time.UnixMilli(at))
+}
+
 // releaseReply is a release script's reply.
 type releaseReply struct {
 	notHolder *locks.NotHolderError // the token holds nothing; nil: released
@@ -164,15 +173,15 @@ type nearGrant struct {
 }
 
 // parseRelease reads a release script's reply (cmd.Result()): the usual
-// one, a grant released and handed to nobody here, as a bare integer, how
-// long it was held (ms), or {GRANTED, holds, [held, [waiter id, fence, ttl,
-// now, at]]} or {NOT_GRANTED, why}.
+// one, a grant released and handed to nobody here, as a bare integer, when
+// the grant was made (ms on Redis's clock), or {GRANTED, holds, [made at,
+// [waiter id, fence, ttl, now, at]]} or {NOT_GRANTED, why}.
 func parseRelease(v any, err error) (releaseReply, error) {
 	if err != nil {
 		return releaseReply{}, err
 	}
-	if held, ok := v.(int64); ok {
-		return releaseReply{ended: true, held: millis(held)}, nil
+	if at, ok := v.(int64); ok {
+		return releaseReply{ended: true, held: heldSince(at)}, nil
 	}
 	out, ok := v.([]any)
 	if !ok {
@@ -192,8 +201,8 @@ func parseRelease(v any, err error) (releaseReply, error) {
 	holds, _ := out[1].(int64)
 	rp := releaseReply{holds: int(holds)}
 	if len(out) >= 3 {
-		held, _ := out[2].(int64)
-		rp.ended, rp.held = true, millis(held)
+		at, _ := out[2].(int64)
+		rp.ended, rp.held = true, heldSince(at)
 	}
 	rp.repeated = len(out) == releasedAgain
 	if len(out) == releasedHandingOver {
