@@ -6,6 +6,7 @@
 -- ARGV[1]     SHA-256 of the caller's owner token
 -- ARGV[2]     how long the fencing counter outlives its last use, ms
 -- ARGV[3]     '1' to drop a waiter whose gateway does not hear the hand-off
+--             (exact off Cluster, and so '1' only there)
 -- ARGV[4]     '1' for a permit that a session's one-step acquire may have
 --             noted (session_acquire.lua): its member is marked released
 --
@@ -25,7 +26,12 @@
 
 local S = sem_keys_of(KEYS[1], KEYS[2])
 S.keep = ARGV[2]
-guard_migrating()
+if ARGV[3] ~= '1' then
+  -- On Cluster (check_heard '0' there, and only there: see
+  -- locks/redisbackend NewRedis), where a slot may migrate under it. A
+  -- single Redis skips the read, as a lock's release does (K.index).
+  guard_migrating()
+end
 local now, t = clock()
 purge(S, now)
 -- One read: the caller's permit, the limit in force and the index.
