@@ -119,6 +119,12 @@ end
 -- Returns nil when nobody alive waits. now nil: it reads the clock (see
 -- clock) only when someone waits, for a release that needs none else.
 local function first_alive(K, now)
+  -- The usual lock has no queue: an EXISTS (one argument, a number back)
+  -- says so for less than the ZRANGE (three, and a list), and a lock
+  -- with waiters pays the command more.
+  if redis.call('EXISTS', K.queue) == 0 then
+    return nil
+  end
   while true do
     local id = redis.call('ZRANGE', K.queue, '0', '0')[1]
     if not id then
