@@ -29,14 +29,17 @@ end
 -- and renews nothing, where it would renew it, be refused, and drop it in
 -- one call more. Only while the session still has the member: a session
 -- gone has no hash to write to, and one HSET would make it anew, with no
--- lease.
+-- lease. HSET says whether the field was new: the member the session has
+-- (the usual case) is marked in one command, where an HEXISTS before it
+-- made two; a field it made (the session ended, or gone) is taken back at
+-- once, and with it the hash, if HSET made that too.
 local function member_released(sm)
   if not sm then
     return
   end
   local field, hold, session = string.match(sm, '^(%S+) (%S+) (.*)$')
-  if redis.call('HEXISTS', session, field) == 1 then
-    redis.call('HSET', session, field, 'g' .. hold)
+  if redis.call('HSET', session, field, 'g' .. hold) == 1 then
+    redis.call('HDEL', session, field)
   end
 end
 
