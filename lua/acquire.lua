@@ -39,6 +39,9 @@
 --              single Redis (see lib_grant.lua granted_now): the usual
 --              reply, and so the cheapest; its acquired at is its now, and
 --              it was not handed over
+--          {1, fencing_token, ttl_ms}
+--              granted now, in a session's one-step acquire, which cut the
+--              lease to ttl_ms (see lib_grant.lua granted_now)
 --          {1, fencing_token, ttl_ms, now_ms, acquired_at_ms, handed}
 --              granted; handed is 1 when this token already held the lock
 --              (a retried call, or a hand-off, which this call picks up)
@@ -135,7 +138,7 @@ if me == '' then
     local fence, _, fence_n = grant(K, t, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, value, min_hold, max_hold,
       session_member())
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence, value)
-    return granted_now(K, settle(K, fresh(fence_n, ttl, now)))
+    return granted_now(K, fence_n, ttl, now)
   end
   if shared and holder == '' and shared_full(K) then
     local soonest = redis.call('ZRANGE', K.readers, '0', '0', 'WITHSCORES')[2]
@@ -145,7 +148,7 @@ if me == '' then
     local fence, _, fence_n = add_reader(K, t, now, tok_hash, ttl, ttl, ARGV[3], ARGV[4], K.retention, false, max_hold,
       session_member())
     event(K, 'acquired', now, ARGV[3], ARGV[4], fence)
-    return granted_now(K, settle(K, fresh(fence_n, ttl, now)))
+    return granted_now(K, fence_n, ttl, now)
   end
 end
 

@@ -121,21 +121,28 @@ local function fresh(fence_n, ttl, now)
   return {1, fence_n, tonumber(ttl), now, now, 0}
 end
 
--- granted_now is the acquire's reply rp of a grant or permit made now
--- with the TTL asked for (fresh's): its bare fencing token, the usual
--- reply, and so the cheapest (a table of six costs Redis about 6 000
--- instructions more than a number). But rp itself for a lock on Cluster
--- (K.index false), to which the index's entries due are appended
--- (lib_index.lua index_trailer; a semaphore has no index), and in the
--- library of session_acquire.lua, which reads the table and whose lease
--- the session may cut (lua.go inSession sets BARE_GRANT false there: each
--- script is a library of its own).
+-- granted_now notes a grant or permit made now, at fence_n, with the TTL
+-- asked for (settle), and returns the acquire's reply: its bare fencing
+-- token, the usual reply, and so the cheapest (a table of six costs Redis
+-- about 6 000 instructions more than a number), built without the table
+-- (fresh) it stands for. In the library of session_acquire.lua, whose
+-- lease the session cuts to what is left of its own, so that the gateway
+-- does not know it (lua.go inSession sets BARE_GRANT false there: each
+-- script is a library of its own), {GRANTED, fencing token, ttl}. And
+-- fresh's table itself for a lock on Cluster (K.index false), to which
+-- the index's entries due are appended (lib_index.lua index_trailer; a
+-- semaphore has no index).
 local BARE_GRANT = true
-local function granted_now(K, rp)
-  if K.index ~= false and BARE_GRANT then
-    return rp[2]
+local function granted_now(K, fence_n, ttl, now)
+  if K.index == false then
+    return settle(K, fresh(fence_n, ttl, now))
   end
-  return rp
+  ttl = ttl + 0
+  note_grant(K, K.record, ttl, 0)
+  if BARE_GRANT then
+    return fence_n
+  end
+  return {GRANTED, fence_n, ttl}
 end
 
 -- SESSION_MEMBER is, while session_acquire.lua runs acquire.lua's (or

@@ -101,7 +101,7 @@ if me == '' and free then
     session_member())
   keep_keys(S, now)
   -- A permit taken now, not provisional: its reply needs no read back.
-  return sem_done(S, granted_now(S, settle(S, fresh(fence_n, ttl, now))))
+  return sem_done(S, granted_now(S, fence_n, ttl, now))
 end
 
 local rank = -1

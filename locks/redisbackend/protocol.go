@@ -51,6 +51,10 @@ const (
 	// grantFields is the length of a grant's reply: code, fencing token,
 	// ttl, now, acquired at, handed.
 	grantFields = 6
+	// grantedNowFields is the length of the reply of a grant made now in
+	// a session's one-step acquire, which cut its lease: code, fencing
+	// token, ttl (lua/lib_grant.lua granted_now).
+	grantedNowFields = 3
 	// queuedFields is the length of a refusal's reply that tells the
 	// waiter's place: code, retry, now, rank, arrival (a lock's then
 	// says whether a min hold keeps it).

@@ -89,12 +89,16 @@ type reply struct {
 	refused error
 }
 
-// parseReply reads {GRANTED, fence, ttl, now, at, handed, ...} or
+// parseReply reads {GRANTED, fence, ttl, now, at, handed, ...},
+// {GRANTED, fence, ttl} (a grant made now, whose lease is counted from
+// when the call was sent, as a bare fencing token's is: see grantedNow) or
 // {NOT_GRANTED, retry, now, [rank, arrival]}.
 func parseReply(res []int64) (reply, error) {
 	switch {
 	case len(res) >= grantFields && res[0] == codeGranted:
 		return reply{granted: true, fence: res[1], ttl: millis(res[2]), now: res[3], at: res[4], handed: res[5] == 1}, nil
+	case len(res) == grantedNowFields && res[0] == codeGranted:
+		return reply{granted: true, fence: res[1], ttl: millis(res[2])}, nil
 	case len(res) == 1 && res[0] == codeFencedOff:
 		return reply{}, errFencedOff
 	case len(res) >= 3 && res[0] == codeNotGranted:
