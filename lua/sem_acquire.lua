@@ -99,7 +99,7 @@ end
 if me == '' and free then
   local _, fence_n = add_holder(S, t, now, live, tok, ttl, ttl, ARGV[3], ARGV[4], ARGV[5], false, max_hold,
     session_member())
-  keep_keys(S, now)
+  keep_keys(S, now, true) -- free: sem_handoff found nobody alive waiting, and dropped the rest
   -- A permit taken now, not provisional: its reply needs no read back.
   return sem_done(S, granted_now(S, fence_n, ttl, now))
 end

@@ -115,8 +115,11 @@ end
 -- keep_keys makes the holder keys outlive the longest lease and the queue
 -- (the limit in force lives in S.holders) by the fence retention (S.keep),
 -- the index's life after its last change (see above), and no more.
-local function keep_keys(S, now)
-  local ms = redis.call('PTTL', S.queue)
+-- no_queue: the caller knows that nobody waits (a permit taken at once,
+-- which the queue's first alive waiter would have had), and so that there
+-- is no queue to outlive: one command less.
+local function keep_keys(S, now, no_queue)
+  local ms = no_queue and -2 or redis.call('PTTL', S.queue)
   local last = redis.call('ZRANGE', S.leases, '-1', '-1', 'WITHSCORES')[2]
   if last then
     ms = math.max(ms, tonumber(last) - now)
