@@ -58,7 +58,10 @@ if ARGV[4] == '1' then
   member_released(h.sm) -- a permit taken in a session in one step: it tells the session
 end
 local limit = tonumber(f[2])
-if limit then
+-- Only a queue has anyone to hand a permit to: the usual release, which
+-- nobody waits for, skips the count of live leases that a hand-off begins
+-- with (a queue's hand-off counts the queue twice).
+if limit and redis.call('ZCARD', S.queue) > 0 then
   sem_handoff(S, t, now, limit, ARGV[2], ARGV[3], nil)
 end
 return sem_done(S, at + 0)
