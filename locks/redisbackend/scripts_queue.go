@@ -145,8 +145,18 @@ type releaseArgs struct {
 // held now: the release scripts answer when the grant was made, not how
 // long it was held, so that the usual release reads no clock in Redis. It
 // counts on the gateway's clock, so a skew between it and Redis's moves it
-// (Released.Held, a metric, is clamped at nothing).
+// (Released.Held, a metric, is clamped at nothing). A grant whose time is
+// not known (0) was held for nothing known; and a release record an older
+// gateway wrote ('r<held>', see layoutVersion) says how long it was held
+// itself, a number that no grant's time since 2001 is below.
 func heldSince(at int64) time.Duration {
+	const olderRecord = 1_000_000_000_000 // ms: 2001-09-09
+	switch {
+	case at <= 0:
+		return 0
+	case at < olderRecord:
+		return millis(at)
+	}
 	return time.Since(time.UnixMilli(at))
 }
 

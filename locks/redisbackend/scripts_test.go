@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"testing"
+	"time"
 
 	"github.com/lockgate/lockgate/lua"
 )
@@ -23,5 +24,21 @@ func TestEveryScriptIsWrapped(t *testing.T) {
 	}
 	if len(wrapped) != len(lua.Scripts()) {
 		t.Errorf("got %d scripts wrapped, want %d", len(wrapped), len(lua.Scripts()))
+	}
+}
+
+// TestHeldSince: a release's answer is when the grant was made, and the
+// gateway counts the time held from it; an unknown time is nothing held,
+// and an older gateway's record, a time held, is taken as it is.
+func TestHeldSince(t *testing.T) {
+	if got := heldSince(0); got != 0 {
+		t.Errorf("heldSince(0) = %v, want 0", got)
+	}
+	if got := heldSince(1500); got != 1500*time.Millisecond {
+		t.Errorf("heldSince(1500), an older gateway's record = %v, want 1.5s", got)
+	}
+	at := time.Now().Add(-2 * time.Second).UnixMilli()
+	if got := heldSince(at); got < 2*time.Second || got > time.Minute {
+		t.Errorf("heldSince(2 s ago) = %v, want 2 s or a little more", got)
 	}
 }
