@@ -10,11 +10,13 @@ local RECORD_PX = RECORD_MS .. ''
 -- guard_migrating is the first command of a keyed script (see once.lua) that
 -- has no read of its own of a key that may not exist: it reads one that
 -- never does, so that on Cluster, while the lock's slot migrates, Redis
--- stops the script here, before it writes anything. Only on Cluster: K of
--- a lock on a single Redis (K.index true: its scripts write the index
--- themselves, see lock_keys) skips it, as no slot migrates there.
-local function guard_migrating(K)
-  if K and K.index then
+-- stops the script here, before it writes anything. Only on Cluster: a
+-- script that knows it runs on a single Redis (single: a lock's K.index,
+-- as its scripts write the index themselves there, see lock_keys; a
+-- semaphore's check_heard '1', exact there and only there, see
+-- locks/redisbackend NewRedis) skips it, as no slot migrates there.
+local function guard_migrating(single)
+  if single then
     return
   end
   redis.call('EXISTS', KEYS[1] .. ':c:')

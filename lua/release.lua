@@ -46,7 +46,7 @@
 
 local K = lock_keys(ARGV[2])
 K.session = ARGV[4] ~= '' and ARGV[4] or nil
-guard_migrating(K)
+guard_migrating(K.index)
 -- The exclusive holder's release, the usual case, reads all it needs at
 -- once (see release_all: the grant's subject, owner and fence only for a
 -- history), and no clock unless it needs one (see release_all); anything

@@ -26,12 +26,7 @@
 
 local S = sem_keys_of(KEYS[1], KEYS[2])
 S.keep = ARGV[2]
-if ARGV[3] ~= '1' then
-  -- On Cluster (check_heard '0' there, and only there: see
-  -- locks/redisbackend NewRedis), where a slot may migrate under it. A
-  -- single Redis skips the read, as a lock's release does (K.index).
-  guard_migrating()
-end
+guard_migrating(ARGV[3] == '1')
 local now, t = clock()
 purge(S, now)
 -- One read: the caller's permit, the limit in force and the index.
