@@ -115,3 +115,54 @@ func TestRedisAnsweredLeaseIsHeld(t *testing.T) {
 		t.Error(f)
 	}
 }
+
+// TestRedisSessionGrantLeaseIsHeld: a lock or a permit taken in a session
+// in one step (lua/session_acquire.lua) has the lease that is left of the
+// session's, whatever TTL the caller asked for, and the answer states no
+// lease end later than the one Redis holds: the script answers the lease it
+// cut, and the gateway counts it from when it sent the call.
+func TestRedisSessionGrantLeaseIsHeld(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	admin := newClient(t, srv)
+	l := newRedis(t, srv, redisbackend.Options{})
+	ss, err := l.OpenSession(t.Context(), "s", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := locks.AcquireRequest{Subject: "s", TTL: 10 * time.Minute}
+	for _, kind := range []string{"lock", "permit"} {
+		key := locks.Key{Namespace: "lease", Name: "session-" + kind}
+		var g locks.Grant
+		var redisKey string
+		if kind == "lock" {
+			g, err = l.AcquireInSession(t.Context(), ss.Token, key, asked)
+			redisKey = "lockgate:{" + key.String() + "}"
+		} else {
+			g, err = l.AcquirePermitInSession(t.Context(), ss.Token, key, locks.SemaphoreRequest{AcquireRequest: asked, Limit: 2})
+			redisKey = "lockgate:sem:{" + key.String() + "}:leases"
+		}
+		if err != nil {
+			t.Fatalf("%s in the session: %v", kind, err)
+		}
+		var pttl time.Duration
+		if kind == "lock" {
+			pttl, err = admin.PTTL(t.Context(), redisKey).Result()
+		} else {
+			var score float64
+			score, err = admin.ZScore(t.Context(), redisKey, locks.TokenHash(g.Token)).Result()
+			pttl = time.Until(time.UnixMilli(int64(score)))
+		}
+		after := time.Now()
+		if err != nil {
+			t.Fatalf("%s: read Redis: %v", kind, err)
+		}
+		if g.TTL <= 0 || g.TTL > 2*time.Second {
+			t.Errorf("%s: answered a TTL of %v; want what is left of the session's 2s", kind, g.TTL)
+		}
+		if redisEnd := after.Add(pttl + time.Millisecond); g.ExpiresAt.After(redisEnd) {
+			t.Errorf("%s: answered a lease until %v, Redis holds it until %v at the latest", kind,
+				g.ExpiresAt.Format("15:04:05.000"), redisEnd.Format("15:04:05.000"))
+		}
+	}
+}
