@@ -329,8 +329,8 @@ var scripts = []Script{
 // the Lua text of what goes before the token hash in the field of a hold
 // kept as JSON in KEYS[1] (a lock's shared hold: 'r:'; a permit: none), where
 // its grant names its session's member (see session_acquire.lua). A grant
-// made now answers its whole reply there, not its bare fencing token
-// (lib_grant.lua granted_now): the session may have cut its lease.
+// made now answers {GRANTED, fencing token, ttl} there, not its bare
+// fencing token (lib_grant.lua granted_now): the session cut its lease.
 func inSession(acquire, holdField string) string {
 	return "BARE_GRANT = false\nlocal function acquire_main()\n" + acquire + "\nend\nlocal HOLD_FIELD = " + holdField + "\n"
 }

@@ -301,7 +301,10 @@ func (r *Backend) acquireInSession(ctx context.Context, res resource, c locks.Se
 			return locks.Grant{}, err
 		}
 	}
-	rp, err := res.kind.acquireReply(r, cmd, req.TTL)
+	// The TTL asked for is not the lease here: the script cuts it to what is
+	// left of the session's, and answers it (lua/lib_grant.lua granted_now),
+	// never a bare fencing token, which 0 would read as a lease of nothing.
+	rp, err := res.kind.acquireReply(r, cmd, 0)
 	if rp, err = r.acquired(ctx, res, "", a.tokHash, rp, ackErr, err); err != nil {
 		return locks.Grant{}, err
 	}
